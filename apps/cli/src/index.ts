@@ -1,0 +1,1 @@
+export { createProgram } from './program'

@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest'
+import { parseAddress, parseMembers } from './members'
+
+describe('parseMembers', () => {
+  it('parses a three-node list', () => {
+    expect(parseMembers('n1=127.0.0.1:7001,n2=127.0.0.1:7002, n3=localhost:7003')).toEqual([
+      { nodeId: 'n1', address: '127.0.0.1:7001' },
+      { nodeId: 'n2', address: '127.0.0.1:7002' },
+      { nodeId: 'n3', address: 'localhost:7003' },
+    ])
+  })
+  it('says what is wrong', () => {
+    expect(() => parseMembers('')).toThrow(/empty/)
+    expect(() => parseMembers('n1')).toThrow(/not id=host:port/)
+    expect(() => parseMembers('n1=127.0.0.1:70000')).toThrow(/port from 1 to 65535/)
+    expect(() => parseMembers('n1=a:1,n1=b:2')).toThrow(/node id twice/)
+    expect(() => parseMembers('n1=a:1,n2=a:1')).toThrow(/address twice/)
+    expect(() => parseMembers('bad id=a:1')).toThrow(/node id/)
+  })
+  it('accepts IPv6 literals', () => {
+    expect(parseAddress('[::1]:7001')).toBe('[::1]:7001')
+  })
+})

@@ -1,0 +1,47 @@
+/** One member of an initial cluster: a node id and its `host:port` address. */
+export interface Member {
+  readonly nodeId: string
+  readonly address: string
+}
+
+const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+const ADDRESS_PATTERN = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})$/
+
+/**
+ * Parses `n1=127.0.0.1:7001,n2=127.0.0.1:7002,…` (the `--initial-meta` flag). Throws an
+ * Error naming the bad part when an item is malformed, a port is out of range, or a node
+ * id or address repeats.
+ */
+export function parseMembers(text: string): Member[] {
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+  if (items.length === 0) throw new Error('--initial-meta is empty; expected id=host:port[,id=host:port…]')
+  const members: Member[] = []
+  for (const item of items) {
+    const eq = item.indexOf('=')
+    if (eq < 0) throw new Error(`--initial-meta item ${JSON.stringify(item)} is not id=host:port`)
+    const nodeId = item.slice(0, eq)
+    const address = item.slice(eq + 1)
+    if (!NODE_ID_PATTERN.test(nodeId)) {
+      throw new Error(`node id ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
+    }
+    members.push({ nodeId, address: parseAddress(address) })
+  }
+  const ids = new Set(members.map((m) => m.nodeId))
+  if (ids.size !== members.length) throw new Error('--initial-meta names a node id twice')
+  const addresses = new Set(members.map((m) => m.address))
+  if (addresses.size !== members.length) throw new Error('--initial-meta names an address twice')
+  return members
+}
+
+/** Returns `address` when it is `host:port` with a port in 1..65535; throws otherwise. */
+export function parseAddress(address: string): string {
+  const match = ADDRESS_PATTERN.exec(address)
+  const port = match ? Number(match[2]) : Number.NaN
+  if (!match || port < 1 || port > 65535) {
+    throw new Error(`address ${JSON.stringify(address)} is not host:port with a port from 1 to 65535`)
+  }
+  return address
+}

@@ -1,0 +1,2 @@
+export type { PartitionRef } from './partition-key'
+export { parsePartitionId, partitionId } from './partition-key'

@@ -1,0 +1,1 @@
+export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'

@@ -1,0 +1,1 @@
+export { Prng } from './prng'

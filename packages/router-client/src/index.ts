@@ -1,0 +1,1 @@
+export { fnv1a32, Partitioner } from './partitioner'

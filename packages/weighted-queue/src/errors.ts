@@ -1,0 +1,26 @@
+/** The stable codes of the errors this package throws. */
+export const QueueErrorCode = {
+  InvalidArgument: 'INVALID_ARGUMENT',
+  LimitExceeded: 'LIMIT_EXCEEDED',
+} as const
+export type QueueErrorCode = (typeof QueueErrorCode)[keyof typeof QueueErrorCode]
+
+/** Base of every error this package throws: a stable `code` and whether a retry can help. */
+export abstract class QueueError extends Error {
+  abstract readonly code: QueueErrorCode
+  abstract readonly retriable: boolean
+}
+
+/** A request that can never succeed as written: fix the input, do not retry. */
+export class InvalidArgumentError extends QueueError {
+  override readonly name = 'InvalidArgumentError'
+  readonly code = QueueErrorCode.InvalidArgument
+  readonly retriable = false
+}
+
+/** A size or length limit was reached; nothing changed. Retry after consumers catch up. */
+export class LimitExceededError extends QueueError {
+  override readonly name = 'LimitExceededError'
+  readonly code = QueueErrorCode.LimitExceeded
+  readonly retriable = true
+}
