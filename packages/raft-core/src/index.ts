@@ -1,3 +1,4 @@
+export { CompactedError, RaftError, RaftErrorCode, UnavailableError } from './errors'
 export { Prng } from './prng'
 export type { LogStorage } from './storage'
 export type { ConfState, Entry, HardState, ReplicaId, Snapshot, SnapshotMeta } from './types'
