@@ -1,5 +1,5 @@
 export { CompactedError, RaftError, RaftErrorCode, UnavailableError } from './errors'
 export { Prng } from './prng'
-export type { LogStorage } from './storage'
+export type { Durability, LogStorage, WritableLogStorage } from './storage'
 export type { ConfState, Entry, HardState, ReplicaId, Snapshot, SnapshotMeta } from './types'
 export { EMPTY_HARD_STATE, EntryType } from './types'

@@ -32,3 +32,34 @@ export interface LogStorage {
   /** The latest snapshot (index 0 and empty data when there is none). */
   snapshot(): Snapshot
 }
+
+/**
+ * A LogStorage the runtime can write. Every write is visible to the reads at once and
+ * becomes durable at the next `Durability.flush()` of the database that holds it (group
+ * commit: one flush covers the writes of every group staged since the last one).
+ */
+export interface WritableLogStorage extends LogStorage {
+  /**
+   * Appends `entries` (consecutive indexes, non-empty). When entries[0].index <=
+   * lastIndex(), the conflicting suffix from that index on is truncated first (Raft §5.3).
+   * Requires entries[0].index in [firstIndex(), lastIndex() + 1].
+   */
+  append(entries: readonly Entry[]): void
+  /** Records the hard state. */
+  setHardState(hardState: HardState): void
+  /**
+   * Installs `snapshot`: entries up to its index are discarded (all of them when the log
+   * does not hold an entry of its index and term), and firstIndex() becomes index + 1.
+   */
+  applySnapshot(snapshot: Snapshot): void
+  /**
+   * Records `snapshot` (taken by the state machine at an applied index) and discards the
+   * log up to `compactIndex` (<= snapshot.meta.index). Keeps later entries.
+   */
+  compact(snapshot: Snapshot, compactIndex: number): void
+}
+
+/** Makes every staged write durable. Resolves once they are (one fsync for all groups). */
+export interface Durability {
+  flush(): Promise<void>
+}
