@@ -1,0 +1,122 @@
+import type { BatchOp, Engine, EngineSnapshot, KeyRange, KeyValue, WriteOptions } from './engine'
+import { ClosedError, InvalidArgumentError } from './errors'
+import { type FrozenMap, OrderedMap } from './ordered-map'
+import { checkOps, checkRange } from './write-batch'
+
+/**
+ * An in-memory Engine for tests and the simulator: a copy-on-write B+tree (O(log n) reads
+ * and writes, O(1) snapshots). Writes apply synchronously inside `write()` (so a read issued
+ * after `write()` returns sees them) and `sync` is ignored. Keys and values are copied in
+ * and out, so callers may reuse their buffers.
+ */
+export class MemoryEngine implements Engine {
+  private readonly map = new OrderedMap()
+  private closed = false
+  private readonly snapshots = new Set<MemorySnapshot>()
+
+  /** Number of keys held. */
+  get size(): number {
+    return this.map.size
+  }
+
+  async get(key: Uint8Array): Promise<Uint8Array | undefined> {
+    this.checkOpen()
+    checkKey(key)
+    return copy(this.map.get(key))
+  }
+
+  async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+    this.checkOpen()
+    for (const key of keys) checkKey(key)
+    return keys.map((key) => copy(this.map.get(key)))
+  }
+
+  async range(range: KeyRange): Promise<KeyValue[]> {
+    this.checkOpen()
+    checkRange(range)
+    return copyAll(this.map.range(range))
+  }
+
+  async write(ops: readonly BatchOp[], _options: WriteOptions): Promise<void> {
+    this.writeNow(ops)
+  }
+
+  /**
+   * Applies `ops` atomically and in order, synchronously (the memory engine's own extra).
+   * Throws ClosedError after close and InvalidArgumentError for a malformed op (nothing applied).
+   */
+  writeNow(ops: readonly BatchOp[]): void {
+    this.checkOpen()
+    checkOps(ops)
+    for (const op of ops) {
+      if (op.type === 'put') this.map.set(op.key.slice(), op.value.slice())
+      else if (op.type === 'del') this.map.delete(op.key)
+      else this.map.deleteRange(op.gte, op.lt)
+    }
+  }
+
+  async snapshot(): Promise<EngineSnapshot> {
+    this.checkOpen()
+    const snap = new MemorySnapshot(this.map.freeze(), (s) => this.snapshots.delete(s))
+    this.snapshots.add(snap)
+    return snap
+  }
+
+  /** Closes the engine and every open snapshot. Idempotent. */
+  async close(): Promise<void> {
+    this.closed = true
+    for (const snap of [...this.snapshots]) await snap.close()
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('memory engine is closed; open a new one')
+  }
+}
+
+class MemorySnapshot implements EngineSnapshot {
+  private closed = false
+  constructor(
+    private readonly view: FrozenMap,
+    private readonly onClose: (s: MemorySnapshot) => void,
+  ) {}
+
+  async get(key: Uint8Array): Promise<Uint8Array | undefined> {
+    this.checkOpen()
+    checkKey(key)
+    return copy(OrderedMap.getIn(this.view.root, key))
+  }
+
+  async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+    this.checkOpen()
+    for (const key of keys) checkKey(key)
+    return keys.map((key) => copy(OrderedMap.getIn(this.view.root, key)))
+  }
+
+  async range(range: KeyRange): Promise<KeyValue[]> {
+    this.checkOpen()
+    checkRange(range)
+    return copyAll(OrderedMap.collect(this.view.root, range))
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.onClose(this)
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('snapshot is closed (or its engine is); take a new one')
+  }
+}
+
+function checkKey(key: Uint8Array): void {
+  if (!(key instanceof Uint8Array)) throw new InvalidArgumentError('key must be a Uint8Array')
+}
+
+function copy(v: Uint8Array | undefined): Uint8Array | undefined {
+  return v === undefined ? undefined : v.slice()
+}
+
+function copyAll(kvs: KeyValue[]): KeyValue[] {
+  return kvs.map(([k, v]) => [k.slice(), v.slice()] as const)
+}
