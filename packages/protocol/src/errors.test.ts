@@ -9,7 +9,9 @@ describe('wire error codes', () => {
     expect(ERROR_CODES.NOT_LEADER.retriable).toBe(true)
     expect(ERROR_CODES.STALE_ROUTE.retriable).toBe(true)
     expect(ERROR_CODES.LIMIT_EXCEEDED.retriable).toBe(true)
+    expect(ERROR_CODES.UNAVAILABLE.retriable).toBe(true)
     expect(ERROR_CODES.INVALID_ARGUMENT.retriable).toBe(false)
+    expect(ERROR_CODES.INTERNAL.retriable).toBe(false)
     expect(ERROR_CODES.QUEUE_NOT_FOUND.status).toBe(GrpcStatus.NotFound)
   })
   it('recognises codes and only codes', () => {

@@ -10,17 +10,22 @@ export const ErrorCode = {
   InvalidArgument: 'INVALID_ARGUMENT',
   LimitExceeded: 'LIMIT_EXCEEDED',
   Unavailable: 'UNAVAILABLE',
+  Internal: 'INTERNAL',
 } as const
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
 
 /** gRPC status codes used on the wire (numeric values from the gRPC spec). */
 export const GrpcStatus = {
+  Ok: 0,
+  Cancelled: 1,
   InvalidArgument: 3,
+  DeadlineExceeded: 4,
   NotFound: 5,
   AlreadyExists: 6,
+  ResourceExhausted: 8,
   FailedPrecondition: 9,
   Aborted: 10,
-  ResourceExhausted: 8,
+  Internal: 13,
   Unavailable: 14,
 } as const
 export type GrpcStatus = (typeof GrpcStatus)[keyof typeof GrpcStatus]
@@ -41,6 +46,7 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   INVALID_ARGUMENT: { status: GrpcStatus.InvalidArgument, retriable: false },
   LIMIT_EXCEEDED: { status: GrpcStatus.ResourceExhausted, retriable: true },
   UNAVAILABLE: { status: GrpcStatus.Unavailable, retriable: true },
+  INTERNAL: { status: GrpcStatus.Internal, retriable: false },
 }
 
 /** Returns true when `value` is one of the wire error codes. */

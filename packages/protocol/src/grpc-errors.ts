@@ -1,0 +1,66 @@
+import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js'
+import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
+import { ErrorDetail } from './generated/mq/v1/errors'
+import { type ErrorFacts, type MqError, mqError } from './mq-error'
+
+/** The trailing metadata key that carries the encoded ErrorDetail. */
+export const ERROR_DETAIL_KEY = 'mq-error-bin'
+
+/**
+ * Turns an MqError into what a grpc-js handler passes to its callback (or `emit('error')`):
+ * the code's gRPC status, the message, and the typed detail in trailing metadata.
+ */
+export function toGrpcStatus(error: MqError): Partial<StatusObject> {
+  const metadata = new Metadata()
+  const detail: ErrorDetail = {
+    code: error.code,
+    retriable: error.retriable,
+    leaderId: error.facts.leaderId ?? '',
+    leaderAddress: error.facts.leaderAddress ?? '',
+    epoch: error.facts.epoch ?? 0,
+    groupId: error.facts.groupId ?? 0,
+  }
+  metadata.set(ERROR_DETAIL_KEY, Buffer.from(ErrorDetail.encode(detail).finish()))
+  return { code: ERROR_CODES[error.code].status, details: error.message, metadata }
+}
+
+/**
+ * Turns a failed call's error into the typed MqError it stands for. With an `mq-error-bin`
+ * detail the code and facts come from it; without one (a transport failure, a deadline, a
+ * server that is not mq) the gRPC status decides: unreachable, deadline and cancelled become
+ * a retriable UnavailableError, the rest an InternalError. The original error is the `cause`.
+ */
+export function fromGrpcError(error: ServiceError): MqError {
+  const raw = error.metadata?.get(ERROR_DETAIL_KEY)[0]
+  const message = error.details || error.message
+  if (raw instanceof Buffer) {
+    let detail: ErrorDetail | undefined
+    try {
+      detail = ErrorDetail.decode(raw)
+    } catch {
+      detail = undefined
+    }
+    if (detail && isErrorCode(detail.code)) {
+      const facts: ErrorFacts = {
+        ...(detail.leaderId ? { leaderId: detail.leaderId } : {}),
+        ...(detail.leaderAddress ? { leaderAddress: detail.leaderAddress } : {}),
+        ...(detail.epoch ? { epoch: detail.epoch } : {}),
+        ...(detail.groupId ? { groupId: detail.groupId } : {}),
+      }
+      return mqError(detail.code, message, facts, { cause: error })
+    }
+  }
+  switch (error.code) {
+    case GrpcStatus.Unavailable:
+    case GrpcStatus.DeadlineExceeded:
+    case GrpcStatus.Cancelled:
+    case GrpcStatus.Aborted:
+      return mqError(ErrorCode.Unavailable, message, {}, { cause: error })
+    case GrpcStatus.InvalidArgument:
+      return mqError(ErrorCode.InvalidArgument, message, {}, { cause: error })
+    case GrpcStatus.ResourceExhausted:
+      return mqError(ErrorCode.LimitExceeded, message, {}, { cause: error })
+    default:
+      return mqError(ErrorCode.Internal, message, {}, { cause: error })
+  }
+}

@@ -1,0 +1,91 @@
+import {
+  credentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  type ServiceError,
+  type sendUnaryData,
+} from '@grpc/grpc-js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ErrorCode } from '../src/errors'
+import { QueueClient, QueueService } from '../src/generated/mq/v1/queue'
+import { fromGrpcError, toGrpcStatus } from '../src/grpc-errors'
+import { NotLeaderError, StaleRouteError, UnavailableError } from '../src/mq-error'
+
+// The error contract end to end: a real grpc-js server on loopback fails calls with typed
+// errors; the client side turns them back into the same typed errors with their facts.
+describe('typed errors over gRPC', () => {
+  let server: Server
+  let client: QueueClient
+  const unimplemented = (_: unknown, cb: sendUnaryData<never>) => cb(new Error('unused'))
+
+  beforeAll(async () => {
+    server = new Server()
+    server.addService(QueueService, {
+      produce: (_call: unknown, cb: sendUnaryData<never>) =>
+        cb(
+          toGrpcStatus(
+            new NotLeaderError('not the leader of group 3', {
+              leaderId: 'n2',
+              leaderAddress: '127.0.0.1:7002',
+              groupId: 3,
+            }),
+          ),
+        ),
+      lease: (_call: unknown, cb: sendUnaryData<never>) =>
+        cb(toGrpcStatus(new StaleRouteError('route epoch 4 is older than 9', { epoch: 9 }))),
+      ack: unimplemented,
+      nack: unimplemented,
+      extend: unimplemented,
+    })
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    )
+    client = new QueueClient(`127.0.0.1:${port}`, credentials.createInsecure())
+  })
+
+  afterAll(() => {
+    client?.close()
+    server?.forceShutdown()
+  })
+
+  const call = <T>(fn: (cb: (e: ServiceError | null, r?: T) => void) => void) =>
+    new Promise<ServiceError>((resolve, reject) =>
+      fn((e) => (e ? resolve(e) : reject(new Error('the call was expected to fail')))),
+    )
+
+  it('carries NOT_LEADER with the leader hint', async () => {
+    const raw = await call((cb) => client.produce({ producerId: '', sequence: 0, messages: [] }, cb))
+    const error = fromGrpcError(raw)
+    expect(error).toBeInstanceOf(NotLeaderError)
+    expect(error.retriable).toBe(true)
+    expect(error.message).toBe('not the leader of group 3')
+    expect(error.facts).toEqual({ leaderId: 'n2', leaderAddress: '127.0.0.1:7002', groupId: 3 })
+  })
+
+  it('carries STALE_ROUTE with the current epoch', async () => {
+    const raw = await call((cb) => client.lease({ consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0 }, cb))
+    const error = fromGrpcError(raw)
+    expect(error).toBeInstanceOf(StaleRouteError)
+    expect(error.facts.epoch).toBe(9)
+  })
+
+  it('maps an untyped failure by its status', async () => {
+    const raw = await call((cb) => client.ack({ leaseIds: [] }, cb))
+    expect(fromGrpcError(raw).code).toBe(ErrorCode.Internal)
+  })
+
+  it('turns an unreachable server into a retriable UnavailableError', async () => {
+    const dead = new QueueClient('127.0.0.1:1', credentials.createInsecure())
+    const raw = await call((cb) =>
+      dead.ack({ leaseIds: [] }, new Metadata(), { deadline: Date.now() + 2000 }, cb),
+    )
+    dead.close()
+    const error = fromGrpcError(raw)
+    expect(error).toBeInstanceOf(UnavailableError)
+    expect(error.retriable).toBe(true)
+    expect(error.cause).toBe(raw)
+  })
+})
