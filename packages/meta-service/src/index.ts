@@ -1,1 +1,14 @@
+export type { MetaCommand, MetaCommandType } from './meta-commands'
+export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
+export type { GroupRecord, MetaResult, NodeRecord, PartitionRecord, QueueRecord } from './meta-state'
+export { META_LIMITS, MetaState } from './meta-state'
+export { chooseReplicaNodes } from './placement'
+export type { StorageEngine } from './queue-config'
+export {
+  applyQueueConfigUpdate,
+  QUEUE_DEFAULTS,
+  QUEUE_LIMITS,
+  resolveQueueConfig,
+  STORAGE_ENGINES,
+} from './queue-config'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'

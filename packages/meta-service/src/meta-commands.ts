@@ -1,0 +1,56 @@
+import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
+
+/**
+ * The commands of the meta state machine: what the meta leader proposes through Raft and
+ * every meta replica applies in log order. Plain JSON-serialisable values.
+ */
+export type MetaCommand =
+  | { readonly type: 'registerNode'; readonly nodeId: string; readonly address: string }
+  | { readonly type: 'createGroup'; readonly replicas: readonly string[] }
+  | { readonly type: 'removeGroup'; readonly groupId: number }
+  | {
+      readonly type: 'reportLeader'
+      readonly groupId: number
+      readonly leaderId: string
+      readonly term: number
+    }
+  | { readonly type: 'createQueue'; readonly name: string; readonly config: Partial<QueueConfig> }
+  | { readonly type: 'updateQueue'; readonly name: string; readonly update: QueueConfigUpdate }
+  | { readonly type: 'deleteQueue'; readonly name: string }
+
+export type MetaCommandType = MetaCommand['type']
+
+const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
+  'registerNode',
+  'createGroup',
+  'removeGroup',
+  'reportLeader',
+  'createQueue',
+  'updateQueue',
+  'deleteQueue',
+])
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder('utf-8', { fatal: true })
+
+/** Encodes a command as the bytes of a Raft entry (UTF-8 JSON). */
+export function encodeMetaCommand(command: MetaCommand): Uint8Array {
+  return encoder.encode(JSON.stringify(command))
+}
+
+/**
+ * Decodes a Raft entry's bytes into a command. Returns undefined when the bytes are not a
+ * command this version knows (the state machine then records the entry as rejected, the
+ * same way on every replica).
+ */
+export function decodeMetaCommand(bytes: Uint8Array): MetaCommand | undefined {
+  let value: unknown
+  try {
+    value = JSON.parse(decoder.decode(bytes))
+  } catch {
+    return undefined
+  }
+  if (typeof value !== 'object' || value === null) return undefined
+  const type = (value as { type?: unknown }).type
+  return typeof type === 'string' && COMMAND_TYPES.has(type) ? (value as MetaCommand) : undefined
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest'
+import { applyQueueConfigUpdate, QUEUE_DEFAULTS, resolveQueueConfig } from './queue-config'
+
+describe('resolveQueueConfig', () => {
+  it('fills defaults for unset fields', () => {
+    expect(resolveQueueConfig({})).toEqual(QUEUE_DEFAULTS)
+    expect(resolveQueueConfig({ partitions: 8, maxDeliveries: 3 })).toMatchObject({
+      partitions: 8,
+      maxDeliveries: 3,
+    })
+  })
+  it('says which value is out of bounds', () => {
+    expect(resolveQueueConfig({ partitions: 257 })).toBe(
+      'partitions must be an integer from 1 to 256, got 257',
+    )
+    expect(resolveQueueConfig({ visibilityTimeoutMs: 5 })).toMatch(/visibilityTimeoutMs must be/)
+    expect(resolveQueueConfig({ engine: 'rocks' })).toMatch(/engine "rocks" is unknown/)
+  })
+})
+
+describe('applyQueueConfigUpdate', () => {
+  it('changes only the fields that are set', () => {
+    const next = applyQueueConfigUpdate(QUEUE_DEFAULTS, { maxDeliveries: 9 })
+    expect(next).toEqual({ ...QUEUE_DEFAULTS, maxDeliveries: 9 })
+  })
+  it('rejects an out-of-bounds update', () => {
+    expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { maxDeliveries: 0 })).toMatch(/maxDeliveries/)
+  })
+})

@@ -1,0 +1,79 @@
+import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
+
+/** The storage engines a queue can live in (claim 5: the storage address names one). */
+export const STORAGE_ENGINES = ['leveldb'] as const
+export type StorageEngine = (typeof STORAGE_ENGINES)[number]
+
+/** Bounds on every queue setting: [min, max] inclusive. */
+export const QUEUE_LIMITS = {
+  partitions: [1, 256],
+  visibilityTimeoutMs: [100, 12 * 3600_000],
+  maxDeliveries: [1, 1000],
+  messageBytesMax: [1, 4 * 1024 * 1024],
+  queueLengthMax: [1, 1_000_000_000],
+  dedupWindowMs: [0, 24 * 3600_000],
+} as const satisfies Record<string, readonly [number, number]>
+
+/** What a setting is when a create request leaves it 0 or empty. */
+export const QUEUE_DEFAULTS: Readonly<QueueConfig> = {
+  partitions: 4,
+  visibilityTimeoutMs: 30_000,
+  maxDeliveries: 5,
+  deadLetterQueue: '',
+  messageBytesMax: 256 * 1024,
+  queueLengthMax: 10_000_000,
+  strictPriority: false,
+  dedupWindowMs: 5 * 60_000,
+  engine: 'leveldb',
+}
+
+/**
+ * Returns the full config of a new queue: `requested` with every 0 / empty field set to its
+ * default. Returns a sentence saying what is wrong instead when a value is out of bounds
+ * or the engine is unknown.
+ */
+export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueConfig | string {
+  const config: QueueConfig = {
+    partitions: requested.partitions || QUEUE_DEFAULTS.partitions,
+    visibilityTimeoutMs: requested.visibilityTimeoutMs || QUEUE_DEFAULTS.visibilityTimeoutMs,
+    maxDeliveries: requested.maxDeliveries || QUEUE_DEFAULTS.maxDeliveries,
+    deadLetterQueue: requested.deadLetterQueue ?? QUEUE_DEFAULTS.deadLetterQueue,
+    messageBytesMax: requested.messageBytesMax || QUEUE_DEFAULTS.messageBytesMax,
+    queueLengthMax: requested.queueLengthMax || QUEUE_DEFAULTS.queueLengthMax,
+    strictPriority: requested.strictPriority ?? QUEUE_DEFAULTS.strictPriority,
+    dedupWindowMs: requested.dedupWindowMs ?? QUEUE_DEFAULTS.dedupWindowMs,
+    engine: requested.engine || QUEUE_DEFAULTS.engine,
+  }
+  return configProblem(config) ?? config
+}
+
+/**
+ * Returns `config` with `update`'s set fields applied, or a sentence saying what is wrong.
+ * The partition count and the engine cannot change here (partitions move with scaling).
+ */
+export function applyQueueConfigUpdate(config: QueueConfig, update: QueueConfigUpdate): QueueConfig | string {
+  const next: QueueConfig = {
+    ...config,
+    ...(update.visibilityTimeoutMs !== undefined ? { visibilityTimeoutMs: update.visibilityTimeoutMs } : {}),
+    ...(update.maxDeliveries !== undefined ? { maxDeliveries: update.maxDeliveries } : {}),
+    ...(update.deadLetterQueue !== undefined ? { deadLetterQueue: update.deadLetterQueue } : {}),
+    ...(update.messageBytesMax !== undefined ? { messageBytesMax: update.messageBytesMax } : {}),
+    ...(update.queueLengthMax !== undefined ? { queueLengthMax: update.queueLengthMax } : {}),
+    ...(update.strictPriority !== undefined ? { strictPriority: update.strictPriority } : {}),
+    ...(update.dedupWindowMs !== undefined ? { dedupWindowMs: update.dedupWindowMs } : {}),
+  }
+  return configProblem(next) ?? next
+}
+
+function configProblem(config: QueueConfig): string | undefined {
+  for (const [field, [min, max]] of Object.entries(QUEUE_LIMITS)) {
+    const value = config[field as keyof typeof QUEUE_LIMITS]
+    if (!Number.isInteger(value) || value < min || value > max) {
+      return `${field} must be an integer from ${min} to ${max}, got ${value}`
+    }
+  }
+  if (!(STORAGE_ENGINES as readonly string[]).includes(config.engine)) {
+    return `engine ${JSON.stringify(config.engine)} is unknown; known engines: ${STORAGE_ENGINES.join(', ')}`
+  }
+  return undefined
+}
