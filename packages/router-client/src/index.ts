@@ -1,1 +1,24 @@
+export {
+  ErrorCode,
+  InternalError,
+  InvalidArgumentError,
+  LimitExceededError,
+  MqError,
+  NotLeaderError,
+  QueueExistsError,
+  QueueNotFoundError,
+  StaleRouteError,
+  UnavailableError,
+} from '@mq/protocol'
+export type { QueueOptions } from './admin'
+export { Admin } from './admin'
+export type { BackoffPolicy } from './backoff'
+export { backoffMs, DEFAULT_BACKOFF } from './backoff'
+export type { ClientOptions, ConsumeOptions, Subscription } from './client'
+export { MqClient } from './client'
+export type { ConsumerOptions } from './consumer'
+export { Consumer, DEFAULT_CONSUMER_OPTIONS } from './consumer'
+export { Delivery, LeaseLostError } from './delivery'
 export { fnv1a32, Partitioner } from './partitioner'
+export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'
+export { DEFAULT_PRODUCER_OPTIONS, Producer } from './producer'

@@ -1,0 +1,135 @@
+import type { ChannelCredentials } from '@grpc/grpc-js'
+import { Admin } from './admin'
+import type { BackoffPolicy } from './backoff'
+import { ConnectionPool } from './connections'
+import { Consumer, type ConsumerOptions } from './consumer'
+import type { Delivery } from './delivery'
+import { Producer, type ProducerOptions } from './producer'
+import { DEFAULT_ROUTER_OPTIONS, Router } from './router'
+
+export interface ClientOptions {
+  /** Seed addresses (`host:port`): any nodes of the cluster. */
+  readonly servers: readonly string[]
+  /** Each operation, with its retries, ends by this deadline (default 15 s). */
+  readonly deadlineMs?: number
+  /** One attempt's deadline (default 5 s). */
+  readonly attemptMs?: number
+  readonly backoff?: BackoffPolicy
+  /** Channel credentials (default: insecure). */
+  readonly credentials?: ChannelCredentials
+}
+
+export interface ConsumeOptions extends Partial<ConsumerOptions> {
+  /** Handlers running at once (default 16). */
+  readonly concurrency?: number
+}
+
+/** A running `consume` loop. */
+export interface Subscription {
+  /** Stops taking messages, waits for running handlers, gives unstarted ones back. */
+  close(): Promise<void>
+  /** Settles when the loop ends: after close(), or with the error that ended it. */
+  readonly done: Promise<void>
+}
+
+/**
+ * The entry point of the SDK: one client per application, shared by its producers and
+ * consumers. `await MqClient.connect({ servers })` checks that the cluster answers.
+ */
+export class MqClient {
+  readonly admin: Admin
+  readonly #pool: ConnectionPool
+  readonly #router: Router
+  readonly #closeables = new Set<{ close(): Promise<void> }>()
+
+  private constructor(options: ClientOptions) {
+    this.#pool = new ConnectionPool(options.credentials)
+    this.#router = new Router(this.#pool, {
+      ...DEFAULT_ROUTER_OPTIONS,
+      servers: options.servers,
+      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
+      ...(options.attemptMs !== undefined ? { attemptMs: options.attemptMs } : {}),
+      ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
+    })
+    this.admin = new Admin(this.#router)
+  }
+
+  /** Creates a client and waits until the meta group answers (or the deadline passes). */
+  static async connect(options: ClientOptions): Promise<MqClient> {
+    const client = new MqClient(options)
+    try {
+      await client.#router.meta((m) => m.getRoutes, { queues: [] })
+    } catch (error) {
+      await client.close()
+      throw error
+    }
+    return client
+  }
+
+  /** A producer for `queue` (see ProducerOptions for batching and idempotence). */
+  producer(queue: string, options: Partial<ProducerOptions> = {}): Producer {
+    const producer = new Producer(this.#router, queue, options)
+    this.#closeables.add(producer)
+    return producer
+  }
+
+  /** A consumer of `queue`: iterate it with `for await`. */
+  consumer(queue: string, options: Partial<ConsumerOptions> = {}): Consumer {
+    const consumer = new Consumer(this.#router, queue, options)
+    this.#closeables.add(consumer)
+    return consumer
+  }
+
+  /**
+   * Runs `handler` on each message of `queue`, up to `concurrency` at a time: the message is
+   * acked when the handler returns and nacked when it throws.
+   */
+  async consume(
+    queue: string,
+    handler: (message: Delivery) => Promise<void> | void,
+    options: ConsumeOptions = {},
+  ): Promise<Subscription> {
+    const concurrency = options.concurrency ?? 16
+    if (!Number.isInteger(concurrency) || concurrency < 1) {
+      throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
+    }
+    const consumer = this.consumer(queue, {
+      prefetch: Math.max(concurrency, options.prefetch ?? 0),
+      ...options,
+    })
+    const running = new Set<Promise<void>>()
+    const onError = options.onError ?? (() => {})
+    const run = async (message: Delivery): Promise<void> => {
+      try {
+        await handler(message)
+      } catch (error) {
+        onError(error)
+        if (!message.settled) await message.nack().catch(onError)
+        return
+      }
+      if (!message.settled) await message.ack().catch(onError)
+    }
+    const done = (async () => {
+      for await (const message of consumer) {
+        const task = run(message).finally(() => running.delete(task))
+        running.add(task)
+        if (running.size >= concurrency) await Promise.race(running)
+      }
+      await Promise.all(running)
+    })()
+    return {
+      done,
+      close: async () => {
+        await consumer.close()
+        await done.catch(() => {})
+      },
+    }
+  }
+
+  /** Flushes producers, closes consumers, then the connections. */
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.#closeables].map((c) => c.close()))
+    this.#router.close()
+    this.#pool.close()
+  }
+}

@@ -1,0 +1,64 @@
+import { type ChannelCredentials, credentials as grpcCredentials } from '@grpc/grpc-js'
+import { MetaClient, QueueClient } from '@mq/protocol'
+
+/** The gRPC stubs for one server address, sharing one channel. */
+export interface Connection {
+  readonly address: string
+  readonly meta: MetaClient
+  readonly queue: QueueClient
+}
+
+/**
+ * One connection per server address, opened on first use and reused; grpc-js reconnects
+ * a channel by itself after a failure. Bounded: at most `connectionsMax` addresses (the
+ * least recently used is closed beyond that).
+ */
+export class ConnectionPool {
+  readonly #connections = new Map<string, Connection>()
+  readonly #credentials: ChannelCredentials
+  readonly #connectionsMax: number
+  #closed = false
+
+  constructor(credentials: ChannelCredentials = grpcCredentials.createInsecure(), connectionsMax = 64) {
+    this.#credentials = credentials
+    this.#connectionsMax = connectionsMax
+  }
+
+  /** Returns the connection to `address`. Throws once the pool is closed. */
+  get(address: string): Connection {
+    if (this.#closed) throw new Error('the client is closed')
+    const existing = this.#connections.get(address)
+    if (existing) {
+      this.#connections.delete(address)
+      this.#connections.set(address, existing)
+      return existing
+    }
+    const options = { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc.keepalive_time_ms': 30_000 }
+    const queue = new QueueClient(address, this.#credentials, options)
+    // The meta stub shares the queue stub's channel.
+    const meta = new MetaClient(address, this.#credentials, {
+      ...options,
+      channelOverride: queue.getChannel(),
+    })
+    const connection: Connection = { address, meta, queue }
+    this.#connections.set(address, connection)
+    if (this.#connections.size > this.#connectionsMax) {
+      const [oldest] = this.#connections.keys()
+      if (oldest !== undefined) this.#close(oldest)
+    }
+    return connection
+  }
+
+  /** Closes every connection; later `get` calls throw. */
+  close(): void {
+    this.#closed = true
+    for (const address of [...this.#connections.keys()]) this.#close(address)
+  }
+
+  #close(address: string): void {
+    const c = this.#connections.get(address)
+    if (!c) return
+    this.#connections.delete(address)
+    c.queue.close()
+  }
+}

@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto'
+import type { LeaseResult, MqError, QueueRoute } from '@mq/protocol'
+import { backoffMs, delay } from './backoff'
+import { Delivery } from './delivery'
+import type { Router } from './router'
+import { SettleBatcher, type Settlement } from './settle-batcher'
+import { unary } from './unary'
+
+export interface ConsumerOptions {
+  /** Messages leased and not yet settled, at most (buffered plus handed out). */
+  readonly prefetch: number
+  /** The lease length asked for; 0 takes the queue's visibility timeout. */
+  readonly visibilityMs: number
+  /** How long one lease request waits on the broker for a message (long poll). */
+  readonly waitMs: number
+  /** Extend held leases before they end, until `extendMaxMs` after the delivery. */
+  readonly autoExtend: boolean
+  readonly extendMaxMs: number
+  /** Identifies the consumer in the broker's leases. */
+  readonly consumerId: string
+  /** Told about retriable failures the consumer rides out (it keeps going). */
+  readonly onError: (error: unknown) => void
+}
+
+export const DEFAULT_CONSUMER_OPTIONS: Omit<ConsumerOptions, 'consumerId'> = {
+  prefetch: 64,
+  visibilityMs: 0,
+  waitMs: 5_000,
+  autoExtend: true,
+  extendMaxMs: 3_600_000,
+  onError: () => {},
+}
+
+/**
+ * Leases messages of one queue from all its partitions and hands them out in order of
+ * arrival, as an async iterator. At most `prefetch` messages are leased and unsettled at a
+ * time. `close()` stops leasing and gives buffered, never-handed-out messages back at once.
+ */
+export class Consumer implements AsyncIterable<Delivery> {
+  readonly queue: string
+  readonly #router: Router
+  readonly #options: ConsumerOptions
+  readonly #buffer: Delivery[] = []
+  readonly #batchers = new Map<number, SettleBatcher>()
+  readonly #extenders = new Map<Delivery, ReturnType<typeof setTimeout>>()
+  #outstanding = 0
+  #wakeReader: (() => void) | undefined
+  #wakeFetchers: (() => void)[] = []
+  #failure: unknown
+  #closed = false
+  readonly #stop = new AbortController()
+  #loops: Promise<void> | undefined
+
+  constructor(router: Router, queue: string, options: Partial<ConsumerOptions> = {}) {
+    this.#router = router
+    this.queue = queue
+    this.#options = { ...DEFAULT_CONSUMER_OPTIONS, consumerId: randomUUID(), ...options }
+    if (!Number.isInteger(this.#options.prefetch) || this.#options.prefetch < 1) {
+      throw new RangeError(`prefetch must be a positive integer, got ${this.#options.prefetch}`)
+    }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Delivery> {
+    this.#start()
+    try {
+      while (true) {
+        // Handed-out deliveries stay outstanding until settled (see #settleOne).
+        const next = this.#buffer.shift()
+        if (next) {
+          yield next
+          continue
+        }
+        if (this.#failure !== undefined) throw this.#failure
+        if (this.#closed) return
+        await new Promise<void>((resolve) => {
+          this.#wakeReader = resolve
+        })
+      }
+    } finally {
+      // Leaving the loop (break, return, throw) ends the consumer.
+      await this.close()
+    }
+  }
+
+  /** Stops leasing; nacks what was leased but never handed out; ends the iterator. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#stop.abort()
+    this.#wake()
+    const unhanded = this.#buffer.splice(0)
+    await Promise.allSettled(unhanded.map((d) => d.nack(0)))
+    await this.#loops
+    for (const timer of this.#extenders.values()) clearTimeout(timer)
+    this.#extenders.clear()
+    for (const b of this.#batchers.values()) b.flushAll()
+  }
+
+  #start(): void {
+    if (this.#loops) return
+    this.#loops = this.#router.route(this.queue).then(
+      (route) => Promise.all(route.partitions.map((p) => this.#fetchLoop(p.partition, route))).then(() => {}),
+      (error: unknown) => this.#fail(error),
+    )
+  }
+
+  async #fetchLoop(partition: number, route: QueueRoute): Promise<void> {
+    const visibilityMs = this.#options.visibilityMs || route.config?.visibilityTimeoutMs || 30_000
+    let failures = 0
+    while (!this.#closed) {
+      const space = this.#options.prefetch - this.#outstanding
+      if (space <= 0) {
+        await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
+        continue
+      }
+      try {
+        const response = await this.#router.partition(this.queue, partition, (connection, target) =>
+          unary(
+            connection.queue,
+            connection.queue.lease,
+            {
+              target,
+              consumerId: this.#options.consumerId,
+              max: Math.min(space, 1000),
+              visibilityMs: this.#options.visibilityMs,
+              waitMs: this.#options.waitMs,
+            },
+            this.#router.options.attemptMs + this.#options.waitMs,
+          ),
+        )
+        failures = 0
+        const receivedAt = Date.now()
+        for (const m of response.messages) {
+          const d = new Delivery(partition, m, (x, s) => this.#settleOne(x, s))
+          this.#outstanding++
+          if (this.#options.autoExtend) this.#scheduleExtend(d, visibilityMs, receivedAt)
+          this.#buffer.push(d)
+        }
+        if (response.messages.length > 0) this.#wakeReader?.()
+        if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.nack(0)))
+      } catch (error) {
+        if (this.#closed) return
+        if (!(error as MqError).retriable) {
+          this.#fail(error)
+          return
+        }
+        this.#options.onError(error)
+        await delay(backoffMs(this.#router.options.backoff, failures++), this.#stop.signal)
+      }
+    }
+  }
+
+  #scheduleExtend(d: Delivery, visibilityMs: number, startedAt: number): void {
+    const tick = (): void => {
+      if (d.settled || this.#closed) return
+      if (Date.now() - startedAt > this.#options.extendMaxMs) return
+      d.extend(visibilityMs).then(
+        () => this.#extenders.set(d, setTimeout(tick, visibilityMs / 2)),
+        (error: unknown) => this.#options.onError(error),
+      )
+    }
+    this.#extenders.set(d, setTimeout(tick, visibilityMs / 2))
+  }
+
+  #settleOne(d: Delivery, settlement: Settlement): Promise<LeaseResult> {
+    if (settlement.kind !== 'extend') {
+      const timer = this.#extenders.get(d)
+      if (timer) clearTimeout(timer)
+      this.#extenders.delete(d)
+      this.#outstanding--
+      for (const wake of this.#wakeFetchers.splice(0)) wake()
+    }
+    return this.#batcher(d.partition).settle(d.leaseId, settlement)
+  }
+
+  #batcher(partition: number): SettleBatcher {
+    let b = this.#batchers.get(partition)
+    if (!b) {
+      b = new SettleBatcher((settlement, leaseIds) =>
+        this.#router.partition(this.queue, partition, async (connection, target) => {
+          const q = connection.queue
+          const ms = this.#router.options.attemptMs
+          const response =
+            settlement.kind === 'ack'
+              ? await unary(q, q.ack, { target, leaseIds }, ms)
+              : settlement.kind === 'nack'
+                ? await unary(q, q.nack, { target, leaseIds, delayMs: settlement.delayMs }, ms)
+                : await unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
+          return response.results
+        }),
+      )
+      this.#batchers.set(partition, b)
+    }
+    return b
+  }
+
+  #fail(error: unknown): void {
+    this.#failure ??= error
+    this.#closed = true
+    this.#stop.abort()
+    this.#wake()
+  }
+
+  #wake(): void {
+    this.#wakeReader?.()
+    for (const wake of this.#wakeFetchers.splice(0)) wake()
+  }
+}

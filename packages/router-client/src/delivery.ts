@@ -1,0 +1,92 @@
+import { type LeasedMessage, LeaseOutcome, type LeaseResult } from '@mq/protocol'
+import type { Settlement } from './settle-batcher'
+
+const decoder = new TextDecoder()
+
+/** Thrown by ack/nack/extend when the lease is no longer held (expired or already settled). */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError'
+  readonly code = 'LEASE_LOST'
+  readonly retriable = false
+}
+
+/**
+ * One leased message. Settle it exactly once with `ack()` (done: delete it) or `nack()`
+ * (give it back, optionally after a delay); `extend()` keeps it longer. While it is held,
+ * the consumer extends its lease automatically unless that was turned off.
+ */
+export class Delivery {
+  readonly id: number
+  readonly partition: number
+  readonly body: Uint8Array
+  readonly weight: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly key: string
+  /** 1 on the first delivery, then one more on each redelivery. */
+  readonly deliveryCount: number
+  readonly leaseId: string
+  readonly enqueuedAtMs: number
+  #settled = false
+  readonly #settle: (d: Delivery, s: Settlement) => Promise<LeaseResult>
+
+  constructor(
+    partition: number,
+    message: LeasedMessage,
+    settle: (d: Delivery, s: Settlement) => Promise<LeaseResult>,
+  ) {
+    this.partition = partition
+    this.id = message.id
+    this.body = message.body
+    this.weight = message.weight
+    this.headers = message.headers
+    this.key = message.key
+    this.deliveryCount = message.deliveryCount
+    this.leaseId = message.leaseId
+    this.enqueuedAtMs = message.enqueuedAtMs
+    this.#settle = settle
+  }
+
+  /** The body as UTF-8 text. */
+  text(): string {
+    return decoder.decode(this.body)
+  }
+
+  /** The body parsed as JSON. */
+  json<T = unknown>(): T {
+    return JSON.parse(this.text()) as T
+  }
+
+  get settled(): boolean {
+    return this.#settled
+  }
+
+  /** Deletes the message. Throws LeaseLostError when the lease had expired or was settled. */
+  async ack(): Promise<void> {
+    await this.#finish({ kind: 'ack' })
+  }
+
+  /** Returns the message to its queue, ready again after `delayMs`. */
+  async nack(delayMs = 0): Promise<void> {
+    await this.#finish({ kind: 'nack', delayMs })
+  }
+
+  /** Keeps the message leased for `ms` more from now. */
+  async extend(ms: number): Promise<void> {
+    if (this.#settled) throw new LeaseLostError(`message ${this.partition}/${this.id} is already settled`)
+    check(await this.#settle(this, { kind: 'extend', extendMs: ms }), this)
+  }
+
+  async #finish(settlement: Settlement): Promise<void> {
+    if (this.#settled) throw new LeaseLostError(`message ${this.partition}/${this.id} is already settled`)
+    this.#settled = true
+    check(await this.#settle(this, settlement), this)
+  }
+}
+
+function check(result: LeaseResult, d: Delivery): void {
+  if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK) return
+  const why = result.outcome === LeaseOutcome.LEASE_OUTCOME_EXPIRED ? 'expired' : 'is unknown'
+  throw new LeaseLostError(
+    `the lease of message ${d.partition}/${d.id} ${why}; it will be (or was) delivered again`,
+  )
+}

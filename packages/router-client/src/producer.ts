@@ -1,0 +1,239 @@
+import { randomUUID } from 'node:crypto'
+import { InternalError, InvalidArgumentError, type ProduceMessage, UnavailableError } from '@mq/protocol'
+import { Partitioner } from './partitioner'
+import type { Router } from './router'
+import { unary } from './unary'
+
+/** A message to send. `body` strings are sent as UTF-8. */
+export interface OutgoingMessage {
+  readonly body: Uint8Array | string
+  /** 1..1000 (default 1): the message's share of deliveries while its queue is backlogged. */
+  readonly weight?: number
+  /** Messages with one key go to one partition (FIFO among equal weights). */
+  readonly key?: string
+  readonly headers?: Readonly<Record<string, string>>
+  /** Not deliverable before this many ms from now. */
+  readonly delayMs?: number
+  /** Within the queue's dedup window, a repeated key is enqueued once. */
+  readonly dedupKey?: string
+}
+
+export interface SendResult {
+  /** The message id, unique within its partition. */
+  readonly id: number
+  readonly partition: number
+  /** True when the broker had the batch already (an idempotent retry). */
+  readonly duplicate: boolean
+}
+
+export interface ProducerOptions {
+  /** Retries resend the same (producer id, sequence), so the broker enqueues a batch once. */
+  readonly idempotent: boolean
+  /** How long a batch waits for more messages before it goes. */
+  readonly lingerMs: number
+  /** Messages per batch, at most. */
+  readonly batchMax: number
+  /** Body bytes per batch, at most (a bigger single message goes alone). */
+  readonly batchBytesMax: number
+  /** Messages accepted but not yet acknowledged, at most; `send` waits beyond it. */
+  readonly bufferMax: number
+  /** Batches in flight per partition when not idempotent (idempotent: 1, to keep order). */
+  readonly inFlightMax: number
+}
+
+export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
+  idempotent: true,
+  lingerMs: 1,
+  batchMax: 512,
+  batchBytesMax: 1024 * 1024,
+  bufferMax: 10_000,
+  inFlightMax: 4,
+}
+
+interface Pending {
+  readonly message: ProduceMessage
+  readonly bytes: number
+  readonly resolve: (r: SendResult) => void
+  readonly reject: (e: unknown) => void
+}
+
+interface Lane {
+  readonly partition: number
+  readonly pending: Pending[]
+  pendingBytes: number
+  inFlight: number
+  sequence: number
+  timer: ReturnType<typeof setTimeout> | undefined
+}
+
+const encoder = new TextEncoder()
+
+/**
+ * Sends messages to one queue. Messages are batched per partition by linger time and size;
+ * `send` resolves once its batch is committed and durable on a majority of the partition's
+ * data group, and rejects with a typed error when that cannot happen before the deadline.
+ */
+export class Producer {
+  readonly queue: string
+  /** The idempotence identity of this producer ('' when not idempotent). */
+  readonly producerId: string
+  readonly #router: Router
+  readonly #options: ProducerOptions
+  readonly #partitioner = new Partitioner()
+  readonly #lanes = new Map<number, Lane>()
+  readonly #spaceWaiters: (() => void)[] = []
+  readonly #idle: (() => void)[] = []
+  #buffered = 0
+  #closed = false
+
+  constructor(router: Router, queue: string, options: Partial<ProducerOptions> = {}) {
+    this.#router = router
+    this.queue = queue
+    this.#options = { ...DEFAULT_PRODUCER_OPTIONS, ...options }
+    const o = this.#options
+    for (const [k, v] of Object.entries({
+      batchMax: o.batchMax,
+      bufferMax: o.bufferMax,
+      inFlightMax: o.inFlightMax,
+    })) {
+      if (!Number.isInteger(v) || v < 1)
+        throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
+    }
+    this.producerId = o.idempotent ? randomUUID() : ''
+  }
+
+  /** Sends one message; resolves when it is durable. */
+  async send(message: OutgoingMessage): Promise<SendResult> {
+    if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
+    const wire = toWire(message)
+    while (this.#buffered >= this.#options.bufferMax) {
+      await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
+      if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
+    }
+    this.#buffered++
+    let route: Awaited<ReturnType<Router['route']>>
+    try {
+      route = await this.#router.route(this.queue)
+    } catch (error) {
+      this.#release(1)
+      throw error
+    }
+    const partition = this.#partitioner.choose(route.partitions.length, message.key || undefined)
+    return new Promise<SendResult>((resolve, reject) => {
+      const lane = this.#lane(partition)
+      lane.pending.push({ message: wire, bytes: wire.body.length, resolve, reject })
+      lane.pendingBytes += wire.body.length
+      if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
+        this.#dispatch(lane)
+      } else if (!lane.timer) {
+        lane.timer = setTimeout(() => {
+          lane.timer = undefined
+          this.#dispatch(lane)
+        }, this.#options.lingerMs)
+      }
+    })
+  }
+
+  /** Sends everything buffered now and resolves when nothing is pending or in flight. */
+  async flush(): Promise<void> {
+    for (const lane of this.#lanes.values()) this.#dispatch(lane)
+    if (this.#buffered === 0) return
+    await new Promise<void>((resolve) => this.#idle.push(resolve))
+  }
+
+  /** Flushes, then refuses further sends. */
+  async close(): Promise<void> {
+    await this.flush()
+    this.#closed = true
+    for (const wake of this.#spaceWaiters.splice(0)) wake()
+  }
+
+  #lane(partition: number): Lane {
+    let lane = this.#lanes.get(partition)
+    if (!lane) {
+      lane = { partition, pending: [], pendingBytes: 0, inFlight: 0, sequence: 0, timer: undefined }
+      this.#lanes.set(partition, lane)
+    }
+    return lane
+  }
+
+  #dispatch(lane: Lane): void {
+    if (lane.timer) {
+      clearTimeout(lane.timer)
+      lane.timer = undefined
+    }
+    const inFlightMax = this.#options.idempotent ? 1 : this.#options.inFlightMax
+    while (lane.pending.length > 0 && lane.inFlight < inFlightMax) {
+      let bytes = 0
+      let count = 0
+      while (count < lane.pending.length && count < this.#options.batchMax) {
+        const next = lane.pending[count]!.bytes
+        if (count > 0 && bytes + next > this.#options.batchBytesMax) break
+        bytes += next
+        count++
+      }
+      const batch = lane.pending.splice(0, count)
+      lane.pendingBytes -= bytes
+      lane.inFlight++
+      const sequence = this.#options.idempotent ? ++lane.sequence : 0
+      void this.#produce(lane, batch, sequence)
+    }
+  }
+
+  async #produce(lane: Lane, batch: Pending[], sequence: number): Promise<void> {
+    const messages = batch.map((p) => p.message)
+    try {
+      const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
+        unary(
+          connection.queue,
+          connection.queue.produce,
+          { target, producerId: this.producerId, sequence, messages },
+          this.#router.options.attemptMs,
+        ),
+      )
+      if (response.ids.length !== batch.length) {
+        throw new InternalError(
+          `the broker returned ${response.ids.length} ids for a batch of ${batch.length}`,
+        )
+      }
+      for (const [i, p] of batch.entries()) {
+        p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
+      }
+    } catch (error) {
+      for (const p of batch) p.reject(error)
+    } finally {
+      lane.inFlight--
+      this.#release(batch.length)
+      if (lane.pending.length > 0) this.#dispatch(lane)
+    }
+  }
+
+  #release(count: number): void {
+    this.#buffered -= count
+    while (this.#buffered < this.#options.bufferMax && this.#spaceWaiters.length > 0)
+      this.#spaceWaiters.shift()?.()
+    if (this.#buffered === 0) for (const done of this.#idle.splice(0)) done()
+  }
+}
+
+function toWire(message: OutgoingMessage): ProduceMessage {
+  const body = typeof message.body === 'string' ? encoder.encode(message.body) : message.body
+  if (!(body instanceof Uint8Array))
+    throw new InvalidArgumentError('message body must be a Uint8Array or a string')
+  const weight = message.weight ?? 1
+  if (!Number.isInteger(weight) || weight < 1 || weight > 1000) {
+    throw new InvalidArgumentError(`weight must be an integer from 1 to 1000, got ${String(message.weight)}`)
+  }
+  const delayMs = message.delayMs ?? 0
+  if (!Number.isInteger(delayMs) || delayMs < 0) {
+    throw new InvalidArgumentError(`delayMs must be a non-negative integer, got ${String(message.delayMs)}`)
+  }
+  return {
+    body,
+    weight,
+    headers: { ...message.headers },
+    key: message.key ?? '',
+    delayMs,
+    dedupKey: message.dedupKey ?? '',
+  }
+}

@@ -1,0 +1,177 @@
+import {
+  type MetaClient,
+  type MqError,
+  NotLeaderError,
+  type PartitionTarget,
+  QueueNotFoundError,
+  type QueueRoute,
+  StaleRouteError,
+  UnavailableError,
+} from '@mq/protocol'
+import { type BackoffPolicy, backoffMs, DEFAULT_BACKOFF, delay } from './backoff'
+import type { Connection, ConnectionPool } from './connections'
+import { unary } from './unary'
+
+export interface RouterOptions {
+  /** Seed addresses: any nodes of the cluster. */
+  readonly servers: readonly string[]
+  /** Every operation (with its retries) ends by this deadline. */
+  readonly deadlineMs: number
+  /** One attempt's deadline (a long poll adds its wait to it). */
+  readonly attemptMs: number
+  readonly backoff: BackoffPolicy
+  /** Retries per operation, on top of the deadline. */
+  readonly attemptsMax: number
+}
+
+export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
+  deadlineMs: 15_000,
+  attemptMs: 5_000,
+  backoff: DEFAULT_BACKOFF,
+  attemptsMax: 50,
+}
+
+/**
+ * Knows where things are: which node leads the meta group, and for each queue its route
+ * (partitions → data group leader), cached by route epoch. Runs an operation against the
+ * right node and retries it in one hop on a typed redirect (NOT_LEADER with a leader hint,
+ * STALE_ROUTE), with jittered backoff when the cluster is unavailable, until the deadline.
+ */
+export class Router {
+  readonly #pool: ConnectionPool
+  readonly #options: RouterOptions
+  readonly #routes = new Map<string, QueueRoute>()
+  readonly #fetching = new Map<string, Promise<QueueRoute>>()
+  #metaAddress: string | undefined
+  readonly #closing = new AbortController()
+
+  constructor(pool: ConnectionPool, options: RouterOptions) {
+    if (options.servers.length === 0) throw new Error('servers: give at least one seed address')
+    this.#pool = pool
+    this.#options = options
+  }
+
+  get options(): RouterOptions {
+    return this.#options
+  }
+
+  /** Stops every retry loop at its next wait. */
+  close(): void {
+    this.#closing.abort()
+  }
+
+  /**
+   * Calls a Meta method on the meta leader (or any meta replica for reads; a follower that
+   * cannot answer redirects). Tries the last known meta address, then every seed.
+   */
+  meta<Req, Res>(
+    pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
+    request: Req,
+  ): Promise<Res> {
+    let seedIndex = 0
+    return this.#retry(async () => {
+      const address = this.#metaAddress ?? this.#options.servers[seedIndex++ % this.#options.servers.length]!
+      const client = this.#pool.get(address).meta
+      try {
+        const response = await unary(client, pick(client), request, this.#options.attemptMs)
+        this.#metaAddress = address
+        return response
+      } catch (error) {
+        const leader = (error as MqError).facts?.leaderAddress
+        this.#metaAddress = error instanceof NotLeaderError && leader ? leader : undefined
+        throw error
+      }
+    })
+  }
+
+  /** Returns the cached route of `queue`, fetching it when absent or when `refresh` is set. */
+  async route(queue: string, refresh = false): Promise<QueueRoute> {
+    if (!refresh) {
+      const cached = this.#routes.get(queue)
+      if (cached) return cached
+    }
+    const pending = this.#fetching.get(queue)
+    if (pending) return pending
+    const fetching = this.meta((m) => m.getRoutes, { queues: [queue] })
+      .then((response) => {
+        const route = response.routes.find((r) => r.queue === queue)
+        if (!route) throw new QueueNotFoundError(`queue ${queue} does not exist`)
+        this.#routes.set(queue, route)
+        return route
+      })
+      .finally(() => this.#fetching.delete(queue))
+    this.#fetching.set(queue, fetching)
+    return fetching
+  }
+
+  /** Forgets the cached route of `queue`. */
+  invalidate(queue: string): void {
+    this.#routes.delete(queue)
+  }
+
+  /**
+   * Runs `operation` against the leader of `queue`'s `partition`, with the target (queue,
+   * partition, route epoch) to put in the request. On NOT_LEADER it follows the hint, on
+   * STALE_ROUTE it refreshes the route, on other retriable errors it backs off and refreshes.
+   * `extraMs` lengthens one attempt (a long poll).
+   */
+  partition<T>(
+    queue: string,
+    partition: number,
+    operation: (connection: Connection, target: PartitionTarget) => Promise<T>,
+  ): Promise<T> {
+    let refresh = false
+    return this.#retry(async () => {
+      const route = await this.route(queue, refresh)
+      refresh = false
+      const p = route.partitions.find((x) => x.partition === partition)
+      if (!p) {
+        refresh = true
+        throw new StaleRouteError(
+          `queue ${queue} has no partition ${partition} in route epoch ${route.routeEpoch}`,
+        )
+      }
+      const address = p.leaderAddress || p.replicas[0]?.address
+      if (!address) {
+        refresh = true
+        throw new UnavailableError(`partition ${queue}/${partition} has no known replica yet`)
+      }
+      try {
+        return await operation(this.#pool.get(address), { queue, partition, routeEpoch: route.routeEpoch })
+      } catch (error) {
+        if (error instanceof NotLeaderError && error.facts.leaderAddress) {
+          p.leaderId = error.facts.leaderId ?? ''
+          p.leaderAddress = error.facts.leaderAddress
+        } else {
+          refresh = true
+        }
+        throw error
+      }
+    })
+  }
+
+  /**
+   * Runs `attempt` until it succeeds, fails with a non-retriable error, or the deadline or
+   * the attempt limit passes. The first redirect is retried at once; later ones back off.
+   */
+  async #retry<T>(attempt: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + this.#options.deadlineMs
+    let last: unknown
+    for (let n = 0; n < this.#options.attemptsMax; n++) {
+      if (this.#closing.signal.aborted)
+        throw new UnavailableError('the client is closed', {}, { cause: last })
+      try {
+        return await attempt()
+      } catch (error) {
+        last = error
+        if (!(error as MqError).retriable) throw error
+      }
+      const redirect = last instanceof NotLeaderError || last instanceof StaleRouteError
+      const wait = redirect && n === 0 ? 0 : backoffMs(this.#options.backoff, n)
+      if (Date.now() + wait >= deadline) break
+      await delay(wait, this.#closing.signal)
+    }
+    const message = last instanceof Error ? last.message : String(last)
+    throw new UnavailableError(`gave up after retrying until the deadline: ${message}`, {}, { cause: last })
+  }
+}

@@ -1,0 +1,184 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { MqClient } from '../src/client'
+import type { Delivery } from '../src/delivery'
+import { QueueNotFoundError, UnavailableError } from '../src/index'
+import { FakeBroker } from './fake-broker'
+
+// The SDK against an in-process stand-in of a cluster (real gRPC over loopback). The
+// end-to-end suite against real mq-server processes lives with the server.
+describe('MqClient', () => {
+  const broker = new FakeBroker()
+  let client: MqClient
+  let queueNo = 0
+  let queue = ''
+
+  beforeAll(async () => {
+    await broker.start()
+    client = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+  })
+  afterAll(async () => {
+    await client?.close()
+    broker.stop()
+  })
+  afterEach(() => {
+    broker.routedLeader = 'leader'
+    broker.calls.length = 0
+  })
+  const freshQueue = (partitions = 1, visibilityMs = 30_000): string => {
+    queue = `q${++queueNo}`
+    broker.addQueue(queue, partitions, visibilityMs)
+    return queue
+  }
+
+  it('batches concurrent sends and resolves each with its own id', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { lingerMs: 20, batchMax: 64 })
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => producer.send({ body: `m${i}` })))
+    expect(new Set(results.map((r) => r.id)).size).toBe(100)
+    const produceCalls = broker.calls.filter((c) => c.startsWith('produce:'))
+    expect(produceCalls).toEqual(['produce:64', 'produce:36'])
+    expect(broker.ready(q, 0).map((m) => new TextDecoder().decode(m.body))).toEqual(
+      Array.from({ length: 100 }, (_, i) => `m${i}`),
+    )
+  })
+
+  it('follows a NOT_LEADER redirect in one hop', async () => {
+    const q = freshQueue(1)
+    broker.routedLeader = 'follower'
+    const producer = client.producer(q)
+    await producer.send({ body: 'a' })
+    await producer.send({ body: 'b' })
+    expect(broker.ready(q, 0)).toHaveLength(2)
+    // One route fetch; the hint then sticks in the cache, so the second send goes straight.
+    expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
+  })
+
+  it('refreshes its route on STALE_ROUTE and retries', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await producer.send({ body: 'a' })
+    broker.epoch++
+    await producer.send({ body: 'b' })
+    expect(broker.ready(q, 0)).toHaveLength(2)
+    expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(2)
+  })
+
+  it('retries a batch whose reply was lost without enqueuing it twice (idempotence)', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { idempotent: true })
+    broker.dropProduceReplies = 1
+    const r = await producer.send({ body: 'once' })
+    expect(r.duplicate).toBe(true)
+    expect(broker.ready(q, 0).map((m) => m.id)).toEqual([r.id])
+  })
+
+  it('sends one key to one partition and spreads keyless messages', async () => {
+    const q = freshQueue(4)
+    const producer = client.producer(q)
+    const keyed = await Promise.all(
+      Array.from({ length: 8 }, () => producer.send({ body: 'x', key: 'user-42' })),
+    )
+    expect(new Set(keyed.map((r) => r.partition)).size).toBe(1)
+    const spread = await Promise.all(Array.from({ length: 8 }, () => producer.send({ body: 'x' })))
+    expect(new Set(spread.map((r) => r.partition)).size).toBe(4)
+  })
+
+  it('makes send wait when its buffer is full (back-pressure)', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { bufferMax: 2, lingerMs: 30, batchMax: 100 })
+    await Promise.all([
+      producer.send({ body: '1' }),
+      producer.send({ body: '2' }),
+      producer.send({ body: '3' }),
+    ])
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:2', 'produce:1'])
+  })
+
+  it('rejects bad messages before sending anything', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await expect(producer.send({ body: 'x', weight: 0 })).rejects.toThrow(
+      /weight must be an integer from 1 to 1000/,
+    )
+    await expect(producer.send({ body: 'x', delayMs: -1 })).rejects.toThrow(/delayMs/)
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([])
+  })
+
+  it('fails with QueueNotFoundError for an unknown queue', async () => {
+    await expect(client.producer('nope').send({ body: 'x' })).rejects.toBeInstanceOf(QueueNotFoundError)
+    const consumer = client.consumer('nope')
+    await expect(async () => {
+      for await (const _ of consumer) break
+    }).rejects.toBeInstanceOf(QueueNotFoundError)
+  })
+
+  it('consumes and acks everything', async () => {
+    const q = freshQueue(2)
+    const producer = client.producer(q)
+    await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `m${i}` })))
+    const seen: string[] = []
+    for await (const message of client.consumer(q, { prefetch: 8, waitMs: 50 })) {
+      seen.push(message.text())
+      await message.ack()
+      if (seen.length === 20) break
+    }
+    expect(seen.sort()).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`).sort())
+    expect(broker.leasedCount).toBe(0)
+    expect(broker.ready(q, 0).length + broker.ready(q, 1).length).toBe(0)
+  })
+
+  it('gives unprocessed prefetched messages back on close', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await Promise.all(Array.from({ length: 10 }, (_, i) => producer.send({ body: `m${i}` })))
+    const consumer = client.consumer(q, { prefetch: 10, waitMs: 50 })
+    for await (const message of consumer) {
+      await message.ack()
+      break
+    }
+    await consumer.close()
+    expect(broker.leasedCount).toBe(0)
+    expect(broker.ready(q, 0)).toHaveLength(9)
+  })
+
+  it('acks on return, nacks on throw, and redelivers the nacked message', async () => {
+    const q = freshQueue(1)
+    await client.producer(q).send({ body: 'flaky' })
+    const deliveries: number[] = []
+    const done = new Promise<void>((resolve) => {
+      void client
+        .consume(
+          q,
+          async (m: Delivery) => {
+            deliveries.push(m.deliveryCount)
+            if (m.deliveryCount === 1) throw new Error('first try fails')
+            resolve()
+          },
+          { concurrency: 2, waitMs: 50 },
+        )
+        .then((sub) => done.then(() => sub.close()))
+    })
+    await done
+    expect(deliveries).toEqual([1, 2])
+  })
+
+  it('extends a lease while the handler runs', async () => {
+    const q = freshQueue(1, 200)
+    await client.producer(q).send({ body: 'slow' })
+    const consumer = client.consumer(q, { waitMs: 50 })
+    for await (const m of consumer) {
+      await new Promise((r) => setTimeout(r, 450))
+      await m.ack()
+      break
+    }
+    expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
+  })
+
+  it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {
+    const started = Date.now()
+    await expect(
+      MqClient.connect({ servers: ['127.0.0.1:1'], deadlineMs: 600, attemptMs: 200 }),
+    ).rejects.toBeInstanceOf(UnavailableError)
+    expect(Date.now() - started).toBeLessThan(5_000)
+  })
+})

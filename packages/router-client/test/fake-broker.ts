@@ -1,0 +1,261 @@
+import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js'
+import {
+  type AckRequest,
+  type ExtendRequest,
+  type GetRoutesRequest,
+  type LeasedMessage,
+  LeaseOutcome,
+  type LeaseRequest,
+  type LeaseResultsResponse,
+  MetaService,
+  type MqError,
+  type NackRequest,
+  NotLeaderError,
+  type PartitionTarget,
+  type ProduceRequest,
+  type ProduceResponse,
+  QueueNotFoundError,
+  type QueueRoute,
+  QueueService,
+  StaleRouteError,
+  toGrpcStatus,
+  UnavailableError,
+} from '@mq/protocol'
+
+/**
+ * A stand-in for a cluster in SDK tests: two gRPC servers on loopback, a "leader" that holds
+ * one queue's partitions in memory and a "follower" that redirects every data call to the
+ * leader with NOT_LEADER. Routes can be made to point at the follower, and the route epoch
+ * can be bumped, to exercise the client's redirect handling. Not a model of the real broker
+ * beyond what the SDK relies on.
+ */
+export class FakeBroker {
+  leaderAddress = ''
+  followerAddress = ''
+  epoch = 1
+  /** The leader address that GetRoutes reports (set it to the follower to force a redirect). */
+  routedLeader: 'leader' | 'follower' = 'leader'
+  /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
+  dropProduceReplies = 0
+  readonly calls: string[] = []
+  readonly #servers: Server[] = []
+  readonly #queues = new Map<string, { partitions: number; visibilityMs: number }>()
+  readonly #ready = new Map<string, LeasedMessage[]>()
+  readonly #leased = new Map<string, { message: LeasedMessage; key: string; deadline: number }>()
+  readonly #seen = new Map<string, number[]>()
+  #nextId = 1
+  #nextLease = 1
+
+  addQueue(name: string, partitions: number, visibilityMs = 30_000): void {
+    this.#queues.set(name, { partitions, visibilityMs })
+  }
+
+  /** Messages ready in a partition. */
+  ready(queue: string, partition: number): LeasedMessage[] {
+    return this.#ready.get(`${queue}/${partition}`) ?? []
+  }
+
+  get leasedCount(): number {
+    return this.#leased.size
+  }
+
+  async start(): Promise<void> {
+    const leader = new Server()
+    leader.addService(MetaService, this.#metaHandlers())
+    leader.addService(QueueService, this.#queueHandlers())
+    const follower = new Server()
+    follower.addService(MetaService, this.#metaHandlers())
+    const redirect = (_: unknown, cb: sendUnaryData<never>) =>
+      cb(
+        toGrpcStatus(
+          new NotLeaderError('not the leader', { leaderId: 'L', leaderAddress: this.leaderAddress }),
+        ),
+      )
+    follower.addService(QueueService, {
+      produce: redirect,
+      lease: redirect,
+      ack: redirect,
+      nack: redirect,
+      extend: redirect,
+    })
+    this.leaderAddress = await bind(leader)
+    this.followerAddress = await bind(follower)
+    this.#servers.push(leader, follower)
+  }
+
+  stop(): void {
+    for (const s of this.#servers) s.forceShutdown()
+  }
+
+  #route(name: string): QueueRoute {
+    const q = this.#queues.get(name)
+    if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
+    const address = this.routedLeader === 'leader' ? this.leaderAddress : this.followerAddress
+    return {
+      queue: name,
+      routeEpoch: this.epoch,
+      config: {
+        partitions: q.partitions,
+        visibilityTimeoutMs: q.visibilityMs,
+        maxDeliveries: 5,
+        deadLetterQueue: '',
+        messageBytesMax: 1 << 20,
+        queueLengthMax: 1e6,
+        strictPriority: false,
+        dedupWindowMs: 0,
+        engine: 'leveldb',
+      },
+      partitions: Array.from({ length: q.partitions }, (_, partition) => ({
+        partition,
+        groupId: 1,
+        leaderId: 'L',
+        leaderAddress: address,
+        replicas: [],
+        engine: 'leveldb',
+      })),
+    }
+  }
+
+  #metaHandlers() {
+    return {
+      getRoutes: handle((req: GetRoutesRequest) => {
+        this.calls.push('getRoutes')
+        return {
+          routeEpoch: this.epoch,
+          routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),
+        }
+      }),
+      createQueue: handle(() => ({})),
+      updateQueue: handle(() => ({})),
+      deleteQueue: handle(() => ({})),
+      listQueues: handle(() => ({
+        queues: [...this.#queues.keys()].map((q) => this.#route(q)),
+        nextPageToken: '',
+      })),
+      describeQueue: handle((req: { name: string }) => this.#route(req.name)),
+      clusterStatus: handle(() => ({ metaLeaderId: 'L', routeEpoch: this.epoch, nodes: [], groups: [] })),
+      scaleDataGroups: handle(() => ({})),
+      transferLeader: handle(() => ({})),
+    }
+  }
+
+  #check(target: PartitionTarget | undefined): string {
+    if (!target || !this.#queues.has(target.queue))
+      throw new QueueNotFoundError(`queue ${target?.queue} does not exist`)
+    if (target.routeEpoch < this.epoch) {
+      throw new StaleRouteError(`route epoch ${target.routeEpoch} is older than ${this.epoch}`, {
+        epoch: this.epoch,
+      })
+    }
+    return `${target.queue}/${target.partition}`
+  }
+
+  #queueHandlers() {
+    return {
+      produce: handle((req: ProduceRequest): ProduceResponse => {
+        this.calls.push(`produce:${req.messages.length}`)
+        const key = this.#check(req.target)
+        const seenKey = `${req.producerId}/${key}/${req.sequence}`
+        const seen = req.producerId ? this.#seen.get(seenKey) : undefined
+        if (seen) return { ids: seen, duplicate: true }
+        const list = this.#ready.get(key) ?? []
+        this.#ready.set(key, list)
+        const ids = req.messages.map((m) => {
+          const id = this.#nextId++
+          list.push({
+            id,
+            leaseId: '',
+            body: m.body,
+            weight: m.weight,
+            headers: m.headers,
+            key: m.key,
+            deliveryCount: 0,
+            deadlineMs: 0,
+            enqueuedAtMs: Date.now(),
+          })
+          return id
+        })
+        if (req.producerId) this.#seen.set(seenKey, ids)
+        if (this.dropProduceReplies > 0) {
+          this.dropProduceReplies--
+          throw new UnavailableError('the reply was lost')
+        }
+        return { ids, duplicate: false }
+      }),
+      lease: handleAsync(async (req: LeaseRequest) => {
+        const key = this.#check(req.target)
+        const until = Date.now() + Math.min(req.waitMs, 200)
+        while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
+          await new Promise((r) => setTimeout(r, 5))
+        }
+        const list = this.#ready.get(key) ?? []
+        const visibility = req.visibilityMs || this.#queues.get(req.target!.queue)!.visibilityMs
+        const messages = list.splice(0, req.max).map((m) => {
+          const leased = {
+            ...m,
+            leaseId: `l${this.#nextLease++}`,
+            deliveryCount: m.deliveryCount + 1,
+            deadlineMs: Date.now() + visibility,
+          }
+          this.#leased.set(leased.leaseId, { message: leased, key, deadline: leased.deadlineMs })
+          return leased
+        })
+        return { messages }
+      }),
+      ack: handle((req: AckRequest) => this.#settle(req, () => {})),
+      nack: handle((req: NackRequest) =>
+        this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' })),
+      ),
+      extend: handle((req: ExtendRequest) =>
+        this.#settle(req, (l) => {
+          this.calls.push('extend')
+          l.deadline = Date.now() + req.extendMs
+          this.#leased.set(l.message.leaseId, l)
+        }),
+      ),
+    }
+  }
+
+  #settle(
+    req: { target?: PartitionTarget; leaseIds: string[] },
+    effect: (l: { message: LeasedMessage; key: string; deadline: number }) => void,
+  ): LeaseResultsResponse {
+    this.#check(req.target)
+    return {
+      results: req.leaseIds.map((leaseId) => {
+        const l = this.#leased.get(leaseId)
+        if (!l) return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN, deadlineMs: 0 }
+        this.#leased.delete(leaseId)
+        effect(l)
+        return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: l.deadline }
+      }),
+    }
+  }
+}
+
+function handle<Req, Res>(fn: (req: Req) => Res) {
+  return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
+    try {
+      cb(null, fn(call.request))
+    } catch (error) {
+      cb(toGrpcStatus(error as MqError))
+    }
+  }
+}
+
+function handleAsync<Req, Res>(fn: (req: Req) => Promise<Res>) {
+  return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
+    fn(call.request).then(
+      (r) => cb(null, r),
+      (error: unknown) => cb(toGrpcStatus(error as MqError)),
+    )
+  }
+}
+
+function bind(server: Server): Promise<string> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, port) =>
+      e ? reject(e) : resolve(`127.0.0.1:${port}`),
+    ),
+  )
+}
