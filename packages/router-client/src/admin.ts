@@ -1,11 +1,16 @@
 import type {
   ClusterStatusResponse,
+  LeasedMessage,
+  PartitionStats,
+  PartitionTarget,
   QueueConfig,
   QueueConfigUpdate,
   QueueRoute,
   ScalePlan,
 } from '@mq/protocol'
+import type { Connection } from './connections'
 import type { Router } from './router'
+import { unary } from './unary'
 
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
@@ -75,6 +80,67 @@ export class Admin {
   /** Asks the meta leader to grow or shrink the data groups to `groups`; returns the plan. */
   async scaleDataGroups(groups: number): Promise<ScalePlan | undefined> {
     return (await this.#router.meta((m) => m.scaleDataGroups, { groups })).plan
+  }
+
+  /** Deletes every ready and delayed message of `name`; returns how many. */
+  async purgeQueue(name: string): Promise<number> {
+    const counts = await this.#eachPartition(name, (c, target) =>
+      unary(c, c.purge, { target }, this.#attemptMs),
+    )
+    return counts.reduce((sum, r) => sum + r.removed, 0)
+  }
+
+  /** The dead-lettered messages of `name`, up to `limit` per partition. */
+  async deadLetters(name: string, limit = 100): Promise<(LeasedMessage & { partition: number })[]> {
+    const lists = await this.#eachPartition(name, async (c, target) =>
+      (await unary(c, c.listDead, { target, limit, afterId: 0 }, this.#attemptMs)).messages.map((m) => ({
+        ...m,
+        partition: target.partition,
+      })),
+    )
+    return lists.flat()
+  }
+
+  /** Moves up to `max` dead-lettered messages of each partition back to ready; returns how many. */
+  async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
+    const moved = await this.#eachPartition(name, (c, target) =>
+      unary(c, c.redrive, { target, max }, this.#attemptMs),
+    )
+    return moved.reduce((sum, r) => sum + r.moved, 0)
+  }
+
+  /** Deletes every dead-lettered message of `name`; returns how many. */
+  async purgeDeadLetters(name: string): Promise<number> {
+    const counts = await this.#eachPartition(name, (c, target) =>
+      unary(c, c.purgeDead, { target }, this.#attemptMs),
+    )
+    return counts.reduce((sum, r) => sum + r.removed, 0)
+  }
+
+  /** Per-partition depth by weight, and target vs achieved shares. */
+  async queueStats(name: string): Promise<PartitionStats[]> {
+    return this.#eachPartition(name, (c, target) => unary(c, c.stats, { target }, this.#attemptMs))
+  }
+
+  /** Moves every replica off `nodeId`; returns how many are still to move. */
+  async drainNode(nodeId: string): Promise<number> {
+    return (await this.#router.meta((m) => m.drainNode, { nodeId })).replicasRemaining
+  }
+
+  get #attemptMs(): number {
+    return this.#router.options.attemptMs
+  }
+
+  async #eachPartition<T>(
+    name: string,
+    call: (client: Connection['queue'], target: PartitionTarget) => Promise<T>,
+  ): Promise<T[]> {
+    const route = await this.#router.route(name, true)
+    return Promise.all(
+      route.partitions.map((p) =>
+        this.#router.partition(name, p.partition, (c, target) => call(c.queue, target)),
+      ),
+    )
   }
 
   /** Moves the leadership of a group (0 = meta) to `toNodeId`. */

@@ -174,6 +174,14 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
   })
 
+  it('purges every partition of a queue through admin', async () => {
+    const q = freshQueue(3)
+    const producer = client.producer(q)
+    await Promise.all(Array.from({ length: 9 }, () => producer.send({ body: 'x' })))
+    expect(await client.admin.purgeQueue(q)).toBe(9)
+    expect([0, 1, 2].map((p) => broker.ready(q, p).length)).toEqual([0, 0, 0])
+  })
+
   it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {
     const started = Date.now()
     await expect(

@@ -202,6 +202,12 @@ export class FakeBroker {
         })
         return { messages }
       }),
+      purge: handle((req: { target?: PartitionTarget }) => {
+        const key = this.#check(req.target)
+        const removed = this.#ready.get(key)?.length ?? 0
+        this.#ready.set(key, [])
+        return { removed }
+      }),
       ack: handle((req: AckRequest) => this.#settle(req, () => {})),
       nack: handle((req: NackRequest) =>
         this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' })),

@@ -165,6 +165,15 @@ export interface TransferLeaderRequest {
 export interface TransferLeaderResponse {
 }
 
+export interface DrainNodeRequest {
+  nodeId: string;
+}
+
+export interface DrainNodeResponse {
+  /** Replicas still to move off the node. */
+  replicasRemaining: number;
+}
+
 function createBaseQueueConfig(): QueueConfig {
   return {
     partitions: 0,
@@ -2454,6 +2463,134 @@ export const TransferLeaderResponse: MessageFns<TransferLeaderResponse> = {
   },
 };
 
+function createBaseDrainNodeRequest(): DrainNodeRequest {
+  return { nodeId: "" };
+}
+
+export const DrainNodeRequest: MessageFns<DrainNodeRequest> = {
+  encode(message: DrainNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DrainNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseDrainNodeRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): DrainNodeRequest {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: DrainNodeRequest): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DrainNodeRequest>, I>>(base?: I): DrainNodeRequest {
+    return DrainNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DrainNodeRequest>, I>>(object: I): DrainNodeRequest {
+    const message = createBaseDrainNodeRequest();
+    message.nodeId = object.nodeId ?? "";
+    return message;
+  },
+};
+
+function createBaseDrainNodeResponse(): DrainNodeResponse {
+  return { replicasRemaining: 0 };
+}
+
+export const DrainNodeResponse: MessageFns<DrainNodeResponse> = {
+  encode(message: DrainNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.replicasRemaining !== 0) {
+      writer.uint32(8).uint32(message.replicasRemaining);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DrainNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseDrainNodeResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.replicasRemaining = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): DrainNodeResponse {
+    return {
+      replicasRemaining: isSet(object.replicasRemaining)
+        ? globalThis.Number(object.replicasRemaining)
+        : isSet(object.replicas_remaining)
+        ? globalThis.Number(object.replicas_remaining)
+        : 0,
+    };
+  },
+
+  toJSON(message: DrainNodeResponse): unknown {
+    const obj: any = {};
+    if (message.replicasRemaining !== 0) {
+      obj.replicasRemaining = Math.round(message.replicasRemaining);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DrainNodeResponse>, I>>(base?: I): DrainNodeResponse {
+    return DrainNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DrainNodeResponse>, I>>(object: I): DrainNodeResponse {
+    const message = createBaseDrainNodeResponse();
+    message.replicasRemaining = object.replicasRemaining ?? 0;
+    return message;
+  },
+};
+
 /**
  * The control path, served by the meta group. Reads (GetRoutes, List/Describe, status)
  * are answered by any meta replica through ReadIndex; writes go to the meta leader, and a
@@ -2548,6 +2685,16 @@ export const MetaService = {
       Buffer.from(TransferLeaderResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TransferLeaderResponse => TransferLeaderResponse.decode(value),
   },
+  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  drainNode: {
+    path: "/mq.v1.Meta/DrainNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DrainNodeRequest): Buffer => Buffer.from(DrainNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DrainNodeRequest => DrainNodeRequest.decode(value),
+    responseSerialize: (value: DrainNodeResponse): Buffer => Buffer.from(DrainNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DrainNodeResponse => DrainNodeResponse.decode(value),
+  },
 } as const;
 
 export interface MetaServer extends UntypedServiceImplementation {
@@ -2561,6 +2708,8 @@ export interface MetaServer extends UntypedServiceImplementation {
   /** Grows or shrinks the number of data groups (claim 2 of the seed). */
   scaleDataGroups: handleUnaryCall<ScaleDataGroupsRequest, ScaleDataGroupsResponse>;
   transferLeader: handleUnaryCall<TransferLeaderRequest, TransferLeaderResponse>;
+  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
 }
 
 export interface MetaClient extends Client {
@@ -2699,6 +2848,22 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TransferLeaderResponse) => void,
+  ): ClientUnaryCall;
+  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  drainNode(
+    request: DrainNodeRequest,
+    callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  drainNode(
+    request: DrainNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  drainNode(
+    request: DrainNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
   ): ClientUnaryCall;
 }
 

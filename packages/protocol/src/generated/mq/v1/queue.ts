@@ -163,6 +163,60 @@ export interface LeaseResultsResponse {
   results: LeaseResult[];
 }
 
+export interface PurgeRequest {
+  target?: PartitionTarget | undefined;
+}
+
+export interface PurgeResponse {
+  removed: number;
+}
+
+export interface ListDeadRequest {
+  target?: PartitionTarget | undefined;
+  limit: number;
+  afterId: number;
+}
+
+export interface RedriveRequest {
+  target?: PartitionTarget | undefined;
+  max: number;
+}
+
+export interface RedriveResponse {
+  moved: number;
+}
+
+export interface StatsRequest {
+  target?: PartitionTarget | undefined;
+}
+
+export interface WeightStats {
+  weight: number;
+  ready: number;
+  delayed: number;
+  leased: number;
+  dead: number;
+  /** Age of the oldest ready message, in ms (0 when none). */
+  oldestAgeMs: number;
+  /**
+   * The scheduler's target share (weight / sum of backlogged weights) and the share of
+   * recent leases this weight got, both in [0, 1].
+   */
+  targetShare: number;
+  achievedShare: number;
+}
+
+export interface PartitionStats {
+  queue: string;
+  partition: number;
+  groupId: number;
+  weights: WeightStats[];
+  enqueuedTotal: number;
+  ackedTotal: number;
+  expiredTotal: number;
+  deadLetteredTotal: number;
+}
+
 function createBasePartitionTarget(): PartitionTarget {
   return { queue: "", partition: 0, routeEpoch: 0 };
 }
@@ -1673,6 +1727,803 @@ export const LeaseResultsResponse: MessageFns<LeaseResultsResponse> = {
   },
 };
 
+function createBasePurgeRequest(): PurgeRequest {
+  return { target: undefined };
+}
+
+export const PurgeRequest: MessageFns<PurgeRequest> = {
+  encode(message: PurgeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.target !== undefined) {
+      PartitionTarget.encode(message.target, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBasePurgeRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.target = PartitionTarget.decode(reader, reader.uint32());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): PurgeRequest {
+    return { target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined };
+  },
+
+  toJSON(message: PurgeRequest): unknown {
+    const obj: any = {};
+    if (message.target !== undefined) {
+      obj.target = PartitionTarget.toJSON(message.target);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeRequest>, I>>(base?: I): PurgeRequest {
+    return PurgeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeRequest>, I>>(object: I): PurgeRequest {
+    const message = createBasePurgeRequest();
+    message.target = (object.target !== undefined && object.target !== null)
+      ? PartitionTarget.fromPartial(object.target)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePurgeResponse(): PurgeResponse {
+  return { removed: 0 };
+}
+
+export const PurgeResponse: MessageFns<PurgeResponse> = {
+  encode(message: PurgeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.removed !== 0) {
+      writer.uint32(8).uint64(message.removed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBasePurgeResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.removed = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): PurgeResponse {
+    return { removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0 };
+  },
+
+  toJSON(message: PurgeResponse): unknown {
+    const obj: any = {};
+    if (message.removed !== 0) {
+      obj.removed = Math.round(message.removed);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PurgeResponse>, I>>(base?: I): PurgeResponse {
+    return PurgeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeResponse>, I>>(object: I): PurgeResponse {
+    const message = createBasePurgeResponse();
+    message.removed = object.removed ?? 0;
+    return message;
+  },
+};
+
+function createBaseListDeadRequest(): ListDeadRequest {
+  return { target: undefined, limit: 0, afterId: 0 };
+}
+
+export const ListDeadRequest: MessageFns<ListDeadRequest> = {
+  encode(message: ListDeadRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.target !== undefined) {
+      PartitionTarget.encode(message.target, writer.uint32(10).fork()).join();
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    if (message.afterId !== 0) {
+      writer.uint32(24).uint64(message.afterId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeadRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseListDeadRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.target = PartitionTarget.decode(reader, reader.uint32());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.limit = reader.uint32();
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.afterId = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ListDeadRequest {
+    return {
+      target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+      afterId: isSet(object.afterId)
+        ? globalThis.Number(object.afterId)
+        : isSet(object.after_id)
+        ? globalThis.Number(object.after_id)
+        : 0,
+    };
+  },
+
+  toJSON(message: ListDeadRequest): unknown {
+    const obj: any = {};
+    if (message.target !== undefined) {
+      obj.target = PartitionTarget.toJSON(message.target);
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    if (message.afterId !== 0) {
+      obj.afterId = Math.round(message.afterId);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListDeadRequest>, I>>(base?: I): ListDeadRequest {
+    return ListDeadRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeadRequest>, I>>(object: I): ListDeadRequest {
+    const message = createBaseListDeadRequest();
+    message.target = (object.target !== undefined && object.target !== null)
+      ? PartitionTarget.fromPartial(object.target)
+      : undefined;
+    message.limit = object.limit ?? 0;
+    message.afterId = object.afterId ?? 0;
+    return message;
+  },
+};
+
+function createBaseRedriveRequest(): RedriveRequest {
+  return { target: undefined, max: 0 };
+}
+
+export const RedriveRequest: MessageFns<RedriveRequest> = {
+  encode(message: RedriveRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.target !== undefined) {
+      PartitionTarget.encode(message.target, writer.uint32(10).fork()).join();
+    }
+    if (message.max !== 0) {
+      writer.uint32(16).uint32(message.max);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RedriveRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseRedriveRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.target = PartitionTarget.decode(reader, reader.uint32());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.max = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): RedriveRequest {
+    return {
+      target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined,
+      max: isSet(object.max) ? globalThis.Number(object.max) : 0,
+    };
+  },
+
+  toJSON(message: RedriveRequest): unknown {
+    const obj: any = {};
+    if (message.target !== undefined) {
+      obj.target = PartitionTarget.toJSON(message.target);
+    }
+    if (message.max !== 0) {
+      obj.max = Math.round(message.max);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RedriveRequest>, I>>(base?: I): RedriveRequest {
+    return RedriveRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RedriveRequest>, I>>(object: I): RedriveRequest {
+    const message = createBaseRedriveRequest();
+    message.target = (object.target !== undefined && object.target !== null)
+      ? PartitionTarget.fromPartial(object.target)
+      : undefined;
+    message.max = object.max ?? 0;
+    return message;
+  },
+};
+
+function createBaseRedriveResponse(): RedriveResponse {
+  return { moved: 0 };
+}
+
+export const RedriveResponse: MessageFns<RedriveResponse> = {
+  encode(message: RedriveResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.moved !== 0) {
+      writer.uint32(8).uint64(message.moved);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RedriveResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseRedriveResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.moved = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): RedriveResponse {
+    return { moved: isSet(object.moved) ? globalThis.Number(object.moved) : 0 };
+  },
+
+  toJSON(message: RedriveResponse): unknown {
+    const obj: any = {};
+    if (message.moved !== 0) {
+      obj.moved = Math.round(message.moved);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RedriveResponse>, I>>(base?: I): RedriveResponse {
+    return RedriveResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RedriveResponse>, I>>(object: I): RedriveResponse {
+    const message = createBaseRedriveResponse();
+    message.moved = object.moved ?? 0;
+    return message;
+  },
+};
+
+function createBaseStatsRequest(): StatsRequest {
+  return { target: undefined };
+}
+
+export const StatsRequest: MessageFns<StatsRequest> = {
+  encode(message: StatsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.target !== undefined) {
+      PartitionTarget.encode(message.target, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StatsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseStatsRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.target = PartitionTarget.decode(reader, reader.uint32());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): StatsRequest {
+    return { target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined };
+  },
+
+  toJSON(message: StatsRequest): unknown {
+    const obj: any = {};
+    if (message.target !== undefined) {
+      obj.target = PartitionTarget.toJSON(message.target);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StatsRequest>, I>>(base?: I): StatsRequest {
+    return StatsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StatsRequest>, I>>(object: I): StatsRequest {
+    const message = createBaseStatsRequest();
+    message.target = (object.target !== undefined && object.target !== null)
+      ? PartitionTarget.fromPartial(object.target)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseWeightStats(): WeightStats {
+  return { weight: 0, ready: 0, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0, targetShare: 0, achievedShare: 0 };
+}
+
+export const WeightStats: MessageFns<WeightStats> = {
+  encode(message: WeightStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.weight !== 0) {
+      writer.uint32(8).uint32(message.weight);
+    }
+    if (message.ready !== 0) {
+      writer.uint32(16).uint64(message.ready);
+    }
+    if (message.delayed !== 0) {
+      writer.uint32(24).uint64(message.delayed);
+    }
+    if (message.leased !== 0) {
+      writer.uint32(32).uint64(message.leased);
+    }
+    if (message.dead !== 0) {
+      writer.uint32(40).uint64(message.dead);
+    }
+    if (message.oldestAgeMs !== 0) {
+      writer.uint32(48).uint64(message.oldestAgeMs);
+    }
+    if (message.targetShare !== 0) {
+      writer.uint32(57).double(message.targetShare);
+    }
+    if (message.achievedShare !== 0) {
+      writer.uint32(65).double(message.achievedShare);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WeightStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseWeightStats();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.weight = reader.uint32();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.ready = longToNumber(reader.uint64());
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.delayed = longToNumber(reader.uint64());
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.leased = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.dead = longToNumber(reader.uint64());
+          continue;
+        }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.oldestAgeMs = longToNumber(reader.uint64());
+          continue;
+        }
+        case 7: {
+          if (tag !== 57) {
+            break;
+          }
+
+          message.targetShare = reader.double();
+          continue;
+        }
+        case 8: {
+          if (tag !== 65) {
+            break;
+          }
+
+          message.achievedShare = reader.double();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): WeightStats {
+    return {
+      weight: isSet(object.weight) ? globalThis.Number(object.weight) : 0,
+      ready: isSet(object.ready) ? globalThis.Number(object.ready) : 0,
+      delayed: isSet(object.delayed) ? globalThis.Number(object.delayed) : 0,
+      leased: isSet(object.leased) ? globalThis.Number(object.leased) : 0,
+      dead: isSet(object.dead) ? globalThis.Number(object.dead) : 0,
+      oldestAgeMs: isSet(object.oldestAgeMs)
+        ? globalThis.Number(object.oldestAgeMs)
+        : isSet(object.oldest_age_ms)
+        ? globalThis.Number(object.oldest_age_ms)
+        : 0,
+      targetShare: isSet(object.targetShare)
+        ? globalThis.Number(object.targetShare)
+        : isSet(object.target_share)
+        ? globalThis.Number(object.target_share)
+        : 0,
+      achievedShare: isSet(object.achievedShare)
+        ? globalThis.Number(object.achievedShare)
+        : isSet(object.achieved_share)
+        ? globalThis.Number(object.achieved_share)
+        : 0,
+    };
+  },
+
+  toJSON(message: WeightStats): unknown {
+    const obj: any = {};
+    if (message.weight !== 0) {
+      obj.weight = Math.round(message.weight);
+    }
+    if (message.ready !== 0) {
+      obj.ready = Math.round(message.ready);
+    }
+    if (message.delayed !== 0) {
+      obj.delayed = Math.round(message.delayed);
+    }
+    if (message.leased !== 0) {
+      obj.leased = Math.round(message.leased);
+    }
+    if (message.dead !== 0) {
+      obj.dead = Math.round(message.dead);
+    }
+    if (message.oldestAgeMs !== 0) {
+      obj.oldestAgeMs = Math.round(message.oldestAgeMs);
+    }
+    if (message.targetShare !== 0) {
+      obj.targetShare = message.targetShare;
+    }
+    if (message.achievedShare !== 0) {
+      obj.achievedShare = message.achievedShare;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<WeightStats>, I>>(base?: I): WeightStats {
+    return WeightStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WeightStats>, I>>(object: I): WeightStats {
+    const message = createBaseWeightStats();
+    message.weight = object.weight ?? 0;
+    message.ready = object.ready ?? 0;
+    message.delayed = object.delayed ?? 0;
+    message.leased = object.leased ?? 0;
+    message.dead = object.dead ?? 0;
+    message.oldestAgeMs = object.oldestAgeMs ?? 0;
+    message.targetShare = object.targetShare ?? 0;
+    message.achievedShare = object.achievedShare ?? 0;
+    return message;
+  },
+};
+
+function createBasePartitionStats(): PartitionStats {
+  return {
+    queue: "",
+    partition: 0,
+    groupId: 0,
+    weights: [],
+    enqueuedTotal: 0,
+    ackedTotal: 0,
+    expiredTotal: 0,
+    deadLetteredTotal: 0,
+  };
+}
+
+export const PartitionStats: MessageFns<PartitionStats> = {
+  encode(message: PartitionStats, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.queue !== "") {
+      writer.uint32(10).string(message.queue);
+    }
+    if (message.partition !== 0) {
+      writer.uint32(16).uint32(message.partition);
+    }
+    if (message.groupId !== 0) {
+      writer.uint32(24).uint64(message.groupId);
+    }
+    for (const v of message.weights) {
+      WeightStats.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.enqueuedTotal !== 0) {
+      writer.uint32(40).uint64(message.enqueuedTotal);
+    }
+    if (message.ackedTotal !== 0) {
+      writer.uint32(48).uint64(message.ackedTotal);
+    }
+    if (message.expiredTotal !== 0) {
+      writer.uint32(56).uint64(message.expiredTotal);
+    }
+    if (message.deadLetteredTotal !== 0) {
+      writer.uint32(64).uint64(message.deadLetteredTotal);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionStats {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBasePartitionStats();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.queue = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.partition = reader.uint32();
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 4: {
+          if (tag !== 34) {
+            break;
+          }
+
+          message.weights.push(WeightStats.decode(reader, reader.uint32()));
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.enqueuedTotal = longToNumber(reader.uint64());
+          continue;
+        }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.ackedTotal = longToNumber(reader.uint64());
+          continue;
+        }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.expiredTotal = longToNumber(reader.uint64());
+          continue;
+        }
+        case 8: {
+          if (tag !== 64) {
+            break;
+          }
+
+          message.deadLetteredTotal = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): PartitionStats {
+    return {
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      weights: globalThis.Array.isArray(object?.weights) ? object.weights.map((e: any) => WeightStats.fromJSON(e)) : [],
+      enqueuedTotal: isSet(object.enqueuedTotal)
+        ? globalThis.Number(object.enqueuedTotal)
+        : isSet(object.enqueued_total)
+        ? globalThis.Number(object.enqueued_total)
+        : 0,
+      ackedTotal: isSet(object.ackedTotal)
+        ? globalThis.Number(object.ackedTotal)
+        : isSet(object.acked_total)
+        ? globalThis.Number(object.acked_total)
+        : 0,
+      expiredTotal: isSet(object.expiredTotal)
+        ? globalThis.Number(object.expiredTotal)
+        : isSet(object.expired_total)
+        ? globalThis.Number(object.expired_total)
+        : 0,
+      deadLetteredTotal: isSet(object.deadLetteredTotal)
+        ? globalThis.Number(object.deadLetteredTotal)
+        : isSet(object.dead_lettered_total)
+        ? globalThis.Number(object.dead_lettered_total)
+        : 0,
+    };
+  },
+
+  toJSON(message: PartitionStats): unknown {
+    const obj: any = {};
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.weights?.length) {
+      obj.weights = message.weights.map((e) => WeightStats.toJSON(e));
+    }
+    if (message.enqueuedTotal !== 0) {
+      obj.enqueuedTotal = Math.round(message.enqueuedTotal);
+    }
+    if (message.ackedTotal !== 0) {
+      obj.ackedTotal = Math.round(message.ackedTotal);
+    }
+    if (message.expiredTotal !== 0) {
+      obj.expiredTotal = Math.round(message.expiredTotal);
+    }
+    if (message.deadLetteredTotal !== 0) {
+      obj.deadLetteredTotal = Math.round(message.deadLetteredTotal);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PartitionStats>, I>>(base?: I): PartitionStats {
+    return PartitionStats.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PartitionStats>, I>>(object: I): PartitionStats {
+    const message = createBasePartitionStats();
+    message.queue = object.queue ?? "";
+    message.partition = object.partition ?? 0;
+    message.groupId = object.groupId ?? 0;
+    message.weights = object.weights?.map((e) => WeightStats.fromPartial(e)) || [];
+    message.enqueuedTotal = object.enqueuedTotal ?? 0;
+    message.ackedTotal = object.ackedTotal ?? 0;
+    message.expiredTotal = object.expiredTotal ?? 0;
+    message.deadLetteredTotal = object.deadLetteredTotal ?? 0;
+    return message;
+  },
+};
+
 /**
  * The data path, served by the leader of the data group that holds a partition. Every
  * request names the partition and the route epoch the client routed it by; a request that
@@ -1736,6 +2587,56 @@ export const QueueService = {
       Buffer.from(LeaseResultsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LeaseResultsResponse => LeaseResultsResponse.decode(value),
   },
+  /** Deletes every ready and delayed message of the partition (leased ones finish normally). */
+  purge: {
+    path: "/mq.v1.Queue/Purge" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PurgeRequest): Buffer => Buffer.from(PurgeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PurgeRequest => PurgeRequest.decode(value),
+    responseSerialize: (value: PurgeResponse): Buffer => Buffer.from(PurgeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PurgeResponse => PurgeResponse.decode(value),
+  },
+  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  listDead: {
+    path: "/mq.v1.Queue/ListDead" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDeadRequest): Buffer => Buffer.from(ListDeadRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDeadRequest => ListDeadRequest.decode(value),
+    responseSerialize: (value: LeaseResponse): Buffer => Buffer.from(LeaseResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LeaseResponse => LeaseResponse.decode(value),
+  },
+  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  redrive: {
+    path: "/mq.v1.Queue/Redrive" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RedriveRequest): Buffer => Buffer.from(RedriveRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RedriveRequest => RedriveRequest.decode(value),
+    responseSerialize: (value: RedriveResponse): Buffer => Buffer.from(RedriveResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RedriveResponse => RedriveResponse.decode(value),
+  },
+  /** Deletes every dead-lettered message of the partition. */
+  purgeDead: {
+    path: "/mq.v1.Queue/PurgeDead" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PurgeRequest): Buffer => Buffer.from(PurgeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PurgeRequest => PurgeRequest.decode(value),
+    responseSerialize: (value: PurgeResponse): Buffer => Buffer.from(PurgeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PurgeResponse => PurgeResponse.decode(value),
+  },
+  /** The partition's depth per weight and the scheduler's target vs achieved shares. */
+  stats: {
+    path: "/mq.v1.Queue/Stats" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: StatsRequest): Buffer => Buffer.from(StatsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): StatsRequest => StatsRequest.decode(value),
+    responseSerialize: (value: PartitionStats): Buffer => Buffer.from(PartitionStats.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PartitionStats => PartitionStats.decode(value),
+  },
 } as const;
 
 export interface QueueServer extends UntypedServiceImplementation {
@@ -1752,6 +2653,16 @@ export interface QueueServer extends UntypedServiceImplementation {
   nack: handleUnaryCall<NackRequest, LeaseResultsResponse>;
   /** Pushes the deadline of leases further out. */
   extend: handleUnaryCall<ExtendRequest, LeaseResultsResponse>;
+  /** Deletes every ready and delayed message of the partition (leased ones finish normally). */
+  purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
+  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  listDead: handleUnaryCall<ListDeadRequest, LeaseResponse>;
+  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  redrive: handleUnaryCall<RedriveRequest, RedriveResponse>;
+  /** Deletes every dead-lettered message of the partition. */
+  purgeDead: handleUnaryCall<PurgeRequest, PurgeResponse>;
+  /** The partition's depth per weight and the scheduler's target vs achieved shares. */
+  stats: handleUnaryCall<StatsRequest, PartitionStats>;
 }
 
 export interface QueueClient extends Client {
@@ -1837,6 +2748,86 @@ export interface QueueClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LeaseResultsResponse) => void,
+  ): ClientUnaryCall;
+  /** Deletes every ready and delayed message of the partition (leased ones finish normally). */
+  purge(
+    request: PurgeRequest,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purge(
+    request: PurgeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purge(
+    request: PurgeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  listDead(
+    request: ListDeadRequest,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  listDead(
+    request: ListDeadRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  listDead(
+    request: ListDeadRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  redrive(
+    request: RedriveRequest,
+    callback: (error: ServiceError | null, response: RedriveResponse) => void,
+  ): ClientUnaryCall;
+  redrive(
+    request: RedriveRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RedriveResponse) => void,
+  ): ClientUnaryCall;
+  redrive(
+    request: RedriveRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RedriveResponse) => void,
+  ): ClientUnaryCall;
+  /** Deletes every dead-lettered message of the partition. */
+  purgeDead(
+    request: PurgeRequest,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purgeDead(
+    request: PurgeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  purgeDead(
+    request: PurgeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PurgeResponse) => void,
+  ): ClientUnaryCall;
+  /** The partition's depth per weight and the scheduler's target vs achieved shares. */
+  stats(
+    request: StatsRequest,
+    callback: (error: ServiceError | null, response: PartitionStats) => void,
+  ): ClientUnaryCall;
+  stats(
+    request: StatsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PartitionStats) => void,
+  ): ClientUnaryCall;
+  stats(
+    request: StatsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PartitionStats) => void,
   ): ClientUnaryCall;
 }
 
