@@ -45,7 +45,6 @@ export {
 export {
   CreateReplicaRequest,
   CreateReplicaRequest_Replica,
-  InstallSnapshotResponse,
   PeerClient,
   type PeerServer,
   PeerService,
@@ -53,11 +52,11 @@ export {
   RaftConfState,
   RaftEntry,
   RaftMessage,
+  RaftSnapshotChunk,
   RaftSnapshotMeta,
   RaftStreamEnd,
   RemoveReplicaRequest,
   ReplicaResponse,
-  SnapshotChunk,
 } from './generated/mq/v1/peer'
 export {
   AckRequest,

@@ -42,7 +42,19 @@ export interface RaftSnapshotMeta {
   conf?: RaftConfState | undefined;
 }
 
-/** One Raft message of one group (the fields of raft-core's Message). */
+/**
+ * One chunk of a snapshot image: bytes [offset, offset + data.length) of total_bytes.
+ * Snapshots travel in chunks as Raft messages (type Snap), so a big image never blocks the
+ * stream for long and is bounded in memory on both sides.
+ */
+export interface RaftSnapshotChunk {
+  meta?: RaftSnapshotMeta | undefined;
+  offset: number;
+  totalBytes: number;
+  data: Uint8Array;
+}
+
+/** One Raft message of one group: the fields of raft-core's Message. */
 export interface RaftMessage {
   groupId: number;
   type: number;
@@ -55,8 +67,9 @@ export interface RaftMessage {
   commit: number;
   reject: boolean;
   rejectHint: number;
-  context: Uint8Array;
-  snapshot?: RaftSnapshotMeta | undefined;
+  context: number;
+  requestCtx: string;
+  snapshot?: RaftSnapshotChunk | undefined;
 }
 
 export interface RaftBatch {
@@ -65,21 +78,6 @@ export interface RaftBatch {
 }
 
 export interface RaftStreamEnd {
-}
-
-export interface SnapshotChunk {
-  groupId: number;
-  from: string;
-  to: string;
-  term: number;
-  meta?: RaftSnapshotMeta | undefined;
-  offset: number;
-  data: Uint8Array;
-  last: boolean;
-}
-
-export interface InstallSnapshotResponse {
-  bytesReceived: number;
 }
 
 export interface CreateReplicaRequest {
@@ -438,6 +436,120 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
   },
 };
 
+function createBaseRaftSnapshotChunk(): RaftSnapshotChunk {
+  return { meta: undefined, offset: 0, totalBytes: 0, data: new Uint8Array(0) };
+}
+
+export const RaftSnapshotChunk: MessageFns<RaftSnapshotChunk> = {
+  encode(message: RaftSnapshotChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.meta !== undefined) {
+      RaftSnapshotMeta.encode(message.meta, writer.uint32(10).fork()).join();
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).uint64(message.offset);
+    }
+    if (message.totalBytes !== 0) {
+      writer.uint32(24).uint64(message.totalBytes);
+    }
+    if (message.data.length !== 0) {
+      writer.uint32(34).bytes(message.data);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RaftSnapshotChunk {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseRaftSnapshotChunk();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.meta = RaftSnapshotMeta.decode(reader, reader.uint32());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.offset = longToNumber(reader.uint64());
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.totalBytes = longToNumber(reader.uint64());
+          continue;
+        }
+        case 4: {
+          if (tag !== 34) {
+            break;
+          }
+
+          message.data = reader.bytes();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): RaftSnapshotChunk {
+    return {
+      meta: isSet(object.meta) ? RaftSnapshotMeta.fromJSON(object.meta) : undefined,
+      offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
+      totalBytes: isSet(object.totalBytes)
+        ? globalThis.Number(object.totalBytes)
+        : isSet(object.total_bytes)
+        ? globalThis.Number(object.total_bytes)
+        : 0,
+      data: isSet(object.data) ? bytesFromBase64(object.data) : new Uint8Array(0),
+    };
+  },
+
+  toJSON(message: RaftSnapshotChunk): unknown {
+    const obj: any = {};
+    if (message.meta !== undefined) {
+      obj.meta = RaftSnapshotMeta.toJSON(message.meta);
+    }
+    if (message.offset !== 0) {
+      obj.offset = Math.round(message.offset);
+    }
+    if (message.totalBytes !== 0) {
+      obj.totalBytes = Math.round(message.totalBytes);
+    }
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RaftSnapshotChunk>, I>>(base?: I): RaftSnapshotChunk {
+    return RaftSnapshotChunk.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RaftSnapshotChunk>, I>>(object: I): RaftSnapshotChunk {
+    const message = createBaseRaftSnapshotChunk();
+    message.meta = (object.meta !== undefined && object.meta !== null)
+      ? RaftSnapshotMeta.fromPartial(object.meta)
+      : undefined;
+    message.offset = object.offset ?? 0;
+    message.totalBytes = object.totalBytes ?? 0;
+    message.data = object.data ?? new Uint8Array(0);
+    return message;
+  },
+};
+
 function createBaseRaftMessage(): RaftMessage {
   return {
     groupId: 0,
@@ -451,7 +563,8 @@ function createBaseRaftMessage(): RaftMessage {
     commit: 0,
     reject: false,
     rejectHint: 0,
-    context: new Uint8Array(0),
+    context: 0,
+    requestCtx: "",
     snapshot: undefined,
   };
 }
@@ -491,11 +604,14 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     if (message.rejectHint !== 0) {
       writer.uint32(88).uint64(message.rejectHint);
     }
-    if (message.context.length !== 0) {
-      writer.uint32(98).bytes(message.context);
+    if (message.context !== 0) {
+      writer.uint32(96).uint64(message.context);
+    }
+    if (message.requestCtx !== "") {
+      writer.uint32(106).string(message.requestCtx);
     }
     if (message.snapshot !== undefined) {
-      RaftSnapshotMeta.encode(message.snapshot, writer.uint32(106).fork()).join();
+      RaftSnapshotChunk.encode(message.snapshot, writer.uint32(114).fork()).join();
     }
     return writer;
   },
@@ -596,11 +712,11 @@ export const RaftMessage: MessageFns<RaftMessage> = {
           continue;
         }
         case 12: {
-          if (tag !== 98) {
+          if (tag !== 96) {
             break;
           }
 
-          message.context = reader.bytes();
+          message.context = longToNumber(reader.uint64());
           continue;
         }
         case 13: {
@@ -608,7 +724,15 @@ export const RaftMessage: MessageFns<RaftMessage> = {
             break;
           }
 
-          message.snapshot = RaftSnapshotMeta.decode(reader, reader.uint32());
+          message.requestCtx = reader.string();
+          continue;
+        }
+        case 14: {
+          if (tag !== 114) {
+            break;
+          }
+
+          message.snapshot = RaftSnapshotChunk.decode(reader, reader.uint32());
           continue;
         }
       }
@@ -645,8 +769,13 @@ export const RaftMessage: MessageFns<RaftMessage> = {
         : isSet(object.reject_hint)
         ? globalThis.Number(object.reject_hint)
         : 0,
-      context: isSet(object.context) ? bytesFromBase64(object.context) : new Uint8Array(0),
-      snapshot: isSet(object.snapshot) ? RaftSnapshotMeta.fromJSON(object.snapshot) : undefined,
+      context: isSet(object.context) ? globalThis.Number(object.context) : 0,
+      requestCtx: isSet(object.requestCtx)
+        ? globalThis.String(object.requestCtx)
+        : isSet(object.request_ctx)
+        ? globalThis.String(object.request_ctx)
+        : "",
+      snapshot: isSet(object.snapshot) ? RaftSnapshotChunk.fromJSON(object.snapshot) : undefined,
     };
   },
 
@@ -685,11 +814,14 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     if (message.rejectHint !== 0) {
       obj.rejectHint = Math.round(message.rejectHint);
     }
-    if (message.context.length !== 0) {
-      obj.context = base64FromBytes(message.context);
+    if (message.context !== 0) {
+      obj.context = Math.round(message.context);
+    }
+    if (message.requestCtx !== "") {
+      obj.requestCtx = message.requestCtx;
     }
     if (message.snapshot !== undefined) {
-      obj.snapshot = RaftSnapshotMeta.toJSON(message.snapshot);
+      obj.snapshot = RaftSnapshotChunk.toJSON(message.snapshot);
     }
     return obj;
   },
@@ -710,9 +842,10 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     message.commit = object.commit ?? 0;
     message.reject = object.reject ?? false;
     message.rejectHint = object.rejectHint ?? 0;
-    message.context = object.context ?? new Uint8Array(0);
+    message.context = object.context ?? 0;
+    message.requestCtx = object.requestCtx ?? "";
     message.snapshot = (object.snapshot !== undefined && object.snapshot !== null)
-      ? RaftSnapshotMeta.fromPartial(object.snapshot)
+      ? RaftSnapshotChunk.fromPartial(object.snapshot)
       : undefined;
     return message;
   },
@@ -839,248 +972,6 @@ export const RaftStreamEnd: MessageFns<RaftStreamEnd> = {
   },
   fromPartial<I extends Exact<DeepPartial<RaftStreamEnd>, I>>(_: I): RaftStreamEnd {
     const message = createBaseRaftStreamEnd();
-    return message;
-  },
-};
-
-function createBaseSnapshotChunk(): SnapshotChunk {
-  return { groupId: 0, from: "", to: "", term: 0, meta: undefined, offset: 0, data: new Uint8Array(0), last: false };
-}
-
-export const SnapshotChunk: MessageFns<SnapshotChunk> = {
-  encode(message: SnapshotChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.groupId !== 0) {
-      writer.uint32(8).uint64(message.groupId);
-    }
-    if (message.from !== "") {
-      writer.uint32(18).string(message.from);
-    }
-    if (message.to !== "") {
-      writer.uint32(26).string(message.to);
-    }
-    if (message.term !== 0) {
-      writer.uint32(32).uint64(message.term);
-    }
-    if (message.meta !== undefined) {
-      RaftSnapshotMeta.encode(message.meta, writer.uint32(42).fork()).join();
-    }
-    if (message.offset !== 0) {
-      writer.uint32(48).uint64(message.offset);
-    }
-    if (message.data.length !== 0) {
-      writer.uint32(58).bytes(message.data);
-    }
-    if (message.last !== false) {
-      writer.uint32(64).bool(message.last);
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): SnapshotChunk {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseSnapshotChunk();
-    while (reader.pos < end) {
-      const tag = reader.uint32();
-      switch (tag >>> 3) {
-        case 1: {
-          if (tag !== 8) {
-            break;
-          }
-
-          message.groupId = longToNumber(reader.uint64());
-          continue;
-        }
-        case 2: {
-          if (tag !== 18) {
-            break;
-          }
-
-          message.from = reader.string();
-          continue;
-        }
-        case 3: {
-          if (tag !== 26) {
-            break;
-          }
-
-          message.to = reader.string();
-          continue;
-        }
-        case 4: {
-          if (tag !== 32) {
-            break;
-          }
-
-          message.term = longToNumber(reader.uint64());
-          continue;
-        }
-        case 5: {
-          if (tag !== 42) {
-            break;
-          }
-
-          message.meta = RaftSnapshotMeta.decode(reader, reader.uint32());
-          continue;
-        }
-        case 6: {
-          if (tag !== 48) {
-            break;
-          }
-
-          message.offset = longToNumber(reader.uint64());
-          continue;
-        }
-        case 7: {
-          if (tag !== 58) {
-            break;
-          }
-
-          message.data = reader.bytes();
-          continue;
-        }
-        case 8: {
-          if (tag !== 64) {
-            break;
-          }
-
-          message.last = reader.bool();
-          continue;
-        }
-      }
-      if ((tag & 7) === 4 || tag === 0) {
-        break;
-      }
-      reader.skip(tag & 7);
-    }
-    return message;
-  },
-
-  fromJSON(object: any): SnapshotChunk {
-    return {
-      groupId: isSet(object.groupId)
-        ? globalThis.Number(object.groupId)
-        : isSet(object.group_id)
-        ? globalThis.Number(object.group_id)
-        : 0,
-      from: isSet(object.from) ? globalThis.String(object.from) : "",
-      to: isSet(object.to) ? globalThis.String(object.to) : "",
-      term: isSet(object.term) ? globalThis.Number(object.term) : 0,
-      meta: isSet(object.meta) ? RaftSnapshotMeta.fromJSON(object.meta) : undefined,
-      offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
-      data: isSet(object.data) ? bytesFromBase64(object.data) : new Uint8Array(0),
-      last: isSet(object.last) ? globalThis.Boolean(object.last) : false,
-    };
-  },
-
-  toJSON(message: SnapshotChunk): unknown {
-    const obj: any = {};
-    if (message.groupId !== 0) {
-      obj.groupId = Math.round(message.groupId);
-    }
-    if (message.from !== "") {
-      obj.from = message.from;
-    }
-    if (message.to !== "") {
-      obj.to = message.to;
-    }
-    if (message.term !== 0) {
-      obj.term = Math.round(message.term);
-    }
-    if (message.meta !== undefined) {
-      obj.meta = RaftSnapshotMeta.toJSON(message.meta);
-    }
-    if (message.offset !== 0) {
-      obj.offset = Math.round(message.offset);
-    }
-    if (message.data.length !== 0) {
-      obj.data = base64FromBytes(message.data);
-    }
-    if (message.last !== false) {
-      obj.last = message.last;
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<SnapshotChunk>, I>>(base?: I): SnapshotChunk {
-    return SnapshotChunk.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<SnapshotChunk>, I>>(object: I): SnapshotChunk {
-    const message = createBaseSnapshotChunk();
-    message.groupId = object.groupId ?? 0;
-    message.from = object.from ?? "";
-    message.to = object.to ?? "";
-    message.term = object.term ?? 0;
-    message.meta = (object.meta !== undefined && object.meta !== null)
-      ? RaftSnapshotMeta.fromPartial(object.meta)
-      : undefined;
-    message.offset = object.offset ?? 0;
-    message.data = object.data ?? new Uint8Array(0);
-    message.last = object.last ?? false;
-    return message;
-  },
-};
-
-function createBaseInstallSnapshotResponse(): InstallSnapshotResponse {
-  return { bytesReceived: 0 };
-}
-
-export const InstallSnapshotResponse: MessageFns<InstallSnapshotResponse> = {
-  encode(message: InstallSnapshotResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.bytesReceived !== 0) {
-      writer.uint32(8).uint64(message.bytesReceived);
-    }
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): InstallSnapshotResponse {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseInstallSnapshotResponse();
-    while (reader.pos < end) {
-      const tag = reader.uint32();
-      switch (tag >>> 3) {
-        case 1: {
-          if (tag !== 8) {
-            break;
-          }
-
-          message.bytesReceived = longToNumber(reader.uint64());
-          continue;
-        }
-      }
-      if ((tag & 7) === 4 || tag === 0) {
-        break;
-      }
-      reader.skip(tag & 7);
-    }
-    return message;
-  },
-
-  fromJSON(object: any): InstallSnapshotResponse {
-    return {
-      bytesReceived: isSet(object.bytesReceived)
-        ? globalThis.Number(object.bytesReceived)
-        : isSet(object.bytes_received)
-        ? globalThis.Number(object.bytes_received)
-        : 0,
-    };
-  },
-
-  toJSON(message: InstallSnapshotResponse): unknown {
-    const obj: any = {};
-    if (message.bytesReceived !== 0) {
-      obj.bytesReceived = Math.round(message.bytesReceived);
-    }
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<InstallSnapshotResponse>, I>>(base?: I): InstallSnapshotResponse {
-    return InstallSnapshotResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<InstallSnapshotResponse>, I>>(object: I): InstallSnapshotResponse {
-    const message = createBaseInstallSnapshotResponse();
-    message.bytesReceived = object.bytesReceived ?? 0;
     return message;
   },
 };
@@ -1372,7 +1263,10 @@ export const ReplicaResponse: MessageFns<ReplicaResponse> = {
   },
 };
 
-/** Node-to-node traffic on the same port as the client services. */
+/**
+ * Node-to-node traffic on the same port as the client services. Every call carries the
+ * cluster secret in the `mq-peer-token` metadata (when one is configured).
+ */
 export type PeerService = typeof PeerService;
 export const PeerService = {
   /** A stream of Raft messages from one node to another, batched across groups. */
@@ -1384,17 +1278,6 @@ export const PeerService = {
     requestDeserialize: (value: Buffer): RaftBatch => RaftBatch.decode(value),
     responseSerialize: (value: RaftStreamEnd): Buffer => Buffer.from(RaftStreamEnd.encode(value).finish()),
     responseDeserialize: (value: Buffer): RaftStreamEnd => RaftStreamEnd.decode(value),
-  },
-  /** A snapshot for one replica, streamed in chunks; the last chunk has `last` set. */
-  installSnapshot: {
-    path: "/mq.v1.Peer/InstallSnapshot" as const,
-    requestStream: true as const,
-    responseStream: false as const,
-    requestSerialize: (value: SnapshotChunk): Buffer => Buffer.from(SnapshotChunk.encode(value).finish()),
-    requestDeserialize: (value: Buffer): SnapshotChunk => SnapshotChunk.decode(value),
-    responseSerialize: (value: InstallSnapshotResponse): Buffer =>
-      Buffer.from(InstallSnapshotResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): InstallSnapshotResponse => InstallSnapshotResponse.decode(value),
   },
   /** The controller creates or removes a data-group replica on a node. */
   createReplica: {
@@ -1420,8 +1303,6 @@ export const PeerService = {
 export interface PeerServer extends UntypedServiceImplementation {
   /** A stream of Raft messages from one node to another, batched across groups. */
   raft: handleClientStreamingCall<RaftBatch, RaftStreamEnd>;
-  /** A snapshot for one replica, streamed in chunks; the last chunk has `last` set. */
-  installSnapshot: handleClientStreamingCall<SnapshotChunk, InstallSnapshotResponse>;
   /** The controller creates or removes a data-group replica on a node. */
   createReplica: handleUnaryCall<CreateReplicaRequest, ReplicaResponse>;
   removeReplica: handleUnaryCall<RemoveReplicaRequest, ReplicaResponse>;
@@ -1443,23 +1324,6 @@ export interface PeerClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RaftStreamEnd) => void,
   ): ClientWritableStream<RaftBatch>;
-  /** A snapshot for one replica, streamed in chunks; the last chunk has `last` set. */
-  installSnapshot(
-    callback: (error: ServiceError | null, response: InstallSnapshotResponse) => void,
-  ): ClientWritableStream<SnapshotChunk>;
-  installSnapshot(
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: InstallSnapshotResponse) => void,
-  ): ClientWritableStream<SnapshotChunk>;
-  installSnapshot(
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: InstallSnapshotResponse) => void,
-  ): ClientWritableStream<SnapshotChunk>;
-  installSnapshot(
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: InstallSnapshotResponse) => void,
-  ): ClientWritableStream<SnapshotChunk>;
   /** The controller creates or removes a data-group replica on a node. */
   createReplica(
     request: CreateReplicaRequest,
