@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig } from './config'
+
+const dir = mkdtempSync(join(tmpdir(), 'mq-config-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const base = {
+  nodeId: 'n1',
+  listen: '127.0.0.1:7001',
+  dataDir: 'data/n1',
+  initialMeta: 'n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003',
+}
+
+describe('loadConfig', () => {
+  it('fills defaults and resolves the data dir', () => {
+    const c = loadConfig(base, '/srv')
+    expect(c).toMatchObject({
+      nodeId: 'n1',
+      advertise: '127.0.0.1:7001',
+      dataDir: '/srv/data/n1',
+      tickMs: 50,
+    })
+    expect(c.initialMeta).toHaveLength(3)
+  })
+
+  it('reads a config file under the flags', () => {
+    const file = join(dir, 'mq.json')
+    writeFileSync(file, JSON.stringify({ ...base, tickMs: 20, electionTicks: 20 }))
+    expect(loadConfig({ config: file, tickMs: '10' })).toMatchObject({ tickMs: 10, electionTicks: 20 })
+  })
+
+  it.each([
+    [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
+    [{ ...base, listen: 'nowhere' }, /listen: address "nowhere"/],
+    [{ ...base, dataDir: undefined }, /dataDir is required/],
+    [{ ...base, initialMeta: undefined }, /--initial-meta to bootstrap a cluster or --join/],
+    [{ ...base, join: '127.0.0.1:7009' }, /either --initial-meta or --join/],
+    [{ ...base, initialMeta: 'n2=127.0.0.1:7002' }, /does not name this node/],
+    [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
+    [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
+    [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
+  ])('rejects %j with a clear error', (flags, message) => {
+    expect(() => loadConfig(flags)).toThrow(ConfigError)
+    expect(() => loadConfig(flags)).toThrow(message)
+  })
+
+  it('names a missing, malformed or unknown-keyed config file', () => {
+    expect(() => loadConfig({ config: join(dir, 'missing.json') })).toThrow(/cannot read config file/)
+    const bad = join(dir, 'bad.json')
+    writeFileSync(bad, '{ nope')
+    expect(() => loadConfig({ config: bad })).toThrow(/is not valid JSON/)
+    const unknown = join(dir, 'unknown.json')
+    writeFileSync(unknown, JSON.stringify({ ...base, colour: 'blue' }))
+    expect(() => loadConfig({ config: unknown })).toThrow(/unknown setting "colour"/)
+  })
+})

@@ -1,0 +1,174 @@
+import { readFileSync } from 'node:fs'
+import { isAbsolute, resolve } from 'node:path'
+import { type Member, parseAddress, parseMembers } from './members'
+
+/** Everything one `mq-server` process needs to know, validated. */
+export interface ServerConfig {
+  /** Stable id of this node, unique in the cluster. */
+  readonly nodeId: string
+  /** `host:port` the gRPC server binds (clients and peers). */
+  readonly listen: string
+  /** `host:port` other nodes and clients reach this node at (default: `listen`). */
+  readonly advertise: string
+  /** Where the node keeps its LevelDB; absolute. */
+  readonly dataDir: string
+  /** The meta group's founding members, when this node bootstraps a new cluster. */
+  readonly initialMeta: readonly Member[]
+  /** An existing node's address, when this node joins a running cluster. */
+  readonly join: string
+  /** One Raft tick, in ms; elections and heartbeats are counted in ticks. */
+  readonly tickMs: number
+  readonly electionTicks: number
+  readonly heartbeatTicks: number
+  /** Data-group replicas per group (the replication factor). */
+  readonly replicationFactor: number
+  /** Data groups to create at bootstrap; 0 = as many as there are nodes. */
+  readonly dataGroups: number
+  /** Shared secret peers must present; '' = none (loopback development only). */
+  readonly peerToken: string
+}
+
+export const CONFIG_DEFAULTS = {
+  tickMs: 50,
+  electionTicks: 10,
+  heartbeatTicks: 2,
+  replicationFactor: 3,
+  dataGroups: 0,
+  peerToken: '',
+} as const
+
+/** The settings as given on the command line or in a config file, before validation. */
+export type RawConfig = Partial<Record<keyof ServerConfig | 'config', unknown>>
+
+const KNOWN_KEYS: ReadonlySet<string> = new Set([
+  'config',
+  'nodeId',
+  'listen',
+  'advertise',
+  'dataDir',
+  'initialMeta',
+  'join',
+  'tickMs',
+  'electionTicks',
+  'heartbeatTicks',
+  'replicationFactor',
+  'dataGroups',
+  'peerToken',
+])
+
+/** A configuration that cannot be used; the message names the setting and what to do. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+  readonly code = 'INVALID_CONFIG'
+  readonly retriable = false
+}
+
+/**
+ * Builds the validated config from command-line values over a JSON config file's values
+ * (`flags.config` names the file; keys as in ServerConfig) over the defaults. Throws
+ * ConfigError naming the first bad setting.
+ */
+export function loadConfig(flags: RawConfig, cwd = process.cwd()): ServerConfig {
+  let file: RawConfig = {}
+  if (flags.config !== undefined) {
+    const path = resolve(cwd, String(flags.config))
+    let text: string
+    try {
+      text = readFileSync(path, 'utf8')
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${path}: ${(error as Error).message}`, { cause: error })
+    }
+    try {
+      file = JSON.parse(text) as RawConfig
+    } catch (error) {
+      throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`, {
+        cause: error,
+      })
+    }
+    if (typeof file !== 'object' || file === null || Array.isArray(file)) {
+      throw new ConfigError(`config file ${path} must hold a JSON object`)
+    }
+    for (const key of Object.keys(file)) {
+      if (!KNOWN_KEYS.has(key) || key === 'config')
+        throw new ConfigError(`config file ${path}: unknown setting "${key}"`)
+    }
+  }
+  const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
+  return validate({ ...CONFIG_DEFAULTS, ...file, ...defined }, cwd)
+}
+
+function validate(raw: RawConfig, cwd: string): ServerConfig {
+  const nodeId = str(raw, 'nodeId')
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(nodeId)) {
+    throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
+  }
+  const listen = address(raw, 'listen')
+  const advertise = raw.advertise === undefined ? listen : address(raw, 'advertise')
+  const dataDirRaw = str(raw, 'dataDir')
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
+  let initialMeta: Member[] = []
+  if (raw.initialMeta !== undefined) {
+    try {
+      initialMeta = parseMembers(String(raw.initialMeta))
+    } catch (error) {
+      throw new ConfigError((error as Error).message, { cause: error })
+    }
+  }
+  const join = raw.join === undefined ? '' : address(raw, 'join')
+  if (initialMeta.length === 0 && join === '') {
+    throw new ConfigError('give --initial-meta to bootstrap a cluster or --join ADDRESS to join one')
+  }
+  if (initialMeta.length > 0 && join !== '')
+    throw new ConfigError('give either --initial-meta or --join, not both')
+  if (initialMeta.length > 0) {
+    const self = initialMeta.find((m) => m.nodeId === nodeId)
+    if (!self) throw new ConfigError(`--initial-meta does not name this node (${nodeId})`)
+    if (self.address !== advertise) {
+      throw new ConfigError(
+        `--initial-meta gives ${nodeId} the address ${self.address}, but it advertises ${advertise}`,
+      )
+    }
+  }
+  const electionTicks = int(raw, 'electionTicks', 3, 1000)
+  const heartbeatTicks = int(raw, 'heartbeatTicks', 1, 1000)
+  if (heartbeatTicks >= electionTicks) {
+    throw new ConfigError(`heartbeatTicks (${heartbeatTicks}) must be below electionTicks (${electionTicks})`)
+  }
+  const peerToken = raw.peerToken === undefined ? '' : String(raw.peerToken)
+  return {
+    nodeId,
+    listen,
+    advertise,
+    dataDir,
+    initialMeta,
+    join,
+    tickMs: int(raw, 'tickMs', 1, 10_000),
+    electionTicks,
+    heartbeatTicks,
+    replicationFactor: int(raw, 'replicationFactor', 1, 7),
+    dataGroups: int(raw, 'dataGroups', 0, 10_000),
+    peerToken,
+  }
+}
+
+function str(raw: RawConfig, key: keyof ServerConfig): string {
+  const v = raw[key]
+  if (typeof v !== 'string' || v.length === 0) throw new ConfigError(`${key} is required`)
+  return v
+}
+
+function address(raw: RawConfig, key: keyof ServerConfig): string {
+  try {
+    return parseAddress(str(raw, key))
+  } catch (error) {
+    throw new ConfigError(`${key}: ${(error as Error).message}`, { cause: error })
+  }
+}
+
+function int(raw: RawConfig, key: keyof ServerConfig, min: number, max: number): number {
+  const v = typeof raw[key] === 'string' ? Number(raw[key]) : raw[key]
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new ConfigError(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw[key])}`)
+  }
+  return v
+}
