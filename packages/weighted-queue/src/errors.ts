@@ -2,6 +2,7 @@
 export const QueueErrorCode = {
   InvalidArgument: 'INVALID_ARGUMENT',
   LimitExceeded: 'LIMIT_EXCEEDED',
+  OutOfOrderSequence: 'OUT_OF_ORDER_SEQUENCE',
 } as const
 export type QueueErrorCode = (typeof QueueErrorCode)[keyof typeof QueueErrorCode]
 
@@ -23,4 +24,19 @@ export class LimitExceededError extends QueueError {
   override readonly name = 'LimitExceededError'
   readonly code = QueueErrorCode.LimitExceeded
   readonly retriable = true
+}
+
+/**
+ * A producer sent a batch with a sequence lower than its last one: an old retry whose ids are
+ * no longer remembered. Nothing changed. Do not retry it; send new batches with higher sequences.
+ */
+export class OutOfOrderSequenceError extends QueueError {
+  override readonly name = 'OutOfOrderSequenceError'
+  readonly code = QueueErrorCode.OutOfOrderSequence
+  readonly retriable = false
+}
+
+/** Throws an Error (never caught: an invariant of this package is broken) unless `cond`. */
+export function invariant(cond: unknown, what: string): asserts cond {
+  if (!cond) throw new Error(`weighted-queue invariant violated: ${what}`)
 }

@@ -1,2 +1,42 @@
-export { InvalidArgumentError, LimitExceededError, QueueError, QueueErrorCode } from './errors'
+export { COMMAND_BYTES_MAX, COMMAND_CODEC_VERSION, decodeCommand, encodeCommand } from './codec'
+export type {
+  AckCommand,
+  Command,
+  CommandResult,
+  ConfigureCommand,
+  DeadMessage,
+  EnqueueCommand,
+  EnqueueMessage,
+  ExtendCommand,
+  Lease,
+  LeaseCommand,
+  NackCommand,
+  PurgeDeadCommand,
+  QueueStats,
+  RedriveDeadCommand,
+  TickCommand,
+  WeightStats,
+} from './commands'
+export { CommandType, LeaseStatus } from './commands'
+export type { QueueConfig } from './config'
+export { QUEUE_CONFIG_DEFAULT, SchedulingMode } from './config'
+export { DirectPartition } from './direct'
+export {
+  InvalidArgumentError,
+  LimitExceededError,
+  OutOfOrderSequenceError,
+  QueueError,
+  QueueErrorCode,
+} from './errors'
+export type { KeySpan } from './keys'
+export type { Applied } from './partition'
+export { NAME_BYTES_MAX, QueuePartition } from './partition'
+export type { SchedulerState } from './scheduler'
+export { VIRTUAL_TIME_RENORMALIZE_AT, WeightedScheduler } from './scheduler'
+export {
+  partitionKeySpan,
+  readPartitionSnapshot,
+  restorePartitionOps,
+  SNAPSHOT_PAGE_ENTRIES_MAX,
+} from './snapshot'
 export { parseWeight, WEIGHT_DEFAULT, WEIGHT_MAX, WEIGHT_MIN } from './weight'

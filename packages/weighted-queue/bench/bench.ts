@@ -1,0 +1,111 @@
+/**
+ * Benchmarks (not a test): enqueue → lease → ack cycles on the memory and LevelDB engines in
+ * batches of 1 and 100, and scheduler decisions per second with 1, 10 and 1,000 weights.
+ * Run: pnpm --filter @mq/weighted-queue bench   (BENCH_SECONDS=… to change the duration)
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import type { Engine } from '@mq/kv-storage'
+import * as kv from '@mq/kv-storage'
+import { DirectPartition, type EnqueueMessage, WeightedScheduler } from '../src/index'
+
+const seconds = Number(process.env.BENCH_SECONDS ?? '2')
+const only = process.env.BENCH_ONLY
+
+interface Row {
+  readonly name: string
+  readonly value: string
+}
+const rows: Row[] = []
+
+async function cycles(engineName: string, engine: Engine, batch: number, weights: number): Promise<void> {
+  const q = await DirectPartition.open(engine, Uint8Array.of(0x51, 1), { queueMessagesMax: 1_000_000 })
+  const body = new Uint8Array(100)
+  let now = 1_000
+  let messages = 0
+  let msgSeq = 0
+  const deadline = performance.now() + seconds * 1000
+  const started = performance.now()
+  while (performance.now() < deadline) {
+    const msgs: EnqueueMessage[] = []
+    for (let i = 0; i < batch; i++) msgs.push({ weight: 1 + (msgSeq++ % weights), body })
+    const e = await q.apply({ type: 'enqueue', messages: msgs }, now++)
+    if (e.type !== 'enqueue') throw new Error(`enqueue failed: ${JSON.stringify(e)}`)
+    const l = await q.apply({ type: 'lease', consumerId: 'bench', max: batch, visibilityMs: 30_000 }, now++)
+    if (l.type !== 'lease' || l.leases.length !== batch) throw new Error('lease returned too few')
+    const a = await q.apply({ type: 'ack', leaseIds: l.leases.map((x) => x.leaseId) }, now++)
+    if (a.type !== 'ack' || a.statuses.some((s) => s !== 'ok')) throw new Error('ack failed')
+    messages += batch
+  }
+  const rate = messages / ((performance.now() - started) / 1000)
+  rows.push({
+    name: `${engineName}: enqueue→lease→ack, batch ${batch}, ${weights} weight(s)`,
+    value: `${Math.round(rate).toLocaleString('en-US')} messages/s`,
+  })
+}
+
+function decisions(k: number): void {
+  const s = new WeightedScheduler()
+  const ws: number[] = []
+  for (let i = 0; i < k; i++) ws.push(k === 1 ? 1 : 1 + Math.floor((i * 999) / (k - 1)))
+  for (const w of ws) s.activate(w)
+  let n = 0
+  const started = performance.now()
+  const deadline = started + seconds * 1000
+  while (performance.now() < deadline) {
+    for (let i = 0; i < 10_000; i++) s.next()
+    n += 10_000
+  }
+  const rate = n / ((performance.now() - started) / 1000)
+  rows.push({
+    name: `scheduler decisions, ${k} weight(s)`,
+    value: `${Math.round(rate).toLocaleString('en-US')} decisions/s`,
+  })
+}
+
+type EngineFactory = () => Promise<{ engine: Engine; close: () => Promise<void> }>
+const engines: [string, EngineFactory][] = []
+const kvAny = kv as unknown as Record<string, unknown>
+if (typeof kvAny.MemoryEngine === 'function') {
+  const Ctor = kvAny.MemoryEngine as new () => Engine
+  engines.push([
+    'memory',
+    async () => {
+      const engine = new Ctor()
+      return { engine, close: () => engine.close() }
+    },
+  ])
+}
+if (typeof kvAny.LevelEngine === 'function') {
+  const Level = kvAny.LevelEngine as unknown as { open(dir: string): Promise<Engine> }
+  engines.push([
+    'leveldb',
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'wq-bench-'))
+      const engine = await Level.open(dir)
+      return {
+        engine,
+        close: async () => {
+          await engine.close()
+          rmSync(dir, { recursive: true, force: true })
+        },
+      }
+    },
+  ])
+}
+
+for (const [name, make] of engines) {
+  if (only && !name.includes(only)) continue
+  for (const batch of [1, 100]) {
+    const { engine, close } = await make()
+    await cycles(name, engine, batch, 10)
+    await close()
+  }
+}
+if (!only || only === 'scheduler') for (const k of [1, 10, 1000]) decisions(k)
+
+console.log(`| benchmark (${seconds} s each, node ${process.version}) | result |`)
+console.log('| --- | --- |')
+for (const r of rows) console.log(`| ${r.name} | ${r.value} |`)

@@ -1,0 +1,215 @@
+import { InvalidArgumentError } from './errors'
+
+const TWO_POW_32 = 0x1_0000_0000
+const utf8Encoder = new TextEncoder()
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
+
+/** UTF-8 bytes of `text`. */
+export function utf8(text: string): Uint8Array {
+  return utf8Encoder.encode(text)
+}
+
+/** The number of UTF-8 bytes of `text`, without allocating for ASCII. */
+export function utf8Length(text: string): number {
+  let n = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c < 0x80) n += 1
+    else if (c < 0x800) n += 2
+    else if (c >= 0xd800 && c <= 0xdbff) {
+      n += 4
+      i++
+    } else n += 3
+  }
+  return n
+}
+
+/**
+ * An append-only byte buffer with unsigned varints (LEB128, up to 2^53 - 1), fixed big-endian
+ * u64s and length-prefixed bytes/strings. Grows by doubling; `capacityBytesMax` bounds it.
+ */
+export class ByteWriter {
+  private buf: Uint8Array
+  private pos = 0
+
+  constructor(
+    initialBytes = 64,
+    private readonly capacityBytesMax = 64 * 1024 * 1024,
+  ) {
+    this.buf = new Uint8Array(initialBytes)
+  }
+
+  /** Empties the writer for reuse (a scratch writer saves an allocation per record). */
+  reset(): this {
+    this.pos = 0
+    return this
+  }
+
+  private reserve(n: number): void {
+    const need = this.pos + n
+    if (need <= this.buf.length) return
+    if (need > this.capacityBytesMax) {
+      throw new InvalidArgumentError(
+        `encoded value exceeds ${this.capacityBytesMax} bytes; send less at once`,
+      )
+    }
+    let size = this.buf.length * 2
+    while (size < need) size *= 2
+    const next = new Uint8Array(Math.min(size, this.capacityBytesMax))
+    next.set(this.buf.subarray(0, this.pos))
+    this.buf = next
+  }
+
+  u8(v: number): this {
+    this.reserve(1)
+    this.buf[this.pos++] = v
+    return this
+  }
+
+  /** An unsigned integer in [0, 2^53) as LEB128. */
+  varint(v: number): this {
+    if (!Number.isSafeInteger(v) || v < 0)
+      throw new InvalidArgumentError(`not a non-negative safe integer: ${v}`)
+    this.reserve(8)
+    if (v < 0x80) {
+      this.buf[this.pos++] = v
+      return this
+    }
+    while (v >= 0x80) {
+      this.buf[this.pos++] = (v % 0x80) | 0x80
+      v = Math.floor(v / 0x80)
+    }
+    this.buf[this.pos++] = v
+    return this
+  }
+
+  /** An unsigned integer in [0, 2^53) as 8 big-endian bytes. */
+  u64(v: number): this {
+    this.reserve(8)
+    putU64(this.buf, this.pos, v)
+    this.pos += 8
+    return this
+  }
+
+  /** Raw bytes, no length prefix. */
+  raw(b: Uint8Array): this {
+    this.reserve(b.length)
+    this.buf.set(b, this.pos)
+    this.pos += b.length
+    return this
+  }
+
+  bytes(b: Uint8Array): this {
+    this.varint(b.length)
+    this.reserve(b.length)
+    this.buf.set(b, this.pos)
+    this.pos += b.length
+    return this
+  }
+
+  string(s: string): this {
+    return this.bytes(utf8Encoder.encode(s))
+  }
+
+  /** A copy of the bytes written so far. */
+  finish(): Uint8Array {
+    return this.buf.slice(0, this.pos)
+  }
+}
+
+/** Reads what ByteWriter wrote; throws InvalidArgumentError on truncated or malformed input. */
+export class ByteReader {
+  private pos = 0
+
+  constructor(private readonly buf: Uint8Array) {}
+
+  get done(): boolean {
+    return this.pos === this.buf.length
+  }
+
+  private need(n: number): void {
+    if (this.pos + n > this.buf.length) throw new InvalidArgumentError('truncated input: the bytes end early')
+  }
+
+  u8(): number {
+    this.need(1)
+    return this.buf[this.pos++] as number
+  }
+
+  varint(): number {
+    let result = 0
+    let scale = 1
+    for (let i = 0; i < 8; i++) {
+      const b = this.u8()
+      result += (b & 0x7f) * scale
+      if (b < 0x80) {
+        if (!Number.isSafeInteger(result)) break
+        return result
+      }
+      scale *= 0x80
+    }
+    throw new InvalidArgumentError('malformed varint: longer than 2^53')
+  }
+
+  u64(): number {
+    this.need(8)
+    const v = getU64(this.buf, this.pos)
+    this.pos += 8
+    return v
+  }
+
+  /** `n` raw bytes (a copy). */
+  raw(n: number): Uint8Array {
+    this.need(n)
+    const out = this.buf.slice(this.pos, this.pos + n)
+    this.pos += n
+    return out
+  }
+
+  bytes(): Uint8Array {
+    const n = this.varint()
+    this.need(n)
+    const out = this.buf.slice(this.pos, this.pos + n)
+    this.pos += n
+    return out
+  }
+
+  string(): string {
+    const n = this.varint()
+    this.need(n)
+    const out = utf8Decoder.decode(this.buf.subarray(this.pos, this.pos + n))
+    this.pos += n
+    return out
+  }
+}
+
+/** Writes `v` in [0, 2^53) as 8 big-endian bytes at `at`. */
+export function putU64(out: Uint8Array, at: number, v: number): void {
+  const hi = Math.floor(v / TWO_POW_32)
+  const lo = v >>> 0
+  out[at] = hi >>> 24
+  out[at + 1] = (hi >>> 16) & 0xff
+  out[at + 2] = (hi >>> 8) & 0xff
+  out[at + 3] = hi & 0xff
+  out[at + 4] = lo >>> 24
+  out[at + 5] = (lo >>> 16) & 0xff
+  out[at + 6] = (lo >>> 8) & 0xff
+  out[at + 7] = lo & 0xff
+}
+
+/** Reads 8 big-endian bytes at `at` as a number (assumes < 2^53). */
+export function getU64(b: Uint8Array, at: number): number {
+  const hi =
+    (((b[at] as number) << 24) |
+      ((b[at + 1] as number) << 16) |
+      ((b[at + 2] as number) << 8) |
+      (b[at + 3] as number)) >>>
+    0
+  const lo =
+    (((b[at + 4] as number) << 24) |
+      ((b[at + 5] as number) << 16) |
+      ((b[at + 6] as number) << 8) |
+      (b[at + 7] as number)) >>>
+    0
+  return hi * TWO_POW_32 + lo
+}

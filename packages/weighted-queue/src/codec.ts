@@ -1,0 +1,216 @@
+import { ByteReader, ByteWriter } from './bytes'
+import type { Command, EnqueueMessage } from './commands'
+import { CommandType } from './commands'
+import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode } from './config'
+import { InvalidArgumentError } from './errors'
+
+/** The first byte of every encoded command; bump it for an incompatible layout. */
+export const COMMAND_CODEC_VERSION = 1
+/** The largest encoded command `decodeCommand` accepts. */
+export const COMMAND_BYTES_MAX = 64 * 1024 * 1024
+
+const TYPE_CODE: Record<CommandType, number> = {
+  enqueue: 1,
+  lease: 2,
+  ack: 3,
+  nack: 4,
+  extend: 5,
+  tick: 6,
+  redriveDead: 7,
+  purgeDead: 8,
+  configure: 9,
+}
+const CODE_TYPE = new Map(Object.entries(TYPE_CODE).map(([t, c]) => [c, t as CommandType]))
+
+const F_WEIGHT = 1
+const F_HEADERS = 2
+const F_KEY = 4
+const F_NOT_BEFORE = 8
+const F_DEDUP = 16
+
+/**
+ * Encodes a command as bytes: version u8, type u8, then its fields as unsigned LEB128
+ * varints and length-prefixed bytes/UTF-8 strings, optional fields behind a flags byte.
+ * Throws InvalidArgumentError for values the format cannot hold (negative or non-integer
+ * numbers). Semantic checks (weights, limits) happen on apply, identically on every replica.
+ */
+export function encodeCommand(cmd: Command): Uint8Array {
+  const w = new ByteWriter(cmd.type === CommandType.Enqueue ? 256 : 64, COMMAND_BYTES_MAX)
+  w.u8(COMMAND_CODEC_VERSION).u8(TYPE_CODE[cmd.type])
+  switch (cmd.type) {
+    case CommandType.Enqueue: {
+      const hasProducer = cmd.producerId !== undefined
+      w.u8(hasProducer ? 1 : 0)
+      if (hasProducer) w.string(cmd.producerId as string).varint(cmd.producerSeq ?? 0)
+      w.varint(cmd.messages.length)
+      for (const m of cmd.messages) encodeMessage(w, m)
+      break
+    }
+    case CommandType.Lease:
+      w.string(cmd.consumerId).varint(cmd.max).varint(cmd.visibilityMs)
+      break
+    case CommandType.Ack:
+      encodeIds(w, cmd.leaseIds)
+      break
+    case CommandType.Nack:
+      encodeIds(w, cmd.leaseIds)
+      w.varint(cmd.delayMs ?? 0)
+      break
+    case CommandType.Extend:
+      encodeIds(w, cmd.leaseIds)
+      w.varint(cmd.visibilityMs)
+      break
+    case CommandType.Tick:
+      break
+    case CommandType.RedriveDead:
+    case CommandType.PurgeDead:
+      w.varint(cmd.max)
+      break
+    case CommandType.Configure: {
+      const c = cmd.config
+      w.u8(c.scheduling === undefined ? 0 : c.scheduling === SchedulingMode.Fair ? 1 : 2)
+      for (const name of CONFIG_NUMBER_FIELDS) {
+        const v = c[name]
+        if (v === undefined) w.u8(0)
+        else w.u8(1).varint(v)
+      }
+      break
+    }
+  }
+  return w.finish()
+}
+
+/** Decodes what encodeCommand wrote. Throws InvalidArgumentError on malformed bytes. */
+export function decodeCommand(bytes: Uint8Array): Command {
+  if (bytes.length > COMMAND_BYTES_MAX)
+    throw new InvalidArgumentError('command larger than COMMAND_BYTES_MAX')
+  const r = new ByteReader(bytes)
+  const version = r.u8()
+  if (version !== COMMAND_CODEC_VERSION) {
+    throw new InvalidArgumentError(
+      `unknown command codec version ${version}; expected ${COMMAND_CODEC_VERSION}`,
+    )
+  }
+  const code = r.u8()
+  const type = CODE_TYPE.get(code)
+  let cmd: Command
+  switch (type) {
+    case CommandType.Enqueue: {
+      const hasProducer = r.u8() === 1
+      const producerId = hasProducer ? r.string() : undefined
+      const producerSeq = hasProducer ? r.varint() : undefined
+      const n = r.varint()
+      if (n > bytes.length) throw new InvalidArgumentError('malformed enqueue: message count exceeds input')
+      const messages: EnqueueMessage[] = []
+      for (let i = 0; i < n; i++) messages.push(decodeMessage(r))
+      cmd = hasProducer
+        ? { type, messages, producerId: producerId as string, producerSeq: producerSeq as number }
+        : { type, messages }
+      break
+    }
+    case CommandType.Lease:
+      cmd = { type, consumerId: r.string(), max: r.varint(), visibilityMs: r.varint() }
+      break
+    case CommandType.Ack:
+      cmd = { type, leaseIds: decodeIds(r, bytes.length) }
+      break
+    case CommandType.Nack: {
+      const leaseIds = decodeIds(r, bytes.length)
+      const delayMs = r.varint()
+      cmd = delayMs === 0 ? { type, leaseIds } : { type, leaseIds, delayMs }
+      break
+    }
+    case CommandType.Extend:
+      cmd = { type, leaseIds: decodeIds(r, bytes.length), visibilityMs: r.varint() }
+      break
+    case CommandType.Tick:
+      cmd = { type }
+      break
+    case CommandType.RedriveDead:
+    case CommandType.PurgeDead:
+      cmd = { type, max: r.varint() }
+      break
+    case CommandType.Configure: {
+      const config: Record<string, unknown> = {}
+      const mode = r.u8()
+      if (mode === 1) config.scheduling = SchedulingMode.Fair
+      else if (mode === 2) config.scheduling = SchedulingMode.Strict
+      else if (mode !== 0) throw new InvalidArgumentError(`malformed configure: scheduling code ${mode}`)
+      for (const name of CONFIG_NUMBER_FIELDS) if (r.u8() === 1) config[name] = r.varint()
+      cmd = { type, config: config as Partial<QueueConfig> }
+      break
+    }
+    default:
+      throw new InvalidArgumentError(`unknown command type code ${code}`)
+  }
+  if (!r.done) throw new InvalidArgumentError(`malformed ${cmd.type} command: trailing bytes`)
+  return cmd
+}
+
+function encodeIds(w: ByteWriter, ids: readonly string[]): void {
+  w.varint(ids.length)
+  for (const id of ids) w.string(id)
+}
+
+function decodeIds(r: ByteReader, limit: number): string[] {
+  const n = r.varint()
+  if (n > limit) throw new InvalidArgumentError('malformed lease id list: count exceeds input')
+  const out: string[] = []
+  for (let i = 0; i < n; i++) out.push(r.string())
+  return out
+}
+
+function encodeMessage(w: ByteWriter, m: EnqueueMessage): void {
+  let flags = 0
+  if (m.weight !== undefined) flags |= F_WEIGHT
+  if (m.headers !== undefined) flags |= F_HEADERS
+  if (m.key !== undefined) flags |= F_KEY
+  if (m.notBeforeMs !== undefined) flags |= F_NOT_BEFORE
+  if (m.dedupKey !== undefined) flags |= F_DEDUP
+  w.u8(flags)
+  if (m.weight !== undefined) w.varint(m.weight)
+  w.bytes(m.body)
+  if (m.headers !== undefined) encodeHeaders(w, m.headers)
+  if (m.key !== undefined) w.string(m.key)
+  if (m.notBeforeMs !== undefined) w.varint(m.notBeforeMs)
+  if (m.dedupKey !== undefined) w.string(m.dedupKey)
+}
+
+function decodeMessage(r: ByteReader): EnqueueMessage {
+  const flags = r.u8()
+  if (flags > 31) throw new InvalidArgumentError(`malformed message flags ${flags}`)
+  const m: {
+    weight?: number
+    body: Uint8Array
+    headers?: Record<string, string>
+    key?: string
+    notBeforeMs?: number
+    dedupKey?: string
+  } = { body: new Uint8Array(0) }
+  if (flags & F_WEIGHT) m.weight = r.varint()
+  m.body = r.bytes()
+  if (flags & F_HEADERS) m.headers = decodeHeaders(r)
+  if (flags & F_KEY) m.key = r.string()
+  if (flags & F_NOT_BEFORE) m.notBeforeMs = r.varint()
+  if (flags & F_DEDUP) m.dedupKey = r.string()
+  return m
+}
+
+/** Headers: count, then (name, value) pairs in the object's key order. */
+export function encodeHeaders(w: ByteWriter, headers: Readonly<Record<string, string>>): void {
+  const names = Object.keys(headers)
+  w.varint(names.length)
+  for (const name of names) w.string(name).string(headers[name] as string)
+}
+
+export function decodeHeaders(r: ByteReader): Record<string, string> {
+  const n = r.varint()
+  const out: Record<string, string> = {}
+  for (let i = 0; i < n; i++) {
+    const name = r.string()
+    const value = r.string()
+    if (name === '__proto__') Object.defineProperty(out, name, { value, enumerable: true, writable: true })
+    else out[name] = value
+  }
+  return out
+}

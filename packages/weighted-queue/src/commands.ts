@@ -1,0 +1,171 @@
+import type { QueueConfig } from './config'
+import type { QueueError } from './errors'
+
+/**
+ * The partition's commands: plain serialisable values (see codec.ts for their bytes). A
+ * data-group leader proposes one per request batch; every replica applies them in log order
+ * with the entry's leader timestamp as the only clock.
+ */
+
+/** One message of an enqueue. */
+export interface EnqueueMessage {
+  /** Integer 1..1000; default 1. Each distinct weight is its own sub-queue. */
+  readonly weight?: number
+  readonly body: Uint8Array
+  readonly headers?: Readonly<Record<string, string>>
+  /** The producer's partitioning key, kept with the message. */
+  readonly key?: string
+  /** Not deliverable before this time (ms since the epoch, leader clock). */
+  readonly notBeforeMs?: number
+  /** A repeat of this key within the dedup window is a no-op that returns the first id. */
+  readonly dedupKey?: string
+}
+
+export const CommandType = {
+  Enqueue: 'enqueue',
+  Lease: 'lease',
+  Ack: 'ack',
+  Nack: 'nack',
+  Extend: 'extend',
+  Tick: 'tick',
+  RedriveDead: 'redriveDead',
+  PurgeDead: 'purgeDead',
+  Configure: 'configure',
+} as const
+export type CommandType = (typeof CommandType)[keyof typeof CommandType]
+
+export interface EnqueueCommand {
+  readonly type: typeof CommandType.Enqueue
+  readonly messages: readonly EnqueueMessage[]
+  /** With `producerSeq`: a retry of the producer's last batch returns the original ids. */
+  readonly producerId?: string
+  readonly producerSeq?: number
+}
+export interface LeaseCommand {
+  readonly type: typeof CommandType.Lease
+  readonly consumerId: string
+  readonly max: number
+  readonly visibilityMs: number
+}
+export interface AckCommand {
+  readonly type: typeof CommandType.Ack
+  readonly leaseIds: readonly string[]
+}
+export interface NackCommand {
+  readonly type: typeof CommandType.Nack
+  readonly leaseIds: readonly string[]
+  /** Absent or 0: ready again at once, at the head of its weight. Else delayed by this much. */
+  readonly delayMs?: number
+}
+export interface ExtendCommand {
+  readonly type: typeof CommandType.Extend
+  readonly leaseIds: readonly string[]
+  /** The new deadline is now + visibilityMs. */
+  readonly visibilityMs: number
+}
+/** Only the time-driven work: expire leases, release due delayed messages, drop old dedup entries. */
+export interface TickCommand {
+  readonly type: typeof CommandType.Tick
+}
+/** Moves up to `max` dead-lettered messages (oldest first) back to the tail of their weight. */
+export interface RedriveDeadCommand {
+  readonly type: typeof CommandType.RedriveDead
+  readonly max: number
+}
+/** Deletes up to `max` dead-lettered messages, oldest first. */
+export interface PurgeDeadCommand {
+  readonly type: typeof CommandType.PurgeDead
+  readonly max: number
+}
+/** Changes the partition's config from this log position on. */
+export interface ConfigureCommand {
+  readonly type: typeof CommandType.Configure
+  readonly config: Partial<QueueConfig>
+}
+
+export type Command =
+  | EnqueueCommand
+  | LeaseCommand
+  | AckCommand
+  | NackCommand
+  | ExtendCommand
+  | TickCommand
+  | RedriveDeadCommand
+  | PurgeDeadCommand
+  | ConfigureCommand
+
+/** One leased message. */
+export interface Lease {
+  /** Opaque; pass it to ack, nack or extend. */
+  readonly leaseId: string
+  readonly messageId: number
+  readonly weight: number
+  readonly body: Uint8Array
+  readonly headers: Readonly<Record<string, string>>
+  readonly key: string | undefined
+  /** 1 on the first delivery; counts every delivery, also those before a redrive. */
+  readonly deliveryCount: number
+  readonly deadlineMs: number
+  readonly enqueuedAtMs: number
+}
+
+/** The per-id outcome of ack, nack and extend. */
+export const LeaseStatus = {
+  Ok: 'ok',
+  /** The lease existed but is no longer held: its deadline passed, or it was nacked. */
+  Expired: 'expired',
+  /** No such lease: never issued, malformed, or the message is gone (acked or purged). */
+  Unknown: 'unknown',
+} as const
+export type LeaseStatus = (typeof LeaseStatus)[keyof typeof LeaseStatus]
+
+export type CommandResult =
+  | { readonly type: 'enqueue'; readonly ids: readonly number[]; readonly duplicate: boolean }
+  | { readonly type: 'lease'; readonly leases: readonly Lease[] }
+  | { readonly type: 'ack' | 'nack'; readonly statuses: readonly LeaseStatus[] }
+  | {
+      readonly type: 'extend'
+      readonly statuses: readonly LeaseStatus[]
+      /** The new deadline, or undefined where the status is not ok. */
+      readonly deadlinesMs: readonly (number | undefined)[]
+    }
+  | { readonly type: 'tick' | 'configure' }
+  | { readonly type: 'redriveDead' | 'purgeDead'; readonly ids: readonly number[] }
+  /** The command changed nothing; `error` says why (InvalidArgument, LimitExceeded, ...). */
+  | { readonly type: 'rejected'; readonly error: QueueError }
+
+/** A message in the dead-letter sub-queue. */
+export interface DeadMessage {
+  readonly messageId: number
+  readonly weight: number
+  readonly body: Uint8Array
+  readonly headers: Readonly<Record<string, string>>
+  readonly key: string | undefined
+  readonly deliveryCount: number
+  readonly enqueuedAtMs: number
+  /** Pass as `after` to list the next page. */
+  readonly cursor: number
+}
+
+/** Counts of one weight's sub-queue. */
+export interface WeightStats {
+  readonly weight: number
+  readonly ready: number
+  readonly delayed: number
+  readonly leased: number
+  readonly dead: number
+  /** now − enqueue time of the next message this weight will deliver; 0 when none is ready. */
+  readonly oldestAgeMs: number
+  /** This weight's share of the leases if all backlogged weights stay backlogged. */
+  readonly targetShare: number
+  /** Its share of the last `windowLeases` scheduling decisions. */
+  readonly achievedShare: number
+}
+
+export interface QueueStats {
+  /** Every weight with a message in any state, ascending. */
+  readonly weights: readonly WeightStats[]
+  readonly messages: number
+  /** The number of decisions the achieved shares are measured over (≤ shareWindowLeases). */
+  readonly windowLeases: number
+}

@@ -1,0 +1,99 @@
+import { InvalidArgumentError } from './errors'
+
+/** How the scheduler picks among the backlogged weights. */
+export const SchedulingMode = {
+  /** Weighted fair (stride scheduling): each weight gets w/W of the leases, bounded lag. */
+  Fair: 'fair',
+  /** Strict priority: always the highest backlogged weight; lower weights can starve. */
+  Strict: 'strict',
+} as const
+export type SchedulingMode = (typeof SchedulingMode)[keyof typeof SchedulingMode]
+
+/**
+ * A partition's configuration. It is part of the replicated state: set at first open and
+ * changed only by a `configure` command, so every replica applies the same limits.
+ */
+export interface QueueConfig {
+  readonly scheduling: SchedulingMode
+  /** Deliveries after which an expired or nacked message goes to the dead-letter sub-queue. */
+  readonly maxDeliveries: number
+  /** How long a dedup key makes a repeated enqueue a no-op. */
+  readonly dedupWindowMs: number
+  /** How long a producer's last (id, sequence) is remembered. */
+  readonly producerWindowMs: number
+  /** Largest message: body + header names and values + key, in bytes. */
+  readonly messageBytesMax: number
+  /** Most messages in one enqueue. */
+  readonly enqueueBatchMax: number
+  /** Most messages one lease, redrive or purge takes; most lease ids in one ack/nack/extend. */
+  readonly leaseBatchMax: number
+  /** Most messages stored (ready + delayed + leased + dead); enqueue beyond it is rejected. */
+  readonly queueMessagesMax: number
+  /** Longest visibility timeout a lease or extend may ask for. */
+  readonly visibilityMsMax: number
+  /** Longest delay a not-before time or a nack may ask for. */
+  readonly delayMsMax: number
+  /** Most index entries (leases, delayed, dedup) each apply expires; the rest wait for the next. */
+  readonly expiryBatchMax: number
+  /** Number of recent scheduling decisions over which stats report the achieved share. */
+  readonly shareWindowLeases: number
+}
+
+export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
+  scheduling: SchedulingMode.Fair,
+  maxDeliveries: 5,
+  dedupWindowMs: 5 * 60_000,
+  producerWindowMs: 60 * 60_000,
+  messageBytesMax: 256 * 1024,
+  enqueueBatchMax: 1000,
+  leaseBatchMax: 1000,
+  queueMessagesMax: 10_000_000,
+  visibilityMsMax: 12 * 60 * 60_000,
+  delayMsMax: 7 * 24 * 60 * 60_000,
+  expiryBatchMax: 1000,
+  shareWindowLeases: 1000,
+}
+
+/** Upper bounds on the config itself, so that every derived buffer stays bounded. */
+const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [number, number]> = {
+  maxDeliveries: [1, 1000],
+  dedupWindowMs: [0, 30 * 24 * 60 * 60_000],
+  producerWindowMs: [0, 30 * 24 * 60 * 60_000],
+  messageBytesMax: [1, 16 * 1024 * 1024],
+  enqueueBatchMax: [1, 10_000],
+  leaseBatchMax: [1, 10_000],
+  queueMessagesMax: [1, 2 ** 40],
+  visibilityMsMax: [1, 365 * 24 * 60 * 60_000],
+  delayMsMax: [0, 365 * 24 * 60 * 60_000],
+  expiryBatchMax: [1, 100_000],
+  shareWindowLeases: [1, 65_536],
+}
+
+/**
+ * Returns `base` with `patch` applied. Throws InvalidArgumentError naming the first field that
+ * is not an integer within its bounds or not a known scheduling mode.
+ */
+export function resolveConfig(base: QueueConfig, patch: Partial<QueueConfig> = {}): QueueConfig {
+  const out: Record<string, unknown> = { ...base }
+  for (const [name, value] of Object.entries(patch)) {
+    if (value === undefined) continue
+    if (name === 'scheduling') {
+      if (value !== SchedulingMode.Fair && value !== SchedulingMode.Strict) {
+        throw new InvalidArgumentError(`scheduling must be 'fair' or 'strict', got ${String(value)}`)
+      }
+    } else {
+      const bounds = CONFIG_LIMITS[name as keyof typeof CONFIG_LIMITS]
+      if (!bounds) throw new InvalidArgumentError(`unknown config field '${name}'`)
+      if (typeof value !== 'number' || !Number.isInteger(value) || value < bounds[0] || value > bounds[1]) {
+        throw new InvalidArgumentError(
+          `config ${name} must be an integer from ${bounds[0]} to ${bounds[1]}, got ${String(value)}`,
+        )
+      }
+    }
+    out[name] = value
+  }
+  return out as unknown as QueueConfig
+}
+
+/** The config fields in their fixed encoding order. */
+export const CONFIG_NUMBER_FIELDS = Object.keys(CONFIG_LIMITS) as readonly (keyof typeof CONFIG_LIMITS)[]

@@ -1,0 +1,858 @@
+import type { BatchOp, KvReader } from '@mq/kv-storage'
+import { utf8, utf8Length } from './bytes'
+import type {
+  Command,
+  CommandResult,
+  DeadMessage,
+  EnqueueCommand,
+  Lease,
+  LeaseStatus,
+  QueueStats,
+  WeightStats,
+} from './commands'
+import { CommandType, LeaseStatus as Status } from './commands'
+import { QUEUE_CONFIG_DEFAULT, type QueueConfig, resolveConfig, SchedulingMode } from './config'
+import {
+  InvalidArgumentError,
+  invariant,
+  LimitExceededError,
+  OutOfOrderSequenceError,
+  QueueError,
+} from './errors'
+import { ExpiryKind, idValue, KeyTag, PartitionKeys, ReadyBand } from './keys'
+import { Overlay } from './overlay'
+import {
+  decodeBody,
+  decodeConfig,
+  decodeDedup,
+  decodeMeta,
+  decodeProducer,
+  decodeState,
+  decodeWeight,
+  decodeWindow,
+  encodeBody,
+  encodeConfig,
+  encodeDedup,
+  encodeMeta,
+  encodeProducer,
+  encodeState,
+  encodeWeight,
+  encodeWindow,
+  type MessageMeta,
+  MessageState,
+  newWindow,
+  PARTITION_STATE_INITIAL,
+  type PartitionState,
+  type ShareWindow,
+  windowAt,
+  windowPush,
+} from './records'
+import { WeightedScheduler } from './scheduler'
+import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
+
+/** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
+export const NAME_BYTES_MAX = 256
+
+/** What one apply produced. */
+export interface Applied {
+  readonly result: CommandResult
+  /** The writes to put into the same engine batch as the apply index, in order. */
+  readonly ops: BatchOp[]
+  /** Pass to `release` once `ops` (and every earlier apply's) are written to the engine. */
+  readonly generation: number
+}
+
+const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
+
+/**
+ * The state machine of one queue partition. All state lives in a kv engine under `prefix`;
+ * memory holds only per-weight counters, the scheduler (both bounded by the 1,000 weights),
+ * the share window and the pending writes not yet released.
+ *
+ * Contract: `apply` calls are serialised (never two at once); given the same commands and
+ * timestamps from the same state, every replica returns the same results and the same ops.
+ * Reads (`stats`, `listDead`) see every applied command, flushed or not.
+ */
+export class QueuePartition {
+  private readonly keys: PartitionKeys
+  private readonly overlay: Overlay
+  private configValue: QueueConfig
+  private readonly scheduler: WeightedScheduler
+  private readonly st: PartitionState
+  private readonly ready = new Float64Array(WEIGHT_MAX + 1)
+  private readonly delayed = new Float64Array(WEIGHT_MAX + 1)
+  private readonly leased = new Float64Array(WEIGHT_MAX + 1)
+  private readonly dead = new Float64Array(WEIGHT_MAX + 1)
+  private readonly dirtyWeights = new Set<number>()
+  private window: ShareWindow
+  private windowDirty = false
+  private configDirty: boolean
+  /** Lower bounds of the earliest entry of each time index (Infinity: empty). */
+  private nextDeadlineMs = Number.POSITIVE_INFINITY
+  private nextDueMs = Number.POSITIVE_INFINITY
+  private nextExpiryMs = Number.POSITIVE_INFINITY
+  private generation = 0
+  private ops: BatchOp[] = []
+  private applying = false
+
+  private constructor(
+    reader: KvReader,
+    prefix: Uint8Array,
+    config: QueueConfig,
+    configDirty: boolean,
+    st: PartitionState,
+  ) {
+    this.keys = new PartitionKeys(prefix)
+    this.overlay = new Overlay(reader)
+    this.configValue = config
+    this.configDirty = configDirty
+    this.st = st
+    this.scheduler = new WeightedScheduler(config.scheduling)
+    this.window = newWindow(config.shareWindowLeases)
+  }
+
+  /**
+   * Opens the partition stored under `prefix` in `reader` (empty: a new partition with
+   * `config` over the defaults; else the stored config wins). Reads O(weights) keys.
+   * Throws InvalidArgumentError for a bad config.
+   */
+  static async open(
+    reader: KvReader,
+    prefix: Uint8Array,
+    config: Partial<QueueConfig> = {},
+  ): Promise<QueuePartition> {
+    const keys = new PartitionKeys(prefix)
+    const [stateBytes, configBytes, windowBytes] = await reader.getMany([
+      keys.state(),
+      keys.config(),
+      keys.window(),
+    ])
+    const stored = configBytes !== undefined
+    const cfg = stored ? decodeConfig(configBytes) : resolveConfig(QUEUE_CONFIG_DEFAULT, config)
+    const st = stateBytes ? decodeState(stateBytes) : { ...PARTITION_STATE_INITIAL }
+    const p = new QueuePartition(reader, prefix, cfg, !stored, st)
+    if (windowBytes) p.window = decodeWindow(windowBytes)
+    const weightSpan = keys.tagSpan(KeyTag.Weight)
+    const records = await reader.range({ gte: weightSpan.gte, lt: weightSpan.lt, limit: WEIGHT_MAX + 1 })
+    const passes: [number, number][] = []
+    for (const [k, v] of records) {
+      const w = keys.weightOf(k)
+      const r = decodeWeight(v)
+      p.ready[w] = r.ready
+      p.delayed[w] = r.delayed
+      p.leased[w] = r.leased
+      p.dead[w] = r.dead
+      passes.push([w, r.passNum])
+    }
+    p.scheduler.restore({ passes, virtualNum: st.virtualNum, virtualDen: st.virtualDen })
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) if ((p.ready[w] as number) > 0) p.scheduler.activate(w)
+    p.scheduler.takeDirty()
+    p.nextDeadlineMs = await p.firstTime(KeyTag.LeaseDeadline)
+    p.nextDueMs = await p.firstTime(KeyTag.Delayed)
+    p.nextExpiryMs = await p.firstTime(KeyTag.Expiry)
+    return p
+  }
+
+  get config(): QueueConfig {
+    return this.configValue
+  }
+
+  /** The number of pending (applied, not released) keys held in memory. */
+  get pendingKeys(): number {
+    return this.overlay.size
+  }
+
+  /**
+   * Applies one command at the leader timestamp `nowMs` (clamped to be non-decreasing).
+   * First expires what is due as of now (leases, delayed messages, dedup entries; at most
+   * `expiryBatchMax` of each), then runs the command. A command that is invalid or exceeds a
+   * limit returns `{ type: 'rejected', error }` and changes nothing itself.
+   * Returns the result, the engine ops and a generation for `release`.
+   */
+  async apply(command: Command, nowMs: number): Promise<Applied> {
+    invariant(!this.applying, 'apply calls are serialised')
+    invariant(Number.isSafeInteger(nowMs) && nowMs >= 0, 'nowMs is a non-negative integer')
+    this.applying = true
+    this.generation++
+    this.ops = []
+    this.overlay.track(this.generation, this.ops)
+    try {
+      const now = Math.max(nowMs, this.st.lastNowMs)
+      this.st.lastNowMs = now
+      await this.expireDue(now)
+      let result: CommandResult
+      try {
+        result = await this.execute(command, now)
+      } catch (e) {
+        if (!(e instanceof QueueError)) throw e
+        result = { type: 'rejected', error: e }
+      }
+      this.persist()
+      return { result, ops: this.ops, generation: this.generation }
+    } finally {
+      this.applying = false
+    }
+  }
+
+  /** The ops of every apply up to `generation` are in the engine: stop holding them. */
+  release(generation: number): void {
+    this.overlay.release(generation)
+  }
+
+  /** Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key per ready weight. */
+  async stats(nowMs: number): Promise<QueueStats> {
+    const inWindow = new Map<number, number>()
+    for (let i = 0; i < this.window.filled; i++) {
+      const w = windowAt(this.window, i)
+      inWindow.set(w, (inWindow.get(w) ?? 0) + 1)
+    }
+    const backlogged = this.scheduler.backloggedWeights()
+    const total = backlogged.reduce((a, w) => a + w, 0)
+    const top = backlogged.reduce((a, w) => Math.max(a, w), 0)
+    const strict = this.configValue.scheduling === SchedulingMode.Strict
+    const weights: WeightStats[] = []
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) {
+      const ready = this.ready[w] as number
+      const delayed = this.delayed[w] as number
+      const leased = this.leased[w] as number
+      const dead = this.dead[w] as number
+      const hits = inWindow.get(w) ?? 0
+      if (ready + delayed + leased + dead + hits === 0) continue
+      let oldestAgeMs = 0
+      if (ready > 0) {
+        const [head] = await this.overlay.range(this.keys.readySpan(w), 1)
+        invariant(head, `weight ${w} has a ready head`)
+        const meta = await this.meta(idOf(head[1]))
+        oldestAgeMs = Math.max(0, nowMs - meta.enqueuedAtMs)
+      }
+      const targetShare = ready === 0 ? 0 : strict ? (w === top ? 1 : 0) : w / total
+      const achievedShare = this.window.filled === 0 ? 0 : hits / this.window.filled
+      weights.push({ weight: w, ready, delayed, leased, dead, oldestAgeMs, targetShare, achievedShare })
+    }
+    return { weights, messages: this.st.messages, windowLeases: this.window.filled }
+  }
+
+  /** Up to `max` dead-lettered messages, oldest first, after `cursor` when given. */
+  async listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
+    invariant(Number.isInteger(max) && max >= 0, 'listDead max is a non-negative integer')
+    const span = this.keys.tagSpan(KeyTag.Dead)
+    const from = cursor === undefined ? span : { gte: this.keys.dead(cursor + 1), lt: span.lt }
+    const entries = await this.overlay.range(from, Math.min(max, this.configValue.leaseBatchMax))
+    const ids = entries.map(([, v]) => idOf(v))
+    const got = await this.overlay.getMany([
+      ...ids.map((id) => this.keys.message(id)),
+      ...ids.map((id) => this.keys.body(id)),
+    ])
+    return entries.map(([k], i) => {
+      const meta = decodeMeta(got[i] as Uint8Array)
+      const body = decodeBody(got[ids.length + i] as Uint8Array)
+      return {
+        messageId: ids[i] as number,
+        weight: meta.weight,
+        body: body.body,
+        headers: body.headers,
+        key: body.key,
+        deliveryCount: meta.deliveries,
+        enqueuedAtMs: meta.enqueuedAtMs,
+        cursor: this.keys.deadOrderOf(k),
+      }
+    })
+  }
+
+  // ---- commands -------------------------------------------------------------------------
+
+  private async execute(cmd: Command, now: number): Promise<CommandResult> {
+    switch (cmd.type) {
+      case CommandType.Enqueue:
+        return this.enqueue(cmd, now)
+      case CommandType.Lease:
+        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now)
+      case CommandType.Ack:
+        return { type: 'ack', statuses: await this.settle(cmd.leaseIds, now, 'ack', 0) }
+      case CommandType.Nack: {
+        const delayMs = cmd.delayMs ?? 0
+        checkInt('nack delayMs', delayMs, 0, this.configValue.delayMsMax)
+        return { type: 'nack', statuses: await this.settle(cmd.leaseIds, now, 'nack', delayMs) }
+      }
+      case CommandType.Extend: {
+        checkInt('extend visibilityMs', cmd.visibilityMs, 1, this.configValue.visibilityMsMax)
+        const statuses = await this.settle(cmd.leaseIds, now, 'extend', cmd.visibilityMs)
+        const deadlinesMs = statuses.map((s) => (s === Status.Ok ? now + cmd.visibilityMs : undefined))
+        return { type: 'extend', statuses, deadlinesMs }
+      }
+      case CommandType.Tick:
+        return { type: 'tick' }
+      case CommandType.RedriveDead:
+        return { type: 'redriveDead', ids: await this.redrive(cmd.max) }
+      case CommandType.PurgeDead:
+        return { type: 'purgeDead', ids: await this.purge(cmd.max) }
+      case CommandType.Configure:
+        this.configure(cmd.config)
+        return { type: 'configure' }
+      default:
+        throw new InvalidArgumentError(`unknown command type ${String((cmd as { type: unknown }).type)}`)
+    }
+  }
+
+  private async enqueue(cmd: EnqueueCommand, now: number): Promise<CommandResult> {
+    const cfg = this.configValue
+    const msgs = cmd.messages
+    if (!Array.isArray(msgs) || msgs.length === 0) {
+      throw new InvalidArgumentError('enqueue needs at least one message')
+    }
+    if (msgs.length > cfg.enqueueBatchMax) {
+      throw new LimitExceededError(
+        `enqueue of ${msgs.length} messages exceeds the batch limit of ${cfg.enqueueBatchMax}; split the batch`,
+      )
+    }
+    const hasProducer = cmd.producerId !== undefined
+    if (hasProducer !== (cmd.producerSeq !== undefined)) {
+      throw new InvalidArgumentError('producerId and producerSeq come together: set both or neither')
+    }
+    if (hasProducer) {
+      checkName('producerId', cmd.producerId)
+      checkInt('producerSeq', cmd.producerSeq, 0, Number.MAX_SAFE_INTEGER)
+    }
+    const weights = new Array<number>(msgs.length)
+    for (let i = 0; i < msgs.length; i++) {
+      const m = msgs[i] as EnqueueCommand['messages'][number]
+      weights[i] = parseWeight(m.weight)
+      if (!(m.body instanceof Uint8Array))
+        throw new InvalidArgumentError(`message ${i}: body must be a Uint8Array`)
+      let size = m.body.length
+      if (m.headers !== undefined) {
+        if (typeof m.headers !== 'object' || m.headers === null) {
+          throw new InvalidArgumentError(`message ${i}: headers must be an object of strings`)
+        }
+        for (const name of Object.keys(m.headers)) {
+          const value = m.headers[name]
+          if (typeof value !== 'string') {
+            throw new InvalidArgumentError(`message ${i}: header '${name}' must be a string`)
+          }
+          size += utf8Length(name) + utf8Length(value)
+        }
+      }
+      if (m.key !== undefined) {
+        checkName(`message ${i} key`, m.key)
+        size += utf8Length(m.key)
+      }
+      if (m.dedupKey !== undefined) checkName(`message ${i} dedupKey`, m.dedupKey)
+      if (m.notBeforeMs !== undefined)
+        checkInt(`message ${i} notBeforeMs`, m.notBeforeMs, 0, now + cfg.delayMsMax)
+      if (size > cfg.messageBytesMax) {
+        throw new LimitExceededError(
+          `message ${i} is ${size} bytes (body + headers + key); the limit is ${cfg.messageBytesMax}`,
+        )
+      }
+    }
+
+    // Idempotent producer: the same sequence again returns the original ids.
+    let producerName: Uint8Array | undefined
+    if (hasProducer) {
+      producerName = utf8(cmd.producerId as string)
+      const bytes = await this.overlay.get(this.keys.producer(producerName))
+      const rec = bytes ? decodeProducer(bytes) : undefined
+      if (rec && rec.expiresAtMs > now) {
+        if (cmd.producerSeq === rec.seq) return { type: 'enqueue', ids: rec.ids, duplicate: true }
+        if ((cmd.producerSeq as number) < rec.seq) {
+          throw new OutOfOrderSequenceError(
+            `producer '${cmd.producerId}' sent sequence ${cmd.producerSeq} after ${rec.seq}; use increasing sequences`,
+          )
+        }
+      }
+    }
+
+    // Dedup keys: a live entry, or an earlier message of this batch, gives the original id.
+    const dedupIds = new Array<number | undefined>(msgs.length)
+    const dedupNames = new Array<Uint8Array | undefined>(msgs.length)
+    const lookup: number[] = []
+    for (let i = 0; i < msgs.length; i++) {
+      const dk = (msgs[i] as EnqueueCommand['messages'][number]).dedupKey
+      if (dk !== undefined) {
+        dedupNames[i] = utf8(dk)
+        lookup.push(i)
+      }
+    }
+    if (lookup.length > 0) {
+      const got = await this.overlay.getMany(lookup.map((i) => this.keys.dedup(dedupNames[i] as Uint8Array)))
+      for (let j = 0; j < lookup.length; j++) {
+        const bytes = got[j]
+        if (!bytes) continue
+        const rec = decodeDedup(bytes)
+        if (rec.expiresAtMs > now) dedupIds[lookup[j] as number] = rec.id
+      }
+    }
+    const firstOfKey = new Map<string, number>()
+    let fresh = 0
+    for (let i = 0; i < msgs.length; i++) {
+      const dk = (msgs[i] as EnqueueCommand['messages'][number]).dedupKey
+      if (dk !== undefined && dedupIds[i] === undefined) {
+        const first = firstOfKey.get(dk)
+        if (first === undefined) firstOfKey.set(dk, i)
+        else {
+          dedupIds[i] = -1 - first // resolved below, once `first` has its id
+          continue
+        }
+      }
+      if (dedupIds[i] === undefined) fresh++
+    }
+    if (this.st.messages + fresh > cfg.queueMessagesMax) {
+      throw new LimitExceededError(
+        `queue holds ${this.st.messages} messages; ${fresh} more would exceed its limit of ${cfg.queueMessagesMax}; retry after consumers catch up`,
+      )
+    }
+
+    // No check can fail from here on.
+    const ids = new Array<number>(msgs.length)
+    for (let i = 0; i < msgs.length; i++) {
+      const known = dedupIds[i]
+      if (known !== undefined) {
+        ids[i] = known >= 0 ? known : (ids[-1 - known] as number)
+        continue
+      }
+      const m = msgs[i] as EnqueueCommand['messages'][number]
+      const w = weights[i] as number
+      const id = this.st.nextId++
+      ids[i] = id
+      this.st.messages++
+      this.put(this.keys.body(id), encodeBody(m.body, m.headers ?? EMPTY_HEADERS, m.key))
+      const meta: MessageMeta = {
+        weight: w,
+        state: MessageState.Ready,
+        deliveries: 0,
+        attempts: 0,
+        enqueuedAtMs: now,
+        slot: 0,
+        band: 0,
+      }
+      if (m.notBeforeMs !== undefined && m.notBeforeMs > now) this.toDelayed(id, meta, m.notBeforeMs)
+      else this.toReady(id, meta, ReadyBand.Fresh)
+      const name = dedupNames[i]
+      if (name !== undefined && cfg.dedupWindowMs > 0) {
+        const expiresAtMs = now + cfg.dedupWindowMs
+        this.put(this.keys.dedup(name), encodeDedup({ id, expiresAtMs }))
+        this.addExpiry(expiresAtMs, ExpiryKind.Dedup, name)
+      }
+    }
+    if (producerName !== undefined && cfg.producerWindowMs > 0) {
+      const expiresAtMs = now + cfg.producerWindowMs
+      this.put(
+        this.keys.producer(producerName),
+        encodeProducer({ seq: cmd.producerSeq as number, ids, expiresAtMs }),
+      )
+      this.addExpiry(expiresAtMs, ExpiryKind.Producer, producerName)
+    }
+    return { type: 'enqueue', ids, duplicate: false }
+  }
+
+  private async lease(
+    consumerId: string,
+    max: number,
+    visibilityMs: number,
+    now: number,
+  ): Promise<CommandResult> {
+    const cfg = this.configValue
+    checkName('consumerId', consumerId)
+    checkInt('lease max', max, 1, Number.MAX_SAFE_INTEGER)
+    if (max > cfg.leaseBatchMax) {
+      throw new LimitExceededError(
+        `lease of ${max} messages exceeds the limit of ${cfg.leaseBatchMax}; ask for fewer`,
+      )
+    }
+    checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
+
+    // Decide first (in memory), then read each chosen weight's head run in one range.
+    const picks: number[] = []
+    const perWeight = new Map<number, number>()
+    for (let i = 0; i < max; i++) {
+      const w = this.scheduler.next()
+      if (w === undefined) break
+      picks.push(w)
+      perWeight.set(w, (perWeight.get(w) ?? 0) + 1)
+      this.ready[w] = (this.ready[w] as number) - 1
+      if (this.ready[w] === 0) this.scheduler.deactivate(w)
+    }
+    if (picks.length === 0) return { type: 'lease', leases: [] }
+    const chosen = [...perWeight]
+    const runs = await Promise.all(chosen.map(([w, n]) => this.overlay.range(this.keys.readySpan(w), n)))
+    const cursor = new Map<number, { entries: (typeof runs)[number]; next: number; base: number }>()
+    const ids: number[] = []
+    chosen.forEach(([w, n], j) => {
+      const run = runs[j] as (typeof runs)[number]
+      invariant(run.length === n, `weight ${w} has ${n} ready entries`)
+      cursor.set(w, { entries: run, next: 0, base: ids.length })
+      for (const [, v] of run) ids.push(idOf(v))
+    })
+    const got = await this.overlay.getMany([
+      ...ids.map((id) => this.keys.message(id)),
+      ...ids.map((id) => this.keys.body(id)),
+    ])
+    const deadlineMs = now + visibilityMs
+    const leases: Lease[] = []
+    for (const w of picks) {
+      const c = cursor.get(w) as { entries: (typeof runs)[number]; next: number; base: number }
+      const at = c.base + c.next
+      const [readyKey] = c.entries[c.next++] as (typeof runs)[number][number]
+      const id = ids[at] as number
+      const meta = decodeMeta(got[at] as Uint8Array)
+      invariant(
+        meta.state === MessageState.Ready && meta.weight === w,
+        `message ${id} is ready in weight ${w}`,
+      )
+      const body = decodeBody(got[ids.length + at] as Uint8Array)
+      this.del(readyKey)
+      meta.deliveries++
+      meta.attempts++
+      meta.state = MessageState.Leased
+      meta.slot = deadlineMs
+      meta.band = 0
+      this.put(this.keys.message(id), encodeMeta(meta))
+      this.put(this.keys.timed(KeyTag.LeaseDeadline, deadlineMs, id), EMPTY_VALUE)
+      this.leased[w] = (this.leased[w] as number) + 1
+      this.dirtyWeights.add(w)
+      this.recordDecision(w)
+      leases.push({
+        leaseId: `${id}.${meta.deliveries}`,
+        messageId: id,
+        weight: w,
+        body: body.body,
+        headers: body.headers,
+        key: body.key,
+        deliveryCount: meta.deliveries,
+        deadlineMs,
+        enqueuedAtMs: meta.enqueuedAtMs,
+      })
+    }
+    if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
+    return { type: 'lease', leases }
+  }
+
+  /** Ack, nack or extend each lease id; per-id status, no change for a non-ok one. */
+  private async settle(
+    leaseIds: readonly string[],
+    now: number,
+    action: 'ack' | 'nack' | 'extend',
+    ms: number,
+  ): Promise<LeaseStatus[]> {
+    if (!Array.isArray(leaseIds)) throw new InvalidArgumentError(`${action} needs an array of lease ids`)
+    if (leaseIds.length > this.configValue.leaseBatchMax) {
+      throw new LimitExceededError(
+        `${action} of ${leaseIds.length} lease ids exceeds the limit of ${this.configValue.leaseBatchMax}; split it`,
+      )
+    }
+    const parsed = leaseIds.map(parseLeaseId)
+    const uniqueIds = [...new Set(parsed.filter((p) => p !== undefined).map((p) => p[0]))]
+    const got = await this.overlay.getMany(uniqueIds.map((id) => this.keys.message(id)))
+    const metas = new Map<number, MessageMeta | undefined>()
+    uniqueIds.forEach((id, i) => {
+      const b = got[i]
+      metas.set(id, b ? decodeMeta(b) : undefined)
+    })
+    const statuses: LeaseStatus[] = []
+    for (const p of parsed) {
+      if (p === undefined) {
+        statuses.push(Status.Unknown)
+        continue
+      }
+      const [id, delivery] = p
+      const meta = metas.get(id)
+      if (meta === undefined || delivery < 1 || delivery > meta.deliveries) {
+        statuses.push(Status.Unknown)
+        continue
+      }
+      if (delivery < meta.deliveries || meta.state !== MessageState.Leased || meta.slot <= now) {
+        statuses.push(Status.Expired)
+        continue
+      }
+      statuses.push(Status.Ok)
+      const w = meta.weight
+      this.del(this.keys.timed(KeyTag.LeaseDeadline, meta.slot, id))
+      if (action === 'extend') {
+        meta.slot = now + ms
+        this.put(this.keys.timed(KeyTag.LeaseDeadline, meta.slot, id), EMPTY_VALUE)
+        this.put(this.keys.message(id), encodeMeta(meta))
+        if (meta.slot < this.nextDeadlineMs) this.nextDeadlineMs = meta.slot
+        continue
+      }
+      this.leased[w] = (this.leased[w] as number) - 1
+      this.dirtyWeights.add(w)
+      if (action === 'ack') {
+        this.del(this.keys.message(id))
+        this.del(this.keys.body(id))
+        this.st.messages--
+        metas.set(id, undefined)
+      } else if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
+      else if (ms > 0) this.toDelayed(id, meta, now + ms)
+      else this.toReady(id, meta, ReadyBand.Returned)
+    }
+    return statuses
+  }
+
+  private async redrive(max: number): Promise<number[]> {
+    checkInt('redrive max', max, 1, this.configValue.leaseBatchMax)
+    const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
+    const ids = entries.map(([, v]) => idOf(v))
+    const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
+    entries.forEach(([k], i) => {
+      const id = ids[i] as number
+      const meta = decodeMeta(got[i] as Uint8Array)
+      invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
+      this.del(k)
+      this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
+      meta.attempts = 0
+      this.toReady(id, meta, ReadyBand.Fresh)
+    })
+    return ids
+  }
+
+  private async purge(max: number): Promise<number[]> {
+    checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
+    const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
+    const ids = entries.map(([, v]) => idOf(v))
+    const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
+    entries.forEach(([k], i) => {
+      const id = ids[i] as number
+      const meta = decodeMeta(got[i] as Uint8Array)
+      invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
+      this.del(k)
+      this.del(this.keys.message(id))
+      this.del(this.keys.body(id))
+      this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
+      this.dirtyWeights.add(meta.weight)
+      this.st.messages--
+    })
+    return ids
+  }
+
+  private configure(patch: Partial<QueueConfig>): void {
+    if (typeof patch !== 'object' || patch === null)
+      throw new InvalidArgumentError('configure needs a config object')
+    const next = resolveConfig(this.configValue, patch)
+    if (next.scheduling !== this.configValue.scheduling) this.scheduler.setMode(next.scheduling)
+    if (next.shareWindowLeases !== this.configValue.shareWindowLeases) {
+      this.window = newWindow(next.shareWindowLeases)
+      this.windowDirty = true
+    }
+    this.configValue = next
+    this.configDirty = true
+  }
+
+  // ---- time-driven work -----------------------------------------------------------------
+
+  /** Expires due leases, releases due delayed messages, drops expired dedup/producer entries. */
+  private async expireDue(now: number): Promise<void> {
+    if (this.nextDeadlineMs <= now) {
+      const due = await this.takeDue(KeyTag.LeaseDeadline, now)
+      this.nextDeadlineMs = due.nextMs
+      const got = await this.overlay.getMany(due.ids.map((id) => this.keys.message(id)))
+      due.ids.forEach((id, i) => {
+        const meta = decodeMeta(got[i] as Uint8Array)
+        invariant(meta.state === MessageState.Leased, `message ${id} under a lease deadline is leased`)
+        this.del(due.keys[i] as Uint8Array)
+        this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
+        if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
+        else this.toReady(id, meta, ReadyBand.Returned)
+      })
+    }
+    if (this.nextDueMs <= now) {
+      const due = await this.takeDue(KeyTag.Delayed, now)
+      this.nextDueMs = due.nextMs
+      const got = await this.overlay.getMany(due.ids.map((id) => this.keys.message(id)))
+      due.ids.forEach((id, i) => {
+        const meta = decodeMeta(got[i] as Uint8Array)
+        invariant(meta.state === MessageState.Delayed, `message ${id} under a due time is delayed`)
+        this.del(due.keys[i] as Uint8Array)
+        this.delayed[meta.weight] = (this.delayed[meta.weight] as number) - 1
+        this.toReady(id, meta, ReadyBand.Fresh)
+      })
+    }
+    if (this.nextExpiryMs <= now) {
+      const due = await this.takeDue(KeyTag.Expiry, now)
+      this.nextExpiryMs = due.nextMs
+      const recordKeys = due.keys.map((k) => {
+        const name = this.keys.expiryNameOf(k)
+        return this.keys.expiryKindOf(k) === ExpiryKind.Dedup
+          ? this.keys.dedup(name)
+          : this.keys.producer(name)
+      })
+      const got = await this.overlay.getMany(recordKeys)
+      due.keys.forEach((k, i) => {
+        this.del(k)
+        const bytes = got[i]
+        if (!bytes) return
+        const expiresAtMs =
+          this.keys.expiryKindOf(k) === ExpiryKind.Dedup
+            ? decodeDedup(bytes).expiresAtMs
+            : decodeProducer(bytes).expiresAtMs
+        // A record renewed later has a later expiry entry of its own.
+        if (expiresAtMs === this.keys.timeOf(k)) this.del(recordKeys[i] as Uint8Array)
+      })
+    }
+  }
+
+  /** Up to expiryBatchMax entries of a time index with time ≤ now, and the next entry's time. */
+  private async takeDue(
+    tag: KeyTag,
+    now: number,
+  ): Promise<{ keys: Uint8Array[]; ids: number[]; nextMs: number }> {
+    const limit = this.configValue.expiryBatchMax
+    const entries = await this.overlay.range(this.keys.tagSpan(tag), limit + 1)
+    const keys: Uint8Array[] = []
+    const ids: number[] = []
+    let i = 0
+    for (; i < entries.length && i < limit; i++) {
+      const k = (entries[i] as (typeof entries)[number])[0]
+      if (this.keys.timeOf(k) > now) break
+      keys.push(k)
+      if (tag !== KeyTag.Expiry) ids.push(this.keys.timedIdOf(k))
+    }
+    const after = entries[i]
+    return { keys, ids, nextMs: after ? this.keys.timeOf(after[0]) : Number.POSITIVE_INFINITY }
+  }
+
+  private async firstTime(tag: KeyTag): Promise<number> {
+    const [first] = await this.overlay.range(this.keys.tagSpan(tag), 1)
+    return first ? this.keys.timeOf(first[0]) : Number.POSITIVE_INFINITY
+  }
+
+  // ---- transitions ----------------------------------------------------------------------
+
+  /** Puts the message at the tail of `band` in its weight's ready sub-queue. */
+  private toReady(id: number, meta: MessageMeta, band: ReadyBand): void {
+    const w = meta.weight
+    const order = this.st.readyOrder++
+    meta.state = MessageState.Ready
+    meta.slot = order
+    meta.band = band
+    this.put(this.keys.ready(w, band, order), idValue(id))
+    this.put(this.keys.message(id), encodeMeta(meta))
+    const before = this.ready[w] as number
+    this.ready[w] = before + 1
+    this.dirtyWeights.add(w)
+    if (before === 0) this.scheduler.activate(w)
+  }
+
+  private toDelayed(id: number, meta: MessageMeta, dueMs: number): void {
+    meta.state = MessageState.Delayed
+    meta.slot = dueMs
+    meta.band = 0
+    this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), EMPTY_VALUE)
+    this.put(this.keys.message(id), encodeMeta(meta))
+    this.delayed[meta.weight] = (this.delayed[meta.weight] as number) + 1
+    this.dirtyWeights.add(meta.weight)
+    if (dueMs < this.nextDueMs) this.nextDueMs = dueMs
+  }
+
+  private toDead(id: number, meta: MessageMeta): void {
+    const order = this.st.deadOrder++
+    meta.state = MessageState.Dead
+    meta.slot = order
+    meta.band = 0
+    this.put(this.keys.dead(order), idValue(id))
+    this.put(this.keys.message(id), encodeMeta(meta))
+    this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1
+    this.dirtyWeights.add(meta.weight)
+  }
+
+  private addExpiry(expiresAtMs: number, kind: ExpiryKind, name: Uint8Array): void {
+    this.put(this.keys.expiry(expiresAtMs, kind, name), EMPTY_VALUE)
+    if (expiresAtMs < this.nextExpiryMs) this.nextExpiryMs = expiresAtMs
+  }
+
+  private recordDecision(w: number): void {
+    windowPush(this.window, w)
+    this.windowDirty = true
+  }
+
+  private async meta(id: number): Promise<MessageMeta> {
+    const b = await this.overlay.get(this.keys.message(id))
+    invariant(b, `message ${id} exists`)
+    return decodeMeta(b)
+  }
+
+  // ---- writes ---------------------------------------------------------------------------
+
+  private put(key: Uint8Array, value: Uint8Array): void {
+    this.ops.push({ type: 'put', key, value })
+  }
+
+  private del(key: Uint8Array): void {
+    this.ops.push({ type: 'del', key })
+  }
+
+  /** Writes the state record, every changed weight record, the window and the config. */
+  private persist(): void {
+    const dirty = this.scheduler.takeDirty()
+    for (const w of dirty.weights) this.dirtyWeights.add(w)
+    const [vNum, vDen] = this.scheduler.virtualTime()
+    this.st.virtualNum = vNum
+    this.st.virtualDen = vDen
+    this.put(this.keys.state(), encodeState(this.st))
+    for (const w of this.dirtyWeights) {
+      this.put(
+        this.keys.weight(w),
+        encodeWeight({
+          ready: this.ready[w] as number,
+          delayed: this.delayed[w] as number,
+          leased: this.leased[w] as number,
+          dead: this.dead[w] as number,
+          passNum: this.scheduler.passNumOf(w),
+        }),
+      )
+    }
+    this.dirtyWeights.clear()
+    if (this.windowDirty) {
+      this.put(this.keys.window(), encodeWindow(this.window))
+      this.windowDirty = false
+    }
+    if (this.configDirty) {
+      this.put(this.keys.config(), encodeConfig(this.configValue))
+      this.configDirty = false
+    }
+  }
+}
+
+const EMPTY_VALUE = new Uint8Array(0)
+
+function idOf(value: Uint8Array): number {
+  invariant(value.length === 8, 'an index value is an 8-byte id')
+  return (
+    ((((value[0] as number) << 24) |
+      ((value[1] as number) << 16) |
+      ((value[2] as number) << 8) |
+      (value[3] as number)) >>>
+      0) *
+      0x1_0000_0000 +
+    ((((value[4] as number) << 24) |
+      ((value[5] as number) << 16) |
+      ((value[6] as number) << 8) |
+      (value[7] as number)) >>>
+      0)
+  )
+}
+
+/** `${messageId}.${delivery}` → [messageId, delivery], or undefined when malformed. */
+function parseLeaseId(leaseId: string): readonly [number, number] | undefined {
+  if (typeof leaseId !== 'string' || leaseId.length > 40) return undefined
+  const dot = leaseId.indexOf('.')
+  if (dot <= 0) return undefined
+  const id = Number(leaseId.slice(0, dot))
+  const delivery = Number(leaseId.slice(dot + 1))
+  if (!Number.isSafeInteger(id) || !Number.isSafeInteger(delivery) || id < 1 || delivery < 1) return undefined
+  if (`${id}.${delivery}` !== leaseId) return undefined
+  return [id, delivery]
+}
+
+function checkInt(what: string, value: unknown, min: number, max: number): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(`${what} must be an integer from ${min} to ${max}, got ${String(value)}`)
+  }
+}
+
+function checkName(what: string, value: unknown): void {
+  if (typeof value !== 'string' || value.length === 0 || utf8Length(value) > NAME_BYTES_MAX) {
+    throw new InvalidArgumentError(
+      `${what} must be a non-empty string of at most ${NAME_BYTES_MAX} UTF-8 bytes`,
+    )
+  }
+}

@@ -1,0 +1,269 @@
+import { ByteReader, ByteWriter } from './bytes'
+import { decodeHeaders, encodeHeaders } from './codec'
+import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode } from './config'
+import { invariant } from './errors'
+
+/** One scratch writer for every record: encoding is synchronous, and finish() copies out. */
+const scratch = new ByteWriter(1024)
+
+/**
+ * The values stored under the partition's keys (see keys.ts), each with its encoder and
+ * decoder. All are varint-packed; a stored value that does not decode is corruption and
+ * fails an invariant.
+ */
+
+export const MessageState = { Ready: 0, Delayed: 1, Leased: 2, Dead: 3 } as const
+export type MessageState = (typeof MessageState)[keyof typeof MessageState]
+
+/** The mutable state of one message (its body is stored apart and never rewritten). */
+export interface MessageMeta {
+  weight: number
+  state: MessageState
+  /** Every delivery so far; the last lease id is `${id}.${deliveries}`. */
+  deliveries: number
+  /** Deliveries since enqueue or the last redrive; compared with maxDeliveries. */
+  attempts: number
+  enqueuedAtMs: number
+  /** Position in the index of its state: ready order, lease deadline, due time or dead order. */
+  slot: number
+  /** Ready band when ready, else 0. */
+  band: number
+}
+
+export function encodeMeta(m: MessageMeta): Uint8Array {
+  return scratch
+    .reset()
+    .varint(m.weight)
+    .u8(m.state)
+    .varint(m.deliveries)
+    .varint(m.attempts)
+    .varint(m.enqueuedAtMs)
+    .varint(m.slot)
+    .u8(m.band)
+    .finish()
+}
+
+export function decodeMeta(b: Uint8Array): MessageMeta {
+  const r = new ByteReader(b)
+  const m: MessageMeta = {
+    weight: r.varint(),
+    state: r.u8() as MessageState,
+    deliveries: r.varint(),
+    attempts: r.varint(),
+    enqueuedAtMs: r.varint(),
+    slot: r.varint(),
+    band: r.u8(),
+  }
+  invariant(r.done && m.state <= MessageState.Dead, 'message meta decodes')
+  return m
+}
+
+export interface MessageBody {
+  readonly body: Uint8Array
+  readonly headers: Readonly<Record<string, string>>
+  readonly key: string | undefined
+}
+
+export function encodeBody(
+  body: Uint8Array,
+  headers: Readonly<Record<string, string>>,
+  key: string | undefined,
+): Uint8Array {
+  const w = scratch.reset()
+  w.bytes(body)
+  encodeHeaders(w, headers)
+  if (key === undefined) w.u8(0)
+  else w.u8(1).string(key)
+  return w.finish()
+}
+
+export function decodeBody(b: Uint8Array): MessageBody {
+  const r = new ByteReader(b)
+  const body = r.bytes()
+  const headers = decodeHeaders(r)
+  const key = r.u8() === 1 ? r.string() : undefined
+  invariant(r.done, 'message body decodes')
+  return { body, headers, key }
+}
+
+/** Counters of the partition and the scheduler's virtual time. */
+export interface PartitionState {
+  nextId: number
+  readyOrder: number
+  deadOrder: number
+  messages: number
+  /** The largest timestamp applied so far; the clock never runs backwards. */
+  lastNowMs: number
+  virtualNum: number
+  virtualDen: number
+}
+
+export const PARTITION_STATE_INITIAL: PartitionState = {
+  nextId: 1,
+  readyOrder: 0,
+  deadOrder: 0,
+  messages: 0,
+  lastNowMs: 0,
+  virtualNum: 0,
+  virtualDen: 1,
+}
+
+export function encodeState(s: PartitionState): Uint8Array {
+  return scratch
+    .reset()
+    .varint(s.nextId)
+    .varint(s.readyOrder)
+    .varint(s.deadOrder)
+    .varint(s.messages)
+    .varint(s.lastNowMs)
+    .varint(s.virtualNum)
+    .varint(s.virtualDen)
+    .finish()
+}
+
+export function decodeState(b: Uint8Array): PartitionState {
+  const r = new ByteReader(b)
+  const s: PartitionState = {
+    nextId: r.varint(),
+    readyOrder: r.varint(),
+    deadOrder: r.varint(),
+    messages: r.varint(),
+    lastNowMs: r.varint(),
+    virtualNum: r.varint(),
+    virtualDen: r.varint(),
+  }
+  invariant(r.done, 'partition state decodes')
+  return s
+}
+
+/** One weight's counts and its scheduler pass numerator. */
+export interface WeightRecord {
+  readonly ready: number
+  readonly delayed: number
+  readonly leased: number
+  readonly dead: number
+  readonly passNum: number
+}
+
+export function encodeWeight(w: WeightRecord): Uint8Array {
+  return scratch
+    .reset()
+    .varint(w.ready)
+    .varint(w.delayed)
+    .varint(w.leased)
+    .varint(w.dead)
+    .varint(w.passNum)
+    .finish()
+}
+
+export function decodeWeight(b: Uint8Array): WeightRecord {
+  const r = new ByteReader(b)
+  const w = {
+    ready: r.varint(),
+    delayed: r.varint(),
+    leased: r.varint(),
+    dead: r.varint(),
+    passNum: r.varint(),
+  }
+  invariant(r.done, 'weight record decodes')
+  return w
+}
+
+export function encodeConfig(c: QueueConfig): Uint8Array {
+  const w = scratch.reset().u8(c.scheduling === SchedulingMode.Fair ? 1 : 2)
+  for (const name of CONFIG_NUMBER_FIELDS) w.varint(c[name])
+  return w.finish()
+}
+
+export function decodeConfig(b: Uint8Array): QueueConfig {
+  const r = new ByteReader(b)
+  const out: Record<string, unknown> = {
+    scheduling: r.u8() === 1 ? SchedulingMode.Fair : SchedulingMode.Strict,
+  }
+  for (const name of CONFIG_NUMBER_FIELDS) out[name] = r.varint()
+  invariant(r.done, 'config decodes')
+  return out as unknown as QueueConfig
+}
+
+/** A dedup entry: the id the key was first enqueued as, valid while now < expiresAtMs. */
+export interface DedupRecord {
+  readonly id: number
+  readonly expiresAtMs: number
+}
+
+export function encodeDedup(d: DedupRecord): Uint8Array {
+  return scratch.reset().varint(d.id).varint(d.expiresAtMs).finish()
+}
+
+export function decodeDedup(b: Uint8Array): DedupRecord {
+  const r = new ByteReader(b)
+  const d = { id: r.varint(), expiresAtMs: r.varint() }
+  invariant(r.done, 'dedup record decodes')
+  return d
+}
+
+/** A producer's last batch: its sequence and ids, valid while now < expiresAtMs. */
+export interface ProducerRecord {
+  readonly seq: number
+  readonly ids: readonly number[]
+  readonly expiresAtMs: number
+}
+
+export function encodeProducer(p: ProducerRecord): Uint8Array {
+  const w = scratch.reset().varint(p.seq).varint(p.expiresAtMs).varint(p.ids.length)
+  for (const id of p.ids) w.varint(id)
+  return w.finish()
+}
+
+export function decodeProducer(b: Uint8Array): ProducerRecord {
+  const r = new ByteReader(b)
+  const seq = r.varint()
+  const expiresAtMs = r.varint()
+  const n = r.varint()
+  const ids: number[] = []
+  for (let i = 0; i < n; i++) ids.push(r.varint())
+  invariant(r.done, 'producer record decodes')
+  return { seq, ids, expiresAtMs }
+}
+
+/**
+ * The ring of the last scheduled weights, for the achieved share in stats: `size` slots of
+ * big-endian u16 weights in `ring`, the next write at `pos`, `filled` slots in use.
+ */
+export interface ShareWindow {
+  readonly size: number
+  readonly ring: Uint8Array
+  pos: number
+  filled: number
+}
+
+export function newWindow(size: number): ShareWindow {
+  return { size, ring: new Uint8Array(2 * size), pos: 0, filled: 0 }
+}
+
+export function windowAt(win: ShareWindow, i: number): number {
+  return ((win.ring[2 * i] as number) << 8) | (win.ring[2 * i + 1] as number)
+}
+
+export function windowPush(win: ShareWindow, weight: number): void {
+  win.ring[2 * win.pos] = weight >>> 8
+  win.ring[2 * win.pos + 1] = weight & 0xff
+  win.pos = (win.pos + 1) % win.size
+  if (win.filled < win.size) win.filled++
+}
+
+export function encodeWindow(win: ShareWindow): Uint8Array {
+  const w = scratch.reset().varint(win.size).varint(win.pos).varint(win.filled)
+  return w.raw(win.ring.subarray(0, 2 * win.filled)).finish()
+}
+
+export function decodeWindow(b: Uint8Array): ShareWindow {
+  const r = new ByteReader(b)
+  const win = newWindow(r.varint())
+  win.pos = r.varint()
+  win.filled = r.varint()
+  invariant(win.filled <= win.size && win.pos < Math.max(1, win.size), 'share window decodes')
+  win.ring.set(r.raw(2 * win.filled))
+  invariant(r.done, 'share window decodes')
+  return win
+}

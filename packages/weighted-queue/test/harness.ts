@@ -1,0 +1,93 @@
+/**
+ * Test harnesses: the engines the conformance suites run on, and a partition driver that
+ * flushes its ops to the engine only every `flushEvery` applies (so reads must go through the
+ * pending-write overlay, as under data-service's group commit).
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { BatchOp, Engine } from '@mq/kv-storage'
+import * as kv from '@mq/kv-storage'
+import { type Command, type CommandResult, type QueueConfig, QueuePartition } from '../src/index'
+
+export interface EngineCase {
+  readonly name: string
+  readonly open: () => Promise<{ engine: Engine; dispose: () => Promise<void> }>
+}
+
+const kvExports = kv as unknown as Record<string, unknown>
+
+/** MemoryEngine always; LevelEngine (a real LevelDB in a temp dir) once kv-storage exports it. */
+export const ENGINES: readonly EngineCase[] = [
+  {
+    name: 'memory',
+    open: async () => {
+      const engine = new kv.MemoryEngine()
+      return { engine, dispose: () => engine.close() }
+    },
+  },
+  ...(typeof kvExports.LevelEngine === 'function'
+    ? [
+        {
+          name: 'leveldb',
+          open: async () => {
+            const dir = mkdtempSync(join(tmpdir(), 'wq-test-'))
+            const Level = kvExports.LevelEngine as unknown as { open(dir: string): Promise<Engine> }
+            const engine = await Level.open(dir)
+            return {
+              engine,
+              dispose: async () => {
+                await engine.close()
+                rmSync(dir, { recursive: true, force: true })
+              },
+            }
+          },
+        },
+      ]
+    : []),
+]
+
+/** Drives a QueuePartition, writing its ops to the engine every `flushEvery` applies. */
+export class LaggedQueue {
+  private pendingOps: BatchOp[] = []
+  private pendingGeneration = 0
+  private unflushed = 0
+
+  private constructor(
+    readonly engine: Engine,
+    readonly prefix: Uint8Array,
+    public partition: QueuePartition,
+    private readonly flushEvery: number,
+  ) {}
+
+  static async open(engine: Engine, prefix: Uint8Array, config: Partial<QueueConfig>, flushEvery: number) {
+    return new LaggedQueue(engine, prefix, await QueuePartition.open(engine, prefix, config), flushEvery)
+  }
+
+  async apply(cmd: Command, nowMs: number): Promise<CommandResult> {
+    const a = await this.partition.apply(cmd, nowMs)
+    this.pendingOps.push(...a.ops)
+    this.pendingGeneration = a.generation
+    if (++this.unflushed >= this.flushEvery) await this.flush()
+    return a.result
+  }
+
+  async flush(): Promise<void> {
+    if (this.pendingOps.length > 0) await this.engine.write(this.pendingOps, { sync: false })
+    this.partition.release(this.pendingGeneration)
+    this.pendingOps = []
+    this.unflushed = 0
+  }
+
+  /** Flushes, then reopens the partition from the engine alone (as after a restart). */
+  async reopen(): Promise<void> {
+    await this.flush()
+    this.partition = await QueuePartition.open(this.engine, this.prefix)
+  }
+}
+
+/** Results with errors reduced to their code, for comparison with the model. */
+export function comparable(r: CommandResult): unknown {
+  if (r.type === 'rejected') return { type: 'rejected', code: r.error.code }
+  return r
+}

@@ -1,0 +1,412 @@
+/**
+ * The reference model: an obviously correct, in-memory, O(n)-everywhere queue with the same
+ * contract as QueuePartition. No indexes, no storage, no incremental bookkeeping: every
+ * question is answered by scanning all messages. The scheduler is the stride rule written
+ * out naively (scan every weight for the least pass).
+ */
+import type {
+  Command,
+  CommandResult,
+  DeadMessage,
+  Lease,
+  LeaseStatus,
+  QueueStats,
+  WeightStats,
+} from '../src/index'
+import {
+  InvalidArgumentError,
+  LimitExceededError,
+  OutOfOrderSequenceError,
+  parseWeight,
+  QUEUE_CONFIG_DEFAULT,
+  type QueueConfig,
+  QueueError,
+} from '../src/index'
+
+type State = 'ready' | 'delayed' | 'leased' | 'dead'
+
+interface ModelMessage {
+  readonly id: number
+  readonly weight: number
+  readonly body: Uint8Array
+  readonly headers: Readonly<Record<string, string>>
+  readonly key: string | undefined
+  readonly enqueuedAtMs: number
+  state: State
+  deliveries: number
+  attempts: number
+  /** ready: [band, order]; leased: deadline; delayed: due; dead: dead order. */
+  band: number
+  order: number
+  deadlineMs: number
+  dueMs: number
+  deadOrder: number
+}
+
+const utf8Len = (s: string) => new TextEncoder().encode(s).length
+
+export class ModelQueue {
+  config: QueueConfig
+  private readonly messages = new Map<number, ModelMessage>()
+  private nextId = 1
+  private readyOrder = 0
+  private deadOrder = 0
+  private lastNowMs = 0
+  private readonly passNum = new Map<number, number>()
+  private vNum = 0
+  private vDen = 1
+  private backlogged = new Set<number>()
+  private window: number[] = []
+  private readonly dedup = new Map<string, { id: number; expiresAtMs: number }>()
+  private readonly producers = new Map<string, { seq: number; ids: number[]; expiresAtMs: number }>()
+
+  constructor(config: Partial<QueueConfig> = {}) {
+    this.config = { ...QUEUE_CONFIG_DEFAULT, ...config }
+  }
+
+  /** Every lease id ever handed out, for command generators. */
+  readonly issuedLeaseIds: string[] = []
+
+  apply(cmd: Command, nowMs: number): CommandResult {
+    const now = Math.max(nowMs, this.lastNowMs)
+    this.lastNowMs = now
+    this.expire(now)
+    try {
+      return this.execute(cmd, now)
+    } catch (e) {
+      if (e instanceof QueueError) return { type: 'rejected', error: e }
+      throw e
+    }
+  }
+
+  private readyCount(w: number): number {
+    let n = 0
+    for (const m of this.messages.values()) if (m.weight === w && m.state === 'ready') n++
+    return n
+  }
+
+  /** Weights that just became backlogged start at max(old pass, ⌈V·w⌉/w). */
+  private syncBacklog(): void {
+    const now = new Set<number>()
+    for (const m of this.messages.values()) if (m.state === 'ready') now.add(m.weight)
+    for (const w of now) {
+      if (this.backlogged.has(w)) continue
+      const start = Math.floor((this.vNum * w) / this.vDen) + ((this.vNum * w) % this.vDen === 0 ? 0 : 1)
+      this.passNum.set(w, Math.max(this.passNum.get(w) ?? 0, start))
+    }
+    this.backlogged = now
+  }
+
+  private pick(): number | undefined {
+    const ws = [...this.backlogged]
+    if (ws.length === 0) return undefined
+    let best = ws[0] as number
+    for (const w of ws) {
+      if (this.config.scheduling === 'strict') {
+        if (w > best) best = w
+        continue
+      }
+      const l = (this.passNum.get(w) ?? 0) * best
+      const r = (this.passNum.get(best) ?? 0) * w
+      if (l < r || (l === r && w > best)) best = w
+    }
+    const m = this.passNum.get(best) ?? 0
+    if (m * this.vDen > this.vNum * best) {
+      this.vNum = m
+      this.vDen = best
+    }
+    this.passNum.set(best, m + 1)
+    return best
+  }
+
+  private toReady(m: ModelMessage, band: number): void {
+    m.state = 'ready'
+    m.band = band
+    m.order = this.readyOrder++
+  }
+
+  private toDead(m: ModelMessage): void {
+    m.state = 'dead'
+    m.deadOrder = this.deadOrder++
+  }
+
+  private expire(now: number): void {
+    const leases = [...this.messages.values()]
+      .filter((m) => m.state === 'leased' && m.deadlineMs <= now)
+      .sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
+    for (const m of leases) {
+      if (m.attempts >= this.config.maxDeliveries) this.toDead(m)
+      else this.toReady(m, 0)
+    }
+    const due = [...this.messages.values()]
+      .filter((m) => m.state === 'delayed' && m.dueMs <= now)
+      .sort((a, b) => a.dueMs - b.dueMs || a.id - b.id)
+    for (const m of due) this.toReady(m, 1)
+    this.syncBacklog()
+  }
+
+  private execute(cmd: Command, now: number): CommandResult {
+    const cfg = this.config
+    switch (cmd.type) {
+      case 'enqueue': {
+        const msgs = cmd.messages
+        if (msgs.length === 0) throw new InvalidArgumentError('empty')
+        if (msgs.length > cfg.enqueueBatchMax) throw new LimitExceededError('batch')
+        if ((cmd.producerId !== undefined) !== (cmd.producerSeq !== undefined))
+          throw new InvalidArgumentError('pair')
+        if (cmd.producerId !== undefined) {
+          name(cmd.producerId)
+          int(cmd.producerSeq, 0, Number.MAX_SAFE_INTEGER)
+        }
+        for (const m of msgs) {
+          parseWeight(m.weight)
+          let size = m.body.length
+          for (const [k, v] of Object.entries(m.headers ?? {})) size += utf8Len(k) + utf8Len(v)
+          if (m.key !== undefined) {
+            name(m.key)
+            size += utf8Len(m.key)
+          }
+          if (m.dedupKey !== undefined) name(m.dedupKey)
+          if (m.notBeforeMs !== undefined) int(m.notBeforeMs, 0, now + cfg.delayMsMax)
+          if (size > cfg.messageBytesMax) throw new LimitExceededError('size')
+        }
+        if (cmd.producerId !== undefined) {
+          const rec = this.producers.get(cmd.producerId)
+          if (rec && rec.expiresAtMs > now) {
+            if (rec.seq === cmd.producerSeq) return { type: 'enqueue', ids: rec.ids, duplicate: true }
+            if ((cmd.producerSeq as number) < rec.seq) throw new OutOfOrderSequenceError('seq')
+          }
+        }
+        const live = (k: string) => {
+          const d = this.dedup.get(k)
+          return d && d.expiresAtMs > now ? d.id : undefined
+        }
+        const seen = new Set<string>()
+        let fresh = 0
+        for (const m of msgs) {
+          if (m.dedupKey !== undefined && (live(m.dedupKey) !== undefined || seen.has(m.dedupKey))) continue
+          if (m.dedupKey !== undefined) seen.add(m.dedupKey)
+          fresh++
+        }
+        if (this.messages.size + fresh > cfg.queueMessagesMax) throw new LimitExceededError('length')
+        const ids: number[] = []
+        const inBatch = new Map<string, number>()
+        for (const m of msgs) {
+          if (m.dedupKey !== undefined) {
+            const known = live(m.dedupKey) ?? inBatch.get(m.dedupKey)
+            if (known !== undefined) {
+              ids.push(known)
+              continue
+            }
+          }
+          const id = this.nextId++
+          ids.push(id)
+          const msg: ModelMessage = {
+            id,
+            weight: parseWeight(m.weight),
+            body: m.body,
+            headers: { ...(m.headers ?? {}) },
+            key: m.key,
+            enqueuedAtMs: now,
+            state: 'ready',
+            deliveries: 0,
+            attempts: 0,
+            band: 1,
+            order: 0,
+            deadlineMs: 0,
+            dueMs: 0,
+            deadOrder: 0,
+          }
+          this.messages.set(id, msg)
+          if (m.notBeforeMs !== undefined && m.notBeforeMs > now) {
+            msg.state = 'delayed'
+            msg.dueMs = m.notBeforeMs
+          } else this.toReady(msg, 1)
+          if (m.dedupKey !== undefined) {
+            inBatch.set(m.dedupKey, id)
+            if (cfg.dedupWindowMs > 0)
+              this.dedup.set(m.dedupKey, { id, expiresAtMs: now + cfg.dedupWindowMs })
+          }
+        }
+        if (cmd.producerId !== undefined && cfg.producerWindowMs > 0) {
+          this.producers.set(cmd.producerId, {
+            seq: cmd.producerSeq as number,
+            ids,
+            expiresAtMs: now + cfg.producerWindowMs,
+          })
+        }
+        this.syncBacklog()
+        return { type: 'enqueue', ids, duplicate: false }
+      }
+      case 'lease': {
+        name(cmd.consumerId)
+        int(cmd.max, 1, Number.MAX_SAFE_INTEGER)
+        if (cmd.max > cfg.leaseBatchMax) throw new LimitExceededError('lease max')
+        int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
+        const leases: Lease[] = []
+        for (let i = 0; i < cmd.max; i++) {
+          const w = this.pick()
+          if (w === undefined) break
+          const head = [...this.messages.values()]
+            .filter((m) => m.state === 'ready' && m.weight === w)
+            .sort((a, b) => a.band - b.band || a.order - b.order)[0] as ModelMessage
+          head.state = 'leased'
+          head.deliveries++
+          head.attempts++
+          head.deadlineMs = now + cmd.visibilityMs
+          if (this.readyCount(w) === 0) this.backlogged.delete(w)
+          this.window.push(w)
+          if (this.window.length > cfg.shareWindowLeases) this.window.shift()
+          const leaseId = `${head.id}.${head.deliveries}`
+          this.issuedLeaseIds.push(leaseId)
+          leases.push({
+            leaseId,
+            messageId: head.id,
+            weight: w,
+            body: head.body,
+            headers: head.headers,
+            key: head.key,
+            deliveryCount: head.deliveries,
+            deadlineMs: head.deadlineMs,
+            enqueuedAtMs: head.enqueuedAtMs,
+          })
+        }
+        return { type: 'lease', leases }
+      }
+      case 'ack':
+      case 'nack':
+      case 'extend': {
+        if (cmd.leaseIds.length > cfg.leaseBatchMax) throw new LimitExceededError('ids')
+        const ms = cmd.type === 'nack' ? (cmd.delayMs ?? 0) : cmd.type === 'extend' ? cmd.visibilityMs : 0
+        if (cmd.type === 'nack') int(ms, 0, cfg.delayMsMax)
+        if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
+        const statuses: LeaseStatus[] = []
+        for (const leaseId of cmd.leaseIds) {
+          const match = /^([1-9][0-9]*)\.([1-9][0-9]*)$/.exec(leaseId)
+          const m = match ? this.messages.get(Number(match[1])) : undefined
+          const d = match ? Number(match[2]) : 0
+          if (!m || d > m.deliveries || !Number.isSafeInteger(d) || !Number.isSafeInteger(m.id)) {
+            statuses.push('unknown')
+            continue
+          }
+          if (d < m.deliveries || m.state !== 'leased' || m.deadlineMs <= now) {
+            statuses.push('expired')
+            continue
+          }
+          statuses.push('ok')
+          if (cmd.type === 'extend') m.deadlineMs = now + ms
+          else if (cmd.type === 'ack') this.messages.delete(m.id)
+          else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
+          else if (ms > 0) {
+            m.state = 'delayed'
+            m.dueMs = now + ms
+          } else this.toReady(m, 0)
+        }
+        this.syncBacklog()
+        if (cmd.type === 'extend') {
+          return {
+            type: 'extend',
+            statuses,
+            deadlinesMs: statuses.map((s) => (s === 'ok' ? now + ms : undefined)),
+          }
+        }
+        return { type: cmd.type, statuses }
+      }
+      case 'tick':
+        return { type: 'tick' }
+      case 'redriveDead':
+      case 'purgeDead': {
+        int(cmd.max, 1, cfg.leaseBatchMax)
+        const dead = this.deadList().slice(0, cmd.max)
+        for (const m of dead) {
+          if (cmd.type === 'purgeDead') this.messages.delete(m.id)
+          else {
+            m.attempts = 0
+            this.toReady(m, 1)
+          }
+        }
+        this.syncBacklog()
+        return { type: cmd.type, ids: dead.map((m) => m.id) }
+      }
+      case 'configure': {
+        const next = { ...this.config }
+        for (const [k, v] of Object.entries(cmd.config)) {
+          if (v === undefined) continue
+          if (k === 'scheduling') {
+            if (v !== 'fair' && v !== 'strict') throw new InvalidArgumentError('mode')
+          } else if (typeof v !== 'number' || !Number.isInteger(v) || v < (k === 'maxDeliveries' ? 1 : 0)) {
+            throw new InvalidArgumentError(k)
+          }
+          ;(next as Record<string, unknown>)[k] = v
+        }
+        if (next.scheduling !== this.config.scheduling) {
+          // entering a mode re-activates every backlogged weight: lagging passes rise to V
+          this.backlogged = new Set()
+          this.config = next
+          this.syncBacklog()
+        }
+        if (next.shareWindowLeases !== this.config.shareWindowLeases) this.window = []
+        this.config = next
+        return { type: 'configure' }
+      }
+    }
+  }
+
+  private deadList(): ModelMessage[] {
+    return [...this.messages.values()]
+      .filter((m) => m.state === 'dead')
+      .sort((a, b) => a.deadOrder - b.deadOrder)
+  }
+
+  listDead(max: number): DeadMessage[] {
+    return this.deadList()
+      .slice(0, Math.min(max, this.config.leaseBatchMax))
+      .map((m) => ({
+        messageId: m.id,
+        weight: m.weight,
+        body: m.body,
+        headers: m.headers,
+        key: m.key,
+        deliveryCount: m.deliveries,
+        enqueuedAtMs: m.enqueuedAtMs,
+        cursor: m.deadOrder,
+      }))
+  }
+
+  stats(nowMs: number): QueueStats {
+    const all = [...this.messages.values()]
+    const backlogged = [...new Set(all.filter((m) => m.state === 'ready').map((m) => m.weight))]
+    const total = backlogged.reduce((a, w) => a + w, 0)
+    const top = Math.max(0, ...backlogged)
+    const weights: WeightStats[] = []
+    for (let w = 1; w <= 1000; w++) {
+      const mine = all.filter((m) => m.weight === w)
+      const hits = this.window.filter((x) => x === w).length
+      if (mine.length === 0 && hits === 0) continue
+      const ready = mine
+        .filter((m) => m.state === 'ready')
+        .sort((a, b) => a.band - b.band || a.order - b.order)
+      weights.push({
+        weight: w,
+        ready: ready.length,
+        delayed: mine.filter((m) => m.state === 'delayed').length,
+        leased: mine.filter((m) => m.state === 'leased').length,
+        dead: mine.filter((m) => m.state === 'dead').length,
+        oldestAgeMs: ready[0] ? Math.max(0, nowMs - ready[0].enqueuedAtMs) : 0,
+        targetShare:
+          ready.length === 0 ? 0 : this.config.scheduling === 'strict' ? (w === top ? 1 : 0) : w / total,
+        achievedShare: this.window.length === 0 ? 0 : hits / this.window.length,
+      })
+    }
+    return { weights, messages: all.length, windowLeases: this.window.length }
+  }
+}
+
+function int(v: unknown, min: number, max: number): void {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max)
+    throw new InvalidArgumentError('int')
+}
+
+function name(v: unknown): void {
+  if (typeof v !== 'string' || v.length === 0 || utf8Len(v) > 256) throw new InvalidArgumentError('name')
+}
