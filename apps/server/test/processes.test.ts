@@ -1,0 +1,87 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { freePort, startServer, waitServing } from './processes'
+
+const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+// Real mq-server processes on loopback, each ended by its PID.
+describe('mq-server processes', () => {
+  it('starts, serves health, and exits 0 on SIGTERM', async () => {
+    const port = await freePort()
+    const address = `127.0.0.1:${port}`
+    const server = startServer([
+      'start',
+      '--node-id',
+      'n1',
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, 'n1'),
+      '--initial-meta',
+      `n1=${address}`,
+    ])
+    try {
+      await waitServing(address)
+    } finally {
+      server.child.kill('SIGTERM')
+    }
+    expect(await server.exited).toEqual({ code: 0, signal: null })
+    expect(server.output()).toMatch(/node n1 listening on/)
+  }, 60_000)
+
+  it('exits 2 and names the problem on a bad config', async () => {
+    const server = startServer(['start', '--node-id', 'n1', '--listen', '127.0.0.1:99999', '--data-dir', dir])
+    expect((await server.exited).code).toBe(2)
+    expect(server.output()).toMatch(/listen: address "127.0.0.1:99999" is not host:port/)
+  }, 60_000)
+
+  it('exits 1 and names the address when the port is taken', async () => {
+    const port = await freePort()
+    const address = `127.0.0.1:${port}`
+    const args = (id: string) => [
+      'start',
+      '--node-id',
+      id,
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, id),
+      '--initial-meta',
+      `${id}=${address}`,
+    ]
+    const first = startServer(args('a'))
+    try {
+      await waitServing(address)
+      const second = startServer(args('b'))
+      expect((await second.exited).code).toBe(1)
+      expect(second.output()).toMatch(new RegExp(`cannot listen on ${address}`))
+    } finally {
+      first.child.kill('SIGTERM')
+      await first.exited
+    }
+  }, 60_000)
+
+  it('runs a dev cluster of separate processes and stops them all', async () => {
+    const base = await freePort()
+    const dev = startServer([
+      'dev',
+      '--nodes',
+      '2',
+      '--base-port',
+      String(base),
+      '--data-dir',
+      join(dir, 'dev'),
+    ])
+    try {
+      await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
+    } finally {
+      dev.child.kill('SIGTERM')
+    }
+    expect((await dev.exited).code).toBe(0)
+    expect(dev.output()).toMatch(/\[n1\] mq-server: node n1 listening/)
+    expect(dev.output()).toMatch(/\[n2\] mq-server: node n2 stopping/)
+  }, 60_000)
+})

@@ -1,0 +1,67 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { createServer } from 'node:net'
+import { join } from 'node:path'
+import { credentials, Metadata } from '@grpc/grpc-js'
+import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
+
+const serverDir = join(import.meta.dirname, '..')
+const tsx = join(serverDir, 'node_modules', '.bin', 'tsx')
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const address = s.address()
+      s.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      )
+    })
+  })
+}
+
+/** A running `mq-server` process (from source, through tsx), with its output collected. */
+export interface ServerProcess {
+  readonly child: ChildProcess
+  readonly output: () => string
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Starts `mq-server <args>` as its own process. End it by its PID (`child.kill`). */
+export function startServer(args: readonly string[]): ServerProcess {
+  const child = spawn(tsx, ['--conditions=source', join(serverDir, 'src', 'main.ts'), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  child.stdout?.on('data', (c: Buffer) => {
+    output += c.toString()
+  })
+  child.stderr?.on('data', (c: Buffer) => {
+    output += c.toString()
+  })
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  )
+  return { child, output: () => output, exited }
+}
+
+/** Resolves once `address` answers the gRPC health check with SERVING; rejects after `timeoutMs`. */
+export async function waitServing(address: string, timeoutMs = 20_000): Promise<void> {
+  const client = new HealthClient(address, credentials.createInsecure())
+  const deadline = Date.now() + timeoutMs
+  try {
+    while (Date.now() < deadline) {
+      const status = await new Promise<Serving | undefined>((resolve) =>
+        client.check({ service: '' }, new Metadata(), { deadline: Date.now() + 1_000 }, (e, r) =>
+          resolve(e ? undefined : r.status),
+        ),
+      )
+      if (status === Serving.SERVING) return
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    throw new Error(`${address} did not become healthy within ${timeoutMs} ms`)
+  } finally {
+    client.close()
+  }
+}
