@@ -72,3 +72,36 @@ export function inRange(key: Uint8Array, range: KeyRange): boolean {
   if (range.lt && compareKeys(key, range.lt) >= 0) return false
   return true
 }
+
+/** One end of a range: a key and whether the key itself is inside. */
+export interface RangeBound {
+  readonly key: Uint8Array
+  readonly inclusive: boolean
+}
+
+/** The effective lower bound of `range`: the stricter of `gte` and `gt`, or undefined. */
+export function lowerBoundOf(range: KeyRange): RangeBound | undefined {
+  const { gte, gt } = range
+  if (gte && gt)
+    return compareKeys(gt, gte) >= 0 ? { key: gt, inclusive: false } : { key: gte, inclusive: true }
+  if (gt) return { key: gt, inclusive: false }
+  if (gte) return { key: gte, inclusive: true }
+  return undefined
+}
+
+/** The effective upper bound of `range`: the stricter of `lte` and `lt`, or undefined. */
+export function upperBoundOf(range: KeyRange): RangeBound | undefined {
+  const { lte, lt } = range
+  if (lte && lt)
+    return compareKeys(lt, lte) <= 0 ? { key: lt, inclusive: false } : { key: lte, inclusive: true }
+  if (lt) return { key: lt, inclusive: false }
+  if (lte) return { key: lte, inclusive: true }
+  return undefined
+}
+
+/** True when no key can lie between `lo` and `hi`. */
+export function isEmptyRange(lo: RangeBound | undefined, hi: RangeBound | undefined): boolean {
+  if (!lo || !hi) return false
+  const c = compareKeys(lo.key, hi.key)
+  return c > 0 || (c === 0 && !(lo.inclusive && hi.inclusive))
+}

@@ -1,5 +1,14 @@
-export type { BatchOp, Engine, EngineSnapshot, KeyRange, KeyValue, KvReader, WriteOptions } from './engine'
-export { compareKeys, inRange } from './engine'
+export type {
+  BatchOp,
+  Engine,
+  EngineSnapshot,
+  KeyRange,
+  KeyValue,
+  KvReader,
+  RangeBound,
+  WriteOptions,
+} from './engine'
+export { compareKeys, inRange, isEmptyRange, lowerBoundOf, upperBoundOf } from './engine'
 export {
   ClosedError,
   CorruptRecordError,
@@ -15,5 +24,9 @@ export {
   OverloadedError,
   WriteFailedError,
 } from './errors'
+export type { Tuple, TupleElement } from './key-codec'
+export { compareTuples, decodeTuple, encodeTuple, KeyTag, prefixEnd, prefixRange } from './key-codec'
+export type { LevelEngineOptions } from './level-engine'
+export { LevelEngine } from './level-engine'
 export { MemoryEngine } from './memory-engine'
 export { checkOps, opBytes, WriteBatch } from './write-batch'

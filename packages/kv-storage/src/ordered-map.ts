@@ -1,4 +1,4 @@
-import { compareKeys, type KeyRange, type KeyValue } from './engine'
+import { compareKeys, isEmptyRange, type KeyRange, type KeyValue, lowerBoundOf, upperBoundOf } from './engine'
 
 /**
  * A copy-on-write B+tree from byte keys to byte values: O(log n) get, set and delete,
@@ -68,26 +68,6 @@ function upperBound(keys: readonly Uint8Array[], key: Uint8Array): number {
 
 function nodeLength(node: Node): number {
   return node.leaf ? node.keys.length : node.children.length
-}
-
-/** The effective lower bound of a range: the stricter of gte/gt. */
-function lowerOf(range: KeyRange): { key: Uint8Array; inclusive: boolean } | undefined {
-  const { gte, gt } = range
-  if (gte && gt)
-    return compareKeys(gt, gte) >= 0 ? { key: gt, inclusive: false } : { key: gte, inclusive: true }
-  if (gt) return { key: gt, inclusive: false }
-  if (gte) return { key: gte, inclusive: true }
-  return undefined
-}
-
-/** The effective upper bound of a range: the stricter of lte/lt. */
-function upperOf(range: KeyRange): { key: Uint8Array; inclusive: boolean } | undefined {
-  const { lte, lt } = range
-  if (lte && lt)
-    return compareKeys(lt, lte) <= 0 ? { key: lt, inclusive: false } : { key: lte, inclusive: true }
-  if (lt) return { key: lt, inclusive: false }
-  if (lte) return { key: lte, inclusive: true }
-  return undefined
 }
 
 export class OrderedMap {
@@ -173,12 +153,9 @@ export class OrderedMap {
    * `range.reverse`), until `visit` returns false. Ignores `range.limit`.
    */
   static scan(root: Node, range: KeyRange, visit: (key: Uint8Array, value: Uint8Array) => boolean): void {
-    const lo = lowerOf(range)
-    const hi = upperOf(range)
-    if (lo && hi) {
-      const c = compareKeys(lo.key, hi.key)
-      if (c > 0 || (c === 0 && !(lo.inclusive && hi.inclusive))) return
-    }
+    const lo = lowerBoundOf(range)
+    const hi = upperBoundOf(range)
+    if (isEmptyRange(lo, hi)) return
     if (range.reverse) OrderedMap.scanBackward(root, lo, hi, visit)
     else OrderedMap.scanForward(root, lo, hi, visit)
   }

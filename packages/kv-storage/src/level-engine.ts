@@ -1,0 +1,363 @@
+import { constants as fsConstants } from 'node:fs'
+import { access, mkdir, rm, stat } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
+import { ClassicLevel } from 'classic-level'
+import {
+  type BatchOp,
+  compareKeys,
+  type Engine,
+  type EngineSnapshot,
+  isEmptyRange,
+  type KeyRange,
+  type KeyValue,
+  lowerBoundOf,
+  upperBoundOf,
+  type WriteOptions,
+} from './engine'
+import {
+  ClosedError,
+  DatabaseCorruptError,
+  DirectoryMissingError,
+  DirectoryUnwritableError,
+  InvalidArgumentError,
+  LockedError,
+  type OpenError,
+  OpenFailedError,
+  WriteFailedError,
+} from './errors'
+import { checkOps, checkRange } from './write-batch'
+
+type Db = ClassicLevel<Uint8Array, Uint8Array>
+type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
+
+export interface LevelEngineOptions {
+  /**
+   * Create the database (and its directory, but never the directory's parent) when it does
+   * not exist. Default true. With false, a missing database fails with DirectoryMissingError.
+   */
+  readonly createIfMissing?: boolean
+  /** LevelDB's block cache, in bytes. Default 8 MiB (LevelDB's default). */
+  readonly cacheBytes?: number
+  /** LevelDB's memtable size before it is written to a table, in bytes. Default 4 MiB. */
+  readonly writeBufferBytes?: number
+}
+
+/**
+ * The durable Engine: LevelDB through classic-level 3, binary keys and values.
+ *
+ * Writes are serialised (one batch at a time, in call order), so a `clear` op can be
+ * turned into deletes of the keys the range holds at that moment and the whole batch stays
+ * one atomic LevelDB write. A read issued after `write()` resolves sees the write.
+ * Open with `LevelEngine.open(path)`; every open failure is an OpenError naming the path.
+ */
+export class LevelEngine implements Engine {
+  private closed = false
+  private writeChain: Promise<unknown> = Promise.resolve()
+  private readonly snapshots = new Set<LevelSnapshot>()
+
+  private constructor(
+    /** The absolute path of the database directory. */
+    readonly path: string,
+    private readonly db: Db,
+  ) {}
+
+  /**
+   * Opens (or creates) the database at `path`. Throws LockedError when another process
+   * holds it, DirectoryMissingError when the directory (or its parent) is missing or not a
+   * directory, DirectoryUnwritableError when it cannot be created or written,
+   * DatabaseCorruptError when its files are damaged, OpenFailedError otherwise. On failure
+   * nothing is left behind: a directory this call created is removed again.
+   */
+  static async open(path: string, options: LevelEngineOptions = {}): Promise<LevelEngine> {
+    const abs = resolve(path)
+    const createIfMissing = options.createIfMissing ?? true
+    const created = await prepareDirectory(abs, createIfMissing)
+    const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(abs, {
+      keyEncoding: 'view',
+      valueEncoding: 'view',
+      cacheSize: options.cacheBytes ?? 8 * 1024 * 1024,
+      writeBufferSize: options.writeBufferBytes ?? 4 * 1024 * 1024,
+    })
+    try {
+      await db.open({ createIfMissing, errorIfExists: false })
+    } catch (err) {
+      if (created) await rm(abs, { recursive: true, force: true })
+      throw openError(abs, err)
+    }
+    return new LevelEngine(abs, db)
+  }
+
+  async get(key: Uint8Array): Promise<Uint8Array | undefined> {
+    this.checkOpen()
+    checkKey(key)
+    return this.call(async () => plain(await this.db.get(key)))
+  }
+
+  async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+    this.checkOpen()
+    for (const key of keys) checkKey(key)
+    if (keys.length === 0) return []
+    return this.call(async () => (await this.db.getMany(keys as Uint8Array[])).map(plain))
+  }
+
+  async range(range: KeyRange): Promise<KeyValue[]> {
+    this.checkOpen()
+    checkRange(range)
+    return this.call(() => readRange(this.db, range, undefined))
+  }
+
+  /**
+   * Applies `ops` as one atomic LevelDB batch, after every earlier write. With `sync` the
+   * batch is fsynced before this resolves. Rejects with ClosedError after close,
+   * InvalidArgumentError for a malformed op (nothing applied), WriteFailedError otherwise.
+   */
+  async write(ops: readonly BatchOp[], options: WriteOptions): Promise<void> {
+    this.checkOpen()
+    checkOps(ops)
+    const run = this.writeChain.then(() => this.writeNow(ops, options.sync))
+    this.writeChain = run.catch(() => {})
+    return run
+  }
+
+  async snapshot(): Promise<EngineSnapshot> {
+    this.checkOpen()
+    // Writes are serialised; a snapshot sees every write whose promise has resolved.
+    const snap = new LevelSnapshot(this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
+    this.snapshots.add(snap)
+    return snap
+  }
+
+  /** Waits for queued writes, closes open snapshots and the database. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await this.writeChain
+    for (const snap of [...this.snapshots]) await snap.close()
+    await this.db.close()
+  }
+
+  private async writeNow(ops: readonly BatchOp[], sync: boolean): Promise<void> {
+    if (this.db.status !== 'open') throw new ClosedError(`database at ${this.path} is closed`)
+    try {
+      const levelOps = await expandClears(this.db, ops)
+      if (levelOps.length === 0) return
+      await this.db.batch(levelOps, { sync })
+    } catch (err) {
+      if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
+      throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
+        cause: err,
+      })
+    }
+  }
+
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn()
+    } catch (err) {
+      if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
+      throw err
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError(`database at ${this.path} is closed; open it again`)
+  }
+}
+
+class LevelSnapshot implements EngineSnapshot {
+  private closed = false
+  constructor(
+    private readonly db: Db,
+    private readonly snap: ReturnType<Db['snapshot']>,
+    private readonly onClose: (s: LevelSnapshot) => void,
+  ) {}
+
+  async get(key: Uint8Array): Promise<Uint8Array | undefined> {
+    this.checkOpen()
+    checkKey(key)
+    return plain(await this.db.get(key, { snapshot: this.snap }))
+  }
+
+  async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+    this.checkOpen()
+    for (const key of keys) checkKey(key)
+    if (keys.length === 0) return []
+    return (await this.db.getMany(keys as Uint8Array[], { snapshot: this.snap })).map(plain)
+  }
+
+  async range(range: KeyRange): Promise<KeyValue[]> {
+    this.checkOpen()
+    checkRange(range)
+    return readRange(this.db, range, this.snap)
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.onClose(this)
+    await this.snap.close()
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('snapshot is closed (or its engine is); take a new one')
+  }
+}
+
+async function readRange(
+  db: Db,
+  range: KeyRange,
+  snapshot: ReturnType<Db['snapshot']> | undefined,
+): Promise<KeyValue[]> {
+  const lo = lowerBoundOf(range)
+  const hi = upperBoundOf(range)
+  if (isEmptyRange(lo, hi) || range.limit === 0) return []
+  const opts: Record<string, unknown> = { reverse: range.reverse === true, limit: range.limit ?? -1 }
+  if (lo) opts[lo.inclusive ? 'gte' : 'gt'] = lo.key
+  if (hi) opts[hi.inclusive ? 'lte' : 'lt'] = hi.key
+  if (snapshot) opts.snapshot = snapshot
+  const rows = await db.iterator(opts).all()
+  return rows.map(([k, v]) => [plain(k) as Uint8Array, plain(v) as Uint8Array] as const)
+}
+
+/** Turns each `clear` into deletes of the keys the range holds (stored or put earlier in the batch). */
+async function expandClears(db: Db, ops: readonly BatchOp[]): Promise<LevelOp[]> {
+  const out: LevelOp[] = []
+  for (const op of ops) {
+    if (op.type !== 'clear') {
+      out.push(op)
+      continue
+    }
+    if (compareKeys(op.gte, op.lt) >= 0) continue
+    const inBatch = out.filter(
+      (o) => o.type === 'put' && compareKeys(o.key, op.gte) >= 0 && compareKeys(o.key, op.lt) < 0,
+    )
+    for (const o of inBatch) out.push({ type: 'del', key: o.key })
+    const it = db.keys({ gte: op.gte, lt: op.lt })
+    try {
+      for (;;) {
+        const keys = await it.nextv(1024)
+        if (keys.length === 0) break
+        for (const key of keys) out.push({ type: 'del', key })
+      }
+    } finally {
+      await it.close()
+    }
+  }
+  return out
+}
+
+/**
+ * Checks the directory before LevelDB touches it: the database directory must exist (or be
+ * creatable: its parent exists and is writable), be a directory, and be writable. Returns
+ * true when this call created it.
+ */
+async function prepareDirectory(path: string, createIfMissing: boolean): Promise<boolean> {
+  const info = await stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined
+    throw dirError(path, err)
+  })
+  if (info) {
+    if (!info.isDirectory()) {
+      throw new DirectoryMissingError(
+        path,
+        `cannot open database at ${path}: it exists but is not a directory; point the data dir at a directory`,
+      )
+    }
+    await access(path, fsConstants.R_OK | fsConstants.W_OK | fsConstants.X_OK).catch((err) => {
+      throw dirError(path, err)
+    })
+    return false
+  }
+  const parent = dirname(path)
+  if (!createIfMissing) {
+    throw new DirectoryMissingError(
+      path,
+      `cannot open database at ${path}: it does not exist (and createIfMissing is false); create it or allow creation`,
+    )
+  }
+  const parentInfo = await stat(parent).catch((err: NodeJS.ErrnoException) => {
+    throw dirError(parent, err, path)
+  })
+  if (!parentInfo.isDirectory()) {
+    throw new DirectoryMissingError(
+      path,
+      `cannot open database at ${path}: its parent ${parent} is not a directory; create the parent directory first`,
+    )
+  }
+  try {
+    await mkdir(path)
+  } catch (err) {
+    throw dirError(path, err as NodeJS.ErrnoException)
+  }
+  return true
+}
+
+function dirError(dir: string, err: NodeJS.ErrnoException, dbPath = dir): OpenError {
+  const code = err.code ?? ''
+  if (code === 'ENOENT' || code === 'ENOTDIR') {
+    return new DirectoryMissingError(
+      dbPath,
+      `cannot open database at ${dbPath}: ${dir} does not exist (${code}); create the parent directory first`,
+      { cause: err },
+    )
+  }
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+    return new DirectoryUnwritableError(
+      dbPath,
+      `cannot open database at ${dbPath}: ${dir} is not writable (${code}); fix its permissions or choose another data dir`,
+      { cause: err },
+    )
+  }
+  return new OpenFailedError(dbPath, `cannot open database at ${dbPath}: ${describe(err)}`, { cause: err })
+}
+
+/** Maps a classic-level open failure to the OpenError that names its cause. */
+function openError(path: string, err: unknown): OpenError {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause
+  const code = cause?.code
+  const detail = cause?.message ?? describe(err)
+  if (code === 'LEVEL_LOCKED') {
+    return new LockedError(
+      path,
+      `cannot open database at ${path}: it is locked by another process or handle (${detail}); stop the other user of this data dir or choose another one`,
+      { cause: err },
+    )
+  }
+  if (code === 'LEVEL_CORRUPTION') {
+    return new DatabaseCorruptError(
+      path,
+      `cannot open database at ${path}: its files are corrupt (${detail}); restore it from a replica or a backup`,
+      { cause: err },
+    )
+  }
+  if (/permission denied|read-only file system/i.test(detail)) {
+    return new DirectoryUnwritableError(
+      path,
+      `cannot open database at ${path}: ${detail}; fix its permissions or choose another data dir`,
+      { cause: err },
+    )
+  }
+  return new OpenFailedError(path, `cannot open database at ${path}: ${detail}`, { cause: err })
+}
+
+function isNotOpen(err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'LEVEL_DATABASE_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_CLOSED'
+}
+
+/**
+ * classic-level hands out Buffers; callers get plain Uint8Arrays over the same memory, so
+ * both engines return the same type (and `toEqual` compares them alike).
+ */
+function plain(u: Uint8Array | undefined): Uint8Array | undefined {
+  if (u === undefined || u.constructor === Uint8Array) return u
+  return new Uint8Array(u.buffer, u.byteOffset, u.byteLength)
+}
+
+function checkKey(key: Uint8Array): void {
+  if (!(key instanceof Uint8Array)) throw new InvalidArgumentError('key must be a Uint8Array')
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
