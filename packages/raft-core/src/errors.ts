@@ -4,12 +4,16 @@
  * runtime. Each has a stable `code` and says whether a retry can help.
  */
 
+import type { ReplicaId } from './types'
+
 export const RaftErrorCode = {
   Compacted: 'COMPACTED',
   Unavailable: 'UNAVAILABLE',
   NotLeader: 'NOT_LEADER',
   ProposalDropped: 'PROPOSAL_DROPPED',
   InvalidConfig: 'INVALID_CONFIG',
+  InvalidArgument: 'INVALID_ARGUMENT',
+  Overloaded: 'OVERLOADED',
 } as const
 export type RaftErrorCode = (typeof RaftErrorCode)[keyof typeof RaftErrorCode]
 
@@ -30,4 +34,59 @@ export class UnavailableError extends RaftError {
   override readonly name = 'UnavailableError'
   readonly code = RaftErrorCode.Unavailable
   readonly retriable = false
+}
+
+/**
+ * Consensus: this replica is not the leader of its group. Retry against `leaderHint`
+ * (the replica this one believes leads, or '' when it knows none: retry after a moment).
+ */
+export class NotLeaderError extends RaftError {
+  override readonly name = 'NotLeaderError'
+  readonly code = RaftErrorCode.NotLeader
+  readonly retriable = true
+  readonly leaderHint: ReplicaId
+  constructor(leaderHint: ReplicaId, options?: { cause?: unknown }) {
+    super(
+      leaderHint === ''
+        ? 'not the leader and no leader is known; retry shortly'
+        : `not the leader; retry against leader ${leaderHint}`,
+      options,
+    )
+    this.leaderHint = leaderHint
+  }
+}
+
+/**
+ * Consensus: the proposal was not appended, or its outcome is unknown (a leadership
+ * transfer is under way, a configuration change is pending, the uncommitted log is full,
+ * or the entry was overwritten by a new leader). Retrying may help; the message says why.
+ */
+export class ProposalDroppedError extends RaftError {
+  override readonly name = 'ProposalDroppedError'
+  readonly code = RaftErrorCode.ProposalDropped
+  readonly retriable = true
+}
+
+/** Consensus: a group's configuration is invalid (duplicate ids, no voters, self missing…). */
+export class InvalidConfigError extends RaftError {
+  override readonly name = 'InvalidConfigError'
+  readonly code = RaftErrorCode.InvalidConfig
+  readonly retriable = false
+}
+
+/** Consensus: an argument is out of its documented range (an empty proposal, a bad id…). */
+export class InvalidArgumentError extends RaftError {
+  override readonly name = 'InvalidArgumentError'
+  readonly code = RaftErrorCode.InvalidArgument
+  readonly retriable = false
+}
+
+/**
+ * Runtime: back-pressure. The group's proposal queue or in-flight bytes are at their
+ * configured limit; retry after some proposals have been applied.
+ */
+export class OverloadedError extends RaftError {
+  override readonly name = 'OverloadedError'
+  readonly code = RaftErrorCode.Overloaded
+  readonly retriable = true
 }

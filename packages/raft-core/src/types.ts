@@ -50,6 +50,11 @@ export interface SnapshotMeta {
   readonly index: number
   readonly term: number
   readonly conf: ConfState
+  /**
+   * The timestamp of the entry at `index`, so that a leader whose log was compacted to this
+   * snapshot still stamps new entries no lower (optional: absent means 0).
+   */
+  readonly timestampMs?: number
 }
 
 export interface Snapshot {

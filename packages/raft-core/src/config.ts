@@ -1,0 +1,91 @@
+import { InvalidConfigError } from './errors'
+import type { Prng } from './prng'
+import type { ReplicaId } from './types'
+
+/** The options of one Raft replica. Times are in ticks; sizes in bytes or entries. */
+export interface RaftConfig {
+  readonly id: ReplicaId
+  /** Followers wait a random [electionTicks, 2 * electionTicks) without a leader, then campaign. */
+  readonly electionTicks: number
+  /** A leader sends heartbeats every heartbeatTicks; requires heartbeatTicks < electionTicks. */
+  readonly heartbeatTicks: number
+  /** The only source of randomness (election timeouts). */
+  readonly prng: Prng
+  /** Campaign with a pre-vote round first, so a rejoining replica does not disrupt (§9.6). */
+  readonly preVote: boolean
+  /** A leader steps down when it has not heard from a quorum for electionTicks (§6.2). */
+  readonly checkQuorum: boolean
+  /** Bound on App messages in flight to one follower in the replicate state. */
+  readonly inflightMsgsMax: number
+  /** Bound on entry bytes in flight to one follower. */
+  readonly inflightBytesMax: number
+  /** Bound on entries in one App message. */
+  readonly msgEntriesMax: number
+  /** Bound on entry bytes in one App message (at least one entry is always sent). */
+  readonly msgBytesMax: number
+  /** Size of one InstallSnapshot chunk. */
+  readonly snapshotChunkBytes: number
+  /** Largest snapshot a follower buffers while receiving it. */
+  readonly snapshotBytesMax: number
+  /** Bound on entry bytes handed to the state machine in one Ready. */
+  readonly applyBytesMax: number
+  /** A leader refuses proposals while more than this many entries are uncommitted. */
+  readonly uncommittedEntriesMax: number
+  /** Bound on pending ReadIndex requests at a leader. */
+  readonly readIndexQueueMax: number
+  /** The index the state machine has already applied when the core starts (0 = snapshot's). */
+  readonly appliedIndex: number
+}
+
+export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
+  electionTicks: 10,
+  heartbeatTicks: 1,
+  preVote: true,
+  checkQuorum: true,
+  inflightMsgsMax: 256,
+  inflightBytesMax: 16 * 1024 * 1024,
+  msgEntriesMax: 4096,
+  msgBytesMax: 1024 * 1024,
+  snapshotChunkBytes: 256 * 1024,
+  snapshotBytesMax: 1024 * 1024 * 1024,
+  applyBytesMax: 4 * 1024 * 1024,
+  uncommittedEntriesMax: 65_536,
+  readIndexQueueMax: 4096,
+  appliedIndex: 0,
+}
+
+/** Fills defaults and throws InvalidConfigError for out-of-range options. */
+export function resolveRaftConfig(
+  options: Partial<RaftConfig> & Pick<RaftConfig, 'id' | 'prng'>,
+): RaftConfig {
+  const c: RaftConfig = { ...DEFAULT_RAFT_CONFIG, ...options }
+  if (typeof c.id !== 'string' || c.id === '') throw new InvalidConfigError('id must be a non-empty string')
+  const positive: (keyof RaftConfig)[] = [
+    'electionTicks',
+    'heartbeatTicks',
+    'inflightMsgsMax',
+    'inflightBytesMax',
+    'msgEntriesMax',
+    'msgBytesMax',
+    'snapshotChunkBytes',
+    'snapshotBytesMax',
+    'applyBytesMax',
+    'uncommittedEntriesMax',
+    'readIndexQueueMax',
+  ]
+  for (const k of positive) {
+    const v = c[k]
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+      throw new InvalidConfigError(`${k} must be a positive integer, got ${String(v)}`)
+    }
+  }
+  if (c.heartbeatTicks >= c.electionTicks) {
+    throw new InvalidConfigError(
+      `heartbeatTicks (${c.heartbeatTicks}) must be below electionTicks (${c.electionTicks})`,
+    )
+  }
+  if (!Number.isSafeInteger(c.appliedIndex) || c.appliedIndex < 0) {
+    throw new InvalidConfigError('appliedIndex must be a non-negative integer')
+  }
+  return c
+}

@@ -1,0 +1,205 @@
+import type { ConfChange } from './conf-change'
+import { type RaftConfig, resolveRaftConfig } from './config'
+import type { Message } from './message'
+import { Raft } from './raft'
+import { TERM_UNKNOWN } from './raft-log'
+import type { RaftStats, Role, SoftState } from './read-state'
+import type { Ready } from './ready'
+import type { LogStorage } from './storage'
+import type { ConfState, HardState, ReplicaId, SnapshotMeta } from './types'
+
+export type RawNodeOptions = Partial<RaftConfig> & Pick<RaftConfig, 'id' | 'prng'>
+
+/** A snapshot of a replica's state, for callers and checkers (never for deciding safety). */
+export interface RaftStatus {
+  readonly id: ReplicaId
+  readonly term: number
+  readonly vote: ReplicaId
+  readonly lead: ReplicaId
+  readonly role: Role
+  readonly commit: number
+  readonly applied: number
+  readonly firstIndex: number
+  readonly lastIndex: number
+  readonly conf: ConfState
+  readonly leadTransferee: ReplicaId
+}
+
+const NO_MESSAGES: readonly Message[] = Object.freeze([])
+
+/**
+ * The caller's handle on one Raft replica (etcd's RawNode): inputs are tick(), step(),
+ * propose(), proposeConfChange(), transferLeader() and readIndex(); output is a Ready, taken
+ * with ready() and acknowledged with advance() once done in the order written on Ready.
+ * Pure and synchronous: no I/O, no clock, no timers; same inputs, same outputs.
+ */
+export class RawNode {
+  readonly #raft: Raft
+  #prevSoft: SoftState
+  #prevHard: HardState
+  #outstanding: Ready | null = null
+
+  /** Throws InvalidConfigError for a bad option or a bad stored configuration. */
+  constructor(options: RawNodeOptions, storage: LogStorage) {
+    this.#raft = new Raft(resolveRaftConfig(options), storage)
+    this.#prevSoft = { lead: this.#raft.lead, role: this.#raft.role }
+    this.#prevHard = this.#raft.hardState()
+  }
+
+  /** Advances logical time by one tick; `nowMs`, when given, is the clock entries are stamped with. */
+  tick(nowMs?: number): void {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+    this.#raft.tick()
+  }
+
+  /** Feeds a message from a peer. Malformed or stale messages are dropped and counted in stats. */
+  step(m: Message): void {
+    this.#raft.step(m)
+  }
+
+  /** Appends one entry (see proposeBatch); returns its index. */
+  propose(data: Uint8Array, nowMs?: number): number {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+    return this.#raft.propose([data])
+  }
+
+  /**
+   * Appends entries at consecutive indexes and returns the first. The entry at an index is
+   * the proposal only if it is applied with the same term (a later leader may overwrite it).
+   * Throws NotLeaderError (with the leader hint), ProposalDroppedError (transfer under way,
+   * too many uncommitted entries) or InvalidArgumentError (empty data).
+   */
+  proposeBatch(datas: readonly Uint8Array[], nowMs?: number): number {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+    return this.#raft.propose(datas)
+  }
+
+  /** Proposes a single-server membership change; returns its index. See Raft.proposeConfChange. */
+  proposeConfChange(change: ConfChange): number {
+    return this.#raft.proposeConfChange(change)
+  }
+
+  /** Starts a leadership transfer to voter `to`. */
+  transferLeader(to: ReplicaId): void {
+    this.#raft.transferLeader(to)
+  }
+
+  /** Requests a linearizable read index; the answer arrives in Ready.readStates. */
+  readIndex(requestCtx: string): void {
+    this.#raft.readIndex(requestCtx)
+  }
+
+  /** Starts an election now (pre-vote first when enabled); a no-op on a leader or a non-voter. */
+  campaign(): void {
+    this.#raft.hup(false)
+  }
+
+  /** The term of the entry at `index`, or -1 when it is compacted or beyond the log. */
+  termAt(index: number): number {
+    return this.#raft.log.term(index)
+  }
+
+  /**
+   * Metadata for a snapshot of the state machine taken at `index` (applied, not compacted).
+   * Throws RangeError when the index is not applied or already compacted.
+   */
+  snapshotMeta(index: number): SnapshotMeta {
+    const log = this.#raft.log
+    const term = log.term(index)
+    if (index > log.applied || term === TERM_UNKNOWN || index < log.firstIndex() - 1) {
+      throw new RangeError(`snapshotMeta(${index}): must be applied (<= ${log.applied}) and not compacted`)
+    }
+    const timestampMs = index >= log.firstIndex() ? log.slice(index, index + 1, 0)[0]!.timestampMs : undefined
+    return timestampMs === undefined
+      ? { index, term, conf: this.#raft.confAt(index) }
+      : { index, term, conf: this.#raft.confAt(index), timestampMs }
+  }
+
+  status(): RaftStatus {
+    const r = this.#raft
+    return {
+      id: r.id,
+      term: r.term,
+      vote: r.vote,
+      lead: r.lead,
+      role: r.role,
+      commit: r.log.committed,
+      applied: r.log.applied,
+      firstIndex: r.log.firstIndex(),
+      lastIndex: r.log.lastIndex(),
+      conf: r.conf,
+      leadTransferee: r.leadTransferee,
+    }
+  }
+
+  get stats(): Readonly<RaftStats> {
+    return this.#raft.stats
+  }
+
+  /** True when ready() would return work. False while a Ready is outstanding. */
+  hasReady(): boolean {
+    if (this.#outstanding !== null) return false
+    const r = this.#raft
+    const log = r.log
+    if (r.msgs.length > 0 || r.readStates.length > 0 || r.hasPendingSends()) return true
+    if (log.unstable.length > 0 || log.unstableSnapshot !== null || log.hasNextCommitted()) return true
+    if (r.lead !== this.#prevSoft.lead || r.role !== this.#prevSoft.role) return true
+    const h = this.#prevHard
+    return r.term !== h.term || r.vote !== h.vote || log.committed !== h.commit
+  }
+
+  /**
+   * Takes the pending work. Requires no outstanding Ready (call advance() first); the caller
+   * must then follow the order documented on Ready.
+   */
+  ready(): Ready {
+    if (this.#outstanding !== null) throw new Error('RawNode.ready: advance() the previous Ready first')
+    const r = this.#raft
+    r.flushSends()
+    const log = r.log
+    let softState: SoftState | null = null
+    if (r.lead !== this.#prevSoft.lead || r.role !== this.#prevSoft.role) {
+      softState = { lead: r.lead, role: r.role }
+      this.#prevSoft = softState
+    }
+    let hardState: HardState | null = null
+    const h = this.#prevHard
+    if (r.term !== h.term || r.vote !== h.vote || log.committed !== h.commit) {
+      hardState = r.hardState()
+      this.#prevHard = hardState
+    }
+    const committedEntries = log.nextCommitted(r.cfg.applyBytesMax)
+    if (committedEntries.length > 0) log.applying = committedEntries.at(-1)!.index
+    const messages = r.msgs.length > 0 ? r.msgs : NO_MESSAGES
+    r.msgs = []
+    const readStates = r.readStates
+    r.readStates = []
+    const rd: Ready = {
+      softState,
+      hardState,
+      entries: log.unstable.slice(),
+      snapshot: log.unstableSnapshot,
+      committedEntries,
+      messages,
+      readStates,
+    }
+    this.#outstanding = rd
+    return rd
+  }
+
+  /** Acknowledges that `rd` was persisted, sent and applied (in that order). */
+  advance(rd: Ready): void {
+    if (rd !== this.#outstanding) throw new Error('RawNode.advance: not the outstanding Ready')
+    this.#outstanding = null
+    const r = this.#raft
+    const log = r.log
+    if (rd.snapshot !== null) log.stableSnapshotTo(rd.snapshot.meta.index)
+    const last = rd.entries.at(-1)
+    if (last !== undefined) log.stableTo(last.index, last.term)
+    const appliedTo = rd.committedEntries.at(-1)?.index ?? rd.snapshot?.meta.index ?? 0
+    if (appliedTo > log.applied) log.applied = appliedTo
+    if (log.applying < log.applied) log.applying = log.applied
+    r.pruneConfLog()
+    if (log.unstableSnapshot === null) r.onPersisted(log.unstableOffset - 1)
+  }
+}

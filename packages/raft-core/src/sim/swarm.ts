@@ -1,0 +1,75 @@
+import type { Prng } from '../prng'
+
+/** The fault mix and sizes of one simulation; swarmOptions() draws them from a seed. */
+export interface SwarmOptions {
+  readonly nodeCount: number
+  readonly electionTicks: number
+  readonly heartbeatTicks: number
+  readonly preVote: boolean
+  readonly checkQuorum: boolean
+  readonly inflightMsgsMax: number
+  readonly msgEntriesMax: number
+  readonly msgBytesMax: number
+  readonly snapshotChunkBytes: number
+  /** Extra bytes in each snapshot image, so installs take several chunks. */
+  readonly snapshotPadBytes: number
+  /** A replica compacts its log once this many applied entries are in it. */
+  readonly compactEntries: number
+  readonly dropRate: number
+  readonly duplicateRate: number
+  readonly corruptRate: number
+  readonly latencyMsMax: number
+  readonly fsyncMsMax: number
+  /** Chance per fault event (about every 10ms) of a new partition or clogged link. */
+  readonly partitionRate: number
+  readonly partitionMsMax: number
+  readonly crashRate: number
+  readonly downMsMax: number
+  /** Each replica's clock runs at 1 ± up to this (a fraction). */
+  readonly clockRateSpread: number
+  readonly clientIntervalMsMax: number
+  readonly confChangeRate: number
+  readonly transferRate: number
+  readonly readRate: number
+  readonly safetyMs: number
+  readonly livenessMs: number
+}
+
+/**
+ * Swarm testing (Groce et al., as TigerBeetle's VOPR does): each seed picks its own fault
+ * rates, some near zero and some high, so that rare interleavings of one fault get explored
+ * without the others drowning them.
+ */
+export function swarmOptions(p: Prng): SwarmOptions {
+  const maybe = (chance: number, hi: number): number => (p.chance(chance) ? p.float() * hi : 0)
+  const electionTicks = 6 + p.below(10)
+  return {
+    nodeCount: p.chance(0.6) ? 3 : p.chance(0.5) ? 5 : 4,
+    electionTicks,
+    heartbeatTicks: 1 + p.below(Math.min(3, electionTicks - 1)),
+    preVote: p.chance(0.8),
+    checkQuorum: p.chance(0.8),
+    inflightMsgsMax: 1 + p.below(16),
+    msgEntriesMax: 1 + p.below(64),
+    msgBytesMax: 16 + p.below(4096),
+    snapshotChunkBytes: 8 + p.below(64),
+    snapshotPadBytes: p.below(200),
+    compactEntries: 5 + p.below(200),
+    dropRate: maybe(0.7, 0.2),
+    duplicateRate: maybe(0.5, 0.1),
+    corruptRate: maybe(0.3, 0.02),
+    latencyMsMax: 1 + p.below(p.chance(0.7) ? 20 : 60),
+    fsyncMsMax: p.below(6),
+    partitionRate: maybe(0.6, 0.05),
+    partitionMsMax: 50 + p.below(800),
+    crashRate: maybe(0.6, 0.03),
+    downMsMax: 20 + p.below(600),
+    clockRateSpread: maybe(0.7, 0.5),
+    clientIntervalMsMax: 1 + p.below(20),
+    confChangeRate: maybe(0.5, 0.05),
+    transferRate: maybe(0.5, 0.03),
+    readRate: maybe(0.6, 0.1),
+    safetyMs: 1000 + p.below(2000),
+    livenessMs: 20_000,
+  }
+}

@@ -1,0 +1,705 @@
+/**
+ * One test per rule of the Raft paper (Ongaro & Ousterhout 2014, "In Search of an
+ * Understandable Consensus Algorithm", extended version) and of the dissertation where the
+ * paper defers to it (pre-vote, check-quorum, leadership transfer). Each cites its section.
+ */
+import { describe, expect, it } from 'vitest'
+import {
+  ConfChangeType,
+  EntryType,
+  InvalidConfigError,
+  MemoryLogStorage,
+  type Message,
+  MessageType,
+  message,
+  NotLeaderError,
+  Prng,
+  ProposalDroppedError,
+  RawNode,
+} from '../src/index'
+import { bytes, conf, Harness } from './harness'
+
+const classic = { preVote: false, checkQuorum: false }
+
+function lastEntries(h: Harness, id: string): string {
+  const r = h.raw(id)
+  const s = r.status()
+  const out: string[] = []
+  for (let i = s.firstIndex; i <= s.lastIndex; i++) out.push(`${i}/${r.termAt(i)}`)
+  return out.join(' ')
+}
+
+describe('§5.1 terms', () => {
+  it('a replica that sees a higher term adopts it and becomes a follower (Reference: §5.1)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    const term = h.raw('a').status().term
+    h.raw('a').step(message({ type: MessageType.Heartbeat, from: 'b', to: 'a', term: term + 5 }))
+    expect(h.raw('a').status()).toMatchObject({ term: term + 5, role: 'follower', lead: 'b' })
+  })
+
+  it('a message from an older term is dropped and counted (Reference: §5.1)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.elect('b')
+    const before = h.raw('c').stats.droppedStale
+    const stale = message({ type: MessageType.App, from: 'a', to: 'c', term: 1, index: 999, logTerm: 1 })
+    h.raw('c').step(stale)
+    expect(h.raw('c').stats.droppedStale).toBe(before + 1)
+    expect(h.raw('c').status().lastIndex).toBeLessThan(999)
+  })
+})
+
+describe('§5.2 leader election', () => {
+  it('a follower that hears nothing for an election timeout becomes a candidate and votes for itself (Reference: §5.2)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    const term = h.raw('a').status().term
+    h.tick('a', 20) // randomized timeout lies in [10, 20)
+    const s = h.raw('a').status()
+    expect(s.role).toBe('candidate')
+    expect(s.term).toBe(term + 1)
+    expect(s.vote).toBe('a')
+  })
+
+  it('randomized election timeouts differ between replicas (Reference: §5.2)', () => {
+    const firstCampaign = (seed: number): number => {
+      const raw = new RawNode(
+        { id: 'a', prng: new Prng(seed), ...classic },
+        new MemoryLogStorage(conf(['a', 'b', 'c'])),
+      )
+      for (let t = 1; t <= 40; t++) {
+        raw.tick()
+        if (raw.status().role === 'candidate') return t
+      }
+      return -1
+    }
+    const ticks = new Set(Array.from({ length: 20 }, (_, i) => firstCampaign(i + 1)))
+    for (const t of ticks) expect(t >= 10 && t < 20).toBe(true)
+    expect(ticks.size).toBeGreaterThan(3)
+  })
+
+  it('a candidate with votes from a majority becomes leader and asserts itself with heartbeats (Reference: §5.2)', () => {
+    const h = new Harness(['a', 'b', 'c', 'd', 'e'], classic)
+    h.isolate('d')
+    h.isolate('e')
+    h.elect('a') // a, b, c: three of five
+    expect(h.leaders()).toEqual(['a'])
+    h.raw('a').tick()
+    h.settle()
+    expect(h.delivered.some((m) => m.type === MessageType.Heartbeat && m.from === 'a')).toBe(true)
+  })
+
+  it('a candidate without a majority does not become leader (Reference: §5.2)', () => {
+    const h = new Harness(['a', 'b', 'c', 'd', 'e'], classic)
+    h.isolate('c')
+    h.isolate('d')
+    h.isolate('e')
+    h.elect('a')
+    expect(h.raw('a').status().role).toBe('candidate')
+  })
+
+  it('each replica votes for at most one candidate in a term, first come first served (Reference: §5.2)', () => {
+    const raw = new RawNode(
+      { id: 'c', prng: new Prng(1), ...classic },
+      new MemoryLogStorage(conf(['a', 'b', 'c'])),
+    )
+    const vote = (from: string): Message =>
+      message({ type: MessageType.Vote, from, to: 'c', term: 5, index: 10, logTerm: 1 })
+    raw.step(vote('a'))
+    raw.step(vote('b'))
+    raw.step(vote('a')) // a retransmission from the same candidate is granted again
+    const replies = raw.ready().messages.filter((m) => m.type === MessageType.VoteResp)
+    expect(replies.map((m) => [m.to, m.reject])).toEqual([
+      ['a', false],
+      ['b', true],
+      ['a', false],
+    ])
+  })
+
+  it('a candidate that receives an App from a leader of its term steps down (Reference: §5.2)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.isolate('a')
+    h.elect('a')
+    const term = h.raw('a').status().term
+    expect(h.raw('a').status().role).toBe('candidate')
+    h.raw('a').step(message({ type: MessageType.App, from: 'b', to: 'a', term, index: 0, logTerm: 0 }))
+    expect(h.raw('a').status()).toMatchObject({ role: 'follower', lead: 'b', term })
+  })
+})
+
+describe('§5.3 log replication', () => {
+  it('the leader commits an entry once a majority stores it, and every replica applies it in order (Reference: §5.3)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('c')
+    const i1 = h.propose('a', 'x')
+    expect(h.raw('a').status().commit).toBe(i1) // a and b: a majority
+    h.heal()
+    h.propose('a', 'y')
+    for (const id of ['a', 'b', 'c']) expect(h.node(id).applied).toEqual(['x', 'y'])
+  })
+
+  it('a leader never commits while only a minority stores the entry (Reference: §5.3)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('b')
+    h.isolate('c')
+    const i = h.propose('a', 'x')
+    expect(h.raw('a').status().commit).toBeLessThan(i)
+    expect(h.node('a').applied).toEqual([])
+  })
+
+  it('a follower rejects an App whose previous entry it does not hold (consistency check, Reference: §5.3)', () => {
+    const raw = new RawNode(
+      { id: 'b', prng: new Prng(1), ...classic },
+      new MemoryLogStorage(conf(['a', 'b', 'c'])),
+    )
+    raw.step(message({ type: MessageType.App, from: 'a', to: 'b', term: 2, index: 7, logTerm: 2 }))
+    const resp = raw.ready().messages.find((m) => m.type === MessageType.AppResp)!
+    expect(resp.reject).toBe(true)
+    expect(resp.rejectHint).toBeLessThanOrEqual(raw.status().lastIndex)
+  })
+
+  it('conflicting uncommitted entries on a follower are overwritten by the leader’s (Reference: §5.3)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('a')
+    h.raw('a').propose(bytes('lost1'))
+    h.raw('a').propose(bytes('lost2'))
+    h.settle()
+    h.heal()
+    h.isolate('a')
+    h.elect('b')
+    h.propose('b', 'kept')
+    h.heal()
+    h.heartbeat('b')
+    h.propose('b', 'more')
+    expect(lastEntries(h, 'a')).toBe(lastEntries(h, 'b'))
+    expect(h.node('a').applied).toEqual(['kept', 'more'])
+  })
+
+  it('a rejection with a conflict hint lets the leader skip a whole term per round trip (fast backtracking, Reference: §5.3)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('b')
+    // b, cut off while leading, collects 50 entries of its term that later leaders overwrite.
+    h.isolate('b')
+    for (let i = 0; i < 50; i++) h.raw('b').propose(bytes(`stale${i}`))
+    h.settle()
+    h.elect('a')
+    for (let i = 0; i < 60; i++) h.raw('a').propose(bytes(`v${i}`))
+    h.settle()
+    h.elect('c') // c's probe for b starts past both logs' ends
+    h.heal()
+    h.delivered.length = 0
+    h.heartbeat('c')
+    h.propose('c', 'last')
+    const rejects = h.delivered.filter((m) => m.type === MessageType.AppResp && m.from === 'b' && m.reject)
+    expect(rejects.length).toBeGreaterThan(0)
+    expect(rejects.length).toBeLessThanOrEqual(2) // not one per stale entry
+    expect(lastEntries(h, 'b')).toBe(lastEntries(h, 'c'))
+    expect(h.node('b').applied).toEqual([...Array.from({ length: 60 }, (_, i) => `v${i}`), 'last'])
+  })
+
+  it('a leader pipelines Apps to a follower up to the in-flight window, in batches of bounded size (Reference: §5.3)', () => {
+    const h = new Harness(['a', 'b', 'c'], { ...classic, inflightMsgsMax: 4, msgEntriesMax: 3 })
+    h.elect('a')
+    const withheld: Message[] = []
+    h.filter = (m) => {
+      if (m.type === MessageType.App && m.to === 'b') {
+        withheld.push(m)
+        return false
+      }
+      return true
+    }
+    const datas = Array.from({ length: 30 }, (_, i) => bytes(`e${i}`))
+    h.raw('a').proposeBatch(datas)
+    h.settle()
+    expect(withheld.length).toBe(4) // the window, no more, without waiting for replies
+    for (const m of withheld) expect(m.entries.length).toBeLessThanOrEqual(3)
+    h.filter = null
+    for (const m of withheld) h.deliver(m)
+    h.settle()
+    expect(h.node('b').applied.length).toBe(30)
+  })
+
+  it('followers count stale and malformed messages and never apply them (Reference: §5.3)', () => {
+    const raw = new RawNode(
+      { id: 'b', prng: new Prng(1), ...classic },
+      new MemoryLogStorage(conf(['a', 'b', 'c'])),
+    )
+    const bad = [
+      { ...message({ type: MessageType.App, from: 'a', to: 'b', term: 3 }), index: -1 },
+      message({ type: MessageType.App, from: 'a', to: 'x', term: 3 }),
+      {
+        ...message({ type: MessageType.App, from: 'a', to: 'b', term: 3, index: 3, logTerm: 1 }),
+        entries: [{ index: 9, term: 3, type: EntryType.Normal, timestampMs: 0, data: bytes('gap') }],
+      },
+      { ...message({ type: MessageType.Heartbeat, from: 'a', to: 'b', term: 3 }), type: 42 },
+    ] as Message[]
+    for (const m of bad) raw.step(m)
+    expect(raw.stats.droppedMalformed).toBe(4)
+    expect(raw.status()).toMatchObject({ term: 1, lastIndex: 3 })
+  })
+})
+
+describe('§5.4 safety', () => {
+  it('a voter denies its vote to a candidate whose log is less up to date (election restriction, Reference: §5.4.1)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('c')
+    h.propose('a', 'x')
+    h.heal()
+    h.isolate('a')
+    h.elect('c') // b holds x, c does not: b refuses, so c cannot win
+    expect(h.raw('c').status().role).toBe('candidate')
+    const deny = h.delivered.find((m) => m.type === MessageType.VoteResp && m.from === 'b' && m.to === 'c')
+    expect(deny?.reject).toBe(true)
+  })
+
+  it('Figure 8: a leader does not commit an entry of an earlier term by counting replicas (Reference: §5.4.2)', () => {
+    const ids = ['s1', 's2', 's3', 's4', 's5']
+    const h = new Harness(ids, { ...classic, msgEntriesMax: 1 })
+    // (a) s1 leads and gets entry X onto s2 only.
+    h.elect('s1')
+    h.cut('s1', 's3')
+    h.cut('s1', 's4')
+    h.cut('s1', 's5')
+    const x = h.propose('s1', 'X')
+    const termX = h.raw('s1').termAt(x)
+    expect(h.raw('s2').termAt(x)).toBe(termX)
+    expect(h.raw('s1').status().commit).toBeLessThan(x)
+    // (b) s5 leads a later term with votes of s3, s4 and appends Y at index x, locally only.
+    h.heal()
+    h.isolate('s1')
+    h.isolate('s2')
+    h.filter = (m) => !(m.type === MessageType.App && m.from === 's5')
+    h.elect('s5')
+    expect(h.raw('s5').status().role).toBe('leader')
+    h.raw('s5').propose(bytes('Y'))
+    h.settle()
+    // (c) s5 is cut off; s1 leads the next term and replicates X to s3: X is now on s1, s2,
+    // s3, a majority, but no entry of s1's own term is, so X must stay uncommitted.
+    h.heal()
+    h.isolate('s5')
+    h.restart('s1') // s1 crashed meanwhile; it comes back a follower with X durable
+    // Deliver only the old-term prefix of each App: s1's own-term entries never leave it.
+    h.filter = (m) =>
+      m.type === MessageType.App ? { ...m, entries: m.entries.filter((e) => e.term <= termX) } : true
+    h.elect('s1')
+    expect(h.raw('s1').status().role).toBe('leader')
+    h.heartbeat('s1')
+    expect(h.raw('s3').termAt(x)).toBe(termX)
+    expect(h.raw('s1').status().commit).toBeLessThan(x)
+    // (d) s1 crashes; s5 can win (its last term beats theirs) and overwrites X everywhere.
+    h.filter = null
+    h.heal()
+    h.isolate('s1')
+    h.restart('s5') // s5 restarts a follower, with Y durable, and campaigns
+    h.elect('s5')
+    expect(h.raw('s5').status().role).toBe('leader')
+    h.propose('s5', 'Z')
+    h.heal()
+    h.heartbeat('s5')
+    h.propose('s5', 'W')
+    for (const id of ids) {
+      expect(h.node(id).applied).not.toContain('X')
+      expect(h.node(id).applied, id).toEqual(['Y', 'Z', 'W'])
+    }
+  })
+
+  it('Figure 8 (e): once an entry of the leader’s own term is on a majority, the older entry commits with it (Reference: §5.4.2)', () => {
+    const ids = ['s1', 's2', 's3', 's4', 's5']
+    const h = new Harness(ids, classic)
+    h.elect('s1')
+    h.cut('s1', 's3')
+    h.cut('s1', 's4')
+    h.cut('s1', 's5')
+    const x = h.propose('s1', 'X')
+    h.heal()
+    h.isolate('s1')
+    h.isolate('s5')
+    h.elect('s2') // a new term: its no-op reaches s2, s3, s4 and commits X with it
+    expect(h.raw('s2').status().role).toBe('leader')
+    expect(h.raw('s2').status().commit).toBeGreaterThan(x)
+    expect(h.node('s3').applied).toEqual(['X'])
+    // Now s5 cannot be elected: a majority holds a later term than its log.
+    h.heal()
+    h.isolate('s2')
+    h.elect('s5')
+    expect(h.raw('s5').status().role).not.toBe('leader')
+  })
+
+  it('a new leader holds every committed entry (Leader Completeness, Reference: §5.4.3)', () => {
+    const h = new Harness(['a', 'b', 'c', 'd', 'e'], classic)
+    h.elect('a')
+    for (let i = 0; i < 5; i++) h.propose('a', `c${i}`)
+    h.isolate('a')
+    for (const cand of ['b', 'c', 'd', 'e']) {
+      h.elect(cand)
+      if (h.raw(cand).status().role === 'leader') {
+        for (let i = 0; i < 5; i++) expect(h.node(cand).applied).toContain(`c${i}`)
+      }
+    }
+  })
+})
+
+describe('§5.5 follower and candidate crashes', () => {
+  it('a follower that crashes and restarts catches up from its durable state (Reference: §5.5)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.isolate('c')
+    h.propose('a', 'y')
+    const before = h.raw('c').status().term
+    h.restart('c')
+    expect(h.raw('c').status().term).toBe(before) // term and vote are durable
+    h.heal()
+    h.propose('a', 'z')
+    expect(h.node('c').applied).toEqual(['x', 'y', 'z'])
+  })
+})
+
+describe('§6 membership changes', () => {
+  it('a learner receives the log but does not vote or count for commitment (Reference: §6, dissertation §4.2.1)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic, ['l'])
+    h.elect('a')
+    h.propose('a', 'x')
+    expect(h.node('l').applied).toEqual(['x'])
+    h.isolate('b')
+    h.isolate('c')
+    const i = h.propose('a', 'y') // a + learner is not a majority of {a, b, c}
+    expect(h.raw('a').status().commit).toBeLessThan(i)
+    h.raw('l').campaign()
+    expect(h.raw('l').status().role).toBe('follower')
+  })
+
+  it('adds a new replica: it catches up and then counts in the quorum (Reference: §6)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle()
+    expect(h.node('d').applied).toEqual(['x'])
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'd' })
+    h.settle()
+    expect(h.raw('a').status().conf.voters).toEqual(['a', 'b', 'c', 'd'])
+    h.isolate('b')
+    h.isolate('c')
+    const i = h.propose('a', 'y') // a + d of four is not a majority
+    expect(h.raw('a').status().commit).toBeLessThan(i)
+    h.heal()
+    h.settle()
+    h.propose('a', 'z')
+    expect(h.node('d').applied).toEqual(['x', 'y', 'z'])
+  })
+
+  it('refuses a second change while one is uncommitted, and any change before an entry of the leader’s term commits (Reference: §6, Ongaro 2015)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('b')
+    h.isolate('c')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    expect(() => h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'e' })).toThrow(
+      ProposalDroppedError,
+    )
+    const h2 = new Harness(['a', 'b', 'c'], classic)
+    h2.isolate('b')
+    h2.isolate('c')
+    h2.raw('a').campaign()
+    h2.heal()
+    h2.raw('a').campaign()
+    for (const m of h2.raw('a').ready().messages) if (m.type === MessageType.Vote) h2.raw(m.to).step(m)
+    // a cannot yet have committed its no-op: every reply is still queued at b and c.
+    expect(() => h2.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'c' })).toThrow(
+      /leader has not yet committed|not the leader/,
+    )
+  })
+
+  it('removes the leader itself: it commits the change under the new configuration, then steps down (Reference: §6, dissertation §4.2.2)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'a' })
+    h.settle()
+    expect(h.raw('a').status().role).toBe('follower')
+    expect(h.raw('b').status().conf.voters).toEqual(['b', 'c'])
+    h.tick('b', 30)
+    h.tick('c', 30)
+    h.settle()
+    const leader = h.leaders()
+    expect(leader.length).toBe(1)
+    expect(leader[0]).not.toBe('a')
+    h.propose(leader[0]!, 'y')
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+    h.raw('a').campaign() // a removed replica never campaigns
+    expect(h.raw('a').status().role).toBe('follower')
+  })
+
+  it('reports a clear error for a misconfiguration (duplicate ids, no voters, self not a member)', () => {
+    const mk = (c: ReturnType<typeof conf>) => () =>
+      new RawNode({ id: 'a', prng: new Prng(1) }, new MemoryLogStorage(c))
+    expect(mk(conf(['a', 'b', 'a']))).toThrow(/appears twice/)
+    expect(mk(conf([], ['a']))).toThrow(/at least one voter/)
+    expect(mk(conf(['b', 'c']))).toThrow(/not in its own configuration/)
+    expect(mk(conf(['b', 'c']))).toThrow(InvalidConfigError)
+    expect(
+      () =>
+        new RawNode({ id: 'a', prng: new Prng(1), heartbeatTicks: 10 }, new MemoryLogStorage(conf(['a']))),
+    ).toThrow(InvalidConfigError)
+  })
+})
+
+describe('§7 log compaction and InstallSnapshot', () => {
+  it('a lagging follower whose entries were compacted catches up by a snapshot sent in chunks (Reference: §7)', () => {
+    const h = new Harness(['a', 'b', 'c'], { ...classic, snapshotChunkBytes: 16 })
+    h.elect('a')
+    h.isolate('c')
+    for (let i = 0; i < 20; i++) h.propose('a', `v${i}`)
+    h.compact('a')
+    expect(h.raw('a').status().firstIndex).toBeGreaterThan(h.raw('c').status().lastIndex + 1)
+    h.heal()
+    h.delivered.length = 0
+    h.propose('a', 'after')
+    const chunks = h.delivered.filter((m) => m.type === MessageType.Snap && m.to === 'c')
+    expect(chunks.length).toBeGreaterThan(3)
+    expect(h.node('c').applied).toEqual([...Array.from({ length: 20 }, (_, i) => `v${i}`), 'after'])
+    expect(h.raw('c').status().firstIndex).toBe(h.raw('a').status().firstIndex)
+  })
+
+  it('a lost snapshot chunk is resent from the follower’s acknowledged offset (Reference: §7)', () => {
+    const h = new Harness(['a', 'b', 'c'], { ...classic, snapshotChunkBytes: 8 })
+    h.elect('a')
+    h.isolate('c')
+    for (let i = 0; i < 10; i++) h.propose('a', `v${i}`)
+    h.compact('a')
+    h.heal()
+    let dropped = 0
+    h.filter = (m) => !(m.type === MessageType.Snap && m.snapshot!.offset === 16 && dropped++ === 0)
+    h.raw('a').tick()
+    h.settle()
+    for (let t = 0; t < 5; t++) {
+      h.raw('a').tick()
+      h.settle()
+    }
+    expect(dropped).toBeGreaterThan(0)
+    expect(h.node('c').applied.length).toBe(10)
+  })
+
+  it('a new replica with an empty log joins through a snapshot (Reference: §7)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    for (let i = 0; i < 10; i++) h.propose('a', `v${i}`)
+    h.compact('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle()
+    expect(h.node('d').applied.length).toBe(10)
+    expect(h.raw('d').status().conf.learners).toEqual(['d'])
+  })
+
+  it('a follower keeps the entries after a snapshot it already covers (Reference: §7)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    for (let i = 0; i < 5; i++) h.propose('a', `v${i}`)
+    const raw = h.raw('b')
+    const before = raw.status().lastIndex
+    const meta = h.raw('a').snapshotMeta(3)
+    raw.step(
+      message({
+        type: MessageType.Snap,
+        from: 'a',
+        to: 'b',
+        term: h.raw('a').status().term,
+        snapshot: { meta, offset: 0, totalBytes: 0, data: new Uint8Array(0) },
+      }),
+    )
+    expect(raw.status().lastIndex).toBe(before)
+  })
+})
+
+describe('§8 client interaction: linearizable reads', () => {
+  it('ReadIndex: the leader answers only after a quorum confirms it still leads (Reference: §8)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.isolate('a')
+    h.raw('a').readIndex('r1')
+    h.settle()
+    expect(h.node('a').readStates).toEqual([])
+    h.heal()
+    h.raw('a').tick()
+    h.settle()
+    expect(h.node('a').readStates).toEqual([{ index: h.raw('a').status().commit, requestCtx: 'r1' }])
+  })
+
+  it('ReadIndex: a deposed leader cut off from the quorum never answers a read (Reference: §8)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.isolate('a')
+    h.elect('b')
+    h.propose('b', 'newer')
+    h.raw('a').readIndex('stale')
+    h.settle()
+    h.heal()
+    h.raw('a').tick()
+    h.settle()
+    expect(h.node('a').readStates).toEqual([])
+    h.heartbeat('b')
+    expect(h.raw('a').status().role).toBe('follower')
+    expect(h.node('a').readStates).toEqual([])
+  })
+
+  it('ReadIndex: a follower forwards the read to the leader and gets its commit index (Reference: §8)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('b').readIndex('fwd')
+    h.settle()
+    expect(h.node('b').readStates).toEqual([{ index: h.raw('a').status().commit, requestCtx: 'fwd' }])
+  })
+
+  it('ReadIndex: a new leader waits until an entry of its term commits (Reference: §8)', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.propose('a', 'x')
+    h.isolate('b')
+    h.isolate('c')
+    h.heal()
+    h.filter = (m) => m.type !== MessageType.AppResp
+    h.elect('b')
+    expect(h.raw('b').status().role).toBe('leader')
+    h.raw('b').readIndex('early')
+    h.raw('b').tick()
+    h.settle()
+    expect(h.node('b').readStates).toEqual([])
+    h.filter = null
+    h.raw('b').tick()
+    h.settle()
+    h.raw('b').tick()
+    h.settle()
+    expect(h.node('b').readStates.map((r) => r.requestCtx)).toEqual(['early'])
+    expect(h.node('b').readStates[0]!.index).toBe(h.raw('b').status().commit)
+  })
+})
+
+describe('dissertation §9.6 pre-vote and §6.2 check-quorum', () => {
+  it('a partitioned replica rejoins without disrupting the leader (pre-vote, Reference: dissertation §9.6)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: true, checkQuorum: true })
+    h.elect('a')
+    const term = h.raw('a').status().term
+    h.isolate('c')
+    for (let t = 0; t < 100; t++) {
+      h.tick('c')
+      h.settle()
+    }
+    expect(h.raw('c').status().term).toBe(term) // pre-vote kept it from bumping its term
+    h.heal()
+    for (let t = 0; t < 5; t++) {
+      h.tick('a')
+      h.tick('c')
+      h.settle()
+    }
+    expect(h.raw('a').status()).toMatchObject({ role: 'leader', term })
+    expect(h.raw('c').status().lead).toBe('a')
+  })
+
+  it('without pre-vote the same rejoin deposes the leader (the disruption pre-vote prevents)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: false, checkQuorum: false })
+    h.elect('a')
+    const term = h.raw('a').status().term
+    h.isolate('c')
+    for (let t = 0; t < 100; t++) h.tick('c')
+    h.settle()
+    h.heal()
+    for (let t = 0; t < 20; t++) {
+      h.tick('c')
+      h.settle()
+    }
+    expect(h.raw('c').status().term).toBeGreaterThan(term + 1)
+    expect(h.raw('a').status().term).toBeGreaterThan(term)
+    expect(h.raw('a').status().role).not.toBe('leader')
+  })
+
+  it('a leader that cannot reach a quorum for an election timeout steps down (check-quorum, Reference: dissertation §6.2)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: true, checkQuorum: true })
+    h.elect('a')
+    h.isolate('a')
+    for (let t = 0; t < 21; t++) {
+      h.tick('a')
+      h.settle()
+    }
+    expect(h.raw('a').status().role).toBe('follower')
+    expect(() => h.raw('a').propose(bytes('x'))).toThrow(NotLeaderError)
+  })
+
+  it('a leader in contact with a quorum keeps leading (check-quorum)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: true, checkQuorum: true })
+    h.elect('a')
+    h.isolate('c')
+    for (let t = 0; t < 50; t++) {
+      h.tick('a')
+      h.settle()
+    }
+    expect(h.raw('a').status().role).toBe('leader')
+  })
+})
+
+describe('dissertation §3.10 leadership transfer', () => {
+  it('transfers under load: catches the target up, then TimeoutNow; nothing committed is lost (Reference: dissertation §3.10)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: true, checkQuorum: true })
+    h.elect('a')
+    h.isolate('c')
+    for (let i = 0; i < 20; i++) h.propose('a', `v${i}`)
+    h.heal()
+    for (let i = 0; i < 5; i++) h.raw('a').propose(bytes(`w${i}`))
+    h.raw('a').transferLeader('c')
+    expect(() => h.raw('a').propose(bytes('during'))).toThrow(ProposalDroppedError)
+    h.settle()
+    expect(h.leaders()).toEqual(['c'])
+    expect(h.delivered.some((m) => m.type === MessageType.TimeoutNow && m.to === 'c')).toBe(true)
+    h.propose('c', 'after')
+    const expected = [
+      ...Array.from({ length: 20 }, (_, i) => `v${i}`),
+      ...Array.from({ length: 5 }, (_, i) => `w${i}`),
+      'after',
+    ]
+    for (const id of ['a', 'b', 'c']) expect(h.node(id).applied).toEqual(expected)
+  })
+
+  it('a non-leader rejects proposals with a retriable NotLeaderError carrying the leader hint', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    try {
+      h.raw('b').propose(bytes('x'))
+      expect.unreachable()
+    } catch (e) {
+      expect(e).toBeInstanceOf(NotLeaderError)
+      expect((e as NotLeaderError).leaderHint).toBe('a')
+      expect((e as NotLeaderError).retriable).toBe(true)
+      expect((e as NotLeaderError).code).toBe('NOT_LEADER')
+    }
+  })
+})
+
+describe('leader-stamped timestamps', () => {
+  it('entries carry the leader’s clock, and a new leader with a slower clock never stamps lower', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.raw('a').tick(10_000)
+    h.raw('a').propose(bytes('x'), 10_500)
+    h.settle()
+    h.raw('b').tick(2_000) // b's clock is far behind
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('y'), 2_100)
+    h.settle()
+    h.heal()
+    h.propose('b', 'z')
+    const stamps = h.node('c').appliedEntries.filter((e) => e.data.length > 0 && e.type === EntryType.Normal)
+    expect(stamps[0]!.timestampMs).toBe(10_500)
+    for (let i = 1; i < stamps.length; i++) {
+      expect(stamps[i]!.timestampMs).toBeGreaterThanOrEqual(stamps[i - 1]!.timestampMs)
+    }
+  })
+})
