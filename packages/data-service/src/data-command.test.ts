@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest'
+import { type DataCommand, decodeDataCommand, encodeDataCommand } from './data-command'
+
+describe('data commands', () => {
+  const cases: DataCommand[] = [
+    { type: 'open', queue: 'jobs', partition: 3, config: { maxDeliveries: 4, scheduling: 'strict' } },
+    { type: 'drop', queue: 'jobs', partition: 0 },
+    {
+      type: 'apply',
+      queue: 'émails',
+      partition: 65_000,
+      command: {
+        type: 'enqueue',
+        messages: [{ body: Uint8Array.of(1, 2), weight: 5 }],
+        producerId: 'p',
+        producerSeq: 9,
+      },
+    },
+    { type: 'apply', queue: 'q', partition: 1, command: { type: 'ack', leaseIds: ['a', 'b'] } },
+  ]
+
+  it.each(cases.map((c) => [c.type, c] as const))('round-trips %s', (_, c) => {
+    const back = decodeDataCommand(encodeDataCommand(c))
+    expect(back.type).toBe(c.type)
+    expect(back.queue).toBe(c.queue)
+    expect(back.partition).toBe(c.partition)
+    if (c.type === 'open') expect(back).toEqual(c)
+    if (c.type === 'apply' && back.type === 'apply') expect(back.command.type).toBe(c.command.type)
+  })
+
+  it('starts with the golden header bytes', () => {
+    const bytes = encodeDataCommand({ type: 'drop', queue: 'ab', partition: 258 })
+    expect(Buffer.from(bytes).toString('hex')).toBe('0102000001020002' + '6162')
+  })
+
+  it('says what is wrong with bad bytes', () => {
+    expect(() => decodeDataCommand(Uint8Array.of(1, 2))).toThrow(/too short/)
+    expect(() => decodeDataCommand(Uint8Array.of(9, 2, 0, 0, 0, 0, 0, 0))).toThrow(/version 9/)
+    expect(() => decodeDataCommand(Uint8Array.of(1, 7, 0, 0, 0, 0, 0, 0))).toThrow(/type 7 is unknown/)
+    expect(() => decodeDataCommand(Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 9))).toThrow(/runs past its end/)
+  })
+})

@@ -1,0 +1,86 @@
+import { LeaseOutcome, type QueueConfig } from '@mq/protocol'
+import { InvalidArgumentError as QueueInvalid, LimitExceededError as QueueLimit } from '@mq/weighted-queue'
+import { describe, expect, it } from 'vitest'
+import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
+
+describe('wire mapping', () => {
+  it('derives the partition config, sharing the length limit', () => {
+    const config: QueueConfig = {
+      partitions: 4,
+      visibilityTimeoutMs: 30_000,
+      maxDeliveries: 3,
+      deadLetterQueue: '',
+      messageBytesMax: 1000,
+      queueLengthMax: 10,
+      strictPriority: true,
+      dedupWindowMs: 60_000,
+      engine: 'leveldb',
+    }
+    expect(partitionConfigOf(config)).toEqual({
+      scheduling: 'strict',
+      maxDeliveries: 3,
+      dedupWindowMs: 60_000,
+      messageBytesMax: 1000,
+      queueMessagesMax: 3,
+    })
+  })
+
+  it('turns a produce into an enqueue with absolute not-before times', () => {
+    const command = enqueueOf(
+      {
+        producerId: 'p1',
+        sequence: 4,
+        messages: [
+          { body: Uint8Array.of(1), weight: 0, headers: {}, key: '', delayMs: 0, dedupKey: '' },
+          { body: Uint8Array.of(2), weight: 7, headers: { a: 'b' }, key: 'k', delayMs: 500, dedupKey: 'd' },
+        ],
+      },
+      1_000,
+    )
+    expect(command).toEqual({
+      type: 'enqueue',
+      producerId: 'p1',
+      producerSeq: 4,
+      messages: [
+        { body: Uint8Array.of(1) },
+        {
+          body: Uint8Array.of(2),
+          weight: 7,
+          headers: { a: 'b' },
+          key: 'k',
+          notBeforeMs: 1_500,
+          dedupKey: 'd',
+        },
+      ],
+    })
+    expect(enqueueOf({ producerId: '', sequence: 0, messages: [] }, 0)).toEqual({
+      type: 'enqueue',
+      messages: [],
+    })
+  })
+
+  it('fills the default visibility', () => {
+    expect(leaseOf({ consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0 }, 30_000).visibilityMs).toBe(30_000)
+    expect(leaseOf({ consumerId: 'c', max: 5, visibilityMs: 10, waitMs: 0 }, 30_000).visibilityMs).toBe(10)
+  })
+
+  it('maps leases, statuses and rejections', () => {
+    const m = leasedMessageOf({
+      leaseId: 'L',
+      messageId: 9,
+      weight: 3,
+      body: Uint8Array.of(5),
+      headers: {},
+      key: undefined,
+      deliveryCount: 2,
+      deadlineMs: 99,
+      enqueuedAtMs: 1,
+    })
+    expect(m).toMatchObject({ id: 9, leaseId: 'L', key: '', deliveryCount: 2 })
+    expect(outcomeOf('ok')).toBe(LeaseOutcome.LEASE_OUTCOME_OK)
+    expect(outcomeOf('expired')).toBe(LeaseOutcome.LEASE_OUTCOME_EXPIRED)
+    expect(outcomeOf('unknown')).toBe(LeaseOutcome.LEASE_OUTCOME_UNKNOWN)
+    expect(errorOf(new QueueLimit('full')).code).toBe('LIMIT_EXCEEDED')
+    expect(errorOf(new QueueInvalid('bad')).code).toBe('INVALID_ARGUMENT')
+  })
+})

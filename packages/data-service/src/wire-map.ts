@@ -1,0 +1,95 @@
+import {
+  InvalidArgumentError,
+  type LeasedMessage,
+  LeaseOutcome,
+  type LeaseRequest,
+  LimitExceededError,
+  type MqError,
+  type ProduceRequest,
+  type QueueConfig,
+} from '@mq/protocol'
+import {
+  type EnqueueCommand,
+  type Lease,
+  type LeaseCommand,
+  LeaseStatus,
+  type QueueConfig as PartitionConfig,
+  type QueueError,
+  QueueErrorCode,
+  SchedulingMode,
+} from '@mq/weighted-queue'
+
+/**
+ * The partition config a queue's config implies. The queue's length limit is shared evenly
+ * by its partitions (each holds at most ⌈queueLengthMax / partitions⌉ messages).
+ */
+export function partitionConfigOf(config: QueueConfig): Partial<PartitionConfig> {
+  return {
+    scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
+    maxDeliveries: config.maxDeliveries,
+    dedupWindowMs: config.dedupWindowMs,
+    messageBytesMax: config.messageBytesMax,
+    queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
+  }
+}
+
+/**
+ * The enqueue command of a Produce. `nowMs` is the leader's clock when it proposes: a delay
+ * becomes an absolute not-before time, fixed in the command so that every replica agrees.
+ */
+export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueCommand {
+  return {
+    type: 'enqueue',
+    messages: request.messages.map((m) => ({
+      body: m.body,
+      ...(m.weight ? { weight: m.weight } : {}),
+      ...(Object.keys(m.headers).length > 0 ? { headers: m.headers } : {}),
+      ...(m.key ? { key: m.key } : {}),
+      ...(m.delayMs > 0 ? { notBeforeMs: nowMs + m.delayMs } : {}),
+      ...(m.dedupKey ? { dedupKey: m.dedupKey } : {}),
+    })),
+    ...(request.producerId ? { producerId: request.producerId, producerSeq: request.sequence } : {}),
+  }
+}
+
+/** The lease command of a Lease request; 0 visibility takes the queue's default. */
+export function leaseOf(request: LeaseRequest, defaultVisibilityMs: number): LeaseCommand {
+  return {
+    type: 'lease',
+    consumerId: request.consumerId,
+    max: request.max,
+    visibilityMs: request.visibilityMs || defaultVisibilityMs,
+  }
+}
+
+export function leasedMessageOf(lease: Lease): LeasedMessage {
+  return {
+    id: lease.messageId,
+    leaseId: lease.leaseId,
+    body: lease.body,
+    weight: lease.weight,
+    headers: { ...lease.headers },
+    key: lease.key ?? '',
+    deliveryCount: lease.deliveryCount,
+    deadlineMs: lease.deadlineMs,
+    enqueuedAtMs: lease.enqueuedAtMs,
+  }
+}
+
+export function outcomeOf(status: LeaseStatus): LeaseOutcome {
+  switch (status) {
+    case LeaseStatus.Ok:
+      return LeaseOutcome.LEASE_OUTCOME_OK
+    case LeaseStatus.Expired:
+      return LeaseOutcome.LEASE_OUTCOME_EXPIRED
+    default:
+      return LeaseOutcome.LEASE_OUTCOME_UNKNOWN
+  }
+}
+
+/** The wire error of a command the partition rejected (it changed nothing). */
+export function errorOf(rejection: QueueError): MqError {
+  return rejection.code === QueueErrorCode.LimitExceeded
+    ? new LimitExceededError(rejection.message, {}, { cause: rejection })
+    : new InvalidArgumentError(rejection.message, {}, { cause: rejection })
+}
