@@ -4,6 +4,35 @@ const TWO_POW_32 = 0x1_0000_0000
 const utf8Encoder = new TextEncoder()
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
 
+/** The size of one slab; allocations above a quarter of it get their own buffer. */
+export const SLAB_BYTES = 16 * 1024
+
+/**
+ * Hands out small byte arrays as views into shared 16 KiB slabs, never reused: one
+ * ArrayBuffer per slab instead of one per key or value (V8's per-buffer cost dominated the
+ * hot path). A view keeps its slab alive, so an engine must copy what it stores (the
+ * memory and LevelDB engines do).
+ */
+export class Slab {
+  private buf = new Uint8Array(SLAB_BYTES)
+  private pos = 0
+
+  /** A zeroed array of `n` bytes. */
+  alloc(n: number): Uint8Array {
+    if (n > SLAB_BYTES / 4) return new Uint8Array(n)
+    if (this.pos + n > SLAB_BYTES) {
+      this.buf = new Uint8Array(SLAB_BYTES)
+      this.pos = 0
+    }
+    const out = this.buf.subarray(this.pos, this.pos + n)
+    this.pos += n
+    return out
+  }
+}
+
+/** The slab every key and record of this package is allocated from. */
+export const slab = new Slab()
+
 /** UTF-8 bytes of `text`. */
 export function utf8(text: string): Uint8Array {
   return utf8Encoder.encode(text)
@@ -111,9 +140,16 @@ export class ByteWriter {
     return this.bytes(utf8Encoder.encode(s))
   }
 
-  /** A copy of the bytes written so far. */
+  /** A copy of the bytes written so far, in its own buffer. */
   finish(): Uint8Array {
     return this.buf.slice(0, this.pos)
+  }
+
+  /** A copy of the bytes written so far, allocated from the shared slab. */
+  finishInSlab(): Uint8Array {
+    const out = slab.alloc(this.pos)
+    out.set(this.buf.subarray(0, this.pos))
+    return out
   }
 }
 
@@ -158,6 +194,13 @@ export class ByteReader {
     return v
   }
 
+  /** Every byte not read yet, as a view (no copy). */
+  rest(): Uint8Array {
+    const out = this.buf.subarray(this.pos)
+    this.pos = this.buf.length
+    return out
+  }
+
   /** `n` raw bytes (a copy). */
   raw(n: number): Uint8Array {
     this.need(n)
@@ -166,10 +209,11 @@ export class ByteReader {
     return out
   }
 
+  /** Length-prefixed bytes, as a view into the input (which must not change afterwards). */
   bytes(): Uint8Array {
     const n = this.varint()
     this.need(n)
-    const out = this.buf.slice(this.pos, this.pos + n)
+    const out = this.buf.subarray(this.pos, this.pos + n)
     this.pos += n
     return out
   }

@@ -1,4 +1,4 @@
-import { getU64, putU64 } from './bytes'
+import { getU64, putU64, slab } from './bytes'
 
 /**
  * The partition's key layout, defined once. Every key is `prefix ‖ tag ‖ fields`, with
@@ -13,7 +13,7 @@ import { getU64, putU64 } from './bytes'
  * | 0x10 | id u64                          | MessageMeta           | state of one message        |
  * | 0x11 | id u64                          | MessageBody           | body, headers, key          |
  * | 0x20 | weight u16, band u8, order u64  | id u64                | ready index (FIFO per band) |
- * | 0x21 | deadlineMs u64, id u64          | (empty)               | leases by deadline          |
+ * | 0x21 | deadlineMs u64, group u64       | (id, delivery) list   | leases by deadline, one entry per lease/extend command |
  * | 0x22 | dueMs u64, id u64               | (empty)               | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
@@ -60,7 +60,7 @@ export class PartitionKeys {
   }
 
   private make(tag: KeyTag, fieldBytes: number): Uint8Array {
-    const k = new Uint8Array(this.p + 1 + fieldBytes)
+    const k = slab.alloc(this.p + 1 + fieldBytes)
     k.set(this.prefix, 0)
     k[this.p] = tag
     return k
@@ -129,8 +129,23 @@ export class PartitionKeys {
     return { gte, lt }
   }
 
-  /** A time-ordered index entry: leases by deadline or delayed messages by due time. */
-  timed(tag: typeof KeyTag.LeaseDeadline | typeof KeyTag.Delayed, timeMs: number, id: number): Uint8Array {
+  /** `tag ‖ u64(timeMs)`: the bound below every entry of a time index at or after `timeMs`. */
+  timeBound(tag: KeyTag, timeMs: number): Uint8Array {
+    const k = this.make(tag, 8)
+    putU64(k, this.p + 1, timeMs)
+    return k
+  }
+
+  /** A lease group: the leases one command made or extended, all due at `deadlineMs`. */
+  leaseGroup(deadlineMs: number, group: number): Uint8Array {
+    const k = this.make(KeyTag.LeaseDeadline, 16)
+    putU64(k, this.p + 1, deadlineMs)
+    putU64(k, this.p + 9, group)
+    return k
+  }
+
+  /** A delayed message by due time. */
+  timed(tag: typeof KeyTag.Delayed, timeMs: number, id: number): Uint8Array {
     const k = this.make(tag, 16)
     putU64(k, this.p + 1, timeMs)
     putU64(k, this.p + 9, id)
@@ -193,7 +208,7 @@ export function prefixEnd(prefix: Uint8Array): Uint8Array {
 
 /** Big-endian u64 value holding a message id. */
 export function idValue(id: number): Uint8Array {
-  const v = new Uint8Array(8)
+  const v = slab.alloc(8)
   putU64(v, 0, id)
   return v
 }

@@ -19,12 +19,13 @@ import {
   OutOfOrderSequenceError,
   QueueError,
 } from './errors'
-import { ExpiryKind, idValue, KeyTag, PartitionKeys, ReadyBand } from './keys'
+import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } from './keys'
 import { Overlay } from './overlay'
 import {
   decodeBody,
   decodeConfig,
   decodeDedup,
+  decodeIdList,
   decodeMeta,
   decodeProducer,
   decodeState,
@@ -33,11 +34,14 @@ import {
   encodeBody,
   encodeConfig,
   encodeDedup,
+  encodeIdList,
   encodeMeta,
   encodeProducer,
   encodeState,
   encodeWeight,
   encodeWindow,
+  INLINE_BODY_BYTES_MAX,
+  type MessageBody,
   type MessageMeta,
   MessageState,
   newWindow,
@@ -239,13 +243,13 @@ export class QueuePartition {
     const from = cursor === undefined ? span : { gte: this.keys.dead(cursor + 1), lt: span.lt }
     const entries = await this.overlay.range(from, Math.min(max, this.configValue.leaseBatchMax))
     const ids = entries.map(([, v]) => idOf(v))
-    const got = await this.overlay.getMany([
-      ...ids.map((id) => this.keys.message(id)),
-      ...ids.map((id) => this.keys.body(id)),
-    ])
+    const metas = (await this.overlay.getMany(ids.map((id) => this.keys.message(id)))).map((b) =>
+      decodeMeta(b as Uint8Array),
+    )
+    const bodies = await this.bodies(ids, metas)
     return entries.map(([k], i) => {
-      const meta = decodeMeta(got[i] as Uint8Array)
-      const body = decodeBody(got[ids.length + i] as Uint8Array)
+      const meta = metas[i] as MessageMeta
+      const body = bodies[i] as MessageBody
       return {
         messageId: ids[i] as number,
         weight: meta.weight,
@@ -415,7 +419,9 @@ export class QueuePartition {
       const id = this.st.nextId++
       ids[i] = id
       this.st.messages++
-      this.put(this.keys.body(id), encodeBody(m.body, m.headers ?? EMPTY_HEADERS, m.key))
+      const blob = encodeBody(m.body, m.headers ?? EMPTY_HEADERS, m.key)
+      const inline = blob.length <= INLINE_BODY_BYTES_MAX
+      if (!inline) this.put(this.keys.body(id), blob)
       const meta: MessageMeta = {
         weight: w,
         state: MessageState.Ready,
@@ -424,6 +430,7 @@ export class QueuePartition {
         enqueuedAtMs: now,
         slot: 0,
         band: 0,
+        inlineBody: inline ? blob : undefined,
       }
       if (m.notBeforeMs !== undefined && m.notBeforeMs > now) this.toDelayed(id, meta, m.notBeforeMs)
       else this.toReady(id, meta, ReadyBand.Fresh)
@@ -483,23 +490,24 @@ export class QueuePartition {
       cursor.set(w, { entries: run, next: 0, base: ids.length })
       for (const [, v] of run) ids.push(idOf(v))
     })
-    const got = await this.overlay.getMany([
-      ...ids.map((id) => this.keys.message(id)),
-      ...ids.map((id) => this.keys.body(id)),
-    ])
+    const metas = (await this.overlay.getMany(ids.map((id) => this.keys.message(id)))).map((b) =>
+      decodeMeta(b as Uint8Array),
+    )
+    const bodies = await this.bodies(ids, metas)
     const deadlineMs = now + visibilityMs
     const leases: Lease[] = []
+    const group: number[] = []
     for (const w of picks) {
       const c = cursor.get(w) as { entries: (typeof runs)[number]; next: number; base: number }
       const at = c.base + c.next
       const [readyKey] = c.entries[c.next++] as (typeof runs)[number][number]
       const id = ids[at] as number
-      const meta = decodeMeta(got[at] as Uint8Array)
+      const meta = metas[at] as MessageMeta
       invariant(
         meta.state === MessageState.Ready && meta.weight === w,
         `message ${id} is ready in weight ${w}`,
       )
-      const body = decodeBody(got[ids.length + at] as Uint8Array)
+      const body = bodies[at] as MessageBody
       this.del(readyKey)
       meta.deliveries++
       meta.attempts++
@@ -507,7 +515,7 @@ export class QueuePartition {
       meta.slot = deadlineMs
       meta.band = 0
       this.put(this.keys.message(id), encodeMeta(meta))
-      this.put(this.keys.timed(KeyTag.LeaseDeadline, deadlineMs, id), EMPTY_VALUE)
+      group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
       this.dirtyWeights.add(w)
       this.recordDecision(w)
@@ -523,7 +531,7 @@ export class QueuePartition {
         enqueuedAtMs: meta.enqueuedAtMs,
       })
     }
-    if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
+    this.addLeaseGroup(deadlineMs, group)
     return { type: 'lease', leases }
   }
 
@@ -549,6 +557,7 @@ export class QueuePartition {
       metas.set(id, b ? decodeMeta(b) : undefined)
     })
     const statuses: LeaseStatus[] = []
+    const extended: number[] = []
     for (const p of parsed) {
       if (p === undefined) {
         statuses.push(Status.Unknown)
@@ -566,25 +575,27 @@ export class QueuePartition {
       }
       statuses.push(Status.Ok)
       const w = meta.weight
-      this.del(this.keys.timed(KeyTag.LeaseDeadline, meta.slot, id))
+      // The lease's entry in its lease group is left behind: expiry skips entries that no
+      // longer match the message's current (delivery, deadline).
       if (action === 'extend') {
+        if (meta.slot === now + ms) continue
         meta.slot = now + ms
-        this.put(this.keys.timed(KeyTag.LeaseDeadline, meta.slot, id), EMPTY_VALUE)
         this.put(this.keys.message(id), encodeMeta(meta))
-        if (meta.slot < this.nextDeadlineMs) this.nextDeadlineMs = meta.slot
+        extended.push(id, delivery)
         continue
       }
       this.leased[w] = (this.leased[w] as number) - 1
       this.dirtyWeights.add(w)
       if (action === 'ack') {
         this.del(this.keys.message(id))
-        this.del(this.keys.body(id))
+        if (meta.inlineBody === undefined) this.del(this.keys.body(id))
         this.st.messages--
         metas.set(id, undefined)
       } else if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
       else if (ms > 0) this.toDelayed(id, meta, now + ms)
       else this.toReady(id, meta, ReadyBand.Returned)
     }
+    if (extended.length > 0) this.addLeaseGroup(now + ms, extended)
     return statuses
   }
 
@@ -616,7 +627,7 @@ export class QueuePartition {
       invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
       this.del(k)
       this.del(this.keys.message(id))
-      this.del(this.keys.body(id))
+      if (meta.inlineBody === undefined) this.del(this.keys.body(id))
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
       this.dirtyWeights.add(meta.weight)
       this.st.messages--
@@ -641,19 +652,7 @@ export class QueuePartition {
 
   /** Expires due leases, releases due delayed messages, drops expired dedup/producer entries. */
   private async expireDue(now: number): Promise<void> {
-    if (this.nextDeadlineMs <= now) {
-      const due = await this.takeDue(KeyTag.LeaseDeadline, now)
-      this.nextDeadlineMs = due.nextMs
-      const got = await this.overlay.getMany(due.ids.map((id) => this.keys.message(id)))
-      due.ids.forEach((id, i) => {
-        const meta = decodeMeta(got[i] as Uint8Array)
-        invariant(meta.state === MessageState.Leased, `message ${id} under a lease deadline is leased`)
-        this.del(due.keys[i] as Uint8Array)
-        this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
-        if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
-        else this.toReady(id, meta, ReadyBand.Returned)
-      })
-    }
+    if (this.nextDeadlineMs <= now) await this.expireLeases(now)
     if (this.nextDueMs <= now) {
       const due = await this.takeDue(KeyTag.Delayed, now)
       this.nextDueMs = due.nextMs
@@ -690,24 +689,89 @@ export class QueuePartition {
     }
   }
 
+  /**
+   * Expires the leases of due lease groups, oldest first: whole groups, until at least
+   * expiryBatchMax entries are examined. An entry counts only if the message still holds
+   * that very lease (same delivery, same deadline); acked, nacked, extended or re-leased
+   * messages left stale entries behind, which are dropped here.
+   */
+  private async expireLeases(now: number): Promise<void> {
+    const limit = this.configValue.expiryBatchMax
+    const groups = await this.overlay.range(this.dueSpan(KeyTag.LeaseDeadline, now), limit)
+    const entries: { readonly deadlineMs: number; readonly id: number; readonly delivery: number }[] = []
+    let i = 0
+    for (; i < groups.length && entries.length < limit; i++) {
+      const [key, value] = groups[i] as (typeof groups)[number]
+      const deadlineMs = this.keys.timeOf(key)
+      if (deadlineMs > now) break
+      this.del(key)
+      const members = decodeIdList(value)
+      for (let j = 0; j < members.length; j += 2) {
+        entries.push({ deadlineMs, id: members[j] as number, delivery: members[j + 1] as number })
+      }
+    }
+    const next = groups[i]
+    this.nextDeadlineMs = next ? this.keys.timeOf(next[0]) : await this.firstTime(KeyTag.LeaseDeadline)
+    if (entries.length === 0) return
+    // Expire in (deadline, id) order, whatever the groups' layout.
+    entries.sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
+    const unique = [...new Set(entries.map((e) => e.id))]
+    const got = await this.overlay.getMany(unique.map((id) => this.keys.message(id)))
+    const metas = new Map<number, MessageMeta | undefined>()
+    unique.forEach((id, j) => {
+      const b = got[j]
+      metas.set(id, b ? decodeMeta(b) : undefined)
+    })
+    for (const e of entries) {
+      const meta = metas.get(e.id)
+      if (
+        !meta ||
+        meta.state !== MessageState.Leased ||
+        meta.deliveries !== e.delivery ||
+        meta.slot !== e.deadlineMs
+      ) {
+        continue
+      }
+      this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
+      if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(e.id, meta)
+      else this.toReady(e.id, meta, ReadyBand.Returned)
+    }
+  }
+
+  /** Records one lease group: the (id, delivery) pairs in `members` are due at `deadlineMs`. */
+  private addLeaseGroup(deadlineMs: number, members: readonly number[]): void {
+    if (members.length === 0) return
+    this.put(this.keys.leaseGroup(deadlineMs, this.st.leaseGroupSeq++), encodeIdList(members))
+    if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
+  }
+
   /** Up to expiryBatchMax entries of a time index with time ≤ now, and the next entry's time. */
   private async takeDue(
     tag: KeyTag,
     now: number,
   ): Promise<{ keys: Uint8Array[]; ids: number[]; nextMs: number }> {
     const limit = this.configValue.expiryBatchMax
-    const entries = await this.overlay.range(this.keys.tagSpan(tag), limit + 1)
+    const entries = await this.overlay.range(this.dueSpan(tag, now), limit)
     const keys: Uint8Array[] = []
     const ids: number[] = []
-    let i = 0
-    for (; i < entries.length && i < limit; i++) {
-      const k = (entries[i] as (typeof entries)[number])[0]
-      if (this.keys.timeOf(k) > now) break
+    for (const [k] of entries) {
       keys.push(k)
       if (tag !== KeyTag.Expiry) ids.push(this.keys.timedIdOf(k))
     }
-    const after = entries[i]
+    // Deleting these is still pending, so the next entry is the (limit+1)-th from the start.
+    const [after] =
+      entries.length < limit
+        ? await this.overlay.range({ gte: this.dueSpan(tag, now).lt, lt: this.keys.tagSpan(tag).lt }, 1)
+        : await this.overlay.range(
+            { gte: successor(keys[keys.length - 1] as Uint8Array), lt: this.keys.tagSpan(tag).lt },
+            1,
+          )
     return { keys, ids, nextMs: after ? this.keys.timeOf(after[0]) : Number.POSITIVE_INFINITY }
+  }
+
+  /** The entries of a time index due at `now`: [tag, tag ‖ u64(now + 1)). */
+  private dueSpan(tag: KeyTag, now: number): KeySpan {
+    return { gte: this.keys.tagSpan(tag).gte, lt: this.keys.timeBound(tag, now + 1) }
   }
 
   private async firstTime(tag: KeyTag): Promise<number> {
@@ -764,6 +828,26 @@ export class QueuePartition {
     this.windowDirty = true
   }
 
+  /** The bodies of messages `ids` with metas `metas`: inline ones decoded, others read in one call. */
+  private async bodies(ids: readonly number[], metas: readonly MessageMeta[]): Promise<MessageBody[]> {
+    const out = new Array<MessageBody>(ids.length)
+    const apart: number[] = []
+    for (let i = 0; i < ids.length; i++) {
+      const inline = (metas[i] as MessageMeta).inlineBody
+      if (inline === undefined) apart.push(i)
+      else out[i] = decodeBody(inline)
+    }
+    if (apart.length > 0) {
+      const got = await this.overlay.getMany(apart.map((i) => this.keys.body(ids[i] as number)))
+      apart.forEach((i, j) => {
+        const b = got[j]
+        invariant(b, `message ${ids[i]} has a body`)
+        out[i] = decodeBody(b)
+      })
+    }
+    return out
+  }
+
   private async meta(id: number): Promise<MessageMeta> {
     const b = await this.overlay.get(this.keys.message(id))
     invariant(b, `message ${id} exists`)
@@ -813,6 +897,13 @@ export class QueuePartition {
 }
 
 const EMPTY_VALUE = new Uint8Array(0)
+
+/** The least key greater than `key`. */
+function successor(key: Uint8Array): Uint8Array {
+  const out = new Uint8Array(key.length + 1)
+  out.set(key)
+  return out
+}
 
 function idOf(value: Uint8Array): number {
   invariant(value.length === 8, 'an index value is an 8-byte id')

@@ -28,10 +28,18 @@ export interface MessageMeta {
   slot: number
   /** Ready band when ready, else 0. */
   band: number
+  /**
+   * The encoded body (see encodeBody) when it is small enough to live in this record; else
+   * undefined and the body has a record of its own (so a large body is never rewritten).
+   */
+  inlineBody: Uint8Array | undefined
 }
 
+/** Encoded bodies up to this size live inside the message record. */
+export const INLINE_BODY_BYTES_MAX = 2048
+
 export function encodeMeta(m: MessageMeta): Uint8Array {
-  return scratch
+  const w = scratch
     .reset()
     .varint(m.weight)
     .u8(m.state)
@@ -40,7 +48,9 @@ export function encodeMeta(m: MessageMeta): Uint8Array {
     .varint(m.enqueuedAtMs)
     .varint(m.slot)
     .u8(m.band)
-    .finish()
+  if (m.inlineBody === undefined) w.u8(0)
+  else w.u8(1).raw(m.inlineBody)
+  return w.finishInSlab()
 }
 
 export function decodeMeta(b: Uint8Array): MessageMeta {
@@ -53,7 +63,9 @@ export function decodeMeta(b: Uint8Array): MessageMeta {
     enqueuedAtMs: r.varint(),
     slot: r.varint(),
     band: r.u8(),
+    inlineBody: undefined,
   }
+  if (r.u8() === 1) m.inlineBody = r.rest()
   invariant(r.done && m.state <= MessageState.Dead, 'message meta decodes')
   return m
 }
@@ -74,7 +86,7 @@ export function encodeBody(
   encodeHeaders(w, headers)
   if (key === undefined) w.u8(0)
   else w.u8(1).string(key)
-  return w.finish()
+  return w.finishInSlab()
 }
 
 export function decodeBody(b: Uint8Array): MessageBody {
@@ -90,6 +102,7 @@ export function decodeBody(b: Uint8Array): MessageBody {
 export interface PartitionState {
   nextId: number
   readyOrder: number
+  leaseGroupSeq: number
   deadOrder: number
   messages: number
   /** The largest timestamp applied so far; the clock never runs backwards. */
@@ -101,6 +114,7 @@ export interface PartitionState {
 export const PARTITION_STATE_INITIAL: PartitionState = {
   nextId: 1,
   readyOrder: 0,
+  leaseGroupSeq: 0,
   deadOrder: 0,
   messages: 0,
   lastNowMs: 0,
@@ -113,12 +127,13 @@ export function encodeState(s: PartitionState): Uint8Array {
     .reset()
     .varint(s.nextId)
     .varint(s.readyOrder)
+    .varint(s.leaseGroupSeq)
     .varint(s.deadOrder)
     .varint(s.messages)
     .varint(s.lastNowMs)
     .varint(s.virtualNum)
     .varint(s.virtualDen)
-    .finish()
+    .finishInSlab()
 }
 
 export function decodeState(b: Uint8Array): PartitionState {
@@ -126,6 +141,7 @@ export function decodeState(b: Uint8Array): PartitionState {
   const s: PartitionState = {
     nextId: r.varint(),
     readyOrder: r.varint(),
+    leaseGroupSeq: r.varint(),
     deadOrder: r.varint(),
     messages: r.varint(),
     lastNowMs: r.varint(),
@@ -153,7 +169,7 @@ export function encodeWeight(w: WeightRecord): Uint8Array {
     .varint(w.leased)
     .varint(w.dead)
     .varint(w.passNum)
-    .finish()
+    .finishInSlab()
 }
 
 export function decodeWeight(b: Uint8Array): WeightRecord {
@@ -172,7 +188,7 @@ export function decodeWeight(b: Uint8Array): WeightRecord {
 export function encodeConfig(c: QueueConfig): Uint8Array {
   const w = scratch.reset().u8(c.scheduling === SchedulingMode.Fair ? 1 : 2)
   for (const name of CONFIG_NUMBER_FIELDS) w.varint(c[name])
-  return w.finish()
+  return w.finishInSlab()
 }
 
 export function decodeConfig(b: Uint8Array): QueueConfig {
@@ -192,7 +208,7 @@ export interface DedupRecord {
 }
 
 export function encodeDedup(d: DedupRecord): Uint8Array {
-  return scratch.reset().varint(d.id).varint(d.expiresAtMs).finish()
+  return scratch.reset().varint(d.id).varint(d.expiresAtMs).finishInSlab()
 }
 
 export function decodeDedup(b: Uint8Array): DedupRecord {
@@ -212,7 +228,7 @@ export interface ProducerRecord {
 export function encodeProducer(p: ProducerRecord): Uint8Array {
   const w = scratch.reset().varint(p.seq).varint(p.expiresAtMs).varint(p.ids.length)
   for (const id of p.ids) w.varint(id)
-  return w.finish()
+  return w.finishInSlab()
 }
 
 export function decodeProducer(b: Uint8Array): ProducerRecord {
@@ -254,7 +270,7 @@ export function windowPush(win: ShareWindow, weight: number): void {
 
 export function encodeWindow(win: ShareWindow): Uint8Array {
   const w = scratch.reset().varint(win.size).varint(win.pos).varint(win.filled)
-  return w.raw(win.ring.subarray(0, 2 * win.filled)).finish()
+  return w.raw(win.ring.subarray(0, 2 * win.filled)).finishInSlab()
 }
 
 export function decodeWindow(b: Uint8Array): ShareWindow {
@@ -266,4 +282,20 @@ export function decodeWindow(b: Uint8Array): ShareWindow {
   win.ring.set(r.raw(2 * win.filled))
   invariant(r.done, 'share window decodes')
   return win
+}
+
+/** A list of integers (a lease group's (id, delivery) pairs). */
+export function encodeIdList(values: readonly number[]): Uint8Array {
+  const w = scratch.reset().varint(values.length)
+  for (const v of values) w.varint(v)
+  return w.finishInSlab()
+}
+
+export function decodeIdList(b: Uint8Array): number[] {
+  const r = new ByteReader(b)
+  const n = r.varint()
+  const out: number[] = []
+  for (let i = 0; i < n; i++) out.push(r.varint())
+  invariant(r.done, 'id list decodes')
+  return out
 }
