@@ -1,5 +1,7 @@
 export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
+export type { ControllerPort, MetaGroupPort } from './meta-handlers'
+export { metaHandlers } from './meta-handlers'
 export type { GroupRecord, MetaResult, NodeRecord, PartitionRecord, QueueRecord } from './meta-state'
 export { META_LIMITS, MetaState } from './meta-state'
 export { chooseReplicaNodes } from './placement'
@@ -12,3 +14,5 @@ export {
   STORAGE_ENGINES,
 } from './queue-config'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
+export type { Liveness } from './routes'
+export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'

@@ -1,7 +1,13 @@
-import { Metadata, type ServiceError, type StatusObject } from '@grpc/grpc-js'
+import {
+  Metadata,
+  type ServerUnaryCall,
+  type ServiceError,
+  type StatusObject,
+  type sendUnaryData,
+} from '@grpc/grpc-js'
 import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 import { ErrorDetail } from './generated/mq/v1/errors'
-import { type ErrorFacts, type MqError, mqError } from './mq-error'
+import { type ErrorFacts, MqError, mqError } from './mq-error'
 
 /** The trailing metadata key that carries the encoded ErrorDetail. */
 export const ERROR_DETAIL_KEY = 'mq-error-bin'
@@ -62,5 +68,32 @@ export function fromGrpcError(error: ServiceError): MqError {
       return mqError(ErrorCode.LimitExceeded, message, {}, { cause: error })
     default:
       return mqError(ErrorCode.Internal, message, {}, { cause: error })
+  }
+}
+
+/**
+ * Adapts an async function to a grpc-js unary handler: its result is the response; a thrown
+ * MqError travels as its typed status; anything else is a server fault and travels as an
+ * InternalError that names it.
+ */
+export function unaryHandler<Req, Res>(
+  fn: (request: Req) => Promise<Res>,
+): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+  return (call, callback) => {
+    fn(call.request).then(
+      (response) => callback(null, response),
+      (error: unknown) => {
+        const typed =
+          error instanceof MqError
+            ? error
+            : mqError(
+                ErrorCode.Internal,
+                `internal error: ${error instanceof Error ? error.message : String(error)}`,
+                {},
+                { cause: error },
+              )
+        callback(toGrpcStatus(typed))
+      },
+    )
   }
 }

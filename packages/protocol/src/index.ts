@@ -84,7 +84,7 @@ export {
   StatsRequest,
   WeightStats,
 } from './generated/mq/v1/queue'
-export { ERROR_DETAIL_KEY, fromGrpcError, toGrpcStatus } from './grpc-errors'
+export { ERROR_DETAIL_KEY, fromGrpcError, toGrpcStatus, unaryHandler } from './grpc-errors'
 export type { ErrorFacts } from './mq-error'
 export {
   InternalError,

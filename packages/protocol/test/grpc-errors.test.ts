@@ -9,7 +9,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCode } from '../src/errors'
 import { QueueClient, QueueService } from '../src/generated/mq/v1/queue'
-import { fromGrpcError, toGrpcStatus } from '../src/grpc-errors'
+import { fromGrpcError, toGrpcStatus, unaryHandler } from '../src/grpc-errors'
 import { NotLeaderError, StaleRouteError, UnavailableError } from '../src/mq-error'
 
 // The error contract end to end: a real grpc-js server on loopback fails calls with typed
@@ -87,5 +87,28 @@ describe('typed errors over gRPC', () => {
     expect(error).toBeInstanceOf(UnavailableError)
     expect(error.retriable).toBe(true)
     expect(error.cause).toBe(raw)
+  })
+})
+
+describe('unaryHandler', () => {
+  const run = (fn: () => Promise<unknown>) =>
+    new Promise<{ error: unknown; response: unknown }>((resolve) =>
+      unaryHandler(fn)({ request: {} } as never, (error, response) => resolve({ error, response })),
+    )
+
+  it('answers with the result', async () => {
+    expect(await run(async () => ({ ok: 1 }))).toEqual({ error: null, response: { ok: 1 } })
+  })
+  it('sends a thrown MqError as its typed status', async () => {
+    const { error } = await run(async () => {
+      throw new StaleRouteError('old', { epoch: 3 })
+    })
+    expect(error).toMatchObject({ code: 9, details: 'old' })
+  })
+  it('sends anything else as INTERNAL, naming it', async () => {
+    const { error } = await run(async () => {
+      throw new TypeError('x is undefined')
+    })
+    expect(error).toMatchObject({ code: 13, details: 'internal error: x is undefined' })
   })
 })

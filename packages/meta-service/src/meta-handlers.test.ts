@@ -1,0 +1,99 @@
+import { type MetaServer, NotLeaderError, type QueueRoute } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
+import { MetaState } from './meta-state'
+
+/** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
+function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
+  const state = new MetaState()
+  let now = 0
+  return {
+    state,
+    propose: async (c) => {
+      if (!leader)
+        throw new NotLeaderError('not the meta leader', { leaderId: 'n2', leaderAddress: '127.0.0.1:7002' })
+      return state.apply(c, ++now)
+    },
+    read: async () => state,
+    leaderId: () => (leader ? 'n1' : 'n2'),
+    liveness: () => ({ alive: (id) => id !== 'n3', lastHeartbeatMs: () => 5 }),
+  }
+}
+
+const controller: ControllerPort = {
+  scaleDataGroups: async (groups) => ({ targetGroups: groups, movesTotal: 0, movesDone: 0, state: 'done' }),
+  transferLeader: async () => {},
+  drainNode: async () => 0,
+}
+
+function call<K extends keyof MetaServer>(h: MetaServer, method: K, request: unknown): Promise<unknown> {
+  return new Promise((resolve, reject) =>
+    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)({ request }, (e, r) =>
+      e ? reject(e) : resolve(r),
+    ),
+  )
+}
+
+describe('meta handlers', () => {
+  it('creates a queue and routes it to its groups leaders', async () => {
+    const meta = singleReplica()
+    for (const n of ['n1', 'n2', 'n3'])
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1` })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] })
+    await meta.propose({ type: 'reportLeader', groupId: 1, leaderId: 'n2', term: 3 })
+    const h = metaHandlers(meta, controller)
+    const route = (await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })) as QueueRoute
+    expect(route.partitions).toHaveLength(2)
+    expect(route.partitions[0]).toMatchObject({
+      groupId: 1,
+      leaderId: 'n2',
+      leaderAddress: 'n2:1',
+      engine: 'leveldb',
+    })
+    expect(route.partitions[0]?.replicas.map((r) => r.nodeId)).toEqual(['n1', 'n2', 'n3'])
+    const routes = (await call(h, 'getRoutes', { queues: ['jobs', 'missing'] })) as { routes: QueueRoute[] }
+    expect(routes.routes.map((r) => r.queue)).toEqual(['jobs'])
+    const status = (await call(h, 'clusterStatus', {})) as { nodes: { nodeId: string; alive: boolean }[] }
+    expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
+      ['n1', true],
+      ['n2', true],
+      ['n3', false],
+    ])
+  })
+
+  it('pages through queues', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    for (const q of ['a', 'b', 'c'])
+      await meta.propose({ type: 'createQueue', name: q, config: { partitions: 1 } })
+    const h = metaHandlers(meta, controller)
+    const first = (await call(h, 'listQueues', { prefix: '', limit: 2, pageToken: '' })) as {
+      queues: QueueRoute[]
+      nextPageToken: string
+    }
+    expect(first.queues.map((q) => q.queue)).toEqual(['a', 'b'])
+    const second = (await call(h, 'listQueues', {
+      prefix: '',
+      limit: 2,
+      pageToken: first.nextPageToken,
+    })) as {
+      queues: QueueRoute[]
+      nextPageToken: string
+    }
+    expect(second).toMatchObject({ nextPageToken: '' })
+    expect(second.queues.map((q) => q.queue)).toEqual(['c'])
+  })
+
+  it('answers errors with their typed status', async () => {
+    const h = metaHandlers(singleReplica(), controller)
+    await expect(call(h, 'describeQueue', { name: 'nope' })).rejects.toMatchObject({ code: 5 })
+    await expect(call(h, 'createQueue', { name: 'bad name', config: {} })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/may hold only/),
+    })
+    await expect(call(h, 'scaleDataGroups', { groups: 0 })).rejects.toMatchObject({ code: 3 })
+    const follower = metaHandlers(singleReplica(false), controller)
+    await expect(call(follower, 'deleteQueue', { name: 'x' })).rejects.toMatchObject({ code: 14 })
+  })
+})

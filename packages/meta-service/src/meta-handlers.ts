@@ -1,0 +1,113 @@
+import {
+  InvalidArgumentError,
+  type MetaServer,
+  mqError,
+  QueueNotFoundError,
+  type QueueRoute,
+  unaryHandler as unary,
+} from '@mq/protocol'
+import type { MetaCommand } from './meta-commands'
+import type { MetaResult, MetaState, QueueRecord } from './meta-state'
+import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
+
+/** What the meta RPCs need from the meta group replica they run on. */
+export interface MetaGroupPort {
+  /**
+   * Proposes `command` and resolves with its result once applied on this replica. Rejects
+   * with NotLeaderError (with the leader hint) on a follower, UnavailableError without a leader.
+   */
+  propose(command: MetaCommand): Promise<MetaResult>
+  /**
+   * Resolves with the state once this replica has applied everything committed before the
+   * call (a linearizable read through ReadIndex). Rejects like `propose`.
+   */
+  read(): Promise<MetaState>
+  /** The meta leader's node id as this replica knows it ('' when unknown). */
+  leaderId(): string
+  liveness(): Liveness
+}
+
+/** The cluster operations the meta leader's controller performs (scaling, moves, transfers). */
+export interface ControllerPort {
+  scaleDataGroups(
+    groups: number,
+  ): Promise<{ targetGroups: number; movesTotal: number; movesDone: number; state: string }>
+  transferLeader(groupId: number, toNodeId: string): Promise<void>
+  drainNode(nodeId: string): Promise<number>
+}
+
+const LIST_LIMIT_MAX = 1000
+
+/** The Meta service's gRPC handlers over a meta group replica. */
+export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): MetaServer {
+  const committed = async (command: MetaCommand): Promise<unknown> => {
+    const r = await meta.propose(command)
+    if (!r.ok) throw mqError(r.code, r.message)
+    return r.value
+  }
+  const routeNow = async (name: string): Promise<QueueRoute> => {
+    const state = await meta.read()
+    const q = state.queue(name)
+    if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
+    return routeOf(state, q)
+  }
+  return {
+    getRoutes: unary(async (req) => {
+      const state = await meta.read()
+      const names = req.queues.length > 0 ? req.queues : state.queues().map((q) => q.name)
+      const routes = names.flatMap((n) => {
+        const q = state.queue(n)
+        return q ? [routeOf(state, q)] : []
+      })
+      return { routeEpoch: state.routeEpoch, routes }
+    }),
+    createQueue: unary(async (req) => {
+      const record = (await committed({
+        type: 'createQueue',
+        name: req.name,
+        config: req.config ?? {},
+      })) as QueueRecord
+      return routeOf(await meta.read(), record)
+    }),
+    updateQueue: unary(async (req) => {
+      await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
+      return routeNow(req.name)
+    }),
+    deleteQueue: unary(async (req) => {
+      await committed({ type: 'deleteQueue', name: req.name })
+      return {}
+    }),
+    describeQueue: unary(async (req) => routeNow(req.name)),
+    listQueues: unary(async (req) => {
+      const limit = Math.min(req.limit || LIST_LIMIT_MAX, LIST_LIMIT_MAX)
+      const state = await meta.read()
+      const page = state.queues(req.prefix, req.pageToken, limit + 1)
+      const more = page.length > limit
+      const queues = page.slice(0, limit)
+      return {
+        queues: queues.map((q) => routeOf(state, q)),
+        nextPageToken: more ? (queues[queues.length - 1]?.name ?? '') : '',
+      }
+    }),
+    clusterStatus: unary(async () => {
+      const state = await meta.read()
+      return {
+        metaLeaderId: meta.leaderId(),
+        routeEpoch: state.routeEpoch,
+        nodes: nodeStatusesOf(state, meta.liveness()),
+        groups: groupStatusesOf(state),
+      }
+    }),
+    scaleDataGroups: unary(async (req) => {
+      if (!Number.isInteger(req.groups) || req.groups < 1) {
+        throw new InvalidArgumentError(`groups must be a positive integer, got ${req.groups}`)
+      }
+      return { plan: await controller.scaleDataGroups(req.groups) }
+    }),
+    transferLeader: unary(async (req) => {
+      await controller.transferLeader(req.groupId, req.toNodeId)
+      return {}
+    }),
+    drainNode: unary(async (req) => ({ replicasRemaining: await controller.drainNode(req.nodeId) })),
+  }
+}

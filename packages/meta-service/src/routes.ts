@@ -1,0 +1,68 @@
+import type { GroupStatus, NodeStatus, PartitionRoute, QueueRoute, Replica } from '@mq/protocol'
+import type { GroupRecord, MetaState, QueueRecord } from './meta-state'
+
+/**
+ * Renders a queue's route: for each partition its storage address (data group + engine) and
+ * where to send its requests (the group's last reported leader, and every replica).
+ */
+export function routeOf(state: MetaState, queue: QueueRecord): QueueRoute {
+  return {
+    queue: queue.name,
+    config: queue.config,
+    routeEpoch: state.routeEpoch,
+    partitions: queue.partitions.map((p): PartitionRoute => {
+      const group = state.group(p.groupId)
+      const leaderId = group?.leaderId ?? ''
+      return {
+        partition: p.partition,
+        groupId: p.groupId,
+        leaderId,
+        leaderAddress: leaderId ? (state.node(leaderId)?.address ?? '') : '',
+        replicas: group ? replicasOf(state, group) : [],
+        engine: p.engine,
+      }
+    }),
+  }
+}
+
+export function replicasOf(state: MetaState, group: GroupRecord): Replica[] {
+  return group.replicas.map((nodeId) => ({
+    nodeId,
+    address: state.node(nodeId)?.address ?? '',
+    learner: false,
+  }))
+}
+
+/** Liveness as the meta leader sees it (from heartbeats); not part of the replicated state. */
+export interface Liveness {
+  alive(nodeId: string): boolean
+  lastHeartbeatMs(nodeId: string): number
+}
+
+export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus[] {
+  const groupsOf = new Map<string, number[]>()
+  for (const g of state.groups()) {
+    for (const r of g.replicas) groupsOf.set(r, [...(groupsOf.get(r) ?? []), g.groupId])
+  }
+  return state.nodes().map((n) => ({
+    nodeId: n.nodeId,
+    address: n.address,
+    alive: liveness.alive(n.nodeId),
+    lastHeartbeatMs: liveness.lastHeartbeatMs(n.nodeId),
+    groupIds: groupsOf.get(n.nodeId) ?? [],
+  }))
+}
+
+export function groupStatusesOf(state: MetaState): GroupStatus[] {
+  const counts = state.partitionCounts()
+  return state.groups().map((g) => ({
+    groupId: g.groupId,
+    leaderId: g.leaderId,
+    replicas: replicasOf(state, g),
+    term: g.leaderTerm,
+    commitIndex: 0,
+    appliedIndex: 0,
+    partitions: counts.get(g.groupId) ?? 0,
+    state: g.leaderId ? 'active' : 'electing',
+  }))
+}
