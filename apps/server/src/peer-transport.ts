@@ -1,0 +1,207 @@
+import {
+  type ClientWritableStream,
+  credentials,
+  Metadata,
+  type ServerReadableStream,
+  type sendUnaryData,
+  status,
+} from '@grpc/grpc-js'
+import { PeerClient, type RaftBatch, type RaftMessage, type RaftStreamEnd } from '@mq/protocol'
+import type { Message } from '@mq/raft-core'
+import { messageFromWire, messageToWire } from './peer-codec'
+
+/** The metadata key that carries the cluster's peer secret. */
+export const PEER_TOKEN_KEY = 'mq-peer-token'
+
+export interface PeerTransportOptions {
+  /** This node's id (the `fromNode` of every batch it sends). */
+  readonly nodeId: string
+  /** The address of a node, or undefined when it is not known (the message is dropped). */
+  readonly resolve: (nodeId: string) => string | undefined
+  /** The shared secret sent to, and required from, peers ('' = none). */
+  readonly token: string
+  /** Messages queued per destination at most; beyond it new messages are dropped. */
+  readonly queueMax: number
+  /** Messages per RaftBatch at most. */
+  readonly batchMax: number
+  /** After a stream fails, wait this long before opening another to that peer. */
+  readonly reconnectMs: number
+}
+
+export const DEFAULT_PEER_TRANSPORT_OPTIONS = { queueMax: 10_000, batchMax: 512, reconnectMs: 100 } as const
+
+export interface PeerTransportStats {
+  sent: number
+  received: number
+  /** Dropped for a full queue, an unknown destination, or a failed stream. */
+  dropped: number
+  /** Inbound messages rejected: bad token, or not addressed to this node. */
+  rejected: number
+  /** Streams that ended in an error (what was written to them may be lost). */
+  streamFailures: number
+}
+
+interface Outbound {
+  readonly nodeId: string
+  readonly queue: RaftMessage[]
+  stream: ClientWritableStream<RaftBatch> | undefined
+  client: PeerClient | undefined
+  address: string
+  /** Not before this time may a new stream open (after a failure). */
+  retryAtMs: number
+  waitingDrain: boolean
+}
+
+/**
+ * Carries Raft messages between nodes: one long-lived client stream (Peer.Raft) per
+ * destination node, with every message of an event-loop turn for that node, across all
+ * groups, coalesced into one RaftBatch. Raft tolerates loss, so the transport never blocks
+ * the caller: a full queue, an unknown peer or a broken stream drops messages (counted),
+ * and the stream is reopened after `reconnectMs`.
+ */
+export class PeerTransport {
+  readonly stats: PeerTransportStats = { sent: 0, received: 0, dropped: 0, rejected: 0, streamFailures: 0 }
+  readonly #options: PeerTransportOptions
+  readonly #outbound = new Map<string, Outbound>()
+  readonly #deliver: (groupId: number, message: Message, fromNode: string) => void
+  #flushScheduled = false
+  #closed = false
+
+  constructor(
+    options: Pick<PeerTransportOptions, 'nodeId' | 'resolve' | 'token'> & Partial<PeerTransportOptions>,
+    deliver: (groupId: number, message: Message, fromNode: string) => void,
+  ) {
+    this.#options = { ...DEFAULT_PEER_TRANSPORT_OPTIONS, ...options }
+    this.#deliver = deliver
+  }
+
+  /** Queues `message` of group `groupId` for the node `message.to`. Never throws, never blocks. */
+  send(groupId: number, message: Message): void {
+    if (this.#closed) return
+    let out = this.#outbound.get(message.to)
+    if (!out) {
+      out = {
+        nodeId: message.to,
+        queue: [],
+        stream: undefined,
+        client: undefined,
+        address: '',
+        retryAtMs: 0,
+        waitingDrain: false,
+      }
+      this.#outbound.set(message.to, out)
+    }
+    if (out.queue.length >= this.#options.queueMax) {
+      this.stats.dropped++
+      return
+    }
+    out.queue.push(messageToWire(groupId, message))
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true
+      setImmediate(() => this.#flushAll())
+    }
+  }
+
+  /** The grpc-js handler of Peer.Raft: checks the token and delivers each message. */
+  handleRaft = (
+    stream: ServerReadableStream<RaftBatch, RaftStreamEnd>,
+    cb: sendUnaryData<RaftStreamEnd>,
+  ): void => {
+    if (this.#options.token && stream.metadata.get(PEER_TOKEN_KEY)[0] !== this.#options.token) {
+      this.stats.rejected++
+      cb({ code: status.UNAUTHENTICATED, details: 'peer token missing or wrong' })
+      return
+    }
+    stream.on('data', (batch: RaftBatch) => {
+      for (const wire of batch.messages) {
+        const { groupId, message } = messageFromWire(wire)
+        if (message.to !== this.#options.nodeId) {
+          this.stats.rejected++
+          continue
+        }
+        this.stats.received++
+        this.#deliver(groupId, message, batch.fromNode)
+      }
+    })
+    stream.on('end', () => cb(null, {}))
+    stream.on('error', () => {})
+  }
+
+  /** Ends every stream; later sends are ignored. */
+  close(): void {
+    this.#closed = true
+    for (const out of this.#outbound.values()) this.#reset(out, false)
+    this.#outbound.clear()
+  }
+
+  #flushAll(): void {
+    this.#flushScheduled = false
+    for (const out of this.#outbound.values()) this.#flush(out)
+  }
+
+  #flush(out: Outbound): void {
+    if (out.queue.length === 0 || out.waitingDrain || this.#closed) return
+    const stream = this.#stream(out)
+    if (!stream) return
+    while (out.queue.length > 0) {
+      const messages = out.queue.splice(0, this.#options.batchMax)
+      this.stats.sent += messages.length
+      if (!stream.write({ fromNode: this.#options.nodeId, messages })) {
+        out.waitingDrain = true
+        stream.once('drain', () => {
+          out.waitingDrain = false
+          this.#flush(out)
+        })
+        return
+      }
+    }
+  }
+
+  #stream(out: Outbound): ClientWritableStream<RaftBatch> | undefined {
+    const address = this.#options.resolve(out.nodeId)
+    if (!address) {
+      this.stats.dropped += out.queue.length
+      out.queue.length = 0
+      return undefined
+    }
+    if (out.stream && out.address === address) return out.stream
+    if (out.stream) this.#reset(out, false)
+    const now = Date.now()
+    if (now < out.retryAtMs) {
+      setTimeout(() => this.#flush(out), out.retryAtMs - now)
+      return undefined
+    }
+    if (out.address !== address) {
+      out.client?.close()
+      out.client = undefined
+      out.address = address
+    }
+    out.client ??= new PeerClient(address, credentials.createInsecure(), {
+      'grpc.max_send_message_length': 64 * 1024 * 1024,
+    })
+    const metadata = new Metadata()
+    if (this.#options.token) metadata.set(PEER_TOKEN_KEY, this.#options.token)
+    const stream = out.client.raft(metadata, (error) => {
+      // The stream ended: by our close (no error), or by a failure; reopen on the next send.
+      if (out.stream === stream) this.#reset(out, Boolean(error))
+    })
+    out.stream = stream
+    return stream
+  }
+
+  #reset(out: Outbound, failed: boolean): void {
+    out.stream?.end()
+    out.stream = undefined
+    out.waitingDrain = false
+    if (failed) {
+      this.stats.streamFailures++
+      out.retryAtMs = Date.now() + this.#options.reconnectMs
+      this.stats.dropped += out.queue.length
+      out.queue.length = 0
+    }
+    if (!failed || this.#closed) {
+      out.client?.close()
+      out.client = undefined
+    }
+  }
+}
