@@ -1,0 +1,164 @@
+import type { Command } from 'commander'
+import type { Runtime } from '../context'
+import { formatDuration } from '../durations'
+import type { CliAdmin } from '../io'
+import { integerArg } from '../options'
+import { formatFields, formatTable } from '../table'
+
+type ClusterStatus = Awaited<ReturnType<CliAdmin['clusterStatus']>>
+type NodeStatus = ClusterStatus['nodes'][number]
+type GroupStatus = ClusterStatus['groups'][number]
+type ScalePlan = NonNullable<ClusterStatus['scale']>
+
+/** `mq cluster status`, `mq node list|drain`, `mq group list|scale|transfer-leader`. */
+export function registerClusterCommands(program: Command, runtime: Runtime): void {
+  const cluster = program
+    .command('cluster')
+    .description('the cluster as a whole')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq cluster status\n  $ mq cluster status --json | jq .metaLeaderId\n',
+    )
+  cluster
+    .command('status')
+    .description('meta leader, route epoch, nodes, Raft groups and any scaling in progress')
+    .action((_opts, command: Command) =>
+      runtime.run(command, async ({ client, out, io }) => {
+        const status = await client.admin.clusterStatus()
+        if (out.json) {
+          out.record(status)
+          return
+        }
+        const alive = status.nodes.filter((n) => n.alive).length
+        out.text(
+          formatFields([
+            ['meta leader', status.metaLeaderId || '(none)'],
+            ['route epoch', status.routeEpoch],
+            ['nodes', `${alive} alive of ${status.nodes.length}`],
+            [
+              'groups',
+              `${status.groups.length} (meta + ${status.groups.filter((g) => g.groupId !== 0).length} data)`,
+            ],
+            ['scaling', status.scale ? describePlan(status.scale) : 'no'],
+          ]),
+        )
+        out.text(`\n${formatTable(status.nodes, nodeColumns(io.now()))}`)
+        out.text(`\n${formatTable(status.groups, groupColumns)}`)
+      }),
+    )
+
+  const node = program
+    .command('node')
+    .description('the nodes (mq-server processes) of the cluster')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq node list\n  $ mq node drain n3     # move every replica off n3 before removing it\n',
+    )
+  node
+    .command('list')
+    .description('every node: address, liveness, last heartbeat, the Raft groups it holds')
+    .action((_opts, command: Command) =>
+      runtime.run(command, async ({ client, out, io }) => {
+        const { nodes } = await client.admin.clusterStatus()
+        out.table(nodes, nodeColumns(io.now()), (n) => n)
+      }),
+    )
+  node
+    .command('drain')
+    .argument('<id>', 'the node id, as `mq node list` shows it')
+    .description(
+      'move every replica and leadership off a node so that it can be removed; prints how many replicas are left to move (run again to follow)',
+    )
+    .action((id: string, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const remaining = await client.admin.drainNode(id)
+        out.result(
+          remaining === 0
+            ? `node ${id} is drained: it holds no replica`
+            : `draining node ${id}: ${remaining} replica${remaining === 1 ? '' : 's'} still to move`,
+          { nodeId: id, replicasRemaining: remaining },
+        )
+      }),
+    )
+
+  const group = program
+    .command('group')
+    .description('the Raft groups: group 0 is the meta group, the others hold queue partitions')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq group list\n  $ mq group scale 6                  # grow (or shrink) to 6 data groups\n  $ mq group transfer-leader 0 n2     # make n2 lead the meta group\n',
+    )
+  group
+    .command('list')
+    .description('every Raft group: leader, term, commit and applied index, replicas')
+    .action((_opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const { groups } = await client.admin.clusterStatus()
+        out.table(groups, groupColumns, (g) => g)
+      }),
+    )
+  group
+    .command('scale')
+    .argument('<n>', 'the number of data groups wanted', integerArg(1, 10_000))
+    .description(
+      'grow or shrink the number of data groups; partitions move in the background (see `mq cluster status`)',
+    )
+    .action((n: number, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const plan = await client.admin.scaleDataGroups(n)
+        out.result(
+          plan ? `scaling to ${n} data groups: ${describePlan(plan)}` : `scaling to ${n} data groups`,
+          plan ?? { targetGroups: n },
+        )
+      }),
+    )
+  group
+    .command('transfer-leader')
+    .argument('<group>', 'the group id (0 = meta)', integerArg(0))
+    .argument('<node>', 'the node id to lead it')
+    .description("move a group's leadership to another of its replicas")
+    .action((groupId: number, nodeId: string, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        await client.admin.transferLeader(groupId, nodeId)
+        out.result(`asked group ${groupId} to move its leadership to ${nodeId}`, {
+          groupId,
+          toNodeId: nodeId,
+        })
+      }),
+    )
+}
+
+function describePlan(plan: ScalePlan): string {
+  return `target ${plan.targetGroups} groups, ${plan.movesDone}/${plan.movesTotal} moves done, ${plan.state || 'pending'}`
+}
+
+function nodeColumns(nowMs: number) {
+  return [
+    { header: 'NODE', value: (n: NodeStatus) => n.nodeId },
+    { header: 'ADDRESS', value: (n: NodeStatus) => n.address },
+    { header: 'ALIVE', value: (n: NodeStatus) => (n.alive ? 'yes' : 'no') },
+    {
+      header: 'HEARTBEAT',
+      value: (n: NodeStatus) =>
+        n.lastHeartbeatMs > 0
+          ? `${formatDuration(Math.max(0, Math.round(nowMs - n.lastHeartbeatMs)))} ago`
+          : 'never',
+    },
+    { header: 'GROUPS', value: (n: NodeStatus) => n.groupIds.join(',') || '-' },
+  ]
+}
+
+const groupColumns = [
+  { header: 'GROUP', value: (g: GroupStatus) => g.groupId },
+  { header: 'LEADER', value: (g: GroupStatus) => g.leaderId || '(none)' },
+  { header: 'STATE', value: (g: GroupStatus) => g.state || '-' },
+  { header: 'TERM', value: (g: GroupStatus) => g.term },
+  { header: 'COMMIT', value: (g: GroupStatus) => g.commitIndex },
+  { header: 'APPLIED', value: (g: GroupStatus) => g.appliedIndex },
+  { header: 'PARTITIONS', value: (g: GroupStatus) => g.partitions },
+  {
+    header: 'REPLICAS',
+    value: (g: GroupStatus) =>
+      g.replicas.map((r) => (r.learner ? `${r.nodeId}(learner)` : r.nodeId)).join(',') || '-',
+  },
+]

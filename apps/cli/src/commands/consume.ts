@@ -1,0 +1,166 @@
+import type { Command } from 'commander'
+import type { Runtime, Session } from '../context'
+import { formatDuration } from '../durations'
+import { CommandError, UsageError } from '../errors'
+import type { CliDelivery } from '../io'
+import { durationArg, integerArg } from '../options'
+import { messageLine, messageRecord } from '../output'
+import { Progress } from '../progress'
+
+/** Messages `--no-ack` may hold (they are all leased until mq gives them back at exit). */
+export const NO_ACK_HELD_MAX = 1_000
+/** Messages leased ahead of printing when acking. */
+const PREFETCH_MAX = 64
+/** The broker's long poll per lease request, at most, so that stopping takes at most this. */
+const LEASE_WAIT_MS_MAX = 1_000
+/** Acks awaiting their answer, at most. */
+const ACKS_IN_FLIGHT_MAX = 256
+
+interface ConsumeFlags {
+  max?: number
+  wait: number
+  ack: boolean
+  follow?: boolean
+}
+
+/** `mq consume QUEUE [--max N] [--wait 5s] [--no-ack] [--follow]`. */
+export function registerConsumeCommand(program: Command, runtime: Runtime): void {
+  program
+    .command('consume')
+    .argument('<queue>', 'the queue to take messages from')
+    .description('lease messages, print them, and ack them (the default) or give them back (--no-ack)')
+    .option('-m, --max <n>', 'stop after N messages (default: 1, or no limit with --follow)', integerArg(1))
+    .option(
+      '--wait <duration>',
+      'without --follow: stop when no message came for this long',
+      durationArg,
+      5_000,
+    )
+    .option('--no-ack', 'print without acking: the messages are given back when mq exits (at most 1000)')
+    .option('-F, --follow', 'keep consuming until --max or Ctrl-C (a counter shows on a terminal)')
+    .addHelpText(
+      'after',
+      `
+Prints one line per message: partition/id, weight, delivery count, key, headers, body (base64:
+when not UTF-8). With --json: {"id","partition","weight","key","body","encoding"?,"headers",
+"deliveryCount"} per line; "encoding":"base64" marks a body that is not valid UTF-8.
+
+Examples:
+  $ mq consume jobs                    # take one message, ack it
+  $ mq consume jobs --max 10 --wait 2s
+  $ mq consume jobs --no-ack --max 20  # peek: print 20 and give them back
+  $ mq consume jobs --follow --json | jq -r .body
+`,
+    )
+    .action((queue: string, flags: ConsumeFlags, command: Command) => {
+      const max = flags.max ?? (flags.follow ? Number.POSITIVE_INFINITY : 1)
+      if (!flags.ack && max > NO_ACK_HELD_MAX) {
+        throw new UsageError(
+          `consume --no-ack holds every message until mq exits; give --max ${NO_ACK_HELD_MAX} or less`,
+        )
+      }
+      return runtime.run(command, (session) => consume(session, queue, { ...flags, max }))
+    })
+}
+
+type Next =
+  | { kind: 'message'; delivery: CliDelivery }
+  | { kind: 'end' }
+  | { kind: 'idle' }
+  | { kind: 'interrupted' }
+
+async function consume(
+  session: Session,
+  queue: string,
+  flags: ConsumeFlags & { max: number },
+): Promise<void> {
+  const { client, out, io } = session
+  const follow = flags.follow === true
+  let lastError: unknown
+  const consumer = client.consumer(queue, {
+    prefetch: Math.max(1, Math.min(flags.max, flags.ack ? PREFETCH_MAX : NO_ACK_HELD_MAX)),
+    waitMs: Math.max(1, Math.min(flags.wait, LEASE_WAIT_MS_MAX)),
+    onError: (error) => {
+      lastError = error
+    },
+  })
+  const iterator = consumer[Symbol.asyncIterator]()
+  const progress = follow ? new Progress(io.stderr, () => io.now(), `consume ${queue}`) : undefined
+  const held: CliDelivery[] = []
+  const acks = new Set<Promise<void>>()
+  let ackFailure: unknown
+  let received = 0
+  let pending: Promise<IteratorResult<CliDelivery>> | undefined
+  try {
+    while (received < flags.max && ackFailure === undefined) {
+      pending ??= iterator.next()
+      const next = await nextWithin(pending, follow ? undefined : flags.wait, io.interrupt)
+      if (next.kind !== 'message') break
+      pending = undefined
+      const d = next.delivery
+      received++
+      progress?.clear()
+      if (out.json) out.record(messageRecord(d))
+      else out.text(`${messageLine(d)}\n`)
+      progress?.update(received)
+      if (!flags.ack) {
+        held.push(d)
+        continue
+      }
+      const acking = d.ack().catch((error: unknown) => {
+        ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
+      })
+      const tracked = acking.finally(() => acks.delete(tracked))
+      acks.add(tracked)
+      if (acks.size >= ACKS_IN_FLIGHT_MAX) await Promise.race(acks)
+    }
+    await Promise.all(acks)
+  } finally {
+    await Promise.allSettled(held.map((d) => d.nack(0)))
+    await consumer.close()
+    // A message that arrived while we stopped is given back, not lost until its lease ends.
+    if (pending) {
+      const late = await pending.catch(() => undefined)
+      if (late && !late.done) await late.value.nack(0).catch(() => {})
+    }
+    progress?.finish()
+  }
+  if (ackFailure !== undefined) throw ackFailure
+  if (received === 0 && !follow) {
+    if (lastError !== undefined) {
+      throw new CommandError(`no message from ${queue} within ${formatDuration(flags.wait)}`, lastError)
+    }
+    if (!out.json) io.stderr.write(`mq: no message in ${queue} within ${formatDuration(flags.wait)}\n`)
+  }
+}
+
+/** Waits for the iterator's next result, `idleMs` at most (undefined: no limit), or Ctrl-C. */
+async function nextWithin(
+  pending: Promise<IteratorResult<CliDelivery>>,
+  idleMs: number | undefined,
+  interrupt: AbortSignal | undefined,
+): Promise<Next> {
+  if (interrupt?.aborted) return { kind: 'interrupted' }
+  let timer: ReturnType<typeof setTimeout> | undefined
+  let onAbort: (() => void) | undefined
+  const stops: Promise<Next>[] = []
+  if (idleMs !== undefined)
+    stops.push(new Promise((resolve) => (timer = setTimeout(() => resolve({ kind: 'idle' }), idleMs))))
+  if (interrupt) {
+    stops.push(
+      new Promise((resolve) => {
+        onAbort = () => resolve({ kind: 'interrupted' })
+        interrupt.addEventListener('abort', onAbort, { once: true })
+      }),
+    )
+  }
+  try {
+    return await Promise.race([
+      pending.then((r): Next => (r.done ? { kind: 'end' } : { kind: 'message', delivery: r.value })),
+      ...stops,
+    ])
+  } finally {
+    if (timer) clearTimeout(timer)
+    if (onAbort) interrupt?.removeEventListener('abort', onAbort)
+  }
+}

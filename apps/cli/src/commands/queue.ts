@@ -1,0 +1,293 @@
+import type { QueueOptions } from '@mq/router-client'
+import { type Command, Option } from 'commander'
+import type { Runtime } from '../context'
+import { formatDuration } from '../durations'
+import { UsageError } from '../errors'
+import type { CliAdmin } from '../io'
+import { durationArg, integerArg } from '../options'
+import { encodeBody, messageRecord } from '../output'
+import { formatFields, formatTable } from '../table'
+
+type QueueRoute = Awaited<ReturnType<CliAdmin['describeQueue']>>
+type QueueConfigUpdate = Parameters<CliAdmin['updateQueue']>[1]
+type PartitionStats = Awaited<ReturnType<CliAdmin['queueStats']>>[number]
+type DeadLetter = Awaited<ReturnType<CliAdmin['deadLetters']>>[number]
+
+const U32_MAX = 2 ** 32 - 1
+
+/** The settings flags shared by `queue create` and `queue update`. */
+interface SettingFlags {
+  visibility?: number
+  maxDeliveries?: number
+  maxLength?: number
+  dedupWindow?: number
+  strictPriority?: boolean
+  deadLetterQueue?: string
+  maxMessageBytes?: number
+}
+
+function addSettingFlags(command: Command): Command {
+  return command
+    .option(
+      '--visibility <duration>',
+      'lease length before an unacked message is delivered again (e.g. 30s)',
+      durationArg,
+    )
+    .option('--max-deliveries <n>', 'deliveries before a message is dead-lettered', integerArg(1, U32_MAX))
+    .option(
+      '--max-length <n>',
+      'messages the queue holds at most; producers get LIMIT_EXCEEDED beyond',
+      integerArg(1),
+    )
+    .option('--dedup-window <duration>', 'how long a dedup key is remembered (e.g. 2m; 0 = off)', durationArg)
+    .option('--max-message-bytes <n>', 'largest message body accepted', integerArg(1, U32_MAX))
+    .option('--dead-letter-queue <name>', 'move dead messages to this queue instead of the dead-letter list')
+}
+
+function settings(flags: SettingFlags): QueueConfigUpdate {
+  const update: QueueConfigUpdate = {}
+  if (flags.visibility !== undefined) update.visibilityTimeoutMs = flags.visibility
+  if (flags.maxDeliveries !== undefined) update.maxDeliveries = flags.maxDeliveries
+  if (flags.maxLength !== undefined) update.queueLengthMax = flags.maxLength
+  if (flags.dedupWindow !== undefined) update.dedupWindowMs = flags.dedupWindow
+  if (flags.strictPriority !== undefined) update.strictPriority = flags.strictPriority
+  if (flags.deadLetterQueue !== undefined) update.deadLetterQueue = flags.deadLetterQueue
+  if (flags.maxMessageBytes !== undefined) update.messageBytesMax = flags.maxMessageBytes
+  return update
+}
+
+/** `mq queue create|list|describe|update|delete|purge|dlq`. */
+export function registerQueueCommands(program: Command, runtime: Runtime): void {
+  const queue = program
+    .command('queue')
+    .description('create, inspect, change and delete queues; manage their dead letters')
+    .addHelpText(
+      'after',
+      `
+Examples:
+  $ mq queue create jobs --partitions 4 --visibility 30s --max-deliveries 5
+  $ mq queue list
+  $ mq queue describe jobs
+  $ mq queue update jobs --visibility 2m --no-strict-priority
+  $ mq queue dlq jobs                # list dead-lettered messages
+  $ mq queue dlq jobs --redrive 100  # move up to 100 per partition back to ready
+`,
+    )
+
+  addSettingFlags(
+    queue
+      .command('create')
+      .argument('<name>', 'the queue name')
+      .description('create a queue; settings left out take the cluster defaults')
+      .option('--partitions <p>', 'partitions (spread over the data groups)', integerArg(1, 4096))
+      .option('--strict-priority', 'serve higher weights first instead of weighted fair shares')
+      .option('--engine <name>', 'storage engine of its partitions (e.g. leveldb, memory)'),
+  )
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq queue create jobs --partitions 4 --visibility 30s --max-deliveries 5 --dedup-window 2m\n',
+    )
+    .action(
+      (name: string, flags: SettingFlags & { partitions?: number; engine?: string }, command: Command) =>
+        runtime.run(command, async ({ client, out }) => {
+          const options: QueueOptions = { ...settings(flags) }
+          if (flags.partitions !== undefined) options.partitions = flags.partitions
+          if (flags.engine !== undefined) options.engine = flags.engine
+          const route = await client.admin.createQueue(name, options)
+          out.result(`created queue ${name} (${route.partitions.length} partitions)`, route)
+        }),
+    )
+
+  queue
+    .command('list')
+    .description('list queues and their settings')
+    .option('--prefix <prefix>', 'only queues whose names start with this', '')
+    .option('--limit <n>', 'list at most this many', integerArg(1, 1_000_000), 10_000)
+    .action((flags: { prefix: string; limit: number }, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const queues = await client.admin.listQueues(flags.prefix, flags.limit)
+        out.table(queues, queueColumns, (q) => q)
+      }),
+    )
+
+  queue
+    .command('describe')
+    .argument('<name>', 'the queue name')
+    .description('settings, partitions with their group and leader, and depth by weight')
+    .option('--no-stats', 'skip the per-partition depths (asks only the meta group)')
+    .action((name: string, flags: { stats: boolean }, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const route = await client.admin.describeQueue(name)
+        const stats = flags.stats ? await client.admin.queueStats(name) : []
+        if (out.json) {
+          out.record({ ...route, ...(flags.stats ? { stats } : {}) })
+          return
+        }
+        out.text(formatFields(configFields(route)))
+        out.text(`\n${formatTable(route.partitions, partitionColumns(stats))}`)
+        const weights = stats.flatMap((s) => s.weights.map((w) => ({ partition: s.partition, ...w })))
+        if (weights.length > 0) out.text(`\n${formatTable(weights, weightColumns)}`)
+      }),
+    )
+
+  addSettingFlags(
+    queue
+      .command('update')
+      .argument('<name>', 'the queue name')
+      .description('change settings of a queue; the settings not given stay as they are')
+      .addOption(new Option('--strict-priority', 'serve higher weights first'))
+      .addOption(new Option('--no-strict-priority', 'serve weights by fair shares (the default)')),
+  )
+    .addHelpText('after', '\nExamples:\n  $ mq queue update jobs --visibility 2m --max-deliveries 10\n')
+    .action((name: string, flags: SettingFlags, command: Command) => {
+      const update = settings(flags)
+      if (Object.keys(update).length === 0) {
+        throw new UsageError(
+          'queue update: nothing to change; give at least one setting (see mq queue update --help)',
+        )
+      }
+      return runtime.run(command, async ({ client, out }) => {
+        const route = await client.admin.updateQueue(name, update)
+        out.result(`updated queue ${name}`, route)
+      })
+    })
+
+  queue
+    .command('delete')
+    .argument('<name>', 'the queue name')
+    .description('delete a queue and every message in it')
+    .action((name: string, _flags, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        await client.admin.deleteQueue(name)
+        out.result(`deleted queue ${name}`, { queue: name, deleted: true })
+      }),
+    )
+
+  queue
+    .command('purge')
+    .argument('<name>', 'the queue name')
+    .description('delete every ready and delayed message of a queue (leased ones stay)')
+    .action((name: string, _flags, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const purged = await client.admin.purgeQueue(name)
+        out.result(`purged ${purged} message${purged === 1 ? '' : 's'} from ${name}`, { queue: name, purged })
+      }),
+    )
+
+  queue
+    .command('dlq')
+    .argument('<name>', 'the queue name')
+    .description('list the dead-lettered messages of a queue, or redrive them, or purge them')
+    .option('--redrive <n>', 'move up to N dead messages of each partition back to ready', integerArg(1))
+    .option('--purge', 'delete every dead-lettered message')
+    .option('--limit <n>', 'list at most N messages per partition', integerArg(1, 10_000), 100)
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq queue dlq jobs\n  $ mq queue dlq jobs --json | jq -r .body\n  $ mq queue dlq jobs --redrive 1000\n  $ mq queue dlq jobs --purge\n',
+    )
+    .action((name: string, flags: { redrive?: number; purge?: boolean; limit: number }, command: Command) => {
+      if (flags.redrive !== undefined && flags.purge) {
+        throw new UsageError('queue dlq: give --redrive or --purge, not both')
+      }
+      return runtime.run(command, async ({ client, out }) => {
+        if (flags.redrive !== undefined) {
+          const moved = await client.admin.redriveDeadLetters(name, flags.redrive)
+          out.result(
+            `moved ${moved} dead-lettered message${moved === 1 ? '' : 's'} of ${name} back to ready`,
+            {
+              queue: name,
+              redriven: moved,
+            },
+          )
+        } else if (flags.purge) {
+          const purged = await client.admin.purgeDeadLetters(name)
+          out.result(`deleted ${purged} dead-lettered message${purged === 1 ? '' : 's'} of ${name}`, {
+            queue: name,
+            purged,
+          })
+        } else {
+          const dead = await client.admin.deadLetters(name, flags.limit)
+          out.table(dead, deadColumns, (m) => messageRecord(m))
+        }
+      })
+    })
+}
+
+function configFields(route: QueueRoute): [string, string | number | boolean][] {
+  const c = route.config
+  return [
+    ['queue', route.queue],
+    ['partitions', route.partitions.length],
+    ['visibility', c ? formatDuration(c.visibilityTimeoutMs) : '-'],
+    ['max deliveries', c?.maxDeliveries ?? '-'],
+    ['max length', c?.queueLengthMax ?? '-'],
+    ['max message bytes', c?.messageBytesMax ?? '-'],
+    ['dedup window', c ? formatDuration(c.dedupWindowMs) : '-'],
+    ['strict priority', c?.strictPriority ?? '-'],
+    ['dead-letter queue', c?.deadLetterQueue || '(its own dead-letter list)'],
+    ['engine', c?.engine || '-'],
+    ['route epoch', route.routeEpoch],
+  ]
+}
+
+const queueColumns = [
+  { header: 'NAME', value: (q: QueueRoute) => q.queue },
+  { header: 'PARTITIONS', value: (q: QueueRoute) => q.partitions.length },
+  {
+    header: 'VISIBILITY',
+    value: (q: QueueRoute) => (q.config ? formatDuration(q.config.visibilityTimeoutMs) : '-'),
+  },
+  { header: 'MAX-DELIVERIES', value: (q: QueueRoute) => q.config?.maxDeliveries ?? '-' },
+  { header: 'MAX-LENGTH', value: (q: QueueRoute) => q.config?.queueLengthMax ?? '-' },
+  { header: 'DEDUP', value: (q: QueueRoute) => (q.config ? formatDuration(q.config.dedupWindowMs) : '-') },
+  { header: 'STRICT', value: (q: QueueRoute) => (q.config?.strictPriority ? 'yes' : 'no') },
+  { header: 'ENGINE', value: (q: QueueRoute) => q.config?.engine || '-' },
+]
+
+function partitionColumns(stats: readonly PartitionStats[]) {
+  type P = QueueRoute['partitions'][number]
+  const of = (p: P) => stats.find((s) => s.partition === p.partition)
+  const sum = (p: P, key: 'ready' | 'delayed' | 'leased' | 'dead') =>
+    of(p)?.weights.reduce((n, w) => n + w[key], 0) ?? '-'
+  return [
+    { header: 'PARTITION', value: (p: P) => p.partition },
+    { header: 'GROUP', value: (p: P) => p.groupId },
+    { header: 'LEADER', value: (p: P) => p.leaderId || '(none)' },
+    { header: 'REPLICAS', value: (p: P) => p.replicas.map((r) => r.nodeId).join(',') || '-' },
+    { header: 'READY', value: (p: P) => sum(p, 'ready'), align: 'right' as const },
+    { header: 'DELAYED', value: (p: P) => sum(p, 'delayed'), align: 'right' as const },
+    { header: 'LEASED', value: (p: P) => sum(p, 'leased'), align: 'right' as const },
+    { header: 'DEAD', value: (p: P) => sum(p, 'dead'), align: 'right' as const },
+  ]
+}
+
+type WeightRow = PartitionStats['weights'][number] & { partition: number }
+const percent = (share: number) => `${(share * 100).toFixed(1)}%`
+const weightColumns = [
+  { header: 'PARTITION', value: (w: WeightRow) => w.partition },
+  { header: 'WEIGHT', value: (w: WeightRow) => w.weight },
+  { header: 'READY', value: (w: WeightRow) => w.ready },
+  { header: 'DELAYED', value: (w: WeightRow) => w.delayed },
+  { header: 'LEASED', value: (w: WeightRow) => w.leased },
+  { header: 'DEAD', value: (w: WeightRow) => w.dead },
+  { header: 'OLDEST', value: (w: WeightRow) => formatDuration(Math.round(w.oldestAgeMs)) },
+  { header: 'TARGET', value: (w: WeightRow) => percent(w.targetShare), align: 'right' as const },
+  { header: 'ACHIEVED', value: (w: WeightRow) => percent(w.achievedShare), align: 'right' as const },
+]
+
+const BODY_CHARS_SHOWN = 60
+const deadColumns = [
+  { header: 'PARTITION', value: (m: DeadLetter) => m.partition },
+  { header: 'ID', value: (m: DeadLetter) => m.id },
+  { header: 'WEIGHT', value: (m: DeadLetter) => m.weight },
+  { header: 'DELIVERIES', value: (m: DeadLetter) => m.deliveryCount },
+  { header: 'KEY', value: (m: DeadLetter) => m.key || '-' },
+  {
+    header: 'BODY',
+    value: (m: DeadLetter) => {
+      const { body, encoding } = encodeBody(m.body)
+      const shown = encoding === 'base64' ? `base64:${body}` : JSON.stringify(body).slice(1, -1)
+      return shown.length > BODY_CHARS_SHOWN ? `${shown.slice(0, BODY_CHARS_SHOWN - 1)}…` : shown
+    },
+  },
+]

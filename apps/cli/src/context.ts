@@ -1,0 +1,80 @@
+import type { Command } from 'commander'
+import { UsageError } from './errors'
+import type { FailureContext } from './exit-codes'
+import type { CliClient, CliIO } from './io'
+import { parseServers } from './options'
+import { Output } from './output'
+
+/** The seed used when neither --servers nor MQ_SERVERS is given. */
+export const DEFAULT_SERVERS = '127.0.0.1:7001'
+/** The deadline of each operation when --timeout is not given. */
+export const DEFAULT_TIMEOUT_MS = 10_000
+/** One attempt's deadline, at most (the SDK retries within the overall deadline). */
+const ATTEMPT_MS_MAX = 5_000
+
+/** The program-wide flags, resolved. */
+export interface GlobalOptions {
+  readonly servers: readonly string[]
+  readonly json: boolean
+  readonly timeoutMs: number
+}
+
+/** What a command's action gets: a connected client and where to write. */
+export interface Session {
+  readonly client: CliClient
+  readonly out: Output
+  readonly globals: GlobalOptions
+  readonly io: CliIO
+}
+
+/**
+ * Shared by the commands of one run: resolves the global flags, connects, and remembers
+ * where the last command was pointed, so a failure message can name the servers.
+ */
+export class Runtime {
+  readonly io: CliIO
+  target: FailureContext | undefined
+
+  constructor(io: CliIO) {
+    this.io = io
+  }
+
+  /** Resolves --servers (else MQ_SERVERS, else the default), --json and --timeout. */
+  globals(command: Command): GlobalOptions {
+    const o = command.optsWithGlobals<{ servers?: string[]; json?: boolean; timeout?: number }>()
+    const servers = o.servers ?? this.#envServers()
+    return { servers, json: o.json === true, timeoutMs: o.timeout ?? DEFAULT_TIMEOUT_MS }
+  }
+
+  #envServers(): string[] {
+    try {
+      return parseServers(this.io.env.MQ_SERVERS || DEFAULT_SERVERS)
+    } catch (error) {
+      throw new UsageError(`MQ_SERVERS: ${(error as Error).message}`)
+    }
+  }
+
+  /** The Output of `command`, without connecting (for checks that fail before any call). */
+  output(command: Command): Output {
+    return new Output(this.io.stdout, this.globals(command).json)
+  }
+
+  /**
+   * Connects to the cluster, runs `action`, and closes the client whatever happens (flushing
+   * producers and giving unprocessed leases back).
+   */
+  async run(command: Command, action: (session: Session) => Promise<void>): Promise<void> {
+    const globals = this.globals(command)
+    this.target = { servers: globals.servers, timeoutMs: globals.timeoutMs }
+    const client = await this.io.connect({
+      servers: globals.servers,
+      deadlineMs: globals.timeoutMs,
+      attemptMs: Math.min(globals.timeoutMs, ATTEMPT_MS_MAX),
+    })
+    try {
+      await action({ client, out: new Output(this.io.stdout, globals.json), globals, io: this.io })
+    } finally {
+      await client.close()
+    }
+  }
+}

@@ -1,0 +1,46 @@
+import { CommanderError } from 'commander'
+import { describe, expect, it } from 'vitest'
+import { CommandError, UsageError } from './errors'
+import { classify, ExitCode, oneLine } from './exit-codes'
+
+const coded = (code: string, retriable: boolean, message = 'why') =>
+  Object.assign(new Error(message), { code, retriable })
+
+describe('classify', () => {
+  it.each([
+    [new CommanderError(1, 'commander.unknownOption', "error: unknown option '--x'"), ExitCode.Usage],
+    [new CommanderError(0, 'commander.helpDisplayed', '(outputHelp)'), ExitCode.Ok],
+    [new UsageError('bad'), ExitCode.Usage],
+    [coded('INVALID_ARGUMENT', false), ExitCode.Usage],
+    [coded('QUEUE_NOT_FOUND', false), ExitCode.NotFound],
+    [coded('UNAVAILABLE', true), ExitCode.Unavailable],
+    [coded('LIMIT_EXCEEDED', true), ExitCode.Unavailable],
+    [coded('QUEUE_EXISTS', false), ExitCode.Other],
+    [coded('INTERNAL', false), ExitCode.Other],
+    [coded('LEASE_LOST', false), ExitCode.Other],
+    [new Error('plain'), ExitCode.Other],
+    ['a string', ExitCode.Other],
+  ])('%s exits %d', (error, exitCode) => {
+    expect(classify(error).exitCode).toBe(exitCode)
+  })
+
+  it('classifies a CommandError as its cause', () => {
+    expect(classify(new CommandError('produce failed', coded('QUEUE_NOT_FOUND', false))).exitCode).toBe(
+      ExitCode.NotFound,
+    )
+  })
+
+  it('names the servers and the deadline when the cluster is unavailable', () => {
+    const f = classify(coded('UNAVAILABLE', true, 'gave up after retrying until the deadline: refused'), {
+      servers: ['a:1', 'b:2'],
+      timeoutMs: 1_500,
+    })
+    expect(f.message).toBe(
+      'the cluster at a:1,b:2 did not answer within 1s500ms: refused (check --servers or MQ_SERVERS, or raise --timeout)',
+    )
+  })
+
+  it('makes messages one line', () => {
+    expect(oneLine('error: first\n  second\n\n')).toBe('first second')
+  })
+})

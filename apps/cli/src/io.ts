@@ -1,0 +1,74 @@
+import type {
+  Admin,
+  ClientOptions,
+  ConsumerOptions,
+  Delivery,
+  Producer,
+  ProducerOptions,
+} from '@mq/router-client'
+
+/** A stream the CLI writes to: stdout or stderr. `isTTY` turns on progress bars. */
+export interface OutputStream {
+  write(text: string): unknown
+  readonly isTTY?: boolean
+  /** Terminal width, when a TTY. */
+  readonly columns?: number
+}
+
+/** The admin calls the CLI makes (the SDK's Admin satisfies it). */
+export type CliAdmin = Pick<
+  Admin,
+  | 'createQueue'
+  | 'updateQueue'
+  | 'deleteQueue'
+  | 'describeQueue'
+  | 'listQueues'
+  | 'clusterStatus'
+  | 'scaleDataGroups'
+  | 'purgeQueue'
+  | 'deadLetters'
+  | 'redriveDeadLetters'
+  | 'purgeDeadLetters'
+  | 'queueStats'
+  | 'drainNode'
+  | 'transferLeader'
+>
+
+/** One leased message as the CLI sees it (the SDK's Delivery satisfies it). */
+export type CliDelivery = Pick<
+  Delivery,
+  'id' | 'partition' | 'body' | 'weight' | 'headers' | 'key' | 'deliveryCount' | 'ack' | 'nack'
+>
+
+export type CliProducer = Pick<Producer, 'send' | 'flush' | 'close'>
+
+export interface CliConsumer extends AsyncIterable<CliDelivery> {
+  close(): Promise<void>
+}
+
+/** The part of MqClient the CLI uses; tests give a fake through CliIO.connect. */
+export interface CliClient {
+  readonly admin: CliAdmin
+  producer(queue: string, options?: Partial<ProducerOptions>): CliProducer
+  consumer(queue: string, options?: Partial<ConsumerOptions>): CliConsumer
+  close(): Promise<void>
+}
+
+/**
+ * Everything the CLI touches outside itself, injected so that tests run commands in process:
+ * the standard streams, the environment, files, the clock and the way to reach a cluster.
+ */
+export interface CliIO {
+  readonly stdout: OutputStream
+  readonly stderr: OutputStream
+  /** Chunks of standard input (read for `produce` without a body). */
+  readonly stdin: AsyncIterable<string | Uint8Array> & { readonly isTTY?: boolean }
+  readonly env: Readonly<Record<string, string | undefined>>
+  /** Connects to a cluster (MqClient.connect in the binary). */
+  connect(options: ClientOptions): Promise<CliClient>
+  readFile(path: string): Promise<Uint8Array>
+  /** Milliseconds, for rates and progress throttling. */
+  now(): number
+  /** Aborts on Ctrl-C: long-running commands (`consume --follow`) stop cleanly. */
+  readonly interrupt?: AbortSignal
+}

@@ -1,0 +1,35 @@
+import { InvalidArgumentError } from 'commander'
+import { describe, expect, it } from 'vitest'
+import { durationArg, headerArg, integerArg, parseServers } from './options'
+
+describe('flag readers', () => {
+  it('reads durations and reports bad ones as commander argument errors', () => {
+    expect(durationArg('2m')).toBe(120_000)
+    expect(() => durationArg('2')).toThrow(InvalidArgumentError)
+    expect(() => durationArg('2')).toThrow(/no unit/)
+  })
+
+  it('reads integers within bounds', () => {
+    const weight = integerArg(1, 1000)
+    expect(weight('5')).toBe(5)
+    expect(() => weight('0')).toThrow(/from 1 to 1000/)
+    expect(() => weight('1001')).toThrow(/out of range/)
+    expect(() => weight('1.5')).toThrow(/not an integer/)
+    expect(() => weight('five')).toThrow(/not an integer/)
+    expect(() => integerArg(0)('-1')).toThrow(/at least 0/)
+  })
+
+  it('collects headers, keeping = inside values', () => {
+    expect(headerArg('b=x=y', headerArg('a=1', undefined))).toEqual({ a: '1', b: 'x=y' })
+    expect(() => headerArg('novalue', undefined)).toThrow(/key=value/)
+    expect(() => headerArg('=v', undefined)).toThrow(/key=value/)
+  })
+
+  it('parses server lists and names a bad entry', () => {
+    expect(parseServers('a:1, b:7001,')).toEqual(['a:1', 'b:7001'])
+    expect(parseServers('[::1]:7001')).toEqual(['[::1]:7001'])
+    expect(() => parseServers('a:1,nohost')).toThrow(/"nohost" is not a server address/)
+    expect(() => parseServers('a:99999')).toThrow(/not a server address/)
+    expect(() => parseServers(' , ')).toThrow(/no server given/)
+  })
+})

@@ -1,0 +1,63 @@
+import { InvalidArgumentError } from 'commander'
+import { parseDuration } from './durations'
+
+/** Reads a duration flag (`500ms`, `30s`, `5m`, `1h`); commander reports a bad one as a usage error. */
+export function durationArg(value: string): number {
+  try {
+    return parseDuration(value)
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message)
+  }
+}
+
+/** A reader of integer flags within [min, max]. */
+export function integerArg(min: number, max: number = Number.MAX_SAFE_INTEGER): (value: string) => number {
+  return (value) => {
+    const n = /^-?\d+$/.test(value.trim()) ? Number(value) : Number.NaN
+    if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`"${value}" is not an integer`)
+    if (n < min || n > max) {
+      const range = max === Number.MAX_SAFE_INTEGER ? `at least ${min}` : `from ${min} to ${max}`
+      throw new InvalidArgumentError(`${n} is out of range: give an integer ${range}`)
+    }
+    return n
+  }
+}
+
+/** Collects repeated `--header k=v` flags into one record; the value may contain `=`. */
+export function headerArg(
+  value: string,
+  previous: Record<string, string> | undefined,
+): Record<string, string> {
+  const at = value.indexOf('=')
+  if (at <= 0) throw new InvalidArgumentError(`"${value}" is not a header: write it as key=value`)
+  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) }
+}
+
+/**
+ * Splits a comma-separated list of `host:port` seed addresses. Throws a RangeError naming the
+ * first malformed entry.
+ */
+export function parseServers(text: string): string[] {
+  const servers = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+  if (servers.length === 0) throw new RangeError('no server given: write --servers HOST:PORT[,HOST:PORT...]')
+  for (const s of servers) {
+    const match = /^(.+):(\d{1,5})$/.exec(s)
+    const port = match ? Number(match[2]) : 0
+    if (!match || port < 1 || port > 65_535) {
+      throw new RangeError(`"${s}" is not a server address: write HOST:PORT, e.g. 127.0.0.1:7001`)
+    }
+  }
+  return servers
+}
+
+/** `--servers` and MQ_SERVERS: parsed by commander so that a bad list is a usage error. */
+export function serversArg(value: string): string[] {
+  try {
+    return parseServers(value)
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message)
+  }
+}

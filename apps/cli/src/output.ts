@@ -1,0 +1,109 @@
+import type { CliDelivery, OutputStream } from './io'
+import { type Column, formatTable } from './table'
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A body as JSON can carry it: UTF-8 text when it is valid UTF-8, else base64. */
+export interface EncodedBody {
+  readonly body: string
+  readonly encoding: 'utf8' | 'base64'
+}
+
+/** Decodes `bytes` as UTF-8 when they are valid UTF-8, else encodes them as base64. */
+export function encodeBody(bytes: Uint8Array): EncodedBody {
+  try {
+    return { body: strictUtf8.decode(bytes), encoding: 'utf8' }
+  } catch {
+    return { body: Buffer.from(bytes).toString('base64'), encoding: 'base64' }
+  }
+}
+
+/** The JSON record of a consumed message (one line of `mq consume --json`). */
+export interface MessageRecord {
+  readonly id: number
+  readonly partition: number
+  readonly weight: number
+  readonly key: string
+  readonly body: string
+  /** Present only when the body is not valid UTF-8 (then `body` is base64). */
+  readonly encoding?: 'base64'
+  readonly headers: Readonly<Record<string, string>>
+  readonly deliveryCount: number
+}
+
+export function messageRecord(m: Omit<CliDelivery, 'ack' | 'nack'>): MessageRecord {
+  const { body, encoding } = encodeBody(m.body)
+  return {
+    id: m.id,
+    partition: m.partition,
+    weight: m.weight,
+    key: m.key,
+    body,
+    ...(encoding === 'base64' ? { encoding } : {}),
+    headers: { ...m.headers },
+    deliveryCount: m.deliveryCount,
+  }
+}
+
+/**
+ * One human-readable line for a message: `partition/id`, its weight and delivery count, key
+ * and headers when set, then the body (`base64:` + base64 when not UTF-8). Control characters
+ * in the body are escaped so that one message is one line.
+ */
+export function messageLine(m: Omit<CliDelivery, 'ack' | 'nack'>): string {
+  const { body, encoding } = encodeBody(m.body)
+  const parts = [`${m.partition}/${m.id}`, `weight=${m.weight}`, `deliveries=${m.deliveryCount}`]
+  if (m.key) parts.push(`key=${m.key}`)
+  const headers = Object.entries(m.headers)
+  if (headers.length > 0) parts.push(`headers={${headers.map(([k, v]) => `${k}=${v}`).join(',')}}`)
+  parts.push(encoding === 'utf8' ? escapeControl(body) : `base64:${body}`)
+  return parts.join('  ')
+}
+
+/** Escapes control characters (newlines, tabs, escapes) as JSON does, so text stays on one line. */
+export function escapeControl(text: string): string {
+  let out = ''
+  for (const c of text) {
+    const code = c.charCodeAt(0)
+    out += code < 0x20 ? JSON.stringify(c).slice(1, -1) : code === 0x7f ? '\\u007f' : c
+  }
+  return out
+}
+
+/**
+ * Writes a command's results: aligned tables and plain lines for people, or (with --json)
+ * one JSON object per line for programs.
+ */
+export class Output {
+  readonly json: boolean
+  readonly #stdout: OutputStream
+
+  constructor(stdout: OutputStream, json: boolean) {
+    this.#stdout = stdout
+    this.json = json
+  }
+
+  /** Writes one result: `human` as a line, or `record` as one JSON line. */
+  result(human: string, record: object): void {
+    this.#stdout.write(this.json ? `${JSON.stringify(record)}\n` : `${human}\n`)
+  }
+
+  /** Writes rows as a table, or (with --json) each row's record as one JSON line. */
+  table<T>(rows: readonly T[], columns: readonly Column<T>[], record: (row: T) => object): void {
+    if (this.json) {
+      for (const row of rows) this.#stdout.write(`${JSON.stringify(record(row))}\n`)
+    } else {
+      this.#stdout.write(formatTable(rows, columns))
+    }
+  }
+
+  /** Writes human text as is; nothing in --json mode. */
+  text(human: string): void {
+    if (!this.json) this.#stdout.write(human)
+  }
+
+  /** Writes one JSON line in --json mode; nothing otherwise. */
+  record(record: object): void {
+    if (this.json) this.#stdout.write(`${JSON.stringify(record)}\n`)
+  }
+}

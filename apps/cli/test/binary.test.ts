@@ -1,0 +1,99 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { beforeAll, describe, expect, it } from 'vitest'
+
+// The built `mq` binary, as a user runs it: built here (turbo builds it and the SDK it
+// imports, or takes them from its cache), then run as a child process.
+const cliDir = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(cliDir, '..', '..')
+const main = join(cliDir, 'dist', 'main.js')
+const { version } = JSON.parse(readFileSync(join(cliDir, 'package.json'), 'utf8')) as { version: string }
+
+interface Run {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+  readonly elapsedMs: number
+}
+
+/** Runs the binary with `args`; kills it (by its pid) if it outlives `limitMs`. */
+export function runMq(args: string[], env: Record<string, string> = {}, limitMs = 15_000): Promise<Run> {
+  const started = Date.now()
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [main, ...args], {
+      env: { ...process.env, MQ_SERVERS: '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs)
+    child.on('error', reject)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr, elapsedMs: Date.now() - started })
+    })
+  })
+}
+
+describe('the mq binary', () => {
+  beforeAll(() => {
+    try {
+      execFileSync(
+        'pnpm',
+        ['exec', 'turbo', 'run', 'build', '--filter=@mq/cli...', '--output-logs=errors-only'],
+        {
+          cwd: root,
+          env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' },
+          stdio: 'pipe',
+          timeout: 120_000,
+        },
+      )
+    } catch (error) {
+      const e = error as { stdout?: Buffer; stderr?: Buffer }
+      throw new Error(`building @mq/cli failed:\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`)
+    }
+  }, 130_000)
+
+  it('prints its version', async () => {
+    const r = await runMq(['--version'])
+    expect(r).toMatchObject({ code: 0, stdout: `${version}\n`, stderr: '' })
+  })
+
+  it('explains itself with --help', async () => {
+    const r = await runMq(['--help'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/^Usage: mq \[options\] \[command\]/)
+    for (const command of ['cluster', 'node', 'group', 'queue', 'produce', 'consume']) {
+      expect(r.stdout).toMatch(new RegExp(`\\n  ${command} `))
+    }
+    expect(r.stdout).toMatch(/Exit codes: 0 ok, 1 usage, 2 not found, 3 cluster unavailable, 4 other error/)
+    const sub = await runMq(['produce', '--help'])
+    expect(sub.stdout).toMatch(/Usage: mq produce \[options\] <queue> \[body\]/)
+    expect(sub.stdout).toMatch(/seq 1000 \| mq produce jobs/)
+  })
+
+  it('exits 1 with one line on a usage error', async () => {
+    const r = await runMq(['consume', 'jobs', '--wait', 'forever'])
+    expect(r.code).toBe(1)
+    expect(r.stdout).toBe('')
+    expect(r.stderr).toMatch(
+      /^mq: option '--wait <duration>' argument 'forever' is invalid\. .*\(see mq consume --help\)\n$/,
+    )
+  })
+
+  it('exits 3 within about --timeout when no server answers, naming the servers', async () => {
+    const servers = '127.0.0.1:1,127.0.0.1:2'
+    const r = await runMq(['--timeout', '700ms', 'queue', 'list'], { MQ_SERVERS: servers })
+    expect(r.code).toBe(3)
+    expect(r.stdout).toBe('')
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(r.stderr).toMatch(
+      /^mq: the cluster at 127\.0\.0\.1:1,127\.0\.0\.1:2 did not answer within 700ms: /,
+    )
+    expect(r.elapsedMs).toBeLessThan(700 + 5_000)
+  })
+})

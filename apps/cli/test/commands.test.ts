@@ -1,0 +1,474 @@
+import { InternalError, QueueNotFoundError } from '@mq/router-client'
+import { beforeEach, describe, expect, it } from 'vitest'
+import { runCli } from '../src/index'
+import { FakeCluster } from './fake-cluster'
+
+// The commands run in process against FakeCluster through the injected IO: what they call,
+// what they print and how they exit.
+
+let cluster: FakeCluster
+beforeEach(() => {
+  cluster = new FakeCluster()
+})
+
+async function mq(argv: string[], options: Parameters<FakeCluster['io']>[0] = {}) {
+  const h = cluster.io(options)
+  const code = await runCli(argv, h.io, '1.2.3')
+  return { code, stdout: h.stdout(), stderr: h.stderr() }
+}
+
+const jsonLines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+
+function expectOneLineError(stderr: string, pattern: RegExp): void {
+  expect(stderr.endsWith('\n')).toBe(true)
+  expect(stderr.trimEnd().split('\n')).toHaveLength(1)
+  expect(stderr).toMatch(/^mq: /)
+  expect(stderr).toMatch(pattern)
+}
+
+describe('global flags', () => {
+  it('takes the servers and the deadline from the flags', async () => {
+    const r = await mq(['--servers', 'a:1,b:2', '--timeout', '3s', 'queue', 'list'])
+    expect(r.code).toBe(0)
+    expect(cluster.connectOptions).toMatchObject({
+      servers: ['a:1', 'b:2'],
+      deadlineMs: 3_000,
+      attemptMs: 3_000,
+    })
+  })
+
+  it('takes the servers from MQ_SERVERS, and flags after the command', async () => {
+    await mq(['queue', 'list', '--timeout', '20s'], { env: { MQ_SERVERS: 'x:7001' } })
+    expect(cluster.connectOptions).toMatchObject({
+      servers: ['x:7001'],
+      deadlineMs: 20_000,
+      attemptMs: 5_000,
+    })
+  })
+
+  it('defaults to 127.0.0.1:7001 and 10 s', async () => {
+    await mq(['queue', 'list'])
+    expect(cluster.connectOptions).toMatchObject({ servers: ['127.0.0.1:7001'], deadlineMs: 10_000 })
+  })
+
+  it.each([
+    [['--servers', 'nohost', 'queue', 'list'], /"nohost" is not a server address/],
+    [['--timeout', 'soon', 'queue', 'list'], /--timeout.*"soon" is not a duration/],
+    [['--timeout', '0', 'queue', 'list'], /--timeout must be longer than 0/],
+    [['queue', 'frob'], /unknown command 'frob'/],
+    [['queue', 'create'], /missing required argument 'name'.*mq queue create --help/],
+    [['queue', 'list', '--bogus'], /unknown option '--bogus'/],
+  ])('exits 1 on a usage error: %j', async (argv, why) => {
+    const r = await mq(argv)
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, why)
+    expect(cluster.calls).not.toContain('connect')
+  })
+
+  it('exits 1 when MQ_SERVERS is malformed, naming it', async () => {
+    const r = await mq(['queue', 'list'], { env: { MQ_SERVERS: 'a:1,:' } })
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, /MQ_SERVERS: ":" is not a server address/)
+  })
+
+  it('exits 3 when the cluster is unavailable, naming the servers and the deadline', async () => {
+    cluster.unavailable = true
+    const r = await mq(['-s', '127.0.0.1:9', '-t', '500ms', 'cluster', 'status'])
+    expect(r.code).toBe(3)
+    expectOneLineError(
+      r.stderr,
+      /the cluster at 127\.0\.0\.1:9 did not answer within 500ms: no connection established/,
+    )
+  })
+
+  it('prints its version and help with exit 0', async () => {
+    expect(await mq(['--version'])).toMatchObject({ code: 0, stdout: '1.2.3\n' })
+    const help = await mq(['--help'])
+    expect(help.code).toBe(0)
+    expect(help.stdout).toMatch(/Exit codes: 0 ok, 1 usage, 2 not found, 3 cluster unavailable, 4 other/)
+    expect(help.stdout).toMatch(/MQ_SERVERS/)
+  })
+
+  it('explains each command with examples', async () => {
+    for (const argv of [
+      ['cluster', '--help'],
+      ['node', '--help'],
+      ['group', '--help'],
+      ['queue', '--help'],
+      ['queue', 'create', '--help'],
+      ['queue', 'update', '--help'],
+      ['queue', 'dlq', '--help'],
+      ['produce', '--help'],
+      ['consume', '--help'],
+    ]) {
+      const r = await mq(argv)
+      expect(r.code, argv.join(' ')).toBe(0)
+      expect(r.stdout, argv.join(' ')).toMatch(/Examples:\n {2}\$ mq /)
+    }
+  })
+})
+
+describe('cluster, node and group', () => {
+  it('shows the cluster status as fields and tables', async () => {
+    const r = await mq(['cluster', 'status'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/meta leader: +n1/)
+    expect(r.stdout).toMatch(/nodes: +1 alive of 2/)
+    expect(r.stdout).toMatch(/NODE +ADDRESS +ALIVE +HEARTBEAT +GROUPS/)
+    expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no +never +0/)
+  })
+
+  it('prints the status as one JSON object with --json', async () => {
+    const r = await mq(['cluster', 'status', '--json'])
+    const lines = jsonLines(r.stdout)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toMatchObject({ metaLeaderId: 'n1', routeEpoch: 7 })
+  })
+
+  it('lists nodes and groups', async () => {
+    const nodes = await mq(['node', 'list'])
+    expect(nodes.stdout.split('\n')[0]).toBe('NODE  ADDRESS        ALIVE  HEARTBEAT  GROUPS')
+    const groups = await mq(['group', 'list', '--json'])
+    expect(jsonLines(groups.stdout)).toEqual([
+      expect.objectContaining({ groupId: 0, leaderId: 'n1', term: 3 }),
+    ])
+    const table = await mq(['group', 'list'])
+    expect(table.stdout).toMatch(/0 +n1 +active +3 +120 +119 +0 +n1,n2\(learner\)/)
+  })
+
+  it('drains a node and reports what is left', async () => {
+    expect((await mq(['node', 'drain', 'n2'])).stdout).toBe('draining node n2: 3 replicas still to move\n')
+    expect((await mq(['node', 'drain', 'n1'])).stdout).toBe('node n1 is drained: it holds no replica\n')
+    expect(jsonLines((await mq(['node', 'drain', 'n2', '--json'])).stdout)).toEqual([
+      { nodeId: 'n2', replicasRemaining: 3 },
+    ])
+  })
+
+  it('scales the data groups and transfers leadership', async () => {
+    const scale = await mq(['group', 'scale', '6'])
+    expect(scale.stdout).toBe('scaling to 6 data groups: target 6 groups, 0/4 moves done, moving\n')
+    const transfer = await mq(['group', 'transfer-leader', '0', 'n2', '--json'])
+    expect(jsonLines(transfer.stdout)).toEqual([{ groupId: 0, toNodeId: 'n2' }])
+    expect(cluster.calls).toContain('scaleDataGroups:6')
+    expect(cluster.calls).toContain('transferLeader:0:n2')
+  })
+
+  it('rejects a group count that is not a positive integer', async () => {
+    const r = await mq(['group', 'scale', '0'])
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, /give an integer from 1 to 10000/)
+  })
+})
+
+describe('queue', () => {
+  it('creates a queue with the settings given, in the SDK units', async () => {
+    const r = await mq([
+      'queue',
+      'create',
+      'jobs',
+      '--partitions',
+      '4',
+      '--visibility',
+      '45s',
+      '--max-deliveries',
+      '7',
+      '--max-length',
+      '1000',
+      '--dedup-window',
+      '2m',
+      '--strict-priority',
+    ])
+    expect(r).toMatchObject({ code: 0, stdout: 'created queue jobs (4 partitions)\n' })
+    expect(cluster.calls).toContain(
+      `createQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 45_000, maxDeliveries: 7, queueLengthMax: 1000, dedupWindowMs: 120_000, strictPriority: true, partitions: 4 })}`,
+    )
+  })
+
+  it('exits 4 when the queue exists', async () => {
+    cluster.addQueue('jobs')
+    const r = await mq(['queue', 'create', 'jobs'])
+    expect(r.code).toBe(4)
+    expectOneLineError(r.stderr, /queue jobs exists/)
+  })
+
+  it('lists queues as a table or JSON lines', async () => {
+    cluster.addQueue('jobs', 4)
+    cluster.addQueue('mail', 1, { strictPriority: true, dedupWindowMs: 90_000 })
+    const r = await mq(['queue', 'list'])
+    expect(r.stdout.split('\n')).toEqual([
+      'NAME  PARTITIONS  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ENGINE',
+      'jobs           4  30s                      5     1000000  0      no      leveldb',
+      'mail           1  30s                      5     1000000  1m30s  yes     leveldb',
+      '',
+    ])
+    const json = jsonLines((await mq(['queue', 'list', '--json', '--prefix', 'ma'])).stdout)
+    expect(json.map((q) => q.queue)).toEqual(['mail'])
+  })
+
+  it('describes a queue with its partitions and depths by weight', async () => {
+    cluster.addQueue('jobs', 2)
+    cluster.put('jobs', 0, { body: 'a', weight: 5 })
+    cluster.put('jobs', 0, { body: 'b', weight: 5 })
+    const r = await mq(['queue', 'describe', 'jobs'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/visibility: +30s/)
+    expect(r.stdout).toMatch(/PARTITION +GROUP +LEADER +REPLICAS +READY +DELAYED +LEASED +DEAD/)
+    expect(r.stdout).toMatch(/\n +0 +1 +n1 +n1 +2 +0 +0 +0\n/)
+    expect(r.stdout).toMatch(/\n +0 +5 +2 +0 +0 +0 +1s500ms +50\.0% +25\.0%\n/)
+    const json = jsonLines((await mq(['queue', 'describe', 'jobs', '--json'])).stdout)
+    expect(json).toHaveLength(1)
+    expect(json[0]).toMatchObject({ queue: 'jobs', stats: [{ partition: 0 }, { partition: 1 }] })
+    await mq(['queue', 'describe', 'jobs', '--no-stats'])
+    expect(cluster.calls.filter((c) => c.startsWith('queueStats'))).toHaveLength(2)
+  })
+
+  it('exits 2 for a queue that does not exist', async () => {
+    for (const argv of [
+      ['queue', 'describe', 'nope'],
+      ['queue', 'delete', 'nope'],
+      ['queue', 'purge', 'nope'],
+      ['queue', 'dlq', 'nope'],
+      ['produce', 'nope', 'x'],
+      ['consume', 'nope'],
+    ]) {
+      const r = await mq(argv)
+      expect(r.code, argv.join(' ')).toBe(2)
+      expectOneLineError(r.stderr, /queue nope does not exist/)
+    }
+  })
+
+  it('updates only the settings given, including turning strict priority off', async () => {
+    cluster.addQueue('jobs', 1, { strictPriority: true })
+    const r = await mq(['queue', 'update', 'jobs', '--visibility', '2m', '--no-strict-priority'])
+    expect(r).toMatchObject({ code: 0, stdout: 'updated queue jobs\n' })
+    expect(cluster.calls).toContain(
+      `updateQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 120_000, strictPriority: false })}`,
+    )
+    expect(cluster.queues.get('jobs')?.config.strictPriority).toBe(false)
+  })
+
+  it('refuses an update with nothing to change', async () => {
+    cluster.addQueue('jobs')
+    const r = await mq(['queue', 'update', 'jobs'])
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, /nothing to change/)
+  })
+
+  it('deletes and purges', async () => {
+    cluster.addQueue('jobs')
+    cluster.put('jobs', 0, { body: 'a' })
+    cluster.put('jobs', 0, { body: 'b' })
+    expect((await mq(['queue', 'purge', 'jobs'])).stdout).toBe('purged 2 messages from jobs\n')
+    expect(cluster.ready('jobs')).toEqual([])
+    expect(jsonLines((await mq(['queue', 'delete', 'jobs', '--json'])).stdout)).toEqual([
+      { queue: 'jobs', deleted: true },
+    ])
+    expect(cluster.queues.has('jobs')).toBe(false)
+  })
+
+  it('lists, redrives and purges dead letters', async () => {
+    cluster.addQueue('jobs', 2)
+    cluster.bury('jobs', 0, 'poison\nline')
+    cluster.bury('jobs', 1, 'other')
+    const list = await mq(['queue', 'dlq', 'jobs'])
+    expect(list.stdout).toMatch(/PARTITION +ID +WEIGHT +DELIVERIES +KEY +BODY/)
+    expect(list.stdout).toMatch(/poison\\nline/)
+    const json = jsonLines((await mq(['queue', 'dlq', 'jobs', '--json'])).stdout)
+    expect(json.map((m) => m.body)).toEqual(['poison\nline', 'other'])
+    expect((await mq(['queue', 'dlq', 'jobs', '--redrive', '1'])).stdout).toBe(
+      'moved 2 dead-lettered messages of jobs back to ready\n',
+    )
+    expect(cluster.calls).toContain('redriveDeadLetters:jobs:1')
+    expect(cluster.ready('jobs')).toHaveLength(2)
+    cluster.bury('jobs', 0, 'again')
+    expect((await mq(['queue', 'dlq', 'jobs', '--purge'])).stdout).toBe(
+      'deleted 1 dead-lettered message of jobs\n',
+    )
+    const both = await mq(['queue', 'dlq', 'jobs', '--purge', '--redrive', '5'])
+    expect(both.code).toBe(1)
+    expectOneLineError(both.stderr, /--redrive or --purge, not both/)
+  })
+})
+
+describe('produce', () => {
+  beforeEach(() => cluster.addQueue('jobs', 2))
+
+  it('sends one body with weight, key, delay and headers', async () => {
+    const r = await mq([
+      'produce',
+      'jobs',
+      '--weight',
+      '5',
+      '--key',
+      'k',
+      '--delay',
+      '10s',
+      '-H',
+      'a=b',
+      '-H',
+      'c=d=e',
+      'hi',
+    ])
+    expect(r).toMatchObject({ code: 0, stdout: 'produced 1 message to jobs (partition 0, id 1)\n' })
+    const [m] = cluster.ready('jobs')
+    expect(m).toMatchObject({ weight: 5, key: 'k', delayMs: 10_000, headers: { a: 'b', c: 'd=e' } })
+    expect(new TextDecoder().decode(m?.body)).toBe('hi')
+  })
+
+  it('sends the body --count times and prints one JSON line per message', async () => {
+    const r = await mq(['produce', 'jobs', '--count', '5', '--json', 'x'])
+    const lines = jsonLines(r.stdout)
+    expect(lines.map((l) => l.seq).sort()).toEqual([0, 1, 2, 3, 4])
+    expect(lines[0]).toEqual({ seq: 0, id: 1, partition: 0, duplicate: false })
+    expect(cluster.ready('jobs')).toHaveLength(5)
+  })
+
+  it('sends one message per stdin line, skipping empty lines', async () => {
+    const r = await mq(['produce', 'jobs'], { stdin: ['one\ntw', 'o\n\nthree'] })
+    expect(r).toMatchObject({ code: 0, stdout: 'produced 3 messages to jobs in 0.0s\n' })
+    const bodies = cluster.ready('jobs').map((m) => new TextDecoder().decode(m.body))
+    expect(bodies.sort()).toEqual(['one', 'three', 'two'])
+  })
+
+  it('sends the bytes of --file as they are', async () => {
+    const bytes = new Uint8Array([0xff, 0x00, 0x80])
+    const r = await mq(['produce', 'jobs', '--file', 'blob.bin'], { files: { 'blob.bin': bytes } })
+    expect(r.code).toBe(0)
+    expect(cluster.ready('jobs')[0]?.body).toEqual(bytes)
+  })
+
+  it('exits 1 for a missing file, a body with --file, or --count on stdin', async () => {
+    for (const [argv, why] of [
+      [['produce', 'jobs', '--file', 'missing'], /--file missing: ENOENT/],
+      [['produce', 'jobs', '--file', 'f', 'body'], /BODY or --file, not both/],
+      [['produce', 'jobs', '--count', '3'], /does not apply to stdin lines/],
+      [['produce', 'jobs', '--header', 'nokv', 'x'], /key=value/],
+      [['produce', 'jobs', '--delay', '10', 'x'], /"10" has no unit/],
+    ] as const) {
+      const r = await mq([...argv])
+      expect(r.code, argv.join(' ')).toBe(1)
+      expectOneLineError(r.stderr, why)
+    }
+    expect(cluster.ready('jobs')).toEqual([])
+  })
+
+  it('stops at the first failure and says how many messages were sent', async () => {
+    cluster.produceFailsAfter = { count: 2, error: new InternalError('disk full') }
+    const r = await mq(['produce', 'jobs', '--count', '5', 'x'])
+    expect(r.code).toBe(4)
+    expectOneLineError(r.stderr, /produce to jobs failed after 2 of \d messages were sent: disk full/)
+    expect(cluster.ready('jobs')).toHaveLength(2)
+  })
+
+  it('exits 3 when sends keep failing with a retriable error', async () => {
+    cluster.produceFailsAfter = { count: 0, error: new QueueNotFoundError('gone') }
+    expect((await mq(['produce', 'jobs', 'x'])).code).toBe(2)
+    cluster.unavailable = false
+    cluster.produceFailsAfter = undefined
+    const h = cluster.io()
+    const client = cluster.client()
+    h.io.connect = async () => ({
+      ...client,
+      producer: () => ({
+        send: async () => {
+          throw Object.assign(new Error('gave up after retrying until the deadline: no leader'), {
+            code: 'UNAVAILABLE',
+            retriable: true,
+          })
+        },
+        flush: async () => {},
+        close: async () => {},
+      }),
+    })
+    expect(await runCli(['produce', 'jobs', 'x'], h.io, '0')).toBe(3)
+    expect(h.stderr()).toMatch(
+      /^mq: the cluster at 127\.0\.0\.1:7001 did not answer within 10s: produce to jobs failed/,
+    )
+  })
+})
+
+describe('consume', () => {
+  beforeEach(() => cluster.addQueue('jobs', 2))
+
+  it('takes one message by default, prints it and acks it', async () => {
+    cluster.put('jobs', 0, { body: 'first', weight: 3, key: 'k', headers: { a: 'b' } })
+    cluster.put('jobs', 1, { body: 'second' })
+    const r = await mq(['consume', 'jobs'])
+    expect(r).toMatchObject({ code: 0, stdout: '0/1  weight=3  deliveries=1  key=k  headers={a=b}  first\n' })
+    expect(cluster.acked).toEqual([1])
+    expect(cluster.ready('jobs').map((m) => m.id)).toEqual([2])
+    expect(cluster.calls.at(-1)).toBe('close')
+  })
+
+  it('prints JSON records, with base64 for bodies that are not UTF-8', async () => {
+    cluster.put('jobs', 0, { body: 'text' })
+    cluster.put('jobs', 0, { body: new Uint8Array([0xff, 0xfe]) })
+    const r = await mq(['consume', 'jobs', '--max', '2', '--json'])
+    expect(jsonLines(r.stdout)).toEqual([
+      { id: 1, partition: 0, weight: 1, key: '', body: 'text', headers: {}, deliveryCount: 1 },
+      {
+        id: 2,
+        partition: 0,
+        weight: 1,
+        key: '',
+        body: '//4=',
+        encoding: 'base64',
+        headers: {},
+        deliveryCount: 1,
+      },
+    ])
+    expect(cluster.acked.sort()).toEqual([1, 2])
+  })
+
+  it('gives the messages back with --no-ack', async () => {
+    for (const body of ['a', 'b', 'c']) cluster.put('jobs', 0, { body })
+    const r = await mq(['consume', 'jobs', '--no-ack', '--max', '2'])
+    expect(r.stdout.split('\n').filter(Boolean)).toHaveLength(2)
+    expect(cluster.acked).toEqual([])
+    expect(cluster.nacked.sort()).toEqual([1, 2])
+    expect(
+      cluster
+        .ready('jobs')
+        .map((m) => m.id)
+        .sort(),
+    ).toEqual([1, 2, 3])
+  })
+
+  it('stops after --wait without a message and says so', async () => {
+    const r = await mq(['consume', 'jobs', '--wait', '20ms'])
+    expect(r).toMatchObject({ code: 0, stdout: '', stderr: 'mq: no message in jobs within 20ms\n' })
+  })
+
+  it('follows until --max', async () => {
+    for (let i = 0; i < 5; i++) cluster.put('jobs', i % 2, { body: `m${i}` })
+    const r = await mq(['consume', 'jobs', '--follow', '--max', '4', '--json'])
+    expect(jsonLines(r.stdout)).toHaveLength(4)
+    expect(cluster.ready('jobs')).toHaveLength(1)
+  })
+
+  it('follows messages that arrive later, until Ctrl-C', async () => {
+    const h = cluster.io()
+    const printed: string[] = []
+    h.io.stdout.write = (s: string) => {
+      printed.push(s)
+      if (printed.length === 1) cluster.put('jobs', 1, { body: 'later' })
+      if (printed.length === 2) h.interrupt.abort()
+      return true
+    }
+    cluster.put('jobs', 0, { body: 'now' })
+    const code = await runCli(['consume', 'jobs', '--follow'], h.io, '0')
+    expect(code).toBe(0)
+    expect(printed.map((l) => l.trim().split('  ').at(-1))).toEqual(['now', 'later'])
+    expect(cluster.acked.sort()).toEqual([1, 2])
+  })
+
+  it('refuses --no-ack --follow without a bound', async () => {
+    const r = await mq(['consume', 'jobs', '--no-ack', '--follow'])
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, /--no-ack holds every message until mq exits; give --max 1000 or less/)
+  })
+})

@@ -1,0 +1,380 @@
+import type { ClientOptions, QueueOptions } from '@mq/router-client'
+import { QueueExistsError, QueueNotFoundError, UnavailableError } from '@mq/router-client'
+import type { CliAdmin, CliClient, CliConsumer, CliDelivery, CliIO, CliProducer } from '../src/index'
+
+type QueueRoute = Awaited<ReturnType<CliAdmin['describeQueue']>>
+type QueueConfig = NonNullable<QueueRoute['config']>
+type ClusterStatus = Awaited<ReturnType<CliAdmin['clusterStatus']>>
+
+/** A stored message of the fake. */
+export interface FakeMessage {
+  id: number
+  body: Uint8Array
+  weight: number
+  key: string
+  headers: Record<string, string>
+  deliveryCount: number
+  delayMs: number
+}
+
+interface FakeQueue {
+  config: QueueConfig
+  ready: FakeMessage[][]
+  dead: FakeMessage[][]
+}
+
+/**
+ * An in-memory stand-in for a cluster behind the CliClient interface: queues with partitions,
+ * ready and dead messages, leases that are acked or given back. It records every call, and
+ * can be made unavailable. Not a model of the broker beyond what the CLI relies on.
+ */
+export class FakeCluster {
+  readonly queues = new Map<string, FakeQueue>()
+  readonly calls: string[] = []
+  /** Every call fails with UnavailableError (a retriable error) while set. */
+  unavailable = false
+  /** Fail produce with this error after this many messages were accepted. */
+  produceFailsAfter: { count: number; error: Error } | undefined
+  connectOptions: ClientOptions | undefined
+  status: ClusterStatus = {
+    metaLeaderId: 'n1',
+    routeEpoch: 7,
+    nodes: [
+      { nodeId: 'n1', address: '10.0.0.1:7001', alive: true, lastHeartbeatMs: 9_000, groupIds: [0, 1] },
+      { nodeId: 'n2', address: '10.0.0.2:7001', alive: false, lastHeartbeatMs: 0, groupIds: [0] },
+    ],
+    groups: [
+      {
+        groupId: 0,
+        leaderId: 'n1',
+        replicas: [
+          { nodeId: 'n1', address: '10.0.0.1:7001', learner: false },
+          { nodeId: 'n2', address: '10.0.0.2:7001', learner: true },
+        ],
+        term: 3,
+        commitIndex: 120,
+        appliedIndex: 119,
+        partitions: 0,
+        state: 'active',
+      },
+    ],
+    scale: undefined,
+  }
+  readonly acked: number[] = []
+  readonly nacked: number[] = []
+  #nextId = 1
+  #wakeConsumers: (() => void)[] = []
+
+  addQueue(name: string, partitions = 1, config: Partial<QueueConfig> = {}): void {
+    this.queues.set(name, {
+      config: { ...defaultConfig(), partitions, ...config },
+      ready: Array.from({ length: partitions }, () => []),
+      dead: Array.from({ length: partitions }, () => []),
+    })
+  }
+
+  /** Adds a ready message directly (as another producer would). */
+  put(
+    queue: string,
+    partition: number,
+    message: Partial<Omit<FakeMessage, 'body'>> & { body: Uint8Array | string },
+  ): FakeMessage {
+    const m: FakeMessage = {
+      id: this.#nextId++,
+      weight: 1,
+      key: '',
+      headers: {},
+      deliveryCount: 0,
+      delayMs: 0,
+      ...message,
+      body: typeof message.body === 'string' ? new TextEncoder().encode(message.body) : message.body,
+    }
+    this.#queue(queue).ready[partition]?.push(m)
+    for (const wake of this.#wakeConsumers.splice(0)) wake()
+    return m
+  }
+
+  bury(queue: string, partition: number, body: string): void {
+    this.#queue(queue).dead[partition]?.push({
+      id: this.#nextId++,
+      body: new TextEncoder().encode(body),
+      weight: 1,
+      key: '',
+      headers: {},
+      deliveryCount: 5,
+      delayMs: 0,
+    })
+  }
+
+  ready(queue: string): FakeMessage[] {
+    return this.#queue(queue).ready.flat()
+  }
+
+  /** A CliIO around this cluster, capturing stdout and stderr. */
+  io(options: { stdin?: string[]; env?: Record<string, string>; files?: Record<string, Uint8Array> } = {}) {
+    const stdout: string[] = []
+    const stderr: string[] = []
+    const interrupt = new AbortController()
+    const io: CliIO = {
+      stdout: { write: (s: string) => stdout.push(s) },
+      stderr: { write: (s: string) => stderr.push(s) },
+      stdin: (async function* () {
+        yield* options.stdin ?? []
+      })(),
+      env: options.env ?? {},
+      connect: async (o) => {
+        this.connectOptions = o
+        this.#check('connect')
+        return this.client()
+      },
+      readFile: async (path) => {
+        const file = options.files?.[path]
+        if (!file) throw new Error(`ENOENT: no such file or directory, open '${path}'`)
+        return file
+      },
+      now: () => 0,
+      interrupt: interrupt.signal,
+    }
+    return { io, stdout: () => stdout.join(''), stderr: () => stderr.join(''), interrupt }
+  }
+
+  client(): CliClient {
+    let closed = false
+    return {
+      admin: this.#admin(),
+      producer: (queue) => this.#producer(queue),
+      consumer: (queue, options) => this.#consumer(queue, options?.prefetch ?? 64, () => closed),
+      close: async () => {
+        closed = true
+        this.calls.push('close')
+      },
+    }
+  }
+
+  #check(call: string): void {
+    this.calls.push(call)
+    if (this.unavailable) throw new UnavailableError('no connection established')
+  }
+
+  #queue(name: string): FakeQueue {
+    const q = this.queues.get(name)
+    if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
+    return q
+  }
+
+  #route(name: string): QueueRoute {
+    const q = this.#queue(name)
+    return {
+      queue: name,
+      config: { ...q.config },
+      routeEpoch: 7,
+      partitions: q.ready.map((_, partition) => ({
+        partition,
+        groupId: partition + 1,
+        leaderId: 'n1',
+        leaderAddress: '10.0.0.1:7001',
+        replicas: [{ nodeId: 'n1', address: '10.0.0.1:7001', learner: false }],
+        engine: q.config.engine,
+      })),
+    }
+  }
+
+  #admin(): CliAdmin {
+    const call = <T>(name: string, fn: () => T): Promise<T> => {
+      try {
+        this.#check(name)
+        return Promise.resolve(fn())
+      } catch (error) {
+        return Promise.reject(error)
+      }
+    }
+    return {
+      createQueue: (name: string, options: QueueOptions = {}) =>
+        call(`createQueue:${name}:${JSON.stringify(options)}`, () => {
+          if (this.queues.has(name)) throw new QueueExistsError(`queue ${name} exists`)
+          this.addQueue(name, options.partitions || 1, options)
+          return this.#route(name)
+        }),
+      updateQueue: (name, update) =>
+        call(`updateQueue:${name}:${JSON.stringify(update)}`, () => {
+          const q = this.#queue(name)
+          q.config = { ...q.config, ...update }
+          return this.#route(name)
+        }),
+      deleteQueue: (name) =>
+        call(`deleteQueue:${name}`, () => {
+          this.#queue(name)
+          this.queues.delete(name)
+        }),
+      describeQueue: (name) => call(`describeQueue:${name}`, () => this.#route(name)),
+      listQueues: (prefix = '', limit = 10_000) =>
+        call(`listQueues:${prefix}:${limit}`, () =>
+          [...this.queues.keys()]
+            .filter((q) => q.startsWith(prefix))
+            .slice(0, limit)
+            .map((q) => this.#route(q)),
+        ),
+      clusterStatus: () => call('clusterStatus', () => this.status),
+      scaleDataGroups: (groups) =>
+        call(`scaleDataGroups:${groups}`, () => ({
+          targetGroups: groups,
+          movesTotal: 4,
+          movesDone: 0,
+          state: 'moving',
+        })),
+      purgeQueue: (name) =>
+        call(`purgeQueue:${name}`, () => {
+          const q = this.#queue(name)
+          const n = q.ready.flat().length
+          q.ready = q.ready.map(() => [])
+          return n
+        }),
+      deadLetters: (name, limit = 100) =>
+        call(`deadLetters:${name}:${limit}`, () =>
+          this.#queue(name).dead.flatMap((list, partition) =>
+            list
+              .slice(0, limit)
+              .map((m) => ({ ...m, partition, leaseId: '', deadlineMs: 0, enqueuedAtMs: 0 })),
+          ),
+        ),
+      redriveDeadLetters: (name, max = 1_000_000) =>
+        call(`redriveDeadLetters:${name}:${max}`, () => {
+          const q = this.#queue(name)
+          let moved = 0
+          q.dead.forEach((list, p) => {
+            const back = list.splice(0, max)
+            moved += back.length
+            q.ready[p]?.push(...back)
+          })
+          return moved
+        }),
+      purgeDeadLetters: (name) =>
+        call(`purgeDeadLetters:${name}`, () => {
+          const q = this.#queue(name)
+          const n = q.dead.flat().length
+          q.dead = q.dead.map(() => [])
+          return n
+        }),
+      queueStats: (name) =>
+        call(`queueStats:${name}`, () =>
+          this.#queue(name).ready.map((list, partition) => ({
+            queue: name,
+            partition,
+            groupId: partition + 1,
+            weights: [...new Set(list.map((m) => m.weight))].map((weight) => ({
+              weight,
+              ready: list.filter((m) => m.weight === weight).length,
+              delayed: 0,
+              leased: 0,
+              dead: this.#queue(name).dead[partition]?.length ?? 0,
+              oldestAgeMs: 1_500,
+              targetShare: 0.5,
+              achievedShare: 0.25,
+            })),
+            enqueuedTotal: list.length,
+            ackedTotal: 0,
+            expiredTotal: 0,
+            deadLetteredTotal: 0,
+          })),
+        ),
+      drainNode: (nodeId) => call(`drainNode:${nodeId}`, () => (nodeId === 'n2' ? 3 : 0)),
+      transferLeader: (groupId, toNodeId) => call(`transferLeader:${groupId}:${toNodeId}`, () => undefined),
+    }
+  }
+
+  #producer(queue: string): CliProducer {
+    let accepted = 0
+    let partitionNext = 0
+    const send: CliProducer['send'] = async (message) => {
+      this.#check('send')
+      const q = this.#queue(queue)
+      const failing = this.produceFailsAfter
+      if (failing && accepted >= failing.count) throw failing.error
+      accepted++
+      const partition = partitionNext++ % q.ready.length
+      const m = this.put(queue, partition, {
+        body: message.body,
+        weight: message.weight ?? 1,
+        key: message.key ?? '',
+        headers: { ...message.headers },
+        delayMs: message.delayMs ?? 0,
+      })
+      return { id: m.id, partition, duplicate: false }
+    }
+    return { send, flush: async () => {}, close: async () => {} }
+  }
+
+  #consumer(queue: string, prefetch: number, clientClosed: () => boolean): CliConsumer {
+    let closed = false
+    let held = 0
+    const cluster = this
+    const wake = () => {
+      for (const w of this.#wakeConsumers.splice(0)) w()
+    }
+    const take = (): CliDelivery | undefined => {
+      const q = cluster.#queue(queue)
+      for (const [partition, list] of q.ready.entries()) {
+        const m = list.shift()
+        if (!m) continue
+        m.deliveryCount++
+        held++
+        let settled = false
+        const settle = async (kind: 'ack' | 'nack') => {
+          if (settled) throw new Error(`message ${m.id} is already settled`)
+          settled = true
+          held--
+          if (kind === 'ack') cluster.acked.push(m.id)
+          else {
+            cluster.nacked.push(m.id)
+            list.unshift(m)
+          }
+          wake()
+        }
+        return {
+          id: m.id,
+          partition,
+          body: m.body,
+          weight: m.weight,
+          headers: m.headers,
+          key: m.key,
+          deliveryCount: m.deliveryCount,
+          ack: () => settle('ack'),
+          nack: () => settle('nack'),
+        }
+      }
+      return undefined
+    }
+    return {
+      async *[Symbol.asyncIterator]() {
+        cluster.#check(`consume:${queue}`)
+        cluster.#queue(queue)
+        while (!closed && !clientClosed()) {
+          const d = held < prefetch ? take() : undefined
+          if (d) {
+            yield d
+            continue
+          }
+          await new Promise<void>((resolve) => cluster.#wakeConsumers.push(resolve))
+        }
+      },
+      close: async () => {
+        closed = true
+        wake()
+      },
+    }
+  }
+}
+
+function defaultConfig(): QueueConfig {
+  return {
+    partitions: 1,
+    visibilityTimeoutMs: 30_000,
+    maxDeliveries: 5,
+    deadLetterQueue: '',
+    messageBytesMax: 1_048_576,
+    queueLengthMax: 1_000_000,
+    strictPriority: false,
+    dedupWindowMs: 0,
+    engine: 'leveldb',
+  }
+}
