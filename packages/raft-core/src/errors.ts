@@ -14,6 +14,7 @@ export const RaftErrorCode = {
   InvalidConfig: 'INVALID_CONFIG',
   InvalidArgument: 'INVALID_ARGUMENT',
   Overloaded: 'OVERLOADED',
+  Stopped: 'STOPPED',
 } as const
 export type RaftErrorCode = (typeof RaftErrorCode)[keyof typeof RaftErrorCode]
 
@@ -89,4 +90,14 @@ export class OverloadedError extends RaftError {
   override readonly name = 'OverloadedError'
   readonly code = RaftErrorCode.Overloaded
   readonly retriable = true
+}
+
+/**
+ * Runtime: the host stopped after a storage or state machine failure (see `cause`); it
+ * accepts no more work. Restart the process (or the host) from its durable state.
+ */
+export class HostStoppedError extends RaftError {
+  override readonly name = 'HostStoppedError'
+  readonly code = RaftErrorCode.Stopped
+  readonly retriable = false
 }

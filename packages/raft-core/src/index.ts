@@ -4,6 +4,7 @@ export type { RaftConfig } from './config'
 export { DEFAULT_RAFT_CONFIG } from './config'
 export {
   CompactedError,
+  HostStoppedError,
   InvalidArgumentError,
   InvalidConfigError,
   NotLeaderError,
@@ -22,6 +23,9 @@ export { RawNode } from './raw-node'
 export type { RaftStats, ReadState, SoftState } from './read-state'
 export { Role } from './read-state'
 export type { Ready } from './ready'
+export type { Clock, GroupId, StateMachine, Transport } from './runtime/ports'
+export type { Applied, GroupLimits, GroupOptions, HostOptions } from './runtime/raft-host'
+export { DEFAULT_GROUP_LIMITS, RaftHost } from './runtime/raft-host'
 export type { Durability, LogStorage, WritableLogStorage } from './storage'
 export type { ConfState, Entry, HardState, ReplicaId, Snapshot, SnapshotMeta } from './types'
 export { EMPTY_HARD_STATE, EntryType } from './types'

@@ -1,0 +1,36 @@
+import type { Message } from '../message'
+import type { Entry, Snapshot } from '../types'
+
+/** A Raft group's number within a multi-Raft host (the meta group is 0). */
+export type GroupId = number
+
+/**
+ * Carries Raft messages to the peers named in `to`. Fire-and-forget: Raft tolerates loss,
+ * duplication and reordering, so an implementation may drop a message when a peer is slow
+ * or unreachable instead of queueing without bound. Must not throw.
+ */
+export interface Transport {
+  send(groupId: GroupId, messages: readonly Message[]): void
+}
+
+/**
+ * A group's replicated state machine. Deterministic: the same entries in the same order give
+ * the same state on every replica; its only clock is each entry's `timestampMs`.
+ */
+export interface StateMachine {
+  /**
+   * Applies committed entries in log order and returns one result per entry (the result of
+   * the entry's proposal; ignored for the leader's empty no-op and ConfChange entries, which
+   * are passed too so the state machine can track its applied index). Throwing is fatal.
+   */
+  apply(entries: readonly Entry[]): readonly unknown[]
+  /** An image of the state as of the last applied entry. */
+  snapshot(): Uint8Array
+  /** Replaces the whole state with a snapshot's image. */
+  restore(snapshot: Snapshot): void
+}
+
+/** The host's wall clock, read only to stamp entries (the leader's clock, Raft core §timestamps). */
+export interface Clock {
+  nowMs(): number
+}

@@ -1,0 +1,491 @@
+import type { ConfChange } from '../conf-change'
+import {
+  HostStoppedError,
+  InvalidArgumentError,
+  NotLeaderError,
+  OverloadedError,
+  ProposalDroppedError,
+} from '../errors'
+import type { Message } from '../message'
+import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
+import { Role } from '../read-state'
+import type { Ready } from '../ready'
+import type { Durability, WritableLogStorage } from '../storage'
+import type { ReplicaId } from '../types'
+import type { Clock, GroupId, StateMachine, Transport } from './ports'
+
+/** Bounds of one group in a host. */
+export interface GroupLimits {
+  /** Proposals waiting to be applied; more are refused with OverloadedError. */
+  readonly pendingProposalsMax: number
+  /** Bytes of proposals waiting to be applied; more are refused with OverloadedError. */
+  readonly inflightBytesMax: number
+  /** A proposal not applied within this many ticks fails with ProposalDroppedError (outcome unknown). */
+  readonly proposalTimeoutTicks: number
+  /** Pending linearizable reads; more are refused with OverloadedError. */
+  readonly pendingReadsMax: number
+  /** Snapshot the state machine and compact once the log holds this many applied entries. */
+  readonly compactEntries: number
+  /** Applied entries kept in the log after a compaction (lets slow followers catch up without a snapshot). */
+  readonly compactKeepEntries: number
+}
+
+export const DEFAULT_GROUP_LIMITS: GroupLimits = {
+  pendingProposalsMax: 10_000,
+  inflightBytesMax: 64 * 1024 * 1024,
+  proposalTimeoutTicks: 100,
+  pendingReadsMax: 4096,
+  compactEntries: 10_000,
+  compactKeepEntries: 1000,
+}
+
+export interface GroupOptions {
+  readonly groupId: GroupId
+  /** Raft options of this replica (id, prng, timing, flow-control bounds). */
+  readonly raft: RawNodeOptions
+  /** The group's log; its writes become durable at the host's Durability.flush(). */
+  readonly storage: WritableLogStorage
+  readonly stateMachine: StateMachine
+  readonly limits?: Partial<GroupLimits>
+}
+
+export interface HostOptions {
+  readonly transport: Transport
+  /** One flush makes every group's staged writes durable (group commit). */
+  readonly durability: Durability
+  readonly clock: Clock
+  /** Called once when storage or a state machine fails; the host then refuses all work. */
+  readonly onFatal?: (error: unknown) => void
+  /** Bound on Ready cycles one processing run performs before yielding to the event loop. */
+  readonly cyclesPerRunMax?: number
+}
+
+/** What a proposal resolves to once its entry is applied. */
+export interface Applied {
+  readonly index: number
+  readonly result: unknown
+}
+
+interface PendingProposal {
+  readonly term: number
+  readonly bytes: number
+  readonly deadlineTick: number
+  readonly resolve: (a: Applied) => void
+  readonly reject: (e: unknown) => void
+}
+
+interface PendingRead {
+  index: number
+  readonly deadlineTick: number
+  readonly resolve: (index: number) => void
+  readonly reject: (e: unknown) => void
+}
+
+class Group {
+  readonly id: GroupId
+  readonly raw: RawNode
+  readonly storage: WritableLogStorage
+  readonly sm: StateMachine
+  readonly limits: GroupLimits
+  readonly proposals = new Map<number, PendingProposal>()
+  readonly reads = new Map<string, PendingRead>()
+  inflightBytes = 0
+  ticks = 0
+  readSeq = 0
+  applied: number
+  role: Role = Role.Follower
+  lead: ReplicaId = ''
+
+  constructor(o: GroupOptions) {
+    this.id = o.groupId
+    this.storage = o.storage
+    this.sm = o.stateMachine
+    this.limits = { ...DEFAULT_GROUP_LIMITS, ...o.limits }
+    const snap = o.storage.snapshot()
+    if (snap.meta.index > 0) o.stateMachine.restore(snap)
+    this.raw = new RawNode({ ...o.raft, appliedIndex: snap.meta.index }, o.storage)
+    this.applied = snap.meta.index
+  }
+}
+
+/**
+ * Drives many Raft groups in one process (a multi-Raft host) through injected ports. Each
+ * processing cycle follows the order written on Ready for every group at once:
+ *
+ *   1. take every group's Ready and stage its snapshot, entries and hard state in storage;
+ *   2. one Durability.flush() for all of them (group commit);
+ *   3. send each group's messages (only now: they promise durable state);
+ *   4. restore snapshots, apply committed entries in order, answer proposals and reads;
+ *   5. advance each group, compact logs that grew past their limit.
+ *
+ * Proposals resolve when their entry is applied, or fail with NotLeaderError (retriable, with
+ * the leader hint), ProposalDroppedError (retriable: overwritten by a new leader, timed out,
+ * transfer under way) or OverloadedError (back-pressure: too many proposals or bytes pending).
+ */
+export class RaftHost {
+  readonly #groups = new Map<GroupId, Group>()
+  readonly #transport: Transport
+  readonly #durability: Durability
+  readonly #clock: Clock
+  readonly #onFatal: (error: unknown) => void
+  readonly #cyclesPerRunMax: number
+  #running: Promise<void> | null = null
+  #again = false
+  #fatal: unknown = null
+  /** Counters for tests and metrics. */
+  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0 }
+
+  constructor(options: HostOptions) {
+    this.#transport = options.transport
+    this.#durability = options.durability
+    this.#clock = options.clock
+    this.#onFatal = options.onFatal ?? (() => {})
+    this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
+  }
+
+  /** Adds a group replica. Throws InvalidArgumentError for a duplicate id, InvalidConfigError for a bad config. */
+  addGroup(options: GroupOptions): void {
+    this.#checkAlive()
+    if (this.#groups.has(options.groupId)) {
+      throw new InvalidArgumentError(`group ${options.groupId} is already hosted here`)
+    }
+    this.#groups.set(options.groupId, new Group(options))
+    this.#schedule()
+  }
+
+  /** Stops hosting a group; its pending proposals and reads fail with ProposalDroppedError. */
+  removeGroup(groupId: GroupId): void {
+    const g = this.#groups.get(groupId)
+    if (g === undefined) return
+    this.#groups.delete(groupId)
+    const e = new ProposalDroppedError(`group ${groupId} was removed from this host`)
+    for (const p of g.proposals.values()) p.reject(e)
+    for (const r of g.reads.values()) r.reject(e)
+  }
+
+  groupIds(): GroupId[] {
+    return [...this.#groups.keys()]
+  }
+
+  status(groupId: GroupId): RaftStatus {
+    return this.#group(groupId).raw.status()
+  }
+
+  /** Advances every group by one tick (the owner calls this on a timer) and fails expired requests. */
+  tick(): void {
+    this.#checkAlive()
+    const now = this.#clock.nowMs()
+    for (const g of this.#groups.values()) {
+      g.raw.tick(now)
+      g.ticks++
+      this.#expire(g)
+    }
+    this.#schedule()
+  }
+
+  /** Feeds a message received from the transport. Messages for unknown groups are dropped and counted. */
+  receive(groupId: GroupId, message: Message): void {
+    if (this.#fatal !== null) return
+    const g = this.#groups.get(groupId)
+    if (g === undefined) {
+      this.stats.droppedMessages++
+      return
+    }
+    g.raw.step(message)
+    this.#schedule()
+  }
+
+  /** Proposes `data`; resolves with the state machine's result once the entry is applied here. */
+  propose(groupId: GroupId, data: Uint8Array): Promise<Applied> {
+    try {
+      this.#checkAlive()
+      const g = this.#group(groupId)
+      if (g.proposals.size >= g.limits.pendingProposalsMax) {
+        throw new OverloadedError(
+          `group ${groupId} has ${g.proposals.size} proposals pending (limit ${g.limits.pendingProposalsMax}); retry after some are applied`,
+        )
+      }
+      if (g.inflightBytes + data.length > g.limits.inflightBytesMax) {
+        throw new OverloadedError(
+          `group ${groupId} has ${g.inflightBytes} bytes of proposals pending (limit ${g.limits.inflightBytesMax}); retry after some are applied`,
+        )
+      }
+      const index = g.raw.propose(data, this.#clock.nowMs())
+      const term = g.raw.termAt(index)
+      this.#forget(g, index)
+      const promise = new Promise<Applied>((resolve, reject) => {
+        g.proposals.set(index, {
+          term,
+          bytes: data.length,
+          deadlineTick: g.ticks + g.limits.proposalTimeoutTicks,
+          resolve,
+          reject,
+        })
+      })
+      g.inflightBytes += data.length
+      this.#schedule()
+      return promise
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /** Proposes a membership change; resolves with its index once applied here. */
+  proposeConfChange(groupId: GroupId, change: ConfChange): Promise<Applied> {
+    try {
+      this.#checkAlive()
+      const g = this.#group(groupId)
+      const index = g.raw.proposeConfChange(change)
+      const term = g.raw.termAt(index)
+      this.#forget(g, index)
+      const promise = new Promise<Applied>((resolve, reject) => {
+        g.proposals.set(index, {
+          term,
+          bytes: 0,
+          deadlineTick: g.ticks + g.limits.proposalTimeoutTicks,
+          resolve,
+          reject,
+        })
+      })
+      this.#schedule()
+      return promise
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /**
+   * A linearizable read barrier (Raft §8): resolves with a read index once this replica has
+   * applied it, so a read of the local state machine then is linearizable. Works on followers
+   * too (the leader is asked). Fails with NotLeaderError when no leader is known.
+   */
+  readIndex(groupId: GroupId): Promise<number> {
+    try {
+      this.#checkAlive()
+      const g = this.#group(groupId)
+      if (g.reads.size >= g.limits.pendingReadsMax) {
+        throw new OverloadedError(`group ${groupId} has ${g.reads.size} reads pending; retry shortly`)
+      }
+      const ctx = `${g.id}:${++g.readSeq}`
+      g.raw.readIndex(ctx)
+      const promise = new Promise<number>((resolve, reject) => {
+        g.reads.set(ctx, {
+          index: -1,
+          deadlineTick: g.ticks + g.limits.proposalTimeoutTicks,
+          resolve,
+          reject,
+        })
+      })
+      this.#schedule()
+      return promise
+    } catch (e) {
+      return Promise.reject(e)
+    }
+  }
+
+  /** Starts a leadership transfer of `groupId` to `to`. Throws NotLeaderError on a non-leader. */
+  transferLeader(groupId: GroupId, to: ReplicaId): void {
+    this.#checkAlive()
+    this.#group(groupId).raw.transferLeader(to)
+    this.#schedule()
+  }
+
+  /** Makes this replica campaign now (tests, bootstrapping a known leader). */
+  campaign(groupId: GroupId): void {
+    this.#group(groupId).raw.campaign()
+    this.#schedule()
+  }
+
+  /** Resolves once no group has ready work left (after the cycles already scheduled). */
+  async idle(): Promise<void> {
+    while (this.#running !== null) await this.#running
+    if (this.#fatal !== null) throw this.#fatal
+  }
+
+  #group(groupId: GroupId): Group {
+    const g = this.#groups.get(groupId)
+    if (g === undefined) throw new InvalidArgumentError(`group ${groupId} is not hosted here`)
+    return g
+  }
+
+  #checkAlive(): void {
+    if (this.#fatal !== null) {
+      throw new HostStoppedError('the host stopped after a storage or state machine failure; restart it', {
+        cause: this.#fatal,
+      })
+    }
+  }
+
+  #schedule(): void {
+    if (this.#fatal !== null) return
+    if (this.#running !== null) {
+      this.#again = true
+      return
+    }
+    this.#running = this.#run().finally(() => {
+      this.#running = null
+      if (this.#again && this.#fatal === null) {
+        this.#again = false
+        this.#schedule()
+      }
+    })
+  }
+
+  async #run(): Promise<void> {
+    // Let the caller's synchronous burst (many proposals, many received messages) land first,
+    // so one cycle carries all of it.
+    await Promise.resolve()
+    try {
+      for (let cycle = 0; cycle < this.#cyclesPerRunMax; cycle++) {
+        this.#again = false
+        const worked = await this.#cycle()
+        if (!worked) return
+      }
+      this.#again = true // more work remains: continue in a fresh run (yields to I/O between runs)
+    } catch (e) {
+      this.#die(e)
+    }
+  }
+
+  /** One cycle over every group; returns whether any group had work. */
+  async #cycle(): Promise<boolean> {
+    const batch: { g: Group; rd: Ready }[] = []
+    let mustFlush = false
+    for (const g of this.#groups.values()) {
+      if (!g.raw.hasReady()) continue
+      const rd = g.raw.ready()
+      if (rd.snapshot !== null) g.storage.applySnapshot(rd.snapshot)
+      if (rd.entries.length > 0) g.storage.append(rd.entries)
+      if (rd.hardState !== null) g.storage.setHardState(rd.hardState)
+      if (rd.snapshot !== null || rd.entries.length > 0 || rd.hardState !== null) mustFlush = true
+      batch.push({ g, rd })
+    }
+    if (batch.length === 0) return false
+    this.stats.cycles++
+    if (mustFlush) {
+      await this.#durability.flush()
+      this.stats.flushes++
+    }
+    for (const { g, rd } of batch) {
+      if (rd.messages.length > 0) this.#transport.send(g.id, rd.messages)
+    }
+    for (const { g, rd } of batch) {
+      if (!this.#groups.has(g.id)) continue
+      this.#apply(g, rd)
+      g.raw.advance(rd)
+      this.#maybeCompact(g)
+    }
+    return true
+  }
+
+  #apply(g: Group, rd: Ready): void {
+    if (rd.softState !== null) {
+      g.role = rd.softState.role
+      g.lead = rd.softState.lead
+    }
+    if (rd.snapshot !== null) {
+      g.sm.restore(rd.snapshot)
+      g.applied = rd.snapshot.meta.index
+      // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
+      for (const [index, p] of g.proposals) {
+        if (index > g.applied) continue
+        this.#settle(
+          g,
+          index,
+          p,
+          new ProposalDroppedError('replaced by a snapshot; outcome unknown, retry idempotently'),
+        )
+      }
+    }
+    if (rd.committedEntries.length > 0) {
+      const results = g.sm.apply(rd.committedEntries)
+      for (let i = 0; i < rd.committedEntries.length; i++) {
+        const e = rd.committedEntries[i]!
+        const p = g.proposals.get(e.index)
+        if (p === undefined) continue
+        if (p.term === e.term) this.#settle(g, e.index, p, null, { index: e.index, result: results[i] })
+        else
+          this.#settle(
+            g,
+            e.index,
+            p,
+            new ProposalDroppedError('the entry was overwritten by a new leader; retry'),
+          )
+      }
+      g.applied = rd.committedEntries.at(-1)!.index
+    }
+    for (const rs of rd.readStates) {
+      const r = g.reads.get(rs.requestCtx)
+      if (r !== undefined) r.index = rs.index
+    }
+    for (const [ctx, r] of g.reads) {
+      if (r.index >= 0 && r.index <= g.applied) {
+        g.reads.delete(ctx)
+        r.resolve(r.index)
+      }
+    }
+  }
+
+  /** A new entry took `index`: an older proposal there was overwritten (a new term truncated it). */
+  #forget(g: Group, index: number): void {
+    const old = g.proposals.get(index)
+    if (old !== undefined)
+      this.#settle(
+        g,
+        index,
+        old,
+        new ProposalDroppedError('the entry was overwritten by a new leader; retry'),
+      )
+  }
+
+  #settle(g: Group, index: number, p: PendingProposal, error: unknown, value?: Applied): void {
+    g.proposals.delete(index)
+    g.inflightBytes -= p.bytes
+    if (error !== null) p.reject(error)
+    else p.resolve(value!)
+  }
+
+  /** Fails proposals and reads past their deadline (pending entries are index-ordered, so is time). */
+  #expire(g: Group): void {
+    for (const [index, p] of g.proposals) {
+      if (p.deadlineTick > g.ticks) break
+      const err =
+        g.role === Role.Leader
+          ? new ProposalDroppedError(
+              `not applied within ${g.limits.proposalTimeoutTicks} ticks; outcome unknown`,
+            )
+          : new NotLeaderError(g.lead)
+      this.#settle(g, index, p, err)
+    }
+    for (const [ctx, r] of g.reads) {
+      if (r.deadlineTick > g.ticks) continue
+      g.reads.delete(ctx)
+      r.reject(
+        g.role === Role.Leader
+          ? new ProposalDroppedError('read not confirmed in time; retry')
+          : new NotLeaderError(g.lead),
+      )
+    }
+  }
+
+  #maybeCompact(g: Group): void {
+    const first = g.storage.firstIndex()
+    if (g.applied - first + 1 < g.limits.compactEntries) return
+    if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
+    const meta = g.raw.snapshotMeta(g.applied)
+    const compactIndex = Math.max(first - 1, g.applied - g.limits.compactKeepEntries)
+    g.storage.compact({ meta, data: g.sm.snapshot() }, compactIndex)
+  }
+
+  #die(e: unknown): void {
+    if (this.#fatal !== null) return
+    this.#fatal = e
+    for (const g of this.#groups.values()) {
+      for (const p of g.proposals.values()) p.reject(e)
+      for (const r of g.reads.values()) r.reject(e)
+      g.proposals.clear()
+      g.reads.clear()
+    }
+    this.#onFatal(e)
+  }
+}

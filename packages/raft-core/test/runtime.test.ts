@@ -1,0 +1,302 @@
+import { describe, expect, it } from 'vitest'
+import {
+  type Durability,
+  type Entry,
+  EntryType,
+  type GroupId,
+  HostStoppedError,
+  MemoryLogStorage,
+  type Message,
+  MessageType,
+  NotLeaderError,
+  OverloadedError,
+  Prng,
+  ProposalDroppedError,
+  RaftHost,
+  type Snapshot,
+  type StateMachine,
+  type Transport,
+} from '../src/index'
+import { conf } from './harness'
+
+const enc = new TextEncoder()
+const dec = new TextDecoder()
+
+/** A state machine that keeps the applied strings; each proposal's result is the list length. */
+class ListMachine implements StateMachine {
+  items: string[] = []
+  apply(entries: readonly Entry[]): readonly unknown[] {
+    return entries.map((e) => {
+      if (e.type !== EntryType.Normal || e.data.length === 0) return undefined
+      this.items.push(dec.decode(e.data))
+      return this.items.length
+    })
+  }
+  snapshot(): Uint8Array {
+    return enc.encode(JSON.stringify(this.items))
+  }
+  restore(s: Snapshot): void {
+    this.items = JSON.parse(dec.decode(s.data)) as string[]
+  }
+}
+
+/** A durability over memory storages that records which storages each flush made durable. */
+class RecordingDurability implements Durability {
+  readonly storages: MemoryLogStorage[] = []
+  readonly flushedGroups: number[] = []
+  gate: Promise<void> | null = null
+  fail: Error | null = null
+  async flush(): Promise<void> {
+    if (this.gate !== null) await this.gate
+    if (this.fail !== null) throw this.fail
+    this.flushedGroups.push(this.storages.filter((s) => s.unsyncedWrites() > 0).length)
+    for (const s of this.storages) s.sync()
+  }
+}
+
+/** Hosts wired by an in-memory network: messages queue until run() delivers them. */
+class Net {
+  readonly hosts = new Map<string, RaftHost>()
+  readonly queue: { groupId: GroupId; m: Message }[] = []
+  readonly cut = new Set<string>()
+  readonly sent: Message[] = []
+  transport(): Transport {
+    return {
+      send: (groupId, messages) => {
+        for (const m of messages) {
+          this.sent.push(m)
+          if (this.queue.length < 100_000) this.queue.push({ groupId, m })
+        }
+      },
+    }
+  }
+  async run(roundsMax = 1000): Promise<void> {
+    for (let round = 0; round < roundsMax; round++) {
+      for (const h of this.hosts.values()) await h.idle()
+      if (this.queue.length === 0) return
+      const batch = this.queue.splice(0)
+      for (const { groupId, m } of batch) {
+        if (this.cut.has(m.to) || this.cut.has(m.from)) continue
+        this.hosts.get(m.to)?.receive(groupId, m)
+      }
+    }
+    throw new Error('Net.run: not quiet')
+  }
+  async tickAll(times: number): Promise<void> {
+    for (let i = 0; i < times; i++) {
+      for (const h of this.hosts.values()) h.tick()
+      await this.run()
+    }
+  }
+}
+
+interface Node {
+  host: RaftHost
+  durability: RecordingDurability
+  storages: Map<GroupId, MemoryLogStorage>
+  machines: Map<GroupId, ListMachine>
+}
+
+function cluster(
+  groups: GroupId[],
+  limits: Record<string, number> = {},
+  ids = ['n1', 'n2', 'n3'],
+): { net: Net; nodes: Map<string, Node> } {
+  const net = new Net()
+  const nodes = new Map<string, Node>()
+  let seed = 1
+  for (const id of ids) {
+    const durability = new RecordingDurability()
+    const host = new RaftHost({ transport: net.transport(), durability, clock: { nowMs: () => 1_000 } })
+    const node: Node = { host, durability, storages: new Map(), machines: new Map() }
+    for (const g of groups) {
+      const storage = new MemoryLogStorage(conf(ids))
+      const machine = new ListMachine()
+      durability.storages.push(storage)
+      node.storages.set(g, storage)
+      node.machines.set(g, machine)
+      host.addGroup({
+        groupId: g,
+        raft: { id, prng: new Prng(seed++), electionTicks: 10 },
+        storage,
+        stateMachine: machine,
+        limits,
+      })
+    }
+    net.hosts.set(id, host)
+    nodes.set(id, node)
+  }
+  return { net, nodes }
+}
+
+async function electAll(net: Net, leader: RaftHost, groups: GroupId[]): Promise<void> {
+  for (const g of groups) leader.campaign(g)
+  await net.run()
+}
+
+describe('RaftHost', () => {
+  it('answers proposals with the state machine’s result once applied, for many groups', async () => {
+    const { net, nodes } = cluster([1, 2])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    const p1 = n1.propose(1, enc.encode('a'))
+    const p2 = n1.propose(2, enc.encode('b'))
+    const p3 = n1.propose(1, enc.encode('c'))
+    await net.run()
+    expect(await p1).toMatchObject({ result: 1 })
+    expect(await p3).toMatchObject({ result: 2 })
+    expect(await p2).toMatchObject({ result: 1 })
+    await net.tickAll(2)
+    for (const n of nodes.values()) {
+      expect(n.machines.get(1)!.items).toEqual(['a', 'c'])
+      expect(n.machines.get(2)!.items).toEqual(['b'])
+    }
+  })
+
+  it('coalesces the ready work of many groups into one flush', async () => {
+    const groups = [1, 2, 3, 4]
+    const { net, nodes } = cluster(groups)
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, groups)
+    n1.durability.flushedGroups.length = 0
+    const ps = groups.map((g) => n1.host.propose(g, enc.encode(`x${g}`)))
+    await net.run()
+    await Promise.all(ps)
+    expect(Math.max(...n1.durability.flushedGroups)).toBe(4) // one fsync made all four durable
+    expect(n1.host.stats.flushes).toBeLessThan(n1.host.stats.cycles + 1)
+  })
+
+  it('persists before it sends: no message leaves while the flush is pending', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    let open: () => void = () => {}
+    n1.durability.gate = new Promise<void>((r) => {
+      open = r
+    })
+    const before = net.sent.length
+    const p = n1.host.propose(1, enc.encode('durable-first'))
+    for (let i = 0; i < 10; i++) await Promise.resolve()
+    expect(net.sent.length).toBe(before)
+    n1.durability.gate = null
+    open()
+    await net.run()
+    expect(net.sent.length).toBeGreaterThan(before)
+    await p
+  })
+
+  it('fails a proposal on a follower with a retriable NotLeaderError carrying the leader hint', async () => {
+    const { net, nodes } = cluster([1])
+    await electAll(net, nodes.get('n1')!.host, [1])
+    const err = await nodes
+      .get('n2')!
+      .host.propose(1, enc.encode('x'))
+      .catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(NotLeaderError)
+    expect((err as NotLeaderError).leaderHint).toBe('n1')
+    expect((err as NotLeaderError).retriable).toBe(true)
+  })
+
+  it('applies back-pressure when the proposal queue or in-flight bytes pass their limits', async () => {
+    const { net, nodes } = cluster([1], { pendingProposalsMax: 2, inflightBytesMax: 10 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const a = n1.propose(1, enc.encode('1'))
+    const b = n1.propose(1, enc.encode('2'))
+    await expect(n1.propose(1, enc.encode('3'))).rejects.toBeInstanceOf(OverloadedError)
+    await net.run()
+    await Promise.all([a, b])
+    await expect(n1.propose(1, new Uint8Array(11))).rejects.toThrow(/bytes of proposals pending/)
+    const ok = n1.propose(1, enc.encode('ok'))
+    await net.run()
+    await expect(ok).resolves.toMatchObject({ result: 3 })
+  })
+
+  it('resolves a linearizable read on a follower once it has applied the read index', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const p = n1.propose(1, enc.encode('w'))
+    await net.run()
+    const { index } = await p
+    const read = nodes.get('n3')!.host.readIndex(1)
+    await net.run()
+    await net.tickAll(1)
+    expect(await read).toBeGreaterThanOrEqual(index)
+    expect(nodes.get('n3')!.machines.get(1)!.items).toContain('w')
+  })
+
+  it('compacts behind snapshots and catches a lagging follower up with one', async () => {
+    const { net, nodes } = cluster([1], { compactEntries: 20, compactKeepEntries: 2 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    net.cut.add('n3')
+    const ps = Array.from({ length: 60 }, (_, i) => n1.propose(1, enc.encode(`v${i}`)))
+    await net.run()
+    await Promise.all(ps)
+    expect(nodes.get('n1')!.storages.get(1)!.firstIndex()).toBeGreaterThan(20)
+    net.cut.clear()
+    await net.tickAll(3)
+    expect(net.sent.some((m) => m.type === MessageType.Snap && m.to === 'n3')).toBe(true)
+    expect(nodes.get('n3')!.machines.get(1)!.items.length).toBe(60)
+    expect(nodes.get('n3')!.storages.get(1)!.snapshot().meta.index).toBeGreaterThan(0)
+  })
+
+  it('fails a proposal that is not applied in time with a retriable ProposalDroppedError', async () => {
+    const { net, nodes } = cluster([1], { proposalTimeoutTicks: 5 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    net.cut.add('n2')
+    net.cut.add('n3')
+    const p = n1.propose(1, enc.encode('stuck')).catch((e: unknown) => e)
+    await net.tickAll(6)
+    const err = await p
+    expect(err).toBeInstanceOf(ProposalDroppedError)
+    expect((err as ProposalDroppedError).retriable).toBe(true)
+  })
+
+  it('stops on a storage failure: pending work fails and later calls get HostStoppedError', async () => {
+    let fatal: unknown = null
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    const host = new RaftHost({
+      transport: net.transport(),
+      durability: {
+        flush: () => Promise.reject(new Error('disk on fire')),
+      },
+      clock: { nowMs: () => 0 },
+      onFatal: (e) => {
+        fatal = e
+      },
+    })
+    host.addGroup({
+      groupId: 9,
+      raft: { id: 'solo', prng: new Prng(1) },
+      storage: new MemoryLogStorage(conf(['solo'])),
+      stateMachine: new ListMachine(),
+    })
+    host.campaign(9)
+    await expect(host.idle()).rejects.toThrow('disk on fire')
+    expect(fatal).toBeInstanceOf(Error)
+    await expect(host.propose(9, enc.encode('x'))).rejects.toBeInstanceOf(HostStoppedError)
+  })
+
+  it('restarts a group from durable storage and re-applies its committed log', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const ps = ['a', 'b', 'c'].map((x) => n1.propose(1, enc.encode(x)))
+    await net.run()
+    await Promise.all(ps)
+    await net.tickAll(2)
+    const n2 = nodes.get('n2')!
+    n2.host.removeGroup(1)
+    const storage = n2.storages.get(1)!
+    storage.crash()
+    const machine = new ListMachine()
+    n2.host.addGroup({ groupId: 1, raft: { id: 'n2', prng: new Prng(99) }, storage, stateMachine: machine })
+    await net.tickAll(3)
+    expect(machine.items).toEqual(['a', 'b', 'c'])
+  })
+})
