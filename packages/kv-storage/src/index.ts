@@ -1,3 +1,4 @@
+export { crc32c } from './crc32c'
 export type {
   BatchOp,
   Engine,
@@ -24,9 +25,27 @@ export {
   OverloadedError,
   WriteFailedError,
 } from './errors'
+export type { GroupCommitOptions, GroupCommitStats } from './group-commit'
+export { GroupCommit } from './group-commit'
+export type { GroupLogLimits, TailStats } from './group-log'
+export { GroupLog } from './group-log'
+export type { HistogramSnapshot } from './histogram'
+export { quantileOf } from './histogram'
 export type { Tuple, TupleElement } from './key-codec'
 export { compareTuples, decodeTuple, encodeTuple, KeyTag, prefixEnd, prefixRange } from './key-codec'
 export type { LevelEngineOptions } from './level-engine'
 export { LevelEngine } from './level-engine'
+export {
+  entriesRange,
+  entryKey,
+  GroupKeyKind,
+  groupRange,
+  hardStateKey,
+  KeySpace,
+  stateMachineKey,
+  stateMachineRange,
+} from './log-keys'
+export type { LogStoreOptions } from './log-store'
+export { LogStore } from './log-store'
 export { MemoryEngine } from './memory-engine'
 export { checkOps, opBytes, WriteBatch } from './write-batch'

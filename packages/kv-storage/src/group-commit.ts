@@ -1,0 +1,291 @@
+import type { Durability } from '@mq/raft-core'
+import type { BatchOp, Engine } from './engine'
+import { ClosedError, InvalidArgumentError, OverloadedError, WriteFailedError } from './errors'
+import { Histogram, type HistogramSnapshot, powersOfTwo } from './histogram'
+import { checkOps, opBytes } from './write-batch'
+
+export interface GroupCommitOptions {
+  /** Ops staged and not yet handed to the engine, at most. Default 200,000. */
+  readonly stagedOpsMax?: number
+  /** Key and value bytes staged and not yet handed to the engine, at most. Default 64 MiB. */
+  readonly stagedBytesMax?: number
+  /** `write()` calls waiting for staging room, at most; one more rejects. Default 1,024. */
+  readonly roomWaitersMax?: number
+  /** Cycles a `write()` waits for room before it gives up with OverloadedError. Default 64. */
+  readonly roomWaitCyclesMax?: number
+  /** The clock for latency figures, in milliseconds. Default `performance.now`. */
+  readonly nowMs?: () => number
+}
+
+/** A point-in-time copy of the group commit's figures. */
+export interface GroupCommitStats {
+  /** Batches written (each one engine write with one fsync). */
+  readonly batches: number
+  readonly opsWritten: number
+  readonly bytesWritten: number
+  /** Ops and bytes staged for the next batch. */
+  readonly stagedOps: number
+  readonly stagedBytes: number
+  /** Ops of the batch being written now (0 when idle). */
+  readonly inFlightOps: number
+  /** `write()` calls waiting for staging room. */
+  readonly roomWaiters: number
+  /** Staging calls rejected with OverloadedError. */
+  readonly overloads: number
+  /** Batches the engine failed to write (after the first, the commit is failed for good). */
+  readonly failures: number
+  /** Ops per batch. */
+  readonly batchOps: HistogramSnapshot
+  /** Key and value bytes per batch. */
+  readonly batchBytes: HistogramSnapshot
+  /** Time from handing a batch to the engine (sync: true) to its resolution, in ms. */
+  readonly fsyncLatencyMs: HistogramSnapshot
+}
+
+interface Deferred {
+  readonly promise: Promise<void>
+  resolve(): void
+  reject(err: Error): void
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void
+  let reject!: (err: Error) => void
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  // A cycle's failure reaches every flush() caller; nobody awaiting it is not an error.
+  promise.catch(() => {})
+  return { promise, resolve, reject }
+}
+
+const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
+
+/**
+ * Group commit: the one writer of a database. Every group's log store, and any state
+ * machine, stages ops here (synchronously, in call order); `flush()` writes everything
+ * staged so far as one atomic batch with one fsync (`sync: true`) and resolves every caller
+ * that asked since the last batch. While a batch is being written, new stages and flushes
+ * gather for the next one, so at most one batch is in flight and the fsync rate, not the
+ * caller count, sets the pace.
+ *
+ * Bounds and back-pressure: at most `stagedOpsMax` ops / `stagedBytesMax` bytes wait in
+ * the staging queue (one more batch may be in flight, so memory stays under twice that).
+ * A stage that would pass the bound starts a batch at once when none is in flight; when
+ * one is, the synchronous `stage()` REJECTS with OverloadedError (retriable: nothing was
+ * staged), and the asynchronous `write()` WAITS for the in-flight batch to finish (at most
+ * `roomWaitersMax` waiters, each at most `roomWaitCyclesMax` cycles, then OverloadedError).
+ * One stage larger than the whole bound is accepted when nothing else is staged.
+ *
+ * Failure: if the engine rejects a batch, that batch's flushes reject with
+ * WriteFailedError, and so does every later call: the callers' in-memory state (the log
+ * tails) may be ahead of the disk, so the store must be reopened (fail-stop).
+ */
+export class GroupCommit implements Durability {
+  private staged: BatchOp[] = []
+  private stagedBytes = 0
+  /** Resolved when the batch that will carry the currently staged ops is durable. */
+  private next: Deferred | undefined
+  /** The batch being written, if any. */
+  private current: Deferred | undefined
+  private inFlightOps = 0
+  private roomWaiters: Deferred[] = []
+  private failed: WriteFailedError | undefined
+  private closed = false
+
+  private readonly stagedOpsMax: number
+  private readonly stagedBytesMax: number
+  private readonly roomWaitersMax: number
+  private readonly roomWaitCyclesMax: number
+  private readonly nowMs: () => number
+
+  private batches = 0
+  private opsWritten = 0
+  private bytesWritten = 0
+  private overloads = 0
+  private failures = 0
+  private readonly batchOps = new Histogram(powersOfTwo(1, 1 << 20))
+  private readonly batchBytes = new Histogram(powersOfTwo(64, 1 << 28))
+  private readonly fsyncLatencyMs = new Histogram(LATENCY_BOUNDS_MS)
+
+  constructor(
+    private readonly engine: Engine,
+    options: GroupCommitOptions = {},
+  ) {
+    this.stagedOpsMax = positive('stagedOpsMax', options.stagedOpsMax ?? 200_000)
+    this.stagedBytesMax = positive('stagedBytesMax', options.stagedBytesMax ?? 64 * 1024 * 1024)
+    this.roomWaitersMax = positive('roomWaitersMax', options.roomWaitersMax ?? 1024)
+    this.roomWaitCyclesMax = positive('roomWaitCyclesMax', options.roomWaitCyclesMax ?? 64)
+    this.nowMs = options.nowMs ?? (() => performance.now())
+  }
+
+  /**
+   * Stages `ops` for the next batch, after everything staged before. Synchronous; the ops
+   * are durable once a later `flush()` resolves. Throws OverloadedError (nothing staged)
+   * when the staging queue is full and a batch is in flight, ClosedError after close,
+   * WriteFailedError after a failed batch, InvalidArgumentError for a malformed op.
+   */
+  stage(ops: readonly BatchOp[]): void {
+    this.checkUsable()
+    checkOps(ops)
+    if (ops.length === 0) return
+    let bytes = 0
+    for (const op of ops) bytes += opBytes(op)
+    if (!this.hasRoom(ops.length, bytes)) {
+      if (this.current) {
+        this.overloads++
+        throw new OverloadedError(
+          `group commit staging queue is full (${this.staged.length} ops, ${this.stagedBytes} bytes staged; ` +
+            `bounds ${this.stagedOpsMax} ops, ${this.stagedBytesMax} bytes) while a batch is being written; ` +
+            'retry after flush() resolves',
+        )
+      }
+      this.startBatch()
+    }
+    for (const op of ops) this.staged.push(op)
+    this.stagedBytes += bytes
+  }
+
+  /** True when `ops` more ops of `bytes` bytes can be staged without overload right now. */
+  canStage(ops: number, bytes: number): boolean {
+    return this.hasRoom(ops, bytes) || !this.current
+  }
+
+  /**
+   * Makes everything staged before this call durable: resolves after the batch carrying it
+   * is written with fsync (at once when nothing is staged or in flight). Rejects with
+   * WriteFailedError when that batch fails, ClosedError after close.
+   */
+  flush(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed)
+    if (this.staged.length === 0) {
+      if (this.current) return this.current.promise
+      if (this.closed) return Promise.reject(new ClosedError('group commit is closed'))
+      return Promise.resolve()
+    }
+    if (this.closed) return Promise.reject(new ClosedError('group commit is closed'))
+    this.next ??= deferred()
+    const promise = this.next.promise
+    if (!this.current) this.startBatch()
+    return promise
+  }
+
+  /**
+   * Stages `ops` (waiting for room when the queue is full) and resolves once they are
+   * durable: how a state machine adds its own ops to the next cycle and waits for them.
+   */
+  async write(ops: readonly BatchOp[]): Promise<void> {
+    for (let cycle = 0; ; cycle++) {
+      try {
+        this.stage(ops)
+        break
+      } catch (err) {
+        if (!(err instanceof OverloadedError) || !this.current) throw err
+        if (cycle >= this.roomWaitCyclesMax || this.roomWaiters.length >= this.roomWaitersMax) {
+          throw new OverloadedError(
+            `group commit write gave up after ${cycle} cycles waiting for staging room ` +
+              `(${this.roomWaiters.length} writers waiting); the disk cannot keep up, shed load and retry`,
+            { cause: err },
+          )
+        }
+        const room = deferred()
+        this.roomWaiters.push(room)
+        await room.promise
+      }
+    }
+    return this.flush()
+  }
+
+  /** Writes what is staged, then refuses further work. Does not close the engine. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    if (!this.failed) await this.flush().catch(() => {})
+    if (this.current) await this.current.promise.catch(() => {})
+    this.closed = true
+    const err = new ClosedError('group commit is closed')
+    for (const w of this.roomWaiters.splice(0)) w.reject(err)
+  }
+
+  stats(): GroupCommitStats {
+    return {
+      batches: this.batches,
+      opsWritten: this.opsWritten,
+      bytesWritten: this.bytesWritten,
+      stagedOps: this.staged.length,
+      stagedBytes: this.stagedBytes,
+      inFlightOps: this.inFlightOps,
+      roomWaiters: this.roomWaiters.length,
+      overloads: this.overloads,
+      failures: this.failures,
+      batchOps: this.batchOps.snapshot(),
+      batchBytes: this.batchBytes.snapshot(),
+      fsyncLatencyMs: this.fsyncLatencyMs.snapshot(),
+    }
+  }
+
+  private hasRoom(ops: number, bytes: number): boolean {
+    if (this.staged.length === 0) return true
+    return this.staged.length + ops <= this.stagedOpsMax && this.stagedBytes + bytes <= this.stagedBytesMax
+  }
+
+  private checkUsable(): void {
+    if (this.failed) throw this.failed
+    if (this.closed) throw new ClosedError('group commit is closed; reopen the log store')
+  }
+
+  /** Hands everything staged to the engine as one synced batch. Requires no batch in flight. */
+  private startBatch(): void {
+    if (this.current) throw new Error('group commit invariant: one batch in flight at most')
+    const ops = this.staged
+    const bytes = this.stagedBytes
+    const done = this.next ?? deferred()
+    this.staged = []
+    this.stagedBytes = 0
+    this.next = undefined
+    this.current = done
+    this.inFlightOps = ops.length
+    const startMs = this.nowMs()
+    this.engine.write(ops, { sync: true }).then(
+      () => {
+        this.fsyncLatencyMs.record(this.nowMs() - startMs)
+        this.batchOps.record(ops.length)
+        this.batchBytes.record(bytes)
+        this.batches++
+        this.opsWritten += ops.length
+        this.bytesWritten += bytes
+        this.finishBatch()
+        done.resolve()
+        // Flushes that arrived during the write start the next batch at once.
+        if (this.next && !this.failed) this.startBatch()
+      },
+      (err: unknown) => {
+        this.failures++
+        this.failed = new WriteFailedError(
+          `group commit batch of ${ops.length} ops failed to write; the log stores are now failed, reopen them ` +
+            `(${err instanceof Error ? err.message : String(err)})`,
+          { cause: err },
+        )
+        this.finishBatch()
+        done.reject(this.failed)
+        this.next?.reject(this.failed)
+        this.next = undefined
+      },
+    )
+  }
+
+  private finishBatch(): void {
+    this.current = undefined
+    this.inFlightOps = 0
+    for (const w of this.roomWaiters.splice(0)) {
+      if (this.failed) w.reject(this.failed)
+      else w.resolve()
+    }
+  }
+}
+
+function positive(name: string, n: number): number {
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError(`group commit: ${name} must be an integer >= 1`)
+  return n
+}

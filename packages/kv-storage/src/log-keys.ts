@@ -1,0 +1,79 @@
+import { encodeTuple, prefixRange, type Tuple } from './key-codec'
+
+/**
+ * The key layout of the database a node's groups share (one fact, one place). Every key is
+ * an encoded tuple; everything of group g lies under the prefix (KeySpace.Group, g), so
+ * removing a group is one range clear of `groupRange(g)`.
+ *
+ *   (1, g, 1)              hard state
+ *   (1, g, 2)              snapshot metadata (+ how its data is chunked)
+ *   (1, g, 3, chunk)       snapshot data, chunk 0, 1, …
+ *   (1, g, 4, index)       log entry
+ *   (1, g, 5)              log start: the last discarded entry's index and term
+ *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
+ */
+
+export const KeySpace = {
+  /** Per-group data: the Raft log and the group's state machine. */
+  Group: 1,
+  /** Per-node data that belongs to no group (node identity, …). */
+  Node: 2,
+} as const
+
+export const GroupKeyKind = {
+  HardState: 1,
+  SnapshotMeta: 2,
+  SnapshotChunk: 3,
+  Entry: 4,
+  LogStart: 5,
+  StateMachine: 16,
+} as const
+
+export function hardStateKey(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.HardState])
+}
+
+export function snapshotMetaKey(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.SnapshotMeta])
+}
+
+export function snapshotChunkKey(groupId: number, chunk: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.SnapshotChunk, chunk])
+}
+
+export function snapshotChunkRange(groupId: number): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Group, groupId, GroupKeyKind.SnapshotChunk])
+}
+
+export function entryKey(groupId: number, index: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.Entry, index])
+}
+
+/** The keys of entries [lo, hi) of a group. */
+export function entryRange(groupId: number, lo: number, hi: number): { gte: Uint8Array; lt: Uint8Array } {
+  return { gte: entryKey(groupId, lo), lt: entryKey(groupId, hi) }
+}
+
+/** Every entry key of a group. */
+export function entriesRange(groupId: number): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Group, groupId, GroupKeyKind.Entry])
+}
+
+export function logStartKey(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.LogStart])
+}
+
+/** Every key of a group: its log, hard state, snapshot and state machine keys. */
+export function groupRange(groupId: number): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Group, groupId])
+}
+
+/** A key of group `groupId`'s state machine: (1, g, 16, ...rest). Removed with the group. */
+export function stateMachineKey(groupId: number, rest: Tuple): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.StateMachine, ...rest])
+}
+
+/** The range of every key of group `groupId`'s state machine that starts with `rest`. */
+export function stateMachineRange(groupId: number, rest: Tuple = []): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Group, groupId, GroupKeyKind.StateMachine, ...rest])
+}

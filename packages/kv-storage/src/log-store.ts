@@ -1,0 +1,175 @@
+import type { Durability } from '@mq/raft-core'
+import type { BatchOp, Engine } from './engine'
+import { ClosedError, InvalidArgumentError } from './errors'
+import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
+import { GroupLog } from './group-log'
+import { decodeTuple, encodeTuple } from './key-codec'
+import { groupRange, KeySpace } from './log-keys'
+
+export interface LogStoreOptions extends GroupCommitOptions {
+  /** Snapshot data is stored in chunks of at most this many bytes. Default 1 MiB. */
+  readonly snapshotChunkBytes?: number
+  /** Snapshot data above this many bytes is refused (it is held in memory). Default 256 MiB. */
+  readonly snapshotDataBytesMax?: number
+  /** Entries read per page while a group recovers. Default 4,096. */
+  readonly recoverPageEntries?: number
+  /** Groups open at once, at most. Default 100,000. */
+  readonly groupsMax?: number
+}
+
+/**
+ * The Raft log store of one database, for many groups: each group's log, hard state and
+ * snapshot live under its own key prefix (see log-keys.ts), and one GroupCommit makes the
+ * writes of every group durable together. The store does not own the engine: close the
+ * store, then the engine.
+ *
+ *   const store = new LogStore(engine)
+ *   const log = await store.openGroup(7)   // recovers group 7 from disk (empty if new)
+ *   log.append(entries); log.setHardState(hs)
+ *   await store.durability.flush()          // one fsync for every group's staged writes
+ */
+export class LogStore {
+  /** The database's single writer; also the `Durability` port of the Raft runtime. */
+  readonly commit: GroupCommit
+  private readonly groups = new Map<number, GroupLog>()
+  private readonly opening = new Map<number, Promise<GroupLog>>()
+  private readonly groupsMax: number
+  private readonly limits: {
+    snapshotChunkBytes: number
+    snapshotDataBytesMax: number
+    recoverPageEntries: number
+  }
+  private closed = false
+
+  constructor(
+    private readonly engine: Engine,
+    options: LogStoreOptions = {},
+  ) {
+    this.commit = new GroupCommit(engine, options)
+    this.limits = {
+      snapshotChunkBytes: atLeastOne('snapshotChunkBytes', options.snapshotChunkBytes ?? 1024 * 1024),
+      snapshotDataBytesMax: atLeastOne(
+        'snapshotDataBytesMax',
+        options.snapshotDataBytesMax ?? 256 * 1024 * 1024,
+      ),
+      recoverPageEntries: atLeastOne('recoverPageEntries', options.recoverPageEntries ?? 4096),
+    }
+    this.groupsMax = atLeastOne('groupsMax', options.groupsMax ?? 100_000)
+  }
+
+  /** The Raft runtime's Durability port: `flush()` makes every group's staged writes durable. */
+  get durability(): Durability {
+    return this.commit
+  }
+
+  /**
+   * Opens group `groupId`'s log, reading its hard state, snapshot and entries from disk
+   * (an empty log when the group has none). Returns the open instance when it is open
+   * already. Throws CorruptRecordError when a stored record is damaged (naming the group
+   * and index), ClosedError after close, InvalidArgumentError for a bad id or too many groups.
+   */
+  async openGroup(groupId: number): Promise<GroupLog> {
+    this.checkOpen()
+    checkGroupId(groupId)
+    const open = this.groups.get(groupId)
+    if (open) return open
+    const pending = this.opening.get(groupId)
+    if (pending) return pending
+    if (this.groups.size + this.opening.size >= this.groupsMax) {
+      throw new InvalidArgumentError(`log store: ${this.groupsMax} groups are open already (groupsMax)`)
+    }
+    const task = (async () => {
+      // Staged writes (a removal, say) must be on disk before the group is read back.
+      await this.commit.flush()
+      const snap = await this.engine.snapshot()
+      try {
+        const log = await GroupLog.recover(snap, groupId, this.commit, this.limits)
+        if (this.closed) throw new ClosedError('log store closed while the group was opening')
+        this.groups.set(groupId, log)
+        return log
+      } finally {
+        await snap.close()
+      }
+    })()
+    this.opening.set(groupId, task)
+    try {
+      return await task
+    } finally {
+      this.opening.delete(groupId)
+    }
+  }
+
+  /** The open log of `groupId`, if any. */
+  group(groupId: number): GroupLog | undefined {
+    return this.groups.get(groupId)
+  }
+
+  /** The ids of the groups that have any key in the database, ascending (a skip scan). */
+  async groupIdsOnDisk(): Promise<number[]> {
+    this.checkOpen()
+    const ids: number[] = []
+    const end = encodeTuple([KeySpace.Group + 1])
+    let from = encodeTuple([KeySpace.Group])
+    for (let i = 0; i < this.groupsMax * 10; i++) {
+      const [row] = await this.engine.range({ gte: from, lt: end, limit: 1 })
+      if (!row) return ids
+      const id = decodeTuple(row[0])[1]
+      if (typeof id !== 'number') return ids
+      ids.push(id)
+      from = encodeTuple([KeySpace.Group, id + 1])
+    }
+    return ids
+  }
+
+  /**
+   * Removes group `groupId` entirely — log, hard state, snapshot and its state machine's
+   * keys — as one range clear, and resolves once that is durable. Its open log is closed.
+   */
+  async removeGroup(groupId: number): Promise<void> {
+    this.checkOpen()
+    checkGroupId(groupId)
+    const pending = this.opening.get(groupId)
+    if (pending) await pending.catch(() => {})
+    const log = this.groups.get(groupId)
+    const range = groupRange(groupId)
+    this.commit.stage([{ type: 'clear', gte: range.gte, lt: range.lt }])
+    log?.close()
+    this.groups.delete(groupId)
+    await this.commit.flush()
+  }
+
+  /** Stages extra ops (a state machine's) into the next group commit; see GroupCommit.stage. */
+  stage(ops: readonly BatchOp[]): void {
+    this.commit.stage(ops)
+  }
+
+  stats(): GroupCommitStats {
+    return this.commit.stats()
+  }
+
+  /** Flushes what is staged, closes every group's log and the group commit. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    await Promise.allSettled([...this.opening.values()])
+    await this.commit.close()
+    for (const log of this.groups.values()) log.close()
+    this.groups.clear()
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('log store is closed')
+  }
+}
+
+function checkGroupId(groupId: number): void {
+  if (!Number.isSafeInteger(groupId) || groupId < 0) {
+    throw new InvalidArgumentError(`log store: group id ${groupId} is not an integer >= 0`)
+  }
+}
+
+function atLeastOne(name: string, n: number): number {
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError(`log store: ${name} must be an integer >= 1`)
+  return n
+}

@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest'
+import { ClosedError, OverloadedError, WriteFailedError } from '../src/errors'
+import { GroupCommit } from '../src/group-commit'
+import { MemoryEngine } from '../src/memory-engine'
+import { GatedEngine } from './helpers'
+
+const put = (k: number, v = k) => ({ type: 'put' as const, key: Uint8Array.of(k), value: Uint8Array.of(v) })
+
+describe('GroupCommit', () => {
+  it('a flush with nothing staged resolves without writing', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    await commit.flush()
+    expect(engine.writes).toHaveLength(0)
+    expect(commit.stats().batches).toBe(0)
+  })
+
+  it('writes everything staged by many callers as one synced batch and resolves every flush', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    commit.stage([put(1)])
+    commit.stage([put(2), put(3)])
+    commit.stage([put(1, 9)])
+    await Promise.all([commit.flush(), commit.flush(), commit.flush()])
+    expect(engine.writes).toHaveLength(1)
+    expect(engine.writes[0]?.sync).toBe(true)
+    expect(engine.writes[0]?.ops).toHaveLength(4)
+    expect(await engine.get(Uint8Array.of(1))).toEqual(Uint8Array.of(9))
+    const stats = commit.stats()
+    expect(stats.batches).toBe(1)
+    expect(stats.opsWritten).toBe(4)
+    expect(stats.batchOps.count).toBe(1)
+    expect(stats.fsyncLatencyMs.count).toBe(1)
+  })
+
+  it('gathers what arrives during an in-flight batch into the next one', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(2)])
+    const second = commit.flush()
+    commit.stage([put(3)])
+    const third = commit.flush()
+    // A flush with nothing new staged waits for the in-flight batch only.
+    let firstDone = false
+    void first.then(() => {
+      firstDone = true
+    })
+    expect(commit.stats().inFlightOps).toBe(1)
+    expect(commit.stats().stagedOps).toBe(2)
+    engine.release()
+    await first
+    expect(firstDone).toBe(true)
+    await Promise.all([second, third])
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 2])
+  })
+
+  it('rejects a synchronous stage past the bound while a batch is in flight, and stages nothing', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 3 })
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(2), put(3)])
+    expect(() => commit.stage([put(4), put(5)])).toThrow(OverloadedError)
+    expect(commit.stats().stagedOps).toBe(2)
+    expect(commit.stats().overloads).toBe(1)
+    expect(commit.canStage(2, 2)).toBe(false)
+    engine.release()
+    await first
+    await commit.flush()
+    expect(await engine.get(Uint8Array.of(4))).toBeUndefined()
+  })
+
+  it('starts a batch by itself when the bound is reached and nothing is in flight', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 2 })
+    commit.stage([put(1), put(2)])
+    commit.stage([put(3)])
+    expect(engine.writes).toHaveLength(1)
+    await commit.flush()
+    expect(engine.writes).toHaveLength(2)
+  })
+
+  it('an async write waits for room and lands; past roomWaitersMax it rejects', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 2, roomWaitersMax: 1 })
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(2), put(3)])
+    const waiting = commit.write([put(4), put(5)])
+    await expect(commit.write([put(6), put(7)])).rejects.toBeInstanceOf(OverloadedError)
+    expect(commit.stats().roomWaiters).toBe(1)
+    engine.release()
+    await first
+    await waiting
+    expect(await engine.get(Uint8Array.of(5))).toEqual(Uint8Array.of(5))
+    expect(await engine.get(Uint8Array.of(6))).toBeUndefined()
+  })
+
+  it('a failed batch rejects its flushes and fails every later call (fail-stop)', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    engine.failNext = new Error('disk on fire')
+    commit.stage([put(1)])
+    const err = await commit.flush().catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(WriteFailedError)
+    expect((err as WriteFailedError).cause).toBeInstanceOf(Error)
+    expect(() => commit.stage([put(2)])).toThrow(WriteFailedError)
+    await expect(commit.flush()).rejects.toBeInstanceOf(WriteFailedError)
+    expect(commit.stats().failures).toBe(1)
+  })
+
+  it('close writes what is staged and refuses (rejects) what comes after', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    commit.stage([put(1)])
+    await commit.close()
+    expect(await engine.get(Uint8Array.of(1))).toEqual(Uint8Array.of(1))
+    expect(() => commit.stage([put(2)])).toThrow(ClosedError)
+    await expect(commit.flush()).rejects.toBeInstanceOf(ClosedError)
+  })
+})

@@ -1,0 +1,352 @@
+import { CompactedError, type Entry, type Snapshot, UnavailableError } from '@mq/raft-core'
+import fc from 'fast-check'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import type { Engine } from '../src/engine'
+import { ClosedError, CorruptRecordError, InvalidArgumentError, OverloadedError } from '../src/errors'
+import type { GroupLog } from '../src/group-log'
+import { LevelEngine } from '../src/level-engine'
+import { entryKey, hardStateKey, stateMachineKey } from '../src/log-keys'
+import { LogStore } from '../src/log-store'
+import { MemoryEngine } from '../src/memory-engine'
+import { entries, entry, tempDir } from './helpers'
+
+interface Env {
+  engine: Engine
+  /** Closes the engine (Level) and opens it again; the memory engine is kept as it is. */
+  reopen(): Promise<Engine>
+  dispose(): Promise<void>
+}
+
+const envs: [string, () => Promise<Env>][] = [
+  [
+    'MemoryEngine',
+    async () => {
+      const engine = new MemoryEngine()
+      return { engine, reopen: async () => engine, dispose: () => engine.close() }
+    },
+  ],
+  [
+    'LevelEngine',
+    async () => {
+      const dir = await tempDir('kv-logstore')
+      const path = `${dir.path}/db`
+      const env: Env = {
+        engine: await LevelEngine.open(path),
+        reopen: async () => {
+          await env.engine.close()
+          env.engine = await LevelEngine.open(path)
+          return env.engine
+        },
+        dispose: async () => {
+          await env.engine.close()
+          await dir.remove()
+        },
+      }
+      return env
+    },
+  ],
+]
+
+const conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
+const snapshotAt = (index: number, term: number, text = `state@${index}`): Snapshot => ({
+  meta: { index, term, conf },
+  data: new TextEncoder().encode(text),
+})
+const indexes = (es: Entry[]) => es.map((e) => e.index)
+
+for (const [name, makeEnv] of envs) {
+  describe(`LogStore on ${name}`, () => {
+    let env: Env
+    let store: LogStore
+
+    beforeEach(async () => {
+      env = await makeEnv()
+      store = new LogStore(env.engine)
+    })
+    afterEach(async () => {
+      await store.close()
+      await env.dispose()
+    })
+
+    /** Flushes, closes the store, reopens the engine and a new store, reopens the group. */
+    async function restart(groupId: number): Promise<GroupLog> {
+      await store.durability.flush()
+      await store.close()
+      store = new LogStore(await env.reopen())
+      return store.openGroup(groupId)
+    }
+
+    it('a new group is empty', async () => {
+      const log = await store.openGroup(1)
+      expect(log.firstIndex()).toBe(1)
+      expect(log.lastIndex()).toBe(0)
+      expect(log.term(0)).toBe(0)
+      expect(log.entries(1, 1, 100)).toEqual([])
+      expect(log.initialState()).toEqual({
+        hardState: { term: 0, vote: '', commit: 0 },
+        conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] },
+      })
+      expect(log.snapshot().meta.index).toBe(0)
+      expect(() => log.term(1)).toThrow(UnavailableError)
+    })
+
+    it('appends, reads by range with a byte limit, answers terms, and survives a restart', async () => {
+      let log = await store.openGroup(1)
+      log.append(entries(1, 6, 1))
+      log.append(entries(6, 11, 2))
+      log.setHardState({ term: 2, vote: 'n2', commit: 7 })
+      const check = (log: GroupLog) => {
+        expect(log.lastIndex()).toBe(10)
+        expect(indexes(log.entries(1, 11, 1 << 20))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+        // e1..e9 have 2 data bytes: at least one entry, then no more than bytesMax in all.
+        expect(indexes(log.entries(3, 11, 0))).toEqual([3])
+        expect(indexes(log.entries(3, 11, 5))).toEqual([3, 4])
+        expect(indexes(log.entries(3, 11, 6))).toEqual([3, 4, 5])
+        expect(log.term(5)).toBe(1)
+        expect(log.term(6)).toBe(2)
+        expect(log.entries(4, 5, 0)[0]).toEqual(entry(4, 1))
+        expect(() => log.entries(1, 12, 100)).toThrow(UnavailableError)
+        expect(log.initialState().hardState).toEqual({ term: 2, vote: 'n2', commit: 7 })
+      }
+      check(log)
+      log = await restart(1)
+      check(log)
+    })
+
+    it('truncates a conflicting suffix (Raft §5.3), also after a restart', async () => {
+      let log = await store.openGroup(3)
+      log.append(entries(1, 8, 1))
+      log.append([entry(4, 2, 'x4'), entry(5, 2, 'x5')])
+      expect(log.lastIndex()).toBe(5)
+      expect(log.entries(4, 6, 100).map((e) => new TextDecoder().decode(e.data))).toEqual(['x4', 'x5'])
+      log = await restart(3)
+      expect(log.lastIndex()).toBe(5)
+      expect(log.term(5)).toBe(2)
+      expect(log.term(3)).toBe(1)
+      expect(await env.engine.get(entryKey(3, 6))).toBeUndefined()
+    })
+
+    it('rejects appends that leave a hole or go back in term, changing nothing', async () => {
+      const log = await store.openGroup(1)
+      log.append(entries(1, 4, 2))
+      expect(() => log.append([entry(6, 2)])).toThrow(InvalidArgumentError)
+      expect(() => log.append([entry(4, 1)])).toThrow(InvalidArgumentError)
+      expect(() => log.append([entry(4, 2), entry(6, 2)])).toThrow(InvalidArgumentError)
+      expect(() => log.append([])).toThrow(InvalidArgumentError)
+      expect(log.lastIndex()).toBe(3)
+    })
+
+    it('compacts behind a snapshot: first index, term at the boundary, CompactedError below', async () => {
+      let log = await store.openGroup(2)
+      log.append(entries(1, 11, 1))
+      log.append(entries(11, 21, 3))
+      log.compact(snapshotAt(15, 3), 12)
+      const check = (log: GroupLog) => {
+        expect(log.firstIndex()).toBe(13)
+        expect(log.lastIndex()).toBe(20)
+        expect(log.term(12)).toBe(3)
+        expect(() => log.term(11)).toThrow(CompactedError)
+        expect(() => log.entries(12, 14, 100)).toThrow(CompactedError)
+        expect(indexes(log.entries(13, 15, 100))).toEqual([13, 14])
+        expect(log.snapshot().meta).toEqual({ index: 15, term: 3, conf })
+        expect(new TextDecoder().decode(log.snapshot().data)).toBe('state@15')
+        expect(log.initialState().conf).toEqual(conf)
+        expect(log.tailStats().entries).toBe(8)
+      }
+      check(log)
+      log = await restart(2)
+      check(log)
+      expect(await env.engine.get(entryKey(2, 12))).toBeUndefined()
+      expect(await env.engine.get(entryKey(2, 13))).toBeDefined()
+    })
+
+    it('applySnapshot keeps the entries after it when the log holds its index and term', async () => {
+      let log = await store.openGroup(4)
+      log.append(entries(1, 11, 2))
+      log.applySnapshot(snapshotAt(6, 2))
+      const check = (log: GroupLog) => {
+        expect(log.firstIndex()).toBe(7)
+        expect(log.lastIndex()).toBe(10)
+        expect(log.term(6)).toBe(2)
+      }
+      check(log)
+      log = await restart(4)
+      check(log)
+    })
+
+    it('applySnapshot discards the whole log when it does not hold the snapshot’s entry', async () => {
+      let log = await store.openGroup(4)
+      log.append(entries(1, 11, 2))
+      log.applySnapshot(snapshotAt(8, 5))
+      const check = (log: GroupLog) => {
+        expect(log.firstIndex()).toBe(9)
+        expect(log.lastIndex()).toBe(8)
+        expect(log.term(8)).toBe(5)
+        expect(log.entries(9, 9, 10)).toEqual([])
+      }
+      check(log)
+      log = await restart(4)
+      check(log)
+      log.append(entries(9, 12, 5))
+      expect(log.lastIndex()).toBe(11)
+      expect(() => log.applySnapshot(snapshotAt(3, 1))).toThrow(InvalidArgumentError)
+    })
+
+    it('stores snapshot data in chunks and reads back the same bytes', async () => {
+      await store.close()
+      store = new LogStore(env.engine, { snapshotChunkBytes: 7, snapshotDataBytesMax: 1000 })
+      let log = await store.openGroup(9)
+      log.append(entries(1, 4, 1))
+      const big = snapshotAt(3, 1, 'x'.repeat(100))
+      log.compact(big, 3)
+      log.compact(snapshotAt(3, 1, 'short'), 3)
+      expect(() => log.compact(snapshotAt(3, 1, 'y'.repeat(2000)), 3)).toThrow(/snapshotDataBytesMax/)
+      log = await restart(9)
+      expect(new TextDecoder().decode(log.snapshot().data)).toBe('short')
+    })
+
+    it('keeps many groups apart in one database, lists them, and removes one as a range', async () => {
+      const a = await store.openGroup(1)
+      const b = await store.openGroup(2)
+      const c = await store.openGroup(300)
+      a.append(entries(1, 4, 1))
+      b.append(entries(1, 6, 1))
+      c.append(entries(1, 2, 7))
+      store.stage([{ type: 'put', key: stateMachineKey(2, ['msg', 1]), value: Uint8Array.of(1) }])
+      await store.durability.flush()
+      expect(store.stats().batches).toBe(1)
+      expect(await store.groupIdsOnDisk()).toEqual([1, 2, 300])
+      await store.removeGroup(2)
+      expect(() => b.lastIndex() && b.term(1)).toThrow(ClosedError)
+      expect(await store.groupIdsOnDisk()).toEqual([1, 300])
+      expect(await env.engine.get(stateMachineKey(2, ['msg', 1]))).toBeUndefined()
+      expect((await restart(1)).lastIndex()).toBe(3)
+      expect((await store.openGroup(2)).lastIndex()).toBe(0)
+      expect((await store.openGroup(300)).term(1)).toBe(7)
+    })
+
+    it('writes are visible at once and reach the engine only at the next flush', async () => {
+      const log = await store.openGroup(1)
+      log.append(entries(1, 3, 1))
+      expect(log.lastIndex()).toBe(2)
+      expect(await env.engine.get(entryKey(1, 1))).toBeUndefined()
+      await store.durability.flush()
+      expect(await env.engine.get(entryKey(1, 1))).toBeDefined()
+    })
+
+    it('an overloaded stage leaves the log unchanged', async () => {
+      await store.close()
+      store = new LogStore(env.engine, { stagedOpsMax: 2 })
+      const log = await store.openGroup(1)
+      log.append(entries(1, 3, 1))
+      // Hold a batch in flight: the next stage past the bound must be refused.
+      const inFlight = store.durability.flush()
+      log.append(entries(3, 5, 1))
+      expect(() => log.append(entries(5, 7, 1))).toThrow(OverloadedError)
+      expect(log.lastIndex()).toBe(4)
+      await inFlight
+      await store.durability.flush()
+      log.append(entries(5, 7, 1))
+      expect((await restart(1)).lastIndex()).toBe(6)
+    })
+
+    it('a corrupt entry fails the open with an error naming the group and the index', async () => {
+      const log = await store.openGroup(5)
+      log.append(entries(1, 6, 1))
+      await store.durability.flush()
+      const rec = (await env.engine.get(entryKey(5, 3))) as Uint8Array
+      rec[rec.length - 1] = (rec[rec.length - 1] as number) ^ 0x01
+      await env.engine.write([{ type: 'put', key: entryKey(5, 3), value: rec }], { sync: true })
+      await store.close()
+      store = new LogStore(await env.reopen())
+      const err = await store.openGroup(5).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(CorruptRecordError)
+      expect(err).toMatchObject({ groupId: 5, index: 3, code: 'KV_CORRUPT_RECORD' })
+      expect((err as Error).message).toMatch(/group 5: entry 3 is corrupt: checksum mismatch/)
+    })
+
+    it('a hole in the log or a commit past the last index fails the open', async () => {
+      const log = await store.openGroup(6)
+      log.append(entries(1, 6, 1))
+      log.setHardState({ term: 1, vote: '', commit: 5 })
+      await store.durability.flush()
+      await env.engine.write([{ type: 'del', key: entryKey(6, 3) }], { sync: true })
+      await store.close()
+      store = new LogStore(await env.reopen())
+      await expect(store.openGroup(6)).rejects.toMatchObject({ groupId: 6, index: 3, message: /hole/ })
+      await env.engine.write(
+        [
+          { type: 'clear', gte: entryKey(6, 3), lt: entryKey(6, 100) },
+          { type: 'put', key: hardStateKey(6), value: (await env.engine.get(hardStateKey(6))) as Uint8Array },
+        ],
+        { sync: true },
+      )
+      await expect(store.openGroup(6)).rejects.toThrow(/commit 5 is past the last index 2/)
+    })
+  })
+}
+
+describe('GroupLog against a reference model', () => {
+  it('agrees after random appends, truncations, compactions, snapshots and restarts', async () => {
+    const cmd = fc.oneof(
+      fc.record({
+        t: fc.constant('append' as const),
+        back: fc.nat({ max: 4 }),
+        n: fc.integer({ min: 1, max: 4 }),
+      }),
+      fc.record({ t: fc.constant('compact' as const), back: fc.nat({ max: 5 }) }),
+      fc.record({
+        t: fc.constant('snap' as const),
+        ahead: fc.integer({ min: -3, max: 3 }),
+        keep: fc.boolean(),
+      }),
+      fc.record({ t: fc.constant('restart' as const) }),
+    )
+    await fc.assert(
+      fc.asyncProperty(fc.array(cmd, { minLength: 1, maxLength: 40 }), async (cmds) => {
+        const engine = new MemoryEngine()
+        let store = new LogStore(engine)
+        let log = await store.openGroup(1)
+        let model: Entry[] = []
+        let start = { index: 0, term: 0 }
+        let term = 1
+        for (const c of cmds) {
+          const last = start.index + model.length
+          if (c.t === 'append') {
+            term++
+            const from = Math.max(start.index + 1, last + 1 - c.back)
+            const es = entries(from, from + c.n, term)
+            log.append(es)
+            model = model.slice(0, from - start.index - 1).concat(es)
+          } else if (c.t === 'compact') {
+            const idx = last - c.back
+            if (idx <= start.index) continue
+            const t = (model[idx - start.index - 1] as Entry).term
+            log.compact(snapshotAt(idx, t), idx)
+            model = model.slice(idx - start.index)
+            start = { index: idx, term: t }
+          } else if (c.t === 'snap') {
+            const idx = Math.max(start.index, last + c.ahead)
+            const held = idx > start.index && idx <= last
+            const t = held && c.keep ? (model[idx - start.index - 1] as Entry).term : term + 1
+            if (!held || !c.keep) term = Math.max(term, t)
+            log.applySnapshot(snapshotAt(idx, t))
+            model = held && c.keep ? model.slice(idx - start.index) : []
+            start = { index: idx, term: t }
+          } else {
+            await store.close()
+            store = new LogStore(engine)
+            log = await store.openGroup(1)
+          }
+          expect(log.firstIndex()).toBe(start.index + 1)
+          expect(log.lastIndex()).toBe(start.index + model.length)
+          expect(log.term(start.index)).toBe(start.term)
+          if (model.length > 0)
+            expect(log.entries(start.index + 1, log.lastIndex() + 1, 1 << 30)).toEqual(model)
+        }
+        await store.close()
+      }),
+      { numRuns: 150 },
+    )
+  })
+})
