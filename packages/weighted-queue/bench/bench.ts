@@ -7,8 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import type { Engine } from '@mq/kv-storage'
-import * as kv from '@mq/kv-storage'
+import { type Engine, LevelEngine, MemoryEngine } from '@mq/kv-storage'
 import { DirectPartition, type EnqueueMessage, WeightedScheduler } from '../src/index'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? '2')
@@ -76,33 +75,26 @@ function decisions(k: number): void {
     for (let i = 0; i < 10_000; i++) s.next()
     n += 10_000
   }
-  const rate = n / ((performance.now() - started) / 1000)
   rows.push({
-    name: `scheduler decisions, ${k} weight(s)`,
-    value: `${Math.round(rate).toLocaleString('en-US')} decisions/s`,
+    name: `scheduler decisions, ${k} backlogged weights`,
+    value: `${rates(n, started, cpuStart)} decisions/s`,
   })
 }
 
 type EngineFactory = () => Promise<{ engine: Engine; close: () => Promise<void> }>
-const engines: [string, EngineFactory][] = []
-const kvAny = kv as unknown as Record<string, unknown>
-if (typeof kvAny.MemoryEngine === 'function') {
-  const Ctor = kvAny.MemoryEngine as new () => Engine
-  engines.push([
+const engines: [string, EngineFactory][] = [
+  [
     'memory',
     async () => {
-      const engine = new Ctor()
+      const engine = new MemoryEngine()
       return { engine, close: () => engine.close() }
     },
-  ])
-}
-if (typeof kvAny.LevelEngine === 'function') {
-  const Level = kvAny.LevelEngine as unknown as { open(dir: string): Promise<Engine> }
-  engines.push([
+  ],
+  [
     'leveldb',
     async () => {
       const dir = mkdtempSync(join(tmpdir(), 'wq-bench-'))
-      const engine = await Level.open(dir)
+      const engine = await LevelEngine.open(dir)
       return {
         engine,
         close: async () => {
@@ -111,8 +103,8 @@ if (typeof kvAny.LevelEngine === 'function') {
         },
       }
     },
-  ])
-}
+  ],
+]
 
 for (const [name, make] of engines) {
   if (only && !name.includes(only)) continue

@@ -6,8 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { BatchOp, Engine } from '@mq/kv-storage'
-import * as kv from '@mq/kv-storage'
+import { type BatchOp, type Engine, LevelEngine, MemoryEngine } from '@mq/kv-storage'
 import { type Command, type CommandResult, type QueueConfig, QueuePartition } from '../src/index'
 
 export interface EngineCase {
@@ -15,36 +14,29 @@ export interface EngineCase {
   readonly open: () => Promise<{ engine: Engine; dispose: () => Promise<void> }>
 }
 
-const kvExports = kv as unknown as Record<string, unknown>
-
-/** MemoryEngine always; LevelEngine (a real LevelDB in a temp dir) once kv-storage exports it. */
+/** The conformance engines: MemoryEngine and LevelEngine (a real LevelDB in a temp dir). */
 export const ENGINES: readonly EngineCase[] = [
   {
     name: 'memory',
     open: async () => {
-      const engine = new kv.MemoryEngine()
+      const engine = new MemoryEngine()
       return { engine, dispose: () => engine.close() }
     },
   },
-  ...(typeof kvExports.LevelEngine === 'function'
-    ? [
-        {
-          name: 'leveldb',
-          open: async () => {
-            const dir = mkdtempSync(join(tmpdir(), 'wq-test-'))
-            const Level = kvExports.LevelEngine as unknown as { open(dir: string): Promise<Engine> }
-            const engine = await Level.open(dir)
-            return {
-              engine,
-              dispose: async () => {
-                await engine.close()
-                rmSync(dir, { recursive: true, force: true })
-              },
-            }
-          },
+  {
+    name: 'leveldb',
+    open: async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'wq-test-'))
+      const engine = await LevelEngine.open(dir)
+      return {
+        engine,
+        dispose: async () => {
+          await engine.close()
+          rmSync(dir, { recursive: true, force: true })
         },
-      ]
-    : []),
+      }
+    },
+  },
 ]
 
 /** Drives a QueuePartition, writing its ops to the engine every `flushEvery` applies. */

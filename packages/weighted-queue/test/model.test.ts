@@ -1,241 +1,33 @@
 import * as fc from 'fast-check'
-import { afterAll, describe, expect, it } from 'vitest'
-import type { Command, EnqueueMessage, QueueConfig } from '../src/index'
-import { comparable, ENGINES, LaggedQueue } from './harness'
+import { afterAll, describe, it } from 'vitest'
+import { ENGINES, LaggedQueue } from './harness'
 import { ModelQueue } from './model'
-
-/** Small limits so that the generated commands reach them. */
-const CONFIG: Partial<QueueConfig> = {
-  maxDeliveries: 3,
-  dedupWindowMs: 400,
-  producerWindowMs: 600,
-  messageBytesMax: 24,
-  enqueueBatchMax: 4,
-  leaseBatchMax: 5,
-  queueMessagesMax: 14,
-  visibilityMsMax: 500,
-  delayMsMax: 400,
-  expiryBatchMax: 1000,
-  shareWindowLeases: 8,
-}
-
-interface World {
-  readonly model: ModelQueue
-  readonly real: LaggedQueue
-  nowMs: number
-}
-
-/** A command is built from the model's state at run time (to pick issued lease ids). */
-type Build = (model: ModelQueue, nowMs: number) => Command
-
-const tally = new Map<string, number>()
-
-class Step implements fc.AsyncCommand<World, World> {
-  constructor(
-    readonly label: string,
-    readonly dtMs: number,
-    readonly build: Build,
-  ) {}
-  check(): boolean {
-    return true
-  }
-  async run(_: World, w: World): Promise<void> {
-    w.nowMs = Math.max(0, w.nowMs + this.dtMs)
-    const cmd = this.build(w.model, w.nowMs)
-    const want = comparable(w.model.apply(cmd, w.nowMs))
-    const raw = await w.real.apply(cmd, w.nowMs)
-    const got = comparable(raw)
-    if (process.env.WQ_DEBUG) {
-      const r = want as {
-        type: string
-        code?: string
-        leases?: unknown[]
-        statuses?: string[]
-        ids?: unknown[]
-      }
-      const g = raw as { error?: Error }
-      const k = `${g.error?.message ?? ''}${r.type}${r.code ? `:${r.code}` : ''}${r.leases ? `:${r.leases.length > 0}` : ''}${r.statuses ? `:${r.statuses.join(',')}` : ''}`
-      tally.set(k, (tally.get(k) ?? 0) + 1)
-    }
-    expect(got, `${this.label} at ${w.nowMs}`).toEqual(want)
-    expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
-    expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
-  }
-  toString(): string {
-    return `${this.label}+${this.dtMs}ms`
-  }
-}
-
-const dt = fc.oneof(
-  { weight: 12, arbitrary: fc.integer({ min: 0, max: 15 }) },
-  { weight: 6, arbitrary: fc.integer({ min: 16, max: 150 }) },
-  { weight: 1, arbitrary: fc.constant(-50) },
-)
-const rarely = <T>(common: fc.Arbitrary<T>, rare: fc.Arbitrary<T>) =>
-  fc.oneof({ weight: 30, arbitrary: common }, { weight: 1, arbitrary: rare })
-const weight = rarely(
-  fc.constantFrom<number | undefined>(undefined, 1, 2, 3, 7, 1000),
-  fc.constantFrom(0, 1001, 2.5),
-)
-const maybe = <T>(arb: fc.Arbitrary<T>, pct: number) =>
-  fc.integer({ min: 0, max: 99 }).chain((n) => (n < pct ? arb : fc.constant(undefined)))
-const message = fc
-  .record({
-    weight,
-    body: rarely(fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ minLength: 25, maxLength: 26 })),
-    headers: maybe(
-      fc.dictionary(fc.constantFrom('a', 'b', 'ü'), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
-      15,
-    ),
-    key: maybe(rarely(fc.constantFrom('k', 'kk'), fc.constant('')), 10),
-    notBeforeOffsetMs: maybe(fc.integer({ min: -10, max: 300 }), 15),
-    dedupKey: maybe(fc.constantFrom('x', 'y', 'z'), 20),
-  })
-  .map((m) => {
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(m)) if (v !== undefined) out[k] = v
-    return out as { body: Uint8Array; notBeforeOffsetMs?: number } & Omit<EnqueueMessage, 'body'>
-  })
-/** Mostly one of the last few lease ids handed out; sometimes an old or malformed one. */
-const leaseRef = fc.oneof(
-  { weight: 12, arbitrary: fc.nat({ max: 7 }).map((n) => ({ recent: n })) },
-  { weight: 2, arbitrary: fc.nat().map((n) => ({ any: n })) },
-  { weight: 1, arbitrary: fc.constantFrom('999.1', 'nope', '1.0', '1.9', '01.1') },
-)
-const pickIds = (
-  refs: readonly ({ recent: number } | { any: number } | string)[],
-  model: ModelQueue,
-): string[] =>
-  refs.map((r) => {
-    if (typeof r === 'string') return r
-    const ids = model.issuedLeaseIds
-    if (ids.length === 0) return '1.1'
-    return 'recent' in r
-      ? (ids[Math.max(0, ids.length - 1 - r.recent)] as string)
-      : (ids[r.any % ids.length] as string)
-  })
-
-const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep, configureStep] = [
-  fc
-    .record({
-      dt,
-      messages: rarely(
-        fc.array(message, { minLength: 1, maxLength: 4 }),
-        fc.array(message, { maxLength: 5 }),
-      ),
-      producer: fc.option(fc.record({ id: fc.constantFrom('p', 'q'), seq: fc.nat({ max: 3 }) })),
-    })
-    .map(
-      ({ dt, messages, producer }) =>
-        new Step('enqueue', dt, (_, now) => {
-          const msgs: EnqueueMessage[] = messages.map((m) => {
-            const { notBeforeOffsetMs, ...rest } = m
-            return notBeforeOffsetMs === undefined
-              ? rest
-              : { ...rest, notBeforeMs: Math.max(0, now + notBeforeOffsetMs) }
-          })
-          return producer
-            ? { type: 'enqueue', messages: msgs, producerId: producer.id, producerSeq: producer.seq }
-            : { type: 'enqueue', messages: msgs }
-        }),
-    ),
-  fc
-    .record({
-      dt,
-      max: rarely(fc.integer({ min: 1, max: 5 }), fc.constantFrom(0, 6)),
-      vis: rarely(fc.constantFrom(30, 100, 250), fc.constant(0)),
-    })
-    .map(
-      ({ dt, max, vis }) =>
-        new Step('lease', dt, () => ({ type: 'lease', consumerId: 'c', max, visibilityMs: vis })),
-    ),
-  fc
-    .record({ dt, refs: fc.array(leaseRef, { maxLength: 4 }) })
-    .map(({ dt, refs }) => new Step('ack', dt, (m) => ({ type: 'ack', leaseIds: pickIds(refs, m) }))),
-  fc
-    .record({
-      dt,
-      refs: fc.array(leaseRef, { maxLength: 4 }),
-      delay: rarely(fc.constantFrom(undefined, 0, 50, 300), fc.constant(500)),
-    })
-    .map(
-      ({ dt, refs, delay }) =>
-        new Step('nack', dt, (m) =>
-          delay === undefined
-            ? { type: 'nack', leaseIds: pickIds(refs, m) }
-            : { type: 'nack', leaseIds: pickIds(refs, m), delayMs: delay },
-        ),
-    ),
-  fc
-    .record({
-      dt,
-      refs: fc.array(leaseRef, { maxLength: 4 }),
-      vis: rarely(fc.constantFrom(40, 200), fc.constant(0)),
-    })
-    .map(
-      ({ dt, refs, vis }) =>
-        new Step('extend', dt, (m) => ({ type: 'extend', leaseIds: pickIds(refs, m), visibilityMs: vis })),
-    ),
-  dt.map((d) => new Step('tick', d, () => ({ type: 'tick' }))),
-  fc
-    .record({ dt, max: rarely(fc.integer({ min: 1, max: 3 }), fc.constant(0)), purge: fc.boolean() })
-    .map(
-      ({ dt, max, purge }) =>
-        new Step(purge ? 'purge' : 'redrive', dt, () => ({ type: purge ? 'purgeDead' : 'redriveDead', max })),
-    ),
-  fc
-    .record({
-      dt,
-      scheduling: fc.constantFrom<'fair' | 'strict' | undefined>('fair', 'strict', undefined),
-      md: fc.option(fc.integer({ min: 1, max: 3 })),
-    })
-    .map(
-      ({ dt, scheduling, md }) =>
-        new Step('configure', dt, () => ({
-          type: 'configure',
-          config: { ...(scheduling ? { scheduling } : {}), ...(md !== null ? { maxDeliveries: md } : {}) },
-        })),
-    ),
-]
+import { CONFIG, type Step, steps, tally, type World } from './steps'
 
 afterAll(() => {
   if (process.env.WQ_DEBUG) console.log([...tally].sort((a, b) => b[1] - a[1]).slice(0, 400))
 })
 
-/** Repeats set how often each command is drawn. */
-const steps = [
-  enqueueStep,
-  enqueueStep,
-  enqueueStep,
-  leaseStep,
-  leaseStep,
-  leaseStep,
-  ackStep,
-  ackStep,
-  nackStep,
-  extendStep,
-  tickStep,
-  deadStep,
-  configureStep,
-]
-
-describe.each(ENGINES)('model-based: QueuePartition on $name matches the reference model', ({ open }) => {
-  it.each([1, 3])('with ops flushed every %i applies', async (flushEvery) => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
-        async (cmds) => {
-          const { engine, dispose } = await open()
-          try {
-            const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), CONFIG, flushEvery)
-            const world: World = { model: new ModelQueue(CONFIG), real, nowMs: 1_000 }
-            await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)
-          } finally {
-            await dispose()
-          }
-        },
-      ),
-      { numRuns: 150 },
-    )
-  })
-})
+describe.each(ENGINES)(
+  'model-based: QueuePartition on $name matches the reference model',
+  ({ name, open }) => {
+    it.each([1, 3])('with ops flushed every %i applies', async (flushEvery) => {
+      await fc.assert(
+        fc.asyncProperty(
+          fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
+          async (cmds) => {
+            const { engine, dispose } = await open()
+            try {
+              const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), CONFIG, flushEvery)
+              const world: World = { model: new ModelQueue(CONFIG), real, nowMs: 1_000 }
+              await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)
+            } finally {
+              await dispose()
+            }
+          },
+        ),
+        { numRuns: name === 'memory' ? 150 : 50 },
+      )
+    })
+  },
+)
