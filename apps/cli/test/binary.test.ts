@@ -2,7 +2,8 @@ import { execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { FakeBroker } from './fake-broker'
 
 // The built `mq` binary, as a user runs it: built here (turbo builds it and the SDK it
 // imports, or takes them from its cache), then run as a child process.
@@ -19,17 +20,23 @@ interface Run {
 }
 
 /** Runs the binary with `args`; kills it (by its pid) if it outlives `limitMs`. */
-export function runMq(args: string[], env: Record<string, string> = {}, limitMs = 15_000): Promise<Run> {
+function runMq(
+  args: string[],
+  env: Record<string, string> = {},
+  input?: string,
+  limitMs = 15_000,
+): Promise<Run> {
   const started = Date.now()
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [main, ...args], {
       env: { ...process.env, MQ_SERVERS: '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     })
+    child.stdin?.end(input)
     let stdout = ''
     let stderr = ''
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
     const timer = setTimeout(() => child.kill('SIGKILL'), limitMs)
     child.on('error', reject)
     child.on('close', (code) => {
@@ -40,7 +47,9 @@ export function runMq(args: string[], env: Record<string, string> = {}, limitMs 
 }
 
 describe('the mq binary', () => {
-  beforeAll(() => {
+  const broker = new FakeBroker()
+  beforeAll(async () => {
+    await broker.start()
     try {
       execFileSync(
         'pnpm',
@@ -57,6 +66,7 @@ describe('the mq binary', () => {
       throw new Error(`building @mq/cli failed:\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`)
     }
   }, 130_000)
+  afterAll(() => broker.stop())
 
   it('prints its version', async () => {
     const r = await runMq(['--version'])
@@ -95,5 +105,50 @@ describe('the mq binary', () => {
       /^mq: the cluster at 127\.0\.0\.1:1,127\.0\.0\.1:2 did not answer within 700ms: /,
     )
     expect(r.elapsedMs).toBeLessThan(700 + 5_000)
+  })
+  it('creates, produces and consumes through the SDK over gRPC', async () => {
+    const env = { MQ_SERVERS: broker.address }
+    expect(await runMq(['queue', 'create', 'jobs', '--partitions', '2'], env)).toMatchObject({
+      code: 0,
+      stdout: 'created queue jobs (2 partitions)\n',
+    })
+    const again = await runMq(['queue', 'create', 'jobs'], env)
+    expect(again.code).toBe(4)
+    expect(again.stderr).toBe('mq: queue jobs exists\n')
+
+    const counted = await runMq(['produce', 'jobs', '--count', '3', '--json', 'x'], env)
+    expect(counted.code).toBe(0)
+    expect(
+      counted.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l).seq)
+        .sort(),
+    ).toEqual([0, 1, 2])
+    const lines = await runMq(['produce', 'jobs', '--weight', '7'], env, 'a\nb\n')
+    expect(lines).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(/^produced 2 messages to jobs in /),
+    })
+    expect(broker.ready('jobs').sort()).toEqual(['a', 'b', 'x', 'x', 'x'])
+
+    const consumed = await runMq(['consume', 'jobs', '--max', '5', '--json'], env)
+    expect(consumed.code).toBe(0)
+    const records = consumed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(records.map((r) => r.body).sort()).toEqual(['a', 'b', 'x', 'x', 'x'])
+    expect(records.find((r) => r.body === 'a')).toMatchObject({ weight: 7, deliveryCount: 1, headers: {} })
+    expect(broker.acked.sort()).toEqual(records.map((r) => r.id).sort())
+    expect(broker.ready('jobs')).toEqual([])
+    // The process ends on its own once done, not by the 2 s safety exit.
+    expect(consumed.elapsedMs).toBeLessThan(2_000)
+
+    const empty = await runMq(['consume', 'jobs', '--wait', '300ms'], env)
+    expect(empty).toMatchObject({ code: 0, stdout: '', stderr: 'mq: no message in jobs within 300ms\n' })
+
+    const missing = await runMq(['queue', 'describe', 'nope', '--no-stats'], env)
+    expect(missing).toMatchObject({ code: 2, stderr: 'mq: queue nope does not exist\n' })
   })
 })
