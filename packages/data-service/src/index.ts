@@ -1,2 +1,7 @@
+export type { DataCommand } from './data-command'
+export { decodeDataCommand, encodeDataCommand } from './data-command'
+export type { DataApplied, DataResult } from './data-group'
+export { DataGroupMachine } from './data-group'
 export type { PartitionRef } from './partition-key'
 export { parsePartitionId, partitionId } from './partition-key'
+export { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
