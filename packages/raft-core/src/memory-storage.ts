@@ -50,8 +50,9 @@ class LogImage {
         `MemoryLogStorage.append: first index ${first} outside [${this.floorIndex + 1}, ${this.lastIndex() + 1}]`,
       )
     }
-    this.entries.length = first - this.floorIndex - 1
-    for (const e of entries) this.entries.push(e)
+    const keep = first - this.floorIndex - 1
+    if (keep < this.entries.length) this.entries.length = keep
+    for (let i = 0; i < entries.length; i++) this.entries.push(entries[i]!)
   }
 
   applySnapshot(snapshot: Snapshot): void {

@@ -131,7 +131,9 @@ export class RaftLog {
    * we do not have), or 0 when we hold all of them.
    */
   findConflict(entries: readonly Entry[]): number {
+    const last = this.lastIndex()
     for (const e of entries) {
+      if (e.index > last) return e.index // beyond our log: new, nothing more to compare
       if (!this.matchTerm(e.index, e.term)) return e.index
     }
     return 0

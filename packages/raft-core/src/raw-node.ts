@@ -43,7 +43,8 @@ export class RawNode {
   constructor(options: RawNodeOptions, storage: LogStorage) {
     this.#raft = new Raft(resolveRaftConfig(options), storage)
     this.#prevSoft = { lead: this.#raft.lead, role: this.#raft.role }
-    this.#prevHard = this.#raft.hardState()
+    // Diff against what is stored, so a bootstrap's term and commit reach the first Ready.
+    this.#prevHard = storage.initialState().hardState
   }
 
   /** Advances logical time by one tick; `nowMs`, when given, is the clock entries are stamped with. */
