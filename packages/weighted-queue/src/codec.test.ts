@@ -1,0 +1,146 @@
+import * as fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { decodeCommand, encodeCommand } from './codec'
+import type { Command } from './commands'
+import { InvalidArgumentError } from './errors'
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString('hex')
+const unhex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'))
+
+describe('command codec', () => {
+  it('encodes to golden bytes', () => {
+    const golden: [Command, string][] = [
+      [{ type: 'tick' }, '0106'],
+      [
+        { type: 'lease', consumerId: 'c1', max: 100, visibilityMs: 30_000 },
+        '0102' + '026331' + '64' + 'b0ea01',
+      ],
+      [{ type: 'ack', leaseIds: ['1.1', '12.3'] }, '0103' + '02' + '03312e31' + '0431322e33'],
+      [{ type: 'nack', leaseIds: [], delayMs: 300 }, '0104' + '00' + 'ac02'],
+      [{ type: 'extend', leaseIds: ['7.2'], visibilityMs: 5 }, '0105' + '01' + '03372e32' + '05'],
+      [{ type: 'redriveDead', max: 10 }, '01070a'],
+      [{ type: 'purgeDead', max: 1 }, '010801'],
+      [
+        {
+          type: 'enqueue',
+          producerId: 'p',
+          producerSeq: 9,
+          messages: [
+            { body: Uint8Array.of(0xaa, 0xbb) },
+            {
+              weight: 1000,
+              body: new Uint8Array(0),
+              headers: { k: 'v' },
+              key: 'K',
+              notBeforeMs: 1,
+              dedupKey: 'd',
+            },
+          ],
+        },
+        '0101' +
+          '01' +
+          '0170' +
+          '09' +
+          '02' +
+          '00' +
+          '02aabb' +
+          '1f' +
+          'e807' +
+          '00' +
+          '01' +
+          '016b' +
+          '0176' +
+          '014b' +
+          '01' +
+          '0164',
+      ],
+      [
+        { type: 'configure', config: { scheduling: 'strict', maxDeliveries: 3 } },
+        '0109' + '02' + '0103' + '00'.repeat(10),
+      ],
+    ]
+    for (const [cmd, bytes] of golden) {
+      expect(hex(encodeCommand(cmd)), cmd.type).toBe(bytes)
+      expect(decodeCommand(unhex(bytes))).toEqual(cmd)
+    }
+  })
+
+  it('round-trips every command', () => {
+    const names = fc.string({ maxLength: 8 })
+    const nat = fc.nat({ max: Number.MAX_SAFE_INTEGER })
+    const cmd: fc.Arbitrary<Command> = fc.oneof(
+      fc.record(
+        {
+          type: fc.constant('enqueue' as const),
+          messages: fc.array(
+            fc.record(
+              {
+                weight: fc.integer({ min: 0, max: 5000 }),
+                body: fc.uint8Array({ maxLength: 20 }),
+                headers: fc.dictionary(names, names, { maxKeys: 3 }),
+                key: names,
+                notBeforeMs: nat,
+                dedupKey: names,
+              },
+              { requiredKeys: ['body'] },
+            ),
+            { maxLength: 4 },
+          ),
+        },
+        { requiredKeys: ['type', 'messages'] },
+      ),
+      fc.record({
+        type: fc.constant('enqueue' as const),
+        messages: fc.constant([]),
+        producerId: names,
+        producerSeq: nat,
+      }),
+      fc.record({ type: fc.constant('lease' as const), consumerId: names, max: nat, visibilityMs: nat }),
+      fc.record({ type: fc.constantFrom('ack' as const), leaseIds: fc.array(names) }),
+      fc.record({
+        type: fc.constant('nack' as const),
+        leaseIds: fc.array(names),
+        delayMs: fc.integer({ min: 1, max: 1e9 }),
+      }),
+      fc.record({ type: fc.constant('extend' as const), leaseIds: fc.array(names), visibilityMs: nat }),
+      fc.constant({ type: 'tick' as const }),
+      fc.record({ type: fc.constantFrom('redriveDead' as const, 'purgeDead' as const), max: nat }),
+      fc.record({
+        type: fc.constant('configure' as const),
+        config: fc.record(
+          {
+            scheduling: fc.constantFrom('fair' as const, 'strict' as const),
+            maxDeliveries: nat,
+            expiryBatchMax: nat,
+          },
+          { requiredKeys: [] },
+        ),
+      }),
+    )
+    fc.assert(
+      fc.property(cmd, (c) => {
+        expect(decodeCommand(encodeCommand(c))).toEqual(c)
+      }),
+    )
+  })
+
+  it('rejects malformed bytes with InvalidArgumentError', () => {
+    for (const bad of ['', '02', '0100', '01ff', '010264', '0106ff', '0103ffffffffffffffffff01']) {
+      expect(() => decodeCommand(unhex(bad)), bad).toThrow(InvalidArgumentError)
+    }
+    expect(() => encodeCommand({ type: 'lease', consumerId: 'c', max: -1, visibilityMs: 1 })).toThrow(
+      InvalidArgumentError,
+    )
+  })
+
+  it('decodes a header named __proto__ as a plain header', () => {
+    const bytes = encodeCommand({
+      type: 'enqueue',
+      messages: [{ body: new Uint8Array(0), headers: JSON.parse('{"__proto__":"x"}') }],
+    })
+    const cmd = decodeCommand(bytes)
+    const headers = cmd.type === 'enqueue' ? cmd.messages[0]?.headers : undefined
+    expect(Object.getPrototypeOf(headers)).toBe(Object.prototype)
+    expect(Object.keys(headers ?? {})).toEqual(['__proto__'])
+  })
+})

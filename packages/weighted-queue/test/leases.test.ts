@@ -1,0 +1,341 @@
+import type { Engine } from '@mq/kv-storage'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import {
+  type CommandResult,
+  DirectPartition,
+  type EnqueueMessage,
+  type Lease,
+  partitionKeySpan,
+  type QueueConfig,
+} from '../src/index'
+import { ENGINES } from './harness'
+
+const PREFIX = Uint8Array.of(0x42, 0x07)
+const text = (s: string) => new TextEncoder().encode(s)
+
+function leasesOf(r: CommandResult): readonly Lease[] {
+  if (r.type !== 'lease') throw new Error(`expected a lease result, got ${JSON.stringify(r)}`)
+  return r.leases
+}
+function idsOf(r: CommandResult): readonly number[] {
+  if (r.type !== 'enqueue' && r.type !== 'redriveDead' && r.type !== 'purgeDead') {
+    throw new Error(`expected ids, got ${JSON.stringify(r)}`)
+  }
+  return r.ids
+}
+
+describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ open }) => {
+  let engine: Engine
+  let dispose: () => Promise<void>
+  beforeEach(async () => {
+    ;({ engine, dispose } = await open())
+  })
+  afterEach(async () => {
+    await dispose()
+  })
+
+  const queue = (config: Partial<QueueConfig> = {}) => DirectPartition.open(engine, PREFIX, config)
+  const enqueue = (q: DirectPartition, nowMs: number, ...messages: EnqueueMessage[]) =>
+    q.apply({ type: 'enqueue', messages }, nowMs)
+  const lease = async (q: DirectPartition, nowMs: number, max = 10, visibilityMs = 100) =>
+    leasesOf(await q.apply({ type: 'lease', consumerId: 'c1', max, visibilityMs }, nowMs))
+  const dump = async () => engine.range({ ...partitionKeySpan(PREFIX) })
+
+  it('leases with ids, delivery counts and deadlines; redelivers an expired lease at the head of its weight', async () => {
+    const q = await queue()
+    expect(
+      idsOf(await enqueue(q, 1000, { body: text('a') }, { body: text('b') }, { body: text('c') })),
+    ).toEqual([1, 2, 3])
+    const [first] = await lease(q, 1000, 1, 100)
+    expect(first).toMatchObject({
+      leaseId: '1.1',
+      messageId: 1,
+      deliveryCount: 1,
+      deadlineMs: 1100,
+      weight: 1,
+    })
+    expect(first?.body).toEqual(text('a'))
+    expect((await lease(q, 1099, 1)).map((l) => l.messageId)).toEqual([2])
+    // at its deadline message 1 is ready again, ahead of message 3
+    const again = await lease(q, 1100, 2)
+    expect(again.map((l) => [l.messageId, l.deliveryCount, l.leaseId])).toEqual([
+      [1, 2, '1.2'],
+      [3, 1, '3.1'],
+    ])
+    // the first lease of message 1 is now expired; the second is live
+    expect(await q.apply({ type: 'ack', leaseIds: ['1.1', '1.2', '1.2', '77.1'] }, 1101)).toEqual({
+      type: 'ack',
+      statuses: ['expired', 'ok', 'unknown', 'unknown'],
+    })
+  })
+
+  it('reports unknown and expired ids per id and changes nothing for them', async () => {
+    const q = await queue()
+    await enqueue(q, 10, { body: text('x') })
+    const [l] = await lease(q, 10, 1, 50)
+    const before = await dump()
+    for (const type of ['ack', 'nack'] as const) {
+      expect(await q.apply({ type, leaseIds: ['', 'x.y', '1.0', '1.2', '2.1', '01.1'] }, 11)).toEqual({
+        type,
+        statuses: ['unknown', 'unknown', 'unknown', 'unknown', 'unknown', 'unknown'],
+      })
+    }
+    const after = await dump()
+    // only the state record (clock) may differ
+    expect(after.length).toBe(before.length)
+    expect(await q.apply({ type: 'ack', leaseIds: [l?.leaseId as string] }, 60)).toEqual({
+      type: 'ack',
+      statuses: ['expired'],
+    })
+    expect((await q.stats(60)).weights[0]).toMatchObject({ ready: 1, leased: 0 })
+  })
+
+  it('extends a lease past its old deadline; an extend of an expired lease fails per id', async () => {
+    const q = await queue()
+    await enqueue(q, 0, { body: text('x') }, { body: text('y') })
+    const [a, b] = await lease(q, 0, 2, 100)
+    expect(
+      await q.apply({ type: 'extend', leaseIds: [a?.leaseId as string], visibilityMs: 500 }, 90),
+    ).toEqual({
+      type: 'extend',
+      statuses: ['ok'],
+      deadlinesMs: [590],
+    })
+    expect(await lease(q, 100, 5, 10_000)).toMatchObject([{ messageId: b?.messageId, deliveryCount: 2 }])
+    expect(
+      await q.apply({ type: 'extend', leaseIds: [b?.leaseId as string], visibilityMs: 500 }, 101),
+    ).toEqual({
+      type: 'extend',
+      statuses: ['expired'],
+      deadlinesMs: [undefined],
+    })
+    expect(await lease(q, 589, 5)).toEqual([])
+    expect(await q.apply({ type: 'ack', leaseIds: [a?.leaseId as string] }, 589)).toEqual({
+      type: 'ack',
+      statuses: ['ok'],
+    })
+  })
+
+  it('nack returns a message to the head at once, or after a delay', async () => {
+    const q = await queue()
+    await enqueue(q, 0, { body: text('1') }, { body: text('2') }, { body: text('3') })
+    const [m1, m2] = await lease(q, 0, 2)
+    expect(await q.apply({ type: 'nack', leaseIds: [m2?.leaseId as string] }, 1)).toEqual({
+      type: 'nack',
+      statuses: ['ok'],
+    })
+    expect((await lease(q, 2, 1)).map((l) => l.messageId)).toEqual([2])
+    expect(await q.apply({ type: 'nack', leaseIds: [m1?.leaseId as string], delayMs: 50 }, 3)).toEqual({
+      type: 'nack',
+      statuses: ['ok'],
+    })
+    expect((await q.stats(3)).weights[0]).toMatchObject({ ready: 1, delayed: 1, leased: 1 })
+    expect((await lease(q, 52, 5)).map((l) => l.messageId)).toEqual([3])
+    expect((await lease(q, 53, 5)).map((l) => [l.messageId, l.deliveryCount])).toEqual([[1, 2]])
+  })
+
+  it('holds delayed messages until their not-before time, then queues them at the tail', async () => {
+    const q = await queue()
+    await enqueue(q, 100, { body: text('later'), notBeforeMs: 300 }, { body: text('now'), notBeforeMs: 50 })
+    expect((await q.stats(100)).weights[0]).toMatchObject({ ready: 1, delayed: 1 })
+    expect((await lease(q, 100, 10, 10_000)).map((l) => l.messageId)).toEqual([2])
+    expect(await lease(q, 299)).toEqual([])
+    await enqueue(q, 299, { body: text('fresh') })
+    expect((await lease(q, 300)).map((l) => l.messageId)).toEqual([3, 1])
+  })
+
+  it('dead-letters past maxDeliveries; lists, redrives and purges the dead-letter sub-queue', async () => {
+    const q = await queue({ maxDeliveries: 2 })
+    await enqueue(
+      q,
+      0,
+      { body: text('poison'), weight: 5, headers: { h: 'v' }, key: 'k' },
+      { body: text('ok'), weight: 5 },
+    )
+    await lease(q, 0, 1, 10) // delivery 1 of message 1
+    await lease(q, 10, 1, 10) // expired → redelivered: delivery 2
+    const [m2] = await lease(q, 20, 1, 10) // message 1 is dead now; this is message 2
+    expect(m2?.messageId).toBe(2)
+    const nack = await lease(q, 21, 1)
+    expect(nack).toEqual([])
+    const dead = await q.listDead(10)
+    expect(dead).toEqual([
+      {
+        messageId: 1,
+        weight: 5,
+        body: text('poison'),
+        headers: { h: 'v' },
+        key: 'k',
+        deliveryCount: 2,
+        enqueuedAtMs: 0,
+        cursor: 0,
+      },
+    ])
+    expect((await q.stats(21)).weights[0]).toMatchObject({ weight: 5, dead: 1, leased: 1, ready: 0 })
+    expect(await q.listDead(10, 0)).toEqual([])
+    expect(idsOf(await q.apply({ type: 'redriveDead', max: 10 }, 22))).toEqual([1])
+    const [back] = await lease(q, 22, 1, 10)
+    expect(back).toMatchObject({ messageId: 1, deliveryCount: 3, weight: 5 })
+    // a redriven message gets maxDeliveries fresh attempts: nack once → ready, twice → dead
+    await q.apply({ type: 'nack', leaseIds: [back?.leaseId as string] }, 23)
+    const [again] = await lease(q, 23, 1, 10)
+    await q.apply({ type: 'nack', leaseIds: [again?.leaseId as string] }, 24)
+    expect((await q.listDead(10)).map((d) => d.messageId)).toEqual([1])
+    expect(idsOf(await q.apply({ type: 'purgeDead', max: 10 }, 25))).toEqual([1])
+    expect(await q.listDead(10)).toEqual([])
+    expect((await q.stats(25)).messages).toBe(1)
+  })
+
+  it('makes a retried producer batch a no-op that returns the original ids', async () => {
+    const q = await queue({ producerWindowMs: 1000 })
+    const batch = {
+      type: 'enqueue',
+      producerId: 'p1',
+      producerSeq: 7,
+      messages: [{ body: text('a') }, { body: text('b') }],
+    } as const
+    expect(await q.apply(batch, 0)).toEqual({ type: 'enqueue', ids: [1, 2], duplicate: false })
+    expect(await q.apply(batch, 500)).toEqual({ type: 'enqueue', ids: [1, 2], duplicate: true })
+    expect((await q.stats(500)).messages).toBe(2)
+    const stale = await q.apply({ ...batch, producerSeq: 6 }, 501)
+    expect(stale.type === 'rejected' && stale.error.code).toBe('OUT_OF_ORDER_SEQUENCE')
+    expect(idsOf(await q.apply({ ...batch, producerSeq: 8 }, 502))).toEqual([3, 4])
+    // after the producer window the sequence is forgotten
+    expect(await q.apply({ ...batch, producerSeq: 8 }, 1502)).toEqual({
+      type: 'enqueue',
+      ids: [5, 6],
+      duplicate: false,
+    })
+  })
+
+  it('dedups a repeated key within the dedup window, also inside one batch', async () => {
+    const q = await queue({ dedupWindowMs: 100 })
+    expect(
+      idsOf(
+        await enqueue(
+          q,
+          0,
+          { body: text('a'), dedupKey: 'k' },
+          { body: text('b'), dedupKey: 'k' },
+          { body: text('c') },
+        ),
+      ),
+    ).toEqual([1, 1, 2])
+    expect(idsOf(await enqueue(q, 99, { body: text('again'), dedupKey: 'k' }))).toEqual([1])
+    expect(idsOf(await enqueue(q, 100, { body: text('new'), dedupKey: 'k' }))).toEqual([3])
+    expect((await q.stats(100)).messages).toBe(3)
+    // the expired entry is gone from storage once its expiry passed
+    await q.apply({ type: 'tick' }, 250)
+    const keys = (await dump()).map(([k]) => k[PREFIX.length])
+    expect(keys.filter((t) => t === 0x30)).toHaveLength(0)
+    expect(keys.filter((t) => t === 0x32)).toHaveLength(0)
+  })
+
+  it('rejects over-limit and invalid commands with a clear error and no state change', async () => {
+    const q = await queue({ messageBytesMax: 8, enqueueBatchMax: 3, queueMessagesMax: 4, leaseBatchMax: 5 })
+    await enqueue(q, 0, { body: text('ok') })
+    await q.apply({ type: 'tick' }, 1)
+    const before = await dump()
+    const cases: [unknown, string, RegExp][] = [
+      [
+        { type: 'enqueue', messages: [{ body: text('123456789') }] },
+        'LIMIT_EXCEEDED',
+        /message 0 is 9 bytes.*limit is 8/,
+      ],
+      [
+        { type: 'enqueue', messages: [{ body: text('a'), headers: { hh: 'vvvvvvv' } }] },
+        'LIMIT_EXCEEDED',
+        /10 bytes/,
+      ],
+      [
+        { type: 'enqueue', messages: Array(4).fill({ body: text('a') }) },
+        'LIMIT_EXCEEDED',
+        /batch limit of 3/,
+      ],
+      [{ type: 'enqueue', messages: [] }, 'INVALID_ARGUMENT', /at least one message/],
+      [
+        { type: 'enqueue', messages: [{ body: text('a'), weight: 0 }] },
+        'INVALID_ARGUMENT',
+        /weight must be an integer from 1 to 1000/,
+      ],
+      [{ type: 'enqueue', messages: [{ body: 'str' }] }, 'INVALID_ARGUMENT', /body must be a Uint8Array/],
+      [
+        { type: 'enqueue', messages: [{ body: text('a') }], producerId: 'p' },
+        'INVALID_ARGUMENT',
+        /set both or neither/,
+      ],
+      [{ type: 'lease', consumerId: 'c', max: 6, visibilityMs: 1 }, 'LIMIT_EXCEEDED', /limit of 5/],
+      [{ type: 'lease', consumerId: '', max: 1, visibilityMs: 1 }, 'INVALID_ARGUMENT', /consumerId/],
+      [{ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 0 }, 'INVALID_ARGUMENT', /visibilityMs/],
+      [{ type: 'ack', leaseIds: Array(6).fill('1.1') }, 'LIMIT_EXCEEDED', /limit of 5/],
+      [{ type: 'nack', leaseIds: ['1.1'], delayMs: -1 }, 'INVALID_ARGUMENT', /delayMs/],
+      [{ type: 'redriveDead', max: 0 }, 'INVALID_ARGUMENT', /redrive max/],
+      [{ type: 'configure', config: { maxDeliveries: 0 } }, 'INVALID_ARGUMENT', /maxDeliveries/],
+      [{ type: 'configure', config: { scheduling: 'lottery' } }, 'INVALID_ARGUMENT', /scheduling/],
+      [{ type: 'bogus' }, 'INVALID_ARGUMENT', /unknown command type/],
+    ]
+    // 3 more fit (4 - 1 stored); a 4th does not: fill to the limit first, then check
+    const fits = await enqueue(q, 1, { body: text('a') }, { body: text('b') }, { body: text('c') })
+    expect(idsOf(fits)).toEqual([2, 3, 4])
+    const full = await q.apply({ type: 'enqueue', messages: [{ body: text('x') }] }, 1)
+    expect(full.type === 'rejected' && full.error.message).toMatch(/holds 4 messages.*limit of 4/)
+    expect(full.type === 'rejected' && full.error.retriable).toBe(true)
+    const filled = await dump()
+    for (const [cmd, code, message] of cases) {
+      const r = await q.apply(cmd as never, 1)
+      expect(r.type, JSON.stringify(cmd)).toBe('rejected')
+      if (r.type === 'rejected') {
+        expect(r.error.code).toBe(code)
+        expect(r.error.message).toMatch(message)
+      }
+    }
+    expect(await dump()).toEqual(filled)
+    expect(before.length).toBeLessThan(filled.length)
+  })
+
+  it('keeps the clock monotonic when a new leader stamps an earlier time', async () => {
+    const q = await queue()
+    await enqueue(q, 1000, { body: text('a') })
+    const [l] = await lease(q, 1000, 1, 100)
+    expect(l?.deadlineMs).toBe(1100)
+    await enqueue(q, 10, { body: text('b') }) // clamped to 1000
+    const [l2] = await lease(q, 500, 1, 100)
+    expect(l2).toMatchObject({ messageId: 2, deadlineMs: 1100, enqueuedAtMs: 1000 })
+  })
+
+  it('expires at most expiryBatchMax lease entries per apply; the rest report expired until then', async () => {
+    const q = await queue({ expiryBatchMax: 2 })
+    await enqueue(q, 0, ...Array.from({ length: 5 }, (_, i) => ({ body: text(String(i)) })))
+    const ls: Lease[] = []
+    for (let i = 0; i < 5; i++) ls.push(...(await lease(q, i, 1, 10)))
+    // all five are due at 14; the first apply at 20 expires two of them, then the command runs
+    const r = await q.apply({ type: 'ack', leaseIds: ls.map((l) => l.leaseId) }, 20)
+    expect(r).toEqual({ type: 'ack', statuses: ['expired', 'expired', 'expired', 'expired', 'expired'] })
+    expect((await q.stats(20)).weights[0]).toMatchObject({ ready: 2, leased: 3 })
+    await q.apply({ type: 'tick' }, 21)
+    await q.apply({ type: 'tick' }, 22)
+    expect((await q.stats(22)).weights[0]).toMatchObject({ ready: 5, leased: 0 })
+  })
+
+  it('survives a reopen from the engine with identical behaviour', async () => {
+    const q = await queue({ maxDeliveries: 3 })
+    await enqueue(
+      q,
+      0,
+      { body: text('a'), weight: 3 },
+      { body: text('b'), weight: 1 },
+      { body: text('c'), weight: 3 },
+    )
+    await lease(q, 1, 1, 10)
+    const reopened = await DirectPartition.open(engine, PREFIX, { maxDeliveries: 99 }) // stored config wins
+    expect(reopened.partition.config.maxDeliveries).toBe(3)
+    expect(await reopened.stats(5)).toEqual(await q.stats(5))
+    // weight 1 (pass 0) goes before weight 3 (pass 1/3); message 1 is back at the head of weight 3
+    const a = await lease(reopened, 11, 5)
+    expect(a.map((l) => [l.messageId, l.deliveryCount])).toEqual([
+      [2, 1],
+      [1, 2],
+      [3, 1],
+    ])
+  })
+})
