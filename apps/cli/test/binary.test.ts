@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from 'node:child_process'
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -19,11 +19,15 @@ interface Run {
   readonly elapsedMs: number
 }
 
-/** Runs the binary with `args`; kills it (by its pid) if it outlives `limitMs`. */
+/**
+ * Runs the binary with `args`; kills it (by its pid) if it outlives `limitMs`. `onStdout`
+ * sees the output so far each time more arrives (to interrupt the child, say).
+ */
 function runMq(
   args: string[],
   env: Record<string, string> = {},
   input?: string,
+  onStdout?: (stdout: string, child: ChildProcess) => void,
   limitMs = 15_000,
 ): Promise<Run> {
   const started = Date.now()
@@ -35,7 +39,10 @@ function runMq(
     child.stdin?.end(input)
     let stdout = ''
     let stderr = ''
-    child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()))
+    child.stdout?.on('data', (d: Buffer) => {
+      stdout += d.toString()
+      onStdout?.(stdout, child)
+    })
     child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
     const timer = setTimeout(() => child.kill('SIGKILL'), limitMs)
     child.on('error', reject)
@@ -150,5 +157,25 @@ describe('the mq binary', () => {
 
     const missing = await runMq(['queue', 'describe', 'nope', '--no-stats'], env)
     expect(missing).toMatchObject({ code: 2, stderr: 'mq: queue nope does not exist\n' })
+  })
+  it('stops consume --follow cleanly on Ctrl-C, acking what it printed', async () => {
+    const env = { MQ_SERVERS: broker.address }
+    expect((await runMq(['queue', 'create', 'follow'], env)).code).toBe(0)
+    expect((await runMq(['produce', 'follow', 'one'], env)).code).toBe(0)
+    let interrupted = false
+    const r = await runMq(['consume', 'follow', '--follow', '--json'], env, undefined, (stdout, child) => {
+      if (!interrupted && stdout.includes('\n')) {
+        interrupted = true
+        child.kill('SIGINT')
+      }
+    })
+    expect(r).toMatchObject({ code: 0, stderr: '' })
+    const [record] = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
+    expect(record).toMatchObject({ body: 'one', deliveryCount: 1 })
+    expect(broker.acked).toContain(record.id)
+    expect(broker.ready('follow')).toEqual([])
   })
 })

@@ -364,11 +364,14 @@ describe('produce', () => {
     expect(cluster.ready('jobs')).toHaveLength(2)
   })
 
+  it('exits 2 when the queue disappears while sending', async () => {
+    cluster.produceFailsAfter = { count: 0, error: new QueueNotFoundError('queue jobs does not exist') }
+    const r = await mq(['produce', 'jobs', 'x'])
+    expect(r.code).toBe(2)
+    expectOneLineError(r.stderr, /failed after 0 of 1 messages were sent: queue jobs does not exist/)
+  })
+
   it('exits 3 when sends keep failing with a retriable error', async () => {
-    cluster.produceFailsAfter = { count: 0, error: new QueueNotFoundError('gone') }
-    expect((await mq(['produce', 'jobs', 'x'])).code).toBe(2)
-    cluster.unavailable = false
-    cluster.produceFailsAfter = undefined
     const h = cluster.io()
     const client = cluster.client()
     h.io.connect = async () => ({

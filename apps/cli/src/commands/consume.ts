@@ -91,10 +91,16 @@ async function consume(
   let ackFailure: unknown
   let received = 0
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
+  // Listening for the whole run tells the binary that Ctrl-C is handled here (see nodeIO).
+  let onInterrupt: (() => void) | undefined
+  const interrupted = new Promise<Next>((resolve) => {
+    onInterrupt = () => resolve({ kind: 'interrupted' })
+    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
+  })
   try {
     while (received < flags.max && ackFailure === undefined) {
       pending ??= iterator.next()
-      const next = await nextWithin(pending, follow ? undefined : flags.wait, io.interrupt)
+      const next = await nextWithin(pending, follow ? undefined : flags.wait, interrupted)
       if (next.kind !== 'message') break
       pending = undefined
       const d = next.delivery
@@ -116,6 +122,7 @@ async function consume(
     }
     await Promise.all(acks)
   } finally {
+    if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
     await Promise.allSettled(held.map((d) => d.nack(0)))
     await consumer.close()
     // A message that arrived while we stopped is given back, not lost until its lease ends.
@@ -138,29 +145,19 @@ async function consume(
 async function nextWithin(
   pending: Promise<IteratorResult<CliDelivery>>,
   idleMs: number | undefined,
-  interrupt: AbortSignal | undefined,
+  interrupted: Promise<Next>,
 ): Promise<Next> {
-  if (interrupt?.aborted) return { kind: 'interrupted' }
   let timer: ReturnType<typeof setTimeout> | undefined
-  let onAbort: (() => void) | undefined
-  const stops: Promise<Next>[] = []
-  if (idleMs !== undefined)
+  const stops: Promise<Next>[] = [interrupted]
+  if (idleMs !== undefined) {
     stops.push(new Promise((resolve) => (timer = setTimeout(() => resolve({ kind: 'idle' }), idleMs))))
-  if (interrupt) {
-    stops.push(
-      new Promise((resolve) => {
-        onAbort = () => resolve({ kind: 'interrupted' })
-        interrupt.addEventListener('abort', onAbort, { once: true })
-      }),
-    )
   }
   try {
     return await Promise.race([
-      pending.then((r): Next => (r.done ? { kind: 'end' } : { kind: 'message', delivery: r.value })),
       ...stops,
+      pending.then((r): Next => (r.done ? { kind: 'end' } : { kind: 'message', delivery: r.value })),
     ])
   } finally {
     if (timer) clearTimeout(timer)
-    if (onAbort) interrupt?.removeEventListener('abort', onAbort)
   }
 }
