@@ -211,10 +211,10 @@ export interface PartitionStats {
   partition: number;
   groupId: number;
   weights: WeightStats[];
-  enqueuedTotal: number;
-  ackedTotal: number;
-  expiredTotal: number;
-  deadLetteredTotal: number;
+  /** Messages stored in the partition (ready + delayed + leased + dead). */
+  messages: number;
+  /** The number of recent leases the achieved shares are measured over. */
+  windowLeases: number;
 }
 
 function createBasePartitionTarget(): PartitionTarget {
@@ -2324,16 +2324,7 @@ export const WeightStats: MessageFns<WeightStats> = {
 };
 
 function createBasePartitionStats(): PartitionStats {
-  return {
-    queue: "",
-    partition: 0,
-    groupId: 0,
-    weights: [],
-    enqueuedTotal: 0,
-    ackedTotal: 0,
-    expiredTotal: 0,
-    deadLetteredTotal: 0,
-  };
+  return { queue: "", partition: 0, groupId: 0, weights: [], messages: 0, windowLeases: 0 };
 }
 
 export const PartitionStats: MessageFns<PartitionStats> = {
@@ -2350,17 +2341,11 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     for (const v of message.weights) {
       WeightStats.encode(v!, writer.uint32(34).fork()).join();
     }
-    if (message.enqueuedTotal !== 0) {
-      writer.uint32(40).uint64(message.enqueuedTotal);
+    if (message.messages !== 0) {
+      writer.uint32(40).uint64(message.messages);
     }
-    if (message.ackedTotal !== 0) {
-      writer.uint32(48).uint64(message.ackedTotal);
-    }
-    if (message.expiredTotal !== 0) {
-      writer.uint32(56).uint64(message.expiredTotal);
-    }
-    if (message.deadLetteredTotal !== 0) {
-      writer.uint32(64).uint64(message.deadLetteredTotal);
+    if (message.windowLeases !== 0) {
+      writer.uint32(48).uint32(message.windowLeases);
     }
     return writer;
   },
@@ -2409,7 +2394,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
             break;
           }
 
-          message.enqueuedTotal = longToNumber(reader.uint64());
+          message.messages = longToNumber(reader.uint64());
           continue;
         }
         case 6: {
@@ -2417,23 +2402,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
             break;
           }
 
-          message.ackedTotal = longToNumber(reader.uint64());
-          continue;
-        }
-        case 7: {
-          if (tag !== 56) {
-            break;
-          }
-
-          message.expiredTotal = longToNumber(reader.uint64());
-          continue;
-        }
-        case 8: {
-          if (tag !== 64) {
-            break;
-          }
-
-          message.deadLetteredTotal = longToNumber(reader.uint64());
+          message.windowLeases = reader.uint32();
           continue;
         }
       }
@@ -2455,25 +2424,11 @@ export const PartitionStats: MessageFns<PartitionStats> = {
         ? globalThis.Number(object.group_id)
         : 0,
       weights: globalThis.Array.isArray(object?.weights) ? object.weights.map((e: any) => WeightStats.fromJSON(e)) : [],
-      enqueuedTotal: isSet(object.enqueuedTotal)
-        ? globalThis.Number(object.enqueuedTotal)
-        : isSet(object.enqueued_total)
-        ? globalThis.Number(object.enqueued_total)
-        : 0,
-      ackedTotal: isSet(object.ackedTotal)
-        ? globalThis.Number(object.ackedTotal)
-        : isSet(object.acked_total)
-        ? globalThis.Number(object.acked_total)
-        : 0,
-      expiredTotal: isSet(object.expiredTotal)
-        ? globalThis.Number(object.expiredTotal)
-        : isSet(object.expired_total)
-        ? globalThis.Number(object.expired_total)
-        : 0,
-      deadLetteredTotal: isSet(object.deadLetteredTotal)
-        ? globalThis.Number(object.deadLetteredTotal)
-        : isSet(object.dead_lettered_total)
-        ? globalThis.Number(object.dead_lettered_total)
+      messages: isSet(object.messages) ? globalThis.Number(object.messages) : 0,
+      windowLeases: isSet(object.windowLeases)
+        ? globalThis.Number(object.windowLeases)
+        : isSet(object.window_leases)
+        ? globalThis.Number(object.window_leases)
         : 0,
     };
   },
@@ -2492,17 +2447,11 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     if (message.weights?.length) {
       obj.weights = message.weights.map((e) => WeightStats.toJSON(e));
     }
-    if (message.enqueuedTotal !== 0) {
-      obj.enqueuedTotal = Math.round(message.enqueuedTotal);
+    if (message.messages !== 0) {
+      obj.messages = Math.round(message.messages);
     }
-    if (message.ackedTotal !== 0) {
-      obj.ackedTotal = Math.round(message.ackedTotal);
-    }
-    if (message.expiredTotal !== 0) {
-      obj.expiredTotal = Math.round(message.expiredTotal);
-    }
-    if (message.deadLetteredTotal !== 0) {
-      obj.deadLetteredTotal = Math.round(message.deadLetteredTotal);
+    if (message.windowLeases !== 0) {
+      obj.windowLeases = Math.round(message.windowLeases);
     }
     return obj;
   },
@@ -2516,10 +2465,8 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     message.partition = object.partition ?? 0;
     message.groupId = object.groupId ?? 0;
     message.weights = object.weights?.map((e) => WeightStats.fromPartial(e)) || [];
-    message.enqueuedTotal = object.enqueuedTotal ?? 0;
-    message.ackedTotal = object.ackedTotal ?? 0;
-    message.expiredTotal = object.expiredTotal ?? 0;
-    message.deadLetteredTotal = object.deadLetteredTotal ?? 0;
+    message.messages = object.messages ?? 0;
+    message.windowLeases = object.windowLeases ?? 0;
     return message;
   },
 };

@@ -1,0 +1,137 @@
+import { MemoryEngine } from '@mq/kv-storage'
+import { NotLeaderError, type QueueServer } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { encodeDataCommand } from './data-command'
+import { DataGroupMachine } from './data-group'
+import { type DataGroupPort, type DataNodePort, queueHandlers } from './queue-handlers'
+
+/** One replica that applies proposals at once (the handlers' contract, not Raft's). */
+async function localGroup(leader = true): Promise<DataGroupPort & { now: number }> {
+  const engine = new MemoryEngine()
+  const machine = await DataGroupMachine.open(1, engine)
+  const waiters = new Set<() => void>()
+  const port = {
+    groupId: 1,
+    machine,
+    now: 1_000,
+    nowMs: () => port.now,
+    assertLeader: () => {
+      if (!leader)
+        throw new NotLeaderError('not the leader of group 1', { leaderId: 'n2', leaderAddress: 'n2:1' })
+    },
+    propose: async (command: Parameters<DataGroupPort['propose']>[0]) => {
+      const applied = await machine.apply(encodeDataCommand(command), port.now)
+      await engine.write(applied.ops, { sync: false })
+      applied.written()
+      for (const w of waiters) w()
+      return applied.result
+    },
+    changed: (ms: number, signal: AbortSignal) =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer)
+          waiters.delete(done)
+          resolve()
+        }
+        const timer = setTimeout(done, ms)
+        waiters.add(done)
+        signal.addEventListener('abort', done, { once: true })
+      }),
+  }
+  await port.propose({ type: 'open', queue: 'jobs', partition: 0, config: { messageBytesMax: 100 } })
+  return port
+}
+
+function node(group: DataGroupPort): DataNodePort {
+  return {
+    groupFor: (q, p) => (q === 'jobs' && p === 0 ? group : undefined),
+    queueConfig: () => undefined,
+    routeEpoch: () => 4,
+  }
+}
+
+function call<K extends keyof QueueServer>(h: QueueServer, method: K, request: unknown): Promise<any> {
+  return new Promise((resolve, reject) =>
+    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)({ request }, (e, r) =>
+      e ? reject(e) : resolve(r),
+    ),
+  )
+}
+
+const target = { queue: 'jobs', partition: 0, routeEpoch: 4 }
+const message = (body: string, weight = 1) => ({
+  body: new TextEncoder().encode(body),
+  weight,
+  headers: {},
+  key: '',
+  delayMs: 0,
+  dedupKey: '',
+})
+
+describe('queue handlers', () => {
+  it('produces, leases by weight, acks', async () => {
+    const h = queueHandlers(node(await localGroup()))
+    const produced = await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [message('a', 1), message('b', 9)],
+    })
+    expect(produced).toEqual({ ids: [1, 2], duplicate: false })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    expect(leased.messages).toHaveLength(1)
+    expect(leased.messages[0]).toMatchObject({ id: 2, weight: 9, deliveryCount: 1 })
+    const acked = await call(h, 'ack', { target, leaseIds: [leased.messages[0].leaseId, 'bogus'] })
+    expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 2])
+  })
+
+  it('wakes a long poll when a message arrives', async () => {
+    const h = queueHandlers(node(await localGroup()))
+    const started = Date.now()
+    const polling = call(h, 'lease', { target, consumerId: 'c', max: 10, visibilityMs: 5_000, waitMs: 5_000 })
+    setTimeout(
+      () => void call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('late')] }),
+      50,
+    )
+    const leased = await polling
+    expect(leased.messages).toHaveLength(1)
+    expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
+  it('ends an empty long poll at its wait', async () => {
+    const h = queueHandlers(node(await localGroup()), { leaseWaitMsMax: 30_000, leaseRecheckMs: 50 })
+    const leased = await call(h, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 10,
+      visibilityMs: 5_000,
+      waitMs: 150,
+    })
+    expect(leased.messages).toEqual([])
+  })
+
+  it('answers with typed errors and changes nothing', async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group))
+    await expect(
+      call(h, 'produce', { target: { ...target, partition: 3 }, messages: [message('x')] }),
+    ).rejects.toMatchObject({
+      code: 9,
+      details: expect.stringMatching(/holds no replica of jobs\/3/),
+    })
+    await expect(call(h, 'produce', { target, messages: [message('x'.repeat(200))] })).rejects.toMatchObject({
+      code: 8,
+      details: expect.stringMatching(/200 bytes .* the limit is 100/),
+    })
+    await expect(call(h, 'lease', { target, consumerId: 'c', max: 0, waitMs: 0 })).rejects.toMatchObject({
+      code: 3,
+    })
+    await expect(call(h, 'produce', { messages: [message('x')] })).rejects.toMatchObject({ code: 3 })
+    const stats = await call(h, 'stats', { target })
+    expect(stats.messages).toBe(0)
+    const follower = queueHandlers(node(await localGroup(false)))
+    await expect(call(follower, 'produce', { target, messages: [message('x')] })).rejects.toMatchObject({
+      code: 14,
+    })
+  })
+})

@@ -1,0 +1,199 @@
+import {
+  InternalError,
+  InvalidArgumentError,
+  type LeaseResult,
+  type PartitionStats,
+  type PartitionTarget,
+  type QueueConfig,
+  type QueueServer,
+  StaleRouteError,
+  unaryHandler as unary,
+} from '@mq/protocol'
+import type { Command, CommandResult, LeaseStatus } from '@mq/weighted-queue'
+import type { DataCommand } from './data-command'
+import type { DataGroupMachine, DataResult } from './data-group'
+import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf } from './wire-map'
+
+/** A data group replica as the queue RPCs see it. */
+export interface DataGroupPort {
+  readonly groupId: number
+  readonly machine: DataGroupMachine
+  /**
+   * Proposes `command` and resolves with its result once applied here. Rejects with
+   * NotLeaderError (leader hint) when this replica is not the leader, or UnavailableError.
+   */
+  propose(command: DataCommand): Promise<DataResult>
+  /** Throws NotLeaderError (with the leader hint) unless this replica leads the group. */
+  assertLeader(): void
+  /** The leader's clock (ms since the epoch), used to fix delays into absolute times. */
+  nowMs(): number
+  /**
+   * Resolves when the group applies an entry that may have made messages ready, or after
+   * `ms`, or when `signal` aborts — whichever is first.
+   */
+  changed(ms: number, signal: AbortSignal): Promise<void>
+}
+
+/** What the queue RPCs need from the node they run on. */
+export interface DataNodePort {
+  /** The local replica of the group that holds `queue`'s `partition`, if any. */
+  groupFor(queue: string, partition: number): DataGroupPort | undefined
+  /** The queue's config, as of the node's latest routes (visibility default, limits). */
+  queueConfig(queue: string): QueueConfig | undefined
+  /** The route epoch this node knows. */
+  routeEpoch(): number
+}
+
+export interface QueueHandlerLimits {
+  /** Longest long poll a Lease may ask for. */
+  readonly leaseWaitMsMax: number
+  /** While long-polling, retry a lease at least this often (expiries make messages ready). */
+  readonly leaseRecheckMs: number
+}
+
+export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
+  leaseWaitMsMax: 30_000,
+  leaseRecheckMs: 1_000,
+}
+
+/** The Queue service's gRPC handlers over the data groups of one node. */
+export function queueHandlers(
+  node: DataNodePort,
+  limits: QueueHandlerLimits = DEFAULT_QUEUE_HANDLER_LIMITS,
+): QueueServer {
+  const locate = (
+    target: PartitionTarget | undefined,
+  ): { group: DataGroupPort; queue: string; partition: number } => {
+    if (!target?.queue) throw new InvalidArgumentError('the request names no queue')
+    const group = node.groupFor(target.queue, target.partition)
+    if (!group) {
+      throw new StaleRouteError(
+        `this node holds no replica of ${target.queue}/${target.partition}; refresh the route (epoch ${node.routeEpoch()})`,
+        { epoch: node.routeEpoch() },
+      )
+    }
+    group.assertLeader()
+    return { group, queue: target.queue, partition: target.partition }
+  }
+  const run = async (
+    target: PartitionTarget | undefined,
+    command: (nowMs: number) => Command,
+  ): Promise<CommandResult> => {
+    const { group, queue, partition } = locate(target)
+    const result = await group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
+    if (result.type === 'refused') {
+      throw new StaleRouteError(`${result.message}; refresh the route`, {
+        epoch: node.routeEpoch(),
+        groupId: group.groupId,
+      })
+    }
+    if (result.type !== 'applied') throw new InternalError(`unexpected data-group result ${result.type}`)
+    if (result.result.type === 'rejected') throw errorOf(result.result.error)
+    return result.result
+  }
+  const settle = async (
+    target: PartitionTarget | undefined,
+    command: Command,
+  ): Promise<{ results: LeaseResult[] }> => {
+    const leaseIds = (command as { leaseIds: readonly string[] }).leaseIds
+    const r = await run(target, () => command)
+    if (r.type !== 'ack' && r.type !== 'nack' && r.type !== 'extend')
+      throw new InternalError(`unexpected result ${r.type}`)
+    const deadlines = r.type === 'extend' ? r.deadlinesMs : []
+    return {
+      results: r.statuses.map((s: LeaseStatus, i: number) => ({
+        leaseId: leaseIds[i] ?? '',
+        outcome: outcomeOf(s),
+        deadlineMs: deadlines[i] ?? 0,
+      })),
+    }
+  }
+  const visibilityOf = (queue: string): number => node.queueConfig(queue)?.visibilityTimeoutMs || 30_000
+
+  return {
+    produce: unary(async (req) => {
+      if (req.messages.length === 0) return { ids: [], duplicate: false }
+      const r = await run(req.target, (now) => enqueueOf(req, now))
+      if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
+      return { ids: [...r.ids], duplicate: r.duplicate }
+    }),
+    lease: unary(async (req) => {
+      if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
+      const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
+      const deadline = Date.now() + waitMs
+      const command = leaseOf(req, visibilityOf(req.target?.queue ?? ''))
+      const controller = new AbortController()
+      try {
+        // Bounded: each round either returns messages or waits for a change (or the recheck
+        // interval) until the deadline.
+        while (true) {
+          const r = await run(req.target, () => command)
+          if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
+          const remaining = deadline - Date.now()
+          if (r.leases.length > 0 || remaining <= 0) return { messages: r.leases.map(leasedMessageOf) }
+          await locate(req.target).group.changed(
+            Math.min(remaining, limits.leaseRecheckMs),
+            controller.signal,
+          )
+        }
+      } finally {
+        controller.abort()
+      }
+    }),
+    ack: unary(async (req) => settle(req.target, { type: 'ack', leaseIds: req.leaseIds })),
+    nack: unary(async (req) =>
+      settle(req.target, { type: 'nack', leaseIds: req.leaseIds, delayMs: req.delayMs }),
+    ),
+    extend: unary(async (req) =>
+      settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
+    ),
+    purge: unary(async () => {
+      throw new InvalidArgumentError(
+        'purge of ready messages is not supported yet; delete and recreate the queue',
+      )
+    }),
+    listDead: unary(async (req) => {
+      const { group, queue, partition } = locate(req.target)
+      const dead =
+        (await group.machine.listDead(
+          queue,
+          partition,
+          Math.min(req.limit || 100, 1000),
+          req.afterId || undefined,
+        )) ?? []
+      return {
+        messages: dead.map((d) => ({
+          id: d.messageId,
+          leaseId: '',
+          body: d.body,
+          weight: d.weight,
+          headers: { ...d.headers },
+          key: d.key ?? '',
+          deliveryCount: d.deliveryCount,
+          deadlineMs: 0,
+          enqueuedAtMs: d.enqueuedAtMs,
+        })),
+      }
+    }),
+    redrive: unary(async (req) => {
+      const r = await run(req.target, () => ({ type: 'redriveDead', max: req.max || 1000 }))
+      return { moved: r.type === 'redriveDead' ? r.ids.length : 0 }
+    }),
+    purgeDead: unary(async (req) => {
+      const r = await run(req.target, () => ({ type: 'purgeDead', max: 10_000 }))
+      return { removed: r.type === 'purgeDead' ? r.ids.length : 0 }
+    }),
+    stats: unary(async (req): Promise<PartitionStats> => {
+      const { group, queue, partition } = locate(req.target)
+      const s = await group.machine.stats(queue, partition, group.nowMs())
+      return {
+        queue,
+        partition,
+        groupId: group.groupId,
+        weights: (s?.weights ?? []).map((w) => ({ ...w })),
+        messages: s?.messages ?? 0,
+        windowLeases: s?.windowLeases ?? 0,
+      }
+    }),
+  }
+}
