@@ -23,9 +23,10 @@ const TABLES: Uint32Array[] = (() => {
   return tables
 })()
 
+const [t0, t1, t2, t3] = TABLES as [Uint32Array, Uint32Array, Uint32Array, Uint32Array]
+
 /** The CRC-32C of `bytes[start, end)`, continuing from `seed` (the CRC of what came before). */
 export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length, seed = 0): number {
-  const [t0, t1, t2, t3] = TABLES as [Uint32Array, Uint32Array, Uint32Array, Uint32Array]
   let crc = ~seed >>> 0
   let i = start
   for (; i + 4 <= end; i += 4) {

@@ -141,7 +141,7 @@ export class LevelEngine implements Engine {
     try {
       const levelOps = await expandClears(this.db, ops)
       if (levelOps.length === 0) return
-      await this.db.batch(levelOps, { sync })
+      await this.db.batch(levelOps as LevelOp[], { sync })
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
       throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
@@ -220,7 +220,8 @@ async function readRange(
 }
 
 /** Turns each `clear` into deletes of the keys the range holds (stored or put earlier in the batch). */
-async function expandClears(db: Db, ops: readonly BatchOp[]): Promise<LevelOp[]> {
+async function expandClears(db: Db, ops: readonly BatchOp[]): Promise<readonly LevelOp[]> {
+  if (!ops.some((op) => op.type === 'clear')) return ops as readonly LevelOp[]
   const out: LevelOp[] = []
   for (const op of ops) {
     if (op.type !== 'clear') {

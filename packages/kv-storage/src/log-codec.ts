@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer'
 import type { ConfState, Entry, EntryType, HardState, SnapshotMeta } from '@mq/raft-core'
 import { crc32c } from './crc32c'
 
@@ -31,11 +32,13 @@ class Writer {
   buf: Uint8Array
   at = RECORD_HEADER_BYTES
   constructor(capacity: number) {
-    this.buf = new Uint8Array(Math.max(capacity, 16))
+    // Node's pooled allocation: far cheaper than a fresh ArrayBuffer per small record. Only
+    // written bytes are ever exposed (`finish()` cuts the view to them).
+    this.buf = Buffer.allocUnsafe(capacity)
   }
   private room(n: number): void {
     if (this.at + n <= this.buf.length) return
-    const next = new Uint8Array(Math.max(this.buf.length * 2, this.at + n))
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.at + n))
     next.set(this.buf.subarray(0, this.at))
     this.buf = next
   }
@@ -45,6 +48,10 @@ class Writer {
   }
   varint(n: number): void {
     this.room(8)
+    if (n < 0x80) {
+      this.buf[this.at++] = n
+      return
+    }
     while (n >= 0x80) {
       this.buf[this.at++] = (n % 0x80) | 0x80
       n = Math.floor(n / 0x80)
@@ -63,7 +70,7 @@ class Writer {
   }
   /** Seals the record: writes the format byte and the crc; returns the exact bytes. */
   finish(): Uint8Array {
-    const out = this.at === this.buf.length ? this.buf : this.buf.slice(0, this.at)
+    const out = this.at === this.buf.length ? this.buf : this.buf.subarray(0, this.at)
     out[4] = RECORD_FORMAT
     const crc = crc32c(out, 4, out.length)
     out[0] = crc >>> 24
@@ -104,7 +111,7 @@ class Reader {
     return s
   }
   rest(): Uint8Array {
-    const out = this.buf.slice(this.at)
+    const out = new Uint8Array(this.buf.subarray(this.at))
     this.at = this.buf.length
     return out
   }
@@ -148,8 +155,26 @@ function decodeWith<T>(rec: Uint8Array, body: (r: Reader) => T): Decoded<T> {
   }
 }
 
+/** Bytes of `n` as an unsigned LEB128 varint. */
+function varintBytes(n: number): number {
+  let len = 1
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80)
+    len++
+  }
+  return len
+}
+
 export function encodeEntry(e: Entry): Uint8Array {
-  const w = new Writer(RECORD_HEADER_BYTES + 1 + 24 + e.data.length)
+  // Sized exactly, so `finish()` returns the buffer without a copy.
+  const w = new Writer(
+    RECORD_HEADER_BYTES +
+      1 +
+      varintBytes(e.index) +
+      varintBytes(e.term) +
+      varintBytes(e.timestampMs) +
+      e.data.length,
+  )
   w.u8(e.type)
   w.varint(e.index)
   w.varint(e.term)

@@ -7,7 +7,7 @@ import { checkOps, checkRange } from './write-batch'
  * An in-memory Engine for tests and the simulator: a copy-on-write B+tree (O(log n) reads
  * and writes, O(1) snapshots). Writes apply synchronously inside `write()` (so a read issued
  * after `write()` returns sees them) and `sync` is ignored. Keys and values are copied in
- * and out, so callers may reuse their buffers.
+ * and out (as plain Uint8Arrays, even from Buffers), so callers may reuse their buffers.
  */
 export class MemoryEngine implements Engine {
   private readonly map = new OrderedMap()
@@ -49,7 +49,7 @@ export class MemoryEngine implements Engine {
     this.checkOpen()
     checkOps(ops)
     for (const op of ops) {
-      if (op.type === 'put') this.map.set(op.key.slice(), op.value.slice())
+      if (op.type === 'put') this.map.set(new Uint8Array(op.key), new Uint8Array(op.value))
       else if (op.type === 'del') this.map.delete(op.key)
       else this.map.deleteRange(op.gte, op.lt)
     }
@@ -114,9 +114,9 @@ function checkKey(key: Uint8Array): void {
 }
 
 function copy(v: Uint8Array | undefined): Uint8Array | undefined {
-  return v === undefined ? undefined : v.slice()
+  return v === undefined ? undefined : new Uint8Array(v)
 }
 
 function copyAll(kvs: KeyValue[]): KeyValue[] {
-  return kvs.map(([k, v]) => [k.slice(), v.slice()] as const)
+  return kvs.map(([k, v]) => [new Uint8Array(k), new Uint8Array(v)] as const)
 }
