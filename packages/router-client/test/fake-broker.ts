@@ -1,4 +1,4 @@
-import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData } from '@grpc/grpc-js'
+import { Server, ServerCredentials, type sendUnaryData } from '@grpc/grpc-js'
 import {
   type AckRequest,
   type ExtendRequest,
@@ -8,7 +8,6 @@ import {
   type LeaseRequest,
   type LeaseResultsResponse,
   MetaService,
-  type MqError,
   type NackRequest,
   NotLeaderError,
   type PartitionTarget,
@@ -20,6 +19,7 @@ import {
   StaleRouteError,
   toGrpcStatus,
   UnavailableError,
+  unaryHandler,
 } from '@mq/protocol'
 
 /**
@@ -182,7 +182,7 @@ export class FakeBroker {
         }
         return { ids, duplicate: false }
       }),
-      lease: handleAsync(async (req: LeaseRequest) => {
+      lease: unaryHandler(async (req: LeaseRequest) => {
         const key = this.#check(req.target)
         const until = Date.now() + Math.min(req.waitMs, 200)
         while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
@@ -239,23 +239,9 @@ export class FakeBroker {
   }
 }
 
+/** A synchronous handler body as a grpc-js unary handler (thrown MqErrors become typed statuses). */
 function handle<Req, Res>(fn: (req: Req) => Res) {
-  return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
-    try {
-      cb(null, fn(call.request))
-    } catch (error) {
-      cb(toGrpcStatus(error as MqError))
-    }
-  }
-}
-
-function handleAsync<Req, Res>(fn: (req: Req) => Promise<Res>) {
-  return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => {
-    fn(call.request).then(
-      (r) => cb(null, r),
-      (error: unknown) => cb(toGrpcStatus(error as MqError)),
-    )
-  }
+  return unaryHandler(async (req: Req) => fn(req))
 }
 
 function bind(server: Server): Promise<string> {
