@@ -33,13 +33,12 @@ describe('log record codec', () => {
         fc.nat({ max: Number.MAX_SAFE_INTEGER }),
         fc.nat({ max: Number.MAX_SAFE_INTEGER }),
         fc.uint8Array({ maxLength: 40 }),
-        fc.string(),
+        fc.string({ unit: 'grapheme' }),
         (a, b, data, s) => {
           const e = { index: a, term: b, type: 0 as const, timestampMs: a, data }
           expect(decodeEntry(encodeEntry(e))).toEqual({ ok: true, value: e })
           const hs = { term: a, vote: s, commit: b }
-          const hsBack = decodeHardState(encodeHardState(hs))
-          if (s.isWellFormed()) expect(hsBack).toEqual({ ok: true, value: hs })
+          expect(decodeHardState(encodeHardState(hs))).toEqual({ ok: true, value: hs })
           expect(decodeLogStart(encodeLogStart({ index: a, term: b }))).toEqual({
             ok: true,
             value: { index: a, term: b },
