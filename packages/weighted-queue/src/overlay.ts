@@ -22,8 +22,31 @@ export class Overlay {
   private readonly tracked: { readonly generation: number; readonly ops: BatchOp[] }[] = []
   private indexedLists = 0
   private indexedOps = 0
+  /** Pending entries per key byte at `tagAt` (the partition's key tag): most lookups skip the map. */
+  private readonly perTag = new Uint32Array(256)
 
-  constructor(private readonly reader: KvReader) {}
+  /** `tagAt`: the offset of the byte that tells key kinds apart (the prefix length). */
+  constructor(
+    private readonly reader: KvReader,
+    private readonly tagAt = 0,
+  ) {}
+
+  private mayHave(key: Uint8Array): boolean {
+    return (this.perTag[key[this.tagAt] ?? 0] as number) > 0
+  }
+
+  private mayHaveIn(span: KeySpan): boolean {
+    const last = span.lt[this.tagAt] ?? 255
+    for (let t = span.gte[this.tagAt] ?? 0; t <= last; t++) if ((this.perTag[t] as number) > 0) return true
+    return false
+  }
+
+  private index(key: Uint8Array, value: Uint8Array | undefined, generation: number): void {
+    const k = keyString(key)
+    const tag = key[this.tagAt] ?? 0
+    if (!this.pending.has(k)) this.perTag[tag] = (this.perTag[tag] as number) + 1
+    this.pending.set(k, { key, value, generation })
+  }
 
   /** The number of pending ops (tracked, indexed or not). */
   get size(): number {
@@ -49,12 +72,18 @@ export class Overlay {
     if (n === this.tracked.length) {
       this.tracked.length = 0
       this.pending.clear()
+      this.perTag.fill(0)
       this.indexedLists = 0
       this.indexedOps = 0
       return
     }
     this.tracked.splice(0, n)
-    for (const [k, p] of this.pending) if (p.generation <= generation) this.pending.delete(k)
+    for (const [k, p] of this.pending) {
+      if (p.generation > generation) continue
+      this.pending.delete(k)
+      const tag = p.key[this.tagAt] ?? 0
+      this.perTag[tag] = (this.perTag[tag] as number) - 1
+    }
     if (n > this.indexedLists) {
       this.indexedLists = 0
       this.indexedOps = 0
@@ -67,10 +96,8 @@ export class Overlay {
       const t = this.tracked[this.indexedLists] as (typeof this.tracked)[number]
       for (; this.indexedOps < t.ops.length; this.indexedOps++) {
         const op = t.ops[this.indexedOps] as BatchOp
-        if (op.type === 'put')
-          this.pending.set(keyString(op.key), { key: op.key, value: op.value, generation: t.generation })
-        else if (op.type === 'del')
-          this.pending.set(keyString(op.key), { key: op.key, value: undefined, generation: t.generation })
+        if (op.type === 'put') this.index(op.key, op.value, t.generation)
+        else if (op.type === 'del') this.index(op.key, undefined, t.generation)
       }
       if (this.indexedLists === this.tracked.length - 1) break // the newest list may still grow
       this.indexedLists++
@@ -80,7 +107,7 @@ export class Overlay {
   }
 
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
-    if (this.catchUp()) {
+    if (this.catchUp() && this.mayHave(key)) {
       const p = this.pending.get(keyString(key))
       if (p) return p.value
     }
@@ -93,7 +120,8 @@ export class Overlay {
     const missing: Uint8Array[] = []
     const missingAt: number[] = []
     for (let i = 0; i < keys.length; i++) {
-      const p = this.pending.get(keyString(keys[i] as Uint8Array))
+      const key = keys[i] as Uint8Array
+      const p = this.mayHave(key) ? this.pending.get(keyString(key)) : undefined
       if (p) out[i] = p.value
       else {
         missing.push(keys[i] as Uint8Array)
@@ -110,7 +138,7 @@ export class Overlay {
   /** The first `limit` entries of [gte, lt) in key order, pending writes included. */
   async range(span: KeySpan, limit: number): Promise<KeyValue[]> {
     const mine: Pending[] = []
-    if (this.catchUp()) {
+    if (this.catchUp() && this.mayHaveIn(span)) {
       for (const p of this.pending.values()) {
         if (compareKeys(p.key, span.gte) >= 0 && compareKeys(p.key, span.lt) < 0) mine.push(p)
       }

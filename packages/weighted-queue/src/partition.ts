@@ -107,7 +107,7 @@ export class QueuePartition {
     st: PartitionState,
   ) {
     this.keys = new PartitionKeys(prefix)
-    this.overlay = new Overlay(reader)
+    this.overlay = new Overlay(reader, prefix.length)
     this.configValue = config
     this.configDirty = configDirty
     this.st = st
