@@ -67,7 +67,7 @@ export interface CliIO {
   /** Connects to a cluster (MqClient.connect in the binary). */
   connect(options: ClientOptions): Promise<CliClient>
   readFile(path: string): Promise<Uint8Array>
-  /** Milliseconds, for rates and progress throttling. */
+  /** Wall-clock milliseconds since the epoch: heartbeat ages, rates, progress throttling. */
   now(): number
   /** Aborts on Ctrl-C: long-running commands (`consume --follow`) stop cleanly. */
   readonly interrupt?: AbortSignal

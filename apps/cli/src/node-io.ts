@@ -22,7 +22,7 @@ export function nodeIO(): CliIO {
     env: process.env,
     connect: (options) => MqClient.connect(options),
     readFile: async (path) => new Uint8Array(await readFile(path)),
-    now: () => performance.now(),
+    now: () => Date.now(),
     interrupt: interrupt.signal,
   }
 }

@@ -118,6 +118,8 @@ describe('cluster, node and group', () => {
     expect(r.code).toBe(0)
     expect(r.stdout).toMatch(/meta leader: +n1/)
     expect(r.stdout).toMatch(/nodes: +1 alive of 2/)
+    expect(r.stdout).toMatch(/groups: +1 \(1 meta, 0 data\)/)
+    expect(r.stdout).toMatch(/n1 +10\.0\.0\.1:7001 +yes +1s ago +0,1/)
     expect(r.stdout).toMatch(/NODE +ADDRESS +ALIVE +HEARTBEAT +GROUPS/)
     expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no +never +0/)
   })
@@ -222,7 +224,8 @@ describe('queue', () => {
     const json = jsonLines((await mq(['queue', 'describe', 'jobs', '--json'])).stdout)
     expect(json).toHaveLength(1)
     expect(json[0]).toMatchObject({ queue: 'jobs', stats: [{ partition: 0 }, { partition: 1 }] })
-    await mq(['queue', 'describe', 'jobs', '--no-stats'])
+    const placement = await mq(['queue', 'describe', 'jobs', '--no-stats'])
+    expect(placement.stdout).toMatch(/\nPARTITION +GROUP +LEADER +REPLICAS\n/)
     expect(cluster.calls.filter((c) => c.startsWith('queueStats'))).toHaveLength(2)
   })
 

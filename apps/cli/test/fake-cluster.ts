@@ -133,7 +133,7 @@ export class FakeCluster {
         if (!file) throw new Error(`ENOENT: no such file or directory, open '${path}'`)
         return file
       },
-      now: () => 0,
+      now: () => 10_000,
       interrupt: interrupt.signal,
     }
     return { io, stdout: () => stdout.join(''), stderr: () => stderr.join(''), interrupt }

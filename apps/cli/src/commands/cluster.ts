@@ -35,10 +35,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
             ['meta leader', status.metaLeaderId || '(none)'],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
-            [
-              'groups',
-              `${status.groups.length} (meta + ${status.groups.filter((g) => g.groupId !== 0).length} data)`,
-            ],
+            ['groups', describeGroups(status.groups)],
             ['scaling', status.scale ? describePlan(status.scale) : 'no'],
           ]),
         )
@@ -128,6 +125,19 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     )
 }
 
+function describeGroups(groups: readonly GroupStatus[]): string {
+  const data = groups.filter((g) => g.groupId !== 0).length
+  const meta = groups.length - data
+  return `${groups.length} (${meta} meta, ${data} data)`
+}
+
+/** How long ago `atMs` was, for people: `3s ago`, `just now`, `never` (0). */
+export function formatAge(nowMs: number, atMs: number): string {
+  if (atMs <= 0) return 'never'
+  const ageMs = Math.max(0, Math.round(nowMs - atMs))
+  return ageMs < 1 ? 'just now' : `${formatDuration(ageMs)} ago`
+}
+
 function describePlan(plan: ScalePlan): string {
   return `target ${plan.targetGroups} groups, ${plan.movesDone}/${plan.movesTotal} moves done, ${plan.state || 'pending'}`
 }
@@ -137,13 +147,7 @@ function nodeColumns(nowMs: number) {
     { header: 'NODE', value: (n: NodeStatus) => n.nodeId },
     { header: 'ADDRESS', value: (n: NodeStatus) => n.address },
     { header: 'ALIVE', value: (n: NodeStatus) => (n.alive ? 'yes' : 'no') },
-    {
-      header: 'HEARTBEAT',
-      value: (n: NodeStatus) =>
-        n.lastHeartbeatMs > 0
-          ? `${formatDuration(Math.max(0, Math.round(nowMs - n.lastHeartbeatMs)))} ago`
-          : 'never',
-    },
+    { header: 'HEARTBEAT', value: (n: NodeStatus) => formatAge(nowMs, n.lastHeartbeatMs) },
     { header: 'GROUPS', value: (n: NodeStatus) => n.groupIds.join(',') || '-' },
   ]
 }

@@ -118,14 +118,14 @@ Examples:
     .action((name: string, flags: { stats: boolean }, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const route = await client.admin.describeQueue(name)
-        const stats = flags.stats ? await client.admin.queueStats(name) : []
+        const stats = flags.stats ? await client.admin.queueStats(name) : undefined
         if (out.json) {
-          out.record({ ...route, ...(flags.stats ? { stats } : {}) })
+          out.record({ ...route, ...(stats ? { stats } : {}) })
           return
         }
         out.text(formatFields(configFields(route)))
         out.text(`\n${formatTable(route.partitions, partitionColumns(stats))}`)
-        const weights = stats.flatMap((s) => s.weights.map((w) => ({ partition: s.partition, ...w })))
+        const weights = (stats ?? []).flatMap((s) => s.weights.map((w) => ({ partition: s.partition, ...w })))
         if (weights.length > 0) out.text(`\n${formatTable(weights, weightColumns)}`)
       }),
     )
@@ -244,16 +244,21 @@ const queueColumns = [
   { header: 'ENGINE', value: (q: QueueRoute) => q.config?.engine || '-' },
 ]
 
-function partitionColumns(stats: readonly PartitionStats[]) {
+/** The partitions table; the depth columns only when `stats` were asked for. */
+function partitionColumns(stats: readonly PartitionStats[] | undefined) {
   type P = QueueRoute['partitions'][number]
-  const of = (p: P) => stats.find((s) => s.partition === p.partition)
+  const of = (p: P) => stats?.find((s) => s.partition === p.partition)
   const sum = (p: P, key: 'ready' | 'delayed' | 'leased' | 'dead') =>
     of(p)?.weights.reduce((n, w) => n + w[key], 0) ?? '-'
-  return [
+  const placement = [
     { header: 'PARTITION', value: (p: P) => p.partition },
     { header: 'GROUP', value: (p: P) => p.groupId },
     { header: 'LEADER', value: (p: P) => p.leaderId || '(none)' },
     { header: 'REPLICAS', value: (p: P) => p.replicas.map((r) => r.nodeId).join(',') || '-' },
+  ]
+  if (!stats) return placement
+  return [
+    ...placement,
     { header: 'READY', value: (p: P) => sum(p, 'ready'), align: 'right' as const },
     { header: 'DELAYED', value: (p: P) => sum(p, 'delayed'), align: 'right' as const },
     { header: 'LEASED', value: (p: P) => sum(p, 'leased'), align: 'right' as const },
