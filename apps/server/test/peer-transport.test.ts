@@ -27,7 +27,7 @@ async function node(id: string, token: string, addresses: Map<string, string>): 
   )
   const server = new Server()
   const unused = (_: unknown, cb: (e: null, r: object) => void) => cb(null, {})
-  server.addService(PeerService, { raft: transport.handleRaft, createReplica: unused, removeReplica: unused })
+  server.addService(PeerService, { raft: transport.handleRaft, heartbeat: unused })
   const port = await new Promise<number>((res, rej) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
   )

@@ -43,8 +43,11 @@ export {
   UpdateQueueRequest,
 } from './generated/mq/v1/meta'
 export {
-  CreateReplicaRequest,
-  CreateReplicaRequest_Replica,
+  GroupAssignment,
+  GroupReport,
+  HeartbeatRequest,
+  HeartbeatResponse,
+  NodeAddress,
   PeerClient,
   type PeerServer,
   PeerService,
@@ -55,8 +58,6 @@ export {
   RaftSnapshotChunk,
   RaftSnapshotMeta,
   RaftStreamEnd,
-  RemoveReplicaRequest,
-  ReplicaResponse,
 } from './generated/mq/v1/peer'
 export {
   AckRequest,

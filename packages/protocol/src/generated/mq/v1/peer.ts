@@ -80,22 +80,36 @@ export interface RaftBatch {
 export interface RaftStreamEnd {
 }
 
-export interface CreateReplicaRequest {
+export interface GroupReport {
   groupId: number;
-  conf?: RaftConfState | undefined;
-  peers: CreateReplicaRequest_Replica[];
+  leaderId: string;
+  term: number;
+  commitIndex: number;
+  appliedIndex: number;
 }
 
-export interface CreateReplicaRequest_Replica {
+export interface HeartbeatRequest {
+  nodeId: string;
+  address: string;
+  groups: GroupReport[];
+}
+
+export interface GroupAssignment {
+  groupId: number;
+  /** Node ids of the group's replicas (the founding voters). */
+  replicas: string[];
+}
+
+export interface NodeAddress {
   nodeId: string;
   address: string;
 }
 
-export interface RemoveReplicaRequest {
-  groupId: number;
-}
-
-export interface ReplicaResponse {
+export interface HeartbeatResponse {
+  metaLeaderId: string;
+  routeEpoch: number;
+  nodes: NodeAddress[];
+  groups: GroupAssignment[];
 }
 
 function createBaseRaftEntry(): RaftEntry {
@@ -976,28 +990,34 @@ export const RaftStreamEnd: MessageFns<RaftStreamEnd> = {
   },
 };
 
-function createBaseCreateReplicaRequest(): CreateReplicaRequest {
-  return { groupId: 0, conf: undefined, peers: [] };
+function createBaseGroupReport(): GroupReport {
+  return { groupId: 0, leaderId: "", term: 0, commitIndex: 0, appliedIndex: 0 };
 }
 
-export const CreateReplicaRequest: MessageFns<CreateReplicaRequest> = {
-  encode(message: CreateReplicaRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+export const GroupReport: MessageFns<GroupReport> = {
+  encode(message: GroupReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.groupId !== 0) {
       writer.uint32(8).uint64(message.groupId);
     }
-    if (message.conf !== undefined) {
-      RaftConfState.encode(message.conf, writer.uint32(18).fork()).join();
+    if (message.leaderId !== "") {
+      writer.uint32(18).string(message.leaderId);
     }
-    for (const v of message.peers) {
-      CreateReplicaRequest_Replica.encode(v!, writer.uint32(26).fork()).join();
+    if (message.term !== 0) {
+      writer.uint32(24).uint64(message.term);
+    }
+    if (message.commitIndex !== 0) {
+      writer.uint32(32).uint64(message.commitIndex);
+    }
+    if (message.appliedIndex !== 0) {
+      writer.uint32(40).uint64(message.appliedIndex);
     }
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): CreateReplicaRequest {
+  decode(input: BinaryReader | Uint8Array, length?: number): GroupReport {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseCreateReplicaRequest();
+    const message = createBaseGroupReport();
     while (reader.pos < end) {
       const tag = reader.uint32();
       switch (tag >>> 3) {
@@ -1014,15 +1034,31 @@ export const CreateReplicaRequest: MessageFns<CreateReplicaRequest> = {
             break;
           }
 
-          message.conf = RaftConfState.decode(reader, reader.uint32());
+          message.leaderId = reader.string();
           continue;
         }
         case 3: {
-          if (tag !== 26) {
+          if (tag !== 24) {
             break;
           }
 
-          message.peers.push(CreateReplicaRequest_Replica.decode(reader, reader.uint32()));
+          message.term = longToNumber(reader.uint64());
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.commitIndex = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.appliedIndex = longToNumber(reader.uint64());
           continue;
         }
       }
@@ -1034,54 +1070,248 @@ export const CreateReplicaRequest: MessageFns<CreateReplicaRequest> = {
     return message;
   },
 
-  fromJSON(object: any): CreateReplicaRequest {
+  fromJSON(object: any): GroupReport {
     return {
       groupId: isSet(object.groupId)
         ? globalThis.Number(object.groupId)
         : isSet(object.group_id)
         ? globalThis.Number(object.group_id)
         : 0,
-      conf: isSet(object.conf) ? RaftConfState.fromJSON(object.conf) : undefined,
-      peers: globalThis.Array.isArray(object?.peers)
-        ? object.peers.map((e: any) => CreateReplicaRequest_Replica.fromJSON(e))
-        : [],
+      leaderId: isSet(object.leaderId)
+        ? globalThis.String(object.leaderId)
+        : isSet(object.leader_id)
+        ? globalThis.String(object.leader_id)
+        : "",
+      term: isSet(object.term) ? globalThis.Number(object.term) : 0,
+      commitIndex: isSet(object.commitIndex)
+        ? globalThis.Number(object.commitIndex)
+        : isSet(object.commit_index)
+        ? globalThis.Number(object.commit_index)
+        : 0,
+      appliedIndex: isSet(object.appliedIndex)
+        ? globalThis.Number(object.appliedIndex)
+        : isSet(object.applied_index)
+        ? globalThis.Number(object.applied_index)
+        : 0,
     };
   },
 
-  toJSON(message: CreateReplicaRequest): unknown {
+  toJSON(message: GroupReport): unknown {
     const obj: any = {};
     if (message.groupId !== 0) {
       obj.groupId = Math.round(message.groupId);
     }
-    if (message.conf !== undefined) {
-      obj.conf = RaftConfState.toJSON(message.conf);
+    if (message.leaderId !== "") {
+      obj.leaderId = message.leaderId;
     }
-    if (message.peers?.length) {
-      obj.peers = message.peers.map((e) => CreateReplicaRequest_Replica.toJSON(e));
+    if (message.term !== 0) {
+      obj.term = Math.round(message.term);
+    }
+    if (message.commitIndex !== 0) {
+      obj.commitIndex = Math.round(message.commitIndex);
+    }
+    if (message.appliedIndex !== 0) {
+      obj.appliedIndex = Math.round(message.appliedIndex);
     }
     return obj;
   },
 
-  create<I extends Exact<DeepPartial<CreateReplicaRequest>, I>>(base?: I): CreateReplicaRequest {
-    return CreateReplicaRequest.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<GroupReport>, I>>(base?: I): GroupReport {
+    return GroupReport.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<CreateReplicaRequest>, I>>(object: I): CreateReplicaRequest {
-    const message = createBaseCreateReplicaRequest();
+  fromPartial<I extends Exact<DeepPartial<GroupReport>, I>>(object: I): GroupReport {
+    const message = createBaseGroupReport();
     message.groupId = object.groupId ?? 0;
-    message.conf = (object.conf !== undefined && object.conf !== null)
-      ? RaftConfState.fromPartial(object.conf)
-      : undefined;
-    message.peers = object.peers?.map((e) => CreateReplicaRequest_Replica.fromPartial(e)) || [];
+    message.leaderId = object.leaderId ?? "";
+    message.term = object.term ?? 0;
+    message.commitIndex = object.commitIndex ?? 0;
+    message.appliedIndex = object.appliedIndex ?? 0;
     return message;
   },
 };
 
-function createBaseCreateReplicaRequest_Replica(): CreateReplicaRequest_Replica {
+function createBaseHeartbeatRequest(): HeartbeatRequest {
+  return { nodeId: "", address: "", groups: [] };
+}
+
+export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
+  encode(message: HeartbeatRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    if (message.address !== "") {
+      writer.uint32(18).string(message.address);
+    }
+    for (const v of message.groups) {
+      GroupReport.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): HeartbeatRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseHeartbeatRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.address = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.groups.push(GroupReport.decode(reader, reader.uint32()));
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): HeartbeatRequest {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      address: isSet(object.address) ? globalThis.String(object.address) : "",
+      groups: globalThis.Array.isArray(object?.groups) ? object.groups.map((e: any) => GroupReport.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: HeartbeatRequest): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.address !== "") {
+      obj.address = message.address;
+    }
+    if (message.groups?.length) {
+      obj.groups = message.groups.map((e) => GroupReport.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<HeartbeatRequest>, I>>(base?: I): HeartbeatRequest {
+    return HeartbeatRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<HeartbeatRequest>, I>>(object: I): HeartbeatRequest {
+    const message = createBaseHeartbeatRequest();
+    message.nodeId = object.nodeId ?? "";
+    message.address = object.address ?? "";
+    message.groups = object.groups?.map((e) => GroupReport.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseGroupAssignment(): GroupAssignment {
+  return { groupId: 0, replicas: [] };
+}
+
+export const GroupAssignment: MessageFns<GroupAssignment> = {
+  encode(message: GroupAssignment, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    for (const v of message.replicas) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GroupAssignment {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseGroupAssignment();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.replicas.push(reader.string());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): GroupAssignment {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      replicas: globalThis.Array.isArray(object?.replicas) ? object.replicas.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: GroupAssignment): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.replicas?.length) {
+      obj.replicas = message.replicas;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GroupAssignment>, I>>(base?: I): GroupAssignment {
+    return GroupAssignment.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GroupAssignment>, I>>(object: I): GroupAssignment {
+    const message = createBaseGroupAssignment();
+    message.groupId = object.groupId ?? 0;
+    message.replicas = object.replicas?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseNodeAddress(): NodeAddress {
   return { nodeId: "", address: "" };
 }
 
-export const CreateReplicaRequest_Replica: MessageFns<CreateReplicaRequest_Replica> = {
-  encode(message: CreateReplicaRequest_Replica, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+export const NodeAddress: MessageFns<NodeAddress> = {
+  encode(message: NodeAddress, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.nodeId !== "") {
       writer.uint32(10).string(message.nodeId);
     }
@@ -1091,10 +1321,10 @@ export const CreateReplicaRequest_Replica: MessageFns<CreateReplicaRequest_Repli
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): CreateReplicaRequest_Replica {
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeAddress {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseCreateReplicaRequest_Replica();
+    const message = createBaseNodeAddress();
     while (reader.pos < end) {
       const tag = reader.uint32();
       switch (tag >>> 3) {
@@ -1123,7 +1353,7 @@ export const CreateReplicaRequest_Replica: MessageFns<CreateReplicaRequest_Repli
     return message;
   },
 
-  fromJSON(object: any): CreateReplicaRequest_Replica {
+  fromJSON(object: any): NodeAddress {
     return {
       nodeId: isSet(object.nodeId)
         ? globalThis.String(object.nodeId)
@@ -1134,7 +1364,7 @@ export const CreateReplicaRequest_Replica: MessageFns<CreateReplicaRequest_Repli
     };
   },
 
-  toJSON(message: CreateReplicaRequest_Replica): unknown {
+  toJSON(message: NodeAddress): unknown {
     const obj: any = {};
     if (message.nodeId !== "") {
       obj.nodeId = message.nodeId;
@@ -1145,42 +1375,75 @@ export const CreateReplicaRequest_Replica: MessageFns<CreateReplicaRequest_Repli
     return obj;
   },
 
-  create<I extends Exact<DeepPartial<CreateReplicaRequest_Replica>, I>>(base?: I): CreateReplicaRequest_Replica {
-    return CreateReplicaRequest_Replica.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<NodeAddress>, I>>(base?: I): NodeAddress {
+    return NodeAddress.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<CreateReplicaRequest_Replica>, I>>(object: I): CreateReplicaRequest_Replica {
-    const message = createBaseCreateReplicaRequest_Replica();
+  fromPartial<I extends Exact<DeepPartial<NodeAddress>, I>>(object: I): NodeAddress {
+    const message = createBaseNodeAddress();
     message.nodeId = object.nodeId ?? "";
     message.address = object.address ?? "";
     return message;
   },
 };
 
-function createBaseRemoveReplicaRequest(): RemoveReplicaRequest {
-  return { groupId: 0 };
+function createBaseHeartbeatResponse(): HeartbeatResponse {
+  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [] };
 }
 
-export const RemoveReplicaRequest: MessageFns<RemoveReplicaRequest> = {
-  encode(message: RemoveReplicaRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    if (message.groupId !== 0) {
-      writer.uint32(8).uint64(message.groupId);
+export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
+  encode(message: HeartbeatResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.metaLeaderId !== "") {
+      writer.uint32(10).string(message.metaLeaderId);
+    }
+    if (message.routeEpoch !== 0) {
+      writer.uint32(16).uint64(message.routeEpoch);
+    }
+    for (const v of message.nodes) {
+      NodeAddress.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.groups) {
+      GroupAssignment.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
 
-  decode(input: BinaryReader | Uint8Array, length?: number): RemoveReplicaRequest {
+  decode(input: BinaryReader | Uint8Array, length?: number): HeartbeatResponse {
     const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
     const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseRemoveReplicaRequest();
+    const message = createBaseHeartbeatResponse();
     while (reader.pos < end) {
       const tag = reader.uint32();
       switch (tag >>> 3) {
         case 1: {
-          if (tag !== 8) {
+          if (tag !== 10) {
             break;
           }
 
-          message.groupId = longToNumber(reader.uint64());
+          message.metaLeaderId = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.routeEpoch = longToNumber(reader.uint64());
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.nodes.push(NodeAddress.decode(reader, reader.uint32()));
+          continue;
+        }
+        case 4: {
+          if (tag !== 34) {
+            break;
+          }
+
+          message.groups.push(GroupAssignment.decode(reader, reader.uint32()));
           continue;
         }
       }
@@ -1192,73 +1455,51 @@ export const RemoveReplicaRequest: MessageFns<RemoveReplicaRequest> = {
     return message;
   },
 
-  fromJSON(object: any): RemoveReplicaRequest {
+  fromJSON(object: any): HeartbeatResponse {
     return {
-      groupId: isSet(object.groupId)
-        ? globalThis.Number(object.groupId)
-        : isSet(object.group_id)
-        ? globalThis.Number(object.group_id)
+      metaLeaderId: isSet(object.metaLeaderId)
+        ? globalThis.String(object.metaLeaderId)
+        : isSet(object.meta_leader_id)
+        ? globalThis.String(object.meta_leader_id)
+        : "",
+      routeEpoch: isSet(object.routeEpoch)
+        ? globalThis.Number(object.routeEpoch)
+        : isSet(object.route_epoch)
+        ? globalThis.Number(object.route_epoch)
         : 0,
+      nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => NodeAddress.fromJSON(e)) : [],
+      groups: globalThis.Array.isArray(object?.groups)
+        ? object.groups.map((e: any) => GroupAssignment.fromJSON(e))
+        : [],
     };
   },
 
-  toJSON(message: RemoveReplicaRequest): unknown {
+  toJSON(message: HeartbeatResponse): unknown {
     const obj: any = {};
-    if (message.groupId !== 0) {
-      obj.groupId = Math.round(message.groupId);
+    if (message.metaLeaderId !== "") {
+      obj.metaLeaderId = message.metaLeaderId;
+    }
+    if (message.routeEpoch !== 0) {
+      obj.routeEpoch = Math.round(message.routeEpoch);
+    }
+    if (message.nodes?.length) {
+      obj.nodes = message.nodes.map((e) => NodeAddress.toJSON(e));
+    }
+    if (message.groups?.length) {
+      obj.groups = message.groups.map((e) => GroupAssignment.toJSON(e));
     }
     return obj;
   },
 
-  create<I extends Exact<DeepPartial<RemoveReplicaRequest>, I>>(base?: I): RemoveReplicaRequest {
-    return RemoveReplicaRequest.fromPartial(base ?? ({} as any));
+  create<I extends Exact<DeepPartial<HeartbeatResponse>, I>>(base?: I): HeartbeatResponse {
+    return HeartbeatResponse.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<RemoveReplicaRequest>, I>>(object: I): RemoveReplicaRequest {
-    const message = createBaseRemoveReplicaRequest();
-    message.groupId = object.groupId ?? 0;
-    return message;
-  },
-};
-
-function createBaseReplicaResponse(): ReplicaResponse {
-  return {};
-}
-
-export const ReplicaResponse: MessageFns<ReplicaResponse> = {
-  encode(_: ReplicaResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
-    return writer;
-  },
-
-  decode(input: BinaryReader | Uint8Array, length?: number): ReplicaResponse {
-    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
-    const end = length === undefined ? reader.len : reader.pos + length;
-    const message = createBaseReplicaResponse();
-    while (reader.pos < end) {
-      const tag = reader.uint32();
-      switch (tag >>> 3) {
-      }
-      if ((tag & 7) === 4 || tag === 0) {
-        break;
-      }
-      reader.skip(tag & 7);
-    }
-    return message;
-  },
-
-  fromJSON(_: any): ReplicaResponse {
-    return {};
-  },
-
-  toJSON(_: ReplicaResponse): unknown {
-    const obj: any = {};
-    return obj;
-  },
-
-  create<I extends Exact<DeepPartial<ReplicaResponse>, I>>(base?: I): ReplicaResponse {
-    return ReplicaResponse.fromPartial(base ?? ({} as any));
-  },
-  fromPartial<I extends Exact<DeepPartial<ReplicaResponse>, I>>(_: I): ReplicaResponse {
-    const message = createBaseReplicaResponse();
+  fromPartial<I extends Exact<DeepPartial<HeartbeatResponse>, I>>(object: I): HeartbeatResponse {
+    const message = createBaseHeartbeatResponse();
+    message.metaLeaderId = object.metaLeaderId ?? "";
+    message.routeEpoch = object.routeEpoch ?? 0;
+    message.nodes = object.nodes?.map((e) => NodeAddress.fromPartial(e)) || [];
+    message.groups = object.groups?.map((e) => GroupAssignment.fromPartial(e)) || [];
     return message;
   },
 };
@@ -1279,33 +1520,33 @@ export const PeerService = {
     responseSerialize: (value: RaftStreamEnd): Buffer => Buffer.from(RaftStreamEnd.encode(value).finish()),
     responseDeserialize: (value: Buffer): RaftStreamEnd => RaftStreamEnd.decode(value),
   },
-  /** The controller creates or removes a data-group replica on a node. */
-  createReplica: {
-    path: "/mq.v1.Peer/CreateReplica" as const,
+  /**
+   * Every node reports to the meta leader about once a second: its address and the groups
+   * it leads. The answer assigns work: the data groups the node must host (it creates the
+   * missing replicas and drops the ones no longer listed), and every node's address. A
+   * follower answers NOT_LEADER with the meta leader's address.
+   */
+  heartbeat: {
+    path: "/mq.v1.Peer/Heartbeat" as const,
     requestStream: false as const,
     responseStream: false as const,
-    requestSerialize: (value: CreateReplicaRequest): Buffer => Buffer.from(CreateReplicaRequest.encode(value).finish()),
-    requestDeserialize: (value: Buffer): CreateReplicaRequest => CreateReplicaRequest.decode(value),
-    responseSerialize: (value: ReplicaResponse): Buffer => Buffer.from(ReplicaResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ReplicaResponse => ReplicaResponse.decode(value),
-  },
-  removeReplica: {
-    path: "/mq.v1.Peer/RemoveReplica" as const,
-    requestStream: false as const,
-    responseStream: false as const,
-    requestSerialize: (value: RemoveReplicaRequest): Buffer => Buffer.from(RemoveReplicaRequest.encode(value).finish()),
-    requestDeserialize: (value: Buffer): RemoveReplicaRequest => RemoveReplicaRequest.decode(value),
-    responseSerialize: (value: ReplicaResponse): Buffer => Buffer.from(ReplicaResponse.encode(value).finish()),
-    responseDeserialize: (value: Buffer): ReplicaResponse => ReplicaResponse.decode(value),
+    requestSerialize: (value: HeartbeatRequest): Buffer => Buffer.from(HeartbeatRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): HeartbeatRequest => HeartbeatRequest.decode(value),
+    responseSerialize: (value: HeartbeatResponse): Buffer => Buffer.from(HeartbeatResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): HeartbeatResponse => HeartbeatResponse.decode(value),
   },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
   /** A stream of Raft messages from one node to another, batched across groups. */
   raft: handleClientStreamingCall<RaftBatch, RaftStreamEnd>;
-  /** The controller creates or removes a data-group replica on a node. */
-  createReplica: handleUnaryCall<CreateReplicaRequest, ReplicaResponse>;
-  removeReplica: handleUnaryCall<RemoveReplicaRequest, ReplicaResponse>;
+  /**
+   * Every node reports to the meta leader about once a second: its address and the groups
+   * it leads. The answer assigns work: the data groups the node must host (it creates the
+   * missing replicas and drops the ones no longer listed), and every node's address. A
+   * follower answers NOT_LEADER with the meta leader's address.
+   */
+  heartbeat: handleUnaryCall<HeartbeatRequest, HeartbeatResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -1324,36 +1565,26 @@ export interface PeerClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RaftStreamEnd) => void,
   ): ClientWritableStream<RaftBatch>;
-  /** The controller creates or removes a data-group replica on a node. */
-  createReplica(
-    request: CreateReplicaRequest,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
+  /**
+   * Every node reports to the meta leader about once a second: its address and the groups
+   * it leads. The answer assigns work: the data groups the node must host (it creates the
+   * missing replicas and drops the ones no longer listed), and every node's address. A
+   * follower answers NOT_LEADER with the meta leader's address.
+   */
+  heartbeat(
+    request: HeartbeatRequest,
+    callback: (error: ServiceError | null, response: HeartbeatResponse) => void,
   ): ClientUnaryCall;
-  createReplica(
-    request: CreateReplicaRequest,
+  heartbeat(
+    request: HeartbeatRequest,
     metadata: Metadata,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
+    callback: (error: ServiceError | null, response: HeartbeatResponse) => void,
   ): ClientUnaryCall;
-  createReplica(
-    request: CreateReplicaRequest,
-    metadata: Metadata,
-    options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
-  ): ClientUnaryCall;
-  removeReplica(
-    request: RemoveReplicaRequest,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
-  ): ClientUnaryCall;
-  removeReplica(
-    request: RemoveReplicaRequest,
-    metadata: Metadata,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
-  ): ClientUnaryCall;
-  removeReplica(
-    request: RemoveReplicaRequest,
+  heartbeat(
+    request: HeartbeatRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
-    callback: (error: ServiceError | null, response: ReplicaResponse) => void,
+    callback: (error: ServiceError | null, response: HeartbeatResponse) => void,
   ): ClientUnaryCall;
 }
 
