@@ -490,9 +490,8 @@ export class QueuePartition {
       cursor.set(w, { entries: run, next: 0, base: ids.length })
       for (const [, v] of run) ids.push(idOf(v))
     })
-    const metas = (await this.overlay.getMany(ids.map((id) => this.keys.message(id)))).map((b) =>
-      decodeMeta(b as Uint8Array),
-    )
+    const metaKeys = ids.map((id) => this.keys.message(id))
+    const metas = (await this.overlay.getMany(metaKeys)).map((b) => decodeMeta(b as Uint8Array))
     const bodies = await this.bodies(ids, metas)
     const deadlineMs = now + visibilityMs
     const leases: Lease[] = []
@@ -514,7 +513,7 @@ export class QueuePartition {
       meta.state = MessageState.Leased
       meta.slot = deadlineMs
       meta.band = 0
-      this.put(this.keys.message(id), encodeMeta(meta))
+      this.put(metaKeys[at] as Uint8Array, encodeMeta(meta))
       group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
       this.dirtyWeights.add(w)
@@ -550,11 +549,14 @@ export class QueuePartition {
     }
     const parsed = leaseIds.map(parseLeaseId)
     const uniqueIds = [...new Set(parsed.filter((p) => p !== undefined).map((p) => p[0]))]
-    const got = await this.overlay.getMany(uniqueIds.map((id) => this.keys.message(id)))
+    const metaKeys = uniqueIds.map((id) => this.keys.message(id))
+    const got = await this.overlay.getMany(metaKeys)
     const metas = new Map<number, MessageMeta | undefined>()
+    const keyOf = new Map<number, Uint8Array>()
     uniqueIds.forEach((id, i) => {
       const b = got[i]
       metas.set(id, b ? decodeMeta(b) : undefined)
+      keyOf.set(id, metaKeys[i] as Uint8Array)
     })
     const statuses: LeaseStatus[] = []
     const extended: number[] = []
@@ -580,14 +582,14 @@ export class QueuePartition {
       if (action === 'extend') {
         if (meta.slot === now + ms) continue
         meta.slot = now + ms
-        this.put(this.keys.message(id), encodeMeta(meta))
+        this.put(keyOf.get(id) as Uint8Array, encodeMeta(meta))
         extended.push(id, delivery)
         continue
       }
       this.leased[w] = (this.leased[w] as number) - 1
       this.dirtyWeights.add(w)
       if (action === 'ack') {
-        this.del(this.keys.message(id))
+        this.del(keyOf.get(id) as Uint8Array)
         if (meta.inlineBody === undefined) this.del(this.keys.body(id))
         this.st.messages--
         metas.set(id, undefined)
