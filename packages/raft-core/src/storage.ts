@@ -11,7 +11,13 @@ import type { ConfState, Entry, HardState, Snapshot } from './types'
  * index, or 0), and firstIndex() - 1 <= lastIndex().
  */
 export interface LogStorage {
-  /** The persisted hard state and membership, read once when the core starts. */
+  /**
+   * The persisted hard state and membership, read once when the core starts. For a fresh
+   * group (empty log, no snapshot) `conf` is the founding membership: the core then writes it
+   * into the log as ConfChange entries 1..n of term 1 (etcd's bootstrap) in its first Ready,
+   * so replicas added later learn it from the log. Afterwards the core takes membership from
+   * snapshot().meta.conf plus the ConfChange entries in the log.
+   */
   initialState(): { hardState: HardState; conf: ConfState }
   /**
    * Returns the entries in [lo, hi), at least one if lo < hi, and no more than `bytesMax`
@@ -21,7 +27,8 @@ export interface LogStorage {
   entries(lo: number, hi: number, bytesMax: number): Entry[]
   /**
    * Returns the term of the entry at `index`, for index in [firstIndex() - 1, lastIndex()]
-   * (the term of firstIndex() - 1 is the snapshot's). Throws CompactedError below that
+   * (firstIndex() - 1 is the last compacted entry: the installed snapshot's index, or the
+   * compactIndex of the last compact(), and its real term must stay answerable). Throws CompactedError below that
    * range, UnavailableError above it.
    */
   term(index: number): number
@@ -29,7 +36,10 @@ export interface LogStorage {
   firstIndex(): number
   /** The index of the last entry in the log (the snapshot's index when the log is empty). */
   lastIndex(): number
-  /** The latest snapshot (index 0 and empty data when there is none). */
+  /**
+   * The latest snapshot (index 0 and empty data when there is none). Its index may exceed
+   * firstIndex() - 1 when compact() kept entries behind it.
+   */
   snapshot(): Snapshot
 }
 

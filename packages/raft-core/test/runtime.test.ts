@@ -299,4 +299,31 @@ describe('RaftHost', () => {
     await net.tickAll(3)
     expect(machine.items).toEqual(['a', 'b', 'c'])
   })
+
+  it('resumes a persistent state machine from its own applied index without re-applying', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const ps = ['a', 'b'].map((x) => n1.propose(1, enc.encode(x)))
+    await net.run()
+    await Promise.all(ps)
+    await net.tickAll(2)
+    const n2 = nodes.get('n2')!
+    const applied = n2.host.status(1).applied
+    n2.host.removeGroup(1)
+    const machine = new ListMachine()
+    machine.items = [...n2.machines.get(1)!.items]
+    n2.host.addGroup({
+      groupId: 1,
+      raft: { id: 'n2', prng: new Prng(7) },
+      storage: n2.storages.get(1)!,
+      stateMachine: machine,
+      appliedIndex: applied,
+    })
+    const p = n1.propose(1, enc.encode('c'))
+    await net.run()
+    await p
+    await net.tickAll(2)
+    expect(machine.items).toEqual(['a', 'b', 'c'])
+  })
 })

@@ -46,6 +46,11 @@ export interface GroupOptions {
   /** The group's log; its writes become durable at the host's Durability.flush(). */
   readonly storage: WritableLogStorage
   readonly stateMachine: StateMachine
+  /**
+   * For a state machine that persists its own state: the index it has already applied.
+   * When absent, the state machine is restored from the storage's latest snapshot.
+   */
+  readonly appliedIndex?: number
   readonly limits?: Partial<GroupLimits>
 }
 
@@ -102,9 +107,13 @@ class Group {
     this.sm = o.stateMachine
     this.limits = { ...DEFAULT_GROUP_LIMITS, ...o.limits }
     const snap = o.storage.snapshot()
-    if (snap.meta.index > 0) o.stateMachine.restore(snap)
-    this.raw = new RawNode({ ...o.raft, appliedIndex: snap.meta.index }, o.storage)
-    this.applied = snap.meta.index
+    let applied = o.appliedIndex ?? snap.meta.index
+    if (o.appliedIndex === undefined || o.appliedIndex < snap.meta.index) {
+      if (snap.meta.index > 0) o.stateMachine.restore(snap)
+      applied = snap.meta.index
+    }
+    this.raw = new RawNode({ ...o.raft, appliedIndex: applied }, o.storage)
+    this.applied = applied
   }
 }
 
