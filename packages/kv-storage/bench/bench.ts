@@ -3,9 +3,9 @@
  * through the Raft log store + group commit and through raw classic-level synced batches
  * of the same sizes, in the same run; then entry reads per second.
  *
- *   pnpm --filter @mq/kv-storage bench            (KV_BENCH_MS=<ms per trial>, default 1000)
+ *   pnpm --filter @mq/kv-storage bench     (KV_BENCH_MS: ms per trial, default 1000; KV_BENCH_TRIALS: default 5)
  *
- * Each trial uses a fresh database in a temp dir. Raw and store trials alternate, three of
+ * Each trial uses a fresh database in a temp dir. Raw and store trials alternate, five of
  * each per batch size, and the median is reported, so a noisy neighbour hurts both alike.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -19,7 +19,7 @@ import { entryKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
 
 const TRIAL_MS = Number(process.env.KV_BENCH_MS ?? 1000)
-const TRIALS = 3
+const TRIALS = Number(process.env.KV_BENCH_TRIALS ?? 5)
 const ENTRY_BYTES = 128
 const BATCH_SIZES = [1, 10, 100, 1000]
 /** A bound on batches per trial, whatever the clock says. */

@@ -88,6 +88,8 @@ export class GroupLog implements WritableLogStorage {
     private start: LogStart,
     private readonly log: Entry[],
     private tailBytes: number,
+    /** The membership to report while no snapshot carries one (see `initialState`). */
+    private readonly initialConf: ConfState,
   ) {}
 
   /**
@@ -101,6 +103,7 @@ export class GroupLog implements WritableLogStorage {
     groupId: number,
     commit: GroupCommit,
     limits: GroupLogLimits,
+    initialConf: ConfState = EMPTY_CONF,
   ): Promise<GroupLog> {
     const [hsRec, metaRec, startRec] = await reader.getMany([
       hardStateKey(groupId),
@@ -197,12 +200,31 @@ export class GroupLog implements WritableLogStorage {
         `hard state commit ${hardState.commit} is past the last index ${lastIndex}; the log lost entries it had acknowledged`,
       )
     }
-    return new GroupLog(groupId, commit, limits, hardState, snap, snapChunks, start, log, tailBytes)
+    return new GroupLog(
+      groupId,
+      commit,
+      limits,
+      hardState,
+      snap,
+      snapChunks,
+      start,
+      log,
+      tailBytes,
+      initialConf,
+    )
   }
 
+  /**
+   * The hard state, and the membership of the latest snapshot — or, while there is none
+   * (index 0), the `initialConf` the group was opened with (its bootstrap membership).
+   * Membership changes after the snapshot are in the log; the core replays them.
+   */
   initialState(): { hardState: HardState; conf: ConfState } {
     this.checkOpen()
-    return { hardState: this.hardState, conf: this.snap.meta.conf }
+    return {
+      hardState: this.hardState,
+      conf: this.snap.meta.index > 0 ? this.snap.meta.conf : this.initialConf,
+    }
   }
 
   entries(lo: number, hi: number, bytesMax: number): Entry[] {
@@ -261,8 +283,7 @@ export class GroupLog implements WritableLogStorage {
 
   append(entries: readonly Entry[]): void {
     this.checkOpen()
-    if (entries.length === 0)
-      throw new InvalidArgumentError(`group ${this.groupId}: append needs at least one entry`)
+    if (entries.length === 0) return
     const first = (entries[0] as Entry).index
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i] as Entry
@@ -343,20 +364,20 @@ export class GroupLog implements WritableLogStorage {
     this.start = start
   }
 
+  /**
+   * Records `snapshot` and discards the log up to `compactIndex`. A snapshot older than the
+   * stored one is not recorded (the log is still compacted), as raft-core's MemoryLogStorage
+   * does. Throws InvalidArgumentError unless compactIndex <= snapshot index and <= lastIndex().
+   */
   compact(snapshot: Snapshot, compactIndex: number): void {
     this.checkOpen()
-    const { index } = snapshot.meta
-    if (index < this.snap.meta.index) {
+    if (compactIndex > snapshot.meta.index || compactIndex > this.lastIndex()) {
       throw new InvalidArgumentError(
-        `group ${this.groupId}: snapshot at ${index} is older than the stored one at ${this.snap.meta.index}`,
+        `group ${this.groupId}: compact index ${compactIndex} is beyond the snapshot (${snapshot.meta.index}) or the log (${this.lastIndex()})`,
       )
     }
-    if (compactIndex > index || index > this.lastIndex()) {
-      throw new InvalidArgumentError(
-        `group ${this.groupId}: compact needs compactIndex ${compactIndex} <= snapshot index ${index} <= last index ${this.lastIndex()}`,
-      )
-    }
-    const ops = this.snapshotOps(snapshot)
+    const record = snapshot.meta.index >= this.snap.meta.index
+    const ops = record ? this.snapshotOps(snapshot) : []
     let start = this.start
     if (compactIndex > this.start.index) {
       start = { index: compactIndex, term: this.term(compactIndex) }
@@ -364,8 +385,9 @@ export class GroupLog implements WritableLogStorage {
         ops.push({ type: 'del', key: entryKey(this.groupId, i) })
       ops.push({ type: 'put', key: logStartKey(this.groupId), value: encodeLogStart(start) })
     }
+    if (ops.length === 0) return
     this.commit.stage(ops)
-    this.installSnapshot(snapshot)
+    if (record) this.installSnapshot(snapshot)
     this.discardThrough(start.index)
     this.start = start
   }

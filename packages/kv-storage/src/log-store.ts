@@ -1,4 +1,4 @@
-import type { Durability } from '@mq/raft-core'
+import type { ConfState, Durability } from '@mq/raft-core'
 import type { BatchOp, Engine } from './engine'
 import { ClosedError, InvalidArgumentError } from './errors'
 import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
@@ -64,11 +64,12 @@ export class LogStore {
 
   /**
    * Opens group `groupId`'s log, reading its hard state, snapshot and entries from disk
-   * (an empty log when the group has none). Returns the open instance when it is open
-   * already. Throws CorruptRecordError when a stored record is damaged (naming the group
+   * (an empty log when the group has none). `initialConf` is the bootstrap membership that
+   * `initialState()` reports until a snapshot carries one (it is not stored). Returns the
+   * open instance when it is open already. Throws CorruptRecordError when a stored record is damaged (naming the group
    * and index), ClosedError after close, InvalidArgumentError for a bad id or too many groups.
    */
-  async openGroup(groupId: number): Promise<GroupLog> {
+  async openGroup(groupId: number, initialConf?: ConfState): Promise<GroupLog> {
     this.checkOpen()
     checkGroupId(groupId)
     const open = this.groups.get(groupId)
@@ -83,7 +84,7 @@ export class LogStore {
       await this.commit.flush()
       const snap = await this.engine.snapshot()
       try {
-        const log = await GroupLog.recover(snap, groupId, this.commit, this.limits)
+        const log = await GroupLog.recover(snap, groupId, this.commit, this.limits, initialConf)
         if (this.closed) throw new ClosedError('log store closed while the group was opening')
         this.groups.set(groupId, log)
         return log
