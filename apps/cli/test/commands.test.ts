@@ -472,6 +472,18 @@ describe('consume', () => {
     expect(cluster.acked.sort()).toEqual([1, 2])
   })
 
+  it('leases no more than it will print, with a short long poll', async () => {
+    await mq(['consume', 'jobs', '--wait', '20ms'])
+    expect(cluster.consumerOptions).toMatchObject({ prefetch: 1, waitMs: 50 })
+    await mq(['consume', 'jobs', '--max', '500', '--wait', '10ms', '--no-ack'])
+    expect(cluster.consumerOptions).toMatchObject({ prefetch: 500 })
+    cluster.put('jobs', 0, { body: 'x' })
+    await mq(['consume', 'jobs', '--follow', '--max', '1', '--wait', '1ms'])
+    expect(cluster.consumerOptions).toMatchObject({ prefetch: 1, waitMs: 1_000 })
+    await mq(['consume', 'jobs', '--max', '500', '--wait', '10ms'])
+    expect(cluster.consumerOptions).toMatchObject({ prefetch: 64, waitMs: 50 })
+  })
+
   it('refuses --no-ack --follow without a bound', async () => {
     const r = await mq(['consume', 'jobs', '--no-ack', '--follow'])
     expect(r.code).toBe(1)

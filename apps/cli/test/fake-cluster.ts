@@ -1,4 +1,4 @@
-import type { ClientOptions, QueueOptions } from '@mq/router-client'
+import type { ClientOptions, ConsumerOptions, QueueOptions } from '@mq/router-client'
 import { QueueExistsError, QueueNotFoundError, UnavailableError } from '@mq/router-client'
 import type { CliAdmin, CliClient, CliConsumer, CliDelivery, CliIO, CliProducer } from '../src/index'
 
@@ -37,6 +37,7 @@ export class FakeCluster {
   /** Fail produce with this error after this many messages were accepted. */
   produceFailsAfter: { count: number; error: Error } | undefined
   connectOptions: ClientOptions | undefined
+  consumerOptions: Partial<ConsumerOptions> | undefined
   status: ClusterStatus = {
     metaLeaderId: 'n1',
     routeEpoch: 7,
@@ -144,7 +145,10 @@ export class FakeCluster {
     return {
       admin: this.#admin(),
       producer: (queue) => this.#producer(queue),
-      consumer: (queue, options) => this.#consumer(queue, options?.prefetch ?? 64, () => closed),
+      consumer: (queue, options) => {
+        this.consumerOptions = options
+        return this.#consumer(queue, options?.prefetch ?? 64, () => closed)
+      },
       close: async () => {
         closed = true
         this.calls.push('close')

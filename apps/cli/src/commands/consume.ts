@@ -13,6 +13,8 @@ export const NO_ACK_HELD_MAX = 1_000
 const PREFETCH_MAX = 64
 /** The broker's long poll per lease request, at most, so that stopping takes at most this. */
 const LEASE_WAIT_MS_MAX = 1_000
+/** ... and at least, so that a tiny --wait does not turn into a tight loop of lease calls. */
+const LEASE_WAIT_MS_MIN = 50
 /** Acks awaiting their answer, at most. */
 const ACKS_IN_FLIGHT_MAX = 256
 
@@ -79,7 +81,7 @@ async function consume(
   let lastError: unknown
   const consumer = client.consumer(queue, {
     prefetch: Math.max(1, Math.min(flags.max, flags.ack ? PREFETCH_MAX : NO_ACK_HELD_MAX)),
-    waitMs: Math.max(1, Math.min(flags.wait, LEASE_WAIT_MS_MAX)),
+    waitMs: follow ? LEASE_WAIT_MS_MAX : Math.max(LEASE_WAIT_MS_MIN, Math.min(flags.wait, LEASE_WAIT_MS_MAX)),
     onError: (error) => {
       lastError = error
     },

@@ -118,6 +118,7 @@ async function produce(
       (result) => {
         sent++
         last = result
+        if (out.json) progress?.clear()
         out.record({ seq, id: result.id, partition: result.partition, duplicate: result.duplicate })
         progress?.update(sent)
       },
