@@ -36,8 +36,11 @@ export interface DataGroupPort {
 
 /** What the queue RPCs need from the node they run on. */
 export interface DataNodePort {
-  /** The local replica of the group that holds `queue`'s `partition`, if any. */
-  groupFor(queue: string, partition: number): DataGroupPort | undefined
+  /**
+   * The local replica of the group that holds `queue`'s `partition` (opening the partition
+   * in its group first if the group has not yet), or undefined when no local group holds it.
+   */
+  groupFor(queue: string, partition: number, routeEpoch: number): Promise<DataGroupPort | undefined>
   /** The queue's config, as of the node's latest routes (visibility default, limits). */
   queueConfig(queue: string): QueueConfig | undefined
   /** The route epoch this node knows. */
@@ -61,11 +64,11 @@ export function queueHandlers(
   node: DataNodePort,
   limits: QueueHandlerLimits = DEFAULT_QUEUE_HANDLER_LIMITS,
 ): QueueServer {
-  const locate = (
+  const locate = async (
     target: PartitionTarget | undefined,
-  ): { group: DataGroupPort; queue: string; partition: number } => {
+  ): Promise<{ group: DataGroupPort; queue: string; partition: number }> => {
     if (!target?.queue) throw new InvalidArgumentError('the request names no queue')
-    const group = node.groupFor(target.queue, target.partition)
+    const group = await node.groupFor(target.queue, target.partition, target.routeEpoch)
     if (!group) {
       throw new StaleRouteError(
         `this node holds no replica of ${target.queue}/${target.partition}; refresh the route (epoch ${node.routeEpoch()})`,
@@ -79,7 +82,7 @@ export function queueHandlers(
     target: PartitionTarget | undefined,
     command: (nowMs: number) => Command,
   ): Promise<CommandResult> => {
-    const { group, queue, partition } = locate(target)
+    const { group, queue, partition } = await locate(target)
     const result = await group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
     if (result.type === 'refused') {
       throw new StaleRouteError(`${result.message}; refresh the route`, {
@@ -131,7 +134,7 @@ export function queueHandlers(
           if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
           const remaining = deadline - Date.now()
           if (r.leases.length > 0 || remaining <= 0) return { messages: r.leases.map(leasedMessageOf) }
-          await locate(req.target).group.changed(
+          await (await locate(req.target)).group.changed(
             Math.min(remaining, limits.leaseRecheckMs),
             controller.signal,
           )
@@ -153,7 +156,7 @@ export function queueHandlers(
       )
     }),
     listDead: unary(async (req) => {
-      const { group, queue, partition } = locate(req.target)
+      const { group, queue, partition } = await locate(req.target)
       const dead =
         (await group.machine.listDead(
           queue,
@@ -184,7 +187,7 @@ export function queueHandlers(
       return { removed: r.type === 'purgeDead' ? r.ids.length : 0 }
     }),
     stats: unary(async (req): Promise<PartitionStats> => {
-      const { group, queue, partition } = locate(req.target)
+      const { group, queue, partition } = await locate(req.target)
       const s = await group.machine.stats(queue, partition, group.nowMs())
       return {
         queue,
