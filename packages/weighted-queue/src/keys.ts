@@ -8,7 +8,8 @@ import { getU64, putU64, slab } from './bytes'
  * | tag  | fields                          | value                 | what                        |
  * | 0x01 |                                 | PartitionState        | counters, clock, scheduler V |
  * | 0x02 |                                 | QueueConfig           | the partition's config      |
- * | 0x03 |                                 | share window ring     | last N scheduled weights    |
+ * | 0x03 |                                 | share window header   | size, next slot, filled     |
+ * | 0x03 | chunk u16                       | 64 u16 weights        | last N scheduled weights    |
  * | 0x04 | weight u16                      | WeightRecord          | counts + scheduler pass     |
  * | 0x10 | id u64                          | MessageMeta           | state of one message        |
  * | 0x11 | id u64                          | MessageBody           | body, headers, key          |
@@ -87,6 +88,15 @@ export class PartitionKeys {
   }
   window(): Uint8Array {
     return this.make(KeyTag.Window, 0)
+  }
+  windowChunk(c: number): Uint8Array {
+    const k = this.make(KeyTag.Window, 2)
+    k[this.p + 1] = c >>> 8
+    k[this.p + 2] = c & 0xff
+    return k
+  }
+  windowChunkOf(key: Uint8Array): number {
+    return ((key[this.p + 1] as number) << 8) | (key[this.p + 2] as number)
   }
 
   weight(w: number): Uint8Array {

@@ -30,7 +30,7 @@ import {
   decodeProducer,
   decodeState,
   decodeWeight,
-  decodeWindow,
+  decodeWindowHeader,
   encodeBody,
   encodeConfig,
   encodeDedup,
@@ -39,8 +39,9 @@ import {
   encodeProducer,
   encodeState,
   encodeWeight,
-  encodeWindow,
+  encodeWindowHeader,
   INLINE_BODY_BYTES_MAX,
+  loadWindowChunk,
   type MessageBody,
   type MessageMeta,
   MessageState,
@@ -49,6 +50,8 @@ import {
   type PartitionState,
   type ShareWindow,
   windowAt,
+  windowChunk,
+  windowChunks,
   windowPush,
 } from './records'
 import { WeightedScheduler } from './scheduler'
@@ -135,7 +138,16 @@ export class QueuePartition {
     const cfg = stored ? decodeConfig(configBytes) : resolveConfig(QUEUE_CONFIG_DEFAULT, config)
     const st = stateBytes ? decodeState(stateBytes) : { ...PARTITION_STATE_INITIAL }
     const p = new QueuePartition(reader, prefix, cfg, !stored, st)
-    if (windowBytes) p.window = decodeWindow(windowBytes)
+    if (windowBytes) {
+      p.window = decodeWindowHeader(windowBytes)
+      const span = keys.tagSpan(KeyTag.Window)
+      const chunks = await reader.range({
+        gt: keys.window(),
+        lt: span.lt,
+        limit: windowChunks(p.window.size),
+      })
+      for (const [k, v] of chunks) loadWindowChunk(p.window, keys.windowChunkOf(k), v)
+    }
     const weightSpan = keys.tagSpan(KeyTag.Weight)
     const records = await reader.range({ gte: weightSpan.gte, lt: weightSpan.lt, limit: WEIGHT_MAX + 1 })
     const passes: [number, number][] = []
@@ -643,6 +655,7 @@ export class QueuePartition {
     const next = resolveConfig(this.configValue, patch)
     if (next.scheduling !== this.configValue.scheduling) this.scheduler.setMode(next.scheduling)
     if (next.shareWindowLeases !== this.configValue.shareWindowLeases) {
+      for (let c = 0; c < windowChunks(this.window.size); c++) this.del(this.keys.windowChunk(c))
       this.window = newWindow(next.shareWindowLeases)
       this.windowDirty = true
     }
@@ -888,7 +901,9 @@ export class QueuePartition {
     }
     this.dirtyWeights.clear()
     if (this.windowDirty) {
-      this.put(this.keys.window(), encodeWindow(this.window))
+      this.put(this.keys.window(), encodeWindowHeader(this.window))
+      for (const c of this.window.dirtyChunks) this.put(this.keys.windowChunk(c), windowChunk(this.window, c))
+      this.window.dirtyChunks.clear()
       this.windowDirty = false
     }
     if (this.configDirty) {

@@ -242,19 +242,25 @@ export function decodeProducer(b: Uint8Array): ProducerRecord {
   return { seq, ids, expiresAtMs }
 }
 
+/** Slots per stored chunk of the share window: a lease rewrites only the chunks it touched. */
+export const WINDOW_CHUNK_SLOTS = 64
+
 /**
  * The ring of the last scheduled weights, for the achieved share in stats: `size` slots of
- * big-endian u16 weights in `ring`, the next write at `pos`, `filled` slots in use.
+ * big-endian u16 weights in `ring`, the next write at `pos`, `filled` slots in use. Stored
+ * as a header (size, pos, filled) plus chunks of WINDOW_CHUNK_SLOTS slots.
  */
 export interface ShareWindow {
   readonly size: number
   readonly ring: Uint8Array
   pos: number
   filled: number
+  /** Chunks written since the last persist. */
+  readonly dirtyChunks: Set<number>
 }
 
 export function newWindow(size: number): ShareWindow {
-  return { size, ring: new Uint8Array(2 * size), pos: 0, filled: 0 }
+  return { size, ring: new Uint8Array(2 * size), pos: 0, filled: 0, dirtyChunks: new Set() }
 }
 
 export function windowAt(win: ShareWindow, i: number): number {
@@ -264,24 +270,46 @@ export function windowAt(win: ShareWindow, i: number): number {
 export function windowPush(win: ShareWindow, weight: number): void {
   win.ring[2 * win.pos] = weight >>> 8
   win.ring[2 * win.pos + 1] = weight & 0xff
+  win.dirtyChunks.add(Math.floor(win.pos / WINDOW_CHUNK_SLOTS))
   win.pos = (win.pos + 1) % win.size
   if (win.filled < win.size) win.filled++
 }
 
-export function encodeWindow(win: ShareWindow): Uint8Array {
-  const w = scratch.reset().varint(win.size).varint(win.pos).varint(win.filled)
-  return w.raw(win.ring.subarray(0, 2 * win.filled)).finishInSlab()
+/** The number of chunks a window of `size` slots is stored in. */
+export function windowChunks(size: number): number {
+  return Math.ceil(size / WINDOW_CHUNK_SLOTS)
 }
 
-export function decodeWindow(b: Uint8Array): ShareWindow {
+export function encodeWindowHeader(win: ShareWindow): Uint8Array {
+  return scratch.reset().varint(win.size).varint(win.pos).varint(win.filled).finishInSlab()
+}
+
+export function decodeWindowHeader(b: Uint8Array): ShareWindow {
   const r = new ByteReader(b)
   const win = newWindow(r.varint())
   win.pos = r.varint()
   win.filled = r.varint()
-  invariant(win.filled <= win.size && win.pos < Math.max(1, win.size), 'share window decodes')
-  win.ring.set(r.raw(2 * win.filled))
-  invariant(r.done, 'share window decodes')
+  invariant(r.done && win.filled <= win.size && win.pos < Math.max(1, win.size), 'share window decodes')
   return win
+}
+
+/** The bytes of chunk `c` (a copy). */
+export function windowChunk(win: ShareWindow, c: number): Uint8Array {
+  const from = 2 * c * WINDOW_CHUNK_SLOTS
+  const to = Math.min(win.ring.length, from + 2 * WINDOW_CHUNK_SLOTS)
+  const out = slabCopy(win.ring.subarray(from, to))
+  return out
+}
+
+/** Loads chunk `c` from its stored bytes. */
+export function loadWindowChunk(win: ShareWindow, c: number, bytes: Uint8Array): void {
+  const from = 2 * c * WINDOW_CHUNK_SLOTS
+  invariant(from + bytes.length <= win.ring.length, 'share window chunk fits')
+  win.ring.set(bytes, from)
+}
+
+function slabCopy(b: Uint8Array): Uint8Array {
+  return scratch.reset().raw(b).finishInSlab()
 }
 
 /** A list of integers (a lease group's (id, delivery) pairs). */

@@ -317,6 +317,26 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await q.stats(22)).weights[0]).toMatchObject({ ready: 5, leased: 0 })
   })
 
+  it('stores a large body apart, returns it intact and deletes it with its message', async () => {
+    const q = await queue({ maxDeliveries: 1 })
+    const big = Uint8Array.from({ length: 5000 }, (_, i) => i % 251)
+    await enqueue(q, 0, { body: big, headers: { a: 'b' }, key: 'kk' }, { body: big })
+    const bodyKeys = async () => (await dump()).filter(([k]) => k[PREFIX.length] === 0x11).length
+    expect(await bodyKeys()).toBe(2)
+    const [l1, l2] = await lease(q, 1, 2, 10)
+    expect(l1?.body).toEqual(big)
+    expect(l1?.headers).toEqual({ a: 'b' })
+    expect(l1?.key).toBe('kk')
+    await q.apply({ type: 'ack', leaseIds: [l1?.leaseId as string] }, 2)
+    expect(await bodyKeys()).toBe(1)
+    expect(l2?.messageId).toBe(2)
+    await q.apply({ type: 'tick' }, 11) // message 2 expires after its only delivery: dead
+    expect((await q.listDead(5))[0]?.body).toEqual(big)
+    await q.apply({ type: 'purgeDead', max: 5 }, 12)
+    expect(await bodyKeys()).toBe(0)
+    expect(await dump()).toHaveLength(5) // state, config, window header and chunk, weight 1
+  })
+
   it('survives a reopen from the engine with identical behaviour', async () => {
     const q = await queue({ maxDeliveries: 3 })
     await enqueue(
