@@ -1,16 +1,73 @@
 import { mkdirSync } from 'node:fs'
-import { Server, ServerCredentials } from '@grpc/grpc-js'
-import { HealthService } from '@mq/protocol'
+import { join } from 'node:path'
+import { credentials, Metadata, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js'
+import {
+  DataGroupMachine,
+  type DataGroupPort,
+  type DataNodePort,
+  encodeDataCommand,
+  partitionConfigOf,
+  queueHandlers,
+} from '@mq/data-service'
+import { LevelEngine, LogStore } from '@mq/kv-storage'
+import {
+  type ControllerPort,
+  chooseReplicaNodes,
+  encodeMetaCommand,
+  type MetaCommand,
+  type MetaGroupPort,
+  type MetaResult,
+  metaHandlers,
+} from '@mq/meta-service'
+import {
+  fromGrpcError,
+  type GroupAssignment,
+  HealthService,
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  InvalidArgumentError,
+  MetaClient,
+  MetaService,
+  PeerClient,
+  PeerService,
+  type QueueRoute,
+  QueueService,
+  unaryHandler,
+  NotLeaderError as WireNotLeader,
+} from '@mq/protocol'
+import { Prng, RaftHost, Role } from '@mq/raft-core'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
+import { BootstrapStorage, votersConf } from './host/bootstrap-storage'
+import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
+import { MetaMachine } from './host/meta-machine'
+import { toWireError } from './host/wire-errors'
+import { PEER_TOKEN_KEY, PeerTransport } from './peer-transport'
 
 /** Bound on one gRPC message, both ways (a produce batch, a Raft batch). */
 const MESSAGE_BYTES_MAX = 64 * 1024 * 1024
+const META_GROUP = 0
+const HEARTBEAT_MS = 500
+/** A node not heard from for this long counts as dead. */
+const NODE_DEAD_MS = 5_000
+const CONTROLLER_MS = 500
+const META_CALL_MS = 3_000
+
+interface LocalDataGroup {
+  readonly port: DataGroupPort
+  readonly machine: DataMachine
+  readonly waiters: Set<() => void>
+  readonly opening: Map<string, Promise<void>>
+}
 
 /**
- * One `mq-server` process: one data dir, one gRPC port for clients and peers, and (as the
- * cluster lands) one multi-Raft host with at most one meta replica and any number of data
- * group replicas.
+ * One `mq-server` process: a multi-Raft host with one LevelDB, one gRPC port for clients and
+ * peers, one tick loop, at most one meta replica (when the node is a founding meta member)
+ * and any number of data-group replicas (as the meta leader assigns them).
+ *
+ * The meta leader's controller registers nodes from their heartbeats, creates data groups on
+ * the least loaded live nodes, and records each data group's leader from its reports. Nodes
+ * pull their replica assignments from the heartbeat answers and create the replicas.
  */
 export class MqNode {
   readonly config: ServerConfig
@@ -19,18 +76,39 @@ export class MqNode {
     'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
     'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
   })
+  readonly #addresses = new Map<string, string>()
+  readonly #dataGroups = new Map<number, LocalDataGroup>()
+  readonly #addingGroups = new Map<number, Promise<void>>()
+  readonly #lastSeenMs = new Map<string, number>()
+  readonly #routes = new Map<string, QueueRoute>()
+  readonly #timers: ReturnType<typeof setInterval>[] = []
+  readonly #prng: Prng
+  #engine: LevelEngine | undefined
+  #store: LogStore | undefined
+  #raft: RaftHost | undefined
+  #transport: PeerTransport | undefined
+  #meta: MetaMachine | undefined
+  #metaLeaderId = ''
+  #metaClients = new Map<string, { meta: MetaClient; peer: PeerClient }>()
+  #heartbeatSeed = 0
+  #controllerBusy = false
+  #fatal: unknown
   #port = 0
 
   constructor(config: ServerConfig) {
     this.config = config
+    let seed = 0
+    for (const c of config.nodeId) seed = (Math.imul(seed, 31) + c.charCodeAt(0)) >>> 0
+    this.#prng = new Prng(seed ^ Date.now())
+    for (const m of config.initialMeta) this.#addresses.set(m.nodeId, m.address)
+    this.#addresses.set(config.nodeId, config.advertise)
   }
 
-  /** The port the gRPC server is bound to (useful with port 0). */
   get port(): number {
     return this.#port
   }
 
-  /** Creates the data dir if needed and binds the gRPC server. Rejects naming what failed. */
+  /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */
   async start(): Promise<void> {
     try {
       mkdirSync(this.config.dataDir, { recursive: true })
@@ -39,7 +117,39 @@ export class MqNode {
         cause: error,
       })
     }
+    this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
+    this.#store = new LogStore(this.#engine)
+    const transport = new PeerTransport(
+      { nodeId: this.config.nodeId, token: this.config.peerToken, resolve: (id) => this.#addresses.get(id) },
+      (groupId, message) => this.#raft?.receive(groupId, message),
+    )
+    this.#transport = transport
+    this.#raft = new RaftHost({
+      transport: { send: (groupId, messages) => messages.forEach((m) => transport.send(groupId, m)) },
+      durability: this.#store.durability,
+      clock: { nowMs: () => Date.now() },
+      onFatal: (error) => this.#die(error),
+    })
+    if (this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId)) {
+      this.#meta = new MetaMachine()
+      const log = await this.#store.openGroup(META_GROUP)
+      this.#raft.addGroup({
+        groupId: META_GROUP,
+        raft: this.#raftOptions(),
+        storage: new BootstrapStorage(log, votersConf(this.config.initialMeta.map((m) => m.nodeId))),
+        stateMachine: this.#meta,
+      })
+    }
+    for (const groupId of await this.#store.groupIdsOnDisk()) {
+      if (groupId !== META_GROUP) await this.#addDataGroup(groupId, [])
+    }
     this.#server.addService(HealthService, this.health.handlers())
+    this.#server.addService(PeerService, {
+      raft: transport.handleRaft,
+      heartbeat: unaryHandler((req: HeartbeatRequest) => this.#onHeartbeat(req)),
+    })
+    this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controllerPort()))
+    this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
     this.#port = await new Promise<number>((resolve, reject) =>
       this.#server.bindAsync(this.config.listen, ServerCredentials.createInsecure(), (error, port) =>
         error
@@ -47,13 +157,17 @@ export class MqNode {
           : resolve(port),
       ),
     )
+    this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
+    this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
+    this.#timers.push(setInterval(() => void this.#control(), CONTROLLER_MS))
     this.health.set('', true)
   }
 
-  /** Stops taking calls, lets running ones finish (up to `graceMs`), then closes. */
-  async stop(graceMs = 5_000): Promise<void> {
+  /** Stops timers and the gRPC server (running calls get `graceMs`), then closes storage. */
+  async stop(graceMs = 3_000): Promise<void> {
     this.health.set('', false)
     this.health.close()
+    for (const t of this.#timers) clearInterval(t)
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.#server.forceShutdown()
@@ -64,5 +178,369 @@ export class MqNode {
         resolve()
       })
     })
+    this.#transport?.close()
+    for (const c of this.#metaClients.values()) c.meta.close()
+    await this.#raft?.idle().catch(() => {})
+    await this.#store?.close().catch(() => {})
+    await this.#engine?.close().catch(() => {})
+  }
+
+  #raftOptions() {
+    return {
+      id: this.config.nodeId,
+      prng: new Prng(this.#prng.nextU32()),
+      electionTicks: this.config.electionTicks,
+      heartbeatTicks: this.config.heartbeatTicks,
+    }
+  }
+
+  #tick(): void {
+    if (this.#fatal !== undefined) return
+    try {
+      this.#raft?.tick()
+    } catch (error) {
+      this.#die(error)
+    }
+  }
+
+  #die(error: unknown): void {
+    if (this.#fatal !== undefined) return
+    this.#fatal = error
+    console.error(`mq-server: node ${this.config.nodeId} stopped serving after a fatal error:`, error)
+    this.health.set('', false)
+  }
+
+  // ---- the meta group -------------------------------------------------------------------
+
+  #isMetaLeader(): boolean {
+    return this.#meta !== undefined && this.#raft?.status(META_GROUP).role === Role.Leader
+  }
+
+  #metaLeaderHint(): WireNotLeader {
+    const leaderId = this.#meta
+      ? this.#raft?.status(META_GROUP).lead || this.#metaLeaderId
+      : this.#metaLeaderId
+    const leaderAddress = leaderId ? (this.#addresses.get(leaderId) ?? '') : ''
+    return new WireNotLeader(
+      leaderId
+        ? `not the meta leader; it is ${leaderId} at ${leaderAddress}`
+        : 'no meta leader is known yet; retry shortly',
+      { leaderId, leaderAddress, groupId: META_GROUP },
+    )
+  }
+
+  async #proposeMeta(command: MetaCommand): Promise<MetaResult> {
+    if (!this.#meta || !this.#raft) throw this.#metaLeaderHint()
+    try {
+      return (await this.#raft.propose(META_GROUP, encodeMetaCommand(command))).result as MetaResult
+    } catch (error) {
+      throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
+    }
+  }
+
+  #metaPort(): MetaGroupPort {
+    return {
+      propose: (command) => this.#proposeMeta(command),
+      read: async () => {
+        if (!this.#meta || !this.#raft) throw this.#metaLeaderHint()
+        try {
+          await this.#raft.readIndex(META_GROUP)
+        } catch (error) {
+          throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
+        }
+        return this.#meta.state
+      },
+      leaderId: () => (this.#meta ? this.#raft?.status(META_GROUP).lead : this.#metaLeaderId) ?? '',
+      liveness: () => {
+        // Liveness is the meta leader's soft state: a follower sends the caller to the leader.
+        if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
+        return this.#liveness()
+      },
+    }
+  }
+
+  #liveness() {
+    return {
+      alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
+      lastHeartbeatMs: (id: string) => this.#lastSeenMs.get(id) ?? 0,
+    }
+  }
+
+  #controllerPort(): ControllerPort {
+    const notYet = (what: string) => {
+      throw new InvalidArgumentError(`${what} is not supported by this version of mq-server yet`)
+    }
+    return {
+      scaleDataGroups: async () => notYet('scaling data groups'),
+      drainNode: async () => notYet('draining a node'),
+      transferLeader: async (groupId, toNodeId) => {
+        if (!this.#raft?.groupIds().includes(groupId))
+          throw new InvalidArgumentError(`this node hosts no replica of group ${groupId}`)
+        try {
+          this.#raft.transferLeader(groupId, toNodeId)
+        } catch (error) {
+          throw toWireError(error, groupId, (id) => this.#addresses.get(id))
+        }
+      },
+    }
+  }
+
+  /** The meta leader's side of a node heartbeat: liveness, registration, leader reports, assignments. */
+  async #onHeartbeat(req: HeartbeatRequest): Promise<HeartbeatResponse> {
+    if (!this.#isMetaLeader() || !this.#meta) throw this.#metaLeaderHint()
+    this.#lastSeenMs.set(req.nodeId, Date.now())
+    let state = this.#meta.state
+    if (state.node(req.nodeId)?.address !== req.address) {
+      const r = await this.#proposeMeta({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
+      if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
+    }
+    for (const g of req.groups) {
+      const known = state.group(g.groupId)
+      if (
+        known &&
+        g.leaderId === req.nodeId &&
+        (g.term > known.leaderTerm || known.leaderId !== g.leaderId)
+      ) {
+        await this.#proposeMeta({
+          type: 'reportLeader',
+          groupId: g.groupId,
+          leaderId: g.leaderId,
+          term: g.term,
+        })
+      }
+    }
+    state = this.#meta.state
+    return {
+      metaLeaderId: this.config.nodeId,
+      routeEpoch: state.routeEpoch,
+      nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
+      groups: state
+        .groups()
+        .filter((g) => g.replicas.includes(req.nodeId))
+        .map((g): GroupAssignment => ({ groupId: g.groupId, replicas: [...g.replicas] })),
+    }
+  }
+
+  /** The meta leader's controller: creates data groups until there are as many as wanted. */
+  async #control(): Promise<void> {
+    if (this.#controllerBusy || !this.#isMetaLeader() || !this.#meta) return
+    this.#controllerBusy = true
+    try {
+      const state = this.#meta.state
+      const alive = new Set(
+        state
+          .nodes()
+          .map((n) => n.nodeId)
+          .filter((id) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS),
+      )
+      const founders = this.config.initialMeta.length
+      const replicas = Math.min(
+        this.config.replicationFactor,
+        founders > 0 ? founders : this.config.replicationFactor,
+      )
+      if (alive.size < replicas) return
+      const wanted = this.config.dataGroups || Math.max(alive.size, 1)
+      if (state.groups().length >= wanted) return
+      const chosen = chooseReplicaNodes(state, replicas, alive)
+      if (chosen.length === replicas) await this.#proposeMeta({ type: 'createGroup', replicas: chosen })
+    } catch {
+      // Not the leader any more, or the group is busy: the next round tries again.
+    } finally {
+      this.#controllerBusy = false
+    }
+  }
+
+  // ---- the node's side of the heartbeat -----------------------------------------------------
+
+  #client(address: string): { meta: MetaClient; peer: PeerClient } {
+    let c = this.#metaClients.get(address)
+    if (!c) {
+      const meta = new MetaClient(address, credentials.createInsecure())
+      const peer = new PeerClient(address, credentials.createInsecure(), {
+        channelOverride: meta.getChannel(),
+      })
+      c = { meta, peer }
+      this.#metaClients.set(address, c)
+    }
+    return c
+  }
+
+  /** Where to send a meta request: the known meta leader, else the next founding member or seed. */
+  #metaAddress(): string {
+    const leader = this.#metaLeaderId ? this.#addresses.get(this.#metaLeaderId) : undefined
+    if (leader) return leader
+    const seeds =
+      this.config.initialMeta.length > 0 ? this.config.initialMeta.map((m) => m.address) : [this.config.join]
+    return seeds[this.#heartbeatSeed++ % seeds.length] as string
+  }
+
+  #notePossibleLeader(error: unknown): void {
+    const facts = (error as { facts?: { leaderId?: string; leaderAddress?: string } }).facts
+    this.#metaLeaderId = facts?.leaderId ?? ''
+    if (facts?.leaderId && facts.leaderAddress) this.#addresses.set(facts.leaderId, facts.leaderAddress)
+  }
+
+  async #heartbeat(): Promise<void> {
+    if (this.#fatal !== undefined || !this.#raft) return
+    const raft = this.#raft
+    const groups = [...this.#dataGroups.keys()].map((groupId) => {
+      const s = raft.status(groupId)
+      return { groupId, leaderId: s.lead, term: s.term, commitIndex: s.commit, appliedIndex: s.applied }
+    })
+    const request: HeartbeatRequest = { nodeId: this.config.nodeId, address: this.config.advertise, groups }
+    try {
+      const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
+        c.peer.heartbeat(request, md, opts, cb),
+      )
+      this.#metaLeaderId = response.metaLeaderId
+      for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
+      for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
+    } catch (error) {
+      this.#notePossibleLeader(error)
+    }
+  }
+
+  /** One call to the meta leader (or a seed), with a deadline and the peer token. */
+  #call<T>(
+    fn: (
+      c: { meta: MetaClient; peer: PeerClient },
+      md: Metadata,
+      opts: { deadline: number },
+      cb: (e: ServiceError | null, r: T) => void,
+    ) => void,
+  ): Promise<T> {
+    const metadata = new Metadata()
+    if (this.config.peerToken) metadata.set(PEER_TOKEN_KEY, this.config.peerToken)
+    return new Promise((resolve, reject) =>
+      fn(this.#client(this.#metaAddress()), metadata, { deadline: Date.now() + META_CALL_MS }, (e, r) =>
+        e ? reject(fromGrpcError(e)) : resolve(r),
+      ),
+    )
+  }
+
+  // ---- data groups ----------------------------------------------------------------------
+
+  /** Hosts a replica of data group `groupId` (founding voters `replicas`); idempotent. */
+  #addDataGroup(groupId: number, replicas: readonly string[]): Promise<void> {
+    if (this.#dataGroups.has(groupId)) return Promise.resolve()
+    let adding = this.#addingGroups.get(groupId)
+    if (!adding) {
+      adding = this.#openDataGroup(groupId, replicas).finally(() => this.#addingGroups.delete(groupId))
+      adding.catch((error: unknown) => console.error(`mq-server: cannot host data group ${groupId}:`, error))
+      this.#addingGroups.set(groupId, adding)
+    }
+    return adding
+  }
+
+  async #openDataGroup(groupId: number, replicas: readonly string[]): Promise<void> {
+    const engine = this.#engine
+    const store = this.#store
+    const raft = this.#raft
+    if (!engine || !store || !raft) return
+    const log = await store.openGroup(groupId)
+    const machine = await DataGroupMachine.open(groupId, engine)
+    const applied = decodeIndex(await engine.get(appliedKeyOf(groupId)))
+    const dm = new DataMachine(machine, { write: (ops) => store.commit.write(ops) }, applied, (e) =>
+      this.#die(e),
+    )
+    const waiters = new Set<() => void>()
+    dm.onApplied = () => {
+      for (const w of waiters) w()
+    }
+    const addressOf = (id: string) => this.#addresses.get(id)
+    const port: DataGroupPort = {
+      groupId,
+      machine,
+      propose: async (command) => {
+        try {
+          return (await (
+            await raft.propose(groupId, encodeDataCommand(command))
+          ).result) as Awaited<ReturnType<DataGroupPort['propose']>>
+        } catch (error) {
+          throw toWireError(error, groupId, addressOf)
+        }
+      },
+      assertLeader: () => {
+        const s = raft.status(groupId)
+        if (s.role !== Role.Leader) {
+          const leaderAddress = s.lead ? (addressOf(s.lead) ?? '') : ''
+          throw new WireNotLeader(
+            s.lead
+              ? `not the leader of group ${groupId}; it is ${s.lead} at ${leaderAddress}`
+              : `group ${groupId} has no leader yet; retry shortly`,
+            { leaderId: s.lead, leaderAddress, groupId },
+          )
+        }
+      },
+      nowMs: () => Date.now(),
+      changed: (ms, signal) =>
+        new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer)
+            waiters.delete(done)
+            signal.removeEventListener('abort', done)
+            resolve()
+          }
+          const timer = setTimeout(done, ms)
+          waiters.add(done)
+          signal.addEventListener('abort', done, { once: true })
+        }),
+    }
+    raft.addGroup({
+      groupId,
+      raft: this.#raftOptions(),
+      storage: new BootstrapStorage(log, votersConf(replicas)),
+      stateMachine: dm,
+      // Data-group state machines cannot snapshot yet: never compact their logs.
+      limits: { compactEntries: Number.MAX_SAFE_INTEGER },
+    })
+    this.#dataGroups.set(groupId, { port, machine: dm, waiters, opening: new Map() })
+  }
+
+  async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {
+    const cached = this.#routes.get(queue)
+    if (cached && cached.routeEpoch >= minEpoch) return cached
+    const response = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
+      c.meta.getRoutes({ queues: [queue] }, md, opts, cb),
+    ).catch((error: unknown) => {
+      this.#notePossibleLeader(error)
+      throw error
+    })
+    const route = response.routes.find((r) => r.queue === queue)
+    if (route) this.#routes.set(queue, route)
+    else this.#routes.delete(queue)
+    return route
+  }
+
+  #dataNodePort(): DataNodePort {
+    return {
+      groupFor: async (queue, partition, routeEpoch) => {
+        const route = await this.#route(queue, routeEpoch)
+        const p = route?.partitions.find((x) => x.partition === partition)
+        const local = p ? this.#dataGroups.get(p.groupId) : undefined
+        if (!route || !p || !local) return undefined
+        if (!local.port.machine.holds(queue, partition)) {
+          local.port.assertLeader()
+          const id = `${queue}/${partition}`
+          let opening = local.opening.get(id)
+          if (!opening) {
+            opening = local.port
+              .propose({
+                type: 'open',
+                queue,
+                partition,
+                config: partitionConfigOf(route.config ?? ({} as never)),
+              })
+              .then(() => {})
+              .finally(() => local.opening.delete(id))
+            local.opening.set(id, opening)
+          }
+          await opening
+        }
+        return local.port
+      },
+      queueConfig: (queue) => this.#routes.get(queue)?.config,
+      routeEpoch: () => Math.max(0, ...[...this.#routes.values()].map((r) => r.routeEpoch)),
+    }
   }
 }

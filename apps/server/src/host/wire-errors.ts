@@ -1,0 +1,42 @@
+import {
+  InternalError,
+  LimitExceededError,
+  MqError,
+  UnavailableError,
+  NotLeaderError as WireNotLeader,
+} from '@mq/protocol'
+import { NotLeaderError, RaftError } from '@mq/raft-core'
+
+/**
+ * Turns what the Raft runtime or storage threw into the typed error a client sees: a
+ * not-leader becomes NOT_LEADER with the leader's address (so the client retries in one
+ * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal or a stopped host
+ * UNAVAILABLE (retriable), anything else INTERNAL. MqErrors pass through.
+ */
+export function toWireError(
+  error: unknown,
+  groupId: number,
+  addressOf: (nodeId: string) => string | undefined,
+): MqError {
+  if (error instanceof MqError) return error
+  if (error instanceof NotLeaderError) {
+    const leaderId = error.leaderHint
+    const leaderAddress = leaderId ? (addressOf(leaderId) ?? '') : ''
+    const where = leaderId
+      ? `; the leader is ${leaderId}${leaderAddress ? ` at ${leaderAddress}` : ''}`
+      : '; no leader is known yet'
+    return new WireNotLeader(
+      `not the leader of group ${groupId}${where}`,
+      { leaderId, leaderAddress, groupId },
+      { cause: error },
+    )
+  }
+  const code = (error as { code?: unknown })?.code
+  const message = error instanceof Error ? error.message : String(error)
+  if (code === 'OVERLOADED')
+    return new LimitExceededError(`group ${groupId} is overloaded: ${message}`, { groupId }, { cause: error })
+  if (error instanceof RaftError || (error as { retriable?: unknown })?.retriable === true) {
+    return new UnavailableError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
+  }
+  return new InternalError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
+}
