@@ -11,23 +11,27 @@ afterAll(() => {
 describe.each(ENGINES)(
   'model-based: QueuePartition on $name matches the reference model',
   ({ name, open }) => {
-    it.each([1, 3])('with ops flushed every %i applies', async (flushEvery) => {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
-          async (cmds) => {
-            const { engine, dispose } = await open()
-            try {
-              const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), CONFIG, flushEvery)
-              const world: World = { model: new ModelQueue(CONFIG), real, nowMs: 1_000 }
-              await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)
-            } finally {
-              await dispose()
-            }
-          },
-        ),
-        { numRuns: name === 'memory' ? 150 : 50 },
-      )
-    })
+    it.each([1, 3])(
+      'with ops flushed every %i applies',
+      async (flushEvery) => {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
+            async (cmds) => {
+              const { engine, dispose } = await open()
+              try {
+                const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), CONFIG, flushEvery)
+                const world: World = { model: new ModelQueue(CONFIG), real, nowMs: 1_000 }
+                await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)
+              } finally {
+                await dispose()
+              }
+            },
+          ),
+          { numRuns: name === 'memory' ? 150 : 40 },
+        )
+      },
+      90_000,
+    )
   },
 )

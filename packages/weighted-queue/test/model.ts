@@ -339,13 +339,14 @@ export class ModelQueue {
           }
           ;(next as Record<string, unknown>)[k] = v
         }
+        const windowChanged = next.shareWindowLeases !== this.config.shareWindowLeases
         if (next.scheduling !== this.config.scheduling) {
           // entering a mode re-activates every backlogged weight: lagging passes rise to V
           this.backlogged = new Set()
           this.config = next
           this.syncBacklog()
         }
-        if (next.shareWindowLeases !== this.config.shareWindowLeases) this.window = []
+        if (windowChanged) this.window = []
         this.config = next
         return { type: 'configure' }
       }

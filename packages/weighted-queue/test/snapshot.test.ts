@@ -62,7 +62,7 @@ describe.each(ENGINES)('snapshot → restore on $name', ({ name, open }) => {
           }
         },
       ),
-      { numRuns: name === 'memory' ? 60 : 20 },
+      { numRuns: name === 'memory' ? 60 : 12 },
     )
-  })
+  }, 90_000)
 })

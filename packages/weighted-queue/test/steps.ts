@@ -193,12 +193,17 @@ const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep
       dt,
       scheduling: fc.constantFrom<'fair' | 'strict' | undefined>('fair', 'strict', undefined),
       md: fc.option(fc.integer({ min: 1, max: 3 })),
+      win: fc.option(fc.constantFrom(4, 8, 70), { freq: 4 }),
     })
     .map(
-      ({ dt, scheduling, md }) =>
+      ({ dt, scheduling, md, win }) =>
         new Step('configure', dt, () => ({
           type: 'configure',
-          config: { ...(scheduling ? { scheduling } : {}), ...(md !== null ? { maxDeliveries: md } : {}) },
+          config: {
+            ...(scheduling ? { scheduling } : {}),
+            ...(md !== null ? { maxDeliveries: md } : {}),
+            ...(win !== null ? { shareWindowLeases: win } : {}),
+          },
         })),
     ),
 ]
