@@ -78,7 +78,9 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
  *
  * Contract: `apply` calls are serialised (never two at once); given the same commands and
  * timestamps from the same state, every replica returns the same results and the same ops.
- * Reads (`stats`, `listDead`) see every applied command, flushed or not.
+ * Reads (`stats`, `listDead`) see every applied command, flushed or not; call them between
+ * applies, not during one. If the engine fails a read during an apply, the in-memory state
+ * is no longer trustworthy: drop the partition and open it again from the engine.
  */
 export class QueuePartition {
   private readonly keys: PartitionKeys
