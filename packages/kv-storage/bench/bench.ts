@@ -5,14 +5,16 @@
  *
  *   pnpm --filter @mq/kv-storage bench     (KV_BENCH_MS: ms per trial, default 1000; KV_BENCH_TRIALS: default 5)
  *
- * Each trial uses a fresh database in a temp dir. Raw and store trials alternate, five of
- * each per batch size, and the median is reported, so a noisy neighbour hurts both alike.
+ * Each trial writes a fresh raw database and a fresh log store in alternation, batch for
+ * batch (see pairedAppends), so a noisy neighbour hurts both alike; the table shows the
+ * median of the trials per batch size (the ratio is the median of the per-trial ratios).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Entry } from '@mq/raft-core'
 import { ClassicLevel } from 'classic-level'
+import type { Engine } from '../src/engine'
 import { quantileOf } from '../src/histogram'
 import { LevelEngine } from '../src/level-engine'
 import { entryKey } from '../src/log-keys'
@@ -26,6 +28,7 @@ const BATCH_SIZES = [1, 10, 100, 1000]
 const BATCHES_MAX = 1_000_000
 
 const payload = new Uint8Array(ENTRY_BYTES).map((_, i) => (i * 31) & 0xff)
+type RawDb = ClassicLevel<Uint8Array, Uint8Array>
 
 async function withDir<T>(fn: (path: string) => Promise<T>): Promise<T> {
   const dir = await mkdtemp(join(tmpdir(), 'kv-bench-'))
@@ -36,25 +39,13 @@ async function withDir<T>(fn: (path: string) => Promise<T>): Promise<T> {
   }
 }
 
-/** Raw classic-level: one synced batch of `size` puts (same keys and 128 B values) per round. */
-async function rawAppends(size: number): Promise<number> {
-  return withDir(async (path) => {
-    const db = new ClassicLevel<Uint8Array, Uint8Array>(path, { keyEncoding: 'view', valueEncoding: 'view' })
-    await db.open()
-    let index = 1
-    let n = 0
-    const start = performance.now()
-    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
-      const ops = []
-      for (let i = 0; i < size; i++)
-        ops.push({ type: 'put' as const, key: entryKey(1, index++), value: payload })
-      await db.batch(ops, { sync: true })
-      n += size
-    }
-    const rate = n / ((performance.now() - start) / 1000)
-    await db.close()
-    return rate
+async function openRaw(path: string): Promise<RawDb> {
+  const db: RawDb = new ClassicLevel<Uint8Array, Uint8Array>(path, {
+    keyEncoding: 'view',
+    valueEncoding: 'view',
   })
+  await db.open()
+  return db
 }
 
 function makeEntries(from: number, size: number, term: number): Entry[] {
@@ -64,41 +55,85 @@ function makeEntries(from: number, size: number, term: number): Entry[] {
   return out
 }
 
-/** Log store: append `size` entries to `groups` groups, then one flush (group commit), per round. */
-async function storeAppends(size: number, groups = 1): Promise<{ rate: number; fsyncP50Ms: number }> {
-  return withDir(async (path) => {
-    const engine = await LevelEngine.open(path)
-    const store = new LogStore(engine)
-    const logs = await Promise.all(Array.from({ length: groups }, (_, g) => store.openGroup(g + 1)))
-    let n = 0
-    const start = performance.now()
-    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
-      for (const log of logs) log.append(makeEntries(log.lastIndex() + 1, size, 1))
-      await store.durability.flush()
-      n += size * groups
-    }
-    const rate = n / ((performance.now() - start) / 1000)
-    const fsyncP50Ms = quantileOf(store.stats().fsyncLatencyMs, 0.5)
-    await store.close()
-    await engine.close()
-    return { rate, fsyncP50Ms }
-  })
+/** Raw: one synced batch of `size` puts, with the keys the log store would use and 128 B values. */
+async function rawBatch(db: RawDb, groupId: number, from: number, size: number): Promise<void> {
+  const ops = []
+  for (let i = 0; i < size; i++)
+    ops.push({ type: 'put' as const, key: entryKey(groupId, from + i), value: payload })
+  await db.batch(ops, { sync: true })
 }
 
-/** Many groups, each its own writer loop (append, await flush), sharing one group commit. */
-async function concurrentGroups(
+/**
+ * One paired trial: a raw classic-level database and a log store (each in a fresh
+ * directory) written in alternation, batch for batch, so both see the same disk and the
+ * same neighbours. Store: append `size` entries to one group, then `flush()` (group commit,
+ * one fsync). Returns each side's entries per second, from the time spent in each.
+ */
+async function pairedAppends(size: number): Promise<{ raw: number; store: number; fsyncP50Ms: number }> {
+  return withDir((rawPath) =>
+    withDir(async (storePath) => {
+      const db = await openRaw(rawPath)
+      const engine = await LevelEngine.open(storePath)
+      const store = new LogStore(engine)
+      const log = await store.openGroup(1)
+      let rawMs = 0
+      let storeMs = 0
+      let n = 0
+      const start = performance.now()
+      for (let b = 0; b < BATCHES_MAX && performance.now() - start < 2 * TRIAL_MS; b++) {
+        const t0 = performance.now()
+        await rawBatch(db, 1, n + 1, size)
+        const t1 = performance.now()
+        log.append(makeEntries(n + 1, size, 1))
+        await store.durability.flush()
+        const t2 = performance.now()
+        rawMs += t1 - t0
+        storeMs += t2 - t1
+        n += size
+      }
+      const fsyncP50Ms = quantileOf(store.stats().fsyncLatencyMs, 0.5)
+      await store.close()
+      await engine.close()
+      await db.close()
+      return { raw: n / (rawMs / 1000), store: n / (storeMs / 1000), fsyncP50Ms }
+    }),
+  )
+}
+
+/**
+ * `groups` writers at once, each a loop of (write `size` entries, await durability).
+ * Raw: each writer its own synced classic-level batch (LevelDB merges concurrent writers
+ * itself). Store: each writer a group of one LogStore (the group commit merges them).
+ */
+async function concurrentWriters(
   groups: number,
   size: number,
-): Promise<{ rate: number; opsPerBatch: number }> {
+  kind: 'raw' | 'store',
+): Promise<{ rate: number; opsPerFsync: number }> {
   return withDir(async (path) => {
+    let n = 0
+    const start = performance.now()
+    const until = () => performance.now() - start < TRIAL_MS
+    if (kind === 'raw') {
+      const db = await openRaw(path)
+      await Promise.all(
+        Array.from({ length: groups }, async (_, g) => {
+          for (let b = 0, from = 1; b < BATCHES_MAX && until(); b++, from += size) {
+            await rawBatch(db, g + 1, from, size)
+            n += size
+          }
+        }),
+      )
+      const rate = n / ((performance.now() - start) / 1000)
+      await db.close()
+      return { rate, opsPerFsync: Number.NaN }
+    }
     const engine = await LevelEngine.open(path)
     const store = new LogStore(engine)
     const logs = await Promise.all(Array.from({ length: groups }, (_, g) => store.openGroup(g + 1)))
-    let n = 0
-    const start = performance.now()
     await Promise.all(
       logs.map(async (log) => {
-        for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+        for (let b = 0; b < BATCHES_MAX && until(); b++) {
           log.append(makeEntries(log.lastIndex() + 1, size, 1))
           await store.durability.flush()
           n += size
@@ -109,12 +144,47 @@ async function concurrentGroups(
     const stats = store.stats()
     await store.close()
     await engine.close()
-    return { rate, opsPerBatch: stats.opsWritten / Math.max(1, stats.batches) }
+    return { rate, opsPerFsync: stats.opsWritten / Math.max(1, stats.batches) }
   })
 }
 
-/** Reads through `entries(lo, hi, bytesMax)` from the in-memory tail, 100 entries per call. */
-async function memoryReads(): Promise<{ rate: number; recoverRate: number }> {
+/** An engine that does no I/O: what the log store and group commit cost by themselves. */
+const nullEngine: Engine = {
+  write: async () => {},
+  get: async () => undefined,
+  getMany: async (keys) => keys.map(() => undefined),
+  range: async () => [],
+  snapshot: async () => ({
+    get: async () => undefined,
+    getMany: async (keys) => keys.map(() => undefined),
+    range: async () => [],
+    close: async () => {},
+  }),
+  close: async () => {},
+}
+
+/** Microseconds of our own CPU per store batch of `size` entries (append + flush, no I/O). */
+async function storeCpuPerBatchUs(size: number): Promise<number> {
+  const store = new LogStore(nullEngine)
+  const log = await store.openGroup(1)
+  const batches = Math.max(200, 100_000 / size)
+  const start = performance.now()
+  for (let b = 0; b < batches; b++) {
+    log.append(makeEntries(log.lastIndex() + 1, size, 1))
+    await store.durability.flush()
+    // Keep the in-memory tail small, as a running node does by compacting behind snapshots.
+    if (log.lastIndex() - log.firstIndex() > 10_000) {
+      const at = log.lastIndex()
+      log.compact({ meta: { index: at, term: 1, conf: log.initialState().conf }, data: new Uint8Array() }, at)
+    }
+  }
+  const us = ((performance.now() - start) * 1000) / batches
+  await store.close()
+  return us
+}
+
+/** Entry reads: `entries(lo, lo + 100)` from the in-memory tail; and recovery from disk. */
+async function reads(): Promise<{ rate: number; recoverRate: number }> {
   return withDir(async (path) => {
     const count = 100_000
     let engine = await LevelEngine.open(path)
@@ -152,43 +222,51 @@ function median(xs: number[]): number {
 const fmt = (n: number) => Math.round(n).toLocaleString('en-US')
 
 console.log(
-  `kv-storage bench: ${ENTRY_BYTES} B entries, ${TRIALS} alternating trials of ${TRIAL_MS} ms, median\n`,
+  `kv-storage bench: ${ENTRY_BYTES} B entries; per batch size ${TRIALS} paired trials of ~${2 * TRIAL_MS} ms ` +
+    '(raw and store batches alternate); medians\n',
 )
 console.log(
-  '| entries per synced batch | raw classic-level entries/s | log store + group commit entries/s | ratio | store fsync p50 (ms) |',
+  '| entries per synced batch | raw classic-level entries/s | log store + group commit entries/s | ratio | store fsync p50 (ms) | our CPU per batch (µs, no I/O) | CPU / raw batch time |',
 )
-console.log('|---:|---:|---:|---:|---:|')
+console.log('|---:|---:|---:|---:|---:|---:|---:|')
 for (const size of BATCH_SIZES) {
   const raw: number[] = []
   const ours: number[] = []
+  const ratios: number[] = []
   const p50: number[] = []
   for (let t = 0; t < TRIALS; t++) {
-    raw.push(await rawAppends(size))
-    const r = await storeAppends(size)
-    ours.push(r.rate)
+    const r = await pairedAppends(size)
+    raw.push(r.raw)
+    ours.push(r.store)
+    ratios.push(r.store / r.raw)
     p50.push(r.fsyncP50Ms)
   }
-  const ratio = median(ours) / median(raw)
+  const cpuUs = await storeCpuPerBatchUs(size)
+  const rawBatchUs = (size / median(raw)) * 1e6
   console.log(
-    `| ${size} | ${fmt(median(raw))} | ${fmt(median(ours))} | ${ratio.toFixed(2)}× | ${median(p50)} |`,
+    `| ${size} | ${fmt(median(raw))} | ${fmt(median(ours))} | ${median(ratios).toFixed(2)}× | ≤ ${median(p50)} | ` +
+      `${cpuUs.toFixed(1)} | ${((100 * cpuUs) / rawBatchUs).toFixed(1)}% |`,
   )
 }
 
 const groups = 8
-const conc: number[] = []
-const perBatch: number[] = []
+const rawConc: number[] = []
+const storeConc: number[] = []
+const perFsync: number[] = []
 for (let t = 0; t < TRIALS; t++) {
-  const r = await concurrentGroups(groups, 10)
-  conc.push(r.rate)
-  perBatch.push(r.opsPerBatch)
+  rawConc.push((await concurrentWriters(groups, 10, 'raw')).rate)
+  const r = await concurrentWriters(groups, 10, 'store')
+  storeConc.push(r.rate)
+  perFsync.push(r.opsPerFsync)
 }
 console.log(
-  `\n${groups} groups, each its own loop of (append 10, await flush): ${fmt(median(conc))} entries/s, ` +
-    `${median(perBatch).toFixed(1)} ops per fsync (one batch gathers several groups)`,
+  `\n${groups} concurrent writers, each a loop of (10 entries, await durable): raw ${fmt(median(rawConc))} entries/s, ` +
+    `log store ${fmt(median(storeConc))} entries/s (${(median(storeConc) / median(rawConc)).toFixed(2)}×), ` +
+    `${median(perFsync).toFixed(1)} ops per group-commit fsync`,
 )
 
-const reads = await memoryReads()
-console.log(`entry reads (entries(lo, lo+100) from the in-memory tail): ${fmt(reads.rate)} entries/s`)
+const r = await reads()
+console.log(`entry reads (entries(lo, lo + 100) from the in-memory tail): ${fmt(r.rate)} entries/s`)
 console.log(
-  `recovery (open a group of 100,000 entries from disk, checksummed): ${fmt(reads.recoverRate)} entries/s`,
+  `recovery (open a group of 100,000 entries from disk, checksummed): ${fmt(r.recoverRate)} entries/s`,
 )

@@ -15,6 +15,12 @@ export interface GroupCommitOptions {
   readonly roomWaitCyclesMax?: number
   /** The clock for latency figures, in milliseconds. Default `performance.now`. */
   readonly nowMs?: () => number
+  /**
+   * Runs a batch start later, so that every caller woken by the last batch (and everything
+   * else already queued on the event loop) can stage into the next one first. Default
+   * `setImmediate`: one event-loop turn, microseconds when idle.
+   */
+  readonly schedule?: (start: () => void) => void
 }
 
 /** A point-in-time copy of the group commit's figures. */
@@ -93,12 +99,14 @@ export class GroupCommit implements Durability {
   private roomWaiters: Deferred[] = []
   private failed: WriteFailedError | undefined
   private closed = false
+  private startScheduled = false
 
   private readonly stagedOpsMax: number
   private readonly stagedBytesMax: number
   private readonly roomWaitersMax: number
   private readonly roomWaitCyclesMax: number
   private readonly nowMs: () => number
+  private readonly schedule: (start: () => void) => void
 
   private batches = 0
   private opsWritten = 0
@@ -118,6 +126,7 @@ export class GroupCommit implements Durability {
     this.roomWaitersMax = positive('roomWaitersMax', options.roomWaitersMax ?? 1024)
     this.roomWaitCyclesMax = positive('roomWaitCyclesMax', options.roomWaitCyclesMax ?? 64)
     this.nowMs = options.nowMs ?? (() => performance.now())
+    this.schedule = options.schedule ?? ((start) => setImmediate(start))
   }
 
   /**
@@ -167,7 +176,7 @@ export class GroupCommit implements Durability {
     if (this.closed) return Promise.reject(new ClosedError('group commit is closed'))
     this.next ??= deferred()
     const promise = this.next.promise
-    if (!this.current) this.startBatch()
+    this.scheduleBatch()
     return promise
   }
 
@@ -234,6 +243,16 @@ export class GroupCommit implements Durability {
     if (this.closed) throw new ClosedError('group commit is closed; reopen the log store')
   }
 
+  /** Starts the next batch soon (see `schedule`), once, unless one is in flight. */
+  private scheduleBatch(): void {
+    if (this.current || this.startScheduled) return
+    this.startScheduled = true
+    this.schedule(() => {
+      this.startScheduled = false
+      if (!this.current && this.next && !this.failed) this.startBatch()
+    })
+  }
+
   /** Hands everything staged to the engine as one synced batch. Requires no batch in flight. */
   private startBatch(): void {
     if (this.current) throw new Error('group commit invariant: one batch in flight at most')
@@ -256,8 +275,9 @@ export class GroupCommit implements Durability {
         this.bytesWritten += bytes
         this.finishBatch()
         done.resolve()
-        // Flushes that arrived during the write start the next batch at once.
-        if (this.next && !this.failed) this.startBatch()
+        // Flushes that arrived during the write start the next batch, after the callers
+        // woken now have had their turn to stage into it.
+        if (this.next && !this.failed) this.scheduleBatch()
       },
       (err: unknown) => {
         this.failures++

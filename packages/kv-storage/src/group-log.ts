@@ -30,6 +30,8 @@ import {
 import {
   entriesRange,
   entryKey,
+  entryKeyAt,
+  entryKeyPrefix,
   hardStateKey,
   logStartKey,
   snapshotChunkKey,
@@ -76,6 +78,7 @@ const EMPTY_SNAPSHOT: Snapshot = { meta: { index: 0, term: 0, conf: EMPTY_CONF }
  */
 export class GroupLog implements WritableLogStorage {
   private closed = false
+  private readonly entryPrefix: Uint8Array
 
   private constructor(
     readonly groupId: number,
@@ -90,7 +93,9 @@ export class GroupLog implements WritableLogStorage {
     private tailBytes: number,
     /** The membership to report while no snapshot carries one (see `initialState`). */
     private readonly initialConf: ConfState,
-  ) {}
+  ) {
+    this.entryPrefix = entryKeyPrefix(groupId)
+  }
 
   /**
    * Reads a group's hard state, snapshot and log from `reader` (use a consistent engine
@@ -320,10 +325,10 @@ export class GroupLog implements WritableLogStorage {
     const ops: BatchOp[] = []
     for (let i = skip; i < entries.length; i++) {
       const e = entries[i] as Entry
-      ops.push({ type: 'put', key: entryKey(this.groupId, e.index), value: encodeEntry(e) })
+      ops.push({ type: 'put', key: this.entryKey(e.index), value: encodeEntry(e) })
     }
     const oldLast = this.lastIndex()
-    for (let i = last + 1; i <= oldLast; i++) ops.push({ type: 'del', key: entryKey(this.groupId, i) })
+    for (let i = last + 1; i <= oldLast; i++) ops.push({ type: 'del', key: this.entryKey(i) })
     this.commit.stage(ops)
     // Raft §5.3: the conflicting suffix from `from` on is replaced.
     const keep = from - this.start.index - 1
@@ -354,8 +359,7 @@ export class GroupLog implements WritableLogStorage {
     const holds = index >= this.firstIndex() && index <= this.lastIndex() && this.term(index) === term
     const dropThrough = holds ? index : this.lastIndex()
     const ops = this.snapshotOps(snapshot)
-    for (let i = this.firstIndex(); i <= dropThrough; i++)
-      ops.push({ type: 'del', key: entryKey(this.groupId, i) })
+    for (let i = this.firstIndex(); i <= dropThrough; i++) ops.push({ type: 'del', key: this.entryKey(i) })
     const start = { index, term }
     ops.push({ type: 'put', key: logStartKey(this.groupId), value: encodeLogStart(start) })
     this.commit.stage(ops)
@@ -381,8 +385,7 @@ export class GroupLog implements WritableLogStorage {
     let start = this.start
     if (compactIndex > this.start.index) {
       start = { index: compactIndex, term: this.term(compactIndex) }
-      for (let i = this.firstIndex(); i <= compactIndex; i++)
-        ops.push({ type: 'del', key: entryKey(this.groupId, i) })
+      for (let i = this.firstIndex(); i <= compactIndex; i++) ops.push({ type: 'del', key: this.entryKey(i) })
       ops.push({ type: 'put', key: logStartKey(this.groupId), value: encodeLogStart(start) })
     }
     if (ops.length === 0) return
@@ -442,6 +445,10 @@ export class GroupLog implements WritableLogStorage {
     const n = Math.min(this.log.length, Math.max(0, index - this.start.index))
     for (let i = 0; i < n; i++) this.tailBytes -= (this.log[i] as Entry).data.length + ENTRY_OVERHEAD_BYTES
     this.log.splice(0, n)
+  }
+
+  private entryKey(index: number): Uint8Array {
+    return entryKeyAt(this.entryPrefix, index)
   }
 
   private checkOpen(): void {

@@ -32,7 +32,15 @@ export { GroupLog } from './group-log'
 export type { HistogramSnapshot } from './histogram'
 export { quantileOf } from './histogram'
 export type { Tuple, TupleElement } from './key-codec'
-export { compareTuples, decodeTuple, encodeTuple, KeyTag, prefixEnd, prefixRange } from './key-codec'
+export {
+  appendUint,
+  compareTuples,
+  decodeTuple,
+  encodeTuple,
+  KeyTag,
+  prefixEnd,
+  prefixRange,
+} from './key-codec'
 export type { LevelEngineOptions } from './level-engine'
 export { LevelEngine } from './level-engine'
 export {

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { compareKeys, inRange } from './engine'
 import { InvalidArgumentError } from './errors'
 import {
+  appendUint,
   compareTuples,
   decodeTuple,
   encodeTuple,
@@ -60,6 +61,14 @@ describe('key codec: properties', () => {
         expect(sign(compareKeys(encodeTuple(a), encodeTuple(b)))).toBe(sign(compareTuples(a, b)))
       }),
       { numRuns: 5000 },
+    )
+  })
+
+  it('appendUint(encode(t), n) = encode([...t, n])', () => {
+    fc.assert(
+      fc.property(tuple, fc.nat({ max: Number.MAX_SAFE_INTEGER }), (t, n) => {
+        expect(hex(appendUint(encodeTuple(t), n))).toBe(hex(encodeTuple([...t, n])))
+      }),
     )
   })
 

@@ -111,6 +111,18 @@ export function encodeTuple(tuple: Tuple): Uint8Array {
   return out
 }
 
+/**
+ * `encodeTuple([...t, n])` given `prefix = encodeTuple(t)`, without re-encoding `t`: the
+ * fast path for keys that share a prefix (a group's log entries). Throws like encodeTuple.
+ */
+export function appendUint(prefix: Uint8Array, n: number): Uint8Array {
+  checkUint(n)
+  const out = new Uint8Array(prefix.length + 1 + uintLength(n))
+  out.set(prefix)
+  writeUint(out, prefix.length, n)
+  return out
+}
+
 /** Writes the element encoding of unsigned integer n at `at`; returns the next offset. */
 function writeUint(out: Uint8Array, at: number, n: number): number {
   const len = uintLength(n)

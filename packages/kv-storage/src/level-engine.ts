@@ -53,6 +53,7 @@ export interface LevelEngineOptions {
 export class LevelEngine implements Engine {
   private closed = false
   private writeChain: Promise<unknown> = Promise.resolve()
+  private writesPending = 0
   private readonly snapshots = new Set<LevelSnapshot>()
 
   private constructor(
@@ -114,8 +115,22 @@ export class LevelEngine implements Engine {
   async write(ops: readonly BatchOp[], options: WriteOptions): Promise<void> {
     this.checkOpen()
     checkOps(ops)
-    const run = this.writeChain.then(() => this.writeNow(ops, options.sync))
-    this.writeChain = run.catch(() => {})
+    // With no write pending the batch starts at once (the common case: the group commit
+    // keeps one write in flight); otherwise it runs after the last one, in call order.
+    const run =
+      this.writesPending === 0
+        ? this.writeNow(ops, options.sync)
+        : this.writeChain.then(() => this.writeNow(ops, options.sync))
+    this.writesPending++
+    const settled = run.then(
+      () => {
+        this.writesPending--
+      },
+      () => {
+        this.writesPending--
+      },
+    )
+    this.writeChain = settled
     return run
   }
 
@@ -139,7 +154,9 @@ export class LevelEngine implements Engine {
   private async writeNow(ops: readonly BatchOp[], sync: boolean): Promise<void> {
     if (this.db.status !== 'open') throw new ClosedError(`database at ${this.path} is closed`)
     try {
-      const levelOps = await expandClears(this.db, ops)
+      const levelOps = ops.some((op) => op.type === 'clear')
+        ? await expandClears(this.db, ops)
+        : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
       await this.db.batch(levelOps as LevelOp[], { sync })
     } catch (err) {
@@ -221,7 +238,6 @@ async function readRange(
 
 /** Turns each `clear` into deletes of the keys the range holds (stored or put earlier in the batch). */
 async function expandClears(db: Db, ops: readonly BatchOp[]): Promise<readonly LevelOp[]> {
-  if (!ops.some((op) => op.type === 'clear')) return ops as readonly LevelOp[]
   const out: LevelOp[] = []
   for (const op of ops) {
     if (op.type !== 'clear') {

@@ -1,4 +1,4 @@
-import { encodeTuple, prefixRange, type Tuple } from './key-codec'
+import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
 
 /**
  * The key layout of the database a node's groups share (one fact, one place). Every key is
@@ -47,6 +47,15 @@ export function snapshotChunkRange(groupId: number): { gte: Uint8Array; lt: Uint
 
 export function entryKey(groupId: number, index: number): Uint8Array {
   return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.Entry, index])
+}
+
+/** The common prefix of a group's entry keys: `entryKeyAt(prefix, i)` = `entryKey(g, i)`. */
+export function entryKeyPrefix(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.Entry])
+}
+
+export function entryKeyAt(prefix: Uint8Array, index: number): Uint8Array {
+  return appendUint(prefix, index)
 }
 
 /** The keys of entries [lo, hi) of a group. */
