@@ -362,7 +362,12 @@ export class Raft {
       ) {
         this.becomeFollower(m.term, m.from)
       } else {
-        this.becomeFollower(m.term, '') // §5.1: a higher term makes us a follower.
+        // §5.1: a higher term makes us a follower. §5.2: only a leader's message or a granted
+        // vote restarts the election timer, so a replica with a stale log that keeps
+        // campaigning (a fast clock, no pre-vote) cannot hold off the up-to-date ones forever.
+        const elapsed = this.electionElapsed
+        this.becomeFollower(m.term, '')
+        this.electionElapsed = elapsed
       }
     } else if (m.term < this.term) {
       this.stats.droppedStale++

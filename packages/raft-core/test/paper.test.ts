@@ -116,6 +116,29 @@ describe('§5.2 leader election', () => {
     ])
   })
 
+  it('a vote request it refuses does not restart a follower’s election timer (Reference: §5.2)', () => {
+    // A replica with a stale log and a fast clock must not hold off up-to-date replicas forever.
+    const ticksToCampaign = (seed: number): number => {
+      const s = new MemoryLogStorage(conf(['a', 'b', 'c']))
+      const raw = new RawNode({ id: 'a', prng: new Prng(seed), ...classic }, s)
+      const rd = raw.ready()
+      s.append(rd.entries)
+      raw.advance(rd)
+      for (let t = 0; t < 9; t++) raw.tick() // below any timeout in [10, 20)
+      raw.step(message({ type: MessageType.Vote, from: 'c', to: 'a', term: 9, index: 0, logTerm: 0 }))
+      expect(raw.status()).toMatchObject({ term: 9, vote: '' }) // refused: c's log is behind
+      for (let t = 1; t <= 40; t++) {
+        raw.tick()
+        if (raw.status().role === 'candidate') return t
+      }
+      return -1
+    }
+    const ticks = Array.from({ length: 20 }, (_, i) => ticksToCampaign(i + 1))
+    for (const t of ticks) expect(t).toBeGreaterThan(0)
+    for (const t of ticks) expect(t).toBeLessThanOrEqual(10) // a restarted timer would need >= 10
+    expect(ticks.some((t) => t < 10)).toBe(true)
+  })
+
   it('a candidate that receives an App from a leader of its term steps down (Reference: §5.2)', () => {
     const h = new Harness(['a', 'b', 'c'], classic)
     h.isolate('a')

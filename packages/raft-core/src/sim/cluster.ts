@@ -452,8 +452,11 @@ export class SimCluster {
       } else {
         const side = new Set(ids.filter(() => p.chance(0.4)))
         if (kind === 2) {
+          // Isolate one replica, the leader more often than not (leader churn with partly
+          // replicated entries is where Raft's subtle rules, such as Figure 8, matter).
           side.clear()
-          side.add(ids[p.below(ids.length)]!)
+          const leader = this.#leaderNode()
+          side.add(leader !== null && p.chance(0.6) ? leader.id : ids[p.below(ids.length)]!)
         }
         const oneWay = kind === 1
         for (const a of side) {
@@ -471,11 +474,27 @@ export class SimCluster {
       const up = [...this.#nodes.values()].filter((n) => n.raw !== null)
       const down = this.#nodes.size - up.length
       if (up.length > 0 && down < Math.ceil(this.#nodes.size / 2)) {
-        const n = up[p.below(up.length)]!
+        const leader = this.#leaderNode()
+        const n = leader !== null && p.chance(o.leaderCrashBias) ? leader : up[p.below(up.length)]!
         this.#crash(n)
-        this.#queue.push(this.#nowMs + 1 + p.below(o.downMsMax), { kind: 'restart', node: n })
+        const downMs = p.chance(0.5) ? 1 + p.below(50) : 1 + p.below(o.downMsMax)
+        this.#queue.push(this.#nowMs + downMs, { kind: 'restart', node: n })
       }
     }
+  }
+
+  /** A live replica that believes it leads (the one of the highest term when several do). */
+  #leaderNode(): SimNode | null {
+    let best: SimNode | null = null
+    let bestTerm = -1
+    for (const n of this.#nodes.values()) {
+      const s = n.raw?.status()
+      if (s !== undefined && s.role === Role.Leader && s.term > bestTerm) {
+        best = n
+        bestTerm = s.term
+      }
+    }
+    return best
   }
 
   #crash(n: SimNode): void {

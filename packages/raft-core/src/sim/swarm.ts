@@ -24,6 +24,8 @@ export interface SwarmOptions {
   readonly partitionRate: number
   readonly partitionMsMax: number
   readonly crashRate: number
+  /** Chance that a crash picks the leader rather than a random replica. */
+  readonly leaderCrashBias: number
   readonly downMsMax: number
   /** Each replica's clock runs at 1 ± up to this (a fraction). */
   readonly clockRateSpread: number
@@ -63,6 +65,7 @@ export function swarmOptions(p: Prng): SwarmOptions {
     partitionRate: maybe(0.6, 0.05),
     partitionMsMax: 50 + p.below(800),
     crashRate: maybe(0.6, 0.03),
+    leaderCrashBias: p.float(),
     downMsMax: 20 + p.below(600),
     clockRateSpread: maybe(0.7, 0.5),
     clientIntervalMsMax: 1 + p.below(20),
