@@ -42,8 +42,11 @@ export class Consumer implements AsyncIterable<Delivery> {
   readonly #options: ConsumerOptions
   readonly #buffer: Delivery[] = []
   readonly #batchers = new Map<number, SettleBatcher>()
-  readonly #extenders = new Map<Delivery, ReturnType<typeof setTimeout>>()
-  #outstanding = 0
+  /**
+   * Leased and not yet settled, each with its timer: the next extension, or (without
+   * extension) the moment the lease lapses and the message stops counting against prefetch.
+   */
+  readonly #held = new Map<Delivery, ReturnType<typeof setTimeout>>()
   #wakeReader: (() => void) | undefined
   #wakeFetchers: (() => void)[] = []
   #failure: unknown
@@ -91,8 +94,8 @@ export class Consumer implements AsyncIterable<Delivery> {
     const unhanded = this.#buffer.splice(0)
     await Promise.allSettled(unhanded.map((d) => d.nack(0)))
     await this.#loops
-    for (const timer of this.#extenders.values()) clearTimeout(timer)
-    this.#extenders.clear()
+    for (const timer of this.#held.values()) clearTimeout(timer)
+    this.#held.clear()
     for (const b of this.#batchers.values()) b.flushAll()
   }
 
@@ -108,7 +111,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     const visibilityMs = this.#options.visibilityMs || route.config?.visibilityTimeoutMs || 30_000
     let failures = 0
     while (!this.#closed) {
-      const space = this.#options.prefetch - this.#outstanding
+      const space = this.#options.prefetch - this.#held.size
       if (space <= 0) {
         await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
         continue
@@ -132,8 +135,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         const receivedAt = Date.now()
         for (const m of response.messages) {
           const d = new Delivery(partition, m, (x, s) => this.#settleOne(x, s))
-          this.#outstanding++
-          if (this.#options.autoExtend) this.#scheduleExtend(d, visibilityMs, receivedAt)
+          this.#hold(d, visibilityMs, receivedAt)
           this.#buffer.push(d)
         }
         if (response.messages.length > 0) this.#wakeReader?.()
@@ -150,27 +152,44 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
   }
 
-  #scheduleExtend(d: Delivery, visibilityMs: number, startedAt: number): void {
-    const tick = (): void => {
-      if (d.settled || this.#closed) return
-      if (Date.now() - startedAt > this.#options.extendMaxMs) return
+  #hold(d: Delivery, visibilityMs: number, startedAt: number): void {
+    const lapse = (): void => {
+      // The lease ran out unsettled: the broker will deliver the message again.
+      if (this.#held.delete(d)) this.#wakeFetchersNow()
+    }
+    const extend = (): void => {
+      if (d.settled || this.#closed || !this.#held.has(d)) return
+      if (Date.now() - startedAt > this.#options.extendMaxMs) {
+        this.#held.set(d, setTimeout(lapse, visibilityMs))
+        return
+      }
       d.extend(visibilityMs).then(
-        () => this.#extenders.set(d, setTimeout(tick, visibilityMs / 2)),
-        (error: unknown) => this.#options.onError(error),
+        () => {
+          if (this.#held.has(d)) this.#held.set(d, setTimeout(extend, visibilityMs / 2))
+        },
+        (error: unknown) => {
+          this.#options.onError(error)
+          lapse()
+        },
       )
     }
-    this.#extenders.set(d, setTimeout(tick, visibilityMs / 2))
+    this.#held.set(
+      d,
+      this.#options.autoExtend ? setTimeout(extend, visibilityMs / 2) : setTimeout(lapse, visibilityMs),
+    )
   }
 
   #settleOne(d: Delivery, settlement: Settlement): Promise<LeaseResult> {
     if (settlement.kind !== 'extend') {
-      const timer = this.#extenders.get(d)
+      const timer = this.#held.get(d)
       if (timer) clearTimeout(timer)
-      this.#extenders.delete(d)
-      this.#outstanding--
-      for (const wake of this.#wakeFetchers.splice(0)) wake()
+      if (this.#held.delete(d)) this.#wakeFetchersNow()
     }
     return this.#batcher(d.partition).settle(d.leaseId, settlement)
+  }
+
+  #wakeFetchersNow(): void {
+    for (const wake of this.#wakeFetchers.splice(0)) wake()
   }
 
   #batcher(partition: number): SettleBatcher {

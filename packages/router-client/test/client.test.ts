@@ -174,6 +174,22 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
   })
 
+  it('stops counting a lapsed lease against prefetch (no auto-extension)', async () => {
+    const q = freshQueue(1, 150)
+    const producer = client.producer(q)
+    await Promise.all([producer.send({ body: 'first' }), producer.send({ body: 'second' })])
+    const seen: string[] = []
+    for await (const m of client.consumer(q, { prefetch: 1, waitMs: 50, autoExtend: false })) {
+      seen.push(m.text())
+      // The first is left unsettled: only its lapse makes room for the second.
+      if (seen.length === 2) {
+        await m.ack()
+        break
+      }
+    }
+    expect(seen).toEqual(['first', 'second'])
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)
