@@ -23,6 +23,7 @@ import {
   LockedError,
   type OpenError,
   OpenFailedError,
+  OverloadedError,
   WriteFailedError,
 } from './errors'
 import { checkOps, checkRange } from './write-batch'
@@ -40,6 +41,8 @@ export interface LevelEngineOptions {
   readonly cacheBytes?: number
   /** LevelDB's memtable size before it is written to a table, in bytes. Default 4 MiB. */
   readonly writeBufferBytes?: number
+  /** Writes queued behind the one in flight, at most; one more rejects with OverloadedError. Default 10,000. */
+  readonly writesPendingMax?: number
 }
 
 /**
@@ -60,6 +63,7 @@ export class LevelEngine implements Engine {
     /** The absolute path of the database directory. */
     readonly path: string,
     private readonly db: Db,
+    private readonly writesPendingMax: number,
   ) {}
 
   /**
@@ -85,7 +89,7 @@ export class LevelEngine implements Engine {
       if (created) await rm(abs, { recursive: true, force: true })
       throw openError(abs, err)
     }
-    return new LevelEngine(abs, db)
+    return new LevelEngine(abs, db, options.writesPendingMax ?? 10_000)
   }
 
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
@@ -110,11 +114,17 @@ export class LevelEngine implements Engine {
   /**
    * Applies `ops` as one atomic LevelDB batch, after every earlier write. With `sync` the
    * batch is fsynced before this resolves. Rejects with ClosedError after close,
-   * InvalidArgumentError for a malformed op (nothing applied), WriteFailedError otherwise.
+   * InvalidArgumentError for a malformed op (nothing applied), OverloadedError when
+   * `writesPendingMax` writes are queued already, WriteFailedError when LevelDB fails.
    */
   async write(ops: readonly BatchOp[], options: WriteOptions): Promise<void> {
     this.checkOpen()
     checkOps(ops)
+    if (this.writesPending >= this.writesPendingMax) {
+      throw new OverloadedError(
+        `database at ${this.path}: ${this.writesPending} writes are queued (writesPendingMax); retry when they finish`,
+      )
+    }
     // With no write pending the batch starts at once (the common case: the group commit
     // keeps one write in flight); otherwise it runs after the last one, in call order.
     const run =

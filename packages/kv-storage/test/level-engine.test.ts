@@ -1,0 +1,60 @@
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { OverloadedError } from '../src/errors'
+import { LevelEngine } from '../src/level-engine'
+import { tempDir } from './helpers'
+
+const b = (...xs: number[]) => Uint8Array.from(xs)
+
+describe('LevelEngine specifics', () => {
+  let dir: { path: string; remove: () => Promise<void> }
+  beforeEach(async () => {
+    dir = await tempDir('kv-level')
+  })
+  afterEach(async () => {
+    await dir.remove()
+  })
+
+  it('bounds the writes queued behind the one in flight', async () => {
+    const engine = await LevelEngine.open(join(dir.path, 'db'), { writesPendingMax: 2 })
+    try {
+      const first = engine.write([{ type: 'put', key: b(1), value: b(1) }], { sync: true })
+      const second = engine.write([{ type: 'put', key: b(2), value: b(2) }], { sync: true })
+      await expect(
+        engine.write([{ type: 'put', key: b(3), value: b(3) }], { sync: true }),
+      ).rejects.toBeInstanceOf(OverloadedError)
+      await Promise.all([first, second])
+      await engine.write([{ type: 'put', key: b(3), value: b(3) }], { sync: true })
+      expect((await engine.range({})).map(([k]) => k[0])).toEqual([1, 2, 3])
+    } finally {
+      await engine.close()
+    }
+  })
+
+  it('applies concurrent writes in call order, a clear seeing every write issued before it', async () => {
+    const engine = await LevelEngine.open(join(dir.path, 'db'))
+    try {
+      const writes = []
+      for (let i = 0; i < 50; i++) {
+        writes.push(engine.write([{ type: 'put', key: b(i), value: b(i) }], { sync: false }))
+        if (i % 10 === 9)
+          writes.push(engine.write([{ type: 'clear', gte: b(0), lt: b(i + 1) }], { sync: false }))
+      }
+      await Promise.all(writes)
+      expect(await engine.range({})).toEqual([])
+    } finally {
+      await engine.close()
+    }
+  })
+
+  it('keeps data across close and reopen', async () => {
+    const path = join(dir.path, 'db')
+    let engine = await LevelEngine.open(path)
+    await engine.write([{ type: 'put', key: b(9), value: b(8, 7) }], { sync: true })
+    await engine.close()
+    engine = await LevelEngine.open(path, { createIfMissing: false })
+    expect(await engine.get(b(9))).toEqual(b(8, 7))
+    expect(engine.path).toBe(path)
+    await engine.close()
+  })
+})
