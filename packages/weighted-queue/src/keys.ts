@@ -4,6 +4,8 @@ import { getU64, putU64, slab } from './bytes'
  * The partition's key layout, defined once. Every key is `prefix ‖ tag ‖ fields`, with
  * integers as fixed-width big-endian so that bytewise order is numeric order (kv-storage's
  * tuple codec had not landed when this was written; this layout is private to the package).
+ * A message that was never delivered lives in its ready (or delayed) entry alone, record and
+ * all; once delivered it has a MessageMeta record by id, and index entries hold its id.
  *
  * | tag  | fields                          | value                 | what                        |
  * | 0x01 |                                 | PartitionState        | counters, clock, scheduler V |
@@ -11,11 +13,11 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x03 |                                 | share window header   | size, next slot, filled     |
  * | 0x03 | chunk u16                       | 64 u16 weights        | last N scheduled weights    |
  * | 0x04 | weight u16                      | WeightRecord          | counts + scheduler pass     |
- * | 0x10 | id u64                          | MessageMeta           | state of one message        |
- * | 0x11 | id u64                          | MessageBody           | body, headers, key          |
- * | 0x20 | weight u16, band u8, order u64  | id u64                | ready index (FIFO per band) |
+ * | 0x10 | id u64                          | MessageMeta           | delivered messages only     |
+ * | 0x11 | id u64                          | MessageBody           | bodies over 2 KiB           |
+ * | 0x20 | weight u16, band u8, order u64  | id (+ MessageMeta)    | ready index (FIFO per band) |
  * | 0x21 | deadlineMs u64, group u64       | (id, delivery) list   | leases by deadline, one entry per lease/extend command |
- * | 0x22 | dueMs u64, id u64               | (empty)               | delayed by due time         |
+ * | 0x22 | dueMs u64, id u64               | (MessageMeta)         | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
  * | 0x31 | producer id (utf-8)             | ProducerRecord        | idempotent producers        |

@@ -28,6 +28,7 @@ import {
   decodeIdList,
   decodeMeta,
   decodeProducer,
+  decodeReadyValue,
   decodeState,
   decodeWeight,
   decodeWindowHeader,
@@ -37,6 +38,7 @@ import {
   encodeIdList,
   encodeMeta,
   encodeProducer,
+  encodeReadyValue,
   encodeState,
   encodeWeight,
   encodeWindowHeader,
@@ -240,7 +242,8 @@ export class QueuePartition {
       if (ready > 0) {
         const [head] = await this.overlay.range(this.keys.readySpan(w), 1)
         invariant(head, `weight ${w} has a ready head`)
-        const meta = await this.meta(idOf(head[1]))
+        const entry = decodeReadyValue(head[1])
+        const meta = entry.meta ?? (await this.meta(entry.id))
         oldestAgeMs = Math.max(0, nowMs - meta.enqueuedAtMs)
       }
       const targetShare = ready === 0 ? 0 : strict ? (w === top ? 1 : 0) : w / total
@@ -498,15 +501,20 @@ export class QueuePartition {
     const runs = await Promise.all(chosen.map(([w, n]) => this.overlay.range(this.keys.readySpan(w), n)))
     const cursor = new Map<number, { entries: (typeof runs)[number]; next: number; base: number }>()
     const ids: number[] = []
+    const metas: (MessageMeta | undefined)[] = []
     chosen.forEach(([w, n], j) => {
       const run = runs[j] as (typeof runs)[number]
       invariant(run.length === n, `weight ${w} has ${n} ready entries`)
       cursor.set(w, { entries: run, next: 0, base: ids.length })
-      for (const [, v] of run) ids.push(idOf(v))
+      for (const [, v] of run) {
+        const entry = decodeReadyValue(v)
+        ids.push(entry.id)
+        metas.push(entry.meta)
+      }
     })
     const metaKeys = ids.map((id) => this.keys.message(id))
-    const metas = (await this.overlay.getMany(metaKeys)).map((b) => decodeMeta(b as Uint8Array))
-    const bodies = await this.bodies(ids, metas)
+    await this.fillMetas(metaKeys, metas)
+    const bodies = await this.bodies(ids, metas as MessageMeta[])
     const deadlineMs = now + visibilityMs
     const leases: Lease[] = []
     const group: number[] = []
@@ -673,9 +681,13 @@ export class QueuePartition {
     if (this.nextDueMs <= now) {
       const due = await this.takeDue(KeyTag.Delayed, now)
       this.nextDueMs = due.nextMs
-      const got = await this.overlay.getMany(due.ids.map((id) => this.keys.message(id)))
+      const metas = due.values.map((v) => (v.length > 0 ? decodeMeta(v) : undefined))
+      await this.fillMetas(
+        due.ids.map((id) => this.keys.message(id)),
+        metas,
+      )
       due.ids.forEach((id, i) => {
-        const meta = decodeMeta(got[i] as Uint8Array)
+        const meta = metas[i] as MessageMeta
         invariant(meta.state === MessageState.Delayed, `message ${id} under a due time is delayed`)
         this.del(due.keys[i] as Uint8Array)
         this.delayed[meta.weight] = (this.delayed[meta.weight] as number) - 1
@@ -766,13 +778,15 @@ export class QueuePartition {
   private async takeDue(
     tag: KeyTag,
     now: number,
-  ): Promise<{ keys: Uint8Array[]; ids: number[]; nextMs: number }> {
+  ): Promise<{ keys: Uint8Array[]; values: Uint8Array[]; ids: number[]; nextMs: number }> {
     const limit = this.configValue.expiryBatchMax
     const entries = await this.overlay.range(this.dueSpan(tag, now), limit)
     const keys: Uint8Array[] = []
+    const values: Uint8Array[] = []
     const ids: number[] = []
-    for (const [k] of entries) {
+    for (const [k, v] of entries) {
       keys.push(k)
+      values.push(v)
       if (tag !== KeyTag.Expiry) ids.push(this.keys.timedIdOf(k))
     }
     // Deleting these is still pending, so the next entry is the (limit+1)-th from the start.
@@ -783,7 +797,7 @@ export class QueuePartition {
             { gte: successor(keys[keys.length - 1] as Uint8Array), lt: this.keys.tagSpan(tag).lt },
             1,
           )
-    return { keys, ids, nextMs: after ? this.keys.timeOf(after[0]) : Number.POSITIVE_INFINITY }
+    return { keys, values, ids, nextMs: after ? this.keys.timeOf(after[0]) : Number.POSITIVE_INFINITY }
   }
 
   /** The entries of a time index due at `now`: [tag, tag ‖ u64(now + 1)). */
@@ -805,8 +819,13 @@ export class QueuePartition {
     meta.state = MessageState.Ready
     meta.slot = order
     meta.band = band
-    this.put(this.keys.ready(w, band, order), idValue(id))
-    this.put(this.keys.message(id), encodeMeta(meta))
+    if (meta.deliveries === 0) {
+      // Never delivered: the message lives in its ready entry alone (one write on enqueue).
+      this.put(this.keys.ready(w, band, order), encodeReadyValue(id, meta))
+    } else {
+      this.put(this.keys.ready(w, band, order), encodeReadyValue(id, undefined))
+      this.put(this.keys.message(id), encodeMeta(meta))
+    }
     const before = this.ready[w] as number
     this.ready[w] = before + 1
     this.dirtyWeights.add(w)
@@ -817,8 +836,12 @@ export class QueuePartition {
     meta.state = MessageState.Delayed
     meta.slot = dueMs
     meta.band = 0
-    this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), EMPTY_VALUE)
-    this.put(this.keys.message(id), encodeMeta(meta))
+    if (meta.deliveries === 0) {
+      this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), encodeMeta(meta))
+    } else {
+      this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), EMPTY_VALUE)
+      this.put(this.keys.message(id), encodeMeta(meta))
+    }
     this.delayed[meta.weight] = (this.delayed[meta.weight] as number) + 1
     this.dirtyWeights.add(meta.weight)
     if (dueMs < this.nextDueMs) this.nextDueMs = dueMs
@@ -843,6 +866,19 @@ export class QueuePartition {
   private recordDecision(w: number): void {
     windowPush(this.window, w)
     this.windowDirty = true
+  }
+
+  /** Fills the holes of `metas` (messages whose index entry holds only their id) from their records. */
+  private async fillMetas(keys: readonly Uint8Array[], metas: (MessageMeta | undefined)[]): Promise<void> {
+    const missing: number[] = []
+    for (let i = 0; i < metas.length; i++) if (metas[i] === undefined) missing.push(i)
+    if (missing.length === 0) return
+    const got = await this.overlay.getMany(missing.map((i) => keys[i] as Uint8Array))
+    missing.forEach((i, j) => {
+      const b = got[j]
+      invariant(b, 'an index entry that holds only an id has a message record')
+      metas[i] = decodeMeta(b)
+    })
   }
 
   /** The bodies of messages `ids` with metas `metas`: inline ones decoded, others read in one call. */

@@ -327,3 +327,40 @@ export function decodeIdList(b: Uint8Array): number[] {
   invariant(r.done, 'id list decodes')
   return out
 }
+
+/**
+ * A ready-index value: the id and, for a message never delivered, its whole record (such a
+ * message has no record of its own: enqueue writes one key); else just the id (kind 0).
+ */
+export function encodeReadyValue(id: number, meta: MessageMeta | undefined): Uint8Array {
+  if (meta === undefined) return scratch.reset().u8(0).varint(id).finishInSlab()
+  const w = scratch
+    .reset()
+    .u8(1)
+    .varint(id)
+    .varint(meta.weight)
+    .u8(meta.state)
+    .varint(meta.deliveries)
+    .varint(meta.attempts)
+    .varint(meta.enqueuedAtMs)
+    .varint(meta.slot)
+    .u8(meta.band)
+  if (meta.inlineBody === undefined) w.u8(0)
+  else w.u8(1).raw(meta.inlineBody)
+  return w.finishInSlab()
+}
+
+export function decodeReadyValue(b: Uint8Array): {
+  readonly id: number
+  readonly meta: MessageMeta | undefined
+} {
+  const r = new ByteReader(b)
+  const kind = r.u8()
+  const id = r.varint()
+  if (kind === 0) {
+    invariant(r.done, 'ready value decodes')
+    return { id, meta: undefined }
+  }
+  invariant(kind === 1, 'ready value kind')
+  return { id, meta: decodeMeta(r.rest()) }
+}
