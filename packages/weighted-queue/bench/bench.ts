@@ -7,7 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
-import { type Engine, LevelEngine, MemoryEngine } from '@mq/kv-storage'
+import {
+  type BatchOp,
+  type Engine,
+  type KeyRange,
+  LevelEngine,
+  MemoryEngine,
+  type WriteOptions,
+} from '@mq/kv-storage'
 import { DirectPartition, type EnqueueMessage, WeightedScheduler } from '../src/index'
 
 const seconds = Number(process.env.BENCH_SECONDS ?? '2')
@@ -34,26 +41,87 @@ function rates(count: number, wallStartMs: number, cpuStart: number): string {
   return `${Math.round(cpu).toLocaleString('en-US')} (wall ${Math.round(wall).toLocaleString('en-US')})`
 }
 
+/** Counts what the partition asks of its engine: a machine-independent cost figure. */
+class CountingEngine implements Engine {
+  writeOps = 0
+  readCalls = 0
+  constructor(private readonly inner: Engine) {}
+  get(key: Uint8Array) {
+    this.readCalls++
+    return this.inner.get(key)
+  }
+  getMany(keys: readonly Uint8Array[]) {
+    this.readCalls++
+    return this.inner.getMany(keys)
+  }
+  range(r: KeyRange) {
+    this.readCalls++
+    return this.inner.range(r)
+  }
+  write(ops: readonly BatchOp[], o: WriteOptions) {
+    this.writeOps += ops.length
+    return this.inner.write(ops, o)
+  }
+  snapshot() {
+    return this.inner.snapshot()
+  }
+  close() {
+    return this.inner.close()
+  }
+}
+
+async function engineWork(batch: number): Promise<void> {
+  const counting = new CountingEngine(new MemoryEngine())
+  const messagesPerRun = 20_000
+  const cyclesPerRun = Math.ceil(messagesPerRun / batch)
+  const q = await DirectPartition.open(counting, Uint8Array.of(0x51, 1), { queueMessagesMax: 1_000_000 })
+  const state = { now: 1_000, msgSeq: 0 }
+  for (let i = 0; i < 2 * cyclesPerRun; i++) {
+    if (i === cyclesPerRun) {
+      counting.writeOps = 0
+      counting.readCalls = 0
+    }
+    await cycle(q, batch, 10, state)
+  }
+  const per = (n: number) => (n / (cyclesPerRun * batch)).toFixed(2)
+  rows.push({
+    name: `memory: engine work per message, batch ${batch} (steady state)`,
+    value: `${per(counting.writeOps)} write ops, ${per(counting.readCalls)} read calls`,
+  })
+}
+
+/** One enqueue → lease → ack cycle of `batch` messages over `weights` weights. */
+async function cycle(
+  q: DirectPartition,
+  batch: number,
+  weights: number,
+  state: { now: number; msgSeq: number },
+) {
+  const body = new Uint8Array(100)
+  const msgs: EnqueueMessage[] = []
+  for (let i = 0; i < batch; i++) msgs.push({ weight: 1 + (state.msgSeq++ % weights), body })
+  const e = await q.apply({ type: 'enqueue', messages: msgs }, state.now++)
+  if (e.type !== 'enqueue') throw new Error(`enqueue failed: ${JSON.stringify(e)}`)
+  // A visibility of 3,000 ms of the synthetic clock (3 ms per cycle): lease groups fall due
+  // within the run, so the cost of expiring their (acked) entries is measured too.
+  const l = await q.apply(
+    { type: 'lease', consumerId: 'bench', max: batch, visibilityMs: 3_000 },
+    state.now++,
+  )
+  if (l.type !== 'lease' || l.leases.length !== batch) throw new Error('lease returned too few')
+  const a = await q.apply({ type: 'ack', leaseIds: l.leases.map((x) => x.leaseId) }, state.now++)
+  if (a.type !== 'ack' || a.statuses.some((s) => s !== 'ok')) throw new Error('ack failed')
+}
+
 async function cycles(engineName: string, engine: Engine, batch: number, weights: number): Promise<void> {
   const q = await DirectPartition.open(engine, Uint8Array.of(0x51, 1), { queueMessagesMax: 1_000_000 })
-  const body = new Uint8Array(100)
-  let now = 1_000
+  const state = { now: 1_000, msgSeq: 0 }
   let messages = 0
-  let msgSeq = 0
   const deadline = performance.now() + seconds * 1000
   const started = performance.now()
   const cpuStart = cpuSeconds()
   while (performance.now() < deadline) {
-    const msgs: EnqueueMessage[] = []
-    for (let i = 0; i < batch; i++) msgs.push({ weight: 1 + (msgSeq++ % weights), body })
-    const e = await q.apply({ type: 'enqueue', messages: msgs }, now++)
-    if (e.type !== 'enqueue') throw new Error(`enqueue failed: ${JSON.stringify(e)}`)
-    // A visibility of 3,000 ms of the synthetic clock (3 ms per cycle): lease groups fall due
-    // within the run, so the cost of expiring their (acked) entries is measured too.
-    const l = await q.apply({ type: 'lease', consumerId: 'bench', max: batch, visibilityMs: 3_000 }, now++)
-    if (l.type !== 'lease' || l.leases.length !== batch) throw new Error('lease returned too few')
-    const a = await q.apply({ type: 'ack', leaseIds: l.leases.map((x) => x.leaseId) }, now++)
-    if (a.type !== 'ack' || a.statuses.some((s) => s !== 'ok')) throw new Error('ack failed')
+    await cycle(q, batch, weights, state)
     messages += batch
   }
   rows.push({
@@ -115,6 +183,7 @@ for (const [name, make] of engines) {
   }
 }
 if (!only || only === 'scheduler') for (const k of [1, 10, 1000]) decisions(k)
+if (!only || only === 'work') for (const batch of [1, 100]) await engineWork(batch)
 
 console.log(`| benchmark (${seconds} s each, node ${process.version}) | result |`)
 console.log('| --- | --- |')
