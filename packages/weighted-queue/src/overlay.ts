@@ -55,6 +55,11 @@ export class Overlay {
     return n
   }
 
+  /** The number of applies whose ops are not released yet. */
+  get pendingApplies(): number {
+    return this.tracked.length
+  }
+
   /** Starts tracking `ops`, the (growing) op list of apply `generation`. */
   track(generation: number, ops: BatchOp[]): void {
     this.tracked.push({ generation, ops })

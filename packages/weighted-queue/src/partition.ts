@@ -59,6 +59,9 @@ import {
 import { WeightedScheduler } from './scheduler'
 import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
 
+/** Applies whose ops may stay unreleased (not yet written) at once: the overlay's bound. */
+export const PENDING_APPLIES_MAX = 65_536
+
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
 
@@ -191,6 +194,10 @@ export class QueuePartition {
    */
   async apply(command: Command, nowMs: number): Promise<Applied> {
     invariant(!this.applying, 'apply calls are serialised')
+    invariant(
+      this.overlay.pendingApplies < PENDING_APPLIES_MAX,
+      `at most ${PENDING_APPLIES_MAX} applies unreleased: write their ops and call release()`,
+    )
     invariant(Number.isSafeInteger(nowMs) && nowMs >= 0, 'nowMs is a non-negative integer')
     this.applying = true
     this.generation++
