@@ -1,5 +1,5 @@
 import { constants as fsConstants } from 'node:fs'
-import { access, mkdir, rm, stat } from 'node:fs/promises'
+import { access, mkdir, open as openFile, rm, stat } from 'node:fs/promises'
 import { dirname, resolve } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import {
@@ -316,7 +316,21 @@ async function prepareDirectory(path: string, createIfMissing: boolean): Promise
   } catch (err) {
     throw dirError(path, err as NodeJS.ErrnoException)
   }
+  await syncDirectory(parent)
   return true
+}
+
+/** Makes a new directory entry in `dir` durable (fsync of the directory; skipped where unsupported). */
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await openFile(dir, 'r').catch(() => undefined)
+  if (!handle) return
+  try {
+    await handle.sync()
+  } catch {
+    // Some platforms and filesystems refuse fsync on a directory; LevelDB syncs its own files.
+  } finally {
+    await handle.close()
+  }
 }
 
 function dirError(dir: string, err: NodeJS.ErrnoException, dbPath = dir): OpenError {

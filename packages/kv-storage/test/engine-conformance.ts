@@ -169,6 +169,26 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       await expect(snap.get(b(2))).rejects.toBeInstanceOf(ClosedError)
     })
 
+    it('readers see a batch entirely or not at all, also while it is being written', async () => {
+      const ops: BatchOp[] = Array.from({ length: 500 }, (_, i) => ({
+        type: 'put',
+        key: b(i >> 8, i & 0xff),
+        value: b(1),
+      }))
+      const writing = engine.write(ops, { sync: true })
+      const seen = new Set<number>()
+      for (let i = 0; i < 20; i++) {
+        const snap = await engine.snapshot()
+        seen.add((await snap.range({})).length)
+        await snap.close()
+        seen.add((await engine.range({})).length)
+      }
+      await writing
+      seen.add((await engine.range({})).length)
+      for (const n of seen) expect([0, 500]).toContain(n)
+      expect(seen.has(500)).toBe(true)
+    })
+
     it('two snapshots each keep their own moment', async () => {
       await fill([1])
       const first = await engine.snapshot()
