@@ -29,8 +29,10 @@ const ALLOWED = {
   ],
   '@mq/cli': ['@mq/router-client', '@mq/protocol'],
   '@mq/bench': ['@mq/router-client', '@mq/protocol', '@mq/raft-core', '@mq/kv-storage', '@mq/weighted-queue'],
+  // End-to-end tests sit below everything: they drive the apps' processes through the SDK.
+  '@mq/e2e': ['@mq/router-client', '@mq/protocol'],
 }
-const APPS = new Set(['@mq/server', '@mq/cli', '@mq/bench'])
+const APPS = new Set(['@mq/server', '@mq/cli', '@mq/bench', '@mq/e2e'])
 
 const problems = []
 const members = []

@@ -5,7 +5,8 @@ import { credentials, Metadata } from '@grpc/grpc-js'
 import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
 
 const serverDir = join(import.meta.dirname, '..')
-const tsx = join(serverDir, 'node_modules', '.bin', 'tsx')
+// Node runs the server with tsx's loader directly (the tsx CLI would add a wrapper process).
+const tsxLoader = import.meta.resolve('tsx')
 
 /** A free TCP port on 127.0.0.1 (bound, then released). */
 export function freePort(): Promise<number> {
@@ -30,9 +31,13 @@ export interface ServerProcess {
 
 /** Starts `mq-server <args>` as its own process. End it by its PID (`child.kill`). */
 export function startServer(args: readonly string[]): ServerProcess {
-  const child = spawn(tsx, ['--conditions=source', join(serverDir, 'src', 'main.ts'), ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  const child = spawn(
+    process.execPath,
+    ['--import', tsxLoader, '--conditions=source', join(serverDir, 'src', 'main.ts'), ...args],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  )
   let output = ''
   child.stdout?.on('data', (c: Buffer) => {
     output += c.toString()

@@ -1,0 +1,173 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { credentials, Metadata } from '@grpc/grpc-js'
+import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
+
+const repoRoot = join(import.meta.dirname, '..', '..', '..')
+const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
+// Node itself runs the server with tsx's loader (not the tsx CLI, which would put a wrapper
+// process between us and the server, so that SIGKILL would miss the server).
+const tsxLoader = import.meta.resolve('tsx')
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address()
+      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))))
+    })
+  })
+}
+
+export interface NodeProcess {
+  readonly nodeId: string
+  readonly address: string
+  readonly dataDir: string
+  child: ChildProcess | undefined
+  output: string
+  exited: Promise<void>
+}
+
+export interface ClusterOptions {
+  readonly nodes?: number
+  /** Raft tick length of every node. */
+  readonly tickMs?: number
+}
+
+/**
+ * A cluster of real `mq-server` processes on loopback (run from source through tsx), each
+ * with its own data dir under one temporary folder. Processes are ended by their PID only.
+ */
+export class LocalCluster {
+  readonly nodes: NodeProcess[]
+  readonly dir: string
+  readonly #initialMeta: string
+  readonly #tickMs: number
+
+  private constructor(nodes: NodeProcess[], dir: string, tickMs: number) {
+    this.nodes = nodes
+    this.dir = dir
+    this.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
+    this.#tickMs = tickMs
+  }
+
+  /** Starts the nodes and waits until every one answers its health check. */
+  static async start(options: ClusterOptions = {}): Promise<LocalCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-e2e-'))
+    const count = options.nodes ?? 3
+    const nodes: NodeProcess[] = []
+    for (let i = 1; i <= count; i++) {
+      const port = await freePort()
+      nodes.push({
+        nodeId: `n${i}`,
+        address: `127.0.0.1:${port}`,
+        dataDir: join(dir, `n${i}`),
+        child: undefined,
+        output: '',
+        exited: Promise.resolve(),
+      })
+    }
+    const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20)
+    for (const n of nodes) cluster.#spawn(n)
+    await Promise.all(nodes.map((n) => waitServing(n.address)))
+    return cluster
+  }
+
+  /** Seed addresses for a client. */
+  get servers(): string[] {
+    return this.nodes.map((n) => n.address)
+  }
+
+  node(nodeId: string): NodeProcess {
+    const n = this.nodes.find((x) => x.nodeId === nodeId)
+    if (!n) throw new Error(`no node ${nodeId}`)
+    return n
+  }
+
+  /** Sends `signal` to the node's process and waits for it to exit. */
+  async kill(nodeId: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const n = this.node(nodeId)
+    n.child?.kill(signal)
+    await n.exited
+    n.child = undefined
+  }
+
+  /** Starts a stopped node again from its data dir and waits until it serves. */
+  async restart(nodeId: string): Promise<void> {
+    const n = this.node(nodeId)
+    if (n.child) throw new Error(`${nodeId} is running`)
+    this.#spawn(n)
+    await waitServing(n.address)
+  }
+
+  /** Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the data. */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.nodes.map(async (n) => {
+        if (!n.child) return
+        n.child.kill('SIGTERM')
+        const timer = setTimeout(() => n.child?.kill('SIGKILL'), 10_000)
+        await n.exited
+        clearTimeout(timer)
+        n.child = undefined
+      }),
+    )
+    rmSync(this.dir, { recursive: true, force: true })
+  }
+
+  #spawn(n: NodeProcess): void {
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        tsxLoader,
+        '--conditions=source',
+        serverMain,
+        'start',
+        '--node-id',
+        n.nodeId,
+        '--listen',
+        n.address,
+        '--data-dir',
+        n.dataDir,
+        '--initial-meta',
+        this.#initialMeta,
+        '--tick-ms',
+        String(this.#tickMs),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    n.child = child
+    const collect = (c: Buffer) => {
+      n.output = (n.output + c.toString()).slice(-20_000)
+    }
+    child.stdout?.on('data', collect)
+    child.stderr?.on('data', collect)
+    n.exited = new Promise((resolve) => child.once('exit', () => resolve()))
+  }
+}
+
+/** Resolves once `address` answers the health check with SERVING; rejects after `timeoutMs`. */
+export async function waitServing(address: string, timeoutMs = 30_000): Promise<void> {
+  const client = new HealthClient(address, credentials.createInsecure())
+  const deadline = Date.now() + timeoutMs
+  try {
+    while (Date.now() < deadline) {
+      const status = await new Promise<Serving | undefined>((resolve) =>
+        client.check({ service: '' }, new Metadata(), { deadline: Date.now() + 1_000 }, (e, r) =>
+          resolve(e ? undefined : r.status),
+        ),
+      )
+      if (status === Serving.SERVING) return
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    throw new Error(`${address} did not become healthy within ${timeoutMs} ms`)
+  } finally {
+    client.close()
+  }
+}

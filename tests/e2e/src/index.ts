@@ -1,0 +1,2 @@
+export type { ClusterOptions, NodeProcess } from './cluster'
+export { freePort, LocalCluster, waitServing } from './cluster'
