@@ -36,7 +36,7 @@ const APPS = new Set(['@mq/server', '@mq/cli', '@mq/bench', '@mq/e2e'])
 
 const problems = []
 const members = []
-for (const area of ['packages', 'apps']) {
+for (const area of ['packages', 'apps', 'tests']) {
   for (const name of readdirSync(join(root, area))) {
     const dir = join(root, area, name)
     const pkgPath = join(dir, 'package.json')
