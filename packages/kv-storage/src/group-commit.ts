@@ -5,9 +5,9 @@ import { Histogram, type HistogramSnapshot, powersOfTwo } from './histogram'
 import { checkOps, opBytes } from './write-batch'
 
 export interface GroupCommitOptions {
-  /** Ops staged and not yet handed to the engine, at most. Default 200,000. */
+  /** Soft bound on ops staged and not yet handed to the engine (hard bound: twice). Default 200,000. */
   readonly stagedOpsMax?: number
-  /** Key and value bytes staged and not yet handed to the engine, at most. Default 64 MiB. */
+  /** Soft bound on key and value bytes staged, not yet handed to the engine (hard: twice). Default 64 MiB. */
   readonly stagedBytesMax?: number
   /** `write()` calls waiting for staging room, at most; one more rejects. Default 1,024. */
   readonly roomWaitersMax?: number
@@ -29,9 +29,11 @@ export interface GroupCommitStats {
   readonly batches: number
   readonly opsWritten: number
   readonly bytesWritten: number
-  /** Ops and bytes staged for the next batch. */
+  /** Ops and bytes staged for the next batch, and their soft bounds (the hard bounds are twice). */
   readonly stagedOps: number
   readonly stagedBytes: number
+  readonly stagedOpsMax: number
+  readonly stagedBytesMax: number
   /** Ops of the batch being written now (0 when idle). */
   readonly inFlightOps: number
   /** `write()` calls waiting for staging room. */
@@ -66,6 +68,12 @@ function deferred(): Deferred {
   return { promise, resolve, reject }
 }
 
+/**
+ * The synchronous `stage()` (the Raft log's writes, which cannot wait) may fill the staging
+ * queue to this many times the soft bound at which the asynchronous `write()` waits.
+ */
+export const SYNC_STAGE_FACTOR = 2
+
 const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 
 /**
@@ -76,13 +84,15 @@ const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 25
  * gather for the next one, so at most one batch is in flight and the fsync rate, not the
  * caller count, sets the pace.
  *
- * Bounds and back-pressure: at most `stagedOpsMax` ops / `stagedBytesMax` bytes wait in
- * the staging queue (one more batch may be in flight, so memory stays under twice that).
- * A stage that would pass the bound starts a batch at once when none is in flight; when
- * one is, the synchronous `stage()` REJECTS with OverloadedError (retriable: nothing was
- * staged), and the asynchronous `write()` WAITS for the in-flight batch to finish (at most
- * `roomWaitersMax` waiters, each at most `roomWaitCyclesMax` cycles, then OverloadedError).
- * One stage larger than the whole bound is accepted when nothing else is staged.
+ * Bounds and back-pressure: `stagedOpsMax` / `stagedBytesMax` are the soft bound of the
+ * staging queue, twice that (`SYNC_STAGE_FACTOR`) its hard bound; one batch may be in
+ * flight besides, so memory stays under three times the soft bound. A stage that would pass
+ * a bound starts a batch at once when none is in flight. When one is: the asynchronous
+ * `write()` (state machines) WAITS at the soft bound for the batch to finish (at most
+ * `roomWaitersMax` waiters, each at most `roomWaitCyclesMax` cycles, then OverloadedError);
+ * the synchronous `stage()` — and so GroupLog.append and friends, which cannot wait —
+ * goes on up to the hard bound and past it REJECTS with OverloadedError (retriable; nothing
+ * was staged). One stage larger than the whole bound is accepted when nothing is staged.
  *
  * Failure: if the engine rejects a batch, that batch's flushes reject with
  * WriteFailedError, and so does every later call: the callers' in-memory state (the log
@@ -130,35 +140,19 @@ export class GroupCommit implements Durability {
   }
 
   /**
-   * Stages `ops` for the next batch, after everything staged before. Synchronous; the ops
-   * are durable once a later `flush()` resolves. Throws OverloadedError (nothing staged)
-   * when the staging queue is full and a batch is in flight, ClosedError after close,
-   * WriteFailedError after a failed batch, InvalidArgumentError for a malformed op.
+   * Stages `ops` for the next batch, after everything staged before. Synchronous (the Raft
+   * log's path); the ops are durable once a later `flush()` resolves. Allowed up to the hard
+   * bound (`SYNC_STAGE_FACTOR` times stagedOpsMax / stagedBytesMax) while a batch is in
+   * flight; past it throws OverloadedError and stages nothing. Throws ClosedError after
+   * close, WriteFailedError after a failed batch, InvalidArgumentError for a malformed op.
    */
   stage(ops: readonly BatchOp[]): void {
-    this.checkUsable()
-    checkOps(ops)
-    if (ops.length === 0) return
-    let bytes = 0
-    for (const op of ops) bytes += opBytes(op)
-    if (!this.hasRoom(ops.length, bytes)) {
-      if (this.current) {
-        this.overloads++
-        throw new OverloadedError(
-          `group commit staging queue is full (${this.staged.length} ops, ${this.stagedBytes} bytes staged; ` +
-            `bounds ${this.stagedOpsMax} ops, ${this.stagedBytesMax} bytes) while a batch is being written; ` +
-            'retry after flush() resolves',
-        )
-      }
-      this.startBatch()
-    }
-    for (const op of ops) this.staged.push(op)
-    this.stagedBytes += bytes
+    this.stageWithin(ops, SYNC_STAGE_FACTOR)
   }
 
-  /** True when `ops` more ops of `bytes` bytes can be staged without overload right now. */
+  /** True when `ops` more ops of `bytes` bytes can be staged by `stage()` right now. */
   canStage(ops: number, bytes: number): boolean {
-    return this.hasRoom(ops, bytes) || !this.current
+    return this.hasRoom(ops, bytes, SYNC_STAGE_FACTOR) || !this.current
   }
 
   /**
@@ -185,25 +179,49 @@ export class GroupCommit implements Durability {
    * durable: how a state machine adds its own ops to the next cycle and waits for them.
    */
   async write(ops: readonly BatchOp[]): Promise<void> {
+    checkOps(ops)
+    let bytes = 0
+    for (const op of ops) bytes += opBytes(op)
     for (let cycle = 0; ; cycle++) {
-      try {
-        this.stage(ops)
+      this.checkUsable()
+      // Asynchronous writers yield at the soft bound, leaving the room above it to the log.
+      if (!this.current || this.hasRoom(ops.length, bytes, 1)) {
+        this.stageWithin(ops, 1)
         break
-      } catch (err) {
-        if (!(err instanceof OverloadedError) || !this.current) throw err
-        if (cycle >= this.roomWaitCyclesMax || this.roomWaiters.length >= this.roomWaitersMax) {
-          throw new OverloadedError(
-            `group commit write gave up after ${cycle} cycles waiting for staging room ` +
-              `(${this.roomWaiters.length} writers waiting); the disk cannot keep up, shed load and retry`,
-            { cause: err },
-          )
-        }
-        const room = deferred()
-        this.roomWaiters.push(room)
-        await room.promise
       }
+      if (cycle >= this.roomWaitCyclesMax || this.roomWaiters.length >= this.roomWaitersMax) {
+        this.overloads++
+        throw new OverloadedError(
+          `group commit write gave up after ${cycle} cycles waiting for staging room ` +
+            `(${this.roomWaiters.length} writers waiting); the disk cannot keep up, shed load and retry`,
+        )
+      }
+      const room = deferred()
+      this.roomWaiters.push(room)
+      await room.promise
     }
     return this.flush()
+  }
+
+  private stageWithin(ops: readonly BatchOp[], factor: number): void {
+    this.checkUsable()
+    checkOps(ops)
+    if (ops.length === 0) return
+    let bytes = 0
+    for (const op of ops) bytes += opBytes(op)
+    if (!this.hasRoom(ops.length, bytes, factor)) {
+      if (this.current) {
+        this.overloads++
+        throw new OverloadedError(
+          `group commit staging queue is full (${this.staged.length} ops, ${this.stagedBytes} bytes staged; ` +
+            `bounds ${factor * this.stagedOpsMax} ops, ${factor * this.stagedBytesMax} bytes) while a batch is ` +
+            'being written; retry after flush() resolves',
+        )
+      }
+      this.startBatch()
+    }
+    for (const op of ops) this.staged.push(op)
+    this.stagedBytes += bytes
   }
 
   /** Writes what is staged, then refuses further work. Does not close the engine. Idempotent. */
@@ -223,6 +241,8 @@ export class GroupCommit implements Durability {
       bytesWritten: this.bytesWritten,
       stagedOps: this.staged.length,
       stagedBytes: this.stagedBytes,
+      stagedOpsMax: this.stagedOpsMax,
+      stagedBytesMax: this.stagedBytesMax,
       inFlightOps: this.inFlightOps,
       roomWaiters: this.roomWaiters.length,
       overloads: this.overloads,
@@ -233,9 +253,12 @@ export class GroupCommit implements Durability {
     }
   }
 
-  private hasRoom(ops: number, bytes: number): boolean {
+  private hasRoom(ops: number, bytes: number, factor: number): boolean {
     if (this.staged.length === 0) return true
-    return this.staged.length + ops <= this.stagedOpsMax && this.stagedBytes + bytes <= this.stagedBytesMax
+    return (
+      this.staged.length + ops <= factor * this.stagedOpsMax &&
+      this.stagedBytes + bytes <= factor * this.stagedBytesMax
+    )
   }
 
   private checkUsable(): void {

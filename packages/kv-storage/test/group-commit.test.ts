@@ -58,7 +58,7 @@ describe('GroupCommit', () => {
     expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 2])
   })
 
-  it('rejects a synchronous stage past the bound while a batch is in flight, and stages nothing', async () => {
+  it('lets a synchronous stage reach twice the bound while a batch is in flight, then rejects it and stages nothing', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine, { stagedOpsMax: 3 })
     engine.hold()
@@ -66,22 +66,51 @@ describe('GroupCommit', () => {
     const first = commit.flush()
     await engine.arrived(1)
     commit.stage([put(2), put(3)])
-    expect(() => commit.stage([put(4), put(5)])).toThrow(OverloadedError)
-    expect(commit.stats().stagedOps).toBe(2)
+    commit.stage([put(4), put(5)])
+    expect(commit.stats().stagedOpsMax).toBe(3)
+    expect(commit.canStage(2, 2)).toBe(true)
+    expect(commit.canStage(3, 3)).toBe(false)
+    expect(() => commit.stage([put(6), put(7), put(8)])).toThrow(OverloadedError)
+    expect(commit.stats().stagedOps).toBe(4)
     expect(commit.stats().overloads).toBe(1)
-    expect(commit.canStage(2, 2)).toBe(false)
     engine.release()
     await first
     await commit.flush()
-    expect(await engine.get(Uint8Array.of(4))).toBeUndefined()
+    expect(await engine.get(Uint8Array.of(5))).toEqual(Uint8Array.of(5))
+    expect(await engine.get(Uint8Array.of(6))).toBeUndefined()
+  })
+
+  it('an async write waits at the soft bound while the synchronous log path still stages', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 2 })
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(2), put(3)])
+    let landed = false
+    const waiting = commit.write([put(9)]).then(() => {
+      landed = true
+    })
+    commit.stage([put(4)])
+    expect(commit.stats().roomWaiters).toBe(1)
+    expect(commit.stats().stagedOps).toBe(3)
+    engine.release()
+    await first
+    await waiting
+    expect(landed).toBe(true)
+    // The waiter found 3 ops staged (past its soft bound of 2) and nothing in flight: the
+    // staged ops went out as a batch at once, and its own op in the next one.
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 3, 1])
   })
 
   it('starts a batch by itself when the bound is reached and nothing is in flight', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine, { stagedOpsMax: 2 })
     commit.stage([put(1), put(2)])
-    commit.stage([put(3)])
+    commit.stage([put(3), put(4), put(5)])
     expect(engine.writes).toHaveLength(1)
+    expect(engine.writes[0]?.ops).toHaveLength(2)
     await commit.flush()
     expect(engine.writes).toHaveLength(2)
   })

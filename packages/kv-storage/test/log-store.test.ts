@@ -8,7 +8,7 @@ import { LevelEngine } from '../src/level-engine'
 import { entryKey, hardStateKey, stateMachineKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
 import { MemoryEngine } from '../src/memory-engine'
-import { entries, entry, tempDir } from './helpers'
+import { entries, entry, GatedEngine, tempDir } from './helpers'
 
 interface Env {
   engine: Engine
@@ -254,18 +254,23 @@ for (const [name, makeEnv] of envs) {
 
     it('an overloaded stage leaves the log unchanged', async () => {
       await store.close()
-      store = new LogStore(env.engine, { stagedOpsMax: 2 })
+      const gated = new GatedEngine(env.engine)
+      store = new LogStore(gated, { stagedOpsMax: 2 })
       const log = await store.openGroup(1)
       log.append(entries(1, 3, 1))
-      // Hold a batch in flight: the next stage past the bound must be refused.
+      // Hold a batch in flight: a stage past the hard bound must be refused.
+      gated.hold()
       const inFlight = store.durability.flush()
+      await gated.arrived(1)
       log.append(entries(3, 5, 1))
-      expect(() => log.append(entries(5, 7, 1))).toThrow(OverloadedError)
+      // The hard bound for the synchronous log path is twice stagedOpsMax.
+      expect(() => log.append(entries(5, 8, 1))).toThrow(OverloadedError)
       expect(log.lastIndex()).toBe(4)
+      gated.release()
       await inFlight
       await store.durability.flush()
-      log.append(entries(5, 7, 1))
-      expect((await restart(1)).lastIndex()).toBe(6)
+      log.append(entries(5, 8, 1))
+      expect((await restart(1)).lastIndex()).toBe(7)
     })
 
     it('a corrupt entry fails the open with an error naming the group and the index', async () => {
