@@ -16,6 +16,7 @@ import {
 } from './engine'
 import {
   ClosedError,
+  CorruptRecordError,
   DatabaseCorruptError,
   DirectoryMissingError,
   DirectoryUnwritableError,
@@ -147,7 +148,7 @@ export class LevelEngine implements Engine {
   async snapshot(): Promise<EngineSnapshot> {
     this.checkOpen()
     // Writes are serialised; a snapshot sees every write whose promise has resolved.
-    const snap = new LevelSnapshot(this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
+    const snap = new LevelSnapshot(this.path, this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
     this.snapshots.add(snap)
     return snap
   }
@@ -177,13 +178,8 @@ export class LevelEngine implements Engine {
     }
   }
 
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn()
-    } catch (err) {
-      if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
-      throw err
-    }
+  private call<T>(fn: () => Promise<T>): Promise<T> {
+    return readCall(this.path, fn)
   }
 
   private checkOpen(): void {
@@ -194,6 +190,7 @@ export class LevelEngine implements Engine {
 class LevelSnapshot implements EngineSnapshot {
   private closed = false
   constructor(
+    private readonly path: string,
     private readonly db: Db,
     private readonly snap: ReturnType<Db['snapshot']>,
     private readonly onClose: (s: LevelSnapshot) => void,
@@ -202,20 +199,22 @@ class LevelSnapshot implements EngineSnapshot {
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
     this.checkOpen()
     checkKey(key)
-    return plain(await this.db.get(key, { snapshot: this.snap }))
+    return readCall(this.path, async () => plain(await this.db.get(key, { snapshot: this.snap })))
   }
 
   async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     this.checkOpen()
     for (const key of keys) checkKey(key)
     if (keys.length === 0) return []
-    return (await this.db.getMany(keys as Uint8Array[], { snapshot: this.snap })).map(plain)
+    return readCall(this.path, async () =>
+      (await this.db.getMany(keys as Uint8Array[], { snapshot: this.snap })).map(plain),
+    )
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
     this.checkOpen()
     checkRange(range)
-    return readRange(this.db, range, this.snap)
+    return readCall(this.path, () => readRange(this.db, range, this.snap))
   }
 
   async close(): Promise<void> {
@@ -379,6 +378,29 @@ function openError(path: string, err: unknown): OpenError {
     )
   }
   return new OpenFailedError(path, `cannot open database at ${path}: ${detail}`, { cause: err })
+}
+
+/**
+ * Runs a read, mapping classic-level's errors: not open → ClosedError; LevelDB corruption
+ * (a damaged table or compressed block met while reading) → CorruptRecordError.
+ */
+async function readCall<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    if (isNotOpen(err)) throw new ClosedError(`database at ${path} is closed`, { cause: err })
+    const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code
+    if (code === 'LEVEL_CORRUPTION') {
+      throw new CorruptRecordError(
+        `database at ${path}: LevelDB found corrupt data while reading: ${describe(err)}`,
+        {},
+        {
+          cause: err,
+        },
+      )
+    }
+    throw err
+  }
 }
 
 function isNotOpen(err: unknown): boolean {

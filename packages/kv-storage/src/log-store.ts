@@ -1,6 +1,6 @@
 import type { ConfState, Durability } from '@mq/raft-core'
 import type { BatchOp, Engine } from './engine'
-import { ClosedError, InvalidArgumentError } from './errors'
+import { ClosedError, CorruptRecordError, InvalidArgumentError } from './errors'
 import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
 import { GroupLog } from './group-log'
 import { decodeTuple, encodeTuple } from './key-codec'
@@ -84,7 +84,15 @@ export class LogStore {
       await this.commit.flush()
       const snap = await this.engine.snapshot()
       try {
-        const log = await GroupLog.recover(snap, groupId, this.commit, this.limits, initialConf)
+        const log = await GroupLog.recover(snap, groupId, this.commit, this.limits, initialConf).catch(
+          (err) => {
+            // An engine-level corruption names no group; say which group was being read.
+            if (err instanceof CorruptRecordError && err.groupId === undefined) {
+              throw new CorruptRecordError(`group ${groupId}: ${err.message}`, { groupId }, { cause: err })
+            }
+            throw err
+          },
+        )
         if (this.closed) throw new ClosedError('log store closed while the group was opening')
         this.groups.set(groupId, log)
         return log
