@@ -125,7 +125,7 @@ export class MqNode {
     )
     this.#transport = transport
     this.#raft = new RaftHost({
-      transport: { send: (groupId, messages) => messages.forEach((m) => transport.send(groupId, m)) },
+      transport,
       durability: this.#store.durability,
       clock: { nowMs: () => Date.now() },
       onFatal: (error) => this.#die(error),

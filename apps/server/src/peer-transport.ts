@@ -7,7 +7,7 @@ import {
   status,
 } from '@grpc/grpc-js'
 import { PeerClient, type RaftBatch, type RaftMessage, type RaftStreamEnd } from '@mq/protocol'
-import type { Message } from '@mq/raft-core'
+import type { Message, Transport } from '@mq/raft-core'
 import { messageFromWire, messageToWire } from './peer-codec'
 
 /** The metadata key that carries the cluster's peer secret. */
@@ -59,7 +59,7 @@ interface Outbound {
  * the caller: a full queue, an unknown peer or a broken stream drops messages (counted),
  * and the stream is reopened after `reconnectMs`.
  */
-export class PeerTransport {
+export class PeerTransport implements Transport {
   readonly stats: PeerTransportStats = { sent: 0, received: 0, dropped: 0, rejected: 0, streamFailures: 0 }
   readonly #options: PeerTransportOptions
   readonly #outbound = new Map<string, Outbound>()
@@ -75,8 +75,12 @@ export class PeerTransport {
     this.#deliver = deliver
   }
 
-  /** Queues `message` of group `groupId` for the node `message.to`. Never throws, never blocks. */
-  send(groupId: number, message: Message): void {
+  /** Queues each message of group `groupId` for its node `message.to`. Never throws, never blocks. */
+  send(groupId: number, messages: readonly Message[]): void {
+    for (const message of messages) this.#enqueue(groupId, message)
+  }
+
+  #enqueue(groupId: number, message: Message): void {
     if (this.#closed) return
     let out = this.#outbound.get(message.to)
     if (!out) {

@@ -53,7 +53,7 @@ describe('PeerTransport', () => {
     const addresses = new Map<string, string>()
     const a = await node('a', 's3cret', addresses)
     const b = await node('b', 's3cret', addresses)
-    for (let i = 1; i <= 2_000; i++) a.transport.send(i % 7, heartbeat('b', i))
+    for (let i = 1; i <= 2_000; i++) a.transport.send(i % 7, [heartbeat('b', i)])
     await until(() => b.received.length === 2_000)
     expect(b.received.map((r) => r.message.term)).toEqual(Array.from({ length: 2_000 }, (_, i) => i + 1))
     expect(b.received[0]).toMatchObject({ groupId: 1, from: 'a' })
@@ -64,7 +64,7 @@ describe('PeerTransport', () => {
     const addresses = new Map<string, string>()
     const a = await node('a', 'wrong', addresses)
     const b = await node('b', 'right', addresses)
-    a.transport.send(1, heartbeat('b', 1))
+    a.transport.send(1, [heartbeat('b', 1)])
     await until(() => b.transport.stats.rejected > 0)
     expect(b.received).toEqual([])
   })
@@ -72,15 +72,15 @@ describe('PeerTransport', () => {
   it('drops messages for an unknown or unreachable node, then reconnects', async () => {
     const addresses = new Map<string, string>()
     const a = await node('a', '', addresses)
-    a.transport.send(1, heartbeat('nowhere', 1))
+    a.transport.send(1, [heartbeat('nowhere', 1)])
     await until(() => a.transport.stats.dropped === 1)
     addresses.set('b', '127.0.0.1:1') // nothing listens there
-    a.transport.send(1, heartbeat('b', 1))
+    a.transport.send(1, [heartbeat('b', 1)])
     await until(() => a.transport.stats.streamFailures === 1)
     const b = await node('b', '', addresses) // b comes up on a real address
     const deadline = Date.now() + 10_000
     for (let term = 2; b.received.length === 0 && Date.now() < deadline; term++) {
-      a.transport.send(1, heartbeat('b', term))
+      a.transport.send(1, [heartbeat('b', term)])
       await new Promise((r) => setTimeout(r, 50))
     }
     expect(b.received.length).toBeGreaterThan(0)
@@ -92,7 +92,7 @@ describe('PeerTransport', () => {
       { nodeId: 'a', token: '', resolve: (n) => addresses.get(n), queueMax: 10 },
       () => {},
     )
-    for (let i = 1; i <= 25; i++) t.send(1, heartbeat('b', i))
+    for (let i = 1; i <= 25; i++) t.send(1, [heartbeat('b', i)])
     expect(t.stats.dropped).toBe(15)
     t.close()
   })

@@ -63,6 +63,7 @@ function node(group: DataGroupPort): DataNodePort {
   }
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the tests read the handlers' untyped responses
 function call<K extends keyof QueueServer>(h: QueueServer, method: K, request: unknown): Promise<any> {
   return new Promise((resolve, reject) =>
     (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)({ request }, (e, r) =>

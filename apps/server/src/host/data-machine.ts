@@ -95,6 +95,6 @@ export function encodeIndex(index: number): Uint8Array {
 }
 
 export function decodeIndex(bytes: Uint8Array | undefined): number {
-  if (!bytes || bytes.length !== 8) return 0
+  if (bytes?.length !== 8) return 0
   return Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0))
 }
