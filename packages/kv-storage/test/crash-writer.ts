@@ -3,11 +3,13 @@
  * tsx`). Opens the database at argv[2], recovers `GROUPS` groups and appends to each of them
  * concurrently through one LogStore, so the group commit batches several groups per fsync.
  * Each group's loop: append a few entries (sometimes replacing the ones it just appended with
- * a higher term, to exercise truncation), set the hard state, sometimes compact, stage a
- * state-machine key, await flush, then print one line: `ack <json>` with the group's state.
+ * a higher term, to exercise truncation), set the hard state, sometimes compact, write a
+ * state-machine key (stage + flush, or the async write), then print `ack <json>` with the
+ * group's state.
  * It runs until killed (or for ROUNDS_MAX cycles, a bound that a test never reaches).
  */
 import type { Entry } from '@mq/raft-core'
+import type { BatchOp } from '../src/engine'
 import { LevelEngine } from '../src/level-engine'
 import { stateMachineKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
@@ -80,14 +82,19 @@ await Promise.all(
           log.compact(snap, snapIndex - random(3))
         }
       }
-      store.stage([
-        {
-          type: 'put',
-          key: stateMachineKey(log.groupId, ['applied']),
-          value: new TextEncoder().encode(String(commit)),
-        },
-      ])
-      await store.durability.flush()
+      const applied: BatchOp = {
+        type: 'put',
+        key: stateMachineKey(log.groupId, ['applied']),
+        value: new TextEncoder().encode(String(commit)),
+      }
+      // Odd groups stage their state-machine op and flush; even groups use the async write
+      // (stage, waiting for room, then flush) as the data service does.
+      if (log.groupId % 2 === 1) {
+        store.stage([applied])
+        await store.durability.flush()
+      } else {
+        await store.commit.write([applied])
+      }
       const ack = { g: log.groupId, first: log.firstIndex(), last, lastTerm: log.term(last), commit }
       process.stdout.write(`ack ${JSON.stringify(ack)}\n`)
     }
