@@ -203,8 +203,12 @@ export function encodeHeaders(w: ByteWriter, headers: Readonly<Record<string, st
   for (const name of names) w.string(name).string(headers[name] as string)
 }
 
-export function decodeHeaders(r: ByteReader): Record<string, string> {
+const NO_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
+
+/** Decodes headers; no headers decode to one shared frozen empty object. */
+export function decodeHeaders(r: ByteReader): Readonly<Record<string, string>> {
   const n = r.varint()
+  if (n === 0) return NO_HEADERS
   const out: Record<string, string> = {}
   for (let i = 0; i < n; i++) {
     const name = r.string()
