@@ -288,7 +288,14 @@ export class GroupCommit implements Durability {
     this.current = done
     this.inFlightOps = ops.length
     const startMs = this.nowMs()
-    this.engine.write(ops, { sync: true }).then(
+    let writing: Promise<void>
+    try {
+      writing = this.engine.write(ops, { sync: true })
+    } catch (err) {
+      // An engine that throws instead of rejecting fails the batch the same way.
+      writing = Promise.reject(err)
+    }
+    writing.then(
       () => {
         this.fsyncLatencyMs.record(this.nowMs() - startMs)
         this.batchOps.record(ops.length)

@@ -1,6 +1,6 @@
 import { constants as fsConstants } from 'node:fs'
-import { access, mkdir, open as openFile, rm, stat } from 'node:fs/promises'
-import { dirname, resolve } from 'node:path'
+import { access, mkdir, open as openFile, readdir, rm, stat } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import {
   type BatchOp,
@@ -72,12 +72,16 @@ export class LevelEngine implements Engine {
    * holds it, DirectoryMissingError when the directory (or its parent) is missing or not a
    * directory, DirectoryUnwritableError when it cannot be created or written,
    * DatabaseCorruptError when its files are damaged, OpenFailedError otherwise. On failure
-   * nothing is left behind: a directory this call created is removed again.
+   * nothing is left behind: a directory this call created is removed again, and so is what
+   * it added to a directory that held no database; an existing database keeps its files
+   * (LevelDB may only rotate its informational LOG).
    */
   static async open(path: string, options: LevelEngineOptions = {}): Promise<LevelEngine> {
     const abs = resolve(path)
     const createIfMissing = options.createIfMissing ?? true
     const created = await prepareDirectory(abs, createIfMissing)
+    // What the directory held before, to undo a failed open that found no database there.
+    const before = created ? [] : await readdir(abs).catch(() => [] as string[])
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(abs, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -88,6 +92,7 @@ export class LevelEngine implements Engine {
       await db.open({ createIfMissing, errorIfExists: false })
     } catch (err) {
       if (created) await rm(abs, { recursive: true, force: true })
+      else if (!before.includes('CURRENT')) await removeNewEntries(abs, before)
       throw openError(abs, err)
     }
     return new LevelEngine(abs, db, options.writesPendingMax ?? 10_000)
@@ -319,6 +324,14 @@ async function prepareDirectory(path: string, createIfMissing: boolean): Promise
   return true
 }
 
+/** Removes what a failed open added to a directory that held no database (LevelDB's LOCK, LOG). */
+async function removeNewEntries(dir: string, before: readonly string[]): Promise<void> {
+  const now = await readdir(dir).catch(() => [] as string[])
+  for (const name of now) {
+    if (!before.includes(name)) await rm(join(dir, name), { recursive: true, force: true })
+  }
+}
+
 /** Makes a new directory entry in `dir` durable (fsync of the directory; skipped where unsupported). */
 async function syncDirectory(dir: string): Promise<void> {
   const handle = await openFile(dir, 'r').catch(() => undefined)
@@ -367,6 +380,13 @@ function openError(path: string, err: unknown): OpenError {
     return new DatabaseCorruptError(
       path,
       `cannot open database at ${path}: its files are corrupt (${detail}); restore it from a replica or a backup`,
+      { cause: err },
+    )
+  }
+  if (/does not exist \(create_if_missing is false\)/.test(detail)) {
+    return new DirectoryMissingError(
+      path,
+      `cannot open database at ${path}: there is no database in it and createIfMissing is false (${detail})`,
       { cause: err },
     )
   }

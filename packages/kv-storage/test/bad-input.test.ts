@@ -132,6 +132,15 @@ describe('bad input at open', () => {
     expect(await exists(path)).toBe(false)
   })
 
+  it('an existing directory without a database, with createIfMissing false, fails with DirectoryMissingError', async () => {
+    const path = join(dir.path, 'empty')
+    await mkdir(path)
+    const err = await openFails(path, { createIfMissing: false })
+    expect(err).toBeInstanceOf(DirectoryMissingError)
+    expect(err.message).toMatch(/no database/)
+    expect(await contents(path)).toEqual({})
+  })
+
   it('an unwritable directory fails with DirectoryUnwritableError and creates nothing', async () => {
     // Permission bits stop everyone but root; as root, use a read-only kernel filesystem.
     let parent = join(dir.path, 'readonly')
