@@ -133,14 +133,10 @@ describe('queue handlers', () => {
       code: 9,
       details: expect.stringMatching(/holds no replica of jobs\/3/),
     })
-    // Over the queue's limit: refused at the edge as INVALID_ARGUMENT (retrying cannot help).
+    // Over the partition's size limit: INVALID_ARGUMENT (retrying cannot help), nothing stored.
     await expect(call(h, 'produce', { target, messages: [message('x'.repeat(200))] })).rejects.toMatchObject({
       code: 3,
-      details: expect.stringMatching(/message 0 is 200 bytes .* allows 150/),
-    })
-    // Within the queue's limit but over the partition's own (100): the partition refuses it.
-    await expect(call(h, 'produce', { target, messages: [message('x'.repeat(120))] })).rejects.toMatchObject({
-      code: 8,
+      details: expect.stringMatching(/message 0 is 200 bytes .* the limit is 100/),
     })
     await expect(call(h, 'lease', { target, consumerId: 'c', max: 0, waitMs: 0 })).rejects.toMatchObject({
       code: 3,

@@ -4,7 +4,6 @@ import {
   type LeaseResult,
   type PartitionStats,
   type PartitionTarget,
-  type ProduceRequest,
   type QueueConfig,
   type QueueServer,
   StaleRouteError,
@@ -117,10 +116,7 @@ export function queueHandlers(
   return {
     produce: unary(async (req) => {
       if (req.messages.length === 0) return { ids: [], duplicate: false }
-      const r = await run(req.target, (now) => {
-        checkProduce(req, node.queueConfig(req.target?.queue ?? ''))
-        return enqueueOf(req, now)
-      })
+      const r = await run(req.target, (now) => enqueueOf(req, now))
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
       return { ids: [...r.ids], duplicate: r.duplicate }
     }),
@@ -202,26 +198,5 @@ export function queueHandlers(
         windowLeases: s?.windowLeases ?? 0,
       }
     }),
-  }
-}
-
-const encoder = new TextEncoder()
-
-/**
- * Rejects a produce that can never succeed before it reaches the log: a message bigger than
- * the queue allows (body + header names and values + key, in bytes) is INVALID_ARGUMENT, not
- * a retriable limit. The partition checks again when it applies the batch.
- */
-function checkProduce(req: ProduceRequest, config: QueueConfig | undefined): void {
-  if (!config) return
-  for (const [i, m] of req.messages.entries()) {
-    let size = m.body.length + encoder.encode(m.key).length
-    for (const [name, value] of Object.entries(m.headers))
-      size += encoder.encode(name).length + encoder.encode(value).length
-    if (size > config.messageBytesMax) {
-      throw new InvalidArgumentError(
-        `message ${i} is ${size} bytes (body + headers + key); queue ${req.target?.queue} allows ${config.messageBytesMax}`,
-      )
-    }
   }
 }

@@ -19,7 +19,7 @@ export class InvalidArgumentError extends QueueError {
   readonly retriable = false
 }
 
-/** A size or length limit was reached; nothing changed. Retry after consumers catch up. */
+/** The queue is full (its length limit was reached); nothing changed. Retry after consumers catch up. */
 export class LimitExceededError extends QueueError {
   override readonly name = 'LimitExceededError'
   readonly code = QueueErrorCode.LimitExceeded

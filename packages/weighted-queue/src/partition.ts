@@ -329,7 +329,7 @@ export class QueuePartition {
       throw new InvalidArgumentError('enqueue needs at least one message')
     }
     if (msgs.length > cfg.enqueueBatchMax) {
-      throw new LimitExceededError(
+      throw new InvalidArgumentError(
         `enqueue of ${msgs.length} messages exceeds the batch limit of ${cfg.enqueueBatchMax}; split the batch`,
       )
     }
@@ -368,7 +368,7 @@ export class QueuePartition {
       if (m.notBeforeMs !== undefined)
         checkInt(`message ${i} notBeforeMs`, m.notBeforeMs, 0, now + cfg.delayMsMax)
       if (size > cfg.messageBytesMax) {
-        throw new LimitExceededError(
+        throw new InvalidArgumentError(
           `message ${i} is ${size} bytes (body + headers + key); the limit is ${cfg.messageBytesMax}`,
         )
       }
@@ -486,7 +486,7 @@ export class QueuePartition {
     checkName('consumerId', consumerId)
     checkInt('lease max', max, 1, Number.MAX_SAFE_INTEGER)
     if (max > cfg.leaseBatchMax) {
-      throw new LimitExceededError(
+      throw new InvalidArgumentError(
         `lease of ${max} messages exceeds the limit of ${cfg.leaseBatchMax}; ask for fewer`,
       )
     }
@@ -572,7 +572,7 @@ export class QueuePartition {
   ): Promise<LeaseStatus[]> {
     if (!Array.isArray(leaseIds)) throw new InvalidArgumentError(`${action} needs an array of lease ids`)
     if (leaseIds.length > this.configValue.leaseBatchMax) {
-      throw new LimitExceededError(
+      throw new InvalidArgumentError(
         `${action} of ${leaseIds.length} lease ids exceeds the limit of ${this.configValue.leaseBatchMax}; split it`,
       )
     }

@@ -239,17 +239,17 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     const cases: [unknown, string, RegExp][] = [
       [
         { type: 'enqueue', messages: [{ body: text('123456789') }] },
-        'LIMIT_EXCEEDED',
+        'INVALID_ARGUMENT',
         /message 0 is 9 bytes.*limit is 8/,
       ],
       [
         { type: 'enqueue', messages: [{ body: text('a'), headers: { hh: 'vvvvvvv' } }] },
-        'LIMIT_EXCEEDED',
+        'INVALID_ARGUMENT',
         /10 bytes/,
       ],
       [
         { type: 'enqueue', messages: Array(4).fill({ body: text('a') }) },
-        'LIMIT_EXCEEDED',
+        'INVALID_ARGUMENT',
         /batch limit of 3/,
       ],
       [{ type: 'enqueue', messages: [] }, 'INVALID_ARGUMENT', /at least one message/],
@@ -264,10 +264,10 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
         'INVALID_ARGUMENT',
         /set both or neither/,
       ],
-      [{ type: 'lease', consumerId: 'c', max: 6, visibilityMs: 1 }, 'LIMIT_EXCEEDED', /limit of 5/],
+      [{ type: 'lease', consumerId: 'c', max: 6, visibilityMs: 1 }, 'INVALID_ARGUMENT', /limit of 5/],
       [{ type: 'lease', consumerId: '', max: 1, visibilityMs: 1 }, 'INVALID_ARGUMENT', /consumerId/],
       [{ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 0 }, 'INVALID_ARGUMENT', /visibilityMs/],
-      [{ type: 'ack', leaseIds: Array(6).fill('1.1') }, 'LIMIT_EXCEEDED', /limit of 5/],
+      [{ type: 'ack', leaseIds: Array(6).fill('1.1') }, 'INVALID_ARGUMENT', /limit of 5/],
       [{ type: 'nack', leaseIds: ['1.1'], delayMs: -1 }, 'INVALID_ARGUMENT', /delayMs/],
       [{ type: 'redriveDead', max: 0 }, 'INVALID_ARGUMENT', /redrive max/],
       [{ type: 'configure', config: { maxDeliveries: 0 } }, 'INVALID_ARGUMENT', /maxDeliveries/],

@@ -151,7 +151,7 @@ export class ModelQueue {
       case 'enqueue': {
         const msgs = cmd.messages
         if (msgs.length === 0) throw new InvalidArgumentError('empty')
-        if (msgs.length > cfg.enqueueBatchMax) throw new LimitExceededError('batch')
+        if (msgs.length > cfg.enqueueBatchMax) throw new InvalidArgumentError('batch')
         if ((cmd.producerId !== undefined) !== (cmd.producerSeq !== undefined))
           throw new InvalidArgumentError('pair')
         if (cmd.producerId !== undefined) {
@@ -168,7 +168,7 @@ export class ModelQueue {
           }
           if (m.dedupKey !== undefined) name(m.dedupKey)
           if (m.notBeforeMs !== undefined) int(m.notBeforeMs, 0, now + cfg.delayMsMax)
-          if (size > cfg.messageBytesMax) throw new LimitExceededError('size')
+          if (size > cfg.messageBytesMax) throw new InvalidArgumentError('size')
         }
         if (cmd.producerId !== undefined) {
           const rec = this.producers.get(cmd.producerId)
@@ -241,7 +241,7 @@ export class ModelQueue {
       case 'lease': {
         name(cmd.consumerId)
         int(cmd.max, 1, Number.MAX_SAFE_INTEGER)
-        if (cmd.max > cfg.leaseBatchMax) throw new LimitExceededError('lease max')
+        if (cmd.max > cfg.leaseBatchMax) throw new InvalidArgumentError('lease max')
         int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
         const leases: Lease[] = []
         for (let i = 0; i < cmd.max; i++) {
@@ -276,7 +276,7 @@ export class ModelQueue {
       case 'ack':
       case 'nack':
       case 'extend': {
-        if (cmd.leaseIds.length > cfg.leaseBatchMax) throw new LimitExceededError('ids')
+        if (cmd.leaseIds.length > cfg.leaseBatchMax) throw new InvalidArgumentError('ids')
         const ms = cmd.type === 'nack' ? (cmd.delayMs ?? 0) : cmd.type === 'extend' ? cmd.visibilityMs : 0
         if (cmd.type === 'nack') int(ms, 0, cfg.delayMsMax)
         if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
