@@ -86,8 +86,9 @@ const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 25
  *
  * Bounds and back-pressure: `stagedOpsMax` / `stagedBytesMax` are the soft bound of the
  * staging queue, twice that (`SYNC_STAGE_FACTOR`) its hard bound; one batch may be in
- * flight besides, so memory stays under three times the soft bound. A stage that would pass
- * a bound starts a batch at once when none is in flight. When one is: the asynchronous
+ * flight besides (itself at most the hard bound), so memory stays under four times the
+ * soft bound. A stage that would pass a bound starts a batch at once when none is in
+ * flight. When one is: the asynchronous
  * `write()` (state machines) WAITS at the soft bound for the batch to finish (at most
  * `roomWaitersMax` waiters, each at most `roomWaitCyclesMax` cycles, then OverloadedError);
  * the synchronous `stage()` — and so GroupLog.append and friends, which cannot wait —
