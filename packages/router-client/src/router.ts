@@ -121,6 +121,10 @@ export class Router {
     operation: (connection: Connection, target: PartitionTarget) => Promise<T>,
   ): Promise<T> {
     let refresh = false
+    // Addresses that failed at the transport level during this operation: the next attempt
+    // tries another replica, which serves or answers NOT_LEADER with the new leader's address
+    // (faster than waiting for the meta group to learn of the new leader).
+    const unreachable = new Set<string>()
     return this.#retry(async () => {
       const route = await this.route(queue, refresh)
       refresh = false
@@ -131,17 +135,26 @@ export class Router {
           `queue ${queue} has no partition ${partition} in route epoch ${route.routeEpoch}`,
         )
       }
-      const address = p.leaderAddress || p.replicas[0]?.address
-      if (!address) {
+      const candidates = [p.leaderAddress, ...p.replicas.map((r) => r.address)].filter((a) => a !== '')
+      if (candidates.length === 0) {
         refresh = true
         throw new UnavailableError(`partition ${queue}/${partition} has no known replica yet`)
       }
+      if (candidates.every((a) => unreachable.has(a))) unreachable.clear()
+      const address = candidates.find((a) => !unreachable.has(a)) as string
       try {
         return await operation(this.#pool.get(address), { queue, partition, routeEpoch: route.routeEpoch })
       } catch (error) {
-        if (error instanceof NotLeaderError && error.facts.leaderAddress) {
-          p.leaderId = error.facts.leaderId ?? ''
-          p.leaderAddress = error.facts.leaderAddress
+        if (error instanceof NotLeaderError) {
+          // Follow the hint; without one an election is under way: retry after a backoff.
+          if (error.facts.leaderAddress) {
+            p.leaderId = error.facts.leaderId ?? ''
+            p.leaderAddress = error.facts.leaderAddress
+            unreachable.delete(error.facts.leaderAddress)
+          }
+        } else if (error instanceof UnavailableError) {
+          unreachable.add(address)
+          if (address === p.leaderAddress) p.leaderAddress = ''
         } else {
           refresh = true
         }
