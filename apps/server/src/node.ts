@@ -38,7 +38,7 @@ import {
 import { Prng, RaftHost, Role } from '@mq/raft-core'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
-import { BootstrapStorage, votersConf } from './host/bootstrap-storage'
+import { votersConf } from './host/conf'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
 import { toWireError } from './host/wire-errors'
@@ -132,11 +132,11 @@ export class MqNode {
     })
     if (this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId)) {
       this.#meta = new MetaMachine()
-      const log = await this.#store.openGroup(META_GROUP)
+      const founders = votersConf(this.config.initialMeta.map((m) => m.nodeId))
       this.#raft.addGroup({
         groupId: META_GROUP,
         raft: this.#raftOptions(),
-        storage: new BootstrapStorage(log, votersConf(this.config.initialMeta.map((m) => m.nodeId))),
+        storage: await this.#store.openGroup(META_GROUP, founders),
         stateMachine: this.#meta,
       })
     }
@@ -163,9 +163,14 @@ export class MqNode {
     this.health.set('', true)
   }
 
-  /** Stops timers and the gRPC server (running calls get `graceMs`), then closes storage. */
-  async stop(graceMs = 3_000): Promise<void> {
+  /**
+   * Shuts down gracefully: hands the leadership of every group it leads to another voter
+   * (waiting up to `transferMs`, while ticks still run), then stops the gRPC server (running
+   * calls get `graceMs`), flushes and closes storage.
+   */
+  async stop(graceMs = 3_000, transferMs = 2_000): Promise<void> {
     this.health.set('', false)
+    await this.#transferLeadershipAway(transferMs)
     this.health.close()
     for (const t of this.#timers) clearInterval(t)
     await new Promise<void>((resolve) => {
@@ -183,6 +188,23 @@ export class MqNode {
     await this.#raft?.idle().catch(() => {})
     await this.#store?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})
+  }
+
+  async #transferLeadershipAway(timeoutMs: number): Promise<void> {
+    const raft = this.#raft
+    if (!raft || this.#fatal !== undefined) return
+    const led = (): number[] => raft.groupIds().filter((g) => raft.status(g).role === Role.Leader)
+    for (const groupId of led()) {
+      const to = raft.status(groupId).conf.voters.find((v) => v !== this.config.nodeId)
+      if (!to) continue
+      try {
+        raft.transferLeader(groupId, to)
+      } catch {
+        // Lost the leadership meanwhile, or a transfer is under way: nothing to do.
+      }
+    }
+    const deadline = Date.now() + timeoutMs
+    while (led().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
   }
 
   #raftOptions() {
@@ -437,7 +459,8 @@ export class MqNode {
     const store = this.#store
     const raft = this.#raft
     if (!engine || !store || !raft) return
-    const log = await store.openGroup(groupId)
+    // A group found on disk knows its membership from its log; a new one starts with its founders.
+    const log = await store.openGroup(groupId, replicas.length > 0 ? votersConf(replicas) : undefined)
     const machine = await DataGroupMachine.open(groupId, engine)
     const applied = decodeIndex(await engine.get(appliedKeyOf(groupId)))
     const dm = new DataMachine(machine, { write: (ops) => store.commit.write(ops) }, applied, (e) =>
@@ -489,7 +512,7 @@ export class MqNode {
     raft.addGroup({
       groupId,
       raft: this.#raftOptions(),
-      storage: new BootstrapStorage(log, votersConf(replicas)),
+      storage: log,
       stateMachine: dm,
       // Data-group state machines cannot snapshot yet: never compact their logs.
       limits: { compactEntries: Number.MAX_SAFE_INTEGER },

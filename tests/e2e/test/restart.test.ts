@@ -1,0 +1,57 @@
+import { MqClient } from '@mq/router-client'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LocalCluster } from '../src/cluster'
+
+// Nodes that stop and come back: a restarted node resumes from its data dir and catches up,
+// and a node stopped with SIGTERM hands its leaderships away and exits 0.
+describe('restarts', () => {
+  let cluster: LocalCluster
+  let client: MqClient
+
+  beforeAll(async () => {
+    cluster = await LocalCluster.start({ nodes: 3 })
+    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
+    await client.admin.createQueue('restarts', { partitions: 1 })
+  })
+
+  afterAll(async () => {
+    await client?.close()
+    await cluster?.stop()
+  })
+
+  it('a node restarted from its data dir catches up and can carry the quorum', async () => {
+    const producer = client.producer('restarts')
+    const ids = new Set<number>()
+    for (const r of await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `a${i}` }))))
+      ids.add(r.id)
+    await cluster.kill('n1')
+    for (const r of await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `b${i}` }))))
+      ids.add(r.id)
+    await cluster.restart('n1')
+    // With n2 gone, every majority needs n1: nothing commits unless n1 has caught up.
+    await cluster.kill('n2')
+    for (const r of await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `c${i}` }))))
+      ids.add(r.id)
+    const got = new Set<number>()
+    for await (const m of client.consumer('restarts', { prefetch: 60, waitMs: 1_000 })) {
+      got.add(m.id)
+      await m.ack()
+      if (got.size === ids.size) break
+    }
+    expect(got).toEqual(ids)
+    await cluster.restart('n2')
+  })
+
+  it('SIGTERM hands leadership away and exits 0, and the cluster carries on', async () => {
+    const route = await client.admin.describeQueue('restarts')
+    const leader = route.partitions[0]?.leaderId as string
+    const node = cluster.node(leader)
+    const exit = new Promise<number | null>((resolve) => node.child?.once('exit', (code) => resolve(code)))
+    await cluster.kill(leader, 'SIGTERM')
+    expect(await exit).toBe(0)
+    expect(node.output).toMatch(/stopping/)
+    const r = await client.producer('restarts').send({ body: 'after' })
+    expect(r.id).toBeGreaterThan(0)
+    await cluster.restart(leader)
+  })
+})
