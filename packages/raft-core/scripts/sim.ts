@@ -1,6 +1,7 @@
 /**
  * The simulator's command line. `sim --seeds N [--from F]` sweeps seeds F..F+N-1 and stops at
- * the first failure, printing it and the command that replays it; `sim --seed S` replays one.
+ * the first failure, printing it and the command that replays it; `sim --seed S` replays one,
+ * and `sim --seed S --trace` prints its events (role changes, messages, commits) as it goes.
  */
 import { SimCluster, SimFailure } from '../src/sim/cluster'
 
@@ -23,7 +24,10 @@ let events = 0
 let committed = 0
 for (let s = from; s < from + count; s++) {
   try {
-    const r = new SimCluster(s).run()
+    const cluster = new SimCluster(s)
+    if (one !== undefined && process.argv.includes('--trace')) cluster.trace = (line) => console.log(line)
+    if (one !== undefined) console.log(JSON.stringify(cluster.options))
+    const r = cluster.run()
     events += r.events
     committed += r.committed
     if (one !== undefined) console.log(JSON.stringify(r))
