@@ -326,4 +326,27 @@ describe('RaftHost', () => {
     await net.tickAll(2)
     expect(machine.items).toEqual(['a', 'b', 'c'])
   })
+
+  it('retries writes the storage refuses with a retriable error (its back-pressure), losing nothing', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    const inner = n1.storages.get(1)!
+    let refusals = 3
+    const original = inner.append.bind(inner)
+    inner.append = (entries) => {
+      if (refusals > 0) {
+        refusals--
+        throw new OverloadedError('group commit queue is full')
+      }
+      original(entries)
+    }
+    const ps = ['a', 'b', 'c'].map((x) => n1.host.propose(1, enc.encode(x)))
+    await net.run()
+    const results = await Promise.all(ps)
+    expect(results.map((r) => r.result)).toEqual([1, 2, 3])
+    expect(n1.host.stats.stalledWrites).toBe(3)
+    await net.tickAll(2)
+    for (const n of nodes.values()) expect(n.machines.get(1)!.items).toEqual(['a', 'b', 'c'])
+  })
 })

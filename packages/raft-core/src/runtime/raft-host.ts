@@ -5,6 +5,7 @@ import {
   NotLeaderError,
   OverloadedError,
   ProposalDroppedError,
+  RaftError,
 } from '../errors'
 import type { Message } from '../message'
 import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
@@ -97,6 +98,8 @@ class Group {
   inflightBytes = 0
   ticks = 0
   readSeq = 0
+  /** A Ready whose writes the storage refused for now (retriable); `step` writes are staged. */
+  stalled: { rd: Ready; step: number } | null = null
   applied: number
   role: Role = Role.Follower
   lead: ReplicaId = ''
@@ -127,6 +130,10 @@ class Group {
  *   4. restore snapshots, apply committed entries in order, answer proposals and reads;
  *   5. advance each group, compact logs that grew past their limit.
  *
+ * A storage write refused with a retriable RaftError (the storage's own back-pressure, such
+ * as a full group-commit queue) changes nothing and is retried after the next flush; any
+ * other storage or state machine error is fatal: the host stops (HostStoppedError).
+ *
  * Proposals resolve when their entry is applied, or fail with NotLeaderError (retriable, with
  * the leader hint), ProposalDroppedError (retriable: overwritten by a new leader, timed out,
  * transfer under way) or OverloadedError (back-pressure: too many proposals or bytes pending).
@@ -142,7 +149,7 @@ export class RaftHost {
   #again = false
   #fatal: unknown = null
   /** Counters for tests and metrics. */
-  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0 }
+  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0, stalledWrites: 0 }
 
   constructor(options: HostOptions) {
     this.#transport = options.transport
@@ -360,18 +367,25 @@ export class RaftHost {
   async #cycle(): Promise<boolean> {
     const batch: { g: Group; rd: Ready }[] = []
     let mustFlush = false
+    let stalled = 0
     for (const g of this.#groups.values()) {
-      if (!g.raw.hasReady()) continue
-      const rd = g.raw.ready()
-      if (rd.snapshot !== null) g.storage.applySnapshot(rd.snapshot)
-      if (rd.entries.length > 0) g.storage.append(rd.entries)
-      if (rd.hardState !== null) g.storage.setHardState(rd.hardState)
+      if (g.stalled === null) {
+        if (!g.raw.hasReady()) continue
+        g.stalled = { rd: g.raw.ready(), step: 0 }
+      }
+      const rd = g.stalled.rd
+      if (!this.#stage(g)) {
+        stalled++
+        continue
+      }
+      g.stalled = null
       if (rd.snapshot !== null || rd.entries.length > 0 || rd.hardState !== null) mustFlush = true
       batch.push({ g, rd })
     }
-    if (batch.length === 0) return false
+    if (batch.length === 0 && stalled === 0) return false
     this.stats.cycles++
-    if (mustFlush) {
+    if (mustFlush || stalled > 0) {
+      // A flush also drains the storage's staging queue, so stalled groups can stage next cycle.
       await this.#durability.flush()
       this.stats.flushes++
     }
@@ -385,6 +399,37 @@ export class RaftHost {
       this.#maybeCompact(g)
     }
     return true
+  }
+
+  /**
+   * Stages the outstanding Ready's writes in order (snapshot, entries, hard state). Returns
+   * false when the storage refuses one with a retriable error (its back-pressure, e.g. a full
+   * group commit): that write changed nothing, and staging resumes from it next cycle.
+   */
+  #stage(g: Group): boolean {
+    const st = g.stalled!
+    const rd = st.rd
+    try {
+      if (st.step === 0) {
+        if (rd.snapshot !== null) g.storage.applySnapshot(rd.snapshot)
+        st.step = 1
+      }
+      if (st.step === 1) {
+        if (rd.entries.length > 0) g.storage.append(rd.entries)
+        st.step = 2
+      }
+      if (st.step === 2) {
+        if (rd.hardState !== null) g.storage.setHardState(rd.hardState)
+        st.step = 3
+      }
+      return true
+    } catch (e) {
+      if (e instanceof RaftError && e.retriable) {
+        this.stats.stalledWrites++
+        return false
+      }
+      throw e
+    }
   }
 
   #apply(g: Group, rd: Ready): void {
@@ -483,7 +528,12 @@ export class RaftHost {
     if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
     const meta = g.raw.snapshotMeta(g.applied)
     const compactIndex = Math.max(first - 1, g.applied - g.limits.compactKeepEntries)
-    g.storage.compact({ meta, data: g.sm.snapshot() }, compactIndex)
+    try {
+      g.storage.compact({ meta, data: g.sm.snapshot() }, compactIndex)
+    } catch (e) {
+      if (!(e instanceof RaftError && e.retriable)) throw e
+      this.stats.stalledWrites++ // the storage is busy: compact after a later cycle
+    }
   }
 
   #die(e: unknown): void {
