@@ -18,6 +18,8 @@ import {
   type MetaGroupPort,
   type MetaResult,
   metaHandlers,
+  preferredLeaders,
+  transfersFor,
 } from '@mq/meta-service'
 import {
   fromGrpcError,
@@ -81,6 +83,8 @@ export class MqNode {
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #lastSeenMs = new Map<string, number>()
   readonly #routes = new Map<string, QueueRoute>()
+  /** The meta leader's record of operators' TransferLeader choices (group → node). */
+  readonly #leaderOverrides = new Map<number, string>()
   readonly #timers: ReturnType<typeof setInterval>[] = []
   readonly #prng: Prng
   #engine: LevelEngine | undefined
@@ -296,13 +300,25 @@ export class MqNode {
       scaleDataGroups: async () => notYet('scaling data groups'),
       drainNode: async () => notYet('draining a node'),
       transferLeader: async (groupId, toNodeId) => {
-        if (!this.#raft?.groupIds().includes(groupId))
-          throw new InvalidArgumentError(`this node hosts no replica of group ${groupId}`)
-        try {
-          this.#raft.transferLeader(groupId, toNodeId)
-        } catch (error) {
-          throw toWireError(error, groupId, (id) => this.#addresses.get(id))
+        if (!this.#isMetaLeader() || !this.#meta || !this.#raft) throw this.#metaLeaderHint()
+        if (groupId === META_GROUP) {
+          try {
+            this.#raft.transferLeader(META_GROUP, toNodeId)
+          } catch (error) {
+            throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
+          }
+          return
         }
+        // A data group: the meta leader records the choice; the group's leader carries it out
+        // when its next heartbeat is answered (and leader balancing keeps it there).
+        const group = this.#meta.state.group(groupId)
+        if (!group) throw new InvalidArgumentError(`data group ${groupId} does not exist`)
+        if (!group.replicas.includes(toNodeId)) {
+          throw new InvalidArgumentError(
+            `node ${toNodeId} is not a replica of data group ${groupId} (${group.replicas.join(', ')})`,
+          )
+        }
+        this.#leaderOverrides.set(groupId, toNodeId)
       },
     }
   }
@@ -332,7 +348,16 @@ export class MqNode {
       }
     }
     state = this.#meta.state
+    const liveness = this.#liveness()
+    const alive = new Set(
+      state
+        .nodes()
+        .map((n) => n.nodeId)
+        .filter((id) => liveness.alive(id)),
+    )
+    const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, alive, this.#leaderOverrides))
     return {
+      transfers,
       metaLeaderId: this.config.nodeId,
       routeEpoch: state.routeEpoch,
       nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
@@ -417,6 +442,15 @@ export class MqNode {
       this.#metaLeaderId = response.metaLeaderId
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
+      for (const t of response.transfers) {
+        if (this.#dataGroups.has(t.groupId) && raft.status(t.groupId).role === Role.Leader) {
+          try {
+            raft.transferLeader(t.groupId, t.toNodeId)
+          } catch {
+            // A transfer is under way already, or leadership moved: the next heartbeat re-asks.
+          }
+        }
+      }
     } catch (error) {
       this.#notePossibleLeader(error)
     }

@@ -1,3 +1,4 @@
+export { preferredLeaders, transfersFor } from './leader-balance'
 export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
 export type { ControllerPort, MetaGroupPort } from './meta-handlers'

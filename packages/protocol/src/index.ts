@@ -47,6 +47,7 @@ export {
   GroupReport,
   HeartbeatRequest,
   HeartbeatResponse,
+  LeaderTransfer,
   NodeAddress,
   PeerClient,
   type PeerServer,

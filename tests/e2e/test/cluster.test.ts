@@ -66,6 +66,20 @@ describe('a 3-node cluster', () => {
     expect((await client.producer('small').send({ body: 'ok' })).id).toBeGreaterThan(0)
   })
 
+  it('moves the leadership of a data group on request, and keeps serving', async () => {
+    const before = (await client.admin.describeQueue('jobs')).partitions[0]
+    const to = before?.replicas.map((r) => r.nodeId).find((n) => n !== before.leaderId) as string
+    await client.admin.transferLeader(before?.groupId as number, to)
+    const deadline = Date.now() + 15_000
+    let leader = before?.leaderId
+    while (leader !== to && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 200))
+      leader = (await client.admin.describeQueue('jobs')).partitions[0]?.leaderId
+    }
+    expect(leader).toBe(to)
+    expect((await client.producer('jobs').send({ body: 'moved' })).partition).toBeGreaterThanOrEqual(0)
+  })
+
   it('loses no acknowledged message when a data-group leader is killed', async () => {
     await client.admin.createQueue('durable', { partitions: 1 })
     const producer = client.producer('durable')

@@ -105,11 +105,21 @@ export interface NodeAddress {
   address: string;
 }
 
+/**
+ * The controller asks the node to hand the leadership of a group it leads to another replica
+ * (to balance leaders across nodes, or on an operator's TransferLeader).
+ */
+export interface LeaderTransfer {
+  groupId: number;
+  toNodeId: string;
+}
+
 export interface HeartbeatResponse {
   metaLeaderId: string;
   routeEpoch: number;
   nodes: NodeAddress[];
   groups: GroupAssignment[];
+  transfers: LeaderTransfer[];
 }
 
 function createBaseRaftEntry(): RaftEntry {
@@ -1386,8 +1396,92 @@ export const NodeAddress: MessageFns<NodeAddress> = {
   },
 };
 
+function createBaseLeaderTransfer(): LeaderTransfer {
+  return { groupId: 0, toNodeId: "" };
+}
+
+export const LeaderTransfer: MessageFns<LeaderTransfer> = {
+  encode(message: LeaderTransfer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.toNodeId !== "") {
+      writer.uint32(18).string(message.toNodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LeaderTransfer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseLeaderTransfer();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.toNodeId = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): LeaderTransfer {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      toNodeId: isSet(object.toNodeId)
+        ? globalThis.String(object.toNodeId)
+        : isSet(object.to_node_id)
+        ? globalThis.String(object.to_node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: LeaderTransfer): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.toNodeId !== "") {
+      obj.toNodeId = message.toNodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LeaderTransfer>, I>>(base?: I): LeaderTransfer {
+    return LeaderTransfer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LeaderTransfer>, I>>(object: I): LeaderTransfer {
+    const message = createBaseLeaderTransfer();
+    message.groupId = object.groupId ?? 0;
+    message.toNodeId = object.toNodeId ?? "";
+    return message;
+  },
+};
+
 function createBaseHeartbeatResponse(): HeartbeatResponse {
-  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [] };
+  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], transfers: [] };
 }
 
 export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
@@ -1403,6 +1497,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     for (const v of message.groups) {
       GroupAssignment.encode(v!, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.transfers) {
+      LeaderTransfer.encode(v!, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -1446,6 +1543,14 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.groups.push(GroupAssignment.decode(reader, reader.uint32()));
           continue;
         }
+        case 5: {
+          if (tag !== 42) {
+            break;
+          }
+
+          message.transfers.push(LeaderTransfer.decode(reader, reader.uint32()));
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1471,6 +1576,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
       groups: globalThis.Array.isArray(object?.groups)
         ? object.groups.map((e: any) => GroupAssignment.fromJSON(e))
         : [],
+      transfers: globalThis.Array.isArray(object?.transfers)
+        ? object.transfers.map((e: any) => LeaderTransfer.fromJSON(e))
+        : [],
     };
   },
 
@@ -1488,6 +1596,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.groups?.length) {
       obj.groups = message.groups.map((e) => GroupAssignment.toJSON(e));
     }
+    if (message.transfers?.length) {
+      obj.transfers = message.transfers.map((e) => LeaderTransfer.toJSON(e));
+    }
     return obj;
   },
 
@@ -1500,6 +1611,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.routeEpoch = object.routeEpoch ?? 0;
     message.nodes = object.nodes?.map((e) => NodeAddress.fromPartial(e)) || [];
     message.groups = object.groups?.map((e) => GroupAssignment.fromPartial(e)) || [];
+    message.transfers = object.transfers?.map((e) => LeaderTransfer.fromPartial(e)) || [];
     return message;
   },
 };
