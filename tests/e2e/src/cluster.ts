@@ -29,6 +29,12 @@ export interface NodeProcess {
   readonly address: string
   readonly dataDir: string
   child: ChildProcess | undefined
+  /** True between pause() and resume(): the process is stopped by SIGSTOP. */
+  paused: boolean
+  /** Exits the harness did not cause (a crash), with their code or signal. */
+  readonly crashes: string[]
+  /** True while the harness is ending the process (kill, stop). */
+  ending: boolean
   output: string
   exited: Promise<void>
 }
@@ -68,6 +74,9 @@ export class LocalCluster {
         address: `127.0.0.1:${port}`,
         dataDir: join(dir, `n${i}`),
         child: undefined,
+        paused: false,
+        crashes: [],
+        ending: false,
         output: '',
         exited: Promise.resolve(),
       })
@@ -92,9 +101,43 @@ export class LocalCluster {
   /** Sends `signal` to the node's process and waits for it to exit. */
   async kill(nodeId: string, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     const n = this.node(nodeId)
+    n.ending = true
     n.child?.kill(signal)
+    // A stopped process acts on no signal but SIGKILL until it is continued.
+    if (n.paused && signal !== 'SIGKILL') n.child?.kill('SIGCONT')
     await n.exited
     n.child = undefined
+    n.paused = false
+    n.ending = false
+  }
+
+  /**
+   * Freezes the node's process (SIGSTOP): it keeps its sockets and state but answers nothing,
+   * as a long GC pause or a stalled VM would. Throws when the node is not running.
+   */
+  pause(nodeId: string): void {
+    const n = this.node(nodeId)
+    if (!n.child) throw new Error(`${nodeId} is not running`)
+    if (!n.child.kill('SIGSTOP')) throw new Error(`SIGSTOP to ${nodeId} failed`)
+    n.paused = true
+  }
+
+  /** Lets a paused node run again (SIGCONT). */
+  resume(nodeId: string): void {
+    const n = this.node(nodeId)
+    if (!n.child || !n.paused) return
+    if (!n.child.kill('SIGCONT')) throw new Error(`SIGCONT to ${nodeId} failed`)
+    n.paused = false
+  }
+
+  /** Resumes every paused node and restarts every stopped one. */
+  async heal(): Promise<void> {
+    for (const n of this.nodes) {
+      this.resume(n.nodeId)
+      // A process that crashed on its own is restarted like a killed one.
+      if (n.child && (n.child.exitCode !== null || n.child.signalCode !== null)) n.child = undefined
+    }
+    await Promise.all(this.nodes.filter((n) => !n.child).map((n) => this.restart(n.nodeId)))
   }
 
   /** Starts a stopped node again from its data dir and waits until it serves. */
@@ -110,11 +153,14 @@ export class LocalCluster {
     await Promise.all(
       this.nodes.map(async (n) => {
         if (!n.child) return
+        n.ending = true
         n.child.kill('SIGTERM')
+        if (n.paused) n.child.kill('SIGCONT')
         const timer = setTimeout(() => n.child?.kill('SIGKILL'), 10_000)
         await n.exited
         clearTimeout(timer)
         n.child = undefined
+        n.paused = false
       }),
     )
     rmSync(this.dir, { recursive: true, force: true })
@@ -148,7 +194,12 @@ export class LocalCluster {
     }
     child.stdout?.on('data', collect)
     child.stderr?.on('data', collect)
-    n.exited = new Promise((resolve) => child.once('exit', () => resolve()))
+    n.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        if (!n.ending) n.crashes.push(`${new Date().toISOString()} exit ${code ?? signal}`)
+        resolve()
+      }),
+    )
   }
 }
 

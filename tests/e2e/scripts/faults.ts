@@ -1,0 +1,30 @@
+import { runFaults } from '../src/fault-run'
+
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5
+// Without --seed a random one is drawn and printed, so that the run can be replayed.
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+
+function intArg(name: string, fallback: number): number {
+  const raw = arg(name)
+  if (raw === undefined) return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`--${name} must be a non-negative integer, got ${raw}`)
+  return n
+}
+
+const seconds = intArg('seconds', 60)
+const seed = intArg('seed', Math.floor(Math.random() * 2 ** 31))
+const nodes = intArg('nodes', 3)
+if (nodes !== 3 && nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${nodes}`)
+
+const r = await runFaults({ seed, nodes, faultSeconds: seconds })
+const failed =
+  r.report.lost + r.report.unexpected + r.report.overlaps + r.report.deliveredAfterAck + r.unacked > 0
+if (failed) {
+  console.error(`FAILED: seed ${seed}; rerun: ${r.replay}`)
+  process.exitCode = 1
+} else console.log(`passed: seed ${seed}`)

@@ -1,0 +1,247 @@
+import { describe, expect, it } from 'vitest'
+import { check, excerpt, holdEndMs, longestEnqueueStallMs, deliveries as toDeliveries } from './checker'
+import type { EnqueueOp, LeaseOp, Op, SettleOp } from './history'
+
+// Hand-made histories: each property must pass on a good history and fail on a bad one.
+
+const enq = (body: string, outcome: EnqueueOp['outcome'] = 'ok', id = 1, endMs = 10): EnqueueOp => ({
+  kind: 'enqueue',
+  worker: 'p1',
+  body,
+  startMs: endMs - 5,
+  endMs,
+  outcome,
+  ...(outcome === 'ok'
+    ? { partition: 0, id }
+    : { error: outcome === 'fail' ? 'INVALID_ARGUMENT' : 'UNAVAILABLE' }),
+})
+
+const lease = (
+  worker: string,
+  receivedMs: number,
+  msgs: { body: string; leaseId: string; deadlineMs: number; id?: number; count?: number }[],
+): LeaseOp => ({
+  kind: 'lease',
+  worker,
+  partition: 0,
+  startMs: receivedMs - 3,
+  endMs: receivedMs,
+  outcome: 'ok',
+  messages: msgs.map((m) => ({
+    body: m.body,
+    partition: 0,
+    id: m.id ?? 1,
+    leaseId: m.leaseId,
+    deliveryCount: m.count ?? 1,
+    deadlineMs: m.deadlineMs,
+  })),
+})
+
+const settle = (
+  kind: 'ack' | 'nack',
+  leaseId: string,
+  startMs: number,
+  result: 'ok' | 'expired' | 'unknown' | 'timeout' = 'ok',
+): SettleOp => ({
+  kind,
+  worker: 'c',
+  partition: 0,
+  startMs,
+  endMs: startMs + 4,
+  leaseIds: [leaseId],
+  ...(result === 'timeout'
+    ? { outcome: 'info', error: 'UNAVAILABLE' }
+    : { outcome: 'ok', results: { [leaseId]: result } }),
+})
+
+describe('check', () => {
+  it('passes a clean history: enqueue, lease, ack', () => {
+    const ops: Op[] = [
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1020 }]),
+      settle('ack', 'L1', 25),
+    ]
+    const r = check(ops)
+    expect(r).toMatchObject({ ackedEnqueues: 1, deliveries: 1, redeliveries: 0, ackedDeliveries: 1, lost: 0 })
+    expect(r.anomalies).toEqual([])
+  })
+
+  it('finds a lost acknowledged enqueue, but not an unknown or failed one', () => {
+    const r = check([enq('a'), enq('b', 'info'), enq('c', 'fail')])
+    expect(r.lost).toBe(1)
+    expect(r.anomalies).toEqual([expect.objectContaining({ kind: 'lost', body: 'a' })])
+    expect(r.enqueues).toEqual({ ok: 1, fail: 1, info: 1 })
+  })
+
+  it('allows delivering an enqueue of unknown outcome, flags a never-sent or failed one', () => {
+    const ok = check([enq('u', 'info'), lease('c1', 20, [{ body: 'u', leaseId: 'L1', deadlineMs: 900 }])])
+    expect(ok.anomalies).toEqual([])
+    const bad = check([
+      enq('f', 'fail'),
+      lease('c1', 20, [
+        { body: 'f', leaseId: 'L1', deadlineMs: 900 },
+        { body: 'ghost', leaseId: 'L2', deadlineMs: 900, id: 2 },
+      ]),
+    ])
+    expect(bad.unexpected).toBe(2)
+    expect(bad.anomalies.map((a) => a.body).sort()).toEqual(['f', 'ghost'])
+  })
+
+  it('allows a redelivery after the lease expired, and counts it', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      lease('c2', 1010, [{ body: 'a', leaseId: 'L2', deadlineMs: 2010, count: 2 }]),
+      settle('ack', 'L2', 1020),
+    ])
+    expect(r.anomalies).toEqual([])
+    expect(r.redeliveries).toBe(1)
+  })
+
+  it('allows a redelivery right after a nack, before the lease deadline', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('nack', 'L1', 30),
+      lease('c2', 40, [{ body: 'a', leaseId: 'L2', deadlineMs: 1040, count: 2 }]),
+    ])
+    expect(r.overlaps).toBe(0)
+    expect(r.redeliveries).toBe(1)
+  })
+
+  it('allows a redelivery after a nack that timed out (it may have taken effect)', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('nack', 'L1', 30, 'timeout'),
+      lease('c2', 40, [{ body: 'a', leaseId: 'L2', deadlineMs: 1040, count: 2 }]),
+    ])
+    expect(r.overlaps).toBe(0)
+  })
+
+  it('flags two consumers holding one message inside its lease', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      lease('c2', 500, [{ body: 'a', leaseId: 'L2', deadlineMs: 1500, count: 2 }]),
+    ])
+    expect(r.overlaps).toBe(1)
+    expect(r.anomalies[0]?.detail).toMatch(/c2 received lease L2 at 500, 500 ms before c1's lease L1/)
+  })
+
+  it('flags an overlap when the nack that would have freed the lease was refused', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('nack', 'L1', 30, 'unknown'),
+      lease('c2', 40, [{ body: 'a', leaseId: 'L2', deadlineMs: 1040, count: 2 }]),
+    ])
+    expect(r.overlaps).toBe(1)
+  })
+
+  it('tolerates the stated clock slack at the deadline, and no more', () => {
+    const at = (receivedMs: number) =>
+      check(
+        [
+          enq('a'),
+          lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+          lease('c2', receivedMs, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, count: 2 }]),
+        ],
+        { clockToleranceMs: 50 },
+      ).overlaps
+    expect(at(950)).toBe(0)
+    expect(at(949)).toBe(1)
+  })
+
+  it('flags a delivery after an acknowledged ack', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('ack', 'L1', 30),
+      lease('c2', 2000, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, count: 2 }]),
+    ])
+    expect(r.deliveredAfterAck).toBe(1)
+    expect(r.overlaps).toBe(0)
+  })
+
+  it('allows a delivery after an ack that answered expired', () => {
+    const r = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('ack', 'L1', 1100, 'expired'),
+      lease('c2', 1050, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, count: 2 }]),
+    ])
+    expect(r.anomalies).toEqual([])
+  })
+
+  it('flags one body stored under two ids', () => {
+    const r = check([
+      enq('a', 'ok', 1),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000, id: 1 }]),
+      lease('c2', 2000, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, id: 7 }]),
+    ])
+    expect(r.storedTwice).toBe(1)
+    expect(r.anomalies[0]?.detail).toBe('under ids 0/1, 0/7')
+  })
+
+  it('flags a lease id handed out twice, and tells partitions apart', () => {
+    const twice = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000 }]),
+      lease('c2', 2000, [{ body: 'a', leaseId: '1.1', deadlineMs: 3000 }]),
+    ])
+    expect(twice.leaseReused).toBe(1)
+    const other: LeaseOp = {
+      ...lease('c2', 20, [{ body: 'b', leaseId: '1.1', deadlineMs: 1000 }]),
+      partition: 1,
+    }
+    const apart = check([
+      enq('a'),
+      { ...enq('b', 'ok', 1), partition: 1 },
+      lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000 }]),
+      { ...other, messages: other.messages.map((m) => ({ ...m, partition: 1 })) },
+      settle('ack', '1.1', 30),
+    ])
+    expect(apart.anomalies).toEqual([])
+    expect(apart.ackedDeliveries).toBe(1)
+  })
+
+  it('rejects a history whose bodies are not unique', () => {
+    expect(() => check([enq('a'), enq('a')])).toThrow(/enqueued twice/)
+  })
+})
+
+describe('helpers', () => {
+  it('ends a hold at the earlier of the deadline and a settle that may have applied', () => {
+    const ops: Op[] = [
+      lease('c1', 20, [
+        { body: 'a', leaseId: 'L1', deadlineMs: 1000 },
+        { body: 'b', leaseId: 'L2', deadlineMs: 1000, id: 2 },
+        { body: 'c', leaseId: 'L3', deadlineMs: 1000, id: 3 },
+      ]),
+      settle('ack', 'L1', 100),
+      settle('ack', 'L2', 100, 'expired'),
+    ]
+    expect(toDeliveries(ops).map(holdEndMs)).toEqual([100, 1000, 1000])
+  })
+
+  it('measures the longest stretch without an acknowledged enqueue', () => {
+    const ops: Op[] = [
+      enq('a', 'ok', 1, 100),
+      enq('b', 'ok', 2, 400),
+      enq('c', 'info', 3, 900),
+      enq('d', 'ok', 4, 1000),
+    ]
+    expect(longestEnqueueStallMs(ops, 0, 1200)).toBe(600)
+  })
+
+  it('excerpts the operations of one body', () => {
+    const ops: Op[] = [
+      enq('a'),
+      enq('b', 'ok', 2),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      settle('ack', 'L1', 30),
+    ]
+    expect(excerpt(ops, 'a').map((o) => o.kind)).toEqual(['enqueue', 'lease', 'ack'])
+  })
+})

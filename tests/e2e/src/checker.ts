@@ -1,0 +1,266 @@
+import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
+
+/**
+ * The checker: pure functions over a history (see history.ts). It knows nothing of the
+ * cluster; it judges only what clients saw.
+ *
+ * Properties:
+ * - **lost**: an enqueue that returned ok whose body no lease ever handed out. Meaningful only
+ *   after a final drain with no faults.
+ * - **unexpected**: a delivered body that no enqueue sent, or whose enqueue definitely failed
+ *   (`fail`). An enqueue with unknown outcome (`info`) may or may not be delivered.
+ * - **overlaps**: two deliveries of one message held at once. Delivery A holds the message
+ *   over [A.received, A.end], where received is the end of its lease call and A.end is the
+ *   lease deadline the server returned, or the start of an ack/nack of A that may have taken
+ *   effect (ok or unknown outcome), whichever is earlier. B overlaps A when B was received
+ *   more than `clockToleranceMs` before A.end. Using the end of B's lease call and the start
+ *   of A's settle makes the check conservative: it flags only overlaps that really happened.
+ * - **deliveredAfterAck**: a delivery received after an ack of an earlier delivery of the
+ *   same message had returned ok for that lease.
+ * - **storedTwice**: one body delivered under two message ids (stored twice), or under an
+ *   id other than the one its enqueue returned.
+ * - **leaseReused**: one lease id of a partition handed out by two lease calls.
+ * - counted, allowed: redeliveries (deliveries of a body beyond its first), after a nack or an
+ *   expired lease.
+ */
+
+export interface CheckOptions {
+  /**
+   * Slack for comparing a lease deadline (leader clock) with the client's clock. On one host
+   * the clocks are the same; the slack covers ms rounding of timestamps. Default 50 ms.
+   */
+  readonly clockToleranceMs?: number
+}
+
+export const DEFAULT_CLOCK_TOLERANCE_MS = 50
+
+/** One message handed out to one consumer. */
+export interface DeliveryRecord extends LeasedRecord {
+  readonly worker: string
+  readonly receivedMs: number
+  /** The ack/nack of this lease, when one was sent. */
+  readonly settle?: SettleOp
+}
+
+export const AnomalyKind = {
+  Lost: 'lost',
+  Unexpected: 'unexpected',
+  Overlap: 'overlap',
+  DeliveredAfterAck: 'delivered-after-ack',
+  StoredTwice: 'stored-twice',
+  LeaseReused: 'lease-reused',
+} as const
+export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind]
+
+export interface Anomaly {
+  readonly kind: AnomalyKind
+  readonly body: string
+  readonly detail: string
+}
+
+export interface CheckReport {
+  readonly enqueues: { readonly ok: number; readonly fail: number; readonly info: number }
+  /** Enqueues that returned ok (the ones that must not be lost). */
+  readonly ackedEnqueues: number
+  /** Messages handed out by lease calls, counting every redelivery. */
+  readonly deliveries: number
+  readonly distinctDelivered: number
+  /** deliveries − distinct delivered bodies. */
+  readonly redeliveries: number
+  /** Deliveries whose lease an ack returned ok for. */
+  readonly ackedDeliveries: number
+  readonly lost: number
+  readonly unexpected: number
+  readonly overlaps: number
+  readonly deliveredAfterAck: number
+  readonly storedTwice: number
+  /** One lease id (per partition) handed out by two lease calls. */
+  readonly leaseReused: number
+  readonly anomalies: readonly Anomaly[]
+}
+
+/** Where a lease id is unique: the server numbers leases per partition (`<id>.<delivery>`). */
+function leaseKey(partition: number, leaseId: string): string {
+  return `${partition}/${leaseId}`
+}
+
+/**
+ * Every delivery in the history, each joined to the ack/nack of its lease: the first one
+ * sent after the delivery was received (workers settle each delivery at most once).
+ */
+export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
+  const settles = new Map<string, SettleOp[]>()
+  for (const op of ops) {
+    if (op.kind !== 'ack' && op.kind !== 'nack') continue
+    for (const leaseId of op.leaseIds) {
+      const key = leaseKey(op.partition, leaseId)
+      const list = settles.get(key)
+      if (list) list.push(op)
+      else settles.set(key, [op])
+    }
+  }
+  const out: DeliveryRecord[] = []
+  for (const op of ops) {
+    if (op.kind !== 'lease' || op.outcome !== 'ok') continue
+    for (const m of op.messages) {
+      const settle = settles
+        .get(leaseKey(m.partition, m.leaseId))
+        ?.filter((s) => s.startMs >= op.endMs)
+        .sort((a, b) => a.startMs - b.startMs)[0]
+      out.push({ ...m, worker: op.worker, receivedMs: op.endMs, ...(settle ? { settle } : {}) })
+    }
+  }
+  return out
+}
+
+/** The end of the window in which `d` holds its message (see the module comment). */
+export function holdEndMs(d: DeliveryRecord): number {
+  const s = d.settle
+  if (!s) return d.deadlineMs
+  if (s.outcome === 'fail') return d.deadlineMs
+  if (s.outcome === 'ok' && s.results?.[d.leaseId] !== 'ok') return d.deadlineMs
+  return Math.min(d.deadlineMs, s.startMs)
+}
+
+/** True when the ack of `d` returned ok for its lease. */
+function ackedOk(d: DeliveryRecord): boolean {
+  return d.settle?.kind === 'ack' && d.settle.outcome === 'ok' && d.settle.results?.[d.leaseId] === 'ok'
+}
+
+/** Checks `ops` (see the module comment); returns counts and every anomaly found. */
+export function check(ops: readonly Op[], options: CheckOptions = {}): CheckReport {
+  const toleranceMs = options.clockToleranceMs ?? DEFAULT_CLOCK_TOLERANCE_MS
+  const enqueues = new Map<string, EnqueueOp>()
+  const counts = { ok: 0, fail: 0, info: 0 }
+  for (const op of ops) {
+    if (op.kind !== 'enqueue') continue
+    if (enqueues.has(op.body)) throw new Error(`body ${op.body} enqueued twice: bodies must be unique`)
+    enqueues.set(op.body, op)
+    counts[op.outcome]++
+  }
+  const all = deliveries(ops)
+  const byBody = new Map<string, DeliveryRecord[]>()
+  for (const d of all) {
+    const list = byBody.get(d.body)
+    if (list) list.push(d)
+    else byBody.set(d.body, [d])
+  }
+  const anomalies: Anomaly[] = []
+  for (const [body, e] of enqueues) {
+    if (e.outcome === 'ok' && !byBody.has(body)) {
+      anomalies.push({
+        kind: AnomalyKind.Lost,
+        body,
+        detail: `enqueue ok at ${e.endMs} as ${e.partition}/${e.id}, never delivered`,
+      })
+    }
+  }
+  for (const [body, list] of byBody) {
+    const e = enqueues.get(body)
+    if (!e || e.outcome === 'fail') {
+      anomalies.push({
+        kind: AnomalyKind.Unexpected,
+        body,
+        detail: e ? `delivered, but its enqueue failed with ${e.error}` : 'delivered, never enqueued',
+      })
+    }
+    const ids = new Set(list.map((d) => `${d.partition}/${d.id}`))
+    if (e?.outcome === 'ok') ids.add(`${e.partition}/${e.id}`)
+    if (ids.size > 1) {
+      anomalies.push({ kind: AnomalyKind.StoredTwice, body, detail: `under ids ${[...ids].join(', ')}` })
+    }
+    list.sort((a, b) => a.receivedMs - b.receivedMs)
+    const leaseIds = new Set<string>()
+    for (const d of list) {
+      const key = leaseKey(d.partition, d.leaseId)
+      if (leaseIds.has(key)) {
+        anomalies.push({ kind: AnomalyKind.LeaseReused, body, detail: `lease ${key} handed out twice` })
+      }
+      leaseIds.add(key)
+    }
+    for (let j = 1; j < list.length; j++) {
+      const b = list[j] as DeliveryRecord
+      for (let i = 0; i < j; i++) {
+        const a = list[i] as DeliveryRecord
+        const endMs = holdEndMs(a)
+        if (b.receivedMs + toleranceMs < endMs) {
+          anomalies.push({
+            kind: AnomalyKind.Overlap,
+            body,
+            detail:
+              `${b.worker} received lease ${b.leaseId} at ${b.receivedMs}, ${endMs - b.receivedMs} ms ` +
+              `before ${a.worker}'s lease ${a.leaseId} (received ${a.receivedMs}) ended at ${endMs}`,
+          })
+        }
+        if (ackedOk(a) && a.settle && b.receivedMs > a.settle.endMs) {
+          anomalies.push({
+            kind: AnomalyKind.DeliveredAfterAck,
+            body,
+            detail: `${b.worker} received it at ${b.receivedMs}; lease ${a.leaseId} was acked ok at ${a.settle.endMs}`,
+          })
+        }
+      }
+    }
+  }
+  const countOf = (kind: AnomalyKind) => anomalies.filter((a) => a.kind === kind).length
+  return {
+    enqueues: counts,
+    ackedEnqueues: counts.ok,
+    deliveries: all.length,
+    distinctDelivered: byBody.size,
+    redeliveries: all.length - byBody.size,
+    ackedDeliveries: all.filter(ackedOk).length,
+    lost: countOf(AnomalyKind.Lost),
+    unexpected: countOf(AnomalyKind.Unexpected),
+    overlaps: countOf(AnomalyKind.Overlap),
+    deliveredAfterAck: countOf(AnomalyKind.DeliveredAfterAck),
+    storedTwice: countOf(AnomalyKind.StoredTwice),
+    leaseReused: countOf(AnomalyKind.LeaseReused),
+    anomalies,
+  }
+}
+
+/**
+ * The longest time during [fromMs, toMs] in which no enqueue returned ok: how long producers
+ * stalled (across faults and recoveries).
+ */
+export function longestEnqueueStallMs(ops: readonly Op[], fromMs: number, toMs: number): number {
+  const ends = ops
+    .filter((o) => o.kind === 'enqueue' && o.outcome === 'ok' && o.endMs >= fromMs && o.endMs <= toMs)
+    .map((o) => o.endMs)
+    .sort((a, b) => a - b)
+  let prev = fromMs
+  let longest = 0
+  for (const t of [...ends, toMs]) {
+    longest = Math.max(longest, t - prev)
+    prev = t
+  }
+  return longest
+}
+
+/** The operations that concern `body` (its enqueue, its leases and their settles), by start time. */
+export function excerpt(ops: readonly Op[], body: string): Op[] {
+  const leaseIds = new Set<string>()
+  const out: Op[] = []
+  for (const op of ops) {
+    if (op.kind === 'enqueue' && op.body === body) out.push(op)
+    if (op.kind === 'lease' && op.messages.some((m) => m.body === body)) {
+      out.push({ ...op, messages: op.messages.filter((m) => m.body === body) })
+      for (const m of op.messages) if (m.body === body) leaseIds.add(m.leaseId)
+    }
+  }
+  for (const op of ops) {
+    if ((op.kind === 'ack' || op.kind === 'nack') && op.leaseIds.some((id) => leaseIds.has(id))) out.push(op)
+  }
+  return out.sort((a, b) => a.startMs - b.startMs)
+}
+
+/** A one-line summary of a report. */
+export function summarize(r: CheckReport): string {
+  return (
+    `enqueues ok=${r.enqueues.ok} fail=${r.enqueues.fail} info=${r.enqueues.info}; ` +
+    `deliveries=${r.deliveries} distinct=${r.distinctDelivered} redeliveries=${r.redeliveries} ` +
+    `acked=${r.ackedDeliveries}; lost=${r.lost} unexpected=${r.unexpected} overlaps=${r.overlaps} ` +
+    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused}`
+  )
+}

@@ -1,0 +1,160 @@
+import { MqClient } from '@mq/router-client'
+import { type CheckReport, check, excerpt, longestEnqueueStallMs, summarize } from './checker'
+import { LocalCluster } from './cluster'
+import { History } from './history'
+import { DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
+import { Prng } from './prng'
+import { runConsumer, runProducer, Workload } from './workers'
+
+export interface FaultRunOptions {
+  readonly seed: number
+  readonly nodes: number
+  /** Length of the fault phase. */
+  readonly faultSeconds: number
+  readonly partitions?: number
+  readonly producers?: number
+  readonly consumers?: number
+  /** The drain after healing ends by this (then whatever is unacked counts as lost). */
+  readonly drainMsMax?: number
+  readonly log?: (line: string) => void
+}
+
+export interface FaultRunResult {
+  readonly seed: number
+  readonly nodes: number
+  readonly report: CheckReport
+  /** Ok enqueues never acked by the end of the drain (delivered maybe, then gone). */
+  readonly unacked: number
+  readonly deadLettered: number
+  readonly faults: number
+  readonly longestStallMs: number
+  readonly ops: number
+  /** Server exits the harness did not cause. */
+  readonly crashes: readonly string[]
+  readonly elapsedMs: number
+  /** The command that replays the schedule. */
+  readonly replay: string
+}
+
+const VISIBILITY_MS = 2_000
+
+/** The command that reruns a seed. */
+export function replayCommand(o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds'>): string {
+  return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}`
+}
+
+/** Resolves when `condition()` holds; false when `timeoutMs` passes first. Polls every 50 ms. */
+async function waitFor(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() >= deadline) return false
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return true
+}
+
+/**
+ * One fault run: starts a cluster of `nodes`, runs producers and consumers while the nemesis
+ * follows the seed's schedule for `faultSeconds`, heals every node, drains the queue with no
+ * faults, and checks the history. Ends every process it started (by PID) before returning.
+ */
+export async function runFaults(options: FaultRunOptions): Promise<FaultRunResult> {
+  const log = options.log ?? ((line: string) => console.log(line))
+  const started = Date.now()
+  const replay = replayCommand(options)
+  log(
+    `fault run: seed ${options.seed}, ${options.nodes} nodes, ${options.faultSeconds} s of faults; replay: ${replay}`,
+  )
+  const prng = new Prng(options.seed)
+  const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, DEFAULT_SCHEDULE)
+  const cluster = await LocalCluster.start({ nodes: options.nodes })
+  const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
+  const queue = 'faults'
+  const history = new History()
+  const load = new Workload(history, queue)
+  try {
+    await client.admin.createQueue(queue, {
+      partitions: options.partitions ?? 3,
+      visibilityTimeoutMs: VISIBILITY_MS,
+      maxDeliveries: 1_000,
+    })
+    const producers = Array.from({ length: options.producers ?? 3 }, (_, i) =>
+      runProducer(client, load, prng.fork(), { worker: `p${i}`, concurrency: 4, opsMax: 1_000_000 }),
+    )
+    const consumers = Array.from({ length: options.consumers ?? 3 }, (_, i) =>
+      runConsumer(client, load, prng.fork(), {
+        worker: `c${i}`,
+        leaseMax: 16,
+        visibilityMs: VISIBILITY_MS,
+        waitMs: 300,
+        attemptMs: 1_500,
+        nackRatio: 0.05,
+        abandonRatio: 0.03,
+        opsMax: 1_000_000,
+      }),
+    )
+    const faultStart = Date.now()
+    const nemesis = await runNemesis(
+      cluster,
+      client,
+      queue,
+      steps,
+      history,
+      faultStart + options.faultSeconds * 1000,
+      log,
+    )
+    const faultEnd = Date.now()
+    await cluster.heal()
+    load.producing = false
+    await Promise.all(producers)
+    load.draining = true
+    const drained = await waitFor(() => load.unacked().length === 0, options.drainMsMax ?? 60_000)
+    load.consuming = false
+    await Promise.all(consumers)
+    const deadLettered = (await client.admin.deadLetters(queue, 1_000)).length
+    const report = check(history.ops)
+    const unacked = load.unacked()
+    const result: FaultRunResult = {
+      seed: options.seed,
+      nodes: options.nodes,
+      report,
+      unacked: unacked.length,
+      deadLettered,
+      faults: nemesis.faults,
+      longestStallMs: longestEnqueueStallMs(history.ops, faultStart, faultEnd),
+      ops: history.ops.length,
+      crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
+      elapsedMs: Date.now() - started,
+      replay,
+    }
+    log(
+      `fault run: seed ${options.seed}: ${nemesis.faults} faults (${nemesis.skipped} skipped), ${result.ops} ops, ` +
+        `${summarize(report)}; unacked=${unacked.length}${drained ? '' : ' (drain timed out)'} ` +
+        `deadLettered=${deadLettered} longestStall=${result.longestStallMs} ms crashes=${result.crashes.length} ` +
+        `in ${Math.round(result.elapsedMs / 1000)} s`,
+    )
+    const shown = new Set<string>()
+    for (const a of report.anomalies) {
+      if (shown.size >= 5 || shown.has(a.body)) continue
+      shown.add(a.body)
+      log(`anomaly ${a.kind} ${a.body}: ${a.detail}`)
+      for (const op of excerpt(history.ops, a.body)) log(`  ${JSON.stringify(op)}`)
+    }
+    for (const body of unacked.slice(0, 5)) {
+      log(`unacked ${body}:`)
+      for (const op of excerpt(history.ops, body)) log(`  ${JSON.stringify(op)}`)
+    }
+    if (report.anomalies.length > 0 || unacked.length > 0) {
+      const faults = history.ops.filter((o) => o.kind === 'fault')
+      for (const f of faults)
+        log(`  fault ${f.startMs}..${f.endMs}: ${f.kind === 'fault' ? f.description : ''}`)
+      log(`rerun: ${replay}`)
+    }
+    return result
+  } finally {
+    load.producing = false
+    load.consuming = false
+    await client.close()
+    await cluster.stop()
+  }
+}

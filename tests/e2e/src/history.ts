@@ -1,0 +1,96 @@
+/**
+ * The history of a fault run: every client operation with its start and end time (ms, the
+ * test process's wall clock, which on one host is the servers' clock too) and its result.
+ *
+ * Results follow Jepsen's three kinds: `ok` (the cluster answered and the effect happened),
+ * `fail` (the cluster answered that the effect did not happen), `info` (no answer that says:
+ * a timeout, a transport failure; the effect may or may not have happened).
+ */
+
+/** The kinds of a result. */
+export const Outcome = { Ok: 'ok', Fail: 'fail', Info: 'info' } as const
+export type Outcome = (typeof Outcome)[keyof typeof Outcome]
+
+/** An enqueue of one message; `body` is unique in the run (`<worker>-<sequence>`). */
+export interface EnqueueOp {
+  readonly kind: 'enqueue'
+  readonly worker: string
+  readonly body: string
+  readonly startMs: number
+  readonly endMs: number
+  readonly outcome: Outcome
+  /** On ok: where the message was stored. */
+  readonly partition?: number
+  readonly id?: number
+  /** On fail / info: the error code. */
+  readonly error?: string
+}
+
+/** One message handed out by a lease call. */
+export interface LeasedRecord {
+  readonly body: string
+  readonly partition: number
+  readonly id: number
+  readonly leaseId: string
+  readonly deliveryCount: number
+  /** Leader time when the lease ends unless extended (the server's `deadline_ms`). */
+  readonly deadlineMs: number
+}
+
+/** A lease call on one partition; only ok leases hand out messages. */
+export interface LeaseOp {
+  readonly kind: 'lease'
+  readonly worker: string
+  readonly partition: number
+  readonly startMs: number
+  readonly endMs: number
+  readonly outcome: Outcome
+  readonly messages: readonly LeasedRecord[]
+  readonly error?: string
+}
+
+/** Per lease id: `ok`, `expired`, `unknown` (the server's outcome for that lease). */
+export type SettleResult = 'ok' | 'expired' | 'unknown'
+
+/** An ack or nack of some leases of one partition. */
+export interface SettleOp {
+  readonly kind: 'ack' | 'nack'
+  readonly worker: string
+  readonly partition: number
+  readonly startMs: number
+  readonly endMs: number
+  readonly outcome: Outcome
+  readonly leaseIds: readonly string[]
+  /** On ok: each lease's result. */
+  readonly results?: Readonly<Record<string, SettleResult>>
+  readonly error?: string
+}
+
+/** A fault the nemesis injected or healed (not checked; printed beside anomalies). */
+export interface FaultOp {
+  readonly kind: 'fault'
+  readonly worker: 'nemesis'
+  readonly startMs: number
+  readonly endMs: number
+  readonly description: string
+}
+
+export type Op = EnqueueOp | LeaseOp | SettleOp | FaultOp
+
+/**
+ * An append-only list of operations, bounded by `opsMax` (an append beyond it throws: a run
+ * that big is a harness bug, not something to trim silently).
+ */
+export class History {
+  readonly ops: Op[] = []
+  readonly opsMax: number
+
+  constructor(opsMax = 2_000_000) {
+    this.opsMax = opsMax
+  }
+
+  add(op: Op): void {
+    if (this.ops.length >= this.opsMax) throw new Error(`history is full (${this.opsMax} ops)`)
+    this.ops.push(op)
+  }
+}

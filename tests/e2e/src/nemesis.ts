@@ -1,0 +1,146 @@
+import type { MqClient } from '@mq/router-client'
+import type { LocalCluster } from './cluster'
+import type { History } from './history'
+import { Prng } from './prng'
+
+/** The faults the nemesis injects, one at a time. */
+export const FaultKind = {
+  KillDataLeader: 'kill-data-leader',
+  KillDataFollower: 'kill-data-follower',
+  KillMetaLeader: 'kill-meta-leader',
+  PauseDataLeader: 'pause-data-leader',
+  PauseMetaLeader: 'pause-meta-leader',
+} as const
+export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
+
+const KINDS: readonly FaultKind[] = Object.values(FaultKind)
+
+/** One step of a schedule: a fault, how long it lasts, then a recovery gap. */
+export interface FaultStep {
+  readonly kind: FaultKind
+  /** Chooses among the candidates (partitions, followers) when the step runs. */
+  readonly choice: number
+  /** How long the node stays down or paused. */
+  readonly durationMs: number
+  /** Quiet time after healing, before the next fault. */
+  readonly gapMs: number
+}
+
+export interface ScheduleOptions {
+  /** The shortest and longest fault (a pause must outlast the election timeout, 200–400 ms at tick 20 ms). */
+  readonly durationMsMin: number
+  readonly durationMsMax: number
+  readonly gapMsMin: number
+  readonly gapMsMax: number
+}
+
+export const DEFAULT_SCHEDULE: ScheduleOptions = {
+  durationMsMin: 600,
+  durationMsMax: 2_500,
+  gapMsMin: 1_000,
+  gapMsMax: 3_000,
+}
+
+/**
+ * The fault schedule of `seed`: a pure function, so a seed replays the same sequence of
+ * kinds, choices and durations (which node a choice lands on depends on where the leaders
+ * are when the step runs). Steps are added until their total time reaches `totalMs`, at most
+ * `stepsMax`.
+ */
+export function schedule(
+  seed: number,
+  totalMs: number,
+  options: ScheduleOptions = DEFAULT_SCHEDULE,
+  stepsMax = 10_000,
+): FaultStep[] {
+  const prng = new Prng(seed)
+  const steps: FaultStep[] = []
+  let ms = 0
+  while (ms < totalMs && steps.length < stepsMax) {
+    const step: FaultStep = {
+      kind: prng.pick(KINDS),
+      choice: prng.int(0, 1_000_000),
+      durationMs: prng.int(options.durationMsMin, options.durationMsMax),
+      gapMs: prng.int(options.gapMsMin, options.gapMsMax),
+    }
+    steps.push(step)
+    ms += step.durationMs + step.gapMs
+  }
+  return steps
+}
+
+/** The node a step targets, found from the cluster's own view (describeQueue, clusterStatus). */
+async function target(step: FaultStep, client: MqClient, queue: string): Promise<string | undefined> {
+  if (step.kind === FaultKind.KillMetaLeader || step.kind === FaultKind.PauseMetaLeader) {
+    return (await client.admin.clusterStatus()).metaLeaderId || undefined
+  }
+  const route = await client.admin.describeQueue(queue)
+  const partitions = [...route.partitions].sort((a, b) => a.partition - b.partition)
+  const p = partitions[step.choice % partitions.length]
+  if (!p) return undefined
+  if (step.kind === FaultKind.KillDataFollower) {
+    // The replicas of the partition's data group (the route's replica list, else the group's).
+    let replicas = p.replicas.map((r) => r.nodeId)
+    if (replicas.length === 0) {
+      const group = (await client.admin.clusterStatus()).groups.find((g) => g.groupId === p.groupId)
+      replicas = group?.replicas.map((r) => r.nodeId) ?? []
+    }
+    const followers = replicas.filter((id) => id !== p.leaderId).sort()
+    if (followers.length === 0) return undefined
+    return followers[Math.floor(step.choice / 7) % followers.length]
+  }
+  return p.leaderId || undefined
+}
+
+export interface NemesisResult {
+  readonly faults: number
+  readonly skipped: number
+}
+
+/**
+ * Runs `steps` against the cluster, one fault at a time, until they end or `untilMs` (wall
+ * clock) passes: injects, holds for the step's duration, heals (restart or resume), waits
+ * the gap. Each fault is recorded in the history. The durations are the only sleeps: they
+ * are the faults themselves.
+ */
+export async function runNemesis(
+  cluster: LocalCluster,
+  client: MqClient,
+  queue: string,
+  steps: readonly FaultStep[],
+  history: History,
+  untilMs: number,
+  log: (line: string) => void,
+): Promise<NemesisResult> {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+  let faults = 0
+  let skipped = 0
+  for (const step of steps) {
+    if (Date.now() >= untilMs) break
+    const startMs = Date.now()
+    let nodeId: string | undefined
+    try {
+      nodeId = await target(step, client, queue)
+    } catch (error) {
+      log(`nemesis: no target for ${step.kind}: ${(error as Error).message}`)
+    }
+    if (!nodeId) {
+      log(`nemesis: no node found for ${step.kind}; skipped`)
+      skipped++
+      await sleep(step.gapMs)
+      continue
+    }
+    const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
+    if (pause) cluster.pause(nodeId)
+    else await cluster.kill(nodeId)
+    await sleep(step.durationMs)
+    if (pause) cluster.resume(nodeId)
+    else await cluster.restart(nodeId)
+    const description = `${step.kind} ${nodeId} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
+    history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
+    log(`nemesis: ${description}`)
+    faults++
+    await sleep(step.gapMs)
+  }
+  return { faults, skipped }
+}

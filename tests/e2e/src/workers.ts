@@ -1,0 +1,343 @@
+import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
+import {
+  fromGrpcError,
+  LeaseOutcome,
+  type LeaseResponse,
+  type LeaseResultsResponse,
+  type MqError,
+  QueueClient,
+  type QueueRoute,
+} from '@mq/protocol'
+import type { MqClient } from '@mq/router-client'
+import type { History, LeasedRecord, Outcome, SettleResult } from './history'
+import type { Prng } from './prng'
+
+/**
+ * Client workers that record every operation into a History: producers through the SDK,
+ * consumers through the raw Queue service, so that the history holds each lease's id and the
+ * deadline the server returned (the SDK's Delivery does not expose the deadline).
+ */
+
+const decoder = new TextDecoder()
+
+/** Error codes that say the request had no effect; any other failure is of unknown outcome. */
+const DEFINITE_FAILURES = new Set(['INVALID_ARGUMENT', 'QUEUE_NOT_FOUND', 'NOT_LEADER', 'STALE_ROUTE'])
+
+function errorCode(error: unknown): string {
+  return (error as Partial<MqError>)?.code ?? (error instanceof Error ? error.name : String(error))
+}
+
+function outcomeOf(error: unknown): Outcome {
+  return DEFINITE_FAILURES.has(errorCode(error)) ? 'fail' : 'info'
+}
+
+/** What the workers share: the history, a stop signal, and live progress for the drain. */
+export class Workload {
+  readonly history: History
+  readonly queue: string
+  /** Bodies whose enqueue returned ok. */
+  readonly enqueued = new Set<string>()
+  /** Bodies acked ok, or acked with an unknown outcome. */
+  readonly acked = new Set<string>()
+  producing = true
+  consuming = true
+  /** While draining, consumers ack everything (no nacks, no abandoned leases). */
+  draining = false
+
+  constructor(history: History, queue: string) {
+    this.history = history
+    this.queue = queue
+  }
+
+  /** Ok-enqueued bodies not yet acked. */
+  unacked(): string[] {
+    return [...this.enqueued].filter((b) => !this.acked.has(b))
+  }
+}
+
+export interface ProducerWorkerOptions {
+  readonly worker: string
+  /** Sends in flight at once (each waits for its answer before the next). */
+  readonly concurrency: number
+  /** Sends of this worker, at most. */
+  readonly opsMax: number
+}
+
+/** Sends unique bodies `<worker>-<seq>` through an SDK producer until `producing` turns false. */
+export async function runProducer(
+  client: MqClient,
+  load: Workload,
+  prng: Prng,
+  options: ProducerWorkerOptions,
+): Promise<void> {
+  const producer = client.producer(load.queue)
+  let seq = 0
+  const lane = async (): Promise<void> => {
+    while (load.producing && seq < options.opsMax) {
+      const body = `${options.worker}-${seq++}`
+      const weight = prng.int(1, 3)
+      const startMs = Date.now()
+      try {
+        const r = await producer.send({ body, weight })
+        load.history.add({
+          kind: 'enqueue',
+          worker: options.worker,
+          body,
+          startMs,
+          endMs: Date.now(),
+          outcome: 'ok',
+          partition: r.partition,
+          id: r.id,
+        })
+        load.enqueued.add(body)
+      } catch (error) {
+        load.history.add({
+          kind: 'enqueue',
+          worker: options.worker,
+          body,
+          startMs,
+          endMs: Date.now(),
+          outcome: outcomeOf(error),
+          error: errorCode(error),
+        })
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: options.concurrency }, lane))
+  await producer.close()
+}
+
+export interface ConsumerWorkerOptions {
+  readonly worker: string
+  /** Messages per lease call. */
+  readonly leaseMax: number
+  /** The visibility timeout asked for. */
+  readonly visibilityMs: number
+  /** Long poll of one lease call. */
+  readonly waitMs: number
+  /** One call's deadline beyond its long poll. */
+  readonly attemptMs: number
+  /** Share of leased messages nacked, and left to expire, outside the drain. */
+  readonly nackRatio: number
+  readonly abandonRatio: number
+  /** Lease calls per partition, at most. */
+  readonly opsMax: number
+}
+
+/** Where each partition's leader is, as far as this worker knows. */
+class RawRouter {
+  readonly #client: MqClient
+  readonly #queue: string
+  readonly #stubs = new Map<string, QueueClient>()
+  #route: QueueRoute | undefined
+  readonly #leaders = new Map<number, string>()
+
+  constructor(client: MqClient, queue: string) {
+    this.#client = client
+    this.#queue = queue
+  }
+
+  async refresh(): Promise<void> {
+    this.#route = await this.#client.admin.describeQueue(this.#queue)
+    for (const p of this.#route.partitions)
+      if (p.leaderAddress) this.#leaders.set(p.partition, p.leaderAddress)
+  }
+
+  async partitions(): Promise<number[]> {
+    if (!this.#route) await this.refresh()
+    return (this.#route as QueueRoute).partitions.map((p) => p.partition)
+  }
+
+  target(partition: number) {
+    return { queue: this.#queue, partition, routeEpoch: this.#route?.routeEpoch ?? 0 }
+  }
+
+  stub(partition: number): QueueClient | undefined {
+    const address = this.#leaders.get(partition)
+    if (!address) return undefined
+    let s = this.#stubs.get(address)
+    if (!s) {
+      s = new QueueClient(address, credentials.createInsecure())
+      this.#stubs.set(address, s)
+    }
+    return s
+  }
+
+  /** Follows a NOT_LEADER hint; otherwise forgets the leader so that the next call refreshes. */
+  onError(partition: number, error: MqError): void {
+    const hint = error.facts?.leaderAddress
+    if (error.code === 'NOT_LEADER' && hint) this.#leaders.set(partition, hint)
+    else this.#leaders.delete(partition)
+  }
+
+  close(): void {
+    for (const s of this.#stubs.values()) s.close()
+    this.#stubs.clear()
+  }
+}
+
+function call<Req, Res>(
+  stub: QueueClient,
+  method: (
+    req: Req,
+    md: Metadata,
+    opts: { deadline: number },
+    cb: (e: ServiceError | null, r: Res) => void,
+  ) => unknown,
+  request: Req,
+  deadlineMs: number,
+): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    method.call(stub, request, new Metadata(), { deadline: Date.now() + deadlineMs }, (e, r) =>
+      e ? reject(fromGrpcError(e)) : resolve(r),
+    )
+  })
+}
+
+const RESULT: Record<number, SettleResult> = {
+  [LeaseOutcome.LEASE_OUTCOME_OK]: 'ok',
+  [LeaseOutcome.LEASE_OUTCOME_EXPIRED]: 'expired',
+  [LeaseOutcome.LEASE_OUTCOME_UNKNOWN]: 'unknown',
+}
+
+/**
+ * Leases from every partition of the queue (one loop per partition) until `consuming` turns
+ * false; acks most messages, nacks some, lets some expire (none while draining).
+ */
+export async function runConsumer(
+  client: MqClient,
+  load: Workload,
+  prng: Prng,
+  options: ConsumerWorkerOptions,
+): Promise<void> {
+  const router = new RawRouter(client, load.queue)
+  const backoffMs = (failures: number) => Math.min(500, 20 * 2 ** Math.min(failures, 5))
+  const pauseMs = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+  /** Acks or nacks `leases` (one partition), retrying a definite refusal; records one op. */
+  const settle = async (kind: 'ack' | 'nack', partition: number, leases: LeasedRecord[]) => {
+    if (leases.length === 0) return
+    const leaseIds = leases.map((l) => l.leaseId)
+    const startMs = Date.now()
+    let indeterminate = false
+    let lastError: unknown
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const stub = router.stub(partition)
+      try {
+        if (!stub) await router.refresh()
+        const s = router.stub(partition)
+        if (!s) throw new Error(`no leader known for partition ${partition}`)
+        const request = { target: router.target(partition), leaseIds, delayMs: 0 }
+        const response: LeaseResultsResponse =
+          kind === 'ack'
+            ? await call(s, s.ack, request, options.attemptMs)
+            : await call(s, s.nack, request, options.attemptMs)
+        const results: Record<string, SettleResult> = {}
+        for (const r of response.results) results[r.leaseId] = RESULT[r.outcome] ?? 'unknown'
+        // After an attempt of unknown outcome, "unknown lease" may mean that attempt applied.
+        load.history.add({
+          kind,
+          worker: options.worker,
+          partition,
+          startMs,
+          endMs: Date.now(),
+          leaseIds,
+          ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok', results }),
+        })
+        if (kind === 'ack') {
+          for (const l of leases) if (indeterminate || results[l.leaseId] === 'ok') load.acked.add(l.body)
+        }
+        return
+      } catch (error) {
+        lastError = error
+        if (outcomeOf(error) === 'info') indeterminate = true
+        router.onError(partition, error as MqError)
+        await pauseMs(backoffMs(attempt))
+      }
+    }
+    load.history.add({
+      kind,
+      worker: options.worker,
+      partition,
+      startMs,
+      endMs: Date.now(),
+      leaseIds,
+      outcome: indeterminate ? 'info' : 'fail',
+      error: errorCode(lastError),
+    })
+    if (kind === 'ack' && indeterminate) for (const l of leases) load.acked.add(l.body)
+  }
+
+  const loop = async (partition: number): Promise<void> => {
+    let failures = 0
+    for (let n = 0; n < options.opsMax && load.consuming; n++) {
+      const startMs = Date.now()
+      let response: LeaseResponse
+      try {
+        if (!router.stub(partition)) await router.refresh()
+        const s = router.stub(partition)
+        if (!s) throw new Error(`no leader known for partition ${partition}`)
+        response = await call(
+          s,
+          s.lease,
+          {
+            target: router.target(partition),
+            consumerId: options.worker,
+            max: options.leaseMax,
+            visibilityMs: options.visibilityMs,
+            waitMs: options.waitMs,
+          },
+          options.attemptMs + options.waitMs,
+        )
+      } catch (error) {
+        load.history.add({
+          kind: 'lease',
+          worker: options.worker,
+          partition,
+          startMs,
+          endMs: Date.now(),
+          outcome: outcomeOf(error),
+          messages: [],
+          error: errorCode(error),
+        })
+        router.onError(partition, error as MqError)
+        await pauseMs(backoffMs(failures++))
+        continue
+      }
+      failures = 0
+      const messages: LeasedRecord[] = response.messages.map((m) => ({
+        body: decoder.decode(m.body),
+        partition,
+        id: m.id,
+        leaseId: m.leaseId,
+        deliveryCount: m.deliveryCount,
+        deadlineMs: m.deadlineMs,
+      }))
+      load.history.add({
+        kind: 'lease',
+        worker: options.worker,
+        partition,
+        startMs,
+        endMs: Date.now(),
+        outcome: 'ok',
+        messages,
+      })
+      const acks: LeasedRecord[] = []
+      const nacks: LeasedRecord[] = []
+      for (const m of messages) {
+        const r = prng.next()
+        if (load.draining || r >= options.nackRatio + options.abandonRatio) acks.push(m)
+        else if (r < options.nackRatio) nacks.push(m)
+        // else: abandoned, its lease expires and the message is delivered again.
+      }
+      await Promise.all([settle('ack', partition, acks), settle('nack', partition, nacks)])
+    }
+  }
+
+  try {
+    const partitions = await router.partitions()
+    await Promise.all(partitions.map(loop))
+  } finally {
+    router.close()
+  }
+}
