@@ -27,6 +27,11 @@ export function hashBytes(data: Uint8Array, seed = 0x811c9dc5): number {
  * - committed entries never change (the term committed at an index is fixed forever);
  * - ReadIndex linearizability: a read index is at least the commit index known anywhere
  *   when the read was issued; timestamps never decrease along the applied log.
+ *
+ * Committed entries are never lost: an entry committed and then lost would show as a leader
+ * without it (leader completeness), as a different term committed at its index, or as a
+ * different state hash at its index; and the liveness phase ends only when every voter has
+ * applied past every index committed during the run.
  */
 export class SafetyChecker {
   readonly #leaderOfTerm = new Map<number, ReplicaId>()
