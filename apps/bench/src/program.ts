@@ -1,17 +1,256 @@
-import { Command } from 'commander'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { Command, InvalidArgumentError, Option } from 'commander'
+import { toHtml } from './html'
+import { compareReports, comparisonMarkdown, toMarkdown } from './report'
+import { type BenchReport, newReport, parseReport, type ScenarioResult } from './result'
+import type { Target } from './scenarios/common'
+import { CONSUME_DEFAULTS, runConsume } from './scenarios/consume'
+import { E2E_DEFAULTS, runE2e } from './scenarios/e2e'
+import { FAILOVER_DEFAULTS, runFailover } from './scenarios/failover'
+import { FAIRNESS_DEFAULTS, parseWeights, runFairness } from './scenarios/fairness'
+import { MICRO_DEFAULTS, runMicro } from './scenarios/micro'
+import { PRODUCE_DEFAULTS, runProduce } from './scenarios/produce'
+import { runSuite } from './scenarios/suite'
 
 export interface ProgramIo {
-  readonly out: (line: string) => void
+  /** stdout: the markdown table, comparisons. */
+  readonly out: (text: string) => void
+  /** stderr: errors. */
+  readonly err: (text: string) => void
 }
 
-/** Builds the `mq-bench` command line. */
-export function createProgram(io: ProgramIo = { out: (l) => console.log(l) }): Command {
-  const program = new Command('mq-bench').description('benchmarks of an mq cluster and of its packages')
-  program
-    .command('suite')
-    .description('the standard quick set of benchmarks')
-    .action(() => {
-      io.out('mq-bench suite: no scenarios are built yet (see issue "mq-bench")')
+const DEFAULT_IO: ProgramIo = {
+  out: (t) => process.stdout.write(t.endsWith('\n') ? t : `${t}\n`),
+  err: (t) => process.stderr.write(t),
+}
+
+/** A commander parser for an integer in [min, max]. */
+export function intIn(min: number, max: number): (value: string) => number {
+  return (value) => {
+    const n = Number(value)
+    if (!/^-?\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected an integer from ${min} to ${max}.`)
+    }
+    return n
+  }
+}
+
+/** A commander parser for `host:port,host:port`. */
+export function serverList(value: string): string[] {
+  const list = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+  for (const s of list) {
+    if (!/^[^:\s]+:\d{1,5}$/.test(s)) throw new InvalidArgumentError(`"${s}" is not host:port.`)
+  }
+  if (list.length === 0) throw new InvalidArgumentError('expected host:port[,host:port…].')
+  return list
+}
+
+interface CommonOptions {
+  servers?: string[]
+  out?: string
+  html?: string
+  compare?: string
+  fromSource?: boolean
+}
+
+/** Builds the `mq-bench` command line. Results go to stdout as markdown, and to --out/--html. */
+export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
+  const program = new Command('mq-bench')
+    .description('benchmarks of an mq cluster and of its packages')
+    .configureOutput({ writeOut: (s) => io.out(s), writeErr: (s) => io.err(s) })
+    .showHelpAfterError('(run mq-bench <scenario> --help for the options)')
+
+  const finish = async (results: ScenarioResult[], o: CommonOptions): Promise<void> => {
+    const report = newReport(results)
+    const markdown = toMarkdown(report)
+    io.out(markdown)
+    if (o.out) writeFileSync(o.out, `${JSON.stringify(report, null, 2)}\n`)
+    if (o.html) writeFileSync(o.html, toHtml(report, markdown))
+    if (o.compare) {
+      const old: BenchReport = parseReport(readFileSync(o.compare, 'utf8'), o.compare)
+      io.out(
+        `\ncompared with ${o.compare} (${old.startedAt}):\n\n${comparisonMarkdown(compareReports(old, report))}`,
+      )
+    }
+  }
+
+  const scenario = (name: string, description: string, cluster = true): Command => {
+    const c = program
+      .command(name)
+      .description(description)
+      .option('--out <file>', 'write the results as JSON')
+      .option('--html <file>', 'write an HTML report with charts')
+      .option('--compare <file>', 'print ratios against an earlier --out file')
+    if (cluster) {
+      c.option(
+        '--servers <list>',
+        'seed addresses host:port,… (default: start a local 3-node cluster)',
+        serverList,
+      )
+      c.addOption(new Option('--from-source', 'run the local cluster from source through tsx').hideHelp())
+    }
+    return c
+  }
+  const target = (o: CommonOptions): Target => ({
+    ...(o.servers ? { servers: o.servers } : {}),
+    fromSource: o.fromSource ?? false,
+  })
+  const seconds = (o: { timeLimit: number }) => o.timeLimit * 1000
+
+  scenario('produce', 'N messages of S bytes, W in flight per producer, P producers')
+    .option('-n, --count <n>', 'messages', intIn(1, 10_000_000), PRODUCE_DEFAULTS.count)
+    .option('-s, --size <bytes>', 'body bytes', intIn(0, 256 * 1024), PRODUCE_DEFAULTS.sizeBytes)
+    .option(
+      '-w, --in-flight <n>',
+      'sends outstanding per producer',
+      intIn(1, 10_000),
+      PRODUCE_DEFAULTS.inFlight,
+    )
+    .option('-p, --producers <n>', 'producers (one client each)', intIn(1, 64), PRODUCE_DEFAULTS.producers)
+    .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), PRODUCE_DEFAULTS.partitions)
+    .option(
+      '--time-limit <s>',
+      'stop after this many seconds',
+      intIn(1, 3600),
+      PRODUCE_DEFAULTS.timeLimitMs / 1000,
+    )
+    .action(async (o) => {
+      const r = await runProduce(target(o), {
+        count: o.count,
+        sizeBytes: o.size,
+        inFlight: o.inFlight,
+        producers: o.producers,
+        partitions: o.partitions,
+        timeLimitMs: seconds(o),
+      })
+      await finish([r], o)
     })
+
+  scenario('consume', 'drain a backlog of N messages with C consumers, prefetch, ack')
+    .option('-n, --count <n>', 'backlog messages', intIn(1, 10_000_000), CONSUME_DEFAULTS.count)
+    .option('-s, --size <bytes>', 'body bytes', intIn(0, 256 * 1024), CONSUME_DEFAULTS.sizeBytes)
+    .option('-c, --consumers <n>', 'consumers (one client each)', intIn(1, 64), CONSUME_DEFAULTS.consumers)
+    .option(
+      '--prefetch <n>',
+      'leased and unsettled per consumer',
+      intIn(1, 10_000),
+      CONSUME_DEFAULTS.prefetch,
+    )
+    .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), CONSUME_DEFAULTS.partitions)
+    .option(
+      '--time-limit <s>',
+      'stop after this many seconds',
+      intIn(1, 3600),
+      CONSUME_DEFAULTS.timeLimitMs / 1000,
+    )
+    .action(async (o) => {
+      const r = await runConsume(target(o), {
+        count: o.count,
+        sizeBytes: o.size,
+        consumers: o.consumers,
+        prefetch: o.prefetch,
+        partitions: o.partitions,
+        timeLimitMs: seconds(o),
+      })
+      await finish([r], o)
+    })
+
+  scenario('fairness', 'a backlog in several weights in one partition, then lease: achieved vs target share')
+    .option('--weights <list>', 'weights, comma-separated', parseWeights, FAIRNESS_DEFAULTS.weights)
+    .option(
+      '--per-weight <n>',
+      'backlog per unit of weight',
+      intIn(1, 100_000),
+      FAIRNESS_DEFAULTS.perWeightUnit,
+    )
+    .option('--window <n>', 'leases per share sample', intIn(10, 100_000), FAIRNESS_DEFAULTS.windowLeases)
+    .option(
+      '--tolerance <share>',
+      'worst deviation allowed (exit 1 beyond)',
+      parseShare,
+      FAIRNESS_DEFAULTS.tolerance,
+    )
+    .option('--in-process', 'run against @mq/weighted-queue directly (no cluster)')
+    .option(
+      '--time-limit <s>',
+      'stop after this many seconds',
+      intIn(1, 3600),
+      FAIRNESS_DEFAULTS.timeLimitMs / 1000,
+    )
+    .action(async (o) => {
+      const r = await runFairness(target(o), {
+        weights: o.weights,
+        perWeightUnit: o.perWeight,
+        windowLeases: o.window,
+        tolerance: o.tolerance,
+        inProcess: o.inProcess ?? false,
+        timeLimitMs: seconds(o),
+      })
+      await finish([r], o)
+      if ((r.metrics.deviationMax ?? 0) > o.tolerance) process.exitCode = 1
+    })
+
+  scenario('e2e', 'a fixed rate for T seconds: produce → receive latency')
+    .option('-r, --rate <msgs/s>', 'messages per second', intIn(1, 1_000_000), E2E_DEFAULTS.ratePerS)
+    .option('-t, --duration <s>', 'seconds of load', intIn(1, 3600), E2E_DEFAULTS.durationMs / 1000)
+    .option('-s, --size <bytes>', 'body bytes (at least 8)', intIn(8, 256 * 1024), E2E_DEFAULTS.sizeBytes)
+    .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), E2E_DEFAULTS.partitions)
+    .action(async (o) => {
+      const r = await runE2e(target(o), {
+        ratePerS: o.rate,
+        durationMs: o.duration * 1000,
+        sizeBytes: o.size,
+        partitions: o.partitions,
+      })
+      await finish([r], o)
+    })
+
+  scenario('failover', 'fixed-rate load while the bench kill -9s the leader of a data group', false)
+    .option('-r, --rate <msgs/s>', 'messages per second', intIn(1, 1_000_000), FAILOVER_DEFAULTS.ratePerS)
+    .option(
+      '-t, --duration <s>',
+      'seconds of load (the kill is at a third)',
+      intIn(3, 3600),
+      FAILOVER_DEFAULTS.durationMs / 1000,
+    )
+    .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), FAILOVER_DEFAULTS.partitions)
+    .addOption(new Option('--from-source', 'run the local cluster from source through tsx').hideHelp())
+    .action(async (o) => {
+      const r = await runFailover(
+        { fromSource: o.fromSource ?? false },
+        { ratePerS: o.rate, durationMs: o.duration * 1000, partitions: o.partitions },
+      )
+      await finish([r], o)
+      if ((r.metrics.lost ?? 0) > 0) process.exitCode = 1
+    })
+
+  scenario('micro', "the packages' own benchmarks (weighted-queue, kv-storage)", false)
+    .option(
+      '--cycles <n>',
+      'weighted-queue enqueue→lease→ack cycles',
+      intIn(1, 10_000_000),
+      MICRO_DEFAULTS.cycles,
+    )
+    .option('--batches <n>', 'kv-storage synced batches', intIn(1, 100_000), MICRO_DEFAULTS.batches)
+    .option('--batch <n>', 'entries per batch', intIn(1, 100_000), MICRO_DEFAULTS.batchEntries)
+    .action(async (o) => {
+      const rs = await runMicro({ cycles: o.cycles, batches: o.batches, batchEntries: o.batch })
+      await finish(rs, o)
+    })
+
+  scenario('suite', 'the standard quick set (under 3 minutes)').action(async (o) => {
+    await finish(await runSuite(target(o)), o)
+  })
+
   return program
+}
+
+function parseShare(value: string): number {
+  const n = Number(value)
+  if (!Number.isFinite(n) || n <= 0 || n >= 1)
+    throw new InvalidArgumentError('expected a share between 0 and 1.')
+  return n
 }

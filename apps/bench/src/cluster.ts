@@ -1,0 +1,182 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MqClient } from '@mq/router-client'
+
+/** apps/server relative to this file, in src/ and in dist/ alike. */
+const serverDir = join(import.meta.dirname, '..', '..', 'server')
+
+/** A free TCP port on 127.0.0.1 (bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer()
+    s.once('error', reject)
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address()
+      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no free port'))))
+    })
+  })
+}
+
+export interface BenchNode {
+  readonly nodeId: string
+  readonly address: string
+  child: ChildProcess | undefined
+  exited: Promise<void>
+  /** The last 20 kB of its stdout and stderr. */
+  output: string
+}
+
+export interface BenchClusterOptions {
+  readonly nodes?: number
+  readonly tickMs?: number
+  /** Run apps/server from source through tsx instead of its dist (tests). */
+  readonly fromSource?: boolean
+  /** The server's built entry (default: apps/server/dist/main.js of this repo). */
+  readonly serverMain?: string
+  /** How long to wait for the cluster to answer. */
+  readonly readyMs?: number
+}
+
+/**
+ * A cluster of real `mq-server` processes on loopback that the bench starts itself: one
+ * `mq-server start` per node (so the bench knows each node's PID for failover), data in
+ * one temporary folder. Every process is ended by its PID; `stop()` removes the folder.
+ */
+export class BenchCluster {
+  private constructor(
+    readonly nodes: BenchNode[],
+    readonly dir: string,
+    private readonly command: readonly string[],
+    private readonly tickMs: number,
+  ) {}
+
+  static async start(options: BenchClusterOptions = {}): Promise<BenchCluster> {
+    const count = options.nodes ?? 3
+    if (!Number.isInteger(count) || count < 1 || count > 9) {
+      throw new RangeError(`nodes must be 1..9, got ${count}`)
+    }
+    let command: string[]
+    if (options.fromSource) {
+      command = [
+        '--import',
+        import.meta.resolve('tsx'),
+        '--conditions=source',
+        join(serverDir, 'src', 'main.ts'),
+      ]
+    } else {
+      const main =
+        options.serverMain ?? process.env.MQ_BENCH_SERVER_MAIN ?? join(serverDir, 'dist', 'main.js')
+      if (!existsSync(main)) {
+        throw new Error(
+          `${main} is missing: build the server first (pnpm turbo run build --filter=@mq/server...)`,
+        )
+      }
+      command = [main]
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'mq-bench-'))
+    const nodes: BenchNode[] = []
+    for (let i = 1; i <= count; i++) {
+      nodes.push({
+        nodeId: `n${i}`,
+        address: `127.0.0.1:${await freePort()}`,
+        child: undefined,
+        exited: Promise.resolve(),
+        output: '',
+      })
+    }
+    const cluster = new BenchCluster(nodes, dir, command, options.tickMs ?? 20)
+    for (const n of nodes) cluster.#spawn(n)
+    try {
+      await cluster.#waitReady(options.readyMs ?? 60_000)
+    } catch (error) {
+      const logs = nodes.map((n) => `--- ${n.nodeId}\n${n.output.slice(-2000)}`).join('\n')
+      await cluster.stop()
+      throw new Error(`the local cluster did not come up: ${(error as Error).message}\n${logs}`, {
+        cause: error,
+      })
+    }
+    return cluster
+  }
+
+  get servers(): string[] {
+    return this.nodes.map((n) => n.address)
+  }
+
+  node(nodeId: string): BenchNode {
+    const n = this.nodes.find((x) => x.nodeId === nodeId)
+    if (!n) throw new Error(`no node ${nodeId} in the local cluster`)
+    return n
+  }
+
+  /** Sends SIGKILL to the node's PID and waits until it has exited. */
+  async kill(nodeId: string): Promise<void> {
+    const n = this.node(nodeId)
+    n.child?.kill('SIGKILL')
+    await n.exited
+    n.child = undefined
+  }
+
+  /** SIGTERM to every node (SIGKILL after 10 s), waits for each, removes the data folder. */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.nodes.map(async (n) => {
+        if (!n.child) return
+        n.child.kill('SIGTERM')
+        const timer = setTimeout(() => n.child?.kill('SIGKILL'), 10_000)
+        await n.exited
+        clearTimeout(timer)
+        n.child = undefined
+      }),
+    )
+    rmSync(this.dir, { recursive: true, force: true })
+  }
+
+  #spawn(n: BenchNode): void {
+    const initialMeta = this.nodes.map((x) => `${x.nodeId}=${x.address}`).join(',')
+    const child = spawn(
+      process.execPath,
+      [
+        ...this.command,
+        'start',
+        '--node-id',
+        n.nodeId,
+        '--listen',
+        n.address,
+        '--data-dir',
+        join(this.dir, n.nodeId),
+        '--initial-meta',
+        initialMeta,
+        '--tick-ms',
+        String(this.tickMs),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    )
+    n.child = child
+    const collect = (c: Buffer) => {
+      n.output = (n.output + c.toString()).slice(-20_000)
+    }
+    child.stdout?.on('data', collect)
+    child.stderr?.on('data', collect)
+    n.exited = new Promise((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) resolve()
+      else child.once('exit', () => resolve())
+    })
+  }
+
+  /** Resolves once the meta group answers through every node; bounded by `timeoutMs`. */
+  async #waitReady(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    for (const n of this.nodes) {
+      const remaining = deadline - Date.now()
+      if (remaining <= 0) throw new Error(`not ready within ${timeoutMs} ms`)
+      if (n.child?.exitCode !== null && n.child?.exitCode !== undefined) {
+        throw new Error(`${n.nodeId} exited with code ${n.child.exitCode}`)
+      }
+      const client = await MqClient.connect({ servers: [n.address], deadlineMs: remaining, attemptMs: 1_000 })
+      await client.close()
+    }
+  }
+}

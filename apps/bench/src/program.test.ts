@@ -1,0 +1,74 @@
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+import { CommanderError } from 'commander'
+import { describe, expect, it } from 'vitest'
+import { createProgram, intIn, serverList } from './program'
+
+/** Parses `args` with exits turned into thrown CommanderErrors; returns what was written. */
+async function run(args: string[]): Promise<{ error: CommanderError | undefined; out: string; err: string }> {
+  let out = ''
+  let err = ''
+  const program = createProgram({ out: (t) => (out += t), err: (t) => (err += t) })
+  program.exitOverride()
+  for (const c of program.commands) c.exitOverride()
+  try {
+    await program.parseAsync(args, { from: 'user' })
+    return { error: undefined, out, err }
+  } catch (error) {
+    if (error instanceof CommanderError) return { error, out, err }
+    throw error
+  }
+}
+
+describe('command line', () => {
+  it('parses bounded integers and server lists', () => {
+    expect(intIn(1, 10)('7')).toBe(7)
+    for (const bad of ['0', '11', '1.5', 'x', '', '1e3'])
+      expect(() => intIn(1, 10)(bad)).toThrow(/integer from 1 to 10/)
+    expect(serverList('a:1, b:2')).toEqual(['a:1', 'b:2'])
+    expect(() => serverList('a:1,nope')).toThrow(/"nope" is not host:port/)
+    expect(() => serverList(',')).toThrow(/host:port/)
+  })
+
+  it.each([
+    [['produce', '-n', 'abc'], /option '-n, --count <n>' argument 'abc' is invalid/],
+    [['produce', '--in-flight', '0'], /integer from 1 to 10000/],
+    [['produce', '--servers', 'localhost'], /"localhost" is not host:port/],
+    [['fairness', '--weights', '1,x'], /weights 1\.\.1000/],
+    [['fairness', '--weights', '3,3'], /distinct/],
+    [['fairness', '--tolerance', '2'], /share between 0 and 1/],
+    [['produce', '--bogus'], /unknown option '--bogus'/],
+    [['nonsense'], /unknown command 'nonsense'/],
+  ])('refuses %j with a clear error and exit code 1', async (args, message) => {
+    const r = await run(args)
+    expect(r.error?.exitCode).toBe(1)
+    expect(r.err).toMatch(message)
+  })
+
+  it('lists every scenario in its help', async () => {
+    const r = await run(['--help'])
+    expect(r.error?.exitCode).toBe(0)
+    for (const s of ['produce', 'consume', 'fairness', 'e2e', 'failover', 'micro', 'suite'])
+      expect(r.out).toContain(s)
+  })
+
+  it('runs the in-process fairness scenario and writes the table to stdout', async () => {
+    const r = await run(['fairness', '--in-process', '--per-weight', '50', '--window', '130'])
+    expect(r.error).toBeUndefined()
+    expect(r.out).toContain('| fairness-in-process | deviationMax |')
+  })
+
+  it('exits 1 from the real process on a bad flag', () => {
+    const main = join(import.meta.dirname, 'main.ts')
+    const p = spawnSync(
+      process.execPath,
+      ['--import', import.meta.resolve('tsx'), '--conditions=source', main, 'produce', '-n', '-5'],
+      {
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    )
+    expect(p.status).toBe(1)
+    expect(p.stderr).toMatch(/argument '-5' is invalid/)
+  })
+})

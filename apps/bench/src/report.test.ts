@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest'
+import { lineChart, toHtml } from './html'
+import { compareReports, comparisonMarkdown, toMarkdown } from './report'
+import { type BenchReport, newReport, parseReport, type ScenarioResult } from './result'
+
+const lat = (p50: number) => ({ count: 100, p50, p90: p50 * 2, p99: p50 * 3, p999: p50 * 4, max: p50 * 5 })
+
+const produce: ScenarioResult = {
+  scenario: 'produce',
+  params: { count: 100, sizeBytes: 10 },
+  metrics: { msgsPerS: 2000, mbPerS: 0.02 },
+  latency: { ack: lat(1.5) },
+  timeline: [
+    { tS: 0, perS: 1900, p50Ms: 1.4, p99Ms: 4 },
+    { tS: 1, perS: 2100, p50Ms: 1.6, p99Ms: 5 },
+  ],
+}
+const fairness: ScenarioResult = {
+  scenario: 'fair<ness>&',
+  params: { weights: '1,3' },
+  metrics: { deviationMax: 0.02 },
+  latency: {},
+  fairness: {
+    weights: [1, 3],
+    targets: [0.25, 0.75],
+    samples: [
+      { leases: 100, shares: [0.26, 0.74] },
+      { leases: 200, shares: [0.24, 0.76] },
+    ],
+  },
+  notes: ['a <note>'],
+}
+
+describe('reports', () => {
+  it('round-trips through JSON and refuses what is not a report', () => {
+    const r = newReport([produce, fairness])
+    expect(parseReport(JSON.stringify(r))).toEqual(r)
+    expect(() => parseReport('{nope', 'x.json')).toThrow(/x\.json: not JSON/)
+    expect(() => parseReport('{"results": []}', 'y.json')).toThrow(/y\.json: not an mq-bench report/)
+  })
+
+  it('renders a markdown table with every metric and the percentiles', () => {
+    const md = toMarkdown(newReport([produce, fairness]))
+    expect(md).toContain('| scenario | metric | value |')
+    expect(md).toContain('| produce | msgsPerS | 2,000 |')
+    expect(md).toContain('| produce | ack | 100 | 1.5 | 3 | 4.5 | 6 | 7.5 |')
+    expect(md).toContain('- produce: count=100 sizeBytes=10')
+    // Every table row has the same number of cells as its header.
+    for (const block of md.split('\n\n').filter((b) => b.startsWith('|'))) {
+      const cells = block.split('\n').map((l) => l.split(' | ').length)
+      expect(new Set(cells).size).toBe(1)
+    }
+  })
+
+  it('renders self-contained HTML with one SVG chart per series kind, text escaped', () => {
+    const html = toHtml(newReport([produce, fairness]), 'md <b>')
+    expect(html.startsWith('<!DOCTYPE html>')).toBe(true)
+    expect(html.trimEnd().endsWith('</html>')).toBe(true)
+    // throughput + latency for produce, shares for fairness
+    expect(html.match(/<svg /g)?.length).toBe(3)
+    expect(html.match(/<\/svg>/g)?.length).toBe(3)
+    expect(html).toContain('<polyline')
+    expect(html).not.toMatch(/<script|src=|href=|https?:\/\/(?!www\.w3\.org\/2000\/svg)/)
+    expect(html).toContain('fair&lt;ness&gt;&amp;')
+    expect(html).not.toContain('<note>')
+    expect(html).toContain('md &lt;b&gt;')
+  })
+
+  it('draws a chart whose points stay inside the plot area', () => {
+    const svg = lineChart({
+      title: 't',
+      xLabel: 'x',
+      yLabel: 'y',
+      series: [
+        {
+          name: 'a',
+          points: [
+            [0, 0],
+            [5, 10],
+            [10, 3],
+          ],
+        },
+      ],
+    })
+    const pts =
+      /points="([^"]+)"/
+        .exec(svg)?.[1]
+        ?.split(' ')
+        .map((p) => p.split(',').map(Number)) ?? []
+    expect(pts).toHaveLength(3)
+    for (const [x, y] of pts) {
+      expect(x).toBeGreaterThanOrEqual(64)
+      expect(x).toBeLessThanOrEqual(500)
+      expect(y).toBeGreaterThanOrEqual(28)
+      expect(y).toBeLessThanOrEqual(260)
+    }
+  })
+})
+
+describe('compareReports', () => {
+  it('gives new/old ratios for metrics and latency percentiles present in both', () => {
+    const old: BenchReport = newReport([produce])
+    const faster: ScenarioResult = {
+      ...produce,
+      metrics: { msgsPerS: 3000, mbPerS: 0, extra: 1 },
+      latency: { ack: lat(0.75) },
+    }
+    const rows = compareReports(old, newReport([faster, fairness]))
+    const by = (f: string) => rows.find((r) => r.figure === f)
+    expect(by('msgsPerS')?.ratio).toBeCloseTo(1.5, 9)
+    expect(by('mbPerS')?.ratio).toBe(0)
+    expect(by('ack p50 ms')?.ratio).toBeCloseTo(0.5, 9)
+    expect(by('ack p99 ms')?.ratio).toBeCloseTo(0.5, 9)
+    expect(by('extra')).toBeUndefined()
+    expect(rows.every((r) => r.scenario === 'produce')).toBe(true)
+    expect(comparisonMarkdown(rows)).toContain('| produce | msgsPerS | 2,000 | 3,000 | 1.50× |')
+  })
+
+  it('says n/a when the old figure is 0', () => {
+    const zero = newReport([{ ...produce, metrics: { msgsPerS: 0 } }])
+    const rows = compareReports(zero, newReport([produce]))
+    expect(rows.find((r) => r.figure === 'msgsPerS')?.ratio).toBeUndefined()
+    expect(comparisonMarkdown(rows)).toContain('n/a')
+  })
+})

@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto'
+import { MqClient } from '@mq/router-client'
+import { BenchCluster } from '../cluster'
+
+/** Where a scenario runs: given servers, or a local cluster the bench started. */
+export interface Target {
+  /** Seed addresses; absent: start a local 3-node cluster for the run. */
+  readonly servers?: readonly string[]
+  /** Run the local cluster's server from source (tests). */
+  readonly fromSource?: boolean
+}
+
+export interface Env {
+  readonly servers: readonly string[]
+  readonly cluster: BenchCluster | undefined
+}
+
+/** Runs `fn` against `target`, starting (and always stopping) a local cluster when needed. */
+export async function withTarget<T>(target: Target, fn: (env: Env) => Promise<T>): Promise<T> {
+  if (target.servers && target.servers.length > 0) return fn({ servers: target.servers, cluster: undefined })
+  const cluster = await BenchCluster.start({ fromSource: target.fromSource ?? false })
+  try {
+    return await fn({ servers: cluster.servers, cluster })
+  } finally {
+    await cluster.stop()
+  }
+}
+
+export function connect(servers: readonly string[]): Promise<MqClient> {
+  return MqClient.connect({ servers, deadlineMs: 30_000 })
+}
+
+/** A fresh queue name for one run. */
+export function queueName(scenario: string): string {
+  return `bench-${scenario}-${randomBytes(4).toString('hex')}`
+}
+
+/** Resolves after `ms` (pacing only, never synchronisation). */
+export function pause(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms))
+}
+
+/** Milliseconds since `start` (a performance.now() reading). */
+export function since(start: number): number {
+  return performance.now() - start
+}
+
+/** Closes every client, ignoring failures (the run's result is already known). */
+export async function closeAll(clients: readonly MqClient[]): Promise<void> {
+  await Promise.allSettled(clients.map((c) => c.close()))
+}

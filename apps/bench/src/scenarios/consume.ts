@@ -1,0 +1,112 @@
+import type { MqClient } from '@mq/router-client'
+import { round, Timeline } from '../histogram'
+import { Progress } from '../progress'
+import type { ScenarioResult } from '../result'
+import { closeAll, connect, queueName, since, type Target, withTarget } from './common'
+import { PRODUCE_DEFAULTS, produceInto } from './produce'
+
+export interface ConsumeOptions {
+  /** Backlog to drain. */
+  readonly count: number
+  readonly sizeBytes: number
+  readonly consumers: number
+  readonly prefetch: number
+  readonly partitions: number
+  readonly timeLimitMs: number
+}
+
+export const CONSUME_DEFAULTS: ConsumeOptions = {
+  count: 20_000,
+  sizeBytes: 100,
+  consumers: 2,
+  prefetch: 256,
+  partitions: 4,
+  timeLimitMs: 120_000,
+}
+
+/**
+ * Receives and acks up to `count` messages of `queue` with `consumers` consumers (one
+ * client each). Counts a message when its ack is confirmed. Bounded by `timeLimitMs`.
+ */
+export async function drain(
+  servers: readonly string[],
+  queue: string,
+  o: Pick<ConsumeOptions, 'count' | 'consumers' | 'prefetch' | 'timeLimitMs'>,
+  onMessage: (body: Uint8Array, atMs: number) => void = () => {},
+  progress?: Progress,
+): Promise<{ acked: number; elapsedMs: number; timeline: Timeline }> {
+  const clients: MqClient[] = []
+  try {
+    for (let c = 0; c < o.consumers; c++) clients.push(await connect(servers))
+    const timeline = new Timeline()
+    let received = 0
+    let acked = 0
+    const start = performance.now()
+    const deadline = start + o.timeLimitMs
+    await Promise.all(
+      clients.map(async (client) => {
+        const consumer = client.consumer(queue, { prefetch: o.prefetch, waitMs: 500 })
+        const acks: Promise<void>[] = []
+        const timer = setTimeout(() => void consumer.close(), Math.max(0, deadline - performance.now()))
+        try {
+          for await (const m of consumer) {
+            received++
+            onMessage(m.body, since(start))
+            acks.push(
+              m.ack().then(() => {
+                acked++
+                timeline.record(since(start))
+                progress?.update(acked, o.count, 'acked')
+              }),
+            )
+            if (received >= o.count || performance.now() > deadline) break
+          }
+        } finally {
+          clearTimeout(timer)
+          await Promise.allSettled(acks)
+          await consumer.close()
+        }
+      }),
+    )
+    return { acked, elapsedMs: since(start), timeline }
+  } finally {
+    progress?.end()
+    await closeAll(clients)
+  }
+}
+
+/** The `consume` scenario: a backlog of `count` messages, then drained and acked. */
+export async function runConsume(target: Target, o: ConsumeOptions): Promise<ScenarioResult> {
+  return withTarget(target, async ({ servers }) => {
+    const admin = await connect(servers)
+    const queue = queueName('consume')
+    try {
+      await admin.admin.createQueue(queue, { partitions: o.partitions })
+      const fill = await produceInto(servers, queue, {
+        ...PRODUCE_DEFAULTS,
+        count: o.count,
+        sizeBytes: o.sizeBytes,
+        partitions: o.partitions,
+        timeLimitMs: o.timeLimitMs,
+      })
+      const run = await drain(servers, queue, o, undefined, new Progress('consume'))
+      const seconds = run.elapsedMs / 1000
+      return {
+        scenario: 'consume',
+        params: { ...o },
+        metrics: {
+          backlog: fill.acked,
+          acked: run.acked,
+          msgsPerS: round(run.acked / seconds, 0),
+          elapsedS: round(seconds, 2),
+        },
+        latency: {},
+        timeline: run.timeline.points(),
+        notes: run.acked < fill.acked ? [`drained ${run.acked} of ${fill.acked} within the time limit`] : [],
+      }
+    } finally {
+      await admin.admin.deleteQueue(queue).catch(() => {})
+      await admin.close()
+    }
+  })
+}

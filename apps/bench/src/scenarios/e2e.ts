@@ -1,0 +1,87 @@
+import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
+import { Progress } from '../progress'
+import type { ScenarioResult } from '../result'
+import { closeAll, connect, queueName, type Target, withTarget } from './common'
+import { paced } from './pacer'
+
+export interface E2eOptions {
+  readonly ratePerS: number
+  readonly durationMs: number
+  readonly sizeBytes: number
+  readonly partitions: number
+}
+
+export const E2E_DEFAULTS: E2eOptions = { ratePerS: 1000, durationMs: 10_000, sizeBytes: 100, partitions: 4 }
+
+/** Wall-clock ms with sub-ms precision, comparable within one process. */
+const nowMs = (): number => performance.timeOrigin + performance.now()
+
+/**
+ * The `e2e` scenario: one producer sends at a fixed rate for the duration while one consumer
+ * (another client in this process) receives and acks; the latency is from send to receipt
+ * (the send time travels in the body's first 8 bytes).
+ */
+export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioResult> {
+  return withTarget(target, async ({ servers }) => {
+    const admin = await connect(servers)
+    const producerClient = await connect(servers)
+    const consumerClient = await connect(servers)
+    const queue = queueName('e2e')
+    try {
+      await admin.admin.createQueue(queue, { partitions: o.partitions })
+      const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
+      const e2e = new LatencyHistogram()
+      const ack = new LatencyHistogram()
+      const timeline = new Timeline()
+      const progress = new Progress('e2e')
+      let received = 0
+      const start = performance.now()
+      const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
+      const receiving = (async () => {
+        const acks: Promise<void>[] = []
+        for await (const m of consumer) {
+          const sentAt = new DataView(m.body.buffer, m.body.byteOffset, 8).getFloat64(0)
+          const latency = nowMs() - sentAt
+          e2e.record(latency)
+          timeline.record(performance.now() - start, latency)
+          received++
+          progress.update(received, count, 'received')
+          acks.push(m.ack().catch(() => {}))
+          if (received >= count) break
+        }
+        await Promise.all(acks)
+      })()
+      const producer = producerClient.producer(queue)
+      const sends = await paced(o.ratePerS, count, async () => {
+        const body = new Uint8Array(o.sizeBytes)
+        const t0 = nowMs()
+        new DataView(body.buffer).setFloat64(0, t0)
+        await producer.send({ body })
+        ack.record(nowMs() - t0)
+      })
+      await Promise.allSettled(sends)
+      // Bounded wait for the last receipts: the consumer is closed after 30 s at most.
+      const timer = setTimeout(() => void consumer.close(), 30_000)
+      await receiving.finally(() => clearTimeout(timer))
+      progress.end()
+      await consumer.close()
+      const elapsedS = (performance.now() - start) / 1000
+      return {
+        scenario: 'e2e',
+        params: { ...o },
+        metrics: {
+          sent: count,
+          received,
+          receivedPerS: round(received / elapsedS, 0),
+          elapsedS: round(elapsedS, 2),
+        },
+        latency: latencyOf({ e2e, ack }),
+        timeline: timeline.points(),
+        notes: received < count ? [`received ${received} of ${count}`] : [],
+      }
+    } finally {
+      await admin.admin.deleteQueue(queue).catch(() => {})
+      await closeAll([admin, producerClient, consumerClient])
+    }
+  })
+}

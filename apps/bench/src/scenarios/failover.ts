@@ -1,0 +1,133 @@
+import { BenchCluster } from '../cluster'
+import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
+import { Progress } from '../progress'
+import type { ScenarioResult } from '../result'
+import { closeAll, connect, pause, queueName } from './common'
+import { paced } from './pacer'
+
+export interface FailoverOptions {
+  readonly ratePerS: number
+  readonly durationMs: number
+  readonly partitions: number
+}
+
+export const FAILOVER_DEFAULTS: FailoverOptions = { ratePerS: 500, durationMs: 12_000, partitions: 2 }
+
+/** The drain after the load ends after this long without a new message. */
+const DRAIN_IDLE_MS = 5_000
+const DRAIN_MAX_MS = 60_000
+
+/**
+ * The `failover` scenario. Starts its own 3-node cluster (it needs the PIDs), produces at a
+ * fixed rate, and at a third of the run SIGKILLs the node that leads partition 0's data
+ * group (admin.describeQueue → partitions[0].leaderId). Measures the longest gap between two
+ * acknowledgements (the stall) and, by draining the queue afterwards, how many acknowledged
+ * messages were lost (must be 0).
+ */
+export async function runFailover(
+  local: { readonly fromSource?: boolean },
+  o: FailoverOptions,
+): Promise<ScenarioResult> {
+  const cluster = await BenchCluster.start({ fromSource: local.fromSource ?? false })
+  const admin = await connect(cluster.servers)
+  const producerClient = await connect(cluster.servers)
+  const queue = queueName('failover')
+  try {
+    await admin.admin.createQueue(queue, { partitions: o.partitions })
+    const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
+    const acked = new Set<number>()
+    let failed = 0
+    const ack = new LatencyHistogram()
+    const timeline = new Timeline(250)
+    const progress = new Progress('failover')
+    const start = performance.now()
+    let lastAckAt = start
+    let stallMsMax = 0
+    let stallAtS = 0
+    let killedNode = ''
+    let killAtS = 0
+    const killer = (async () => {
+      await pause(o.durationMs / 3)
+      const route = await admin.admin.describeQueue(queue)
+      const leader = route.partitions[0]?.leaderId
+      if (!leader) throw new Error(`partition 0 of ${queue} has no leader to kill`)
+      killedNode = leader
+      killAtS = (performance.now() - start) / 1000
+      await cluster.kill(leader)
+    })()
+    const producer = producerClient.producer(queue)
+    const sends = await paced(o.ratePerS, count, async (seq) => {
+      const body = new Uint8Array(8)
+      new DataView(body.buffer).setUint32(0, seq)
+      const t0 = performance.now()
+      try {
+        await producer.send({ body })
+      } catch {
+        failed++
+        return
+      }
+      const t1 = performance.now()
+      acked.add(seq)
+      ack.record(t1 - t0)
+      timeline.record(t1 - start, t1 - t0)
+      if (t1 - lastAckAt > stallMsMax) {
+        stallMsMax = t1 - lastAckAt
+        stallAtS = (t1 - start) / 1000
+      }
+      lastAckAt = t1
+      progress.update(acked.size, count, 'acked')
+    })
+    await Promise.allSettled(sends)
+    await killer
+    progress.end()
+    await producer.close().catch(() => {})
+
+    // Drain with a fresh client: every acknowledged sequence must come back.
+    const drainClient = await connect(cluster.nodes.filter((n) => n.child).map((n) => n.address))
+    const seen = new Set<number>()
+    try {
+      const consumer = drainClient.consumer(queue, { prefetch: 256, waitMs: 500 })
+      let idle = setTimeout(() => void consumer.close(), DRAIN_IDLE_MS * 2)
+      const cap = setTimeout(() => void consumer.close(), DRAIN_MAX_MS)
+      const acks: Promise<void>[] = []
+      try {
+        for await (const m of consumer) {
+          clearTimeout(idle)
+          idle = setTimeout(() => void consumer.close(), DRAIN_IDLE_MS)
+          seen.add(new DataView(m.body.buffer, m.body.byteOffset, 4).getUint32(0))
+          acks.push(m.ack().catch(() => {}))
+          if ([...acked].every((s) => seen.has(s)) && seen.size >= acked.size) break
+        }
+      } finally {
+        clearTimeout(idle)
+        clearTimeout(cap)
+        await Promise.allSettled(acks)
+        await consumer.close()
+      }
+    } finally {
+      await drainClient.close()
+    }
+    const lost = [...acked].filter((s) => !seen.has(s)).length
+    return {
+      scenario: 'failover',
+      params: { ...o },
+      metrics: {
+        sent: count,
+        acked: acked.size,
+        failedSends: failed,
+        stallMsMax: round(stallMsMax, 1),
+        lost,
+        drained: seen.size,
+      },
+      latency: latencyOf({ ack }),
+      timeline: timeline.points(),
+      notes: [
+        `killed ${killedNode} (leader of partition 0's data group) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
+        ...(lost > 0 ? [`LOST ${lost} acknowledged messages`] : []),
+      ],
+    }
+  } finally {
+    await closeAll([admin, producerClient])
+    await cluster.stop()
+  }
+}

@@ -1,0 +1,149 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { LevelEngine, LogStore, MemoryEngine } from '@mq/kv-storage'
+import { EntryType } from '@mq/raft-core'
+import { CommandType, DirectPartition } from '@mq/weighted-queue'
+import { LatencyHistogram, round } from '../histogram'
+import type { ScenarioResult } from '../result'
+
+export interface MicroOptions {
+  /** weighted-queue enqueue→lease→ack cycles of one message. */
+  readonly cycles: number
+  /** kv-storage synced batches. */
+  readonly batches: number
+  readonly batchEntries: number
+}
+
+export const MICRO_DEFAULTS: MicroOptions = { cycles: 20_000, batches: 50, batchEntries: 1000 }
+
+/** weighted-queue: enqueue → lease → ack of one message per cycle, and in batches of 100. */
+export async function microWeightedQueue(cycles: number): Promise<ScenarioResult> {
+  const q = await DirectPartition.open(new MemoryEngine(), Uint8Array.of(1))
+  const body = new Uint8Array(100)
+  let now = 1_000_000
+  const cycle = new LatencyHistogram()
+  const weights = [1, 3, 9]
+  const start = performance.now()
+  for (let i = 0; i < cycles; i++) {
+    const t0 = performance.now()
+    await q.apply(
+      { type: CommandType.Enqueue, messages: [{ body, weight: weights[i % 3] as number }] },
+      now++,
+    )
+    const r = await q.apply(
+      { type: CommandType.Lease, consumerId: 'bench', max: 1, visibilityMs: 60_000 },
+      now++,
+    )
+    if (r.type !== 'lease' || r.leases.length !== 1) throw new Error(`lease failed: ${JSON.stringify(r)}`)
+    await q.apply({ type: CommandType.Ack, leaseIds: [r.leases[0]?.leaseId as string] }, now++)
+    cycle.record(performance.now() - t0)
+  }
+  const singleS = (performance.now() - start) / 1000
+  const batch = 100
+  const batchCycles = Math.max(1, Math.floor(cycles / batch))
+  const start2 = performance.now()
+  for (let i = 0; i < batchCycles; i++) {
+    const messages = Array.from({ length: batch }, (_, k) => ({ body, weight: weights[k % 3] as number }))
+    await q.apply({ type: CommandType.Enqueue, messages }, now++)
+    const r = await q.apply(
+      { type: CommandType.Lease, consumerId: 'bench', max: batch, visibilityMs: 60_000 },
+      now++,
+    )
+    if (r.type !== 'lease' || r.leases.length !== batch) throw new Error(`lease failed: ${JSON.stringify(r)}`)
+    await q.apply({ type: CommandType.Ack, leaseIds: r.leases.map((l) => l.leaseId) }, now++)
+  }
+  const batchS = (performance.now() - start2) / 1000
+  return {
+    scenario: 'micro-weighted-queue',
+    params: { cycles, batch, engine: 'memory' },
+    metrics: {
+      cyclesPerS: round(cycles / singleS, 0),
+      batchedMsgsPerS: round((batchCycles * batch) / batchS, 0),
+      batchedVsSingle: round((batchCycles * batch * singleS) / (cycles * batchS), 2),
+    },
+    latency: { cycle: cycle.summary() },
+  }
+}
+
+/**
+ * kv-storage: `batches` synced batches of `entries` Raft entries through LogStore (append +
+ * durability.flush), against the same number of synced puts written straight to LevelEngine
+ * (the classic-level baseline, same process, same disk).
+ */
+export async function microKvStorage(batches: number, entries: number): Promise<ScenarioResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'mq-bench-kv-'))
+  try {
+    const data = new Uint8Array(100).fill(7)
+    const raw = await LevelEngine.open(join(dir, 'raw'))
+    const rawBatch = new LatencyHistogram()
+    const t0 = performance.now()
+    let key = 0
+    for (let b = 0; b < batches; b++) {
+      const ops = Array.from({ length: entries }, () => {
+        const k = new Uint8Array(8)
+        new DataView(k.buffer).setBigUint64(0, BigInt(key++))
+        return { type: 'put' as const, key: k, value: data }
+      })
+      const s = performance.now()
+      await raw.write(ops, { sync: true })
+      rawBatch.record(performance.now() - s)
+    }
+    const rawS = (performance.now() - t0) / 1000
+    await raw.close()
+
+    const engine = await LevelEngine.open(join(dir, 'log'))
+    const store = new LogStore(engine)
+    const log = await store.openGroup(1)
+    const logBatch = new LatencyHistogram()
+    const t1 = performance.now()
+    let index = log.lastIndex()
+    for (let b = 0; b < batches; b++) {
+      const es = Array.from({ length: entries }, () => ({
+        index: ++index,
+        term: 1,
+        type: EntryType.Normal,
+        timestampMs: 0,
+        data,
+      }))
+      const s = performance.now()
+      log.append(es)
+      await store.durability.flush()
+      logBatch.record(performance.now() - s)
+    }
+    const logS = (performance.now() - t1) / 1000
+    await store.close()
+    await engine.close()
+
+    // One synced put at a time: what batching saves.
+    const single = await LevelEngine.open(join(dir, 'single'))
+    const singles = Math.min(500, batches * entries)
+    const t2 = performance.now()
+    for (let i = 0; i < singles; i++) {
+      await single.write([{ type: 'put', key: Uint8Array.of(i >> 8, i & 255), value: data }], { sync: true })
+    }
+    const singleS = (performance.now() - t2) / 1000
+    await single.close()
+
+    const rawPerS = (batches * entries) / rawS
+    const logPerS = (batches * entries) / logS
+    return {
+      scenario: 'micro-kv-storage',
+      params: { batches, entries, valueBytes: data.length },
+      metrics: {
+        rawLevelPutsPerS: round(rawPerS, 0),
+        logStoreEntriesPerS: round(logPerS, 0),
+        logStoreVsRaw: round(logPerS / rawPerS, 2),
+        singleSyncedPutsPerS: round(singles / singleS, 0),
+      },
+      latency: { rawSyncedBatch: rawBatch.summary(), logStoreSyncedBatch: logBatch.summary() },
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** The `micro` scenario. raft-core exports no simulator, so it has no figure here. */
+export async function runMicro(o: MicroOptions): Promise<ScenarioResult[]> {
+  return [await microWeightedQueue(o.cycles), await microKvStorage(o.batches, o.batchEntries)]
+}

@@ -1,0 +1,110 @@
+import type { MqClient } from '@mq/router-client'
+import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
+import { Progress } from '../progress'
+import type { ScenarioResult } from '../result'
+import { closeAll, connect, queueName, since, type Target, withTarget } from './common'
+
+export interface ProduceOptions {
+  /** Messages in all. */
+  readonly count: number
+  readonly sizeBytes: number
+  /** Sends awaiting their ack at once, per producer. */
+  readonly inFlight: number
+  readonly producers: number
+  readonly partitions: number
+  /** The run stops issuing sends after this long. */
+  readonly timeLimitMs: number
+}
+
+export const PRODUCE_DEFAULTS: ProduceOptions = {
+  count: 20_000,
+  sizeBytes: 100,
+  inFlight: 256,
+  producers: 1,
+  partitions: 4,
+  timeLimitMs: 120_000,
+}
+
+/** What one produce run measured. */
+export interface ProduceRun {
+  readonly acked: number
+  readonly elapsedMs: number
+  readonly ack: LatencyHistogram
+  readonly timeline: Timeline
+}
+
+/**
+ * Sends `count` messages of `sizeBytes` into `queue` from `producers` producers (one
+ * client each), `inFlight` sends outstanding per producer. Stops issuing at `timeLimitMs`.
+ */
+export async function produceInto(
+  servers: readonly string[],
+  queue: string,
+  o: ProduceOptions,
+  progress?: Progress,
+): Promise<ProduceRun> {
+  const clients: MqClient[] = []
+  try {
+    for (let p = 0; p < o.producers; p++) clients.push(await connect(servers))
+    const body = new Uint8Array(o.sizeBytes).fill(120)
+    const ack = new LatencyHistogram()
+    const timeline = new Timeline()
+    let issued = 0
+    let acked = 0
+    const start = performance.now()
+    const deadline = start + o.timeLimitMs
+    const slot = async (client: MqClient, producer: ReturnType<MqClient['producer']>): Promise<void> => {
+      void client
+      while (issued < o.count && performance.now() < deadline) {
+        issued++
+        const t0 = performance.now()
+        await producer.send({ body })
+        const t1 = performance.now()
+        ack.record(t1 - t0)
+        timeline.record(t1 - start, t1 - t0)
+        acked++
+        progress?.update(acked, o.count, 'acked')
+      }
+    }
+    await Promise.all(
+      clients.map(async (client) => {
+        const producer = client.producer(queue, { bufferMax: Math.max(10_000, o.inFlight) })
+        await Promise.all(Array.from({ length: o.inFlight }, () => slot(client, producer)))
+        await producer.close()
+      }),
+    )
+    return { acked, elapsedMs: since(start), ack, timeline }
+  } finally {
+    progress?.end()
+    await closeAll(clients)
+  }
+}
+
+/** The `produce` scenario: msgs/s, MB/s and ack latency of a fresh queue. */
+export async function runProduce(target: Target, o: ProduceOptions): Promise<ScenarioResult> {
+  return withTarget(target, async ({ servers }) => {
+    const admin = await connect(servers)
+    const queue = queueName('produce')
+    try {
+      await admin.admin.createQueue(queue, { partitions: o.partitions })
+      const run = await produceInto(servers, queue, o, new Progress('produce'))
+      const seconds = run.elapsedMs / 1000
+      return {
+        scenario: 'produce',
+        params: { ...o },
+        metrics: {
+          acked: run.acked,
+          msgsPerS: round(run.acked / seconds, 0),
+          mbPerS: round((run.acked * o.sizeBytes) / 1e6 / seconds, 2),
+          elapsedS: round(seconds, 2),
+        },
+        latency: latencyOf({ ack: run.ack }),
+        timeline: run.timeline.points(),
+        notes: run.acked < o.count ? [`time limit reached: ${run.acked} of ${o.count} acked`] : [],
+      }
+    } finally {
+      await admin.admin.deleteQueue(queue).catch(() => {})
+      await admin.close()
+    }
+  })
+}
