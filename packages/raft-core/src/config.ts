@@ -33,6 +33,11 @@ export interface RaftConfig {
   readonly uncommittedEntriesMax: number
   /** Bound on pending ReadIndex requests at a leader. */
   readonly readIndexQueueMax: number
+  /**
+   * Bound on messages waiting for the next Ready. Past it, new outgoing messages are dropped
+   * and counted (Raft tolerates loss: heartbeats and probes resend what matters).
+   */
+  readonly outboxMessagesMax: number
   /** The index the state machine has already applied when the core starts (0 = snapshot's). */
   readonly appliedIndex: number
 }
@@ -51,6 +56,7 @@ export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
   applyBytesMax: 4 * 1024 * 1024,
   uncommittedEntriesMax: 65_536,
   readIndexQueueMax: 4096,
+  outboxMessagesMax: 65_536,
   appliedIndex: 0,
 }
 
@@ -72,6 +78,7 @@ export function resolveRaftConfig(
     'applyBytesMax',
     'uncommittedEntriesMax',
     'readIndexQueueMax',
+    'outboxMessagesMax',
   ]
   for (const k of positive) {
     const v = c[k]

@@ -69,7 +69,7 @@ export class Raft {
   leadTransferee: ReplicaId = ''
   electionElapsed = 0
   heartbeatElapsed = 0
-  readonly stats: RaftStats = { droppedMalformed: 0, droppedStale: 0, ignoredInLease: 0 }
+  readonly stats: RaftStats = { droppedMalformed: 0, droppedStale: 0, ignoredInLease: 0, droppedOutbound: 0 }
 
   /** Conf at firstIndex()-1 (the snapshot's), and the changes in the log after it, ascending. */
   #baseConf: ConfState
@@ -1087,6 +1087,10 @@ export class Raft {
   }
 
   #send(m: Message): void {
+    if (this.msgs.length >= this.cfg.outboxMessagesMax) {
+      this.stats.droppedOutbound++
+      return
+    }
     this.msgs.push(m)
   }
 }

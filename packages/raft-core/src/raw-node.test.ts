@@ -67,3 +67,21 @@ describe('RawNode', () => {
     expect(rd.committedEntries.map((e) => e.index)).toContain(index)
   })
 })
+
+describe('RawNode outbox bound', () => {
+  it('drops and counts outgoing messages past outboxMessagesMax, and recovers once drained', () => {
+    const s = new MemoryLogStorage(conf)
+    const raw = new RawNode({ id: 'a', prng: new Prng(1), preVote: false, outboxMessagesMax: 3 }, s)
+    let rd = raw.ready()
+    persist(s, rd)
+    raw.advance(rd)
+    for (let i = 0; i < 5; i++) raw.campaign() // 2 vote requests per campaign
+    expect(raw.stats.droppedOutbound).toBeGreaterThan(0)
+    rd = raw.ready()
+    expect(rd.messages.length).toBe(3)
+    persist(s, rd)
+    raw.advance(rd)
+    raw.campaign()
+    expect(raw.ready().messages.length).toBe(2)
+  })
+})

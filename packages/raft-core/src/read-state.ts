@@ -32,4 +32,6 @@ export interface RaftStats {
   droppedStale: number
   /** Vote requests ignored because a leader was heard within the election timeout (§6). */
   ignoredInLease: number
+  /** Outgoing messages dropped because the outbox was at outboxMessagesMax. */
+  droppedOutbound: number
 }
