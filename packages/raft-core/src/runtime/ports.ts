@@ -24,10 +24,19 @@ export interface StateMachine {
    * are passed too so the state machine can track its applied index). Throwing is fatal.
    */
   apply(entries: readonly Entry[]): readonly unknown[]
-  /** An image of the state as of the last applied entry. */
-  snapshot(): Uint8Array
-  /** Replaces the whole state with a snapshot's image. */
-  restore(snapshot: Snapshot): void
+  /**
+   * An image of the state as of the last applied entry. A state machine that applies
+   * asynchronously (results are promises) may return a promise: the host waits for it before
+   * it processes more work, so the image is exactly as of that entry.
+   */
+  snapshot(): Uint8Array | Promise<Uint8Array>
+  /**
+   * Replaces the whole state with a snapshot's image. May return a promise, which the host
+   * waits for before applying later entries. When the host adds a group, the restore of the
+   * stored snapshot must be synchronous — a state machine that keeps its state durably passes
+   * its own `appliedIndex` (GroupOptions) instead, and no restore happens.
+   */
+  restore(snapshot: Snapshot): void | Promise<void>
 }
 
 /** The host's wall clock, read only to stamp entries (the leader's clock, Raft core §timestamps). */

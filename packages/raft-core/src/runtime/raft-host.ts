@@ -112,7 +112,11 @@ class Group {
     const snap = o.storage.snapshot()
     let applied = o.appliedIndex ?? snap.meta.index
     if (o.appliedIndex === undefined || o.appliedIndex < snap.meta.index) {
-      if (snap.meta.index > 0) o.stateMachine.restore(snap)
+      if (snap.meta.index > 0 && o.stateMachine.restore(snap) instanceof Promise) {
+        throw new InvalidArgumentError(
+          `group ${o.groupId}: the state machine restores asynchronously; pass its appliedIndex when adding the group`,
+        )
+      }
       applied = snap.meta.index
     }
     this.raw = new RawNode({ ...o.raft, appliedIndex: applied }, o.storage)
@@ -394,9 +398,9 @@ export class RaftHost {
     }
     for (const { g, rd } of batch) {
       if (!this.#groups.has(g.id)) continue
-      this.#apply(g, rd)
+      await this.#apply(g, rd)
       g.raw.advance(rd)
-      this.#maybeCompact(g)
+      await this.#maybeCompact(g)
     }
     return true
   }
@@ -432,13 +436,13 @@ export class RaftHost {
     }
   }
 
-  #apply(g: Group, rd: Ready): void {
+  async #apply(g: Group, rd: Ready): Promise<void> {
     if (rd.softState !== null) {
       g.role = rd.softState.role
       g.lead = rd.softState.lead
     }
     if (rd.snapshot !== null) {
-      g.sm.restore(rd.snapshot)
+      await g.sm.restore(rd.snapshot)
       g.applied = rd.snapshot.meta.index
       // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
       for (const [index, p] of g.proposals) {
@@ -522,14 +526,15 @@ export class RaftHost {
     }
   }
 
-  #maybeCompact(g: Group): void {
+  async #maybeCompact(g: Group): Promise<void> {
     const first = g.storage.firstIndex()
     if (g.applied - first + 1 < g.limits.compactEntries) return
     if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
     const meta = g.raw.snapshotMeta(g.applied)
     const compactIndex = Math.max(first - 1, g.applied - g.limits.compactKeepEntries)
+    const data = await g.sm.snapshot()
     try {
-      g.storage.compact({ meta, data: g.sm.snapshot() }, compactIndex)
+      g.storage.compact({ meta, data }, compactIndex)
     } catch (e) {
       if (!(e instanceof RaftError && e.retriable)) throw e
       this.stats.stalledWrites++ // the storage is busy: compact after a later cycle
