@@ -5,7 +5,7 @@ import { replayCommand, SimCluster, SimFailure } from '../src/sim/cluster'
 
 /** Seeds run in CI: bounded so the whole suite stays near two minutes on a 2-core machine. */
 const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 4000)
-const SLICES = 4
+const SLICES = 8
 
 describe('simulator', () => {
   for (let slice = 0; slice < SLICES; slice++) {
