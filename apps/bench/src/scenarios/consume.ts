@@ -41,34 +41,43 @@ export async function drain(
     const timeline = new Timeline()
     let received = 0
     let acked = 0
+    let lastAckMs = 0
     const start = performance.now()
     const deadline = start + o.timeLimitMs
-    await Promise.all(
-      clients.map(async (client) => {
-        const consumer = client.consumer(queue, { prefetch: o.prefetch, waitMs: 500 })
-        const acks: Promise<void>[] = []
-        const timer = setTimeout(() => void consumer.close(), Math.max(0, deadline - performance.now()))
-        try {
-          for await (const m of consumer) {
-            received++
-            onMessage(m.body, since(start))
-            acks.push(
-              m.ack().then(() => {
-                acked++
-                timeline.record(since(start))
-                progress?.update(acked, o.count, 'acked')
-              }),
-            )
-            if (received >= o.count || performance.now() > deadline) break
+    const consumers = clients.map((client) => client.consumer(queue, { prefetch: o.prefetch, waitMs: 500 }))
+    // Whoever receives the last message stops every consumer (the others may be long-polling).
+    const stopAll = () => {
+      for (const c of consumers) void c.close()
+    }
+    const timer = setTimeout(stopAll, o.timeLimitMs)
+    try {
+      await Promise.all(
+        consumers.map(async (consumer) => {
+          const acks: Promise<void>[] = []
+          try {
+            for await (const m of consumer) {
+              received++
+              onMessage(m.body, since(start))
+              acks.push(
+                m.ack().then(() => {
+                  acked++
+                  lastAckMs = since(start)
+                  timeline.record(lastAckMs)
+                  progress?.update(acked, o.count, 'acked')
+                }),
+              )
+              if (received >= o.count || performance.now() > deadline) break
+            }
+          } finally {
+            await Promise.allSettled(acks)
+            stopAll()
           }
-        } finally {
-          clearTimeout(timer)
-          await Promise.allSettled(acks)
-          await consumer.close()
-        }
-      }),
-    )
-    return { acked, elapsedMs: since(start), timeline }
+        }),
+      )
+    } finally {
+      clearTimeout(timer)
+    }
+    return { acked, elapsedMs: lastAckMs > 0 ? lastAckMs : since(start), timeline }
   } finally {
     progress?.end()
     await closeAll(clients)

@@ -9,9 +9,16 @@ export interface FailoverOptions {
   readonly ratePerS: number
   readonly durationMs: number
   readonly partitions: number
+  /** Whose leader is killed: partition 0's data group, or the meta group. */
+  readonly kill: 'data' | 'meta'
 }
 
-export const FAILOVER_DEFAULTS: FailoverOptions = { ratePerS: 500, durationMs: 12_000, partitions: 2 }
+export const FAILOVER_DEFAULTS: FailoverOptions = {
+  ratePerS: 500,
+  durationMs: 12_000,
+  partitions: 2,
+  kill: 'data',
+}
 
 /** The drain after the load ends after this long without a new message. */
 const DRAIN_IDLE_MS = 5_000
@@ -20,8 +27,8 @@ const DRAIN_MAX_MS = 60_000
 /**
  * The `failover` scenario. Starts its own 3-node cluster (it needs the PIDs), produces at a
  * fixed rate, and at a third of the run SIGKILLs the node that leads partition 0's data
- * group (admin.describeQueue → partitions[0].leaderId). Measures the longest gap between two
- * acknowledgements (the stall) and, by draining the queue afterwards, how many acknowledged
+ * group (admin.describeQueue → partitions[0].leaderId) or the meta group (clusterStatus). Measures the longest gap between two
+ * acknowledgements of one partition (the stall) and, by draining the queue afterwards, how many acknowledged
  * messages were lost (must be 0).
  */
 export async function runFailover(
@@ -41,16 +48,19 @@ export async function runFailover(
     const timeline = new Timeline(250)
     const progress = new Progress('failover')
     const start = performance.now()
-    let lastAckAt = start
+    // The stall is measured per partition: the others keep acking while one fails over.
+    const lastAckAt = new Map<number, number>()
     let stallMsMax = 0
     let stallAtS = 0
     let killedNode = ''
     let killAtS = 0
     const killer = (async () => {
       await pause(o.durationMs / 3)
-      const route = await admin.admin.describeQueue(queue)
-      const leader = route.partitions[0]?.leaderId
-      if (!leader) throw new Error(`partition 0 of ${queue} has no leader to kill`)
+      const leader =
+        o.kill === 'meta'
+          ? (await admin.admin.clusterStatus()).metaLeaderId
+          : (await admin.admin.describeQueue(queue)).partitions[0]?.leaderId
+      if (!leader) throw new Error(`no ${o.kill} leader to kill (queue ${queue})`)
       killedNode = leader
       killAtS = (performance.now() - start) / 1000
       await cluster.kill(leader)
@@ -60,8 +70,9 @@ export async function runFailover(
       const body = new Uint8Array(8)
       new DataView(body.buffer).setUint32(0, seq)
       const t0 = performance.now()
+      let partition: number
       try {
-        await producer.send({ body })
+        partition = (await producer.send({ body })).partition
       } catch {
         failed++
         return
@@ -70,11 +81,12 @@ export async function runFailover(
       acked.add(seq)
       ack.record(t1 - t0)
       timeline.record(t1 - start, t1 - t0)
-      if (t1 - lastAckAt > stallMsMax) {
-        stallMsMax = t1 - lastAckAt
+      const gap = t1 - (lastAckAt.get(partition) ?? start)
+      if (gap > stallMsMax) {
+        stallMsMax = gap
         stallAtS = (t1 - start) / 1000
       }
-      lastAckAt = t1
+      lastAckAt.set(partition, t1)
       progress.update(acked.size, count, 'acked')
     })
     await Promise.allSettled(sends)
@@ -122,7 +134,7 @@ export async function runFailover(
       latency: latencyOf({ ack }),
       timeline: timeline.points(),
       notes: [
-        `killed ${killedNode} (leader of partition 0's data group) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
+        `killed ${killedNode} (${o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"}) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
         ...(lost > 0 ? [`LOST ${lost} acknowledged messages`] : []),
       ],
     }

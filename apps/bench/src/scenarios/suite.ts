@@ -31,7 +31,7 @@ export async function runSuite(
     await step('produce one at a time', async () => {
       const r = await runProduce(shared, {
         ...PRODUCE_DEFAULTS,
-        count: 1_000,
+        count: 300,
         inFlight: 1,
         timeLimitMs: 20_000,
       })
@@ -43,13 +43,25 @@ export async function runSuite(
     await step('e2e', () =>
       runE2e(shared, { ratePerS: 1000, durationMs: 5_000, sizeBytes: 100, partitions: 4 }),
     )
-    await step('fairness', () => runFairness(shared, { ...FAIRNESS_DEFAULTS, timeLimitMs: 30_000 }))
+    await step('fairness', () =>
+      runFairness(shared, {
+        ...FAIRNESS_DEFAULTS,
+        perWeightUnit: 100,
+        windowLeases: 130,
+        timeLimitMs: 30_000,
+      }),
+    )
   })
   await step('fairness in-process', () => runFairness({}, { ...FAIRNESS_DEFAULTS, inProcess: true }))
   if (!target.servers) {
-    await step('failover', () =>
-      runFailover({ fromSource: target.fromSource ?? false }, { ...FAILOVER_DEFAULTS, durationMs: 10_000 }),
+    const local = { fromSource: target.fromSource ?? false }
+    await step('failover (data leader)', () =>
+      runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000 }),
     )
+    await step('failover (meta leader)', async () => {
+      const r = await runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000, kill: 'meta' })
+      return { ...r, scenario: 'failover-meta' }
+    })
   }
   await step('micro', () => runMicro({ cycles: 10_000, batches: 30, batchEntries: 1000 }))
   return results
