@@ -19,7 +19,7 @@ const enq = (body: string, outcome: EnqueueOp['outcome'] = 'ok', id = 1, endMs =
 const lease = (
   worker: string,
   receivedMs: number,
-  msgs: { body: string; leaseId: string; deadlineMs: number; id?: number; count?: number }[],
+  msgs: { body: string; leaseId: string; deadlineMs: number; id?: number; count?: number; weight?: number }[],
 ): LeaseOp => ({
   kind: 'lease',
   worker,
@@ -33,6 +33,7 @@ const lease = (
     id: m.id ?? 1,
     leaseId: m.leaseId,
     deliveryCount: m.count ?? 1,
+    weight: m.weight ?? 1,
     deadlineMs: m.deadlineMs,
   })),
 })
@@ -204,6 +205,31 @@ describe('check', () => {
     ])
     expect(apart.anomalies).toEqual([])
     expect(apart.ackedDeliveries).toBe(1)
+  })
+
+  it('checks FIFO of first deliveries within a partition and weight', () => {
+    const base: Op[] = [enq('a', 'ok', 1), enq('b', 'ok', 2)]
+    const inOrder = check([
+      ...base,
+      lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+      lease('c2', 30, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+    ])
+    expect(inOrder.fifoViolations).toBe(0)
+    // b (id 2) received at 20, but a (id 1) leased only by a call that started at 97.
+    const outOfOrder = check([
+      ...base,
+      lease('c2', 20, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+      lease('c1', 100, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+    ])
+    expect(outOfOrder.fifoViolations).toBe(1)
+    expect(outOfOrder.anomalies[0]).toMatchObject({ kind: 'fifo', body: 'b' })
+    // Other weights are other sub-queues; redeliveries (count 2) do not take part.
+    const otherWeight = check([
+      ...base,
+      lease('c2', 20, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2, weight: 5 }]),
+      lease('c1', 100, [{ body: 'a', leaseId: '1.2', deadlineMs: 1000, id: 1, count: 2 }]),
+    ])
+    expect(otherWeight.fifoViolations).toBe(0)
   })
 
   it('rejects a history whose bodies are not unique', () => {

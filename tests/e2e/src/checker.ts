@@ -20,6 +20,10 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  * - **storedTwice**: one body delivered under two message ids (stored twice), or under an
  *   id other than the one its enqueue returned.
  * - **leaseReused**: one lease id of a partition handed out by two lease calls.
+ * - **fifo**: within one partition and weight, message x (smaller id, so enqueued first) and
+ *   y: y's first delivery (delivery count 1) was received before the lease call that first
+ *   delivered x had started. Messages whose first delivery the history did not see (a lease
+ *   call of unknown outcome) are left out.
  * - counted, allowed: redeliveries (deliveries of a body beyond its first), after a nack or an
  *   expired lease.
  */
@@ -37,6 +41,8 @@ export const DEFAULT_CLOCK_TOLERANCE_MS = 50
 /** One message handed out to one consumer. */
 export interface DeliveryRecord extends LeasedRecord {
   readonly worker: string
+  /** When the lease call that handed it out started and ended. */
+  readonly leaseStartMs: number
   readonly receivedMs: number
   /** The ack/nack of this lease, when one was sent. */
   readonly settle?: SettleOp
@@ -49,6 +55,7 @@ export const AnomalyKind = {
   DeliveredAfterAck: 'delivered-after-ack',
   StoredTwice: 'stored-twice',
   LeaseReused: 'lease-reused',
+  Fifo: 'fifo',
 } as const
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind]
 
@@ -76,6 +83,8 @@ export interface CheckReport {
   readonly storedTwice: number
   /** One lease id (per partition) handed out by two lease calls. */
   readonly leaseReused: number
+  /** First deliveries out of id order within one partition and weight. */
+  readonly fifoViolations: number
   readonly anomalies: readonly Anomaly[]
 }
 
@@ -107,7 +116,13 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
         .get(leaseKey(m.partition, m.leaseId))
         ?.filter((s) => s.startMs >= op.endMs)
         .sort((a, b) => a.startMs - b.startMs)[0]
-      out.push({ ...m, worker: op.worker, receivedMs: op.endMs, ...(settle ? { settle } : {}) })
+      out.push({
+        ...m,
+        worker: op.worker,
+        leaseStartMs: op.startMs,
+        receivedMs: op.endMs,
+        ...(settle ? { settle } : {}),
+      })
     }
   }
   return out
@@ -202,6 +217,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       }
     }
   }
+  anomalies.push(...fifoAnomalies(all))
   const countOf = (kind: AnomalyKind) => anomalies.filter((a) => a.kind === kind).length
   return {
     enqueues: counts,
@@ -216,8 +232,40 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     deliveredAfterAck: countOf(AnomalyKind.DeliveredAfterAck),
     storedTwice: countOf(AnomalyKind.StoredTwice),
     leaseReused: countOf(AnomalyKind.LeaseReused),
+    fifoViolations: countOf(AnomalyKind.Fifo),
     anomalies,
   }
+}
+
+/** FIFO of first deliveries within a partition and weight (see the module comment). */
+function fifoAnomalies(all: readonly DeliveryRecord[]): Anomaly[] {
+  const lanes = new Map<string, DeliveryRecord[]>()
+  for (const d of all) {
+    if (d.deliveryCount !== 1) continue
+    const key = `${d.partition}/${d.weight}`
+    const lane = lanes.get(key)
+    if (lane) lane.push(d)
+    else lanes.set(key, [d])
+  }
+  const out: Anomaly[] = []
+  for (const lane of lanes.values()) {
+    lane.sort((a, b) => a.id - b.id)
+    // The latest lease start among smaller ids: y must not have been received before it.
+    let latest: DeliveryRecord | undefined
+    for (const y of lane) {
+      if (latest && y.receivedMs < latest.leaseStartMs) {
+        out.push({
+          kind: AnomalyKind.Fifo,
+          body: y.body,
+          detail:
+            `${y.partition}/${y.id} (weight ${y.weight}) first delivered at ${y.receivedMs}, before ` +
+            `${latest.partition}/${latest.id} was leased (call started ${latest.leaseStartMs})`,
+        })
+      }
+      if (!latest || y.leaseStartMs > latest.leaseStartMs) latest = y
+    }
+  }
+  return out
 }
 
 /**
@@ -261,6 +309,6 @@ export function summarize(r: CheckReport): string {
     `enqueues ok=${r.enqueues.ok} fail=${r.enqueues.fail} info=${r.enqueues.info}; ` +
     `deliveries=${r.deliveries} distinct=${r.distinctDelivered} redeliveries=${r.redeliveries} ` +
     `acked=${r.ackedDeliveries}; lost=${r.lost} unexpected=${r.unexpected} overlaps=${r.overlaps} ` +
-    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused}`
+    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations}`
   )
 }

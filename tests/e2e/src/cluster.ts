@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { credentials, Metadata } from '@grpc/grpc-js'
 import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
+import { FaultProxy } from './proxy'
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
 const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
@@ -26,7 +27,12 @@ export function freePort(): Promise<number> {
 
 export interface NodeProcess {
   readonly nodeId: string
+  /** The address the node advertises (its proxy's, when the cluster is proxied). */
   readonly address: string
+  /** The address the node listens on. */
+  readonly listenAddress: string
+  /** The proxy in front of the node, when the cluster is proxied. */
+  readonly proxy: FaultProxy | undefined
   readonly dataDir: string
   child: ChildProcess | undefined
   /** True between pause() and resume(): the process is stopped by SIGSTOP. */
@@ -43,6 +49,11 @@ export interface ClusterOptions {
   readonly nodes?: number
   /** Raft tick length of every node. */
   readonly tickMs?: number
+  /**
+   * Puts a FaultProxy in front of every node (each advertises its proxy's address), so that
+   * `isolate(nodeId)` can cut the node off. Default false.
+   */
+  readonly proxied?: boolean
 }
 
 /**
@@ -69,9 +80,12 @@ export class LocalCluster {
     const nodes: NodeProcess[] = []
     for (let i = 1; i <= count; i++) {
       const port = await freePort()
+      const proxy = options.proxied ? await FaultProxy.start(0, port) : undefined
       nodes.push({
         nodeId: `n${i}`,
-        address: `127.0.0.1:${port}`,
+        address: `127.0.0.1:${proxy ? proxy.port : port}`,
+        listenAddress: `127.0.0.1:${port}`,
+        proxy,
         dataDir: join(dir, `n${i}`),
         child: undefined,
         paused: false,
@@ -83,7 +97,7 @@ export class LocalCluster {
     }
     const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20)
     for (const n of nodes) cluster.#spawn(n)
-    await Promise.all(nodes.map((n) => waitServing(n.address)))
+    await Promise.all(nodes.map((n) => waitServing(n.listenAddress)))
     return cluster
   }
 
@@ -134,6 +148,7 @@ export class LocalCluster {
   async heal(): Promise<void> {
     for (const n of this.nodes) {
       this.resume(n.nodeId)
+      this.reconnect(n.nodeId)
       // A process that crashed on its own is restarted like a killed one.
       if (n.child && (n.child.exitCode !== null || n.child.signalCode !== null)) n.child = undefined
     }
@@ -145,7 +160,22 @@ export class LocalCluster {
     const n = this.node(nodeId)
     if (n.child) throw new Error(`${nodeId} is running`)
     this.#spawn(n)
-    await waitServing(n.address)
+    await waitServing(n.listenAddress)
+  }
+
+  /**
+   * Cuts the node off one way: nothing reaches it over its proxy (peers and clients alike),
+   * while its own connections to the others still work. Needs a proxied cluster.
+   */
+  isolate(nodeId: string): void {
+    const n = this.node(nodeId)
+    if (!n.proxy) throw new Error('isolate needs a cluster started with proxied: true')
+    n.proxy.hold()
+  }
+
+  /** Undoes isolate(): delivers what was held and carries traffic again. */
+  reconnect(nodeId: string): void {
+    this.node(nodeId).proxy?.release()
   }
 
   /** Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the data. */
@@ -163,6 +193,7 @@ export class LocalCluster {
         n.paused = false
       }),
     )
+    await Promise.all(this.nodes.map((n) => n.proxy?.close()))
     rmSync(this.dir, { recursive: true, force: true })
   }
 
@@ -178,6 +209,8 @@ export class LocalCluster {
         '--node-id',
         n.nodeId,
         '--listen',
+        n.listenAddress,
+        '--advertise',
         n.address,
         '--data-dir',
         n.dataDir,

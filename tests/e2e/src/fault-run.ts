@@ -2,7 +2,7 @@ import { MqClient } from '@mq/router-client'
 import { type CheckReport, check, excerpt, longestEnqueueStallMs, summarize } from './checker'
 import { LocalCluster } from './cluster'
 import { History } from './history'
-import { DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
+import { ALL_FAULTS, DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
 import { runConsumer, runProducer, Workload } from './workers'
 
@@ -11,6 +11,8 @@ export interface FaultRunOptions {
   readonly nodes: number
   /** Length of the fault phase. */
   readonly faultSeconds: number
+  /** Put a proxy in front of every node and add one-way network cuts to the faults. */
+  readonly network?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -39,8 +41,11 @@ export interface FaultRunResult {
 const VISIBILITY_MS = 2_000
 
 /** The command that reruns a seed. */
-export function replayCommand(o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds'>): string {
-  return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}`
+export function replayCommand(
+  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network'>,
+): string {
+  const network = o.network ? ' --network' : ''
+  return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
 /** Resolves when `condition()` holds; false when `timeoutMs` passes first. Polls every 50 ms. */
@@ -66,8 +71,11 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     `fault run: seed ${options.seed}, ${options.nodes} nodes, ${options.faultSeconds} s of faults; replay: ${replay}`,
   )
   const prng = new Prng(options.seed)
-  const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, DEFAULT_SCHEDULE)
-  const cluster = await LocalCluster.start({ nodes: options.nodes })
+  const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
+    ...DEFAULT_SCHEDULE,
+    ...(options.network ? { kinds: ALL_FAULTS } : {}),
+  })
+  const cluster = await LocalCluster.start({ nodes: options.nodes, proxied: options.network ?? false })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
   const queue = 'faults'
   const history = new History()
@@ -90,6 +98,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         attemptMs: 1_500,
         nackRatio: 0.05,
         abandonRatio: 0.03,
+        holdMsMax: 300,
         opsMax: 1_000_000,
       }),
     )

@@ -33,6 +33,7 @@ export interface LeasedRecord {
   readonly id: number
   readonly leaseId: string
   readonly deliveryCount: number
+  readonly weight: number
   /** Leader time when the lease ends unless extended (the server's `deadline_ms`). */
   readonly deadlineMs: number
 }

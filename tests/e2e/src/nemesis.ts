@@ -10,10 +10,27 @@ export const FaultKind = {
   KillMetaLeader: 'kill-meta-leader',
   PauseDataLeader: 'pause-data-leader',
   PauseMetaLeader: 'pause-meta-leader',
+  /** One-way cut through the node's proxy: nobody reaches the node (needs a proxied cluster). */
+  IsolateDataLeader: 'isolate-data-leader',
+  IsolateMetaLeader: 'isolate-meta-leader',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
 
-const KINDS: readonly FaultKind[] = Object.values(FaultKind)
+/** The process faults: any cluster. */
+export const PROCESS_FAULTS: readonly FaultKind[] = [
+  FaultKind.KillDataLeader,
+  FaultKind.KillDataFollower,
+  FaultKind.KillMetaLeader,
+  FaultKind.PauseDataLeader,
+  FaultKind.PauseMetaLeader,
+]
+
+/** Process and network faults: a proxied cluster. */
+export const ALL_FAULTS: readonly FaultKind[] = [
+  ...PROCESS_FAULTS,
+  FaultKind.IsolateDataLeader,
+  FaultKind.IsolateMetaLeader,
+]
 
 /** One step of a schedule: a fault, how long it lasts, then a recovery gap. */
 export interface FaultStep {
@@ -32,6 +49,8 @@ export interface ScheduleOptions {
   readonly durationMsMax: number
   readonly gapMsMin: number
   readonly gapMsMax: number
+  /** The kinds to draw from. */
+  readonly kinds: readonly FaultKind[]
 }
 
 export const DEFAULT_SCHEDULE: ScheduleOptions = {
@@ -39,6 +58,7 @@ export const DEFAULT_SCHEDULE: ScheduleOptions = {
   durationMsMax: 2_500,
   gapMsMin: 1_000,
   gapMsMax: 3_000,
+  kinds: PROCESS_FAULTS,
 }
 
 /**
@@ -58,7 +78,7 @@ export function schedule(
   let ms = 0
   while (ms < totalMs && steps.length < stepsMax) {
     const step: FaultStep = {
-      kind: prng.pick(KINDS),
+      kind: prng.pick(options.kinds),
       choice: prng.int(0, 1_000_000),
       durationMs: prng.int(options.durationMsMin, options.durationMsMax),
       gapMs: prng.int(options.gapMsMin, options.gapMsMax),
@@ -71,7 +91,11 @@ export function schedule(
 
 /** The node a step targets, found from the cluster's own view (describeQueue, clusterStatus). */
 async function target(step: FaultStep, client: MqClient, queue: string): Promise<string | undefined> {
-  if (step.kind === FaultKind.KillMetaLeader || step.kind === FaultKind.PauseMetaLeader) {
+  if (
+    step.kind === FaultKind.KillMetaLeader ||
+    step.kind === FaultKind.PauseMetaLeader ||
+    step.kind === FaultKind.IsolateMetaLeader
+  ) {
     return (await client.admin.clusterStatus()).metaLeaderId || undefined
   }
   const route = await client.admin.describeQueue(queue)
@@ -131,10 +155,13 @@ export async function runNemesis(
       continue
     }
     const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
+    const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
     if (pause) cluster.pause(nodeId)
+    else if (isolate) cluster.isolate(nodeId)
     else await cluster.kill(nodeId)
     await sleep(step.durationMs)
     if (pause) cluster.resume(nodeId)
+    else if (isolate) cluster.reconnect(nodeId)
     else await cluster.restart(nodeId)
     const description = `${step.kind} ${nodeId} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
     history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })

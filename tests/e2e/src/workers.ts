@@ -120,6 +120,8 @@ export interface ConsumerWorkerOptions {
   /** Share of leased messages nacked, and left to expire, outside the drain. */
   readonly nackRatio: number
   readonly abandonRatio: number
+  /** A batch is "processed" for a random 0..holdMsMax before it is settled (not while draining). */
+  readonly holdMsMax: number
   /** Lease calls per partition, at most. */
   readonly opsMax: number
 }
@@ -311,6 +313,7 @@ export async function runConsumer(
         id: m.id,
         leaseId: m.leaseId,
         deliveryCount: m.deliveryCount,
+        weight: m.weight,
         deadlineMs: m.deadlineMs,
       }))
       load.history.add({
@@ -330,6 +333,7 @@ export async function runConsumer(
         else if (r < options.nackRatio) nacks.push(m)
         // else: abandoned, its lease expires and the message is delivered again.
       }
+      if (!load.draining && messages.length > 0) await pauseMs(prng.int(0, options.holdMsMax))
       await Promise.all([settle('ack', partition, acks), settle('nack', partition, nacks)])
     }
   }

@@ -2,18 +2,19 @@ import { describe, expect, it } from 'vitest'
 import { runFaults } from '../src/fault-run'
 
 // The bounded CI slice of the fault suite: one short run on 3 nodes and one on 5, each with
-// kills and pauses of leaders (data and meta) and followers, then a drain and the checker.
+// kills and pauses of leaders (data and meta) and followers, on 3 nodes also one-way network
+// cuts through proxies, then a drain and the checker.
 // Fixed seeds, so that CI replays the same schedule; MQ_FAULT_SEED runs another one. Long
 // runs: `pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5`.
 
 const seedOverride = process.env.MQ_FAULT_SEED ? Number(process.env.MQ_FAULT_SEED) : undefined
 
 describe.each([
-  { nodes: 3, seed: 1, faultSeconds: 25 },
-  { nodes: 5, seed: 2, faultSeconds: 25 },
-])('faults on $nodes nodes', ({ nodes, seed, faultSeconds }) => {
+  { nodes: 3, seed: 1, faultSeconds: 25, network: true },
+  { nodes: 5, seed: 2, faultSeconds: 25, network: false },
+])('faults on $nodes nodes (network faults: $network)', ({ nodes, seed, faultSeconds, network }) => {
   it('loses no acknowledged message and never leases one message to two consumers at once', async () => {
-    const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds })
+    const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds, network })
     const failure = `seed ${r.seed}; rerun: ${r.replay}`
     expect(r.faults, failure).toBeGreaterThan(0)
     expect(r.report.ackedEnqueues, failure).toBeGreaterThan(100)

@@ -1,0 +1,142 @@
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net'
+
+/**
+ * A TCP proxy in front of one node: every connection to the node's advertised address (from
+ * peers and from clients alike) goes through it. `hold()` stops carrying bytes in both
+ * directions of every connection, new ones included, as a network that drops every packet
+ * to the node would (TCP would retransmit them later); `release()` delivers what was held, in
+ * order, and carries on. A held connection keeps at most `heldBytesMax` per direction; beyond
+ * it both sockets are destroyed (a connection reset).
+ *
+ * It sees only connections *to* its node: the node's own outbound connections go through the
+ * other nodes' proxies, so holding one proxy cuts the node off one way (nobody reaches it; it
+ * still reaches everyone, and gets no answer on those connections either when the answers
+ * travel as requests to it, as Raft's do).
+ */
+export class FaultProxy {
+  readonly port: number
+  readonly targetPort: number
+  readonly heldBytesMax: number
+  readonly #server: Server
+  readonly #pairs = new Set<Pair>()
+  #held = false
+
+  private constructor(server: Server, port: number, targetPort: number, heldBytesMax: number) {
+    this.#server = server
+    this.port = port
+    this.targetPort = targetPort
+    this.heldBytesMax = heldBytesMax
+    server.on('connection', (down) => this.#accept(down))
+  }
+
+  /** Listens on 127.0.0.1:`port` (0 = any free port) and forwards to 127.0.0.1:`targetPort`. */
+  static start(port: number, targetPort: number, heldBytesMax = 64 * 1024 * 1024): Promise<FaultProxy> {
+    const server = createServer({ noDelay: true })
+    return new Promise((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(port, '127.0.0.1', () => {
+        const a = server.address()
+        if (typeof a !== 'object' || !a) return reject(new Error('proxy has no address'))
+        resolve(new FaultProxy(server, a.port, targetPort, heldBytesMax))
+      })
+    })
+  }
+
+  get held(): boolean {
+    return this.#held
+  }
+
+  /** Stops carrying bytes (both directions, every connection). */
+  hold(): void {
+    this.#held = true
+  }
+
+  /** Delivers the held bytes in order, then carries bytes again. */
+  release(): void {
+    this.#held = false
+    for (const p of this.#pairs) {
+      p.toUp.flush()
+      p.toDown.flush()
+    }
+  }
+
+  /** Closes every connection and the listener. */
+  async close(): Promise<void> {
+    for (const p of this.#pairs) p.destroy()
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()))
+  }
+
+  #accept(down: Socket): void {
+    down.setNoDelay(true)
+    const up = tcpConnect({ port: this.targetPort, host: '127.0.0.1', noDelay: true })
+    const isHeld = () => this.#held
+    const pair: Pair = {
+      toUp: new Lane(down, up, isHeld, this.heldBytesMax, () => pair.destroy()),
+      toDown: new Lane(up, down, isHeld, this.heldBytesMax, () => pair.destroy()),
+      destroy: () => {
+        down.destroy()
+        up.destroy()
+        this.#pairs.delete(pair)
+      },
+    }
+    this.#pairs.add(pair)
+    for (const s of [down, up]) {
+      s.on('error', () => pair.destroy())
+      s.on('close', () => pair.destroy())
+    }
+  }
+}
+
+interface Pair {
+  readonly toUp: Lane
+  readonly toDown: Lane
+  destroy(): void
+}
+
+/** One direction of a proxied connection: carries bytes, or keeps them while held. */
+class Lane {
+  readonly #from: Socket
+  readonly #to: Socket
+  readonly #isHeld: () => boolean
+  readonly #bytesMax: number
+  readonly #overflow: () => void
+  readonly #queue: Buffer[] = []
+  #bytes = 0
+
+  constructor(from: Socket, to: Socket, isHeld: () => boolean, bytesMax: number, overflow: () => void) {
+    this.#from = from
+    this.#to = to
+    this.#isHeld = isHeld
+    this.#bytesMax = bytesMax
+    this.#overflow = overflow
+    from.on('data', (chunk: Buffer) => this.#carry(chunk))
+    from.on('end', () => {
+      if (this.#queue.length === 0) to.end()
+    })
+  }
+
+  /** Writes what was held, in order. */
+  flush(): void {
+    while (this.#queue.length > 0 && !this.#isHeld()) this.#write(this.#queue.shift() as Buffer)
+    this.#bytes = 0
+    if (this.#from.readableEnded && this.#queue.length === 0) this.#to.end()
+  }
+
+  #carry(chunk: Buffer): void {
+    if (this.#isHeld() || this.#queue.length > 0) {
+      this.#queue.push(chunk)
+      this.#bytes += chunk.length
+      if (this.#bytes > this.#bytesMax) this.#overflow()
+      return
+    }
+    this.#write(chunk)
+  }
+
+  #write(chunk: Buffer): void {
+    if (this.#to.destroyed) return
+    if (!this.#to.write(chunk)) {
+      this.#from.pause()
+      this.#to.once('drain', () => this.#from.resume())
+    }
+  }
+}
