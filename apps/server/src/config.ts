@@ -26,6 +26,11 @@ export interface ServerConfig {
   readonly dataGroups: number
   /** Shared secret peers must present; '' = none (loopback development only). */
   readonly peerToken: string
+  /**
+   * A data group snapshots its state machine and compacts its log every this many entries,
+   * keeping the last tenth so that a briefly lagging follower catches up from the log.
+   */
+  readonly snapshotEntries: number
 }
 
 export const CONFIG_DEFAULTS = {
@@ -35,6 +40,7 @@ export const CONFIG_DEFAULTS = {
   replicationFactor: 3,
   dataGroups: 0,
   peerToken: '',
+  snapshotEntries: 50_000,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -54,6 +60,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'replicationFactor',
   'dataGroups',
   'peerToken',
+  'snapshotEntries',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -148,6 +155,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     replicationFactor: int(raw, 'replicationFactor', 1, 7),
     dataGroups: int(raw, 'dataGroups', 0, 10_000),
     peerToken,
+    snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
   }
 }
 

@@ -497,9 +497,17 @@ export class MqNode {
     const log = await store.openGroup(groupId, replicas.length > 0 ? votersConf(replicas) : undefined)
     const machine = await DataGroupMachine.open(groupId, engine)
     const applied = decodeIndex(await engine.get(appliedKeyOf(groupId)))
-    const dm = new DataMachine(machine, { write: (ops) => store.commit.write(ops) }, applied, (e) =>
+    const dm = new DataMachine(machine, { write: (ops) => store.commit.write(ops) }, engine, applied, (e) =>
       this.#die(e),
     )
+    // A snapshot installed just before a crash may be newer than the state machine's keys:
+    // install it again (asynchronously) before the runtime takes over.
+    const stored = log.snapshot()
+    let appliedIndex = applied
+    if (stored.meta.index > applied) {
+      await dm.restore(stored)
+      appliedIndex = stored.meta.index
+    }
     const waiters = new Set<() => void>()
     dm.onApplied = () => {
       for (const w of waiters) w()
@@ -548,8 +556,11 @@ export class MqNode {
       raft: this.#raftOptions(),
       storage: log,
       stateMachine: dm,
-      // Data-group state machines cannot snapshot yet: never compact their logs.
-      limits: { compactEntries: Number.MAX_SAFE_INTEGER },
+      appliedIndex,
+      limits: {
+        compactEntries: this.config.snapshotEntries,
+        compactKeepEntries: Math.max(1, Math.floor(this.config.snapshotEntries / 10)),
+      },
     })
     this.#dataGroups.set(groupId, { port, machine: dm, waiters, opening: new Map() })
   }

@@ -34,6 +34,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--join <host:port>', 'join a running cluster through any of its nodes')
     .option('--tick-ms <ms>', 'Raft tick length')
     .option('--peer-token <secret>', 'shared secret peers must present')
+    .option(
+      '--snapshot-entries <n>',
+      'data groups snapshot and compact their log every n entries (default 50000)',
+    )
     .addHelpText(
       'after',
       '\nExample:\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1 \\\n    --initial-meta n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003',

@@ -54,6 +54,8 @@ export interface ClusterOptions {
    * `isolate(nodeId)` can cut the node off. Default false.
    */
   readonly proxied?: boolean
+  /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
+  readonly serverArgs?: readonly string[]
 }
 
 /**
@@ -65,12 +67,14 @@ export class LocalCluster {
   readonly dir: string
   readonly #initialMeta: string
   readonly #tickMs: number
+  readonly #serverArgs: readonly string[]
 
-  private constructor(nodes: NodeProcess[], dir: string, tickMs: number) {
+  private constructor(nodes: NodeProcess[], dir: string, tickMs: number, serverArgs: readonly string[]) {
     this.nodes = nodes
     this.dir = dir
     this.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
     this.#tickMs = tickMs
+    this.#serverArgs = serverArgs
   }
 
   /** Starts the nodes and waits until every one answers its health check. */
@@ -95,7 +99,7 @@ export class LocalCluster {
         exited: Promise.resolve(),
       })
     }
-    const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20)
+    const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
     for (const n of nodes) cluster.#spawn(n)
     await Promise.all(nodes.map((n) => waitServing(n.listenAddress)))
     return cluster
@@ -173,9 +177,18 @@ export class LocalCluster {
     n.proxy.hold()
   }
 
-  /** Undoes isolate(): delivers what was held and carries traffic again. */
+  /** Delays every byte to and from the node by `delayMs` (its proxy). Needs a proxied cluster. */
+  slow(nodeId: string, delayMs: number): void {
+    const n = this.node(nodeId)
+    if (!n.proxy) throw new Error('slow needs a cluster started with proxied: true')
+    n.proxy.delay(delayMs)
+  }
+
+  /** Undoes isolate() and slow(): delivers what was held and carries traffic at once again. */
   reconnect(nodeId: string): void {
-    this.node(nodeId).proxy?.release()
+    const proxy = this.node(nodeId).proxy
+    proxy?.delay(0)
+    proxy?.release()
   }
 
   /** Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the data. */
@@ -218,6 +231,7 @@ export class LocalCluster {
         this.#initialMeta,
         '--tick-ms',
         String(this.#tickMs),
+        ...this.#serverArgs,
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )

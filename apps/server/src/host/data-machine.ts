@@ -1,10 +1,15 @@
 import type { DataGroupMachine, DataResult } from '@mq/data-service'
-import { type BatchOp, stateMachineKey } from '@mq/kv-storage'
+import { type BatchOp, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 
 /** Persists state-machine writes: stages them into the node's group commit, resolves once durable. */
 export interface SmWriter {
   write(ops: readonly BatchOp[]): Promise<void>
+}
+
+/** Reads the group's own keys (for snapshots). */
+export interface SmReader {
+  range(range: { gte: Uint8Array; lt: Uint8Array }): Promise<readonly (readonly [Uint8Array, Uint8Array])[]>
 }
 
 /**
@@ -16,8 +21,9 @@ export interface SmWriter {
  * entry whose writes are durable: entries at or below that index are skipped, never applied
  * twice.
  *
- * Snapshots are not supported yet (see the server README): the host is configured never to
- * compact data-group logs, so no follower ever needs one.
+ * A snapshot is every key of the group's state machine (its partitions, their registry and
+ * the applied index), read once every applied entry's writes are durable; installing one
+ * replaces those keys and reopens the partitions.
  */
 export class DataMachine implements StateMachine {
   readonly #machine: DataGroupMachine
@@ -25,6 +31,9 @@ export class DataMachine implements StateMachine {
   readonly #appliedKey: Uint8Array
   #applied: number
   #tail: Promise<void> = Promise.resolve()
+  /** The last write handed to storage (all earlier ones are ordered before it). */
+  #lastWrite: Promise<void> = Promise.resolve()
+  readonly #reader: SmReader
   #fatal: (error: unknown) => void
   /** Called after an entry's effects are applied (to wake long polls). */
   onApplied: () => void = () => {}
@@ -32,11 +41,13 @@ export class DataMachine implements StateMachine {
   constructor(
     machine: DataGroupMachine,
     writer: SmWriter,
+    reader: SmReader,
     appliedIndex: number,
     fatal: (error: unknown) => void,
   ) {
     this.#machine = machine
     this.#writer = writer
+    this.#reader = reader
     this.#applied = appliedIndex
     this.#appliedKey = appliedKeyOf(machine.groupId)
     this.#fatal = fatal
@@ -56,11 +67,11 @@ export class DataMachine implements StateMachine {
       // an entry whose writes are not stored.
       const step = this.#tail.then(async (): Promise<DataResult | undefined> => {
         if (e.type !== EntryType.Normal || e.data.length === 0) {
-          void this.#writer.write([appliedOp]).catch(this.#fatal)
+          this.#write([appliedOp])
           return undefined
         }
         const applied = await this.#machine.apply(e.data, e.timestampMs)
-        void this.#writer.write([...applied.ops, appliedOp]).then(applied.written, this.#fatal)
+        this.#write([...applied.ops, appliedOp]).then(applied.written, () => {})
         this.onApplied()
         return applied.result
       })
@@ -72,15 +83,64 @@ export class DataMachine implements StateMachine {
     })
   }
 
-  snapshot(): Uint8Array {
-    throw new Error(
-      `data group ${this.#machine.groupId}: snapshots are not supported yet; data-group logs are never compacted`,
-    )
+  #write(ops: readonly BatchOp[]): Promise<void> {
+    const written = this.#writer.write(ops)
+    this.#lastWrite = written.catch((error: unknown) => this.#fatal(error))
+    return written
   }
 
-  restore(_snapshot: Snapshot): void {
-    throw new Error(`data group ${this.#machine.groupId}: installing a snapshot is not supported yet`)
+  /** Every key of the group's state machine, once all applied entries are durable. */
+  async snapshot(): Promise<Uint8Array> {
+    await this.#tail
+    await this.#lastWrite
+    const range = stateMachineRange(this.#machine.groupId)
+    return encodePairs(await this.#reader.range(range))
   }
+
+  /** Replaces the group's state-machine keys with the snapshot's and reopens its partitions. */
+  async restore(snapshot: Snapshot): Promise<void> {
+    await this.#tail
+    const range = stateMachineRange(this.#machine.groupId)
+    const ops: BatchOp[] = [{ type: 'clear', gte: range.gte, lt: range.lt }]
+    for (const [key, value] of decodePairs(snapshot.data)) ops.push({ type: 'put', key, value })
+    await this.#write(ops)
+    await this.#machine.reload()
+    this.#applied = snapshot.meta.index
+  }
+}
+
+/** Encodes key/value pairs: per pair a u32 key length, the key, a u32 value length, the value. */
+export function encodePairs(pairs: readonly (readonly [Uint8Array, Uint8Array])[]): Uint8Array {
+  let size = 0
+  for (const [k, v] of pairs) size += 8 + k.length + v.length
+  const out = new Uint8Array(size)
+  const view = new DataView(out.buffer)
+  let at = 0
+  for (const [k, v] of pairs) {
+    view.setUint32(at, k.length)
+    out.set(k, at + 4)
+    at += 4 + k.length
+    view.setUint32(at, v.length)
+    out.set(v, at + 4)
+    at += 4 + v.length
+  }
+  return out
+}
+
+export function decodePairs(bytes: Uint8Array): [Uint8Array, Uint8Array][] {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  const pairs: [Uint8Array, Uint8Array][] = []
+  let at = 0
+  const take = (): Uint8Array => {
+    if (at + 4 > bytes.length) throw new Error('data-group snapshot is truncated')
+    const n = view.getUint32(at)
+    if (at + 4 + n > bytes.length) throw new Error('data-group snapshot is truncated')
+    const out = bytes.slice(at + 4, at + 4 + n)
+    at += 4 + n
+    return out
+  }
+  while (at < bytes.length) pairs.push([take(), take()])
+  return pairs
 }
 
 /** Where a data group's applied index is kept (inside its state-machine key space). */
