@@ -20,6 +20,29 @@ export function freePort(): Promise<number> {
   })
 }
 
+/**
+ * The node arguments that run mq-server: `serverMain` or $MQ_BENCH_SERVER_MAIN if given,
+ * else apps/server/dist/main.js, else (no build there) apps/server's source through tsx.
+ */
+export function serverCommand(options: Pick<BenchClusterOptions, 'fromSource' | 'serverMain'>): string[] {
+  const fromSource = (): string[] => [
+    '--import',
+    import.meta.resolve('tsx'),
+    '--conditions=source',
+    join(serverDir, 'src', 'main.ts'),
+  ]
+  if (options.fromSource) return fromSource()
+  const given = options.serverMain ?? process.env.MQ_BENCH_SERVER_MAIN
+  if (given !== undefined) {
+    if (!existsSync(given)) throw new Error(`${given} (the server's main.js) does not exist`)
+    return [given]
+  }
+  const built = join(serverDir, 'dist', 'main.js')
+  if (existsSync(built)) return [built]
+  process.stderr.write(`mq-bench: ${built} is not built; running the server from source through tsx\n`)
+  return fromSource()
+}
+
 export interface BenchNode {
   readonly nodeId: string
   readonly address: string
@@ -58,24 +81,7 @@ export class BenchCluster {
     if (!Number.isInteger(count) || count < 1 || count > 9) {
       throw new RangeError(`nodes must be 1..9, got ${count}`)
     }
-    let command: string[]
-    if (options.fromSource) {
-      command = [
-        '--import',
-        import.meta.resolve('tsx'),
-        '--conditions=source',
-        join(serverDir, 'src', 'main.ts'),
-      ]
-    } else {
-      const main =
-        options.serverMain ?? process.env.MQ_BENCH_SERVER_MAIN ?? join(serverDir, 'dist', 'main.js')
-      if (!existsSync(main)) {
-        throw new Error(
-          `${main} is missing: build the server first (pnpm turbo run build --filter=@mq/server...)`,
-        )
-      }
-      command = [main]
-    }
+    const command = serverCommand(options)
     const dir = mkdtempSync(join(tmpdir(), 'mq-bench-'))
     const nodes: BenchNode[] = []
     for (let i = 1; i <= count; i++) {

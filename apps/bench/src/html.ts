@@ -6,6 +6,14 @@ export interface Series {
   readonly points: readonly (readonly [x: number, y: number])[]
   /** Drawn dashed (e.g. a target). */
   readonly dashed?: boolean
+  /** A CSS colour; default: the palette by position. */
+  readonly color?: string
+}
+
+/** A vertical line across the plot at `x`, labelled (e.g. the moment of a kill). */
+export interface Marker {
+  readonly x: number
+  readonly label: string
 }
 
 export interface ChartSpec {
@@ -13,6 +21,7 @@ export interface ChartSpec {
   readonly xLabel: string
   readonly yLabel: string
   readonly series: readonly Series[]
+  readonly markers?: readonly Marker[]
 }
 
 const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2']
@@ -29,16 +38,25 @@ export function escapeXml(s: string): string {
     .replaceAll("'", '&#39;')
 }
 
-const num = (x: number): string => (Number.isInteger(x) ? String(x) : x.toFixed(2))
+const num = (x: number): string =>
+  Math.abs(x) >= 100 ? Math.round(x).toLocaleString('en-US') : String(Math.round(x * 1000) / 1000)
+
+/** The smallest of 1, 2, 2.5, 5 × 10^k that is ≥ x (axis tops on round numbers). */
+export function niceCeil(x: number): number {
+  if (!(x > 0)) return 1
+  const p = 10 ** Math.floor(Math.log10(x))
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= x * (1 - 1e-12)) return m * p
+  return 10 * p
+}
 
 /** A standalone inline SVG line chart (axes, 5 ticks each, legend); no external assets. */
 export function lineChart(spec: ChartSpec): string {
   const all = spec.series.flatMap((s) => s.points)
-  const xs = all.map((p) => p[0])
+  const xs = [...all.map((p) => p[0]), ...(spec.markers ?? []).map((m) => m.x)]
   const ys = all.map((p) => p[1])
   const xMin = xs.length ? Math.min(...xs) : 0
   const xMax = xs.length ? Math.max(...xs, xMin + 1e-9) : 1
-  const yMax = ys.length ? Math.max(...ys) * 1.1 || 1 : 1
+  const yMax = niceCeil(ys.length ? Math.max(...ys) : 1)
   const pw = W - PAD.left - PAD.right
   const ph = H - PAD.top - PAD.bottom
   const sx = (x: number) => PAD.left + ((x - xMin) / (xMax - xMin || 1)) * pw
@@ -63,7 +81,7 @@ export function lineChart(spec: ChartSpec): string {
     `<text x="12" y="${PAD.top + ph / 2}" text-anchor="middle" font-size="11" transform="rotate(-90 12 ${PAD.top + ph / 2})">${escapeXml(spec.yLabel)}</text>`,
   )
   spec.series.forEach((s, i) => {
-    const color = COLORS[i % COLORS.length]
+    const color = s.color ?? COLORS[i % COLORS.length]
     const d = s.points.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ')
     if (s.points.length > 0) {
       parts.push(
@@ -76,6 +94,13 @@ export function lineChart(spec: ChartSpec): string {
       `<text x="${W - PAD.right + 32}" y="${ly}" font-size="10">${escapeXml(s.name)}</text>`,
     )
   })
+  for (const m of spec.markers ?? []) {
+    const x = sx(m.x).toFixed(1)
+    parts.push(
+      `<line x1="${x}" y1="${PAD.top}" x2="${x}" y2="${PAD.top + ph}" stroke="#000" stroke-dasharray="2 3"/>`,
+      `<text x="${x}" y="${PAD.top - 3}" text-anchor="middle" font-size="10">${escapeXml(m.label)}</text>`,
+    )
+  }
   parts.push('</svg>')
   return parts.join('\n')
 }
@@ -83,13 +108,18 @@ export function lineChart(spec: ChartSpec): string {
 /** The charts of one scenario: throughput and latency over time; fairness shares. */
 export function scenarioCharts(r: ScenarioResult): string[] {
   const charts: string[] = []
+  const killAtS = r.metrics.killAtS
+  const markers = killAtS === undefined ? [] : [{ x: killAtS, label: 'kill -9' }]
   if (r.timeline && r.timeline.length > 0) {
+    // Buckets without a completion have no latency: they are left out of the latency chart.
+    const withLatency = r.timeline.filter((p) => p.perS > 0)
     charts.push(
       lineChart({
         title: `${r.scenario}: throughput`,
         xLabel: 'time (s)',
         yLabel: 'msgs/s',
         series: [{ name: 'msgs/s', points: r.timeline.map((p) => [p.tS, p.perS]) }],
+        markers,
       }),
     )
     if (r.timeline.some((p) => p.p99Ms > 0)) {
@@ -99,9 +129,10 @@ export function scenarioCharts(r: ScenarioResult): string[] {
           xLabel: 'time (s)',
           yLabel: 'ms',
           series: [
-            { name: 'p50', points: r.timeline.map((p) => [p.tS, p.p50Ms]) },
-            { name: 'p99', points: r.timeline.map((p) => [p.tS, p.p99Ms]) },
+            { name: 'p50', points: withLatency.map((p) => [p.tS, p.p50Ms]) },
+            { name: 'p99', points: withLatency.map((p) => [p.tS, p.p99Ms]) },
           ],
+          markers,
         }),
       )
     }
@@ -117,10 +148,15 @@ export function scenarioCharts(r: ScenarioResult): string[] {
         xLabel: 'leases',
         yLabel: 'share',
         series: f.weights.flatMap((w, i) => [
-          { name: `w${w} achieved`, points: f.samples.map((s) => [s.leases, s.shares[i] ?? 0] as const) },
+          {
+            name: `w${w} achieved`,
+            color: COLORS[i % COLORS.length],
+            points: f.samples.map((s) => [s.leases, s.shares[i] ?? 0] as const),
+          },
           {
             name: `w${w} target`,
             dashed: true,
+            color: COLORS[i % COLORS.length],
             points: [
               [first, f.targets[i] ?? 0],
               [last, f.targets[i] ?? 0],

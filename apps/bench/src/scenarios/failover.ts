@@ -128,6 +128,7 @@ export async function runFailover(
         acked: acked.size,
         failedSends: failed,
         stallMsMax: round(stallMsMax, 1),
+        killAtS: round(killAtS, 2),
         lost,
         drained: seen.size,
       },
