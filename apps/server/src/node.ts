@@ -587,15 +587,18 @@ export class MqNode {
         const p = route?.partitions.find((x) => x.partition === partition)
         const local = p ? this.#dataGroups.get(p.groupId) : undefined
         if (!route || !p || !local) return undefined
-        if (!local.port.machine.holds(queue, partition)) {
+        // Stored under the queue's name and incarnation: a queue deleted and created again
+        // starts empty even when its partitions land in the same groups.
+        const storedAs = `${queue}#${route.queueId}`
+        if (!local.port.machine.holds(storedAs, partition)) {
           local.port.assertLeader()
-          const id = `${queue}/${partition}`
+          const id = `${storedAs}/${partition}`
           let opening = local.opening.get(id)
           if (!opening) {
             opening = local.port
               .propose({
                 type: 'open',
-                queue,
+                queue: storedAs,
                 partition,
                 config: partitionConfigOf(route.config ?? ({} as never)),
               })
@@ -605,7 +608,7 @@ export class MqNode {
           }
           await opening
         }
-        return local.port
+        return { group: local.port, storedAs }
       },
       queueConfig: (queue) => this.#routes.get(queue)?.config,
       routeEpoch: () => Math.max(0, ...[...this.#routes.values()].map((r) => r.routeEpoch)),

@@ -44,7 +44,7 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
 
 function node(group: DataGroupPort): DataNodePort {
   return {
-    groupFor: async (q, p) => (q === 'jobs' && p === 0 ? group : undefined),
+    groupFor: async (q, p) => (q === 'jobs' && p === 0 ? { group, storedAs: 'jobs' } : undefined),
     queueConfig: (q) =>
       q === 'jobs'
         ? {

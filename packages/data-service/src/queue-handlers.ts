@@ -38,9 +38,15 @@ export interface DataGroupPort {
 export interface DataNodePort {
   /**
    * The local replica of the group that holds `queue`'s `partition` (opening the partition
-   * in its group first if the group has not yet), or undefined when no local group holds it.
+   * in its group first if the group has not yet), and the name the partition is stored under
+   * in that group (the queue's name and its incarnation, so that a queue deleted and created
+   * again never sees the old one's messages); undefined when no local group holds it.
    */
-  groupFor(queue: string, partition: number, routeEpoch: number): Promise<DataGroupPort | undefined>
+  groupFor(
+    queue: string,
+    partition: number,
+    routeEpoch: number,
+  ): Promise<{ group: DataGroupPort; storedAs: string } | undefined>
   /** The queue's config, as of the node's latest routes (visibility default, limits). */
   queueConfig(queue: string): QueueConfig | undefined
   /** The route epoch this node knows. */
@@ -68,15 +74,15 @@ export function queueHandlers(
     target: PartitionTarget | undefined,
   ): Promise<{ group: DataGroupPort; queue: string; partition: number }> => {
     if (!target?.queue) throw new InvalidArgumentError('the request names no queue')
-    const group = await node.groupFor(target.queue, target.partition, target.routeEpoch)
-    if (!group) {
+    const found = await node.groupFor(target.queue, target.partition, target.routeEpoch)
+    if (!found) {
       throw new StaleRouteError(
         `this node holds no replica of ${target.queue}/${target.partition}; refresh the route (epoch ${node.routeEpoch()})`,
         { epoch: node.routeEpoch() },
       )
     }
-    group.assertLeader()
-    return { group, queue: target.queue, partition: target.partition }
+    found.group.assertLeader()
+    return { group: found.group, queue: found.storedAs, partition: target.partition }
   }
   const run = async (
     target: PartitionTarget | undefined,
@@ -190,7 +196,7 @@ export function queueHandlers(
       const { group, queue, partition } = await locate(req.target)
       const s = await group.machine.stats(queue, partition, group.nowMs())
       return {
-        queue,
+        queue: req.target?.queue ?? '',
         partition,
         groupId: group.groupId,
         weights: (s?.weights ?? []).map((w) => ({ ...w })),

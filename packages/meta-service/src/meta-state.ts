@@ -27,6 +27,11 @@ export interface PartitionRecord {
 }
 
 export interface QueueRecord {
+  /**
+   * Unique for the life of the cluster: a queue deleted and created again under the same
+   * name is a new queue, and its partitions are new partitions (nothing of the old one shows).
+   */
+  readonly queueId: number
   readonly name: string
   readonly config: QueueConfig
   readonly partitions: readonly PartitionRecord[]
@@ -50,6 +55,7 @@ interface MetaImage {
   readonly version: 1
   readonly routeEpoch: number
   readonly nextGroupId: number
+  readonly nextQueueId?: number
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -67,6 +73,7 @@ interface MetaImage {
 export class MetaState {
   #routeEpoch = 1
   #nextGroupId = 1
+  #nextQueueId = 1
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -265,7 +272,7 @@ export class MetaState {
       counts.set(best, bestCount + 1)
       partitions.push({ partition, groupId: best, engine: config.engine })
     }
-    const record: QueueRecord = { name, config, partitions, createdAtMs: nowMs }
+    const record: QueueRecord = { queueId: this.#nextQueueId++, name, config, partitions, createdAtMs: nowMs }
     this.#queues.set(name, record)
     this.#routeEpoch++
     return ok(record)
@@ -296,6 +303,7 @@ export class MetaState {
       version: 1,
       routeEpoch: this.#routeEpoch,
       nextGroupId: this.#nextGroupId,
+      nextQueueId: this.#nextQueueId,
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -310,6 +318,7 @@ export class MetaState {
       throw new Error(`meta snapshot version ${String(image.version)} is not supported`)
     this.#routeEpoch = image.routeEpoch
     this.#nextGroupId = image.nextGroupId
+    this.#nextQueueId = image.nextQueueId ?? 1
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()

@@ -8,6 +8,7 @@ import type { GroupRecord, MetaState, QueueRecord } from './meta-state'
 export function routeOf(state: MetaState, queue: QueueRecord): QueueRoute {
   return {
     queue: queue.name,
+    queueId: queue.queueId,
     config: queue.config,
     routeEpoch: state.routeEpoch,
     partitions: queue.partitions.map((p): PartitionRoute => {

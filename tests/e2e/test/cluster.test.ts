@@ -66,6 +66,27 @@ describe('a 3-node cluster', () => {
     expect((await client.producer('small').send({ body: 'ok' })).id).toBeGreaterThan(0)
   })
 
+  it('a queue deleted and created again starts empty', async () => {
+    await client.admin.createQueue('phoenix', { partitions: 1 })
+    await client.producer('phoenix').send({ body: 'old life' })
+    await client.admin.deleteQueue('phoenix')
+    await expect(client.producer('phoenix').send({ body: 'x' })).rejects.toBeInstanceOf(QueueNotFoundError)
+    await client.admin.createQueue('phoenix', { partitions: 1 })
+    await client.producer('phoenix').send({ body: 'new life' })
+    const bodies: string[] = []
+    for await (const m of client.consumer('phoenix', { prefetch: 10, waitMs: 300 })) {
+      bodies.push(m.text())
+      await m.ack()
+      break
+    }
+    const more = client.consumer('phoenix', { prefetch: 10, waitMs: 300 })
+    const extra: string[] = []
+    const timer = setTimeout(() => void more.close(), 1_000)
+    for await (const m of more) extra.push(m.text())
+    clearTimeout(timer)
+    expect([...bodies, ...extra]).toEqual(['new life'])
+  })
+
   it('moves the leadership of a data group on request, and keeps serving', async () => {
     const before = (await client.admin.describeQueue('jobs')).partitions[0]
     const to = before?.replicas.map((r) => r.nodeId).find((n) => n !== before.leaderId) as string

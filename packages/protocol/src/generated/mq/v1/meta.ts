@@ -67,6 +67,11 @@ export interface QueueRoute {
   config?: QueueConfig | undefined;
   partitions: PartitionRoute[];
   routeEpoch: number;
+  /**
+   * Unique for the life of the cluster: a queue deleted and created again under its old name
+   * has a new id, and none of the old queue's messages.
+   */
+  queueId: number;
 }
 
 export interface GetRoutesRequest {
@@ -841,7 +846,7 @@ export const PartitionRoute: MessageFns<PartitionRoute> = {
 };
 
 function createBaseQueueRoute(): QueueRoute {
-  return { queue: "", config: undefined, partitions: [], routeEpoch: 0 };
+  return { queue: "", config: undefined, partitions: [], routeEpoch: 0, queueId: 0 };
 }
 
 export const QueueRoute: MessageFns<QueueRoute> = {
@@ -857,6 +862,9 @@ export const QueueRoute: MessageFns<QueueRoute> = {
     }
     if (message.routeEpoch !== 0) {
       writer.uint32(32).uint64(message.routeEpoch);
+    }
+    if (message.queueId !== 0) {
+      writer.uint32(40).uint64(message.queueId);
     }
     return writer;
   },
@@ -900,6 +908,14 @@ export const QueueRoute: MessageFns<QueueRoute> = {
           message.routeEpoch = longToNumber(reader.uint64());
           continue;
         }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.queueId = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -921,6 +937,11 @@ export const QueueRoute: MessageFns<QueueRoute> = {
         : isSet(object.route_epoch)
         ? globalThis.Number(object.route_epoch)
         : 0,
+      queueId: isSet(object.queueId)
+        ? globalThis.Number(object.queueId)
+        : isSet(object.queue_id)
+        ? globalThis.Number(object.queue_id)
+        : 0,
     };
   },
 
@@ -938,6 +959,9 @@ export const QueueRoute: MessageFns<QueueRoute> = {
     if (message.routeEpoch !== 0) {
       obj.routeEpoch = Math.round(message.routeEpoch);
     }
+    if (message.queueId !== 0) {
+      obj.queueId = Math.round(message.queueId);
+    }
     return obj;
   },
 
@@ -952,6 +976,7 @@ export const QueueRoute: MessageFns<QueueRoute> = {
       : undefined;
     message.partitions = object.partitions?.map((e) => PartitionRoute.fromPartial(e)) || [];
     message.routeEpoch = object.routeEpoch ?? 0;
+    message.queueId = object.queueId ?? 0;
     return message;
   },
 };
