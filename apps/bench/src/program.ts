@@ -10,6 +10,7 @@ import { FAILOVER_DEFAULTS, runFailover } from './scenarios/failover'
 import { FAIRNESS_DEFAULTS, parseWeights, runFairness } from './scenarios/fairness'
 import { MICRO_DEFAULTS, runMicro } from './scenarios/micro'
 import { PRODUCE_DEFAULTS, runProduce } from './scenarios/produce'
+import { runScale, SCALE_DEFAULTS } from './scenarios/scale'
 import { runSuite } from './scenarios/suite'
 
 export interface ProgramIo {
@@ -228,6 +229,33 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       if ((r.metrics.lost ?? 0) > 0) process.exitCode = 1
     })
 
+  scenario('scale', 'the same produce run into queues of 1, 2, 4 … partitions')
+    .option(
+      '--partitions <list>',
+      'partition counts, comma-separated',
+      partitionList,
+      SCALE_DEFAULTS.partitions,
+    )
+    .option('-n, --count <n>', 'messages per run', intIn(1, 10_000_000), SCALE_DEFAULTS.count)
+    .option('-s, --size <bytes>', 'body bytes', intIn(0, 256 * 1024), SCALE_DEFAULTS.sizeBytes)
+    .option('-w, --in-flight <n>', 'sends outstanding', intIn(1, 10_000), SCALE_DEFAULTS.inFlight)
+    .option(
+      '--time-limit <s>',
+      'stop each run after this many seconds',
+      intIn(1, 3600),
+      SCALE_DEFAULTS.timeLimitMs / 1000,
+    )
+    .action(async (o) => {
+      const r = await runScale(target(o), {
+        partitions: o.partitions,
+        count: o.count,
+        sizeBytes: o.size,
+        inFlight: o.inFlight,
+        timeLimitMs: seconds(o),
+      })
+      await finish([r], o)
+    })
+
   scenario('micro', "the packages' own benchmarks (weighted-queue, kv-storage)", false)
     .option(
       '--cycles <n>',
@@ -247,6 +275,11 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
   })
 
   return program
+}
+
+function partitionList(value: string): number[] {
+  const parse = intIn(1, 256)
+  return value.split(',').map((s) => parse(s.trim()))
 }
 
 function parseShare(value: string): number {

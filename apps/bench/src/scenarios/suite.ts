@@ -6,6 +6,7 @@ import { FAILOVER_DEFAULTS, runFailover } from './failover'
 import { FAIRNESS_DEFAULTS, runFairness } from './fairness'
 import { runMicro } from './micro'
 import { PRODUCE_DEFAULTS, runProduce } from './produce'
+import { runScale, SCALE_DEFAULTS } from './scale'
 
 /**
  * The standard quick set (under 3 minutes on a 2-core machine): the cluster scenarios share
@@ -42,6 +43,9 @@ export async function runSuite(
     )
     await step('e2e', () =>
       runE2e(shared, { ratePerS: 1000, durationMs: 5_000, sizeBytes: 100, partitions: 4 }),
+    )
+    await step('scale', () =>
+      runScale(shared, { ...SCALE_DEFAULTS, partitions: [1, 2, 4], count: 3_000, timeLimitMs: 20_000 }),
     )
     await step('fairness', () =>
       runFairness(shared, {
