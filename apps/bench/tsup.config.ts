@@ -1,3 +1,12 @@
-import { buildConfig } from '../../tsup.shared.ts'
+import { defineConfig } from 'tsup'
 
-export default buildConfig(['src/index.ts', 'src/main.ts'])
+export default defineConfig({
+  entry: ['src/index.ts', 'src/main.ts'],
+  format: ['esm'],
+  target: 'node20',
+  platform: 'node',
+  dts: { entry: 'src/index.ts' },
+  tsconfig: 'tsconfig.build.json',
+  sourcemap: true,
+  clean: true,
+})
