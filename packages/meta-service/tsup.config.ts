@@ -1,12 +1,3 @@
-import { defineConfig } from 'tsup'
+import { buildConfig } from '../../tsup.shared.ts'
 
-export default defineConfig({
-  entry: ['src/index.ts'],
-  format: ['esm'],
-  target: 'node20',
-  platform: 'node',
-  dts: { entry: 'src/index.ts' },
-  tsconfig: 'tsconfig.build.json',
-  sourcemap: true,
-  clean: true,
-})
+export default buildConfig()
