@@ -67,6 +67,7 @@ export class FakeBroker {
     if (!partitions) throw new QueueNotFoundError(`queue ${name} does not exist`)
     return {
       queue: name,
+      queueId: 1,
       routeEpoch: 1,
       config: {
         partitions: partitions.length,

@@ -171,6 +171,7 @@ export class FakeCluster {
     const q = this.#queue(name)
     return {
       queue: name,
+      queueId: 1,
       config: { ...q.config },
       routeEpoch: 7,
       partitions: q.ready.map((_, partition) => ({

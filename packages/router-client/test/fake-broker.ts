@@ -93,6 +93,7 @@ export class FakeBroker {
     const address = this.routedLeader === 'leader' ? this.leaderAddress : this.followerAddress
     return {
       queue: name,
+      queueId: 1,
       routeEpoch: this.epoch,
       config: {
         partitions: q.partitions,
