@@ -1,0 +1,94 @@
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LocalCluster } from '../src/cluster'
+
+const cliMain = join(import.meta.dirname, '..', '..', '..', 'apps', 'cli', 'src', 'main.ts')
+const tsxLoader = import.meta.resolve('tsx')
+
+/** Runs `mq …` (from source) and resolves with its exit code and output. */
+function mq(
+  args: readonly string[],
+  stdin?: string,
+): Promise<{ code: number | null; out: string; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', tsxLoader, '--conditions=source', cliMain, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    let out = ''
+    let err = ''
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString()
+    })
+    child.stderr.on('data', (c: Buffer) => {
+      err += c.toString()
+    })
+    child.stdin.end(stdin ?? '')
+    child.once('exit', (code) => resolve({ code, out, err }))
+  })
+}
+
+// The mq command line against a real cluster.
+describe('mq against a real cluster', () => {
+  let cluster: LocalCluster
+  let servers: string
+
+  beforeAll(async () => {
+    cluster = await LocalCluster.start({ nodes: 3 })
+    servers = cluster.servers.join(',')
+  })
+
+  afterAll(async () => {
+    await cluster?.stop()
+  })
+
+  it('creates a queue, produces from arguments and stdin, consumes as JSON, and reports status', async () => {
+    const created = await mq([
+      '--servers',
+      servers,
+      '--timeout',
+      '30s',
+      'queue',
+      'create',
+      'cli',
+      '--partitions',
+      '1',
+    ])
+    expect(created.err).toBe('')
+    expect(created.code).toBe(0)
+    expect((await mq(['--servers', servers, 'produce', 'cli', 'hello', '--weight', '7'])).code).toBe(0)
+    expect((await mq(['--servers', servers, 'produce', 'cli'], 'one\ntwo\n')).code).toBe(0)
+    const consumed = await mq([
+      '--servers',
+      servers,
+      '--json',
+      'consume',
+      'cli',
+      '--max',
+      '3',
+      '--wait',
+      '3s',
+    ])
+    expect(consumed.code).toBe(0)
+    const bodies = consumed.out
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { body: string }).body)
+    expect(bodies.sort()).toEqual(['hello', 'one', 'two'])
+    const status = await mq(['--servers', servers, 'cluster', 'status'])
+    expect(status.code).toBe(0)
+    expect(status.out).toMatch(/meta leader:\s+n[123]/)
+    const described = await mq(['--servers', servers, 'queue', 'describe', 'cli'])
+    expect(described.code).toBe(0)
+    expect(described.out).toMatch(/cli/)
+  })
+
+  it('exits 2 for an unknown queue and 1 for a bad name, saying why', async () => {
+    const missing = await mq(['--servers', servers, 'produce', 'nope', 'x'])
+    expect(missing.code).toBe(2)
+    expect(missing.err).toMatch(/nope/)
+    const bad = await mq(['--servers', servers, 'queue', 'create', 'bad name'])
+    expect(bad.code).toBe(1)
+    expect(bad.err).toMatch(/may hold only/)
+  })
+})
