@@ -118,8 +118,10 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       intIn(1, 3600),
       PRODUCE_DEFAULTS.timeLimitMs / 1000,
     )
+    .option('--no-idempotent', 'plain producers (up to 4 batches in flight per partition)')
     .action(async (o) => {
       const r = await runProduce(target(o), {
+        idempotent: o.idempotent,
         count: o.count,
         sizeBytes: o.size,
         inFlight: o.inFlight,

@@ -7,7 +7,15 @@ describe('produce against a real local cluster', () => {
   it('acks every message and reports its rate and ack latency', async () => {
     const r = await runProduce(
       { fromSource: process.env.MQ_BENCH_SERVER_MAIN === undefined },
-      { count: 300, sizeBytes: 32, inFlight: 16, producers: 1, partitions: 2, timeLimitMs: 30_000 },
+      {
+        count: 300,
+        sizeBytes: 32,
+        inFlight: 16,
+        producers: 1,
+        partitions: 2,
+        timeLimitMs: 30_000,
+        idempotent: true,
+      },
     )
     expect(r.metrics.acked).toBe(300)
     expect(r.metrics.msgsPerS).toBeGreaterThan(0)

@@ -14,6 +14,8 @@ export interface ProduceOptions {
   readonly partitions: number
   /** The run stops issuing sends after this long. */
   readonly timeLimitMs: number
+  /** Idempotent producers keep one batch in flight per partition; others up to 4. */
+  readonly idempotent: boolean
 }
 
 export const PRODUCE_DEFAULTS: ProduceOptions = {
@@ -23,6 +25,7 @@ export const PRODUCE_DEFAULTS: ProduceOptions = {
   producers: 1,
   partitions: 4,
   timeLimitMs: 120_000,
+  idempotent: true,
 }
 
 /** What one produce run measured. */
@@ -68,7 +71,10 @@ export async function produceInto(
     }
     await Promise.all(
       clients.map(async (client) => {
-        const producer = client.producer(queue, { bufferMax: Math.max(10_000, o.inFlight) })
+        const producer = client.producer(queue, {
+          bufferMax: Math.max(10_000, o.inFlight),
+          idempotent: o.idempotent,
+        })
         await Promise.all(Array.from({ length: o.inFlight }, () => slot(client, producer)))
         await producer.close()
       }),
