@@ -54,6 +54,14 @@ describe('Timeline', () => {
     expect(ps[2]?.p99Ms).toBeCloseTo(8, 2)
   })
 
+  it('rates the last, partial bucket over the time the run lasted', () => {
+    const t = new Timeline(1000)
+    for (let i = 0; i < 10; i++) t.record(500)
+    for (let i = 0; i < 5; i++) t.record(1100)
+    expect(t.points(1250).map((p) => p.perS)).toEqual([10, 20])
+    expect(t.points().map((p) => p.perS)).toEqual([10, 5])
+  })
+
   it('is bounded: events past bucketsMax are dropped', () => {
     const t = new Timeline(1000, 3)
     t.record(10_000)

@@ -96,12 +96,19 @@ export class Timeline {
     }
   }
 
-  points(): TimelinePoint[] {
+  /**
+   * The buckets as points. With `endMs` (when the run ended) the last bucket's rate is over
+   * the part of it the run lasted, not over a whole bucket.
+   */
+  points(endMs?: number): TimelinePoint[] {
     return this.#counts.map((count, i) => {
       const h = this.#latency[i]
+      const startMs = i * this.bucketMs
+      const spanMs =
+        endMs !== undefined && endMs > startMs ? Math.min(this.bucketMs, endMs - startMs) : this.bucketMs
       return {
-        tS: (i * this.bucketMs) / 1000,
-        perS: round((count * 1000) / this.bucketMs),
+        tS: startMs / 1000,
+        perS: round((count * 1000) / spanMs),
         p50Ms: round(h?.quantileMs(0.5) ?? 0),
         p99Ms: round(h?.quantileMs(0.99) ?? 0),
       }

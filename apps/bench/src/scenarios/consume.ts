@@ -110,7 +110,7 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
           elapsedS: round(seconds, 2),
         },
         latency: {},
-        timeline: run.timeline.points(),
+        timeline: run.timeline.points(run.elapsedMs),
         notes: run.acked < fill.acked ? [`drained ${run.acked} of ${fill.acked} within the time limit`] : [],
       }
     } finally {

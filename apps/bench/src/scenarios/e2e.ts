@@ -76,7 +76,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           elapsedS: round(elapsedS, 2),
         },
         latency: latencyOf({ e2e, ack }),
-        timeline: timeline.points(),
+        timeline: timeline.points(performance.now() - start),
         notes: received < count ? [`received ${received} of ${count}`] : [],
       }
     } finally {

@@ -143,7 +143,7 @@ export async function runFailover(
         drained: seen.size,
       },
       latency: latencyOf({ ack }),
-      timeline: timeline.points(),
+      timeline: timeline.points(o.durationMs),
       notes: [
         `killed ${killedNode} (${o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"}) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
         ...(lost > 0 ? [`LOST ${lost} acknowledged messages`] : []),

@@ -105,7 +105,7 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
           elapsedS: round(seconds, 2),
         },
         latency: latencyOf({ ack: run.ack }),
-        timeline: run.timeline.points(),
+        timeline: run.timeline.points(run.elapsedMs),
         notes: run.acked < o.count ? [`time limit reached: ${run.acked} of ${o.count} acked`] : [],
       }
     } finally {
