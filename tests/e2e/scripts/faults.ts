@@ -25,7 +25,7 @@ if (nodes !== 3 && nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${n
 const network = process.argv.includes('--network')
 
 const r = await runFaults({ seed, nodes, faultSeconds: seconds, network })
-const failed = r.report.anomalies.length + r.unacked + r.crashes.length > 0
+const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (failed) {
   console.error(`FAILED: seed ${seed}; rerun: ${r.replay}`)
   process.exitCode = 1

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { check, excerpt, holdEndMs, longestEnqueueStallMs, deliveries as toDeliveries } from './checker'
+import {
+  check,
+  errorCounts,
+  excerpt,
+  holdEndMs,
+  longestEnqueueStallMs,
+  deliveries as toDeliveries,
+} from './checker'
 import type { EnqueueOp, LeaseOp, Op, SettleOp } from './history'
 
 // Hand-made histories: each property must pass on a good history and fail on a bad one.
@@ -261,6 +268,13 @@ describe('helpers', () => {
     expect(longestEnqueueStallMs(ops, 0, 1200)).toBe(600)
   })
 
+  it('counts failures by kind, outcome and error code', () => {
+    expect(errorCounts([enq('a'), enq('b', 'info'), enq('c', 'info'), enq('d', 'fail')])).toEqual({
+      'enqueue info UNAVAILABLE': 2,
+      'enqueue fail INVALID_ARGUMENT': 1,
+    })
+  })
+
   it('excerpts the operations of one body', () => {
     const ops: Op[] = [
       enq('a'),
@@ -269,5 +283,7 @@ describe('helpers', () => {
       settle('ack', 'L1', 30),
     ]
     expect(excerpt(ops, 'a').map((o) => o.kind)).toEqual(['enqueue', 'lease', 'ack'])
+    // A settle of the same lease id on another partition is not part of it.
+    expect(excerpt([...ops, { ...settle('nack', 'L1', 40), partition: 2 }], 'a')).toHaveLength(3)
   })
 })

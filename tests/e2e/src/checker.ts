@@ -288,19 +288,31 @@ export function longestEnqueueStallMs(ops: readonly Op[], fromMs: number, toMs: 
 
 /** The operations that concern `body` (its enqueue, its leases and their settles), by start time. */
 export function excerpt(ops: readonly Op[], body: string): Op[] {
-  const leaseIds = new Set<string>()
+  const leases = new Set<string>()
   const out: Op[] = []
   for (const op of ops) {
     if (op.kind === 'enqueue' && op.body === body) out.push(op)
     if (op.kind === 'lease' && op.messages.some((m) => m.body === body)) {
       out.push({ ...op, messages: op.messages.filter((m) => m.body === body) })
-      for (const m of op.messages) if (m.body === body) leaseIds.add(m.leaseId)
+      for (const m of op.messages) if (m.body === body) leases.add(leaseKey(m.partition, m.leaseId))
     }
   }
   for (const op of ops) {
-    if ((op.kind === 'ack' || op.kind === 'nack') && op.leaseIds.some((id) => leaseIds.has(id))) out.push(op)
+    if (op.kind !== 'ack' && op.kind !== 'nack') continue
+    if (op.leaseIds.some((id) => leases.has(leaseKey(op.partition, id)))) out.push(op)
   }
   return out.sort((a, b) => a.startMs - b.startMs)
+}
+
+/** How many operations of each kind failed or timed out, by error code ("enqueue info UNAVAILABLE": 12). */
+export function errorCounts(ops: readonly Op[]): Record<string, number> {
+  const counts: Record<string, number> = {}
+  for (const op of ops) {
+    if (op.kind === 'fault' || op.outcome === 'ok') continue
+    const key = `${op.kind} ${op.outcome} ${op.error ?? '?'}`
+    counts[key] = (counts[key] ?? 0) + 1
+  }
+  return counts
 }
 
 /** A one-line summary of a report. */

@@ -148,15 +148,24 @@ export class LocalCluster {
     n.paused = false
   }
 
-  /** Resumes every paused node and restarts every stopped one. */
+  /**
+   * Resumes every paused node, reconnects every isolated or slowed one, restarts every
+   * stopped or crashed one, and waits until all serve (throws when one does not in 30 s).
+   */
   async heal(): Promise<void> {
+    const running = this.nodes.filter(
+      (n) => n.child && n.child.exitCode === null && n.child.signalCode === null,
+    )
     for (const n of this.nodes) {
       this.resume(n.nodeId)
       this.reconnect(n.nodeId)
       // A process that crashed on its own is restarted like a killed one.
       if (n.child && (n.child.exitCode !== null || n.child.signalCode !== null)) n.child = undefined
     }
-    await Promise.all(this.nodes.filter((n) => !n.child).map((n) => this.restart(n.nodeId)))
+    await Promise.all([
+      ...this.nodes.filter((n) => !n.child).map((n) => this.restart(n.nodeId)),
+      ...running.map((n) => waitServing(n.listenAddress)),
+    ])
   }
 
   /** Starts a stopped node again from its data dir and waits until it serves. */

@@ -1,5 +1,8 @@
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { MqClient } from '@mq/router-client'
-import { type CheckReport, check, excerpt, longestEnqueueStallMs, summarize } from './checker'
+import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
 import { LocalCluster } from './cluster'
 import { History } from './history'
 import { ALL_FAULTS, DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
@@ -28,7 +31,11 @@ export interface FaultRunResult {
   /** Ok enqueues never acked by the end of the drain (delivered maybe, then gone). */
   readonly unacked: number
   readonly deadLettered: number
+  /** False when the drain ended by its time limit with acknowledged enqueues still unacked. */
+  readonly drained: boolean
   readonly faults: number
+  /** Liveness failures: nodes that did not serve again in time after a restart or the heal. */
+  readonly problems: readonly string[]
   readonly longestStallMs: number
   readonly ops: number
   /** Server exits the harness did not cause. */
@@ -36,6 +43,8 @@ export interface FaultRunResult {
   readonly elapsedMs: number
   /** The command that replays the schedule. */
   readonly replay: string
+  /** Where the history and the nodes' output were saved, when the run failed. */
+  readonly artifacts?: string
 }
 
 const VISIBILITY_MS = 2_000
@@ -113,7 +122,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       log,
     )
     const faultEnd = Date.now()
-    await cluster.heal()
+    const problems = [...nemesis.problems]
+    await cluster.heal().catch((error: unknown) => problems.push(`heal: ${(error as Error).message}`))
     load.producing = false
     await Promise.all(producers)
     load.draining = true
@@ -123,25 +133,39 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     const deadLettered = (await client.admin.deadLetters(queue, 1_000)).length
     const report = check(history.ops)
     const unacked = load.unacked()
+    const failed = report.anomalies.length > 0 || unacked.length > 0 || !drained || problems.length > 0
+    let artifacts: string | undefined
+    if (failed) {
+      artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)
+      mkdirSync(artifacts, { recursive: true })
+      writeFileSync(join(artifacts, 'history.jsonl'), history.ops.map((o) => JSON.stringify(o)).join('\n'))
+      for (const n of cluster.nodes) writeFileSync(join(artifacts, `${n.nodeId}.log`), n.output)
+      const status = await client.admin.clusterStatus().catch((e: unknown) => String(e))
+      writeFileSync(join(artifacts, 'cluster-status.json'), JSON.stringify(status, null, 2))
+    }
     const result: FaultRunResult = {
       seed: options.seed,
       nodes: options.nodes,
       report,
       unacked: unacked.length,
       deadLettered,
+      drained,
       faults: nemesis.faults,
+      problems,
       longestStallMs: longestEnqueueStallMs(history.ops, faultStart, faultEnd),
       ops: history.ops.length,
       crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
       elapsedMs: Date.now() - started,
       replay,
+      ...(artifacts ? { artifacts } : {}),
     }
     log(
       `fault run: seed ${options.seed}: ${nemesis.faults} faults (${nemesis.skipped} skipped), ${result.ops} ops, ` +
         `${summarize(report)}; unacked=${unacked.length}${drained ? '' : ' (drain timed out)'} ` +
-        `deadLettered=${deadLettered} longestStall=${result.longestStallMs} ms crashes=${result.crashes.length} ` +
+        `deadLettered=${deadLettered} longestStall=${result.longestStallMs} ms crashes=${result.crashes.length} problems=${problems.length} ` +
         `in ${Math.round(result.elapsedMs / 1000)} s`,
     )
+    log(`errors: ${JSON.stringify(errorCounts(history.ops))}`)
     const shown = new Set<string>()
     for (const a of report.anomalies) {
       if (shown.size >= 5 || shown.has(a.body)) continue
@@ -153,11 +177,12 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       log(`unacked ${body}:`)
       for (const op of excerpt(history.ops, body)) log(`  ${JSON.stringify(op)}`)
     }
-    if (report.anomalies.length > 0 || unacked.length > 0) {
+    if (failed) {
       const faults = history.ops.filter((o) => o.kind === 'fault')
       for (const f of faults)
         log(`  fault ${f.startMs}..${f.endMs}: ${f.kind === 'fault' ? f.description : ''}`)
       log(`rerun: ${replay}`)
+      log(`history and node output saved in ${artifacts}`)
     }
     return result
   } finally {

@@ -13,6 +13,8 @@ export const FaultKind = {
   /** One-way cut through the node's proxy: nobody reaches the node (needs a proxied cluster). */
   IsolateDataLeader: 'isolate-data-leader',
   IsolateMetaLeader: 'isolate-meta-leader',
+  /** Every byte to and from the data-group leader delayed by 50–400 ms (needs a proxied cluster). */
+  SlowDataLeader: 'slow-data-leader',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
 
@@ -30,6 +32,7 @@ export const ALL_FAULTS: readonly FaultKind[] = [
   ...PROCESS_FAULTS,
   FaultKind.IsolateDataLeader,
   FaultKind.IsolateMetaLeader,
+  FaultKind.SlowDataLeader,
 ]
 
 /** One step of a schedule: a fault, how long it lasts, then a recovery gap. */
@@ -119,6 +122,8 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
 export interface NemesisResult {
   readonly faults: number
   readonly skipped: number
+  /** Nodes that did not serve again in time after a restart (liveness failures). */
+  readonly problems: readonly string[]
 }
 
 /**
@@ -139,6 +144,7 @@ export async function runNemesis(
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
   let faults = 0
   let skipped = 0
+  const problems: string[] = []
   for (const step of steps) {
     if (Date.now() >= untilMs) break
     const startMs = Date.now()
@@ -156,18 +162,34 @@ export async function runNemesis(
     }
     const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
     const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
+    const slow = step.kind === FaultKind.SlowDataLeader
+    const delayMs = 50 + (step.choice % 351)
     if (pause) cluster.pause(nodeId)
     else if (isolate) cluster.isolate(nodeId)
+    else if (slow) cluster.slow(nodeId, delayMs)
     else await cluster.kill(nodeId)
     await sleep(step.durationMs)
     if (pause) cluster.resume(nodeId)
-    else if (isolate) cluster.reconnect(nodeId)
-    else await cluster.restart(nodeId)
-    const description = `${step.kind} ${nodeId} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
+    else if (isolate || slow) cluster.reconnect(nodeId)
+    else {
+      try {
+        await cluster.restart(nodeId)
+      } catch (error) {
+        // The process runs but does not serve: a liveness failure. Record it and go on; the
+        // final heal waits for it again.
+        const tail = cluster.node(nodeId).output.slice(-2_000)
+        problems.push(`${nodeId} not serving after restart: ${(error as Error).message}`)
+        log(
+          `nemesis: ${nodeId} not serving after restart: ${(error as Error).message}; its last output:\n${tail}`,
+        )
+      }
+    }
+    const what = slow ? `${step.kind} ${nodeId} by ${delayMs} ms` : `${step.kind} ${nodeId}`
+    const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
     history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
     log(`nemesis: ${description}`)
     faults++
     await sleep(step.gapMs)
   }
-  return { faults, skipped }
+  return { faults, skipped, problems }
 }

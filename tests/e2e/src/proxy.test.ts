@@ -57,6 +57,22 @@ describe('FaultProxy', () => {
     expect(received.join('')).toBe('ab')
   })
 
+  it('delays bytes by the set delay, in order', async () => {
+    const { proxy, client, next } = await setup()
+    proxy.delay(150)
+    const sentMs = Date.now()
+    client.write('x')
+    client.write('y')
+    let echoed = await next()
+    while (echoed.length < 2) echoed += await next()
+    expect(echoed).toBe('xy')
+    // Both directions are delayed: at least two delays for the round trip.
+    expect(Date.now() - sentMs).toBeGreaterThanOrEqual(290)
+    proxy.delay(0)
+    client.write('z')
+    expect(await next()).toBe('z')
+  })
+
   it('resets a held connection that buffers more than its bound', async () => {
     const { proxy, client, received } = await setup(10)
     proxy.hold()

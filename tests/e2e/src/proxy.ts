@@ -2,7 +2,7 @@ import { createServer, type Server, type Socket, connect as tcpConnect } from 'n
 
 /**
  * A TCP proxy in front of one node: every connection to the node's advertised address (from
- * peers and from clients alike) goes through it. `hold()` stops carrying bytes in both
+ * peers and from clients alike) goes through it. `delay(ms)` delays every byte; `hold()` stops carrying bytes in both
  * directions of every connection, new ones included, as a network that drops every packet
  * to the node would (TCP would retransmit them later); `release()` delivers what was held, in
  * order, and carries on. A held connection keeps at most `heldBytesMax` per direction; beyond
@@ -20,6 +20,7 @@ export class FaultProxy {
   readonly #server: Server
   readonly #pairs = new Set<Pair>()
   #held = false
+  #delayMs = 0
 
   private constructor(server: Server, port: number, targetPort: number, heldBytesMax: number) {
     this.#server = server
@@ -51,6 +52,17 @@ export class FaultProxy {
     this.#held = true
   }
 
+  /** Delays every byte by `ms` from now on (0 = none), both directions; order is kept. */
+  delay(ms: number): void {
+    if (!Number.isInteger(ms) || ms < 0)
+      throw new RangeError(`delay must be a non-negative integer, got ${ms}`)
+    this.#delayMs = ms
+  }
+
+  get delayMs(): number {
+    return this.#delayMs
+  }
+
   /** Delivers the held bytes in order, then carries bytes again. */
   release(): void {
     this.#held = false
@@ -69,11 +81,13 @@ export class FaultProxy {
   #accept(down: Socket): void {
     down.setNoDelay(true)
     const up = tcpConnect({ port: this.targetPort, host: '127.0.0.1', noDelay: true })
-    const isHeld = () => this.#held
+    const state = (): LaneState => ({ held: this.#held, delayMs: this.#delayMs })
     const pair: Pair = {
-      toUp: new Lane(down, up, isHeld, this.heldBytesMax, () => pair.destroy()),
-      toDown: new Lane(up, down, isHeld, this.heldBytesMax, () => pair.destroy()),
+      toUp: new Lane(down, up, state, this.heldBytesMax, () => pair.destroy()),
+      toDown: new Lane(up, down, state, this.heldBytesMax, () => pair.destroy()),
       destroy: () => {
+        pair.toUp.stop()
+        pair.toDown.stop()
         down.destroy()
         up.destroy()
         this.#pairs.delete(pair)
@@ -93,43 +107,69 @@ interface Pair {
   destroy(): void
 }
 
-/** One direction of a proxied connection: carries bytes, or keeps them while held. */
+/** What a lane asks its proxy before it carries a chunk. */
+interface LaneState {
+  readonly held: boolean
+  readonly delayMs: number
+}
+
+/**
+ * One direction of a proxied connection: carries bytes at once, after the proxy's delay, or
+ * keeps them while held; always in order.
+ */
 class Lane {
   readonly #from: Socket
   readonly #to: Socket
-  readonly #isHeld: () => boolean
+  readonly #state: () => LaneState
   readonly #bytesMax: number
   readonly #overflow: () => void
-  readonly #queue: Buffer[] = []
+  readonly #queue: { chunk: Buffer; dueMs: number }[] = []
   #bytes = 0
+  #timer: ReturnType<typeof setTimeout> | undefined
 
-  constructor(from: Socket, to: Socket, isHeld: () => boolean, bytesMax: number, overflow: () => void) {
+  constructor(from: Socket, to: Socket, state: () => LaneState, bytesMax: number, overflow: () => void) {
     this.#from = from
     this.#to = to
-    this.#isHeld = isHeld
+    this.#state = state
     this.#bytesMax = bytesMax
     this.#overflow = overflow
     from.on('data', (chunk: Buffer) => this.#carry(chunk))
-    from.on('end', () => {
-      if (this.#queue.length === 0) to.end()
-    })
+    from.on('end', () => this.flush())
+    to.on('close', () => this.stop())
   }
 
-  /** Writes what was held, in order. */
+  /** Writes every chunk that is due, in order, unless held; schedules the rest. */
   flush(): void {
-    while (this.#queue.length > 0 && !this.#isHeld()) this.#write(this.#queue.shift() as Buffer)
-    this.#bytes = 0
-    if (this.#from.readableEnded && this.#queue.length === 0) this.#to.end()
+    if (this.#timer) clearTimeout(this.#timer)
+    this.#timer = undefined
+    if (this.#state().held) return
+    const now = Date.now()
+    while (this.#queue.length > 0 && (this.#queue[0]?.dueMs ?? 0) <= now) {
+      const { chunk } = this.#queue.shift() as { chunk: Buffer }
+      this.#bytes -= chunk.length
+      this.#write(chunk)
+    }
+    const next = this.#queue[0]
+    if (next) this.#timer = setTimeout(() => this.flush(), Math.max(1, next.dueMs - now))
+    else if (this.#from.readableEnded && !this.#to.destroyed) this.#to.end()
+  }
+
+  stop(): void {
+    if (this.#timer) clearTimeout(this.#timer)
+    this.#timer = undefined
+    this.#queue.length = 0
   }
 
   #carry(chunk: Buffer): void {
-    if (this.#isHeld() || this.#queue.length > 0) {
-      this.#queue.push(chunk)
-      this.#bytes += chunk.length
-      if (this.#bytes > this.#bytesMax) this.#overflow()
+    const { held, delayMs } = this.#state()
+    if (!held && delayMs === 0 && this.#queue.length === 0) {
+      this.#write(chunk)
       return
     }
-    this.#write(chunk)
+    this.#queue.push({ chunk, dueMs: Date.now() + delayMs })
+    this.#bytes += chunk.length
+    if (this.#bytes > this.#bytesMax) this.#overflow()
+    else if (!held && !this.#timer) this.flush()
   }
 
   #write(chunk: Buffer): void {
