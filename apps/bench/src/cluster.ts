@@ -43,6 +43,12 @@ export function serverCommand(options: Pick<BenchClusterOptions, 'fromSource' | 
   return fromSource()
 }
 
+/** Clusters started and not yet stopped: killed if the bench process exits first. */
+const live = new Set<BenchCluster>()
+function killLive(): void {
+  for (const c of live) c.killNow()
+}
+
 export interface BenchNode {
   readonly nodeId: string
   readonly address: string
@@ -94,6 +100,8 @@ export class BenchCluster {
       })
     }
     const cluster = new BenchCluster(nodes, dir, command, options.tickMs ?? 20)
+    live.add(cluster)
+    if (live.size === 1) process.on('exit', killLive)
     for (const n of nodes) cluster.#spawn(n)
     try {
       await cluster.#waitReady(options.readyMs ?? 60_000)
@@ -137,6 +145,14 @@ export class BenchCluster {
         n.child = undefined
       }),
     )
+    rmSync(this.dir, { recursive: true, force: true })
+    live.delete(this)
+    if (live.size === 0) process.off('exit', killLive)
+  }
+
+  /** Synchronous last resort on process exit: SIGKILL to every node's PID, data removed. */
+  killNow(): void {
+    for (const n of this.nodes) n.child?.kill('SIGKILL')
     rmSync(this.dir, { recursive: true, force: true })
   }
 
