@@ -99,6 +99,21 @@ describe('queue handlers', () => {
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 2])
   })
 
+  it('purges ready messages, leaving leased ones', async () => {
+    const h = queueHandlers(node(await localGroup()))
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [message('a'), message('b'), message('c', 4)],
+    })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 2 })
+    expect((await call(h, 'stats', { target })).messages).toBe(1)
+    const acked = await call(h, 'ack', { target, leaseIds: [leased.messages[0].leaseId] })
+    expect(acked.results[0].outcome).toBe(1)
+  })
+
   it('wakes a long poll when a message arrives', async () => {
     const h = queueHandlers(node(await localGroup()))
     const started = Date.now()

@@ -65,6 +65,11 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
   leaseRecheckMs: 1_000,
 }
 
+/** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
+const PURGE_BATCH = 1000
+/** A purge call stops after this many entries (a million messages); call again for more. */
+const PURGE_ROUNDS_MAX = 1000
+
 /** The Queue service's gRPC handlers over the data groups of one node. */
 export function queueHandlers(
   node: DataNodePort,
@@ -156,10 +161,16 @@ export function queueHandlers(
     extend: unary(async (req) =>
       settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
     ),
-    purge: unary(async () => {
-      throw new InvalidArgumentError(
-        'purge of ready messages is not supported yet; delete and recreate the queue',
-      )
+    purge: unary(async (req) => {
+      // One entry removes up to PURGE_BATCH messages; bounded rounds until a round finds fewer.
+      let removed = 0
+      for (let round = 0; round < PURGE_ROUNDS_MAX; round++) {
+        const r = await run(req.target, () => ({ type: 'purgeReady', max: PURGE_BATCH }))
+        const n = r.type === 'purgeReady' ? r.ids.length : 0
+        removed += n
+        if (n < PURGE_BATCH) break
+      }
+      return { removed }
     }),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)

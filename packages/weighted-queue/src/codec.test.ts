@@ -20,6 +20,7 @@ describe('command codec', () => {
       [{ type: 'extend', leaseIds: ['7.2'], visibilityMs: 5 }, '0105' + '01' + '03372e32' + '05'],
       [{ type: 'redriveDead', max: 10 }, '01070a'],
       [{ type: 'purgeDead', max: 1 }, '010801'],
+      [{ type: 'purgeReady', max: 3 }, '010a03'],
       [
         {
           type: 'enqueue',
@@ -104,7 +105,10 @@ describe('command codec', () => {
       }),
       fc.record({ type: fc.constant('extend' as const), leaseIds: fc.array(names), visibilityMs: nat }),
       fc.constant({ type: 'tick' as const }),
-      fc.record({ type: fc.constantFrom('redriveDead' as const, 'purgeDead' as const), max: nat }),
+      fc.record({
+        type: fc.constantFrom('redriveDead' as const, 'purgeDead' as const, 'purgeReady' as const),
+        max: nat,
+      }),
       fc.record({
         type: fc.constant('configure' as const),
         config: fc.record(

@@ -19,6 +19,7 @@ const TYPE_CODE: Record<CommandType, number> = {
   redriveDead: 7,
   purgeDead: 8,
   configure: 9,
+  purgeReady: 10,
 }
 const CODE_TYPE = new Map(Object.entries(TYPE_CODE).map(([t, c]) => [c, t as CommandType]))
 
@@ -64,6 +65,7 @@ export function encodeCommand(cmd: Command): Uint8Array {
       break
     case CommandType.RedriveDead:
     case CommandType.PurgeDead:
+    case CommandType.PurgeReady:
       w.varint(cmd.max)
       break
     case CommandType.Configure: {
@@ -128,6 +130,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
       break
     case CommandType.RedriveDead:
     case CommandType.PurgeDead:
+    case CommandType.PurgeReady:
       cmd = { type, max: r.varint() }
       break
     case CommandType.Configure: {

@@ -30,6 +30,7 @@ export const CommandType = {
   Tick: 'tick',
   RedriveDead: 'redriveDead',
   PurgeDead: 'purgeDead',
+  PurgeReady: 'purgeReady',
   Configure: 'configure',
 } as const
 export type CommandType = (typeof CommandType)[keyof typeof CommandType]
@@ -77,6 +78,11 @@ export interface PurgeDeadCommand {
   readonly type: typeof CommandType.PurgeDead
   readonly max: number
 }
+/** Deletes up to `max` ready messages (each weight's oldest first, lowest weight first). */
+export interface PurgeReadyCommand {
+  readonly type: typeof CommandType.PurgeReady
+  readonly max: number
+}
 /** Changes the partition's config from this log position on. */
 export interface ConfigureCommand {
   readonly type: typeof CommandType.Configure
@@ -92,6 +98,7 @@ export type Command =
   | TickCommand
   | RedriveDeadCommand
   | PurgeDeadCommand
+  | PurgeReadyCommand
   | ConfigureCommand
 
 /** One leased message. */
@@ -130,7 +137,7 @@ export type CommandResult =
       readonly deadlinesMs: readonly (number | undefined)[]
     }
   | { readonly type: 'tick' | 'configure' }
-  | { readonly type: 'redriveDead' | 'purgeDead'; readonly ids: readonly number[] }
+  | { readonly type: 'redriveDead' | 'purgeDead' | 'purgeReady'; readonly ids: readonly number[] }
   /** The command changed nothing; `error` says why (InvalidArgument, LimitExceeded, ...). */
   | { readonly type: 'rejected'; readonly error: QueueError }
 

@@ -12,6 +12,7 @@ export type {
   LeaseCommand,
   NackCommand,
   PurgeDeadCommand,
+  PurgeReadyCommand,
   QueueStats,
   RedriveDeadCommand,
   TickCommand,

@@ -314,6 +314,8 @@ export class QueuePartition {
         return { type: 'redriveDead', ids: await this.redrive(cmd.max) }
       case CommandType.PurgeDead:
         return { type: 'purgeDead', ids: await this.purge(cmd.max) }
+      case CommandType.PurgeReady:
+        return { type: 'purgeReady', ids: await this.purgeReady(cmd.max) }
       case CommandType.Configure:
         this.configure(cmd.config)
         return { type: 'configure' }
@@ -663,6 +665,44 @@ export class QueuePartition {
       this.dirtyWeights.add(meta.weight)
       this.st.messages--
     })
+    return ids
+  }
+
+  /** Deletes up to `max` ready messages: lowest weight first, each weight's head first. */
+  private async purgeReady(max: number): Promise<number[]> {
+    checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
+    const ids: number[] = []
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && ids.length < max; w++) {
+      const n = Math.min(this.ready[w] as number, max - ids.length)
+      if (n === 0) continue
+      const run = await this.overlay.range(this.keys.readySpan(w), n)
+      invariant(run.length === n, `weight ${w} has ${n} ready entries`)
+      const runIds: number[] = []
+      const metas: (MessageMeta | undefined)[] = []
+      for (const [, v] of run) {
+        const entry = decodeReadyValue(v)
+        runIds.push(entry.id)
+        metas.push(entry.meta)
+      }
+      const metaKeys = runIds.map((id) => this.keys.message(id))
+      await this.fillMetas(metaKeys, metas)
+      run.forEach(([readyKey], i) => {
+        const id = runIds[i] as number
+        const meta = metas[i] as MessageMeta
+        invariant(
+          meta.state === MessageState.Ready && meta.weight === w,
+          `message ${id} is ready in weight ${w}`,
+        )
+        this.del(readyKey)
+        this.del(metaKeys[i] as Uint8Array)
+        if (meta.inlineBody === undefined) this.del(this.keys.body(id))
+        ids.push(id)
+      })
+      this.ready[w] = (this.ready[w] as number) - n
+      if (this.ready[w] === 0) this.scheduler.deactivate(w)
+      this.dirtyWeights.add(w)
+      this.st.messages -= n
+    }
     return ids
   }
 

@@ -18,7 +18,7 @@ function leasesOf(r: CommandResult): readonly Lease[] {
   return r.leases
 }
 function idsOf(r: CommandResult): readonly number[] {
-  if (r.type !== 'enqueue' && r.type !== 'redriveDead' && r.type !== 'purgeDead') {
+  if (r.type !== 'enqueue' && r.type !== 'redriveDead' && r.type !== 'purgeDead' && r.type !== 'purgeReady') {
     throw new Error(`expected ids, got ${JSON.stringify(r)}`)
   }
   return r.ids

@@ -328,6 +328,17 @@ export class ModelQueue {
         this.syncBacklog()
         return { type: cmd.type, ids: dead.map((m) => m.id) }
       }
+      case 'purgeReady': {
+        int(cmd.max, 1, cfg.leaseBatchMax)
+        const ready = [...this.messages.values()]
+          .filter((m) => m.state === 'ready')
+          .sort((a, b) => a.weight - b.weight || a.band - b.band || a.order - b.order)
+          .slice(0, cmd.max)
+        for (const m of ready) this.messages.delete(m.id)
+        for (const w of new Set(ready.map((m) => m.weight)))
+          if (this.readyCount(w) === 0) this.backlogged.delete(w)
+        return { type: 'purgeReady', ids: ready.map((m) => m.id) }
+      }
       case 'configure': {
         const next = { ...this.config }
         for (const [k, v] of Object.entries(cmd.config)) {

@@ -189,6 +189,9 @@ const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep
         new Step(purge ? 'purge' : 'redrive', dt, () => ({ type: purge ? 'purgeDead' : 'redriveDead', max })),
     ),
   fc
+    .record({ dt, max: rarely(fc.integer({ min: 1, max: 4 }), fc.constant(0)) })
+    .map(({ dt, max }) => new Step('purgeReady', dt, () => ({ type: 'purgeReady', max }))),
+  fc
     .record({
       dt,
       scheduling: fc.constantFrom<'fair' | 'strict' | undefined>('fair', 'strict', undefined),

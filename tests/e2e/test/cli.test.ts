@@ -81,6 +81,12 @@ describe('mq against a real cluster', () => {
     const described = await mq(['--servers', servers, 'queue', 'describe', 'cli'])
     expect(described.code).toBe(0)
     expect(described.out).toMatch(/cli/)
+    expect((await mq(['--servers', servers, 'produce', 'cli'], 'p1\np2\np3\n')).code).toBe(0)
+    const purged = await mq(['--servers', servers, '--json', 'queue', 'purge', 'cli'])
+    expect(purged.code).toBe(0)
+    expect(purged.out).toMatch(/3/)
+    const empty = await mq(['--servers', servers, 'consume', 'cli', '--wait', '500ms'])
+    expect(empty.out).not.toMatch(/p1|p2|p3/)
   })
 
   it('exits 2 for an unknown queue and 1 for a bad name, saying why', async () => {
