@@ -26,7 +26,10 @@ const network = process.argv.includes('--network')
 
 const r = await runFaults({ seed, nodes, faultSeconds: seconds, network })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
-if (failed) {
+if (r.sourceChanged.length > 0) {
+  console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)
+  process.exitCode = 2
+} else if (failed) {
   console.error(`FAILED: seed ${seed}; rerun: ${r.replay}`)
   process.exitCode = 1
 } else console.log(`passed: seed ${seed}`)

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -12,6 +12,37 @@ const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
 // Node itself runs the server with tsx's loader (not the tsx CLI, which would put a wrapper
 // process between us and the server, so that SIGKILL would miss the server).
 const tsxLoader = import.meta.resolve('tsx')
+
+/**
+ * The server's source files (apps/server/src, packages/{name}/src) changed after `sinceMs`, at
+ * most `limit`. The cluster runs from the working tree: a node restarted after such a change
+ * runs other code than its peers, against data the old code wrote, so a long run during
+ * which this list is not empty proves nothing about the server.
+ */
+export function serverSourceChangedSince(sinceMs: number, limit = 20): string[] {
+  const roots = [join(repoRoot, 'apps', 'server', 'src')]
+  for (const name of readdirSync(join(repoRoot, 'packages')))
+    roots.push(join(repoRoot, 'packages', name, 'src'))
+  const changed: string[] = []
+  const walk = (dir: string, depth: number): void => {
+    if (depth > 8 || changed.length >= limit) return
+    let entries: string[]
+    try {
+      entries = readdirSync(dir)
+    } catch {
+      return
+    }
+    for (const e of entries) {
+      const path = join(dir, e)
+      const st = statSync(path, { throwIfNoEntry: false })
+      if (!st) continue
+      if (st.isDirectory()) walk(path, depth + 1)
+      else if (st.mtimeMs > sinceMs && changed.length < limit) changed.push(path.slice(repoRoot.length + 1))
+    }
+  }
+  for (const r of roots) walk(r, 0)
+  return changed
+}
 
 /** A free TCP port on 127.0.0.1 (bound, then released). */
 export function freePort(): Promise<number> {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MqClient } from '@mq/router-client'
 import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
-import { LocalCluster } from './cluster'
+import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { History } from './history'
 import { ALL_FAULTS, DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
@@ -43,6 +43,11 @@ export interface FaultRunResult {
   readonly elapsedMs: number
   /** The command that replays the schedule. */
   readonly replay: string
+  /**
+   * Server source files changed during the run (others editing the working tree): restarted
+   * nodes then ran other code, and the run proves nothing either way.
+   */
+  readonly sourceChanged: readonly string[]
   /** Where the history and the nodes' output were saved, when the run failed. */
   readonly artifacts?: string
 }
@@ -133,6 +138,13 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     const deadLettered = (await client.admin.deadLetters(queue, 1_000)).length
     const report = check(history.ops)
     const unacked = load.unacked()
+    const sourceChanged = serverSourceChangedSince(started)
+    if (sourceChanged.length > 0) {
+      log(
+        `INVALID RUN: server source changed during the run (${sourceChanged.slice(0, 5).join(', ')}…); ` +
+          'restarted nodes ran other code than their peers, against data the old code wrote',
+      )
+    }
     const failed = report.anomalies.length > 0 || unacked.length > 0 || !drained || problems.length > 0
     let artifacts: string | undefined
     if (failed) {
@@ -150,6 +162,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       unacked: unacked.length,
       deadLettered,
       drained,
+      sourceChanged,
       faults: nemesis.faults,
       problems,
       longestStallMs: longestEnqueueStallMs(history.ops, faultStart, faultEnd),
