@@ -1,6 +1,7 @@
 import { runFaults } from '../src/fault-run'
 
 // Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network])
 // (--network: a proxy in front of every node, and one-way cuts among the faults)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
@@ -17,7 +18,16 @@ function intArg(name: string, fallback: number): number {
   return n
 }
 
-const seconds = intArg('seconds', 60)
+/** `--duration 30m` (s, m or h) or `--seconds N`; 60 s by default. */
+function durationSeconds(): number {
+  const raw = arg('duration')
+  if (raw === undefined) return intArg('seconds', 60)
+  const m = /^([0-9]+)(s|m|h)$/.exec(raw)
+  if (!m) throw new Error(`--duration must look like 90s, 30m or 2h, got ${raw}`)
+  return Number(m[1]) * ({ s: 1, m: 60, h: 3600 } as const)[m[2] as 's' | 'm' | 'h']
+}
+
+const seconds = durationSeconds()
 const seed = intArg('seed', Math.floor(Math.random() * 2 ** 31))
 const nodes = intArg('nodes', 3)
 if (nodes !== 3 && nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${nodes}`)
