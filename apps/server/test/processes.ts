@@ -1,8 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
-import { credentials, Metadata } from '@grpc/grpc-js'
-import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
+import { waitServing } from '@mq/protocol'
 
 const serverDir = join(import.meta.dirname, '..')
 // Node runs the server with tsx's loader directly (the tsx CLI would add a wrapper process).
@@ -51,22 +50,4 @@ export function startServer(args: readonly string[]): ServerProcess {
   return { child, output: () => output, exited }
 }
 
-/** Resolves once `address` answers the gRPC health check with SERVING; rejects after `timeoutMs`. */
-export async function waitServing(address: string, timeoutMs = 20_000): Promise<void> {
-  const client = new HealthClient(address, credentials.createInsecure())
-  const deadline = Date.now() + timeoutMs
-  try {
-    while (Date.now() < deadline) {
-      const status = await new Promise<Serving | undefined>((resolve) =>
-        client.check({ service: '' }, new Metadata(), { deadline: Date.now() + 1_000 }, (e, r) =>
-          resolve(e ? undefined : r.status),
-        ),
-      )
-      if (status === Serving.SERVING) return
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    throw new Error(`${address} did not become healthy within ${timeoutMs} ms`)
-  } finally {
-    client.close()
-  }
-}
+export { waitServing }

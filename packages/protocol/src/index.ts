@@ -100,3 +100,4 @@ export {
   StaleRouteError,
   UnavailableError,
 } from './mq-error'
+export { waitServing } from './wait-serving'

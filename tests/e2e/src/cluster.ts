@@ -3,8 +3,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { credentials, Metadata } from '@grpc/grpc-js'
-import { HealthClient, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
+import { waitServing } from '@mq/protocol'
 import { FaultProxy } from './proxy'
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
@@ -290,22 +289,4 @@ export class LocalCluster {
   }
 }
 
-/** Resolves once `address` answers the health check with SERVING; rejects after `timeoutMs`. */
-export async function waitServing(address: string, timeoutMs = 30_000): Promise<void> {
-  const client = new HealthClient(address, credentials.createInsecure())
-  const deadline = Date.now() + timeoutMs
-  try {
-    while (Date.now() < deadline) {
-      const status = await new Promise<Serving | undefined>((resolve) =>
-        client.check({ service: '' }, new Metadata(), { deadline: Date.now() + 1_000 }, (e, r) =>
-          resolve(e ? undefined : r.status),
-        ),
-      )
-      if (status === Serving.SERVING) return
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    throw new Error(`${address} did not become healthy within ${timeoutMs} ms`)
-  } finally {
-    client.close()
-  }
-}
+export { waitServing }
