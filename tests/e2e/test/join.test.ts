@@ -1,0 +1,78 @@
+import { type ChildProcess, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { waitServing } from '@mq/protocol'
+import { MqClient } from '@mq/router-client'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { freePort, LocalCluster } from '../src/cluster'
+
+const serverMain = join(import.meta.dirname, '..', '..', '..', 'apps', 'server', 'src', 'main.ts')
+
+// A node started with --join becomes part of a running cluster: it registers with the meta
+// leader through its heartbeats and is given data-group replicas.
+describe('joining a running cluster', () => {
+  let cluster: LocalCluster
+  let client: MqClient
+  let joiner: ChildProcess | undefined
+  const dir = mkdtempSync(join(tmpdir(), 'mq-join-'))
+
+  beforeAll(async () => {
+    cluster = await LocalCluster.start({ nodes: 3 })
+    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
+  })
+
+  afterAll(async () => {
+    if (joiner && joiner.exitCode === null) {
+      const exited = new Promise((r) => joiner?.once('exit', r))
+      joiner.kill('SIGTERM')
+      await exited
+    }
+    await client?.close()
+    await cluster?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('registers, is seen alive, and hosts a replica of a new data group', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    joiner = spawn(
+      process.execPath,
+      [
+        '--import',
+        import.meta.resolve('tsx'),
+        '--conditions=source',
+        serverMain,
+        'start',
+        '--node-id',
+        'n4',
+        '--listen',
+        address,
+        '--data-dir',
+        join(dir, 'n4'),
+        '--join',
+        cluster.servers[0] as string,
+        '--tick-ms',
+        '20',
+      ],
+      { stdio: 'ignore' },
+    )
+    await waitServing(address)
+    const deadline = Date.now() + 30_000
+    let status = await client.admin.clusterStatus()
+    const hostsReplica = () => status.groups.some((g) => g.replicas.some((r) => r.nodeId === 'n4'))
+    while (
+      Date.now() < deadline &&
+      !(status.nodes.some((n) => n.nodeId === 'n4' && n.alive) && hostsReplica())
+    ) {
+      await new Promise((r) => setTimeout(r, 250))
+      status = await client.admin.clusterStatus()
+    }
+    expect(status.nodes.find((n) => n.nodeId === 'n4')).toMatchObject({ address, alive: true })
+    expect(hostsReplica()).toBe(true)
+    // Queues created now may land on the new node's group, and work.
+    await client.admin.createQueue('after-join', { partitions: 4 })
+    const producer = client.producer('after-join')
+    const sent = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `j${i}` })))
+    expect(new Set(sent.map((r) => `${r.partition}/${r.id}`)).size).toBe(20)
+  })
+})
