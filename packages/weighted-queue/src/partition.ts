@@ -658,14 +658,22 @@ export class QueuePartition {
       const id = ids[i] as number
       const meta = decodeMeta(got[i] as Uint8Array)
       invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
-      this.del(k)
-      this.del(this.keys.message(id))
-      if (meta.inlineBody === undefined) this.del(this.keys.body(id))
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
-      this.dirtyWeights.add(meta.weight)
-      this.st.messages--
+      this.deleteMessage(k, id, meta)
     })
     return ids
+  }
+
+  /**
+   * Deletes a message for good: the index entry that held it (`indexKey`), its record and its
+   * body. The caller has taken it off its state's counter.
+   */
+  private deleteMessage(indexKey: Uint8Array, id: number, meta: MessageMeta): void {
+    this.del(indexKey)
+    this.del(this.keys.message(id))
+    if (meta.inlineBody === undefined) this.del(this.keys.body(id))
+    this.dirtyWeights.add(meta.weight)
+    this.st.messages--
   }
 
   /** Deletes up to `max` ready messages: lowest weight first, each weight's head first. */
@@ -693,15 +701,11 @@ export class QueuePartition {
           meta.state === MessageState.Ready && meta.weight === w,
           `message ${id} is ready in weight ${w}`,
         )
-        this.del(readyKey)
-        this.del(metaKeys[i] as Uint8Array)
-        if (meta.inlineBody === undefined) this.del(this.keys.body(id))
+        this.deleteMessage(readyKey, id, meta)
         ids.push(id)
       })
       this.ready[w] = (this.ready[w] as number) - n
       if (this.ready[w] === 0) this.scheduler.deactivate(w)
-      this.dirtyWeights.add(w)
-      this.st.messages -= n
     }
     return ids
   }
