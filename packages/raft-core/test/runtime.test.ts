@@ -195,7 +195,31 @@ describe('RaftHost', () => {
     expect(n1.host.stats.flushes).toBeLessThan(n1.host.stats.cycles + 1)
   })
 
-  it('persists before it sends: no message leaves while the flush is pending', async () => {
+  it('a follower acknowledges appends only once they are durable', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    const n2 = nodes.get('n2')!
+    await electAll(net, n1.host, [1])
+    let open: () => void = () => {}
+    n2.durability.gate = new Promise<void>((r) => {
+      open = r
+    })
+    const p = n1.host.propose(1, enc.encode('durable-first'))
+    await n1.host.idle()
+    const appends = net.queue.splice(0).filter(({ m }) => m.type === MessageType.App && m.to === 'n2')
+    expect(appends.length).toBe(1)
+    const before = net.sent.length
+    for (const { groupId, m } of appends) n2.host.receive(groupId, m)
+    for (let i = 0; i < 10; i++) await Promise.resolve()
+    expect(net.sent.slice(before).filter((m) => m.from === 'n2')).toEqual([])
+    n2.durability.gate = null
+    open()
+    await net.run()
+    expect(net.sent.slice(before).some((m) => m.from === 'n2' && m.type === MessageType.AppResp)).toBe(true)
+    await p
+  })
+
+  it('a leader sends its appends while its own flush is pending', async () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!
     await electAll(net, n1.host, [1])
@@ -204,13 +228,18 @@ describe('RaftHost', () => {
       open = r
     })
     const before = net.sent.length
-    const p = n1.host.propose(1, enc.encode('durable-first'))
+    const p = n1.host.propose(1, enc.encode('in-parallel'))
     for (let i = 0; i < 10; i++) await Promise.resolve()
-    expect(net.sent.length).toBe(before)
+    const sent = net.sent.slice(before)
+    expect(
+      sent
+        .filter((m) => m.type === MessageType.App)
+        .map((m) => m.to)
+        .sort(),
+    ).toEqual(['n2', 'n3'])
     n1.durability.gate = null
     open()
     await net.run()
-    expect(net.sent.length).toBeGreaterThan(before)
     await p
   })
 

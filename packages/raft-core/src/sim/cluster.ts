@@ -59,6 +59,8 @@ interface SimNode {
   readonly clockRate: number
   readonly clockOffsetMs: number
   ready: Ready | null
+  /** The outstanding Ready was sent and applied before its flush (a leader keeping its term). */
+  early: boolean
   /** The state machine: last applied index and a hash chain over applied entries. */
   appliedIndex: number
   stateHash: number
@@ -124,6 +126,7 @@ export class SimCluster {
           : 1,
       clockOffsetMs: this.#prng.below(1000),
       ready: null,
+      early: false,
       appliedIndex: 0,
       stateHash: 0,
       lastTimestampMs: 0,
@@ -328,6 +331,12 @@ export class SimCluster {
       }
       n.commitSeen = rd.hardState.commit
     }
+    // As the host does: a leader that keeps its term and vote sends and applies before its
+    // own flush (its own log counts toward commitment only once persisted, at advance).
+    const before = n.storage.initialState().hardState
+    const votes =
+      rd.hardState !== null && (rd.hardState.term !== before.term || rd.hardState.vote !== before.vote)
+    n.early = !votes && rd.snapshot === null && (rd.softState?.role ?? status.role) === Role.Leader
     // Persist (staged: durable only at the flush below).
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot)
     if (rd.entries.length > 0) {
@@ -335,6 +344,7 @@ export class SimCluster {
       this.checker.persisted(n.id, rd.entries, n.storage.term(rd.entries[0]!.index - 1))
     }
     if (rd.hardState !== null) n.storage.setHardState(rd.hardState)
+    if (n.early) this.#sendAndApply(n, rd)
     const delay = this.options.fsyncMsMax > 0 ? this.#prng.below(this.options.fsyncMsMax + 1) : 0
     this.#queue.push(this.#nowMs + delay, { kind: 'flush', node: n, incarnation: n.incarnation })
   }
@@ -343,6 +353,14 @@ export class SimCluster {
     const raw = n.raw!
     const rd = n.ready!
     n.storage.sync()
+    if (!n.early) this.#sendAndApply(n, rd)
+    n.ready = null
+    raw.advance(rd)
+    this.#maybeCompact(n)
+    this.#pump(n)
+  }
+
+  #sendAndApply(n: SimNode, rd: Ready): void {
     for (const m of rd.messages) this.#send(m)
     if (rd.snapshot !== null) {
       this.#restoreStateMachine(n, rd.snapshot)
@@ -373,10 +391,6 @@ export class SimCluster {
         this.#reads.delete(r.requestCtx)
       }
     }
-    n.ready = null
-    raw.advance(rd)
-    this.#maybeCompact(n)
-    this.#pump(n)
   }
 
   #maybeCompact(n: SimNode): void {
