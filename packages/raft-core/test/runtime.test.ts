@@ -453,4 +453,38 @@ describe('RaftHost', () => {
     await net.tickAll(2)
     for (const n of nodes.values()) expect(n.machines.get(1)!.items).toEqual(['a', 'b', 'c'])
   })
+
+  it('elects a new leader within a few ticks once a quorum of followers learns the leader is gone', async () => {
+    const { net, nodes } = cluster([1, 2])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    const term = n1.status(1).term
+    net.cut.add('n1') // its process died: nothing more from or to it
+    expect(nodes.get('n2')!.host.leaderGone('n1')).toEqual([1, 2])
+    expect(nodes.get('n3')!.host.leaderGone('n1')).toEqual([1, 2])
+    expect(nodes.get('n2')!.host.status(1).lead).toBe('')
+    await net.tickAll(3) // far below the election timeout (10 ticks)
+    for (const g of [1, 2]) {
+      const s2 = nodes.get('n2')!.host.status(g)
+      expect(s2.lead).toBe('n2') // the first remaining voter by id campaigned first
+      expect(s2.term).toBe(term + 1)
+      expect(nodes.get('n3')!.host.status(g).lead).toBe('n2')
+    }
+  })
+
+  it('a lone follower that wrongly believes the leader gone disturbs nobody', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const term = n1.status(1).term
+    expect(nodes.get('n2')!.host.leaderGone('n1')).toEqual([1])
+    expect(nodes.get('n2')!.host.leaderGone('n3')).toEqual([]) // n3 leads nothing
+    await net.tickAll(4)
+    for (const id of ['n1', 'n2', 'n3']) {
+      expect(nodes.get(id)!.host.status(1)).toMatchObject({ lead: 'n1', term })
+    }
+    const p = n1.propose(1, enc.encode('still-leading'))
+    await net.run()
+    expect(await p).toMatchObject({ result: 1 })
+  })
 })

@@ -105,6 +105,8 @@ class Group {
   lead: ReplicaId = ''
   /** The hard state last staged in storage. */
   hardState: HardState
+  /** After leaderGone(): campaign at this tick if still leaderless (-1: no such plan). */
+  campaignAtTick = -1
 
   constructor(o: GroupOptions) {
     this.id = o.groupId
@@ -213,6 +215,11 @@ export class RaftHost {
     for (const g of this.#groups.values()) {
       g.raw.tick(now)
       g.ticks++
+      if (g.campaignAtTick >= 0 && g.ticks >= g.campaignAtTick) {
+        g.campaignAtTick = -1
+        const s = g.raw.status()
+        if (s.lead === '' && s.role === Role.Follower) g.raw.campaign()
+      }
       this.#expire(g)
     }
     this.#schedule()
@@ -323,6 +330,31 @@ export class RaftHost {
     this.#checkAlive()
     this.#group(groupId).raw.transferLeader(to)
     this.#schedule()
+  }
+
+  /**
+   * A failure detector's verdict: replica `leaderId` is gone (say, its process's connections
+   * closed). Every group here that follows it forgets it (no leader lease any more, so its
+   * pre-votes are granted at once) and campaigns a few ticks later unless a leader is known by
+   * then: the next tick for the first of the remaining voters by id, two ticks apart for the
+   * others, so that the followers, which all learn of the death together, do not split the vote.
+   * Returns the ids of the groups that forgot it.
+   */
+  leaderGone(leaderId: ReplicaId): GroupId[] {
+    if (this.#fatal !== null || leaderId === '') return []
+    const forgot: GroupId[] = []
+    for (const g of this.#groups.values()) {
+      const s = g.raw.status()
+      if (s.lead !== leaderId || !g.raw.forgetLeader()) continue
+      const rank = s.conf.voters
+        .filter((v) => v !== leaderId)
+        .sort()
+        .indexOf(s.id)
+      if (rank >= 0) g.campaignAtTick = g.ticks + 1 + 2 * rank
+      forgot.push(g.id)
+    }
+    if (forgot.length > 0) this.#schedule()
+    return forgot
   }
 
   /** Makes this replica campaign now (tests, bootstrapping a known leader). */

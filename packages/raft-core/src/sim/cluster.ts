@@ -485,12 +485,24 @@ export class SimCluster {
       this.#queue.push(this.#nowMs + 1 + p.below(o.partitionMsMax), { kind: 'heal', links })
     }
     if (p.chance(o.crashRate)) {
+      // A failure detector's false alarm: a follower forgets a leader that is alive.
+      const up = [...this.#nodes.values()].filter((n) => n.raw !== null)
+      const n = up[p.below(Math.max(1, up.length))]
+      if (n?.raw?.forgetLeader() === true) this.#pump(n)
+    }
+    if (p.chance(o.crashRate)) {
       const up = [...this.#nodes.values()].filter((n) => n.raw !== null)
       const down = this.#nodes.size - up.length
       if (up.length > 0 && down < Math.ceil(this.#nodes.size / 2)) {
         const leader = this.#leaderNode()
         const n = leader !== null && p.chance(o.leaderCrashBias) ? leader : up[p.below(up.length)]!
         this.#crash(n)
+        // The failure detector (closed connections): most survivors forget a crashed leader.
+        for (const o of this.#nodes.values()) {
+          if (o.raw !== null && o.raw.status().lead === n.id && p.chance(0.8) && o.raw.forgetLeader()) {
+            this.#pump(o)
+          }
+        }
         const downMs = p.chance(0.5) ? 1 + p.below(50) : 1 + p.below(o.downMsMax)
         this.#queue.push(this.#nowMs + downMs, { kind: 'restart', node: n })
       }
