@@ -1,4 +1,5 @@
 import {
+  type ChannelCredentials,
   type ClientWritableStream,
   credentials,
   Metadata,
@@ -26,6 +27,8 @@ export interface PeerTransportOptions {
   readonly batchMax: number
   /** After a stream fails, wait this long before opening another to that peer. */
   readonly reconnectMs: number
+  /** How to reach peers (TLS, see src/tls.ts); default plaintext. */
+  readonly credentials?: ChannelCredentials
 }
 
 export const DEFAULT_PEER_TRANSPORT_OPTIONS = { queueMax: 10_000, batchMax: 512, reconnectMs: 100 } as const
@@ -180,7 +183,7 @@ export class PeerTransport implements Transport {
       out.client = undefined
       out.address = address
     }
-    out.client ??= new PeerClient(address, credentials.createInsecure(), {
+    out.client ??= new PeerClient(address, this.#options.credentials ?? credentials.createInsecure(), {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
     })
     const metadata = new Metadata()

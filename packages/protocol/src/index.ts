@@ -95,9 +95,11 @@ export {
   MqError,
   mqError,
   NotLeaderError,
+  PermissionDeniedError,
   QueueExistsError,
   QueueNotFoundError,
   StaleRouteError,
+  UnauthenticatedError,
   UnavailableError,
 } from './mq-error'
 export { waitServing } from './wait-serving'
