@@ -16,7 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call, callUntilOk, httpGet, httpUntilOk } from './grpc-calls'
 import { freePort, type ServerProcess, startServer, waitServing } from './processes'
-import { parseExposition, promtoolCheck, valueOf } from './prometheus'
+import { parseExposition, promtoolCheck, sampleSum } from './prometheus'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-operability-'))
 let server: ServerProcess
@@ -74,8 +74,8 @@ describe('mq-server operability', () => {
 
   it('exports metrics that promtool accepts and that move with produce, lease, ack and nack', async () => {
     const before = await scrape()
-    expect(valueOf(before.samples, 'mq_raft_role', { group: '0', role: 'leader' })).toBe(1)
-    expect(valueOf(before.samples, 'mq_node_ready')).toBe(1)
+    expect(sampleSum(before.samples, 'mq_raft_role', { group: '0', role: 'leader' })).toBe(1)
+    expect(sampleSum(before.samples, 'mq_node_ready')).toBe(1)
 
     const created = await callUntilOk(() =>
       call(
@@ -97,22 +97,26 @@ describe('mq-server operability', () => {
     expect(produced.ok).toBe(true)
 
     const mid = await scrape()
-    expect(valueOf(mid.samples, 'mq_queue_enqueued_total', { queue: 'jobs' })).toBe(5)
-    expect(valueOf(mid.samples, 'mq_queue_messages', { queue: 'jobs', weight: '1', state: 'ready' })).toBe(3)
-    expect(valueOf(mid.samples, 'mq_queue_messages', { queue: 'jobs', weight: '5', state: 'ready' })).toBe(2)
-    expect(
-      valueOf(mid.samples, 'mq_queue_oldest_age_seconds', { queue: 'jobs', weight: '1' }),
-    ).toBeGreaterThanOrEqual(0)
-    expect(valueOf(mid.samples, 'mq_queue_target_share', { queue: 'jobs', weight: '5' })).toBeCloseTo(5 / 6)
-    expect(
-      valueOf(mid.samples, 'mq_rpc_duration_seconds_count', { method: 'mq.v1.Queue/Produce', code: 'OK' }),
-    ).toBeGreaterThanOrEqual(1)
-    expect(valueOf(mid.samples, 'mq_storage_fsync_seconds_count')).toBeGreaterThan(
-      valueOf(before.samples, 'mq_storage_fsync_seconds_count'),
+    expect(sampleSum(mid.samples, 'mq_queue_enqueued_total', { queue: 'jobs' })).toBe(5)
+    expect(sampleSum(mid.samples, 'mq_queue_messages', { queue: 'jobs', weight: '1', state: 'ready' })).toBe(
+      3,
     )
-    expect(valueOf(mid.samples, 'mq_raft_append_seconds_count', { group: '1' })).toBeGreaterThanOrEqual(2)
-    expect(valueOf(mid.samples, 'mq_raft_commit_index', { group: '1' })).toBeGreaterThan(
-      valueOf(before.samples, 'mq_raft_commit_index', { group: '1' }),
+    expect(sampleSum(mid.samples, 'mq_queue_messages', { queue: 'jobs', weight: '5', state: 'ready' })).toBe(
+      2,
+    )
+    expect(
+      sampleSum(mid.samples, 'mq_queue_oldest_age_seconds', { queue: 'jobs', weight: '1' }),
+    ).toBeGreaterThanOrEqual(0)
+    expect(sampleSum(mid.samples, 'mq_queue_target_share', { queue: 'jobs', weight: '5' })).toBeCloseTo(5 / 6)
+    expect(
+      sampleSum(mid.samples, 'mq_rpc_duration_seconds_count', { method: 'mq.v1.Queue/Produce', code: 'OK' }),
+    ).toBeGreaterThanOrEqual(1)
+    expect(sampleSum(mid.samples, 'mq_storage_fsync_seconds_count')).toBeGreaterThan(
+      sampleSum(before.samples, 'mq_storage_fsync_seconds_count'),
+    )
+    expect(sampleSum(mid.samples, 'mq_raft_append_seconds_count', { group: '1' })).toBeGreaterThanOrEqual(2)
+    expect(sampleSum(mid.samples, 'mq_raft_commit_index', { group: '1' })).toBeGreaterThan(
+      sampleSum(before.samples, 'mq_raft_commit_index', { group: '1' }),
     )
 
     const leased = await call(
@@ -131,11 +135,11 @@ describe('mq-server operability', () => {
     ).toBe(true)
 
     const after = await scrape()
-    expect(valueOf(after.samples, 'mq_queue_leased_total', { queue: 'jobs' })).toBe(3)
-    expect(valueOf(after.samples, 'mq_queue_acked_total', { queue: 'jobs' })).toBe(1)
-    expect(valueOf(after.samples, 'mq_queue_nacked_total', { queue: 'jobs' })).toBe(1)
-    expect(valueOf(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'leased' })).toBe(1)
-    expect(valueOf(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'ready' })).toBe(3)
+    expect(sampleSum(after.samples, 'mq_queue_leased_total', { queue: 'jobs' })).toBe(3)
+    expect(sampleSum(after.samples, 'mq_queue_acked_total', { queue: 'jobs' })).toBe(1)
+    expect(sampleSum(after.samples, 'mq_queue_nacked_total', { queue: 'jobs' })).toBe(1)
+    expect(sampleSum(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'leased' })).toBe(1)
+    expect(sampleSum(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'ready' })).toBe(3)
 
     const check = promtoolCheck(after.text)
     expect(check.output).toBe('')

@@ -31,7 +31,7 @@ export function parseExposition(text: string): Sample[] {
 }
 
 /** The sum of the samples named `name` whose labels include `labels`. */
-export function valueOf(
+export function sampleSum(
   samples: readonly Sample[],
   name: string,
   labels: Record<string, string> = {},
