@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { httpGet } from './grpc-calls'
 import { freePort, startServer, waitServing } from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
@@ -66,22 +67,27 @@ describe('mq-server processes', () => {
 
   it('runs a dev cluster of separate processes and stops them all', async () => {
     const base = await freePort()
+    const httpBase = await freePort()
     const dev = startServer([
       'dev',
       '--nodes',
       '2',
       '--base-port',
       String(base),
+      '--http-base-port',
+      String(httpBase),
       '--data-dir',
       join(dir, 'dev'),
     ])
     try {
       await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
+      expect(await httpGet(`http://127.0.0.1:${httpBase + 1}/healthz`)).toEqual({ status: 200, body: 'ok\n' })
     } finally {
       dev.child.kill('SIGTERM')
     }
     expect((await dev.exited).code).toBe(0)
-    expect(dev.output()).toMatch(/\[n1\] mq-server: node n1 listening/)
-    expect(dev.output()).toMatch(/\[n2\] mq-server: node n2 stopping/)
+    // Readable lines in dev: time, level, message (not JSON).
+    expect(dev.output()).toMatch(/\[n1\] \[[0-9:.]+\] INFO: mq-server: node n1 listening/)
+    expect(dev.output()).toMatch(/\[n2\] .*INFO.*mq-server: node n2 stopping/)
   }, 60_000)
 })

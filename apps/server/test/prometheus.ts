@@ -24,7 +24,8 @@ export function parseExposition(text: string): Sample[] {
     }
     const value =
       m[4] === '+Inf' ? Number.POSITIVE_INFINITY : m[4] === '-Inf' ? Number.NEGATIVE_INFINITY : Number(m[4])
-    if (Number.isNaN(value) && m[4] !== 'NaN') throw new Error(`bad sample value: ${line}`)
+    if (Number.isNaN(value) && (m[4] as string).toLowerCase() !== 'nan')
+      throw new Error(`bad sample value: ${line}`)
     samples.push({ name: m[1] as string, labels, value })
   }
   return samples
