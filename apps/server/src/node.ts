@@ -53,6 +53,7 @@ import { observedStateMachine, observedTransport } from './metrics/raft-observer
 import { rpcInterceptor } from './metrics/rpc-interceptor'
 import { type NodeView, type PartitionView, parsePartitionId } from './node-view'
 import { PEER_TOKEN_KEY, PeerTransport } from './peer-transport'
+import { RaftEventLog } from './raft-events'
 import { NodeCredentials } from './tls'
 
 /** Bound on one gRPC message, both ways (a produce batch, a Raft batch). */
@@ -63,6 +64,8 @@ const HEARTBEAT_MS = 500
 const NODE_DEAD_MS = 5_000
 const CONTROLLER_MS = 500
 const META_CALL_MS = 3_000
+/** How often group leadership changes are looked for (and logged). */
+const RAFT_EVENTS_MS = 250
 
 /** What a node is given besides its config. */
 export interface NodeOptions {
@@ -200,6 +203,8 @@ export class MqNode {
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     this.#timers.push(setInterval(() => void this.#control(), CONTROLLER_MS))
+    const raftEvents = new RaftEventLog(this.log)
+    this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
     this.#serving = true
   }

@@ -204,7 +204,8 @@ describe('mq-server authentication and authorization', () => {
 
   it('refuses forged peer traffic: a heartbeat or Raft message without the cluster secret changes nothing', async () => {
     const heartbeat = HeartbeatRequest.fromPartial({ nodeId: 'rogue', address: '127.0.0.1:1' })
-    for (const headers of [{}, ADMIN, { [PEER_TOKEN_KEY]: 'guessed-secret' }]) {
+    const attempts: Record<string, string>[] = [{}, ADMIN, { [PEER_TOKEN_KEY]: 'guessed-secret' }]
+    for (const headers of attempts) {
       expect(await call(peer, peer.heartbeat, heartbeat, headers)).toMatchObject({
         ok: false,
         code: status.UNAUTHENTICATED,
