@@ -32,7 +32,7 @@ export function call<Req, Res>(
 }
 
 /** Calls until the call succeeds or `timeoutMs` passes (a new cluster elects leaders first); returns the last outcome. */
-export async function callUntilOk<Req, Res>(
+export async function callUntilOk<Res>(
   attempt: () => Promise<Outcome<Res>>,
   timeoutMs = 20_000,
 ): Promise<Outcome<Res>> {
