@@ -15,7 +15,7 @@ import {
 } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call, callUntilOk, httpGet, httpUntilOk } from './grpc-calls'
-import { freePort, type ServerProcess, startServer, waitServing } from './processes'
+import { freePort, type ServerProcess, singleNodeArgs, startServer, waitServing } from './processes'
 import { parseExposition, promtoolCheck, sampleSum } from './prometheus'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-operability-'))
@@ -28,23 +28,16 @@ let queue: QueueClient
 beforeAll(async () => {
   address = `127.0.0.1:${await freePort()}`
   http = `http://127.0.0.1:${await freePort()}`
-  server = startServer([
-    'start',
-    '--node-id',
-    'n1',
-    '--listen',
-    address,
-    '--data-dir',
-    join(dir, 'n1'),
-    '--initial-meta',
-    `n1=${address}`,
-    '--tick-ms',
-    '20',
-    '--http-listen',
-    http.slice('http://'.length),
-    '--log-level',
-    'debug',
-  ])
+  server = startServer(
+    singleNodeArgs('n1', address, dir, [
+      '--tick-ms',
+      '20',
+      '--http-listen',
+      http.slice('http://'.length),
+      '--log-level',
+      'debug',
+    ]),
+  )
   await waitServing(address)
   meta = new MetaClient(address, credentials.createInsecure())
   queue = new QueueClient(address, credentials.createInsecure())

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { httpGet } from './grpc-calls'
-import { freePort, startServer, waitServing } from './processes'
+import { freePort, singleNodeArgs, startServer, waitServing } from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -13,17 +13,7 @@ describe('mq-server processes', () => {
   it('starts, serves health, and exits 0 on SIGTERM', async () => {
     const port = await freePort()
     const address = `127.0.0.1:${port}`
-    const server = startServer([
-      'start',
-      '--node-id',
-      'n1',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'n1'),
-      '--initial-meta',
-      `n1=${address}`,
-    ])
+    const server = startServer(singleNodeArgs('n1', address, dir))
     try {
       await waitServing(address)
     } finally {
@@ -42,17 +32,7 @@ describe('mq-server processes', () => {
   it('exits 1 and names the address when the port is taken', async () => {
     const port = await freePort()
     const address = `127.0.0.1:${port}`
-    const args = (id: string) => [
-      'start',
-      '--node-id',
-      id,
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, id),
-      '--initial-meta',
-      `${id}=${address}`,
-    ]
+    const args = (id: string) => singleNodeArgs(id, address, dir)
     const first = startServer(args('a'))
     try {
       await waitServing(address)

@@ -21,7 +21,7 @@ import { tokenDigest } from '../src/auth/token-file'
 import { messageToWire } from '../src/peer-codec'
 import { PEER_TOKEN_KEY } from '../src/peer-transport'
 import { call, callUntilOk, httpGet, httpUntilOk } from './grpc-calls'
-import { freePort, type ServerProcess, startServer, waitServing } from './processes'
+import { freePort, type ServerProcess, singleNodeArgs, startServer, waitServing } from './processes'
 import { parseExposition, sampleSum } from './prometheus'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-security-'))
@@ -54,25 +54,18 @@ beforeAll(async () => {
   )
   address = `127.0.0.1:${await freePort()}`
   http = `127.0.0.1:${await freePort()}`
-  server = startServer([
-    'start',
-    '--node-id',
-    'n1',
-    '--listen',
-    address,
-    '--data-dir',
-    join(dir, 'n1'),
-    '--initial-meta',
-    `n1=${address}`,
-    '--tick-ms',
-    '20',
-    '--http-listen',
-    http,
-    '--auth-file',
-    authFile,
-    '--peer-token',
-    PEER_SECRET,
-  ])
+  server = startServer(
+    singleNodeArgs('n1', address, dir, [
+      '--tick-ms',
+      '20',
+      '--http-listen',
+      http,
+      '--auth-file',
+      authFile,
+      '--peer-token',
+      PEER_SECRET,
+    ]),
+  )
   await waitServing(address)
   meta = new MetaClient(address, credentials.createInsecure())
   queue = new QueueClient(address, credentials.createInsecure())

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -6,34 +5,10 @@ import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
+import { CLI_MAIN, runSource, SERVER_MAIN } from '../src/run-source'
 
-const root = join(import.meta.dirname, '..', '..', '..')
-const tsxLoader = import.meta.resolve('tsx')
 const ADMIN = 'admin-secret-0123456789'
 const APP = 'orders-secret-0123456789'
-
-/** Runs a TypeScript entry point of the repo (from source) and resolves with its exit code and output. */
-function run(main: string, args: readonly string[], env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', tsxLoader, '--conditions=source', join(root, main), ...args],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-        env: { ...process.env, ...env },
-      },
-    )
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString()
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      err += c.toString()
-    })
-    child.once('exit', (code) => resolve({ code, out, err }))
-  })
-}
 
 // The SDK and the CLI against a real node with TLS and tokens.
 describe('a secured cluster through the SDK and the CLI', () => {
@@ -43,7 +18,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
   let cluster: LocalCluster
 
   beforeAll(async () => {
-    const made = await run('apps/server/src/main.ts', ['dev-certs', certs])
+    const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
     expect(made.code, made.err).toBe(0)
     ca = readFileSync(join(certs, 'ca.crt'))
     const authFile = join(dir, 'tokens.json')
@@ -125,7 +100,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
   it('mq takes --token/MQ_TOKEN and --tls-ca, and exits 5 when refused', async () => {
     const servers = cluster.servers.join(',')
     const caPath = join(certs, 'ca.crt')
-    const denied = await run('apps/cli/src/main.ts', [
+    const denied = await runSource(CLI_MAIN, [
       '--servers',
       servers,
       '--tls-ca',
@@ -139,9 +114,8 @@ describe('a secured cluster through the SDK and the CLI', () => {
     expect(denied.code).toBe(5)
     // (Node warns once that TLS to an IP address sends no SNI: the line before ours.)
     expect(denied.err).toMatch(/^mq: .*may not produce queue "billing"/m)
-    const listed = await run('apps/cli/src/main.ts', ['--servers', servers, 'queue', 'list'], {
-      MQ_TOKEN: ADMIN,
-      MQ_TLS_CA: caPath,
+    const listed = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'list'], {
+      env: { MQ_TOKEN: ADMIN, MQ_TLS_CA: caPath },
     })
     expect(listed.code, listed.err).toBe(0)
     expect(listed.out).toMatch(/billing/)
