@@ -40,6 +40,7 @@ import {
 import { Prng, RaftHost, Role } from '@mq/raft-core'
 import { AccessControl } from './auth/access'
 import { authInterceptor } from './auth/auth-interceptor'
+import { MetaTokenTable } from './auth/meta-tokens'
 import type { TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
@@ -96,6 +97,7 @@ export class MqNode {
   readonly log: Logger
   readonly metrics: NodeMetrics
   readonly #credentials: NodeCredentials
+  readonly #metaTokens = new MetaTokenTable()
   readonly #server: Server
   readonly #addresses = new Map<string, string>()
   readonly #dataGroups = new Map<number, LocalDataGroup>()
@@ -124,7 +126,12 @@ export class MqNode {
     this.log = options.log ?? silentLogger()
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
-    const access = new AccessControl({ peerToken: config.peerToken, tokens: options.tokens })
+    const access = new AccessControl({
+      peerToken: config.peerToken,
+      tokens: options.tokens,
+      metaTokens: () =>
+        this.#meta ? this.#metaTokens.fromRegistry(this.#meta.state.tokens) : this.#metaTokens.current(),
+    })
     this.#server = new Server({
       'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
       'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
@@ -406,6 +413,7 @@ export class MqNode {
     )
     const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, alive, this.#leaderOverrides))
     return {
+      ...this.#metaTokens.forHeartbeat(state.tokens, req.tokensFingerprint),
       transfers,
       metaLeaderId: this.config.nodeId,
       routeEpoch: state.routeEpoch,
@@ -483,12 +491,18 @@ export class MqNode {
       const s = raft.status(groupId)
       return { groupId, leaderId: s.lead, term: s.term, commitIndex: s.commit, appliedIndex: s.applied }
     })
-    const request: HeartbeatRequest = { nodeId: this.config.nodeId, address: this.config.advertise, groups }
+    const request: HeartbeatRequest = {
+      nodeId: this.config.nodeId,
+      address: this.config.advertise,
+      groups,
+      tokensFingerprint: this.#meta ? '' : this.#metaTokens.fingerprint,
+    }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
+      if (!this.#meta) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
       for (const t of response.transfers) {

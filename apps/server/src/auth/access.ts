@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { Metadata } from '@grpc/grpc-js'
+import { formatRole } from '@mq/meta-service'
 import { PermissionDeniedError, UnauthenticatedError } from '@mq/protocol'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { type Role, type TokenEntry, tokenDigest } from './token-file'
@@ -36,6 +37,9 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Queue/Extend': 'consume',
   'mq.v1.Queue/ListDead': 'consume',
   'mq.v1.Queue/Stats': 'read',
+  'mq.v1.Meta/CreateToken': 'admin',
+  'mq.v1.Meta/DeleteToken': 'admin',
+  'mq.v1.Meta/ListTokens': 'admin',
 }
 
 export interface AccessOptions {
@@ -43,6 +47,8 @@ export interface AccessOptions {
   readonly peerToken: string
   /** The client tokens, or undefined when clients are not authenticated (no `--auth-file`). */
   readonly tokens: readonly TokenEntry[] | undefined
+  /** The tokens kept in the meta group, by digest (looked up after the file's). */
+  readonly metaTokens?: () => ReadonlyMap<string, TokenEntry>
 }
 
 /**
@@ -55,10 +61,12 @@ export interface AccessOptions {
 export class AccessControl {
   readonly #peerDigest: Buffer | undefined
   readonly #tokens: Map<string, TokenEntry> | undefined
+  readonly #metaTokens: () => ReadonlyMap<string, TokenEntry>
 
   constructor(options: AccessOptions) {
     this.#peerDigest = options.peerToken ? Buffer.from(tokenDigest(options.peerToken), 'hex') : undefined
     this.#tokens = options.tokens ? new Map(options.tokens.map((t) => [t.sha256, t])) : undefined
+    this.#metaTokens = options.metaTokens ?? (() => new Map())
   }
 
   /** Whether clients must present a token. */
@@ -76,7 +84,8 @@ export class AccessControl {
     const header = metadata.get(AUTHORIZATION_KEY)[0]
     if (typeof header === 'string' && this.#tokens) {
       const match = /^Bearer (.+)$/.exec(header)
-      const entry = match ? this.#tokens.get(tokenDigest(match[1] as string)) : undefined
+      const digest = match ? tokenDigest(match[1] as string) : ''
+      const entry = this.#tokens.get(digest) ?? this.#metaTokens().get(digest)
       if (!entry) throw new UnauthenticatedError('the token is not recognised; check --token or MQ_TOKEN')
       return { kind: 'token', name: entry.name, roles: entry.roles }
     }
@@ -119,9 +128,7 @@ export class AccessControl {
         r.matches(name),
     )
     if (!allowed) {
-      const held = principal.roles
-        .map((r) => (r.role === 'admin' ? 'admin' : `${r.role}:${r.pattern}`))
-        .join(', ')
+      const held = principal.roles.map(formatRole).join(', ')
       throw new PermissionDeniedError(
         `token "${principal.name}" may not ${need} queue "${name}" (${method}); its roles: ${held}`,
       )

@@ -1,15 +1,16 @@
-import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import {
+  parseRole,
+  ROLES_PER_TOKEN_MAX,
+  type Role,
+  TOKEN_NAME_PATTERN,
+  TOKEN_SHA256_PATTERN,
+  tokenDigest,
+} from '@mq/meta-service'
 import { ConfigError } from '../config'
 
-/** What a token may do. `admin` may do everything; the others only on queues matching `pattern`. */
-export type Role =
-  | { readonly role: 'admin' }
-  | {
-      readonly role: 'producer' | 'consumer'
-      readonly pattern: string
-      readonly matches: (queue: string) => boolean
-    }
+export type { Role }
+export { tokenDigest }
 
 /** One client token: a name for logs, the SHA-256 of its secret, and its roles. */
 export interface TokenEntry {
@@ -20,14 +21,8 @@ export interface TokenEntry {
 
 /** A plain token shorter than this is refused (guessable). */
 export const TOKEN_CHARS_MIN = 16
-/** Bounds on the file: tokens, and roles per token. */
+/** Tokens in the file, at most. */
 export const TOKENS_MAX = 10_000
-export const ROLES_PER_TOKEN_MAX = 100
-
-/** The SHA-256 of a token, in hex: how tokens are stored and looked up. */
-export function tokenDigest(token: string): string {
-  return createHash('sha256').update(token, 'utf8').digest('hex')
-}
 
 /**
  * Reads the token file (`--auth-file`):
@@ -64,14 +59,14 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
   return tokens.map((t: unknown, i) => {
     const at = `auth file ${where}, token ${i + 1}`
     const entry = t as { name?: unknown; token?: unknown; sha256?: unknown; roles?: unknown }
-    if (typeof entry?.name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(entry.name)) {
+    if (typeof entry?.name !== 'string' || !TOKEN_NAME_PATTERN.test(entry.name)) {
       throw new ConfigError(`${at}: "name" must be 1-64 letters, digits, '.', '_' or '-'`)
     }
     if (names.has(entry.name)) throw new ConfigError(`${at}: the name "${entry.name}" is used twice`)
     names.add(entry.name)
     let sha256: string
     if (typeof entry.sha256 === 'string' && entry.token === undefined) {
-      if (!/^[0-9a-f]{64}$/.test(entry.sha256))
+      if (!TOKEN_SHA256_PATTERN.test(entry.sha256))
         throw new ConfigError(`${at}: "sha256" must be 64 lowercase hex digits`)
       sha256 = entry.sha256
     } else if (typeof entry.token === 'string' && entry.sha256 === undefined) {
@@ -90,52 +85,17 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
     return {
       name: entry.name,
       sha256,
-      roles: entry.roles.map((r) => parseRole(r, `${at} ("${entry.name}")`)),
+      roles: entry.roles.map((r) => roleOf(r, `${at} ("${entry.name}")`)),
     }
   })
 }
 
-/** Parses `admin`, `producer:PATTERN` or `consumer:PATTERN`. */
-export function parseRole(text: unknown, at: string): Role {
-  if (text === 'admin') return { role: 'admin' }
-  const match = typeof text === 'string' ? /^(producer|consumer):(.{1,256})$/.exec(text) : null
-  if (!match) {
+/** Parses a role of the token file; throws ConfigError naming `at` when it is not one. */
+function roleOf(text: unknown, at: string): Role {
+  const role = parseRole(text)
+  if (!role)
     throw new ConfigError(
       `${at}: role ${JSON.stringify(text)} is not admin, producer:PATTERN or consumer:PATTERN`,
     )
-  }
-  const pattern = match[2] as string
-  return {
-    role: match[1] as 'producer' | 'consumer',
-    pattern,
-    matches: (queue) => globMatches(pattern, queue),
-  }
-}
-
-/**
- * Whether `text` matches `pattern`, where `*` matches any run of characters (none too) and
- * every other character itself. O(pattern × text) at worst: no regular expression, so no
- * pattern can make a match slow.
- */
-export function globMatches(pattern: string, text: string): boolean {
-  let p = 0
-  let t = 0
-  let star = -1
-  let resume = 0
-  while (t < text.length) {
-    if (p < pattern.length && pattern[p] !== '*' && pattern[p] === text[t]) {
-      p++
-      t++
-    } else if (p < pattern.length && pattern[p] === '*') {
-      star = p++
-      resume = t
-    } else if (star >= 0) {
-      p = star + 1
-      t = ++resume
-    } else {
-      return false
-    }
-  }
-  while (p < pattern.length && pattern[p] === '*') p++
-  return p === pattern.length
+  return role
 }
