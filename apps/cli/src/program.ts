@@ -3,6 +3,7 @@ import { registerClusterCommands } from './commands/cluster'
 import { registerConsumeCommand } from './commands/consume'
 import { registerProduceCommand } from './commands/produce'
 import { registerQueueCommands } from './commands/queue'
+import { registerTokenCommands } from './commands/token'
 import { DEFAULT_SERVERS, Runtime } from './context'
 import { formatDuration } from './durations'
 import { UsageError } from './errors'
@@ -67,6 +68,7 @@ export function createProgram(io: CliIO, version: string, runtime = new Runtime(
   registerQueueCommands(program, runtime)
   registerProduceCommand(program, runtime)
   registerConsumeCommand(program, runtime)
+  registerTokenCommands(program, runtime)
   pointErrorsAtHelp(program)
   return program
 }

@@ -517,3 +517,36 @@ describe('consume', () => {
     expectOneLineError(r.stderr, /--no-ack holds every message until mq exits; give --max 1000 or less/)
   })
 })
+
+describe('mq token', () => {
+  it('creates a token with its roles and prints the secret alone, lists and deletes tokens', async () => {
+    const created = await mq([
+      'token',
+      'create',
+      'app',
+      '--role',
+      'producer:orders.*',
+      '-r',
+      'consumer:orders.*',
+    ])
+    expect(created).toMatchObject({ code: 0, stdout: 'mq_secret_of_app\n' })
+    expect(cluster.calls).toContain('createToken:app:producer:orders.*,consumer:orders.*')
+    const listed = await mq(['token', 'list'])
+    expect(listed.stdout).toMatch(
+      /^NAME +ROLES +CREATED\napp +producer:orders\.\*,consumer:orders\.\* +2023-11-14T22:13:20.000Z\n$/,
+    )
+    expect(jsonLines((await mq(['token', 'list', '--json'])).stdout)).toEqual([
+      { name: 'app', roles: ['producer:orders.*', 'consumer:orders.*'], createdAtMs: 1_700_000_000_000 },
+    ])
+    expect(await mq(['token', 'delete', 'app'])).toMatchObject({ code: 0, stdout: 'deleted token app\n' })
+    const again = await mq(['token', 'delete', 'app'])
+    expect(again.code).toBe(1)
+    expectOneLineError(again.stderr, /no token is named app/)
+  })
+
+  it('needs at least one --role', async () => {
+    const r = await mq(['token', 'create', 'app'])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/--role/)
+  })
+})
