@@ -120,4 +120,36 @@ describe('a secured cluster through the SDK and the CLI', () => {
     expect(listed.code, listed.err).toBe(0)
     expect(listed.out).toMatch(/billing/)
   }, 30_000)
+
+  it('mq token create makes a token the SDK can use at once, and mq token delete revokes it', async () => {
+    const servers = cluster.servers.join(',')
+    const env = { MQ_TOKEN: ADMIN, MQ_TLS_CA: join(certs, 'ca.crt') }
+    const created = await runSource(
+      CLI_MAIN,
+      ['--servers', servers, 'token', 'create', 'worker', '-r', 'consumer:orders*'],
+      {
+        env,
+      },
+    )
+    expect(created.code, created.err).toBe(0)
+    const secret = created.out.trim()
+    expect(secret).toMatch(/^mq_[A-Za-z0-9_-]{32}$/)
+    const listed = await runSource(CLI_MAIN, ['--servers', servers, 'token', 'list', '--json'], { env })
+    expect(JSON.parse(listed.out.trim())).toMatchObject({ name: 'worker', roles: ['consumer:orders*'] })
+    const worker = await MqClient.connect({ servers: cluster.servers, tls: { ca }, token: secret })
+    try {
+      await expect(worker.producer('orders').send({ body: 'w' })).rejects.toMatchObject({
+        code: 'PERMISSION_DENIED',
+      })
+    } finally {
+      await worker.close()
+    }
+    const deleted = await runSource(CLI_MAIN, ['--servers', servers, 'token', 'delete', 'worker'], { env })
+    expect(deleted.code, deleted.err).toBe(0)
+    await expect(
+      MqClient.connect({ servers: cluster.servers, tls: { ca }, token: secret }),
+    ).rejects.toMatchObject({
+      code: 'UNAUTHENTICATED',
+    })
+  }, 30_000)
 })
