@@ -1,3 +1,4 @@
+import type { TlsOptions } from '@mq/router-client'
 import type { Command } from 'commander'
 import { UsageError } from './errors'
 import type { FailureContext } from './exit-codes'
@@ -17,6 +18,10 @@ export interface GlobalOptions {
   readonly servers: readonly string[]
   readonly json: boolean
   readonly timeoutMs: number
+  /** --token, else MQ_TOKEN; undefined = none. */
+  readonly token: string | undefined
+  /** --tls-ca/--tls-cert/--tls-key, else MQ_TLS_CA/MQ_TLS_CERT/MQ_TLS_KEY: file paths. */
+  readonly tls: { readonly ca?: string; readonly cert?: string; readonly key?: string } | undefined
 }
 
 /** What a command's action gets: a connected client and where to write. */
@@ -41,9 +46,50 @@ export class Runtime {
 
   /** Resolves --servers (else MQ_SERVERS, else the default), --json and --timeout. */
   globals(command: Command): GlobalOptions {
-    const o = command.optsWithGlobals<{ servers?: string[]; json?: boolean; timeout?: number }>()
+    const o = command.optsWithGlobals<{
+      servers?: string[]
+      json?: boolean
+      timeout?: number
+      token?: string
+      tlsCa?: string
+      tlsCert?: string
+      tlsKey?: string
+    }>()
     const servers = o.servers ?? this.#envServers()
-    return { servers, json: o.json === true, timeoutMs: o.timeout ?? DEFAULT_TIMEOUT_MS }
+    const env = this.io.env
+    const token = o.token ?? (env.MQ_TOKEN || undefined)
+    const ca = o.tlsCa ?? (env.MQ_TLS_CA || undefined)
+    const cert = o.tlsCert ?? (env.MQ_TLS_CERT || undefined)
+    const key = o.tlsKey ?? (env.MQ_TLS_KEY || undefined)
+    if ((cert === undefined) !== (key === undefined)) {
+      throw new UsageError('give --tls-cert and --tls-key together (a client certificate needs its key)')
+    }
+    const tls =
+      ca === undefined && cert === undefined
+        ? undefined
+        : {
+            ...(ca !== undefined ? { ca } : {}),
+            ...(cert !== undefined ? { cert } : {}),
+            ...(key !== undefined ? { key } : {}),
+          }
+    return { servers, json: o.json === true, timeoutMs: o.timeout ?? DEFAULT_TIMEOUT_MS, token, tls }
+  }
+
+  async #readTls(paths: NonNullable<GlobalOptions['tls']>): Promise<TlsOptions> {
+    const read = async (path: string | undefined, what: string): Promise<Buffer | undefined> => {
+      if (path === undefined) return undefined
+      try {
+        return Buffer.from(await this.io.readFile(path))
+      } catch (error) {
+        throw new UsageError(`${what} ${path}: ${(error as Error).message}`)
+      }
+    }
+    const [ca, cert, key] = await Promise.all([
+      read(paths.ca, '--tls-ca'),
+      read(paths.cert, '--tls-cert'),
+      read(paths.key, '--tls-key'),
+    ])
+    return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) }
   }
 
   #envServers(): string[] {
@@ -70,6 +116,8 @@ export class Runtime {
       servers: globals.servers,
       deadlineMs: globals.timeoutMs,
       attemptMs: Math.min(globals.timeoutMs, ATTEMPT_MS_MAX),
+      ...(globals.token !== undefined ? { token: globals.token } : {}),
+      ...(globals.tls !== undefined ? { tls: await this.#readTls(globals.tls) } : {}),
     })
     try {
       await action({ client, out: new Output(this.io.stdout, globals.json), globals, io: this.io })

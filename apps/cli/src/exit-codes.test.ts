@@ -16,6 +16,8 @@ describe('classify', () => {
     [coded('UNAVAILABLE', true), ExitCode.Unavailable],
     [coded('LIMIT_EXCEEDED', true), ExitCode.Unavailable],
     [coded('QUEUE_EXISTS', false), ExitCode.Other],
+    [coded('UNAUTHENTICATED', false), ExitCode.Denied],
+    [coded('PERMISSION_DENIED', false), ExitCode.Denied],
     [coded('INTERNAL', false), ExitCode.Other],
     [coded('LEASE_LOST', false), ExitCode.Other],
     [new Error('plain'), ExitCode.Other],

@@ -13,6 +13,8 @@ export const ExitCode = {
   Unavailable: 3,
   /** Anything else: the server refused the request, an internal error, a lost lease. */
   Other: 4,
+  /** No token, a wrong token, or a token whose roles do not allow the command. */
+  Denied: 5,
 } as const
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
 
@@ -41,6 +43,8 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : ''
   const message = oneLine(error instanceof Error ? error.message : String(error))
   if (code === 'QUEUE_NOT_FOUND') return { exitCode: ExitCode.NotFound, message }
+  if (code === 'UNAUTHENTICATED' || code === 'PERMISSION_DENIED')
+    return { exitCode: ExitCode.Denied, message }
   // The server rejected a value given on the command line (a bound of the queue config).
   if (code === 'INVALID_ARGUMENT') return { exitCode: ExitCode.Usage, message }
   const retriable = (error as { retriable?: unknown })?.retriable === true

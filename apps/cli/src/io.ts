@@ -32,6 +32,9 @@ export type CliAdmin = Pick<
   | 'queueStats'
   | 'drainNode'
   | 'transferLeader'
+  | 'createToken'
+  | 'deleteToken'
+  | 'listTokens'
 >
 
 /** One leased message as the CLI sees it (the SDK's Delivery satisfies it). */

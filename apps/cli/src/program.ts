@@ -3,6 +3,7 @@ import { registerClusterCommands } from './commands/cluster'
 import { registerConsumeCommand } from './commands/consume'
 import { registerProduceCommand } from './commands/produce'
 import { registerQueueCommands } from './commands/queue'
+import { registerTokenCommands } from './commands/token'
 import { DEFAULT_SERVERS, Runtime } from './context'
 import { formatDuration } from './durations'
 import { UsageError } from './errors'
@@ -12,9 +13,11 @@ import { durationArg, serversArg } from './options'
 
 const OVERVIEW = `
 Servers come from --servers, else MQ_SERVERS, else ${DEFAULT_SERVERS}. Global flags go before
-or after the command. Durations: 500ms, 30s, 5m, 1h, 1m30s.
+or after the command. Durations: 500ms, 30s, 5m, 1h, 1m30s. A secured cluster: --token (or
+MQ_TOKEN), --tls-ca (MQ_TLS_CA), and for mutual TLS --tls-cert/--tls-key.
 
-Exit codes: 0 ok, 1 usage, 2 not found, 3 cluster unavailable, 4 other error.
+Exit codes: 0 ok, 1 usage, 2 not found, 3 cluster unavailable, 4 other error,
+5 not authenticated or not allowed.
 
 Examples:
   $ export MQ_SERVERS=10.0.0.1:7001,10.0.0.2:7001
@@ -47,6 +50,10 @@ export function createProgram(io: CliIO, version: string, runtime = new Runtime(
       ).argParser(serversArg),
     )
     .option('--json', 'print one JSON object per line instead of tables')
+    .option('--token <token>', 'the token the cluster gave you (env: MQ_TOKEN)')
+    .option('--tls-ca <file>', "TLS: the CA that signs the servers' certificates, PEM (env: MQ_TLS_CA)")
+    .option('--tls-cert <file>', 'mutual TLS: your client certificate, PEM (env: MQ_TLS_CERT)')
+    .option('--tls-key <file>', 'mutual TLS: the key of --tls-cert, PEM (env: MQ_TLS_KEY)')
     .option(
       '-t, --timeout <duration>',
       `deadline of each operation, retries included (default: ${formatDuration(10_000)})`,
@@ -61,6 +68,7 @@ export function createProgram(io: CliIO, version: string, runtime = new Runtime(
   registerQueueCommands(program, runtime)
   registerProduceCommand(program, runtime)
   registerConsumeCommand(program, runtime)
+  registerTokenCommands(program, runtime)
   pointErrorsAtHelp(program)
   return program
 }

@@ -50,6 +50,33 @@ describe('global flags', () => {
     })
   })
 
+  it('sends a token and TLS files from the flags, else from MQ_TOKEN and MQ_TLS_*', async () => {
+    const pem = (text: string) => new TextEncoder().encode(text)
+    const files = { '/ca.pem': pem('CA'), '/c.pem': pem('CERT'), '/k.pem': pem('KEY') }
+    await mq(['--token', 't0ken', '--tls-ca', '/ca.pem', 'queue', 'list'], { files })
+    expect(cluster.connectOptions).toMatchObject({ token: 't0ken', tls: { ca: Buffer.from('CA') } })
+    await mq(['queue', 'list'], {
+      files,
+      env: { MQ_TOKEN: 'env-token', MQ_TLS_CA: '/ca.pem', MQ_TLS_CERT: '/c.pem', MQ_TLS_KEY: '/k.pem' },
+    })
+    expect(cluster.connectOptions).toMatchObject({
+      token: 'env-token',
+      tls: { ca: Buffer.from('CA'), cert: Buffer.from('CERT'), key: Buffer.from('KEY') },
+    })
+    await mq(['queue', 'list'])
+    expect(cluster.connectOptions).not.toHaveProperty('token')
+    expect(cluster.connectOptions).not.toHaveProperty('tls')
+  })
+
+  it('refuses a client certificate without its key, and a TLS file it cannot read', async () => {
+    const r = await mq(['--tls-cert', '/c.pem', 'queue', 'list'])
+    expect(r.code).toBe(1)
+    expectOneLineError(r.stderr, /--tls-cert and --tls-key together/)
+    const missing = await mq(['--tls-ca', '/nope.pem', 'queue', 'list'])
+    expect(missing.code).toBe(1)
+    expectOneLineError(missing.stderr, /--tls-ca \/nope.pem/)
+  })
+
   it('defaults to 127.0.0.1:7001 and 10 s', async () => {
     await mq(['queue', 'list'])
     expect(cluster.connectOptions).toMatchObject({ servers: ['127.0.0.1:7001'], deadlineMs: 10_000 })
@@ -488,5 +515,38 @@ describe('consume', () => {
     const r = await mq(['consume', 'jobs', '--no-ack', '--follow'])
     expect(r.code).toBe(1)
     expectOneLineError(r.stderr, /--no-ack holds every message until mq exits; give --max 1000 or less/)
+  })
+})
+
+describe('mq token', () => {
+  it('creates a token with its roles and prints the secret alone, lists and deletes tokens', async () => {
+    const created = await mq([
+      'token',
+      'create',
+      'app',
+      '--role',
+      'producer:orders.*',
+      '-r',
+      'consumer:orders.*',
+    ])
+    expect(created).toMatchObject({ code: 0, stdout: 'mq_secret_of_app\n' })
+    expect(cluster.calls).toContain('createToken:app:producer:orders.*,consumer:orders.*')
+    const listed = await mq(['token', 'list'])
+    expect(listed.stdout).toMatch(
+      /^NAME +ROLES +CREATED\napp +producer:orders\.\*,consumer:orders\.\* +2023-11-14T22:13:20.000Z\n$/,
+    )
+    expect(jsonLines((await mq(['token', 'list', '--json'])).stdout)).toEqual([
+      { name: 'app', roles: ['producer:orders.*', 'consumer:orders.*'], createdAtMs: 1_700_000_000_000 },
+    ])
+    expect(await mq(['token', 'delete', 'app'])).toMatchObject({ code: 0, stdout: 'deleted token app\n' })
+    const again = await mq(['token', 'delete', 'app'])
+    expect(again.code).toBe(1)
+    expectOneLineError(again.stderr, /no token is named app/)
+  })
+
+  it('needs at least one --role', async () => {
+    const r = await mq(['token', 'create', 'app'])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/--role/)
   })
 })

@@ -1,5 +1,10 @@
 import type { ClientOptions, ConsumerOptions, QueueOptions } from '@mq/router-client'
-import { QueueExistsError, QueueNotFoundError, UnavailableError } from '@mq/router-client'
+import {
+  InvalidArgumentError,
+  QueueExistsError,
+  QueueNotFoundError,
+  UnavailableError,
+} from '@mq/router-client'
 import type { CliAdmin, CliClient, CliConsumer, CliDelivery, CliIO, CliProducer } from '../src/index'
 
 type QueueRoute = Awaited<ReturnType<CliAdmin['describeQueue']>>
@@ -31,6 +36,7 @@ interface FakeQueue {
  */
 export class FakeCluster {
   readonly queues = new Map<string, FakeQueue>()
+  readonly tokens = new Map<string, { name: string; roles: string[]; createdAtMs: number }>()
   readonly calls: string[] = []
   /** Every call fails with UnavailableError (a retriable error) while set. */
   unavailable = false
@@ -285,6 +291,16 @@ export class FakeCluster {
         ),
       drainNode: (nodeId) => call(`drainNode:${nodeId}`, () => (nodeId === 'n2' ? 3 : 0)),
       transferLeader: (groupId, toNodeId) => call(`transferLeader:${groupId}:${toNodeId}`, () => undefined),
+      createToken: (name, roles) =>
+        call(`createToken:${name}:${roles.join(',')}`, () => {
+          this.tokens.set(name, { name, roles: [...roles], createdAtMs: 1_700_000_000_000 })
+          return { name, token: `mq_secret_of_${name}` }
+        }),
+      deleteToken: (name) =>
+        call(`deleteToken:${name}`, () => {
+          if (!this.tokens.delete(name)) throw new InvalidArgumentError(`no token is named ${name}`)
+        }),
+      listTokens: () => call('listTokens', () => [...this.tokens.values()]),
     }
   }
 

@@ -42,9 +42,47 @@ describe('loadConfig', () => {
     [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
     [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
+    [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
+    [{ ...base, tlsCert: 'n1.crt' }, /--tls-cert and --tls-key together/],
+    [{ ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key' }, /--tls-cert needs --tls-ca/],
+    [{ ...base, tlsClientAuth: true }, /need --tls-cert and --tls-key/],
+    [{ ...base, tlsClientAuth: 'yes' }, /tlsClientAuth must be true or false/],
+    [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
+    [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags)).toThrow(ConfigError)
     expect(() => loadConfig(flags)).toThrow(message)
+  })
+
+  it('turns operability and security off by default and resolves their paths', () => {
+    expect(loadConfig(base, '/srv')).toMatchObject({
+      httpListen: '',
+      logLevel: 'info',
+      logFormat: 'json',
+      authFile: '',
+      tlsCert: '',
+      tlsClientAuth: false,
+    })
+    const secure = loadConfig(
+      {
+        ...base,
+        httpListen: '127.0.0.1:9101',
+        authFile: 'tokens.json',
+        peerToken: 's',
+        tlsCert: 'n1.crt',
+        tlsKey: 'n1.key',
+        tlsCa: '/etc/mq/ca.crt',
+        tlsClientAuth: true,
+      },
+      '/srv',
+    )
+    expect(secure).toMatchObject({
+      httpListen: '127.0.0.1:9101',
+      authFile: '/srv/tokens.json',
+      tlsCert: '/srv/n1.crt',
+      tlsCa: '/etc/mq/ca.crt',
+      tlsClientAuth: true,
+    })
   })
 
   it('names a missing, malformed or unknown-keyed config file', () => {

@@ -31,7 +31,26 @@ export interface ServerConfig {
    * keeping the last tenth so that a briefly lagging follower catches up from the log.
    */
   readonly snapshotEntries: number
+  /** `host:port` of the HTTP server for /metrics, /healthz and /readyz; '' = none. */
+  readonly httpListen: string
+  /** The least severe log level written. */
+  readonly logLevel: LogLevel
+  /** `json` (one object per line, for machines) or `pretty` (for people, in dev). */
+  readonly logFormat: LogFormat
+  /** The token file (see src/auth/token-file.ts); '' = clients are not authenticated. */
+  readonly authFile: string
+  /** PEM files of this node's certificate, its key and the CA that signs the cluster's certificates; '' = plaintext. */
+  readonly tlsCert: string
+  readonly tlsKey: string
+  readonly tlsCa: string
+  /** Mutual TLS: callers (clients and peers) must present a certificate signed by `tlsCa`. */
+  readonly tlsClientAuth: boolean
 }
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
+export type LogLevel = (typeof LOG_LEVELS)[number]
+export const LOG_FORMATS = ['json', 'pretty'] as const
+export type LogFormat = (typeof LOG_FORMATS)[number]
 
 export const CONFIG_DEFAULTS = {
   tickMs: 50,
@@ -41,6 +60,14 @@ export const CONFIG_DEFAULTS = {
   dataGroups: 0,
   peerToken: '',
   snapshotEntries: 50_000,
+  httpListen: '',
+  logLevel: 'info',
+  logFormat: 'json',
+  authFile: '',
+  tlsCert: '',
+  tlsKey: '',
+  tlsCa: '',
+  tlsClientAuth: false,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -61,6 +88,14 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'dataGroups',
   'peerToken',
   'snapshotEntries',
+  'httpListen',
+  'logLevel',
+  'logFormat',
+  'authFile',
+  'tlsCert',
+  'tlsKey',
+  'tlsCa',
+  'tlsClientAuth',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -142,6 +177,23 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     throw new ConfigError(`heartbeatTicks (${heartbeatTicks}) must be below electionTicks (${electionTicks})`)
   }
   const peerToken = raw.peerToken === undefined ? '' : String(raw.peerToken)
+  const authFile = path(raw, 'authFile', cwd)
+  if (authFile !== '' && peerToken === '') {
+    throw new ConfigError(
+      '--auth-file needs --peer-token: without a cluster secret any process could send Raft messages and heartbeats',
+    )
+  }
+  const tlsCert = path(raw, 'tlsCert', cwd)
+  const tlsKey = path(raw, 'tlsKey', cwd)
+  const tlsCa = path(raw, 'tlsCa', cwd)
+  const tlsClientAuth = bool(raw, 'tlsClientAuth')
+  if ((tlsCert === '') !== (tlsKey === '')) throw new ConfigError('give --tls-cert and --tls-key together')
+  if (tlsCert !== '' && tlsCa === '') {
+    throw new ConfigError('--tls-cert needs --tls-ca: peers verify each other against the cluster CA')
+  }
+  if (tlsCert === '' && (tlsCa !== '' || tlsClientAuth)) {
+    throw new ConfigError('--tls-ca and --tls-client-auth need --tls-cert and --tls-key')
+  }
   return {
     nodeId,
     listen,
@@ -156,7 +208,37 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     dataGroups: int(raw, 'dataGroups', 0, 10_000),
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
+    httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
+    logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
+    logFormat: oneOf(raw, 'logFormat', LOG_FORMATS),
+    authFile,
+    tlsCert,
+    tlsKey,
+    tlsCa,
+    tlsClientAuth,
   }
+}
+
+function path(raw: RawConfig, key: keyof ServerConfig, cwd: string): string {
+  const v = raw[key]
+  if (v === undefined || v === '') return ''
+  if (typeof v !== 'string') throw new ConfigError(`${key} must be a file path, got ${JSON.stringify(v)}`)
+  return isAbsolute(v) ? v : resolve(cwd, v)
+}
+
+function bool(raw: RawConfig, key: keyof ServerConfig): boolean {
+  const v = raw[key]
+  if (v === true || v === 'true') return true
+  if (v === false || v === 'false' || v === undefined) return false
+  throw new ConfigError(`${key} must be true or false, got ${JSON.stringify(v)}`)
+}
+
+function oneOf<T extends string>(raw: RawConfig, key: keyof ServerConfig, allowed: readonly T[]): T {
+  const v = raw[key]
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    throw new ConfigError(`${key} must be one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`)
+  }
+  return v as T
 }
 
 function str(raw: RawConfig, key: keyof ServerConfig): string {

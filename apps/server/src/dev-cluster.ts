@@ -6,6 +6,8 @@ export interface DevClusterOptions {
   readonly dataDir: string
   readonly host: string
   readonly basePort: number
+  /** HTTP port (/metrics, /healthz, /readyz) of the first node, the others following; 0 = none. */
+  readonly httpBasePort: number
   /** The command that runs `mq-server`: node's flags and the entry script (this process's own). */
   readonly serverCommand: readonly string[]
   readonly out: (line: string) => void
@@ -37,6 +39,11 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
         resolve(options.dataDir, m.nodeId),
         '--initial-meta',
         initialMeta,
+        '--log-format',
+        'pretty',
+        ...(options.httpBasePort > 0
+          ? ['--http-listen', `${options.host}:${options.httpBasePort + members.indexOf(m)}`]
+          : []),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )
@@ -52,6 +59,11 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   )
   options.out(`  produce:  mq --servers ${members[0]?.address} produce jobs "hello"`)
   options.out(`  consume:  mq --servers ${members[0]?.address} consume jobs`)
+  if (options.httpBasePort > 0) {
+    options.out(
+      `  metrics:  curl http://${options.host}:${options.httpBasePort}/metrics   (/healthz, /readyz)`,
+    )
+  }
   options.out('  stop:     Ctrl-C')
   const stop = () => {
     for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')

@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { credentials, Metadata, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js'
+import { Metadata, Server, type ServiceError } from '@grpc/grpc-js'
 import {
   DataGroupMachine,
   type DataGroupPort,
@@ -38,13 +38,24 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { Prng, RaftHost, Role } from '@mq/raft-core'
+import { AccessControl } from './auth/access'
+import { authInterceptor } from './auth/auth-interceptor'
+import { MetaTokenTable } from './auth/meta-tokens'
+import type { TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
 import { toWireError } from './host/wire-errors'
+import { type Logger, silentLogger } from './log'
+import { NodeMetrics } from './metrics/node-metrics'
+import { observedStateMachine, observedTransport } from './metrics/raft-observer'
+import { rpcInterceptor } from './metrics/rpc-interceptor'
+import { type NodeView, type PartitionView, parsePartitionId } from './node-view'
 import { PEER_TOKEN_KEY, PeerTransport } from './peer-transport'
+import { RaftEventLog } from './raft-events'
+import { NodeCredentials } from './tls'
 
 /** Bound on one gRPC message, both ways (a produce batch, a Raft batch). */
 const MESSAGE_BYTES_MAX = 64 * 1024 * 1024
@@ -56,6 +67,15 @@ const NODE_DEAD_MS = 5_000
 const TRANSFER_TARGET_FRESH_MS = 3 * HEARTBEAT_MS
 const CONTROLLER_MS = 500
 const META_CALL_MS = 3_000
+/** How often group leadership changes are looked for (and logged). */
+const RAFT_EVENTS_MS = 250
+
+/** What a node is given besides its config. */
+export interface NodeOptions {
+  readonly log?: Logger
+  /** The client tokens (from `--auth-file`); undefined = clients are not authenticated. */
+  readonly tokens?: readonly TokenEntry[]
+}
 
 interface LocalDataGroup {
   readonly port: DataGroupPort
@@ -76,10 +96,11 @@ interface LocalDataGroup {
 export class MqNode {
   readonly config: ServerConfig
   readonly health = new HealthRegistry()
-  readonly #server = new Server({
-    'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
-    'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
-  })
+  readonly log: Logger
+  readonly metrics: NodeMetrics
+  readonly #credentials: NodeCredentials
+  readonly #metaTokens = new MetaTokenTable()
+  readonly #server: Server
   readonly #addresses = new Map<string, string>()
   readonly #dataGroups = new Map<number, LocalDataGroup>()
   readonly #addingGroups = new Map<number, Promise<void>>()
@@ -100,9 +121,28 @@ export class MqNode {
   #controllerBusy = false
   #fatal: unknown
   #port = 0
+  #serving = false
 
-  constructor(config: ServerConfig) {
+  constructor(config: ServerConfig, options: NodeOptions = {}) {
     this.config = config
+    this.log = options.log ?? silentLogger()
+    this.metrics = new NodeMetrics(config.nodeId)
+    this.#credentials = new NodeCredentials(config)
+    const access = new AccessControl({
+      peerToken: config.peerToken,
+      tokens: options.tokens,
+      metaTokens: () =>
+        this.#meta ? this.#metaTokens.fromRegistry(this.#meta.state.tokens) : this.#metaTokens.current(),
+    })
+    this.#server = new Server({
+      'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
+      'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
+      // Outermost first in effect last: the RPC interceptor times and logs what auth refuses too.
+      interceptors: [
+        rpcInterceptor(this.metrics, this.log, config.nodeId),
+        authInterceptor(access, this.log),
+      ],
+    })
     let seed = 0
     for (const c of config.nodeId) seed = (Math.imul(seed, 31) + c.charCodeAt(0)) >>> 0
     this.#prng = new Prng(seed ^ Date.now())
@@ -124,7 +164,7 @@ export class MqNode {
       })
     }
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
-    this.#store = new LogStore(this.#engine)
+    this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch })
     const transport = new PeerTransport(
       {
         nodeId: this.config.nodeId,
@@ -132,12 +172,14 @@ export class MqNode {
         resolve: (id) => this.#addresses.get(id),
         // A peer whose connections close is most likely dead: the groups it led elect at once.
         onPeerDown: (id) => this.#raft?.leaderGone(id),
+        credentials: this.#credentials.peer(),
       },
       (groupId, message) => this.#raft?.receive(groupId, message),
     )
     this.#transport = transport
+    this.metrics.addSource('mq_peer', 'Peer transport (Raft messages)', () => ({ ...transport.stats }))
     this.#raft = new RaftHost({
-      transport,
+      transport: observedTransport(transport, this.metrics),
       durability: this.#store.durability,
       clock: { nowMs: () => Date.now() },
       onFatal: (error) => this.#die(error),
@@ -149,7 +191,7 @@ export class MqNode {
         groupId: META_GROUP,
         raft: this.#raftOptions(),
         storage: await this.#store.openGroup(META_GROUP, founders),
-        stateMachine: this.#meta,
+        stateMachine: observedStateMachine(META_GROUP, this.#meta, this.metrics),
       })
     }
     for (const groupId of await this.#store.groupIdsOnDisk()) {
@@ -163,7 +205,7 @@ export class MqNode {
     this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controllerPort()))
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
     this.#port = await new Promise<number>((resolve, reject) =>
-      this.#server.bindAsync(this.config.listen, ServerCredentials.createInsecure(), (error, port) =>
+      this.#server.bindAsync(this.config.listen, this.#credentials.server(), (error, port) =>
         error
           ? reject(new Error(`cannot listen on ${this.config.listen}: ${error.message}`, { cause: error }))
           : resolve(port),
@@ -172,7 +214,10 @@ export class MqNode {
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     this.#timers.push(setInterval(() => void this.#control(), CONTROLLER_MS))
+    const raftEvents = new RaftEventLog(this.log)
+    this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
+    this.#serving = true
   }
 
   /**
@@ -181,6 +226,7 @@ export class MqNode {
    * calls get `graceMs`), flushes and closes storage.
    */
   async stop(graceMs = 3_000, transferMs = 2_000): Promise<void> {
+    this.#serving = false
     this.health.set('', false)
     await this.#transferLeadershipAway(transferMs)
     this.health.close()
@@ -240,7 +286,11 @@ export class MqNode {
   #die(error: unknown): void {
     if (this.#fatal !== undefined) return
     this.#fatal = error
-    console.error(`mq-server: node ${this.config.nodeId} stopped serving after a fatal error:`, error)
+    this.#serving = false
+    this.log.fatal(
+      { err: error },
+      `mq-server: node ${this.config.nodeId} stopped serving after a fatal error`,
+    )
     this.health.set('', false)
   }
 
@@ -266,7 +316,9 @@ export class MqNode {
   async #proposeMeta(command: MetaCommand): Promise<MetaResult> {
     if (!this.#meta || !this.#raft) throw this.#metaLeaderHint()
     try {
-      return (await this.#raft.propose(META_GROUP, encodeMetaCommand(command))).result as MetaResult
+      return (
+        await this.metrics.timeAppend(META_GROUP, this.#raft.propose(META_GROUP, encodeMetaCommand(command)))
+      ).result as MetaResult
     } catch (error) {
       throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
     }
@@ -366,6 +418,7 @@ export class MqNode {
     )
     const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, fresh, this.#leaderOverrides))
     return {
+      ...this.#metaTokens.forHeartbeat(state.tokens, req.tokensFingerprint),
       transfers,
       metaLeaderId: this.config.nodeId,
       routeEpoch: state.routeEpoch,
@@ -411,8 +464,8 @@ export class MqNode {
   #client(address: string): { meta: MetaClient; peer: PeerClient } {
     let c = this.#metaClients.get(address)
     if (!c) {
-      const meta = new MetaClient(address, credentials.createInsecure())
-      const peer = new PeerClient(address, credentials.createInsecure(), {
+      const meta = new MetaClient(address, this.#credentials.peer())
+      const peer = new PeerClient(address, this.#credentials.peer(), {
         channelOverride: meta.getChannel(),
       })
       c = { meta, peer }
@@ -443,12 +496,18 @@ export class MqNode {
       const s = raft.status(groupId)
       return { groupId, leaderId: s.lead, term: s.term, commitIndex: s.commit, appliedIndex: s.applied }
     })
-    const request: HeartbeatRequest = { nodeId: this.config.nodeId, address: this.config.advertise, groups }
+    const request: HeartbeatRequest = {
+      nodeId: this.config.nodeId,
+      address: this.config.advertise,
+      groups,
+      tokensFingerprint: this.#meta ? '' : this.#metaTokens.fingerprint,
+    }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
+      if (!this.#meta) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
       for (const t of response.transfers) {
@@ -492,7 +551,9 @@ export class MqNode {
     let adding = this.#addingGroups.get(groupId)
     if (!adding) {
       adding = this.#openDataGroup(groupId, replicas).finally(() => this.#addingGroups.delete(groupId))
-      adding.catch((error: unknown) => console.error(`mq-server: cannot host data group ${groupId}:`, error))
+      adding.catch((error: unknown) =>
+        this.log.error({ err: error, group: groupId }, `cannot host data group ${groupId}`),
+      )
       this.#addingGroups.set(groupId, adding)
     }
     return adding
@@ -529,7 +590,7 @@ export class MqNode {
       propose: async (command) => {
         try {
           return (await (
-            await raft.propose(groupId, encodeDataCommand(command))
+            await this.metrics.timeAppend(groupId, raft.propose(groupId, encodeDataCommand(command)))
           ).result) as Awaited<ReturnType<DataGroupPort['propose']>>
         } catch (error) {
           throw toWireError(error, groupId, addressOf)
@@ -565,7 +626,7 @@ export class MqNode {
       groupId,
       raft: this.#raftOptions(),
       storage: log,
-      stateMachine: dm,
+      stateMachine: observedStateMachine(groupId, dm, this.metrics),
       appliedIndex,
       limits: {
         compactEntries: this.config.snapshotEntries,
@@ -573,6 +634,37 @@ export class MqNode {
       },
     })
     this.#dataGroups.set(groupId, { port, machine: dm, waiters, opening: new Map() })
+  }
+
+  /** A read-only view for the metrics and health endpoints. */
+  view(): NodeView {
+    return {
+      nodeId: this.config.nodeId,
+      serving: () => this.#serving && this.#fatal === undefined,
+      failed: () => this.#fatal !== undefined,
+      groups: () => {
+        const raft = this.#raft
+        return raft ? raft.groupIds().map((groupId) => ({ groupId, status: raft.status(groupId) })) : []
+      },
+      ledPartitions: () => {
+        const raft = this.#raft
+        const led: PartitionView[] = []
+        for (const [groupId, g] of this.#dataGroups) {
+          if (raft?.status(groupId).role !== Role.Leader) continue
+          for (const id of g.port.machine.partitionIds()) {
+            const { storedAs, queue, partition } = parsePartitionId(id)
+            led.push({
+              groupId,
+              queue,
+              partition,
+              stats: (nowMs) => g.port.machine.stats(storedAs, partition, nowMs),
+            })
+          }
+        }
+        return led
+      },
+      metaLeaderId: () => (this.#meta ? (this.#raft?.status(META_GROUP).lead ?? '') : this.#metaLeaderId),
+    }
   }
 
   async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {

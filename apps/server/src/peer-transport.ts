@@ -1,4 +1,5 @@
 import {
+  type ChannelCredentials,
   type ClientWritableStream,
   credentials,
   Metadata,
@@ -40,6 +41,8 @@ export interface PeerTransportOptions {
    * looks like. (The server side cannot tell: grpc-js reports an orderly end and a reset alike.)
    */
   readonly onPeerDown: (nodeId: string) => void
+  /** How to reach peers (TLS, see src/tls.ts); default plaintext. */
+  readonly credentials?: ChannelCredentials
 }
 
 export const DEFAULT_PEER_TRANSPORT_OPTIONS = {
@@ -206,7 +209,7 @@ export class PeerTransport implements Transport {
       out.client = undefined
       out.address = address
     }
-    out.client ??= new PeerClient(address, credentials.createInsecure(), {
+    out.client ??= new PeerClient(address, this.#options.credentials ?? credentials.createInsecure(), {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
     })
     const metadata = new Metadata()

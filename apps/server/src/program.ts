@@ -1,7 +1,11 @@
 import { fileURLToPath } from 'node:url'
 import { Command, InvalidArgumentError } from 'commander'
+import { loadTokenFile } from './auth/token-file'
 import { ConfigError, loadConfig } from './config'
+import { makeDevCerts } from './dev-certs'
 import { runDevCluster } from './dev-cluster'
+import { type HttpServer, startHttpServer } from './http/http-server'
+import { createLogger, type Logger } from './log'
 import { MqNode } from './node'
 
 export interface ProgramIo {
@@ -33,7 +37,15 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--initial-meta <members>', 'bootstrap a cluster: id=host:port,… of the meta group')
     .option('--join <host:port>', 'join a running cluster through any of its nodes')
     .option('--tick-ms <ms>', 'Raft tick length')
-    .option('--peer-token <secret>', 'shared secret peers must present')
+    .option('--peer-token <secret>', 'shared secret peers must present (required with --auth-file)')
+    .option('--http-listen <host:port>', 'serve /metrics, /healthz and /readyz over HTTP here (default: off)')
+    .option('--log-level <level>', 'fatal, error, warn, info (default), debug or trace')
+    .option('--log-format <format>', 'json (default) or pretty')
+    .option('--auth-file <file>', 'client tokens and their roles (JSON); without it clients need no token')
+    .option('--tls-cert <file>', "this node's certificate (PEM); turns TLS on for clients and peers")
+    .option('--tls-key <file>', "this node's private key (PEM)")
+    .option('--tls-ca <file>', 'the CA that signs the cluster certificates (PEM)')
+    .option('--tls-client-auth', 'mutual TLS: callers must present a certificate signed by --tls-ca')
     .option(
       '--snapshot-entries <n>',
       'data groups snapshot and compact their log every n entries (default 50000)',
@@ -42,22 +54,45 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'after',
       '\nExample:\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1 \\\n    --initial-meta n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003',
     )
-    .action(async (flags: Record<string, string | undefined>) => {
+    .action(async (flags: Record<string, string | boolean | undefined>) => {
       let node: MqNode
+      let log: Logger | undefined
+      let http: HttpServer | undefined
       try {
-        node = new MqNode(loadConfig(flags))
+        const config = loadConfig(flags)
+        log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
+        const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
+        node = new MqNode(config, { log, ...(tokens ? { tokens } : {}) })
         await node.start()
+        if (config.httpListen) {
+          http = await startHttpServer({
+            listen: config.httpListen,
+            metrics: node.metrics,
+            view: node.view(),
+            log,
+          })
+        }
       } catch (error) {
-        io.err(`mq-server: ${(error as Error).message}`)
+        if (log && !(error instanceof ConfigError))
+          log.fatal({ err: error }, `mq-server: ${(error as Error).message}`)
+        else io.err(`mq-server: ${(error as Error).message}`)
         io.exit(error instanceof ConfigError ? 2 : 1)
         return
       }
-      io.out(
-        `mq-server: node ${node.config.nodeId} listening on ${node.config.listen}, data in ${node.config.dataDir}`,
+      const c = node.config
+      log.info(
+        {
+          listen: c.listen,
+          dataDir: c.dataDir,
+          http: c.httpListen || 'off',
+          tls: c.tlsCert ? (c.tlsClientAuth ? 'mutual' : 'on') : 'off',
+          auth: c.authFile ? 'tokens' : 'off',
+        },
+        `mq-server: node ${c.nodeId} listening on ${c.listen}, data in ${c.dataDir}`,
       )
       const shutdown = () => {
-        io.out(`mq-server: node ${node.config.nodeId} stopping`)
-        void node.stop().then(() => io.exit(0))
+        log.info(`mq-server: node ${c.nodeId} stopping`)
+        void Promise.all([node.stop(), http?.close()]).then(() => io.exit(0))
       }
       process.once('SIGTERM', shutdown)
       process.once('SIGINT', shutdown)
@@ -68,12 +103,18 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--nodes <n>', 'number of nodes', parsePositiveInt, 3)
     .option('--data-dir <dir>', 'data directory', '.mq-data')
     .option('--base-port <port>', 'port of the first node; the others follow', parsePositiveInt, 7001)
-    .action(async (opts: { nodes: number; dataDir: string; basePort: number }) => {
+    .option(
+      '--http-base-port <port>',
+      'HTTP port (/metrics, /healthz, /readyz) of the first node; the others follow; 0 = off (default: base port + 1000)',
+      parsePort,
+    )
+    .action(async (opts: { nodes: number; dataDir: string; basePort: number; httpBasePort?: number }) => {
       const code = await runDevCluster({
         nodes: opts.nodes,
         dataDir: opts.dataDir,
         host: '127.0.0.1',
         basePort: opts.basePort,
+        httpBasePort: opts.httpBasePort ?? opts.basePort + 1000,
         // Children start the way this process did (built, or from source under tsx).
         serverCommand: [
           ...process.execArgv,
@@ -83,7 +124,47 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       })
       io.exit(code)
     })
+  program
+    .command('dev-certs')
+    .description(
+      'make a development CA and node and client certificates (with openssl) for a local TLS cluster',
+    )
+    .argument('<dir>', 'where to write ca.crt, ca.key, node.crt, node.key, client.crt, client.key')
+    .option(
+      '--hosts <names>',
+      'more host names or IPs the node certificate is valid for (comma-separated)',
+      '',
+    )
+    .option('--days <n>', 'validity in days', parsePositiveInt, 365)
+    .option('--force', 'replace files already in <dir>', false)
+    .action((dir: string, opts: { hosts: string; days: number; force: boolean }) => {
+      try {
+        const files = makeDevCerts({
+          dir,
+          hosts: opts.hosts.split(',').filter((h) => h.length > 0),
+          days: opts.days,
+          force: opts.force,
+        })
+        io.out(`mq-server: wrote a dev CA and certificates to ${dir}:`)
+        io.out(
+          `  mq-server start … --tls-cert ${files.nodeCert} --tls-key ${files.nodeKey} --tls-ca ${files.caCert} [--tls-client-auth]`,
+        )
+        io.out(
+          `  mq --tls-ca ${files.caCert} [--tls-cert ${files.clientCert} --tls-key ${files.clientKey}] …`,
+        )
+      } catch (error) {
+        io.err(`mq-server: dev-certs: ${(error as Error).message}`)
+        io.exit(1)
+      }
+    })
   return program
+}
+
+function parsePort(value: string): number {
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError(`expected a port (0-65535), got ${value}`)
+  return n
 }
 
 function parsePositiveInt(value: string): number {

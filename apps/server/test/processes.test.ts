@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { freePort, startServer, waitServing } from './processes'
+import { httpGet } from './grpc-calls'
+import { freePort, singleNodeArgs, startServer, waitServing } from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -12,17 +13,7 @@ describe('mq-server processes', () => {
   it('starts, serves health, and exits 0 on SIGTERM', async () => {
     const port = await freePort()
     const address = `127.0.0.1:${port}`
-    const server = startServer([
-      'start',
-      '--node-id',
-      'n1',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'n1'),
-      '--initial-meta',
-      `n1=${address}`,
-    ])
+    const server = startServer(singleNodeArgs('n1', address, dir))
     try {
       await waitServing(address)
     } finally {
@@ -41,17 +32,7 @@ describe('mq-server processes', () => {
   it('exits 1 and names the address when the port is taken', async () => {
     const port = await freePort()
     const address = `127.0.0.1:${port}`
-    const args = (id: string) => [
-      'start',
-      '--node-id',
-      id,
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, id),
-      '--initial-meta',
-      `${id}=${address}`,
-    ]
+    const args = (id: string) => singleNodeArgs(id, address, dir)
     const first = startServer(args('a'))
     try {
       await waitServing(address)
@@ -66,22 +47,27 @@ describe('mq-server processes', () => {
 
   it('runs a dev cluster of separate processes and stops them all', async () => {
     const base = await freePort()
+    const httpBase = await freePort()
     const dev = startServer([
       'dev',
       '--nodes',
       '2',
       '--base-port',
       String(base),
+      '--http-base-port',
+      String(httpBase),
       '--data-dir',
       join(dir, 'dev'),
     ])
     try {
       await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
+      expect(await httpGet(`http://127.0.0.1:${httpBase + 1}/healthz`)).toEqual({ status: 200, body: 'ok\n' })
     } finally {
       dev.child.kill('SIGTERM')
     }
     expect((await dev.exited).code).toBe(0)
-    expect(dev.output()).toMatch(/\[n1\] mq-server: node n1 listening/)
-    expect(dev.output()).toMatch(/\[n2\] mq-server: node n2 stopping/)
+    // Readable lines in dev: time, level, message (not JSON).
+    expect(dev.output()).toMatch(/\[n1\] \[[0-9:.]+\] INFO: mq-server: node n1 listening/)
+    expect(dev.output()).toMatch(/\[n2\] .*INFO.*mq-server: node n2 stopping/)
   }, 60_000)
 })

@@ -50,4 +50,25 @@ export function startServer(args: readonly string[]): ServerProcess {
   return { child, output: () => output, exited }
 }
 
+/** `start` arguments of a one-node cluster `nodeId` at `address`, its data under `dir`, then `extra`. */
+export function singleNodeArgs(
+  nodeId: string,
+  address: string,
+  dir: string,
+  extra: readonly string[] = [],
+): string[] {
+  return [
+    'start',
+    '--node-id',
+    nodeId,
+    '--listen',
+    address,
+    '--data-dir',
+    join(dir, nodeId),
+    '--initial-meta',
+    `${nodeId}=${address}`,
+    ...extra,
+  ]
+}
+
 export { waitServing }

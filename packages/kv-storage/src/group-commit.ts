@@ -21,6 +21,18 @@ export interface GroupCommitOptions {
    * `setImmediate`: one event-loop turn, microseconds when idle.
    */
   readonly schedule?: (start: () => void) => void
+  /**
+   * Called once per durable batch with its figures, for an observer outside this package
+   * (a metrics exporter). Must not throw; a throw is caught and ignored.
+   */
+  readonly onBatch?: (batch: GroupCommitBatch) => void
+}
+
+/** One durable group-commit batch: ops and key+value bytes written, and its synced write time. */
+export interface GroupCommitBatch {
+  readonly ops: number
+  readonly bytes: number
+  readonly fsyncMs: number
 }
 
 /** A point-in-time copy of the group commit's figures. */
@@ -118,6 +130,7 @@ export class GroupCommit implements Durability {
   private readonly roomWaitCyclesMax: number
   private readonly nowMs: () => number
   private readonly schedule: (start: () => void) => void
+  private readonly onBatch: ((batch: GroupCommitBatch) => void) | undefined
 
   private batches = 0
   private opsWritten = 0
@@ -138,6 +151,7 @@ export class GroupCommit implements Durability {
     this.roomWaitCyclesMax = positive('roomWaitCyclesMax', options.roomWaitCyclesMax ?? 64)
     this.nowMs = options.nowMs ?? (() => performance.now())
     this.schedule = options.schedule ?? ((start) => setImmediate(start))
+    this.onBatch = options.onBatch
   }
 
   /**
@@ -298,7 +312,13 @@ export class GroupCommit implements Durability {
     }
     writing.then(
       () => {
-        this.fsyncLatencyMs.record(this.nowMs() - startMs)
+        const fsyncMs = this.nowMs() - startMs
+        this.fsyncLatencyMs.record(fsyncMs)
+        try {
+          this.onBatch?.({ ops: ops.length, bytes, fsyncMs })
+        } catch {
+          // An observer's failure must not fail a durable batch.
+        }
         this.batchOps.record(ops.length)
         this.batchBytes.record(bytes)
         this.batches++

@@ -25,7 +25,7 @@ export {
   OverloadedError,
   WriteFailedError,
 } from './errors'
-export type { GroupCommitOptions, GroupCommitStats } from './group-commit'
+export type { GroupCommitBatch, GroupCommitOptions, GroupCommitStats } from './group-commit'
 export { GroupCommit } from './group-commit'
 export type { GroupLogLimits, TailStats } from './group-log'
 export { GroupLog } from './group-log'

@@ -33,6 +33,27 @@ describe('GroupCommit', () => {
     expect(stats.fsyncLatencyMs.count).toBe(1)
   })
 
+  it('tells an observer each durable batch (ops, bytes, fsync time) and survives an observer that throws', async () => {
+    const seen: { ops: number; bytes: number; fsyncMs: number }[] = []
+    let clock = 0
+    const commit = new GroupCommit(new MemoryEngine(), {
+      nowMs: () => (clock += 5),
+      onBatch: (b) => {
+        seen.push(b)
+        throw new Error('observer bug')
+      },
+    })
+    commit.stage([put(1), put(2)])
+    await commit.flush()
+    commit.stage([put(3)])
+    await commit.flush()
+    expect(seen).toEqual([
+      { ops: 2, bytes: 4, fsyncMs: 5 },
+      { ops: 1, bytes: 2, fsyncMs: 5 },
+    ])
+    expect(commit.stats().batches).toBe(2)
+  })
+
   it('gathers what arrives during an in-flight batch into the next one', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine)

@@ -17,3 +17,15 @@ export {
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export type { Liveness } from './routes'
 export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'
+export { tokenDigest } from './token-handlers'
+export type { TokenRecord } from './token-registry'
+export { TOKENS_MAX, TokenRegistry } from './token-registry'
+export type { Role } from './token-roles'
+export {
+  formatRole,
+  globMatches,
+  parseRole,
+  ROLES_PER_TOKEN_MAX,
+  TOKEN_NAME_PATTERN,
+  TOKEN_SHA256_PATTERN,
+} from './token-roles'

@@ -17,6 +17,14 @@ export type MetaCommand =
   | { readonly type: 'createQueue'; readonly name: string; readonly config: Partial<QueueConfig> }
   | { readonly type: 'updateQueue'; readonly name: string; readonly update: QueueConfigUpdate }
   | { readonly type: 'deleteQueue'; readonly name: string }
+  /** A client token: its name, the SHA-256 of its secret (never the secret) and its roles. */
+  | {
+      readonly type: 'putToken'
+      readonly name: string
+      readonly sha256: string
+      readonly roles: readonly string[]
+    }
+  | { readonly type: 'deleteToken'; readonly name: string }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -28,6 +36,8 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'createQueue',
   'updateQueue',
   'deleteQueue',
+  'putToken',
+  'deleteToken',
 ])
 
 const encoder = new TextEncoder()

@@ -9,6 +9,7 @@ import {
 import type { MetaCommand } from './meta-commands'
 import type { MetaResult, MetaState, QueueRecord } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
+import { tokenHandlers } from './token-handlers'
 
 /** What the meta RPCs need from the meta group replica they run on. */
 export interface MetaGroupPort {
@@ -109,5 +110,6 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return {}
     }),
     drainNode: unary(async (req) => ({ replicasRemaining: await controller.drainNode(req.nodeId) })),
+    ...tokenHandlers(meta),
   }
 }

@@ -2,6 +2,7 @@ import { ErrorCode, type QueueConfig } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import { applyQueueConfigUpdate, resolveQueueConfig } from './queue-config'
 import { queueNameProblem } from './queue-name'
+import { type TokenRecord, TokenRegistry } from './token-registry'
 
 export interface NodeRecord {
   readonly nodeId: string
@@ -59,6 +60,8 @@ interface MetaImage {
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
+  /** Absent in images of versions that kept no tokens. */
+  readonly tokens?: readonly TokenRecord[]
 }
 
 /**
@@ -77,6 +80,8 @@ export class MetaState {
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
+  /** The client tokens kept in the meta group. */
+  readonly tokens = new TokenRegistry()
 
   get routeEpoch(): number {
     return this.#routeEpoch
@@ -137,6 +142,10 @@ export class MetaState {
         return this.#updateQueue(command.name, command)
       case 'deleteQueue':
         return this.#deleteQueue(command.name)
+      case 'putToken':
+        return this.tokens.put(command.name, command.sha256, command.roles, nowMs)
+      case 'deleteToken':
+        return this.tokens.remove(command.name)
       default:
         return fail(
           ErrorCode.InvalidArgument,
@@ -307,6 +316,7 @@ export class MetaState {
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
+      tokens: this.tokens.list(),
     }
     return new TextEncoder().encode(JSON.stringify(image))
   }
@@ -325,6 +335,7 @@ export class MetaState {
     for (const n of image.nodes) this.#nodes.set(n.nodeId, n)
     for (const g of image.groups) this.#groups.set(g.groupId, g)
     for (const q of image.queues) this.#queues.set(q.name, q)
+    this.tokens.replace(image.tokens ?? [])
   }
 }
 

@@ -14,6 +14,10 @@ describe('wire error codes', () => {
     expect(ERROR_CODES.INTERNAL.retriable).toBe(false)
     expect(ERROR_CODES.QUEUE_NOT_FOUND.status).toBe(GrpcStatus.NotFound)
   })
+  it('travels a missing or wrong token as UNAUTHENTICATED and a forbidden call as PERMISSION_DENIED, never retried', () => {
+    expect(ERROR_CODES.UNAUTHENTICATED).toEqual({ status: 16, retriable: false })
+    expect(ERROR_CODES.PERMISSION_DENIED).toEqual({ status: 7, retriable: false })
+  })
   it('recognises codes and only codes', () => {
     expect(isErrorCode('NOT_LEADER')).toBe(true)
     expect(isErrorCode('toString')).toBe(false)

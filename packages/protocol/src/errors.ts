@@ -11,6 +11,8 @@ export const ErrorCode = {
   LimitExceeded: 'LIMIT_EXCEEDED',
   Unavailable: 'UNAVAILABLE',
   Internal: 'INTERNAL',
+  Unauthenticated: 'UNAUTHENTICATED',
+  PermissionDenied: 'PERMISSION_DENIED',
 } as const
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
 
@@ -25,8 +27,10 @@ export const GrpcStatus = {
   ResourceExhausted: 8,
   FailedPrecondition: 9,
   Aborted: 10,
+  PermissionDenied: 7,
   Internal: 13,
   Unavailable: 14,
+  Unauthenticated: 16,
 } as const
 export type GrpcStatus = (typeof GrpcStatus)[keyof typeof GrpcStatus]
 
@@ -47,6 +51,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   LIMIT_EXCEEDED: { status: GrpcStatus.ResourceExhausted, retriable: true },
   UNAVAILABLE: { status: GrpcStatus.Unavailable, retriable: true },
   INTERNAL: { status: GrpcStatus.Internal, retriable: false },
+  UNAUTHENTICATED: { status: GrpcStatus.Unauthenticated, retriable: false },
+  PERMISSION_DENIED: { status: GrpcStatus.PermissionDenied, retriable: false },
 }
 
 /** Returns true when `value` is one of the wire error codes. */

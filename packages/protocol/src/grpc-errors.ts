@@ -66,6 +66,10 @@ export function fromGrpcError(error: ServiceError): MqError {
       return mqError(ErrorCode.InvalidArgument, message, {}, { cause: error })
     case GrpcStatus.ResourceExhausted:
       return mqError(ErrorCode.LimitExceeded, message, {}, { cause: error })
+    case GrpcStatus.Unauthenticated:
+      return mqError(ErrorCode.Unauthenticated, message, {}, { cause: error })
+    case GrpcStatus.PermissionDenied:
+      return mqError(ErrorCode.PermissionDenied, message, {}, { cause: error })
     default:
       return mqError(ErrorCode.Internal, message, {}, { cause: error })
   }

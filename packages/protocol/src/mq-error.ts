@@ -76,6 +76,18 @@ export class InternalError extends MqError {
   readonly code = ErrorCode.Internal
 }
 
+/** The call carried no credentials, or ones the server does not know (a missing or wrong token). */
+export class UnauthenticatedError extends MqError {
+  override readonly name = 'UnauthenticatedError'
+  readonly code = ErrorCode.Unauthenticated
+}
+
+/** The caller is known but its roles do not allow this call on this queue; nothing changed. */
+export class PermissionDeniedError extends MqError {
+  override readonly name = 'PermissionDeniedError'
+  readonly code = ErrorCode.PermissionDenied
+}
+
 type MqErrorClass = new (message: string, facts?: ErrorFacts, options?: ErrorOptions) => MqError
 
 const CLASS_BY_CODE: Readonly<Record<ErrorCode, MqErrorClass>> = {
@@ -87,6 +99,8 @@ const CLASS_BY_CODE: Readonly<Record<ErrorCode, MqErrorClass>> = {
   LIMIT_EXCEEDED: LimitExceededError,
   UNAVAILABLE: UnavailableError,
   INTERNAL: InternalError,
+  UNAUTHENTICATED: UnauthenticatedError,
+  PERMISSION_DENIED: PermissionDeniedError,
 }
 
 /** Builds the error class of `code`. */

@@ -7,6 +7,7 @@ import type {
   QueueConfigUpdate,
   QueueRoute,
   ScalePlan,
+  TokenInfo,
 } from '@mq/protocol'
 import type { Connection } from './connections'
 import type { Router } from './router'
@@ -146,5 +147,25 @@ export class Admin {
   /** Moves the leadership of a group (0 = meta) to `toNodeId`. */
   async transferLeader(groupId: number, toNodeId: string): Promise<void> {
     await this.#router.meta((m) => m.transferLeader, { groupId, toNodeId })
+  }
+
+  /**
+   * Creates a client token kept in the meta group, with `roles` (`admin`, `producer:PATTERN`,
+   * `consumer:PATTERN`), and returns its secret: shown this once, only its SHA-256 is stored.
+   * Needs an admin token. A retry after a lost answer may find the name taken (delete it and
+   * create again).
+   */
+  async createToken(name: string, roles: readonly string[]): Promise<{ name: string; token: string }> {
+    return this.#router.meta((m) => m.createToken, { name, roles: [...roles] })
+  }
+
+  /** Deletes the meta group's token `name`: calls with it fail UNAUTHENTICATED from then on. */
+  async deleteToken(name: string): Promise<void> {
+    await this.#router.meta((m) => m.deleteToken, { name })
+  }
+
+  /** The meta group's tokens: names, roles, creation times (never secrets). */
+  async listTokens(): Promise<TokenInfo[]> {
+    return (await this.#router.meta((m) => m.listTokens, {})).tokens
   }
 }

@@ -3,6 +3,7 @@ import { Admin } from './admin'
 import type { BackoffPolicy } from './backoff'
 import { ConnectionPool } from './connections'
 import { Consumer, type ConsumerOptions } from './consumer'
+import { channelCredentials, type TlsOptions, tokenInterceptor } from './credentials'
 import type { Delivery } from './delivery'
 import { Producer, type ProducerOptions } from './producer'
 import { DEFAULT_ROUTER_OPTIONS, Router } from './router'
@@ -15,8 +16,12 @@ export interface ClientOptions {
   /** One attempt's deadline (default 5 s). */
   readonly attemptMs?: number
   readonly backoff?: BackoffPolicy
-  /** Channel credentials (default: insecure). */
+  /** Channel credentials (default: plaintext, or TLS from `tls`). */
   readonly credentials?: ChannelCredentials
+  /** TLS: the CA to trust, and a client certificate for mutual TLS. */
+  readonly tls?: TlsOptions
+  /** A token the cluster knows (its `--auth-file`); sent with every call. */
+  readonly token?: string
 }
 
 export interface ConsumeOptions extends Partial<ConsumerOptions> {
@@ -43,7 +48,11 @@ export class MqClient {
   readonly #closeables = new Set<{ close(): Promise<void> }>()
 
   private constructor(options: ClientOptions) {
-    this.#pool = new ConnectionPool(options.credentials)
+    this.#pool = new ConnectionPool(
+      channelCredentials(options),
+      undefined,
+      options.token !== undefined ? [tokenInterceptor(options.token)] : [],
+    )
     this.#router = new Router(this.#pool, {
       ...DEFAULT_ROUTER_OPTIONS,
       servers: options.servers,

@@ -1,4 +1,4 @@
-import { type ChannelCredentials, credentials as grpcCredentials } from '@grpc/grpc-js'
+import { type ChannelCredentials, credentials as grpcCredentials, type Interceptor } from '@grpc/grpc-js'
 import { MetaClient, QueueClient } from '@mq/protocol'
 
 /** The gRPC stubs for one server address, sharing one channel. */
@@ -17,11 +17,18 @@ export class ConnectionPool {
   readonly #connections = new Map<string, Connection>()
   readonly #credentials: ChannelCredentials
   readonly #connectionsMax: number
+  readonly #interceptors: readonly Interceptor[]
   #closed = false
 
-  constructor(credentials: ChannelCredentials = grpcCredentials.createInsecure(), connectionsMax = 64) {
+  /** `interceptors` run on every call (e.g. the one that adds the token). */
+  constructor(
+    credentials: ChannelCredentials = grpcCredentials.createInsecure(),
+    connectionsMax = 64,
+    interceptors: readonly Interceptor[] = [],
+  ) {
     this.#credentials = credentials
     this.#connectionsMax = connectionsMax
+    this.#interceptors = interceptors
   }
 
   /** Returns the connection to `address`. Throws once the pool is closed. */
@@ -33,7 +40,11 @@ export class ConnectionPool {
       this.#connections.set(address, existing)
       return existing
     }
-    const options = { 'grpc.max_receive_message_length': 64 * 1024 * 1024, 'grpc.keepalive_time_ms': 30_000 }
+    const options = {
+      'grpc.max_receive_message_length': 64 * 1024 * 1024,
+      'grpc.keepalive_time_ms': 30_000,
+      interceptors: [...this.#interceptors],
+    }
     const queue = new QueueClient(address, this.#credentials, options)
     // The meta stub shares the queue stub's channel.
     const meta = new MetaClient(address, this.#credentials, {

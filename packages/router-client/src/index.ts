@@ -5,9 +5,11 @@ export {
   LimitExceededError,
   MqError,
   NotLeaderError,
+  PermissionDeniedError,
   QueueExistsError,
   QueueNotFoundError,
   StaleRouteError,
+  UnauthenticatedError,
   UnavailableError,
 } from '@mq/protocol'
 export type { QueueOptions } from './admin'
@@ -18,6 +20,7 @@ export type { ClientOptions, ConsumeOptions, Subscription } from './client'
 export { MqClient } from './client'
 export type { ConsumerOptions } from './consumer'
 export { Consumer, DEFAULT_CONSUMER_OPTIONS } from './consumer'
+export type { TlsOptions } from './credentials'
 export { Delivery, LeaseLostError } from './delivery'
 export { fnv1a32, Partitioner } from './partitioner'
 export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'

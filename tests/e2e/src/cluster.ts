@@ -3,6 +3,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { ChannelCredentials } from '@grpc/grpc-js'
 import { waitServing } from '@mq/protocol'
 import { FaultProxy } from './proxy'
 
@@ -86,6 +87,8 @@ export interface ClusterOptions {
   readonly proxied?: boolean
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
+  /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
+  readonly healthCredentials?: ChannelCredentials
 }
 
 /**
@@ -98,6 +101,7 @@ export class LocalCluster {
   readonly #initialMeta: string
   readonly #tickMs: number
   readonly #serverArgs: readonly string[]
+  #healthCredentials: ChannelCredentials | undefined
 
   private constructor(nodes: NodeProcess[], dir: string, tickMs: number, serverArgs: readonly string[]) {
     this.nodes = nodes
@@ -130,8 +134,9 @@ export class LocalCluster {
       })
     }
     const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
+    cluster.#healthCredentials = options.healthCredentials
     for (const n of nodes) cluster.#spawn(n)
-    await Promise.all(nodes.map((n) => waitServing(n.listenAddress)))
+    await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
     return cluster
   }
 
@@ -194,7 +199,7 @@ export class LocalCluster {
     }
     await Promise.all([
       ...this.nodes.filter((n) => !n.child).map((n) => this.restart(n.nodeId)),
-      ...running.map((n) => waitServing(n.listenAddress)),
+      ...running.map((n) => waitServing(n.listenAddress, undefined, this.#healthCredentials)),
     ])
   }
 
@@ -203,7 +208,7 @@ export class LocalCluster {
     const n = this.node(nodeId)
     if (n.child) throw new Error(`${nodeId} is running`)
     this.#spawn(n)
-    await waitServing(n.listenAddress)
+    await waitServing(n.listenAddress, undefined, this.#healthCredentials)
   }
 
   /**

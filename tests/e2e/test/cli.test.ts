@@ -1,31 +1,13 @@
-import { spawn } from 'node:child_process'
-import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
-
-const cliMain = join(import.meta.dirname, '..', '..', '..', 'apps', 'cli', 'src', 'main.ts')
-const tsxLoader = import.meta.resolve('tsx')
+import { CLI_MAIN, runSource } from '../src/run-source'
 
 /** Runs `mq …` (from source) and resolves with its exit code and output. */
 function mq(
   args: readonly string[],
   stdin?: string,
 ): Promise<{ code: number | null; out: string; err: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsxLoader, '--conditions=source', cliMain, ...args], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-    })
-    let out = ''
-    let err = ''
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString()
-    })
-    child.stderr.on('data', (c: Buffer) => {
-      err += c.toString()
-    })
-    child.stdin.end(stdin ?? '')
-    child.once('exit', (code) => resolve({ code, out, err }))
-  })
+  return runSource(CLI_MAIN, args, stdin === undefined ? {} : { stdin })
 }
 
 // The mq command line against a real cluster.

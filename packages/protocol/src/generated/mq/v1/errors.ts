@@ -15,7 +15,8 @@ import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
 export interface ErrorDetail {
   /**
    * One of the wire error codes: NOT_LEADER, STALE_ROUTE, QUEUE_NOT_FOUND, QUEUE_EXISTS,
-   * INVALID_ARGUMENT, LIMIT_EXCEEDED, UNAVAILABLE.
+   * INVALID_ARGUMENT, LIMIT_EXCEEDED, UNAVAILABLE, INTERNAL, UNAUTHENTICATED,
+   * PERMISSION_DENIED.
    */
   code: string;
   /** Whether retrying the same request can succeed. */

@@ -179,6 +179,38 @@ export interface DrainNodeResponse {
   replicasRemaining: number;
 }
 
+export interface CreateTokenRequest {
+  name: string;
+  /** "admin", "producer:PATTERN" or "consumer:PATTERN" (`*` matches any run of characters). */
+  roles: string[];
+}
+
+export interface CreateTokenResponse {
+  name: string;
+  /** The secret: shown once, never stored. */
+  token: string;
+}
+
+export interface DeleteTokenRequest {
+  name: string;
+}
+
+export interface DeleteTokenResponse {
+}
+
+export interface ListTokensRequest {
+}
+
+export interface TokenInfo {
+  name: string;
+  roles: string[];
+  createdAtMs: number;
+}
+
+export interface ListTokensResponse {
+  tokens: TokenInfo[];
+}
+
 function createBaseQueueConfig(): QueueConfig {
   return {
     partitions: 0,
@@ -2616,6 +2648,458 @@ export const DrainNodeResponse: MessageFns<DrainNodeResponse> = {
   },
 };
 
+function createBaseCreateTokenRequest(): CreateTokenRequest {
+  return { name: "", roles: [] };
+}
+
+export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
+  encode(message: CreateTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    for (const v of message.roles) {
+      writer.uint32(18).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseCreateTokenRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.name = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.roles.push(reader.string());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): CreateTokenRequest {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: CreateTokenRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.roles?.length) {
+      obj.roles = message.roles;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateTokenRequest>, I>>(base?: I): CreateTokenRequest {
+    return CreateTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTokenRequest>, I>>(object: I): CreateTokenRequest {
+    const message = createBaseCreateTokenRequest();
+    message.name = object.name ?? "";
+    message.roles = object.roles?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseCreateTokenResponse(): CreateTokenResponse {
+  return { name: "", token: "" };
+}
+
+export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
+  encode(message: CreateTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.token !== "") {
+      writer.uint32(18).string(message.token);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CreateTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseCreateTokenResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.name = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.token = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): CreateTokenResponse {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      token: isSet(object.token) ? globalThis.String(object.token) : "",
+    };
+  },
+
+  toJSON(message: CreateTokenResponse): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.token !== "") {
+      obj.token = message.token;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CreateTokenResponse>, I>>(base?: I): CreateTokenResponse {
+    return CreateTokenResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CreateTokenResponse>, I>>(object: I): CreateTokenResponse {
+    const message = createBaseCreateTokenResponse();
+    message.name = object.name ?? "";
+    message.token = object.token ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteTokenRequest(): DeleteTokenRequest {
+  return { name: "" };
+}
+
+export const DeleteTokenRequest: MessageFns<DeleteTokenRequest> = {
+  encode(message: DeleteTokenRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteTokenRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseDeleteTokenRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.name = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): DeleteTokenRequest {
+    return { name: isSet(object.name) ? globalThis.String(object.name) : "" };
+  },
+
+  toJSON(message: DeleteTokenRequest): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteTokenRequest>, I>>(base?: I): DeleteTokenRequest {
+    return DeleteTokenRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteTokenRequest>, I>>(object: I): DeleteTokenRequest {
+    const message = createBaseDeleteTokenRequest();
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseDeleteTokenResponse(): DeleteTokenResponse {
+  return {};
+}
+
+export const DeleteTokenResponse: MessageFns<DeleteTokenResponse> = {
+  encode(_: DeleteTokenResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteTokenResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseDeleteTokenResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(_: any): DeleteTokenResponse {
+    return {};
+  },
+
+  toJSON(_: DeleteTokenResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeleteTokenResponse>, I>>(base?: I): DeleteTokenResponse {
+    return DeleteTokenResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteTokenResponse>, I>>(_: I): DeleteTokenResponse {
+    const message = createBaseDeleteTokenResponse();
+    return message;
+  },
+};
+
+function createBaseListTokensRequest(): ListTokensRequest {
+  return {};
+}
+
+export const ListTokensRequest: MessageFns<ListTokensRequest> = {
+  encode(_: ListTokensRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTokensRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseListTokensRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(_: any): ListTokensRequest {
+    return {};
+  },
+
+  toJSON(_: ListTokensRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListTokensRequest>, I>>(base?: I): ListTokensRequest {
+    return ListTokensRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTokensRequest>, I>>(_: I): ListTokensRequest {
+    const message = createBaseListTokensRequest();
+    return message;
+  },
+};
+
+function createBaseTokenInfo(): TokenInfo {
+  return { name: "", roles: [], createdAtMs: 0 };
+}
+
+export const TokenInfo: MessageFns<TokenInfo> = {
+  encode(message: TokenInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    for (const v of message.roles) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.createdAtMs !== 0) {
+      writer.uint32(24).uint64(message.createdAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseTokenInfo();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.name = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.roles.push(reader.string());
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.createdAtMs = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): TokenInfo {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => globalThis.String(e)) : [],
+      createdAtMs: isSet(object.createdAtMs)
+        ? globalThis.Number(object.createdAtMs)
+        : isSet(object.created_at_ms)
+        ? globalThis.Number(object.created_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: TokenInfo): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.roles?.length) {
+      obj.roles = message.roles;
+    }
+    if (message.createdAtMs !== 0) {
+      obj.createdAtMs = Math.round(message.createdAtMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TokenInfo>, I>>(base?: I): TokenInfo {
+    return TokenInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenInfo>, I>>(object: I): TokenInfo {
+    const message = createBaseTokenInfo();
+    message.name = object.name ?? "";
+    message.roles = object.roles?.map((e) => e) || [];
+    message.createdAtMs = object.createdAtMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseListTokensResponse(): ListTokensResponse {
+  return { tokens: [] };
+}
+
+export const ListTokensResponse: MessageFns<ListTokensResponse> = {
+  encode(message: ListTokensResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tokens) {
+      TokenInfo.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListTokensResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseListTokensResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.tokens.push(TokenInfo.decode(reader, reader.uint32()));
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ListTokensResponse {
+    return {
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => TokenInfo.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ListTokensResponse): unknown {
+    const obj: any = {};
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => TokenInfo.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListTokensResponse>, I>>(base?: I): ListTokensResponse {
+    return ListTokensResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListTokensResponse>, I>>(object: I): ListTokensResponse {
+    const message = createBaseListTokensResponse();
+    message.tokens = object.tokens?.map((e) => TokenInfo.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 /**
  * The control path, served by the meta group. Reads (GetRoutes, List/Describe, status)
  * are answered by any meta replica through ReadIndex; writes go to the meta leader, and a
@@ -2720,6 +3204,37 @@ export const MetaService = {
     responseSerialize: (value: DrainNodeResponse): Buffer => Buffer.from(DrainNodeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DrainNodeResponse => DrainNodeResponse.decode(value),
   },
+  /**
+   * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
+   * secret is made by the meta leader and returned once; only its SHA-256 is stored.
+   */
+  createToken: {
+    path: "/mq.v1.Meta/CreateToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CreateTokenRequest): Buffer => Buffer.from(CreateTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CreateTokenRequest => CreateTokenRequest.decode(value),
+    responseSerialize: (value: CreateTokenResponse): Buffer => Buffer.from(CreateTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CreateTokenResponse => CreateTokenResponse.decode(value),
+  },
+  deleteToken: {
+    path: "/mq.v1.Meta/DeleteToken" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeleteTokenRequest): Buffer => Buffer.from(DeleteTokenRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeleteTokenRequest => DeleteTokenRequest.decode(value),
+    responseSerialize: (value: DeleteTokenResponse): Buffer => Buffer.from(DeleteTokenResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteTokenResponse => DeleteTokenResponse.decode(value),
+  },
+  listTokens: {
+    path: "/mq.v1.Meta/ListTokens" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListTokensRequest): Buffer => Buffer.from(ListTokensRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListTokensRequest => ListTokensRequest.decode(value),
+    responseSerialize: (value: ListTokensResponse): Buffer => Buffer.from(ListTokensResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListTokensResponse => ListTokensResponse.decode(value),
+  },
 } as const;
 
 export interface MetaServer extends UntypedServiceImplementation {
@@ -2735,6 +3250,13 @@ export interface MetaServer extends UntypedServiceImplementation {
   transferLeader: handleUnaryCall<TransferLeaderRequest, TransferLeaderResponse>;
   /** Moves every replica (and leadership) off a node, so that it can be removed. */
   drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
+  /**
+   * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
+   * secret is made by the meta leader and returned once; only its SHA-256 is stored.
+   */
+  createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
+  deleteToken: handleUnaryCall<DeleteTokenRequest, DeleteTokenResponse>;
+  listTokens: handleUnaryCall<ListTokensRequest, ListTokensResponse>;
 }
 
 export interface MetaClient extends Client {
@@ -2889,6 +3411,55 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
+   * secret is made by the meta leader and returned once; only its SHA-256 is stored.
+   */
+  createToken(
+    request: CreateTokenRequest,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  createToken(
+    request: CreateTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  createToken(
+    request: CreateTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CreateTokenResponse) => void,
+  ): ClientUnaryCall;
+  deleteToken(
+    request: DeleteTokenRequest,
+    callback: (error: ServiceError | null, response: DeleteTokenResponse) => void,
+  ): ClientUnaryCall;
+  deleteToken(
+    request: DeleteTokenRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteTokenResponse) => void,
+  ): ClientUnaryCall;
+  deleteToken(
+    request: DeleteTokenRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteTokenResponse) => void,
+  ): ClientUnaryCall;
+  listTokens(
+    request: ListTokensRequest,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  listTokens(
+    request: ListTokensRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  listTokens(
+    request: ListTokensRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListTokensResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -92,6 +92,8 @@ export interface HeartbeatRequest {
   nodeId: string;
   address: string;
   groups: GroupReport[];
+  /** The fingerprint of the meta group's client tokens this node holds ("" = none yet). */
+  tokensFingerprint: string;
 }
 
 export interface GroupAssignment {
@@ -120,6 +122,20 @@ export interface HeartbeatResponse {
   nodes: NodeAddress[];
   groups: GroupAssignment[];
   transfers: LeaderTransfer[];
+  /**
+   * The client tokens of the meta group, for nodes without a meta replica to check calls:
+   * sent only when the request's fingerprint is not `tokens_fingerprint`.
+   */
+  tokens: StoredToken[];
+  tokensFingerprint: string;
+}
+
+/** A client token as the meta group stores it. */
+export interface StoredToken {
+  name: string;
+  /** Hex SHA-256 of the secret. */
+  sha256: string;
+  roles: string[];
 }
 
 function createBaseRaftEntry(): RaftEntry {
@@ -1141,7 +1157,7 @@ export const GroupReport: MessageFns<GroupReport> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { nodeId: "", address: "", groups: [] };
+  return { nodeId: "", address: "", groups: [], tokensFingerprint: "" };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1154,6 +1170,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     for (const v of message.groups) {
       GroupReport.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.tokensFingerprint !== "") {
+      writer.uint32(34).string(message.tokensFingerprint);
     }
     return writer;
   },
@@ -1189,6 +1208,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
           message.groups.push(GroupReport.decode(reader, reader.uint32()));
           continue;
         }
+        case 4: {
+          if (tag !== 34) {
+            break;
+          }
+
+          message.tokensFingerprint = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1207,6 +1234,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : "",
       address: isSet(object.address) ? globalThis.String(object.address) : "",
       groups: globalThis.Array.isArray(object?.groups) ? object.groups.map((e: any) => GroupReport.fromJSON(e)) : [],
+      tokensFingerprint: isSet(object.tokensFingerprint)
+        ? globalThis.String(object.tokensFingerprint)
+        : isSet(object.tokens_fingerprint)
+        ? globalThis.String(object.tokens_fingerprint)
+        : "",
     };
   },
 
@@ -1221,6 +1253,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.groups?.length) {
       obj.groups = message.groups.map((e) => GroupReport.toJSON(e));
     }
+    if (message.tokensFingerprint !== "") {
+      obj.tokensFingerprint = message.tokensFingerprint;
+    }
     return obj;
   },
 
@@ -1232,6 +1267,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.nodeId = object.nodeId ?? "";
     message.address = object.address ?? "";
     message.groups = object.groups?.map((e) => GroupReport.fromPartial(e)) || [];
+    message.tokensFingerprint = object.tokensFingerprint ?? "";
     return message;
   },
 };
@@ -1481,7 +1517,7 @@ export const LeaderTransfer: MessageFns<LeaderTransfer> = {
 };
 
 function createBaseHeartbeatResponse(): HeartbeatResponse {
-  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], transfers: [] };
+  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], transfers: [], tokens: [], tokensFingerprint: "" };
 }
 
 export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
@@ -1500,6 +1536,12 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     for (const v of message.transfers) {
       LeaderTransfer.encode(v!, writer.uint32(42).fork()).join();
+    }
+    for (const v of message.tokens) {
+      StoredToken.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.tokensFingerprint !== "") {
+      writer.uint32(58).string(message.tokensFingerprint);
     }
     return writer;
   },
@@ -1551,6 +1593,22 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.transfers.push(LeaderTransfer.decode(reader, reader.uint32()));
           continue;
         }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.tokens.push(StoredToken.decode(reader, reader.uint32()));
+          continue;
+        }
+        case 7: {
+          if (tag !== 58) {
+            break;
+          }
+
+          message.tokensFingerprint = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1579,6 +1637,12 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
       transfers: globalThis.Array.isArray(object?.transfers)
         ? object.transfers.map((e: any) => LeaderTransfer.fromJSON(e))
         : [],
+      tokens: globalThis.Array.isArray(object?.tokens) ? object.tokens.map((e: any) => StoredToken.fromJSON(e)) : [],
+      tokensFingerprint: isSet(object.tokensFingerprint)
+        ? globalThis.String(object.tokensFingerprint)
+        : isSet(object.tokens_fingerprint)
+        ? globalThis.String(object.tokens_fingerprint)
+        : "",
     };
   },
 
@@ -1599,6 +1663,12 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.transfers?.length) {
       obj.transfers = message.transfers.map((e) => LeaderTransfer.toJSON(e));
     }
+    if (message.tokens?.length) {
+      obj.tokens = message.tokens.map((e) => StoredToken.toJSON(e));
+    }
+    if (message.tokensFingerprint !== "") {
+      obj.tokensFingerprint = message.tokensFingerprint;
+    }
     return obj;
   },
 
@@ -1612,6 +1682,100 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.nodes = object.nodes?.map((e) => NodeAddress.fromPartial(e)) || [];
     message.groups = object.groups?.map((e) => GroupAssignment.fromPartial(e)) || [];
     message.transfers = object.transfers?.map((e) => LeaderTransfer.fromPartial(e)) || [];
+    message.tokens = object.tokens?.map((e) => StoredToken.fromPartial(e)) || [];
+    message.tokensFingerprint = object.tokensFingerprint ?? "";
+    return message;
+  },
+};
+
+function createBaseStoredToken(): StoredToken {
+  return { name: "", sha256: "", roles: [] };
+}
+
+export const StoredToken: MessageFns<StoredToken> = {
+  encode(message: StoredToken, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.sha256 !== "") {
+      writer.uint32(18).string(message.sha256);
+    }
+    for (const v of message.roles) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StoredToken {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseStoredToken();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.name = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.sha256 = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.roles.push(reader.string());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): StoredToken {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
+      roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => globalThis.String(e)) : [],
+    };
+  },
+
+  toJSON(message: StoredToken): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.sha256 !== "") {
+      obj.sha256 = message.sha256;
+    }
+    if (message.roles?.length) {
+      obj.roles = message.roles;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StoredToken>, I>>(base?: I): StoredToken {
+    return StoredToken.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StoredToken>, I>>(object: I): StoredToken {
+    const message = createBaseStoredToken();
+    message.name = object.name ?? "";
+    message.sha256 = object.sha256 ?? "";
+    message.roles = object.roles?.map((e) => e) || [];
     return message;
   },
 };

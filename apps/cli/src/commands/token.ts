@@ -1,0 +1,60 @@
+import type { Command } from 'commander'
+import type { Runtime } from '../context'
+import type { CliAdmin } from '../io'
+
+type TokenInfo = Awaited<ReturnType<CliAdmin['listTokens']>>[number]
+
+/** `mq token create|list|delete`: client tokens kept in the meta group (needs an admin token). */
+export function registerTokenCommands(program: Command, runtime: Runtime): void {
+  const token = program
+    .command('token')
+    .description("client tokens kept in the cluster (beside the servers' --auth-file); needs an admin token")
+    .addHelpText(
+      'after',
+      "\nExamples:\n  $ mq token create orders-app --role 'producer:orders.*' --role 'consumer:orders.*'\n  $ mq token list\n  $ mq token delete orders-app\n",
+    )
+  token
+    .command('create')
+    .description('make a token and print its secret (shown once; only its SHA-256 is kept)')
+    .argument('<name>', "the token's name (letters, digits, '.', '_', '-')")
+    .requiredOption(
+      '-r, --role <role>',
+      'admin, producer:PATTERN or consumer:PATTERN (* matches any run of characters); repeat for more',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .action((name: string, opts: { role: string[] }, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const created = await client.admin.createToken(name, opts.role)
+        if (out.json) out.record({ name: created.name, token: created.token, roles: opts.role })
+        else out.text(`${created.token}\n`)
+      }),
+    )
+  token
+    .command('list')
+    .description('every token kept in the cluster: name, roles, when it was made (never secrets)')
+    .action((_opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const tokens = await client.admin.listTokens()
+        out.table(
+          tokens,
+          [
+            { header: 'NAME', value: (t: TokenInfo) => t.name },
+            { header: 'ROLES', value: (t: TokenInfo) => t.roles.join(',') },
+            { header: 'CREATED', value: (t: TokenInfo) => new Date(t.createdAtMs).toISOString() },
+          ],
+          (t) => t,
+        )
+      }),
+    )
+  token
+    .command('delete')
+    .description('delete a token: calls with it are refused from then on')
+    .argument('<name>')
+    .action((name: string, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        await client.admin.deleteToken(name)
+        if (out.json) out.record({ token: name, deleted: true })
+        else out.text(`deleted token ${name}\n`)
+      }),
+    )
+}

@@ -1,0 +1,95 @@
+import { Metadata } from '@grpc/grpc-js'
+import { ErrorCode, type MqError } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { PEER_TOKEN_KEY } from '../peer-transport'
+import { AccessControl, AUTHORIZATION_KEY, type Principal } from './access'
+import { parseTokenFile } from './token-file'
+
+const tokens = parseTokenFile(
+  {
+    tokens: [
+      { name: 'ops', token: 'admin-secret-0123456789', roles: ['admin'] },
+      { name: 'app', token: 'app-secret-0123456789', roles: ['producer:orders.*', 'consumer:jobs'] },
+    ],
+  },
+  'test',
+)
+const secured = new AccessControl({ peerToken: 'peer-secret', tokens })
+const open = new AccessControl({ peerToken: '', tokens: undefined })
+
+function md(headers: Record<string, string>): Metadata {
+  const m = new Metadata()
+  for (const [k, v] of Object.entries(headers)) m.set(k, v)
+  return m
+}
+
+/** The error code `fn` throws, or 'OK'. */
+function outcome(fn: () => unknown): string {
+  try {
+    fn()
+    return 'OK'
+  } catch (error) {
+    return (error as MqError).code
+  }
+}
+
+const app = secured.authenticate(md({ [AUTHORIZATION_KEY]: 'Bearer app-secret-0123456789' }))
+const ops = secured.authenticate(md({ [AUTHORIZATION_KEY]: 'Bearer admin-secret-0123456789' }))
+const anonymous: Principal = { kind: 'anonymous' }
+const peer = secured.authenticate(md({ [PEER_TOKEN_KEY]: 'peer-secret' }))
+const target = (queue: string) => ({ target: { queue, partition: 0, routeEpoch: 1 } })
+
+describe('access control', () => {
+  it('identifies peers, tokens and nobody; refuses a wrong secret or token', () => {
+    expect(peer).toEqual({ kind: 'peer' })
+    expect(app).toMatchObject({ kind: 'token', name: 'app' })
+    expect(secured.authenticate(md({}))).toEqual(anonymous)
+    expect(outcome(() => secured.authenticate(md({ [PEER_TOKEN_KEY]: 'guess' })))).toBe(
+      ErrorCode.Unauthenticated,
+    )
+    expect(outcome(() => secured.authenticate(md({ [AUTHORIZATION_KEY]: 'Bearer guess' })))).toBe(
+      ErrorCode.Unauthenticated,
+    )
+    expect(outcome(() => secured.authenticate(md({ [AUTHORIZATION_KEY]: 'app-secret-0123456789' })))).toBe(
+      ErrorCode.Unauthenticated,
+    )
+  })
+
+  it.each([
+    ['mq.v1.Queue/Produce', 'orders.eu', 'OK'],
+    ['mq.v1.Queue/Produce', 'jobs', ErrorCode.PermissionDenied],
+    ['mq.v1.Queue/Lease', 'jobs', 'OK'],
+    ['mq.v1.Queue/Ack', 'orders.eu', ErrorCode.PermissionDenied],
+    ['mq.v1.Queue/Stats', 'orders.eu', 'OK'],
+    ['mq.v1.Queue/Stats', 'jobs', 'OK'],
+    ['mq.v1.Queue/Stats', 'billing', ErrorCode.PermissionDenied],
+    ['mq.v1.Queue/Purge', 'orders.eu', ErrorCode.PermissionDenied],
+    ['mq.v1.Queue/Redrive', 'jobs', ErrorCode.PermissionDenied],
+    ['mq.v1.Meta/GetRoutes', '', 'OK'],
+    ['mq.v1.Meta/CreateQueue', '', ErrorCode.PermissionDenied],
+    ['mq.v1.Meta/SomethingNew', '', ErrorCode.PermissionDenied],
+    ['mq.v1.Peer/Heartbeat', '', ErrorCode.Unauthenticated],
+    ['grpc.health.v1.Health/Check', '', 'OK'],
+  ])('a producer of orders.* and consumer of jobs calling %s on "%s": %s', (method, queue, expected) => {
+    expect(outcome(() => secured.authorize(app, method, target(queue)))).toBe(expected)
+  })
+
+  it('lets admin do every client call, peers everything, and nobody only health checks', () => {
+    for (const method of ['mq.v1.Queue/Purge', 'mq.v1.Meta/CreateQueue', 'mq.v1.Meta/SomethingNew']) {
+      expect(outcome(() => secured.authorize(ops, method, target('x')))).toBe('OK')
+      expect(outcome(() => secured.authorize(peer, method, target('x')))).toBe('OK')
+      expect(outcome(() => secured.authorize(anonymous, method, target('x')))).toBe(ErrorCode.Unauthenticated)
+    }
+    expect(outcome(() => secured.authorize(ops, 'mq.v1.Peer/Raft'))).toBe(ErrorCode.Unauthenticated)
+    expect(outcome(() => secured.authorize(peer, 'mq.v1.Peer/Raft'))).toBe('OK')
+    expect(outcome(() => secured.authorize(anonymous, 'grpc.health.v1.Health/Check'))).toBe('OK')
+  })
+
+  it('without --auth-file and --peer-token lets every call through (loopback development)', () => {
+    expect(open.clientAuth).toBe(false)
+    expect(open.needsRequest('mq.v1.Queue/Produce')).toBe(false)
+    for (const method of ['mq.v1.Queue/Produce', 'mq.v1.Meta/CreateQueue', 'mq.v1.Peer/Heartbeat']) {
+      expect(outcome(() => open.authorize(anonymous, method, target('x')))).toBe('OK')
+    }
+  })
+})

@@ -1,0 +1,137 @@
+import { timingSafeEqual } from 'node:crypto'
+import type { Metadata } from '@grpc/grpc-js'
+import { formatRole } from '@mq/meta-service'
+import { PermissionDeniedError, UnauthenticatedError } from '@mq/protocol'
+import { PEER_TOKEN_KEY } from '../peer-transport'
+import { type Role, type TokenEntry, tokenDigest } from './token-file'
+
+/** The metadata key of a client's token: `authorization: Bearer <token>`. */
+export const AUTHORIZATION_KEY = 'authorization'
+
+/** Who is calling: a cluster member (it has the peer secret), a client token, or nobody known. */
+export type Principal =
+  | { readonly kind: 'peer' }
+  | { readonly kind: 'token'; readonly name: string; readonly roles: readonly Role[] }
+  | { readonly kind: 'anonymous' }
+
+/**
+ * What a method needs. `produce`/`consume`/`read` are checked against the request's queue
+ * (`target.queue`); `read` is allowed to a producer or a consumer of the queue.
+ */
+type Need = 'none' | 'peer' | 'client' | 'admin' | 'produce' | 'consume' | 'read'
+
+/** Every served method's need. A method not listed here (added later) needs admin: closed by default. */
+const NEEDS: Readonly<Record<string, Need>> = {
+  'grpc.health.v1.Health/Check': 'none',
+  'grpc.health.v1.Health/Watch': 'none',
+  'mq.v1.Peer/Raft': 'peer',
+  'mq.v1.Peer/Heartbeat': 'peer',
+  'mq.v1.Meta/GetRoutes': 'client',
+  'mq.v1.Meta/ListQueues': 'client',
+  'mq.v1.Meta/DescribeQueue': 'client',
+  'mq.v1.Meta/ClusterStatus': 'client',
+  'mq.v1.Queue/Produce': 'produce',
+  'mq.v1.Queue/Lease': 'consume',
+  'mq.v1.Queue/Ack': 'consume',
+  'mq.v1.Queue/Nack': 'consume',
+  'mq.v1.Queue/Extend': 'consume',
+  'mq.v1.Queue/ListDead': 'consume',
+  'mq.v1.Queue/Stats': 'read',
+  'mq.v1.Meta/CreateToken': 'admin',
+  'mq.v1.Meta/DeleteToken': 'admin',
+  'mq.v1.Meta/ListTokens': 'admin',
+}
+
+export interface AccessOptions {
+  /** The cluster secret peers present ('' = peer calls are not checked: loopback development only). */
+  readonly peerToken: string
+  /** The client tokens, or undefined when clients are not authenticated (no `--auth-file`). */
+  readonly tokens: readonly TokenEntry[] | undefined
+  /** The tokens kept in the meta group, by digest (looked up after the file's). */
+  readonly metaTokens?: () => ReadonlyMap<string, TokenEntry>
+}
+
+/**
+ * Authentication and authorization of every gRPC call, in one place. Peers authenticate with
+ * the cluster secret; clients with a bearer token whose roles decide what they may do.
+ * Health checks are open. Failures are typed: UnauthenticatedError (no credentials, or
+ * unknown ones) and PermissionDeniedError (known, but not allowed); either is raised before
+ * the handler runs, so nothing changes.
+ */
+export class AccessControl {
+  readonly #peerDigest: Buffer | undefined
+  readonly #tokens: Map<string, TokenEntry> | undefined
+  readonly #metaTokens: () => ReadonlyMap<string, TokenEntry>
+
+  constructor(options: AccessOptions) {
+    this.#peerDigest = options.peerToken ? Buffer.from(tokenDigest(options.peerToken), 'hex') : undefined
+    this.#tokens = options.tokens ? new Map(options.tokens.map((t) => [t.sha256, t])) : undefined
+    this.#metaTokens = options.metaTokens ?? (() => new Map())
+  }
+
+  /** Whether clients must present a token. */
+  get clientAuth(): boolean {
+    return this.#tokens !== undefined
+  }
+
+  /** Identifies the caller from the call's metadata. Throws UnauthenticatedError for a wrong secret or token. */
+  authenticate(metadata: Metadata): Principal {
+    const peer = metadata.get(PEER_TOKEN_KEY)[0]
+    if (typeof peer === 'string' && this.#peerDigest) {
+      if (timingSafeEqual(Buffer.from(tokenDigest(peer), 'hex'), this.#peerDigest)) return { kind: 'peer' }
+      throw new UnauthenticatedError('the peer token is wrong')
+    }
+    const header = metadata.get(AUTHORIZATION_KEY)[0]
+    if (typeof header === 'string' && this.#tokens) {
+      const match = /^Bearer (.+)$/.exec(header)
+      const digest = match ? tokenDigest(match[1] as string) : ''
+      const entry = this.#tokens.get(digest) ?? this.#metaTokens().get(digest)
+      if (!entry) throw new UnauthenticatedError('the token is not recognised; check --token or MQ_TOKEN')
+      return { kind: 'token', name: entry.name, roles: entry.roles }
+    }
+    return { kind: 'anonymous' }
+  }
+
+  /** Whether `authorize` for `method` needs the request message (a queue-scoped method). */
+  needsRequest(method: string): boolean {
+    const need = NEEDS[method] ?? 'admin'
+    return (need === 'produce' || need === 'consume' || need === 'read') && this.#tokens !== undefined
+  }
+
+  /**
+   * Throws unless `principal` may call `method` (`service/Method`) with `request` (required
+   * when needsRequest says so): UnauthenticatedError when the call needs credentials it does
+   * not carry, PermissionDeniedError when its roles do not allow it.
+   */
+  authorize(principal: Principal, method: string, request?: unknown): void {
+    const need = NEEDS[method] ?? 'admin'
+    if (need === 'none') return
+    if (need === 'peer') {
+      if (this.#peerDigest && principal.kind !== 'peer') {
+        throw new UnauthenticatedError(`${method} is for cluster members: the peer token is missing`)
+      }
+      return
+    }
+    if (principal.kind === 'peer' || this.#tokens === undefined) return
+    if (principal.kind === 'anonymous') {
+      throw new UnauthenticatedError(`this cluster requires a token for ${method}; pass --token or MQ_TOKEN`)
+    }
+    if (principal.roles.some((r) => r.role === 'admin') || need === 'client') return
+    if (need === 'admin')
+      throw new PermissionDeniedError(`token "${principal.name}" may not call ${method}: needs admin`)
+    const queue = (request as { target?: { queue?: unknown } } | undefined)?.target?.queue
+    const name = typeof queue === 'string' ? queue : ''
+    const allowed = principal.roles.some(
+      (r) =>
+        r.role !== 'admin' &&
+        (need === 'read' || r.role === (need === 'produce' ? 'producer' : 'consumer')) &&
+        r.matches(name),
+    )
+    if (!allowed) {
+      const held = principal.roles.map(formatRole).join(', ')
+      throw new PermissionDeniedError(
+        `token "${principal.name}" may not ${need} queue "${name}" (${method}); its roles: ${held}`,
+      )
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest'
+import { ConfigError } from '../config'
+import { parseTokenFile, tokenDigest } from './token-file'
+
+const ok = (roles: unknown[] = ['admin']) => ({ name: 'ops', token: 'a-long-enough-secret', roles })
+
+describe('token file', () => {
+  it('reads tokens given as secrets or as their SHA-256, with their roles', () => {
+    const [a, b] = parseTokenFile(
+      {
+        tokens: [
+          ok(),
+          {
+            name: 'app',
+            sha256: tokenDigest('another-long-secret'),
+            roles: ['producer:orders.*', 'consumer:jobs'],
+          },
+        ],
+      },
+      'f',
+    )
+    expect(a).toMatchObject({
+      name: 'ops',
+      sha256: tokenDigest('a-long-enough-secret'),
+      roles: [{ role: 'admin' }],
+    })
+    expect(b?.roles.map((r) => r.role)).toEqual(['producer', 'consumer'])
+    const producer = b?.roles[0]
+    expect(producer?.role === 'producer' && producer.matches('orders.eu')).toBe(true)
+    expect(producer?.role === 'producer' && producer.matches('billing')).toBe(false)
+  })
+
+  it.each([
+    [{}, /expected \{ "tokens"/],
+    [{ tokens: [{ ...ok(), name: 'bad name' }] }, /"name" must be/],
+    [{ tokens: [ok(), { ...ok(), token: 'other-long-secret-x' }] }, /name "ops" is used twice/],
+    [{ tokens: [ok(), { ...ok(), name: 'ops2' }] }, /same secret is used twice/],
+    [{ tokens: [{ ...ok(), token: 'short' }] }, /at least 16 characters/],
+    [{ tokens: [{ ...ok(), sha256: 'ABC' }] }, /exactly one of "token" or "sha256"/],
+    [{ tokens: [{ name: 'x', sha256: 'zz', roles: ['admin'] }] }, /64 lowercase hex/],
+    [{ tokens: [ok([])] }, /"roles" must list/],
+    [{ tokens: [ok(['root'])] }, /role "root" is not admin, producer:PATTERN/],
+    [{ tokens: [ok(['producer:'])] }, /role "producer:" is not/],
+  ])('refuses %j naming the problem', (raw, message) => {
+    expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(ConfigError)
+    expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(message)
+  })
+})

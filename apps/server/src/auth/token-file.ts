@@ -1,0 +1,101 @@
+import { readFileSync } from 'node:fs'
+import {
+  parseRole,
+  ROLES_PER_TOKEN_MAX,
+  type Role,
+  TOKEN_NAME_PATTERN,
+  TOKEN_SHA256_PATTERN,
+  tokenDigest,
+} from '@mq/meta-service'
+import { ConfigError } from '../config'
+
+export type { Role }
+export { tokenDigest }
+
+/** One client token: a name for logs, the SHA-256 of its secret, and its roles. */
+export interface TokenEntry {
+  readonly name: string
+  readonly sha256: string
+  readonly roles: readonly Role[]
+}
+
+/** A plain token shorter than this is refused (guessable). */
+export const TOKEN_CHARS_MIN = 16
+/** Tokens in the file, at most. */
+export const TOKENS_MAX = 10_000
+
+/**
+ * Reads the token file (`--auth-file`):
+ *
+ * ```json
+ * { "tokens": [
+ *   { "name": "ops", "sha256": "<hex of sha256(token)>", "roles": ["admin"] },
+ *   { "name": "orders-app", "token": "<secret>", "roles": ["producer:orders.*", "consumer:orders.*"] }
+ * ] }
+ * ```
+ *
+ * Each entry gives its secret as `sha256` (preferred: the file then holds no secret) or as
+ * `token`. Roles: `admin`, `producer:PATTERN`, `consumer:PATTERN`, where PATTERN is a queue
+ * name in which `*` matches any run of characters. Throws ConfigError naming the first
+ * problem (the server then exits 2).
+ */
+export function loadTokenFile(path: string): TokenEntry[] {
+  let raw: unknown
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (error) {
+    throw new ConfigError(`auth file ${path}: ${(error as Error).message}`, { cause: error })
+  }
+  return parseTokenFile(raw, path)
+}
+
+/** Validates a parsed token file (see loadTokenFile); `where` names it in errors. */
+export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
+  const tokens = (raw as { tokens?: unknown } | null)?.tokens
+  if (!Array.isArray(tokens)) throw new ConfigError(`auth file ${where}: expected { "tokens": [ … ] }`)
+  if (tokens.length > TOKENS_MAX) throw new ConfigError(`auth file ${where}: more than ${TOKENS_MAX} tokens`)
+  const names = new Set<string>()
+  const digests = new Set<string>()
+  return tokens.map((t: unknown, i) => {
+    const at = `auth file ${where}, token ${i + 1}`
+    const entry = t as { name?: unknown; token?: unknown; sha256?: unknown; roles?: unknown }
+    if (typeof entry?.name !== 'string' || !TOKEN_NAME_PATTERN.test(entry.name)) {
+      throw new ConfigError(`${at}: "name" must be 1-64 letters, digits, '.', '_' or '-'`)
+    }
+    if (names.has(entry.name)) throw new ConfigError(`${at}: the name "${entry.name}" is used twice`)
+    names.add(entry.name)
+    let sha256: string
+    if (typeof entry.sha256 === 'string' && entry.token === undefined) {
+      if (!TOKEN_SHA256_PATTERN.test(entry.sha256))
+        throw new ConfigError(`${at}: "sha256" must be 64 lowercase hex digits`)
+      sha256 = entry.sha256
+    } else if (typeof entry.token === 'string' && entry.sha256 === undefined) {
+      if (entry.token.length < TOKEN_CHARS_MIN) {
+        throw new ConfigError(`${at}: a token must have at least ${TOKEN_CHARS_MIN} characters`)
+      }
+      sha256 = tokenDigest(entry.token)
+    } else {
+      throw new ConfigError(`${at} ("${entry.name}"): give exactly one of "token" or "sha256"`)
+    }
+    if (digests.has(sha256)) throw new ConfigError(`${at} ("${entry.name}"): the same secret is used twice`)
+    digests.add(sha256)
+    if (!Array.isArray(entry.roles) || entry.roles.length === 0 || entry.roles.length > ROLES_PER_TOKEN_MAX) {
+      throw new ConfigError(`${at} ("${entry.name}"): "roles" must list 1-${ROLES_PER_TOKEN_MAX} roles`)
+    }
+    return {
+      name: entry.name,
+      sha256,
+      roles: entry.roles.map((r) => roleOf(r, `${at} ("${entry.name}")`)),
+    }
+  })
+}
+
+/** Parses a role of the token file; throws ConfigError naming `at` when it is not one. */
+function roleOf(text: unknown, at: string): Role {
+  const role = parseRole(text)
+  if (!role)
+    throw new ConfigError(
+      `${at}: role ${JSON.stringify(text)} is not admin, producer:PATTERN or consumer:PATTERN`,
+    )
+  return role
+}

@@ -1,0 +1,81 @@
+import { createServer } from 'node:net'
+import { Role } from '@mq/raft-core'
+import { afterEach, describe, expect, it } from 'vitest'
+import { silentLogger } from '../log'
+import { NodeMetrics } from '../metrics/node-metrics'
+import type { GroupView, NodeView } from '../node-view'
+import { type HttpServer, startHttpServer } from './http-server'
+
+const servers: HttpServer[] = []
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => s.close()))
+})
+
+function fakeView(state: { failed: boolean; leader: string }): NodeView {
+  const status = {
+    role: Role.Leader,
+    lead: 'n1',
+    term: 3,
+    commit: 7,
+    applied: 7,
+    lastIndex: 7,
+  } as GroupView['status']
+  return {
+    nodeId: 'n1',
+    serving: () => !state.failed,
+    failed: () => state.failed,
+    groups: () => [{ groupId: 0, status }],
+    ledPartitions: () => [],
+    metaLeaderId: () => state.leader,
+  }
+}
+
+async function start(view: NodeView): Promise<string> {
+  const server = await startHttpServer({
+    listen: '127.0.0.1:0',
+    metrics: new NodeMetrics('n1'),
+    view,
+    log: silentLogger(),
+  })
+  servers.push(server)
+  return `http://127.0.0.1:${server.port}`
+}
+
+describe('the operations HTTP server', () => {
+  it('answers liveness, readiness with reasons, metrics, 404 and 405', async () => {
+    const state = { failed: false, leader: '' }
+    const base = await start(fakeView(state))
+    expect((await fetch(`${base}/healthz`)).status).toBe(200)
+    const notReady = await fetch(`${base}/readyz`)
+    expect(notReady.status).toBe(503)
+    expect(await notReady.text()).toMatch(/meta group leader is not known/)
+    state.leader = 'n1'
+    expect((await fetch(`${base}/readyz`)).status).toBe(200)
+    const metrics = await fetch(`${base}/metrics`)
+    expect(metrics.headers.get('content-type')).toMatch(/^text\/plain; version=0.0.4/)
+    expect(await metrics.text()).toMatch(/^mq_raft_term\{group="0",node="n1"\} 3$/m)
+    expect((await fetch(`${base}/nope`)).status).toBe(404)
+    expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405)
+    state.failed = true
+    expect((await fetch(`${base}/healthz`)).status).toBe(503)
+    expect((await fetch(`${base}/readyz`)).status).toBe(503)
+  })
+
+  it('names the address when it cannot listen', async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const port = (taken.address() as { port: number }).port
+    try {
+      await expect(
+        startHttpServer({
+          listen: `127.0.0.1:${port}`,
+          metrics: new NodeMetrics('n1'),
+          view: fakeView({ failed: false, leader: 'n1' }),
+          log: silentLogger(),
+        }),
+      ).rejects.toThrow(`cannot listen on 127.0.0.1:${port} (http)`)
+    } finally {
+      taken.close()
+    }
+  })
+})

@@ -1,0 +1,254 @@
+import type { GroupCommitBatch } from '@mq/kv-storage'
+import { Role } from '@mq/raft-core'
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import type { NodeView } from '../node-view'
+import { readiness } from '../node-view'
+
+/** Seconds; from 100 µs (an fsync on a fast disk) to 10 s (a stuck call). */
+const LATENCY_BUCKETS_S = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10,
+]
+const OPS_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16_384, 65_536]
+const BYTES_BUCKETS = [256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576, 4_194_304, 16_777_216, 67_108_864]
+const ROLES = [Role.Follower, Role.PreCandidate, Role.Candidate, Role.Leader] as const
+const MISNAMED_DEFAULT_METRICS = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+]
+/** Bound on the partitions whose depth one scrape reports (the scrape stays cheap). */
+export const SCRAPE_PARTITIONS_MAX = 1_000
+
+/**
+ * Every Prometheus metric of one node, in its own registry (never prom-client's global one,
+ * so several nodes can live in one process). Counters and histograms are fed as things
+ * happen (by the observers in this folder); gauges are refreshed from a NodeView when
+ * scraped (`render`).
+ */
+export class NodeMetrics {
+  readonly registry = new Registry()
+
+  // Raft, per group
+  readonly raftTerm = this.#gauge('mq_raft_term', 'Current Raft term of this replica', ['group'])
+  readonly raftRole = this.#gauge(
+    'mq_raft_role',
+    'Raft role of this replica: 1 for the current role, 0 for the others',
+    ['group', 'role'],
+  )
+  readonly raftCommitIndex = this.#gauge('mq_raft_commit_index', 'Highest log index known committed', [
+    'group',
+  ])
+  readonly raftAppliedIndex = this.#gauge(
+    'mq_raft_applied_index',
+    'Highest log index applied to the state machine',
+    ['group'],
+  )
+  readonly raftLastIndex = this.#gauge('mq_raft_last_index', 'Last index of the local Raft log', ['group'])
+  readonly raftElections = this.#counter(
+    'mq_raft_elections_total',
+    'Elections this replica started (RequestVote sent for a new term)',
+    ['group'],
+  )
+  readonly raftSnapshotSends = this.#counter(
+    'mq_raft_snapshot_sends_total',
+    'Snapshots this replica started sending to a follower (first InstallSnapshot chunk)',
+    ['group'],
+  )
+  readonly raftAppendSeconds = this.#histogram(
+    'mq_raft_append_seconds',
+    'From proposing an entry on the leader until it is committed (replicated and fsynced on a majority) and applied',
+    ['group'],
+    LATENCY_BUCKETS_S,
+  )
+  readonly raftApplySeconds = this.#histogram(
+    'mq_raft_apply_seconds',
+    'Time the state machine took to apply one batch of committed entries',
+    ['group'],
+    LATENCY_BUCKETS_S,
+  )
+
+  // Storage (the group commit: one fsync for every group's writes of a cycle)
+  readonly fsyncSeconds = this.#histogram(
+    'mq_storage_fsync_seconds',
+    'Time of one synced group-commit batch write',
+    [],
+    LATENCY_BUCKETS_S,
+  )
+  readonly batchOps = this.#histogram(
+    'mq_storage_batch_ops',
+    'Operations per group-commit batch',
+    [],
+    OPS_BUCKETS,
+  )
+  readonly batchBytes = this.#histogram(
+    'mq_storage_batch_bytes',
+    'Key and value bytes per group-commit batch',
+    [],
+    BYTES_BUCKETS,
+  )
+
+  // Queues: depth of the partitions this node leads (refreshed per scrape) and operation counts
+  readonly queueMessages = this.#gauge(
+    'mq_queue_messages',
+    'Messages per state (ready, delayed, leased, dead) and weight, in the partitions this node leads',
+    ['queue', 'partition', 'weight', 'state'],
+  )
+  readonly queueOldestAge = this.#gauge(
+    'mq_queue_oldest_age_seconds',
+    'Age of the oldest ready message per weight, in the partitions this node leads',
+    ['queue', 'partition', 'weight'],
+  )
+  readonly queueTargetShare = this.#gauge(
+    'mq_queue_target_share',
+    'Share of leases the weighted scheduler aims to give this weight (weight / sum of backlogged weights)',
+    ['queue', 'partition', 'weight'],
+  )
+  readonly queueAchievedShare = this.#gauge(
+    'mq_queue_achieved_share',
+    'Share of the recent leases this weight got',
+    ['queue', 'partition', 'weight'],
+  )
+  readonly enqueued = this.#counter(
+    'mq_queue_enqueued_total',
+    'Messages enqueued (new, not idempotent retries)',
+    ['queue'],
+  )
+  readonly leased = this.#counter('mq_queue_leased_total', 'Messages leased to consumers', ['queue'])
+  readonly redelivered = this.#counter(
+    'mq_queue_redelivered_total',
+    'Leases of a message delivered before (after a nack or an expired lease)',
+    ['queue'],
+  )
+  readonly acked = this.#counter('mq_queue_acked_total', 'Leases acked', ['queue'])
+  readonly nacked = this.#counter('mq_queue_nacked_total', 'Leases nacked', ['queue'])
+  readonly expired = this.#counter(
+    'mq_queue_expired_total',
+    'Ack, nack or extend of a lease that had already expired (the message was or will be delivered again)',
+    ['queue'],
+  )
+
+  // RPCs
+  readonly rpcSeconds = this.#histogram(
+    'mq_rpc_duration_seconds',
+    'Server-side duration of a gRPC call, by method and status code',
+    ['method', 'code'],
+    LATENCY_BUCKETS_S,
+  )
+
+  // The node
+  readonly ready = this.#gauge('mq_node_ready', '1 when the node is ready (see /readyz)', [])
+  readonly metaLeaderKnown = this.#gauge(
+    'mq_meta_leader_known',
+    '1 when this node knows the meta group leader',
+    [],
+  )
+
+  constructor(nodeId: string) {
+    this.registry.setDefaultLabels({ node: nodeId })
+    collectDefaultMetrics({ register: this.registry })
+    // Gauges that prom-client names like counters (`_total`), which `promtool check metrics` rejects.
+    for (const name of MISNAMED_DEFAULT_METRICS) this.registry.removeSingleMetric(name)
+  }
+
+  /** Feeds one group-commit batch (the kv-storage `onBatch` hook). */
+  readonly onStorageBatch = (batch: GroupCommitBatch): void => {
+    this.fsyncSeconds.observe(batch.fsyncMs / 1000)
+    this.batchOps.observe(batch.ops)
+    this.batchBytes.observe(batch.bytes)
+  }
+
+  /**
+   * Exports monotonic counts kept elsewhere (e.g. the peer transport's stats) as counters
+   * named `prefix_<key in snake case>_total`, read at each scrape.
+   */
+  addSource(prefix: string, help: string, read: () => Record<string, number>): void {
+    for (const key of Object.keys(read())) {
+      const name = `${prefix}_${key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)}_total`
+      new Counter({
+        name,
+        help: `${help}: ${key}`,
+        registers: [this.registry],
+        collect() {
+          this.reset()
+          this.inc(read()[key] ?? 0)
+        },
+      })
+    }
+  }
+
+  /** Times `applied` (a proposal's promise) into mq_raft_append_seconds; returns it unchanged. */
+  timeAppend<T>(groupId: number, applied: Promise<T>): Promise<T> {
+    const end = this.raftAppendSeconds.startTimer({ group: String(groupId) })
+    applied.then(
+      () => end(),
+      () => {},
+    )
+    return applied
+  }
+
+  /** Refreshes the gauges from `view` and returns the Prometheus text exposition. */
+  async render(view: NodeView): Promise<string> {
+    await this.#refresh(view)
+    return this.registry.metrics()
+  }
+
+  get contentType(): string {
+    return this.registry.contentType
+  }
+
+  async #refresh(view: NodeView): Promise<void> {
+    for (const g of [
+      this.raftTerm,
+      this.raftRole,
+      this.raftCommitIndex,
+      this.raftAppliedIndex,
+      this.raftLastIndex,
+    ])
+      g.reset()
+    for (const { groupId, status } of view.groups()) {
+      const group = String(groupId)
+      this.raftTerm.set({ group }, status.term)
+      for (const role of ROLES) this.raftRole.set({ group, role }, status.role === role ? 1 : 0)
+      this.raftCommitIndex.set({ group }, status.commit)
+      this.raftAppliedIndex.set({ group }, status.applied)
+      this.raftLastIndex.set({ group }, status.lastIndex)
+    }
+    for (const g of [this.queueMessages, this.queueOldestAge, this.queueTargetShare, this.queueAchievedShare])
+      g.reset()
+    const nowMs = Date.now()
+    for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
+      const stats = await p.stats(nowMs)
+      if (!stats) continue
+      const partition = String(p.partition)
+      for (const w of stats.weights) {
+        const labels = { queue: p.queue, partition, weight: String(w.weight) }
+        this.queueMessages.set({ ...labels, state: 'ready' }, w.ready)
+        this.queueMessages.set({ ...labels, state: 'delayed' }, w.delayed)
+        this.queueMessages.set({ ...labels, state: 'leased' }, w.leased)
+        this.queueMessages.set({ ...labels, state: 'dead' }, w.dead)
+        this.queueOldestAge.set(labels, w.oldestAgeMs / 1000)
+        this.queueTargetShare.set(labels, w.targetShare)
+        this.queueAchievedShare.set(labels, w.achievedShare)
+      }
+    }
+    this.ready.set(readiness(view).ready ? 1 : 0)
+    this.metaLeaderKnown.set(view.metaLeaderId() === '' ? 0 : 1)
+  }
+
+  #gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): Gauge<L> {
+    return new Gauge({ name, help, labelNames, registers: [this.registry] })
+  }
+
+  #counter<L extends string>(name: string, help: string, labelNames: readonly L[]): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] })
+  }
+
+  #histogram<L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    buckets: number[],
+  ): Histogram<L> {
+    return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] })
+  }
+}

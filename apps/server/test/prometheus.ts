@@ -1,0 +1,55 @@
+import { execFileSync, spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+
+/** One sample of a Prometheus text exposition. */
+export interface Sample {
+  readonly name: string
+  readonly labels: Readonly<Record<string, string>>
+  readonly value: number
+}
+
+/**
+ * Parses the Prometheus text format (version 0.0.4) into samples. Throws on a line that is
+ * neither a comment nor a well-formed sample, so a malformed exposition fails the test.
+ */
+export function parseExposition(text: string): Sample[] {
+  const samples: Sample[] = []
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/.exec(line)
+    if (!m) throw new Error(`not a Prometheus sample line: ${line}`)
+    const labels: Record<string, string> = {}
+    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[l[1] as string] = (l[2] as string).replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))
+    }
+    const value =
+      m[4] === '+Inf' ? Number.POSITIVE_INFINITY : m[4] === '-Inf' ? Number.NEGATIVE_INFINITY : Number(m[4])
+    if (Number.isNaN(value) && (m[4] as string).toLowerCase() !== 'nan')
+      throw new Error(`bad sample value: ${line}`)
+    samples.push({ name: m[1] as string, labels, value })
+  }
+  return samples
+}
+
+/** The sum of the samples named `name` whose labels include `labels`. */
+export function sampleSum(
+  samples: readonly Sample[],
+  name: string,
+  labels: Record<string, string> = {},
+): number {
+  return samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((a, s) => a + s.value, 0)
+}
+
+const ensureScript = join(import.meta.dirname, '..', '..', '..', 'scripts', 'ensure-promtool.sh')
+
+/**
+ * Runs `promtool check metrics` on `text` and returns its exit status and output. Installs
+ * promtool first (scripts/ensure-promtool.sh: Debian's prometheus package) when it is missing.
+ */
+export function promtoolCheck(text: string): { status: number | null; output: string } {
+  execFileSync('bash', [ensureScript], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })
+  return { status: r.status, output: `${r.stdout}${r.stderr}` }
+}

@@ -1,0 +1,48 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { type MetaServer, mqError, unaryHandler as unary } from '@mq/protocol'
+import type { MetaGroupPort } from './meta-handlers'
+import type { TokenRecord } from './token-registry'
+
+/** Random bytes of a new token's secret (192 bits), sent as `mq_` + base64url. */
+const SECRET_BYTES = 24
+
+/** The hex SHA-256 of a token's secret: how tokens are stored and looked up. */
+export function tokenDigest(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex')
+}
+
+/**
+ * The Meta service's token RPCs. CreateToken makes the secret here (on the meta leader,
+ * outside the deterministic state machine), proposes only its SHA-256, and returns the
+ * secret once. Who may call them (admin) is the server's access control's business.
+ */
+export function tokenHandlers(
+  meta: MetaGroupPort,
+): Pick<MetaServer, 'createToken' | 'deleteToken' | 'listTokens'> {
+  return {
+    createToken: unary(async (req) => {
+      const token = `mq_${randomBytes(SECRET_BYTES).toString('base64url')}`
+      const r = await meta.propose({
+        type: 'putToken',
+        name: req.name,
+        sha256: tokenDigest(token),
+        roles: req.roles,
+      })
+      if (!r.ok) throw mqError(r.code, r.message)
+      return { name: (r.value as TokenRecord).name, token }
+    }),
+    deleteToken: unary(async (req) => {
+      const r = await meta.propose({ type: 'deleteToken', name: req.name })
+      if (!r.ok) throw mqError(r.code, r.message)
+      return {}
+    }),
+    listTokens: unary(async () => {
+      const state = await meta.read()
+      return {
+        tokens: state.tokens
+          .list()
+          .map((t) => ({ name: t.name, roles: [...t.roles], createdAtMs: t.createdAtMs })),
+      }
+    }),
+  }
+}

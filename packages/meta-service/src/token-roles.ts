@@ -1,0 +1,65 @@
+/**
+ * The grammar of client-token roles, shared by the servers' token file and the tokens the
+ * meta group keeps: `admin` may do everything; `producer:PATTERN` and `consumer:PATTERN`
+ * only on queues whose names match PATTERN, where `*` matches any run of characters.
+ */
+export type Role =
+  | { readonly role: 'admin' }
+  | {
+      readonly role: 'producer' | 'consumer'
+      readonly pattern: string
+      readonly matches: (queue: string) => boolean
+    }
+
+/** Names of tokens: 1-64 letters, digits, '.', '_' or '-'. */
+export const TOKEN_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
+/** A stored token's secret: the hex SHA-256 of it. */
+export const TOKEN_SHA256_PATTERN = /^[0-9a-f]{64}$/
+/** Roles of one token, at most. */
+export const ROLES_PER_TOKEN_MAX = 100
+
+/** Parses one role (`admin`, `producer:PATTERN`, `consumer:PATTERN`); undefined when it is none of them. */
+export function parseRole(text: unknown): Role | undefined {
+  if (text === 'admin') return { role: 'admin' }
+  const match = typeof text === 'string' ? /^(producer|consumer):(.{1,256})$/s.exec(text) : null
+  if (!match) return undefined
+  const pattern = match[2] as string
+  return {
+    role: match[1] as 'producer' | 'consumer',
+    pattern,
+    matches: (queue) => globMatches(pattern, queue),
+  }
+}
+
+/** The role as written (`admin`, `producer:orders.*`). */
+export function formatRole(role: Role): string {
+  return role.role === 'admin' ? 'admin' : `${role.role}:${role.pattern}`
+}
+
+/**
+ * Whether `text` matches `pattern`, where `*` matches any run of characters (none too) and
+ * every other character itself. O(pattern × text) at worst: no regular expression, so no
+ * pattern can make a match slow.
+ */
+export function globMatches(pattern: string, text: string): boolean {
+  let p = 0
+  let t = 0
+  let star = -1
+  let resume = 0
+  while (t < text.length) {
+    if (p < pattern.length && pattern[p] !== '*' && pattern[p] === text[t]) {
+      p++
+      t++
+    } else if (p < pattern.length && pattern[p] === '*') {
+      star = p++
+      resume = t
+    } else if (star >= 0) {
+      p = star + 1
+      t = ++resume
+    } else {
+      return false
+    }
+  }
+  while (p < pattern.length && pattern[p] === '*') p++
+  return p === pattern.length
+}
