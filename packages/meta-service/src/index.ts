@@ -3,8 +3,16 @@ export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
 export type { ControllerPort, MetaGroupPort } from './meta-handlers'
 export { metaHandlers } from './meta-handlers'
-export type { GroupRecord, MetaResult, NodeRecord, PartitionRecord, QueueRecord } from './meta-state'
-export { META_LIMITS, MetaState } from './meta-state'
+export type {
+  GroupRecord,
+  MetaResult,
+  MoveRecord,
+  NodeRecord,
+  PartitionRecord,
+  QueueRecord,
+  ScaleRecord,
+} from './meta-state'
+export { META_LIMITS, MetaState, MovePhase } from './meta-state'
 export { chooseReplicaNodes } from './placement'
 export type { StorageEngine } from './queue-config'
 export {
@@ -17,3 +25,5 @@ export {
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export type { Liveness } from './routes'
 export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'
+export type { ControlAction, ControlInput, ScaleProgress } from './scale-plan'
+export { controlActions, planMoves, scaleProgress } from './scale-plan'

@@ -17,6 +17,21 @@ export type MetaCommand =
   | { readonly type: 'createQueue'; readonly name: string; readonly config: Partial<QueueConfig> }
   | { readonly type: 'updateQueue'; readonly name: string; readonly update: QueueConfigUpdate }
   | { readonly type: 'deleteQueue'; readonly name: string }
+  /** Sets the wanted number of data groups; the controller carries the plan out. */
+  | { readonly type: 'scaleDataGroups'; readonly groups: number }
+  /** Records a live move of one partition to another data group (phase copy). */
+  | {
+      readonly type: 'startMove'
+      readonly queue: string
+      readonly partition: number
+      readonly toGroup: number
+    }
+  /** The target group holds the partition: route it there (phase drop; the route epoch bumps). */
+  | { readonly type: 'completeMove'; readonly moveId: number }
+  /** The source group dropped its copy: the move is over. */
+  | { readonly type: 'finishMove'; readonly moveId: number }
+  /** The scale plan is carried out (groups made or removed, partitions spread evenly). */
+  | { readonly type: 'finishScale' }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -28,6 +43,11 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'createQueue',
   'updateQueue',
   'deleteQueue',
+  'scaleDataGroups',
+  'startMove',
+  'completeMove',
+  'finishMove',
+  'finishScale',
 ])
 
 const encoder = new TextEncoder()

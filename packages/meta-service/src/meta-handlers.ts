@@ -9,6 +9,7 @@ import {
 import type { MetaCommand } from './meta-commands'
 import type { MetaResult, MetaState, QueueRecord } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
+import { scaleProgress } from './scale-plan'
 
 /** What the meta RPCs need from the meta group replica they run on. */
 export interface MetaGroupPort {
@@ -96,6 +97,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, meta.liveness()),
         groups: groupStatusesOf(state),
+        scale: scaleProgress(state),
       }
     }),
     scaleDataGroups: unary(async (req) => {
