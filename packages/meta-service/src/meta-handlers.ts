@@ -97,7 +97,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, meta.liveness()),
         groups: groupStatusesOf(state),
-        scale: scaleProgress(state),
+        ...(state.scale ? { scale: scaleProgress(state) } : {}),
       }
     }),
     scaleDataGroups: unary(async (req) => {
