@@ -132,6 +132,11 @@ export class MetaState {
     return this.#groups.get(groupId)
   }
 
+  /** Whether data group `groupId` existed and was removed (ids are never reused). */
+  wasRemoved(groupId: number): boolean {
+    return groupId >= 1 && groupId < this.#nextGroupId && !this.#groups.has(groupId)
+  }
+
   groups(): GroupRecord[] {
     return [...this.#groups.values()].sort((a, b) => a.groupId - b.groupId)
   }

@@ -92,6 +92,12 @@ export class DataMachine implements StateMachine {
     return written
   }
 
+  /** Resolves once every entry handed to apply is applied and its writes are durable. */
+  async settled(): Promise<void> {
+    await this.#tail
+    await this.#lastWrite
+  }
+
   /** Every key of the group's state machine, once all applied entries are durable. */
   async snapshot(): Promise<Uint8Array> {
     await this.#tail
