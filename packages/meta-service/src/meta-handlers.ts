@@ -98,6 +98,15 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         nodes: nodeStatusesOf(state, meta.liveness()),
         groups: groupStatusesOf(state),
         ...(state.scale ? { scale: scaleProgress(state) } : {}),
+        moves: state.moves().map((m) => ({
+          moveId: m.moveId,
+          queue: m.queue,
+          partition: m.partition,
+          fromGroup: m.fromGroup,
+          toGroup: m.toGroup,
+          phase: m.phase,
+          startedAtMs: m.startedAtMs,
+        })),
       }
     }),
     scaleDataGroups: unary(async (req) => {

@@ -30,6 +30,7 @@ export {
   type MetaServer,
   MetaService,
   NodeStatus,
+  PartitionMove,
   PartitionRoute,
   QueueConfig,
   QueueConfigUpdate,
