@@ -23,7 +23,9 @@ export interface ObservedMove {
   readonly partition: number
   readonly fromGroup: number
   readonly toGroup: number
+  /** The flip happened after `seenBeforeMs` (the last poll that saw the old group) and by this. */
   readonly flippedAtMs: number
+  readonly seenBeforeMs: number
   /**
    * The client-visible pause: the longest gap between two successful operations on the
    * partition (produce, lease, ack) around the flip.
@@ -75,18 +77,19 @@ function okTimesByPartition(ops: readonly Op[]): Map<number, number[]> {
   return out
 }
 
-/** The gap between the successful operations just before and just after `atMs`. */
-export function pauseAround(times: readonly number[], atMs: number): number {
-  let before = Number.NEGATIVE_INFINITY
-  let after = Number.POSITIVE_INFINITY
-  for (const t of times) {
-    if (t <= atMs) before = t
-    else {
-      after = t
-      break
-    }
+/**
+ * The longest gap between consecutive successful operations (`times`, sorted) that overlaps
+ * [fromMs, toMs]: the route flipped somewhere in that window, and the pause of the move lies
+ * around it.
+ */
+export function longestGapIn(times: readonly number[], fromMs: number, toMs: number): number {
+  let longest = 0
+  for (let i = 1; i < times.length; i++) {
+    const a = times[i - 1] as number
+    const b = times[i] as number
+    if (b >= fromMs && a <= toMs) longest = Math.max(longest, b - a)
   }
-  return Number.isFinite(before) && Number.isFinite(after) ? after - before : Number.POSITIVE_INFINITY
+  return longest
 }
 
 /**
@@ -106,7 +109,13 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
   const queue = 'scale'
   const history = new History()
   const load = new Workload(history, queue)
-  const flips: { partition: number; fromGroup: number; toGroup: number; flippedAtMs: number }[] = []
+  const flips: {
+    partition: number
+    fromGroup: number
+    toGroup: number
+    flippedAtMs: number
+    seenBeforeMs: number
+  }[] = []
   let watching = true
   let metaLeaderKilled = ''
   try {
@@ -125,6 +134,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     // Watches the route: each change of a partition's group is a move seen by clients.
     const watcher = (async () => {
       let last = new Map<number, number>()
+      let lastSeenMs = Date.now()
       while (watching) {
         try {
           const route = await client.admin.describeQueue(queue)
@@ -133,9 +143,16 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
           for (const [partition, groupId] of next) {
             const before = last.get(partition)
             if (before !== undefined && before !== groupId)
-              flips.push({ partition, fromGroup: before, toGroup: groupId, flippedAtMs: now })
+              flips.push({
+                partition,
+                fromGroup: before,
+                toGroup: groupId,
+                flippedAtMs: now,
+                seenBeforeMs: lastSeenMs,
+              })
           }
           last = next
+          lastSeenMs = now
         } catch {
           // The meta leader is changing: the next poll sees the route.
         }
@@ -169,17 +186,22 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       await client.admin.scaleDataGroups(target)
       log(`scale step ${i + 1}: ${before.length} → ${target} data groups`)
       if (i === 0 && options.killMetaLeader) {
-        // Kill the meta leader once a move is under way (a move done, more to do).
+        // Kill the meta leader while a move is in its copy phase (the source is fenced).
+        let copying = ''
         await waitFor(
           async () => {
-            const s = (await client.admin.clusterStatus()).scale
-            return (s?.movesDone ?? 0) >= 1 && (s?.movesDone ?? 0) < (s?.movesTotal ?? 0)
+            const status = await client.admin.clusterStatus()
+            const move = status.moves.find((m) => m.phase === 'copy')
+            if (move) {
+              metaLeaderKilled = status.metaLeaderId
+              copying = `move ${move.moveId} of ${move.queue}/${move.partition} (group ${move.fromGroup} → ${move.toGroup})`
+            }
+            return move !== undefined
           },
           stepMsMax,
-          50,
+          20,
         )
-        metaLeaderKilled = (await client.admin.clusterStatus()).metaLeaderId
-        log(`killing the meta leader ${metaLeaderKilled} (SIGKILL) in the middle of the moves`)
+        log(`killing the meta leader ${metaLeaderKilled} (SIGKILL) during the copy of ${copying}`)
         await cluster.kill(metaLeaderKilled)
         await new Promise((r) => setTimeout(r, 1_000))
         await cluster.restart(metaLeaderKilled)
@@ -224,7 +246,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     const times = okTimesByPartition(history.ops)
     const moves = flips.map((f) => ({
       ...f,
-      pauseMs: pauseAround(times.get(f.partition) ?? [], f.flippedAtMs),
+      pauseMs: longestGapIn(times.get(f.partition) ?? [], f.seenBeforeMs, f.flippedAtMs),
     }))
     for (const m of moves)
       log(
