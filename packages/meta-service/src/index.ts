@@ -10,9 +10,10 @@ export type {
   NodeRecord,
   PartitionRecord,
   QueueRecord,
+  ReplicaChangeRecord,
   ScaleRecord,
 } from './meta-state'
-export { META_LIMITS, MetaState, MovePhase } from './meta-state'
+export { META_LIMITS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
 export { chooseReplicaNodes } from './placement'
 export type { StorageEngine } from './queue-config'
 export {
@@ -23,6 +24,8 @@ export {
   STORAGE_ENGINES,
 } from './queue-config'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
+export type { ReplicaChange, ReplicaInput } from './replica-plan'
+export { replicaActions } from './replica-plan'
 export type { Liveness } from './routes'
 export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'
 export type { ControlAction, ControlInput, ScaleProgress } from './scale-plan'

@@ -1,4 +1,5 @@
 import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
+import type { ReplicaChangeReason } from './meta-state'
 
 /**
  * The commands of the meta state machine: what the meta leader proposes through Raft and
@@ -32,6 +33,18 @@ export type MetaCommand =
   | { readonly type: 'finishMove'; readonly moveId: number }
   /** The scale plan is carried out (groups made or removed, partitions spread evenly). */
   | { readonly type: 'finishScale' }
+  /** Marks a node as draining: its data-group replicas move to other nodes. */
+  | { readonly type: 'drainNode'; readonly nodeId: string }
+  /** Records a membership change of a data group: `add` replaces `remove`. */
+  | {
+      readonly type: 'startReplicaChange'
+      readonly groupId: number
+      readonly add: string
+      readonly remove: string
+      readonly reason: ReplicaChangeReason
+    }
+  /** The group's Raft membership changed: `add` is a voter, `remove` is gone. */
+  | { readonly type: 'finishReplicaChange'; readonly groupId: number }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -48,6 +61,9 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'completeMove',
   'finishMove',
   'finishScale',
+  'drainNode',
+  'startReplicaChange',
+  'finishReplicaChange',
 ])
 
 const encoder = new TextEncoder()

@@ -58,6 +58,29 @@ export interface MoveRecord {
   readonly startedAtMs: number
 }
 
+export const ReplicaChangeReason = {
+  /** The node being replaced is draining. */
+  Drain: 'drain',
+  /** The node being replaced was dead for longer than the replacement timeout. */
+  Dead: 'dead',
+  /** Spreads replicas evenly over the nodes (a node joined). */
+  Balance: 'balance',
+} as const
+export type ReplicaChangeReason = (typeof ReplicaChangeReason)[keyof typeof ReplicaChangeReason]
+
+/**
+ * A membership change of one data group under way: the group's leader adds `add` as a
+ * learner, promotes it once caught up, then removes `remove` (single-server changes). The
+ * group's replica list changes when the change is finished.
+ */
+export interface ReplicaChangeRecord {
+  readonly groupId: number
+  readonly add: string
+  readonly remove: string
+  readonly reason: ReplicaChangeReason
+  readonly startedAtMs: number
+}
+
 /** The operator's wanted number of data groups and how far the controller got. */
 export interface ScaleRecord {
   readonly targetGroups: number
@@ -91,6 +114,8 @@ interface MetaImage {
   readonly nextMoveId?: number
   readonly moves?: readonly MoveRecord[]
   readonly scale?: ScaleRecord
+  readonly draining?: readonly string[]
+  readonly replicaChanges?: readonly ReplicaChangeRecord[]
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -112,6 +137,8 @@ export class MetaState {
   #nextMoveId = 1
   #scale: ScaleRecord | undefined
   readonly #moves = new Map<number, MoveRecord>()
+  readonly #draining = new Set<string>()
+  readonly #replicaChanges = new Map<number, ReplicaChangeRecord>()
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -167,6 +194,27 @@ export class MetaState {
     return this.#moves.get(moveId)
   }
 
+  /** Whether node `nodeId` is being drained (its replicas move elsewhere). */
+  draining(nodeId: string): boolean {
+    return this.#draining.has(nodeId)
+  }
+
+  /** The data-group membership changes under way, in group id order. */
+  replicaChanges(): ReplicaChangeRecord[] {
+    return [...this.#replicaChanges.values()].sort((a, b) => a.groupId - b.groupId)
+  }
+
+  replicaChange(groupId: number): ReplicaChangeRecord | undefined {
+    return this.#replicaChanges.get(groupId)
+  }
+
+  /** The data groups node `nodeId` must host: those it is a replica of, or is being added to. */
+  groupsOf(nodeId: string): GroupRecord[] {
+    return this.groups().filter(
+      (g) => g.replicas.includes(nodeId) || this.#replicaChanges.get(g.groupId)?.add === nodeId,
+    )
+  }
+
   /** How many partitions each data group holds (groups with none included). */
   partitionCounts(): Map<number, number> {
     const counts = new Map<number, number>()
@@ -202,6 +250,12 @@ export class MetaState {
         return this.#completeMove(command.moveId)
       case 'finishMove':
         return this.#finishMove(command.moveId)
+      case 'drainNode':
+        return this.#drainNode(command.nodeId)
+      case 'startReplicaChange':
+        return this.#startReplicaChange(command, nowMs)
+      case 'finishReplicaChange':
+        return this.#finishReplicaChange(command.groupId)
       case 'finishScale':
         if (this.#scale) this.#scale = { ...this.#scale, running: false }
         return ok(this.#scale ?? null)
@@ -273,6 +327,12 @@ export class MetaState {
   #removeGroup(groupId: unknown): MetaResult<null> {
     const group = typeof groupId === 'number' ? this.#groups.get(groupId) : undefined
     if (!group) return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} does not exist`)
+    if (this.#replicaChanges.has(group.groupId)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `data group ${group.groupId} is changing its replicas; wait for it`,
+      )
+    }
     const moving = this.moves().find((m) => m.fromGroup === group.groupId || m.toGroup === group.groupId)
     if (moving) {
       return fail(
@@ -470,6 +530,75 @@ export class MetaState {
     return ok(null)
   }
 
+  #drainNode(nodeId: unknown): MetaResult<number> {
+    if (typeof nodeId !== 'string' || !this.#nodes.has(nodeId)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    }
+    this.#draining.add(nodeId)
+    return ok(this.groupsOf(nodeId).length)
+  }
+
+  #startReplicaChange(
+    c: {
+      readonly groupId: unknown
+      readonly add: unknown
+      readonly remove: unknown
+      readonly reason: unknown
+    },
+    nowMs: number,
+  ): MetaResult<ReplicaChangeRecord> {
+    const group = typeof c.groupId === 'number' ? this.#groups.get(c.groupId) : undefined
+    if (!group) return fail(ErrorCode.InvalidArgument, `data group ${String(c.groupId)} does not exist`)
+    if (this.#replicaChanges.has(group.groupId)) {
+      return fail(ErrorCode.InvalidArgument, `data group ${group.groupId} is changing its replicas already`)
+    }
+    if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${String(c.remove)} is not a replica of data group ${group.groupId}`,
+      )
+    }
+    if (typeof c.add !== 'string' || !this.#nodes.has(c.add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(c.add)} is not registered`)
+    }
+    if (group.replicas.includes(c.add)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${c.add} is a replica of data group ${group.groupId} already`,
+      )
+    }
+    if (!Object.values(ReplicaChangeReason).includes(c.reason as ReplicaChangeReason)) {
+      return fail(ErrorCode.InvalidArgument, `unknown replica change reason ${String(c.reason)}`)
+    }
+    const record: ReplicaChangeRecord = {
+      groupId: group.groupId,
+      add: c.add,
+      remove: c.remove,
+      reason: c.reason as ReplicaChangeReason,
+      startedAtMs: nowMs,
+    }
+    this.#replicaChanges.set(group.groupId, record)
+    return ok(record)
+  }
+
+  #finishReplicaChange(groupId: unknown): MetaResult<GroupRecord> {
+    const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
+    const group = change ? this.#groups.get(change.groupId) : undefined
+    if (!change || !group)
+      return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
+    const replicas = [...group.replicas.filter((r) => r !== change.remove), change.add]
+    const next: GroupRecord = {
+      ...group,
+      replicas,
+      ...(group.leaderId === change.remove ? { leaderId: '', leaderTerm: group.leaderTerm } : {}),
+    }
+    this.#groups.set(group.groupId, next)
+    this.#replicaChanges.delete(group.groupId)
+    // Routes carry the replicas' addresses.
+    this.#routeEpoch++
+    return ok(next)
+  }
+
   /** The whole state as bytes: the Raft snapshot of the meta group. */
   snapshot(): Uint8Array {
     const image: MetaImage = {
@@ -480,6 +609,8 @@ export class MetaState {
       nextMoveId: this.#nextMoveId,
       moves: this.moves(),
       ...(this.#scale ? { scale: this.#scale } : {}),
+      draining: [...this.#draining].sort(compare),
+      replicaChanges: this.replicaChanges(),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -499,6 +630,10 @@ export class MetaState {
     this.#scale = image.scale
     this.#moves.clear()
     for (const m of image.moves ?? []) this.#moves.set(m.moveId, m)
+    this.#draining.clear()
+    for (const n of image.draining ?? []) this.#draining.add(n)
+    this.#replicaChanges.clear()
+    for (const c of image.replicaChanges ?? []) this.#replicaChanges.set(c.groupId, c)
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()
