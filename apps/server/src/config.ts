@@ -31,6 +31,8 @@ export interface ServerConfig {
    * keeping the last tenth so that a briefly lagging follower catches up from the log.
    */
   readonly snapshotEntries: number
+  /** A node not heard from for this long has its data-group replicas replaced on other nodes. */
+  readonly replaceDeadAfterMs: number
 }
 
 export const CONFIG_DEFAULTS = {
@@ -41,6 +43,7 @@ export const CONFIG_DEFAULTS = {
   dataGroups: 0,
   peerToken: '',
   snapshotEntries: 50_000,
+  replaceDeadAfterMs: 300_000,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -61,6 +64,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'dataGroups',
   'peerToken',
   'snapshotEntries',
+  'replaceDeadAfterMs',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -156,6 +160,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     dataGroups: int(raw, 'dataGroups', 0, 10_000),
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
+    replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
   }
 }
 

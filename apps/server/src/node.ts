@@ -27,6 +27,7 @@ import {
   type QueueRoute,
   QueueService,
   StaleRouteError,
+  UnavailableError,
   unaryHandler,
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
@@ -39,6 +40,7 @@ import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, peerOnly, type UnaryCall } from './host/peer-calls'
+import { changeReplicas } from './host/replica-changer'
 import { toWireError } from './host/wire-errors'
 import { PeerTransport } from './peer-transport'
 
@@ -107,6 +109,7 @@ export class MqNode {
       nodeId: config.nodeId,
       replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
       dataGroups: config.dataGroups,
+      replaceDeadAfterMs: config.replaceDeadAfterMs,
       calls: this.#calls,
       leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),
       propose: (command) => this.#proposeMeta(command),
@@ -177,6 +180,15 @@ export class MqNode {
       importPartition: peerOnly(
         token,
         unaryHandler(async (req) => this.#mover.import(req)),
+      ),
+      changeReplicas: peerOnly(
+        token,
+        unaryHandler(async (req) => {
+          if (!this.#raft) throw new UnavailableError('the node is starting')
+          return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
+            this.#addresses.get(id),
+          )
+        }),
       ),
     })
     this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controller.port()))

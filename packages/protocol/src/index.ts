@@ -44,6 +44,8 @@ export {
   UpdateQueueRequest,
 } from './generated/mq/v1/meta'
 export {
+  ChangeReplicasRequest,
+  ChangeReplicasResponse,
   GroupAssignment,
   GroupReport,
   HeartbeatRequest,

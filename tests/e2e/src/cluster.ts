@@ -73,6 +73,8 @@ export interface NodeProcess {
   ending: boolean
   output: string
   exited: Promise<void>
+  /** For a node added with `join()`: the address it joins through (else it is a founder). */
+  readonly joinVia?: string
 }
 
 export interface ClusterOptions {
@@ -198,6 +200,33 @@ export class LocalCluster {
     ])
   }
 
+  /**
+   * Starts one more node, `n<k>`, that joins the running cluster through the first node
+   * (`--join`, not a meta member), and waits until it serves.
+   */
+  async join(): Promise<NodeProcess> {
+    const port = await freePort()
+    const nodeId = `n${this.nodes.length + 1}`
+    const n: NodeProcess = {
+      nodeId,
+      address: `127.0.0.1:${port}`,
+      listenAddress: `127.0.0.1:${port}`,
+      proxy: undefined,
+      dataDir: join(this.dir, nodeId),
+      child: undefined,
+      paused: false,
+      crashes: [],
+      ending: false,
+      output: '',
+      exited: Promise.resolve(),
+      joinVia: this.nodes[0]?.address,
+    }
+    this.nodes.push(n)
+    this.#spawn(n)
+    await waitServing(n.listenAddress)
+    return n
+  }
+
   /** Starts a stopped node again from its data dir and waits until it serves. */
   async restart(nodeId: string): Promise<void> {
     const n = this.node(nodeId)
@@ -266,8 +295,7 @@ export class LocalCluster {
         n.address,
         '--data-dir',
         n.dataDir,
-        '--initial-meta',
-        this.#initialMeta,
+        ...(n.joinVia ? ['--join', n.joinVia] : ['--initial-meta', this.#initialMeta]),
         '--tick-ms',
         String(this.#tickMs),
         ...this.#serverArgs,

@@ -1,9 +1,9 @@
 import { MqClient } from '@mq/router-client'
-import { type CheckReport, check } from './checker'
+import type { CheckReport } from './checker'
 import { LocalCluster } from './cluster'
-import { History, type Op } from './history'
+import type { Op } from './history'
 import { Prng } from './prng'
-import { runConsumer, runProducer, Workload } from './workers'
+import { STEADY_VISIBILITY_MS, startSteadyLoad } from './steady-load'
 
 export interface ScaleRunOptions {
   readonly seed: number
@@ -49,9 +49,7 @@ export interface ScaleRunResult {
   readonly elapsedMs: number
 }
 
-const VISIBILITY_MS = 2_000
-
-async function waitFor(
+export async function waitFor(
   condition: () => Promise<boolean> | boolean,
   timeoutMs: number,
   pollMs = 100,
@@ -107,8 +105,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
   const cluster = await LocalCluster.start({ nodes: options.nodes })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
   const queue = 'scale'
-  const history = new History()
-  const load = new Workload(history, queue)
+  let steady: ReturnType<typeof startSteadyLoad> | undefined
   const flips: {
     partition: number
     fromGroup: number
@@ -128,7 +125,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     )
     await client.admin.createQueue(queue, {
       partitions: options.partitions,
-      visibilityTimeoutMs: VISIBILITY_MS,
+      visibilityTimeoutMs: STEADY_VISIBILITY_MS,
       maxDeliveries: 1_000,
     })
     // Watches the route: each change of a partition's group is a move seen by clients.
@@ -159,22 +156,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
         await new Promise((r) => setTimeout(r, 100))
       }
     })()
-    const producers = Array.from({ length: 2 }, (_, i) =>
-      runProducer(client, load, prng.fork(), { worker: `p${i}`, concurrency: 4, opsMax: 1_000_000 }),
-    )
-    const consumers = Array.from({ length: 2 }, (_, i) =>
-      runConsumer(client, load, prng.fork(), {
-        worker: `c${i}`,
-        leaseMax: 16,
-        visibilityMs: VISIBILITY_MS,
-        waitMs: 300,
-        attemptMs: 1_500,
-        nackRatio: 0.05,
-        abandonRatio: 0.03,
-        holdMsMax: 100,
-        opsMax: 1_000_000,
-      }),
-    )
+    steady = startSteadyLoad(client, queue, prng)
     await new Promise((r) => setTimeout(r, 1_500))
     const groupsAfterStep: number[][] = []
     const removed = new Set<number>()
@@ -235,15 +217,10 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     const notDeleted = [...removed].flatMap((g) =>
       cluster.nodes.filter((n) => !deletedBy(g).includes(n)).map((n) => `${n.nodeId}: group ${g}`),
     )
-    load.producing = false
-    await Promise.all(producers)
-    load.draining = true
-    const drained = await waitFor(() => load.unacked().length === 0, 60_000)
-    load.consuming = false
-    await Promise.all(consumers)
+    const outcome = await steady.finish()
     watching = false
     await watcher
-    const times = okTimesByPartition(history.ops)
+    const times = okTimesByPartition(steady.history.ops)
     const moves = flips.map((f) => ({
       ...f,
       pauseMs: longestGapIn(times.get(f.partition) ?? [], f.seenBeforeMs, f.flippedAtMs),
@@ -253,9 +230,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
         `move of partition ${m.partition}: group ${m.fromGroup} → ${m.toGroup}, client-visible pause ${m.pauseMs} ms`,
       )
     return {
-      report: check(history.ops),
-      unacked: load.unacked().length,
-      drained,
+      ...outcome,
       moves,
       groupsAfterStep,
       notDeleted,
@@ -271,8 +246,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     }
   } finally {
     watching = false
-    load.producing = false
-    load.consuming = false
+    steady?.abort()
     await client.close()
     await cluster.stop()
   }

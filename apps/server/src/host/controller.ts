@@ -8,11 +8,14 @@ import {
   type MetaState,
   MovePhase,
   preferredLeaders,
+  replicaActions,
   scaleProgress,
   transfersFor,
 } from '@mq/meta-service'
 import {
+  type ChangeReplicasResponse,
   type GroupAssignment,
+  type GroupReport,
   type HeartbeatRequest,
   type HeartbeatResponse,
   InvalidArgumentError,
@@ -28,6 +31,12 @@ export const NODE_DEAD_MS = 5_000
 const MOVE_CALL_MS = 60_000
 /** Partition moves the controller keeps under way at once. */
 const MOVES_CONCURRENT_MAX = 2
+/** Data-group membership changes the controller keeps under way at once. */
+const REPLICA_CHANGES_MAX = 1
+/** A new replica within this many entries of the leader's commit index may become a voter. */
+const CAUGHT_UP_ENTRIES = 100
+/** One ChangeReplicas call's deadline (it proposes at most one membership change). */
+const CHANGE_CALL_MS = 5_000
 
 /** What the controller needs from the node it runs on. */
 export interface ControllerHost {
@@ -36,6 +45,8 @@ export interface ControllerHost {
   readonly replicas: number
   /** Data groups wanted while no scale plan was asked for (0: one per live node). */
   readonly dataGroups: number
+  /** A node not heard from for this long has its data-group replicas replaced. */
+  readonly replaceDeadAfterMs: number
   readonly calls: PeerCalls
   /** The meta state when this node leads the meta group, else undefined. */
   leaderState(): MetaState | undefined
@@ -66,6 +77,11 @@ export class Controller {
   /** Operators' TransferLeader choices (group → node). */
   readonly #leaderOverrides = new Map<number, string>()
   readonly #driving = new Map<number, Promise<void>>()
+  /** Each node's last report of each group it hosts (applied and commit indexes). */
+  readonly #reports = new Map<string, Map<number, GroupReport>>()
+  readonly #changing = new Set<number>()
+  /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
+  #leaderSinceMs = 0
   #busy = false
 
   constructor(host: ControllerHost) {
@@ -101,8 +117,12 @@ export class Controller {
         void this.round()
         return scaleProgress(state)
       },
-      drainNode: async () => {
-        throw new InvalidArgumentError('draining a node is not supported by this version of mq-server yet')
+      drainNode: async (nodeId) => {
+        if (!this.#host.leaderState()) throw this.#host.notLeader()
+        const r = await this.#host.propose({ type: 'drainNode', nodeId })
+        if (!r.ok) throw mqError(r.code, r.message)
+        void this.round()
+        return r.value as number
       },
       transferLeader: async (groupId, toNodeId) => {
         const state = this.#host.leaderState()
@@ -130,6 +150,7 @@ export class Controller {
     let state = this.#host.leaderState()
     if (!state) throw this.#host.notLeader()
     this.#lastSeenMs.set(req.nodeId, Date.now())
+    this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
     if (state.node(req.nodeId)?.address !== req.address) {
       const r = await this.#host.propose({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
       if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
@@ -151,40 +172,67 @@ export class Controller {
     }
     state = this.#host.leaderState()
     if (!state) throw this.#host.notLeader()
-    const preferred = preferredLeaders(state, this.#alive(state), this.#leaderOverrides)
+    const leaders = new Set([...this.#alive(state)].filter((id) => !state?.draining(id)))
+    const preferred = preferredLeaders(state, leaders, this.#leaderOverrides)
+    const hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     return {
       transfers: transfersFor(state, req.nodeId, preferred),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
       nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
-      groups: state
-        .groups()
-        .filter((g) => g.replicas.includes(req.nodeId))
-        .map((g): GroupAssignment => ({ groupId: g.groupId, replicas: [...g.replicas] })),
-      removedGroupIds: req.groups.map((g) => g.groupId).filter((id) => state.wasRemoved(id)),
+      // A replica being added starts with no membership and learns it from the leader's log.
+      groups: state.groupsOf(req.nodeId).map(
+        (g): GroupAssignment => ({
+          groupId: g.groupId,
+          replicas: g.replicas.includes(req.nodeId) ? [...g.replicas] : [],
+        }),
+      ),
+      // Only what the meta state says is gone: a removed group, or a replica replaced.
+      removedGroupIds: req.groups
+        .map((g) => g.groupId)
+        .filter((id) => state.wasRemoved(id) || (state.group(id) !== undefined && !hosted.has(id))),
     }
   }
 
   /** One round of the controller (on a timer): drive the moves, then the plan's next steps. */
   async round(): Promise<void> {
-    if (this.#busy || !this.#host.leaderState()) return
+    if (!this.#host.leaderState()) {
+      this.#leaderSinceMs = 0
+      return
+    }
+    if (this.#leaderSinceMs === 0) this.#leaderSinceMs = Date.now()
+    if (this.#busy) return
     this.#busy = true
     try {
       this.#driveMoves()
       const state = this.#host.leaderState()
       if (!state) return
       const alive = this.#alive(state)
-      const actions = controlActions(state, {
-        alive,
+      const actions: MetaCommand[] = controlActions(state, {
+        // New groups go to live nodes that are not being drained.
+        alive: new Set([...alive].filter((id) => !state.draining(id))),
         replicas: this.#host.replicas,
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
       })
+      const now = Date.now()
+      const lost = new Set(
+        state
+          .nodes()
+          .map((n) => n.nodeId)
+          .filter(
+            (id) =>
+              now - Math.max(this.#lastSeenMs.get(id) ?? 0, this.#leaderSinceMs) >
+              this.#host.replaceDeadAfterMs,
+          ),
+      )
+      actions.push(...replicaActions(state, { alive, lost, changesMax: REPLICA_CHANGES_MAX }))
       for (const action of actions) {
         const r = await this.#host.propose(action)
         if (!r.ok) break
       }
       this.#driveMoves()
+      this.#driveReplicaChanges()
     } catch {
       // Not the leader any more, or the meta group is busy: the next round tries again.
     } finally {
@@ -206,6 +254,54 @@ export class Controller {
         })
         .finally(() => this.#driving.delete(m.moveId))
       this.#driving.set(m.moveId, driving)
+    }
+  }
+
+  /** One step of each replica change under way (one call per change per round). */
+  #driveReplicaChanges(): void {
+    const state = this.#host.leaderState()
+    if (!state) return
+    for (const change of state.replicaChanges()) {
+      const group = state.group(change.groupId)
+      if (!group || this.#changing.has(change.groupId)) continue
+      const learner = this.#reports.get(change.add)?.get(change.groupId)
+      const leader = this.#reports.get(group.leaderId)?.get(change.groupId)
+      const caughtUp =
+        learner !== undefined &&
+        leader !== undefined &&
+        learner.appliedIndex > 0 &&
+        learner.appliedIndex + CAUGHT_UP_ENTRIES >= leader.commitIndex
+      const replicas = leaderFirst(state, group.leaderId, [...group.replicas, change.add])
+      this.#changing.add(change.groupId)
+      void this.#host.calls
+        .callLeader<ChangeReplicasResponse>(
+          replicas,
+          (c, md, opts, cb) =>
+            c.peer.changeReplicas(
+              { groupId: change.groupId, add: change.add, remove: change.remove, addCaughtUp: caughtUp },
+              md,
+              opts,
+              cb,
+            ),
+          CHANGE_CALL_MS,
+        )
+        .then(async (r) => {
+          if (r.step)
+            console.log(`mq-server: group ${change.groupId}: ${r.step} (${change.remove} → ${change.add})`)
+          if (!r.done) return
+          const finished = await this.#host.propose({ type: 'finishReplicaChange', groupId: change.groupId })
+          if (finished.ok)
+            console.log(
+              `mq-server: group ${change.groupId} replaced replica ${change.remove} by ${change.add} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
+            )
+        })
+        .catch((error: unknown) => {
+          console.error(
+            `mq-server: replica change of group ${change.groupId} will be retried:`,
+            (error as Error).message,
+          )
+        })
+        .finally(() => this.#changing.delete(change.groupId))
     }
   }
 

@@ -159,6 +159,26 @@ export interface ImportPartitionResponse {
   complete: boolean;
 }
 
+export interface ChangeReplicasRequest {
+  groupId: number;
+  add: string;
+  remove: string;
+  /**
+   * The new replica's applied index is close to the leader's commit index (the controller
+   * knows both from the heartbeats): it may be promoted to voter.
+   */
+  addCaughtUp: boolean;
+}
+
+export interface ChangeReplicasResponse {
+  done: boolean;
+  /**
+   * The step taken by this call (add-learner, promote, transfer-leader, remove) or "" when
+   * waiting for the new replica to catch up.
+   */
+  step: string;
+}
+
 function createBaseRaftEntry(): RaftEntry {
   return { index: 0, term: 0, type: 0, timestampMs: 0, data: new Uint8Array(0) };
 }
@@ -2104,6 +2124,198 @@ export const ImportPartitionResponse: MessageFns<ImportPartitionResponse> = {
   },
 };
 
+function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
+  return { groupId: 0, add: "", remove: "", addCaughtUp: false };
+}
+
+export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
+  encode(message: ChangeReplicasRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.add !== "") {
+      writer.uint32(18).string(message.add);
+    }
+    if (message.remove !== "") {
+      writer.uint32(26).string(message.remove);
+    }
+    if (message.addCaughtUp !== false) {
+      writer.uint32(32).bool(message.addCaughtUp);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChangeReplicasRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseChangeReplicasRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.add = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.remove = reader.string();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.addCaughtUp = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ChangeReplicasRequest {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      add: isSet(object.add) ? globalThis.String(object.add) : "",
+      remove: isSet(object.remove) ? globalThis.String(object.remove) : "",
+      addCaughtUp: isSet(object.addCaughtUp)
+        ? globalThis.Boolean(object.addCaughtUp)
+        : isSet(object.add_caught_up)
+        ? globalThis.Boolean(object.add_caught_up)
+        : false,
+    };
+  },
+
+  toJSON(message: ChangeReplicasRequest): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.add !== "") {
+      obj.add = message.add;
+    }
+    if (message.remove !== "") {
+      obj.remove = message.remove;
+    }
+    if (message.addCaughtUp !== false) {
+      obj.addCaughtUp = message.addCaughtUp;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChangeReplicasRequest>, I>>(base?: I): ChangeReplicasRequest {
+    return ChangeReplicasRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChangeReplicasRequest>, I>>(object: I): ChangeReplicasRequest {
+    const message = createBaseChangeReplicasRequest();
+    message.groupId = object.groupId ?? 0;
+    message.add = object.add ?? "";
+    message.remove = object.remove ?? "";
+    message.addCaughtUp = object.addCaughtUp ?? false;
+    return message;
+  },
+};
+
+function createBaseChangeReplicasResponse(): ChangeReplicasResponse {
+  return { done: false, step: "" };
+}
+
+export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
+  encode(message: ChangeReplicasResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.done !== false) {
+      writer.uint32(8).bool(message.done);
+    }
+    if (message.step !== "") {
+      writer.uint32(18).string(message.step);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChangeReplicasResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseChangeReplicasResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.done = reader.bool();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.step = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ChangeReplicasResponse {
+    return {
+      done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
+      step: isSet(object.step) ? globalThis.String(object.step) : "",
+    };
+  },
+
+  toJSON(message: ChangeReplicasResponse): unknown {
+    const obj: any = {};
+    if (message.done !== false) {
+      obj.done = message.done;
+    }
+    if (message.step !== "") {
+      obj.step = message.step;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChangeReplicasResponse>, I>>(base?: I): ChangeReplicasResponse {
+    return ChangeReplicasResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChangeReplicasResponse>, I>>(object: I): ChangeReplicasResponse {
+    const message = createBaseChangeReplicasResponse();
+    message.done = object.done ?? false;
+    message.step = object.step ?? "";
+    return message;
+  },
+};
+
 /**
  * Node-to-node traffic on the same port as the client services. Every call carries the
  * cluster secret in the `mq-peer-token` metadata (when one is configured).
@@ -2166,6 +2378,24 @@ export const PeerService = {
       Buffer.from(ImportPartitionResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ImportPartitionResponse => ImportPartitionResponse.decode(value),
   },
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas: {
+    path: "/mq.v1.Peer/ChangeReplicas" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ChangeReplicasRequest): Buffer =>
+      Buffer.from(ChangeReplicasRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ChangeReplicasRequest => ChangeReplicasRequest.decode(value),
+    responseSerialize: (value: ChangeReplicasResponse): Buffer =>
+      Buffer.from(ChangeReplicasResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ChangeReplicasResponse => ChangeReplicasResponse.decode(value),
+  },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
@@ -2190,6 +2420,14 @@ export interface PeerServer extends UntypedServiceImplementation {
    * proposes it into the group's log. NOT_LEADER on any other replica.
    */
   importPartition: handleUnaryCall<ImportPartitionRequest, ImportPartitionResponse>;
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas: handleUnaryCall<ChangeReplicasRequest, ChangeReplicasResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -2268,6 +2506,28 @@ export interface PeerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ImportPartitionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
+  ): ClientUnaryCall;
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
+  ): ClientUnaryCall;
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
   ): ClientUnaryCall;
 }
 
