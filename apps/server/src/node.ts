@@ -113,6 +113,9 @@ export class MqNode {
       calls: this.#calls,
       leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),
       propose: (command) => this.#proposeMeta(command),
+      barrier: async () => {
+        await this.#metaPort().read()
+      },
       notLeader: () => this.#metaLeaderHint(),
       transferMetaLeader: (toNodeId) => {
         try {

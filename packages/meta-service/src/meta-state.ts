@@ -13,6 +13,12 @@ export interface GroupRecord {
   readonly groupId: number
   /** Node ids of the group's replicas. */
   readonly replicas: readonly string[]
+  /**
+   * The replicas it was created with: its log starts with them as voters (entries 1..n), so
+   * only they may bootstrap a replica with that membership; any other node starts empty and
+   * learns the membership from the leader. (Absent in images older than replica changes.)
+   */
+  readonly founders?: readonly string[]
   /** The last leader reported for the group ('' when none yet) and the term it led. */
   readonly leaderId: string
   readonly leaderTerm: number
@@ -316,6 +322,7 @@ export class MetaState {
     const record: GroupRecord = {
       groupId: this.#nextGroupId++,
       replicas: [...(replicas as string[])],
+      founders: [...(replicas as string[])],
       leaderId: '',
       leaderTerm: 0,
       createdAtMs: nowMs,

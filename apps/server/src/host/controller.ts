@@ -50,6 +50,11 @@ export interface ControllerHost {
   readonly calls: PeerCalls
   /** The meta state when this node leads the meta group, else undefined. */
   leaderState(): MetaState | undefined
+  /**
+   * Resolves once the meta state holds every entry committed before the call (ReadIndex):
+   * a new leader may not have applied its predecessor's last entries yet.
+   */
+  barrier(): Promise<void>
   /** Proposes a meta command; rejects with NOT_LEADER (hint) or UNAVAILABLE. */
   propose(command: MetaCommand): Promise<MetaResult>
   /** The error telling a caller where the meta leader is. */
@@ -174,23 +179,33 @@ export class Controller {
     if (!state) throw this.#host.notLeader()
     const leaders = new Set([...this.#alive(state)].filter((id) => !state?.draining(id)))
     const preferred = preferredLeaders(state, leaders, this.#leaderOverrides)
-    const hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
+    let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
+    const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
+    if (req.groups.some((g) => replaced(state as MetaState, g.groupId))) {
+      // Deleting a replica is final: decide it only on a state that has every committed entry.
+      await this.#host.barrier()
+      state = this.#host.leaderState()
+      if (!state) throw this.#host.notLeader()
+      hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
+    }
+    const current = state
     return {
       transfers: transfersFor(state, req.nodeId, preferred),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
       nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
-      // A replica being added starts with no membership and learns it from the leader's log.
-      groups: state.groupsOf(req.nodeId).map(
-        (g): GroupAssignment => ({
-          groupId: g.groupId,
-          replicas: g.replicas.includes(req.nodeId) ? [...g.replicas] : [],
-        }),
-      ),
+      // A founder that never left bootstraps with the founding membership (its log's first
+      // entries); any other replica (one being added) starts with none and learns it from the
+      // leader's log.
+      groups: state.groupsOf(req.nodeId).map((g): GroupAssignment => {
+        const founders = g.founders ?? g.replicas
+        const founder = founders.includes(req.nodeId) && g.replicas.includes(req.nodeId)
+        return { groupId: g.groupId, replicas: founder ? [...founders] : [] }
+      }),
       // Only what the meta state says is gone: a removed group, or a replica replaced.
       removedGroupIds: req.groups
         .map((g) => g.groupId)
-        .filter((id) => state.wasRemoved(id) || (state.group(id) !== undefined && !hosted.has(id))),
+        .filter((id) => current.wasRemoved(id) || replaced(current, id)),
     }
   }
 
