@@ -77,6 +77,30 @@ export interface NodeProcess {
   readonly joinVia?: string
 }
 
+/** A node not started yet, listening on `port` (advertising its proxy's port when proxied). */
+function nodeProcess(
+  nodeId: string,
+  port: number,
+  dir: string,
+  proxy: FaultProxy | undefined,
+  joinVia?: string,
+): NodeProcess {
+  return {
+    nodeId,
+    address: `127.0.0.1:${proxy ? proxy.port : port}`,
+    listenAddress: `127.0.0.1:${port}`,
+    proxy,
+    dataDir: join(dir, nodeId),
+    child: undefined,
+    paused: false,
+    crashes: [],
+    ending: false,
+    output: '',
+    exited: Promise.resolve(),
+    ...(joinVia ? { joinVia } : {}),
+  }
+}
+
 export interface ClusterOptions {
   readonly nodes?: number
   /** Raft tick length of every node. */
@@ -117,19 +141,7 @@ export class LocalCluster {
     for (let i = 1; i <= count; i++) {
       const port = await freePort()
       const proxy = options.proxied ? await FaultProxy.start(0, port) : undefined
-      nodes.push({
-        nodeId: `n${i}`,
-        address: `127.0.0.1:${proxy ? proxy.port : port}`,
-        listenAddress: `127.0.0.1:${port}`,
-        proxy,
-        dataDir: join(dir, `n${i}`),
-        child: undefined,
-        paused: false,
-        crashes: [],
-        ending: false,
-        output: '',
-        exited: Promise.resolve(),
-      })
+      nodes.push(nodeProcess(`n${i}`, port, dir, proxy))
     }
     const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
     for (const n of nodes) cluster.#spawn(n)
@@ -207,20 +219,7 @@ export class LocalCluster {
   async join(): Promise<NodeProcess> {
     const port = await freePort()
     const nodeId = `n${this.nodes.length + 1}`
-    const n: NodeProcess = {
-      nodeId,
-      address: `127.0.0.1:${port}`,
-      listenAddress: `127.0.0.1:${port}`,
-      proxy: undefined,
-      dataDir: join(this.dir, nodeId),
-      child: undefined,
-      paused: false,
-      crashes: [],
-      ending: false,
-      output: '',
-      exited: Promise.resolve(),
-      joinVia: this.nodes[0]?.address,
-    }
+    const n = nodeProcess(nodeId, port, this.dir, undefined, this.nodes[0]?.address)
     this.nodes.push(n)
     this.#spawn(n)
     await waitServing(n.listenAddress)

@@ -14,6 +14,31 @@ export interface LoadOutcome {
   readonly drained: boolean
 }
 
+/**
+ * What is wrong with a load's outcome, one line a kind (empty when nothing is): lost or
+ * unexpected messages, overlapping or reused leases, deliveries after an ack, messages
+ * stored twice, FIFO violations, an unfinished drain.
+ */
+export function outcomeProblems(o: LoadOutcome): string[] {
+  const r = o.report
+  const problems: string[] = []
+  const counts: [string, number][] = [
+    ['lost', r.lost],
+    ['unexpected', r.unexpected],
+    ['overlapping leases', r.overlaps],
+    ['delivered after an ack', r.deliveredAfterAck],
+    ['stored twice', r.storedTwice],
+    ['lease ids reused', r.leaseReused],
+    ['FIFO violations', r.fifoViolations],
+    ['unacked after the drain', o.unacked],
+  ]
+  for (const [what, n] of counts) if (n > 0) problems.push(`${n} ${what}`)
+  if (!o.drained) problems.push('the drain did not finish')
+  if (problems.length > 0)
+    problems.push(...r.anomalies.slice(0, 10).map((a) => `${a.kind} ${a.body}: ${a.detail}`))
+  return problems
+}
+
 /** Producers and consumers running against one queue, recording a history. */
 export interface SteadyLoad {
   readonly load: Workload
