@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       advertise: '127.0.0.1:7001',
       dataDir: '/srv/data/n1',
       tickMs: 50,
+      replaceDeadAfterMs: 300_000,
     })
     expect(c.initialMeta).toHaveLength(3)
   })
@@ -42,6 +43,7 @@ describe('loadConfig', () => {
     [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
     [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
+    [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags)).toThrow(ConfigError)
     expect(() => loadConfig(flags)).toThrow(message)
