@@ -149,6 +149,8 @@ describe('cluster, node and group', () => {
     expect(r.stdout).toMatch(/n1 +10\.0\.0\.1:7001 +yes +1s ago +0,1/)
     expect(r.stdout).toMatch(/NODE +ADDRESS +ALIVE +HEARTBEAT +GROUPS/)
     expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no +never +0/)
+    expect(r.stdout).toMatch(/MOVE +PARTITION +FROM +TO +PHASE +STARTED/)
+    expect(r.stdout).toMatch(/3 +jobs\/1 +1 +2 +copy +2s ago/)
   })
 
   it('prints the status as one JSON object with --json', async () => {

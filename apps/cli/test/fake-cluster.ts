@@ -67,6 +67,9 @@ export class FakeCluster {
       },
     ],
     scale: undefined,
+    moves: [
+      { moveId: 3, queue: 'jobs', partition: 1, fromGroup: 1, toGroup: 2, phase: 'copy', startedAtMs: 8_000 },
+    ],
   }
   readonly acked: number[] = []
   readonly nacked: number[] = []

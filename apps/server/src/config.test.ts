@@ -22,6 +22,7 @@ describe('loadConfig', () => {
       advertise: '127.0.0.1:7001',
       dataDir: '/srv/data/n1',
       tickMs: 50,
+      replaceDeadAfterMs: 300_000,
     })
     expect(c.initialMeta).toHaveLength(3)
   })
@@ -49,6 +50,7 @@ describe('loadConfig', () => {
     [{ ...base, tlsClientAuth: 'yes' }, /tlsClientAuth must be true or false/],
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
+    [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags)).toThrow(ConfigError)
     expect(() => loadConfig(flags)).toThrow(message)

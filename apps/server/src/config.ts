@@ -45,6 +45,8 @@ export interface ServerConfig {
   readonly tlsCa: string
   /** Mutual TLS: callers (clients and peers) must present a certificate signed by `tlsCa`. */
   readonly tlsClientAuth: boolean
+  /** A node not heard from for this long has its data-group replicas replaced on other nodes. */
+  readonly replaceDeadAfterMs: number
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
@@ -68,6 +70,7 @@ export const CONFIG_DEFAULTS = {
   tlsKey: '',
   tlsCa: '',
   tlsClientAuth: false,
+  replaceDeadAfterMs: 300_000,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -96,6 +99,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'tlsKey',
   'tlsCa',
   'tlsClientAuth',
+  'replaceDeadAfterMs',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -216,6 +220,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tlsKey,
     tlsCa,
     tlsClientAuth,
+    replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
   }
 }
 

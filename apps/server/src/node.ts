@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { Metadata, Server, type ServiceError } from '@grpc/grpc-js'
+import { Server } from '@grpc/grpc-js'
 import {
   DataGroupMachine,
   type DataGroupPort,
@@ -8,32 +8,26 @@ import {
   encodeDataCommand,
   partitionConfigOf,
   queueHandlers,
+  storedQueueName,
 } from '@mq/data-service'
 import { LevelEngine, LogStore } from '@mq/kv-storage'
 import {
-  type ControllerPort,
-  chooseReplicaNodes,
   encodeMetaCommand,
   type MetaCommand,
   type MetaGroupPort,
   type MetaResult,
   metaHandlers,
-  preferredLeaders,
-  transfersFor,
 } from '@mq/meta-service'
 import {
-  fromGrpcError,
-  type GroupAssignment,
   HealthService,
   type HeartbeatRequest,
   type HeartbeatResponse,
-  InvalidArgumentError,
-  MetaClient,
   MetaService,
-  PeerClient,
   PeerService,
   type QueueRoute,
   QueueService,
+  StaleRouteError,
+  UnavailableError,
   unaryHandler,
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
@@ -45,15 +39,19 @@ import type { TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
+import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
+import { PartitionMover } from './host/partition-mover'
+import { PeerCalls, peerOnly, type UnaryCall } from './host/peer-calls'
+import { changeReplicas } from './host/replica-changer'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
 import { NodeMetrics } from './metrics/node-metrics'
 import { observedStateMachine, observedTransport } from './metrics/raft-observer'
 import { rpcInterceptor } from './metrics/rpc-interceptor'
 import { type NodeView, type PartitionView, parsePartitionId } from './node-view'
-import { PEER_TOKEN_KEY, PeerTransport } from './peer-transport'
+import { PeerTransport } from './peer-transport'
 import { RaftEventLog } from './raft-events'
 import { NodeCredentials } from './tls'
 
@@ -61,10 +59,6 @@ import { NodeCredentials } from './tls'
 const MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 const META_GROUP = 0
 const HEARTBEAT_MS = 500
-/** A node not heard from for this long counts as dead. */
-const NODE_DEAD_MS = 5_000
-/** Leadership is handed only to a node heard from this recently. */
-const TRANSFER_TARGET_FRESH_MS = 3 * HEARTBEAT_MS
 const CONTROLLER_MS = 500
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
@@ -89,9 +83,11 @@ interface LocalDataGroup {
  * peers, one tick loop, at most one meta replica (when the node is a founding meta member)
  * and any number of data-group replicas (as the meta leader assigns them).
  *
- * The meta leader's controller registers nodes from their heartbeats, creates data groups on
- * the least loaded live nodes, and records each data group's leader from its reports. Nodes
- * pull their replica assignments from the heartbeat answers and create the replicas.
+ * The meta leader's controller (host/controller.ts) registers nodes from their heartbeats,
+ * creates and removes data groups, moves partitions and records each data group's leader.
+ * Nodes pull their replica assignments from the heartbeat answers, create the replicas and
+ * delete the removed ones; the partition mover (host/partition-mover.ts) carries out the
+ * source and target sides of a move.
  */
 export class MqNode {
   readonly config: ServerConfig
@@ -104,10 +100,11 @@ export class MqNode {
   readonly #addresses = new Map<string, string>()
   readonly #dataGroups = new Map<number, LocalDataGroup>()
   readonly #addingGroups = new Map<number, Promise<void>>()
-  readonly #lastSeenMs = new Map<string, number>()
+  readonly #removingGroups = new Map<number, Promise<void>>()
   readonly #routes = new Map<string, QueueRoute>()
-  /** The meta leader's record of operators' TransferLeader choices (group → node). */
-  readonly #leaderOverrides = new Map<number, string>()
+  readonly #calls: PeerCalls
+  readonly #controller: Controller
+  readonly #mover: PartitionMover
   readonly #timers: ReturnType<typeof setInterval>[] = []
   readonly #prng: Prng
   #engine: LevelEngine | undefined
@@ -116,9 +113,7 @@ export class MqNode {
   #transport: PeerTransport | undefined
   #meta: MetaMachine | undefined
   #metaLeaderId = ''
-  #metaClients = new Map<string, { meta: MetaClient; peer: PeerClient }>()
   #heartbeatSeed = 0
-  #controllerBusy = false
   #fatal: unknown
   #port = 0
   #serving = false
@@ -148,6 +143,33 @@ export class MqNode {
     this.#prng = new Prng(seed ^ Date.now())
     for (const m of config.initialMeta) this.#addresses.set(m.nodeId, m.address)
     this.#addresses.set(config.nodeId, config.advertise)
+    this.#calls = new PeerCalls(config.peerToken, 1_000, () => this.#credentials.peer())
+    const founders = config.initialMeta.length
+    this.#controller = new Controller({
+      nodeId: config.nodeId,
+      replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
+      dataGroups: config.dataGroups,
+      replaceDeadAfterMs: config.replaceDeadAfterMs,
+      calls: this.#calls,
+      leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),
+      propose: (command) => this.#proposeMeta(command),
+      barrier: async () => {
+        await this.#metaPort().read()
+      },
+      notLeader: () => this.#metaLeaderHint(),
+      transferMetaLeader: (toNodeId) => {
+        try {
+          this.#raft?.transferLeader(META_GROUP, toNodeId)
+        } catch (error) {
+          throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
+        }
+      },
+    })
+    this.#mover = new PartitionMover(
+      { port: (groupId) => this.#dataGroups.get(groupId)?.port },
+      this.#calls,
+      config.nodeId,
+    )
   }
 
   get port(): number {
@@ -198,11 +220,34 @@ export class MqNode {
       if (groupId !== META_GROUP) await this.#addDataGroup(groupId, [])
     }
     this.#server.addService(HealthService, this.health.handlers())
+    const token = this.config.peerToken
     this.#server.addService(PeerService, {
       raft: transport.handleRaft,
-      heartbeat: unaryHandler((req: HeartbeatRequest) => this.#onHeartbeat(req)),
+      heartbeat: unaryHandler(async (req: HeartbeatRequest) => {
+        const answer = await this.#controller.onHeartbeat(req)
+        const tokens = this.#meta?.state.tokens
+        if (!tokens) throw this.#metaLeaderHint()
+        return { ...answer, ...this.#metaTokens.forHeartbeat(tokens, req.tokensFingerprint) }
+      }),
+      movePartition: peerOnly(
+        token,
+        unaryHandler(async (req) => this.#mover.move(req)),
+      ),
+      importPartition: peerOnly(
+        token,
+        unaryHandler(async (req) => this.#mover.import(req)),
+      ),
+      changeReplicas: peerOnly(
+        token,
+        unaryHandler(async (req) => {
+          if (!this.#raft) throw new UnavailableError('the node is starting')
+          return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
+            this.#addresses.get(id),
+          )
+        }),
+      ),
     })
-    this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controllerPort()))
+    this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controller.port()))
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
     this.#port = await new Promise<number>((resolve, reject) =>
       this.#server.bindAsync(this.config.listen, this.#credentials.server(), (error, port) =>
@@ -213,7 +258,7 @@ export class MqNode {
     )
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
-    this.#timers.push(setInterval(() => void this.#control(), CONTROLLER_MS))
+    this.#timers.push(setInterval(() => void this.#controller.round(), CONTROLLER_MS))
     const raftEvents = new RaftEventLog(this.log)
     this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
@@ -242,7 +287,7 @@ export class MqNode {
       })
     })
     this.#transport?.close()
-    for (const c of this.#metaClients.values()) c.meta.close()
+    this.#calls.close()
     await this.#raft?.idle().catch(() => {})
     await this.#store?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})
@@ -340,139 +385,12 @@ export class MqNode {
       liveness: () => {
         // Liveness is the meta leader's soft state: a follower sends the caller to the leader.
         if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
-        return this.#liveness()
+        return this.#controller.liveness()
       },
-    }
-  }
-
-  #liveness() {
-    return {
-      alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
-      lastHeartbeatMs: (id: string) => this.#lastSeenMs.get(id) ?? 0,
-    }
-  }
-
-  #controllerPort(): ControllerPort {
-    const notYet = (what: string) => {
-      throw new InvalidArgumentError(`${what} is not supported by this version of mq-server yet`)
-    }
-    return {
-      scaleDataGroups: async () => notYet('scaling data groups'),
-      drainNode: async () => notYet('draining a node'),
-      transferLeader: async (groupId, toNodeId) => {
-        if (!this.#isMetaLeader() || !this.#meta || !this.#raft) throw this.#metaLeaderHint()
-        if (groupId === META_GROUP) {
-          try {
-            this.#raft.transferLeader(META_GROUP, toNodeId)
-          } catch (error) {
-            throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
-          }
-          return
-        }
-        // A data group: the meta leader records the choice; the group's leader carries it out
-        // when its next heartbeat is answered (and leader balancing keeps it there).
-        const group = this.#meta.state.group(groupId)
-        if (!group) throw new InvalidArgumentError(`data group ${groupId} does not exist`)
-        if (!group.replicas.includes(toNodeId)) {
-          throw new InvalidArgumentError(
-            `node ${toNodeId} is not a replica of data group ${groupId} (${group.replicas.join(', ')})`,
-          )
-        }
-        this.#leaderOverrides.set(groupId, toNodeId)
-      },
-    }
-  }
-
-  /** The meta leader's side of a node heartbeat: liveness, registration, leader reports, assignments. */
-  async #onHeartbeat(req: HeartbeatRequest): Promise<HeartbeatResponse> {
-    if (!this.#isMetaLeader() || !this.#meta) throw this.#metaLeaderHint()
-    this.#lastSeenMs.set(req.nodeId, Date.now())
-    let state = this.#meta.state
-    if (state.node(req.nodeId)?.address !== req.address) {
-      const r = await this.#proposeMeta({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
-      if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
-    }
-    for (const g of req.groups) {
-      const known = state.group(g.groupId)
-      if (
-        known &&
-        g.leaderId === req.nodeId &&
-        (g.term > known.leaderTerm || known.leaderId !== g.leaderId)
-      ) {
-        await this.#proposeMeta({
-          type: 'reportLeader',
-          groupId: g.groupId,
-          leaderId: g.leaderId,
-          term: g.term,
-        })
-      }
-    }
-    state = this.#meta.state
-    // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
-    // that just died would hold its group's proposals until an election timeout passes.
-    const fresh = new Set(
-      state
-        .nodes()
-        .map((n) => n.nodeId)
-        .filter((id) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS),
-    )
-    const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, fresh, this.#leaderOverrides))
-    return {
-      ...this.#metaTokens.forHeartbeat(state.tokens, req.tokensFingerprint),
-      transfers,
-      metaLeaderId: this.config.nodeId,
-      routeEpoch: state.routeEpoch,
-      nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
-      groups: state
-        .groups()
-        .filter((g) => g.replicas.includes(req.nodeId))
-        .map((g): GroupAssignment => ({ groupId: g.groupId, replicas: [...g.replicas] })),
-    }
-  }
-
-  /** The meta leader's controller: creates data groups until there are as many as wanted. */
-  async #control(): Promise<void> {
-    if (this.#controllerBusy || !this.#isMetaLeader() || !this.#meta) return
-    this.#controllerBusy = true
-    try {
-      const state = this.#meta.state
-      const alive = new Set(
-        state
-          .nodes()
-          .map((n) => n.nodeId)
-          .filter((id) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS),
-      )
-      const founders = this.config.initialMeta.length
-      const replicas = Math.min(
-        this.config.replicationFactor,
-        founders > 0 ? founders : this.config.replicationFactor,
-      )
-      if (alive.size < replicas) return
-      const wanted = this.config.dataGroups || Math.max(alive.size, 1)
-      if (state.groups().length >= wanted) return
-      const chosen = chooseReplicaNodes(state, replicas, alive)
-      if (chosen.length === replicas) await this.#proposeMeta({ type: 'createGroup', replicas: chosen })
-    } catch {
-      // Not the leader any more, or the group is busy: the next round tries again.
-    } finally {
-      this.#controllerBusy = false
     }
   }
 
   // ---- the node's side of the heartbeat -----------------------------------------------------
-
-  #client(address: string): { meta: MetaClient; peer: PeerClient } {
-    let c = this.#metaClients.get(address)
-    if (!c) {
-      const meta = new MetaClient(address, this.#credentials.peer())
-      const peer = new PeerClient(address, this.#credentials.peer(), {
-        channelOverride: meta.getChannel(),
-      })
-      c = { meta, peer }
-      this.#metaClients.set(address, c)
-    }
-    return c
-  }
 
   /** Where to send a meta request: the known meta leader, else the next founding member or seed. */
   #metaAddress(): string {
@@ -510,6 +428,7 @@ export class MqNode {
       if (!this.#meta) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
+      for (const groupId of response.removedGroupIds) void this.#removeDataGroup(groupId)
       for (const t of response.transfers) {
         if (this.#transport?.isDown(t.toNodeId)) continue // it would hold proposals for nothing
         if (this.#dataGroups.has(t.groupId) && raft.status(t.groupId).role === Role.Leader) {
@@ -526,28 +445,15 @@ export class MqNode {
   }
 
   /** One call to the meta leader (or a seed), with a deadline and the peer token. */
-  #call<T>(
-    fn: (
-      c: { meta: MetaClient; peer: PeerClient },
-      md: Metadata,
-      opts: { deadline: number },
-      cb: (e: ServiceError | null, r: T) => void,
-    ) => void,
-  ): Promise<T> {
-    const metadata = new Metadata()
-    if (this.config.peerToken) metadata.set(PEER_TOKEN_KEY, this.config.peerToken)
-    return new Promise((resolve, reject) =>
-      fn(this.#client(this.#metaAddress()), metadata, { deadline: Date.now() + META_CALL_MS }, (e, r) =>
-        e ? reject(fromGrpcError(e)) : resolve(r),
-      ),
-    )
+  #call<T>(fn: UnaryCall<T>): Promise<T> {
+    return this.#calls.call(this.#metaAddress(), fn, META_CALL_MS)
   }
 
   // ---- data groups ----------------------------------------------------------------------
 
   /** Hosts a replica of data group `groupId` (founding voters `replicas`); idempotent. */
   #addDataGroup(groupId: number, replicas: readonly string[]): Promise<void> {
-    if (this.#dataGroups.has(groupId)) return Promise.resolve()
+    if (this.#dataGroups.has(groupId) || this.#removingGroups.has(groupId)) return Promise.resolve()
     let adding = this.#addingGroups.get(groupId)
     if (!adding) {
       adding = this.#openDataGroup(groupId, replicas).finally(() => this.#addingGroups.delete(groupId))
@@ -557,6 +463,30 @@ export class MqNode {
       this.#addingGroups.set(groupId, adding)
     }
     return adding
+  }
+
+  /**
+   * Stops hosting data group `groupId` (the cluster removed it) and deletes its storage: its
+   * log, its state machine's keys, its applied index. Idempotent.
+   */
+  #removeDataGroup(groupId: number): Promise<void> {
+    let removing = this.#removingGroups.get(groupId)
+    if (!removing) {
+      removing = (async () => {
+        await this.#addingGroups.get(groupId)?.catch(() => {})
+        const local = this.#dataGroups.get(groupId)
+        this.#raft?.removeGroup(groupId)
+        this.#dataGroups.delete(groupId)
+        // The apply chain may still be writing: let it finish before the range is cleared.
+        await local?.machine.settled().catch(() => {})
+        await this.#store?.removeGroup(groupId)
+        console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
+      })()
+        .catch((error: unknown) => console.error(`mq-server: cannot remove data group ${groupId}:`, error))
+        .finally(() => this.#removingGroups.delete(groupId))
+      this.#removingGroups.set(groupId, removing)
+    }
+    return removing
   }
 
   async #openDataGroup(groupId: number, replicas: readonly string[]): Promise<void> {
@@ -689,9 +619,16 @@ export class MqNode {
         const p = route?.partitions.find((x) => x.partition === partition)
         const local = p ? this.#dataGroups.get(p.groupId) : undefined
         if (!route || !p || !local) return undefined
-        // Stored under the queue's name and incarnation: a queue deleted and created again
-        // starts empty even when its partitions land in the same groups.
-        const storedAs = `${queue}#${route.queueId}`
+        const storedAs = storedQueueName(queue, route.queueId)
+        const moved = () =>
+          new StaleRouteError(
+            `${queue}/${partition} is moving or moved away from group ${p.groupId}; refresh the route (epoch ${route.routeEpoch})`,
+            { epoch: route.routeEpoch, groupId: p.groupId },
+          )
+        if (local.port.machine.fenced(storedAs, partition)) {
+          // The next request with a newer epoch fetches the route again.
+          throw moved()
+        }
         if (!local.port.machine.holds(storedAs, partition)) {
           local.port.assertLeader()
           const id = `${storedAs}/${partition}`
@@ -704,7 +641,9 @@ export class MqNode {
                 partition,
                 config: partitionConfigOf(route.config ?? ({} as never)),
               })
-              .then(() => {})
+              .then((r) => {
+                if (r.type === 'refused') throw moved()
+              })
               .finally(() => local.opening.delete(id))
             local.opening.set(id, opening)
           }

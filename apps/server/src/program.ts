@@ -50,6 +50,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       '--snapshot-entries <n>',
       'data groups snapshot and compact their log every n entries (default 50000)',
     )
+    .option(
+      '--replace-dead-after-ms <ms>',
+      'a node not heard from for this long has its replicas replaced on other nodes (default 300000)',
+    )
     .addHelpText(
       'after',
       '\nExample:\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1 \\\n    --initial-meta n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003',

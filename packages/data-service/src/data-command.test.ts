@@ -17,6 +17,21 @@ describe('data commands', () => {
       },
     },
     { type: 'apply', queue: 'q', partition: 1, command: { type: 'ack', leaseIds: ['a', 'b'] } },
+    { type: 'fence', queue: 'q#2', partition: 7 },
+    {
+      type: 'import',
+      queue: 'q#2',
+      partition: 7,
+      moveId: 12,
+      session: 'n1-3',
+      seq: 4,
+      last: false,
+      config: { maxDeliveries: 2 },
+      pairs: [
+        [Uint8Array.of(1, 2), Uint8Array.of(3)],
+        [Uint8Array.of(9), new Uint8Array(0)],
+      ],
+    },
   ]
 
   it.each(cases.map((c) => [c.type, c] as const))('round-trips %s', (_, c) => {
@@ -24,7 +39,7 @@ describe('data commands', () => {
     expect(back.type).toBe(c.type)
     expect(back.queue).toBe(c.queue)
     expect(back.partition).toBe(c.partition)
-    if (c.type === 'open') expect(back).toEqual(c)
+    if (c.type === 'open' || c.type === 'fence' || c.type === 'import') expect(back).toEqual(c)
     if (c.type === 'apply' && back.type === 'apply') expect(back.command.type).toBe(c.command.type)
   })
 
@@ -38,5 +53,8 @@ describe('data commands', () => {
     expect(() => decodeDataCommand(Uint8Array.of(9, 2, 0, 0, 0, 0, 0, 0))).toThrow(/version 9/)
     expect(() => decodeDataCommand(Uint8Array.of(1, 7, 0, 0, 0, 0, 0, 0))).toThrow(/type 7 is unknown/)
     expect(() => decodeDataCommand(Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 9))).toThrow(/runs past its end/)
+    expect(() => decodeDataCommand(Uint8Array.of(1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0x7b, 0x7d))).toThrow(
+      /header is malformed/,
+    )
   })
 })

@@ -4,11 +4,15 @@ import {
   encodeCommand,
   type QueueConfig as PartitionConfig,
 } from '@mq/weighted-queue'
+import { decodePairs, encodePairs, type KeyPair } from './key-pairs'
 
 /**
  * The entries of a data group's Raft log. A data group holds many partitions; each entry
  * names the partition it is for. `open` makes the group the holder of a partition (with its
- * config), `drop` deletes it, `apply` runs a weighted-queue command on it.
+ * config), `drop` deletes it, `apply` runs a weighted-queue command on it. A live move
+ * (partition-transfer.ts) adds `fence` on the source group (the partition takes no more
+ * commands there, for good) and `import` on the target group (one bounded chunk of the
+ * partition's keys at a time).
  */
 export type DataCommand =
   | {
@@ -19,16 +23,38 @@ export type DataCommand =
     }
   | { readonly type: 'drop'; readonly queue: string; readonly partition: number }
   | { readonly type: 'apply'; readonly queue: string; readonly partition: number; readonly command: Command }
+  | { readonly type: 'fence'; readonly queue: string; readonly partition: number }
+  | ({ readonly type: 'import'; readonly queue: string; readonly partition: number } & ImportChunk)
+
+/**
+ * One chunk of a partition's state shipped into a target group. Chunk 0 starts an import
+ * session (clearing whatever the group holds of the partition); chunks follow in `seq`
+ * order within one session; the `last` chunk carries no pairs and makes the group hold the
+ * partition. `moveId` names the move (from the meta state), so that a move imported once is
+ * never imported again over a partition the group already serves.
+ */
+export interface ImportChunk {
+  readonly moveId: number
+  readonly session: string
+  readonly seq: number
+  readonly last: boolean
+  /** The partition's config, used when the source never opened the partition (chunk 0). */
+  readonly config: Partial<PartitionConfig>
+  /** Keys relative to the partition's prefix, and their values. */
+  readonly pairs: readonly KeyPair[]
+}
 
 const VERSION = 1
-const TYPE_CODE = { open: 1, drop: 2, apply: 3 } as const
+const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5 } as const
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
 /**
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
- * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop`.
+ * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop` and `fence`;
+ * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
+ * (key-pairs.ts).
  */
 export function encodeDataCommand(c: DataCommand): Uint8Array {
   const name = encoder.encode(c.queue)
@@ -37,7 +63,9 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
       ? encodeCommand(c.command)
       : c.type === 'open'
         ? encoder.encode(JSON.stringify(c.config))
-        : new Uint8Array(0)
+        : c.type === 'import'
+          ? encodeImport(c)
+          : new Uint8Array(0)
   const out = new Uint8Array(8 + name.length + body.length)
   const view = new DataView(out.buffer)
   out[0] = VERSION
@@ -71,7 +99,49 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
       return { type: 'drop', queue, partition }
     case TYPE_CODE.apply:
       return { type: 'apply', queue, partition, command: decodeCommand(body) }
+    case TYPE_CODE.fence:
+      return { type: 'fence', queue, partition }
+    case TYPE_CODE.import:
+      return { type: 'import', queue, partition, ...decodeImport(body) }
     default:
       throw new Error(`data command type ${bytes[1]} is unknown`)
+  }
+}
+
+function encodeImport(c: ImportChunk): Uint8Array {
+  const header = encoder.encode(
+    JSON.stringify({ moveId: c.moveId, session: c.session, seq: c.seq, last: c.last, config: c.config }),
+  )
+  const pairs = encodePairs(c.pairs)
+  const out = new Uint8Array(4 + header.length + pairs.length)
+  new DataView(out.buffer).setUint32(0, header.length)
+  out.set(header, 4)
+  out.set(pairs, 4 + header.length)
+  return out
+}
+
+function decodeImport(body: Uint8Array): ImportChunk {
+  if (body.length < 4) throw new Error('import chunk too short')
+  const length = new DataView(body.buffer, body.byteOffset, body.byteLength).getUint32(0)
+  if (4 + length > body.length) throw new Error('import chunk header runs past its end')
+  const h = JSON.parse(decoder.decode(body.subarray(4, 4 + length))) as Partial<ImportChunk>
+  if (
+    !Number.isSafeInteger(h.moveId) ||
+    typeof h.session !== 'string' ||
+    !Number.isSafeInteger(h.seq) ||
+    (h.seq as number) < 0 ||
+    typeof h.last !== 'boolean' ||
+    typeof h.config !== 'object' ||
+    h.config === null
+  ) {
+    throw new Error('import chunk header is malformed')
+  }
+  return {
+    moveId: h.moveId as number,
+    session: h.session,
+    seq: h.seq as number,
+    last: h.last,
+    config: h.config,
+    pairs: decodePairs(body.subarray(4 + length)),
   }
 }

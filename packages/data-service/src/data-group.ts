@@ -6,14 +6,31 @@ import {
   QueuePartition,
   type QueueStats,
 } from '@mq/weighted-queue'
-import { decodeDataCommand } from './data-command'
+import { type DataCommand, decodeDataCommand } from './data-command'
+import type { KeyPair } from './key-pairs'
 
 /** The outcome of one data-group entry: the same on every replica. */
 export type DataResult =
-  | { readonly type: 'opened' | 'dropped' }
+  | { readonly type: 'opened' | 'dropped' | 'fenced' }
   | { readonly type: 'applied'; readonly result: CommandResult }
-  /** The entry changed nothing: it was malformed or named a partition this group does not hold. */
-  | { readonly type: 'refused'; readonly reason: 'malformed' | 'not-held'; readonly message: string }
+  /** An import chunk was taken; `complete` once the group holds the partition. */
+  | { readonly type: 'imported'; readonly complete: boolean }
+  /**
+   * The entry changed nothing: it was malformed, named a partition this group does not hold,
+   * named a fenced partition (moved or moving away) or one being imported, or was an import
+   * chunk out of its session's order.
+   */
+  | { readonly type: 'refused'; readonly reason: RefusalReason; readonly message: string }
+
+export type RefusalReason = 'malformed' | 'not-held' | 'fenced' | 'importing' | 'import-order'
+
+/** Where an import session stands (persisted, so that a new leader continues or restarts it). */
+interface ImportSession {
+  readonly moveId: number
+  readonly session: string
+  readonly next: number
+  readonly config: Partial<PartitionConfig>
+}
 
 export interface DataApplied {
   readonly result: DataResult
@@ -25,6 +42,11 @@ export interface DataApplied {
 
 const REGISTRY = 'partitions'
 const PARTITION_DATA = 'p'
+const FENCED = 'fenced'
+const IMPORTING = 'importing'
+const IMPORTED = 'imported'
+/** Keys read per engine call while exporting. */
+const EXPORT_READ_PAIRS = 256
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const NOTHING = (): void => {}
@@ -36,12 +58,19 @@ const NOTHING = (): void => {}
  * them too. Applies the group's log entries in order; deterministic.
  *
  * Keys: (group, 16, 'partitions', queue, index) → the partition's config (the registry);
- * (group, 16, 'p', queue, index, …) → the partition's own state.
+ * (group, 16, 'p', queue, index, …) → the partition's own state;
+ * (group, 16, 'fenced', queue, index) → the partition moved (or is moving) away: it takes
+ * no commands and is never opened again here, except by an import;
+ * (group, 16, 'importing', queue, index) → an import session under way (JSON);
+ * (group, 16, 'imported', queue, index) → the move id of the import that completed.
  */
 export class DataGroupMachine {
   readonly groupId: number
   readonly #reader: KvReader
   readonly #partitions = new Map<string, QueuePartition>()
+  readonly #fenced = new Set<string>()
+  readonly #imports = new Map<string, ImportSession>()
+  readonly #imported = new Map<string, number>()
   #applying: Promise<unknown> = Promise.resolve()
 
   private constructor(groupId: number, reader: KvReader) {
@@ -66,6 +95,51 @@ export class DataGroupMachine {
     return this.#partitions.has(idOf(queue, index))
   }
 
+  /** Whether `queue`'s partition `index` is fenced here (moved or moving away). */
+  fenced(queue: string, index: number): boolean {
+    return this.#fenced.has(idOf(queue, index))
+  }
+
+  /** The config of a partition this group holds (undefined when it holds none). */
+  configOf(queue: string, index: number): PartitionConfig | undefined {
+    return this.#partitions.get(idOf(queue, index))?.config
+  }
+
+  /**
+   * Reads the next keys of a partition's state for a move, in key order after `after` (a key
+   * relative to the partition's prefix; undefined: from the start), until about `bytesMax`
+   * bytes. Returns keys relative to the prefix, and whether the partition has no more keys.
+   * Only meaningful once a `fence` of the partition was applied here (its keys are frozen
+   * from then on, and identical on every replica).
+   */
+  async exportChunk(
+    queue: string,
+    index: number,
+    after: Uint8Array | undefined,
+    bytesMax: number,
+  ): Promise<{ pairs: KeyPair[]; done: boolean }> {
+    const prefix = this.#prefix(queue, index)
+    const range = stateMachineRange(this.groupId, [PARTITION_DATA, queue, index])
+    const pairs: KeyPair[] = []
+    let bytes = 0
+    let from = after ? concat(prefix, after) : undefined
+    for (;;) {
+      const rows = await this.#reader.range({
+        ...(from ? { gt: from } : { gte: range.gte }),
+        lt: range.lt,
+        limit: EXPORT_READ_PAIRS,
+      })
+      for (const [i, [key, value]] of rows.entries()) {
+        pairs.push([key.slice(prefix.length), value])
+        bytes += key.length + value.length
+        if (bytes >= bytesMax)
+          return { pairs, done: i === rows.length - 1 && rows.length < EXPORT_READ_PAIRS }
+      }
+      if (rows.length < EXPORT_READ_PAIRS) return { pairs, done: true }
+      from = (rows[rows.length - 1] as KeyPair)[0]
+    }
+  }
+
   stats(queue: string, index: number, nowMs: number): Promise<QueueStats> | undefined {
     return this.#partitions.get(idOf(queue, index))?.stats(nowMs)
   }
@@ -76,10 +150,13 @@ export class DataGroupMachine {
 
   /**
    * Applies one committed entry's data at the entry's leader timestamp `nowMs`. Calls are
-   * queued, so they never overlap, in the order they are made.
+   * queued, so they never overlap, in the order they are made. `written` resolves once the
+   * ops of every earlier entry are in the engine: `fence` waits for it (so that an export
+   * after it reads the final state) and so does the last `import` chunk (which opens the
+   * partition from the imported keys).
    */
-  apply(data: Uint8Array, nowMs: number): Promise<DataApplied> {
-    const next = this.#applying.then(() => this.#apply(data, nowMs))
+  apply(data: Uint8Array, nowMs: number, written: () => Promise<void> = settled): Promise<DataApplied> {
+    const next = this.#applying.then(() => this.#apply(data, nowMs, written))
     this.#applying = next.catch(() => {})
     return next
   }
@@ -88,10 +165,13 @@ export class DataGroupMachine {
   async reload(): Promise<void> {
     await this.#applying
     this.#partitions.clear()
+    this.#fenced.clear()
+    this.#imports.clear()
+    this.#imported.clear()
     await this.#load()
   }
 
-  async #apply(data: Uint8Array, nowMs: number): Promise<DataApplied> {
+  async #apply(data: Uint8Array, nowMs: number, written: () => Promise<void>): Promise<DataApplied> {
     let command: ReturnType<typeof decodeDataCommand>
     try {
       command = decodeDataCommand(data)
@@ -102,6 +182,9 @@ export class DataGroupMachine {
     switch (command.type) {
       case 'open': {
         if (this.#partitions.has(id)) return { result: { type: 'opened' }, ops: [], written: NOTHING }
+        if (this.#fenced.has(id)) return refused('fenced', `${id} moved away from group ${this.groupId}`)
+        if (this.#imports.has(id))
+          return refused('importing', `${id} is being moved into group ${this.groupId}`)
         const partition = await QueuePartition.open(
           this.#reader,
           this.#prefix(command.queue, command.partition),
@@ -116,7 +199,8 @@ export class DataGroupMachine {
         }
       }
       case 'drop': {
-        if (!this.#partitions.delete(id))
+        // A fenced partition is dropped even when never opened here (a move's last step).
+        if (!this.#partitions.delete(id) && !this.#fenced.has(id))
           return refused('not-held', `group ${this.groupId} does not hold ${id}`)
         const range = stateMachineRange(this.groupId, [PARTITION_DATA, command.queue, command.partition])
         return {
@@ -129,6 +213,7 @@ export class DataGroupMachine {
         }
       }
       case 'apply': {
+        if (this.#fenced.has(id)) return refused('fenced', `${id} moved away from group ${this.groupId}`)
         const partition = this.#partitions.get(id)
         if (!partition) return refused('not-held', `group ${this.groupId} does not hold ${id}`)
         const applied = await partition.apply(command.command, nowMs)
@@ -138,10 +223,101 @@ export class DataGroupMachine {
           written: () => partition.release(applied.generation),
         }
       }
+      case 'fence': {
+        const ops: BatchOp[] = []
+        if (!this.#fenced.has(id)) {
+          this.#fenced.add(id)
+          ops.push({ type: 'put', key: this.#key(FENCED, command.queue, command.partition), value: EMPTY })
+        }
+        await written()
+        return { result: { type: 'fenced' }, ops, written: NOTHING }
+      }
+      case 'import':
+        return this.#import(command, id, written)
     }
   }
 
+  async #import(
+    c: Extract<DataCommand, { type: 'import' }>,
+    id: string,
+    written: () => Promise<void>,
+  ): Promise<DataApplied> {
+    if (this.#imported.get(id) === c.moveId)
+      return { result: { type: 'imported', complete: true }, ops: [], written: NOTHING }
+    const importingKey = this.#key(IMPORTING, c.queue, c.partition)
+    // Chunk 0 starts a new session; any other chunk continues the one under way, in order.
+    const session: ImportSession | undefined =
+      c.seq === 0
+        ? { moveId: c.moveId, session: c.session, next: 0, config: c.config }
+        : this.#imports.get(id)
+    if (session?.session !== c.session || session.moveId !== c.moveId || session.next !== c.seq) {
+      const expected = session ? `${session.next} of ${session.session}` : 'a chunk 0'
+      return refused(
+        'import-order',
+        `import chunk ${c.seq} of session ${c.session} for ${id} is out of order (expected ${expected}); restart the import`,
+      )
+    }
+    // The last chunk opens the partition from the engine, so it must follow a chunk 0 (whose
+    // clear it then sees written) and carry no keys of its own.
+    if (c.last && (c.pairs.length > 0 || c.seq === 0))
+      return refused('malformed', 'the last import chunk follows chunk 0 and carries no keys')
+    if (c.pairs.some(([key]) => key.length === 0))
+      return refused('malformed', 'an import chunk carries an empty key')
+    const ops: BatchOp[] = []
+    if (c.seq === 0) {
+      // Whatever an earlier session (or an earlier stay here) left is cleared.
+      const range = stateMachineRange(this.groupId, [PARTITION_DATA, c.queue, c.partition])
+      this.#partitions.delete(id)
+      ops.push(
+        { type: 'del', key: this.#registryKey(c.queue, c.partition) },
+        { type: 'clear', gte: range.gte, lt: range.lt },
+      )
+    }
+    const prefix = this.#prefix(c.queue, c.partition)
+    for (const [key, value] of c.pairs) ops.push({ type: 'put', key: concat(prefix, key), value })
+    if (!c.last) {
+      const next: ImportSession = { ...session, next: session.next + 1 }
+      this.#imports.set(id, next)
+      ops.push({ type: 'put', key: importingKey, value: encoder.encode(JSON.stringify(next)) })
+      return { result: { type: 'imported', complete: false }, ops, written: NOTHING }
+    }
+    // Every chunk's keys are in the engine once `written` resolves: open the partition from them.
+    await written()
+    const partition = await QueuePartition.open(this.#reader, prefix, session.config)
+    this.#partitions.set(id, partition)
+    this.#imports.delete(id)
+    this.#fenced.delete(id)
+    this.#imported.set(id, c.moveId)
+    ops.push(
+      {
+        type: 'put',
+        key: this.#registryKey(c.queue, c.partition),
+        value: encoder.encode(JSON.stringify(session.config)),
+      },
+      { type: 'del', key: importingKey },
+      { type: 'del', key: this.#key(FENCED, c.queue, c.partition) },
+      {
+        type: 'put',
+        key: this.#key(IMPORTED, c.queue, c.partition),
+        value: encoder.encode(String(c.moveId)),
+      },
+    )
+    return { result: { type: 'imported', complete: true }, ops, written: NOTHING }
+  }
+
   async #load(): Promise<void> {
+    for (const [key] of await this.#reader.range(stateMachineRange(this.groupId, [FENCED]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#fenced.add(idOf(queue, index))
+    }
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTING]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#imports.set(idOf(queue, index), JSON.parse(decoder.decode(value)) as ImportSession)
+    }
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTED]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#imported.set(idOf(queue, index), Number(decoder.decode(value)))
+    }
     const registry = stateMachineRange(this.groupId, [REGISTRY])
     for (const [key, value] of await this.#reader.range({ gte: registry.gte, lt: registry.lt })) {
       const config = JSON.parse(decoder.decode(value)) as Partial<PartitionConfig>
@@ -154,11 +330,15 @@ export class DataGroupMachine {
   }
 
   #registryKey(queue: string, index: number): Uint8Array {
-    return stateMachineKey(this.groupId, [REGISTRY, queue, index])
+    return this.#key(REGISTRY, queue, index)
+  }
+
+  #key(kind: string, queue: string, index: number): Uint8Array {
+    return stateMachineKey(this.groupId, [kind, queue, index])
   }
 
   #parseRegistryKey(key: Uint8Array): { queue: string; index: number } {
-    // The registry key is (…, 'partitions', queue, index).
+    // A registry (or fence, import) key is (…, kind, queue, index).
     const tuple = decodeTuple(key)
     return { queue: tuple[tuple.length - 2] as string, index: tuple[tuple.length - 1] as number }
   }
@@ -168,10 +348,23 @@ export class DataGroupMachine {
   }
 }
 
+const EMPTY = new Uint8Array(0)
+
+function settled(): Promise<void> {
+  return Promise.resolve()
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length)
+  out.set(a)
+  out.set(b, a.length)
+  return out
+}
+
 function idOf(queue: string, index: number): string {
   return `${queue}/${index}`
 }
 
-function refused(reason: 'malformed' | 'not-held', message: string): DataApplied {
+function refused(reason: RefusalReason, message: string): DataApplied {
   return { result: { type: 'refused', reason, message }, ops: [], written: NOTHING }
 }

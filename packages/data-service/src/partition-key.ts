@@ -24,3 +24,12 @@ export function parsePartitionId(id: string): PartitionRef | undefined {
   if (!/^(0|[1-9][0-9]*)$/.test(digits)) return undefined
   return { queue: id.slice(0, slash), index: Number(digits) }
 }
+
+/**
+ * The name a queue's partitions are stored under in data groups: the queue's name and its
+ * incarnation (`name#queueId`), so that a queue deleted and created again never sees the old
+ * one's messages, even in the same groups.
+ */
+export function storedQueueName(queue: string, queueId: number): string {
+  return `${queue}#${queueId}`
+}

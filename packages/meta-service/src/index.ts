@@ -3,8 +3,17 @@ export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
 export type { ControllerPort, MetaGroupPort } from './meta-handlers'
 export { metaHandlers } from './meta-handlers'
-export type { GroupRecord, MetaResult, NodeRecord, PartitionRecord, QueueRecord } from './meta-state'
-export { META_LIMITS, MetaState } from './meta-state'
+export type {
+  GroupRecord,
+  MetaResult,
+  MoveRecord,
+  NodeRecord,
+  PartitionRecord,
+  QueueRecord,
+  ReplicaChangeRecord,
+  ScaleRecord,
+} from './meta-state'
+export { META_LIMITS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
 export { chooseReplicaNodes } from './placement'
 export type { StorageEngine } from './queue-config'
 export {
@@ -15,8 +24,12 @@ export {
   STORAGE_ENGINES,
 } from './queue-config'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
+export type { ReplicaChange, ReplicaInput } from './replica-plan'
+export { replicaActions } from './replica-plan'
 export type { Liveness } from './routes'
 export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'
+export type { ControlAction, ControlInput, ScaleProgress } from './scale-plan'
+export { controlActions, planMoves, scaleProgress } from './scale-plan'
 export { tokenDigest } from './token-handlers'
 export type { TokenRecord } from './token-registry'
 export { TOKENS_MAX, TokenRegistry } from './token-registry'

@@ -1,4 +1,5 @@
 import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
+import type { ReplicaChangeReason } from './meta-state'
 
 /**
  * The commands of the meta state machine: what the meta leader proposes through Raft and
@@ -25,6 +26,33 @@ export type MetaCommand =
       readonly roles: readonly string[]
     }
   | { readonly type: 'deleteToken'; readonly name: string }
+  /** Sets the wanted number of data groups; the controller carries the plan out. */
+  | { readonly type: 'scaleDataGroups'; readonly groups: number }
+  /** Records a live move of one partition to another data group (phase copy). */
+  | {
+      readonly type: 'startMove'
+      readonly queue: string
+      readonly partition: number
+      readonly toGroup: number
+    }
+  /** The target group holds the partition: route it there (phase drop; the route epoch bumps). */
+  | { readonly type: 'completeMove'; readonly moveId: number }
+  /** The source group dropped its copy: the move is over. */
+  | { readonly type: 'finishMove'; readonly moveId: number }
+  /** The scale plan is carried out (groups made or removed, partitions spread evenly). */
+  | { readonly type: 'finishScale' }
+  /** Marks a node as draining: its data-group replicas move to other nodes. */
+  | { readonly type: 'drainNode'; readonly nodeId: string }
+  /** Records a membership change of a data group: `add` replaces `remove`. */
+  | {
+      readonly type: 'startReplicaChange'
+      readonly groupId: number
+      readonly add: string
+      readonly remove: string
+      readonly reason: ReplicaChangeReason
+    }
+  /** The group's Raft membership changed: `add` is a voter, `remove` is gone. */
+  | { readonly type: 'finishReplicaChange'; readonly groupId: number }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -38,6 +66,14 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'deleteQueue',
   'putToken',
   'deleteToken',
+  'scaleDataGroups',
+  'startMove',
+  'completeMove',
+  'finishMove',
+  'finishScale',
+  'drainNode',
+  'startReplicaChange',
+  'finishReplicaChange',
 ])
 
 const encoder = new TextEncoder()

@@ -9,6 +9,7 @@ import {
 import type { MetaCommand } from './meta-commands'
 import type { MetaResult, MetaState, QueueRecord } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
+import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
 
 /** What the meta RPCs need from the meta group replica they run on. */
@@ -97,6 +98,16 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, meta.liveness()),
         groups: groupStatusesOf(state),
+        ...(state.scale ? { scale: scaleProgress(state) } : {}),
+        moves: state.moves().map((m) => ({
+          moveId: m.moveId,
+          queue: m.queue,
+          partition: m.partition,
+          fromGroup: m.fromGroup,
+          toGroup: m.toGroup,
+          phase: m.phase,
+          startedAtMs: m.startedAtMs,
+        })),
       }
     }),
     scaleDataGroups: unary(async (req) => {

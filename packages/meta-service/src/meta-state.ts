@@ -14,6 +14,12 @@ export interface GroupRecord {
   readonly groupId: number
   /** Node ids of the group's replicas. */
   readonly replicas: readonly string[]
+  /**
+   * The replicas it was created with: its log starts with them as voters (entries 1..n), so
+   * only they may bootstrap a replica with that membership; any other node starts empty and
+   * learns the membership from the leader. (Absent in images older than replica changes.)
+   */
+  readonly founders?: readonly string[]
   /** The last leader reported for the group ('' when none yet) and the term it led. */
   readonly leaderId: string
   readonly leaderTerm: number
@@ -39,6 +45,59 @@ export interface QueueRecord {
   readonly createdAtMs: number
 }
 
+export const MovePhase = {
+  /** The source group fences the partition and ships its state to the target group. */
+  Copy: 'copy',
+  /** The partition is routed to the target group; the source group drops its copy. */
+  Drop: 'drop',
+} as const
+export type MovePhase = (typeof MovePhase)[keyof typeof MovePhase]
+
+/** A live move of one partition between data groups (persisted: a new meta leader resumes it). */
+export interface MoveRecord {
+  readonly moveId: number
+  readonly queue: string
+  readonly queueId: number
+  readonly partition: number
+  readonly fromGroup: number
+  readonly toGroup: number
+  readonly phase: MovePhase
+  readonly startedAtMs: number
+}
+
+export const ReplicaChangeReason = {
+  /** The node being replaced is draining. */
+  Drain: 'drain',
+  /** The node being replaced was dead for longer than the replacement timeout. */
+  Dead: 'dead',
+  /** Spreads replicas evenly over the nodes (a node joined). */
+  Balance: 'balance',
+} as const
+export type ReplicaChangeReason = (typeof ReplicaChangeReason)[keyof typeof ReplicaChangeReason]
+
+/**
+ * A membership change of one data group under way: the group's leader adds `add` as a
+ * learner, promotes it once caught up, then removes `remove` (single-server changes). The
+ * group's replica list changes when the change is finished.
+ */
+export interface ReplicaChangeRecord {
+  readonly groupId: number
+  readonly add: string
+  readonly remove: string
+  readonly reason: ReplicaChangeReason
+  readonly startedAtMs: number
+}
+
+/** The operator's wanted number of data groups and how far the controller got. */
+export interface ScaleRecord {
+  readonly targetGroups: number
+  /** The groups chosen to go (when shrinking): emptied by moves, then removed. */
+  readonly removing: readonly number[]
+  readonly movesDone: number
+  readonly running: boolean
+  readonly startedAtMs: number
+}
+
 /** The outcome of applying one command: the same on every replica. */
 export type MetaResult<T = unknown> =
   | { readonly ok: true; readonly value: T }
@@ -50,6 +109,8 @@ export const META_LIMITS = {
   groupsMax: 10_000,
   queuesMax: 100_000,
   replicasPerGroupMax: 7,
+  /** Partition moves under way at once. */
+  movesMax: 64,
 } as const
 
 interface MetaImage {
@@ -57,6 +118,11 @@ interface MetaImage {
   readonly routeEpoch: number
   readonly nextGroupId: number
   readonly nextQueueId?: number
+  readonly nextMoveId?: number
+  readonly moves?: readonly MoveRecord[]
+  readonly scale?: ScaleRecord
+  readonly draining?: readonly string[]
+  readonly replicaChanges?: readonly ReplicaChangeRecord[]
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -77,6 +143,11 @@ export class MetaState {
   #routeEpoch = 1
   #nextGroupId = 1
   #nextQueueId = 1
+  #nextMoveId = 1
+  #scale: ScaleRecord | undefined
+  readonly #moves = new Map<number, MoveRecord>()
+  readonly #draining = new Set<string>()
+  readonly #replicaChanges = new Map<number, ReplicaChangeRecord>()
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -99,6 +170,11 @@ export class MetaState {
     return this.#groups.get(groupId)
   }
 
+  /** Whether data group `groupId` existed and was removed (ids are never reused). */
+  wasRemoved(groupId: number): boolean {
+    return groupId >= 1 && groupId < this.#nextGroupId && !this.#groups.has(groupId)
+  }
+
   groups(): GroupRecord[] {
     return [...this.#groups.values()].sort((a, b) => a.groupId - b.groupId)
   }
@@ -113,6 +189,41 @@ export class MetaState {
       .filter((q) => q.name.startsWith(prefix) && q.name > after)
       .sort((a, b) => compare(a.name, b.name))
       .slice(0, limit)
+  }
+
+  /** The scale plan (the last one asked for), if any. */
+  get scale(): ScaleRecord | undefined {
+    return this.#scale
+  }
+
+  /** The partition moves under way, in move id order. */
+  moves(): MoveRecord[] {
+    return [...this.#moves.values()].sort((a, b) => a.moveId - b.moveId)
+  }
+
+  move(moveId: number): MoveRecord | undefined {
+    return this.#moves.get(moveId)
+  }
+
+  /** Whether node `nodeId` is being drained (its replicas move elsewhere). */
+  draining(nodeId: string): boolean {
+    return this.#draining.has(nodeId)
+  }
+
+  /** The data-group membership changes under way, in group id order. */
+  replicaChanges(): ReplicaChangeRecord[] {
+    return [...this.#replicaChanges.values()].sort((a, b) => a.groupId - b.groupId)
+  }
+
+  replicaChange(groupId: number): ReplicaChangeRecord | undefined {
+    return this.#replicaChanges.get(groupId)
+  }
+
+  /** The data groups node `nodeId` must host: those it is a replica of, or is being added to. */
+  groupsOf(nodeId: string): GroupRecord[] {
+    return this.groups().filter(
+      (g) => g.replicas.includes(nodeId) || this.#replicaChanges.get(g.groupId)?.add === nodeId,
+    )
   }
 
   /** How many partitions each data group holds (groups with none included). */
@@ -146,6 +257,23 @@ export class MetaState {
         return this.tokens.put(command.name, command.sha256, command.roles, nowMs)
       case 'deleteToken':
         return this.tokens.remove(command.name)
+      case 'scaleDataGroups':
+        return this.#scaleDataGroups(command.groups, nowMs)
+      case 'startMove':
+        return this.#startMove(command.queue, command.partition, command.toGroup, nowMs)
+      case 'completeMove':
+        return this.#completeMove(command.moveId)
+      case 'finishMove':
+        return this.#finishMove(command.moveId)
+      case 'drainNode':
+        return this.#drainNode(command.nodeId)
+      case 'startReplicaChange':
+        return this.#startReplicaChange(command, nowMs)
+      case 'finishReplicaChange':
+        return this.#finishReplicaChange(command.groupId)
+      case 'finishScale':
+        if (this.#scale) this.#scale = { ...this.#scale, running: false }
+        return ok(this.#scale ?? null)
       default:
         return fail(
           ErrorCode.InvalidArgument,
@@ -203,6 +331,7 @@ export class MetaState {
     const record: GroupRecord = {
       groupId: this.#nextGroupId++,
       replicas: [...(replicas as string[])],
+      founders: [...(replicas as string[])],
       leaderId: '',
       leaderTerm: 0,
       createdAtMs: nowMs,
@@ -214,6 +343,19 @@ export class MetaState {
   #removeGroup(groupId: unknown): MetaResult<null> {
     const group = typeof groupId === 'number' ? this.#groups.get(groupId) : undefined
     if (!group) return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} does not exist`)
+    if (this.#replicaChanges.has(group.groupId)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `data group ${group.groupId} is changing its replicas; wait for it`,
+      )
+    }
+    const moving = this.moves().find((m) => m.fromGroup === group.groupId || m.toGroup === group.groupId)
+    if (moving) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `data group ${group.groupId} takes part in move ${moving.moveId}; wait for it to finish`,
+      )
+    }
     const held = this.partitionCounts().get(group.groupId) ?? 0
     if (held > 0) {
       return fail(
@@ -266,8 +408,10 @@ export class MetaState {
       )
     }
     // Each partition goes to the data group holding the fewest partitions (lowest id on a
-    // tie), so queues spread evenly over the groups.
+    // tie), so queues spread evenly over the groups; groups being removed take none.
     const counts = this.partitionCounts()
+    const removing = this.#scale?.running ? this.#scale.removing : []
+    if (removing.length < counts.size) for (const g of removing) counts.delete(g)
     const partitions: PartitionRecord[] = []
     for (let partition = 0; partition < config.partitions; partition++) {
       let best = -1
@@ -302,8 +446,173 @@ export class MetaState {
     if (typeof name !== 'string' || !this.#queues.delete(name)) {
       return fail(ErrorCode.QueueNotFound, `queue ${String(name)} does not exist`)
     }
+    // Moves of a deleted queue's partitions are abandoned (their copies go with the queue's data).
+    for (const m of this.moves()) if (m.queue === name) this.#moves.delete(m.moveId)
     this.#routeEpoch++
     return ok(null)
+  }
+
+  #scaleDataGroups(groups: unknown, nowMs: number): MetaResult<ScaleRecord> {
+    if (
+      typeof groups !== 'number' ||
+      !Number.isInteger(groups) ||
+      groups < 1 ||
+      groups > META_LIMITS.groupsMax
+    ) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `the number of data groups must be an integer from 1 to ${META_LIMITS.groupsMax}, got ${String(groups)}`,
+      )
+    }
+    // Shrinking: the groups holding the fewest partitions go (the newest on a tie).
+    const counts = this.partitionCounts()
+    const removing = [...counts.entries()]
+      .sort(([a, ca], [b, cb]) => ca - cb || b - a)
+      .slice(0, Math.max(0, counts.size - groups))
+      .map(([g]) => g)
+      .sort((a, b) => a - b)
+    this.#scale = { targetGroups: groups, removing, movesDone: 0, running: true, startedAtMs: nowMs }
+    return ok(this.#scale)
+  }
+
+  #startMove(
+    queueName: unknown,
+    partition: unknown,
+    toGroup: unknown,
+    nowMs: number,
+  ): MetaResult<MoveRecord> {
+    const queue = typeof queueName === 'string' ? this.#queues.get(queueName) : undefined
+    if (!queue) return fail(ErrorCode.QueueNotFound, `queue ${String(queueName)} does not exist`)
+    const p = queue.partitions.find((x) => x.partition === partition)
+    if (!p)
+      return fail(ErrorCode.InvalidArgument, `queue ${queue.name} has no partition ${String(partition)}`)
+    const target = typeof toGroup === 'number' ? this.#groups.get(toGroup) : undefined
+    if (!target) return fail(ErrorCode.InvalidArgument, `data group ${String(toGroup)} does not exist`)
+    if (p.groupId === target.groupId) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `${queue.name}/${p.partition} is in data group ${p.groupId} already`,
+      )
+    }
+    if (this.#scale?.running && this.#scale.removing.includes(target.groupId)) {
+      return fail(ErrorCode.InvalidArgument, `data group ${target.groupId} is being removed`)
+    }
+    if (this.moves().some((m) => m.queue === queue.name && m.partition === p.partition)) {
+      return fail(ErrorCode.InvalidArgument, `${queue.name}/${p.partition} is being moved already`)
+    }
+    if (this.#moves.size >= META_LIMITS.movesMax) {
+      return fail(ErrorCode.LimitExceeded, `${META_LIMITS.movesMax} partition moves are under way already`)
+    }
+    const record: MoveRecord = {
+      moveId: this.#nextMoveId++,
+      queue: queue.name,
+      queueId: queue.queueId,
+      partition: p.partition,
+      fromGroup: p.groupId,
+      toGroup: target.groupId,
+      phase: MovePhase.Copy,
+      startedAtMs: nowMs,
+    }
+    this.#moves.set(record.moveId, record)
+    return ok(record)
+  }
+
+  #completeMove(moveId: unknown): MetaResult<MoveRecord> {
+    const move = typeof moveId === 'number' ? this.#moves.get(moveId) : undefined
+    if (!move) return fail(ErrorCode.InvalidArgument, `move ${String(moveId)} is not under way`)
+    if (move.phase === MovePhase.Drop) return ok(move)
+    const queue = this.#queues.get(move.queue)
+    if (!queue || queue.queueId !== move.queueId) {
+      return fail(ErrorCode.QueueNotFound, `queue ${move.queue} of move ${move.moveId} was deleted`)
+    }
+    const partitions = queue.partitions.map((p) =>
+      p.partition === move.partition ? { ...p, groupId: move.toGroup } : p,
+    )
+    this.#queues.set(queue.name, { ...queue, partitions })
+    const next: MoveRecord = { ...move, phase: MovePhase.Drop }
+    this.#moves.set(move.moveId, next)
+    this.#routeEpoch++
+    return ok(next)
+  }
+
+  #finishMove(moveId: unknown): MetaResult<null> {
+    const move = typeof moveId === 'number' ? this.#moves.get(moveId) : undefined
+    if (!move) return ok(null)
+    if (move.phase !== MovePhase.Drop) {
+      return fail(ErrorCode.InvalidArgument, `move ${move.moveId} has not reached its target yet`)
+    }
+    this.#moves.delete(move.moveId)
+    if (this.#scale?.running) this.#scale = { ...this.#scale, movesDone: this.#scale.movesDone + 1 }
+    return ok(null)
+  }
+
+  #drainNode(nodeId: unknown): MetaResult<number> {
+    if (typeof nodeId !== 'string' || !this.#nodes.has(nodeId)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    }
+    this.#draining.add(nodeId)
+    return ok(this.groupsOf(nodeId).length)
+  }
+
+  #startReplicaChange(
+    c: {
+      readonly groupId: unknown
+      readonly add: unknown
+      readonly remove: unknown
+      readonly reason: unknown
+    },
+    nowMs: number,
+  ): MetaResult<ReplicaChangeRecord> {
+    const group = typeof c.groupId === 'number' ? this.#groups.get(c.groupId) : undefined
+    if (!group) return fail(ErrorCode.InvalidArgument, `data group ${String(c.groupId)} does not exist`)
+    if (this.#replicaChanges.has(group.groupId)) {
+      return fail(ErrorCode.InvalidArgument, `data group ${group.groupId} is changing its replicas already`)
+    }
+    if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${String(c.remove)} is not a replica of data group ${group.groupId}`,
+      )
+    }
+    if (typeof c.add !== 'string' || !this.#nodes.has(c.add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(c.add)} is not registered`)
+    }
+    if (group.replicas.includes(c.add)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${c.add} is a replica of data group ${group.groupId} already`,
+      )
+    }
+    if (!Object.values(ReplicaChangeReason).includes(c.reason as ReplicaChangeReason)) {
+      return fail(ErrorCode.InvalidArgument, `unknown replica change reason ${String(c.reason)}`)
+    }
+    const record: ReplicaChangeRecord = {
+      groupId: group.groupId,
+      add: c.add,
+      remove: c.remove,
+      reason: c.reason as ReplicaChangeReason,
+      startedAtMs: nowMs,
+    }
+    this.#replicaChanges.set(group.groupId, record)
+    return ok(record)
+  }
+
+  #finishReplicaChange(groupId: unknown): MetaResult<GroupRecord> {
+    const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
+    const group = change ? this.#groups.get(change.groupId) : undefined
+    if (!change || !group)
+      return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
+    const replicas = [...group.replicas.filter((r) => r !== change.remove), change.add]
+    const next: GroupRecord = {
+      ...group,
+      replicas,
+      ...(group.leaderId === change.remove ? { leaderId: '', leaderTerm: group.leaderTerm } : {}),
+    }
+    this.#groups.set(group.groupId, next)
+    this.#replicaChanges.delete(group.groupId)
+    // Routes carry the replicas' addresses.
+    this.#routeEpoch++
+    return ok(next)
   }
 
   /** The whole state as bytes: the Raft snapshot of the meta group. */
@@ -313,6 +622,11 @@ export class MetaState {
       routeEpoch: this.#routeEpoch,
       nextGroupId: this.#nextGroupId,
       nextQueueId: this.#nextQueueId,
+      nextMoveId: this.#nextMoveId,
+      moves: this.moves(),
+      ...(this.#scale ? { scale: this.#scale } : {}),
+      draining: [...this.#draining].sort(compare),
+      replicaChanges: this.replicaChanges(),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -329,6 +643,14 @@ export class MetaState {
     this.#routeEpoch = image.routeEpoch
     this.#nextGroupId = image.nextGroupId
     this.#nextQueueId = image.nextQueueId ?? 1
+    this.#nextMoveId = image.nextMoveId ?? 1
+    this.#scale = image.scale
+    this.#moves.clear()
+    for (const m of image.moves ?? []) this.#moves.set(m.moveId, m)
+    this.#draining.clear()
+    for (const n of image.draining ?? []) this.#draining.add(n)
+    this.#replicaChanges.clear()
+    for (const c of image.replicaChanges ?? []) this.#replicaChanges.set(c.groupId, c)
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()

@@ -54,8 +54,10 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
   }))
 }
 
+/** Each data group's status; `state` is removing (scale plan), changing (replicas), electing or active. */
 export function groupStatusesOf(state: MetaState): GroupStatus[] {
   const counts = state.partitionCounts()
+  const removing = new Set(state.scale?.running ? state.scale.removing : [])
   return state.groups().map((g) => ({
     groupId: g.groupId,
     leaderId: g.leaderId,
@@ -64,6 +66,12 @@ export function groupStatusesOf(state: MetaState): GroupStatus[] {
     commitIndex: 0,
     appliedIndex: 0,
     partitions: counts.get(g.groupId) ?? 0,
-    state: g.leaderId ? 'active' : 'electing',
+    state: removing.has(g.groupId)
+      ? 'removing'
+      : state.replicaChange(g.groupId)
+        ? 'changing'
+        : g.leaderId
+          ? 'active'
+          : 'electing',
   }))
 }

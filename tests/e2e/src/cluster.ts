@@ -74,6 +74,32 @@ export interface NodeProcess {
   ending: boolean
   output: string
   exited: Promise<void>
+  /** For a node added with `join()`: the address it joins through (else it is a founder). */
+  readonly joinVia?: string
+}
+
+/** A node not started yet, listening on `port` (advertising its proxy's port when proxied). */
+function nodeProcess(
+  nodeId: string,
+  port: number,
+  dir: string,
+  proxy: FaultProxy | undefined,
+  joinVia?: string,
+): NodeProcess {
+  return {
+    nodeId,
+    address: `127.0.0.1:${proxy ? proxy.port : port}`,
+    listenAddress: `127.0.0.1:${port}`,
+    proxy,
+    dataDir: join(dir, nodeId),
+    child: undefined,
+    paused: false,
+    crashes: [],
+    ending: false,
+    output: '',
+    exited: Promise.resolve(),
+    ...(joinVia ? { joinVia } : {}),
+  }
 }
 
 export interface ClusterOptions {
@@ -119,19 +145,7 @@ export class LocalCluster {
     for (let i = 1; i <= count; i++) {
       const port = await freePort()
       const proxy = options.proxied ? await FaultProxy.start(0, port) : undefined
-      nodes.push({
-        nodeId: `n${i}`,
-        address: `127.0.0.1:${proxy ? proxy.port : port}`,
-        listenAddress: `127.0.0.1:${port}`,
-        proxy,
-        dataDir: join(dir, `n${i}`),
-        child: undefined,
-        paused: false,
-        crashes: [],
-        ending: false,
-        output: '',
-        exited: Promise.resolve(),
-      })
+      nodes.push(nodeProcess(`n${i}`, port, dir, proxy))
     }
     const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
     cluster.#healthCredentials = options.healthCredentials
@@ -203,6 +217,20 @@ export class LocalCluster {
     ])
   }
 
+  /**
+   * Starts one more node, `n<k>`, that joins the running cluster through the first node
+   * (`--join`, not a meta member), and waits until it serves.
+   */
+  async join(): Promise<NodeProcess> {
+    const port = await freePort()
+    const nodeId = `n${this.nodes.length + 1}`
+    const n = nodeProcess(nodeId, port, this.dir, undefined, this.nodes[0]?.address)
+    this.nodes.push(n)
+    this.#spawn(n)
+    await waitServing(n.listenAddress)
+    return n
+  }
+
   /** Starts a stopped node again from its data dir and waits until it serves. */
   async restart(nodeId: string): Promise<void> {
     const n = this.node(nodeId)
@@ -271,8 +299,7 @@ export class LocalCluster {
         n.address,
         '--data-dir',
         n.dataDir,
-        '--initial-meta',
-        this.#initialMeta,
+        ...(n.joinVia ? ['--join', n.joinVia] : ['--initial-meta', this.#initialMeta]),
         '--tick-ms',
         String(this.#tickMs),
         ...this.#serverArgs,

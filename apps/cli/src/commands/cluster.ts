@@ -9,6 +9,7 @@ type ClusterStatus = Awaited<ReturnType<CliAdmin['clusterStatus']>>
 type NodeStatus = ClusterStatus['nodes'][number]
 type GroupStatus = ClusterStatus['groups'][number]
 type ScalePlan = NonNullable<ClusterStatus['scale']>
+type PartitionMove = ClusterStatus['moves'][number]
 
 /** `mq cluster status`, `mq node list|drain`, `mq group list|scale|transfer-leader`. */
 export function registerClusterCommands(program: Command, runtime: Runtime): void {
@@ -41,6 +42,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         )
         out.text(`\n${formatTable(status.nodes, nodeColumns(io.now()))}`)
         out.text(`\n${formatTable(status.groups, groupColumns)}`)
+        if (status.moves.length > 0) out.text(`\n${formatTable(status.moves, moveColumns(io.now()))}`)
       }),
     )
 
@@ -149,6 +151,18 @@ function nodeColumns(nowMs: number) {
     { header: 'ALIVE', value: (n: NodeStatus) => (n.alive ? 'yes' : 'no') },
     { header: 'HEARTBEAT', value: (n: NodeStatus) => formatAge(nowMs, n.lastHeartbeatMs) },
     { header: 'GROUPS', value: (n: NodeStatus) => n.groupIds.join(',') || '-' },
+  ]
+}
+
+/** The partition moves under way (a scale plan's, shown under the groups). */
+function moveColumns(nowMs: number) {
+  return [
+    { header: 'MOVE', value: (m: PartitionMove) => m.moveId },
+    { header: 'PARTITION', value: (m: PartitionMove) => `${m.queue}/${m.partition}` },
+    { header: 'FROM', value: (m: PartitionMove) => m.fromGroup },
+    { header: 'TO', value: (m: PartitionMove) => m.toGroup },
+    { header: 'PHASE', value: (m: PartitionMove) => m.phase },
+    { header: 'STARTED', value: (m: PartitionMove) => formatAge(nowMs, m.startedAtMs) },
   ]
 }
 

@@ -93,4 +93,49 @@ describe('DataMachine', () => {
     expect(await b).toEqual(await a)
     expect(((await a) as { result: { leases: unknown[] } }).result.leases).toHaveLength(3)
   })
+
+  it('applies a fence only once every earlier entry is written, so an export after it sees them', async () => {
+    const engine = new MemoryEngine()
+    const group = await DataGroupMachine.open(1, engine)
+    // Writes reach the engine only when released (as a group commit would, at its flush).
+    const held: (() => void)[] = []
+    const dm = new DataMachine(
+      group,
+      {
+        write: (ops) =>
+          new Promise<void>((resolve) =>
+            held.push(() => void engine.write(ops, { sync: false }).then(resolve)),
+          ),
+      },
+      engine,
+      0,
+      (e) => {
+        throw e
+      },
+    )
+    const entries = [
+      open(),
+      enqueue(7),
+      entry(encodeDataCommand({ type: 'fence', queue: 'q', partition: 0 })),
+    ]
+    const [, , fenced] = dm.apply(entries) as Promise<unknown>[]
+    let done = false
+    void fenced?.then(() => {
+      done = true
+    })
+    await new Promise((r) => setTimeout(r, 20))
+    expect(done).toBe(false)
+    while (held.length > 0 && !done) {
+      held.shift()?.()
+      await new Promise((r) => setTimeout(r, 5))
+    }
+    expect(await fenced).toEqual({ type: 'fenced' })
+    const atFence = await group.exportChunk('q', 0, undefined, 1 << 20)
+    // Everything written (the fence's own write too): the partition's keys are the same.
+    for (const release of held.splice(0)) release()
+    await dm.settled()
+    const later = await group.exportChunk('q', 0, undefined, 1 << 20)
+    expect(atFence.pairs.length).toBeGreaterThan(0)
+    expect(atFence).toEqual(later)
+  })
 })

@@ -1,6 +1,8 @@
-import type { DataGroupMachine, DataResult } from '@mq/data-service'
+import { type DataGroupMachine, type DataResult, decodePairs, encodePairs } from '@mq/data-service'
 import { type BatchOp, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
+
+export { decodePairs, encodePairs }
 
 /** Persists state-machine writes: stages them into the node's group commit, resolves once durable. */
 export interface SmWriter {
@@ -70,7 +72,8 @@ export class DataMachine implements StateMachine {
           this.#write([appliedOp])
           return undefined
         }
-        const applied = await this.#machine.apply(e.data, e.timestampMs)
+        // `written`: the writes of every earlier entry (a fence or an import's end waits for them).
+        const applied = await this.#machine.apply(e.data, e.timestampMs, () => this.#lastWrite)
         this.#write([...applied.ops, appliedOp]).then(applied.written, () => {})
         this.onApplied()
         return applied.result
@@ -87,6 +90,12 @@ export class DataMachine implements StateMachine {
     const written = this.#writer.write(ops)
     this.#lastWrite = written.catch((error: unknown) => this.#fatal(error))
     return written
+  }
+
+  /** Resolves once every entry handed to apply is applied and its writes are durable. */
+  async settled(): Promise<void> {
+    await this.#tail
+    await this.#lastWrite
   }
 
   /** Every key of the group's state machine, once all applied entries are durable. */
@@ -107,40 +116,6 @@ export class DataMachine implements StateMachine {
     await this.#machine.reload()
     this.#applied = snapshot.meta.index
   }
-}
-
-/** Encodes key/value pairs: per pair a u32 key length, the key, a u32 value length, the value. */
-export function encodePairs(pairs: readonly (readonly [Uint8Array, Uint8Array])[]): Uint8Array {
-  let size = 0
-  for (const [k, v] of pairs) size += 8 + k.length + v.length
-  const out = new Uint8Array(size)
-  const view = new DataView(out.buffer)
-  let at = 0
-  for (const [k, v] of pairs) {
-    view.setUint32(at, k.length)
-    out.set(k, at + 4)
-    at += 4 + k.length
-    view.setUint32(at, v.length)
-    out.set(v, at + 4)
-    at += 4 + v.length
-  }
-  return out
-}
-
-export function decodePairs(bytes: Uint8Array): [Uint8Array, Uint8Array][] {
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  const pairs: [Uint8Array, Uint8Array][] = []
-  let at = 0
-  const take = (): Uint8Array => {
-    if (at + 4 > bytes.length) throw new Error('data-group snapshot is truncated')
-    const n = view.getUint32(at)
-    if (at + 4 + n > bytes.length) throw new Error('data-group snapshot is truncated')
-    const out = bytes.slice(at + 4, at + 4 + n)
-    at += 4 + n
-    return out
-  }
-  while (at < bytes.length) pairs.push([take(), take()])
-  return pairs
 }
 
 /** Where a data group's applied index is kept (inside its state-machine key space). */

@@ -145,12 +145,31 @@ export interface ScalePlan {
   state: string;
 }
 
+/** A live move of one partition between data groups. */
+export interface PartitionMove {
+  moveId: number;
+  queue: string;
+  partition: number;
+  fromGroup: number;
+  toGroup: number;
+  /**
+   * "copy" (the source is fenced and ships the state) or "drop" (routed to the target; the
+   * source deletes its copy).
+   */
+  phase: string;
+  startedAtMs: number;
+}
+
 export interface ClusterStatusResponse {
   metaLeaderId: string;
   routeEpoch: number;
   nodes: NodeStatus[];
   groups: GroupStatus[];
-  scale?: ScalePlan | undefined;
+  scale?:
+    | ScalePlan
+    | undefined;
+  /** The partition moves under way. */
+  moves: PartitionMove[];
 }
 
 export interface ScaleDataGroupsRequest {
@@ -2143,8 +2162,180 @@ export const ScalePlan: MessageFns<ScalePlan> = {
   },
 };
 
+function createBasePartitionMove(): PartitionMove {
+  return { moveId: 0, queue: "", partition: 0, fromGroup: 0, toGroup: 0, phase: "", startedAtMs: 0 };
+}
+
+export const PartitionMove: MessageFns<PartitionMove> = {
+  encode(message: PartitionMove, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.moveId !== 0) {
+      writer.uint32(8).uint64(message.moveId);
+    }
+    if (message.queue !== "") {
+      writer.uint32(18).string(message.queue);
+    }
+    if (message.partition !== 0) {
+      writer.uint32(24).uint32(message.partition);
+    }
+    if (message.fromGroup !== 0) {
+      writer.uint32(32).uint64(message.fromGroup);
+    }
+    if (message.toGroup !== 0) {
+      writer.uint32(40).uint64(message.toGroup);
+    }
+    if (message.phase !== "") {
+      writer.uint32(50).string(message.phase);
+    }
+    if (message.startedAtMs !== 0) {
+      writer.uint32(56).uint64(message.startedAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionMove {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBasePartitionMove();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.moveId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.queue = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.partition = reader.uint32();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.fromGroup = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.toGroup = longToNumber(reader.uint64());
+          continue;
+        }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.phase = reader.string();
+          continue;
+        }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.startedAtMs = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): PartitionMove {
+    return {
+      moveId: isSet(object.moveId)
+        ? globalThis.Number(object.moveId)
+        : isSet(object.move_id)
+        ? globalThis.Number(object.move_id)
+        : 0,
+      queue: isSet(object.queue) ? globalThis.String(object.queue) : "",
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      fromGroup: isSet(object.fromGroup)
+        ? globalThis.Number(object.fromGroup)
+        : isSet(object.from_group)
+        ? globalThis.Number(object.from_group)
+        : 0,
+      toGroup: isSet(object.toGroup)
+        ? globalThis.Number(object.toGroup)
+        : isSet(object.to_group)
+        ? globalThis.Number(object.to_group)
+        : 0,
+      phase: isSet(object.phase) ? globalThis.String(object.phase) : "",
+      startedAtMs: isSet(object.startedAtMs)
+        ? globalThis.Number(object.startedAtMs)
+        : isSet(object.started_at_ms)
+        ? globalThis.Number(object.started_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: PartitionMove): unknown {
+    const obj: any = {};
+    if (message.moveId !== 0) {
+      obj.moveId = Math.round(message.moveId);
+    }
+    if (message.queue !== "") {
+      obj.queue = message.queue;
+    }
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.fromGroup !== 0) {
+      obj.fromGroup = Math.round(message.fromGroup);
+    }
+    if (message.toGroup !== 0) {
+      obj.toGroup = Math.round(message.toGroup);
+    }
+    if (message.phase !== "") {
+      obj.phase = message.phase;
+    }
+    if (message.startedAtMs !== 0) {
+      obj.startedAtMs = Math.round(message.startedAtMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PartitionMove>, I>>(base?: I): PartitionMove {
+    return PartitionMove.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PartitionMove>, I>>(object: I): PartitionMove {
+    const message = createBasePartitionMove();
+    message.moveId = object.moveId ?? 0;
+    message.queue = object.queue ?? "";
+    message.partition = object.partition ?? 0;
+    message.fromGroup = object.fromGroup ?? 0;
+    message.toGroup = object.toGroup ?? 0;
+    message.phase = object.phase ?? "";
+    message.startedAtMs = object.startedAtMs ?? 0;
+    return message;
+  },
+};
+
 function createBaseClusterStatusResponse(): ClusterStatusResponse {
-  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], scale: undefined };
+  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], scale: undefined, moves: [] };
 }
 
 export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
@@ -2163,6 +2354,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     }
     if (message.scale !== undefined) {
       ScalePlan.encode(message.scale, writer.uint32(42).fork()).join();
+    }
+    for (const v of message.moves) {
+      PartitionMove.encode(v!, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -2214,6 +2408,14 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
           message.scale = ScalePlan.decode(reader, reader.uint32());
           continue;
         }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.moves.push(PartitionMove.decode(reader, reader.uint32()));
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2238,6 +2440,7 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
       nodes: globalThis.Array.isArray(object?.nodes) ? object.nodes.map((e: any) => NodeStatus.fromJSON(e)) : [],
       groups: globalThis.Array.isArray(object?.groups) ? object.groups.map((e: any) => GroupStatus.fromJSON(e)) : [],
       scale: isSet(object.scale) ? ScalePlan.fromJSON(object.scale) : undefined,
+      moves: globalThis.Array.isArray(object?.moves) ? object.moves.map((e: any) => PartitionMove.fromJSON(e)) : [],
     };
   },
 
@@ -2258,6 +2461,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     if (message.scale !== undefined) {
       obj.scale = ScalePlan.toJSON(message.scale);
     }
+    if (message.moves?.length) {
+      obj.moves = message.moves.map((e) => PartitionMove.toJSON(e));
+    }
     return obj;
   },
 
@@ -2273,6 +2479,7 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     message.scale = (object.scale !== undefined && object.scale !== null)
       ? ScalePlan.fromPartial(object.scale)
       : undefined;
+    message.moves = object.moves?.map((e) => PartitionMove.fromPartial(e)) || [];
     return message;
   },
 };

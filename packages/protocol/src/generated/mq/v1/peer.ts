@@ -128,6 +128,63 @@ export interface HeartbeatResponse {
    */
   tokens: StoredToken[];
   tokensFingerprint: string;
+  /**
+   * Data groups this node reported that the cluster has removed (scaled down): the node
+   * stops hosting them and deletes their storage.
+   */
+  removedGroupIds: number[];
+}
+
+export interface MovePartitionRequest {
+  moveId: number;
+  /** The partition as data groups store it: the queue's name and incarnation (`name#id`). */
+  storedAs: string;
+  partition: number;
+  fromGroup: number;
+  toGroup: number;
+  /** "copy" or "drop". */
+  phase: string;
+  /** The target group's replicas (its last known leader first), to ship the state to. */
+  targetReplicas: NodeAddress[];
+  /** The partition's config (JSON), used when the source group never opened the partition. */
+  configJson: string;
+}
+
+export interface MovePartitionResponse {
+  /** Chunks and bytes shipped by this call (0 for "drop"). */
+  chunks: number;
+  bytes: number;
+}
+
+export interface ImportPartitionRequest {
+  groupId: number;
+  /** One data-group `import` entry (data-service's encoding), proposed as it is. */
+  command: Uint8Array;
+}
+
+export interface ImportPartitionResponse {
+  /** The target group holds the partition (this was the last chunk, or the move was done before). */
+  complete: boolean;
+}
+
+export interface ChangeReplicasRequest {
+  groupId: number;
+  add: string;
+  remove: string;
+  /**
+   * The new replica's applied index is close to the leader's commit index (the controller
+   * knows both from the heartbeats): it may be promoted to voter.
+   */
+  addCaughtUp: boolean;
+}
+
+export interface ChangeReplicasResponse {
+  done: boolean;
+  /**
+   * The step taken by this call (add-learner, promote, transfer-leader, remove) or "" when
+   * waiting for the new replica to catch up.
+   */
+  step: string;
 }
 
 /** A client token as the meta group stores it. */
@@ -1517,7 +1574,16 @@ export const LeaderTransfer: MessageFns<LeaderTransfer> = {
 };
 
 function createBaseHeartbeatResponse(): HeartbeatResponse {
-  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], transfers: [], tokens: [], tokensFingerprint: "" };
+  return {
+    metaLeaderId: "",
+    routeEpoch: 0,
+    nodes: [],
+    groups: [],
+    transfers: [],
+    tokens: [],
+    tokensFingerprint: "",
+    removedGroupIds: [],
+  };
 }
 
 export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
@@ -1543,6 +1609,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.tokensFingerprint !== "") {
       writer.uint32(58).string(message.tokensFingerprint);
     }
+    writer.uint32(66).fork();
+    for (const v of message.removedGroupIds) {
+      writer.uint64(v);
+    }
+    writer.join();
     return writer;
   },
 
@@ -1609,6 +1680,24 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.tokensFingerprint = reader.string();
           continue;
         }
+        case 8: {
+          if (tag === 64) {
+            message.removedGroupIds.push(longToNumber(reader.uint64()));
+
+            continue;
+          }
+
+          if (tag === 66) {
+            const end2 = reader.uint32() + reader.pos;
+            while (reader.pos < end2) {
+              message.removedGroupIds.push(longToNumber(reader.uint64()));
+            }
+
+            continue;
+          }
+
+          break;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1643,6 +1732,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : isSet(object.tokens_fingerprint)
         ? globalThis.String(object.tokens_fingerprint)
         : "",
+      removedGroupIds: globalThis.Array.isArray(object?.removedGroupIds)
+        ? object.removedGroupIds.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.removed_group_ids)
+        ? object.removed_group_ids.map((e: any) => globalThis.Number(e))
+        : [],
     };
   },
 
@@ -1669,6 +1763,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.tokensFingerprint !== "") {
       obj.tokensFingerprint = message.tokensFingerprint;
     }
+    if (message.removedGroupIds?.length) {
+      obj.removedGroupIds = message.removedGroupIds.map((e) => Math.round(e));
+    }
     return obj;
   },
 
@@ -1684,6 +1781,618 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.transfers = object.transfers?.map((e) => LeaderTransfer.fromPartial(e)) || [];
     message.tokens = object.tokens?.map((e) => StoredToken.fromPartial(e)) || [];
     message.tokensFingerprint = object.tokensFingerprint ?? "";
+    message.removedGroupIds = object.removedGroupIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseMovePartitionRequest(): MovePartitionRequest {
+  return {
+    moveId: 0,
+    storedAs: "",
+    partition: 0,
+    fromGroup: 0,
+    toGroup: 0,
+    phase: "",
+    targetReplicas: [],
+    configJson: "",
+  };
+}
+
+export const MovePartitionRequest: MessageFns<MovePartitionRequest> = {
+  encode(message: MovePartitionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.moveId !== 0) {
+      writer.uint32(8).uint64(message.moveId);
+    }
+    if (message.storedAs !== "") {
+      writer.uint32(18).string(message.storedAs);
+    }
+    if (message.partition !== 0) {
+      writer.uint32(24).uint32(message.partition);
+    }
+    if (message.fromGroup !== 0) {
+      writer.uint32(32).uint64(message.fromGroup);
+    }
+    if (message.toGroup !== 0) {
+      writer.uint32(40).uint64(message.toGroup);
+    }
+    if (message.phase !== "") {
+      writer.uint32(50).string(message.phase);
+    }
+    for (const v of message.targetReplicas) {
+      NodeAddress.encode(v!, writer.uint32(58).fork()).join();
+    }
+    if (message.configJson !== "") {
+      writer.uint32(66).string(message.configJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MovePartitionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseMovePartitionRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.moveId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.storedAs = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.partition = reader.uint32();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.fromGroup = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.toGroup = longToNumber(reader.uint64());
+          continue;
+        }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.phase = reader.string();
+          continue;
+        }
+        case 7: {
+          if (tag !== 58) {
+            break;
+          }
+
+          message.targetReplicas.push(NodeAddress.decode(reader, reader.uint32()));
+          continue;
+        }
+        case 8: {
+          if (tag !== 66) {
+            break;
+          }
+
+          message.configJson = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): MovePartitionRequest {
+    return {
+      moveId: isSet(object.moveId)
+        ? globalThis.Number(object.moveId)
+        : isSet(object.move_id)
+        ? globalThis.Number(object.move_id)
+        : 0,
+      storedAs: isSet(object.storedAs)
+        ? globalThis.String(object.storedAs)
+        : isSet(object.stored_as)
+        ? globalThis.String(object.stored_as)
+        : "",
+      partition: isSet(object.partition) ? globalThis.Number(object.partition) : 0,
+      fromGroup: isSet(object.fromGroup)
+        ? globalThis.Number(object.fromGroup)
+        : isSet(object.from_group)
+        ? globalThis.Number(object.from_group)
+        : 0,
+      toGroup: isSet(object.toGroup)
+        ? globalThis.Number(object.toGroup)
+        : isSet(object.to_group)
+        ? globalThis.Number(object.to_group)
+        : 0,
+      phase: isSet(object.phase) ? globalThis.String(object.phase) : "",
+      targetReplicas: globalThis.Array.isArray(object?.targetReplicas)
+        ? object.targetReplicas.map((e: any) => NodeAddress.fromJSON(e))
+        : globalThis.Array.isArray(object?.target_replicas)
+        ? object.target_replicas.map((e: any) => NodeAddress.fromJSON(e))
+        : [],
+      configJson: isSet(object.configJson)
+        ? globalThis.String(object.configJson)
+        : isSet(object.config_json)
+        ? globalThis.String(object.config_json)
+        : "",
+    };
+  },
+
+  toJSON(message: MovePartitionRequest): unknown {
+    const obj: any = {};
+    if (message.moveId !== 0) {
+      obj.moveId = Math.round(message.moveId);
+    }
+    if (message.storedAs !== "") {
+      obj.storedAs = message.storedAs;
+    }
+    if (message.partition !== 0) {
+      obj.partition = Math.round(message.partition);
+    }
+    if (message.fromGroup !== 0) {
+      obj.fromGroup = Math.round(message.fromGroup);
+    }
+    if (message.toGroup !== 0) {
+      obj.toGroup = Math.round(message.toGroup);
+    }
+    if (message.phase !== "") {
+      obj.phase = message.phase;
+    }
+    if (message.targetReplicas?.length) {
+      obj.targetReplicas = message.targetReplicas.map((e) => NodeAddress.toJSON(e));
+    }
+    if (message.configJson !== "") {
+      obj.configJson = message.configJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<MovePartitionRequest>, I>>(base?: I): MovePartitionRequest {
+    return MovePartitionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MovePartitionRequest>, I>>(object: I): MovePartitionRequest {
+    const message = createBaseMovePartitionRequest();
+    message.moveId = object.moveId ?? 0;
+    message.storedAs = object.storedAs ?? "";
+    message.partition = object.partition ?? 0;
+    message.fromGroup = object.fromGroup ?? 0;
+    message.toGroup = object.toGroup ?? 0;
+    message.phase = object.phase ?? "";
+    message.targetReplicas = object.targetReplicas?.map((e) => NodeAddress.fromPartial(e)) || [];
+    message.configJson = object.configJson ?? "";
+    return message;
+  },
+};
+
+function createBaseMovePartitionResponse(): MovePartitionResponse {
+  return { chunks: 0, bytes: 0 };
+}
+
+export const MovePartitionResponse: MessageFns<MovePartitionResponse> = {
+  encode(message: MovePartitionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.chunks !== 0) {
+      writer.uint32(8).uint32(message.chunks);
+    }
+    if (message.bytes !== 0) {
+      writer.uint32(16).uint64(message.bytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MovePartitionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseMovePartitionResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.chunks = reader.uint32();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.bytes = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): MovePartitionResponse {
+    return {
+      chunks: isSet(object.chunks) ? globalThis.Number(object.chunks) : 0,
+      bytes: isSet(object.bytes) ? globalThis.Number(object.bytes) : 0,
+    };
+  },
+
+  toJSON(message: MovePartitionResponse): unknown {
+    const obj: any = {};
+    if (message.chunks !== 0) {
+      obj.chunks = Math.round(message.chunks);
+    }
+    if (message.bytes !== 0) {
+      obj.bytes = Math.round(message.bytes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<MovePartitionResponse>, I>>(base?: I): MovePartitionResponse {
+    return MovePartitionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MovePartitionResponse>, I>>(object: I): MovePartitionResponse {
+    const message = createBaseMovePartitionResponse();
+    message.chunks = object.chunks ?? 0;
+    message.bytes = object.bytes ?? 0;
+    return message;
+  },
+};
+
+function createBaseImportPartitionRequest(): ImportPartitionRequest {
+  return { groupId: 0, command: new Uint8Array(0) };
+}
+
+export const ImportPartitionRequest: MessageFns<ImportPartitionRequest> = {
+  encode(message: ImportPartitionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.command.length !== 0) {
+      writer.uint32(18).bytes(message.command);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportPartitionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseImportPartitionRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.command = reader.bytes();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ImportPartitionRequest {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      command: isSet(object.command) ? bytesFromBase64(object.command) : new Uint8Array(0),
+    };
+  },
+
+  toJSON(message: ImportPartitionRequest): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.command.length !== 0) {
+      obj.command = base64FromBytes(message.command);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportPartitionRequest>, I>>(base?: I): ImportPartitionRequest {
+    return ImportPartitionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportPartitionRequest>, I>>(object: I): ImportPartitionRequest {
+    const message = createBaseImportPartitionRequest();
+    message.groupId = object.groupId ?? 0;
+    message.command = object.command ?? new Uint8Array(0);
+    return message;
+  },
+};
+
+function createBaseImportPartitionResponse(): ImportPartitionResponse {
+  return { complete: false };
+}
+
+export const ImportPartitionResponse: MessageFns<ImportPartitionResponse> = {
+  encode(message: ImportPartitionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.complete !== false) {
+      writer.uint32(8).bool(message.complete);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportPartitionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseImportPartitionResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.complete = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ImportPartitionResponse {
+    return { complete: isSet(object.complete) ? globalThis.Boolean(object.complete) : false };
+  },
+
+  toJSON(message: ImportPartitionResponse): unknown {
+    const obj: any = {};
+    if (message.complete !== false) {
+      obj.complete = message.complete;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportPartitionResponse>, I>>(base?: I): ImportPartitionResponse {
+    return ImportPartitionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportPartitionResponse>, I>>(object: I): ImportPartitionResponse {
+    const message = createBaseImportPartitionResponse();
+    message.complete = object.complete ?? false;
+    return message;
+  },
+};
+
+function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
+  return { groupId: 0, add: "", remove: "", addCaughtUp: false };
+}
+
+export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
+  encode(message: ChangeReplicasRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.add !== "") {
+      writer.uint32(18).string(message.add);
+    }
+    if (message.remove !== "") {
+      writer.uint32(26).string(message.remove);
+    }
+    if (message.addCaughtUp !== false) {
+      writer.uint32(32).bool(message.addCaughtUp);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChangeReplicasRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseChangeReplicasRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.add = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.remove = reader.string();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.addCaughtUp = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ChangeReplicasRequest {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      add: isSet(object.add) ? globalThis.String(object.add) : "",
+      remove: isSet(object.remove) ? globalThis.String(object.remove) : "",
+      addCaughtUp: isSet(object.addCaughtUp)
+        ? globalThis.Boolean(object.addCaughtUp)
+        : isSet(object.add_caught_up)
+        ? globalThis.Boolean(object.add_caught_up)
+        : false,
+    };
+  },
+
+  toJSON(message: ChangeReplicasRequest): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.add !== "") {
+      obj.add = message.add;
+    }
+    if (message.remove !== "") {
+      obj.remove = message.remove;
+    }
+    if (message.addCaughtUp !== false) {
+      obj.addCaughtUp = message.addCaughtUp;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChangeReplicasRequest>, I>>(base?: I): ChangeReplicasRequest {
+    return ChangeReplicasRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChangeReplicasRequest>, I>>(object: I): ChangeReplicasRequest {
+    const message = createBaseChangeReplicasRequest();
+    message.groupId = object.groupId ?? 0;
+    message.add = object.add ?? "";
+    message.remove = object.remove ?? "";
+    message.addCaughtUp = object.addCaughtUp ?? false;
+    return message;
+  },
+};
+
+function createBaseChangeReplicasResponse(): ChangeReplicasResponse {
+  return { done: false, step: "" };
+}
+
+export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
+  encode(message: ChangeReplicasResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.done !== false) {
+      writer.uint32(8).bool(message.done);
+    }
+    if (message.step !== "") {
+      writer.uint32(18).string(message.step);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChangeReplicasResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseChangeReplicasResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.done = reader.bool();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.step = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ChangeReplicasResponse {
+    return {
+      done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
+      step: isSet(object.step) ? globalThis.String(object.step) : "",
+    };
+  },
+
+  toJSON(message: ChangeReplicasResponse): unknown {
+    const obj: any = {};
+    if (message.done !== false) {
+      obj.done = message.done;
+    }
+    if (message.step !== "") {
+      obj.step = message.step;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChangeReplicasResponse>, I>>(base?: I): ChangeReplicasResponse {
+    return ChangeReplicasResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChangeReplicasResponse>, I>>(object: I): ChangeReplicasResponse {
+    const message = createBaseChangeReplicasResponse();
+    message.done = object.done ?? false;
+    message.step = object.step ?? "";
     return message;
   },
 };
@@ -1811,6 +2520,55 @@ export const PeerService = {
     responseSerialize: (value: HeartbeatResponse): Buffer => Buffer.from(HeartbeatResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): HeartbeatResponse => HeartbeatResponse.decode(value),
   },
+  /**
+   * The meta leader's controller asks the leader of a partition's source group to carry out
+   * one phase of a live move: "copy" fences the partition in the source group and ships its
+   * state, chunk by chunk, to the target group's leader (ImportPartition); "drop" deletes the
+   * source group's copy. Idempotent and restartable; NOT_LEADER on any other replica.
+   */
+  movePartition: {
+    path: "/mq.v1.Peer/MovePartition" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: MovePartitionRequest): Buffer => Buffer.from(MovePartitionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): MovePartitionRequest => MovePartitionRequest.decode(value),
+    responseSerialize: (value: MovePartitionResponse): Buffer =>
+      Buffer.from(MovePartitionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): MovePartitionResponse => MovePartitionResponse.decode(value),
+  },
+  /**
+   * One chunk of a moving partition's state, for the leader of the target group, which
+   * proposes it into the group's log. NOT_LEADER on any other replica.
+   */
+  importPartition: {
+    path: "/mq.v1.Peer/ImportPartition" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportPartitionRequest): Buffer =>
+      Buffer.from(ImportPartitionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportPartitionRequest => ImportPartitionRequest.decode(value),
+    responseSerialize: (value: ImportPartitionResponse): Buffer =>
+      Buffer.from(ImportPartitionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportPartitionResponse => ImportPartitionResponse.decode(value),
+  },
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas: {
+    path: "/mq.v1.Peer/ChangeReplicas" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ChangeReplicasRequest): Buffer =>
+      Buffer.from(ChangeReplicasRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ChangeReplicasRequest => ChangeReplicasRequest.decode(value),
+    responseSerialize: (value: ChangeReplicasResponse): Buffer =>
+      Buffer.from(ChangeReplicasResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ChangeReplicasResponse => ChangeReplicasResponse.decode(value),
+  },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
@@ -1823,6 +2581,26 @@ export interface PeerServer extends UntypedServiceImplementation {
    * follower answers NOT_LEADER with the meta leader's address.
    */
   heartbeat: handleUnaryCall<HeartbeatRequest, HeartbeatResponse>;
+  /**
+   * The meta leader's controller asks the leader of a partition's source group to carry out
+   * one phase of a live move: "copy" fences the partition in the source group and ships its
+   * state, chunk by chunk, to the target group's leader (ImportPartition); "drop" deletes the
+   * source group's copy. Idempotent and restartable; NOT_LEADER on any other replica.
+   */
+  movePartition: handleUnaryCall<MovePartitionRequest, MovePartitionResponse>;
+  /**
+   * One chunk of a moving partition's state, for the leader of the target group, which
+   * proposes it into the group's log. NOT_LEADER on any other replica.
+   */
+  importPartition: handleUnaryCall<ImportPartitionRequest, ImportPartitionResponse>;
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas: handleUnaryCall<ChangeReplicasRequest, ChangeReplicasResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -1861,6 +2639,68 @@ export interface PeerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: HeartbeatResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The meta leader's controller asks the leader of a partition's source group to carry out
+   * one phase of a live move: "copy" fences the partition in the source group and ships its
+   * state, chunk by chunk, to the target group's leader (ImportPartition); "drop" deletes the
+   * source group's copy. Idempotent and restartable; NOT_LEADER on any other replica.
+   */
+  movePartition(
+    request: MovePartitionRequest,
+    callback: (error: ServiceError | null, response: MovePartitionResponse) => void,
+  ): ClientUnaryCall;
+  movePartition(
+    request: MovePartitionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: MovePartitionResponse) => void,
+  ): ClientUnaryCall;
+  movePartition(
+    request: MovePartitionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: MovePartitionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * One chunk of a moving partition's state, for the leader of the target group, which
+   * proposes it into the group's log. NOT_LEADER on any other replica.
+   */
+  importPartition(
+    request: ImportPartitionRequest,
+    callback: (error: ServiceError | null, response: ImportPartitionResponse) => void,
+  ): ClientUnaryCall;
+  importPartition(
+    request: ImportPartitionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportPartitionResponse) => void,
+  ): ClientUnaryCall;
+  importPartition(
+    request: ImportPartitionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportPartitionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The meta leader's controller asks a data group's leader for the next step of replacing
+   * replica `remove` by `add` (one single-server membership change per call): add `add` as
+   * a learner; promote it once the controller says it caught up; hand the leadership away
+   * when `remove` is this leader; remove `remove`. Answers done once the group's membership
+   * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
+   */
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
+  ): ClientUnaryCall;
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
+  ): ClientUnaryCall;
+  changeReplicas(
+    request: ChangeReplicasRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -1,0 +1,382 @@
+import { partitionConfigOf, storedQueueName } from '@mq/data-service'
+import {
+  type ControllerPort,
+  controlActions,
+  type Liveness,
+  type MetaCommand,
+  type MetaResult,
+  type MetaState,
+  MovePhase,
+  preferredLeaders,
+  replicaActions,
+  scaleProgress,
+  transfersFor,
+} from '@mq/meta-service'
+import {
+  type ChangeReplicasResponse,
+  type GroupAssignment,
+  type GroupReport,
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  InvalidArgumentError,
+  type MovePartitionRequest,
+  type MovePartitionResponse,
+  mqError,
+} from '@mq/protocol'
+import type { PeerCalls, ReplicaAddress } from './peer-calls'
+
+/** A node not heard from for this long counts as dead. */
+export const NODE_DEAD_MS = 5_000
+/** Leadership is handed only to a node heard from this recently (3 heartbeats). */
+const TRANSFER_TARGET_FRESH_MS = 1_500
+/** One MovePartition call's deadline; a longer copy goes on and the next round joins it. */
+const MOVE_CALL_MS = 60_000
+/** Partition moves the controller keeps under way at once. */
+const MOVES_CONCURRENT_MAX = 2
+/** Data-group membership changes the controller keeps under way at once. */
+const REPLICA_CHANGES_MAX = 1
+/** A new replica within this many entries of the leader's commit index may become a voter. */
+const CAUGHT_UP_ENTRIES = 100
+/** One ChangeReplicas call's deadline (it proposes at most one membership change). */
+const CHANGE_CALL_MS = 5_000
+
+/** What the controller needs from the node it runs on. */
+export interface ControllerHost {
+  readonly nodeId: string
+  /** Replicas of a new data group. */
+  readonly replicas: number
+  /** Data groups wanted while no scale plan was asked for (0: one per live node). */
+  readonly dataGroups: number
+  /** A node not heard from for this long has its data-group replicas replaced. */
+  readonly replaceDeadAfterMs: number
+  readonly calls: PeerCalls
+  /** The meta state when this node leads the meta group, else undefined. */
+  leaderState(): MetaState | undefined
+  /**
+   * Resolves once the meta state holds every entry committed before the call (ReadIndex):
+   * a new leader may not have applied its predecessor's last entries yet.
+   */
+  barrier(): Promise<void>
+  /** Proposes a meta command; rejects with NOT_LEADER (hint) or UNAVAILABLE. */
+  propose(command: MetaCommand): Promise<MetaResult>
+  /** The error telling a caller where the meta leader is. */
+  notLeader(): Error
+  /** Starts a leadership transfer of the meta group (this node must lead it). */
+  transferMetaLeader(toNodeId: string): void
+}
+
+/**
+ * The meta leader's controller (claims 2 and 3 of the seed). Every node's heartbeat comes
+ * here: it records liveness, registers the node, records which node leads each data group,
+ * and answers with the groups the node must host, the removed groups it must delete, and the
+ * leadership transfers that spread leaders evenly. Every round it carries out the plan
+ * (meta-service's `controlActions`: create groups, start partition moves, remove emptied
+ * groups, finish the plan) and drives each move recorded in the meta state through its
+ * phases: Peer.MovePartition "copy" on the source group's leader, `completeMove` (the route
+ * flips, the epoch bumps), "drop" on the source group's leader, `finishMove`. Moves are
+ * persisted in the meta state, so a new meta leader resumes them; every step is idempotent.
+ *
+ * Liveness and operator leader overrides are soft state of the current meta leader.
+ */
+export class Controller {
+  readonly #host: ControllerHost
+  readonly #lastSeenMs = new Map<string, number>()
+  /** Operators' TransferLeader choices (group → node). */
+  readonly #leaderOverrides = new Map<number, string>()
+  readonly #driving = new Map<number, Promise<void>>()
+  /** Each node's last report of each group it hosts (applied and commit indexes). */
+  readonly #reports = new Map<string, Map<number, GroupReport>>()
+  readonly #changing = new Set<number>()
+  /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
+  #leaderSinceMs = 0
+  #busy = false
+
+  constructor(host: ControllerHost) {
+    this.#host = host
+  }
+
+  liveness(): Liveness {
+    return {
+      alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
+      lastHeartbeatMs: (id: string) => this.#lastSeenMs.get(id) ?? 0,
+    }
+  }
+
+  #alive(state: MetaState): Set<string> {
+    const liveness = this.liveness()
+    return new Set(
+      state
+        .nodes()
+        .map((n) => n.nodeId)
+        .filter((id) => liveness.alive(id)),
+    )
+  }
+
+  /** The Meta RPCs that act on the cluster (scale, drain, transfer leader). */
+  port(): ControllerPort {
+    return {
+      scaleDataGroups: async (groups) => {
+        if (!this.#host.leaderState()) throw this.#host.notLeader()
+        const r = await this.#host.propose({ type: 'scaleDataGroups', groups })
+        if (!r.ok) throw mqError(r.code, r.message)
+        const state = this.#host.leaderState()
+        if (!state) throw this.#host.notLeader()
+        void this.round()
+        return scaleProgress(state)
+      },
+      drainNode: async (nodeId) => {
+        if (!this.#host.leaderState()) throw this.#host.notLeader()
+        const r = await this.#host.propose({ type: 'drainNode', nodeId })
+        if (!r.ok) throw mqError(r.code, r.message)
+        void this.round()
+        return r.value as number
+      },
+      transferLeader: async (groupId, toNodeId) => {
+        const state = this.#host.leaderState()
+        if (!state) throw this.#host.notLeader()
+        if (groupId === 0) {
+          this.#host.transferMetaLeader(toNodeId)
+          return
+        }
+        // A data group: the choice is recorded here; the group's leader carries it out when
+        // its next heartbeat is answered (and leader balancing keeps it there).
+        const group = state.group(groupId)
+        if (!group) throw new InvalidArgumentError(`data group ${groupId} does not exist`)
+        if (!group.replicas.includes(toNodeId)) {
+          throw new InvalidArgumentError(
+            `node ${toNodeId} is not a replica of data group ${groupId} (${group.replicas.join(', ')})`,
+          )
+        }
+        this.#leaderOverrides.set(groupId, toNodeId)
+      },
+    }
+  }
+
+  /** The meta leader's side of a node heartbeat: liveness, registration, leader reports, assignments. */
+  async onHeartbeat(req: HeartbeatRequest): Promise<Omit<HeartbeatResponse, 'tokens' | 'tokensFingerprint'>> {
+    let state = this.#host.leaderState()
+    if (!state) throw this.#host.notLeader()
+    this.#lastSeenMs.set(req.nodeId, Date.now())
+    this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
+    if (state.node(req.nodeId)?.address !== req.address) {
+      const r = await this.#host.propose({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
+      if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
+    }
+    for (const g of req.groups) {
+      const known = state.group(g.groupId)
+      if (
+        known &&
+        g.leaderId === req.nodeId &&
+        (g.term > known.leaderTerm || known.leaderId !== g.leaderId)
+      ) {
+        await this.#host.propose({
+          type: 'reportLeader',
+          groupId: g.groupId,
+          leaderId: g.leaderId,
+          term: g.term,
+        })
+      }
+    }
+    state = this.#host.leaderState()
+    if (!state) throw this.#host.notLeader()
+    // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
+    // that just died would hold its group's proposals until an election timeout passes.
+    const now = Date.now()
+    const leaders = new Set(
+      [...this.#alive(state)].filter(
+        (id) => !state?.draining(id) && now - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS,
+      ),
+    )
+    const preferred = preferredLeaders(state, leaders, this.#leaderOverrides)
+    let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
+    const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
+    if (req.groups.some((g) => replaced(state as MetaState, g.groupId))) {
+      // Deleting a replica is final: decide it only on a state that has every committed entry.
+      await this.#host.barrier()
+      state = this.#host.leaderState()
+      if (!state) throw this.#host.notLeader()
+      hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
+    }
+    const current = state
+    return {
+      transfers: transfersFor(state, req.nodeId, preferred),
+      metaLeaderId: this.#host.nodeId,
+      routeEpoch: state.routeEpoch,
+      nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
+      // A founder that never left bootstraps with the founding membership (its log's first
+      // entries); any other replica (one being added) starts with none and learns it from the
+      // leader's log.
+      groups: state.groupsOf(req.nodeId).map((g): GroupAssignment => {
+        const founders = g.founders ?? g.replicas
+        const founder = founders.includes(req.nodeId) && g.replicas.includes(req.nodeId)
+        return { groupId: g.groupId, replicas: founder ? [...founders] : [] }
+      }),
+      // Only what the meta state says is gone: a removed group, or a replica replaced.
+      removedGroupIds: req.groups
+        .map((g) => g.groupId)
+        .filter((id) => current.wasRemoved(id) || replaced(current, id)),
+    }
+  }
+
+  /** One round of the controller (on a timer): drive the moves, then the plan's next steps. */
+  async round(): Promise<void> {
+    if (!this.#host.leaderState()) {
+      this.#leaderSinceMs = 0
+      return
+    }
+    if (this.#leaderSinceMs === 0) this.#leaderSinceMs = Date.now()
+    if (this.#busy) return
+    this.#busy = true
+    try {
+      this.#driveMoves()
+      const state = this.#host.leaderState()
+      if (!state) return
+      const alive = this.#alive(state)
+      const actions: MetaCommand[] = controlActions(state, {
+        // New groups go to live nodes that are not being drained.
+        alive: new Set([...alive].filter((id) => !state.draining(id))),
+        replicas: this.#host.replicas,
+        defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
+        movesMax: MOVES_CONCURRENT_MAX,
+      })
+      const now = Date.now()
+      const lost = new Set(
+        state
+          .nodes()
+          .map((n) => n.nodeId)
+          .filter(
+            (id) =>
+              now - Math.max(this.#lastSeenMs.get(id) ?? 0, this.#leaderSinceMs) >
+              this.#host.replaceDeadAfterMs,
+          ),
+      )
+      actions.push(...replicaActions(state, { alive, lost, changesMax: REPLICA_CHANGES_MAX }))
+      for (const action of actions) {
+        const r = await this.#host.propose(action)
+        if (!r.ok) break
+      }
+      this.#driveMoves()
+      this.#driveReplicaChanges()
+    } catch {
+      // Not the leader any more, or the meta group is busy: the next round tries again.
+    } finally {
+      this.#busy = false
+    }
+  }
+
+  #driveMoves(): void {
+    const state = this.#host.leaderState()
+    if (!state) return
+    for (const m of state.moves()) {
+      if (this.#driving.has(m.moveId)) continue
+      const driving = this.#drive(m.moveId)
+        .catch((error: unknown) => {
+          console.error(
+            `mq-server: move ${m.moveId} (${m.queue}/${m.partition}) will be retried:`,
+            (error as Error).message,
+          )
+        })
+        .finally(() => this.#driving.delete(m.moveId))
+      this.#driving.set(m.moveId, driving)
+    }
+  }
+
+  /** One step of each replica change under way (one call per change per round). */
+  #driveReplicaChanges(): void {
+    const state = this.#host.leaderState()
+    if (!state) return
+    for (const change of state.replicaChanges()) {
+      const group = state.group(change.groupId)
+      if (!group || this.#changing.has(change.groupId)) continue
+      const learner = this.#reports.get(change.add)?.get(change.groupId)
+      const leader = this.#reports.get(group.leaderId)?.get(change.groupId)
+      const caughtUp =
+        learner !== undefined &&
+        leader !== undefined &&
+        learner.appliedIndex > 0 &&
+        learner.appliedIndex + CAUGHT_UP_ENTRIES >= leader.commitIndex
+      const replicas = leaderFirst(state, group.leaderId, [...group.replicas, change.add])
+      this.#changing.add(change.groupId)
+      void this.#host.calls
+        .callLeader<ChangeReplicasResponse>(
+          replicas,
+          (c, md, opts, cb) =>
+            c.peer.changeReplicas(
+              { groupId: change.groupId, add: change.add, remove: change.remove, addCaughtUp: caughtUp },
+              md,
+              opts,
+              cb,
+            ),
+          CHANGE_CALL_MS,
+        )
+        .then(async (r) => {
+          if (r.step)
+            console.log(`mq-server: group ${change.groupId}: ${r.step} (${change.remove} → ${change.add})`)
+          if (!r.done) return
+          const finished = await this.#host.propose({ type: 'finishReplicaChange', groupId: change.groupId })
+          if (finished.ok)
+            console.log(
+              `mq-server: group ${change.groupId} replaced replica ${change.remove} by ${change.add} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
+            )
+        })
+        .catch((error: unknown) => {
+          console.error(
+            `mq-server: replica change of group ${change.groupId} will be retried:`,
+            (error as Error).message,
+          )
+        })
+        .finally(() => this.#changing.delete(change.groupId))
+    }
+  }
+
+  /** Carries move `moveId` from the phase the meta state records to its end. */
+  async #drive(moveId: number): Promise<void> {
+    const startedMs = Date.now()
+    let copy: { ms: number; response: MovePartitionResponse } | undefined
+    // At most two phases: copy, then drop.
+    for (let step = 0; step < 2; step++) {
+      const state = this.#host.leaderState()
+      const move = state?.move(moveId)
+      const queue = move ? state?.queue(move.queue) : undefined
+      const source = move ? state?.group(move.fromGroup) : undefined
+      const target = move ? state?.group(move.toGroup) : undefined
+      if (!state || !move || !queue || !source || !target) return
+      const request: MovePartitionRequest = {
+        moveId,
+        storedAs: storedQueueName(move.queue, move.queueId),
+        partition: move.partition,
+        fromGroup: move.fromGroup,
+        toGroup: move.toGroup,
+        phase: move.phase,
+        targetReplicas: leaderFirst(state, target.leaderId, target.replicas),
+        configJson: JSON.stringify(partitionConfigOf(queue.config)),
+      }
+      const response = await this.#host.calls.callLeader<MovePartitionResponse>(
+        leaderFirst(state, source.leaderId, source.replicas),
+        (c, md, opts, cb) => c.peer.movePartition(request, md, opts, cb),
+        MOVE_CALL_MS,
+      )
+      const next: MetaCommand =
+        move.phase === MovePhase.Copy ? { type: 'completeMove', moveId } : { type: 'finishMove', moveId }
+      const r = await this.#host.propose(next)
+      if (!r.ok) throw new Error(`${next.type} of move ${moveId}: ${r.message}`)
+      if (move.phase === MovePhase.Copy) {
+        copy = { ms: Date.now() - startedMs, response }
+      } else {
+        const copied = copy
+          ? `copied ${copy.response.chunks} chunks (${copy.response.bytes} bytes) in ${copy.ms} ms, `
+          : ''
+        console.log(
+          `mq-server: moved ${move.queue}/${move.partition} from group ${move.fromGroup} to group ${move.toGroup}: ${copied}done in ${Date.now() - startedMs} ms`,
+        )
+        return
+      }
+    }
+  }
+}
+
+/** A group's replicas with their addresses, its last reported leader first. */
+function leaderFirst(state: MetaState, leaderId: string, replicas: readonly string[]): ReplicaAddress[] {
+  const ordered = [...replicas].sort((a, b) => Number(b === leaderId) - Number(a === leaderId))
+  return ordered.map((nodeId) => ({ nodeId, address: state.node(nodeId)?.address ?? '' }))
+}

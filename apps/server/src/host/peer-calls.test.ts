@@ -1,0 +1,85 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js'
+import {
+  type ImportPartitionRequest,
+  type ImportPartitionResponse,
+  InvalidArgumentError,
+  PeerService,
+  unaryHandler,
+  NotLeaderError as WireNotLeader,
+} from '@mq/protocol'
+import { afterAll, describe, expect, it } from 'vitest'
+import { PeerCalls, peerOnly, type UnaryCall } from './peer-calls'
+
+const servers: Server[] = []
+afterAll(() => {
+  for (const s of servers) s.forceShutdown()
+})
+
+/** A Peer server answering ImportPartition with `answer` (only that method), behind `token`. */
+async function peer(
+  token: string,
+  answer: (req: ImportPartitionRequest) => Promise<ImportPartitionResponse>,
+): Promise<string> {
+  const server = new Server()
+  server.addService(PeerService, {
+    importPartition: peerOnly(token, unaryHandler(answer)),
+  } as never)
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
+  )
+  servers.push(server)
+  return `127.0.0.1:${port}`
+}
+
+const importCall: UnaryCall<ImportPartitionResponse> = (c, md, opts, cb) =>
+  c.peer.importPartition({ groupId: 1, command: new Uint8Array(0) }, md, opts, cb)
+
+describe('PeerCalls', () => {
+  it('follows a NOT_LEADER hint to the leader of a group, with the peer token', async () => {
+    const leader = await peer('secret', async () => ({ complete: true }))
+    const follower = await peer('secret', async () => {
+      throw new WireNotLeader('not the leader', { leaderId: 'b', leaderAddress: leader, groupId: 1 })
+    })
+    const calls = new PeerCalls('secret')
+    const r = await calls.callLeader([{ nodeId: 'a', address: follower }], importCall, 2_000)
+    expect(r).toEqual({ complete: true })
+    calls.close()
+  })
+
+  it('tries the other replicas when one is down, and stops at a non-retriable error', async () => {
+    const refusing = await peer('', async () => {
+      throw new InvalidArgumentError('bad chunk')
+    })
+    const calls = new PeerCalls('')
+    await expect(
+      calls.callLeader(
+        [
+          { nodeId: 'down', address: '127.0.0.1:1' },
+          { nodeId: 'b', address: refusing },
+        ],
+        importCall,
+        2_000,
+      ),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT', message: expect.stringMatching(/bad chunk/) })
+    calls.close()
+  })
+
+  it('gives up after a bounded number of attempts with the last error', async () => {
+    const calls = new PeerCalls('')
+    await expect(
+      calls.callLeader([{ nodeId: 'down', address: '127.0.0.1:1' }], importCall, 1_000, 3),
+    ).rejects.toMatchObject({ retriable: true })
+    calls.close()
+  })
+
+  it('refuses a call without the peer token (peerOnly)', async () => {
+    const guarded = await peer('secret', async () => ({ complete: true }))
+    const calls = new PeerCalls('wrong')
+    await expect(calls.call(guarded, importCall, 2_000)).rejects.toMatchObject({
+      message: expect.stringMatching(/peer token/),
+    })
+    calls.close()
+  })
+})

@@ -1,0 +1,136 @@
+import {
+  type ChannelCredentials,
+  credentials,
+  Metadata,
+  type ServerUnaryCall,
+  type ServiceError,
+  type sendUnaryData,
+  status,
+} from '@grpc/grpc-js'
+import {
+  fromGrpcError,
+  MetaClient,
+  type MqError,
+  NotLeaderError,
+  PeerClient,
+  UnavailableError,
+} from '@mq/protocol'
+import { PEER_TOKEN_KEY } from '../peer-transport'
+
+export interface NodeClients {
+  readonly meta: MetaClient
+  readonly peer: PeerClient
+}
+
+/** One unary call: a generated client method with its metadata, options and callback. */
+export type UnaryCall<T> = (
+  c: NodeClients,
+  md: Metadata,
+  opts: { deadline: number },
+  cb: (e: ServiceError | null, r: T) => void,
+) => void
+
+/** A replica to try, by node id and address. */
+export interface ReplicaAddress {
+  readonly nodeId: string
+  readonly address: string
+}
+
+/**
+ * A node's clients of other nodes (Meta and Peer services over one channel per address),
+ * and unary calls to them with a deadline and the peer token. Clients are kept per address
+ * until `close()`; at most `clientsMax` (the oldest is closed beyond that).
+ */
+export class PeerCalls {
+  readonly #token: string
+  readonly #clients = new Map<string, NodeClients>()
+  readonly #clientsMax: number
+  readonly #credentials: () => ChannelCredentials
+
+  /** `channelCredentials`: how to reach peers (TLS when the cluster uses it); default plaintext. */
+  constructor(
+    token: string,
+    clientsMax = 1_000,
+    channelCredentials: () => ChannelCredentials = () => credentials.createInsecure(),
+  ) {
+    this.#token = token
+    this.#clientsMax = clientsMax
+    this.#credentials = channelCredentials
+  }
+
+  clients(address: string): NodeClients {
+    let c = this.#clients.get(address)
+    if (!c) {
+      const meta = new MetaClient(address, this.#credentials())
+      const peer = new PeerClient(address, this.#credentials(), {
+        channelOverride: meta.getChannel(),
+      })
+      c = { meta, peer }
+      this.#clients.set(address, c)
+      if (this.#clients.size > this.#clientsMax) {
+        const [oldest, client] = this.#clients.entries().next().value as [string, NodeClients]
+        this.#clients.delete(oldest)
+        client.meta.close()
+      }
+    }
+    return c
+  }
+
+  /** One call to `address`; rejects with the typed MqError the callee answered (or UNAVAILABLE). */
+  call<T>(address: string, fn: UnaryCall<T>, timeoutMs: number): Promise<T> {
+    const metadata = new Metadata()
+    if (this.#token) metadata.set(PEER_TOKEN_KEY, this.#token)
+    return new Promise((resolve, reject) =>
+      fn(this.clients(address), metadata, { deadline: Date.now() + timeoutMs }, (e, r) =>
+        e ? reject(fromGrpcError(e)) : resolve(r),
+      ),
+    )
+  }
+
+  /**
+   * Calls the leader of a group among `replicas` (the likely leader first): a NOT_LEADER
+   * answer's hint is tried next, then the other replicas; at most `attemptsMax` calls.
+   * Rejects with the last error when none succeeds, or at once on a non-retriable error.
+   */
+  async callLeader<T>(
+    replicas: readonly ReplicaAddress[],
+    fn: UnaryCall<T>,
+    timeoutMs: number,
+    attemptsMax = 2 * replicas.length + 2,
+  ): Promise<T> {
+    const queue = replicas.map((r) => r.address).filter((a) => a !== '')
+    let last: unknown = new UnavailableError('the group has no known replica')
+    for (let attempt = 0; attempt < attemptsMax && queue.length > 0; attempt++) {
+      const address = queue.shift() as string
+      try {
+        return await this.call(address, fn, timeoutMs)
+      } catch (error) {
+        last = error
+        if (!(error as MqError).retriable) throw error
+        const hint = error instanceof NotLeaderError ? error.facts.leaderAddress : undefined
+        if (hint) queue.unshift(hint)
+        else queue.push(address)
+      }
+    }
+    throw last
+  }
+
+  close(): void {
+    for (const c of this.#clients.values()) c.meta.close()
+    this.#clients.clear()
+  }
+}
+
+/** Wraps a unary handler so that a call without the cluster's peer token is refused (UNAUTHENTICATED). */
+export function peerOnly<Req, Res>(
+  token: string,
+  handler: (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void,
+): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
+  return (call, callback) => {
+    if (token && call.metadata.get(PEER_TOKEN_KEY)[0] !== token) {
+      callback({ code: status.UNAUTHENTICATED, details: 'peer token missing or wrong' })
+      return
+    }
+    handler(call, callback)
+  }
+}

@@ -1,0 +1,59 @@
+import type { DataGroupPort } from '@mq/data-service'
+import type { ChangeReplicasRequest, ChangeReplicasResponse } from '@mq/protocol'
+import { UnavailableError } from '@mq/protocol'
+import { type ConfChange, ConfChangeType, type RaftHost } from '@mq/raft-core'
+import { toWireError } from './wire-errors'
+
+/**
+ * The data-group leader's side of replacing a replica (Peer.ChangeReplicas): one step per
+ * call, decided from the group's current configuration, so a repeated or resumed request
+ * simply continues (Raft §6, single-server changes, one at a time):
+ *
+ * 1. `add` is no member: propose AddLearner(add) — it receives the log (or a snapshot) but
+ *    does not count towards a quorum;
+ * 2. `add` is a learner: once the controller says it caught up, propose AddVoter(add);
+ * 3. `remove` is a member: when it is this leader, hand the leadership to `add` first
+ *    (the next call goes to the new leader); else propose Remove(remove);
+ * 4. otherwise: done.
+ *
+ * Throws NOT_LEADER (with the hint) on a non-leader, UNAVAILABLE when a change cannot be
+ * proposed yet (another change uncommitted, no entry of the leader's term committed yet).
+ */
+export async function changeReplicas(
+  raft: RaftHost,
+  port: DataGroupPort | undefined,
+  req: ChangeReplicasRequest,
+  addressOf: (nodeId: string) => string | undefined,
+): Promise<ChangeReplicasResponse> {
+  const groupId = req.groupId
+  if (!port) throw new UnavailableError(`this node hosts no replica of data group ${groupId}`, { groupId })
+  port.assertLeader()
+  const status = raft.status(groupId)
+  const { voters, learners } = status.conf
+  const propose = async (change: ConfChange, step: string): Promise<ChangeReplicasResponse> => {
+    try {
+      await raft.proposeConfChange(groupId, change)
+    } catch (error) {
+      throw toWireError(error, groupId, addressOf)
+    }
+    return { done: false, step }
+  }
+  if (!voters.includes(req.add) && !learners.includes(req.add))
+    return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
+  if (learners.includes(req.add)) {
+    if (!req.addCaughtUp) return { done: false, step: '' }
+    return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
+  }
+  if (voters.includes(req.remove) || learners.includes(req.remove)) {
+    if (req.remove === status.id) {
+      try {
+        raft.transferLeader(groupId, req.add)
+      } catch (error) {
+        throw toWireError(error, groupId, addressOf)
+      }
+      return { done: false, step: 'transfer-leader' }
+    }
+    return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
+  }
+  return { done: true, step: '' }
+}

@@ -1,0 +1,205 @@
+import { MemoryEngine } from '@mq/kv-storage'
+import type { Command, CommandResult } from '@mq/weighted-queue'
+import { describe, expect, it } from 'vitest'
+import { type DataCommand, encodeDataCommand, type ImportChunk } from './data-command'
+import { type DataApplied, DataGroupMachine, type DataResult } from './data-group'
+import type { KeyPair } from './key-pairs'
+
+/** One replica's group: applies entries and writes their ops, as the host does. */
+class Replica {
+  readonly engine: MemoryEngine
+  readonly machine: DataGroupMachine
+  #written: Promise<void> = Promise.resolve()
+
+  private constructor(engine: MemoryEngine, machine: DataGroupMachine) {
+    this.engine = engine
+    this.machine = machine
+  }
+
+  static async open(groupId: number, engine = new MemoryEngine()): Promise<Replica> {
+    return new Replica(engine, await DataGroupMachine.open(groupId, engine))
+  }
+
+  async apply(command: DataCommand, nowMs = 1_000): Promise<DataResult> {
+    const applied: DataApplied = await this.machine.apply(
+      encodeDataCommand(command),
+      nowMs,
+      () => this.#written,
+    )
+    this.#written = this.engine.write(applied.ops, { sync: false }).then(applied.written)
+    await this.#written
+    return applied.result
+  }
+
+  async run(command: Command, nowMs = 1_000): Promise<CommandResult> {
+    const r = await this.apply({ type: 'apply', queue: 'q', partition: 0, command }, nowMs)
+    if (r.type !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(r)}`)
+    return r.result
+  }
+}
+
+/** Ships every key of q/0 from `source` into `target` in chunks of about `bytesMax` bytes. */
+async function ship(source: Replica, target: Replica, moveId: number, session: string, bytesMax: number) {
+  const chunk = (seq: number, last: boolean, pairs: readonly KeyPair[]): ImportChunk => ({
+    moveId,
+    session,
+    seq,
+    last,
+    config: source.machine.configOf('q', 0) ?? {},
+    pairs,
+  })
+  let after: Uint8Array | undefined
+  let seq = 0
+  const results: DataResult[] = []
+  for (;;) {
+    const { pairs, done } = await source.machine.exportChunk('q', 0, after, bytesMax)
+    results.push(
+      await target.apply({ type: 'import', queue: 'q', partition: 0, ...chunk(seq++, false, pairs) }),
+    )
+    after = pairs.length > 0 ? (pairs[pairs.length - 1] as KeyPair)[0] : after
+    if (done) break
+  }
+  results.push(await target.apply({ type: 'import', queue: 'q', partition: 0, ...chunk(seq, true, []) }))
+  return { results, chunks: seq + 1 }
+}
+
+describe('moving a partition between data groups (fence, export, import)', () => {
+  it('carries ready, leased (ids and deadlines), dedup and producer state; the source refuses from the fence on', async () => {
+    const source = await Replica.open(1)
+    const target = await Replica.open(2)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: { maxDeliveries: 3 } })
+    const body = new Uint8Array(200).fill(7)
+    const enq = await source.run({
+      type: 'enqueue',
+      producerId: 'p',
+      producerSeq: 1,
+      messages: Array.from({ length: 40 }, (_, i) => ({ body, weight: 1 + (i % 3), dedupKey: `k${i}` })),
+    })
+    expect(enq).toMatchObject({ type: 'enqueue', duplicate: false })
+    const leased = await source.run({ type: 'lease', consumerId: 'c', max: 5, visibilityMs: 60_000 }, 2_000)
+    if (leased.type !== 'lease') throw new Error('lease')
+    expect(leased.leases).toHaveLength(5)
+
+    expect(await source.apply({ type: 'fence', queue: 'q', partition: 0 })).toEqual({ type: 'fenced' })
+    expect(await source.apply({ type: 'fence', queue: 'q', partition: 0 })).toEqual({ type: 'fenced' })
+    expect(
+      await source.apply({ type: 'apply', queue: 'q', partition: 0, command: { type: 'tick' } }),
+    ).toMatchObject({
+      type: 'refused',
+      reason: 'fenced',
+    })
+
+    const { results, chunks } = await ship(source, target, 9, 's1', 1_000)
+    expect(chunks).toBeGreaterThan(3)
+    expect(results.at(-1)).toEqual({ type: 'imported', complete: true })
+    expect(target.machine.holds('q', 0)).toBe(true)
+
+    // The outstanding leases are valid on the target with their ids and deadlines.
+    const extended = await target.run({ type: 'ack', leaseIds: leased.leases.map((l) => l.leaseId) }, 3_000)
+    expect(extended).toMatchObject({ type: 'ack', statuses: ['ok', 'ok', 'ok', 'ok', 'ok'] })
+    // A retried producer batch and a repeated dedup key are recognised on the target.
+    const retried = await target.run({
+      type: 'enqueue',
+      producerId: 'p',
+      producerSeq: 1,
+      messages: [{ body, weight: 1 }],
+    })
+    expect(retried).toMatchObject({ duplicate: true })
+    const rest = await target.run({ type: 'lease', consumerId: 'c', max: 100, visibilityMs: 60_000 }, 4_000)
+    if (rest.type !== 'lease') throw new Error('lease')
+    const leasedIds = new Set(leased.leases.map((l) => l.messageId))
+    expect(rest.leases.map((l) => l.messageId).sort((a, b) => a - b)).toEqual(
+      (enq.type === 'enqueue' ? enq.ids : []).filter((id) => !leasedIds.has(id)),
+    )
+  })
+
+  it('expired leases move too: the target redelivers them after their deadline', async () => {
+    const source = await Replica.open(1)
+    const target = await Replica.open(2)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await source.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
+    const first = await source.run({ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 }, 1_000)
+    await source.apply({ type: 'fence', queue: 'q', partition: 0 })
+    await ship(source, target, 1, 's', 64 * 1024)
+    const again = await target.run({ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 }, 2_500)
+    expect(again).toMatchObject({ type: 'lease', leases: [{ messageId: 1, deliveryCount: 2 }] })
+    expect(first).toMatchObject({ leases: [{ messageId: 1, deliveryCount: 1 }] })
+  })
+
+  it('a fenced partition is never opened again, is dropped, and the fence survives a reopen', async () => {
+    const engine = new MemoryEngine()
+    const source = await Replica.open(1, engine)
+    // Fenced before it was ever opened here (no traffic): still closed for good.
+    expect(await source.apply({ type: 'fence', queue: 'q', partition: 0 })).toEqual({ type: 'fenced' })
+    expect(await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toMatchObject({
+      type: 'refused',
+      reason: 'fenced',
+    })
+    expect(await source.apply({ type: 'drop', queue: 'q', partition: 0 })).toEqual({ type: 'dropped' })
+    const reopened = await Replica.open(1, engine)
+    expect(reopened.machine.fenced('q', 0)).toBe(true)
+    expect(await reopened.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toMatchObject({
+      reason: 'fenced',
+    })
+  })
+
+  it('imports are restartable: a new session clears the old one, stale chunks are refused, a done move is not redone', async () => {
+    const source = await Replica.open(1)
+    const target = await Replica.open(2)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await source.run({
+      type: 'enqueue',
+      messages: Array.from({ length: 30 }, () => ({ body: new Uint8Array(100), weight: 1 })),
+    })
+    await source.apply({ type: 'fence', queue: 'q', partition: 0 })
+    const { pairs } = await source.machine.exportChunk('q', 0, undefined, 500)
+    const base = { type: 'import', queue: 'q', partition: 0, moveId: 4, config: {} } as const
+    expect(await target.apply({ ...base, session: 'a', seq: 0, last: false, pairs })).toEqual({
+      type: 'imported',
+      complete: false,
+    })
+    // Another driver starts over: session a's chunks are refused from then on.
+    expect(await target.apply({ ...base, session: 'b', seq: 0, last: false, pairs })).toMatchObject({
+      complete: false,
+    })
+    expect(await target.apply({ ...base, session: 'a', seq: 1, last: false, pairs: [] })).toMatchObject({
+      reason: 'import-order',
+    })
+    expect(await target.apply({ ...base, session: 'b', seq: 2, last: true, pairs: [] })).toMatchObject({
+      reason: 'import-order',
+    })
+    // While importing, the partition takes no commands and is not opened empty.
+    expect(await target.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toMatchObject({
+      reason: 'importing',
+    })
+    const { chunks } = await ship(source, target, 4, 'c', 1_000)
+    expect(chunks).toBeGreaterThan(1)
+    const leased = await target.run({ type: 'lease', consumerId: 'c', max: 100, visibilityMs: 1_000 })
+    expect(leased).toMatchObject({ type: 'lease' })
+    expect(leased.type === 'lease' ? leased.leases.length : 0).toBe(30)
+    // The same move again (a driver that did not hear it finished): a no-op, state kept.
+    expect(await target.apply({ ...base, session: 'd', seq: 0, last: false, pairs: [] })).toEqual({
+      type: 'imported',
+      complete: true,
+    })
+    const stats = await target.machine.stats('q', 0, 2_000)
+    expect(stats?.messages).toBe(30)
+  })
+
+  it('refuses malformed import chunks without changing anything', async () => {
+    const target = await Replica.open(2)
+    const base = { type: 'import', queue: 'q', partition: 0, moveId: 1, session: 's', config: {} } as const
+    expect(await target.apply({ ...base, seq: 0, last: true, pairs: [] })).toMatchObject({
+      reason: 'malformed',
+    })
+    expect(
+      await target.apply({ ...base, seq: 0, last: false, pairs: [[new Uint8Array(0), Uint8Array.of(1)]] }),
+    ).toMatchObject({ reason: 'malformed' })
+    expect(await target.apply({ ...base, seq: 1, last: false, pairs: [] })).toMatchObject({
+      reason: 'import-order',
+    })
+    expect(await target.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toEqual({
+      type: 'opened',
+    })
+  })
+})

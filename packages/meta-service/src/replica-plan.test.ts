@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest'
+import type { MetaCommand } from './meta-commands'
+import { MetaState } from './meta-state'
+import { type ReplicaInput, replicaActions } from './replica-plan'
+
+function cluster(nodes: number, groups: string[][]): MetaState {
+  const s = new MetaState()
+  for (let i = 1; i <= nodes; i++)
+    s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:${7000 + i}` }, 1)
+  for (const replicas of groups) s.apply({ type: 'createGroup', replicas }, 2)
+  return s
+}
+
+function must(s: MetaState, command: MetaCommand): void {
+  const r = s.apply(command, 10)
+  if (!r.ok) throw new Error(`${command.type}: ${r.message}`)
+}
+
+const all = (n: number) => new Set(Array.from({ length: n }, (_, i) => `n${i + 1}`))
+
+/** Starts and finishes changes as the controller would, until there is nothing to do. */
+function settle(s: MetaState, input: ReplicaInput): number {
+  for (let round = 0; round < 100; round++) {
+    for (const c of s.replicaChanges()) must(s, { type: 'finishReplicaChange', groupId: c.groupId })
+    const actions = replicaActions(s, input)
+    if (actions.length === 0) return round
+    for (const a of actions) must(s, a)
+    expect(s.replicaChanges().length).toBeLessThanOrEqual(input.changesMax)
+  }
+  throw new Error('replica placement did not settle')
+}
+
+function loads(s: MetaState): Map<string, number> {
+  const out = new Map(s.nodes().map((n) => [n.nodeId, 0]))
+  for (const g of s.groups()) for (const r of g.replicas) out.set(r, (out.get(r) ?? 0) + 1)
+  return out
+}
+
+const G = ['n1', 'n2', 'n3']
+
+describe('replicaActions (drain, dead nodes, joins)', () => {
+  it('drains a node: every replica moves to the least loaded other node, then it holds none', () => {
+    const s = cluster(4, [G, G, G])
+    expect(s.apply({ type: 'drainNode', nodeId: 'n3' }, 5)).toEqual({ ok: true, value: 3 })
+    const first = replicaActions(s, { alive: all(4), lost: new Set(), changesMax: 2 })
+    expect(first).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'drain' },
+      { type: 'startReplicaChange', groupId: 2, add: 'n4', remove: 'n3', reason: 'drain' },
+    ])
+    settle(s, { alive: all(4), lost: new Set(), changesMax: 2 })
+    expect(loads(s).get('n3')).toBe(0)
+    for (const g of s.groups()) expect(new Set(g.replicas).size).toBe(3)
+    expect(s.groupsOf('n3')).toEqual([])
+  })
+
+  it('replaces the replicas of a node lost past the timeout, only onto live nodes', () => {
+    const s = cluster(5, [G, ['n1', 'n2', 'n4']])
+    const alive = new Set(['n1', 'n2', 'n4', 'n5'])
+    const actions = replicaActions(s, { alive, lost: new Set(['n3']), changesMax: 4 })
+    expect(actions).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: 'n5', remove: 'n3', reason: 'dead' },
+    ])
+  })
+
+  it('does nothing when no node can take the replica (3 nodes, one lost)', () => {
+    const s = cluster(3, [G])
+    expect(replicaActions(s, { alive: new Set(['n1', 'n2']), lost: new Set(['n3']), changesMax: 2 })).toEqual(
+      [],
+    )
+  })
+
+  it('spreads replicas onto a joined node until the nodes differ by at most one', () => {
+    const s = cluster(4, [G, G, G, G])
+    const input = { alive: all(4), lost: new Set<string>(), changesMax: 1 }
+    settle(s, input)
+    expect([...loads(s).values()]).toEqual([3, 3, 3, 3])
+    for (const g of s.groups()) expect(new Set(g.replicas).size).toBe(3)
+  })
+
+  it('records changes in the meta state and refuses bad ones with no state change', () => {
+    const s = cluster(4, [G])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'balance' })
+    expect(s.groupsOf('n4').map((g) => g.groupId)).toEqual([1])
+    const before = s.snapshot()
+    const bad: [MetaCommand, RegExp][] = [
+      [{ type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n2', reason: 'balance' }, /already/],
+      [
+        { type: 'startReplicaChange', groupId: 9, add: 'n4', remove: 'n2', reason: 'balance' },
+        /does not exist/,
+      ],
+      [{ type: 'removeGroup', groupId: 1 }, /changing its replicas/],
+      [{ type: 'finishReplicaChange', groupId: 9 }, /not changing/],
+      [{ type: 'drainNode', nodeId: 'n9' }, /not registered/],
+    ]
+    for (const [command, message] of bad) {
+      expect(s.apply(command, 20)).toMatchObject({ ok: false, message: expect.stringMatching(message) })
+    }
+    expect(s.snapshot()).toEqual(before)
+    const epoch = s.routeEpoch
+    must(s, { type: 'finishReplicaChange', groupId: 1 })
+    expect(s.group(1)?.replicas).toEqual(['n2', 'n3', 'n4'])
+    expect(s.routeEpoch).toBe(epoch + 1)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.snapshot()).toEqual(s.snapshot())
+  })
+})

@@ -1,0 +1,87 @@
+import type { MetaCommand } from './meta-commands'
+import { type MetaState, ReplicaChangeReason } from './meta-state'
+
+/** What the controller knows besides the meta state when it places replicas. */
+export interface ReplicaInput {
+  /** The nodes the meta leader heard from recently. */
+  readonly alive: ReadonlySet<string>
+  /** Nodes dead for longer than the replacement timeout: their replicas are replaced. */
+  readonly lost: ReadonlySet<string>
+  /** Membership changes to keep under way at once. */
+  readonly changesMax: number
+}
+
+export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' }>
+
+/**
+ * The data-group membership changes to start (pure, deterministic), at most `changesMax`
+ * under way in all:
+ *
+ * 1. every replica on a draining node, or on a node lost for longer than the timeout, is
+ *    replaced by the live, non-draining node holding the fewest replicas that is not in the
+ *    group yet (node id order on a tie);
+ * 2. once nothing is being replaced or changed, replicas are spread evenly over the live,
+ *    non-draining nodes: a replica moves from the node holding the most to the one holding
+ *    the fewest while they differ by more than one (a joined node fills up this way).
+ *
+ * A group with a change under way is left alone; the meta group's membership is not planned.
+ */
+export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaChange[] {
+  const pending = state.replicaChanges()
+  let slots = input.changesMax - pending.length
+  if (slots <= 0) return []
+  const eligible = state
+    .nodes()
+    .map((n) => n.nodeId)
+    .filter((id) => input.alive.has(id) && !state.draining(id) && !input.lost.has(id))
+  // Replicas per eligible node as they will be once the changes under way are done.
+  const load = new Map(eligible.map((id) => [id, 0]))
+  const members = new Map<number, string[]>()
+  for (const g of state.groups()) {
+    const change = state.replicaChange(g.groupId)
+    const after = change ? [...g.replicas.filter((r) => r !== change.remove), change.add] : [...g.replicas]
+    members.set(g.groupId, after)
+    for (const r of after) if (load.has(r)) load.set(r, (load.get(r) ?? 0) + 1)
+  }
+  const byLoad = (a: string, b: string) =>
+    (load.get(a) ?? 0) - (load.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)
+  const actions: ReplicaChange[] = []
+  const take = (groupId: number, add: string, remove: string, reason: ReplicaChange['reason']) => {
+    actions.push({ type: 'startReplicaChange', groupId, add, remove, reason })
+    load.set(add, (load.get(add) ?? 0) + 1)
+    if (load.has(remove)) load.set(remove, (load.get(remove) ?? 0) - 1)
+    slots--
+  }
+  for (const g of state.groups()) {
+    if (slots <= 0) return actions
+    if (state.replicaChange(g.groupId)) continue
+    const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
+    if (bad === undefined) continue
+    const add = eligible.filter((id) => !g.replicas.includes(id)).sort(byLoad)[0]
+    if (add === undefined) continue
+    take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
+  }
+  if (actions.length > 0 || pending.length > 0) return actions
+  // Bounded: each step narrows the spread; at most one step per replica.
+  const replicasTotal = [...members.values()].reduce((n, m) => n + m.length, 0)
+  const touched = new Set<number>()
+  for (let i = 0; i < replicasTotal && slots > 0; i++) {
+    const sorted = [...eligible].sort(byLoad)
+    const least = sorted[0]
+    const most = sorted[sorted.length - 1]
+    if (least === undefined || most === undefined) break
+    if ((load.get(most) ?? 0) - (load.get(least) ?? 0) <= 1) break
+    const group = state
+      .groups()
+      .find(
+        (g) =>
+          (members.get(g.groupId) ?? []).includes(most) && !(members.get(g.groupId) ?? []).includes(least),
+      )
+    if (!group) break
+    touched.add(group.groupId)
+    const m = members.get(group.groupId) as string[]
+    members.set(group.groupId, [...m.filter((r) => r !== most), least])
+    take(group.groupId, least, most, ReplicaChangeReason.Balance)
+  }
+  return actions
+}

@@ -1,0 +1,189 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import type { MetaCommand } from './meta-commands'
+import { MetaState, MovePhase } from './meta-state'
+import { type ControlInput, controlActions, scaleProgress } from './scale-plan'
+
+const NODES = ['n1', 'n2', 'n3', 'n4']
+
+function cluster(groups: number, queues: Record<string, number>): MetaState {
+  const s = new MetaState()
+  for (const [i, n] of NODES.entries())
+    s.apply({ type: 'registerNode', nodeId: n, address: `127.0.0.1:${7001 + i}` }, 1)
+  for (let g = 0; g < groups; g++) s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+  for (const [name, partitions] of Object.entries(queues))
+    expect(s.apply({ type: 'createQueue', name, config: { partitions } }, 3).ok).toBe(true)
+  return s
+}
+
+const input: ControlInput = { alive: new Set(NODES), replicas: 3, defaultGroups: 1, movesMax: 2 }
+
+function must(s: MetaState, command: MetaCommand): void {
+  const r = s.apply(command, 10)
+  if (!r.ok) throw new Error(`${command.type}: ${r.message}`)
+}
+
+/**
+ * Runs the controller against the state as the server does (each action proposed, each move
+ * carried through its two phases a round later) until it has nothing left to do. Returns
+ * the number of rounds.
+ */
+function runController(s: MetaState, roundsMax = 500): number {
+  for (let round = 1; round <= roundsMax; round++) {
+    for (const m of s.moves()) {
+      must(
+        s,
+        m.phase === MovePhase.Copy
+          ? { type: 'completeMove', moveId: m.moveId }
+          : { type: 'finishMove', moveId: m.moveId },
+      )
+    }
+    const actions = controlActions(s, input)
+    if (actions.length === 0 && s.moves().length === 0) return round
+    for (const a of actions) must(s, a)
+    expect(s.moves().length).toBeLessThanOrEqual(input.movesMax)
+  }
+  throw new Error('the controller did not finish')
+}
+
+function spread(s: MetaState): number[] {
+  return [...s.partitionCounts().values()]
+}
+
+describe('controlActions (the scale plan)', () => {
+  it('creates groups up to the default when no plan was asked for, and moves nothing', () => {
+    const s = cluster(1, { a: 4 })
+    expect(controlActions(s, { ...input, defaultGroups: 2 })).toEqual([
+      { type: 'createGroup', replicas: ['n4', 'n1', 'n2'] },
+    ])
+    must(s, { type: 'createGroup', replicas: ['n4', 'n1', 'n2'] })
+    expect(controlActions(s, { ...input, defaultGroups: 2 })).toEqual([])
+    expect(s.queue('a')?.partitions.every((p) => p.groupId === 1)).toBe(true)
+  })
+
+  it('waits for enough live nodes before creating a group', () => {
+    const s = cluster(1, {})
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    expect(controlActions(s, { ...input, alive: new Set(['n1', 'n2']) })).toEqual([])
+  })
+
+  it('grows 3 → 6: creates the groups, then spreads the partitions evenly, queue by queue', () => {
+    const s = cluster(3, { a: 6, b: 6 })
+    must(s, { type: 'scaleDataGroups', groups: 6 })
+    expect(scaleProgress(s)).toMatchObject({ targetGroups: 6, state: 'growing' })
+    runController(s)
+    expect(s.groups()).toHaveLength(6)
+    expect(spread(s)).toEqual([2, 2, 2, 2, 2, 2])
+    for (const q of ['a', 'b']) {
+      const groups = s.queue(q)?.partitions.map((p) => p.groupId) ?? []
+      expect(new Set(groups).size).toBe(6)
+    }
+    expect(scaleProgress(s)).toEqual({ targetGroups: 6, movesTotal: 6, movesDone: 6, state: 'done' })
+  })
+
+  it('shrinks 6 → 2: empties the groups with the fewest partitions, then removes them', () => {
+    const s = cluster(6, { a: 5, b: 4 })
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    const removing = s.scale?.removing ?? []
+    expect(removing).toHaveLength(4)
+    expect(scaleProgress(s).state).toBe('moving')
+    runController(s)
+    expect(s.groups().map((g) => g.groupId)).toEqual([1, 2, 3, 4, 5, 6].filter((g) => !removing.includes(g)))
+    expect(spread(s).sort()).toEqual([4, 5])
+    expect(scaleProgress(s).state).toBe('done')
+  })
+
+  it('new queues avoid groups being removed', () => {
+    const s = cluster(3, { a: 3 })
+    must(s, { type: 'scaleDataGroups', groups: 1 })
+    const removing = s.scale?.removing ?? []
+    must(s, { type: 'createQueue', name: 'late', config: { partitions: 4 } })
+    expect(s.queue('late')?.partitions.some((p) => removing.includes(p.groupId))).toBe(false)
+  })
+
+  it('a new plan replaces a running one, and a meta leader change (snapshot) resumes it', () => {
+    const s = cluster(2, { a: 8 })
+    must(s, { type: 'scaleDataGroups', groups: 4 })
+    for (let i = 0; i < 3; i++) for (const a of controlActions(s, input)) must(s, a)
+    const resumed = new MetaState()
+    resumed.restore(s.snapshot())
+    expect(resumed.moves()).toEqual(s.moves())
+    expect(resumed.scale).toEqual(s.scale)
+    must(resumed, { type: 'scaleDataGroups', groups: 3 })
+    runController(resumed)
+    expect(resumed.groups()).toHaveLength(3)
+    expect(spread(resumed).sort()).toEqual([2, 3, 3])
+  })
+
+  it('property: any plan ends with the target number of groups, evenly spread, nothing lost', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 6 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(fc.integer({ min: 1, max: 12 }), { minLength: 1, maxLength: 4 }),
+        (from, to, sizes) => {
+          const s = cluster(from, Object.fromEntries(sizes.map((n, i) => [`q${i}`, n])))
+          must(s, { type: 'scaleDataGroups', groups: to })
+          runController(s)
+          const counts = spread(s)
+          expect(counts).toHaveLength(to)
+          expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1)
+          expect(counts.reduce((a, b) => a + b, 0)).toBe(sizes.reduce((a, b) => a + b, 0))
+        },
+      ),
+      { numRuns: 60 },
+    )
+  })
+})
+
+describe('MetaState moves', () => {
+  it('routes a partition to its target at completeMove (the route epoch bumps), and not before', () => {
+    const s = cluster(2, { a: 2 })
+    const from = s.queue('a')?.partitions[0]?.groupId as number
+    const to = from === 1 ? 2 : 1
+    const epoch = s.routeEpoch
+    const r = s.apply({ type: 'startMove', queue: 'a', partition: 0, toGroup: to }, 5)
+    expect(r).toMatchObject({ ok: true, value: { moveId: 1, fromGroup: from, toGroup: to, phase: 'copy' } })
+    expect(s.routeEpoch).toBe(epoch)
+    expect(s.queue('a')?.partitions[0]?.groupId).toBe(from)
+    expect(s.apply({ type: 'finishMove', moveId: 1 }, 6)).toMatchObject({ ok: false })
+    must(s, { type: 'completeMove', moveId: 1 })
+    must(s, { type: 'completeMove', moveId: 1 })
+    expect(s.routeEpoch).toBe(epoch + 1)
+    expect(s.queue('a')?.partitions[0]?.groupId).toBe(to)
+    expect(s.apply({ type: 'removeGroup', groupId: from }, 7)).toMatchObject({ ok: false, message: /move 1/ })
+    must(s, { type: 'finishMove', moveId: 1 })
+    must(s, { type: 'finishMove', moveId: 1 })
+    expect(s.moves()).toEqual([])
+  })
+
+  it('refuses bad moves with a clear error and no state change', () => {
+    const s = cluster(2, { a: 2 })
+    const at = s.queue('a')?.partitions[0]?.groupId as number
+    must(s, { type: 'startMove', queue: 'a', partition: 1, toGroup: at })
+    const before = s.snapshot()
+    const cases: [MetaCommand, RegExp][] = [
+      [{ type: 'startMove', queue: 'nope', partition: 0, toGroup: 1 }, /does not exist/],
+      [{ type: 'startMove', queue: 'a', partition: 9, toGroup: 1 }, /no partition 9/],
+      [{ type: 'startMove', queue: 'a', partition: 0, toGroup: 99 }, /group 99 does not exist/],
+      [{ type: 'startMove', queue: 'a', partition: 0, toGroup: at }, /already/],
+      [{ type: 'startMove', queue: 'a', partition: 1, toGroup: 3 - at }, /does not exist|already/],
+      [{ type: 'completeMove', moveId: 42 }, /not under way/],
+      [{ type: 'scaleDataGroups', groups: 0 }, /from 1 to/],
+      [{ type: 'scaleDataGroups', groups: 2.5 }, /from 1 to/],
+    ]
+    for (const [command, message] of cases) {
+      const r = s.apply(command, 20)
+      expect(r, command.type).toMatchObject({ ok: false, message: expect.stringMatching(message) })
+    }
+    expect(s.snapshot()).toEqual(before)
+  })
+
+  it('deleting a queue abandons its moves', () => {
+    const s = cluster(2, { a: 2 })
+    const at = s.queue('a')?.partitions[0]?.groupId as number
+    must(s, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 - at })
+    must(s, { type: 'deleteQueue', name: 'a' })
+    expect(s.moves()).toEqual([])
+  })
+})

@@ -1,0 +1,253 @@
+import { MqClient } from '@mq/router-client'
+import type { CheckReport } from './checker'
+import { LocalCluster } from './cluster'
+import type { Op } from './history'
+import { Prng } from './prng'
+import { STEADY_VISIBILITY_MS, startSteadyLoad } from './steady-load'
+
+export interface ScaleRunOptions {
+  readonly seed: number
+  readonly nodes: number
+  /** Data groups to scale to, one step after the other (e.g. [6, 2]). */
+  readonly steps: readonly number[]
+  readonly partitions: number
+  /** SIGKILL the meta leader while the first step's moves are under way (restarted 1 s later). */
+  readonly killMetaLeader: boolean
+  /** One step (groups made or removed, partitions moved) must end by this. */
+  readonly stepMsMax?: number
+  readonly log?: (line: string) => void
+}
+
+/** A partition seen to change data group (its route flipped) during the run. */
+export interface ObservedMove {
+  readonly partition: number
+  readonly fromGroup: number
+  readonly toGroup: number
+  /** The flip happened after `seenBeforeMs` (the last poll that saw the old group) and by this. */
+  readonly flippedAtMs: number
+  readonly seenBeforeMs: number
+  /**
+   * The client-visible pause: the longest gap between two successful operations on the
+   * partition (produce, lease, ack) around the flip.
+   */
+  readonly pauseMs: number
+}
+
+export interface ScaleRunResult {
+  readonly report: CheckReport
+  readonly unacked: number
+  readonly drained: boolean
+  readonly moves: readonly ObservedMove[]
+  /** Data groups after each step, as the meta state lists them. */
+  readonly groupsAfterStep: readonly (readonly number[])[]
+  /** Groups removed while scaling down that some node did not report deleting. */
+  readonly notDeleted: readonly string[]
+  readonly metaLeaderKilled: string
+  readonly crashes: readonly string[]
+  /** The nodes' log lines about moves and removed groups (and any error). */
+  readonly serverLog: readonly string[]
+  readonly elapsedMs: number
+}
+
+export async function waitFor(
+  condition: () => Promise<boolean> | boolean,
+  timeoutMs: number,
+  pollMs = 100,
+): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() >= deadline) return false
+    await new Promise((r) => setTimeout(r, pollMs))
+  }
+  return true
+}
+
+/** The end times of the successful operations on each partition, sorted. */
+function okTimesByPartition(ops: readonly Op[]): Map<number, number[]> {
+  const out = new Map<number, number[]>()
+  for (const op of ops) {
+    if (op.kind === 'fault' || op.outcome !== 'ok' || op.partition === undefined) continue
+    const list = out.get(op.partition)
+    if (list) list.push(op.endMs)
+    else out.set(op.partition, [op.endMs])
+  }
+  for (const list of out.values()) list.sort((a, b) => a - b)
+  return out
+}
+
+/**
+ * The longest gap between consecutive successful operations (`times`, sorted) that overlaps
+ * [fromMs, toMs]: the route flipped somewhere in that window, and the pause of the move lies
+ * around it.
+ */
+export function longestGapIn(times: readonly number[], fromMs: number, toMs: number): number {
+  let longest = 0
+  for (let i = 1; i < times.length; i++) {
+    const a = times[i - 1] as number
+    const b = times[i] as number
+    if (b >= fromMs && a <= toMs) longest = Math.max(longest, b - a)
+  }
+  return longest
+}
+
+/**
+ * Scales a real cluster's data groups step by step under a steady produce/consume load (an
+ * idempotent producer; consumers that ack, nack and abandon), optionally SIGKILLing the meta
+ * leader in the middle of the first step's moves; then drains and checks the history: every
+ * acknowledged message consumed, none acked twice, no lease overlap, FIFO per weight. Ends
+ * every process it started (by PID) before returning.
+ */
+export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult> {
+  const log = options.log ?? ((line: string) => console.log(line))
+  const started = Date.now()
+  const stepMsMax = options.stepMsMax ?? 60_000
+  const prng = new Prng(options.seed)
+  const cluster = await LocalCluster.start({ nodes: options.nodes })
+  const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
+  const queue = 'scale'
+  let steady: ReturnType<typeof startSteadyLoad> | undefined
+  const flips: {
+    partition: number
+    fromGroup: number
+    toGroup: number
+    flippedAtMs: number
+    seenBeforeMs: number
+  }[] = []
+  let watching = true
+  let metaLeaderKilled = ''
+  try {
+    const initialGroups = options.nodes
+    await waitFor(
+      async () =>
+        (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length >= initialGroups,
+      30_000,
+      200,
+    )
+    await client.admin.createQueue(queue, {
+      partitions: options.partitions,
+      visibilityTimeoutMs: STEADY_VISIBILITY_MS,
+      maxDeliveries: 1_000,
+    })
+    // Watches the route: each change of a partition's group is a move seen by clients.
+    const watcher = (async () => {
+      let last = new Map<number, number>()
+      let lastSeenMs = Date.now()
+      while (watching) {
+        try {
+          const route = await client.admin.describeQueue(queue)
+          const now = Date.now()
+          const next = new Map(route.partitions.map((p) => [p.partition, p.groupId]))
+          for (const [partition, groupId] of next) {
+            const before = last.get(partition)
+            if (before !== undefined && before !== groupId)
+              flips.push({
+                partition,
+                fromGroup: before,
+                toGroup: groupId,
+                flippedAtMs: now,
+                seenBeforeMs: lastSeenMs,
+              })
+          }
+          last = next
+          lastSeenMs = now
+        } catch {
+          // The meta leader is changing: the next poll sees the route.
+        }
+        await new Promise((r) => setTimeout(r, 100))
+      }
+    })()
+    steady = startSteadyLoad(client, queue, prng)
+    await new Promise((r) => setTimeout(r, 1_500))
+    const groupsAfterStep: number[][] = []
+    const removed = new Set<number>()
+    for (const [i, target] of options.steps.entries()) {
+      const before = (await client.admin.clusterStatus()).groups
+        .filter((g) => g.groupId !== 0)
+        .map((g) => g.groupId)
+      const stepStart = Date.now()
+      await client.admin.scaleDataGroups(target)
+      log(`scale step ${i + 1}: ${before.length} → ${target} data groups`)
+      if (i === 0 && options.killMetaLeader) {
+        // Kill the meta leader while a move is in its copy phase (the source is fenced).
+        let copying = ''
+        await waitFor(
+          async () => {
+            const status = await client.admin.clusterStatus()
+            const move = status.moves.find((m) => m.phase === 'copy')
+            if (move) {
+              metaLeaderKilled = status.metaLeaderId
+              copying = `move ${move.moveId} of ${move.queue}/${move.partition} (group ${move.fromGroup} → ${move.toGroup})`
+            }
+            return move !== undefined
+          },
+          stepMsMax,
+          20,
+        )
+        log(`killing the meta leader ${metaLeaderKilled} (SIGKILL) during the copy of ${copying}`)
+        await cluster.kill(metaLeaderKilled)
+        await new Promise((r) => setTimeout(r, 1_000))
+        await cluster.restart(metaLeaderKilled)
+      }
+      const done = await waitFor(
+        async () => {
+          try {
+            const s = await client.admin.clusterStatus()
+            return s.scale?.state === 'done' && s.groups.filter((g) => g.groupId !== 0).length === target
+          } catch {
+            return false
+          }
+        },
+        stepMsMax,
+        200,
+      )
+      const after = (await client.admin.clusterStatus()).groups
+        .filter((g) => g.groupId !== 0)
+        .map((g) => g.groupId)
+      for (const g of before) if (!after.includes(g)) removed.add(g)
+      groupsAfterStep.push(after)
+      log(
+        `scale step ${i + 1} ${done ? 'done' : 'NOT done'} in ${Date.now() - stepStart} ms: groups ${after.join(',')}`,
+      )
+      if (!done) break
+    }
+    // Every node deletes the removed groups' storage (a restarted node once it reports them).
+    const deletedBy = (g: number) =>
+      cluster.nodes.filter((n) => n.output.includes(`removed data group ${g} `))
+    await waitFor(() => [...removed].every((g) => deletedBy(g).length === cluster.nodes.length), 15_000, 200)
+    const notDeleted = [...removed].flatMap((g) =>
+      cluster.nodes.filter((n) => !deletedBy(g).includes(n)).map((n) => `${n.nodeId}: group ${g}`),
+    )
+    const outcome = await steady.finish()
+    watching = false
+    await watcher
+    const times = okTimesByPartition(steady.history.ops)
+    const moves = flips.map((f) => ({
+      ...f,
+      pauseMs: longestGapIn(times.get(f.partition) ?? [], f.seenBeforeMs, f.flippedAtMs),
+    }))
+    for (const m of moves)
+      log(
+        `move of partition ${m.partition}: group ${m.fromGroup} → ${m.toGroup}, client-visible pause ${m.pauseMs} ms`,
+      )
+    return {
+      ...outcome,
+      moves,
+      groupsAfterStep,
+      notDeleted,
+      metaLeaderKilled,
+      crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
+      serverLog: cluster.nodes.flatMap((n) =>
+        n.output
+          .split('\n')
+          .filter((l) => /move|removed|error|cannot/i.test(l))
+          .map((l) => `${n.nodeId}: ${l}`),
+      ),
+      elapsedMs: Date.now() - started,
+    }
+  } finally {
+    watching = false
+    steady?.abort()
+    await client.close()
+    await cluster.stop()
+  }
+}
