@@ -4,6 +4,9 @@ const TWO_POW_32 = 0x1_0000_0000
 const utf8Encoder = new TextEncoder()
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
 
+/** Allocations up to this size get their own (in-heap) array. */
+const ON_HEAP_BYTES_MAX = 64
+
 /** The size of one slab; allocations above a quarter of it get their own buffer. */
 export const SLAB_BYTES = 16 * 1024
 
@@ -14,17 +17,18 @@ export const SLAB_BYTES = 16 * 1024
  * memory and LevelDB engines do).
  */
 export class Slab {
-  private buf = new Uint8Array(SLAB_BYTES)
+  private buf = new ArrayBuffer(SLAB_BYTES)
   private pos = 0
 
   /** A zeroed array of `n` bytes. */
   alloc(n: number): Uint8Array {
-    if (n > SLAB_BYTES / 4) return new Uint8Array(n)
+    // V8 keeps typed arrays of up to 64 bytes in the JS heap: cheaper alone than as a view.
+    if (n <= ON_HEAP_BYTES_MAX || n > SLAB_BYTES / 4) return new Uint8Array(n)
     if (this.pos + n > SLAB_BYTES) {
-      this.buf = new Uint8Array(SLAB_BYTES)
+      this.buf = new ArrayBuffer(SLAB_BYTES)
       this.pos = 0
     }
-    const out = this.buf.subarray(this.pos, this.pos + n)
+    const out = new Uint8Array(this.buf, this.pos, n)
     this.pos += n
     return out
   }

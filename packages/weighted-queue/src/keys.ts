@@ -16,7 +16,7 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x10 | id u64                          | MessageMeta           | delivered messages only     |
  * | 0x11 | id u64                          | MessageBody           | bodies over 2 KiB           |
  * | 0x20 | weight u16, band u8, order u64  | id (+ MessageMeta)    | ready index (FIFO per band) |
- * | 0x21 | deadlineMs u64, group u64       | (id, delivery) list   | leases by deadline, one entry per lease/extend command |
+ * | 0x21 | deadlineMs u64, group u64       | live count, (id, delivery) list | leases by deadline, one entry per lease/extend command, deleted when its last lease is settled |
  * | 0x22 | dueMs u64, id u64               | (MessageMeta)         | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
@@ -154,6 +154,10 @@ export class PartitionKeys {
     putU64(k, this.p + 1, deadlineMs)
     putU64(k, this.p + 9, group)
     return k
+  }
+  /** The group field of a lease group key. */
+  leaseGroupSeqOf(key: Uint8Array): number {
+    return getU64(key, this.p + 9)
   }
 
   /** A delayed message by due time. */

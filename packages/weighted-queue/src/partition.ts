@@ -25,7 +25,8 @@ import {
   decodeBody,
   decodeConfig,
   decodeDedup,
-  decodeIdList,
+  decodeLeaseGroup,
+  decodeLeaseGroupLive,
   decodeMeta,
   decodeProducer,
   decodeReadyValue,
@@ -35,7 +36,7 @@ import {
   encodeBody,
   encodeConfig,
   encodeDedup,
-  encodeIdList,
+  encodeLeaseGroup,
   encodeMeta,
   encodeProducer,
   encodeReadyValue,
@@ -55,6 +56,7 @@ import {
   windowChunk,
   windowChunks,
   windowPush,
+  withLeaseGroupLive,
 } from './records'
 import { WeightedScheduler } from './scheduler'
 import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
@@ -456,6 +458,7 @@ export class QueuePartition {
         enqueuedAtMs: now,
         slot: 0,
         band: 0,
+        group: 0,
         inlineBody: inline ? blob : undefined,
       }
       if (m.notBeforeMs !== undefined && m.notBeforeMs > now) this.toDelayed(id, meta, m.notBeforeMs)
@@ -525,6 +528,7 @@ export class QueuePartition {
     await this.fillMetas(metaKeys, metas)
     const bodies = await this.bodies(ids, metas as MessageMeta[])
     const deadlineMs = now + visibilityMs
+    const groupSeq = this.st.leaseGroupSeq
     const leases: Lease[] = []
     const group: number[] = []
     for (const w of picks) {
@@ -544,6 +548,7 @@ export class QueuePartition {
       meta.state = MessageState.Leased
       meta.slot = deadlineMs
       meta.band = 0
+      meta.group = groupSeq
       this.put(metaKeys[at] as Uint8Array, encodeMeta(meta))
       group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
@@ -591,6 +596,9 @@ export class QueuePartition {
     })
     const statuses: LeaseStatus[] = []
     const extended: number[] = []
+    const extendedGroup = this.st.leaseGroupSeq
+    /** Lease groups that lose members here: group → [deadlineMs, members leaving]. */
+    const leaving = new Map<number, [number, number]>()
     for (const p of parsed) {
       if (p === undefined) {
         statuses.push(Status.Unknown)
@@ -608,11 +616,15 @@ export class QueuePartition {
       }
       statuses.push(Status.Ok)
       const w = meta.weight
-      // The lease's entry in its lease group is left behind: expiry skips entries that no
-      // longer match the message's current (delivery, deadline).
+      if (action === 'extend' && meta.slot === now + ms) continue
+      // The lease leaves its group: the group's live count drops (below); its entry in the
+      // member list stays, and expiry skips entries that no longer hold their lease.
+      const out = leaving.get(meta.group)
+      if (out === undefined) leaving.set(meta.group, [meta.slot, 1])
+      else out[1]++
       if (action === 'extend') {
-        if (meta.slot === now + ms) continue
         meta.slot = now + ms
+        meta.group = extendedGroup
         this.put(keyOf.get(id) as Uint8Array, encodeMeta(meta))
         extended.push(id, delivery)
         continue
@@ -628,8 +640,31 @@ export class QueuePartition {
       else if (ms > 0) this.toDelayed(id, meta, now + ms)
       else this.toReady(id, meta, ReadyBand.Returned)
     }
+    await this.leaveLeaseGroups(leaving)
     if (extended.length > 0) this.addLeaseGroup(now + ms, extended)
     return statuses
+  }
+
+  /**
+   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count]. A group
+   * whose live count reaches 0 is deleted (so expiry never reads the messages of a fully
+   * acked group), else rewritten with the lower count. One read for all the groups.
+   */
+  private async leaveLeaseGroups(leaving: ReadonlyMap<number, readonly [number, number]>): Promise<void> {
+    if (leaving.size === 0) return
+    const keys: Uint8Array[] = []
+    for (const [group, [deadlineMs]] of leaving) keys.push(this.keys.leaseGroup(deadlineMs, group))
+    const got = await this.overlay.getMany(keys)
+    let i = 0
+    for (const [group, [, count]] of leaving) {
+      const key = keys[i] as Uint8Array
+      const bytes = got[i++]
+      invariant(bytes, `lease group ${group} of a held lease exists`)
+      const live = decodeLeaseGroupLive(bytes) - count
+      invariant(live >= 0, `lease group ${group} has the leases leaving it`)
+      if (live === 0) this.del(key)
+      else this.put(key, withLeaseGroupLive(bytes, live))
+    }
   }
 
   private async redrive(max: number): Promise<number[]> {
@@ -778,16 +813,26 @@ export class QueuePartition {
   private async expireLeases(now: number): Promise<void> {
     const limit = this.configValue.expiryBatchMax
     const groups = await this.overlay.range(this.dueSpan(KeyTag.LeaseDeadline, now), limit)
-    const entries: { readonly deadlineMs: number; readonly id: number; readonly delivery: number }[] = []
+    const entries: {
+      readonly deadlineMs: number
+      readonly group: number
+      readonly id: number
+      readonly delivery: number
+    }[] = []
+    /** Live members per group, counted down as they expire: 0 for every group at the end. */
+    const live = new Map<number, number>()
     let i = 0
     for (; i < groups.length && entries.length < limit; i++) {
       const [key, value] = groups[i] as (typeof groups)[number]
       const deadlineMs = this.keys.timeOf(key)
       if (deadlineMs > now) break
       this.del(key)
-      const members = decodeIdList(value)
+      const group = this.keys.leaseGroupSeqOf(key)
+      const decoded = decodeLeaseGroup(value)
+      live.set(group, decoded.live)
+      const members = decoded.members
       for (let j = 0; j < members.length; j += 2) {
-        entries.push({ deadlineMs, id: members[j] as number, delivery: members[j + 1] as number })
+        entries.push({ deadlineMs, group, id: members[j] as number, delivery: members[j + 1] as number })
       }
     }
     const next = groups[i]
@@ -808,20 +853,26 @@ export class QueuePartition {
         !meta ||
         meta.state !== MessageState.Leased ||
         meta.deliveries !== e.delivery ||
-        meta.slot !== e.deadlineMs
+        meta.slot !== e.deadlineMs ||
+        meta.group !== e.group
       ) {
         continue
       }
+      live.set(e.group, (live.get(e.group) as number) - 1)
       this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
       if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(e.id, meta)
       else this.toReady(e.id, meta, ReadyBand.Returned)
     }
+    for (const [group, n] of live) invariant(n === 0, `lease group ${group} counted its live members`)
   }
 
   /** Records one lease group: the (id, delivery) pairs in `members` are due at `deadlineMs`. */
   private addLeaseGroup(deadlineMs: number, members: readonly number[]): void {
     if (members.length === 0) return
-    this.put(this.keys.leaseGroup(deadlineMs, this.st.leaseGroupSeq++), encodeIdList(members))
+    this.put(
+      this.keys.leaseGroup(deadlineMs, this.st.leaseGroupSeq++),
+      encodeLeaseGroup(members.length / 2, members),
+    )
     if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
   }
 
@@ -870,6 +921,7 @@ export class QueuePartition {
     meta.state = MessageState.Ready
     meta.slot = order
     meta.band = band
+    meta.group = 0
     if (meta.deliveries === 0) {
       // Never delivered: the message lives in its ready entry alone (one write on enqueue).
       this.put(this.keys.ready(w, band, order), encodeReadyValue(id, meta))
@@ -887,6 +939,7 @@ export class QueuePartition {
     meta.state = MessageState.Delayed
     meta.slot = dueMs
     meta.band = 0
+    meta.group = 0
     if (meta.deliveries === 0) {
       this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), encodeMeta(meta))
     } else {
@@ -903,6 +956,7 @@ export class QueuePartition {
     meta.state = MessageState.Dead
     meta.slot = order
     meta.band = 0
+    meta.group = 0
     this.put(this.keys.dead(order), idValue(id))
     this.put(this.keys.message(id), encodeMeta(meta))
     this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1

@@ -28,6 +28,8 @@ export interface MessageMeta {
   slot: number
   /** Ready band when ready, else 0. */
   band: number
+  /** The lease group (its sequence number, see keys.ts) holding the lease when leased, else 0. */
+  group: number
   /**
    * The encoded body (see encodeBody) when it is small enough to live in this record; else
    * undefined and the body has a record of its own (so a large body is never rewritten).
@@ -39,22 +41,29 @@ export interface MessageMeta {
 export const INLINE_BODY_BYTES_MAX = 2048
 
 export function encodeMeta(m: MessageMeta): Uint8Array {
-  const w = scratch
-    .reset()
-    .varint(m.weight)
+  return writeMeta(scratch.reset(), m).finishInSlab()
+}
+
+function writeMeta(w: ByteWriter, m: MessageMeta): ByteWriter {
+  w.varint(m.weight)
     .u8(m.state)
     .varint(m.deliveries)
     .varint(m.attempts)
     .varint(m.enqueuedAtMs)
     .varint(m.slot)
     .u8(m.band)
+    .varint(m.group)
   if (m.inlineBody === undefined) w.u8(0)
   else w.u8(1).raw(m.inlineBody)
-  return w.finishInSlab()
+  return w
 }
 
 export function decodeMeta(b: Uint8Array): MessageMeta {
-  const r = new ByteReader(b)
+  return readMeta(new ByteReader(b))
+}
+
+/** Reads a MessageMeta that ends its input. */
+function readMeta(r: ByteReader): MessageMeta {
   const m: MessageMeta = {
     weight: r.varint(),
     state: r.u8() as MessageState,
@@ -63,6 +72,7 @@ export function decodeMeta(b: Uint8Array): MessageMeta {
     enqueuedAtMs: r.varint(),
     slot: r.varint(),
     band: r.u8(),
+    group: r.varint(),
     inlineBody: undefined,
   }
   if (r.u8() === 1) m.inlineBody = r.rest()
@@ -312,20 +322,42 @@ function slabCopy(b: Uint8Array): Uint8Array {
   return scratch.reset().raw(b).finishInSlab()
 }
 
-/** A list of integers (a lease group's (id, delivery) pairs). */
-export function encodeIdList(values: readonly number[]): Uint8Array {
-  const w = scratch.reset().varint(values.length)
-  for (const v of values) w.varint(v)
+/**
+ * A lease group: how many of its members still hold their lease (`live`: ack, nack and
+ * extend take theirs out; the group is deleted at 0) and the (id, delivery) pairs of every
+ * member, as a flat list.
+ */
+export interface LeaseGroup {
+  readonly live: number
+  readonly members: readonly number[]
+}
+
+export function encodeLeaseGroup(live: number, members: readonly number[]): Uint8Array {
+  const w = scratch.reset().varint(live).varint(members.length)
+  for (const v of members) w.varint(v)
   return w.finishInSlab()
 }
 
-export function decodeIdList(b: Uint8Array): number[] {
+export function decodeLeaseGroup(b: Uint8Array): LeaseGroup {
   const r = new ByteReader(b)
+  const live = r.varint()
   const n = r.varint()
-  const out: number[] = []
-  for (let i = 0; i < n; i++) out.push(r.varint())
-  invariant(r.done, 'id list decodes')
-  return out
+  const members: number[] = []
+  for (let i = 0; i < n; i++) members.push(r.varint())
+  invariant(r.done && n % 2 === 0 && live <= n / 2, 'lease group decodes')
+  return { live, members }
+}
+
+/** The live count of the group `b` (its member list not decoded). */
+export function decodeLeaseGroupLive(b: Uint8Array): number {
+  return new ByteReader(b).varint()
+}
+
+/** The group `b` with `live` replaced (its member list copied as it is, not decoded). */
+export function withLeaseGroupLive(b: Uint8Array, live: number): Uint8Array {
+  const r = new ByteReader(b)
+  r.varint()
+  return scratch.reset().varint(live).raw(r.rest()).finishInSlab()
 }
 
 /**
@@ -334,20 +366,7 @@ export function decodeIdList(b: Uint8Array): number[] {
  */
 export function encodeReadyValue(id: number, meta: MessageMeta | undefined): Uint8Array {
   if (meta === undefined) return scratch.reset().u8(0).varint(id).finishInSlab()
-  const w = scratch
-    .reset()
-    .u8(1)
-    .varint(id)
-    .varint(meta.weight)
-    .u8(meta.state)
-    .varint(meta.deliveries)
-    .varint(meta.attempts)
-    .varint(meta.enqueuedAtMs)
-    .varint(meta.slot)
-    .u8(meta.band)
-  if (meta.inlineBody === undefined) w.u8(0)
-  else w.u8(1).raw(meta.inlineBody)
-  return w.finishInSlab()
+  return writeMeta(scratch.reset().u8(1).varint(id), meta).finishInSlab()
 }
 
 export function decodeReadyValue(b: Uint8Array): {
@@ -362,5 +381,5 @@ export function decodeReadyValue(b: Uint8Array): {
     return { id, meta: undefined }
   }
   invariant(kind === 1, 'ready value kind')
-  return { id, meta: decodeMeta(r.rest()) }
+  return { id, meta: readMeta(r) }
 }
