@@ -200,7 +200,7 @@ export class ByteReader {
 
   /** Every byte not read yet, as a view (no copy). */
   rest(): Uint8Array {
-    const out = this.buf.subarray(this.pos)
+    const out = view(this.buf, this.pos, this.buf.length - this.pos)
     this.pos = this.buf.length
     return out
   }
@@ -217,7 +217,7 @@ export class ByteReader {
   bytes(): Uint8Array {
     const n = this.varint()
     this.need(n)
-    const out = this.buf.subarray(this.pos, this.pos + n)
+    const out = view(this.buf, this.pos, n)
     this.pos += n
     return out
   }
@@ -229,6 +229,11 @@ export class ByteReader {
     this.pos += n
     return out
   }
+}
+
+/** `b.subarray(at, at + n)`, made faster (subarray looks up a species constructor). */
+function view(b: Uint8Array, at: number, n: number): Uint8Array {
+  return new Uint8Array(b.buffer, b.byteOffset + at, n)
 }
 
 /** Writes `v` in [0, 2^53) as 8 big-endian bytes at `at`. */

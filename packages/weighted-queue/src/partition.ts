@@ -20,6 +20,7 @@ import {
   QueueError,
 } from './errors'
 import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } from './keys'
+import { parseLeaseId } from './lease-id'
 import { Overlay } from './overlay'
 import {
   decodeBody,
@@ -584,16 +585,23 @@ export class QueuePartition {
       )
     }
     const parsed = leaseIds.map(parseLeaseId)
-    const uniqueIds = [...new Set(parsed.filter((p) => p !== undefined).map((p) => p[0]))]
-    const metaKeys = uniqueIds.map((id) => this.keys.message(id))
+    const uniqueIds: number[] = []
+    const metaKeys: Uint8Array[] = []
+    const keyOf = new Map<number, Uint8Array>()
+    for (const p of parsed) {
+      if (p === undefined || keyOf.has(p[0])) continue
+      const key = this.keys.message(p[0])
+      uniqueIds.push(p[0])
+      metaKeys.push(key)
+      keyOf.set(p[0], key)
+    }
     const got = await this.overlay.getMany(metaKeys)
     const metas = new Map<number, MessageMeta | undefined>()
-    const keyOf = new Map<number, Uint8Array>()
-    uniqueIds.forEach((id, i) => {
+    for (let i = 0; i < uniqueIds.length; i++) {
       const b = got[i]
-      metas.set(id, b ? decodeMeta(b) : undefined)
-      keyOf.set(id, metaKeys[i] as Uint8Array)
-    })
+      metas.set(uniqueIds[i] as number, b ? decodeMeta(b) : undefined)
+    }
+    const groups = await this.readLeaseGroups(parsed, metas, now)
     const statuses: LeaseStatus[] = []
     const extended: number[] = []
     const extendedGroup = this.st.leaseGroupSeq
@@ -640,30 +648,60 @@ export class QueuePartition {
       else if (ms > 0) this.toDelayed(id, meta, now + ms)
       else this.toReady(id, meta, ReadyBand.Returned)
     }
-    await this.leaveLeaseGroups(leaving)
+    this.leaveLeaseGroups(leaving, groups)
     if (extended.length > 0) this.addLeaseGroup(now + ms, extended)
     return statuses
   }
 
   /**
-   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count]. A group
-   * whose live count reaches 0 is deleted (so expiry never reads the messages of a fully
-   * acked group), else rewritten with the lower count. One read for all the groups.
+   * The lease groups of every lease in `parsed` that is held now (all that `settle` may take
+   * leases out of), by group: key and stored value. Read before the command writes anything,
+   * so the overlay has none of this command's writes to index.
    */
-  private async leaveLeaseGroups(leaving: ReadonlyMap<number, readonly [number, number]>): Promise<void> {
-    if (leaving.size === 0) return
-    const keys: Uint8Array[] = []
-    for (const [group, [deadlineMs]] of leaving) keys.push(this.keys.leaseGroup(deadlineMs, group))
-    const got = await this.overlay.getMany(keys)
+  private async readLeaseGroups(
+    parsed: readonly (readonly [number, number] | undefined)[],
+    metas: ReadonlyMap<number, MessageMeta | undefined>,
+    now: number,
+  ): Promise<Map<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>> {
+    const keys = new Map<number, Uint8Array>()
+    for (const p of parsed) {
+      if (p === undefined) continue
+      const meta = metas.get(p[0])
+      if (
+        meta === undefined ||
+        meta.state !== MessageState.Leased ||
+        meta.deliveries !== p[1] ||
+        meta.slot <= now ||
+        keys.has(meta.group)
+      ) {
+        continue
+      }
+      keys.set(meta.group, this.keys.leaseGroup(meta.slot, meta.group))
+    }
+    const out = new Map<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>()
+    if (keys.size === 0) return out
+    const got = await this.overlay.getMany([...keys.values()])
     let i = 0
+    for (const [group, key] of keys) out.set(group, { key, value: got[i++] })
+    return out
+  }
+
+  /**
+   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count], `groups`
+   * holds their stored values. A group whose live count reaches 0 is deleted (so expiry
+   * never reads the messages of a fully settled group), else rewritten with the lower count.
+   */
+  private leaveLeaseGroups(
+    leaving: ReadonlyMap<number, readonly [number, number]>,
+    groups: ReadonlyMap<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>,
+  ): void {
     for (const [group, [, count]] of leaving) {
-      const key = keys[i] as Uint8Array
-      const bytes = got[i++]
-      invariant(bytes, `lease group ${group} of a held lease exists`)
-      const live = decodeLeaseGroupLive(bytes) - count
+      const stored = groups.get(group)
+      invariant(stored?.value, `lease group ${group} of a held lease exists`)
+      const live = decodeLeaseGroupLive(stored.value) - count
       invariant(live >= 0, `lease group ${group} has the leases leaving it`)
-      if (live === 0) this.del(key)
-      else this.put(key, withLeaseGroupLive(bytes, live))
+      if (live === 0) this.del(stored.key)
+      else this.put(stored.key, withLeaseGroupLive(stored.value, live))
     }
   }
 
@@ -1080,18 +1118,6 @@ function idOf(value: Uint8Array): number {
       (value[7] as number)) >>>
       0)
   )
-}
-
-/** `${messageId}.${delivery}` → [messageId, delivery], or undefined when malformed. */
-function parseLeaseId(leaseId: string): readonly [number, number] | undefined {
-  if (typeof leaseId !== 'string' || leaseId.length > 40) return undefined
-  const dot = leaseId.indexOf('.')
-  if (dot <= 0) return undefined
-  const id = Number(leaseId.slice(0, dot))
-  const delivery = Number(leaseId.slice(dot + 1))
-  if (!Number.isSafeInteger(id) || !Number.isSafeInteger(delivery) || id < 1 || delivery < 1) return undefined
-  if (`${id}.${delivery}` !== leaseId) return undefined
-  return [id, delivery]
 }
 
 function checkInt(what: string, value: unknown, min: number, max: number): void {
