@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { parseLeaseId } from './lease-id'
 
 describe('parseLeaseId', () => {
-  it('reads every canonical `${id}.${delivery}` back', () => {
+  it('reads every canonical "<id>.<delivery>" back', () => {
     const positive = fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER })
     fc.assert(
       fc.property(positive, positive, (id, delivery) => {
