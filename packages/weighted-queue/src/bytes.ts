@@ -151,8 +151,10 @@ export class ByteWriter {
 
   /** A copy of the bytes written so far, allocated from the shared slab. */
   finishInSlab(): Uint8Array {
-    const out = slab.alloc(this.pos)
-    out.set(this.buf.subarray(0, this.pos))
+    const n = this.pos
+    const out = slab.alloc(n)
+    if (n <= ON_HEAP_BYTES_MAX) for (let i = 0; i < n; i++) out[i] = this.buf[i] as number
+    else out.set(new Uint8Array(this.buf.buffer, 0, n))
     return out
   }
 }
@@ -198,7 +200,7 @@ export class ByteReader {
     return v
   }
 
-  /** Every byte not read yet, as a view (no copy). */
+  /** Every byte not read yet (a view, or a copy when small). */
   rest(): Uint8Array {
     const out = view(this.buf, this.pos, this.buf.length - this.pos)
     this.pos = this.buf.length
@@ -213,7 +215,7 @@ export class ByteReader {
     return out
   }
 
-  /** Length-prefixed bytes, as a view into the input (which must not change afterwards). */
+  /** Length-prefixed bytes: a view into the input (which must not change afterwards), or a copy when small. */
   bytes(): Uint8Array {
     const n = this.varint()
     this.need(n)
@@ -231,9 +233,13 @@ export class ByteReader {
   }
 }
 
-/** `b.subarray(at, at + n)`, made faster (subarray looks up a species constructor). */
+/**
+ * Bytes [at, at + n) of `b`, not to be mutated: a copy when small (V8 keeps small arrays in
+ * the heap; a view would move `b` out of it), else a view (not `subarray`, which looks up a
+ * species constructor on every call).
+ */
 function view(b: Uint8Array, at: number, n: number): Uint8Array {
-  return new Uint8Array(b.buffer, b.byteOffset + at, n)
+  return n <= ON_HEAP_BYTES_MAX ? b.slice(at, at + n) : new Uint8Array(b.buffer, b.byteOffset + at, n)
 }
 
 /** Writes `v` in [0, 2^53) as 8 big-endian bytes at `at`. */
