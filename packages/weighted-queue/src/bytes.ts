@@ -108,6 +108,15 @@ export class ByteWriter {
       this.buf[this.pos++] = v
       return this
     }
+    if (v < 0x8000_0000) {
+      // Fits in 31 bits: shifts instead of division.
+      while (v >= 0x80) {
+        this.buf[this.pos++] = (v & 0x7f) | 0x80
+        v >>>= 7
+      }
+      this.buf[this.pos++] = v
+      return this
+    }
     while (v >= 0x80) {
       this.buf[this.pos++] = (v % 0x80) | 0x80
       v = Math.floor(v / 0x80)
