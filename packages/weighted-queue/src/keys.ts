@@ -16,9 +16,10 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x10 | id u64                          | MessageMeta           | delivered messages only     |
  * | 0x11 | id u64                          | MessageBody           | bodies over 2 KiB           |
  * | 0x20 | weight u16, band u8, order u64  | id (+ MessageMeta)    | ready index (FIFO per band) |
- * | 0x21 | deadlineMs u64, group u64       | live count, (id, delivery) list | leases by deadline, one entry per lease/extend command, deleted when its last lease is settled |
+ * | 0x21 | deadlineMs u64, group u64       | (id, delivery) list   | leases by deadline, one entry per lease/extend command |
  * | 0x22 | dueMs u64, id u64               | (MessageMeta)         | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
+ * | 0x24 | group u64                       | count                 | live leases of a lease group (both deleted at 0) |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
  * | 0x31 | producer id (utf-8)             | ProducerRecord        | idempotent producers        |
  * | 0x32 | expiresAtMs u64, kind u8, name  | (empty)               | dedup/producer expiry       |
@@ -34,6 +35,7 @@ export const KeyTag = {
   LeaseDeadline: 0x21,
   Delayed: 0x22,
   Dead: 0x23,
+  LeaseLive: 0x24,
   Dedup: 0x30,
   Producer: 0x31,
   Expiry: 0x32,
@@ -153,6 +155,12 @@ export class PartitionKeys {
     const k = this.make(KeyTag.LeaseDeadline, 16)
     putU64(k, this.p + 1, deadlineMs)
     putU64(k, this.p + 9, group)
+    return k
+  }
+  /** How many leases of lease group `group` are still held. */
+  leaseLive(group: number): Uint8Array {
+    const k = this.make(KeyTag.LeaseLive, 8)
+    putU64(k, this.p + 1, group)
     return k
   }
   /** The group field of a lease group key. */

@@ -1,4 +1,5 @@
 import type { BatchOp, KvReader } from '@mq/kv-storage'
+import { BoundedCache } from './bounded-cache'
 import { utf8, utf8Length } from './bytes'
 import type {
   Command,
@@ -25,9 +26,9 @@ import { Overlay } from './overlay'
 import {
   decodeBody,
   decodeConfig,
+  decodeCount,
   decodeDedup,
-  decodeLeaseGroup,
-  decodeLeaseGroupLive,
+  decodeIdList,
   decodeMeta,
   decodeProducer,
   decodeReadyValue,
@@ -36,8 +37,9 @@ import {
   decodeWindowHeader,
   encodeBody,
   encodeConfig,
+  encodeCount,
   encodeDedup,
-  encodeLeaseGroup,
+  encodeIdList,
   encodeMeta,
   encodeProducer,
   encodeReadyValue,
@@ -57,13 +59,18 @@ import {
   windowChunk,
   windowChunks,
   windowPush,
-  withLeaseGroupLive,
 } from './records'
 import { WeightedScheduler } from './scheduler'
 import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
 
 /** Applies whose ops may stay unreleased (not yet written) at once: the overlay's bound. */
 export const PENDING_APPLIES_MAX = 65_536
+
+/**
+ * Lease groups whose live counts are kept in memory (a cache of what the engine holds):
+ * an ack or nack of a recently leased group then needs no read of its count.
+ */
+export const LIVE_COUNTS_CACHED_MAX = 4_096
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
@@ -101,6 +108,8 @@ export class QueuePartition {
   private readonly leased = new Float64Array(WEIGHT_MAX + 1)
   private readonly dead = new Float64Array(WEIGHT_MAX + 1)
   private readonly dirtyWeights = new Set<number>()
+  /** Live counts of lease groups (group → count), as stored; see LIVE_COUNTS_CACHED_MAX. */
+  private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
   private window: ShareWindow
   private windowDirty = false
   private configDirty: boolean
@@ -654,16 +663,17 @@ export class QueuePartition {
   }
 
   /**
-   * The lease groups of every lease in `parsed` that is held now (all that `settle` may take
-   * leases out of), by group: key and stored value. Read before the command writes anything,
-   * so the overlay has none of this command's writes to index.
+   * The live counts of the lease groups of every lease in `parsed` that is held now (all
+   * that `settle` may take leases out of), by group. Read before the command writes
+   * anything, so the overlay has none of this command's writes to index.
    */
   private async readLeaseGroups(
     parsed: readonly (readonly [number, number] | undefined)[],
     metas: ReadonlyMap<number, MessageMeta | undefined>,
     now: number,
-  ): Promise<Map<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>> {
-    const keys = new Map<number, Uint8Array>()
+  ): Promise<Map<number, number>> {
+    const groups: number[] = []
+    const seen = new Set<number>()
     for (const p of parsed) {
       if (p === undefined) continue
       const meta = metas.get(p[0])
@@ -672,36 +682,49 @@ export class QueuePartition {
         meta.state !== MessageState.Leased ||
         meta.deliveries !== p[1] ||
         meta.slot <= now ||
-        keys.has(meta.group)
+        seen.has(meta.group)
       ) {
         continue
       }
-      keys.set(meta.group, this.keys.leaseGroup(meta.slot, meta.group))
+      seen.add(meta.group)
+      groups.push(meta.group)
     }
-    const out = new Map<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>()
-    if (keys.size === 0) return out
-    const got = await this.overlay.getMany([...keys.values()])
-    let i = 0
-    for (const [group, key] of keys) out.set(group, { key, value: got[i++] })
-    return out
+    const live = new Map<number, number>()
+    const missing: number[] = []
+    for (const g of groups) {
+      const cached = this.liveCounts.get(g)
+      if (cached === undefined) missing.push(g)
+      else live.set(g, cached)
+    }
+    if (missing.length === 0) return live
+    const got = await this.overlay.getMany(missing.map((g) => this.keys.leaseLive(g)))
+    missing.forEach((g, i) => {
+      const b = got[i]
+      invariant(b, `lease group ${g} of a held lease has a live count`)
+      live.set(g, decodeCount(b))
+    })
+    return live
   }
 
   /**
-   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count], `groups`
-   * holds their stored values. A group whose live count reaches 0 is deleted (so expiry
-   * never reads the messages of a fully settled group), else rewritten with the lower count.
+   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count], `live`
+   * the groups' live counts. A group whose count reaches 0 is deleted, member list and
+   * count (so expiry never reads the messages of a fully settled group); else only its
+   * count is rewritten, a few bytes whatever the group's size.
    */
   private leaveLeaseGroups(
     leaving: ReadonlyMap<number, readonly [number, number]>,
-    groups: ReadonlyMap<number, { readonly key: Uint8Array; readonly value: Uint8Array | undefined }>,
+    live: ReadonlyMap<number, number>,
   ): void {
-    for (const [group, [, count]] of leaving) {
-      const stored = groups.get(group)
-      invariant(stored?.value, `lease group ${group} of a held lease exists`)
-      const live = decodeLeaseGroupLive(stored.value) - count
-      invariant(live >= 0, `lease group ${group} has the leases leaving it`)
-      if (live === 0) this.del(stored.key)
-      else this.put(stored.key, withLeaseGroupLive(stored.value, live))
+    for (const [group, [deadlineMs, count]] of leaving) {
+      const left = (live.get(group) as number) - count
+      invariant(left >= 0, `lease group ${group} has the leases leaving it`)
+      if (left > 0) this.setLiveCount(group, left)
+      else {
+        this.liveCounts.delete(group)
+        this.del(this.keys.leaseLive(group))
+        this.del(this.keys.leaseGroup(deadlineMs, group))
+      }
     }
   }
 
@@ -857,8 +880,7 @@ export class QueuePartition {
       readonly id: number
       readonly delivery: number
     }[] = []
-    /** Live members per group, counted down as they expire: 0 for every group at the end. */
-    const live = new Map<number, number>()
+    const groupSeqs: number[] = []
     let i = 0
     for (; i < groups.length && entries.length < limit; i++) {
       const [key, value] = groups[i] as (typeof groups)[number]
@@ -866,9 +888,8 @@ export class QueuePartition {
       if (deadlineMs > now) break
       this.del(key)
       const group = this.keys.leaseGroupSeqOf(key)
-      const decoded = decodeLeaseGroup(value)
-      live.set(group, decoded.live)
-      const members = decoded.members
+      groupSeqs.push(group)
+      const members = decodeIdList(value)
       for (let j = 0; j < members.length; j += 2) {
         entries.push({ deadlineMs, group, id: members[j] as number, delivery: members[j + 1] as number })
       }
@@ -879,11 +900,21 @@ export class QueuePartition {
     // Expire in (deadline, id) order, whatever the groups' layout.
     entries.sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
     const unique = [...new Set(entries.map((e) => e.id))]
-    const got = await this.overlay.getMany(unique.map((id) => this.keys.message(id)))
+    const liveKeys = groupSeqs.map((g) => this.keys.leaseLive(g))
+    const got = await this.overlay.getMany([...unique.map((id) => this.keys.message(id)), ...liveKeys])
     const metas = new Map<number, MessageMeta | undefined>()
     unique.forEach((id, j) => {
       const b = got[j]
       metas.set(id, b ? decodeMeta(b) : undefined)
+    })
+    /** Live leases per group, counted down as they expire: 0 for every group at the end. */
+    const live = new Map<number, number>()
+    groupSeqs.forEach((g, j) => {
+      const b = got[unique.length + j]
+      invariant(b, `lease group ${g} has a live count`)
+      live.set(g, decodeCount(b))
+      this.liveCounts.delete(g)
+      this.del(liveKeys[j] as Uint8Array)
     })
     for (const e of entries) {
       const meta = metas.get(e.id)
@@ -907,11 +938,15 @@ export class QueuePartition {
   /** Records one lease group: the (id, delivery) pairs in `members` are due at `deadlineMs`. */
   private addLeaseGroup(deadlineMs: number, members: readonly number[]): void {
     if (members.length === 0) return
-    this.put(
-      this.keys.leaseGroup(deadlineMs, this.st.leaseGroupSeq++),
-      encodeLeaseGroup(members.length / 2, members),
-    )
+    const group = this.st.leaseGroupSeq++
+    this.put(this.keys.leaseGroup(deadlineMs, group), encodeIdList(members))
+    this.setLiveCount(group, members.length / 2)
     if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
+  }
+
+  private setLiveCount(group: number, live: number): void {
+    this.put(this.keys.leaseLive(group), encodeCount(live))
+    this.liveCounts.set(group, live)
   }
 
   /** Up to expiryBatchMax entries of a time index with time ≤ now, and the next entry's time. */

@@ -322,42 +322,32 @@ function slabCopy(b: Uint8Array): Uint8Array {
   return scratch.reset().raw(b).finishInSlab()
 }
 
-/**
- * A lease group: how many of its members still hold their lease (`live`: ack, nack and
- * extend take theirs out; the group is deleted at 0) and the (id, delivery) pairs of every
- * member, as a flat list.
- */
-export interface LeaseGroup {
-  readonly live: number
-  readonly members: readonly number[]
-}
-
-export function encodeLeaseGroup(live: number, members: readonly number[]): Uint8Array {
-  const w = scratch.reset().varint(live).varint(members.length)
-  for (const v of members) w.varint(v)
+/** A lease group's members: its (id, delivery) pairs as one flat list. */
+export function encodeIdList(values: readonly number[]): Uint8Array {
+  const w = scratch.reset().varint(values.length)
+  for (const v of values) w.varint(v)
   return w.finishInSlab()
 }
 
-export function decodeLeaseGroup(b: Uint8Array): LeaseGroup {
+export function decodeIdList(b: Uint8Array): number[] {
   const r = new ByteReader(b)
-  const live = r.varint()
   const n = r.varint()
-  const members: number[] = []
-  for (let i = 0; i < n; i++) members.push(r.varint())
-  invariant(r.done && n % 2 === 0 && live <= n / 2, 'lease group decodes')
-  return { live, members }
+  const out: number[] = []
+  for (let i = 0; i < n; i++) out.push(r.varint())
+  invariant(r.done, 'id list decodes')
+  return out
 }
 
-/** The live count of the group `b` (its member list not decoded). */
-export function decodeLeaseGroupLive(b: Uint8Array): number {
-  return new ByteReader(b).varint()
+/** A count (a lease group's live leases). */
+export function encodeCount(n: number): Uint8Array {
+  return scratch.reset().varint(n).finishInSlab()
 }
 
-/** The group `b` with `live` replaced (its member list copied as it is, not decoded). */
-export function withLeaseGroupLive(b: Uint8Array, live: number): Uint8Array {
+export function decodeCount(b: Uint8Array): number {
   const r = new ByteReader(b)
-  r.varint()
-  return scratch.reset().varint(live).raw(r.rest()).finishInSlab()
+  const n = r.varint()
+  invariant(r.done, 'count decodes')
+  return n
 }
 
 /**
