@@ -2,7 +2,8 @@
 # A/B benchmark against an earlier commit, on a shared (noisy) machine: extracts the
 # commit's weighted-queue, kv-storage and raft-core into a temp dir (git archive; this
 # worktree's node_modules linked in), then runs this worktree's bench.ts against the old
-# sources and against these, alternately, so that a busy neighbour hurts both alike.
+# sources and against these, alternately, so that a busy neighbour hurts both alike; last,
+# bench/interleaved.ts runs both in one process in alternating slices (the steadiest ratio).
 #
 #   bench/compare.sh <commit> [rounds=3]     (BENCH_SECONDS, BENCH_ONLY as for bench.ts;
 #                                             BENCH_ONLY defaults to memory)
@@ -25,3 +26,5 @@ for i in $(seq "$rounds"); do
     (cd "${side#*:}" && node --conditions=source --import tsx bench/bench.ts | tail -n +3)
   done
 done
+echo "## interleaved in one process (memory, batch 100)"
+(cd "$here" && node --conditions=source --import tsx bench/interleaved.ts "$base" "$root")
