@@ -887,7 +887,7 @@ export class QueuePartition {
       const deadlineMs = this.keys.timeOf(key)
       if (deadlineMs > now) break
       this.del(key)
-      const group = this.keys.leaseGroupSeqOf(key)
+      const group = this.keys.timedIdOf(key)
       groupSeqs.push(group)
       const members = decodeIdList(value)
       for (let j = 0; j < members.length; j += 2) {
