@@ -1,3 +1,4 @@
+import { ChunkCopier, copyAllOut } from './byte-copies'
 import type { BatchOp, Engine, EngineSnapshot, KeyRange, KeyValue, WriteOptions } from './engine'
 import { ClosedError, InvalidArgumentError } from './errors'
 import { type FrozenMap, OrderedMap } from './ordered-map'
@@ -7,10 +8,12 @@ import { checkOps, checkRange } from './write-batch'
  * An in-memory Engine for tests and the simulator: a copy-on-write B+tree (O(log n) reads
  * and writes, O(1) snapshots). Writes apply synchronously inside `write()` (so a read issued
  * after `write()` returns sees them) and `sync` is ignored. Keys and values are copied in
- * and out (as plain Uint8Arrays, even from Buffers), so callers may reuse their buffers.
+ * and out (as plain Uint8Arrays, even from Buffers), so callers may reuse their buffers;
+ * the copies of values over 64 bytes are packed into shared buffers (see byte-copies.ts).
  */
 export class MemoryEngine implements Engine {
   private readonly map = new OrderedMap()
+  private readonly copier = new ChunkCopier()
   private closed = false
   private readonly snapshots = new Set<MemorySnapshot>()
 
@@ -28,7 +31,7 @@ export class MemoryEngine implements Engine {
   async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     this.checkOpen()
     for (const key of keys) checkKey(key)
-    return keys.map((key) => copy(this.map.get(key)))
+    return copyAllOut(keys.map((key) => this.map.get(key)))
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
@@ -49,7 +52,7 @@ export class MemoryEngine implements Engine {
     this.checkOpen()
     checkOps(ops)
     for (const op of ops) {
-      if (op.type === 'put') this.map.set(new Uint8Array(op.key), new Uint8Array(op.value))
+      if (op.type === 'put') this.map.set(this.copier.copy(op.key), this.copier.copy(op.value))
       else if (op.type === 'del') this.map.delete(op.key)
       else this.map.deleteRange(op.gte, op.lt)
     }
@@ -89,7 +92,7 @@ class MemorySnapshot implements EngineSnapshot {
   async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     this.checkOpen()
     for (const key of keys) checkKey(key)
-    return keys.map((key) => copy(OrderedMap.getIn(this.view.root, key)))
+    return copyAllOut(keys.map((key) => OrderedMap.getIn(this.view.root, key)))
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
@@ -118,5 +121,14 @@ function copy(v: Uint8Array | undefined): Uint8Array | undefined {
 }
 
 function copyAll(kvs: KeyValue[]): KeyValue[] {
-  return kvs.map(([k, v]) => [new Uint8Array(k), new Uint8Array(v)] as const)
+  const flat: Uint8Array[] = new Array(2 * kvs.length)
+  for (let i = 0; i < kvs.length; i++) {
+    const kv = kvs[i] as KeyValue
+    flat[2 * i] = kv[0]
+    flat[2 * i + 1] = kv[1]
+  }
+  const copies = copyAllOut(flat)
+  const out: KeyValue[] = new Array(kvs.length)
+  for (let i = 0; i < kvs.length; i++) out[i] = [copies[2 * i] as Uint8Array, copies[2 * i + 1] as Uint8Array]
+  return out
 }

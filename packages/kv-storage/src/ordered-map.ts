@@ -42,14 +42,41 @@ export interface FrozenMap {
   readonly size: number
 }
 
+/**
+ * Compares `a` with `b` knowing that their first `from` bytes are equal: 0 when equal, else
+ * ±(1 + the length of their common prefix), negative when `a` < `b` (bytewise order).
+ */
+function compareFrom(a: Uint8Array, b: Uint8Array, from: number): number {
+  const n = Math.min(a.length, b.length)
+  let i = from
+  while (i < n && a[i] === b[i]) i++
+  if (i < n) return (a[i] as number) < (b[i] as number) ? -(i + 1) : i + 1
+  return a.length === b.length ? 0 : a.length < b.length ? -(i + 1) : i + 1
+}
+
+/*
+ * The binary searches below skip the prefix that `key` is known to share with every key
+ * between the current bounds: keys sorted between two keys that both start with P start
+ * with P too, so each comparison starts at the shorter of the common prefixes of `key`
+ * with the keys just outside the bounds (the keys under one partition share long prefixes).
+ */
+
 /** First position in `keys` whose key is >= `key`. */
 function lowerBound(keys: readonly Uint8Array[], key: Uint8Array): number {
   let lo = 0
   let hi = keys.length
+  let sharedLo = 0
+  let sharedHi = 0
   while (lo < hi) {
     const mid = (lo + hi) >>> 1
-    if (compareKeys(keys[mid] as Uint8Array, key) < 0) lo = mid + 1
-    else hi = mid
+    const c = compareFrom(keys[mid] as Uint8Array, key, Math.min(sharedLo, sharedHi))
+    if (c < 0) {
+      lo = mid + 1
+      sharedLo = -c - 1
+    } else {
+      hi = mid
+      sharedHi = c === 0 ? key.length : c - 1
+    }
   }
   return lo
 }
@@ -58,12 +85,35 @@ function lowerBound(keys: readonly Uint8Array[], key: Uint8Array): number {
 function upperBound(keys: readonly Uint8Array[], key: Uint8Array): number {
   let lo = 0
   let hi = keys.length
+  let sharedLo = 0
+  let sharedHi = 0
   while (lo < hi) {
     const mid = (lo + hi) >>> 1
-    if (compareKeys(keys[mid] as Uint8Array, key) <= 0) lo = mid + 1
-    else hi = mid
+    const c = compareFrom(keys[mid] as Uint8Array, key, Math.min(sharedLo, sharedHi))
+    if (c <= 0) {
+      lo = mid + 1
+      sharedLo = c === 0 ? key.length : -c - 1
+    } else {
+      hi = mid
+      sharedHi = c - 1
+    }
   }
   return lo
+}
+
+/** Inserts `item` at `i` of `list` (Array#splice allocates the array of removed items). */
+function insertAt<T>(list: T[], i: number, item: T): void {
+  let j = list.length
+  list.push(item)
+  for (; j > i; j--) list[j] = list[j - 1] as T
+  list[i] = item
+}
+
+/** Removes the item at `i` of `list`. */
+function removeAt<T>(list: T[], i: number): void {
+  const last = list.length - 1
+  for (let j = i; j < last; j++) list[j] = list[j + 1] as T
+  list.pop()
 }
 
 function nodeLength(node: Node): number {
@@ -113,9 +163,9 @@ export class OrderedMap {
 
   /** Removes `key`; returns whether it was present. */
   delete(key: Uint8Array): boolean {
-    if (OrderedMap.getIn(this.root, key) === undefined) return false
-    this.root = this.own(this.root)
-    this.remove(this.root, key)
+    // One descent: nodes are made owned on the way down only once the key is known to be
+    // in the leaf (see remove), so a miss copies nothing.
+    if (!this.remove(this.root, key, true)) return false
     while (!this.root.leaf && this.root.children.length === 1) this.root = this.root.children[0] as Node
     return true
   }
@@ -231,8 +281,8 @@ export class OrderedMap {
         node.vals[i] = value
         return undefined
       }
-      node.keys.splice(i, 0, key)
-      node.vals.splice(i, 0, value)
+      insertAt(node.keys, i, key)
+      insertAt(node.vals, i, value)
       this.count++
       if (node.keys.length <= NODE_ENTRIES_MAX) return undefined
       const mid = node.keys.length >>> 1
@@ -251,8 +301,8 @@ export class OrderedMap {
     node.children[i] = child
     const split = this.insert(child, key, value)
     if (!split) return undefined
-    node.keys.splice(i, 0, split[0])
-    node.children.splice(i + 1, 0, split[1])
+    insertAt(node.keys, i, split[0])
+    insertAt(node.children, i + 1, split[1])
     if (node.children.length <= NODE_ENTRIES_MAX) return undefined
     const mid = node.children.length >>> 1
     const sep = node.keys[mid - 1] as Uint8Array
@@ -267,42 +317,53 @@ export class OrderedMap {
     return [sep, right]
   }
 
-  /** Removes a key known to be present from an owned node, merging underfull children. */
-  private remove(node: Node, key: Uint8Array): void {
+  /**
+   * Removes `key` from the subtree at `node` (the root when `isRoot`), merging underfull
+   * children; returns whether it was present. Only when it is does it make the nodes on the
+   * path owned (replacing them in their parents; the root in `this.root`).
+   */
+  private remove(node: Node, key: Uint8Array, isRoot: boolean): Node | undefined {
     if (node.leaf) {
       const i = lowerBound(node.keys, key)
-      node.keys.splice(i, 1)
-      node.vals.splice(i, 1)
+      const k = node.keys[i]
+      if (k === undefined || compareKeys(k, key) !== 0) return undefined
+      const owned = this.own(node)
+      if (isRoot) this.root = owned
+      removeAt(owned.keys, i)
+      removeAt(owned.vals, i)
       this.count--
-      return
+      return owned
     }
     const i = upperBound(node.keys, key)
-    const child = this.own(node.children[i] as Node)
-    node.children[i] = child
-    this.remove(child, key)
-    const n = nodeLength(child)
+    const found = this.remove(node.children[i] as Node, key, false)
+    if (found === undefined) return undefined
+    const parent = this.own(node)
+    if (isRoot) this.root = parent
+    parent.children[i] = found
+    const n = nodeLength(found)
     if (n === 0) {
-      node.children.splice(i, 1)
-      node.keys.splice(i > 0 ? i - 1 : 0, 1)
-      return
+      parent.children.splice(i, 1)
+      parent.keys.splice(i > 0 ? i - 1 : 0, 1)
+      return parent
     }
-    if (n >= NODE_ENTRIES_MIN || node.children.length < 2) return
-    // Merge child with a neighbour when both fit in one node: left = j, right = j + 1.
-    const j = i + 1 < node.children.length ? i : i - 1
-    const left = node.children[j] as Node
-    const right = node.children[j + 1] as Node
-    if (nodeLength(left) + nodeLength(right) > NODE_ENTRIES_MAX) return
+    if (n >= NODE_ENTRIES_MIN || parent.children.length < 2) return parent
+    // Merge the child with a neighbour when both fit in one node: left = j, right = j + 1.
+    const j = i + 1 < parent.children.length ? i : i - 1
+    const left = parent.children[j] as Node
+    const right = parent.children[j + 1] as Node
+    if (nodeLength(left) + nodeLength(right) > NODE_ENTRIES_MAX) return parent
     const merged = this.own(left)
     if (merged.leaf && right.leaf) {
       merged.keys.push(...right.keys)
       merged.vals.push(...right.vals)
     } else if (!merged.leaf && !right.leaf) {
-      merged.keys.push(node.keys[j] as Uint8Array, ...right.keys)
+      merged.keys.push(parent.keys[j] as Uint8Array, ...right.keys)
       merged.children.push(...right.children)
     } else {
       throw new Error('ordered-map invariant: siblings differ in depth')
     }
-    node.children.splice(j, 2, merged)
-    node.keys.splice(j, 1)
+    parent.children.splice(j, 2, merged)
+    parent.keys.splice(j, 1)
+    return parent
   }
 }

@@ -214,6 +214,34 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       expect(await engine.get(b(7))).toEqual(b(1, 2, 3))
     })
 
+    it('copies of every size are independent: of the written buffers, of each other, of the store', async () => {
+      // Sizes on both sides of the memory engine's thresholds (64 bytes in-heap, 1 KiB pooled).
+      const sizes = [3, 64, 65, 100, 500, 1024, 1025, 3000]
+      const value = (i: number) =>
+        Uint8Array.from({ length: sizes[i] as number }, (_, j) => (i * 31 + j) & 0xff)
+      const keys = sizes.map((_, i) => Uint8Array.from({ length: 70 + i }, (_, j) => (i + j) & 0x7f))
+      const written = sizes.map((_, i) => value(i))
+      await engine.write(
+        keys.map((key, i) => ({ type: 'put' as const, key, value: written[i] as Uint8Array })),
+        { sync: false },
+      )
+      for (const w of written) w.fill(0xee)
+      const fromRange = await engine.range({})
+      const fromGetMany = await engine.getMany(keys)
+      for (const [, v] of fromRange) v.fill(0xaa)
+      for (const v of fromGetMany) v?.fill(0xbb)
+      expect(await engine.getMany(keys)).toEqual(sizes.map((_, i) => value(i)))
+      const expected = keys
+        .map((k, i) => [k, value(i)] as const)
+        .sort((x, y) => compareKeys(x[0], y[0]))
+        .map(([, v]) => v)
+      const again = await engine.range({})
+      expect(again.map(([, v]) => v)).toEqual(expected)
+      // Mutating one returned value leaves the others of the same call alone.
+      again[0]?.[1].fill(0xcc)
+      expect(again.slice(1).map(([, v]) => v)).toEqual(expected.slice(1))
+    })
+
     it('after close every call rejects with ClosedError, and close again resolves', async () => {
       await fill([1])
       const snap = await engine.snapshot()

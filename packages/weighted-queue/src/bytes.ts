@@ -4,6 +4,9 @@ const TWO_POW_32 = 0x1_0000_0000
 const utf8Encoder = new TextEncoder()
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
 
+/** Allocations up to this size get their own (in-heap) array. */
+const ON_HEAP_BYTES_MAX = 64
+
 /** The size of one slab; allocations above a quarter of it get their own buffer. */
 export const SLAB_BYTES = 16 * 1024
 
@@ -14,17 +17,18 @@ export const SLAB_BYTES = 16 * 1024
  * memory and LevelDB engines do).
  */
 export class Slab {
-  private buf = new Uint8Array(SLAB_BYTES)
+  private buf = new ArrayBuffer(SLAB_BYTES)
   private pos = 0
 
   /** A zeroed array of `n` bytes. */
   alloc(n: number): Uint8Array {
-    if (n > SLAB_BYTES / 4) return new Uint8Array(n)
+    // V8 keeps typed arrays of up to 64 bytes in the JS heap: cheaper alone than as a view.
+    if (n <= ON_HEAP_BYTES_MAX || n > SLAB_BYTES / 4) return new Uint8Array(n)
     if (this.pos + n > SLAB_BYTES) {
-      this.buf = new Uint8Array(SLAB_BYTES)
+      this.buf = new ArrayBuffer(SLAB_BYTES)
       this.pos = 0
     }
-    const out = this.buf.subarray(this.pos, this.pos + n)
+    const out = new Uint8Array(this.buf, this.pos, n)
     this.pos += n
     return out
   }
@@ -104,6 +108,15 @@ export class ByteWriter {
       this.buf[this.pos++] = v
       return this
     }
+    if (v < 0x8000_0000) {
+      // Fits in 31 bits: shifts instead of division.
+      while (v >= 0x80) {
+        this.buf[this.pos++] = (v & 0x7f) | 0x80
+        v >>>= 7
+      }
+      this.buf[this.pos++] = v
+      return this
+    }
     while (v >= 0x80) {
       this.buf[this.pos++] = (v % 0x80) | 0x80
       v = Math.floor(v / 0x80)
@@ -147,8 +160,10 @@ export class ByteWriter {
 
   /** A copy of the bytes written so far, allocated from the shared slab. */
   finishInSlab(): Uint8Array {
-    const out = slab.alloc(this.pos)
-    out.set(this.buf.subarray(0, this.pos))
+    const n = this.pos
+    const out = slab.alloc(n)
+    if (n <= ON_HEAP_BYTES_MAX) for (let i = 0; i < n; i++) out[i] = this.buf[i] as number
+    else out.set(new Uint8Array(this.buf.buffer, 0, n))
     return out
   }
 }
@@ -194,9 +209,9 @@ export class ByteReader {
     return v
   }
 
-  /** Every byte not read yet, as a view (no copy). */
+  /** Every byte not read yet (a view, or a copy when small). */
   rest(): Uint8Array {
-    const out = this.buf.subarray(this.pos)
+    const out = view(this.buf, this.pos, this.buf.length - this.pos)
     this.pos = this.buf.length
     return out
   }
@@ -209,11 +224,11 @@ export class ByteReader {
     return out
   }
 
-  /** Length-prefixed bytes, as a view into the input (which must not change afterwards). */
+  /** Length-prefixed bytes: a view into the input (which must not change afterwards), or a copy when small. */
   bytes(): Uint8Array {
     const n = this.varint()
     this.need(n)
-    const out = this.buf.subarray(this.pos, this.pos + n)
+    const out = view(this.buf, this.pos, n)
     this.pos += n
     return out
   }
@@ -225,6 +240,15 @@ export class ByteReader {
     this.pos += n
     return out
   }
+}
+
+/**
+ * Bytes [at, at + n) of `b`, not to be mutated: a copy when small (V8 keeps small arrays in
+ * the heap; a view would move `b` out of it), else a view (not `subarray`, which looks up a
+ * species constructor on every call).
+ */
+function view(b: Uint8Array, at: number, n: number): Uint8Array {
+  return n <= ON_HEAP_BYTES_MAX ? b.slice(at, at + n) : new Uint8Array(b.buffer, b.byteOffset + at, n)
 }
 
 /** Writes `v` in [0, 2^53) as 8 big-endian bytes at `at`. */

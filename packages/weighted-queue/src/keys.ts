@@ -19,6 +19,7 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x21 | deadlineMs u64, group u64       | (id, delivery) list   | leases by deadline, one entry per lease/extend command |
  * | 0x22 | dueMs u64, id u64               | (MessageMeta)         | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
+ * | 0x24 | group u64                       | count                 | live leases of a lease group (both deleted at 0) |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
  * | 0x31 | producer id (utf-8)             | ProducerRecord        | idempotent producers        |
  * | 0x32 | expiresAtMs u64, kind u8, name  | (empty)               | dedup/producer expiry       |
@@ -34,6 +35,7 @@ export const KeyTag = {
   LeaseDeadline: 0x21,
   Delayed: 0x22,
   Dead: 0x23,
+  LeaseLive: 0x24,
   Dedup: 0x30,
   Producer: 0x31,
   Expiry: 0x32,
@@ -66,6 +68,21 @@ export class PartitionKeys {
     const k = slab.alloc(this.p + 1 + fieldBytes)
     k.set(this.prefix, 0)
     k[this.p] = tag
+    return k
+  }
+
+  /** `prefix ‖ tag ‖ u64(value)`. */
+  private u64Key(tag: KeyTag, value: number): Uint8Array {
+    const k = this.make(tag, 8)
+    putU64(k, this.p + 1, value)
+    return k
+  }
+
+  /** `prefix ‖ tag ‖ u64(first) ‖ u64(second)`. */
+  private u64PairKey(tag: KeyTag, first: number, second: number): Uint8Array {
+    const k = this.make(tag, 16)
+    putU64(k, this.p + 1, first)
+    putU64(k, this.p + 9, second)
     return k
   }
 
@@ -112,14 +129,10 @@ export class PartitionKeys {
   }
 
   message(id: number): Uint8Array {
-    const k = this.make(KeyTag.Message, 8)
-    putU64(k, this.p + 1, id)
-    return k
+    return this.u64Key(KeyTag.Message, id)
   }
   body(id: number): Uint8Array {
-    const k = this.make(KeyTag.Body, 8)
-    putU64(k, this.p + 1, id)
-    return k
+    return this.u64Key(KeyTag.Body, id)
   }
 
   ready(w: number, band: ReadyBand, order: number): Uint8Array {
@@ -143,39 +156,33 @@ export class PartitionKeys {
 
   /** `tag ‖ u64(timeMs)`: the bound below every entry of a time index at or after `timeMs`. */
   timeBound(tag: KeyTag, timeMs: number): Uint8Array {
-    const k = this.make(tag, 8)
-    putU64(k, this.p + 1, timeMs)
-    return k
+    return this.u64Key(tag, timeMs)
   }
 
   /** A lease group: the leases one command made or extended, all due at `deadlineMs`. */
   leaseGroup(deadlineMs: number, group: number): Uint8Array {
-    const k = this.make(KeyTag.LeaseDeadline, 16)
-    putU64(k, this.p + 1, deadlineMs)
-    putU64(k, this.p + 9, group)
-    return k
+    return this.u64PairKey(KeyTag.LeaseDeadline, deadlineMs, group)
+  }
+  /** How many leases of lease group `group` are still held. */
+  leaseLive(group: number): Uint8Array {
+    return this.u64Key(KeyTag.LeaseLive, group)
   }
 
   /** A delayed message by due time. */
   timed(tag: typeof KeyTag.Delayed, timeMs: number, id: number): Uint8Array {
-    const k = this.make(tag, 16)
-    putU64(k, this.p + 1, timeMs)
-    putU64(k, this.p + 9, id)
-    return k
+    return this.u64PairKey(tag, timeMs, id)
   }
   /** The time field of a timed or expiry key. */
   timeOf(key: Uint8Array): number {
     return getU64(key, this.p + 1)
   }
-  /** The id field of a timed key. */
+  /** The id field of a timed key, the group field of a lease group key. */
   timedIdOf(key: Uint8Array): number {
     return getU64(key, this.p + 9)
   }
 
   dead(order: number): Uint8Array {
-    const k = this.make(KeyTag.Dead, 8)
-    putU64(k, this.p + 1, order)
-    return k
+    return this.u64Key(KeyTag.Dead, order)
   }
   deadOrderOf(key: Uint8Array): number {
     return getU64(key, this.p + 1)

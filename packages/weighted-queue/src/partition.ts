@@ -1,4 +1,5 @@
 import type { BatchOp, KvReader } from '@mq/kv-storage'
+import { BoundedCache } from './bounded-cache'
 import { utf8, utf8Length } from './bytes'
 import type {
   Command,
@@ -20,10 +21,12 @@ import {
   QueueError,
 } from './errors'
 import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } from './keys'
+import { parseLeaseId } from './lease-id'
 import { Overlay } from './overlay'
 import {
   decodeBody,
   decodeConfig,
+  decodeCount,
   decodeDedup,
   decodeIdList,
   decodeMeta,
@@ -34,6 +37,7 @@ import {
   decodeWindowHeader,
   encodeBody,
   encodeConfig,
+  encodeCount,
   encodeDedup,
   encodeIdList,
   encodeMeta,
@@ -61,6 +65,12 @@ import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
 
 /** Applies whose ops may stay unreleased (not yet written) at once: the overlay's bound. */
 export const PENDING_APPLIES_MAX = 65_536
+
+/**
+ * Lease groups whose live counts are kept in memory (a cache of what the engine holds):
+ * an ack or nack of a recently leased group then needs no read of its count.
+ */
+export const LIVE_COUNTS_CACHED_MAX = 4_096
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
@@ -98,6 +108,8 @@ export class QueuePartition {
   private readonly leased = new Float64Array(WEIGHT_MAX + 1)
   private readonly dead = new Float64Array(WEIGHT_MAX + 1)
   private readonly dirtyWeights = new Set<number>()
+  /** Live counts of lease groups (group → count), as stored; see LIVE_COUNTS_CACHED_MAX. */
+  private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
   private window: ShareWindow
   private windowDirty = false
   private configDirty: boolean
@@ -456,6 +468,7 @@ export class QueuePartition {
         enqueuedAtMs: now,
         slot: 0,
         band: 0,
+        group: 0,
         inlineBody: inline ? blob : undefined,
       }
       if (m.notBeforeMs !== undefined && m.notBeforeMs > now) this.toDelayed(id, meta, m.notBeforeMs)
@@ -525,6 +538,7 @@ export class QueuePartition {
     await this.fillMetas(metaKeys, metas)
     const bodies = await this.bodies(ids, metas as MessageMeta[])
     const deadlineMs = now + visibilityMs
+    const groupSeq = this.st.leaseGroupSeq
     const leases: Lease[] = []
     const group: number[] = []
     for (const w of picks) {
@@ -544,6 +558,7 @@ export class QueuePartition {
       meta.state = MessageState.Leased
       meta.slot = deadlineMs
       meta.band = 0
+      meta.group = groupSeq
       this.put(metaKeys[at] as Uint8Array, encodeMeta(meta))
       group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
@@ -579,18 +594,28 @@ export class QueuePartition {
       )
     }
     const parsed = leaseIds.map(parseLeaseId)
-    const uniqueIds = [...new Set(parsed.filter((p) => p !== undefined).map((p) => p[0]))]
-    const metaKeys = uniqueIds.map((id) => this.keys.message(id))
+    const uniqueIds: number[] = []
+    const metaKeys: Uint8Array[] = []
+    const keyOf = new Map<number, Uint8Array>()
+    for (const p of parsed) {
+      if (p === undefined || keyOf.has(p[0])) continue
+      const key = this.keys.message(p[0])
+      uniqueIds.push(p[0])
+      metaKeys.push(key)
+      keyOf.set(p[0], key)
+    }
     const got = await this.overlay.getMany(metaKeys)
     const metas = new Map<number, MessageMeta | undefined>()
-    const keyOf = new Map<number, Uint8Array>()
-    uniqueIds.forEach((id, i) => {
+    for (let i = 0; i < uniqueIds.length; i++) {
       const b = got[i]
-      metas.set(id, b ? decodeMeta(b) : undefined)
-      keyOf.set(id, metaKeys[i] as Uint8Array)
-    })
+      metas.set(uniqueIds[i] as number, b ? decodeMeta(b) : undefined)
+    }
+    const groups = await this.readLeaseGroups(parsed, metas, now)
     const statuses: LeaseStatus[] = []
     const extended: number[] = []
+    const extendedGroup = this.st.leaseGroupSeq
+    /** Lease groups that lose members here: group → [deadlineMs, members leaving]. */
+    const leaving = new Map<number, [number, number]>()
     for (const p of parsed) {
       if (p === undefined) {
         statuses.push(Status.Unknown)
@@ -608,11 +633,15 @@ export class QueuePartition {
       }
       statuses.push(Status.Ok)
       const w = meta.weight
-      // The lease's entry in its lease group is left behind: expiry skips entries that no
-      // longer match the message's current (delivery, deadline).
+      if (action === 'extend' && meta.slot === now + ms) continue
+      // The lease leaves its group: the group's live count drops (below); its entry in the
+      // member list stays, and expiry skips entries that no longer hold their lease.
+      const out = leaving.get(meta.group)
+      if (out === undefined) leaving.set(meta.group, [meta.slot, 1])
+      else out[1]++
       if (action === 'extend') {
-        if (meta.slot === now + ms) continue
         meta.slot = now + ms
+        meta.group = extendedGroup
         this.put(keyOf.get(id) as Uint8Array, encodeMeta(meta))
         extended.push(id, delivery)
         continue
@@ -628,8 +657,75 @@ export class QueuePartition {
       else if (ms > 0) this.toDelayed(id, meta, now + ms)
       else this.toReady(id, meta, ReadyBand.Returned)
     }
+    this.leaveLeaseGroups(leaving, groups)
     if (extended.length > 0) this.addLeaseGroup(now + ms, extended)
     return statuses
+  }
+
+  /**
+   * The live counts of the lease groups of every lease in `parsed` that is held now (all
+   * that `settle` may take leases out of), by group. Read before the command writes
+   * anything, so the overlay has none of this command's writes to index.
+   */
+  private async readLeaseGroups(
+    parsed: readonly (readonly [number, number] | undefined)[],
+    metas: ReadonlyMap<number, MessageMeta | undefined>,
+    now: number,
+  ): Promise<Map<number, number>> {
+    const groups: number[] = []
+    const seen = new Set<number>()
+    for (const p of parsed) {
+      if (p === undefined) continue
+      const meta = metas.get(p[0])
+      if (
+        meta === undefined ||
+        meta.state !== MessageState.Leased ||
+        meta.deliveries !== p[1] ||
+        meta.slot <= now ||
+        seen.has(meta.group)
+      ) {
+        continue
+      }
+      seen.add(meta.group)
+      groups.push(meta.group)
+    }
+    const live = new Map<number, number>()
+    const missing: number[] = []
+    for (const g of groups) {
+      const cached = this.liveCounts.get(g)
+      if (cached === undefined) missing.push(g)
+      else live.set(g, cached)
+    }
+    if (missing.length === 0) return live
+    const got = await this.overlay.getMany(missing.map((g) => this.keys.leaseLive(g)))
+    missing.forEach((g, i) => {
+      const b = got[i]
+      invariant(b, `lease group ${g} of a held lease has a live count`)
+      live.set(g, decodeCount(b))
+    })
+    return live
+  }
+
+  /**
+   * Takes leases out of their groups: `leaving` maps group → [deadlineMs, count], `live`
+   * the groups' live counts. A group whose count reaches 0 is deleted, member list and
+   * count (so expiry never reads the messages of a fully settled group); else only its
+   * count is rewritten, a few bytes whatever the group's size.
+   */
+  private leaveLeaseGroups(
+    leaving: ReadonlyMap<number, readonly [number, number]>,
+    live: ReadonlyMap<number, number>,
+  ): void {
+    for (const [group, [deadlineMs, count]] of leaving) {
+      const left = (live.get(group) as number) - count
+      invariant(left >= 0, `lease group ${group} has the leases leaving it`)
+      if (left > 0) this.setLiveCount(group, left)
+      else {
+        this.liveCounts.delete(group)
+        this.del(this.keys.leaseLive(group))
+        this.del(this.keys.leaseGroup(deadlineMs, group))
+      }
+    }
   }
 
   private async redrive(max: number): Promise<number[]> {
@@ -778,16 +874,24 @@ export class QueuePartition {
   private async expireLeases(now: number): Promise<void> {
     const limit = this.configValue.expiryBatchMax
     const groups = await this.overlay.range(this.dueSpan(KeyTag.LeaseDeadline, now), limit)
-    const entries: { readonly deadlineMs: number; readonly id: number; readonly delivery: number }[] = []
+    const entries: {
+      readonly deadlineMs: number
+      readonly group: number
+      readonly id: number
+      readonly delivery: number
+    }[] = []
+    const groupSeqs: number[] = []
     let i = 0
     for (; i < groups.length && entries.length < limit; i++) {
       const [key, value] = groups[i] as (typeof groups)[number]
       const deadlineMs = this.keys.timeOf(key)
       if (deadlineMs > now) break
       this.del(key)
+      const group = this.keys.timedIdOf(key)
+      groupSeqs.push(group)
       const members = decodeIdList(value)
       for (let j = 0; j < members.length; j += 2) {
-        entries.push({ deadlineMs, id: members[j] as number, delivery: members[j + 1] as number })
+        entries.push({ deadlineMs, group, id: members[j] as number, delivery: members[j + 1] as number })
       }
     }
     const next = groups[i]
@@ -796,11 +900,21 @@ export class QueuePartition {
     // Expire in (deadline, id) order, whatever the groups' layout.
     entries.sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
     const unique = [...new Set(entries.map((e) => e.id))]
-    const got = await this.overlay.getMany(unique.map((id) => this.keys.message(id)))
+    const liveKeys = groupSeqs.map((g) => this.keys.leaseLive(g))
+    const got = await this.overlay.getMany([...unique.map((id) => this.keys.message(id)), ...liveKeys])
     const metas = new Map<number, MessageMeta | undefined>()
     unique.forEach((id, j) => {
       const b = got[j]
       metas.set(id, b ? decodeMeta(b) : undefined)
+    })
+    /** Live leases per group, counted down as they expire: 0 for every group at the end. */
+    const live = new Map<number, number>()
+    groupSeqs.forEach((g, j) => {
+      const b = got[unique.length + j]
+      invariant(b, `lease group ${g} has a live count`)
+      live.set(g, decodeCount(b))
+      this.liveCounts.delete(g)
+      this.del(liveKeys[j] as Uint8Array)
     })
     for (const e of entries) {
       const meta = metas.get(e.id)
@@ -808,21 +922,31 @@ export class QueuePartition {
         !meta ||
         meta.state !== MessageState.Leased ||
         meta.deliveries !== e.delivery ||
-        meta.slot !== e.deadlineMs
+        meta.slot !== e.deadlineMs ||
+        meta.group !== e.group
       ) {
         continue
       }
+      live.set(e.group, (live.get(e.group) as number) - 1)
       this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
       if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(e.id, meta)
       else this.toReady(e.id, meta, ReadyBand.Returned)
     }
+    for (const [group, n] of live) invariant(n === 0, `lease group ${group} counted its live members`)
   }
 
   /** Records one lease group: the (id, delivery) pairs in `members` are due at `deadlineMs`. */
   private addLeaseGroup(deadlineMs: number, members: readonly number[]): void {
     if (members.length === 0) return
-    this.put(this.keys.leaseGroup(deadlineMs, this.st.leaseGroupSeq++), encodeIdList(members))
+    const group = this.st.leaseGroupSeq++
+    this.put(this.keys.leaseGroup(deadlineMs, group), encodeIdList(members))
+    this.setLiveCount(group, members.length / 2)
     if (deadlineMs < this.nextDeadlineMs) this.nextDeadlineMs = deadlineMs
+  }
+
+  private setLiveCount(group: number, live: number): void {
+    this.put(this.keys.leaseLive(group), encodeCount(live))
+    this.liveCounts.set(group, live)
   }
 
   /** Up to expiryBatchMax entries of a time index with time ≤ now, and the next entry's time. */
@@ -870,6 +994,7 @@ export class QueuePartition {
     meta.state = MessageState.Ready
     meta.slot = order
     meta.band = band
+    meta.group = 0
     if (meta.deliveries === 0) {
       // Never delivered: the message lives in its ready entry alone (one write on enqueue).
       this.put(this.keys.ready(w, band, order), encodeReadyValue(id, meta))
@@ -887,6 +1012,7 @@ export class QueuePartition {
     meta.state = MessageState.Delayed
     meta.slot = dueMs
     meta.band = 0
+    meta.group = 0
     if (meta.deliveries === 0) {
       this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), encodeMeta(meta))
     } else {
@@ -903,6 +1029,7 @@ export class QueuePartition {
     meta.state = MessageState.Dead
     meta.slot = order
     meta.band = 0
+    meta.group = 0
     this.put(this.keys.dead(order), idValue(id))
     this.put(this.keys.message(id), encodeMeta(meta))
     this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1
@@ -1026,18 +1153,6 @@ function idOf(value: Uint8Array): number {
       (value[7] as number)) >>>
       0)
   )
-}
-
-/** `${messageId}.${delivery}` → [messageId, delivery], or undefined when malformed. */
-function parseLeaseId(leaseId: string): readonly [number, number] | undefined {
-  if (typeof leaseId !== 'string' || leaseId.length > 40) return undefined
-  const dot = leaseId.indexOf('.')
-  if (dot <= 0) return undefined
-  const id = Number(leaseId.slice(0, dot))
-  const delivery = Number(leaseId.slice(dot + 1))
-  if (!Number.isSafeInteger(id) || !Number.isSafeInteger(delivery) || id < 1 || delivery < 1) return undefined
-  if (`${id}.${delivery}` !== leaseId) return undefined
-  return [id, delivery]
 }
 
 function checkInt(what: string, value: unknown, min: number, max: number): void {

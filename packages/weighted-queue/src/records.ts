@@ -28,6 +28,8 @@ export interface MessageMeta {
   slot: number
   /** Ready band when ready, else 0. */
   band: number
+  /** The lease group (its sequence number, see keys.ts) holding the lease when leased, else 0. */
+  group: number
   /**
    * The encoded body (see encodeBody) when it is small enough to live in this record; else
    * undefined and the body has a record of its own (so a large body is never rewritten).
@@ -39,22 +41,29 @@ export interface MessageMeta {
 export const INLINE_BODY_BYTES_MAX = 2048
 
 export function encodeMeta(m: MessageMeta): Uint8Array {
-  const w = scratch
-    .reset()
-    .varint(m.weight)
+  return writeMeta(scratch.reset(), m).finishInSlab()
+}
+
+function writeMeta(w: ByteWriter, m: MessageMeta): ByteWriter {
+  w.varint(m.weight)
     .u8(m.state)
     .varint(m.deliveries)
     .varint(m.attempts)
     .varint(m.enqueuedAtMs)
     .varint(m.slot)
     .u8(m.band)
+    .varint(m.group)
   if (m.inlineBody === undefined) w.u8(0)
   else w.u8(1).raw(m.inlineBody)
-  return w.finishInSlab()
+  return w
 }
 
 export function decodeMeta(b: Uint8Array): MessageMeta {
-  const r = new ByteReader(b)
+  return readMeta(new ByteReader(b))
+}
+
+/** Reads a MessageMeta that ends its input. */
+function readMeta(r: ByteReader): MessageMeta {
   const m: MessageMeta = {
     weight: r.varint(),
     state: r.u8() as MessageState,
@@ -63,6 +72,7 @@ export function decodeMeta(b: Uint8Array): MessageMeta {
     enqueuedAtMs: r.varint(),
     slot: r.varint(),
     band: r.u8(),
+    group: r.varint(),
     inlineBody: undefined,
   }
   if (r.u8() === 1) m.inlineBody = r.rest()
@@ -312,7 +322,7 @@ function slabCopy(b: Uint8Array): Uint8Array {
   return scratch.reset().raw(b).finishInSlab()
 }
 
-/** A list of integers (a lease group's (id, delivery) pairs). */
+/** A lease group's members: its (id, delivery) pairs as one flat list. */
 export function encodeIdList(values: readonly number[]): Uint8Array {
   const w = scratch.reset().varint(values.length)
   for (const v of values) w.varint(v)
@@ -328,26 +338,25 @@ export function decodeIdList(b: Uint8Array): number[] {
   return out
 }
 
+/** A count (a lease group's live leases). */
+export function encodeCount(n: number): Uint8Array {
+  return scratch.reset().varint(n).finishInSlab()
+}
+
+export function decodeCount(b: Uint8Array): number {
+  const r = new ByteReader(b)
+  const n = r.varint()
+  invariant(r.done, 'count decodes')
+  return n
+}
+
 /**
  * A ready-index value: the id and, for a message never delivered, its whole record (such a
  * message has no record of its own: enqueue writes one key); else just the id (kind 0).
  */
 export function encodeReadyValue(id: number, meta: MessageMeta | undefined): Uint8Array {
   if (meta === undefined) return scratch.reset().u8(0).varint(id).finishInSlab()
-  const w = scratch
-    .reset()
-    .u8(1)
-    .varint(id)
-    .varint(meta.weight)
-    .u8(meta.state)
-    .varint(meta.deliveries)
-    .varint(meta.attempts)
-    .varint(meta.enqueuedAtMs)
-    .varint(meta.slot)
-    .u8(meta.band)
-  if (meta.inlineBody === undefined) w.u8(0)
-  else w.u8(1).raw(meta.inlineBody)
-  return w.finishInSlab()
+  return writeMeta(scratch.reset().u8(1).varint(id), meta).finishInSlab()
 }
 
 export function decodeReadyValue(b: Uint8Array): {
@@ -362,5 +371,5 @@ export function decodeReadyValue(b: Uint8Array): {
     return { id, meta: undefined }
   }
   invariant(kind === 1, 'ready value kind')
-  return { id, meta: decodeMeta(r.rest()) }
+  return { id, meta: readMeta(r) }
 }

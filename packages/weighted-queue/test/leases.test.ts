@@ -8,6 +8,7 @@ import {
   partitionKeySpan,
   type QueueConfig,
 } from '../src/index'
+import { KeyTag } from '../src/keys'
 import { ENGINES } from './harness'
 
 const PREFIX = Uint8Array.of(0x42, 0x07)
@@ -335,6 +336,37 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     await q.apply({ type: 'purgeDead', max: 5 }, 12)
     expect(await bodyKeys()).toBe(0)
     expect(await dump()).toHaveLength(5) // state, config, window header and chunk, weight 1
+  })
+
+  it('deletes a lease group with its last held lease, also after a reopen (nothing cached)', async () => {
+    const leaseKeys = async () =>
+      (await dump()).filter(([k]) => {
+        const tag = k[PREFIX.length]
+        return tag === KeyTag.LeaseDeadline || tag === KeyTag.LeaseLive
+      }).length
+    const q = await queue()
+    await enqueue(q, 0, ...['a', 'b', 'c', 'd', 'e'].map((b) => ({ body: text(b) })))
+    const batch = (await lease(q, 1, 5, 100)).map((l) => l.leaseId)
+    expect(await leaseKeys()).toBe(2) // the member list and the live count
+    await q.apply({ type: 'ack', leaseIds: [batch[0], batch[1], batch[0]] as string[] }, 2)
+    const reopened = await queue()
+    expect(await reopened.apply({ type: 'ack', leaseIds: [batch[2] as string] }, 3)).toEqual({
+      type: 'ack',
+      statuses: ['ok'],
+    })
+    await reopened.apply({ type: 'nack', leaseIds: [batch[3] as string] }, 4)
+    await reopened.apply({ type: 'extend', leaseIds: [batch[4] as string], visibilityMs: 50 }, 5)
+    expect(await leaseKeys()).toBe(2) // the first group is gone; the extension made a new one
+    await reopened.apply({ type: 'ack', leaseIds: [batch[4] as string] }, 6)
+    expect(await leaseKeys()).toBe(0)
+    const again = await lease(reopened, 7, 5, 100)
+    expect(again.map((l) => l.leaseId)).toEqual(['4.2'])
+    await reopened.apply({ type: 'ack', leaseIds: ['4.2'] }, 8)
+    expect(await leaseKeys()).toBe(0)
+    expect(await dump()).toHaveLength(5) // state, config, window header and chunk, weight 1
+    // Nothing is left to expire: time passing changes nothing.
+    await reopened.apply({ type: 'tick' }, 10_000)
+    expect(await dump()).toHaveLength(5)
   })
 
   it('survives a reopen from the engine with identical behaviour', async () => {
