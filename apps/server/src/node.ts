@@ -42,6 +42,7 @@ import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
+import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, peerOnly, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
@@ -60,6 +61,8 @@ const MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 const META_GROUP = 0
 const HEARTBEAT_MS = 500
 const CONTROLLER_MS = 500
+/** How often a data-group leader looks for partitions of deleted queues to drop. */
+const ORPHAN_SWEEP_MS = 10_000
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
@@ -259,6 +262,16 @@ export class MqNode {
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     this.#timers.push(setInterval(() => void this.#controller.round(), CONTROLLER_MS))
+    const sweeper = new OrphanSweeper({
+      groups: () => [...this.#dataGroups.values()].map((g) => g.port),
+      liveQueues: async (names) => {
+        const { routes } = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
+          c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
+        )
+        return new Map(routes.map((r) => [r.queue, r.queueId]))
+      },
+    })
+    this.#timers.push(setInterval(() => void sweeper.sweep(), ORPHAN_SWEEP_MS))
     const raftEvents = new RaftEventLog(this.log)
     this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)

@@ -5,7 +5,13 @@ export { DataGroupMachine } from './data-group'
 export type { KeyPair } from './key-pairs'
 export { decodePairs, encodePairs } from './key-pairs'
 export type { PartitionRef } from './partition-key'
-export { parsePartitionId, partitionId, storedQueueName } from './partition-key'
+export {
+  orphanPartitions,
+  parsePartitionId,
+  parseStoredQueueName,
+  partitionId,
+  storedQueueName,
+} from './partition-key'
 export type { DataGroupPort, DataNodePort, QueueHandlerLimits } from './queue-handlers'
 export { DEFAULT_QUEUE_HANDLER_LIMITS, queueHandlers } from './queue-handlers'
 export { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'

@@ -33,3 +33,30 @@ export function parsePartitionId(id: string): PartitionRef | undefined {
 export function storedQueueName(queue: string, queueId: number): string {
   return `${queue}#${queueId}`
 }
+
+/** Splits a stored queue name (`name#queueId`) into its parts; undefined when it is not one. */
+export function parseStoredQueueName(stored: string): { queue: string; queueId: number } | undefined {
+  const hash = stored.lastIndexOf('#')
+  if (hash <= 0) return undefined
+  const digits = stored.slice(hash + 1)
+  if (!/^[1-9][0-9]*$/.test(digits)) return undefined
+  return { queue: stored.slice(0, hash), queueId: Number(digits) }
+}
+
+/**
+ * The partitions among `held` (partition ids as `<stored queue name>/<index>`) whose queue
+ * incarnation is gone: `live` maps each queue that exists to its current incarnation, so a
+ * partition of a deleted queue, or of an earlier incarnation of a queue created again, is an
+ * orphan. A partition moving between groups keeps its incarnation, so it is never one. Ids
+ * that are not stored-queue partition ids are left alone.
+ */
+export function orphanPartitions(held: readonly string[], live: ReadonlyMap<string, number>): PartitionRef[] {
+  const orphans: PartitionRef[] = []
+  for (const id of held) {
+    const ref = parsePartitionId(id)
+    const stored = ref && parseStoredQueueName(ref.queue)
+    if (!ref || !stored) continue
+    if (live.get(stored.queue) !== stored.queueId) orphans.push(ref)
+  }
+  return orphans
+}

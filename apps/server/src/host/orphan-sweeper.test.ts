@@ -1,0 +1,112 @@
+import {
+  type DataCommand,
+  DataGroupMachine,
+  type DataGroupPort,
+  type DataResult,
+  encodeDataCommand,
+  storedQueueName,
+} from '@mq/data-service'
+import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
+import { NotLeaderError } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { ORPHAN_DROPS_PER_SWEEP_MAX, OrphanSweeper } from './orphan-sweeper'
+
+/** A data group on a memory engine whose proposals apply at once (a leader of one). */
+async function group(groupId: number, leads = true) {
+  const engine = new MemoryEngine()
+  const machine = await DataGroupMachine.open(groupId, engine)
+  const proposed: DataCommand[] = []
+  const port: DataGroupPort = {
+    groupId,
+    machine,
+    propose: async (command): Promise<DataResult> => {
+      proposed.push(command)
+      const applied = await machine.apply(encodeDataCommand(command), 1_000)
+      await engine.write(applied.ops, { sync: false })
+      applied.written()
+      return applied.result
+    },
+    assertLeader: () => {
+      if (!leads) throw new NotLeaderError('not the leader', { leaderId: 'n2', leaderAddress: '', groupId })
+    },
+    nowMs: () => 1_000,
+    changed: async () => {},
+  }
+  const open = async (queue: string, queueId: number, partition: number) => {
+    const stored = storedQueueName(queue, queueId)
+    await port.propose({ type: 'open', queue: stored, partition, config: {} })
+    await port.propose({
+      type: 'apply',
+      queue: stored,
+      partition,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1, 2, 3), weight: 1 }] },
+    })
+  }
+  const keys = async () => (await engine.range(stateMachineRange(groupId))).length
+  return { port, engine, proposed, open, keys }
+}
+
+describe('OrphanSweeper', () => {
+  it('drops the partitions of deleted queues and earlier incarnations, with their keys', async () => {
+    const g = await group(3)
+    await g.open('jobs', 1, 0)
+    await g.open('gone', 2, 0)
+    await g.open('gone', 2, 1)
+    await g.open('again', 3, 0)
+    await g.open('again', 4, 0)
+    const keysBefore = await g.keys()
+    const asked: string[][] = []
+    const sweeper = new OrphanSweeper({
+      groups: () => [g.port],
+      liveQueues: async (names) => {
+        asked.push([...names].sort())
+        return new Map([
+          ['jobs', 1],
+          ['again', 4],
+        ])
+      },
+    })
+    const dropped = await sweeper.sweep()
+    expect(asked).toEqual([['again', 'gone', 'jobs']])
+    expect(dropped.map((d) => `${d.partition.queue}/${d.partition.index}`).sort()).toEqual([
+      'again#3/0',
+      'gone#2/0',
+      'gone#2/1',
+    ])
+    expect(g.port.machine.partitionIds()).toEqual(['again#4/0', 'jobs#1/0'])
+    expect(await g.keys()).toBeLessThan(keysBefore)
+    // A second sweep finds nothing more.
+    expect(await sweeper.sweep()).toEqual([])
+  })
+
+  it('leaves groups it does not lead alone, and a failed meta read changes nothing', async () => {
+    const follower = await group(4, false)
+    await follower.open('gone', 9, 0)
+    const leader = await group(5)
+    await leader.open('gone', 9, 0)
+    const before = leader.proposed.length
+    const failing = new OrphanSweeper({
+      groups: () => [follower.port, leader.port],
+      liveQueues: async () => {
+        throw new Error('no meta leader')
+      },
+    })
+    expect(await failing.sweep()).toEqual([])
+    expect(leader.proposed.length).toBe(before)
+    const sweeper = new OrphanSweeper({
+      groups: () => [follower.port, leader.port],
+      liveQueues: async () => new Map(),
+    })
+    expect((await sweeper.sweep()).map((d) => d.groupId)).toEqual([5])
+    expect(follower.port.machine.partitionIds()).toEqual(['gone#9/0'])
+  })
+
+  it(`drops at most ${ORPHAN_DROPS_PER_SWEEP_MAX} partitions per sweep`, async () => {
+    const g = await group(6)
+    for (let p = 0; p < ORPHAN_DROPS_PER_SWEEP_MAX + 3; p++) await g.open('gone', 1, p)
+    const sweeper = new OrphanSweeper({ groups: () => [g.port], liveQueues: async () => new Map() })
+    expect((await sweeper.sweep()).length).toBe(ORPHAN_DROPS_PER_SWEEP_MAX)
+    expect((await sweeper.sweep()).length).toBe(3)
+    expect(g.port.machine.partitionIds()).toEqual([])
+  })
+})

@@ -1,0 +1,78 @@
+import {
+  type DataGroupPort,
+  orphanPartitions,
+  type PartitionRef,
+  parsePartitionId,
+  parseStoredQueueName,
+} from '@mq/data-service'
+
+/** Partitions one sweep drops at most (each drop is one Raft entry deleting a key range). */
+export const ORPHAN_DROPS_PER_SWEEP_MAX = 16
+
+export interface OrphanSweeperHost {
+  /** The data groups hosted here (only those this node leads are swept). */
+  groups(): Iterable<DataGroupPort>
+  /**
+   * The current incarnation (queue id) of each of `names` that exists, read linearizably from
+   * the meta group; a name missing from the answer is a queue that does not exist.
+   */
+  liveQueues(names: readonly string[]): Promise<ReadonlyMap<string, number>>
+}
+
+/**
+ * Frees the storage of deleted queues. A data group keeps a queue's partitions under the
+ * queue's incarnation (`name#queueId`); deleting the queue in the meta group does not touch
+ * the data groups, so each group's leader looks, now and then, for partitions whose
+ * incarnation the meta group no longer has (deleted, or created again with a new id) and
+ * proposes `drop` for them: the registry entry and every key of the partition go in one entry,
+ * on every replica. A partition being moved keeps its incarnation and is never swept.
+ */
+export class OrphanSweeper {
+  readonly #host: OrphanSweeperHost
+  #busy = false
+
+  constructor(host: OrphanSweeperHost) {
+    this.#host = host
+  }
+
+  /**
+   * One sweep; resolves with what it dropped. A failure (no meta leader, lost leadership)
+   * ends the sweep quietly: the next one tries again.
+   */
+  async sweep(): Promise<{ groupId: number; partition: PartitionRef }[]> {
+    if (this.#busy) return []
+    this.#busy = true
+    const dropped: { groupId: number; partition: PartitionRef }[] = []
+    try {
+      const leading = [...this.#host.groups()].filter((port) => {
+        try {
+          port.assertLeader()
+          return true
+        } catch {
+          return false
+        }
+      })
+      const names = new Set<string>()
+      for (const port of leading) {
+        for (const id of port.machine.partitionIds()) {
+          const stored = parseStoredQueueName(parsePartitionId(id)?.queue ?? '')
+          if (stored) names.add(stored.queue)
+        }
+      }
+      if (names.size === 0) return dropped
+      const live = await this.#host.liveQueues([...names])
+      for (const port of leading) {
+        for (const partition of orphanPartitions(port.machine.partitionIds(), live)) {
+          if (dropped.length >= ORPHAN_DROPS_PER_SWEEP_MAX) return dropped
+          const r = await port.propose({ type: 'drop', queue: partition.queue, partition: partition.index })
+          if (r.type === 'dropped') dropped.push({ groupId: port.groupId, partition })
+        }
+      }
+      return dropped
+    } catch {
+      return dropped
+    } finally {
+      this.#busy = false
+    }
+  }
+}
