@@ -31,7 +31,7 @@ export {
 } from './errors'
 export type { KeySpan } from './keys'
 export type { Applied } from './partition'
-export { NAME_BYTES_MAX, PENDING_APPLIES_MAX, QueuePartition } from './partition'
+export { NAME_BYTES_MAX, PENDING_APPLIES_MAX, PRODUCERS_CACHED_MAX, QueuePartition } from './partition'
 export type { SchedulerState } from './scheduler'
 export { VIRTUAL_TIME_RENORMALIZE_AT, WeightedScheduler } from './scheduler'
 export {

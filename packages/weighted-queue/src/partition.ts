@@ -54,6 +54,7 @@ import {
   newWindow,
   PARTITION_STATE_INITIAL,
   type PartitionState,
+  type ProducerRecord,
   type ShareWindow,
   windowAt,
   windowChunk,
@@ -71,6 +72,14 @@ export const PENDING_APPLIES_MAX = 65_536
  * an ack or nack of a recently leased group then needs no read of its count.
  */
 export const LIVE_COUNTS_CACHED_MAX = 4_096
+/**
+ * Producer records cached (producer id → its record, or null when it has none), written
+ * through like the live counts: an idempotent producer's next batch needs no engine read
+ * (a LevelDB read from the apply path is the slowest single step of an enqueue).
+ */
+export const PRODUCERS_CACHED_MAX = 1_024
+
+const PRODUCER_NAMES = new TextDecoder()
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
@@ -110,6 +119,8 @@ export class QueuePartition {
   private readonly dirtyWeights = new Set<number>()
   /** Live counts of lease groups (group → count), as stored; see LIVE_COUNTS_CACHED_MAX. */
   private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
+  /** Producer records as stored (null: none); see PRODUCERS_CACHED_MAX. */
+  private readonly producers = new BoundedCache<string, ProducerRecord | null>(PRODUCERS_CACHED_MAX)
   private window: ShareWindow
   private windowDirty = false
   private configDirty: boolean
@@ -392,8 +403,12 @@ export class QueuePartition {
     let producerName: Uint8Array | undefined
     if (hasProducer) {
       producerName = utf8(cmd.producerId as string)
-      const bytes = await this.overlay.get(this.keys.producer(producerName))
-      const rec = bytes ? decodeProducer(bytes) : undefined
+      let rec = this.producers.get(cmd.producerId as string)
+      if (rec === undefined) {
+        const bytes = await this.overlay.get(this.keys.producer(producerName))
+        rec = bytes ? decodeProducer(bytes) : null
+        this.producers.set(cmd.producerId as string, rec)
+      }
       if (rec && rec.expiresAtMs > now) {
         if (cmd.producerSeq === rec.seq) return { type: 'enqueue', ids: rec.ids, duplicate: true }
         if ((cmd.producerSeq as number) < rec.seq) {
@@ -482,10 +497,9 @@ export class QueuePartition {
     }
     if (producerName !== undefined && cfg.producerWindowMs > 0) {
       const expiresAtMs = now + cfg.producerWindowMs
-      this.put(
-        this.keys.producer(producerName),
-        encodeProducer({ seq: cmd.producerSeq as number, ids, expiresAtMs }),
-      )
+      const record = { seq: cmd.producerSeq as number, ids, expiresAtMs }
+      this.put(this.keys.producer(producerName), encodeProducer(record))
+      this.producers.set(cmd.producerId as string, record)
       this.addExpiry(expiresAtMs, ExpiryKind.Producer, producerName)
     }
     return { type: 'enqueue', ids, duplicate: false }
@@ -860,7 +874,12 @@ export class QueuePartition {
             ? decodeDedup(bytes).expiresAtMs
             : decodeProducer(bytes).expiresAtMs
         // A record renewed later has a later expiry entry of its own.
-        if (expiresAtMs === this.keys.timeOf(k)) this.del(recordKeys[i] as Uint8Array)
+        if (expiresAtMs === this.keys.timeOf(k)) {
+          this.del(recordKeys[i] as Uint8Array)
+          if (this.keys.expiryKindOf(k) === ExpiryKind.Producer) {
+            this.producers.set(PRODUCER_NAMES.decode(this.keys.expiryNameOf(k)), null)
+          }
+        }
       })
     }
   }

@@ -5,6 +5,7 @@ import {
   DirectPartition,
   type EnqueueMessage,
   type Lease,
+  PRODUCERS_CACHED_MAX,
   partitionKeySpan,
   type QueueConfig,
 } from '../src/index'
@@ -205,6 +206,37 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(await q.apply({ ...batch, producerSeq: 8 }, 1502)).toEqual({
       type: 'enqueue',
       ids: [5, 6],
+      duplicate: false,
+    })
+  })
+
+  it('keeps producer sequences past the producer cache and across a reopen', async () => {
+    const q = await queue({ producerWindowMs: 10_000 })
+    const producers = PRODUCERS_CACHED_MAX + 5
+    for (let p = 0; p < producers; p++) {
+      const r = await q.apply(
+        { type: 'enqueue', producerId: `p${p}`, producerSeq: 1, messages: [{ body: text('x') }] },
+        p,
+      )
+      expect(r).toMatchObject({ duplicate: false })
+    }
+    // p0's record left the cache long ago: the retry is answered from the engine.
+    const retry = {
+      type: 'enqueue',
+      producerId: 'p0',
+      producerSeq: 1,
+      messages: [{ body: text('x') }],
+    } as const
+    expect(await q.apply(retry, producers)).toEqual({ type: 'enqueue', ids: [1], duplicate: true })
+    const reopened = await queue({ producerWindowMs: 10_000 })
+    const last = `p${producers - 1}`
+    expect(await reopened.apply({ ...retry, producerId: last }, producers + 1)).toEqual({
+      type: 'enqueue',
+      ids: [producers],
+      duplicate: true,
+    })
+    // Past the window the record expires (and leaves the cache): the same sequence is new.
+    expect(await reopened.apply({ ...retry, producerId: last }, producers + 20_000)).toMatchObject({
       duplicate: false,
     })
   })
