@@ -63,6 +63,8 @@ const META_GROUP = 0
 const HEARTBEAT_MS = 500
 /** A node not heard from for this long counts as dead. */
 const NODE_DEAD_MS = 5_000
+/** Leadership is handed only to a node heard from this recently. */
+const TRANSFER_TARGET_FRESH_MS = 3 * HEARTBEAT_MS
 const CONTROLLER_MS = 500
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
@@ -168,6 +170,8 @@ export class MqNode {
         nodeId: this.config.nodeId,
         token: this.config.peerToken,
         resolve: (id) => this.#addresses.get(id),
+        // A peer whose connections close is most likely dead: the groups it led elect at once.
+        onPeerDown: (id) => this.#raft?.leaderGone(id),
         credentials: this.#credentials.peer(),
       },
       (groupId, message) => this.#raft?.receive(groupId, message),
@@ -404,14 +408,15 @@ export class MqNode {
       }
     }
     state = this.#meta.state
-    const liveness = this.#liveness()
-    const alive = new Set(
+    // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
+    // that just died would hold its group's proposals until an election timeout passes.
+    const fresh = new Set(
       state
         .nodes()
         .map((n) => n.nodeId)
-        .filter((id) => liveness.alive(id)),
+        .filter((id) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS),
     )
-    const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, alive, this.#leaderOverrides))
+    const transfers = transfersFor(state, req.nodeId, preferredLeaders(state, fresh, this.#leaderOverrides))
     return {
       ...this.#metaTokens.forHeartbeat(state.tokens, req.tokensFingerprint),
       transfers,
@@ -506,6 +511,7 @@ export class MqNode {
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
       for (const t of response.transfers) {
+        if (this.#transport?.isDown(t.toNodeId)) continue // it would hold proposals for nothing
         if (this.#dataGroups.has(t.groupId) && raft.status(t.groupId).role === Role.Leader) {
           try {
             raft.transferLeader(t.groupId, t.toNodeId)

@@ -11,6 +11,14 @@ import { PeerClient, type RaftBatch, type RaftMessage, type RaftStreamEnd } from
 import type { Message, Transport } from '@mq/raft-core'
 import { messageFromWire, messageToWire } from './peer-codec'
 
+/** Stream failures that mean the connection to the peer broke (not a refusal by a live peer). */
+const PEER_GONE_CODES: ReadonlySet<number> = new Set([
+  status.UNAVAILABLE,
+  status.CANCELLED,
+  status.INTERNAL,
+  status.UNKNOWN,
+])
+
 /** The metadata key that carries the cluster's peer secret. */
 export const PEER_TOKEN_KEY = 'mq-peer-token'
 
@@ -27,11 +35,22 @@ export interface PeerTransportOptions {
   readonly batchMax: number
   /** After a stream fails, wait this long before opening another to that peer. */
   readonly reconnectMs: number
+  /**
+   * A failure detector: called with a peer's node id when our stream to it breaks (its
+   * connection reset or refused, or cut off by its shutdown), which is what a killed process
+   * looks like. (The server side cannot tell: grpc-js reports an orderly end and a reset alike.)
+   */
+  readonly onPeerDown: (nodeId: string) => void
   /** How to reach peers (TLS, see src/tls.ts); default plaintext. */
   readonly credentials?: ChannelCredentials
 }
 
-export const DEFAULT_PEER_TRANSPORT_OPTIONS = { queueMax: 10_000, batchMax: 512, reconnectMs: 100 } as const
+export const DEFAULT_PEER_TRANSPORT_OPTIONS = {
+  queueMax: 10_000,
+  batchMax: 512,
+  reconnectMs: 100,
+  onPeerDown: () => {},
+} as const
 
 export interface PeerTransportStats {
   sent: number
@@ -67,6 +86,7 @@ export class PeerTransport implements Transport {
   readonly #options: PeerTransportOptions
   readonly #outbound = new Map<string, Outbound>()
   readonly #deliver: (groupId: number, message: Message, fromNode: string) => void
+  readonly #down = new Set<string>()
   #flushScheduled = false
   #closed = false
 
@@ -120,6 +140,7 @@ export class PeerTransport implements Transport {
       return
     }
     stream.on('data', (batch: RaftBatch) => {
+      this.#down.delete(batch.fromNode) // it is up again (only a peer with the token gets here)
       for (const wire of batch.messages) {
         const { groupId, message } = messageFromWire(wire)
         if (message.to !== this.#options.nodeId) {
@@ -132,6 +153,11 @@ export class PeerTransport implements Transport {
     })
     stream.on('end', () => cb(null, {}))
     stream.on('error', () => {})
+  }
+
+  /** Whether the last stream to `nodeId` broke (and nothing has been heard from it since). */
+  isDown(nodeId: string): boolean {
+    return this.#down.has(nodeId)
   }
 
   /** Ends every stream; later sends are ignored. */
@@ -190,6 +216,12 @@ export class PeerTransport implements Transport {
     if (this.#options.token) metadata.set(PEER_TOKEN_KEY, this.#options.token)
     const stream = out.client.raft(metadata, (error) => {
       // The stream ended: by our close (no error), or by a failure; reopen on the next send.
+      // A stream we did not end that fails as a broken connection (reset or refused, or cut off
+      // by the peer's shutdown) means the peer is most likely gone.
+      if (out.stream === stream && error && PEER_GONE_CODES.has(error.code) && !this.#closed) {
+        this.#down.add(out.nodeId)
+        this.#options.onPeerDown(out.nodeId)
+      }
       if (out.stream === stream) this.#reset(out, Boolean(error))
     })
     out.stream = stream

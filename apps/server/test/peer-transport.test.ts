@@ -19,10 +19,15 @@ afterEach(() => {
   }
 })
 
-async function node(id: string, token: string, addresses: Map<string, string>): Promise<Node> {
+async function node(
+  id: string,
+  token: string,
+  addresses: Map<string, string>,
+  onPeerDown: (nodeId: string) => void = () => {},
+): Promise<Node> {
   const received: Node['received'] = []
   const transport = new PeerTransport(
-    { nodeId: id, token, resolve: (n) => addresses.get(n) },
+    { nodeId: id, token, resolve: (n) => addresses.get(n), onPeerDown },
     (groupId, m, from) => received.push({ groupId, message: m, from }),
   )
   const server = new Server()
@@ -84,6 +89,26 @@ describe('PeerTransport', () => {
       await new Promise((r) => setTimeout(r, 50))
     }
     expect(b.received.length).toBeGreaterThan(0)
+  })
+
+  it('reports a peer whose connection breaks as down, and as up once it is heard from again', async () => {
+    const addresses = new Map<string, string>()
+    const downs: string[] = []
+    const a = await node('a', '', addresses, (id) => downs.push(id))
+    const b = await node('b', '', addresses)
+    a.transport.send(1, [heartbeat('b', 1)])
+    await until(() => b.received.length === 1)
+    expect(a.transport.isDown('b')).toBe(false)
+    b.server.forceShutdown() // what a killed process looks like from a: the connection resets
+    await until(() => downs.length > 0)
+    expect(downs[0]).toBe('b')
+    expect(a.transport.isDown('b')).toBe(true)
+    // b's replacement speaks first: a hears from it, so it is up again.
+    b.transport.close()
+    const b2 = await node('b', '', addresses)
+    b2.transport.send(1, [message({ type: MessageType.Heartbeat, from: 'b', to: 'a', term: 2 })])
+    await until(() => a.received.length === 1)
+    expect(a.transport.isDown('b')).toBe(false)
   })
 
   it('bounds its queue per destination', async () => {

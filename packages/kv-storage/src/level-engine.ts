@@ -32,6 +32,24 @@ import { checkOps, checkRange } from './write-batch'
 type Db = ClassicLevel<Uint8Array, Uint8Array>
 type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
 
+/**
+ * classic-level's own implementation of abstract-level's `_batch` and `_getMany` (the methods
+ * every abstract-level store implements and the public `batch`/`getMany` call after encoding
+ * each key and value, cloning each op, running hooks and emitting events). This engine's keys
+ * and values are always Uint8Array (the `view` encoding is the identity), it uses no hooks or
+ * events, and it checks ops and the open state itself, so it calls them directly: a batch of
+ * 256 puts costs about 4 times less CPU that way (the server's hottest path).
+ */
+interface LevelImplementation {
+  _batch(ops: readonly LevelOp[], options: { sync: boolean }): Promise<void>
+  _getMany(keys: readonly Uint8Array[], options: typeof VIEW_READ): Promise<(Uint8Array | undefined)[]>
+}
+const VIEW_READ = { fillCache: true, keyEncoding: 'view', valueEncoding: 'view' } as const
+
+function implementation(db: Db): LevelImplementation {
+  return db as unknown as LevelImplementation
+}
+
 export interface LevelEngineOptions {
   /**
    * Create the database (and its directory, but never the directory's parent) when it does
@@ -108,7 +126,10 @@ export class LevelEngine implements Engine {
     this.checkOpen()
     for (const key of keys) checkKey(key)
     if (keys.length === 0) return []
-    return this.call(async () => (await this.db.getMany(keys as Uint8Array[])).map(plain))
+    return this.call(async () => {
+      if (this.db.status !== 'open') throw new ClosedError(`database at ${this.path} is closed`)
+      return (await implementation(this.db)._getMany(keys, VIEW_READ)).map(plain)
+    })
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
@@ -174,7 +195,7 @@ export class LevelEngine implements Engine {
         ? await expandClears(this.db, ops)
         : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
-      await this.db.batch(levelOps as LevelOp[], { sync })
+      await implementation(this.db)._batch(levelOps, { sync })
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
       throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {

@@ -1009,6 +1009,20 @@ export class Raft {
     else this.#sendAppend(to, pr, true)
   }
 
+  /**
+   * A follower forgets its leader (etcd's ForgetLeader) when a failure detector outside Raft
+   * has strong reason to believe it is gone (its process's connections closed). It stays a
+   * leaderless follower in the same term, without campaigning, and no longer honours the
+   * leader lease, so it grants pre-votes at once: when a quorum of followers forgets a dead
+   * leader, the first to campaign wins without waiting out an election timeout. A leader that
+   * is in fact alive is learned again from its next message. Returns whether it forgot.
+   */
+  forgetLeader(): boolean {
+    if (this.role !== Role.Follower || this.lead === '') return false
+    this.lead = ''
+    return true
+  }
+
   #sendTimeoutNow(to: ReplicaId): void {
     this.#send(message({ type: MessageType.TimeoutNow, from: this.id, to, term: this.term }))
   }

@@ -85,6 +85,11 @@ export class RawNode {
     this.#raft.transferLeader(to)
   }
 
+  /** A follower forgets its leader (see Raft.forgetLeader); returns whether it did. */
+  forgetLeader(): boolean {
+    return this.#raft.forgetLeader()
+  }
+
   /** Requests a linearizable read index; the answer arrives in Ready.readStates. */
   readIndex(requestCtx: string): void {
     this.#raft.readIndex(requestCtx)

@@ -195,7 +195,31 @@ describe('RaftHost', () => {
     expect(n1.host.stats.flushes).toBeLessThan(n1.host.stats.cycles + 1)
   })
 
-  it('persists before it sends: no message leaves while the flush is pending', async () => {
+  it('a follower acknowledges appends only once they are durable', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    const n2 = nodes.get('n2')!
+    await electAll(net, n1.host, [1])
+    let open: () => void = () => {}
+    n2.durability.gate = new Promise<void>((r) => {
+      open = r
+    })
+    const p = n1.host.propose(1, enc.encode('durable-first'))
+    await n1.host.idle()
+    const appends = net.queue.splice(0).filter(({ m }) => m.type === MessageType.App && m.to === 'n2')
+    expect(appends.length).toBe(1)
+    const before = net.sent.length
+    for (const { groupId, m } of appends) n2.host.receive(groupId, m)
+    for (let i = 0; i < 10; i++) await Promise.resolve()
+    expect(net.sent.slice(before).filter((m) => m.from === 'n2')).toEqual([])
+    n2.durability.gate = null
+    open()
+    await net.run()
+    expect(net.sent.slice(before).some((m) => m.from === 'n2' && m.type === MessageType.AppResp)).toBe(true)
+    await p
+  })
+
+  it('a leader sends its appends while its own flush is pending', async () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!
     await electAll(net, n1.host, [1])
@@ -204,13 +228,18 @@ describe('RaftHost', () => {
       open = r
     })
     const before = net.sent.length
-    const p = n1.host.propose(1, enc.encode('durable-first'))
+    const p = n1.host.propose(1, enc.encode('in-parallel'))
     for (let i = 0; i < 10; i++) await Promise.resolve()
-    expect(net.sent.length).toBe(before)
+    const sent = net.sent.slice(before)
+    expect(
+      sent
+        .filter((m) => m.type === MessageType.App)
+        .map((m) => m.to)
+        .sort(),
+    ).toEqual(['n2', 'n3'])
     n1.durability.gate = null
     open()
     await net.run()
-    expect(net.sent.length).toBeGreaterThan(before)
     await p
   })
 
@@ -423,5 +452,39 @@ describe('RaftHost', () => {
     expect(n1.host.stats.stalledWrites).toBe(3)
     await net.tickAll(2)
     for (const n of nodes.values()) expect(n.machines.get(1)!.items).toEqual(['a', 'b', 'c'])
+  })
+
+  it('elects a new leader within a few ticks once a quorum of followers learns the leader is gone', async () => {
+    const { net, nodes } = cluster([1, 2])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    const term = n1.status(1).term
+    net.cut.add('n1') // its process died: nothing more from or to it
+    expect(nodes.get('n2')!.host.leaderGone('n1')).toEqual([1, 2])
+    expect(nodes.get('n3')!.host.leaderGone('n1')).toEqual([1, 2])
+    expect(nodes.get('n2')!.host.status(1).lead).toBe('')
+    await net.tickAll(3) // far below the election timeout (10 ticks)
+    for (const g of [1, 2]) {
+      const s2 = nodes.get('n2')!.host.status(g)
+      expect(s2.lead).toBe('n2') // the first remaining voter by id campaigned first
+      expect(s2.term).toBe(term + 1)
+      expect(nodes.get('n3')!.host.status(g).lead).toBe('n2')
+    }
+  })
+
+  it('a lone follower that wrongly believes the leader gone disturbs nobody', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const term = n1.status(1).term
+    expect(nodes.get('n2')!.host.leaderGone('n1')).toEqual([1])
+    expect(nodes.get('n2')!.host.leaderGone('n3')).toEqual([]) // n3 leads nothing
+    await net.tickAll(4)
+    for (const id of ['n1', 'n2', 'n3']) {
+      expect(nodes.get(id)!.host.status(1)).toMatchObject({ lead: 'n1', term })
+    }
+    const p = n1.propose(1, enc.encode('still-leading'))
+    await net.run()
+    expect(await p).toMatchObject({ result: 1 })
   })
 })

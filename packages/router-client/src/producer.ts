@@ -29,7 +29,11 @@ export interface SendResult {
 export interface ProducerOptions {
   /** Retries resend the same (producer id, sequence), so the broker enqueues a batch once. */
   readonly idempotent: boolean
-  /** How long a batch waits for more messages before it goes. */
+  /**
+   * How long a batch waits for more messages before it goes. 0 (the default): it goes at the
+   * end of the current event-loop turn, so a burst of sends shares a batch without delaying a
+   * lone message; under load batches still grow while the previous one is in flight.
+   */
   readonly lingerMs: number
   /** Messages per batch, at most. */
   readonly batchMax: number
@@ -43,7 +47,7 @@ export interface ProducerOptions {
 
 export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
   idempotent: true,
-  lingerMs: 1,
+  lingerMs: 0,
   batchMax: 512,
   batchBytesMax: 1024 * 1024,
   bufferMax: 10_000,
@@ -63,7 +67,7 @@ interface Lane {
   pendingBytes: number
   inFlight: number
   sequence: number
-  timer: ReturnType<typeof setTimeout> | undefined
+  timer: ReturnType<typeof setTimeout> | ReturnType<typeof setImmediate> | undefined
 }
 
 const encoder = new TextEncoder()
@@ -126,10 +130,12 @@ export class Producer {
       if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
         this.#dispatch(lane)
       } else if (!lane.timer) {
-        lane.timer = setTimeout(() => {
+        const fire = () => {
           lane.timer = undefined
           this.#dispatch(lane)
-        }, this.#options.lingerMs)
+        }
+        lane.timer =
+          this.#options.lingerMs > 0 ? setTimeout(fire, this.#options.lingerMs) : setImmediate(fire)
       }
     })
   }
@@ -159,7 +165,8 @@ export class Producer {
 
   #dispatch(lane: Lane): void {
     if (lane.timer) {
-      clearTimeout(lane.timer)
+      if (this.#options.lingerMs > 0) clearTimeout(lane.timer as ReturnType<typeof setTimeout>)
+      else clearImmediate(lane.timer as ReturnType<typeof setImmediate>)
       lane.timer = undefined
     }
     const inFlightMax = this.#options.idempotent ? 1 : this.#options.inFlightMax

@@ -170,6 +170,8 @@ export class Router {
   async #retry<T>(attempt: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + this.#options.deadlineMs
     let last: unknown
+    let backoffs = 0
+    let immediate = 0
     for (let n = 0; n < this.#options.attemptsMax; n++) {
       if (this.#closing.signal.aborted)
         throw new UnavailableError('the client is closed', {}, { cause: last })
@@ -179,8 +181,14 @@ export class Router {
         last = error
         if (!(error as MqError).retriable) throw error
       }
-      const redirect = last instanceof NotLeaderError || last instanceof StaleRouteError
-      const wait = redirect && n === 0 ? 0 : backoffMs(this.#options.backoff, n)
+      // New information is followed at once: a redirect to a named leader (a failover's new
+      // leader), or the first redirect of any kind. Up to 3 in a row, so that two replicas with
+      // stale hints cannot bounce a request back and forth without a pause.
+      const hinted = last instanceof NotLeaderError && Boolean(last.facts.leaderAddress)
+      const redirect =
+        hinted || ((last instanceof NotLeaderError || last instanceof StaleRouteError) && n === 0)
+      const wait = redirect && immediate < 3 ? 0 : backoffMs(this.#options.backoff, backoffs++)
+      immediate = wait === 0 ? immediate + 1 : 0
       if (Date.now() + wait >= deadline) break
       await delay(wait, this.#closing.signal)
     }

@@ -12,7 +12,7 @@ import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
 import { Role } from '../read-state'
 import type { Ready } from '../ready'
 import type { Durability, WritableLogStorage } from '../storage'
-import type { ReplicaId } from '../types'
+import type { HardState, ReplicaId } from '../types'
 import type { Clock, GroupId, StateMachine, Transport } from './ports'
 
 /** Bounds of one group in a host. */
@@ -103,6 +103,10 @@ class Group {
   applied: number
   role: Role = Role.Follower
   lead: ReplicaId = ''
+  /** The hard state last staged in storage. */
+  hardState: HardState
+  /** After leaderGone(): campaign at this tick if still leaderless (-1: no such plan). */
+  campaignAtTick = -1
 
   constructor(o: GroupOptions) {
     this.id = o.groupId
@@ -120,8 +124,18 @@ class Group {
       applied = snap.meta.index
     }
     this.raw = new RawNode({ ...o.raft, appliedIndex: applied }, o.storage)
+    this.hardState = o.storage.initialState().hardState
     this.applied = applied
   }
+}
+
+function sameVote(a: HardState, b: HardState): boolean {
+  return a.term === b.term && a.vote === b.vote
+}
+
+/** Whether the group leads once `rd` is applied (its soft state, when it carries one, is newer). */
+function leads(g: Group, rd: Ready): boolean {
+  return (rd.softState?.role ?? g.role) === Role.Leader
 }
 
 /**
@@ -129,10 +143,13 @@ class Group {
  * processing cycle follows the order written on Ready for every group at once:
  *
  *   1. take every group's Ready and stage its snapshot, entries and hard state in storage;
- *   2. one Durability.flush() for all of them (group commit);
+ *   2. one Durability.flush() for all of them (group commit), unless only commit indexes moved;
  *   3. send each group's messages (only now: they promise durable state);
  *   4. restore snapshots, apply committed entries in order, answer proposals and reads;
  *   5. advance each group, compact logs that grew past their limit.
+ *
+ * A leader whose Ready keeps its term and vote does 3 and 4 before the flush (its appends go
+ * out while its own disk writes them; it counts its own log only once durable).
  *
  * A storage write refused with a retriable RaftError (the storage's own back-pressure, such
  * as a full group-commit queue) changes nothing and is retried after the next flush; any
@@ -198,6 +215,11 @@ export class RaftHost {
     for (const g of this.#groups.values()) {
       g.raw.tick(now)
       g.ticks++
+      if (g.campaignAtTick >= 0 && g.ticks >= g.campaignAtTick) {
+        g.campaignAtTick = -1
+        const s = g.raw.status()
+        if (s.lead === '' && s.role === Role.Follower) g.raw.campaign()
+      }
       this.#expire(g)
     }
     this.#schedule()
@@ -310,6 +332,31 @@ export class RaftHost {
     this.#schedule()
   }
 
+  /**
+   * A failure detector's verdict: replica `leaderId` is gone (say, its process's connections
+   * closed). Every group here that follows it forgets it (no leader lease any more, so its
+   * pre-votes are granted at once) and campaigns a few ticks later unless a leader is known by
+   * then: the next tick for the first of the remaining voters by id, two ticks apart for the
+   * others, so that the followers, which all learn of the death together, do not split the vote.
+   * Returns the ids of the groups that forgot it.
+   */
+  leaderGone(leaderId: ReplicaId): GroupId[] {
+    if (this.#fatal !== null || leaderId === '') return []
+    const forgot: GroupId[] = []
+    for (const g of this.#groups.values()) {
+      const s = g.raw.status()
+      if (s.lead !== leaderId || !g.raw.forgetLeader()) continue
+      const rank = s.conf.voters
+        .filter((v) => v !== leaderId)
+        .sort()
+        .indexOf(s.id)
+      if (rank >= 0) g.campaignAtTick = g.ticks + 1 + 2 * rank
+      forgot.push(g.id)
+    }
+    if (forgot.length > 0) this.#schedule()
+    return forgot
+  }
+
   /** Makes this replica campaign now (tests, bootstrapping a known leader). */
   campaign(groupId: GroupId): void {
     this.#group(groupId).raw.campaign()
@@ -369,7 +416,7 @@ export class RaftHost {
 
   /** One cycle over every group; returns whether any group had work. */
   async #cycle(): Promise<boolean> {
-    const batch: { g: Group; rd: Ready }[] = []
+    const batch: { g: Group; rd: Ready; early: boolean }[] = []
     let mustFlush = false
     let stalled = 0
     for (const g of this.#groups.values()) {
@@ -378,27 +425,41 @@ export class RaftHost {
         g.stalled = { rd: g.raw.ready(), step: 0 }
       }
       const rd = g.stalled.rd
+      // Judged before staging, which records the hard state as the last one staged.
+      const votes = rd.hardState !== null && !sameVote(rd.hardState, g.hardState)
       if (!this.#stage(g)) {
         stalled++
         continue
       }
       g.stalled = null
-      if (rd.snapshot !== null || rd.entries.length > 0 || rd.hardState !== null) mustFlush = true
-      batch.push({ g, rd })
+      // A hard state that only moves the commit index need not be durable before anything
+      // (the commit index is re-learned from the leader after a restart): it rides along with
+      // the next flush. Entries, snapshots, terms and votes must be durable first.
+      if (rd.snapshot !== null || rd.entries.length > 0 || votes) mustFlush = true
+      batch.push({ g, rd, early: !votes && rd.snapshot === null && leads(g, rd) })
     }
     if (batch.length === 0 && stalled === 0) return false
     this.stats.cycles++
+    // A leader that keeps its term sends and applies before its own flush (dissertation
+    // §10.2.1): it counts its own log toward commitment only once persisted (at advance), so
+    // what it applies is already durable here and on a majority, and its appends promise
+    // nothing about its own disk.
+    for (const b of batch) {
+      if (!b.early) continue
+      if (b.rd.messages.length > 0) this.#transport.send(b.g.id, b.rd.messages)
+      await this.#apply(b.g, b.rd)
+    }
     if (mustFlush || stalled > 0) {
       // A flush also drains the storage's staging queue, so stalled groups can stage next cycle.
       await this.#durability.flush()
       this.stats.flushes++
     }
-    for (const { g, rd } of batch) {
-      if (rd.messages.length > 0) this.#transport.send(g.id, rd.messages)
+    for (const { g, rd, early } of batch) {
+      if (!early && rd.messages.length > 0) this.#transport.send(g.id, rd.messages)
     }
-    for (const { g, rd } of batch) {
+    for (const { g, rd, early } of batch) {
       if (!this.#groups.has(g.id)) continue
-      await this.#apply(g, rd)
+      if (!early) await this.#apply(g, rd)
       g.raw.advance(rd)
       await this.#maybeCompact(g)
     }
@@ -423,7 +484,10 @@ export class RaftHost {
         st.step = 2
       }
       if (st.step === 2) {
-        if (rd.hardState !== null) g.storage.setHardState(rd.hardState)
+        if (rd.hardState !== null) {
+          g.storage.setHardState(rd.hardState)
+          g.hardState = rd.hardState
+        }
         st.step = 3
       }
       return true

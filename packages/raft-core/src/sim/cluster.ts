@@ -59,6 +59,8 @@ interface SimNode {
   readonly clockRate: number
   readonly clockOffsetMs: number
   ready: Ready | null
+  /** The outstanding Ready was sent and applied before its flush (a leader keeping its term). */
+  early: boolean
   /** The state machine: last applied index and a hash chain over applied entries. */
   appliedIndex: number
   stateHash: number
@@ -124,6 +126,7 @@ export class SimCluster {
           : 1,
       clockOffsetMs: this.#prng.below(1000),
       ready: null,
+      early: false,
       appliedIndex: 0,
       stateHash: 0,
       lastTimestampMs: 0,
@@ -328,6 +331,12 @@ export class SimCluster {
       }
       n.commitSeen = rd.hardState.commit
     }
+    // As the host does: a leader that keeps its term and vote sends and applies before its
+    // own flush (its own log counts toward commitment only once persisted, at advance).
+    const before = n.storage.initialState().hardState
+    const votes =
+      rd.hardState !== null && (rd.hardState.term !== before.term || rd.hardState.vote !== before.vote)
+    n.early = !votes && rd.snapshot === null && (rd.softState?.role ?? status.role) === Role.Leader
     // Persist (staged: durable only at the flush below).
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot)
     if (rd.entries.length > 0) {
@@ -335,6 +344,7 @@ export class SimCluster {
       this.checker.persisted(n.id, rd.entries, n.storage.term(rd.entries[0]!.index - 1))
     }
     if (rd.hardState !== null) n.storage.setHardState(rd.hardState)
+    if (n.early) this.#sendAndApply(n, rd)
     const delay = this.options.fsyncMsMax > 0 ? this.#prng.below(this.options.fsyncMsMax + 1) : 0
     this.#queue.push(this.#nowMs + delay, { kind: 'flush', node: n, incarnation: n.incarnation })
   }
@@ -343,6 +353,14 @@ export class SimCluster {
     const raw = n.raw!
     const rd = n.ready!
     n.storage.sync()
+    if (!n.early) this.#sendAndApply(n, rd)
+    n.ready = null
+    raw.advance(rd)
+    this.#maybeCompact(n)
+    this.#pump(n)
+  }
+
+  #sendAndApply(n: SimNode, rd: Ready): void {
     for (const m of rd.messages) this.#send(m)
     if (rd.snapshot !== null) {
       this.#restoreStateMachine(n, rd.snapshot)
@@ -373,10 +391,6 @@ export class SimCluster {
         this.#reads.delete(r.requestCtx)
       }
     }
-    n.ready = null
-    raw.advance(rd)
-    this.#maybeCompact(n)
-    this.#pump(n)
   }
 
   #maybeCompact(n: SimNode): void {
@@ -471,12 +485,24 @@ export class SimCluster {
       this.#queue.push(this.#nowMs + 1 + p.below(o.partitionMsMax), { kind: 'heal', links })
     }
     if (p.chance(o.crashRate)) {
+      // A failure detector's false alarm: a follower forgets a leader that is alive.
+      const up = [...this.#nodes.values()].filter((n) => n.raw !== null)
+      const n = up[p.below(Math.max(1, up.length))]
+      if (n?.raw?.forgetLeader() === true) this.#pump(n)
+    }
+    if (p.chance(o.crashRate)) {
       const up = [...this.#nodes.values()].filter((n) => n.raw !== null)
       const down = this.#nodes.size - up.length
       if (up.length > 0 && down < Math.ceil(this.#nodes.size / 2)) {
         const leader = this.#leaderNode()
         const n = leader !== null && p.chance(o.leaderCrashBias) ? leader : up[p.below(up.length)]!
         this.#crash(n)
+        // The failure detector (closed connections): most survivors forget a crashed leader.
+        for (const o of this.#nodes.values()) {
+          if (o.raw !== null && o.raw.status().lead === n.id && p.chance(0.8) && o.raw.forgetLeader()) {
+            this.#pump(o)
+          }
+        }
         const downMs = p.chance(0.5) ? 1 + p.below(50) : 1 + p.below(o.downMsMax)
         this.#queue.push(this.#nowMs + downMs, { kind: 'restart', node: n })
       }
