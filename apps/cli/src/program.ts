@@ -26,6 +26,7 @@ Examples:
   $ mq produce jobs --weight 5 'hello'
   $ mq consume jobs --max 10 --json
   $ mq queue describe jobs --timeout 3s
+  $ MQ_TOKEN=$(mq --token "$ADMIN_TOKEN" token create app -r 'producer:jobs*')
 `
 
 /**

@@ -427,11 +427,13 @@ export class MqNode {
       const s = raft.status(groupId)
       return { groupId, leaderId: s.lead, term: s.term, commitIndex: s.commit, appliedIndex: s.applied }
     })
+    // A meta replica holds the tokens already: its fingerprint spares it the list.
+    if (this.#meta) this.#metaTokens.fromRegistry(this.#meta.state.tokens)
     const request: HeartbeatRequest = {
       nodeId: this.config.nodeId,
       address: this.config.advertise,
       groups,
-      tokensFingerprint: this.#meta ? '' : this.#metaTokens.fingerprint,
+      tokensFingerprint: this.#metaTokens.fingerprint,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>

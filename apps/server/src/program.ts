@@ -67,7 +67,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
         node = new MqNode(config, { log, ...(tokens ? { tokens } : {}) })
-        await node.start()
+        // HTTP first: a taken HTTP port fails the start before the node binds or opens anything
+        // (until the node serves, /readyz answers 503 and /healthz 200).
         if (config.httpListen) {
           http = await startHttpServer({
             listen: config.httpListen,
@@ -76,7 +77,9 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
             log,
           })
         }
+        await node.start()
       } catch (error) {
+        await http?.close()
         if (log && !(error instanceof ConfigError))
           log.fatal({ err: error }, `mq-server: ${(error as Error).message}`)
         else io.err(`mq-server: ${(error as Error).message}`)

@@ -16,7 +16,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { call, callUntilOk, httpGet, httpUntilOk } from './grpc-calls'
 import { freePort, type ServerProcess, singleNodeArgs, startServer, waitServing } from './processes'
-import { parseExposition, promtoolCheck, sampleSum } from './prometheus'
+import { ensurePromtool, parseExposition, promtoolCheck, sampleSum } from './prometheus'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-operability-'))
 let server: ServerProcess
@@ -24,6 +24,9 @@ let address = ''
 let http = ''
 let meta: MetaClient
 let queue: QueueClient
+
+// Installing promtool on a fresh machine takes a while: before, and apart from, the server.
+beforeAll(() => ensurePromtool(), 600_000)
 
 beforeAll(async () => {
   address = `127.0.0.1:${await freePort()}`

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -42,6 +43,20 @@ describe('mq-server processes', () => {
     } finally {
       first.child.kill('SIGTERM')
       await first.exited
+    }
+  }, 60_000)
+
+  it('exits 1 naming the HTTP address when --http-listen is taken, before serving gRPC', async () => {
+    const taken = createServer()
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
+    const httpAddress = `127.0.0.1:${(taken.address() as { port: number }).port}`
+    try {
+      const address = `127.0.0.1:${await freePort()}`
+      const server = startServer(singleNodeArgs('h1', address, dir, ['--http-listen', httpAddress]))
+      expect((await server.exited).code).toBe(1)
+      expect(server.output()).toMatch(new RegExp(`cannot listen on ${httpAddress} \\(http\\)`))
+    } finally {
+      taken.close()
     }
   }, 60_000)
 

@@ -45,11 +45,16 @@ export function sampleSum(
 const ensureScript = join(import.meta.dirname, '..', '..', '..', 'scripts', 'ensure-promtool.sh')
 
 /**
- * Runs `promtool check metrics` on `text` and returns its exit status and output. Installs
- * promtool first (scripts/ensure-promtool.sh: Debian's prometheus package) when it is missing.
+ * Makes sure `promtool` is on PATH: scripts/ensure-promtool.sh installs Debian's prometheus
+ * package when it is missing (a minute or two on a fresh machine; instant afterwards).
  */
-export function promtoolCheck(text: string): { status: number | null; output: string } {
+export function ensurePromtool(): void {
   execFileSync('bash', [ensureScript], { stdio: ['ignore', 'ignore', 'inherit'] })
+}
+
+/** Runs `promtool check metrics` on `text` and returns its exit status and output. */
+export function promtoolCheck(text: string): { status: number | null; output: string } {
   const r = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' })
+  if (r.error) throw new Error(`cannot run promtool: ${r.error.message}`, { cause: r.error })
   return { status: r.status, output: `${r.stdout}${r.stderr}` }
 }

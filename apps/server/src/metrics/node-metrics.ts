@@ -217,7 +217,10 @@ export class NodeMetrics {
       g.reset()
     const nowMs = Date.now()
     for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
-      const stats = await p.stats(nowMs)
+      // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
+      const stats = await Promise.resolve()
+        .then(() => p.stats(nowMs))
+        .catch(() => undefined)
       if (!stats) continue
       const partition = String(p.partition)
       for (const w of stats.weights) {

@@ -1,0 +1,47 @@
+import { TokenRegistry, tokenDigest } from '@mq/meta-service'
+import { describe, expect, it } from 'vitest'
+import { MetaTokenTable } from './meta-tokens'
+
+describe('the meta-group token table', () => {
+  it('sends the tokens with a heartbeat answer only to a node whose fingerprint differs', () => {
+    const registry = new TokenRegistry()
+    registry.put('app', tokenDigest('s1'), ['producer:orders.*'], 1)
+    const leader = new MetaTokenTable()
+    const node = new MetaTokenTable()
+    expect(node.fingerprint).toBe('')
+    const first = leader.forHeartbeat(registry, node.fingerprint)
+    expect(first.tokens).toEqual([{ name: 'app', sha256: tokenDigest('s1'), roles: ['producer:orders.*'] }])
+    node.fromHeartbeat(first.tokens, first.tokensFingerprint)
+    expect(node.fingerprint).toBe(first.tokensFingerprint)
+    expect(node.current().get(tokenDigest('s1'))).toMatchObject({
+      name: 'app',
+      roles: [{ role: 'producer' }],
+    })
+    // Unchanged: nothing more is sent, and the node keeps its table.
+    const again = leader.forHeartbeat(registry, node.fingerprint)
+    expect(again.tokens).toEqual([])
+    node.fromHeartbeat(again.tokens, again.tokensFingerprint)
+    expect(node.current().size).toBe(1)
+    // A deletion changes the fingerprint: the (empty) list is sent and replaces the table.
+    registry.remove('app')
+    const after = leader.forHeartbeat(registry, node.fingerprint)
+    expect(after.tokensFingerprint).not.toBe(first.tokensFingerprint)
+    node.fromHeartbeat(after.tokens, after.tokensFingerprint)
+    expect(node.current().size).toBe(0)
+  })
+
+  it('gives the same fingerprint for the same tokens on any replica', () => {
+    const a = new TokenRegistry()
+    const b = new TokenRegistry()
+    a.put('x', tokenDigest('1'), ['admin'], 1)
+    a.put('y', tokenDigest('2'), ['consumer:jobs'], 2)
+    b.put('y', tokenDigest('2'), ['consumer:jobs'], 7)
+    b.put('x', tokenDigest('1'), ['admin'], 9)
+    const ta = new MetaTokenTable()
+    const tb = new MetaTokenTable()
+    ta.fromRegistry(a)
+    tb.fromRegistry(b)
+    expect(ta.fingerprint).toBe(tb.fingerprint)
+    expect(ta.fingerprint).toMatch(/^[0-9a-f]{64}$/)
+  })
+})
