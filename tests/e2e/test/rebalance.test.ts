@@ -84,6 +84,7 @@ describe('joining and draining nodes under load', () => {
       `drain: n3 emptied after ${Date.now() - drainedAt} ms; replicas per node ${JSON.stringify([...replicaCounts(status)])}`,
     )
     expect(drained).toBe(true)
+    expect(status.nodes.find((n) => n.nodeId === 'n3')?.draining).toBe(true)
     expect(await client.admin.drainNode('n3')).toBe(0)
     for (const g of status.groups.filter((x) => x.groupId !== 0)) {
       expect(g.replicas.map((r) => r.nodeId)).not.toContain('n3')
