@@ -43,6 +43,8 @@ export interface ScaleRunResult {
   /** Groups removed while scaling down that some node did not report deleting. */
   readonly notDeleted: readonly string[]
   readonly metaLeaderKilled: string
+  /** Whether a move was seen in its copy phase when the meta leader was killed. */
+  readonly killedDuringCopy: boolean
   readonly crashes: readonly string[]
   /** The nodes' log lines about moves and removed groups (and any error). */
   readonly serverLog: readonly string[]
@@ -115,6 +117,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
   }[] = []
   let watching = true
   let metaLeaderKilled = ''
+  let killedDuringCopy = false
   try {
     const initialGroups = options.nodes
     await waitFor(
@@ -168,22 +171,25 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       await client.admin.scaleDataGroups(target)
       log(`scale step ${i + 1}: ${before.length} → ${target} data groups`)
       if (i === 0 && options.killMetaLeader) {
-        // Kill the meta leader while a move is in its copy phase (the source is fenced).
+        // Kill the meta leader while a move is in its copy phase (the source is fenced); if
+        // every move of the step slipped between two polls, kill it when the step is done.
         let copying = ''
         await waitFor(
           async () => {
             const status = await client.admin.clusterStatus()
+            metaLeaderKilled = status.metaLeaderId
             const move = status.moves.find((m) => m.phase === 'copy')
-            if (move) {
-              metaLeaderKilled = status.metaLeaderId
+            if (move)
               copying = `move ${move.moveId} of ${move.queue}/${move.partition} (group ${move.fromGroup} → ${move.toGroup})`
-            }
-            return move !== undefined
+            return move !== undefined || status.scale?.state === 'done'
           },
           stepMsMax,
           20,
         )
-        log(`killing the meta leader ${metaLeaderKilled} (SIGKILL) during the copy of ${copying}`)
+        killedDuringCopy = copying !== ''
+        log(
+          `killing the meta leader ${metaLeaderKilled} (SIGKILL) ${copying ? `during the copy of ${copying}` : 'after the step (no copy was seen under way)'}`,
+        )
         await cluster.kill(metaLeaderKilled)
         await new Promise((r) => setTimeout(r, 1_000))
         await cluster.restart(metaLeaderKilled)
@@ -235,6 +241,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       groupsAfterStep,
       notDeleted,
       metaLeaderKilled,
+      killedDuringCopy,
       crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
       serverLog: cluster.nodes.flatMap((n) =>
         n.output

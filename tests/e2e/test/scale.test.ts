@@ -18,7 +18,7 @@ describe('scaling the data groups under load', () => {
     expect(outcomeProblems(r)).toEqual([])
     expect(r.crashes).toEqual([])
     console.log(
-      `scale run: ${r.moves.length} moves, longest client-visible pause ${Math.max(...r.moves.map((m) => m.pauseMs))} ms, ${r.report.ackedEnqueues} acknowledged enqueues, ${r.elapsedMs} ms`,
+      `scale run: meta leader killed ${r.killedDuringCopy ? 'during a copy' : 'after the step'}; ${r.moves.length} moves, longest client-visible pause ${Math.max(...r.moves.map((m) => m.pauseMs))} ms, ${r.report.ackedEnqueues} acknowledged enqueues, ${r.elapsedMs} ms`,
     )
   }, 150_000)
 })
