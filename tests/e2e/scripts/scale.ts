@@ -2,10 +2,11 @@ import { runScale } from '../src/scale-run'
 import { outcomeProblems } from '../src/steady-load'
 
 // A longer scaling run than the CI slice (test/scale.test.ts):
-//   pnpm --filter @mq/e2e scale [--steps 6,2,5,3] [--partitions 12] [--nodes 3] [--seed S] [--no-kill]
+//   pnpm --filter @mq/e2e scale [--steps 6,2,5,3] [--partitions 12] [--nodes 3] [--seed S] [--no-kill] [--no-join]
 // Scales the data groups through each step under load (SIGKILLing the meta leader during the
-// first step's copy unless --no-kill), then drains and checks the history. Prints every move
-// with its client-visible pause; exits 1 on any anomaly.
+// first step's copy unless --no-kill), then (unless --no-join) joins a node and drains n3,
+// then drains the queue and checks the history. Prints every move with its client-visible
+// pause; exits 1 on any anomaly.
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`)
@@ -34,6 +35,7 @@ const r = await runScale({
   steps,
   partitions: intArg('partitions', 12, 1, 256),
   killMetaLeader: !process.argv.includes('--no-kill'),
+  joinAndDrain: !process.argv.includes('--no-join'),
   stepMsMax: 180_000,
 })
 const problems = [...outcomeProblems(r), ...r.notDeleted.map((x) => `not deleted: ${x}`), ...r.crashes]
