@@ -148,7 +148,7 @@ describe('cluster, node and group', () => {
     expect(r.stdout).toMatch(/groups: +1 \(1 meta, 0 data\)/)
     expect(r.stdout).toMatch(/n1 +10\.0\.0\.1:7001 +yes +1s ago +0,1/)
     expect(r.stdout).toMatch(/NODE +ADDRESS +ALIVE +HEARTBEAT +GROUPS/)
-    expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no +never +0/)
+    expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no, draining +never +0/)
     expect(r.stdout).toMatch(/MOVE +PARTITION +FROM +TO +PHASE +STARTED/)
     expect(r.stdout).toMatch(/3 +jobs\/1 +1 +2 +copy +2s ago/)
   })
@@ -162,7 +162,7 @@ describe('cluster, node and group', () => {
 
   it('lists nodes and groups', async () => {
     const nodes = await mq(['node', 'list'])
-    expect(nodes.stdout.split('\n')[0]).toBe('NODE  ADDRESS        ALIVE  HEARTBEAT  GROUPS')
+    expect(nodes.stdout.split('\n')[0]).toBe('NODE  ADDRESS        ALIVE         HEARTBEAT  GROUPS')
     const groups = await mq(['group', 'list', '--json'])
     expect(jsonLines(groups.stdout)).toEqual([
       expect.objectContaining({ groupId: 0, leaderId: 'n1', term: 3 }),

@@ -48,8 +48,22 @@ export class FakeCluster {
     metaLeaderId: 'n1',
     routeEpoch: 7,
     nodes: [
-      { nodeId: 'n1', address: '10.0.0.1:7001', alive: true, lastHeartbeatMs: 9_000, groupIds: [0, 1] },
-      { nodeId: 'n2', address: '10.0.0.2:7001', alive: false, lastHeartbeatMs: 0, groupIds: [0] },
+      {
+        nodeId: 'n1',
+        address: '10.0.0.1:7001',
+        alive: true,
+        lastHeartbeatMs: 9_000,
+        groupIds: [0, 1],
+        draining: false,
+      },
+      {
+        nodeId: 'n2',
+        address: '10.0.0.2:7001',
+        alive: false,
+        lastHeartbeatMs: 0,
+        groupIds: [0],
+        draining: true,
+      },
     ],
     groups: [
       {

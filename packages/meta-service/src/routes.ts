@@ -51,6 +51,7 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
     alive: liveness.alive(n.nodeId),
     lastHeartbeatMs: liveness.lastHeartbeatMs(n.nodeId),
     groupIds: groupsOf.get(n.nodeId) ?? [],
+    draining: state.draining(n.nodeId),
   }))
 }
 

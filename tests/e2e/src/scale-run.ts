@@ -13,6 +13,11 @@ export interface ScaleRunOptions {
   readonly partitions: number
   /** SIGKILL the meta leader while the first step's moves are under way (restarted 1 s later). */
   readonly killMetaLeader: boolean
+  /**
+   * After the steps: a node joins with `--join` (it must be given a share of the replicas),
+   * then `n3` is drained (it must end up with none) and stopped, all under the same load.
+   */
+  readonly joinAndDrain?: boolean
   /** One step (groups made or removed, partitions moved) must end by this. */
   readonly stepMsMax?: number
   readonly log?: (line: string) => void
@@ -42,7 +47,13 @@ export interface ScaleRunResult {
   readonly groupsAfterStep: readonly (readonly number[])[]
   /** Groups removed while scaling down that some node did not report deleting. */
   readonly notDeleted: readonly string[]
+  /** With joinAndDrain: data-group replicas per node once the joined node got its share. */
+  readonly afterJoin?: Readonly<Record<string, number>>
+  /** With joinAndDrain: replicas per node once n3 was drained (n3 holds none), and how long it took. */
+  readonly afterDrain?: Readonly<Record<string, number>>
   readonly metaLeaderKilled: string
+  /** Whether a move was seen in its copy phase when the meta leader was killed. */
+  readonly killedDuringCopy: boolean
   readonly crashes: readonly string[]
   /** The nodes' log lines about moves and removed groups (and any error). */
   readonly serverLog: readonly string[]
@@ -115,6 +126,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
   }[] = []
   let watching = true
   let metaLeaderKilled = ''
+  let killedDuringCopy = false
   try {
     const initialGroups = options.nodes
     await waitFor(
@@ -168,22 +180,25 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       await client.admin.scaleDataGroups(target)
       log(`scale step ${i + 1}: ${before.length} → ${target} data groups`)
       if (i === 0 && options.killMetaLeader) {
-        // Kill the meta leader while a move is in its copy phase (the source is fenced).
+        // Kill the meta leader while a move is in its copy phase (the source is fenced); if
+        // every move of the step slipped between two polls, kill it when the step is done.
         let copying = ''
         await waitFor(
           async () => {
             const status = await client.admin.clusterStatus()
+            metaLeaderKilled = status.metaLeaderId
             const move = status.moves.find((m) => m.phase === 'copy')
-            if (move) {
-              metaLeaderKilled = status.metaLeaderId
+            if (move)
               copying = `move ${move.moveId} of ${move.queue}/${move.partition} (group ${move.fromGroup} → ${move.toGroup})`
-            }
-            return move !== undefined
+            return move !== undefined || status.scale?.state === 'done'
           },
           stepMsMax,
           20,
         )
-        log(`killing the meta leader ${metaLeaderKilled} (SIGKILL) during the copy of ${copying}`)
+        killedDuringCopy = copying !== ''
+        log(
+          `killing the meta leader ${metaLeaderKilled} (SIGKILL) ${copying ? `during the copy of ${copying}` : 'after the step (no copy was seen under way)'}`,
+        )
         await cluster.kill(metaLeaderKilled)
         await new Promise((r) => setTimeout(r, 1_000))
         await cluster.restart(metaLeaderKilled)
@@ -217,6 +232,10 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     const notDeleted = [...removed].flatMap((g) =>
       cluster.nodes.filter((n) => !deletedBy(g).includes(n)).map((n) => `${n.nodeId}: group ${g}`),
     )
+    let afterJoin: Record<string, number> | undefined
+    let afterDrain: Record<string, number> | undefined
+    if (options.joinAndDrain)
+      ({ afterJoin, afterDrain } = await joinThenDrain(cluster, client, stepMsMax, log))
     const outcome = await steady.finish()
     watching = false
     await watcher
@@ -234,7 +253,10 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       moves,
       groupsAfterStep,
       notDeleted,
+      ...(afterJoin ? { afterJoin } : {}),
+      ...(afterDrain ? { afterDrain } : {}),
       metaLeaderKilled,
+      killedDuringCopy,
       crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
       serverLog: cluster.nodes.flatMap((n) =>
         n.output
@@ -250,4 +272,61 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     await client.close()
     await cluster.stop()
   }
+}
+
+type Status = Awaited<ReturnType<MqClient['admin']['clusterStatus']>>
+
+/** Data-group replicas per node (the meta group left out). */
+function replicaCounts(status: Status): Record<string, number> {
+  return Object.fromEntries(status.nodes.map((n) => [n.nodeId, n.groupIds.filter((g) => g !== 0).length]))
+}
+
+/**
+ * Joins a node and waits until the replicas are spread within one (the new node holding
+ * some), then drains n3 and waits until it holds none, then stops n3 (SIGTERM). Returns the
+ * replica counts at both points (undefined where the wait timed out).
+ */
+async function joinThenDrain(
+  cluster: LocalCluster,
+  client: MqClient,
+  timeoutMs: number,
+  log: (line: string) => void,
+): Promise<{ afterJoin?: Record<string, number>; afterDrain?: Record<string, number> }> {
+  const quiet = (s: Status) => s.groups.every((g) => g.state !== 'changing')
+  let status: Status | undefined
+  const joinStart = Date.now()
+  const joined = await cluster.join()
+  const spread = await waitFor(
+    async () => {
+      status = await client.admin.clusterStatus().catch(() => undefined)
+      if (!status) return false
+      const counts = replicaCounts(status)
+      const values = Object.values(counts)
+      return (
+        (counts[joined.nodeId] ?? 0) > 0 && Math.max(...values) - Math.min(...values) <= 1 && quiet(status)
+      )
+    },
+    timeoutMs,
+    250,
+  )
+  const afterJoin = spread && status ? replicaCounts(status) : undefined
+  log(
+    `join of ${joined.nodeId}: ${afterJoin ? JSON.stringify(afterJoin) : 'NOT spread'} after ${Date.now() - joinStart} ms`,
+  )
+  const drainStart = Date.now()
+  await client.admin.drainNode('n3')
+  const drained = await waitFor(
+    async () => {
+      status = await client.admin.clusterStatus().catch(() => undefined)
+      return status !== undefined && replicaCounts(status).n3 === 0 && quiet(status)
+    },
+    timeoutMs,
+    250,
+  )
+  const afterDrain = drained && status ? replicaCounts(status) : undefined
+  log(
+    `drain of n3: ${afterDrain ? JSON.stringify(afterDrain) : 'NOT drained'} after ${Date.now() - drainStart} ms`,
+  )
+  if (afterDrain) await cluster.kill('n3', 'SIGTERM')
+  return { ...(afterJoin ? { afterJoin } : {}), ...(afterDrain ? { afterDrain } : {}) }
 }

@@ -148,7 +148,10 @@ function nodeColumns(nowMs: number) {
   return [
     { header: 'NODE', value: (n: NodeStatus) => n.nodeId },
     { header: 'ADDRESS', value: (n: NodeStatus) => n.address },
-    { header: 'ALIVE', value: (n: NodeStatus) => (n.alive ? 'yes' : 'no') },
+    {
+      header: 'ALIVE',
+      value: (n: NodeStatus) => `${n.alive ? 'yes' : 'no'}${n.draining ? ', draining' : ''}`,
+    },
     { header: 'HEARTBEAT', value: (n: NodeStatus) => formatAge(nowMs, n.lastHeartbeatMs) },
     { header: 'GROUPS', value: (n: NodeStatus) => n.groupIds.join(',') || '-' },
   ]

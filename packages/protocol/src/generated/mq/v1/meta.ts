@@ -125,6 +125,8 @@ export interface NodeStatus {
   alive: boolean;
   lastHeartbeatMs: number;
   groupIds: number[];
+  /** Being drained (`mq node drain`): its data-group replicas move to other nodes. */
+  draining: boolean;
 }
 
 export interface GroupStatus {
@@ -1707,7 +1709,7 @@ export const ClusterStatusRequest: MessageFns<ClusterStatusRequest> = {
 };
 
 function createBaseNodeStatus(): NodeStatus {
-  return { nodeId: "", address: "", alive: false, lastHeartbeatMs: 0, groupIds: [] };
+  return { nodeId: "", address: "", alive: false, lastHeartbeatMs: 0, groupIds: [], draining: false };
 }
 
 export const NodeStatus: MessageFns<NodeStatus> = {
@@ -1729,6 +1731,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
       writer.uint64(v);
     }
     writer.join();
+    if (message.draining !== false) {
+      writer.uint32(48).bool(message.draining);
+    }
     return writer;
   },
 
@@ -1789,6 +1794,14 @@ export const NodeStatus: MessageFns<NodeStatus> = {
 
           break;
         }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.draining = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1817,6 +1830,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : globalThis.Array.isArray(object?.group_ids)
         ? object.group_ids.map((e: any) => globalThis.Number(e))
         : [],
+      draining: isSet(object.draining) ? globalThis.Boolean(object.draining) : false,
     };
   },
 
@@ -1837,6 +1851,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.groupIds?.length) {
       obj.groupIds = message.groupIds.map((e) => Math.round(e));
     }
+    if (message.draining !== false) {
+      obj.draining = message.draining;
+    }
     return obj;
   },
 
@@ -1850,6 +1867,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.alive = object.alive ?? false;
     message.lastHeartbeatMs = object.lastHeartbeatMs ?? 0;
     message.groupIds = object.groupIds?.map((e) => e) || [];
+    message.draining = object.draining ?? false;
     return message;
   },
 };

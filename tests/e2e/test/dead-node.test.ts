@@ -1,0 +1,55 @@
+import { MqClient } from '@mq/router-client'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { LocalCluster } from '../src/cluster'
+import { waitFor } from '../src/scale-run'
+
+// A node dead for longer than --replace-dead-after-ms has its data-group replicas replaced on
+// the other nodes (membership changes), and the queue's messages survive.
+describe('replacing a dead node', () => {
+  let cluster: LocalCluster
+  let client: MqClient
+
+  beforeAll(async () => {
+    cluster = await LocalCluster.start({ nodes: 4, serverArgs: ['--replace-dead-after-ms', '10000'] })
+    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
+  })
+
+  afterAll(async () => {
+    await client?.close()
+    await cluster?.stop()
+  })
+
+  it("moves a SIGKILLed node's replicas to live nodes once the timeout passes", async () => {
+    const dataGroups = async () => (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0)
+    expect(await waitFor(async () => (await dataGroups()).length >= 4, 30_000, 200)).toBe(true)
+    await client.admin.createQueue('survivors', { partitions: 4 })
+    const producer = client.producer('survivors')
+    const sent = await Promise.all(Array.from({ length: 40 }, (_, i) => producer.send({ body: `m${i}` })))
+    await producer.close()
+    const hadN4 = (await dataGroups()).filter((g) => g.replicas.some((r) => r.nodeId === 'n4')).length
+    expect(hadN4).toBeGreaterThan(0)
+    const killedAt = Date.now()
+    await cluster.kill('n4')
+    const replaced = await waitFor(
+      async () => {
+        const groups = await dataGroups()
+        return groups.every((g) => !g.replicas.some((r) => r.nodeId === 'n4') && g.state !== 'changing')
+      },
+      60_000,
+      250,
+    )
+    console.log(`dead node: ${hadN4} replicas of n4 replaced ${Date.now() - killedAt} ms after its SIGKILL`)
+    expect(replaced).toBe(true)
+    for (const g of await dataGroups()) expect(new Set(g.replicas.map((r) => r.nodeId)).size).toBe(3)
+    const received = new Set<string>()
+    const consumer = client.consumer('survivors', { prefetch: 16 })
+    const deadline = Date.now() + 20_000
+    for await (const d of consumer) {
+      received.add(new TextDecoder().decode(d.body))
+      await d.ack()
+      if (received.size === sent.length || Date.now() > deadline) break
+    }
+    await consumer.close()
+    expect(received.size).toBe(sent.length)
+  }, 120_000)
+})
