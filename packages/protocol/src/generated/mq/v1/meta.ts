@@ -3419,7 +3419,11 @@ export const MetaService = {
       Buffer.from(TransferLeaderResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): TransferLeaderResponse => TransferLeaderResponse.decode(value),
   },
-  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  /**
+   * Moves every data-group replica (and leadership) off a node, so that it can be removed;
+   * answers how many replicas are still on it (call again to follow). The meta group's
+   * membership does not change.
+   */
   drainNode: {
     path: "/mq.v1.Meta/DrainNode" as const,
     requestStream: false as const,
@@ -3473,7 +3477,11 @@ export interface MetaServer extends UntypedServiceImplementation {
   /** Grows or shrinks the number of data groups (claim 2 of the seed). */
   scaleDataGroups: handleUnaryCall<ScaleDataGroupsRequest, ScaleDataGroupsResponse>;
   transferLeader: handleUnaryCall<TransferLeaderRequest, TransferLeaderResponse>;
-  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  /**
+   * Moves every data-group replica (and leadership) off a node, so that it can be removed;
+   * answers how many replicas are still on it (call again to follow). The meta group's
+   * membership does not change.
+   */
   drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
   /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
@@ -3621,7 +3629,11 @@ export interface MetaClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: TransferLeaderResponse) => void,
   ): ClientUnaryCall;
-  /** Moves every replica (and leadership) off a node, so that it can be removed. */
+  /**
+   * Moves every data-group replica (and leadership) off a node, so that it can be removed;
+   * answers how many replicas are still on it (call again to follow). The meta group's
+   * membership does not change.
+   */
   drainNode(
     request: DrainNodeRequest,
     callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
