@@ -13,4 +13,7 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 
 process.exitCode = await runCli(process.argv.slice(2), nodeIO(), version)
 // Everything is closed by now; a lingering handle (a reconnecting channel) must not keep mq up.
-setTimeout(() => process.exit(), 2_000).unref()
+setTimeout(() => {
+  process.stderr.write('mq: connections still open 2 s after the command finished; exiting\n')
+  process.exit()
+}, 2_000).unref()
