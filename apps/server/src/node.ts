@@ -44,7 +44,7 @@ import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { MetaMachine } from './host/meta-machine'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
-import { PeerCalls, peerOnly, type UnaryCall } from './host/peer-calls'
+import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
@@ -223,7 +223,6 @@ export class MqNode {
       if (groupId !== META_GROUP) await this.#addDataGroup(groupId, [])
     }
     this.#server.addService(HealthService, this.health.handlers())
-    const token = this.config.peerToken
     this.#server.addService(PeerService, {
       raft: transport.handleRaft,
       heartbeat: unaryHandler(async (req: HeartbeatRequest) => {
@@ -232,23 +231,15 @@ export class MqNode {
         if (!tokens) throw this.#metaLeaderHint()
         return { ...answer, ...this.#metaTokens.forHeartbeat(tokens, req.tokensFingerprint) }
       }),
-      movePartition: peerOnly(
-        token,
-        unaryHandler(async (req) => this.#mover.move(req)),
-      ),
-      importPartition: peerOnly(
-        token,
-        unaryHandler(async (req) => this.#mover.import(req)),
-      ),
-      changeReplicas: peerOnly(
-        token,
-        unaryHandler(async (req) => {
-          if (!this.#raft) throw new UnavailableError('the node is starting')
-          return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
-            this.#addresses.get(id),
-          )
-        }),
-      ),
+      // Peer methods need the cluster secret: the auth interceptor checks it (auth/access.ts).
+      movePartition: unaryHandler(async (req) => this.#mover.move(req)),
+      importPartition: unaryHandler(async (req) => this.#mover.import(req)),
+      changeReplicas: unaryHandler(async (req) => {
+        if (!this.#raft) throw new UnavailableError('the node is starting')
+        return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
+          this.#addresses.get(id),
+        )
+      }),
     })
     this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controller.port()))
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))

@@ -27,7 +27,7 @@ export interface PeerTransportOptions {
   readonly nodeId: string
   /** The address of a node, or undefined when it is not known (the message is dropped). */
   readonly resolve: (nodeId: string) => string | undefined
-  /** The shared secret sent to, and required from, peers ('' = none). */
+  /** The shared secret sent to peers ('' = none); the node's access control requires it of them. */
   readonly token: string
   /** Messages queued per destination at most; beyond it new messages are dropped. */
   readonly queueMax: number
@@ -57,7 +57,7 @@ export interface PeerTransportStats {
   received: number
   /** Dropped for a full queue, an unknown destination, or a failed stream. */
   dropped: number
-  /** Inbound messages rejected: bad token, or not addressed to this node. */
+  /** Inbound messages rejected: not addressed to this node. */
   rejected: number
   /** Streams that ended in an error (what was written to them may be lost). */
   streamFailures: number
@@ -129,16 +129,14 @@ export class PeerTransport implements Transport {
     }
   }
 
-  /** The grpc-js handler of Peer.Raft: checks the token and delivers each message. */
+  /**
+   * The grpc-js handler of Peer.Raft: delivers each message addressed to this node. The peer
+   * token is checked before this runs, by the node's access control (auth/access.ts).
+   */
   handleRaft = (
     stream: ServerReadableStream<RaftBatch, RaftStreamEnd>,
     cb: sendUnaryData<RaftStreamEnd>,
   ): void => {
-    if (this.#options.token && stream.metadata.get(PEER_TOKEN_KEY)[0] !== this.#options.token) {
-      this.stats.rejected++
-      cb({ code: status.UNAUTHENTICATED, details: 'peer token missing or wrong' })
-      return
-    }
     stream.on('data', (batch: RaftBatch) => {
       this.#down.delete(batch.fromNode) // it is up again (only a peer with the token gets here)
       for (const wire of batch.messages) {

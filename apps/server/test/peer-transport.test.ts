@@ -2,6 +2,9 @@ import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { PeerService } from '@mq/protocol'
 import { type Message, MessageType, message } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
+import { AccessControl } from '../src/auth/access'
+import { authInterceptor } from '../src/auth/auth-interceptor'
+import { silentLogger } from '../src/log'
 import { PeerTransport } from '../src/peer-transport'
 
 interface Node {
@@ -30,7 +33,9 @@ async function node(
     { nodeId: id, token, resolve: (n) => addresses.get(n), onPeerDown },
     (groupId, m, from) => received.push({ groupId, message: m, from }),
   )
-  const server = new Server()
+  // As on a node: the access control checks the peer token of every Peer call.
+  const access = new AccessControl({ peerToken: token, tokens: undefined })
+  const server = new Server({ interceptors: [authInterceptor(access, silentLogger())] })
   const unused = (_: unknown, cb: (e: null, r: object) => void) => cb(null, {})
   server.addService(PeerService, { raft: transport.handleRaft, heartbeat: unused })
   const port = await new Promise<number>((res, rej) =>
@@ -70,7 +75,7 @@ describe('PeerTransport', () => {
     const a = await node('a', 'wrong', addresses)
     const b = await node('b', 'right', addresses)
     a.transport.send(1, [heartbeat('b', 1)])
-    await until(() => b.transport.stats.rejected > 0)
+    await until(() => a.transport.stats.streamFailures > 0) // refused: UNAUTHENTICATED
     expect(b.received).toEqual([])
   })
 

@@ -8,7 +8,10 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
-import { PeerCalls, peerOnly, type UnaryCall } from './peer-calls'
+import { AccessControl } from '../auth/access'
+import { authInterceptor } from '../auth/auth-interceptor'
+import { silentLogger } from '../log'
+import { PeerCalls, type UnaryCall } from './peer-calls'
 
 const servers: Server[] = []
 afterAll(() => {
@@ -20,10 +23,10 @@ async function peer(
   token: string,
   answer: (req: ImportPartitionRequest) => Promise<ImportPartitionResponse>,
 ): Promise<string> {
-  const server = new Server()
-  server.addService(PeerService, {
-    importPartition: peerOnly(token, unaryHandler(answer)),
-  } as never)
+  // Behind the node's access control, which checks the peer token of every Peer call.
+  const access = new AccessControl({ peerToken: token, tokens: undefined })
+  const server = new Server({ interceptors: [authInterceptor(access, silentLogger())] })
+  server.addService(PeerService, { importPartition: unaryHandler(answer) } as never)
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
       e ? reject(e) : resolve(p),
@@ -74,7 +77,7 @@ describe('PeerCalls', () => {
     calls.close()
   })
 
-  it('refuses a call without the peer token (peerOnly)', async () => {
+  it('is refused without the right peer token', async () => {
     const guarded = await peer('secret', async () => ({ complete: true }))
     const calls = new PeerCalls('wrong')
     await expect(calls.call(guarded, importCall, 2_000)).rejects.toMatchObject({

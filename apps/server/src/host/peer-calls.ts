@@ -1,12 +1,4 @@
-import {
-  type ChannelCredentials,
-  credentials,
-  Metadata,
-  type ServerUnaryCall,
-  type ServiceError,
-  type sendUnaryData,
-  status,
-} from '@grpc/grpc-js'
+import { type ChannelCredentials, credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
 import {
   fromGrpcError,
   MetaClient,
@@ -118,19 +110,5 @@ export class PeerCalls {
   close(): void {
     for (const c of this.#clients.values()) c.meta.close()
     this.#clients.clear()
-  }
-}
-
-/** Wraps a unary handler so that a call without the cluster's peer token is refused (UNAUTHENTICATED). */
-export function peerOnly<Req, Res>(
-  token: string,
-  handler: (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void,
-): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
-  return (call, callback) => {
-    if (token && call.metadata.get(PEER_TOKEN_KEY)[0] !== token) {
-      callback({ code: status.UNAUTHENTICATED, details: 'peer token missing or wrong' })
-      return
-    }
-    handler(call, callback)
   }
 }
