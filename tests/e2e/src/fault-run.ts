@@ -5,7 +5,7 @@ import { MqClient } from '@mq/router-client'
 import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { History } from './history'
-import { ALL_FAULTS, DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
+import { ALL_FAULTS, DEFAULT_SCHEDULE, PARTITION_FAULTS, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
 import { runConsumer, runProducer, Workload } from './workers'
 
@@ -16,6 +16,11 @@ export interface FaultRunOptions {
   readonly faultSeconds: number
   /** Put a proxy in front of every node and add one-way network cuts to the faults. */
   readonly network?: boolean
+  /**
+   * Run every node in its own network namespace (root only) and add partitions between
+   * nodes to the faults: majority/minority around a leader, a bridge. Not with `network`.
+   */
+  readonly netns?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -56,9 +61,9 @@ const VISIBILITY_MS = 2_000
 
 /** The command that reruns a seed. */
 export function replayCommand(
-  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network'>,
+  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns'>,
 ): string {
-  const network = o.network ? ' --network' : ''
+  const network = (o.network ? ' --network' : '') + (o.netns ? ' --netns' : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -88,8 +93,13 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
     ...DEFAULT_SCHEDULE,
     ...(options.network ? { kinds: ALL_FAULTS } : {}),
+    ...(options.netns ? { kinds: PARTITION_FAULTS } : {}),
   })
-  const cluster = await LocalCluster.start({ nodes: options.nodes, proxied: options.network ?? false })
+  const cluster = await LocalCluster.start({
+    nodes: options.nodes,
+    proxied: options.network ?? false,
+    netns: options.netns ?? false,
+  })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
   const queue = 'faults'
   const history = new History()
