@@ -7,6 +7,7 @@ import type { ChannelCredentials } from '@grpc/grpc-js'
 import { waitServing } from '@mq/protocol'
 import { NetNamespaces } from './netns'
 import { FaultProxy } from './proxy'
+import { mountTmpfs, unmount } from './small-disk'
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
 const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
@@ -122,6 +123,11 @@ export interface ClusterOptions {
    * `proxied`. Default false.
    */
   readonly netns?: boolean
+  /**
+   * Nodes whose data dir is a tmpfs of the given size in bytes (e.g. `{ n3: 32 << 20 }`), so
+   * that `fillDisk(node.dataDir)` can fill it up (needs root; unmounted by `stop()`).
+   */
+  readonly smallDisks?: Readonly<Record<string, number>>
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
@@ -139,6 +145,8 @@ export class LocalCluster {
   readonly #tickMs: number
   readonly #serverArgs: readonly string[]
   readonly #netns: NetNamespaces | undefined
+  /** Data dirs with a tmpfs mounted on them. */
+  readonly #mounts: string[] = []
   #healthCredentials: ChannelCredentials | undefined
 
   private constructor(
@@ -177,6 +185,11 @@ export class LocalCluster {
       }
       cluster.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
       cluster.#healthCredentials = options.healthCredentials
+      for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
+        const n = cluster.node(nodeId)
+        mountTmpfs(n.dataDir, bytes)
+        cluster.#mounts.push(n.dataDir)
+      }
       for (const n of nodes) cluster.#spawn(n)
       await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
     } catch (error) {
@@ -326,7 +339,10 @@ export class LocalCluster {
     proxy?.release()
   }
 
-  /** Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the data. */
+  /**
+   * Stops every node (SIGTERM, then SIGKILL after 10 s), removes the network namespaces and
+   * the tmpfs mounts, and removes the data.
+   */
   async stop(): Promise<void> {
     await Promise.all(
       this.nodes.map(async (n) => {
@@ -343,6 +359,7 @@ export class LocalCluster {
     )
     await Promise.all(this.nodes.map((n) => n.proxy?.close()))
     this.#netns?.destroy()
+    for (const dir of this.#mounts.splice(0)) unmount(dir)
     rmSync(this.dir, { recursive: true, force: true })
   }
 
