@@ -287,6 +287,27 @@ export class LocalCluster {
   }
 
   /**
+   * Starts a stopped node that is expected to refuse to start (damaged data, say) and waits
+   * up to `timeoutMs` for it to exit on its own. Returns its exit code (or signal); undefined
+   * when it still runs by then (it is left running). Its exit does not count as a crash.
+   */
+  async startExpectingExit(nodeId: string, timeoutMs = 30_000): Promise<number | string | undefined> {
+    const n = this.node(nodeId)
+    if (n.child) throw new Error(`${nodeId} is running`)
+    n.ending = true
+    this.#spawn(n)
+    const child = n.child as ChildProcess | undefined
+    const exited = await Promise.race([
+      n.exited.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs)),
+    ])
+    n.ending = false
+    if (!exited || !child) return undefined
+    n.child = undefined
+    return child.exitCode ?? child.signalCode ?? undefined
+  }
+
+  /**
    * Cuts the node off one way: nothing reaches it over its proxy (peers and clients alike),
    * while its own connections to the others still work. Needs a proxied cluster.
    */
