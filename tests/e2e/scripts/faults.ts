@@ -1,9 +1,10 @@
 import { runFaults } from '../src/fault-run'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network])
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--scale]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--scale])
 // (--network: a proxy in front of every node, and one-way cuts among the faults;
-//  --netns: every node in its own network namespace (root), and partitions among the faults)
+//  --netns: every node in its own network namespace (root), and partitions among the faults;
+//  --scale: scaleDataGroups up and down among the faults)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
 function arg(name: string): string | undefined {
@@ -37,7 +38,9 @@ const network = process.argv.includes('--network')
 const netns = process.argv.includes('--netns')
 if (network && netns) throw new Error('--network (proxies) and --netns (namespaces) exclude each other')
 
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns })
+const scale = process.argv.includes('--scale')
+
+const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)

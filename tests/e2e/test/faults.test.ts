@@ -5,8 +5,8 @@ import { NetNamespaces } from '../src/netns'
 // The bounded CI slice of the fault suite: one short run on 3 nodes and one on 5, each with
 // kills and pauses of leaders (data and meta) and followers, on 3 nodes also one-way network
 // cuts through proxies, on 5 nodes (when running as root, where network namespaces work)
-// partitions between nodes: majority/minority around a leader, a bridge; then a drain and
-// the checker.
+// partitions between nodes: majority/minority around a leader, a bridge; on 3 nodes the data
+// groups are also scaled up and down while the faults run; then a drain and the checker.
 // Fixed seeds, so that CI replays the same schedule; MQ_FAULT_SEED runs another one. Long
 // runs: `pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5`.
 
@@ -23,6 +23,7 @@ describe.each([
       const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds, network, netns })
       const failure = `seed ${r.seed}; rerun: ${r.replay}`
       expect(r.faults, failure).toBeGreaterThan(0)
+      if (scale) expect(r.scaleCalls, failure).toBeGreaterThan(0)
       expect(r.report.ackedEnqueues, failure).toBeGreaterThan(100)
       expect(r.report.lost, failure).toBe(0)
       expect(r.drained, failure).toBe(true)
