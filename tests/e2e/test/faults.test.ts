@@ -14,13 +14,13 @@ const seedOverride = process.env.MQ_FAULT_SEED ? Number(process.env.MQ_FAULT_SEE
 const netns = NetNamespaces.usable()
 
 describe.each([
-  { nodes: 3, seed: 1, faultSeconds: 25, network: true, netns: false },
-  { nodes: 5, seed: 2, faultSeconds: 25, network: false, netns },
+  { nodes: 3, seed: 1, faultSeconds: 25, network: true, netns: false, scale: true },
+  { nodes: 5, seed: 2, faultSeconds: 25, network: false, netns, scale: false },
 ])(
-  'faults on $nodes nodes (proxies: $network, partitions: $netns)',
-  ({ nodes, seed, faultSeconds, network, netns }) => {
+  'faults on $nodes nodes (proxies: $network, partitions: $netns, scaling: $scale)',
+  ({ nodes, seed, faultSeconds, network, netns, scale }) => {
     it('loses no acknowledged message and never leases one message to two consumers at once', async () => {
-      const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds, network, netns })
+      const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds, network, netns, scale })
       const failure = `seed ${r.seed}; rerun: ${r.replay}`
       expect(r.faults, failure).toBeGreaterThan(0)
       if (scale) expect(r.scaleCalls, failure).toBeGreaterThan(0)
