@@ -20,36 +20,30 @@ export function unmount(dir: string): void {
 }
 
 /**
- * Fills the file system of `dir` with a filler file until a write fails with ENOSPC;
- * returns the bytes written. Throws on any other error.
+ * Fills the file system of `dir` with a filler file until a write fails with ENOSPC (64 KiB
+ * writes, then 4 KiB ones for the rest); returns the bytes written. Throws on any other error.
  */
 export function fillDisk(dir: string): number {
   const fd = openSync(join(dir, FILLER), 'a')
-  const chunk = Buffer.alloc(64 * 1024, 0xa5)
-  let written = 0
   try {
-    for (;;) {
-      try {
-        written += writeSync(fd, chunk)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOSPC') break
-        throw error
-      }
-    }
-    // The last partial chunk: fill the remaining bytes one page at a time.
-    const page = Buffer.alloc(4096, 0xa5)
-    for (;;) {
-      try {
-        written += writeSync(fd, page)
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOSPC') break
-        throw error
-      }
-    }
+    return writeUntilFull(fd, 64 * 1024) + writeUntilFull(fd, 4096)
   } finally {
     closeSync(fd)
   }
-  return written
+}
+
+/** Appends `size`-byte writes to `fd` until one fails with ENOSPC; returns the bytes written. */
+function writeUntilFull(fd: number, size: number): number {
+  const chunk = Buffer.alloc(size, 0xa5)
+  let written = 0
+  for (;;) {
+    try {
+      written += writeSync(fd, chunk)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOSPC') return written
+      throw error
+    }
+  }
 }
 
 /** Deletes the filler file written by `fillDisk`. */

@@ -1,11 +1,9 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { MqClient } from '@mq/router-client'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
-import { Prng } from '../src/prng'
+import { type LoadedCluster, startLoadedCluster } from '../src/loaded-cluster'
 import { waitFor } from '../src/scale-run'
-import { outcomeProblems, STEADY_VISIBILITY_MS, type SteadyLoad, startSteadyLoad } from '../src/steady-load'
+import { outcomeProblems } from '../src/steady-load'
 
 /** Flips one bit at 5 spots of each of the node's LevelDB write-ahead logs (`db/*.log`). */
 function flipLogBits(dataDir: string): string[] {
@@ -29,32 +27,19 @@ function flipLogBits(dataDir: string): string[] {
 // (a fresh node under a new id joins; the dead id's replicas are replaced on it) must rebuild
 // the replicas from the peers, with nothing acknowledged lost and no split brain.
 describe('a node with corrupted data files', () => {
-  let cluster: LocalCluster | undefined
-  let client: MqClient | undefined
-  let steady: SteadyLoad | undefined
+  let run: LoadedCluster | undefined
 
   afterAll(async () => {
-    steady?.abort()
-    await client?.close()
-    await cluster?.stop()
+    await run?.close()
   })
 
   it('refuses to start from damaged data, and is replaced from its peers with nothing lost', async () => {
-    cluster = await LocalCluster.start({ nodes: 3, serverArgs: ['--replace-dead-after-ms', '10000'] })
-    const c = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
-    client = c
-    const dataGroups = async () => (await c.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0)
-    expect(await waitFor(async () => (await dataGroups()).length >= 3, 30_000, 200)).toBe(true)
-    await c.admin.createQueue('corrupt', {
-      partitions: 3,
-      visibilityTimeoutMs: STEADY_VISIBILITY_MS,
-      maxDeliveries: 1_000,
-    })
-    steady = startSteadyLoad(c, 'corrupt', new Prng(31))
-    const load = steady.load
-    const acked = () => load.enqueued.size
-    expect(await waitFor(async () => acked() > 300, 30_000, 100)).toBe(true)
-
+    run = await startLoadedCluster(
+      { nodes: 3, serverArgs: ['--replace-dead-after-ms', '10000'] },
+      'corrupt',
+      31,
+    )
+    const { cluster, steady, acked, dataGroups } = run
     await cluster.kill('n3')
     const n3 = cluster.node('n3')
     expect(flipLogBits(n3.dataDir).length).toBeGreaterThan(0)
@@ -76,17 +61,17 @@ describe('a node with corrupted data files', () => {
     const replaced = await waitFor(
       async () => {
         const groups = await dataGroups()
-        return groups.every((g) => g.state !== 'changing' && !g.replicas.some((r) => r.nodeId === 'n3'))
+        return groups.every((g) => g.state !== 'changing' && !g.replicas.includes('n3'))
       },
       90_000,
       250,
     )
     const groups = await dataGroups()
     console.log(
-      `corruption: n3's replicas replaced after ${Date.now() - replacedFrom} ms: ${JSON.stringify(groups.map((g) => [g.groupId, g.replicas.map((r) => r.nodeId)]))}`,
+      `corruption: n3's replicas replaced after ${Date.now() - replacedFrom} ms: ${JSON.stringify(groups.map((g) => [g.groupId, g.replicas]))}`,
     )
     expect(replaced).toBe(true)
-    expect(groups.some((g) => g.replicas.some((r) => r.nodeId === 'n4'))).toBe(true)
+    expect(groups.some((g) => g.replicas.includes('n4'))).toBe(true)
 
     const outcome = await steady.finish()
     console.log(`corruption: ${acked()} enqueues acknowledged, ${outcomeProblems(outcome).length} problems`)

@@ -1,10 +1,8 @@
-import { MqClient } from '@mq/router-client'
 import { afterAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
-import { Prng } from '../src/prng'
+import { type LoadedCluster, startLoadedCluster } from '../src/loaded-cluster'
 import { waitFor } from '../src/scale-run'
 import { fillDisk, freeDisk } from '../src/small-disk'
-import { outcomeProblems, STEADY_VISIBILITY_MS, type SteadyLoad, startSteadyLoad } from '../src/steady-load'
+import { outcomeProblems } from '../src/steady-load'
 
 const asRoot = process.getuid?.() === 0
 
@@ -15,32 +13,15 @@ const asRoot = process.getuid?.() === 0
 // one other node down; the checker finds nothing lost or doubled. Needs root (mount); as
 // another user the platform cannot give a node a small disk, and the test is not collected.
 describe.runIf(asRoot)('a node whose disk fills up', () => {
-  let cluster: LocalCluster | undefined
-  let client: MqClient | undefined
-  let steady: SteadyLoad | undefined
+  let run: LoadedCluster | undefined
 
   afterAll(async () => {
-    steady?.abort()
-    await client?.close()
-    await cluster?.stop()
+    await run?.close()
   })
 
   it('fails its writes cleanly, and rejoins and catches up once space returns', async () => {
-    cluster = await LocalCluster.start({ nodes: 3, smallDisks: { n3: 64 << 20 } })
-    const c = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
-    client = c
-    const dataGroups = async () =>
-      (await c.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length
-    expect(await waitFor(async () => (await dataGroups()) >= 3, 30_000, 200)).toBe(true)
-    await c.admin.createQueue('disk', {
-      partitions: 3,
-      visibilityTimeoutMs: STEADY_VISIBILITY_MS,
-      maxDeliveries: 1_000,
-    })
-    steady = startSteadyLoad(c, 'disk', new Prng(21))
-    const load = steady.load
-    const acked = () => load.enqueued.size
-    expect(await waitFor(async () => acked() > 100, 30_000, 100)).toBe(true)
+    run = await startLoadedCluster({ nodes: 3, smallDisks: { n3: 64 << 20 } }, 'disk', 21)
+    const { cluster, steady, acked } = run
 
     const n3 = cluster.node('n3')
     const filled = fillDisk(n3.dataDir)
