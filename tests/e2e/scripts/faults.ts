@@ -1,4 +1,5 @@
 import { runFaults } from '../src/fault-run'
+import { NetNamespaces } from '../src/netns'
 
 // Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--scale]
 // (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--scale])
@@ -37,6 +38,8 @@ if (nodes !== 3 && nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${n
 const network = process.argv.includes('--network')
 const netns = process.argv.includes('--netns')
 if (network && netns) throw new Error('--network (proxies) and --netns (namespaces) exclude each other')
+if (netns && !NetNamespaces.usable())
+  throw new Error('--netns needs root and a kernel that allows network namespaces')
 
 const scale = process.argv.includes('--scale')
 
