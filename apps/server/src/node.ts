@@ -190,6 +190,10 @@ export class MqNode {
     }
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
     this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch })
+    // Every data group's log is read back (and checked) before any group takes part in Raft:
+    // a node with a damaged log refuses to start instead of voting in the groups read first.
+    const dataGroupsOnDisk = (await this.#store.groupIdsOnDisk()).filter((g) => g !== META_GROUP)
+    for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
     const transport = new PeerTransport(
       {
         nodeId: this.config.nodeId,
@@ -219,9 +223,7 @@ export class MqNode {
         stateMachine: observedStateMachine(META_GROUP, this.#meta, this.metrics),
       })
     }
-    for (const groupId of await this.#store.groupIdsOnDisk()) {
-      if (groupId !== META_GROUP) await this.#addDataGroup(groupId, [])
-    }
+    for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [])
     this.#server.addService(HealthService, this.health.handlers())
     this.#server.addService(PeerService, {
       raft: transport.handleRaft,

@@ -27,6 +27,7 @@ import {
   OverloadedError,
   WriteFailedError,
 } from './errors'
+import { CORRUPT_MARKER, droppedOnRecovery, quarantine, quarantined } from './level-recovery'
 import { checkOps, checkRange } from './write-batch'
 
 type Db = ClassicLevel<Uint8Array, Uint8Array>
@@ -100,6 +101,13 @@ export class LevelEngine implements Engine {
     const created = await prepareDirectory(abs, createIfMissing)
     // What the directory held before, to undo a failed open that found no database there.
     const before = created ? [] : await readdir(abs).catch(() => [] as string[])
+    const marker = created ? undefined : await quarantined(abs)
+    if (marker !== undefined) {
+      throw new DatabaseCorruptError(
+        abs,
+        `cannot open database at ${path}: it was quarantined (${CORRUPT_MARKER}) when an earlier open found damaged data: ${marker.trim()}`,
+      )
+    }
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(abs, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -112,6 +120,15 @@ export class LevelEngine implements Engine {
       if (created) await rm(abs, { recursive: true, force: true })
       else if (!before.includes('CURRENT')) await removeNewEntries(abs, before)
       throw openError(abs, err)
+    }
+    const dropped = await droppedOnRecovery(abs)
+    if (dropped.length > 0) {
+      await db.close().catch(() => {})
+      await quarantine(abs, dropped)
+      throw new DatabaseCorruptError(
+        abs,
+        `cannot open database at ${path}: LevelDB dropped damaged records while recovering (${dropped[0]?.trim()}); data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`,
+      )
     }
     return new LevelEngine(abs, db, options.writesPendingMax ?? 10_000)
   }

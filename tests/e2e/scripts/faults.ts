@@ -1,8 +1,11 @@
 import { runFaults } from '../src/fault-run'
+import { NetNamespaces } from '../src/netns'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network])
-// (--network: a proxy in front of every node, and one-way cuts among the faults)
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--scale]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--scale])
+// (--network: a proxy in front of every node, and one-way cuts among the faults;
+//  --netns: every node in its own network namespace (root), and partitions among the faults;
+//  --scale: scaleDataGroups up and down among the faults)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
 function arg(name: string): string | undefined {
@@ -33,8 +36,14 @@ const nodes = intArg('nodes', 3)
 if (nodes !== 3 && nodes !== 5) throw new Error(`--nodes must be 3 or 5, got ${nodes}`)
 
 const network = process.argv.includes('--network')
+const netns = process.argv.includes('--netns')
+if (network && netns) throw new Error('--network (proxies) and --netns (namespaces) exclude each other')
+if (netns && !NetNamespaces.usable())
+  throw new Error('--netns needs root and a kernel that allows network namespaces')
 
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network })
+const scale = process.argv.includes('--scale')
+
+const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)

@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChannelCredentials } from '@grpc/grpc-js'
 import { waitServing } from '@mq/protocol'
+import { NetNamespaces } from './netns'
 import { FaultProxy } from './proxy'
+import { mountTmpfs, unmount } from './small-disk'
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
 const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
@@ -78,9 +80,13 @@ export interface NodeProcess {
   readonly joinVia?: string
 }
 
-/** A node not started yet, listening on `port` (advertising its proxy's port when proxied). */
+/**
+ * A node not started yet, listening on `host:port` (advertising its proxy's port when
+ * proxied).
+ */
 function nodeProcess(
   nodeId: string,
+  host: string,
   port: number,
   dir: string,
   proxy: FaultProxy | undefined,
@@ -88,8 +94,8 @@ function nodeProcess(
 ): NodeProcess {
   return {
     nodeId,
-    address: `127.0.0.1:${proxy ? proxy.port : port}`,
-    listenAddress: `127.0.0.1:${port}`,
+    address: `${host}:${proxy ? proxy.port : port}`,
+    listenAddress: `${host}:${port}`,
     proxy,
     dataDir: join(dir, nodeId),
     child: undefined,
@@ -111,6 +117,17 @@ export interface ClusterOptions {
    * `isolate(nodeId)` can cut the node off. Default false.
    */
   readonly proxied?: boolean
+  /**
+   * Runs every node in its own Linux network namespace with its own address (src/netns.ts;
+   * needs root), so that `partition()` and `cut()` can separate given nodes. Not with
+   * `proxied`. Default false.
+   */
+  readonly netns?: boolean
+  /**
+   * Nodes whose data dir is a tmpfs of the given size in bytes (e.g. `{ n3: 32 << 20 }`), so
+   * that `fillDisk(node.dataDir)` can fill it up (needs root; unmounted by `stop()`).
+   */
+  readonly smallDisks?: Readonly<Record<string, number>>
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
@@ -124,33 +141,61 @@ export interface ClusterOptions {
 export class LocalCluster {
   readonly nodes: NodeProcess[]
   readonly dir: string
-  readonly #initialMeta: string
+  #initialMeta: string
   readonly #tickMs: number
   readonly #serverArgs: readonly string[]
+  readonly #netns: NetNamespaces | undefined
+  /** Data dirs with a tmpfs mounted on them. */
+  readonly #mounts: string[] = []
   #healthCredentials: ChannelCredentials | undefined
 
-  private constructor(nodes: NodeProcess[], dir: string, tickMs: number, serverArgs: readonly string[]) {
+  private constructor(
+    nodes: NodeProcess[],
+    dir: string,
+    tickMs: number,
+    serverArgs: readonly string[],
+    netns: NetNamespaces | undefined,
+  ) {
     this.nodes = nodes
     this.dir = dir
-    this.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
+    this.#initialMeta = '' // set once the nodes' addresses are known
     this.#tickMs = tickMs
     this.#serverArgs = serverArgs
+    this.#netns = netns
   }
 
-  /** Starts the nodes and waits until every one answers its health check. */
+  /**
+   * Starts the nodes and waits until every one answers its health check (on failure, ends
+   * what it started and throws).
+   */
   static async start(options: ClusterOptions = {}): Promise<LocalCluster> {
+    if (options.netns && options.proxied) throw new Error('a cluster is either proxied or in namespaces')
     const dir = mkdtempSync(join(tmpdir(), 'mq-e2e-'))
     const count = options.nodes ?? 3
+    const netns = options.netns ? NetNamespaces.create() : undefined
     const nodes: NodeProcess[] = []
-    for (let i = 1; i <= count; i++) {
-      const port = await freePort()
-      const proxy = options.proxied ? await FaultProxy.start(0, port) : undefined
-      nodes.push(nodeProcess(`n${i}`, port, dir, proxy))
+    const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [], netns)
+    try {
+      for (let i = 1; i <= count; i++) {
+        const nodeId = `n${i}`
+        const port = await freePort()
+        const proxy = options.proxied ? await FaultProxy.start(0, port) : undefined
+        const host = netns ? netns.add(nodeId, i) : '127.0.0.1'
+        nodes.push(nodeProcess(nodeId, host, port, dir, proxy))
+      }
+      cluster.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
+      cluster.#healthCredentials = options.healthCredentials
+      for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
+        const n = cluster.node(nodeId)
+        mountTmpfs(n.dataDir, bytes)
+        cluster.#mounts.push(n.dataDir)
+      }
+      for (const n of nodes) cluster.#spawn(n)
+      await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
+    } catch (error) {
+      await cluster.stop()
+      throw error
     }
-    const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
-    cluster.#healthCredentials = options.healthCredentials
-    for (const n of nodes) cluster.#spawn(n)
-    await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
     return cluster
   }
 
@@ -205,6 +250,7 @@ export class LocalCluster {
     const running = this.nodes.filter(
       (n) => n.child && n.child.exitCode === null && n.child.signalCode === null,
     )
+    this.#netns?.healAll()
     for (const n of this.nodes) {
       this.resume(n.nodeId)
       this.reconnect(n.nodeId)
@@ -224,7 +270,8 @@ export class LocalCluster {
   async join(): Promise<NodeProcess> {
     const port = await freePort()
     const nodeId = `n${this.nodes.length + 1}`
-    const n = nodeProcess(nodeId, port, this.dir, undefined, this.nodes[0]?.address)
+    const host = this.#netns ? this.#netns.add(nodeId, this.nodes.length + 1) : '127.0.0.1'
+    const n = nodeProcess(nodeId, host, port, this.dir, undefined, this.nodes[0]?.address)
     this.nodes.push(n)
     this.#spawn(n)
     await waitServing(n.listenAddress)
@@ -237,6 +284,27 @@ export class LocalCluster {
     if (n.child) throw new Error(`${nodeId} is running`)
     this.#spawn(n)
     await waitServing(n.listenAddress, undefined, this.#healthCredentials)
+  }
+
+  /**
+   * Starts a stopped node that is expected to refuse to start (damaged data, say) and waits
+   * up to `timeoutMs` for it to exit on its own. Returns its exit code (or signal); undefined
+   * when it still runs by then (it is left running). Its exit does not count as a crash.
+   */
+  async startExpectingExit(nodeId: string, timeoutMs = 30_000): Promise<number | string | undefined> {
+    const n = this.node(nodeId)
+    if (n.child) throw new Error(`${nodeId} is running`)
+    n.ending = true
+    this.#spawn(n)
+    const child = n.child as ChildProcess | undefined
+    const exited = await Promise.race([
+      n.exited.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs)),
+    ])
+    n.ending = false
+    if (!exited || !child) return undefined
+    n.child = undefined
+    return child.exitCode ?? child.signalCode ?? undefined
   }
 
   /**
@@ -256,6 +324,35 @@ export class LocalCluster {
     n.proxy.delay(delayMs)
   }
 
+  /**
+   * Splits the nodes into `sides` that cannot reach each other, both ways; a node in no side
+   * reaches all (a bridge). Clients (this process) still reach every node. Adds to the cuts
+   * already made. Needs a cluster started with `netns: true`.
+   */
+  partition(sides: readonly (readonly string[])[]): void {
+    this.#namespaces('partition').partition(sides)
+  }
+
+  /** Drops every packet from node `from` to node `to` (one way). Needs `netns: true`. */
+  cut(from: string, to: string): void {
+    this.#namespaces('cut').cut(from, to)
+  }
+
+  /** Removes every partition and cut. */
+  healNetwork(): void {
+    this.#netns?.healAll()
+  }
+
+  /** The active cuts between nodes, `from>to`. */
+  get cuts(): string[] {
+    return this.#netns?.cuts ?? []
+  }
+
+  #namespaces(what: string): NetNamespaces {
+    if (!this.#netns) throw new Error(`${what} needs a cluster started with netns: true`)
+    return this.#netns
+  }
+
   /** Undoes isolate() and slow(): delivers what was held and carries traffic at once again. */
   reconnect(nodeId: string): void {
     const proxy = this.node(nodeId).proxy
@@ -263,7 +360,10 @@ export class LocalCluster {
     proxy?.release()
   }
 
-  /** Stops every node (SIGTERM, then SIGKILL after 10 s) and removes the data. */
+  /**
+   * Stops every node (SIGTERM, then SIGKILL after 10 s), removes the network namespaces and
+   * the tmpfs mounts, and removes the data.
+   */
   async stop(): Promise<void> {
     await Promise.all(
       this.nodes.map(async (n) => {
@@ -279,13 +379,18 @@ export class LocalCluster {
       }),
     )
     await Promise.all(this.nodes.map((n) => n.proxy?.close()))
+    this.#netns?.destroy()
+    for (const dir of this.#mounts.splice(0)) unmount(dir)
     rmSync(this.dir, { recursive: true, force: true })
   }
 
   #spawn(n: NodeProcess): void {
+    const prefix = this.#netns ? ['ip', ...this.#netns.execPrefix(n.nodeId)] : []
     const child = spawn(
-      process.execPath,
+      prefix[0] ?? process.execPath,
       [
+        ...prefix.slice(1),
+        ...(prefix.length > 0 ? [process.execPath] : []),
         '--import',
         tsxLoader,
         '--conditions=source',

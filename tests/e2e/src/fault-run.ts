@@ -5,8 +5,9 @@ import { MqClient } from '@mq/router-client'
 import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { History } from './history'
-import { ALL_FAULTS, DEFAULT_SCHEDULE, runNemesis, schedule } from './nemesis'
+import { ALL_FAULTS, DEFAULT_SCHEDULE, PARTITION_FAULTS, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
+import { runScaler } from './scaler'
 import { runConsumer, runProducer, Workload } from './workers'
 
 export interface FaultRunOptions {
@@ -16,6 +17,13 @@ export interface FaultRunOptions {
   readonly faultSeconds: number
   /** Put a proxy in front of every node and add one-way network cuts to the faults. */
   readonly network?: boolean
+  /**
+   * Run every node in its own network namespace (root only) and add partitions between
+   * nodes to the faults: majority/minority around a leader, a bridge. Not with `network`.
+   */
+  readonly netns?: boolean
+  /** Scale the data groups up and down (src/scaler.ts) while the nemesis runs. */
+  readonly scale?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -34,6 +42,8 @@ export interface FaultRunResult {
   /** False when the drain ended by its time limit with acknowledged enqueues still unacked. */
   readonly drained: boolean
   readonly faults: number
+  /** Accepted scaleDataGroups calls during the faults (with `scale`). */
+  readonly scaleCalls: number
   /** Liveness failures: nodes that did not serve again in time after a restart or the heal. */
   readonly problems: readonly string[]
   readonly longestStallMs: number
@@ -56,9 +66,9 @@ const VISIBILITY_MS = 2_000
 
 /** The command that reruns a seed. */
 export function replayCommand(
-  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network'>,
+  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale'>,
 ): string {
-  const network = o.network ? ' --network' : ''
+  const network = (o.network ? ' --network' : '') + (o.netns ? ' --netns' : '') + (o.scale ? ' --scale' : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -87,9 +97,13 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   const prng = new Prng(options.seed)
   const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
     ...DEFAULT_SCHEDULE,
-    ...(options.network ? { kinds: ALL_FAULTS } : {}),
+    kinds: options.netns ? PARTITION_FAULTS : options.network ? ALL_FAULTS : DEFAULT_SCHEDULE.kinds,
   })
-  const cluster = await LocalCluster.start({ nodes: options.nodes, proxied: options.network ?? false })
+  const cluster = await LocalCluster.start({
+    nodes: options.nodes,
+    proxied: options.network ?? false,
+    netns: options.netns ?? false,
+  })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
   const queue = 'faults'
   const history = new History()
@@ -117,15 +131,12 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       }),
     )
     const faultStart = Date.now()
-    const nemesis = await runNemesis(
-      cluster,
-      client,
-      queue,
-      steps,
-      history,
-      faultStart + options.faultSeconds * 1000,
-      log,
-    )
+    const faultUntil = faultStart + options.faultSeconds * 1000
+    const scaler = options.scale
+      ? runScaler(client, prng.fork(), options.nodes + 3, history, faultUntil, log)
+      : Promise.resolve({ calls: 0, refused: 0 })
+    const nemesis = await runNemesis(cluster, client, queue, steps, history, faultUntil, log)
+    const scaled = await scaler
     const faultEnd = Date.now()
     const problems = [...nemesis.problems]
     await cluster.heal().catch((error: unknown) => problems.push(`heal: ${(error as Error).message}`))
@@ -164,6 +175,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       drained,
       sourceChanged,
       faults: nemesis.faults,
+      scaleCalls: scaled.calls,
       problems,
       longestStallMs: longestEnqueueStallMs(history.ops, faultStart, faultEnd),
       ops: history.ops.length,
@@ -173,7 +185,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       ...(artifacts ? { artifacts } : {}),
     }
     log(
-      `fault run: seed ${options.seed}: ${nemesis.faults} faults (${nemesis.skipped} skipped), ${result.ops} ops, ` +
+      `fault run: seed ${options.seed}: ${nemesis.faults} faults (${nemesis.skipped} skipped), ` +
+        `${scaled.calls} scalings (${scaled.refused} refused), ${result.ops} ops, ` +
         `${summarize(report)}; unacked=${unacked.length}${drained ? '' : ' (drain timed out)'} ` +
         `deadLettered=${deadLettered} longestStall=${result.longestStallMs} ms crashes=${result.crashes.length} problems=${problems.length} ` +
         `in ${Math.round(result.elapsedMs / 1000)} s`,

@@ -67,10 +67,13 @@ export interface SettleOp {
   readonly error?: string
 }
 
-/** A fault the nemesis injected or healed (not checked; printed beside anomalies). */
+/**
+ * A fault the nemesis injected or healed, or a scaling the scaler started (not checked;
+ * printed beside anomalies).
+ */
 export interface FaultOp {
   readonly kind: 'fault'
-  readonly worker: 'nemesis'
+  readonly worker: 'nemesis' | 'scaler'
   readonly startMs: number
   readonly endMs: number
   readonly description: string

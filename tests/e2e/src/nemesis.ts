@@ -15,6 +15,17 @@ export const FaultKind = {
   IsolateMetaLeader: 'isolate-meta-leader',
   /** Every byte to and from the data-group leader delayed by 50–400 ms (needs a proxied cluster). */
   SlowDataLeader: 'slow-data-leader',
+  /**
+   * The data-group (meta) leader on the minority side of a symmetric partition, with as many
+   * others as a minority allows (needs a cluster in network namespaces).
+   */
+  PartitionDataLeader: 'partition-data-leader',
+  PartitionMetaLeader: 'partition-meta-leader',
+  /**
+   * Two sides that cannot reach each other and one node that reaches both (a bridge); the
+   * data-group leader is on the first side (needs a cluster in network namespaces).
+   */
+  BridgeDataLeader: 'bridge-data-leader',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
 
@@ -34,6 +45,43 @@ export const ALL_FAULTS: readonly FaultKind[] = [
   FaultKind.IsolateMetaLeader,
   FaultKind.SlowDataLeader,
 ]
+
+/** Process faults and partitions: a cluster in network namespaces. */
+export const PARTITION_FAULTS: readonly FaultKind[] = [
+  ...PROCESS_FAULTS,
+  FaultKind.PartitionDataLeader,
+  FaultKind.PartitionMetaLeader,
+  FaultKind.BridgeDataLeader,
+]
+
+const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
+  FaultKind.PartitionDataLeader,
+  FaultKind.PartitionMetaLeader,
+  FaultKind.BridgeDataLeader,
+])
+
+/**
+ * The sides of a partition step around `leader`: for a minority partition, the leader and
+ * floor((n-1)/2) - 1 others against the rest; for a bridge, one other node in no side and the
+ * rest split in two, the leader's side the larger by at most one. `choice` rotates the others.
+ */
+export function partitionSides(
+  kind: FaultKind,
+  leader: string,
+  nodeIds: readonly string[],
+  choice: number,
+): string[][] {
+  const sorted = nodeIds.filter((id) => id !== leader).sort()
+  const k = sorted.length === 0 ? 0 : choice % sorted.length
+  const others = [...sorted.slice(k), ...sorted.slice(0, k)]
+  if (kind === FaultKind.BridgeDataLeader) {
+    const rest = others.slice(1)
+    const first = Math.ceil(rest.length / 2)
+    return [[leader, ...rest.slice(0, first - 1)], rest.slice(first - 1)]
+  }
+  const minority = Math.max(1, Math.floor((nodeIds.length - 1) / 2))
+  return [[leader, ...others.slice(0, minority - 1)], others.slice(minority - 1)]
+}
 
 /** One step of a schedule: a fault, how long it lasts, then a recovery gap. */
 export interface FaultStep {
@@ -97,7 +145,8 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
   if (
     step.kind === FaultKind.KillMetaLeader ||
     step.kind === FaultKind.PauseMetaLeader ||
-    step.kind === FaultKind.IsolateMetaLeader
+    step.kind === FaultKind.IsolateMetaLeader ||
+    step.kind === FaultKind.PartitionMetaLeader
   ) {
     return (await client.admin.clusterStatus()).metaLeaderId || undefined
   }
@@ -163,13 +212,24 @@ export async function runNemesis(
     const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
     const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
     const slow = step.kind === FaultKind.SlowDataLeader
+    const split = PARTITION_KINDS.has(step.kind)
     const delayMs = 50 + (step.choice % 351)
+    const sides = split
+      ? partitionSides(
+          step.kind,
+          nodeId,
+          cluster.nodes.map((n) => n.nodeId),
+          step.choice,
+        )
+      : []
     if (pause) cluster.pause(nodeId)
+    else if (split) cluster.partition(sides)
     else if (isolate) cluster.isolate(nodeId)
     else if (slow) cluster.slow(nodeId, delayMs)
     else await cluster.kill(nodeId)
     await sleep(step.durationMs)
     if (pause) cluster.resume(nodeId)
+    else if (split) cluster.healNetwork()
     else if (isolate || slow) cluster.reconnect(nodeId)
     else {
       try {
@@ -184,7 +244,11 @@ export async function runNemesis(
         )
       }
     }
-    const what = slow ? `${step.kind} ${nodeId} by ${delayMs} ms` : `${step.kind} ${nodeId}`
+    const what = slow
+      ? `${step.kind} ${nodeId} by ${delayMs} ms`
+      : split
+        ? `${step.kind} ${nodeId} ${sides.map((side) => `{${side.join(',')}}`).join(' | ')}`
+        : `${step.kind} ${nodeId}`
     const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
     history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
     log(`nemesis: ${description}`)

@@ -1,0 +1,44 @@
+import { readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+
+/**
+ * The file that quarantines a database whose recovery dropped damaged data. While it exists
+ * the database does not open. LevelDB ignores it (not one of its file names).
+ */
+export const CORRUPT_MARKER = 'MQ-CORRUPT'
+
+/** Lines of LevelDB's info LOG that report data dropped while recovering. */
+const DROPPED = /Corruption:|dropping \d+ bytes/
+
+/**
+ * What LevelDB dropped while opening the database at `path`, one line of its info `LOG` each
+ * (at most 20); empty when nothing. classic-level opens without paranoid checks, so LevelDB
+ * skips write-ahead-log records that fail their checksum ("(ignoring error) …: dropping N
+ * bytes; Corruption: checksum mismatch"), writes what it kept to a table and deletes the log:
+ * the open succeeds and data written (and synced) before is gone. Each open starts a fresh
+ * `LOG`, so it holds this open's recovery only; it is flushed line by line.
+ */
+export async function droppedOnRecovery(path: string): Promise<string[]> {
+  const text = await readFile(join(path, 'LOG'), 'utf8').catch(() => '')
+  return text
+    .split('\n')
+    .filter((line) => DROPPED.test(line))
+    .slice(0, 20)
+}
+
+/** The quarantine marker's text, or undefined when the database at `path` has none. */
+export async function quarantined(path: string): Promise<string | undefined> {
+  const marker = join(path, CORRUPT_MARKER)
+  if (!(await stat(marker).catch(() => undefined))) return undefined
+  return (await readFile(marker, 'utf8')).slice(0, 4_000)
+}
+
+/**
+ * Quarantines the database at `path` (writes the marker, synced): the evidence LevelDB
+ * leaves is gone after this open (the log deleted, `LOG` rotated away by the next open),
+ * so without the marker the next open would succeed on the damaged data.
+ */
+export async function quarantine(path: string, reasons: readonly string[]): Promise<void> {
+  const text = `${new Date().toISOString()} LevelDB dropped damaged data while recovering:\n${reasons.join('\n')}\n`
+  await writeFile(join(path, CORRUPT_MARKER), text, { flush: true })
+}

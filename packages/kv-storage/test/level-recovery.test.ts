@@ -1,0 +1,73 @@
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DatabaseCorruptError } from '../src/errors'
+import { LevelEngine } from '../src/level-engine'
+import { CORRUPT_MARKER } from '../src/level-recovery'
+import { tempDir } from './helpers'
+
+/** Writes 200 synced records of 1 KiB (they stay in LevelDB's write-ahead log) and closes. */
+async function fill(path: string): Promise<void> {
+  const engine = await LevelEngine.open(path)
+  try {
+    for (let i = 0; i < 200; i++)
+      await engine.write([{ type: 'put', key: Uint8Array.of(1, i), value: new Uint8Array(1024).fill(i) }], {
+        sync: true,
+      })
+  } finally {
+    await engine.close()
+  }
+}
+
+/** Flips one bit at 5 spots of each write-ahead log file (`*.log`) of the database. */
+async function flipLogBits(path: string): Promise<void> {
+  const logs = (await readdir(path)).filter((f) => f.endsWith('.log'))
+  expect(logs.length).toBeGreaterThan(0)
+  for (const f of logs) {
+    const bytes = await readFile(join(path, f))
+    for (let k = 1; k <= 5; k++) {
+      const at = Math.floor((bytes.length * k) / 7)
+      bytes[at] = (bytes[at] ?? 0) ^ 0x10
+    }
+    await writeFile(join(path, f), bytes)
+  }
+}
+
+// LevelDB, opened without paranoid checks, skips write-ahead-log records that fail their
+// checksum and deletes the log: the open would succeed without the data. The engine reads
+// what LevelDB reported, refuses the open and quarantines the database for later opens.
+describe('LevelEngine recovery checks', () => {
+  let dir: { path: string; remove: () => Promise<void> }
+  beforeEach(async () => {
+    dir = await tempDir('kv-recovery')
+  })
+  afterEach(async () => {
+    await dir.remove()
+  })
+
+  it('opens an undamaged database again with every record', async () => {
+    const path = join(dir.path, 'db')
+    await fill(path)
+    const engine = await LevelEngine.open(path)
+    try {
+      expect((await engine.range({})).length).toBe(200)
+    } finally {
+      await engine.close()
+    }
+    expect(await stat(join(path, CORRUPT_MARKER)).catch(() => undefined)).toBeUndefined()
+  })
+
+  it('refuses a database whose log lost records, and keeps refusing it', async () => {
+    const path = join(dir.path, 'db')
+    await fill(path)
+    await flipLogBits(path)
+    const first = await LevelEngine.open(path).catch((e: unknown) => e)
+    expect(first).toBeInstanceOf(DatabaseCorruptError)
+    expect((first as Error).message).toMatch(/dropped damaged records.*checksum mismatch/)
+    expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/dropping \d+ bytes/)
+    // LevelDB has deleted the damaged log by now: only the marker remembers.
+    const again = await LevelEngine.open(path).catch((e: unknown) => e)
+    expect(again).toBeInstanceOf(DatabaseCorruptError)
+    expect((again as Error).message).toMatch(/quarantined/)
+  })
+})

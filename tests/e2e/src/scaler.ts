@@ -1,0 +1,56 @@
+import type { MqClient } from '@mq/router-client'
+import type { History } from './history'
+import type { Prng } from './prng'
+
+export interface ScalerResult {
+  /** scaleDataGroups calls that were accepted. */
+  readonly calls: number
+  /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
+  readonly refused: number
+}
+
+/**
+ * Scales the data groups up and down while the nemesis runs its faults: every 3–8 s (drawn
+ * from `prng`) calls `scaleDataGroups(n)` with n alternately above and below the current
+ * count, between 2 and `groupsMax`. Each accepted call is recorded in the history as a fault.
+ * Partitions then move between groups while nodes die, pause and are cut off. Ends at
+ * `untilMs` (wall clock).
+ */
+export async function runScaler(
+  client: MqClient,
+  prng: Prng,
+  groupsMax: number,
+  history: History,
+  untilMs: number,
+  log: (line: string) => void,
+): Promise<ScalerResult> {
+  const sleep = (ms: number) =>
+    new Promise((r) => setTimeout(r, Math.max(0, Math.min(ms, untilMs - Date.now()))))
+  let calls = 0
+  let refused = 0
+  let up = true
+  await sleep(prng.int(3_000, 8_000))
+  while (Date.now() < untilMs) {
+    const startMs = Date.now()
+    let groups = 0
+    try {
+      const current = (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length
+      if (up && current >= groupsMax) up = false
+      else if (!up && current <= 2) up = true
+      groups = up
+        ? prng.int(current + 1, Math.max(current + 1, groupsMax))
+        : prng.int(2, Math.max(2, current - 1))
+      const plan = await client.admin.scaleDataGroups(groups)
+      const description = `scale-data-groups ${current} -> ${groups} (${plan ? `${plan.movesTotal} moves, ${plan.state}` : 'no plan'})`
+      history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+      log(`scaler: ${description}`)
+      calls++
+      up = !up
+    } catch (error) {
+      log(`scaler: scale-data-groups to ${groups} refused: ${(error as Error).message}`)
+      refused++
+    }
+    await sleep(prng.int(3_000, 8_000))
+  }
+  return { calls, refused }
+}
