@@ -113,6 +113,8 @@ export interface ClusterOptions {
   readonly proxied?: boolean
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
+  /** More flags for one node (after `serverArgs`), e.g. its own `--http-listen` port. */
+  readonly nodeArgs?: (nodeId: string) => readonly string[]
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
   readonly healthCredentials?: ChannelCredentials
 }
@@ -127,6 +129,7 @@ export class LocalCluster {
   readonly #initialMeta: string
   readonly #tickMs: number
   readonly #serverArgs: readonly string[]
+  #nodeArgs: (nodeId: string) => readonly string[] = () => []
   #healthCredentials: ChannelCredentials | undefined
 
   private constructor(nodes: NodeProcess[], dir: string, tickMs: number, serverArgs: readonly string[]) {
@@ -149,6 +152,7 @@ export class LocalCluster {
     }
     const cluster = new LocalCluster(nodes, dir, options.tickMs ?? 20, options.serverArgs ?? [])
     cluster.#healthCredentials = options.healthCredentials
+    if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
     for (const n of nodes) cluster.#spawn(n)
     await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
     return cluster
@@ -303,6 +307,7 @@ export class LocalCluster {
         '--tick-ms',
         String(this.#tickMs),
         ...this.#serverArgs,
+        ...this.#nodeArgs(n.nodeId),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )

@@ -9,12 +9,23 @@ const at = (atMs: number, ready = 0): QueueSample => ({
 })
 
 describe('QueueHistory', () => {
-  it('keeps samples at least the interval apart, and only those within keepMs', () => {
+  it('ends with the newest sample, keeps the others the interval apart, and only within keepMs', () => {
     const h = new QueueHistory({ keepMs: 10_000, intervalMsMin: 1_000, queuesMax: 4 })
-    h.record('q#1', at(0))
-    h.record('q#1', at(500))
-    expect(h.record('q#1', at(1_000)).map((s) => s.atMs)).toEqual([0, 1_000])
-    expect(h.record('q#1', at(10_500)).map((s) => s.atMs)).toEqual([1_000, 10_500])
+    const times = (t: number) => h.record('q#1', at(t)).map((s) => s.atMs)
+    expect(times(0)).toEqual([0])
+    expect(times(500)).toEqual([0, 500])
+    expect(times(900)).toEqual([0, 900])
+    expect(times(1_000)).toEqual([0, 1_000])
+    expect(times(1_200)).toEqual([0, 1_000, 1_200])
+    expect(times(10_500)).toEqual([1_000, 10_500])
+  })
+
+  it('holds at most keepMs / intervalMsMin + 2 samples however often it is read', () => {
+    const h = new QueueHistory({ keepMs: 10_000, intervalMsMin: 1_000, queuesMax: 4 })
+    let longest = 0
+    for (let t = 0; t < 60_000; t += 37) longest = Math.max(longest, h.record('q#1', at(t)).length)
+    expect(longest).toBeLessThanOrEqual(12)
+    expect(longest).toBeGreaterThanOrEqual(11)
   })
 
   it('tracks at most queuesMax queues, dropping the one sampled least recently', () => {

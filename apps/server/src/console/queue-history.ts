@@ -18,38 +18,48 @@ export const DEFAULT_HISTORY_LIMITS: QueueHistoryLimits = {
 
 /**
  * The recent samples of each watched queue, kept in memory by the node serving the console:
- * at most `keepMs / intervalMsMin` samples for each of at most `queuesMax` queues. A queue is
+ * at most `keepMs / intervalMsMin + 2` samples for each of at most `queuesMax` queues. A queue is
  * keyed by name and incarnation, so a queue deleted and created again starts a new history.
  */
 export class QueueHistory {
   readonly #limits: QueueHistoryLimits
-  readonly #samples = new Map<string, QueueSample[]>()
+  readonly #tracks = new Map<string, { kept: QueueSample[]; latest: QueueSample | undefined }>()
 
   constructor(limits: QueueHistoryLimits = DEFAULT_HISTORY_LIMITS) {
     this.#limits = limits
   }
 
-  /** Adds `sample` (unless too close to the last one) and returns the queue's samples, oldest first. */
+  /**
+   * Adds `sample` and returns the queue's samples, oldest first, ending with `sample`. The
+   * samples kept are at least `intervalMsMin` apart; a newer one closer than that to the last
+   * kept is returned after them (until the next one replaces it), so reading often shows the
+   * newest figures without growing the list.
+   */
   record(key: string, sample: QueueSample): readonly QueueSample[] {
-    let list = this.#samples.get(key)
-    if (list)
-      this.#samples.delete(key) // re-inserted below: the map's order is recency
-    else list = []
-    const last = list.at(-1)
-    if (!last || sample.atMs - last.atMs >= this.#limits.intervalMsMin) list.push(sample)
-    const oldest = sample.atMs - this.#limits.keepMs
-    const stale = list.findIndex((s) => s.atMs >= oldest)
-    if (stale > 0) list.splice(0, stale)
-    this.#samples.set(key, list)
-    while (this.#samples.size > this.#limits.queuesMax) {
-      const first = this.#samples.keys().next().value as string
-      this.#samples.delete(first)
+    let track = this.#tracks.get(key)
+    if (track)
+      this.#tracks.delete(key) // re-inserted below: the map's order is recency
+    else track = { kept: [], latest: undefined }
+    const last = track.kept.at(-1)
+    if (!last || sample.atMs - last.atMs >= this.#limits.intervalMsMin) {
+      track.kept.push(sample)
+      track.latest = undefined
+    } else {
+      track.latest = sample
     }
-    return list
+    const oldest = sample.atMs - this.#limits.keepMs
+    const stale = track.kept.findIndex((s) => s.atMs >= oldest)
+    if (stale > 0) track.kept.splice(0, stale)
+    this.#tracks.set(key, track)
+    while (this.#tracks.size > this.#limits.queuesMax) {
+      const first = this.#tracks.keys().next().value as string
+      this.#tracks.delete(first)
+    }
+    return track.latest ? [...track.kept, track.latest] : track.kept
   }
 
   get size(): number {
-    return this.#samples.size
+    return this.#tracks.size
   }
 }
 

@@ -23,8 +23,13 @@ export interface AdminActions {
   redriveQueue(name: string): void
 }
 
-/** The span of the share chart. */
-export const CHART_SPAN_MS = 10 * 60_000
+/** The share chart spans the history it has, from one minute up to ten. */
+export const CHART_SPAN_MS_MIN = 60_000
+export const CHART_SPAN_MS_MAX = 10 * 60_000
+
+function chartSpanMs(firstMs: number, lastMs: number): number {
+  return Math.min(CHART_SPAN_MS_MAX, Math.max(CHART_SPAN_MS_MIN, lastMs - firstMs))
+}
 
 function table(headers: readonly string[], rows: readonly HTMLElement[], testId: string): HTMLElement {
   return h(
@@ -403,7 +408,7 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
           weights,
           'weights',
         ),
-    h('h3', {}, 'Target (dashed) vs achieved share per weight, last 10 minutes'),
+    h('h3', {}, 'Target (dashed) vs achieved share per weight'),
     shareChart(q),
     h('h3', {}, 'Partitions'),
     table(['partition', 'group', 'leader', 'messages', 'lease window'], partitions, 'partitions'),
@@ -456,7 +461,9 @@ function swatch(weight: number): SVGElement {
 }
 
 function shareChart(q: QueueDetail): HTMLElement {
-  const box = { width: 600, height: 160, spanMs: CHART_SPAN_MS, endMs: q.history.at(-1)?.atMs ?? 0 }
+  const endMs = q.history.at(-1)?.atMs ?? 0
+  const spanMs = chartSpanMs(q.history[0]?.atMs ?? endMs, endMs)
+  const box = { width: 600, height: 160, spanMs, endMs }
   const lines = shareLines(q.history, box)
   const grid = [0, 0.25, 0.5, 0.75, 1].map((share) =>
     s('line', {
@@ -494,7 +501,7 @@ function shareChart(q: QueueDetail): HTMLElement {
     h(
       'figcaption',
       {},
-      `${q.history.length} samples; y from 0% to 100%. `,
+      `last ${duration(spanMs)}, ${q.history.length} samples; y from 0% to 100%. `,
       ...q.weights.map((w) => h('span', { class: 'legend' }, swatch(w.weight), ` weight ${w.weight}`)),
     ),
   )
