@@ -52,7 +52,7 @@ describe('the web console in a browser', () => {
   async function rowFigures(row: string): Promise<Figures> {
     const cells = page.getByTestId(row)
     const read = async (field: string) =>
-      Number((await cells.locator(`[data-field="${field}"]`).innerText()).replace(/,/g, ''))
+      Number(((await cells.locator(`[data-field="${field}"]`).textContent()) ?? '').replace(/,/g, ''))
     return {
       ready: await read('ready'),
       delayed: await read('delayed'),
@@ -68,7 +68,7 @@ describe('the web console in a browser', () => {
   function mismatch(view: 'cluster' | 'groups'): () => Promise<string> {
     return async () => {
       const c = await api<ClusterFigures>('/api/cluster')
-      const text = (testId: string) => page.getByTestId(testId).innerText()
+      const text = async (testId: string) => (await page.getByTestId(testId).textContent()) ?? ''
       let shown: string[]
       let expected: string[]
       if (view === 'cluster') {
@@ -78,7 +78,7 @@ describe('the web console in a browser', () => {
         shown = []
         for (const g of c.groups) {
           const row = page.getByTestId(`group-${g.groupId}`)
-          const field = (f: string) => row.locator(`[data-field="${f}"]`).innerText()
+          const field = (f: string) => row.locator(`[data-field="${f}"]`).textContent()
           shown.push(
             `${g.groupId}:${await field('leader')}:${await field('commit')}:${await field('partitions')}`,
           )
@@ -147,10 +147,10 @@ describe('the web console in a browser', () => {
 
   it('asks for a token, then shows the cluster and its groups as the API reports them', async () => {
     await page.goto(`${base}/`)
-    await expect.poll(() => page.getByTestId('error').innerText()).toMatch(/UNAUTHENTICATED.*enter a token/)
+    await expect.poll(() => page.getByTestId('error').textContent()).toMatch(/UNAUTHENTICATED.*enter a token/)
     await page.getByTestId('token').fill(VIEWER)
     await page.getByTestId('use-token').click()
-    await expect.poll(() => page.getByTestId('session').innerText()).toMatch(/token "viewer".*read-only/)
+    await expect.poll(() => page.getByTestId('session').textContent()).toMatch(/token "viewer".*read-only/)
     // The controller may still be balancing leaders: page and API agree once it settled.
     await expect.poll(mismatch('cluster'), { timeout: 20_000 }).toBe('')
     const cluster = await api<ClusterFigures>('/api/cluster')
@@ -238,19 +238,21 @@ describe('the web console in a browser', () => {
 
     await page.getByTestId('token').fill(ADMIN)
     await page.getByTestId('use-token').click()
-    await expect.poll(() => page.getByTestId('session').innerText()).toMatch(/token "ops".*admin/)
+    await expect.poll(() => page.getByTestId('session').textContent()).toMatch(/token "ops".*admin/)
     await page.getByTestId('purge').click()
     await expect(page.getByTestId('confirm').isVisible()).resolves.toBe(true)
     await page.getByTestId('confirm-no').click()
-    await expect.poll(() => page.getByTestId('notice').innerText()).toBe('cancelled')
+    await expect.poll(() => page.getByTestId('notice').textContent()).toBe('cancelled')
     expect((await api<{ depth: Figures }>(`/api/queues/${QUEUE}`)).depth.ready).toBe(ready + 10)
 
     await page.getByTestId('purge').click()
-    await expect.poll(() => page.getByTestId('confirm-text').innerText()).toMatch(/ready and delayed message/)
+    await expect
+      .poll(() => page.getByTestId('confirm-text').textContent())
+      .toMatch(/ready and delayed message/)
     await page.screenshot({ path: join(SCREENSHOTS, 'confirm.png') })
     await page.getByTestId('confirm-yes').click()
     await expect
-      .poll(() => page.getByTestId('notice').innerText())
+      .poll(() => page.getByTestId('notice').textContent())
       .toBe(`purged ${ready + 10} ready and delayed messages of ${QUEUE}`)
     await expect
       .poll(() => rowFigures('queue-depth'))
