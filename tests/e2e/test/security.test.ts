@@ -22,6 +22,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
     const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
     expect(made.code, made.err).toBe(0)
     ca = readFileSync(join(certs, 'ca.crt'))
+    http = `127.0.0.1:${await freePort()}`
     const authFile = join(dir, 'tokens.json')
     writeFileSync(
       authFile,
@@ -46,7 +47,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
         '--tls-ca',
         join(certs, 'ca.crt'),
         '--http-listen',
-        (http = `127.0.0.1:${await freePort()}`),
+        http,
       ],
       healthCredentials: credentials.createSsl(ca),
     })
