@@ -263,4 +263,20 @@ describe('the web console in a browser', () => {
     })
     await page.screenshot({ path: join(SCREENSHOTS, 'purged.png'), fullPage: true })
   })
+
+  it('scales the data groups from the groups view, after a confirmation', async () => {
+    await page.getByRole('link', { name: 'Data groups' }).click()
+    await page.getByTestId('scale-groups').fill('4')
+    await page.getByTestId('scale').click()
+    await expect.poll(() => page.getByTestId('confirm-text').textContent()).toMatch(/Scale to 4 data groups/)
+    await page.getByTestId('confirm-yes').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toMatch(/^scaling to 4 data groups: /)
+    await expect
+      .poll(async () => (await api<ClusterFigures>('/api/cluster', ADMIN)).groups.length, { timeout: 20_000 })
+      .toBe(4)
+    await expect.poll(() => page.locator('[data-testid^="group-"]').count(), { timeout: 10_000 }).toBe(4)
+    await page.getByRole('link', { name: 'Cluster' }).click()
+    await expect.poll(() => page.getByTestId('group-count').textContent()).toBe('4')
+    await page.screenshot({ path: join(SCREENSHOTS, 'scaled.png'), fullPage: true })
+  })
 })

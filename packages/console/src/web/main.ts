@@ -125,7 +125,10 @@ async function render(route: Route, forms: boolean): Promise<void> {
     }
   }
   if (mine !== generation) return
-  byId('view').replaceChildren(view)
+  // A control of the view in use (a leader being picked) is not redrawn under the user's hand.
+  const active = document.activeElement
+  const busy = active instanceof HTMLSelectElement && byId('view').contains(active)
+  if (!busy) byId('view').replaceChildren(view)
   if (forms) byId('forms').replaceChildren(...(form ? [form] : []))
   byId('updated').textContent = `updated ${new Date().toLocaleTimeString()}`
   byId('updated').dataset.at = String(Date.now())
