@@ -33,6 +33,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file, tickMs: '10' })).toMatchObject({ tickMs: 10, electionTicks: 20 })
   })
 
+  it('serves the console by default; a config file or --no-console turns it off', () => {
+    expect(loadConfig(base).console).toBe(true)
+    expect(loadConfig({ ...base, console: false }).console).toBe(false)
+    const file = join(dir, 'no-console.json')
+    writeFileSync(file, JSON.stringify({ ...base, console: false }))
+    expect(loadConfig({ config: file }).console).toBe(false)
+    expect(() => loadConfig({ ...base, console: 'maybe' })).toThrow(/console must be true or false/)
+  })
+
   it.each([
     [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
     [{ ...base, listen: 'nowhere' }, /listen: address "nowhere"/],

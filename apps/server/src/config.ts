@@ -33,6 +33,8 @@ export interface ServerConfig {
   readonly snapshotEntries: number
   /** `host:port` of the HTTP server for /metrics, /healthz and /readyz; '' = none. */
   readonly httpListen: string
+  /** Serve the web console and its JSON API on the HTTP port (`--no-console` turns it off). */
+  readonly console: boolean
   /** The least severe log level written. */
   readonly logLevel: LogLevel
   /** `json` (one object per line, for machines) or `pretty` (for people, in dev). */
@@ -63,6 +65,7 @@ export const CONFIG_DEFAULTS = {
   peerToken: '',
   snapshotEntries: 50_000,
   httpListen: '',
+  console: true,
   logLevel: 'info',
   logFormat: 'json',
   authFile: '',
@@ -92,6 +95,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'peerToken',
   'snapshotEntries',
   'httpListen',
+  'console',
   'logLevel',
   'logFormat',
   'authFile',
@@ -213,6 +217,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
+    console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
     logFormat: oneOf(raw, 'logFormat', LOG_FORMATS),
     authFile,

@@ -63,6 +63,9 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     options.out(
       `  metrics:  curl http://${options.host}:${options.httpBasePort}/metrics   (/healthz, /readyz)`,
     )
+    options.out(
+      `  console:  http://${options.host}:${options.httpBasePort}/console/   (read-only without --auth-file)`,
+    )
   }
   options.out('  stop:     Ctrl-C')
   const stop = () => {

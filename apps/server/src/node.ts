@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { Server } from '@grpc/grpc-js'
+import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
   DataGroupMachine,
   type DataGroupPort,
@@ -97,6 +97,8 @@ export class MqNode {
   readonly health = new HealthRegistry()
   readonly log: Logger
   readonly metrics: NodeMetrics
+  /** Who may call what: the gRPC server's checks, shared with the console API. */
+  readonly access: AccessControl
   readonly #credentials: NodeCredentials
   readonly #metaTokens = new MetaTokenTable()
   readonly #server: Server
@@ -126,7 +128,7 @@ export class MqNode {
     this.log = options.log ?? silentLogger()
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
-    const access = new AccessControl({
+    this.access = new AccessControl({
       peerToken: config.peerToken,
       tokens: options.tokens,
       metaTokens: () =>
@@ -138,7 +140,7 @@ export class MqNode {
       // Outermost first in effect last: the RPC interceptor times and logs what auth refuses too.
       interceptors: [
         rpcInterceptor(this.metrics, this.log, config.nodeId),
-        authInterceptor(access, this.log),
+        authInterceptor(this.access, this.log),
       ],
     })
     let seed = 0
@@ -177,6 +179,11 @@ export class MqNode {
 
   get port(): number {
     return this.#port
+  }
+
+  /** Credentials for calling this cluster as a client (TLS settings as for peers). */
+  clientCredentials(): ChannelCredentials {
+    return this.#credentials.peer()
   }
 
   /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { createProgram, type ProgramIo } from './program'
 
@@ -35,5 +38,31 @@ describe('mq-server program', () => {
     })
     expect(io.code).toBe(2)
     expect(io.errors.join('\n')).toMatch(/dataDir is required/)
+  })
+
+  it("lets a config file's console setting stand unless --no-console is given", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-program-'))
+    const file = join(dir, 'mq.json')
+    // A complete config but for two bad settings, console checked before logLevel.
+    const settings = {
+      nodeId: 'n1',
+      listen: '127.0.0.1:7001',
+      dataDir: join(dir, 'd'),
+      initialMeta: 'n1=127.0.0.1:7001',
+    }
+    writeFileSync(file, JSON.stringify({ ...settings, console: 'maybe', logLevel: 'loud' }))
+    const io = capture()
+    await createProgram(io).parseAsync(['start', '--config', file], { from: 'user' })
+    expect([io.code, io.errors.join('\n')]).toEqual([
+      2,
+      expect.stringMatching(/console must be true or false/),
+    ])
+    const flagged = capture()
+    await createProgram(flagged).parseAsync(['start', '--config', file, '--no-console'], { from: 'user' })
+    expect([flagged.code, flagged.errors.join('\n')]).toEqual([
+      2,
+      expect.stringMatching(/logLevel must be one of/),
+    ])
+    rmSync(dir, { recursive: true, force: true })
   })
 })

@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url'
 import { Command, InvalidArgumentError } from 'commander'
 import { loadTokenFile } from './auth/token-file'
 import { ConfigError, loadConfig } from './config'
+import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
 import { makeDevCerts } from './dev-certs'
 import { runDevCluster } from './dev-cluster'
 import { type HttpServer, startHttpServer } from './http/http-server'
@@ -39,6 +40,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--tick-ms <ms>', 'Raft tick length')
     .option('--peer-token <secret>', 'shared secret peers must present (required with --auth-file)')
     .option('--http-listen <host:port>', 'serve /metrics, /healthz and /readyz over HTTP here (default: off)')
+    .option('--no-console', 'do not serve the web console (/console/) and its API (/api/) on the HTTP port')
     .option('--log-level <level>', 'fatal, error, warn, info (default), debug or trace')
     .option('--log-format <format>', 'json (default) or pretty')
     .option('--auth-file <file>', 'client tokens and their roles (JSON); without it clients need no token')
@@ -62,19 +64,33 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       let node: MqNode
       let log: Logger | undefined
       let http: HttpServer | undefined
+      let webConsole: ConsoleRoutes | undefined
       try {
-        const config = loadConfig(flags)
+        // Commander sets `console: true` unless --no-console is given: only `false` is a choice
+        // (so that a config file's `"console": false` holds).
+        const { console: consoleFlag, ...rest } = flags
+        const config = loadConfig(consoleFlag === false ? { ...rest, console: false } : rest)
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
         node = new MqNode(config, { log, ...(tokens ? { tokens } : {}) })
         // HTTP first: a taken HTTP port fails the start before the node binds or opens anything
         // (until the node serves, /readyz answers 503 and /healthz 200).
         if (config.httpListen) {
+          if (config.console) {
+            webConsole = consoleRoutes({
+              nodeId: config.nodeId,
+              advertise: config.advertise,
+              access: node.access,
+              credentials: node.clientCredentials(),
+              log,
+            })
+          }
           http = await startHttpServer({
             listen: config.httpListen,
             metrics: node.metrics,
             view: node.view(),
             log,
+            ...(webConsole ? { console: webConsole } : {}),
           })
         }
         await node.start()
@@ -92,6 +108,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           listen: c.listen,
           dataDir: c.dataDir,
           http: c.httpListen || 'off',
+          console: c.httpListen && c.console ? `http://${c.httpListen}/console/` : 'off',
           tls: c.tlsCert ? (c.tlsClientAuth ? 'mutual' : 'on') : 'off',
           auth: c.authFile ? 'tokens' : 'off',
         },
@@ -99,7 +116,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       )
       const shutdown = () => {
         log.info(`mq-server: node ${c.nodeId} stopping`)
-        void Promise.all([node.stop(), http?.close()]).then(() => io.exit(0))
+        void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(() => io.exit(0))
       }
       process.once('SIGTERM', shutdown)
       process.once('SIGINT', shutdown)

@@ -16,7 +16,15 @@ function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
     },
     read: async () => state,
     leaderId: () => (leader ? 'n1' : 'n2'),
-    liveness: () => ({ alive: (id) => id !== 'n3', lastHeartbeatMs: () => 5 }),
+    liveness: () => ({
+      alive: (id) => id !== 'n3',
+      lastHeartbeatMs: () => 5,
+      // n2 leads group 1 and reported its indexes; n1 reported others (not the leader's).
+      groupIndexes: (id, groupId) =>
+        groupId === 1 && id === 'n2'
+          ? { commitIndex: 40, appliedIndex: 38 }
+          : { commitIndex: 1, appliedIndex: 1 },
+    }),
   }
 }
 
@@ -53,7 +61,12 @@ describe('meta handlers', () => {
     expect(route.partitions[0]?.replicas.map((r) => r.nodeId)).toEqual(['n1', 'n2', 'n3'])
     const routes = (await call(h, 'getRoutes', { queues: ['jobs', 'missing'] })) as { routes: QueueRoute[] }
     expect(routes.routes.map((r) => r.queue)).toEqual(['jobs'])
-    const status = (await call(h, 'clusterStatus', {})) as { nodes: { nodeId: string; alive: boolean }[] }
+    const status = (await call(h, 'clusterStatus', {})) as {
+      nodes: { nodeId: string; alive: boolean }[]
+      groups: { groupId: number; commitIndex: number; appliedIndex: number }[]
+    }
+    // The indexes of a group are its leader's report.
+    expect(status.groups).toMatchObject([{ groupId: 1, commitIndex: 40, appliedIndex: 38 }])
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

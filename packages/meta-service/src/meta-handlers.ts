@@ -93,11 +93,12 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     }),
     clusterStatus: unary(async () => {
       const state = await meta.read()
+      const liveness = meta.liveness()
       return {
         metaLeaderId: meta.leaderId(),
         routeEpoch: state.routeEpoch,
-        nodes: nodeStatusesOf(state, meta.liveness()),
-        groups: groupStatusesOf(state),
+        nodes: nodeStatusesOf(state, liveness),
+        groups: groupStatusesOf(state, liveness),
         ...(state.scale ? { scale: scaleProgress(state) } : {}),
         moves: state.moves().map((m) => ({
           moveId: m.moveId,

@@ -38,6 +38,8 @@ export function replicasOf(state: MetaState, group: GroupRecord): Replica[] {
 export interface Liveness {
   alive(nodeId: string): boolean
   lastHeartbeatMs(nodeId: string): number
+  /** The commit and applied index `nodeId` last reported for its replica of `groupId`, if any. */
+  groupIndexes?(nodeId: string, groupId: number): { commitIndex: number; appliedIndex: number } | undefined
 }
 
 export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus[] {
@@ -55,8 +57,12 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
   }))
 }
 
-/** Each data group's status; `state` is removing (scale plan), changing (replicas), electing or active. */
-export function groupStatusesOf(state: MetaState): GroupStatus[] {
+/**
+ * Each data group's status; `state` is removing (scale plan), changing (replicas), electing or
+ * active. The commit and applied index are those the group's leader last reported (0 when it
+ * has not reported since this meta leader took over, or without `liveness`).
+ */
+export function groupStatusesOf(state: MetaState, liveness?: Liveness): GroupStatus[] {
   const counts = state.partitionCounts()
   const removing = new Set(state.scale?.running ? state.scale.removing : [])
   return state.groups().map((g) => ({
@@ -64,8 +70,8 @@ export function groupStatusesOf(state: MetaState): GroupStatus[] {
     leaderId: g.leaderId,
     replicas: replicasOf(state, g),
     term: g.leaderTerm,
-    commitIndex: 0,
-    appliedIndex: 0,
+    commitIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.commitIndex ?? 0,
+    appliedIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.appliedIndex ?? 0,
     partitions: counts.get(g.groupId) ?? 0,
     state: removing.has(g.groupId)
       ? 'removing'

@@ -130,6 +130,8 @@ export interface ClusterOptions {
   readonly smallDisks?: Readonly<Record<string, number>>
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
+  /** More flags for one node (after `serverArgs`), e.g. its own `--http-listen` port. */
+  readonly nodeArgs?: (nodeId: string) => readonly string[]
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
   readonly healthCredentials?: ChannelCredentials
 }
@@ -147,6 +149,7 @@ export class LocalCluster {
   readonly #netns: NetNamespaces | undefined
   /** Data dirs with a tmpfs mounted on them. */
   readonly #mounts: string[] = []
+  #nodeArgs: (nodeId: string) => readonly string[] = () => []
   #healthCredentials: ChannelCredentials | undefined
 
   private constructor(
@@ -185,6 +188,7 @@ export class LocalCluster {
       }
       cluster.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
       cluster.#healthCredentials = options.healthCredentials
+      if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
       for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
         const n = cluster.node(nodeId)
         mountTmpfs(n.dataDir, bytes)
@@ -408,6 +412,7 @@ export class LocalCluster {
         '--tick-ms',
         String(this.#tickMs),
         ...this.#serverArgs,
+        ...this.#nodeArgs(n.nodeId),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import { freePort, LocalCluster } from '../src/cluster'
 import { CLI_MAIN, runSource, SERVER_MAIN } from '../src/run-source'
 
 const ADMIN = 'admin-secret-0123456789'
@@ -16,11 +16,13 @@ describe('a secured cluster through the SDK and the CLI', () => {
   const certs = join(dir, 'certs')
   let ca: Buffer
   let cluster: LocalCluster
+  let http = ''
 
   beforeAll(async () => {
     const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
     expect(made.code, made.err).toBe(0)
     ca = readFileSync(join(certs, 'ca.crt'))
+    http = `127.0.0.1:${await freePort()}`
     const authFile = join(dir, 'tokens.json')
     writeFileSync(
       authFile,
@@ -44,6 +46,8 @@ describe('a secured cluster through the SDK and the CLI', () => {
         join(certs, 'node.key'),
         '--tls-ca',
         join(certs, 'ca.crt'),
+        '--http-listen',
+        http,
       ],
       healthCredentials: credentials.createSsl(ca),
     })
@@ -95,6 +99,31 @@ describe('a secured cluster through the SDK and the CLI', () => {
     } finally {
       await client.close()
     }
+  }, 30_000)
+
+  it("serves the console API over the TLS cluster with the caller's token and roles", async () => {
+    const get = (path: string, token?: string) =>
+      fetch(`http://${http}${path}`, token ? { headers: { authorization: `Bearer ${token}` } } : {})
+    expect((await get('/api/cluster')).status).toBe(401)
+    const status = (await (await get('/api/cluster', APP)).json()) as { nodes: { alive: boolean }[] }
+    expect(status.nodes).toMatchObject([{ alive: true }])
+    expect((await get('/api/queues/orders', APP)).status).toBe(200)
+    // Queue stats need a role on the queue: the gRPC server's check, passed through.
+    const refused = await get('/api/queues/billing', APP)
+    expect([refused.status, ((await refused.json()) as { error: { code: string } }).error.code]).toEqual([
+      403,
+      'PERMISSION_DENIED',
+    ])
+    const purge = (token: string) =>
+      fetch(`http://${http}/api/queues/billing/purge`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      })
+    expect((await purge(APP)).status).toBe(403)
+    expect(await (await purge(ADMIN)).json()).toEqual({
+      ok: true,
+      message: 'purged 0 ready and delayed messages of billing',
+    })
   }, 30_000)
 
   it('mq takes --token/MQ_TOKEN and --tls-ca, and exits 5 when refused', async () => {

@@ -99,6 +99,7 @@ export class Controller {
     return {
       alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
       lastHeartbeatMs: (id: string) => this.#lastSeenMs.get(id) ?? 0,
+      groupIndexes: (id: string, groupId: number) => this.#reports.get(id)?.get(groupId),
     }
   }
 

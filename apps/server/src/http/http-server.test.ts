@@ -78,4 +78,30 @@ describe('the operations HTTP server', () => {
       taken.close()
     }
   })
+
+  it('hands the console its paths (any method) before its own, and keeps /metrics', async () => {
+    const seen: string[] = []
+    const server = await startHttpServer({
+      listen: '127.0.0.1:0',
+      metrics: new NodeMetrics('n1'),
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+      console: {
+        handle: (req, res, path) => {
+          if (!path.startsWith('/api/')) return false
+          seen.push(`${req.method} ${path}`)
+          res.writeHead(204).end()
+          return true
+        },
+        close: async () => {},
+      },
+    })
+    servers.push(server)
+    const base = `http://127.0.0.1:${server.port}`
+    expect((await fetch(`${base}/api/scale?x=1`, { method: 'POST' })).status).toBe(204)
+    expect((await fetch(`${base}/metrics`)).status).toBe(200)
+    const missing = await fetch(`${base}/nope`)
+    expect([missing.status, await missing.text()]).toEqual([404, expect.stringContaining('/console/')])
+    expect(seen).toEqual(['POST /api/scale'])
+  })
 })

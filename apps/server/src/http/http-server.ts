@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
@@ -18,6 +19,7 @@ export interface HttpServer {
  * - `GET /metrics`: Prometheus text exposition of the node's metrics;
  * - `GET /healthz`: 200 while the process is alive and has not stopped after a fatal error (liveness);
  * - `GET /readyz`: 200 when the node is ready (see `readiness`), else 503 with the reasons (readiness).
+ * - with `console`: the web console (`/`, `/console/...`) and its JSON API (`/api/...`).
  * Other paths answer 404, other methods 405. Rejects naming the address when it cannot listen.
  */
 export async function startHttpServer(options: {
@@ -25,10 +27,12 @@ export async function startHttpServer(options: {
   readonly metrics: NodeMetrics
   readonly view: NodeView
   readonly log: Logger
+  readonly console?: ConsoleRoutes
 }): Promise<HttpServer> {
   const { metrics, view, log } = options
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? '/').split('?')[0]
+    const path = (req.url ?? '/').split('?')[0] ?? '/'
+    if (options.console?.handle(req, res, path)) return
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n')
     switch (path) {
       case '/metrics':
@@ -47,7 +51,11 @@ export async function startHttpServer(options: {
         return r.ready ? send(res, 200, 'ready\n') : send(res, 503, `not ready:\n${r.reasons.join('\n')}\n`)
       }
       default:
-        return send(res, 404, 'not found: try /metrics, /healthz or /readyz\n')
+        return send(
+          res,
+          404,
+          `not found: try /metrics, /healthz or /readyz${options.console ? ' or /console/' : ''}\n`,
+        )
     }
   })
   server.maxConnections = CONNECTIONS_MAX

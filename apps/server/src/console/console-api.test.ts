@@ -1,0 +1,277 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { createServer, type Server, type ServerResponse } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { ClusterInfo, QueueDetail, SessionInfo } from '@mq/console'
+import { QueueExistsError, type QueueRoute } from '@mq/protocol'
+import type { MqClient } from '@mq/router-client'
+import { afterEach, describe, expect, it } from 'vitest'
+import { AccessControl } from '../auth/access'
+import { parseTokenFile } from '../auth/token-file'
+import { ConsoleApi } from './console-api'
+import { ConsoleAssets } from './console-assets'
+import { ConsoleClients } from './console-clients'
+
+const ADMIN = 'admin-secret-0123456789'
+const APP = 'app-secret-0123456789'
+const tokens = parseTokenFile(
+  {
+    tokens: [
+      { name: 'ops', token: ADMIN, roles: ['admin'] },
+      { name: 'app', token: APP, roles: ['consumer:jobs'] },
+    ],
+  },
+  'test',
+)
+
+const route: QueueRoute = {
+  queue: 'jobs',
+  queueId: 4,
+  routeEpoch: 9,
+  config: {
+    partitions: 1,
+    visibilityTimeoutMs: 30_000,
+    maxDeliveries: 5,
+    deadLetterQueue: '',
+    messageBytesMax: 0,
+    queueLengthMax: 0,
+    strictPriority: false,
+    dedupWindowMs: 0,
+    engine: 'leveldb',
+  },
+  partitions: [
+    { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },
+  ],
+}
+
+/** A stand-in for the SDK's admin: records what it was asked, answers canned figures. */
+function fakeClient(calls: string[]): MqClient {
+  const admin = {
+    clusterStatus: async () => ({
+      metaLeaderId: 'n1',
+      routeEpoch: 9,
+      nodes: [
+        { nodeId: 'n2', address: 'a2', alive: true, lastHeartbeatMs: 1, groupIds: [1] },
+        { nodeId: 'n1', address: 'a1', alive: false, lastHeartbeatMs: 1, groupIds: [1] },
+      ],
+      groups: [
+        {
+          groupId: 1,
+          leaderId: 'n2',
+          replicas: [],
+          term: 2,
+          commitIndex: 10,
+          appliedIndex: 7,
+          partitions: 1,
+          state: 'active',
+        },
+      ],
+      moves: [],
+    }),
+    listQueues: async () => [route],
+    describeQueue: async (name: string) => {
+      calls.push(`describe ${name}`)
+      return route
+    },
+    queueStats: async () => [
+      {
+        queue: 'jobs',
+        partition: 0,
+        groupId: 1,
+        messages: 6,
+        windowLeases: 0,
+        weights: [
+          {
+            weight: 2,
+            ready: 3,
+            delayed: 1,
+            leased: 1,
+            dead: 1,
+            oldestAgeMs: 50,
+            targetShare: 1,
+            achievedShare: 1,
+          },
+        ],
+      },
+    ],
+    createQueue: async (name: string, config: unknown) => {
+      calls.push(`create ${name} ${JSON.stringify(config)}`)
+      if (name === 'taken') throw new QueueExistsError('queue taken exists')
+      return { ...route, queue: name }
+    },
+    purgeQueue: async (name: string) => {
+      calls.push(`purge ${name}`)
+      return 3
+    },
+    transferLeader: async (groupId: number, to: string) => {
+      calls.push(`transfer ${groupId} ${to}`)
+    },
+  }
+  return { admin, close: async () => {} } as unknown as MqClient
+}
+
+const servers: Server[] = []
+afterEach(() => {
+  for (const s of servers.splice(0)) s.close()
+})
+
+async function serve(auth: boolean): Promise<{ base: string; calls: string[]; opened: string[] }> {
+  const calls: string[] = []
+  const opened: string[] = []
+  const api = new ConsoleApi({
+    nodeId: 'n1',
+    access: new AccessControl({ peerToken: '', tokens: auth ? tokens : undefined }),
+    clients: new ConsoleClients(async (token) => {
+      opened.push(token)
+      return fakeClient(calls)
+    }),
+    nowMs: () => 1_000,
+  })
+  const server = createServer((req, res) => void api.handle(req, res, (req.url ?? '/').split('?')[0] ?? '/'))
+  servers.push(server)
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const address = server.address()
+  return {
+    base: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+    calls,
+    opened,
+  }
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+const post = (token: string, body: unknown) => ({
+  method: 'POST',
+  headers: { ...bearer(token), 'content-type': 'application/json' },
+  body: JSON.stringify(body),
+})
+
+describe('the console API', () => {
+  it('without auth: reads work, every admin action is refused as read-only and reaches nothing', async () => {
+    const { base, calls } = await serve(false)
+    const session = (await (await fetch(`${base}/api/session`)).json()) as SessionInfo
+    expect(session).toEqual({ nodeId: 'n1', auth: false, tokenName: '', roles: [], admin: false })
+    const cluster = (await (await fetch(`${base}/api/cluster`)).json()) as ClusterInfo
+    expect(cluster.nodes.map((n) => [n.nodeId, n.leaderOf])).toEqual([
+      ['n1', [0]],
+      ['n2', [1]],
+    ])
+    expect(cluster.groups[0]).toMatchObject({ applyLag: 3, partitions: ['jobs/0'] })
+    const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
+    expect(refused.status).toBe(403)
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')
+    expect(calls.filter((c) => c.startsWith('purge'))).toEqual([])
+  })
+
+  it('with auth: 401 without a token or with an unknown one, reads with any known token', async () => {
+    const { base, opened } = await serve(true)
+    expect((await fetch(`${base}/api/cluster`)).status).toBe(401)
+    expect((await fetch(`${base}/api/cluster`, { headers: bearer('wrong-token') })).status).toBe(401)
+    expect(opened).toEqual([])
+    const session = (await (
+      await fetch(`${base}/api/session`, { headers: bearer(APP) })
+    ).json()) as SessionInfo
+    expect(session).toMatchObject({ auth: true, tokenName: 'app', roles: ['consumer:jobs'], admin: false })
+    const detail = (await (
+      await fetch(`${base}/api/queues/jobs`, { headers: bearer(APP) })
+    ).json()) as QueueDetail
+    expect(detail.depth).toEqual({ ready: 3, delayed: 1, leased: 1, dead: 1, oldestAgeMs: 50 })
+    expect(detail.partitions).toEqual([
+      { partition: 0, groupId: 1, leaderId: 'n2', messages: 6, windowLeases: 0 },
+    ])
+    expect(detail.history).toHaveLength(1)
+    expect(opened).toEqual([APP])
+  })
+
+  it('with auth: admin actions need the admin role, and pass the admin token on to the cluster', async () => {
+    const { base, calls, opened } = await serve(true)
+    const denied = await fetch(`${base}/api/queues/jobs/purge`, post(APP, {}))
+    expect(denied.status).toBe(403)
+    expect(calls).toEqual([])
+    const purged = await fetch(`${base}/api/queues/jobs/purge`, post(ADMIN, {}))
+    expect(await purged.json()).toEqual({ ok: true, message: 'purged 3 ready and delayed messages of jobs' })
+    const moved = await fetch(`${base}/api/groups/1/transfer`, post(ADMIN, { toNodeId: 'n3' }))
+    expect(moved.status).toBe(200)
+    expect(calls).toEqual(['purge jobs', 'transfer 1 n3'])
+    expect(opened).toEqual([ADMIN])
+  })
+
+  it('refuses bad input with 400 and a reason before calling the cluster; maps cluster errors', async () => {
+    const { base, calls } = await serve(true)
+    const cases: [string, unknown][] = [
+      ['/api/queues', { name: '' }],
+      ['/api/queues', { name: 'q', config: { partitions: -1 } }],
+      ['/api/queues', { name: 'q', config: { colour: 'red' } }],
+      ['/api/queues', [1, 2]],
+      ['/api/queues/jobs/update', {}],
+      ['/api/queues/jobs/update', { partitions: 3 }],
+      ['/api/scale', { groups: 0 }],
+      ['/api/groups/x/transfer', { toNodeId: 'n2' }],
+      ['/api/groups/1/transfer', { toNodeId: '' }],
+    ]
+    for (const [path, body] of cases) {
+      const r = await fetch(`${base}${path}`, post(ADMIN, body))
+      expect([path, r.status]).toEqual([path, 400])
+    }
+    const notJson = await fetch(`${base}/api/scale`, {
+      method: 'POST',
+      headers: { ...bearer(ADMIN), 'content-type': 'application/json' },
+      body: '{',
+    })
+    expect(notJson.status).toBe(400)
+    const big = await fetch(`${base}/api/scale`, post(ADMIN, { groups: 1, pad: 'x'.repeat(70_000) }))
+    expect(big.status).toBe(413)
+    expect(calls).toEqual([])
+    const exists = await fetch(
+      `${base}/api/queues`,
+      post(ADMIN, { name: 'taken', config: { partitions: 2 } }),
+    )
+    expect(exists.status).toBe(409)
+    expect(calls).toEqual(['create taken {"partitions":2}'])
+    expect((await fetch(`${base}/api/nothing`, { headers: bearer(ADMIN) })).status).toBe(404)
+    expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)
+  })
+})
+
+describe('the console assets', () => {
+  it('redirects / to the page, serves the built files with a strict policy, and nothing else', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-console-'))
+    writeFileSync(join(dir, 'index.html'), '<!doctype html><title>mq</title>')
+    writeFileSync(join(dir, 'app.js'), 'void 0')
+    writeFileSync(join(dir, 'notes.txt'), 'not served')
+    const assets = new ConsoleAssets(dir)
+    const server = createServer((req, res) => {
+      if (!assets.serve((req.url ?? '/').split('?')[0] ?? '/', res)) res.writeHead(418).end()
+    })
+    servers.push(server)
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const a = server.address()
+    const base = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+    const root = await fetch(`${base}/`, { redirect: 'manual' })
+    expect([root.status, root.headers.get('location')]).toEqual([302, '/console/'])
+    const page = await fetch(`${base}/console/`)
+    expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8')
+    expect(page.headers.get('content-security-policy')).toMatch(/default-src 'none'; script-src 'self'/)
+    expect(await page.text()).toContain('<title>mq</title>')
+    expect((await fetch(`${base}/console/app.js`)).headers.get('content-type')).toMatch(/^text\/javascript/)
+    expect((await fetch(`${base}/console/notes.txt`)).status).toBe(404)
+    expect((await fetch(`${base}/console/..%2Findex.html`)).status).toBe(404)
+    expect((await fetch(`${base}/metrics`)).status).toBe(418)
+  })
+
+  it('says how to build the page when it was not built', async () => {
+    const assets = new ConsoleAssets(join(tmpdir(), 'mq-console-missing-dir'))
+    expect(assets.missing).toBe(true)
+    let status = 0
+    let body = ''
+    const res = {
+      writeHead: (code: number) => {
+        status = code
+      },
+      end: (text: string) => {
+        body = text
+      },
+    } as unknown as ServerResponse
+    expect(assets.serve('/console/', res)).toBe(true)
+    expect([status, body]).toEqual([404, expect.stringContaining('pnpm --filter @mq/console build')])
+  })
+})

@@ -1,0 +1,440 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { Metadata } from '@grpc/grpc-js'
+import type {
+  ActionResult,
+  ClusterInfo,
+  QueueConfigInfo,
+  QueueDetail,
+  QueueSummary,
+  SessionInfo,
+  UpdateQueueBody,
+} from '@mq/console'
+import { formatRole } from '@mq/meta-service'
+import type { QueueConfig, QueueRoute } from '@mq/protocol'
+import type { MqClient } from '@mq/router-client'
+import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
+import { ApiRequestError, httpError } from './api-errors'
+import type { ConsoleClients } from './console-clients'
+import { queueFigures } from './queue-depth'
+import { netRatePerS, QueueHistory } from './queue-history'
+
+/** A JSON body larger than this is refused (the admin actions' bodies are a few hundred bytes). */
+export const BODY_BYTES_MAX = 64 * 1024
+/** `GET /api/queues` reads the stats of this many queues at most (the rest are listed without). */
+export const QUEUES_WITH_STATS_MAX = 50
+/** Queue names the API accepts (the meta service checks its own rules on create). */
+const NAME_MAX = 256
+
+const NUMBER_KEYS = [
+  'partitions',
+  'visibilityTimeoutMs',
+  'maxDeliveries',
+  'messageBytesMax',
+  'queueLengthMax',
+  'dedupWindowMs',
+] as const
+const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
+const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
+  'visibilityTimeoutMs',
+  'maxDeliveries',
+  'deadLetterQueue',
+  'messageBytesMax',
+  'queueLengthMax',
+  'strictPriority',
+  'dedupWindowMs',
+]
+
+export interface ConsoleApiOptions {
+  readonly nodeId: string
+  readonly access: AccessControl
+  readonly clients: ConsoleClients
+  readonly history?: QueueHistory
+  readonly nowMs?: () => number
+}
+
+interface Caller {
+  readonly token: string
+  readonly principal: Principal
+}
+
+/**
+ * The console's JSON API under `/api/`. Reads (GET) and admin actions (POST, JSON body) go
+ * to the cluster through the SDK with the caller's token, so the gRPC server checks them with
+ * the same AccessControl as any client; the API itself first authenticates the bearer token
+ * (401 for an unknown one, or for none when auth is on) and refuses admin actions unless
+ * auth is on and the token has the admin role (403). Without `--auth-file` the console is
+ * read-only. Every error answers `{ error: { code, message } }`.
+ */
+export class ConsoleApi {
+  readonly #options: ConsoleApiOptions
+  readonly #history: QueueHistory
+  readonly #nowMs: () => number
+
+  constructor(options: ConsoleApiOptions) {
+    this.#options = options
+    this.#history = options.history ?? new QueueHistory()
+    this.#nowMs = options.nowMs ?? Date.now
+  }
+
+  /** Answers one request whose path starts with `/api/`. Never rejects. */
+  async handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    try {
+      const body = await this.#route(req, path)
+      sendJson(res, 200, body)
+    } catch (error) {
+      const e = httpError(error)
+      sendJson(res, e.status, { error: { code: e.code, message: e.message } })
+    }
+  }
+
+  async #route(req: IncomingMessage, path: string): Promise<unknown> {
+    const caller = this.#authenticate(req)
+    const parts = path.slice('/api/'.length).split('/').map(decodePart)
+    const [first, second, third] = parts
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      if (parts.length === 1 && first === 'session') return this.#session(caller)
+      if (parts.length === 1 && first === 'cluster') return this.#cluster(await this.#client(caller))
+      if (parts.length === 1 && first === 'queues') return this.#queues(await this.#client(caller))
+      if (parts.length === 2 && first === 'queues')
+        return this.#queue(await this.#client(caller), name(second))
+      throw notFound(path)
+    }
+    if (req.method !== 'POST')
+      throw new ApiRequestError(405, 'METHOD_NOT_ALLOWED', 'use GET to read and POST for actions')
+    const known =
+      (parts.length === 1 && (first === 'queues' || first === 'scale')) ||
+      (parts.length === 3 &&
+        first === 'queues' &&
+        ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
+      (parts.length === 3 && first === 'groups' && third === 'transfer')
+    if (!known) throw notFound(path)
+    this.#requireAdmin(caller)
+    const body = await readJson(req)
+    const client = await this.#client(caller)
+    if (parts.length === 1 && first === 'queues') return this.#create(client, body)
+    if (first === 'scale') return this.#scale(client, body)
+    if (first === 'groups') return this.#transfer(client, groupId(second), body)
+    const queue = name(second)
+    switch (third) {
+      case 'update':
+        await client.admin.updateQueue(queue, updateOf(body))
+        return done(`updated the settings of ${queue}`)
+      case 'delete':
+        await client.admin.deleteQueue(queue)
+        return done(`deleted queue ${queue}`)
+      case 'purge':
+        return done(`purged ${await client.admin.purgeQueue(queue)} ready and delayed messages of ${queue}`)
+      default:
+        return done(
+          `moved ${await client.admin.redriveDeadLetters(queue)} dead letters of ${queue} back to ready`,
+        )
+    }
+  }
+
+  #authenticate(req: IncomingMessage): Caller {
+    const header = req.headers.authorization
+    const metadata = new Metadata()
+    if (typeof header === 'string' && header !== '') metadata.set(AUTHORIZATION_KEY, header)
+    const principal = this.#options.access.authenticate(metadata)
+    if (this.#options.access.clientAuth && principal.kind === 'anonymous') {
+      throw new ApiRequestError(
+        401,
+        'UNAUTHENTICATED',
+        'this cluster requires a token: enter one in the page',
+      )
+    }
+    const token = this.#options.access.clientAuth ? (/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '') : ''
+    return { token, principal }
+  }
+
+  #requireAdmin(caller: Caller): void {
+    if (!this.#options.access.clientAuth) {
+      throw new ApiRequestError(
+        403,
+        'READ_ONLY',
+        'the console is read-only while clients are not authenticated: start the servers with --auth-file and use an admin token',
+      )
+    }
+    if (!isAdmin(caller.principal)) {
+      const name = caller.principal.kind === 'token' ? caller.principal.name : 'anonymous'
+      throw new ApiRequestError(
+        403,
+        'PERMISSION_DENIED',
+        `token "${name}" may not change the cluster: needs admin`,
+      )
+    }
+  }
+
+  #client(caller: Caller): Promise<MqClient> {
+    return this.#options.clients.get(caller.token)
+  }
+
+  #session(caller: Caller): SessionInfo {
+    const p = caller.principal
+    return {
+      nodeId: this.#options.nodeId,
+      auth: this.#options.access.clientAuth,
+      tokenName: p.kind === 'token' ? p.name : '',
+      roles: p.kind === 'token' ? p.roles.map(formatRole) : [],
+      admin: this.#options.access.clientAuth && isAdmin(p),
+    }
+  }
+
+  async #cluster(client: MqClient): Promise<ClusterInfo> {
+    const [status, queues] = await Promise.all([client.admin.clusterStatus(), client.admin.listQueues()])
+    const held = new Map<number, string[]>()
+    for (const q of queues) {
+      for (const p of q.partitions) {
+        const list = held.get(p.groupId) ?? []
+        list.push(`${q.queue}/${p.partition}`)
+        held.set(p.groupId, list)
+      }
+    }
+    const groups = status.groups
+      .map((g) => ({
+        groupId: g.groupId,
+        leaderId: g.leaderId,
+        term: g.term,
+        replicas: g.replicas.map((r) => ({ nodeId: r.nodeId, learner: r.learner })),
+        commitIndex: g.commitIndex,
+        appliedIndex: g.appliedIndex,
+        applyLag: Math.max(0, g.commitIndex - g.appliedIndex),
+        state: g.state,
+        partitions: (held.get(g.groupId) ?? []).sort(),
+      }))
+      .sort((a, b) => a.groupId - b.groupId)
+    // Group 0 (meta) is not among the data groups: its leader is the meta leader.
+    const leaderOf = (nodeId: string) => [
+      ...(nodeId === status.metaLeaderId ? [0] : []),
+      ...groups.filter((g) => g.leaderId === nodeId).map((g) => g.groupId),
+    ]
+    return {
+      servedBy: this.#options.nodeId,
+      metaLeaderId: status.metaLeaderId,
+      routeEpoch: status.routeEpoch,
+      nodes: status.nodes
+        .map((n) => ({
+          nodeId: n.nodeId,
+          address: n.address,
+          alive: n.alive,
+          lastHeartbeatMs: n.lastHeartbeatMs,
+          groupIds: [...n.groupIds].sort((a, b) => a - b),
+          leaderOf: leaderOf(n.nodeId),
+        }))
+        .sort((a, b) => a.nodeId.localeCompare(b.nodeId)),
+      groups,
+      scale: status.scale ?? null,
+      moves: status.moves.map((m) => ({ ...m })),
+      atMs: this.#nowMs(),
+    }
+  }
+
+  async #queues(client: MqClient): Promise<QueueSummary[]> {
+    const routes = await client.admin.listQueues()
+    return Promise.all(
+      routes.map(async (route, i): Promise<QueueSummary> => {
+        const base = { name: route.queue, config: configOf(route) }
+        if (i >= QUEUES_WITH_STATS_MAX) {
+          return {
+            ...base,
+            depth: null,
+            error: `not read: only the first ${QUEUES_WITH_STATS_MAX} queues' stats are`,
+          }
+        }
+        try {
+          return { ...base, depth: queueFigures(await client.admin.queueStats(route.queue)).depth, error: '' }
+        } catch (error) {
+          return { ...base, depth: null, error: httpError(error).message }
+        }
+      }),
+    )
+  }
+
+  async #queue(client: MqClient, queue: string): Promise<QueueDetail> {
+    const route = await client.admin.describeQueue(queue)
+    const figures = queueFigures(await client.admin.queueStats(queue), route)
+    const history = this.#history.record(`${route.queue}#${route.queueId}`, {
+      atMs: this.#nowMs(),
+      depth: figures.depth,
+      weights: figures.weights.map((w) => ({
+        weight: w.weight,
+        ready: w.ready,
+        targetShare: w.targetShare,
+        achievedShare: w.achievedShare,
+      })),
+    })
+    return {
+      name: route.queue,
+      queueId: route.queueId,
+      routeEpoch: route.routeEpoch,
+      config: configOf(route),
+      ...figures,
+      history,
+      netRatePerS: netRatePerS(history),
+    }
+  }
+
+  async #create(client: MqClient, body: unknown): Promise<ActionResult> {
+    const b = object(body, 'the body')
+    const queue = name(b.name)
+    const config: Partial<QueueConfig> = {}
+    if (b.config !== undefined) {
+      const c = object(b.config, 'config')
+      for (const [key, value] of Object.entries(c)) {
+        if ((NUMBER_KEYS as readonly string[]).includes(key))
+          Object.assign(config, { [key]: count(value, key) })
+        else if ((STRING_KEYS as readonly string[]).includes(key))
+          Object.assign(config, { [key]: text(value, key) })
+        else if (key === 'strictPriority') config.strictPriority = flag(value, key)
+        else throw badRequest(`config.${key} is not a queue setting`)
+      }
+    }
+    const route = await client.admin.createQueue(queue, config)
+    return done(`created queue ${route.queue} with ${route.partitions.length} partitions`)
+  }
+
+  async #scale(client: MqClient, body: unknown): Promise<ActionResult> {
+    const groups = count(object(body, 'the body').groups, 'groups')
+    if (groups < 1) throw badRequest('groups must be at least 1')
+    const plan = await client.admin.scaleDataGroups(groups)
+    return done(
+      `scaling to ${groups} data groups: ${plan ? `${plan.movesTotal} partition moves planned` : 'nothing to do'}`,
+    )
+  }
+
+  async #transfer(client: MqClient, group: number, body: unknown): Promise<ActionResult> {
+    const to = text(object(body, 'the body').toNodeId, 'toNodeId')
+    if (to === '') throw badRequest('toNodeId is required: the node that should lead the group')
+    await client.admin.transferLeader(group, to)
+    return done(`asked group ${group} to hand its leadership to ${to}`)
+  }
+}
+
+function isAdmin(p: Principal): boolean {
+  return p.kind === 'token' && p.roles.some((r) => r.role === 'admin')
+}
+
+function configOf(route: QueueRoute): QueueConfigInfo {
+  const c = route.config
+  return {
+    partitions: c?.partitions ?? route.partitions.length,
+    visibilityTimeoutMs: c?.visibilityTimeoutMs ?? 0,
+    maxDeliveries: c?.maxDeliveries ?? 0,
+    deadLetterQueue: c?.deadLetterQueue ?? '',
+    messageBytesMax: c?.messageBytesMax ?? 0,
+    queueLengthMax: c?.queueLengthMax ?? 0,
+    strictPriority: c?.strictPriority ?? false,
+    dedupWindowMs: c?.dedupWindowMs ?? 0,
+    engine: c?.engine ?? '',
+  }
+}
+
+function updateOf(body: unknown): UpdateQueueBody {
+  const b = object(body, 'the body')
+  const update: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(b)) {
+    if (!(UPDATE_KEYS as readonly string[]).includes(key)) {
+      throw badRequest(`${key} cannot be updated; updatable: ${UPDATE_KEYS.join(', ')}`)
+    }
+    update[key] =
+      key === 'deadLetterQueue'
+        ? text(value, key)
+        : key === 'strictPriority'
+          ? flag(value, key)
+          : count(value, key)
+  }
+  if (Object.keys(update).length === 0) throw badRequest(`give at least one of ${UPDATE_KEYS.join(', ')}`)
+  return update as UpdateQueueBody
+}
+
+function done(message: string): ActionResult {
+  return { ok: true, message }
+}
+
+function badRequest(message: string): ApiRequestError {
+  return new ApiRequestError(400, 'INVALID_ARGUMENT', message)
+}
+
+function notFound(path: string): ApiRequestError {
+  return new ApiRequestError(404, 'NOT_FOUND', `no API at ${path}; see the console README for the routes`)
+}
+
+function decodePart(part: string): string {
+  try {
+    return decodeURIComponent(part)
+  } catch {
+    throw badRequest(`bad percent-encoding in the path: ${part}`)
+  }
+}
+
+function name(value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > NAME_MAX) {
+    throw badRequest(`a queue name must be 1 to ${NAME_MAX} characters`)
+  }
+  return value
+}
+
+function groupId(value: string | undefined): number {
+  const n = Number(value)
+  if (!/^\d+$/.test(value ?? '') || !Number.isSafeInteger(n)) throw badRequest(`not a group id: ${value}`)
+  return n
+}
+
+function object(value: unknown, what: string): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest(`${what} must be a JSON object`)
+  return value as Record<string, unknown>
+}
+
+function count(value: unknown, key: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw badRequest(`${key} must be a whole number ≥ 0, got ${JSON.stringify(value)}`)
+  }
+  return value
+}
+
+function text(value: unknown, key: string): string {
+  if (typeof value !== 'string' || value.length > NAME_MAX)
+    throw badRequest(`${key} must be a string of at most ${NAME_MAX} characters`)
+  return value
+}
+
+function flag(value: unknown, key: string): boolean {
+  if (typeof value !== 'boolean') throw badRequest(`${key} must be true or false`)
+  return value
+}
+
+/** Reads a JSON body of at most BODY_BYTES_MAX bytes; an empty body is `{}`. */
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const type = req.headers['content-type'] ?? ''
+  const chunks: Buffer[] = []
+  let bytes = 0
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    bytes += chunk.length
+    if (bytes > BODY_BYTES_MAX) {
+      // The rest is read and dropped (the server's request timeout bounds it), so the client gets the answer.
+      req.resume()
+      throw new ApiRequestError(413, 'BODY_TOO_LARGE', `the body is over ${BODY_BYTES_MAX} bytes`)
+    }
+    chunks.push(chunk)
+  }
+  if (bytes === 0) return {}
+  if (!type.startsWith('application/json')) {
+    throw new ApiRequestError(415, 'UNSUPPORTED_MEDIA_TYPE', 'send the body as application/json')
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  } catch (error) {
+    throw badRequest(`the body is not JSON: ${(error as Error).message}`)
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+  })
+  res.end(text)
+}

@@ -1,0 +1,74 @@
+import type { Depth, PartitionInfo, WeightInfo } from '@mq/console'
+import type { PartitionStats, QueueRoute } from '@mq/protocol'
+
+/** A queue's figures summed over its partitions. */
+export interface QueueFigures {
+  readonly depth: Depth
+  /** Sorted by weight. */
+  readonly weights: readonly WeightInfo[]
+  readonly partitions: readonly PartitionInfo[]
+}
+
+/**
+ * Sums the per-partition stats of one queue: counts add up, the oldest age is the largest.
+ * Shares are averaged over the partitions weighted by each partition's lease window (so the
+ * achieved share is the fraction of the queue's recent leases the weight got, and the target
+ * the fraction it should have got); when no partition leased anything recently, every
+ * partition counts the same. A weight absent from a partition has shares 0 there.
+ */
+export function queueFigures(stats: readonly PartitionStats[], route?: QueueRoute): QueueFigures {
+  const windowTotal = stats.reduce((sum, p) => sum + p.windowLeases, 0)
+  const partitionWeight = (p: PartitionStats) =>
+    windowTotal > 0 ? p.windowLeases / windowTotal : stats.length > 0 ? 1 / stats.length : 0
+  const byWeight = new Map<number, { -readonly [K in keyof WeightInfo]: WeightInfo[K] }>()
+  for (const p of stats) {
+    const share = partitionWeight(p)
+    for (const w of p.weights) {
+      let sum = byWeight.get(w.weight)
+      if (!sum) {
+        sum = {
+          weight: w.weight,
+          ready: 0,
+          delayed: 0,
+          leased: 0,
+          dead: 0,
+          oldestAgeMs: 0,
+          targetShare: 0,
+          achievedShare: 0,
+        }
+        byWeight.set(w.weight, sum)
+      }
+      sum.ready += w.ready
+      sum.delayed += w.delayed
+      sum.leased += w.leased
+      sum.dead += w.dead
+      sum.oldestAgeMs = Math.max(sum.oldestAgeMs, w.oldestAgeMs)
+      sum.targetShare += w.targetShare * share
+      sum.achievedShare += w.achievedShare * share
+    }
+  }
+  const weights = [...byWeight.values()].sort((a, b) => a.weight - b.weight)
+  const depth: Depth = {
+    ready: weights.reduce((n, w) => n + w.ready, 0),
+    delayed: weights.reduce((n, w) => n + w.delayed, 0),
+    leased: weights.reduce((n, w) => n + w.leased, 0),
+    dead: weights.reduce((n, w) => n + w.dead, 0),
+    oldestAgeMs: weights.reduce((n, w) => Math.max(n, w.oldestAgeMs), 0),
+  }
+  const leaders = new Map(route?.partitions.map((p) => [p.partition, p.leaderId]) ?? [])
+  const partitions = stats
+    .map((p) => ({
+      partition: p.partition,
+      groupId: p.groupId,
+      leaderId: leaders.get(p.partition) ?? '',
+      messages: p.messages,
+      windowLeases: p.windowLeases,
+    }))
+    .sort((a, b) => a.partition - b.partition)
+  return { depth, weights, partitions }
+}
+
+/** All the messages a depth counts. */
+export function storedMessages(d: Depth): number {
+  return d.ready + d.delayed + d.leased + d.dead
+}

@@ -1,0 +1,50 @@
+import type { QueueSample } from '@mq/console'
+import { describe, expect, it } from 'vitest'
+import { netRatePerS, QueueHistory } from './queue-history'
+
+const at = (atMs: number, ready = 0): QueueSample => ({
+  atMs,
+  depth: { ready, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 },
+  weights: [],
+})
+
+describe('QueueHistory', () => {
+  it('ends with the newest sample, keeps the others the interval apart, and only within keepMs', () => {
+    const h = new QueueHistory({ keepMs: 10_000, intervalMsMin: 1_000, queuesMax: 4 })
+    const times = (t: number) => h.record('q#1', at(t)).map((s) => s.atMs)
+    expect(times(0)).toEqual([0])
+    expect(times(500)).toEqual([0, 500])
+    expect(times(900)).toEqual([0, 900])
+    expect(times(1_000)).toEqual([0, 1_000])
+    expect(times(1_200)).toEqual([0, 1_000, 1_200])
+    expect(times(10_500)).toEqual([1_000, 10_500])
+  })
+
+  it('holds at most keepMs / intervalMsMin + 2 samples however often it is read', () => {
+    const h = new QueueHistory({ keepMs: 10_000, intervalMsMin: 1_000, queuesMax: 4 })
+    let longest = 0
+    for (let t = 0; t < 60_000; t += 37) longest = Math.max(longest, h.record('q#1', at(t)).length)
+    expect(longest).toBeLessThanOrEqual(12)
+    expect(longest).toBeGreaterThanOrEqual(11)
+  })
+
+  it('tracks at most queuesMax queues, dropping the one sampled least recently', () => {
+    const h = new QueueHistory({ keepMs: 10_000, intervalMsMin: 1_000, queuesMax: 2 })
+    h.record('a#1', at(0))
+    h.record('b#1', at(0))
+    h.record('a#1', at(2_000))
+    h.record('c#1', at(2_000))
+    expect(h.size).toBe(2)
+    expect(h.record('a#1', at(4_000))).toHaveLength(3)
+    expect(h.record('b#1', at(4_000))).toHaveLength(1)
+  })
+})
+
+describe('netRatePerS', () => {
+  it('is the change of stored messages per second over the window, 0 without two samples', () => {
+    expect(netRatePerS([])).toBe(0)
+    expect(netRatePerS([at(0, 5)])).toBe(0)
+    expect(netRatePerS([at(0, 100), at(2_000, 120), at(4_000, 80)])).toBe(-5)
+    expect(netRatePerS([at(0, 1_000), at(60_000, 100), at(70_000, 200)], 30_000)).toBe(10)
+  })
+})

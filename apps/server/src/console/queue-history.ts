@@ -1,0 +1,76 @@
+import type { QueueSample } from '@mq/console'
+import { storedMessages } from './queue-depth'
+
+export interface QueueHistoryLimits {
+  /** Samples older than this are dropped. */
+  readonly keepMs: number
+  /** A sample closer than this to the previous one is not kept. */
+  readonly intervalMsMin: number
+  /** Queues tracked at most; the one sampled least recently goes first. */
+  readonly queuesMax: number
+}
+
+export const DEFAULT_HISTORY_LIMITS: QueueHistoryLimits = {
+  keepMs: 10 * 60_000,
+  intervalMsMin: 1_000,
+  queuesMax: 256,
+}
+
+/**
+ * The recent samples of each watched queue, kept in memory by the node serving the console:
+ * at most `keepMs / intervalMsMin + 2` samples for each of at most `queuesMax` queues. A queue is
+ * keyed by name and incarnation, so a queue deleted and created again starts a new history.
+ */
+export class QueueHistory {
+  readonly #limits: QueueHistoryLimits
+  readonly #tracks = new Map<string, { kept: QueueSample[]; latest: QueueSample | undefined }>()
+
+  constructor(limits: QueueHistoryLimits = DEFAULT_HISTORY_LIMITS) {
+    this.#limits = limits
+  }
+
+  /**
+   * Adds `sample` and returns the queue's samples, oldest first, ending with `sample`. The
+   * samples kept are at least `intervalMsMin` apart; a newer one closer than that to the last
+   * kept is returned after them (until the next one replaces it), so reading often shows the
+   * newest figures without growing the list.
+   */
+  record(key: string, sample: QueueSample): readonly QueueSample[] {
+    let track = this.#tracks.get(key)
+    if (track)
+      this.#tracks.delete(key) // re-inserted below: the map's order is recency
+    else track = { kept: [], latest: undefined }
+    const last = track.kept.at(-1)
+    if (!last || sample.atMs - last.atMs >= this.#limits.intervalMsMin) {
+      track.kept.push(sample)
+      track.latest = undefined
+    } else {
+      track.latest = sample
+    }
+    const oldest = sample.atMs - this.#limits.keepMs
+    const stale = track.kept.findIndex((s) => s.atMs >= oldest)
+    if (stale > 0) track.kept.splice(0, stale)
+    this.#tracks.set(key, track)
+    while (this.#tracks.size > this.#limits.queuesMax) {
+      const first = this.#tracks.keys().next().value as string
+      this.#tracks.delete(first)
+    }
+    return track.latest ? [...track.kept, track.latest] : track.kept
+  }
+
+  get size(): number {
+    return this.#tracks.size
+  }
+}
+
+/**
+ * The net change of stored messages per second over the samples of the last `windowMs`
+ * (0 with fewer than two samples): positive while the queue grows, negative while it drains.
+ */
+export function netRatePerS(samples: readonly QueueSample[], windowMs = 60_000): number {
+  const last = samples.at(-1)
+  if (!last) return 0
+  const first = samples.find((s) => s.atMs >= last.atMs - windowMs)
+  if (!first || first === last) return 0
+  return ((storedMessages(last.depth) - storedMessages(first.depth)) * 1_000) / (last.atMs - first.atMs)
+}

@@ -1,0 +1,183 @@
+/**
+ * The JSON API mq-server serves for the console (`/api/...`), shared by the server that
+ * writes it and the page that reads it. Numbers are plain JSON numbers (indexes and counts
+ * stay below 2^53); times are ms since the epoch, ages and durations are ms.
+ */
+
+/** `GET /api/session`: who is asking and what the page may offer. */
+export interface SessionInfo {
+  /** The node that served the request. */
+  readonly nodeId: string
+  /** True when the cluster authenticates clients (`--auth-file`): the API needs a token. */
+  readonly auth: boolean
+  /** The token's name ('' = no token given). */
+  readonly tokenName: string
+  /** The token's roles, as `admin`, `producer:PATTERN`, `consumer:PATTERN`. */
+  readonly roles: readonly string[]
+  /** True when admin actions are allowed: auth is on and the token has the admin role. */
+  readonly admin: boolean
+}
+
+export interface NodeInfo {
+  readonly nodeId: string
+  readonly address: string
+  readonly alive: boolean
+  readonly lastHeartbeatMs: number
+  /** The groups this node hosts a replica of (0 = meta). */
+  readonly groupIds: readonly number[]
+  /** The groups whose leader this node is. */
+  readonly leaderOf: readonly number[]
+}
+
+export interface ReplicaInfo {
+  readonly nodeId: string
+  readonly learner: boolean
+}
+
+export interface GroupInfo {
+  readonly groupId: number
+  readonly leaderId: string
+  readonly term: number
+  readonly replicas: readonly ReplicaInfo[]
+  readonly commitIndex: number
+  readonly appliedIndex: number
+  /** commitIndex − appliedIndex on the leader, as last reported to the meta group. */
+  readonly applyLag: number
+  readonly state: string
+  /** The partitions routed to this group, as `queue/partition`, sorted. */
+  readonly partitions: readonly string[]
+}
+
+export interface ScaleInfo {
+  readonly targetGroups: number
+  readonly movesTotal: number
+  readonly movesDone: number
+  readonly state: string
+}
+
+export interface MoveInfo {
+  readonly moveId: number
+  readonly queue: string
+  readonly partition: number
+  readonly fromGroup: number
+  readonly toGroup: number
+  readonly phase: string
+  readonly startedAtMs: number
+}
+
+/** `GET /api/cluster`: the cluster as the meta leader sees it. */
+export interface ClusterInfo {
+  readonly servedBy: string
+  readonly metaLeaderId: string
+  readonly routeEpoch: number
+  readonly nodes: readonly NodeInfo[]
+  readonly groups: readonly GroupInfo[]
+  /** The scaling under way or last finished, when there was one. */
+  readonly scale: ScaleInfo | null
+  readonly moves: readonly MoveInfo[]
+  readonly atMs: number
+}
+
+export interface QueueConfigInfo {
+  readonly partitions: number
+  readonly visibilityTimeoutMs: number
+  readonly maxDeliveries: number
+  readonly deadLetterQueue: string
+  readonly messageBytesMax: number
+  readonly queueLengthMax: number
+  readonly strictPriority: boolean
+  readonly dedupWindowMs: number
+  readonly engine: string
+}
+
+/** Counts of one queue (or one of its weights) summed over its partitions. */
+export interface Depth {
+  readonly ready: number
+  readonly delayed: number
+  /** In flight: leased and not settled yet. */
+  readonly leased: number
+  readonly dead: number
+  /** Age of the oldest ready message over all partitions (0 = none). */
+  readonly oldestAgeMs: number
+}
+
+export interface WeightInfo extends Depth {
+  readonly weight: number
+  /** The scheduler's share for this weight, over the partitions (see the README). */
+  readonly targetShare: number
+  /** The share of recent leases this weight got, over the partitions. */
+  readonly achievedShare: number
+}
+
+export interface PartitionInfo {
+  readonly partition: number
+  readonly groupId: number
+  readonly leaderId: string
+  readonly messages: number
+  readonly windowLeases: number
+}
+
+/** One row of `GET /api/queues`. */
+export interface QueueSummary {
+  readonly name: string
+  readonly config: QueueConfigInfo
+  /** Totals, or null when the queue's stats could not be read (see `error`). */
+  readonly depth: Depth | null
+  readonly error: string
+}
+
+/** One sample of a queue's history, taken when its detail was read. */
+export interface QueueSample {
+  readonly atMs: number
+  readonly depth: Depth
+  readonly weights: readonly Pick<WeightInfo, 'weight' | 'ready' | 'targetShare' | 'achievedShare'>[]
+}
+
+/** `GET /api/queues/:name`. */
+export interface QueueDetail {
+  readonly name: string
+  readonly queueId: number
+  readonly routeEpoch: number
+  readonly config: QueueConfigInfo
+  readonly depth: Depth
+  readonly weights: readonly WeightInfo[]
+  readonly partitions: readonly PartitionInfo[]
+  /** Samples of the last minutes (oldest first), kept by the serving node while the queue is watched. */
+  readonly history: readonly QueueSample[]
+  /** Net change of the stored messages per second over the history (negative = draining). */
+  readonly netRatePerS: number
+}
+
+/** The body of every error answer. */
+export interface ApiError {
+  readonly error: { readonly code: string; readonly message: string }
+}
+
+/** The admin actions (`POST /api/...`) and their bodies. */
+export interface CreateQueueBody {
+  readonly name: string
+  readonly config?: Partial<QueueConfigInfo>
+}
+export type UpdateQueueBody = Partial<
+  Pick<
+    QueueConfigInfo,
+    | 'visibilityTimeoutMs'
+    | 'maxDeliveries'
+    | 'deadLetterQueue'
+    | 'messageBytesMax'
+    | 'queueLengthMax'
+    | 'strictPriority'
+    | 'dedupWindowMs'
+  >
+>
+export interface ScaleBody {
+  readonly groups: number
+}
+export interface TransferBody {
+  readonly toNodeId: string
+}
+/** What an admin action answers. */
+export interface ActionResult {
+  readonly ok: true
+  readonly message: string
+}

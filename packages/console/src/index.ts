@@ -1,0 +1,23 @@
+export type {
+  ActionResult,
+  ApiError,
+  ClusterInfo,
+  CreateQueueBody,
+  Depth,
+  GroupInfo,
+  MoveInfo,
+  NodeInfo,
+  PartitionInfo,
+  QueueConfigInfo,
+  QueueDetail,
+  QueueSample,
+  QueueSummary,
+  ReplicaInfo,
+  ScaleBody,
+  ScaleInfo,
+  SessionInfo,
+  TransferBody,
+  UpdateQueueBody,
+  WeightInfo,
+} from './api-types'
+export { consoleAssetsBuilt, consoleAssetsDir } from './assets'

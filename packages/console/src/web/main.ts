@@ -1,0 +1,182 @@
+import type { ActionResult, ClusterInfo, QueueDetail, QueueSummary, SessionInfo } from '../api-types'
+import { ApiCallError, api, savedToken, saveToken } from './api'
+import { h } from './dom'
+import {
+  type AdminActions,
+  clusterView,
+  createQueueForm,
+  groupsView,
+  queuesView,
+  queueView,
+  scaleForm,
+  sessionView,
+  updateQueueForm,
+} from './views'
+
+/** How often the open view is read again. */
+const POLL_MS = 2_000
+
+type Route =
+  | { readonly view: 'cluster' }
+  | { readonly view: 'groups' }
+  | { readonly view: 'queues' }
+  | { readonly view: 'queue'; readonly name: string }
+
+function currentRoute(): Route {
+  const parts = location.hash.replace(/^#\/?/, '').split('/')
+  if (parts[0] === 'groups') return { view: 'groups' }
+  if (parts[0] === 'queues' && parts[1]) return { view: 'queue', name: decodeURIComponent(parts[1]) }
+  if (parts[0] === 'queues') return { view: 'queues' }
+  return { view: 'cluster' }
+}
+
+const byId = (id: string) => document.getElementById(id) as HTMLElement
+let session: SessionInfo | null = null
+let timer: ReturnType<typeof setTimeout> | undefined
+/** Bumped on navigation: an answer for an older view is dropped. */
+let generation = 0
+
+function notice(text: string, kind: 'ok' | 'bad'): void {
+  byId('notice').replaceChildren(
+    h('div', { class: `notice ${kind}`, 'data-testid': 'notice', role: 'status' }, text),
+  )
+}
+
+function errorText(error: unknown): string {
+  return error instanceof ApiCallError ? `${error.code}: ${error.message}` : String(error)
+}
+
+/** Asks for confirmation in the page's dialog; runs `action` (an API call) only when confirmed. */
+function confirmThen(question: string, action: () => Promise<ActionResult>): void {
+  const dialog = byId('confirm') as HTMLDialogElement
+  byId('confirm-text').textContent = question
+  dialog.returnValue = ''
+  dialog.onclose = () => {
+    if (dialog.returnValue !== 'yes') return notice('cancelled', 'ok')
+    action().then(
+      (r) => {
+        notice(r.message, 'ok')
+        refresh(true)
+      },
+      (error: unknown) => notice(errorText(error), 'bad'),
+    )
+  }
+  dialog.showModal()
+}
+
+const q = encodeURIComponent
+const actions: AdminActions = {
+  transferLeader: (groupId, toNodeId) =>
+    confirmThen(`Move the leadership of group ${groupId} to ${toNodeId}?`, () =>
+      api(`/api/groups/${groupId}/transfer`, { toNodeId }),
+    ),
+  scale: (groups) =>
+    confirmThen(`Scale to ${groups} data groups? Partitions will move between groups.`, () =>
+      api('/api/scale', { groups }),
+    ),
+  createQueue: (name, config) =>
+    confirmThen(`Create queue "${name}" with ${config.partitions} partitions?`, () =>
+      api('/api/queues', { name, config }),
+    ),
+  updateQueue: (name, update) =>
+    confirmThen(`Update the settings of "${name}"?`, () => api(`/api/queues/${q(name)}/update`, update)),
+  deleteQueue: (name) =>
+    confirmThen(`Delete queue "${name}" and all its messages? This cannot be undone.`, async () => {
+      const r = await api<ActionResult>(`/api/queues/${q(name)}/delete`, {})
+      location.hash = '#/queues'
+      return r
+    }),
+  purgeQueue: (name) =>
+    confirmThen(`Delete every ready and delayed message of "${name}"?`, () =>
+      api(`/api/queues/${q(name)}/purge`, {}),
+    ),
+  redriveQueue: (name) =>
+    confirmThen(`Move the dead letters of "${name}" back to ready?`, () =>
+      api(`/api/queues/${q(name)}/redrive`, {}),
+    ),
+}
+
+/** Reads the open view's data and redraws it; `forms` also redraws the admin forms. */
+async function render(route: Route, forms: boolean): Promise<void> {
+  const mine = generation
+  session = await api<SessionInfo>('/api/session')
+  byId('session').replaceChildren(sessionView(session))
+  let view: HTMLElement
+  let form: HTMLElement | null = null
+  switch (route.view) {
+    case 'cluster':
+      view = clusterView(await api<ClusterInfo>('/api/cluster'))
+      break
+    case 'groups': {
+      const c = await api<ClusterInfo>('/api/cluster')
+      view = groupsView(c, session, actions)
+      if (session.admin) form = scaleForm(c.groups.filter((g) => g.groupId !== 0).length, actions)
+      break
+    }
+    case 'queues':
+      view = queuesView(await api<QueueSummary[]>('/api/queues'))
+      if (session.admin) form = createQueueForm(actions)
+      break
+    case 'queue': {
+      const detail = await api<QueueDetail>(`/api/queues/${q(route.name)}`)
+      view = queueView(detail, session, actions)
+      if (session.admin) form = updateQueueForm(detail.name, detail.config, actions)
+      break
+    }
+  }
+  if (mine !== generation) return
+  // A control of the view in use (a leader being picked) is not redrawn under the user's hand.
+  const active = document.activeElement
+  const busy = active instanceof HTMLSelectElement && byId('view').contains(active)
+  if (!busy) byId('view').replaceChildren(view)
+  if (forms) byId('forms').replaceChildren(...(form ? [form] : []))
+  byId('updated').textContent = `updated ${new Date().toLocaleTimeString()}`
+  byId('updated').dataset.at = String(Date.now())
+}
+
+/** Redraws now and schedules the next poll; `forms` after navigation or an action. */
+function refresh(forms: boolean): void {
+  clearTimeout(timer)
+  const route = currentRoute()
+  for (const a of document.querySelectorAll('nav a')) {
+    a.classList.toggle(
+      'active',
+      (a as HTMLAnchorElement).hash.startsWith(`#/${route.view === 'queue' ? 'queues' : route.view}`),
+    )
+  }
+  render(route, forms)
+    .then(() => byId('error').replaceChildren())
+    .catch((error: unknown) => {
+      const text = errorText(error)
+      const auth = error instanceof ApiCallError && (error.status === 401 || error.status === 403)
+      byId('error').replaceChildren(
+        h(
+          'div',
+          { class: 'notice bad', 'data-testid': 'error' },
+          auth ? `${text} — enter a token above.` : text,
+        ),
+      )
+    })
+    .finally(() => {
+      timer = setTimeout(() => refresh(false), document.hidden ? POLL_MS * 5 : POLL_MS)
+    })
+}
+
+function start(): void {
+  const token = byId('token') as HTMLInputElement
+  token.value = savedToken()
+  byId('token-form').addEventListener('submit', (e) => {
+    e.preventDefault()
+    saveToken(token.value.trim())
+    generation++
+    refresh(true)
+  })
+  window.addEventListener('hashchange', () => {
+    generation++
+    byId('notice').replaceChildren()
+    refresh(true)
+  })
+  refresh(true)
+}
+
+start()

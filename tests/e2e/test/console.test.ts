@@ -1,0 +1,282 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { MqClient } from '@mq/router-client'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildConsolePage, ensureChromium } from '../src/browser'
+import { freePort, LocalCluster } from '../src/cluster'
+
+const ADMIN = 'console-admin-0123456789'
+const VIEWER = 'console-viewer-0123456789'
+const SCREENSHOTS = join(import.meta.dirname, '..', 'console-screenshots')
+const QUEUE = 'jobs'
+
+interface ClusterFigures {
+  metaLeaderId: string
+  routeEpoch: number
+  nodes: { nodeId: string }[]
+  groups: { groupId: number; leaderId: string; commitIndex: number; partitions: string[] }[]
+}
+
+interface Figures {
+  ready: number
+  delayed: number
+  leased: number
+  dead: number
+}
+
+// The web console in Debian's Chromium against a real 3-node cluster with tokens: the page
+// shows what the JSON API answers, updates without a reload, and purges after a confirmation.
+describe('the web console in a browser', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mq-e2e-console-'))
+  const httpPorts = new Map<string, number>()
+  let cluster: LocalCluster
+  let client: MqClient
+  let browser: Browser
+  let page: Page
+  let base: string
+  /** Leases a consumer holds through the test (read from the API once they settled). */
+  let held = 0
+  /** Ready messages after the leases settled. */
+  let ready = 0
+
+  /** The console API's answer at `path`, with `token`. */
+  async function api<T>(path: string, token = VIEWER): Promise<T> {
+    const r = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })
+    expect(r.status, `${path}: ${await r.clone().text()}`).toBe(200)
+    return (await r.json()) as T
+  }
+
+  /** The figures of a table row the page shows (`data-testid` = `row`). */
+  async function rowFigures(row: string): Promise<Figures> {
+    const cells = page.getByTestId(row)
+    const read = async (field: string) =>
+      Number(((await cells.locator(`[data-field="${field}"]`).textContent()) ?? '').replace(/,/g, ''))
+    return {
+      ready: await read('ready'),
+      delayed: await read('delayed'),
+      leased: await read('leased'),
+      dead: await read('dead'),
+    }
+  }
+
+  /**
+   * '' when the open view shows what the API answers now, else both: the meta leader and
+   * route epoch ('cluster'), or each group's leader, commit index and partitions ('groups').
+   */
+  function mismatch(view: 'cluster' | 'groups'): () => Promise<string> {
+    return async () => {
+      const c = await api<ClusterFigures>('/api/cluster')
+      const text = async (testId: string) => (await page.getByTestId(testId).textContent()) ?? ''
+      let shown: string[]
+      let expected: string[]
+      if (view === 'cluster') {
+        shown = [await text('meta-leader'), await text('route-epoch')]
+        expected = [c.metaLeaderId, String(c.routeEpoch)]
+      } else {
+        shown = []
+        for (const g of c.groups) {
+          const row = page.getByTestId(`group-${g.groupId}`)
+          const field = (f: string) => row.locator(`[data-field="${f}"]`).textContent()
+          shown.push(
+            `${g.groupId}:${await field('leader')}:${await field('commit')}:${await field('partitions')}`,
+          )
+        }
+        expected = c.groups.map(
+          (g) => `${g.groupId}:${g.leaderId}:${g.commitIndex}:${g.partitions.join(' ') || '–'}`,
+        )
+      }
+      const a = JSON.stringify(shown)
+      const b = JSON.stringify(expected)
+      return a === b ? '' : `page ${a} vs API ${b}`
+    }
+  }
+
+  beforeAll(async () => {
+    const executablePath = ensureChromium()
+    buildConsolePage()
+    mkdirSync(SCREENSHOTS, { recursive: true })
+    const authFile = join(dir, 'tokens.json')
+    writeFileSync(
+      authFile,
+      JSON.stringify({
+        tokens: [
+          { name: 'ops', token: ADMIN, roles: ['admin'] },
+          { name: 'viewer', token: VIEWER, roles: [`consumer:${QUEUE}`] },
+        ],
+      }),
+    )
+    for (const id of ['n1', 'n2', 'n3']) httpPorts.set(id, await freePort())
+    cluster = await LocalCluster.start({
+      nodes: 3,
+      serverArgs: ['--auth-file', authFile, '--peer-token', 'console-peer-secret-0123456789'],
+      nodeArgs: (id) => ['--http-listen', `127.0.0.1:${httpPorts.get(id)}`],
+    })
+    base = `http://127.0.0.1:${httpPorts.get('n2')}`
+    client = await MqClient.connect({ servers: cluster.servers, token: ADMIN, deadlineMs: 30_000 })
+    await client.admin.createQueue(QUEUE, { partitions: 2, visibilityTimeoutMs: 120_000 })
+    const producer = client.producer(QUEUE)
+    await Promise.all(
+      Array.from({ length: 90 }, (_, i) => producer.send({ body: `m${i}`, weight: i % 3 === 0 ? 1 : 3 })),
+    )
+    // Some leases for the achieved shares, then four held in flight (no expiry within the test).
+    let acked = 0
+    const sub = await client.consume(
+      QUEUE,
+      () => {
+        acked++
+      },
+      { concurrency: 4, prefetch: 4 },
+    )
+    while (acked < 30) await new Promise((r) => setTimeout(r, 20))
+    await sub.close()
+    const holder = client.consumer(QUEUE, { prefetch: 4 })
+    const it = holder[Symbol.asyncIterator]()
+    for (let i = 0; i < 4; i++) await it.next()
+    browser = await chromium.launch({ executablePath, args: ['--no-sandbox', '--disable-gpu'] })
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+  }, 600_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await client?.close()
+    await cluster?.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('asks for a token, then shows the cluster and its groups as the API reports them', async () => {
+    await page.goto(`${base}/`)
+    await expect.poll(() => page.getByTestId('error').textContent()).toMatch(/UNAUTHENTICATED.*enter a token/)
+    await page.getByTestId('token').fill(VIEWER)
+    await page.getByTestId('use-token').click()
+    await expect.poll(() => page.getByTestId('session').textContent()).toMatch(/token "viewer".*read-only/)
+    // The controller may still be balancing leaders: page and API agree once it settled.
+    await expect.poll(mismatch('cluster'), { timeout: 20_000 }).toBe('')
+    const cluster = await api<ClusterFigures>('/api/cluster')
+    expect(cluster.nodes.map((n) => n.nodeId)).toEqual(['n1', 'n2', 'n3'])
+    expect(await page.locator('[data-testid^="node-n"]').count()).toBe(3)
+    await page.screenshot({ path: join(SCREENSHOTS, 'cluster.png'), fullPage: true })
+
+    await page.getByRole('link', { name: 'Data groups' }).click()
+    await expect.poll(mismatch('groups'), { timeout: 20_000 }).toBe('')
+    const groups = (await api<ClusterFigures>('/api/cluster')).groups
+    expect(groups.flatMap((g) => g.partitions).sort()).toEqual([`${QUEUE}/0`, `${QUEUE}/1`])
+    // The groups that took the writes report their indexes (the leader's last heartbeat).
+    for (const g of groups.filter((x) => x.partitions.length > 0)) expect(g.commitIndex).toBeGreaterThan(0)
+    expect(await page.locator('[data-testid^="transfer-"]').count()).toBe(0)
+    await page.screenshot({ path: join(SCREENSHOTS, 'groups.png'), fullPage: true })
+  })
+
+  it('shows a queue per weight as the API does, with the share chart, and updates without a reload', async () => {
+    await page.getByRole('link', { name: 'Queues' }).click()
+    await page.getByRole('link', { name: QUEUE }).click()
+    // The held leases settle within a moment (each partition's fetch loop leases up to the prefetch).
+    let previous = ''
+    await expect
+      .poll(async () => {
+        const d = (await api<{ depth: Figures }>(`/api/queues/${QUEUE}`)).depth
+        const now = `${d.ready} ${d.leased} ${d.delayed} ${d.dead}`
+        const same = now === previous
+        previous = now
+        return same
+      })
+      .toBe(true)
+    const detail = await api<{ depth: Figures; weights: (Figures & { weight: number })[] }>(
+      `/api/queues/${QUEUE}`,
+    )
+    held = detail.depth.leased
+    ready = detail.depth.ready
+    expect(held).toBeGreaterThanOrEqual(4)
+    // 90 produced, at least 30 acked (a few more may finish while the consumer closes).
+    expect(ready + held).toBeGreaterThan(50)
+    expect(ready + held).toBeLessThanOrEqual(60)
+    expect(detail.depth).toMatchObject({ delayed: 0, dead: 0 })
+    await expect.poll(() => rowFigures('queue-depth')).toEqual({ ready, delayed: 0, leased: held, dead: 0 })
+    for (const w of detail.weights) {
+      expect(await rowFigures(`weight-${w.weight}`)).toEqual({
+        ready: w.ready,
+        delayed: w.delayed,
+        leased: w.leased,
+        dead: w.dead,
+      })
+    }
+    expect(detail.weights.map((w) => w.weight)).toEqual([1, 3])
+    // Two weights, a target and an achieved line each, once the page has two samples.
+    await expect
+      .poll(() => page.locator('[data-testid="share-chart"] polyline').count(), { timeout: 10_000 })
+      .toBe(4)
+    await expect
+      .poll(
+        async () =>
+          (await page.locator('polyline[data-kind="achieved"]').first().getAttribute('points'))?.split(' ')
+            .length ?? 0,
+        { timeout: 10_000 },
+      )
+      .toBeGreaterThanOrEqual(2)
+
+    const reloads: string[] = []
+    page.on('framenavigated', (f) => reloads.push(f.url()))
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => client.producer(QUEUE).send({ body: `late${i}`, weight: 1 })),
+    )
+    await expect
+      .poll(() => rowFigures('queue-depth'), { timeout: 10_000 })
+      .toMatchObject({ ready: ready + 10 })
+    expect(reloads).toEqual([])
+    await page.screenshot({ path: join(SCREENSHOTS, 'queue.png'), fullPage: true })
+  })
+
+  it('offers admin actions only to an admin token, and purges only after a confirmation', async () => {
+    expect(await page.getByTestId('purge').count()).toBe(0)
+    const refused = await fetch(`${base}/api/queues/${QUEUE}/purge`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${VIEWER}`, 'content-type': 'application/json' },
+      body: '{}',
+    })
+    expect(refused.status).toBe(403)
+
+    await page.getByTestId('token').fill(ADMIN)
+    await page.getByTestId('use-token').click()
+    await expect.poll(() => page.getByTestId('session').textContent()).toMatch(/token "ops".*admin/)
+    await page.getByTestId('purge').click()
+    await expect(page.getByTestId('confirm').isVisible()).resolves.toBe(true)
+    await page.getByTestId('confirm-no').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toBe('cancelled')
+    expect((await api<{ depth: Figures }>(`/api/queues/${QUEUE}`)).depth.ready).toBe(ready + 10)
+
+    await page.getByTestId('purge').click()
+    await expect
+      .poll(() => page.getByTestId('confirm-text').textContent())
+      .toMatch(/ready and delayed message/)
+    await page.screenshot({ path: join(SCREENSHOTS, 'confirm.png') })
+    await page.getByTestId('confirm-yes').click()
+    await expect
+      .poll(() => page.getByTestId('notice').textContent())
+      .toBe(`purged ${ready + 10} ready and delayed messages of ${QUEUE}`)
+    await expect
+      .poll(() => rowFigures('queue-depth'))
+      .toEqual({ ready: 0, delayed: 0, leased: held, dead: 0 })
+    expect((await api<{ depth: Figures }>(`/api/queues/${QUEUE}`)).depth).toMatchObject({
+      ready: 0,
+      leased: held,
+    })
+    await page.screenshot({ path: join(SCREENSHOTS, 'purged.png'), fullPage: true })
+  })
+
+  it('scales the data groups from the groups view, after a confirmation', async () => {
+    await page.getByRole('link', { name: 'Data groups' }).click()
+    await page.getByTestId('scale-groups').fill('4')
+    await page.getByTestId('scale').click()
+    await expect.poll(() => page.getByTestId('confirm-text').textContent()).toMatch(/Scale to 4 data groups/)
+    await page.getByTestId('confirm-yes').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toMatch(/^scaling to 4 data groups: /)
+    await expect
+      .poll(async () => (await api<ClusterFigures>('/api/cluster', ADMIN)).groups.length, { timeout: 20_000 })
+      .toBe(4)
+    await expect.poll(() => page.locator('[data-testid^="group-"]').count(), { timeout: 10_000 }).toBe(4)
+    await page.getByRole('link', { name: 'Cluster' }).click()
+    await expect.poll(() => page.getByTestId('group-count').textContent()).toBe('4')
+    await page.screenshot({ path: join(SCREENSHOTS, 'scaled.png'), fullPage: true })
+  })
+})
