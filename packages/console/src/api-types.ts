@@ -32,6 +32,10 @@ export interface NodeInfo {
 export interface ReplicaInfo {
   readonly nodeId: string
   readonly learner: boolean
+  /** The index this replica last reported as applied (0: not reported yet). */
+  readonly appliedIndex: number
+  /** The group's commit index (as its leader reported it) minus this replica's applied index. */
+  readonly lag: number
 }
 
 export interface GroupInfo {

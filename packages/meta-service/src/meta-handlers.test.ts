@@ -63,10 +63,20 @@ describe('meta handlers', () => {
     expect(routes.routes.map((r) => r.queue)).toEqual(['jobs'])
     const status = (await call(h, 'clusterStatus', {})) as {
       nodes: { nodeId: string; alive: boolean }[]
-      groups: { groupId: number; commitIndex: number; appliedIndex: number }[]
+      groups: {
+        groupId: number
+        commitIndex: number
+        appliedIndex: number
+        replicas: { nodeId: string; appliedIndex: number }[]
+      }[]
     }
-    // The indexes of a group are its leader's report.
+    // The indexes of a group are its leader's report; each replica's applied index its own.
     expect(status.groups).toMatchObject([{ groupId: 1, commitIndex: 40, appliedIndex: 38 }])
+    expect(status.groups[0]?.replicas.map((r) => [r.nodeId, r.appliedIndex])).toEqual([
+      ['n1', 1],
+      ['n2', 38],
+      ['n3', 1],
+    ])
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

@@ -31,6 +31,7 @@ export function replicasOf(state: MetaState, group: GroupRecord): Replica[] {
     nodeId,
     address: state.node(nodeId)?.address ?? '',
     learner: false,
+    appliedIndex: 0,
   }))
 }
 
@@ -68,7 +69,10 @@ export function groupStatusesOf(state: MetaState, liveness?: Liveness): GroupSta
   return state.groups().map((g) => ({
     groupId: g.groupId,
     leaderId: g.leaderId,
-    replicas: replicasOf(state, g),
+    replicas: replicasOf(state, g).map((r) => ({
+      ...r,
+      appliedIndex: liveness?.groupIndexes?.(r.nodeId, g.groupId)?.appliedIndex ?? 0,
+    })),
     term: g.leaderTerm,
     commitIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.commitIndex ?? 0,
     appliedIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.appliedIndex ?? 0,

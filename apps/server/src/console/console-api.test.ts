@@ -58,7 +58,10 @@ function fakeClient(calls: string[]): MqClient {
         {
           groupId: 1,
           leaderId: 'n2',
-          replicas: [],
+          replicas: [
+            { nodeId: 'n2', address: 'a2', learner: false, appliedIndex: 7 },
+            { nodeId: 'n1', address: 'a1', learner: false, appliedIndex: 4 },
+          ],
           term: 2,
           commitIndex: 10,
           appliedIndex: 7,
@@ -156,6 +159,10 @@ describe('the console API', () => {
       ['n2', [1]],
     ])
     expect(cluster.groups[0]).toMatchObject({ applyLag: 3, partitions: ['jobs/0'] })
+    expect(cluster.groups[0]?.replicas).toEqual([
+      { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
+      { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },
+    ])
     const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
     expect(refused.status).toBe(403)
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')

@@ -195,7 +195,12 @@ export class ConsoleApi {
         groupId: g.groupId,
         leaderId: g.leaderId,
         term: g.term,
-        replicas: g.replicas.map((r) => ({ nodeId: r.nodeId, learner: r.learner })),
+        replicas: g.replicas.map((r) => ({
+          nodeId: r.nodeId,
+          learner: r.learner,
+          appliedIndex: r.appliedIndex,
+          lag: Math.max(0, g.commitIndex - r.appliedIndex),
+        })),
         commitIndex: g.commitIndex,
         appliedIndex: g.appliedIndex,
         applyLag: Math.max(0, g.commitIndex - g.appliedIndex),

@@ -172,7 +172,10 @@ export function groupsView(c: ClusterInfo, session: SessionInfo, actions: AdminA
       cell(
         'replicas',
         g.replicas
-          .map((r) => `${r.nodeId}${r.nodeId === g.leaderId ? '★' : ''}${r.learner ? ' (learner)' : ''}`)
+          .map(
+            (r) =>
+              `${r.nodeId}${r.nodeId === g.leaderId ? '★' : ''}${r.learner ? ' (learner)' : ''} lag ${r.lag}`,
+          )
           .join(', '),
       ),
       cell('commit', String(g.commitIndex)),
@@ -215,7 +218,11 @@ export function groupsView(c: ClusterInfo, session: SessionInfo, actions: AdminA
     h('h2', {}, 'Data groups'),
     scalingView(c),
     table(session.admin ? [...headers, 'admin'] : headers, rows, 'groups'),
-    h('p', { class: 'hint' }, 'Indexes and lag as the leader last reported them to the meta group.'),
+    h(
+      'p',
+      { class: 'hint' },
+      'Indexes as the replicas last reported them to the meta group; a replica’s lag is the group’s commit index minus what it has applied.',
+    ),
   )
 }
 

@@ -50,6 +50,8 @@ export interface Replica {
   nodeId: string;
   address: string;
   learner: boolean;
+  /** ClusterStatus only: the index this replica last reported as applied (0 when unknown). */
+  appliedIndex: number;
 }
 
 /** The storage address of one partition (claim 5) and where to send its requests (claim 7). */
@@ -651,7 +653,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
 };
 
 function createBaseReplica(): Replica {
-  return { nodeId: "", address: "", learner: false };
+  return { nodeId: "", address: "", learner: false, appliedIndex: 0 };
 }
 
 export const Replica: MessageFns<Replica> = {
@@ -664,6 +666,9 @@ export const Replica: MessageFns<Replica> = {
     }
     if (message.learner !== false) {
       writer.uint32(24).bool(message.learner);
+    }
+    if (message.appliedIndex !== 0) {
+      writer.uint32(32).uint64(message.appliedIndex);
     }
     return writer;
   },
@@ -699,6 +704,14 @@ export const Replica: MessageFns<Replica> = {
           message.learner = reader.bool();
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.appliedIndex = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -717,6 +730,11 @@ export const Replica: MessageFns<Replica> = {
         : "",
       address: isSet(object.address) ? globalThis.String(object.address) : "",
       learner: isSet(object.learner) ? globalThis.Boolean(object.learner) : false,
+      appliedIndex: isSet(object.appliedIndex)
+        ? globalThis.Number(object.appliedIndex)
+        : isSet(object.applied_index)
+        ? globalThis.Number(object.applied_index)
+        : 0,
     };
   },
 
@@ -731,6 +749,9 @@ export const Replica: MessageFns<Replica> = {
     if (message.learner !== false) {
       obj.learner = message.learner;
     }
+    if (message.appliedIndex !== 0) {
+      obj.appliedIndex = Math.round(message.appliedIndex);
+    }
     return obj;
   },
 
@@ -742,6 +763,7 @@ export const Replica: MessageFns<Replica> = {
     message.nodeId = object.nodeId ?? "";
     message.address = object.address ?? "";
     message.learner = object.learner ?? false;
+    message.appliedIndex = object.appliedIndex ?? 0;
     return message;
   },
 };
