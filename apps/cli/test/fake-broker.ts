@@ -85,7 +85,7 @@ export class FakeBroker {
         groupId: 1,
         leaderId: 'n1',
         leaderAddress: this.address,
-        replicas: [{ nodeId: 'n1', address: this.address, learner: false }],
+        replicas: [{ nodeId: 'n1', address: this.address, learner: false, appliedIndex: 0 }],
         engine: 'memory',
       })),
     }

@@ -70,8 +70,8 @@ export class FakeCluster {
         groupId: 0,
         leaderId: 'n1',
         replicas: [
-          { nodeId: 'n1', address: '10.0.0.1:7001', learner: false },
-          { nodeId: 'n2', address: '10.0.0.2:7001', learner: true },
+          { nodeId: 'n1', address: '10.0.0.1:7001', learner: false, appliedIndex: 0 },
+          { nodeId: 'n2', address: '10.0.0.2:7001', learner: true, appliedIndex: 0 },
         ],
         term: 3,
         commitIndex: 120,
@@ -202,7 +202,7 @@ export class FakeCluster {
         groupId: partition + 1,
         leaderId: 'n1',
         leaderAddress: '10.0.0.1:7001',
-        replicas: [{ nodeId: 'n1', address: '10.0.0.1:7001', learner: false }],
+        replicas: [{ nodeId: 'n1', address: '10.0.0.1:7001', learner: false, appliedIndex: 0 }],
         engine: q.config.engine,
       })),
     }

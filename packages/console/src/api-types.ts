@@ -131,9 +131,22 @@ export interface QueueSummary {
 }
 
 /** One sample of a queue's history, taken when its detail was read. */
+/** What a queue's partitions have done since they were created, summed (replicated counters). */
+export interface Counters {
+  readonly enqueued: number
+  /** Leases handed out (first deliveries and redeliveries). */
+  readonly delivered: number
+  readonly acked: number
+  readonly nacked: number
+  /** Leases that passed their deadline unsettled. */
+  readonly expired: number
+  readonly deadLettered: number
+}
+
 export interface QueueSample {
   readonly atMs: number
   readonly depth: Depth
+  readonly counters: Counters
   readonly weights: readonly Pick<WeightInfo, 'weight' | 'ready' | 'targetShare' | 'achievedShare'>[]
 }
 
@@ -150,6 +163,10 @@ export interface QueueDetail {
   readonly history: readonly QueueSample[]
   /** Net change of the stored messages per second over the history (negative = draining). */
   readonly netRatePerS: number
+  /** The partitions' counters, summed (since the queue was created). */
+  readonly counters: Counters
+  /** Each counter's change per second over the last minute of the history. */
+  readonly ratesPerS: Counters
 }
 
 /** The body of every error answer. */

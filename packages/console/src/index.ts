@@ -2,6 +2,7 @@ export type {
   ActionResult,
   ApiError,
   ClusterInfo,
+  Counters,
   CreateQueueBody,
   Depth,
   GroupInfo,

@@ -213,6 +213,7 @@ export function queueHandlers(
         weights: (s?.weights ?? []).map((w) => ({ ...w })),
         messages: s?.messages ?? 0,
         windowLeases: s?.windowLeases ?? 0,
+        counters: s?.counters,
       }
     }),
   }

@@ -169,10 +169,28 @@ export interface WeightStats {
   readonly achievedShare: number
 }
 
+/**
+ * What the partition has done since it was created: replicated counters (part of its state,
+ * identical on every replica and in snapshots), from which rates are derived by sampling.
+ */
+export interface PartitionCounters {
+  /** Messages enqueued (a retried batch or a repeated dedup key adds none). */
+  readonly enqueued: number
+  /** Leases handed out (first deliveries and redeliveries). */
+  readonly delivered: number
+  readonly acked: number
+  readonly nacked: number
+  /** Leases that passed their deadline unsettled. */
+  readonly expired: number
+  /** Messages moved to the dead-letter sub-queue (after a nack or an expiry). */
+  readonly deadLettered: number
+}
+
 export interface QueueStats {
   /** Every weight with a message in any state, ascending. */
   readonly weights: readonly WeightStats[]
   readonly messages: number
   /** The number of decisions the achieved shares are measured over (≤ shareWindowLeases). */
   readonly windowLeases: number
+  readonly counters: PartitionCounters
 }

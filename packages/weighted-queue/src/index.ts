@@ -11,6 +11,7 @@ export type {
   Lease,
   LeaseCommand,
   NackCommand,
+  PartitionCounters,
   PurgeDeadCommand,
   PurgeReadyCommand,
   QueueStats,

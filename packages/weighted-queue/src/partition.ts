@@ -280,7 +280,20 @@ export class QueuePartition {
       const achievedShare = this.window.filled === 0 ? 0 : hits / this.window.filled
       weights.push({ weight: w, ready, delayed, leased, dead, oldestAgeMs, targetShare, achievedShare })
     }
-    return { weights, messages: this.st.messages, windowLeases: this.window.filled }
+    const st = this.st
+    return {
+      weights,
+      messages: st.messages,
+      windowLeases: this.window.filled,
+      counters: {
+        enqueued: st.enqueued,
+        delivered: st.delivered,
+        acked: st.acked,
+        nacked: st.nacked,
+        expired: st.expired,
+        deadLettered: st.deadLettered,
+      },
+    }
   }
 
   /** Up to `max` dead-lettered messages, oldest first, after `cursor` when given. */
@@ -470,6 +483,7 @@ export class QueuePartition {
       const m = msgs[i] as EnqueueCommand['messages'][number]
       const w = weights[i] as number
       const id = this.st.nextId++
+      this.st.enqueued++
       ids[i] = id
       this.st.messages++
       const blob = encodeBody(m.body, m.headers ?? EMPTY_HEADERS, m.key)
@@ -569,6 +583,7 @@ export class QueuePartition {
       this.del(readyKey)
       meta.deliveries++
       meta.attempts++
+      this.st.delivered++
       meta.state = MessageState.Leased
       meta.slot = deadlineMs
       meta.band = 0
@@ -662,6 +677,8 @@ export class QueuePartition {
       }
       this.leased[w] = (this.leased[w] as number) - 1
       this.dirtyWeights.add(w)
+      if (action === 'ack') this.st.acked++
+      else this.st.nacked++
       if (action === 'ack') {
         this.del(keyOf.get(id) as Uint8Array)
         if (meta.inlineBody === undefined) this.del(this.keys.body(id))
@@ -948,6 +965,7 @@ export class QueuePartition {
       }
       live.set(e.group, (live.get(e.group) as number) - 1)
       this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
+      this.st.expired++
       if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(e.id, meta)
       else this.toReady(e.id, meta, ReadyBand.Returned)
     }
@@ -1045,6 +1063,7 @@ export class QueuePartition {
 
   private toDead(id: number, meta: MessageMeta): void {
     const order = this.st.deadOrder++
+    this.st.deadLettered++
     meta.state = MessageState.Dead
     meta.slot = order
     meta.band = 0

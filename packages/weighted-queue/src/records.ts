@@ -119,6 +119,13 @@ export interface PartitionState {
   lastNowMs: number
   virtualNum: number
   virtualDen: number
+  /** The partition's counters (see PartitionCounters). */
+  enqueued: number
+  delivered: number
+  acked: number
+  nacked: number
+  expired: number
+  deadLettered: number
 }
 
 export const PARTITION_STATE_INITIAL: PartitionState = {
@@ -130,6 +137,12 @@ export const PARTITION_STATE_INITIAL: PartitionState = {
   lastNowMs: 0,
   virtualNum: 0,
   virtualDen: 1,
+  enqueued: 0,
+  delivered: 0,
+  acked: 0,
+  nacked: 0,
+  expired: 0,
+  deadLettered: 0,
 }
 
 export function encodeState(s: PartitionState): Uint8Array {
@@ -143,6 +156,12 @@ export function encodeState(s: PartitionState): Uint8Array {
     .varint(s.lastNowMs)
     .varint(s.virtualNum)
     .varint(s.virtualDen)
+    .varint(s.enqueued)
+    .varint(s.delivered)
+    .varint(s.acked)
+    .varint(s.nacked)
+    .varint(s.expired)
+    .varint(s.deadLettered)
     .finishInSlab()
 }
 
@@ -157,6 +176,12 @@ export function decodeState(b: Uint8Array): PartitionState {
     lastNowMs: r.varint(),
     virtualNum: r.varint(),
     virtualDen: r.varint(),
+    enqueued: r.varint(),
+    delivered: r.varint(),
+    acked: r.varint(),
+    nacked: r.varint(),
+    expired: r.varint(),
+    deadLettered: r.varint(),
   }
   invariant(r.done, 'partition state decodes')
   return s

@@ -49,6 +49,7 @@ export class ModelQueue {
   config: QueueConfig
   private readonly messages = new Map<number, ModelMessage>()
   private nextId = 1
+  private readonly counters = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 }
   private readyOrder = 0
   private deadOrder = 0
   private lastNowMs = 0
@@ -126,6 +127,7 @@ export class ModelQueue {
   }
 
   private toDead(m: ModelMessage): void {
+    this.counters.deadLettered++
     m.state = 'dead'
     m.deadOrder = this.deadOrder++
   }
@@ -135,6 +137,7 @@ export class ModelQueue {
       .filter((m) => m.state === 'leased' && m.deadlineMs <= now)
       .sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
     for (const m of leases) {
+      this.counters.expired++
       if (m.attempts >= this.config.maxDeliveries) this.toDead(m)
       else this.toReady(m, 0)
     }
@@ -200,6 +203,7 @@ export class ModelQueue {
             }
           }
           const id = this.nextId++
+          this.counters.enqueued++
           ids.push(id)
           const msg: ModelMessage = {
             id,
@@ -253,6 +257,7 @@ export class ModelQueue {
           head.state = 'leased'
           head.deliveries++
           head.attempts++
+          this.counters.delivered++
           head.deadlineMs = now + cmd.visibilityMs
           if (this.readyCount(w) === 0) this.backlogged.delete(w)
           this.window.push(w)
@@ -294,6 +299,8 @@ export class ModelQueue {
             continue
           }
           statuses.push('ok')
+          if (cmd.type === 'ack') this.counters.acked++
+          if (cmd.type === 'nack') this.counters.nacked++
           if (cmd.type === 'extend') m.deadlineMs = now + ms
           else if (cmd.type === 'ack') this.messages.delete(m.id)
           else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
@@ -410,7 +417,7 @@ export class ModelQueue {
         achievedShare: this.window.length === 0 ? 0 : hits / this.window.length,
       })
     }
-    return { weights, messages: all.length, windowLeases: this.window.length }
+    return { weights, messages: all.length, windowLeases: this.window.length, counters: { ...this.counters } }
   }
 }
 

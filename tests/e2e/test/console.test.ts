@@ -223,6 +223,13 @@ describe('the web console in a browser', () => {
     await expect
       .poll(() => rowFigures('queue-depth'), { timeout: 10_000 })
       .toMatchObject({ ready: ready + 10 })
+    // The partitions' replicated counters make the rates: the ten late ones were enqueued
+    // within the last minute of samples.
+    await expect
+      .poll(async () => Number.parseFloat((await page.getByTestId('rate-enqueued').textContent()) ?? ''), {
+        timeout: 10_000,
+      })
+      .toBeGreaterThan(0)
     expect(reloads).toEqual([])
     await page.screenshot({ path: join(SCREENSHOTS, 'queue.png'), fullPage: true })
   })

@@ -16,7 +16,7 @@ import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/a
 import { ApiRequestError, httpError } from './api-errors'
 import type { ConsoleClients } from './console-clients'
 import { queueFigures } from './queue-depth'
-import { netRatePerS, QueueHistory } from './queue-history'
+import { counterRatesPerS, netRatePerS, QueueHistory } from './queue-history'
 
 /** A JSON body larger than this is refused (the admin actions' bodies are a few hundred bytes). */
 export const BODY_BYTES_MAX = 64 * 1024
@@ -261,6 +261,7 @@ export class ConsoleApi {
     const history = this.#history.record(`${route.queue}#${route.queueId}`, {
       atMs: this.#nowMs(),
       depth: figures.depth,
+      counters: figures.counters,
       weights: figures.weights.map((w) => ({
         weight: w.weight,
         ready: w.ready,
@@ -276,6 +277,7 @@ export class ConsoleApi {
       ...figures,
       history,
       netRatePerS: netRatePerS(history),
+      ratesPerS: counterRatesPerS(history),
     }
   }
 

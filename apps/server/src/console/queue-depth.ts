@@ -1,4 +1,4 @@
-import type { Depth, PartitionInfo, WeightInfo } from '@mq/console'
+import type { Counters, Depth, PartitionInfo, WeightInfo } from '@mq/console'
 import type { PartitionStats, QueueRoute } from '@mq/protocol'
 
 /** A queue's figures summed over its partitions. */
@@ -7,6 +7,17 @@ export interface QueueFigures {
   /** Sorted by weight. */
   readonly weights: readonly WeightInfo[]
   readonly partitions: readonly PartitionInfo[]
+  /** The partitions' counters, summed. */
+  readonly counters: Counters
+}
+
+export const NO_COUNTS: Counters = {
+  enqueued: 0,
+  delivered: 0,
+  acked: 0,
+  nacked: 0,
+  expired: 0,
+  deadLettered: 0,
 }
 
 /**
@@ -65,7 +76,11 @@ export function queueFigures(stats: readonly PartitionStats[], route?: QueueRout
       windowLeases: p.windowLeases,
     }))
     .sort((a, b) => a.partition - b.partition)
-  return { depth, weights, partitions }
+  const counters = { ...NO_COUNTS }
+  for (const p of stats) {
+    for (const k of Object.keys(counters) as (keyof Counters)[]) counters[k] += p.counters?.[k] ?? 0
+  }
+  return { depth, weights, partitions, counters }
 }
 
 /** All the messages a depth counts. */

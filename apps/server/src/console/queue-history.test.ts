@@ -1,10 +1,11 @@
 import type { QueueSample } from '@mq/console'
 import { describe, expect, it } from 'vitest'
-import { netRatePerS, QueueHistory } from './queue-history'
+import { counterRatesPerS, netRatePerS, QueueHistory } from './queue-history'
 
-const at = (atMs: number, ready = 0): QueueSample => ({
+const at = (atMs: number, ready = 0, enqueued = 0, acked = 0): QueueSample => ({
   atMs,
   depth: { ready, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 },
+  counters: { enqueued, delivered: acked, acked, nacked: 0, expired: 0, deadLettered: 0 },
   weights: [],
 })
 
@@ -46,5 +47,21 @@ describe('netRatePerS', () => {
     expect(netRatePerS([at(0, 5)])).toBe(0)
     expect(netRatePerS([at(0, 100), at(2_000, 120), at(4_000, 80)])).toBe(-5)
     expect(netRatePerS([at(0, 1_000), at(60_000, 100), at(70_000, 200)], 30_000)).toBe(10)
+  })
+})
+
+describe('counterRatesPerS', () => {
+  it('is each counter’s change per second over the window, 0 without two samples', () => {
+    expect(counterRatesPerS([at(0, 0, 10, 5)])).toMatchObject({ enqueued: 0, acked: 0 })
+    const samples = [at(0, 0, 100, 0), at(30_000, 0, 400, 60), at(70_000, 0, 1_000, 460)]
+    // The window is the last 60 s: from the 30 s sample to the 70 s one.
+    expect(counterRatesPerS(samples)).toEqual({
+      enqueued: 15,
+      delivered: 10,
+      acked: 10,
+      nacked: 0,
+      expired: 0,
+      deadLettered: 0,
+    })
   })
 })

@@ -1,5 +1,5 @@
-import type { QueueSample } from '@mq/console'
-import { storedMessages } from './queue-depth'
+import type { Counters, QueueSample } from '@mq/console'
+import { NO_COUNTS, storedMessages } from './queue-depth'
 
 export interface QueueHistoryLimits {
   /** Samples older than this are dropped. */
@@ -68,9 +68,33 @@ export class QueueHistory {
  * (0 with fewer than two samples): positive while the queue grows, negative while it drains.
  */
 export function netRatePerS(samples: readonly QueueSample[], windowMs = 60_000): number {
-  const last = samples.at(-1)
-  if (!last) return 0
-  const first = samples.find((s) => s.atMs >= last.atMs - windowMs)
-  if (!first || first === last) return 0
+  const span = windowOf(samples, windowMs)
+  if (!span) return 0
+  const [first, last] = span
   return ((storedMessages(last.depth) - storedMessages(first.depth)) * 1_000) / (last.atMs - first.atMs)
+}
+
+/**
+ * Each counter's change per second over the samples of the last `windowMs` (all 0 with fewer
+ * than two samples). The counters are the partitions' own, replicated ones, so a leader change
+ * or a partition move does not disturb them; a queue created again has a history of its own.
+ */
+export function counterRatesPerS(samples: readonly QueueSample[], windowMs = 60_000): Counters {
+  const span = windowOf(samples, windowMs)
+  if (!span) return NO_COUNTS
+  const [first, last] = span
+  const rates = { ...NO_COUNTS }
+  for (const k of Object.keys(rates) as (keyof Counters)[]) {
+    rates[k] = (Math.max(0, last.counters[k] - first.counters[k]) * 1_000) / (last.atMs - first.atMs)
+  }
+  return rates
+}
+
+/** The first sample within `windowMs` of the last, and the last; undefined when they are one. */
+function windowOf(samples: readonly QueueSample[], windowMs: number): [QueueSample, QueueSample] | undefined {
+  const last = samples.at(-1)
+  if (!last) return undefined
+  const first = samples.find((s) => s.atMs >= last.atMs - windowMs)
+  if (!first || first === last || last.atMs <= first.atMs) return undefined
+  return [first, last]
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { count, duration, percent, rate } from './format'
+import { count, duration, percent, perSecond, rate } from './format'
 
 describe('format', () => {
   it('counts with thousands separators', () => {
@@ -20,5 +20,7 @@ describe('format', () => {
     expect(rate(12.46)).toBe('+12.5/s')
     expect(rate(-3)).toBe('-3.0/s')
     expect(rate(0.01)).toBe('0/s')
+    expect(perSecond(12.46)).toBe('12.5/s')
+    expect(perSecond(0.01)).toBe('0/s')
   })
 })

@@ -24,3 +24,8 @@ export function rate(perS: number): string {
   if (Math.abs(perS) < 0.05) return '0/s'
   return `${perS > 0 ? '+' : ''}${perS.toFixed(1)}/s`
 }
+
+/** A rate per second without a sign: `12.5/s`, `0/s`. */
+export function perSecond(perS: number): string {
+  return perS < 0.05 ? '0/s' : `${perS.toFixed(1)}/s`
+}

@@ -10,7 +10,7 @@ import type {
 } from '../api-types'
 import { shareLines, weightColour } from './chart'
 import { h, s } from './dom'
-import { count, duration, percent, rate } from './format'
+import { count, duration, percent, perSecond, rate } from './format'
 
 /** What the admin controls of a view do; every one asks for a confirmation first. */
 export interface AdminActions {
@@ -382,6 +382,20 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
           'net change: ',
           h('b', { 'data-testid': 'net-rate' }, rate(q.netRatePerS)),
           ' messages stored',
+        ),
+        h('h3', {}, 'Rates (last minute)'),
+        table(
+          ['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'dead-lettered'],
+          [
+            h(
+              'tr',
+              { 'data-testid': 'queue-rates' },
+              ...(['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'deadLettered'] as const).map((k) =>
+                h('td', { 'data-testid': `rate-${k}` }, perSecond(q.ratesPerS[k])),
+              ),
+            ),
+          ],
+          'rates',
         ),
       ),
       h(

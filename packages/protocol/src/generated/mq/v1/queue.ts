@@ -215,6 +215,21 @@ export interface PartitionStats {
   messages: number;
   /** The number of recent leases the achieved shares are measured over. */
   windowLeases: number;
+  /**
+   * What the partition has done since it was created (replicated counters; rates come from
+   * sampling them): messages enqueued, leases handed out, acks, nacks, leases expired,
+   * messages dead-lettered.
+   */
+  counters?: PartitionCounters | undefined;
+}
+
+export interface PartitionCounters {
+  enqueued: number;
+  delivered: number;
+  acked: number;
+  nacked: number;
+  expired: number;
+  deadLettered: number;
 }
 
 function createBasePartitionTarget(): PartitionTarget {
@@ -2324,7 +2339,7 @@ export const WeightStats: MessageFns<WeightStats> = {
 };
 
 function createBasePartitionStats(): PartitionStats {
-  return { queue: "", partition: 0, groupId: 0, weights: [], messages: 0, windowLeases: 0 };
+  return { queue: "", partition: 0, groupId: 0, weights: [], messages: 0, windowLeases: 0, counters: undefined };
 }
 
 export const PartitionStats: MessageFns<PartitionStats> = {
@@ -2346,6 +2361,9 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     }
     if (message.windowLeases !== 0) {
       writer.uint32(48).uint32(message.windowLeases);
+    }
+    if (message.counters !== undefined) {
+      PartitionCounters.encode(message.counters, writer.uint32(58).fork()).join();
     }
     return writer;
   },
@@ -2405,6 +2423,14 @@ export const PartitionStats: MessageFns<PartitionStats> = {
           message.windowLeases = reader.uint32();
           continue;
         }
+        case 7: {
+          if (tag !== 58) {
+            break;
+          }
+
+          message.counters = PartitionCounters.decode(reader, reader.uint32());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2430,6 +2456,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
         : isSet(object.window_leases)
         ? globalThis.Number(object.window_leases)
         : 0,
+      counters: isSet(object.counters) ? PartitionCounters.fromJSON(object.counters) : undefined,
     };
   },
 
@@ -2453,6 +2480,9 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     if (message.windowLeases !== 0) {
       obj.windowLeases = Math.round(message.windowLeases);
     }
+    if (message.counters !== undefined) {
+      obj.counters = PartitionCounters.toJSON(message.counters);
+    }
     return obj;
   },
 
@@ -2467,6 +2497,153 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     message.weights = object.weights?.map((e) => WeightStats.fromPartial(e)) || [];
     message.messages = object.messages ?? 0;
     message.windowLeases = object.windowLeases ?? 0;
+    message.counters = (object.counters !== undefined && object.counters !== null)
+      ? PartitionCounters.fromPartial(object.counters)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePartitionCounters(): PartitionCounters {
+  return { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 };
+}
+
+export const PartitionCounters: MessageFns<PartitionCounters> = {
+  encode(message: PartitionCounters, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.enqueued !== 0) {
+      writer.uint32(8).uint64(message.enqueued);
+    }
+    if (message.delivered !== 0) {
+      writer.uint32(16).uint64(message.delivered);
+    }
+    if (message.acked !== 0) {
+      writer.uint32(24).uint64(message.acked);
+    }
+    if (message.nacked !== 0) {
+      writer.uint32(32).uint64(message.nacked);
+    }
+    if (message.expired !== 0) {
+      writer.uint32(40).uint64(message.expired);
+    }
+    if (message.deadLettered !== 0) {
+      writer.uint32(48).uint64(message.deadLettered);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PartitionCounters {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBasePartitionCounters();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.enqueued = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.delivered = longToNumber(reader.uint64());
+          continue;
+        }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.acked = longToNumber(reader.uint64());
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.nacked = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.expired = longToNumber(reader.uint64());
+          continue;
+        }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.deadLettered = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): PartitionCounters {
+    return {
+      enqueued: isSet(object.enqueued) ? globalThis.Number(object.enqueued) : 0,
+      delivered: isSet(object.delivered) ? globalThis.Number(object.delivered) : 0,
+      acked: isSet(object.acked) ? globalThis.Number(object.acked) : 0,
+      nacked: isSet(object.nacked) ? globalThis.Number(object.nacked) : 0,
+      expired: isSet(object.expired) ? globalThis.Number(object.expired) : 0,
+      deadLettered: isSet(object.deadLettered)
+        ? globalThis.Number(object.deadLettered)
+        : isSet(object.dead_lettered)
+        ? globalThis.Number(object.dead_lettered)
+        : 0,
+    };
+  },
+
+  toJSON(message: PartitionCounters): unknown {
+    const obj: any = {};
+    if (message.enqueued !== 0) {
+      obj.enqueued = Math.round(message.enqueued);
+    }
+    if (message.delivered !== 0) {
+      obj.delivered = Math.round(message.delivered);
+    }
+    if (message.acked !== 0) {
+      obj.acked = Math.round(message.acked);
+    }
+    if (message.nacked !== 0) {
+      obj.nacked = Math.round(message.nacked);
+    }
+    if (message.expired !== 0) {
+      obj.expired = Math.round(message.expired);
+    }
+    if (message.deadLettered !== 0) {
+      obj.deadLettered = Math.round(message.deadLettered);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PartitionCounters>, I>>(base?: I): PartitionCounters {
+    return PartitionCounters.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PartitionCounters>, I>>(object: I): PartitionCounters {
+    const message = createBasePartitionCounters();
+    message.enqueued = object.enqueued ?? 0;
+    message.delivered = object.delivered ?? 0;
+    message.acked = object.acked ?? 0;
+    message.nacked = object.nacked ?? 0;
+    message.expired = object.expired ?? 0;
+    message.deadLettered = object.deadLettered ?? 0;
     return message;
   },
 };
