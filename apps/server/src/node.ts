@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
+  ChangeSignal,
   DataGroupMachine,
   type DataGroupPort,
   type DataNodePort,
@@ -77,7 +78,6 @@ export interface NodeOptions {
 interface LocalDataGroup {
   readonly port: DataGroupPort
   readonly machine: DataMachine
-  readonly waiters: Set<() => void>
   readonly opening: Map<string, Promise<void>>
 }
 
@@ -524,10 +524,8 @@ export class MqNode {
       await dm.restore(stored)
       appliedIndex = stored.meta.index
     }
-    const waiters = new Set<() => void>()
-    dm.onApplied = () => {
-      for (const w of waiters) w()
-    }
+    const changes = new ChangeSignal()
+    dm.onApplied = () => changes.notify()
     const addressOf = (id: string) => this.#addresses.get(id)
     const port: DataGroupPort = {
       groupId,
@@ -554,18 +552,8 @@ export class MqNode {
         }
       },
       nowMs: () => Date.now(),
-      changed: (ms, signal) =>
-        new Promise<void>((resolve) => {
-          const done = () => {
-            clearTimeout(timer)
-            waiters.delete(done)
-            signal.removeEventListener('abort', done)
-            resolve()
-          }
-          const timer = setTimeout(done, ms)
-          waiters.add(done)
-          signal.addEventListener('abort', done, { once: true })
-        }),
+      changed: (ms, signal, since) => changes.changed(ms, signal, since),
+      changes: () => changes.count,
     }
     raft.addGroup({
       groupId,
@@ -578,7 +566,7 @@ export class MqNode {
         compactKeepEntries: Math.max(1, Math.floor(this.config.snapshotEntries / 10)),
       },
     })
-    this.#dataGroups.set(groupId, { port, machine: dm, waiters, opening: new Map() })
+    this.#dataGroups.set(groupId, { port, machine: dm, opening: new Map() })
   }
 
   /** A read-only view for the metrics and health endpoints. */

@@ -1,9 +1,11 @@
+export { ChangeSignal } from './change-signal'
 export type { DataCommand, ImportChunk } from './data-command'
 export { decodeDataCommand, encodeDataCommand } from './data-command'
 export type { DataApplied, DataResult, RefusalReason } from './data-group'
 export { DataGroupMachine } from './data-group'
 export type { KeyPair } from './key-pairs'
 export { decodePairs, encodePairs } from './key-pairs'
+export { wakesLongPolls } from './long-poll-wake'
 export type { PartitionRef } from './partition-key'
 export {
   orphanPartitions,

@@ -1,15 +1,17 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import { NotLeaderError, type QueueServer } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
+import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
+import { wakesLongPolls } from './long-poll-wake'
 import { type DataGroupPort, type DataNodePort, queueHandlers } from './queue-handlers'
 
 /** One replica that applies proposals at once (the handlers' contract, not Raft's). */
 async function localGroup(leader = true): Promise<DataGroupPort & { now: number }> {
   const engine = new MemoryEngine()
   const machine = await DataGroupMachine.open(1, engine)
-  const waiters = new Set<() => void>()
+  const changes = new ChangeSignal()
   const port = {
     groupId: 1,
     machine,
@@ -23,20 +25,11 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
       const applied = await machine.apply(encodeDataCommand(command), port.now)
       await engine.write(applied.ops, { sync: false })
       applied.written()
-      for (const w of waiters) w()
+      if (wakesLongPolls(applied.result)) changes.notify()
       return applied.result
     },
-    changed: (ms: number, signal: AbortSignal) =>
-      new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer)
-          waiters.delete(done)
-          resolve()
-        }
-        const timer = setTimeout(done, ms)
-        waiters.add(done)
-        signal.addEventListener('abort', done, { once: true })
-      }),
+    changed: (ms: number, signal: AbortSignal, since: number) => changes.changed(ms, signal, since),
+    changes: () => changes.count,
   }
   await port.propose({ type: 'open', queue: 'jobs', partition: 0, config: { messageBytesMax: 100 } })
   return port

@@ -28,10 +28,13 @@ export interface DataGroupPort {
   /** The leader's clock (ms since the epoch), used to fix delays into absolute times. */
   nowMs(): number
   /**
-   * Resolves when the group applies an entry that may have made messages ready, or after
-   * `ms`, or when `signal` aborts — whichever is first.
+   * Resolves at the first change (an applied entry that may have made messages ready) after
+   * change number `since` — at once when one has happened — or after `ms`, or when `signal`
+   * aborts, whichever is first (see ChangeSignal).
    */
-  changed(ms: number, signal: AbortSignal): Promise<void>
+  changed(ms: number, signal: AbortSignal, since: number): Promise<void>
+  /** The number of changes so far (read before a lease, passed to `changed` after it). */
+  changes(): number
 }
 
 /** What the queue RPCs need from the node they run on. */
@@ -141,6 +144,8 @@ export function queueHandlers(
         // Bounded: each round either returns messages or waits for a change (or the recheck
         // interval) until the deadline.
         while (true) {
+          // Read before the lease: a change applied while it runs must end the wait below.
+          const since = (await locate(req.target)).group.changes()
           const r = await run(req.target, () => command)
           if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
           const remaining = deadline - Date.now()
@@ -148,6 +153,7 @@ export function queueHandlers(
           await (await locate(req.target)).group.changed(
             Math.min(remaining, limits.leaseRecheckMs),
             controller.signal,
+            since,
           )
         }
       } finally {

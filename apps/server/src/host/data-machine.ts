@@ -1,4 +1,10 @@
-import { type DataGroupMachine, type DataResult, decodePairs, encodePairs } from '@mq/data-service'
+import {
+  type DataGroupMachine,
+  type DataResult,
+  decodePairs,
+  encodePairs,
+  wakesLongPolls,
+} from '@mq/data-service'
 import { type BatchOp, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 
@@ -37,7 +43,7 @@ export class DataMachine implements StateMachine {
   #lastWrite: Promise<void> = Promise.resolve()
   readonly #reader: SmReader
   #fatal: (error: unknown) => void
-  /** Called after an entry's effects are applied (to wake long polls). */
+  /** Called after an entry that may have made messages ready is applied (to wake long polls). */
   onApplied: () => void = () => {}
 
   constructor(
@@ -75,7 +81,7 @@ export class DataMachine implements StateMachine {
         // `written`: the writes of every earlier entry (a fence or an import's end waits for them).
         const applied = await this.#machine.apply(e.data, e.timestampMs, () => this.#lastWrite)
         this.#write([...applied.ops, appliedOp]).then(applied.written, () => {})
-        this.onApplied()
+        if (wakesLongPolls(applied.result)) this.onApplied()
         return applied.result
       })
       this.#tail = step.then(

@@ -31,6 +31,7 @@ async function group(groupId: number, leads = true) {
     },
     nowMs: () => 1_000,
     changed: async () => {},
+    changes: () => 0,
   }
   const open = async (queue: string, queueId: number, partition: number) => {
     const stored = storedQueueName(queue, queueId)

@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest'
+import type { DataResult } from './data-group'
+import { wakesLongPolls } from './long-poll-wake'
+
+const applied = (result: unknown): DataResult => ({ type: 'applied', result }) as DataResult
+
+describe('wakesLongPolls', () => {
+  it('wakes on what may make messages ready', () => {
+    for (const r of [
+      applied({ type: 'enqueue', ids: [1], duplicate: false }),
+      applied({ type: 'nack', statuses: ['ok'] }),
+      applied({ type: 'redriveDead', ids: [3] }),
+      applied({ type: 'tick' }),
+      applied({ type: 'configure' }),
+      { type: 'opened' } as DataResult,
+      { type: 'imported', complete: true } as DataResult,
+    ]) {
+      expect(wakesLongPolls(r)).toBe(true)
+    }
+  })
+
+  it('does not wake on leases (empty or not), acks, extends, purges, rejections and refusals', () => {
+    for (const r of [
+      applied({ type: 'lease', leases: [] }),
+      applied({ type: 'ack', statuses: ['ok'] }),
+      applied({ type: 'extend', statuses: ['ok'], deadlinesMs: [5] }),
+      applied({ type: 'purgeReady', ids: [] }),
+      applied({ type: 'rejected', error: new Error('no') }),
+      { type: 'refused', reason: 'not-held', message: 'x' } as DataResult,
+      { type: 'fenced' } as DataResult,
+    ]) {
+      expect(wakesLongPolls(r)).toBe(false)
+    }
+  })
+})
