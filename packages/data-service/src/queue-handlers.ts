@@ -145,16 +145,13 @@ export function queueHandlers(
         // interval) until the deadline.
         while (true) {
           // Read before the lease: a change applied while it runs must end the wait below.
-          const since = (await locate(req.target)).group.changes()
+          const { group } = await locate(req.target)
+          const since = group.changes()
           const r = await run(req.target, () => command)
           if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
           const remaining = deadline - Date.now()
           if (r.leases.length > 0 || remaining <= 0) return { messages: r.leases.map(leasedMessageOf) }
-          await (await locate(req.target)).group.changed(
-            Math.min(remaining, limits.leaseRecheckMs),
-            controller.signal,
-            since,
-          )
+          await group.changed(Math.min(remaining, limits.leaseRecheckMs), controller.signal, since)
         }
       } finally {
         controller.abort()

@@ -67,7 +67,8 @@ interface Lane {
   pendingBytes: number
   inFlight: number
   sequence: number
-  timer: ReturnType<typeof setTimeout> | ReturnType<typeof setImmediate> | undefined
+  /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
+  cancel: (() => void) | undefined
 }
 
 const encoder = new TextEncoder()
@@ -129,13 +130,18 @@ export class Producer {
       lane.pendingBytes += wire.body.length
       if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
         this.#dispatch(lane)
-      } else if (!lane.timer) {
+      } else if (!lane.cancel) {
         const fire = () => {
-          lane.timer = undefined
+          lane.cancel = undefined
           this.#dispatch(lane)
         }
-        lane.timer =
-          this.#options.lingerMs > 0 ? setTimeout(fire, this.#options.lingerMs) : setImmediate(fire)
+        if (this.#options.lingerMs > 0) {
+          const timer = setTimeout(fire, this.#options.lingerMs)
+          lane.cancel = () => clearTimeout(timer)
+        } else {
+          const immediate = setImmediate(fire)
+          lane.cancel = () => clearImmediate(immediate)
+        }
       }
     })
   }
@@ -157,18 +163,15 @@ export class Producer {
   #lane(partition: number): Lane {
     let lane = this.#lanes.get(partition)
     if (!lane) {
-      lane = { partition, pending: [], pendingBytes: 0, inFlight: 0, sequence: 0, timer: undefined }
+      lane = { partition, pending: [], pendingBytes: 0, inFlight: 0, sequence: 0, cancel: undefined }
       this.#lanes.set(partition, lane)
     }
     return lane
   }
 
   #dispatch(lane: Lane): void {
-    if (lane.timer) {
-      if (this.#options.lingerMs > 0) clearTimeout(lane.timer as ReturnType<typeof setTimeout>)
-      else clearImmediate(lane.timer as ReturnType<typeof setImmediate>)
-      lane.timer = undefined
-    }
+    lane.cancel?.()
+    lane.cancel = undefined
     const inFlightMax = this.#options.idempotent ? 1 : this.#options.inFlightMax
     while (lane.pending.length > 0 && lane.inFlight < inFlightMax) {
       let bytes = 0

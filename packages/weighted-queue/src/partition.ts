@@ -677,14 +677,16 @@ export class QueuePartition {
       }
       this.leased[w] = (this.leased[w] as number) - 1
       this.dirtyWeights.add(w)
-      if (action === 'ack') this.st.acked++
-      else this.st.nacked++
       if (action === 'ack') {
+        this.st.acked++
         this.del(keyOf.get(id) as Uint8Array)
         if (meta.inlineBody === undefined) this.del(this.keys.body(id))
         this.st.messages--
         metas.set(id, undefined)
-      } else if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
+        continue
+      }
+      this.st.nacked++
+      if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
       else if (ms > 0) this.toDelayed(id, meta, now + ms)
       else this.toReady(id, meta, ReadyBand.Returned)
     }
