@@ -93,6 +93,10 @@ export class MemoryLogStorage implements WritableLogStorage {
   #live: LogImage
   #durable: LogImage
   #staged: StagedWrite[] = []
+  /** Writes staged since this storage was made (or last crashed), synced or not. */
+  #stagedCount = 0
+  /** How many of those are durable. */
+  #syncedCount = 0
   readonly #stagedWritesMax: number
   readonly #conf: ConfState
 
@@ -177,23 +181,37 @@ export class MemoryLogStorage implements WritableLogStorage {
       )
     }
     this.#staged.push(w)
+    this.#stagedCount++
   }
 
-  /** Makes every staged write durable. */
-  sync(): void {
+  /** A mark for sync(): every write staged so far. */
+  stageMark(): number {
+    return this.#stagedCount
+  }
+
+  /**
+   * Makes the staged writes durable, in order: all of them, or only those staged before
+   * `mark` (from stageMark()) — a pipelined flush covers the writes staged when it started.
+   */
+  sync(mark = this.#stagedCount): void {
     const d = this.#durable
+    let n = 0
     for (const w of this.#staged) {
+      if (this.#syncedCount + n >= mark) break
       if (w.kind === 'append') d.append(w.entries)
       else if (w.kind === 'hardState') d.hardState = w.hardState
       else if (w.kind === 'snapshot') d.applySnapshot(w.snapshot)
       else d.compact(w.snapshot, w.compactIndex)
+      n++
     }
-    this.#staged = []
+    this.#staged = n === this.#staged.length ? [] : this.#staged.slice(n)
+    this.#syncedCount += n
   }
 
   /** Drops every write since the last sync(), as a crash would. */
   crash(): void {
     this.#staged = []
+    this.#stagedCount = this.#syncedCount
     this.#live = this.#durable.clone()
     this.#durable = this.#live.clone()
   }

@@ -18,6 +18,14 @@ export class RaftLog {
   unstableOffset: number
   unstable: Entry[] = []
   unstableSnapshot: Snapshot | null = null
+  /**
+   * Entries up to this index were handed to the caller for persisting (in a Ready not yet
+   * advanced, or already stable): the next Ready carries only the entries after it. A
+   * truncation below it pulls it back, so the overwriting entries are handed out again.
+   */
+  inProgressTo: number
+  /** The unstable snapshot was handed to the caller (in a Ready not yet advanced). */
+  snapshotInProgress = false
   committed: number
   /** Applied as confirmed by advance(). */
   applied: number
@@ -27,6 +35,7 @@ export class RaftLog {
   constructor(storage: LogStorage, committed: number, applied: number) {
     this.storage = storage
     this.unstableOffset = storage.lastIndex() + 1
+    this.inProgressTo = this.unstableOffset - 1
     this.committed = committed
     this.applied = applied
     this.applying = applied
@@ -123,6 +132,7 @@ export class RaftLog {
       this.unstable = this.unstable.slice(0, first - this.unstableOffset)
       for (const e of entries) this.unstable.push(e)
     }
+    if (this.inProgressTo > first - 1) this.inProgressTo = first - 1
     return Math.min(first, last + 1)
   }
 
@@ -173,19 +183,40 @@ export class RaftLog {
     return this.unstableSnapshot === null && this.committed > this.applying
   }
 
-  /** The caller persisted entries up to (index, term): drop them from the unstable tail. */
+  /** Unstable entries not yet handed out for persisting (see inProgressTo). */
+  entriesToPersist(): Entry[] {
+    const from = Math.max(this.inProgressTo + 1, this.unstableOffset)
+    return this.unstable.slice(from - this.unstableOffset)
+  }
+
+  hasEntriesToPersist(): boolean {
+    return this.unstableOffset + this.unstable.length - 1 > this.inProgressTo
+  }
+
+  /** The caller took the unstable tail for persisting (it is in a Ready now). */
+  persistingAll(): void {
+    this.inProgressTo = this.unstableOffset + this.unstable.length - 1
+  }
+
+  /**
+   * The caller persisted entries up to (index, term): drop them from the unstable tail. A
+   * term that no longer matches means those entries were overwritten meanwhile (a later
+   * Ready carries their replacements), so nothing becomes stable.
+   */
   stableTo(index: number, term: number): void {
     if (index < this.unstableOffset) return
     const e = this.unstable[index - this.unstableOffset]
     if (e === undefined || e.term !== term) return
     this.unstable = this.unstable.slice(index + 1 - this.unstableOffset)
     this.unstableOffset = index + 1
+    if (this.inProgressTo < index) this.inProgressTo = index
   }
 
   /** The caller installed the received snapshot at `index`. */
   stableSnapshotTo(index: number): void {
     if (this.unstableSnapshot !== null && this.unstableSnapshot.meta.index === index) {
       this.unstableSnapshot = null
+      this.snapshotInProgress = false
     }
   }
 
@@ -195,6 +226,8 @@ export class RaftLog {
     this.applying = snapshot.meta.index
     this.unstable = []
     this.unstableOffset = snapshot.meta.index + 1
+    this.inProgressTo = snapshot.meta.index
     this.unstableSnapshot = snapshot
+    this.snapshotInProgress = false
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { EntryType, type Ready } from './index'
+import { EntryType, MessageType, message, type Ready } from './index'
 import { MemoryLogStorage } from './memory-storage'
 import { Prng } from './prng'
 import { RawNode } from './raw-node'
@@ -27,13 +27,96 @@ describe('RawNode', () => {
     expect(rd.committedEntries.length).toBe(3)
   })
 
-  it('hands out one Ready at a time: no second Ready until advance()', () => {
-    const raw = new RawNode({ id: 'a', prng: new Prng(1) }, new MemoryLogStorage(conf))
-    const rd = raw.ready()
-    expect(raw.hasReady()).toBe(false)
-    expect(() => raw.ready()).toThrow(/advance/)
+  it('pipelines Readies: each carries only new work, advanced oldest first', () => {
+    const s = new MemoryLogStorage({ voters: ['solo'], learners: [], votersOutgoing: [], learnersNext: [] })
+    const raw = new RawNode({ id: 'solo', prng: new Prng(1) }, s)
+    raw.campaign()
+    let rd = raw.ready()
+    persist(s, rd)
     raw.advance(rd)
-    expect(() => raw.advance(rd)).toThrow(/outstanding/)
+    while (raw.hasReady()) {
+      rd = raw.ready()
+      persist(s, rd)
+      raw.advance(rd)
+    }
+    const x = raw.propose(new Uint8Array([1]))
+    const rd1 = raw.ready()
+    expect(rd1.entries.map((e) => e.index)).toEqual([x])
+    s.append(rd1.entries)
+    expect(raw.hasReady()).toBe(false) // x is in progress, nothing new
+    const y = raw.propose(new Uint8Array([2]))
+    const rd2 = raw.ready()
+    expect(rd2.entries.map((e) => e.index)).toEqual([y]) // not x again
+    expect(rd2.committedEntries).toEqual([]) // a lone voter commits only what it persisted
+    s.append(rd2.entries)
+    expect(() => raw.advance(rd2)).toThrow(/oldest outstanding/)
+    expect(raw.outstandingReadies).toBe(2)
+    s.sync()
+    raw.advance(rd1)
+    const rd3 = raw.ready()
+    expect(rd3.committedEntries.map((e) => e.index)).toEqual([x]) // y is not durable yet as far as raft knows
+    raw.advance(rd2)
+    raw.advance(rd3)
+    const rd4 = raw.ready()
+    expect(rd4.committedEntries.map((e) => e.index)).toEqual([y])
+    raw.advance(rd4)
+    expect(() => raw.advance(rd4)).toThrow(/outstanding/)
+  })
+
+  it('hands out again entries that overwrite ones still in progress (a new leader truncated them)', () => {
+    const s = new MemoryLogStorage(conf)
+    const raw = new RawNode({ id: 'a', prng: new Prng(1) }, s)
+    const rd = raw.ready()
+    persist(s, rd)
+    raw.advance(rd)
+    const entry = (index: number, term: number) => ({
+      index,
+      term,
+      type: EntryType.Normal,
+      data: new Uint8Array([index, term]),
+      timestampMs: 0,
+    })
+    // Leader b of term 2 sends 4 and 5; they are handed out and their write is in flight.
+    raw.step(
+      message({
+        type: MessageType.App,
+        from: 'b',
+        to: 'a',
+        term: 2,
+        index: 3,
+        logTerm: 1,
+        commit: 3,
+        entries: [entry(4, 2), entry(5, 2)],
+      }),
+    )
+    const rd1 = raw.ready()
+    expect(rd1.entries.map((e) => [e.index, e.term])).toEqual([
+      [4, 2],
+      [5, 2],
+    ])
+    // Leader c of term 3 replaces index 4 onwards before that write lands.
+    raw.step(
+      message({
+        type: MessageType.App,
+        from: 'c',
+        to: 'a',
+        term: 3,
+        index: 3,
+        logTerm: 1,
+        commit: 3,
+        entries: [entry(4, 3)],
+      }),
+    )
+    const rd2 = raw.ready()
+    expect(rd2.entries.map((e) => [e.index, e.term])).toEqual([[4, 3]])
+    persist(s, rd1)
+    persist(s, rd2)
+    raw.advance(rd1) // its entries were overwritten: nothing becomes stable through it
+    expect(raw.status().lastIndex).toBe(4)
+    raw.advance(rd2)
+    expect(raw.termAt(4)).toBe(3)
+    expect(raw.termAt(5)).toBe(-1)
+    expect(raw.hasReady()).toBe(false)
   })
 
   it('restarts from storage with its term, vote, log and membership', () => {

@@ -37,7 +37,8 @@ export class RawNode {
   readonly #raft: Raft
   #prevSoft: SoftState
   #prevHard: HardState
-  #outstanding: Ready | null = null
+  /** Readies handed out and not yet advanced, oldest first. */
+  readonly #outstanding: Ready[] = []
 
   /** Throws InvalidConfigError for a bad option or a bad stored configuration. */
   constructor(options: RawNodeOptions, storage: LogStorage) {
@@ -106,14 +107,15 @@ export class RawNode {
   }
 
   /**
-   * Metadata for a snapshot of the state machine taken at `index` (applied, not compacted).
-   * Throws RangeError when the index is not applied or already compacted.
+   * Metadata for a snapshot of the state machine taken at `index` (handed out for applying in
+   * a Ready, which the caller applied — advanced or not — and not compacted). Throws
+   * RangeError when the index was never handed out for applying or is already compacted.
    */
   snapshotMeta(index: number): SnapshotMeta {
     const log = this.#raft.log
     const term = log.term(index)
-    if (index > log.applied || term === TERM_UNKNOWN || index < log.firstIndex() - 1) {
-      throw new RangeError(`snapshotMeta(${index}): must be applied (<= ${log.applied}) and not compacted`)
+    if (index > log.applying || term === TERM_UNKNOWN || index < log.firstIndex() - 1) {
+      throw new RangeError(`snapshotMeta(${index}): must be applied (<= ${log.applying}) and not compacted`)
     }
     const timestampMs = index >= log.firstIndex() ? log.slice(index, index + 1, 0)[0]!.timestampMs : undefined
     return timestampMs === undefined
@@ -142,24 +144,24 @@ export class RawNode {
     return this.#raft.stats
   }
 
-  /** True when ready() would return work. False while a Ready is outstanding. */
+  /** True when ready() would return work (new work only: not what outstanding Readies carry). */
   hasReady(): boolean {
-    if (this.#outstanding !== null) return false
     const r = this.#raft
     const log = r.log
     if (r.msgs.length > 0 || r.readStates.length > 0 || r.hasPendingSends()) return true
-    if (log.unstable.length > 0 || log.unstableSnapshot !== null || log.hasNextCommitted()) return true
+    if (log.hasEntriesToPersist() || log.hasNextCommitted()) return true
+    if (log.unstableSnapshot !== null && !log.snapshotInProgress) return true
     if (r.lead !== this.#prevSoft.lead || r.role !== this.#prevSoft.role) return true
     const h = this.#prevHard
     return r.term !== h.term || r.vote !== h.vote || log.committed !== h.commit
   }
 
   /**
-   * Takes the pending work. Requires no outstanding Ready (call advance() first); the caller
-   * must then follow the order documented on Ready.
+   * Takes the pending work; the caller must then follow the order documented on Ready. Several
+   * Readies may be outstanding (pipelined persistence): each carries only work the earlier
+   * ones do not, and they are advanced in the order they were taken.
    */
   ready(): Ready {
-    if (this.#outstanding !== null) throw new Error('RawNode.ready: advance() the previous Ready first')
     const r = this.#raft
     r.flushSends()
     const log = r.log
@@ -180,23 +182,27 @@ export class RawNode {
     r.msgs = []
     const readStates = r.readStates
     r.readStates = []
-    const rd: Ready = {
-      softState,
-      hardState,
-      entries: log.unstable.slice(),
-      snapshot: log.unstableSnapshot,
-      committedEntries,
-      messages,
-      readStates,
+    const entries = log.entriesToPersist()
+    log.persistingAll()
+    let snapshot: Ready['snapshot'] = null
+    if (log.unstableSnapshot !== null && !log.snapshotInProgress) {
+      snapshot = log.unstableSnapshot
+      log.snapshotInProgress = true
     }
-    this.#outstanding = rd
+    const rd: Ready = { softState, hardState, entries, snapshot, committedEntries, messages, readStates }
+    this.#outstanding.push(rd)
     return rd
   }
 
-  /** Acknowledges that `rd` was persisted, sent and applied (in that order). */
+  /** Readies taken and not yet advanced. */
+  get outstandingReadies(): number {
+    return this.#outstanding.length
+  }
+
+  /** Acknowledges that `rd`, the oldest outstanding Ready, was persisted, sent and applied (in that order). */
   advance(rd: Ready): void {
-    if (rd !== this.#outstanding) throw new Error('RawNode.advance: not the outstanding Ready')
-    this.#outstanding = null
+    if (rd !== this.#outstanding[0]) throw new Error('RawNode.advance: not the oldest outstanding Ready')
+    this.#outstanding.shift()
     const r = this.#raft
     const log = r.log
     if (rd.snapshot !== null) log.stableSnapshotTo(rd.snapshot.meta.index)

@@ -13,7 +13,11 @@ import type { Entry, HardState, Snapshot } from './types'
  *      `committedEntries` in order; answer `readStates` once their index is applied;
  *   4. call advance(ready).
  *
- * No other Ready is handed out between ready() and advance(). Everything in a Ready may be
+ * Readies may be pipelined: ready() may be called again before advance(), and the next
+ * Ready carries only new work (entries not yet handed out, commits after those handed out).
+ * The caller then persists them in order (a later Ready's writes never become durable before
+ * an earlier one's), sends a Ready's messages only once its own writes are durable, applies
+ * in order, and advances in the order taken. Everything in a Ready may be
  * empty except that hasReady() was true.
  */
 export interface Ready {

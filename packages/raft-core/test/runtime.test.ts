@@ -243,6 +243,99 @@ describe('RaftHost', () => {
     await p
   })
 
+  it('pipelines: while its own flush is pending, a leader commits with its followers and keeps sending', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    let open: () => void = () => {}
+    n1.durability.gate = new Promise<void>((r) => {
+      open = r
+    })
+    const flushedBefore = n1.durability.flushedGroups.length
+    // Delivers what is queued, without waiting for n1's gated flush.
+    const exchange = async (): Promise<void> => {
+      for (let round = 0; round < 20; round++) {
+        await new Promise((r) => setImmediate(r))
+        for (const { groupId, m } of net.queue.splice(0)) nodes.get(m.to)!.host.receive(groupId, m)
+      }
+    }
+    const a = n1.host.propose(1, enc.encode('a'))
+    await exchange()
+    // n2 and n3 made it durable: a majority without n1's own disk.
+    await expect(a).resolves.toMatchObject({ result: 1 })
+    const before = net.sent.length
+    const b = n1.host.propose(1, enc.encode('b'))
+    await exchange()
+    expect(
+      new Set(
+        net.sent
+          .slice(before)
+          .filter((m) => m.type === MessageType.App && m.entries.length > 0)
+          .map((m) => m.to),
+      ),
+    ).toEqual(new Set(['n2', 'n3']))
+    await expect(b).resolves.toMatchObject({ result: 2 })
+    expect(n1.durability.flushedGroups.length).toBe(flushedBefore) // n1's first flush is still pending
+    n1.durability.gate = null
+    open()
+    await net.run()
+    expect(nodes.get('n1')!.machines.get(1)!.items).toEqual(['a', 'b'])
+  })
+
+  it('with pipelineMax 1, a leader waits for its own flush before its next cycle', async () => {
+    const net = new Net()
+    const ids = ['n1', 'n2', 'n3']
+    const durabilities = new Map<string, RecordingDurability>()
+    for (const [i, id] of ids.entries()) {
+      const durability = new RecordingDurability()
+      durabilities.set(id, durability)
+      const host = new RaftHost({
+        transport: net.transport(),
+        durability,
+        clock: { nowMs: () => 1_000 },
+        pipelineMax: 1,
+      })
+      const storage = new MemoryLogStorage(conf(ids))
+      durability.storages.push(storage)
+      host.addGroup({
+        groupId: 1,
+        raft: { id, prng: new Prng(i + 1), electionTicks: 10 },
+        storage,
+        stateMachine: new ListMachine(),
+      })
+      net.hosts.set(id, host)
+    }
+    const n1 = net.hosts.get('n1')!
+    await electAll(net, n1, [1])
+    let open: () => void = () => {}
+    durabilities.get('n1')!.gate = new Promise<void>((r) => {
+      open = r
+    })
+    let settled = false
+    const a = n1.propose(1, enc.encode('a')).then((v) => {
+      settled = true
+      return v
+    })
+    for (let round = 0; round < 20; round++) {
+      await new Promise((r) => setImmediate(r))
+      for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)!.receive(groupId, m)
+    }
+    expect(settled).toBe(false)
+    durabilities.get('n1')!.gate = null
+    open()
+    await net.run()
+    await expect(a).resolves.toMatchObject({ result: 1 })
+    expect(
+      () =>
+        new RaftHost({
+          transport: net.transport(),
+          durability: durabilities.get('n1')!,
+          clock: { nowMs: () => 0 },
+          pipelineMax: 0,
+        }),
+    ).toThrow(/pipelineMax/)
+  })
+
   it('fails a proposal on a follower with a retriable NotLeaderError carrying the leader hint', async () => {
     const { net, nodes } = cluster([1])
     await electAll(net, nodes.get('n1')!.host, [1])

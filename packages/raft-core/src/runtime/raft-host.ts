@@ -12,7 +12,7 @@ import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
 import { Role } from '../read-state'
 import type { Ready } from '../ready'
 import type { Durability, WritableLogStorage } from '../storage'
-import type { HardState, ReplicaId } from '../types'
+import type { HardState, ReplicaId, Snapshot } from '../types'
 import type { Clock, GroupId, StateMachine, Transport } from './ports'
 
 /** Bounds of one group in a host. */
@@ -64,6 +64,12 @@ export interface HostOptions {
   readonly onFatal?: (error: unknown) => void
   /** Bound on Ready cycles one processing run performs before yielding to the event loop. */
   readonly cyclesPerRunMax?: number
+  /**
+   * Cycles whose flush may be outstanding at once (default 4; 1 = each cycle waits for its
+   * flush before the next starts). While one flush runs, later cycles still send leaders'
+   * appends, apply what a majority made durable and stage the next writes.
+   */
+  readonly pipelineMax?: number
 }
 
 /** What a proposal resolves to once its entry is applied. */
@@ -105,6 +111,8 @@ class Group {
   lead: ReplicaId = ''
   /** The hard state last staged in storage. */
   hardState: HardState
+  /** Readies taken and waiting for their flush before being sent and applied (not early). */
+  late = 0
   /** After leaderGone(): campaign at this tick if still leaderless (-1: no such plan). */
   campaignAtTick = -1
 
@@ -129,6 +137,33 @@ class Group {
   }
 }
 
+/** A Ready taken in a cycle; `early` ones were sent and applied before their flush. */
+interface Step {
+  readonly g: Group
+  readonly rd: Ready
+  readonly early: boolean
+}
+
+/** A cycle whose Readies wait for its flush (null: nothing of it needed one). */
+interface PipelinedCycle {
+  readonly steps: readonly Step[]
+  readonly flushed: Promise<void> | null
+  readonly done: Deferred
+}
+
+interface Deferred {
+  readonly promise: Promise<void>
+  resolve(): void
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
 function sameVote(a: HardState, b: HardState): boolean {
   return a.term === b.term && a.vote === b.vote
 }
@@ -151,6 +186,12 @@ function leads(g: Group, rd: Ready): boolean {
  * A leader whose Ready keeps its term and vote does 3 and 4 before the flush (its appends go
  * out while its own disk writes them; it counts its own log only once durable).
  *
+ * Cycles are pipelined (up to `pipelineMax`): the next cycle starts while the previous
+ * flush runs, so a leader keeps sending new appends and applying what its followers made
+ * durable, and new writes gather for the next flush. Steps 3-5 of a cycle run once its flush
+ * has landed, cycles oldest first; a group's Ready goes early only behind no late Ready of its
+ * own, so per group everything stays in the order taken.
+ *
  * A storage write refused with a retriable RaftError (the storage's own back-pressure, such
  * as a full group-commit queue) changes nothing and is retried after the next flush; any
  * other storage or state machine error is fatal: the host stops (HostStoppedError).
@@ -166,6 +207,10 @@ export class RaftHost {
   readonly #clock: Clock
   readonly #onFatal: (error: unknown) => void
   readonly #cyclesPerRunMax: number
+  readonly #pipelineMax: number
+  /** Cycles whose flush has not landed yet, oldest first. */
+  readonly #pipeline: PipelinedCycle[] = []
+  #draining: Promise<void> | null = null
   #running: Promise<void> | null = null
   #again = false
   #fatal: unknown = null
@@ -178,6 +223,10 @@ export class RaftHost {
     this.#clock = options.clock
     this.#onFatal = options.onFatal ?? (() => {})
     this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
+    this.#pipelineMax = options.pipelineMax ?? 4
+    if (!Number.isInteger(this.#pipelineMax) || this.#pipelineMax < 1) {
+      throw new InvalidArgumentError(`pipelineMax must be a positive integer, got ${options.pipelineMax}`)
+    }
   }
 
   /** Adds a group replica. Throws InvalidArgumentError for a duplicate id, InvalidConfigError for a bad config. */
@@ -365,7 +414,10 @@ export class RaftHost {
 
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
-    while (this.#running !== null) await this.#running
+    while (this.#running !== null || this.#draining !== null) {
+      if (this.#running !== null) await this.#running
+      if (this.#draining !== null) await this.#draining
+    }
     if (this.#fatal !== null) throw this.#fatal
   }
 
@@ -405,8 +457,11 @@ export class RaftHost {
     try {
       for (let cycle = 0; cycle < this.#cyclesPerRunMax; cycle++) {
         this.#again = false
-        const worked = await this.#cycle()
-        if (!worked) return
+        // Bounded pipeline: past its depth, the oldest cycle's flush must land first.
+        while (this.#pipeline.length >= this.#pipelineMax) await this.#pipeline[0]!.done.promise
+        const worked = this.#cycle()
+        if (worked === false) return
+        if (worked !== true) await worked
       }
       this.#again = true // more work remains: continue in a fresh run (yields to I/O between runs)
     } catch (e) {
@@ -414,9 +469,15 @@ export class RaftHost {
     }
   }
 
-  /** One cycle over every group; returns whether any group had work. */
-  async #cycle(): Promise<boolean> {
-    const batch: { g: Group; rd: Ready; early: boolean }[] = []
+  /**
+   * One cycle over every group: takes each group's new Ready and stages its writes; a leader
+   * that may go early sends and applies at once; the rest wait in the pipeline for this
+   * cycle's flush (see #drain). Returns false when no group had work, true when it did, or a
+   * promise to await first when the storage refused some writes for now (stalled groups retry
+   * once the flush that drains its staging queue has landed).
+   */
+  #cycle(): boolean | Promise<void> {
+    const steps: Step[] = []
     let mustFlush = false
     let stalled = 0
     for (const g of this.#groups.values()) {
@@ -436,34 +497,67 @@ export class RaftHost {
       // (the commit index is re-learned from the leader after a restart): it rides along with
       // the next flush. Entries, snapshots, terms and votes must be durable first.
       if (rd.snapshot !== null || rd.entries.length > 0 || votes) mustFlush = true
-      batch.push({ g, rd, early: !votes && rd.snapshot === null && leads(g, rd) })
+      // Early only behind no late Ready of its own: sends and applies stay in order per group.
+      const early = g.late === 0 && !votes && rd.snapshot === null && leads(g, rd)
+      if (!early) g.late++
+      steps.push({ g, rd, early })
     }
-    if (batch.length === 0 && stalled === 0) return false
+    if (steps.length === 0 && stalled === 0) return false
     this.stats.cycles++
     // A leader that keeps its term sends and applies before its own flush (dissertation
     // §10.2.1): it counts its own log toward commitment only once persisted (at advance), so
-    // what it applies is already durable here and on a majority, and its appends promise
-    // nothing about its own disk.
-    for (const b of batch) {
-      if (!b.early) continue
-      if (b.rd.messages.length > 0) this.#transport.send(b.g.id, b.rd.messages)
-      await this.#apply(b.g, b.rd)
+    // what it applies is already durable on a majority, and its appends promise nothing
+    // about its own disk.
+    for (const s of steps) {
+      if (!s.early) continue
+      if (s.rd.messages.length > 0) this.#transport.send(s.g.id, s.rd.messages)
+      this.#apply(s.g, s.rd) // synchronous: an early Ready carries no snapshot
     }
+    let flushed: Promise<void> | null = null
     if (mustFlush || stalled > 0) {
       // A flush also drains the storage's staging queue, so stalled groups can stage next cycle.
-      await this.#durability.flush()
+      flushed = this.#durability.flush()
+      flushed.catch(() => {}) // observed by #drain, in order
       this.stats.flushes++
     }
-    for (const { g, rd, early } of batch) {
-      if (!early && rd.messages.length > 0) this.#transport.send(g.id, rd.messages)
+    const pending: PipelinedCycle = { steps, flushed, done: deferred() }
+    this.#pipeline.push(pending)
+    this.#draining ??= this.#drain()
+    return stalled > 0 ? pending.done.promise : true
+  }
+
+  /**
+   * Finishes pipelined cycles oldest first, each once its flush has landed: sends the late
+   * Readies' messages (they promise durable state), applies them, advances every Ready of
+   * the cycle and compacts. A flush never lands before an earlier one, so per group the
+   * Readies are persisted, sent, applied and advanced in the order they were taken.
+   */
+  async #drain(): Promise<void> {
+    try {
+      while (this.#pipeline.length > 0 && this.#fatal === null) {
+        const p = this.#pipeline[0]!
+        if (p.flushed !== null) await p.flushed
+        for (const { g, rd, early } of p.steps) {
+          if (!early && rd.messages.length > 0 && this.#groups.has(g.id))
+            this.#transport.send(g.id, rd.messages)
+        }
+        for (const { g, rd, early } of p.steps) {
+          if (!early) g.late--
+          if (!this.#groups.has(g.id)) continue
+          if (!early) await this.#apply(g, rd)
+          g.raw.advance(rd)
+          await this.#maybeCompact(g)
+        }
+        this.#pipeline.shift()
+        p.done.resolve()
+        this.#schedule() // advancing may have made work (a leader's own log now counts)
+      }
+    } catch (e) {
+      this.#die(e)
+    } finally {
+      this.#draining = null
+      for (const p of this.#pipeline.splice(0)) p.done.resolve()
     }
-    for (const { g, rd, early } of batch) {
-      if (!this.#groups.has(g.id)) continue
-      if (!early) await this.#apply(g, rd)
-      g.raw.advance(rd)
-      await this.#maybeCompact(g)
-    }
-    return true
   }
 
   /**
@@ -500,25 +594,34 @@ export class RaftHost {
     }
   }
 
-  async #apply(g: Group, rd: Ready): Promise<void> {
+  /** Applies `rd`; returns a promise only when it restores a snapshot. */
+  #apply(g: Group, rd: Ready): Promise<void> | undefined {
     if (rd.softState !== null) {
       g.role = rd.softState.role
       g.lead = rd.softState.lead
     }
-    if (rd.snapshot !== null) {
-      await g.sm.restore(rd.snapshot)
-      g.applied = rd.snapshot.meta.index
-      // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
-      for (const [index, p] of g.proposals) {
-        if (index > g.applied) continue
-        this.#settle(
-          g,
-          index,
-          p,
-          new ProposalDroppedError('replaced by a snapshot; outcome unknown, retry idempotently'),
-        )
-      }
+    if (rd.snapshot !== null) return this.#restore(g, rd.snapshot).then(() => this.#applyCommitted(g, rd))
+    this.#applyCommitted(g, rd)
+    return undefined
+  }
+
+  async #restore(g: Group, snapshot: Snapshot): Promise<void> {
+    await g.sm.restore(snapshot)
+    g.applied = snapshot.meta.index
+    // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
+    for (const [index, p] of g.proposals) {
+      if (index > g.applied) continue
+      this.#settle(
+        g,
+        index,
+        p,
+        new ProposalDroppedError('replaced by a snapshot; outcome unknown, retry idempotently'),
+      )
     }
+  }
+
+  /** Applies the committed entries in order, answers their proposals, then the reads now applied. */
+  #applyCommitted(g: Group, rd: Ready): void {
     if (rd.committedEntries.length > 0) {
       const results = g.sm.apply(rd.committedEntries)
       for (let i = 0; i < rd.committedEntries.length; i++) {

@@ -58,15 +58,26 @@ interface SimNode {
   incarnation: number
   readonly clockRate: number
   readonly clockOffsetMs: number
-  ready: Ready | null
-  /** The outstanding Ready was sent and applied before its flush (a leader keeping its term). */
-  early: boolean
+  /** Readies taken and not yet advanced, oldest first, each with its storage sync mark. */
+  pending: PendingReady[]
+  /** Pending Readies that wait for their flush before being sent and applied. */
+  late: number
+  /** When the last scheduled flush lands (flushes land in order). */
+  flushAtMs: number
   /** The state machine: last applied index and a hash chain over applied entries. */
   appliedIndex: number
   stateHash: number
   lastTimestampMs: number
   commitSeen: number
   wasLeaderTerm: number
+}
+
+interface PendingReady {
+  readonly rd: Ready
+  /** Sent and applied before its flush (a leader keeping its term, behind no late Ready). */
+  readonly early: boolean
+  /** The storage writes staged up to this Ready (MemoryLogStorage.stageMark). */
+  readonly mark: number
 }
 
 const TICK_MS = 10
@@ -125,8 +136,9 @@ export class SimCluster {
           ? 1 + (this.#prng.float() * 2 - 1) * this.options.clockRateSpread
           : 1,
       clockOffsetMs: this.#prng.below(1000),
-      ready: null,
-      early: false,
+      pending: [],
+      late: 0,
+      flushAtMs: 0,
       appliedIndex: 0,
       stateHash: 0,
       lastTimestampMs: 0,
@@ -160,7 +172,8 @@ export class SimCluster {
     const snap = node.storage.snapshot()
     this.#restoreStateMachine(node, snap)
     node.commitSeen = node.raw.status().commit
-    node.ready = null
+    node.pending = []
+    node.late = 0
     this.#scheduleTick(node)
   }
 
@@ -302,9 +315,11 @@ export class SimCluster {
 
   #pump(n: SimNode): void {
     const raw = n.raw!
-    if (n.ready !== null || !raw.hasReady()) return
+    while (n.pending.length < this.options.pipelineMax && raw.hasReady()) this.#takeReady(n, raw)
+  }
+
+  #takeReady(n: SimNode, raw: RawNode): void {
     const rd = raw.ready()
-    n.ready = rd
     const status = raw.status()
     if (this.trace !== null) {
       if (rd.softState !== null)
@@ -332,11 +347,13 @@ export class SimCluster {
       n.commitSeen = rd.hardState.commit
     }
     // As the host does: a leader that keeps its term and vote sends and applies before its
-    // own flush (its own log counts toward commitment only once persisted, at advance).
+    // own flush (its own log counts toward commitment only once persisted, at advance), unless
+    // a late Ready of its own is still pending (sends and applies stay in order).
     const before = n.storage.initialState().hardState
     const votes =
       rd.hardState !== null && (rd.hardState.term !== before.term || rd.hardState.vote !== before.vote)
-    n.early = !votes && rd.snapshot === null && (rd.softState?.role ?? status.role) === Role.Leader
+    const early =
+      n.late === 0 && !votes && rd.snapshot === null && (rd.softState?.role ?? status.role) === Role.Leader
     // Persist (staged: durable only at the flush below).
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot)
     if (rd.entries.length > 0) {
@@ -344,17 +361,24 @@ export class SimCluster {
       this.checker.persisted(n.id, rd.entries, n.storage.term(rd.entries[0]!.index - 1))
     }
     if (rd.hardState !== null) n.storage.setHardState(rd.hardState)
-    if (n.early) this.#sendAndApply(n, rd)
+    n.pending.push({ rd, early, mark: n.storage.stageMark() })
+    if (early) this.#sendAndApply(n, rd)
+    else n.late++
+    // Flushes land in the order they were started (a later one never overtakes).
     const delay = this.options.fsyncMsMax > 0 ? this.#prng.below(this.options.fsyncMsMax + 1) : 0
-    this.#queue.push(this.#nowMs + delay, { kind: 'flush', node: n, incarnation: n.incarnation })
+    n.flushAtMs = Math.max(n.flushAtMs, this.#nowMs + delay)
+    this.#queue.push(n.flushAtMs, { kind: 'flush', node: n, incarnation: n.incarnation })
   }
 
+  /** The oldest pending Ready's flush landed: its writes (only those) are durable now. */
   #finishReady(n: SimNode): void {
     const raw = n.raw!
-    const rd = n.ready!
-    n.storage.sync()
-    if (!n.early) this.#sendAndApply(n, rd)
-    n.ready = null
+    const { rd, early, mark } = n.pending.shift()!
+    n.storage.sync(mark)
+    if (!early) {
+      n.late--
+      this.#sendAndApply(n, rd)
+    }
     raw.advance(rd)
     this.#maybeCompact(n)
     this.#pump(n)
@@ -525,7 +549,8 @@ export class SimCluster {
 
   #crash(n: SimNode): void {
     n.raw = null
-    n.ready = null
+    n.pending = []
+    n.late = 0
     n.incarnation++
     n.storage.crash()
     this.#stats.crashes++

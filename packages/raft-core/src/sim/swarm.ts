@@ -35,6 +35,8 @@ export interface SwarmOptions {
   readonly readRate: number
   readonly safetyMs: number
   readonly livenessMs: number
+  /** Readies a replica may have taken and not yet advanced (pipelined persistence, as the host does). */
+  readonly pipelineMax: number
 }
 
 /**
@@ -74,5 +76,6 @@ export function swarmOptions(p: Prng): SwarmOptions {
     readRate: maybe(0.6, 0.1),
     safetyMs: 1000 + p.below(2000),
     livenessMs: 20_000,
+    pipelineMax: 1 + p.below(4),
   }
 }
