@@ -22,6 +22,12 @@ export interface GroupCommitOptions {
    */
   readonly schedule?: (start: () => void) => void
   /**
+   * How long ops staged by `write()` alone (a state machine's, which need not be durable
+   * before anything) may wait for a `flush()` to carry them before they get a batch of their
+   * own, in milliseconds. Default 5. 0: a batch of their own at once (as `flush()` does).
+   */
+  readonly lazyFlushMs?: number
+  /**
    * Called once per durable batch with its figures, for an observer outside this package
    * (a metrics exporter). Must not throw; a throw is caught and ignored.
    */
@@ -123,6 +129,10 @@ export class GroupCommit implements Durability {
   private failed: WriteFailedError | undefined
   private closed = false
   private startScheduled = false
+  /** Some `flush()` waits for the staged ops (not only lazy `write()`s). */
+  private eager = false
+  private lazyTimer: ReturnType<typeof setTimeout> | undefined
+  private readonly lazyFlushMs: number
 
   private readonly stagedOpsMax: number
   private readonly stagedBytesMax: number
@@ -151,6 +161,9 @@ export class GroupCommit implements Durability {
     this.roomWaitCyclesMax = positive('roomWaitCyclesMax', options.roomWaitCyclesMax ?? 64)
     this.nowMs = options.nowMs ?? (() => performance.now())
     this.schedule = options.schedule ?? ((start) => setImmediate(start))
+    this.lazyFlushMs = options.lazyFlushMs ?? 5
+    if (!Number.isFinite(this.lazyFlushMs) || this.lazyFlushMs < 0)
+      throw new InvalidArgumentError('group commit: lazyFlushMs must be a number >= 0')
     this.onBatch = options.onBatch
   }
 
@@ -185,6 +198,7 @@ export class GroupCommit implements Durability {
     if (this.closed) return Promise.reject(new ClosedError('group commit is closed'))
     this.next ??= deferred()
     const promise = this.next.promise
+    this.eager = true
     this.scheduleBatch()
     return promise
   }
@@ -192,6 +206,9 @@ export class GroupCommit implements Durability {
   /**
    * Stages `ops` (waiting for room when the queue is full) and resolves once they are
    * durable: how a state machine adds its own ops to the next cycle and waits for them.
+   * Lazily: they ride with the next `flush()`'s batch, and get one of their own only when
+   * no flush comes within `lazyFlushMs` (a state machine's writes follow log entries that
+   * are durable already, so nothing waits on them but their own caller).
    */
   async write(ops: readonly BatchOp[]): Promise<void> {
     checkOps(ops)
@@ -215,7 +232,11 @@ export class GroupCommit implements Durability {
       this.roomWaiters.push(room)
       await room.promise
     }
-    return this.flush()
+    if (this.lazyFlushMs === 0) return this.flush()
+    this.next ??= deferred()
+    const promise = this.next.promise
+    this.scheduleLazyBatch()
+    return promise
   }
 
   private stageWithin(ops: readonly BatchOp[], factor: number): void {
@@ -291,6 +312,16 @@ export class GroupCommit implements Durability {
     })
   }
 
+  /** Starts the next batch after `lazyFlushMs` unless a flush starts one first. */
+  private scheduleLazyBatch(): void {
+    if (this.current || this.startScheduled || this.lazyTimer !== undefined) return
+    this.lazyTimer = setTimeout(() => {
+      this.lazyTimer = undefined
+      this.scheduleBatch()
+    }, this.lazyFlushMs)
+    this.lazyTimer.unref?.()
+  }
+
   /** Hands everything staged to the engine as one synced batch. Requires no batch in flight. */
   private startBatch(): void {
     if (this.current) throw new Error('group commit invariant: one batch in flight at most')
@@ -300,6 +331,11 @@ export class GroupCommit implements Durability {
     this.staged = []
     this.stagedBytes = 0
     this.next = undefined
+    this.eager = false
+    if (this.lazyTimer !== undefined) {
+      clearTimeout(this.lazyTimer)
+      this.lazyTimer = undefined
+    }
     this.current = done
     this.inFlightOps = ops.length
     const startMs = this.nowMs()
@@ -327,8 +363,11 @@ export class GroupCommit implements Durability {
         this.finishBatch()
         done.resolve()
         // Flushes that arrived during the write start the next batch, after the callers
-        // woken now have had their turn to stage into it.
-        if (this.next && !this.failed) this.scheduleBatch()
+        // woken now have had their turn to stage into it; lazy writes alone wait a little.
+        if (this.next && !this.failed) {
+          if (this.eager) this.scheduleBatch()
+          else this.scheduleLazyBatch()
+        }
       },
       (err: unknown) => {
         this.failures++

@@ -79,6 +79,35 @@ describe('GroupCommit', () => {
     expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 2])
   })
 
+  it('a lazy write rides with the next flush; alone, it gets a batch of its own after lazyFlushMs', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { lazyFlushMs: 30 })
+    const started = performance.now()
+    const lazy = commit.write([put(1)])
+    commit.stage([put(2)])
+    await Promise.all([lazy, commit.flush()])
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([2]) // one batch carried both, at once
+    expect(performance.now() - started).toBeLessThan(30)
+    await commit.write([put(3)]) // nothing else comes: its own batch, after the delay
+    expect(performance.now() - started).toBeGreaterThanOrEqual(29)
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([2, 1])
+    // Arriving while a flush's batch is in flight, a lazy write does not start the next batch
+    // at once; a flush that comes meanwhile does.
+    engine.hold()
+    commit.stage([put(4)])
+    const first = commit.flush()
+    await engine.arrived(3)
+    const second = commit.write([put(5)])
+    engine.release()
+    await first
+    await new Promise((r) => setImmediate(r))
+    expect(engine.writes).toHaveLength(3)
+    commit.stage([put(6)])
+    await Promise.all([second, commit.flush()])
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([2, 1, 1, 2])
+    expect(() => new GroupCommit(engine, { lazyFlushMs: -1 })).toThrow(/lazyFlushMs/)
+  })
+
   it('lets a synchronous stage reach twice the bound while a batch is in flight, then rejects it and stages nothing', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine, { stagedOpsMax: 3 })
