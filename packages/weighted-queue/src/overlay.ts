@@ -161,7 +161,7 @@ export class Overlay {
 
 /** A key as a string of char codes 0..255: Map-able, and its string order is the byte order. */
 export function keyString(key: Uint8Array): string {
-  let s = ''
-  for (let i = 0; i < key.length; i++) s += String.fromCharCode(key[i] as number)
-  return s
+  // One flat string in one call (a char-by-char `+=` builds a chain of cons strings that the
+  // young-generation GC then copies and flattens: twice the time, measured).
+  return String.fromCharCode.apply(null, key as unknown as number[])
 }
