@@ -209,6 +209,7 @@ export class PeerTransport implements Transport {
     }
     out.client ??= new PeerClient(address, this.#options.credentials ?? credentials.createInsecure(), {
       'grpc.max_send_message_length': 64 * 1024 * 1024,
+      'grpc.enable_channelz': 0,
     })
     const metadata = new Metadata()
     if (this.#options.token) metadata.set(PEER_TOKEN_KEY, this.#options.token)

@@ -43,6 +43,10 @@ export class ConnectionPool {
     const options = {
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.keepalive_time_ms': 30_000,
+      // The SDK retries on its own terms (typed errors, leader hints, backoff) and keeps no
+      // channelz: grpc-js's own retry wrapper and channelz bookkeeping cost every call CPU.
+      'grpc.enable_retries': 0,
+      'grpc.enable_channelz': 0,
       interceptors: [...this.#interceptors],
     }
     const queue = new QueueClient(address, this.#credentials, options)
