@@ -125,6 +125,16 @@ export class BenchCluster {
     return n
   }
 
+  /** SIGSTOP to the node's PID: it falls silent (its sockets stay open) until resume(). */
+  pause(nodeId: string): void {
+    this.node(nodeId).child?.kill('SIGSTOP')
+  }
+
+  /** SIGCONT to a node stopped by pause(). */
+  resume(nodeId: string): void {
+    this.node(nodeId).child?.kill('SIGCONT')
+  }
+
   /** Sends SIGKILL to the node's PID and waits until it has exited. */
   async kill(nodeId: string): Promise<void> {
     const n = this.node(nodeId)
@@ -138,6 +148,7 @@ export class BenchCluster {
     await Promise.all(
       this.nodes.map(async (n) => {
         if (!n.child) return
+        n.child.kill('SIGCONT') // a paused node must run to handle its SIGTERM
         n.child.kill('SIGTERM')
         const timer = setTimeout(() => n.child?.kill('SIGKILL'), 10_000)
         await n.exited

@@ -220,12 +220,23 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       FAILOVER_DEFAULTS.durationMs / 1000,
     )
     .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), FAILOVER_DEFAULTS.partitions)
-    .addOption(new Option('--kill <group>', 'whose leader to kill').choices(['data', 'meta']).default('data'))
+    .addOption(new Option('--kill <group>', 'whose leader to hit').choices(['data', 'meta']).default('data'))
+    .addOption(
+      new Option('--fault <kind>', 'kill: SIGKILL; pause: SIGSTOP for a third of the run, then SIGCONT')
+        .choices(['kill', 'pause'])
+        .default('kill'),
+    )
     .addOption(new Option('--from-source', 'run the local cluster from source through tsx').hideHelp())
     .action(async (o) => {
       const r = await runFailover(
         { fromSource: o.fromSource ?? false },
-        { ratePerS: o.rate, durationMs: o.duration * 1000, partitions: o.partitions, kill: o.kill },
+        {
+          ratePerS: o.rate,
+          durationMs: o.duration * 1000,
+          partitions: o.partitions,
+          kill: o.kill,
+          fault: o.fault,
+        },
       )
       await finish([r], o)
       if ((r.metrics.lost ?? 0) > 0) process.exitCode = 1

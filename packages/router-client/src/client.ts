@@ -15,6 +15,11 @@ export interface ClientOptions {
   readonly deadlineMs?: number
   /** One attempt's deadline (default 5 s). */
   readonly attemptMs?: number
+  /**
+   * A partition leader silent this long (plus a long poll's wait) is asked about through the
+   * other replicas, which name the new leader or serve the request (default 700 ms; 0: never).
+   */
+  readonly leaderSilenceMs?: number
   readonly backoff?: BackoffPolicy
   /** Channel credentials (default: plaintext, or TLS from `tls`). */
   readonly credentials?: ChannelCredentials
@@ -58,6 +63,7 @@ export class MqClient {
       servers: options.servers,
       ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
       ...(options.attemptMs !== undefined ? { attemptMs: options.attemptMs } : {}),
+      ...(options.leaderSilenceMs !== undefined ? { leaderSilenceMs: options.leaderSilenceMs } : {}),
       ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
     })
     this.admin = new Admin(this.#router)

@@ -117,19 +117,23 @@ export class Consumer implements AsyncIterable<Delivery> {
         continue
       }
       try {
-        const response = await this.#router.partition(this.queue, partition, (connection, target) =>
-          unary(
-            connection.queue,
-            connection.queue.lease,
-            {
-              target,
-              consumerId: this.#options.consumerId,
-              max: Math.min(space, 1000),
-              visibilityMs: this.#options.visibilityMs,
-              waitMs: this.#options.waitMs,
-            },
-            this.#router.options.attemptMs + this.#options.waitMs,
-          ),
+        const response = await this.#router.partition(
+          this.queue,
+          partition,
+          (connection, target) =>
+            unary(
+              connection.queue,
+              connection.queue.lease,
+              {
+                target,
+                consumerId: this.#options.consumerId,
+                max: Math.min(space, 1000),
+                visibilityMs: this.#options.visibilityMs,
+                waitMs: this.#options.waitMs,
+              },
+              this.#router.options.attemptMs + this.#options.waitMs,
+            ),
+          this.#options.waitMs,
         )
         failures = 0
         const receivedAt = Date.now()

@@ -10,6 +10,7 @@ import {
 } from '@mq/protocol'
 import { type BackoffPolicy, backoffMs, DEFAULT_BACKOFF, delay } from './backoff'
 import type { Connection, ConnectionPool } from './connections'
+import { awaitLeader } from './silent-leader'
 import { unary } from './unary'
 
 export interface RouterOptions {
@@ -22,6 +23,12 @@ export interface RouterOptions {
   readonly backoff: BackoffPolicy
   /** Retries per operation, on top of the deadline. */
   readonly attemptsMax: number
+  /**
+   * A partition leader that has not answered for this long (plus a long poll's wait) is
+   * asked about: the request goes to the other replicas, which name the leader they know or
+   * serve it themselves (see silent-leader.ts). 0: never.
+   */
+  readonly leaderSilenceMs: number
 }
 
 export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
@@ -29,7 +36,11 @@ export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
   attemptMs: 5_000,
   backoff: DEFAULT_BACKOFF,
   attemptsMax: 50,
+  leaderSilenceMs: 700,
 }
+
+/** While a leader stays silent, its replicas are asked again this often. */
+const PROBE_EVERY_MS = 150
 
 /**
  * Knows where things are: which node leads the meta group, and for each queue its route
@@ -113,12 +124,14 @@ export class Router {
    * Runs `operation` against the leader of `queue`'s `partition`, with the target (queue,
    * partition, route epoch) to put in the request. On NOT_LEADER it follows the hint, on
    * STALE_ROUTE it refreshes the route, on other retriable errors it backs off and refreshes.
-   * `extraMs` lengthens one attempt (a long poll).
+   * A leader silent for `leaderSilenceMs` plus `waitMs` (a long poll's wait) is asked about
+   * through the other replicas (awaitLeader).
    */
   partition<T>(
     queue: string,
     partition: number,
     operation: (connection: Connection, target: PartitionTarget) => Promise<T>,
+    waitMs = 0,
   ): Promise<T> {
     let refresh = false
     // Addresses that failed at the transport level during this operation: the next attempt
@@ -142,8 +155,25 @@ export class Router {
       }
       if (candidates.every((a) => unreachable.has(a))) unreachable.clear()
       const address = candidates.find((a) => !unreachable.has(a)) as string
+      const target = { queue, partition, routeEpoch: route.routeEpoch }
+      const send = (a: string) => operation(this.#pool.get(a), target)
+      const silenceMs = this.#options.leaderSilenceMs
+      const probes =
+        silenceMs > 0
+          ? [...new Set(candidates)]
+              .filter((a) => a !== address)
+              .map((a) => ({ address: a, send: () => send(a) }))
+          : []
       try {
-        return await operation(this.#pool.get(address), { queue, partition, routeEpoch: route.routeEpoch })
+        return await awaitLeader(
+          send(address),
+          address,
+          probes,
+          { silentMs: silenceMs + waitMs, probeEveryMs: PROBE_EVERY_MS },
+          (served) => {
+            p.leaderAddress = served
+          },
+        )
       } catch (error) {
         if (error instanceof NotLeaderError) {
           // Follow the hint; without one an election is under way: retry after a backoff.

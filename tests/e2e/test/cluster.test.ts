@@ -124,4 +124,41 @@ describe('a 3-node cluster', () => {
     console.log(`failover: produce resumed ${failoverMs} ms after SIGKILL of ${leader}`)
     await cluster.restart(leader as string)
   })
+
+  it('goes on producing while a data-group leader is paused (silent, its sockets open), and it rejoins', async () => {
+    await client.admin.createQueue('silent', { partitions: 1 })
+    const producer = client.producer('silent')
+    const before = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `a${i}` })))
+    let leader = ''
+    for (let i = 0; i < 100 && !/^n[123]$/.test(leader); i++) {
+      leader = (await client.admin.describeQueue('silent')).partitions[0]?.leaderId ?? ''
+      if (!leader) await new Promise((r) => setTimeout(r, 100)) // the meta group learns it from heartbeats
+    }
+    expect(leader).toMatch(/^n[123]$/)
+    const meta = (await client.admin.clusterStatus()).metaLeaderId
+    cluster.pause(leader)
+    let during: { id: number }[]
+    const started = Date.now()
+    try {
+      // Served by a new leader while the old one is still stopped: the SDK asks the other
+      // replicas once the leader stays silent, instead of waiting for its 5 s attempt deadline.
+      during = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `b${i}` })))
+    } finally {
+      cluster.resume(leader)
+    }
+    const stallMs = Date.now() - started
+    const after = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `c${i}` })))
+    const ids = new Set([...before, ...during, ...after].map((r) => r.id))
+    expect(ids.size).toBe(60)
+    const got = new Set<number>()
+    for await (const m of client.consumer('silent', { prefetch: 100, waitMs: 1_000 })) {
+      got.add(m.id)
+      await m.ack()
+      if (got.size === 60) break
+    }
+    expect(got).toEqual(ids)
+    console.log(
+      `silent leader: produce resumed ${stallMs} ms after SIGSTOP of ${leader} (meta leader ${meta})`,
+    )
+  })
 })

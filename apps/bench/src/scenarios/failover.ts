@@ -9,8 +9,13 @@ export interface FailoverOptions {
   readonly ratePerS: number
   readonly durationMs: number
   readonly partitions: number
-  /** Whose leader is killed: partition 0's data group, or the meta group. */
+  /** Whose leader is hit: partition 0's data group, or the meta group. */
   readonly kill: 'data' | 'meta'
+  /**
+   * kill: SIGKILL (the process dies, its sockets close); pause: SIGSTOP until two thirds of
+   * the run, then SIGCONT (it falls silent, its sockets stay open, then it comes back).
+   */
+  readonly fault: 'kill' | 'pause'
 }
 
 export const FAILOVER_DEFAULTS: FailoverOptions = {
@@ -18,6 +23,7 @@ export const FAILOVER_DEFAULTS: FailoverOptions = {
   durationMs: 12_000,
   partitions: 2,
   kill: 'data',
+  fault: 'kill',
 }
 
 /** The drain after the load ends after this long without a new message. */
@@ -26,7 +32,7 @@ const DRAIN_MAX_MS = 60_000
 
 /**
  * The `failover` scenario. Starts its own 3-node cluster (it needs the PIDs), produces at a
- * fixed rate, and at a third of the run SIGKILLs the node that leads partition 0's data
+ * fixed rate, and at a third of the run SIGKILLs (or SIGSTOPs until two thirds, `fault`) the node that leads partition 0's data
  * group (admin.describeQueue → partitions[0].leaderId) or the meta group (clusterStatus). Measures the longest gap between two
  * acknowledgements of one partition (the stall) and, by draining the queue afterwards, how many acknowledged
  * messages were lost (must be 0).
@@ -67,7 +73,13 @@ export async function runFailover(
       killedNode = leader
       killAtMs = performance.now()
       killAtS = (killAtMs - start) / 1000
-      await cluster.kill(leader)
+      if (o.fault === 'kill') {
+        await cluster.kill(leader)
+        return
+      }
+      cluster.pause(leader)
+      await pause(o.durationMs / 3)
+      cluster.resume(leader)
     })()
     const producer = producerClient.producer(queue)
     const sends = await paced(o.ratePerS, count, async (seq) => {
@@ -145,7 +157,7 @@ export async function runFailover(
       latency: latencyOf({ ack }),
       timeline: timeline.points(o.durationMs),
       notes: [
-        `killed ${killedNode} (${o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"}) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
+        `${o.fault === 'kill' ? 'killed' : 'paused (SIGSTOP, SIGCONT a third of the run later)'} ${killedNode} (${o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"}) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
         ...(lost > 0 ? [`LOST ${lost} acknowledged messages`] : []),
       ],
     }

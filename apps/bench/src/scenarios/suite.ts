@@ -62,6 +62,10 @@ export async function runSuite(
     await step('failover (data leader)', () =>
       runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000 }),
     )
+    await step('failover (data leader paused)', async () => {
+      const r = await runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000, fault: 'pause' })
+      return { ...r, scenario: 'failover-pause' }
+    })
     await step('failover (meta leader)', async () => {
       const r = await runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000, kill: 'meta' })
       return { ...r, scenario: 'failover-meta' }
