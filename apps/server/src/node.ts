@@ -11,7 +11,7 @@ import {
   queueHandlers,
   storedQueueName,
 } from '@mq/data-service'
-import { LevelEngine, LogStore } from '@mq/kv-storage'
+import { DurabilityMark, LevelEngine, LogStore } from '@mq/kv-storage'
 import {
   encodeMetaCommand,
   type MetaCommand,
@@ -113,6 +113,7 @@ export class MqNode {
   readonly #timers: ReturnType<typeof setInterval>[] = []
   readonly #prng: Prng
   #engine: LevelEngine | undefined
+  #mark: DurabilityMark | undefined
   #store: LogStore | undefined
   #raft: RaftHost | undefined
   #transport: PeerTransport | undefined
@@ -196,7 +197,9 @@ export class MqNode {
       })
     }
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
-    this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch })
+    // Before anything writes: a write-ahead log that lost synced batches (cut short) fails here.
+    this.#mark = await DurabilityMark.open(this.#engine, this.#engine.path)
+    this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
     // Every data group's log is read back (and checked) before any group takes part in Raft:
     // a node with a damaged log refuses to start instead of voting in the groups read first.
     const dataGroupsOnDisk = (await this.#store.groupIdsOnDisk()).filter((g) => g !== META_GROUP)
@@ -303,6 +306,7 @@ export class MqNode {
     this.#calls.close()
     await this.#raft?.idle().catch(() => {})
     await this.#store?.close().catch(() => {})
+    await this.#mark?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})
   }
 
