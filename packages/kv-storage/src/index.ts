@@ -59,4 +59,6 @@ export {
 export type { LogStoreOptions } from './log-store'
 export { LogStore } from './log-store'
 export { MemoryEngine } from './memory-engine'
+export type { WalRecord } from './wal-records'
+export { walRecords } from './wal-records'
 export { checkOps, opBytes, WriteBatch } from './write-batch'

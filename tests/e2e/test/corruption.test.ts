@@ -1,5 +1,6 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { walRecords } from '@mq/kv-storage'
 import { afterAll, describe, expect, it } from 'vitest'
 import { type LoadedCluster, startLoadedCluster } from '../src/loaded-cluster'
 import { waitFor } from '../src/scale-run'
@@ -20,9 +21,34 @@ function flipLogBits(dataDir: string): string[] {
   return logs
 }
 
-// A minority node whose data files get flipped bits while it is down (Jepsen lost up to half
-// of NATS's acknowledged writes this way). LevelDB alone would skip the damaged log records
-// and open without them; the node must detect it, refuse to start (so it neither votes nor
+/** The node's newest LevelDB write-ahead log (LevelDB numbers its files in order). */
+function newestLog(dataDir: string): string {
+  const db = join(dataDir, 'db')
+  const logs = readdirSync(db)
+    .filter((f) => f.endsWith('.log'))
+    .sort((a, b) => Number.parseInt(b, 10) - Number.parseInt(a, 10))
+  if (!logs[0]) throw new Error(`no write-ahead log in ${db}`)
+  return join(db, logs[0])
+}
+
+/**
+ * Cuts the node's newest write-ahead log short, keeping the first half of its records: at the
+ * end of a record (`boundary`) or halfway into the next one (`inside`). LevelDB reports
+ * neither: it cannot tell them from a crash before the writes. Returns the records dropped.
+ */
+function cutLog(dataDir: string, where: 'boundary' | 'inside'): number {
+  const log = newestLog(dataDir)
+  const records = walRecords(readFileSync(log))
+  const keep = Math.floor(records.length / 2)
+  const next = records[keep]
+  if (!next) throw new Error(`${log} holds ${records.length} records, too few to cut`)
+  truncateSync(log, where === 'boundary' ? next.start : next.start + Math.floor((next.end - next.start) / 2))
+  return records.length - keep
+}
+
+// A minority node whose data files get flipped bits, or whose write-ahead log is cut short,
+// while it is down (Jepsen lost up to half of NATS's acknowledged writes this way). LevelDB
+// alone would skip the damaged log records, or the cut-off ones, and open without them; the node must detect it, refuse to start (so it neither votes nor
 // serves from the damaged data), keep refusing on later starts, and the documented recovery
 // (a fresh node under a new id joins; the dead id's replicas are replaced on it) must rebuild
 // the replicas from the peers, with nothing acknowledged lost and no split brain.
@@ -40,14 +66,43 @@ describe('a node with corrupted data files', () => {
       31,
     )
     const { cluster, steady, acked, dataGroups } = run
-    await cluster.kill('n3')
     const n3 = cluster.node('n3')
+    // Killed once its current write-ahead log holds enough batches to lose some by cutting it
+    // (a cut within the last batch or two before the kill is the undetected window).
+    expect(await waitFor(async () => statSync(newestLog(n3.dataDir)).size > 64 * 1024, 30_000, 100)).toBe(
+      true,
+    )
+    await cluster.kill('n3')
+    // Two copies of its data, to cut their logs short (a cut LevelDB cannot see, nor report).
+    const copies = {
+      boundary: join(n3.dataDir, '..', 'n3-cut-boundary'),
+      inside: join(n3.dataDir, '..', 'n3-cut-inside'),
+    }
+    for (const copy of Object.values(copies)) cpSync(n3.dataDir, copy, { recursive: true })
     expect(flipLogBits(n3.dataDir).length).toBeGreaterThan(0)
     n3.output = ''
     expect(await cluster.startExpectingExit('n3')).toBe(1)
     expect(n3.output).toMatch(/dropped damaged records/)
     expect(n3.output).not.toMatch(/listening on/)
     // The evidence LevelDB left is gone after that open; the quarantine marker remembers.
+    n3.output = ''
+    expect(await cluster.startExpectingExit('n3')).toBe(1)
+    expect(n3.output).toMatch(/quarantined/)
+    // A write-ahead log cut short, at a record boundary and inside a record: the durability
+    // mark (MQ-DURABLE) remembers that the lost batches had been synced.
+    for (const [where, copy] of Object.entries(copies) as ['boundary' | 'inside', string][]) {
+      rmSync(n3.dataDir, { recursive: true, force: true })
+      cpSync(copy, n3.dataDir, { recursive: true })
+      rmSync(copy, { recursive: true, force: true })
+      const lost = cutLog(n3.dataDir, where)
+      n3.output = ''
+      expect(await cluster.startExpectingExit('n3'), where).toBe(1)
+      expect(n3.output, where).toMatch(
+        /write-ahead log lost synced writes: LevelDB recovered up to batch \d+, but batch \d+ had been made durable/,
+      )
+      expect(n3.output, where).not.toMatch(/listening on/)
+      console.log(`corruption: n3's log cut (${where}, ${lost} records dropped) refused: exit 1`)
+    }
     n3.output = ''
     expect(await cluster.startExpectingExit('n3')).toBe(1)
     expect(n3.output).toMatch(/quarantined/)
