@@ -73,6 +73,12 @@ export interface NodeOptions {
   readonly log?: Logger
   /** The client tokens (from `--auth-file`); undefined = clients are not authenticated. */
   readonly tokens?: readonly TokenEntry[]
+  /**
+   * Called once when a read finds damaged data (a value failing its checksum, a corrupt
+   * LevelDB block): the database is quarantined and the node has stopped serving; mq-server
+   * then exits 1.
+   */
+  readonly onDamagedData?: (error: Error) => void
 }
 
 interface LocalDataGroup {
@@ -121,12 +127,14 @@ export class MqNode {
   #metaLeaderId = ''
   #heartbeatSeed = 0
   #fatal: unknown
+  readonly #onDamagedData: ((error: Error) => void) | undefined
   #port = 0
   #serving = false
 
   constructor(config: ServerConfig, options: NodeOptions = {}) {
     this.config = config
     this.log = options.log ?? silentLogger()
+    this.#onDamagedData = options.onDamagedData
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
     this.access = new AccessControl({
@@ -196,7 +204,9 @@ export class MqNode {
         cause: error,
       })
     }
-    this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
+    this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
+      onCorruption: (error) => this.#damaged(error),
+    })
     // Before anything writes: a write-ahead log that lost synced batches (cut short) fails here.
     this.#mark = await DurabilityMark.open(this.#engine, this.#engine.path)
     this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
@@ -343,6 +353,16 @@ export class MqNode {
     } catch (error) {
       this.#die(error)
     }
+  }
+
+  /** A read found damaged data; the database is quarantined by now. Stops serving from it. */
+  #damaged(error: Error): void {
+    this.log.fatal(
+      { err: error },
+      `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); its database is quarantined and the node stops: replace it under a new node id (README, "Damaged data files")`,
+    )
+    this.#die(error)
+    this.#onDamagedData?.(error)
   }
 
   #die(error: unknown): void {

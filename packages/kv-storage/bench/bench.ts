@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Entry } from '@mq/raft-core'
 import { ClassicLevel } from 'classic-level'
+import { DurabilityMark } from '../src/durability-mark'
 import type { Engine } from '../src/engine'
 import { quantileOf } from '../src/histogram'
 import { LevelEngine } from '../src/level-engine'
@@ -103,12 +104,13 @@ async function pairedAppends(size: number): Promise<{ raw: number; store: number
 /**
  * `groups` writers at once, each a loop of (write `size` entries, await durability).
  * Raw: each writer its own synced classic-level batch (LevelDB merges concurrent writers
- * itself). Store: each writer a group of one LogStore (the group commit merges them).
+ * itself). Store: each writer a group of one LogStore (the group commit merges them);
+ * marked: the same with a durability mark (a stamp per batch, the mark file written beside).
  */
 async function concurrentWriters(
   groups: number,
   size: number,
-  kind: 'raw' | 'store',
+  kind: 'raw' | 'store' | 'marked',
 ): Promise<{ rate: number; opsPerFsync: number }> {
   return withDir(async (path) => {
     let n = 0
@@ -129,7 +131,8 @@ async function concurrentWriters(
       return { rate, opsPerFsync: Number.NaN }
     }
     const engine = await LevelEngine.open(path)
-    const store = new LogStore(engine)
+    const mark = kind === 'marked' ? await DurabilityMark.open(engine, path) : undefined
+    const store = new LogStore(engine, { mark })
     const logs = await Promise.all(Array.from({ length: groups }, (_, g) => store.openGroup(g + 1)))
     await Promise.all(
       logs.map(async (log) => {
@@ -143,6 +146,7 @@ async function concurrentWriters(
     const rate = n / ((performance.now() - start) / 1000)
     const stats = store.stats()
     await store.close()
+    await mark?.close()
     await engine.close()
     return { rate, opsPerFsync: stats.opsWritten / Math.max(1, stats.batches) }
   })
@@ -264,6 +268,27 @@ console.log(
     `log store ${fmt(median(storeConc))} entries/s (${(median(storeConc) / median(rawConc)).toFixed(2)}×), ` +
     `${median(perFsync).toFixed(1)} ops per group-commit fsync`,
 )
+
+// The durability mark's cost: the same writers without and with it, trials alternating.
+for (const [writers, size] of [
+  [1, 1],
+  [8, 10],
+]) {
+  const plain: number[] = []
+  const marked: number[] = []
+  const ratios: number[] = []
+  for (let t = 0; t < TRIALS; t++) {
+    const a = (await concurrentWriters(writers as number, size as number, 'store')).rate
+    const b = (await concurrentWriters(writers as number, size as number, 'marked')).rate
+    plain.push(a)
+    marked.push(b)
+    ratios.push(b / a)
+  }
+  console.log(
+    `durability mark, ${writers} writer(s) × (${size} entries, await durable): without ${fmt(median(plain))} entries/s, ` +
+      `with ${fmt(median(marked))} entries/s (${median(ratios).toFixed(2)}×, median of per-trial ratios)`,
+  )
+}
 
 const r = await reads()
 console.log(`entry reads (entries(lo, lo + 100) from the in-memory tail): ${fmt(r.rate)} entries/s`)

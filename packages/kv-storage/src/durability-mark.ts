@@ -1,9 +1,8 @@
-import { constants as fsConstants } from 'node:fs'
 import { type FileHandle, open as openFile, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from './crc32c'
 import type { BatchOp, Engine } from './engine'
-import { DatabaseCorruptError } from './errors'
+import { DatabaseCorruptError, InvalidArgumentError } from './errors'
 import { CORRUPT_MARKER, quarantine } from './level-recovery'
 import { batchSeqKey } from './log-keys'
 
@@ -58,15 +57,29 @@ function decodeRecord(file: Uint8Array, offset: number): number | undefined {
   return decodeSeq(rec.subarray(8, 16))
 }
 
+export interface DurabilityMarkOptions {
+  /**
+   * The mark file is written (to the page cache) after every durable batch, and fdatasynced
+   * at most once per this many milliseconds (and this long after the last batch, when idle).
+   * 0 syncs after every write. Default 100.
+   */
+  readonly syncIntervalMs?: number
+  /** The clock, in milliseconds. Default `performance.now`. */
+  readonly nowMs?: () => number
+}
+
 export interface DurabilityMarkStats {
   /** The seq of the last batch stamped (handed to the engine). */
   readonly stampedSeq: number
   /** The seq of the last batch known durable (its synced write resolved). */
   readonly durableSeq: number
-  /** The seq the mark file holds (written with O_DSYNC); never above `durableSeq`. */
+  /** The seq written to the mark file (in the page cache at least); never above `durableSeq`. */
   readonly markedSeq: number
+  /** The seq the mark file holds on disk for certain (fdatasynced); never above `markedSeq`. */
+  readonly syncedSeq: number
   readonly markWrites: number
-  /** Mark writes that failed (the mark keeps its earlier value, which stays truthful). */
+  readonly markSyncs: number
+  /** Mark writes or syncs that failed (the mark keeps its earlier value, which stays truthful). */
   readonly markFailures: number
 }
 
@@ -77,12 +90,19 @@ export interface DurabilityMarkStats {
  *
  * How: the group commit stamps every synced batch with the next sequence number (one put of
  * `batchSeqKey()` inside the batch, so it is atomic with it). Once a batch's synced write
- * resolves, its seq is written to the mark file (`MQ-DURABLE`, two checksummed slots in place,
- * O_DSYNC, its own fd), in the background: at most one mark write runs at a time, coalescing to
- * the newest durable seq, in parallel with the next batch's fsync and never awaited by a
- * caller of `flush()`. So the mark never claims a batch LevelDB has not made durable (a power
- * cut cannot quarantine a healthy database), and lags the last durable batch by the mark write
- * in flight (one to two batches under load; none once idle or after `close()`).
+ * resolves, its seq is written to the mark file (`MQ-DURABLE`: two checksummed slots,
+ * rewritten in place, its own fd), in the background and never awaited by a caller of
+ * `flush()`: one mark write at a time, coalescing to the newest durable seq, and an
+ * fdatasync at most every `syncIntervalMs`. Writes go to one slot until it is synced, then to
+ * the other, so at most one slot is ever unsynced: a power cut can tear only that one, and
+ * the other holds a synced, valid mark. Because a seq is written only after LevelDB made its
+ * batch durable, the mark never claims more than the database holds: neither a process
+ * crash nor a power cut can make it quarantine a healthy database.
+ *
+ * Undetected: after a process crash (the kernel keeps the page cache), a log that lost only
+ * the batches made durable after the last mark write (the one in flight: one or two
+ * batches); after a power cut or kernel crash, the batches of the last `syncIntervalMs` plus
+ * one mark write and sync. After `close()`, nothing.
  *
  * `DurabilityMark.open` must run right after the engine opens, before anything writes to it:
  * the database's seq below the mark means synced batches are gone, and it quarantines the
@@ -92,20 +112,37 @@ export class DurabilityMark {
   private stampedSeq: number
   private durableSeq: number
   private markedSeq: number
-  private nextSlot = 0
-  private writing: Promise<void> | undefined
+  private syncedSeq: number
+  /** The slot written until the next sync; the other one holds a synced mark. */
+  private dirtySlot: number
+  private lastSyncMs: number
+  private working: Promise<void> | undefined
+  private timer: NodeJS.Timeout | undefined
   private markWrites = 0
+  private markSyncs = 0
   private markFailures = 0
   private closed = false
+  private readonly syncIntervalMs: number
+  private readonly nowMs: () => number
 
   private constructor(
     private readonly file: FileHandle,
     seq: number,
-    marked: number,
+    marked: { seq: number; slot: number },
+    options: DurabilityMarkOptions,
   ) {
     this.stampedSeq = seq
     this.durableSeq = seq
-    this.markedSeq = marked
+    this.markedSeq = marked.seq
+    this.syncedSeq = marked.seq
+    // The highest mark stays where it is until the other slot has been written and synced.
+    this.dirtySlot = 1 - marked.slot
+    this.syncIntervalMs = options.syncIntervalMs ?? 100
+    if (!(this.syncIntervalMs >= 0)) {
+      throw new InvalidArgumentError('durability mark: syncIntervalMs must be a number >= 0')
+    }
+    this.nowMs = options.nowMs ?? (() => performance.now())
+    this.lastSyncMs = this.nowMs()
   }
 
   /**
@@ -115,7 +152,11 @@ export class DurabilityMark {
    * the database, when the database's seq is below the mark (synced writes lost), when a
    * stamped database has no mark file, or when no slot of the mark file is valid.
    */
-  static async open(engine: Engine, dir: string): Promise<DurabilityMark> {
+  static async open(
+    engine: Engine,
+    dir: string,
+    options: DurabilityMarkOptions = {},
+  ): Promise<DurabilityMark> {
     const stored = await engine.get(batchSeqKey())
     const seq = stored === undefined ? 0 : decodeSeq(stored)
     if (seq === undefined) {
@@ -128,22 +169,26 @@ export class DurabilityMark {
         return refuse(dir, `its durability mark ${MARK_FILE} is missing, though batch ${seq} carries a stamp`)
       }
       await createMarkFile(dir, seq)
-      return new DurabilityMark(await openForUpdates(path), seq, seq)
+      return new DurabilityMark(await openFile(path, 'r+'), seq, { seq, slot: 0 }, options)
     }
     if (read === 'damaged') {
       return refuse(dir, `its durability mark ${MARK_FILE} is damaged (no whole, valid slot)`)
     }
-    const marked = read.seq
-    if (seq < marked) {
+    if (seq < read.seq) {
       return refuse(
         dir,
-        `its write-ahead log lost synced writes: LevelDB recovered up to batch ${seq}, but batch ${marked} had been made durable (${MARK_FILE}); the log was cut short or removed`,
+        `its write-ahead log lost synced writes: LevelDB recovered up to batch ${seq}, but batch ${read.seq} had been made durable (${MARK_FILE}); the log was cut short or removed`,
       )
     }
-    const mark = new DurabilityMark(await openForUpdates(path), seq, marked)
-    // The next update goes to the slot that does not hold the highest mark.
-    mark.nextSlot = 1 - read.slot
-    return mark
+    const file = await openFile(path, 'r+')
+    try {
+      // What an earlier process wrote may be in the page cache only: both slots on disk first.
+      await file.datasync()
+    } catch (err) {
+      await file.close()
+      throw err
+    }
+    return new DurabilityMark(file, seq, read, options)
   }
 
   /** The op that stamps the next batch with its seq, and that seq. Call once per synced batch. */
@@ -162,15 +207,21 @@ export class DurabilityMark {
   durable(seq: number): void {
     if (seq <= this.durableSeq) return
     this.durableSeq = seq
-    if (!this.writing && !this.closed) this.writing = this.writeMarks()
+    this.kick()
   }
 
-  /** Writes the last durable seq to the mark (so a clean stop leaves no window) and closes it. Idempotent. */
+  /** Writes and syncs the last durable seq (so a clean stop leaves no window), and closes. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return
-    await this.writing
     this.closed = true
-    if (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq).catch(() => {})
+    clearTimeout(this.timer)
+    await this.working
+    try {
+      if (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq)
+      if (this.syncedSeq < this.markedSeq) await this.syncMark()
+    } catch {
+      // Counted; the mark keeps a truthful earlier value.
+    }
     await this.file.close()
   }
 
@@ -179,33 +230,72 @@ export class DurabilityMark {
       stampedSeq: this.stampedSeq,
       durableSeq: this.durableSeq,
       markedSeq: this.markedSeq,
+      syncedSeq: this.syncedSeq,
       markWrites: this.markWrites,
+      markSyncs: this.markSyncs,
       markFailures: this.markFailures,
     }
   }
 
-  /** One mark write at a time, each with the newest durable seq, until the mark catches up. */
-  private async writeMarks(): Promise<void> {
+  /** Starts the worker unless it runs (or the mark is closed). */
+  private kick(): void {
+    if (this.working || this.closed) return
+    this.working = this.work()
+  }
+
+  /**
+   * The one worker: writes and syncs run one at a time, in order, so a sync covers every
+   * write before it and the slots switch only after one. Syncs when the interval has passed,
+   * writes the newest durable seq, and when caught up sets a timer for the sync still due.
+   */
+  private async work(): Promise<void> {
     try {
-      while (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq)
+      for (;;) {
+        const syncDue = this.syncedSeq < this.markedSeq
+        const waitMs = this.lastSyncMs + this.syncIntervalMs - this.nowMs()
+        if (syncDue && waitMs <= 0) await this.syncMark()
+        else if (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq)
+        else {
+          if (syncDue && !this.closed && this.timer === undefined) {
+            this.timer = setTimeout(() => {
+              this.timer = undefined
+              this.kick()
+            }, waitMs)
+            this.timer.unref()
+          }
+          return
+        }
+      }
     } catch {
-      // The mark keeps its earlier value, which stays truthful; the next durable batch retries.
+      // Counted; the mark keeps a truthful earlier value, and the next durable batch retries.
     } finally {
-      this.writing = undefined
+      this.working = undefined
     }
   }
 
   private async writeMark(seq: number): Promise<void> {
-    const slot = this.nextSlot
     try {
-      await this.file.write(encodeRecord(seq), 0, RECORD_BYTES, slot * SLOT_BYTES)
+      await this.file.write(encodeRecord(seq), 0, RECORD_BYTES, this.dirtySlot * SLOT_BYTES)
     } catch (err) {
       this.markFailures++
       throw err
     }
     this.markWrites++
     this.markedSeq = seq
-    this.nextSlot = 1 - slot
+  }
+
+  private async syncMark(): Promise<void> {
+    const seq = this.markedSeq
+    try {
+      await this.file.datasync()
+    } catch (err) {
+      this.markFailures++
+      throw err
+    }
+    this.markSyncs++
+    this.syncedSeq = seq
+    this.lastSyncMs = this.nowMs()
+    this.dirtySlot = 1 - this.dirtySlot
   }
 }
 
@@ -260,9 +350,4 @@ async function createMarkFile(dir: string, seq: number): Promise<void> {
   } finally {
     await dirHandle.close()
   }
-}
-
-/** The mark file opened for in-place updates, each write durable when it returns (O_DSYNC). */
-function openForUpdates(path: string): Promise<FileHandle> {
-  return openFile(path, fsConstants.O_RDWR | (fsConstants.O_DSYNC ?? fsConstants.O_SYNC))
 }

@@ -114,6 +114,47 @@ describe('DurabilityMark', () => {
     expect(mark.stats().markFailures).toBe(0)
   })
 
+  it('writes one slot until it is synced, so the other always holds a synced mark', async () => {
+    const path = join(dir.path, 'mem')
+    await mkdir(path)
+    let now = 0
+    const engine = new MemoryEngine()
+    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 1000, nowMs: () => now })
+    const store = new LogStore(engine, { mark })
+    const log = await store.openGroup(1)
+    const slots = async () => {
+      const bytes = await readFile(join(path, MARK_FILE))
+      return [0, 4096].map((at) => new DataView(bytes.buffer, bytes.byteOffset + at + 8).getUint32(4))
+    }
+    const settle = async () => {
+      for (let i = 0; i < 100 && mark.stats().markedSeq < mark.stats().durableSeq; i++)
+        await new Promise((r) => setTimeout(r, 1))
+    }
+    for (let i = 1; i <= 3; i++) {
+      log.append(entries(i, i + 1, 1))
+      await store.durability.flush()
+      await settle()
+    }
+    // Three batches, no sync due yet: all written to slot 1; slot 0 keeps the synced 0.
+    expect(await slots()).toEqual([0, 3])
+    expect(mark.stats()).toMatchObject({ markedSeq: 3, syncedSeq: 0, markSyncs: 0 })
+    now = 1000
+    log.append(entries(4, 5, 1))
+    await store.durability.flush()
+    for (let i = 0; i < 100 && mark.stats().syncedSeq < 4; i++) await new Promise((r) => setTimeout(r, 1))
+    // The sync came due: slot 1 synced (at 3 or 4), then slot 0 takes the next writes.
+    expect(mark.stats().markSyncs).toBeGreaterThanOrEqual(1)
+    log.append(entries(5, 6, 1))
+    await store.durability.flush()
+    await settle()
+    const [slot0, slot1] = await slots()
+    expect(slot0).toBe(5)
+    expect(slot1).toBeGreaterThanOrEqual(3)
+    await store.close()
+    await mark.close()
+    expect(mark.stats()).toMatchObject({ markedSeq: 5, syncedSeq: 5, markFailures: 0 })
+  })
+
   it('refuses a database whose write-ahead log was cut at a record boundary, and quarantines it', async () => {
     const path = join(dir.path, 'db')
     await fill(path)
