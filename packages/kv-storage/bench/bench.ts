@@ -218,6 +218,47 @@ async function reads(): Promise<{ rate: number; recoverRate: number }> {
   })
 }
 
+/**
+ * LevelEngine (with or without value checksums) for TRIAL_MS each: unsynced batches of 100
+ * puts of 128 B values; then range reads of 100 rows, and getMany of 100 keys, over them.
+ * Returns puts/s, rows/s and keys/s.
+ */
+async function engineRates(
+  valueChecksums: boolean,
+): Promise<{ writes: number; ranges: number; gets: number }> {
+  return withDir(async (path) => {
+    const engine = await LevelEngine.open(path, { valueChecksums })
+    const keyOf = (i: number) => entryKey(1, i)
+    let n = 0
+    let start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      const ops = Array.from({ length: 100 }, (_, i) => ({
+        type: 'put' as const,
+        key: keyOf(n + i),
+        value: payload,
+      }))
+      await engine.write(ops, { sync: false })
+      n += 100
+    }
+    const writes = n / ((performance.now() - start) / 1000)
+    let rows = 0
+    start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      rows += (await engine.range({ gte: keyOf((b * 100) % Math.max(1, n - 100)), limit: 100 })).length
+    }
+    const ranges = rows / ((performance.now() - start) / 1000)
+    let keys = 0
+    start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      const from = (b * 7919) % Math.max(1, n - 100)
+      keys += (await engine.getMany(Array.from({ length: 100 }, (_, i) => keyOf(from + i)))).length
+    }
+    const gets = keys / ((performance.now() - start) / 1000)
+    await engine.close()
+    return { writes, ranges, gets }
+  })
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.floor(s.length / 2)] as number
@@ -287,6 +328,29 @@ for (const [writers, size] of [
   console.log(
     `durability mark, ${writers} writer(s) × (${size} entries, await durable): without ${fmt(median(plain))} entries/s, ` +
       `with ${fmt(median(marked))} entries/s (${median(ratios).toFixed(2)}×, median of per-trial ratios)`,
+  )
+}
+
+// Value checksums (a CRC32C of key and value on every stored value, checked on every read):
+// LevelEngine without and with them, trials alternating; unsynced writes, so that CPU shows.
+const checksumRates: Record<'plain' | 'checked', { writes: number[]; ranges: number[]; gets: number[] }> = {
+  plain: { writes: [], ranges: [], gets: [] },
+  checked: { writes: [], ranges: [], gets: [] },
+}
+for (let t = 0; t < TRIALS; t++) {
+  for (const kind of ['plain', 'checked'] as const) {
+    const r = await engineRates(kind === 'checked')
+    checksumRates[kind].writes.push(r.writes)
+    checksumRates[kind].ranges.push(r.ranges)
+    checksumRates[kind].gets.push(r.gets)
+  }
+}
+for (const what of ['writes', 'ranges', 'gets'] as const) {
+  const a = median(checksumRates.plain[what])
+  const b = median(checksumRates.checked[what])
+  console.log(
+    `value checksums, ${what === 'writes' ? 'unsynced batches of 100 puts' : what === 'ranges' ? 'range reads of 100 rows' : 'getMany of 100 keys'} ` +
+      `(${ENTRY_BYTES} B values): without ${fmt(a)}/s, with ${fmt(b)}/s (${(b / a).toFixed(2)}×)`,
   )
 }
 
