@@ -240,7 +240,11 @@ export class DurabilityMark {
   /** Starts the worker unless it runs (or the mark is closed). */
   private kick(): void {
     if (this.working || this.closed) return
-    this.working = this.work()
+    // Cleared in a callback, which runs after this assignment even when work() has nothing
+    // to await (then its own `finally` would run before the assignment and leave it stuck).
+    this.working = this.work().finally(() => {
+      this.working = undefined
+    })
   }
 
   /**
@@ -268,8 +272,6 @@ export class DurabilityMark {
       }
     } catch {
       // Counted; the mark keeps a truthful earlier value, and the next durable batch retries.
-    } finally {
-      this.working = undefined
     }
   }
 

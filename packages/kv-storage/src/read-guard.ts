@@ -1,6 +1,6 @@
 import { ClosedError, CorruptRecordError } from './errors'
 import { quarantine } from './level-recovery'
-import { sealValue, unsealValue } from './value-checksum'
+import { sealPuts, unsealValue } from './value-checksum'
 
 /** The ops classic-level's batch takes (after `clear` ops are expanded). */
 export type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
@@ -26,12 +26,9 @@ export class ReadGuard {
     private readonly onCorruption: CorruptionHandler | undefined,
   ) {}
 
-  /** `ops` with each put's value sealed (a new array), or `ops` itself without checksums. */
+  /** `ops` with each put's value sealed (a new array, one buffer), or `ops` itself without checksums. */
   seal(ops: readonly LevelOp[]): readonly LevelOp[] {
-    if (!this.checksums) return ops
-    return ops.map((op) =>
-      op.type === 'put' ? { type: 'put', key: op.key, value: sealValue(op.key, op.value) } : op,
-    )
+    return this.checksums ? sealPuts(ops) : ops
   }
 
   /**

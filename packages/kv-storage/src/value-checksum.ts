@@ -17,15 +17,42 @@ const FORMAT_TEXT = 'values: crc32c(key | value) appended, 4 bytes little-endian
 
 /** `value` followed by the checksum of `key` and `value`, in a new array. */
 export function sealValue(key: Uint8Array, value: Uint8Array): Uint8Array {
-  const n = value.length
-  const out = new Uint8Array(n + CHECKSUM_BYTES)
-  out.set(value, 0)
-  const crc = crc32c(value, 0, n, crc32c(key))
-  out[n] = crc & 0xff
-  out[n + 1] = (crc >>> 8) & 0xff
-  out[n + 2] = (crc >>> 16) & 0xff
-  out[n + 3] = crc >>> 24
+  const out = new Uint8Array(value.length + CHECKSUM_BYTES)
+  sealInto(out, 0, key, value)
   return out
+}
+
+/**
+ * Every put of `ops` with its value sealed, the sealed values sharing one new buffer (one
+ * allocation per batch instead of one per value: it halves the cost); other ops as they are.
+ */
+export function sealPuts<Op extends { type: string; key: Uint8Array; value?: Uint8Array }>(
+  ops: readonly Op[],
+): Op[] {
+  let bytes = 0
+  for (const op of ops) if (op.value) bytes += op.value.length + CHECKSUM_BYTES
+  const buffer = new Uint8Array(bytes)
+  let at = 0
+  return ops.map((op) => {
+    if (!op.value) return op
+    const end = sealInto(buffer, at, op.key, op.value)
+    const sealed = { ...op, value: buffer.subarray(at, end) }
+    at = end
+    return sealed
+  })
+}
+
+/** Writes `value` and its checksum into `out` at `at`; returns where they end. */
+function sealInto(out: Uint8Array, at: number, key: Uint8Array, value: Uint8Array): number {
+  const n = value.length
+  out.set(value, at)
+  const crc = crc32c(value, 0, n, crc32c(key))
+  const end = at + n
+  out[end] = crc & 0xff
+  out[end + 1] = (crc >>> 8) & 0xff
+  out[end + 2] = (crc >>> 16) & 0xff
+  out[end + 3] = crc >>> 24
+  return end + CHECKSUM_BYTES
 }
 
 /**

@@ -155,6 +155,25 @@ describe('DurabilityMark', () => {
     expect(mark.stats()).toMatchObject({ markedSeq: 5, syncedSeq: 5, markFailures: 0 })
   })
 
+  it('keeps marking after its sync timer fires early by its own clock (a pass with nothing to await)', async () => {
+    const path = join(dir.path, 'mem')
+    await mkdir(path)
+    const engine = new MemoryEngine()
+    // The mark's clock stands still: its timer fires, finds the sync not yet due, and sets
+    // another, without awaiting anything.
+    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 20, nowMs: () => 0 })
+    const store = new LogStore(engine, { mark })
+    const log = await store.openGroup(1)
+    for (let i = 1; i <= 3; i++) {
+      log.append(entries(i, i + 1, 1))
+      await store.durability.flush()
+      await new Promise((r) => setTimeout(r, 50))
+      expect(mark.stats().markedSeq).toBe(i)
+    }
+    await store.close()
+    await mark.close()
+  })
+
   it('refuses a database whose write-ahead log was cut at a record boundary, and quarantines it', async () => {
     const path = join(dir.path, 'db')
     await fill(path)

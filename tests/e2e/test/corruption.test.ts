@@ -1,50 +1,10 @@
-import { cpSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs'
+import { cpSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
-import { walRecords } from '@mq/kv-storage'
 import { afterAll, describe, expect, it } from 'vitest'
+import { cutLog, flipLogBits, writeAheadLogs } from '../src/damage'
 import { type LoadedCluster, startLoadedCluster } from '../src/loaded-cluster'
 import { waitFor } from '../src/scale-run'
 import { outcomeProblems } from '../src/steady-load'
-
-/** Flips one bit at 5 spots of each of the node's LevelDB write-ahead logs (`db/*.log`). */
-function flipLogBits(dataDir: string): string[] {
-  const db = join(dataDir, 'db')
-  const logs = readdirSync(db).filter((f) => f.endsWith('.log'))
-  for (const f of logs) {
-    const bytes = readFileSync(join(db, f))
-    for (let k = 1; k <= 5; k++) {
-      const at = Math.floor((bytes.length * k) / 7)
-      bytes[at] = (bytes[at] ?? 0) ^ 0x10
-    }
-    writeFileSync(join(db, f), bytes)
-  }
-  return logs
-}
-
-/** The node's newest LevelDB write-ahead log (LevelDB numbers its files in order). */
-function newestLog(dataDir: string): string {
-  const db = join(dataDir, 'db')
-  const logs = readdirSync(db)
-    .filter((f) => f.endsWith('.log'))
-    .sort((a, b) => Number.parseInt(b, 10) - Number.parseInt(a, 10))
-  if (!logs[0]) throw new Error(`no write-ahead log in ${db}`)
-  return join(db, logs[0])
-}
-
-/**
- * Cuts the node's newest write-ahead log short, keeping the first half of its records: at the
- * end of a record (`boundary`) or halfway into the next one (`inside`). LevelDB reports
- * neither: it cannot tell them from a crash before the writes. Returns the records dropped.
- */
-function cutLog(dataDir: string, where: 'boundary' | 'inside'): number {
-  const log = newestLog(dataDir)
-  const records = walRecords(readFileSync(log))
-  const keep = Math.floor(records.length / 2)
-  const next = records[keep]
-  if (!next) throw new Error(`${log} holds ${records.length} records, too few to cut`)
-  truncateSync(log, where === 'boundary' ? next.start : next.start + Math.floor((next.end - next.start) / 2))
-  return records.length - keep
-}
 
 // A minority node whose data files get flipped bits, or whose write-ahead log is cut short,
 // while it is down (Jepsen lost up to half of NATS's acknowledged writes this way). LevelDB
@@ -69,7 +29,8 @@ describe('a node with corrupted data files', () => {
     const n3 = cluster.node('n3')
     // Killed once its current write-ahead log holds enough batches to lose some by cutting it
     // (a cut within the last batch or two before the kill is the undetected window).
-    expect(await waitFor(async () => statSync(newestLog(n3.dataDir)).size > 64 * 1024, 30_000, 100)).toBe(
+    const newest = () => writeAheadLogs(n3.dataDir)[0]
+    expect(await waitFor(async () => statSync(newest() ?? n3.dataDir).size > 64 * 1024, 30_000, 100)).toBe(
       true,
     )
     await cluster.kill('n3')
@@ -95,6 +56,7 @@ describe('a node with corrupted data files', () => {
       cpSync(copy, n3.dataDir, { recursive: true })
       rmSync(copy, { recursive: true, force: true })
       const lost = cutLog(n3.dataDir, where)
+      expect(lost, where).toBeGreaterThan(2)
       n3.output = ''
       expect(await cluster.startExpectingExit('n3'), where).toBe(1)
       expect(n3.output, where).toMatch(
