@@ -208,7 +208,11 @@ export class MqNode {
       onCorruption: (error) => this.#damaged(error),
     })
     // Before anything writes: a write-ahead log that lost synced batches (cut short) fails here.
-    this.#mark = await DurabilityMark.open(this.#engine, this.#engine.path)
+    const mark = await DurabilityMark.open(this.#engine, this.#engine.path)
+    this.#mark = mark
+    this.metrics.addSource('mq_durability_mark', 'Durability mark (MQ-DURABLE) of the database', () => ({
+      ...mark.stats(),
+    }))
     this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
     // Every data group's log is read back (and checked) before any group takes part in Raft:
     // a node with a damaged log refuses to start instead of voting in the groups read first.
