@@ -35,8 +35,9 @@ const ALLOWED = {
   ],
   '@mq/cli': ['@mq/router-client', '@mq/protocol'],
   '@mq/bench': ['@mq/router-client', '@mq/protocol', '@mq/raft-core', '@mq/kv-storage', '@mq/weighted-queue'],
-  // End-to-end tests sit below everything: they drive the apps' processes through the SDK.
-  '@mq/e2e': ['@mq/router-client', '@mq/protocol'],
+  // End-to-end tests sit below everything: they drive the apps' processes through the SDK,
+  // and damage a node's data files knowing their format (kv-storage's walRecords).
+  '@mq/e2e': ['@mq/router-client', '@mq/protocol', '@mq/kv-storage'],
 }
 const APPS = new Set(['@mq/server', '@mq/cli', '@mq/bench', '@mq/e2e'])
 

@@ -11,7 +11,7 @@ import {
   queueHandlers,
   storedQueueName,
 } from '@mq/data-service'
-import { LevelEngine, LogStore } from '@mq/kv-storage'
+import { DurabilityMark, LevelEngine, LogStore } from '@mq/kv-storage'
 import {
   encodeMetaCommand,
   type MetaCommand,
@@ -73,6 +73,12 @@ export interface NodeOptions {
   readonly log?: Logger
   /** The client tokens (from `--auth-file`); undefined = clients are not authenticated. */
   readonly tokens?: readonly TokenEntry[]
+  /**
+   * Called once when a read finds damaged data (a value failing its checksum, a corrupt
+   * LevelDB block): the database is quarantined and the node has stopped serving; mq-server
+   * then exits 1.
+   */
+  readonly onDamagedData?: (error: Error) => void
 }
 
 interface LocalDataGroup {
@@ -113,6 +119,7 @@ export class MqNode {
   readonly #timers: ReturnType<typeof setInterval>[] = []
   readonly #prng: Prng
   #engine: LevelEngine | undefined
+  #mark: DurabilityMark | undefined
   #store: LogStore | undefined
   #raft: RaftHost | undefined
   #transport: PeerTransport | undefined
@@ -120,12 +127,14 @@ export class MqNode {
   #metaLeaderId = ''
   #heartbeatSeed = 0
   #fatal: unknown
+  readonly #onDamagedData: ((error: Error) => void) | undefined
   #port = 0
   #serving = false
 
   constructor(config: ServerConfig, options: NodeOptions = {}) {
     this.config = config
     this.log = options.log ?? silentLogger()
+    this.#onDamagedData = options.onDamagedData
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
     this.access = new AccessControl({
@@ -197,8 +206,16 @@ export class MqNode {
         cause: error,
       })
     }
-    this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'))
-    this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch })
+    this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
+      onCorruption: (error) => this.#damaged(error),
+    })
+    // Before anything writes: a write-ahead log that lost synced batches (cut short) fails here.
+    const mark = await DurabilityMark.open(this.#engine, this.#engine.path)
+    this.#mark = mark
+    this.metrics.addSource('mq_durability_mark', 'Durability mark (MQ-DURABLE) of the database', () => ({
+      ...mark.stats(),
+    }))
+    this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
     // Every data group's log is read back (and checked) before any group takes part in Raft:
     // a node with a damaged log refuses to start instead of voting in the groups read first.
     const dataGroupsOnDisk = (await this.#store.groupIdsOnDisk()).filter((g) => g !== META_GROUP)
@@ -305,6 +322,7 @@ export class MqNode {
     this.#calls.close()
     await this.#raft?.idle().catch(() => {})
     await this.#store?.close().catch(() => {})
+    await this.#mark?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})
   }
 
@@ -341,6 +359,16 @@ export class MqNode {
     } catch (error) {
       this.#die(error)
     }
+  }
+
+  /** A read found damaged data; the database is quarantined by now. Stops serving from it. */
+  #damaged(error: Error): void {
+    this.log.fatal(
+      { err: error },
+      `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); its database is quarantined and the node stops: replace it under a new node id (README, "Damaged data files")`,
+    )
+    this.#die(error)
+    this.#onDamagedData?.(error)
   }
 
   #die(error: unknown): void {

@@ -65,6 +65,13 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       let log: Logger | undefined
       let http: HttpServer | undefined
       let webConsole: ConsoleRoutes | undefined
+      // A read that finds damaged data once the node serves stops it with exit 1 (the database
+      // is quarantined by then); during start, start() itself fails.
+      let serving = false
+      let damaged = false
+      const stopDamaged = () => {
+        void Promise.all([node.stop(0, 0), http?.close(), webConsole?.close()]).then(() => io.exit(1))
+      }
       try {
         // Commander sets `console: true` unless --no-console is given: only `false` is a choice
         // (so that a config file's `"console": false` holds).
@@ -72,7 +79,15 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         const config = loadConfig(consoleFlag === false ? { ...rest, console: false } : rest)
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
-        node = new MqNode(config, { log, ...(tokens ? { tokens } : {}) })
+        node = new MqNode(config, {
+          log,
+          ...(tokens ? { tokens } : {}),
+          onDamagedData: () => {
+            if (damaged) return
+            damaged = true
+            if (serving) stopDamaged()
+          },
+        })
         // HTTP first: a taken HTTP port fails the start before the node binds or opens anything
         // (until the node serves, /readyz answers 503 and /healthz 200).
         if (config.httpListen) {
@@ -114,6 +129,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         },
         `mq-server: node ${c.nodeId} listening on ${c.listen}, data in ${c.dataDir}`,
       )
+      serving = true
+      if (damaged) stopDamaged()
       const shutdown = () => {
         log.info(`mq-server: node ${c.nodeId} stopping`)
         void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(() => io.exit(0))

@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Entry } from '@mq/raft-core'
 import { ClassicLevel } from 'classic-level'
+import { DurabilityMark } from '../src/durability-mark'
 import type { Engine } from '../src/engine'
 import { quantileOf } from '../src/histogram'
 import { LevelEngine } from '../src/level-engine'
@@ -103,12 +104,13 @@ async function pairedAppends(size: number): Promise<{ raw: number; store: number
 /**
  * `groups` writers at once, each a loop of (write `size` entries, await durability).
  * Raw: each writer its own synced classic-level batch (LevelDB merges concurrent writers
- * itself). Store: each writer a group of one LogStore (the group commit merges them).
+ * itself). Store: each writer a group of one LogStore (the group commit merges them);
+ * marked: the same with a durability mark (a stamp per batch, the mark file written beside).
  */
 async function concurrentWriters(
   groups: number,
   size: number,
-  kind: 'raw' | 'store',
+  kind: 'raw' | 'store' | 'marked',
 ): Promise<{ rate: number; opsPerFsync: number }> {
   return withDir(async (path) => {
     let n = 0
@@ -129,7 +131,8 @@ async function concurrentWriters(
       return { rate, opsPerFsync: Number.NaN }
     }
     const engine = await LevelEngine.open(path)
-    const store = new LogStore(engine)
+    const mark = kind === 'marked' ? await DurabilityMark.open(engine, path) : undefined
+    const store = new LogStore(engine, { mark })
     const logs = await Promise.all(Array.from({ length: groups }, (_, g) => store.openGroup(g + 1)))
     await Promise.all(
       logs.map(async (log) => {
@@ -143,6 +146,7 @@ async function concurrentWriters(
     const rate = n / ((performance.now() - start) / 1000)
     const stats = store.stats()
     await store.close()
+    await mark?.close()
     await engine.close()
     return { rate, opsPerFsync: stats.opsWritten / Math.max(1, stats.batches) }
   })
@@ -214,6 +218,47 @@ async function reads(): Promise<{ rate: number; recoverRate: number }> {
   })
 }
 
+/**
+ * LevelEngine (with or without value checksums) for TRIAL_MS each: unsynced batches of 100
+ * puts of 128 B values; then range reads of 100 rows, and getMany of 100 keys, over them.
+ * Returns puts/s, rows/s and keys/s.
+ */
+async function engineRates(
+  valueChecksums: boolean,
+): Promise<{ writes: number; ranges: number; gets: number }> {
+  return withDir(async (path) => {
+    const engine = await LevelEngine.open(path, { valueChecksums })
+    const keyOf = (i: number) => entryKey(1, i)
+    let n = 0
+    let start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      const ops = Array.from({ length: 100 }, (_, i) => ({
+        type: 'put' as const,
+        key: keyOf(n + i),
+        value: payload,
+      }))
+      await engine.write(ops, { sync: false })
+      n += 100
+    }
+    const writes = n / ((performance.now() - start) / 1000)
+    let rows = 0
+    start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      rows += (await engine.range({ gte: keyOf((b * 100) % Math.max(1, n - 100)), limit: 100 })).length
+    }
+    const ranges = rows / ((performance.now() - start) / 1000)
+    let keys = 0
+    start = performance.now()
+    for (let b = 0; b < BATCHES_MAX && performance.now() - start < TRIAL_MS; b++) {
+      const from = (b * 7919) % Math.max(1, n - 100)
+      keys += (await engine.getMany(Array.from({ length: 100 }, (_, i) => keyOf(from + i)))).length
+    }
+    const gets = keys / ((performance.now() - start) / 1000)
+    await engine.close()
+    return { writes, ranges, gets }
+  })
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)
   return s[Math.floor(s.length / 2)] as number
@@ -264,6 +309,50 @@ console.log(
     `log store ${fmt(median(storeConc))} entries/s (${(median(storeConc) / median(rawConc)).toFixed(2)}×), ` +
     `${median(perFsync).toFixed(1)} ops per group-commit fsync`,
 )
+
+// The durability mark's cost: the same writers without and with it, trials alternating.
+for (const [writers, size] of [
+  [1, 1],
+  [8, 10],
+]) {
+  const plain: number[] = []
+  const marked: number[] = []
+  const ratios: number[] = []
+  for (let t = 0; t < TRIALS; t++) {
+    const a = (await concurrentWriters(writers as number, size as number, 'store')).rate
+    const b = (await concurrentWriters(writers as number, size as number, 'marked')).rate
+    plain.push(a)
+    marked.push(b)
+    ratios.push(b / a)
+  }
+  console.log(
+    `durability mark, ${writers} writer(s) × (${size} entries, await durable): without ${fmt(median(plain))} entries/s, ` +
+      `with ${fmt(median(marked))} entries/s (${median(ratios).toFixed(2)}×, median of per-trial ratios)`,
+  )
+}
+
+// Value checksums (a CRC32C of key and value on every stored value, checked on every read):
+// LevelEngine without and with them, trials alternating; unsynced writes, so that CPU shows.
+const checksumRates: Record<'plain' | 'checked', { writes: number[]; ranges: number[]; gets: number[] }> = {
+  plain: { writes: [], ranges: [], gets: [] },
+  checked: { writes: [], ranges: [], gets: [] },
+}
+for (let t = 0; t < TRIALS; t++) {
+  for (const kind of ['plain', 'checked'] as const) {
+    const r = await engineRates(kind === 'checked')
+    checksumRates[kind].writes.push(r.writes)
+    checksumRates[kind].ranges.push(r.ranges)
+    checksumRates[kind].gets.push(r.gets)
+  }
+}
+for (const what of ['writes', 'ranges', 'gets'] as const) {
+  const a = median(checksumRates.plain[what])
+  const b = median(checksumRates.checked[what])
+  console.log(
+    `value checksums, ${what === 'writes' ? 'unsynced batches of 100 puts' : what === 'ranges' ? 'range reads of 100 rows' : 'getMany of 100 keys'} ` +
+      `(${ENTRY_BYTES} B values): without ${fmt(a)}/s, with ${fmt(b)}/s (${(b / a).toFixed(2)}×)`,
+  )
+}
 
 const r = await reads()
 console.log(`entry reads (entries(lo, lo + 100) from the in-memory tail): ${fmt(r.rate)} entries/s`)

@@ -32,6 +32,20 @@ export interface GroupCommitOptions {
    * (a metrics exporter). Must not throw; a throw is caught and ignored.
    */
   readonly onBatch?: (batch: GroupCommitBatch) => void
+  /**
+   * Stamps every batch with a sequence number and hears when it is durable, so that a write-
+   * ahead log that later loses synced batches is detected at the next open (DurabilityMark).
+   * Not owned: close it after the group commit.
+   */
+  readonly mark?: BatchMark
+}
+
+/** The group commit's side of a durability mark (see DurabilityMark). */
+export interface BatchMark {
+  /** The op to add to the next batch, and the sequence number it carries. */
+  stamp(): { op: BatchOp; seq: number }
+  /** The batch stamped `seq` was written with fsync. Must return at once and not throw. */
+  durable(seq: number): void
 }
 
 /** One durable group-commit batch: ops and key+value bytes written, and its synced write time. */
@@ -141,6 +155,7 @@ export class GroupCommit implements Durability {
   private readonly nowMs: () => number
   private readonly schedule: (start: () => void) => void
   private readonly onBatch: ((batch: GroupCommitBatch) => void) | undefined
+  private readonly mark: BatchMark | undefined
 
   private batches = 0
   private opsWritten = 0
@@ -165,6 +180,7 @@ export class GroupCommit implements Durability {
     if (!Number.isFinite(this.lazyFlushMs) || this.lazyFlushMs < 0)
       throw new InvalidArgumentError('group commit: lazyFlushMs must be a number >= 0')
     this.onBatch = options.onBatch
+    this.mark = options.mark
   }
 
   /**
@@ -338,6 +354,9 @@ export class GroupCommit implements Durability {
     }
     this.current = done
     this.inFlightOps = ops.length
+    // The stamp is the batch's last op (counted in its figures): atomic with the batch.
+    const stamp = this.mark?.stamp()
+    if (stamp) ops.push(stamp.op)
     const startMs = this.nowMs()
     let writing: Promise<void>
     try {
@@ -360,6 +379,7 @@ export class GroupCommit implements Durability {
         this.batches++
         this.opsWritten += ops.length
         this.bytesWritten += bytes
+        if (stamp) this.mark?.durable(stamp.seq)
         this.finishBatch()
         done.resolve()
         // Flushes that arrived during the write start the next batch, after the callers

@@ -1,4 +1,6 @@
 export { crc32c } from './crc32c'
+export type { DurabilityMarkStats } from './durability-mark'
+export { DurabilityMark, MARK_FILE } from './durability-mark'
 export type {
   BatchOp,
   Engine,
@@ -25,7 +27,7 @@ export {
   OverloadedError,
   WriteFailedError,
 } from './errors'
-export type { GroupCommitBatch, GroupCommitOptions, GroupCommitStats } from './group-commit'
+export type { BatchMark, GroupCommitBatch, GroupCommitOptions, GroupCommitStats } from './group-commit'
 export { GroupCommit } from './group-commit'
 export type { GroupLogLimits, TailStats } from './group-log'
 export { GroupLog } from './group-log'
@@ -44,6 +46,7 @@ export {
 export type { LevelEngineOptions } from './level-engine'
 export { LevelEngine } from './level-engine'
 export {
+  batchSeqKey,
   entriesRange,
   entryKey,
   GroupKeyKind,
@@ -56,4 +59,6 @@ export {
 export type { LogStoreOptions } from './log-store'
 export { LogStore } from './log-store'
 export { MemoryEngine } from './memory-engine'
+export type { WalRecord } from './wal-records'
+export { walRecords } from './wal-records'
 export { checkOps, opBytes, WriteBatch } from './write-batch'

@@ -16,7 +16,6 @@ import {
 } from './engine'
 import {
   ClosedError,
-  CorruptRecordError,
   DatabaseCorruptError,
   DirectoryMissingError,
   DirectoryUnwritableError,
@@ -28,10 +27,11 @@ import {
   WriteFailedError,
 } from './errors'
 import { CORRUPT_MARKER, droppedOnRecovery, quarantine, quarantined } from './level-recovery'
+import { type CorruptionHandler, isNotOpen, type LevelOp, plain, ReadGuard } from './read-guard'
+import { valueChecksumsOf } from './value-checksum'
 import { checkOps, checkRange } from './write-batch'
 
 type Db = ClassicLevel<Uint8Array, Uint8Array>
-type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
 
 /**
  * classic-level's own implementation of abstract-level's `_batch` and `_getMany` (the methods
@@ -63,6 +63,16 @@ export interface LevelEngineOptions {
   readonly writeBufferBytes?: number
   /** Writes queued behind the one in flight, at most; one more rejects with OverloadedError. Default 10,000. */
   readonly writesPendingMax?: number
+  /**
+   * Whether a new database stores each value with a CRC32C of its key and bytes, checked on
+   * every read (value-checksum.ts). Default true. An existing database keeps its format.
+   */
+  readonly valueChecksums?: boolean
+  /**
+   * Called once when a read finds damaged data (a value failing its checksum, or a corrupt
+   * LevelDB block), after the database was quarantined; the read rejects with CorruptRecordError.
+   */
+  readonly onCorruption?: CorruptionHandler
 }
 
 /**
@@ -84,7 +94,13 @@ export class LevelEngine implements Engine {
     readonly path: string,
     private readonly db: Db,
     private readonly writesPendingMax: number,
+    private readonly guard: ReadGuard,
   ) {}
+
+  /** Whether this database's values carry checksums (new databases do, by default). */
+  get valueChecksums(): boolean {
+    return this.guard.checksums
+  }
 
   /**
    * Opens (or creates) the database at `path`. Throws LockedError when another process
@@ -108,6 +124,13 @@ export class LevelEngine implements Engine {
         `cannot open database at ${path}: it was quarantined (${CORRUPT_MARKER}) when an earlier open found damaged data: ${marker.trim()}`,
       )
     }
+    let checksums: boolean
+    try {
+      checksums = await valueChecksumsOf(abs, !before.includes('CURRENT'), options.valueChecksums ?? true)
+    } catch (err) {
+      if (created) await rm(abs, { recursive: true, force: true })
+      throw new OpenFailedError(abs, `cannot open database at ${path}: ${describe(err)}`, { cause: err })
+    }
     const db: Db = new ClassicLevel<Uint8Array, Uint8Array>(abs, {
       keyEncoding: 'view',
       valueEncoding: 'view',
@@ -130,29 +153,31 @@ export class LevelEngine implements Engine {
         `cannot open database at ${path}: LevelDB dropped damaged records while recovering (${dropped[0]?.trim()}); data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`,
       )
     }
-    return new LevelEngine(abs, db, options.writesPendingMax ?? 10_000)
+    const guard = new ReadGuard(abs, checksums, options.onCorruption)
+    return new LevelEngine(abs, db, options.writesPendingMax ?? 10_000, guard)
   }
 
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
     this.checkOpen()
     checkKey(key)
-    return this.call(async () => plain(await this.db.get(key)))
+    return this.guard.run(async () => this.guard.value(key, await this.db.get(key)))
   }
 
   async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     this.checkOpen()
     for (const key of keys) checkKey(key)
     if (keys.length === 0) return []
-    return this.call(async () => {
+    return this.guard.run(async () => {
       if (this.db.status !== 'open') throw new ClosedError(`database at ${this.path} is closed`)
-      return (await implementation(this.db)._getMany(keys, VIEW_READ)).map(plain)
+      const stored = await implementation(this.db)._getMany(keys, VIEW_READ)
+      return stored.map((v, i) => this.guard.value(keys[i] as Uint8Array, v))
     })
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
     this.checkOpen()
     checkRange(range)
-    return this.call(() => readRange(this.db, range, undefined))
+    return this.guard.run(() => readRange(this.db, range, undefined, this.guard))
   }
 
   /**
@@ -191,7 +216,7 @@ export class LevelEngine implements Engine {
   async snapshot(): Promise<EngineSnapshot> {
     this.checkOpen()
     // Writes are serialised; a snapshot sees every write whose promise has resolved.
-    const snap = new LevelSnapshot(this.path, this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
+    const snap = new LevelSnapshot(this.guard, this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
     this.snapshots.add(snap)
     return snap
   }
@@ -212,17 +237,13 @@ export class LevelEngine implements Engine {
         ? await expandClears(this.db, ops)
         : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
-      await implementation(this.db)._batch(levelOps, { sync })
+      await implementation(this.db)._batch(this.guard.seal(levelOps), { sync })
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
       throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
         cause: err,
       })
     }
-  }
-
-  private call<T>(fn: () => Promise<T>): Promise<T> {
-    return readCall(this.path, fn)
   }
 
   private checkOpen(): void {
@@ -233,7 +254,7 @@ export class LevelEngine implements Engine {
 class LevelSnapshot implements EngineSnapshot {
   private closed = false
   constructor(
-    private readonly path: string,
+    private readonly guard: ReadGuard,
     private readonly db: Db,
     private readonly snap: ReturnType<Db['snapshot']>,
     private readonly onClose: (s: LevelSnapshot) => void,
@@ -242,22 +263,24 @@ class LevelSnapshot implements EngineSnapshot {
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
     this.checkOpen()
     checkKey(key)
-    return readCall(this.path, async () => plain(await this.db.get(key, { snapshot: this.snap })))
+    return this.guard.run(async () => this.guard.value(key, await this.db.get(key, { snapshot: this.snap })))
   }
 
   async getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     this.checkOpen()
     for (const key of keys) checkKey(key)
     if (keys.length === 0) return []
-    return readCall(this.path, async () =>
-      (await this.db.getMany(keys as Uint8Array[], { snapshot: this.snap })).map(plain),
+    return this.guard.run(async () =>
+      (await this.db.getMany(keys as Uint8Array[], { snapshot: this.snap })).map((v, i) =>
+        this.guard.value(keys[i] as Uint8Array, v),
+      ),
     )
   }
 
   async range(range: KeyRange): Promise<KeyValue[]> {
     this.checkOpen()
     checkRange(range)
-    return readCall(this.path, () => readRange(this.db, range, this.snap))
+    return this.guard.run(() => readRange(this.db, range, this.snap, this.guard))
   }
 
   async close(): Promise<void> {
@@ -276,6 +299,7 @@ async function readRange(
   db: Db,
   range: KeyRange,
   snapshot: ReturnType<Db['snapshot']> | undefined,
+  guard: ReadGuard,
 ): Promise<KeyValue[]> {
   const lo = lowerBoundOf(range)
   const hi = upperBoundOf(range)
@@ -285,7 +309,10 @@ async function readRange(
   if (hi) opts[hi.inclusive ? 'lte' : 'lt'] = hi.key
   if (snapshot) opts.snapshot = snapshot
   const rows = await db.iterator(opts).all()
-  return rows.map(([k, v]) => [plain(k) as Uint8Array, plain(v) as Uint8Array] as const)
+  return rows.map(([k, v]) => {
+    const key = plain(k) as Uint8Array
+    return [key, guard.value(key, v) as Uint8Array] as const
+  })
 }
 
 /** Turns each `clear` into deletes of the keys the range holds (stored or put earlier in the batch). */
@@ -436,43 +463,6 @@ function openError(path: string, err: unknown): OpenError {
     )
   }
   return new OpenFailedError(path, `cannot open database at ${path}: ${detail}`, { cause: err })
-}
-
-/**
- * Runs a read, mapping classic-level's errors: not open → ClosedError; LevelDB corruption
- * (a damaged table or compressed block met while reading) → CorruptRecordError.
- */
-async function readCall<T>(path: string, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn()
-  } catch (err) {
-    if (isNotOpen(err)) throw new ClosedError(`database at ${path} is closed`, { cause: err })
-    const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code
-    if (code === 'LEVEL_CORRUPTION') {
-      throw new CorruptRecordError(
-        `database at ${path}: LevelDB found corrupt data while reading: ${describe(err)}`,
-        {},
-        {
-          cause: err,
-        },
-      )
-    }
-    throw err
-  }
-}
-
-function isNotOpen(err: unknown): boolean {
-  const code = (err as { code?: string }).code
-  return code === 'LEVEL_DATABASE_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_CLOSED'
-}
-
-/**
- * classic-level hands out Buffers; callers get plain Uint8Arrays over the same memory, so
- * both engines return the same type (and `toEqual` compares them alike).
- */
-function plain(u: Uint8Array | undefined): Uint8Array | undefined {
-  if (u === undefined || u.constructor === Uint8Array) return u
-  return new Uint8Array(u.buffer, u.byteOffset, u.byteLength)
 }
 
 function checkKey(key: Uint8Array): void {

@@ -34,11 +34,15 @@ export async function quarantined(path: string): Promise<string | undefined> {
 }
 
 /**
- * Quarantines the database at `path` (writes the marker, synced): the evidence LevelDB
- * leaves is gone after this open (the log deleted, `LOG` rotated away by the next open),
+ * Quarantines the database at `path` (writes the marker, synced, `headline` then one line per
+ * reason): the evidence LevelDB leaves is gone after this open (the log deleted, `LOG` rotated away by the next open),
  * so without the marker the next open would succeed on the damaged data.
  */
-export async function quarantine(path: string, reasons: readonly string[]): Promise<void> {
-  const text = `${new Date().toISOString()} LevelDB dropped damaged data while recovering:\n${reasons.join('\n')}\n`
+export async function quarantine(
+  path: string,
+  reasons: readonly string[],
+  headline = 'LevelDB dropped damaged data while recovering',
+): Promise<void> {
+  const text = `${new Date().toISOString()} ${headline}:\n${reasons.join('\n')}\n`
   await writeFile(join(path, CORRUPT_MARKER), text, { flush: true })
 }

@@ -11,6 +11,7 @@ import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
  *   (1, g, 4, index)       log entry
  *   (1, g, 5)              log start: the last discarded entry's index and term
  *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
+ *   (2, 'batch-seq')       the sequence number of the last stamped group-commit batch (durability-mark.ts)
  */
 
 export const KeySpace = {
@@ -28,6 +29,11 @@ export const GroupKeyKind = {
   LogStart: 5,
   StateMachine: 16,
 } as const
+
+/** Where the group commit stamps each synced batch's sequence number (see DurabilityMark). */
+export function batchSeqKey(): Uint8Array {
+  return encodeTuple([KeySpace.Node, 'batch-seq'])
+}
 
 export function hardStateKey(groupId: number): Uint8Array {
   return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.HardState])

@@ -5,10 +5,11 @@
  * Each group's loop: append a few entries (sometimes replacing the ones it just appended with
  * a higher term, to exercise truncation), set the hard state, sometimes compact, write a
  * state-machine key (stage + flush, or the async write), then print `ack <json>` with the
- * group's state.
+ * group's state. Its batches are stamped for a durability mark, as a node's are.
  * It runs until killed (or for ROUNDS_MAX cycles, a bound that a test never reaches).
  */
 import type { Entry } from '@mq/raft-core'
+import { DurabilityMark } from '../src/durability-mark'
 import type { BatchOp } from '../src/engine'
 import { LevelEngine } from '../src/level-engine'
 import { stateMachineKey } from '../src/log-keys'
@@ -46,7 +47,7 @@ function makeEntry(groupId: number, index: number, term: number): Entry {
 }
 
 const engine = await LevelEngine.open(path)
-const store = new LogStore(engine)
+const store = new LogStore(engine, { mark: await DurabilityMark.open(engine, path) })
 const groups = await Promise.all(Array.from({ length: GROUPS }, (_, g) => store.openGroup(g + 1)))
 process.stdout.write('ready\n')
 

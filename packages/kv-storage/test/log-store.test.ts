@@ -379,7 +379,9 @@ describe('corruption on disk', () => {
     const dir = await tempDir('kv-flip')
     const path = `${dir.path}/db`
     try {
-      let engine = await LevelEngine.open(path)
+      // Without the engine's value checksums (which would catch it first, see
+      // value-checksum.test.ts), as in a database made before they existed.
+      let engine = await LevelEngine.open(path, { valueChecksums: false })
       let store = new LogStore(engine)
       const log = await store.openGroup(3)
       // Pseudo-random payloads (seeded): LevelDB leaves incompressible blocks uncompressed,

@@ -166,21 +166,22 @@ const engines: [string, EngineFactory][] = [
       return { engine, close: () => engine.close() }
     },
   ],
-  [
-    'leveldb',
-    async () => {
-      const dir = mkdtempSync(join(tmpdir(), 'wq-bench-'))
-      const engine = await LevelEngine.open(dir)
-      return {
-        engine,
-        close: async () => {
-          await engine.close()
-          rmSync(dir, { recursive: true, force: true })
-        },
-      }
-    },
-  ],
+  ['leveldb', () => levelEngine(true)],
+  // The same without kv-storage's value checksums (a CRC32C per stored value), to see their cost.
+  ['leveldb-plain', () => levelEngine(false)],
 ]
+
+async function levelEngine(valueChecksums: boolean): Promise<{ engine: Engine; close: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'wq-bench-'))
+  const engine = await LevelEngine.open(dir, { valueChecksums })
+  return {
+    engine,
+    close: async () => {
+      await engine.close()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
 
 for (const [name, make] of engines) {
   if (only && !name.includes(only)) continue

@@ -1,11 +1,13 @@
 import { runFaults } from '../src/fault-run'
 import { NetNamespaces } from '../src/netns'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--scale]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--scale])
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns | --corrupt] [--scale]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns | --corrupt] [--scale])
 // (--network: a proxy in front of every node, and one-way cuts among the faults;
 //  --netns: every node in its own network namespace (root), and partitions among the faults;
-//  --scale: scaleDataGroups up and down among the faults)
+//  --scale: scaleDataGroups up and down among the faults;
+//  --corrupt: once per run, a data follower whose write-ahead log is cut short or has flipped
+//  bits must refuse to start, and is replaced by a fresh node under a new id)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
 function arg(name: string): string | undefined {
@@ -42,8 +44,11 @@ if (netns && !NetNamespaces.usable())
   throw new Error('--netns needs root and a kernel that allows network namespaces')
 
 const scale = process.argv.includes('--scale')
+const corrupt = process.argv.includes('--corrupt')
+if (corrupt && (network || netns))
+  throw new Error('--corrupt goes with the process faults only (no --network, --netns)')
 
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale })
+const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)

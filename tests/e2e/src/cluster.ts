@@ -149,6 +149,7 @@ export class LocalCluster {
   readonly #netns: NetNamespaces | undefined
   /** Data dirs with a tmpfs mounted on them. */
   readonly #mounts: string[] = []
+  readonly #retired = new Set<string>()
   #nodeArgs: (nodeId: string) => readonly string[] = () => []
   #healthCredentials: ChannelCredentials | undefined
 
@@ -247,8 +248,23 @@ export class LocalCluster {
   }
 
   /**
+   * Leaves a stopped node down for good (its data was found damaged and it is replaced under
+   * a new id): `heal()` no longer restarts it, and `join()` does not go through it.
+   */
+  retire(nodeId: string): void {
+    const n = this.node(nodeId)
+    if (n.child) throw new Error(`${nodeId} is running; stop it before retiring it`)
+    this.#retired.add(nodeId)
+  }
+
+  isRetired(nodeId: string): boolean {
+    return this.#retired.has(nodeId)
+  }
+
+  /**
    * Resumes every paused node, reconnects every isolated or slowed one, restarts every
-   * stopped or crashed one, and waits until all serve (throws when one does not in 30 s).
+   * stopped or crashed one (not a retired one), and waits until all serve (throws when one
+   * does not in 30 s).
    */
   async heal(): Promise<void> {
     const running = this.nodes.filter(
@@ -262,20 +278,23 @@ export class LocalCluster {
       if (n.child && (n.child.exitCode !== null || n.child.signalCode !== null)) n.child = undefined
     }
     await Promise.all([
-      ...this.nodes.filter((n) => !n.child).map((n) => this.restart(n.nodeId)),
+      ...this.nodes
+        .filter((n) => !n.child && !this.#retired.has(n.nodeId))
+        .map((n) => this.restart(n.nodeId)),
       ...running.map((n) => waitServing(n.listenAddress, undefined, this.#healthCredentials)),
     ])
   }
 
   /**
-   * Starts one more node, `n<k>`, that joins the running cluster through the first node
-   * (`--join`, not a meta member), and waits until it serves.
+   * Starts one more node, `n<k>`, that joins the running cluster through the first node not
+   * retired (`--join`, not a meta member), and waits until it serves.
    */
   async join(): Promise<NodeProcess> {
     const port = await freePort()
     const nodeId = `n${this.nodes.length + 1}`
     const host = this.#netns ? this.#netns.add(nodeId, this.nodes.length + 1) : '127.0.0.1'
-    const n = nodeProcess(nodeId, host, port, this.dir, undefined, this.nodes[0]?.address)
+    const via = this.nodes.find((x) => !this.#retired.has(x.nodeId)) ?? this.nodes[0]
+    const n = nodeProcess(nodeId, host, port, this.dir, undefined, via?.address)
     this.nodes.push(n)
     this.#spawn(n)
     await waitServing(n.listenAddress)

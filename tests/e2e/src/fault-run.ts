@@ -5,7 +5,15 @@ import { MqClient } from '@mq/router-client'
 import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { History } from './history'
-import { ALL_FAULTS, DEFAULT_SCHEDULE, PARTITION_FAULTS, runNemesis, schedule } from './nemesis'
+import {
+  ALL_FAULTS,
+  CORRUPTION_FAULTS,
+  DEFAULT_SCHEDULE,
+  FaultKind,
+  PARTITION_FAULTS,
+  runNemesis,
+  schedule,
+} from './nemesis'
 import { Prng } from './prng'
 import { runScaler } from './scaler'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -24,6 +32,11 @@ export interface FaultRunOptions {
   readonly netns?: boolean
   /** Scale the data groups up and down (src/scaler.ts) while the nemesis runs. */
   readonly scale?: boolean
+  /**
+   * Add a damaged data follower to the faults (once per run: refused, retired, replaced by a
+   * fresh node; nodes replace dead replicas after 10 s). With the process faults only.
+   */
+  readonly corrupt?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -66,9 +79,13 @@ const VISIBILITY_MS = 2_000
 
 /** The command that reruns a seed. */
 export function replayCommand(
-  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale'>,
+  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt'>,
 ): string {
-  const network = (o.network ? ' --network' : '') + (o.netns ? ' --netns' : '') + (o.scale ? ' --scale' : '')
+  const network =
+    (o.network ? ' --network' : '') +
+    (o.netns ? ' --netns' : '') +
+    (o.scale ? ' --scale' : '') +
+    (o.corrupt ? ' --corrupt' : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -97,12 +114,22 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   const prng = new Prng(options.seed)
   const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
     ...DEFAULT_SCHEDULE,
-    kinds: options.netns ? PARTITION_FAULTS : options.network ? ALL_FAULTS : DEFAULT_SCHEDULE.kinds,
+    kinds: options.netns
+      ? PARTITION_FAULTS
+      : options.network
+        ? ALL_FAULTS
+        : options.corrupt
+          ? CORRUPTION_FAULTS
+          : DEFAULT_SCHEDULE.kinds,
   })
+  if (options.corrupt && steps.some((s) => s.kind === FaultKind.CorruptDataFollower) === false)
+    log('fault run: this seed draws no corrupt-data-follower step in its time')
   const cluster = await LocalCluster.start({
     nodes: options.nodes,
     proxied: options.network ?? false,
     netns: options.netns ?? false,
+    // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.
+    serverArgs: options.corrupt ? ['--replace-dead-after-ms', '10000'] : [],
   })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
   const queue = 'faults'

@@ -1,5 +1,6 @@
 import type { MqClient } from '@mq/router-client'
 import type { LocalCluster } from './cluster'
+import { cutLog, flipLogBits } from './damage'
 import type { History } from './history'
 import { Prng } from './prng'
 
@@ -26,6 +27,14 @@ export const FaultKind = {
    * data-group leader is on the first side (needs a cluster in network namespaces).
    */
   BridgeDataLeader: 'bridge-data-leader',
+  /**
+   * A data follower killed and its data damaged while it is down: its newest write-ahead log
+   * cut short (at a record boundary or inside a record) or bits flipped in its logs. It must
+   * refuse to start (exit 1); it is then retired and a fresh node joins under a new id, onto
+   * which the dead id's replicas are replaced (`--replace-dead-after-ms`). Once per run (a
+   * retired founder leaves the meta group a voter short); later draws only kill the follower.
+   */
+  CorruptDataFollower: 'corrupt-data-follower',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
 
@@ -53,6 +62,9 @@ export const PARTITION_FAULTS: readonly FaultKind[] = [
   FaultKind.PartitionMetaLeader,
   FaultKind.BridgeDataLeader,
 ]
+
+/** Process faults and one damaged data follower, replaced under a new id. */
+export const CORRUPTION_FAULTS: readonly FaultKind[] = [...PROCESS_FAULTS, FaultKind.CorruptDataFollower]
 
 const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
   FaultKind.PartitionDataLeader,
@@ -154,7 +166,7 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
   const partitions = [...route.partitions].sort((a, b) => a.partition - b.partition)
   const p = partitions[step.choice % partitions.length]
   if (!p) return undefined
-  if (step.kind === FaultKind.KillDataFollower) {
+  if (step.kind === FaultKind.KillDataFollower || step.kind === FaultKind.CorruptDataFollower) {
     // The replicas of the partition's data group (the route's replica list, else the group's).
     let replicas = p.replicas.map((r) => r.nodeId)
     if (replicas.length === 0) {
@@ -166,6 +178,24 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
     return followers[Math.floor(step.choice / 7) % followers.length]
   }
   return p.leaderId || undefined
+}
+
+/**
+ * Damages a stopped node's data as `choice` picks: its newest write-ahead log cut at a record
+ * boundary, or inside a record (either needs 8 records, so that more batches are lost than the
+ * durability mark may lag behind), else one bit flipped at 5 places of each log. Returns what
+ * was done, or undefined when the node has no log to damage.
+ */
+export function damageData(dataDir: string, choice: number): string | undefined {
+  const way = choice % 3
+  if (way < 2) {
+    const where = way === 0 ? 'boundary' : 'inside'
+    const dropped = cutLog(dataDir, where, 8)
+    if (dropped > 0)
+      return `newest log cut ${where === 'boundary' ? 'at a record boundary' : 'inside a record'}, ${dropped} records dropped`
+  }
+  const flipped = flipLogBits(dataDir).length
+  return flipped > 0 ? `bits flipped in ${flipped} log(s)` : undefined
 }
 
 export interface NemesisResult {
@@ -193,6 +223,7 @@ export async function runNemesis(
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
   let faults = 0
   let skipped = 0
+  let corrupted = false
   const problems: string[] = []
   for (const step of steps) {
     if (Date.now() >= untilMs) break
@@ -203,6 +234,7 @@ export async function runNemesis(
     } catch (error) {
       log(`nemesis: no target for ${step.kind}: ${(error as Error).message}`)
     }
+    if (nodeId && cluster.isRetired(nodeId)) nodeId = undefined
     if (!nodeId) {
       log(`nemesis: no node found for ${step.kind}; skipped`)
       skipped++
@@ -213,6 +245,7 @@ export async function runNemesis(
     const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
     const slow = step.kind === FaultKind.SlowDataLeader
     const split = PARTITION_KINDS.has(step.kind)
+    const corrupt = step.kind === FaultKind.CorruptDataFollower && !corrupted
     const delayMs = 50 + (step.choice % 351)
     const sides = split
       ? partitionSides(
@@ -227,11 +260,25 @@ export async function runNemesis(
     else if (isolate) cluster.isolate(nodeId)
     else if (slow) cluster.slow(nodeId, delayMs)
     else await cluster.kill(nodeId)
+    const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
+    let outcome = ''
     await sleep(step.durationMs)
     if (pause) cluster.resume(nodeId)
     else if (split) cluster.healNetwork()
     else if (isolate || slow) cluster.reconnect(nodeId)
-    else {
+    else if (damage) {
+      corrupted = true
+      const code = await cluster.startExpectingExit(nodeId)
+      if (code === 1) {
+        cluster.retire(nodeId)
+        const fresh = await cluster.join()
+        outcome = `, refused to start (exit 1), retired; ${fresh.nodeId} joined to replace it`
+      } else {
+        // Started from damaged data (or died otherwise): a safety failure, whatever follows.
+        problems.push(`${nodeId} was not refused after damage (${damage}): exit ${code ?? 'none, it runs'}`)
+        outcome = `, NOT refused (exit ${code ?? 'none'})`
+      }
+    } else {
       try {
         await cluster.restart(nodeId)
       } catch (error) {
@@ -248,7 +295,9 @@ export async function runNemesis(
       ? `${step.kind} ${nodeId} by ${delayMs} ms`
       : split
         ? `${step.kind} ${nodeId} ${sides.map((side) => `{${side.join(',')}}`).join(' | ')}`
-        : `${step.kind} ${nodeId}`
+        : damage
+          ? `${step.kind} ${nodeId} (${damage}${outcome})`
+          : `${step.kind} ${nodeId}${step.kind === FaultKind.CorruptDataFollower ? ' (killed only)' : ''}`
     const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
     history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
     log(`nemesis: ${description}`)

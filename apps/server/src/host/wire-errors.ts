@@ -1,3 +1,4 @@
+import { CorruptRecordError } from '@mq/kv-storage'
 import {
   InternalError,
   LimitExceededError,
@@ -10,8 +11,9 @@ import { NotLeaderError, RaftError } from '@mq/raft-core'
 /**
  * Turns what the Raft runtime or storage threw into the typed error a client sees: a
  * not-leader becomes NOT_LEADER with the leader's address (so the client retries in one
- * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal or a stopped host
- * UNAVAILABLE (retriable), anything else INTERNAL. MqErrors pass through.
+ * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal, a stopped host or damaged
+ * data found by a read (the node stops; another replica takes over) UNAVAILABLE (retriable),
+ * anything else INTERNAL. MqErrors pass through.
  */
 export function toWireError(
   error: unknown,
@@ -35,6 +37,13 @@ export function toWireError(
   const message = error instanceof Error ? error.message : String(error)
   if (code === 'OVERLOADED')
     return new LimitExceededError(`group ${groupId} is overloaded: ${message}`, { groupId }, { cause: error })
+  if (error instanceof CorruptRecordError) {
+    return new UnavailableError(
+      `group ${groupId}: this replica found damaged data and stops serving (${message}); retry: another replica takes over`,
+      { groupId },
+      { cause: error },
+    )
+  }
   if (error instanceof RaftError || (error as { retriable?: unknown })?.retriable === true) {
     return new UnavailableError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
   }

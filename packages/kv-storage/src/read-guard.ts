@@ -1,0 +1,112 @@
+import { ClosedError, CorruptRecordError } from './errors'
+import { quarantine } from './level-recovery'
+import { sealPuts, unsealValue } from './value-checksum'
+
+/** The ops classic-level's batch takes (after `clear` ops are expanded). */
+export type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
+
+/** Called once, after the database is quarantined, when a read finds damaged data. */
+export type CorruptionHandler = (error: CorruptRecordError) => void
+
+/**
+ * What a LevelEngine does to the values it writes and reads, and to the failures of its reads:
+ * seals values with their checksum (when the database stores checksummed values), checks them
+ * on every read, and turns damaged data — a checksum mismatch, or LevelDB reporting a corrupt
+ * block — into CorruptRecordError after quarantining the database (`MQ-CORRUPT`, so it does
+ * not open again: the damage may sit where no read at start would find it) and telling the
+ * owner once (`onCorruption`), so that a node stops serving from it.
+ */
+export class ReadGuard {
+  private quarantining: Promise<void> | undefined
+
+  constructor(
+    private readonly path: string,
+    /** Whether stored values carry a checksum (see value-checksum.ts). */
+    readonly checksums: boolean,
+    private readonly onCorruption: CorruptionHandler | undefined,
+  ) {}
+
+  /** `ops` with each put's value sealed (a new array, one buffer), or `ops` itself without checksums. */
+  seal(ops: readonly LevelOp[]): readonly LevelOp[] {
+    return this.checksums ? sealPuts(ops) : ops
+  }
+
+  /**
+   * The value a read returns for `key` from what LevelDB returned (a plain Uint8Array over the
+   * same memory). Throws CorruptRecordError when its checksum fails; run it inside `run()`.
+   */
+  value(key: Uint8Array, stored: Uint8Array | undefined): Uint8Array | undefined {
+    if (stored === undefined) return undefined
+    if (!this.checksums) return plain(stored)
+    const value = unsealValue(key, stored)
+    if (value === undefined) {
+      throw new CorruptRecordError(
+        `database at ${this.path}: the value of key ${hex(key)} fails its checksum (${stored.length} bytes stored): its table or log is damaged`,
+      )
+    }
+    return value
+  }
+
+  /**
+   * Runs a read, mapping its failures: not open → ClosedError; damaged data (a checksum that
+   * fails, or LevelDB's corruption status) → quarantine, report, CorruptRecordError.
+   */
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn()
+    } catch (err) {
+      if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
+      if (err instanceof CorruptRecordError) throw await this.damaged(err)
+      const code = (err as { code?: string }).code ?? (err as { cause?: { code?: string } }).cause?.code
+      if (code === 'LEVEL_CORRUPTION') {
+        throw await this.damaged(
+          new CorruptRecordError(
+            `database at ${this.path}: LevelDB found corrupt data while reading: ${describe(err)}`,
+            {},
+            {
+              cause: err,
+            },
+          ),
+        )
+      }
+      throw err
+    }
+  }
+
+  private async damaged(err: CorruptRecordError): Promise<CorruptRecordError> {
+    if (!this.quarantining) {
+      this.quarantining = quarantine(this.path, [err.message], 'a read found damaged data').catch(() => {})
+      await this.quarantining
+      try {
+        this.onCorruption?.(err)
+      } catch {
+        // The owner's handler must not turn a corruption report into another failure.
+      }
+    }
+    await this.quarantining
+    return err
+  }
+}
+
+export function isNotOpen(err: unknown): boolean {
+  const code = (err as { code?: string }).code
+  return code === 'LEVEL_DATABASE_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_CLOSED'
+}
+
+/**
+ * classic-level hands out Buffers; callers get plain Uint8Arrays over the same memory, so
+ * both engines return the same type (and `toEqual` compares them alike).
+ */
+export function plain(u: Uint8Array | undefined): Uint8Array | undefined {
+  if (u === undefined || u.constructor === Uint8Array) return u
+  return new Uint8Array(u.buffer, u.byteOffset, u.byteLength)
+}
+
+function hex(key: Uint8Array): string {
+  const shown = Buffer.from(key.subarray(0, 64)).toString('hex')
+  return key.length > 64 ? `${shown}…` : shown
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
