@@ -146,8 +146,8 @@ export class MqNode {
     this.#server = new Server({
       'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
       'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
-      // No channelz (its per-call bookkeeping costs CPU; /metrics covers what we watch).
-      'grpc.enable_channelz': 0,
+      // Channelz stays on here: grpc-js 1.14's forceShutdown() destroys only the sessions its
+      // channelz handler tracked, so without it open peer streams kept a stopped server alive.
       // Outermost first in effect last: the RPC interceptor times and logs what auth refuses too.
       interceptors: [
         rpcInterceptor(this.metrics, this.log, config.nodeId),
@@ -320,7 +320,8 @@ export class MqNode {
     })
     this.#transport?.close()
     this.#calls.close()
-    await this.#raft?.idle().catch(() => {})
+    // Before the store closes: Raft messages still arriving on open peer streams are dropped.
+    await this.#raft?.stop()
     await this.#store?.close().catch(() => {})
     await this.#mark?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})

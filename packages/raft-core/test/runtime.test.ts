@@ -336,6 +336,30 @@ describe('RaftHost', () => {
     ).toThrow(/pipelineMax/)
   })
 
+  it('stop(): later messages and ticks are ignored, pending and new proposals fail, so the storage can close', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    const before = n1.host.propose(1, enc.encode('before'))
+    await net.run()
+    await before
+    // A proposal that cannot commit: its followers are cut off.
+    net.cut.add('n2')
+    net.cut.add('n3')
+    const pending = n1.host.propose(1, enc.encode('stuck'))
+    await n1.host.stop()
+    await expect(pending).rejects.toBeInstanceOf(ProposalDroppedError)
+    await expect(n1.host.propose(1, enc.encode('after'))).rejects.toBeInstanceOf(HostStoppedError)
+    // The storage is gone: a message that reached the host now would throw from it.
+    n1.storages.get(1)!.term = () => {
+      throw new Error('the store is closed')
+    }
+    const app = net.sent.find((m) => m.type === MessageType.App && m.to === 'n2')!
+    expect(() => n1.host.receive(1, { ...app, from: 'n2', to: 'n1' })).not.toThrow()
+    expect(() => n1.host.tick()).not.toThrow()
+    await n1.host.idle()
+  })
+
   it('fails a proposal on a follower with a retriable NotLeaderError carrying the leader hint', async () => {
     const { net, nodes } = cluster([1])
     await electAll(net, nodes.get('n1')!.host, [1])

@@ -51,7 +51,12 @@ describe('a damaged message body on one node', () => {
     const bodies = Array.from({ length: 20 }, () => randomBytes(1500).toString('hex'))
     const producer = client.producer('damaged')
     for (const body of bodies) await producer.send({ body })
-    const route = await client.admin.describeQueue('damaged')
+    // The meta group learns the partition's leader from heartbeats: ask until it knows.
+    let route = await client.admin.describeQueue('damaged')
+    for (let i = 0; i < 100 && !route.partitions[0]?.leaderId; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      route = await client.admin.describeQueue('damaged')
+    }
     const partition = route.partitions[0]
     const victim = partition?.leaderId
     if (!partition || !victim) throw new Error('the partition has no leader')

@@ -214,6 +214,8 @@ export class RaftHost {
   #running: Promise<void> | null = null
   #again = false
   #fatal: unknown = null
+  /** stop() was called: no more input, no new cycles. */
+  #stopped = false
   /** Counters for tests and metrics. */
   readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0, stalledWrites: 0 }
 
@@ -259,6 +261,7 @@ export class RaftHost {
 
   /** Advances every group by one tick (the owner calls this on a timer) and fails expired requests. */
   tick(): void {
+    if (this.#stopped) return
     this.#checkAlive()
     const now = this.#clock.nowMs()
     for (const g of this.#groups.values()) {
@@ -276,7 +279,7 @@ export class RaftHost {
 
   /** Feeds a message received from the transport. Messages for unknown groups are dropped and counted. */
   receive(groupId: GroupId, message: Message): void {
-    if (this.#fatal !== null) return
+    if (this.#fatal !== null || this.#stopped) return
     const g = this.#groups.get(groupId)
     if (g === undefined) {
       this.stats.droppedMessages++
@@ -412,6 +415,24 @@ export class RaftHost {
     this.#schedule()
   }
 
+  /**
+   * Stops the host before its storage closes: from now on received messages and ticks are
+   * ignored, no new cycle starts, and new proposals and reads fail with HostStoppedError.
+   * Resolves once the cycles under way and their flushes are done; what is still pending then
+   * fails with ProposalDroppedError (outcome unknown: retry). Idempotent.
+   */
+  async stop(): Promise<void> {
+    this.#stopped = true
+    await this.idle().catch(() => {})
+    const e = new ProposalDroppedError('the host stopped; the outcome is unknown, retry')
+    for (const g of this.#groups.values()) {
+      for (const p of g.proposals.values()) p.reject(e)
+      for (const r of g.reads.values()) r.reject(e)
+      g.proposals.clear()
+      g.reads.clear()
+    }
+  }
+
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
     while (this.#running !== null || this.#draining !== null) {
@@ -428,6 +449,7 @@ export class RaftHost {
   }
 
   #checkAlive(): void {
+    if (this.#stopped) throw new HostStoppedError('the host is stopping')
     if (this.#fatal !== null) {
       throw new HostStoppedError('the host stopped after a storage or state machine failure; restart it', {
         cause: this.#fatal,
@@ -436,7 +458,7 @@ export class RaftHost {
   }
 
   #schedule(): void {
-    if (this.#fatal !== null) return
+    if (this.#fatal !== null || this.#stopped) return
     if (this.#running !== null) {
       this.#again = true
       return
