@@ -1,13 +1,15 @@
 import { runFaults } from '../src/fault-run'
 import { NetNamespaces } from '../src/netns'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns | --corrupt] [--scale]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns | --corrupt] [--scale])
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns | --corrupt | --disk] [--scale]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns | --corrupt | --disk] [--scale])
 // (--network: a proxy in front of every node, and one-way cuts among the faults;
 //  --netns: every node in its own network namespace (root), and partitions among the faults;
 //  --scale: scaleDataGroups up and down among the faults;
 //  --corrupt: once per run, a data follower whose write-ahead log is cut short or has flipped
-//  bits must refuse to start, and is replaced by a fresh node under a new id)
+//  bits must refuse to start, and is replaced by a fresh node under a new id;
+//  --disk: every node's data dir on a 512 MiB tmpfs (root), and a data follower's disk filled
+//  up among the faults: it stops serving on ENOSPC, then is freed and restarted)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
 function arg(name: string): string | undefined {
@@ -48,7 +50,12 @@ const corrupt = process.argv.includes('--corrupt')
 if (corrupt && (network || netns))
   throw new Error('--corrupt goes with the process faults only (no --network, --netns)')
 
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt })
+const disk = process.argv.includes('--disk')
+if (disk && (network || netns || corrupt))
+  throw new Error('--disk goes with the process faults only (no --network, --netns, --corrupt)')
+if (disk && process.getuid?.() !== 0) throw new Error('--disk needs root (it mounts a tmpfs per node)')
+
+const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt, disk })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)

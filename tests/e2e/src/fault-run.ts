@@ -9,6 +9,7 @@ import {
   ALL_FAULTS,
   CORRUPTION_FAULTS,
   DEFAULT_SCHEDULE,
+  DISK_FAULTS,
   FaultKind,
   PARTITION_FAULTS,
   runNemesis,
@@ -37,6 +38,11 @@ export interface FaultRunOptions {
    * fresh node; nodes replace dead replicas after 10 s). With the process faults only.
    */
   readonly corrupt?: boolean
+  /**
+   * Put every node's data dir on a small tmpfs (root only) and add full disks to the faults
+   * (fill-disk-follower). With the process faults only.
+   */
+  readonly disk?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -76,16 +82,22 @@ export interface FaultRunResult {
 }
 
 const VISIBILITY_MS = 2_000
+/** Each node's tmpfs with `disk`. */
+const DISK_BYTES = 512 << 20
 
 /** The command that reruns a seed. */
 export function replayCommand(
-  o: Pick<FaultRunOptions, 'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt'>,
+  o: Pick<
+    FaultRunOptions,
+    'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt' | 'disk'
+  >,
 ): string {
   const network =
     (o.network ? ' --network' : '') +
     (o.netns ? ' --netns' : '') +
     (o.scale ? ' --scale' : '') +
-    (o.corrupt ? ' --corrupt' : '')
+    (o.corrupt ? ' --corrupt' : '') +
+    (o.disk ? ' --disk' : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -120,7 +132,9 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         ? ALL_FAULTS
         : options.corrupt
           ? CORRUPTION_FAULTS
-          : DEFAULT_SCHEDULE.kinds,
+          : options.disk
+            ? DISK_FAULTS
+            : DEFAULT_SCHEDULE.kinds,
   })
   if (options.corrupt && steps.some((s) => s.kind === FaultKind.CorruptDataFollower) === false)
     log('fault run: this seed draws no corrupt-data-follower step in its time')
@@ -130,6 +144,14 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     netns: options.netns ?? false,
     // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.
     serverArgs: options.corrupt ? ['--replace-dead-after-ms', '10000'] : [],
+    // Small disks that fill up in a moment, large enough for the run's own data.
+    ...(options.disk
+      ? {
+          smallDisks: Object.fromEntries(
+            Array.from({ length: options.nodes }, (_, i) => [`n${i + 1}`, DISK_BYTES]),
+          ),
+        }
+      : {}),
   })
   const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
   const queue = 'faults'

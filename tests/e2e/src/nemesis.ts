@@ -3,6 +3,7 @@ import type { LocalCluster } from './cluster'
 import { cutLog, flipLogBits } from './damage'
 import type { History } from './history'
 import { Prng } from './prng'
+import { fillDisk, freeDisk } from './small-disk'
 
 /** The faults the nemesis injects, one at a time. */
 export const FaultKind = {
@@ -35,6 +36,12 @@ export const FaultKind = {
    * retired founder leaves the meta group a voter short); later draws only kill the follower.
    */
   CorruptDataFollower: 'corrupt-data-follower',
+  /**
+   * A data follower's disk (a small tmpfs: the run's `--disk`) filled up for the step: its
+   * next durable write fails with ENOSPC and it stops serving, corrupting nothing; then the
+   * space is freed and the node restarted from its data dir, and it catches up.
+   */
+  FillDiskFollower: 'fill-disk-follower',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
 
@@ -65,6 +72,8 @@ export const PARTITION_FAULTS: readonly FaultKind[] = [
 
 /** Process faults and one damaged data follower, replaced under a new id. */
 export const CORRUPTION_FAULTS: readonly FaultKind[] = [...PROCESS_FAULTS, FaultKind.CorruptDataFollower]
+/** The process faults plus full disks (every node's data dir on a small tmpfs; root only). */
+export const DISK_FAULTS: readonly FaultKind[] = [...PROCESS_FAULTS, FaultKind.FillDiskFollower]
 
 const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
   FaultKind.PartitionDataLeader,
@@ -166,7 +175,11 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
   const partitions = [...route.partitions].sort((a, b) => a.partition - b.partition)
   const p = partitions[step.choice % partitions.length]
   if (!p) return undefined
-  if (step.kind === FaultKind.KillDataFollower || step.kind === FaultKind.CorruptDataFollower) {
+  if (
+    step.kind === FaultKind.KillDataFollower ||
+    step.kind === FaultKind.CorruptDataFollower ||
+    step.kind === FaultKind.FillDiskFollower
+  ) {
     // The replicas of the partition's data group (the route's replica list, else the group's).
     let replicas = p.replicas.map((r) => r.nodeId)
     if (replicas.length === 0) {
@@ -224,6 +237,7 @@ export async function runNemesis(
   let faults = 0
   let skipped = 0
   let corrupted = false
+  let filled = 0
   const problems: string[] = []
   for (const step of steps) {
     if (Date.now() >= untilMs) break
@@ -246,6 +260,7 @@ export async function runNemesis(
     const slow = step.kind === FaultKind.SlowDataLeader
     const split = PARTITION_KINDS.has(step.kind)
     const corrupt = step.kind === FaultKind.CorruptDataFollower && !corrupted
+    const fill = step.kind === FaultKind.FillDiskFollower
     const delayMs = 50 + (step.choice % 351)
     const sides = split
       ? partitionSides(
@@ -259,12 +274,22 @@ export async function runNemesis(
     else if (split) cluster.partition(sides)
     else if (isolate) cluster.isolate(nodeId)
     else if (slow) cluster.slow(nodeId, delayMs)
+    else if (fill) filled = fillDisk(cluster.node(nodeId).dataDir)
     else await cluster.kill(nodeId)
     const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
     let outcome = ''
     await sleep(step.durationMs)
     if (pause) cluster.resume(nodeId)
-    else if (split) cluster.healNetwork()
+    else if (fill) {
+      // Space returns; a node that hit ENOSPC stopped serving (fail-stop), so it is restarted.
+      freeDisk(cluster.node(nodeId).dataDir)
+      const stopped = /stopped serving after a fatal error/.test(cluster.node(nodeId).output.slice(-20_000))
+      await cluster.kill(nodeId)
+      await cluster.restart(nodeId).catch((error: unknown) => {
+        problems.push(`${nodeId} not serving after its disk was freed: ${(error as Error).message}`)
+      })
+      outcome = `, ${filled} filler bytes${stopped ? ', it stopped serving' : ''}; freed and restarted`
+    } else if (split) cluster.healNetwork()
     else if (isolate || slow) cluster.reconnect(nodeId)
     else if (damage) {
       corrupted = true
@@ -297,7 +322,9 @@ export async function runNemesis(
         ? `${step.kind} ${nodeId} ${sides.map((side) => `{${side.join(',')}}`).join(' | ')}`
         : damage
           ? `${step.kind} ${nodeId} (${damage}${outcome})`
-          : `${step.kind} ${nodeId}${step.kind === FaultKind.CorruptDataFollower ? ' (killed only)' : ''}`
+          : fill
+            ? `${step.kind} ${nodeId} (${outcome.slice(2)})`
+            : `${step.kind} ${nodeId}${step.kind === FaultKind.CorruptDataFollower ? ' (killed only)' : ''}`
     const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
     history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
     log(`nemesis: ${description}`)
