@@ -1,4 +1,4 @@
-import { CorruptRecordError } from '@mq/kv-storage'
+import { CorruptRecordError, WriteFailedError } from '@mq/kv-storage'
 import {
   InternalError,
   LimitExceededError,
@@ -11,8 +11,9 @@ import { NotLeaderError, RaftError } from '@mq/raft-core'
 /**
  * Turns what the Raft runtime or storage threw into the typed error a client sees: a
  * not-leader becomes NOT_LEADER with the leader's address (so the client retries in one
- * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal, a stopped host or damaged
- * data found by a read (the node stops; another replica takes over) UNAVAILABLE (retriable),
+ * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal, a stopped host, a failed
+ * durable write (a full disk, say) or damaged data found by a read (the node stops; another
+ * replica takes over) UNAVAILABLE (retriable),
  * anything else INTERNAL. MqErrors pass through.
  */
 export function toWireError(
@@ -40,6 +41,13 @@ export function toWireError(
   if (error instanceof CorruptRecordError) {
     return new UnavailableError(
       `group ${groupId}: this replica found damaged data and stops serving (${message}); retry: another replica takes over`,
+      { groupId },
+      { cause: error },
+    )
+  }
+  if (error instanceof WriteFailedError) {
+    return new UnavailableError(
+      `group ${groupId}: this replica's storage failed a durable write and it stops serving (${message}); retry: another replica takes over`,
       { groupId },
       { cause: error },
     )
