@@ -74,6 +74,17 @@ class RecordingDurability implements Durability {
   readonly flushedGroups: number[] = []
   gate: Promise<void> | null = null
   fail: Error | null = null
+  /** Holds every flush from now on; the returned function lets them (and later ones) through. */
+  hold(): () => void {
+    let open: () => void = () => {}
+    this.gate = new Promise<void>((r) => {
+      open = r
+    })
+    return () => {
+      this.gate = null
+      open()
+    }
+  }
   async flush(): Promise<void> {
     if (this.gate !== null) await this.gate
     if (this.fail !== null) throw this.fail
@@ -200,10 +211,7 @@ describe('RaftHost', () => {
     const n1 = nodes.get('n1')!
     const n2 = nodes.get('n2')!
     await electAll(net, n1.host, [1])
-    let open: () => void = () => {}
-    n2.durability.gate = new Promise<void>((r) => {
-      open = r
-    })
+    const open = n2.durability.hold()
     const p = n1.host.propose(1, enc.encode('durable-first'))
     await n1.host.idle()
     const appends = net.queue.splice(0).filter(({ m }) => m.type === MessageType.App && m.to === 'n2')
@@ -212,7 +220,6 @@ describe('RaftHost', () => {
     for (const { groupId, m } of appends) n2.host.receive(groupId, m)
     for (let i = 0; i < 10; i++) await Promise.resolve()
     expect(net.sent.slice(before).filter((m) => m.from === 'n2')).toEqual([])
-    n2.durability.gate = null
     open()
     await net.run()
     expect(net.sent.slice(before).some((m) => m.from === 'n2' && m.type === MessageType.AppResp)).toBe(true)
@@ -223,10 +230,7 @@ describe('RaftHost', () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!
     await electAll(net, n1.host, [1])
-    let open: () => void = () => {}
-    n1.durability.gate = new Promise<void>((r) => {
-      open = r
-    })
+    const open = n1.durability.hold()
     const before = net.sent.length
     const p = n1.host.propose(1, enc.encode('in-parallel'))
     for (let i = 0; i < 10; i++) await Promise.resolve()
@@ -237,7 +241,6 @@ describe('RaftHost', () => {
         .map((m) => m.to)
         .sort(),
     ).toEqual(['n2', 'n3'])
-    n1.durability.gate = null
     open()
     await net.run()
     await p
@@ -247,10 +250,7 @@ describe('RaftHost', () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!
     await electAll(net, n1.host, [1])
-    let open: () => void = () => {}
-    n1.durability.gate = new Promise<void>((r) => {
-      open = r
-    })
+    const open = n1.durability.hold()
     const flushedBefore = n1.durability.flushedGroups.length
     // Delivers what is queued, without waiting for n1's gated flush.
     const exchange = async (): Promise<void> => {
@@ -276,7 +276,6 @@ describe('RaftHost', () => {
     ).toEqual(new Set(['n2', 'n3']))
     await expect(b).resolves.toMatchObject({ result: 2 })
     expect(n1.durability.flushedGroups.length).toBe(flushedBefore) // n1's first flush is still pending
-    n1.durability.gate = null
     open()
     await net.run()
     expect(nodes.get('n1')!.machines.get(1)!.items).toEqual(['a', 'b'])
@@ -307,10 +306,7 @@ describe('RaftHost', () => {
     }
     const n1 = net.hosts.get('n1')!
     await electAll(net, n1, [1])
-    let open: () => void = () => {}
-    durabilities.get('n1')!.gate = new Promise<void>((r) => {
-      open = r
-    })
+    const open = durabilities.get('n1')!.hold()
     let settled = false
     const a = n1.propose(1, enc.encode('a')).then((v) => {
       settled = true
@@ -321,7 +317,6 @@ describe('RaftHost', () => {
       for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)!.receive(groupId, m)
     }
     expect(settled).toBe(false)
-    durabilities.get('n1')!.gate = null
     open()
     await net.run()
     await expect(a).resolves.toMatchObject({ result: 1 })

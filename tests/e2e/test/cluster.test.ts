@@ -2,6 +2,17 @@ import { InvalidArgumentError, MqClient, QueueNotFoundError } from '@mq/router-c
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
 
+/** Receives and acks `count` messages of `queue`; returns their ids. */
+async function consumeIds(client: MqClient, queue: string, count: number): Promise<Set<number>> {
+  const got = new Set<number>()
+  for await (const m of client.consumer(queue, { prefetch: 100, waitMs: 1_000 })) {
+    got.add(m.id)
+    await m.ack()
+    if (got.size === count) break
+  }
+  return got
+}
+
 // A 3-node cluster of real processes: the meta group on all three, data groups placed by the
 // meta leader, every request through the SDK.
 describe('a 3-node cluster', () => {
@@ -114,13 +125,7 @@ describe('a 3-node cluster', () => {
     const failoverMs = Date.now() - started
     const ids = new Set([...before, ...after].map((r) => r.id))
     expect(ids.size).toBe(100)
-    const got = new Set<number>()
-    for await (const m of client.consumer('durable', { prefetch: 100, waitMs: 1_000 })) {
-      got.add(m.id)
-      await m.ack()
-      if (got.size === 100) break
-    }
-    expect(got).toEqual(ids)
+    expect(await consumeIds(client, 'durable', ids.size)).toEqual(ids)
     console.log(`failover: produce resumed ${failoverMs} ms after SIGKILL of ${leader}`)
     await cluster.restart(leader as string)
   })
@@ -150,13 +155,7 @@ describe('a 3-node cluster', () => {
     const after = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `c${i}` })))
     const ids = new Set([...before, ...during, ...after].map((r) => r.id))
     expect(ids.size).toBe(60)
-    const got = new Set<number>()
-    for await (const m of client.consumer('silent', { prefetch: 100, waitMs: 1_000 })) {
-      got.add(m.id)
-      await m.ack()
-      if (got.size === 60) break
-    }
-    expect(got).toEqual(ids)
+    expect(await consumeIds(client, 'silent', ids.size)).toEqual(ids)
     console.log(
       `silent leader: produce resumed ${stallMs} ms after SIGSTOP of ${leader} (meta leader ${meta})`,
     )
