@@ -33,7 +33,6 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { Prng, RaftHost, Role } from '@mq/raft-core'
-import { awaitLeader } from '@mq/router-client'
 import { AccessControl } from './auth/access'
 import { authInterceptor } from './auth/auth-interceptor'
 import { MetaTokenTable } from './auth/meta-tokens'
@@ -66,8 +65,6 @@ const CONTROLLER_MS = 500
 /** How often a data-group leader looks for partitions of deleted queues to drop. */
 const ORPHAN_SWEEP_MS = 10_000
 const META_CALL_MS = 3_000
-/** A meta leader silent this long is asked about through the other meta replicas. */
-const META_SILENCE_MS = 500
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
 
@@ -441,10 +438,7 @@ export class MqNode {
 
   /** Where to send a meta request: the known meta leader, else the next founding member or seed. */
   #metaAddress(): string {
-    // A meta replica knows the current meta leader from its own Raft state (a new one as soon
-    // as it is elected); other nodes from the last answer that named it.
-    const known = this.#meta ? (this.#raft?.status(META_GROUP).lead ?? '') : this.#metaLeaderId
-    const leader = known ? this.#addresses.get(known) : undefined
+    const leader = this.#metaLeaderId ? this.#addresses.get(this.#metaLeaderId) : undefined
     if (leader) return leader
     const seeds =
       this.config.initialMeta.length > 0 ? this.config.initialMeta.map((m) => m.address) : [this.config.join]
@@ -497,22 +491,8 @@ export class MqNode {
   }
 
   /** One call to the meta leader (or a seed), with a deadline and the peer token. */
-  /**
-   * One call to the meta leader. A leader that stays silent (paused, cut off) is asked about
-   * through the other meta replicas, as the SDK does (awaitLeader): a data leader that needs a
-   * route must not wait out the call's deadline when the meta leader fell silent.
-   */
   #call<T>(fn: UnaryCall<T>): Promise<T> {
-    const address = this.#metaAddress()
-    const replicas =
-      this.config.initialMeta.length > 0 ? this.config.initialMeta.map((m) => m.address) : [this.config.join]
-    const probes = replicas
-      .filter((a) => a !== address)
-      .map((a) => ({ address: a, send: () => this.#calls.call(a, fn, META_CALL_MS) }))
-    return awaitLeader(this.#calls.call(address, fn, META_CALL_MS), address, probes, {
-      silentMs: META_SILENCE_MS,
-      probeEveryMs: 150,
-    })
+    return this.#calls.call(this.#metaAddress(), fn, META_CALL_MS)
   }
 
   // ---- data groups ----------------------------------------------------------------------

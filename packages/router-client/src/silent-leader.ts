@@ -37,9 +37,8 @@ export interface Probe<T> {
  * Awaits `call`, sent to the partition's leader as we know it (`leaderAddress`). A leader
  * that falls silent (paused, cut off: its connection stays open, so nothing fails) would hold
  * the call until its deadline; so once `silentMs` pass without an answer, the same request
- * goes to another replica, and to the next one every `probeEveryMs` while nothing useful has
- * come back (a replica already asked is not asked again until it answers: one silent too
- * holds nobody up, and its late answer still counts). A follower refuses it with NOT_LEADER naming the leader it knows; a replica that
+ * goes to the other replicas in turn, and again every `probeEveryMs` while the call stays
+ * silent. A follower refuses it with NOT_LEADER naming the leader it knows; a replica that
  * leads by now serves it (`served` learns which). Resolves with the first success (the
  * call's or a probe's); rejects with the call's error, or with a NOT_LEADER naming another
  * leader (the caller follows it, abandoning the silent call). A probe naming the same leader,
@@ -56,45 +55,26 @@ export async function awaitLeader<T>(
   o: SilentLeaderOptions,
   served: (address: string) => void = () => {},
 ): Promise<T> {
-  type Event = { main: Outcome<T> } | { probe: Probe<T>; outcome: Outcome<T> } | null
-  const main: Promise<Event> = settle(call).then((m) => ({ main: m }))
-  if (probes.length === 0) return unwrap(((await main) as { main: Outcome<T> }).main)
+  const main = settle(call).then((m) => ({ main: m }))
+  if (probes.length === 0) return unwrap((await main).main)
   const timers = new Set<ReturnType<typeof setTimeout>>()
-  // Probes sent and not answered yet: a replica that is silent too (paused, cut off) must not
-  // hold the others up, and a late answer still counts (a lease served late is not lost).
-  const pending = new Map<Probe<T>, Promise<Event>>()
-  let next = 0
   try {
     let wait = o.silentMs
     for (;;) {
-      const e = await Promise.race([main, ...pending.values(), after(wait, timers)])
-      if (e === null) {
-        // Silent (still, or again): ask the next replica that is not being asked already.
-        wait = o.probeEveryMs
-        for (let i = 0; i < probes.length; i++) {
-          const probe = probes[next++ % probes.length] as Probe<T>
-          if (pending.has(probe)) continue
-          pending.set(
-            probe,
-            settle(probe.send()).then((outcome) => ({ probe, outcome })),
-          )
-          break
+      const first = await Promise.race([main, after(wait, timers)])
+      if (first !== null) return unwrap(first.main)
+      wait = o.probeEveryMs
+      for (const probe of probes) {
+        const r = await Promise.race([main, settle(probe.send()).then((a) => ({ probe: a }))])
+        if ('main' in r) return unwrap(r.main)
+        if (r.probe.ok) {
+          served(probe.address)
+          return r.probe.value
         }
-        continue
+        const e = r.probe.error
+        if (e instanceof NotLeaderError && e.facts.leaderAddress && e.facts.leaderAddress !== leaderAddress)
+          throw e
       }
-      if ('main' in e) return unwrap(e.main)
-      pending.delete(e.probe)
-      if (e.outcome.ok) {
-        served(e.probe.address)
-        return e.outcome.value
-      }
-      const err = e.outcome.error
-      if (
-        err instanceof NotLeaderError &&
-        err.facts.leaderAddress &&
-        err.facts.leaderAddress !== leaderAddress
-      )
-        throw err
     }
   } finally {
     for (const t of timers) clearTimeout(t)
