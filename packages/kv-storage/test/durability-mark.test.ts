@@ -1,6 +1,6 @@
 import { mkdir, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { DurabilityMark, MARK_FILE, readMark } from '../src/durability-mark'
 import { DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
@@ -9,7 +9,7 @@ import { batchSeqKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
 import { MemoryEngine } from '../src/memory-engine'
 import { walRecords } from '../src/wal-records'
-import { entries, GatedEngine, tempDir } from './helpers'
+import { entries, GatedEngine, useTempDir } from './helpers'
 
 const BATCHES = 40
 
@@ -44,7 +44,7 @@ async function fill(path: string): Promise<number> {
 async function newestLog(path: string): Promise<string> {
   const logs = (await readdir(path))
     .filter((f) => f.endsWith('.log'))
-    .sort((a, b) => parseInt(b) - parseInt(a))
+    .sort((a, b) => parseInt(b, 10) - parseInt(a, 10))
   expect(logs.length).toBeGreaterThan(0)
   return join(path, logs[0] as string)
 }
@@ -64,13 +64,7 @@ async function openChecked(path: string): Promise<unknown> {
 }
 
 describe('DurabilityMark', () => {
-  let dir: { path: string; remove: () => Promise<void> }
-  beforeEach(async () => {
-    dir = await tempDir('kv-mark')
-  })
-  afterEach(async () => {
-    await dir.remove()
-  })
+  const dir = useTempDir('kv-mark')
 
   it('stamps every batch, marks what is durable, and reopens a whole database', async () => {
     const path = join(dir.path, 'db')

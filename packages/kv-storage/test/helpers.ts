@@ -2,12 +2,31 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Entry } from '@mq/raft-core'
+import { afterEach, beforeEach } from 'vitest'
 import type { BatchOp, Engine, EngineSnapshot, KeyRange, KeyValue, WriteOptions } from '../src/engine'
 
 /** A fresh temporary directory; `remove()` deletes it. */
 export async function tempDir(prefix: string): Promise<{ path: string; remove: () => Promise<void> }> {
   const path = await mkdtemp(join(tmpdir(), `${prefix}-`))
   return { path, remove: () => rm(path, { recursive: true, force: true }) }
+}
+
+/** In a describe block: a fresh temporary directory for each test (`dir.path`), removed after it. */
+export function useTempDir(prefix: string): { readonly path: string } {
+  let current: { path: string; remove: () => Promise<void> } | undefined
+  beforeEach(async () => {
+    current = await tempDir(prefix)
+  })
+  afterEach(async () => {
+    await current?.remove()
+    current = undefined
+  })
+  return {
+    get path(): string {
+      if (!current) throw new Error('useTempDir: the directory exists only inside a test')
+      return current.path
+    },
+  }
 }
 
 export function entry(index: number, term: number, text = `e${index}`): Entry {

@@ -1,19 +1,13 @@
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { OverloadedError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
-import { tempDir } from './helpers'
+import { useTempDir } from './helpers'
 
 const b = (...xs: number[]) => Uint8Array.from(xs)
 
 describe('LevelEngine specifics', () => {
-  let dir: { path: string; remove: () => Promise<void> }
-  beforeEach(async () => {
-    dir = await tempDir('kv-level')
-  })
-  afterEach(async () => {
-    await dir.remove()
-  })
+  const dir = useTempDir('kv-level')
 
   it('bounds the writes queued behind the one in flight', async () => {
     const engine = await LevelEngine.open(join(dir.path, 'db'), { writesPendingMax: 2 })

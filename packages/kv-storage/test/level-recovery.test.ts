@@ -1,10 +1,10 @@
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { CORRUPT_MARKER } from '../src/level-recovery'
-import { tempDir } from './helpers'
+import { useTempDir } from './helpers'
 
 /** Writes 200 synced records of 1 KiB (they stay in LevelDB's write-ahead log) and closes. */
 async function fill(path: string): Promise<void> {
@@ -37,13 +37,7 @@ async function flipLogBits(path: string): Promise<void> {
 // checksum and deletes the log: the open would succeed without the data. The engine reads
 // what LevelDB reported, refuses the open and quarantines the database for later opens.
 describe('LevelEngine recovery checks', () => {
-  let dir: { path: string; remove: () => Promise<void> }
-  beforeEach(async () => {
-    dir = await tempDir('kv-recovery')
-  })
-  afterEach(async () => {
-    await dir.remove()
-  })
+  const dir = useTempDir('kv-recovery')
 
   it('opens an undamaged database again with every record', async () => {
     const path = join(dir.path, 'db')

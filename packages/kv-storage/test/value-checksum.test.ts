@@ -1,11 +1,11 @@
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CorruptRecordError, DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { CORRUPT_MARKER } from '../src/level-recovery'
 import { CHECKSUM_BYTES, sealValue, unsealValue, VALUE_FORMAT_FILE } from '../src/value-checksum'
-import { tempDir } from './helpers'
+import { useTempDir } from './helpers'
 
 /** Seeded pseudo-random bytes: LevelDB leaves blocks of them uncompressed (Snappy gains nothing). */
 function noise(seed: number, length: number): Uint8Array {
@@ -63,13 +63,7 @@ describe('value checksums', () => {
   })
 
   describe('in LevelDB tables', () => {
-    let dir: { path: string; remove: () => Promise<void> }
-    beforeEach(async () => {
-      dir = await tempDir('kv-value-crc')
-    })
-    afterEach(async () => {
-      await dir.remove()
-    })
+    const dir = useTempDir('kv-value-crc')
 
     it('a bit flipped in an uncompressed table block fails the read, quarantines the database and reports once', async () => {
       const path = join(dir.path, 'db')
