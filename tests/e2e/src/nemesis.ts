@@ -237,7 +237,6 @@ export async function runNemesis(
   let faults = 0
   let skipped = 0
   let corrupted = false
-  let filled = 0
   const problems: string[] = []
   for (const step of steps) {
     if (Date.now() >= untilMs) break
@@ -261,6 +260,8 @@ export async function runNemesis(
     const split = PARTITION_KINDS.has(step.kind)
     const corrupt = step.kind === FaultKind.CorruptDataFollower && !corrupted
     const fill = step.kind === FaultKind.FillDiskFollower
+    /** Filler bytes written by this step (fill-disk-follower). */
+    let filled = 0
     const delayMs = 50 + (step.choice % 351)
     const sides = split
       ? partitionSides(
