@@ -13,6 +13,14 @@ function persist(s: MemoryLogStorage, rd: Ready): void {
   s.sync()
 }
 
+/** A single-voter group's replica that has just campaigned. */
+function campaigningSolo(): { s: MemoryLogStorage; raw: RawNode } {
+  const s = new MemoryLogStorage({ voters: ['solo'], learners: [], votersOutgoing: [], learnersNext: [] })
+  const raw = new RawNode({ id: 'solo', prng: new Prng(1) }, s)
+  raw.campaign()
+  return { s, raw }
+}
+
 describe('RawNode', () => {
   it('bootstraps: the founding membership is written to the log as committed conf entries', () => {
     const s = new MemoryLogStorage(conf)
@@ -28,9 +36,7 @@ describe('RawNode', () => {
   })
 
   it('pipelines Readies: each carries only new work, advanced oldest first', () => {
-    const s = new MemoryLogStorage({ voters: ['solo'], learners: [], votersOutgoing: [], learnersNext: [] })
-    const raw = new RawNode({ id: 'solo', prng: new Prng(1) }, s)
-    raw.campaign()
+    const { s, raw } = campaigningSolo()
     let rd = raw.ready()
     persist(s, rd)
     raw.advance(rd)
@@ -135,9 +141,7 @@ describe('RawNode', () => {
   })
 
   it('a single-voter group elects itself and commits alone, after persisting', () => {
-    const s = new MemoryLogStorage({ voters: ['solo'], learners: [], votersOutgoing: [], learnersNext: [] })
-    const raw = new RawNode({ id: 'solo', prng: new Prng(1) }, s)
-    raw.campaign()
+    const { s, raw } = campaigningSolo()
     let rd = raw.ready()
     persist(s, rd)
     raw.advance(rd)
