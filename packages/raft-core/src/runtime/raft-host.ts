@@ -210,7 +210,13 @@ export class RaftHost {
   readonly #pipelineMax: number
   /** Cycles whose flush has not landed yet, oldest first. */
   readonly #pipeline: PipelinedCycle[] = []
-  #draining: Promise<void> | null = null
+  /**
+   * #drain() runs: set and cleared synchronously by #drain itself (a drain with nothing to
+   * await ends before its promise is even stored), so a cycle never leaves a pipelined entry
+   * without a drain to finish it.
+   */
+  #drainActive = false
+  #draining: Promise<void> = Promise.resolve()
   #running: Promise<void> | null = null
   #again = false
   #fatal: unknown = null
@@ -435,9 +441,9 @@ export class RaftHost {
 
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
-    while (this.#running !== null || this.#draining !== null) {
+    while (this.#running !== null || this.#drainActive) {
       if (this.#running !== null) await this.#running
-      if (this.#draining !== null) await this.#draining
+      if (this.#drainActive) await this.#draining
     }
     if (this.#fatal !== null) throw this.#fatal
   }
@@ -544,7 +550,7 @@ export class RaftHost {
     }
     const pending: PipelinedCycle = { steps, flushed, done: deferred() }
     this.#pipeline.push(pending)
-    this.#draining ??= this.#drain()
+    if (!this.#drainActive) this.#draining = this.#drain()
     return stalled > 0 ? pending.done.promise : true
   }
 
@@ -555,6 +561,7 @@ export class RaftHost {
    * Readies are persisted, sent, applied and advanced in the order they were taken.
    */
   async #drain(): Promise<void> {
+    this.#drainActive = true
     try {
       while (this.#pipeline.length > 0 && this.#fatal === null) {
         const p = this.#pipeline[0]!
@@ -577,7 +584,7 @@ export class RaftHost {
     } catch (e) {
       this.#die(e)
     } finally {
-      this.#draining = null
+      this.#drainActive = false
       for (const p of this.#pipeline.splice(0)) p.done.resolve()
     }
   }
