@@ -1,24 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { freePort } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 
 /** apps/server relative to this file, in src/ and in dist/ alike. */
 const serverDir = join(import.meta.dirname, '..', '..', 'server')
-
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no free port'))))
-    })
-  })
-}
 
 /**
  * The node arguments that run mq-server: `serverMain` or $MQ_BENCH_SERVER_MAIN if given,

@@ -1,5 +1,6 @@
+export { freePort } from '@mq/protocol'
 export type { BenchClusterOptions, BenchNode } from './cluster'
-export { BenchCluster, freePort } from './cluster'
+export { BenchCluster } from './cluster'
 export type { TimelinePoint } from './histogram'
 export { LatencyHistogram, Timeline } from './histogram'
 export type { ChartSpec, Series } from './html'

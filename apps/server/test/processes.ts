@@ -1,25 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
-import { waitServing } from '@mq/protocol'
+import { freePort, waitServing } from '@mq/protocol'
 
 const serverDir = join(import.meta.dirname, '..')
 // Node runs the server with tsx's loader directly (the tsx CLI would add a wrapper process).
 const tsxLoader = import.meta.resolve('tsx')
-
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const address = s.address()
-      s.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      )
-    })
-  })
-}
 
 /** A running `mq-server` process (from source, through tsx), with its output collected. */
 export interface ServerProcess {
@@ -71,4 +56,4 @@ export function singleNodeArgs(
   ]
 }
 
-export { waitServing }
+export { freePort, waitServing }

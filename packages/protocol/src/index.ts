@@ -3,6 +3,7 @@
 
 export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
+export { freePort } from './free-port'
 export {
   HealthCheckRequest,
   HealthCheckResponse,

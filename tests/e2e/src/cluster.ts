@@ -1,10 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChannelCredentials } from '@grpc/grpc-js'
-import { waitServing } from '@mq/protocol'
+import { freePort, waitServing } from '@mq/protocol'
 import { NetNamespaces } from './netns'
 import { FaultProxy } from './proxy'
 import { mountTmpfs, unmount } from './small-disk'
@@ -44,18 +43,6 @@ export function serverSourceChangedSince(sinceMs: number, limit = 20): string[] 
   }
   for (const r of roots) walk(r, 0)
   return changed
-}
-
-/** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer()
-    s.once('error', reject)
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address()
-      s.close(() => (typeof a === 'object' && a ? resolve(a.port) : reject(new Error('no port'))))
-    })
-  })
 }
 
 export interface NodeProcess {
@@ -196,7 +183,7 @@ export class LocalCluster {
         cluster.#mounts.push(n.dataDir)
       }
       for (const n of nodes) cluster.#spawn(n)
-      await Promise.all(nodes.map((n) => waitServing(n.listenAddress, undefined, options.healthCredentials)))
+      await Promise.all(nodes.map((n) => cluster.#waitUp(n)))
     } catch (error) {
       await cluster.stop()
       throw error
@@ -281,7 +268,7 @@ export class LocalCluster {
       ...this.nodes
         .filter((n) => !n.child && !this.#retired.has(n.nodeId))
         .map((n) => this.restart(n.nodeId)),
-      ...running.map((n) => waitServing(n.listenAddress, undefined, this.#healthCredentials)),
+      ...running.map((n) => this.#waitUp(n)),
     ])
   }
 
@@ -297,7 +284,7 @@ export class LocalCluster {
     const n = nodeProcess(nodeId, host, port, this.dir, undefined, via?.address)
     this.nodes.push(n)
     this.#spawn(n)
-    await waitServing(n.listenAddress)
+    await this.#waitUp(n)
     return n
   }
 
@@ -306,7 +293,7 @@ export class LocalCluster {
     const n = this.node(nodeId)
     if (n.child) throw new Error(`${nodeId} is running`)
     this.#spawn(n)
-    await waitServing(n.listenAddress, undefined, this.#healthCredentials)
+    await this.#waitUp(n)
   }
 
   /**
@@ -407,6 +394,25 @@ export class LocalCluster {
     rmSync(this.dir, { recursive: true, force: true })
   }
 
+  /**
+   * Waits until the node answers its health check; throws at once if its process exits
+   * first, and in both failures the error carries the end of the node's output.
+   */
+  async #waitUp(n: NodeProcess): Promise<void> {
+    const serving = waitServing(n.listenAddress, undefined, this.#healthCredentials)
+    serving.catch(() => {}) // the race below reports it; the poll ends at its own deadline
+    const exited = n.exited.then(() => {
+      throw new Error(`${n.nodeId} exited (${n.child?.exitCode ?? n.child?.signalCode}) before it served`)
+    })
+    exited.catch(() => {})
+    try {
+      await Promise.race([serving, exited])
+    } catch (error) {
+      const tail = n.output.split('\n').slice(-15).join('\n')
+      throw new Error(`${(error as Error).message}; ${n.nodeId}'s last output:\n${tail}`)
+    }
+  }
+
   #spawn(n: NodeProcess): void {
     const prefix = this.#netns ? ['ip', ...this.#netns.execPrefix(n.nodeId)] : []
     const child = spawn(
@@ -450,4 +456,4 @@ export class LocalCluster {
   }
 }
 
-export { waitServing }
+export { freePort, waitServing }
