@@ -18,6 +18,7 @@ import {
   type MetaGroupPort,
   type MetaResult,
   metaHandlers,
+  routeOf,
 } from '@mq/meta-service'
 import {
   HealthService,
@@ -631,7 +632,23 @@ export class MqNode {
     }
   }
 
+  /**
+   * A queue's route for a data request: from this node's own meta replica when it has applied
+   * route epoch `minEpoch` (no call to the meta leader, which may be the node that just fell
+   * silent), else cached, else asked of the meta leader. A replica that lags gives an older
+   * route, as a cached one would: a partition that moved away is fenced in its old group, so a
+   * stale route earns STALE_ROUTE, never a second copy of the partition.
+   */
   async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {
+    const state = this.#meta?.state
+    if (state && state.routeEpoch >= minEpoch) {
+      const q = state.queue(queue)
+      if (q) {
+        const route = routeOf(state, q)
+        this.#routes.set(queue, route)
+        return route
+      }
+    }
     const cached = this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
     const response = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>

@@ -133,14 +133,27 @@ describe('a 3-node cluster', () => {
   it('goes on producing while a data-group leader is paused (silent, its sockets open), and it rejoins', async () => {
     await client.admin.createQueue('silent', { partitions: 1 })
     const producer = client.producer('silent')
-    const before = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `a${i}` })))
+    // The hardest case: the paused node leads the meta group too, and no other node has served
+    // the queue yet (none has its route cached), so the data group's new leader cannot ask the
+    // meta leader for the route: it must read its own meta replica.
+    const leaderNow = async () => (await client.admin.describeQueue('silent')).partitions[0]?.leaderId ?? ''
+    let meta = ''
     let leader = ''
-    for (let i = 0; i < 100 && !/^n[123]$/.test(leader); i++) {
-      leader = (await client.admin.describeQueue('silent')).partitions[0]?.leaderId ?? ''
-      if (!leader) await new Promise((r) => setTimeout(r, 100)) // the meta group learns it from heartbeats
+    for (let i = 0; i < 100 && !(meta && leader); i++) {
+      meta = (await client.admin.clusterStatus()).metaLeaderId
+      leader = await leaderNow()
+      if (!(meta && leader)) await new Promise((r) => setTimeout(r, 100)) // learnt from heartbeats
     }
-    expect(leader).toMatch(/^n[123]$/)
-    const meta = (await client.admin.clusterStatus()).metaLeaderId
+    if (leader !== meta) {
+      const groupId = (await client.admin.describeQueue('silent')).partitions[0]?.groupId ?? 0
+      await client.admin.transferLeader(groupId, meta)
+      for (let i = 0; i < 100 && leader !== meta; i++) {
+        await new Promise((r) => setTimeout(r, 100))
+        leader = await leaderNow()
+      }
+    }
+    expect(leader).toBe(meta)
+    const before = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `a${i}` })))
     cluster.pause(leader)
     let during: { id: number }[]
     const started = Date.now()
@@ -152,12 +165,15 @@ describe('a 3-node cluster', () => {
       cluster.resume(leader)
     }
     const stallMs = Date.now() - started
+    // Not a speed goal (mq-bench measures those): a new leader that had to ask the silent meta
+    // leader for the route would wait out that call's 3 s deadline first.
+    expect(stallMs).toBeLessThan(3_000)
     const after = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `c${i}` })))
     const ids = new Set([...before, ...during, ...after].map((r) => r.id))
     expect(ids.size).toBe(60)
     expect(await consumeIds(client, 'silent', ids.size)).toEqual(ids)
     console.log(
-      `silent leader: produce resumed ${stallMs} ms after SIGSTOP of ${leader} (meta leader ${meta})`,
+      `silent leader: produce resumed ${stallMs} ms after SIGSTOP of ${leader}, leader of the meta group and of the data group`,
     )
   })
 })
