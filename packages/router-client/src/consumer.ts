@@ -47,6 +47,11 @@ export class Consumer implements AsyncIterable<Delivery> {
    * extension) the moment the lease lapses and the message stops counting against prefetch.
    */
   readonly #held = new Map<Delivery, ReturnType<typeof setTimeout>>()
+  /** Messages asked for by the lease requests in flight (counted against prefetch too). */
+  #leasing = 0
+  /** The fewest messages a fetcher leases at a time while the reader still has some buffered. */
+  #refillMin = 1
+  #wakeScheduled = false
   #wakeReader: (() => void) | undefined
   #wakeFetchers: (() => void)[] = []
   #failure: unknown
@@ -75,6 +80,8 @@ export class Consumer implements AsyncIterable<Delivery> {
         }
         if (this.#failure !== undefined) throw this.#failure
         if (this.#closed) return
+        // The buffer ran dry: fetchers holding out for a fuller lease ask for what they can.
+        this.#wakeFetchersSoon()
         await new Promise<void>((resolve) => {
           this.#wakeReader = resolve
         })
@@ -102,7 +109,12 @@ export class Consumer implements AsyncIterable<Delivery> {
   #start(): void {
     if (this.#loops) return
     this.#loops = this.#router.route(this.queue).then(
-      (route) => Promise.all(route.partitions.map((p) => this.#fetchLoop(p.partition, route))).then(() => {}),
+      (route) => {
+        // Half of a partition's share of prefetch: leasing one message per settled one would
+        // make every lease (a Raft entry) carry a single message under load.
+        this.#refillMin = Math.max(1, Math.floor(this.#options.prefetch / (2 * route.partitions.length)))
+        return Promise.all(route.partitions.map((p) => this.#fetchLoop(p.partition, route))).then(() => {})
+      },
       (error: unknown) => this.#fail(error),
     )
   }
@@ -110,12 +122,21 @@ export class Consumer implements AsyncIterable<Delivery> {
   async #fetchLoop(partition: number, route: QueueRoute): Promise<void> {
     const visibilityMs = this.#options.visibilityMs || route.config?.visibilityTimeoutMs || 30_000
     let failures = 0
+    // A busy partition (its last lease brought messages) is asked without waiting, for all the
+    // room there is, which its request holds until it returns; an idle one is long-polled for
+    // a little (refillMin), holding no room, so that it never keeps the others waiting. Held
+    // messages may exceed prefetch by what idle partitions bring at once: (partitions - 1) x refillMin.
+    let busy = false
     while (!this.#closed) {
-      const space = this.#options.prefetch - this.#held.size
-      if (space <= 0) {
+      const space = this.#options.prefetch - this.#held.size - this.#leasing
+      if (space <= 0 || (space < this.#refillMin && this.#buffer.length > 0)) {
         await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
         continue
       }
+      const max: number = busy ? Math.min(space, 1000) : Math.min(space, this.#refillMin)
+      const reserved: number = busy ? max : 0
+      const waitMs: number = busy ? 0 : this.#options.waitMs
+      this.#leasing += reserved
       try {
         const response = await this.#router.partition(
           this.queue,
@@ -127,15 +148,16 @@ export class Consumer implements AsyncIterable<Delivery> {
               {
                 target,
                 consumerId: this.#options.consumerId,
-                max: Math.min(space, 1000),
+                max,
                 visibilityMs: this.#options.visibilityMs,
-                waitMs: this.#options.waitMs,
+                waitMs,
               },
-              this.#router.options.attemptMs + this.#options.waitMs,
+              this.#router.options.attemptMs + waitMs,
             ),
-          this.#options.waitMs,
+          waitMs,
         )
         failures = 0
+        busy = response.messages.length > 0
         const receivedAt = Date.now()
         for (const m of response.messages) {
           const d = new Delivery(partition, m, (x, s) => this.#settleOne(x, s))
@@ -152,6 +174,8 @@ export class Consumer implements AsyncIterable<Delivery> {
         }
         this.#options.onError(error)
         await delay(backoffMs(this.#router.options.backoff, failures++), this.#stop.signal)
+      } finally {
+        this.#leasing -= reserved
       }
     }
   }
@@ -159,7 +183,7 @@ export class Consumer implements AsyncIterable<Delivery> {
   #hold(d: Delivery, visibilityMs: number, startedAt: number): void {
     const lapse = (): void => {
       // The lease ran out unsettled: the broker will deliver the message again.
-      if (this.#held.delete(d)) this.#wakeFetchersNow()
+      if (this.#held.delete(d)) this.#wakeFetchersSoon()
     }
     const extend = (): void => {
       if (d.settled || this.#closed || !this.#held.has(d)) return
@@ -187,13 +211,22 @@ export class Consumer implements AsyncIterable<Delivery> {
     if (settlement.kind !== 'extend') {
       const timer = this.#held.get(d)
       if (timer) clearTimeout(timer)
-      if (this.#held.delete(d)) this.#wakeFetchersNow()
+      if (this.#held.delete(d)) this.#wakeFetchersSoon()
     }
     return this.#batcher(d.partition).settle(d.leaseId, settlement)
   }
 
-  #wakeFetchersNow(): void {
-    for (const wake of this.#wakeFetchers.splice(0)) wake()
+  /**
+   * Wakes the waiting fetchers at the end of this event-loop turn, once: the room freed by a
+   * burst of settlements then goes out as one lease instead of one per settled message.
+   */
+  #wakeFetchersSoon(): void {
+    if (this.#wakeScheduled || this.#wakeFetchers.length === 0) return
+    this.#wakeScheduled = true
+    setImmediate(() => {
+      this.#wakeScheduled = false
+      for (const wake of this.#wakeFetchers.splice(0)) wake()
+    })
   }
 
   #batcher(partition: number): SettleBatcher {

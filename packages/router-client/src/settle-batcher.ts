@@ -8,69 +8,99 @@ export type Settlement =
 
 type Send = (settlement: Settlement, leaseIds: string[]) => Promise<LeaseResult[]>
 
-interface Group {
-  readonly settlement: Settlement
-  readonly items: { leaseId: string; resolve: (r: LeaseResult) => void; reject: (e: unknown) => void }[]
+interface Item {
+  readonly leaseId: string
+  readonly resolve: (r: LeaseResult) => void
+  readonly reject: (e: unknown) => void
 }
 
 /**
- * Coalesces the acks, nacks and extends of one partition into batched requests: those that
- * arrive within `lingerMs` of each other (up to `batchMax`) travel in one call, and each
- * caller gets its own lease's result.
+ * Coalesces the acks, nacks and extends of one partition into batched requests, with at most
+ * `inFlightMax` requests in flight: what is settled in one event-loop turn travels together,
+ * and under load what arrives while the requests are out waits for the first to come back and
+ * goes with it (up to `batchMax` a request), so batches grow with the load and a lone ack is
+ * not delayed. Each caller gets its own lease's result.
  */
 export class SettleBatcher {
   readonly #send: Send
-  readonly #lingerMs: number
+  readonly #inFlightMax: number
   readonly #batchMax: number
-  readonly #groups = new Map<string, Group>()
-  #timer: ReturnType<typeof setTimeout> | undefined
+  /** Queued items by settlement (its JSON), in order of first arrival. */
+  readonly #queued = new Map<string, { settlement: Settlement; items: Item[] }>()
+  #inFlight = 0
+  #scheduled = false
 
-  constructor(send: Send, lingerMs = 1, batchMax = 1000) {
+  constructor(send: Send, inFlightMax = 1, batchMax = 1000) {
+    if (!(inFlightMax >= 1 && batchMax >= 1))
+      throw new RangeError('inFlightMax and batchMax must be at least 1')
     this.#send = send
-    this.#lingerMs = lingerMs
+    this.#inFlightMax = inFlightMax
     this.#batchMax = batchMax
+  }
+
+  /** Requests being sent now. */
+  get inFlight(): number {
+    return this.#inFlight
   }
 
   /** Queues `leaseId` for `settlement`; resolves with its result. */
   settle(leaseId: string, settlement: Settlement): Promise<LeaseResult> {
     const key = JSON.stringify(settlement)
-    let group = this.#groups.get(key)
+    let group = this.#queued.get(key)
     if (!group) {
       group = { settlement, items: [] }
-      this.#groups.set(key, group)
+      this.#queued.set(key, group)
     }
-    const promise = new Promise<LeaseResult>((resolve, reject) =>
-      group.items.push({ leaseId, resolve, reject }),
-    )
-    if (group.items.length >= this.#batchMax) this.#flush(key)
-    else this.#timer ??= setTimeout(() => this.flushAll(), this.#lingerMs)
+    const items = group.items
+    const promise = new Promise<LeaseResult>((resolve, reject) => items.push({ leaseId, resolve, reject }))
+    if (!this.#scheduled && this.#inFlight < this.#inFlightMax) {
+      this.#scheduled = true
+      setImmediate(() => {
+        this.#scheduled = false
+        this.#pump()
+      })
+    }
     return promise
   }
 
-  /** Sends everything queued now. */
+  /** Sends everything queued now, whatever is in flight (when the consumer closes). */
   flushAll(): void {
-    if (this.#timer) clearTimeout(this.#timer)
-    this.#timer = undefined
-    for (const key of [...this.#groups.keys()]) this.#flush(key)
+    while (this.#queued.size > 0) this.#sendNext()
   }
 
-  #flush(key: string): void {
-    const group = this.#groups.get(key)
-    if (!group) return
-    this.#groups.delete(key)
-    const ids = group.items.map((i) => i.leaseId)
-    this.#send(group.settlement, ids).then(
-      (results) => {
-        const byId = new Map(results.map((r) => [r.leaseId, r]))
-        for (const item of group.items) {
-          const r = byId.get(item.leaseId)
-          if (r) item.resolve(r)
-          else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
-        }
-      },
-      (error: unknown) => {
-        for (const item of group.items) item.reject(error)
-      },
+  #pump(): void {
+    while (this.#inFlight < this.#inFlightMax && this.#queued.size > 0) this.#sendNext()
+  }
+
+  /** Sends up to `batchMax` items of the settlement queued first. */
+  #sendNext(): void {
+    const [key, group] = this.#queued.entries().next().value as [
+      string,
+      { settlement: Settlement; items: Item[] },
+    ]
+    const batch = group.items.length <= this.#batchMax ? group.items : group.items.splice(0, this.#batchMax)
+    if (batch === group.items) this.#queued.delete(key)
+    this.#inFlight++
+    this.#send(
+      group.settlement,
+      batch.map((i) => i.leaseId),
     )
+      .then(
+        (results) => {
+          const byId = new Map(results.map((r) => [r.leaseId, r]))
+          for (const item of batch) {
+            const r = byId.get(item.leaseId)
+            if (r) item.resolve(r)
+            else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
+          }
+        },
+        (error: unknown) => {
+          for (const item of batch) item.reject(error)
+        },
+      )
+      .finally(() => {
+        this.#inFlight--
+        this.#pump()
+      })
   }
 }

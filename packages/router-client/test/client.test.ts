@@ -127,6 +127,26 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0).length + broker.ready(q, 1).length).toBe(0)
   })
 
+  it('leases in refills, not one message per settled one, and never holds more than prefetch', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await Promise.all(Array.from({ length: 200 }, (_, i) => producer.send({ body: `m${i}` })))
+    broker.leaseRequests.length = 0
+    let handled = 0
+    let mostLeased = 0
+    for await (const message of client.consumer(q, { prefetch: 32, waitMs: 50 })) {
+      // One at a time, a turn of the event loop each: every ack frees one message of room.
+      await new Promise((r) => setImmediate(r))
+      mostLeased = Math.max(mostLeased, broker.leasedCount)
+      await message.ack()
+      if (++handled === 200) break
+    }
+    expect(mostLeased).toBeLessThanOrEqual(32)
+    // Refills of at least half the prefetch while messages are buffered: 200 / 16 leases and a
+    // few more when the buffer ran dry; one lease per ack would be ~200.
+    expect(broker.leaseRequests.length).toBeLessThan(40)
+  })
+
   it('gives unprocessed prefetched messages back on close', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q)

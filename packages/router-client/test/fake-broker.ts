@@ -38,6 +38,8 @@ export class FakeBroker {
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
   readonly calls: string[] = []
+  /** Every lease request's max and waitMs, in order. */
+  readonly leaseRequests: { max: number; waitMs: number }[] = []
   readonly #servers: Server[] = []
   readonly #queues = new Map<string, { partitions: number; visibilityMs: number }>()
   readonly #ready = new Map<string, LeasedMessage[]>()
@@ -185,6 +187,7 @@ export class FakeBroker {
       }),
       lease: unaryHandler(async (req: LeaseRequest) => {
         const key = this.#check(req.target)
+        this.leaseRequests.push({ max: req.max, waitMs: req.waitMs })
         const until = Date.now() + Math.min(req.waitMs, 200)
         while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
           await new Promise((r) => setTimeout(r, 5))

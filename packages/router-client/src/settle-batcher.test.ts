@@ -1,0 +1,89 @@
+import type { LeaseResult } from '@mq/protocol'
+import { LeaseOutcome } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { SettleBatcher, type Settlement } from './settle-batcher'
+
+const ok = (leaseId: string): LeaseResult => ({
+  leaseId,
+  outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+  deadlineMs: 0,
+})
+const turn = () => new Promise((r) => setImmediate(r))
+
+/** A send whose requests are answered by hand. */
+function manualSend() {
+  const sent: { settlement: Settlement; ids: string[]; answer: () => void; fail: (e: Error) => void }[] = []
+  const send = (settlement: Settlement, ids: string[]) =>
+    new Promise<LeaseResult[]>((resolve, reject) =>
+      sent.push({ settlement, ids, answer: () => resolve(ids.map(ok)), fail: reject }),
+    )
+  return { sent, send }
+}
+
+describe('SettleBatcher', () => {
+  it('sends what is settled in one turn as one request and answers each caller', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send)
+    const results = ['a', 'b', 'c'].map((id) => b.settle(id, { kind: 'ack' }))
+    expect(sent).toHaveLength(0) // not before the end of the turn
+    await turn()
+    expect(sent.map((r) => r.ids)).toEqual([['a', 'b', 'c']])
+    sent[0]?.answer()
+    expect((await Promise.all(results)).map((r) => r.leaseId)).toEqual(['a', 'b', 'c'])
+  })
+
+  it('holds what comes while a request is out and sends it together when it returns', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 1)
+    const first = b.settle('a', { kind: 'ack' })
+    await turn()
+    const later = ['b', 'c', 'd'].map((id) => b.settle(id, { kind: 'ack' }))
+    await turn()
+    await turn()
+    expect(sent).toHaveLength(1)
+    expect(b.inFlight).toBe(1)
+    sent[0]?.answer()
+    await first
+    await turn()
+    expect(sent.map((r) => r.ids)).toEqual([['a'], ['b', 'c', 'd']])
+    sent[1]?.answer()
+    expect(await Promise.all(later)).toHaveLength(3)
+    expect(b.inFlight).toBe(0)
+  })
+
+  it('keeps settlements of different kinds apart and splits at batchMax', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 4, 2)
+    for (const id of ['a', 'b', 'c']) void b.settle(id, { kind: 'ack' })
+    void b.settle('x', { kind: 'nack', delayMs: 5 })
+    await turn()
+    expect(sent.map((r) => [r.settlement.kind, r.ids])).toEqual([
+      ['ack', ['a', 'b']],
+      ['ack', ['c']],
+      ['nack', ['x']],
+    ])
+  })
+
+  it('rejects every caller of a failed request and goes on with the next', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 1)
+    const failed = [b.settle('a', { kind: 'ack' }), b.settle('b', { kind: 'ack' })]
+    await turn()
+    const next = b.settle('c', { kind: 'ack' })
+    sent[0]?.fail(new Error('down'))
+    for (const f of failed) await expect(f).rejects.toThrow('down')
+    expect(sent[1]?.ids).toEqual(['c'])
+    sent[1]?.answer()
+    expect((await next).leaseId).toBe('c')
+  })
+
+  it('flushAll sends everything at once, whatever is in flight', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 1)
+    void b.settle('a', { kind: 'ack' })
+    await turn()
+    void b.settle('b', { kind: 'extend', extendMs: 10 })
+    b.flushAll()
+    expect(sent.map((r) => r.ids)).toEqual([['a'], ['b']])
+  })
+})
