@@ -140,6 +140,15 @@ export class DataGroupMachine {
     }
   }
 
+  /**
+   * At most how many messages a lease of `queue`'s partition `index` at `nowMs` could find, as
+   * this replica has applied it (QueuePartition.leasableAtMost); Infinity when the partition is
+   * not open here.
+   */
+  leasableAtMost(queue: string, index: number, nowMs: number): number {
+    return this.#partitions.get(idOf(queue, index))?.leasableAtMost(nowMs) ?? Number.POSITIVE_INFINITY
+  }
+
   stats(queue: string, index: number, nowMs: number): Promise<QueueStats> | undefined {
     return this.#partitions.get(idOf(queue, index))?.stats(nowMs)
   }

@@ -120,6 +120,27 @@ describe('queue handlers', () => {
     expect(Date.now() - started).toBeLessThan(2_000)
   })
 
+  it('commits no empty lease for a waiter that a change wakes when nothing is left to lease', async () => {
+    const group = await localGroup()
+    let leaseEntries = 0
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease') leaseEntries++
+      return propose(command)
+    }
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 100 })
+    const poll = () =>
+      call(h, 'lease', { target, consumerId: 'c', max: 10, visibilityMs: 5_000, waitMs: 400 })
+    const polls = [poll(), poll(), poll()]
+    await new Promise((r) => setTimeout(r, 50))
+    expect(leaseEntries).toBe(3) // each poll's first round commits a lease (it checks the request)
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('one')] })
+    const got = (await Promise.all(polls)).map((r) => r.messages.length)
+    expect(got.sort()).toEqual([0, 0, 1])
+    // One more lease took the message; the other two woke, and at each recheck, and saw nothing.
+    expect(leaseEntries).toBe(4)
+  })
+
   it('ends an empty long poll at its wait', async () => {
     const h = queueHandlers(node(await localGroup()), { leaseWaitMsMax: 30_000, leaseRecheckMs: 50 })
     const leased = await call(h, 'lease', {

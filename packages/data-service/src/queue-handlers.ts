@@ -9,7 +9,7 @@ import {
   StaleRouteError,
   unaryHandler as unary,
 } from '@mq/protocol'
-import type { Command, CommandResult, LeaseStatus } from '@mq/weighted-queue'
+import type { Command, CommandResult, Lease, LeaseStatus } from '@mq/weighted-queue'
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf } from './wire-map'
@@ -125,6 +125,8 @@ export function queueHandlers(
       })),
     }
   }
+  /** Messages asked for by the leases being committed now, by partition (queue/partition). */
+  const leasing = new Map<string, number>()
   const visibilityOf = (queue: string): number => node.queueConfig(queue)?.visibilityTimeoutMs || 30_000
 
   return {
@@ -142,15 +144,32 @@ export function queueHandlers(
       const controller = new AbortController()
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
-        // interval) until the deadline.
-        while (true) {
+        // interval) until the deadline. The first round always commits a lease (it also
+        // checks the request). A later one commits a lease only when the leader's applied
+        // state may hold more messages than the leases already on their way ask for: the
+        // waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
+        // every replica) for a message one of them takes.
+        const id = `${req.target?.queue}/${req.target?.partition}`
+        for (let round = 0; ; round++) {
           // Read before the lease: a change applied while it runs must end the wait below.
-          const { group } = await locate(req.target)
+          const { group, queue, partition } = await locate(req.target)
           const since = group.changes()
-          const r = await run(req.target, () => command)
-          if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
+          let leases: readonly Lease[] = []
+          const asked = leasing.get(id) ?? 0
+          if (round === 0 || group.machine.leasableAtMost(queue, partition, group.nowMs()) > asked) {
+            leasing.set(id, asked + req.max)
+            try {
+              const r = await run(req.target, () => command)
+              if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
+              leases = r.leases
+            } finally {
+              const left = (leasing.get(id) ?? req.max) - req.max
+              if (left > 0) leasing.set(id, left)
+              else leasing.delete(id)
+            }
+          }
           const remaining = deadline - Date.now()
-          if (r.leases.length > 0 || remaining <= 0) return { messages: r.leases.map(leasedMessageOf) }
+          if (leases.length > 0 || remaining <= 0) return { messages: leases.map(leasedMessageOf) }
           await group.changed(Math.min(remaining, limits.leaseRecheckMs), controller.signal, since)
         }
       } finally {

@@ -32,6 +32,11 @@ export class DirectPartition {
     return applied.result
   }
 
+  /** See QueuePartition.leasableAtMost. */
+  leasableAtMost(nowMs: number): number {
+    return this.partition.leasableAtMost(nowMs)
+  }
+
   stats(nowMs: number): Promise<QueueStats> {
     return this.partition.stats(nowMs)
   }

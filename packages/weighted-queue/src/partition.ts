@@ -250,6 +250,19 @@ export class QueuePartition {
   }
 
   /** Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key per ready weight. */
+  /**
+   * At most how many messages a lease at `nowMs` could find: the ready ones, or Infinity when
+   * a lease deadline or a delayed message may be due (the time indexes' lower bounds). A long
+   * poll uses it to wait for the next change instead of committing a lease that would come
+   * back empty; it promises nothing the other way (a lease decides).
+   */
+  leasableAtMost(nowMs: number): number {
+    if (this.nextDeadlineMs <= nowMs || this.nextDueMs <= nowMs) return Number.POSITIVE_INFINITY
+    let n = 0
+    for (const w of this.scheduler.backloggedWeights()) n += this.ready[w] as number
+    return n
+  }
+
   async stats(nowMs: number): Promise<QueueStats> {
     const inWindow = new Map<number, number>()
     for (let i = 0; i < this.window.filled; i++) {

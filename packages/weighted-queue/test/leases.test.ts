@@ -71,6 +71,29 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     })
   })
 
+  it('bounds what a lease may find: the ready messages, or any when a lease deadline or a delayed one is due', async () => {
+    const q = await queue()
+    expect(q.leasableAtMost(1000)).toBe(0)
+    await enqueue(
+      q,
+      1000,
+      { body: text('a') },
+      { body: text('b'), weight: 5 },
+      { body: text('later'), notBeforeMs: 1500 },
+    )
+    expect(q.leasableAtMost(1000)).toBe(2)
+    expect((await lease(q, 1000, 10, 100)).map((l) => l.messageId)).toEqual([2, 1])
+    // Nothing ready: the leases run to 1100, the delayed message is due at 1500.
+    expect(q.leasableAtMost(1050)).toBe(0)
+    expect(await lease(q, 1050)).toEqual([])
+    expect(q.leasableAtMost(1100)).toBe(Number.POSITIVE_INFINITY)
+    expect((await lease(q, 1100, 10, 1000)).map((l) => l.deliveryCount)).toEqual([2, 2])
+    expect(q.leasableAtMost(1499)).toBe(0)
+    expect(q.leasableAtMost(1500)).toBe(Number.POSITIVE_INFINITY)
+    expect((await lease(q, 1500, 10, 1000)).map((l) => l.messageId)).toEqual([3])
+    expect(q.leasableAtMost(1600)).toBe(0)
+  })
+
   it('reports unknown and expired ids per id and changes nothing for them', async () => {
     const q = await queue()
     await enqueue(q, 10, { body: text('x') })
