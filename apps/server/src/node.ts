@@ -245,7 +245,7 @@ export class MqNode {
       const founders = votersConf(this.config.initialMeta.map((m) => m.nodeId))
       this.#raft.addGroup({
         groupId: META_GROUP,
-        raft: this.#raftOptions(),
+        raft: this.#raftOptions('meta'),
         storage: await this.#store.openGroup(META_GROUP, founders),
         stateMachine: observedStateMachine(META_GROUP, this.#meta, this.metrics),
       })
@@ -345,12 +345,19 @@ export class MqNode {
     while (led().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
   }
 
-  #raftOptions() {
+  /**
+   * A replica's Raft options. Data groups leave a new commit index to the next App or
+   * heartbeat (`commitBroadcast` false): their followers serve nothing, and under a closed
+   * loop most commits would otherwise cost an empty App and its reply per follower. The meta
+   * group broadcasts, since its followers answer reads (ReadIndex waits for their commit).
+   */
+  #raftOptions(group: 'meta' | 'data') {
     return {
       id: this.config.nodeId,
       prng: new Prng(this.#prng.nextU32()),
       electionTicks: this.config.electionTicks,
       heartbeatTicks: this.config.heartbeatTicks,
+      commitBroadcast: group === 'meta',
     }
   }
 
@@ -589,7 +596,7 @@ export class MqNode {
     }
     raft.addGroup({
       groupId,
-      raft: this.#raftOptions(),
+      raft: this.#raftOptions('data'),
       storage: log,
       stateMachine: observedStateMachine(groupId, dm, this.metrics),
       appliedIndex,

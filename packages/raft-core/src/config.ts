@@ -40,6 +40,14 @@ export interface RaftConfig {
   readonly outboxMessagesMax: number
   /** The index the state machine has already applied when the core starts (0 = snapshot's). */
   readonly appliedIndex: number
+  /**
+   * A leader tells followers a new commit index at once, in an empty App when it has no
+   * entries for them. False leaves it to the next App or heartbeat: followers apply up to
+   * heartbeatTicks later, and each commit costs one App and its reply fewer per follower
+   * (for groups whose followers serve nothing, as data groups' hot standbys). Commitment and
+   * safety do not depend on it.
+   */
+  readonly commitBroadcast: boolean
 }
 
 export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
@@ -58,6 +66,7 @@ export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
   readIndexQueueMax: 4096,
   outboxMessagesMax: 65_536,
   appliedIndex: 0,
+  commitBroadcast: true,
 }
 
 /** Fills defaults and throws InvalidConfigError for out-of-range options. */
@@ -90,6 +99,9 @@ export function resolveRaftConfig(
     throw new InvalidConfigError(
       `heartbeatTicks (${c.heartbeatTicks}) must be below electionTicks (${c.electionTicks})`,
     )
+  }
+  if (typeof c.commitBroadcast !== 'boolean') {
+    throw new InvalidConfigError(`commitBroadcast must be true or false, got ${String(c.commitBroadcast)}`)
   }
   if (!Number.isSafeInteger(c.appliedIndex) || c.appliedIndex < 0) {
     throw new InvalidConfigError('appliedIndex must be a non-negative integer')

@@ -801,11 +801,12 @@ export class Raft {
   /**
    * Sends what appends and commits since the last call owe the followers: the new entries
    * to every unpaused follower, and the new commit index to the others when nothing else went
-   * to them. Deferred to here so that many proposals share one App per follower.
+   * to them (only with `commitBroadcast`, or `forceCommit`; else the next App or heartbeat
+   * carries it). Deferred to here so that many proposals share one App per follower.
    */
-  flushSends(): void {
+  flushSends(forceCommit = false): void {
     if (this.role !== Role.Leader || (!this.#appendPending && !this.#commitPending)) return
-    const commitPending = this.#commitPending
+    const commitPending = this.#commitPending && (this.cfg.commitBroadcast || forceCommit)
     this.#appendPending = false
     this.#commitPending = false
     for (const [id, pr] of this.progress) {
@@ -846,7 +847,7 @@ export class Raft {
     // A leader removed from the voters leads until the change commits, then steps down
     // (dissertation §4.2.2). It sends the new commit index first, so followers learn it.
     if (!this.conf.voters.includes(this.id) && this.lastConfIndex() <= this.log.committed) {
-      this.flushSends()
+      this.flushSends(true)
       this.becomeFollower(this.term, '')
     }
   }

@@ -166,6 +166,7 @@ export class SimCluster {
         msgBytesMax: o.msgBytesMax,
         snapshotChunkBytes: o.snapshotChunkBytes,
         uncommittedEntriesMax: 512,
+        commitBroadcast: o.commitBroadcast,
       },
       node.storage,
     )

@@ -37,6 +37,8 @@ export interface SwarmOptions {
   readonly livenessMs: number
   /** Readies a replica may have taken and not yet advanced (pipelined persistence, as the host does). */
   readonly pipelineMax: number
+  /** Whether leaders send a new commit index at once (RaftConfig.commitBroadcast). */
+  readonly commitBroadcast: boolean
 }
 
 /**
@@ -77,5 +79,6 @@ export function swarmOptions(p: Prng): SwarmOptions {
     safetyMs: 1000 + p.below(2000),
     livenessMs: 20_000,
     pipelineMax: 1 + p.below(4),
+    commitBroadcast: p.chance(0.5),
   }
 }
