@@ -3,10 +3,12 @@ import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
   ChangeSignal,
+  type DataCommand,
   DataGroupMachine,
   type DataGroupPort,
   type DataNodePort,
   encodeDataCommand,
+  errorOf,
   partitionConfigOf,
   queueHandlers,
   storedQueueName,
@@ -85,7 +87,8 @@ export interface NodeOptions {
 interface LocalDataGroup {
   readonly port: DataGroupPort
   readonly machine: DataMachine
-  readonly opening: Map<string, Promise<void>>
+  /** Open and configure proposals under way, by purpose and partition (see groupFor). */
+  readonly pending: Map<string, Promise<void>>
 }
 
 /**
@@ -288,6 +291,11 @@ export class MqNode {
         const { routes } = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
           c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
         )
+        // Fresh routes for the cache too: a node without a meta replica learns changed queue
+        // settings here (within a sweep) and its leaders apply them on the next request.
+        for (const r of routes) {
+          if ((this.#routes.get(r.queue)?.routeEpoch ?? 0) <= r.routeEpoch) this.#routes.set(r.queue, r)
+        }
         return new Map(routes.map((r) => [r.queue, r.queueId]))
       },
     })
@@ -605,7 +613,7 @@ export class MqNode {
         compactKeepEntries: Math.max(1, Math.floor(this.config.snapshotEntries / 10)),
       },
     })
-    this.#dataGroups.set(groupId, { port, machine: dm, opening: new Map() })
+    this.#dataGroups.set(groupId, { port, machine: dm, pending: new Map() })
   }
 
   /** A read-only view for the metrics and health endpoints. */
@@ -687,25 +695,36 @@ export class MqNode {
           // The next request with a newer epoch fetches the route again.
           throw moved()
         }
-        if (!local.port.machine.holds(storedAs, partition)) {
-          local.port.assertLeader()
-          const id = `${storedAs}/${partition}`
-          let opening = local.opening.get(id)
-          if (!opening) {
-            opening = local.port
-              .propose({
-                type: 'open',
-                queue: storedAs,
-                partition,
-                config: partitionConfigOf(route.config ?? ({} as never)),
-              })
+        const id = `${storedAs}/${partition}`
+        // One proposal per partition and purpose at a time; concurrent requests share it.
+        const once = (purpose: string, command: DataCommand): Promise<void> => {
+          const key = `${purpose} ${id}`
+          let pending = local.pending.get(key)
+          if (!pending) {
+            pending = local.port
+              .propose(command)
               .then((r) => {
                 if (r.type === 'refused') throw moved()
+                if (r.type === 'applied' && r.result.type === 'rejected') throw errorOf(r.result.error)
               })
-              .finally(() => local.opening.delete(id))
-            local.opening.set(id, opening)
+              .finally(() => local.pending.delete(key))
+            local.pending.set(key, pending)
           }
-          await opening
+          return pending
+        }
+        const config = route.config ? partitionConfigOf(route.config, route.routeEpoch) : undefined
+        if (!local.port.machine.holds(storedAs, partition)) {
+          local.port.assertLeader()
+          await once('open', { type: 'open', queue: storedAs, partition, config: config ?? {} })
+        } else if (config && local.port.machine.needsConfig(storedAs, partition, config)) {
+          // The queue's settings changed (UpdateQueue): the leader applies them as an entry.
+          local.port.assertLeader()
+          await once('configure', {
+            type: 'apply',
+            queue: storedAs,
+            partition,
+            command: { type: 'configure', config },
+          })
         }
         return { group: local.port, storedAs }
       },

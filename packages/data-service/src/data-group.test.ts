@@ -61,6 +61,24 @@ describe('DataGroupMachine', () => {
     })
   })
 
+  it('needs a configure only for changed settings of a newer version', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(7, engine)
+    await applyAndWrite(
+      engine,
+      m,
+      enc({ type: 'open', queue: 'jobs', partition: 0, config: { maxDeliveries: 2, configVersion: 5 } }),
+      1,
+    )
+    expect(m.needsConfig('jobs', 0, { maxDeliveries: 2, configVersion: 8 })).toBe(false) // same settings
+    expect(m.needsConfig('jobs', 0, { maxDeliveries: 3, configVersion: 8 })).toBe(true)
+    expect(m.needsConfig('jobs', 0, { maxDeliveries: 3, configVersion: 4 })).toBe(false) // older copy
+    expect(m.needsConfig('jobs', 1, { maxDeliveries: 3, configVersion: 8 })).toBe(false) // not held
+    const command = { type: 'configure' as const, config: { maxDeliveries: 3, configVersion: 8 } }
+    await applyAndWrite(engine, m, enc({ type: 'apply', queue: 'jobs', partition: 0, command }), 2)
+    expect(m.needsConfig('jobs', 0, { maxDeliveries: 3, configVersion: 9 })).toBe(false)
+  })
+
   it('refuses entries for partitions it does not hold, and malformed ones, changing nothing', async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(1, engine)

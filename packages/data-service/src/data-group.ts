@@ -141,6 +141,19 @@ export class DataGroupMachine {
   }
 
   /**
+   * Whether `queue`'s partition `index` is open here with settings that differ from `wanted`
+   * (a field `wanted` sets, configVersion aside) and `wanted` is a newer version of them.
+   */
+  needsConfig(queue: string, index: number, wanted: Partial<PartitionConfig>): boolean {
+    const config = this.#partitions.get(idOf(queue, index))?.config
+    if (!config || (wanted.configVersion ?? 0) <= config.configVersion) return false
+    for (const [k, v] of Object.entries(wanted)) {
+      if (k !== 'configVersion' && v !== undefined && v !== config[k as keyof PartitionConfig]) return true
+    }
+    return false
+  }
+
+  /**
    * At most how many messages a lease of `queue`'s partition `index` at `nowMs` could find, as
    * this replica has applied it (QueuePartition.leasableAtMost); Infinity when the partition is
    * not open here.

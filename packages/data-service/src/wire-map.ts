@@ -21,10 +21,12 @@ import {
 
 /**
  * The partition config a queue's config implies. The queue's length limit is shared evenly
- * by its partitions (each holds at most ⌈queueLengthMax / partitions⌉ messages).
+ * by its partitions (each holds at most ⌈queueLengthMax / partitions⌉ messages). `version`
+ * (the route epoch the config comes from) becomes its configVersion.
  */
-export function partitionConfigOf(config: QueueConfig): Partial<PartitionConfig> {
+export function partitionConfigOf(config: QueueConfig, version?: number): Partial<PartitionConfig> {
   return {
+    ...(version === undefined ? {} : { configVersion: version }),
     scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
     maxDeliveries: config.maxDeliveries,
     dedupWindowMs: config.dedupWindowMs,

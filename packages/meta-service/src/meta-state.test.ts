@@ -26,6 +26,15 @@ describe('MetaState', () => {
     expect(s.queue('more')?.partitions[0]?.groupId).toBe(2)
   })
 
+  it("updates a queue's settings and bumps the route epoch (routes carry them)", () => {
+    const s = cluster(3, 2)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 2 } }, 10)
+    const epoch = s.routeEpoch
+    expect(s.apply({ type: 'updateQueue', name: 'jobs', update: { maxDeliveries: 9 } }, 11).ok).toBe(true)
+    expect(s.queue('jobs')?.config.maxDeliveries).toBe(9)
+    expect(s.routeEpoch).toBe(epoch + 1)
+  })
+
   it('rejects bad commands with a clear error and no state change', () => {
     const s = cluster()
     s.apply({ type: 'createQueue', name: 'jobs', config: {} }, 10)

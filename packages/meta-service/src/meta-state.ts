@@ -439,6 +439,8 @@ export class MetaState {
     if (typeof config === 'string') return fail(ErrorCode.InvalidArgument, config)
     const next: QueueRecord = { ...queue, config }
     this.#queues.set(queue.name, next)
+    // Routes carry the config, and data-group leaders version the settings they apply by it.
+    this.#routeEpoch++
     return ok(next)
   }
 

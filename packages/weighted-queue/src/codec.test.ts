@@ -2,7 +2,9 @@ import * as fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeCommand, encodeCommand } from './codec'
 import type { Command } from './commands'
+import { QUEUE_CONFIG_DEFAULT } from './config'
 import { InvalidArgumentError } from './errors'
+import { decodeConfig, encodeConfig } from './records'
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex')
 const unhex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'))
@@ -146,5 +148,22 @@ describe('command codec', () => {
     const headers = cmd.type === 'enqueue' ? cmd.messages[0]?.headers : undefined
     expect(Object.getPrototypeOf(headers)).toBe(Object.prototype)
     expect(Object.keys(headers ?? {})).toEqual(['__proto__'])
+  })
+})
+
+describe('config versions', () => {
+  it('round-trips a configure with a configVersion and reads one without it', () => {
+    const versioned: Command = { type: 'configure', config: { maxDeliveries: 3, configVersion: 42 } }
+    expect(decodeCommand(encodeCommand(versioned))).toEqual(versioned)
+    const plain: Command = { type: 'configure', config: { maxDeliveries: 3 } }
+    expect(decodeCommand(encodeCommand(plain))).toEqual(plain)
+  })
+
+  it('decodes a stored config written before configVersion existed as version 0', () => {
+    const current = encodeConfig(QUEUE_CONFIG_DEFAULT)
+    // The old format is the current one without its last varint (configVersion 0 is one byte).
+    const old = current.subarray(0, current.length - 1)
+    expect(decodeConfig(old)).toEqual({ ...QUEUE_CONFIG_DEFAULT, configVersion: 0 })
+    expect(decodeConfig(encodeConfig({ ...QUEUE_CONFIG_DEFAULT, configVersion: 7 })).configVersion).toBe(7)
   })
 })

@@ -73,8 +73,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
       w.u8(c.scheduling === undefined ? 0 : c.scheduling === SchedulingMode.Fair ? 1 : 2)
       for (const name of CONFIG_NUMBER_FIELDS) {
         const v = c[name]
-        if (v === undefined) w.u8(0)
-        else w.u8(1).varint(v)
+        // configVersion, the last field, is left out when unset: the bytes are as before it.
+        if (v === undefined) {
+          if (name !== 'configVersion') w.u8(0)
+        } else w.u8(1).varint(v)
       }
       break
     }
@@ -139,7 +141,10 @@ export function decodeCommand(bytes: Uint8Array): Command {
       if (mode === 1) config.scheduling = SchedulingMode.Fair
       else if (mode === 2) config.scheduling = SchedulingMode.Strict
       else if (mode !== 0) throw new InvalidArgumentError(`malformed configure: scheduling code ${mode}`)
-      for (const name of CONFIG_NUMBER_FIELDS) if (r.u8() === 1) config[name] = r.varint()
+      for (const name of CONFIG_NUMBER_FIELDS) {
+        if (name === 'configVersion' && r.done) break // encoded before the field existed
+        if (r.u8() === 1) config[name] = r.varint()
+      }
       cmd = { type, config: config as Partial<QueueConfig> }
       break
     }

@@ -83,7 +83,10 @@ export interface PurgeReadyCommand {
   readonly type: typeof CommandType.PurgeReady
   readonly max: number
 }
-/** Changes the partition's config from this log position on. */
+/**
+ * Changes the partition's config from this log position on; nothing when its configVersion is
+ * below the partition's (an older copy of the settings).
+ */
 export interface ConfigureCommand {
   readonly type: typeof CommandType.Configure
   readonly config: Partial<QueueConfig>

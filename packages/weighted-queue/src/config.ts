@@ -37,6 +37,12 @@ export interface QueueConfig {
   readonly expiryBatchMax: number
   /** Number of recent scheduling decisions over which stats report the achieved share. */
   readonly shareWindowLeases: number
+  /**
+   * The version of these settings (a cluster passes the route epoch they come from): a
+   * `configure` carrying a lower version than the partition's changes nothing, so a leader
+   * with an older copy of the settings cannot undo a newer change. 0 = unversioned.
+   */
+  readonly configVersion: number
 }
 
 export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
@@ -52,6 +58,7 @@ export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
   delayMsMax: 7 * 24 * 60 * 60_000,
   expiryBatchMax: 1000,
   shareWindowLeases: 1000,
+  configVersion: 0,
 }
 
 /** Upper bounds on the config itself, so that every derived buffer stays bounded. */
@@ -67,6 +74,8 @@ const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [
   delayMsMax: [0, 365 * 24 * 60 * 60_000],
   expiryBatchMax: [1, 100_000],
   shareWindowLeases: [1, 65_536],
+  // Last: a config stored before it existed decodes with version 0 (records.ts).
+  configVersion: [0, Number.MAX_SAFE_INTEGER],
 }
 
 /**

@@ -32,6 +32,11 @@ export class DirectPartition {
     return applied.result
   }
 
+  /** The partition's config as applied. */
+  get config(): QueueConfig {
+    return this.partition.config
+  }
+
   /** See QueuePartition.leasableAtMost. */
   leasableAtMost(nowMs: number): number {
     return this.partition.leasableAtMost(nowMs)

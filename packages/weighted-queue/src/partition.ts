@@ -856,6 +856,7 @@ export class QueuePartition {
     if (typeof patch !== 'object' || patch === null)
       throw new InvalidArgumentError('configure needs a config object')
     const next = resolveConfig(this.configValue, patch)
+    if (next.configVersion < this.configValue.configVersion) return // an older copy of the settings
     if (next.scheduling !== this.configValue.scheduling) this.scheduler.setMode(next.scheduling)
     if (next.shareWindowLeases !== this.configValue.shareWindowLeases) {
       for (let c = 0; c < windowChunks(this.window.size); c++) this.del(this.keys.windowChunk(c))

@@ -231,7 +231,10 @@ export function decodeConfig(b: Uint8Array): QueueConfig {
   const out: Record<string, unknown> = {
     scheduling: r.u8() === 1 ? SchedulingMode.Fair : SchedulingMode.Strict,
   }
-  for (const name of CONFIG_NUMBER_FIELDS) out[name] = r.varint()
+  for (const name of CONFIG_NUMBER_FIELDS) {
+    // A config stored before configVersion existed ends without it.
+    out[name] = name === 'configVersion' && r.done ? 0 : r.varint()
+  }
   invariant(r.done, 'config decodes')
   return out as unknown as QueueConfig
 }

@@ -94,6 +94,19 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(q.leasableAtMost(1600)).toBe(0)
   })
 
+  it("ignores a configure whose configVersion is below the partition's (an older copy of the settings)", async () => {
+    const q = await queue({ messageBytesMax: 100, configVersion: 5 })
+    await q.apply({ type: 'configure', config: { messageBytesMax: 10, configVersion: 4 } }, 1000)
+    expect(q.config).toMatchObject({ messageBytesMax: 100, configVersion: 5 })
+    await q.apply({ type: 'configure', config: { messageBytesMax: 10, configVersion: 6 } }, 1000)
+    expect(q.config).toMatchObject({ messageBytesMax: 10, configVersion: 6 })
+    const r = await enqueue(q, 1000, { body: text('eleven byte') })
+    expect(r).toMatchObject({ type: 'rejected', error: { code: 'INVALID_ARGUMENT' } })
+    // Unversioned, as before versions existed: applied.
+    await q.apply({ type: 'configure', config: { messageBytesMax: 100 } }, 1000)
+    expect(q.config).toMatchObject({ messageBytesMax: 100, configVersion: 6 })
+  })
+
   it('reports unknown and expired ids per id and changes nothing for them', async () => {
     const q = await queue()
     await enqueue(q, 10, { body: text('x') })

@@ -77,6 +77,19 @@ describe('a 3-node cluster', () => {
     expect((await client.producer('small').send({ body: 'ok' })).id).toBeGreaterThan(0)
   })
 
+  it('applies changed queue settings to partitions already open', async () => {
+    await client.admin.createQueue('tunable', { partitions: 2 })
+    const producer = client.producer('tunable')
+    await Promise.all([0, 1].map((i) => producer.send({ body: 'x'.repeat(100), key: `k${i}` })))
+    await client.admin.updateQueue('tunable', { messageBytesMax: 16 })
+    // Every partition, whichever node leads it, enforces the new limit from its next request.
+    for (const key of ['k0', 'k1', 'k2', 'k3']) {
+      await expect(producer.send({ body: 'y'.repeat(100), key })).rejects.toBeInstanceOf(InvalidArgumentError)
+    }
+    await client.admin.updateQueue('tunable', { messageBytesMax: 1024 })
+    expect((await producer.send({ body: 'z'.repeat(100) })).id).toBeGreaterThan(0)
+  })
+
   it('a queue deleted and created again starts empty', async () => {
     await client.admin.createQueue('phoenix', { partitions: 1 })
     await client.producer('phoenix').send({ body: 'old life' })
