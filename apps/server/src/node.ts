@@ -655,26 +655,54 @@ export class MqNode {
    * stale route earns STALE_ROUTE, never a second copy of the partition.
    */
   async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {
-    const state = this.#meta?.state
-    if (state && state.routeEpoch >= minEpoch) {
-      const q = state.queue(queue)
-      if (q) {
-        const route = routeOf(state, q)
-        this.#routes.set(queue, route)
-        return route
-      }
-    }
+    const local = this.#localRoute(queue, minEpoch)
+    if (local) return local
     const cached = this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
-    const response = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
+    const remote = this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
       c.meta.getRoutes({ queues: [queue] }, md, opts, cb),
-    ).catch((error: unknown) => {
-      this.#notePossibleLeader(error)
-      throw error
-    })
-    const route = response.routes.find((r) => r.queue === queue)
-    if (route) this.#routes.set(queue, route)
-    else this.#routes.delete(queue)
+    ).then(
+      (response) => {
+        const route = response.routes.find((r) => r.queue === queue)
+        if (route) this.#routes.set(queue, route)
+        else this.#routes.delete(queue)
+        return route
+      },
+      (error: unknown) => {
+        this.#notePossibleLeader(error)
+        throw error
+      },
+    )
+    if (!this.#meta || this.#meta.state.routeEpoch >= minEpoch) return remote
+    // This node's meta replica lags the request (it restarted, say): the route comes from the
+    // meta leader or from the replica once it catches up, whichever is first, since the meta
+    // leader may be the node that just fell silent.
+    const ended = new AbortController()
+    const caughtUp = (async () => {
+      for (const until = Date.now() + META_CALL_MS; Date.now() < until && !ended.signal.aborted; ) {
+        await new Promise((r) => setTimeout(r, 25))
+        const route = this.#localRoute(queue, minEpoch)
+        if (route) return route
+      }
+      throw new Error('the meta replica did not catch up') // the remote answer decides
+    })()
+    try {
+      return await Promise.any([remote, caughtUp])
+    } catch {
+      return await remote
+    } finally {
+      ended.abort()
+    }
+  }
+
+  /** The route from this node's meta replica, when it has one that has applied `minEpoch`. */
+  #localRoute(queue: string, minEpoch: number): QueueRoute | undefined {
+    const state = this.#meta?.state
+    if (!state || state.routeEpoch < minEpoch) return undefined
+    const q = state.queue(queue)
+    if (!q) return undefined
+    const route = routeOf(state, q)
+    this.#routes.set(queue, route)
     return route
   }
 
