@@ -1,4 +1,4 @@
-import type { BatchOp, KvReader } from '@mq/kv-storage'
+import { type BatchOp, compareKeys, type KvReader } from '@mq/kv-storage'
 import { BoundedCache } from './bounded-cache'
 import { utf8, utf8Length } from './bytes'
 import type {
@@ -116,6 +116,14 @@ export class QueuePartition {
   private readonly delayed = new Float64Array(WEIGHT_MAX + 1)
   private readonly leased = new Float64Array(WEIGHT_MAX + 1)
   private readonly dead = new Float64Array(WEIGHT_MAX + 1)
+  /**
+   * Per weight, a key no ready key of that weight lies below (undefined: the span's start).
+   * Reads of a weight's head start there instead of at the span's start, so they do not walk
+   * the tombstones of the entries leased before (an LSM engine keeps them until compaction:
+   * a long drain's range reads grew with every lease). Kept in memory, a bound and no more:
+   * raised past each run taken from the head, lowered by any entry made ready below it.
+   */
+  private readonly readyFloor = new Array<Uint8Array | undefined>(WEIGHT_MAX + 1)
   private readonly dirtyWeights = new Set<number>()
   /** Live counts of lease groups (group → count), as stored; see LIVE_COUNTS_CACHED_MAX. */
   private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
@@ -283,7 +291,7 @@ export class QueuePartition {
       if (ready + delayed + leased + dead + hits === 0) continue
       let oldestAgeMs = 0
       if (ready > 0) {
-        const [head] = await this.overlay.range(this.keys.readySpan(w), 1)
+        const [head] = await this.overlay.range(this.readyFrom(w), 1)
         invariant(head, `weight ${w} has a ready head`)
         const entry = decodeReadyValue(head[1])
         const meta = entry.meta ?? (await this.meta(entry.id))
@@ -561,7 +569,7 @@ export class QueuePartition {
     }
     if (picks.length === 0) return { type: 'lease', leases: [] }
     const chosen = [...perWeight]
-    const runs = await Promise.all(chosen.map(([w, n]) => this.overlay.range(this.keys.readySpan(w), n)))
+    const runs = await Promise.all(chosen.map(([w, n]) => this.overlay.range(this.readyFrom(w), n)))
     const cursor = new Map<number, { entries: (typeof runs)[number]; next: number; base: number }>()
     const ids: number[] = []
     const metas: (MessageMeta | undefined)[] = []
@@ -569,6 +577,7 @@ export class QueuePartition {
       const run = runs[j] as (typeof runs)[number]
       invariant(run.length === n, `weight ${w} has ${n} ready entries`)
       cursor.set(w, { entries: run, next: 0, base: ids.length })
+      this.raiseReadyFloor(w, (run[n - 1] as (typeof run)[number])[0])
       for (const [, v] of run) {
         const entry = decodeReadyValue(v)
         ids.push(entry.id)
@@ -825,8 +834,9 @@ export class QueuePartition {
     for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && ids.length < max; w++) {
       const n = Math.min(this.ready[w] as number, max - ids.length)
       if (n === 0) continue
-      const run = await this.overlay.range(this.keys.readySpan(w), n)
+      const run = await this.overlay.range(this.readyFrom(w), n)
       invariant(run.length === n, `weight ${w} has ${n} ready entries`)
+      this.raiseReadyFloor(w, (run[n - 1] as (typeof run)[number])[0])
       const runIds: number[] = []
       const metas: (MessageMeta | undefined)[] = []
       for (const [, v] of run) {
@@ -1040,6 +1050,20 @@ export class QueuePartition {
 
   // ---- transitions ----------------------------------------------------------------------
 
+  /** Weight `w`'s ready span from its floor (see readyFloor). */
+  private readyFrom(w: number): KeySpan {
+    const span = this.keys.readySpan(w)
+    const floor = this.readyFloor[w]
+    return floor === undefined ? span : { gte: floor, lt: span.lt }
+  }
+
+  /** A run of weight `w`'s head up to `lastKey` was taken: nothing ready lies at or below it. */
+  private raiseReadyFloor(w: number, lastKey: Uint8Array): void {
+    const floor = new Uint8Array(lastKey.length + 1) // the least key above lastKey
+    floor.set(lastKey)
+    this.readyFloor[w] = floor
+  }
+
   /** Puts the message at the tail of `band` in its weight's ready sub-queue. */
   private toReady(id: number, meta: MessageMeta, band: ReadyBand): void {
     const w = meta.weight
@@ -1048,11 +1072,14 @@ export class QueuePartition {
     meta.slot = order
     meta.band = band
     meta.group = 0
+    const key = this.keys.ready(w, band, order)
+    const floor = this.readyFloor[w]
+    if (floor !== undefined && compareKeys(key, floor) < 0) this.readyFloor[w] = key
     if (meta.deliveries === 0) {
       // Never delivered: the message lives in its ready entry alone (one write on enqueue).
-      this.put(this.keys.ready(w, band, order), encodeReadyValue(id, meta))
+      this.put(key, encodeReadyValue(id, meta))
     } else {
-      this.put(this.keys.ready(w, band, order), encodeReadyValue(id, undefined))
+      this.put(key, encodeReadyValue(id, undefined))
       this.put(this.keys.message(id), encodeMeta(meta))
     }
     const before = this.ready[w] as number

@@ -154,6 +154,33 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     })
   })
 
+  it("reads a weight's head from past the runs already leased, and from a returned message again", async () => {
+    const starts: Uint8Array[] = []
+    const spied = new Proxy(engine, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target)
+        if (prop === 'range')
+          return (o: { gte?: Uint8Array }) => {
+            if (o.gte) starts.push(o.gte)
+            return value.call(target, o)
+          }
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const q = await DirectPartition.open(spied, PREFIX, {})
+    await enqueue(q, 1, ...Array.from({ length: 6 }, (_, i) => ({ body: text(`m${i + 1}`) })))
+    starts.length = 0
+    const first = await lease(q, 2, 2)
+    expect(first.map((l) => l.messageId)).toEqual([1, 2])
+    const spanStart = starts.at(-1)?.length ?? 0
+    expect((await lease(q, 3, 2)).map((l) => l.messageId)).toEqual([3, 4])
+    // The second read starts at a key past message 2's entry, not at the span's start.
+    expect(starts.at(-1)?.length).toBeGreaterThan(spanStart)
+    // A returned message goes below that floor: the next lease finds it first.
+    await q.apply({ type: 'nack', leaseIds: [first[1]?.leaseId as string] }, 4)
+    expect((await lease(q, 5, 3)).map((l) => l.messageId)).toEqual([2, 5, 6])
+  })
+
   it('nack returns a message to the head at once, or after a delay', async () => {
     const q = await queue()
     await enqueue(q, 0, { body: text('1') }, { body: text('2') }, { body: text('3') })
