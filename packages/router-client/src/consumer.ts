@@ -22,6 +22,9 @@ export interface ConsumerOptions {
   readonly onError: (error: unknown) => void
 }
 
+/** Most messages one lease asks for (a queue's default lease batch limit). */
+const LEASE_MAX = 1000
+
 export const DEFAULT_CONSUMER_OPTIONS: Omit<ConsumerOptions, 'consumerId'> = {
   prefetch: 64,
   visibilityMs: 0,
@@ -112,7 +115,10 @@ export class Consumer implements AsyncIterable<Delivery> {
       (route) => {
         // Half of a partition's share of prefetch: leasing one message per settled one would
         // make every lease (a Raft entry) carry a single message under load.
-        this.#refillMin = Math.max(1, Math.floor(this.#options.prefetch / (2 * route.partitions.length)))
+        this.#refillMin = Math.min(
+          LEASE_MAX,
+          Math.max(1, Math.floor(this.#options.prefetch / (2 * route.partitions.length))),
+        )
         return Promise.all(route.partitions.map((p) => this.#fetchLoop(p.partition, route))).then(() => {})
       },
       (error: unknown) => this.#fail(error),
@@ -133,7 +139,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
         continue
       }
-      const max: number = busy ? Math.min(space, 1000) : Math.min(space, this.#refillMin)
+      const max: number = busy ? Math.min(space, LEASE_MAX) : Math.min(space, this.#refillMin)
       const reserved: number = busy ? max : 0
       const waitMs: number = busy ? 0 : this.#options.waitMs
       this.#leasing += reserved
@@ -176,6 +182,8 @@ export class Consumer implements AsyncIterable<Delivery> {
         await delay(backoffMs(this.#router.options.backoff, failures++), this.#stop.signal)
       } finally {
         this.#leasing -= reserved
+        // Room this request held and did not fill: fetchers waiting for room may go now.
+        if (reserved > 0) this.#wakeFetchersSoon()
       }
     }
   }

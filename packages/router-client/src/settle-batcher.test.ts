@@ -48,6 +48,27 @@ describe('SettleBatcher', () => {
     expect(sent.map((r) => r.ids)).toEqual([['a'], ['b', 'c', 'd']])
     sent[1]?.answer()
     expect(await Promise.all(later)).toHaveLength(3)
+    await turn()
+    expect(b.inFlight).toBe(0)
+  })
+
+  it('does not hold an extend behind an ack still out', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 1)
+    void b.settle('a', { kind: 'ack' })
+    await turn()
+    void b.settle('b', { kind: 'extend', extendMs: 10 })
+    await turn()
+    expect(sent.map((r) => [r.settlement.kind, r.ids])).toEqual([
+      ['ack', ['a']],
+      ['extend', ['b']],
+    ])
+  })
+
+  it('rejects the callers of an answer it cannot read, and goes on', async () => {
+    const b = new SettleBatcher(async () => 'garbage' as unknown as LeaseResult[], 1)
+    await expect(b.settle('a', { kind: 'ack' })).rejects.toThrow()
+    await turn()
     expect(b.inFlight).toBe(0)
   })
 

@@ -16,10 +16,11 @@ interface Item {
 
 /**
  * Coalesces the acks, nacks and extends of one partition into batched requests, with at most
- * `inFlightMax` requests in flight: what is settled in one event-loop turn travels together,
- * and under load what arrives while the requests are out waits for the first to come back and
- * goes with it (up to `batchMax` a request), so batches grow with the load and a lone ack is
- * not delayed. Each caller gets its own lease's result.
+ * `inFlightMax` requests in flight per kind of settlement (an extend never waits behind a slow
+ * ack): what is settled in one event-loop turn travels together, and under load what arrives
+ * while the requests are out waits for the first to come back and goes with it (up to
+ * `batchMax` a request), so batches grow with the load and a lone ack is not delayed. Each
+ * caller gets its own lease's result.
  */
 export class SettleBatcher {
   readonly #send: Send
@@ -27,7 +28,8 @@ export class SettleBatcher {
   readonly #batchMax: number
   /** Queued items by settlement (its JSON), in order of first arrival. */
   readonly #queued = new Map<string, { settlement: Settlement; items: Item[] }>()
-  #inFlight = 0
+  /** Requests out, by settlement kind. */
+  readonly #out = new Map<Settlement['kind'], number>()
   #scheduled = false
 
   constructor(send: Send, inFlightMax = 1, batchMax = 1000) {
@@ -40,7 +42,9 @@ export class SettleBatcher {
 
   /** Requests being sent now. */
   get inFlight(): number {
-    return this.#inFlight
+    let n = 0
+    for (const k of this.#out.values()) n += k
+    return n
   }
 
   /** Queues `leaseId` for `settlement`; resolves with its result. */
@@ -53,7 +57,7 @@ export class SettleBatcher {
     }
     const items = group.items
     const promise = new Promise<LeaseResult>((resolve, reject) => items.push({ leaseId, resolve, reject }))
-    if (!this.#scheduled && this.#inFlight < this.#inFlightMax) {
+    if (!this.#scheduled && this.#room(settlement.kind)) {
       this.#scheduled = true
       setImmediate(() => {
         this.#scheduled = false
@@ -65,41 +69,46 @@ export class SettleBatcher {
 
   /** Sends everything queued now, whatever is in flight (when the consumer closes). */
   flushAll(): void {
-    while (this.#queued.size > 0) this.#sendNext()
+    for (const key of [...this.#queued.keys()]) while (this.#queued.has(key)) this.#sendNext(key)
+  }
+
+  #room(kind: Settlement['kind']): boolean {
+    return (this.#out.get(kind) ?? 0) < this.#inFlightMax
   }
 
   #pump(): void {
-    while (this.#inFlight < this.#inFlightMax && this.#queued.size > 0) this.#sendNext()
+    for (const [key, group] of [...this.#queued]) {
+      while (this.#queued.has(key) && this.#room(group.settlement.kind)) this.#sendNext(key)
+    }
   }
 
-  /** Sends up to `batchMax` items of the settlement queued first. */
-  #sendNext(): void {
-    const [key, group] = this.#queued.entries().next().value as [
-      string,
-      { settlement: Settlement; items: Item[] },
-    ]
+  /** Sends up to `batchMax` items queued under `key`. */
+  #sendNext(key: string): void {
+    const group = this.#queued.get(key) as { settlement: Settlement; items: Item[] }
     const batch = group.items.length <= this.#batchMax ? group.items : group.items.splice(0, this.#batchMax)
     if (batch === group.items) this.#queued.delete(key)
-    this.#inFlight++
+    const kind = group.settlement.kind
+    this.#out.set(kind, (this.#out.get(kind) ?? 0) + 1)
+    const answer = (results: LeaseResult[]): void => {
+      const byId = new Map(results.map((r) => [r.leaseId, r]))
+      for (const item of batch) {
+        const r = byId.get(item.leaseId)
+        if (r) item.resolve(r)
+        else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
+      }
+    }
     this.#send(
       group.settlement,
       batch.map((i) => i.leaseId),
     )
-      .then(
-        (results) => {
-          const byId = new Map(results.map((r) => [r.leaseId, r]))
-          for (const item of batch) {
-            const r = byId.get(item.leaseId)
-            if (r) item.resolve(r)
-            else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
-          }
-        },
-        (error: unknown) => {
-          for (const item of batch) item.reject(error)
-        },
-      )
+      .then(answer)
+      // A failed call, or an answer that cannot be read: every caller still hears of it (a
+      // promise already resolved ignores the later reject).
+      .catch((error: unknown) => {
+        for (const item of batch) item.reject(error)
+      })
       .finally(() => {
-        this.#inFlight--
+        this.#out.set(kind, (this.#out.get(kind) ?? 1) - 1)
         this.#pump()
       })
   }
