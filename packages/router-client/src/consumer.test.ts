@@ -10,7 +10,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
  * ms for one that must not wait, 30 otherwise, by default), then up to its max at once, or
  * long-polls (in 5 ms steps) for its wait. Records every lease request.
  */
-function fakeRouter(ready: number[], latencyMs = (waitMs: number) => (waitMs === 0 ? 200 : 30)) {
+function fakeRouter(
+  ready: number[],
+  latencyMs: (waitMs: number) => number = (waitMs) => (waitMs === 0 ? 200 : 30),
+) {
   const requests: { partition: number; max: number; waitMs: number }[] = []
   let id = 1
   const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
