@@ -293,9 +293,7 @@ export class MqNode {
         )
         // Fresh routes for the cache too: a node without a meta replica learns changed queue
         // settings here (within a sweep) and its leaders apply them on the next request.
-        for (const r of routes) {
-          if ((this.#routes.get(r.queue)?.routeEpoch ?? 0) <= r.routeEpoch) this.#routes.set(r.queue, r)
-        }
+        for (const r of routes) this.#cacheRoute(r)
         return new Map(routes.map((r) => [r.queue, r.queueId]))
       },
     })
@@ -664,7 +662,7 @@ export class MqNode {
     ).then(
       (response) => {
         const route = response.routes.find((r) => r.queue === queue)
-        if (route) this.#routes.set(queue, route)
+        if (route) this.#cacheRoute(route)
         else this.#routes.delete(queue)
         return route
       },
@@ -702,8 +700,14 @@ export class MqNode {
     const q = state.queue(queue)
     if (!q) return undefined
     const route = routeOf(state, q)
-    this.#routes.set(queue, route)
+    this.#cacheRoute(route)
     return route
+  }
+
+  /** Caches `route` unless the cache holds a newer one (routes come from several sources). */
+  #cacheRoute(route: QueueRoute): void {
+    if ((this.#routes.get(route.queue)?.routeEpoch ?? 0) <= route.routeEpoch)
+      this.#routes.set(route.queue, route)
   }
 
   #dataNodePort(): DataNodePort {
