@@ -128,6 +128,8 @@ export class MqNode {
   #raft: RaftHost | undefined
   #transport: PeerTransport | undefined
   #meta: MetaMachine | undefined
+  /** Notified whenever the meta replica applies entries or a snapshot. */
+  readonly #metaApplied = new ChangeSignal()
   #metaLeaderId = ''
   #heartbeatSeed = 0
   #fatal: unknown
@@ -245,6 +247,7 @@ export class MqNode {
     })
     if (this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId)) {
       this.#meta = new MetaMachine()
+      this.#meta.onApplied = () => this.#metaApplied.notify()
       const founders = votersConf(this.config.initialMeta.map((m) => m.nodeId))
       this.#raft.addGroup({
         groupId: META_GROUP,
@@ -677,12 +680,16 @@ export class MqNode {
     // leader may be the node that just fell silent.
     const ended = new AbortController()
     const caughtUp = (async () => {
-      for (const until = Date.now() + META_CALL_MS; Date.now() < until && !ended.signal.aborted; ) {
-        await new Promise((r) => setTimeout(r, 25))
+      const until = Date.now() + META_CALL_MS
+      for (;;) {
+        const since = this.#metaApplied.count
         const route = this.#localRoute(queue, minEpoch)
         if (route) return route
+        const left = until - Date.now()
+        // The remote answer decides.
+        if (left <= 0 || ended.signal.aborted) throw new Error('the meta replica did not catch up')
+        await this.#metaApplied.changed(left, ended.signal, since)
       }
-      throw new Error('the meta replica did not catch up') // the remote answer decides
     })()
     try {
       return await Promise.any([remote, caughtUp])
@@ -697,6 +704,10 @@ export class MqNode {
   #localRoute(queue: string, minEpoch: number): QueueRoute | undefined {
     const state = this.#meta?.state
     if (!state || state.routeEpoch < minEpoch) return undefined
+    // Every route change bumps the epoch: a route cached at this epoch is this one (its data
+    // group leaders aside, which data requests do not use). No rebuild on every request.
+    const cached = this.#routes.get(queue)
+    if (cached?.routeEpoch === state.routeEpoch) return cached
     const q = state.queue(queue)
     if (!q) return undefined
     const route = routeOf(state, q)

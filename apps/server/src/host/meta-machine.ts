@@ -28,5 +28,6 @@ export class MetaMachine implements StateMachine {
 
   restore(snapshot: Snapshot): void {
     this.state.restore(snapshot.data)
+    this.onApplied()
   }
 }
