@@ -63,6 +63,12 @@ async function openChecked(path: string): Promise<unknown> {
   }
 }
 
+/** `err` is a DatabaseCorruptError whose message matches `pattern`. */
+function expectCorrupt(err: unknown, pattern: RegExp): void {
+  expect(err).toBeInstanceOf(DatabaseCorruptError)
+  expect((err as Error).message).toMatch(pattern)
+}
+
 describe('DurabilityMark', () => {
   const dir = useTempDir('kv-mark')
 
@@ -177,14 +183,10 @@ describe('DurabilityMark', () => {
     // Keep the first half of the batches: the rest had been synced and marked.
     await truncate(log, (records[Math.floor(records.length / 2)] as { end: number }).end)
     const err = await openChecked(path)
-    expect(err).toBeInstanceOf(DatabaseCorruptError)
-    expect((err as Error).message).toMatch(
-      /write-ahead log lost synced writes: LevelDB recovered up to batch \d+, but batch 40/,
-    )
+    expectCorrupt(err, /write-ahead log lost synced writes: LevelDB recovered up to batch \d+, but batch 40/)
     expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/durability mark check failed/)
     const again = await LevelEngine.open(path).catch((e: unknown) => e)
-    expect(again).toBeInstanceOf(DatabaseCorruptError)
-    expect((again as Error).message).toMatch(/quarantined/)
+    expectCorrupt(again, /quarantined/)
   })
 
   it('refuses a database whose write-ahead log was cut inside a record (LevelDB reports nothing)', async () => {
@@ -195,8 +197,7 @@ describe('DurabilityMark', () => {
     const cut = records[records.length - 3] as { start: number; end: number }
     await truncate(log, cut.start + Math.floor((cut.end - cut.start) / 2))
     const err = await openChecked(path)
-    expect(err).toBeInstanceOf(DatabaseCorruptError)
-    expect((err as Error).message).toMatch(/lost synced writes/)
+    expectCorrupt(err, /lost synced writes/)
   })
 
   it('refuses a stamped database without its mark file, and one whose mark has no valid slot', async () => {
@@ -205,8 +206,7 @@ describe('DurabilityMark', () => {
     const bytes = await readFile(join(path, MARK_FILE))
     await rm(join(path, MARK_FILE))
     const missing = await openChecked(path)
-    expect(missing).toBeInstanceOf(DatabaseCorruptError)
-    expect((missing as Error).message).toMatch(/MQ-DURABLE is missing/)
+    expectCorrupt(missing, /MQ-DURABLE is missing/)
 
     const other = join(dir.path, 'db2')
     await fill(other)
@@ -214,8 +214,7 @@ describe('DurabilityMark', () => {
     bytes[4096 + 9] = (bytes[4096 + 9] ?? 0) ^ 1
     await writeFile(join(other, MARK_FILE), bytes)
     const damaged = await openChecked(other)
-    expect(damaged).toBeInstanceOf(DatabaseCorruptError)
-    expect((damaged as Error).message).toMatch(/damaged/)
+    expectCorrupt(damaged, /damaged/)
   })
 
   it('reads the other slot when one is torn, and writes the torn one next', async () => {
