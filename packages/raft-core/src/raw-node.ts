@@ -3,7 +3,7 @@ import { type RaftConfig, resolveRaftConfig } from './config'
 import type { Message } from './message'
 import { Raft } from './raft'
 import { TERM_UNKNOWN } from './raft-log'
-import type { RaftStats, Role, SoftState } from './read-state'
+import { type RaftStats, Role, type SoftState } from './read-state'
 import type { Ready } from './ready'
 import type { LogStorage } from './storage'
 import type { ConfState, HardState, ReplicaId, SnapshotMeta } from './types'
@@ -138,6 +138,16 @@ export class RawNode {
       conf: r.conf,
       leadTransferee: r.leadTransferee,
     }
+  }
+
+  /**
+   * On a leader: the highest log index known to be stored on `id` (a voter, a learner, or
+   * the leader itself), from the leader's progress tracking. Undefined on a non-leader or for a non-member.
+   */
+  matchIndex(id: ReplicaId): number | undefined {
+    const r = this.#raft
+    if (r.role !== Role.Leader) return undefined
+    return r.progress.get(id)?.match
   }
 
   get stats(): Readonly<RaftStats> {

@@ -388,9 +388,24 @@ describe('§6 membership changes', () => {
     h.elect('a')
     h.propose('a', 'x')
     expect(h.node('l').applied).toEqual(['x'])
+    // The leader tracks how far the learner's log matches (what promotion is decided on).
+    const last = h.raw('a').status().lastIndex
+    expect(h.raw('a').matchIndex('l')).toBe(last)
+    expect(h.raw('a').matchIndex('a')).toBe(last)
+    expect(h.raw('a').matchIndex('z')).toBeUndefined()
+    expect(h.raw('b').matchIndex('l')).toBeUndefined() // only a leader knows
     h.isolate('b')
     h.isolate('c')
+    h.isolate('l')
     const i = h.propose('a', 'y') // a + learner is not a majority of {a, b, c}
+    expect(h.raw('a').status().commit).toBeLessThan(i)
+    expect(h.raw('a').matchIndex('l')).toBe(last)
+    h.heal()
+    h.isolate('b')
+    h.isolate('c')
+    h.heartbeat('a')
+    h.settle()
+    expect(h.raw('a').matchIndex('l')).toBe(i)
     expect(h.raw('a').status().commit).toBeLessThan(i)
     h.raw('l').campaign()
     expect(h.raw('l').status().role).toBe('follower')

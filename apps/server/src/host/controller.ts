@@ -35,8 +35,6 @@ const MOVE_CALL_MS = 60_000
 const MOVES_CONCURRENT_MAX = 2
 /** Data-group membership changes the controller keeps under way at once. */
 const REPLICA_CHANGES_MAX = 1
-/** A new replica within this many entries of the leader's commit index may become a voter. */
-const CAUGHT_UP_ENTRIES = 100
 /** One ChangeReplicas call's deadline (it proposes at most one membership change). */
 const CHANGE_CALL_MS = 5_000
 
@@ -289,13 +287,6 @@ export class Controller {
     for (const change of state.replicaChanges()) {
       const group = state.group(change.groupId)
       if (!group || this.#changing.has(change.groupId)) continue
-      const learner = this.#reports.get(change.add)?.get(change.groupId)
-      const leader = this.#reports.get(group.leaderId)?.get(change.groupId)
-      const caughtUp =
-        learner !== undefined &&
-        leader !== undefined &&
-        learner.appliedIndex > 0 &&
-        learner.appliedIndex + CAUGHT_UP_ENTRIES >= leader.commitIndex
       const replicas = leaderFirst(state, group.leaderId, [...group.replicas, change.add])
       this.#changing.add(change.groupId)
       void this.#host.calls
@@ -303,7 +294,7 @@ export class Controller {
           replicas,
           (c, md, opts, cb) =>
             c.peer.changeReplicas(
-              { groupId: change.groupId, add: change.add, remove: change.remove, addCaughtUp: caughtUp },
+              { groupId: change.groupId, add: change.add, remove: change.remove, addCaughtUp: false },
               md,
               opts,
               cb,

@@ -11,7 +11,11 @@ import { toWireError } from './wire-errors'
  *
  * 1. `add` is no member: propose AddLearner(add) — it receives the log (or a snapshot) but
  *    does not count towards a quorum;
- * 2. `add` is a learner: once the controller says it caught up, propose AddVoter(add);
+ * 2. `add` is a learner: once it caught up, propose AddVoter(add). This leader judges that
+ *    from its own replication progress (the learner's log matches to within
+ *    `CAUGHT_UP_ENTRIES` of the commit index), not from heartbeat reports: the learner's and
+ *    the leader's reports are taken up to a heartbeat apart, and under load that gap alone
+ *    can exceed any fixed margin, so a learner judged that way might never be promoted;
  * 3. `remove` is a member: when it is this leader, hand the leadership to `add` first
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
@@ -19,8 +23,22 @@ import { toWireError } from './wire-errors'
  * Throws NOT_LEADER (with the hint) on a non-leader, UNAVAILABLE when a change cannot be
  * proposed yet (another change uncommitted, no entry of the leader's term committed yet).
  */
+/** How close to the commit index a learner's log must match before it becomes a voter. */
+export const CAUGHT_UP_ENTRIES = 100
+
+/** A learner whose log matches up to `match` has caught up with commit index `commit`. */
+export function caughtUp(match: number | undefined, commit: number): boolean {
+  return match !== undefined && match > 0 && match + CAUGHT_UP_ENTRIES >= commit
+}
+
+/** What of the Raft host a replica change uses. */
+export type ReplicaChangeRaft = Pick<
+  RaftHost,
+  'status' | 'matchIndex' | 'proposeConfChange' | 'transferLeader'
+>
+
 export async function changeReplicas(
-  raft: RaftHost,
+  raft: ReplicaChangeRaft,
   port: DataGroupPort | undefined,
   req: ChangeReplicasRequest,
   addressOf: (nodeId: string) => string | undefined,
@@ -41,7 +59,7 @@ export async function changeReplicas(
   if (!voters.includes(req.add) && !learners.includes(req.add))
     return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
   if (learners.includes(req.add)) {
-    if (!req.addCaughtUp) return { done: false, step: '' }
+    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '' }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (voters.includes(req.remove) || learners.includes(req.remove)) {

@@ -265,6 +265,11 @@ export class RaftHost {
     return this.#group(groupId).raw.status()
   }
 
+  /** On the leader of `groupId`: how far `id`'s log is known to match (RawNode.matchIndex). */
+  matchIndex(groupId: GroupId, id: ReplicaId): number | undefined {
+    return this.#group(groupId).raw.matchIndex(id)
+  }
+
   /** Advances every group by one tick (the owner calls this on a timer) and fails expired requests. */
   tick(): void {
     if (this.#stopped) return

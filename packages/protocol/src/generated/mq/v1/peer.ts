@@ -172,8 +172,11 @@ export interface ChangeReplicasRequest {
   add: string;
   remove: string;
   /**
-   * The new replica's applied index is close to the leader's commit index (the controller
-   * knows both from the heartbeats): it may be promoted to voter.
+   * Ignored: the group's leader judges from its own replication progress whether the new
+   * replica caught up (heartbeat reports, taken up to a heartbeat apart, could never agree
+   * under load). Kept so the field number is never reused.
+   *
+   * @deprecated
    */
   addCaughtUp: boolean;
 }

@@ -1,0 +1,61 @@
+import type { DataGroupPort } from '@mq/data-service'
+import type { ChangeReplicasRequest } from '@mq/protocol'
+import { type ConfChange, ConfChangeType, type RaftStatus, Role } from '@mq/raft-core'
+import { describe, expect, it } from 'vitest'
+import { CAUGHT_UP_ENTRIES, changeReplicas, type ReplicaChangeRaft } from './replica-changer'
+
+/** A leader of group 1 with voters n1..n3 and learner n4, whose log matches up to `match`. */
+function leader(commit: number, match: Record<string, number>) {
+  const proposed: ConfChange[] = []
+  const raft: ReplicaChangeRaft = {
+    status: () =>
+      ({
+        id: 'n1',
+        role: Role.Leader,
+        commit,
+        conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] },
+      }) as unknown as RaftStatus,
+    matchIndex: (_groupId, id) => match[id],
+    proposeConfChange: async (_groupId, change) => {
+      proposed.push(change)
+      return { index: 1, result: undefined }
+    },
+    transferLeader: () => {},
+  }
+  return { raft, proposed }
+}
+
+const port = { assertLeader: () => {} } as unknown as DataGroupPort
+const request: ChangeReplicasRequest = { groupId: 1, add: 'n4', remove: 'n3', addCaughtUp: false }
+
+describe('changeReplicas (the data-group leader’s side)', () => {
+  it('promotes a learner once its log matches to within CAUGHT_UP_ENTRIES of the commit index, by the leader’s own progress', async () => {
+    const behind = leader(5_000, { n4: 5_000 - CAUGHT_UP_ENTRIES - 1 })
+    expect(await changeReplicas(behind.raft, port, request, () => undefined)).toEqual({
+      done: false,
+      step: '',
+    })
+    expect(behind.proposed).toEqual([])
+    // The controller's word (a deprecated field) no longer promotes a learner that lags.
+    expect(
+      await changeReplicas(behind.raft, port, { ...request, addCaughtUp: true }, () => undefined),
+    ).toEqual({
+      done: false,
+      step: '',
+    })
+    const close = leader(5_000, { n4: 5_000 - CAUGHT_UP_ENTRIES })
+    expect(await changeReplicas(close.raft, port, request, () => undefined)).toEqual({
+      done: false,
+      step: 'promote',
+    })
+    expect(close.proposed).toEqual([{ type: ConfChangeType.AddVoter, id: 'n4' }])
+  })
+
+  it('never promotes a learner the leader has not heard from (match 0 or unknown)', async () => {
+    for (const match of [{ n4: 0 }, {}] as Record<string, number>[]) {
+      const l = leader(50, match)
+      expect(await changeReplicas(l.raft, port, request, () => undefined)).toEqual({ done: false, step: '' })
+      expect(l.proposed).toEqual([])
+    }
+  })
+})
