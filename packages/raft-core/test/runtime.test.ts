@@ -396,6 +396,33 @@ describe('RaftHost', () => {
     expect(nodes.get('n3')!.machines.get(1)!.items).toContain('w')
   })
 
+  it('asks a new leader again for a follower’s read that the old one left unanswered (silent, then gone)', async () => {
+    // Deadlines far away: the read must not finish by expiring.
+    const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const p = n1.propose(1, enc.encode('w'))
+    await net.run()
+    const { index } = await p
+    net.cut.add('n1') // silent: the ReadIndex that n3 forwards to it is never answered
+    let settled = false
+    const read = nodes
+      .get('n3')!
+      .host.readIndex(1)
+      .finally(() => {
+        settled = true
+      })
+    await net.tickAll(3)
+    expect(settled).toBe(false)
+    expect(nodes.get('n2')!.host.leaderGone('n1')).toEqual([1])
+    expect(nodes.get('n3')!.host.leaderGone('n1')).toEqual([1])
+    await net.tickAll(4) // n2 is elected; n3 learns it and asks n2
+    expect(nodes.get('n3')!.host.status(1).lead).toBe('n2')
+    await net.tickAll(2)
+    expect(settled).toBe(true)
+    expect(await read).toBeGreaterThanOrEqual(index)
+  })
+
   it('compacts behind snapshots and catches a lagging follower up with one', async () => {
     const { net, nodes } = cluster([1], { compactEntries: 20, compactKeepEntries: 2 })
     const n1 = nodes.get('n1')!.host

@@ -73,19 +73,41 @@ export class Router {
 
   /**
    * Calls a Meta method on the meta leader (or any meta replica for reads; a follower that
-   * cannot answer redirects). Tries the last known meta address, then every seed.
+   * cannot answer redirects). Tries the last known meta address, then every seed. A meta
+   * leader silent for `leaderSilenceMs` is asked about through the other seeds, as a
+   * partition's leader is (awaitLeader): a follower names the new leader once one is elected.
    */
   meta<Req, Res>(
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
     request: Req,
   ): Promise<Res> {
     let seedIndex = 0
-    return this.#retry(async () => {
-      const address = this.#metaAddress ?? this.#options.servers[seedIndex++ % this.#options.servers.length]!
+    const servers = this.#options.servers
+    const send = (address: string) => {
       const client = this.#pool.get(address).meta
+      return unary(client, pick(client), request, this.#options.attemptMs)
+    }
+    return this.#retry(async () => {
+      const address = this.#metaAddress ?? servers[seedIndex++ % servers.length]!
+      const silenceMs = this.#options.leaderSilenceMs
+      const probes =
+        silenceMs > 0
+          ? [...new Set(servers)]
+              .filter((a) => a !== address)
+              .map((a) => ({ address: a, send: () => send(a) }))
+          : []
+      let servedBy = address
       try {
-        const response = await unary(client, pick(client), request, this.#options.attemptMs)
-        this.#metaAddress = address
+        const response = await awaitLeader(
+          send(address),
+          address,
+          probes,
+          { silentMs: silenceMs, probeEveryMs: PROBE_EVERY_MS },
+          (served) => {
+            servedBy = served
+          },
+        )
+        this.#metaAddress = servedBy
         return response
       } catch (error) {
         const leader = (error as MqError).facts?.leaderAddress

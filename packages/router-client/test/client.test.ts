@@ -1,3 +1,5 @@
+import { Server, ServerCredentials } from '@grpc/grpc-js'
+import { MetaService } from '@mq/protocol'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
@@ -216,6 +218,40 @@ describe('MqClient', () => {
     await Promise.all(Array.from({ length: 9 }, () => producer.send({ body: 'x' })))
     expect(await client.admin.purgeQueue(q)).toBe(9)
     expect([0, 1, 2].map((p) => broker.ready(q, p).length)).toEqual([0, 0, 0])
+  })
+
+  it('asks the other seeds when the meta leader it knows falls silent, instead of waiting out the attempt', async () => {
+    // A meta "leader" that accepts calls and never answers (a paused process keeps its socket).
+    const silent = new Server()
+    let asked = 0
+    const never = () => {
+      asked++
+    }
+    silent.addService(MetaService, Object.fromEntries(Object.keys(MetaService).map((m) => [m, never])))
+    const port = await new Promise<number>((resolve, reject) =>
+      silent.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    )
+    const started = Date.now()
+    const c = await MqClient.connect({
+      servers: [`127.0.0.1:${port}`, broker.leaderAddress],
+      attemptMs: 20_000,
+      leaderSilenceMs: 100,
+    })
+    try {
+      expect(asked).toBe(1)
+      expect(broker.calls).toContain('getRoutes')
+      // Far below the 20 s attempt: the other seed answered once the first stayed silent.
+      expect(Date.now() - started).toBeLessThan(5_000)
+      // The seed that answered is the meta address from now on.
+      broker.calls.length = 0
+      await c.admin.listQueues()
+      expect(asked).toBe(1)
+    } finally {
+      await c.close()
+      silent.forceShutdown()
+    }
   })
 
   it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {

@@ -631,12 +631,36 @@ export class RaftHost {
   /** Applies `rd`; returns a promise only when it restores a snapshot. */
   #apply(g: Group, rd: Ready): Promise<void> | undefined {
     if (rd.softState !== null) {
+      const leadWas = g.lead
       g.role = rd.softState.role
       g.lead = rd.softState.lead
+      if (g.lead !== '' && g.lead !== leadWas) this.#reissueReads(g)
     }
     if (rd.snapshot !== null) return this.#restore(g, rd.snapshot).then(() => this.#applyCommitted(g, rd))
     this.#applyCommitted(g, rd)
     return undefined
+  }
+
+  /**
+   * A new leader is known: reads still waiting for their read index asked the old one (a
+   * follower forwards ReadIndex to the leader it knows; a leader that stepped down drops the
+   * reads it was confirming), which may be gone or silent. Each asks again, of the new leader,
+   * under the same context, instead of waiting out its deadline; a read index that still
+   * comes from the old leader is as good (it confirmed its leadership after the read began).
+   */
+  #reissueReads(g: Group): void {
+    let asked = false
+    for (const [ctx, r] of g.reads) {
+      if (r.index >= 0) continue
+      try {
+        g.raw.readIndex(ctx)
+        asked = true
+      } catch (e) {
+        g.reads.delete(ctx)
+        r.reject(e)
+      }
+    }
+    if (asked) this.#schedule()
   }
 
   async #restore(g: Group, snapshot: Snapshot): Promise<void> {
