@@ -32,7 +32,13 @@ export {
 } from './errors'
 export type { KeySpan } from './keys'
 export type { Applied } from './partition'
-export { NAME_BYTES_MAX, PENDING_APPLIES_MAX, PRODUCERS_CACHED_MAX, QueuePartition } from './partition'
+export {
+  MESSAGE_METAS_CACHED_MAX,
+  NAME_BYTES_MAX,
+  PENDING_APPLIES_MAX,
+  PRODUCERS_CACHED_MAX,
+  QueuePartition,
+} from './partition'
 export type { SchedulerState } from './scheduler'
 export { VIRTUAL_TIME_RENORMALIZE_AT, WeightedScheduler } from './scheduler'
 export {

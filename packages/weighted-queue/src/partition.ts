@@ -78,6 +78,13 @@ export const LIVE_COUNTS_CACHED_MAX = 4_096
  * (a LevelDB read from the apply path is the slowest single step of an enqueue).
  */
 export const PRODUCERS_CACHED_MAX = 1_024
+/**
+ * Message records cached (message id → its record's bytes as last written), written through
+ * like the live counts: the lease writes each leased message's record, so the ack, nack or
+ * extend that follows (on every replica) needs no engine read of it. Enough for the leases a
+ * partition usually has in flight; an ack of an older lease reads the engine, as before.
+ */
+export const MESSAGE_METAS_CACHED_MAX = 2_048
 
 const PRODUCER_NAMES = new TextDecoder()
 
@@ -129,6 +136,8 @@ export class QueuePartition {
   private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
   /** Producer records as stored (null: none); see PRODUCERS_CACHED_MAX. */
   private readonly producers = new BoundedCache<string, ProducerRecord | null>(PRODUCERS_CACHED_MAX)
+  /** Message records as stored (absent ones are not cached); see MESSAGE_METAS_CACHED_MAX. */
+  private readonly messageMetas = new BoundedCache<number, Uint8Array>(MESSAGE_METAS_CACHED_MAX)
   private window: ShareWindow
   private windowDirty = false
   private configDirty: boolean
@@ -610,7 +619,7 @@ export class QueuePartition {
       meta.slot = deadlineMs
       meta.band = 0
       meta.group = groupSeq
-      this.put(metaKeys[at] as Uint8Array, encodeMeta(meta))
+      this.putMeta(id, meta, metaKeys[at] as Uint8Array)
       group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
       this.dirtyWeights.add(w)
@@ -655,7 +664,7 @@ export class QueuePartition {
       metaKeys.push(key)
       keyOf.set(p[0], key)
     }
-    const got = await this.overlay.getMany(metaKeys)
+    const got = await this.metaRecords(uniqueIds, metaKeys)
     const metas = new Map<number, MessageMeta | undefined>()
     for (let i = 0; i < uniqueIds.length; i++) {
       const b = got[i]
@@ -693,7 +702,7 @@ export class QueuePartition {
       if (action === 'extend') {
         meta.slot = now + ms
         meta.group = extendedGroup
-        this.put(keyOf.get(id) as Uint8Array, encodeMeta(meta))
+        this.putMeta(id, meta, keyOf.get(id) as Uint8Array)
         extended.push(id, delivery)
         continue
       }
@@ -701,7 +710,7 @@ export class QueuePartition {
       this.dirtyWeights.add(w)
       if (action === 'ack') {
         this.st.acked++
-        this.del(keyOf.get(id) as Uint8Array)
+        this.delMeta(id, keyOf.get(id) as Uint8Array)
         if (meta.inlineBody === undefined) this.del(this.keys.body(id))
         this.st.messages--
         metas.set(id, undefined)
@@ -821,7 +830,7 @@ export class QueuePartition {
    */
   private deleteMessage(indexKey: Uint8Array, id: number, meta: MessageMeta): void {
     this.del(indexKey)
-    this.del(this.keys.message(id))
+    this.delMeta(id)
     if (meta.inlineBody === undefined) this.del(this.keys.body(id))
     this.dirtyWeights.add(meta.weight)
     this.st.messages--
@@ -1080,7 +1089,7 @@ export class QueuePartition {
       this.put(key, encodeReadyValue(id, meta))
     } else {
       this.put(key, encodeReadyValue(id, undefined))
-      this.put(this.keys.message(id), encodeMeta(meta))
+      this.putMeta(id, meta)
     }
     const before = this.ready[w] as number
     this.ready[w] = before + 1
@@ -1097,7 +1106,7 @@ export class QueuePartition {
       this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), encodeMeta(meta))
     } else {
       this.put(this.keys.timed(KeyTag.Delayed, dueMs, id), EMPTY_VALUE)
-      this.put(this.keys.message(id), encodeMeta(meta))
+      this.putMeta(id, meta)
     }
     this.delayed[meta.weight] = (this.delayed[meta.weight] as number) + 1
     this.dirtyWeights.add(meta.weight)
@@ -1112,7 +1121,7 @@ export class QueuePartition {
     meta.band = 0
     meta.group = 0
     this.put(this.keys.dead(order), idValue(id))
-    this.put(this.keys.message(id), encodeMeta(meta))
+    this.putMeta(id, meta)
     this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1
     this.dirtyWeights.add(meta.weight)
   }
@@ -1167,6 +1176,35 @@ export class QueuePartition {
   }
 
   // ---- writes ---------------------------------------------------------------------------
+
+  /** Writes message `id`'s record (at `key`, its key) through the record cache. */
+  private putMeta(id: number, meta: MessageMeta, key = this.keys.message(id)): void {
+    const bytes = encodeMeta(meta)
+    this.put(key, bytes)
+    this.messageMetas.set(id, bytes)
+  }
+
+  /** Deletes message `id`'s record (at `key`, its key) and forgets it in the record cache. */
+  private delMeta(id: number, key = this.keys.message(id)): void {
+    this.del(key)
+    this.messageMetas.delete(id)
+  }
+
+  /** The records of messages `ids` (at `keys`, their keys): cached ones from memory, the rest read. */
+  private async metaRecords(
+    ids: readonly number[],
+    keys: readonly Uint8Array[],
+  ): Promise<(Uint8Array | undefined)[]> {
+    const out: (Uint8Array | undefined)[] = ids.map((id) => this.messageMetas.get(id))
+    const missingAt: number[] = []
+    for (let i = 0; i < out.length; i++) if (out[i] === undefined) missingAt.push(i)
+    if (missingAt.length === 0) return out
+    const got = await this.overlay.getMany(missingAt.map((i) => keys[i] as Uint8Array))
+    missingAt.forEach((at, j) => {
+      out[at] = got[j]
+    })
+    return out
+  }
 
   private put(key: Uint8Array, value: Uint8Array): void {
     this.ops.push({ type: 'put', key, value })

@@ -5,6 +5,7 @@ import {
   DirectPartition,
   type EnqueueMessage,
   type Lease,
+  MESSAGE_METAS_CACHED_MAX,
   PRODUCERS_CACHED_MAX,
   partitionKeySpan,
   type QueueConfig,
@@ -179,6 +180,60 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     // A returned message goes below that floor: the next lease finds it first.
     await q.apply({ type: 'nack', leaseIds: [first[1]?.leaseId as string] }, 4)
     expect((await lease(q, 5, 3)).map((l) => l.messageId)).toEqual([2, 5, 6])
+  })
+
+  it('settles the leases it just made from their records in memory; older or reopened ones from the engine, alike', async () => {
+    let recordReads = 0
+    const isRecord = (k: Uint8Array) => k.length === PREFIX.length + 9 && k[PREFIX.length] === KeyTag.Message
+    const spied = new Proxy(engine, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target)
+        if (prop === 'get' || prop === 'getMany')
+          return (keys: Uint8Array | Uint8Array[]) => {
+            recordReads += (Array.isArray(keys) ? keys : [keys]).filter(isRecord).length
+            return value.call(target, keys)
+          }
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const q = await DirectPartition.open(spied, PREFIX, {})
+    const n = MESSAGE_METAS_CACHED_MAX + 4
+    for (let i = 0; i < n; i += 1000)
+      await enqueue(q, 1, ...Array.from({ length: Math.min(1000, n - i) }, () => ({ body: text('m') })))
+    const leases: string[] = []
+    for (let i = 0; i < n; i += 1000) leases.push(...(await lease(q, 2, 1000, 60_000)).map((l) => l.leaseId))
+    expect(leases).toHaveLength(n)
+    recordReads = 0
+    // The newest leases: ack, nack and extend read no record (the lease wrote them, and the
+    // extend rewrote one).
+    const newest = leases.slice(-3)
+    const ok = { statuses: ['ok'] }
+    expect(await q.apply({ type: 'ack', leaseIds: [newest[0] as string] }, 3)).toMatchObject(ok)
+    expect(
+      await q.apply({ type: 'extend', leaseIds: [newest[1] as string], visibilityMs: 500 }, 3),
+    ).toMatchObject(ok)
+    expect(await q.apply({ type: 'nack', leaseIds: [newest[2] as string] }, 3)).toMatchObject(ok)
+    expect(
+      await q.apply({ type: 'ack', leaseIds: [newest[1] as string, newest[0] as string] }, 4),
+    ).toMatchObject({
+      statuses: ['ok', 'unknown'], // extended, then acked; acked before: gone
+    })
+    expect(recordReads).toBe(1) // only the acked record's absence (absence is not cached)
+    // The oldest leases left the cache (bounded): read from the engine, with the same outcome.
+    expect(
+      await q.apply({ type: 'ack', leaseIds: [leases[0] as string, leases[1] as string] }, 5),
+    ).toMatchObject({
+      statuses: ['ok', 'ok'],
+    })
+    expect(recordReads).toBe(3)
+    // After a reopen nothing is cached: the same answers from the engine.
+    const reopened = await DirectPartition.open(spied, PREFIX, {})
+    recordReads = 0
+    expect(
+      await reopened.apply({ type: 'ack', leaseIds: [leases[2] as string, newest[0] as string] }, 6),
+    ).toMatchObject({ statuses: ['ok', 'unknown'] })
+    expect(recordReads).toBe(2)
+    expect((await reopened.stats(6)).weights[0]).toMatchObject({ ready: 1, leased: n - 6 })
   })
 
   it('nack returns a message to the head at once, or after a delay', async () => {
