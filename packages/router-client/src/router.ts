@@ -89,24 +89,11 @@ export class Router {
     }
     return this.#retry(async () => {
       const address = this.#metaAddress ?? servers[seedIndex++ % servers.length]!
-      const silenceMs = this.#options.leaderSilenceMs
-      const probes =
-        silenceMs > 0
-          ? [...new Set(servers)]
-              .filter((a) => a !== address)
-              .map((a) => ({ address: a, send: () => send(a) }))
-          : []
       let servedBy = address
       try {
-        const response = await awaitLeader(
-          send(address),
-          address,
-          probes,
-          { silentMs: silenceMs, probeEveryMs: PROBE_EVERY_MS },
-          (served) => {
-            servedBy = served
-          },
-        )
+        const response = await this.#awaitLeader(address, servers, send, 0, (served) => {
+          servedBy = served
+        })
         this.#metaAddress = servedBy
         return response
       } catch (error) {
@@ -179,23 +166,10 @@ export class Router {
       const address = candidates.find((a) => !unreachable.has(a)) as string
       const target = { queue, partition, routeEpoch: route.routeEpoch }
       const send = (a: string) => operation(this.#pool.get(a), target)
-      const silenceMs = this.#options.leaderSilenceMs
-      const probes =
-        silenceMs > 0
-          ? [...new Set(candidates)]
-              .filter((a) => a !== address)
-              .map((a) => ({ address: a, send: () => send(a) }))
-          : []
       try {
-        return await awaitLeader(
-          send(address),
-          address,
-          probes,
-          { silentMs: silenceMs + waitMs, probeEveryMs: PROBE_EVERY_MS },
-          (served) => {
-            p.leaderAddress = served
-          },
-        )
+        return await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
+          p.leaderAddress = served
+        })
       } catch (error) {
         if (error instanceof NotLeaderError) {
           // Follow the hint; without one an election is under way: retry after a backoff.
@@ -213,6 +187,33 @@ export class Router {
         throw error
       }
     })
+  }
+
+  /**
+   * Sends to `address` (the leader as known) through awaitLeader: silent for
+   * `leaderSilenceMs` plus `waitMs`, the same request goes to the other `replicas` in turn.
+   */
+  #awaitLeader<T>(
+    address: string,
+    replicas: readonly string[],
+    send: (address: string) => Promise<T>,
+    waitMs: number,
+    served: (address: string) => void,
+  ): Promise<T> {
+    const silenceMs = this.#options.leaderSilenceMs
+    const probes =
+      silenceMs > 0
+        ? [...new Set(replicas)]
+            .filter((a) => a !== address)
+            .map((a) => ({ address: a, send: () => send(a) }))
+        : []
+    return awaitLeader(
+      send(address),
+      address,
+      probes,
+      { silentMs: silenceMs + waitMs, probeEveryMs: PROBE_EVERY_MS },
+      served,
+    )
   }
 
   /**
