@@ -33,6 +33,7 @@ export {
 export type { KeySpan } from './keys'
 export type { Applied } from './partition'
 export {
+  MESSAGE_META_CACHED_BYTES_MAX,
   MESSAGE_METAS_CACHED_MAX,
   NAME_BYTES_MAX,
   PENDING_APPLIES_MAX,

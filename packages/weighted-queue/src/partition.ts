@@ -83,8 +83,12 @@ export const PRODUCERS_CACHED_MAX = 1_024
  * like the live counts: the lease writes each leased message's record, so the ack, nack or
  * extend that follows (on every replica) needs no engine read of it. Enough for the leases a
  * partition usually has in flight; an ack of an older lease reads the engine, as before.
+ * Each entry holds a copy of its record; records above MESSAGE_META_CACHED_BYTES_MAX (a large
+ * inline body) are not cached, so a partition's cache stays under ~1 MB.
  */
 export const MESSAGE_METAS_CACHED_MAX = 2_048
+/** The largest message record cached (record fields plus an inline body). */
+export const MESSAGE_META_CACHED_BYTES_MAX = 320
 
 const PRODUCER_NAMES = new TextDecoder()
 
@@ -1181,7 +1185,9 @@ export class QueuePartition {
   private putMeta(id: number, meta: MessageMeta, key = this.keys.message(id)): void {
     const bytes = encodeMeta(meta)
     this.put(key, bytes)
-    this.messageMetas.set(id, bytes)
+    // A copy of its own: `bytes` may be a view into a shared slab, which it would keep alive.
+    if (bytes.length <= MESSAGE_META_CACHED_BYTES_MAX) this.messageMetas.set(id, bytes.slice())
+    else this.messageMetas.delete(id)
   }
 
   /** Deletes message `id`'s record (at `key`, its key) and forgets it in the record cache. */

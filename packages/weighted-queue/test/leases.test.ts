@@ -5,6 +5,7 @@ import {
   DirectPartition,
   type EnqueueMessage,
   type Lease,
+  MESSAGE_META_CACHED_BYTES_MAX,
   MESSAGE_METAS_CACHED_MAX,
   PRODUCERS_CACHED_MAX,
   partitionKeySpan,
@@ -234,6 +235,20 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     ).toMatchObject({ statuses: ['ok', 'unknown'] })
     expect(recordReads).toBe(2)
     expect((await reopened.stats(6)).weights[0]).toMatchObject({ ready: 1, leased: n - 6 })
+    // A record with a large inline body is not cached (the cache's memory stays small).
+    const big = await DirectPartition.open(spied, Uint8Array.of(0x42, 0x08), {})
+    await big.apply(
+      { type: 'enqueue', messages: [{ body: new Uint8Array(MESSAGE_META_CACHED_BYTES_MAX) }] },
+      7,
+    )
+    const [held] = leasesOf(
+      await big.apply({ type: 'lease', consumerId: 'c1', max: 1, visibilityMs: 100 }, 7),
+    )
+    recordReads = 0
+    expect(await big.apply({ type: 'ack', leaseIds: [held?.leaseId as string] }, 8)).toMatchObject({
+      statuses: ['ok'],
+    })
+    expect(recordReads).toBe(1)
   })
 
   it('nack returns a message to the head at once, or after a delay', async () => {
