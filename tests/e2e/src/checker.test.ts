@@ -3,8 +3,9 @@ import {
   check,
   errorCounts,
   excerpt,
+  faultsDuring,
   holdEndMs,
-  longestEnqueueStallMs,
+  longestEnqueueStall,
   deliveries as toDeliveries,
 } from './checker'
 import type { EnqueueOp, LeaseOp, Op, SettleOp } from './history'
@@ -265,7 +266,16 @@ describe('helpers', () => {
       enq('c', 'info', 3, 900),
       enq('d', 'ok', 4, 1000),
     ]
-    expect(longestEnqueueStallMs(ops, 0, 1200)).toBe(600)
+    expect(longestEnqueueStall(ops, 0, 1200)).toEqual({ ms: 600, fromMs: 400, toMs: 1000 })
+    const fault = (startMs: number, endMs: number, description: string): Op => ({
+      kind: 'fault',
+      worker: 'nemesis',
+      startMs,
+      endMs,
+      description,
+    })
+    const faults = [fault(100, 300, 'early'), fault(350, 450, 'kill n1'), fault(1100, 1150, 'late')]
+    expect(faultsDuring([...ops, ...faults], 400, 1000, 100)).toEqual(['250..350 ms: nemesis kill n1'])
   })
 
   it('counts failures by kind, outcome and error code', () => {

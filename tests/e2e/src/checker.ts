@@ -269,21 +269,34 @@ function fifoAnomalies(all: readonly DeliveryRecord[]): Anomaly[] {
 }
 
 /**
- * The longest time during [fromMs, toMs] in which no enqueue returned ok: how long producers
- * stalled (across faults and recoveries).
+ * The longest time during [fromMs, toMs] in which no enqueue returned ok (how long producers
+ * stalled, across faults and recoveries), and where it lies.
  */
-export function longestEnqueueStallMs(ops: readonly Op[], fromMs: number, toMs: number): number {
+export function longestEnqueueStall(
+  ops: readonly Op[],
+  fromMs: number,
+  toMs: number,
+): { readonly ms: number; readonly fromMs: number; readonly toMs: number } {
   const ends = ops
     .filter((o) => o.kind === 'enqueue' && o.outcome === 'ok' && o.endMs >= fromMs && o.endMs <= toMs)
     .map((o) => o.endMs)
     .sort((a, b) => a - b)
   let prev = fromMs
-  let longest = 0
+  let longest = { ms: 0, fromMs, toMs: fromMs }
   for (const t of [...ends, toMs]) {
-    longest = Math.max(longest, t - prev)
+    if (t - prev > longest.ms) longest = { ms: t - prev, fromMs: prev, toMs: t }
     prev = t
   }
   return longest
+}
+
+/** The faults and scalings that overlap [fromMs, toMs], as "start..end ms: description" (relative to `zeroMs`). */
+export function faultsDuring(ops: readonly Op[], fromMs: number, toMs: number, zeroMs: number): string[] {
+  return ops.flatMap((o) =>
+    o.kind === 'fault' && o.startMs <= toMs && o.endMs >= fromMs
+      ? [`${o.startMs - zeroMs}..${o.endMs - zeroMs} ms: ${o.worker} ${o.description}`]
+      : [],
+  )
 }
 
 /** The operations that concern `body` (its enqueue, its leases and their settles), by start time. */

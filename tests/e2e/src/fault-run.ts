@@ -2,7 +2,15 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MqClient } from '@mq/router-client'
-import { type CheckReport, check, errorCounts, excerpt, longestEnqueueStallMs, summarize } from './checker'
+import {
+  type CheckReport,
+  check,
+  errorCounts,
+  excerpt,
+  faultsDuring,
+  longestEnqueueStall,
+  summarize,
+} from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { History } from './history'
 import {
@@ -215,6 +223,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       const status = await client.admin.clusterStatus().catch((e: unknown) => String(e))
       writeFileSync(join(artifacts, 'cluster-status.json'), JSON.stringify(status, null, 2))
     }
+    const stall = longestEnqueueStall(history.ops, faultStart, faultEnd)
     const result: FaultRunResult = {
       seed: options.seed,
       nodes: options.nodes,
@@ -226,7 +235,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       faults: nemesis.faults,
       scaleCalls: scaled.calls,
       problems,
-      longestStallMs: longestEnqueueStallMs(history.ops, faultStart, faultEnd),
+      longestStallMs: stall.ms,
       ops: history.ops.length,
       crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
       elapsedMs: Date.now() - started,
@@ -241,6 +250,10 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         `in ${Math.round(result.elapsedMs / 1000)} s`,
     )
     log(`errors: ${JSON.stringify(errorCounts(history.ops))}`)
+    log(
+      `longest stall without an acknowledged enqueue: ${stall.fromMs - faultStart}..${stall.toMs - faultStart} ms into the faults, during: ` +
+        (faultsDuring(history.ops, stall.fromMs, stall.toMs, faultStart).join('; ') || 'no fault'),
+    )
     const shown = new Set<string>()
     for (const a of report.anomalies) {
       if (shown.size >= 5 || shown.has(a.body)) continue
