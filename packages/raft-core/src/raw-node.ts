@@ -142,7 +142,8 @@ export class RawNode {
 
   /**
    * On a leader: the highest log index known to be stored on `id` (a voter, a learner, or
-   * the leader itself), from the leader's progress tracking. Undefined on a non-leader or for a non-member.
+   * the leader itself), from the leader's progress tracking. Undefined on a non-leader, or
+   * for a non-member.
    */
   matchIndex(id: ReplicaId): number | undefined {
     const r = this.#raft

@@ -4,6 +4,20 @@ import { UnavailableError } from '@mq/protocol'
 import { type ConfChange, ConfChangeType, type RaftHost } from '@mq/raft-core'
 import { toWireError } from './wire-errors'
 
+/** How close to the commit index a learner's log must match before it becomes a voter. */
+export const CAUGHT_UP_ENTRIES = 100
+
+/** A learner whose log matches up to `match` has caught up with commit index `commit`. */
+export function caughtUp(match: number | undefined, commit: number): boolean {
+  return match !== undefined && match > 0 && match + CAUGHT_UP_ENTRIES >= commit
+}
+
+/** What of the Raft host a replica change uses. */
+export type ReplicaChangeRaft = Pick<
+  RaftHost,
+  'status' | 'matchIndex' | 'proposeConfChange' | 'transferLeader'
+>
+
 /**
  * The data-group leader's side of replacing a replica (Peer.ChangeReplicas): one step per
  * call, decided from the group's current configuration, so a repeated or resumed request
@@ -23,20 +37,6 @@ import { toWireError } from './wire-errors'
  * Throws NOT_LEADER (with the hint) on a non-leader, UNAVAILABLE when a change cannot be
  * proposed yet (another change uncommitted, no entry of the leader's term committed yet).
  */
-/** How close to the commit index a learner's log must match before it becomes a voter. */
-export const CAUGHT_UP_ENTRIES = 100
-
-/** A learner whose log matches up to `match` has caught up with commit index `commit`. */
-export function caughtUp(match: number | undefined, commit: number): boolean {
-  return match !== undefined && match > 0 && match + CAUGHT_UP_ENTRIES >= commit
-}
-
-/** What of the Raft host a replica change uses. */
-export type ReplicaChangeRaft = Pick<
-  RaftHost,
-  'status' | 'matchIndex' | 'proposeConfChange' | 'transferLeader'
->
-
 export async function changeReplicas(
   raft: ReplicaChangeRaft,
   port: DataGroupPort | undefined,
