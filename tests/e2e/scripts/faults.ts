@@ -9,7 +9,8 @@ import { NetNamespaces } from '../src/netns'
 //  --corrupt: once per run, a data follower whose write-ahead log is cut short or has flipped
 //  bits must refuse to start, and is replaced by a fresh node under a new id;
 //  --disk: every node's data dir on a 512 MiB tmpfs (root), and a data follower's disk filled
-//  up among the faults: it stops serving on ENOSPC, then is freed and restarted)
+//  up among the faults: it stops serving on ENOSPC, then is freed and restarted;
+//  --keep: save the history and the nodes' output even when the run passes)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
 function arg(name: string): string | undefined {
@@ -55,7 +56,8 @@ if (disk && (network || netns || corrupt))
   throw new Error('--disk goes with the process faults only (no --network, --netns, --corrupt)')
 if (disk && process.getuid?.() !== 0) throw new Error('--disk needs root (it mounts a tmpfs per node)')
 
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt, disk })
+const keep = process.argv.includes('--keep')
+const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt, disk, keep })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)
@@ -63,4 +65,5 @@ if (r.sourceChanged.length > 0) {
 } else if (failed) {
   console.error(`FAILED: seed ${seed}; rerun: ${r.replay}`)
   process.exitCode = 1
-} else console.log(`passed: seed ${seed}`)
+} else
+  console.log(`passed: seed ${seed}${r.artifacts ? `; history and node output saved in ${r.artifacts}` : ''}`)

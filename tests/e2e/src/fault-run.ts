@@ -56,6 +56,8 @@ export interface FaultRunOptions {
   readonly consumers?: number
   /** The drain after healing ends by this (then whatever is unacked counts as lost). */
   readonly drainMsMax?: number
+  /** Save the history and the nodes' output even when the run passes (for studying stalls). */
+  readonly keep?: boolean
   readonly log?: (line: string) => void
 }
 
@@ -215,7 +217,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     }
     const failed = report.anomalies.length > 0 || unacked.length > 0 || !drained || problems.length > 0
     let artifacts: string | undefined
-    if (failed) {
+    if (failed || options.keep) {
       artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)
       mkdirSync(artifacts, { recursive: true })
       writeFileSync(join(artifacts, 'history.jsonl'), history.ops.map((o) => JSON.stringify(o)).join('\n'))
