@@ -121,6 +121,8 @@ export interface ClusterOptions {
   readonly nodeArgs?: (nodeId: string) => readonly string[]
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
   readonly healthCredentials?: ChannelCredentials
+  /** How much of each node's output is kept (its end), in characters. Default 20,000. */
+  readonly outputCharsMax?: number
 }
 
 /**
@@ -139,6 +141,7 @@ export class LocalCluster {
   readonly #retired = new Set<string>()
   #nodeArgs: (nodeId: string) => readonly string[] = () => []
   #healthCredentials: ChannelCredentials | undefined
+  #outputCharsMax = 20_000
 
   private constructor(
     nodes: NodeProcess[],
@@ -177,6 +180,7 @@ export class LocalCluster {
       cluster.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
       cluster.#healthCredentials = options.healthCredentials
       if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
+      if (options.outputCharsMax) cluster.#outputCharsMax = options.outputCharsMax
       for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
         const n = cluster.node(nodeId)
         mountTmpfs(n.dataDir, bytes)
@@ -443,7 +447,9 @@ export class LocalCluster {
     )
     n.child = child
     const collect = (c: Buffer) => {
-      n.output = (n.output + c.toString()).slice(-20_000)
+      // Cut only past the bound: a slice flattens the whole string, every chunk would copy it.
+      n.output += c.toString()
+      if (n.output.length > this.#outputCharsMax) n.output = n.output.slice(-this.#outputCharsMax)
     }
     child.stdout?.on('data', collect)
     child.stderr?.on('data', collect)

@@ -154,6 +154,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     netns: options.netns ?? false,
     // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.
     serverArgs: options.corrupt ? ['--replace-dead-after-ms', '10000'] : [],
+    // A kept run's node output covers its whole fault phase (~30 MB per node at most).
+    ...(options.keep ? { outputCharsMax: 32_000_000 } : {}),
     // Small disks that fill up in a moment, large enough for the run's own data.
     ...(options.disk
       ? {
