@@ -755,7 +755,7 @@ export class MqNode {
           }
           return pending
         }
-        const config = route.config ? partitionConfigOf(route.config, route.routeEpoch) : undefined
+        const config = partitionConfigFor(route)
         if (!local.port.machine.holds(storedAs, partition)) {
           local.port.assertLeader()
           await once('open', { type: 'open', queue: storedAs, partition, config: config ?? {} })
@@ -775,4 +775,17 @@ export class MqNode {
       routeEpoch: () => Math.max(0, ...[...this.#routes.values()].map((r) => r.routeEpoch)),
     }
   }
+}
+
+/** The partition config each route implies, computed once per route object (routes are cached). */
+const partitionConfigs = new WeakMap<QueueRoute, ReturnType<typeof partitionConfigOf>>()
+
+function partitionConfigFor(route: QueueRoute): ReturnType<typeof partitionConfigOf> | undefined {
+  if (!route.config) return undefined
+  let config = partitionConfigs.get(route)
+  if (!config) {
+    config = partitionConfigOf(route.config, route.routeEpoch)
+    partitionConfigs.set(route, config)
+  }
+  return config
 }
