@@ -1,40 +1,95 @@
-import type { MetaState } from './meta-state'
+import type { GroupRecord, MetaState } from './meta-state'
+
+export interface LeaderBalanceOptions {
+  /** An operator's choice of leader (group → node); it wins while that node is a live replica. */
+  readonly overrides?: ReadonlyMap<number, string>
+  /**
+   * Nodes that may keep the leaderships they hold (default: `alive`). A node can be a
+   * keeper without being a transfer target, e.g. one whose heartbeat is a little late: its
+   * groups stay where they are rather than moving and moving back.
+   */
+  readonly keepers?: ReadonlySet<string>
+}
 
 /**
  * The leader each data group should have, so that leaderships spread evenly over the live
- * nodes: groups in id order each take the live replica that is preferred by the fewest groups
- * so far (the group's own rotation of its replicas breaks ties). An operator's choice in
- * `overrides` (group → node) wins while that node is a live replica. Deterministic.
+ * nodes while as few as possible move (each transfer pauses a group's writes briefly):
+ *
+ * 1. an operator's choice in `overrides` wins while that node is a live replica;
+ * 2. every other group keeps its last reported leader when that node is a keeper;
+ * 3. a group without one takes its live replica with the fewest leaderships so far (the
+ *    group's own rotation of its replicas breaks ties);
+ * 4. then, while some group's leader holds at least two leaderships more than another live
+ *    replica of that group, that group moves there (the widest gap first).
+ *
+ * A spread within one leadership is left alone, so a node that dies and comes back, or a
+ * group created or removed, moves at most the leaderships needed to even out again.
+ * Deterministic.
  */
 export function preferredLeaders(
   state: MetaState,
   alive: ReadonlySet<string>,
-  overrides: ReadonlyMap<number, string> = new Map(),
+  options: LeaderBalanceOptions = {},
 ): Map<number, string> {
+  const overrides = options.overrides ?? new Map<number, string>()
+  const keepers = options.keepers ?? alive
   const preferred = new Map<number, string>()
   const load = new Map<string, number>()
+  const assign = (groupId: number, node: string): void => {
+    const before = preferred.get(groupId)
+    if (before !== undefined) load.set(before, (load.get(before) ?? 1) - 1)
+    preferred.set(groupId, node)
+    load.set(node, (load.get(node) ?? 0) + 1)
+  }
+  const pinned = new Set<number>()
+  const movable: GroupRecord[] = []
+  const unled: GroupRecord[] = []
   for (const group of state.groups()) {
-    const live = group.replicas.filter((r) => alive.has(r))
-    if (live.length === 0) continue
     const override = overrides.get(group.groupId)
-    let choice: string | undefined = override !== undefined && live.includes(override) ? override : undefined
-    if (choice === undefined) {
-      const n = live.length
-      let best = Number.POSITIVE_INFINITY
-      for (let i = 0; i < n; i++) {
-        const candidate = live[(group.groupId + i) % n] as string
-        const l = load.get(candidate) ?? 0
-        if (l < best) {
-          best = l
-          choice = candidate
-        }
+    if (override !== undefined && alive.has(override) && group.replicas.includes(override)) {
+      assign(group.groupId, override)
+      pinned.add(group.groupId)
+    } else if (
+      group.leaderId !== '' &&
+      keepers.has(group.leaderId) &&
+      group.replicas.includes(group.leaderId)
+    ) {
+      assign(group.groupId, group.leaderId)
+      movable.push(group)
+    } else if (group.replicas.some((r) => alive.has(r))) {
+      unled.push(group)
+    }
+  }
+  for (const group of unled) {
+    const live = rotation(group).filter((r) => alive.has(r))
+    let choice = live[0] as string
+    for (const candidate of live) if ((load.get(candidate) ?? 0) < (load.get(choice) ?? 0)) choice = candidate
+    assign(group.groupId, choice)
+    movable.push(group)
+  }
+  movable.sort((a, b) => a.groupId - b.groupId)
+  // Each move narrows the gap between two nodes by two, so this ends; the bound is a guard.
+  for (let round = 0; round < movable.length * Math.max(alive.size, 1); round++) {
+    let best: { groupId: number; to: string; gap: number } | undefined
+    for (const group of movable) {
+      if (pinned.has(group.groupId)) continue
+      const from = preferred.get(group.groupId) as string
+      for (const to of rotation(group)) {
+        if (to === from || !alive.has(to)) continue
+        const gap = (load.get(from) ?? 0) - (load.get(to) ?? 0)
+        if (gap >= 2 && (best === undefined || gap > best.gap)) best = { groupId: group.groupId, to, gap }
       }
     }
-    if (choice === undefined) continue
-    preferred.set(group.groupId, choice)
-    load.set(choice, (load.get(choice) ?? 0) + 1)
+    if (best === undefined) break
+    assign(best.groupId, best.to)
   }
   return preferred
+}
+
+/** The group's replicas starting at its own offset, so that ties spread over nodes. */
+function rotation(group: GroupRecord): string[] {
+  const n = group.replicas.length
+  return Array.from({ length: n }, (_, i) => group.replicas[(group.groupId + i) % n] as string)
 }
 
 /** The transfers to ask of `nodeId`: groups it leads whose preferred leader is another live node. */

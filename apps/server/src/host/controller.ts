@@ -180,13 +180,13 @@ export class Controller {
     if (!state) throw this.#host.notLeader()
     // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
     // that just died would hold its group's proposals until an election timeout passes.
+    // A live node keeps the leaderships it holds even when its heartbeat is a little late.
     const now = Date.now()
+    const keepers = new Set([...this.#alive(state)].filter((id) => !state?.draining(id)))
     const leaders = new Set(
-      [...this.#alive(state)].filter(
-        (id) => !state?.draining(id) && now - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS,
-      ),
+      [...keepers].filter((id) => now - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS),
     )
-    const preferred = preferredLeaders(state, leaders, this.#leaderOverrides)
+    const preferred = preferredLeaders(state, leaders, { overrides: this.#leaderOverrides, keepers })
     let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
     if (req.groups.some((g) => replaced(state as MetaState, g.groupId))) {
