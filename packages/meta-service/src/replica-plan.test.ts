@@ -104,4 +104,39 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     copy.restore(s.snapshot())
     expect(copy.snapshot()).toEqual(s.snapshot())
   })
+
+  it('balances with the group holding the fewest partitions, and one whose leader stays', () => {
+    const s = cluster(4, [G, G, G])
+    must(s, { type: 'createQueue', name: 'q', config: { partitions: 1 } })
+    const busy = s.queue('q')?.partitions[0]?.groupId
+    for (const g of [1, 2, 3]) must(s, { type: 'reportLeader', groupId: g, leaderId: 'n3', term: 2 })
+    const input = { alive: all(4), lost: new Set<string>(), changesMax: 1 }
+    // n3 holds the most (a tie broken by id), n4 the fewest; of the groups without partitions,
+    // each is led by n3: the lowest id goes.
+    const idle = [1, 2, 3].filter((g) => g !== busy)
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: idle[0], add: 'n4', remove: 'n3', reason: 'balance' },
+    ])
+    // Led by another node, the second idle group goes instead (its leader need not move).
+    must(s, { type: 'reportLeader', groupId: idle[1] as number, leaderId: 'n1', term: 3 })
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: idle[1], add: 'n4', remove: 'n3', reason: 'balance' },
+    ])
+  })
+
+  it('waits to balance while a node is briefly away, a scale plan runs or a partition moves', () => {
+    const s = cluster(4, [G, G, G])
+    const input = { alive: all(4), lost: new Set<string>(), changesMax: 1 }
+    expect(replicaActions(s, input)).toHaveLength(1)
+    // n2 is not heard from, not yet lost: it may come back any moment.
+    expect(replicaActions(s, { ...input, alive: new Set(['n1', 'n3', 'n4']) })).toEqual([])
+    // Lost for good: the others balance without it (and its replicas are replaced first).
+    expect(
+      replicaActions(s, { ...input, alive: new Set(['n1', 'n3', 'n4']), lost: new Set(['n2']) }),
+    ).toEqual([{ type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n2', reason: 'dead' }])
+    must(s, { type: 'createQueue', name: 'q', config: { partitions: 3 } })
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    expect(s.scale?.running).toBe(true)
+    expect(replicaActions(s, input)).toEqual([])
+  })
 })

@@ -22,7 +22,12 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' }>
  *    group yet (node id order on a tie);
  * 2. once nothing is being replaced or changed, replicas are spread evenly over the live,
  *    non-draining nodes: a replica moves from the node holding the most to the one holding
- *    the fewest while they differ by more than one (a joined node fills up this way).
+ *    the fewest while they differ by more than one (a joined node fills up this way). Of the
+ *    groups that could make that move, the one holding the fewest partitions goes (the
+ *    cheapest to copy and to pause), and one where it need not move the leader away first.
+ *    Balancing waits for a settled cluster: no scale plan running, no partition moving, and
+ *    every node alive or lost (one that is briefly away, killed and restarting or cut off,
+ *    would have its replicas moved off and back again).
  *
  * A group with a change under way is left alone; the meta group's membership is not planned.
  */
@@ -62,6 +67,10 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
   }
   if (actions.length > 0 || pending.length > 0) return actions
+  if (state.scale?.running || state.moves().length > 0) return actions
+  const away = state.nodes().some((n) => !input.alive.has(n.nodeId) && !input.lost.has(n.nodeId))
+  if (away) return actions
+  const partitions = state.partitionCounts()
   // Bounded: each step narrows the spread; at most one step per replica.
   const replicasTotal = [...members.values()].reduce((n, m) => n + m.length, 0)
   const touched = new Set<number>()
@@ -71,12 +80,21 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const most = sorted[sorted.length - 1]
     if (least === undefined || most === undefined) break
     if ((load.get(most) ?? 0) - (load.get(least) ?? 0) <= 1) break
+    // Cheapest first: fewest partitions, then a group whose leader stays, then group id.
     const group = state
       .groups()
-      .find(
+      .filter(
         (g) =>
-          (members.get(g.groupId) ?? []).includes(most) && !(members.get(g.groupId) ?? []).includes(least),
+          !touched.has(g.groupId) &&
+          (members.get(g.groupId) ?? []).includes(most) &&
+          !(members.get(g.groupId) ?? []).includes(least),
       )
+      .sort(
+        (a, b) =>
+          (partitions.get(a.groupId) ?? 0) - (partitions.get(b.groupId) ?? 0) ||
+          Number(a.leaderId === most) - Number(b.leaderId === most) ||
+          a.groupId - b.groupId,
+      )[0]
     if (!group) break
     touched.add(group.groupId)
     const m = members.get(group.groupId) as string[]
