@@ -178,7 +178,10 @@ export class Router {
             p.leaderAddress = error.facts.leaderAddress
             unreachable.delete(error.facts.leaderAddress)
           }
-        } else if (error instanceof UnavailableError) {
+        } else if (
+          error instanceof UnavailableError ||
+          formerReplica(error, address, candidates, unreachable)
+        ) {
           unreachable.add(address)
           if (address === p.leaderAddress) p.leaderAddress = ''
         } else {
@@ -248,4 +251,23 @@ export class Router {
     const message = last instanceof Error ? last.message : String(last)
     throw new UnavailableError(`gave up after retrying until the deadline: ${message}`, {}, { cause: last })
   }
+}
+
+/**
+ * Whether `error` says that the node at `address` holds no replica of the partition's group
+ * (STALE_ROUTE naming no group: it was removed from the group, say) while the route names
+ * other replicas not tried yet. They are asked first: one of them leads the group or names
+ * its leader, and a route refresh needs the meta group, which may be the one that is down.
+ * A partition that moved away is fenced in its old group, so an old route cannot reach a
+ * second copy of it: the other replicas answer STALE_ROUTE naming the group, and the route
+ * is refreshed then.
+ */
+function formerReplica(
+  error: unknown,
+  address: string,
+  candidates: readonly string[],
+  tried: ReadonlySet<string>,
+): boolean {
+  if (!(error instanceof StaleRouteError) || error.facts.groupId !== undefined) return false
+  return candidates.some((a) => a !== address && !tried.has(a))
 }

@@ -65,6 +65,17 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(2)
   })
 
+  it('asks the other replicas when the leader it knows holds no replica any more, before refreshing its route', async () => {
+    const q = freshQueue(1)
+    broker.routedLeader = 'former'
+    const producer = client.producer(q)
+    await producer.send({ body: 'a' })
+    await producer.send({ body: 'b' })
+    expect(broker.ready(q, 0)).toHaveLength(2)
+    // No second route fetch: the meta group need not be up for the partition to be found.
+    expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
+  })
+
   it('retries a batch whose reply was lost without enqueuing it twice (idempotence)', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { idempotent: true })

@@ -32,9 +32,14 @@ import {
 export class FakeBroker {
   leaderAddress = ''
   followerAddress = ''
+  /** A node removed from the partitions' group: every data call gets STALE_ROUTE naming no group. */
+  formerAddress = ''
   epoch = 1
-  /** The leader address that GetRoutes reports (set it to the follower to force a redirect). */
-  routedLeader: 'leader' | 'follower' = 'leader'
+  /**
+   * The leader address that GetRoutes reports (set it to the follower to force a redirect, or
+   * to the former replica, listed first among the replicas with the leader second).
+   */
+  routedLeader: 'leader' | 'follower' | 'former' = 'leader'
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
   readonly calls: string[] = []
@@ -80,9 +85,24 @@ export class FakeBroker {
       nack: redirect,
       extend: redirect,
     })
+    const former = new Server()
+    const noReplica = (_: unknown, cb: sendUnaryData<never>) =>
+      cb(
+        toGrpcStatus(
+          new StaleRouteError('this node holds no replica of the partition', { epoch: this.epoch }),
+        ),
+      )
+    former.addService(QueueService, {
+      produce: noReplica,
+      lease: noReplica,
+      ack: noReplica,
+      nack: noReplica,
+      extend: noReplica,
+    })
     this.leaderAddress = await bind(leader)
     this.followerAddress = await bind(follower)
-    this.#servers.push(leader, follower)
+    this.formerAddress = await bind(former)
+    this.#servers.push(leader, follower, former)
   }
 
   stop(): void {
@@ -92,7 +112,21 @@ export class FakeBroker {
   #route(name: string): QueueRoute {
     const q = this.#queues.get(name)
     if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
-    const address = this.routedLeader === 'leader' ? this.leaderAddress : this.followerAddress
+    const address = {
+      leader: this.leaderAddress,
+      follower: this.followerAddress,
+      former: this.formerAddress,
+    }[this.routedLeader]
+    const replica = (nodeId: string, address: string) => ({
+      nodeId,
+      address,
+      learner: false,
+      appliedIndex: 0,
+    })
+    const replicas =
+      this.routedLeader === 'former'
+        ? [replica('F', this.formerAddress), replica('L', this.leaderAddress)]
+        : []
     return {
       queue: name,
       queueId: 1,
@@ -113,7 +147,7 @@ export class FakeBroker {
         groupId: 1,
         leaderId: 'L',
         leaderAddress: address,
-        replicas: [],
+        replicas,
         engine: 'leveldb',
       })),
     }
