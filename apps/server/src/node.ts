@@ -598,6 +598,7 @@ export class MqNode {
             { leaderId: s.lead, leaderAddress, groupId },
           )
         }
+        return s.term
       },
       nowMs: () => Date.now(),
       changed: (ms, signal, since) => changes.changed(ms, signal, since),

@@ -40,6 +40,12 @@ export interface ImportChunk {
   readonly last: boolean
   /** The partition's config, used when the source never opened the partition (chunk 0). */
   readonly config: Partial<PartitionConfig>
+  /**
+   * The Raft term in which the source group's leader runs this session (0: not given). A
+   * session of an older term cannot restart one of a newer term: a deposed leader that still
+   * ships cannot undo its successor's import.
+   */
+  readonly sourceTerm?: number
   /** Keys relative to the partition's prefix, and their values. */
   readonly pairs: readonly KeyPair[]
 }
@@ -110,7 +116,14 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
 
 function encodeImport(c: ImportChunk): Uint8Array {
   const header = encoder.encode(
-    JSON.stringify({ moveId: c.moveId, session: c.session, seq: c.seq, last: c.last, config: c.config }),
+    JSON.stringify({
+      moveId: c.moveId,
+      session: c.session,
+      seq: c.seq,
+      last: c.last,
+      config: c.config,
+      ...(c.sourceTerm ? { sourceTerm: c.sourceTerm } : {}),
+    }),
   )
   const pairs = encodePairs(c.pairs)
   const out = new Uint8Array(4 + header.length + pairs.length)
@@ -132,7 +145,8 @@ function decodeImport(body: Uint8Array): ImportChunk {
     (h.seq as number) < 0 ||
     typeof h.last !== 'boolean' ||
     typeof h.config !== 'object' ||
-    h.config === null
+    h.config === null ||
+    (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0))
   ) {
     throw new Error('import chunk header is malformed')
   }
@@ -142,6 +156,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     seq: h.seq as number,
     last: h.last,
     config: h.config,
+    ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
     pairs: decodePairs(body.subarray(4 + length)),
   }
 }

@@ -30,6 +30,8 @@ interface ImportSession {
   readonly session: string
   readonly next: number
   readonly config: Partial<PartitionConfig>
+  /** The source leader's term (absent: 0, as in sessions stored before it was recorded). */
+  readonly sourceTerm?: number
 }
 
 export interface DataApplied {
@@ -267,11 +269,20 @@ export class DataGroupMachine {
     if (this.#imported.get(id) === c.moveId)
       return { result: { type: 'imported', complete: true }, ops: [], written: NOTHING }
     const importingKey = this.#key(IMPORTING, c.queue, c.partition)
-    // Chunk 0 starts a new session; any other chunk continues the one under way, in order.
+    // Chunk 0 starts a new session, unless the one under way for the move comes from a newer
+    // source leader; any other chunk continues the one under way, in order.
+    const current = this.#imports.get(id)
+    const term = c.sourceTerm ?? 0
+    if (c.seq === 0 && current?.moveId === c.moveId && (current.sourceTerm ?? 0) > term) {
+      return refused(
+        'import-order',
+        `import session ${c.session} for ${id} (source term ${term}) is superseded by ${current.session} (source term ${current.sourceTerm})`,
+      )
+    }
     const session: ImportSession | undefined =
       c.seq === 0
-        ? { moveId: c.moveId, session: c.session, next: 0, config: c.config }
-        : this.#imports.get(id)
+        ? { moveId: c.moveId, session: c.session, next: 0, config: c.config, sourceTerm: term }
+        : current
     if (session?.session !== c.session || session.moveId !== c.moveId || session.next !== c.seq) {
       const expected = session ? `${session.next} of ${session.session}` : 'a chunk 0'
       return refused(

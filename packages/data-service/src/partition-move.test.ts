@@ -1,7 +1,7 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import type { Command, CommandResult } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
-import { type DataCommand, encodeDataCommand, type ImportChunk } from './data-command'
+import { type DataCommand, decodeDataCommand, encodeDataCommand, type ImportChunk } from './data-command'
 import { type DataApplied, DataGroupMachine, type DataResult } from './data-group'
 import type { KeyPair } from './key-pairs'
 
@@ -184,6 +184,49 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     })
     const stats = await target.machine.stats('q', 0, 2_000)
     expect(stats?.messages).toBe(30)
+  })
+
+  it("a source leader of an older term cannot restart a newer one's import; a newer term takes over", async () => {
+    const source = await Replica.open(1)
+    const target = await Replica.open(2)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await source.run({
+      type: 'enqueue',
+      messages: Array.from({ length: 30 }, () => ({ body: new Uint8Array(100), weight: 1 })),
+    })
+    await source.apply({ type: 'fence', queue: 'q', partition: 0 })
+    const { pairs } = await source.machine.exportChunk('q', 0, undefined, 500)
+    const base = { type: 'import', queue: 'q', partition: 0, moveId: 5, config: {} } as const
+    // The leader of term 7 starts; a deposed leader of term 6 (still shipping) cannot restart it.
+    expect(
+      await target.apply({ ...base, session: 'n1:5:1', sourceTerm: 7, seq: 0, last: false, pairs }),
+    ).toEqual({ type: 'imported', complete: false })
+    expect(
+      await target.apply({ ...base, session: 'n3:5:1', sourceTerm: 6, seq: 0, last: false, pairs }),
+    ).toMatchObject({ type: 'refused', reason: 'import-order', message: expect.stringMatching(/superseded/) })
+    expect(
+      await target.apply({ ...base, session: 'n1:5:1', sourceTerm: 7, seq: 1, last: false, pairs: [] }),
+    ).toEqual({ type: 'imported', complete: false })
+    // A leader of a newer term (or the same) starts over.
+    expect(
+      await target.apply({ ...base, session: 'n2:5:1', sourceTerm: 8, seq: 0, last: false, pairs }),
+    ).toEqual({ type: 'imported', complete: false })
+    expect(
+      await target.apply({ ...base, session: 'n1:5:1', sourceTerm: 7, seq: 2, last: false, pairs: [] }),
+    ).toMatchObject({ reason: 'import-order' })
+    expect(
+      await target.apply({ ...base, session: 'n2:5:1', sourceTerm: 8, seq: 1, last: true, pairs: [] }),
+    ).toEqual({ type: 'imported', complete: true })
+    const stats = await target.machine.stats('q', 0, 2_000)
+    expect(stats?.messages).toBe(30)
+    // The term survives the codec; a bad one is refused as malformed.
+    const chunk = { ...base, session: 's', sourceTerm: 90, seq: 0, last: false, pairs: [] }
+    expect(decodeDataCommand(encodeDataCommand(chunk))).toMatchObject({ sourceTerm: 90 })
+    const bad = encodeDataCommand(chunk)
+    const text = new TextDecoder().decode(bad)
+    expect(() =>
+      decodeDataCommand(new TextEncoder().encode(text.replace('"sourceTerm":90', '"sourceTerm":-9'))),
+    ).toThrow(/malformed/)
   })
 
   it('refuses malformed import chunks without changing anything', async () => {

@@ -20,6 +20,7 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
     assertLeader: () => {
       if (!leader)
         throw new NotLeaderError('not the leader of group 1', { leaderId: 'n2', leaderAddress: 'n2:1' })
+      return 1
     },
     propose: async (command: Parameters<DataGroupPort['propose']>[0]) => {
       const applied = await machine.apply(encodeDataCommand(command), port.now)

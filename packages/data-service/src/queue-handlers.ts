@@ -23,8 +23,11 @@ export interface DataGroupPort {
    * NotLeaderError (leader hint) when this replica is not the leader, or UnavailableError.
    */
   propose(command: DataCommand): Promise<DataResult>
-  /** Throws NotLeaderError (with the leader hint) unless this replica leads the group. */
-  assertLeader(): void
+  /**
+   * Throws NotLeaderError (with the leader hint) unless this replica leads the group; returns
+   * the term it leads in.
+   */
+  assertLeader(): number
   /** The leader's clock (ms since the epoch), used to fix delays into absolute times. */
   nowMs(): number
   /**

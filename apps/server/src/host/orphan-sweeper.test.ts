@@ -28,6 +28,7 @@ async function group(groupId: number, leads = true) {
     },
     assertLeader: () => {
       if (!leads) throw new NotLeaderError('not the leader', { leaderId: 'n2', leaderAddress: '', groupId })
+      return 1
     },
     nowMs: () => 1_000,
     changed: async () => {},

@@ -93,13 +93,22 @@ export class PartitionMover {
     const { storedAs: queue, partition } = req
     const fenced = await port.propose({ type: 'fence', queue, partition })
     if (fenced.type !== 'fenced') throw refusal(fenced, `fence of ${queue}/${partition}`)
+    // The session carries the term this node leads in: a successor's session (a newer term)
+    // cannot be restarted by this one, and this one stops once it is no longer the leader.
+    const sourceTerm = port.assertLeader()
     const config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
     const session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
     let seq = 0
     let bytes = 0
     let after: Uint8Array | undefined
     const ship = async (pairs: readonly KeyPair[], last: boolean): Promise<boolean> => {
-      const chunk: ImportChunk = { moveId: req.moveId, session, seq: seq++, last, config, pairs }
+      if (port.assertLeader() !== sourceTerm) {
+        throw new UnavailableError(
+          `group ${req.fromGroup} changed leader during the copy of ${queue}/${partition}; its new leader copies`,
+          { groupId: req.fromGroup },
+        )
+      }
+      const chunk: ImportChunk = { moveId: req.moveId, session, seq: seq++, last, config, pairs, sourceTerm }
       const command = encodeDataCommand({ type: 'import', queue, partition, ...chunk })
       bytes += command.length
       const r = await this.#calls.callLeader<ImportPartitionResponse>(
