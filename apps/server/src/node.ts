@@ -600,6 +600,7 @@ export class MqNode {
         }
         return s.term
       },
+      settled: () => dm.settled(),
       nowMs: () => Date.now(),
       changed: (ms, signal, since) => changes.changed(ms, signal, since),
       changes: () => changes.count,

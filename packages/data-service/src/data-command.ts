@@ -48,6 +48,11 @@ export interface ImportChunk {
   readonly sourceTerm?: number
   /** Keys relative to the partition's prefix, and their values. */
   readonly pairs: readonly KeyPair[]
+  /**
+   * Keys (relative to the prefix) to delete, for a chunk that corrects what earlier chunks of
+   * the session shipped (a copy made while the partition still served); never in chunk 0.
+   */
+  readonly dels?: readonly Uint8Array[]
 }
 
 const VERSION = 1
@@ -60,7 +65,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
  * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop` and `fence`;
  * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
- * (key-pairs.ts).
+ * (key-pairs.ts), then its deletions if any (keys with empty values; the header's
+ * `pairsBytes` says where they start).
  */
 export function encodeDataCommand(c: DataCommand): Uint8Array {
   const name = encoder.encode(c.queue)
@@ -114,7 +120,12 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
   }
 }
 
+const NO_VALUE = new Uint8Array(0)
+
+/** The header (JSON) names `pairsBytes` when deletions follow the pairs (as pairs with empty values). */
 function encodeImport(c: ImportChunk): Uint8Array {
+  const pairs = encodePairs(c.pairs)
+  const dels = c.dels && c.dels.length > 0 ? encodePairs(c.dels.map((k) => [k, NO_VALUE])) : NO_VALUE
   const header = encoder.encode(
     JSON.stringify({
       moveId: c.moveId,
@@ -123,13 +134,14 @@ function encodeImport(c: ImportChunk): Uint8Array {
       last: c.last,
       config: c.config,
       ...(c.sourceTerm ? { sourceTerm: c.sourceTerm } : {}),
+      ...(dels.length > 0 ? { pairsBytes: pairs.length } : {}),
     }),
   )
-  const pairs = encodePairs(c.pairs)
-  const out = new Uint8Array(4 + header.length + pairs.length)
+  const out = new Uint8Array(4 + header.length + pairs.length + dels.length)
   new DataView(out.buffer).setUint32(0, header.length)
   out.set(header, 4)
   out.set(pairs, 4 + header.length)
+  out.set(dels, 4 + header.length + pairs.length)
   return out
 }
 
@@ -137,7 +149,10 @@ function decodeImport(body: Uint8Array): ImportChunk {
   if (body.length < 4) throw new Error('import chunk too short')
   const length = new DataView(body.buffer, body.byteOffset, body.byteLength).getUint32(0)
   if (4 + length > body.length) throw new Error('import chunk header runs past its end')
-  const h = JSON.parse(decoder.decode(body.subarray(4, 4 + length))) as Partial<ImportChunk>
+  const h = JSON.parse(decoder.decode(body.subarray(4, 4 + length))) as Partial<ImportChunk> & {
+    pairsBytes?: number
+  }
+  const tail = body.subarray(4 + length)
   if (
     !Number.isSafeInteger(h.moveId) ||
     typeof h.session !== 'string' ||
@@ -146,10 +161,14 @@ function decodeImport(body: Uint8Array): ImportChunk {
     typeof h.last !== 'boolean' ||
     typeof h.config !== 'object' ||
     h.config === null ||
-    (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0))
+    (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0)) ||
+    (h.pairsBytes !== undefined &&
+      (!Number.isSafeInteger(h.pairsBytes) || h.pairsBytes < 0 || h.pairsBytes > tail.length))
   ) {
     throw new Error('import chunk header is malformed')
   }
+  const pairsEnd = h.pairsBytes ?? tail.length
+  const dels = pairsEnd < tail.length ? decodePairs(tail.subarray(pairsEnd)).map(([k]) => k) : []
   return {
     moveId: h.moveId as number,
     session: h.session,
@@ -157,6 +176,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     last: h.last,
     config: h.config,
     ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
-    pairs: decodePairs(body.subarray(4 + length)),
+    pairs: decodePairs(tail.subarray(0, pairsEnd)),
+    ...(dels.length > 0 ? { dels } : {}),
   }
 }

@@ -34,6 +34,24 @@ interface ImportSession {
   readonly sourceTerm?: number
 }
 
+/** The keys of one partition written while the watch is open (see `watchWrites`). */
+export interface WriteWatch {
+  /**
+   * The keys written since the watch began, relative to the partition's prefix, each once;
+   * undefined when more than its bound were, or the partition was dropped, cleared or
+   * imported over (anything not made of single-key writes).
+   */
+  keys(): Uint8Array[] | undefined
+  /** Stops watching. */
+  close(): void
+}
+
+interface WatchState {
+  readonly prefix: Uint8Array
+  readonly keysMax: number
+  keys: Map<string, Uint8Array> | undefined
+}
+
 export interface DataApplied {
   readonly result: DataResult
   /** The writes to put in the same storage batch as the apply index. */
@@ -73,6 +91,7 @@ export class DataGroupMachine {
   readonly #fenced = new Set<string>()
   readonly #imports = new Map<string, ImportSession>()
   readonly #imported = new Map<string, number>()
+  readonly #watches = new Map<string, Set<WatchState>>()
   #applying: Promise<unknown> = Promise.resolve()
 
   private constructor(groupId: number, reader: KvReader) {
@@ -111,8 +130,9 @@ export class DataGroupMachine {
    * Reads the next keys of a partition's state for a move, in key order after `after` (a key
    * relative to the partition's prefix; undefined: from the start), until about `bytesMax`
    * bytes. Returns keys relative to the prefix, and whether the partition has no more keys.
-   * Only meaningful once a `fence` of the partition was applied here (its keys are frozen
-   * from then on, and identical on every replica).
+   * Exact once a `fence` of the partition was applied here (its keys are frozen from then on,
+   * and identical on every replica); before that, a fuzzy read of a partition that changes
+   * under it (each pair as it was when read), which a copy corrects after the fence.
    */
   async exportChunk(
     queue: string,
@@ -139,6 +159,60 @@ export class DataGroupMachine {
       }
       if (rows.length < EXPORT_READ_PAIRS) return { pairs, done: true }
       from = (rows[rows.length - 1] as KeyPair)[0]
+    }
+  }
+
+  /**
+   * Starts recording which keys of `queue`'s partition `index` the entries applied from now
+   * on write (at most `keysMax`), so that a copy read while the partition serves can be
+   * corrected once it is fenced by re-reading just those keys. In memory, on this replica.
+   */
+  watchWrites(queue: string, index: number, keysMax: number): WriteWatch {
+    const id = idOf(queue, index)
+    const state: WatchState = { prefix: this.#prefix(queue, index), keysMax, keys: new Map() }
+    let set = this.#watches.get(id)
+    if (!set) {
+      set = new Set()
+      this.#watches.set(id, set)
+    }
+    set.add(state)
+    return {
+      keys: () => (state.keys ? [...state.keys.values()] : undefined),
+      close: () => {
+        set.delete(state)
+        if (set.size === 0 && this.#watches.get(id) === set) this.#watches.delete(id)
+      },
+    }
+  }
+
+  /** The values at `keys` (relative to the partition's prefix) as the engine holds them now. */
+  readKeys(queue: string, index: number, keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+    const prefix = this.#prefix(queue, index)
+    return this.#reader.getMany(keys.map((k) => concat(prefix, k)))
+  }
+
+  /**
+   * Records the keys `ops` write in the watches of partition `id`, if any; 'whole' (a drop,
+   * an import, an open) or anything but single-key writes inside the partition's prefix
+   * leaves a watch without a usable answer.
+   */
+  #noteWrites(id: string, ops: readonly BatchOp[] | 'whole'): void {
+    const set = this.#watches.get(id)
+    if (!set) return
+    for (const w of set) {
+      if (!w.keys) continue
+      if (ops === 'whole') {
+        w.keys = undefined
+        continue
+      }
+      for (const op of ops) {
+        if (op.type === 'clear' || !startsWith(op.key, w.prefix) || w.keys.size >= w.keysMax) {
+          w.keys = undefined
+          break
+        }
+        const key = op.key.slice(w.prefix.length)
+        w.keys.set(Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'), key)
+      }
     }
   }
 
@@ -203,6 +277,9 @@ export class DataGroupMachine {
       return refused('malformed', `malformed data-group entry: ${(error as Error).message}`)
     }
     const id = idOf(command.queue, command.partition)
+    // Anything but single-key writes (a drop, an import) ends a watch's use.
+    if (command.type === 'drop' || command.type === 'import' || command.type === 'open')
+      this.#noteWrites(id, 'whole')
     switch (command.type) {
       case 'open': {
         if (this.#partitions.has(id)) return { result: { type: 'opened' }, ops: [], written: NOTHING }
@@ -241,6 +318,7 @@ export class DataGroupMachine {
         const partition = this.#partitions.get(id)
         if (!partition) return refused('not-held', `group ${this.groupId} does not hold ${id}`)
         const applied = await partition.apply(command.command, nowMs)
+        this.#noteWrites(id, applied.ops)
         return {
           result: { type: 'applied', result: applied.result },
           ops: applied.ops,
@@ -294,8 +372,10 @@ export class DataGroupMachine {
     // clear it then sees written) and carry no keys of its own.
     if (c.last && (c.pairs.length > 0 || c.seq === 0))
       return refused('malformed', 'the last import chunk follows chunk 0 and carries no keys')
-    if (c.pairs.some(([key]) => key.length === 0))
+    if (c.pairs.some(([key]) => key.length === 0) || c.dels?.some((key) => key.length === 0))
       return refused('malformed', 'an import chunk carries an empty key')
+    if (c.dels && c.dels.length > 0 && (c.seq === 0 || c.last))
+      return refused('malformed', 'only a middle import chunk deletes keys')
     const ops: BatchOp[] = []
     if (c.seq === 0) {
       // Whatever an earlier session (or an earlier stay here) left is cleared.
@@ -307,6 +387,7 @@ export class DataGroupMachine {
       )
     }
     const prefix = this.#prefix(c.queue, c.partition)
+    for (const key of c.dels ?? []) ops.push({ type: 'del', key: concat(prefix, key) })
     for (const [key, value] of c.pairs) ops.push({ type: 'put', key: concat(prefix, key), value })
     if (!c.last) {
       const next: ImportSession = { ...session, next: session.next + 1 }
@@ -316,7 +397,8 @@ export class DataGroupMachine {
     }
     // Every chunk's keys are in the engine once `written` resolves: open the partition from them.
     await written()
-    const partition = await QueuePartition.open(this.#reader, prefix, session.config)
+    // The last chunk's config: the source read it once the partition was frozen.
+    const partition = await QueuePartition.open(this.#reader, prefix, c.config)
     this.#partitions.set(id, partition)
     this.#imports.delete(id)
     this.#fenced.delete(id)
@@ -325,7 +407,7 @@ export class DataGroupMachine {
       {
         type: 'put',
         key: this.#registryKey(c.queue, c.partition),
-        value: encoder.encode(JSON.stringify(session.config)),
+        value: encoder.encode(JSON.stringify(c.config)),
       },
       { type: 'del', key: importingKey },
       { type: 'del', key: this.#key(FENCED, c.queue, c.partition) },
@@ -400,4 +482,10 @@ function idOf(queue: string, index: number): string {
 
 function refused(reason: RefusalReason, message: string): DataApplied {
   return { result: { type: 'refused', reason, message }, ops: [], written: NOTHING }
+}
+
+function startsWith(key: Uint8Array, prefix: Uint8Array): boolean {
+  if (key.length < prefix.length) return false
+  for (let i = 0; i < prefix.length; i++) if (key[i] !== prefix[i]) return false
+  return true
 }

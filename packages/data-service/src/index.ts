@@ -1,7 +1,7 @@
 export { ChangeSignal } from './change-signal'
 export type { DataCommand, ImportChunk } from './data-command'
 export { decodeDataCommand, encodeDataCommand } from './data-command'
-export type { DataApplied, DataResult, RefusalReason } from './data-group'
+export type { DataApplied, DataResult, RefusalReason, WriteWatch } from './data-group'
 export { DataGroupMachine } from './data-group'
 export type { KeyPair } from './key-pairs'
 export { decodePairs, encodePairs } from './key-pairs'

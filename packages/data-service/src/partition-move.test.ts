@@ -245,4 +245,62 @@ describe('moving a partition between data groups (fence, export, import)', () =>
       type: 'opened',
     })
   })
+
+  it('deletes keys only in a middle chunk of a session', async () => {
+    const other = await Replica.open(4)
+    const base = { type: 'import', queue: 'q', partition: 0, moveId: 1, session: 's', config: {} } as const
+    // Deletions only correct earlier chunks: never in chunk 0 or the last, never an empty key.
+    const del = [Uint8Array.of(1)]
+    expect(await other.apply({ ...base, seq: 0, last: false, pairs: [], dels: del })).toMatchObject({
+      reason: 'malformed',
+    })
+    expect(await other.apply({ ...base, seq: 0, last: false, pairs: [] })).toMatchObject({ type: 'imported' })
+    expect(
+      await other.apply({ ...base, seq: 1, last: false, pairs: [], dels: [new Uint8Array(0)] }),
+    ).toMatchObject({ reason: 'malformed' })
+    expect(await other.apply({ ...base, seq: 1, last: true, pairs: [], dels: del })).toMatchObject({
+      reason: 'malformed',
+    })
+    // A chunk with deletions survives the codec.
+    const chunk = {
+      ...base,
+      seq: 1,
+      last: false,
+      pairs: [[Uint8Array.of(2), Uint8Array.of(3)]] as KeyPair[],
+      dels: del,
+    }
+    expect(decodeDataCommand(encodeDataCommand(chunk))).toEqual(chunk)
+  })
+
+  it('notes the keys a partition writes while watched, up to a bound, and gives up on a drop', async () => {
+    const g = await Replica.open(1)
+    await g.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await g.apply({ type: 'open', queue: 'q', partition: 1, config: {} })
+    const watch = g.machine.watchWrites('q', 0, 1_000)
+    const small = g.machine.watchWrites('q', 0, 2)
+    await g.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
+    await g.apply({
+      type: 'apply',
+      queue: 'q',
+      partition: 1,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(2), weight: 1 }] },
+    })
+    const leased = await g.run({ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 })
+    const leaseId = leased.type === 'lease' ? (leased.leases[0]?.leaseId as string) : ''
+    await g.run({ type: 'ack', leaseIds: [leaseId] })
+    const keys = watch.keys() ?? []
+    expect(keys.length).toBeGreaterThan(0)
+    // Every noted key is the partition's; read back now, the acked message's are gone.
+    const values = await g.machine.readKeys('q', 0, keys)
+    const { pairs } = await g.machine.exportChunk('q', 0, undefined, 1 << 20)
+    const live = new Set(pairs.map(([k]) => Buffer.from(k).toString('hex')))
+    for (const [i, key] of keys.entries()) {
+      expect(values[i] !== undefined).toBe(live.has(Buffer.from(key).toString('hex')))
+    }
+    expect(small.keys()).toBeUndefined()
+    small.close()
+    await g.apply({ type: 'drop', queue: 'q', partition: 0 })
+    expect(watch.keys()).toBeUndefined()
+    watch.close()
+  })
 })

@@ -31,6 +31,7 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
     },
     changed: (ms: number, signal: AbortSignal, since: number) => changes.changed(ms, signal, since),
     changes: () => changes.count,
+    settled: async () => {},
   }
   await port.propose({ type: 'open', queue: 'jobs', partition: 0, config: { messageBytesMax: 100 } })
   return port

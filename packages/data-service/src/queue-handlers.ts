@@ -28,6 +28,8 @@ export interface DataGroupPort {
    * the term it leads in.
    */
   assertLeader(): number
+  /** Resolves once every entry applied here so far has its writes in the engine. */
+  settled(): Promise<void>
   /** The leader's clock (ms since the epoch), used to fix delays into absolute times. */
   nowMs(): number
   /**

@@ -21,6 +21,13 @@ import type { PeerCalls } from './peer-calls'
 export const IMPORT_CHUNK_BYTES = 1024 * 1024
 /** One ImportPartition call's deadline (the chunk is committed and applied within it). */
 const IMPORT_CALL_MS = 10_000
+/**
+ * Keys a copy notes as written while it reads the partition (~100 bytes each); when more are,
+ * the partition is copied whole again after the fence.
+ */
+export const DIRTY_KEYS_MAX = 200_000
+/** Keys read back per engine call, and sent per import chunk, after the fence. */
+const KEYS_PER_READ = 4096
 
 /** The data groups hosted on this node, as the mover needs them. */
 export interface LocalDataGroups {
@@ -46,13 +53,15 @@ export class PartitionMover {
   readonly #groups: LocalDataGroups
   readonly #calls: PeerCalls
   readonly #nodeId: string
+  readonly #dirtyKeysMax: number
   readonly #running = new Map<string, Promise<MovePartitionResponse>>()
   #sessions = 0
 
-  constructor(groups: LocalDataGroups, calls: PeerCalls, nodeId: string) {
+  constructor(groups: LocalDataGroups, calls: PeerCalls, nodeId: string, dirtyKeysMax = DIRTY_KEYS_MAX) {
     this.#groups = groups
     this.#calls = calls
     this.#nodeId = nodeId
+    this.#dirtyKeysMax = dirtyKeysMax
   }
 
   /** Peer.MovePartition: one phase of a move, on the source group's leader. */
@@ -89,26 +98,40 @@ export class PartitionMover {
     throw refusal(r, `import into group ${req.groupId}`)
   }
 
+  /**
+   * The copy phase. While the partition still serves, its keys are read (a fuzzy read) and
+   * shipped, and every key the partition's entries write from then on is noted (a write
+   * watch); then the `fence` entry freezes it and only the noted keys are read again and
+   * sent (their values, or their deletion), so the partition is unavailable for the
+   * correction alone, not the whole copy. When more than `dirtyKeysMax` keys were written
+   * meanwhile, the partition is copied whole after the fence (a new session).
+   */
   async #copy(port: DataGroupPort, req: MovePartitionRequest): Promise<MovePartitionResponse> {
     const { storedAs: queue, partition } = req
-    const fenced = await port.propose({ type: 'fence', queue, partition })
-    if (fenced.type !== 'fenced') throw refusal(fenced, `fence of ${queue}/${partition}`)
     // The session carries the term this node leads in: a successor's session (a newer term)
     // cannot be restarted by this one, and this one stops once it is no longer the leader.
     const sourceTerm = port.assertLeader()
-    const config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
-    const session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
+    let config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
+    let session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
     let seq = 0
     let bytes = 0
-    let after: Uint8Array | undefined
-    const ship = async (pairs: readonly KeyPair[], last: boolean): Promise<boolean> => {
+    const ship = async (pairs: readonly KeyPair[], last: boolean, dels?: Uint8Array[]): Promise<boolean> => {
       if (port.assertLeader() !== sourceTerm) {
         throw new UnavailableError(
           `group ${req.fromGroup} changed leader during the copy of ${queue}/${partition}; its new leader copies`,
           { groupId: req.fromGroup },
         )
       }
-      const chunk: ImportChunk = { moveId: req.moveId, session, seq: seq++, last, config, pairs, sourceTerm }
+      const chunk: ImportChunk = {
+        moveId: req.moveId,
+        session,
+        seq: seq++,
+        last,
+        config,
+        pairs,
+        sourceTerm,
+        ...(dels && dels.length > 0 ? { dels } : {}),
+      }
       const command = encodeDataCommand({ type: 'import', queue, partition, ...chunk })
       bytes += command.length
       const r = await this.#calls.callLeader<ImportPartitionResponse>(
@@ -118,15 +141,60 @@ export class PartitionMover {
       )
       return r.complete
     }
-    // The keys are frozen since the fence: paging through them by key is consistent.
-    for (;;) {
-      const { pairs, done } = await port.machine.exportChunk(queue, partition, after, IMPORT_CHUNK_BYTES)
-      if (await ship(pairs, false)) return { chunks: seq, bytes }
-      if (pairs.length > 0) after = (pairs[pairs.length - 1] as KeyPair)[0]
-      if (done) break
+    /** Ships every key of the partition as it reads them; true: an earlier copy completed the move. */
+    const shipAll = async (): Promise<boolean> => {
+      let after: Uint8Array | undefined
+      for (;;) {
+        const { pairs, done } = await port.machine.exportChunk(queue, partition, after, IMPORT_CHUNK_BYTES)
+        if (await ship(pairs, false)) return true
+        if (pairs.length > 0) after = (pairs[pairs.length - 1] as KeyPair)[0]
+        if (done) return false
+      }
+    }
+
+    // Entries applied from here on are noted; those applied before are in the engine first.
+    const watch = port.machine.watchWrites(queue, partition, this.#dirtyKeysMax)
+    let fencedAtMs: number
+    let dirty: Uint8Array[] | undefined
+    try {
+      await port.settled()
+      // 1. While the partition serves: everything, as read.
+      if (await shipAll()) return { chunks: seq, bytes }
+      // 2. The fence: from its entry on, the partition answers STALE_ROUTE and is frozen.
+      fencedAtMs = Date.now()
+      const fenced = await port.propose({ type: 'fence', queue, partition })
+      if (fenced.type !== 'fenced') throw refusal(fenced, `fence of ${queue}/${partition}`)
+      dirty = watch.keys()
+    } finally {
+      watch.close()
+    }
+    config = port.machine.configOf(queue, partition) ?? config
+    const precopy = { chunks: seq, bytes }
+    if (dirty === undefined) {
+      // 3a. Too much changed to track: everything again, in a new session.
+      session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
+      seq = 0
+      if (await shipAll()) return { chunks: seq, bytes }
+    } else {
+      // 3b. The keys written since the copy began, as they are now (absent: deleted).
+      for (let i = 0; i < dirty.length; i += KEYS_PER_READ) {
+        const keys = dirty.slice(i, i + KEYS_PER_READ)
+        const values = await port.machine.readKeys(queue, partition, keys)
+        const puts: KeyPair[] = []
+        const dels: Uint8Array[] = []
+        for (const [j, key] of keys.entries()) {
+          const value = values[j]
+          if (value === undefined) dels.push(key)
+          else puts.push([key, value])
+        }
+        if (await ship(puts, false, dels)) return { chunks: seq, bytes }
+      }
     }
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
+    console.log(
+      `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving, then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${seq - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
+    )
     return { chunks: seq, bytes }
   }
 

@@ -1,0 +1,48 @@
+import {
+  type DataCommand,
+  DataGroupMachine,
+  type DataGroupPort,
+  type DataResult,
+  encodeDataCommand,
+  storedQueueName,
+} from '@mq/data-service'
+import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
+import { NotLeaderError } from '@mq/protocol'
+
+/** For tests: a data group on a memory engine whose proposals apply at once (a leader of one). */
+export async function memoryGroup(groupId: number, leads = true) {
+  const engine = new MemoryEngine()
+  const machine = await DataGroupMachine.open(groupId, engine)
+  const proposed: DataCommand[] = []
+  const port: DataGroupPort = {
+    groupId,
+    machine,
+    propose: async (command): Promise<DataResult> => {
+      proposed.push(command)
+      const applied = await machine.apply(encodeDataCommand(command), 1_000)
+      await engine.write(applied.ops, { sync: false })
+      applied.written()
+      return applied.result
+    },
+    assertLeader: () => {
+      if (!leads) throw new NotLeaderError('not the leader', { leaderId: 'n2', leaderAddress: '', groupId })
+      return 1
+    },
+    settled: async () => {},
+    nowMs: () => 1_000,
+    changed: async () => {},
+    changes: () => 0,
+  }
+  const open = async (queue: string, queueId: number, partition: number) => {
+    const stored = storedQueueName(queue, queueId)
+    await port.propose({ type: 'open', queue: stored, partition, config: {} })
+    await port.propose({
+      type: 'apply',
+      queue: stored,
+      partition,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1, 2, 3), weight: 1 }] },
+    })
+  }
+  const keys = async () => (await engine.range(stateMachineRange(groupId))).length
+  return { port, engine, proposed, open, keys }
+}

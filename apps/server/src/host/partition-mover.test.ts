@@ -1,0 +1,145 @@
+import { Metadata } from '@grpc/grpc-js'
+import { type DataCommand, decodeDataCommand, type KeyPair, storedQueueName } from '@mq/data-service'
+import type { ImportPartitionRequest, ImportPartitionResponse, MovePartitionRequest } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { memoryGroup } from './memory-group'
+import { PartitionMover } from './partition-mover'
+import type { PeerCalls } from './peer-calls'
+
+const QUEUE = storedQueueName('jobs', 1)
+
+/** Every key of the partition in `g`, relative to its prefix (a whole export). */
+async function keysOf(g: Awaited<ReturnType<typeof memoryGroup>>): Promise<KeyPair[]> {
+  const out: KeyPair[] = []
+  let after: Uint8Array | undefined
+  for (;;) {
+    const { pairs, done } = await g.port.machine.exportChunk(QUEUE, 0, after, 1 << 20)
+    out.push(...pairs)
+    if (pairs.length > 0) after = (pairs[pairs.length - 1] as KeyPair)[0]
+    if (done) return out
+  }
+}
+
+/**
+ * A source group (1) holding a partition with ready and leased messages, a target group (2),
+ * and a mover on a node hosting both whose import calls go straight to its own `import`.
+ * `duringCopy` runs at the first import call (before the fence: the partition still serves).
+ */
+async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<void>) {
+  const source = await memoryGroup(1)
+  const target = await memoryGroup(2)
+  const run = async (command: Extract<DataCommand, { type: 'apply' }>['command']) => {
+    const r = await source.port.propose({ type: 'apply', queue: QUEUE, partition: 0, command })
+    if (r.type !== 'applied' || r.result.type === 'rejected') throw new Error(`refused: ${JSON.stringify(r)}`)
+    return r.result
+  }
+  await source.port.propose({ type: 'open', queue: QUEUE, partition: 0, config: {} })
+  for (let b = 0; b < 3; b++) {
+    await run({
+      type: 'enqueue',
+      messages: Array.from({ length: 100 }, (_, i) => ({
+        body: new Uint8Array(100).fill(i),
+        weight: 1 + (i % 3),
+      })),
+    })
+  }
+  const leased = await run({ type: 'lease', consumerId: 'c', max: 50, visibilityMs: 60_000 })
+  const chunks: DataCommand[] = []
+  let first = true
+  const calls = {
+    callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
+      new Promise<T>((resolve, reject) =>
+        fn(client, new Metadata(), { deadline: Date.now() + 5_000 }, (e: Error | null, r: T) =>
+          e ? reject(e) : resolve(r),
+        ),
+      ),
+  } as unknown as PeerCalls
+  const mover = new PartitionMover(
+    { port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined) },
+    calls,
+    'n1',
+    dirtyKeysMax,
+  )
+  const client = {
+    peer: {
+      importPartition: (
+        req: ImportPartitionRequest,
+        _md: Metadata,
+        _opts: unknown,
+        cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+      ) => {
+        chunks.push(decodeDataCommand(req.command))
+        const before = first && duringCopy ? duringCopy(setupOf()) : Promise.resolve()
+        first = false
+        before.then(() => mover.import(req)).then((r) => cb(null, r), cb)
+      },
+    },
+  }
+  const request: MovePartitionRequest = {
+    moveId: 7,
+    storedAs: QUEUE,
+    partition: 0,
+    fromGroup: 1,
+    toGroup: 2,
+    phase: 'copy',
+    targetReplicas: [],
+    configJson: '{}',
+  }
+  const result = { source, target, run, leased, chunks, mover, request }
+  const setupOf = () => result
+  return result
+}
+
+type Setup = Awaited<ReturnType<typeof setup>>
+
+/** Acks 20 and nacks 5 of the leased messages and enqueues one more (the partition serves). */
+async function serve(t: Setup): Promise<void> {
+  const leases = t.leased.type === 'lease' ? t.leased.leases : []
+  await t.run({ type: 'ack', leaseIds: leases.slice(0, 20).map((l) => l.leaseId) })
+  await t.run({ type: 'nack', leaseIds: leases.slice(20, 25).map((l) => l.leaseId) })
+  await t.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(9), weight: 2 }] })
+}
+
+describe('PartitionMover copy', () => {
+  it('copies while the partition serves, then sends only the keys written meanwhile once it is fenced', async () => {
+    let servedDuringCopy = false
+    const s = await setup(undefined, async (t) => {
+      expect(t.source.port.machine.fenced(QUEUE, 0)).toBe(false)
+      await serve(t)
+      servedDuringCopy = true
+    })
+    const keysBefore = (await keysOf(s.source)).length
+    const response = await s.mover.move(s.request)
+    expect(servedDuringCopy).toBe(true)
+    // The target holds exactly the frozen source's keys, and serves the partition.
+    expect(await keysOf(s.target)).toEqual(await keysOf(s.source))
+    const stats = await s.target.port.machine.stats(QUEUE, 0, 1_000)
+    expect(stats?.messages).toBe(300 - 20 + 1)
+    expect(s.source.port.machine.fenced(QUEUE, 0)).toBe(true)
+    // After the fence: the changed and new keys and the deletions, not the whole partition.
+    const imports = s.chunks.filter((c): c is Extract<DataCommand, { type: 'import' }> => c.type === 'import')
+    expect(response.chunks).toBe(imports.length)
+    const afterFence = imports.slice(1)
+    const corrected = afterFence.reduce((n, c) => n + c.pairs.length, 0)
+    const deleted = afterFence.reduce((n, c) => n + (c.dels?.length ?? 0), 0)
+    expect(imports[0]?.pairs.length).toBe(keysBefore)
+    expect(corrected).toBeGreaterThan(0)
+    expect(corrected).toBeLessThan(keysBefore / 4)
+    expect(deleted).toBeGreaterThan(0)
+    expect(new Set(imports.map((c) => c.session)).size).toBe(1)
+    expect(imports.every((c) => c.sourceTerm === 1)).toBe(true)
+  })
+
+  it('copies everything again after the fence when more keys were written meanwhile than it notes', async () => {
+    const s = await setup(10, serve)
+    await s.mover.move(s.request)
+    expect(await keysOf(s.target)).toEqual(await keysOf(s.source))
+    const imports = s.chunks.filter((c): c is Extract<DataCommand, { type: 'import' }> => c.type === 'import')
+    const sessions = [...new Set(imports.map((c) => c.session))]
+    expect(sessions).toHaveLength(2)
+    const again = imports.filter((c) => c.session === sessions[1])
+    expect(again.map((c) => c.seq)).toEqual(again.map((_, i) => i))
+    expect(again.reduce((n, c) => n + c.pairs.length, 0)).toBe((await keysOf(s.source)).length)
+    expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 - 20 + 1)
+  })
+})
