@@ -3,7 +3,7 @@ import { type DataCommand, decodeDataCommand, type KeyPair, storedQueueName } fr
 import type { ImportPartitionRequest, ImportPartitionResponse, MovePartitionRequest } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { memoryGroup } from './memory-group'
-import { PartitionMover } from './partition-mover'
+import { IMPORT_CHUNK_BYTES, PartitionMover } from './partition-mover'
 import type { PeerCalls } from './peer-calls'
 
 const QUEUE = storedQueueName('jobs', 1)
@@ -141,5 +141,23 @@ describe('PartitionMover copy', () => {
     expect(again.map((c) => c.seq)).toEqual(again.map((_, i) => i))
     expect(again.reduce((n, c) => n + c.pairs.length, 0)).toBe((await keysOf(s.source)).length)
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 - 20 + 1)
+  })
+
+  it('sends what was written meanwhile in chunks of about a MiB, however big the messages', async () => {
+    const big = new Uint8Array(200 * 1024).fill(5)
+    const s = await setup(undefined, async (t) => {
+      // Ten messages of 200 KiB each arrive during the copy: about 2 MiB to correct.
+      await t.run({ type: 'enqueue', messages: Array.from({ length: 10 }, () => ({ body: big, weight: 1 })) })
+    })
+    await s.mover.move(s.request)
+    expect(await keysOf(s.target)).toEqual(await keysOf(s.source))
+    const imports = s.chunks.filter((c): c is Extract<DataCommand, { type: 'import' }> => c.type === 'import')
+    const corrections = imports.slice(1, -1)
+    expect(corrections.length).toBeGreaterThanOrEqual(2)
+    for (const c of corrections) {
+      const bytes = c.pairs.reduce((n, [k, v]) => n + k.length + v.length, 0)
+      expect(bytes).toBeLessThan(IMPORT_CHUNK_BYTES + big.length + 1024)
+    }
+    expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(310)
   })
 })

@@ -26,8 +26,10 @@ const IMPORT_CALL_MS = 10_000
  * the partition is copied whole again after the fence.
  */
 export const DIRTY_KEYS_MAX = 200_000
-/** Keys read back per engine call, and sent per import chunk, after the fence. */
-const KEYS_PER_READ = 4096
+/** Keys read back per engine call after the fence. */
+const KEYS_PER_READ = 256
+/** Keys (puts and deletions) per import chunk after the fence. */
+const KEYS_PER_CHUNK = 16_384
 
 /** The data groups hosted on this node, as the mover needs them. */
 export interface LocalDataGroups {
@@ -176,19 +178,31 @@ export class PartitionMover {
       seq = 0
       if (await shipAll()) return { chunks: seq, bytes }
     } else {
-      // 3b. The keys written since the copy began, as they are now (absent: deleted).
+      // 3b. The keys written since the copy began, as they are now (absent: deleted), in
+      // chunks of about IMPORT_CHUNK_BYTES at most (or one key), KEYS_PER_CHUNK keys at most.
+      let puts: KeyPair[] = []
+      let dels: Uint8Array[] = []
+      let chunkBytes = 0
+      const shipCorrection = async (): Promise<boolean> => {
+        const done = await ship(puts, false, dels)
+        puts = []
+        dels = []
+        chunkBytes = 0
+        return done
+      }
       for (let i = 0; i < dirty.length; i += KEYS_PER_READ) {
         const keys = dirty.slice(i, i + KEYS_PER_READ)
         const values = await port.machine.readKeys(queue, partition, keys)
-        const puts: KeyPair[] = []
-        const dels: Uint8Array[] = []
         for (const [j, key] of keys.entries()) {
           const value = values[j]
           if (value === undefined) dels.push(key)
           else puts.push([key, value])
+          chunkBytes += key.length + (value?.length ?? 0)
+          const full = chunkBytes >= IMPORT_CHUNK_BYTES || puts.length + dels.length >= KEYS_PER_CHUNK
+          if (full && (await shipCorrection())) return { chunks: seq, bytes }
         }
-        if (await ship(puts, false, dels)) return { chunks: seq, bytes }
       }
+      if (puts.length + dels.length > 0 && (await shipCorrection())) return { chunks: seq, bytes }
     }
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
