@@ -7,6 +7,7 @@ import { IMPORT_CHUNK_BYTES, PartitionMover } from './partition-mover'
 import type { PeerCalls } from './peer-calls'
 
 const QUEUE = storedQueueName('jobs', 1)
+type ImportCommand = Extract<DataCommand, { type: 'import' }>
 
 /** Every key of the partition in `g`, relative to its prefix (a whole export). */
 async function keysOf(g: Awaited<ReturnType<typeof memoryGroup>>): Promise<KeyPair[]> {
@@ -23,9 +24,14 @@ async function keysOf(g: Awaited<ReturnType<typeof memoryGroup>>): Promise<KeyPa
 /**
  * A source group (1) holding a partition with ready and leased messages, a target group (2),
  * and a mover on a node hosting both whose import calls go straight to its own `import`.
- * `duringCopy` runs at the first import call (before the fence: the partition still serves).
+ * `duringCopy` runs at the first import call (before the fence: the partition still serves);
+ * `everyImport` at every import call, with the chunk (its `fenced` says whether the source was).
  */
-async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<void>) {
+async function setup(
+  bounds: { dirtyKeysMax?: number; settledKeys?: number } = {},
+  duringCopy?: (s: Setup) => Promise<void>,
+  everyImport?: (s: Setup, chunk: ImportCommand, fenced: boolean) => Promise<void>,
+) {
   const source = await memoryGroup(1)
   const target = await memoryGroup(2)
   const run = async (command: Extract<DataCommand, { type: 'apply' }>['command']) => {
@@ -45,6 +51,8 @@ async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<v
   }
   const leased = await run({ type: 'lease', consumerId: 'c', max: 50, visibilityMs: 60_000 })
   const chunks: DataCommand[] = []
+  /** Whether the source was fenced when each import call came. */
+  const fencedAt: boolean[] = []
   let first = true
   const calls = {
     callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
@@ -58,7 +66,7 @@ async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<v
     { port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined) },
     calls,
     'n1',
-    dirtyKeysMax,
+    bounds,
   )
   const client = {
     peer: {
@@ -69,7 +77,13 @@ async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<v
         cb: (e: Error | null, r?: ImportPartitionResponse) => void,
       ) => {
         chunks.push(decodeDataCommand(req.command))
-        const before = first && duringCopy ? duringCopy(setupOf()) : Promise.resolve()
+        const chunk = chunks[chunks.length - 1] as ImportCommand
+        const fenced = source.port.machine.fenced(QUEUE, 0)
+        fencedAt.push(fenced)
+        const before = (async () => {
+          if (first && duringCopy) await duringCopy(setupOf())
+          if (everyImport) await everyImport(setupOf(), chunk, fenced)
+        })()
         first = false
         before.then(() => mover.import(req)).then((r) => cb(null, r), cb)
       },
@@ -85,7 +99,7 @@ async function setup(dirtyKeysMax?: number, duringCopy?: (s: Setup) => Promise<v
     targetReplicas: [],
     configJson: '{}',
   }
-  const result = { source, target, run, leased, chunks, mover, request }
+  const result = { source, target, run, leased, chunks, fencedAt, mover, request }
   const setupOf = () => result
   return result
 }
@@ -101,9 +115,9 @@ async function serve(t: Setup): Promise<void> {
 }
 
 describe('PartitionMover copy', () => {
-  it('copies while the partition serves, then sends only the keys written meanwhile once it is fenced', async () => {
+  it('copies while the partition serves, then sends the keys written meanwhile, still serving', async () => {
     let servedDuringCopy = false
-    const s = await setup(undefined, async (t) => {
+    const s = await setup({}, async (t) => {
       expect(t.source.port.machine.fenced(QUEUE, 0)).toBe(false)
       await serve(t)
       servedDuringCopy = true
@@ -116,22 +130,23 @@ describe('PartitionMover copy', () => {
     const stats = await s.target.port.machine.stats(QUEUE, 0, 1_000)
     expect(stats?.messages).toBe(300 - 20 + 1)
     expect(s.source.port.machine.fenced(QUEUE, 0)).toBe(true)
-    // After the fence: the changed and new keys and the deletions, not the whole partition.
-    const imports = s.chunks.filter((c): c is Extract<DataCommand, { type: 'import' }> => c.type === 'import')
+    // Then, still serving, a round with the changed and new keys and the deletions (not the
+    // whole partition); after the fence nothing was written, so only the last chunk.
+    const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
     expect(response.chunks).toBe(imports.length)
-    const afterFence = imports.slice(1)
-    const corrected = afterFence.reduce((n, c) => n + c.pairs.length, 0)
-    const deleted = afterFence.reduce((n, c) => n + (c.dels?.length ?? 0), 0)
+    expect(s.fencedAt).toEqual([false, false, true])
+    const round = imports[1] as ImportCommand
     expect(imports[0]?.pairs.length).toBe(keysBefore)
-    expect(corrected).toBeGreaterThan(0)
-    expect(corrected).toBeLessThan(keysBefore / 4)
-    expect(deleted).toBeGreaterThan(0)
+    expect(round.pairs.length).toBeGreaterThan(0)
+    expect(round.pairs.length).toBeLessThan(keysBefore / 4)
+    expect(round.dels?.length ?? 0).toBeGreaterThan(0)
+    expect(imports[2]?.last).toBe(true)
     expect(new Set(imports.map((c) => c.session)).size).toBe(1)
     expect(imports.every((c) => c.sourceTerm === 1)).toBe(true)
   })
 
   it('copies everything again after the fence when more keys were written meanwhile than it notes', async () => {
-    const s = await setup(10, serve)
+    const s = await setup({ dirtyKeysMax: 10 }, serve)
     await s.mover.move(s.request)
     expect(await keysOf(s.target)).toEqual(await keysOf(s.source))
     const imports = s.chunks.filter((c): c is Extract<DataCommand, { type: 'import' }> => c.type === 'import')
@@ -145,7 +160,7 @@ describe('PartitionMover copy', () => {
 
   it('sends what was written meanwhile in chunks of about a MiB, however big the messages', async () => {
     const big = new Uint8Array(200 * 1024).fill(5)
-    const s = await setup(undefined, async (t) => {
+    const s = await setup({}, async (t) => {
       // Ten messages of 200 KiB each arrive during the copy: about 2 MiB to correct.
       await t.run({ type: 'enqueue', messages: Array.from({ length: 10 }, () => ({ body: big, weight: 1 })) })
     })
@@ -159,5 +174,25 @@ describe('PartitionMover copy', () => {
       expect(bytes).toBeLessThan(IMPORT_CHUNK_BYTES + big.length + 1024)
     }
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(310)
+  })
+
+  it("corrects in rounds while writes go on, and fences for the last round's writes alone", async () => {
+    let n = 0
+    const s = await setup({ settledKeys: 0 }, undefined, async (t, chunk, fenced) => {
+      // A write during every chunk sent while serving, none once fenced.
+      if (!fenced && !chunk.last)
+        await t.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(n++), weight: 1 }] })
+    })
+    await s.mover.move(s.request)
+    expect(await keysOf(s.target)).toEqual(await keysOf(s.source))
+    const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+    // The full copy, three correction rounds (writes never stop), then after the fence the
+    // keys of the last round's write, and the last chunk.
+    expect(s.fencedAt.filter((f) => !f)).toHaveLength(4)
+    const fenced = imports.filter((_, i) => s.fencedAt[i])
+    expect(fenced).toHaveLength(2)
+    expect(fenced[0]?.pairs.length).toBeGreaterThan(0)
+    expect(fenced[0]?.pairs.length).toBeLessThan(10)
+    expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 + 4)
   })
 })

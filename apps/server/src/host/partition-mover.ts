@@ -26,8 +26,14 @@ const IMPORT_CALL_MS = 10_000
  * the partition is copied whole again after the fence.
  */
 export const DIRTY_KEYS_MAX = 200_000
-/** Keys read back per engine call after the fence. */
+/** Keys read back per engine call (the correction rounds). */
 const KEYS_PER_READ = 256
+/**
+ * Rounds of correction a copy makes while the partition still serves, each sending the keys
+ * written during the one before, until at most SETTLED_KEYS are left for the fenced window.
+ */
+const PRECOPY_ROUNDS_MAX = 3
+const SETTLED_KEYS = 2_000
 /** Keys (puts and deletions) per import chunk after the fence. */
 const KEYS_PER_CHUNK = 16_384
 
@@ -56,14 +62,21 @@ export class PartitionMover {
   readonly #calls: PeerCalls
   readonly #nodeId: string
   readonly #dirtyKeysMax: number
+  readonly #settledKeys: number
   readonly #running = new Map<string, Promise<MovePartitionResponse>>()
   #sessions = 0
 
-  constructor(groups: LocalDataGroups, calls: PeerCalls, nodeId: string, dirtyKeysMax = DIRTY_KEYS_MAX) {
+  constructor(
+    groups: LocalDataGroups,
+    calls: PeerCalls,
+    nodeId: string,
+    bounds: { readonly dirtyKeysMax?: number; readonly settledKeys?: number } = {},
+  ) {
     this.#groups = groups
     this.#calls = calls
     this.#nodeId = nodeId
-    this.#dirtyKeysMax = dirtyKeysMax
+    this.#dirtyKeysMax = bounds.dirtyKeysMax ?? DIRTY_KEYS_MAX
+    this.#settledKeys = bounds.settledKeys ?? SETTLED_KEYS
   }
 
   /** Peer.MovePartition: one phase of a move, on the source group's leader. */
@@ -105,8 +118,10 @@ export class PartitionMover {
    * shipped, and every key the partition's entries write from then on is noted (a write
    * watch); then the `fence` entry freezes it and only the noted keys are read again and
    * sent (their values, or their deletion), so the partition is unavailable for the
-   * correction alone, not the whole copy. When more than `dirtyKeysMax` keys were written
-   * meanwhile, the partition is copied whole after the fence (a new session).
+   * correction alone, not the whole copy. Corrections go in rounds while the partition
+   * serves (the keys written during the round before) until `settledKeys` or fewer are left
+   * or PRECOPY_ROUNDS_MAX rounds passed. When more than `dirtyKeysMax` keys were written
+   * during a round, the partition is copied whole after the fence (a new session).
    */
   async #copy(port: DataGroupPort, req: MovePartitionRequest): Promise<MovePartitionResponse> {
     const { storedAs: queue, partition } = req
@@ -154,14 +169,65 @@ export class PartitionMover {
       }
     }
 
-    // Entries applied from here on are noted; those applied before are in the engine first.
-    const watch = port.machine.watchWrites(queue, partition, this.#dirtyKeysMax)
+    /** Ships `keys` as the engine holds them now (absent: a deletion); true: the move was done. */
+    const shipKeys = async (keys: readonly Uint8Array[]): Promise<boolean> => {
+      let puts: KeyPair[] = []
+      let dels: Uint8Array[] = []
+      let chunkBytes = 0
+      for (let i = 0; i < keys.length; i += KEYS_PER_READ) {
+        const some = keys.slice(i, i + KEYS_PER_READ)
+        const values = await port.machine.readKeys(queue, partition, some)
+        for (const [j, key] of some.entries()) {
+          const value = values[j]
+          if (value === undefined) dels.push(key)
+          else puts.push([key, value])
+          chunkBytes += key.length + (value?.length ?? 0)
+          // Chunks of about IMPORT_CHUNK_BYTES at most (or one key), KEYS_PER_CHUNK keys at most.
+          if (chunkBytes >= IMPORT_CHUNK_BYTES || puts.length + dels.length >= KEYS_PER_CHUNK) {
+            if (await ship(puts, false, dels)) return true
+            puts = []
+            dels = []
+            chunkBytes = 0
+          }
+        }
+      }
+      return puts.length + dels.length > 0 && ship(puts, false, dels)
+    }
+    /** A write watch on the partition, begun once every entry applied before it is stored. */
+    const watchFromNow = async () => {
+      const w = port.machine.watchWrites(queue, partition, this.#dirtyKeysMax)
+      try {
+        await port.settled()
+      } catch (error) {
+        w.close()
+        throw error
+      }
+      return w
+    }
+
+    // 1. While the partition serves: everything, as read; then, in up to PRECOPY_ROUNDS_MAX
+    // rounds, the keys written during the round before, until few are left. Each round's
+    // watch begins before the previous round's keys are read, so no write falls between.
+    let watch = await watchFromNow()
+    let rounds = 0
     let fencedAtMs: number
     let dirty: Uint8Array[] | undefined
     try {
-      await port.settled()
-      // 1. While the partition serves: everything, as read.
       if (await shipAll()) return { chunks: seq, bytes }
+      // Stops when the watch overflowed (it stays the one read after the fence: all again).
+      while (rounds < PRECOPY_ROUNDS_MAX && watch.keys() !== undefined) {
+        const next = await watchFromNow()
+        const written = watch.keys()
+        if (written === undefined) {
+          next.close()
+          break
+        }
+        watch.close()
+        watch = next
+        rounds++
+        if (await shipKeys(written)) return { chunks: seq, bytes }
+        if (written.length <= this.#settledKeys) break
+      }
       // 2. The fence: from its entry on, the partition answers STALE_ROUTE and is frozen.
       fencedAtMs = Date.now()
       const fenced = await port.propose({ type: 'fence', queue, partition })
@@ -177,37 +243,14 @@ export class PartitionMover {
       session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
       seq = 0
       if (await shipAll()) return { chunks: seq, bytes }
-    } else {
-      // 3b. The keys written since the copy began, as they are now (absent: deleted), in
-      // chunks of about IMPORT_CHUNK_BYTES at most (or one key), KEYS_PER_CHUNK keys at most.
-      let puts: KeyPair[] = []
-      let dels: Uint8Array[] = []
-      let chunkBytes = 0
-      const shipCorrection = async (): Promise<boolean> => {
-        const done = await ship(puts, false, dels)
-        puts = []
-        dels = []
-        chunkBytes = 0
-        return done
-      }
-      for (let i = 0; i < dirty.length; i += KEYS_PER_READ) {
-        const keys = dirty.slice(i, i + KEYS_PER_READ)
-        const values = await port.machine.readKeys(queue, partition, keys)
-        for (const [j, key] of keys.entries()) {
-          const value = values[j]
-          if (value === undefined) dels.push(key)
-          else puts.push([key, value])
-          chunkBytes += key.length + (value?.length ?? 0)
-          const full = chunkBytes >= IMPORT_CHUNK_BYTES || puts.length + dels.length >= KEYS_PER_CHUNK
-          if (full && (await shipCorrection())) return { chunks: seq, bytes }
-        }
-      }
-      if (puts.length + dels.length > 0 && (await shipCorrection())) return { chunks: seq, bytes }
+    } else if (await shipKeys(dirty)) {
+      // 3b. The keys written since the last round began, as they are now.
+      return { chunks: seq, bytes }
     }
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
     console.log(
-      `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving, then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${seq - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
+      `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving (${rounds} correction rounds), then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${seq - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
     )
     return { chunks: seq, bytes }
   }
