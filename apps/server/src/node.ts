@@ -45,6 +45,7 @@ import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
+import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
@@ -494,13 +495,7 @@ export class MqNode {
       for (const groupId of response.removedGroupIds) void this.#removeDataGroup(groupId)
       for (const t of response.transfers) {
         if (this.#transport?.isDown(t.toNodeId)) continue // it would hold proposals for nothing
-        if (this.#dataGroups.has(t.groupId) && raft.status(t.groupId).role === Role.Leader) {
-          try {
-            raft.transferLeader(t.groupId, t.toNodeId)
-          } catch {
-            // A transfer is under way already, or leadership moved: the next heartbeat re-asks.
-          }
-        }
+        if (this.#dataGroups.has(t.groupId)) transferWhenCaughtUp(raft, t.groupId, t.toNodeId)
       }
     } catch (error) {
       this.#notePossibleLeader(error)
