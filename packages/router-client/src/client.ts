@@ -6,7 +6,7 @@ import { Consumer, type ConsumerOptions } from './consumer'
 import { channelCredentials, type TlsOptions, tokenInterceptor } from './credentials'
 import type { Delivery } from './delivery'
 import { Producer, type ProducerOptions } from './producer'
-import { DEFAULT_ROUTER_OPTIONS, Router } from './router'
+import { type AttemptReport, DEFAULT_ROUTER_OPTIONS, Router } from './router'
 
 export interface ClientOptions {
   /** Seed addresses (`host:port`): any nodes of the cluster. */
@@ -21,6 +21,8 @@ export interface ClientOptions {
    */
   readonly leaderSilenceMs?: number
   readonly backoff?: BackoffPolicy
+  /** Hears about every attempt of every operation (see RouterOptions.onAttempt). */
+  readonly onAttempt?: (report: AttemptReport) => void
   /** Channel credentials (default: plaintext, or TLS from `tls`). */
   readonly credentials?: ChannelCredentials
   /** TLS: the CA to trust, and a client certificate for mutual TLS. */
@@ -65,6 +67,7 @@ export class MqClient {
       ...(options.attemptMs !== undefined ? { attemptMs: options.attemptMs } : {}),
       ...(options.leaderSilenceMs !== undefined ? { leaderSilenceMs: options.leaderSilenceMs } : {}),
       ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
+      ...(options.onAttempt !== undefined ? { onAttempt: options.onAttempt } : {}),
     })
     this.admin = new Admin(this.#router)
   }

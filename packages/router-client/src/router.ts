@@ -1,6 +1,6 @@
 import {
   type MetaClient,
-  type MqError,
+  MqError,
   NotLeaderError,
   type PartitionTarget,
   QueueNotFoundError,
@@ -29,6 +29,27 @@ export interface RouterOptions {
    * serve it themselves (see silent-leader.ts). 0: never.
    */
   readonly leaderSilenceMs: number
+  /**
+   * Hears about every attempt of every operation when it ends (for tracing why an operation
+   * was slow). Called synchronously; it must not throw (a throw is caught and ignored).
+   */
+  readonly onAttempt?: (report: AttemptReport) => void
+}
+
+/** One attempt of an operation, as reported to `onAttempt`. */
+export interface AttemptReport {
+  /** A partition's data call, or a Meta call (a route fetch, an admin call). */
+  readonly kind: 'partition' | 'meta'
+  readonly queue?: string
+  readonly partition?: number
+  /** Where the attempt was sent first (silence probes may have asked other replicas too). */
+  readonly address: string
+  /** Which address answered, when one did. */
+  readonly servedBy?: string
+  readonly startMs: number
+  readonly ms: number
+  /** The error's code name (or class) and message, when the attempt failed. */
+  readonly error?: string
 }
 
 export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
@@ -90,15 +111,18 @@ export class Router {
     return this.#retry(async () => {
       const address = this.#metaAddress ?? servers[seedIndex++ % servers.length]!
       let servedBy = address
+      const startMs = Date.now()
       try {
         const response = await this.#awaitLeader(address, servers, send, 0, (served) => {
           servedBy = served
         })
         this.#metaAddress = servedBy
+        this.#report({ kind: 'meta', address, servedBy, startMs, ms: Date.now() - startMs })
         return response
       } catch (error) {
         const leader = (error as MqError).facts?.leaderAddress
         this.#metaAddress = error instanceof NotLeaderError && leader ? leader : undefined
+        this.#report({ kind: 'meta', address, startMs, ms: Date.now() - startMs, error: describe(error) })
         throw error
       }
     })
@@ -166,11 +190,18 @@ export class Router {
       const address = candidates.find((a) => !unreachable.has(a)) as string
       const target = { queue, partition, routeEpoch: route.routeEpoch }
       const send = (a: string) => operation(this.#pool.get(a), target)
+      const startMs = Date.now()
+      const report = { kind: 'partition', queue, partition, address, startMs } as const
       try {
-        return await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
+        let servedBy = address
+        const result = await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
           p.leaderAddress = served
+          servedBy = served
         })
+        this.#report({ ...report, servedBy, ms: Date.now() - startMs })
+        return result
       } catch (error) {
+        this.#report({ ...report, ms: Date.now() - startMs, error: describe(error) })
         if (error instanceof NotLeaderError) {
           // Follow the hint; without one an election is under way: retry after a backoff.
           if (error.facts.leaderAddress) {
@@ -190,6 +221,14 @@ export class Router {
         throw error
       }
     })
+  }
+
+  #report(report: AttemptReport): void {
+    try {
+      this.#options.onAttempt?.(report)
+    } catch {
+      // An observer's failure is not the operation's.
+    }
   }
 
   /**
@@ -270,4 +309,10 @@ function formerReplica(
 ): boolean {
   if (!(error instanceof StaleRouteError) || error.facts.groupId !== undefined) return false
   return candidates.some((a) => a !== address && !tried.has(a))
+}
+
+/** An attempt's error for a report: its code name (or class) and message. */
+function describe(error: unknown): string {
+  if (error instanceof MqError) return `${error.code}: ${error.message}`
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
 }

@@ -3,7 +3,7 @@ import { MetaService } from '@mq/protocol'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
-import { QueueNotFoundError, UnavailableError } from '../src/index'
+import { type AttemptReport, QueueNotFoundError, UnavailableError } from '../src/index'
 import { FakeBroker } from './fake-broker'
 
 // The SDK against an in-process stand-in of a cluster (real gRPC over loopback). The
@@ -53,6 +53,29 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0)).toHaveLength(2)
     // One route fetch; the hint then sticks in the cache, so the second send goes straight.
     expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
+  })
+
+  it('reports every attempt to onAttempt: a redirect, then the one served', async () => {
+    const q = freshQueue(1)
+    broker.routedLeader = 'follower'
+    const reports: AttemptReport[] = []
+    const traced = await MqClient.connect({
+      servers: [broker.leaderAddress],
+      onAttempt: (r) => reports.push(r),
+    })
+    try {
+      await traced.producer(q).send({ body: 'a' })
+    } finally {
+      await traced.close()
+    }
+    const data = reports.filter((r) => r.kind === 'partition')
+    expect(data.map((r) => [r.address, r.error?.split(':')[0], r.servedBy])).toEqual([
+      [broker.followerAddress, 'NOT_LEADER', undefined],
+      [broker.leaderAddress, undefined, broker.leaderAddress],
+    ])
+    expect(data.every((r) => r.queue === q && r.partition === 0 && r.ms >= 0)).toBe(true)
+    // The connect call and the route fetch are Meta attempts.
+    expect(reports.filter((r) => r.kind === 'meta' && r.error === undefined).length).toBeGreaterThanOrEqual(2)
   })
 
   it('refreshes its route on STALE_ROUTE and retries', async () => {

@@ -321,7 +321,7 @@ export function excerpt(ops: readonly Op[], body: string): Op[] {
 export function errorCounts(ops: readonly Op[]): Record<string, number> {
   const counts: Record<string, number> = {}
   for (const op of ops) {
-    if (op.kind === 'fault' || op.outcome === 'ok') continue
+    if (op.kind === 'fault' || op.kind === 'attempt' || op.outcome === 'ok') continue
     const key = `${op.kind} ${op.outcome} ${op.error ?? '?'}`
     counts[key] = (counts[key] ?? 0) + 1
   }

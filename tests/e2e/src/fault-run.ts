@@ -12,7 +12,7 @@ import {
   summarize,
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
-import { History } from './history'
+import { ATTEMPT_SLOW_MS, History } from './history'
 import {
   ALL_FAULTS,
   CORRUPTION_FAULTS,
@@ -94,6 +94,8 @@ export interface FaultRunResult {
 const VISIBILITY_MS = 2_000
 /** Each node's tmpfs with `disk`. */
 const DISK_BYTES = 512 << 20
+/** Failed or slow client attempts kept in the history, at most. */
+const ATTEMPTS_KEPT_MAX = 100_000
 
 /** The command that reruns a seed. */
 export function replayCommand(
@@ -165,9 +167,30 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         }
       : {}),
   })
-  const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 10_000, attemptMs: 1_500 })
-  const queue = 'faults'
   const history = new History()
+  let attemptsKept = 0
+  const client = await MqClient.connect({
+    servers: cluster.servers,
+    deadlineMs: 10_000,
+    attemptMs: 1_500,
+    // Failed and slow attempts go into the history (bounded), to explain stalls afterwards.
+    onAttempt: (r) => {
+      if ((r.error === undefined && r.ms < ATTEMPT_SLOW_MS) || attemptsKept >= ATTEMPTS_KEPT_MAX) return
+      attemptsKept++
+      history.add({
+        kind: 'attempt',
+        worker: 'client',
+        call: r.kind,
+        ...(r.partition !== undefined ? { partition: r.partition } : {}),
+        address: r.address,
+        ...(r.servedBy !== undefined ? { servedBy: r.servedBy } : {}),
+        startMs: r.startMs,
+        endMs: r.startMs + r.ms,
+        ...(r.error !== undefined ? { error: r.error.slice(0, 300) } : {}),
+      })
+    },
+  })
+  const queue = 'faults'
   const load = new Workload(history, queue)
   try {
     await client.admin.createQueue(queue, {

@@ -79,7 +79,28 @@ export interface FaultOp {
   readonly description: string
 }
 
-export type Op = EnqueueOp | LeaseOp | SettleOp | FaultOp
+/**
+ * One attempt of the client's that failed or took ATTEMPT_SLOW_MS or more (the SDK's
+ * `onAttempt`), kept to explain a stall: which node each try went to and what came back.
+ * Not checked.
+ */
+export interface AttemptOp {
+  readonly kind: 'attempt'
+  readonly worker: 'client'
+  /** A partition's data call, or a Meta call. */
+  readonly call: 'partition' | 'meta'
+  readonly partition?: number
+  readonly address: string
+  readonly servedBy?: string
+  readonly startMs: number
+  readonly endMs: number
+  readonly error?: string
+}
+
+/** Attempts at least this slow are kept (failed ones always). */
+export const ATTEMPT_SLOW_MS = 500
+
+export type Op = EnqueueOp | LeaseOp | SettleOp | FaultOp | AttemptOp
 
 /**
  * An append-only list of operations, bounded by `opsMax` (an append beyond it throws: a run

@@ -77,7 +77,8 @@ export async function waitFor(
 function okTimesByPartition(ops: readonly Op[]): Map<number, number[]> {
   const out = new Map<number, number[]>()
   for (const op of ops) {
-    if (op.kind === 'fault' || op.outcome !== 'ok' || op.partition === undefined) continue
+    if (op.kind === 'fault' || op.kind === 'attempt' || op.outcome !== 'ok' || op.partition === undefined)
+      continue
     const list = out.get(op.partition)
     if (list) list.push(op.endMs)
     else out.set(op.partition, [op.endMs])
