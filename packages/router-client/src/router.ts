@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import {
   type MetaClient,
   MqError,
@@ -81,6 +82,9 @@ export class Router {
     if (options.servers.length === 0) throw new Error('servers: give at least one seed address')
     this.#pool = pool
     this.#options = options
+    // Every operation waiting out a backoff listens for close on this one signal; more than
+    // ten at once is the normal case under load, not a leak (each removes its listener).
+    setMaxListeners(0, this.#closing.signal)
   }
 
   get options(): RouterOptions {

@@ -288,6 +288,31 @@ describe('MqClient', () => {
     }
   })
 
+  it('lets many operations back off at once without a listener-leak warning', async () => {
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.name)
+    process.on('warning', onWarning)
+    try {
+      const q = freshQueue(1)
+      const slow = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 400 })
+      try {
+        // Every send is redirected to a node that holds no replica, again and again: each
+        // operation backs off on the client's one close signal until its deadline.
+        broker.routedLeader = 'former'
+        const producers = Array.from({ length: 20 }, () => slow.producer(q, { idempotent: false }))
+        broker.formerOnly = true
+        await Promise.allSettled(producers.map((p) => p.send({ body: 'x' })))
+      } finally {
+        broker.formerOnly = false
+        await slow.close()
+      }
+      await new Promise((r) => setImmediate(r))
+      expect(warnings.filter((w) => w === 'MaxListenersExceededWarning')).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+
   it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {
     const started = Date.now()
     await expect(

@@ -40,6 +40,8 @@ export class FakeBroker {
    * to the former replica, listed first among the replicas with the leader second).
    */
   routedLeader: 'leader' | 'follower' | 'former' = 'leader'
+  /** With the former replica routed: list it alone, so that no request can be served. */
+  formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
   readonly calls: string[] = []
@@ -124,9 +126,11 @@ export class FakeBroker {
       appliedIndex: 0,
     })
     const replicas =
-      this.routedLeader === 'former'
-        ? [replica('F', this.formerAddress), replica('L', this.leaderAddress)]
-        : []
+      this.routedLeader !== 'former'
+        ? []
+        : this.formerOnly
+          ? [replica('F', this.formerAddress)]
+          : [replica('F', this.formerAddress), replica('L', this.leaderAddress)]
     return {
       queue: name,
       queueId: 1,
