@@ -114,4 +114,19 @@ describe('leader balance', () => {
     // Not a keeper either (dead or draining): its group goes to a live node.
     expect(preferredLeaders(s, new Set(['n2', 'n3'])).get(1)).not.toBe('n1')
   })
+
+  it('gives a node that is not yet stable (just back) no leadership, unless an operator asks', () => {
+    const s = state(6)
+    const groups = s.groups().map((g) => g.groupId)
+    lead(s, Object.fromEntries(groups.map((g, i) => [g, i < 3 ? 'n1' : 'n2'])))
+    const alive = new Set(['n1', 'n2', 'n3'])
+    const stable = new Set(['n1', 'n2'])
+    const p = preferredLeaders(s, alive, { stable })
+    expect(moves(s, p)).toEqual([])
+    // Once stable, it gets its share.
+    expect(moves(s, preferredLeaders(s, alive))).toHaveLength(2)
+    // An operator's choice does not wait.
+    const first = groups[0] as number
+    expect(preferredLeaders(s, alive, { stable, overrides: new Map([[first, 'n3']]) }).get(first)).toBe('n3')
+  })
 })

@@ -9,6 +9,11 @@ export interface LeaderBalanceOptions {
    * groups stay where they are rather than moving and moving back.
    */
   readonly keepers?: ReadonlySet<string>
+  /**
+   * Nodes that balancing may give a leadership to (default: `alive`); a live node outside it
+   * (one just back, still catching up) gets only an operator's override.
+   */
+  readonly stable?: ReadonlySet<string>
 }
 
 /**
@@ -22,7 +27,7 @@ export interface LeaderBalanceOptions {
  * 4. then, while some group's leader holds at least two leaderships more than another live
  *    replica of that group, that group moves there (the widest gap first).
  *
- * A spread within one leadership is left alone, so a node that dies and comes back, or a
+ * Only `stable` nodes are given leaderships by steps 3 and 4. A spread within one leadership is left alone, so a node that dies and comes back, or a
  * group created or removed, moves at most the leaderships needed to even out again.
  * Deterministic.
  */
@@ -33,6 +38,8 @@ export function preferredLeaders(
 ): Map<number, string> {
   const overrides = options.overrides ?? new Map<number, string>()
   const keepers = options.keepers ?? alive
+  const stable = options.stable ?? alive
+  const target = (node: string) => alive.has(node) && stable.has(node)
   const preferred = new Map<number, string>()
   const load = new Map<string, number>()
   const assign = (groupId: number, node: string): void => {
@@ -56,12 +63,12 @@ export function preferredLeaders(
     ) {
       assign(group.groupId, group.leaderId)
       movable.push(group)
-    } else if (group.replicas.some((r) => alive.has(r))) {
+    } else if (group.replicas.some(target)) {
       unled.push(group)
     }
   }
   for (const group of unled) {
-    const live = rotation(group).filter((r) => alive.has(r))
+    const live = rotation(group).filter(target)
     let choice = live[0] as string
     for (const candidate of live) if ((load.get(candidate) ?? 0) < (load.get(choice) ?? 0)) choice = candidate
     assign(group.groupId, choice)
@@ -75,7 +82,7 @@ export function preferredLeaders(
       if (pinned.has(group.groupId)) continue
       const from = preferred.get(group.groupId) as string
       for (const to of rotation(group)) {
-        if (to === from || !alive.has(to)) continue
+        if (to === from || !target(to)) continue
         const gap = (load.get(from) ?? 0) - (load.get(to) ?? 0)
         if (gap >= 2 && (best === undefined || gap > best.gap)) best = { groupId: group.groupId, to, gap }
       }

@@ -29,6 +29,10 @@ import type { PeerCalls, ReplicaAddress } from './peer-calls'
 export const NODE_DEAD_MS = 5_000
 /** Leadership is handed only to a node heard from this recently (3 heartbeats). */
 const TRANSFER_TARGET_FRESH_MS = 1_500
+/** A heartbeat gap longer than this (two heartbeats) makes a node unstable again. */
+const HEARTBEAT_GAP_MS = 1_000
+/** Balancing hands leadership only to a node heard from regularly for this long. */
+const TRANSFER_TARGET_STABLE_MS = 10_000
 /** One MovePartition call's deadline; a longer copy goes on and the next round joins it. */
 const MOVE_CALL_MS = 60_000
 /** Partition moves the controller keeps under way at once. */
@@ -79,6 +83,8 @@ export interface ControllerHost {
 export class Controller {
   readonly #host: ControllerHost
   readonly #lastSeenMs = new Map<string, number>()
+  /** Since when each node's heartbeats came without a long gap. */
+  readonly #stableSinceMs = new Map<string, number>()
   /** Operators' TransferLeader choices (group → node). */
   readonly #leaderOverrides = new Map<number, string>()
   readonly #driving = new Map<number, Promise<void>>()
@@ -155,7 +161,13 @@ export class Controller {
   async onHeartbeat(req: HeartbeatRequest): Promise<Omit<HeartbeatResponse, 'tokens' | 'tokensFingerprint'>> {
     let state = this.#host.leaderState()
     if (!state) throw this.#host.notLeader()
-    this.#lastSeenMs.set(req.nodeId, Date.now())
+    const seenMs = Date.now()
+    const lastMs = this.#lastSeenMs.get(req.nodeId)
+    // A node not heard from for a while (restarted, paused, cut off) is stable again only after
+    // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
+    if (lastMs === undefined || seenMs - lastMs > HEARTBEAT_GAP_MS)
+      this.#stableSinceMs.set(req.nodeId, seenMs)
+    this.#lastSeenMs.set(req.nodeId, seenMs)
     this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
     if (state.node(req.nodeId)?.address !== req.address) {
       const r = await this.#host.propose({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
@@ -186,7 +198,12 @@ export class Controller {
     const leaders = new Set(
       [...keepers].filter((id) => now - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS),
     )
-    const preferred = preferredLeaders(state, leaders, { overrides: this.#leaderOverrides, keepers })
+    const stable = new Set(
+      [...leaders].filter((id) => now - (this.#stableSinceMs.get(id) ?? now) >= TRANSFER_TARGET_STABLE_MS),
+    )
+    const preferred = preferredLeaders(state, leaders, { overrides: this.#leaderOverrides, keepers, stable })
+    // A group being copied from or into keeps its leader: a transfer would restart the copy.
+    const moving = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
     let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
     if (req.groups.some((g) => replaced(state as MetaState, g.groupId))) {
@@ -198,7 +215,7 @@ export class Controller {
     }
     const current = state
     return {
-      transfers: transfersFor(state, req.nodeId, preferred),
+      transfers: transfersFor(state, req.nodeId, preferred).filter((t) => !moving.has(t.groupId)),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
       nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
