@@ -171,9 +171,9 @@ export class Router {
     waitMs = 0,
   ): Promise<T> {
     let refresh = false
-    // Addresses that failed at the transport level during this operation: the next attempt
-    // tries another replica, which serves or answers NOT_LEADER with the new leader's address
-    // (faster than waiting for the meta group to learn of the new leader).
+    // Addresses that failed at the transport level during this operation, or knew no leader:
+    // the next attempt tries another replica, which serves or answers NOT_LEADER with the new
+    // leader's address (faster than waiting for the meta group to learn of the new leader).
     const unreachable = new Set<string>()
     return this.#retry(async () => {
       const route = await this.route(queue, refresh)
@@ -199,9 +199,11 @@ export class Router {
       try {
         let servedBy = address
         const result = await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
-          p.leaderAddress = served
           servedBy = served
         })
+        // Whoever served leads the partition's group: the next operation starts there (not at
+        // the first replica of the route, which may be down, or back and not knowing the leader).
+        p.leaderAddress = servedBy
         this.#report({ ...report, servedBy, ms: Date.now() - startMs })
         return result
       } catch (error) {
@@ -212,6 +214,10 @@ export class Router {
             p.leaderId = error.facts.leaderId ?? ''
             p.leaderAddress = error.facts.leaderAddress
             unreachable.delete(error.facts.leaderAddress)
+          } else {
+            // This replica knows no leader (just restarted, say): another one may.
+            unreachable.add(address)
+            if (address === p.leaderAddress) p.leaderAddress = ''
           }
         } else if (
           error instanceof UnavailableError ||

@@ -55,6 +55,43 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
   })
 
+  /** A client reporting its attempts into `reports`. */
+  const traced = (reports: AttemptReport[]) =>
+    MqClient.connect({ servers: [broker.leaderAddress], onAttempt: (r) => reports.push(r) })
+
+  it('starts the next operation at the replica that served the last one, not at a dead first replica', async () => {
+    const q = freshQueue(1)
+    broker.routedLeader = 'dead'
+    const reports: AttemptReport[] = []
+    const c = await traced(reports)
+    try {
+      const producer = c.producer(q)
+      await producer.send({ body: 'a' })
+      await producer.send({ body: 'b' })
+      await producer.send({ body: 'c' })
+    } finally {
+      await c.close()
+    }
+    expect(broker.ready(q, 0)).toHaveLength(3)
+    expect(reports.filter((r) => r.kind === 'partition' && r.address === broker.deadAddress)).toHaveLength(1)
+  })
+
+  it('asks another replica when one knows no leader (just restarted), instead of asking it again', async () => {
+    const q = freshQueue(1)
+    broker.routedLeader = 'lost'
+    const reports: AttemptReport[] = []
+    const c = await traced(reports)
+    const started = Date.now()
+    try {
+      await c.producer(q).send({ body: 'a' })
+    } finally {
+      await c.close()
+    }
+    expect(Date.now() - started).toBeLessThan(1_000)
+    const data = reports.filter((r) => r.kind === 'partition')
+    expect(data.map((r) => r.address)).toEqual([broker.lostAddress, broker.leaderAddress])
+  })
+
   it('reports every attempt to onAttempt: a redirect, then the one served', async () => {
     const q = freshQueue(1)
     broker.routedLeader = 'follower'

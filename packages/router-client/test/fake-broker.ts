@@ -39,7 +39,11 @@ export class FakeBroker {
    * The leader address that GetRoutes reports (set it to the follower to force a redirect, or
    * to the former replica, listed first among the replicas with the leader second).
    */
-  routedLeader: 'leader' | 'follower' | 'former' = 'leader'
+  routedLeader: 'leader' | 'follower' | 'former' | 'dead' | 'lost' = 'leader'
+  /** Nothing listens there (connection refused): a node that is down. */
+  readonly deadAddress = '127.0.0.1:1'
+  /** A replica that knows no leader (just restarted): NOT_LEADER without a hint. */
+  lostAddress = ''
   /** With the former replica routed: list it alone, so that no request can be served. */
   formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
@@ -101,10 +105,21 @@ export class FakeBroker {
       nack: noReplica,
       extend: noReplica,
     })
+    const lost = new Server()
+    const noLeader = (_: unknown, cb: sendUnaryData<never>) =>
+      cb(toGrpcStatus(new NotLeaderError('group 1 has no leader yet; retry shortly', { groupId: 1 })))
+    lost.addService(QueueService, {
+      produce: noLeader,
+      lease: noLeader,
+      ack: noLeader,
+      nack: noLeader,
+      extend: noLeader,
+    })
     this.leaderAddress = await bind(leader)
     this.followerAddress = await bind(follower)
     this.formerAddress = await bind(former)
-    this.#servers.push(leader, follower, former)
+    this.lostAddress = await bind(lost)
+    this.#servers.push(leader, follower, former, lost)
   }
 
   stop(): void {
@@ -118,6 +133,8 @@ export class FakeBroker {
       leader: this.leaderAddress,
       follower: this.followerAddress,
       former: this.formerAddress,
+      dead: this.deadAddress,
+      lost: this.lostAddress,
     }[this.routedLeader]
     const replica = (nodeId: string, address: string) => ({
       nodeId,
@@ -126,11 +143,11 @@ export class FakeBroker {
       appliedIndex: 0,
     })
     const replicas =
-      this.routedLeader !== 'former'
+      this.routedLeader === 'leader' || this.routedLeader === 'follower'
         ? []
         : this.formerOnly
           ? [replica('F', this.formerAddress)]
-          : [replica('F', this.formerAddress), replica('L', this.leaderAddress)]
+          : [replica('F', address), replica('L', this.leaderAddress)]
     return {
       queue: name,
       queueId: 1,
