@@ -63,6 +63,20 @@ async function ship(source: Replica, target: Replica, moveId: number, session: s
   return { results, chunks: seq + 1 }
 }
 
+/** A source group holding q/0 with 30 messages, fenced; an empty target; the first ~500 bytes of keys. */
+async function fencedWithThirty() {
+  const source = await Replica.open(1)
+  const target = await Replica.open(2)
+  await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+  await source.run({
+    type: 'enqueue',
+    messages: Array.from({ length: 30 }, () => ({ body: new Uint8Array(100), weight: 1 })),
+  })
+  await source.apply({ type: 'fence', queue: 'q', partition: 0 })
+  const { pairs } = await source.machine.exportChunk('q', 0, undefined, 500)
+  return { source, target, pairs }
+}
+
 describe('moving a partition between data groups (fence, export, import)', () => {
   it('carries ready, leased (ids and deadlines), dedup and producer state; the source refuses from the fence on', async () => {
     const source = await Replica.open(1)
@@ -144,15 +158,7 @@ describe('moving a partition between data groups (fence, export, import)', () =>
   })
 
   it('imports are restartable: a new session clears the old one, stale chunks are refused, a done move is not redone', async () => {
-    const source = await Replica.open(1)
-    const target = await Replica.open(2)
-    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
-    await source.run({
-      type: 'enqueue',
-      messages: Array.from({ length: 30 }, () => ({ body: new Uint8Array(100), weight: 1 })),
-    })
-    await source.apply({ type: 'fence', queue: 'q', partition: 0 })
-    const { pairs } = await source.machine.exportChunk('q', 0, undefined, 500)
+    const { source, target, pairs } = await fencedWithThirty()
     const base = { type: 'import', queue: 'q', partition: 0, moveId: 4, config: {} } as const
     expect(await target.apply({ ...base, session: 'a', seq: 0, last: false, pairs })).toEqual({
       type: 'imported',
@@ -187,15 +193,7 @@ describe('moving a partition between data groups (fence, export, import)', () =>
   })
 
   it("a source leader of an older term cannot restart a newer one's import; a newer term takes over", async () => {
-    const source = await Replica.open(1)
-    const target = await Replica.open(2)
-    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
-    await source.run({
-      type: 'enqueue',
-      messages: Array.from({ length: 30 }, () => ({ body: new Uint8Array(100), weight: 1 })),
-    })
-    await source.apply({ type: 'fence', queue: 'q', partition: 0 })
-    const { pairs } = await source.machine.exportChunk('q', 0, undefined, 500)
+    const { source, target, pairs } = await fencedWithThirty()
     const base = { type: 'import', queue: 'q', partition: 0, moveId: 5, config: {} } as const
     // The leader of term 7 starts; a deposed leader of term 6 (still shipping) cannot restart it.
     expect(

@@ -44,15 +44,20 @@ describe('MqClient', () => {
     )
   })
 
-  it('follows a NOT_LEADER redirect in one hop', async () => {
+  /** Two sends with the route's leader at `routed`: both stored, and how many route fetches. */
+  const twoSends = async (routed: FakeBroker['routedLeader']): Promise<number> => {
     const q = freshQueue(1)
-    broker.routedLeader = 'follower'
+    broker.routedLeader = routed
     const producer = client.producer(q)
     await producer.send({ body: 'a' })
     await producer.send({ body: 'b' })
     expect(broker.ready(q, 0)).toHaveLength(2)
+    return broker.calls.filter((c) => c === 'getRoutes').length
+  }
+
+  it('follows a NOT_LEADER redirect in one hop', async () => {
     // One route fetch; the hint then sticks in the cache, so the second send goes straight.
-    expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
+    expect(await twoSends('follower')).toBe(1)
   })
 
   /** A client reporting its attempts into `reports`. */
@@ -126,14 +131,8 @@ describe('MqClient', () => {
   })
 
   it('asks the other replicas when the leader it knows holds no replica any more, before refreshing its route', async () => {
-    const q = freshQueue(1)
-    broker.routedLeader = 'former'
-    const producer = client.producer(q)
-    await producer.send({ body: 'a' })
-    await producer.send({ body: 'b' })
-    expect(broker.ready(q, 0)).toHaveLength(2)
     // No second route fetch: the meta group need not be up for the partition to be found.
-    expect(broker.calls.filter((c) => c === 'getRoutes')).toHaveLength(1)
+    expect(await twoSends('former')).toBe(1)
   })
 
   it('retries a batch whose reply was lost without enqueuing it twice (idempotence)', async () => {

@@ -8,6 +8,7 @@ import {
   type LeaseRequest,
   type LeaseResultsResponse,
   MetaService,
+  type MqError,
   type NackRequest,
   NotLeaderError,
   type PartitionTarget,
@@ -76,45 +77,18 @@ export class FakeBroker {
     const leader = new Server()
     leader.addService(MetaService, this.#metaHandlers())
     leader.addService(QueueService, this.#queueHandlers())
-    const follower = new Server()
+    // The follower redirects every data call to the leader; the former replica holds no
+    // replica of the group any more; the lost one knows no leader (just restarted).
+    const follower = refusing(
+      () => new NotLeaderError('not the leader', { leaderId: 'L', leaderAddress: this.leaderAddress }),
+    )
     follower.addService(MetaService, this.#metaHandlers())
-    const redirect = (_: unknown, cb: sendUnaryData<never>) =>
-      cb(
-        toGrpcStatus(
-          new NotLeaderError('not the leader', { leaderId: 'L', leaderAddress: this.leaderAddress }),
-        ),
-      )
-    follower.addService(QueueService, {
-      produce: redirect,
-      lease: redirect,
-      ack: redirect,
-      nack: redirect,
-      extend: redirect,
-    })
-    const former = new Server()
-    const noReplica = (_: unknown, cb: sendUnaryData<never>) =>
-      cb(
-        toGrpcStatus(
-          new StaleRouteError('this node holds no replica of the partition', { epoch: this.epoch }),
-        ),
-      )
-    former.addService(QueueService, {
-      produce: noReplica,
-      lease: noReplica,
-      ack: noReplica,
-      nack: noReplica,
-      extend: noReplica,
-    })
-    const lost = new Server()
-    const noLeader = (_: unknown, cb: sendUnaryData<never>) =>
-      cb(toGrpcStatus(new NotLeaderError('group 1 has no leader yet; retry shortly', { groupId: 1 })))
-    lost.addService(QueueService, {
-      produce: noLeader,
-      lease: noLeader,
-      ack: noLeader,
-      nack: noLeader,
-      extend: noLeader,
-    })
+    const former = refusing(
+      () => new StaleRouteError('this node holds no replica of the partition', { epoch: this.epoch }),
+    )
+    const lost = refusing(
+      () => new NotLeaderError('group 1 has no leader yet; retry shortly', { groupId: 1 }),
+    )
     this.leaderAddress = await bind(leader)
     this.followerAddress = await bind(follower)
     this.formerAddress = await bind(former)
@@ -296,6 +270,20 @@ export class FakeBroker {
       }),
     }
   }
+}
+
+/** A server whose every Queue call fails with `error()`. */
+function refusing(error: () => MqError): Server {
+  const server = new Server()
+  const refuse = (_: unknown, cb: sendUnaryData<never>) => cb(toGrpcStatus(error()))
+  server.addService(QueueService, {
+    produce: refuse,
+    lease: refuse,
+    ack: refuse,
+    nack: refuse,
+    extend: refuse,
+  })
+  return server
 }
 
 /** A synchronous handler body as a grpc-js unary handler (thrown MqErrors become typed statuses). */
