@@ -171,10 +171,10 @@ export class Router {
     waitMs = 0,
   ): Promise<T> {
     let refresh = false
-    // Addresses that failed at the transport level during this operation, or knew no leader:
-    // the next attempt tries another replica, which serves or answers NOT_LEADER with the new
-    // leader's address (faster than waiting for the meta group to learn of the new leader).
-    const unreachable = new Set<string>()
+    // Replicas that could neither serve nor name the leader during this operation (down, no
+    // leader known, removed from the group): the next attempt tries another one, which serves
+    // or names the new leader (faster than waiting for the meta group to learn of it).
+    const skip = new Set<string>()
     return this.#retry(async () => {
       const route = await this.route(queue, refresh)
       refresh = false
@@ -190,8 +190,8 @@ export class Router {
         refresh = true
         throw new UnavailableError(`partition ${queue}/${partition} has no known replica yet`)
       }
-      if (candidates.every((a) => unreachable.has(a))) unreachable.clear()
-      const address = candidates.find((a) => !unreachable.has(a)) as string
+      if (candidates.every((a) => skip.has(a))) skip.clear()
+      const address = candidates.find((a) => !skip.has(a)) as string
       const target = { queue, partition, routeEpoch: route.routeEpoch }
       const send = (a: string) => operation(this.#pool.get(a), target)
       const startMs = Date.now()
@@ -208,22 +208,17 @@ export class Router {
         return result
       } catch (error) {
         this.#report({ ...report, ms: Date.now() - startMs, error: describe(error) })
-        if (error instanceof NotLeaderError) {
-          // Follow the hint; without one an election is under way: retry after a backoff.
-          if (error.facts.leaderAddress) {
-            p.leaderId = error.facts.leaderId ?? ''
-            p.leaderAddress = error.facts.leaderAddress
-            unreachable.delete(error.facts.leaderAddress)
-          } else {
-            // This replica knows no leader (just restarted, say): another one may.
-            unreachable.add(address)
-            if (address === p.leaderAddress) p.leaderAddress = ''
-          }
+        if (error instanceof NotLeaderError && error.facts.leaderAddress) {
+          // Follow the hint.
+          p.leaderId = error.facts.leaderId ?? ''
+          p.leaderAddress = error.facts.leaderAddress
+          skip.delete(error.facts.leaderAddress)
         } else if (
+          error instanceof NotLeaderError || // knows no leader (an election, or just restarted)
           error instanceof UnavailableError ||
-          formerReplica(error, address, candidates, unreachable)
+          formerReplica(error, address, candidates, skip)
         ) {
-          unreachable.add(address)
+          skip.add(address)
           if (address === p.leaderAddress) p.leaderAddress = ''
         } else {
           refresh = true
