@@ -38,7 +38,7 @@ export interface ImportChunk {
   readonly session: string
   readonly seq: number
   readonly last: boolean
-  /** The partition's config, used when the source never opened the partition (chunk 0). */
+  /** The partition's config; the target opens the partition with the last chunk's. */
   readonly config: Partial<PartitionConfig>
   /**
    * The Raft term in which the source group's leader runs this session (0: not given). A

@@ -29,7 +29,6 @@ interface ImportSession {
   readonly moveId: number
   readonly session: string
   readonly next: number
-  readonly config: Partial<PartitionConfig>
   /** The source leader's term (absent: 0, as in sessions stored before it was recorded). */
   readonly sourceTerm?: number
 }
@@ -277,7 +276,7 @@ export class DataGroupMachine {
       return refused('malformed', `malformed data-group entry: ${(error as Error).message}`)
     }
     const id = idOf(command.queue, command.partition)
-    // Anything but single-key writes (a drop, an import) ends a watch's use.
+    // A drop, an import or an open replaces the partition's state whole: a watch of it ends.
     if (command.type === 'drop' || command.type === 'import' || command.type === 'open')
       this.#noteWrites(id, 'whole')
     switch (command.type) {
@@ -358,9 +357,7 @@ export class DataGroupMachine {
       )
     }
     const session: ImportSession | undefined =
-      c.seq === 0
-        ? { moveId: c.moveId, session: c.session, next: 0, config: c.config, sourceTerm: term }
-        : current
+      c.seq === 0 ? { moveId: c.moveId, session: c.session, next: 0, sourceTerm: term } : current
     if (session?.session !== c.session || session.moveId !== c.moveId || session.next !== c.seq) {
       const expected = session ? `${session.next} of ${session.session}` : 'a chunk 0'
       return refused(

@@ -193,7 +193,7 @@ describe('moving a partition between data groups (fence, export, import)', () =>
   })
 
   it("a source leader of an older term cannot restart a newer one's import; a newer term takes over", async () => {
-    const { source, target, pairs } = await fencedWithThirty()
+    const { target, pairs } = await fencedWithThirty()
     const base = { type: 'import', queue: 'q', partition: 0, moveId: 5, config: {} } as const
     // The leader of term 7 starts; a deposed leader of term 6 (still shipping) cannot restart it.
     expect(
