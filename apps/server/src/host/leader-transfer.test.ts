@@ -1,7 +1,7 @@
 import { type RaftStatus, Role } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
+import { CAUGHT_UP_ENTRIES } from './caught-up'
 import { type LeaderTransferRaft, transferWhenCaughtUp } from './leader-transfer'
-import { CAUGHT_UP_ENTRIES } from './replica-changer'
 
 /** A replica of group 1 in `role` at commit index `commit`, knowing the others' match indexes. */
 function replica(role: Role, commit: number, match: Record<string, number>, busy = false) {

@@ -1,5 +1,5 @@
 import { type RaftHost, Role } from '@mq/raft-core'
-import { caughtUp } from './replica-changer'
+import { caughtUp } from './caught-up'
 
 /** What of the Raft host a balancing transfer uses. */
 export type LeaderTransferRaft = Pick<RaftHost, 'status' | 'matchIndex' | 'transferLeader'>

@@ -214,11 +214,11 @@ export class PartitionMover {
     let dirty: Uint8Array[] | undefined
     try {
       if (await shipAll()) return { chunks: seq, bytes }
-      // Stops when the watch overflowed (it stays the one read after the fence: all again).
-      while (rounds < PRECOPY_ROUNDS_MAX && watch.keys() !== undefined) {
+      while (rounds < PRECOPY_ROUNDS_MAX) {
         const next = await watchFromNow()
         const written = watch.keys()
         if (written === undefined) {
+          // Overflowed: it stays the watch read after the fence, which then sends all again.
           next.close()
           break
         }

@@ -2,7 +2,8 @@ import type { DataGroupPort } from '@mq/data-service'
 import type { ChangeReplicasRequest } from '@mq/protocol'
 import { type ConfChange, ConfChangeType, type RaftStatus, Role } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
-import { CAUGHT_UP_ENTRIES, changeReplicas, type ReplicaChangeRaft } from './replica-changer'
+import { CAUGHT_UP_ENTRIES } from './caught-up'
+import { changeReplicas, type ReplicaChangeRaft } from './replica-changer'
 
 /** A leader of group 1 with voters n1..n3 and learner n4, whose log matches up to `match`. */
 function leader(commit: number, match: Record<string, number>) {

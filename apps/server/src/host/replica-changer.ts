@@ -2,15 +2,8 @@ import type { DataGroupPort } from '@mq/data-service'
 import type { ChangeReplicasRequest, ChangeReplicasResponse } from '@mq/protocol'
 import { UnavailableError } from '@mq/protocol'
 import { type ConfChange, ConfChangeType, type RaftHost } from '@mq/raft-core'
+import { caughtUp } from './caught-up'
 import { toWireError } from './wire-errors'
-
-/** How close to the commit index a learner's log must match before it becomes a voter. */
-export const CAUGHT_UP_ENTRIES = 100
-
-/** A learner whose log matches up to `match` has caught up with commit index `commit`. */
-export function caughtUp(match: number | undefined, commit: number): boolean {
-  return match !== undefined && match > 0 && match + CAUGHT_UP_ENTRIES >= commit
-}
 
 /** What of the Raft host a replica change uses. */
 export type ReplicaChangeRaft = Pick<
