@@ -1,8 +1,10 @@
 import { runFaults } from '../src/fault-run'
 import { NetNamespaces } from '../src/netns'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns | --corrupt | --disk] [--scale]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns | --corrupt | --disk] [--scale])
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--corrupt] [--disk] [--scale]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--corrupt] [--disk] [--scale])
+// The modes combine (all but --network with --netns): the schedule draws from the process
+// faults plus every chosen mode's kinds.
 // (--network: a proxy in front of every node, and one-way cuts among the faults;
 //  --netns: every node in its own network namespace (root), and partitions among the faults;
 //  --scale: scaleDataGroups up and down among the faults;
@@ -48,12 +50,7 @@ if (netns && !NetNamespaces.usable())
 
 const scale = process.argv.includes('--scale')
 const corrupt = process.argv.includes('--corrupt')
-if (corrupt && (network || netns))
-  throw new Error('--corrupt goes with the process faults only (no --network, --netns)')
-
 const disk = process.argv.includes('--disk')
-if (disk && (network || netns || corrupt))
-  throw new Error('--disk goes with the process faults only (no --network, --netns, --corrupt)')
 if (disk && process.getuid?.() !== 0) throw new Error('--disk needs root (it mounts a tmpfs per node)')
 
 const keep = process.argv.includes('--keep')

@@ -115,6 +115,8 @@ export interface ClusterOptions {
    * that `fillDisk(node.dataDir)` can fill it up (needs root; unmounted by `stop()`).
    */
   readonly smallDisks?: Readonly<Record<string, number>>
+  /** The tmpfs size of every node that `join()` adds (needs root). Default: none, the temp dir. */
+  readonly joinDiskBytes?: number
   /** More `mq-server start` flags for every node (e.g. `['--snapshot-entries', '50']`). */
   readonly serverArgs?: readonly string[]
   /** More flags for one node (after `serverArgs`), e.g. its own `--http-listen` port. */
@@ -142,6 +144,7 @@ export class LocalCluster {
   #nodeArgs: (nodeId: string) => readonly string[] = () => []
   #healthCredentials: ChannelCredentials | undefined
   #outputCharsMax = 20_000
+  #joinDiskBytes: number | undefined
 
   private constructor(
     nodes: NodeProcess[],
@@ -181,10 +184,9 @@ export class LocalCluster {
       cluster.#healthCredentials = options.healthCredentials
       if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
       if (options.outputCharsMax) cluster.#outputCharsMax = options.outputCharsMax
+      cluster.#joinDiskBytes = options.joinDiskBytes
       for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
-        const n = cluster.node(nodeId)
-        mountTmpfs(n.dataDir, bytes)
-        cluster.#mounts.push(n.dataDir)
+        cluster.#mountSmallDisk(cluster.node(nodeId), bytes)
       }
       for (const n of nodes) cluster.#spawn(n)
       await Promise.all(nodes.map((n) => cluster.#waitUp(n)))
@@ -287,9 +289,20 @@ export class LocalCluster {
     const via = this.nodes.find((x) => !this.#retired.has(x.nodeId)) ?? this.nodes[0]
     const n = nodeProcess(nodeId, host, port, this.dir, undefined, via?.address)
     this.nodes.push(n)
+    if (this.#joinDiskBytes !== undefined) this.#mountSmallDisk(n, this.#joinDiskBytes)
     this.#spawn(n)
     await this.#waitUp(n)
     return n
+  }
+
+  #mountSmallDisk(n: NodeProcess, bytes: number): void {
+    mountTmpfs(n.dataDir, bytes)
+    this.#mounts.push(n.dataDir)
+  }
+
+  /** Whether the node's data dir is a small tmpfs (`smallDisks`, `joinDiskBytes`) that may be filled. */
+  hasSmallDisk(nodeId: string): boolean {
+    return this.#mounts.includes(this.node(nodeId).dataDir)
   }
 
   /** Starts a stopped node again from its data dir and waits until it serves. */

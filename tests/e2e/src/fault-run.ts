@@ -13,16 +13,7 @@ import {
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { ATTEMPT_SLOW_MS, History } from './history'
-import {
-  ALL_FAULTS,
-  CORRUPTION_FAULTS,
-  DEFAULT_SCHEDULE,
-  DISK_FAULTS,
-  FaultKind,
-  PARTITION_FAULTS,
-  runNemesis,
-  schedule,
-} from './nemesis'
+import { DEFAULT_SCHEDULE, FaultKind, faultKinds, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
 import { runScaler } from './scaler'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -43,12 +34,12 @@ export interface FaultRunOptions {
   readonly scale?: boolean
   /**
    * Add a damaged data follower to the faults (once per run: refused, retired, replaced by a
-   * fresh node; nodes replace dead replicas after 10 s). With the process faults only.
+   * fresh node; nodes replace dead replicas after 10 s). Combines with the other modes.
    */
   readonly corrupt?: boolean
   /**
    * Put every node's data dir on a small tmpfs (root only) and add full disks to the faults
-   * (fill-disk-follower). With the process faults only.
+   * (fill-disk-follower). Combines with the other modes.
    */
   readonly disk?: boolean
   readonly partitions?: number
@@ -138,15 +129,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   const prng = new Prng(options.seed)
   const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
     ...DEFAULT_SCHEDULE,
-    kinds: options.netns
-      ? PARTITION_FAULTS
-      : options.network
-        ? ALL_FAULTS
-        : options.corrupt
-          ? CORRUPTION_FAULTS
-          : options.disk
-            ? DISK_FAULTS
-            : DEFAULT_SCHEDULE.kinds,
+    kinds: faultKinds(options),
   })
   if (options.corrupt && steps.some((s) => s.kind === FaultKind.CorruptDataFollower) === false)
     log('fault run: this seed draws no corrupt-data-follower step in its time')
@@ -164,6 +147,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
           smallDisks: Object.fromEntries(
             Array.from({ length: options.nodes }, (_, i) => [`n${i + 1}`, DISK_BYTES]),
           ),
+          // A node that joins to replace a damaged one (with `corrupt`) gets one too.
+          joinDiskBytes: DISK_BYTES,
         }
       : {}),
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { FaultKind, partitionSides, schedule } from './nemesis'
+import { DEFAULT_SCHEDULE, FaultKind, faultKinds, PROCESS_FAULTS, partitionSides, schedule } from './nemesis'
 
 describe('partitionSides', () => {
   const five = ['n1', 'n2', 'n3', 'n4', 'n5']
@@ -29,5 +29,32 @@ describe('partitionSides', () => {
   it('replays the same schedule for a seed', () => {
     expect(schedule(5, 30_000)).toEqual(schedule(5, 30_000))
     expect(schedule(5, 30_000)).not.toEqual(schedule(6, 30_000))
+  })
+})
+
+describe('faultKinds', () => {
+  it('draws one mode alone as before the modes combined: the process faults, then its own', () => {
+    expect(faultKinds({})).toEqual(PROCESS_FAULTS)
+    expect(faultKinds({ netns: true })).toEqual([
+      ...PROCESS_FAULTS,
+      FaultKind.PartitionDataLeader,
+      FaultKind.PartitionMetaLeader,
+      FaultKind.BridgeDataLeader,
+    ])
+    expect(faultKinds({ disk: true })).toEqual([...PROCESS_FAULTS, FaultKind.FillDiskFollower])
+  })
+
+  it('combines modes: partitions, a damaged follower and full disks in one schedule', () => {
+    const kinds = faultKinds({ netns: true, corrupt: true, disk: true })
+    expect(kinds).toEqual([
+      ...PROCESS_FAULTS,
+      FaultKind.PartitionDataLeader,
+      FaultKind.PartitionMetaLeader,
+      FaultKind.BridgeDataLeader,
+      FaultKind.CorruptDataFollower,
+      FaultKind.FillDiskFollower,
+    ])
+    const drawn = new Set(schedule(11, 600_000, { ...DEFAULT_SCHEDULE, kinds }).map((s) => s.kind))
+    expect(drawn).toEqual(new Set(kinds))
   })
 })

@@ -54,26 +54,36 @@ export const PROCESS_FAULTS: readonly FaultKind[] = [
   FaultKind.PauseMetaLeader,
 ]
 
-/** Process and network faults: a proxied cluster. */
-export const ALL_FAULTS: readonly FaultKind[] = [
-  ...PROCESS_FAULTS,
-  FaultKind.IsolateDataLeader,
-  FaultKind.IsolateMetaLeader,
-  FaultKind.SlowDataLeader,
-]
+/** The kinds a run's modes add to the process faults. */
+export interface FaultModes {
+  /** A proxy in front of every node: one-way cuts and slow leaders. */
+  readonly network?: boolean
+  /** Every node in its own network namespace: partitions and bridges. */
+  readonly netns?: boolean
+  /** One damaged data follower per run, replaced under a new id. */
+  readonly corrupt?: boolean
+  /** Every node's data dir on a small tmpfs (root only): full disks. */
+  readonly disk?: boolean
+}
 
-/** Process faults and partitions: a cluster in network namespaces. */
-export const PARTITION_FAULTS: readonly FaultKind[] = [
-  ...PROCESS_FAULTS,
-  FaultKind.PartitionDataLeader,
-  FaultKind.PartitionMetaLeader,
-  FaultKind.BridgeDataLeader,
-]
-
-/** Process faults and one damaged data follower, replaced under a new id. */
-export const CORRUPTION_FAULTS: readonly FaultKind[] = [...PROCESS_FAULTS, FaultKind.CorruptDataFollower]
-/** The process faults plus full disks (every node's data dir on a small tmpfs; root only). */
-export const DISK_FAULTS: readonly FaultKind[] = [...PROCESS_FAULTS, FaultKind.FillDiskFollower]
+/**
+ * The kinds a schedule draws from: the process faults, then those of each mode in a fixed
+ * order, so that one mode alone draws exactly what it drew before modes could be combined
+ * (a seed's recorded runs replay). `network` and `netns` exclude each other (the cluster).
+ */
+export function faultKinds(modes: FaultModes): FaultKind[] {
+  return [
+    ...PROCESS_FAULTS,
+    ...(modes.network
+      ? [FaultKind.IsolateDataLeader, FaultKind.IsolateMetaLeader, FaultKind.SlowDataLeader]
+      : []),
+    ...(modes.netns
+      ? [FaultKind.PartitionDataLeader, FaultKind.PartitionMetaLeader, FaultKind.BridgeDataLeader]
+      : []),
+    ...(modes.corrupt ? [FaultKind.CorruptDataFollower] : []),
+    ...(modes.disk ? [FaultKind.FillDiskFollower] : []),
+  ]
+}
 
 const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
   FaultKind.PartitionDataLeader,
@@ -248,6 +258,9 @@ export async function runNemesis(
       log(`nemesis: no target for ${step.kind}: ${(error as Error).message}`)
     }
     if (nodeId && cluster.isRetired(nodeId)) nodeId = undefined
+    // Only a small tmpfs is ever filled, never the disk the temp dir is on.
+    if (nodeId && step.kind === FaultKind.FillDiskFollower && !cluster.hasSmallDisk(nodeId))
+      nodeId = undefined
     if (!nodeId) {
       log(`nemesis: no node found for ${step.kind}; skipped`)
       skipped++
@@ -267,7 +280,7 @@ export async function runNemesis(
       ? partitionSides(
           step.kind,
           nodeId,
-          cluster.nodes.map((n) => n.nodeId),
+          cluster.nodes.filter((n) => !cluster.isRetired(n.nodeId)).map((n) => n.nodeId),
           step.choice,
         )
       : []
