@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs'
+import type { KeylessPartitioning } from '@mq/router-client'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { toHtml } from './html'
 import { compareReports, comparisonMarkdown, toMarkdown } from './report'
@@ -34,6 +35,13 @@ export function intIn(min: number, max: number): (value: string) => number {
     }
     return n
   }
+}
+
+/** A commander parser for `--keyless`: sticky or round-robin. */
+export function keylessMode(value: string): KeylessPartitioning {
+  if (value !== 'sticky' && value !== 'round-robin')
+    throw new InvalidArgumentError("expected 'sticky' or 'round-robin'.")
+  return value
 }
 
 /** A commander parser for `host:port,host:port`. */
@@ -119,9 +127,16 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       PRODUCE_DEFAULTS.timeLimitMs / 1000,
     )
     .option('--no-idempotent', 'plain producers (up to 4 batches in flight per partition)')
+    .option(
+      '--keyless <mode>',
+      'how messages pick partitions: sticky (a batch at a time) or round-robin',
+      keylessMode,
+      PRODUCE_DEFAULTS.keyless,
+    )
     .action(async (o) => {
       const r = await runProduce(target(o), {
         idempotent: o.idempotent,
+        keyless: o.keyless,
         count: o.count,
         sizeBytes: o.size,
         inFlight: o.inFlight,

@@ -22,7 +22,13 @@ export type { ConsumerOptions } from './consumer'
 export { Consumer, DEFAULT_CONSUMER_OPTIONS } from './consumer'
 export type { TlsOptions } from './credentials'
 export { Delivery, LeaseLostError } from './delivery'
-export { fnv1a32, Partitioner } from './partitioner'
+export {
+  fnv1a32,
+  type KeylessPartitioning,
+  type LaneLoad,
+  Partitioner,
+  type PartitionerOptions,
+} from './partitioner'
 export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'
 export { DEFAULT_PRODUCER_OPTIONS, Producer } from './producer'
 export type { AttemptReport } from './router'

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { InternalError, InvalidArgumentError, type ProduceMessage, UnavailableError } from '@mq/protocol'
-import { Partitioner } from './partitioner'
+import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
 import type { Router } from './router'
 import { unary } from './unary'
 
@@ -43,6 +43,17 @@ export interface ProducerOptions {
   readonly bufferMax: number
   /** Batches in flight per partition when not idempotent (idempotent: 1, to keep order). */
   readonly inFlightMax: number
+  /**
+   * How messages without a key pick a partition (partitioner.ts): `sticky` (the default) fills
+   * one partition's batch (`batchMax`, `batchBytesMax`), then takes the least loaded one;
+   * `round-robin` one message per partition in turn.
+   */
+  readonly keyless: KeylessPartitioning
+  /**
+   * Sticky: a partition whose batch has been in flight this long is left for another at once,
+   * so that a partition failing over or slow does not hold every keyless send.
+   */
+  readonly stallMs: number
 }
 
 export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
@@ -52,6 +63,8 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
   batchBytesMax: 1024 * 1024,
   bufferMax: 10_000,
   inFlightMax: 4,
+  keyless: 'sticky',
+  stallMs: 200,
 }
 
 interface Pending {
@@ -66,6 +79,10 @@ interface Lane {
   readonly pending: Pending[]
   pendingBytes: number
   inFlight: number
+  /** Messages in the batches in flight. */
+  inFlightMessages: number
+  /** When each batch in flight was sent (performance.now()). */
+  readonly sentAtMs: number[]
   sequence: number
   /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
   cancel: (() => void) | undefined
@@ -84,7 +101,7 @@ export class Producer {
   readonly producerId: string
   readonly #router: Router
   readonly #options: ProducerOptions
-  readonly #partitioner = new Partitioner()
+  readonly #partitioner: Partitioner
   readonly #lanes = new Map<number, Lane>()
   readonly #spaceWaiters: (() => void)[] = []
   readonly #idle: (() => void)[] = []
@@ -104,6 +121,16 @@ export class Producer {
       if (!Number.isInteger(v) || v < 1)
         throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
     }
+    if (o.keyless !== 'sticky' && o.keyless !== 'round-robin')
+      throw new RangeError(
+        `producer option keyless must be 'sticky' or 'round-robin', got ${String(o.keyless)}`,
+      )
+    if (!(o.stallMs > 0)) throw new RangeError(`producer option stallMs must be positive, got ${o.stallMs}`)
+    this.#partitioner = new Partitioner({
+      keyless: o.keyless,
+      batchMax: o.batchMax,
+      batchBytesMax: o.batchBytesMax,
+    })
     this.producerId = o.idempotent ? randomUUID() : ''
   }
 
@@ -123,7 +150,12 @@ export class Producer {
       this.#release(1)
       throw error
     }
-    const partition = this.#partitioner.choose(route.partitions.length, message.key || undefined)
+    const partition = this.#partitioner.choose(
+      route.partitions.length,
+      message.key || undefined,
+      wire.body.length,
+      (p) => this.#load(p),
+    )
     return new Promise<SendResult>((resolve, reject) => {
       const lane = this.#lane(partition)
       lane.pending.push({ message: wire, bytes: wire.body.length, resolve, reject })
@@ -160,10 +192,30 @@ export class Producer {
     for (const wake of this.#spaceWaiters.splice(0)) wake()
   }
 
+  /** A partition's load as the partitioner sees it. */
+  #load(partition: number): LaneLoad {
+    const lane = this.#lanes.get(partition)
+    if (!lane) return { queued: 0, stalled: false }
+    const oldest = lane.sentAtMs.length > 0 ? Math.min(...lane.sentAtMs) : Number.POSITIVE_INFINITY
+    return {
+      queued: lane.pending.length + lane.inFlightMessages,
+      stalled: performance.now() - oldest >= this.#options.stallMs,
+    }
+  }
+
   #lane(partition: number): Lane {
     let lane = this.#lanes.get(partition)
     if (!lane) {
-      lane = { partition, pending: [], pendingBytes: 0, inFlight: 0, sequence: 0, cancel: undefined }
+      lane = {
+        partition,
+        pending: [],
+        pendingBytes: 0,
+        inFlight: 0,
+        inFlightMessages: 0,
+        sentAtMs: [],
+        sequence: 0,
+        cancel: undefined,
+      }
       this.#lanes.set(partition, lane)
     }
     return lane
@@ -185,6 +237,7 @@ export class Producer {
       const batch = lane.pending.splice(0, count)
       lane.pendingBytes -= bytes
       lane.inFlight++
+      lane.inFlightMessages += batch.length
       const sequence = this.#options.idempotent ? ++lane.sequence : 0
       void this.#produce(lane, batch, sequence)
     }
@@ -192,6 +245,8 @@ export class Producer {
 
   async #produce(lane: Lane, batch: Pending[], sequence: number): Promise<void> {
     const messages = batch.map((p) => p.message)
+    const sentAtMs = performance.now()
+    lane.sentAtMs.push(sentAtMs)
     try {
       const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
         unary(
@@ -213,6 +268,8 @@ export class Producer {
       for (const p of batch) p.reject(error)
     } finally {
       lane.inFlight--
+      lane.inFlightMessages -= batch.length
+      lane.sentAtMs.splice(lane.sentAtMs.indexOf(sentAtMs), 1)
       this.#release(batch.length)
       if (lane.pending.length > 0) this.#dispatch(lane)
     }

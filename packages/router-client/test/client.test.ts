@@ -144,15 +144,46 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0).map((m) => m.id)).toEqual([r.id])
   })
 
-  it('sends one key to one partition and spreads keyless messages', async () => {
+  it('sends one key to one partition and spreads keyless messages round-robin when asked', async () => {
     const q = freshQueue(4)
-    const producer = client.producer(q)
+    const producer = client.producer(q, { keyless: 'round-robin' })
     const keyed = await Promise.all(
       Array.from({ length: 8 }, () => producer.send({ body: 'x', key: 'user-42' })),
     )
     expect(new Set(keyed.map((r) => r.partition)).size).toBe(1)
     const spread = await Promise.all(Array.from({ length: 8 }, () => producer.send({ body: 'x' })))
     expect(new Set(spread.map((r) => r.partition)).size).toBe(4)
+  })
+
+  it('sends keyless messages a batch at a time to one partition (sticky), with even shares over time', async () => {
+    const q = freshQueue(4)
+    const producer = client.producer(q, { batchMax: 50 })
+    // 200 sends at once: one full batch per partition, not 4 requests of 50 split 4 ways each.
+    const burst = await Promise.all(Array.from({ length: 200 }, () => producer.send({ body: 'x' })))
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(Array(4).fill('produce:50'))
+    const counts = [0, 1, 2, 3].map((p) => burst.filter((r) => r.partition === p).length)
+    expect(counts).toEqual([50, 50, 50, 50])
+    // One at a time: 50 in a row to a partition, then the next.
+    const serial: number[] = []
+    for (let i = 0; i < 100; i++) serial.push((await producer.send({ body: 'y' })).partition)
+    expect(new Set(serial.slice(0, 50)).size).toBe(1)
+    expect(new Set(serial.slice(50)).size).toBe(1)
+    expect(serial[50]).not.toBe(serial[0])
+  })
+
+  it('leaves a partition whose batch stalls for the others (sticky), and sends there again once it is back', async () => {
+    const q = freshQueue(2)
+    const producer = client.producer(q, { stallMs: 100 })
+    const first = await producer.send({ body: 'a' })
+    const stuck = first.partition
+    broker.heldPartitions.add(stuck)
+    // The held batch stays out; once it has been out for stallMs, keyless sends go elsewhere.
+    const held = producer.send({ body: 'held' })
+    await new Promise((r) => setTimeout(r, 150))
+    const others = await Promise.all(Array.from({ length: 20 }, () => producer.send({ body: 'b' })))
+    expect(others.every((r) => r.partition !== stuck)).toBe(true)
+    broker.releaseHeld()
+    expect((await held).partition).toBe(stuck)
   })
 
   it('makes send wait when its buffer is full (back-pressure)', async () => {

@@ -49,6 +49,9 @@ export class FakeBroker {
   formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
+  /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
+  readonly heldPartitions = new Set<number>()
+  #held: (() => void)[] = []
   readonly calls: string[] = []
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
@@ -59,6 +62,12 @@ export class FakeBroker {
   readonly #seen = new Map<string, number[]>()
   #nextId = 1
   #nextLease = 1
+
+  /** Lets the held produce calls go on (and stops holding). */
+  releaseHeld(): void {
+    this.heldPartitions.clear()
+    for (const go of this.#held.splice(0)) go()
+  }
 
   addQueue(name: string, partitions: number, visibilityMs = 30_000): void {
     this.#queues.set(name, { partitions, visibilityMs })
@@ -184,8 +193,10 @@ export class FakeBroker {
 
   #queueHandlers() {
     return {
-      produce: handle((req: ProduceRequest): ProduceResponse => {
+      produce: handle(async (req: ProduceRequest): Promise<ProduceResponse> => {
         this.calls.push(`produce:${req.messages.length}`)
+        if (req.target && this.heldPartitions.has(req.target.partition))
+          await new Promise<void>((resolve) => this.#held.push(resolve))
         const key = this.#check(req.target)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined

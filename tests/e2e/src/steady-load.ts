@@ -63,7 +63,13 @@ export function startSteadyLoad(
   const history = new History()
   const load = new Workload(history, queue)
   const producers = Array.from({ length: options.producers ?? 2 }, (_, i) =>
-    runProducer(client, load, prng.fork(), { worker: `p${i}`, concurrency: 4, opsMax: 1_000_000 }),
+    // Round-robin: every partition gets sends all the time, so that a move's pause shows.
+    runProducer(client, load, prng.fork(), {
+      worker: `p${i}`,
+      concurrency: 4,
+      opsMax: 1_000_000,
+      keyless: 'round-robin',
+    }),
   )
   const consumers = Array.from({ length: options.consumers ?? 2 }, (_, i) =>
     runConsumer(client, load, prng.fork(), {

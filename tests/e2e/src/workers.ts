@@ -8,7 +8,7 @@ import {
   QueueClient,
   type QueueRoute,
 } from '@mq/protocol'
-import type { MqClient } from '@mq/router-client'
+import type { KeylessPartitioning, MqClient } from '@mq/router-client'
 import type { History, LeasedRecord, Outcome, SettleResult } from './history'
 import type { Prng } from './prng'
 
@@ -61,6 +61,8 @@ export interface ProducerWorkerOptions {
   readonly concurrency: number
   /** Sends of this worker, at most. */
   readonly opsMax: number
+  /** How keyless sends pick partitions (default the SDK's, sticky). */
+  readonly keyless?: KeylessPartitioning
 }
 
 /** Sends unique bodies `<worker>-<seq>` through an SDK producer until `producing` turns false. */
@@ -70,7 +72,7 @@ export async function runProducer(
   prng: Prng,
   options: ProducerWorkerOptions,
 ): Promise<void> {
-  const producer = client.producer(load.queue)
+  const producer = client.producer(load.queue, options.keyless ? { keyless: options.keyless } : {})
   let seq = 0
   const lane = async (): Promise<void> => {
     while (load.producing && seq < options.opsMax) {

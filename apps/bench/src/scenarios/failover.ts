@@ -81,7 +81,8 @@ export async function runFailover(
       await pause(o.durationMs / 3)
       cluster.resume(leader)
     })()
-    const producer = producerClient.producer(queue)
+    // Round-robin: the stall is measured per partition, so every partition gets sends all along.
+    const producer = producerClient.producer(queue, { keyless: 'round-robin' })
     const sends = await paced(o.ratePerS, count, async (seq) => {
       const body = new Uint8Array(8)
       new DataView(body.buffer).setUint32(0, seq)

@@ -1,4 +1,4 @@
-import type { MqClient } from '@mq/router-client'
+import type { KeylessPartitioning, MqClient } from '@mq/router-client'
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
@@ -16,6 +16,8 @@ export interface ProduceOptions {
   readonly timeLimitMs: number
   /** Idempotent producers keep one batch in flight per partition; others up to 4. */
   readonly idempotent: boolean
+  /** How the (keyless) messages pick partitions: a batch at a time, or one each in turn. */
+  readonly keyless: KeylessPartitioning
 }
 
 export const PRODUCE_DEFAULTS: ProduceOptions = {
@@ -26,6 +28,7 @@ export const PRODUCE_DEFAULTS: ProduceOptions = {
   partitions: 4,
   timeLimitMs: 120_000,
   idempotent: true,
+  keyless: 'sticky',
 }
 
 /** What one produce run measured. */
@@ -74,6 +77,7 @@ export async function produceInto(
         const producer = client.producer(queue, {
           bufferMax: Math.max(10_000, o.inFlight),
           idempotent: o.idempotent,
+          keyless: o.keyless,
         })
         await Promise.all(Array.from({ length: o.inFlight }, () => slot(client, producer)))
         await producer.close()
