@@ -1,8 +1,8 @@
 import { runFaults } from '../src/fault-run'
 import { NetNamespaces } from '../src/netns'
 
-// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--corrupt] [--disk] [--scale]
-// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--corrupt] [--disk] [--scale])
+// Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--corrupt] [--disk] [--scale] [--overlap N]
+// (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--corrupt] [--disk] [--scale] [--overlap N])
 // The modes combine (all but --network with --netns): the schedule draws from the process
 // faults plus every chosen mode's kinds.
 // (--network: a proxy in front of every node, and one-way cuts among the faults;
@@ -12,6 +12,8 @@ import { NetNamespaces } from '../src/netns'
 //  bits must refuse to start, and is replaced by a fresh node under a new id;
 //  --disk: every node's data dir on a 512 MiB tmpfs (root), and a data follower's disk filled
 //  up among the faults: it stops serving on ENOSPC, then is freed and restarted;
+//  --overlap N: N nemesis loops (2 or 3) on their own schedules at once, so that faults
+//  overlap in time (never two on one node, one partition at a time);
 //  --keep: save the history and the nodes' output even when the run passes)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
@@ -53,8 +55,22 @@ const corrupt = process.argv.includes('--corrupt')
 const disk = process.argv.includes('--disk')
 if (disk && process.getuid?.() !== 0) throw new Error('--disk needs root (it mounts a tmpfs per node)')
 
+const overlap = intArg('overlap', 1)
+if (overlap < 1 || overlap > 3) throw new Error(`--overlap must be 1, 2 or 3, got ${overlap}`)
+
 const keep = process.argv.includes('--keep')
-const r = await runFaults({ seed, nodes, faultSeconds: seconds, network, netns, scale, corrupt, disk, keep })
+const r = await runFaults({
+  seed,
+  nodes,
+  faultSeconds: seconds,
+  network,
+  netns,
+  scale,
+  corrupt,
+  disk,
+  overlap,
+  keep,
+})
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)

@@ -13,7 +13,7 @@ import {
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { ATTEMPT_SLOW_MS, History } from './history'
-import { DEFAULT_SCHEDULE, FaultKind, faultKinds, runNemesis, schedule } from './nemesis'
+import { DEFAULT_SCHEDULE, FaultKind, faultKinds, NemesisShared, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
 import { runScaler } from './scaler'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -42,6 +42,12 @@ export interface FaultRunOptions {
    * (fill-disk-follower). Combines with the other modes.
    */
   readonly disk?: boolean
+  /**
+   * Nemesis loops running at once, each on its own schedule (1 to 3, default 1): their faults
+   * overlap in time (a leader paused while another node is down or a partition is up), never
+   * on one node at once, one partition at a time (NemesisShared).
+   */
+  readonly overlap?: number
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -92,7 +98,7 @@ const ATTEMPTS_KEPT_MAX = 100_000
 export function replayCommand(
   o: Pick<
     FaultRunOptions,
-    'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt' | 'disk'
+    'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt' | 'disk' | 'overlap'
   >,
 ): string {
   const network =
@@ -100,7 +106,8 @@ export function replayCommand(
     (o.netns ? ' --netns' : '') +
     (o.scale ? ' --scale' : '') +
     (o.corrupt ? ' --corrupt' : '') +
-    (o.disk ? ' --disk' : '')
+    (o.disk ? ' --disk' : '') +
+    ((o.overlap ?? 1) > 1 ? ` --overlap ${o.overlap}` : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -126,11 +133,16 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   log(
     `fault run: seed ${options.seed}, ${options.nodes} nodes, ${options.faultSeconds} s of faults; replay: ${replay}`,
   )
+  const overlap = options.overlap ?? 1
+  if (!(Number.isInteger(overlap) && overlap >= 1 && overlap <= 3))
+    throw new RangeError(`overlap must be 1, 2 or 3, got ${overlap}`)
   const prng = new Prng(options.seed)
-  const steps = schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, {
-    ...DEFAULT_SCHEDULE,
-    kinds: faultKinds(options),
-  })
+  const scheduleOptions = { ...DEFAULT_SCHEDULE, kinds: faultKinds(options) }
+  // One schedule per nemesis loop; the first is the one a run without overlap draws.
+  const schedules = Array.from({ length: overlap }, () =>
+    schedule(prng.int(0, 0xffffffff), options.faultSeconds * 1000, scheduleOptions),
+  )
+  const steps = schedules.flat()
   if (options.corrupt && steps.some((s) => s.kind === FaultKind.CorruptDataFollower) === false)
     log('fault run: this seed draws no corrupt-data-follower step in its time')
   const cluster = await LocalCluster.start({
@@ -204,7 +216,20 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     const scaler = options.scale
       ? runScaler(client, prng.fork(), options.nodes + 3, history, faultUntil, log)
       : Promise.resolve({ calls: 0, refused: 0 })
-    const nemesis = await runNemesis(cluster, client, queue, steps, history, faultUntil, log)
+    const shared = new NemesisShared()
+    const loops = await Promise.all(
+      schedules.map(async (loopSteps, i) => {
+        // Later loops start a little after the first, so that their steps interleave.
+        if (i > 0) await new Promise((r) => setTimeout(r, 700 * i))
+        const worker = i === 0 ? 'nemesis' : (`nemesis${i + 1}` as 'nemesis2' | 'nemesis3')
+        return runNemesis(cluster, client, queue, loopSteps, history, faultUntil, log, shared, worker)
+      }),
+    )
+    const nemesis = {
+      faults: loops.reduce((n, l) => n + l.faults, 0),
+      skipped: loops.reduce((n, l) => n + l.skipped, 0),
+      problems: loops.flatMap((l) => l.problems),
+    }
     const scaled = await scaler
     const faultEnd = Date.now()
     const problems = [...nemesis.problems]

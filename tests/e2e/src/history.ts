@@ -73,7 +73,8 @@ export interface SettleOp {
  */
 export interface FaultOp {
   readonly kind: 'fault'
-  readonly worker: 'nemesis' | 'scaler'
+  /** `nemesis` (with `--overlap`, also `nemesis2`, `nemesis3`) or `scaler`. */
+  readonly worker: `nemesis${'' | '2' | '3'}` | 'scaler'
   readonly startMs: number
   readonly endMs: number
   readonly description: string

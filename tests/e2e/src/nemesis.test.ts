@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { DEFAULT_SCHEDULE, FaultKind, faultKinds, PROCESS_FAULTS, partitionSides, schedule } from './nemesis'
+import {
+  DEFAULT_SCHEDULE,
+  FaultKind,
+  faultKinds,
+  NemesisShared,
+  PROCESS_FAULTS,
+  partitionSides,
+  schedule,
+} from './nemesis'
 
 describe('partitionSides', () => {
   const five = ['n1', 'n2', 'n3', 'n4', 'n5']
@@ -56,5 +64,22 @@ describe('faultKinds', () => {
     ])
     const drawn = new Set(schedule(11, 600_000, { ...DEFAULT_SCHEDULE, kinds }).map((s) => s.kind))
     expect(drawn).toEqual(new Set(kinds))
+  })
+})
+
+describe('NemesisShared', () => {
+  it('lets overlapping loops fault different nodes, never one node twice, and one partition at a time', () => {
+    const shared = new NemesisShared()
+    expect(shared.claim(FaultKind.PauseDataLeader, 'n1')).toBe(true)
+    // n1 is paused: the other loop may not kill it, but may kill n2 meanwhile.
+    expect(shared.claim(FaultKind.KillDataLeader, 'n1')).toBe(false)
+    expect(shared.claim(FaultKind.KillDataFollower, 'n2')).toBe(true)
+    // A partition around n3 while n1 is paused and n2 is down; a second partition waits.
+    expect(shared.claim(FaultKind.PartitionDataLeader, 'n3')).toBe(true)
+    expect(shared.claim(FaultKind.BridgeDataLeader, 'n4')).toBe(false)
+    shared.release(FaultKind.PartitionDataLeader, 'n3')
+    expect(shared.claim(FaultKind.BridgeDataLeader, 'n4')).toBe(true)
+    shared.release(FaultKind.PauseDataLeader, 'n1')
+    expect(shared.claim(FaultKind.KillMetaLeader, 'n1')).toBe(true)
   })
 })

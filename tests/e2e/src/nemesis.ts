@@ -1,7 +1,7 @@
 import type { MqClient } from '@mq/router-client'
 import type { LocalCluster } from './cluster'
 import { cutLog, flipLogBits } from './damage'
-import type { History } from './history'
+import type { FaultOp, History } from './history'
 import { Prng } from './prng'
 import { fillDisk, freeDisk } from './small-disk'
 
@@ -221,6 +221,34 @@ export function damageData(dataDir: string, choice: number): string | undefined 
   return flipped > 0 ? `bits flipped in ${flipped} log(s)` : undefined
 }
 
+/**
+ * What nemesis loops running at once (`--overlap`) share, so that their faults overlap in time
+ * without stepping on each other: the nodes under a fault (a node is never killed while
+ * paused, say), the network of a namespaced cluster (a partition heals every cut, so one at a
+ * time), and the run's one damaged follower.
+ */
+export class NemesisShared {
+  readonly #busy = new Set<string>()
+  #network = false
+  /** A damaged follower was retired (once per run: a retired founder leaves the meta group a voter short). */
+  corrupted = false
+
+  /** Takes what a step of `kind` on `nodeId` needs; false (nothing taken) when a fault holds it. */
+  claim(kind: FaultKind, nodeId: string): boolean {
+    const network = PARTITION_KINDS.has(kind)
+    if (this.#busy.has(nodeId) || (network && this.#network)) return false
+    this.#busy.add(nodeId)
+    if (network) this.#network = true
+    return true
+  }
+
+  /** Gives back what `claim(kind, nodeId)` took. */
+  release(kind: FaultKind, nodeId: string): void {
+    this.#busy.delete(nodeId)
+    if (PARTITION_KINDS.has(kind)) this.#network = false
+  }
+}
+
 export interface NemesisResult {
   readonly faults: number
   readonly skipped: number
@@ -242,11 +270,12 @@ export async function runNemesis(
   history: History,
   untilMs: number,
   log: (line: string) => void,
+  shared: NemesisShared = new NemesisShared(),
+  worker: FaultOp['worker'] = 'nemesis',
 ): Promise<NemesisResult> {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
   let faults = 0
   let skipped = 0
-  let corrupted = false
   const problems: string[] = []
   for (const step of steps) {
     if (Date.now() >= untilMs) break
@@ -255,94 +284,104 @@ export async function runNemesis(
     try {
       nodeId = await target(step, client, queue)
     } catch (error) {
-      log(`nemesis: no target for ${step.kind}: ${(error as Error).message}`)
+      log(`${worker}: no target for ${step.kind}: ${(error as Error).message}`)
     }
     if (nodeId && cluster.isRetired(nodeId)) nodeId = undefined
     // Only a small tmpfs is ever filled, never the disk the temp dir is on.
     if (nodeId && step.kind === FaultKind.FillDiskFollower && !cluster.hasSmallDisk(nodeId))
       nodeId = undefined
     if (!nodeId) {
-      log(`nemesis: no node found for ${step.kind}; skipped`)
+      log(`${worker}: no node found for ${step.kind}; skipped`)
       skipped++
       await sleep(step.gapMs)
       continue
     }
-    const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
-    const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
-    const slow = step.kind === FaultKind.SlowDataLeader
-    const split = PARTITION_KINDS.has(step.kind)
-    const corrupt = step.kind === FaultKind.CorruptDataFollower && !corrupted
-    const fill = step.kind === FaultKind.FillDiskFollower
-    /** Filler bytes written by this step (fill-disk-follower). */
-    let filled = 0
-    const delayMs = 50 + (step.choice % 351)
-    const sides = split
-      ? partitionSides(
-          step.kind,
-          nodeId,
-          cluster.nodes.filter((n) => !cluster.isRetired(n.nodeId)).map((n) => n.nodeId),
-          step.choice,
-        )
-      : []
-    if (pause) cluster.pause(nodeId)
-    else if (split) cluster.partition(sides)
-    else if (isolate) cluster.isolate(nodeId)
-    else if (slow) cluster.slow(nodeId, delayMs)
-    else if (fill) filled = fillDisk(cluster.node(nodeId).dataDir)
-    else await cluster.kill(nodeId)
-    const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
-    let outcome = ''
-    await sleep(step.durationMs)
-    if (pause) cluster.resume(nodeId)
-    else if (fill) {
-      // Space returns; a node that hit ENOSPC stopped serving (fail-stop), so it is restarted.
-      freeDisk(cluster.node(nodeId).dataDir)
-      const stopped = /stopped serving after a fatal error/.test(cluster.node(nodeId).output.slice(-20_000))
-      await cluster.kill(nodeId)
-      await cluster.restart(nodeId).catch((error: unknown) => {
-        problems.push(`${nodeId} not serving after its disk was freed: ${(error as Error).message}`)
-      })
-      outcome = `, ${filled} filler bytes${stopped ? ', it stopped serving' : ''}; freed and restarted`
-    } else if (split) cluster.healNetwork()
-    else if (isolate || slow) cluster.reconnect(nodeId)
-    else if (damage) {
-      corrupted = true
-      const code = await cluster.startExpectingExit(nodeId)
-      if (code === 1) {
-        cluster.retire(nodeId)
-        const fresh = await cluster.join()
-        outcome = `, refused to start (exit 1), retired; ${fresh.nodeId} joined to replace it`
-      } else {
-        // Started from damaged data (or died otherwise): a safety failure, whatever follows.
-        problems.push(`${nodeId} was not refused after damage (${damage}): exit ${code ?? 'none, it runs'}`)
-        outcome = `, NOT refused (exit ${code ?? 'none'})`
-      }
-    } else {
-      try {
-        await cluster.restart(nodeId)
-      } catch (error) {
-        // The process runs but does not serve: a liveness failure. Record it and go on; the
-        // final heal waits for it again.
-        const tail = cluster.node(nodeId).output.slice(-2_000)
-        problems.push(`${nodeId} not serving after restart: ${(error as Error).message}`)
-        log(
-          `nemesis: ${nodeId} not serving after restart: ${(error as Error).message}; its last output:\n${tail}`,
-        )
-      }
+    if (!shared.claim(step.kind, nodeId)) {
+      log(`${worker}: ${step.kind} ${nodeId} skipped: another fault holds the node or the network`)
+      skipped++
+      await sleep(step.gapMs)
+      continue
     }
-    const what = slow
-      ? `${step.kind} ${nodeId} by ${delayMs} ms`
-      : split
-        ? `${step.kind} ${nodeId} ${sides.map((side) => `{${side.join(',')}}`).join(' | ')}`
-        : damage
-          ? `${step.kind} ${nodeId} (${damage}${outcome})`
-          : fill
-            ? `${step.kind} ${nodeId} (${outcome.slice(2)})`
-            : `${step.kind} ${nodeId}${step.kind === FaultKind.CorruptDataFollower ? ' (killed only)' : ''}`
-    const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
-    history.add({ kind: 'fault', worker: 'nemesis', startMs, endMs: Date.now(), description })
-    log(`nemesis: ${description}`)
-    faults++
+    try {
+      const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
+      const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
+      const slow = step.kind === FaultKind.SlowDataLeader
+      const split = PARTITION_KINDS.has(step.kind)
+      const corrupt = step.kind === FaultKind.CorruptDataFollower && !shared.corrupted
+      const fill = step.kind === FaultKind.FillDiskFollower
+      /** Filler bytes written by this step (fill-disk-follower). */
+      let filled = 0
+      const delayMs = 50 + (step.choice % 351)
+      const sides = split
+        ? partitionSides(
+            step.kind,
+            nodeId,
+            cluster.nodes.filter((n) => !cluster.isRetired(n.nodeId)).map((n) => n.nodeId),
+            step.choice,
+          )
+        : []
+      if (pause) cluster.pause(nodeId)
+      else if (split) cluster.partition(sides)
+      else if (isolate) cluster.isolate(nodeId)
+      else if (slow) cluster.slow(nodeId, delayMs)
+      else if (fill) filled = fillDisk(cluster.node(nodeId).dataDir)
+      else await cluster.kill(nodeId)
+      const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
+      let outcome = ''
+      await sleep(step.durationMs)
+      if (pause) cluster.resume(nodeId)
+      else if (fill) {
+        // Space returns; a node that hit ENOSPC stopped serving (fail-stop), so it is restarted.
+        freeDisk(cluster.node(nodeId).dataDir)
+        const stopped = /stopped serving after a fatal error/.test(cluster.node(nodeId).output.slice(-20_000))
+        await cluster.kill(nodeId)
+        await cluster.restart(nodeId).catch((error: unknown) => {
+          problems.push(`${nodeId} not serving after its disk was freed: ${(error as Error).message}`)
+        })
+        outcome = `, ${filled} filler bytes${stopped ? ', it stopped serving' : ''}; freed and restarted`
+      } else if (split) cluster.healNetwork()
+      else if (isolate || slow) cluster.reconnect(nodeId)
+      else if (damage) {
+        shared.corrupted = true
+        const code = await cluster.startExpectingExit(nodeId)
+        if (code === 1) {
+          cluster.retire(nodeId)
+          const fresh = await cluster.join()
+          outcome = `, refused to start (exit 1), retired; ${fresh.nodeId} joined to replace it`
+        } else {
+          // Started from damaged data (or died otherwise): a safety failure, whatever follows.
+          problems.push(`${nodeId} was not refused after damage (${damage}): exit ${code ?? 'none, it runs'}`)
+          outcome = `, NOT refused (exit ${code ?? 'none'})`
+        }
+      } else {
+        try {
+          await cluster.restart(nodeId)
+        } catch (error) {
+          // The process runs but does not serve: a liveness failure. Record it and go on; the
+          // final heal waits for it again.
+          const tail = cluster.node(nodeId).output.slice(-2_000)
+          problems.push(`${nodeId} not serving after restart: ${(error as Error).message}`)
+          log(
+            `${worker}: ${nodeId} not serving after restart: ${(error as Error).message}; its last output:\n${tail}`,
+          )
+        }
+      }
+      const what = slow
+        ? `${step.kind} ${nodeId} by ${delayMs} ms`
+        : split
+          ? `${step.kind} ${nodeId} ${sides.map((side) => `{${side.join(',')}}`).join(' | ')}`
+          : damage
+            ? `${step.kind} ${nodeId} (${damage}${outcome})`
+            : fill
+              ? `${step.kind} ${nodeId} (${outcome.slice(2)})`
+              : `${step.kind} ${nodeId}${step.kind === FaultKind.CorruptDataFollower ? ' (killed only)' : ''}`
+      const description = `${what} for ${step.durationMs} ms, healed after ${Date.now() - startMs} ms`
+      history.add({ kind: 'fault', worker, startMs, endMs: Date.now(), description })
+      log(`${worker}: ${description}`)
+      faults++
+    } finally {
+      shared.release(step.kind, nodeId)
+    }
     await sleep(step.gapMs)
   }
   return { faults, skipped, problems }
