@@ -116,7 +116,9 @@ describe('the web console in a browser', () => {
     base = `http://127.0.0.1:${httpPorts.get('n2')}`
     client = await MqClient.connect({ servers: cluster.servers, token: ADMIN, deadlineMs: 30_000 })
     await client.admin.createQueue(QUEUE, { partitions: 2, visibilityTimeoutMs: 120_000 })
-    const producer = client.producer(QUEUE)
+    // Round-robin, so that both partitions hold messages: the holder below then has no idle
+    // partition to long-poll, and the late sends stay ready (sticky would fill one partition).
+    const producer = client.producer(QUEUE, { keyless: 'round-robin' })
     await Promise.all(
       Array.from({ length: 90 }, (_, i) => producer.send({ body: `m${i}`, weight: i % 3 === 0 ? 1 : 3 })),
     )
