@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs'
 import { type FileHandle, open as openFile, readFile, rename } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from './crc32c'
@@ -59,7 +60,8 @@ function decodeRecord(file: Uint8Array, offset: number): number | undefined {
 
 export interface DurabilityMarkOptions {
   /**
-   * The mark file is written (to the page cache) after every durable batch, and fdatasynced
+   * The mark file is written (to the page cache, synchronously) as every durable batch
+   * resolves, and fdatasynced
    * at most once per this many milliseconds (and this long after the last batch, when idle).
    * 0 syncs after every write. Default 100.
    */
@@ -91,18 +93,18 @@ export interface DurabilityMarkStats {
  * How: the group commit stamps every synced batch with the next sequence number (one put of
  * `batchSeqKey()` inside the batch, so it is atomic with it). Once a batch's synced write
  * resolves, its seq is written to the mark file (`MQ-DURABLE`: two checksummed slots,
- * rewritten in place, its own fd), in the background and never awaited by a caller of
- * `flush()`: one mark write at a time, coalescing to the newest durable seq, and an
- * fdatasync at most every `syncIntervalMs`. Writes go to one slot until it is synced, then to
- * the other, so at most one slot is ever unsynced: a power cut can tear only that one, and
- * the other holds a synced, valid mark. Because a seq is written only after LevelDB made its
- * batch durable, the mark never claims more than the database holds: neither a process
- * crash nor a power cut can make it quarantine a healthy database.
+ * rewritten in place, its own fd) synchronously, a 20-byte write to the page cache, before
+ * the batch's callers are told it is durable (so before anything acknowledges or votes on
+ * it); the file is fdatasynced in the background, at most every `syncIntervalMs`, never
+ * awaited by a caller of `flush()`. Writes go to one slot until a sync with no write during
+ * it, then to the other, so at most one slot is ever unsynced: a power cut can tear only that
+ * one, and the other holds a synced, valid mark. Because a seq is written only after LevelDB
+ * made its batch durable, the mark never claims more than the database holds: neither a
+ * process crash nor a power cut can make it quarantine a healthy database.
  *
- * Undetected: after a process crash (the kernel keeps the page cache), a log that lost only
- * the batches made durable after the last mark write (the one in flight: one or two
- * batches); after a power cut or kernel crash, the batches of the last `syncIntervalMs` plus
- * one mark write and sync. After `close()`, nothing.
+ * Undetected: after a power cut or kernel crash, the batches of the last `syncIntervalMs`
+ * plus one sync (the page cache is gone). After a process crash (the kernel keeps the page
+ * cache) every batch a caller saw durable is covered; after `close()`, every batch.
  *
  * `DurabilityMark.open` must run right after the engine opens, before anything writes to it:
  * the database's seq below the mark means synced batches are gone, and it quarantines the
@@ -117,6 +119,9 @@ export class DurabilityMark {
   private dirtySlot: number
   private lastSyncMs: number
   private working: Promise<void> | undefined
+  /** A sync is running; a write meanwhile keeps the slot dirty after it (see syncMark). */
+  private syncing = false
+  private writtenDuringSync = false
   private timer: NodeJS.Timeout | undefined
   private markWrites = 0
   private markSyncs = 0
@@ -201,12 +206,15 @@ export class DurabilityMark {
   }
 
   /**
-   * Records that the batch stamped `seq` is durable (its synced write resolved): the mark file
-   * is updated in the background. Returns at once; never throws.
+   * Records that the batch stamped `seq` is durable (its synced write resolved): writes it to
+   * the mark file (the page cache) now, and leaves the sync to the background. Never throws:
+   * a failed write is counted, the mark keeps its earlier (truthful) value, and the next
+   * durable batch or the worker tries again.
    */
   durable(seq: number): void {
     if (seq <= this.durableSeq) return
     this.durableSeq = seq
+    if (!this.closed) this.writeMark(seq)
     this.kick()
   }
 
@@ -217,7 +225,7 @@ export class DurabilityMark {
     clearTimeout(this.timer)
     await this.working
     try {
-      if (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq)
+      if (this.markedSeq < this.durableSeq) this.writeMark(this.durableSeq)
       if (this.syncedSeq < this.markedSeq) await this.syncMark()
     } catch {
       // Counted; the mark keeps a truthful earlier value.
@@ -248,9 +256,8 @@ export class DurabilityMark {
   }
 
   /**
-   * The one worker: writes and syncs run one at a time, in order, so a sync covers every
-   * write before it and the slots switch only after one. Syncs when the interval has passed,
-   * writes the newest durable seq, and when caught up sets a timer for the sync still due.
+   * The one worker: one sync at a time. Syncs when the interval has passed, retries a write
+   * that failed, and when caught up sets a timer for the sync still due.
    */
   private async work(): Promise<void> {
     try {
@@ -258,8 +265,10 @@ export class DurabilityMark {
         const syncDue = this.syncedSeq < this.markedSeq
         const waitMs = this.lastSyncMs + this.syncIntervalMs - this.nowMs()
         if (syncDue && waitMs <= 0) await this.syncMark()
-        else if (this.markedSeq < this.durableSeq) await this.writeMark(this.durableSeq)
-        else {
+        else if (this.markedSeq < this.durableSeq) {
+          // A write that failed in durable(): again now; on a second failure, the next batch.
+          if (!this.writeMark(this.durableSeq)) return
+        } else {
           if (syncDue && !this.closed && this.timer === undefined) {
             this.timer = setTimeout(() => {
               this.timer = undefined
@@ -275,29 +284,41 @@ export class DurabilityMark {
     }
   }
 
-  private async writeMark(seq: number): Promise<void> {
+  /** Writes `seq` to the dirty slot, synchronously (page cache); false when the write failed. */
+  private writeMark(seq: number): boolean {
     try {
-      await this.file.write(encodeRecord(seq), 0, RECORD_BYTES, this.dirtySlot * SLOT_BYTES)
-    } catch (err) {
+      writeSync(this.file.fd, encodeRecord(seq), 0, RECORD_BYTES, this.dirtySlot * SLOT_BYTES)
+    } catch {
       this.markFailures++
-      throw err
+      return false
     }
     this.markWrites++
     this.markedSeq = seq
+    if (this.syncing) this.writtenDuringSync = true
+    return true
   }
 
+  /**
+   * Syncs the file. The slots switch only when no write came during the sync: such a write
+   * may not be on disk yet, so its slot stays the dirty one (and the other, synced, stays
+   * untouched) until a later sync covers it.
+   */
   private async syncMark(): Promise<void> {
     const seq = this.markedSeq
+    this.syncing = true
+    this.writtenDuringSync = false
     try {
       await this.file.datasync()
     } catch (err) {
       this.markFailures++
       throw err
+    } finally {
+      this.syncing = false
     }
     this.markSyncs++
     this.syncedSeq = seq
     this.lastSyncMs = this.nowMs()
-    this.dirtySlot = 1 - this.dirtySlot
+    if (!this.writtenDuringSync) this.dirtySlot = 1 - this.dirtySlot
   }
 }
 

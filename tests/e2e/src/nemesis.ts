@@ -205,8 +205,8 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
 
 /**
  * Damages a stopped node's data as `choice` picks: its newest write-ahead log cut at a record
- * boundary, or inside a record (either needs 8 records, so that more batches are lost than the
- * durability mark may lag behind), else one bit flipped at 5 places of each log. Returns what
+ * boundary, or inside a record (either needs 8 records, so that the cut reaches batches the
+ * node had made durable and marked, not only one LevelDB wrote as it was killed), else one bit flipped at 5 places of each log. Returns what
  * was done, or undefined when the node has no log to damage.
  */
 export function damageData(dataDir: string, choice: number): string | undefined {
