@@ -138,4 +138,69 @@ describe('DataMachine', () => {
     expect(atFence.pairs.length).toBeGreaterThan(0)
     expect(atFence).toEqual(later)
   })
+
+  it('snapshots the state of the entries handed to it before the call, not of later ones', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    const group = await DataGroupMachine.open(1, engine)
+    // Writes reach the engine only when released, in order (as a group commit's flushes);
+    // the snapshot's read takes a while (a long LevelDB range): it waits for `readGo`.
+    const held: (() => void)[] = []
+    let readGo: () => void = () => {}
+    const reading = new Promise<void>((r) => (readGo = r))
+    const dm = new DataMachine(
+      group,
+      {
+        write: (ops) =>
+          new Promise<void>((resolve) =>
+            held.push(() => void engine.write(ops, { sync: false }).then(resolve)),
+          ),
+      },
+      { range: async (range) => reading.then(() => engine.range(range)) },
+      0,
+      (e) => {
+        throw e
+      },
+    )
+    const releaseUntil = async (done: () => boolean) => {
+      while (!done()) {
+        held.shift()?.()
+        await new Promise((r) => setTimeout(r, 2))
+      }
+    }
+    dm.apply([open(), enqueue(1), enqueue(2)])
+    // The caller labels the snapshot with index 3; entries 4 and 5 come right after it.
+    const snapshot = dm.snapshot()
+    const later = [enqueue(3), lease()]
+    const results = dm.apply(later) as Promise<unknown>[]
+    let taken: Uint8Array | undefined
+    void snapshot.then((s) => {
+      taken = s
+    })
+    // Every write handed to storage lands while the read is under way; then it reads.
+    await releaseUntil(() => held.length === 0)
+    await new Promise((r) => setTimeout(r, 10))
+    await releaseUntil(() => held.length === 0)
+    readGo()
+    await releaseUntil(() => taken !== undefined)
+    const image = taken as Uint8Array
+    const applied = decodePairs(image).find(([k]) => Buffer.from(k).equals(Buffer.from(appliedKeyOf(1))))
+    expect(decodeIndex(applied?.[1])).toBe(3)
+    let settled = false
+    void dm.settled().then(() => {
+      settled = true
+    })
+    await releaseUntil(() => settled)
+    // A replica that installs it and applies 4 and 5 ends where this one does: 3 leased.
+    const replica = await machineOn(new MemoryEngine())
+    await replica.restore({
+      meta: { index: 3, term: 1, conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] } },
+      data: image,
+    })
+    const [, leased] = replica.apply(later) as Promise<unknown>[]
+    const leases = async (r: Promise<unknown> | undefined) =>
+      ((await r) as { result: { leases: unknown[] } }).result.leases.length
+    expect(await leases(results[1])).toBe(3)
+    expect(await leases(leased)).toBe(3)
+  })
 })

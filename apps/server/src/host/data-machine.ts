@@ -104,12 +104,25 @@ export class DataMachine implements StateMachine {
     await this.#lastWrite
   }
 
-  /** Every key of the group's state machine, once all applied entries are durable. */
-  async snapshot(): Promise<Uint8Array> {
-    await this.#tail
-    await this.#lastWrite
+  /**
+   * Every key of the group's state machine as of the last entry handed to `apply` before this
+   * call (the index the caller labels the snapshot with), and nothing later: the read takes
+   * its place in the apply chain, so entries handed to `apply` meanwhile wait until it is
+   * done, and it starts once every earlier entry's writes are stored. (Reading after the
+   * earlier entries only, while later ones went on applying and writing, gave data newer
+   * than its index: a replica installing it applied those later entries a second time.)
+   */
+  snapshot(): Promise<Uint8Array> {
     const range = stateMachineRange(this.#machine.groupId)
-    return encodePairs(await this.#reader.range(range))
+    const read = this.#tail.then(async () => {
+      await this.#lastWrite
+      return encodePairs(await this.#reader.range(range))
+    })
+    this.#tail = read.then(
+      () => {},
+      (error: unknown) => this.#fatal(error),
+    )
+    return read
   }
 
   /** Replaces the group's state-machine keys with the snapshot's and reopens its partitions. */
