@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChannelCredentials } from '@grpc/grpc-js'
@@ -389,9 +389,10 @@ export class LocalCluster {
 
   /**
    * Stops every node (SIGTERM, then SIGKILL after 10 s), removes the network namespaces and
-   * the tmpfs mounts, and removes the data.
+   * the tmpfs mounts, and removes the data; with `keepDataIn`, each node's data dir is first
+   * copied there (`<keepDataIn>/<node id>`), to be examined offline.
    */
-  async stop(): Promise<void> {
+  async stop(keepDataIn?: string): Promise<void> {
     await Promise.all(
       this.nodes.map(async (n) => {
         if (!n.child) return
@@ -406,6 +407,9 @@ export class LocalCluster {
       }),
     )
     await Promise.all(this.nodes.map((n) => n.proxy?.close()))
+    if (keepDataIn !== undefined)
+      for (const n of this.nodes)
+        cpSync(n.dataDir, join(keepDataIn, n.nodeId), { recursive: true, errorOnExist: false })
     this.#netns?.destroy()
     for (const dir of this.#mounts.splice(0)) unmount(dir)
     rmSync(this.dir, { recursive: true, force: true })

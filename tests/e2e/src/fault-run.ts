@@ -189,6 +189,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   })
   const queue = 'faults'
   const load = new Workload(history, queue)
+  /** Where the nodes' data is copied when the cluster stops (a failed run). */
+  let keptData: string | undefined
   try {
     await client.admin.createQueue(queue, {
       partitions: options.partitions ?? 3,
@@ -255,6 +257,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     if (failed || options.keep) {
       artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)
       mkdirSync(artifacts, { recursive: true })
+      if (failed || process.env.MQ_FAULTS_KEEP_DATA === '1') keptData = join(artifacts, 'data')
       writeFileSync(join(artifacts, 'history.jsonl'), history.ops.map((o) => JSON.stringify(o)).join('\n'))
       for (const n of cluster.nodes) writeFileSync(join(artifacts, `${n.nodeId}.log`), n.output)
       const status = await client.admin.clusterStatus().catch((e: unknown) => String(e))
@@ -307,13 +310,14 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       for (const f of faults)
         log(`  fault ${f.startMs}..${f.endMs}: ${f.kind === 'fault' ? f.description : ''}`)
       log(`rerun: ${replay}`)
-      log(`history and node output saved in ${artifacts}`)
+      log(`history and node output saved in ${artifacts}${keptData ? ' (each node data dir in data/)' : ''}`)
     }
     return result
   } finally {
     load.producing = false
     load.consuming = false
     await client.close()
-    await cluster.stop()
+    // A failed run keeps its nodes' data beside its history (MQ_FAULTS_KEEP_DATA=1: any run).
+    await cluster.stop(keptData)
   }
 }
