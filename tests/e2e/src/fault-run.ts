@@ -51,8 +51,14 @@ export interface FaultRunOptions {
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
-  /** The drain after healing ends by this (then whatever is unacked counts as lost). */
+  /**
+   * The drain after healing goes on while the backlog shrinks: it fails (whatever is unacked
+   * then counts as lost) once no message has been acked for `drainStallMs` (30 s), or after
+   * `drainMsMax` in all (10 min). Faults slow consumers more than producers, so a long run
+   * can leave a large backlog, drained at the consumers' pace.
+   */
   readonly drainMsMax?: number
+  readonly drainStallMs?: number
   /** Save the history and the nodes' output even when the run passes (for studying stalls). */
   readonly keep?: boolean
   readonly log?: (line: string) => void
@@ -111,12 +117,23 @@ export function replayCommand(
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
-/** Resolves when `condition()` holds; false when `timeoutMs` passes first. Polls every 50 ms. */
-async function waitFor(condition: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs
-  while (!condition()) {
-    if (Date.now() >= deadline) return false
-    await new Promise((r) => setTimeout(r, 50))
+/**
+ * Waits until `unacked()` is 0: true then; false once it has not gone down for `stallMs`, or
+ * `maxMs` passed. Polls every 200 ms.
+ */
+async function drainBacklog(unacked: () => number, stallMs: number, maxMs: number): Promise<boolean> {
+  const start = Date.now()
+  let least = unacked()
+  let leastAt = start
+  while (least > 0) {
+    const now = Date.now()
+    if (now - leastAt >= stallMs || now - start >= maxMs) return false
+    await new Promise((r) => setTimeout(r, 200))
+    const n = unacked()
+    if (n < least) {
+      least = n
+      leastAt = Date.now()
+    }
   }
   return true
 }
@@ -239,7 +256,16 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     load.producing = false
     await Promise.all(producers)
     load.draining = true
-    const drained = await waitFor(() => load.unacked().length === 0, options.drainMsMax ?? 60_000)
+    const backlog = load.unacked().length
+    const drainStart = Date.now()
+    const drained = await drainBacklog(
+      () => load.unacked().length,
+      options.drainStallMs ?? 30_000,
+      options.drainMsMax ?? 600_000,
+    )
+    log(
+      `fault run: drain of ${backlog} unacked messages ${drained ? 'done' : 'FAILED'} in ${Math.round((Date.now() - drainStart) / 1000)} s`,
+    )
     load.consuming = false
     await Promise.all(consumers)
     const deadLettered = (await client.admin.deadLetters(queue, 1_000)).length
@@ -262,6 +288,11 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       for (const n of cluster.nodes) writeFileSync(join(artifacts, `${n.nodeId}.log`), n.output)
       const status = await client.admin.clusterStatus().catch((e: unknown) => String(e))
       writeFileSync(join(artifacts, 'cluster-status.json'), JSON.stringify(status, null, 2))
+      // Each partition's counts by weight as its leader sees them (ready, leased, delayed…).
+      const stats = await client.admin.queueStats(queue).catch((e: unknown) => String(e))
+      writeFileSync(join(artifacts, 'queue-stats.json'), JSON.stringify(stats, null, 2))
+      const route = await client.admin.describeQueue(queue).catch((e: unknown) => String(e))
+      writeFileSync(join(artifacts, 'route.json'), JSON.stringify(route, null, 2))
     }
     const stall = longestEnqueueStall(history.ops, faultStart, faultEnd)
     const result: FaultRunResult = {
