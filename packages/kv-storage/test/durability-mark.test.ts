@@ -64,6 +64,12 @@ async function openChecked(path: string): Promise<unknown> {
   }
 }
 
+/** The seq each of the mark file's two slots holds, read synchronously (the page cache). */
+function slotSeqs(path: string): number[] {
+  const bytes = readFileSync(join(path, MARK_FILE))
+  return [0, 4096].map((at) => new DataView(bytes.buffer, bytes.byteOffset + at + 8).getUint32(4))
+}
+
 /** `err` is a DatabaseCorruptError whose message matches `pattern`. */
 function expectCorrupt(err: unknown, pattern: RegExp): void {
   expect(err).toBeInstanceOf(DatabaseCorruptError)
@@ -126,8 +132,7 @@ describe('DurabilityMark', () => {
       log.append(entries(i, i + 1, 1))
       await store.durability.flush()
       // Read at once, synchronously: the page cache already holds this batch's seq.
-      const bytes = readFileSync(join(path, MARK_FILE))
-      expect(new DataView(bytes.buffer, bytes.byteOffset + 4096 + 8).getUint32(4)).toBe(i)
+      expect(slotSeqs(path)[1]).toBe(i)
       expect(mark.stats()).toMatchObject({ durableSeq: i, markedSeq: i, syncedSeq: 0 })
     }
     await store.close()
@@ -143,10 +148,6 @@ describe('DurabilityMark', () => {
     const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 1000, nowMs: () => now })
     const store = new LogStore(engine, { mark })
     const log = await store.openGroup(1)
-    const slots = async () => {
-      const bytes = await readFile(join(path, MARK_FILE))
-      return [0, 4096].map((at) => new DataView(bytes.buffer, bytes.byteOffset + at + 8).getUint32(4))
-    }
     const settle = async () => {
       for (let i = 0; i < 100 && mark.stats().markedSeq < mark.stats().durableSeq; i++)
         await new Promise((r) => setTimeout(r, 1))
@@ -157,7 +158,7 @@ describe('DurabilityMark', () => {
       await settle()
     }
     // Three batches, no sync due yet: all written to slot 1; slot 0 keeps the synced 0.
-    expect(await slots()).toEqual([0, 3])
+    expect(slotSeqs(path)).toEqual([0, 3])
     expect(mark.stats()).toMatchObject({ markedSeq: 3, syncedSeq: 0, markSyncs: 0 })
     now = 1000
     log.append(entries(4, 5, 1))
@@ -168,7 +169,7 @@ describe('DurabilityMark', () => {
     log.append(entries(5, 6, 1))
     await store.durability.flush()
     await settle()
-    const [slot0, slot1] = await slots()
+    const [slot0, slot1] = slotSeqs(path)
     expect(slot0).toBe(5)
     expect(slot1).toBeGreaterThanOrEqual(3)
     await store.close()
@@ -184,10 +185,6 @@ describe('DurabilityMark', () => {
     const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 10, nowMs: () => now })
     const store = new LogStore(engine, { mark })
     const log = await store.openGroup(1)
-    const slots = () => {
-      const bytes = readFileSync(join(path, MARK_FILE))
-      return [0, 4096].map((at) => new DataView(bytes.buffer, bytes.byteOffset + at + 8).getUint32(4))
-    }
     const batch = async (i: number) => {
       log.append(entries(i, i + 1, 1))
       await store.durability.flush()
@@ -202,14 +199,14 @@ describe('DurabilityMark', () => {
     await batch(2) // the sync comes due: it starts, and is held
     expect(mark.stats()).toMatchObject({ markedSeq: 2, syncedSeq: 0, markSyncs: 0 })
     await batch(3) // written while the sync runs: into the same slot
-    expect(slots()).toEqual([0, 3])
+    expect(slotSeqs(path)).toEqual([0, 3])
     release()
     for (let i = 0; i < 100 && mark.stats().markSyncs < 1; i++) await new Promise((r) => setTimeout(r, 1))
     file.datasync = datasync
     // The sync covered seq 2 at least; slot 1 may hold an unsynced 3, so it stays the one
     // written, and slot 0 keeps the synced 0.
     await batch(4)
-    expect(slots()).toEqual([0, 4])
+    expect(slotSeqs(path)).toEqual([0, 4])
     // A sync with no write during it switches: the next batch goes to slot 0.
     now = 200
     for (let i = 0; i < 100 && mark.stats().syncedSeq < 4; i++) {
@@ -218,7 +215,7 @@ describe('DurabilityMark', () => {
     }
     expect(mark.stats().syncedSeq).toBe(4)
     await batch(5)
-    expect(slots()).toEqual([5, 4])
+    expect(slotSeqs(path)).toEqual([5, 4])
     await store.close()
     await mark.close()
     expect(mark.stats()).toMatchObject({ markedSeq: 5, syncedSeq: 5, markFailures: 0 })
