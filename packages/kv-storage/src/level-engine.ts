@@ -237,7 +237,9 @@ export class LevelEngine implements Engine {
         ? await expandClears(this.db, ops)
         : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
-      await implementation(this.db)._batch(this.guard.seal(levelOps), { sync })
+      const sealed = this.guard.seal(levelOps)
+      if (sealed.length <= SLICE_OPS) await implementation(this.db)._batch(sealed, { sync })
+      else await writeInSlices(this.db, sealed, sync)
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
       throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
@@ -313,6 +315,34 @@ async function readRange(
     const key = plain(k) as Uint8Array
     return [key, guard.value(key, v) as Uint8Array] as const
   })
+}
+
+/**
+ * Ops handed to LevelDB per event-loop turn in a large batch. `_batch` converts a whole batch
+ * on the calling thread before the write goes to the thread pool: a clear of a partition with
+ * 500,000 messages (a deleted queue) held the event loop for seconds, on every replica at
+ * once, and every group lost its leader. A larger batch is built a slice at a time.
+ */
+const SLICE_OPS = 16_384
+
+/**
+ * Writes `ops` as one atomic LevelDB batch, adding SLICE_OPS ops per event-loop turn to a
+ * chained batch (still one write: all or nothing).
+ */
+async function writeInSlices(db: Db, ops: readonly LevelOp[], sync: boolean): Promise<void> {
+  const batch = db.batch()
+  try {
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i] as LevelOp
+      if (op.type === 'put') batch.put(op.key, op.value)
+      else batch.del(op.key)
+      if ((i + 1) % SLICE_OPS === 0) await new Promise((resolve) => setImmediate(resolve))
+    }
+  } catch (err) {
+    await batch.close()
+    throw err
+  }
+  await batch.write({ sync })
 }
 
 /** Turns each `clear` into deletes of the keys the range holds (stored or put earlier in the batch). */

@@ -41,6 +41,35 @@ describe('LevelEngine specifics', () => {
     }
   })
 
+  it('writes a batch of more ops than a slice (a clear of 40,000 keys, 20,000 puts) as one batch, letting the event loop turn', async () => {
+    const engine = await LevelEngine.open(join(dir.path, 'big'))
+    try {
+      const key = (prefix: number, i: number) => b(prefix, i >> 16, (i >> 8) & 255, i & 255)
+      const fill = Array.from({ length: 40_000 }, (_, i) => ({
+        type: 'put' as const,
+        key: key(1, i),
+        value: b(7),
+      }))
+      await engine.write(fill, { sync: false })
+      let turns = 0
+      const ticker = setInterval(() => turns++, 0)
+      const puts = Array.from({ length: 20_000 }, (_, i) => ({
+        type: 'put' as const,
+        key: key(2, i),
+        value: b(9),
+      }))
+      await engine.write([{ type: 'clear', gte: b(1), lt: b(2) }, ...puts], { sync: true })
+      clearInterval(ticker)
+      expect(await engine.range({ gte: b(1), lt: b(2) })).toEqual([])
+      const written = await engine.range({ gte: b(2), lt: b(3) })
+      expect(written.length).toBe(20_000)
+      expect(written[19_999]).toEqual([key(2, 19_999), b(9)])
+      expect(turns).toBeGreaterThan(0)
+    } finally {
+      await engine.close()
+    }
+  })
+
   it('keeps data across close and reopen', async () => {
     const path = join(dir.path, 'db')
     let engine = await LevelEngine.open(path)

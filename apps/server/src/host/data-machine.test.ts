@@ -1,10 +1,10 @@
 import { DataGroupMachine, encodeDataCommand } from '@mq/data-service'
-import { MemoryEngine } from '@mq/kv-storage'
+import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
 import { appliedKeyOf, DataMachine, decodeIndex, decodePairs, encodePairs } from './data-machine'
 
-async function machineOn(engine: MemoryEngine, applied = 0): Promise<DataMachine> {
+async function machineOn(engine: MemoryEngine, applied = 0, pageKeys?: number): Promise<DataMachine> {
   const group = await DataGroupMachine.open(1, engine)
   return new DataMachine(
     group,
@@ -14,6 +14,7 @@ async function machineOn(engine: MemoryEngine, applied = 0): Promise<DataMachine
     (e) => {
       throw e
     },
+    pageKeys,
   )
 }
 
@@ -202,5 +203,36 @@ describe('DataMachine', () => {
       ((await r) as { result: { leases: unknown[] } }).result.leases.length
     expect(await leases(results[1])).toBe(3)
     expect(await leases(leased)).toBe(3)
+  })
+
+  it('reads its snapshot a page of keys at a time, and the pages make the whole image', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    const reads: number[] = []
+    const counting = {
+      range: async (r: Parameters<MemoryEngine['range']>[0]) => {
+        const page = await engine.range(r)
+        reads.push(page.length)
+        return page
+      },
+    }
+    const group = await DataGroupMachine.open(1, engine)
+    const dm = new DataMachine(
+      group,
+      { write: (ops) => engine.write(ops, { sync: false }) },
+      counting,
+      0,
+      (e) => {
+        throw e
+      },
+      3,
+    )
+    await Promise.all(dm.apply([open(), ...Array.from({ length: 6 }, (_, i) => enqueue(i)), lease()]))
+    const image = await dm.snapshot()
+    const whole = await engine.range(stateMachineRange(1))
+    expect(decodePairs(image)).toEqual(whole.map(([k, v]) => [k, v]))
+    // Pages of 3 keys (the last one short), never one read of everything.
+    expect(reads.length).toBe(Math.floor(whole.length / 3) + 1)
+    expect(Math.max(...reads)).toBe(3)
   })
 })
