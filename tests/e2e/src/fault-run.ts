@@ -256,10 +256,10 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     load.producing = false
     await Promise.all(producers)
     load.draining = true
-    const backlog = load.unacked().length
+    const backlog = load.unackedCount
     const drainStart = Date.now()
     const drained = await drainBacklog(
-      () => load.unacked().length,
+      () => load.unackedCount,
       options.drainStallMs ?? 30_000,
       options.drainMsMax ?? 600_000,
     )

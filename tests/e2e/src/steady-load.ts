@@ -92,8 +92,8 @@ export function startSteadyLoad(
       await Promise.all(producers)
       load.draining = true
       const deadline = Date.now() + drainMsMax
-      while (load.unacked().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-      const drained = load.unacked().length === 0
+      while (load.unackedCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+      const drained = load.unackedCount === 0
       load.consuming = false
       await Promise.all(consumers)
       return { report: check(history.ops), unacked: load.unacked().length, drained }

@@ -35,16 +35,16 @@ function outcomeOf(error: unknown): Outcome {
 export class Workload {
   readonly history: History
   readonly queue: string
-  /** Bodies whose enqueue returned ok. */
-  readonly enqueued = new Set<string>()
-  /** Bodies acked ok, or acked with an unknown outcome. */
-  readonly acked = new Set<string>()
+  readonly #enqueued = new Set<string>()
+  readonly #acked = new Set<string>()
+  /** Bodies in #enqueued and not in #acked, kept as they change (the drain polls it). */
+  #unackedCount = 0
   producing = true
   consuming = true
   /** While draining, consumers ack everything (no nacks, no abandoned leases). */
   draining = false
   /**
-   * Producers wait while about this many enqueued messages are not acked yet (flow control):
+   * Producers wait while this many enqueued messages are not acked yet (flow control):
    * faults slow consumers more than producers, and an unbounded backlog made the final drain
    * of a long run take minutes (631,618 messages, 4 minutes, in a 6-minute run).
    */
@@ -56,14 +56,33 @@ export class Workload {
     this.backlogMax = backlogMax
   }
 
-  /** About how many ok-enqueued messages are not acked yet (cheap: set sizes). */
-  backlog(): number {
-    return this.enqueued.size - this.acked.size
+  /** Bodies whose enqueue returned ok. */
+  get enqueued(): ReadonlySet<string> {
+    return this.#enqueued
+  }
+
+  /** A body's enqueue returned ok. */
+  noteEnqueued(body: string): void {
+    if (this.#enqueued.has(body)) return
+    this.#enqueued.add(body)
+    if (!this.#acked.has(body)) this.#unackedCount++
+  }
+
+  /** A body was acked ok, or acked with an unknown outcome (an ack may come before its enqueue's answer). */
+  noteAcked(body: string): void {
+    if (this.#acked.has(body)) return
+    this.#acked.add(body)
+    if (this.#enqueued.has(body)) this.#unackedCount--
+  }
+
+  /** How many ok-enqueued bodies are not acked yet. */
+  get unackedCount(): number {
+    return this.#unackedCount
   }
 
   /** Ok-enqueued bodies not yet acked. */
   unacked(): string[] {
-    return [...this.enqueued].filter((b) => !this.acked.has(b))
+    return [...this.#enqueued].filter((b) => !this.#acked.has(b))
   }
 }
 
@@ -88,7 +107,7 @@ export async function runProducer(
   let seq = 0
   const lane = async (): Promise<void> => {
     while (load.producing && seq < options.opsMax) {
-      if (load.backlog() >= load.backlogMax) {
+      if (load.unackedCount >= load.backlogMax) {
         await new Promise((r) => setTimeout(r, 50))
         continue
       }
@@ -107,7 +126,7 @@ export async function runProducer(
           partition: r.partition,
           id: r.id,
         })
-        load.enqueued.add(body)
+        load.noteEnqueued(body)
       } catch (error) {
         load.history.add({
           kind: 'enqueue',
@@ -265,7 +284,7 @@ export async function runConsumer(
           ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok', results }),
         })
         if (kind === 'ack') {
-          for (const l of leases) if (indeterminate || results[l.leaseId] === 'ok') load.acked.add(l.body)
+          for (const l of leases) if (indeterminate || results[l.leaseId] === 'ok') load.noteAcked(l.body)
         }
         return
       } catch (error) {
@@ -285,7 +304,7 @@ export async function runConsumer(
       outcome: indeterminate ? 'info' : 'fail',
       error: errorCode(lastError),
     })
-    if (kind === 'ack' && indeterminate) for (const l of leases) load.acked.add(l.body)
+    if (kind === 'ack' && indeterminate) for (const l of leases) load.noteAcked(l.body)
   }
 
   const loop = async (partition: number): Promise<void> => {
