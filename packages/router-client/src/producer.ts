@@ -78,10 +78,9 @@ interface Lane {
   readonly partition: number
   readonly pending: Pending[]
   pendingBytes: number
-  inFlight: number
   /** Messages in the batches in flight. */
   inFlightMessages: number
-  /** When each batch in flight was sent (performance.now()). */
+  /** When each batch in flight was sent (performance.now()): one entry per batch in flight. */
   readonly sentAtMs: number[]
   sequence: number
   /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
@@ -210,7 +209,6 @@ export class Producer {
         partition,
         pending: [],
         pendingBytes: 0,
-        inFlight: 0,
         inFlightMessages: 0,
         sentAtMs: [],
         sequence: 0,
@@ -225,7 +223,7 @@ export class Producer {
     lane.cancel?.()
     lane.cancel = undefined
     const inFlightMax = this.#options.idempotent ? 1 : this.#options.inFlightMax
-    while (lane.pending.length > 0 && lane.inFlight < inFlightMax) {
+    while (lane.pending.length > 0 && lane.sentAtMs.length < inFlightMax) {
       let bytes = 0
       let count = 0
       while (count < lane.pending.length && count < this.#options.batchMax) {
@@ -236,17 +234,16 @@ export class Producer {
       }
       const batch = lane.pending.splice(0, count)
       lane.pendingBytes -= bytes
-      lane.inFlight++
+      const sentAtMs = performance.now()
+      lane.sentAtMs.push(sentAtMs)
       lane.inFlightMessages += batch.length
       const sequence = this.#options.idempotent ? ++lane.sequence : 0
-      void this.#produce(lane, batch, sequence)
+      void this.#produce(lane, batch, sequence, sentAtMs)
     }
   }
 
-  async #produce(lane: Lane, batch: Pending[], sequence: number): Promise<void> {
+  async #produce(lane: Lane, batch: Pending[], sequence: number, sentAtMs: number): Promise<void> {
     const messages = batch.map((p) => p.message)
-    const sentAtMs = performance.now()
-    lane.sentAtMs.push(sentAtMs)
     try {
       const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
         unary(
@@ -267,7 +264,6 @@ export class Producer {
     } catch (error) {
       for (const p of batch) p.reject(error)
     } finally {
-      lane.inFlight--
       lane.inFlightMessages -= batch.length
       lane.sentAtMs.splice(lane.sentAtMs.indexOf(sentAtMs), 1)
       this.#release(batch.length)
