@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { DurabilityMark, MARK_FILE, readMark } from '../src/durability-mark'
+import { DurabilityMark, type DurabilityMarkOptions, MARK_FILE, readMark } from '../src/durability-mark'
+import type { Engine } from '../src/engine'
 import { DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { CORRUPT_MARKER } from '../src/level-recovery'
@@ -79,6 +80,21 @@ function expectCorrupt(err: unknown, pattern: RegExp): void {
 describe('DurabilityMark', () => {
   const dir = useTempDir('kv-mark')
 
+  /** A log store over `engine` whose batches a new durability mark in a fresh folder follows, and its group 1. */
+  async function markedStore(engine: Engine, options: DurabilityMarkOptions = {}) {
+    const path = join(dir.path, 'mem')
+    await mkdir(path)
+    const mark = await DurabilityMark.open(engine, path, options)
+    const store = new LogStore(engine, { mark })
+    const log = await store.openGroup(1)
+    /** Appends entry `i` and waits until its batch is durable. */
+    const batch = async (i: number) => {
+      log.append(entries(i, i + 1, 1))
+      await store.durability.flush()
+    }
+    return { path, mark, store, log, batch }
+  }
+
   it('stamps every batch, marks what is durable, and reopens a whole database', async () => {
     const path = join(dir.path, 'db')
     const marked = await fill(path)
@@ -95,12 +111,8 @@ describe('DurabilityMark', () => {
   })
 
   it('never marks a batch before its synced write resolves, and catches up without being awaited', async () => {
-    const path = join(dir.path, 'mem')
-    await mkdir(path)
     const engine = new GatedEngine(new MemoryEngine())
-    const mark = await DurabilityMark.open(engine, path)
-    const store = new LogStore(engine, { mark })
-    const log = await store.openGroup(1)
+    const { path, mark, store, log } = await markedStore(engine)
     log.append(entries(1, 2, 1))
     await store.durability.flush()
     engine.hold()
@@ -122,15 +134,9 @@ describe('DurabilityMark', () => {
   })
 
   it('has the mark file hold a batch before its callers hear it is durable (a process crash then loses no mark)', async () => {
-    const path = join(dir.path, 'mem')
-    await mkdir(path)
-    const engine = new MemoryEngine()
-    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 60_000 })
-    const store = new LogStore(engine, { mark })
-    const log = await store.openGroup(1)
+    const { path, mark, store, batch } = await markedStore(new MemoryEngine(), { syncIntervalMs: 60_000 })
     for (let i = 1; i <= 5; i++) {
-      log.append(entries(i, i + 1, 1))
-      await store.durability.flush()
+      await batch(i)
       // Read at once, synchronously: the page cache already holds this batch's seq.
       expect(slotSeqs(path)[1]).toBe(i)
       expect(mark.stats()).toMatchObject({ durableSeq: i, markedSeq: i, syncedSeq: 0 })
@@ -141,33 +147,28 @@ describe('DurabilityMark', () => {
   })
 
   it('writes one slot until it is synced, so the other always holds a synced mark', async () => {
-    const path = join(dir.path, 'mem')
-    await mkdir(path)
     let now = 0
-    const engine = new MemoryEngine()
-    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 1000, nowMs: () => now })
-    const store = new LogStore(engine, { mark })
-    const log = await store.openGroup(1)
+    const { path, mark, store, batch } = await markedStore(new MemoryEngine(), {
+      syncIntervalMs: 1000,
+      nowMs: () => now,
+    })
     const settle = async () => {
       for (let i = 0; i < 100 && mark.stats().markedSeq < mark.stats().durableSeq; i++)
         await new Promise((r) => setTimeout(r, 1))
     }
     for (let i = 1; i <= 3; i++) {
-      log.append(entries(i, i + 1, 1))
-      await store.durability.flush()
+      await batch(i)
       await settle()
     }
     // Three batches, no sync due yet: all written to slot 1; slot 0 keeps the synced 0.
     expect(slotSeqs(path)).toEqual([0, 3])
     expect(mark.stats()).toMatchObject({ markedSeq: 3, syncedSeq: 0, markSyncs: 0 })
     now = 1000
-    log.append(entries(4, 5, 1))
-    await store.durability.flush()
+    await batch(4)
     for (let i = 0; i < 100 && mark.stats().syncedSeq < 4; i++) await new Promise((r) => setTimeout(r, 1))
     // The sync came due: slot 1 synced (at 3 or 4), then slot 0 takes the next writes.
     expect(mark.stats().markSyncs).toBeGreaterThanOrEqual(1)
-    log.append(entries(5, 6, 1))
-    await store.durability.flush()
+    await batch(5)
     await settle()
     const [slot0, slot1] = slotSeqs(path)
     expect(slot0).toBe(5)
@@ -178,17 +179,11 @@ describe('DurabilityMark', () => {
   })
 
   it('keeps writing one slot while a batch comes during its sync, so two slots are never unsynced at once', async () => {
-    const path = join(dir.path, 'mem')
-    await mkdir(path)
     let now = 0
-    const engine = new MemoryEngine()
-    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 10, nowMs: () => now })
-    const store = new LogStore(engine, { mark })
-    const log = await store.openGroup(1)
-    const batch = async (i: number) => {
-      log.append(entries(i, i + 1, 1))
-      await store.durability.flush()
-    }
+    const { path, mark, store, batch } = await markedStore(new MemoryEngine(), {
+      syncIntervalMs: 10,
+      nowMs: () => now,
+    })
     // Hold the mark's next fdatasync until released.
     const file = (mark as unknown as { file: { datasync: () => Promise<void> } }).file
     const datasync = file.datasync.bind(file)
@@ -222,17 +217,14 @@ describe('DurabilityMark', () => {
   })
 
   it('keeps marking after its sync timer fires early by its own clock (a pass with nothing to await)', async () => {
-    const path = join(dir.path, 'mem')
-    await mkdir(path)
-    const engine = new MemoryEngine()
     // The mark's clock stands still: its timer fires, finds the sync not yet due, and sets
     // another, without awaiting anything.
-    const mark = await DurabilityMark.open(engine, path, { syncIntervalMs: 20, nowMs: () => 0 })
-    const store = new LogStore(engine, { mark })
-    const log = await store.openGroup(1)
+    const { mark, store, batch } = await markedStore(new MemoryEngine(), {
+      syncIntervalMs: 20,
+      nowMs: () => 0,
+    })
     for (let i = 1; i <= 3; i++) {
-      log.append(entries(i, i + 1, 1))
-      await store.durability.flush()
+      await batch(i)
       await new Promise((r) => setTimeout(r, 50))
       expect(mark.stats().markedSeq).toBe(i)
     }
