@@ -206,8 +206,9 @@ async function target(step: FaultStep, client: MqClient, queue: string): Promise
 /**
  * Damages a stopped node's data as `choice` picks: its newest write-ahead log cut at a record
  * boundary, or inside a record (either needs 8 records, so that the cut reaches batches the
- * node had made durable and marked, not only one LevelDB wrote as it was killed), else one bit flipped at 5 places of each log. Returns what
- * was done, or undefined when the node has no log to damage.
+ * node had made durable and marked, not only one LevelDB wrote as it was killed), else one
+ * bit flipped at 5 places of each log. Returns what was done, or undefined when the node has
+ * no log to damage.
  */
 export function damageData(dataDir: string, choice: number): string | undefined {
   const way = choice % 3
@@ -230,7 +231,10 @@ export function damageData(dataDir: string, choice: number): string | undefined 
 export class NemesisShared {
   readonly #busy = new Set<string>()
   #network = false
-  /** A damaged follower was retired (once per run: a retired founder leaves the meta group a voter short). */
+  /**
+   * The run's one damaged follower is taken, by a step under way or done (once per run: a
+   * retired founder leaves the meta group a voter short).
+   */
   corrupted = false
 
   /** Takes what a step of `kind` on `nodeId` needs; false (nothing taken) when a fault holds it. */
@@ -307,7 +311,9 @@ export async function runNemesis(
       const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
       const slow = step.kind === FaultKind.SlowDataLeader
       const split = PARTITION_KINDS.has(step.kind)
+      // Taken now, before the damage: another loop's corrupt step meanwhile only kills.
       const corrupt = step.kind === FaultKind.CorruptDataFollower && !shared.corrupted
+      if (corrupt) shared.corrupted = true
       const fill = step.kind === FaultKind.FillDiskFollower
       /** Filler bytes written by this step (fill-disk-follower). */
       let filled = 0
@@ -327,6 +333,8 @@ export async function runNemesis(
       else if (fill) filled = fillDisk(cluster.node(nodeId).dataDir)
       else await cluster.kill(nodeId)
       const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
+      // No log to damage: the run's one damage is still to come.
+      if (corrupt && damage === undefined) shared.corrupted = false
       let outcome = ''
       await sleep(step.durationMs)
       if (pause) cluster.resume(nodeId)
@@ -342,7 +350,6 @@ export async function runNemesis(
       } else if (split) cluster.healNetwork()
       else if (isolate || slow) cluster.reconnect(nodeId)
       else if (damage) {
-        shared.corrupted = true
         const code = await cluster.startExpectingExit(nodeId)
         if (code === 1) {
           cluster.retire(nodeId)
