@@ -333,6 +333,8 @@ export class MqNode {
     this.#calls.close()
     // Before the store closes: Raft messages still arriving on open peer streams are dropped.
     await this.#raft?.stop()
+    // Dropped partitions' sweeps stop after their page (their tombstones carry on at restart).
+    await Promise.all([...this.#dataGroups.values()].map((local) => local.machine.machine.close()))
     await this.#store?.close().catch(() => {})
     await this.#mark?.close().catch(() => {})
     await this.#engine?.close().catch(() => {})
@@ -535,8 +537,10 @@ export class MqNode {
         const local = this.#dataGroups.get(groupId)
         this.#raft?.removeGroup(groupId)
         this.#dataGroups.delete(groupId)
-        // The apply chain may still be writing: let it finish before the range is cleared.
+        // The apply chain may still be writing, and dropped partitions being swept: let the
+        // writes finish and stop the sweeps before the range is cleared.
         await local?.machine.settled().catch(() => {})
+        await local?.machine.machine.close()
         await this.#store?.removeGroup(groupId)
         console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
       })()

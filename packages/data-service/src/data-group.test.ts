@@ -105,9 +105,81 @@ describe('DataGroupMachine', () => {
       2,
     )
     expect((await engine.range({})).length).toBeGreaterThan(0)
-    await applyAndWrite(engine, m, enc({ type: 'drop', queue: 'q', partition: 0 }), 3)
+    const dropped = await applyAndWrite(engine, m, enc({ type: 'drop', queue: 'q', partition: 0 }), 3)
     expect(m.holds('q', 0)).toBe(false)
+    // The entry itself carries the registry's delete and a tombstone, not one delete per key.
+    expect(dropped.ops.map((op) => op.type)).toEqual(['del', 'put'])
+    await m.swept()
     expect(await engine.range({})).toEqual([])
+    expect(m.garbageRanges()).toEqual([])
+  })
+
+  it('deletes a dropped partition a page per write, and goes on after a restart from its tombstone', async () => {
+    const engine = new MemoryEngine()
+    const writes: number[] = []
+    let hold: Promise<void> | undefined
+    const counting = {
+      get: engine.get.bind(engine),
+      getMany: engine.getMany.bind(engine),
+      range: engine.range.bind(engine),
+      write: async (ops: Parameters<MemoryEngine['write']>[0], o: { sync: boolean }) => {
+        writes.push(ops.length)
+        if (hold) await hold
+        return engine.write(ops, o)
+      },
+    }
+    const m = await DataGroupMachine.open(2, counting, 8)
+    await applyAndWrite(engine, m, enc({ type: 'open', queue: 'q', partition: 0, config: {} }), 1)
+    const messages = Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i) }))
+    const command = { type: 'enqueue' as const, messages }
+    await applyAndWrite(engine, m, enc({ type: 'apply', queue: 'q', partition: 0, command }), 2)
+    const before = (await engine.range({})).length
+    expect(before).toBeGreaterThan(30)
+    let release = (): void => {}
+    hold = new Promise((resolve) => {
+      release = resolve
+    })
+    await applyAndWrite(engine, m, enc({ type: 'drop', queue: 'q', partition: 0 }), 3)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+    // One page is being written; stop there, as a process that ends would.
+    expect(writes).toEqual([8])
+    expect(m.garbageRanges()).toHaveLength(1)
+    const closing = m.close()
+    release()
+    hold = undefined
+    await closing
+    const left = (await engine.range({})).length
+    expect(left).toBe(before - 8) // the page went; the tombstone took the registry key's place
+
+    writes.length = 0
+    const reopened = await DataGroupMachine.open(2, counting, 8)
+    expect(reopened.garbageRanges()).toHaveLength(1)
+    await reopened.swept()
+    expect(await engine.range({})).toEqual([])
+    expect(writes.every((n) => n <= 9)).toBe(true) // a page, plus the tombstone with the last one
+    expect(writes.reduce((a, b) => a + b, 0)).toBe(left)
+  })
+
+  it('opens a dropped partition again only after its old keys are gone', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(2, engine, 4)
+    const open = enc({ type: 'open', queue: 'q', partition: 0, config: {} })
+    const enqueue = (n: number) =>
+      enc({
+        type: 'apply',
+        queue: 'q',
+        partition: 0,
+        command: { type: 'enqueue', messages: Array.from({ length: n }, () => ({ body: Uint8Array.of(1) })) },
+      })
+    await applyAndWrite(engine, m, open, 1)
+    await applyAndWrite(engine, m, enqueue(20), 2)
+    await applyAndWrite(engine, m, enc({ type: 'drop', queue: 'q', partition: 0 }), 3)
+    await applyAndWrite(engine, m, open, 4)
+    await applyAndWrite(engine, m, enqueue(2), 5)
+    await m.swept()
+    expect((await m.stats('q', 0, 6))?.messages).toBe(2)
+    const reopened = await DataGroupMachine.open(2, engine)
+    expect((await reopened.stats('q', 0, 6))?.messages).toBe(2)
   })
 
   it('keeps groups apart in one engine', async () => {

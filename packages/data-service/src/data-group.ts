@@ -1,4 +1,4 @@
-import { type BatchOp, decodeTuple, type KvReader, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { type BatchOp, decodeTuple, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import {
   type CommandResult,
   type DeadMessage,
@@ -8,6 +8,7 @@ import {
 } from '@mq/weighted-queue'
 import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
+import { RangeSweeper, type SweepEngine } from './range-sweeper'
 
 /** The outcome of one data-group entry: the same on every replica. */
 export type DataResult =
@@ -64,6 +65,7 @@ const PARTITION_DATA = 'p'
 const FENCED = 'fenced'
 const IMPORTING = 'importing'
 const IMPORTED = 'imported'
+const DROPPED = 'dropped'
 /** Keys read per engine call while exporting. */
 const EXPORT_READ_PAIRS = 256
 const encoder = new TextEncoder()
@@ -81,11 +83,15 @@ const NOTHING = (): void => {}
  * (group, 16, 'fenced', queue, index) → the partition moved (or is moving) away: it takes
  * no commands and is never opened again here, except by an import;
  * (group, 16, 'importing', queue, index) → an import session under way (JSON);
- * (group, 16, 'imported', queue, index) → the move id of the import that completed.
+ * (group, 16, 'imported', queue, index) → the move id of the import that completed;
+ * (group, 16, 'dropped', queue, index) → the partition was dropped and its keys are still
+ * being deleted (a tombstone; see RangeSweeper). Until they are, the partition is not opened
+ * or imported again here (those entries wait for the sweep).
  */
 export class DataGroupMachine {
   readonly groupId: number
-  readonly #reader: KvReader
+  readonly #reader: SweepEngine
+  readonly #sweeper: RangeSweeper
   readonly #partitions = new Map<string, QueuePartition>()
   readonly #fenced = new Set<string>()
   readonly #imports = new Map<string, ImportSession>()
@@ -93,16 +99,40 @@ export class DataGroupMachine {
   readonly #watches = new Map<string, Set<WatchState>>()
   #applying: Promise<unknown> = Promise.resolve()
 
-  private constructor(groupId: number, reader: KvReader) {
+  private constructor(groupId: number, engine: SweepEngine, sweepPageKeys?: number) {
     this.groupId = groupId
-    this.#reader = reader
+    this.#reader = engine
+    this.#sweeper = new RangeSweeper(engine, sweepPageKeys)
   }
 
-  /** Opens the group's state machine from what `reader` holds (empty: a new group). */
-  static async open(groupId: number, reader: KvReader): Promise<DataGroupMachine> {
-    const machine = new DataGroupMachine(groupId, reader)
+  /**
+   * Opens the group's state machine from what `engine` holds (empty: a new group), and goes on
+   * deleting the keys of partitions dropped before (their tombstones). The machine reads the
+   * engine; it writes it only to delete dropped partitions' keys (in the background, a page
+   * of `sweepPageKeys` at a time); every other write is returned as ops.
+   */
+  static async open(groupId: number, engine: SweepEngine, sweepPageKeys?: number): Promise<DataGroupMachine> {
+    const machine = new DataGroupMachine(groupId, engine, sweepPageKeys)
     await machine.#load()
     return machine
+  }
+
+  /**
+   * The key ranges of dropped partitions whose keys are not all deleted yet: garbage, which a
+   * snapshot leaves out (their tombstones, which it carries, have them swept where it lands).
+   */
+  garbageRanges(): { gte: Uint8Array; lt: Uint8Array }[] {
+    return this.#sweeper.pendingRanges()
+  }
+
+  /** Resolves once every sweep of a dropped partition begun so far has ended. */
+  swept(): Promise<void> {
+    return this.#sweeper.settled()
+  }
+
+  /** Stops deleting dropped partitions' keys (the tombstones stay for the next open). */
+  close(): Promise<void> {
+    return this.#sweeper.stop()
   }
 
   /** The partitions this group holds, as `queue/index`. */
@@ -140,7 +170,7 @@ export class DataGroupMachine {
     bytesMax: number,
   ): Promise<{ pairs: KeyPair[]; done: boolean }> {
     const prefix = this.#prefix(queue, index)
-    const range = stateMachineRange(this.groupId, [PARTITION_DATA, queue, index])
+    const range = this.#dataRange(queue, index)
     const pairs: KeyPair[] = []
     let bytes = 0
     let from = after ? concat(prefix, after) : undefined
@@ -258,9 +288,16 @@ export class DataGroupMachine {
     return next
   }
 
-  /** Forgets every partition and reloads from `reader` (after a snapshot was installed). */
-  async reload(): Promise<void> {
+  /**
+   * Forgets every partition and reloads from the engine, after `replace` (the install of a
+   * snapshot) rewrote the group's keys: sweeping stops before it, so no sweep deletes a key it
+   * writes, and starts again from the tombstones it leaves.
+   */
+  async reload(replace: () => Promise<void> = settled): Promise<void> {
     await this.#applying
+    await this.#sweeper.stop()
+    await replace()
+    this.#sweeper.resume()
     this.#partitions.clear()
     this.#fenced.clear()
     this.#imports.clear()
@@ -285,6 +322,8 @@ export class DataGroupMachine {
         if (this.#fenced.has(id)) return refused('fenced', `${id} moved away from group ${this.groupId}`)
         if (this.#imports.has(id))
           return refused('importing', `${id} is being moved into group ${this.groupId}`)
+        // A dropped incarnation's keys go first (the same key space).
+        await this.#sweeper.whenSwept(id)
         const partition = await QueuePartition.open(
           this.#reader,
           this.#prefix(command.queue, command.partition),
@@ -302,14 +341,21 @@ export class DataGroupMachine {
         // A fenced partition is dropped even when never opened here (a move's last step).
         if (!this.#partitions.delete(id) && !this.#fenced.has(id))
           return refused('not-held', `group ${this.groupId} does not hold ${id}`)
-        const range = stateMachineRange(this.groupId, [PARTITION_DATA, command.queue, command.partition])
+        // The keys are unreachable from now on (nothing reads them); the tombstone has them
+        // deleted in the background, a page at a time, once it is in the engine.
+        const tombstone = this.#key(DROPPED, command.queue, command.partition)
+        let written = NOTHING
+        const ready = new Promise<void>((resolve) => {
+          written = resolve
+        })
+        this.#sweepDropped(command.queue, command.partition, ready)
         return {
           result: { type: 'dropped' },
           ops: [
             { type: 'del', key: this.#registryKey(command.queue, command.partition) },
-            { type: 'clear', gte: range.gte, lt: range.lt },
+            { type: 'put', key: tombstone, value: EMPTY },
           ],
-          written: NOTHING,
+          written,
         }
       }
       case 'apply': {
@@ -375,13 +421,13 @@ export class DataGroupMachine {
       return refused('malformed', 'only a middle import chunk deletes keys')
     const ops: BatchOp[] = []
     if (c.seq === 0) {
-      // Whatever an earlier session (or an earlier stay here) left is cleared.
-      const range = stateMachineRange(this.groupId, [PARTITION_DATA, c.queue, c.partition])
+      // Whatever an earlier session (or an earlier stay here) left is deleted first, once every
+      // earlier entry's writes are in the engine (a sweep reads it), and after a dropped
+      // incarnation's sweep (the sweeper runs one range after the other).
       this.#partitions.delete(id)
-      ops.push(
-        { type: 'del', key: this.#registryKey(c.queue, c.partition) },
-        { type: 'clear', gte: range.gte, lt: range.lt },
-      )
+      await written()
+      await this.#sweeper.sweep(id, this.#dataRange(c.queue, c.partition))
+      ops.push({ type: 'del', key: this.#registryKey(c.queue, c.partition) })
     }
     const prefix = this.#prefix(c.queue, c.partition)
     for (const key of c.dels ?? []) ops.push({ type: 'del', key: concat(prefix, key) })
@@ -417,7 +463,20 @@ export class DataGroupMachine {
     return { result: { type: 'imported', complete: true }, ops, written: NOTHING }
   }
 
+  /** Deletes a dropped partition's keys once `ready`, then its tombstone. */
+  #sweepDropped(queue: string, index: number, ready?: Promise<void>): void {
+    this.#sweeper
+      .sweep(idOf(queue, index), this.#dataRange(queue, index), this.#key(DROPPED, queue, index), ready)
+      .catch(() => {
+        // Stopped, or a write failed: the tombstone stays, and the next open sweeps again.
+      })
+  }
+
   async #load(): Promise<void> {
+    for (const [key] of await this.#reader.range(stateMachineRange(this.groupId, [DROPPED]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#sweepDropped(queue, index)
+    }
     for (const [key] of await this.#reader.range(stateMachineRange(this.groupId, [FENCED]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#fenced.add(idOf(queue, index))
@@ -453,6 +512,10 @@ export class DataGroupMachine {
     // A registry (or fence, import) key is (…, kind, queue, index).
     const tuple = decodeTuple(key)
     return { queue: tuple[tuple.length - 2] as string, index: tuple[tuple.length - 1] as number }
+  }
+
+  #dataRange(queue: string, index: number): { gte: Uint8Array; lt: Uint8Array } {
+    return stateMachineRange(this.groupId, [PARTITION_DATA, queue, index])
   }
 
   #prefix(queue: string, index: number): Uint8Array {

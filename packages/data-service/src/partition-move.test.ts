@@ -16,8 +16,8 @@ class Replica {
     this.machine = machine
   }
 
-  static async open(groupId: number, engine = new MemoryEngine()): Promise<Replica> {
-    return new Replica(engine, await DataGroupMachine.open(groupId, engine))
+  static async open(groupId: number, engine = new MemoryEngine(), sweepPageKeys?: number): Promise<Replica> {
+    return new Replica(engine, await DataGroupMachine.open(groupId, engine, sweepPageKeys))
   }
 
   async apply(command: DataCommand, nowMs = 1_000): Promise<DataResult> {
@@ -155,6 +155,31 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     expect(await reopened.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toMatchObject({
       reason: 'fenced',
     })
+  })
+
+  it('a partition moved away and back is imported only after its dropped keys are swept', async () => {
+    const a = await Replica.open(1, new MemoryEngine(), 2)
+    const b = await Replica.open(2)
+    await a.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await a.run({
+      type: 'enqueue',
+      messages: Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i), weight: 1 })),
+    })
+    await a.apply({ type: 'fence', queue: 'q', partition: 0 })
+    await ship(a, b, 1, 'away', 500)
+    // The drop leaves ~100 keys to sweep two at a time; the move back starts at once, and its
+    // keys are the very keys being swept (the same messages).
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0 })).toEqual({ type: 'dropped' })
+    expect(a.machine.garbageRanges()).toHaveLength(1)
+    await b.apply({ type: 'fence', queue: 'q', partition: 0 })
+    const { results } = await ship(b, a, 2, 'back', 500)
+    expect(results.at(-1)).toEqual({ type: 'imported', complete: true })
+    await a.machine.swept()
+    expect(a.machine.garbageRanges()).toEqual([])
+    expect((await a.machine.stats('q', 0, 2_000))?.messages).toBe(30)
+    const reopened = await Replica.open(1, a.engine)
+    const leased = await reopened.run({ type: 'lease', consumerId: 'c', max: 100, visibilityMs: 1_000 })
+    expect(leased.type === 'lease' ? leased.leases.length : 0).toBe(30)
   })
 
   it('imports are restartable: a new session clears the old one, stale chunks are refused, a done move is not redone', async () => {

@@ -235,4 +235,64 @@ describe('DataMachine', () => {
     expect(reads.length).toBe(Math.floor(whole.length / 3) + 1)
     expect(Math.max(...reads)).toBe(3)
   })
+
+  it("leaves a dropped partition's keys out of a snapshot while they are swept, and the copy ends the same", async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    let hold: Promise<void> | undefined
+    // The sweeper's writes wait while held; the entries' writes go straight to the engine.
+    const held = {
+      get: engine.get.bind(engine),
+      getMany: engine.getMany.bind(engine),
+      range: engine.range.bind(engine),
+      write: async (ops: Parameters<MemoryEngine['write']>[0], o: { sync: boolean }) => {
+        await hold
+        return engine.write(ops, o)
+      },
+    }
+    const group = await DataGroupMachine.open(1, held, 4)
+    const dm = new DataMachine(
+      group,
+      { write: (ops) => engine.write(ops, { sync: false }) },
+      engine,
+      0,
+      (e) => {
+        throw e
+      },
+    )
+    const other = () => entry(encodeDataCommand({ type: 'open', queue: 'r', partition: 0, config: {} }))
+    await Promise.all(dm.apply([open(), other(), ...Array.from({ length: 10 }, (_, i) => enqueue(i))]))
+    let release = (): void => {}
+    hold = new Promise((resolve) => {
+      release = resolve
+    })
+    const drop = entry(encodeDataCommand({ type: 'drop', queue: 'q', partition: 0 }))
+    await Promise.all(dm.apply([drop]))
+    await dm.settled()
+    const garbage = group.garbageRanges()
+    expect(garbage).toHaveLength(1)
+    const image = decodePairs(await dm.snapshot())
+    const inGarbage = (key: Uint8Array) =>
+      garbage.some((g) => Buffer.compare(key, g.gte) >= 0 && Buffer.compare(key, g.lt) < 0)
+    expect((await engine.range(stateMachineRange(1))).some(([k]) => inGarbage(k))).toBe(true)
+    expect(image.some(([k]) => inGarbage(k))).toBe(false)
+    expect(image.length).toBe(3) // r/0's registry key, the tombstone, the applied index
+
+    const followerEngine = new MemoryEngine()
+    const follower = await machineOn(followerEngine)
+    await follower.restore({
+      meta: {
+        index: drop.index,
+        term: 1,
+        conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] },
+      },
+      data: encodePairs(image),
+    })
+    hold = undefined
+    release()
+    await group.swept()
+    await follower.machine.swept()
+    expect(follower.machine.partitionIds()).toEqual(['r/0'])
+    expect(await followerEngine.range(stateMachineRange(1))).toEqual(await engine.range(stateMachineRange(1)))
+  })
 })

@@ -5,7 +5,7 @@ import {
   encodePairs,
   wakesLongPolls,
 } from '@mq/data-service'
-import { type BatchOp, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { type BatchOp, inRange, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 
 export { decodePairs, encodePairs }
@@ -15,14 +15,14 @@ export interface SmWriter {
   write(ops: readonly BatchOp[]): Promise<void>
 }
 
+/** Where a page of a read starts. */
+type Start = { gte: Uint8Array } | { gt: Uint8Array }
+
 /** Reads the group's own keys (for snapshots), a page at a time. */
 export interface SmReader {
-  range(range: {
-    gte?: Uint8Array
-    gt?: Uint8Array
-    lt: Uint8Array
-    limit: number
-  }): Promise<readonly (readonly [Uint8Array, Uint8Array])[]>
+  range(
+    range: Start & { lt: Uint8Array; limit: number },
+  ): Promise<readonly (readonly [Uint8Array, Uint8Array])[]>
 }
 
 /**
@@ -142,20 +142,34 @@ export class DataMachine implements StateMachine {
   }
 
   /**
-   * Every key of the group's state machine, a page per engine call. Consistent without one
-   * engine snapshot: nothing writes the group's keys while a snapshot reads (later entries
-   * wait behind it, and every earlier write is stored).
+   * Every key of the group's state machine, a page per engine call, but for the garbage of
+   * dropped partitions still being swept (their tombstones are in). Consistent without one
+   * engine snapshot: nothing else writes the group's keys while a snapshot reads (later
+   * entries wait behind it, and every earlier write is stored; the sweeps delete garbage only).
    */
   async #readAll(): Promise<(readonly [Uint8Array, Uint8Array])[]> {
     const { gte, lt } = stateMachineRange(this.#machine.groupId)
+    const garbage = this.#machine.garbageRanges()
     const pairs: (readonly [Uint8Array, Uint8Array])[] = []
+    let from: Start = { gte }
     for (;;) {
-      const last = pairs.at(-1)
-      const page = await this.#reader.range(
-        last ? { gt: last[0], lt, limit: this.#pageKeys } : { gte, lt, limit: this.#pageKeys },
-      )
-      for (const pair of page) pairs.push(pair)
+      const page = await this.#reader.range({ ...from, lt, limit: this.#pageKeys })
+      let next: Start | undefined
+      for (const pair of page) {
+        const skip = garbage.find((g) => inRange(pair[0], g))
+        if (skip) {
+          // Read on from the end of the garbage range.
+          next = { gte: skip.lt }
+          break
+        }
+        pairs.push(pair)
+      }
+      if (next) {
+        from = next
+        continue
+      }
       if (page.length < this.#pageKeys) return pairs
+      from = { gt: (page[page.length - 1] as readonly [Uint8Array, Uint8Array])[0] }
     }
   }
 
@@ -165,8 +179,7 @@ export class DataMachine implements StateMachine {
     const range = stateMachineRange(this.#machine.groupId)
     const ops: BatchOp[] = [{ type: 'clear', gte: range.gte, lt: range.lt }]
     for (const [key, value] of decodePairs(snapshot.data)) ops.push({ type: 'put', key, value })
-    await this.#write(ops)
-    await this.#machine.reload()
+    await this.#machine.reload(() => this.#write(ops))
     this.#applied = snapshot.meta.index
   }
 }

@@ -1,0 +1,90 @@
+import { MemoryEngine } from '@mq/kv-storage'
+import { describe, expect, it } from 'vitest'
+import { RangeSweeper, SweepStoppedError } from './range-sweeper'
+
+const key = (...bytes: number[]) => Uint8Array.from(bytes)
+
+async function engineWith(n: number): Promise<MemoryEngine> {
+  const engine = new MemoryEngine()
+  const ops = Array.from({ length: n }, (_, i) => ({ type: 'put' as const, key: key(1, i), value: key(i) }))
+  await engine.write(
+    [...ops, { type: 'put', key: key(0), value: key() }, { type: 'put', key: key(2), value: key() }],
+    {
+      sync: false,
+    },
+  )
+  return engine
+}
+
+const range = { gte: key(1), lt: key(2) }
+
+describe('RangeSweeper', () => {
+  it('deletes a range a page per write, then its tombstone, and nothing outside it', async () => {
+    const engine = await engineWith(10)
+    const sizes: number[] = []
+    const sweeper = new RangeSweeper(
+      {
+        get: engine.get.bind(engine),
+        getMany: engine.getMany.bind(engine),
+        range: engine.range.bind(engine),
+        write: (ops, o) => {
+          sizes.push(ops.length)
+          return engine.write(ops, o)
+        },
+      },
+      4,
+    )
+    await sweeper.sweep('a', range, key(0))
+    expect(sizes).toEqual([4, 4, 3]) // the last page carries the tombstone
+    expect((await engine.range({})).map(([k]) => [...k])).toEqual([[2]])
+    expect(sweeper.pendingRanges()).toEqual([])
+  })
+
+  it('runs one range after the other and waits for each one to be ready', async () => {
+    const engine = await engineWith(3)
+    const sweeper = new RangeSweeper(engine, 2)
+    let ready = (): void => {}
+    const first = sweeper.sweep(
+      'a',
+      range,
+      undefined,
+      new Promise((resolve) => {
+        ready = resolve
+      }),
+    )
+    const second = sweeper.sweep('b', { gte: key(2), lt: key(3) })
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(sweeper.pendingRanges()).toHaveLength(2)
+    expect((await engine.range({})).length).toBe(5) // nothing swept before `a` is ready
+    ready()
+    await Promise.all([first, second])
+    expect((await engine.range({})).map(([k]) => [...k])).toEqual([[0]])
+  })
+
+  it('stops after the page being written; pending sweeps end with an error; resume starts afresh', async () => {
+    const engine = await engineWith(10)
+    const sweeper = new RangeSweeper(engine, 2)
+    const never = new Promise<void>(() => {})
+    const sweeping = sweeper.sweep('a', range, key(0), never)
+    await sweeper.stop()
+    await expect(sweeping).rejects.toBeInstanceOf(SweepStoppedError)
+    expect((await engine.range({})).length).toBe(12)
+    sweeper.resume()
+    expect(sweeper.pendingRanges()).toEqual([])
+    await sweeper.sweep('a', range, key(0))
+    expect((await engine.range({})).length).toBe(1)
+  })
+
+  it('ends a sweep whose write fails with that error, and keeps its range pending', async () => {
+    const engine = await engineWith(3)
+    const sweeper = new RangeSweeper({
+      get: engine.get.bind(engine),
+      getMany: engine.getMany.bind(engine),
+      range: engine.range.bind(engine),
+      write: () => Promise.reject(new Error('disk full')),
+    })
+    await expect(sweeper.sweep('a', range)).rejects.toThrow('disk full')
+    await expect(sweeper.whenSwept('a')).rejects.toThrow('disk full')
+    expect(sweeper.pendingRanges()).toHaveLength(1)
+  })
+})
