@@ -467,6 +467,48 @@ describe('RaftHost', () => {
     expect(n3.items).toEqual(Array.from({ length: 60 }, (_, i) => `v${i}`))
   })
 
+  it("does not hold the other groups' work while one group's snapshot is being read", async () => {
+    let release = (): void => {}
+    const held = new Promise<void>((r) => {
+      release = r
+    })
+    const asked: number[] = []
+    /** Group 1's machine: its snapshot (the image of the entries so far) waits for `held`. */
+    class SlowSnapshots extends ListMachine {
+      override snapshot(): Promise<Uint8Array> {
+        const image = super.snapshot()
+        asked.push(this.items.length)
+        return held.then(() => image)
+      }
+    }
+    const machines: ListMachine[] = []
+    const { net, nodes } = cluster([1, 2], { compactEntries: 20, compactKeepEntries: 2 }, ['n1'], () => {
+      const m = machines.length === 0 ? new SlowSnapshots() : new ListMachine()
+      machines.push(m)
+      return m
+    })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    await Promise.all(Array.from({ length: 30 }, (_, i) => n1.propose(1, enc.encode(`a${i}`))))
+    await net.run()
+    expect(asked).toHaveLength(1) // one snapshot at a time, however many entries pass meanwhile
+    const storage = nodes.get('n1')!.storages.get(1)!
+    expect(storage.firstIndex()).toBe(1)
+    // Group 2 (and group 1's own proposals) go on while the image is read.
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => n1.propose(2, enc.encode(`b${i}`))),
+    )
+    expect(results.at(-1)?.result).toBe(30)
+    expect((await n1.propose(1, enc.encode('a30'))).result).toBe(31)
+    release()
+    await held
+    await n1.idle()
+    const image = JSON.parse(dec.decode(storage.snapshot().data)) as string[]
+    expect(image).toHaveLength(asked[0] as number) // exactly the state of the index it is labelled with
+    expect(storage.snapshot().meta.index).toBeGreaterThanOrEqual(image.length)
+    expect(storage.firstIndex()).toBeGreaterThan(1)
+  })
+
   it('refuses a state machine that would restore asynchronously when its group is added', () => {
     const storage = new MemoryLogStorage(conf(['n1']))
     storage.applySnapshot({ meta: { index: 5, term: 1, conf: conf(['n1']) }, data: enc.encode('[]') })
