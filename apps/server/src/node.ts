@@ -537,9 +537,10 @@ export class MqNode {
         const local = this.#dataGroups.get(groupId)
         this.#raft?.removeGroup(groupId)
         this.#dataGroups.delete(groupId)
-        // The apply chain may still be writing, and dropped partitions being swept: let the
-        // writes finish and stop the sweeps before the range is cleared.
+        // The apply chain may still be writing, and dropped partitions (those just moved out)
+        // being swept: let both finish, so that the range clear below, one write, is small.
         await local?.machine.settled().catch(() => {})
+        await local?.machine.machine.swept()
         await local?.machine.machine.close()
         await this.#store?.removeGroup(groupId)
         console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
