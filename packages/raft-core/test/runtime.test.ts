@@ -509,6 +509,63 @@ describe('RaftHost', () => {
     expect(storage.firstIndex()).toBeGreaterThan(1)
   })
 
+  it("installs a snapshot without holding the node's other groups", async () => {
+    let release = (): void => {}
+    const held = new Promise<void>((r) => {
+      release = r
+    })
+    let restoring = false
+    /** n3's machine of group 1: its restore waits for `held`. */
+    class SlowRestore extends AsyncListMachine {
+      override async restore(s: Snapshot): Promise<void> {
+        restoring = true
+        await held
+        await super.restore(s)
+      }
+    }
+    let made = 0
+    // Machines are made node by node, group by group: the fifth is n3's of group 1.
+    const { net, nodes } = cluster([1, 2], { compactEntries: 20, compactKeepEntries: 2 }, undefined, () =>
+      ++made === 5 ? new SlowRestore() : new ListMachine(),
+    )
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    net.cut.add('n3')
+    const first = Array.from({ length: 60 }, (_, i) => n1.propose(1, enc.encode(`a${i}`)))
+    await net.run()
+    await Promise.all(first)
+    net.cut.clear()
+    const n3 = nodes.get('n3')!
+    // Deliver and tick by hand (Net.run waits for every host to be idle, and n3 is not).
+    const pump = async (until: () => boolean) => {
+      for (let round = 0; round < 500 && !until(); round++) {
+        await new Promise((r) => setImmediate(r))
+        if (round % 5 === 0) for (const h of net.hosts.values()) h.tick()
+        for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)?.receive(groupId, m)
+      }
+    }
+    await pump(() => restoring)
+    expect(restoring).toBe(true)
+    const ps = Array.from({ length: 10 }, (_, i) => n1.propose(2, enc.encode(`b${i}`)))
+    await pump(() => n3.machines.get(2)!.items.length === 10)
+    // Group 2 committed and applied on n3 while its group 1 was restoring.
+    expect(n3.machines.get(2)!.items).toEqual(Array.from({ length: 10 }, (_, i) => `b${i}`))
+    expect(n3.machines.get(1)!.items).toEqual([])
+    release()
+    await net.run()
+    await Promise.all(ps)
+    const n3g1 = n3.machines.get(1)!
+    await n3g1.snapshot() // waits for its pending applies
+    expect(n3g1.items).toEqual(Array.from({ length: 60 }, (_, i) => `a${i}`))
+    // The group goes on normally after the install.
+    const last = n1.propose(1, enc.encode('a60'))
+    await net.run()
+    await last
+    await net.tickAll(2)
+    await n3g1.snapshot()
+    expect(n3g1.items.at(-1)).toBe('a60')
+  })
+
   it('refuses a state machine that would restore asynchronously when its group is added', () => {
     const storage = new MemoryLogStorage(conf(['n1']))
     storage.applySnapshot({ meta: { index: 5, term: 1, conf: conf(['n1']) }, data: enc.encode('[]') })

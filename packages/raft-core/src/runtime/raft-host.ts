@@ -117,6 +117,11 @@ class Group {
   campaignAtTick = -1
   /** A state-machine snapshot is being taken (at most one at a time; see #maybeCompact). */
   snapshotting = false
+  /**
+   * A Ready carrying a snapshot was taken and is not advanced yet: no other Ready of the group
+   * is taken until its state machine has restored it (see #restoreLater).
+   */
+  restoring = false
 
   constructor(o: GroupOptions) {
     this.id = o.groupId
@@ -219,6 +224,8 @@ export class RaftHost {
    */
   #drainActive = false
   #draining: Promise<void> = Promise.resolve()
+  /** Snapshot installs under way (#restoreLater), for idle() and stop(). */
+  readonly #restores = new Set<Promise<void>>()
   #running: Promise<void> | null = null
   #again = false
   #fatal: unknown = null
@@ -448,9 +455,10 @@ export class RaftHost {
 
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
-    while (this.#running !== null || this.#drainActive) {
+    while (this.#running !== null || this.#drainActive || this.#restores.size > 0) {
       if (this.#running !== null) await this.#running
       if (this.#drainActive) await this.#draining
+      if (this.#restores.size > 0) await Promise.all(this.#restores)
     }
     if (this.#fatal !== null) throw this.#fatal
   }
@@ -516,6 +524,7 @@ export class RaftHost {
     let mustFlush = false
     let stalled = 0
     for (const g of this.#groups.values()) {
+      if (g.restoring) continue
       if (g.stalled === null) {
         if (!g.raw.hasReady()) continue
         g.stalled = { rd: g.raw.ready(), step: 0 }
@@ -535,6 +544,7 @@ export class RaftHost {
       // Early only behind no late Ready of its own: sends and applies stay in order per group.
       const early = g.late === 0 && !votes && rd.snapshot === null && leads(g, rd)
       if (!early) g.late++
+      if (rd.snapshot !== null) g.restoring = true
       steps.push({ g, rd, early })
     }
     if (steps.length === 0 && stalled === 0) return false
@@ -580,7 +590,11 @@ export class RaftHost {
         for (const { g, rd, early } of p.steps) {
           if (!early) g.late--
           if (!this.#groups.has(g.id)) continue
-          if (!early) await this.#apply(g, rd)
+          if (rd.snapshot !== null) {
+            this.#restoreLater(g, rd)
+            continue
+          }
+          if (!early) this.#apply(g, rd) // synchronous without a snapshot
           g.raw.advance(rd)
           this.#maybeCompact(g)
         }
@@ -628,6 +642,28 @@ export class RaftHost {
       }
       throw e
     }
+  }
+
+  /**
+   * Installs the snapshot of `rd` into the state machine, then applies the rest of `rd` and
+   * advances it, without holding the drain: restoring a large state takes seconds, and the
+   * node's other groups go on meanwhile (heartbeats, appends, applies). The group takes no
+   * other Ready until this one is advanced (`restoring`), so its Readies stay in order.
+   */
+  #restoreLater(g: Group, rd: Ready): void {
+    const task: Promise<void> = (this.#apply(g, rd) ?? Promise.resolve())
+      .then(() => {
+        if (this.#fatal !== null || this.#groups.get(g.id) !== g) return
+        g.raw.advance(rd)
+        this.#maybeCompact(g)
+      })
+      .catch((e: unknown) => this.#die(e))
+      .finally(() => {
+        g.restoring = false
+        this.#restores.delete(task)
+        this.#schedule()
+      })
+    this.#restores.add(task)
   }
 
   /** Applies `rd`; returns a promise only when it restores a snapshot. */
