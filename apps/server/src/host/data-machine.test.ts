@@ -295,4 +295,61 @@ describe('DataMachine', () => {
     expect(follower.machine.partitionIds()).toEqual(['r/0'])
     expect(await followerEngine.range(stateMachineRange(1))).toEqual(await engine.range(stateMachineRange(1)))
   })
+
+  it('installs a snapshot a page per write, the applied index last, and again after a crash midway', async () => {
+    const leaderEngine = new MemoryEngine()
+    index = 0
+    const leader = await machineOn(leaderEngine)
+    await Promise.all(leader.apply([open(), ...Array.from({ length: 8 }, (_, i) => enqueue(i)), lease()]))
+    const image = await leader.snapshot()
+    const snapshot = {
+      meta: { index, term: 1, conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] } },
+      data: image,
+    }
+    // A follower with older state of its own (applied 2), whose writes fail after the fifth.
+    const engine = new MemoryEngine()
+    index = 0
+    const old = await machineOn(engine)
+    await Promise.all(old.apply([open(), enqueue(99)]))
+    const writes: number[] = []
+    let failAfter = 5
+    const follower = new DataMachine(
+      await DataGroupMachine.open(1, engine),
+      {
+        write: async (ops) => {
+          if (writes.length >= failAfter) throw new Error('crash')
+          writes.push(ops.length)
+          await engine.write(ops, { sync: false })
+        },
+      },
+      engine,
+      2,
+      () => {},
+      3,
+    )
+    await expect(follower.restore(snapshot)).rejects.toThrow('crash')
+    expect(writes).toHaveLength(5)
+    expect(Math.max(...writes)).toBe(3)
+    expect(decodeIndex(await engine.get(appliedKeyOf(1)))).toBe(2) // still the old one
+    // The node installs it again at start.
+    writes.length = 0
+    failAfter = Number.POSITIVE_INFINITY
+    const again = new DataMachine(
+      await DataGroupMachine.open(1, engine),
+      {
+        write: async (ops) => {
+          writes.push(ops.length)
+          await engine.write(ops, { sync: false })
+        },
+      },
+      engine,
+      2,
+      () => {},
+      3,
+    )
+    await again.restore(snapshot)
+    expect(Math.max(...writes)).toBe(3)
+    expect(writes.at(-1)).toBe(1) // the applied index alone, last
+    expect(await engine.range(stateMachineRange(1))).toEqual(await leaderEngine.range(stateMachineRange(1)))
+  })
 })

@@ -5,7 +5,7 @@ import {
   encodePairs,
   wakesLongPolls,
 } from '@mq/data-service'
-import { type BatchOp, inRange, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { type BatchOp, compareKeys, inRange, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 
 export { decodePairs, encodePairs }
@@ -26,7 +26,7 @@ export interface SmReader {
 }
 
 /**
- * Keys a snapshot reads per engine call. A group holding a large backlog has millions of
+ * Keys a snapshot reads per engine call (and an install writes per write). A group holding a large backlog has millions of
  * keys: read in one call, their conversion held the event loop for seconds, on every replica
  * at once (they snapshot at the same index), and every group lost its leader (measured: ~4 s
  * without leaders under a sustained load of 2 million messages). Between pages the node
@@ -45,7 +45,7 @@ export const SNAPSHOT_PAGE_KEYS = 4096
  *
  * A snapshot is every key of the group's state machine (its partitions, their registry and
  * the applied index), read once every applied entry's writes are durable; installing one
- * replaces those keys and reopens the partitions.
+ * replaces those keys, a page per write and the applied index last, and reopens the partitions.
  */
 export class DataMachine implements StateMachine {
   readonly #machine: DataGroupMachine
@@ -173,14 +173,39 @@ export class DataMachine implements StateMachine {
     }
   }
 
-  /** Replaces the group's state-machine keys with the snapshot's and reopens its partitions. */
+  /**
+   * Replaces the group's state-machine keys with the snapshot's and reopens its partitions.
+   * The keys are replaced a page per write (`pageKeys`), not in one write: a group with a large
+   * backlog has millions of keys, and one write of them all held the node's single write
+   * chain (every group's log appends) for seconds. The applied index is written last, and the
+   * old one is kept until then: after a crash midway the group's applied index is still below
+   * the snapshot its log store holds, and the node installs the snapshot again at start.
+   */
   async restore(snapshot: Snapshot): Promise<void> {
     await this.#tail
-    const range = stateMachineRange(this.#machine.groupId)
-    const ops: BatchOp[] = [{ type: 'clear', gte: range.gte, lt: range.lt }]
-    for (const [key, value] of decodePairs(snapshot.data)) ops.push({ type: 'put', key, value })
-    await this.#machine.reload(() => this.#write(ops))
+    const pairs = decodePairs(snapshot.data)
+    await this.#machine.reload(() => this.#replaceKeys(pairs, snapshot.meta.index))
     this.#applied = snapshot.meta.index
+  }
+
+  async #replaceKeys(pairs: readonly (readonly [Uint8Array, Uint8Array])[], index: number): Promise<void> {
+    const { gte, lt } = stateMachineRange(this.#machine.groupId)
+    const notApplied = (key: Uint8Array) => compareKeys(key, this.#appliedKey) !== 0
+    let from: Start = { gte }
+    for (;;) {
+      const page = await this.#reader.range({ ...from, lt, limit: this.#pageKeys })
+      const ops: BatchOp[] = page.filter(([key]) => notApplied(key)).map(([key]) => ({ type: 'del', key }))
+      if (ops.length > 0) await this.#write(ops)
+      if (page.length < this.#pageKeys) break
+      from = { gt: (page[page.length - 1] as readonly [Uint8Array, Uint8Array])[0] }
+    }
+    const puts = pairs.filter(([key]) => notApplied(key))
+    for (let i = 0; i < puts.length; i += this.#pageKeys) {
+      await this.#write(
+        puts.slice(i, i + this.#pageKeys).map(([key, value]) => ({ type: 'put', key, value })),
+      )
+    }
+    await this.#write([{ type: 'put', key: this.#appliedKey, value: encodeIndex(index) }])
   }
 }
 
