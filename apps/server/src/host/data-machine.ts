@@ -26,11 +26,11 @@ export interface SmReader {
 }
 
 /**
- * Keys a snapshot reads per engine call (and an install writes per write). A group holding a large backlog has millions of
- * keys: read in one call, their conversion held the event loop for seconds, on every replica
- * at once (they snapshot at the same index), and every group lost its leader (measured: ~4 s
- * without leaders under a sustained load of 2 million messages). Between pages the node
- * serves its other groups, ticks and heartbeats.
+ * Keys a snapshot reads per engine call (and an install writes per write). A group holding a
+ * large backlog has millions of keys: read in one call, their conversion held the event loop
+ * for seconds, on every replica at once (they snapshot at the same index), and every group
+ * lost its leader (measured: ~4 s without leaders under a sustained load of 2 million
+ * messages). Between pages the node serves its other groups, ticks and heartbeats.
  */
 export const SNAPSHOT_PAGE_KEYS = 4096
 
