@@ -245,6 +245,11 @@ export class MqNode {
       durability: this.#store.durability,
       clock: { nowMs: () => Date.now() },
       onFatal: (error) => this.#die(error),
+      onSnapshotTooLarge: (groupId, error) =>
+        this.log.warn(
+          { group: groupId, err: error },
+          `group ${groupId}: its state is too large for a snapshot; the log stays uncompacted (in memory and on disk) until a snapshot fits: ${error.message}`,
+        ),
     })
     if (this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId)) {
       this.#meta = new MetaMachine()

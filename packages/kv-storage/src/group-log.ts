@@ -5,6 +5,7 @@ import {
   type Entry,
   type HardState,
   type Snapshot,
+  SnapshotTooLargeError,
   UnavailableError,
   type WritableLogStorage,
 } from '@mq/raft-core'
@@ -411,7 +412,7 @@ export class GroupLog implements WritableLogStorage {
     if (!(data instanceof Uint8Array))
       throw new InvalidArgumentError(`group ${this.groupId}: snapshot data is not bytes`)
     if (data.length > this.limits.snapshotDataBytesMax) {
-      throw new InvalidArgumentError(
+      throw new SnapshotTooLargeError(
         `group ${this.groupId}: snapshot data of ${data.length} bytes is above snapshotDataBytesMax ${this.limits.snapshotDataBytesMax}`,
       )
     }

@@ -1,4 +1,10 @@
-import { CompactedError, type Entry, type Snapshot, UnavailableError } from '@mq/raft-core'
+import {
+  CompactedError,
+  type Entry,
+  type Snapshot,
+  SnapshotTooLargeError,
+  UnavailableError,
+} from '@mq/raft-core'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Engine } from '../src/engine'
@@ -218,6 +224,7 @@ for (const [name, makeEnv] of envs) {
       const big = snapshotAt(3, 1, 'x'.repeat(100))
       log.compact(big, 3)
       log.compact(snapshotAt(3, 1, 'short'), 3)
+      expect(() => log.compact(snapshotAt(3, 1, 'y'.repeat(2000)), 3)).toThrow(SnapshotTooLargeError)
       expect(() => log.compact(snapshotAt(3, 1, 'y'.repeat(2000)), 3)).toThrow(/snapshotDataBytesMax/)
       log = await restart(9)
       expect(new TextDecoder().decode(log.snapshot().data)).toBe('short')

@@ -15,6 +15,7 @@ export const RaftErrorCode = {
   InvalidArgument: 'INVALID_ARGUMENT',
   Overloaded: 'OVERLOADED',
   Stopped: 'STOPPED',
+  SnapshotTooLarge: 'SNAPSHOT_TOO_LARGE',
 } as const
 export type RaftErrorCode = (typeof RaftErrorCode)[keyof typeof RaftErrorCode]
 
@@ -34,6 +35,16 @@ export class CompactedError extends RaftError {
 export class UnavailableError extends RaftError {
   override readonly name = 'UnavailableError'
   readonly code = RaftErrorCode.Unavailable
+  readonly retriable = false
+}
+
+/**
+ * Storage: a snapshot's data is above what the storage keeps (its limit). The log is not
+ * compacted behind it; RaftHost tries again after another `compactEntries` entries.
+ */
+export class SnapshotTooLargeError extends RaftError {
+  override readonly name = 'SnapshotTooLargeError'
+  readonly code = RaftErrorCode.SnapshotTooLarge
   readonly retriable = false
 }
 

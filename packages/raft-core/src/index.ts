@@ -12,6 +12,7 @@ export {
   ProposalDroppedError,
   RaftError,
   RaftErrorCode,
+  SnapshotTooLargeError,
   UnavailableError,
 } from './errors'
 export { MemoryDurability, MemoryLogStorage } from './memory-storage'

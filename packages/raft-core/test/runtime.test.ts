@@ -14,6 +14,7 @@ import {
   ProposalDroppedError,
   RaftHost,
   type Snapshot,
+  SnapshotTooLargeError,
   type StateMachine,
   type Transport,
 } from '../src/index'
@@ -564,6 +565,60 @@ describe('RaftHost', () => {
     await net.tickAll(2)
     await n3g1.snapshot()
     expect(n3g1.items.at(-1)).toBe('a60')
+  })
+
+  it('goes on when a snapshot is too large for the storage, and compacts once one fits', async () => {
+    /** A storage that keeps snapshots of at most 60 bytes (the list of up to ~10 items). */
+    class SmallSnapshots extends MemoryLogStorage {
+      override compact(snapshot: Snapshot, compactIndex: number): void {
+        if (snapshot.data.length > 60) throw new SnapshotTooLargeError(`${snapshot.data.length} bytes`)
+        super.compact(snapshot, compactIndex)
+      }
+    }
+    /** Its state: the items applied, less those a 'clear' entry dropped. */
+    class Clearing extends ListMachine {
+      override apply(entries: readonly Entry[]): readonly unknown[] {
+        return entries.map((e) => {
+          if (e.type === EntryType.Normal && dec.decode(e.data) === 'clear') this.items = []
+          else super.apply([e])
+          return this.items.length
+        })
+      }
+    }
+    const storage = new SmallSnapshots(conf(['n1']))
+    const tooLarge: GroupId[] = []
+    const host = new RaftHost({
+      transport: { send: () => {} },
+      durability: {
+        flush: async () => {
+          storage.sync()
+        },
+      },
+      clock: { nowMs: () => 0 },
+      onSnapshotTooLarge: (groupId) => tooLarge.push(groupId),
+    })
+    host.addGroup({
+      groupId: 1,
+      raft: { id: 'n1', prng: new Prng(3), electionTicks: 10 },
+      storage,
+      stateMachine: new Clearing(),
+      limits: { compactEntries: 20, compactKeepEntries: 2 },
+    })
+    host.campaign(1)
+    await host.idle()
+    for (let i = 0; i < 30; i++) await host.propose(1, enc.encode(`item-${i}`))
+    await host.idle()
+    // Past 20 entries the image (~30 items) is too large: not fatal, the log stays whole.
+    expect(tooLarge).toEqual([1])
+    expect(host.stats.snapshotsTooLarge).toBe(1)
+    expect(storage.firstIndex()).toBe(1)
+    // The state shrinks; after another 20 entries the next snapshot fits and the log is compacted.
+    await host.propose(1, enc.encode('clear'))
+    for (let i = 0; i < 18; i++) await host.propose(1, enc.encode(`x${i}`))
+    await host.idle()
+    expect(host.stats.snapshotsTooLarge).toBe(1)
+    expect(storage.firstIndex()).toBeGreaterThan(1)
+    expect((await host.propose(1, enc.encode('after'))).result).toBeGreaterThan(0)
   })
 
   it('refuses a state machine that would restore asynchronously when its group is added', () => {

@@ -6,6 +6,7 @@ import {
   OverloadedError,
   ProposalDroppedError,
   RaftError,
+  SnapshotTooLargeError,
 } from '../errors'
 import type { Message } from '../message'
 import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
@@ -62,6 +63,11 @@ export interface HostOptions {
   readonly clock: Clock
   /** Called once when storage or a state machine fails; the host then refuses all work. */
   readonly onFatal?: (error: unknown) => void
+  /**
+   * Called when a group's snapshot was too large for its storage (SnapshotTooLargeError): the
+   * log stays uncompacted until a later snapshot fits. The host goes on.
+   */
+  readonly onSnapshotTooLarge?: (groupId: GroupId, error: SnapshotTooLargeError) => void
   /** Bound on Ready cycles one processing run performs before yielding to the event loop. */
   readonly cyclesPerRunMax?: number
   /**
@@ -117,6 +123,8 @@ class Group {
   campaignAtTick = -1
   /** A state-machine snapshot is being taken (at most one at a time; see #maybeCompact). */
   snapshotting = false
+  /** No snapshot before this applied index (the last one was too large for the storage). */
+  compactAfter = 0
   /**
    * A Ready carrying a snapshot was taken and is not advanced yet: no other Ready of the group
    * is taken until its state machine has restored it (see #restoreLater).
@@ -213,6 +221,7 @@ export class RaftHost {
   readonly #durability: Durability
   readonly #clock: Clock
   readonly #onFatal: (error: unknown) => void
+  readonly #onSnapshotTooLarge: (groupId: GroupId, error: SnapshotTooLargeError) => void
   readonly #cyclesPerRunMax: number
   readonly #pipelineMax: number
   /** Cycles whose flush has not landed yet, oldest first. */
@@ -232,13 +241,14 @@ export class RaftHost {
   /** stop() was called: no more input, no new cycles. */
   #stopped = false
   /** Counters for tests and metrics. */
-  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0, stalledWrites: 0 }
+  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0, stalledWrites: 0, snapshotsTooLarge: 0 }
 
   constructor(options: HostOptions) {
     this.#transport = options.transport
     this.#durability = options.durability
     this.#clock = options.clock
     this.#onFatal = options.onFatal ?? (() => {})
+    this.#onSnapshotTooLarge = options.onSnapshotTooLarge ?? (() => {})
     this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
     this.#pipelineMax = options.pipelineMax ?? 4
     if (!Number.isInteger(this.#pipelineMax) || this.#pipelineMax < 1) {
@@ -799,7 +809,7 @@ export class RaftHost {
    * compaction a no-op (the storage keeps the newer one).
    */
   #maybeCompact(g: Group): void {
-    if (g.snapshotting) return
+    if (g.snapshotting || g.applied < g.compactAfter) return
     const first = g.storage.firstIndex()
     if (g.applied - first + 1 < g.limits.compactEntries) return
     if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
@@ -813,6 +823,14 @@ export class RaftHost {
         try {
           g.storage.compact({ meta, data }, compactIndex)
         } catch (e) {
+          if (e instanceof SnapshotTooLargeError) {
+            // Not fatal (every replica would stop at the same index, and again after each
+            // restart): the log stays as it is, and a later snapshot may fit.
+            g.compactAfter = meta.index + g.limits.compactEntries
+            this.stats.snapshotsTooLarge++
+            this.#onSnapshotTooLarge(g.id, e)
+            return
+          }
           if (!(e instanceof RaftError && e.retriable)) throw e
           this.stats.stalledWrites++ // the storage is busy: compact after a later cycle
         }
