@@ -574,6 +574,13 @@ export class MqNode {
     const stored = log.snapshot()
     let appliedIndex = applied
     if (stored.meta.index > applied) {
+      // A compaction's record (metadata, no image) is written only once the state it stands
+      // for is durable, so it is never ahead of the applied index unless data was lost.
+      if (stored.data.length === 0) {
+        throw new Error(
+          `data group ${groupId}: the log is compacted up to ${stored.meta.index} but the state machine's applied index is ${applied}; its data is damaged`,
+        )
+      }
       await dm.restore(stored)
       appliedIndex = stored.meta.index
     }
@@ -620,6 +627,7 @@ export class MqNode {
         compactEntries: this.config.snapshotEntries,
         compactKeepEntries: Math.max(1, Math.floor(this.config.snapshotEntries / 10)),
       },
+      snapshotsOnDemand: true,
     })
     this.#dataGroups.set(groupId, { port, machine: dm, pending: new Map() })
   }

@@ -216,6 +216,22 @@ for (const [name, makeEnv] of envs) {
       expect(() => log.applySnapshot(snapshotAt(3, 1))).toThrow(InvalidArgumentError)
     })
 
+    it('records a snapshot of metadata only (no data), then an image over it without compacting', async () => {
+      let log = await store.openGroup(8)
+      log.append(entries(1, 10, 1))
+      log.compact(snapshotAt(7, 1, ''), 5)
+      log = await restart(8)
+      expect(log.snapshot().meta).toEqual({ index: 7, term: 1, conf })
+      expect(log.snapshot().data.length).toBe(0)
+      expect(log.firstIndex()).toBe(6)
+      // An image made later for a follower, recorded at the log's start: nothing more compacted.
+      log.compact(snapshotAt(9, 1, 'image@9'), log.firstIndex() - 1)
+      log = await restart(8)
+      expect(new TextDecoder().decode(log.snapshot().data)).toBe('image@9')
+      expect(log.firstIndex()).toBe(6)
+      expect(indexes(log.entries(6, 10, 1e9))).toEqual([6, 7, 8, 9])
+    })
+
     it('stores snapshot data in chunks and reads back the same bytes', async () => {
       await store.close()
       store = new LogStore(env.engine, { snapshotChunkBytes: 7, snapshotDataBytesMax: 1000 })

@@ -48,6 +48,13 @@ export interface RaftConfig {
    * safety do not depend on it.
    */
   readonly commitBroadcast: boolean
+  /**
+   * The stored snapshot may carry no data (a compaction that recorded only its metadata,
+   * because the state machine keeps its state durably itself): a leader that must send a
+   * follower a snapshot then asks for an image (RawNode.takeSnapshotWanted) and sends it once
+   * the storage holds one. False: every stored snapshot is an image.
+   */
+  readonly snapshotsOnDemand: boolean
 }
 
 export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
@@ -67,6 +74,7 @@ export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
   outboxMessagesMax: 65_536,
   appliedIndex: 0,
   commitBroadcast: true,
+  snapshotsOnDemand: false,
 }
 
 /** Fills defaults and throws InvalidConfigError for out-of-range options. */

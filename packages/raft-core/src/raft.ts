@@ -65,6 +65,8 @@ export class Raft {
   conf: ConfState
   readonly progress = new Map<ReplicaId, Progress>()
   msgs: Message[] = []
+  /** A follower needs a snapshot and the storage holds only metadata (snapshotsOnDemand). */
+  snapshotWanted = false
   readStates: ReadState[] = []
   leadTransferee: ReplicaId = ''
   electionElapsed = 0
@@ -752,6 +754,11 @@ export class Raft {
   #sendSnapshot(to: ReplicaId, pr: Progress): boolean {
     if (!pr.recentActive) return false
     const snapshot = this.log.storage.snapshot()
+    if (this.cfg.snapshotsOnDemand && snapshot.data.length === 0) {
+      // Metadata only: an image is made for it, and sent at a later try (a heartbeat's reply).
+      this.snapshotWanted = true
+      return false
+    }
     if (snapshot.meta.index === 0)
       throw new Error('invariant: entries are compacted but storage has no snapshot')
     pr.becomeSnapshot(snapshot)

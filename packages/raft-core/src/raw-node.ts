@@ -123,6 +123,18 @@ export class RawNode {
       : { index, term, conf: this.#raft.confAt(index), timestampMs }
   }
 
+  /**
+   * With snapshotsOnDemand: whether a follower needed a snapshot that the storage has no
+   * image for, since the last call. The caller then snapshots the state machine and records
+   * the image in the storage (compact without compacting further); the leader sends it at
+   * its next try.
+   */
+  takeSnapshotWanted(): boolean {
+    const wanted = this.#raft.snapshotWanted
+    this.#raft.snapshotWanted = false
+    return wanted
+  }
+
   status(): RaftStatus {
     const r = this.#raft
     return {

@@ -142,6 +142,7 @@ function cluster(
   limits: Record<string, number> = {},
   ids = ['n1', 'n2', 'n3'],
   newMachine: () => ListMachine = () => new ListMachine(),
+  extra: { snapshotsOnDemand?: boolean; appliedIndex?: number } = {},
 ): { net: Net; nodes: Map<string, Node> } {
   const net = new Net()
   const nodes = new Map<string, Node>()
@@ -162,6 +163,7 @@ function cluster(
         storage,
         stateMachine: machine,
         limits,
+        ...extra,
       })
     }
     net.hosts.set(id, host)
@@ -491,7 +493,7 @@ describe('RaftHost', () => {
     const n1 = nodes.get('n1')!.host
     await electAll(net, n1, [1, 2])
     await Promise.all(Array.from({ length: 30 }, (_, i) => n1.propose(1, enc.encode(`a${i}`))))
-    await net.run()
+    // (Not net.run(): it waits for the host to be idle, and the snapshot is held.)
     expect(asked).toHaveLength(1) // one snapshot at a time, however many entries pass meanwhile
     const storage = nodes.get('n1')!.storages.get(1)!
     expect(storage.firstIndex()).toBe(1)
@@ -619,6 +621,114 @@ describe('RaftHost', () => {
     expect(host.stats.snapshotsTooLarge).toBe(1)
     expect(storage.firstIndex()).toBeGreaterThan(1)
     expect((await host.propose(1, enc.encode('after'))).result).toBeGreaterThan(0)
+  })
+
+  it('with snapshots on demand, compacts without an image and makes one only for a lagging follower', async () => {
+    /** Keeps its state "durably" (persisted waits for the applies), counts the images taken. */
+    class Durable extends AsyncListMachine {
+      images = 0
+      override async snapshot(): Promise<Uint8Array> {
+        this.images++
+        return super.snapshot()
+      }
+      async persisted(): Promise<void> {
+        await AsyncListMachine.prototype.snapshot.call(this)
+      }
+    }
+    const { net, nodes } = cluster(
+      [1],
+      { compactEntries: 20, compactKeepEntries: 2 },
+      undefined,
+      () => new Durable(),
+      { snapshotsOnDemand: true, appliedIndex: 0 },
+    )
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    net.cut.add('n3')
+    const ps = Array.from({ length: 60 }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
+    await net.run()
+    await Promise.all(ps)
+    await net.tickAll(1)
+    const storage = n1.storages.get(1)!
+    const leaderMachine = n1.machines.get(1) as Durable
+    // Compacted by the entry count, recording metadata only: no image taken.
+    expect(storage.firstIndex()).toBeGreaterThan(20)
+    expect(storage.snapshot().meta.index).toBeGreaterThan(20)
+    expect(storage.snapshot().data.length).toBe(0)
+    expect(leaderMachine.images).toBe(0)
+    // n3 comes back: the leader makes one image, records it, and sends it.
+    net.cut.clear()
+    for (let i = 0; i < 5; i++) {
+      await net.tickAll(1)
+      await n1.host.idle()
+    }
+    await nodes.get('n3')!.host.idle()
+    expect(leaderMachine.images).toBe(1)
+    expect(n1.host.stats.imagesOnDemand).toBe(1)
+    expect(storage.snapshot().data.length).toBeGreaterThan(0)
+    expect(net.sent.some((m) => m.type === MessageType.Snap && m.to === 'n3')).toBe(true)
+    const n3 = nodes.get('n3')!.machines.get(1)!
+    await n3.snapshot()
+    expect(n3.items).toEqual(Array.from({ length: 60 }, (_, i) => `v${i}`))
+    // The group goes on; the follower keeps up from the log again.
+    const last = n1.host.propose(1, enc.encode('v60'))
+    await net.run()
+    await last
+    await net.tickAll(2)
+    await n3.snapshot()
+    expect(n3.items.at(-1)).toBe('v60')
+  })
+
+  it('with snapshots on demand, compacts by bytes too, keeping about a tenth of them', async () => {
+    const storage = new MemoryLogStorage(conf(['n1']))
+    const machine = new ListMachine()
+    const host = new RaftHost({
+      transport: { send: () => {} },
+      durability: {
+        flush: async () => {
+          storage.sync()
+        },
+      },
+      clock: { nowMs: () => 0 },
+    })
+    host.addGroup({
+      groupId: 1,
+      raft: { id: 'n1', prng: new Prng(5), electionTicks: 10 },
+      storage,
+      stateMachine: Object.assign(machine, { persisted: async () => {} }),
+      appliedIndex: 0,
+      snapshotsOnDemand: true,
+      limits: { compactEntries: 1_000_000, compactBytes: 1_000, compactKeepEntries: 50 },
+    })
+    host.campaign(1)
+    await host.idle()
+    let tailMax = 0
+    for (let i = 0; i < 100; i++) {
+      await host.propose(1, enc.encode('x'.repeat(100)))
+      await host.idle()
+      tailMax = Math.max(tailMax, storage.lastIndex() - storage.firstIndex() + 1)
+    }
+    // ~10 entries of 100 bytes per compaction, one kept (a tenth of 1,000 bytes).
+    expect(storage.firstIndex()).toBeGreaterThan(80)
+    expect(tailMax).toBeLessThanOrEqual(12)
+    expect(storage.snapshot().data.length).toBe(0)
+  })
+
+  it('refuses snapshots on demand without persisted() and an appliedIndex', () => {
+    const host = new RaftHost({
+      transport: { send: () => {} },
+      durability: { flush: async () => {} },
+      clock: { nowMs: () => 0 },
+    })
+    expect(() =>
+      host.addGroup({
+        groupId: 1,
+        raft: { id: 'n1', prng: new Prng(1) },
+        storage: new MemoryLogStorage(conf(['n1'])),
+        stateMachine: new ListMachine(),
+        snapshotsOnDemand: true,
+      }),
+    ).toThrow(/persisted\(\) and its appliedIndex/)
   })
 
   it('refuses a state machine that would restore asynchronously when its group is added', () => {

@@ -59,6 +59,9 @@ const overlap = intArg('overlap', 1)
 if (overlap < 1 || overlap > 3) throw new Error(`--overlap must be 1, 2 or 3, got ${overlap}`)
 
 const keep = process.argv.includes('--keep')
+const snapshotEntries = arg('snapshot-entries') === undefined ? undefined : intArg('snapshot-entries', 0)
+if (snapshotEntries !== undefined && snapshotEntries < 10)
+  throw new Error(`--snapshot-entries must be at least 10, got ${snapshotEntries}`)
 const r = await runFaults({
   seed,
   nodes,
@@ -70,6 +73,7 @@ const r = await runFaults({
   disk,
   overlap,
   keep,
+  ...(snapshotEntries !== undefined ? { snapshotEntries } : {}),
 })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
 if (r.sourceChanged.length > 0) {

@@ -48,6 +48,11 @@ export interface FaultRunOptions {
    * on one node at once, one partition at a time (NemesisShared).
    */
   readonly overlap?: number
+  /**
+   * The servers' `--snapshot-entries` (default: theirs, 50,000): small values make data groups
+   * compact often, so that followers restarted or cut off catch up by snapshot under faults.
+   */
+  readonly snapshotEntries?: number
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -104,7 +109,16 @@ const ATTEMPTS_KEPT_MAX = 100_000
 export function replayCommand(
   o: Pick<
     FaultRunOptions,
-    'seed' | 'nodes' | 'faultSeconds' | 'network' | 'netns' | 'scale' | 'corrupt' | 'disk' | 'overlap'
+    | 'seed'
+    | 'nodes'
+    | 'faultSeconds'
+    | 'network'
+    | 'netns'
+    | 'scale'
+    | 'corrupt'
+    | 'disk'
+    | 'overlap'
+    | 'snapshotEntries'
   >,
 ): string {
   const network =
@@ -113,7 +127,8 @@ export function replayCommand(
     (o.scale ? ' --scale' : '') +
     (o.corrupt ? ' --corrupt' : '') +
     (o.disk ? ' --disk' : '') +
-    ((o.overlap ?? 1) > 1 ? ` --overlap ${o.overlap}` : '')
+    ((o.overlap ?? 1) > 1 ? ` --overlap ${o.overlap}` : '') +
+    (o.snapshotEntries !== undefined ? ` --snapshot-entries ${o.snapshotEntries}` : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -167,7 +182,12 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     proxied: options.network ?? false,
     netns: options.netns ?? false,
     // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.
-    serverArgs: options.corrupt ? ['--replace-dead-after-ms', '10000'] : [],
+    serverArgs: [
+      ...(options.corrupt ? ['--replace-dead-after-ms', '10000'] : []),
+      ...(options.snapshotEntries !== undefined
+        ? ['--snapshot-entries', String(options.snapshotEntries)]
+        : []),
+    ],
     // A kept run's node output covers its whole fault phase (~30 MB per node at most).
     ...(options.keep ? { outputCharsMax: 32_000_000 } : {}),
     // Small disks that fill up in a moment, large enough for the run's own data.

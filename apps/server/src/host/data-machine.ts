@@ -121,6 +121,11 @@ export class DataMachine implements StateMachine {
     await this.#lastWrite
   }
 
+  /** StateMachine.persisted (snapshots on demand): the same as `settled`. */
+  persisted(): Promise<void> {
+    return this.settled()
+  }
+
   /**
    * Every key of the group's state machine as of the last entry handed to `apply` before this
    * call (the index the caller labels the snapshot with), and nothing later: the read takes

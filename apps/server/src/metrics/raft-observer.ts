@@ -47,5 +47,6 @@ export function observedStateMachine(
     },
     snapshot: () => inner.snapshot(),
     restore: (snapshot) => inner.restore(snapshot),
+    ...(inner.persisted ? { persisted: () => (inner.persisted as () => Promise<void>)() } : {}),
   }
 }

@@ -25,11 +25,18 @@ export interface StateMachine {
    */
   apply(entries: readonly Entry[]): readonly unknown[]
   /**
-   * An image of the state as of the last applied entry. A state machine that applies
-   * asynchronously (results are promises) may return a promise: the host waits for it before
-   * it processes more work, so the image is exactly as of that entry.
+   * An image of the state as of the last entry handed to `apply` before the call. A state
+   * machine that applies asynchronously (results are promises) may return a promise; the host
+   * does not wait for it meanwhile, so the image must not include entries handed to `apply`
+   * after the call.
    */
   snapshot(): Uint8Array | Promise<Uint8Array>
+  /**
+   * For snapshots on demand (GroupOptions.snapshotsOnDemand): resolves once the state of
+   * every entry handed to `apply` so far is durable. A compaction then records only the
+   * snapshot's metadata, and `snapshot()` is called only when a follower needs an image.
+   */
+  persisted?(): Promise<void>
   /**
    * Replaces the whole state with a snapshot's image. May return a promise, which the host
    * waits for before applying later entries. When the host adds a group, the restore of the

@@ -28,8 +28,17 @@ export interface GroupLimits {
   readonly pendingReadsMax: number
   /** Snapshot the state machine and compact once the log holds this many applied entries. */
   readonly compactEntries: number
-  /** Applied entries kept in the log after a compaction (lets slow followers catch up without a snapshot). */
+  /**
+   * Applied entries kept in the log after a compaction (lets slow followers catch up without
+   * a snapshot); with snapshots on demand, at most about a tenth of `compactBytes` of them.
+   */
   readonly compactKeepEntries: number
+  /**
+   * With snapshots on demand: compact also once the applied entries still in the log hold
+   * this many bytes of data. The log after the last compaction is kept in memory (see
+   * LogStorage), so large entries must bound it by size too; a compaction then costs no image.
+   */
+  readonly compactBytes: number
 }
 
 export const DEFAULT_GROUP_LIMITS: GroupLimits = {
@@ -39,6 +48,7 @@ export const DEFAULT_GROUP_LIMITS: GroupLimits = {
   pendingReadsMax: 4096,
   compactEntries: 10_000,
   compactKeepEntries: 1000,
+  compactBytes: 64 * 1024 * 1024,
 }
 
 export interface GroupOptions {
@@ -54,6 +64,13 @@ export interface GroupOptions {
    */
   readonly appliedIndex?: number
   readonly limits?: Partial<GroupLimits>
+  /**
+   * The state machine keeps its state durably (it implements `persisted`, and the group is
+   * added with its `appliedIndex`): a compaction records only the snapshot's metadata once
+   * the state is durable, and an image is made only when a follower needs one (then kept in
+   * the storage until the next compaction). Default false: every compaction takes an image.
+   */
+  readonly snapshotsOnDemand?: boolean
 }
 
 export interface HostOptions {
@@ -130,12 +147,26 @@ class Group {
    * is taken until its state machine has restored it (see #restoreLater).
    */
   restoring = false
+  /** Snapshots on demand (GroupOptions.snapshotsOnDemand). */
+  readonly onDemand: boolean
+  /** A follower needs an image that is not made yet (see #makeImage). */
+  imageWanted = false
+  /** No image before this tick (the last one was too large for the storage). */
+  imageAfterTick = 0
+  /** Bytes of data of the applied entries still in the log (counted with snapshots on demand). */
+  appliedBytes = 0
 
   constructor(o: GroupOptions) {
     this.id = o.groupId
     this.storage = o.storage
     this.sm = o.stateMachine
     this.limits = { ...DEFAULT_GROUP_LIMITS, ...o.limits }
+    this.onDemand = o.snapshotsOnDemand === true
+    if (this.onDemand && (o.stateMachine.persisted === undefined || o.appliedIndex === undefined)) {
+      throw new InvalidArgumentError(
+        `group ${o.groupId}: snapshots on demand need a state machine that implements persisted() and its appliedIndex`,
+      )
+    }
     const snap = o.storage.snapshot()
     let applied = o.appliedIndex ?? snap.meta.index
     if (o.appliedIndex === undefined || o.appliedIndex < snap.meta.index) {
@@ -146,7 +177,7 @@ class Group {
       }
       applied = snap.meta.index
     }
-    this.raw = new RawNode({ ...o.raft, appliedIndex: applied }, o.storage)
+    this.raw = new RawNode({ ...o.raft, appliedIndex: applied, snapshotsOnDemand: this.onDemand }, o.storage)
     this.hardState = o.storage.initialState().hardState
     this.applied = applied
   }
@@ -170,6 +201,11 @@ interface Deferred {
   readonly promise: Promise<void>
   resolve(): void
 }
+
+/** The data of a snapshot that records metadata only (snapshots on demand). */
+const NO_IMAGE = new Uint8Array(0)
+/** Ticks before an image on demand is tried again after one was too large for the storage. */
+const IMAGE_RETRY_TICKS = 100
 
 function deferred(): Deferred {
   let resolve!: () => void
@@ -233,15 +269,22 @@ export class RaftHost {
    */
   #drainActive = false
   #draining: Promise<void> = Promise.resolve()
-  /** Snapshot installs under way (#restoreLater), for idle() and stop(). */
-  readonly #restores = new Set<Promise<void>>()
+  /** Work under way outside the drain (snapshots, installs), for idle() and stop(). */
+  readonly #background = new Set<Promise<void>>()
   #running: Promise<void> | null = null
   #again = false
   #fatal: unknown = null
   /** stop() was called: no more input, no new cycles. */
   #stopped = false
   /** Counters for tests and metrics. */
-  readonly stats = { cycles: 0, flushes: 0, droppedMessages: 0, stalledWrites: 0, snapshotsTooLarge: 0 }
+  readonly stats = {
+    cycles: 0,
+    flushes: 0,
+    droppedMessages: 0,
+    stalledWrites: 0,
+    snapshotsTooLarge: 0,
+    imagesOnDemand: 0,
+  }
 
   constructor(options: HostOptions) {
     this.#transport = options.transport
@@ -465,10 +508,10 @@ export class RaftHost {
 
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
-    while (this.#running !== null || this.#drainActive || this.#restores.size > 0) {
+    while (this.#running !== null || this.#drainActive || this.#background.size > 0) {
       if (this.#running !== null) await this.#running
       if (this.#drainActive) await this.#draining
-      if (this.#restores.size > 0) await Promise.all(this.#restores)
+      if (this.#background.size > 0) await Promise.all(this.#background)
     }
     if (this.#fatal !== null) throw this.#fatal
   }
@@ -534,6 +577,7 @@ export class RaftHost {
     let mustFlush = false
     let stalled = 0
     for (const g of this.#groups.values()) {
+      if (g.onDemand && (g.raw.takeSnapshotWanted() || g.imageWanted)) this.#makeImage(g)
       if (g.restoring) continue
       if (g.stalled === null) {
         if (!g.raw.hasReady()) continue
@@ -661,19 +705,26 @@ export class RaftHost {
    * other Ready until this one is advanced (`restoring`), so its Readies stay in order.
    */
   #restoreLater(g: Group, rd: Ready): void {
-    const task: Promise<void> = (this.#apply(g, rd) ?? Promise.resolve())
-      .then(() => {
-        if (this.#fatal !== null || this.#groups.get(g.id) !== g) return
-        g.raw.advance(rd)
-        this.#maybeCompact(g)
-      })
+    this.#inBackground(
+      (this.#apply(g, rd) ?? Promise.resolve())
+        .then(() => {
+          if (this.#fatal !== null || this.#groups.get(g.id) !== g) return
+          g.raw.advance(rd)
+          this.#maybeCompact(g)
+        })
+        .finally(() => {
+          g.restoring = false
+          this.#schedule()
+        }),
+    )
+  }
+
+  /** Runs `work` outside the drain: idle() waits for it; a failure is fatal. */
+  #inBackground(work: Promise<void>): void {
+    const task: Promise<void> = work
       .catch((e: unknown) => this.#die(e))
-      .finally(() => {
-        g.restoring = false
-        this.#restores.delete(task)
-        this.#schedule()
-      })
-    this.#restores.add(task)
+      .finally(() => this.#background.delete(task))
+    this.#background.add(task)
   }
 
   /** Applies `rd`; returns a promise only when it restores a snapshot. */
@@ -714,6 +765,7 @@ export class RaftHost {
   async #restore(g: Group, snapshot: Snapshot): Promise<void> {
     await g.sm.restore(snapshot)
     g.applied = snapshot.meta.index
+    g.appliedBytes = 0
     // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
     for (const [index, p] of g.proposals) {
       if (index > g.applied) continue
@@ -744,6 +796,7 @@ export class RaftHost {
           )
       }
       g.applied = rd.committedEntries.at(-1)!.index
+      if (g.onDemand) for (const e of rd.committedEntries) g.appliedBytes += e.data.length
     }
     for (const rs of rd.readStates) {
       const r = g.reads.get(rs.requestCtx)
@@ -811,17 +864,24 @@ export class RaftHost {
   #maybeCompact(g: Group): void {
     if (g.snapshotting || g.applied < g.compactAfter) return
     const first = g.storage.firstIndex()
-    if (g.applied - first + 1 < g.limits.compactEntries) return
+    const byBytes = g.onDemand && g.appliedBytes >= g.limits.compactBytes
+    if (g.applied - first + 1 < g.limits.compactEntries && !byBytes) return
     if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
     const meta = g.raw.snapshotMeta(g.applied)
-    const compactIndex = Math.max(first - 1, g.applied - g.limits.compactKeepEntries)
+    const kept = this.#keptAfterCompaction(g, first)
+    const compactIndex = g.applied - kept.entries
+    const bytesThen = g.appliedBytes
     g.snapshotting = true
-    Promise.resolve(g.sm.snapshot())
-      .then((data) => {
+    // On demand: metadata only, once the state it stands for is durable in the state machine.
+    const image = g.onDemand ? g.sm.persisted!().then(() => NO_IMAGE) : Promise.resolve(g.sm.snapshot())
+    this.#inBackground(
+      image.then((data) => {
         g.snapshotting = false
         if (this.#fatal !== null || this.#stopped || this.#groups.get(g.id) !== g) return
         try {
           g.storage.compact({ meta, data }, compactIndex)
+          // Less the compacted entries' bytes (entries applied meanwhile stay counted).
+          g.appliedBytes = Math.max(0, g.appliedBytes - (bytesThen - kept.bytes))
         } catch (e) {
           if (e instanceof SnapshotTooLargeError) {
             // Not fatal (every replica would stop at the same index, and again after each
@@ -834,8 +894,66 @@ export class RaftHost {
           if (!(e instanceof RaftError && e.retriable)) throw e
           this.stats.stalledWrites++ // the storage is busy: compact after a later cycle
         }
-      })
-      .catch((e: unknown) => this.#die(e))
+      }),
+    )
+  }
+
+  /**
+   * How many of the applied entries a compaction keeps: the last `compactKeepEntries` of them
+   * (those still in the log); with snapshots on demand, fewer when they hold more than a
+   * tenth of `compactBytes`.
+   */
+  #keptAfterCompaction(g: Group, first: number): { entries: number; bytes: number } {
+    const lo = Math.max(first, g.applied - g.limits.compactKeepEntries + 1)
+    if (lo > g.applied) return { entries: 0, bytes: 0 }
+    if (!g.onDemand) return { entries: g.applied - lo + 1, bytes: 0 }
+    const tail = g.storage.entries(lo, g.applied + 1, Number.MAX_SAFE_INTEGER)
+    const budget = g.limits.compactBytes / 10
+    let bytes = 0
+    let entries = 0
+    for (let i = tail.length - 1; i >= 0; i--) {
+      const size = tail[i]!.data.length
+      if (entries > 0 && bytes + size > budget) break
+      bytes += size
+      entries++
+    }
+    return { entries, bytes }
+  }
+
+  /**
+   * Snapshots on demand: a follower needs a snapshot and the storage holds only metadata.
+   * Takes an image at the applied index and records it in the storage without compacting
+   * further; the leader sends it at its next try. One at a time per group; an image too large
+   * for the storage is not tried again for IMAGE_RETRY_TICKS.
+   */
+  #makeImage(g: Group): void {
+    g.imageWanted = true
+    if (g.snapshotting || g.restoring || g.ticks < g.imageAfterTick) return
+    if (g.raw.termAt(g.applied) < 0) return
+    g.imageWanted = false
+    g.snapshotting = true
+    const meta = g.raw.snapshotMeta(g.applied)
+    this.#inBackground(
+      Promise.resolve(g.sm.snapshot()).then((data) => {
+        g.snapshotting = false
+        if (this.#fatal !== null || this.#stopped || this.#groups.get(g.id) !== g) return
+        try {
+          g.storage.compact({ meta, data }, Math.min(meta.index, g.storage.firstIndex() - 1))
+          this.stats.imagesOnDemand++
+        } catch (e) {
+          if (e instanceof SnapshotTooLargeError) {
+            g.imageAfterTick = g.ticks + IMAGE_RETRY_TICKS
+            this.stats.snapshotsTooLarge++
+            this.#onSnapshotTooLarge(g.id, e)
+            return
+          }
+          if (!(e instanceof RaftError && e.retriable)) throw e
+          this.stats.stalledWrites++
+          g.imageWanted = true // the storage is busy: again after a later cycle
+        }
+        this.#schedule()
+      }),
+    )
   }
 
   #die(e: unknown): void {
