@@ -627,9 +627,12 @@ describe('RaftHost', () => {
     /** Keeps its state "durably" (persisted waits for the applies), counts the images taken. */
     class Durable extends AsyncListMachine {
       images = 0
+      hold: Promise<void> = Promise.resolve()
       override async snapshot(): Promise<Uint8Array> {
         this.images++
-        return super.snapshot()
+        const image = await super.snapshot()
+        await this.hold
+        return image
       }
       async persisted(): Promise<void> {
         await AsyncListMachine.prototype.snapshot.call(this)
@@ -656,8 +659,20 @@ describe('RaftHost', () => {
     expect(storage.snapshot().meta.index).toBeGreaterThan(20)
     expect(storage.snapshot().data.length).toBe(0)
     expect(leaderMachine.images).toBe(0)
-    // n3 comes back: the leader makes one image, records it, and sends it.
+    // n3 comes back: the leader makes one image (however many heartbeats' replies ask for it
+    // while it is being read), records it, and sends it.
+    let release = (): void => {}
+    leaderMachine.hold = new Promise<void>((r) => {
+      release = r
+    })
     net.cut.clear()
+    for (let round = 0; round < 60; round++) {
+      await new Promise((r) => setImmediate(r))
+      if (round % 3 === 0) for (const h of net.hosts.values()) h.tick()
+      for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)?.receive(groupId, m)
+    }
+    expect(leaderMachine.images).toBe(1)
+    release()
     for (let i = 0; i < 5; i++) {
       await net.tickAll(1)
       await n1.host.idle()

@@ -940,6 +940,9 @@ export class RaftHost {
         try {
           g.storage.compact({ meta, data }, Math.min(meta.index, g.storage.firstIndex() - 1))
           this.stats.imagesOnDemand++
+          // Asked for again meanwhile (each try of the leader's asks): this image answers them.
+          g.imageWanted = false
+          g.raw.takeSnapshotWanted()
         } catch (e) {
           if (e instanceof SnapshotTooLargeError) {
             g.imageAfterTick = g.ticks + IMAGE_RETRY_TICKS
