@@ -331,11 +331,13 @@ export class GroupCommit implements Durability {
   /** Starts the next batch after `lazyFlushMs` unless a flush starts one first. */
   private scheduleLazyBatch(): void {
     if (this.current || this.startScheduled || this.lazyTimer !== undefined) return
+    // Not unref'd: someone awaits the write, and when nothing else keeps the process alive
+    // (a node installing a snapshot at start, before it serves) an unref'd timer let the event
+    // loop end with the write pending (exit code 13: an unsettled top-level await).
     this.lazyTimer = setTimeout(() => {
       this.lazyTimer = undefined
       this.scheduleBatch()
     }, this.lazyFlushMs)
-    this.lazyTimer.unref?.()
   }
 
   /** Hands everything staged to the engine as one synced batch. Requires no batch in flight. */

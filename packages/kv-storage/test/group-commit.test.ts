@@ -79,6 +79,17 @@ describe('GroupCommit', () => {
     expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 2])
   })
 
+  it('a lazy write keeps the process alive until it is written (its timer is not unref-ed)', async () => {
+    const commit = new GroupCommit(new MemoryEngine(), { lazyFlushMs: 50 })
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const before = timers()
+    const lazy = commit.write([put(1)])
+    // Awaited by a node installing a snapshot before it serves, with nothing else alive: an
+    // unref-ed timer let the process end with the write pending (exit code 13).
+    expect(timers()).toBe(before + 1)
+    await lazy
+  })
+
   it('a lazy write rides with the next flush; alone, it gets a batch of its own after lazyFlushMs', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine, { lazyFlushMs: 30 })
