@@ -352,4 +352,32 @@ describe('DataMachine', () => {
     expect(writes.at(-1)).toBe(1) // the applied index alone, last
     expect(await engine.range(stateMachineRange(1))).toEqual(await leaderEngine.range(stateMachineRange(1)))
   })
+
+  it('never says its state is persisted once a write failed', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    let fail = false
+    const failures: unknown[] = []
+    const dm = new DataMachine(
+      await DataGroupMachine.open(1, engine),
+      {
+        write: async (ops) => {
+          if (fail) throw new Error('no space left on device')
+          await engine.write(ops, { sync: false })
+        },
+      },
+      engine,
+      0,
+      (e) => failures.push(e),
+    )
+    await Promise.all(dm.apply([open(), enqueue(1)]))
+    await dm.persisted()
+    fail = true
+    await Promise.allSettled(dm.apply([enqueue(2)]))
+    await expect(dm.persisted()).rejects.toThrow('no space left')
+    fail = false
+    await Promise.allSettled(dm.apply([enqueue(3)]))
+    await expect(dm.persisted()).rejects.toThrow('no space left') // a later write does not clear it
+    expect(failures.length).toBeGreaterThan(0)
+  })
 })

@@ -58,6 +58,8 @@ export class DataMachine implements StateMachine {
   readonly #reader: SmReader
   readonly #pageKeys: number
   #fatal: (error: unknown) => void
+  /** The first apply or write that failed (the node is stopping); nothing is durable past it. */
+  #failure: { error: unknown } | undefined
   /** Called after an entry that may have made messages ready is applied (to wake long polls). */
   onApplied: () => void = () => {}
 
@@ -75,7 +77,10 @@ export class DataMachine implements StateMachine {
     this.#reader = reader
     this.#applied = appliedIndex
     this.#appliedKey = appliedKeyOf(machine.groupId)
-    this.#fatal = fatal
+    this.#fatal = (error) => {
+      this.#failure ??= { error }
+      fatal(error)
+    }
   }
 
   get machine(): DataGroupMachine {
@@ -115,13 +120,22 @@ export class DataMachine implements StateMachine {
     return written
   }
 
-  /** Resolves once every entry handed to apply is applied and its writes are durable. */
+  /**
+   * Resolves once every entry handed to apply is applied and its writes are durable; rejects
+   * once an apply or a write failed (the chain goes on after a failure, to fail what follows).
+   */
   async settled(): Promise<void> {
     await this.#tail
     await this.#lastWrite
+    if (this.#failure) throw this.#failure.error
   }
 
-  /** StateMachine.persisted (snapshots on demand): the same as `settled`. */
+  /**
+   * StateMachine.persisted (snapshots on demand): `settled`. A compaction waits for it and
+   * records that the state up to its index is durable, so it must never resolve after a write
+   * failed (a fault run with full disks recorded one past the last durable entry, and the
+   * node then refused to start).
+   */
   persisted(): Promise<void> {
     return this.settled()
   }
