@@ -96,6 +96,9 @@ export class DataMachine implements StateMachine {
       // handed to storage before the next entry's, so the stored applied index never passes
       // an entry whose writes are not stored.
       const step = this.#tail.then(async (): Promise<DataResult | undefined> => {
+        // After a failed apply or write nothing more is applied or written: a later entry's
+        // write would store an applied index past the entry whose writes are missing.
+        if (this.#failure) throw this.#failure.error
         if (e.type !== EntryType.Normal || e.data.length === 0) {
           this.#write([appliedOp])
           return undefined
