@@ -4,6 +4,7 @@ import {
   type Entry,
   EntryType,
   type GroupId,
+  type HostOptions,
   HostStoppedError,
   MemoryLogStorage,
   type Message,
@@ -170,6 +171,28 @@ function cluster(
     nodes.set(id, node)
   }
   return { net, nodes }
+}
+
+/** A host of one node, no network: its flushes make `storage`'s writes durable. */
+function soloHost(storage: MemoryLogStorage, options: Partial<HostOptions> = {}): RaftHost {
+  return new RaftHost({
+    transport: { send: () => {} },
+    durability: {
+      flush: async () => {
+        storage.sync()
+      },
+    },
+    clock: { nowMs: () => 0 },
+    ...options,
+  })
+}
+
+/** Proposes `text` on `host` and lets the network run until every replica heard of its commit. */
+async function proposeAndSpread(net: Net, host: RaftHost, groupId: GroupId, text: string): Promise<void> {
+  const proposed = host.propose(groupId, enc.encode(text))
+  await net.run()
+  await proposed
+  await net.tickAll(2)
 }
 
 async function electAll(net: Net, leader: RaftHost, groups: GroupId[]): Promise<void> {
@@ -561,10 +584,7 @@ describe('RaftHost', () => {
     await n3g1.snapshot() // waits for its pending applies
     expect(n3g1.items).toEqual(Array.from({ length: 60 }, (_, i) => `a${i}`))
     // The group goes on normally after the install.
-    const last = n1.propose(1, enc.encode('a60'))
-    await net.run()
-    await last
-    await net.tickAll(2)
+    await proposeAndSpread(net, n1, 1, 'a60')
     await n3g1.snapshot()
     expect(n3g1.items.at(-1)).toBe('a60')
   })
@@ -589,16 +609,7 @@ describe('RaftHost', () => {
     }
     const storage = new SmallSnapshots(conf(['n1']))
     const tooLarge: GroupId[] = []
-    const host = new RaftHost({
-      transport: { send: () => {} },
-      durability: {
-        flush: async () => {
-          storage.sync()
-        },
-      },
-      clock: { nowMs: () => 0 },
-      onSnapshotTooLarge: (groupId) => tooLarge.push(groupId),
-    })
+    const host = soloHost(storage, { onSnapshotTooLarge: (groupId) => tooLarge.push(groupId) })
     host.addGroup({
       groupId: 1,
       raft: { id: 'n1', prng: new Prng(3), electionTicks: 10 },
@@ -686,10 +697,7 @@ describe('RaftHost', () => {
     await n3.snapshot()
     expect(n3.items).toEqual(Array.from({ length: 60 }, (_, i) => `v${i}`))
     // The group goes on; the follower keeps up from the log again.
-    const last = n1.host.propose(1, enc.encode('v60'))
-    await net.run()
-    await last
-    await net.tickAll(2)
+    await proposeAndSpread(net, n1.host, 1, 'v60')
     await n3.snapshot()
     expect(n3.items.at(-1)).toBe('v60')
   })
@@ -697,15 +705,7 @@ describe('RaftHost', () => {
   it('with snapshots on demand, compacts by bytes too, keeping about a tenth of them', async () => {
     const storage = new MemoryLogStorage(conf(['n1']))
     const machine = new ListMachine()
-    const host = new RaftHost({
-      transport: { send: () => {} },
-      durability: {
-        flush: async () => {
-          storage.sync()
-        },
-      },
-      clock: { nowMs: () => 0 },
-    })
+    const host = soloHost(storage)
     host.addGroup({
       groupId: 1,
       raft: { id: 'n1', prng: new Prng(5), electionTicks: 10 },
@@ -730,16 +730,13 @@ describe('RaftHost', () => {
   })
 
   it('refuses snapshots on demand without persisted() and an appliedIndex', () => {
-    const host = new RaftHost({
-      transport: { send: () => {} },
-      durability: { flush: async () => {} },
-      clock: { nowMs: () => 0 },
-    })
+    const storage = new MemoryLogStorage(conf(['n1']))
+    const host = soloHost(storage)
     expect(() =>
       host.addGroup({
         groupId: 1,
         raft: { id: 'n1', prng: new Prng(1) },
-        storage: new MemoryLogStorage(conf(['n1'])),
+        storage,
         stateMachine: new ListMachine(),
         snapshotsOnDemand: true,
       }),
@@ -749,11 +746,7 @@ describe('RaftHost', () => {
   it('refuses a state machine that would restore asynchronously when its group is added', () => {
     const storage = new MemoryLogStorage(conf(['n1']))
     storage.applySnapshot({ meta: { index: 5, term: 1, conf: conf(['n1']) }, data: enc.encode('[]') })
-    const host = new RaftHost({
-      transport: { send: () => {} },
-      durability: { flush: async () => {} },
-      clock: { nowMs: () => 0 },
-    })
+    const host = soloHost(storage)
     expect(() =>
       host.addGroup({
         groupId: 1,
