@@ -14,7 +14,7 @@ export interface SweepRange {
  * Keys one sweep write deletes at most. A dropped partition with a backlog holds millions of
  * keys: deleted in one write, its listing and its batch held the node's single write chain
  * (every group's Raft log appends) for seconds on every replica at once, and every group lost
- * its leader (measured: 11–17 leaderships won after a queue of 2 million messages was
+ * its leader (measured: 10–17 leaderships won after a queue of 2 million messages was
  * deleted). A page is ~1,024 small deletes, written without waiting for fsync.
  */
 export const SWEEP_PAGE_KEYS = 1024
