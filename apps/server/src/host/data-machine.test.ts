@@ -2,20 +2,50 @@ import { DataGroupMachine, encodeDataCommand } from '@mq/data-service'
 import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
-import { appliedKeyOf, DataMachine, decodeIndex, decodePairs, encodePairs } from './data-machine'
+import {
+  appliedKeyOf,
+  DataMachine,
+  decodeIndex,
+  decodePairs,
+  encodePairs,
+  type SmReader,
+  type SmWriter,
+} from './data-machine'
 
-async function machineOn(engine: MemoryEngine, applied = 0, pageKeys?: number): Promise<DataMachine> {
-  const group = await DataGroupMachine.open(1, engine)
+/**
+ * A DataMachine of group 1 over `engine`: its writes go straight to the engine, failures are
+ * thrown; `o` replaces any of its parts.
+ */
+async function machineOn(
+  engine: MemoryEngine,
+  applied = 0,
+  pageKeys?: number,
+  o: {
+    group?: DataGroupMachine
+    writer?: SmWriter
+    reader?: SmReader
+    fatal?: (error: unknown) => void
+  } = {},
+): Promise<DataMachine> {
   return new DataMachine(
-    group,
-    { write: (ops) => engine.write(ops, { sync: false }) },
-    engine,
+    o.group ?? (await DataGroupMachine.open(1, engine)),
+    o.writer ?? { write: (ops) => engine.write(ops, { sync: false }) },
+    o.reader ?? engine,
     applied,
-    (e) => {
-      throw e
-    },
+    o.fatal ??
+      ((e) => {
+        throw e
+      }),
     pageKeys,
   )
+}
+
+/** A writer whose writes reach `engine` only when the caller runs their `held` releases. */
+function heldWriter(engine: MemoryEngine, held: (() => void)[]): SmWriter {
+  return {
+    write: (ops) =>
+      new Promise<void>((resolve) => held.push(() => void engine.write(ops, { sync: false }).then(resolve))),
+  }
 }
 
 let index = 0
@@ -100,20 +130,8 @@ describe('DataMachine', () => {
     const group = await DataGroupMachine.open(1, engine)
     // Writes reach the engine only when released (as a group commit would, at its flush).
     const held: (() => void)[] = []
-    const dm = new DataMachine(
-      group,
-      {
-        write: (ops) =>
-          new Promise<void>((resolve) =>
-            held.push(() => void engine.write(ops, { sync: false }).then(resolve)),
-          ),
-      },
-      engine,
-      0,
-      (e) => {
-        throw e
-      },
-    )
+    const writer = heldWriter(engine, held)
+    const dm = await machineOn(engine, 0, undefined, { group, writer })
     const entries = [
       open(),
       enqueue(7),
@@ -149,20 +167,9 @@ describe('DataMachine', () => {
     const held: (() => void)[] = []
     let readGo: () => void = () => {}
     const reading = new Promise<void>((r) => (readGo = r))
-    const dm = new DataMachine(
-      group,
-      {
-        write: (ops) =>
-          new Promise<void>((resolve) =>
-            held.push(() => void engine.write(ops, { sync: false }).then(resolve)),
-          ),
-      },
-      { range: async (range) => reading.then(() => engine.range(range)) },
-      0,
-      (e) => {
-        throw e
-      },
-    )
+    const writer = heldWriter(engine, held)
+    const reader: SmReader = { range: async (range) => reading.then(() => engine.range(range)) }
+    const dm = await machineOn(engine, 0, undefined, { group, writer, reader })
     const releaseUntil = async (done: () => boolean) => {
       while (!done()) {
         held.shift()?.()
@@ -216,17 +223,7 @@ describe('DataMachine', () => {
         return page
       },
     }
-    const group = await DataGroupMachine.open(1, engine)
-    const dm = new DataMachine(
-      group,
-      { write: (ops) => engine.write(ops, { sync: false }) },
-      counting,
-      0,
-      (e) => {
-        throw e
-      },
-      3,
-    )
+    const dm = await machineOn(engine, 0, 3, { reader: counting })
     await Promise.all(dm.apply([open(), ...Array.from({ length: 6 }, (_, i) => enqueue(i)), lease()]))
     const image = await dm.snapshot()
     const whole = await engine.range(stateMachineRange(1))
@@ -251,15 +248,7 @@ describe('DataMachine', () => {
       },
     }
     const group = await DataGroupMachine.open(1, held, 4)
-    const dm = new DataMachine(
-      group,
-      { write: (ops) => engine.write(ops, { sync: false }) },
-      engine,
-      0,
-      (e) => {
-        throw e
-      },
-    )
+    const dm = await machineOn(engine, 0, undefined, { group })
     const other = () => entry(encodeDataCommand({ type: 'open', queue: 'r', partition: 0, config: {} }))
     await Promise.all(dm.apply([open(), other(), ...Array.from({ length: 10 }, (_, i) => enqueue(i))]))
     let release = (): void => {}
@@ -313,20 +302,14 @@ describe('DataMachine', () => {
     await Promise.all(old.apply([open(), enqueue(99)]))
     const writes: number[] = []
     let failAfter = 5
-    const follower = new DataMachine(
-      await DataGroupMachine.open(1, engine),
-      {
-        write: async (ops) => {
-          if (writes.length >= failAfter) throw new Error('crash')
-          writes.push(ops.length)
-          await engine.write(ops, { sync: false })
-        },
+    const writer: SmWriter = {
+      write: async (ops) => {
+        if (writes.length >= failAfter) throw new Error('crash')
+        writes.push(ops.length)
+        await engine.write(ops, { sync: false })
       },
-      engine,
-      2,
-      () => {},
-      3,
-    )
+    }
+    const follower = await machineOn(engine, 2, 3, { writer, fatal: () => {} })
     await expect(follower.restore(snapshot)).rejects.toThrow('crash')
     expect(writes).toHaveLength(5)
     expect(Math.max(...writes)).toBe(3)
@@ -334,19 +317,7 @@ describe('DataMachine', () => {
     // The node installs it again at start.
     writes.length = 0
     failAfter = Number.POSITIVE_INFINITY
-    const again = new DataMachine(
-      await DataGroupMachine.open(1, engine),
-      {
-        write: async (ops) => {
-          writes.push(ops.length)
-          await engine.write(ops, { sync: false })
-        },
-      },
-      engine,
-      2,
-      () => {},
-      3,
-    )
+    const again = await machineOn(engine, 2, 3, { writer, fatal: () => {} })
     await again.restore(snapshot)
     expect(Math.max(...writes)).toBe(3)
     expect(writes.at(-1)).toBe(1) // the applied index alone, last
@@ -358,18 +329,13 @@ describe('DataMachine', () => {
     index = 0
     let fail = false
     const failures: unknown[] = []
-    const dm = new DataMachine(
-      await DataGroupMachine.open(1, engine),
-      {
-        write: async (ops) => {
-          if (fail) throw new Error('no space left on device')
-          await engine.write(ops, { sync: false })
-        },
+    const writer: SmWriter = {
+      write: async (ops) => {
+        if (fail) throw new Error('no space left on device')
+        await engine.write(ops, { sync: false })
       },
-      engine,
-      0,
-      (e) => failures.push(e),
-    )
+    }
+    const dm = await machineOn(engine, 0, undefined, { writer, fatal: (e) => failures.push(e) })
     await Promise.all(dm.apply([open(), enqueue(1)]))
     await dm.persisted()
     fail = true
