@@ -2,6 +2,7 @@ import { MemoryEngine } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { encodeDataCommand } from './data-command'
 import { type DataApplied, DataGroupMachine } from './data-group'
+import { interceptWrites } from './write-interceptor'
 
 async function applyAndWrite(
   engine: MemoryEngine,
@@ -118,16 +119,10 @@ describe('DataGroupMachine', () => {
     const engine = new MemoryEngine()
     const writes: number[] = []
     let hold: Promise<void> | undefined
-    const counting = {
-      get: engine.get.bind(engine),
-      getMany: engine.getMany.bind(engine),
-      range: engine.range.bind(engine),
-      write: async (ops: Parameters<MemoryEngine['write']>[0], o: { sync: boolean }) => {
-        writes.push(ops.length)
-        if (hold) await hold
-        return engine.write(ops, o)
-      },
-    }
+    const counting = interceptWrites(engine, async (ops) => {
+      writes.push(ops.length)
+      if (hold) await hold
+    })
     const m = await DataGroupMachine.open(2, counting, 8)
     await applyAndWrite(engine, m, enc({ type: 'open', queue: 'q', partition: 0, config: {} }), 1)
     const messages = Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i) }))

@@ -1,6 +1,7 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { RangeSweeper, SweepStoppedError } from './range-sweeper'
+import { interceptWrites } from './write-interceptor'
 
 const key = (...bytes: number[]) => Uint8Array.from(bytes)
 
@@ -23,15 +24,9 @@ describe('RangeSweeper', () => {
     const engine = await engineWith(10)
     const sizes: number[] = []
     const sweeper = new RangeSweeper(
-      {
-        get: engine.get.bind(engine),
-        getMany: engine.getMany.bind(engine),
-        range: engine.range.bind(engine),
-        write: (ops, o) => {
-          sizes.push(ops.length)
-          return engine.write(ops, o)
-        },
-      },
+      interceptWrites(engine, (ops) => {
+        sizes.push(ops.length)
+      }),
       4,
     )
     await sweeper.sweep('a', range, key(0))
@@ -77,12 +72,11 @@ describe('RangeSweeper', () => {
 
   it('ends a sweep whose write fails with that error, and keeps its range pending', async () => {
     const engine = await engineWith(3)
-    const sweeper = new RangeSweeper({
-      get: engine.get.bind(engine),
-      getMany: engine.getMany.bind(engine),
-      range: engine.range.bind(engine),
-      write: () => Promise.reject(new Error('disk full')),
-    })
+    const sweeper = new RangeSweeper(
+      interceptWrites(engine, () => {
+        throw new Error('disk full')
+      }),
+    )
     await expect(sweeper.sweep('a', range)).rejects.toThrow('disk full')
     await expect(sweeper.whenSwept('a')).rejects.toThrow('disk full')
     expect(sweeper.pendingRanges()).toHaveLength(1)
