@@ -135,7 +135,8 @@ describe('DataGroupMachine', () => {
       release = resolve
     })
     await applyAndWrite(engine, m, enc({ type: 'drop', queue: 'q', partition: 0 }), 3)
-    await new Promise((resolve) => setTimeout(resolve, 10))
+    // Until the sweep's first write arrives (and is held).
+    for (let turn = 0; turn < 1_000 && writes.length === 0; turn++) await new Promise((r) => setImmediate(r))
     // One page is being written; stop there, as a process that ends would.
     expect(writes).toEqual([8])
     expect(m.garbageRanges()).toHaveLength(1)

@@ -48,7 +48,7 @@ describe('RangeSweeper', () => {
       }),
     )
     const second = sweeper.sweep('b', { gte: key(2), lt: key(3) })
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    for (let turn = 0; turn < 20; turn++) await new Promise((r) => setImmediate(r))
     expect(sweeper.pendingRanges()).toHaveLength(2)
     expect((await engine.range({})).length).toBe(5) // nothing swept before `a` is ready
     ready()
