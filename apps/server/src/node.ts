@@ -406,6 +406,9 @@ export class MqNode {
       `mq-server: node ${this.config.nodeId} stopped serving after a fatal error`,
     )
     this.health.set('', false)
+    // Fail-stop in Raft too: a replica whose state machine failed must not vote, acknowledge
+    // appends or take over a leadership handed to it (the host calls back here; already dead).
+    this.#raft?.halt(error)
   }
 
   // ---- the meta group -------------------------------------------------------------------

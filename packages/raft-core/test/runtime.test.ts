@@ -14,6 +14,7 @@ import {
   Prng,
   ProposalDroppedError,
   RaftHost,
+  Role,
   type Snapshot,
   SnapshotTooLargeError,
   type StateMachine,
@@ -100,6 +101,8 @@ class Net {
   readonly hosts = new Map<string, RaftHost>()
   readonly queue: { groupId: GroupId; m: Message }[] = []
   readonly cut = new Set<string>()
+  /** Hosts halted by the test: still sent messages, but neither ticked nor awaited. */
+  readonly halted = new Set<string>()
   readonly sent: Message[] = []
   transport(): Transport {
     return {
@@ -113,7 +116,7 @@ class Net {
   }
   async run(roundsMax = 1000): Promise<void> {
     for (let round = 0; round < roundsMax; round++) {
-      for (const h of this.hosts.values()) await h.idle()
+      for (const [id, h] of this.hosts) if (!this.halted.has(id)) await h.idle()
       if (this.queue.length === 0) return
       const batch = this.queue.splice(0)
       for (const { groupId, m } of batch) {
@@ -125,7 +128,7 @@ class Net {
   }
   async tickAll(times: number): Promise<void> {
     for (let i = 0; i < times; i++) {
-      for (const h of this.hosts.values()) h.tick()
+      for (const [id, h] of this.hosts) if (!this.halted.has(id)) h.tick()
       await this.run()
     }
   }
@@ -795,6 +798,30 @@ describe('RaftHost', () => {
     await expect(host.idle()).rejects.toThrow('disk on fire')
     expect(fatal).toBeInstanceOf(Error)
     await expect(host.propose(9, enc.encode('x'))).rejects.toBeInstanceOf(HostStoppedError)
+  })
+
+  it('halt: a replica whose state machine failed takes no part any more, even when handed the leadership', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    await proposeAndSpread(net, n1, 1, 'a')
+    const n2 = nodes.get('n2')!
+    const failure = new Error('state machine write failed')
+    n2.host.halt(failure)
+    net.halted.add('n2')
+    const logEnd = n2.storages.get(1)!.lastIndex()
+    await expect(n2.host.propose(1, enc.encode('x'))).rejects.toBeInstanceOf(HostStoppedError)
+    expect(() => n2.host.tick()).toThrow(HostStoppedError)
+    // The leader hands over to n2: n2 ignores it, and n1 goes on leading after the transfer times out.
+    n1.transferLeader(1, 'n2')
+    await net.tickAll(30)
+    expect(n1.status(1).role).toBe(Role.Leader)
+    await proposeAndSpread(net, n1, 1, 'b')
+    expect(nodes.get('n3')!.machines.get(1)!.items).toEqual(['a', 'b'])
+    // n2 acknowledged nothing, stored nothing and applied nothing after the halt.
+    expect(n2.storages.get(1)!.lastIndex()).toBe(logEnd)
+    expect(n2.machines.get(1)!.items).toEqual(['a'])
+    await expect(n2.host.idle()).rejects.toBe(failure)
   })
 
   it('restarts a group from durable storage and re-applies its committed log', async () => {

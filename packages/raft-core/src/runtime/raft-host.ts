@@ -506,6 +506,18 @@ export class RaftHost {
     }
   }
 
+  /**
+   * Fail-stop for a failure found outside the host (a state machine's own asynchronous write,
+   * say): from now on the host takes no part in any group, exactly as after a failure of its
+   * own storage — received messages and ticks are ignored (it neither votes, nor acknowledges
+   * appends, nor campaigns when a leader hands over to it), pending proposals and reads fail
+   * with `error`, later calls with HostStoppedError, and `onFatal` is called (once, with the
+   * first failure). Idempotent.
+   */
+  halt(error: unknown): void {
+    this.#die(error)
+  }
+
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
     while (this.#running !== null || this.#drainActive || this.#background.size > 0) {
