@@ -53,6 +53,8 @@ export {
   groupRange,
   hardStateKey,
   KeySpace,
+  stagedImageKey,
+  stagedImageRange,
   stateMachineKey,
   stateMachineRange,
 } from './log-keys'

@@ -11,6 +11,7 @@ import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
  *   (1, g, 4, index)       log entry
  *   (1, g, 5)              log start: the last discarded entry's index and term
  *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
+ *   (1, g, 17, …)          a snapshot image being received for the group (`stagedImageKey`)
  *   (2, 'batch-seq')       the sequence number of the last stamped group-commit batch (durability-mark.ts)
  */
 
@@ -28,6 +29,7 @@ export const GroupKeyKind = {
   Entry: 4,
   LogStart: 5,
   StateMachine: 16,
+  StagedImage: 17,
 } as const
 
 /** Where the group commit stamps each synced batch's sequence number (see DurabilityMark). */
@@ -91,4 +93,17 @@ export function stateMachineKey(groupId: number, rest: Tuple): Uint8Array {
 /** The range of every key of group `groupId`'s state machine that starts with `rest`. */
 export function stateMachineRange(groupId: number, rest: Tuple = []): { gte: Uint8Array; lt: Uint8Array } {
   return prefixRange([KeySpace.Group, groupId, GroupKeyKind.StateMachine, ...rest])
+}
+
+/**
+ * A key of the snapshot image being received for group `groupId`: (1, g, 17, ...rest). Outside
+ * the state machine's range (an install replaces that range from here); removed with the group.
+ */
+export function stagedImageKey(groupId: number, rest: Tuple): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.StagedImage, ...rest])
+}
+
+/** The range of every staged-image key of group `groupId` that starts with `rest`. */
+export function stagedImageRange(groupId: number, rest: Tuple = []): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Group, groupId, GroupKeyKind.StagedImage, ...rest])
 }

@@ -39,6 +39,16 @@ export class Progress {
     this.#reset(ProgressState.Probe)
   }
 
+  /**
+   * Gives up a snapshot transfer the follower could not use (it refused it, or its image is
+   * gone): probe from just past match, so that the next try finds the entries compacted and
+   * sends the storage's snapshot as it is then.
+   */
+  abortSnapshot(): void {
+    this.next = this.match + 1
+    this.#reset(ProgressState.Probe)
+  }
+
   becomeReplicate(): void {
     this.next = this.match + 1
     this.#reset(ProgressState.Replicate)

@@ -502,6 +502,11 @@ export class Raft {
         if (pr === undefined || pr.state !== ProgressState.Snapshot || pr.snapshot === null) break
         if (m.index !== pr.snapshot.meta.index) break
         pr.recentActive = true
+        if (m.reject) {
+          // Refused (too large for it): try again at a later heartbeat's reply, not at once.
+          pr.abortSnapshot()
+          return
+        }
         if (m.context <= pr.snapshot.data.length) pr.snapshotOffset = m.context
         if (pr.snapshotOffset < pr.snapshot.data.length) this.#sendSnapshotChunk(m.from, pr)
         return
@@ -749,6 +754,16 @@ export class Raft {
     )
     pr.sentEntries(entries.length, prevIndex + entries.length, bytes)
     return true
+  }
+
+  /**
+   * The snapshot being sent to `to` cannot be used (its image is gone): stops sending it; the
+   * next try sends the storage's snapshot as it is then. No-op unless a transfer is under way.
+   */
+  abortSnapshot(to: ReplicaId): void {
+    const pr = this.progress.get(to)
+    if (this.role !== Role.Leader || pr === undefined || pr.state !== ProgressState.Snapshot) return
+    pr.abortSnapshot()
   }
 
   #sendSnapshot(to: ReplicaId, pr: Progress): boolean {

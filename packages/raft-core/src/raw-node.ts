@@ -135,6 +135,14 @@ export class RawNode {
     return wanted
   }
 
+  /**
+   * On the leader: stops the snapshot transfer to `id` (the image it carries cannot be
+   * fetched any more); the next try sends the storage's snapshot as it is then.
+   */
+  abortSnapshot(id: ReplicaId): void {
+    this.#raft.abortSnapshot(id)
+  }
+
   status(): RaftStatus {
     const r = this.#raft
     return {

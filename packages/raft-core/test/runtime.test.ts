@@ -9,6 +9,7 @@ import {
   MemoryLogStorage,
   type Message,
   MessageType,
+  message,
   NotLeaderError,
   OverloadedError,
   Prng,
@@ -703,6 +704,129 @@ describe('RaftHost', () => {
     await proposeAndSpread(net, n1.host, 1, 'v60')
     await n3.snapshot()
     expect(n3.items.at(-1)).toBe('v60')
+  })
+
+  /** A 3-node on-demand cluster where n3 fell behind a compaction; images are counted. */
+  async function laggingOnDemand(): Promise<{
+    net: Net
+    nodes: Map<string, Node>
+    images: Uint8Array[]
+  }> {
+    const images: Uint8Array[] = []
+    class Durable extends AsyncListMachine {
+      override async snapshot(): Promise<Uint8Array> {
+        // Each image is a distinct byte array, whatever the state: the transfer can be told apart.
+        const image = new Uint8Array(await super.snapshot())
+        images.push(image)
+        return image
+      }
+      async persisted(): Promise<void> {
+        await AsyncListMachine.prototype.snapshot.call(this)
+      }
+    }
+    const { net, nodes } = cluster(
+      [1],
+      { compactEntries: 20, compactKeepEntries: 2 },
+      undefined,
+      () => new Durable(),
+      { snapshotsOnDemand: true, appliedIndex: 0 },
+    )
+    const n1 = nodes.get('n1')!
+    await electAll(net, n1.host, [1])
+    net.cut.add('n3')
+    const ps = Array.from({ length: 40 }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
+    await net.run()
+    await Promise.all(ps)
+    await net.tickAll(1)
+    net.cut.clear()
+    return { net, nodes, images }
+  }
+
+  it('refreshImage: an image the follower cannot fetch is replaced, and the follower gets the new one', async () => {
+    const { net, nodes, images } = await laggingOnDemand()
+    const n1 = nodes.get('n1')!.host
+    // n3 takes no Snap for now (as if it could not fetch the image the handle names).
+    const snapsTo3: Message[] = []
+    const deliver = async (letSnapsThrough: boolean): Promise<void> => {
+      for (let round = 0; round < 50; round++) {
+        await n1.idle()
+        const batch = net.queue.splice(0)
+        if (batch.length === 0) return
+        for (const { groupId, m } of batch) {
+          if (m.type === MessageType.Snap && m.to === 'n3') {
+            snapsTo3.push(m)
+            if (!letSnapsThrough) continue
+          }
+          net.hosts.get(m.to)?.receive(groupId, m)
+        }
+      }
+    }
+    for (let i = 0; i < 4; i++) {
+      for (const h of net.hosts.values()) h.tick()
+      await deliver(false)
+    }
+    expect(images.length).toBe(1)
+    expect(snapsTo3.length).toBeGreaterThan(0)
+    expect(snapsTo3.every((m) => m.snapshot!.data.buffer === images[0]!.buffer)).toBe(true)
+    n1.refreshImage(1, 'n3')
+    snapsTo3.length = 0
+    for (let i = 0; i < 6; i++) {
+      for (const h of net.hosts.values()) h.tick()
+      await deliver(true)
+    }
+    expect(images.length).toBe(2)
+    expect(n1.stats.imagesOnDemand).toBe(2)
+    // Only the new image went out after the refresh, and n3 installed it.
+    expect(snapsTo3.length).toBeGreaterThan(0)
+    expect(snapsTo3.every((m) => m.snapshot!.data.buffer === images[1]!.buffer)).toBe(true)
+    await nodes.get('n3')!.host.idle()
+    const n3 = nodes.get('n3')!.machines.get(1)!
+    await n3.snapshot()
+    expect(n3.items).toEqual(Array.from({ length: 40 }, (_, i) => `v${i}`))
+  })
+
+  it('a follower refusing a snapshot stops the transfer until a later heartbeat’s reply, not in a tight loop', async () => {
+    const { net, nodes } = await laggingOnDemand()
+    const n1 = nodes.get('n1')!.host
+    let refusals = 0
+    // n3 refuses every Snap (as it does one above its snapshotBytesMax); n2 behaves.
+    const round = async (): Promise<number> => {
+      let snaps = 0
+      for (let i = 0; i < 50; i++) {
+        await n1.idle()
+        const batch = net.queue.splice(0)
+        if (batch.length === 0) break
+        for (const { groupId, m } of batch) {
+          if (m.type === MessageType.Snap && m.to === 'n3') {
+            snaps++
+            refusals++
+            n1.receive(
+              groupId,
+              message({
+                type: MessageType.SnapResp,
+                from: 'n3',
+                to: 'n1',
+                term: m.term,
+                index: m.snapshot!.meta.index,
+                context: 0,
+                reject: true,
+              }),
+            )
+            continue
+          }
+          net.hosts.get(m.to)?.receive(groupId, m)
+        }
+      }
+      return snaps
+    }
+    const perRound: number[] = []
+    for (let i = 0; i < 8; i++) {
+      for (const h of net.hosts.values()) h.tick()
+      perRound.push(await round())
+    }
+    // At most one Snap per heartbeat round (before: each refusal was answered by the next chunk at once).
+    expect(refusals).toBeGreaterThan(2)
+    expect(Math.max(...perRound)).toBe(1)
   })
 
   it('with snapshots on demand, compacts by bytes too, keeping about a tenth of them', async () => {

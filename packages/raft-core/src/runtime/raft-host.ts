@@ -518,6 +518,21 @@ export class RaftHost {
     this.#die(error)
   }
 
+  /**
+   * Snapshots on demand: the image the storage holds for `groupId` cannot be fetched any more
+   * (the state machine dropped it: expired, or taken before a restart). Makes a new one, as
+   * for a follower that needs an image when the storage has none, and stops the transfer of
+   * the old one to `follower` (when given), which gets the new one at the leader's next try.
+   */
+  refreshImage(groupId: GroupId, follower?: ReplicaId): void {
+    this.#checkAlive()
+    const g = this.#group(groupId)
+    if (!g.onDemand) return
+    if (follower !== undefined) g.raw.abortSnapshot(follower)
+    g.imageWanted = true
+    this.#schedule()
+  }
+
   /** Resolves once no group has ready work left (after the cycles already scheduled). */
   async idle(): Promise<void> {
     while (this.#running !== null || this.#drainActive || this.#background.size > 0) {

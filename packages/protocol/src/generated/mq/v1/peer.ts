@@ -167,6 +167,22 @@ export interface ImportPartitionResponse {
   complete: boolean;
 }
 
+export interface FetchImageRequest {
+  groupId: number;
+  imageId: number;
+  /** The last key of the previous page; empty for the first page. */
+  after: Uint8Array;
+  /** A bound on the page's size (the server stops once it read this many bytes, and caps it). */
+  maxBytes: number;
+}
+
+export interface FetchImageResponse {
+  /** The page's keys and values (encodePairs of mq-server's host/data-machine.ts). */
+  pairs: Uint8Array;
+  /** No key follows this page. */
+  done: boolean;
+}
+
 export interface ChangeReplicasRequest {
   groupId: number;
   add: string;
@@ -2208,6 +2224,202 @@ export const ImportPartitionResponse: MessageFns<ImportPartitionResponse> = {
   },
 };
 
+function createBaseFetchImageRequest(): FetchImageRequest {
+  return { groupId: 0, imageId: 0, after: new Uint8Array(0), maxBytes: 0 };
+}
+
+export const FetchImageRequest: MessageFns<FetchImageRequest> = {
+  encode(message: FetchImageRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.imageId !== 0) {
+      writer.uint32(16).uint64(message.imageId);
+    }
+    if (message.after.length !== 0) {
+      writer.uint32(26).bytes(message.after);
+    }
+    if (message.maxBytes !== 0) {
+      writer.uint32(32).uint32(message.maxBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FetchImageRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseFetchImageRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.imageId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.after = reader.bytes();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.maxBytes = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): FetchImageRequest {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      imageId: isSet(object.imageId)
+        ? globalThis.Number(object.imageId)
+        : isSet(object.image_id)
+        ? globalThis.Number(object.image_id)
+        : 0,
+      after: isSet(object.after) ? bytesFromBase64(object.after) : new Uint8Array(0),
+      maxBytes: isSet(object.maxBytes)
+        ? globalThis.Number(object.maxBytes)
+        : isSet(object.max_bytes)
+        ? globalThis.Number(object.max_bytes)
+        : 0,
+    };
+  },
+
+  toJSON(message: FetchImageRequest): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.imageId !== 0) {
+      obj.imageId = Math.round(message.imageId);
+    }
+    if (message.after.length !== 0) {
+      obj.after = base64FromBytes(message.after);
+    }
+    if (message.maxBytes !== 0) {
+      obj.maxBytes = Math.round(message.maxBytes);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FetchImageRequest>, I>>(base?: I): FetchImageRequest {
+    return FetchImageRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FetchImageRequest>, I>>(object: I): FetchImageRequest {
+    const message = createBaseFetchImageRequest();
+    message.groupId = object.groupId ?? 0;
+    message.imageId = object.imageId ?? 0;
+    message.after = object.after ?? new Uint8Array(0);
+    message.maxBytes = object.maxBytes ?? 0;
+    return message;
+  },
+};
+
+function createBaseFetchImageResponse(): FetchImageResponse {
+  return { pairs: new Uint8Array(0), done: false };
+}
+
+export const FetchImageResponse: MessageFns<FetchImageResponse> = {
+  encode(message: FetchImageResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pairs.length !== 0) {
+      writer.uint32(10).bytes(message.pairs);
+    }
+    if (message.done !== false) {
+      writer.uint32(16).bool(message.done);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FetchImageResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseFetchImageResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.pairs = reader.bytes();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.done = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): FetchImageResponse {
+    return {
+      pairs: isSet(object.pairs) ? bytesFromBase64(object.pairs) : new Uint8Array(0),
+      done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
+    };
+  },
+
+  toJSON(message: FetchImageResponse): unknown {
+    const obj: any = {};
+    if (message.pairs.length !== 0) {
+      obj.pairs = base64FromBytes(message.pairs);
+    }
+    if (message.done !== false) {
+      obj.done = message.done;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FetchImageResponse>, I>>(base?: I): FetchImageResponse {
+    return FetchImageResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FetchImageResponse>, I>>(object: I): FetchImageResponse {
+    const message = createBaseFetchImageResponse();
+    message.pairs = object.pairs ?? new Uint8Array(0);
+    message.done = object.done ?? false;
+    return message;
+  },
+};
+
 function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
   return { groupId: 0, add: "", remove: "", addCaughtUp: false };
 }
@@ -2572,6 +2784,22 @@ export const PeerService = {
       Buffer.from(ChangeReplicasResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ChangeReplicasResponse => ChangeReplicasResponse.decode(value),
   },
+  /**
+   * A page of a data-group snapshot image this node holds (it sent the image's handle in a
+   * Raft Snap message): the group's state-machine keys as of the image's index, in key order,
+   * after `after`. The follower stages the pages on disk before its Raft replica takes the
+   * snapshot, so no image is ever held whole in memory. NOT_FOUND when the image is gone
+   * (expired, or this node restarted): the node then makes a new image and sends its handle.
+   */
+  fetchImage: {
+    path: "/mq.v1.Peer/FetchImage" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: FetchImageRequest): Buffer => Buffer.from(FetchImageRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): FetchImageRequest => FetchImageRequest.decode(value),
+    responseSerialize: (value: FetchImageResponse): Buffer => Buffer.from(FetchImageResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): FetchImageResponse => FetchImageResponse.decode(value),
+  },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
@@ -2604,6 +2832,14 @@ export interface PeerServer extends UntypedServiceImplementation {
    * has `add` as a voter and no `remove`. NOT_LEADER on any other replica.
    */
   changeReplicas: handleUnaryCall<ChangeReplicasRequest, ChangeReplicasResponse>;
+  /**
+   * A page of a data-group snapshot image this node holds (it sent the image's handle in a
+   * Raft Snap message): the group's state-machine keys as of the image's index, in key order,
+   * after `after`. The follower stages the pages on disk before its Raft replica takes the
+   * snapshot, so no image is ever held whole in memory. NOT_FOUND when the image is gone
+   * (expired, or this node restarted): the node then makes a new image and sends its handle.
+   */
+  fetchImage: handleUnaryCall<FetchImageRequest, FetchImageResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -2704,6 +2940,28 @@ export interface PeerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ChangeReplicasResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * A page of a data-group snapshot image this node holds (it sent the image's handle in a
+   * Raft Snap message): the group's state-machine keys as of the image's index, in key order,
+   * after `after`. The follower stages the pages on disk before its Raft replica takes the
+   * snapshot, so no image is ever held whole in memory. NOT_FOUND when the image is gone
+   * (expired, or this node restarted): the node then makes a new image and sends its handle.
+   */
+  fetchImage(
+    request: FetchImageRequest,
+    callback: (error: ServiceError | null, response: FetchImageResponse) => void,
+  ): ClientUnaryCall;
+  fetchImage(
+    request: FetchImageRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: FetchImageResponse) => void,
+  ): ClientUnaryCall;
+  fetchImage(
+    request: FetchImageRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: FetchImageResponse) => void,
   ): ClientUnaryCall;
 }
 
