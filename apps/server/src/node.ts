@@ -47,6 +47,7 @@ import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
+import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, type UnaryCall } from './host/peer-calls'
@@ -128,6 +129,7 @@ export class MqNode {
   #store: LogStore | undefined
   #raft: RaftHost | undefined
   #transport: PeerTransport | undefined
+  #images: NodeImages | undefined
   #meta: MetaMachine | undefined
   /** Notified whenever the meta replica applies entries or a snapshot. */
   readonly #metaApplied = new ChangeSignal()
@@ -227,6 +229,26 @@ export class MqNode {
     // a node with a damaged log refuses to start instead of voting in the groups read first.
     const dataGroupsOnDisk = (await this.#store.groupIdsOnDisk()).filter((g) => g !== META_GROUP)
     for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
+    const store = this.#store
+    const images = new NodeImages({
+      nodeId: this.config.nodeId,
+      engine: this.#engine,
+      write: (ops) => store.commit.write(ops),
+      calls: this.#calls,
+      addressOf: (id) => this.#addresses.get(id),
+      raft: () => this.#raft,
+      onFetchError: (groupId, error) =>
+        this.log.warn(
+          { group: groupId, err: error },
+          `group ${groupId}: fetching a snapshot image stopped (${(error as Error).message}); the leader's next try goes on`,
+        ),
+      onStaged: (groupId, s) =>
+        this.log.info(
+          { group: groupId, ...s },
+          `group ${groupId}: staged snapshot image ${s.imageId} at index ${s.index} (${s.keys} keys, ${(s.bytes / 2 ** 20).toFixed(1)} MiB in ${s.ms} ms); installing it`,
+        ),
+    })
+    this.#images = images
     const transport = new PeerTransport(
       {
         nodeId: this.config.nodeId,
@@ -236,7 +258,11 @@ export class MqNode {
         onPeerDown: (id) => this.#raft?.leaderGone(id),
         credentials: this.#credentials.peer(),
       },
-      (groupId, message) => this.#raft?.receive(groupId, message),
+      (groupId, message, fromNode) => {
+        // A data group's Snap carrying an image handle waits until the image is staged.
+        if (groupId !== META_GROUP && !images.offer(groupId, message, fromNode)) return
+        this.#raft?.receive(groupId, message)
+      },
     )
     this.#transport = transport
     this.metrics.addSource('mq_peer', 'Peer transport (Raft messages)', () => ({ ...transport.stats }))
@@ -275,6 +301,7 @@ export class MqNode {
       // Peer methods need the cluster secret: the auth interceptor checks it (auth/access.ts).
       movePartition: unaryHandler(async (req) => this.#mover.move(req)),
       importPartition: unaryHandler(async (req) => this.#mover.import(req)),
+      fetchImage: unaryHandler(async (req) => images.fetch(req)),
       changeReplicas: unaryHandler(async (req) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
         return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
@@ -338,6 +365,7 @@ export class MqNode {
     this.#calls.close()
     // Before the store closes: Raft messages still arriving on open peer streams are dropped.
     await this.#raft?.stop()
+    await this.#images?.close()
     // Dropped partitions' sweeps stop after their page (their tombstones carry on at restart).
     await Promise.all([...this.#dataGroups.values()].map((local) => local.machine.machine.close()))
     await this.#store?.close().catch(() => {})
@@ -550,6 +578,7 @@ export class MqNode {
         await local?.machine.settled().catch(() => {})
         await local?.machine.machine.swept()
         await local?.machine.machine.close()
+        await this.#images?.forget(groupId)
         await this.#store?.removeGroup(groupId)
         console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
       })()
@@ -564,13 +593,19 @@ export class MqNode {
     const engine = this.#engine
     const store = this.#store
     const raft = this.#raft
-    if (!engine || !store || !raft) return
+    const images = this.#images
+    if (!engine || !store || !raft || !images) return
     // A group found on disk knows its membership from its log; a new one starts with its founders.
     const log = await store.openGroup(groupId, replicas.length > 0 ? votersConf(replicas) : undefined)
     const machine = await DataGroupMachine.open(groupId, engine)
     const applied = decodeIndex(await engine.get(appliedKeyOf(groupId)))
-    const dm = new DataMachine(machine, { write: (ops) => store.commit.write(ops) }, engine, applied, (e) =>
-      this.#die(e),
+    const dm = new DataMachine(
+      machine,
+      { write: (ops) => store.commit.write(ops) },
+      engine,
+      images.port(),
+      applied,
+      (e) => this.#die(e),
     )
     // A snapshot installed just before a crash may be newer than the state machine's keys:
     // install it again (asynchronously) before the runtime takes over.
@@ -587,6 +622,8 @@ export class MqNode {
       await dm.restore(stored)
       appliedIndex = stored.meta.index
     }
+    // Images staged for an install that did not happen (the fetch starts over if still needed).
+    await images.stager.discard(groupId, true)
     const changes = new ChangeSignal()
     dm.onApplied = () => changes.notify()
     const addressOf = (id: string) => this.#addresses.get(id)

@@ -54,6 +54,8 @@ export {
 export {
   ChangeReplicasRequest,
   ChangeReplicasResponse,
+  FetchImageRequest,
+  FetchImageResponse,
   GroupAssignment,
   GroupReport,
   HeartbeatRequest,

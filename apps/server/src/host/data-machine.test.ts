@@ -1,5 +1,5 @@
 import { DataGroupMachine, encodeDataCommand } from '@mq/data-service'
-import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
+import { MemoryEngine, stagedImageRange, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
 import {
@@ -8,9 +8,11 @@ import {
   decodeIndex,
   decodePairs,
   encodePairs,
-  type SmReader,
+  type ImagePort,
   type SmWriter,
 } from './data-machine'
+import { decodeImageHandle } from './image-handle'
+import { imagePeer, snapshotOf, stage } from './image-test-peer'
 
 /**
  * A DataMachine of group 1 over `engine`: its writes go straight to the engine, failures are
@@ -23,14 +25,15 @@ async function machineOn(
   o: {
     group?: DataGroupMachine
     writer?: SmWriter
-    reader?: SmReader
+    images?: ImagePort
     fatal?: (error: unknown) => void
   } = {},
 ): Promise<DataMachine> {
   return new DataMachine(
     o.group ?? (await DataGroupMachine.open(1, engine)),
     o.writer ?? { write: (ops) => engine.write(ops, { sync: false }) },
-    o.reader ?? engine,
+    engine,
+    o.images ?? imagePeer(engine).port,
     applied,
     o.fatal ??
       ((e) => {
@@ -99,22 +102,29 @@ describe('DataMachine', () => {
   it('installs its snapshot on another replica, which then behaves the same', async () => {
     const leaderEngine = new MemoryEngine()
     index = 0
-    const leader = await machineOn(leaderEngine)
+    const leaderSide = imagePeer(leaderEngine)
+    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
     const results = leader.apply([open(), enqueue(7), enqueue(8), enqueue(9)])
     await Promise.all(results)
-    const image = await leader.snapshot()
+    const handle = await leader.snapshot()
+    // A handle (35 bytes), not the state: the image stays on the leader.
+    expect(decodeImageHandle(handle)).toMatchObject({ groupId: 1, index: 4 })
     expect(decodeIndex(await leaderEngine.get(appliedKeyOf(1)))).toBe(4)
 
     const followerEngine = new MemoryEngine()
     await followerEngine.write([{ type: 'put', key: appliedKeyOf(1), value: new Uint8Array(8) }], {
       sync: false,
     })
-    const follower = await machineOn(followerEngine)
-    await follower.restore({
-      meta: { index: 4, term: 1, conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] } },
-      data: image,
-    })
+    const followerSide = imagePeer(followerEngine, () => leaderSide.store)
+    const follower = await machineOn(followerEngine, 0, undefined, { images: followerSide.port })
+    await stage(followerSide, snapshotOf(handle, 4))
+    await follower.restore(snapshotOf(handle, 4))
     expect(decodeIndex(await followerEngine.get(appliedKeyOf(1)))).toBe(4)
+    expect(await followerEngine.range(stateMachineRange(1))).toEqual(
+      await leaderEngine.range(stateMachineRange(1)),
+    )
+    // The staged copy is gone once installed.
+    expect(await followerEngine.range(stagedImageRange(1))).toEqual([])
     // Entries up to the snapshot are skipped; the next one gives the same result on both.
     expect(follower.apply([{ ...enqueue(0), index: 4 }])).toEqual([undefined])
     index = 4
@@ -123,6 +133,31 @@ describe('DataMachine', () => {
     const [b] = follower.apply([next])
     expect(await b).toEqual(await a)
     expect(((await a) as { result: { leases: unknown[] } }).result.leases).toHaveLength(3)
+  })
+
+  it('refuses to install a snapshot whose image is not staged, naming it', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    const leaderSide = imagePeer(engine)
+    const leader = await machineOn(engine, 0, undefined, { images: leaderSide.port })
+    await Promise.all(leader.apply([open(), enqueue(1)]))
+    const handle = await leader.snapshot()
+    const follower = await machineOn(new MemoryEngine(), 0, undefined, { fatal: () => {} })
+    await expect(follower.restore(snapshotOf(handle, 2))).rejects.toThrow(
+      /names image \d+ .*which is not staged here/,
+    )
+  })
+
+  it('installs an image carried in the snapshot itself (as made before 2026-11-30)', async () => {
+    const leaderEngine = new MemoryEngine()
+    index = 0
+    const leader = await machineOn(leaderEngine)
+    await Promise.all(leader.apply([open(), enqueue(1), enqueue(2), lease()]))
+    const state = await leaderEngine.range(stateMachineRange(1))
+    const followerEngine = new MemoryEngine()
+    const follower = await machineOn(followerEngine, 0, 2)
+    await follower.restore(snapshotOf(encodePairs(state), 4))
+    expect(await followerEngine.range(stateMachineRange(1))).toEqual(state)
   })
 
   it('applies a fence only once every earlier entry is written, so an export after it sees them', async () => {
@@ -162,14 +197,11 @@ describe('DataMachine', () => {
     const engine = new MemoryEngine()
     index = 0
     const group = await DataGroupMachine.open(1, engine)
-    // Writes reach the engine only when released, in order (as a group commit's flushes);
-    // the snapshot's read takes a while (a long LevelDB range): it waits for `readGo`.
+    // Writes reach the engine only when released, in order (as a group commit's flushes).
     const held: (() => void)[] = []
-    let readGo: () => void = () => {}
-    const reading = new Promise<void>((r) => (readGo = r))
     const writer = heldWriter(engine, held)
-    const reader: SmReader = { range: async (range) => reading.then(() => engine.range(range)) }
-    const dm = await machineOn(engine, 0, undefined, { group, writer, reader })
+    const leaderSide = imagePeer(engine)
+    const dm = await machineOn(engine, 0, undefined, { group, writer, images: leaderSide.port })
     const releaseUntil = async (done: () => boolean) => {
       while (!done()) {
         held.shift()?.()
@@ -185,52 +217,30 @@ describe('DataMachine', () => {
     void snapshot.then((s) => {
       taken = s
     })
-    // Every write handed to storage lands while the read is under way; then it reads.
-    await releaseUntil(() => held.length === 0)
-    await new Promise((r) => setTimeout(r, 10))
-    await releaseUntil(() => held.length === 0)
-    readGo()
     await releaseUntil(() => taken !== undefined)
-    const image = taken as Uint8Array
-    const applied = decodePairs(image).find(([k]) => Buffer.from(k).equals(Buffer.from(appliedKeyOf(1))))
-    expect(decodeIndex(applied?.[1])).toBe(3)
+    const handle = taken as Uint8Array
+    expect(decodeImageHandle(handle)?.index).toBe(3)
     let settled = false
     void dm.settled().then(() => {
       settled = true
     })
     await releaseUntil(() => settled)
+    // Entries 4 and 5 are written by now, but the image is the state of 3.
+    const replicaEngine = new MemoryEngine()
+    const replicaSide = imagePeer(replicaEngine, () => leaderSide.store)
+    await stage(replicaSide, snapshotOf(handle, 3))
+    const imageId = decodeImageHandle(handle)?.imageId ?? 0
+    const staged = await replicaSide.stager.page(1, imageId, undefined, { keys: 1000, bytes: 1 << 20 })
+    const applied = staged.pairs.find(([k]) => Buffer.from(k).equals(Buffer.from(appliedKeyOf(1))))
+    expect(decodeIndex(applied?.[1])).toBe(3)
     // A replica that installs it and applies 4 and 5 ends where this one does: 3 leased.
-    const replica = await machineOn(new MemoryEngine())
-    await replica.restore({
-      meta: { index: 3, term: 1, conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] } },
-      data: image,
-    })
+    const replica = await machineOn(replicaEngine, 0, undefined, { images: replicaSide.port })
+    await replica.restore(snapshotOf(handle, 3))
     const [, leased] = replica.apply(later) as Promise<unknown>[]
     const leases = async (r: Promise<unknown> | undefined) =>
       ((await r) as { result: { leases: unknown[] } }).result.leases.length
     expect(await leases(results[1])).toBe(3)
     expect(await leases(leased)).toBe(3)
-  })
-
-  it('reads its snapshot a page of keys at a time, and the pages make the whole image', async () => {
-    const engine = new MemoryEngine()
-    index = 0
-    const reads: number[] = []
-    const counting = {
-      range: async (r: Parameters<MemoryEngine['range']>[0]) => {
-        const page = await engine.range(r)
-        reads.push(page.length)
-        return page
-      },
-    }
-    const dm = await machineOn(engine, 0, 3, { reader: counting })
-    await Promise.all(dm.apply([open(), ...Array.from({ length: 6 }, (_, i) => enqueue(i)), lease()]))
-    const image = await dm.snapshot()
-    const whole = await engine.range(stateMachineRange(1))
-    expect(decodePairs(image)).toEqual(whole.map(([k, v]) => [k, v]))
-    // Pages of 3 keys (the last one short), never one read of everything.
-    expect(reads.length).toBe(Math.floor(whole.length / 3) + 1)
-    expect(Math.max(...reads)).toBe(3)
   })
 
   it("leaves a dropped partition's keys out of a snapshot while they are swept, and the copy ends the same", async () => {
@@ -248,7 +258,8 @@ describe('DataMachine', () => {
       },
     }
     const group = await DataGroupMachine.open(1, held, 4)
-    const dm = await machineOn(engine, 0, undefined, { group })
+    const leaderSide = imagePeer(engine)
+    const dm = await machineOn(engine, 0, undefined, { group, images: leaderSide.port })
     const other = () => entry(encodeDataCommand({ type: 'open', queue: 'r', partition: 0, config: {} }))
     await Promise.all(dm.apply([open(), other(), ...Array.from({ length: 10 }, (_, i) => enqueue(i))]))
     let release = (): void => {}
@@ -260,23 +271,21 @@ describe('DataMachine', () => {
     await dm.settled()
     const garbage = group.garbageRanges()
     expect(garbage).toHaveLength(1)
-    const image = decodePairs(await dm.snapshot())
+    const snapshot = snapshotOf(await dm.snapshot(), drop.index)
     const inGarbage = (key: Uint8Array) =>
       garbage.some((g) => Buffer.compare(key, g.gte) >= 0 && Buffer.compare(key, g.lt) < 0)
     expect((await engine.range(stateMachineRange(1))).some(([k]) => inGarbage(k))).toBe(true)
-    expect(image.some(([k]) => inGarbage(k))).toBe(false)
-    expect(image.length).toBe(3) // r/0's registry key, the tombstone, the applied index
 
     const followerEngine = new MemoryEngine()
-    const follower = await machineOn(followerEngine)
-    await follower.restore({
-      meta: {
-        index: drop.index,
-        term: 1,
-        conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] },
-      },
-      data: encodePairs(image),
-    })
+    const followerSide = imagePeer(followerEngine, () => leaderSide.store)
+    await stage(followerSide, snapshot)
+    const imageId = decodeImageHandle(snapshot.data)?.imageId ?? 0
+    const image = (await followerSide.stager.page(1, imageId, undefined, { keys: 1000, bytes: 1 << 20 }))
+      .pairs
+    expect(image.some(([k]) => inGarbage(k))).toBe(false)
+    expect(image.length).toBe(3) // r/0's registry key, the tombstone, the applied index
+    const follower = await machineOn(followerEngine, 0, undefined, { images: followerSide.port })
+    await follower.restore(snapshot)
     hold = undefined
     release()
     await group.swept()
@@ -288,18 +297,17 @@ describe('DataMachine', () => {
   it('installs a snapshot a page per write, the applied index last, and again after a crash midway', async () => {
     const leaderEngine = new MemoryEngine()
     index = 0
-    const leader = await machineOn(leaderEngine)
+    const leaderSide = imagePeer(leaderEngine)
+    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
     await Promise.all(leader.apply([open(), ...Array.from({ length: 8 }, (_, i) => enqueue(i)), lease()]))
-    const image = await leader.snapshot()
-    const snapshot = {
-      meta: { index, term: 1, conf: { voters: [], learners: [], votersOutgoing: [], learnersNext: [] } },
-      data: image,
-    }
+    const snapshot = snapshotOf(await leader.snapshot(), index)
     // A follower with older state of its own (applied 2), whose writes fail after the fifth.
     const engine = new MemoryEngine()
     index = 0
     const old = await machineOn(engine)
     await Promise.all(old.apply([open(), enqueue(99)]))
+    const followerSide = imagePeer(engine, () => leaderSide.store)
+    await stage(followerSide, snapshot)
     const writes: number[] = []
     let failAfter = 5
     const writer: SmWriter = {
@@ -309,19 +317,21 @@ describe('DataMachine', () => {
         await engine.write(ops, { sync: false })
       },
     }
-    const follower = await machineOn(engine, 2, 3, { writer, fatal: () => {} })
+    const on = { writer, fatal: () => {}, images: followerSide.port }
+    const follower = await machineOn(engine, 2, 3, on)
     await expect(follower.restore(snapshot)).rejects.toThrow('crash')
     expect(writes).toHaveLength(5)
     expect(Math.max(...writes)).toBe(3)
     expect(decodeIndex(await engine.get(appliedKeyOf(1)))).toBe(2) // still the old one
-    // The node installs it again at start.
+    // The node installs it again at start, from the image still staged.
     writes.length = 0
     failAfter = Number.POSITIVE_INFINITY
-    const again = await machineOn(engine, 2, 3, { writer, fatal: () => {} })
+    const again = await machineOn(engine, 2, 3, on)
     await again.restore(snapshot)
     expect(Math.max(...writes)).toBe(3)
     expect(writes.at(-1)).toBe(1) // the applied index alone, last
     expect(await engine.range(stateMachineRange(1))).toEqual(await leaderEngine.range(stateMachineRange(1)))
+    expect(await engine.range(stagedImageRange(1))).toEqual([])
   })
 
   it('never says its state is persisted once a write failed', async () => {

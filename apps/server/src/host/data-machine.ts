@@ -5,8 +5,10 @@ import {
   encodePairs,
   wakesLongPolls,
 } from '@mq/data-service'
-import { type BatchOp, compareKeys, inRange, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { type BatchOp, compareKeys, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
+import { decodeImageHandle } from './image-handle'
+import { type KeySpan, type PageLimits, type Pair, type RangeReader, readPage, type Start } from './key-pages'
 
 export { decodePairs, encodePairs }
 
@@ -15,22 +17,36 @@ export interface SmWriter {
   write(ops: readonly BatchOp[]): Promise<void>
 }
 
-/** Where a page of a read starts. */
-type Start = { gte: Uint8Array } | { gt: Uint8Array }
-
-/** Reads the group's own keys (for snapshots), a page at a time. */
-export interface SmReader {
-  range(
-    range: Start & { lt: Uint8Array; limit: number },
-  ): Promise<readonly (readonly [Uint8Array, Uint8Array])[]>
-}
+/** Reads the group's own keys (an install deletes them a page at a time). */
+export type SmReader = RangeReader
 
 /**
- * Keys a snapshot reads per engine call (and an install writes per write). A group holding a
- * large backlog has millions of keys: read in one call, their conversion held the event loop
- * for seconds, on every replica at once (they snapshot at the same index), and every group
- * lost its leader (measured: ~4 s without leaders under a sustained load of 2 million
- * messages). Between pages the node serves its other groups, ticks and heartbeats.
+ * Where a data group's snapshot images come from and go (image-handle.ts): `take` makes an
+ * image on this node (ImageStore) and returns its handle; `staged`, `page` and `discard` read
+ * and drop the images fetched from a leader and staged on disk (ImageStager).
+ */
+export interface ImagePort {
+  take(groupId: number, index: number, garbage: readonly KeySpan[]): Promise<Uint8Array>
+  staged(groupId: number, imageId: number, index: number): Promise<boolean>
+  page(
+    groupId: number,
+    imageId: number,
+    from: Start | undefined,
+    limits: PageLimits,
+  ): Promise<{ pairs: Pair[]; next: Start | undefined }>
+  discard(groupId: number): Promise<void>
+}
+
+/** Bytes of keys and values an install writes per write at most (give or take a few values). */
+const INSTALL_PAGE_BYTES = 4 * 1024 * 1024
+
+/**
+ * Keys an install reads and writes per engine call. A group holding a large backlog has
+ * millions of keys: in one write they held the node's single write chain (every group's log
+ * appends) for seconds; read in one call (as images were once), their conversion held the
+ * event loop for seconds, on every replica at once, and every group lost its leader
+ * (measured: ~4 s without leaders under a sustained load of 2 million messages). Between
+ * pages the node serves its other groups, ticks and heartbeats.
  */
 export const SNAPSHOT_PAGE_KEYS = 4096
 
@@ -44,8 +60,11 @@ export const SNAPSHOT_PAGE_KEYS = 4096
  * twice.
  *
  * A snapshot is every key of the group's state machine (its partitions, their registry and
- * the applied index), read once every applied entry's writes are durable; installing one
- * replaces those keys, a page per write and the applied index last, and reopens the partitions.
+ * the applied index) once every applied entry's writes are durable: an engine snapshot kept
+ * open by this node, which the Raft snapshot names by a handle (image-handle.ts); the
+ * follower fetches and stages it before its replica installs the snapshot. Installing one
+ * replaces the group's keys with the staged ones, a page per write and the applied index
+ * last, and reopens the partitions.
  */
 export class DataMachine implements StateMachine {
   readonly #machine: DataGroupMachine
@@ -56,6 +75,7 @@ export class DataMachine implements StateMachine {
   /** The last write handed to storage (all earlier ones are ordered before it). */
   #lastWrite: Promise<void> = Promise.resolve()
   readonly #reader: SmReader
+  readonly #images: ImagePort
   readonly #pageKeys: number
   #fatal: (error: unknown) => void
   /** The first apply or write that failed (the node is stopping); nothing is durable past it. */
@@ -67,6 +87,7 @@ export class DataMachine implements StateMachine {
     machine: DataGroupMachine,
     writer: SmWriter,
     reader: SmReader,
+    images: ImagePort,
     appliedIndex: number,
     fatal: (error: unknown) => void,
     pageKeys = SNAPSHOT_PAGE_KEYS,
@@ -75,6 +96,7 @@ export class DataMachine implements StateMachine {
     this.#machine = machine
     this.#writer = writer
     this.#reader = reader
+    this.#images = images
     this.#applied = appliedIndex
     this.#appliedKey = appliedKeyOf(machine.groupId)
     this.#fatal = (error) => {
@@ -144,89 +166,101 @@ export class DataMachine implements StateMachine {
   }
 
   /**
-   * Every key of the group's state machine as of the last entry handed to `apply` before this
-   * call (the index the caller labels the snapshot with), and nothing later: the read takes
-   * its place in the apply chain, so entries handed to `apply` meanwhile wait until it is
-   * done, and it starts once every earlier entry's writes are stored. (Reading after the
-   * earlier entries only, while later ones went on applying and writing, gave data newer
-   * than its index: a replica installing it applied those later entries a second time.)
+   * An image of every key of the group's state machine as of the last entry handed to `apply`
+   * before this call (the index the caller labels the snapshot with), and nothing later: it is
+   * taken in its place in the apply chain, so entries handed to `apply` meanwhile wait until
+   * it is taken, and once every earlier entry's writes are stored. (Reading after the earlier
+   * entries only, while later ones went on applying and writing, gave data newer than its
+   * index: a replica installing it applied those later entries a second time.) Resolves with
+   * the image's handle; the image is an engine snapshot, so taking one reads nothing, and the
+   * garbage of dropped partitions still being swept is left out of it.
    */
   snapshot(): Promise<Uint8Array> {
-    const read = this.#tail.then(async () => {
+    const index = this.#applied
+    const taken = this.#tail.then(async () => {
       await this.#lastWrite
-      return encodePairs(await this.#readAll())
+      return this.#images.take(this.#machine.groupId, index, this.#machine.garbageRanges())
     })
-    this.#tail = read.then(
+    this.#tail = taken.then(
       () => {},
       (error: unknown) => this.#fatal(error),
     )
-    return read
+    return taken
   }
 
   /**
-   * Every key of the group's state machine, a page per engine call, but for the garbage of
-   * dropped partitions still being swept (their tombstones are in). Consistent without one
-   * engine snapshot: nothing else writes the group's keys while a snapshot reads (later
-   * entries wait behind it, and every earlier write is stored; the sweeps delete garbage only).
-   */
-  async #readAll(): Promise<(readonly [Uint8Array, Uint8Array])[]> {
-    const { gte, lt } = stateMachineRange(this.#machine.groupId)
-    const garbage = this.#machine.garbageRanges()
-    const pairs: (readonly [Uint8Array, Uint8Array])[] = []
-    let from: Start = { gte }
-    for (;;) {
-      const page = await this.#reader.range({ ...from, lt, limit: this.#pageKeys })
-      let next: Start | undefined
-      for (const pair of page) {
-        const skip = garbage.find((g) => inRange(pair[0], g))
-        if (skip) {
-          // Read on from the end of the garbage range.
-          next = { gte: skip.lt }
-          break
-        }
-        pairs.push(pair)
-      }
-      if (next) {
-        from = next
-        continue
-      }
-      if (page.length < this.#pageKeys) return pairs
-      from = { gt: (page[page.length - 1] as readonly [Uint8Array, Uint8Array])[0] }
-    }
-  }
-
-  /**
-   * Replaces the group's state-machine keys with the snapshot's and reopens its partitions.
-   * The keys are replaced a page per write (`pageKeys`), not in one write: a group with a large
-   * backlog has millions of keys, and one write of them all held the node's single write
-   * chain (every group's log appends) for seconds. The applied index is written last, and the
-   * old one is kept until then: after a crash midway the group's applied index is still below
-   * the snapshot its log store holds, and the node installs the snapshot again at start.
+   * Replaces the group's state-machine keys with the snapshot's and reopens its partitions:
+   * from the image staged on disk when the snapshot carries a handle (the only kind made now),
+   * or from the snapshot's own bytes (an image a data dir may hold from before 2026-11-30).
+   * The keys are replaced a page per write, not in one write (see SNAPSHOT_PAGE_KEYS). The
+   * applied index is written last, and the old one is kept until then: after a crash midway
+   * the group's applied index is still below the snapshot its log store holds, and the node
+   * installs the snapshot again at start (the staged image is dropped only after).
    */
   async restore(snapshot: Snapshot): Promise<void> {
     await this.#tail
-    const pairs = decodePairs(snapshot.data)
-    await this.#machine.reload(() => this.#replaceKeys(pairs, snapshot.meta.index))
-    this.#applied = snapshot.meta.index
-  }
-
-  async #replaceKeys(pairs: readonly (readonly [Uint8Array, Uint8Array])[], index: number): Promise<void> {
-    const { gte, lt } = stateMachineRange(this.#machine.groupId)
-    const notApplied = (key: Uint8Array) => compareKeys(key, this.#appliedKey) !== 0
-    let from: Start = { gte }
-    for (;;) {
-      const page = await this.#reader.range({ ...from, lt, limit: this.#pageKeys })
-      const ops: BatchOp[] = page.filter(([key]) => notApplied(key)).map(([key]) => ({ type: 'del', key }))
-      if (ops.length > 0) await this.#write(ops)
-      if (page.length < this.#pageKeys) break
-      from = { gt: (page[page.length - 1] as readonly [Uint8Array, Uint8Array])[0] }
+    const groupId = this.#machine.groupId
+    const { index } = snapshot.meta
+    const handle = decodeImageHandle(snapshot.data)
+    if (handle === undefined) {
+      const pairs = decodePairs(snapshot.data)
+      let at = 0 // the pages are asked for in order
+      await this.#machine.reload(() =>
+        this.#replaceKeys(async () => {
+          const page = pairs.slice(at, at + this.#pageKeys)
+          at += page.length
+          return { pairs: page, next: at < pairs.length ? { gte: (pairs[at] as Pair)[0] } : undefined }
+        }, index),
+      )
+      this.#applied = index
+      return
     }
-    const puts = pairs.filter(([key]) => notApplied(key))
-    for (let i = 0; i < puts.length; i += this.#pageKeys) {
-      await this.#write(
-        puts.slice(i, i + this.#pageKeys).map(([key, value]) => ({ type: 'put', key, value })),
+    if (
+      handle.groupId !== groupId ||
+      handle.index !== index ||
+      !(await this.#images.staged(groupId, handle.imageId, index))
+    ) {
+      throw new Error(
+        `data group ${groupId}: the snapshot at ${index} names image ${handle.imageId} (group ${handle.groupId}, index ${handle.index}), which is not staged here`,
       )
     }
+    await this.#machine.reload(() =>
+      this.#replaceKeys((from, limits) => this.#images.page(groupId, handle.imageId, from, limits), index),
+    )
+    this.#applied = index
+    await this.#images.discard(groupId)
+  }
+
+  async #replaceKeys(
+    source: (
+      from: Start | undefined,
+      limits: PageLimits,
+    ) => Promise<{ pairs: Pair[]; next: Start | undefined }>,
+    index: number,
+  ): Promise<void> {
+    const { gte, lt } = stateMachineRange(this.#machine.groupId)
+    const notApplied = (key: Uint8Array) => compareKeys(key, this.#appliedKey) !== 0
+    let from: Start | undefined = { gte }
+    while (from) {
+      const page = await readPage(this.#reader, from, lt, {
+        keys: this.#pageKeys,
+        bytes: Number.POSITIVE_INFINITY,
+      })
+      const ops: BatchOp[] = page.pairs
+        .filter(([key]) => notApplied(key))
+        .map(([key]) => ({ type: 'del', key }))
+      if (ops.length > 0) await this.#write(ops)
+      from = page.next
+    }
+    let at: Start | undefined
+    do {
+      const page = await source(at, { keys: this.#pageKeys, bytes: INSTALL_PAGE_BYTES })
+      const ops: BatchOp[] = page.pairs
+        .filter(([key]) => notApplied(key))
+        .map(([key, value]) => ({ type: 'put', key, value }))
+      if (ops.length > 0) await this.#write(ops)
+      at = page.next
+    } while (at)
     await this.#write([{ type: 'put', key: this.#appliedKey, value: encodeIndex(index) }])
   }
 }

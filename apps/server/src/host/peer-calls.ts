@@ -9,6 +9,12 @@ import {
 } from '@mq/protocol'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 
+/**
+ * The largest answer a peer call takes: a FetchImage page is ~1 MiB, but may pass that by up
+ * to 64 values of up to 256 KiB (key-pages.ts), above grpc-js's default of 4 MiB.
+ */
+export const PEER_RECEIVE_BYTES_MAX = 64 * 1024 * 1024
+
 export interface NodeClients {
   readonly meta: MetaClient
   readonly peer: PeerClient
@@ -53,7 +59,9 @@ export class PeerCalls {
   clients(address: string): NodeClients {
     let c = this.#clients.get(address)
     if (!c) {
-      const meta = new MetaClient(address, this.#credentials())
+      const meta = new MetaClient(address, this.#credentials(), {
+        'grpc.max_receive_message_length': PEER_RECEIVE_BYTES_MAX,
+      })
       const peer = new PeerClient(address, this.#credentials(), {
         channelOverride: meta.getChannel(),
       })

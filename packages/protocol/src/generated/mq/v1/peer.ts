@@ -174,6 +174,8 @@ export interface FetchImageRequest {
   after: Uint8Array;
   /** A bound on the page's size (the server stops once it read this many bytes, and caps it). */
   maxBytes: number;
+  /** The asking node (its replica stops being sent the image when the image is gone). */
+  nodeId: string;
 }
 
 export interface FetchImageResponse {
@@ -2225,7 +2227,7 @@ export const ImportPartitionResponse: MessageFns<ImportPartitionResponse> = {
 };
 
 function createBaseFetchImageRequest(): FetchImageRequest {
-  return { groupId: 0, imageId: 0, after: new Uint8Array(0), maxBytes: 0 };
+  return { groupId: 0, imageId: 0, after: new Uint8Array(0), maxBytes: 0, nodeId: "" };
 }
 
 export const FetchImageRequest: MessageFns<FetchImageRequest> = {
@@ -2241,6 +2243,9 @@ export const FetchImageRequest: MessageFns<FetchImageRequest> = {
     }
     if (message.maxBytes !== 0) {
       writer.uint32(32).uint32(message.maxBytes);
+    }
+    if (message.nodeId !== "") {
+      writer.uint32(42).string(message.nodeId);
     }
     return writer;
   },
@@ -2284,6 +2289,14 @@ export const FetchImageRequest: MessageFns<FetchImageRequest> = {
           message.maxBytes = reader.uint32();
           continue;
         }
+        case 5: {
+          if (tag !== 42) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2311,6 +2324,11 @@ export const FetchImageRequest: MessageFns<FetchImageRequest> = {
         : isSet(object.max_bytes)
         ? globalThis.Number(object.max_bytes)
         : 0,
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
     };
   },
 
@@ -2328,6 +2346,9 @@ export const FetchImageRequest: MessageFns<FetchImageRequest> = {
     if (message.maxBytes !== 0) {
       obj.maxBytes = Math.round(message.maxBytes);
     }
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
     return obj;
   },
 
@@ -2340,6 +2361,7 @@ export const FetchImageRequest: MessageFns<FetchImageRequest> = {
     message.imageId = object.imageId ?? 0;
     message.after = object.after ?? new Uint8Array(0);
     message.maxBytes = object.maxBytes ?? 0;
+    message.nodeId = object.nodeId ?? "";
     return message;
   },
 };

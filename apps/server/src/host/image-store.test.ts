@@ -1,0 +1,106 @@
+import { MemoryEngine, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { describe, expect, it } from 'vitest'
+import { decodeImageHandle } from './image-handle'
+import { ImageStore } from './image-store'
+import type { Pair } from './key-pages'
+
+const key = (n: number) => stateMachineKey(1, ['k', n])
+
+async function fill(engine: MemoryEngine, n: number, valueBytes: number): Promise<void> {
+  await engine.write(
+    Array.from({ length: n }, (_, i) => ({
+      type: 'put' as const,
+      key: key(i),
+      value: new Uint8Array(valueBytes).fill(i % 251),
+    })),
+    { sync: false },
+  )
+}
+
+async function readAll(store: ImageStore, imageId: number, maxBytes: number): Promise<Pair[][]> {
+  const pages: Pair[][] = []
+  let after: Uint8Array | undefined
+  for (;;) {
+    const page = await store.page(1, imageId, after, maxBytes)
+    if (!page) throw new Error('gone')
+    pages.push(page.pairs)
+    if (page.done) return pages
+    after = page.pairs.at(-1)?.[0]
+  }
+}
+
+describe('ImageStore', () => {
+  it('serves the state as it was when taken, a page at a time, bounded in bytes', async () => {
+    const engine = new MemoryEngine()
+    await fill(engine, 500, 1000)
+    const store = new ImageStore(engine)
+    const handle = decodeImageHandle(await store.take(1, 42, []))
+    expect(handle).toMatchObject({ groupId: 1, index: 42 })
+    const before = await engine.range(stateMachineRange(1))
+    // Later writes do not reach the image.
+    await engine.write(
+      [
+        { type: 'del', key: key(3) },
+        { type: 'put', key: key(9999), value: Uint8Array.of(1) },
+      ],
+      { sync: false },
+    )
+    const pages = await readAll(store, handle?.imageId ?? 0, 100_000)
+    expect(pages.flat()).toEqual(before)
+    // ~100 kB per page: at most one engine call's worth of values past it (64 × ~1 kB).
+    for (const page of pages.slice(0, -1)) {
+      const bytes = page.reduce((n, [k, v]) => n + k.length + v.length, 0)
+      expect(bytes).toBeGreaterThanOrEqual(100_000)
+      expect(bytes).toBeLessThan(100_000 + 64 * 1100)
+    }
+    expect(pages.length).toBeGreaterThanOrEqual(4)
+  })
+
+  it('leaves the garbage ranges out', async () => {
+    const engine = new MemoryEngine()
+    await fill(engine, 300, 10)
+    const store = new ImageStore(engine)
+    const garbage = { gte: key(100), lt: key(250) }
+    const imageId = decodeImageHandle(await store.take(1, 1, [garbage]))?.imageId ?? 0
+    const keys = (await readAll(store, imageId, 1_000)).flat().map(([k]) => k)
+    expect(keys).toHaveLength(150)
+    expect(keys.some((k) => Buffer.compare(k, garbage.gte) >= 0 && Buffer.compare(k, garbage.lt) < 0)).toBe(
+      false,
+    )
+  })
+
+  it('answers undefined for an unknown image, another group, or one closed after its idle time', async () => {
+    const engine = new MemoryEngine()
+    await fill(engine, 10, 10)
+    let now = 0
+    const store = new ImageStore(engine, { idleMs: 1_000, now: () => now })
+    const imageId = decodeImageHandle(await store.take(1, 1, []))?.imageId ?? 0
+    expect(await store.page(1, imageId + 1, undefined, 1_000)).toBeUndefined()
+    expect(await store.page(2, imageId, undefined, 1_000)).toBeUndefined()
+    now = 900
+    expect(await store.page(1, imageId, undefined, 1_000)).toBeDefined() // read: its idle time starts again
+    now = 1_800
+    await store.sweep()
+    expect(store.size).toBe(1)
+    now = 2_000
+    await store.sweep()
+    expect(store.size).toBe(0)
+    expect(await store.page(1, imageId, undefined, 1_000)).toBeUndefined()
+  })
+
+  it('keeps at most imagesMax open, closing the least recently read', async () => {
+    const engine = new MemoryEngine()
+    await fill(engine, 10, 10)
+    const store = new ImageStore(engine, { imagesMax: 2 })
+    const a = decodeImageHandle(await store.take(1, 1, []))?.imageId ?? 0
+    const b = decodeImageHandle(await store.take(1, 2, []))?.imageId ?? 0
+    await store.page(1, a, undefined, 10) // a read after b was taken
+    const c = decodeImageHandle(await store.take(1, 3, []))?.imageId ?? 0
+    expect(store.size).toBe(2)
+    expect(await store.page(1, b, undefined, 10)).toBeUndefined()
+    expect(await store.page(1, a, undefined, 10)).toBeDefined()
+    expect(await store.page(1, c, undefined, 10)).toBeDefined()
+    await store.close(1)
+    expect(store.size).toBe(0)
+  })
+})

@@ -1,0 +1,73 @@
+import { inRange } from '@mq/kv-storage'
+
+/** A half-open key range [gte, lt). */
+export interface KeySpan {
+  readonly gte: Uint8Array
+  readonly lt: Uint8Array
+}
+
+/** Where a page of a read starts. */
+export type Start = { gte: Uint8Array } | { gt: Uint8Array }
+
+export type Pair = readonly [Uint8Array, Uint8Array]
+
+/** A range read (a kv-storage engine, an engine snapshot, or a test's stand-in). */
+export interface RangeReader {
+  range(range: Start & { lt: Uint8Array; limit: number }): Promise<readonly Pair[]>
+}
+
+/** How much one page holds, and what it leaves out. */
+export interface PageLimits {
+  /** At most this many keys. */
+  readonly keys: number
+  /**
+   * Stop once the page holds this many bytes of keys and values (checked after each engine
+   * call of at most `READ_KEYS` keys, so a page may pass it by that many values).
+   */
+  readonly bytes: number
+  /** Ranges whose keys are left out (garbage still being swept); the read jumps past them. */
+  readonly skip?: readonly KeySpan[]
+}
+
+/**
+ * Keys per engine call of a page read. Small enough that a page passes its byte bound by at
+ * most this many values (a message body is at most 256 KiB), large enough that a page of small
+ * values costs few calls.
+ */
+export const READ_KEYS = 64
+
+/**
+ * One page of the keys in [from, lt), in key order: at most `limits.keys` keys, ending once it
+ * holds `limits.bytes`. `next` is where the following page starts; undefined once the range
+ * is read to its end.
+ */
+export async function readPage(
+  reader: RangeReader,
+  from: Start,
+  lt: Uint8Array,
+  limits: PageLimits,
+): Promise<{ pairs: Pair[]; next: Start | undefined }> {
+  const pairs: Pair[] = []
+  let bytes = 0
+  let at: Start = from
+  for (;;) {
+    // Unbounded in bytes (keys only wanted, say): no reason to read in small steps.
+    const step = Number.isFinite(limits.bytes) ? READ_KEYS : limits.keys
+    const want = Math.min(step, limits.keys - pairs.length)
+    const got = await reader.range({ ...at, lt, limit: want })
+    let jump: Start | undefined
+    for (const pair of got) {
+      const garbage = limits.skip?.find((g) => inRange(pair[0], g))
+      if (garbage) {
+        jump = { gte: garbage.lt }
+        break
+      }
+      pairs.push(pair)
+      bytes += pair[0].length + pair[1].length
+    }
+    if (jump) at = jump
+    else if (got.length < want) return { pairs, next: undefined }
+    else at = { gt: (got[got.length - 1] as Pair)[0] }
+    if (pairs.length >= limits.keys || bytes >= limits.bytes) return { pairs, next: at }
+  }
+}

@@ -1,0 +1,138 @@
+import { decodePairs, encodePairs } from '@mq/data-service'
+import type { BatchOp, Engine } from '@mq/kv-storage'
+import { type FetchImageRequest, type FetchImageResponse, UnavailableError } from '@mq/protocol'
+import { type Message, type RaftHost, Role } from '@mq/raft-core'
+import type { ImagePort } from './data-machine'
+import { FETCH_PAGE_BYTES, ImageStager } from './image-stager'
+import { IMAGE_IDLE_MS, ImageStore } from './image-store'
+import type { PeerCalls } from './peer-calls'
+
+/** One FetchImage call's deadline. */
+const FETCH_CALL_MS = 30_000
+/** How often images left unread are closed. */
+const SWEEP_MS = 10_000
+
+export interface NodeImagesDeps {
+  readonly nodeId: string
+  readonly engine: Engine
+  /** Durable writes (the node's group commit). */
+  write(ops: readonly BatchOp[]): Promise<void>
+  readonly calls: PeerCalls
+  addressOf(nodeId: string): string | undefined
+  raft(): RaftHost | undefined
+  /** Logs a fetch that failed (the leader's next try starts it again). */
+  onFetchError(groupId: number, error: unknown): void
+  /** Logs an image staged whole. */
+  onStaged(
+    groupId: number,
+    staged: { imageId: number; index: number; keys: number; bytes: number; ms: number },
+  ): void
+}
+
+/**
+ * A node's data-group snapshot images (image-handle.ts), both ways: the images it makes as a
+ * leader (ImageStore) and serves page by page (Peer.FetchImage), and the images it fetches
+ * as a follower and stages before its replica installs them (ImageStager). `port()` is what
+ * each DataMachine takes and installs images through.
+ */
+export class NodeImages {
+  readonly store: ImageStore
+  readonly stager: ImageStager
+  readonly #deps: NodeImagesDeps
+  readonly #timer: ReturnType<typeof setInterval>
+
+  constructor(deps: NodeImagesDeps) {
+    this.#deps = deps
+    this.store = new ImageStore(deps.engine)
+    this.stager = new ImageStager({
+      reader: deps.engine,
+      write: (ops) => deps.write(ops),
+      fetch: async (nodeId, request) => {
+        const address = deps.addressOf(nodeId)
+        if (!address) throw new UnavailableError(`no address known for node ${nodeId}`)
+        const response = await deps.calls.call<FetchImageResponse>(
+          address,
+          (c, md, opts, cb) =>
+            c.peer.fetchImage(
+              {
+                groupId: request.groupId,
+                imageId: request.imageId,
+                after: request.after ?? new Uint8Array(0),
+                maxBytes: request.maxBytes,
+                nodeId: deps.nodeId,
+              },
+              md,
+              opts,
+              cb,
+            ),
+          FETCH_CALL_MS,
+        )
+        return { pairs: decodePairs(response.pairs), done: response.done }
+      },
+      deliver: (groupId, message) => deps.raft()?.receive(groupId, message),
+      onError: (groupId, error) => deps.onFetchError(groupId, error),
+      onStaged: (groupId, staged) => deps.onStaged(groupId, staged),
+    })
+    this.#timer = setInterval(() => void this.store.sweep(), SWEEP_MS)
+    this.#timer.unref()
+  }
+
+  /** What a data group's DataMachine takes and installs images through. */
+  port(): ImagePort {
+    return imagePort(this.store, this.stager)
+  }
+
+  /** A Raft message for a data group: true to hand it to the replica now (see ImageStager.offer). */
+  offer(groupId: number, message: Message, fromNode: string): boolean {
+    return this.stager.offer(groupId, message, fromNode)
+  }
+
+  /**
+   * Peer.FetchImage: a page of an image this node made. When the image is gone, a leader of
+   * the group makes a new one and stops sending the old one to the asker (which gets the new
+   * handle at the next try); the answer is UNAVAILABLE either way.
+   */
+  async fetch(req: FetchImageRequest): Promise<FetchImageResponse> {
+    const page = await this.store
+      .page(
+        req.groupId,
+        req.imageId,
+        req.after.length > 0 ? req.after : undefined,
+        req.maxBytes || FETCH_PAGE_BYTES,
+      )
+      .catch(() => undefined) // closed while read
+    if (page) return { pairs: encodePairs(page.pairs), done: page.done }
+    try {
+      const raft = this.#deps.raft()
+      if (raft?.status(req.groupId).role === Role.Leader)
+        raft.refreshImage(req.groupId, req.nodeId || undefined)
+    } catch {
+      // Not hosted here (any more), or the host stopped: the group's leader will tell the asker.
+    }
+    throw new UnavailableError(
+      `image ${req.imageId} of group ${req.groupId} is not held here (closed after ${IMAGE_IDLE_MS / 1000} s unread, or made before a restart); the group's leader sends a new one at its next try`,
+    )
+  }
+
+  /** A data group left this node: its fetch stops and its images close. */
+  async forget(groupId: number): Promise<void> {
+    this.stager.forget(groupId)
+    await this.store.close(groupId)
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#timer)
+    this.stager.stop()
+    await this.store.close()
+  }
+}
+
+/** The ImagePort of a node's image store (images it makes) and stager (images it installs). */
+export function imagePort(store: ImageStore, stager: ImageStager): ImagePort {
+  return {
+    take: (groupId, index, garbage) => store.take(groupId, index, garbage),
+    staged: (groupId, imageId, index) => stager.staged(groupId, imageId, index),
+    page: (groupId, imageId, from, limits) => stager.page(groupId, imageId, from, limits),
+    discard: (groupId) => stager.discard(groupId),
+  }
+}
