@@ -259,8 +259,13 @@ export class MqNode {
         credentials: this.#credentials.peer(),
       },
       (groupId, message, fromNode) => {
-        // A data group's Snap carrying an image handle waits until the image is staged.
-        if (groupId !== META_GROUP && !images.offer(groupId, message, fromNode)) return
+        // A data group's Snap carrying an image handle waits until the image is staged (a
+        // group not hosted here drops everything, so it stages nothing either).
+        if (
+          groupId !== META_GROUP &&
+          (!this.#dataGroups.has(groupId) || !images.offer(groupId, message, fromNode))
+        )
+          return
         this.#raft?.receive(groupId, message)
       },
     )

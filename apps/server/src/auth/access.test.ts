@@ -1,5 +1,5 @@
 import { Metadata } from '@grpc/grpc-js'
-import { ErrorCode, type MqError } from '@mq/protocol'
+import { ErrorCode, type MqError, PeerService } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { AccessControl, AUTHORIZATION_KEY, type Principal } from './access'
@@ -83,6 +83,14 @@ describe('access control', () => {
     expect(outcome(() => secured.authorize(ops, 'mq.v1.Peer/Raft'))).toBe(ErrorCode.Unauthenticated)
     expect(outcome(() => secured.authorize(peer, 'mq.v1.Peer/Raft'))).toBe('OK')
     expect(outcome(() => secured.authorize(anonymous, 'grpc.health.v1.Health/Check'))).toBe('OK')
+  })
+
+  it('keeps every Peer method to peers: an admin token cannot call one', () => {
+    for (const { path } of Object.values(PeerService)) {
+      const method = path.slice(1)
+      expect(outcome(() => secured.authorize(peer, method))).toBe('OK')
+      expect(outcome(() => secured.authorize(ops, method))).toBe(ErrorCode.Unauthenticated)
+    }
   })
 
   it('without --auth-file and --peer-token lets every call through (loopback development)', () => {

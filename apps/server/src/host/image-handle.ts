@@ -5,7 +5,7 @@
  * stages them on disk before its Raft replica installs the snapshot (ImageStager). So no image
  * is ever held whole in memory, on either side, whatever the group's backlog.
  *
- * Layout: MAGIC ‖ u64 group id ‖ u64 image id ‖ u64 index (big-endian), 35 bytes.
+ * Layout: MAGIC ‖ u64 group id ‖ u64 image id ‖ u64 index (big-endian), 31 bytes.
  */
 
 const MAGIC = new TextEncoder().encode('mqimage')

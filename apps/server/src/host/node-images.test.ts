@@ -1,0 +1,68 @@
+import { MemoryEngine, stateMachineKey } from '@mq/kv-storage'
+import { UnavailableError } from '@mq/protocol'
+import { type RaftHost, Role } from '@mq/raft-core'
+import { afterEach, describe, expect, it } from 'vitest'
+import { decodePairs } from './data-machine'
+import { decodeImageHandle } from './image-handle'
+import { NodeImages } from './node-images'
+import { PeerCalls } from './peer-calls'
+
+describe('NodeImages.fetch (Peer.FetchImage)', () => {
+  let images: NodeImages | undefined
+  afterEach(async () => {
+    await images?.close()
+  })
+
+  function nodeImages(engine: MemoryEngine, role: Role) {
+    const refreshed: [number, string | undefined][] = []
+    const raft = {
+      status: () => ({ role }),
+      refreshImage: (groupId: number, follower?: string) => refreshed.push([groupId, follower]),
+    } as unknown as RaftHost
+    images = new NodeImages({
+      nodeId: 'n1',
+      engine,
+      write: (ops) => engine.write(ops, { sync: false }),
+      calls: new PeerCalls(''),
+      addressOf: () => undefined,
+      raft: () => raft,
+      onFetchError: () => {},
+      onStaged: () => {},
+    })
+    return { images, refreshed }
+  }
+
+  it('serves the pages of an image it holds', async () => {
+    const engine = new MemoryEngine()
+    await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
+      sync: false,
+    })
+    const { images, refreshed } = nodeImages(engine, Role.Leader)
+    const imageId = decodeImageHandle(await images.store.take(1, 7, []))?.imageId ?? 0
+    const page = await images.fetch({
+      groupId: 1,
+      imageId,
+      after: new Uint8Array(0),
+      maxBytes: 0,
+      nodeId: 'n2',
+    })
+    expect(page.done).toBe(true)
+    expect(decodePairs(page.pairs)).toEqual([[stateMachineKey(1, ['a']), Uint8Array.of(1)]])
+    expect(refreshed).toEqual([])
+  })
+
+  it('answers UNAVAILABLE for an image it does not hold; as the leader it makes a new one for the asker', async () => {
+    const leader = nodeImages(new MemoryEngine(), Role.Leader)
+    const gone = { groupId: 3, imageId: 12345, after: new Uint8Array(0), maxBytes: 0, nodeId: 'n2' }
+    await expect(leader.images.fetch(gone)).rejects.toBeInstanceOf(UnavailableError)
+    await expect(leader.images.fetch(gone)).rejects.toThrow(/not held here .*sends a new one/)
+    expect(leader.refreshed).toEqual([
+      [3, 'n2'],
+      [3, 'n2'],
+    ])
+    await leader.images.close()
+    const follower = nodeImages(new MemoryEngine(), Role.Follower)
+    await expect(follower.images.fetch(gone)).rejects.toBeInstanceOf(UnavailableError)
+    expect(follower.refreshed).toEqual([])
+  })
+})
