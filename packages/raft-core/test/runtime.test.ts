@@ -142,6 +142,25 @@ interface Node {
   machines: Map<GroupId, ListMachine>
 }
 
+/**
+ * Keeps its state "durably" (persisted waits for the applies, as a state machine over an
+ * engine does); records each image it takes, a distinct byte array whatever the state (so a
+ * transfer can be told apart), and returns it only once `hold` resolves.
+ */
+class DurableListMachine extends AsyncListMachine {
+  readonly images: Uint8Array[] = []
+  hold: Promise<void> = Promise.resolve()
+  override async snapshot(): Promise<Uint8Array> {
+    const image = new Uint8Array(await super.snapshot())
+    this.images.push(image)
+    await this.hold
+    return image
+  }
+  async persisted(): Promise<void> {
+    await AsyncListMachine.prototype.snapshot.call(this)
+  }
+}
+
 function cluster(
   groups: GroupId[],
   limits: Record<string, number> = {},
@@ -202,6 +221,28 @@ async function proposeAndSpread(net: Net, host: RaftHost, groupId: GroupId, text
 async function electAll(net: Net, leader: RaftHost, groups: GroupId[]): Promise<void> {
   for (const g of groups) leader.campaign(g)
   await net.run()
+}
+
+/**
+ * A 3-node cluster with snapshots on demand (compacting every 20 entries) in which n3 was cut
+ * off while `count` entries were committed: the leader n1 compacted past it. n3 is still cut.
+ */
+async function laggingOnDemand(count: number): Promise<{ net: Net; nodes: Map<string, Node> }> {
+  const { net, nodes } = cluster(
+    [1],
+    { compactEntries: 20, compactKeepEntries: 2 },
+    undefined,
+    () => new DurableListMachine(),
+    { snapshotsOnDemand: true, appliedIndex: 0 },
+  )
+  const n1 = nodes.get('n1')!
+  await electAll(net, n1.host, [1])
+  net.cut.add('n3')
+  const ps = Array.from({ length: count }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
+  await net.run()
+  await Promise.all(ps)
+  await net.tickAll(1)
+  return { net, nodes }
 }
 
 describe('RaftHost', () => {
@@ -639,41 +680,15 @@ describe('RaftHost', () => {
   })
 
   it('with snapshots on demand, compacts without an image and makes one only for a lagging follower', async () => {
-    /** Keeps its state "durably" (persisted waits for the applies), counts the images taken. */
-    class Durable extends AsyncListMachine {
-      images = 0
-      hold: Promise<void> = Promise.resolve()
-      override async snapshot(): Promise<Uint8Array> {
-        this.images++
-        const image = await super.snapshot()
-        await this.hold
-        return image
-      }
-      async persisted(): Promise<void> {
-        await AsyncListMachine.prototype.snapshot.call(this)
-      }
-    }
-    const { net, nodes } = cluster(
-      [1],
-      { compactEntries: 20, compactKeepEntries: 2 },
-      undefined,
-      () => new Durable(),
-      { snapshotsOnDemand: true, appliedIndex: 0 },
-    )
+    const { net, nodes } = await laggingOnDemand(60)
     const n1 = nodes.get('n1')!
-    await electAll(net, n1.host, [1])
-    net.cut.add('n3')
-    const ps = Array.from({ length: 60 }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
-    await net.run()
-    await Promise.all(ps)
-    await net.tickAll(1)
     const storage = n1.storages.get(1)!
-    const leaderMachine = n1.machines.get(1) as Durable
+    const leaderMachine = n1.machines.get(1) as DurableListMachine
     // Compacted by the entry count, recording metadata only: no image taken.
     expect(storage.firstIndex()).toBeGreaterThan(20)
     expect(storage.snapshot().meta.index).toBeGreaterThan(20)
     expect(storage.snapshot().data.length).toBe(0)
-    expect(leaderMachine.images).toBe(0)
+    expect(leaderMachine.images.length).toBe(0)
     // n3 comes back: the leader makes one image (however many heartbeats' replies ask for it
     // while it is being read), records it, and sends it.
     let release = (): void => {}
@@ -686,14 +701,14 @@ describe('RaftHost', () => {
       if (round % 3 === 0) for (const h of net.hosts.values()) h.tick()
       for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)?.receive(groupId, m)
     }
-    expect(leaderMachine.images).toBe(1)
+    expect(leaderMachine.images.length).toBe(1)
     release()
     for (let i = 0; i < 5; i++) {
       await net.tickAll(1)
       await n1.host.idle()
     }
     await nodes.get('n3')!.host.idle()
-    expect(leaderMachine.images).toBe(1)
+    expect(leaderMachine.images.length).toBe(1)
     expect(n1.host.stats.imagesOnDemand).toBe(1)
     expect(storage.snapshot().data.length).toBeGreaterThan(0)
     expect(net.sent.some((m) => m.type === MessageType.Snap && m.to === 'n3')).toBe(true)
@@ -706,45 +721,11 @@ describe('RaftHost', () => {
     expect(n3.items.at(-1)).toBe('v60')
   })
 
-  /** A 3-node on-demand cluster where n3 fell behind a compaction; images are counted. */
-  async function laggingOnDemand(): Promise<{
-    net: Net
-    nodes: Map<string, Node>
-    images: Uint8Array[]
-  }> {
-    const images: Uint8Array[] = []
-    class Durable extends AsyncListMachine {
-      override async snapshot(): Promise<Uint8Array> {
-        // Each image is a distinct byte array, whatever the state: the transfer can be told apart.
-        const image = new Uint8Array(await super.snapshot())
-        images.push(image)
-        return image
-      }
-      async persisted(): Promise<void> {
-        await AsyncListMachine.prototype.snapshot.call(this)
-      }
-    }
-    const { net, nodes } = cluster(
-      [1],
-      { compactEntries: 20, compactKeepEntries: 2 },
-      undefined,
-      () => new Durable(),
-      { snapshotsOnDemand: true, appliedIndex: 0 },
-    )
-    const n1 = nodes.get('n1')!
-    await electAll(net, n1.host, [1])
-    net.cut.add('n3')
-    const ps = Array.from({ length: 40 }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
-    await net.run()
-    await Promise.all(ps)
-    await net.tickAll(1)
-    net.cut.clear()
-    return { net, nodes, images }
-  }
-
   it('refreshImage: an image the follower cannot fetch is replaced, and the follower gets the new one', async () => {
-    const { net, nodes, images } = await laggingOnDemand()
+    const { net, nodes } = await laggingOnDemand(40)
+    net.cut.clear()
     const n1 = nodes.get('n1')!.host
+    const images = (nodes.get('n1')!.machines.get(1) as DurableListMachine).images
     // n3 takes no Snap for now (as if it could not fetch the image the handle names).
     const snapsTo3: Message[] = []
     const deliver = async (letSnapsThrough: boolean): Promise<void> => {
@@ -786,7 +767,8 @@ describe('RaftHost', () => {
   })
 
   it('a follower refusing a snapshot stops the transfer until a later heartbeat’s reply, not in a tight loop', async () => {
-    const { net, nodes } = await laggingOnDemand()
+    const { net, nodes } = await laggingOnDemand(40)
+    net.cut.clear()
     const n1 = nodes.get('n1')!.host
     let refusals = 0
     // n3 refuses every Snap (as it does one above its snapshotBytesMax); n2 behaves.
