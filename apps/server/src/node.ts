@@ -249,6 +249,12 @@ export class MqNode {
         ),
     })
     this.#images = images
+    this.metrics.addSource('mq_images_served', 'Snapshot images this node made for followers', () => ({
+      ...images.store.stats,
+    }))
+    this.metrics.addSource('mq_images_staged', 'Snapshot images this node fetched from leaders', () => ({
+      ...images.stager.stats,
+    }))
     const transport = new PeerTransport(
       {
         nodeId: this.config.nodeId,

@@ -76,6 +76,8 @@ const pairsPrefix = (groupId: number, imageId: number) => stagedImageKey(groupId
  * installed (usually one; `discard` at install, at the group's removal and at start).
  */
 export class ImageStager {
+  /** Counters since start: images staged whole, pages and bytes fetched, fetches that failed. */
+  readonly stats = { staged: 0, pagesFetched: 0, bytesFetched: 0, failed: 0 }
   readonly #deps: StagerDeps
   /** The fetch per group (running, failed, or done and not yet discarded). */
   readonly #fetches = new Map<number, Fetch>()
@@ -179,7 +181,10 @@ export class ImageStager {
     fetch.running = true
     this.#running++
     void this.#run(groupId, fetch)
-      .catch((error: unknown) => this.#deps.onError?.(groupId, error))
+      .catch((error: unknown) => {
+        this.stats.failed++
+        this.#deps.onError?.(groupId, error)
+      })
       .finally(() => {
         fetch.running = false
         this.#running--
@@ -222,12 +227,15 @@ export class ImageStager {
         last = key
         keys++
         bytes += key.length + value.length
+        this.stats.bytesFetched += key.length + value.length
       }
       if (page.done) ops.push({ type: 'put', key: completeKey(groupId, imageId), value: encodeIndex(index) })
       if (ops.length > 0) await this.#deps.write(ops)
       fetch.after = last
+      this.stats.pagesFetched++
       if (page.done) {
         fetch.done = true
+        this.stats.staged++
         this.#deps.onStaged?.(groupId, { imageId, index, keys, bytes, ms: Date.now() - startedMs })
         if (!this.#stopped && this.#fetches.get(groupId) === fetch) this.#deps.deliver(groupId, fetch.message)
         return

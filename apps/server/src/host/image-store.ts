@@ -27,6 +27,8 @@ interface Image {
  * closed image gets `undefined` (NOT_FOUND): the group's leader then makes a new one.
  */
 export class ImageStore {
+  /** Counters since start: images taken, pages and bytes served, asks for an image not held. */
+  readonly stats = { taken: 0, pagesServed: 0, bytesServed: 0, notHeld: 0 }
   readonly #images = new Map<number, Image>()
   readonly #engine: { snapshot(): Promise<EngineSnapshot> }
   readonly #idleMs: number
@@ -58,6 +60,7 @@ export class ImageStore {
     let imageId = randomInt(1, 2 ** 47)
     while (this.#images.has(imageId)) imageId = randomInt(1, 2 ** 47)
     this.#images.set(imageId, { groupId, snapshot, garbage: [...garbage], lastUsedMs: this.#now() })
+    this.stats.taken++
     await this.sweep()
     return encodeImageHandle({ groupId, imageId, index })
   }
@@ -74,7 +77,10 @@ export class ImageStore {
     maxBytes: number,
   ): Promise<{ pairs: Pair[]; done: boolean } | undefined> {
     const image = this.#images.get(imageId)
-    if (!image || image.groupId !== groupId) return undefined
+    if (!image || image.groupId !== groupId) {
+      this.stats.notHeld++
+      return undefined
+    }
     image.lastUsedMs = this.#now()
     // Most recently read last: the eviction below closes from the front.
     this.#images.delete(imageId)
@@ -86,6 +92,8 @@ export class ImageStore {
       bytes,
       skip: image.garbage,
     })
+    this.stats.pagesServed++
+    for (const [k, v] of pairs) this.stats.bytesServed += k.length + v.length
     return { pairs, done: next === undefined }
   }
 
