@@ -7,7 +7,13 @@ import {
   type sendUnaryData,
   status,
 } from '@grpc/grpc-js'
-import { PeerClient, type RaftBatch, type RaftMessage, type RaftStreamEnd } from '@mq/protocol'
+import {
+  PeerClient,
+  type RaftBatch,
+  type RaftMessage,
+  type RaftStreamEnd,
+  RECONNECT_CHANNEL_OPTIONS,
+} from '@mq/protocol'
 import type { Message, Transport } from '@mq/raft-core'
 import { messageFromWire, messageToWire } from './peer-codec'
 
@@ -208,6 +214,7 @@ export class PeerTransport implements Transport {
       out.address = address
     }
     out.client ??= new PeerClient(address, this.#options.credentials ?? credentials.createInsecure(), {
+      ...RECONNECT_CHANNEL_OPTIONS,
       'grpc.max_send_message_length': 64 * 1024 * 1024,
       'grpc.enable_channelz': 0,
     })

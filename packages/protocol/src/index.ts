@@ -1,3 +1,4 @@
+export { RECONNECT_CHANNEL_OPTIONS } from './channel-options'
 // The wire contract: generated messages and services (see proto/), the error codes, the
 // typed errors and their mapping to and from gRPC statuses.
 

@@ -1,5 +1,5 @@
 import { type ChannelCredentials, credentials as grpcCredentials, type Interceptor } from '@grpc/grpc-js'
-import { MetaClient, QueueClient } from '@mq/protocol'
+import { MetaClient, QueueClient, RECONNECT_CHANNEL_OPTIONS } from '@mq/protocol'
 
 /** The gRPC stubs for one server address, sharing one channel. */
 export interface Connection {
@@ -41,6 +41,7 @@ export class ConnectionPool {
       return existing
     }
     const options = {
+      ...RECONNECT_CHANNEL_OPTIONS,
       'grpc.max_receive_message_length': 64 * 1024 * 1024,
       'grpc.keepalive_time_ms': 30_000,
       // The SDK retries on its own terms (typed errors, leader hints, backoff) and keeps no

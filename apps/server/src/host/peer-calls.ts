@@ -5,6 +5,7 @@ import {
   type MqError,
   NotLeaderError,
   PeerClient,
+  RECONNECT_CHANNEL_OPTIONS,
   UnavailableError,
 } from '@mq/protocol'
 import { PEER_TOKEN_KEY } from '../peer-transport'
@@ -60,6 +61,7 @@ export class PeerCalls {
     let c = this.#clients.get(address)
     if (!c) {
       const meta = new MetaClient(address, this.#credentials(), {
+        ...RECONNECT_CHANNEL_OPTIONS,
         'grpc.max_receive_message_length': PEER_RECEIVE_BYTES_MAX,
       })
       const peer = new PeerClient(address, this.#credentials(), {
