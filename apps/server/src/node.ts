@@ -634,7 +634,7 @@ export class MqNode {
       appliedIndex = stored.meta.index
     }
     // Images staged for an install that did not happen (the fetch starts over if still needed).
-    await images.stager.discard(groupId, true)
+    await images.stager.discard(groupId)
     const changes = new ChangeSignal()
     dm.onApplied = () => changes.notify()
     const addressOf = (id: string) => this.#addresses.get(id)

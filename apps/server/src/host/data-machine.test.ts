@@ -136,6 +136,29 @@ describe('DataMachine', () => {
     expect(((await a) as { result: { leases: unknown[] } }).result.leases).toHaveLength(3)
   })
 
+  it('installs a second snapshot staged while it installed the first (the first install keeps it)', async () => {
+    const leaderEngine = new MemoryEngine()
+    index = 0
+    const leaderSide = imagePeer(leaderEngine)
+    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    await Promise.all(leader.apply([open(), enqueue(1)]))
+    const first = snapshotOf(await leader.snapshot(), 2)
+    await Promise.all(leader.apply([enqueue(2), lease()]))
+    const second = snapshotOf(await leader.snapshot(), 4)
+    const followerEngine = new MemoryEngine()
+    const followerSide = imagePeer(followerEngine, () => leaderSide.store)
+    const follower = await machineOn(followerEngine, 0, undefined, { images: followerSide.port })
+    // Both staged before the first install ends (the replica takes the second meanwhile).
+    await stage(followerSide, first)
+    await stage(followerSide, second)
+    await follower.restore(first)
+    await follower.restore(second)
+    expect(await followerEngine.range(stateMachineRange(1))).toEqual(
+      await leaderEngine.range(stateMachineRange(1)),
+    )
+    expect(await followerEngine.range(stagedImageRange(1))).toEqual([])
+  })
+
   it('refuses to install a snapshot whose image is not staged, naming it', async () => {
     const engine = new MemoryEngine()
     index = 0

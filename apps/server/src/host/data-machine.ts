@@ -22,7 +22,7 @@ export type SmReader = RangeReader
 
 /**
  * Where a data group's snapshot images come from and go (image-handle.ts): `take` makes an
- * image on this node (ImageStore) and returns its handle; `staged`, `page` and `discard` read
+ * image on this node (ImageStore) and returns its handle; `staged`, `page` and `installed` read
  * and drop the images fetched from a leader and staged on disk (ImageStager).
  */
 export interface ImagePort {
@@ -34,7 +34,8 @@ export interface ImagePort {
     from: Start | undefined,
     limits: PageLimits,
   ): Promise<{ pairs: Pair[]; next: Start | undefined }>
-  discard(groupId: number): Promise<void>
+  /** An image at `index` was installed: the staged images it makes useless can go. */
+  installed(groupId: number, index: number): Promise<void>
 }
 
 /** Bytes of keys and values an install writes per write at most (give or take a few values). */
@@ -228,7 +229,7 @@ export class DataMachine implements StateMachine {
       this.#replaceKeys((from, limits) => this.#images.page(groupId, handle.imageId, from, limits), index),
     )
     this.#applied = index
-    await this.#images.discard(groupId)
+    await this.#images.installed(groupId, index)
   }
 
   async #replaceKeys(

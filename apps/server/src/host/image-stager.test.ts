@@ -104,6 +104,24 @@ describe('ImageStager', () => {
     expect(await follower.stager.staged(1, second, 12)).toBe(true)
   })
 
+  it('an install deletes the images at or below its index, not a newer one the replica may take next', async () => {
+    const leader = await leaderWith(20, 100)
+    const follower = imagePeer(new MemoryEngine(), () => leader.side.store)
+    await stage(follower, leader.snapshot) // index 10
+    const newer = snapshotOf(await leader.side.store.take(1, 12, []), 12)
+    await stage(follower, newer)
+    const older = decodeImageHandle(leader.snapshot.data)?.imageId ?? 0
+    const newerId = decodeImageHandle(newer.data)?.imageId ?? 0
+    // Index 10 installed: its image goes, the one at 12 stays (the replica may have taken it).
+    await follower.stager.installed(1, 10)
+    expect(await follower.stager.staged(1, older, 10)).toBe(false)
+    expect(await follower.engine.range(stagedImageRange(1, [older]))).toEqual([])
+    expect(await follower.stager.staged(1, newerId, 12)).toBe(true)
+    expect(follower.stager.offer(1, snapMessage(newer), 'n1')).toBe(true)
+    await follower.stager.installed(1, 12)
+    expect(await follower.engine.range(stagedImageRange(1))).toEqual([])
+  })
+
   it('refuses a page holding a key outside the group, and stages nothing of it', async () => {
     const errors: unknown[] = []
     const stager = imagePeer(new MemoryEngine(), undefined, {

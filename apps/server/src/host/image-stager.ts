@@ -66,14 +66,16 @@ const pairsPrefix = (groupId: number, imageId: number) => stagedImageKey(groupId
  * back from the group's Raft replica until the image is staged on disk: its pages are fetched
  * from the node that sent it (Peer.FetchImage, `FETCH_PAGE_BYTES` each) and written under the
  * group's staged-image keys, then the message is delivered; the replica installs the snapshot
- * and the state machine copies the staged keys in (`page`), and then `discard`s them. Each
- * image is staged under its own id, so a fetch of a newer image never touches one that is
- * about to be installed. Copies of the leader's later tries while a fetch runs are dropped; a
+ * and the state machine copies the staged keys in (`page`); once installed, that image and any
+ * older one are deleted (`installed`). Each image is staged under its own id, so a fetch of a
+ * newer image never touches one that is about to be installed, nor does an install delete a
+ * newer one the replica took meanwhile (it did, until a fault run showed it: "the snapshot at
+ * 1786 names image …, which is not staged here"). Copies of the leader's later tries while a fetch runs are dropped; a
  * fetch that fails stops (the leader tries again at its next heartbeat's reply, and the fetch
  * resumes after the last page staged); at most `FETCHES_MAX` fetches run at once.
  *
  * Bounds: one page in memory per fetch; on disk, the images staged for a group until one is
- * installed (usually one; `discard` at install, at the group's removal and at start).
+ * installed (usually one; `installed`, and `discard` at the group's removal and at start).
  */
 export class ImageStager {
   /** Counters since start: images staged whole, pages and bytes fetched, fetches that failed. */
@@ -81,6 +83,11 @@ export class ImageStager {
   readonly #deps: StagerDeps
   /** The fetch per group (running, failed, or done and not yet discarded). */
   readonly #fetches = new Map<number, Fetch>()
+  /**
+   * The images staged whole per group (image id → index), until discarded: several may be,
+   * and the replica may take a second snapshot while it installs the first.
+   */
+  readonly #complete = new Map<number, Map<number, number>>()
   #running = 0
   #stopped = false
 
@@ -105,6 +112,7 @@ export class ImageStager {
     const handle = decodeImageHandle(chunk.data)
     if (!handle) return true
     if (this.#stopped || handle.groupId !== groupId || handle.index !== chunk.meta.index) return false
+    if (this.#complete.get(groupId)?.has(handle.imageId)) return true
     const current = this.#fetches.get(groupId)
     let fetch = current
     if (current?.handle.imageId === handle.imageId) {
@@ -156,20 +164,32 @@ export class ImageStager {
   }
 
   /**
-   * Deletes the staged images of `groupId` (an image was installed, the group left this node,
-   * or the node starts), all but the one a fetch is staging now unless `all`. Paged writes.
+   * An image of `groupId` at `index` was installed: deletes the staged images at or below it
+   * (none of them can be installed any more) and keeps the later ones (the replica may have
+   * taken one of them already, to install next). Paged writes.
    */
-  async discard(groupId: number, all = false): Promise<void> {
-    const current = this.#fetches.get(groupId)
-    const keep =
-      !all && current && !current.done ? stagedImageRange(groupId, [current.handle.imageId]) : undefined
-    if (!keep) this.#fetches.delete(groupId)
-    await this.#deleteRange(stagedImageRange(groupId), keep)
+  async installed(groupId: number, index: number): Promise<void> {
+    const complete = this.#complete.get(groupId)
+    for (const [imageId, at] of [...(complete ?? [])]) {
+      if (at > index) continue
+      complete?.delete(imageId)
+      const current = this.#fetches.get(groupId)
+      if (current?.handle.imageId === imageId) this.#fetches.delete(groupId)
+      await this.#deleteRange(stagedImageRange(groupId, [imageId]))
+    }
+  }
+
+  /** Deletes every staged image of `groupId` (the group left this node, or the node starts). */
+  async discard(groupId: number): Promise<void> {
+    this.#fetches.delete(groupId)
+    this.#complete.delete(groupId)
+    await this.#deleteRange(stagedImageRange(groupId))
   }
 
   /** Stops the fetch of a group that left this node (its staged keys go with the group). */
   forget(groupId: number): void {
     this.#fetches.delete(groupId)
+    this.#complete.delete(groupId)
   }
 
   /** Stops every fetch after its current page (the node is stopping). */
@@ -235,6 +255,12 @@ export class ImageStager {
       this.stats.pagesFetched++
       if (page.done) {
         fetch.done = true
+        let complete = this.#complete.get(groupId)
+        if (!complete) {
+          complete = new Map()
+          this.#complete.set(groupId, complete)
+        }
+        complete.set(imageId, index)
         this.stats.staged++
         this.#deps.onStaged?.(groupId, { imageId, index, keys, bytes, ms: Date.now() - startedMs })
         if (!this.#stopped && this.#fetches.get(groupId) === fetch) this.#deps.deliver(groupId, fetch.message)

@@ -133,6 +133,6 @@ export function imagePort(store: ImageStore, stager: ImageStager): ImagePort {
     take: (groupId, index, garbage) => store.take(groupId, index, garbage),
     staged: (groupId, imageId, index) => stager.staged(groupId, imageId, index),
     page: (groupId, imageId, from, limits) => stager.page(groupId, imageId, from, limits),
-    discard: (groupId) => stager.discard(groupId),
+    installed: (groupId, index) => stager.installed(groupId, index),
   }
 }
