@@ -159,6 +159,43 @@ describe('DataMachine', () => {
     expect(await followerEngine.range(stagedImageRange(1))).toEqual([])
   })
 
+  it('installs a snapshot only once the writes of the entries applied before it are stored', async () => {
+    const leaderEngine = new MemoryEngine()
+    index = 0
+    const leaderSide = imagePeer(leaderEngine)
+    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    await Promise.all(leader.apply([open(), enqueue(1)]))
+    const snapshot = snapshotOf(await leader.snapshot(), 2)
+    // A follower of its own history (other queue, other keys) whose last writes are still
+    // in the group commit when the snapshot comes (as a lagging follower's lazy writes are).
+    const engine = new MemoryEngine()
+    const held: (() => void)[] = []
+    const followerSide = imagePeer(engine, () => leaderSide.store)
+    await stage(followerSide, snapshot)
+    index = 0
+    const other = () => entry(encodeDataCommand({ type: 'open', queue: 'r', partition: 0, config: {} }))
+    const follower = await machineOn(engine, 0, undefined, {
+      writer: heldWriter(engine, held),
+      images: followerSide.port,
+    })
+    await Promise.all(follower.apply([other(), open()]).slice(0, 1))
+    expect(held.length).toBeGreaterThan(0)
+    const restored = follower.restore(snapshot)
+    let done = false
+    void restored.then(() => {
+      done = true
+    })
+    // The install runs as far as it can before any of those writes is stored; then they land.
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r))
+    for (let i = 0; i < 1_000 && !done; i++) {
+      held.shift()?.()
+      await new Promise((r) => setImmediate(r))
+    }
+    await restored
+    // Exactly the leader's keys: nothing of r/0 written before the install is left.
+    expect(await engine.range(stateMachineRange(1))).toEqual(await leaderEngine.range(stateMachineRange(1)))
+  })
+
   it('refuses to install a snapshot whose image is not staged, naming it', async () => {
     const engine = new MemoryEngine()
     index = 0

@@ -193,13 +193,21 @@ export class DataMachine implements StateMachine {
    * Replaces the group's state-machine keys with the snapshot's and reopens its partitions:
    * from the image staged on disk when the snapshot carries a handle (the only kind made now),
    * or from the snapshot's own bytes (an image a data dir may hold from before 2026-11-30).
-   * The keys are replaced a page per write, not in one write (see SNAPSHOT_PAGE_KEYS). The
+   * It starts once the writes of every entry applied before it are stored (else a key still
+   * being written would escape the deletion and stay). The keys are replaced a page per
+   * write, not in one write (see SNAPSHOT_PAGE_KEYS). The
    * applied index is written last, and the old one is kept until then: after a crash midway
    * the group's applied index is still below the snapshot its log store holds, and the node
    * installs the snapshot again at start (the staged image is dropped only after).
    */
   async restore(snapshot: Snapshot): Promise<void> {
     await this.#tail
+    // The writes of the entries applied before it must be stored first: the install deletes
+    // the keys it finds, and a key still in the group commit would be written after that and
+    // stay (a follower's leftover lease group then broke the partition's invariants at its
+    // expiry, on that replica alone: "lease group … counted its live members").
+    await this.#lastWrite
+    if (this.#failure) throw this.#failure.error
     const groupId = this.#machine.groupId
     const { index } = snapshot.meta
     const handle = decodeImageHandle(snapshot.data)
