@@ -12,7 +12,7 @@ import {
   type SmWriter,
 } from './data-machine'
 import { decodeImageHandle } from './image-handle'
-import { imagePeer, snapshotOf, stage } from './image-test-peer'
+import { type ImagePeer, imagePeer, snapshotOf, stage } from './image-test-peer'
 
 /**
  * A DataMachine of group 1 over `engine`: its writes go straight to the engine, failures are
@@ -79,6 +79,14 @@ const lease = () =>
     }),
   )
 
+/** A replica of group 1 over a fresh engine that makes images (a leader), from index 0. */
+async function leaderReplica(): Promise<{ engine: MemoryEngine; side: ImagePeer; dm: DataMachine }> {
+  const engine = new MemoryEngine()
+  index = 0
+  const side = imagePeer(engine)
+  return { engine, side, dm: await machineOn(engine, 0, undefined, { images: side.port }) }
+}
+
 describe('DataMachine', () => {
   it('round-trips key/value pairs', () => {
     const pairs: [Uint8Array, Uint8Array][] = [
@@ -100,10 +108,7 @@ describe('DataMachine', () => {
   })
 
   it('installs its snapshot on another replica, which then behaves the same', async () => {
-    const leaderEngine = new MemoryEngine()
-    index = 0
-    const leaderSide = imagePeer(leaderEngine)
-    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    const { engine: leaderEngine, side: leaderSide, dm: leader } = await leaderReplica()
     const results = leader.apply([open(), enqueue(7), enqueue(8), enqueue(9)])
     await Promise.all(results)
     const handle = await leader.snapshot()
@@ -137,10 +142,7 @@ describe('DataMachine', () => {
   })
 
   it('installs a second snapshot staged while it installed the first (the first install keeps it)', async () => {
-    const leaderEngine = new MemoryEngine()
-    index = 0
-    const leaderSide = imagePeer(leaderEngine)
-    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    const { engine: leaderEngine, side: leaderSide, dm: leader } = await leaderReplica()
     await Promise.all(leader.apply([open(), enqueue(1)]))
     const first = snapshotOf(await leader.snapshot(), 2)
     await Promise.all(leader.apply([enqueue(2), lease()]))
@@ -160,10 +162,7 @@ describe('DataMachine', () => {
   })
 
   it('installs a snapshot only once the writes of the entries applied before it are stored', async () => {
-    const leaderEngine = new MemoryEngine()
-    index = 0
-    const leaderSide = imagePeer(leaderEngine)
-    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    const { engine: leaderEngine, side: leaderSide, dm: leader } = await leaderReplica()
     await Promise.all(leader.apply([open(), enqueue(1)]))
     const snapshot = snapshotOf(await leader.snapshot(), 2)
     // A follower of its own history (other queue, other keys) whose last writes are still
@@ -197,10 +196,7 @@ describe('DataMachine', () => {
   })
 
   it('refuses to install a snapshot whose image is not staged, naming it', async () => {
-    const engine = new MemoryEngine()
-    index = 0
-    const leaderSide = imagePeer(engine)
-    const leader = await machineOn(engine, 0, undefined, { images: leaderSide.port })
+    const { dm: leader } = await leaderReplica()
     await Promise.all(leader.apply([open(), enqueue(1)]))
     const handle = await leader.snapshot()
     const follower = await machineOn(new MemoryEngine(), 0, undefined, { fatal: () => {} })
@@ -356,10 +352,7 @@ describe('DataMachine', () => {
   })
 
   it('installs a snapshot a page per write, the applied index last, and again after a crash midway', async () => {
-    const leaderEngine = new MemoryEngine()
-    index = 0
-    const leaderSide = imagePeer(leaderEngine)
-    const leader = await machineOn(leaderEngine, 0, undefined, { images: leaderSide.port })
+    const { engine: leaderEngine, side: leaderSide, dm: leader } = await leaderReplica()
     await Promise.all(leader.apply([open(), ...Array.from({ length: 8 }, (_, i) => enqueue(i)), lease()]))
     const snapshot = snapshotOf(await leader.snapshot(), index)
     // A follower with older state of its own (applied 2), whose writes fail after the fifth.
