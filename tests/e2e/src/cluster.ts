@@ -145,6 +145,8 @@ export class LocalCluster {
   #healthCredentials: ChannelCredentials | undefined
   #outputCharsMax = 20_000
   #joinDiskBytes: number | undefined
+  /** Every node has a fault proxy in front of it, joined ones too. */
+  #proxied = false
 
   private constructor(
     nodes: NodeProcess[],
@@ -185,6 +187,7 @@ export class LocalCluster {
       if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
       if (options.outputCharsMax) cluster.#outputCharsMax = options.outputCharsMax
       cluster.#joinDiskBytes = options.joinDiskBytes
+      cluster.#proxied = options.proxied ?? false
       for (const [nodeId, bytes] of Object.entries(options.smallDisks ?? {})) {
         cluster.#mountSmallDisk(cluster.node(nodeId), bytes)
       }
@@ -287,7 +290,9 @@ export class LocalCluster {
     const nodeId = `n${this.nodes.length + 1}`
     const host = this.#netns ? this.#netns.add(nodeId, this.nodes.length + 1) : '127.0.0.1'
     const via = this.nodes.find((x) => !this.#retired.has(x.nodeId)) ?? this.nodes[0]
-    const n = nodeProcess(nodeId, host, port, this.dir, undefined, via?.address)
+    // A joined node gets its proxy too (a fault run's slow and isolate faults need one).
+    const proxy = this.#proxied ? await FaultProxy.start(0, port) : undefined
+    const n = nodeProcess(nodeId, host, port, this.dir, proxy, via?.address)
     this.nodes.push(n)
     if (this.#joinDiskBytes !== undefined) this.#mountSmallDisk(n, this.#joinDiskBytes)
     this.#spawn(n)
