@@ -127,6 +127,28 @@ class Net {
     }
     throw new Error('Net.run: not quiet')
   }
+  /**
+   * One heartbeat round: ticks every host, then delivers until quiet (at most 50 batches,
+   * waiting for `leader` between them). Each Snap message goes to `snap` first, which says
+   * whether to deliver it. Returns the Snap messages of the round.
+   */
+  async snapRound(leader: RaftHost, snap: (groupId: GroupId, m: Message) => boolean): Promise<Message[]> {
+    for (const [id, h] of this.hosts) if (!this.halted.has(id)) h.tick()
+    const snaps: Message[] = []
+    for (let i = 0; i < 50; i++) {
+      await leader.idle()
+      const batch = this.queue.splice(0)
+      if (batch.length === 0) break
+      for (const { groupId, m } of batch) {
+        if (m.type === MessageType.Snap) {
+          snaps.push(m)
+          if (!snap(groupId, m)) continue
+        }
+        this.hosts.get(m.to)?.receive(groupId, m)
+      }
+    }
+    return snaps
+  }
   async tickAll(times: number): Promise<void> {
     for (let i = 0; i < times; i++) {
       for (const [id, h] of this.hosts) if (!this.halted.has(id)) h.tick()
@@ -728,33 +750,19 @@ describe('RaftHost', () => {
     const images = (nodes.get('n1')!.machines.get(1) as DurableListMachine).images
     // n3 takes no Snap for now (as if it could not fetch the image the handle names).
     const snapsTo3: Message[] = []
-    const deliver = async (letSnapsThrough: boolean): Promise<void> => {
-      for (let round = 0; round < 50; round++) {
-        await n1.idle()
-        const batch = net.queue.splice(0)
-        if (batch.length === 0) return
-        for (const { groupId, m } of batch) {
-          if (m.type === MessageType.Snap && m.to === 'n3') {
-            snapsTo3.push(m)
-            if (!letSnapsThrough) continue
-          }
-          net.hosts.get(m.to)?.receive(groupId, m)
-        }
+    const rounds = async (count: number, letSnapsThrough: boolean): Promise<void> => {
+      for (let i = 0; i < count; i++) {
+        const snaps = await net.snapRound(n1, (_g, m) => m.to !== 'n3' || letSnapsThrough)
+        snapsTo3.push(...snaps.filter((m) => m.to === 'n3'))
       }
     }
-    for (let i = 0; i < 4; i++) {
-      for (const h of net.hosts.values()) h.tick()
-      await deliver(false)
-    }
+    await rounds(4, false)
     expect(images.length).toBe(1)
     expect(snapsTo3.length).toBeGreaterThan(0)
     expect(snapsTo3.every((m) => m.snapshot!.data.buffer === images[0]!.buffer)).toBe(true)
     n1.refreshImage(1, 'n3')
     snapsTo3.length = 0
-    for (let i = 0; i < 6; i++) {
-      for (const h of net.hosts.values()) h.tick()
-      await deliver(true)
-    }
+    await rounds(6, true)
     expect(images.length).toBe(2)
     expect(n1.stats.imagesOnDemand).toBe(2)
     // Only the new image went out after the refresh, and n3 installed it.
@@ -770,42 +778,27 @@ describe('RaftHost', () => {
     const { net, nodes } = await laggingOnDemand(40)
     net.cut.clear()
     const n1 = nodes.get('n1')!.host
-    let refusals = 0
     // n3 refuses every Snap (as it does one above its snapshotBytesMax); n2 behaves.
-    const round = async (): Promise<number> => {
-      let snaps = 0
-      for (let i = 0; i < 50; i++) {
-        await n1.idle()
-        const batch = net.queue.splice(0)
-        if (batch.length === 0) break
-        for (const { groupId, m } of batch) {
-          if (m.type === MessageType.Snap && m.to === 'n3') {
-            snaps++
-            refusals++
-            n1.receive(
-              groupId,
-              message({
-                type: MessageType.SnapResp,
-                from: 'n3',
-                to: 'n1',
-                term: m.term,
-                index: m.snapshot!.meta.index,
-                context: 0,
-                reject: true,
-              }),
-            )
-            continue
-          }
-          net.hosts.get(m.to)?.receive(groupId, m)
-        }
-      }
-      return snaps
+    const refuse = (groupId: GroupId, m: Message): boolean => {
+      if (m.to !== 'n3') return true
+      n1.receive(
+        groupId,
+        message({
+          type: MessageType.SnapResp,
+          from: 'n3',
+          to: 'n1',
+          term: m.term,
+          index: m.snapshot!.meta.index,
+          context: 0,
+          reject: true,
+        }),
+      )
+      return false
     }
     const perRound: number[] = []
-    for (let i = 0; i < 8; i++) {
-      for (const h of net.hosts.values()) h.tick()
-      perRound.push(await round())
-    }
+    for (let i = 0; i < 8; i++)
+      perRound.push((await net.snapRound(n1, refuse)).filter((m) => m.to === 'n3').length)
+    const refusals = perRound.reduce((a, b) => a + b, 0)
     // At most one Snap per heartbeat round (before: each refusal was answered by the next chunk at once).
     expect(refusals).toBeGreaterThan(2)
     expect(Math.max(...perRound)).toBe(1)
