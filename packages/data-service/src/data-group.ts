@@ -1,4 +1,4 @@
-import { type BatchOp, decodeTuple, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { appendBytes, type BatchOp, decodeTuple, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import {
   type CommandResult,
   type DeadMessage,
@@ -173,7 +173,7 @@ export class DataGroupMachine {
     const range = this.#dataRange(queue, index)
     const pairs: KeyPair[] = []
     let bytes = 0
-    let from = after ? concat(prefix, after) : undefined
+    let from = after ? appendBytes(prefix, after) : undefined
     for (;;) {
       const rows = await this.#reader.range({
         ...(from ? { gt: from } : { gte: range.gte }),
@@ -217,7 +217,7 @@ export class DataGroupMachine {
   /** The values at `keys` (relative to the partition's prefix) as the engine holds them now. */
   readKeys(queue: string, index: number, keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
     const prefix = this.#prefix(queue, index)
-    return this.#reader.getMany(keys.map((k) => concat(prefix, k)))
+    return this.#reader.getMany(keys.map((k) => appendBytes(prefix, k)))
   }
 
   /**
@@ -430,8 +430,8 @@ export class DataGroupMachine {
       ops.push({ type: 'del', key: this.#registryKey(c.queue, c.partition) })
     }
     const prefix = this.#prefix(c.queue, c.partition)
-    for (const key of c.dels ?? []) ops.push({ type: 'del', key: concat(prefix, key) })
-    for (const [key, value] of c.pairs) ops.push({ type: 'put', key: concat(prefix, key), value })
+    for (const key of c.dels ?? []) ops.push({ type: 'del', key: appendBytes(prefix, key) })
+    for (const [key, value] of c.pairs) ops.push({ type: 'put', key: appendBytes(prefix, key), value })
     if (!c.last) {
       const next: ImportSession = { ...session, next: session.next + 1 }
       this.#imports.set(id, next)
@@ -527,13 +527,6 @@ const EMPTY = new Uint8Array(0)
 
 function settled(): Promise<void> {
   return Promise.resolve()
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length)
-  out.set(a)
-  out.set(b, a.length)
-  return out
 }
 
 function idOf(queue: string, index: number): string {

@@ -35,6 +35,7 @@ export type { HistogramSnapshot } from './histogram'
 export { quantileOf } from './histogram'
 export type { Tuple, TupleElement } from './key-codec'
 export {
+  appendBytes,
   appendUint,
   compareTuples,
   decodeTuple,

@@ -123,6 +123,14 @@ export function appendUint(prefix: Uint8Array, n: number): Uint8Array {
   return out
 }
 
+/** `prefix ‖ rest`: a key under `prefix` whose rest is raw bytes (not a tuple element). */
+export function appendBytes(prefix: Uint8Array, rest: Uint8Array): Uint8Array {
+  const out = new Uint8Array(prefix.length + rest.length)
+  out.set(prefix)
+  out.set(rest, prefix.length)
+  return out
+}
+
 /** Writes the element encoding of unsigned integer n at `at`; returns the next offset. */
 function writeUint(out: Uint8Array, at: number, n: number): number {
   const len = uintLength(n)

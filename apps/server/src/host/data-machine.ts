@@ -8,7 +8,14 @@ import {
 import { type BatchOp, compareKeys, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 import { decodeImageHandle } from './image-handle'
-import { type KeySpan, type PageLimits, type Pair, type RangeReader, readPage, type Start } from './key-pages'
+import {
+  deletePages,
+  type KeySpan,
+  type PageLimits,
+  type Pair,
+  type RangeReader,
+  type Start,
+} from './key-pages'
 
 export { decodePairs, encodePairs }
 
@@ -247,25 +254,15 @@ export class DataMachine implements StateMachine {
     ) => Promise<{ pairs: Pair[]; next: Start | undefined }>,
     index: number,
   ): Promise<void> {
-    const { gte, lt } = stateMachineRange(this.#machine.groupId)
-    const notApplied = (key: Uint8Array) => compareKeys(key, this.#appliedKey) !== 0
-    let from: Start | undefined = { gte }
-    while (from) {
-      const page = await readPage(this.#reader, from, lt, {
-        keys: this.#pageKeys,
-        bytes: Number.POSITIVE_INFINITY,
-      })
-      const ops: BatchOp[] = page.pairs
-        .filter(([key]) => notApplied(key))
-        .map(([key]) => ({ type: 'del', key }))
-      if (ops.length > 0) await this.#write(ops)
-      from = page.next
-    }
+    // The applied index stays until the last write (see restore).
+    const isApplied = (key: Uint8Array) => compareKeys(key, this.#appliedKey) === 0
+    const groupKeys = stateMachineRange(this.#machine.groupId)
+    await deletePages(this.#reader, (ops) => this.#write(ops), groupKeys, this.#pageKeys, isApplied)
     let at: Start | undefined
     do {
       const page = await source(at, { keys: this.#pageKeys, bytes: INSTALL_PAGE_BYTES })
       const ops: BatchOp[] = page.pairs
-        .filter(([key]) => notApplied(key))
+        .filter(([key]) => !isApplied(key))
         .map(([key, value]) => ({ type: 'put', key, value }))
       if (ops.length > 0) await this.#write(ops)
       at = page.next

@@ -1,4 +1,5 @@
 import {
+  appendBytes,
   type BatchOp,
   compareKeys,
   inRange,
@@ -10,7 +11,7 @@ import {
 import { type Message, MessageType } from '@mq/raft-core'
 import { decodeIndex, encodeIndex } from './data-machine'
 import { decodeImageHandle, type ImageHandle } from './image-handle'
-import { type KeySpan, type PageLimits, type Pair, readPage, type Start } from './key-pages'
+import { deletePages, type KeySpan, type PageLimits, type Pair, readPage, type Start } from './key-pages'
 
 /** Bytes a follower asks for per FetchImage page. */
 export const FETCH_PAGE_BYTES = 1024 * 1024
@@ -153,8 +154,8 @@ export class ImageStager {
       from === undefined
         ? { gte }
         : 'gt' in from
-          ? { gt: join(prefix, from.gt) }
-          : { gte: join(prefix, from.gte) }
+          ? { gt: appendBytes(prefix, from.gt) }
+          : { gte: appendBytes(prefix, from.gte) }
     const { pairs, next } = await readPage(this.#deps.reader, at, lt, limits)
     const strip = (key: Uint8Array) => key.subarray(prefix.length)
     return {
@@ -243,7 +244,7 @@ export class ImageStager {
             `image ${imageId} of group ${groupId} from ${fetch.from}: a page holds a key out of order or outside the group`,
           )
         }
-        ops.push({ type: 'put', key: join(prefix, key), value })
+        ops.push({ type: 'put', key: appendBytes(prefix, key), value })
         last = key
         keys++
         bytes += key.length + value.length
@@ -272,24 +273,8 @@ export class ImageStager {
     throw new Error(`image ${imageId} of group ${groupId}: more than ${FETCH_PAGES_MAX} pages`)
   }
 
-  /** Deletes the keys of `range` but those in `keep`, a page per write. */
-  async #deleteRange(range: KeySpan, keep?: KeySpan): Promise<void> {
-    let from: Start = { gte: range.gte }
-    for (;;) {
-      const page = await this.#deps.reader.range({ ...from, lt: range.lt, limit: DISCARD_PAGE_KEYS })
-      const ops: BatchOp[] = page
-        .filter(([key]) => !keep || !inRange(key, keep))
-        .map(([key]) => ({ type: 'del', key }))
-      if (ops.length > 0) await this.#deps.write(ops)
-      if (page.length < DISCARD_PAGE_KEYS) return
-      from = { gt: (page[page.length - 1] as Pair)[0] }
-    }
+  /** Deletes the keys of `range`, a page per write. */
+  #deleteRange(range: KeySpan): Promise<void> {
+    return deletePages(this.#deps.reader, (ops) => this.#deps.write(ops), range, DISCARD_PAGE_KEYS)
   }
-}
-
-function join(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length)
-  out.set(a)
-  out.set(b, a.length)
-  return out
 }

@@ -1,4 +1,4 @@
-import { inRange } from '@mq/kv-storage'
+import { type BatchOp, inRange } from '@mq/kv-storage'
 
 /** A half-open key range [gte, lt). */
 export interface KeySpan {
@@ -69,5 +69,25 @@ export async function readPage(
     else if (got.length < want) return { pairs, next: undefined }
     else at = { gt: (got[got.length - 1] as Pair)[0] }
     if (pairs.length >= limits.keys || bytes >= limits.bytes) return { pairs, next: at }
+  }
+}
+
+/**
+ * Deletes the keys of `span`, a page of at most `pageKeys` keys per `write` (never one write
+ * of them all), but the keys `keep` says to keep.
+ */
+export async function deletePages(
+  reader: RangeReader,
+  write: (ops: readonly BatchOp[]) => Promise<void>,
+  span: KeySpan,
+  pageKeys: number,
+  keep: (key: Uint8Array) => boolean = () => false,
+): Promise<void> {
+  let from: Start | undefined = { gte: span.gte }
+  while (from) {
+    const page = await readPage(reader, from, span.lt, { keys: pageKeys, bytes: Number.POSITIVE_INFINITY })
+    const ops: BatchOp[] = page.pairs.filter(([key]) => !keep(key)).map(([key]) => ({ type: 'del', key }))
+    if (ops.length > 0) await write(ops)
+    from = page.next
   }
 }
