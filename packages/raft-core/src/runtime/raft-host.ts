@@ -905,22 +905,12 @@ export class RaftHost {
       image.then((data) => {
         g.snapshotting = false
         if (this.#fatal !== null || this.#stopped || this.#groups.get(g.id) !== g) return
-        try {
-          g.storage.compact({ meta, data }, compactIndex)
-          // Less the compacted entries' bytes (entries applied meanwhile stay counted).
-          g.appliedBytes = Math.max(0, g.appliedBytes - (bytesThen - kept.bytes))
-        } catch (e) {
-          if (e instanceof SnapshotTooLargeError) {
-            // Not fatal (every replica would stop at the same index, and again after each
-            // restart): the log stays as it is, and a later snapshot may fit.
-            g.compactAfter = meta.index + g.limits.compactEntries
-            this.stats.snapshotsTooLarge++
-            this.#onSnapshotTooLarge(g.id, e)
-            return
-          }
-          if (!(e instanceof RaftError && e.retriable)) throw e
-          this.stats.stalledWrites++ // the storage is busy: compact after a later cycle
-        }
+        const outcome = this.#record(g, { meta, data }, compactIndex)
+        // Less the compacted entries' bytes (entries applied meanwhile stay counted).
+        if (outcome === 'done') g.appliedBytes = Math.max(0, g.appliedBytes - (bytesThen - kept.bytes))
+        // Too large: the log stays as it is, and a later snapshot may fit.
+        else if (outcome === 'too large') g.compactAfter = meta.index + g.limits.compactEntries
+        // Busy: compact after a later cycle.
       }),
     )
   }
@@ -964,26 +954,42 @@ export class RaftHost {
       Promise.resolve(g.sm.snapshot()).then((data) => {
         g.snapshotting = false
         if (this.#fatal !== null || this.#stopped || this.#groups.get(g.id) !== g) return
-        try {
-          g.storage.compact({ meta, data }, Math.min(meta.index, g.storage.firstIndex() - 1))
+        const outcome = this.#record(g, { meta, data }, Math.min(meta.index, g.storage.firstIndex() - 1))
+        if (outcome === 'too large') {
+          g.imageAfterTick = g.ticks + IMAGE_RETRY_TICKS
+          return
+        }
+        if (outcome === 'done') {
           this.stats.imagesOnDemand++
           // Asked for again meanwhile (each try of the leader's asks): this image answers them.
           g.imageWanted = false
           g.raw.takeSnapshotWanted()
-        } catch (e) {
-          if (e instanceof SnapshotTooLargeError) {
-            g.imageAfterTick = g.ticks + IMAGE_RETRY_TICKS
-            this.stats.snapshotsTooLarge++
-            this.#onSnapshotTooLarge(g.id, e)
-            return
-          }
-          if (!(e instanceof RaftError && e.retriable)) throw e
-          this.stats.stalledWrites++
-          g.imageWanted = true // the storage is busy: again after a later cycle
-        }
+        } else g.imageWanted = true // the storage is busy: again after a later cycle
         this.#schedule()
       }),
     )
+  }
+
+  /**
+   * Records `snapshot` in the group's storage, compacting the log up to `compactIndex`.
+   * 'too large' (SnapshotTooLargeError) is reported and not fatal: every replica would stop
+   * at the same index, and again after each restart. 'busy' is the storage's retriable
+   * back-pressure. Any other error throws.
+   */
+  #record(g: Group, snapshot: Snapshot, compactIndex: number): 'done' | 'too large' | 'busy' {
+    try {
+      g.storage.compact(snapshot, compactIndex)
+      return 'done'
+    } catch (e) {
+      if (e instanceof SnapshotTooLargeError) {
+        this.stats.snapshotsTooLarge++
+        this.#onSnapshotTooLarge(g.id, e)
+        return 'too large'
+      }
+      if (!(e instanceof RaftError && e.retriable)) throw e
+      this.stats.stalledWrites++
+      return 'busy'
+    }
   }
 
   #die(e: unknown): void {
