@@ -1,4 +1,4 @@
-import { MemoryEngine, stateMachineKey } from '@mq/kv-storage'
+import { ClosedError, MemoryEngine, stateMachineKey } from '@mq/kv-storage'
 import { UnavailableError } from '@mq/protocol'
 import { type RaftHost, Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -49,6 +49,20 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     expect(page.done).toBe(true)
     expect(decodePairs(page.pairs)).toEqual([[stateMachineKey(1, ['a']), Uint8Array.of(1)]])
     expect(refreshed).toEqual([])
+  })
+
+  it('answers an image closed while it was read as one not held, and passes other read errors on', async () => {
+    const engine = new MemoryEngine()
+    const { images, refreshed } = nodeImages(engine, Role.Leader)
+    const imageId = decodeImageHandle(await images.store.take(1, 7, []))?.imageId ?? 0
+    const ask = { groupId: 1, imageId, after: new Uint8Array(0), maxBytes: 0, nodeId: 'n2' }
+    const page = images.store.page.bind(images.store)
+    images.store.page = () => Promise.reject(new Error('I/O error'))
+    await expect(images.fetch(ask)).rejects.toThrow('I/O error')
+    expect(refreshed).toEqual([])
+    images.store.page = (...args) => page(...args).then(() => Promise.reject(new ClosedError('closed')))
+    await expect(images.fetch(ask)).rejects.toBeInstanceOf(UnavailableError)
+    expect(refreshed).toEqual([[1, 'n2']])
   })
 
   it('answers UNAVAILABLE for an image it does not hold; as the leader it makes a new one for the asker', async () => {

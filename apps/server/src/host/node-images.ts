@@ -1,5 +1,5 @@
 import { decodePairs, encodePairs } from '@mq/data-service'
-import type { BatchOp, Engine } from '@mq/kv-storage'
+import { type BatchOp, ClosedError, type Engine } from '@mq/kv-storage'
 import { type FetchImageRequest, type FetchImageResponse, UnavailableError } from '@mq/protocol'
 import { type Message, type RaftHost, Role } from '@mq/raft-core'
 import type { ImagePort } from './data-machine'
@@ -100,7 +100,10 @@ export class NodeImages {
         req.after.length > 0 ? req.after : undefined,
         req.maxBytes || FETCH_PAGE_BYTES,
       )
-      .catch(() => undefined) // closed while read
+      .catch((error: unknown) => {
+        if (error instanceof ClosedError) return undefined // closed while read: as if gone
+        throw error
+      })
     if (page) return { pairs: encodePairs(page.pairs), done: page.done }
     try {
       const raft = this.#deps.raft()
