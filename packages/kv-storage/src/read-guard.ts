@@ -1,9 +1,11 @@
 import { ClosedError, CorruptRecordError } from './errors'
 import { quarantine } from './level-recovery'
-import { sealPuts, unsealValue } from './value-checksum'
+import { BatchSealer, unsealValue } from './value-checksum'
 
 /** The ops classic-level's batch takes (after `clear` ops are expanded). */
 export type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
+
+const keepValue = (_key: Uint8Array, value: Uint8Array): Uint8Array => value
 
 /** Called once, after the database is quarantined, when a read finds damaged data. */
 export type CorruptionHandler = (error: CorruptRecordError) => void
@@ -26,9 +28,14 @@ export class ReadGuard {
     private readonly onCorruption: CorruptionHandler | undefined,
   ) {}
 
-  /** `ops` with each put's value sealed (a new array, one buffer), or `ops` itself without checksums. */
-  seal(ops: readonly LevelOp[]): readonly LevelOp[] {
-    return this.checksums ? sealPuts(ops) : ops
+  /**
+   * How the puts of `ops` are stored: each value sealed with its checksum (views into one new
+   * buffer for the batch), or as it is without checksums.
+   */
+  sealer(ops: readonly LevelOp[]): (key: Uint8Array, value: Uint8Array) => Uint8Array {
+    if (!this.checksums) return keepValue
+    const sealer = new BatchSealer(ops)
+    return (key, value) => sealer.seal(key, value)
   }
 
   /**
