@@ -138,6 +138,37 @@ async function cycles(engineName: string, engine: Engine, batch: number, weights
   })
 }
 
+/**
+ * A consumer draining a backlog: `count` messages enqueued first (batches of 512, one weight),
+ * then leased `batch` at a time and acked. Unlike `cycles`, whose leases find their messages
+ * still in memory, each lease here reads its messages from the engine, as a replica does when
+ * consumers drain a backlog (the cluster's `mq-bench consume`).
+ */
+async function drain(engineName: string, engine: Engine, count: number, batch: number): Promise<void> {
+  const q = await DirectPartition.open(engine, Uint8Array.of(0x51, 1), { queueMessagesMax: 10_000_000 })
+  let now = 1_000
+  const body = new Uint8Array(128)
+  for (let i = 0; i < count; i += 512) {
+    const msgs: EnqueueMessage[] = []
+    for (let j = 0; j < Math.min(512, count - i); j++) msgs.push({ weight: 1, body })
+    await q.apply({ type: 'enqueue', messages: msgs }, now++)
+  }
+  let drained = 0
+  const started = performance.now()
+  const cpuStart = cpuSeconds()
+  while (drained < count) {
+    const l = await q.apply({ type: 'lease', consumerId: 'bench', max: batch, visibilityMs: 30_000 }, now++)
+    if (l.type !== 'lease' || l.leases.length === 0) throw new Error('lease found no message')
+    const a = await q.apply({ type: 'ack', leaseIds: l.leases.map((x) => x.leaseId) }, now++)
+    if (a.type !== 'ack' || a.statuses.some((x) => x !== 'ok')) throw new Error('ack failed')
+    drained += l.leases.length
+  }
+  rows.push({
+    name: `${engineName}: drain a backlog of ${count.toLocaleString('en-US')}, lease+ack ${batch} at a time`,
+    value: `${rates(drained, started, cpuStart)} messages/s`,
+  })
+}
+
 function decisions(k: number): void {
   const s = new WeightedScheduler()
   const ws: number[] = []
@@ -190,6 +221,10 @@ for (const [name, make] of engines) {
     await cycles(name, engine, batch, 10)
     await close()
   }
+  if (name === 'memory') continue
+  const { engine, close } = await make()
+  await drain(name, engine, 100_000, 512)
+  await close()
 }
 if (!only || only === 'scheduler') for (const k of [1, 10, 1000]) decisions(k)
 if (!only || only === 'work') for (const batch of [1, 100]) await engineWork(batch)
