@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort } from '@mq/protocol'
+import { freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 
 /** apps/server relative to this file, in src/ and in dist/ alike. */
@@ -160,6 +160,7 @@ export class BenchCluster {
     const child = spawn(
       process.execPath,
       [
+        ...SERVER_NODE_FLAGS,
         ...this.command,
         'start',
         '--node-id',

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { resolve } from 'node:path'
+import { SERVER_NODE_FLAGS } from '@mq/protocol'
 
 export interface DevClusterOptions {
   readonly nodes: number
@@ -29,6 +30,7 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     const child = spawn(
       process.execPath,
       [
+        ...SERVER_NODE_FLAGS,
         ...options.serverCommand,
         'start',
         '--node-id',

@@ -1,4 +1,5 @@
 export { RECONNECT_CHANNEL_OPTIONS } from './channel-options'
+export { SERVER_NODE_FLAGS } from './server-node-flags'
 // The wire contract: generated messages and services (see proto/), the error codes, the
 // typed errors and their mapping to and from gRPC statuses.
 

@@ -3,7 +3,7 @@ import { cpSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChannelCredentials } from '@grpc/grpc-js'
-import { freePort, waitServing } from '@mq/protocol'
+import { freePort, SERVER_NODE_FLAGS, waitServing } from '@mq/protocol'
 import { NetNamespaces } from './netns'
 import { FaultProxy } from './proxy'
 import { mountTmpfs, unmount } from './small-disk'
@@ -446,6 +446,7 @@ export class LocalCluster {
       [
         ...prefix.slice(1),
         ...(prefix.length > 0 ? [process.execPath] : []),
+        ...SERVER_NODE_FLAGS,
         '--import',
         tsxLoader,
         '--conditions=source',
