@@ -195,6 +195,36 @@ describe('DataMachine', () => {
     expect(await engine.range(stateMachineRange(1))).toEqual(await leaderEngine.range(stateMachineRange(1)))
   })
 
+  it('is settled only once a snapshot install under way has ended (a removal waits for it)', async () => {
+    const { side: leaderSide, dm: leader } = await leaderReplica()
+    await Promise.all(leader.apply([open(), enqueue(1), enqueue(2), enqueue(3)]))
+    const snapshot = snapshotOf(await leader.snapshot(), 4)
+    const engine = new MemoryEngine()
+    const held: (() => void)[] = []
+    const followerSide = imagePeer(engine, () => leaderSide.store)
+    await stage(followerSide, snapshot)
+    // One key per page: the install is many writes, each held until released below.
+    const follower = await machineOn(engine, 0, 1, {
+      writer: heldWriter(engine, held),
+      images: followerSide.port,
+    })
+    let installed = false
+    const restored = follower.restore(snapshot).then(() => {
+      installed = true
+    })
+    let settledWhenInstalled: boolean | undefined
+    const settled = follower.settled().then(() => {
+      settledWhenInstalled = installed
+    })
+    for (let i = 0; i < 1_000 && !(installed && settledWhenInstalled !== undefined); i++) {
+      held.shift()?.()
+      await new Promise((r) => setImmediate(r))
+    }
+    await Promise.all([restored, settled])
+    expect(settledWhenInstalled).toBe(true)
+    expect(decodeIndex(await engine.get(appliedKeyOf(1)))).toBe(4)
+  })
+
   it('refuses to install a snapshot whose image is not staged, naming it', async () => {
     const { dm: leader } = await leaderReplica()
     await Promise.all(leader.apply([open(), enqueue(1)]))

@@ -205,10 +205,22 @@ export class DataMachine implements StateMachine {
    * write, not in one write (see SNAPSHOT_PAGE_KEYS). The
    * applied index is written last, and the old one is kept until then: after a crash midway
    * the group's applied index is still below the snapshot its log store holds, and the node
-   * installs the snapshot again at start (the staged image is dropped only after).
+   * installs the snapshot again at start (the staged image is dropped only after). The
+   * install takes its place in the apply chain, so `settled()` (what a group's removal waits
+   * for before it deletes the group's keys) waits for it too: a removal that cleared the keys
+   * while an install went on left the install's later pages and its applied index behind, and
+   * the node then refused to start ("appliedIndex 2992 is beyond the stored commit 0").
    */
-  async restore(snapshot: Snapshot): Promise<void> {
-    await this.#tail
+  restore(snapshot: Snapshot): Promise<void> {
+    const installed = this.#tail.then(() => this.#install(snapshot))
+    this.#tail = installed.then(
+      () => {},
+      (error: unknown) => this.#fatal(error),
+    )
+    return installed
+  }
+
+  async #install(snapshot: Snapshot): Promise<void> {
     // The writes of the entries applied before it must be stored first: the install deletes
     // the keys it finds, and a key still in the group commit would be written after that and
     // stay (a follower's leftover lease group then broke the partition's invariants at its
