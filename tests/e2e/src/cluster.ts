@@ -224,13 +224,19 @@ export class LocalCluster {
     n.ending = false
   }
 
+  /** Whether the node's process was started and has not exited (it may be paused). */
+  isRunning(nodeId: string): boolean {
+    const child = this.node(nodeId).child
+    return child !== undefined && child.exitCode === null && child.signalCode === null
+  }
+
   /**
    * Freezes the node's process (SIGSTOP): it keeps its sockets and state but answers nothing,
    * as a long GC pause or a stalled VM would. Throws when the node is not running.
    */
   pause(nodeId: string): void {
     const n = this.node(nodeId)
-    if (!n.child) throw new Error(`${nodeId} is not running`)
+    if (!n.child || !this.isRunning(nodeId)) throw new Error(`${nodeId} is not running`)
     if (!n.child.kill('SIGSTOP')) throw new Error(`SIGSTOP to ${nodeId} failed`)
     n.paused = true
   }
@@ -263,9 +269,7 @@ export class LocalCluster {
    * does not in 30 s).
    */
   async heal(): Promise<void> {
-    const running = this.nodes.filter(
-      (n) => n.child && n.child.exitCode === null && n.child.signalCode === null,
-    )
+    const running = this.nodes.filter((n) => this.isRunning(n.nodeId))
     this.#netns?.healAll()
     for (const n of this.nodes) {
       this.resume(n.nodeId)

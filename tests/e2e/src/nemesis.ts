@@ -85,6 +85,8 @@ export function faultKinds(modes: FaultModes): FaultKind[] {
   ]
 }
 
+const PAUSE_KINDS: ReadonlySet<FaultKind> = new Set([FaultKind.PauseDataLeader, FaultKind.PauseMetaLeader])
+
 const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
   FaultKind.PartitionDataLeader,
   FaultKind.PartitionMetaLeader,
@@ -291,6 +293,9 @@ export async function runNemesis(
       log(`${worker}: no target for ${step.kind}: ${(error as Error).message}`)
     }
     if (nodeId && cluster.isRetired(nodeId)) nodeId = undefined
+    // A pause needs a process to freeze: a node that exited on its own (and is not restarted
+    // until the next heal) is no target (a run stopped on "SIGSTOP to n3 failed").
+    if (nodeId && PAUSE_KINDS.has(step.kind) && !cluster.isRunning(nodeId)) nodeId = undefined
     // Only a small tmpfs is ever filled, never the disk the temp dir is on.
     if (nodeId && step.kind === FaultKind.FillDiskFollower && !cluster.hasSmallDisk(nodeId))
       nodeId = undefined
@@ -307,7 +312,7 @@ export async function runNemesis(
       continue
     }
     try {
-      const pause = step.kind === FaultKind.PauseDataLeader || step.kind === FaultKind.PauseMetaLeader
+      const pause = PAUSE_KINDS.has(step.kind)
       const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
       const slow = step.kind === FaultKind.SlowDataLeader
       const split = PARTITION_KINDS.has(step.kind)
