@@ -391,6 +391,11 @@ export async function runNemesis(
       history.add({ kind: 'fault', worker, startMs, endMs: Date.now(), description })
       log(`${worker}: ${description}`)
       faults++
+    } catch (error) {
+      // The harness itself failed at this step: a problem of the run, which still heals,
+      // checks and keeps its artifacts (a throw here used to end the run and lose them).
+      problems.push(`${worker}: ${step.kind} ${nodeId} failed in the harness: ${(error as Error).message}`)
+      log(`${worker}: ${step.kind} ${nodeId} failed in the harness: ${(error as Error).message}`)
     } finally {
       shared.release(step.kind, nodeId)
     }
