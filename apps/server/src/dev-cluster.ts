@@ -59,6 +59,9 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   options.out(
     `mq dev cluster: ${options.nodes} nodes (${members.map((m) => m.address).join(', ')}), data in ${resolve(options.dataDir)}`,
   )
+  options.out(
+    `  create:   mq --servers ${members[0]?.address} queue create jobs --partitions ${options.nodes}`,
+  )
   options.out(`  produce:  mq --servers ${members[0]?.address} produce jobs "hello"`)
   options.out(`  consume:  mq --servers ${members[0]?.address} consume jobs`)
   if (options.httpBasePort > 0) {
