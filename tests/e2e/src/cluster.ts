@@ -275,7 +275,7 @@ export class LocalCluster {
       this.resume(n.nodeId)
       this.reconnect(n.nodeId)
       // A process that crashed on its own is restarted like a killed one.
-      if (n.child && (n.child.exitCode !== null || n.child.signalCode !== null)) n.child = undefined
+      if (n.child && !this.isRunning(n.nodeId)) n.child = undefined
     }
     await Promise.all([
       ...this.nodes

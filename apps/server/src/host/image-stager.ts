@@ -71,9 +71,10 @@ const pairsPrefix = (groupId: number, imageId: number) => stagedImageKey(groupId
  * older one are deleted (`installed`). Each image is staged under its own id, so a fetch of a
  * newer image never touches one that is about to be installed, nor does an install delete a
  * newer one the replica took meanwhile (it did, until a fault run showed it: "the snapshot at
- * 1786 names image …, which is not staged here"). Copies of the leader's later tries while a fetch runs are dropped; a
- * fetch that fails stops (the leader tries again at its next heartbeat's reply, and the fetch
- * resumes after the last page staged); at most `FETCHES_MAX` fetches run at once.
+ * 1786 names image …, which is not staged here"). Copies of the leader's later tries while a
+ * fetch runs are dropped; a fetch that fails stops (the leader tries again at its next
+ * heartbeat's reply, and the fetch resumes after the last page staged); at most
+ * `FETCHES_MAX` fetches run at once.
  *
  * Bounds: one page in memory per fetch; on disk, the images staged for a group until one is
  * installed (usually one; `installed`, and `discard` at the group's removal and at start).
@@ -182,8 +183,7 @@ export class ImageStager {
 
   /** Deletes every staged image of `groupId` (the group left this node, or the node starts). */
   async discard(groupId: number): Promise<void> {
-    this.#fetches.delete(groupId)
-    this.#complete.delete(groupId)
+    this.forget(groupId)
     await this.#deleteRange(stagedImageRange(groupId))
   }
 
