@@ -200,9 +200,7 @@ export class DataMachine implements StateMachine {
    * Replaces the group's state-machine keys with the snapshot's and reopens its partitions:
    * from the image staged on disk when the snapshot carries a handle (the only kind made now),
    * or from the snapshot's own bytes (an image a data dir may hold from before 2026-11-30).
-   * It starts once the writes of every entry applied before it are stored (else a key still
-   * being written would escape the deletion and stay). The keys are replaced a page per
-   * write, not in one write (see SNAPSHOT_PAGE_KEYS). The
+   * The keys are replaced a page per write, not in one write (see SNAPSHOT_PAGE_KEYS). The
    * applied index is written last, and the old one is kept until then: after a crash midway
    * the group's applied index is still below the snapshot its log store holds, and the node
    * installs the snapshot again at start (the staged image is dropped only after). The
