@@ -1,3 +1,5 @@
+import { randomBytes } from 'node:crypto'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { OverloadedError } from '../src/errors'
@@ -79,5 +81,30 @@ describe('LevelEngine specifics', () => {
     expect(await engine.get(b(9))).toEqual(b(8, 7))
     expect(engine.path).toBe(path)
     await engine.close()
+  })
+
+  it('holds 16 MiB of writes in its memtable by default (32 MiB), writing tables sooner with a smaller writeBufferBytes', async () => {
+    const tables = async (path: string) => (await readdir(path)).filter((f) => f.endsWith('.ldb'))
+    const fill = async (engine: LevelEngine) => {
+      for (let i = 0; i < 16; i++)
+        await engine.write([{ type: 'put', key: b(i), value: randomBytes(1024 * 1024) }], { sync: false })
+    }
+    const roomy = await LevelEngine.open(join(dir.path, 'roomy'))
+    try {
+      await fill(roomy)
+      expect(await tables(roomy.path)).toEqual([])
+    } finally {
+      await roomy.close()
+    }
+    const small = await LevelEngine.open(join(dir.path, 'small'), { writeBufferBytes: 1024 * 1024 })
+    try {
+      await fill(small)
+      // LevelDB writes full memtables to tables on its background thread: wait for the first.
+      for (let i = 0; i < 100 && (await tables(small.path)).length === 0; i++)
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      expect((await tables(small.path)).length).toBeGreaterThan(0)
+    } finally {
+      await small.close()
+    }
   })
 })
