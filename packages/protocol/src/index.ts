@@ -68,9 +68,7 @@ export {
   MovePartitionRequest,
   MovePartitionResponse,
   NodeAddress,
-  PeerClient,
   type PeerServer,
-  PeerService,
   RaftBatch,
   RaftConfState,
   RaftEntry,
@@ -98,9 +96,7 @@ export {
   ProduceResponse,
   PurgeRequest,
   PurgeResponse,
-  QueueClient,
   type QueueServer,
-  QueueService,
   RedriveRequest,
   RedriveResponse,
   StatsRequest,
@@ -122,4 +118,5 @@ export {
   UnauthenticatedError,
   UnavailableError,
 } from './mq-error'
+export { encodeWire, PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'
