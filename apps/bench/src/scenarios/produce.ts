@@ -3,6 +3,7 @@ import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
 import { closeAll, connect, queueName, since, type Target, withTarget } from './common'
+import { grpcFloor } from './grpc-floor'
 
 export interface ProduceOptions {
   /** Messages in all. */
@@ -99,6 +100,15 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
       await admin.admin.createQueue(queue, { partitions: o.partitions })
       const run = await produceInto(servers, queue, o, new Progress('produce'))
       const seconds = run.elapsedMs / 1000
+      // One at a time: the same number of bare gRPC round trips to partition 0's leader, the
+      // floor under the ack latency in these minutes (grpc-floor.ts).
+      const floor =
+        o.inFlight === 1 && o.producers === 1
+          ? await grpcFloor(
+              (await admin.admin.describeQueue(queue)).partitions[0]?.leaderAddress || (servers[0] as string),
+              run.acked,
+            )
+          : undefined
       return {
         scenario: 'produce',
         params: { ...o },
@@ -108,7 +118,7 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
           mbPerS: round((run.acked * o.sizeBytes) / 1e6 / seconds, 2),
           elapsedS: round(seconds, 2),
         },
-        latency: latencyOf({ ack: run.ack }),
+        latency: latencyOf(floor ? { ack: run.ack, grpcRoundTrip: floor } : { ack: run.ack }),
         timeline: run.timeline.points(run.elapsedMs),
         notes: run.acked < o.count ? [`time limit reached: ${run.acked} of ${o.count} acked`] : [],
       }

@@ -1,0 +1,33 @@
+import { credentials } from '@grpc/grpc-js'
+import { HealthCheckRequest, HealthClient } from '@mq/protocol'
+import { LatencyHistogram } from '../histogram'
+
+/** Calls before the measured ones (connection, JIT). */
+const WARM_UP_CALLS = 200
+
+/**
+ * The round trip of one gRPC call that does no work (Health/Check) to `address`, `count`
+ * times one at a time: the floor under any one-at-a-time latency measured against that
+ * server in the same minutes (the same client stack, HTTP/2 connection and server process,
+ * without Raft, disks or queues). A one-at-a-time produce takes two such trips (client to
+ * leader, leader to a follower over the peer stream), an fsync and the apply.
+ */
+export async function grpcFloor(address: string, count: number): Promise<LatencyHistogram> {
+  const client = new HealthClient(address, credentials.createInsecure())
+  const call = () =>
+    new Promise<void>((resolve, reject) =>
+      client.check(HealthCheckRequest.fromPartial({}), (error) => (error ? reject(error) : resolve())),
+    )
+  try {
+    for (let i = 0; i < WARM_UP_CALLS; i++) await call()
+    const rtt = new LatencyHistogram()
+    for (let i = 0; i < count; i++) {
+      const start = performance.now()
+      await call()
+      rtt.record(performance.now() - start)
+    }
+    return rtt
+  } finally {
+    client.close()
+  }
+}
