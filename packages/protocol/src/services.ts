@@ -60,8 +60,12 @@ type CodecTable<S> = { readonly [K in keyof S]: readonly [Codec<RequestOf<S[K]>>
 /** `message` encoded by its generated codec through a WireWriter. */
 export function encodeWire<T>(codec: Codec<T>, message: T): Buffer {
   const writer = new WireWriter()
-  codec.encode(message, writer as unknown as BinaryWriter)
-  return writer.finish()
+  try {
+    codec.encode(message, writer as unknown as BinaryWriter)
+    return writer.finish()
+  } finally {
+    writer.release()
+  }
 }
 
 /** `service` with every method's messages serialised through a WireWriter (same bytes). */

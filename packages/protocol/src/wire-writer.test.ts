@@ -209,6 +209,27 @@ describe('WireWriter', () => {
     )
   })
 
+  it('hands out results of their own: later writers, at once or after, and a failed encode leave them intact', () => {
+    const first = new WireWriter()
+    const second = new WireWriter() // the scratch is taken: a buffer of its own
+    first.string('first').bytes(new Uint8Array(5000).fill(1))
+    second.string('second').bytes(new Uint8Array(70_000).fill(2))
+    const a = first.finish()
+    const b = second.finish()
+    const aHex = hex(a)
+    expect(() => encodeWire(ProduceRequest, { producerId: 'p', sequence: -1 } as ProduceRequest)).toThrow(
+      'invalid uint64',
+    )
+    const c = encodeWire(ProduceRequest, { producerId: 'again', sequence: 1, messages: [] })
+    expect(hex(a)).toBe(aHex)
+    expect(hex(b)).toBe(
+      hex(new BinaryWriter().string('second').bytes(new Uint8Array(70_000).fill(2)).finish()),
+    )
+    expect(ProduceRequest.decode(new Uint8Array(c))).toEqual(
+      ProduceRequest.fromPartial({ producerId: 'again', sequence: 1 }),
+    )
+  })
+
   it('refuses values its field types cannot hold, and unbalanced nesting, with a clear error', () => {
     const w = new WireWriter()
     expect(() => w.uint32(-1)).toThrow('invalid uint32: -1')

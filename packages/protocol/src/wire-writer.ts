@@ -1,8 +1,22 @@
-import type { BinaryWriter } from '@bufbuild/protobuf/wire'
-
 /** Bytes reserved for a nested message's length when it starts (fits lengths below 16 KiB). */
 const RESERVED_LENGTH_BYTES = 2
-const INITIAL_BYTES = 1024
+const SCRATCH_BYTES = 64 * 1024
+/** The first buffer of a writer that found the scratch taken (Node's pool serves it). */
+const OWN_BYTES = 1024
+/** A scratch buffer grown past this is not kept for the next writer. */
+const SCRATCH_KEPT_BYTES_MAX = 1024 * 1024
+/** Results of this size or more are handed over in the buffer they were written to, not copied. */
+const HANDED_OVER_BYTES_MIN = 256 * 1024
+const EMPTY = Buffer.alloc(0)
+
+/**
+ * The buffer writers encode into, taken by one writer at a time (encoding is synchronous) and
+ * given back at `finish()`, which copies the bytes out: one allocation of the exact size per
+ * message instead of a buffer doubled from small (a result of 256 KiB or more keeps the buffer
+ * and the next writer gets a fresh scratch). Undefined while a writer holds it; a writer
+ * that finds it taken (or never finishes) has a buffer of its own.
+ */
+let scratch: Buffer | undefined = Buffer.allocUnsafe(SCRATCH_BYTES)
 const TWO_32 = 4_294_967_296
 const TWO_64 = 2 ** 64
 
@@ -19,18 +33,45 @@ const TWO_64 = 2 ** 64
  * byte by byte, others with Buffer#write, in place.
  *
  * Implements the part of BinaryWriter's interface the generated code calls; `finish()` returns
- * a Buffer over the bytes written (no copy), and the writer is not used after it.
+ * the bytes in a Buffer of their own, and the writer is not used after it.
  */
 export class WireWriter {
-  #buf: Buffer = Buffer.allocUnsafe(INITIAL_BYTES)
+  #buf: Buffer
   #pos = 0
+  #scratch: boolean
   /** Where each open nested message's reserved length starts. */
   readonly #forks: number[] = []
 
-  /** The bytes written, as a Buffer over this writer's memory. */
+  constructor() {
+    this.#scratch = scratch !== undefined
+    this.#buf = scratch ?? Buffer.allocUnsafe(OWN_BYTES)
+    scratch = undefined
+  }
+
+  /** The bytes written, in a Buffer of their own; gives the scratch buffer back. */
   finish(): Buffer {
     if (this.#forks.length > 0) throw new Error('invalid state: a nested message was not joined')
-    return this.#buf.subarray(0, this.#pos)
+    if (this.#pos >= HANDED_OVER_BYTES_MIN) {
+      // Large: hand the buffer itself over (a copy would cost more than a fresh scratch).
+      const out = this.#buf.subarray(0, this.#pos)
+      if (this.#scratch) {
+        this.#scratch = false
+        scratch = Buffer.allocUnsafe(SCRATCH_BYTES)
+      }
+      this.#buf = EMPTY
+      return out
+    }
+    const out = Buffer.allocUnsafe(this.#pos)
+    this.#buf.copy(out, 0, 0, this.#pos)
+    this.release()
+    return out
+  }
+
+  /** Gives the scratch buffer back if this writer holds it (after a failed encode too). Idempotent. */
+  release(): void {
+    if (!this.#scratch) return
+    this.#scratch = false
+    scratch = this.#buf.length <= SCRATCH_KEPT_BYTES_MAX ? this.#buf : Buffer.allocUnsafe(SCRATCH_BYTES)
   }
 
   fork(): this {
@@ -150,11 +191,6 @@ export class WireWriter {
     this.#buf.copy(grown, 0, 0, this.#pos)
     this.#buf = grown
   }
-}
-
-/** A WireWriter typed as the BinaryWriter the generated `encode` functions take. */
-export function wireWriter(): BinaryWriter {
-  return new WireWriter() as unknown as BinaryWriter
 }
 
 function varintSize(value: number): number {
