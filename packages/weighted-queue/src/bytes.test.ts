@@ -51,4 +51,25 @@ describe('ByteWriter / ByteReader', () => {
       a.fill(0xff)
     }
   })
+
+  it('writes strings as UTF-8 with a length prefix (ASCII without the encoder) and reads them back', () => {
+    const texts = [
+      '',
+      'a',
+      '123.4',
+      'x'.repeat(64),
+      'y'.repeat(65),
+      'é',
+      'naïve-中文',
+      '😀'.repeat(20),
+      `${'z'.repeat(63)}é`,
+    ]
+    for (const text of texts) {
+      const bytes = new ByteWriter(4).string(text).finish()
+      const utf8 = new TextEncoder().encode(text)
+      expect(bytes).toEqual(new ByteWriter(4).bytes(utf8).finish())
+      expect(new ByteReader(bytes).string()).toBe(text)
+    }
+    expect(() => new ByteReader(Uint8Array.of(2, 0x61, 0xff)).string()).toThrow()
+  })
 })

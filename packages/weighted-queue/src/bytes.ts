@@ -4,6 +4,9 @@ const TWO_POW_32 = 0x1_0000_0000
 const utf8Encoder = new TextEncoder()
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
 
+/** Strings of up to this many bytes are decoded without TextDecoder when they are ASCII. */
+const ASCII_FAST_BYTES_MAX = 64
+
 /** Allocations up to this size get their own (in-heap) array. */
 const ON_HEAP_BYTES_MAX = 64
 
@@ -149,8 +152,15 @@ export class ByteWriter {
     return this
   }
 
+  /** UTF-8 with a length prefix; an ASCII string (ids, lease ids) is copied char by char, no encoder. */
   string(s: string): this {
-    return this.bytes(utf8Encoder.encode(s))
+    const n = s.length
+    for (let i = 0; i < n; i++) if (s.charCodeAt(i) >= 0x80) return this.bytes(utf8Encoder.encode(s))
+    this.varint(n)
+    this.reserve(n)
+    for (let i = 0; i < n; i++) this.buf[this.pos + i] = s.charCodeAt(i)
+    this.pos += n
+    return this
   }
 
   /** A copy of the bytes written so far, in its own buffer. */
@@ -236,9 +246,16 @@ export class ByteReader {
   string(): string {
     const n = this.varint()
     this.need(n)
-    const out = utf8Decoder.decode(this.buf.subarray(this.pos, this.pos + n))
+    const start = this.pos
     this.pos += n
-    return out
+    // Short ASCII (ids, lease ids): the char codes are the bytes, no decoder call.
+    if (n <= ASCII_FAST_BYTES_MAX) {
+      let ascii = true
+      for (let i = start; i < start + n; i++) if ((this.buf[i] as number) >= 0x80) ascii = false
+      if (ascii)
+        return String.fromCharCode.apply(null, this.buf.subarray(start, start + n) as unknown as number[])
+    }
+    return utf8Decoder.decode(this.buf.subarray(start, start + n))
   }
 }
 
