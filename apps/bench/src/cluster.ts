@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
+import { type ClusterStatusResponse, freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 
 /** apps/server relative to this file, in src/ and in dist/ alike. */
@@ -93,6 +93,7 @@ export class BenchCluster {
     for (const n of nodes) cluster.#spawn(n)
     try {
       await cluster.#waitReady(options.readyMs ?? 60_000)
+      await cluster.#waitBalanced(BALANCE_WAIT_MS)
     } catch (error) {
       const logs = nodes.map((n) => `--- ${n.nodeId}\n${n.output.slice(-2000)}`).join('\n')
       await cluster.stop()
@@ -188,6 +189,27 @@ export class BenchCluster {
     })
   }
 
+  /**
+   * Resolves once every data group has a leader and no node leads two more groups than
+   * another, or after `timeoutMs` either way. A new cluster's first elections may leave one
+   * node leading most groups; the meta leader moves leaderships once the nodes have been
+   * stable for 10 s, and that hand-off (each group's writes pause briefly) would otherwise
+   * land inside the first scenario and show as its worst latencies.
+   */
+  async #waitBalanced(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs
+    const client = await MqClient.connect({ servers: this.servers, deadlineMs: timeoutMs, attemptMs: 1_000 })
+    try {
+      while (Date.now() < deadline) {
+        const status = await client.admin.clusterStatus().catch(() => undefined)
+        if (status && leadershipsBalanced(status)) return
+        await new Promise((resolve) => setTimeout(resolve, 250))
+      }
+    } finally {
+      await client.close()
+    }
+  }
+
   /** Resolves once the meta group answers through every node; bounded by `timeoutMs`. */
   async #waitReady(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs
@@ -201,4 +223,16 @@ export class BenchCluster {
       await client.close()
     }
   }
+}
+
+/** How long a new local cluster may take to spread its leaderships before the run starts anyway. */
+const BALANCE_WAIT_MS = 30_000
+
+/** Every data group led, and the leaderships per node within one of each other. */
+export function leadershipsBalanced(status: Pick<ClusterStatusResponse, 'nodes' | 'groups'>): boolean {
+  if (status.groups.some((g) => g.leaderId === '')) return false
+  const led = new Map(status.nodes.map((n) => [n.nodeId, 0]))
+  for (const g of status.groups) led.set(g.leaderId, (led.get(g.leaderId) ?? 0) + 1)
+  const counts = [...led.values()]
+  return Math.max(...counts) - Math.min(...counts) <= 1
 }
