@@ -118,5 +118,5 @@ export {
   UnauthenticatedError,
   UnavailableError,
 } from './mq-error'
-export { encodeWire, PeerClient, PeerService, QueueClient, QueueService } from './services'
+export { PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'
