@@ -155,7 +155,7 @@ export class ByteWriter {
   /** UTF-8 with a length prefix; an ASCII string (ids, lease ids) is copied char by char, no encoder. */
   string(s: string): this {
     const n = s.length
-    for (let i = 0; i < n; i++) if (s.charCodeAt(i) >= 0x80) return this.bytes(utf8Encoder.encode(s))
+    if (utf8Length(s) !== n) return this.bytes(utf8Encoder.encode(s))
     this.varint(n)
     this.reserve(n)
     for (let i = 0; i < n; i++) this.buf[this.pos + i] = s.charCodeAt(i)
