@@ -99,8 +99,9 @@ describe('LevelEngine specifics', () => {
     const small = await LevelEngine.open(join(dir.path, 'small'), { writeBufferBytes: 1024 * 1024 })
     try {
       await fill(small)
-      // LevelDB writes full memtables to tables on its background thread: wait for the first.
-      for (let i = 0; i < 100 && (await tables(small.path)).length === 0; i++)
+      // LevelDB writes full memtables to tables on its background thread, with nothing to await:
+      // poll for the first, for up to 5 s.
+      for (let i = 0; i < 250 && (await tables(small.path)).length === 0; i++)
         await new Promise((resolve) => setTimeout(resolve, 20))
       expect((await tables(small.path)).length).toBeGreaterThan(0)
     } finally {
