@@ -58,6 +58,16 @@ describe('command codec', () => {
           '0164',
       ],
       [
+        {
+          type: 'enqueue',
+          producerId: 'p',
+          producerSeq: 9,
+          producerBase: 7,
+          messages: [{ body: Uint8Array.of(1) }],
+        },
+        '0101' + '02' + '0170' + '09' + '07' + '01' + '00' + '0101',
+      ],
+      [
         { type: 'configure', config: { scheduling: 'strict', maxDeliveries: 3 } },
         '0109' + '02' + '0103' + '00'.repeat(10),
       ],
@@ -98,6 +108,13 @@ describe('command codec', () => {
         producerId: names,
         producerSeq: nat,
       }),
+      fc.record({
+        type: fc.constant('enqueue' as const),
+        messages: fc.constant([]),
+        producerId: names,
+        producerSeq: nat,
+        producerBase: nat,
+      }),
       fc.record({ type: fc.constant('lease' as const), consumerId: names, max: nat, visibilityMs: nat }),
       fc.record({ type: fc.constantFrom('ack' as const), leaseIds: fc.array(names) }),
       fc.record({
@@ -131,7 +148,7 @@ describe('command codec', () => {
   })
 
   it('rejects malformed bytes with InvalidArgumentError', () => {
-    for (const bad of ['', '02', '0100', '01ff', '010264', '0106ff', '0103ffffffffffffffffff01']) {
+    for (const bad of ['', '02', '0100', '01ff', '010264', '0106ff', '0103ffffffffffffffffff01', '010103']) {
       expect(() => decodeCommand(unhex(bad)), bad).toThrow(InvalidArgumentError)
     }
     expect(() => encodeCommand({ type: 'lease', consumerId: 'c', max: -1, visibilityMs: 1 })).toThrow(

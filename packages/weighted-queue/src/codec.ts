@@ -40,9 +40,12 @@ export function encodeCommand(cmd: Command): Uint8Array {
   w.u8(COMMAND_CODEC_VERSION).u8(TYPE_CODE[cmd.type])
   switch (cmd.type) {
     case CommandType.Enqueue: {
+      // 0: no producer; 1: producer id and sequence; 2: and the producer's base sequence.
       const hasProducer = cmd.producerId !== undefined
-      w.u8(hasProducer ? 1 : 0)
+      const hasBase = hasProducer && cmd.producerBase !== undefined
+      w.u8(hasBase ? 2 : hasProducer ? 1 : 0)
       if (hasProducer) w.string(cmd.producerId as string).varint(cmd.producerSeq ?? 0)
+      if (hasBase) w.varint(cmd.producerBase as number)
       w.varint(cmd.messages.length)
       for (const m of cmd.messages) encodeMessage(w, m)
       break
@@ -100,16 +103,27 @@ export function decodeCommand(bytes: Uint8Array): Command {
   let cmd: Command
   switch (type) {
     case CommandType.Enqueue: {
-      const hasProducer = r.u8() === 1
+      const producerForm = r.u8()
+      if (producerForm > 2) throw new InvalidArgumentError(`malformed enqueue: producer form ${producerForm}`)
+      const hasProducer = producerForm >= 1
       const producerId = hasProducer ? r.string() : undefined
       const producerSeq = hasProducer ? r.varint() : undefined
+      const producerBase = producerForm === 2 ? r.varint() : undefined
       const n = r.varint()
       if (n > bytes.length) throw new InvalidArgumentError('malformed enqueue: message count exceeds input')
       const messages: EnqueueMessage[] = []
       for (let i = 0; i < n; i++) messages.push(decodeMessage(r))
-      cmd = hasProducer
-        ? { type, messages, producerId: producerId as string, producerSeq: producerSeq as number }
-        : { type, messages }
+      cmd = !hasProducer
+        ? { type, messages }
+        : producerBase === undefined
+          ? { type, messages, producerId: producerId as string, producerSeq: producerSeq as number }
+          : {
+              type,
+              messages,
+              producerId: producerId as string,
+              producerSeq: producerSeq as number,
+              producerBase,
+            }
       break
     }
     case CommandType.Lease:

@@ -41,6 +41,14 @@ export interface EnqueueCommand {
   /** With `producerSeq`: a retry of the producer's last batch returns the original ids. */
   readonly producerId?: string
   readonly producerSeq?: number
+  /**
+   * A pipelining producer's lowest sequence still in flight (≤ producerSeq): every lower one
+   * has been answered. With it, a sequence above the last one + 1 while an earlier one is
+   * still in flight (base < producerSeq) is refused with SEQUENCE_GAP (retriable) instead of
+   * accepted, so batches that overtake one another on retries keep their order. Without it
+   * (one batch in flight at a time), gaps are accepted.
+   */
+  readonly producerBase?: number
 }
 export interface LeaseCommand {
   readonly type: typeof CommandType.Lease

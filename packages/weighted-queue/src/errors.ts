@@ -3,6 +3,7 @@ export const QueueErrorCode = {
   InvalidArgument: 'INVALID_ARGUMENT',
   LimitExceeded: 'LIMIT_EXCEEDED',
   OutOfOrderSequence: 'OUT_OF_ORDER_SEQUENCE',
+  SequenceGap: 'SEQUENCE_GAP',
 } as const
 export type QueueErrorCode = (typeof QueueErrorCode)[keyof typeof QueueErrorCode]
 
@@ -34,6 +35,17 @@ export class OutOfOrderSequenceError extends QueueError {
   override readonly name = 'OutOfOrderSequenceError'
   readonly code = QueueErrorCode.OutOfOrderSequence
   readonly retriable = false
+}
+
+/**
+ * A pipelining producer's batch arrived before an earlier batch of its own that is still in
+ * flight (its `producerBase` is below this sequence and the one before it has not arrived).
+ * Nothing changed. Retry it once the earlier batch has been answered: order holds.
+ */
+export class SequenceGapError extends QueueError {
+  override readonly name = 'SequenceGapError'
+  readonly code = QueueErrorCode.SequenceGap
+  readonly retriable = true
 }
 
 /** Throws an Error (never caught: an invariant of this package is broken) unless `cond`. */

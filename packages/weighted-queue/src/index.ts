@@ -29,6 +29,7 @@ export {
   OutOfOrderSequenceError,
   QueueError,
   QueueErrorCode,
+  SequenceGapError,
 } from './errors'
 export type { KeySpan } from './keys'
 export type { Applied } from './partition'
@@ -40,6 +41,7 @@ export {
   PRODUCERS_CACHED_MAX,
   QueuePartition,
 } from './partition'
+export { PRODUCER_BATCHES_KEPT } from './records'
 export type { SchedulerState } from './scheduler'
 export { VIRTUAL_TIME_RENORMALIZE_AT, WeightedScheduler } from './scheduler'
 export {

@@ -19,6 +19,7 @@ import {
   LimitExceededError,
   OutOfOrderSequenceError,
   QueueError,
+  SequenceGapError,
 } from './errors'
 import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } from './keys'
 import { parseLeaseId } from './lease-id'
@@ -54,6 +55,8 @@ import {
   newWindow,
   PARTITION_STATE_INITIAL,
   type PartitionState,
+  PRODUCER_BATCHES_KEPT,
+  type ProducerBatch,
   type ProducerRecord,
   type ShareWindow,
   windowAt,
@@ -412,6 +415,10 @@ export class QueuePartition {
     if (hasProducer) {
       checkName('producerId', cmd.producerId)
       checkInt('producerSeq', cmd.producerSeq, 0, Number.MAX_SAFE_INTEGER)
+      if (cmd.producerBase !== undefined)
+        checkInt('producerBase', cmd.producerBase, 0, cmd.producerSeq as number)
+    } else if (cmd.producerBase !== undefined) {
+      throw new InvalidArgumentError('producerBase needs producerId and producerSeq')
     }
     const weights = new Array<number>(msgs.length)
     for (let i = 0; i < msgs.length; i++) {
@@ -446,23 +453,33 @@ export class QueuePartition {
       }
     }
 
-    // Idempotent producer: the same sequence again returns the original ids.
+    // Idempotent producer: a remembered sequence returns its original ids.
     let producerName: Uint8Array | undefined
+    let kept: readonly ProducerBatch[] = []
     if (hasProducer) {
-      producerName = utf8(cmd.producerId as string)
-      let rec = this.producers.get(cmd.producerId as string)
+      const producerId = cmd.producerId as string
+      const seq = cmd.producerSeq as number
+      producerName = utf8(producerId)
+      let rec = this.producers.get(producerId)
       if (rec === undefined) {
         const bytes = await this.overlay.get(this.keys.producer(producerName))
         rec = bytes ? decodeProducer(bytes) : null
-        this.producers.set(cmd.producerId as string, rec)
+        this.producers.set(producerId, rec)
       }
-      if (rec && rec.expiresAtMs > now) {
-        if (cmd.producerSeq === rec.seq) return { type: 'enqueue', ids: rec.ids, duplicate: true }
-        if ((cmd.producerSeq as number) < rec.seq) {
-          throw new OutOfOrderSequenceError(
-            `producer '${cmd.producerId}' sent sequence ${cmd.producerSeq} after ${rec.seq}; use increasing sequences`,
-          )
-        }
+      if (rec && rec.expiresAtMs > now) kept = rec.batches
+      const last = kept[kept.length - 1]?.seq
+      const hit = kept.find((b) => b.seq === seq)
+      if (hit) return { type: 'enqueue', ids: hit.ids, duplicate: true }
+      if (last !== undefined && seq < last) {
+        throw new OutOfOrderSequenceError(
+          `producer '${producerId}' sent sequence ${seq} after ${last}; use increasing sequences`,
+        )
+      }
+      const base = cmd.producerBase
+      if (base !== undefined && base < seq && (last === undefined || seq > last + 1)) {
+        throw new SequenceGapError(
+          `producer '${producerId}' sent sequence ${seq} before ${last === undefined ? `its earlier ones (from ${base})` : last + 1}, still in flight; retry it once they are answered`,
+        )
       }
     }
 
@@ -545,7 +562,8 @@ export class QueuePartition {
     }
     if (producerName !== undefined && cfg.producerWindowMs > 0) {
       const expiresAtMs = now + cfg.producerWindowMs
-      const record = { seq: cmd.producerSeq as number, ids, expiresAtMs }
+      const batches = [...kept, { seq: cmd.producerSeq as number, ids }].slice(-PRODUCER_BATCHES_KEPT)
+      const record = { batches, expiresAtMs }
       this.put(this.keys.producer(producerName), encodeProducer(record))
       this.producers.set(cmd.producerId as string, record)
       this.addExpiry(expiresAtMs, ExpiryKind.Producer, producerName)

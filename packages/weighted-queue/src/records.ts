@@ -256,17 +256,55 @@ export function decodeDedup(b: Uint8Array): DedupRecord {
   return d
 }
 
-/** A producer's last batch: its sequence and ids, valid while now < expiresAtMs. */
-export interface ProducerRecord {
+/** One batch of an idempotent producer: its sequence and the ids it was given. */
+export interface ProducerBatch {
   readonly seq: number
   readonly ids: readonly number[]
+}
+
+/**
+ * An idempotent producer's recent batches, oldest first, at most PRODUCER_BATCHES_KEPT (the
+ * last holds its highest sequence); valid while now < expiresAtMs.
+ */
+export interface ProducerRecord {
+  readonly batches: readonly ProducerBatch[]
   readonly expiresAtMs: number
 }
 
+/**
+ * How many of a producer's batches are remembered: a retry of any of them returns its ids.
+ * A pipelining producer keeps at most this many batches in flight per partition.
+ */
+export const PRODUCER_BATCHES_KEPT = 5
+
+/**
+ * Bytes: the last sequence, expiresAtMs, 0 (the first layout's id count: that layout held one
+ * batch, its ids listed after it and nothing more), then the batches, each as its sequence,
+ * its run count and (first id, length) runs — a batch's ids are consecutive but for repeated
+ * dedup keys, so five batches of 512 cost a few bytes each.
+ */
 export function encodeProducer(p: ProducerRecord): Uint8Array {
-  const w = scratch.reset().varint(p.seq).varint(p.expiresAtMs).varint(p.ids.length)
-  for (const id of p.ids) w.varint(id)
+  const last = p.batches[p.batches.length - 1]
+  invariant(last !== undefined, 'a producer record holds a batch')
+  const w = scratch.reset().varint(last.seq).varint(p.expiresAtMs).varint(0).varint(p.batches.length)
+  for (const b of p.batches) {
+    w.varint(b.seq).varint(runCount(b.ids))
+    let i = 0
+    while (i < b.ids.length) {
+      const first = b.ids[i] as number
+      let n = 1
+      while (i + n < b.ids.length && b.ids[i + n] === first + n) n++
+      w.varint(first).varint(n)
+      i += n
+    }
+  }
   return w.finishInSlab()
+}
+
+function runCount(ids: readonly number[]): number {
+  let runs = 0
+  for (let i = 0; i < ids.length; i++) if (i === 0 || ids[i] !== (ids[i - 1] as number) + 1) runs++
+  return runs
 }
 
 export function decodeProducer(b: Uint8Array): ProducerRecord {
@@ -274,10 +312,29 @@ export function decodeProducer(b: Uint8Array): ProducerRecord {
   const seq = r.varint()
   const expiresAtMs = r.varint()
   const n = r.varint()
-  const ids: number[] = []
-  for (let i = 0; i < n; i++) ids.push(r.varint())
-  invariant(r.done, 'producer record decodes')
-  return { seq, ids, expiresAtMs }
+  if (n > 0 || r.done) {
+    // The first layout: the one batch's ids, listed.
+    const ids: number[] = []
+    for (let i = 0; i < n; i++) ids.push(r.varint())
+    invariant(r.done, 'producer record decodes')
+    return { batches: [{ seq, ids }], expiresAtMs }
+  }
+  const count = r.varint()
+  invariant(count >= 1 && count <= PRODUCER_BATCHES_KEPT, 'producer record holds 1..5 batches')
+  const batches: ProducerBatch[] = []
+  for (let k = 0; k < count; k++) {
+    const batchSeq = r.varint()
+    const runs = r.varint()
+    const ids: number[] = []
+    for (let j = 0; j < runs; j++) {
+      const first = r.varint()
+      const len = r.varint()
+      for (let i = 0; i < len; i++) ids.push(first + i)
+    }
+    batches.push({ seq: batchSeq, ids })
+  }
+  invariant(r.done && batches[count - 1]?.seq === seq, 'producer record decodes')
+  return { batches, expiresAtMs }
 }
 
 /** Slots per stored chunk of the share window: a lease rewrites only the chunks it touched. */

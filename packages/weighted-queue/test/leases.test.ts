@@ -343,6 +343,51 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     })
   })
 
+  it('keeps a pipelining producer in order: a batch that overtakes an earlier one is refused, retriable', async () => {
+    const q = await queue({ producerWindowMs: 10_000 })
+    const batch = (seq: number, base: number) =>
+      ({
+        type: 'enqueue',
+        producerId: 'p',
+        producerSeq: seq,
+        producerBase: base,
+        messages: [{ body: text(`m${seq}`) }],
+      }) as const
+    const codeOf = (r: CommandResult) => (r.type === 'rejected' ? r.error.code : r.type)
+    // 2 arrives before 1 (both in flight: base 1): refused, nothing enqueued.
+    const early = await q.apply(batch(2, 1), 0)
+    expect(codeOf(early)).toBe('SEQUENCE_GAP')
+    expect(early.type === 'rejected' && early.error.retriable).toBe(true)
+    expect((await q.stats(0)).messages).toBe(0)
+    expect(idsOf(await q.apply(batch(1, 1), 1))).toEqual([1])
+    expect(codeOf(await q.apply(batch(3, 1), 2))).toBe('SEQUENCE_GAP') // 2 has not arrived yet
+    expect(idsOf(await q.apply(batch(2, 1), 3))).toEqual([2])
+    expect(idsOf(await q.apply(batch(3, 2), 4))).toEqual([3])
+    // Each of the last PRODUCER_BATCHES_KEPT batches is recognised when retried.
+    for (let seq = 4; seq <= 7; seq++) await q.apply(batch(seq, seq), 4 + seq)
+    for (let seq = 3; seq <= 7; seq++) {
+      expect(await q.apply(batch(seq, 3), 20), `seq ${seq}`).toEqual({
+        type: 'enqueue',
+        ids: [seq],
+        duplicate: true,
+      })
+    }
+    expect(codeOf(await q.apply(batch(2, 2), 21))).toBe('OUT_OF_ORDER_SEQUENCE')
+    // A batch the client gave up on (9 never arrived): base 10 says so, and 10 is accepted.
+    expect(codeOf(await q.apply(batch(10, 9), 22))).toBe('SEQUENCE_GAP')
+    expect(idsOf(await q.apply(batch(10, 10), 23))).toEqual([8])
+    // Without a base (one batch in flight at a time) a gap is accepted, as before.
+    expect(idsOf(await q.apply({ ...batch(12, 0), producerBase: undefined }, 24))).toEqual([9])
+    expect(codeOf(await q.apply({ ...batch(13, 14) }, 25))).toBe('INVALID_ARGUMENT')
+    expect(
+      codeOf(await q.apply({ type: 'enqueue', producerBase: 1, messages: [{ body: text('x') }] }, 26)),
+    ).toBe('INVALID_ARGUMENT')
+    expect((await q.stats(30)).messages).toBe(9)
+    // The recent batches survive a reopen (they are in the engine, not only in memory).
+    const reopened = await queue({ producerWindowMs: 10_000 })
+    expect(await reopened.apply(batch(10, 10), 31)).toEqual({ type: 'enqueue', ids: [8], duplicate: true })
+  })
+
   it('keeps producer sequences past the producer cache and across a reopen', async () => {
     const q = await queue({ producerWindowMs: 10_000 })
     const producers = PRODUCERS_CACHED_MAX + 5

@@ -17,10 +17,12 @@ import {
   InvalidArgumentError,
   LimitExceededError,
   OutOfOrderSequenceError,
+  PRODUCER_BATCHES_KEPT,
   parseWeight,
   QUEUE_CONFIG_DEFAULT,
   type QueueConfig,
   QueueError,
+  SequenceGapError,
 } from '../src/index'
 
 type State = 'ready' | 'delayed' | 'leased' | 'dead'
@@ -59,7 +61,10 @@ export class ModelQueue {
   private backlogged = new Set<number>()
   private window: number[] = []
   private readonly dedup = new Map<string, { id: number; expiresAtMs: number }>()
-  private readonly producers = new Map<string, { seq: number; ids: number[]; expiresAtMs: number }>()
+  private readonly producers = new Map<
+    string,
+    { batches: { seq: number; ids: number[] }[]; expiresAtMs: number }
+  >()
 
   constructor(config: Partial<QueueConfig> = {}) {
     this.config = { ...QUEUE_CONFIG_DEFAULT, ...config }
@@ -160,7 +165,8 @@ export class ModelQueue {
         if (cmd.producerId !== undefined) {
           name(cmd.producerId)
           int(cmd.producerSeq, 0, Number.MAX_SAFE_INTEGER)
-        }
+          if (cmd.producerBase !== undefined) int(cmd.producerBase, 0, cmd.producerSeq as number)
+        } else if (cmd.producerBase !== undefined) throw new InvalidArgumentError('base')
         for (const m of msgs) {
           parseWeight(m.weight)
           let size = m.body.length
@@ -173,12 +179,18 @@ export class ModelQueue {
           if (m.notBeforeMs !== undefined) int(m.notBeforeMs, 0, now + cfg.delayMsMax)
           if (size > cfg.messageBytesMax) throw new InvalidArgumentError('size')
         }
+        let kept: { seq: number; ids: number[] }[] = []
         if (cmd.producerId !== undefined) {
           const rec = this.producers.get(cmd.producerId)
-          if (rec && rec.expiresAtMs > now) {
-            if (rec.seq === cmd.producerSeq) return { type: 'enqueue', ids: rec.ids, duplicate: true }
-            if ((cmd.producerSeq as number) < rec.seq) throw new OutOfOrderSequenceError('seq')
-          }
+          if (rec && rec.expiresAtMs > now) kept = rec.batches
+          const seq = cmd.producerSeq as number
+          const hit = kept.find((b) => b.seq === seq)
+          if (hit) return { type: 'enqueue', ids: hit.ids, duplicate: true }
+          const last = kept.at(-1)?.seq
+          if (last !== undefined && seq < last) throw new OutOfOrderSequenceError('seq')
+          const base = cmd.producerBase
+          if (base !== undefined && base < seq && (last === undefined || seq > last + 1))
+            throw new SequenceGapError('gap')
         }
         const live = (k: string) => {
           const d = this.dedup.get(k)
@@ -234,8 +246,7 @@ export class ModelQueue {
         }
         if (cmd.producerId !== undefined && cfg.producerWindowMs > 0) {
           this.producers.set(cmd.producerId, {
-            seq: cmd.producerSeq as number,
-            ids,
+            batches: [...kept, { seq: cmd.producerSeq as number, ids }].slice(-PRODUCER_BATCHES_KEPT),
             expiresAtMs: now + cfg.producerWindowMs,
           })
         }

@@ -128,7 +128,13 @@ const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep
         fc.array(message, { minLength: 1, maxLength: 4 }),
         fc.array(message, { maxLength: 5 }),
       ),
-      producer: fc.option(fc.record({ id: fc.constantFrom('p', 'q'), seq: fc.nat({ max: 3 }) })),
+      producer: fc.option(
+        fc.record({
+          id: fc.constantFrom('p', 'q'),
+          seq: fc.nat({ max: 8 }),
+          base: fc.option(fc.nat({ max: 8 }), { nil: undefined }),
+        }),
+      ),
     })
     .map(
       ({ dt, messages, producer }) =>
@@ -140,7 +146,15 @@ const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep
               : { ...rest, notBeforeMs: Math.max(0, now + notBeforeOffsetMs) }
           })
           return producer
-            ? { type: 'enqueue', messages: msgs, producerId: producer.id, producerSeq: producer.seq }
+            ? producer.base === undefined
+              ? { type: 'enqueue', messages: msgs, producerId: producer.id, producerSeq: producer.seq }
+              : {
+                  type: 'enqueue',
+                  messages: msgs,
+                  producerId: producer.id,
+                  producerSeq: producer.seq,
+                  producerBase: producer.base,
+                }
             : { type: 'enqueue', messages: msgs }
         }),
     ),
