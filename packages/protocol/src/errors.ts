@@ -13,6 +13,7 @@ export const ErrorCode = {
   Internal: 'INTERNAL',
   Unauthenticated: 'UNAUTHENTICATED',
   PermissionDenied: 'PERMISSION_DENIED',
+  SequenceGap: 'SEQUENCE_GAP',
 } as const
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode]
 
@@ -53,6 +54,7 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, ErrorCodeInfo>> = {
   INTERNAL: { status: GrpcStatus.Internal, retriable: false },
   UNAUTHENTICATED: { status: GrpcStatus.Unauthenticated, retriable: false },
   PERMISSION_DENIED: { status: GrpcStatus.PermissionDenied, retriable: false },
+  SEQUENCE_GAP: { status: GrpcStatus.Aborted, retriable: true },
 }
 
 /** Returns true when `value` is one of the wire error codes. */

@@ -114,9 +114,11 @@ export {
   PermissionDeniedError,
   QueueExistsError,
   QueueNotFoundError,
+  SequenceGapError,
   StaleRouteError,
   UnauthenticatedError,
   UnavailableError,
 } from './mq-error'
+export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
 export { PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'

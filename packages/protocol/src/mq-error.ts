@@ -88,6 +88,15 @@ export class PermissionDeniedError extends MqError {
   readonly code = ErrorCode.PermissionDenied
 }
 
+/**
+ * A pipelining idempotent producer's batch overtook an earlier batch of its own that is still
+ * in flight; nothing changed. Retry it once the earlier one is answered (the SDK does).
+ */
+export class SequenceGapError extends MqError {
+  override readonly name = 'SequenceGapError'
+  readonly code = ErrorCode.SequenceGap
+}
+
 type MqErrorClass = new (message: string, facts?: ErrorFacts, options?: ErrorOptions) => MqError
 
 const CLASS_BY_CODE: Readonly<Record<ErrorCode, MqErrorClass>> = {
@@ -101,6 +110,7 @@ const CLASS_BY_CODE: Readonly<Record<ErrorCode, MqErrorClass>> = {
   INTERNAL: InternalError,
   UNAUTHENTICATED: UnauthenticatedError,
   PERMISSION_DENIED: PermissionDeniedError,
+  SEQUENCE_GAP: SequenceGapError,
 }
 
 /** Builds the error class of `code`. */

@@ -24,6 +24,7 @@ const HTTP_STATUS: Readonly<Record<ErrorCode, number>> = {
   INTERNAL: 500,
   UNAUTHENTICATED: 401,
   PERMISSION_DENIED: 403,
+  SEQUENCE_GAP: 409,
 }
 
 /** The HTTP status, code and message an error of the API or of the cluster is answered with. */

@@ -16,7 +16,7 @@ export interface ErrorDetail {
   /**
    * One of the wire error codes: NOT_LEADER, STALE_ROUTE, QUEUE_NOT_FOUND, QUEUE_EXISTS,
    * INVALID_ARGUMENT, LIMIT_EXCEEDED, UNAVAILABLE, INTERNAL, UNAUTHENTICATED,
-   * PERMISSION_DENIED.
+   * PERMISSION_DENIED, SEQUENCE_GAP.
    */
   code: string;
   /** Whether retrying the same request can succeed. */

@@ -94,6 +94,13 @@ export interface ProduceRequest {
   producerId: string;
   sequence: number;
   messages: ProduceMessage[];
+  /**
+   * A producer with several batches in flight per partition: its lowest sequence still in
+   * flight (unset: one batch at a time, and gaps in the sequence are accepted). A sequence
+   * above the last one + 1 while an earlier one is still in flight is refused with
+   * SEQUENCE_GAP (retriable), so batches that overtake one another on retries keep order.
+   */
+  sequenceBase?: number | undefined;
 }
 
 export interface ProduceResponse {
@@ -578,7 +585,7 @@ export const ProduceMessage_HeadersEntry: MessageFns<ProduceMessage_HeadersEntry
 };
 
 function createBaseProduceRequest(): ProduceRequest {
-  return { target: undefined, producerId: "", sequence: 0, messages: [] };
+  return { target: undefined, producerId: "", sequence: 0, messages: [], sequenceBase: undefined };
 }
 
 export const ProduceRequest: MessageFns<ProduceRequest> = {
@@ -594,6 +601,9 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
     }
     for (const v of message.messages) {
       ProduceMessage.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.sequenceBase !== undefined) {
+      writer.uint32(40).uint64(message.sequenceBase);
     }
     return writer;
   },
@@ -637,6 +647,14 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
           message.messages.push(ProduceMessage.decode(reader, reader.uint32()));
           continue;
         }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.sequenceBase = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -658,6 +676,11 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
       messages: globalThis.Array.isArray(object?.messages)
         ? object.messages.map((e: any) => ProduceMessage.fromJSON(e))
         : [],
+      sequenceBase: isSet(object.sequenceBase)
+        ? globalThis.Number(object.sequenceBase)
+        : isSet(object.sequence_base)
+        ? globalThis.Number(object.sequence_base)
+        : undefined,
     };
   },
 
@@ -675,6 +698,9 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
     if (message.messages?.length) {
       obj.messages = message.messages.map((e) => ProduceMessage.toJSON(e));
     }
+    if (message.sequenceBase !== undefined) {
+      obj.sequenceBase = Math.round(message.sequenceBase);
+    }
     return obj;
   },
 
@@ -689,6 +715,7 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
     message.producerId = object.producerId ?? "";
     message.sequence = object.sequence ?? 0;
     message.messages = object.messages?.map((e) => ProduceMessage.fromPartial(e)) || [];
+    message.sequenceBase = object.sequenceBase ?? undefined;
     return message;
   },
 };
