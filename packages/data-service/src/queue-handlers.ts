@@ -12,6 +12,7 @@ import {
 import type { Command, CommandResult, Lease, LeaseStatus } from '@mq/weighted-queue'
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
+import { ProducerOrder } from './producer-order'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf } from './wire-map'
 
 /** A data group replica as the queue RPCs see it. */
@@ -97,12 +98,19 @@ export function queueHandlers(
     found.group.assertLeader()
     return { group: found.group, queue: found.storedAs, partition: target.partition }
   }
+  /** Pipelining producers' batches, put back in sequence order before they are proposed. */
+  const producerOrder = new ProducerOrder()
   const run = async (
     target: PartitionTarget | undefined,
     command: (nowMs: number) => Command,
+    producer?: { readonly id: string; readonly seq: number; readonly base: number },
   ): Promise<CommandResult> => {
     const { group, queue, partition } = await locate(target)
-    const result = await group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
+    const lane = producer && `${producer.id} ${queue}/${partition}`
+    if (producer && lane) await producerOrder.turn(lane, producer.seq, producer.base)
+    const proposal = group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
+    if (producer && lane) producerOrder.proposed(lane, producer.seq)
+    const result = await proposal
     if (result.type === 'refused') {
       throw new StaleRouteError(`${result.message}; refresh the route`, {
         epoch: node.routeEpoch(),
@@ -137,7 +145,11 @@ export function queueHandlers(
   return {
     produce: unary(async (req) => {
       if (req.messages.length === 0) return { ids: [], duplicate: false }
-      const r = await run(req.target, (now) => enqueueOf(req, now))
+      const pipelined =
+        req.producerId && req.sequenceBase !== undefined
+          ? { id: req.producerId, seq: req.sequence, base: req.sequenceBase }
+          : undefined
+      const r = await run(req.target, (now) => enqueueOf(req, now), pipelined)
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
       return { ids: [...r.ids], duplicate: r.duplicate }
     }),

@@ -1,5 +1,11 @@
-import { LeaseOutcome, type QueueConfig } from '@mq/protocol'
-import { InvalidArgumentError as QueueInvalid, LimitExceededError as QueueLimit } from '@mq/weighted-queue'
+import { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX, LeaseOutcome, type QueueConfig } from '@mq/protocol'
+import {
+  OutOfOrderSequenceError,
+  PRODUCER_BATCHES_KEPT,
+  InvalidArgumentError as QueueInvalid,
+  LimitExceededError as QueueLimit,
+  SequenceGapError,
+} from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
 
@@ -57,6 +63,22 @@ describe('wire mapping', () => {
       type: 'enqueue',
       messages: [],
     })
+    // A pipelining producer's base sequence travels with it (0 is a base, not "unset").
+    expect(enqueueOf({ producerId: 'p', sequence: 3, sequenceBase: 0, messages: [] }, 0)).toEqual({
+      type: 'enqueue',
+      producerId: 'p',
+      producerSeq: 3,
+      producerBase: 0,
+      messages: [],
+    })
+    expect(enqueueOf({ producerId: '', sequence: 0, sequenceBase: 2, messages: [] }, 0)).toEqual({
+      type: 'enqueue',
+      messages: [],
+    })
+  })
+
+  it('lets an idempotent producer fly no more batches than a partition remembers', () => {
+    expect(IDEMPOTENT_BATCHES_IN_FLIGHT_MAX).toBeLessThanOrEqual(PRODUCER_BATCHES_KEPT)
   })
 
   it('fills the default visibility', () => {
@@ -82,5 +104,8 @@ describe('wire mapping', () => {
     expect(outcomeOf('unknown')).toBe(LeaseOutcome.LEASE_OUTCOME_UNKNOWN)
     expect(errorOf(new QueueLimit('full')).code).toBe('LIMIT_EXCEEDED')
     expect(errorOf(new QueueInvalid('bad')).code).toBe('INVALID_ARGUMENT')
+    expect(errorOf(new OutOfOrderSequenceError('old')).code).toBe('INVALID_ARGUMENT')
+    const gap = errorOf(new SequenceGapError('gap'))
+    expect([gap.code, gap.retriable]).toEqual(['SEQUENCE_GAP', true])
   })
 })

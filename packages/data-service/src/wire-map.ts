@@ -7,6 +7,7 @@ import {
   type MqError,
   type ProduceRequest,
   type QueueConfig,
+  SequenceGapError,
 } from '@mq/protocol'
 import {
   type EnqueueCommand,
@@ -51,6 +52,9 @@ export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueComman
       ...(m.dedupKey ? { dedupKey: m.dedupKey } : {}),
     })),
     ...(request.producerId ? { producerId: request.producerId, producerSeq: request.sequence } : {}),
+    ...(request.producerId && request.sequenceBase !== undefined
+      ? { producerBase: request.sequenceBase }
+      : {}),
   }
 }
 
@@ -91,7 +95,12 @@ export function outcomeOf(status: LeaseStatus): LeaseOutcome {
 
 /** The wire error of a command the partition rejected (it changed nothing). */
 export function errorOf(rejection: QueueError): MqError {
-  return rejection.code === QueueErrorCode.LimitExceeded
-    ? new LimitExceededError(rejection.message, {}, { cause: rejection })
-    : new InvalidArgumentError(rejection.message, {}, { cause: rejection })
+  switch (rejection.code) {
+    case QueueErrorCode.LimitExceeded:
+      return new LimitExceededError(rejection.message, {}, { cause: rejection })
+    case QueueErrorCode.SequenceGap:
+      return new SequenceGapError(rejection.message, {}, { cause: rejection })
+    default:
+      return new InvalidArgumentError(rejection.message, {}, { cause: rejection })
+  }
 }
