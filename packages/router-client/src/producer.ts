@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto'
-import { InternalError, InvalidArgumentError, type ProduceMessage, UnavailableError } from '@mq/protocol'
+import {
+  IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
+  InternalError,
+  InvalidArgumentError,
+  type ProduceMessage,
+  UnavailableError,
+} from '@mq/protocol'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
 import type { Router } from './router'
 import { unary } from './unary'
@@ -27,7 +33,12 @@ export interface SendResult {
 }
 
 export interface ProducerOptions {
-  /** Retries resend the same (producer id, sequence), so the broker enqueues a batch once. */
+  /**
+   * Retries resend the same (producer id, sequence), so the broker enqueues a batch once, and
+   * batches of a partition are enqueued in the order they were sent, even when several are
+   * in flight and a retry overtakes (the broker refuses a batch that comes before an earlier
+   * one still in flight; it is retried after it).
+   */
   readonly idempotent: boolean
   /**
    * How long a batch waits for more messages before it goes. 0 (the default): it goes at the
@@ -41,7 +52,10 @@ export interface ProducerOptions {
   readonly batchBytesMax: number
   /** Messages accepted but not yet acknowledged, at most; `send` waits beyond it. */
   readonly bufferMax: number
-  /** Batches in flight per partition when not idempotent (idempotent: 1, to keep order). */
+  /**
+   * Batches in flight per partition. Idempotent producers: at most
+   * IDEMPOTENT_BATCHES_IN_FLIGHT_MAX (5), the batches a broker remembers per producer.
+   */
   readonly inFlightMax: number
   /**
    * How messages without a key pick a partition (partitioner.ts): `sticky` (the default) fills
@@ -82,7 +96,10 @@ interface Lane {
   inFlightMessages: number
   /** When each batch in flight was sent (performance.now()): one entry per batch in flight. */
   readonly sentAtMs: number[]
+  /** The last sequence given to a batch (idempotent producers). */
   sequence: number
+  /** Sequences of the batches in flight, ascending (idempotent producers). */
+  readonly inFlightSequences: number[]
   /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
   cancel: (() => void) | undefined
 }
@@ -120,6 +137,10 @@ export class Producer {
       if (!Number.isInteger(v) || v < 1)
         throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
     }
+    if (o.idempotent && o.inFlightMax > IDEMPOTENT_BATCHES_IN_FLIGHT_MAX)
+      throw new RangeError(
+        `producer option inFlightMax must be at most ${IDEMPOTENT_BATCHES_IN_FLIGHT_MAX} for an idempotent producer (the batches a broker remembers per producer), got ${o.inFlightMax}`,
+      )
     if (o.keyless !== 'sticky' && o.keyless !== 'round-robin')
       throw new RangeError(
         `producer option keyless must be 'sticky' or 'round-robin', got ${String(o.keyless)}`,
@@ -212,6 +233,7 @@ export class Producer {
         inFlightMessages: 0,
         sentAtMs: [],
         sequence: 0,
+        inFlightSequences: [],
         cancel: undefined,
       }
       this.#lanes.set(partition, lane)
@@ -222,7 +244,7 @@ export class Producer {
   #dispatch(lane: Lane): void {
     lane.cancel?.()
     lane.cancel = undefined
-    const inFlightMax = this.#options.idempotent ? 1 : this.#options.inFlightMax
+    const inFlightMax = this.#options.inFlightMax
     while (lane.pending.length > 0 && lane.sentAtMs.length < inFlightMax) {
       let bytes = 0
       let count = 0
@@ -238,6 +260,7 @@ export class Producer {
       lane.sentAtMs.push(sentAtMs)
       lane.inFlightMessages += batch.length
       const sequence = this.#options.idempotent ? ++lane.sequence : 0
+      if (sequence > 0) lane.inFlightSequences.push(sequence)
       void this.#produce(lane, batch, sequence, sentAtMs)
     }
   }
@@ -249,7 +272,17 @@ export class Producer {
         unary(
           connection.queue,
           connection.queue.produce,
-          { target, producerId: this.producerId, sequence, messages },
+          // The base is read at each attempt: a batch before this one that failed for good
+          // leaves the window, and the broker then accepts this one after the gap.
+          sequence > 0
+            ? {
+                target,
+                producerId: this.producerId,
+                sequence,
+                sequenceBase: lane.inFlightSequences[0],
+                messages,
+              }
+            : { target, producerId: this.producerId, sequence, messages },
           this.#router.options.attemptMs,
         ),
       )
@@ -266,6 +299,7 @@ export class Producer {
     } finally {
       lane.inFlightMessages -= batch.length
       lane.sentAtMs.splice(lane.sentAtMs.indexOf(sentAtMs), 1)
+      if (sequence > 0) lane.inFlightSequences.splice(lane.inFlightSequences.indexOf(sequence), 1)
       this.#release(batch.length)
       if (lane.pending.length > 0) this.#dispatch(lane)
     }

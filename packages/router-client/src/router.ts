@@ -6,6 +6,7 @@ import {
   type PartitionTarget,
   QueueNotFoundError,
   type QueueRoute,
+  SequenceGapError,
   StaleRouteError,
   UnavailableError,
 } from '@mq/protocol'
@@ -220,7 +221,8 @@ export class Router {
         ) {
           skip.add(address)
           if (address === p.leaderAddress) p.leaderAddress = ''
-        } else {
+        } else if (!(error instanceof SequenceGapError)) {
+          // (A sequence gap comes from the leader: an earlier batch is on its way; no refresh.)
           refresh = true
         }
         throw error

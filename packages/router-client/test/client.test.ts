@@ -144,6 +144,41 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0).map((m) => m.id)).toEqual([r.id])
   })
 
+  it('keeps several idempotent batches in flight and enqueues them in order when a later one overtakes', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { batchMax: 1, inFlightMax: 3 })
+    broker.heldSequences.add(1)
+    const sends = ['m1', 'm2', 'm3'].map((body) => producer.send({ body }))
+    // 2 and 3 reach the broker while 1 is held: refused (retriable), retried after a backoff.
+    await waitFor(() => broker.calls.includes('gap:2') && broker.calls.includes('gap:3'))
+    expect(broker.calls.filter((c) => c.startsWith('produce:')).length).toBeGreaterThanOrEqual(3)
+    broker.releaseHeld()
+    const results = await Promise.all(sends)
+    expect(results.map((r) => r.duplicate)).toEqual([false, false, false])
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['m1', 'm2', 'm3'])
+    expect(results.map((r) => r.id)).toEqual(broker.ready(q, 0).map((m) => m.id))
+  })
+
+  it('lets later idempotent batches through once an earlier one has failed for good', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { batchMax: 1, inFlightMax: 2 })
+    broker.heldSequences.add(1)
+    broker.failSequences.add(1)
+    const first = producer.send({ body: 'bad' })
+    const second = producer.send({ body: 'good' })
+    await waitFor(() => broker.calls.includes('gap:2'))
+    broker.releaseHeld()
+    await expect(first).rejects.toThrow(/a bad batch/)
+    expect((await second).duplicate).toBe(false)
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['good'])
+    broker.failSequences.clear()
+  })
+
+  it('refuses more idempotent batches in flight than a broker remembers', () => {
+    expect(() => client.producer('any', { inFlightMax: 6 })).toThrow(/at most 5/)
+    expect(() => client.producer('any', { inFlightMax: 6, idempotent: false })).not.toThrow()
+  })
+
   it('sends one key to one partition and spreads keyless messages round-robin when asked', async () => {
     const q = freshQueue(4)
     const producer = client.producer(q, { keyless: 'round-robin' })
@@ -388,3 +423,17 @@ describe('MqClient', () => {
     expect(Date.now() - started).toBeLessThan(5_000)
   })
 })
+
+const decoder = new TextDecoder()
+function text(body: Uint8Array): string {
+  return decoder.decode(body)
+}
+
+/** Polls `cond` (state the broker records as calls arrive) every 5 ms, for at most 5 s. */
+async function waitFor(cond: () => boolean): Promise<void> {
+  const until = Date.now() + 5_000
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('the condition did not hold within 5 s')
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}

@@ -3,6 +3,7 @@ import {
   type AckRequest,
   type ExtendRequest,
   type GetRoutesRequest,
+  InvalidArgumentError,
   type LeasedMessage,
   LeaseOutcome,
   type LeaseRequest,
@@ -17,6 +18,7 @@ import {
   QueueNotFoundError,
   type QueueRoute,
   QueueService,
+  SequenceGapError,
   StaleRouteError,
   toGrpcStatus,
   UnavailableError,
@@ -51,6 +53,10 @@ export class FakeBroker {
   dropProduceReplies = 0
   /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
   readonly heldPartitions = new Set<number>()
+  /** Idempotent produce calls with these sequences wait until `releaseHeld()` (a slow batch). */
+  readonly heldSequences = new Set<number>()
+  /** Idempotent produce calls with these sequences fail with INVALID_ARGUMENT (a bad batch). */
+  readonly failSequences = new Set<number>()
   #held: (() => void)[] = []
   readonly calls: string[] = []
   /** Every lease request's max and waitMs, in order. */
@@ -60,12 +66,15 @@ export class FakeBroker {
   readonly #ready = new Map<string, LeasedMessage[]>()
   readonly #leased = new Map<string, { message: LeasedMessage; key: string; deadline: number }>()
   readonly #seen = new Map<string, number[]>()
+  /** The highest sequence enqueued per producer and partition. */
+  readonly #lastSequence = new Map<string, number>()
   #nextId = 1
   #nextLease = 1
 
   /** Lets the held produce calls go on (and stops holding). */
   releaseHeld(): void {
     this.heldPartitions.clear()
+    this.heldSequences.clear()
     for (const go of this.#held.splice(0)) go()
   }
 
@@ -195,12 +204,33 @@ export class FakeBroker {
     return {
       produce: handle(async (req: ProduceRequest): Promise<ProduceResponse> => {
         this.calls.push(`produce:${req.messages.length}`)
-        if (req.target && this.heldPartitions.has(req.target.partition))
+        if (
+          (req.target && this.heldPartitions.has(req.target.partition)) ||
+          (req.producerId && this.heldSequences.has(req.sequence))
+        )
           await new Promise<void>((resolve) => this.#held.push(resolve))
         const key = this.#check(req.target)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined
         if (seen) return { ids: seen, duplicate: true }
+        // The broker's order rule for pipelining producers (weighted-queue's enqueue).
+        const last = this.#lastSequence.get(`${req.producerId}/${key}`)
+        const base = req.sequenceBase
+        if (
+          req.producerId &&
+          base !== undefined &&
+          base < req.sequence &&
+          (last === undefined || req.sequence > last + 1)
+        ) {
+          this.calls.push(`gap:${req.sequence}`)
+          throw new SequenceGapError(
+            `sequence ${req.sequence} before ${last === undefined ? base : last + 1}`,
+          )
+        }
+        if (req.producerId && this.failSequences.has(req.sequence))
+          throw new InvalidArgumentError('a bad batch')
+        if (req.producerId)
+          this.#lastSequence.set(`${req.producerId}/${key}`, Math.max(last ?? 0, req.sequence))
         const list = this.#ready.get(key) ?? []
         this.#ready.set(key, list)
         const ids = req.messages.map((m) => {
