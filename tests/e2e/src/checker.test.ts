@@ -240,6 +240,27 @@ describe('check', () => {
     expect(otherWeight.fifoViolations).toBe(0)
   })
 
+  it("checks that a producer's messages are stored in a partition in the order it sent them", () => {
+    const sent = (body: string, sendNo: number, id: number, partition = 0, worker = 'p1'): EnqueueOp => ({
+      ...enq(body, 'ok', id),
+      worker,
+      partition,
+      sendNo,
+    })
+    const inOrder = check([sent('a', 0, 1), sent('b', 1, 5), sent('c', 2, 2, 1), sent('d', 3, 7)])
+    expect(inOrder.producerOrder).toBe(0)
+    // d was sent after b but stored below it; other producers and partitions do not count.
+    const swapped = check([sent('a', 0, 1), sent('b', 1, 5), sent('d', 2, 3), sent('e', 0, 2, 0, 'p2')])
+    expect(swapped.producerOrder).toBe(1)
+    expect(swapped.anomalies.filter((a) => a.kind === 'producer-order')).toEqual([
+      expect.objectContaining({ body: 'd' }),
+    ])
+    // A failed send is not stored: it takes no part.
+    expect(check([sent('a', 0, 4), { ...enq('b', 'info'), sendNo: 1 }, sent('c', 2, 5)]).producerOrder).toBe(
+      0,
+    )
+  })
+
   it('rejects a history whose bodies are not unique', () => {
     expect(() => check([enq('a'), enq('a')])).toThrow(/enqueued twice/)
   })

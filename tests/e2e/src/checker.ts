@@ -24,6 +24,10 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   y: y's first delivery (delivery count 1) was received before the lease call that first
  *   delivered x had started. Messages whose first delivery the history did not see (a lease
  *   call of unknown outcome) are left out.
+ * - **producerOrder**: one producer's messages stored in a partition out of the order it sent
+ *   them: among its enqueues that returned ok (with a send number), one sent later got a
+ *   smaller id in the same partition. The SDK's idempotent producer keeps several batches in
+ *   flight per partition and promises their order even across retries.
  * - counted, allowed: redeliveries (deliveries of a body beyond its first), after a nack or an
  *   expired lease.
  */
@@ -56,6 +60,7 @@ export const AnomalyKind = {
   StoredTwice: 'stored-twice',
   LeaseReused: 'lease-reused',
   Fifo: 'fifo',
+  ProducerOrder: 'producer-order',
 } as const
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind]
 
@@ -85,6 +90,8 @@ export interface CheckReport {
   readonly leaseReused: number
   /** First deliveries out of id order within one partition and weight. */
   readonly fifoViolations: number
+  /** Messages stored out of their producer's send order within one partition. */
+  readonly producerOrder: number
   readonly anomalies: readonly Anomaly[]
 }
 
@@ -218,6 +225,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     }
   }
   anomalies.push(...fifoAnomalies(all))
+  anomalies.push(...producerOrderAnomalies(enqueues.values()))
   const countOf = (kind: AnomalyKind) => anomalies.filter((a) => a.kind === kind).length
   return {
     enqueues: counts,
@@ -233,6 +241,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     storedTwice: countOf(AnomalyKind.StoredTwice),
     leaseReused: countOf(AnomalyKind.LeaseReused),
     fifoViolations: countOf(AnomalyKind.Fifo),
+    producerOrder: countOf(AnomalyKind.ProducerOrder),
     anomalies,
   }
 }
@@ -263,6 +272,34 @@ function fifoAnomalies(all: readonly DeliveryRecord[]): Anomaly[] {
         })
       }
       if (!latest || y.leaseStartMs > latest.leaseStartMs) latest = y
+    }
+  }
+  return out
+}
+
+/** Each producer's ok enqueues in one partition, by send number, must have rising ids. */
+function producerOrderAnomalies(enqueues: Iterable<EnqueueOp>): Anomaly[] {
+  const lanes = new Map<string, EnqueueOp[]>()
+  for (const e of enqueues) {
+    if (e.outcome !== 'ok' || e.sendNo === undefined || e.id === undefined) continue
+    const key = `${e.worker}/${e.partition}`
+    const lane = lanes.get(key)
+    if (lane) lane.push(e)
+    else lanes.set(key, [e])
+  }
+  const out: Anomaly[] = []
+  for (const lane of lanes.values()) {
+    lane.sort((a, b) => (a.sendNo as number) - (b.sendNo as number))
+    let highest: EnqueueOp | undefined
+    for (const e of lane) {
+      if (highest && (e.id as number) < (highest.id as number)) {
+        out.push({
+          kind: AnomalyKind.ProducerOrder,
+          body: e.body,
+          detail: `${e.worker}'s send ${e.sendNo} stored as ${e.partition}/${e.id}, below its earlier send ${highest.sendNo} (${highest.partition}/${highest.id})`,
+        })
+      }
+      if (!highest || (e.id as number) > (highest.id as number)) highest = e
     }
   }
   return out

@@ -24,6 +24,8 @@ export interface EnqueueOp {
   readonly id?: number
   /** On fail / info: the error code. */
   readonly error?: string
+  /** The worker's send number: its sends called producer.send in this order. */
+  readonly sendNo?: number
 }
 
 /** One message handed out by a lease call. */

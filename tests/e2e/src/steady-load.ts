@@ -17,7 +17,7 @@ export interface LoadOutcome {
 /**
  * What is wrong with a load's outcome, one line a kind (empty when nothing is): lost or
  * unexpected messages, overlapping or reused leases, deliveries after an ack, messages
- * stored twice, FIFO violations, an unfinished drain.
+ * stored twice, FIFO violations, messages stored out of send order, an unfinished drain.
  */
 export function outcomeProblems(o: LoadOutcome): string[] {
   const r = o.report
@@ -30,6 +30,7 @@ export function outcomeProblems(o: LoadOutcome): string[] {
     ['stored twice', r.storedTwice],
     ['lease ids reused', r.leaseReused],
     ['FIFO violations', r.fifoViolations],
+    ['stored out of send order', r.producerOrder],
     ['unacked after the drain', o.unacked],
   ]
   for (const [what, n] of counts) if (n > 0) problems.push(`${n} ${what}`)

@@ -111,7 +111,8 @@ export async function runProducer(
         await new Promise((r) => setTimeout(r, 50))
         continue
       }
-      const body = `${options.worker}-${seq++}`
+      const sendNo = seq++
+      const body = `${options.worker}-${sendNo}`
       const weight = prng.int(1, 3)
       const startMs = Date.now()
       try {
@@ -125,6 +126,7 @@ export async function runProducer(
           outcome: 'ok',
           partition: r.partition,
           id: r.id,
+          sendNo,
         })
         load.noteEnqueued(body)
       } catch (error) {
@@ -136,6 +138,7 @@ export async function runProducer(
           endMs: Date.now(),
           outcome: outcomeOf(error),
           error: errorCode(error),
+          sendNo,
         })
       }
     }

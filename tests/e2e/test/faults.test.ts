@@ -34,6 +34,7 @@ describe.each([
       expect(r.report.storedTwice, failure).toBe(0)
       expect(r.report.leaseReused, failure).toBe(0)
       expect(r.report.fifoViolations, failure).toBe(0)
+      expect(r.report.producerOrder, failure).toBe(0)
       expect(r.crashes, failure).toEqual([])
       expect(r.problems, failure).toEqual([])
     }, 150_000)
