@@ -371,6 +371,6 @@ export function summarize(r: CheckReport): string {
     `enqueues ok=${r.enqueues.ok} fail=${r.enqueues.fail} info=${r.enqueues.info}; ` +
     `deliveries=${r.deliveries} distinct=${r.distinctDelivered} redeliveries=${r.redeliveries} ` +
     `acked=${r.ackedDeliveries}; lost=${r.lost} unexpected=${r.unexpected} overlaps=${r.overlaps} ` +
-    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations}`
+    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations} producerOrder=${r.producerOrder}`
   )
 }
