@@ -244,13 +244,17 @@ export class Producer {
   #dispatch(lane: Lane): void {
     lane.cancel?.()
     lane.cancel = undefined
-    const inFlightMax = this.#options.inFlightMax
+    const { inFlightMax, batchMax, batchBytesMax } = this.#options
     while (lane.pending.length > 0 && lane.sentAtMs.length < inFlightMax) {
+      // A batch joins others in flight only when it is full: partial ones would carry the same
+      // messages in more requests and Raft entries; they go when nothing is in flight.
+      if (lane.sentAtMs.length > 0 && lane.pending.length < batchMax && lane.pendingBytes < batchBytesMax)
+        break
       let bytes = 0
       let count = 0
-      while (count < lane.pending.length && count < this.#options.batchMax) {
+      while (count < lane.pending.length && count < batchMax) {
         const next = lane.pending[count]!.bytes
-        if (count > 0 && bytes + next > this.#options.batchBytesMax) break
+        if (count > 0 && bytes + next > batchBytesMax) break
         bytes += next
         count++
       }

@@ -159,6 +159,22 @@ describe('MqClient', () => {
     expect(results.map((r) => r.id)).toEqual(broker.ready(q, 0).map((m) => m.id))
   })
 
+  it('sends a batch beside others in flight only when it is full', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { batchMax: 4, inFlightMax: 3 })
+    broker.heldSequences.add(1)
+    const first = producer.send({ body: 'a' })
+    await waitFor(() => broker.calls.includes('produce:1'))
+    const partial = [producer.send({ body: 'b' }), producer.send({ body: 'c' })]
+    await new Promise((resolve) => setTimeout(resolve, 30))
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:1']) // 2 wait: not a full batch
+    const more = [producer.send({ body: 'd' }), producer.send({ body: 'e' })]
+    await waitFor(() => broker.calls.includes('produce:4'))
+    broker.releaseHeld()
+    await Promise.all([first, ...partial, ...more])
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['a', 'b', 'c', 'd', 'e'])
+  })
+
   it('lets later idempotent batches through once an earlier one has failed for good', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 1, inFlightMax: 2 })
