@@ -235,7 +235,13 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       maxDeliveries: 1_000,
     })
     const producers = Array.from({ length: options.producers ?? 3 }, (_, i) =>
-      runProducer(client, load, prng.fork(), { worker: `p${i}`, concurrency: 4, opsMax: 1_000_000 }),
+      // p0's sends go to one partition, four batches in flight (see `pipelined`).
+      runProducer(client, load, prng.fork(), {
+        worker: `p${i}`,
+        concurrency: 4,
+        opsMax: 1_000_000,
+        pipelined: i === 0,
+      }),
     )
     const consumers = Array.from({ length: options.consumers ?? 3 }, (_, i) =>
       runConsumer(client, load, prng.fork(), {

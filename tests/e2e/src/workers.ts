@@ -94,6 +94,12 @@ export interface ProducerWorkerOptions {
   readonly opsMax: number
   /** How keyless sends pick partitions (default the SDK's, sticky). */
   readonly keyless?: KeylessPartitioning
+  /**
+   * Send every message with the worker's name as its key, in one-message batches: the
+   * worker's `concurrency` sends then fly to one partition as that many batches in flight,
+   * which puts the SDK's idempotent pipelining (order kept across retries) under the faults.
+   */
+  readonly pipelined?: boolean
 }
 
 /** Sends unique bodies `<worker>-<seq>` through an SDK producer until `producing` turns false. */
@@ -103,7 +109,11 @@ export async function runProducer(
   prng: Prng,
   options: ProducerWorkerOptions,
 ): Promise<void> {
-  const producer = client.producer(load.queue, options.keyless ? { keyless: options.keyless } : {})
+  const producer = client.producer(load.queue, {
+    ...(options.keyless ? { keyless: options.keyless } : {}),
+    ...(options.pipelined ? { batchMax: 1 } : {}),
+  })
+  const key = options.pipelined ? { key: options.worker } : {}
   let seq = 0
   const lane = async (): Promise<void> => {
     while (load.producing && seq < options.opsMax) {
@@ -116,7 +126,7 @@ export async function runProducer(
       const weight = prng.int(1, 3)
       const startMs = Date.now()
       try {
-        const r = await producer.send({ body, weight })
+        const r = await producer.send({ body, weight, ...key })
         load.history.add({
           kind: 'enqueue',
           worker: options.worker,
