@@ -48,6 +48,7 @@ import {
   encodeWeight,
   encodeWindowHeader,
   INLINE_BODY_BYTES_MAX,
+  idRuns,
   loadWindowChunk,
   type MessageBody,
   type MessageMeta,
@@ -58,6 +59,7 @@ import {
   PRODUCER_BATCHES_KEPT,
   type ProducerBatch,
   type ProducerRecord,
+  runIds,
   type ShareWindow,
   windowAt,
   windowChunk,
@@ -469,7 +471,7 @@ export class QueuePartition {
       if (rec && rec.expiresAtMs > now) kept = rec.batches
       const last = kept[kept.length - 1]?.seq
       const hit = kept.find((b) => b.seq === seq)
-      if (hit) return { type: 'enqueue', ids: hit.ids, duplicate: true }
+      if (hit) return { type: 'enqueue', ids: runIds(hit.runs), duplicate: true }
       if (last !== undefined && seq < last) {
         throw new OutOfOrderSequenceError(
           `producer '${producerId}' sent sequence ${seq} after ${last}; use increasing sequences`,
@@ -562,7 +564,8 @@ export class QueuePartition {
     }
     if (producerName !== undefined && cfg.producerWindowMs > 0) {
       const expiresAtMs = now + cfg.producerWindowMs
-      const batches = [...kept, { seq: cmd.producerSeq as number, ids }].slice(-PRODUCER_BATCHES_KEPT)
+      const batch = { seq: cmd.producerSeq as number, runs: idRuns(ids) }
+      const batches = [...kept, batch].slice(-PRODUCER_BATCHES_KEPT)
       const record = { batches, expiresAtMs }
       this.put(this.keys.producer(producerName), encodeProducer(record))
       this.producers.set(cmd.producerId as string, record)

@@ -256,10 +256,15 @@ export function decodeDedup(b: Uint8Array): DedupRecord {
   return d
 }
 
-/** One batch of an idempotent producer: its sequence and the ids it was given. */
+/**
+ * One batch of an idempotent producer: its sequence and the ids it was given, as runs of
+ * consecutive ids (`[first, length, first, length, …]`; see `idRuns`). A batch's ids are
+ * consecutive but for repeated dedup keys, so a batch of any size is usually one run: five
+ * remembered batches of 10,000 messages take a few numbers, in memory and on disk.
+ */
 export interface ProducerBatch {
   readonly seq: number
-  readonly ids: readonly number[]
+  readonly runs: readonly number[]
 }
 
 /**
@@ -273,38 +278,49 @@ export interface ProducerRecord {
 
 /**
  * How many of a producer's batches are remembered: a retry of any of them returns its ids.
- * A pipelining producer keeps at most this many batches in flight per partition.
+ * A pipelining producer keeps the sequences it has in flight per partition within this many.
  */
 export const PRODUCER_BATCHES_KEPT = 5
 
+/** `ids` as runs of consecutive ids: `[first, length, …]`. */
+export function idRuns(ids: readonly number[]): number[] {
+  const runs: number[] = []
+  let i = 0
+  while (i < ids.length) {
+    const first = ids[i] as number
+    let n = 1
+    while (i + n < ids.length && ids[i + n] === first + n) n++
+    runs.push(first, n)
+    i += n
+  }
+  return runs
+}
+
+/** The ids of `runs` (see idRuns). */
+export function runIds(runs: readonly number[]): number[] {
+  const ids: number[] = []
+  for (let r = 0; r < runs.length; r += 2) {
+    const first = runs[r] as number
+    const n = runs[r + 1] as number
+    for (let i = 0; i < n; i++) ids.push(first + i)
+  }
+  return ids
+}
+
 /**
  * Bytes: the last sequence, expiresAtMs, 0 (the first layout's id count: that layout held one
- * batch, its ids listed after it and nothing more), then the batches, each as its sequence,
- * its run count and (first id, length) runs — a batch's ids are consecutive but for repeated
- * dedup keys, so five batches of 512 cost a few bytes each.
+ * batch, its ids listed after it and nothing more), then the number of batches and each as
+ * its sequence, its run count and its (first id, length) runs.
  */
 export function encodeProducer(p: ProducerRecord): Uint8Array {
   const last = p.batches[p.batches.length - 1]
   invariant(last !== undefined, 'a producer record holds a batch')
   const w = scratch.reset().varint(last.seq).varint(p.expiresAtMs).varint(0).varint(p.batches.length)
   for (const b of p.batches) {
-    w.varint(b.seq).varint(runCount(b.ids))
-    let i = 0
-    while (i < b.ids.length) {
-      const first = b.ids[i] as number
-      let n = 1
-      while (i + n < b.ids.length && b.ids[i + n] === first + n) n++
-      w.varint(first).varint(n)
-      i += n
-    }
+    w.varint(b.seq).varint(b.runs.length / 2)
+    for (const v of b.runs) w.varint(v)
   }
   return w.finishInSlab()
-}
-
-function runCount(ids: readonly number[]): number {
-  let runs = 0
-  for (let i = 0; i < ids.length; i++) if (i === 0 || ids[i] !== (ids[i - 1] as number) + 1) runs++
-  return runs
 }
 
 export function decodeProducer(b: Uint8Array): ProducerRecord {
@@ -317,21 +333,18 @@ export function decodeProducer(b: Uint8Array): ProducerRecord {
     const ids: number[] = []
     for (let i = 0; i < n; i++) ids.push(r.varint())
     invariant(r.done, 'producer record decodes')
-    return { batches: [{ seq, ids }], expiresAtMs }
+    return { batches: [{ seq, runs: idRuns(ids) }], expiresAtMs }
   }
   const count = r.varint()
   invariant(count >= 1 && count <= PRODUCER_BATCHES_KEPT, 'producer record holds 1..5 batches')
   const batches: ProducerBatch[] = []
   for (let k = 0; k < count; k++) {
     const batchSeq = r.varint()
-    const runs = r.varint()
-    const ids: number[] = []
-    for (let j = 0; j < runs; j++) {
-      const first = r.varint()
-      const len = r.varint()
-      for (let i = 0; i < len; i++) ids.push(first + i)
-    }
-    batches.push({ seq: batchSeq, ids })
+    const runCount = r.varint()
+    invariant(runCount <= b.length, 'producer record decodes')
+    const runs: number[] = []
+    for (let j = 0; j < runCount * 2; j++) runs.push(r.varint())
+    batches.push({ seq: batchSeq, runs })
   }
   invariant(r.done && batches[count - 1]?.seq === seq, 'producer record decodes')
   return { batches, expiresAtMs }
