@@ -250,6 +250,11 @@ export class Producer {
       // messages in more requests and Raft entries; they go when nothing is in flight.
       if (lane.sentAtMs.length > 0 && lane.pending.length < batchMax && lane.pendingBytes < batchBytesMax)
         break
+      // The sequences in flight span fewer than IDEMPOTENT_BATCHES_IN_FLIGHT_MAX, the batches a
+      // broker remembers: later batches can be answered while an earlier one (its reply lost)
+      // is retried, and that retry must still find its batch among the remembered ones.
+      const oldest = lane.inFlightSequences[0]
+      if (oldest !== undefined && lane.sequence + 1 - oldest >= IDEMPOTENT_BATCHES_IN_FLIGHT_MAX) break
       let bytes = 0
       let count = 0
       while (count < lane.pending.length && count < batchMax) {

@@ -175,6 +175,26 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['a', 'b', 'c', 'd', 'e'])
   })
 
+  it('keeps the sequences in flight within the batches a broker remembers while a lost reply is retried', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { batchMax: 1, inFlightMax: 4 })
+    broker.sequenceLog.length = 0
+    broker.loseReplies.set(1, 3) // batch 1 is stored, but its first three replies are lost
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => producer.send({ body: `m${i + 1}` })),
+    )
+    expect(results.map((r) => r.duplicate)).toEqual([true, ...Array(11).fill(false)])
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(
+      Array.from({ length: 12 }, (_, i) => `m${i + 1}`),
+    )
+    // Batches 2-5 were answered while 1 was retried, but 6 went only once 1 was answered:
+    // 1..5 span the 5 batches a broker remembers, and 1's retry must find its batch there.
+    const log = broker.sequenceLog
+    const oneAnswered = log.findIndex((c) => c.seq === 1 && c.answered)
+    expect(log.findIndex((c) => c.seq === 5)).toBeLessThan(oneAnswered)
+    expect(log.findIndex((c) => c.seq === 6)).toBeGreaterThan(oneAnswered)
+  })
+
   it('lets later idempotent batches through once an earlier one has failed for good', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 1, inFlightMax: 2 })

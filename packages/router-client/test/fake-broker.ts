@@ -57,6 +57,10 @@ export class FakeBroker {
   readonly heldSequences = new Set<number>()
   /** Idempotent produce calls with these sequences fail with INVALID_ARGUMENT (a bad batch). */
   readonly failSequences = new Set<number>()
+  /** Sequence → how many more of its replies to lose (stored, then UNAVAILABLE). */
+  readonly loseReplies = new Map<number, number>()
+  /** The sequence of every idempotent produce call, in arrival order, and whether it was answered. */
+  readonly sequenceLog: { seq: number; answered: boolean }[] = []
   #held: (() => void)[] = []
   readonly calls: string[] = []
   /** Every lease request's max and waitMs, in order. */
@@ -212,7 +216,15 @@ export class FakeBroker {
         const key = this.#check(req.target)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined
-        if (seen) return { ids: seen, duplicate: true }
+        const lose = req.producerId ? (this.loseReplies.get(req.sequence) ?? 0) : 0
+        if (req.producerId) this.sequenceLog.push({ seq: req.sequence, answered: lose === 0 })
+        if (seen) {
+          if (lose > 0) {
+            this.loseReplies.set(req.sequence, lose - 1)
+            throw new UnavailableError('the reply was lost')
+          }
+          return { ids: seen, duplicate: true }
+        }
         // The broker's order rule for pipelining producers (weighted-queue's enqueue).
         const last = this.#lastSequence.get(`${req.producerId}/${key}`)
         const base = req.sequenceBase
@@ -249,6 +261,10 @@ export class FakeBroker {
           return id
         })
         if (req.producerId) this.#seen.set(seenKey, ids)
+        if (lose > 0) {
+          this.loseReplies.set(req.sequence, lose - 1)
+          throw new UnavailableError('the reply was lost')
+        }
         if (this.dropProduceReplies > 0) {
           this.dropProduceReplies--
           throw new UnavailableError('the reply was lost')
