@@ -22,6 +22,14 @@ export interface ConsumerOptions {
   readonly onError: (error: unknown) => void
 }
 
+/** The deliveries of one lease response, held under one timer. */
+interface HeldLease {
+  readonly deliveries: readonly Delivery[]
+  /** How many of them are still held. */
+  live: number
+  timer: ReturnType<typeof setTimeout> | undefined
+}
+
 /** Most messages one lease asks for (a queue's default lease batch limit). */
 const LEASE_MAX = 1000
 
@@ -45,11 +53,12 @@ export class Consumer implements AsyncIterable<Delivery> {
   readonly #options: ConsumerOptions
   readonly #buffer: Delivery[] = []
   readonly #batchers = new Map<number, SettleBatcher>()
-  /**
-   * Leased and not yet settled, each with its timer: the next extension, or (without
-   * extension) the moment the lease lapses and the message stops counting against prefetch.
-   */
-  readonly #held = new Map<Delivery, ReturnType<typeof setTimeout>>()
+  /** Leased and not yet settled (nor lapsed), each with the lease response it came in. */
+  readonly #held = new Map<Delivery, HeldLease>()
+  /** Lease responses with a delivery still held, each with its timer. */
+  readonly #leases = new Set<HeldLease>()
+  /** Settles one delivery (one function for all of them). */
+  readonly #settle = (d: Delivery, s: Settlement): Promise<LeaseResult> => this.#settleOne(d, s)
   /** Messages asked for by the lease requests in flight (counted against prefetch too). */
   #leasing = 0
   /** The fewest messages a fetcher leases at a time while the reader still has some buffered. */
@@ -104,7 +113,8 @@ export class Consumer implements AsyncIterable<Delivery> {
     const unhanded = this.#buffer.splice(0)
     await Promise.allSettled(unhanded.map((d) => d.nack(0)))
     await this.#loops
-    for (const timer of this.#held.values()) clearTimeout(timer)
+    for (const lease of this.#leases) clearTimeout(lease.timer)
+    this.#leases.clear()
     this.#held.clear()
     for (const b of this.#batchers.values()) b.flushAll()
   }
@@ -164,11 +174,10 @@ export class Consumer implements AsyncIterable<Delivery> {
         )
         failures = 0
         busy = response.messages.length > 0
-        const receivedAt = Date.now()
-        for (const m of response.messages) {
-          const d = new Delivery(partition, m, (x, s) => this.#settleOne(x, s))
-          this.#hold(d, visibilityMs, receivedAt)
-          this.#buffer.push(d)
+        if (response.messages.length > 0) {
+          const deliveries = response.messages.map((m) => new Delivery(partition, m, this.#settle))
+          this.#hold(deliveries, visibilityMs, Date.now())
+          for (const d of deliveries) this.#buffer.push(d)
         }
         if (response.messages.length > 0) this.#wakeReader?.()
         if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.nack(0)))
@@ -188,38 +197,56 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
   }
 
-  #hold(d: Delivery, visibilityMs: number, startedAt: number): void {
+  /**
+   * Holds the deliveries of one lease response (they share its deadline) under one timer: the
+   * next extension of the ones still held, or (without extension) the moment their leases
+   * lapse and they stop counting against prefetch. One timer per response, not per message.
+   */
+  #hold(deliveries: readonly Delivery[], visibilityMs: number, startedAt: number): void {
+    const lease: HeldLease = { deliveries, live: deliveries.length, timer: undefined }
+    for (const d of deliveries) this.#held.set(d, lease)
+    this.#leases.add(lease)
     const lapse = (): void => {
-      // The lease ran out unsettled: the broker will deliver the message again.
-      if (this.#held.delete(d)) this.#wakeFetchersSoon()
+      // The leases ran out unsettled: the broker will deliver the messages again.
+      for (const d of deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
     }
     const extend = (): void => {
-      if (d.settled || this.#closed || !this.#held.has(d)) return
+      const live = deliveries.filter((d) => this.#held.get(d) === lease && !d.settled)
+      if (live.length === 0 || this.#closed) return
       if (Date.now() - startedAt > this.#options.extendMaxMs) {
-        this.#held.set(d, setTimeout(lapse, visibilityMs))
+        lease.timer = setTimeout(lapse, visibilityMs)
         return
       }
-      d.extend(visibilityMs).then(
-        () => {
-          if (this.#held.has(d)) this.#held.set(d, setTimeout(extend, visibilityMs / 2))
-        },
-        (error: unknown) => {
-          this.#options.onError(error)
-          lapse()
-        },
-      )
+      void Promise.allSettled(live.map((d) => d.extend(visibilityMs))).then((results) => {
+        results.forEach((r, i) => {
+          if (r.status === 'fulfilled') return
+          this.#options.onError(r.reason)
+          const d = live[i] as Delivery
+          if (this.#held.get(d) === lease) this.#release(d, lease)
+        })
+        if (lease.live > 0 && !this.#closed) lease.timer = setTimeout(extend, visibilityMs / 2)
+      })
     }
-    this.#held.set(
-      d,
-      this.#options.autoExtend ? setTimeout(extend, visibilityMs / 2) : setTimeout(lapse, visibilityMs),
-    )
+    lease.timer = this.#options.autoExtend
+      ? setTimeout(extend, visibilityMs / 2)
+      : setTimeout(lapse, visibilityMs)
+  }
+
+  /** `d` is no longer held (settled or lapsed); its lease's timer goes with its last one. */
+  #release(d: Delivery, lease: HeldLease): void {
+    this.#held.delete(d)
+    lease.live--
+    if (lease.live === 0) {
+      clearTimeout(lease.timer)
+      this.#leases.delete(lease)
+    }
+    this.#wakeFetchersSoon()
   }
 
   #settleOne(d: Delivery, settlement: Settlement): Promise<LeaseResult> {
     if (settlement.kind !== 'extend') {
-      const timer = this.#held.get(d)
-      if (timer) clearTimeout(timer)
-      if (this.#held.delete(d)) this.#wakeFetchersSoon()
+      const lease = this.#held.get(d)
+      if (lease) this.#release(d, lease)
     }
     return this.#batcher(d.partition).settle(d.leaseId, settlement)
   }

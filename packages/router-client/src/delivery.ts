@@ -61,13 +61,13 @@ export class Delivery {
   }
 
   /** Deletes the message. Throws LeaseLostError when the lease had expired or was settled. */
-  async ack(): Promise<void> {
-    await this.#finish({ kind: 'ack' })
+  ack(): Promise<void> {
+    return this.#finish(ACK)
   }
 
   /** Returns the message to its queue, ready again after `delayMs`. */
-  async nack(delayMs = 0): Promise<void> {
-    await this.#finish({ kind: 'nack', delayMs })
+  nack(delayMs = 0): Promise<void> {
+    return this.#finish(delayMs === 0 ? NACK_NOW : { kind: 'nack', delayMs })
   }
 
   /** Keeps the message leased for `ms` more from now. */
@@ -76,12 +76,19 @@ export class Delivery {
     check(await this.#settle(this, { kind: 'extend', extendMs: ms }), this)
   }
 
-  async #finish(settlement: Settlement): Promise<void> {
-    if (this.#settled) throw new LeaseLostError(`message ${this.partition}/${this.id} is already settled`)
+  // Not async, and one `then`: an ack is made per message, and async frames and their promises
+  // were a quarter of a consuming client's allocations.
+  #finish(settlement: Settlement): Promise<void> {
+    if (this.#settled) {
+      return Promise.reject(new LeaseLostError(`message ${this.partition}/${this.id} is already settled`))
+    }
     this.#settled = true
-    check(await this.#settle(this, settlement), this)
+    return this.#settle(this, settlement).then((result) => check(result, this))
   }
 }
+
+const ACK: Settlement = Object.freeze({ kind: 'ack' })
+const NACK_NOW: Settlement = Object.freeze({ kind: 'nack', delayMs: 0 })
 
 function check(result: LeaseResult, d: Delivery): void {
   if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK) return

@@ -26,7 +26,7 @@ export class SettleBatcher {
   readonly #send: Send
   readonly #inFlightMax: number
   readonly #batchMax: number
-  /** Queued items by settlement (its JSON), in order of first arrival. */
+  /** Queued items by settlement (its JSON; 'ack' for an ack), in order of first arrival. */
   readonly #queued = new Map<string, { settlement: Settlement; items: Item[] }>()
   /** Requests out, by settlement kind. */
   readonly #out = new Map<Settlement['kind'], number>()
@@ -49,7 +49,7 @@ export class SettleBatcher {
 
   /** Queues `leaseId` for `settlement`; resolves with its result. */
   settle(leaseId: string, settlement: Settlement): Promise<LeaseResult> {
-    const key = JSON.stringify(settlement)
+    const key = settlement.kind === 'ack' ? 'ack' : JSON.stringify(settlement)
     let group = this.#queued.get(key)
     if (!group) {
       group = { settlement, items: [] }
