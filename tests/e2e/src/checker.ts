@@ -161,12 +161,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     counts[op.outcome]++
   }
   const all = deliveries(ops)
-  const byBody = new Map<string, DeliveryRecord[]>()
-  for (const d of all) {
-    const list = byBody.get(d.body)
-    if (list) list.push(d)
-    else byBody.set(d.body, [d])
-  }
+  const byBody = groupBy(all, (d) => d.body)
   const anomalies: Anomaly[] = []
   for (const [body, e] of enqueues) {
     if (e.outcome === 'ok' && !byBody.has(body)) {
@@ -246,16 +241,22 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
   }
 }
 
+/** `items` grouped by `keyOf` (in their order); an item whose key is undefined is left out. */
+function groupBy<T>(items: Iterable<T>, keyOf: (item: T) => string | undefined): Map<string, T[]> {
+  const groups = new Map<string, T[]>()
+  for (const item of items) {
+    const key = keyOf(item)
+    if (key === undefined) continue
+    const group = groups.get(key)
+    if (group) group.push(item)
+    else groups.set(key, [item])
+  }
+  return groups
+}
+
 /** FIFO of first deliveries within a partition and weight (see the module comment). */
 function fifoAnomalies(all: readonly DeliveryRecord[]): Anomaly[] {
-  const lanes = new Map<string, DeliveryRecord[]>()
-  for (const d of all) {
-    if (d.deliveryCount !== 1) continue
-    const key = `${d.partition}/${d.weight}`
-    const lane = lanes.get(key)
-    if (lane) lane.push(d)
-    else lanes.set(key, [d])
-  }
+  const lanes = groupBy(all, (d) => (d.deliveryCount === 1 ? `${d.partition}/${d.weight}` : undefined))
   const out: Anomaly[] = []
   for (const lane of lanes.values()) {
     lane.sort((a, b) => a.id - b.id)
@@ -279,14 +280,11 @@ function fifoAnomalies(all: readonly DeliveryRecord[]): Anomaly[] {
 
 /** Each producer's ok enqueues in one partition, by send number, must have rising ids. */
 function producerOrderAnomalies(enqueues: Iterable<EnqueueOp>): Anomaly[] {
-  const lanes = new Map<string, EnqueueOp[]>()
-  for (const e of enqueues) {
-    if (e.outcome !== 'ok' || e.sendNo === undefined || e.id === undefined) continue
-    const key = `${e.worker}/${e.partition}`
-    const lane = lanes.get(key)
-    if (lane) lane.push(e)
-    else lanes.set(key, [e])
-  }
+  const lanes = groupBy(enqueues, (e) =>
+    e.outcome === 'ok' && e.sendNo !== undefined && e.id !== undefined
+      ? `${e.worker}/${e.partition}`
+      : undefined,
+  )
   const out: Anomaly[] = []
   for (const lane of lanes.values()) {
     lane.sort((a, b) => (a.sendNo as number) - (b.sendNo as number))
