@@ -24,7 +24,8 @@ export interface ConsumerOptions {
 
 /** The deliveries of one lease response, held under one timer. */
 interface HeldLease {
-  readonly deliveries: readonly Delivery[]
+  /** Its deliveries: all at first, those still held after each extension. */
+  deliveries: readonly Delivery[]
   /** How many of them are still held. */
   live: number
   timer: ReturnType<typeof setTimeout> | undefined
@@ -208,10 +209,12 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.#leases.add(lease)
     const lapse = (): void => {
       // The leases ran out unsettled: the broker will deliver the messages again.
-      for (const d of deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
+      for (const d of lease.deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
     }
     const extend = (): void => {
-      const live = deliveries.filter((d) => this.#held.get(d) === lease && !d.settled)
+      const live = lease.deliveries.filter((d) => this.#held.get(d) === lease && !d.settled)
+      // Settled ones are let go: one message held for long keeps only the others still held.
+      lease.deliveries = live
       if (live.length === 0 || this.#closed) return
       if (Date.now() - startedAt > this.#options.extendMaxMs) {
         lease.timer = setTimeout(lapse, visibilityMs)

@@ -38,7 +38,7 @@ export type CommandType = (typeof CommandType)[keyof typeof CommandType]
 export interface EnqueueCommand {
   readonly type: typeof CommandType.Enqueue
   readonly messages: readonly EnqueueMessage[]
-  /** With `producerSeq`: a retry of the producer's last batch returns the original ids. */
+  /** With `producerSeq`: a retry of one of the producer's last 5 batches returns its original ids. */
   readonly producerId?: string
   readonly producerSeq?: number
   /**
