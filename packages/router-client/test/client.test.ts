@@ -368,6 +368,25 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
   })
 
+  it('lets go of a message whose extension fails and keeps extending the others of its lease', async () => {
+    const q = freshQueue(1, 200)
+    const producer = client.producer(q)
+    await Promise.all([producer.send({ body: 'a' }), producer.send({ body: 'b' })])
+    const errors: unknown[] = []
+    // prefetch 4: the first lease asks for 2, so both come in one response, under one timer.
+    const consumer = client.consumer(q, { waitMs: 50, prefetch: 4, onError: (e) => errors.push(e) })
+    const it = consumer[Symbol.asyncIterator]()
+    const a = (await it.next()).value as Delivery
+    const b = (await it.next()).value as Delivery
+    broker.forgetLease(a.leaseId)
+    await new Promise((r) => setTimeout(r, 450))
+    expect(errors.map((e) => (e as Error).name)).toEqual(['LeaseLostError'])
+    expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2) // b's, twice
+    await b.ack()
+    await expect(a.ack()).rejects.toThrow(/is unknown/)
+    await consumer.close()
+  })
+
   it('stops counting a lapsed lease against prefetch (no auto-extension)', async () => {
     const q = freshQueue(1, 150)
     const producer = client.producer(q)

@@ -75,6 +75,11 @@ export class FakeBroker {
   #nextId = 1
   #nextLease = 1
 
+  /** Forgets a lease (as if it had lapsed on the broker): its ack or extend answers UNKNOWN. */
+  forgetLease(leaseId: string): void {
+    this.#leased.delete(leaseId)
+  }
+
   /** Lets the held produce calls go on (and stops holding). */
   releaseHeld(): void {
     this.heldPartitions.clear()
