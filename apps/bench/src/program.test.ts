@@ -33,6 +33,7 @@ describe('command line', () => {
   it.each([
     [['produce', '-n', 'abc'], /option '-n, --count <n>' argument 'abc' is invalid/],
     [['produce', '--in-flight', '0'], /integer from 1 to 10000/],
+    [['produce', '--batches-in-flight', '6'], /integer from 1 to 5/],
     [['produce', '--servers', 'localhost'], /"localhost" is not host:port/],
     [['fairness', '--weights', '1,x'], /weights 1\.\.1000/],
     [['fairness', '--weights', '3,3'], /distinct/],

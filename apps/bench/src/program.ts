@@ -126,7 +126,13 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       intIn(1, 3600),
       PRODUCE_DEFAULTS.timeLimitMs / 1000,
     )
-    .option('--no-idempotent', 'plain producers (up to 4 batches in flight per partition)')
+    .option('--no-idempotent', 'plain producers (retries not recognised, order not kept)')
+    .option(
+      '--batches-in-flight <n>',
+      'batches a producer keeps in flight per partition (1 = one at a time)',
+      intIn(1, 5),
+      PRODUCE_DEFAULTS.batchesInFlight,
+    )
     .option(
       '--keyless <mode>',
       'how messages pick partitions: sticky (a batch at a time) or round-robin',
@@ -136,6 +142,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     .action(async (o) => {
       const r = await runProduce(target(o), {
         idempotent: o.idempotent,
+        batchesInFlight: o.batchesInFlight,
         keyless: o.keyless,
         count: o.count,
         sizeBytes: o.size,

@@ -15,6 +15,7 @@ describe('produce against a real local cluster', () => {
         partitions: 2,
         timeLimitMs: 30_000,
         idempotent: true,
+        batchesInFlight: 4,
         keyless: 'sticky',
       },
     )

@@ -15,8 +15,10 @@ export interface ProduceOptions {
   readonly partitions: number
   /** The run stops issuing sends after this long. */
   readonly timeLimitMs: number
-  /** Idempotent producers keep one batch in flight per partition; others up to 4. */
+  /** Idempotent producers (the SDK's default): retries recognised, order kept. */
   readonly idempotent: boolean
+  /** The producer's batches in flight per partition, at most (its `inFlightMax`: 1 to 5). */
+  readonly batchesInFlight: number
   /** How the (keyless) messages pick partitions: a batch at a time, or one each in turn. */
   readonly keyless: KeylessPartitioning
 }
@@ -29,6 +31,7 @@ export const PRODUCE_DEFAULTS: ProduceOptions = {
   partitions: 4,
   timeLimitMs: 120_000,
   idempotent: true,
+  batchesInFlight: 4,
   keyless: 'sticky',
 }
 
@@ -78,6 +81,7 @@ export async function produceInto(
         const producer = client.producer(queue, {
           bufferMax: Math.max(10_000, o.inFlight),
           idempotent: o.idempotent,
+          inFlightMax: o.batchesInFlight,
           keyless: o.keyless,
         })
         await Promise.all(Array.from({ length: o.inFlight }, () => slot(client, producer)))
