@@ -196,6 +196,8 @@ describe('WireWriter', () => {
     })
     for (const [codec, message] of [
       [ProduceRequest, produce],
+      [ProduceRequest, { ...produce, sequenceBase: 2 ** 40 + 3 }],
+      [ProduceRequest, { ...produce, sequenceBase: 0 }],
       [LeaseResponse, lease],
       [RaftBatch, raft],
       [PartitionStats, stats],
