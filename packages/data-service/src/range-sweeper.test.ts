@@ -35,6 +35,16 @@ describe('RangeSweeper', () => {
     expect(sweeper.pendingRanges()).toEqual([])
   })
 
+  it('reads keys only, never the values it deletes (a page of large messages stays small)', async () => {
+    const engine = await engineWith(10)
+    const keysOnly = {
+      ...interceptWrites(engine, () => {}),
+      range: () => Promise.reject(new Error('values read')),
+    }
+    await new RangeSweeper(keysOnly, 4).sweep('a', range, key(0))
+    expect((await engine.range({})).map(([k]) => [...k])).toEqual([[2]])
+  })
+
   it('runs one range after the other and waits for each one to be ready', async () => {
     const engine = await engineWith(3)
     const sweeper = new RangeSweeper(engine, 2)

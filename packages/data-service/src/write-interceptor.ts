@@ -13,6 +13,7 @@ export function interceptWrites(
     get: (key) => engine.get(key),
     getMany: (keys) => engine.getMany(keys),
     range: (range) => engine.range(range),
+    keys: (range) => engine.keys(range),
     write: async (ops, options) => {
       await before(ops)
       return engine.write(ops, options)

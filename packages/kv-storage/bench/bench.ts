@@ -158,10 +158,12 @@ const nullEngine: Engine = {
   get: async () => undefined,
   getMany: async (keys) => keys.map(() => undefined),
   range: async () => [],
+  keys: async () => [],
   snapshot: async () => ({
     get: async () => undefined,
     getMany: async (keys) => keys.map(() => undefined),
     range: async () => [],
+    keys: async () => [],
     close: async () => {},
   }),
   close: async () => {},

@@ -33,6 +33,11 @@ export interface KvReader {
   getMany(keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]>
   /** Returns the entries of `range` in key order (reversed when asked). */
   range(range: KeyRange): Promise<KeyValue[]>
+  /**
+   * Returns the keys of `range`, like `range` without the values: what a page of deletes
+   * needs, in memory bounded by the keys (a page of 1,024 large values could be a GiB).
+   */
+  keys(range: KeyRange): Promise<Uint8Array[]>
 }
 
 /** A consistent read view taken at one moment; release it with `close()`. */

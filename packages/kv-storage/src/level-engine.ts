@@ -201,6 +201,12 @@ export class LevelEngine implements Engine {
     return this.guard.run(() => readRange(this.db, range, undefined, this.guard))
   }
 
+  async keys(range: KeyRange): Promise<Uint8Array[]> {
+    this.checkOpen()
+    checkRange(range)
+    return this.guard.run(() => readKeys(this.db, range, undefined))
+  }
+
   /**
    * Applies `ops` as one atomic LevelDB batch, after every earlier write. With `sync` the
    * batch is fsynced before this resolves. Rejects with ClosedError after close,
@@ -304,6 +310,12 @@ class LevelSnapshot implements EngineSnapshot {
     return this.guard.run(() => readRange(this.db, range, this.snap, this.guard))
   }
 
+  async keys(range: KeyRange): Promise<Uint8Array[]> {
+    this.checkOpen()
+    checkRange(range)
+    return this.guard.run(() => readKeys(this.db, range, this.snap))
+  }
+
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
@@ -329,9 +341,35 @@ async function readRange(
   snapshot: ReturnType<Db['snapshot']> | undefined,
   guard: ReadGuard,
 ): Promise<KeyValue[]> {
+  const opts = iteratorOptions(range, snapshot)
+  if (opts === undefined) return []
+  const rows = await db.iterator(opts).all()
+  return rows.map(([k, v]) => {
+    const key = plain(k) as Uint8Array
+    return [key, guard.value(key, v) as Uint8Array] as const
+  })
+}
+
+/** The keys of `range` (a keys-only iterator: LevelDB's values are not copied out). */
+async function readKeys(
+  db: Db,
+  range: KeyRange,
+  snapshot: ReturnType<Db['snapshot']> | undefined,
+): Promise<Uint8Array[]> {
+  const opts = iteratorOptions(range, snapshot)
+  if (opts === undefined) return []
+  const keys = await db.keys(opts).all()
+  return keys.map((k) => plain(k) as Uint8Array)
+}
+
+/** classic-level's iterator options for `range`; undefined when the range is empty. */
+function iteratorOptions(
+  range: KeyRange,
+  snapshot: ReturnType<Db['snapshot']> | undefined,
+): Record<string, unknown> | undefined {
   const lo = lowerBoundOf(range)
   const hi = upperBoundOf(range)
-  if (isEmptyRange(lo, hi) || range.limit === 0) return []
+  if (isEmptyRange(lo, hi) || range.limit === 0) return undefined
   const opts: Record<string, unknown> = {
     reverse: range.reverse === true,
     limit: range.limit ?? -1,
@@ -340,11 +378,7 @@ async function readRange(
   if (lo) opts[lo.inclusive ? 'gte' : 'gt'] = lo.key
   if (hi) opts[hi.inclusive ? 'lte' : 'lt'] = hi.key
   if (snapshot) opts.snapshot = snapshot
-  const rows = await db.iterator(opts).all()
-  return rows.map(([k, v]) => {
-    const key = plain(k) as Uint8Array
-    return [key, guard.value(key, v) as Uint8Array] as const
-  })
+  return opts
 }
 
 /**

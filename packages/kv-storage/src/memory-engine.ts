@@ -40,6 +40,12 @@ export class MemoryEngine implements Engine {
     return copyAll(this.map.range(range))
   }
 
+  async keys(range: KeyRange): Promise<Uint8Array[]> {
+    this.checkOpen()
+    checkRange(range)
+    return copyAllOut(this.map.range(range).map(([key]) => key))
+  }
+
   async write(ops: readonly BatchOp[], _options: WriteOptions): Promise<void> {
     this.writeNow(ops)
   }
@@ -99,6 +105,12 @@ class MemorySnapshot implements EngineSnapshot {
     this.checkOpen()
     checkRange(range)
     return copyAll(OrderedMap.collect(this.view.root, range))
+  }
+
+  async keys(range: KeyRange): Promise<Uint8Array[]> {
+    this.checkOpen()
+    checkRange(range)
+    return copyAllOut(OrderedMap.collect(this.view.root, range).map(([key]) => key))
   }
 
   async close(): Promise<void> {

@@ -34,7 +34,12 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
         { sync: false },
       )
     }
-    const keysOf = async (range: KeyRange) => (await engine.range(range)).map(([k]) => k[0])
+    /** The first byte of each key of `range`, read with `range` and with `keys` (they agree). */
+    const keysOf = async (range: KeyRange) => {
+      const viaRange = (await engine.range(range)).map(([k]) => k[0])
+      expect((await engine.keys(range)).map((k) => k[0])).toEqual(viaRange)
+      return viaRange
+    }
 
     it('get returns undefined for a missing key and the value for a present one', async () => {
       expect(await engine.get(s('a'))).toBeUndefined()
@@ -145,6 +150,7 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
     it('rejects a negative or fractional limit', async () => {
       await expect(engine.range({ limit: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(engine.range({ limit: 1.5 })).rejects.toBeInstanceOf(InvalidArgumentError)
+      await expect(engine.keys({ limit: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
     })
 
     it('a snapshot does not see writes made after it, the engine does', async () => {
@@ -163,6 +169,7 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       expect(await snap.getMany([b(1), b(4)])).toEqual([b(1, 1), undefined])
       expect((await snap.range({})).map(([k]) => k[0])).toEqual([1, 2, 3])
       expect((await snap.range({ reverse: true, limit: 1 })).map(([k]) => k[0])).toEqual([3])
+      expect((await snap.keys({ gt: b(1) })).map((k) => k[0])).toEqual([2, 3])
       expect(await keysOf({})).toEqual([2, 4])
       expect(await engine.get(b(2))).toEqual(b(99))
       await snap.close()
@@ -249,6 +256,7 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       await expect(engine.get(b(1))).rejects.toBeInstanceOf(ClosedError)
       await expect(engine.getMany([b(1)])).rejects.toBeInstanceOf(ClosedError)
       await expect(engine.range({})).rejects.toBeInstanceOf(ClosedError)
+      await expect(engine.keys({})).rejects.toBeInstanceOf(ClosedError)
       await expect(engine.write([{ type: 'del', key: b(1) }], { sync: true })).rejects.toBeInstanceOf(
         ClosedError,
       )
@@ -300,6 +308,7 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
             if (r.limit !== undefined) expected = expected.slice(0, r.limit)
             const got = await engine.range(r)
             expect(got.map(([k, v]) => [hex(k), hex(v)])).toEqual(expected.map(([k, v]) => [hex(k), hex(v)]))
+            expect((await engine.keys(r)).map(hex)).toEqual(expected.map(([k]) => hex(k)))
           },
         ),
         { numRuns: 150 },

@@ -99,6 +99,9 @@ export class GatedEngine implements Engine {
   range(range: KeyRange): Promise<KeyValue[]> {
     return this.inner.range(range)
   }
+  keys(range: KeyRange): Promise<Uint8Array[]> {
+    return this.inner.keys(range)
+  }
   snapshot(): Promise<EngineSnapshot> {
     return this.inner.snapshot()
   }

@@ -64,6 +64,12 @@ class CountingEngine implements Engine {
     this.readKeys += out.length
     return out
   }
+  async keys(r: KeyRange) {
+    this.readCalls++
+    const out = await this.inner.keys(r)
+    this.readKeys += out.length
+    return out
+  }
   write(ops: readonly BatchOp[], o: WriteOptions) {
     this.writeOps += ops.length
     return this.inner.write(ops, o)

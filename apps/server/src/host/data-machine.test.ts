@@ -339,6 +339,7 @@ describe('DataMachine', () => {
       get: engine.get.bind(engine),
       getMany: engine.getMany.bind(engine),
       range: engine.range.bind(engine),
+      keys: engine.keys.bind(engine),
       write: async (ops: Parameters<MemoryEngine['write']>[0], o: { sync: boolean }) => {
         await hold
         return engine.write(ops, o)

@@ -10,6 +10,7 @@ import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raf
 import { decodeImageHandle } from './image-handle'
 import {
   deletePages,
+  type KeyReader,
   type KeySpan,
   type PageLimits,
   type Pair,
@@ -25,7 +26,7 @@ export interface SmWriter {
 }
 
 /** Reads the group's own keys (an install deletes them a page at a time). */
-export type SmReader = RangeReader
+export type SmReader = RangeReader & KeyReader
 
 /**
  * Where a data group's snapshot images come from and go (image-handle.ts): `take` makes an

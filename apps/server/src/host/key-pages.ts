@@ -16,6 +16,11 @@ export interface RangeReader {
   range(range: Start & { lt: Uint8Array; limit: number }): Promise<readonly Pair[]>
 }
 
+/** A keys-only range read (a kv-storage engine or snapshot). */
+export interface KeyReader {
+  keys(range: Start & { lt: Uint8Array; limit: number }): Promise<readonly Uint8Array[]>
+}
+
 /** How much one page holds, and what it leaves out. */
 export interface PageLimits {
   /** At most this many keys. */
@@ -74,20 +79,22 @@ export async function readPage(
 
 /**
  * Deletes the keys of `span`, a page of at most `pageKeys` keys per `write` (never one write
- * of them all), but the keys `keep` says to keep.
+ * of them all), but the keys `keep` says to keep. Reads keys only: a page of large values
+ * would otherwise be held in memory just to be deleted.
  */
 export async function deletePages(
-  reader: RangeReader,
+  reader: KeyReader,
   write: (ops: readonly BatchOp[]) => Promise<void>,
   span: KeySpan,
   pageKeys: number,
   keep: (key: Uint8Array) => boolean = () => false,
 ): Promise<void> {
-  let from: Start | undefined = { gte: span.gte }
-  while (from) {
-    const page = await readPage(reader, from, span.lt, { keys: pageKeys, bytes: Number.POSITIVE_INFINITY })
-    const ops: BatchOp[] = page.pairs.filter(([key]) => !keep(key)).map(([key]) => ({ type: 'del', key }))
+  let from: Start = { gte: span.gte }
+  for (;;) {
+    const keys = await reader.keys({ ...from, lt: span.lt, limit: pageKeys })
+    const ops: BatchOp[] = keys.filter((key) => !keep(key)).map((key) => ({ type: 'del', key }))
     if (ops.length > 0) await write(ops)
-    from = page.next
+    if (keys.length < pageKeys) return
+    from = { gt: keys[keys.length - 1] as Uint8Array }
   }
 }
