@@ -54,10 +54,11 @@ export class Consumer implements AsyncIterable<Delivery> {
   readonly #options: ConsumerOptions
   readonly #buffer: Delivery[] = []
   readonly #batchers = new Map<number, SettleBatcher>()
-  /** Leased and not yet settled (nor lapsed), each with the lease response it came in. */
+  /**
+   * Leased and not yet settled (nor lapsed), each with the lease response it came in (whose
+   * timer runs while one of its deliveries is held here).
+   */
   readonly #held = new Map<Delivery, HeldLease>()
-  /** Lease responses with a delivery still held, each with its timer. */
-  readonly #leases = new Set<HeldLease>()
   /** Settles one delivery (one function for all of them). */
   readonly #settle = (d: Delivery, s: Settlement): Promise<LeaseResult> => this.#settleOne(d, s)
   /** Messages asked for by the lease requests in flight (counted against prefetch too). */
@@ -114,8 +115,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     const unhanded = this.#buffer.splice(0)
     await Promise.allSettled(unhanded.map((d) => d.nack(0)))
     await this.#loops
-    for (const lease of this.#leases) clearTimeout(lease.timer)
-    this.#leases.clear()
+    for (const lease of this.#held.values()) clearTimeout(lease.timer)
     this.#held.clear()
     for (const b of this.#batchers.values()) b.flushAll()
   }
@@ -206,7 +206,6 @@ export class Consumer implements AsyncIterable<Delivery> {
   #hold(deliveries: readonly Delivery[], visibilityMs: number, startedAt: number): void {
     const lease: HeldLease = { deliveries, live: deliveries.length, timer: undefined }
     for (const d of deliveries) this.#held.set(d, lease)
-    this.#leases.add(lease)
     const lapse = (): void => {
       // The leases ran out unsettled: the broker will deliver the messages again.
       for (const d of lease.deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
@@ -239,10 +238,7 @@ export class Consumer implements AsyncIterable<Delivery> {
   #release(d: Delivery, lease: HeldLease): void {
     this.#held.delete(d)
     lease.live--
-    if (lease.live === 0) {
-      clearTimeout(lease.timer)
-      this.#leases.delete(lease)
-    }
+    if (lease.live === 0) clearTimeout(lease.timer)
     this.#wakeFetchersSoon()
   }
 

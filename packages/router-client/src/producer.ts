@@ -88,18 +88,22 @@ interface Pending {
   readonly reject: (e: unknown) => void
 }
 
+/** A batch in flight: when it was sent (performance.now()) and its sequence (0: not idempotent). */
+interface InFlight {
+  readonly sentAtMs: number
+  readonly sequence: number
+}
+
 interface Lane {
   readonly partition: number
   readonly pending: Pending[]
   pendingBytes: number
   /** Messages in the batches in flight. */
   inFlightMessages: number
-  /** When each batch in flight was sent (performance.now()): one entry per batch in flight. */
-  readonly sentAtMs: number[]
+  /** The batches in flight, in the order they were sent (so their sequences ascend). */
+  readonly inFlight: InFlight[]
   /** The last sequence given to a batch (idempotent producers). */
   sequence: number
-  /** Sequences of the batches in flight, ascending (idempotent producers). */
-  readonly inFlightSequences: number[]
   /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
   cancel: (() => void) | undefined
 }
@@ -216,7 +220,7 @@ export class Producer {
   #load(partition: number): LaneLoad {
     const lane = this.#lanes.get(partition)
     if (!lane) return { queued: 0, stalled: false }
-    const oldest = lane.sentAtMs.length > 0 ? Math.min(...lane.sentAtMs) : Number.POSITIVE_INFINITY
+    const oldest = lane.inFlight[0]?.sentAtMs ?? Number.POSITIVE_INFINITY
     return {
       queued: lane.pending.length + lane.inFlightMessages,
       stalled: performance.now() - oldest >= this.#options.stallMs,
@@ -231,9 +235,8 @@ export class Producer {
         pending: [],
         pendingBytes: 0,
         inFlightMessages: 0,
-        sentAtMs: [],
+        inFlight: [],
         sequence: 0,
-        inFlightSequences: [],
         cancel: undefined,
       }
       this.#lanes.set(partition, lane)
@@ -245,16 +248,16 @@ export class Producer {
     lane.cancel?.()
     lane.cancel = undefined
     const { inFlightMax, batchMax, batchBytesMax } = this.#options
-    while (lane.pending.length > 0 && lane.sentAtMs.length < inFlightMax) {
+    while (lane.pending.length > 0 && lane.inFlight.length < inFlightMax) {
       // A batch joins others in flight only when it is full: partial ones would carry the same
       // messages in more requests and Raft entries; they go when nothing is in flight.
-      if (lane.sentAtMs.length > 0 && lane.pending.length < batchMax && lane.pendingBytes < batchBytesMax)
+      if (lane.inFlight.length > 0 && lane.pending.length < batchMax && lane.pendingBytes < batchBytesMax)
         break
       // The sequences in flight span fewer than IDEMPOTENT_BATCHES_IN_FLIGHT_MAX, the batches a
       // broker remembers: later batches can be answered while an earlier one (its reply lost)
       // is retried, and that retry must still find its batch among the remembered ones.
-      const oldest = lane.inFlightSequences[0]
-      if (oldest !== undefined && lane.sequence + 1 - oldest >= IDEMPOTENT_BATCHES_IN_FLIGHT_MAX) break
+      const oldest = lane.inFlight[0]?.sequence
+      if (oldest && lane.sequence + 1 - oldest >= IDEMPOTENT_BATCHES_IN_FLIGHT_MAX) break
       let bytes = 0
       let count = 0
       while (count < lane.pending.length && count < batchMax) {
@@ -265,17 +268,16 @@ export class Producer {
       }
       const batch = lane.pending.splice(0, count)
       lane.pendingBytes -= bytes
-      const sentAtMs = performance.now()
-      lane.sentAtMs.push(sentAtMs)
       lane.inFlightMessages += batch.length
-      const sequence = this.#options.idempotent ? ++lane.sequence : 0
-      if (sequence > 0) lane.inFlightSequences.push(sequence)
-      void this.#produce(lane, batch, sequence, sentAtMs)
+      const flight = { sentAtMs: performance.now(), sequence: this.#options.idempotent ? ++lane.sequence : 0 }
+      lane.inFlight.push(flight)
+      void this.#produce(lane, batch, flight)
     }
   }
 
-  async #produce(lane: Lane, batch: Pending[], sequence: number, sentAtMs: number): Promise<void> {
+  async #produce(lane: Lane, batch: Pending[], flight: InFlight): Promise<void> {
     const messages = batch.map((p) => p.message)
+    const { sequence } = flight
     try {
       const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
         unary(
@@ -288,7 +290,7 @@ export class Producer {
                 target,
                 producerId: this.producerId,
                 sequence,
-                sequenceBase: lane.inFlightSequences[0],
+                sequenceBase: (lane.inFlight[0] as InFlight).sequence,
                 messages,
               }
             : { target, producerId: this.producerId, sequence, messages },
@@ -307,8 +309,7 @@ export class Producer {
       for (const p of batch) p.reject(error)
     } finally {
       lane.inFlightMessages -= batch.length
-      lane.sentAtMs.splice(lane.sentAtMs.indexOf(sentAtMs), 1)
-      if (sequence > 0) lane.inFlightSequences.splice(lane.inFlightSequences.indexOf(sequence), 1)
+      lane.inFlight.splice(lane.inFlight.indexOf(flight), 1)
       this.#release(batch.length)
       if (lane.pending.length > 0) this.#dispatch(lane)
     }
