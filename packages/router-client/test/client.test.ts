@@ -379,7 +379,8 @@ describe('MqClient', () => {
     const a = (await it.next()).value as Delivery
     const b = (await it.next()).value as Delivery
     broker.forgetLease(a.leaseId)
-    await new Promise((r) => setTimeout(r, 450))
+    // Two rounds of extension (at half the 200 ms visibility each); the fake counts b's only.
+    await waitFor(() => broker.calls.filter((c) => c === 'extend').length >= 2)
     expect(errors.map((e) => (e as Error).name)).toEqual(['LeaseLostError'])
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2) // b's, twice
     await b.ack()
