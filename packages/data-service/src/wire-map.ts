@@ -51,9 +51,12 @@ export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueComman
       ...(m.delayMs > 0 ? { notBeforeMs: nowMs + m.delayMs } : {}),
       ...(m.dedupKey ? { dedupKey: m.dedupKey } : {}),
     })),
-    ...(request.producerId ? { producerId: request.producerId, producerSeq: request.sequence } : {}),
-    ...(request.producerId && request.sequenceBase !== undefined
-      ? { producerBase: request.sequenceBase }
+    ...(request.producerId
+      ? {
+          producerId: request.producerId,
+          producerSeq: request.sequence,
+          ...(request.sequenceBase !== undefined ? { producerBase: request.sequenceBase } : {}),
+        }
       : {}),
   }
 }

@@ -105,25 +105,20 @@ export function decodeCommand(bytes: Uint8Array): Command {
     case CommandType.Enqueue: {
       const producerForm = r.u8()
       if (producerForm > 2) throw new InvalidArgumentError(`malformed enqueue: producer form ${producerForm}`)
-      const hasProducer = producerForm >= 1
-      const producerId = hasProducer ? r.string() : undefined
-      const producerSeq = hasProducer ? r.varint() : undefined
-      const producerBase = producerForm === 2 ? r.varint() : undefined
+      // Read in the order written: id, sequence, then the base (form 2).
+      const producer =
+        producerForm === 0
+          ? {}
+          : {
+              producerId: r.string(),
+              producerSeq: r.varint(),
+              ...(producerForm === 2 ? { producerBase: r.varint() } : {}),
+            }
       const n = r.varint()
       if (n > bytes.length) throw new InvalidArgumentError('malformed enqueue: message count exceeds input')
       const messages: EnqueueMessage[] = []
       for (let i = 0; i < n; i++) messages.push(decodeMessage(r))
-      cmd = !hasProducer
-        ? { type, messages }
-        : producerBase === undefined
-          ? { type, messages, producerId: producerId as string, producerSeq: producerSeq as number }
-          : {
-              type,
-              messages,
-              producerId: producerId as string,
-              producerSeq: producerSeq as number,
-              producerBase,
-            }
+      cmd = { type, messages, ...producer }
       break
     }
     case CommandType.Lease:
