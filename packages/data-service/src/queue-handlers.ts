@@ -106,10 +106,11 @@ export function queueHandlers(
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
   ): Promise<CommandResult> => {
     const { group, queue, partition } = await locate(target)
-    const lane = producer && `${producer.id} ${queue}/${partition}`
-    if (producer && lane) await producerOrder.turn(lane, producer.seq, producer.base)
+    const lane = producer ? `${producer.id} ${queue}/${partition}` : ''
+    const wait = producer && producerOrder.turn(lane, producer.seq, producer.base)
+    if (wait) await wait
     const proposal = group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
-    if (producer && lane) producerOrder.proposed(lane, producer.seq)
+    if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
     if (result.type === 'refused') {
       throw new StaleRouteError(`${result.message}; refresh the route`, {
