@@ -68,7 +68,7 @@ export class ProducerOrder {
     for (const [waiting, go] of l.waiters) if (waiting - 1 <= l.last) go()
   }
 
-  /** Lanes remembered (for tests and metrics). */
+  /** Lanes remembered (tests check the bound with it). */
   get size(): number {
     return this.#lanes.size
   }

@@ -14,7 +14,6 @@ import {
   type KeySpan,
   type PageLimits,
   type Pair,
-  type RangeReader,
   type Start,
 } from './key-pages'
 
@@ -26,7 +25,7 @@ export interface SmWriter {
 }
 
 /** Reads the group's own keys (an install deletes them a page at a time). */
-export type SmReader = RangeReader & KeyReader
+export type SmReader = KeyReader
 
 /**
  * Where a data group's snapshot images come from and go (image-handle.ts): `take` makes an
