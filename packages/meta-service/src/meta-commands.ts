@@ -53,6 +53,17 @@ export type MetaCommand =
     }
   /** The group's Raft membership changed: `add` is a voter, `remove` is gone. */
   | { readonly type: 'finishReplicaChange'; readonly groupId: number }
+  /** Records the meta group's founding voters (the first meta leader; a no-op once recorded). */
+  | { readonly type: 'initMetaMembers'; readonly voters: readonly string[] }
+  /** Records a membership change of the meta group: `add` replaces `remove`. */
+  | {
+      readonly type: 'startMetaChange'
+      readonly add: string
+      readonly remove: string
+      readonly reason: ReplicaChangeReason
+    }
+  /** The meta group's Raft membership changed: `add` is a voter, `remove` is gone. */
+  | { readonly type: 'finishMetaChange' }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -74,6 +85,9 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'drainNode',
   'startReplicaChange',
   'finishReplicaChange',
+  'initMetaMembers',
+  'startMetaChange',
+  'finishMetaChange',
 ])
 
 const encoder = new TextEncoder()

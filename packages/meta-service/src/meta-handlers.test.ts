@@ -16,6 +16,7 @@ function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
     },
     read: async () => state,
     leaderId: () => (leader ? 'n1' : 'n2'),
+    membership: () => ({ voters: ['n2', 'n1'], learners: ['n4'] }),
     liveness: () => ({
       alive: (id) => id !== 'n3',
       lastHeartbeatMs: () => 5,
@@ -77,6 +78,8 @@ describe('meta handlers', () => {
       ['n2', 38],
       ['n3', 1],
     ])
+    // The meta group's membership from the replica's Raft configuration, sorted.
+    expect(status).toMatchObject({ metaVoters: ['n1', 'n2'], metaLearners: ['n4'] })
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

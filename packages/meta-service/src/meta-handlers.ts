@@ -27,6 +27,8 @@ export interface MetaGroupPort {
   /** The meta leader's node id as this replica knows it ('' when unknown). */
   leaderId(): string
   liveness(): Liveness
+  /** The meta group's Raft configuration as this replica knows it. */
+  membership(): { readonly voters: readonly string[]; readonly learners: readonly string[] }
 }
 
 /** The cluster operations the meta leader's controller performs (scaling, moves, transfers). */
@@ -94,8 +96,22 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     clusterStatus: unary(async () => {
       const state = await meta.read()
       const liveness = meta.liveness()
+      const { voters, learners } = meta.membership()
+      const change = state.metaChange()
       return {
         metaLeaderId: meta.leaderId(),
+        metaVoters: [...voters].sort(),
+        metaLearners: [...learners].sort(),
+        ...(change
+          ? {
+              metaChange: {
+                add: change.add,
+                remove: change.remove,
+                reason: change.reason,
+                startedAtMs: change.startedAtMs,
+              },
+            }
+          : {}),
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, liveness),
         groups: groupStatusesOf(state, liveness),

@@ -142,6 +142,18 @@ describe('MetaState', () => {
         update: fc.record({ maxDeliveries: fc.integer({ min: 0, max: 9 }) }),
       }),
       fc.record({ type: fc.constant('deleteQueue' as const), name }),
+      fc.record({
+        type: fc.constant('initMetaMembers' as const),
+        voters: fc.uniqueArray(node, { minLength: 0, maxLength: 3 }),
+      }),
+      fc.record({
+        type: fc.constant('startMetaChange' as const),
+        add: node,
+        remove: node,
+        reason: fc.constantFrom('drain' as const, 'dead' as const, 'balance' as const),
+      }),
+      fc.record({ type: fc.constant('finishMetaChange' as const) }),
+      fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
     )
     fc.assert(
       fc.property(fc.array(command, { maxLength: 40 }), fc.nat(40), (commands, cut) => {
@@ -158,6 +170,66 @@ describe('MetaState', () => {
       }),
       { numRuns: 300 },
     )
+  })
+
+  it("records the meta group's founders once, then changes its members one at a time", () => {
+    const s = cluster(4, 1)
+    expect(s.metaMembers()).toBeUndefined()
+    // Nothing can change before the founders are recorded.
+    expect(s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'dead' }, 3)).toMatchObject({
+      ok: false,
+      message: 'the meta group members are not recorded yet',
+    })
+    expect(s.apply({ type: 'initMetaMembers', voters: ['n3', 'n1', 'n2'] }, 3)).toEqual({
+      ok: true,
+      value: ['n1', 'n2', 'n3'],
+    })
+    // A second record (a later meta leader) changes nothing.
+    expect(s.apply({ type: 'initMetaMembers', voters: ['n4'] }, 3)).toMatchObject({ ok: true })
+    expect(s.metaMembers()).toEqual(['n1', 'n2', 'n3'])
+    const bad: [MetaCommand, string][] = [
+      [
+        { type: 'startMetaChange', add: 'n4', remove: 'n4', reason: 'dead' },
+        'node n4 is not a meta group member',
+      ],
+      [{ type: 'startMetaChange', add: 'n9', remove: 'n1', reason: 'dead' }, 'node n9 is not registered'],
+      [
+        { type: 'startMetaChange', add: 'n2', remove: 'n1', reason: 'dead' },
+        'node n2 is a meta group member already',
+      ],
+      [
+        { type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'balance' },
+        'unknown meta change reason balance',
+      ],
+      [{ type: 'finishMetaChange' }, 'the meta group is not changing its members'],
+    ]
+    for (const [c, message] of bad)
+      expect(s.apply(c, 4)).toEqual({ ok: false, code: 'INVALID_ARGUMENT', message })
+    expect(s.metaChange()).toBeUndefined()
+    const started = s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'dead' }, 5)
+    expect(started).toEqual({
+      ok: true,
+      value: { groupId: 0, add: 'n4', remove: 'n1', reason: 'dead', startedAtMs: 5 },
+    })
+    expect(s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n2', reason: 'dead' }, 6)).toMatchObject({
+      ok: false,
+      message: 'the meta group is changing its members already',
+    })
+    // The change survives a snapshot (a new meta leader resumes it).
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.metaChange()).toEqual(s.metaChange())
+    const epoch = s.routeEpoch
+    expect(s.apply({ type: 'finishMetaChange' }, 7)).toEqual({ ok: true, value: ['n2', 'n3', 'n4'] })
+    expect(s.metaChange()).toBeUndefined()
+    expect(s.routeEpoch).toBe(epoch) // routes name no meta members
+  })
+
+  it('counts a meta replica among what a drained node still holds', () => {
+    const s = cluster(4, 1)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    expect(s.apply({ type: 'drainNode', nodeId: 'n1' }, 4)).toEqual({ ok: true, value: 2 })
+    expect(s.apply({ type: 'drainNode', nodeId: 'n4' }, 4)).toEqual({ ok: true, value: 0 })
   })
 
   it('decodes only known commands', () => {

@@ -123,6 +123,9 @@ interface MetaImage {
   readonly scale?: ScaleRecord
   readonly draining?: readonly string[]
   readonly replicaChanges?: readonly ReplicaChangeRecord[]
+  /** Absent until the first meta leader recorded the founders (and in older images). */
+  readonly metaMembers?: readonly string[]
+  readonly metaChange?: ReplicaChangeRecord
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -148,6 +151,8 @@ export class MetaState {
   readonly #moves = new Map<number, MoveRecord>()
   readonly #draining = new Set<string>()
   readonly #replicaChanges = new Map<number, ReplicaChangeRecord>()
+  #metaMembers: readonly string[] | undefined
+  #metaChange: ReplicaChangeRecord | undefined
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -219,6 +224,21 @@ export class MetaState {
     return this.#replicaChanges.get(groupId)
   }
 
+  /**
+   * The meta group's voters as the meta state records them: the founders (recorded by the
+   * first meta leader, `initMetaMembers`), then as each finished meta change left them.
+   * Undefined until recorded. The meta group's Raft configuration is the authority; this is
+   * what the controller plans with and what tells a removed node to drop its meta replica.
+   */
+  metaMembers(): readonly string[] | undefined {
+    return this.#metaMembers
+  }
+
+  /** The change of the meta group's membership under way (group id 0), if any. */
+  metaChange(): ReplicaChangeRecord | undefined {
+    return this.#metaChange
+  }
+
   /** The data groups node `nodeId` must host: those it is a replica of, or is being added to. */
   groupsOf(nodeId: string): GroupRecord[] {
     return this.groups().filter(
@@ -271,6 +291,12 @@ export class MetaState {
         return this.#startReplicaChange(command, nowMs)
       case 'finishReplicaChange':
         return this.#finishReplicaChange(command.groupId)
+      case 'initMetaMembers':
+        return this.#initMetaMembers(command.voters)
+      case 'startMetaChange':
+        return this.#startMetaChange(command, nowMs)
+      case 'finishMetaChange':
+        return this.#finishMetaChange()
       case 'finishScale':
         if (this.#scale) this.#scale = { ...this.#scale, running: false }
         return ok(this.#scale ?? null)
@@ -553,7 +579,60 @@ export class MetaState {
       return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
     }
     this.#draining.add(nodeId)
-    return ok(this.groupsOf(nodeId).length)
+    return ok(this.groupsOf(nodeId).length + Number(this.#metaMembers?.includes(nodeId) ?? false))
+  }
+
+  #initMetaMembers(voters: unknown): MetaResult<readonly string[]> {
+    if (this.#metaMembers) return ok(this.#metaMembers)
+    if (
+      !Array.isArray(voters) ||
+      voters.length === 0 ||
+      voters.length > META_LIMITS.replicasPerGroupMax ||
+      voters.some((v) => typeof v !== 'string' || v.length === 0) ||
+      new Set(voters).size !== voters.length
+    ) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `the meta group needs 1 to ${META_LIMITS.replicasPerGroupMax} distinct voters`,
+      )
+    }
+    this.#metaMembers = [...(voters as string[])].sort(compare)
+    return ok(this.#metaMembers)
+  }
+
+  #startMetaChange(
+    c: { readonly add: unknown; readonly remove: unknown; readonly reason: unknown },
+    nowMs: number,
+  ): MetaResult<ReplicaChangeRecord> {
+    const members = this.#metaMembers
+    if (!members) return fail(ErrorCode.InvalidArgument, 'the meta group members are not recorded yet')
+    if (this.#metaChange) {
+      return fail(ErrorCode.InvalidArgument, 'the meta group is changing its members already')
+    }
+    if (typeof c.remove !== 'string' || !members.includes(c.remove)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(c.remove)} is not a meta group member`)
+    }
+    if (typeof c.add !== 'string' || !this.#nodes.has(c.add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(c.add)} is not registered`)
+    }
+    if (members.includes(c.add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${c.add} is a meta group member already`)
+    }
+    if (c.reason !== ReplicaChangeReason.Drain && c.reason !== ReplicaChangeReason.Dead) {
+      return fail(ErrorCode.InvalidArgument, `unknown meta change reason ${String(c.reason)}`)
+    }
+    this.#metaChange = { groupId: 0, add: c.add, remove: c.remove, reason: c.reason, startedAtMs: nowMs }
+    return ok(this.#metaChange)
+  }
+
+  #finishMetaChange(): MetaResult<readonly string[]> {
+    const change = this.#metaChange
+    if (!change || !this.#metaMembers) {
+      return fail(ErrorCode.InvalidArgument, 'the meta group is not changing its members')
+    }
+    this.#metaMembers = [...this.#metaMembers.filter((m) => m !== change.remove), change.add].sort(compare)
+    this.#metaChange = undefined
+    return ok(this.#metaMembers)
   }
 
   #startReplicaChange(
@@ -629,6 +708,8 @@ export class MetaState {
       ...(this.#scale ? { scale: this.#scale } : {}),
       draining: [...this.#draining].sort(compare),
       replicaChanges: this.replicaChanges(),
+      ...(this.#metaMembers ? { metaMembers: this.#metaMembers } : {}),
+      ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -653,6 +734,8 @@ export class MetaState {
     for (const n of image.draining ?? []) this.#draining.add(n)
     this.#replicaChanges.clear()
     for (const c of image.replicaChanges ?? []) this.#replicaChanges.set(c.groupId, c)
+    this.#metaMembers = image.metaMembers
+    this.#metaChange = image.metaChange
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()

@@ -174,6 +174,22 @@ export interface ClusterStatusResponse {
     | undefined;
   /** The partition moves under way. */
   moves: PartitionMove[];
+  /**
+   * The meta group's membership as the answering meta replica knows it (its Raft
+   * configuration): voters, and learners being added.
+   */
+  metaVoters: string[];
+  metaLearners: string[];
+  /** A change of the meta group's membership under way, if any. */
+  metaChange?: ReplicaChange | undefined;
+}
+
+/** A membership change under way: `add` replaces `remove` (reason: drain, dead). */
+export interface ReplicaChange {
+  add: string;
+  remove: string;
+  reason: string;
+  startedAtMs: number;
 }
 
 export interface ScaleDataGroupsRequest {
@@ -2375,7 +2391,17 @@ export const PartitionMove: MessageFns<PartitionMove> = {
 };
 
 function createBaseClusterStatusResponse(): ClusterStatusResponse {
-  return { metaLeaderId: "", routeEpoch: 0, nodes: [], groups: [], scale: undefined, moves: [] };
+  return {
+    metaLeaderId: "",
+    routeEpoch: 0,
+    nodes: [],
+    groups: [],
+    scale: undefined,
+    moves: [],
+    metaVoters: [],
+    metaLearners: [],
+    metaChange: undefined,
+  };
 }
 
 export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
@@ -2397,6 +2423,15 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     }
     for (const v of message.moves) {
       PartitionMove.encode(v!, writer.uint32(50).fork()).join();
+    }
+    for (const v of message.metaVoters) {
+      writer.uint32(58).string(v!);
+    }
+    for (const v of message.metaLearners) {
+      writer.uint32(66).string(v!);
+    }
+    if (message.metaChange !== undefined) {
+      ReplicaChange.encode(message.metaChange, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -2456,6 +2491,30 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
           message.moves.push(PartitionMove.decode(reader, reader.uint32()));
           continue;
         }
+        case 7: {
+          if (tag !== 58) {
+            break;
+          }
+
+          message.metaVoters.push(reader.string());
+          continue;
+        }
+        case 8: {
+          if (tag !== 66) {
+            break;
+          }
+
+          message.metaLearners.push(reader.string());
+          continue;
+        }
+        case 9: {
+          if (tag !== 74) {
+            break;
+          }
+
+          message.metaChange = ReplicaChange.decode(reader, reader.uint32());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2481,6 +2540,21 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
       groups: globalThis.Array.isArray(object?.groups) ? object.groups.map((e: any) => GroupStatus.fromJSON(e)) : [],
       scale: isSet(object.scale) ? ScalePlan.fromJSON(object.scale) : undefined,
       moves: globalThis.Array.isArray(object?.moves) ? object.moves.map((e: any) => PartitionMove.fromJSON(e)) : [],
+      metaVoters: globalThis.Array.isArray(object?.metaVoters)
+        ? object.metaVoters.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.meta_voters)
+        ? object.meta_voters.map((e: any) => globalThis.String(e))
+        : [],
+      metaLearners: globalThis.Array.isArray(object?.metaLearners)
+        ? object.metaLearners.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.meta_learners)
+        ? object.meta_learners.map((e: any) => globalThis.String(e))
+        : [],
+      metaChange: isSet(object.metaChange)
+        ? ReplicaChange.fromJSON(object.metaChange)
+        : isSet(object.meta_change)
+        ? ReplicaChange.fromJSON(object.meta_change)
+        : undefined,
     };
   },
 
@@ -2504,6 +2578,15 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     if (message.moves?.length) {
       obj.moves = message.moves.map((e) => PartitionMove.toJSON(e));
     }
+    if (message.metaVoters?.length) {
+      obj.metaVoters = message.metaVoters;
+    }
+    if (message.metaLearners?.length) {
+      obj.metaLearners = message.metaLearners;
+    }
+    if (message.metaChange !== undefined) {
+      obj.metaChange = ReplicaChange.toJSON(message.metaChange);
+    }
     return obj;
   },
 
@@ -2520,6 +2603,123 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
       ? ScalePlan.fromPartial(object.scale)
       : undefined;
     message.moves = object.moves?.map((e) => PartitionMove.fromPartial(e)) || [];
+    message.metaVoters = object.metaVoters?.map((e) => e) || [];
+    message.metaLearners = object.metaLearners?.map((e) => e) || [];
+    message.metaChange = (object.metaChange !== undefined && object.metaChange !== null)
+      ? ReplicaChange.fromPartial(object.metaChange)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseReplicaChange(): ReplicaChange {
+  return { add: "", remove: "", reason: "", startedAtMs: 0 };
+}
+
+export const ReplicaChange: MessageFns<ReplicaChange> = {
+  encode(message: ReplicaChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.add !== "") {
+      writer.uint32(10).string(message.add);
+    }
+    if (message.remove !== "") {
+      writer.uint32(18).string(message.remove);
+    }
+    if (message.reason !== "") {
+      writer.uint32(26).string(message.reason);
+    }
+    if (message.startedAtMs !== 0) {
+      writer.uint32(32).uint64(message.startedAtMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReplicaChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseReplicaChange();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.add = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.remove = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.reason = reader.string();
+          continue;
+        }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.startedAtMs = longToNumber(reader.uint64());
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ReplicaChange {
+    return {
+      add: isSet(object.add) ? globalThis.String(object.add) : "",
+      remove: isSet(object.remove) ? globalThis.String(object.remove) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      startedAtMs: isSet(object.startedAtMs)
+        ? globalThis.Number(object.startedAtMs)
+        : isSet(object.started_at_ms)
+        ? globalThis.Number(object.started_at_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: ReplicaChange): unknown {
+    const obj: any = {};
+    if (message.add !== "") {
+      obj.add = message.add;
+    }
+    if (message.remove !== "") {
+      obj.remove = message.remove;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.startedAtMs !== 0) {
+      obj.startedAtMs = Math.round(message.startedAtMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReplicaChange>, I>>(base?: I): ReplicaChange {
+    return ReplicaChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReplicaChange>, I>>(object: I): ReplicaChange {
+    const message = createBaseReplicaChange();
+    message.add = object.add ?? "";
+    message.remove = object.remove ?? "";
+    message.reason = object.reason ?? "";
+    message.startedAtMs = object.startedAtMs ?? 0;
     return message;
   },
 };

@@ -94,6 +94,8 @@ export interface HeartbeatRequest {
   groups: GroupReport[];
   /** The fingerprint of the meta group's client tokens this node holds ("" = none yet). */
   tokensFingerprint: string;
+  /** The node hosts a replica of the meta group (a founder, or a node added to it since). */
+  hostsMeta: boolean;
 }
 
 export interface GroupAssignment {
@@ -133,6 +135,21 @@ export interface HeartbeatResponse {
    * stops hosting them and deletes their storage.
    */
   removedGroupIds: number[];
+  /**
+   * The node is being added to the meta group: it hosts an empty meta replica, which learns
+   * the state and the membership from the meta leader's log or a snapshot.
+   */
+  hostMeta: boolean;
+  /**
+   * The node reported a meta replica but the meta group removed it (a committed change): the
+   * node stops hosting it, deletes its storage and never bootstraps the meta group again.
+   */
+  leaveMeta: boolean;
+  /**
+   * The meta group's voters with their addresses: a node keeps them as the places to find
+   * the meta leader after a restart (its configured seeds may be gone by then).
+   */
+  metaMembers: NodeAddress[];
 }
 
 export interface MovePartitionRequest {
@@ -1235,7 +1252,7 @@ export const GroupReport: MessageFns<GroupReport> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { nodeId: "", address: "", groups: [], tokensFingerprint: "" };
+  return { nodeId: "", address: "", groups: [], tokensFingerprint: "", hostsMeta: false };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1251,6 +1268,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.tokensFingerprint !== "") {
       writer.uint32(34).string(message.tokensFingerprint);
+    }
+    if (message.hostsMeta !== false) {
+      writer.uint32(40).bool(message.hostsMeta);
     }
     return writer;
   },
@@ -1294,6 +1314,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
           message.tokensFingerprint = reader.string();
           continue;
         }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.hostsMeta = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1317,6 +1345,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.tokens_fingerprint)
         ? globalThis.String(object.tokens_fingerprint)
         : "",
+      hostsMeta: isSet(object.hostsMeta)
+        ? globalThis.Boolean(object.hostsMeta)
+        : isSet(object.hosts_meta)
+        ? globalThis.Boolean(object.hosts_meta)
+        : false,
     };
   },
 
@@ -1334,6 +1367,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.tokensFingerprint !== "") {
       obj.tokensFingerprint = message.tokensFingerprint;
     }
+    if (message.hostsMeta !== false) {
+      obj.hostsMeta = message.hostsMeta;
+    }
     return obj;
   },
 
@@ -1346,6 +1382,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.address = object.address ?? "";
     message.groups = object.groups?.map((e) => GroupReport.fromPartial(e)) || [];
     message.tokensFingerprint = object.tokensFingerprint ?? "";
+    message.hostsMeta = object.hostsMeta ?? false;
     return message;
   },
 };
@@ -1604,6 +1641,9 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     tokens: [],
     tokensFingerprint: "",
     removedGroupIds: [],
+    hostMeta: false,
+    leaveMeta: false,
+    metaMembers: [],
   };
 }
 
@@ -1635,6 +1675,15 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
       writer.uint64(v);
     }
     writer.join();
+    if (message.hostMeta !== false) {
+      writer.uint32(72).bool(message.hostMeta);
+    }
+    if (message.leaveMeta !== false) {
+      writer.uint32(80).bool(message.leaveMeta);
+    }
+    for (const v of message.metaMembers) {
+      NodeAddress.encode(v!, writer.uint32(90).fork()).join();
+    }
     return writer;
   },
 
@@ -1719,6 +1768,30 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
 
           break;
         }
+        case 9: {
+          if (tag !== 72) {
+            break;
+          }
+
+          message.hostMeta = reader.bool();
+          continue;
+        }
+        case 10: {
+          if (tag !== 80) {
+            break;
+          }
+
+          message.leaveMeta = reader.bool();
+          continue;
+        }
+        case 11: {
+          if (tag !== 90) {
+            break;
+          }
+
+          message.metaMembers.push(NodeAddress.decode(reader, reader.uint32()));
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1758,6 +1831,21 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : globalThis.Array.isArray(object?.removed_group_ids)
         ? object.removed_group_ids.map((e: any) => globalThis.Number(e))
         : [],
+      hostMeta: isSet(object.hostMeta)
+        ? globalThis.Boolean(object.hostMeta)
+        : isSet(object.host_meta)
+        ? globalThis.Boolean(object.host_meta)
+        : false,
+      leaveMeta: isSet(object.leaveMeta)
+        ? globalThis.Boolean(object.leaveMeta)
+        : isSet(object.leave_meta)
+        ? globalThis.Boolean(object.leave_meta)
+        : false,
+      metaMembers: globalThis.Array.isArray(object?.metaMembers)
+        ? object.metaMembers.map((e: any) => NodeAddress.fromJSON(e))
+        : globalThis.Array.isArray(object?.meta_members)
+        ? object.meta_members.map((e: any) => NodeAddress.fromJSON(e))
+        : [],
     };
   },
 
@@ -1787,6 +1875,15 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.removedGroupIds?.length) {
       obj.removedGroupIds = message.removedGroupIds.map((e) => Math.round(e));
     }
+    if (message.hostMeta !== false) {
+      obj.hostMeta = message.hostMeta;
+    }
+    if (message.leaveMeta !== false) {
+      obj.leaveMeta = message.leaveMeta;
+    }
+    if (message.metaMembers?.length) {
+      obj.metaMembers = message.metaMembers.map((e) => NodeAddress.toJSON(e));
+    }
     return obj;
   },
 
@@ -1803,6 +1900,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.tokens = object.tokens?.map((e) => StoredToken.fromPartial(e)) || [];
     message.tokensFingerprint = object.tokensFingerprint ?? "";
     message.removedGroupIds = object.removedGroupIds?.map((e) => e) || [];
+    message.hostMeta = object.hostMeta ?? false;
+    message.leaveMeta = object.leaveMeta ?? false;
+    message.metaMembers = object.metaMembers?.map((e) => NodeAddress.fromPartial(e)) || [];
     return message;
   },
 };
