@@ -119,6 +119,8 @@ export class FakeBroker {
       })),
       clusterStatus: handle(() => ({
         metaLeaderId: 'n1',
+        metaVoters: ['n1'],
+        metaLearners: [],
         routeEpoch: 1,
         nodes: [
           { nodeId: 'n1', address: this.address, alive: true, lastHeartbeatMs: Date.now(), groupIds: [0, 1] },

@@ -46,6 +46,9 @@ export class FakeCluster {
   consumerOptions: Partial<ConsumerOptions> | undefined
   status: ClusterStatus = {
     metaLeaderId: 'n1',
+    metaVoters: ['n1', 'n2', 'n3'],
+    metaLearners: ['n4'],
+    metaChange: { add: 'n4', remove: 'n3', reason: 'dead', startedAtMs: 1_000 },
     routeEpoch: 7,
     nodes: [
       {

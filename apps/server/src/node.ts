@@ -47,6 +47,7 @@ import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
+import { NodeFacts } from './host/node-facts'
 import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
@@ -131,6 +132,10 @@ export class MqNode {
   #transport: PeerTransport | undefined
   #images: NodeImages | undefined
   #meta: MetaMachine | undefined
+  /** Hosting or dropping the meta replica, when under way (see #hostMeta, #leaveMeta). */
+  #hostingMeta: Promise<void> | undefined
+  #leavingMeta: Promise<void> | undefined
+  #facts: NodeFacts | undefined
   /** Notified whenever the meta replica applies entries or a snapshot. */
   readonly #metaApplied = new ChangeSignal()
   #metaLeaderId = ''
@@ -149,8 +154,10 @@ export class MqNode {
     this.access = new AccessControl({
       peerToken: config.peerToken,
       tokens: options.tokens,
-      metaTokens: () =>
-        this.#meta ? this.#metaTokens.fromRegistry(this.#meta.state.tokens) : this.#metaTokens.current(),
+      metaTokens: () => {
+        const meta = this.#metaVoter()
+        return meta ? this.#metaTokens.fromRegistry(meta.state.tokens) : this.#metaTokens.current()
+      },
     })
     this.#server = new Server({
       'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
@@ -188,6 +195,18 @@ export class MqNode {
         } catch (error) {
           throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
         }
+      },
+      metaMembership: () => this.#metaMembership(),
+      changeMetaMembers: async (add, remove) => {
+        if (!this.#raft) throw new UnavailableError('the node is starting')
+        const leader = {
+          assertLeader: () => {
+            if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
+          },
+        }
+        return changeReplicas(this.#raft, leader, { groupId: META_GROUP, add, remove }, (id) =>
+          this.#addresses.get(id),
+        )
       },
     })
     this.#mover = new PartitionMover(
@@ -227,9 +246,19 @@ export class MqNode {
     this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
     // Every data group's log is read back (and checked) before any group takes part in Raft:
     // a node with a damaged log refuses to start instead of voting in the groups read first.
-    const dataGroupsOnDisk = (await this.#store.groupIdsOnDisk()).filter((g) => g !== META_GROUP)
+    const groupsOnDisk = await this.#store.groupIdsOnDisk()
+    const dataGroupsOnDisk = groupsOnDisk.filter((g) => g !== META_GROUP)
     for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
     const store = this.#store
+    const engine = this.#engine
+    this.#facts = await NodeFacts.open({
+      get: (key) => engine.get(key),
+      write: (ops) => store.commit.write(ops),
+    })
+    // The meta voters' last known addresses, newer than the configured ones: a meta replica
+    // must reach the other voters before there is a meta leader to learn addresses from.
+    for (const seed of this.#facts.metaSeeds)
+      if (seed.nodeId !== this.config.nodeId) this.#addresses.set(seed.nodeId, seed.address)
     const images = new NodeImages({
       nodeId: this.config.nodeId,
       engine: this.#engine,
@@ -288,17 +317,11 @@ export class MqNode {
           `group ${groupId}: its state is too large for a snapshot; the log stays uncompacted (in memory and on disk) until a snapshot fits: ${error.message}`,
         ),
     })
-    if (this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId)) {
-      this.#meta = new MetaMachine()
-      this.#meta.onApplied = () => this.#metaApplied.notify()
-      const founders = votersConf(this.config.initialMeta.map((m) => m.nodeId))
-      this.#raft.addGroup({
-        groupId: META_GROUP,
-        raft: this.#raftOptions('meta'),
-        storage: await this.#store.openGroup(META_GROUP, founders),
-        stateMachine: observedStateMachine(META_GROUP, this.#meta, this.metrics),
-      })
-    }
+    // A founder that never left bootstraps the meta group; a node added to it later finds
+    // its replica on disk.
+    const founder =
+      this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
+    if (founder || groupsOnDisk.includes(META_GROUP)) await this.#hostMeta(founder)
     for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [])
     this.#server.addService(HealthService, this.health.handlers())
     this.#server.addService(PeerService, {
@@ -452,6 +475,72 @@ export class MqNode {
 
   // ---- the meta group -------------------------------------------------------------------
 
+  /**
+   * Hosts a replica of the meta group (idempotent). A founder's starts with the founding
+   * voters (the first entries of every founder's log); any other replica starts empty and
+   * learns the state and the membership from the meta leader's log or a snapshot.
+   */
+  #hostMeta(founder: boolean): Promise<void> {
+    this.#hostingMeta ??= (async () => {
+      const raft = this.#raft
+      const store = this.#store
+      if (!raft || !store || this.#meta) return
+      const meta = new MetaMachine()
+      meta.onApplied = () => this.#metaApplied.notify()
+      const founders = founder ? votersConf(this.config.initialMeta.map((m) => m.nodeId)) : undefined
+      raft.addGroup({
+        groupId: META_GROUP,
+        raft: this.#raftOptions('meta'),
+        storage: await store.openGroup(META_GROUP, founders),
+        stateMachine: observedStateMachine(META_GROUP, meta, this.metrics),
+      })
+      this.#meta = meta
+      if (!founder) this.log.info(`mq-server: node ${this.config.nodeId} hosts a replica of the meta group`)
+    })().finally(() => {
+      this.#hostingMeta = undefined
+    })
+    return this.#hostingMeta
+  }
+
+  /**
+   * Drops this node's meta replica, which the meta group removed (a committed change), and
+   * deletes its storage. It first records (durably) that the node left, so a founder never
+   * bootstraps the meta group again, even after a crash in between.
+   */
+  #leaveMeta(): Promise<void> {
+    this.#leavingMeta ??= (async () => {
+      await this.#hostingMeta
+      const raft = this.#raft
+      const store = this.#store
+      if (!this.#meta || !raft || !store || !this.#facts) return
+      await this.#facts.markLeftMeta()
+      raft.removeGroup(META_GROUP)
+      this.#meta = undefined
+      await store.removeGroup(META_GROUP)
+      this.log.info(`mq-server: node ${this.config.nodeId} left the meta group and deleted its replica`)
+    })()
+      .catch((error: unknown) => this.log.error({ err: error }, 'cannot drop the meta replica'))
+      .finally(() => {
+        this.#leavingMeta = undefined
+      })
+    return this.#leavingMeta
+  }
+
+  /**
+   * This node's meta replica once it is a voter: what the node may answer from (tokens,
+   * routes). A replica being added is a learner until it caught up, and empty before that.
+   */
+  #metaVoter(): MetaMachine | undefined {
+    const meta = this.#meta
+    return meta && this.#raft?.status(META_GROUP).conf.voters.includes(this.config.nodeId) ? meta : undefined
+  }
+
+  #metaMembership(): { voters: readonly string[]; learners: readonly string[] } {
+    if (!this.#meta || !this.#raft) return { voters: [], learners: [] }
+    const { voters, learners } = this.#raft.status(META_GROUP).conf
+    return { voters, learners }
+  }
+
   #isMetaLeader(): boolean {
     return this.#meta !== undefined && this.#raft?.status(META_GROUP).role === Role.Leader
   }
@@ -493,6 +582,7 @@ export class MqNode {
         return this.#meta.state
       },
       leaderId: () => (this.#meta ? this.#raft?.status(META_GROUP).lead : this.#metaLeaderId) ?? '',
+      membership: () => this.#metaMembership(),
       liveness: () => {
         // Liveness is the meta leader's soft state: a follower sends the caller to the leader.
         if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
@@ -503,12 +593,17 @@ export class MqNode {
 
   // ---- the node's side of the heartbeat -----------------------------------------------------
 
-  /** Where to send a meta request: the known meta leader, else the next founding member or seed. */
+  /**
+   * Where to send a meta request: the known meta leader, else the next seed: the meta voters
+   * the meta leader last named (kept on disk), then the founding members or the join address.
+   */
   #metaAddress(): string {
     const leader = this.#metaLeaderId ? this.#addresses.get(this.#metaLeaderId) : undefined
     if (leader) return leader
-    const seeds =
+    const configured =
       this.config.initialMeta.length > 0 ? this.config.initialMeta.map((m) => m.address) : [this.config.join]
+    const kept = this.#facts?.metaSeeds.map((m) => m.address) ?? []
+    const seeds = [...new Set([...kept, ...configured])]
     return seeds[this.#heartbeatSeed++ % seeds.length] as string
   }
 
@@ -525,21 +620,28 @@ export class MqNode {
       const s = raft.status(groupId)
       return { groupId, leaderId: s.lead, term: s.term, commitIndex: s.commit, appliedIndex: s.applied }
     })
-    // A meta replica holds the tokens already: its fingerprint spares it the list.
-    if (this.#meta) this.#metaTokens.fromRegistry(this.#meta.state.tokens)
+    // A meta voter holds the tokens already: its fingerprint spares it the list.
+    const metaVoter = this.#metaVoter()
+    if (metaVoter) this.#metaTokens.fromRegistry(metaVoter.state.tokens)
     const request: HeartbeatRequest = {
       nodeId: this.config.nodeId,
       address: this.config.advertise,
       groups,
       tokensFingerprint: this.#metaTokens.fingerprint,
+      hostsMeta: this.#meta !== undefined,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
-      if (!this.#meta) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
+      if (!this.#metaVoter()) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
+      if (response.hostMeta) void this.#hostMeta(false)
+      if (response.leaveMeta) void this.#leaveMeta()
+      this.#facts
+        ?.setMetaSeeds(response.metaMembers)
+        .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the meta seeds'))
       for (const g of response.groups) void this.#addDataGroup(g.groupId, g.replicas)
       for (const groupId of response.removedGroupIds) void this.#removeDataGroup(groupId)
       for (const t of response.transfers) {
@@ -740,7 +842,8 @@ export class MqNode {
         throw error
       },
     )
-    if (!this.#meta || this.#meta.state.routeEpoch >= minEpoch) return remote
+    const metaVoter = this.#metaVoter()
+    if (!metaVoter || metaVoter.state.routeEpoch >= minEpoch) return remote
     // This node's meta replica lags the request (it restarted, say): the route comes from the
     // meta leader or from the replica once it catches up, whichever is first, since the meta
     // leader may be the node that just fell silent.
@@ -768,7 +871,7 @@ export class MqNode {
 
   /** The route from this node's meta replica, when it has one that has applied `minEpoch`. */
   #localRoute(queue: string, minEpoch: number): QueueRoute | undefined {
-    const state = this.#meta?.state
+    const state = this.#metaVoter()?.state
     if (!state || state.routeEpoch < minEpoch) return undefined
     // Every route change bumps the epoch: a route cached at this epoch is this one (its data
     // group leaders aside, which data requests do not use). No rebuild on every request.

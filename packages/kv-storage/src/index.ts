@@ -54,6 +54,7 @@ export {
   groupRange,
   hardStateKey,
   KeySpace,
+  nodeKey,
   stagedImageKey,
   stagedImageRange,
   stateMachineKey,

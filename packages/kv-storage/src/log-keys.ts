@@ -13,6 +13,7 @@ import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
  *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
  *   (1, g, 17, …)          a snapshot image being received for the group (`stagedImageKey`)
  *   (2, 'batch-seq')       the sequence number of the last stamped group-commit batch (durability-mark.ts)
+ *   (2, name)              other per-node facts of the process that owns the database (`nodeKey`)
  */
 
 export const KeySpace = {
@@ -34,7 +35,12 @@ export const GroupKeyKind = {
 
 /** Where the group commit stamps each synced batch's sequence number (see DurabilityMark). */
 export function batchSeqKey(): Uint8Array {
-  return encodeTuple([KeySpace.Node, 'batch-seq'])
+  return nodeKey('batch-seq')
+}
+
+/** A per-node fact's key (outside every group: removing a group leaves it). */
+export function nodeKey(name: string): Uint8Array {
+  return encodeTuple([KeySpace.Node, name])
 }
 
 export function hardStateKey(groupId: number): Uint8Array {

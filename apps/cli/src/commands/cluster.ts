@@ -34,6 +34,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         out.text(
           formatFields([
             ['meta leader', status.metaLeaderId || '(none)'],
+            ['meta group', describeMetaGroup(status)],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
             ['groups', describeGroups(status.groups)],
@@ -183,3 +184,13 @@ const groupColumns = [
       g.replicas.map((r) => (r.learner ? `${r.nodeId}(learner)` : r.nodeId)).join(',') || '-',
   },
 ]
+
+/** The meta group's voters, learners being added and the change under way. */
+function describeMetaGroup(status: ClusterStatus): string {
+  const voters = status.metaVoters.join(', ') || '(unknown)'
+  const learners = status.metaLearners.length > 0 ? ` + learner ${status.metaLearners.join(', ')}` : ''
+  const change = status.metaChange
+    ? `; replacing ${status.metaChange.remove} by ${status.metaChange.add} (${status.metaChange.reason})`
+    : ''
+  return `${voters}${learners}${change}`
+}

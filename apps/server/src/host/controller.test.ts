@@ -1,15 +1,22 @@
 import { type MetaCommand, MetaState } from '@mq/meta-service'
+import type { ChangeReplicasResponse } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller } from './controller'
 import type { PeerCalls } from './peer-calls'
 
 const NODES = ['n1', 'n2', 'n3']
 
-/** A meta leader's controller over an in-memory meta state: 3 nodes, 6 groups all led by n1. */
-function leading() {
+/**
+ * A meta leader's controller over an in-memory meta state: 3 nodes (and `extra` more without
+ * replicas), 6 groups all led by n1; the meta group's voters are n1-n3. `metaSteps` answers
+ * each meta membership step in turn (then: done).
+ */
+function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse[] } = {}) {
   const state = new MetaState()
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
-  for (const n of NODES) apply({ type: 'registerNode', nodeId: n, address: `${n}:1` })
+  const metaCalls: [string, string][] = []
+  for (const n of [...NODES, ...(options.extra ?? [])])
+    apply({ type: 'registerNode', nodeId: n, address: `${n}:1` })
   for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: NODES })
   apply({ type: 'createQueue', name: 'q', config: { partitions: 6 } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
@@ -17,23 +24,35 @@ function leading() {
     nodeId: 'n1',
     replicas: 3,
     dataGroups: 6,
-    replaceDeadAfterMs: 60_000,
+    replaceDeadAfterMs: 10_000,
     calls: {} as PeerCalls,
     leaderState: () => state,
     barrier: async () => {},
     propose: async (command) => apply(command),
     notLeader: () => new Error('not the leader'),
     transferMetaLeader: () => {},
+    metaMembership: () => ({ voters: NODES, learners: [] }),
+    changeMetaMembers: async (add, remove) => {
+      metaCalls.push([add, remove])
+      return options.metaSteps?.[metaCalls.length - 1] ?? { done: true, step: '' }
+    },
   })
-  /** One heartbeat of `nodeId`, reporting the groups it leads; the transfers asked of it. */
-  const beat = async (nodeId: string) => {
+  /** One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica): the answer. */
+  const answer = async (nodeId: string, hostsMeta = false) => {
     const groups = state
       .groups()
       .filter((g) => g.leaderId === nodeId)
       .map((g) => ({ groupId: g.groupId, leaderId: nodeId, term: 2, commitIndex: 10, appliedIndex: 10 }))
-    const r = await controller.onHeartbeat({ nodeId, address: `${nodeId}:1`, groups, tokensFingerprint: '' })
-    return r.transfers
+    return controller.onHeartbeat({
+      nodeId,
+      address: `${nodeId}:1`,
+      groups,
+      tokensFingerprint: '',
+      hostsMeta,
+    })
   }
+  /** The transfers asked of `nodeId` at a heartbeat. */
+  const beat = async (nodeId: string) => (await answer(nodeId)).transfers
   /** Every node beats every 500 ms for `ms`; the transfers asked of n1 at the last beat. */
   const beatFor = async (ms: number) => {
     let transfers: Awaited<ReturnType<typeof beat>> = []
@@ -46,7 +65,12 @@ function leading() {
     }
     return transfers
   }
-  return { state, apply, beat, beatFor }
+  return { state, apply, answer, beat, beatFor, controller, metaCalls }
+}
+
+/** Lets the controller's fire-and-forget steps (a resolved call, then a proposal) finish. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve()
 }
 
 describe('Controller leader balancing', () => {
@@ -84,5 +108,70 @@ describe('Controller leader balancing', () => {
     expect(transfers.length).toBeGreaterThan(0)
     expect(transfers.map((t) => t.groupId)).not.toContain(route?.groupId)
     expect(transfers.map((t) => t.groupId)).not.toContain(to)
+  })
+})
+
+describe('Controller meta membership', () => {
+  beforeEach(() => {
+    vi.useFakeTimers()
+    vi.setSystemTime(1_000_000)
+  })
+  afterEach(() => vi.useRealTimers())
+
+  it('records the founders, replaces a lost meta voter step by step, then tells the old one to leave', async () => {
+    const c = leading({
+      extra: ['n4'],
+      metaSteps: [
+        { done: false, step: 'add-learner' },
+        { done: false, step: '' },
+        { done: false, step: 'promote' },
+        { done: false, step: 'remove' },
+      ],
+    })
+    await c.controller.round()
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
+    // Every node beats for 2 s, then n3 falls silent past the replacement timeout (10 s).
+    for (let t = 0; t < 13_000; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of ['n1', 'n2', 'n4', ...(t < 2_000 ? ['n3'] : [])]) await c.answer(n, n !== 'n4')
+    }
+    expect(c.state.metaChange()).toBeUndefined()
+    await c.controller.round()
+    expect(c.state.metaChange()).toMatchObject({ groupId: 0, add: 'n4', remove: 'n3', reason: 'dead' })
+    // n4 is told to host an empty meta replica; everyone learns the voters' addresses.
+    const toN4 = await c.answer('n4')
+    expect(toN4).toMatchObject({ hostMeta: true, leaveMeta: false })
+    expect(toN4.metaMembers).toEqual([
+      { nodeId: 'n1', address: 'n1:1' },
+      { nodeId: 'n2', address: 'n2:1' },
+      { nodeId: 'n3', address: 'n3:1' },
+    ])
+    // One step per round; the change finishes on the fifth answer ("done").
+    for (let round = 0; round < 5; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    expect(c.metaCalls).toEqual(Array.from({ length: 5 }, () => ['n4', 'n3']))
+    expect(c.state.metaChange()).toBeUndefined()
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n4'])
+    // n3 comes back with its old meta replica: it must drop it. n4 keeps its own.
+    expect(await c.answer('n3', true)).toMatchObject({ hostMeta: false, leaveMeta: true })
+    expect(await c.answer('n4', true)).toMatchObject({ hostMeta: false, leaveMeta: false })
+    // A node that hosts no meta replica is told nothing.
+    expect(await c.answer('n3', false)).toMatchObject({ leaveMeta: false })
+  })
+
+  it('leaves the meta group alone when no node outside it could take a lost voter', async () => {
+    const c = leading()
+    await c.controller.round()
+    for (let t = 0; t < 13_000; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of ['n1', 'n2']) await c.answer(n, true)
+    }
+    await c.controller.round()
+    await settle()
+    expect(c.state.metaChange()).toBeUndefined()
+    expect(c.metaCalls).toEqual([])
   })
 })

@@ -7,7 +7,9 @@ import {
   type MetaResult,
   type MetaState,
   MovePhase,
+  metaChangeAction,
   preferredLeaders,
+  type ReplicaChangeRecord,
   replicaActions,
   scaleProgress,
   transfersFor,
@@ -22,6 +24,7 @@ import {
   type MovePartitionRequest,
   type MovePartitionResponse,
   mqError,
+  type NodeAddress,
 } from '@mq/protocol'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
@@ -65,6 +68,14 @@ export interface ControllerHost {
   notLeader(): Error
   /** Starts a leadership transfer of the meta group (this node must lead it). */
   transferMetaLeader(toNodeId: string): void
+  /** The meta group's Raft configuration as this node knows it. */
+  metaMembership(): { readonly voters: readonly string[]; readonly learners: readonly string[] }
+  /**
+   * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
+   * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
+   * leads, remove. Rejects with NOT_LEADER (hint) or UNAVAILABLE.
+   */
+  changeMetaMembers(add: string, remove: string): Promise<ChangeReplicasResponse>
 }
 
 /**
@@ -90,6 +101,7 @@ export class Controller {
   readonly #driving = new Map<number, Promise<void>>()
   /** Each node's last report of each group it hosts (applied and commit indexes). */
   readonly #reports = new Map<string, Map<number, GroupReport>>()
+  /** Groups with a membership change step in flight (0: the meta group). */
   readonly #changing = new Set<number>()
   /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
   #leaderSinceMs = 0
@@ -206,7 +218,7 @@ export class Controller {
     const moving = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
     let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
-    if (req.groups.some((g) => replaced(state as MetaState, g.groupId))) {
+    if (req.groups.some((g) => replaced(state as MetaState, g.groupId)) || leavesMeta(state, req)) {
       // Deleting a replica is final: decide it only on a state that has every committed entry.
       await this.#host.barrier()
       state = this.#host.leaderState()
@@ -214,6 +226,7 @@ export class Controller {
       hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     }
     const current = state
+    const metaMembers = current.metaMembers() ?? this.#host.metaMembership().voters
     return {
       transfers: transfersFor(state, req.nodeId, preferred).filter((t) => !moving.has(t.groupId)),
       metaLeaderId: this.#host.nodeId,
@@ -231,6 +244,12 @@ export class Controller {
       removedGroupIds: req.groups
         .map((g) => g.groupId)
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
+      hostMeta: current.metaChange()?.add === req.nodeId,
+      leaveMeta: leavesMeta(current, req),
+      metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {
+        const address = current.node(nodeId)?.address
+        return address ? [{ nodeId, address }] : []
+      }),
     }
   }
 
@@ -267,6 +286,12 @@ export class Controller {
           ),
       )
       actions.push(...replicaActions(state, { alive, lost, changesMax: REPLICA_CHANGES_MAX }))
+      // The first meta leader records the founders (its Raft configuration: no change of the
+      // meta group can have happened before); from then on a lost or drained voter is replaced.
+      if (!state.metaMembers())
+        actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
+      const metaChange = metaChangeAction(state, { alive, lost })
+      if (metaChange) actions.push(metaChange)
       for (const action of actions) {
         const r = await this.#host.propose(action)
         if (!r.ok) break
@@ -297,17 +322,19 @@ export class Controller {
     }
   }
 
-  /** One step of each replica change under way (one call per change per round). */
+  /**
+   * One step of each replica change under way (one call per change per round): a data
+   * group's on its leader (Peer.ChangeReplicas), the meta group's on this node, its leader.
+   */
   #driveReplicaChanges(): void {
     const state = this.#host.leaderState()
     if (!state) return
     for (const change of state.replicaChanges()) {
       const group = state.group(change.groupId)
-      if (!group || this.#changing.has(change.groupId)) continue
+      if (!group) continue
       const replicas = leaderFirst(state, group.leaderId, [...group.replicas, change.add])
-      this.#changing.add(change.groupId)
-      void this.#host.calls
-        .callLeader<ChangeReplicasResponse>(
+      this.#stepChange(change, { type: 'finishReplicaChange', groupId: change.groupId }, () =>
+        this.#host.calls.callLeader<ChangeReplicasResponse>(
           replicas,
           (c, md, opts, cb) =>
             c.peer.changeReplicas(
@@ -317,25 +344,43 @@ export class Controller {
               cb,
             ),
           CHANGE_CALL_MS,
-        )
-        .then(async (r) => {
-          if (r.step)
-            console.log(`mq-server: group ${change.groupId}: ${r.step} (${change.remove} → ${change.add})`)
-          if (!r.done) return
-          const finished = await this.#host.propose({ type: 'finishReplicaChange', groupId: change.groupId })
-          if (finished.ok)
-            console.log(
-              `mq-server: group ${change.groupId} replaced replica ${change.remove} by ${change.add} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
-            )
-        })
-        .catch((error: unknown) => {
-          console.error(
-            `mq-server: replica change of group ${change.groupId} will be retried:`,
-            (error as Error).message,
-          )
-        })
-        .finally(() => this.#changing.delete(change.groupId))
+        ),
+      )
     }
+    const meta = state.metaChange()
+    if (meta) {
+      this.#stepChange(meta, { type: 'finishMetaChange' }, () =>
+        this.#host.changeMetaMembers(meta.add, meta.remove),
+      )
+    }
+  }
+
+  /** Takes `change`'s next step unless one is in flight; proposes `finish` once it is done. */
+  #stepChange(
+    change: ReplicaChangeRecord,
+    finish: MetaCommand,
+    step: () => Promise<ChangeReplicasResponse>,
+  ): void {
+    const groupId = change.groupId
+    if (this.#changing.has(groupId)) return
+    this.#changing.add(groupId)
+    void step()
+      .then(async (r) => {
+        if (r.step) console.log(`mq-server: group ${groupId}: ${r.step} (${change.remove} → ${change.add})`)
+        if (!r.done) return
+        const finished = await this.#host.propose(finish)
+        if (finished.ok)
+          console.log(
+            `mq-server: group ${groupId} replaced replica ${change.remove} by ${change.add} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
+          )
+      })
+      .catch((error: unknown) => {
+        console.error(
+          `mq-server: replica change of group ${groupId} will be retried:`,
+          (error as Error).message,
+        )
+      })
+      .finally(() => this.#changing.delete(groupId))
   }
 
   /** Carries move `moveId` from the phase the meta state records to its end. */
@@ -382,6 +427,22 @@ export class Controller {
       }
     }
   }
+}
+
+/**
+ * Whether the node sending `req` must drop its meta replica: it reports one, the meta state
+ * has recorded the members and the node is none of them, nor the one being added. The
+ * members change only when a finished change is applied (after its Raft configuration
+ * change committed), so a node told to leave is out of the meta group for good.
+ */
+function leavesMeta(state: MetaState, req: HeartbeatRequest): boolean {
+  const members = state.metaMembers()
+  return (
+    req.hostsMeta &&
+    members !== undefined &&
+    !members.includes(req.nodeId) &&
+    state.metaChange()?.add !== req.nodeId
+  )
 }
 
 /** A group's replicas with their addresses, its last reported leader first. */

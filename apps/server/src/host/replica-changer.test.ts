@@ -39,7 +39,12 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(behind.proposed).toEqual([])
     // The controller's word (a deprecated field) no longer promotes a learner that lags.
     expect(
-      await changeReplicas(behind.raft, port, { ...request, addCaughtUp: true }, () => undefined),
+      await changeReplicas(
+        behind.raft,
+        port,
+        { ...request, addCaughtUp: true } as ChangeReplicasRequest,
+        () => undefined,
+      ),
     ).toEqual({
       done: false,
       step: '',

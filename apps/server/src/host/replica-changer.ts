@@ -1,4 +1,3 @@
-import type { DataGroupPort } from '@mq/data-service'
 import type { ChangeReplicasRequest, ChangeReplicasResponse } from '@mq/protocol'
 import { UnavailableError } from '@mq/protocol'
 import { type ConfChange, ConfChangeType, type RaftHost } from '@mq/raft-core'
@@ -11,8 +10,13 @@ export type ReplicaChangeRaft = Pick<
   'status' | 'matchIndex' | 'proposeConfChange' | 'transferLeader'
 >
 
+/** The group's replica on this node: `assertLeader` throws NOT_LEADER (with the hint) on a non-leader. */
+export interface ReplicaLeader {
+  assertLeader(): unknown
+}
+
 /**
- * The data-group leader's side of replacing a replica (Peer.ChangeReplicas): one step per
+ * A group leader's side of replacing a replica: one step per
  * call, decided from the group's current configuration, so a repeated or resumed request
  * simply continues (Raft §6, single-server changes, one at a time):
  *
@@ -27,17 +31,20 @@ export type ReplicaChangeRaft = Pick<
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
  *
+ * A data group's leader runs it for Peer.ChangeReplicas; the meta leader runs it on the meta
+ * group (id 0) for its own controller.
+ *
  * Throws NOT_LEADER (with the hint) on a non-leader, UNAVAILABLE when a change cannot be
  * proposed yet (another change uncommitted, no entry of the leader's term committed yet).
  */
 export async function changeReplicas(
   raft: ReplicaChangeRaft,
-  port: DataGroupPort | undefined,
-  req: ChangeReplicasRequest,
+  port: ReplicaLeader | undefined,
+  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove'>,
   addressOf: (nodeId: string) => string | undefined,
 ): Promise<ChangeReplicasResponse> {
   const groupId = req.groupId
-  if (!port) throw new UnavailableError(`this node hosts no replica of data group ${groupId}`, { groupId })
+  if (!port) throw new UnavailableError(`this node hosts no replica of group ${groupId}`, { groupId })
   port.assertLeader()
   const status = raft.status(groupId)
   const { voters, learners } = status.conf

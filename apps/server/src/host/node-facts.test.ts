@@ -1,0 +1,60 @@
+import { type BatchOp, MemoryEngine, nodeKey } from '@mq/kv-storage'
+import { describe, expect, it } from 'vitest'
+import { NodeFacts, type NodeFactsStore } from './node-facts'
+
+/** A store over a MemoryEngine that counts its writes. */
+function store(engine = new MemoryEngine()): NodeFactsStore & { writes: number } {
+  const s = {
+    writes: 0,
+    get: (key: Uint8Array) => engine.get(key),
+    write: async (ops: readonly BatchOp[]) => {
+      s.writes++
+      await engine.write(ops, { sync: true })
+    },
+  }
+  return s
+}
+
+describe('NodeFacts', () => {
+  it('remembers across a reopen that the node left the meta group', async () => {
+    const engine = new MemoryEngine()
+    const first = await NodeFacts.open(store(engine))
+    expect(first.leftMeta).toBe(false)
+    await first.markLeftMeta()
+    expect(first.leftMeta).toBe(true)
+    expect((await NodeFacts.open(store(engine))).leftMeta).toBe(true)
+  })
+
+  it('keeps the meta seeds sorted, writes only when they change, and reads them back', async () => {
+    const engine = new MemoryEngine()
+    const s = store(engine)
+    const facts = await NodeFacts.open(s)
+    expect(facts.metaSeeds).toEqual([])
+    const seeds = [
+      { nodeId: 'n4', address: '127.0.0.1:7004' },
+      { nodeId: 'n2', address: '127.0.0.1:7002' },
+      { nodeId: 'n9', address: '' }, // no address: not kept
+    ]
+    await facts.setMetaSeeds(seeds)
+    await facts.setMetaSeeds([...seeds].reverse())
+    await facts.setMetaSeeds([]) // an answer without members changes nothing
+    expect(s.writes).toBe(1)
+    const kept = [
+      { nodeId: 'n2', address: '127.0.0.1:7002' },
+      { nodeId: 'n4', address: '127.0.0.1:7004' },
+    ]
+    expect(facts.metaSeeds).toEqual(kept)
+    expect((await NodeFacts.open(store(engine))).metaSeeds).toEqual(kept)
+  })
+
+  it('reads damaged or foreign seed bytes as no seeds (the configured ones remain)', async () => {
+    for (const bytes of ['not json', '{"a":1}', '[{"nodeId":1}]']) {
+      const engine = new MemoryEngine()
+      await engine.write(
+        [{ type: 'put', key: nodeKey('meta-seeds'), value: new TextEncoder().encode(bytes) }],
+        { sync: true },
+      )
+      expect((await NodeFacts.open(store(engine))).metaSeeds).toEqual([])
+    }
+  })
+})

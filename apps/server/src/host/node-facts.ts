@@ -1,0 +1,97 @@
+import { type BatchOp, nodeKey } from '@mq/kv-storage'
+
+/** A meta voter's id and address, as a node keeps it to find the meta group again. */
+export interface MetaSeed {
+  readonly nodeId: string
+  readonly address: string
+}
+
+/** What node facts read from and write to: the node's database. */
+export interface NodeFactsStore {
+  get(key: Uint8Array): Promise<Uint8Array | undefined>
+  /** Resolves once `ops` are durable. */
+  write(ops: readonly BatchOp[]): Promise<void>
+}
+
+/** At most this many meta seeds are kept (the meta group has at most 7 voters). */
+const SEEDS_MAX = 16
+
+const LEFT_META = nodeKey('left-meta')
+const META_SEEDS = nodeKey('meta-seeds')
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/**
+ * Facts a node keeps about itself in its database, outside every group (removing a group's
+ * storage leaves them):
+ *
+ * - **left the meta group**: set (durably) before a removed meta replica's storage is
+ *   deleted, so a founding member that left never bootstraps the meta group with the
+ *   founding membership again (its `--initial-meta` still names it);
+ * - **meta seeds**: the meta group's voters with their addresses, from the meta leader's
+ *   heartbeat answers, so a node restarted after the founders were replaced still finds the
+ *   meta group (its configured seeds may all be gone).
+ */
+export class NodeFacts {
+  readonly #store: NodeFactsStore
+  #leftMeta: boolean
+  #seeds: readonly MetaSeed[]
+
+  private constructor(store: NodeFactsStore, leftMeta: boolean, seeds: readonly MetaSeed[]) {
+    this.#store = store
+    this.#leftMeta = leftMeta
+    this.#seeds = seeds
+  }
+
+  static async open(store: NodeFactsStore): Promise<NodeFacts> {
+    const left = await store.get(LEFT_META)
+    return new NodeFacts(store, left !== undefined, parseSeeds(await store.get(META_SEEDS)))
+  }
+
+  get leftMeta(): boolean {
+    return this.#leftMeta
+  }
+
+  get metaSeeds(): readonly MetaSeed[] {
+    return this.#seeds
+  }
+
+  /** Records that this node's meta replica was removed; resolves once durable. */
+  async markLeftMeta(): Promise<void> {
+    if (this.#leftMeta) return
+    await this.#store.write([{ type: 'put', key: LEFT_META, value: Uint8Array.of(1) }])
+    this.#leftMeta = true
+  }
+
+  /** Keeps `seeds` (sorted, bounded) when they differ from the kept ones; resolves once durable. */
+  async setMetaSeeds(seeds: readonly MetaSeed[]): Promise<void> {
+    const next = [...seeds]
+      .filter((s) => s.nodeId !== '' && s.address !== '')
+      .sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0))
+      .slice(0, SEEDS_MAX)
+      .map((s) => ({ nodeId: s.nodeId, address: s.address }))
+    if (next.length === 0 || JSON.stringify(next) === JSON.stringify(this.#seeds)) return
+    this.#seeds = next
+    await this.#store.write([{ type: 'put', key: META_SEEDS, value: encoder.encode(JSON.stringify(next)) }])
+  }
+}
+
+/** The kept seeds; none when absent or unreadable (they are a hint: the configured seeds remain). */
+function parseSeeds(bytes: Uint8Array | undefined): MetaSeed[] {
+  if (!bytes) return []
+  try {
+    const value: unknown = JSON.parse(decoder.decode(bytes))
+    if (!Array.isArray(value)) return []
+    return value
+      .filter(
+        (s): s is MetaSeed =>
+          typeof s === 'object' &&
+          s !== null &&
+          typeof (s as MetaSeed).nodeId === 'string' &&
+          typeof (s as MetaSeed).address === 'string',
+      )
+      .slice(0, SEEDS_MAX)
+  } catch {
+    return []
+  }
+}
