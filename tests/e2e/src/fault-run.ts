@@ -33,8 +33,10 @@ export interface FaultRunOptions {
   /** Scale the data groups up and down (src/scaler.ts) while the nemesis runs. */
   readonly scale?: boolean
   /**
-   * Add a damaged data follower to the faults (once per run: refused, retired, replaced by a
-   * fresh node; nodes replace dead replicas after 10 s). Combines with the other modes.
+   * Add a damaged data follower to the faults (refused, retired, replaced by a fresh node;
+   * nodes replace dead replicas and meta votes after 10 s; at most CORRUPTIONS_MAX per run,
+   * one at a time, once no retired node still votes in the meta group). Combines with the
+   * other modes.
    */
   readonly corrupt?: boolean
   /**

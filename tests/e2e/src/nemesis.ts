@@ -32,8 +32,11 @@ export const FaultKind = {
    * A data follower killed and its data damaged while it is down: its newest write-ahead log
    * cut short (at a record boundary or inside a record) or bits flipped in its logs. It must
    * refuse to start (exit 1); it is then retired and a fresh node joins under a new id, onto
-   * which the dead id's replicas are replaced (`--replace-dead-after-ms`). Once per run (a
-   * retired founder leaves the meta group a voter short); later draws only kill the follower.
+   * which the dead id's replicas are replaced (`--replace-dead-after-ms`), its meta vote too
+   * when it had one. At most CORRUPTIONS_MAX per run (each adds a node), one at a time, and
+   * only once no retired node still holds a meta vote (a second damaged founder before the
+   * first one's vote moved would leave the meta group without a majority); other draws only
+   * kill the follower.
    */
   CorruptDataFollower: 'corrupt-data-follower',
   /**
@@ -233,11 +236,10 @@ export function damageData(dataDir: string, choice: number): string | undefined 
 export class NemesisShared {
   readonly #busy = new Set<string>()
   #network = false
-  /**
-   * The run's one damaged follower is taken, by a step under way or done (once per run: a
-   * retired founder leaves the meta group a voter short).
-   */
-  corrupted = false
+  /** A damage step is under way (one at a time). */
+  corrupting = false
+  /** Damage steps done (or under way) in this run, at most CORRUPTIONS_MAX. */
+  corruptions = 0
 
   /** Takes what a step of `kind` on `nodeId` needs; false (nothing taken) when a fault holds it. */
   claim(kind: FaultKind, nodeId: string): boolean {
@@ -260,6 +262,16 @@ export interface NemesisResult {
   readonly skipped: number
   /** Nodes that did not serve again in time after a restart (liveness failures). */
   readonly problems: readonly string[]
+}
+
+/** Damaged followers retired per run, at most (each one adds a node to the cluster). */
+export const CORRUPTIONS_MAX = 2
+
+/** Whether no retired node is still a meta voter and no meta change is under way (false when unknown). */
+async function retiredOutOfMeta(cluster: LocalCluster, client: MqClient): Promise<boolean> {
+  const status = await client.admin.clusterStatus().catch(() => undefined)
+  if (!status || status.metaChange !== undefined) return false
+  return !status.metaVoters.some((id) => cluster.isRetired(id))
 }
 
 /**
@@ -311,14 +323,24 @@ export async function runNemesis(
       await sleep(step.gapMs)
       continue
     }
+    /** This step took the run's damage slot (`shared.corrupting`). */
+    let holdsCorruption = false
     try {
       const pause = PAUSE_KINDS.has(step.kind)
       const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
       const slow = step.kind === FaultKind.SlowDataLeader
       const split = PARTITION_KINDS.has(step.kind)
       // Taken now, before the damage: another loop's corrupt step meanwhile only kills.
-      const corrupt = step.kind === FaultKind.CorruptDataFollower && !shared.corrupted
-      if (corrupt) shared.corrupted = true
+      const corrupt =
+        step.kind === FaultKind.CorruptDataFollower &&
+        !shared.corrupting &&
+        shared.corruptions < CORRUPTIONS_MAX &&
+        (await retiredOutOfMeta(cluster, client))
+      if (corrupt) {
+        shared.corrupting = true
+        holdsCorruption = true
+        shared.corruptions++
+      }
       const fill = step.kind === FaultKind.FillDiskFollower
       /** Filler bytes written by this step (fill-disk-follower). */
       let filled = 0
@@ -338,8 +360,8 @@ export async function runNemesis(
       else if (fill) filled = fillDisk(cluster.node(nodeId).dataDir)
       else await cluster.kill(nodeId)
       const damage = corrupt ? damageData(cluster.node(nodeId).dataDir, step.choice) : undefined
-      // No log to damage: the run's one damage is still to come.
-      if (corrupt && damage === undefined) shared.corrupted = false
+      // No log to damage: this damage is still to come.
+      if (corrupt && damage === undefined) shared.corruptions--
       let outcome = ''
       await sleep(step.durationMs)
       if (pause) cluster.resume(nodeId)
@@ -398,6 +420,7 @@ export async function runNemesis(
       log(`${worker}: ${step.kind} ${nodeId} failed in the harness: ${(error as Error).message}`)
     } finally {
       shared.release(step.kind, nodeId)
+      if (holdsCorruption) shared.corrupting = false
     }
     await sleep(step.gapMs)
   }

@@ -293,7 +293,7 @@ async function joinThenDrain(
   timeoutMs: number,
   log: (line: string) => void,
 ): Promise<{ afterJoin?: Record<string, number>; afterDrain?: Record<string, number> }> {
-  const quiet = (s: Status) => s.groups.every((g) => g.state !== 'changing')
+  const quiet = (s: Status) => s.groups.every((g) => g.state !== 'changing') && s.metaChange === undefined
   let status: Status | undefined
   const joinStart = Date.now()
   const joined = await cluster.join()
@@ -318,8 +318,11 @@ async function joinThenDrain(
   await client.admin.drainNode('n3')
   const drained = await waitFor(
     async () => {
+      // Drained as an operator sees it: the drain call answers 0 replicas left (its meta vote
+      // included: n3 is a founder, and n4 takes its place in the meta group).
+      const left = await client.admin.drainNode('n3').catch(() => undefined)
       status = await client.admin.clusterStatus().catch(() => undefined)
-      return status !== undefined && replicaCounts(status).n3 === 0 && quiet(status)
+      return left === 0 && status !== undefined && replicaCounts(status).n3 === 0 && quiet(status)
     },
     timeoutMs,
     250,
