@@ -80,6 +80,14 @@ describe('meta handlers', () => {
     ])
     // The meta group's membership from the replica's Raft configuration, sorted.
     expect(status).toMatchObject({ metaVoters: ['n1', 'n2'], metaLearners: ['n4'] })
+    meta.state.apply({ type: 'initMetaMembers', voters: ['n1', 'n2'] }, 9)
+    const again = (await call(h, 'clusterStatus', {})) as { nodes: { nodeId: string; groupIds: number[] }[] }
+    // A meta voter's groups list group 0 first.
+    expect(again.nodes.map((n) => [n.nodeId, n.groupIds])).toEqual([
+      ['n1', [0, 1]],
+      ['n2', [0, 1]],
+      ['n3', [1]],
+    ])
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

@@ -43,8 +43,11 @@ export interface Liveness {
   groupIndexes?(nodeId: string, groupId: number): { commitIndex: number; appliedIndex: number } | undefined
 }
 
+/** Each node's status; its groups are the data groups it replicates, and 0 for a meta voter. */
 export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus[] {
   const groupsOf = new Map<string, number[]>()
+  // Group 0: the meta group's recorded voters.
+  for (const m of state.metaMembers() ?? []) groupsOf.set(m, [0])
   for (const g of state.groups()) {
     for (const r of g.replicas) groupsOf.set(r, [...(groupsOf.get(r) ?? []), g.groupId])
   }
