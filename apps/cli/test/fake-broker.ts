@@ -140,7 +140,7 @@ export class FakeBroker {
           return id
         })
         for (const wake of p.waiters.splice(0)) wake()
-        return { ids, duplicate: false }
+        return { ids, duplicate: false, pipelining: true }
       }),
       lease: (call: ServerUnaryCall<LeaseRequest, LeaseResponse>, cb: sendUnaryData<LeaseResponse>) => {
         let p: Partition

@@ -23,6 +23,8 @@ import {
   routeOf,
 } from '@mq/meta-service'
 import {
+  FORMAT_LEVEL,
+  formatLevelOf,
   HealthService,
   type HeartbeatRequest,
   type HeartbeatResponse,
@@ -139,6 +141,8 @@ export class MqNode {
   /** Notified whenever the meta replica applies entries or a snapshot. */
   readonly #metaApplied = new ChangeSignal()
   #metaLeaderId = ''
+  /** The cluster's format level from the meta leader's last heartbeat answer (1 until then). */
+  #formatLevel = 1
   #heartbeatSeed = 0
   #fatal: unknown
   readonly #onDamagedData: ((error: Error) => void) | undefined
@@ -629,12 +633,14 @@ export class MqNode {
       groups,
       tokensFingerprint: this.#metaTokens.fingerprint,
       hostsMeta: this.#meta !== undefined,
+      formatLevel: FORMAT_LEVEL,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
+      this.#formatLevel = formatLevelOf(response.formatLevel)
       if (!this.#metaVoter()) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta) void this.#hostMeta(false)
@@ -942,6 +948,7 @@ export class MqNode {
       },
       queueConfig: (queue) => this.#routes.get(queue)?.config,
       routeEpoch: () => Math.max(0, ...[...this.#routes.values()].map((r) => r.routeEpoch)),
+      formatLevel: () => this.#formatLevel,
     }
   }
 }

@@ -37,8 +37,9 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
   return port
 }
 
-function node(group: DataGroupPort): DataNodePort {
+function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
   return {
+    formatLevel: () => formatLevel,
     groupFor: async (q, p) => (q === 'jobs' && p === 0 ? { group, storedAs: 'jobs' } : undefined),
     queueConfig: (q) =>
       q === 'jobs'
@@ -86,12 +87,45 @@ describe('queue handlers', () => {
       sequence: 0,
       messages: [message('a', 1), message('b', 9)],
     })
-    expect(produced).toEqual({ ids: [1, 2], duplicate: false })
+    expect(produced).toEqual({ ids: [1, 2], duplicate: false, pipelining: true })
     const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
     expect(leased.messages).toHaveLength(1)
     expect(leased.messages[0]).toMatchObject({ id: 2, weight: 9, deliveryCount: 1 })
     const acked = await call(h, 'ack', { target, leaseIds: [leased.messages[0].leaseId, 'bogus'] })
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 2])
+  })
+
+  it("keeps a pipelining producer's order only at the pipelining format level, and says so", async () => {
+    // Batch 3 overtook batch 2 (base 2: 2 is still in flight) after batch 1 was stored.
+    const batch = (sequence: number, body: string) => ({
+      target,
+      producerId: 'p1',
+      sequence,
+      sequenceBase: sequence === 1 ? 1 : 2,
+      messages: [message(body)],
+    })
+    const upgraded = queueHandlers(node(await localGroup(), 2))
+    expect(await call(upgraded, 'produce', batch(1, 'one'))).toEqual({
+      ids: [1],
+      duplicate: false,
+      pipelining: true,
+    })
+    // Held for its predecessor (100 ms at most), then refused: SEQUENCE_GAP, retriable.
+    await expect(call(upgraded, 'produce', batch(3, 'three'))).rejects.toMatchObject({ code: 10 })
+    // A cluster with a replica of an older version: the base is not written (that replica
+    // could not read it), the gap is accepted as from a producer with one batch in flight,
+    // and the answer tells the producer not to pipeline.
+    const mixed = queueHandlers(node(await localGroup(), 1))
+    expect(await call(mixed, 'produce', batch(1, 'one'))).toEqual({
+      ids: [1],
+      duplicate: false,
+      pipelining: false,
+    })
+    expect(await call(mixed, 'produce', batch(3, 'three'))).toEqual({
+      ids: [2],
+      duplicate: false,
+      pipelining: false,
+    })
   })
 
   it('purges ready messages, leaving leased ones', async () => {

@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_PIPELINING,
   InternalError,
   InvalidArgumentError,
   type LeaseResult,
@@ -60,6 +61,11 @@ export interface DataNodePort {
   queueConfig(queue: string): QueueConfig | undefined
   /** The route epoch this node knows. */
   routeEpoch(): number
+  /**
+   * The cluster's format level as this node last heard it (protocol FORMAT_LEVEL; 1 until
+   * known): no entry above it is written, so every replica can read it during an upgrade.
+   */
+  formatLevel(): number
 }
 
 export interface QueueHandlerLimits {
@@ -145,14 +151,19 @@ export function queueHandlers(
 
   return {
     produce: unary(async (req) => {
-      if (req.messages.length === 0) return { ids: [], duplicate: false }
+      // Below the pipelining level a replica of an older version could not read an enqueue
+      // that carries the producer's base: the batch goes without it (as from a producer with
+      // one batch in flight), and the answer tells the producer to send one at a time.
+      const pipelining = node.formatLevel() >= FORMAT_LEVEL_PIPELINING
+      if (req.messages.length === 0) return { ids: [], duplicate: false, pipelining }
+      const request = pipelining ? req : { ...req, sequenceBase: undefined }
       const pipelined =
-        req.producerId && req.sequenceBase !== undefined
-          ? { id: req.producerId, seq: req.sequence, base: req.sequenceBase }
+        request.producerId && request.sequenceBase !== undefined
+          ? { id: request.producerId, seq: request.sequence, base: request.sequenceBase }
           : undefined
-      const r = await run(req.target, (now) => enqueueOf(req, now), pipelined)
+      const r = await run(request.target, (now) => enqueueOf(request, now), pipelined)
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
-      return { ids: [...r.ids], duplicate: r.duplicate }
+      return { ids: [...r.ids], duplicate: r.duplicate, pipelining }
     }),
     lease: unary(async (req) => {
       if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)

@@ -6,7 +6,13 @@ import type { ReplicaChangeReason } from './meta-state'
  * every meta replica applies in log order. Plain JSON-serialisable values.
  */
 export type MetaCommand =
-  | { readonly type: 'registerNode'; readonly nodeId: string; readonly address: string }
+  /** A node's address and the format level its version reads and writes (absent: 1). */
+  | {
+      readonly type: 'registerNode'
+      readonly nodeId: string
+      readonly address: string
+      readonly formatLevel?: number
+    }
   | { readonly type: 'createGroup'; readonly replicas: readonly string[] }
   | { readonly type: 'removeGroup'; readonly groupId: number }
   | {

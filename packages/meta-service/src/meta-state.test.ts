@@ -119,6 +119,7 @@ describe('MetaState', () => {
         type: fc.constant('registerNode' as const),
         nodeId: node,
         address: fc.constantFrom('a:1', 'a:2', 'a:3'),
+        formatLevel: fc.constantFrom(0, 1, 2, 3),
       }),
       fc.record({
         type: fc.constant('createGroup' as const),
@@ -223,6 +224,38 @@ describe('MetaState', () => {
     expect(s.apply({ type: 'finishMetaChange' }, 7)).toEqual({ ok: true, value: ['n2', 'n3', 'n4'] })
     expect(s.metaChange()).toBeUndefined()
     expect(s.routeEpoch).toBe(epoch) // routes name no meta members
+  })
+
+  it('runs at the lowest format level of the nodes holding replicas', () => {
+    const s = new MetaState()
+    expect(s.formatLevel()).toBe(1) // no node yet
+    const register = (nodeId: string, formatLevel?: number) =>
+      s.apply(
+        { type: 'registerNode', nodeId, address: `${nodeId}:1`, ...(formatLevel ? { formatLevel } : {}) },
+        1,
+      )
+    register('n1', 2)
+    register('n2', 2)
+    expect(s.formatLevel()).toBe(2) // no replicas yet: every registered node counts
+    register('n3') // a version that reports no level: 1
+    expect(s.formatLevel()).toBe(1)
+    s.apply({ type: 'createGroup', replicas: ['n1', 'n2'] }, 2)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2'] }, 2)
+    expect(s.formatLevel()).toBe(2) // n3 holds nothing
+    s.apply({ type: 'startReplicaChange', groupId: 1, add: 'n3', remove: 'n2', reason: 'balance' }, 3)
+    expect(s.formatLevel()).toBe(1) // n3 is being added: it will read the log
+    const epoch = s.routeEpoch
+    expect(register('n3', 2)).toMatchObject({ ok: true, value: { formatLevel: 2 } })
+    expect(s.routeEpoch).toBe(epoch) // a level is no route change
+    expect(s.formatLevel()).toBe(2)
+    // A node back on an older version lowers the level again.
+    register('n1', 1)
+    expect(s.formatLevel()).toBe(1)
+    expect(s.apply({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: 0 }, 4)).toEqual({
+      ok: false,
+      code: 'INVALID_ARGUMENT',
+      message: 'format level 0 is not a positive integer',
+    })
   })
 
   it('counts a meta replica among what a drained node still holds', () => {

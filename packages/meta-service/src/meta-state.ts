@@ -8,6 +8,8 @@ export interface NodeRecord {
   readonly nodeId: string
   readonly address: string
   readonly registeredAtMs: number
+  /** The format level the node's version reads and writes, as it last reported (absent: 1). */
+  readonly formatLevel?: number
 }
 
 export interface GroupRecord {
@@ -239,6 +241,25 @@ export class MetaState {
     return this.#metaChange
   }
 
+  /**
+   * The cluster's format level: the lowest level reported by the nodes that hold a replica
+   * (of a data group or of the meta group, or are being added to one), or by every registered
+   * node while none holds one. A node that is down still counts while it holds a replica: it
+   * will read the log when it comes back. Leaders write no entry above this level.
+   */
+  formatLevel(): number {
+    const holders = new Set<string>([
+      ...(this.#metaMembers ?? []),
+      ...(this.#metaChange ? [this.#metaChange.add] : []),
+    ])
+    for (const g of this.#groups.values()) for (const r of g.replicas) holders.add(r)
+    for (const c of this.#replicaChanges.values()) holders.add(c.add)
+    const counted = holders.size > 0 ? [...holders] : [...this.#nodes.keys()]
+    let level = Number.POSITIVE_INFINITY
+    for (const id of counted) level = Math.min(level, this.#nodes.get(id)?.formatLevel ?? 1)
+    return Number.isFinite(level) ? level : 1
+  }
+
   /** The data groups node `nodeId` must host: those it is a replica of, or is being added to. */
   groupsOf(nodeId: string): GroupRecord[] {
     return this.groups().filter(
@@ -260,7 +281,7 @@ export class MetaState {
   apply(command: MetaCommand, nowMs: number): MetaResult {
     switch (command.type) {
       case 'registerNode':
-        return this.#registerNode(command.nodeId, command.address, nowMs)
+        return this.#registerNode(command.nodeId, command.address, nowMs, command.formatLevel)
       case 'createGroup':
         return this.#createGroup(command.replicas, nowMs)
       case 'removeGroup':
@@ -308,7 +329,12 @@ export class MetaState {
     }
   }
 
-  #registerNode(nodeId: unknown, address: unknown, nowMs: number): MetaResult<NodeRecord> {
+  #registerNode(
+    nodeId: unknown,
+    address: unknown,
+    nowMs: number,
+    formatLevel: unknown = 1,
+  ): MetaResult<NodeRecord> {
     if (
       typeof nodeId !== 'string' ||
       nodeId.length === 0 ||
@@ -316,6 +342,9 @@ export class MetaState {
       address.length === 0
     ) {
       return fail(ErrorCode.InvalidArgument, 'registerNode needs a node id and an address')
+    }
+    if (!Number.isInteger(formatLevel) || (formatLevel as number) < 1) {
+      return fail(ErrorCode.InvalidArgument, `format level ${String(formatLevel)} is not a positive integer`)
     }
     const existing = this.#nodes.get(nodeId)
     if (!existing && this.#nodes.size >= META_LIMITS.nodesMax) {
@@ -326,11 +355,17 @@ export class MetaState {
         return fail(ErrorCode.InvalidArgument, `address ${address} already belongs to node ${other.nodeId}`)
       }
     }
-    if (existing?.address === address) return ok(existing)
-    const record: NodeRecord = { nodeId, address, registeredAtMs: existing?.registeredAtMs ?? nowMs }
+    const level = formatLevel as number
+    if (existing?.address === address && (existing.formatLevel ?? 1) === level) return ok(existing)
+    const record: NodeRecord = {
+      nodeId,
+      address,
+      registeredAtMs: existing?.registeredAtMs ?? nowMs,
+      ...(level > 1 ? { formatLevel: level } : {}),
+    }
     this.#nodes.set(nodeId, record)
     // Routes carry node addresses: a changed address is a route change.
-    if (existing) this.#routeEpoch++
+    if (existing && existing.address !== address) this.#routeEpoch++
     return ok(record)
   }
 

@@ -104,6 +104,11 @@ interface Lane {
   readonly inFlight: InFlight[]
   /** The last sequence given to a batch (idempotent producers). */
   sequence: number
+  /**
+   * The partition's last answer said it keeps pipelined batches in order (ProduceResponse
+   * `pipelining`): until then an idempotent lane keeps one batch in flight.
+   */
+  pipelining: boolean
   /** Cancels the pending dispatch of this lane's batch (undefined: none pending). */
   cancel: (() => void) | undefined
 }
@@ -237,6 +242,7 @@ export class Producer {
         inFlightMessages: 0,
         inFlight: [],
         sequence: 0,
+        pipelining: false,
         cancel: undefined,
       }
       this.#lanes.set(partition, lane)
@@ -247,7 +253,9 @@ export class Producer {
   #dispatch(lane: Lane): void {
     lane.cancel?.()
     lane.cancel = undefined
-    const { inFlightMax, batchMax, batchBytesMax } = this.#options
+    const { batchMax, batchBytesMax } = this.#options
+    // An idempotent lane pipelines only towards a partition that said it keeps the order.
+    const inFlightMax = this.#options.idempotent && !lane.pipelining ? 1 : this.#options.inFlightMax
     while (lane.pending.length > 0 && lane.inFlight.length < inFlightMax) {
       // A batch joins others in flight only when it is full: partial ones would carry the same
       // messages in more requests and Raft entries; they go when nothing is in flight.
@@ -302,6 +310,7 @@ export class Producer {
           `the broker returned ${response.ids.length} ids for a batch of ${batch.length}`,
         )
       }
+      lane.pipelining = response.pipelining
       for (const [i, p] of batch.entries()) {
         p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
       }

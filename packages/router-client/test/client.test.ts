@@ -147,33 +147,62 @@ describe('MqClient', () => {
   it('keeps several idempotent batches in flight and enqueues them in order when a later one overtakes', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 1, inFlightMax: 3 })
-    broker.heldSequences.add(1)
+    await producer.send({ body: 'm0' }) // the partition's answer: it keeps pipelined batches in order
+    broker.heldSequences.add(2)
     const sends = ['m1', 'm2', 'm3'].map((body) => producer.send({ body }))
-    // 2 and 3 reach the broker while 1 is held: refused (retriable), retried after a backoff.
-    await waitFor(() => broker.calls.includes('gap:2') && broker.calls.includes('gap:3'))
-    expect(broker.calls.filter((c) => c.startsWith('produce:')).length).toBeGreaterThanOrEqual(3)
+    // 3 and 4 reach the broker while 2 is held: refused (retriable), retried after a backoff.
+    await waitFor(() => broker.calls.includes('gap:3') && broker.calls.includes('gap:4'))
+    expect(broker.calls.filter((c) => c.startsWith('produce:')).length).toBeGreaterThanOrEqual(4)
     broker.releaseHeld()
     const results = await Promise.all(sends)
     expect(results.map((r) => r.duplicate)).toEqual([false, false, false])
-    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['m1', 'm2', 'm3'])
-    expect(results.map((r) => r.id)).toEqual(broker.ready(q, 0).map((m) => m.id))
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['m0', 'm1', 'm2', 'm3'])
+    expect(results.map((r) => r.id)).toEqual(
+      broker
+        .ready(q, 0)
+        .slice(1)
+        .map((m) => m.id),
+    )
+  })
+
+  it('keeps one idempotent batch in flight towards a partition that does not keep pipelined batches in order', async () => {
+    const q = freshQueue(1)
+    broker.pipelining = false // an older broker, or a cluster still being upgraded
+    try {
+      const producer = client.producer(q, { batchMax: 1, inFlightMax: 4 })
+      await producer.send({ body: 'm0' })
+      broker.sequenceLog.length = 0
+      broker.heldSequences.add(2)
+      const sends = ['m1', 'm2', 'm3'].map((body) => producer.send({ body }))
+      await waitFor(() => broker.calls.includes('held:2'))
+      // 3 and 4 wait in the producer: nothing else reaches the broker while 2 is held.
+      for (let turn = 0; turn < 3; turn++) await new Promise((resolve) => setImmediate(resolve))
+      expect(broker.sequenceLog.filter((c) => c.seq > 2)).toEqual([])
+      broker.releaseHeld()
+      await Promise.all(sends)
+      expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['m0', 'm1', 'm2', 'm3'])
+      expect(broker.calls.filter((c) => c.startsWith('gap:'))).toEqual([])
+    } finally {
+      broker.pipelining = true
+    }
   })
 
   it('sends a batch beside others in flight only when it is full', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 4, inFlightMax: 3 })
-    broker.heldSequences.add(1)
+    await producer.send({ body: '0' }) // the partition's answer: it keeps pipelined batches in order
+    broker.heldSequences.add(2)
     const first = producer.send({ body: 'a' })
-    await waitFor(() => broker.calls.includes('produce:1'))
+    await waitFor(() => broker.calls.includes('held:2'))
     const partial = [producer.send({ body: 'b' }), producer.send({ body: 'c' })]
     // A partial batch's dispatch runs in the next turn (setImmediate): let two turns pass.
     for (let turn = 0; turn < 2; turn++) await new Promise((resolve) => setImmediate(resolve))
-    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:1']) // 2 wait: not a full batch
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:1', 'produce:1']) // 2 wait: not a full batch
     const more = [producer.send({ body: 'd' }), producer.send({ body: 'e' })]
     await waitFor(() => broker.calls.includes('produce:4'))
     broker.releaseHeld()
     await Promise.all([first, ...partial, ...more])
-    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['a', 'b', 'c', 'd', 'e'])
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['0', 'a', 'b', 'c', 'd', 'e'])
     // The 4 went as one batch (refused once as a gap while 1 was held, then retried), never b, c alone.
     expect(broker.calls).not.toContain('produce:2')
   })
@@ -181,35 +210,35 @@ describe('MqClient', () => {
   it('keeps the sequences in flight within the batches a broker remembers while a lost reply is retried', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 1, inFlightMax: 4 })
+    await producer.send({ body: 'm0' }) // the partition's answer: it keeps pipelined batches in order
     broker.sequenceLog.length = 0
-    broker.loseReplies.set(1, 3) // batch 1 is stored, but its first three replies are lost
+    broker.loseReplies.set(2, 3) // batch 2 is stored, but its first three replies are lost
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) => producer.send({ body: `m${i + 1}` })),
     )
     expect(results.map((r) => r.duplicate)).toEqual([true, ...Array(11).fill(false)])
-    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(
-      Array.from({ length: 12 }, (_, i) => `m${i + 1}`),
-    )
-    // Batches 2-5 were answered while 1 was retried, but 6 went only once 1 was answered:
-    // 1..5 span the 5 batches a broker remembers, and 1's retry must find its batch there.
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(Array.from({ length: 13 }, (_, i) => `m${i}`))
+    // Batches 3-6 were answered while 2 was retried, but 7 went only once 2 was answered:
+    // 2..6 span the 5 batches a broker remembers, and 2's retry must find its batch there.
     const log = broker.sequenceLog
-    const oneAnswered = log.findIndex((c) => c.seq === 1 && c.answered)
-    expect(log.findIndex((c) => c.seq === 5)).toBeLessThan(oneAnswered)
-    expect(log.findIndex((c) => c.seq === 6)).toBeGreaterThan(oneAnswered)
+    const twoAnswered = log.findIndex((c) => c.seq === 2 && c.answered)
+    expect(log.findIndex((c) => c.seq === 6)).toBeLessThan(twoAnswered)
+    expect(log.findIndex((c) => c.seq === 7)).toBeGreaterThan(twoAnswered)
   })
 
   it('lets later idempotent batches through once an earlier one has failed for good', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { batchMax: 1, inFlightMax: 2 })
-    broker.heldSequences.add(1)
-    broker.failSequences.add(1)
+    await producer.send({ body: 'first' }) // the partition's answer: it keeps pipelined batches in order
+    broker.heldSequences.add(2)
+    broker.failSequences.add(2)
     const first = producer.send({ body: 'bad' })
     const second = producer.send({ body: 'good' })
-    await waitFor(() => broker.calls.includes('gap:2'))
+    await waitFor(() => broker.calls.includes('gap:3'))
     broker.releaseHeld()
     await expect(first).rejects.toThrow(/a bad batch/)
     expect((await second).duplicate).toBe(false)
-    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['good'])
+    expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['first', 'good'])
     broker.failSequences.clear()
   })
 

@@ -55,6 +55,8 @@ export class FakeBroker {
   readonly heldPartitions = new Set<number>()
   /** Idempotent produce calls with these sequences wait until `releaseHeld()` (a slow batch). */
   readonly heldSequences = new Set<number>()
+  /** Whether produce answers say the broker keeps pipelined batches in order (and it does). */
+  pipelining = true
   /** Idempotent produce calls with these sequences fail with INVALID_ARGUMENT (a bad batch). */
   readonly failSequences = new Set<number>()
   /** Sequence → how many more of its replies to lose (stored, then UNAVAILABLE). */
@@ -216,8 +218,10 @@ export class FakeBroker {
         if (
           (req.target && this.heldPartitions.has(req.target.partition)) ||
           (req.producerId && this.heldSequences.has(req.sequence))
-        )
+        ) {
+          this.calls.push(`held:${req.sequence}`)
           await new Promise<void>((resolve) => this.#held.push(resolve))
+        }
         const key = this.#check(req.target)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined
@@ -228,11 +232,12 @@ export class FakeBroker {
             this.loseReplies.set(req.sequence, lose - 1)
             throw new UnavailableError('the reply was lost')
           }
-          return { ids: seen, duplicate: true }
+          return { ids: seen, duplicate: true, pipelining: this.pipelining }
         }
-        // The broker's order rule for pipelining producers (weighted-queue's enqueue).
+        // The broker's order rule for pipelining producers (weighted-queue's enqueue); a broker
+        // that does not keep pipelined batches in order (`pipelining` false) ignores the base.
         const last = this.#lastSequence.get(`${req.producerId}/${key}`)
-        const base = req.sequenceBase
+        const base = this.pipelining ? req.sequenceBase : undefined
         if (
           req.producerId &&
           base !== undefined &&
@@ -274,7 +279,7 @@ export class FakeBroker {
           this.dropProduceReplies--
           throw new UnavailableError('the reply was lost')
         }
-        return { ids, duplicate: false }
+        return { ids, duplicate: false, pipelining: this.pipelining }
       }),
       lease: unaryHandler(async (req: LeaseRequest) => {
         const key = this.#check(req.target)

@@ -37,8 +37,11 @@ function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse
       return options.metaSteps?.[metaCalls.length - 1] ?? { done: true, step: '' }
     },
   })
-  /** One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica): the answer. */
-  const answer = async (nodeId: string, hostsMeta = false) => {
+  /**
+   * One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica, the format
+   * level of its version): the answer.
+   */
+  const answer = async (nodeId: string, hostsMeta = false, formatLevel = 2) => {
     const groups = state
       .groups()
       .filter((g) => g.leaderId === nodeId)
@@ -49,6 +52,7 @@ function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse
       groups,
       tokensFingerprint: '',
       hostsMeta,
+      formatLevel,
     })
   }
   /** The transfers asked of `nodeId` at a heartbeat. */
@@ -108,6 +112,20 @@ describe('Controller leader balancing', () => {
     expect(transfers.length).toBeGreaterThan(0)
     expect(transfers.map((t) => t.groupId)).not.toContain(route?.groupId)
     expect(transfers.map((t) => t.groupId)).not.toContain(to)
+  })
+})
+
+describe('Controller format level', () => {
+  it('answers the lowest level of the nodes holding replicas, as each node last reported it', async () => {
+    const c = leading()
+    for (const n of NODES) await c.answer(n)
+    expect((await c.answer('n1')).formatLevel).toBe(2)
+    // n3 restarted on a version without levels (it sends 0): level 1 until it is upgraded.
+    await c.answer('n3', false, 0)
+    expect(c.state.node('n3')?.formatLevel).toBeUndefined()
+    expect((await c.answer('n1')).formatLevel).toBe(1)
+    await c.answer('n3')
+    expect((await c.answer('n1')).formatLevel).toBe(2)
   })
 })
 

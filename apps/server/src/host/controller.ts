@@ -16,6 +16,7 @@ import {
 } from '@mq/meta-service'
 import {
   type ChangeReplicasResponse,
+  formatLevelOf,
   type GroupAssignment,
   type GroupReport,
   type HeartbeatRequest,
@@ -181,8 +182,15 @@ export class Controller {
       this.#stableSinceMs.set(req.nodeId, seenMs)
     this.#lastSeenMs.set(req.nodeId, seenMs)
     this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
-    if (state.node(req.nodeId)?.address !== req.address) {
-      const r = await this.#host.propose({ type: 'registerNode', nodeId: req.nodeId, address: req.address })
+    const known = state.node(req.nodeId)
+    const formatLevel = formatLevelOf(req.formatLevel)
+    if (known?.address !== req.address || (known.formatLevel ?? 1) !== formatLevel) {
+      const r = await this.#host.propose({
+        type: 'registerNode',
+        nodeId: req.nodeId,
+        address: req.address,
+        formatLevel,
+      })
       if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
     }
     for (const g of req.groups) {
@@ -244,6 +252,7 @@ export class Controller {
       removedGroupIds: req.groups
         .map((g) => g.groupId)
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
+      formatLevel: current.formatLevel(),
       hostMeta: current.metaChange()?.add === req.nodeId,
       leaveMeta: leavesMeta(current, req),
       metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {

@@ -96,6 +96,11 @@ export interface HeartbeatRequest {
   tokensFingerprint: string;
   /** The node hosts a replica of the meta group (a founder, or a node added to it since). */
   hostsMeta: boolean;
+  /**
+   * The highest format level of replicated entries this node's version reads and writes
+   * (FORMAT_LEVEL; 0 from versions that predate it = level 1).
+   */
+  formatLevel: number;
 }
 
 export interface GroupAssignment {
@@ -150,6 +155,12 @@ export interface HeartbeatResponse {
    * the meta leader after a restart (its configured seeds may be gone by then).
    */
   metaMembers: NodeAddress[];
+  /**
+   * The cluster's format level: the lowest of the levels of the nodes that hold replicas.
+   * Leaders write only entries of this level or lower, so every replica can read them during
+   * a rolling upgrade (0 from versions that predate it = level 1).
+   */
+  formatLevel: number;
 }
 
 export interface MovePartitionRequest {
@@ -1252,7 +1263,7 @@ export const GroupReport: MessageFns<GroupReport> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { nodeId: "", address: "", groups: [], tokensFingerprint: "", hostsMeta: false };
+  return { nodeId: "", address: "", groups: [], tokensFingerprint: "", hostsMeta: false, formatLevel: 0 };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1271,6 +1282,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.hostsMeta !== false) {
       writer.uint32(40).bool(message.hostsMeta);
+    }
+    if (message.formatLevel !== 0) {
+      writer.uint32(48).uint32(message.formatLevel);
     }
     return writer;
   },
@@ -1322,6 +1336,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
           message.hostsMeta = reader.bool();
           continue;
         }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.formatLevel = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1350,6 +1372,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.hosts_meta)
         ? globalThis.Boolean(object.hosts_meta)
         : false,
+      formatLevel: isSet(object.formatLevel)
+        ? globalThis.Number(object.formatLevel)
+        : isSet(object.format_level)
+        ? globalThis.Number(object.format_level)
+        : 0,
     };
   },
 
@@ -1370,6 +1397,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.hostsMeta !== false) {
       obj.hostsMeta = message.hostsMeta;
     }
+    if (message.formatLevel !== 0) {
+      obj.formatLevel = Math.round(message.formatLevel);
+    }
     return obj;
   },
 
@@ -1383,6 +1413,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.groups = object.groups?.map((e) => GroupReport.fromPartial(e)) || [];
     message.tokensFingerprint = object.tokensFingerprint ?? "";
     message.hostsMeta = object.hostsMeta ?? false;
+    message.formatLevel = object.formatLevel ?? 0;
     return message;
   },
 };
@@ -1644,6 +1675,7 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     hostMeta: false,
     leaveMeta: false,
     metaMembers: [],
+    formatLevel: 0,
   };
 }
 
@@ -1683,6 +1715,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     for (const v of message.metaMembers) {
       NodeAddress.encode(v!, writer.uint32(90).fork()).join();
+    }
+    if (message.formatLevel !== 0) {
+      writer.uint32(96).uint32(message.formatLevel);
     }
     return writer;
   },
@@ -1792,6 +1827,14 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.metaMembers.push(NodeAddress.decode(reader, reader.uint32()));
           continue;
         }
+        case 12: {
+          if (tag !== 96) {
+            break;
+          }
+
+          message.formatLevel = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1846,6 +1889,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : globalThis.Array.isArray(object?.meta_members)
         ? object.meta_members.map((e: any) => NodeAddress.fromJSON(e))
         : [],
+      formatLevel: isSet(object.formatLevel)
+        ? globalThis.Number(object.formatLevel)
+        : isSet(object.format_level)
+        ? globalThis.Number(object.format_level)
+        : 0,
     };
   },
 
@@ -1884,6 +1932,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.metaMembers?.length) {
       obj.metaMembers = message.metaMembers.map((e) => NodeAddress.toJSON(e));
     }
+    if (message.formatLevel !== 0) {
+      obj.formatLevel = Math.round(message.formatLevel);
+    }
     return obj;
   },
 
@@ -1903,6 +1954,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.hostMeta = object.hostMeta ?? false;
     message.leaveMeta = object.leaveMeta ?? false;
     message.metaMembers = object.metaMembers?.map((e) => NodeAddress.fromPartial(e)) || [];
+    message.formatLevel = object.formatLevel ?? 0;
     return message;
   },
 };

@@ -108,6 +108,13 @@ export interface ProduceResponse {
   ids: number[];
   /** True when the batch had been enqueued before (an idempotent retry). */
   duplicate: boolean;
+  /**
+   * True when the partition keeps an idempotent producer's pipelined batches in order (it
+   * honours `sequence_base`: the cluster's format level is 2 or more). A producer keeps one
+   * batch in flight per partition until a response says so: brokers that predate it (or a
+   * cluster still being upgraded) answer false.
+   */
+  pipelining: boolean;
 }
 
 export interface LeaseRequest {
@@ -721,7 +728,7 @@ export const ProduceRequest: MessageFns<ProduceRequest> = {
 };
 
 function createBaseProduceResponse(): ProduceResponse {
-  return { ids: [], duplicate: false };
+  return { ids: [], duplicate: false, pipelining: false };
 }
 
 export const ProduceResponse: MessageFns<ProduceResponse> = {
@@ -733,6 +740,9 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
     writer.join();
     if (message.duplicate !== false) {
       writer.uint32(16).bool(message.duplicate);
+    }
+    if (message.pipelining !== false) {
+      writer.uint32(24).bool(message.pipelining);
     }
     return writer;
   },
@@ -770,6 +780,14 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
           message.duplicate = reader.bool();
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.pipelining = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -783,6 +801,7 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
     return {
       ids: globalThis.Array.isArray(object?.ids) ? object.ids.map((e: any) => globalThis.Number(e)) : [],
       duplicate: isSet(object.duplicate) ? globalThis.Boolean(object.duplicate) : false,
+      pipelining: isSet(object.pipelining) ? globalThis.Boolean(object.pipelining) : false,
     };
   },
 
@@ -794,6 +813,9 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
     if (message.duplicate !== false) {
       obj.duplicate = message.duplicate;
     }
+    if (message.pipelining !== false) {
+      obj.pipelining = message.pipelining;
+    }
     return obj;
   },
 
@@ -804,6 +826,7 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
     const message = createBaseProduceResponse();
     message.ids = object.ids?.map((e) => e) || [];
     message.duplicate = object.duplicate ?? false;
+    message.pipelining = object.pipelining ?? false;
     return message;
   },
 };

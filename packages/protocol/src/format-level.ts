@@ -1,0 +1,20 @@
+/**
+ * The format level of the entries replicated through Raft that this version reads and writes.
+ * A cluster runs at the lowest level among the nodes that hold replicas (the meta leader
+ * computes it from their heartbeats), and leaders write nothing above it, so during a rolling
+ * upgrade every replica can read every entry; the level rises once every such node runs a
+ * version of the higher level. Levels:
+ *
+ * 1. the formats before levels existed;
+ * 2. an idempotent enqueue may carry its producer's lowest sequence in flight (weighted-queue's
+ *    enqueue command, producer form 2): pipelined batches of one producer are kept in order.
+ */
+export const FORMAT_LEVEL = 2
+
+/** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
+export const FORMAT_LEVEL_PIPELINING = 2
+
+/** A level as a peer sent it: 0 (a version before levels) is level 1. */
+export function formatLevelOf(sent: number): number {
+  return Math.max(1, sent)
+}
