@@ -10,6 +10,7 @@ const status = (leaders: string[]): Pick<ClusterStatusResponse, 'nodes' | 'group
     lastHeartbeatMs: 0,
     groupIds: [],
     draining: false,
+    formatLevel: 2,
   })),
   groups: leaders.map((leaderId, i) => ({
     groupId: i + 1,

@@ -145,6 +145,7 @@ describe('cluster, node and group', () => {
     expect(r.code).toBe(0)
     expect(r.stdout).toMatch(/meta leader: +n1/)
     expect(r.stdout).toMatch(/meta group: +n1, n2, n3 \+ learner n4; replacing n3 by n4 \(dead\)/)
+    expect(r.stdout).toMatch(/format level: +2/)
     expect(r.stdout).toMatch(/nodes: +1 alive of 2/)
     expect(r.stdout).toMatch(/groups: +1 \(1 meta, 0 data\)/)
     expect(r.stdout).toMatch(/n1 +10\.0\.0\.1:7001 +yes +1s ago +0,1/)

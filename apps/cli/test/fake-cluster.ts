@@ -46,6 +46,7 @@ export class FakeCluster {
   consumerOptions: Partial<ConsumerOptions> | undefined
   status: ClusterStatus = {
     metaLeaderId: 'n1',
+    formatLevel: 2,
     metaVoters: ['n1', 'n2', 'n3'],
     metaLearners: ['n4'],
     metaChange: { add: 'n4', remove: 'n3', reason: 'dead', startedAtMs: 1_000 },
@@ -58,6 +59,7 @@ export class FakeCluster {
         lastHeartbeatMs: 9_000,
         groupIds: [0, 1],
         draining: false,
+        formatLevel: 2,
       },
       {
         nodeId: 'n2',
@@ -66,6 +68,7 @@ export class FakeCluster {
         lastHeartbeatMs: 0,
         groupIds: [0],
         draining: true,
+        formatLevel: 1,
       },
     ],
     groups: [

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { FORMAT_LEVEL } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError, loadConfig } from './config'
 
@@ -23,6 +24,7 @@ describe('loadConfig', () => {
       dataDir: '/srv/data/n1',
       tickMs: 50,
       replaceDeadAfterMs: 300_000,
+      formatLevel: FORMAT_LEVEL,
     })
     expect(c.initialMeta).toHaveLength(3)
   })
@@ -60,6 +62,8 @@ describe('loadConfig', () => {
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
+    [{ ...base, formatLevel: '0' }, /formatLevel must be an integer from 1 to 2/],
+    [{ ...base, formatLevel: String(FORMAT_LEVEL + 1) }, /formatLevel must be an integer from 1 to 2/],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags)).toThrow(ConfigError)
     expect(() => loadConfig(flags)).toThrow(message)

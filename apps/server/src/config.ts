@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
+import { FORMAT_LEVEL } from '@mq/protocol'
 import { type Member, parseAddress, parseMembers } from './members'
 
 /** Everything one `mq-server` process needs to know, validated. */
@@ -49,6 +50,12 @@ export interface ServerConfig {
   readonly tlsClientAuth: boolean
   /** A node not heard from for this long has its data-group replicas replaced on other nodes. */
   readonly replaceDeadAfterMs: number
+  /**
+   * The format level this node reports (at most its version's FORMAT_LEVEL): the cluster runs
+   * at the lowest reported, so a lower one pins the cluster's replicated formats (a rollback
+   * to the previous version stays possible until every node reports the new level).
+   */
+  readonly formatLevel: number
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
@@ -74,6 +81,7 @@ export const CONFIG_DEFAULTS = {
   tlsCa: '',
   tlsClientAuth: false,
   replaceDeadAfterMs: 300_000,
+  formatLevel: FORMAT_LEVEL,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -104,6 +112,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'tlsCa',
   'tlsClientAuth',
   'replaceDeadAfterMs',
+  'formatLevel',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -226,6 +235,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tlsCa,
     tlsClientAuth,
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
+    formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
   }
 }
 

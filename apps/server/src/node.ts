@@ -23,7 +23,6 @@ import {
   routeOf,
 } from '@mq/meta-service'
 import {
-  FORMAT_LEVEL,
   formatLevelOf,
   HealthService,
   type HeartbeatRequest,
@@ -633,7 +632,7 @@ export class MqNode {
       groups,
       tokensFingerprint: this.#metaTokens.fingerprint,
       hostsMeta: this.#meta !== undefined,
-      formatLevel: FORMAT_LEVEL,
+      formatLevel: this.config.formatLevel,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>

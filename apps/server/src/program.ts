@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url'
+import { FORMAT_LEVEL } from '@mq/protocol'
 import { Command, InvalidArgumentError } from 'commander'
 import { loadTokenFile } from './auth/token-file'
 import { ConfigError, loadConfig } from './config'
@@ -55,6 +56,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option(
       '--replace-dead-after-ms <ms>',
       'a node not heard from for this long has its replicas replaced on other nodes (default 300000)',
+    )
+    .option(
+      '--format-level <n>',
+      `replicated entry formats to allow, 1-${FORMAT_LEVEL} (default ${FORMAT_LEVEL}); a lower level pins the cluster's formats during an upgrade, so a rollback stays possible`,
     )
     .addHelpText(
       'after',

@@ -100,6 +100,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       const change = state.metaChange()
       return {
         metaLeaderId: meta.leaderId(),
+        formatLevel: state.formatLevel(),
         metaVoters: [...voters].sort(),
         metaLearners: [...learners].sort(),
         ...(change

@@ -58,6 +58,7 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
     lastHeartbeatMs: liveness.lastHeartbeatMs(n.nodeId),
     groupIds: groupsOf.get(n.nodeId) ?? [],
     draining: state.draining(n.nodeId),
+    formatLevel: n.formatLevel ?? 1,
   }))
 }
 

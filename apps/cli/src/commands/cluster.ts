@@ -35,6 +35,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
           formatFields([
             ['meta leader', status.metaLeaderId || '(none)'],
             ['meta group', describeMetaGroup(status)],
+            ['format level', status.formatLevel],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
             ['groups', describeGroups(status.groups)],

@@ -129,6 +129,8 @@ export interface NodeStatus {
   groupIds: number[];
   /** Being drained (`mq node drain`): its data-group replicas move to other nodes. */
   draining: boolean;
+  /** The format level the node last reported (its version's, or its `--format-level`). */
+  formatLevel: number;
 }
 
 export interface GroupStatus {
@@ -181,7 +183,14 @@ export interface ClusterStatusResponse {
   metaVoters: string[];
   metaLearners: string[];
   /** A change of the meta group's membership under way, if any. */
-  metaChange?: ReplicaChange | undefined;
+  metaChange?:
+    | ReplicaChange
+    | undefined;
+  /**
+   * The cluster's format level: the lowest of the nodes that hold replicas. Leaders write no
+   * replicated entry above it.
+   */
+  formatLevel: number;
 }
 
 /** A membership change under way: `add` replaces `remove` (reason: drain, dead). */
@@ -1747,7 +1756,7 @@ export const ClusterStatusRequest: MessageFns<ClusterStatusRequest> = {
 };
 
 function createBaseNodeStatus(): NodeStatus {
-  return { nodeId: "", address: "", alive: false, lastHeartbeatMs: 0, groupIds: [], draining: false };
+  return { nodeId: "", address: "", alive: false, lastHeartbeatMs: 0, groupIds: [], draining: false, formatLevel: 0 };
 }
 
 export const NodeStatus: MessageFns<NodeStatus> = {
@@ -1771,6 +1780,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     writer.join();
     if (message.draining !== false) {
       writer.uint32(48).bool(message.draining);
+    }
+    if (message.formatLevel !== 0) {
+      writer.uint32(56).uint32(message.formatLevel);
     }
     return writer;
   },
@@ -1840,6 +1852,14 @@ export const NodeStatus: MessageFns<NodeStatus> = {
           message.draining = reader.bool();
           continue;
         }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.formatLevel = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1869,6 +1889,11 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         ? object.group_ids.map((e: any) => globalThis.Number(e))
         : [],
       draining: isSet(object.draining) ? globalThis.Boolean(object.draining) : false,
+      formatLevel: isSet(object.formatLevel)
+        ? globalThis.Number(object.formatLevel)
+        : isSet(object.format_level)
+        ? globalThis.Number(object.format_level)
+        : 0,
     };
   },
 
@@ -1892,6 +1917,9 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.draining !== false) {
       obj.draining = message.draining;
     }
+    if (message.formatLevel !== 0) {
+      obj.formatLevel = Math.round(message.formatLevel);
+    }
     return obj;
   },
 
@@ -1906,6 +1934,7 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.lastHeartbeatMs = object.lastHeartbeatMs ?? 0;
     message.groupIds = object.groupIds?.map((e) => e) || [];
     message.draining = object.draining ?? false;
+    message.formatLevel = object.formatLevel ?? 0;
     return message;
   },
 };
@@ -2401,6 +2430,7 @@ function createBaseClusterStatusResponse(): ClusterStatusResponse {
     metaVoters: [],
     metaLearners: [],
     metaChange: undefined,
+    formatLevel: 0,
   };
 }
 
@@ -2432,6 +2462,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     }
     if (message.metaChange !== undefined) {
       ReplicaChange.encode(message.metaChange, writer.uint32(74).fork()).join();
+    }
+    if (message.formatLevel !== 0) {
+      writer.uint32(80).uint32(message.formatLevel);
     }
     return writer;
   },
@@ -2515,6 +2548,14 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
           message.metaChange = ReplicaChange.decode(reader, reader.uint32());
           continue;
         }
+        case 10: {
+          if (tag !== 80) {
+            break;
+          }
+
+          message.formatLevel = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2555,6 +2596,11 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
         : isSet(object.meta_change)
         ? ReplicaChange.fromJSON(object.meta_change)
         : undefined,
+      formatLevel: isSet(object.formatLevel)
+        ? globalThis.Number(object.formatLevel)
+        : isSet(object.format_level)
+        ? globalThis.Number(object.format_level)
+        : 0,
     };
   },
 
@@ -2587,6 +2633,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     if (message.metaChange !== undefined) {
       obj.metaChange = ReplicaChange.toJSON(message.metaChange);
     }
+    if (message.formatLevel !== 0) {
+      obj.formatLevel = Math.round(message.formatLevel);
+    }
     return obj;
   },
 
@@ -2608,6 +2657,7 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     message.metaChange = (object.metaChange !== undefined && object.metaChange !== null)
       ? ReplicaChange.fromPartial(object.metaChange)
       : undefined;
+    message.formatLevel = object.formatLevel ?? 0;
     return message;
   },
 };
