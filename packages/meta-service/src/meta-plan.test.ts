@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { metaChangeAction } from './meta-plan'
-import { MetaState } from './meta-state'
+import { stateWith } from './test-state'
 
-function cluster(nodes: number, groups: string[][]): MetaState {
-  const s = new MetaState()
-  for (let i = 1; i <= nodes; i++)
-    s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:${7000 + i}` }, 1)
-  for (const replicas of groups) s.apply({ type: 'createGroup', replicas }, 2)
-  return s
-}
+const cluster = stateWith
 
 const all = (n: number) => new Set(Array.from({ length: n }, (_, i) => `n${i + 1}`))
 const none = new Set<string>()

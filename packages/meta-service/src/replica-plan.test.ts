@@ -2,14 +2,9 @@ import { describe, expect, it } from 'vitest'
 import type { MetaCommand } from './meta-commands'
 import { MetaState } from './meta-state'
 import { type ReplicaInput, replicaActions } from './replica-plan'
+import { stateWith } from './test-state'
 
-function cluster(nodes: number, groups: string[][]): MetaState {
-  const s = new MetaState()
-  for (let i = 1; i <= nodes; i++)
-    s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:${7000 + i}` }, 1)
-  for (const replicas of groups) s.apply({ type: 'createGroup', replicas }, 2)
-  return s
-}
+const cluster = stateWith
 
 function must(s: MetaState, command: MetaCommand): void {
   const r = s.apply(command, 10)

@@ -1,6 +1,7 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
+import { consumeAll } from '../src/consume-all'
 import { waitFor } from '../src/scale-run'
 
 // A node dead for longer than --replace-dead-after-ms has its data-group replicas replaced on
@@ -41,15 +42,7 @@ describe('replacing a dead node', () => {
     console.log(`dead node: ${hadN4} replicas of n4 replaced ${Date.now() - killedAt} ms after its SIGKILL`)
     expect(replaced).toBe(true)
     for (const g of await dataGroups()) expect(new Set(g.replicas.map((r) => r.nodeId)).size).toBe(3)
-    const received = new Set<string>()
-    const consumer = client.consumer('survivors', { prefetch: 16 })
-    const deadline = Date.now() + 20_000
-    for await (const d of consumer) {
-      received.add(new TextDecoder().decode(d.body))
-      await d.ack()
-      if (received.size === sent.length || Date.now() > deadline) break
-    }
-    await consumer.close()
+    const received = await consumeAll(client, 'survivors', sent.length, 20_000)
     expect(received.size).toBe(sent.length)
   }, 120_000)
 })

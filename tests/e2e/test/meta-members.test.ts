@@ -1,6 +1,7 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
+import { consumeAll } from '../src/consume-all'
 import { waitFor } from '../src/scale-run'
 
 // The meta group's membership is not fixed to the founders: a founder dead for longer than
@@ -76,15 +77,7 @@ describe('replacing meta voters', () => {
     ).toBe(true)
     expect((await status()).metaVoters).toEqual(['n2', 'n3', 'n4'])
 
-    const received = new Set<string>()
-    const consumer = client.consumer('kept', { prefetch: 16 })
-    const deadline = Date.now() + 20_000
-    for await (const d of consumer) {
-      received.add(new TextDecoder().decode(d.body))
-      await d.ack()
-      if (received.size === sent.length || Date.now() > deadline) break
-    }
-    await consumer.close()
+    const received = await consumeAll(client, 'kept', sent.length, 20_000)
     expect(received.size).toBe(sent.length)
   }, 180_000)
 })
