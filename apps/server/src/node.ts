@@ -642,7 +642,10 @@ export class MqNode {
       this.#formatLevel = formatLevelOf(response.formatLevel)
       if (!this.#metaVoter()) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
-      if (response.hostMeta) void this.#hostMeta(false)
+      if (response.hostMeta)
+        this.#hostMeta(false).catch((error: unknown) =>
+          this.log.error({ err: error }, 'cannot host a replica of the meta group'),
+        )
       if (response.leaveMeta) void this.#leaveMeta()
       this.#facts
         ?.setMetaSeeds(response.metaMembers)
