@@ -62,8 +62,11 @@ describe('loadConfig', () => {
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
-    [{ ...base, formatLevel: '0' }, /formatLevel must be an integer from 1 to 2/],
-    [{ ...base, formatLevel: String(FORMAT_LEVEL + 1) }, /formatLevel must be an integer from 1 to 2/],
+    [{ ...base, formatLevel: '0' }, new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`)],
+    [
+      { ...base, formatLevel: String(FORMAT_LEVEL + 1) },
+      new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`),
+    ],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags)).toThrow(ConfigError)
     expect(() => loadConfig(flags)).toThrow(message)

@@ -7,12 +7,18 @@
  *
  * 1. the formats before levels existed;
  * 2. an idempotent enqueue may carry its producer's lowest sequence in flight (weighted-queue's
- *    enqueue command, producer form 2): pipelined batches of one producer are kept in order.
+ *    enqueue command, producer form 2): pipelined batches of one producer are kept in order;
+ * 3. the meta group's membership commands (`initMetaMembers`, `startMetaChange`,
+ *    `finishMetaChange`): a meta replica of an earlier version rejects them, so its state
+ *    would lack the meta group's members.
  */
-export const FORMAT_LEVEL = 2
+export const FORMAT_LEVEL = 3
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
+
+/** The level from which the meta leader records and changes the meta group's members. */
+export const FORMAT_LEVEL_META_MEMBERS = 3
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -5,7 +5,12 @@ export { SERVER_NODE_FLAGS } from './server-node-flags'
 
 export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
-export { FORMAT_LEVEL, FORMAT_LEVEL_PIPELINING, formatLevelOf } from './format-level'
+export {
+  FORMAT_LEVEL,
+  FORMAT_LEVEL_META_MEMBERS,
+  FORMAT_LEVEL_PIPELINING,
+  formatLevelOf,
+} from './format-level'
 export { freePort } from './free-port'
 export {
   HealthCheckRequest,

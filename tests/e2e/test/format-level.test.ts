@@ -1,5 +1,5 @@
 import { credentials } from '@grpc/grpc-js'
-import { type ProduceRequest, type ProduceResponse, QueueClient } from '@mq/protocol'
+import { FORMAT_LEVEL, type ProduceRequest, type ProduceResponse, QueueClient } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
@@ -8,7 +8,7 @@ import { waitFor } from '../src/scale-run'
 // A rolling upgrade, through format levels: a node pinned to level 1 (as a node of the
 // previous version reports) keeps the whole cluster at level 1, so no leader writes an entry
 // that node could not read, and partitions tell producers not to pipeline; once the last node
-// reports level 2, the level rises and partitions keep pipelined batches in order again.
+// reports the new level, the level rises and partitions keep pipelined batches in order again.
 describe('format levels (rolling upgrades)', () => {
   let cluster: LocalCluster
   let client: MqClient
@@ -80,21 +80,28 @@ describe('format levels (rolling upgrades)', () => {
     const mixed = await status()
     expect(mixed.formatLevel).toBe(1)
     expect(mixed.nodes.map((n) => [n.nodeId, n.formatLevel])).toEqual([
-      ['n1', 2],
-      ['n2', 2],
+      ['n1', FORMAT_LEVEL],
+      ['n2', FORMAT_LEVEL],
       ['n3', 1],
     ])
+    // Level 1 also holds back the meta group's membership commands (level 3): the members are
+    // not recorded (a node's groups list 0 once they are).
+    expect(mixed.nodes.some((n) => n.groupIds.includes(0))).toBe(false)
     await client.admin.createQueue('upgrade', { partitions: 1 })
     // Level 1: batch 3 overtaking batch 2 (base 2) is stored without the base (n3 could not
     // read an enqueue carrying it), so it is not held back; the answers say "no pipelining".
     expect(await produce('p', 1, 1)).toMatchObject({ ids: [1], pipelining: false })
     expect(await produce('p', 3, 2)).toMatchObject({ ids: [2], pipelining: false })
 
-    // n3 upgraded: restarted without the pin, it reports level 2, and so does the cluster.
+    // n3 upgraded: restarted without the pin, it reports its version's level, and so does the
+    // cluster (3: pipelining is 2 and up).
     pinned = false
     await cluster.kill('n3', 'SIGTERM')
     await cluster.restart('n3')
-    expect(await waitFor(async () => (await status()).formatLevel === 2, 20_000, 200)).toBe(true)
+    expect(await waitFor(async () => (await status()).formatLevel === FORMAT_LEVEL, 20_000, 200)).toBe(true)
+    expect(
+      await waitFor(async () => (await status()).nodes.every((n) => n.groupIds.includes(0)), 10_000, 200),
+    ).toBe(true)
     // The partition's leader hears the new level with its next heartbeat answer.
     let sequence = 0
     expect(

@@ -1,5 +1,5 @@
 import { type MetaCommand, MetaState } from '@mq/meta-service'
-import type { ChangeReplicasResponse } from '@mq/protocol'
+import { type ChangeReplicasResponse, FORMAT_LEVEL } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller } from './controller'
 import type { PeerCalls } from './peer-calls'
@@ -16,7 +16,7 @@ function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
   const metaCalls: [string, string][] = []
   for (const n of [...NODES, ...(options.extra ?? [])])
-    apply({ type: 'registerNode', nodeId: n, address: `${n}:1` })
+    apply({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: FORMAT_LEVEL })
   for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: NODES })
   apply({ type: 'createQueue', name: 'q', config: { partitions: 6 } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
@@ -41,7 +41,7 @@ function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse
    * One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica, the format
    * level of its version): the answer.
    */
-  const answer = async (nodeId: string, hostsMeta = false, formatLevel = 2) => {
+  const answer = async (nodeId: string, hostsMeta = false, formatLevel = FORMAT_LEVEL) => {
     const groups = state
       .groups()
       .filter((g) => g.leaderId === nodeId)
@@ -119,13 +119,18 @@ describe('Controller format level', () => {
   it('answers the lowest level of the nodes holding replicas, as each node last reported it', async () => {
     const c = leading()
     for (const n of NODES) await c.answer(n)
-    expect((await c.answer('n1')).formatLevel).toBe(2)
+    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
     // n3 restarted on a version without levels (it sends 0): level 1 until it is upgraded.
     await c.answer('n3', false, 0)
     expect(c.state.node('n3')?.formatLevel).toBeUndefined()
     expect((await c.answer('n1')).formatLevel).toBe(1)
+    // Nor are the meta group's members recorded: a meta replica of that version could not read it.
+    await c.controller.round()
+    expect(c.state.metaMembers()).toBeUndefined()
     await c.answer('n3')
-    expect((await c.answer('n1')).formatLevel).toBe(2)
+    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
+    await c.controller.round()
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
   })
 })
 

@@ -16,6 +16,7 @@ import {
 } from '@mq/meta-service'
 import {
   type ChangeReplicasResponse,
+  FORMAT_LEVEL_META_MEMBERS,
   formatLevelOf,
   type GroupAssignment,
   type GroupReport,
@@ -297,10 +298,13 @@ export class Controller {
       actions.push(...replicaActions(state, { alive, lost, changesMax: REPLICA_CHANGES_MAX }))
       // The first meta leader records the founders (its Raft configuration: no change of the
       // meta group can have happened before); from then on a lost or drained voter is replaced.
-      if (!state.metaMembers())
-        actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
-      const metaChange = metaChangeAction(state, { alive, lost })
-      if (metaChange) actions.push(metaChange)
+      // Only once every node holding a replica reads these commands (format level 3).
+      if (state.formatLevel() >= FORMAT_LEVEL_META_MEMBERS) {
+        if (!state.metaMembers())
+          actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
+        const metaChange = metaChangeAction(state, { alive, lost })
+        if (metaChange) actions.push(metaChange)
+      }
       for (const action of actions) {
         const r = await this.#host.propose(action)
         if (!r.ok) break
