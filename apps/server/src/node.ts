@@ -200,14 +200,14 @@ export class MqNode {
         }
       },
       metaMembership: () => this.#metaMembership(),
-      changeMetaMembers: async (add, remove) => {
+      changeMetaMembers: async (add, remove, removeFirst) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
         const leader = {
           assertLeader: () => {
             if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
           },
         }
-        return changeReplicas(this.#raft, leader, { groupId: META_GROUP, add, remove }, (id) =>
+        return changeReplicas(this.#raft, leader, { groupId: META_GROUP, add, remove, removeFirst }, (id) =>
           this.#addresses.get(id),
         )
       },

@@ -9,6 +9,7 @@ import {
   MovePhase,
   metaChangeAction,
   preferredLeaders,
+  ReplicaChangeReason,
   type ReplicaChangeRecord,
   replicaActions,
   scaleProgress,
@@ -75,9 +76,10 @@ export interface ControllerHost {
   /**
    * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
    * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
-   * leads, remove. Rejects with NOT_LEADER (hint) or UNAVAILABLE.
+   * leads, remove (first, with `removeFirst`: a dead voter). Rejects with NOT_LEADER (hint)
+   * or UNAVAILABLE.
    */
-  changeMetaMembers(add: string, remove: string): Promise<ChangeReplicasResponse>
+  changeMetaMembers(add: string, remove: string, removeFirst: boolean): Promise<ChangeReplicasResponse>
 }
 
 /**
@@ -351,7 +353,13 @@ export class Controller {
           replicas,
           (c, md, opts, cb) =>
             c.peer.changeReplicas(
-              { groupId: change.groupId, add: change.add, remove: change.remove, addCaughtUp: false },
+              {
+                groupId: change.groupId,
+                add: change.add,
+                remove: change.remove,
+                addCaughtUp: false,
+                removeFirst: change.reason === ReplicaChangeReason.Dead,
+              },
               md,
               opts,
               cb,
@@ -363,7 +371,7 @@ export class Controller {
     const meta = state.metaChange()
     if (meta) {
       this.#stepChange(meta, { type: 'finishMetaChange' }, () =>
-        this.#host.changeMetaMembers(meta.add, meta.remove),
+        this.#host.changeMetaMembers(meta.add, meta.remove, meta.reason === ReplicaChangeReason.Dead),
       )
     }
   }

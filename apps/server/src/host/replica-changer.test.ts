@@ -27,7 +27,31 @@ function leader(commit: number, match: Record<string, number>) {
 }
 
 const port = { assertLeader: () => {} } as unknown as DataGroupPort
-const request: ChangeReplicasRequest = { groupId: 1, add: 'n4', remove: 'n3', addCaughtUp: false }
+const request: ChangeReplicasRequest = {
+  groupId: 1,
+  add: 'n4',
+  remove: 'n3',
+  addCaughtUp: false,
+  removeFirst: false,
+}
+
+/** A leader (`id`) of group 1 whose configuration is `conf`; every node's log matches `commit`. */
+function member(id: string, conf: { voters: string[]; learners: string[] }) {
+  const proposed: ConfChange[] = []
+  const transfers: string[] = []
+  const raft: ReplicaChangeRaft = {
+    status: () => ({ id, role: Role.Leader, commit: 100, conf }) as unknown as RaftStatus,
+    matchIndex: () => 100,
+    proposeConfChange: async (_groupId, change) => {
+      proposed.push(change)
+      return { index: 1, result: undefined }
+    },
+    transferLeader: (_groupId, to) => {
+      transfers.push(to)
+    },
+  }
+  return { raft, proposed, transfers }
+}
 
 describe('changeReplicas (the data-group leader’s side)', () => {
   it('promotes a learner once its log matches to within CAUGHT_UP_ENTRIES of the commit index, by the leader’s own progress', async () => {
@@ -63,5 +87,41 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       expect(await changeReplicas(l.raft, port, request, () => undefined)).toEqual({ done: false, step: '' })
       expect(l.proposed).toEqual([])
     }
+  })
+
+  it('replaces a dead replica removing it first, so the group never needs the new one for a majority', async () => {
+    const dead = { ...request, removeFirst: true }
+    const steps: string[] = []
+    let conf = { voters: ['n1', 'n2', 'n3'], learners: [] as string[] }
+    for (let i = 0; i < 5; i++) {
+      const l = member('n1', conf)
+      const r = await changeReplicas(l.raft, port, dead, () => undefined)
+      steps.push(r.done ? 'done' : r.step)
+      const change = l.proposed[0]
+      if (change?.type === ConfChangeType.Remove)
+        conf = { ...conf, voters: conf.voters.filter((v) => v !== change.id) }
+      if (change?.type === ConfChangeType.AddLearner) conf = { ...conf, learners: [change.id] }
+      if (change?.type === ConfChangeType.AddVoter)
+        conf = { voters: [...conf.voters, change.id], learners: [] }
+      if (r.done) break
+    }
+    expect(steps).toEqual(['remove', 'add-learner', 'promote', 'done'])
+    expect(conf.voters).toEqual(['n1', 'n2', 'n4'])
+    // A live replica (drain, balance) still goes last: the new one is added first.
+    const live = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
+    expect(await changeReplicas(live.raft, port, request, () => undefined)).toEqual({
+      done: false,
+      step: 'add-learner',
+    })
+  })
+
+  it('hands the leadership to another voter, not the new replica, when the dead one leads', async () => {
+    const l = member('n3', { voters: ['n1', 'n2', 'n3'], learners: [] })
+    expect(await changeReplicas(l.raft, port, { ...request, removeFirst: true }, () => undefined)).toEqual({
+      done: false,
+      step: 'transfer-leader',
+    })
+    expect(l.transfers).toEqual(['n1'])
+    expect(l.proposed).toEqual([])
   })
 })

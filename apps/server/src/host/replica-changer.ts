@@ -31,6 +31,11 @@ export interface ReplicaLeader {
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
  *
+ * With `removeFirst` (replacing a dead replica) step 3 comes first, and a leader that is
+ * `remove` hands the leadership to another voter: the group never needs the new replica for
+ * a majority while the dead one still counts (with add-first, voters {dead, a, b, new} need
+ * three, so the new node failing in that window stops a group that {dead, a, b} kept running).
+ *
  * A data group's leader runs it for Peer.ChangeReplicas; the meta leader runs it on the meta
  * group (id 0) for its own controller.
  *
@@ -40,7 +45,7 @@ export interface ReplicaLeader {
 export async function changeReplicas(
   raft: ReplicaChangeRaft,
   port: ReplicaLeader | undefined,
-  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove'>,
+  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst'>,
   addressOf: (nodeId: string) => string | undefined,
 ): Promise<ChangeReplicasResponse> {
   const groupId = req.groupId
@@ -56,21 +61,27 @@ export async function changeReplicas(
     }
     return { done: false, step }
   }
-  if (!voters.includes(req.add) && !learners.includes(req.add))
-    return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
+  const member = (id: string) => voters.includes(id) || learners.includes(id)
+  const transfer = (to: string): ChangeReplicasResponse => {
+    try {
+      raft.transferLeader(groupId, to)
+    } catch (error) {
+      throw toWireError(error, groupId, addressOf)
+    }
+    return { done: false, step: 'transfer-leader' }
+  }
+  if (req.removeFirst && member(req.remove)) {
+    if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
+    const other = voters.find((v) => v !== req.remove)
+    if (other !== undefined) return transfer(other)
+  }
+  if (!member(req.add)) return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
   if (learners.includes(req.add)) {
     if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '' }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
-  if (voters.includes(req.remove) || learners.includes(req.remove)) {
-    if (req.remove === status.id) {
-      try {
-        raft.transferLeader(groupId, req.add)
-      } catch (error) {
-        throw toWireError(error, groupId, addressOf)
-      }
-      return { done: false, step: 'transfer-leader' }
-    }
+  if (member(req.remove)) {
+    if (req.remove === status.id) return transfer(req.add)
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
   return { done: true, step: '' }

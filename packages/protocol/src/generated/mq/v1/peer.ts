@@ -225,6 +225,12 @@ export interface ChangeReplicasRequest {
    * @deprecated
    */
   addCaughtUp: boolean;
+  /**
+   * Remove `remove` before adding `add` (a dead replica): adding first would make the group
+   * need `add` too for a majority until the removal, so losing the new node in that window
+   * could stop a group that could do without it. A live replica (drain, balance) goes last.
+   */
+  removeFirst: boolean;
 }
 
 export interface ChangeReplicasResponse {
@@ -2595,7 +2601,7 @@ export const FetchImageResponse: MessageFns<FetchImageResponse> = {
 };
 
 function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
-  return { groupId: 0, add: "", remove: "", addCaughtUp: false };
+  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false };
 }
 
 export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
@@ -2611,6 +2617,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     }
     if (message.addCaughtUp !== false) {
       writer.uint32(32).bool(message.addCaughtUp);
+    }
+    if (message.removeFirst !== false) {
+      writer.uint32(40).bool(message.removeFirst);
     }
     return writer;
   },
@@ -2654,6 +2663,14 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
           message.addCaughtUp = reader.bool();
           continue;
         }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.removeFirst = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2677,6 +2694,11 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
         : isSet(object.add_caught_up)
         ? globalThis.Boolean(object.add_caught_up)
         : false,
+      removeFirst: isSet(object.removeFirst)
+        ? globalThis.Boolean(object.removeFirst)
+        : isSet(object.remove_first)
+        ? globalThis.Boolean(object.remove_first)
+        : false,
     };
   },
 
@@ -2694,6 +2716,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     if (message.addCaughtUp !== false) {
       obj.addCaughtUp = message.addCaughtUp;
     }
+    if (message.removeFirst !== false) {
+      obj.removeFirst = message.removeFirst;
+    }
     return obj;
   },
 
@@ -2706,6 +2731,7 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     message.add = object.add ?? "";
     message.remove = object.remove ?? "";
     message.addCaughtUp = object.addCaughtUp ?? false;
+    message.removeFirst = object.removeFirst ?? false;
     return message;
   },
 };
