@@ -13,7 +13,8 @@ describe('format levels (rolling upgrades)', () => {
   let cluster: LocalCluster
   let client: MqClient
   let pinned = true
-  const queues: QueueClient[] = []
+  /** One raw Queue client per node address. */
+  const queues = new Map<string, QueueClient>()
 
   beforeAll(async () => {
     cluster = await LocalCluster.start({
@@ -24,12 +25,15 @@ describe('format levels (rolling upgrades)', () => {
   })
 
   afterAll(async () => {
-    for (const q of queues) q.close()
+    for (const q of queues.values()) q.close()
     await client?.close()
     await cluster?.stop()
   })
 
-  /** One Produce call, as a producer of the SDK would make it, to whichever node leads. */
+  /**
+   * One Produce call, as a producer of the SDK would make it, to whichever node leads the
+   * partition (the others answer NOT_LEADER or, holding no replica, STALE_ROUTE), for 10 s.
+   */
   const produce = async (producerId: string, sequence: number, sequenceBase: number) => {
     const route = await client.admin.describeQueue('upgrade')
     const request: ProduceRequest = {
@@ -49,18 +53,26 @@ describe('format levels (rolling upgrades)', () => {
       ],
     }
     let last: unknown
-    for (const address of cluster.servers) {
-      const q = new QueueClient(address, credentials.createInsecure())
-      queues.push(q)
-      try {
-        return await new Promise<ProduceResponse>((resolve, reject) =>
-          q.produce(request, (error, response) => (error ? reject(error) : resolve(response))),
-        )
-      } catch (error) {
-        last = error
-        // 14 = UNAVAILABLE (NOT_LEADER): ask the next node.
-        if ((error as { code?: number }).code !== 14) throw error
+    const deadline = Date.now() + 10_000
+    while (Date.now() < deadline) {
+      for (const address of cluster.servers) {
+        let q = queues.get(address)
+        if (!q) {
+          q = new QueueClient(address, credentials.createInsecure())
+          queues.set(address, q)
+        }
+        try {
+          return await new Promise<ProduceResponse>((resolve, reject) =>
+            q.produce(request, (error, response) => (error ? reject(error) : resolve(response))),
+          )
+        } catch (error) {
+          last = error
+          // 14 = UNAVAILABLE (NOT_LEADER, no leader yet), 9 = FAILED_PRECONDITION (no replica here).
+          const code = (error as { code?: number }).code
+          if (code !== 14 && code !== 9) throw error
+        }
       }
+      await new Promise((r) => setTimeout(r, 100))
     }
     throw last
   }

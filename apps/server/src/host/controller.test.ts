@@ -11,13 +11,17 @@ const NODES = ['n1', 'n2', 'n3']
  * replicas), 6 groups all led by n1; the meta group's voters are n1-n3. `metaSteps` answers
  * each meta membership step in turn (then: done).
  */
-function leading(options: { extra?: string[]; metaSteps?: ChangeReplicasResponse[] } = {}) {
+function leading(
+  options: { extra?: string[]; metaSteps?: ChangeReplicasResponse[]; unregistered?: string[] } = {},
+) {
   const state = new MetaState()
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
   const metaCalls: [string, string, boolean][] = []
-  for (const n of [...NODES, ...(options.extra ?? [])])
+  const registered = [...NODES, ...(options.extra ?? [])].filter((n) => !options.unregistered?.includes(n))
+  for (const n of registered)
     apply({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: FORMAT_LEVEL })
-  for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: NODES })
+  const groupReplicas = NODES.filter((n) => registered.includes(n))
+  for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: groupReplicas })
   apply({ type: 'createQueue', name: 'q', config: { partitions: 6 } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
   const controller = new Controller({
@@ -129,6 +133,21 @@ describe('Controller format level', () => {
     expect(c.state.metaMembers()).toBeUndefined()
     await c.answer('n3')
     expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
+    await c.controller.round()
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
+  })
+})
+
+describe('Controller format level, a new cluster', () => {
+  it('counts a founder that has not registered yet as level 1 (no meta members recorded before it did)', async () => {
+    const c = leading({ unregistered: ['n3'] })
+    await c.controller.round()
+    expect(c.state.metaMembers()).toBeUndefined()
+    expect((await c.answer('n1')).formatLevel).toBe(1)
+    await c.answer('n3', false, 1) // a founder of an older version (or pinned)
+    await c.controller.round()
+    expect(c.state.metaMembers()).toBeUndefined()
+    await c.answer('n3')
     await c.controller.round()
     expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
   })

@@ -255,7 +255,7 @@ export class Controller {
       removedGroupIds: req.groups
         .map((g) => g.groupId)
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
-      formatLevel: current.formatLevel(),
+      formatLevel: this.#formatLevel(current),
       hostMeta: current.metaChange()?.add === req.nodeId,
       leaveMeta: leavesMeta(current, req),
       metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {
@@ -263,6 +263,18 @@ export class Controller {
         return address ? [{ nodeId, address }] : []
       }),
     }
+  }
+
+  /**
+   * The cluster's format level: the meta state's (the nodes holding replicas), and the meta
+   * group's own members as its Raft configuration names them, which a new cluster's state does
+   * not record yet (a founder not registered yet counts as level 1).
+   */
+  #formatLevel(state: MetaState): number {
+    const { voters, learners } = this.#host.metaMembership()
+    let level = state.formatLevel()
+    for (const id of [...voters, ...learners]) level = Math.min(level, state.node(id)?.formatLevel ?? 1)
+    return level
   }
 
   /** One round of the controller (on a timer): drive the moves, then the plan's next steps. */
@@ -301,7 +313,7 @@ export class Controller {
       // The first meta leader records the founders (its Raft configuration: no change of the
       // meta group can have happened before); from then on a lost or drained voter is replaced.
       // Only once every node holding a replica reads these commands (format level 3).
-      if (state.formatLevel() >= FORMAT_LEVEL_META_MEMBERS) {
+      if (this.#formatLevel(state) >= FORMAT_LEVEL_META_MEMBERS) {
         if (!state.metaMembers())
           actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
         const metaChange = metaChangeAction(state, { alive, lost })
