@@ -3,7 +3,7 @@ export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
 export type { ControllerPort, MetaGroupPort } from './meta-handlers'
 export { metaHandlers } from './meta-handlers'
-export type { MetaChange } from './meta-plan'
+export type { MetaChange, MetaPlanInput } from './meta-plan'
 export { metaChangeAction } from './meta-plan'
 export type {
   GroupRecord,

@@ -68,6 +68,8 @@ export type MetaCommand =
       readonly remove: string
       readonly reason: ReplicaChangeReason
     }
+  /** The node being added to the meta group was lost before it became a voter: `add` instead. */
+  | { readonly type: 'retargetMetaChange'; readonly add: string }
   /** The meta group's Raft membership changed: `add` is a voter, `remove` is gone. */
   | { readonly type: 'finishMetaChange' }
 
@@ -93,6 +95,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishReplicaChange',
   'initMetaMembers',
   'startMetaChange',
+  'retargetMetaChange',
   'finishMetaChange',
 ])
 

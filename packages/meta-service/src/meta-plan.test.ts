@@ -6,21 +6,23 @@ const cluster = stateWith
 
 const all = (n: number) => new Set(Array.from({ length: n }, (_, i) => `n${i + 1}`))
 const none = new Set<string>()
+/** The meta group's Raft voters (the founders) in these tests. */
+const voters = ['n1', 'n2', 'n3']
 
 describe('metaChangeAction (replacing meta voters)', () => {
   it('plans nothing before the founders are recorded, nor while a change is under way', () => {
     const s = cluster(4, [])
     s.apply({ type: 'drainNode', nodeId: 'n1' }, 3)
-    expect(metaChangeAction(s, { alive: all(4), lost: none })).toBeUndefined()
+    expect(metaChangeAction(s, { alive: all(4), lost: none, voters })).toBeUndefined()
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
-    const action = metaChangeAction(s, { alive: all(4), lost: none })
+    const action = metaChangeAction(s, { alive: all(4), lost: none, voters })
     expect(action).toEqual({ type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'drain' })
     s.apply(action as NonNullable<typeof action>, 4)
-    expect(metaChangeAction(s, { alive: all(4), lost: none })).toBeUndefined()
+    expect(metaChangeAction(s, { alive: all(4), lost: none, voters })).toBeUndefined()
     s.apply({ type: 'finishMetaChange' }, 5)
     expect(s.metaMembers()).toEqual(['n2', 'n3', 'n4'])
     // n1 is no member now: its drain asks nothing more of the meta group.
-    expect(metaChangeAction(s, { alive: all(4), lost: none })).toBeUndefined()
+    expect(metaChangeAction(s, { alive: all(4), lost: none, voters })).toBeUndefined()
   })
 
   it('replaces a lost voter by the live node outside the group with the fewest replicas', () => {
@@ -33,8 +35,8 @@ describe('metaChangeAction (replacing meta voters)', () => {
     s.apply({ type: 'drainNode', nodeId: 'n7' }, 3)
     const alive = new Set(['n1', 'n3', 'n4', 'n5', 'n7'])
     // n2 is away but not lost yet: nothing.
-    expect(metaChangeAction(s, { alive, lost: none })).toBeUndefined()
-    expect(metaChangeAction(s, { alive, lost: new Set(['n2', 'n6']) })).toEqual({
+    expect(metaChangeAction(s, { alive, lost: none, voters })).toBeUndefined()
+    expect(metaChangeAction(s, { alive, lost: new Set(['n2', 'n6']), voters })).toEqual({
       type: 'startMetaChange',
       add: 'n5',
       remove: 'n2',
@@ -46,6 +48,33 @@ describe('metaChangeAction (replacing meta voters)', () => {
     const s = cluster(3, [['n1', 'n2', 'n3']])
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
     s.apply({ type: 'drainNode', nodeId: 'n3' }, 3)
-    expect(metaChangeAction(s, { alive: all(3), lost: new Set(['n2']) })).toBeUndefined()
+    expect(metaChangeAction(s, { alive: all(3), lost: new Set(['n2']), voters })).toBeUndefined()
+  })
+
+  it('retargets a change whose new node was lost before it became a voter, and only then', async () => {
+    const s = cluster(6, [['n4', 'n5', 'n6']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'dead' }, 4)
+    const alive = new Set(['n1', 'n2', 'n5', 'n6'])
+    // n4 away but not lost yet, or lost once a voter (the change finishes; n4 is replaced after).
+    expect(metaChangeAction(s, { alive, lost: new Set(['n3']), voters })).toBeUndefined()
+    expect(
+      metaChangeAction(s, { alive, lost: new Set(['n3', 'n4']), voters: ['n1', 'n2', 'n4'] }),
+    ).toBeUndefined()
+    // Lost as a learner: the next candidate (n5, n6 hold one replica each: id order) takes it.
+    const retarget = metaChangeAction(s, { alive, lost: new Set(['n3', 'n4']), voters: ['n1', 'n2'] })
+    expect(retarget).toEqual({ type: 'retargetMetaChange', add: 'n5' })
+    expect(s.apply(retarget as NonNullable<typeof retarget>, 5)).toMatchObject({
+      ok: true,
+      value: { add: 'n5', remove: 'n3' },
+    })
+    // Nobody left to take it: the change waits.
+    expect(
+      metaChangeAction(s, {
+        alive: new Set(['n1', 'n2']),
+        lost: new Set(['n3', 'n5']),
+        voters: ['n1', 'n2'],
+      }),
+    ).toBeUndefined()
   })
 })

@@ -2,32 +2,51 @@ import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
 import type { ReplicaInput } from './replica-plan'
 
-export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' }>
+export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' | 'retargetMetaChange' }>
+
+/** What the meta plan knows besides the meta state. */
+export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
+  /** The meta group's voters as its Raft configuration names them now. */
+  readonly voters: readonly string[]
+}
 
 /**
  * The change of the meta group's membership to start, if any (pure, deterministic). One at a
  * time: a voter on a draining node, or on a node lost for longer than the replacement
  * timeout, is replaced by the live, non-draining node outside the meta group that holds the
  * fewest data-group replicas (node id order on a tie). Nothing while the members are not
- * recorded yet or a change is under way, and nothing when no such node exists (the voter
- * stays: a meta group one voter short still has a majority, a smaller one may not).
+ * recorded yet, and nothing when no such node exists (the voter stays: a meta group one voter
+ * short still has a majority, a smaller one may not). While a change is under way, only one
+ * thing: when the node being added was lost before it became a voter, another takes its place
+ * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
+ * forever for a node that is gone.
  */
-export function metaChangeAction(
-  state: MetaState,
-  input: Pick<ReplicaInput, 'alive' | 'lost'>,
-): MetaChange | undefined {
+export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaChange | undefined {
   const members = state.metaMembers()
-  if (!members || state.metaChange()) return undefined
+  if (!members) return undefined
+  const load = (id: string) => state.groupsOf(id).length
+  const candidate = (except: readonly string[]) =>
+    state
+      .nodes()
+      .map((n) => n.nodeId)
+      .filter(
+        (id) =>
+          input.alive.has(id) &&
+          !input.lost.has(id) &&
+          !state.draining(id) &&
+          !members.includes(id) &&
+          !except.includes(id),
+      )
+      .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
+  const change = state.metaChange()
+  if (change) {
+    if (!input.lost.has(change.add) || input.voters.includes(change.add)) return undefined
+    const add = candidate([change.add, change.remove])
+    return add === undefined ? undefined : { type: 'retargetMetaChange', add }
+  }
   const bad = members.find((m) => state.draining(m) || input.lost.has(m))
   if (bad === undefined) return undefined
-  const load = (id: string) => state.groupsOf(id).length
-  const add = state
-    .nodes()
-    .map((n) => n.nodeId)
-    .filter(
-      (id) => input.alive.has(id) && !input.lost.has(id) && !state.draining(id) && !members.includes(id),
-    )
-    .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
+  const add = candidate([])
   if (add === undefined) return undefined
   return {
     type: 'startMetaChange',

@@ -153,6 +153,7 @@ describe('MetaState', () => {
         remove: node,
         reason: fc.constantFrom('drain' as const, 'dead' as const, 'balance' as const),
       }),
+      fc.record({ type: fc.constant('retargetMetaChange' as const), add: node }),
       fc.record({ type: fc.constant('finishMetaChange' as const) }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
     )
@@ -203,6 +204,7 @@ describe('MetaState', () => {
         'unknown meta change reason balance',
       ],
       [{ type: 'finishMetaChange' }, 'the meta group is not changing its members'],
+      [{ type: 'retargetMetaChange', add: 'n4' }, 'the meta group is not changing its members'],
     ]
     for (const [c, message] of bad)
       expect(s.apply(c, 4)).toEqual({ ok: false, code: 'INVALID_ARGUMENT', message })
@@ -216,6 +218,12 @@ describe('MetaState', () => {
       ok: false,
       message: 'the meta group is changing its members already',
     })
+    // Retargeted (its node lost): another node, not a member, not the same one.
+    expect(s.apply({ type: 'retargetMetaChange', add: 'n4' }, 6)).toMatchObject({
+      ok: false,
+      message: 'node n4 is a meta group member or being added already',
+    })
+    expect(s.apply({ type: 'retargetMetaChange', add: 'n2' }, 6)).toMatchObject({ ok: false })
     // The change survives a snapshot (a new meta leader resumes it).
     const copy = new MetaState()
     copy.restore(s.snapshot())

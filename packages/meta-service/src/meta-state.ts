@@ -316,6 +316,8 @@ export class MetaState {
         return this.#initMetaMembers(command.voters)
       case 'startMetaChange':
         return this.#startMetaChange(command, nowMs)
+      case 'retargetMetaChange':
+        return this.#retargetMetaChange(command.add)
       case 'finishMetaChange':
         return this.#finishMetaChange()
       case 'finishScale':
@@ -657,6 +659,21 @@ export class MetaState {
       return fail(ErrorCode.InvalidArgument, `unknown meta change reason ${String(c.reason)}`)
     }
     this.#metaChange = { groupId: 0, add: c.add, remove: c.remove, reason: c.reason, startedAtMs: nowMs }
+    return ok(this.#metaChange)
+  }
+
+  #retargetMetaChange(add: unknown): MetaResult<ReplicaChangeRecord> {
+    const change = this.#metaChange
+    if (!change || !this.#metaMembers) {
+      return fail(ErrorCode.InvalidArgument, 'the meta group is not changing its members')
+    }
+    if (typeof add !== 'string' || !this.#nodes.has(add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(add)} is not registered`)
+    }
+    if (this.#metaMembers.includes(add) || add === change.add) {
+      return fail(ErrorCode.InvalidArgument, `node ${add} is a meta group member or being added already`)
+    }
+    this.#metaChange = { ...change, add }
     return ok(this.#metaChange)
   }
 

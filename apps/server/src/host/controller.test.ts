@@ -217,4 +217,25 @@ describe('Controller meta membership', () => {
     expect(c.state.metaChange()).toBeUndefined()
     expect(c.metaCalls).toEqual([])
   })
+
+  it('retargets a meta change whose new node is lost before it became a voter', async () => {
+    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '' }))
+    const c = leading({ extra: ['n4', 'n5'], metaSteps: waiting })
+    await c.controller.round()
+    const beat = async (nodes: string[], ms: number) => {
+      for (let t = 0; t < ms; t += 500) {
+        vi.advanceTimersByTime(500)
+        for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
+      }
+    }
+    await beat(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
+    await c.controller.round()
+    expect(c.state.metaChange()).toMatchObject({ add: 'n4', remove: 'n3' })
+    await beat(['n1', 'n2', 'n5'], 13_000) // n4 silent too, never a voter (metaMembership: n1-n3)
+    await settle()
+    await c.controller.round()
+    expect(c.state.metaChange()).toMatchObject({ add: 'n5', remove: 'n3', reason: 'dead' })
+    await settle()
+    expect(c.metaCalls.at(-1)).toEqual(['n5', 'n3', true])
+  })
 })

@@ -316,7 +316,11 @@ export class Controller {
       if (this.#formatLevel(state) >= FORMAT_LEVEL_META_MEMBERS) {
         if (!state.metaMembers())
           actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
-        const metaChange = metaChangeAction(state, { alive, lost })
+        const metaChange = metaChangeAction(state, {
+          alive,
+          lost,
+          voters: this.#host.metaMembership().voters,
+        })
         if (metaChange) actions.push(metaChange)
       }
       for (const action of actions) {

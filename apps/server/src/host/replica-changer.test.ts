@@ -124,4 +124,15 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(l.transfers).toEqual(['n1'])
     expect(l.proposed).toEqual([])
   })
+
+  it('first removes a learner left by a change whose new node was lost and replaced', async () => {
+    // n4 was added as a learner, then lost; the change now adds n5 instead.
+    const l = member('n1', { voters: ['n1', 'n2'], learners: ['n4'] })
+    const retargeted = { ...request, add: 'n5', removeFirst: true }
+    expect(await changeReplicas(l.raft, port, retargeted, () => undefined)).toEqual({
+      done: false,
+      step: 'remove-stale-learner',
+    })
+    expect(l.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+  })
 })

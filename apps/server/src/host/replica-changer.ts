@@ -31,6 +31,9 @@ export interface ReplicaLeader {
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
  *
+ * Before all: a learner that is neither `add` nor `remove` (left by a change whose new node was
+ * lost and replaced by another) is removed.
+ *
  * With `removeFirst` (replacing a dead replica) step 3 comes first, and a leader that is
  * `remove` hands the leadership to another voter: the group never needs the new replica for
  * a majority while the dead one still counts (with add-first, voters {dead, a, b, new} need
@@ -70,6 +73,10 @@ export async function changeReplicas(
     }
     return { done: false, step: 'transfer-leader' }
   }
+  // A learner that is neither side of this change was added for a node that was then lost and
+  // replaced (a retargeted change): it counts for no majority; it goes first.
+  const stale = learners.find((l) => l !== req.add && l !== req.remove)
+  if (stale !== undefined) return propose({ type: ConfChangeType.Remove, id: stale }, 'remove-stale-learner')
   if (req.removeFirst && member(req.remove)) {
     if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
     const other = voters.find((v) => v !== req.remove)
