@@ -9,7 +9,7 @@
  * 2. an idempotent enqueue may carry its producer's lowest sequence in flight (weighted-queue's
  *    enqueue command, producer form 2): pipelined batches of one producer are kept in order;
  * 3. the meta group's membership commands (`initMetaMembers`, `startMetaChange`,
- *    `finishMetaChange`): a meta replica of an earlier version rejects them, so its state
+ *    `retargetMetaChange`, `finishMetaChange`): a meta replica of an earlier version rejects them, so its state
  *    would lack the meta group's members.
  */
 export const FORMAT_LEVEL = 3
