@@ -81,13 +81,14 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await Promise.resolve()
 }
 
-describe('Controller leader balancing', () => {
-  beforeEach(() => {
-    vi.useFakeTimers()
-    vi.setSystemTime(1_000_000)
-  })
-  afterEach(() => vi.useRealTimers())
+// Every test runs on fake timers from the same instant (heartbeat gaps and timeouts are timed).
+beforeEach(() => {
+  vi.useFakeTimers()
+  vi.setSystemTime(1_000_000)
+})
+afterEach(() => vi.useRealTimers())
 
+describe('Controller leader balancing', () => {
   it('gives leaderships to nodes only once their heartbeats have been regular for 10 s', async () => {
     const c = leading()
     expect(await c.beatFor(9_000)).toEqual([])
@@ -154,12 +155,6 @@ describe('Controller format level, a new cluster', () => {
 })
 
 describe('Controller meta membership', () => {
-  beforeEach(() => {
-    vi.useFakeTimers()
-    vi.setSystemTime(1_000_000)
-  })
-  afterEach(() => vi.useRealTimers())
-
   it('records the founders, replaces a lost meta voter step by step, then tells the old one to leave', async () => {
     const c = leading({
       extra: ['n4'],
