@@ -113,15 +113,17 @@ describe('queue handlers', () => {
     // Held for its predecessor (100 ms at most), then refused: SEQUENCE_GAP, retriable.
     await expect(call(upgraded, 'produce', batch(3, 'three'))).rejects.toMatchObject({ code: 10 })
     // A cluster with a replica of an older version: the base is not written (that replica
-    // could not read it), the gap is accepted as from a producer with one batch in flight,
-    // and the answer tells the producer not to pipeline.
+    // could not read it) and the answer tells the producer not to pipeline. Batch 3 sent while
+    // batch 2 is in flight (base 2) could overtake it without the base: refused, retriable.
     const mixed = queueHandlers(node(await localGroup(), 1))
     expect(await call(mixed, 'produce', batch(1, 'one'))).toEqual({
       ids: [1],
       duplicate: false,
       pipelining: false,
     })
-    expect(await call(mixed, 'produce', batch(3, 'three'))).toEqual({
+    await expect(call(mixed, 'produce', batch(3, 'three'))).rejects.toMatchObject({ code: 10 })
+    // Sent alone (base = its own sequence), a batch after a gap is stored as before levels.
+    expect(await call(mixed, 'produce', { ...batch(3, 'three'), sequenceBase: 3 })).toEqual({
       ids: [2],
       duplicate: false,
       pipelining: false,

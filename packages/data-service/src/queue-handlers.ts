@@ -7,6 +7,7 @@ import {
   type PartitionTarget,
   type QueueConfig,
   type QueueServer,
+  SequenceGapError,
   StaleRouteError,
   unaryHandler as unary,
 } from '@mq/protocol'
@@ -152,10 +153,23 @@ export function queueHandlers(
   return {
     produce: unary(async (req) => {
       // Below the pipelining level a replica of an older version could not read an enqueue
-      // that carries the producer's base: the batch goes without it (as from a producer with
-      // one batch in flight), and the answer tells the producer to send one at a time.
+      // that carries the producer's base: the batch goes without it, as from a producer with
+      // one batch in flight, and the answer tells the producer to send one at a time. A batch
+      // sent while an earlier one of the producer is still in flight (base below its sequence:
+      // the producer pipelined, say towards this leader before it restarted) could overtake
+      // it without the base, so it is refused, retriable, until the earlier one is answered.
       const pipelining = node.formatLevel() >= FORMAT_LEVEL_PIPELINING
       if (req.messages.length === 0) return { ids: [], duplicate: false, pipelining }
+      if (
+        !pipelining &&
+        req.producerId &&
+        req.sequenceBase !== undefined &&
+        req.sequenceBase < req.sequence
+      ) {
+        throw new SequenceGapError(
+          `batch ${req.sequence} of producer '${req.producerId}' must wait for batch ${req.sequenceBase}: the cluster does not keep pipelined batches in order (format level ${node.formatLevel()})`,
+        )
+      }
       const request = pipelining ? req : { ...req, sequenceBase: undefined }
       const pipelined =
         request.producerId && request.sequenceBase !== undefined

@@ -100,10 +100,12 @@ describe('format levels (rolling upgrades)', () => {
     // not recorded (a node's groups list 0 once they are).
     expect(mixed.nodes.some((n) => n.groupIds.includes(0))).toBe(false)
     await client.admin.createQueue('upgrade', { partitions: 1 })
-    // Level 1: batch 3 overtaking batch 2 (base 2) is stored without the base (n3 could not
-    // read an enqueue carrying it), so it is not held back; the answers say "no pipelining".
+    // Level 1: no enqueue carries a base (n3 could not read it) and the answers say "no
+    // pipelining"; batch 3 sent while batch 2 is in flight (base 2) is refused (it could
+    // overtake it); sent alone after the gap, it is stored as before levels.
     expect(await produce('p', 1, 1)).toMatchObject({ ids: [1], pipelining: false })
-    expect(await produce('p', 3, 2)).toMatchObject({ ids: [2], pipelining: false })
+    await expect(produce('p', 3, 2)).rejects.toMatchObject({ code: 10 })
+    expect(await produce('p', 3, 3)).toMatchObject({ ids: [2], pipelining: false })
 
     // n3 upgraded: restarted without the pin, it reports its version's level, and so does the
     // cluster (3: pipelining is 2 and up).
