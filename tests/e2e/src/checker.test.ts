@@ -75,10 +75,18 @@ describe('check', () => {
     expect(r.anomalies).toEqual([])
   })
 
-  it('finds a lost acknowledged enqueue, but not an unknown or failed one', () => {
+  it('finds a lost acknowledged enqueue, not an unknown one, and a refused one as refused', () => {
     const r = check([enq('a'), enq('b', 'info'), enq('c', 'fail')])
     expect(r.lost).toBe(1)
-    expect(r.anomalies).toEqual([expect.objectContaining({ kind: 'lost', body: 'a' })])
+    expect(r.refused).toBe(1)
+    expect(r.anomalies).toEqual([
+      expect.objectContaining({ kind: 'lost', body: 'a' }),
+      expect.objectContaining({
+        kind: 'refused',
+        body: 'c',
+        detail: 'enqueue failed for good: INVALID_ARGUMENT',
+      }),
+    ])
     expect(r.enqueues).toEqual({ ok: 1, fail: 1, info: 1 })
   })
 
@@ -93,7 +101,13 @@ describe('check', () => {
       ]),
     ])
     expect(bad.unexpected).toBe(2)
-    expect(bad.anomalies.map((a) => a.body).sort()).toEqual(['f', 'ghost'])
+    expect(bad.refused).toBe(1)
+    expect(
+      bad.anomalies
+        .filter((a) => a.kind === 'unexpected')
+        .map((a) => a.body)
+        .sort(),
+    ).toEqual(['f', 'ghost'])
   })
 
   it('allows a redelivery after the lease expired, and counts it', () => {

@@ -28,6 +28,9 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   them: among its enqueues that returned ok (with a send number), one sent later got a
  *   smaller id in the same partition. The SDK's idempotent producer keeps several batches in
  *   flight per partition and promises their order even across retries.
+ * - **refused**: an enqueue that failed for good (a definite, non-retriable error). Every
+ *   message the workloads send is valid, so no enqueue should ever be refused: a retry
+ *   refused as out of order (fault runs 12002 and 13005) shows up here, stored or not.
  * - counted, allowed: redeliveries (deliveries of a body beyond its first), after a nack or an
  *   expired lease.
  */
@@ -61,6 +64,7 @@ export const AnomalyKind = {
   LeaseReused: 'lease-reused',
   Fifo: 'fifo',
   ProducerOrder: 'producer-order',
+  Refused: 'refused',
 } as const
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind]
 
@@ -92,6 +96,8 @@ export interface CheckReport {
   readonly fifoViolations: number
   /** Messages stored out of their producer's send order within one partition. */
   readonly producerOrder: number
+  /** Enqueues of valid messages that failed for good. */
+  readonly refused: number
   readonly anomalies: readonly Anomaly[]
 }
 
@@ -164,6 +170,8 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
   const byBody = groupBy(all, (d) => d.body)
   const anomalies: Anomaly[] = []
   for (const [body, e] of enqueues) {
+    if (e.outcome === 'fail')
+      anomalies.push({ kind: AnomalyKind.Refused, body, detail: `enqueue failed for good: ${e.error}` })
     if (e.outcome === 'ok' && !byBody.has(body)) {
       anomalies.push({
         kind: AnomalyKind.Lost,
@@ -237,6 +245,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     leaseReused: countOf(AnomalyKind.LeaseReused),
     fifoViolations: countOf(AnomalyKind.Fifo),
     producerOrder: countOf(AnomalyKind.ProducerOrder),
+    refused: countOf(AnomalyKind.Refused),
     anomalies,
   }
 }
@@ -369,6 +378,6 @@ export function summarize(r: CheckReport): string {
     `enqueues ok=${r.enqueues.ok} fail=${r.enqueues.fail} info=${r.enqueues.info}; ` +
     `deliveries=${r.deliveries} distinct=${r.distinctDelivered} redeliveries=${r.redeliveries} ` +
     `acked=${r.ackedDeliveries}; lost=${r.lost} unexpected=${r.unexpected} overlaps=${r.overlaps} ` +
-    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations} producerOrder=${r.producerOrder}`
+    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations} producerOrder=${r.producerOrder} refused=${r.refused}`
   )
 }

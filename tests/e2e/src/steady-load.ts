@@ -17,7 +17,8 @@ export interface LoadOutcome {
 /**
  * What is wrong with a load's outcome, one line a kind (empty when nothing is): lost or
  * unexpected messages, overlapping or reused leases, deliveries after an ack, messages
- * stored twice, FIFO violations, messages stored out of send order, an unfinished drain.
+ * stored twice, FIFO violations, messages stored out of send order, enqueues refused for
+ * good, an unfinished drain.
  */
 export function outcomeProblems(o: LoadOutcome): string[] {
   const r = o.report
@@ -31,6 +32,7 @@ export function outcomeProblems(o: LoadOutcome): string[] {
     ['lease ids reused', r.leaseReused],
     ['FIFO violations', r.fifoViolations],
     ['stored out of send order', r.producerOrder],
+    ['enqueues refused for good', r.refused],
     ['unacked after the drain', o.unacked],
   ]
   for (const [what, n] of counts) if (n > 0) problems.push(`${n} ${what}`)

@@ -35,6 +35,7 @@ describe.each([
       expect(r.report.leaseReused, failure).toBe(0)
       expect(r.report.fifoViolations, failure).toBe(0)
       expect(r.report.producerOrder, failure).toBe(0)
+      expect(r.report.refused, failure).toBe(0)
       expect(r.crashes, failure).toEqual([])
       expect(r.problems, failure).toEqual([])
     }, 150_000)
