@@ -140,7 +140,7 @@ export class MqNode {
   /** Notified whenever the meta replica applies entries or a snapshot. */
   readonly #metaApplied = new ChangeSignal()
   #metaLeaderId = ''
-  /** The cluster's format level from the meta leader's last heartbeat answer (1 until then). */
+  /** The cluster's format level from the meta leader's last heartbeat answer (as kept on disk until then). */
   #formatLevel = 1
   #heartbeatSeed = 0
   #fatal: unknown
@@ -258,6 +258,7 @@ export class MqNode {
       get: (key) => engine.get(key),
       write: (ops) => store.commit.write(ops),
     })
+    this.#formatLevel = this.#facts.formatLevel
     // The meta voters' last known addresses, newer than the configured ones: a meta replica
     // must reach the other voters before there is a meta leader to learn addresses from.
     for (const seed of this.#facts.metaSeeds)
@@ -640,6 +641,9 @@ export class MqNode {
       )
       this.#metaLeaderId = response.metaLeaderId
       this.#formatLevel = formatLevelOf(response.formatLevel)
+      this.#facts
+        ?.setFormatLevel(this.#formatLevel)
+        .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the format level'))
       if (!this.#metaVoter()) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)

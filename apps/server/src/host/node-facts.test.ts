@@ -57,4 +57,16 @@ describe('NodeFacts', () => {
       expect((await NodeFacts.open(store(engine))).metaSeeds).toEqual([])
     }
   })
+
+  it('keeps the cluster format level across a reopen, writing only a change', async () => {
+    const engine = new MemoryEngine()
+    const s = store(engine)
+    const facts = await NodeFacts.open(s)
+    expect(facts.formatLevel).toBe(1) // a new node
+    await facts.setFormatLevel(3)
+    await facts.setFormatLevel(3)
+    await facts.setFormatLevel(0) // not a level: ignored
+    expect(s.writes).toBe(1)
+    expect((await NodeFacts.open(store(engine))).formatLevel).toBe(3)
+  })
 })

@@ -18,6 +18,7 @@ const SEEDS_MAX = 16
 
 const LEFT_META = nodeKey('left-meta')
 const META_SEEDS = nodeKey('meta-seeds')
+const FORMAT_LEVEL = nodeKey('format-level')
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
@@ -30,22 +31,50 @@ const decoder = new TextDecoder()
  *   founding membership again (its `--initial-meta` still names it);
  * - **meta seeds**: the meta group's voters with their addresses, from the meta leader's
  *   heartbeat answers, so a node restarted after the founders were replaced still finds the
- *   meta group (its configured seeds may all be gone).
+ *   meta group (its configured seeds may all be gone);
+ * - **the cluster's format level** as the meta leader last answered it, so a restarted leader
+ *   does not hold pipelining producers to one batch until its first heartbeat answer (a new
+ *   node: 1).
  */
 export class NodeFacts {
   readonly #store: NodeFactsStore
   #leftMeta: boolean
   #seeds: readonly MetaSeed[]
+  #formatLevel: number
 
-  private constructor(store: NodeFactsStore, leftMeta: boolean, seeds: readonly MetaSeed[]) {
+  private constructor(
+    store: NodeFactsStore,
+    leftMeta: boolean,
+    seeds: readonly MetaSeed[],
+    formatLevel: number,
+  ) {
     this.#store = store
     this.#leftMeta = leftMeta
     this.#seeds = seeds
+    this.#formatLevel = formatLevel
   }
 
   static async open(store: NodeFactsStore): Promise<NodeFacts> {
     const left = await store.get(LEFT_META)
-    return new NodeFacts(store, left !== undefined, parseSeeds(await store.get(META_SEEDS)))
+    const level = await store.get(FORMAT_LEVEL)
+    return new NodeFacts(
+      store,
+      left !== undefined,
+      parseSeeds(await store.get(META_SEEDS)),
+      level?.length === 1 && (level[0] as number) >= 1 ? (level[0] as number) : 1,
+    )
+  }
+
+  /** The cluster's format level as last kept (1 when none was). */
+  get formatLevel(): number {
+    return this.#formatLevel
+  }
+
+  /** Keeps the cluster's format level when it changed (1 to 255); resolves once durable. */
+  async setFormatLevel(level: number): Promise<void> {
+    if (level === this.#formatLevel || !Number.isInteger(level) || level < 1 || level > 255) return
+    this.#formatLevel = level
+    await this.#store.write([{ type: 'put', key: FORMAT_LEVEL, value: Uint8Array.of(level) }])
   }
 
   get leftMeta(): boolean {
