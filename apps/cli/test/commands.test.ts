@@ -155,6 +155,16 @@ describe('cluster, node and group', () => {
     expect(r.stdout).toMatch(/3 +jobs\/1 +1 +2 +copy +2s ago/)
   })
 
+  it('counts the meta group by its voters when the groups do not list it (as servers answer)', async () => {
+    const saved = cluster.status
+    cluster.status = { ...saved, groups: saved.groups.filter((g) => g.groupId !== 0) }
+    try {
+      expect((await mq(['cluster', 'status'])).stdout).toMatch(/groups: +1 \(1 meta, 0 data\)/)
+    } finally {
+      cluster.status = saved
+    }
+  })
+
   it('prints the status as one JSON object with --json', async () => {
     const r = await mq(['cluster', 'status', '--json'])
     const lines = jsonLines(r.stdout)

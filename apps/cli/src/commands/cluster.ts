@@ -38,7 +38,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
             ['format level', status.formatLevel],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
-            ['groups', describeGroups(status.groups)],
+            ['groups', describeGroups(status)],
             ['scaling', status.scale ? describePlan(status.scale) : 'no'],
           ]),
         )
@@ -129,10 +129,11 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     )
 }
 
-function describeGroups(groups: readonly GroupStatus[]): string {
-  const data = groups.filter((g) => g.groupId !== 0).length
-  const meta = groups.length - data
-  return `${groups.length} (${meta} meta, ${data} data)`
+/** The Raft groups: the meta group (listed among the groups, or known by its voters) and the data groups. */
+function describeGroups(status: ClusterStatus): string {
+  const data = status.groups.filter((g) => g.groupId !== 0).length
+  const meta = status.metaVoters.length > 0 || status.groups.some((g) => g.groupId === 0) ? 1 : 0
+  return `${meta + data} (${meta} meta, ${data} data)`
 }
 
 /** How long ago `atMs` was, for people: `3s ago`, `just now`, `never` (0). */
