@@ -2,7 +2,8 @@ import type { MqClient } from '@mq/router-client'
 
 /**
  * Leases and acks `queue`'s messages until `count` distinct bodies came or `timeoutMs`
- * passed (checked at each delivery); returns the bodies received (UTF-8).
+ * passed (the consumer is closed then, which ends the loop even when nothing more comes);
+ * returns the bodies received (UTF-8).
  */
 export async function consumeAll(
   client: MqClient,
@@ -12,14 +13,15 @@ export async function consumeAll(
 ): Promise<Set<string>> {
   const received = new Set<string>()
   const consumer = client.consumer(queue, { prefetch: 16 })
-  const deadline = Date.now() + timeoutMs
+  const timer = setTimeout(() => void consumer.close(), timeoutMs)
   try {
     for await (const d of consumer) {
       received.add(new TextDecoder().decode(d.body))
       await d.ack()
-      if (received.size === count || Date.now() > deadline) break
+      if (received.size === count) break
     }
   } finally {
+    clearTimeout(timer)
     await consumer.close()
   }
   return received
