@@ -158,7 +158,8 @@ export function queueHandlers(
       // sent while an earlier one of the producer is still in flight (base below its sequence:
       // the producer pipelined, say towards this leader before it restarted) could overtake
       // it without the base, so it is refused, retriable, until the earlier one is answered.
-      const pipelining = node.formatLevel() >= FORMAT_LEVEL_PIPELINING
+      const level = node.formatLevel()
+      const pipelining = level >= FORMAT_LEVEL_PIPELINING
       if (req.messages.length === 0) return { ids: [], duplicate: false, pipelining }
       if (
         !pipelining &&
@@ -167,7 +168,7 @@ export function queueHandlers(
         req.sequenceBase < req.sequence
       ) {
         throw new SequenceGapError(
-          `batch ${req.sequence} of producer '${req.producerId}' must wait for batch ${req.sequenceBase}: the cluster does not keep pipelined batches in order (format level ${node.formatLevel()})`,
+          `batch ${req.sequence} of producer '${req.producerId}' must wait for batch ${req.sequenceBase}: the cluster does not keep pipelined batches in order (format level ${level})`,
         )
       }
       const request = pipelining ? req : { ...req, sequenceBase: undefined }
