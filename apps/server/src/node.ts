@@ -200,14 +200,14 @@ export class MqNode {
         }
       },
       metaMembership: () => this.#metaMembership(),
-      changeMetaMembers: async (add, remove, removeFirst) => {
+      changeMetaMembers: async (change) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
         const leader = {
           assertLeader: () => {
             if (!this.#isMetaLeader()) throw this.#metaLeaderHint()
           },
         }
-        return changeReplicas(this.#raft, leader, { groupId: META_GROUP, add, remove, removeFirst }, (id) =>
+        return changeReplicas(this.#raft, leader, { groupId: META_GROUP, ...change }, (id) =>
           this.#addresses.get(id),
         )
       },
@@ -326,7 +326,7 @@ export class MqNode {
     const founder =
       this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
     if (founder || groupsOnDisk.includes(META_GROUP)) await this.#hostMeta(founder)
-    for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [])
+    for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [], false)
     this.#server.addService(HealthService, this.health.handlers())
     this.#server.addService(PeerService, {
       raft: transport.handleRaft,
@@ -672,12 +672,20 @@ export class MqNode {
 
   // ---- data groups ----------------------------------------------------------------------
 
-  /** Hosts a replica of data group `groupId` (founding voters `replicas`); idempotent. */
-  #addDataGroup(groupId: number, replicas: readonly string[]): Promise<void> {
+  /**
+   * Hosts a replica of data group `groupId` (founding voters `replicas`); idempotent. Logs it
+   * unless `announce` is false (a replica found on disk at start).
+   */
+  #addDataGroup(groupId: number, replicas: readonly string[], announce = true): Promise<void> {
     if (this.#dataGroups.has(groupId) || this.#removingGroups.has(groupId)) return Promise.resolve()
     let adding = this.#addingGroups.get(groupId)
     if (!adding) {
-      adding = this.#openDataGroup(groupId, replicas).finally(() => this.#addingGroups.delete(groupId))
+      adding = this.#openDataGroup(groupId, replicas)
+        .then(() => {
+          if (announce)
+            this.log.info(`mq-server: node ${this.config.nodeId} hosts a replica of data group ${groupId}`)
+        })
+        .finally(() => this.#addingGroups.delete(groupId))
       adding.catch((error: unknown) =>
         this.log.error({ err: error, group: groupId }, `cannot host data group ${groupId}`),
       )

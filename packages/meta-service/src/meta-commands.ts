@@ -57,6 +57,8 @@ export type MetaCommand =
       readonly remove: string
       readonly reason: ReplicaChangeReason
     }
+  /** The node being added to data group `groupId` was lost before it became a voter: `add` instead. */
+  | { readonly type: 'retargetReplicaChange'; readonly groupId: number; readonly add: string }
   /** The group's Raft membership changed: `add` is a voter, `remove` is gone. */
   | { readonly type: 'finishReplicaChange'; readonly groupId: number }
   /** Records the meta group's founding voters (the first meta leader; a no-op once recorded). */
@@ -92,6 +94,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishScale',
   'drainNode',
   'startReplicaChange',
+  'retargetReplicaChange',
   'finishReplicaChange',
   'initMetaMembers',
   'startMetaChange',

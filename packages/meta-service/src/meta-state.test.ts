@@ -154,6 +154,22 @@ describe('MetaState', () => {
         reason: fc.constantFrom('drain' as const, 'dead' as const, 'balance' as const),
       }),
       fc.record({ type: fc.constant('retargetMetaChange' as const), add: node }),
+      fc.record({
+        type: fc.constant('startReplicaChange' as const),
+        groupId: fc.integer({ min: 1, max: 4 }),
+        add: node,
+        remove: node,
+        reason: fc.constantFrom('drain' as const, 'dead' as const, 'balance' as const),
+      }),
+      fc.record({
+        type: fc.constant('retargetReplicaChange' as const),
+        groupId: fc.integer({ min: 1, max: 4 }),
+        add: node,
+      }),
+      fc.record({
+        type: fc.constant('finishReplicaChange' as const),
+        groupId: fc.integer({ min: 1, max: 4 }),
+      }),
       fc.record({ type: fc.constant('finishMetaChange' as const) }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
     )

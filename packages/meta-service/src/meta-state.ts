@@ -310,6 +310,8 @@ export class MetaState {
         return this.#drainNode(command.nodeId)
       case 'startReplicaChange':
         return this.#startReplicaChange(command, nowMs)
+      case 'retargetReplicaChange':
+        return this.#retargetReplicaChange(command.groupId, command.add)
       case 'finishReplicaChange':
         return this.#finishReplicaChange(command.groupId)
       case 'initMetaMembers':
@@ -726,6 +728,25 @@ export class MetaState {
       reason: c.reason as ReplicaChangeReason,
       startedAtMs: nowMs,
     }
+    this.#replicaChanges.set(group.groupId, record)
+    return ok(record)
+  }
+
+  #retargetReplicaChange(groupId: unknown, add: unknown): MetaResult<ReplicaChangeRecord> {
+    const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
+    const group = change ? this.#groups.get(change.groupId) : undefined
+    if (!change || !group)
+      return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
+    if (typeof add !== 'string' || !this.#nodes.has(add)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(add)} is not registered`)
+    }
+    if (group.replicas.includes(add) || add === change.add) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${add} is a replica of data group ${group.groupId} or being added already`,
+      )
+    }
+    const record: ReplicaChangeRecord = { ...change, add }
     this.#replicaChanges.set(group.groupId, record)
     return ok(record)
   }

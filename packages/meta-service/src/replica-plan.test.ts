@@ -100,6 +100,48 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(copy.snapshot()).toEqual(s.snapshot())
   })
 
+  it('retargets a change whose new node was lost before it became a voter, and only then', () => {
+    const s = cluster(6, [G])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })
+    const alive = new Set(['n1', 'n2', 'n5', 'n6'])
+    const input = { alive, lost: new Set(['n3', 'n4']), changesMax: 1 }
+    const voters = (v: string[]) => new Map([[1, v]])
+    // n4 lost as a learner (or before it was added): n5 (fewest replicas, then id) instead.
+    const retarget = { type: 'retargetReplicaChange', groupId: 1, add: 'n5' }
+    expect(replicaActions(s, { ...input, groupVoters: voters(['n1', 'n2']) })).toEqual([retarget])
+    // Not while n4 is merely away, nor once it is a voter (the change finishes without it),
+    // nor when the group's voters are unknown (no answer yet, or a cluster below level 4).
+    expect(replicaActions(s, { ...input, lost: new Set(['n3']), groupVoters: voters(['n1', 'n2']) })).toEqual(
+      [],
+    )
+    expect(replicaActions(s, { ...input, groupVoters: voters(['n1', 'n2', 'n4']) })).toEqual([])
+    expect(replicaActions(s, { ...input, groupVoters: new Map() })).toEqual([])
+    expect(replicaActions(s, input)).toEqual([])
+    // No live node outside the group: it waits.
+    expect(
+      replicaActions(s, { ...input, alive: new Set(['n1', 'n2']), groupVoters: voters(['n1', 'n2']) }),
+    ).toEqual([])
+    // Applied: n5 is being added, n4 no longer hosts the group; the record keeps its start.
+    const startedAtMs = s.replicaChange(1)?.startedAtMs
+    must(s, retarget as MetaCommand)
+    expect(s.replicaChange(1)).toEqual({ groupId: 1, add: 'n5', remove: 'n3', reason: 'dead', startedAtMs })
+    expect(s.groupsOf('n4')).toEqual([])
+    expect(s.groupsOf('n5').map((g) => g.groupId)).toEqual([1])
+    const bad: [MetaCommand, RegExp][] = [
+      [{ type: 'retargetReplicaChange', groupId: 1, add: 'n5' }, /being added already/],
+      [{ type: 'retargetReplicaChange', groupId: 1, add: 'n1' }, /is a replica of data group 1/],
+      [{ type: 'retargetReplicaChange', groupId: 1, add: 'n9' }, /not registered/],
+      [{ type: 'retargetReplicaChange', groupId: 2, add: 'n6' }, /not changing/],
+    ]
+    const before = s.snapshot()
+    for (const [command, message] of bad) {
+      expect(s.apply(command, 20)).toMatchObject({ ok: false, message: expect.stringMatching(message) })
+    }
+    expect(s.snapshot()).toEqual(before)
+    must(s, { type: 'finishReplicaChange', groupId: 1 })
+    expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n5'])
+  })
+
   it('balances with the group holding the fewest partitions, and one whose leader stays', () => {
     const s = cluster(4, [G, G, G])
     must(s, { type: 'createQueue', name: 'q', config: { partitions: 1 } })

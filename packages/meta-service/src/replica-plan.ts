@@ -9,9 +9,15 @@ export interface ReplicaInput {
   readonly lost: ReadonlySet<string>
   /** Membership changes to keep under way at once. */
   readonly changesMax: number
+  /**
+   * The voters of data groups with a change under way, as their leaders last answered (a
+   * group missing: not known). Without it no change is retargeted (a cluster below format
+   * level 4, whose meta replicas may not read `retargetReplicaChange`).
+   */
+  readonly groupVoters?: ReadonlyMap<number, readonly string[]>
 }
 
-export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' }>
+export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
 
 /**
  * The data-group membership changes to start (pure, deterministic), at most `changesMax`
@@ -29,16 +35,21 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' }>
  *    every node alive or lost (one that is briefly away, killed and restarting or cut off,
  *    would have its replicas moved off and back again).
  *
- * A group with a change under way is left alone; the meta group's membership is not planned.
+ * A group with a change under way is left alone, but for one thing: when the node being added
+ * was lost before it became a voter (by `groupVoters`), the live, non-draining node outside
+ * the group holding the fewest replicas takes its place (`retargetReplicaChange`; the
+ * group's leader removes the lost node's learner at the next step), so a change never waits
+ * forever for a node that is gone. The meta group's membership is planned by `metaChangeAction`.
  */
 export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaChange[] {
   const pending = state.replicaChanges()
-  let slots = input.changesMax - pending.length
-  if (slots <= 0) return []
   const eligible = state
     .nodes()
     .map((n) => n.nodeId)
     .filter((id) => input.alive.has(id) && !state.draining(id) && !input.lost.has(id))
+  const retargets = retargetActions(state, input, eligible)
+  let slots = input.changesMax - pending.length
+  if (slots <= 0) return retargets
   // Replicas per eligible node as they will be once the changes under way are done.
   const load = new Map(eligible.map((id) => [id, 0]))
   const members = new Map<number, string[]>()
@@ -50,8 +61,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   }
   const byLoad = (a: string, b: string) =>
     (load.get(a) ?? 0) - (load.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)
-  const actions: ReplicaChange[] = []
-  const take = (groupId: number, add: string, remove: string, reason: ReplicaChange['reason']) => {
+  const actions: ReplicaChange[] = [...retargets]
+  const take = (groupId: number, add: string, remove: string, reason: ReplicaChangeReason) => {
     actions.push({ type: 'startReplicaChange', groupId, add, remove, reason })
     load.set(add, (load.get(add) ?? 0) + 1)
     if (load.has(remove)) load.set(remove, (load.get(remove) ?? 0) - 1)
@@ -100,6 +111,28 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const m = members.get(group.groupId) as string[]
     members.set(group.groupId, [...m.filter((r) => r !== most), least])
     take(group.groupId, least, most, ReplicaChangeReason.Balance)
+  }
+  return actions
+}
+
+/** The changes under way whose node being added was lost before it became a voter, retargeted. */
+function retargetActions(
+  state: MetaState,
+  input: ReplicaInput,
+  eligible: readonly string[],
+): ReplicaChange[] {
+  const voters = input.groupVoters
+  if (!voters) return []
+  const load = (id: string) => state.groupsOf(id).length
+  const actions: ReplicaChange[] = []
+  for (const change of state.replicaChanges()) {
+    const known = voters.get(change.groupId)
+    if (!known || known.includes(change.add) || !input.lost.has(change.add)) continue
+    const replicas = state.group(change.groupId)?.replicas ?? []
+    const add = eligible
+      .filter((id) => id !== change.add && !replicas.includes(id))
+      .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
+    if (add !== undefined) actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
   }
   return actions
 }

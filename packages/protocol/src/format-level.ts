@@ -10,15 +10,20 @@
  *    enqueue command, producer form 2): pipelined batches of one producer are kept in order;
  * 3. the meta group's membership commands (`initMetaMembers`, `startMetaChange`,
  *    `retargetMetaChange`, `finishMetaChange`): a meta replica of an earlier version rejects them, so its state
- *    would lack the meta group's members.
+ *    would lack the meta group's members;
+ * 4. `retargetReplicaChange`: a data group's replica change whose new node was lost before it
+ *    became a voter goes to another node (a meta replica of an earlier version rejects it).
  */
-export const FORMAT_LEVEL = 3
+export const FORMAT_LEVEL = 4
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
 
 /** The level from which the meta leader records and changes the meta group's members. */
 export const FORMAT_LEVEL_META_MEMBERS = 3
+
+/** The level from which the meta leader retargets a data group's stuck replica change. */
+export const FORMAT_LEVEL_REPLICA_RETARGET = 4
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

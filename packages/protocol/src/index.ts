@@ -9,6 +9,7 @@ export {
   FORMAT_LEVEL,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_PIPELINING,
+  FORMAT_LEVEL_REPLICA_RETARGET,
   formatLevelOf,
 } from './format-level'
 export { freePort } from './free-port'

@@ -1,5 +1,5 @@
 import { type MetaCommand, MetaState } from '@mq/meta-service'
-import { type ChangeReplicasResponse, FORMAT_LEVEL } from '@mq/protocol'
+import { type ChangeReplicasRequest, type ChangeReplicasResponse, FORMAT_LEVEL } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller } from './controller'
 import type { PeerCalls } from './peer-calls'
@@ -9,14 +9,38 @@ const NODES = ['n1', 'n2', 'n3']
 /**
  * A meta leader's controller over an in-memory meta state: 3 nodes (and `extra` more without
  * replicas), 6 groups all led by n1; the meta group's voters are n1-n3. `metaSteps` answers
- * each meta membership step in turn (then: done).
+ * each meta membership step in turn (then: done); `dataSteps` each data group's (Peer.ChangeReplicas).
  */
 function leading(
-  options: { extra?: string[]; metaSteps?: ChangeReplicasResponse[]; unregistered?: string[] } = {},
+  options: {
+    extra?: string[]
+    metaSteps?: ChangeReplicasResponse[]
+    dataSteps?: ChangeReplicasResponse[]
+    unregistered?: string[]
+  } = {},
 ) {
   const state = new MetaState()
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
   const metaCalls: [string, string, boolean][] = []
+  const dataCalls: ChangeReplicasRequest[] = []
+  const done = { done: true, step: '', voters: NODES }
+  const calls = {
+    callLeader: async (_replicas: unknown, fn: (...args: unknown[]) => void) =>
+      new Promise((resolve) => {
+        const peer = {
+          changeReplicas: (
+            req: ChangeReplicasRequest,
+            _md: unknown,
+            _opts: unknown,
+            cb: (...a: unknown[]) => void,
+          ) => {
+            dataCalls.push(req)
+            cb(null, options.dataSteps?.[dataCalls.length - 1] ?? done)
+          },
+        }
+        fn({ peer }, undefined, {}, (_e: unknown, r: unknown) => resolve(r))
+      }),
+  } as unknown as PeerCalls
   const registered = [...NODES, ...(options.extra ?? [])].filter((n) => !options.unregistered?.includes(n))
   for (const n of registered)
     apply({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: FORMAT_LEVEL })
@@ -29,16 +53,17 @@ function leading(
     replicas: 3,
     dataGroups: 6,
     replaceDeadAfterMs: 10_000,
-    calls: {} as PeerCalls,
+    calls,
     leaderState: () => state,
     barrier: async () => {},
     propose: async (command) => apply(command),
     notLeader: () => new Error('not the leader'),
     transferMetaLeader: () => {},
     metaMembership: () => ({ voters: NODES, learners: [] }),
-    changeMetaMembers: async (add, remove, removeFirst) => {
+    changeMetaMembers: async ({ add, remove, removeFirst, replicas }) => {
+      expect(replicas).toEqual(state.metaMembers())
       metaCalls.push([add, remove, removeFirst])
-      return options.metaSteps?.[metaCalls.length - 1] ?? { done: true, step: '' }
+      return options.metaSteps?.[metaCalls.length - 1] ?? done
     },
   })
   /**
@@ -73,7 +98,7 @@ function leading(
     }
     return transfers
   }
-  return { state, apply, answer, beat, beatFor, controller, metaCalls }
+  return { state, apply, answer, beat, beatFor, controller, metaCalls, dataCalls }
 }
 
 /** Lets the controller's fire-and-forget steps (a resolved call, then a proposal) finish. */
@@ -159,10 +184,10 @@ describe('Controller meta membership', () => {
     const c = leading({
       extra: ['n4'],
       metaSteps: [
-        { done: false, step: 'add-learner' },
-        { done: false, step: '' },
-        { done: false, step: 'promote' },
-        { done: false, step: 'remove' },
+        { done: false, step: 'add-learner', voters: NODES },
+        { done: false, step: '', voters: NODES },
+        { done: false, step: 'promote', voters: NODES },
+        { done: false, step: 'remove', voters: [...NODES, 'n4'] },
       ],
     })
     await c.controller.round()
@@ -214,7 +239,7 @@ describe('Controller meta membership', () => {
   })
 
   it('retargets a meta change whose new node is lost before it became a voter', async () => {
-    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '' }))
+    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
     const c = leading({ extra: ['n4', 'n5'], metaSteps: waiting })
     await c.controller.round()
     const beat = async (nodes: string[], ms: number) => {
@@ -232,5 +257,93 @@ describe('Controller meta membership', () => {
     expect(c.state.metaChange()).toMatchObject({ add: 'n5', remove: 'n3', reason: 'dead' })
     await settle()
     expect(c.metaCalls.at(-1)).toEqual(['n5', 'n3', true])
+  })
+})
+
+describe('Controller data-group replica changes', () => {
+  /** Beats `nodes` (n1-n3 host the meta group) every 500 ms for `ms`. */
+  const beating = (c: ReturnType<typeof leading>) => async (nodes: string[], ms: number) => {
+    for (let t = 0; t < ms; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
+    }
+  }
+
+  it('retargets a change whose new node is lost before it became a voter, as its leader answered', async () => {
+    // n4 is added as a learner, then never catches up (it died).
+    const steps = [
+      { done: false, step: 'remove', voters: NODES },
+      { done: false, step: 'add-learner', voters: ['n1', 'n2'] },
+      ...Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] })),
+    ]
+    const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
+    const beat = beating(c)
+    await c.controller.round() // leading from now
+    await beat(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
+    await c.controller.round()
+    const first = c.state.replicaChanges()[0]
+    expect(first).toMatchObject({ add: 'n4', remove: 'n3', reason: 'dead' })
+    const groupId = first?.groupId as number
+    for (let round = 0; round < 3; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    // Each step names the replicas the meta state records, the dead one removed first.
+    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n4', remove: 'n3', removeFirst: true })
+    expect(c.dataCalls.at(-1)?.replicas).toEqual(NODES)
+    await beat(['n1', 'n2', 'n5'], 13_000) // n4 silent too: lost, and no voter
+    await c.controller.round()
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n5', remove: 'n3', reason: 'dead' })
+    await settle()
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: true })
+  })
+
+  it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {
+    // The promotion's answer arrives: n4 counts as a voter from then on.
+    const steps = [
+      { done: false, step: 'remove', voters: NODES },
+      { done: false, step: 'add-learner', voters: ['n1', 'n2'] },
+      ...Array.from({ length: 100 }, () => ({ done: false, step: 'promote', voters: ['n1', 'n2'] })),
+    ]
+    const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
+    const beat = beating(c)
+    await c.controller.round() // leading from now
+    await beat(['n1', 'n2', 'n4', 'n5'], 13_000)
+    await c.controller.round()
+    const groupId = c.state.replicaChanges()[0]?.groupId as number
+    for (let round = 0; round < 3; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    await beat(['n1', 'n2', 'n5'], 13_000)
+    await c.controller.round()
+    await settle()
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n4' })
+    // A cluster below format level 4 never retargets (its meta replicas may not read it): n1
+    // runs a version of level 3.
+    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
+    const old = leading({ extra: ['n4', 'n5'], dataSteps: waiting })
+    const oldBeat = async (nodes: string[], ms: number) => {
+      for (let t = 0; t < ms; t += 500) {
+        vi.advanceTimersByTime(500)
+        for (const n of nodes)
+          await old.answer(n, ['n1', 'n2', 'n3'].includes(n), n === 'n1' ? 3 : FORMAT_LEVEL)
+      }
+    }
+    await old.controller.round()
+    await oldBeat(['n1', 'n2', 'n4', 'n5'], 13_000)
+    await old.controller.round()
+    await settle()
+    await old.controller.round()
+    await settle()
+    expect(old.dataCalls.length).toBeGreaterThan(0)
+    await oldBeat(['n1', 'n2', 'n5'], 13_000)
+    await old.controller.round()
+    await settle()
+    expect(old.state.replicaChanges()[0]).toMatchObject({ add: 'n4' })
   })
 })

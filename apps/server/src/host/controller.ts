@@ -16,8 +16,10 @@ import {
   transfersFor,
 } from '@mq/meta-service'
 import {
+  type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   FORMAT_LEVEL_META_MEMBERS,
+  FORMAT_LEVEL_REPLICA_RETARGET,
   formatLevelOf,
   type GroupAssignment,
   type GroupReport,
@@ -48,6 +50,9 @@ const REPLICA_CHANGES_MAX = 1
 /** One ChangeReplicas call's deadline (it proposes at most one membership change). */
 const CHANGE_CALL_MS = 5_000
 
+/** One replica change as the controller asks a group's leader to step it. */
+export type ReplicaStep = Pick<ChangeReplicasRequest, 'add' | 'remove' | 'removeFirst' | 'replicas'>
+
 /** What the controller needs from the node it runs on. */
 export interface ControllerHost {
   readonly nodeId: string
@@ -76,10 +81,10 @@ export interface ControllerHost {
   /**
    * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
    * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
-   * leads, remove (first, with `removeFirst`: a dead voter). Rejects with NOT_LEADER (hint)
-   * or UNAVAILABLE.
+   * leads, remove (first, with `removeFirst`: a dead voter); `replicas` are the members the
+   * meta state records (replica-changer.ts). Rejects with NOT_LEADER (hint) or UNAVAILABLE.
    */
-  changeMetaMembers(add: string, remove: string, removeFirst: boolean): Promise<ChangeReplicasResponse>
+  changeMetaMembers(change: ReplicaStep): Promise<ChangeReplicasResponse>
 }
 
 /**
@@ -107,6 +112,12 @@ export class Controller {
   readonly #reports = new Map<string, Map<number, GroupReport>>()
   /** Groups with a membership change step in flight (0: the meta group). */
   readonly #changing = new Set<number>()
+  /**
+   * The voters each group's leader named in its last answer to a step of the change adding
+   * `add` (after a promotion: with `add`); forgotten when a step fails, since its answer may
+   * be lost after the step was taken.
+   */
+  readonly #changeVoters = new Map<number, { readonly add: string; readonly voters: readonly string[] }>()
   /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
   #leaderSinceMs = 0
   #busy = false
@@ -309,11 +320,20 @@ export class Controller {
               this.#host.replaceDeadAfterMs,
           ),
       )
-      actions.push(...replicaActions(state, { alive, lost, changesMax: REPLICA_CHANGES_MAX }))
+      const level = this.#formatLevel(state)
+      actions.push(
+        ...replicaActions(state, {
+          alive,
+          lost,
+          changesMax: REPLICA_CHANGES_MAX,
+          // Retargeting a stuck change needs every meta replica to read it (format level 4).
+          ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
+        }),
+      )
       // The first meta leader records the founders (its Raft configuration: no change of the
       // meta group can have happened before); from then on a lost or drained voter is replaced.
       // Only once every node holding a replica reads these commands (format level 3).
-      if (this.#formatLevel(state) >= FORMAT_LEVEL_META_MEMBERS) {
+      if (level >= FORMAT_LEVEL_META_MEMBERS) {
         if (!state.metaMembers())
           actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
         const metaChange = metaChangeAction(state, {
@@ -375,6 +395,7 @@ export class Controller {
                 remove: change.remove,
                 addCaughtUp: false,
                 removeFirst: change.reason === ReplicaChangeReason.Dead,
+                replicas: [...group.replicas],
               },
               md,
               opts,
@@ -387,7 +408,12 @@ export class Controller {
     const meta = state.metaChange()
     if (meta) {
       this.#stepChange(meta, { type: 'finishMetaChange' }, () =>
-        this.#host.changeMetaMembers(meta.add, meta.remove, meta.reason === ReplicaChangeReason.Dead),
+        this.#host.changeMetaMembers({
+          add: meta.add,
+          remove: meta.remove,
+          removeFirst: meta.reason === ReplicaChangeReason.Dead,
+          replicas: [...(state.metaMembers() ?? [])],
+        }),
       )
     }
   }
@@ -403,6 +429,11 @@ export class Controller {
     this.#changing.add(groupId)
     void step()
       .then(async (r) => {
+        if (r.voters.length === 0) this.#changeVoters.delete(groupId)
+        else {
+          const voters = r.step === 'promote' ? [...r.voters, change.add] : r.voters
+          this.#changeVoters.set(groupId, { add: change.add, voters })
+        }
         if (r.step) console.log(`mq-server: group ${groupId}: ${r.step} (${change.remove} → ${change.add})`)
         if (!r.done) return
         const finished = await this.#host.propose(finish)
@@ -412,12 +443,23 @@ export class Controller {
           )
       })
       .catch((error: unknown) => {
+        this.#changeVoters.delete(groupId)
         console.error(
           `mq-server: replica change of group ${groupId} will be retried:`,
           (error as Error).message,
         )
       })
       .finally(() => this.#changing.delete(groupId))
+  }
+
+  /** The voters of the data groups whose change under way their leader last answered about. */
+  #knownVoters(state: MetaState): Map<number, readonly string[]> {
+    const known = new Map<number, readonly string[]>()
+    for (const [groupId, answer] of this.#changeVoters) {
+      if (state.replicaChange(groupId)?.add === answer.add) known.set(groupId, answer.voters)
+      else this.#changeVoters.delete(groupId)
+    }
+    return known
   }
 
   /** Carries move `moveId` from the phase the meta state records to its end. */

@@ -33,6 +33,7 @@ const request: ChangeReplicasRequest = {
   remove: 'n3',
   addCaughtUp: false,
   removeFirst: false,
+  replicas: ['n1', 'n2', 'n3'],
 }
 
 /** A leader (`id`) of group 1 whose configuration is `conf`; every node's log matches `commit`. */
@@ -59,6 +60,7 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(await changeReplicas(behind.raft, port, request, () => undefined)).toEqual({
       done: false,
       step: '',
+      voters: ['n1', 'n2', 'n3'],
     })
     expect(behind.proposed).toEqual([])
     // The controller's word (a deprecated field) no longer promotes a learner that lags.
@@ -72,11 +74,13 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     ).toEqual({
       done: false,
       step: '',
+      voters: ['n1', 'n2', 'n3'],
     })
     const close = leader(5_000, { n4: 5_000 - CAUGHT_UP_ENTRIES })
     expect(await changeReplicas(close.raft, port, request, () => undefined)).toEqual({
       done: false,
       step: 'promote',
+      voters: ['n1', 'n2', 'n3'],
     })
     expect(close.proposed).toEqual([{ type: ConfChangeType.AddVoter, id: 'n4' }])
   })
@@ -84,7 +88,11 @@ describe('changeReplicas (the data-group leader’s side)', () => {
   it('never promotes a learner the leader has not heard from (match 0 or unknown)', async () => {
     for (const match of [{ n4: 0 }, {}] as Record<string, number>[]) {
       const l = leader(50, match)
-      expect(await changeReplicas(l.raft, port, request, () => undefined)).toEqual({ done: false, step: '' })
+      expect(await changeReplicas(l.raft, port, request, () => undefined)).toEqual({
+        done: false,
+        step: '',
+        voters: ['n1', 'n2', 'n3'],
+      })
       expect(l.proposed).toEqual([])
     }
   })
@@ -92,11 +100,13 @@ describe('changeReplicas (the data-group leader’s side)', () => {
   it('replaces a dead replica removing it first, so the group never needs the new one for a majority', async () => {
     const dead = { ...request, removeFirst: true }
     const steps: string[] = []
+    const answers: string[][] = []
     let conf = { voters: ['n1', 'n2', 'n3'], learners: [] as string[] }
     for (let i = 0; i < 5; i++) {
       const l = member('n1', conf)
       const r = await changeReplicas(l.raft, port, dead, () => undefined)
       steps.push(r.done ? 'done' : r.step)
+      answers.push(r.voters)
       const change = l.proposed[0]
       if (change?.type === ConfChangeType.Remove)
         conf = { ...conf, voters: conf.voters.filter((v) => v !== change.id) }
@@ -106,12 +116,20 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       if (r.done) break
     }
     expect(steps).toEqual(['remove', 'add-learner', 'promote', 'done'])
+    // Each answer names the voters as they were before its step: the last, the new ones.
+    expect(answers).toEqual([
+      ['n1', 'n2', 'n3'],
+      ['n1', 'n2'],
+      ['n1', 'n2'],
+      ['n1', 'n2', 'n4'],
+    ])
     expect(conf.voters).toEqual(['n1', 'n2', 'n4'])
     // A live replica (drain, balance) still goes last: the new one is added first.
     const live = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
     expect(await changeReplicas(live.raft, port, request, () => undefined)).toEqual({
       done: false,
       step: 'add-learner',
+      voters: ['n1', 'n2', 'n3'],
     })
   })
 
@@ -120,19 +138,42 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(await changeReplicas(l.raft, port, { ...request, removeFirst: true }, () => undefined)).toEqual({
       done: false,
       step: 'transfer-leader',
+      voters: ['n1', 'n2', 'n3'],
     })
     expect(l.transfers).toEqual(['n1'])
     expect(l.proposed).toEqual([])
   })
 
-  it('first removes a learner left by a change whose new node was lost and replaced', async () => {
+  it('first removes a member left by a change whose new node was lost and replaced, voter or learner', async () => {
     // n4 was added as a learner, then lost; the change now adds n5 instead.
-    const l = member('n1', { voters: ['n1', 'n2'], learners: ['n4'] })
-    const retargeted = { ...request, add: 'n5', removeFirst: true }
-    expect(await changeReplicas(l.raft, port, retargeted, () => undefined)).toEqual({
+    const retargeted = { ...request, add: 'n5', removeFirst: true, replicas: ['n1', 'n2', 'n3'] }
+    const learner = member('n1', { voters: ['n1', 'n2'], learners: ['n4'] })
+    expect(await changeReplicas(learner.raft, port, retargeted, () => undefined)).toEqual({
       done: false,
-      step: 'remove-stale-learner',
+      step: 'remove-stale-member',
+      voters: ['n1', 'n2'],
     })
-    expect(l.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+    expect(learner.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+    // Its promotion committed although the meta leader never heard of it: a voter, removed too.
+    const voter = member('n1', { voters: ['n1', 'n2', 'n4'], learners: [] })
+    expect(await changeReplicas(voter.raft, port, retargeted, () => undefined)).toMatchObject({
+      step: 'remove-stale-member',
+    })
+    expect(voter.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+    // Leading, it hands the leadership to another voter first.
+    const leading = member('n4', { voters: ['n1', 'n2', 'n4'], learners: [] })
+    expect(await changeReplicas(leading.raft, port, retargeted, () => undefined)).toMatchObject({
+      step: 'transfer-leader',
+    })
+    expect(leading.transfers).toEqual(['n1'])
+    // From an older meta leader (no replicas named): only a learner is known to be stale.
+    const older = { ...retargeted, replicas: [] }
+    expect(await changeReplicas(voter.raft, port, older, () => undefined)).toMatchObject({
+      step: 'add-learner',
+    })
+    const olderLearner = member('n1', { voters: ['n1', 'n2'], learners: ['n4'] })
+    expect(await changeReplicas(olderLearner.raft, port, older, () => undefined)).toMatchObject({
+      step: 'remove-stale-member',
+    })
   })
 })

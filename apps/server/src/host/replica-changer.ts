@@ -31,13 +31,19 @@ export interface ReplicaLeader {
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
  *
- * Before all: a learner that is neither `add` nor `remove` (left by a change whose new node was
- * lost and replaced by another) is removed.
+ * Before all: a member left by a change whose new node was lost and replaced by another is
+ * removed — one outside `replicas` (the meta state's record) and `add`, voter or learner (a
+ * promotion the meta leader did not hear of, or that committed late, leaves a voter), or
+ * without `replicas` (an older meta leader) a learner that is neither `add` nor `remove`.
+ * When that member leads, it hands the leadership to another voter first.
  *
  * With `removeFirst` (replacing a dead replica) step 3 comes first, and a leader that is
  * `remove` hands the leadership to another voter: the group never needs the new replica for
  * a majority while the dead one still counts (with add-first, voters {dead, a, b, new} need
  * three, so the new node failing in that window stops a group that {dead, a, b} kept running).
+ *
+ * Every answer carries the group's voters as the configuration named them before the step:
+ * the meta leader retargets a change whose new node was lost before it became one.
  *
  * A data group's leader runs it for Peer.ChangeReplicas; the meta leader runs it on the meta
  * group (id 0) for its own controller.
@@ -48,21 +54,22 @@ export interface ReplicaLeader {
 export async function changeReplicas(
   raft: ReplicaChangeRaft,
   port: ReplicaLeader | undefined,
-  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst'>,
+  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst' | 'replicas'>,
   addressOf: (nodeId: string) => string | undefined,
 ): Promise<ChangeReplicasResponse> {
   const groupId = req.groupId
   if (!port) throw new UnavailableError(`this node hosts no replica of group ${groupId}`, { groupId })
   port.assertLeader()
   const status = raft.status(groupId)
-  const { voters, learners } = status.conf
+  const { learners } = status.conf
+  const voters = [...status.conf.voters]
   const propose = async (change: ConfChange, step: string): Promise<ChangeReplicasResponse> => {
     try {
       await raft.proposeConfChange(groupId, change)
     } catch (error) {
       throw toWireError(error, groupId, addressOf)
     }
-    return { done: false, step }
+    return { done: false, step, voters }
   }
   const member = (id: string) => voters.includes(id) || learners.includes(id)
   const transfer = (to: string): ChangeReplicasResponse => {
@@ -71,25 +78,32 @@ export async function changeReplicas(
     } catch (error) {
       throw toWireError(error, groupId, addressOf)
     }
-    return { done: false, step: 'transfer-leader' }
+    return { done: false, step: 'transfer-leader', voters }
   }
-  // A learner that is neither side of this change was added for a node that was then lost and
-  // replaced (a retargeted change): it counts for no majority; it goes first.
-  const stale = learners.find((l) => l !== req.add && l !== req.remove)
-  if (stale !== undefined) return propose({ type: ConfChangeType.Remove, id: stale }, 'remove-stale-learner')
+  const otherVoter = (than: string) => voters.find((v) => v !== than)
+  // A member added for a node that was then lost and replaced (a retargeted change) goes first.
+  const stale =
+    req.replicas.length > 0
+      ? [...learners, ...voters].find((m) => m !== req.add && !req.replicas.includes(m))
+      : learners.find((l) => l !== req.add && l !== req.remove)
+  if (stale !== undefined) {
+    const other = otherVoter(stale)
+    if (stale === status.id && other !== undefined) return transfer(other)
+    return propose({ type: ConfChangeType.Remove, id: stale }, 'remove-stale-member')
+  }
   if (req.removeFirst && member(req.remove)) {
     if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
-    const other = voters.find((v) => v !== req.remove)
+    const other = otherVoter(req.remove)
     if (other !== undefined) return transfer(other)
   }
   if (!member(req.add)) return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
   if (learners.includes(req.add)) {
-    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '' }
+    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '', voters }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {
     if (req.remove === status.id) return transfer(req.add)
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
-  return { done: true, step: '' }
+  return { done: true, step: '', voters }
 }

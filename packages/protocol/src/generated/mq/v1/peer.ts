@@ -231,6 +231,13 @@ export interface ChangeReplicasRequest {
    * could stop a group that could do without it. A live replica (drain, balance) goes last.
    */
   removeFirst: boolean;
+  /**
+   * The group's replicas as the meta state records them (`remove` among them, `add` not): a
+   * member of the group's configuration that is none of them nor `add` — left by a change
+   * whose new node was lost and replaced by another — is removed first, voter or learner.
+   * Empty (versions before format level 4): only such a learner is.
+   */
+  replicas: string[];
 }
 
 export interface ChangeReplicasResponse {
@@ -240,6 +247,12 @@ export interface ChangeReplicasResponse {
    * waiting for the new replica to catch up.
    */
   step: string;
+  /**
+   * The group's voters as its leader's Raft configuration names them when it answered (empty
+   * from versions before format level 4): the meta leader learns from it whether the node
+   * being added became a voter, and retargets the change when that node is lost before it.
+   */
+  voters: string[];
 }
 
 /** A client token as the meta group stores it. */
@@ -2601,7 +2614,7 @@ export const FetchImageResponse: MessageFns<FetchImageResponse> = {
 };
 
 function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
-  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false };
+  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false, replicas: [] };
 }
 
 export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
@@ -2620,6 +2633,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     }
     if (message.removeFirst !== false) {
       writer.uint32(40).bool(message.removeFirst);
+    }
+    for (const v of message.replicas) {
+      writer.uint32(50).string(v!);
     }
     return writer;
   },
@@ -2671,6 +2687,14 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
           message.removeFirst = reader.bool();
           continue;
         }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.replicas.push(reader.string());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2699,6 +2723,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
         : isSet(object.remove_first)
         ? globalThis.Boolean(object.remove_first)
         : false,
+      replicas: globalThis.Array.isArray(object?.replicas)
+        ? object.replicas.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -2719,6 +2746,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     if (message.removeFirst !== false) {
       obj.removeFirst = message.removeFirst;
     }
+    if (message.replicas?.length) {
+      obj.replicas = message.replicas;
+    }
     return obj;
   },
 
@@ -2732,12 +2762,13 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     message.remove = object.remove ?? "";
     message.addCaughtUp = object.addCaughtUp ?? false;
     message.removeFirst = object.removeFirst ?? false;
+    message.replicas = object.replicas?.map((e) => e) || [];
     return message;
   },
 };
 
 function createBaseChangeReplicasResponse(): ChangeReplicasResponse {
-  return { done: false, step: "" };
+  return { done: false, step: "", voters: [] };
 }
 
 export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
@@ -2747,6 +2778,9 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     }
     if (message.step !== "") {
       writer.uint32(18).string(message.step);
+    }
+    for (const v of message.voters) {
+      writer.uint32(26).string(v!);
     }
     return writer;
   },
@@ -2774,6 +2808,14 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
           message.step = reader.string();
           continue;
         }
+        case 3: {
+          if (tag !== 26) {
+            break;
+          }
+
+          message.voters.push(reader.string());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2787,6 +2829,7 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     return {
       done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
       step: isSet(object.step) ? globalThis.String(object.step) : "",
+      voters: globalThis.Array.isArray(object?.voters) ? object.voters.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -2798,6 +2841,9 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     if (message.step !== "") {
       obj.step = message.step;
     }
+    if (message.voters?.length) {
+      obj.voters = message.voters;
+    }
     return obj;
   },
 
@@ -2808,6 +2854,7 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     const message = createBaseChangeReplicasResponse();
     message.done = object.done ?? false;
     message.step = object.step ?? "";
+    message.voters = object.voters?.map((e) => e) || [];
     return message;
   },
 };
