@@ -47,6 +47,10 @@ export type MetaCommand =
   | { readonly type: 'finishMove'; readonly moveId: number }
   /** The scale plan is carried out (groups made or removed, partitions spread evenly). */
   | { readonly type: 'finishScale' }
+  /** A meta leader has not heard from `nodeId` since `sinceMs` (it counts as dead); kept on a leader change. */
+  | { readonly type: 'markSilent'; readonly nodeId: string; readonly sinceMs: number }
+  /** A meta leader heard from `nodeId` again: the silence mark goes. */
+  | { readonly type: 'markHeard'; readonly nodeId: string }
   /** Marks a node as draining: its data-group replicas move to other nodes. */
   | { readonly type: 'drainNode'; readonly nodeId: string }
   /** Records a membership change of a data group: `add` replaces `remove`. */
@@ -93,6 +97,8 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishMove',
   'finishScale',
   'drainNode',
+  'markSilent',
+  'markHeard',
   'startReplicaChange',
   'retargetReplicaChange',
   'finishReplicaChange',

@@ -172,6 +172,12 @@ describe('MetaState', () => {
       }),
       fc.record({ type: fc.constant('finishMetaChange' as const) }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
+      fc.record({
+        type: fc.constant('markSilent' as const),
+        nodeId: node,
+        sinceMs: fc.integer({ min: -1, max: 45 }),
+      }),
+      fc.record({ type: fc.constant('markHeard' as const), nodeId: node }),
     )
     fc.assert(
       fc.property(fc.array(command, { maxLength: 40 }), fc.nat(40), (commands, cut) => {
@@ -280,6 +286,41 @@ describe('MetaState', () => {
       code: 'INVALID_ARGUMENT',
       message: 'format level 0 is not a positive integer',
     })
+  })
+
+  it('records since when a node has been silent: the first mark stands, a heartbeat clears it', () => {
+    const s = cluster(3, 1)
+    expect(s.apply({ type: 'markSilent', nodeId: 'n3', sinceMs: 7 }, 9)).toMatchObject({ ok: true })
+    expect(s.node('n3')?.silentSinceMs).toBe(7)
+    // A later leader's mark (its own takeover) does not move it.
+    s.apply({ type: 'markSilent', nodeId: 'n3', sinceMs: 9 }, 10)
+    expect(s.node('n3')?.silentSinceMs).toBe(7)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.node('n3')?.silentSinceMs).toBe(7)
+    const before = s.snapshot()
+    const bad: [MetaCommand, string][] = [
+      [{ type: 'markSilent', nodeId: 'n9', sinceMs: 1 }, 'node n9 is not registered'],
+      [
+        { type: 'markSilent', nodeId: 'n2', sinceMs: 12 },
+        "silent since 12 is not a time in milliseconds up to the entry's (11)",
+      ],
+      [
+        { type: 'markSilent', nodeId: 'n2', sinceMs: -1 },
+        "silent since -1 is not a time in milliseconds up to the entry's (11)",
+      ],
+      [{ type: 'markHeard', nodeId: 'n9' }, 'node n9 is not registered'],
+    ]
+    for (const [c, message] of bad)
+      expect(s.apply(c, 11)).toEqual({ ok: false, code: 'INVALID_ARGUMENT', message })
+    expect(s.snapshot()).toEqual(before)
+    expect(s.apply({ type: 'markHeard', nodeId: 'n3' }, 12)).toMatchObject({ ok: true })
+    expect(s.node('n3')?.silentSinceMs).toBeUndefined()
+    expect(s.node('n3')).toEqual({ nodeId: 'n3', address: '127.0.0.1:7003', registeredAtMs: 1 })
+    // A new registration (a changed address) is a node heard from, too.
+    s.apply({ type: 'markSilent', nodeId: 'n2', sinceMs: 3 }, 12)
+    s.apply({ type: 'registerNode', nodeId: 'n2', address: '127.0.0.1:7102' }, 13)
+    expect(s.node('n2')?.silentSinceMs).toBeUndefined()
   })
 
   it('counts a meta replica among what a drained node still holds', () => {

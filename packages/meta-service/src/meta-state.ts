@@ -10,6 +10,13 @@ export interface NodeRecord {
   readonly registeredAtMs: number
   /** The format level the node's version reads and writes, as it last reported (absent: 1). */
   readonly formatLevel?: number
+  /**
+   * Since when a meta leader has not heard from the node (its last heartbeat, or that leader's
+   * takeover when it never heard one), recorded once it counted as dead (`markSilent`) and
+   * cleared when a meta leader hears from it again (`markHeard`, or a new registration): a
+   * new meta leader counts the replacement timeout from here, not from its own takeover.
+   */
+  readonly silentSinceMs?: number
 }
 
 export interface GroupRecord {
@@ -308,6 +315,10 @@ export class MetaState {
         return this.#finishMove(command.moveId)
       case 'drainNode':
         return this.#drainNode(command.nodeId)
+      case 'markSilent':
+        return this.#markSilent(command.nodeId, command.sinceMs, nowMs)
+      case 'markHeard':
+        return this.#markHeard(command.nodeId)
       case 'startReplicaChange':
         return this.#startReplicaChange(command, nowMs)
       case 'retargetReplicaChange':
@@ -611,6 +622,31 @@ export class MetaState {
     this.#moves.delete(move.moveId)
     if (this.#scale?.running) this.#scale = { ...this.#scale, movesDone: this.#scale.movesDone + 1 }
     return ok(null)
+  }
+
+  #markSilent(nodeId: unknown, sinceMs: unknown, nowMs: number): MetaResult<NodeRecord> {
+    const node = typeof nodeId === 'string' ? this.#nodes.get(nodeId) : undefined
+    if (!node) return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    if (!Number.isSafeInteger(sinceMs) || (sinceMs as number) < 0 || (sinceMs as number) > nowMs) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `silent since ${String(sinceMs)} is not a time in milliseconds up to the entry's (${nowMs})`,
+      )
+    }
+    // The first mark stands: a later leader's is its own takeover, not when the node went quiet.
+    if (node.silentSinceMs !== undefined) return ok(node)
+    const record: NodeRecord = { ...node, silentSinceMs: sinceMs as number }
+    this.#nodes.set(node.nodeId, record)
+    return ok(record)
+  }
+
+  #markHeard(nodeId: unknown): MetaResult<NodeRecord> {
+    const node = typeof nodeId === 'string' ? this.#nodes.get(nodeId) : undefined
+    if (!node) return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    if (node.silentSinceMs === undefined) return ok(node)
+    const { silentSinceMs: _, ...heard } = node
+    this.#nodes.set(node.nodeId, heard)
+    return ok(heard)
   }
 
   #drainNode(nodeId: unknown): MetaResult<number> {

@@ -12,9 +12,11 @@
  *    `retargetMetaChange`, `finishMetaChange`): a meta replica of an earlier version rejects them, so its state
  *    would lack the meta group's members;
  * 4. `retargetReplicaChange`: a data group's replica change whose new node was lost before it
- *    became a voter goes to another node (a meta replica of an earlier version rejects it).
+ *    became a voter goes to another node (a meta replica of an earlier version rejects it);
+ * 5. `markSilent`, `markHeard`: the meta state keeps since when a node has been silent, so a
+ *    new meta leader does not restart the replacement timeout.
  */
-export const FORMAT_LEVEL = 4
+export const FORMAT_LEVEL = 5
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -24,6 +26,9 @@ export const FORMAT_LEVEL_META_MEMBERS = 3
 
 /** The level from which the meta leader retargets a data group's stuck replica change. */
 export const FORMAT_LEVEL_REPLICA_RETARGET = 4
+
+/** The level from which the meta leader records which nodes are silent, and since when. */
+export const FORMAT_LEVEL_SILENCE = 5
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -10,6 +10,7 @@ export {
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_PIPELINING,
   FORMAT_LEVEL_REPLICA_RETARGET,
+  FORMAT_LEVEL_SILENCE,
   formatLevelOf,
 } from './format-level'
 export { freePort } from './free-port'

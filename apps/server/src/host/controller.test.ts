@@ -1,7 +1,7 @@
 import { type MetaCommand, MetaState } from '@mq/meta-service'
 import { type ChangeReplicasRequest, type ChangeReplicasResponse, FORMAT_LEVEL } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { Controller } from './controller'
+import { Controller, type ControllerHost } from './controller'
 import type { PeerCalls } from './peer-calls'
 
 const NODES = ['n1', 'n2', 'n3']
@@ -48,7 +48,7 @@ function leading(
   for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: groupReplicas })
   apply({ type: 'createQueue', name: 'q', config: { partitions: 6 } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
-  const controller = new Controller({
+  const host: ControllerHost = {
     nodeId: 'n1',
     replicas: 3,
     dataGroups: 6,
@@ -65,7 +65,13 @@ function leading(
       metaCalls.push([add, remove, removeFirst])
       return options.metaSteps?.[metaCalls.length - 1] ?? done
     },
-  })
+  }
+  let controller = new Controller(host)
+  /** Another controller over the same meta state takes over (a new meta leader). */
+  const takeOver = () => {
+    controller = new Controller(host)
+    return controller
+  }
   /**
    * One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica, the format
    * level of its version): the answer.
@@ -98,7 +104,19 @@ function leading(
     }
     return transfers
   }
-  return { state, apply, answer, beat, beatFor, controller, metaCalls, dataCalls }
+  return {
+    state,
+    apply,
+    answer,
+    beat,
+    beatFor,
+    get controller() {
+      return controller
+    },
+    takeOver,
+    metaCalls,
+    dataCalls,
+  }
 }
 
 /** Lets the controller's fire-and-forget steps (a resolved call, then a proposal) finish. */
@@ -345,5 +363,52 @@ describe('Controller data-group replica changes', () => {
     await old.controller.round()
     await settle()
     expect(old.state.replicaChanges()[0]).toMatchObject({ add: 'n4' })
+  })
+})
+
+describe('Controller silent nodes', () => {
+  it('records a silent node, so a new meta leader goes on counting its replacement timeout', async () => {
+    const c = leading({ extra: ['n4'] })
+    await c.controller.round()
+    const beat = async (nodes: string[], ms: number) => {
+      for (let t = 0; t < ms; t += 500) {
+        vi.advanceTimersByTime(500)
+        for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
+        await c.controller.round()
+      }
+    }
+    await beat(['n1', 'n2', 'n3', 'n4'], 2_000)
+    const lastHeard = Date.now()
+    await beat(['n1', 'n2', 'n4'], 6_000) // n3 silent: dead after 5 s, recorded
+    expect(c.state.node('n3')?.silentSinceMs).toBe(lastHeard)
+    expect(c.state.node('n1')?.silentSinceMs).toBeUndefined()
+    // Another meta leader takes over 6 s into the silence: 4 s later n3 is lost (10 s in all),
+    // not 10 s after the takeover.
+    c.takeOver()
+    await beat(['n1', 'n2', 'n4'], 3_000)
+    expect(c.metaCalls).toEqual([])
+    await beat(['n1', 'n2', 'n4'], 1_500)
+    expect(c.metaCalls[0]).toEqual(['n4', 'n3', true])
+    // n3 heard again: the mark goes.
+    await c.answer('n3', true)
+    expect(c.state.node('n3')?.silentSinceMs).toBeUndefined()
+    // A node never heard by a new leader counts from its takeover, and is recorded from there.
+    c.takeOver()
+    const takeover = Date.now() + 500 // its first round, after the first beats
+    await beat(['n1', 'n2', 'n3'], 3_000)
+    expect(c.state.node('n4')?.silentSinceMs).toBeUndefined()
+    await beat(['n1', 'n2', 'n3'], 2_500)
+    expect(c.state.node('n4')?.silentSinceMs).toBe(takeover)
+  })
+
+  it('records no silence below format level 5 (meta replicas of older versions would reject it)', async () => {
+    const c = leading({ extra: ['n4'] })
+    await c.controller.round()
+    for (let t = 0; t < 8_000; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of ['n1', 'n2']) await c.answer(n, true, n === 'n1' ? 4 : FORMAT_LEVEL)
+      await c.controller.round()
+    }
+    expect(c.state.nodes().map((n) => n.silentSinceMs)).toEqual([undefined, undefined, undefined, undefined])
   })
 })

@@ -20,6 +20,7 @@ import {
   type ChangeReplicasResponse,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_REPLICA_RETARGET,
+  FORMAT_LEVEL_SILENCE,
   formatLevelOf,
   type GroupAssignment,
   type GroupReport,
@@ -98,7 +99,10 @@ export interface ControllerHost {
  * flips, the epoch bumps), "drop" on the source group's leader, `finishMove`. Moves are
  * persisted in the meta state, so a new meta leader resumes them; every step is idempotent.
  *
- * Liveness and operator leader overrides are soft state of the current meta leader.
+ * Liveness and operator leader overrides are soft state of the current meta leader, but for
+ * one fact: a node that counts as dead is recorded as silent since its last heartbeat
+ * (`markSilent`, cleared by `markHeard`), so that a new meta leader goes on counting its
+ * replacement timeout instead of starting it again.
  */
 export class Controller {
   readonly #host: ControllerHost
@@ -129,7 +133,9 @@ export class Controller {
   liveness(): Liveness {
     return {
       alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
-      lastHeartbeatMs: (id: string) => this.#lastSeenMs.get(id) ?? 0,
+      // Not heard since this leader took over: when the node went silent, as recorded.
+      lastHeartbeatMs: (id: string) =>
+        this.#lastSeenMs.get(id) ?? this.#host.leaderState()?.node(id)?.silentSinceMs ?? 0,
       groupIndexes: (id: string, groupId: number) => this.#reports.get(id)?.get(groupId),
     }
   }
@@ -206,6 +212,8 @@ export class Controller {
         formatLevel,
       })
       if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
+    } else if (known.silentSinceMs !== undefined && this.#formatLevel(state) >= FORMAT_LEVEL_SILENCE) {
+      await this.#host.propose({ type: 'markHeard', nodeId: req.nodeId })
     }
     for (const g of req.groups) {
       const known = state.group(g.groupId)
@@ -310,17 +318,19 @@ export class Controller {
         movesMax: MOVES_CONCURRENT_MAX,
       })
       const now = Date.now()
-      const lost = new Set(
-        state
-          .nodes()
-          .map((n) => n.nodeId)
-          .filter(
-            (id) =>
-              now - Math.max(this.#lastSeenMs.get(id) ?? 0, this.#leaderSinceMs) >
-              this.#host.replaceDeadAfterMs,
-          ),
-      )
       const level = this.#formatLevel(state)
+      const silentSince = new Map(state.nodes().map((n) => [n.nodeId, this.#silentSinceMs(state, n.nodeId)]))
+      const lost = new Set(
+        [...silentSince].filter(([, since]) => now - since > this.#host.replaceDeadAfterMs).map(([id]) => id),
+      )
+      // A node that counts as dead is recorded as silent, so that the next meta leader goes on
+      // counting its replacement timeout instead of starting it again (format level 5).
+      if (level >= FORMAT_LEVEL_SILENCE) {
+        for (const [nodeId, sinceMs] of silentSince) {
+          if (now - sinceMs >= NODE_DEAD_MS && state.node(nodeId)?.silentSinceMs === undefined)
+            actions.push({ type: 'markSilent', nodeId, sinceMs })
+        }
+      }
       actions.push(
         ...replicaActions(state, {
           alive,
@@ -450,6 +460,17 @@ export class Controller {
         )
       })
       .finally(() => this.#changing.delete(groupId))
+  }
+
+  /**
+   * Since when node `id` has been silent as far as this leader knows: its last heartbeat here,
+   * or the silence a meta leader recorded (`markSilent`), whichever is later; without a record,
+   * not before this leader took over (it cannot know what the node did before).
+   */
+  #silentSinceMs(state: MetaState, id: string): number {
+    const heard = this.#lastSeenMs.get(id) ?? 0
+    const recorded = state.node(id)?.silentSinceMs
+    return Math.max(heard, recorded ?? this.#leaderSinceMs)
   }
 
   /** The voters of the data groups whose change under way their leader last answered about. */
