@@ -31,6 +31,7 @@ export type CliAdmin = Pick<
   | 'purgeDeadLetters'
   | 'queueStats'
   | 'drainNode'
+  | 'setMetaVoters'
   | 'transferLeader'
   | 'createToken'
   | 'deleteToken'

@@ -191,6 +191,30 @@ describe('cluster, node and group', () => {
     ])
   })
 
+  it('sets the meta group size and shows it until reached, with a growing or shrinking change', async () => {
+    const r = await mq(['cluster', 'meta-voters', '5'])
+    expect(r.stdout).toBe('the meta group goes from 3 voters (n1, n2, n3) to 5\n')
+    expect(cluster.calls).toContain('setMetaVoters:5')
+    cluster.status = {
+      ...cluster.status,
+      metaChange: { add: 'n4', remove: '', reason: 'grow', startedAtMs: 1 },
+    }
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(
+      /meta group: +n1, n2, n3 \(5 wanted\) \+ learner n4; adding n4 \(grow\)/,
+    )
+    cluster.status = {
+      ...cluster.status,
+      metaChange: { add: '', remove: 'n3', reason: 'shrink', startedAtMs: 1 },
+    }
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(/; removing n3 \(shrink\)/)
+    expect(jsonLines((await mq(['cluster', 'meta-voters', '3', '--json'])).stdout)).toEqual([
+      { voters: ['n1', 'n2', 'n3'], votersWanted: 3 },
+    ])
+    const bad = await mq(['cluster', 'meta-voters', '9'])
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toMatch(/1.*7/)
+  })
+
   it('scales the data groups and transfers leadership', async () => {
     const scale = await mq(['group', 'scale', '6'])
     expect(scale.stdout).toBe('scaling to 6 data groups: target 6 groups, 0/4 moves done, moving\n')

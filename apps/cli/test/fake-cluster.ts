@@ -50,6 +50,7 @@ export class FakeCluster {
     metaVoters: ['n1', 'n2', 'n3'],
     metaLearners: ['n4'],
     metaChange: { add: 'n4', remove: 'n3', reason: 'dead', startedAtMs: 1_000 },
+    metaVotersWanted: 0,
     routeEpoch: 7,
     nodes: [
       {
@@ -313,6 +314,11 @@ export class FakeCluster {
           ),
         ),
       drainNode: (nodeId) => call(`drainNode:${nodeId}`, () => (nodeId === 'n2' ? 3 : 0)),
+      setMetaVoters: (voters) =>
+        call(`setMetaVoters:${voters}`, () => {
+          this.status = { ...this.status, metaVotersWanted: voters }
+          return { voters: [...this.status.metaVoters], votersWanted: voters }
+        }),
       transferLeader: (groupId, toNodeId) => call(`transferLeader:${groupId}:${toNodeId}`, () => undefined),
       createToken: (name, roles) =>
         call(`createToken:${name}:${roles.join(',')}`, () => {

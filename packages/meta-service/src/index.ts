@@ -15,7 +15,7 @@ export type {
   ReplicaChangeRecord,
   ScaleRecord,
 } from './meta-state'
-export { META_LIMITS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
+export { META_LIMITS, META_VOTER_COUNTS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
 export { chooseReplicaNodes } from './placement'
 export type { StorageEngine } from './queue-config'
 export {

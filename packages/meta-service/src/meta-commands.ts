@@ -67,7 +67,7 @@ export type MetaCommand =
   | { readonly type: 'finishReplicaChange'; readonly groupId: number }
   /** Records the meta group's founding voters (the first meta leader; a no-op once recorded). */
   | { readonly type: 'initMetaMembers'; readonly voters: readonly string[] }
-  /** Records a membership change of the meta group: `add` replaces `remove`. */
+  /** Records a membership change of the meta group: `add` replaces `remove` ('' when growing or shrinking). */
   | {
       readonly type: 'startMetaChange'
       readonly add: string
@@ -78,6 +78,8 @@ export type MetaCommand =
   | { readonly type: 'retargetMetaChange'; readonly add: string }
   /** The meta group's Raft membership changed: `add` is a voter, `remove` is gone. */
   | { readonly type: 'finishMetaChange' }
+  /** The meta group is to keep `voters` voters (1, 3, 5 or 7): the controller grows or shrinks it. */
+  | { readonly type: 'setMetaVoters'; readonly voters: number }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -106,6 +108,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'startMetaChange',
   'retargetMetaChange',
   'finishMetaChange',
+  'setMetaVoters',
 ])
 
 const encoder = new TextEncoder()

@@ -33,6 +33,7 @@ const controller: ControllerPort = {
   scaleDataGroups: async (groups) => ({ targetGroups: groups, movesTotal: 0, movesDone: 0, state: 'done' }),
   transferLeader: async () => {},
   drainNode: async () => 0,
+  setMetaVoters: async (voters) => ({ voters: ['n1', 'n2', 'n3'], votersWanted: voters }),
 }
 
 function call<K extends keyof MetaServer>(h: MetaServer, method: K, request: unknown): Promise<unknown> {

@@ -38,6 +38,8 @@ export interface ControllerPort {
   ): Promise<{ targetGroups: number; movesTotal: number; movesDone: number; state: string }>
   transferLeader(groupId: number, toNodeId: string): Promise<void>
   drainNode(nodeId: string): Promise<number>
+  /** Sets the meta group's size; resolves with its voters now and the size wanted. */
+  setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }>
 }
 
 const LIST_LIMIT_MAX = 1000
@@ -103,6 +105,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         formatLevel: state.formatLevel(),
         metaVoters: [...voters].sort(),
         metaLearners: [...learners].sort(),
+        metaVotersWanted: state.metaVotersWanted() ?? 0,
         ...(change
           ? {
               metaChange: {
@@ -139,6 +142,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return {}
     }),
     drainNode: unary(async (req) => ({ replicasRemaining: await controller.drainNode(req.nodeId) })),
+    setMetaVoters: unary(async (req) => controller.setMetaVoters(req.voters)),
     ...tokenHandlers(meta),
   }
 }

@@ -77,4 +77,54 @@ describe('metaChangeAction (replacing meta voters)', () => {
       }),
     ).toBeUndefined()
   })
+
+  it('grows the meta group to the size wanted, one voter at a time, from the same candidates', () => {
+    // n4 holds a data-group replica, n5 none, n6 none but is not alive.
+    const s = cluster(6, [['n1', 'n2', 'n4']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    const alive = new Set(['n1', 'n2', 'n3', 'n4', 'n5'])
+    expect(metaChangeAction(s, { alive, lost: none, voters })).toBeUndefined() // no size wanted
+    expect(s.apply({ type: 'setMetaVoters', voters: 5 }, 4)).toEqual({ ok: true, value: 5 })
+    const grow = metaChangeAction(s, { alive, lost: none, voters })
+    expect(grow).toEqual({ type: 'startMetaChange', add: 'n5', remove: '', reason: 'grow' })
+    s.apply(grow as NonNullable<typeof grow>, 5)
+    s.apply({ type: 'finishMetaChange' }, 6)
+    expect(metaChangeAction(s, { alive, lost: none, voters })).toMatchObject({ add: 'n4', reason: 'grow' })
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: '', reason: 'grow' }, 7)
+    s.apply({ type: 'finishMetaChange' }, 8)
+    expect(s.metaMembers()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5'])
+    expect(metaChangeAction(s, { alive, lost: none, voters })).toBeUndefined() // at its size
+  })
+
+  it('shrinks to the size wanted: a bad voter first, then a silent one, then the busiest, the leader last', () => {
+    const s = cluster(5, [
+      ['n1', 'n2', 'n3'],
+      ['n3', 'n4', 'n5'],
+    ])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3', 'n4', 'n5'] }, 3)
+    s.apply({ type: 'setMetaVoters', voters: 3 }, 3)
+    const five = ['n1', 'n2', 'n3', 'n4', 'n5']
+    const input = { alive: all(5), lost: none, voters: five, leaderId: 'n3' }
+    // n3 holds the most replicas but leads: the next busiest (ties by the last id) goes.
+    expect(metaChangeAction(s, input)).toEqual({
+      type: 'startMetaChange',
+      add: '',
+      remove: 'n5',
+      reason: 'shrink',
+    })
+    // A voter not heard from goes before a busier one; a lost one (not replaced: shrunk) first.
+    expect(metaChangeAction(s, { ...input, alive: new Set(['n1', 'n3', 'n4', 'n5']) })).toMatchObject({
+      remove: 'n2',
+    })
+    expect(
+      metaChangeAction(s, { ...input, alive: new Set(['n1', 'n3', 'n4']), lost: new Set(['n5']) }),
+    ).toMatchObject({
+      remove: 'n5',
+      reason: 'shrink',
+    })
+    s.apply({ type: 'startMetaChange', add: '', remove: 'n5', reason: 'shrink' }, 4)
+    expect(metaChangeAction(s, input)).toBeUndefined() // one change at a time
+    s.apply({ type: 'finishMetaChange' }, 5)
+    expect(s.metaMembers()).toEqual(['n1', 'n2', 'n3', 'n4'])
+  })
 })

@@ -8,6 +8,8 @@ export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' | 'retar
 export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
   /** The meta group's voters as its Raft configuration names them now. */
   readonly voters: readonly string[]
+  /** The meta leader (a voter it would rather keep when shrinking). */
+  readonly leaderId?: string
 }
 
 /**
@@ -20,6 +22,12 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
  * thing: when the node being added was lost before it became a voter, another takes its place
  * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
  * forever for a node that is gone.
+ *
+ * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a draining or
+ * lost voter first, then one not heard from, then the one holding the most data-group
+ * replicas (the leader last) — and grows to it by the same candidates as a replacement
+ * (reasons shrink and grow: one side of the change is ''). A group above its size removes a
+ * bad voter instead of replacing it.
  */
 export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaChange | undefined {
   const members = state.metaMembers()
@@ -44,14 +52,32 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
     const add = candidate([change.add, change.remove])
     return add === undefined ? undefined : { type: 'retargetMetaChange', add }
   }
-  const bad = members.find((m) => state.draining(m) || input.lost.has(m))
-  if (bad === undefined) return undefined
-  const add = candidate([])
-  if (add === undefined) return undefined
-  return {
-    type: 'startMetaChange',
-    add,
-    remove: bad,
-    reason: state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead,
+  const isBad = (m: string) => state.draining(m) || input.lost.has(m)
+  const wanted = state.metaVotersWanted() ?? members.length
+  if (members.length > wanted) {
+    const rank = (m: string) => [Number(!isBad(m)), Number(input.alive.has(m)), Number(m === input.leaderId)]
+    const remove = [...members].sort((a, b) => {
+      const [ra, rb] = [rank(a), rank(b)]
+      for (let i = 0; i < ra.length; i++) if (ra[i] !== rb[i]) return (ra[i] as number) - (rb[i] as number)
+      return load(b) - load(a) || (a < b ? 1 : a > b ? -1 : 0)
+    })[0] as string
+    return { type: 'startMetaChange', add: '', remove, reason: ReplicaChangeReason.Shrink }
   }
+  const bad = members.find(isBad)
+  if (bad !== undefined) {
+    const add = candidate([])
+    if (add === undefined) return undefined
+    return {
+      type: 'startMetaChange',
+      add,
+      remove: bad,
+      reason: state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead,
+    }
+  }
+  if (members.length < wanted) {
+    const add = candidate([])
+    if (add !== undefined)
+      return { type: 'startMetaChange', add, remove: '', reason: ReplicaChangeReason.Grow }
+  }
+  return undefined
 }

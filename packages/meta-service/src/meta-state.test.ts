@@ -171,6 +171,13 @@ describe('MetaState', () => {
         groupId: fc.integer({ min: 1, max: 4 }),
       }),
       fc.record({ type: fc.constant('finishMetaChange' as const) }),
+      fc.record({ type: fc.constant('setMetaVoters' as const), voters: fc.integer({ min: 0, max: 8 }) }),
+      fc.record({
+        type: fc.constant('startMetaChange' as const),
+        add: fc.constantFrom('', 'n4'),
+        remove: fc.constantFrom('', 'n1'),
+        reason: fc.constantFrom('grow' as const, 'shrink' as const),
+      }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
       fc.record({
         type: fc.constant('markSilent' as const),
@@ -254,6 +261,68 @@ describe('MetaState', () => {
     expect(s.apply({ type: 'finishMetaChange' }, 7)).toEqual({ ok: true, value: ['n2', 'n3', 'n4'] })
     expect(s.metaChange()).toBeUndefined()
     expect(s.routeEpoch).toBe(epoch) // routes name no meta members
+  })
+
+  it('grows and shrinks the meta group: one side of the change is empty, and the size is checked', () => {
+    const s = cluster(4, 1)
+    expect(s.apply({ type: 'setMetaVoters', voters: 5 }, 2)).toMatchObject({
+      ok: false,
+      message: 'the meta group members are not recorded yet',
+    })
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    const before = s.snapshot()
+    const bad: [MetaCommand, string][] = [
+      [{ type: 'setMetaVoters', voters: 4 }, 'the meta group can keep 1, 3, 5, 7 voters, not 4'],
+      [{ type: 'setMetaVoters', voters: 9 }, 'the meta group can keep 1, 3, 5, 7 voters, not 9'],
+      [
+        { type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'grow' },
+        'growing the meta group removes no voter',
+      ],
+      [
+        { type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'shrink' },
+        'shrinking the meta group adds no voter',
+      ],
+      [
+        { type: 'startMetaChange', add: '', remove: 'n4', reason: 'shrink' },
+        'node n4 is not a meta group member',
+      ],
+      [
+        { type: 'startMetaChange', add: 'n2', remove: '', reason: 'grow' },
+        'node n2 is a meta group member already',
+      ],
+      [
+        { type: 'startMetaChange', add: 'n4', remove: 'n1', reason: 'balance' },
+        'unknown meta change reason balance',
+      ],
+      [
+        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'grow' as 'drain' },
+        'unknown replica change reason grow',
+      ],
+    ]
+    for (const [c, message] of bad)
+      expect(s.apply(c, 4)).toEqual({ ok: false, code: 'INVALID_ARGUMENT', message })
+    expect(s.snapshot()).toEqual(before)
+    expect(s.apply({ type: 'setMetaVoters', voters: 5 }, 5)).toEqual({ ok: true, value: 5 })
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.metaVotersWanted()).toBe(5)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: '', reason: 'grow' }, 6)
+    expect(s.apply({ type: 'finishMetaChange' }, 7)).toEqual({ ok: true, value: ['n1', 'n2', 'n3', 'n4'] })
+    s.apply({ type: 'startMetaChange', add: '', remove: 'n2', reason: 'shrink' }, 8)
+    expect(s.apply({ type: 'retargetMetaChange', add: 'n2' }, 8)).toMatchObject({
+      ok: false,
+      message: 'the meta group is adding no voter',
+    })
+    expect(s.apply({ type: 'finishMetaChange' }, 9)).toEqual({ ok: true, value: ['n1', 'n3', 'n4'] })
+    // Down to one voter, never none.
+    s.apply({ type: 'startMetaChange', add: '', remove: 'n1', reason: 'shrink' }, 10)
+    s.apply({ type: 'finishMetaChange' }, 10)
+    s.apply({ type: 'startMetaChange', add: '', remove: 'n3', reason: 'shrink' }, 10)
+    s.apply({ type: 'finishMetaChange' }, 10)
+    expect(s.apply({ type: 'startMetaChange', add: '', remove: 'n4', reason: 'shrink' }, 11)).toMatchObject({
+      ok: false,
+      message: 'the meta group keeps at least one voter',
+    })
   })
 
   it('runs at the lowest format level of the nodes holding replicas', () => {

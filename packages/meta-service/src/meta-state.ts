@@ -81,7 +81,21 @@ export const ReplicaChangeReason = {
   Dead: 'dead',
   /** Spreads replicas evenly over the nodes (a node joined). */
   Balance: 'balance',
+  /** The meta group only: a voter is added (`remove` is ''), up to the size wanted. */
+  Grow: 'grow',
+  /** The meta group only: a voter is removed (`add` is ''), down to the size wanted. */
+  Shrink: 'shrink',
 } as const
+
+/** The reasons a data group's replica changes for (the meta group's may also grow or shrink). */
+const DATA_CHANGE_REASONS: readonly string[] = [
+  ReplicaChangeReason.Drain,
+  ReplicaChangeReason.Dead,
+  ReplicaChangeReason.Balance,
+]
+
+/** The meta group sizes an operator may ask for (an even size tolerates no more failures). */
+export const META_VOTER_COUNTS: readonly number[] = [1, 3, 5, 7]
 export type ReplicaChangeReason = (typeof ReplicaChangeReason)[keyof typeof ReplicaChangeReason]
 
 /**
@@ -135,6 +149,8 @@ interface MetaImage {
   /** Absent until the first meta leader recorded the founders (and in older images). */
   readonly metaMembers?: readonly string[]
   readonly metaChange?: ReplicaChangeRecord
+  /** Absent until an operator set the meta group's size. */
+  readonly metaVotersWanted?: number
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -162,6 +178,7 @@ export class MetaState {
   readonly #replicaChanges = new Map<number, ReplicaChangeRecord>()
   #metaMembers: readonly string[] | undefined
   #metaChange: ReplicaChangeRecord | undefined
+  #metaVotersWanted: number | undefined
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -241,6 +258,11 @@ export class MetaState {
    */
   metaMembers(): readonly string[] | undefined {
     return this.#metaMembers
+  }
+
+  /** How many voters the meta group is to keep (`setMetaVoters`); undefined: as many as it has. */
+  metaVotersWanted(): number | undefined {
+    return this.#metaVotersWanted
   }
 
   /** The change of the meta group's membership under way (group id 0), if any. */
@@ -333,6 +355,8 @@ export class MetaState {
         return this.#retargetMetaChange(command.add)
       case 'finishMetaChange':
         return this.#finishMetaChange()
+      case 'setMetaVoters':
+        return this.#setMetaVoters(command.voters)
       case 'finishScale':
         if (this.#scale) this.#scale = { ...this.#scale, running: false }
         return ok(this.#scale ?? null)
@@ -684,19 +708,45 @@ export class MetaState {
     if (this.#metaChange) {
       return fail(ErrorCode.InvalidArgument, 'the meta group is changing its members already')
     }
-    if (typeof c.remove !== 'string' || !members.includes(c.remove)) {
-      return fail(ErrorCode.InvalidArgument, `node ${String(c.remove)} is not a meta group member`)
+    const reason = c.reason
+    if (
+      reason !== ReplicaChangeReason.Drain &&
+      reason !== ReplicaChangeReason.Dead &&
+      reason !== ReplicaChangeReason.Grow &&
+      reason !== ReplicaChangeReason.Shrink
+    ) {
+      return fail(ErrorCode.InvalidArgument, `unknown meta change reason ${String(reason)}`)
     }
-    if (typeof c.add !== 'string' || !this.#nodes.has(c.add)) {
-      return fail(ErrorCode.InvalidArgument, `node ${String(c.add)} is not registered`)
+    // Growing adds a voter and removes none; shrinking removes one and adds none.
+    const removes = reason !== ReplicaChangeReason.Grow
+    const adds = reason !== ReplicaChangeReason.Shrink
+    if (removes ? typeof c.remove !== 'string' || !members.includes(c.remove) : c.remove !== '') {
+      return fail(
+        ErrorCode.InvalidArgument,
+        removes
+          ? `node ${String(c.remove)} is not a meta group member`
+          : 'growing the meta group removes no voter',
+      )
     }
-    if (members.includes(c.add)) {
-      return fail(ErrorCode.InvalidArgument, `node ${c.add} is a meta group member already`)
+    if (adds ? typeof c.add !== 'string' || !this.#nodes.has(c.add) : c.add !== '') {
+      return fail(
+        ErrorCode.InvalidArgument,
+        adds ? `node ${String(c.add)} is not registered` : 'shrinking the meta group adds no voter',
+      )
     }
-    if (c.reason !== ReplicaChangeReason.Drain && c.reason !== ReplicaChangeReason.Dead) {
-      return fail(ErrorCode.InvalidArgument, `unknown meta change reason ${String(c.reason)}`)
+    if (adds && members.includes(c.add as string)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(c.add)} is a meta group member already`)
     }
-    this.#metaChange = { groupId: 0, add: c.add, remove: c.remove, reason: c.reason, startedAtMs: nowMs }
+    if (!adds && members.length <= 1) {
+      return fail(ErrorCode.InvalidArgument, 'the meta group keeps at least one voter')
+    }
+    this.#metaChange = {
+      groupId: 0,
+      add: c.add as string,
+      remove: c.remove as string,
+      reason,
+      startedAtMs: nowMs,
+    }
     return ok(this.#metaChange)
   }
 
@@ -708,6 +758,7 @@ export class MetaState {
     if (typeof add !== 'string' || !this.#nodes.has(add)) {
       return fail(ErrorCode.InvalidArgument, `node ${String(add)} is not registered`)
     }
+    if (change.add === '') return fail(ErrorCode.InvalidArgument, 'the meta group is adding no voter')
     if (this.#metaMembers.includes(add) || add === change.add) {
       return fail(ErrorCode.InvalidArgument, `node ${add} is a meta group member or being added already`)
     }
@@ -715,12 +766,26 @@ export class MetaState {
     return ok(this.#metaChange)
   }
 
+  #setMetaVoters(voters: unknown): MetaResult<number> {
+    if (typeof voters !== 'number' || !META_VOTER_COUNTS.includes(voters)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `the meta group can keep ${META_VOTER_COUNTS.join(', ')} voters, not ${String(voters)}`,
+      )
+    }
+    if (!this.#metaMembers)
+      return fail(ErrorCode.InvalidArgument, 'the meta group members are not recorded yet')
+    this.#metaVotersWanted = voters
+    return ok(voters)
+  }
+
   #finishMetaChange(): MetaResult<readonly string[]> {
     const change = this.#metaChange
     if (!change || !this.#metaMembers) {
       return fail(ErrorCode.InvalidArgument, 'the meta group is not changing its members')
     }
-    this.#metaMembers = [...this.#metaMembers.filter((m) => m !== change.remove), change.add].sort(compare)
+    const kept = this.#metaMembers.filter((m) => m !== change.remove)
+    this.#metaMembers = (change.add === '' ? kept : [...kept, change.add]).sort(compare)
     this.#metaChange = undefined
     return ok(this.#metaMembers)
   }
@@ -754,7 +819,7 @@ export class MetaState {
         `node ${c.add} is a replica of data group ${group.groupId} already`,
       )
     }
-    if (!Object.values(ReplicaChangeReason).includes(c.reason as ReplicaChangeReason)) {
+    if (typeof c.reason !== 'string' || !DATA_CHANGE_REASONS.includes(c.reason)) {
       return fail(ErrorCode.InvalidArgument, `unknown replica change reason ${String(c.reason)}`)
     }
     const record: ReplicaChangeRecord = {
@@ -819,6 +884,7 @@ export class MetaState {
       replicaChanges: this.replicaChanges(),
       ...(this.#metaMembers ? { metaMembers: this.#metaMembers } : {}),
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
+      ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -845,6 +911,7 @@ export class MetaState {
     for (const c of image.replicaChanges ?? []) this.#replicaChanges.set(c.groupId, c)
     this.#metaMembers = image.metaMembers
     this.#metaChange = image.metaChange
+    this.#metaVotersWanted = image.metaVotersWanted
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()

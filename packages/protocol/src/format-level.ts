@@ -14,9 +14,10 @@
  * 4. `retargetReplicaChange`: a data group's replica change whose new node was lost before it
  *    became a voter goes to another node (a meta replica of an earlier version rejects it);
  * 5. `markSilent`, `markHeard`: the meta state keeps since when a node has been silent, so a
- *    new meta leader does not restart the replacement timeout.
+ *    new meta leader does not restart the replacement timeout;
+ * 6. `setMetaVoters` and the meta changes that grow or shrink the meta group.
  */
-export const FORMAT_LEVEL = 5
+export const FORMAT_LEVEL = 6
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -29,6 +30,9 @@ export const FORMAT_LEVEL_REPLICA_RETARGET = 4
 
 /** The level from which the meta leader records which nodes are silent, and since when. */
 export const FORMAT_LEVEL_SILENCE = 5
+
+/** The level from which the meta group's size can be changed (SetMetaVoters). */
+export const FORMAT_LEVEL_META_SIZE = 6
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -123,6 +123,15 @@ export class Admin {
     return this.#eachPartition(name, (c, target) => unary(c, c.stats, { target }, this.#attemptMs))
   }
 
+  /**
+   * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
+   * outside it, or removes voters, one at a time (follow with `clusterStatus`). Resolves with
+   * the voters now and the size wanted.
+   */
+  async setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }> {
+    return this.#router.meta((m) => m.setMetaVoters, { voters })
+  }
+
   /** Moves every replica off `nodeId`; returns how many are still to move. */
   async drainNode(nodeId: string): Promise<number> {
     return (await this.#router.meta((m) => m.drainNode, { nodeId })).replicasRemaining

@@ -18,7 +18,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .description('the cluster as a whole')
     .addHelpText(
       'after',
-      '\nExamples:\n  $ mq cluster status\n  $ mq cluster status --json | jq .metaLeaderId\n',
+      '\nExamples:\n  $ mq cluster status\n  $ mq cluster status --json | jq .metaLeaderId\n  $ mq cluster meta-voters 5   # the meta group keeps 5 voters\n',
     )
   cluster
     .command('status')
@@ -45,6 +45,24 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         out.text(`\n${formatTable(status.nodes, nodeColumns(io.now()))}`)
         out.text(`\n${formatTable(status.groups, groupColumns)}`)
         if (status.moves.length > 0) out.text(`\n${formatTable(status.moves, moveColumns(io.now()))}`)
+      }),
+    )
+
+  cluster
+    .command('meta-voters')
+    .argument('<n>', 'voters the meta group is to keep: 1, 3, 5 or 7', integerArg(1, 7))
+    .description(
+      'grow or shrink the meta group (the Raft group of the cluster metadata) to n voters, one at a time, on live nodes (see `mq cluster status`)',
+    )
+    .action((n: number, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const r = await client.admin.setMetaVoters(n)
+        out.result(
+          r.voters.length === n
+            ? `the meta group has ${n} voters: ${r.voters.join(', ')}`
+            : `the meta group goes from ${r.voters.length} voters (${r.voters.join(', ')}) to ${n}`,
+          r,
+        )
       }),
     )
 
@@ -190,9 +208,18 @@ const groupColumns = [
 /** The meta group's voters, learners being added and the change under way. */
 function describeMetaGroup(status: ClusterStatus): string {
   const voters = status.metaVoters.join(', ') || '(unknown)'
+  const wanted =
+    status.metaVotersWanted > 0 && status.metaVotersWanted !== status.metaVoters.length
+      ? ` (${status.metaVotersWanted} wanted)`
+      : ''
   const learners = status.metaLearners.length > 0 ? ` + learner ${status.metaLearners.join(', ')}` : ''
-  const change = status.metaChange
-    ? `; replacing ${status.metaChange.remove} by ${status.metaChange.add} (${status.metaChange.reason})`
-    : ''
-  return `${voters}${learners}${change}`
+  return `${voters}${wanted}${learners}${describeMetaChange(status.metaChange)}`
+}
+
+/** The meta group's change under way: a replacement, or one side of it when growing or shrinking. */
+function describeMetaChange(change: ClusterStatus['metaChange']): string {
+  if (!change) return ''
+  if (change.remove === '') return `; adding ${change.add} (${change.reason})`
+  if (change.add === '') return `; removing ${change.remove} (${change.reason})`
+  return `; replacing ${change.remove} by ${change.add} (${change.reason})`
 }

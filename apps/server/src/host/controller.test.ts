@@ -278,6 +278,38 @@ describe('Controller meta membership', () => {
   })
 })
 
+describe('Controller meta group size', () => {
+  it('grows the meta group to the size set, one voter at a time, and refuses below level 6', async () => {
+    const c = leading({ extra: ['n4', 'n5'] })
+    await c.controller.round()
+    for (let t = 0; t < 2_000; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of ['n1', 'n2', 'n3', 'n4', 'n5']) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
+    }
+    expect(await c.controller.port().setMetaVoters(5)).toEqual({
+      voters: ['n1', 'n2', 'n3'],
+      votersWanted: 5,
+    })
+    for (let round = 0; round < 6; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    // Each change adds one voter and removes none (the fixture's steps answer done at once).
+    expect(c.metaCalls).toEqual([
+      ['n4', '', false],
+      ['n5', '', false],
+    ])
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5'])
+    // A node of an older version holding a replica: the size cannot be set.
+    await c.answer('n2', true, 5)
+    await expect(c.controller.port().setMetaVoters(3)).rejects.toThrow(
+      "the cluster runs format level 5: the meta group's size can be set from level 6, once every node runs a version of it",
+    )
+    expect(c.state.metaVotersWanted()).toBe(5)
+  })
+})
+
 describe('Controller data-group replica changes', () => {
   /** Beats `nodes` (n1-n3 host the meta group) every 500 ms for `ms`. */
   const beating = (c: ReturnType<typeof leading>) => async (nodes: string[], ms: number) => {

@@ -19,6 +19,7 @@ import {
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   FORMAT_LEVEL_META_MEMBERS,
+  FORMAT_LEVEL_META_SIZE,
   FORMAT_LEVEL_REPLICA_RETARGET,
   FORMAT_LEVEL_SILENCE,
   formatLevelOf,
@@ -161,6 +162,20 @@ export class Controller {
         if (!state) throw this.#host.notLeader()
         void this.round()
         return scaleProgress(state)
+      },
+      setMetaVoters: async (voters) => {
+        const state = this.#host.leaderState()
+        if (!state) throw this.#host.notLeader()
+        const level = this.#formatLevel(state)
+        if (level < FORMAT_LEVEL_META_SIZE) {
+          throw new InvalidArgumentError(
+            `the cluster runs format level ${level}: the meta group's size can be set from level ${FORMAT_LEVEL_META_SIZE}, once every node runs a version of it`,
+          )
+        }
+        const r = await this.#host.propose({ type: 'setMetaVoters', voters })
+        if (!r.ok) throw mqError(r.code, r.message)
+        void this.round()
+        return { voters: [...(this.#host.leaderState()?.metaMembers() ?? [])], votersWanted: voters }
       },
       drainNode: async (nodeId) => {
         if (!this.#host.leaderState()) throw this.#host.notLeader()
@@ -350,6 +365,7 @@ export class Controller {
           alive,
           lost,
           voters: this.#host.metaMembership().voters,
+          leaderId: this.#host.nodeId,
         })
         if (metaChange) actions.push(metaChange)
       }
@@ -444,13 +460,23 @@ export class Controller {
           const voters = r.step === 'promote' ? [...r.voters, change.add] : r.voters
           this.#changeVoters.set(groupId, { add: change.add, voters })
         }
-        if (r.step) console.log(`mq-server: group ${groupId}: ${r.step} (${change.remove} → ${change.add})`)
+        if (r.step)
+          console.log(
+            `mq-server: group ${groupId}: ${r.step} (${change.remove || '∅'} → ${change.add || '∅'})`,
+          )
         if (!r.done) return
         const finished = await this.#host.propose(finish)
-        if (finished.ok)
+        if (finished.ok) {
+          const what =
+            change.remove === ''
+              ? `added voter ${change.add}`
+              : change.add === ''
+                ? `removed voter ${change.remove}`
+                : `replaced replica ${change.remove} by ${change.add}`
           console.log(
-            `mq-server: group ${groupId} replaced replica ${change.remove} by ${change.add} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
+            `mq-server: group ${groupId} ${what} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
           )
+        }
       })
       .catch((error: unknown) => {
         this.#changeVoters.delete(groupId)

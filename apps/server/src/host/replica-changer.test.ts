@@ -176,4 +176,35 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       step: 'remove-stale-member',
     })
   })
+
+  it('grows (no remove) and shrinks (no add) the meta group, a leaving leader handing over first', async () => {
+    const grow = { ...request, groupId: 0, add: 'n4', remove: '', replicas: ['n1', 'n2', 'n3'] }
+    const steps: string[] = []
+    let conf = { voters: ['n1', 'n2', 'n3'], learners: [] as string[] }
+    for (let i = 0; i < 4; i++) {
+      const l = member('n1', conf)
+      const r = await changeReplicas(l.raft, port, grow, () => undefined)
+      steps.push(r.done ? 'done' : r.step)
+      const change = l.proposed[0]
+      if (change?.type === ConfChangeType.AddLearner) conf = { ...conf, learners: [change.id] }
+      if (change?.type === ConfChangeType.AddVoter)
+        conf = { voters: [...conf.voters, change.id], learners: [] }
+      if (r.done) break
+    }
+    expect(steps).toEqual(['add-learner', 'promote', 'done'])
+    expect(conf.voters).toEqual(['n1', 'n2', 'n3', 'n4'])
+    const shrink = { ...request, groupId: 0, add: '', remove: 'n4', replicas: ['n1', 'n2', 'n3', 'n4'] }
+    const follower = member('n1', conf)
+    expect(await changeReplicas(follower.raft, port, shrink, () => undefined)).toMatchObject({
+      step: 'remove',
+    })
+    expect(follower.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+    const leading = member('n4', conf)
+    expect(await changeReplicas(leading.raft, port, shrink, () => undefined)).toMatchObject({
+      step: 'transfer-leader',
+    })
+    expect(leading.transfers).toEqual(['n1'])
+    const gone = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
+    expect(await changeReplicas(gone.raft, port, shrink, () => undefined)).toMatchObject({ done: true })
+  })
 })

@@ -31,6 +31,9 @@ export interface ReplicaLeader {
  *    (the next call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done.
  *
+ * Growing or shrinking the meta group is the same with one side empty (''): no `remove` (steps
+ * 1-2, then done) or no `add` (step 3, the leadership going to another voter).
+ *
  * Before all: a member left by a change whose new node was lost and replaced by another is
  * removed — one outside `replicas` (the meta state's record) and `add`, voter or learner (a
  * promotion the meta leader did not hear of, or that committed late, leaves a voter), or
@@ -96,13 +99,19 @@ export async function changeReplicas(
     const other = otherVoter(req.remove)
     if (other !== undefined) return transfer(other)
   }
-  if (!member(req.add)) return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
+  // Shrinking the meta group adds nobody ('').
+  if (req.add !== '' && !member(req.add))
+    return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
   if (learners.includes(req.add)) {
     if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '', voters }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {
-    if (req.remove === status.id) return transfer(req.add)
+    if (req.remove === status.id) {
+      // Hand the leadership to the new voter, or (shrinking) to another one.
+      const to = req.add !== '' ? req.add : otherVoter(req.remove)
+      if (to !== undefined) return transfer(to)
+    }
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
   return { done: true, step: '', voters }

@@ -191,9 +191,14 @@ export interface ClusterStatusResponse {
    * replicated entry above it.
    */
   formatLevel: number;
+  /** How many voters the meta group is to keep (SetMetaVoters); 0 = as many as it has. */
+  metaVotersWanted: number;
 }
 
-/** A membership change under way: `add` replaces `remove` (reason: drain, dead). */
+/**
+ * A membership change under way: `add` replaces `remove` (reason: drain, dead, balance; for
+ * the meta group also grow, with no `remove`, and shrink, with no `add`).
+ */
 export interface ReplicaChange {
   add: string;
   remove: string;
@@ -207,6 +212,15 @@ export interface ScaleDataGroupsRequest {
 
 export interface ScaleDataGroupsResponse {
   plan?: ScalePlan | undefined;
+}
+
+export interface SetMetaVotersRequest {
+  voters: number;
+}
+
+export interface SetMetaVotersResponse {
+  voters: string[];
+  votersWanted: number;
 }
 
 export interface TransferLeaderRequest {
@@ -2431,6 +2445,7 @@ function createBaseClusterStatusResponse(): ClusterStatusResponse {
     metaLearners: [],
     metaChange: undefined,
     formatLevel: 0,
+    metaVotersWanted: 0,
   };
 }
 
@@ -2465,6 +2480,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     }
     if (message.formatLevel !== 0) {
       writer.uint32(80).uint32(message.formatLevel);
+    }
+    if (message.metaVotersWanted !== 0) {
+      writer.uint32(88).uint32(message.metaVotersWanted);
     }
     return writer;
   },
@@ -2556,6 +2574,14 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
           message.formatLevel = reader.uint32();
           continue;
         }
+        case 11: {
+          if (tag !== 88) {
+            break;
+          }
+
+          message.metaVotersWanted = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2601,6 +2627,11 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
         : isSet(object.format_level)
         ? globalThis.Number(object.format_level)
         : 0,
+      metaVotersWanted: isSet(object.metaVotersWanted)
+        ? globalThis.Number(object.metaVotersWanted)
+        : isSet(object.meta_voters_wanted)
+        ? globalThis.Number(object.meta_voters_wanted)
+        : 0,
     };
   },
 
@@ -2636,6 +2667,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     if (message.formatLevel !== 0) {
       obj.formatLevel = Math.round(message.formatLevel);
     }
+    if (message.metaVotersWanted !== 0) {
+      obj.metaVotersWanted = Math.round(message.metaVotersWanted);
+    }
     return obj;
   },
 
@@ -2658,6 +2692,7 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
       ? ReplicaChange.fromPartial(object.metaChange)
       : undefined;
     message.formatLevel = object.formatLevel ?? 0;
+    message.metaVotersWanted = object.metaVotersWanted ?? 0;
     return message;
   },
 };
@@ -2886,6 +2921,144 @@ export const ScaleDataGroupsResponse: MessageFns<ScaleDataGroupsResponse> = {
   fromPartial<I extends Exact<DeepPartial<ScaleDataGroupsResponse>, I>>(object: I): ScaleDataGroupsResponse {
     const message = createBaseScaleDataGroupsResponse();
     message.plan = (object.plan !== undefined && object.plan !== null) ? ScalePlan.fromPartial(object.plan) : undefined;
+    return message;
+  },
+};
+
+function createBaseSetMetaVotersRequest(): SetMetaVotersRequest {
+  return { voters: 0 };
+}
+
+export const SetMetaVotersRequest: MessageFns<SetMetaVotersRequest> = {
+  encode(message: SetMetaVotersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.voters !== 0) {
+      writer.uint32(8).uint32(message.voters);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetMetaVotersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseSetMetaVotersRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.voters = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): SetMetaVotersRequest {
+    return { voters: isSet(object.voters) ? globalThis.Number(object.voters) : 0 };
+  },
+
+  toJSON(message: SetMetaVotersRequest): unknown {
+    const obj: any = {};
+    if (message.voters !== 0) {
+      obj.voters = Math.round(message.voters);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetMetaVotersRequest>, I>>(base?: I): SetMetaVotersRequest {
+    return SetMetaVotersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetMetaVotersRequest>, I>>(object: I): SetMetaVotersRequest {
+    const message = createBaseSetMetaVotersRequest();
+    message.voters = object.voters ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetMetaVotersResponse(): SetMetaVotersResponse {
+  return { voters: [], votersWanted: 0 };
+}
+
+export const SetMetaVotersResponse: MessageFns<SetMetaVotersResponse> = {
+  encode(message: SetMetaVotersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.voters) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.votersWanted !== 0) {
+      writer.uint32(16).uint32(message.votersWanted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetMetaVotersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseSetMetaVotersResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.voters.push(reader.string());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.votersWanted = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): SetMetaVotersResponse {
+    return {
+      voters: globalThis.Array.isArray(object?.voters) ? object.voters.map((e: any) => globalThis.String(e)) : [],
+      votersWanted: isSet(object.votersWanted)
+        ? globalThis.Number(object.votersWanted)
+        : isSet(object.voters_wanted)
+        ? globalThis.Number(object.voters_wanted)
+        : 0,
+    };
+  },
+
+  toJSON(message: SetMetaVotersResponse): unknown {
+    const obj: any = {};
+    if (message.voters?.length) {
+      obj.voters = message.voters;
+    }
+    if (message.votersWanted !== 0) {
+      obj.votersWanted = Math.round(message.votersWanted);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetMetaVotersResponse>, I>>(base?: I): SetMetaVotersResponse {
+    return SetMetaVotersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetMetaVotersResponse>, I>>(object: I): SetMetaVotersResponse {
+    const message = createBaseSetMetaVotersResponse();
+    message.voters = object.voters?.map((e) => e) || [];
+    message.votersWanted = object.votersWanted ?? 0;
     return message;
   },
 };
@@ -3706,6 +3879,20 @@ export const MetaService = {
     responseDeserialize: (value: Buffer): DrainNodeResponse => DrainNodeResponse.decode(value),
   },
   /**
+   * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
+   * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
+   */
+  setMetaVoters: {
+    path: "/mq.v1.Meta/SetMetaVoters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetMetaVotersRequest): Buffer => Buffer.from(SetMetaVotersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetMetaVotersRequest => SetMetaVotersRequest.decode(value),
+    responseSerialize: (value: SetMetaVotersResponse): Buffer =>
+      Buffer.from(SetMetaVotersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetMetaVotersResponse => SetMetaVotersResponse.decode(value),
+  },
+  /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
    * secret is made by the meta leader and returned once; only its SHA-256 is stored.
    */
@@ -3755,6 +3942,11 @@ export interface MetaServer extends UntypedServiceImplementation {
    * membership does not change.
    */
   drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
+  /**
+   * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
+   * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
+   */
+  setMetaVoters: handleUnaryCall<SetMetaVotersRequest, SetMetaVotersResponse>;
   /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
    * secret is made by the meta leader and returned once; only its SHA-256 is stored.
@@ -3920,6 +4112,25 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
+   * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
+   */
+  setMetaVoters(
+    request: SetMetaVotersRequest,
+    callback: (error: ServiceError | null, response: SetMetaVotersResponse) => void,
+  ): ClientUnaryCall;
+  setMetaVoters(
+    request: SetMetaVotersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetMetaVotersResponse) => void,
+  ): ClientUnaryCall;
+  setMetaVoters(
+    request: SetMetaVotersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetMetaVotersResponse) => void,
   ): ClientUnaryCall;
   /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
