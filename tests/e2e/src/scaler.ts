@@ -3,7 +3,7 @@ import type { History } from './history'
 import type { Prng } from './prng'
 
 export interface ScalerResult {
-  /** scaleDataGroups calls that were accepted. */
+  /** scaleDataGroups and setMetaVoters calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -12,9 +12,11 @@ export interface ScalerResult {
 /**
  * Scales the data groups up and down while the nemesis runs its faults: every 3–8 s (drawn
  * from `prng`) calls `scaleDataGroups(n)` with n alternately above and below the current
- * count, between 2 and `groupsMax`. Each accepted call is recorded in the history as a fault.
- * Partitions then move between groups while nodes die, pause and are cut off. Ends at
- * `untilMs` (wall clock).
+ * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
+ * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5. Each
+ * accepted call is recorded in the history as a fault. Partitions then move between groups,
+ * and meta voters come and go, while nodes die, pause and are cut off. Ends at `untilMs`
+ * (wall clock).
  */
 export async function runScaler(
   client: MqClient,
@@ -33,7 +35,23 @@ export async function runScaler(
   while (Date.now() < untilMs) {
     const startMs = Date.now()
     let groups = 0
+    let what = 'scale-data-groups'
     try {
+      if (prng.int(0, 3) === 0) {
+        const s = await client.admin.clusterStatus()
+        const voters = s.metaVotersWanted || s.metaVoters.length
+        const wanted = voters >= 5 ? 3 : s.nodes.filter((n) => n.alive).length >= 5 ? 5 : voters
+        if (wanted !== voters) {
+          what = `set-meta-voters ${wanted}`
+          await client.admin.setMetaVoters(wanted)
+          const description = `set-meta-voters ${voters} -> ${wanted}`
+          history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+          log(`scaler: ${description}`)
+          calls++
+          await sleep(prng.int(3_000, 8_000))
+          continue
+        }
+      }
       const current = (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length
       if (up && current >= groupsMax) up = false
       else if (!up && current <= 2) up = true
@@ -47,7 +65,9 @@ export async function runScaler(
       calls++
       up = !up
     } catch (error) {
-      log(`scaler: scale-data-groups to ${groups} refused: ${(error as Error).message}`)
+      log(
+        `scaler: ${what === 'scale-data-groups' ? `${what} to ${groups}` : what} refused: ${(error as Error).message}`,
+      )
       refused++
     }
     await sleep(prng.int(3_000, 8_000))
