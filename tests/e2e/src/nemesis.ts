@@ -34,9 +34,11 @@ export const FaultKind = {
    * refuse to start (exit 1); it is then retired and a fresh node joins under a new id, onto
    * which the dead id's replicas are replaced (`--replace-dead-after-ms`), its meta vote too
    * when it had one. At most CORRUPTIONS_MAX per run (each adds a node), one at a time, and
-   * only once no retired node still holds a meta vote (a second damaged founder before the
-   * first one's vote moved would leave the meta group without a majority); other draws only
-   * kill the follower.
+   * only once no retired node still holds a meta vote or a data-group replica (a second
+   * damaged node before the first one's replicas moved could leave a group with two of its
+   * three replicas gone for good: no majority, ever — fault run 14002 did that once the meta
+   * group could shrink away a retired voter before its data replicas were replaced); other
+   * draws only kill the follower.
    */
   CorruptDataFollower: 'corrupt-data-follower',
   /**
@@ -267,11 +269,15 @@ export interface NemesisResult {
 /** Damaged followers retired per run, at most (each one adds a node to the cluster). */
 export const CORRUPTIONS_MAX = 2
 
-/** Whether no retired node is still a meta voter and no meta change is under way (false when unknown). */
-async function retiredOutOfMeta(cluster: LocalCluster, client: MqClient): Promise<boolean> {
+/**
+ * Whether no retired node is still a meta voter or a data-group replica, and no meta change is
+ * under way (false when unknown).
+ */
+async function retiredHoldNothing(cluster: LocalCluster, client: MqClient): Promise<boolean> {
   const status = await client.admin.clusterStatus().catch(() => undefined)
   if (!status || status.metaChange !== undefined) return false
-  return !status.metaVoters.some((id) => cluster.isRetired(id))
+  if (status.metaVoters.some((id) => cluster.isRetired(id))) return false
+  return !status.groups.some((g) => g.replicas.some((r) => cluster.isRetired(r.nodeId)))
 }
 
 /**
@@ -335,7 +341,7 @@ export async function runNemesis(
         step.kind === FaultKind.CorruptDataFollower &&
         !shared.corrupting &&
         shared.corruptions < CORRUPTIONS_MAX &&
-        (await retiredOutOfMeta(cluster, client))
+        (await retiredHoldNothing(cluster, client))
       if (corrupt) {
         shared.corrupting = true
         holdsCorruption = true
