@@ -90,6 +90,21 @@ function leading(
       formatLevel,
     })
   }
+  /**
+   * `nodes` beat every 500 ms for `ms` (n1-n3 with their meta replica, each at the format level
+   * `level` picks), with a controller round after each beat when `rounds`.
+   */
+  const beatNodes = async (
+    nodes: readonly string[],
+    ms: number,
+    options: { rounds?: boolean; level?: (nodeId: string) => number } = {},
+  ) => {
+    for (let t = 0; t < ms; t += 500) {
+      vi.advanceTimersByTime(500)
+      for (const n of nodes) await answer(n, NODES.includes(n), options.level?.(n) ?? FORMAT_LEVEL)
+      if (options.rounds) await controller.round()
+    }
+  }
   /** The transfers asked of `nodeId` at a heartbeat. */
   const beat = async (nodeId: string) => (await answer(nodeId)).transfers
   /** Every node beats every 500 ms for `ms`; the transfers asked of n1 at the last beat. */
@@ -110,6 +125,7 @@ function leading(
     answer,
     beat,
     beatFor,
+    beatNodes,
     get controller() {
       return controller
     },
@@ -246,10 +262,7 @@ describe('Controller meta membership', () => {
   it('leaves the meta group alone when no node outside it could take a lost voter', async () => {
     const c = leading()
     await c.controller.round()
-    for (let t = 0; t < 13_000; t += 500) {
-      vi.advanceTimersByTime(500)
-      for (const n of ['n1', 'n2']) await c.answer(n, true)
-    }
+    await c.beatNodes(['n1', 'n2'], 13_000)
     await c.controller.round()
     await settle()
     expect(c.state.metaChange()).toBeUndefined()
@@ -260,12 +273,7 @@ describe('Controller meta membership', () => {
     const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
     const c = leading({ extra: ['n4', 'n5'], metaSteps: waiting })
     await c.controller.round()
-    const beat = async (nodes: string[], ms: number) => {
-      for (let t = 0; t < ms; t += 500) {
-        vi.advanceTimersByTime(500)
-        for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
-      }
-    }
+    const beat = c.beatNodes
     await beat(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
     await c.controller.round()
     expect(c.state.metaChange()).toMatchObject({ add: 'n4', remove: 'n3' })
@@ -282,10 +290,7 @@ describe('Controller meta group size', () => {
   it('grows the meta group to the size set, one voter at a time, and refuses below level 6', async () => {
     const c = leading({ extra: ['n4', 'n5'] })
     await c.controller.round()
-    for (let t = 0; t < 2_000; t += 500) {
-      vi.advanceTimersByTime(500)
-      for (const n of ['n1', 'n2', 'n3', 'n4', 'n5']) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
-    }
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
     expect(await c.controller.port().setMetaVoters(5)).toEqual({
       voters: ['n1', 'n2', 'n3'],
       votersWanted: 5,
@@ -311,14 +316,6 @@ describe('Controller meta group size', () => {
 })
 
 describe('Controller data-group replica changes', () => {
-  /** Beats `nodes` (n1-n3 host the meta group) every 500 ms for `ms`. */
-  const beating = (c: ReturnType<typeof leading>) => async (nodes: string[], ms: number) => {
-    for (let t = 0; t < ms; t += 500) {
-      vi.advanceTimersByTime(500)
-      for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
-    }
-  }
-
   it('retargets a change whose new node is lost before it became a voter, as its leader answered', async () => {
     // n4 is added as a learner, then never catches up (it died).
     const steps = [
@@ -327,7 +324,7 @@ describe('Controller data-group replica changes', () => {
       ...Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] })),
     ]
     const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
-    const beat = beating(c)
+    const beat = c.beatNodes
     await c.controller.round() // leading from now
     await beat(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
     await c.controller.round()
@@ -359,7 +356,7 @@ describe('Controller data-group replica changes', () => {
       ...Array.from({ length: 100 }, () => ({ done: false, step: 'promote', voters: ['n1', 'n2'] })),
     ]
     const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
-    const beat = beating(c)
+    const beat = c.beatNodes
     await c.controller.round() // leading from now
     await beat(['n1', 'n2', 'n4', 'n5'], 13_000)
     await c.controller.round()
@@ -377,13 +374,8 @@ describe('Controller data-group replica changes', () => {
     // runs a version of level 3.
     const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
     const old = leading({ extra: ['n4', 'n5'], dataSteps: waiting })
-    const oldBeat = async (nodes: string[], ms: number) => {
-      for (let t = 0; t < ms; t += 500) {
-        vi.advanceTimersByTime(500)
-        for (const n of nodes)
-          await old.answer(n, ['n1', 'n2', 'n3'].includes(n), n === 'n1' ? 3 : FORMAT_LEVEL)
-      }
-    }
+    const oldBeat = (nodes: string[], ms: number) =>
+      old.beatNodes(nodes, ms, { level: (n) => (n === 'n1' ? 3 : FORMAT_LEVEL) })
     await old.controller.round()
     await oldBeat(['n1', 'n2', 'n4', 'n5'], 13_000)
     await old.controller.round()
@@ -402,13 +394,7 @@ describe('Controller silent nodes', () => {
   it('records a silent node, so a new meta leader goes on counting its replacement timeout', async () => {
     const c = leading({ extra: ['n4'] })
     await c.controller.round()
-    const beat = async (nodes: string[], ms: number) => {
-      for (let t = 0; t < ms; t += 500) {
-        vi.advanceTimersByTime(500)
-        for (const n of nodes) await c.answer(n, ['n1', 'n2', 'n3'].includes(n))
-        await c.controller.round()
-      }
-    }
+    const beat = (nodes: string[], ms: number) => c.beatNodes(nodes, ms, { rounds: true })
     await beat(['n1', 'n2', 'n3', 'n4'], 2_000)
     const lastHeard = Date.now()
     await beat(['n1', 'n2', 'n4'], 6_000) // n3 silent: dead after 5 s, recorded
@@ -436,11 +422,7 @@ describe('Controller silent nodes', () => {
   it('records no silence below format level 5 (meta replicas of older versions would reject it)', async () => {
     const c = leading({ extra: ['n4'] })
     await c.controller.round()
-    for (let t = 0; t < 8_000; t += 500) {
-      vi.advanceTimersByTime(500)
-      for (const n of ['n1', 'n2']) await c.answer(n, true, n === 'n1' ? 4 : FORMAT_LEVEL)
-      await c.controller.round()
-    }
+    await c.beatNodes(['n1', 'n2'], 8_000, { rounds: true, level: (n) => (n === 'n1' ? 4 : FORMAT_LEVEL) })
     expect(c.state.nodes().map((n) => n.silentSinceMs)).toEqual([undefined, undefined, undefined, undefined])
   })
 })
