@@ -69,10 +69,20 @@ export interface MoveInfo {
   readonly startedAtMs: number
 }
 
+/** The meta group's membership. */
+export interface MetaGroupInfo {
+  readonly voters: readonly string[]
+  /** The size an operator set (`mq cluster meta-voters`); 0 = as many as it has. */
+  readonly votersWanted: number
+  /** For people: voters, the size wanted, a learner, the change under way (router-client's `metaGroupSummary`). */
+  readonly summary: string
+}
+
 /** `GET /api/cluster`: the cluster as the meta leader sees it. */
 export interface ClusterInfo {
   readonly servedBy: string
   readonly metaLeaderId: string
+  readonly meta: MetaGroupInfo
   readonly routeEpoch: number
   readonly nodes: readonly NodeInfo[]
   readonly groups: readonly GroupInfo[]

@@ -6,6 +6,7 @@ export type {
   CreateQueueBody,
   Depth,
   GroupInfo,
+  MetaGroupInfo,
   MoveInfo,
   NodeInfo,
   PartitionInfo,

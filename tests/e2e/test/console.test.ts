@@ -14,6 +14,7 @@ const QUEUE = 'jobs'
 
 interface ClusterFigures {
   metaLeaderId: string
+  meta: { summary: string }
   routeEpoch: number
   nodes: { nodeId: string }[]
   groups: { groupId: number; leaderId: string; commitIndex: number; partitions: string[] }[]
@@ -74,8 +75,8 @@ describe('the web console in a browser', () => {
       let shown: string[]
       let expected: string[]
       if (view === 'cluster') {
-        shown = [await text('meta-leader'), await text('route-epoch')]
-        expected = [c.metaLeaderId, String(c.routeEpoch)]
+        shown = [await text('meta-leader'), await text('meta-group'), await text('route-epoch')]
+        expected = [c.metaLeaderId, c.meta.summary, String(c.routeEpoch)]
       } else {
         shown = []
         for (const g of c.groups) {

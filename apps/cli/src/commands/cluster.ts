@@ -1,3 +1,4 @@
+import { metaGroupSummary } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -34,7 +35,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         out.text(
           formatFields([
             ['meta leader', status.metaLeaderId || '(none)'],
-            ['meta group', describeMetaGroup(status)],
+            ['meta group', metaGroupSummary(status)],
             ['format level', status.formatLevel],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
@@ -206,20 +207,3 @@ const groupColumns = [
 ]
 
 /** The meta group's voters, learners being added and the change under way. */
-function describeMetaGroup(status: ClusterStatus): string {
-  const voters = status.metaVoters.join(', ') || '(unknown)'
-  const wanted =
-    status.metaVotersWanted > 0 && status.metaVotersWanted !== status.metaVoters.length
-      ? ` (${status.metaVotersWanted} wanted)`
-      : ''
-  const learners = status.metaLearners.length > 0 ? ` + learner ${status.metaLearners.join(', ')}` : ''
-  return `${voters}${wanted}${learners}${describeMetaChange(status.metaChange)}`
-}
-
-/** The meta group's change under way: a replacement, or one side of it when growing or shrinking. */
-function describeMetaChange(change: ClusterStatus['metaChange']): string {
-  if (!change) return ''
-  if (change.remove === '') return `; adding ${change.add} (${change.reason})`
-  if (change.add === '') return `; removing ${change.remove} (${change.reason})`
-  return `; replacing ${change.remove} by ${change.add} (${change.reason})`
-}

@@ -49,6 +49,10 @@ function fakeClient(calls: string[]): MqClient {
   const admin = {
     clusterStatus: async () => ({
       metaLeaderId: 'n1',
+      metaVoters: ['n1', 'n2'],
+      metaLearners: [],
+      metaVotersWanted: 3,
+      metaChange: { add: 'n3', remove: '', reason: 'grow', startedAtMs: 1 },
       routeEpoch: 9,
       nodes: [
         { nodeId: 'n2', address: 'a2', alive: true, lastHeartbeatMs: 1, groupIds: [1] },
@@ -159,6 +163,11 @@ describe('the console API', () => {
       ['n2', [1]],
     ])
     expect(cluster.groups[0]).toMatchObject({ applyLag: 3, partitions: ['jobs/0'] })
+    expect(cluster.meta).toEqual({
+      voters: ['n1', 'n2'],
+      votersWanted: 3,
+      summary: 'n1, n2 (3 wanted); adding n3 (grow)',
+    })
     expect(cluster.groups[0]?.replicas).toEqual([
       { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
       { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },

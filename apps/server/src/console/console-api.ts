@@ -11,7 +11,7 @@ import type {
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
-import type { MqClient } from '@mq/router-client'
+import { type MqClient, metaGroupSummary } from '@mq/router-client'
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
 import { ApiRequestError, httpError } from './api-errors'
 import type { ConsoleClients } from './console-clients'
@@ -216,6 +216,11 @@ export class ConsoleApi {
     return {
       servedBy: this.#options.nodeId,
       metaLeaderId: status.metaLeaderId,
+      meta: {
+        voters: status.metaVoters,
+        votersWanted: status.metaVotersWanted,
+        summary: metaGroupSummary(status),
+      },
       routeEpoch: status.routeEpoch,
       nodes: status.nodes
         .map((n) => ({

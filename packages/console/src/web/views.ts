@@ -95,6 +95,8 @@ export function clusterView(c: ClusterInfo): HTMLElement {
       { class: 'facts' },
       h('dt', {}, 'meta leader'),
       h('dd', { 'data-testid': 'meta-leader' }, c.metaLeaderId || 'unknown'),
+      h('dt', {}, 'meta group'),
+      h('dd', { 'data-testid': 'meta-group' }, c.meta.summary),
       h('dt', {}, 'route epoch'),
       h('dd', { 'data-testid': 'route-epoch' }, String(c.routeEpoch)),
       h('dt', {}, 'nodes'),

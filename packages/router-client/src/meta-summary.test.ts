@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest'
+import { metaGroupSummary } from './meta-summary'
+
+describe('metaGroupSummary', () => {
+  const base = {
+    metaVoters: ['n1', 'n2', 'n3'],
+    metaLearners: [],
+    metaVotersWanted: 0,
+    metaChange: undefined,
+  }
+
+  it('names the voters, the size wanted while not reached, a learner and the change under way', () => {
+    expect(metaGroupSummary(base)).toBe('n1, n2, n3')
+    expect(metaGroupSummary({ ...base, metaVotersWanted: 3 })).toBe('n1, n2, n3')
+    const change = (add: string, remove: string, reason: string) => ({ add, remove, reason, startedAtMs: 1 })
+    expect(
+      metaGroupSummary({
+        ...base,
+        metaVotersWanted: 5,
+        metaLearners: ['n4'],
+        metaChange: change('n4', '', 'grow'),
+      }),
+    ).toBe('n1, n2, n3 (5 wanted) + learner n4; adding n4 (grow)')
+    expect(metaGroupSummary({ ...base, metaVotersWanted: 1, metaChange: change('', 'n3', 'shrink') })).toBe(
+      'n1, n2, n3 (1 wanted); removing n3 (shrink)',
+    )
+    expect(metaGroupSummary({ ...base, metaChange: change('n4', 'n3', 'dead') })).toBe(
+      'n1, n2, n3; replacing n3 by n4 (dead)',
+    )
+    expect(metaGroupSummary({ ...base, metaVoters: [] })).toBe('(unknown)')
+  })
+})
