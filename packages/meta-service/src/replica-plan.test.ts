@@ -37,10 +37,10 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
   it('drains a node: every replica moves to the least loaded other node, then it holds none', () => {
     const s = cluster(4, [G, G, G])
     expect(s.apply({ type: 'drainNode', nodeId: 'n3' }, 5)).toEqual({ ok: true, value: 3 })
+    // n4 is the only node to take them: it receives one at a time, though two may run.
     const first = replicaActions(s, { alive: all(4), lost: new Set(), changesMax: 2 })
     expect(first).toEqual([
       { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'drain' },
-      { type: 'startReplicaChange', groupId: 2, add: 'n4', remove: 'n3', reason: 'drain' },
     ])
     settle(s, { alive: all(4), lost: new Set(), changesMax: 2 })
     expect(loads(s).get('n3')).toBe(0)
@@ -55,6 +55,27 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(actions).toEqual([
       { type: 'startReplicaChange', groupId: 1, add: 'n5', remove: 'n3', reason: 'dead' },
     ])
+  })
+
+  it("replaces a lost node's replicas in several groups at once, each onto a different node", () => {
+    // n5 lost; each group misses a different live node.
+    const s = cluster(5, [
+      ['n1', 'n2', 'n5'],
+      ['n1', 'n3', 'n5'],
+      ['n2', 'n3', 'n5'],
+      ['n1', 'n4', 'n5'],
+    ])
+    const input = { alive: all(4), lost: new Set(['n5']), changesMax: 3 }
+    const actions = replicaActions(s, input)
+    expect(actions).toHaveLength(3)
+    expect(new Set(actions.map((a) => a.add)).size).toBe(3)
+    expect(actions.every((a) => a.type === 'startReplicaChange' && a.remove === 'n5')).toBe(true)
+    for (const a of actions) must(s, a)
+    // The fourth waits for a slot (and for a node that receives nothing).
+    expect(replicaActions(s, input)).toEqual([])
+    settle(s, input)
+    expect(s.groupsOf('n5')).toEqual([])
+    for (const g of s.groups()) expect(new Set(g.replicas).size).toBe(3)
   })
 
   it('does nothing when no node can take the replica (3 nodes, one lost)', () => {

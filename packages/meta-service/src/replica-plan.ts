@@ -35,6 +35,9 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 
  *    every node alive or lost (one that is briefly away, killed and restarting or cut off,
  *    would have its replicas moved off and back again).
  *
+ * Changes run in different groups at once (up to `changesMax`), but a node receives one new
+ * replica at a time: each is a copy of a group's state (a snapshot for a group with data).
+ *
  * A group with a change under way is left alone, but for one thing: when the node being added
  * was lost before it became a voter (by `groupVoters`), the live, non-draining node outside
  * the group holding the fewest replicas takes its place (`retargetReplicaChange`; the
@@ -62,8 +65,12 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const byLoad = (a: string, b: string) =>
     (load.get(a) ?? 0) - (load.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)
   const actions: ReplicaChange[] = [...retargets]
+  // A node receives one new replica at a time (a copy of a group's state each): concurrent
+  // changes go to different nodes.
+  const receiving = new Set([...pending.map((c) => c.add), ...retargets.map((r) => r.add)])
   const take = (groupId: number, add: string, remove: string, reason: ReplicaChangeReason) => {
     actions.push({ type: 'startReplicaChange', groupId, add, remove, reason })
+    receiving.add(add)
     load.set(add, (load.get(add) ?? 0) + 1)
     if (load.has(remove)) load.set(remove, (load.get(remove) ?? 0) - 1)
     slots--
@@ -73,7 +80,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (state.replicaChange(g.groupId)) continue
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
-    const add = eligible.filter((id) => !g.replicas.includes(id)).sort(byLoad)[0]
+    const add = eligible.filter((id) => !g.replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
     if (add === undefined) continue
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
   }
@@ -89,7 +96,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const sorted = [...eligible].sort(byLoad)
     const least = sorted[0]
     const most = sorted[sorted.length - 1]
-    if (least === undefined || most === undefined) break
+    if (least === undefined || most === undefined || receiving.has(least)) break
     if ((load.get(most) ?? 0) - (load.get(least) ?? 0) <= 1) break
     // Cheapest first: fewest partitions, then a group whose leader stays, then group id.
     const group = state

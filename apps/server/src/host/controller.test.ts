@@ -8,12 +8,14 @@ const NODES = ['n1', 'n2', 'n3']
 
 /**
  * A meta leader's controller over an in-memory meta state: 3 nodes (and `extra` more without
- * replicas), 6 groups all led by n1; the meta group's voters are n1-n3. `metaSteps` answers
+ * replicas), `groups` data groups (6) all led by n1; the meta group's voters are n1-n3. `metaSteps` answers
  * each meta membership step in turn (then: done); `dataSteps` each data group's (Peer.ChangeReplicas).
  */
 function leading(
   options: {
     extra?: string[]
+    /** Data groups, each on n1-n3 (default 6). */
+    groups?: number
     metaSteps?: ChangeReplicasResponse[]
     dataSteps?: ChangeReplicasResponse[]
     unregistered?: string[]
@@ -45,13 +47,14 @@ function leading(
   for (const n of registered)
     apply({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: FORMAT_LEVEL })
   const groupReplicas = NODES.filter((n) => registered.includes(n))
-  for (let g = 0; g < 6; g++) apply({ type: 'createGroup', replicas: groupReplicas })
-  apply({ type: 'createQueue', name: 'q', config: { partitions: 6 } })
+  const groups = options.groups ?? 6
+  for (let g = 0; g < groups; g++) apply({ type: 'createGroup', replicas: groupReplicas })
+  apply({ type: 'createQueue', name: 'q', config: { partitions: groups } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
   const host: ControllerHost = {
     nodeId: 'n1',
     replicas: 3,
-    dataGroups: 6,
+    dataGroups: groups,
     replaceDeadAfterMs: 10_000,
     calls,
     leaderState: () => state,
@@ -323,7 +326,7 @@ describe('Controller data-group replica changes', () => {
       { done: false, step: 'add-learner', voters: ['n1', 'n2'] },
       ...Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] })),
     ]
-    const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: steps })
     const beat = c.beatNodes
     await c.controller.round() // leading from now
     await beat(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
@@ -355,7 +358,7 @@ describe('Controller data-group replica changes', () => {
       { done: false, step: 'add-learner', voters: ['n1', 'n2'] },
       ...Array.from({ length: 100 }, () => ({ done: false, step: 'promote', voters: ['n1', 'n2'] })),
     ]
-    const c = leading({ extra: ['n4', 'n5'], dataSteps: steps })
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: steps })
     const beat = c.beatNodes
     await c.controller.round() // leading from now
     await beat(['n1', 'n2', 'n4', 'n5'], 13_000)
@@ -373,7 +376,7 @@ describe('Controller data-group replica changes', () => {
     // A cluster below format level 4 never retargets (its meta replicas may not read it): n1
     // runs a version of level 3.
     const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
-    const old = leading({ extra: ['n4', 'n5'], dataSteps: waiting })
+    const old = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
     const oldBeat = (nodes: string[], ms: number) =>
       old.beatNodes(nodes, ms, { level: (n) => (n === 'n1' ? 3 : FORMAT_LEVEL) })
     await old.controller.round()

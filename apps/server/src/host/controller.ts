@@ -47,8 +47,12 @@ const TRANSFER_TARGET_STABLE_MS = 10_000
 const MOVE_CALL_MS = 60_000
 /** Partition moves the controller keeps under way at once. */
 const MOVES_CONCURRENT_MAX = 2
-/** Data-group membership changes the controller keeps under way at once. */
-const REPLICA_CHANGES_MAX = 1
+/**
+ * Data-group membership changes the controller keeps under way at once (in different groups,
+ * each onto a different node: replica-plan.ts). A dead node's replicas are replaced this many
+ * at a time: each change takes a few controller rounds, more for a group with much data.
+ */
+const REPLICA_CHANGES_MAX = 3
 /** One ChangeReplicas call's deadline (it proposes at most one membership change). */
 const CHANGE_CALL_MS = 5_000
 
