@@ -14,7 +14,7 @@ const QUEUE = 'jobs'
 
 interface ClusterFigures {
   metaLeaderId: string
-  meta: { summary: string }
+  meta: { summary: string; voters: string[] }
   routeEpoch: number
   nodes: { nodeId: string }[]
   groups: { groupId: number; leaderId: string; commitIndex: number; partitions: string[] }[]
@@ -44,9 +44,12 @@ describe('the web console in a browser', () => {
   /** Messages the first consumer's handler took (each acked, by the time it closed). */
   let acked = 0
 
-  /** The console API's answer at `path`, with `token`. */
-  async function api<T>(path: string, token = VIEWER): Promise<T> {
-    const r = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } })
+  /** The console API's answer at `path`, with `token` (a POST of `body` when given). */
+  async function api<T>(path: string, token = VIEWER, body?: unknown): Promise<T> {
+    const r = await fetch(`${base}${path}`, {
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body === undefined ? {} : { method: 'POST', body: JSON.stringify(body) }),
+    })
     expect(r.status, `${path}: ${await r.clone().text()}`).toBe(200)
     return (await r.json()) as T
   }
@@ -290,5 +293,26 @@ describe('the web console in a browser', () => {
     await page.getByRole('link', { name: 'Cluster' }).click()
     await expect.poll(() => page.getByTestId('group-count').textContent()).toBe('4')
     await page.screenshot({ path: join(SCREENSHOTS, 'scaled.png'), fullPage: true })
+  })
+
+  it('resizes the meta group from the cluster view, after a confirmation', async () => {
+    const voters = async () => (await api<ClusterFigures>('/api/cluster', ADMIN)).meta.voters.length
+    await page.getByRole('link', { name: 'Cluster' }).click()
+    await page.getByTestId('meta-voters').selectOption('1')
+    await page.getByTestId('set-meta-voters').click()
+    await expect
+      .poll(() => page.getByTestId('confirm-text').textContent())
+      .toMatch(/Make the meta group keep 1 voters\?/)
+    await page.getByTestId('confirm-yes').click()
+    await expect
+      .poll(() => page.getByTestId('notice').textContent())
+      .toMatch(/^the meta group goes from 3 voters/)
+    await expect.poll(voters, { timeout: 20_000 }).toBe(1)
+    await expect
+      .poll(() => page.getByTestId('meta-group').textContent(), { timeout: 10_000 })
+      .toMatch(/^n\d$/)
+    // Back to 3 (the API, as an admin): the other two voters are added again.
+    expect((await api<{ ok: boolean }>('/api/meta-voters', ADMIN, { voters: 3 })).ok).toBe(true)
+    await expect.poll(voters, { timeout: 30_000 }).toBe(3)
   })
 })

@@ -3,7 +3,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ClusterInfo, QueueDetail, SessionInfo } from '@mq/console'
-import { QueueExistsError, type QueueRoute } from '@mq/protocol'
+import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
 import type { MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it } from 'vitest'
 import { AccessControl } from '../auth/access'
@@ -113,6 +113,12 @@ function fakeClient(calls: string[]): MqClient {
     transferLeader: async (groupId: number, to: string) => {
       calls.push(`transfer ${groupId} ${to}`)
     },
+    setMetaVoters: async (voters: number) => {
+      calls.push(`meta-voters ${voters}`)
+      if (voters % 2 === 0)
+        throw new InvalidArgumentError(`the meta group can keep 1, 3, 5, 7 voters, not ${voters}`)
+      return { voters: ['n1', 'n2', 'n3'], votersWanted: voters }
+    },
   }
   return { admin, close: async () => {} } as unknown as MqClient
 }
@@ -207,7 +213,16 @@ describe('the console API', () => {
     expect(await purged.json()).toEqual({ ok: true, message: 'purged 3 ready and delayed messages of jobs' })
     const moved = await fetch(`${base}/api/groups/1/transfer`, post(ADMIN, { toNodeId: 'n3' }))
     expect(moved.status).toBe(200)
-    expect(calls).toEqual(['purge jobs', 'transfer 1 n3'])
+    const resized = await fetch(`${base}/api/meta-voters`, post(ADMIN, { voters: 5 }))
+    expect(await resized.json()).toEqual({
+      ok: true,
+      message: 'the meta group goes from 3 voters (n1, n2, n3) to 5',
+    })
+    expect((await fetch(`${base}/api/meta-voters`, post(APP, { voters: 5 }))).status).toBe(403)
+    const even = await fetch(`${base}/api/meta-voters`, post(ADMIN, { voters: 4 }))
+    expect(even.status).toBe(400)
+    expect(((await even.json()) as { error: { message: string } }).error.message).toMatch(/not 4/)
+    expect(calls).toEqual(['purge jobs', 'transfer 1 n3', 'meta-voters 5', 'meta-voters 4'])
     expect(opened).toEqual([ADMIN])
   })
 
@@ -221,6 +236,7 @@ describe('the console API', () => {
       ['/api/queues/jobs/update', {}],
       ['/api/queues/jobs/update', { partitions: 3 }],
       ['/api/scale', { groups: 0 }],
+      ['/api/meta-voters', { voters: 'five' }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],
       ['/api/groups/1/transfer', { toNodeId: '' }],
     ]

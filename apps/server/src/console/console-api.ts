@@ -102,7 +102,7 @@ export class ConsoleApi {
     if (req.method !== 'POST')
       throw new ApiRequestError(405, 'METHOD_NOT_ALLOWED', 'use GET to read and POST for actions')
     const known =
-      (parts.length === 1 && (first === 'queues' || first === 'scale')) ||
+      (parts.length === 1 && (first === 'queues' || first === 'scale' || first === 'meta-voters')) ||
       (parts.length === 3 &&
         first === 'queues' &&
         ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
@@ -113,6 +113,7 @@ export class ConsoleApi {
     const client = await this.#client(caller)
     if (parts.length === 1 && first === 'queues') return this.#create(client, body)
     if (first === 'scale') return this.#scale(client, body)
+    if (first === 'meta-voters') return this.#metaVoters(client, body)
     if (first === 'groups') return this.#transfer(client, groupId(second), body)
     const queue = name(second)
     switch (third) {
@@ -311,6 +312,16 @@ export class ConsoleApi {
     const plan = await client.admin.scaleDataGroups(groups)
     return done(
       `scaling to ${groups} data groups: ${plan ? `${plan.movesTotal} partition moves planned` : 'nothing to do'}`,
+    )
+  }
+
+  async #metaVoters(client: MqClient, body: unknown): Promise<ActionResult> {
+    const voters = count(object(body, 'the body').voters, 'voters')
+    const r = await client.admin.setMetaVoters(voters)
+    return done(
+      r.voters.length === voters
+        ? `the meta group has ${voters} voters: ${r.voters.join(', ')}`
+        : `the meta group goes from ${r.voters.length} voters (${r.voters.join(', ')}) to ${voters}`,
     )
   }
 

@@ -6,6 +6,7 @@ import {
   clusterView,
   createQueueForm,
   groupsView,
+  metaVotersForm,
   queuesView,
   queueView,
   scaleForm,
@@ -70,6 +71,10 @@ const actions: AdminActions = {
     confirmThen(`Move the leadership of group ${groupId} to ${toNodeId}?`, () =>
       api(`/api/groups/${groupId}/transfer`, { toNodeId }),
     ),
+  setMetaVoters: (voters) =>
+    confirmThen(`Make the meta group keep ${voters} voters? Voters are added or removed one at a time.`, () =>
+      api('/api/meta-voters', { voters }),
+    ),
   scale: (groups) =>
     confirmThen(`Scale to ${groups} data groups? Partitions will move between groups.`, () =>
       api('/api/scale', { groups }),
@@ -104,9 +109,12 @@ async function render(route: Route, forms: boolean): Promise<void> {
   let view: HTMLElement
   let form: HTMLElement | null = null
   switch (route.view) {
-    case 'cluster':
-      view = clusterView(await api<ClusterInfo>('/api/cluster'))
+    case 'cluster': {
+      const c = await api<ClusterInfo>('/api/cluster')
+      view = clusterView(c)
+      if (session.admin) form = metaVotersForm(c.meta.votersWanted || c.meta.voters.length, actions)
       break
+    }
     case 'groups': {
       const c = await api<ClusterInfo>('/api/cluster')
       view = groupsView(c, session, actions)

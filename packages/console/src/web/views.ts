@@ -16,6 +16,7 @@ import { count, duration, percent, perSecond, rate } from './format'
 export interface AdminActions {
   transferLeader(groupId: number, toNodeId: string): void
   scale(groups: number): void
+  setMetaVoters(voters: number): void
   createQueue(name: string, config: Partial<QueueConfigInfo>): void
   updateQueue(name: string, update: UpdateQueueBody): void
   deleteQueue(name: string): void
@@ -249,6 +250,28 @@ export function scaleForm(current: number, actions: AdminActions): HTMLElement {
     h('h3', {}, 'Scale data groups'),
     h('label', {}, 'data groups ', input),
     h('button', { type: 'submit', 'data-testid': 'scale' }, 'scale'),
+  )
+}
+
+/** The admin form that sets how many voters the meta group keeps (1, 3, 5 or 7). */
+export function metaVotersForm(current: number, actions: AdminActions): HTMLElement {
+  const select = h(
+    'select',
+    { 'data-testid': 'meta-voters' },
+    ...[1, 3, 5, 7].map((n) => h('option', { value: n, selected: n === current }, String(n))),
+  ) as HTMLSelectElement
+  return h(
+    'form',
+    {
+      class: 'admin',
+      onsubmit: (e) => {
+        e.preventDefault()
+        actions.setMetaVoters(Number(select.value))
+      },
+    },
+    h('h3', {}, 'Meta group size'),
+    h('label', {}, 'voters ', select),
+    h('button', { type: 'submit', 'data-testid': 'set-meta-voters' }, 'set'),
   )
 }
 
