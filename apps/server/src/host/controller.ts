@@ -339,8 +339,13 @@ export class Controller {
       const now = Date.now()
       const level = this.#formatLevel(state)
       const silentSince = new Map(state.nodes().map((n) => [n.nodeId, this.#silentSinceMs(state, n.nodeId)]))
+      // A new leader first hears who is alive (a node back from a long silence may not have
+      // told any meta leader yet: its recorded silence alone would have it replaced).
+      const heardAll = now - this.#leaderSinceMs >= NODE_DEAD_MS
       const lost = new Set(
-        [...silentSince].filter(([, since]) => now - since > this.#host.replaceDeadAfterMs).map(([id]) => id),
+        [...silentSince]
+          .filter(([, since]) => heardAll && now - since > this.#host.replaceDeadAfterMs)
+          .map(([id]) => id),
       )
       // A node that counts as dead is recorded as silent, so that the next meta leader goes on
       // counting its replacement timeout instead of starting it again (format level 5).
