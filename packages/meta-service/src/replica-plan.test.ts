@@ -163,6 +163,21 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n5'])
   })
 
+  it('retargets onto a node that receives no other new replica', () => {
+    const s = cluster(6, [G, G, ['n1', 'n2', 'n6'], ['n1', 'n2', 'n6']])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })
+    must(s, { type: 'startReplicaChange', groupId: 2, add: 'n5', remove: 'n3', reason: 'dead' })
+    const input = {
+      alive: new Set(['n1', 'n2', 'n5', 'n6']),
+      lost: new Set(['n3', 'n4']),
+      changesMax: 3,
+      groupVoters: new Map([[1, ['n1', 'n2']]]),
+    }
+    // n5 holds fewer replicas than n6 (1 to come, against 2) but is being added to group 2:
+    // n6 takes group 1's change.
+    expect(replicaActions(s, input)).toEqual([{ type: 'retargetReplicaChange', groupId: 1, add: 'n6' }])
+  })
+
   it('balances with the group holding the fewest partitions, and one whose leader stays', () => {
     const s = cluster(4, [G, G, G])
     must(s, { type: 'createQueue', name: 'q', config: { partitions: 1 } })

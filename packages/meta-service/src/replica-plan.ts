@@ -40,7 +40,7 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 
  *
  * A group with a change under way is left alone, but for one thing: when the node being added
  * was lost before it became a voter (by `groupVoters`), the live, non-draining node outside
- * the group holding the fewest replicas takes its place (`retargetReplicaChange`; the
+ * the group holding the fewest replicas (and receiving no other) takes its place (`retargetReplicaChange`; the
  * group's leader removes the lost node's learner at the next step), so a change never waits
  * forever for a node that is gone. The meta group's membership is planned by `metaChangeAction`.
  */
@@ -50,9 +50,6 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     .nodes()
     .map((n) => n.nodeId)
     .filter((id) => input.alive.has(id) && !state.draining(id) && !input.lost.has(id))
-  const retargets = retargetActions(state, input, eligible)
-  let slots = input.changesMax - pending.length
-  if (slots <= 0) return retargets
   // Replicas per eligible node as they will be once the changes under way are done.
   const load = new Map(eligible.map((id) => [id, 0]))
   const members = new Map<number, string[]>()
@@ -64,10 +61,24 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   }
   const byLoad = (a: string, b: string) =>
     (load.get(a) ?? 0) - (load.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)
-  const actions: ReplicaChange[] = [...retargets]
   // A node receives one new replica at a time (a copy of a group's state each): concurrent
   // changes go to different nodes.
-  const receiving = new Set([...pending.map((c) => c.add), ...retargets.map((r) => r.add)])
+  const receiving = new Set(pending.map((c) => c.add))
+  /** The least loaded eligible node outside `replicas` that receives nothing yet. */
+  const target = (replicas: readonly string[]) =>
+    eligible.filter((id) => !replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
+  const actions: ReplicaChange[] = []
+  // A change whose node being added was lost before it became a voter: another takes its place.
+  for (const change of pending) {
+    const known = input.groupVoters?.get(change.groupId)
+    if (!known || known.includes(change.add) || !input.lost.has(change.add)) continue
+    const add = target(state.group(change.groupId)?.replicas ?? [])
+    if (add === undefined) continue
+    actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
+    receiving.add(add)
+    load.set(add, (load.get(add) ?? 0) + 1)
+  }
+  let slots = input.changesMax - pending.length
   const take = (groupId: number, add: string, remove: string, reason: ReplicaChangeReason) => {
     actions.push({ type: 'startReplicaChange', groupId, add, remove, reason })
     receiving.add(add)
@@ -80,7 +91,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (state.replicaChange(g.groupId)) continue
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
-    const add = eligible.filter((id) => !g.replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
+    const add = target(g.replicas)
     if (add === undefined) continue
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
   }
@@ -118,28 +129,6 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const m = members.get(group.groupId) as string[]
     members.set(group.groupId, [...m.filter((r) => r !== most), least])
     take(group.groupId, least, most, ReplicaChangeReason.Balance)
-  }
-  return actions
-}
-
-/** The changes under way whose node being added was lost before it became a voter, retargeted. */
-function retargetActions(
-  state: MetaState,
-  input: ReplicaInput,
-  eligible: readonly string[],
-): ReplicaChange[] {
-  const voters = input.groupVoters
-  if (!voters) return []
-  const load = (id: string) => state.groupsOf(id).length
-  const actions: ReplicaChange[] = []
-  for (const change of state.replicaChanges()) {
-    const known = voters.get(change.groupId)
-    if (!known || known.includes(change.add) || !input.lost.has(change.add)) continue
-    const replicas = state.group(change.groupId)?.replicas ?? []
-    const add = eligible
-      .filter((id) => id !== change.add && !replicas.includes(id))
-      .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
-    if (add !== undefined) actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
   }
   return actions
 }
