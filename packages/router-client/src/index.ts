@@ -22,7 +22,7 @@ export type { ConsumerOptions } from './consumer'
 export { Consumer, DEFAULT_CONSUMER_OPTIONS } from './consumer'
 export type { TlsOptions } from './credentials'
 export { Delivery, LeaseLostError } from './delivery'
-export { metaGroupSummary } from './meta-summary'
+export { metaGroupSummary, metaVotersResult } from './meta-summary'
 export {
   fnv1a32,
   type KeylessPartitioning,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { metaGroupSummary } from './meta-summary'
+import { metaGroupSummary, metaVotersResult } from './meta-summary'
 
 describe('metaGroupSummary', () => {
   const base = {
@@ -28,5 +28,14 @@ describe('metaGroupSummary', () => {
       'n1, n2, n3; replacing n3 by n4 (dead)',
     )
     expect(metaGroupSummary({ ...base, metaVoters: [] })).toBe('(unknown)')
+  })
+
+  it('words a SetMetaVoters answer: reached, or on its way', () => {
+    expect(metaVotersResult({ voters: ['n1', 'n2', 'n3'] }, 3)).toBe(
+      'the meta group has 3 voters: n1, n2, n3',
+    )
+    expect(metaVotersResult({ voters: ['n1', 'n2', 'n3'] }, 5)).toBe(
+      'the meta group goes from 3 voters (n1, n2, n3) to 5',
+    )
   })
 })

@@ -22,3 +22,11 @@ export function metaGroupSummary(
         : `; replacing ${c.remove} by ${c.add} (${c.reason})`
   return `${voters}${wanted}${learners}${change}`
 }
+
+/** What a `setMetaVoters(wanted)` answer means, for people (the CLI, the web console). */
+export function metaVotersResult(answer: { readonly voters: readonly string[] }, wanted: number): string {
+  const now = answer.voters
+  return now.length === wanted
+    ? `the meta group has ${wanted} voters: ${now.join(', ')}`
+    : `the meta group goes from ${now.length} voters (${now.join(', ')}) to ${wanted}`
+}

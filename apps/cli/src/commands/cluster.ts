@@ -1,4 +1,4 @@
-import { metaGroupSummary } from '@mq/router-client'
+import { metaGroupSummary, metaVotersResult } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -58,12 +58,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .action((n: number, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const r = await client.admin.setMetaVoters(n)
-        out.result(
-          r.voters.length === n
-            ? `the meta group has ${n} voters: ${r.voters.join(', ')}`
-            : `the meta group goes from ${r.voters.length} voters (${r.voters.join(', ')}) to ${n}`,
-          r,
-        )
+        out.result(metaVotersResult(r, n), r)
       }),
     )
 

@@ -11,7 +11,7 @@ import type {
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
-import { type MqClient, metaGroupSummary } from '@mq/router-client'
+import { type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
 import { ApiRequestError, httpError } from './api-errors'
 import type { ConsoleClients } from './console-clients'
@@ -317,12 +317,7 @@ export class ConsoleApi {
 
   async #metaVoters(client: MqClient, body: unknown): Promise<ActionResult> {
     const voters = count(object(body, 'the body').voters, 'voters')
-    const r = await client.admin.setMetaVoters(voters)
-    return done(
-      r.voters.length === voters
-        ? `the meta group has ${voters} voters: ${r.voters.join(', ')}`
-        : `the meta group goes from ${r.voters.length} voters (${r.voters.join(', ')}) to ${voters}`,
-    )
+    return done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
   }
 
   async #transfer(client: MqClient, group: number, body: unknown): Promise<ActionResult> {
