@@ -6,6 +6,12 @@ import type { QueueStats } from '@mq/weighted-queue'
 export interface GroupView {
   readonly groupId: number
   readonly status: RaftStatus
+  /**
+   * Partitions being imported into this data group, their copies partly written (a move under
+   * way, or one whose queue was deleted meanwhile, until the orphan sweeper drops it); 0 for
+   * the meta group.
+   */
+  readonly imports: number
 }
 
 /** One queue partition held by a data group this node leads. */

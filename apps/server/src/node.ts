@@ -9,6 +9,7 @@ import {
   type DataNodePort,
   encodeDataCommand,
   errorOf,
+  parseStoredQueueName,
   partitionConfigOf,
   queueHandlers,
   storedQueueName,
@@ -370,8 +371,19 @@ export class MqNode {
         for (const r of routes) this.#cacheRoute(r)
         return new Map(routes.map((r) => [r.queue, r.queueId]))
       },
+      formatLevel: () => this.#formatLevel,
     })
-    this.#timers.push(setInterval(() => void sweeper.sweep(), ORPHAN_SWEEP_MS))
+    const sweep = async () => {
+      for (const { groupId, partition, importing } of await sweeper.sweep()) {
+        const name = `${parseStoredQueueName(partition.queue)?.queue ?? partition.queue}/${partition.index}`
+        this.log.info(
+          importing
+            ? `mq-server: data group ${groupId} dropped the unfinished import of ${name} (its queue was deleted)`
+            : `mq-server: data group ${groupId} dropped partition ${name} of a deleted queue`,
+        )
+      }
+    }
+    this.#timers.push(setInterval(() => void sweep(), ORPHAN_SWEEP_MS))
     const raftEvents = new RaftEventLog(this.log)
     this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
@@ -813,7 +825,12 @@ export class MqNode {
       failed: () => this.#fatal !== undefined,
       groups: () => {
         const raft = this.#raft
-        return raft ? raft.groupIds().map((groupId) => ({ groupId, status: raft.status(groupId) })) : []
+        if (!raft) return []
+        return raft.groupIds().map((groupId) => ({
+          groupId,
+          status: raft.status(groupId),
+          imports: this.#dataGroups.get(groupId)?.port.machine.importIds().length ?? 0,
+        }))
       },
       ledPartitions: () => {
         const raft = this.#raft

@@ -9,7 +9,8 @@ import { decodePairs, encodePairs, type KeyPair } from './key-pairs'
 /**
  * The entries of a data group's Raft log. A data group holds many partitions; each entry
  * names the partition it is for. `open` makes the group the holder of a partition (with its
- * config), `drop` deletes it, `apply` runs a weighted-queue command on it. A live move
+ * config), `drop` deletes it (or an unfinished import of it: protocol
+ * FORMAT_LEVEL_DROP_IMPORT), `apply` runs a weighted-queue command on it. A live move
  * (partition-transfer.ts) adds `fence` on the source group (the partition takes no more
  * commands there, for good) and `import` on the target group (one bounded chunk of the
  * partition's keys at a time).

@@ -140,6 +140,14 @@ export class DataGroupMachine {
     return [...this.#partitions.keys()].sort()
   }
 
+  /**
+   * The partitions being imported into this group (a move under way, or one abandoned when its
+   * queue was deleted), as `queue/index`: not held yet, their keys partly written.
+   */
+  importIds(): string[] {
+    return [...this.#imports.keys()].sort()
+  }
+
   /** Whether this group holds `queue`'s partition `index`. */
   holds(queue: string, index: number): boolean {
     return this.#partitions.has(idOf(queue, index))
@@ -338,8 +346,10 @@ export class DataGroupMachine {
         }
       }
       case 'drop': {
-        // A fenced partition is dropped even when never opened here (a move's last step).
-        if (!this.#partitions.delete(id) && !this.#fenced.has(id))
+        // A fenced partition is dropped even when never opened here (a move's last step), and so
+        // is an unfinished import (of a queue deleted while it moved): its session ends with it.
+        const importing = this.#imports.delete(id)
+        if (!this.#partitions.delete(id) && !this.#fenced.has(id) && !importing)
           return refused('not-held', `group ${this.groupId} does not hold ${id}`)
         // The keys are unreachable from now on (nothing reads them); the tombstone has them
         // deleted in the background, a page at a time, once it is in the engine.
@@ -353,6 +363,9 @@ export class DataGroupMachine {
           result: { type: 'dropped' },
           ops: [
             { type: 'del', key: this.#registryKey(command.queue, command.partition) },
+            ...(importing
+              ? [{ type: 'del' as const, key: this.#key(IMPORTING, command.queue, command.partition) }]
+              : []),
             { type: 'put', key: tombstone, value: EMPTY },
           ],
           written,

@@ -182,6 +182,31 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     expect(leased.type === 'lease' ? leased.leases.length : 0).toBe(30)
   })
 
+  it('drops an unfinished import (its queue deleted mid-move): keys and session go, on every replica alike', async () => {
+    const { target, pairs } = await fencedWithThirty()
+    const base = { type: 'import', queue: 'q', partition: 0, moveId: 6, session: 's', config: {} } as const
+    expect(target.machine.importIds()).toEqual([])
+    expect(await target.apply({ ...base, seq: 0, last: false, pairs })).toMatchObject({ complete: false })
+    expect(target.machine.importIds()).toEqual(['q/0'])
+    const written = await target.engine.range({})
+    expect(written.length).toBeGreaterThan(pairs.length)
+    expect(await target.apply({ type: 'drop', queue: 'q', partition: 0 })).toEqual({ type: 'dropped' })
+    expect(target.machine.importIds()).toEqual([])
+    await target.machine.swept()
+    // Nothing of the copy is left (the session, the pairs, the tombstone), and a reopen agrees.
+    expect(await target.engine.range({})).toEqual([])
+    const reopened = await Replica.open(2, target.engine)
+    expect(reopened.machine.importIds()).toEqual([])
+    expect(reopened.machine.partitionIds()).toEqual([])
+    // The abandoned session's later chunks are refused; a drop of nothing is refused as before.
+    expect(await target.apply({ ...base, seq: 1, last: false, pairs: [] })).toMatchObject({
+      reason: 'import-order',
+    })
+    expect(await target.apply({ type: 'drop', queue: 'q', partition: 0 })).toMatchObject({
+      reason: 'not-held',
+    })
+  })
+
   it('imports are restartable: a new session clears the old one, stale chunks are refused, a done move is not redone', async () => {
     const { source, target, pairs } = await fencedWithThirty()
     const base = { type: 'import', queue: 'q', partition: 0, moveId: 4, config: {} } as const

@@ -15,9 +15,12 @@
  *    became a voter goes to another node (a meta replica of an earlier version rejects it);
  * 5. `markSilent`, `markHeard`: the meta state keeps since when a node has been silent, so a
  *    new meta leader does not restart the replacement timeout;
- * 6. `setMetaVoters` and the meta changes that grow or shrink the meta group.
+ * 6. `setMetaVoters` and the meta changes that grow or shrink the meta group;
+ * 7. a data group's `drop` of a partition it is still importing (a move abandoned when its queue
+ *    was deleted): a replica of an earlier version refuses it and would keep the partial copy
+ *    and the import session.
  */
-export const FORMAT_LEVEL = 6
+export const FORMAT_LEVEL = 7
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -33,6 +36,9 @@ export const FORMAT_LEVEL_SILENCE = 5
 
 /** The level from which the meta group's size can be changed (SetMetaVoters). */
 export const FORMAT_LEVEL_META_SIZE = 6
+
+/** The level from which a data group's leader drops an abandoned import (the orphan sweeper). */
+export const FORMAT_LEVEL_DROP_IMPORT = 7
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

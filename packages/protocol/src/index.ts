@@ -7,6 +7,7 @@ export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {
   FORMAT_LEVEL,
+  FORMAT_LEVEL_DROP_IMPORT,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
   FORMAT_LEVEL_PIPELINING,

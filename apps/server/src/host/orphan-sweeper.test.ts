@@ -1,3 +1,5 @@
+import { storedQueueName } from '@mq/data-service'
+import { FORMAT_LEVEL, FORMAT_LEVEL_DROP_IMPORT } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { memoryGroup as group } from './memory-group'
 import { ORPHAN_DROPS_PER_SWEEP_MAX, OrphanSweeper } from './orphan-sweeper'
@@ -21,6 +23,7 @@ describe('OrphanSweeper', () => {
           ['again', 4],
         ])
       },
+      formatLevel: () => FORMAT_LEVEL,
     })
     const dropped = await sweeper.sweep()
     expect(asked).toEqual([['again', 'gone', 'jobs']])
@@ -29,6 +32,7 @@ describe('OrphanSweeper', () => {
       'gone#2/0',
       'gone#2/1',
     ])
+    expect(dropped.every((d) => !d.importing)).toBe(true)
     expect(g.port.machine.partitionIds()).toEqual(['again#4/0', 'jobs#1/0'])
     expect(await g.keys()).toBeLessThan(keysBefore)
     // A second sweep finds nothing more.
@@ -46,21 +50,63 @@ describe('OrphanSweeper', () => {
       liveQueues: async () => {
         throw new Error('no meta leader')
       },
+      formatLevel: () => FORMAT_LEVEL,
     })
     expect(await failing.sweep()).toEqual([])
     expect(leader.proposed.length).toBe(before)
     const sweeper = new OrphanSweeper({
       groups: () => [follower.port, leader.port],
       liveQueues: async () => new Map(),
+      formatLevel: () => FORMAT_LEVEL,
     })
     expect((await sweeper.sweep()).map((d) => d.groupId)).toEqual([5])
     expect(follower.port.machine.partitionIds()).toEqual(['gone#9/0'])
   })
 
+  it(`drops the unfinished imports of deleted queues from format level ${FORMAT_LEVEL_DROP_IMPORT}`, async () => {
+    const g = await group(7)
+    const importChunk = (queue: string, queueId: number, partition: number) =>
+      g.port.propose({
+        type: 'import',
+        queue: storedQueueName(queue, queueId),
+        partition,
+        moveId: partition + 1,
+        session: 's',
+        seq: 0,
+        last: false,
+        config: {},
+        pairs: [[Uint8Array.of(1), Uint8Array.of(2)]],
+      })
+    await importChunk('gone', 2, 0)
+    await importChunk('moving', 3, 1)
+    const keysBefore = await g.keys()
+    let level = FORMAT_LEVEL_DROP_IMPORT - 1
+    const sweeper = new OrphanSweeper({
+      groups: () => [g.port],
+      liveQueues: async () => new Map([['moving', 3]]),
+      formatLevel: () => level,
+    })
+    // Below the level a replica of an earlier version would refuse the drop: nothing is proposed.
+    expect(await sweeper.sweep()).toEqual([])
+    expect(g.port.machine.importIds()).toEqual(['gone#2/0', 'moving#3/1'])
+    level = FORMAT_LEVEL_DROP_IMPORT
+    const dropped = await sweeper.sweep()
+    expect(dropped).toEqual([{ groupId: 7, partition: { queue: 'gone#2', index: 0 }, importing: true }])
+    // The live queue's move goes on; the deleted one's copy is deleted.
+    expect(g.port.machine.importIds()).toEqual(['moving#3/1'])
+    await g.port.machine.swept()
+    expect(await g.keys()).toBeLessThan(keysBefore)
+    expect(await sweeper.sweep()).toEqual([])
+  })
+
   it(`drops at most ${ORPHAN_DROPS_PER_SWEEP_MAX} partitions per sweep`, async () => {
     const g = await group(6)
     for (let p = 0; p < ORPHAN_DROPS_PER_SWEEP_MAX + 3; p++) await g.open('gone', 1, p)
-    const sweeper = new OrphanSweeper({ groups: () => [g.port], liveQueues: async () => new Map() })
+    const sweeper = new OrphanSweeper({
+      groups: () => [g.port],
+      liveQueues: async () => new Map(),
+      formatLevel: () => FORMAT_LEVEL,
+    })
     expect((await sweeper.sweep()).length).toBe(ORPHAN_DROPS_PER_SWEEP_MAX)
     expect((await sweeper.sweep()).length).toBe(3)
     expect(g.port.machine.partitionIds()).toEqual([])

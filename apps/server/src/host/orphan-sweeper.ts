@@ -1,13 +1,22 @@
 import {
+  type DataGroupMachine,
   type DataGroupPort,
   orphanPartitions,
   type PartitionRef,
   parsePartitionId,
   parseStoredQueueName,
 } from '@mq/data-service'
+import { FORMAT_LEVEL_DROP_IMPORT } from '@mq/protocol'
 
 /** Partitions one sweep drops at most (each drop is one Raft entry deleting a key range). */
 export const ORPHAN_DROPS_PER_SWEEP_MAX = 16
+
+/** A partition a sweep dropped: held by the group, or an unfinished import into it. */
+export interface DroppedOrphan {
+  readonly groupId: number
+  readonly partition: PartitionRef
+  readonly importing: boolean
+}
 
 export interface OrphanSweeperHost {
   /** The data groups hosted here (only those this node leads are swept). */
@@ -17,6 +26,8 @@ export interface OrphanSweeperHost {
    * the meta group; a name missing from the answer is a queue that does not exist.
    */
   liveQueues(names: readonly string[]): Promise<ReadonlyMap<string, number>>
+  /** The cluster's format level as this node last heard it (protocol FORMAT_LEVEL). */
+  formatLevel(): number
 }
 
 /**
@@ -25,7 +36,10 @@ export interface OrphanSweeperHost {
  * the data groups, so each group's leader looks, now and then, for partitions whose
  * incarnation the meta group no longer has (deleted, or created again with a new id) and
  * proposes `drop` for them: the registry entry and every key of the partition go in one entry,
- * on every replica. A partition being moved keeps its incarnation and is never swept.
+ * on every replica. A partition being moved keeps its incarnation and is never swept; an
+ * unfinished import of a deleted queue's partition (its move abandoned with the queue) is,
+ * from format level FORMAT_LEVEL_DROP_IMPORT (a replica of an earlier version would refuse
+ * that drop and keep the partial copy).
  */
 export class OrphanSweeper {
   readonly #host: OrphanSweeperHost
@@ -39,10 +53,10 @@ export class OrphanSweeper {
    * One sweep; resolves with what it dropped. A failure (no meta leader, lost leadership)
    * ends the sweep quietly: the next one tries again.
    */
-  async sweep(): Promise<{ groupId: number; partition: PartitionRef }[]> {
+  async sweep(): Promise<DroppedOrphan[]> {
     if (this.#busy) return []
     this.#busy = true
-    const dropped: { groupId: number; partition: PartitionRef }[] = []
+    const dropped: DroppedOrphan[] = []
     try {
       const leading = [...this.#host.groups()].filter((port) => {
         try {
@@ -52,9 +66,12 @@ export class OrphanSweeper {
           return false
         }
       })
+      const imports = this.#host.formatLevel() >= FORMAT_LEVEL_DROP_IMPORT
+      const candidates = (machine: DataGroupMachine): string[] =>
+        imports ? [...machine.partitionIds(), ...machine.importIds()] : machine.partitionIds()
       const names = new Set<string>()
       for (const port of leading) {
-        for (const id of port.machine.partitionIds()) {
+        for (const id of candidates(port.machine)) {
           const stored = parseStoredQueueName(parsePartitionId(id)?.queue ?? '')
           if (stored) names.add(stored.queue)
         }
@@ -62,10 +79,11 @@ export class OrphanSweeper {
       if (names.size === 0) return dropped
       const live = await this.#host.liveQueues([...names])
       for (const port of leading) {
-        for (const partition of orphanPartitions(port.machine.partitionIds(), live)) {
+        for (const partition of orphanPartitions(candidates(port.machine), live)) {
           if (dropped.length >= ORPHAN_DROPS_PER_SWEEP_MAX) return dropped
+          const importing = !port.machine.holds(partition.queue, partition.index)
           const r = await port.propose({ type: 'drop', queue: partition.queue, partition: partition.index })
-          if (r.type === 'dropped') dropped.push({ groupId: port.groupId, partition })
+          if (r.type === 'dropped') dropped.push({ groupId: port.groupId, partition, importing })
         }
       }
       return dropped

@@ -24,7 +24,7 @@ function fakeView(state: { failed: boolean; leader: string }): NodeView {
     nodeId: 'n1',
     serving: () => !state.failed,
     failed: () => state.failed,
-    groups: () => [{ groupId: 0, status }],
+    groups: () => [{ groupId: 0, status, imports: 2 }],
     ledPartitions: () => [],
     metaLeaderId: () => state.leader,
   }
@@ -53,7 +53,9 @@ describe('the operations HTTP server', () => {
     expect((await fetch(`${base}/readyz`)).status).toBe(200)
     const metrics = await fetch(`${base}/metrics`)
     expect(metrics.headers.get('content-type')).toMatch(/^text\/plain; version=0.0.4/)
-    expect(await metrics.text()).toMatch(/^mq_raft_term\{group="0",node="n1"\} 3$/m)
+    const text = await metrics.text()
+    expect(text).toMatch(/^mq_raft_term\{group="0",node="n1"\} 3$/m)
+    expect(text).toMatch(/^mq_data_imports\{group="0",node="n1"\} 2$/m)
     expect((await fetch(`${base}/nope`)).status).toBe(404)
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405)
     state.failed = true

@@ -44,6 +44,11 @@ export class NodeMetrics {
     ['group'],
   )
   readonly raftLastIndex = this.#gauge('mq_raft_last_index', 'Last index of the local Raft log', ['group'])
+  readonly dataImports = this.#gauge(
+    'mq_data_imports',
+    'Partitions being imported into this data group replica, their copies partly written (a move under way, or one abandoned when its queue was deleted, until the orphan sweeper drops it)',
+    ['group'],
+  )
   readonly raftElections = this.#counter(
     'mq_raft_elections_total',
     'Elections this replica started (RequestVote sent for a new term)',
@@ -203,15 +208,17 @@ export class NodeMetrics {
       this.raftCommitIndex,
       this.raftAppliedIndex,
       this.raftLastIndex,
+      this.dataImports,
     ])
       g.reset()
-    for (const { groupId, status } of view.groups()) {
+    for (const { groupId, status, imports } of view.groups()) {
       const group = String(groupId)
       this.raftTerm.set({ group }, status.term)
       for (const role of ROLES) this.raftRole.set({ group, role }, status.role === role ? 1 : 0)
       this.raftCommitIndex.set({ group }, status.commit)
       this.raftAppliedIndex.set({ group }, status.applied)
       this.raftLastIndex.set({ group }, status.lastIndex)
+      this.dataImports.set({ group }, imports)
     }
     for (const g of [this.queueMessages, this.queueOldestAge, this.queueTargetShare, this.queueAchievedShare])
       g.reset()
