@@ -13,6 +13,14 @@ function cluster(nodes = 3, groups = 2): MetaState {
   return s
 }
 
+/** Partitions per data group counted afresh, as partitionCounts() must always answer. */
+function recount(s: MetaState): Map<number, number> {
+  const counts = new Map(s.groups().map((g) => [g.groupId, 0]))
+  for (const q of s.queues())
+    for (const p of q.partitions) counts.set(p.groupId, (counts.get(p.groupId) ?? 0) + 1)
+  return counts
+}
+
 describe('MetaState', () => {
   it('creates a queue spread evenly over the data groups and bumps the route epoch', () => {
     const s = cluster(3, 2)
@@ -185,6 +193,15 @@ describe('MetaState', () => {
         sinceMs: fc.integer({ min: -1, max: 45 }),
       }),
       fc.record({ type: fc.constant('markHeard' as const), nodeId: node }),
+      fc.record({
+        type: fc.constant('startMove' as const),
+        queue: name,
+        partition: fc.integer({ min: 0, max: 3 }),
+        toGroup: fc.integer({ min: 1, max: 4 }),
+      }),
+      fc.record({ type: fc.constant('completeMove' as const), moveId: fc.integer({ min: 1, max: 4 }) }),
+      fc.record({ type: fc.constant('finishMove' as const), moveId: fc.integer({ min: 1, max: 4 }) }),
+      fc.record({ type: fc.constant('scaleDataGroups' as const), groups: fc.integer({ min: 0, max: 4 }) }),
     )
     fc.assert(
       fc.property(fc.array(command, { maxLength: 40 }), fc.nat(40), (commands, cut) => {
@@ -194,13 +211,63 @@ describe('MetaState', () => {
           const decoded = decodeMetaCommand(encodeMetaCommand(c))
           expect(decoded).toEqual(c)
           const ra = a.apply(c, i)
+          expect(a.partitionCounts()).toEqual(recount(a))
           if (i === cut) b.restore(a.snapshot())
-          if (i > cut) expect(b.apply(c, i)).toEqual(ra)
+          if (i > cut) {
+            expect(b.apply(c, i)).toEqual(ra)
+            expect(b.partitionCounts()).toEqual(recount(b))
+          }
         })
         if (cut < commands.length) expect(b.snapshot()).toEqual(a.snapshot())
       }),
       { numRuns: 300 },
     )
+  })
+
+  it("keeps each data group's partition count exact as queues come, go and move (property)", () => {
+    const name = fc.constantFrom('q1', 'q2', 'q3')
+    const group = fc.integer({ min: 1, max: 3 })
+    const command: fc.Arbitrary<MetaCommand> = fc.oneof(
+      fc.record({
+        type: fc.constant('createQueue' as const),
+        name,
+        config: fc.record({ partitions: fc.integer({ min: 1, max: 4 }) }),
+      }),
+      fc.record({ type: fc.constant('deleteQueue' as const), name }),
+      fc.record({
+        type: fc.constant('startMove' as const),
+        queue: name,
+        partition: fc.integer({ min: 0, max: 3 }),
+        toGroup: group,
+      }),
+      fc.record({ type: fc.constant('completeMove' as const), moveId: fc.integer({ min: 1, max: 3 }) }),
+      fc.record({ type: fc.constant('finishMove' as const), moveId: fc.integer({ min: 1, max: 3 }) }),
+      fc.record({ type: fc.constant('createGroup' as const), replicas: fc.constant(['n1', 'n2', 'n3']) }),
+      fc.record({ type: fc.constant('removeGroup' as const), groupId: group }),
+    )
+    let moved = 0
+    fc.assert(
+      fc.property(fc.array(command, { minLength: 5, maxLength: 40 }), fc.nat(40), (commands, cut) => {
+        // Two groups holding q1 and q2 to begin with, so that moves can start at once.
+        const a = cluster(3, 2)
+        a.apply({ type: 'createQueue', name: 'q1', config: { partitions: 3 } }, 0)
+        a.apply({ type: 'createQueue', name: 'q2', config: { partitions: 2 } }, 0)
+        const b = new MetaState()
+        commands.forEach((c, i) => {
+          const r = a.apply(c, i)
+          if (c.type === 'completeMove' && r.ok) moved++
+          expect(a.partitionCounts()).toEqual(recount(a))
+          if (i === cut) b.restore(a.snapshot())
+          if (i > cut) {
+            b.apply(c, i)
+            expect(b.partitionCounts()).toEqual(recount(b))
+          }
+        })
+      }),
+      { numRuns: 300 },
+    )
+    // The property saw moves complete (it would prove little otherwise).
+    expect(moved).toBeGreaterThan(0)
   })
 
   it("records the meta group's founders once, then changes its members one at a time", () => {

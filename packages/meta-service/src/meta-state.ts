@@ -182,6 +182,12 @@ export class MetaState {
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
+  /**
+   * Partitions per data group id, kept as queues come, go and move (counting them on every
+   * queue created made a create cost O(queues): 40,000 queues took ~2.5 ms of every meta
+   * replica's CPU per create, most of its apply time).
+   */
+  readonly #held = new Map<number, number>()
   /** The client tokens kept in the meta group. */
   readonly tokens = new TokenRegistry()
 
@@ -300,10 +306,15 @@ export class MetaState {
   partitionCounts(): Map<number, number> {
     const counts = new Map<number, number>()
     for (const g of this.#groups.keys()) counts.set(g, 0)
-    for (const q of this.#queues.values()) {
-      for (const p of q.partitions) counts.set(p.groupId, (counts.get(p.groupId) ?? 0) + 1)
-    }
+    for (const [g, n] of this.#held) counts.set(g, n)
     return counts
+  }
+
+  /** Adds `delta` to the partition count of `groupId` (see #held). */
+  #hold(groupId: number, delta: number): void {
+    const n = (this.#held.get(groupId) ?? 0) + delta
+    if (n === 0) this.#held.delete(groupId)
+    else this.#held.set(groupId, n)
   }
 
   /** Applies one committed command with the entry's leader timestamp `nowMs`. */
@@ -527,6 +538,7 @@ export class MetaState {
     }
     const record: QueueRecord = { queueId: this.#nextQueueId++, name, config, partitions, createdAtMs: nowMs }
     this.#queues.set(name, record)
+    for (const p of partitions) this.#hold(p.groupId, 1)
     this.#routeEpoch++
     return ok(record)
   }
@@ -545,9 +557,10 @@ export class MetaState {
   }
 
   #deleteQueue(name: unknown): MetaResult<null> {
-    if (typeof name !== 'string' || !this.#queues.delete(name)) {
-      return fail(ErrorCode.QueueNotFound, `queue ${String(name)} does not exist`)
-    }
+    const queue = typeof name === 'string' ? this.#queues.get(name) : undefined
+    if (!queue) return fail(ErrorCode.QueueNotFound, `queue ${String(name)} does not exist`)
+    this.#queues.delete(queue.name)
+    for (const p of queue.partitions) this.#hold(p.groupId, -1)
     // Moves of a deleted queue's partitions are abandoned (their copies go with the queue's data).
     for (const m of this.moves()) if (m.queue === name) this.#moves.delete(m.moveId)
     this.#routeEpoch++
@@ -631,6 +644,11 @@ export class MetaState {
       p.partition === move.partition ? { ...p, groupId: move.toGroup } : p,
     )
     this.#queues.set(queue.name, { ...queue, partitions })
+    for (const p of queue.partitions) {
+      if (p.partition !== move.partition) continue
+      this.#hold(p.groupId, -1)
+      this.#hold(move.toGroup, 1)
+    }
     const next: MoveRecord = { ...move, phase: MovePhase.Drop }
     this.#moves.set(move.moveId, next)
     this.#routeEpoch++
@@ -918,6 +936,8 @@ export class MetaState {
     for (const n of image.nodes) this.#nodes.set(n.nodeId, n)
     for (const g of image.groups) this.#groups.set(g.groupId, g)
     for (const q of image.queues) this.#queues.set(q.name, q)
+    this.#held.clear()
+    for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
     this.tokens.replace(image.tokens ?? [])
   }
 }
