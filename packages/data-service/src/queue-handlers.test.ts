@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import { NotLeaderError, type QueueServer } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
@@ -59,10 +60,28 @@ function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
   }
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: the tests read the handlers' untyped responses
-function call<K extends keyof QueueServer>(h: QueueServer, method: K, request: unknown): Promise<any> {
+/** A server call as grpc-js hands it to a handler: the request, and a `cancelled` event. */
+function fakeCall(request: unknown): EventEmitter & { request: unknown; cancelled: boolean; cancel(): void } {
+  const c = Object.assign(new EventEmitter(), {
+    request,
+    cancelled: false,
+    cancel: () => {
+      c.cancelled = true
+      c.emit('cancelled')
+    },
+  })
+  return c
+}
+
+function call<K extends keyof QueueServer>(
+  h: QueueServer,
+  method: K,
+  request: unknown,
+  server = fakeCall(request),
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read the handlers' untyped responses
+): Promise<any> {
   return new Promise((resolve, reject) =>
-    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)({ request }, (e, r) =>
+    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)(server, (e, r) =>
       e ? reject(e) : resolve(r),
     ),
   )
@@ -189,6 +208,38 @@ describe('queue handlers', () => {
       waitMs: 150,
     })
     expect(leased.messages).toEqual([])
+  })
+
+  it('ends a long poll when the client cancels it, and gives back what a lease took after the cancel', async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 1_000 })
+    const request = { target, consumerId: 'c', max: 10, visibilityMs: 60_000, waitMs: 10_000 }
+    const waiting = fakeCall(request)
+    const started = Date.now()
+    const polling = call(h, 'lease', request, waiting)
+    setTimeout(() => waiting.cancel(), 50)
+    expect((await polling).messages).toEqual([])
+    expect(Date.now() - started).toBeLessThan(1_000)
+
+    // The client cancels while the lease that found a message is being committed: the message
+    // is nacked at once, ready for the next consumer, not held for its 60-s visibility.
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('kept')] })
+    const leasing = fakeCall(request)
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease') leasing.cancel()
+      return propose(command)
+    }
+    expect((await call(h, 'lease', request, leasing)).messages).toEqual([])
+    group.propose = propose
+    const next = await call(h, 'lease', { ...request, consumerId: 'd', waitMs: 0 })
+    expect(next.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['kept'])
+    // A call cancelled before it began leases nothing.
+    const late = fakeCall(request)
+    late.cancel()
+    await call(h, 'produce', { target, producerId: '', sequence: 1, messages: [message('more')] })
+    expect((await call(h, 'lease', request, late)).messages).toEqual([])
+    expect((await call(h, 'lease', { ...request, waitMs: 0 })).messages).toHaveLength(1)
   })
 
   it('answers with typed errors and changes nothing', async () => {

@@ -180,12 +180,16 @@ export function queueHandlers(
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
       return { ids: [...r.ids], duplicate: r.duplicate, pipelining }
     }),
-    lease: unary(async (req) => {
+    lease: unary(async (req, call) => {
       if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
       const deadline = Date.now() + waitMs
       const command = leaseOf(req, visibilityOf(req.target?.queue ?? ''))
       const controller = new AbortController()
+      // A client that gives up on the call (a consumer closing) ends the wait at once.
+      const cancelled = call.cancelled
+      const stop = () => controller.abort()
+      cancelled.addEventListener('abort', stop, { once: true })
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
         // interval) until the deadline. The first round always commits a lease (it also
@@ -195,6 +199,7 @@ export function queueHandlers(
         // every replica) for a message one of them takes.
         const id = `${req.target?.queue}/${req.target?.partition}`
         for (let round = 0; ; round++) {
+          if (cancelled.aborted) return { messages: [] }
           // Read before the lease: a change applied while it runs must end the wait below.
           const { group, queue, partition } = await locate(req.target)
           const since = group.changes()
@@ -212,11 +217,20 @@ export function queueHandlers(
               else leasing.delete(id)
             }
           }
+          if (leases.length > 0 && cancelled.aborted) {
+            // Nobody will read the answer: the messages are given back now rather than at the
+            // end of their visibility timeout. (A cancel that comes after this check, while the
+            // answer is on its way, leaves them to the timeout, as any lost answer does.)
+            const leaseIds = leases.map((l) => l.leaseId)
+            await run(req.target, () => ({ type: 'nack', leaseIds, delayMs: 0 })).catch(() => {})
+            return { messages: [] }
+          }
           const remaining = deadline - Date.now()
           if (leases.length > 0 || remaining <= 0) return { messages: leases.map(leasedMessageOf) }
           await group.changed(Math.min(remaining, limits.leaseRecheckMs), controller.signal, since)
         }
       } finally {
+        cancelled.removeEventListener('abort', stop)
         controller.abort()
       }
     }),

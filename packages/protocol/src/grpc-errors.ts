@@ -5,6 +5,7 @@ import {
   type StatusObject,
   type sendUnaryData,
 } from '@grpc/grpc-js'
+import { CallContext, type UnaryCallContext } from './call-context'
 import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 import { ErrorDetail } from './generated/mq/v1/errors'
 import { type ErrorFacts, MqError, mqError } from './mq-error'
@@ -78,13 +79,14 @@ export function fromGrpcError(error: ServiceError): MqError {
 /**
  * Adapts an async function to a grpc-js unary handler: its result is the response; a thrown
  * MqError travels as its typed status; anything else is a server fault and travels as an
- * InternalError that names it.
+ * InternalError that names it. `fn` may watch the call through its second argument: a long
+ * wait can end when the client gives up on the call (cancel, deadline, lost connection).
  */
 export function unaryHandler<Req, Res>(
-  fn: (request: Req) => Promise<Res>,
+  fn: (request: Req, call: UnaryCallContext) => Promise<Res>,
 ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
   return (call, callback) => {
-    fn(call.request).then(
+    fn(call.request, new CallContext(call)).then(
       (response) => callback(null, response),
       (error: unknown) => {
         const typed =

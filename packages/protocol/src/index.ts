@@ -1,8 +1,10 @@
 export { RECONNECT_CHANNEL_OPTIONS } from './channel-options'
 export { SERVER_NODE_FLAGS } from './server-node-flags'
+
 // The wire contract: generated messages and services (see proto/), the error codes, the
 // typed errors and their mapping to and from gRPC statuses.
 
+export type { UnaryCallContext } from './call-context'
 export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {

@@ -43,8 +43,10 @@ function fakeRouter(
       op(
         {
           queue: {
-            lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) =>
-              void lease(partition, req).then((r) => cb(null, r)),
+            lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
+              void lease(partition, req).then((r) => cb(null, r))
+              return { cancel: () => {} } // the call grpc-js returns; a close cancels it
+            },
           },
         },
         { queue: 'q', partition, routeEpoch: 1 },

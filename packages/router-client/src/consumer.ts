@@ -170,6 +170,9 @@ export class Consumer implements AsyncIterable<Delivery> {
                 waitMs,
               },
               this.#router.options.attemptMs + waitMs,
+              // close() cancels a lease under way: a long poll ends at once, and the server
+              // gives back what a lease took after the cancel.
+              this.#stop.signal,
             ),
           waitMs,
         )

@@ -367,6 +367,31 @@ describe('MqClient', () => {
     expect(broker.ready(q, 0)).toHaveLength(9)
   })
 
+  it('closes a consumer at once while it long-polls an empty queue: the poll is cancelled', async () => {
+    const q = freshQueue(2)
+    broker.leaseWaitCapMs = 10_000
+    const before = broker.cancelledLeases
+    try {
+      const consumer = client.consumer(q, { prefetch: 4, waitMs: 10_000 })
+      const reading = (async () => {
+        for await (const message of consumer) await message.ack()
+      })()
+      while (broker.leaseRequests.filter((r) => r.waitMs === 10_000).length < 2)
+        await new Promise((r) => setTimeout(r, 5))
+      const started = Date.now()
+      await consumer.close()
+      await reading
+      expect(Date.now() - started).toBeLessThan(1_000)
+      // The broker heard of both partitions' cancels (it stops waiting, and leases nothing).
+      const heard = Date.now() + 2_000
+      while (broker.cancelledLeases < before + 2 && Date.now() < heard)
+        await new Promise((r) => setTimeout(r, 5))
+      expect(broker.cancelledLeases).toBeGreaterThanOrEqual(before + 2)
+    } finally {
+      broker.leaseWaitCapMs = 200
+    }
+  })
+
   it('acks on return, nacks on throw, and redelivers the nacked message', async () => {
     const q = freshQueue(1)
     await client.producer(q).send({ body: 'flaky' })

@@ -67,6 +67,10 @@ export class FakeBroker {
   readonly calls: string[] = []
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
+  /** A long poll waits at most this long here (a test may raise it). */
+  leaseWaitCapMs = 200
+  /** Long polls whose client cancelled them while they waited. */
+  cancelledLeases = 0
   readonly #servers: Server[] = []
   readonly #queues = new Map<string, { partitions: number; visibilityMs: number }>()
   readonly #ready = new Map<string, LeasedMessage[]>()
@@ -281,11 +285,15 @@ export class FakeBroker {
         }
         return { ids, duplicate: false, pipelining: this.pipelining }
       }),
-      lease: unaryHandler(async (req: LeaseRequest) => {
+      lease: unaryHandler(async (req: LeaseRequest, call) => {
         const key = this.#check(req.target)
         this.leaseRequests.push({ max: req.max, waitMs: req.waitMs })
-        const until = Date.now() + Math.min(req.waitMs, 200)
+        const until = Date.now() + Math.min(req.waitMs, this.leaseWaitCapMs)
         while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
+          if (call.cancelled.aborted) {
+            this.cancelledLeases++
+            return { messages: [] }
+          }
           await new Promise((r) => setTimeout(r, 5))
         }
         const list = this.#ready.get(key) ?? []
