@@ -41,7 +41,7 @@ import { Prng, RaftHost, Role } from '@mq/raft-core'
 import { AccessControl } from './auth/access'
 import { authInterceptor } from './auth/auth-interceptor'
 import { MetaTokenTable } from './auth/meta-tokens'
-import type { TokenEntry } from './auth/token-file'
+import { loadTokenFile, type TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
 import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
@@ -227,6 +227,18 @@ export class MqNode {
   /** Credentials for calling this cluster as a client (TLS settings as for peers). */
   clientCredentials(): ChannelCredentials {
     return this.#credentials.peer()
+  }
+
+  /**
+   * Reads the token file (`--auth-file`) and the TLS files again (mq-server reloads on
+   * SIGHUP): calls and new connections from now on use them. All or nothing: a file that is
+   * missing or invalid throws ConfigError naming it, and the node keeps what it had.
+   */
+  reload(): { readonly tls: boolean; readonly tokens: number | undefined } {
+    const tokens = this.config.authFile ? loadTokenFile(this.config.authFile) : undefined
+    const tls = this.#credentials.reload()
+    if (tokens) this.access.replaceTokens(tokens)
+    return { tls, tokens: tokens?.length }
   }
 
   /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */

@@ -142,6 +142,18 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       }
       process.once('SIGTERM', shutdown)
       process.once('SIGINT', shutdown)
+      // SIGHUP: the token file and the TLS files are read again (rotation without a restart).
+      process.on('SIGHUP', () => {
+        try {
+          const r = node.reload()
+          log.info(
+            r,
+            `mq-server: reloaded ${r.tokens === undefined ? 'no token file' : `${r.tokens} file tokens`}, ${r.tls ? 'the TLS files' : 'no TLS files'}`,
+          )
+        } catch (error) {
+          log.error({ err: error }, `mq-server: reload refused, nothing changed: ${(error as Error).message}`)
+        }
+      })
     })
   program
     .command('dev')

@@ -1,6 +1,5 @@
-import { readFileSync } from 'node:fs'
-import { type ChannelCredentials, credentials, ServerCredentials } from '@grpc/grpc-js'
-import { ConfigError } from './config'
+import { type ChannelCredentials, credentials, experimental, ServerCredentials } from '@grpc/grpc-js'
+import { PemFiles } from './pem-files'
 
 /** The TLS settings of a node (see ServerConfig); all paths '' = plaintext. */
 export interface TlsSettings {
@@ -10,33 +9,34 @@ export interface TlsSettings {
   readonly tlsClientAuth: boolean
 }
 
-/** The PEM files, read once at start. */
-interface TlsFiles {
-  readonly cert: Buffer
-  readonly key: Buffer
-  readonly ca: Buffer
-}
-
 /**
  * A node's gRPC credentials: what its server presents and requires, and what it presents as
  * a client of its peers. With TLS on, a node verifies peers against the cluster CA and
  * presents its own certificate to them (so mutual TLS between peers works); with
  * `tlsClientAuth`, its server refuses callers without a certificate signed by that CA.
+ * `reload()` reads the PEM files again (certificate rotation without a restart: PemFiles).
  */
 export class NodeCredentials {
-  readonly #files: TlsFiles | undefined
-  readonly #clientAuth: boolean
+  readonly #files: PemFiles | undefined
+  readonly #server: ServerCredentials
+  readonly #peer: ChannelCredentials
 
   constructor(settings: TlsSettings) {
-    this.#clientAuth = settings.tlsClientAuth
-    this.#files =
-      settings.tlsCert === ''
-        ? undefined
-        : {
-            cert: readPem(settings.tlsCert, '--tls-cert'),
-            key: readPem(settings.tlsKey, '--tls-key'),
-            ca: readPem(settings.tlsCa, '--tls-ca'),
-          }
+    if (settings.tlsCert === '') {
+      this.#files = undefined
+      this.#server = ServerCredentials.createInsecure()
+      this.#peer = credentials.createInsecure()
+      return
+    }
+    const files = new PemFiles({ cert: settings.tlsCert, key: settings.tlsKey, ca: settings.tlsCa })
+    this.#files = files
+    // One provider for both roles (grpc-js's factory names them in the other order).
+    this.#server = experimental.createCertificateProviderServerCredentials(
+      files,
+      files,
+      settings.tlsClientAuth,
+    )
+    this.#peer = experimental.createCertificateProviderChannelCredentials(files, files)
   }
 
   get tls(): boolean {
@@ -44,25 +44,22 @@ export class NodeCredentials {
   }
 
   server(): ServerCredentials {
-    const f = this.#files
-    if (!f) return ServerCredentials.createInsecure()
-    return ServerCredentials.createSsl(f.ca, [{ cert_chain: f.cert, private_key: f.key }], this.#clientAuth)
+    return this.#server
   }
 
   /** Credentials for calls to peers (Raft streams, heartbeats, route lookups). */
   peer(): ChannelCredentials {
-    const f = this.#files
-    return f ? credentials.createSsl(f.ca, f.key, f.cert) : credentials.createInsecure()
+    return this.#peer
   }
-}
 
-function readPem(path: string, flag: string): Buffer {
-  let pem: Buffer
-  try {
-    pem = readFileSync(path)
-  } catch (error) {
-    throw new ConfigError(`${flag} ${path}: ${(error as Error).message}`, { cause: error })
+  /**
+   * Reads the certificate, key and CA files again: new connections use them. Throws
+   * ConfigError (and keeps the files as they were) when one is missing or invalid. False when
+   * TLS is off (nothing to read).
+   */
+  reload(): boolean {
+    if (!this.#files) return false
+    this.#files.reload()
+    return true
   }
-  if (!pem.includes('-----BEGIN ')) throw new ConfigError(`${flag} ${path} is not a PEM file`)
-  return pem
 }

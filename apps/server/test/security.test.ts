@@ -36,22 +36,19 @@ let meta: MetaClient
 let queue: QueueClient
 let peer: PeerClient
 
+const authFile = join(dir, 'tokens.json')
+const FILE_TOKENS = [
+  { name: 'ops', token: 'admin-secret-0123456789', roles: ['admin'] },
+  {
+    name: 'orders-app',
+    sha256: tokenDigest('orders-secret-0123456789'),
+    roles: ['producer:orders.*', 'consumer:orders.*'],
+  },
+  { name: 'reader', token: 'reader-secret-0123456789', roles: ['consumer:orders.eu'] },
+]
+
 beforeAll(async () => {
-  const authFile = join(dir, 'tokens.json')
-  writeFileSync(
-    authFile,
-    JSON.stringify({
-      tokens: [
-        { name: 'ops', token: 'admin-secret-0123456789', roles: ['admin'] },
-        {
-          name: 'orders-app',
-          sha256: tokenDigest('orders-secret-0123456789'),
-          roles: ['producer:orders.*', 'consumer:orders.*'],
-        },
-        { name: 'reader', token: 'reader-secret-0123456789', roles: ['consumer:orders.eu'] },
-      ],
-    }),
-  )
+  writeFileSync(authFile, JSON.stringify({ tokens: FILE_TOKENS }))
   address = `127.0.0.1:${await freePort()}`
   http = `127.0.0.1:${await freePort()}`
   server = startServer(
@@ -116,6 +113,16 @@ const depth = async (name: string) => {
   const r = await call(queue, queue.stats, StatsRequest.fromPartial({ target: await targetOf(name) }), ADMIN)
   if (!r.ok) throw new Error(r.details)
   return r.response.messages
+}
+
+/** Polls `check` every 20 ms for up to 10 s. */
+async function waitUntil(check: () => Promise<boolean>): Promise<boolean> {
+  const deadline = Date.now() + 10_000
+  while (Date.now() < deadline) {
+    if (await check()) return true
+    await new Promise((r) => setTimeout(r, 20))
+  }
+  return false
 }
 
 const term = async (group: string) =>
@@ -266,6 +273,41 @@ describe('mq-server authentication and authorization', () => {
       await joiner.exited
     }
   }, 60_000)
+
+  it('reads the token file again on SIGHUP: a new token works, a removed one is refused; a bad file changes nothing', async () => {
+    const BILLING = { authorization: 'Bearer billing-secret-0123456789' }
+    const logged =
+      (text: string, times = 1) =>
+      async () =>
+        server.output().split(text).length - 1 >= times
+    expect((await produce('billing', BILLING)).code).toBe(status.UNAUTHENTICATED)
+    // The reader goes, a billing producer comes.
+    writeFileSync(
+      authFile,
+      JSON.stringify({
+        tokens: [
+          ...FILE_TOKENS.filter((t) => t.name !== 'reader'),
+          { name: 'billing', token: 'billing-secret-0123456789', roles: ['producer:billing'] },
+        ],
+      }),
+    )
+    server.child.kill('SIGHUP')
+    expect(await waitUntil(logged('reloaded 3 file tokens'))).toBe(true)
+    expect((await produce('billing', BILLING)).ok).toBe(true)
+    const target = await targetOf('orders.eu')
+    const lease = await call(queue, queue.lease, LeaseRequest.fromPartial({ target, max: 1 }), READER)
+    expect(lease.code).toBe(status.UNAUTHENTICATED)
+    // A broken file: the reload is refused, with the reason; the tokens stay as they were.
+    writeFileSync(authFile, '{ "tokens": [ { "name": "x" ')
+    server.child.kill('SIGHUP')
+    expect(await waitUntil(logged('reload refused, nothing changed: auth file'))).toBe(true)
+    expect((await produce('billing', BILLING)).ok).toBe(true)
+    expect((await produce('orders.eu', ORDERS_APP)).ok).toBe(true)
+    writeFileSync(authFile, JSON.stringify({ tokens: FILE_TOKENS }))
+    server.child.kill('SIGHUP')
+    expect(await waitUntil(logged('reloaded 3 file tokens', 2))).toBe(true)
+    expect((await produce('billing', BILLING)).code).toBe(status.UNAUTHENTICATED)
+  })
 
   it('refuses forged peer traffic: a heartbeat or Raft message without the cluster secret changes nothing', async () => {
     const heartbeat = HeartbeatRequest.fromPartial({ nodeId: 'rogue', address: '127.0.0.1:1' })

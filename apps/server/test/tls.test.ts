@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { connect } from 'node:tls'
 import { type ChannelCredentials, credentials, status } from '@grpc/grpc-js'
 import {
   CreateQueueRequest,
@@ -20,6 +21,8 @@ import { freePort, type ServerProcess, startServer, waitServing } from './proces
 const dir = mkdtempSync(join(tmpdir(), 'mq-tls-'))
 const certs = join(dir, 'certs')
 const rogue = join(dir, 'rogue')
+/** n1's own copies of the node certificate and key, which the rotation test replaces. */
+const n1Tls = join(dir, 'n1-tls')
 const pem = (d: string, f: string) => readFileSync(join(d, f))
 const nodes: { id: string; address: string; http: string; server?: ServerProcess }[] = []
 
@@ -66,6 +69,56 @@ function expiredClientCert(): { cert: Buffer; key: Buffer } {
   return { cert: readFileSync(crt), key: readFileSync(key) }
 }
 
+/** A new node certificate and key signed by the dev CA (for 127.0.0.1), written to n1's files; its serial. */
+function rotateN1Cert(): string {
+  const csr = join(dir, 'rotated.csr')
+  const ext = join(dir, 'rotated.ext')
+  writeFileSync(ext, 'extendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n')
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+  const key = join(dir, 'rotated.key')
+  const crt = join(dir, 'rotated.crt')
+  execFileSync('openssl', ['req', ...ec, '-keyout', key, '-out', csr, '-subj', '/CN=mq node rotated'], {
+    stdio: 'ignore',
+  })
+  execFileSync(
+    'openssl',
+    ['x509', '-req', '-in', csr, '-CA', join(certs, 'ca.crt'), '-CAkey', join(certs, 'ca.key')].concat([
+      '-set_serial',
+      '0x5eed1234',
+      '-days',
+      '2',
+      '-extfile',
+      ext,
+      '-out',
+      crt,
+    ]),
+    { stdio: 'ignore' },
+  )
+  copyFileSync(key, join(n1Tls, 'node.key'))
+  copyFileSync(crt, join(n1Tls, 'node.crt'))
+  return '5EED1234'
+}
+
+/** The serial number of the certificate a new TLS connection to `address` is shown. */
+function presentedSerial(address: string): Promise<string> {
+  const [host, port] = address.split(':') as [string, string]
+  return new Promise((resolve, reject) => {
+    const socket = connect({
+      host,
+      port: Number(port),
+      ca: pem(certs, 'ca.crt'),
+      cert: pem(certs, 'client.crt'),
+      key: pem(certs, 'client.key'),
+      ALPNProtocols: ['h2'],
+    })
+    socket.once('secureConnect', () => {
+      resolve(socket.getPeerCertificate().serialNumber.toUpperCase())
+      socket.destroy()
+    })
+    socket.once('error', reject)
+  })
+}
+
 const clientTls = (ca: Buffer, cert?: Buffer, key?: Buffer): ChannelCredentials =>
   credentials.createSsl(ca, key ?? null, cert ?? null)
 
@@ -83,6 +136,9 @@ async function healthCode(address: string, channel: ChannelCredentials): Promise
 beforeAll(async () => {
   expect((await devCerts([certs])).code).toBeUndefined()
   expect((await devCerts([rogue])).code).toBeUndefined()
+  mkdirSync(n1Tls)
+  copyFileSync(join(certs, 'node.crt'), join(n1Tls, 'node.crt'))
+  copyFileSync(join(certs, 'node.key'), join(n1Tls, 'node.key'))
   for (let i = 1; i <= 3; i++) {
     nodes.push({
       id: `n${i}`,
@@ -107,9 +163,9 @@ beforeAll(async () => {
       '--http-listen',
       n.http,
       '--tls-cert',
-      join(certs, 'node.crt'),
+      join(n.id === 'n1' ? n1Tls : certs, 'node.crt'),
       '--tls-key',
-      join(certs, 'node.key'),
+      join(n.id === 'n1' ? n1Tls : certs, 'node.key'),
       '--tls-ca',
       join(certs, 'ca.crt'),
       '--tls-client-auth',
@@ -191,5 +247,39 @@ describe('mq-server TLS', () => {
     )
     const expired = expiredClientCert()
     expect(refused).toContain(await healthCode(address, clientTls(ca, expired.cert, expired.key)))
+  }, 60_000)
+
+  it('presents a rotated certificate after SIGHUP, to clients and peers; a key that does not match is refused', async () => {
+    const n1 = nodes[0] as (typeof nodes)[number]
+    const good = clientTls(pem(certs, 'ca.crt'), pem(certs, 'client.crt'), pem(certs, 'client.key'))
+    const before = await presentedSerial(n1.address)
+    const rotated = rotateN1Cert()
+    expect(before).not.toBe(rotated)
+    // Not before the reload: the files are read at start and on SIGHUP only.
+    expect(await presentedSerial(n1.address)).toBe(before)
+    n1.server?.child.kill('SIGHUP')
+    const reloaded = async (times: number) => {
+      const deadline = Date.now() + 10_000
+      while ((n1.server?.output().split('the TLS files').length ?? 1) - 1 < times && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 20))
+    }
+    await reloaded(1)
+    expect(await presentedSerial(n1.address)).toBe(rotated)
+    expect(await healthCode(n1.address, good)).toBe(status.OK)
+    // n2 read its files at start and was not told to reload.
+    const n2 = nodes[1] as (typeof nodes)[number]
+    expect(await presentedSerial(n2.address)).toBe(before)
+
+    // A key of another certificate: the reload is refused and n1 keeps the rotated one.
+    copyFileSync(join(rogue, 'node.key'), join(n1Tls, 'node.key'))
+    n1.server?.child.kill('SIGHUP')
+    const deadline = Date.now() + 10_000
+    while (!n1.server?.output().includes('reload refused, nothing changed') && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20))
+    expect(n1.server?.output()).toMatch(/reload refused, nothing changed: --tls-cert .*mismatch/)
+    expect(await presentedSerial(n1.address)).toBe(rotated)
+    expect(await healthCode(n1.address, good)).toBe(status.OK)
+    // Every node is still ready: its groups have leaders and have applied what they committed.
+    for (const n of nodes) expect((await httpUntilOk(`http://${n.http}/readyz`, 30_000)).status).toBe(200)
   }, 60_000)
 })

@@ -64,7 +64,7 @@ export interface AccessOptions {
  */
 export class AccessControl {
   readonly #peerDigest: Buffer | undefined
-  readonly #tokens: Map<string, TokenEntry> | undefined
+  #tokens: Map<string, TokenEntry> | undefined
   readonly #metaTokens: () => ReadonlyMap<string, TokenEntry>
 
   constructor(options: AccessOptions) {
@@ -76,6 +76,16 @@ export class AccessControl {
   /** Whether clients must present a token. */
   get clientAuth(): boolean {
     return this.#tokens !== undefined
+  }
+
+  /**
+   * Replaces the tokens of the token file (a reload): calls from now on are checked against
+   * `tokens`. Only when clients are authenticated already: a reload does not turn it on or off.
+   */
+  replaceTokens(tokens: readonly TokenEntry[]): void {
+    if (this.#tokens === undefined)
+      throw new Error('clients are not authenticated: there are no file tokens to replace')
+    this.#tokens = new Map(tokens.map((t) => [t.sha256, t]))
   }
 
   /** Identifies the caller from the call's metadata. Throws UnauthenticatedError for a wrong secret or token. */
