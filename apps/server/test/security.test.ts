@@ -280,7 +280,7 @@ describe('mq-server authentication and authorization', () => {
       (text: string, times = 1) =>
       async () =>
         server.output().split(text).length - 1 >= times
-    expect((await produce('billing', BILLING)).code).toBe(status.UNAUTHENTICATED)
+    expect(await produce('billing', BILLING)).toMatchObject({ ok: false, code: status.UNAUTHENTICATED })
     // The reader goes, a billing producer comes.
     writeFileSync(
       authFile,
@@ -296,7 +296,7 @@ describe('mq-server authentication and authorization', () => {
     expect((await produce('billing', BILLING)).ok).toBe(true)
     const target = await targetOf('orders.eu')
     const lease = await call(queue, queue.lease, LeaseRequest.fromPartial({ target, max: 1 }), READER)
-    expect(lease.code).toBe(status.UNAUTHENTICATED)
+    expect(lease).toMatchObject({ ok: false, code: status.UNAUTHENTICATED })
     // A broken file: the reload is refused, with the reason; the tokens stay as they were.
     writeFileSync(authFile, '{ "tokens": [ { "name": "x" ')
     server.child.kill('SIGHUP')
@@ -306,7 +306,7 @@ describe('mq-server authentication and authorization', () => {
     writeFileSync(authFile, JSON.stringify({ tokens: FILE_TOKENS }))
     server.child.kill('SIGHUP')
     expect(await waitUntil(logged('reloaded 3 file tokens', 2))).toBe(true)
-    expect((await produce('billing', BILLING)).code).toBe(status.UNAUTHENTICATED)
+    expect(await produce('billing', BILLING)).toMatchObject({ ok: false, code: status.UNAUTHENTICATED })
   })
 
   it('refuses forged peer traffic: a heartbeat or Raft message without the cluster secret changes nothing', async () => {
