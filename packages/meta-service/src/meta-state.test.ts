@@ -13,6 +13,25 @@ function cluster(nodes = 3, groups = 2): MetaState {
   return s
 }
 
+/** Arbitrary move commands: of partitions 0-3 of queues `name` to groups `group`, moves 1 to `moveIds`. */
+function moveCommands(
+  name: fc.Arbitrary<string>,
+  group: fc.Arbitrary<number>,
+  moveIds: number,
+): fc.Arbitrary<MetaCommand>[] {
+  const moveId = fc.integer({ min: 1, max: moveIds })
+  return [
+    fc.record({
+      type: fc.constant('startMove' as const),
+      queue: name,
+      partition: fc.integer({ min: 0, max: 3 }),
+      toGroup: group,
+    }),
+    fc.record({ type: fc.constant('completeMove' as const), moveId }),
+    fc.record({ type: fc.constant('finishMove' as const), moveId }),
+  ]
+}
+
 /** Partitions per data group counted afresh, as partitionCounts() must always answer. */
 function recount(s: MetaState): Map<number, number> {
   const counts = new Map(s.groups().map((g) => [g.groupId, 0]))
@@ -193,14 +212,7 @@ describe('MetaState', () => {
         sinceMs: fc.integer({ min: -1, max: 45 }),
       }),
       fc.record({ type: fc.constant('markHeard' as const), nodeId: node }),
-      fc.record({
-        type: fc.constant('startMove' as const),
-        queue: name,
-        partition: fc.integer({ min: 0, max: 3 }),
-        toGroup: fc.integer({ min: 1, max: 4 }),
-      }),
-      fc.record({ type: fc.constant('completeMove' as const), moveId: fc.integer({ min: 1, max: 4 }) }),
-      fc.record({ type: fc.constant('finishMove' as const), moveId: fc.integer({ min: 1, max: 4 }) }),
+      ...moveCommands(name, fc.integer({ min: 1, max: 4 }), 4),
       fc.record({ type: fc.constant('scaleDataGroups' as const), groups: fc.integer({ min: 0, max: 4 }) }),
     )
     fc.assert(
@@ -234,14 +246,7 @@ describe('MetaState', () => {
         config: fc.record({ partitions: fc.integer({ min: 1, max: 4 }) }),
       }),
       fc.record({ type: fc.constant('deleteQueue' as const), name }),
-      fc.record({
-        type: fc.constant('startMove' as const),
-        queue: name,
-        partition: fc.integer({ min: 0, max: 3 }),
-        toGroup: group,
-      }),
-      fc.record({ type: fc.constant('completeMove' as const), moveId: fc.integer({ min: 1, max: 3 }) }),
-      fc.record({ type: fc.constant('finishMove' as const), moveId: fc.integer({ min: 1, max: 3 }) }),
+      ...moveCommands(name, group, 3),
       fc.record({ type: fc.constant('createGroup' as const), replicas: fc.constant(['n1', 'n2', 'n3']) }),
       fc.record({ type: fc.constant('removeGroup' as const), groupId: group }),
     )
