@@ -183,4 +183,22 @@ describe('config versions', () => {
     expect(decodeConfig(old)).toEqual({ ...QUEUE_CONFIG_DEFAULT, configVersion: 0 })
     expect(decodeConfig(encodeConfig({ ...QUEUE_CONFIG_DEFAULT, configVersion: 7 })).configVersion).toBe(7)
   })
+
+  it('writes messageTtlMs only when set: without it, configs and configures are the bytes of before', () => {
+    const plain: Command = { type: 'configure', config: { maxDeliveries: 3, configVersion: 42 } }
+    const ttl: Command = {
+      type: 'configure',
+      config: { maxDeliveries: 3, configVersion: 42, messageTtlMs: 60_000 },
+    }
+    const ttlOnly: Command = { type: 'configure', config: { messageTtlMs: 5_000 } }
+    for (const c of [ttl, ttlOnly]) expect(decodeCommand(encodeCommand(c))).toEqual(c)
+    // The bytes of a configure without it end as they did (one more field means more bytes).
+    expect(encodeCommand(ttl).length).toBeGreaterThan(encodeCommand(plain).length)
+    expect(encodeCommand(ttl).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))
+    const stored = encodeConfig({ ...QUEUE_CONFIG_DEFAULT, configVersion: 7 })
+    const withTtl = encodeConfig({ ...QUEUE_CONFIG_DEFAULT, configVersion: 7, messageTtlMs: 90_000 })
+    expect(withTtl.subarray(0, stored.length)).toEqual(stored)
+    expect(decodeConfig(stored).messageTtlMs).toBe(0)
+    expect(decodeConfig(withTtl).messageTtlMs).toBe(90_000)
+  })
 })

@@ -1,7 +1,7 @@
 import { ByteReader, ByteWriter } from './bytes'
 import type { Command, EnqueueMessage } from './commands'
 import { CommandType } from './commands'
-import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode } from './config'
+import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode, TRAILING_CONFIG_FIELDS } from './config'
 import { InvalidArgumentError } from './errors'
 
 /** The first byte of every encoded command; bump it for an incompatible layout. */
@@ -74,12 +74,18 @@ export function encodeCommand(cmd: Command): Uint8Array {
     case CommandType.Configure: {
       const c = cmd.config
       w.u8(c.scheduling === undefined ? 0 : c.scheduling === SchedulingMode.Fair ? 1 : 2)
-      for (const name of CONFIG_NUMBER_FIELDS) {
+      // The trailing fields (configVersion, messageTtlMs) are left out from the first of them
+      // that is unset with none set after it: the bytes are as before they existed.
+      let end = CONFIG_NUMBER_FIELDS.length
+      while (end > 0) {
+        const name = CONFIG_NUMBER_FIELDS[end - 1] as (typeof CONFIG_NUMBER_FIELDS)[number]
+        if (!TRAILING_CONFIG_FIELDS.has(name) || c[name] !== undefined) break
+        end--
+      }
+      for (const name of CONFIG_NUMBER_FIELDS.slice(0, end)) {
         const v = c[name]
-        // configVersion, the last field, is left out when unset: the bytes are as before it.
-        if (v === undefined) {
-          if (name !== 'configVersion') w.u8(0)
-        } else w.u8(1).varint(v)
+        if (v === undefined) w.u8(0)
+        else w.u8(1).varint(v)
       }
       break
     }
@@ -151,7 +157,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
       else if (mode === 2) config.scheduling = SchedulingMode.Strict
       else if (mode !== 0) throw new InvalidArgumentError(`malformed configure: scheduling code ${mode}`)
       for (const name of CONFIG_NUMBER_FIELDS) {
-        if (name === 'configVersion' && r.done) break // encoded before the field existed
+        if (TRAILING_CONFIG_FIELDS.has(name) && r.done) break // encoded without it (or before it existed)
         if (r.u8() === 1) config[name] = r.varint()
       }
       cmd = { type, config: config as Partial<QueueConfig> }

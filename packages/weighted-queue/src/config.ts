@@ -43,6 +43,12 @@ export interface QueueConfig {
    * with an older copy of the settings cannot undo a newer change. 0 = unversioned.
    */
   readonly configVersion: number
+  /**
+   * How long a message may wait to be delivered, from its enqueue: once older, a ready message
+   * is deleted instead of leased (at a lease that reaches it, or by a `tick` that finds it at
+   * the head of its weight). 0 = messages wait until consumed.
+   */
+  readonly messageTtlMs: number
 }
 
 export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
@@ -59,6 +65,7 @@ export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
   expiryBatchMax: 1000,
   shareWindowLeases: 1000,
   configVersion: 0,
+  messageTtlMs: 0,
 }
 
 /** Upper bounds on the config itself, so that every derived buffer stays bounded. */
@@ -76,7 +83,12 @@ const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [
   shareWindowLeases: [1, 65_536],
   // Last: a config stored before it existed decodes with version 0 (records.ts).
   configVersion: [0, Number.MAX_SAFE_INTEGER],
+  // After it, written only when set, so that a replica of an earlier version reads the bytes.
+  messageTtlMs: [0, 365 * 24 * 60 * 60_000],
 }
+
+/** The fields that a config stored, or a `configure` written, before they existed lacks. */
+export const TRAILING_CONFIG_FIELDS: ReadonlySet<string> = new Set(['configVersion', 'messageTtlMs'])
 
 /**
  * Returns `base` with `patch` applied. Throws InvalidArgumentError naming the first field that

@@ -42,6 +42,11 @@ export class DirectPartition {
     return this.partition.leasableAtMost(nowMs)
   }
 
+  /** See QueuePartition.ttlDue. */
+  ttlDue(nowMs: number): Promise<boolean> {
+    return this.partition.ttlDue(nowMs)
+  }
+
   stats(nowMs: number): Promise<QueueStats> {
     return this.partition.stats(nowMs)
   }

@@ -1,4 +1,4 @@
-import { type BatchOp, compareKeys, type KvReader } from '@mq/kv-storage'
+import { type BatchOp, compareKeys, type KeyValue, type KvReader } from '@mq/kv-storage'
 import { BoundedCache } from './bounded-cache'
 import { utf8, utf8Length } from './bytes'
 import type {
@@ -384,6 +384,7 @@ export class QueuePartition {
         return { type: 'extend', statuses, deadlinesMs }
       }
       case CommandType.Tick:
+        await this.expireTtl(now)
         return { type: 'tick' }
       case CommandType.RedriveDead:
         return { type: 'redriveDead', ids: await this.redrive(cmd.max) }
@@ -635,6 +636,11 @@ export class QueuePartition {
         meta.state === MessageState.Ready && meta.weight === w,
         `message ${id} is ready in weight ${w}`,
       )
+      if (this.outlived(meta, now)) {
+        // Older than the message TTL: deleted, not delivered (ready[w] counts it out already).
+        this.deleteMessage(readyKey, id, meta)
+        continue
+      }
       const body = bodies[at] as MessageBody
       this.del(readyKey)
       meta.deliveries++
@@ -868,21 +874,11 @@ export class QueuePartition {
     for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && ids.length < max; w++) {
       const n = Math.min(this.ready[w] as number, max - ids.length)
       if (n === 0) continue
-      const run = await this.overlay.range(this.readyFrom(w), n)
-      invariant(run.length === n, `weight ${w} has ${n} ready entries`)
-      this.raiseReadyFloor(w, (run[n - 1] as (typeof run)[number])[0])
-      const runIds: number[] = []
-      const metas: (MessageMeta | undefined)[] = []
-      for (const [, v] of run) {
-        const entry = decodeReadyValue(v)
-        runIds.push(entry.id)
-        metas.push(entry.meta)
-      }
-      const metaKeys = runIds.map((id) => this.keys.message(id))
-      await this.fillMetas(metaKeys, metas)
-      run.forEach(([readyKey], i) => {
-        const id = runIds[i] as number
-        const meta = metas[i] as MessageMeta
+      const run = await this.readyHead(w, n)
+      this.raiseReadyFloor(w, (run.entries[n - 1] as KeyValue)[0])
+      run.entries.forEach(([readyKey], i) => {
+        const id = run.ids[i] as number
+        const meta = run.metas[i] as MessageMeta
         invariant(
           meta.state === MessageState.Ready && meta.weight === w,
           `message ${id} is ready in weight ${w}`,
@@ -959,6 +955,79 @@ export class QueuePartition {
         }
       })
     }
+  }
+
+  /** Whether a ready message has outlived the message TTL at `now` (never with no TTL). */
+  private outlived(meta: MessageMeta, now: number): boolean {
+    const ttl = this.configValue.messageTtlMs
+    return ttl > 0 && meta.enqueuedAtMs + ttl <= now
+  }
+
+  /**
+   * Deletes the ready messages that outlived the message TTL from the head of each weight (a
+   * `tick`'s work): each weight's run of them up to its first younger message, at most
+   * `expiryBatchMax` in all. One that a younger message precedes (back from a lease, or
+   * delayed) goes when it reaches the head, or at the lease that reaches it.
+   */
+  private async expireTtl(now: number): Promise<void> {
+    if (this.configValue.messageTtlMs === 0) return
+    let budget = this.configValue.expiryBatchMax
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && budget > 0; w++) {
+      const ready = this.ready[w] as number
+      if (ready === 0) continue
+      const head = await this.readyHead(w, 1)
+      if (!this.outlived(head.metas[0] as MessageMeta, now)) continue
+      const run = await this.readyHead(w, Math.min(ready, budget))
+      let n = 0
+      while (n < run.entries.length && this.outlived(run.metas[n] as MessageMeta, now)) n++
+      this.raiseReadyFloor(w, (run.entries[n - 1] as KeyValue)[0])
+      for (let i = 0; i < n; i++) {
+        const meta = run.metas[i] as MessageMeta
+        invariant(
+          meta.state === MessageState.Ready && meta.weight === w,
+          `message ${run.ids[i]} is ready in weight ${w}`,
+        )
+        this.deleteMessage((run.entries[i] as KeyValue)[0], run.ids[i] as number, meta)
+      }
+      this.ready[w] = ready - n
+      if (this.ready[w] === 0) this.scheduler.deactivate(w)
+      budget -= n
+    }
+  }
+
+  /** The first `n` (≤ ready) entries of weight `w`'s ready sub-queue, with their ids and records. */
+  private async readyHead(
+    w: number,
+    n: number,
+  ): Promise<{ entries: KeyValue[]; ids: number[]; metas: MessageMeta[] }> {
+    const entries = await this.overlay.range(this.readyFrom(w), n)
+    invariant(entries.length === n, `weight ${w} has ${n} ready entries`)
+    const ids: number[] = []
+    const metas: (MessageMeta | undefined)[] = []
+    for (const [, v] of entries) {
+      const entry = decodeReadyValue(v)
+      ids.push(entry.id)
+      metas.push(entry.meta)
+    }
+    await this.fillMetas(
+      ids.map((id) => this.keys.message(id)),
+      metas,
+    )
+    return { entries, ids, metas: metas as MessageMeta[] }
+  }
+
+  /**
+   * Whether a `tick` at `nowMs` would delete messages that outlived the message TTL (a ready
+   * head is older): the leader proposes one then. A read between applies, as `stats`.
+   */
+  async ttlDue(nowMs: number): Promise<boolean> {
+    if (this.configValue.messageTtlMs === 0) return false
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) {
+      if ((this.ready[w] as number) === 0) continue
+      const head = await this.readyHead(w, 1)
+      if (this.outlived(head.metas[0] as MessageMeta, Math.max(nowMs, this.st.lastNowMs))) return true
+    }
+    return false
   }
 
   /**

@@ -1,6 +1,6 @@
 import { ByteReader, ByteWriter } from './bytes'
 import { decodeHeaders, encodeHeaders } from './codec'
-import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode } from './config'
+import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode, TRAILING_CONFIG_FIELDS } from './config'
 import { invariant } from './errors'
 
 /** One scratch writer for every record: encoding is synchronous, and finish() copies out. */
@@ -222,7 +222,11 @@ export function decodeWeight(b: Uint8Array): WeightRecord {
 
 export function encodeConfig(c: QueueConfig): Uint8Array {
   const w = scratch.reset().u8(c.scheduling === SchedulingMode.Fair ? 1 : 2)
-  for (const name of CONFIG_NUMBER_FIELDS) w.varint(c[name])
+  for (const name of CONFIG_NUMBER_FIELDS) {
+    // Left out when 0 (the last field): the record reads as before the field existed.
+    if (name === 'messageTtlMs' && c[name] === 0) break
+    w.varint(c[name])
+  }
   return w.finishInSlab()
 }
 
@@ -232,8 +236,8 @@ export function decodeConfig(b: Uint8Array): QueueConfig {
     scheduling: r.u8() === 1 ? SchedulingMode.Fair : SchedulingMode.Strict,
   }
   for (const name of CONFIG_NUMBER_FIELDS) {
-    // A config stored before configVersion existed ends without it.
-    out[name] = name === 'configVersion' && r.done ? 0 : r.varint()
+    // A config stored before configVersion (or messageTtlMs) existed ends without it.
+    out[name] = TRAILING_CONFIG_FIELDS.has(name) && r.done ? 0 : r.varint()
   }
   invariant(r.done, 'config decodes')
   return out as unknown as QueueConfig

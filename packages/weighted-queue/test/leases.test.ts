@@ -600,4 +600,42 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       [3, 1],
     ])
   })
+
+  it('deletes ready messages that outlived the message TTL, at the lease that reaches them or by a tick', async () => {
+    const q = await queue({ messageTtlMs: 1000 })
+    await enqueue(q, 0, { body: text('old1') }, { body: text('old2'), weight: 3 })
+    await enqueue(q, 600, { body: text('young') })
+    expect(await q.ttlDue(999)).toBe(false)
+    expect(await q.ttlDue(1000)).toBe(true)
+    // The lease at 1000 reaches all three: the two that are 1000 ms old are deleted, not delivered.
+    const got = await lease(q, 1000, 10, 100)
+    expect(got.map((l) => new TextDecoder().decode(l.body))).toEqual(['young'])
+    expect((await q.stats(1000)).messages).toBe(1)
+    // Its lease runs out at 1100: back in ready, 500 ms old. A tick at 1599 keeps it, 1600 deletes it.
+    await q.apply({ type: 'tick' }, 1599)
+    expect((await q.stats(1599)).weights.find((w) => w.weight === 1)?.ready).toBe(1)
+    expect(await q.ttlDue(1600)).toBe(true)
+    await q.apply({ type: 'tick' }, 1600)
+    expect((await q.stats(1600)).messages).toBe(0)
+    expect(await q.ttlDue(5000)).toBe(false)
+    expect(await lease(q, 1700)).toEqual([])
+    // Nothing of the messages is left (records, bodies, ready, lease and delay index entries).
+    const left = (await dump()).map(([k]) => k[PREFIX.length] as number)
+    expect(left.filter((tag) => [0x10, 0x11, 0x20, 0x21, 0x22, 0x24].includes(tag))).toEqual([])
+  })
+
+  it('deletes by a tick only a head run of outlived messages, and nothing without a TTL', async () => {
+    const q = await queue({ messageTtlMs: 1000, expiryBatchMax: 2 })
+    await enqueue(q, 0, ...Array.from({ length: 5 }, () => ({ body: text('x') })))
+    await enqueue(q, 800, { body: text('y') })
+    await q.apply({ type: 'tick' }, 1000) // at most 2 per tick
+    expect((await q.stats(1000)).messages).toBe(4)
+    await q.apply({ type: 'tick' }, 1001)
+    await q.apply({ type: 'tick' }, 1002)
+    expect((await q.stats(1002)).messages).toBe(1) // the one enqueued at 800 stays until 1800
+    await q.apply({ type: 'configure', config: { messageTtlMs: 0 } }, 1003)
+    await q.apply({ type: 'tick' }, 9000)
+    expect((await q.stats(9000)).messages).toBe(1)
+    expect(await q.ttlDue(9000)).toBe(false)
+  })
 })
