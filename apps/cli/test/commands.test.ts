@@ -247,11 +247,13 @@ describe('queue', () => {
       '1000',
       '--dedup-window',
       '2m',
+      '--message-ttl',
+      '1h',
       '--strict-priority',
     ])
     expect(r).toMatchObject({ code: 0, stdout: 'created queue jobs (4 partitions)\n' })
     expect(cluster.calls).toContain(
-      `createQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 45_000, maxDeliveries: 7, queueLengthMax: 1000, dedupWindowMs: 120_000, strictPriority: true, partitions: 4 })}`,
+      `createQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 45_000, maxDeliveries: 7, queueLengthMax: 1000, dedupWindowMs: 120_000, messageTtlMs: 3_600_000, strictPriority: true, partitions: 4 })}`,
     )
   })
 
@@ -283,6 +285,7 @@ describe('queue', () => {
     const r = await mq(['queue', 'describe', 'jobs'])
     expect(r.code).toBe(0)
     expect(r.stdout).toMatch(/visibility: +30s/)
+    expect(r.stdout).toMatch(/message TTL: +none \(until consumed\)/)
     expect(r.stdout).toMatch(/PARTITION +GROUP +LEADER +REPLICAS +READY +DELAYED +LEASED +DEAD/)
     expect(r.stdout).toMatch(/\n +0 +1 +n1 +n1 +2 +0 +0 +0\n/)
     expect(r.stdout).toMatch(/\n +0 +5 +2 +0 +0 +0 +1s500ms +50\.0% +25\.0%\n/)

@@ -78,6 +78,7 @@ export class FakeBroker {
         queueLengthMax: 1e6,
         strictPriority: false,
         dedupWindowMs: 0,
+        messageTtlMs: 0,
         engine: 'memory',
       },
       partitions: partitions.map((_, partition) => ({

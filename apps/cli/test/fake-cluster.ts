@@ -426,6 +426,7 @@ function defaultConfig(): QueueConfig {
     queueLengthMax: 1_000_000,
     strictPriority: false,
     dedupWindowMs: 0,
+    messageTtlMs: 0,
     engine: 'leveldb',
   }
 }

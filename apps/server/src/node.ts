@@ -55,6 +55,7 @@ import { OrphanSweeper } from './host/orphan-sweeper'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
+import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
 import { NodeMetrics } from './metrics/node-metrics'
@@ -72,6 +73,8 @@ const HEARTBEAT_MS = 500
 const CONTROLLER_MS = 500
 /** How often a data-group leader looks for partitions of deleted queues to drop. */
 const ORPHAN_SWEEP_MS = 10_000
+/** How often leaders look for messages that outlived their queue's TTL (TtlTicker). */
+const TTL_ROUND_MS = 1_000
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
@@ -396,6 +399,8 @@ export class MqNode {
       }
     }
     this.#timers.push(setInterval(() => void sweep(), ORPHAN_SWEEP_MS))
+    const ttl = new TtlTicker({ groups: () => [...this.#dataGroups.values()].map((g) => g.port) })
+    this.#timers.push(setInterval(() => void ttl.round(), TTL_ROUND_MS))
     const raftEvents = new RaftEventLog(this.log)
     this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
@@ -973,7 +978,7 @@ export class MqNode {
           }
           return pending
         }
-        const config = partitionConfigFor(route)
+        const config = partitionConfigFor(route, this.#formatLevel)
         if (!local.port.machine.holds(storedAs, partition)) {
           local.port.assertLeader()
           await once('open', { type: 'open', queue: storedAs, partition, config: config ?? {} })
@@ -996,15 +1001,24 @@ export class MqNode {
   }
 }
 
-/** The partition config each route implies, computed once per route object (routes are cached). */
-const partitionConfigs = new WeakMap<QueueRoute, ReturnType<typeof partitionConfigOf>>()
+/**
+ * The partition config each route implies at a format level, computed once per route object
+ * (routes are cached) and level.
+ */
+const partitionConfigs = new WeakMap<
+  QueueRoute,
+  { level: number; config: ReturnType<typeof partitionConfigOf> }
+>()
 
-function partitionConfigFor(route: QueueRoute): ReturnType<typeof partitionConfigOf> | undefined {
+function partitionConfigFor(
+  route: QueueRoute,
+  level: number,
+): ReturnType<typeof partitionConfigOf> | undefined {
   if (!route.config) return undefined
-  let config = partitionConfigs.get(route)
-  if (!config) {
-    config = partitionConfigOf(route.config, route.routeEpoch)
-    partitionConfigs.set(route, config)
+  let cached = partitionConfigs.get(route)
+  if (cached?.level !== level) {
+    cached = { level, config: partitionConfigOf(route.config, level, route.routeEpoch) }
+    partitionConfigs.set(route, cached)
   }
-  return config
+  return cached.config
 }

@@ -102,6 +102,8 @@ export interface QueueConfigInfo {
   readonly strictPriority: boolean
   readonly dedupWindowMs: number
   readonly engine: string
+  /** How long a message may wait to be delivered (0 = until consumed). */
+  readonly messageTtlMs: number
 }
 
 /** Counts of one queue (or one of its weights) summed over its partitions. */
@@ -199,6 +201,7 @@ export type UpdateQueueBody = Partial<
     | 'queueLengthMax'
     | 'strictPriority'
     | 'dedupWindowMs'
+    | 'messageTtlMs'
   >
 >
 export interface ScaleBody {

@@ -275,6 +275,22 @@ export class DataGroupMachine {
     return this.#partitions.get(idOf(queue, index))?.leasableAtMost(nowMs) ?? Number.POSITIVE_INFINITY
   }
 
+  /** The partitions held here whose config sets a message TTL, as `queue/index` (not fenced ones). */
+  ttlPartitionIds(): string[] {
+    const ids: string[] = []
+    for (const [id, p] of this.#partitions)
+      if (p.config.messageTtlMs > 0 && !this.#fenced.has(id)) ids.push(id)
+    return ids.sort()
+  }
+
+  /**
+   * Whether a `tick` of `queue`'s partition `index` at `nowMs` would delete messages that
+   * outlived its TTL (QueuePartition.ttlDue); false when the partition is not held here.
+   */
+  ttlDue(queue: string, index: number, nowMs: number): Promise<boolean> {
+    return this.#partitions.get(idOf(queue, index))?.ttlDue(nowMs) ?? Promise.resolve(false)
+  }
+
   stats(queue: string, index: number, nowMs: number): Promise<QueueStats> | undefined {
     return this.#partitions.get(idOf(queue, index))?.stats(nowMs)
   }

@@ -54,6 +54,7 @@ function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
             strictPriority: false,
             dedupWindowMs: 0,
             engine: 'leveldb',
+            messageTtlMs: 0,
           }
         : undefined,
     routeEpoch: () => 4,

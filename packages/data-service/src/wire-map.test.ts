@@ -1,4 +1,9 @@
-import { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX, LeaseOutcome, type QueueConfig } from '@mq/protocol'
+import {
+  FORMAT_LEVEL_MESSAGE_TTL,
+  IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
+  LeaseOutcome,
+  type QueueConfig,
+} from '@mq/protocol'
 import {
   OutOfOrderSequenceError,
   PRODUCER_BATCHES_KEPT,
@@ -10,7 +15,7 @@ import { describe, expect, it } from 'vitest'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
 
 describe('wire mapping', () => {
-  it('derives the partition config, sharing the length limit', () => {
+  it('derives the partition config, sharing the length limit; the TTL only from format level 8', () => {
     const config: QueueConfig = {
       partitions: 4,
       visibilityTimeoutMs: 30_000,
@@ -21,14 +26,23 @@ describe('wire mapping', () => {
       strictPriority: true,
       dedupWindowMs: 60_000,
       engine: 'leveldb',
+      messageTtlMs: 0,
     }
-    expect(partitionConfigOf(config)).toEqual({
+    const base = {
       scheduling: 'strict',
       maxDeliveries: 3,
       dedupWindowMs: 60_000,
       messageBytesMax: 1000,
       queueMessagesMax: 3,
+    }
+    expect(partitionConfigOf(config, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual(base)
+    // From the level on it always goes in, 0 too (a TTL removed reaches the partitions).
+    expect(partitionConfigOf(config, FORMAT_LEVEL_MESSAGE_TTL, 9)).toEqual({
+      ...base,
+      messageTtlMs: 0,
+      configVersion: 9,
     })
+    expect(partitionConfigOf({ ...config, messageTtlMs: 5_000 }, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual(base)
   })
 
   it('turns a produce into an enqueue with absolute not-before times', () => {

@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_MESSAGE_TTL,
   InvalidArgumentError,
   type LeasedMessage,
   LeaseOutcome,
@@ -23,9 +24,15 @@ import {
 /**
  * The partition config a queue's config implies. The queue's length limit is shared evenly
  * by its partitions (each holds at most ⌈queueLengthMax / partitions⌉ messages). `version`
- * (the route epoch the config comes from) becomes its configVersion.
+ * (the route epoch the config comes from) becomes its configVersion. The message TTL goes in
+ * only when `formatLevel` (the cluster's) is FORMAT_LEVEL_MESSAGE_TTL or more: a replica of an
+ * earlier version cannot read a partition config that has it.
  */
-export function partitionConfigOf(config: QueueConfig, version?: number): Partial<PartitionConfig> {
+export function partitionConfigOf(
+  config: QueueConfig,
+  formatLevel: number,
+  version?: number,
+): Partial<PartitionConfig> {
   return {
     ...(version === undefined ? {} : { configVersion: version }),
     scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
@@ -33,6 +40,7 @@ export function partitionConfigOf(config: QueueConfig, version?: number): Partia
     dedupWindowMs: config.dedupWindowMs,
     messageBytesMax: config.messageBytesMax,
     queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
+    ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL ? { messageTtlMs: config.messageTtlMs } : {}),
   }
 }
 

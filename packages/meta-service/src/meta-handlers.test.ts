@@ -1,4 +1,4 @@
-import { type MetaServer, NotLeaderError, type QueueRoute } from '@mq/protocol'
+import { FORMAT_LEVEL_MESSAGE_TTL, type MetaServer, NotLeaderError, type QueueRoute } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
 import { MetaState } from './meta-state'
@@ -94,6 +94,42 @@ describe('meta handlers', () => {
       ['n2', true],
       ['n3', false],
     ])
+  })
+
+  it('sets a message TTL only once every replica reads it (format level 8), and says why not', async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_MESSAGE_TTL],
+      ['n2', FORMAT_LEVEL_MESSAGE_TTL],
+      ['n3', FORMAT_LEVEL_MESSAGE_TTL - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'short', config: { partitions: 1, messageTtlMs: 60_000 } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/format level 7: a message TTL can be set from level 8/),
+    })
+    expect(meta.state.queue('short')).toBeUndefined()
+    // Without a TTL (or with 0) the queue is made; its update to a TTL is refused the same way.
+    await call(h, 'createQueue', { name: 'short', config: { partitions: 1, messageTtlMs: 0 } })
+    await expect(
+      call(h, 'updateQueue', { name: 'short', update: { messageTtlMs: 1_000 } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/format level 7/),
+    })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n3',
+      address: 'n3:1',
+      formatLevel: FORMAT_LEVEL_MESSAGE_TTL,
+    })
+    const route = (await call(h, 'updateQueue', {
+      name: 'short',
+      update: { messageTtlMs: 1_000 },
+    })) as QueueRoute
+    expect(route.config?.messageTtlMs).toBe(1_000)
   })
 
   it('pages through queues', async () => {

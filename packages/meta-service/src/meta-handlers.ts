@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_MESSAGE_TTL,
   InvalidArgumentError,
   type MetaServer,
   mqError,
@@ -57,6 +58,16 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
     return routeOf(state, q)
   }
+  /** A message TTL needs every replica to read it (format level 8); before, it is refused. */
+  const needsLevelForTtl = async (messageTtlMs: number | undefined): Promise<void> => {
+    if (!messageTtlMs) return
+    const level = (await meta.read()).formatLevel()
+    if (level < FORMAT_LEVEL_MESSAGE_TTL) {
+      throw new InvalidArgumentError(
+        `the cluster runs format level ${level}: a message TTL can be set from level ${FORMAT_LEVEL_MESSAGE_TTL}, once every node runs a version of it`,
+      )
+    }
+  }
   return {
     getRoutes: unary(async (req) => {
       const state = await meta.read()
@@ -68,6 +79,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return { routeEpoch: state.routeEpoch, routes }
     }),
     createQueue: unary(async (req) => {
+      await needsLevelForTtl(req.config?.messageTtlMs)
       const record = (await committed({
         type: 'createQueue',
         name: req.name,
@@ -76,6 +88,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return routeOf(await meta.read(), record)
     }),
     updateQueue: unary(async (req) => {
+      await needsLevelForTtl(req.update?.messageTtlMs)
       await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
       return routeNow(req.name)
     }),

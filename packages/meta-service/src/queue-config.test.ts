@@ -15,6 +15,10 @@ describe('resolveQueueConfig', () => {
     )
     expect(resolveQueueConfig({ visibilityTimeoutMs: 5 })).toMatch(/visibilityTimeoutMs must be/)
     expect(resolveQueueConfig({ engine: 'rocks' })).toMatch(/engine "rocks" is unknown/)
+    expect(resolveQueueConfig({ messageTtlMs: 366 * 24 * 3600_000 })).toMatch(
+      /messageTtlMs must be an integer from 0 to 31536000000/,
+    )
+    expect(resolveQueueConfig({ messageTtlMs: 90_000 })).toMatchObject({ messageTtlMs: 90_000 })
   })
 })
 
@@ -25,5 +29,11 @@ describe('applyQueueConfigUpdate', () => {
   })
   it('rejects an out-of-bounds update', () => {
     expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { maxDeliveries: 0 })).toMatch(/maxDeliveries/)
+    expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { messageTtlMs: -1 })).toMatch(/messageTtlMs/)
+    expect(applyQueueConfigUpdate({ ...QUEUE_DEFAULTS, messageTtlMs: 5 }, { messageTtlMs: 0 })).toMatchObject(
+      {
+        messageTtlMs: 0,
+      },
+    )
   })
 })

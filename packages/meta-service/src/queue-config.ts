@@ -12,6 +12,7 @@ export const QUEUE_LIMITS = {
   messageBytesMax: [1, 4 * 1024 * 1024],
   queueLengthMax: [1, 1_000_000_000],
   dedupWindowMs: [0, 24 * 3600_000],
+  messageTtlMs: [0, 365 * 24 * 3600_000],
 } as const satisfies Record<string, readonly [number, number]>
 
 /** What a setting is when a create request leaves it 0 or empty. */
@@ -25,6 +26,7 @@ export const QUEUE_DEFAULTS: Readonly<QueueConfig> = {
   strictPriority: false,
   dedupWindowMs: 5 * 60_000,
   engine: 'leveldb',
+  messageTtlMs: 0,
 }
 
 /**
@@ -43,6 +45,7 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueConfig
     strictPriority: requested.strictPriority ?? QUEUE_DEFAULTS.strictPriority,
     dedupWindowMs: requested.dedupWindowMs ?? QUEUE_DEFAULTS.dedupWindowMs,
     engine: requested.engine || QUEUE_DEFAULTS.engine,
+    messageTtlMs: requested.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
   }
   return configProblem(config) ?? config
 }
@@ -61,6 +64,7 @@ export function applyQueueConfigUpdate(config: QueueConfig, update: QueueConfigU
     ...(update.queueLengthMax !== undefined ? { queueLengthMax: update.queueLengthMax } : {}),
     ...(update.strictPriority !== undefined ? { strictPriority: update.strictPriority } : {}),
     ...(update.dedupWindowMs !== undefined ? { dedupWindowMs: update.dedupWindowMs } : {}),
+    ...(update.messageTtlMs !== undefined ? { messageTtlMs: update.messageTtlMs } : {}),
   }
   return configProblem(next) ?? next
 }

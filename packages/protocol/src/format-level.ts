@@ -18,9 +18,11 @@
  * 6. `setMetaVoters` and the meta changes that grow or shrink the meta group;
  * 7. a data group's `drop` of a partition it is still importing (a move abandoned when its queue
  *    was deleted): a replica of an earlier version refuses it and would keep the partial copy
- *    and the import session.
+ *    and the import session;
+ * 8. a queue's message TTL (`messageTtlMs` in the partition config of `open`, `import` and
+ *    `configure` entries): a replica of an earlier version cannot read it.
  */
-export const FORMAT_LEVEL = 7
+export const FORMAT_LEVEL = 8
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -39,6 +41,9 @@ export const FORMAT_LEVEL_META_SIZE = 6
 
 /** The level from which a data group's leader drops an abandoned import (the orphan sweeper). */
 export const FORMAT_LEVEL_DROP_IMPORT = 7
+
+/** The level from which a queue can have a message TTL (and partition configs carry it). */
+export const FORMAT_LEVEL_MESSAGE_TTL = 8
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -36,6 +36,7 @@ export class Admin {
       strictPriority: false,
       dedupWindowMs: 0,
       engine: '',
+      messageTtlMs: 0,
       ...options,
     }
     return this.#router.meta((m) => m.createQueue, { name, config })

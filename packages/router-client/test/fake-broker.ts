@@ -168,6 +168,7 @@ export class FakeBroker {
         queueLengthMax: 1e6,
         strictPriority: false,
         dedupWindowMs: 0,
+        messageTtlMs: 0,
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({

@@ -21,6 +21,7 @@ interface SettingFlags {
   maxDeliveries?: number
   maxLength?: number
   dedupWindow?: number
+  messageTtl?: number
   strictPriority?: boolean
   deadLetterQueue?: string
   maxMessageBytes?: number
@@ -40,6 +41,11 @@ function addSettingFlags(command: Command): Command {
       integerArg(1),
     )
     .option('--dedup-window <duration>', 'how long a dedup key is remembered (e.g. 2m; 0 = off)', durationArg)
+    .option(
+      '--message-ttl <duration>',
+      'how long a message may wait to be delivered; older ones are deleted (e.g. 1h; 0 = until consumed)',
+      durationArg,
+    )
     .option('--max-message-bytes <n>', 'largest message body accepted', integerArg(1, U32_MAX))
     .option('--dead-letter-queue <name>', 'move dead messages to this queue instead of the dead-letter list')
 }
@@ -50,6 +56,7 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   if (flags.maxDeliveries !== undefined) update.maxDeliveries = flags.maxDeliveries
   if (flags.maxLength !== undefined) update.queueLengthMax = flags.maxLength
   if (flags.dedupWindow !== undefined) update.dedupWindowMs = flags.dedupWindow
+  if (flags.messageTtl !== undefined) update.messageTtlMs = flags.messageTtl
   if (flags.strictPriority !== undefined) update.strictPriority = flags.strictPriority
   if (flags.deadLetterQueue !== undefined) update.deadLetterQueue = flags.deadLetterQueue
   if (flags.maxMessageBytes !== undefined) update.messageBytesMax = flags.maxMessageBytes
@@ -223,6 +230,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
     ['max length', c?.queueLengthMax ?? '-'],
     ['max message bytes', c?.messageBytesMax ?? '-'],
     ['dedup window', c ? formatDuration(c.dedupWindowMs) : '-'],
+    ['message TTL', c ? (c.messageTtlMs ? formatDuration(c.messageTtlMs) : 'none (until consumed)') : '-'],
     ['strict priority', c?.strictPriority ?? '-'],
     ['dead-letter queue', c?.deadLetterQueue || '(its own dead-letter list)'],
     ['engine', c?.engine || '-'],

@@ -38,6 +38,7 @@ const route: QueueRoute = {
     strictPriority: false,
     dedupWindowMs: 0,
     engine: 'leveldb',
+    messageTtlMs: 0,
   },
   partitions: [
     { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },

@@ -32,6 +32,7 @@ const NUMBER_KEYS = [
   'messageBytesMax',
   'queueLengthMax',
   'dedupWindowMs',
+  'messageTtlMs',
 ] as const
 const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
 const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
@@ -42,6 +43,7 @@ const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
   'queueLengthMax',
   'strictPriority',
   'dedupWindowMs',
+  'messageTtlMs',
 ]
 
 export interface ConsoleApiOptions {
@@ -344,6 +346,7 @@ function configOf(route: QueueRoute): QueueConfigInfo {
     strictPriority: c?.strictPriority ?? false,
     dedupWindowMs: c?.dedupWindowMs ?? 0,
     engine: c?.engine ?? '',
+    messageTtlMs: c?.messageTtlMs ?? 0,
   }
 }
 

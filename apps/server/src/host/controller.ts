@@ -538,7 +538,7 @@ export class Controller {
         toGroup: move.toGroup,
         phase: move.phase,
         targetReplicas: leaderFirst(state, target.leaderId, target.replicas),
-        configJson: JSON.stringify(partitionConfigOf(queue.config)),
+        configJson: JSON.stringify(partitionConfigOf(queue.config, this.#formatLevel(state))),
       }
       const response = await this.#host.calls.callLeader<MovePartitionResponse>(
         leaderFirst(state, source.leaderId, source.replicas),

@@ -476,6 +476,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     'data-testid': 'update-max-deliveries',
   }) as HTMLInputElement
   const lengthMax = h('input', { type: 'number', min: 0, value: c.queueLengthMax }) as HTMLInputElement
+  const ttl = h('input', { type: 'number', min: 0, value: c.messageTtlMs }) as HTMLInputElement
   return h(
     'form',
     {
@@ -486,6 +487,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
           visibilityTimeoutMs: Number(visibility.value),
           maxDeliveries: Number(maxDeliveries.value),
           queueLengthMax: Number(lengthMax.value),
+          messageTtlMs: Number(ttl.value),
         })
       },
     },
@@ -493,6 +495,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'visibility timeout (ms) ', visibility),
     h('label', {}, 'max deliveries ', maxDeliveries),
     h('label', {}, 'queue length max (0 = none) ', lengthMax),
+    h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
     h('button', { type: 'submit', 'data-testid': 'update-queue' }, 'update'),
   )
 }

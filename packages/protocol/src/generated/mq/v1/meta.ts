@@ -33,6 +33,11 @@ export interface QueueConfig {
   dedupWindowMs: number;
   /** The storage engine that holds the queue's partitions (claim 5), e.g. "leveldb". */
   engine: string;
+  /**
+   * How long a message may wait to be delivered, from its enqueue; older ready messages are
+   * deleted. 0 = they wait until consumed. Needs format level 8 (FORMAT_LEVEL_MESSAGE_TTL).
+   */
+  messageTtlMs: number;
 }
 
 /** Fields left unset keep their value. */
@@ -44,6 +49,7 @@ export interface QueueConfigUpdate {
   queueLengthMax?: number | undefined;
   strictPriority?: boolean | undefined;
   dedupWindowMs?: number | undefined;
+  messageTtlMs?: number | undefined;
 }
 
 export interface Replica {
@@ -284,6 +290,7 @@ function createBaseQueueConfig(): QueueConfig {
     strictPriority: false,
     dedupWindowMs: 0,
     engine: "",
+    messageTtlMs: 0,
   };
 }
 
@@ -315,6 +322,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     }
     if (message.engine !== "") {
       writer.uint32(74).string(message.engine);
+    }
+    if (message.messageTtlMs !== 0) {
+      writer.uint32(80).uint64(message.messageTtlMs);
     }
     return writer;
   },
@@ -398,6 +408,14 @@ export const QueueConfig: MessageFns<QueueConfig> = {
           message.engine = reader.string();
           continue;
         }
+        case 10: {
+          if (tag !== 80) {
+            break;
+          }
+
+          message.messageTtlMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -446,6 +464,11 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         ? globalThis.Number(object.dedup_window_ms)
         : 0,
       engine: isSet(object.engine) ? globalThis.String(object.engine) : "",
+      messageTtlMs: isSet(object.messageTtlMs)
+        ? globalThis.Number(object.messageTtlMs)
+        : isSet(object.message_ttl_ms)
+        ? globalThis.Number(object.message_ttl_ms)
+        : 0,
     };
   },
 
@@ -478,6 +501,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.engine !== "") {
       obj.engine = message.engine;
     }
+    if (message.messageTtlMs !== 0) {
+      obj.messageTtlMs = Math.round(message.messageTtlMs);
+    }
     return obj;
   },
 
@@ -495,6 +521,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.strictPriority = object.strictPriority ?? false;
     message.dedupWindowMs = object.dedupWindowMs ?? 0;
     message.engine = object.engine ?? "";
+    message.messageTtlMs = object.messageTtlMs ?? 0;
     return message;
   },
 };
@@ -508,6 +535,7 @@ function createBaseQueueConfigUpdate(): QueueConfigUpdate {
     queueLengthMax: undefined,
     strictPriority: undefined,
     dedupWindowMs: undefined,
+    messageTtlMs: undefined,
   };
 }
 
@@ -533,6 +561,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     }
     if (message.dedupWindowMs !== undefined) {
       writer.uint32(56).uint64(message.dedupWindowMs);
+    }
+    if (message.messageTtlMs !== undefined) {
+      writer.uint32(64).uint64(message.messageTtlMs);
     }
     return writer;
   },
@@ -600,6 +631,14 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
           message.dedupWindowMs = longToNumber(reader.uint64());
           continue;
         }
+        case 8: {
+          if (tag !== 64) {
+            break;
+          }
+
+          message.messageTtlMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -646,6 +685,11 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
         : isSet(object.dedup_window_ms)
         ? globalThis.Number(object.dedup_window_ms)
         : undefined,
+      messageTtlMs: isSet(object.messageTtlMs)
+        ? globalThis.Number(object.messageTtlMs)
+        : isSet(object.message_ttl_ms)
+        ? globalThis.Number(object.message_ttl_ms)
+        : undefined,
     };
   },
 
@@ -672,6 +716,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     if (message.dedupWindowMs !== undefined) {
       obj.dedupWindowMs = Math.round(message.dedupWindowMs);
     }
+    if (message.messageTtlMs !== undefined) {
+      obj.messageTtlMs = Math.round(message.messageTtlMs);
+    }
     return obj;
   },
 
@@ -687,6 +734,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     message.queueLengthMax = object.queueLengthMax ?? undefined;
     message.strictPriority = object.strictPriority ?? undefined;
     message.dedupWindowMs = object.dedupWindowMs ?? undefined;
+    message.messageTtlMs = object.messageTtlMs ?? undefined;
     return message;
   },
 };

@@ -1,0 +1,52 @@
+import { storedQueueName } from '@mq/data-service'
+import { describe, expect, it } from 'vitest'
+import { memoryGroup as group } from './memory-group'
+import { TTL_TICKS_PER_ROUND_MAX, TtlTicker } from './ttl-ticker'
+
+describe('TtlTicker', () => {
+  it('ticks the led partitions whose oldest ready message outlived the TTL, and only those', async () => {
+    const g = await group(3) // applies at 1,000 ms (memory-group's clock)
+    const led = storedQueueName('short', 1)
+    await g.port.propose({ type: 'open', queue: led, partition: 0, config: { messageTtlMs: 500 } })
+    await g.port.propose({ type: 'open', queue: led, partition: 1, config: { messageTtlMs: 500 } })
+    await g.open('forever', 2, 0) // no TTL
+    const enqueue = (partition: number) =>
+      g.port.propose({
+        type: 'apply',
+        queue: led,
+        partition,
+        command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] },
+      })
+    await enqueue(0) // enqueued at 1,000 ms; partition 1 stays empty
+    const ticker = new TtlTicker({ groups: () => [g.port] })
+    expect(await ticker.round()).toEqual([]) // at 1,000 ms nothing is 500 ms old
+    const clock = g.port as { nowMs: () => number }
+    clock.nowMs = () => 1_500
+    const before = g.proposed.length
+    expect(await ticker.round()).toEqual([`3:${led}/0`])
+    expect(g.proposed.slice(before)).toEqual([
+      { type: 'apply', queue: led, partition: 0, command: { type: 'tick' } },
+    ])
+  })
+
+  it('leaves groups it does not lead alone, and proposes a bounded number of ticks per round', async () => {
+    const follower = await group(4, false)
+    await follower.port.propose({ type: 'open', queue: 'q#1', partition: 0, config: { messageTtlMs: 1 } })
+    const leader = await group(5)
+    for (let p = 0; p < TTL_TICKS_PER_ROUND_MAX + 2; p++) {
+      await leader.port.propose({ type: 'open', queue: 'q#1', partition: p, config: { messageTtlMs: 1 } })
+      await leader.port.propose({
+        type: 'apply',
+        queue: 'q#1',
+        partition: p,
+        command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] },
+      })
+    }
+    ;(leader.port as { nowMs: () => number }).nowMs = () => 2_000
+    ;(follower.port as { nowMs: () => number }).nowMs = () => 2_000
+    const ticker = new TtlTicker({ groups: () => [follower.port, leader.port] })
+    const first = await ticker.round()
+    expect(first).toHaveLength(TTL_TICKS_PER_ROUND_MAX)
+    expect(first.every((t) => t.startsWith('5:'))).toBe(true)
+  })
+})
