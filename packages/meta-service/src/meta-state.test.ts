@@ -32,6 +32,24 @@ function moveCommands(
   ]
 }
 
+/** Queue pages as a sort of every queue answers them, as queues() must. */
+function pagesAgree(s: MetaState): void {
+  // The property tests' queue names, sorted; the ones that exist, looked up one by one.
+  const all = ['q1', 'q2', 'q3'].filter((n) => s.queue(n) !== undefined)
+  expect(s.queues().map((q) => q.name)).toEqual(all)
+  for (const [prefix, after, limit] of [
+    ['', '', 10],
+    ['q', 'q1', 1],
+    ['q', 'q1', 5],
+    ['', 'q2', 5],
+    ['q3', '', 5],
+    ['x', '', 5],
+  ] as const) {
+    const want = all.filter((n) => n.startsWith(prefix) && n > after).slice(0, limit)
+    expect(s.queues(prefix, after, limit).map((q) => q.name)).toEqual(want)
+  }
+}
+
 /** Partitions per data group counted afresh, as partitionCounts() must always answer. */
 function recount(s: MetaState): Map<number, number> {
   const counts = new Map(s.groups().map((g) => [g.groupId, 0]))
@@ -262,10 +280,12 @@ describe('MetaState', () => {
           const r = a.apply(c, i)
           if (c.type === 'completeMove' && r.ok) moved++
           expect(a.partitionCounts()).toEqual(recount(a))
+          pagesAgree(a)
           if (i === cut) b.restore(a.snapshot())
           if (i > cut) {
             b.apply(c, i)
             expect(b.partitionCounts()).toEqual(recount(b))
+            pagesAgree(b)
           }
         })
       }),
