@@ -153,6 +153,8 @@ export interface Counters {
   /** Leases that passed their deadline unsettled. */
   readonly expired: number
   readonly deadLettered: number
+  /** Ready messages deleted because they outlived the queue's message TTL. */
+  readonly discarded: number
 }
 
 export interface QueueSample {

@@ -4,7 +4,7 @@ import { decodeCommand, encodeCommand } from './codec'
 import type { Command } from './commands'
 import { QUEUE_CONFIG_DEFAULT } from './config'
 import { InvalidArgumentError } from './errors'
-import { decodeConfig, encodeConfig } from './records'
+import { decodeConfig, decodeState, encodeConfig, encodeState, PARTITION_STATE_INITIAL } from './records'
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex')
 const unhex = (s: string) => Uint8Array.from(Buffer.from(s, 'hex'))
@@ -200,5 +200,13 @@ describe('config versions', () => {
     expect(withTtl.subarray(0, stored.length)).toEqual(stored)
     expect(decodeConfig(stored).messageTtlMs).toBe(0)
     expect(decodeConfig(withTtl).messageTtlMs).toBe(90_000)
+  })
+
+  it('writes the discarded counter of the state record only once nonzero: before, the bytes of before', () => {
+    const before = encodeState(PARTITION_STATE_INITIAL)
+    const after = encodeState({ ...PARTITION_STATE_INITIAL, discarded: 7 })
+    expect(after.subarray(0, before.length)).toEqual(before)
+    expect(decodeState(before).discarded).toBe(0)
+    expect(decodeState(after).discarded).toBe(7)
   })
 })

@@ -195,6 +195,8 @@ export interface PartitionCounters {
   readonly expired: number
   /** Messages moved to the dead-letter sub-queue (after a nack or an expiry). */
   readonly deadLettered: number
+  /** Ready messages deleted because they outlived the message TTL. */
+  readonly discarded: number
 }
 
 export interface QueueStats {

@@ -331,6 +331,7 @@ export class QueuePartition {
         nacked: st.nacked,
         expired: st.expired,
         deadLettered: st.deadLettered,
+        discarded: st.discarded,
       },
     }
   }
@@ -639,6 +640,7 @@ export class QueuePartition {
       if (this.outlived(meta, now)) {
         // Older than the message TTL: deleted, not delivered (ready[w] counts it out already).
         this.deleteMessage(readyKey, id, meta)
+        this.st.discarded++
         continue
       }
       const body = bodies[at] as MessageBody
@@ -989,6 +991,7 @@ export class QueuePartition {
         )
         this.deleteMessage((run.entries[i] as KeyValue)[0], run.ids[i] as number, meta)
       }
+      this.st.discarded += n
       this.ready[w] = ready - n
       if (this.ready[w] === 0) this.scheduler.deactivate(w)
       budget -= n

@@ -126,6 +126,8 @@ export interface PartitionState {
   nacked: number
   expired: number
   deadLettered: number
+  /** Messages deleted because they outlived the message TTL. */
+  discarded: number
 }
 
 export const PARTITION_STATE_INITIAL: PartitionState = {
@@ -143,10 +145,11 @@ export const PARTITION_STATE_INITIAL: PartitionState = {
   nacked: 0,
   expired: 0,
   deadLettered: 0,
+  discarded: 0,
 }
 
 export function encodeState(s: PartitionState): Uint8Array {
-  return scratch
+  const w = scratch
     .reset()
     .varint(s.nextId)
     .varint(s.readyOrder)
@@ -162,7 +165,10 @@ export function encodeState(s: PartitionState): Uint8Array {
     .varint(s.nacked)
     .varint(s.expired)
     .varint(s.deadLettered)
-    .finishInSlab()
+  // Written once nonzero (only with a message TTL, format level 8): before, the record reads
+  // as it did for a replica of an earlier version.
+  if (s.discarded > 0) w.varint(s.discarded)
+  return w.finishInSlab()
 }
 
 export function decodeState(b: Uint8Array): PartitionState {
@@ -182,7 +188,9 @@ export function decodeState(b: Uint8Array): PartitionState {
     nacked: r.varint(),
     expired: r.varint(),
     deadLettered: r.varint(),
+    discarded: 0,
   }
+  if (!r.done) s.discarded = r.varint()
   invariant(r.done, 'partition state decodes')
   return s
 }

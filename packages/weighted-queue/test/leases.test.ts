@@ -617,6 +617,12 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(await q.ttlDue(1600)).toBe(true)
     await q.apply({ type: 'tick' }, 1600)
     expect((await q.stats(1600)).messages).toBe(0)
+    expect((await q.stats(1600)).counters).toMatchObject({
+      enqueued: 3,
+      delivered: 1,
+      expired: 1,
+      discarded: 3,
+    })
     expect(await q.ttlDue(5000)).toBe(false)
     expect(await lease(q, 1700)).toEqual([])
     // Nothing of the messages is left (records, bodies, ready, lease and delay index entries).

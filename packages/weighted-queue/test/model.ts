@@ -51,7 +51,15 @@ export class ModelQueue {
   config: QueueConfig
   private readonly messages = new Map<number, ModelMessage>()
   private nextId = 1
-  private readonly counters = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 }
+  private readonly counters = {
+    enqueued: 0,
+    delivered: 0,
+    acked: 0,
+    nacked: 0,
+    expired: 0,
+    deadLettered: 0,
+    discarded: 0,
+  }
   private readyOrder = 0
   private deadOrder = 0
   private lastNowMs = 0

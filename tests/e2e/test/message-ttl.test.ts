@@ -35,6 +35,9 @@ describe('a queue with a message TTL', () => {
     // Gone without anyone leasing: the leaders' ticks deleted them (TTL 2 s, rounds of 1 s).
     expect(await waitFor(async () => (await depth()) === 0, 10_000, 100)).toBe(true)
     console.log(`message TTL: 40 messages of a 2-s TTL gone ${Date.now() - sentAt} ms after they were sent`)
+    const discarded = async () =>
+      (await client.admin.queueStats('short')).reduce((n, p) => n + (p.counters?.discarded ?? 0), 0)
+    expect(await discarded()).toBe(40)
     expect(Date.now() - sentAt).toBeGreaterThanOrEqual(2_000)
     // Fresh messages are delivered, none of the old ones.
     const fresh = await Promise.all(Array.from({ length: 10 }, (_, i) => producer.send({ body: `new${i}` })))

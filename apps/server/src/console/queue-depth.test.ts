@@ -70,7 +70,7 @@ describe('queueFigures', () => {
       depth: { ready: 0, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 },
       weights: [],
       partitions: [],
-      counters: { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 },
+      counters: { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 },
     })
   })
 })

@@ -18,6 +18,7 @@ export const NO_COUNTS: Counters = {
   nacked: 0,
   expired: 0,
   deadLettered: 0,
+  discarded: 0,
 }
 
 /**

@@ -410,14 +410,14 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
         ),
         h('h3', {}, 'Rates (last minute)'),
         table(
-          ['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'dead-lettered'],
+          ['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'dead-lettered', 'past TTL'],
           [
             h(
               'tr',
               { 'data-testid': 'queue-rates' },
-              ...(['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'deadLettered'] as const).map((k) =>
-                h('td', { 'data-testid': `rate-${k}` }, perSecond(q.ratesPerS[k])),
-              ),
+              ...(
+                ['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'deadLettered', 'discarded'] as const
+              ).map((k) => h('td', { 'data-testid': `rate-${k}` }, perSecond(q.ratesPerS[k]))),
             ),
           ],
           'rates',

@@ -232,7 +232,7 @@ export interface PartitionStats {
   /**
    * What the partition has done since it was created (replicated counters; rates come from
    * sampling them): messages enqueued, leases handed out, acks, nacks, leases expired,
-   * messages dead-lettered.
+   * messages dead-lettered, messages deleted because they outlived the queue's message TTL.
    */
   counters?: PartitionCounters | undefined;
 }
@@ -244,6 +244,7 @@ export interface PartitionCounters {
   nacked: number;
   expired: number;
   deadLettered: number;
+  discarded: number;
 }
 
 function createBasePartitionTarget(): PartitionTarget {
@@ -2555,7 +2556,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
 };
 
 function createBasePartitionCounters(): PartitionCounters {
-  return { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 };
+  return { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 };
 }
 
 export const PartitionCounters: MessageFns<PartitionCounters> = {
@@ -2577,6 +2578,9 @@ export const PartitionCounters: MessageFns<PartitionCounters> = {
     }
     if (message.deadLettered !== 0) {
       writer.uint32(48).uint64(message.deadLettered);
+    }
+    if (message.discarded !== 0) {
+      writer.uint32(56).uint64(message.discarded);
     }
     return writer;
   },
@@ -2636,6 +2640,14 @@ export const PartitionCounters: MessageFns<PartitionCounters> = {
           message.deadLettered = longToNumber(reader.uint64());
           continue;
         }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.discarded = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2657,6 +2669,7 @@ export const PartitionCounters: MessageFns<PartitionCounters> = {
         : isSet(object.dead_lettered)
         ? globalThis.Number(object.dead_lettered)
         : 0,
+      discarded: isSet(object.discarded) ? globalThis.Number(object.discarded) : 0,
     };
   },
 
@@ -2680,6 +2693,9 @@ export const PartitionCounters: MessageFns<PartitionCounters> = {
     if (message.deadLettered !== 0) {
       obj.deadLettered = Math.round(message.deadLettered);
     }
+    if (message.discarded !== 0) {
+      obj.discarded = Math.round(message.discarded);
+    }
     return obj;
   },
 
@@ -2694,6 +2710,7 @@ export const PartitionCounters: MessageFns<PartitionCounters> = {
     message.nacked = object.nacked ?? 0;
     message.expired = object.expired ?? 0;
     message.deadLettered = object.deadLettered ?? 0;
+    message.discarded = object.discarded ?? 0;
     return message;
   },
 };
