@@ -7,6 +7,7 @@ import {
   parseStoredQueueName,
 } from '@mq/data-service'
 import { FORMAT_LEVEL_DROP_IMPORT } from '@mq/protocol'
+import { ledGroups } from './led-groups'
 
 /** Partitions one sweep drops at most (each drop is one Raft entry deleting a key range). */
 export const ORPHAN_DROPS_PER_SWEEP_MAX = 16
@@ -58,14 +59,7 @@ export class OrphanSweeper {
     this.#busy = true
     const dropped: DroppedOrphan[] = []
     try {
-      const leading = [...this.#host.groups()].filter((port) => {
-        try {
-          port.assertLeader()
-          return true
-        } catch {
-          return false
-        }
-      })
+      const leading = ledGroups(this.#host.groups())
       const imports = this.#host.formatLevel() >= FORMAT_LEVEL_DROP_IMPORT
       const candidates = (machine: DataGroupMachine): string[] =>
         imports ? [...machine.partitionIds(), ...machine.importIds()] : machine.partitionIds()

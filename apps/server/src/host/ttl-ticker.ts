@@ -1,4 +1,5 @@
 import { type DataGroupPort, parsePartitionId } from '@mq/data-service'
+import { ledGroups } from './led-groups'
 
 /** Ticks one round proposes at most (each is one Raft entry of a data group). */
 export const TTL_TICKS_PER_ROUND_MAX = 64
@@ -29,12 +30,7 @@ export class TtlTicker {
     this.#busy = true
     const ticked: string[] = []
     try {
-      for (const port of this.#host.groups()) {
-        try {
-          port.assertLeader()
-        } catch {
-          continue
-        }
+      for (const port of ledGroups(this.#host.groups())) {
         for (const id of port.machine.ttlPartitionIds()) {
           if (ticked.length >= TTL_TICKS_PER_ROUND_MAX) return ticked
           const ref = parsePartitionId(id)
