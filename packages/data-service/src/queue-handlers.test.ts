@@ -61,6 +61,9 @@ function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
   }
 }
 
+/** The handlers over one group (default limits). */
+const h0 = (group: DataGroupPort) => queueHandlers(node(group))
+
 /** A server call as grpc-js hands it to a handler: the request, and a `cancelled` event. */
 function fakeCall(request: unknown): EventEmitter & { request: unknown; cancelled: boolean; cancel(): void } {
   const c = Object.assign(new EventEmitter(), {
@@ -241,6 +244,38 @@ describe('queue handlers', () => {
     await call(h, 'produce', { target, producerId: '', sequence: 1, messages: [message('more')] })
     expect((await call(h, 'lease', request, late)).messages).toEqual([])
     expect((await call(h, 'lease', { ...request, waitMs: 0 })).messages).toHaveLength(1)
+  })
+
+  it('leases again at once when a lease found only messages past their TTL, not after the recheck', async () => {
+    const group = await localGroup()
+    await group.propose({
+      type: 'apply',
+      queue: 'jobs',
+      partition: 0,
+      command: { type: 'configure', config: { messageTtlMs: 1_000 } },
+    })
+    await call(h0(group), 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [message('a'), message('b'), message('c')],
+    })
+    group.now = 1_500
+    await call(h0(group), 'produce', { target, producerId: '', sequence: 1, messages: [message('young')] })
+    group.now = 2_000 // a, b and c are 1,000 ms old: past the TTL
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    const started = Date.now()
+    const leased = await call(h, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 2,
+      visibilityMs: 5_000,
+      waitMs: 5_000,
+    })
+    expect(leased.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual([
+      'young',
+    ])
+    expect(Date.now() - started).toBeLessThan(1_000)
   })
 
   it('answers with typed errors and changes nothing', async () => {

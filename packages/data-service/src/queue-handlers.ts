@@ -81,6 +81,12 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
   leaseRecheckMs: 1_000,
 }
 
+/**
+ * Leases a long poll commits at once, one after another, when one comes back empty with
+ * messages still leasable (it found only messages past their TTL), before it waits.
+ */
+export const LEASE_QUICK_RETRIES_MAX = 8
+
 /** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
 const PURGE_BATCH = 1000
 /** A purge call stops after this many entries (a million messages); call again for more. */
@@ -198,6 +204,7 @@ export function queueHandlers(
         // waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
         // every replica) for a message one of them takes.
         const id = `${req.target?.queue}/${req.target?.partition}`
+        let quick = 0
         for (let round = 0; ; round++) {
           if (cancelled.aborted) return { messages: [] }
           // Read before the lease: a change applied while it runs must end the wait below.
@@ -205,7 +212,9 @@ export function queueHandlers(
           const since = group.changes()
           let leases: readonly Lease[] = []
           const asked = leasing.get(id) ?? 0
-          if (round === 0 || group.machine.leasableAtMost(queue, partition, group.nowMs()) > asked) {
+          const leaseTried =
+            round === 0 || group.machine.leasableAtMost(queue, partition, group.nowMs()) > asked
+          if (leaseTried) {
             leasing.set(id, asked + req.max)
             try {
               const r = await run(req.target, () => command)
@@ -227,6 +236,16 @@ export function queueHandlers(
           }
           const remaining = deadline - Date.now()
           if (leases.length > 0 || remaining <= 0) return { messages: leases.map(leasedMessageOf) }
+          // A lease that came back empty while messages are left to lease found only messages
+          // past their TTL (deleted): ask again at once, a few times, rather than wait.
+          if (
+            leaseTried &&
+            quick < LEASE_QUICK_RETRIES_MAX &&
+            group.machine.leasableAtMost(queue, partition, group.nowMs()) > (leasing.get(id) ?? 0)
+          ) {
+            quick++
+            continue
+          }
           await group.changed(Math.min(remaining, limits.leaseRecheckMs), controller.signal, since)
         }
       } finally {

@@ -19,7 +19,7 @@ export async function memoryGroup(groupId: number, leads = true) {
     machine,
     propose: async (command): Promise<DataResult> => {
       proposed.push(command)
-      const applied = await machine.apply(encodeDataCommand(command), 1_000)
+      const applied = await machine.apply(encodeDataCommand(command), port.nowMs())
       await engine.write(applied.ops, { sync: false })
       applied.written()
       return applied.result

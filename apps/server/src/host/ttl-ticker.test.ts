@@ -49,4 +49,27 @@ describe('TtlTicker', () => {
     expect(first).toHaveLength(TTL_TICKS_PER_ROUND_MAX)
     expect(first.every((t) => t.startsWith('5:'))).toBe(true)
   })
+
+  it('ticks a partition again in the same round while it is still due (a backlog that outlived its TTL at once)', async () => {
+    const g = await group(6)
+    await g.port.propose({
+      type: 'open',
+      queue: 'q#1',
+      partition: 0,
+      config: { messageTtlMs: 100, expiryBatchMax: 2 },
+    })
+    await g.port.propose({
+      type: 'apply',
+      queue: 'q#1',
+      partition: 0,
+      command: {
+        type: 'enqueue',
+        messages: Array.from({ length: 5 }, () => ({ body: Uint8Array.of(1), weight: 1 })),
+      },
+    })
+    ;(g.port as { nowMs: () => number }).nowMs = () => 2_000
+    // 2 + 2 + 1 deleted: three ticks, then nothing is due.
+    expect(await new TtlTicker({ groups: () => [g.port] }).round()).toEqual(['6:q#1/0', '6:q#1/0', '6:q#1/0'])
+    expect((await g.port.machine.stats('q#1', 0, 2_000))?.messages).toBe(0)
+  })
 })
