@@ -14,6 +14,7 @@ function view(groups: Partial<GroupView['status']>[], metaLeaderId = 'n1', servi
         groupId: i,
         status: { role: Role.Follower, lead: 'n2', commit: 10, applied: 10, ...s } as GroupView['status'],
         imports: 0,
+        sweeping: 0,
       })),
   }
 }

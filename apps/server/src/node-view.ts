@@ -12,6 +12,8 @@ export interface GroupView {
    * the meta group.
    */
   readonly imports: number
+  /** Dropped partitions whose keys this data-group replica is still deleting; 0 for the meta group. */
+  readonly sweeping: number
 }
 
 /** One queue partition held by a data group this node leads. */

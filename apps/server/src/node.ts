@@ -843,11 +843,15 @@ export class MqNode {
       groups: () => {
         const raft = this.#raft
         if (!raft) return []
-        return raft.groupIds().map((groupId) => ({
-          groupId,
-          status: raft.status(groupId),
-          imports: this.#dataGroups.get(groupId)?.port.machine.importIds().length ?? 0,
-        }))
+        return raft.groupIds().map((groupId) => {
+          const machine = this.#dataGroups.get(groupId)?.port.machine
+          return {
+            groupId,
+            status: raft.status(groupId),
+            imports: machine?.importIds().length ?? 0,
+            sweeping: machine?.garbageRanges().length ?? 0,
+          }
+        })
       },
       ledPartitions: () => {
         const raft = this.#raft

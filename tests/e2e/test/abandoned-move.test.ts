@@ -38,16 +38,17 @@ describe('a partition move abandoned because its queue was deleted', () => {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  /** mq_data_imports of every node for `group`, summed. */
-  const imports = async (group: number): Promise<number> => {
+  /** Gauge `name` of every node for `group`, summed. */
+  const gauge = async (name: string, group: number): Promise<number> => {
     let sum = 0
     for (const port of httpPorts.values()) {
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
-      const line = text.match(new RegExp(`^mq_data_imports\\{group="${group}",node="n\\d+"\\} (\\d+)$`, 'm'))
+      const line = text.match(new RegExp(`^${name}\\{group="${group}",node="n\\d+"\\} (\\d+)$`, 'm'))
       sum += Number(line?.[1] ?? 0)
     }
     return sum
   }
+  const imports = (group: number) => gauge('mq_data_imports', group)
 
   it('deletes the partial copy on the target group, keeps the other queue whole', async () => {
     const status = () => client.admin.clusterStatus()
@@ -97,8 +98,8 @@ describe('a partition move abandoned because its queue was deleted', () => {
     await client.close()
     const kept2 = join(dir, 'kept-data')
     mkdirSync(kept2)
-    // Let the sweeps' writes land, then stop and read each node's database.
-    await new Promise((r) => setTimeout(r, 1_000))
+    // Once every replica has deleted the copy's keys (no sweep left), stop and read each database.
+    expect(await waitFor(async () => (await gauge('mq_data_sweeps', newGroup)) === 0, 30_000, 100)).toBe(true)
     await cluster.stop(kept2)
     for (const id of ['n1', 'n2', 'n3']) {
       const engine = await LevelEngine.open(join(kept2, id, 'db'))

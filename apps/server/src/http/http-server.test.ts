@@ -24,7 +24,7 @@ function fakeView(state: { failed: boolean; leader: string }): NodeView {
     nodeId: 'n1',
     serving: () => !state.failed,
     failed: () => state.failed,
-    groups: () => [{ groupId: 0, status, imports: 2 }],
+    groups: () => [{ groupId: 0, status, imports: 2, sweeping: 1 }],
     ledPartitions: () => [],
     metaLeaderId: () => state.leader,
   }
@@ -56,6 +56,7 @@ describe('the operations HTTP server', () => {
     const text = await metrics.text()
     expect(text).toMatch(/^mq_raft_term\{group="0",node="n1"\} 3$/m)
     expect(text).toMatch(/^mq_data_imports\{group="0",node="n1"\} 2$/m)
+    expect(text).toMatch(/^mq_data_sweeps\{group="0",node="n1"\} 1$/m)
     expect((await fetch(`${base}/nope`)).status).toBe(404)
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405)
     state.failed = true

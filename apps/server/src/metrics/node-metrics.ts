@@ -49,6 +49,11 @@ export class NodeMetrics {
     'Partitions being imported into this data group replica, their copies partly written (a move under way, or one abandoned when its queue was deleted, until the orphan sweeper drops it)',
     ['group'],
   )
+  readonly dataSweeps = this.#gauge(
+    'mq_data_sweeps',
+    'Dropped partitions (and unfinished imports) whose keys this data-group replica is still deleting in the background',
+    ['group'],
+  )
   readonly raftElections = this.#counter(
     'mq_raft_elections_total',
     'Elections this replica started (RequestVote sent for a new term)',
@@ -209,9 +214,10 @@ export class NodeMetrics {
       this.raftAppliedIndex,
       this.raftLastIndex,
       this.dataImports,
+      this.dataSweeps,
     ])
       g.reset()
-    for (const { groupId, status, imports } of view.groups()) {
+    for (const { groupId, status, imports, sweeping } of view.groups()) {
       const group = String(groupId)
       this.raftTerm.set({ group }, status.term)
       for (const role of ROLES) this.raftRole.set({ group, role }, status.role === role ? 1 : 0)
@@ -219,6 +225,7 @@ export class NodeMetrics {
       this.raftAppliedIndex.set({ group }, status.applied)
       this.raftLastIndex.set({ group }, status.lastIndex)
       this.dataImports.set({ group }, imports)
+      this.dataSweeps.set({ group }, sweeping)
     }
     for (const g of [this.queueMessages, this.queueOldestAge, this.queueTargetShare, this.queueAchievedShare])
       g.reset()
