@@ -38,10 +38,11 @@ describe('a partition move abandoned because its queue was deleted', () => {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  /** Gauge `name` of every node for `group`, summed. */
+  /** Gauge `name` of every running node for `group`, summed. */
   const gauge = async (name: string, group: number): Promise<number> => {
     let sum = 0
-    for (const port of httpPorts.values()) {
+    for (const [id, port] of httpPorts) {
+      if (!cluster.isRunning(id)) continue
       const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
       const line = text.match(new RegExp(`^${name}\\{group="${group}",node="n\\d+"\\} (\\d+)$`, 'm'))
       sum += Number(line?.[1] ?? 0)
@@ -54,12 +55,12 @@ describe('a partition move abandoned because its queue was deleted', () => {
     const status = () => client.admin.clusterStatus()
     const dataGroups = async () => (await status()).groups.filter((g) => g.groupId !== 0)
     expect(await waitFor(async () => (await dataGroups()).length === 1, 30_000, 200)).toBe(true)
-    // Two partitions of 24 MiB each: a copy of ~24 chunks of a MiB, long enough to delete the
+    // Two partitions of 48 MiB each: a copy of ~48 chunks of a MiB, long enough to delete the
     // queue in the middle of it. A second queue stays, and must lose nothing.
     await client.admin.createQueue('doomed', { partitions: 2 })
     await client.admin.createQueue('kept', { partitions: 1 })
     const doomed = client.producer('doomed', { keyless: 'round-robin' })
-    const body = new Uint8Array(32 * 1024).fill(7)
+    const body = new Uint8Array(64 * 1024).fill(7)
     for (let i = 0; i < 1_536; i += 64)
       await Promise.all(Array.from({ length: 64 }, () => doomed.send({ body })))
     await doomed.close()
@@ -69,18 +70,20 @@ describe('a partition move abandoned because its queue was deleted', () => {
 
     const [source] = await dataGroups()
     const newGroup = (source?.groupId ?? 0) + 1
+    // The source group's leader drives the copy (known before it starts, so that no lookup
+    // stands between the delete and the kill below).
+    const leader = source?.leaderId ?? ''
     const copyStarted = Date.now()
     await client.admin.scaleDataGroups(2)
     const copying = await waitFor(async () => (await imports(newGroup)) > 0, 60_000, 20)
     expect(copying).toBe(true)
-    // The queue goes (its move with it), and the source group's leader, which drives the copy,
-    // is SIGKILLed: nothing finishes the copy, which stops midway.
+    // The queue goes (its move with it), and the copying leader is SIGKILLed: nothing finishes
+    // the copy, which stops midway (a copy of 48 MiB takes seconds; this takes milliseconds).
     await client.admin.deleteQueue('doomed')
-    const leader = (await status()).groups.find((g) => g.groupId === source?.groupId)?.leaderId ?? ''
-    const importing = await imports(newGroup)
     await cluster.kill(leader)
+    const importing = await imports(newGroup)
     console.log(
-      `abandoned move: doomed deleted and ${leader} (copying) killed ${Date.now() - copyStarted} ms into the move, ${importing} replicas of group ${newGroup} importing`,
+      `abandoned move: doomed deleted and ${leader} (copying) killed ${Date.now() - copyStarted} ms into the move, ${importing} live replicas of group ${newGroup} importing`,
     )
     expect(importing).toBeGreaterThan(0)
     await cluster.restart(leader)
