@@ -315,11 +315,21 @@ describe('queue', () => {
   it('updates only the settings given, including turning strict priority off', async () => {
     cluster.addQueue('jobs', 1, { strictPriority: true })
     const r = await mq(['queue', 'update', 'jobs', '--visibility', '2m', '--no-strict-priority'])
-    expect(r).toMatchObject({ code: 0, stdout: 'updated queue jobs\n' })
+    expect(r).toMatchObject({ code: 0, stdout: 'updated queue jobs (1 partition)\n' })
     expect(cluster.calls).toContain(
       `updateQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 120_000, strictPriority: false })}`,
     )
     expect(cluster.queues.get('jobs')?.config.strictPriority).toBe(false)
+  })
+
+  it('adds partitions to a queue', async () => {
+    cluster.addQueue('jobs', 2)
+    const r = await mq(['queue', 'update', 'jobs', '--partitions', '6'])
+    expect(r).toMatchObject({ code: 0, stdout: 'updated queue jobs (6 partitions)\n' })
+    expect(cluster.calls).toContain(`updateQueue:jobs:${JSON.stringify({ partitions: 6 })}`)
+    const bad = await mq(['queue', 'update', 'jobs', '--partitions', '0'])
+    expect(bad.code).toBe(1)
+    expectOneLineError(bad.stderr, /--partitions/)
   })
 
   it('refuses an update with nothing to change', async () => {

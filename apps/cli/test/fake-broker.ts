@@ -69,6 +69,7 @@ export class FakeBroker {
       queue: name,
       queueId: 1,
       routeEpoch: 1,
+      partitionsEpoch: 0,
       config: {
         partitions: partitions.length,
         visibilityTimeoutMs: 30_000,

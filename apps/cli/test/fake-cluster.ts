@@ -204,6 +204,7 @@ export class FakeCluster {
       queueId: 1,
       config: { ...q.config },
       routeEpoch: 7,
+      partitionsEpoch: 0,
       partitions: q.ready.map((_, partition) => ({
         partition,
         groupId: partition + 1,
@@ -235,6 +236,7 @@ export class FakeCluster {
         call(`updateQueue:${name}:${JSON.stringify(update)}`, () => {
           const q = this.#queue(name)
           q.config = { ...q.config, ...update }
+          while (q.ready.length < q.config.partitions) q.ready.push([])
           return this.#route(name)
         }),
       deleteQueue: (name) =>

@@ -125,6 +125,8 @@ export class MqNode {
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
   readonly #routes = new Map<string, QueueRoute>()
+  /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
+  #growEpochSeen = 0
   readonly #calls: PeerCalls
   readonly #controller: Controller
   readonly #mover: PartitionMover
@@ -673,7 +675,10 @@ export class MqNode {
       this.#facts
         ?.setFormatLevel(this.#formatLevel)
         .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the format level'))
-      if (!this.#metaVoter()) this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
+      if (!this.#metaVoter()) {
+        this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
+        this.#forgetRoutesBefore(response.growEpoch)
+      }
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)
         this.#hostMeta(false).catch((error: unknown) =>
@@ -942,6 +947,18 @@ export class MqNode {
     return route
   }
 
+  /**
+   * Forgets the cached routes older than `growEpoch` (the latest epoch at which a queue got
+   * partitions; a node without a meta replica hears it in heartbeats): the next request for
+   * such a queue fetches its route again, so a client routed before the partitions were added
+   * is told STALE_ROUTE. Partitions are added rarely: each change costs a refetch per queue.
+   */
+  #forgetRoutesBefore(growEpoch: number): void {
+    if (growEpoch <= this.#growEpochSeen) return
+    this.#growEpochSeen = growEpoch
+    for (const [queue, route] of this.#routes) if (route.routeEpoch < growEpoch) this.#routes.delete(queue)
+  }
+
   /** Caches `route` unless the cache holds a newer one (routes come from several sources). */
   #cacheRoute(route: QueueRoute): void {
     if ((this.#routes.get(route.queue)?.routeEpoch ?? 0) <= route.routeEpoch)
@@ -953,6 +970,14 @@ export class MqNode {
       groupFor: async (queue, partition, routeEpoch) => {
         const route = await this.#route(queue, routeEpoch)
         const p = route?.partitions.find((x) => x.partition === partition)
+        if (route && p && routeEpoch < route.partitionsEpoch) {
+          // Partitions were added since the client's route: it learns of them in one hop (the
+          // group named: the partition is still where the client sent it, no replica to try).
+          throw new StaleRouteError(
+            `${queue} has ${route.partitions.length} partitions since route epoch ${route.partitionsEpoch}; refresh the route (epoch ${route.routeEpoch})`,
+            { epoch: route.routeEpoch, groupId: p.groupId },
+          )
+        }
         const local = p ? this.#dataGroups.get(p.groupId) : undefined
         if (!route || !p || !local) return undefined
         const storedAs = storedQueueName(queue, route.queueId)
@@ -999,7 +1024,12 @@ export class MqNode {
         return { group: local.port, storedAs }
       },
       queueConfig: (queue) => this.#routes.get(queue)?.config,
-      routeEpoch: () => Math.max(0, ...[...this.#routes.values()].map((r) => r.routeEpoch)),
+      routeEpoch: () => {
+        // A loop, not a spread: up to 100,000 queues' routes may be cached.
+        let epoch = 0
+        for (const r of this.#routes.values()) epoch = Math.max(epoch, r.routeEpoch)
+        return epoch
+      },
       formatLevel: () => this.#formatLevel,
     }
   }

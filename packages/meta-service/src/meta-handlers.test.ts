@@ -1,4 +1,10 @@
-import { FORMAT_LEVEL_MESSAGE_TTL, type MetaServer, NotLeaderError, type QueueRoute } from '@mq/protocol'
+import {
+  FORMAT_LEVEL_GROW_PARTITIONS,
+  FORMAT_LEVEL_MESSAGE_TTL,
+  type MetaServer,
+  NotLeaderError,
+  type QueueRoute,
+} from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
 import { MetaState } from './meta-state'
@@ -130,6 +136,38 @@ describe('meta handlers', () => {
       update: { messageTtlMs: 1_000 },
     })) as QueueRoute
     expect(route.config?.messageTtlMs).toBe(1_000)
+  })
+
+  it('adds partitions only once every meta replica places them (format level 9), and says why not', async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_GROW_PARTITIONS],
+      ['n2', FORMAT_LEVEL_GROW_PARTITIONS - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2'] })
+    const h = metaHandlers(meta, controller)
+    await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })
+    await expect(call(h, 'updateQueue', { name: 'jobs', update: { partitions: 4 } })).rejects.toMatchObject({
+      details: expect.stringMatching(/format level 8: partitions can be added from level 9/),
+    })
+    expect(meta.state.queue('jobs')?.partitions).toHaveLength(2)
+    // The count the queue has already is no change: other settings go through.
+    await call(h, 'updateQueue', { name: 'jobs', update: { partitions: 2, maxDeliveries: 3 } })
+    expect(meta.state.queue('jobs')?.config.maxDeliveries).toBe(3)
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_GROW_PARTITIONS,
+    })
+    const route = (await call(h, 'updateQueue', { name: 'jobs', update: { partitions: 4 } })) as QueueRoute
+    expect(route.partitions.map((p) => p.partition)).toEqual([0, 1, 2, 3])
+    expect(route.partitionsEpoch).toBe(route.routeEpoch)
+    // Fewer is refused, whatever the level.
+    await expect(call(h, 'updateQueue', { name: 'jobs', update: { partitions: 3 } })).rejects.toMatchObject({
+      details: expect.stringMatching(/partitions can only be added: the queue has 4, asked for 3/),
+    })
   })
 
   it('pages through queues', async () => {

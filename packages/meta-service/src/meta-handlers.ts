@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
   InvalidArgumentError,
   type MetaServer,
@@ -68,6 +69,16 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       )
     }
   }
+  /** Adding partitions needs every meta replica to place them (format level 9). */
+  const needsLevelToGrow = async (name: string, partitions: number | undefined): Promise<void> => {
+    if (partitions === undefined) return
+    const state = await meta.read()
+    const level = state.formatLevel()
+    if (level >= FORMAT_LEVEL_GROW_PARTITIONS || partitions === state.queue(name)?.config.partitions) return
+    throw new InvalidArgumentError(
+      `the cluster runs format level ${level}: partitions can be added from level ${FORMAT_LEVEL_GROW_PARTITIONS}, once every node runs a version of it`,
+    )
+  }
   return {
     getRoutes: unary(async (req) => {
       const state = await meta.read()
@@ -89,6 +100,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     }),
     updateQueue: unary(async (req) => {
       await needsLevelForTtl(req.update?.messageTtlMs)
+      await needsLevelToGrow(req.name, req.update?.partitions)
       await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
       return routeNow(req.name)
     }),

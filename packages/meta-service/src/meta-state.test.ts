@@ -80,6 +80,41 @@ describe('MetaState', () => {
     expect(s.routeEpoch).toBe(epoch + 1)
   })
 
+  it('adds partitions to a queue, placed on the emptiest groups, routed from a new epoch', () => {
+    const s = cluster(3, 3)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 2 } }, 10)
+    s.apply({ type: 'createQueue', name: 'other', config: { partitions: 1 } }, 10)
+    const before = s.queue('jobs')
+    expect(before?.partitions.map((p) => p.groupId)).toEqual([1, 2])
+    expect(before?.partitionsEpoch).toBeUndefined()
+    const epoch = s.routeEpoch
+    const r = s.apply({ type: 'updateQueue', name: 'jobs', update: { partitions: 5, maxDeliveries: 7 } }, 11)
+    expect(r.ok).toBe(true)
+    const q = s.queue('jobs')
+    // The old partitions stay where they are; the new ones go to the groups holding fewest.
+    expect(q?.partitions.map((p) => [p.partition, p.groupId])).toEqual([
+      [0, 1],
+      [1, 2],
+      [2, 1],
+      [3, 2],
+      [4, 3],
+    ])
+    expect(q?.config.partitions).toBe(5)
+    expect(q?.config.maxDeliveries).toBe(7)
+    expect(s.routeEpoch).toBe(epoch + 1)
+    expect(q?.partitionsEpoch).toBe(s.routeEpoch)
+    expect(s.partitionCounts()).toEqual(recount(s))
+    // The same count again changes the settings only: the partitions' epoch stays.
+    s.apply({ type: 'updateQueue', name: 'jobs', update: { partitions: 5, maxDeliveries: 8 } }, 12)
+    expect(s.queue('jobs')?.partitionsEpoch).toBe(epoch + 1)
+    expect(s.queue('jobs')?.partitions).toHaveLength(5)
+    // It survives a snapshot.
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.queue('jobs')).toEqual(s.queue('jobs'))
+    expect(copy.partitionCounts()).toEqual(recount(s))
+  })
+
   it('rejects bad commands with a clear error and no state change', () => {
     const s = cluster()
     s.apply({ type: 'createQueue', name: 'jobs', config: {} }, 10)
@@ -97,6 +132,21 @@ describe('MetaState', () => {
         { type: 'updateQueue', name: 'jobs', update: { maxDeliveries: 0 } },
         'INVALID_ARGUMENT',
         /maxDeliveries/,
+      ],
+      [
+        { type: 'updateQueue', name: 'jobs', update: { partitions: 3, maxDeliveries: 9 } },
+        'INVALID_ARGUMENT',
+        /partitions can only be added: the queue has 4, asked for 3/,
+      ],
+      [
+        { type: 'updateQueue', name: 'jobs', update: { partitions: 257 } },
+        'INVALID_ARGUMENT',
+        /partitions must be an integer from 1 to 256, got 257/,
+      ],
+      [
+        { type: 'updateQueue', name: 'jobs', update: { partitions: 4.5 } },
+        'INVALID_ARGUMENT',
+        /partitions must be an integer/,
       ],
       [{ type: 'deleteQueue', name: 'nope' }, 'QUEUE_NOT_FOUND', /does not exist/],
       [{ type: 'createGroup', replicas: ['n1', 'n1'] }, 'INVALID_ARGUMENT', /twice/],
@@ -185,7 +235,10 @@ describe('MetaState', () => {
       fc.record({
         type: fc.constant('updateQueue' as const),
         name,
-        update: fc.record({ maxDeliveries: fc.integer({ min: 0, max: 9 }) }),
+        update: fc.oneof(
+          fc.record({ maxDeliveries: fc.integer({ min: 0, max: 9 }) }),
+          fc.record({ partitions: fc.integer({ min: 0, max: 8 }) }),
+        ),
       }),
       fc.record({ type: fc.constant('deleteQueue' as const), name }),
       fc.record({
@@ -264,6 +317,11 @@ describe('MetaState', () => {
         config: fc.record({ partitions: fc.integer({ min: 1, max: 4 }) }),
       }),
       fc.record({ type: fc.constant('deleteQueue' as const), name }),
+      fc.record({
+        type: fc.constant('updateQueue' as const),
+        name,
+        update: fc.record({ partitions: fc.integer({ min: 1, max: 6 }) }),
+      }),
       ...moveCommands(name, group, 3),
       fc.record({ type: fc.constant('createGroup' as const), replicas: fc.constant(['n1', 'n2', 'n3']) }),
       fc.record({ type: fc.constant('removeGroup' as const), groupId: group }),

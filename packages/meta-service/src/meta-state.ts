@@ -52,6 +52,12 @@ export interface QueueRecord {
   readonly config: QueueConfig
   readonly partitions: readonly PartitionRecord[]
   readonly createdAtMs: number
+  /**
+   * The route epoch from which the queue has its current partitions; absent until partitions
+   * are added (an update with a larger `partitions`). A data request routed with an older
+   * epoch is answered STALE_ROUTE, so clients learn of the new partitions.
+   */
+  readonly partitionsEpoch?: number
 }
 
 export const MovePhase = {
@@ -169,6 +175,7 @@ interface MetaImage {
  */
 export class MetaState {
   #routeEpoch = 1
+  #growEpoch = 0
   #nextGroupId = 1
   #nextQueueId = 1
   #nextMoveId = 1
@@ -198,6 +205,15 @@ export class MetaState {
 
   get routeEpoch(): number {
     return this.#routeEpoch
+  }
+
+  /**
+   * The latest route epoch at which a queue got partitions added; 0 when none. Not part of the
+   * snapshot: after a restore, the latest among the queues still there (what matters: routes
+   * cached before it may lack partitions).
+   */
+  growEpoch(): number {
+    return this.#growEpoch
   }
 
   node(nodeId: string): NodeRecord | undefined {
@@ -531,13 +547,26 @@ export class MetaState {
         'the cluster has no data groups yet; retry once the controller has made them',
       )
     }
-    // Each partition goes to the data group holding the fewest partitions (lowest id on a
-    // tie), so queues spread evenly over the groups; groups being removed take none.
+    const partitions = this.#place(0, config.partitions, config.engine)
+    const record: QueueRecord = { queueId: this.#nextQueueId++, name, config, partitions, createdAtMs: nowMs }
+    this.#queues.set(name, record)
+    this.#names.splice(firstAtLeast(this.#names, name), 0, name)
+    for (const p of partitions) this.#hold(p.groupId, 1)
+    this.#routeEpoch++
+    return ok(record)
+  }
+
+  /**
+   * Places partitions `from` to `to - 1`: each goes to the data group holding the fewest
+   * partitions (lowest id on a tie), so queues spread evenly over the groups; groups being
+   * removed take none.
+   */
+  #place(from: number, to: number, engine: string): PartitionRecord[] {
     const counts = this.partitionCounts()
     const removing = this.#scale?.running ? this.#scale.removing : []
     if (removing.length < counts.size) for (const g of removing) counts.delete(g)
     const partitions: PartitionRecord[] = []
-    for (let partition = 0; partition < config.partitions; partition++) {
+    for (let partition = from; partition < to; partition++) {
       let best = -1
       let bestCount = Number.POSITIVE_INFINITY
       for (const [groupId, count] of counts) {
@@ -547,14 +576,9 @@ export class MetaState {
         }
       }
       counts.set(best, bestCount + 1)
-      partitions.push({ partition, groupId: best, engine: config.engine })
+      partitions.push({ partition, groupId: best, engine })
     }
-    const record: QueueRecord = { queueId: this.#nextQueueId++, name, config, partitions, createdAtMs: nowMs }
-    this.#queues.set(name, record)
-    this.#names.splice(firstAtLeast(this.#names, name), 0, name)
-    for (const p of partitions) this.#hold(p.groupId, 1)
-    this.#routeEpoch++
-    return ok(record)
+    return partitions
   }
 
   #updateQueue(name: unknown, command: { readonly update: unknown }): MetaResult<QueueRecord> {
@@ -563,10 +587,20 @@ export class MetaState {
     const update = typeof command.update === 'object' && command.update !== null ? command.update : {}
     const config = applyQueueConfigUpdate(queue.config, update)
     if (typeof config === 'string') return fail(ErrorCode.InvalidArgument, config)
-    const next: QueueRecord = { ...queue, config }
-    this.#queues.set(queue.name, next)
+    if (config.partitions > queue.partitions.length && this.#groups.size === 0) {
+      return fail(ErrorCode.Unavailable, 'the cluster has no data groups to place partitions on')
+    }
     // Routes carry the config, and data-group leaders version the settings they apply by it.
     this.#routeEpoch++
+    let next: QueueRecord = { ...queue, config }
+    if (config.partitions > queue.partitions.length) {
+      // Partitions added: placed like a new queue's, routed from this epoch on.
+      const added = this.#place(queue.partitions.length, config.partitions, config.engine)
+      for (const p of added) this.#hold(p.groupId, 1)
+      next = { ...next, partitions: [...queue.partitions, ...added], partitionsEpoch: this.#routeEpoch }
+      this.#growEpoch = this.#routeEpoch
+    }
+    this.#queues.set(queue.name, next)
     return ok(next)
   }
 
@@ -954,6 +988,7 @@ export class MetaState {
     this.#names = [...this.#queues.keys()].sort(compare)
     this.#held.clear()
     for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
+    this.#growEpoch = image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
     this.tokens.replace(image.tokens ?? [])
   }
 }

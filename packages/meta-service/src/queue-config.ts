@@ -52,11 +52,16 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueConfig
 
 /**
  * Returns `config` with `update`'s set fields applied, or a sentence saying what is wrong.
- * The partition count and the engine cannot change here (partitions move with scaling).
+ * The engine cannot change; the partition count can only grow (the meta state places the
+ * new partitions: MetaState's `updateQueue`).
  */
 export function applyQueueConfigUpdate(config: QueueConfig, update: QueueConfigUpdate): QueueConfig | string {
+  if (update.partitions !== undefined && update.partitions < config.partitions) {
+    return `partitions can only be added: the queue has ${config.partitions}, asked for ${update.partitions} (to have fewer, create a new queue and move the consumers to it)`
+  }
   const next: QueueConfig = {
     ...config,
+    ...(update.partitions !== undefined ? { partitions: update.partitions } : {}),
     ...(update.visibilityTimeoutMs !== undefined ? { visibilityTimeoutMs: update.visibilityTimeoutMs } : {}),
     ...(update.maxDeliveries !== undefined ? { maxDeliveries: update.maxDeliveries } : {}),
     ...(update.deadLetterQueue !== undefined ? { deadLetterQueue: update.deadLetterQueue } : {}),

@@ -11,6 +11,7 @@ export function routeOf(state: MetaState, queue: QueueRecord): QueueRoute {
     queueId: queue.queueId,
     config: queue.config,
     routeEpoch: state.routeEpoch,
+    partitionsEpoch: queue.partitionsEpoch ?? 0,
     partitions: queue.partitions.map((p): PartitionRoute => {
       const group = state.group(p.groupId)
       const leaderId = group?.leaderId ?? ''

@@ -20,9 +20,12 @@
  *    was deleted): a replica of an earlier version refuses it and would keep the partial copy
  *    and the import session;
  * 8. a queue's message TTL (`messageTtlMs` in the partition config of `open`, `import` and
- *    `configure` entries): a replica of an earlier version cannot read it.
+ *    `configure` entries): a replica of an earlier version cannot read it;
+ * 9. a queue's partition count grows (`updateQueue` with `partitions`, and routes that carry
+ *    `partitionsEpoch`): a meta replica of an earlier version would ignore the new partitions
+ *    and route the queue without them.
  */
-export const FORMAT_LEVEL = 8
+export const FORMAT_LEVEL = 9
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -44,6 +47,9 @@ export const FORMAT_LEVEL_DROP_IMPORT = 7
 
 /** The level from which a queue can have a message TTL (and partition configs carry it). */
 export const FORMAT_LEVEL_MESSAGE_TTL = 8
+
+/** The level from which a queue's partition count can grow (UpdateQueue with `partitions`). */
+export const FORMAT_LEVEL_GROW_PARTITIONS = 9
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

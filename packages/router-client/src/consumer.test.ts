@@ -30,15 +30,17 @@ function fakeRouter(
       }) as unknown as LeasedMessage[],
     }
   }
+  const route = {
+    queue: 'q',
+    queueId: 1,
+    routeEpoch: 1,
+    partitions: ready.map((_, partition) => ({ partition })),
+    config: { visibilityTimeoutMs: 30_000 },
+  }
   const router = {
     options: { attemptMs: 1_000, backoff: { baseMs: 10, maxMs: 100 } },
-    route: async () => ({
-      queue: 'q',
-      queueId: 1,
-      routeEpoch: 1,
-      partitions: ready.map((_, partition) => ({ partition })),
-      config: { visibilityTimeoutMs: 30_000 },
-    }),
+    route: async () => route,
+    cachedRoute: () => route,
     partition: (_queue: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
       op(
         {

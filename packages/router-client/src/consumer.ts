@@ -72,6 +72,8 @@ export class Consumer implements AsyncIterable<Delivery> {
   #closed = false
   readonly #stop = new AbortController()
   #loops: Promise<void> | undefined
+  /** The partitions leased from, each by one fetch loop; grows when the queue's partitions do. */
+  readonly #fetchers = new Map<number, Promise<void>>()
 
   constructor(router: Router, queue: string, options: Partial<ConsumerOptions> = {}) {
     this.#router = router
@@ -115,6 +117,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     const unhanded = this.#buffer.splice(0)
     await Promise.allSettled(unhanded.map((d) => d.nack(0)))
     await this.#loops
+    await Promise.all(this.#fetchers.values())
     for (const lease of this.#held.values()) clearTimeout(lease.timer)
     this.#held.clear()
     for (const b of this.#batchers.values()) b.flushAll()
@@ -123,17 +126,35 @@ export class Consumer implements AsyncIterable<Delivery> {
   #start(): void {
     if (this.#loops) return
     this.#loops = this.#router.route(this.queue).then(
-      (route) => {
-        // Half of a partition's share of prefetch: leasing one message per settled one would
-        // make every lease (a Raft entry) carry a single message under load.
-        this.#refillMin = Math.min(
-          LEASE_MAX,
-          Math.max(1, Math.floor(this.#options.prefetch / (2 * route.partitions.length))),
-        )
-        return Promise.all(route.partitions.map((p) => this.#fetchLoop(p.partition, route))).then(() => {})
-      },
+      (route) => this.#leaseFrom(route),
       (error: unknown) => this.#fail(error),
     )
+  }
+
+  /**
+   * Starts a fetch loop for each partition of `route` that has none. Called with the first
+   * route, and whenever the cached route has more partitions (added to the queue since: the
+   * broker answers STALE_ROUTE to requests routed before, and the router fetches the route).
+   */
+  #leaseFrom(route: QueueRoute): void {
+    if (this.#closed) return
+    for (const p of route.partitions) {
+      if (!this.#fetchers.has(p.partition))
+        this.#fetchers.set(p.partition, this.#fetchLoop(p.partition, route))
+    }
+    // Half of a partition's share of prefetch: leasing one message per settled one would
+    // make every lease (a Raft entry) carry a single message under load.
+    this.#refillMin = Math.min(
+      LEASE_MAX,
+      Math.max(1, Math.floor(this.#options.prefetch / (2 * this.#fetchers.size))),
+    )
+  }
+
+  /** Leases from partitions added to the queue, once the router's route shows them. */
+  #followRoute(): void {
+    const route = this.#router.cachedRoute(this.queue)
+    // Partitions are numbered from 0 and only ever added: a longer list has new ones.
+    if (route && route.partitions.length > this.#fetchers.size) this.#leaseFrom(route)
   }
 
   async #fetchLoop(partition: number, route: QueueRoute): Promise<void> {
@@ -177,6 +198,7 @@ export class Consumer implements AsyncIterable<Delivery> {
           waitMs,
         )
         failures = 0
+        this.#followRoute()
         busy = response.messages.length > 0
         if (response.messages.length > 0) {
           const deliveries = response.messages.map((m) => new Delivery(partition, m, this.#settle))
@@ -187,6 +209,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.nack(0)))
       } catch (error) {
         if (this.#closed) return
+        this.#followRoute()
         if (!(error as MqError).retriable) {
           this.#fail(error)
           return

@@ -153,6 +153,11 @@ export class Router {
     return fetching
   }
 
+  /** The cached route of `queue`, if any (no call). */
+  cachedRoute(queue: string): QueueRoute | undefined {
+    return this.#routes.get(queue)
+  }
+
   /** Forgets the cached route of `queue`. */
   invalidate(queue: string): void {
     this.#routes.delete(queue)

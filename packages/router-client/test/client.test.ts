@@ -1,6 +1,6 @@
 import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { MetaService } from '@mq/protocol'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
 import { type AttemptReport, QueueNotFoundError, UnavailableError } from '../src/index'
@@ -331,6 +331,52 @@ describe('MqClient', () => {
     expect(seen.sort()).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`).sort())
     expect(broker.leasedCount).toBe(0)
     expect(broker.ready(q, 0).length + broker.ready(q, 1).length).toBe(0)
+  })
+
+  it('leases from partitions added to the queue while it consumes (told by STALE_ROUTE)', async () => {
+    const q = freshQueue(1)
+    // The producer has a client of its own: the consumer's router learns of the new
+    // partitions only from the broker's STALE_ROUTE.
+    const other = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    try {
+      const producer = other.producer(q, { keyless: 'round-robin' })
+      const seen: string[] = []
+      const partitions = new Set<number>()
+      const consumer = client.consumer(q, { prefetch: 8, waitMs: 50 })
+      const consuming = (async () => {
+        for await (const message of consumer) {
+          seen.push(message.text())
+          partitions.add(message.partition)
+          await message.ack()
+          if (seen.length === 8) break
+        }
+      })()
+      await producer.send({ body: 'before' })
+      await vi.waitFor(() => expect(seen).toEqual(['before']))
+      broker.addQueue(q, 3)
+      broker.epoch++
+      // Chosen from the producer's old route (1 partition); its STALE_ROUTE refreshes it.
+      expect((await producer.send({ body: 'bump' })).partition).toBe(0)
+      const sent = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => producer.send({ body: `after${i}` })),
+      )
+      expect(new Set(sent.map((r) => r.partition))).toEqual(new Set([0, 1, 2]))
+      await consuming
+      expect(seen.sort()).toEqual([
+        'after0',
+        'after1',
+        'after2',
+        'after3',
+        'after4',
+        'after5',
+        'before',
+        'bump',
+      ])
+      expect(partitions).toEqual(new Set([0, 1, 2]))
+      expect(broker.leasedCount).toBe(0)
+    } finally {
+      await other.close()
+    }
   })
 
   it('leases in refills, not one message per settled one, and never holds more than prefetch', async () => {

@@ -159,6 +159,7 @@ export class FakeBroker {
       queue: name,
       queueId: 1,
       routeEpoch: this.epoch,
+      partitionsEpoch: 0,
       config: {
         partitions: q.partitions,
         visibilityTimeoutMs: q.visibilityMs,

@@ -63,6 +63,12 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   return update
 }
 
+/** "1 partition", "4 partitions". */
+function partitionCount(route: QueueRoute): string {
+  const n = route.partitions.length
+  return `${n} partition${n === 1 ? '' : 's'}`
+}
+
 /** `mq queue create|list|describe|update|delete|purge|dlq`. */
 export function registerQueueCommands(program: Command, runtime: Runtime): void {
   const queue = program
@@ -101,7 +107,7 @@ Examples:
           if (flags.partitions !== undefined) options.partitions = flags.partitions
           if (flags.engine !== undefined) options.engine = flags.engine
           const route = await client.admin.createQueue(name, options)
-          out.result(`created queue ${name} (${route.partitions.length} partitions)`, route)
+          out.result(`created queue ${name} (${partitionCount(route)})`, route)
         }),
     )
 
@@ -143,11 +149,20 @@ Examples:
       .argument('<name>', 'the queue name')
       .description('change settings of a queue; the settings not given stay as they are')
       .addOption(new Option('--strict-priority', 'serve higher weights first'))
-      .addOption(new Option('--no-strict-priority', 'serve weights by fair shares (the default)')),
+      .addOption(new Option('--no-strict-priority', 'serve weights by fair shares (the default)'))
+      .option(
+        '--partitions <p>',
+        'a larger partition count: partitions are added, never removed; a key may then map to another partition',
+        integerArg(1, 4096),
+      ),
   )
-    .addHelpText('after', '\nExamples:\n  $ mq queue update jobs --visibility 2m --max-deliveries 10\n')
-    .action((name: string, flags: SettingFlags, command: Command) => {
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq queue update jobs --visibility 2m --max-deliveries 10\n  $ mq queue update jobs --partitions 8   # add partitions; clients pick them up\n',
+    )
+    .action((name: string, flags: SettingFlags & { partitions?: number }, command: Command) => {
       const update = settings(flags)
+      if (flags.partitions !== undefined) update.partitions = flags.partitions
       if (Object.keys(update).length === 0) {
         throw new UsageError(
           'queue update: nothing to change; give at least one setting (see mq queue update --help)',
@@ -155,7 +170,7 @@ Examples:
       }
       return runtime.run(command, async ({ client, out }) => {
         const route = await client.admin.updateQueue(name, update)
-        out.result(`updated queue ${name}`, route)
+        out.result(`updated queue ${name} (${partitionCount(route)})`, route)
       })
     })
 

@@ -28,6 +28,7 @@ const route: QueueRoute = {
   queue: 'jobs',
   queueId: 4,
   routeEpoch: 9,
+  partitionsEpoch: 0,
   config: {
     partitions: 1,
     visibilityTimeoutMs: 30_000,

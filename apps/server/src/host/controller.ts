@@ -294,6 +294,7 @@ export class Controller {
         .map((g) => g.groupId)
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
       formatLevel: this.#formatLevel(current),
+      growEpoch: current.growEpoch(),
       hostMeta: current.metaChange()?.add === req.nodeId,
       leaveMeta: leavesMeta(current, req),
       metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {

@@ -49,7 +49,14 @@ export interface QueueConfigUpdate {
   queueLengthMax?: number | undefined;
   strictPriority?: boolean | undefined;
   dedupWindowMs?: number | undefined;
-  messageTtlMs?: number | undefined;
+  messageTtlMs?:
+    | number
+    | undefined;
+  /**
+   * A larger partition count: the new partitions are placed on the data groups and routed at
+   * once. Partitions can only be added (needs format level 9, FORMAT_LEVEL_GROW_PARTITIONS).
+   */
+  partitions?: number | undefined;
 }
 
 export interface Replica {
@@ -80,6 +87,12 @@ export interface QueueRoute {
    * has a new id, and none of the old queue's messages.
    */
   queueId: number;
+  /**
+   * The route epoch from which the queue has its current partitions (0: since its creation).
+   * A data request with an older route epoch gets STALE_ROUTE, so clients learn of partitions
+   * added since their route in one hop.
+   */
+  partitionsEpoch: number;
 }
 
 export interface GetRoutesRequest {
@@ -536,6 +549,7 @@ function createBaseQueueConfigUpdate(): QueueConfigUpdate {
     strictPriority: undefined,
     dedupWindowMs: undefined,
     messageTtlMs: undefined,
+    partitions: undefined,
   };
 }
 
@@ -564,6 +578,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     }
     if (message.messageTtlMs !== undefined) {
       writer.uint32(64).uint64(message.messageTtlMs);
+    }
+    if (message.partitions !== undefined) {
+      writer.uint32(72).uint32(message.partitions);
     }
     return writer;
   },
@@ -639,6 +656,14 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
           message.messageTtlMs = longToNumber(reader.uint64());
           continue;
         }
+        case 9: {
+          if (tag !== 72) {
+            break;
+          }
+
+          message.partitions = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -690,6 +715,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
         : isSet(object.message_ttl_ms)
         ? globalThis.Number(object.message_ttl_ms)
         : undefined,
+      partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
     };
   },
 
@@ -719,6 +745,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     if (message.messageTtlMs !== undefined) {
       obj.messageTtlMs = Math.round(message.messageTtlMs);
     }
+    if (message.partitions !== undefined) {
+      obj.partitions = Math.round(message.partitions);
+    }
     return obj;
   },
 
@@ -735,6 +764,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     message.strictPriority = object.strictPriority ?? undefined;
     message.dedupWindowMs = object.dedupWindowMs ?? undefined;
     message.messageTtlMs = object.messageTtlMs ?? undefined;
+    message.partitions = object.partitions ?? undefined;
     return message;
   },
 };
@@ -1008,7 +1038,7 @@ export const PartitionRoute: MessageFns<PartitionRoute> = {
 };
 
 function createBaseQueueRoute(): QueueRoute {
-  return { queue: "", config: undefined, partitions: [], routeEpoch: 0, queueId: 0 };
+  return { queue: "", config: undefined, partitions: [], routeEpoch: 0, queueId: 0, partitionsEpoch: 0 };
 }
 
 export const QueueRoute: MessageFns<QueueRoute> = {
@@ -1027,6 +1057,9 @@ export const QueueRoute: MessageFns<QueueRoute> = {
     }
     if (message.queueId !== 0) {
       writer.uint32(40).uint64(message.queueId);
+    }
+    if (message.partitionsEpoch !== 0) {
+      writer.uint32(48).uint64(message.partitionsEpoch);
     }
     return writer;
   },
@@ -1078,6 +1111,14 @@ export const QueueRoute: MessageFns<QueueRoute> = {
           message.queueId = longToNumber(reader.uint64());
           continue;
         }
+        case 6: {
+          if (tag !== 48) {
+            break;
+          }
+
+          message.partitionsEpoch = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1104,6 +1145,11 @@ export const QueueRoute: MessageFns<QueueRoute> = {
         : isSet(object.queue_id)
         ? globalThis.Number(object.queue_id)
         : 0,
+      partitionsEpoch: isSet(object.partitionsEpoch)
+        ? globalThis.Number(object.partitionsEpoch)
+        : isSet(object.partitions_epoch)
+        ? globalThis.Number(object.partitions_epoch)
+        : 0,
     };
   },
 
@@ -1124,6 +1170,9 @@ export const QueueRoute: MessageFns<QueueRoute> = {
     if (message.queueId !== 0) {
       obj.queueId = Math.round(message.queueId);
     }
+    if (message.partitionsEpoch !== 0) {
+      obj.partitionsEpoch = Math.round(message.partitionsEpoch);
+    }
     return obj;
   },
 
@@ -1139,6 +1188,7 @@ export const QueueRoute: MessageFns<QueueRoute> = {
     message.partitions = object.partitions?.map((e) => PartitionRoute.fromPartial(e)) || [];
     message.routeEpoch = object.routeEpoch ?? 0;
     message.queueId = object.queueId ?? 0;
+    message.partitionsEpoch = object.partitionsEpoch ?? 0;
     return message;
   },
 };

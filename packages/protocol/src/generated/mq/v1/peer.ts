@@ -161,6 +161,12 @@ export interface HeartbeatResponse {
    * a rolling upgrade (0 from versions that predate it = level 1).
    */
   formatLevel: number;
+  /**
+   * The latest route epoch at which a queue got partitions added (0: none yet). A node without
+   * a meta replica refetches the routes it cached before it, so that it answers STALE_ROUTE to
+   * clients whose routes lack the new partitions.
+   */
+  growEpoch: number;
 }
 
 export interface MovePartitionRequest {
@@ -1695,6 +1701,7 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     leaveMeta: false,
     metaMembers: [],
     formatLevel: 0,
+    growEpoch: 0,
   };
 }
 
@@ -1737,6 +1744,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     if (message.formatLevel !== 0) {
       writer.uint32(96).uint32(message.formatLevel);
+    }
+    if (message.growEpoch !== 0) {
+      writer.uint32(104).uint64(message.growEpoch);
     }
     return writer;
   },
@@ -1854,6 +1864,14 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.formatLevel = reader.uint32();
           continue;
         }
+        case 13: {
+          if (tag !== 104) {
+            break;
+          }
+
+          message.growEpoch = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1913,6 +1931,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : isSet(object.format_level)
         ? globalThis.Number(object.format_level)
         : 0,
+      growEpoch: isSet(object.growEpoch)
+        ? globalThis.Number(object.growEpoch)
+        : isSet(object.grow_epoch)
+        ? globalThis.Number(object.grow_epoch)
+        : 0,
     };
   },
 
@@ -1954,6 +1977,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.formatLevel !== 0) {
       obj.formatLevel = Math.round(message.formatLevel);
     }
+    if (message.growEpoch !== 0) {
+      obj.growEpoch = Math.round(message.growEpoch);
+    }
     return obj;
   },
 
@@ -1974,6 +2000,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.leaveMeta = object.leaveMeta ?? false;
     message.metaMembers = object.metaMembers?.map((e) => NodeAddress.fromPartial(e)) || [];
     message.formatLevel = object.formatLevel ?? 0;
+    message.growEpoch = object.growEpoch ?? 0;
     return message;
   },
 };
