@@ -196,6 +196,7 @@ export interface CreateQueueBody {
 export type UpdateQueueBody = Partial<
   Pick<
     QueueConfigInfo,
+    | 'partitions'
     | 'visibilityTimeoutMs'
     | 'maxDeliveries'
     | 'deadLetterQueue'

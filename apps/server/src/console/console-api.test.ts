@@ -108,6 +108,10 @@ function fakeClient(calls: string[]): MqClient {
       if (name === 'taken') throw new QueueExistsError('queue taken exists')
       return { ...route, queue: name }
     },
+    updateQueue: async (name: string, update: unknown) => {
+      calls.push(`update ${name} ${JSON.stringify(update)}`)
+      return { ...route, queue: name }
+    },
     purgeQueue: async (name: string) => {
       calls.push(`purge ${name}`)
       return 3
@@ -224,7 +228,18 @@ describe('the console API', () => {
     const even = await fetch(`${base}/api/meta-voters`, post(ADMIN, { voters: 4 }))
     expect(even.status).toBe(400)
     expect(((await even.json()) as { error: { message: string } }).error.message).toMatch(/not 4/)
-    expect(calls).toEqual(['purge jobs', 'transfer 1 n3', 'meta-voters 5', 'meta-voters 4'])
+    const updated = await fetch(
+      `${base}/api/queues/jobs/update`,
+      post(ADMIN, { partitions: 3, maxDeliveries: 4 }),
+    )
+    expect(updated.status).toBe(200)
+    expect(calls).toEqual([
+      'purge jobs',
+      'transfer 1 n3',
+      'meta-voters 5',
+      'meta-voters 4',
+      'update jobs {"partitions":3,"maxDeliveries":4}',
+    ])
     expect(opened).toEqual([ADMIN])
   })
 
@@ -236,7 +251,8 @@ describe('the console API', () => {
       ['/api/queues', { name: 'q', config: { colour: 'red' } }],
       ['/api/queues', [1, 2]],
       ['/api/queues/jobs/update', {}],
-      ['/api/queues/jobs/update', { partitions: 3 }],
+      ['/api/queues/jobs/update', { engine: 'memory' }],
+      ['/api/queues/jobs/update', { partitions: 2.5 }],
       ['/api/scale', { groups: 0 }],
       ['/api/meta-voters', { voters: 'five' }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],

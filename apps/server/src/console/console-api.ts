@@ -36,6 +36,7 @@ const NUMBER_KEYS = [
 ] as const
 const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
 const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
+  'partitions',
   'visibilityTimeoutMs',
   'maxDeliveries',
   'deadLetterQueue',

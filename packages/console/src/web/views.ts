@@ -477,6 +477,12 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
   }) as HTMLInputElement
   const lengthMax = h('input', { type: 'number', min: 0, value: c.queueLengthMax }) as HTMLInputElement
   const ttl = h('input', { type: 'number', min: 0, value: c.messageTtlMs }) as HTMLInputElement
+  const partitions = h('input', {
+    type: 'number',
+    min: c.partitions,
+    value: c.partitions,
+    'data-testid': 'update-partitions',
+  }) as HTMLInputElement
   return h(
     'form',
     {
@@ -488,6 +494,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
           maxDeliveries: Number(maxDeliveries.value),
           queueLengthMax: Number(lengthMax.value),
           messageTtlMs: Number(ttl.value),
+          partitions: Number(partitions.value),
         })
       },
     },
@@ -496,6 +503,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'max deliveries ', maxDeliveries),
     h('label', {}, 'queue length max (0 = none) ', lengthMax),
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
+    h('label', {}, 'partitions (more only) ', partitions),
     h('button', { type: 'submit', 'data-testid': 'update-queue' }, 'update'),
   )
 }
