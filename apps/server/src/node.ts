@@ -47,11 +47,13 @@ import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
+import { DeadLetterForwarder, type ForwardFailure } from './host/dead-letter-forwarder'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { NodeFacts } from './host/node-facts'
 import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
+import { OwnClient } from './host/own-client'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
@@ -75,6 +77,10 @@ const CONTROLLER_MS = 500
 const ORPHAN_SWEEP_MS = 10_000
 /** How often leaders look for messages that outlived their queue's TTL (TtlTicker). */
 const TTL_ROUND_MS = 1_000
+/** How often leaders move dead letters to their queue's dead-letter queue (DeadLetterForwarder). */
+const DEAD_LETTER_ROUND_MS = 1_000
+/** A dead-letter queue that cannot take messages is logged at most this often (per queue and target). */
+const DEAD_LETTER_LOG_MS = 60_000
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
@@ -125,6 +131,8 @@ export class MqNode {
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
   readonly #routes = new Map<string, QueueRoute>()
+  /** The node's own SDK client (dead letters it moves), once started. */
+  #ownClient: OwnClient | undefined
   /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
   #growEpochSeen = 0
   readonly #calls: PeerCalls
@@ -403,10 +411,73 @@ export class MqNode {
     this.#timers.push(setInterval(() => void sweep(), ORPHAN_SWEEP_MS))
     const ttl = new TtlTicker({ groups: () => [...this.#dataGroups.values()].map((g) => g.port) })
     this.#timers.push(setInterval(() => void ttl.round(), TTL_ROUND_MS))
+    this.#startDeadLetterForwarder()
     const raftEvents = new RaftEventLog(this.log)
     this.#timers.push(setInterval(() => raftEvents.observe(this.view().groups()), RAFT_EVENTS_MS))
     this.health.set('', true)
     this.#serving = true
+  }
+
+  /**
+   * Moves dead letters to the dead-letter queues their queues name (host/dead-letter-forwarder.ts),
+   * through this node's own client; counts them in mq_dead_letters_*_total and logs what stays.
+   */
+  #startDeadLetterForwarder(): void {
+    const own = new OwnClient({
+      advertise: this.config.advertise,
+      credentials: this.#credentials.peer(),
+      peerToken: this.config.peerToken,
+    })
+    this.#ownClient = own
+    const forwarder = new DeadLetterForwarder({
+      groups: () => [...this.#dataGroups.values()].map((g) => g.port),
+      formatLevel: () => this.#formatLevel,
+      deadLetterQueueOf: async (queue, queueId) => {
+        const route = await this.#route(queue, 0).catch(() => undefined)
+        return route?.queueId === queueId ? (route.config?.deadLetterQueue ?? '') : ''
+      },
+      forward: (target, messages) => own.send(target, messages),
+    })
+    const counts = { forwarded: 0, refused: 0, failedRounds: 0 }
+    this.metrics.addSource(
+      'mq_dead_letters',
+      "Dead-lettered messages moved to their queue's dead-letter queue",
+      () => ({
+        ...counts,
+      }),
+    )
+    const lastLogged = new Map<string, number>()
+    const report = (f: ForwardFailure) => {
+      const reason = f.error instanceof Error ? f.error.message : String(f.error)
+      if (f.messageId !== undefined) {
+        counts.refused++
+        this.log.warn(
+          { queue: f.queue, partition: f.partition, messageId: f.messageId, target: f.target },
+          `mq-server: dead letter ${f.queue}/${f.partition}/${f.messageId} stays in the dead-letter list of ${f.queue}: dead-letter queue ${f.target} refused it (${reason})`,
+        )
+        return
+      }
+      counts.failedRounds++
+      const key = `${f.queue} ${f.target}`
+      const now = Date.now()
+      if (now - (lastLogged.get(key) ?? 0) < DEAD_LETTER_LOG_MS) return
+      lastLogged.set(key, now)
+      if (lastLogged.size > 1_000) lastLogged.clear()
+      this.log.warn(
+        { queue: f.queue, partition: f.partition, target: f.target },
+        `mq-server: cannot move dead letters of ${f.queue}/${f.partition} to dead-letter queue ${f.target} yet (${reason}); they stay in the dead-letter list of ${f.queue} meanwhile`,
+      )
+    }
+    this.#timers.push(
+      setInterval(
+        () =>
+          void forwarder.round().then((r) => {
+            counts.forwarded += r.forwarded
+            for (const f of r.failures) report(f)
+          }),
+        DEAD_LETTER_ROUND_MS,
+      ),
+    )
   }
 
   /**
@@ -430,6 +501,7 @@ export class MqNode {
         resolve()
       })
     })
+    await this.#ownClient?.close()
     this.#transport?.close()
     this.#calls.close()
     // Before the store closes: Raft messages still arriving on open peer streams are dropped.

@@ -283,6 +283,13 @@ export class DataGroupMachine {
     return ids.sort()
   }
 
+  /** The partitions held here (not fenced) with dead-lettered messages, sorted. */
+  deadPartitionIds(): string[] {
+    const ids: string[] = []
+    for (const [id, p] of this.#partitions) if (p.deadCount() > 0 && !this.#fenced.has(id)) ids.push(id)
+    return ids.sort()
+  }
+
   /**
    * Whether a `tick` of `queue`'s partition `index` at `nowMs` would delete messages that
    * outlived its TTL (QueuePartition.ttlDue); false when the partition is not held here.

@@ -170,6 +170,29 @@ describe('meta handlers', () => {
     })
   })
 
+  it('refuses a dead-letter queue that is the queue itself or not a valid name', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'jobs', config: { partitions: 1, deadLetterQueue: 'jobs' } }),
+    ).rejects.toMatchObject({ details: expect.stringMatching(/cannot be its own dead-letter queue/) })
+    await call(h, 'createQueue', { name: 'jobs', config: { partitions: 1, deadLetterQueue: 'jobs-dead' } })
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { deadLetterQueue: 'jobs' } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/cannot be its own dead-letter queue/),
+    })
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { deadLetterQueue: 'bad name' } }),
+    ).rejects.toMatchObject({ details: expect.stringMatching(/dead-letter queue name/) })
+    expect(meta.state.queue('jobs')?.config.deadLetterQueue).toBe('jobs-dead')
+    // "" goes back to the queue's own dead-letter list.
+    await call(h, 'updateQueue', { name: 'jobs', update: { deadLetterQueue: '' } })
+    expect(meta.state.queue('jobs')?.config.deadLetterQueue).toBe('')
+  })
+
   it('pages through queues', async () => {
     const meta = singleReplica()
     await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })

@@ -10,6 +10,7 @@ import {
 } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import type { MetaResult, MetaState, QueueRecord } from './meta-state'
+import { queueNameProblem } from './queue-name'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -79,6 +80,21 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       `the cluster runs format level ${level}: partitions can be added from level ${FORMAT_LEVEL_GROW_PARTITIONS}, once every node runs a version of it`,
     )
   }
+  /**
+   * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
+   * go round). Checked here, before the command: an update's name is not checked when applied,
+   * and a replica of an earlier version would not refuse a queue of its own.
+   */
+  const checkDeadLetterQueue = (name: string, deadLetterQueue: string | undefined): void => {
+    if (!deadLetterQueue) return
+    const problem = queueNameProblem(deadLetterQueue)
+    if (problem) throw new InvalidArgumentError(`dead-letter ${problem}`)
+    if (deadLetterQueue === name) {
+      throw new InvalidArgumentError(
+        `queue ${name} cannot be its own dead-letter queue; name another queue, or "" for its own dead-letter list`,
+      )
+    }
+  }
   return {
     getRoutes: unary(async (req) => {
       const state = await meta.read()
@@ -91,6 +107,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     }),
     createQueue: unary(async (req) => {
       await needsLevelForTtl(req.config?.messageTtlMs)
+      checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({
         type: 'createQueue',
         name: req.name,
@@ -101,6 +118,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     updateQueue: unary(async (req) => {
       await needsLevelForTtl(req.update?.messageTtlMs)
       await needsLevelToGrow(req.name, req.update?.partitions)
+      checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
       await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
       return routeNow(req.name)
     }),

@@ -23,9 +23,12 @@
  *    `configure` entries): a replica of an earlier version cannot read it;
  * 9. a queue's partition count grows (`updateQueue` with `partitions`, and routes that carry
  *    `partitionsEpoch`): a meta replica of an earlier version would ignore the new partitions
- *    and route the queue without them.
+ *    and route the queue without them;
+ * 10. a `purgeDead` limited to a span of the dead-letter list (`through`, `after`), which the
+ *    dead-letter forwarder proposes once it copied that span to the queue's dead-letter queue: a
+ *    replica of an earlier version cannot read it.
  */
-export const FORMAT_LEVEL = 9
+export const FORMAT_LEVEL = 10
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -50,6 +53,9 @@ export const FORMAT_LEVEL_MESSAGE_TTL = 8
 
 /** The level from which a queue's partition count can grow (UpdateQueue with `partitions`). */
 export const FORMAT_LEVEL_GROW_PARTITIONS = 9
+
+/** The level from which leaders move dead-lettered messages to their queue's dead-letter queue. */
+export const FORMAT_LEVEL_DEAD_LETTER_QUEUE = 10
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -9,6 +9,7 @@ export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {
   FORMAT_LEVEL,
+  FORMAT_LEVEL_DEAD_LETTER_QUEUE,
   FORMAT_LEVEL_DROP_IMPORT,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,

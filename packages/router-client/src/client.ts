@@ -1,4 +1,4 @@
-import type { ChannelCredentials } from '@grpc/grpc-js'
+import type { ChannelCredentials, Interceptor } from '@grpc/grpc-js'
 import { Admin } from './admin'
 import type { BackoffPolicy } from './backoff'
 import { ConnectionPool } from './connections'
@@ -29,6 +29,11 @@ export interface ClientOptions {
   readonly tls?: TlsOptions
   /** A token the cluster knows (its `--auth-file`); sent with every call. */
   readonly token?: string
+  /**
+   * More grpc-js interceptors for every call, after the token's (e.g. an mq-server's own client
+   * adds the cluster's peer secret).
+   */
+  readonly interceptors?: readonly Interceptor[]
 }
 
 export interface ConsumeOptions extends Partial<ConsumerOptions> {
@@ -55,11 +60,10 @@ export class MqClient {
   readonly #closeables = new Set<{ close(): Promise<void> }>()
 
   private constructor(options: ClientOptions) {
-    this.#pool = new ConnectionPool(
-      channelCredentials(options),
-      undefined,
-      options.token !== undefined ? [tokenInterceptor(options.token)] : [],
-    )
+    this.#pool = new ConnectionPool(channelCredentials(options), undefined, [
+      ...(options.token !== undefined ? [tokenInterceptor(options.token)] : []),
+      ...(options.interceptors ?? []),
+    ])
     this.#router = new Router(this.#pool, {
       ...DEFAULT_ROUTER_OPTIONS,
       servers: options.servers,

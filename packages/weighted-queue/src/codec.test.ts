@@ -22,6 +22,8 @@ describe('command codec', () => {
       [{ type: 'extend', leaseIds: ['7.2'], visibilityMs: 5 }, '0105' + '01' + '03372e32' + '05'],
       [{ type: 'redriveDead', max: 10 }, '01070a'],
       [{ type: 'purgeDead', max: 1 }, '010801'],
+      [{ type: 'purgeDead', max: 1, through: 5 }, '01080105'],
+      [{ type: 'purgeDead', max: 1, through: 5, after: 2 }, '0108010502'],
       [{ type: 'purgeReady', max: 3 }, '010a03'],
       [
         {
@@ -128,6 +130,8 @@ describe('command codec', () => {
         type: fc.constantFrom('redriveDead' as const, 'purgeDead' as const, 'purgeReady' as const),
         max: nat,
       }),
+      fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat }),
+      fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat, after: nat }),
       fc.record({
         type: fc.constant('configure' as const),
         config: fc.record(

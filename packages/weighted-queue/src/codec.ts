@@ -66,8 +66,15 @@ export function encodeCommand(cmd: Command): Uint8Array {
       break
     case CommandType.Tick:
       break
-    case CommandType.RedriveDead:
     case CommandType.PurgeDead:
+      w.varint(cmd.max)
+      // Trailing, only when set: a purge without them is the bytes of before. `after` needs
+      // `through` before it (a purge with `after` alone goes through the end of the list).
+      if (cmd.through !== undefined || cmd.after !== undefined)
+        w.varint(cmd.through ?? Number.MAX_SAFE_INTEGER)
+      if (cmd.after !== undefined) w.varint(cmd.after)
+      break
+    case CommandType.RedriveDead:
     case CommandType.PurgeReady:
       w.varint(cmd.max)
       break
@@ -145,8 +152,16 @@ export function decodeCommand(bytes: Uint8Array): Command {
     case CommandType.Tick:
       cmd = { type }
       break
+    case CommandType.PurgeDead: {
+      const max = r.varint()
+      if (r.done) cmd = { type, max }
+      else {
+        const through = r.varint()
+        cmd = r.done ? { type, max, through } : { type, max, through, after: r.varint() }
+      }
+      break
+    }
     case CommandType.RedriveDead:
-    case CommandType.PurgeDead:
     case CommandType.PurgeReady:
       cmd = { type, max: r.varint() }
       break

@@ -81,10 +81,19 @@ export interface RedriveDeadCommand {
   readonly type: typeof CommandType.RedriveDead
   readonly max: number
 }
-/** Deletes up to `max` dead-lettered messages, oldest first. */
+/**
+ * Deletes up to `max` dead-lettered messages, oldest first; with `through` (and `after`), only
+ * those whose place in the dead-letter list (`DeadMessage.cursor`) is at most `through` (and
+ * above `after`) — exactly the ones a listing of that span showed that are still dead (a
+ * dead-letter forwarder deletes what it copied, never a message that died after its listing,
+ * nor one before the span that it could not copy). Encoded only when set: a replica of an
+ * earlier version cannot read them (format level 10).
+ */
 export interface PurgeDeadCommand {
   readonly type: typeof CommandType.PurgeDead
   readonly max: number
+  readonly through?: number
+  readonly after?: number
 }
 /** Deletes up to `max` ready messages (each weight's oldest first, lowest weight first). */
 export interface PurgeReadyCommand {

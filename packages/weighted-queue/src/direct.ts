@@ -51,6 +51,11 @@ export class DirectPartition {
     return this.partition.stats(nowMs)
   }
 
+  /** See QueuePartition.deadCount. */
+  deadCount(): number {
+    return this.partition.deadCount()
+  }
+
   listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
     return this.partition.listDead(max, cursor)
   }

@@ -132,6 +132,8 @@ export class QueuePartition {
   private readonly delayed = new Float64Array(WEIGHT_MAX + 1)
   private readonly leased = new Float64Array(WEIGHT_MAX + 1)
   private readonly dead = new Float64Array(WEIGHT_MAX + 1)
+  /** Σ dead (what `deadCount` answers without a loop over the weights). */
+  private deadTotal = 0
   /**
    * Per weight, a key no ready key of that weight lies below (undefined: the span's start).
    * Reads of a weight's head start there instead of at the span's start, so they do not walk
@@ -214,6 +216,7 @@ export class QueuePartition {
       p.delayed[w] = r.delayed
       p.leased[w] = r.leased
       p.dead[w] = r.dead
+      p.deadTotal += r.dead
       passes.push([w, r.passNum])
     }
     p.scheduler.restore({ passes, virtualNum: st.virtualNum, virtualDen: st.virtualDen })
@@ -336,6 +339,11 @@ export class QueuePartition {
     }
   }
 
+  /** How many messages are dead-lettered (in memory, no read). */
+  deadCount(): number {
+    return this.deadTotal
+  }
+
   /** Up to `max` dead-lettered messages, oldest first, after `cursor` when given. */
   async listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
     invariant(Number.isInteger(max) && max >= 0, 'listDead max is a non-negative integer')
@@ -390,7 +398,7 @@ export class QueuePartition {
       case CommandType.RedriveDead:
         return { type: 'redriveDead', ids: await this.redrive(cmd.max) }
       case CommandType.PurgeDead:
-        return { type: 'purgeDead', ids: await this.purge(cmd.max) }
+        return { type: 'purgeDead', ids: await this.purge(cmd.max, cmd.through, cmd.after) }
       case CommandType.PurgeReady:
         return { type: 'purgeReady', ids: await this.purgeReady(cmd.max) }
       case CommandType.Configure:
@@ -836,15 +844,29 @@ export class QueuePartition {
       invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
       this.del(k)
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
+      this.deadTotal--
       meta.attempts = 0
       this.toReady(id, meta, ReadyBand.Fresh)
     })
     return ids
   }
 
-  private async purge(max: number): Promise<number[]> {
+  private async purge(max: number, through?: number, after?: number): Promise<number[]> {
     checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
-    const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
+    const span = this.keys.tagSpan(KeyTag.Dead)
+    // (after, through] of the dead-letter list; MAX_SAFE_INTEGER: through its end.
+    if (through !== undefined) checkInt('purge through', through, 0, Number.MAX_SAFE_INTEGER)
+    if (after !== undefined) checkInt('purge after', after, 0, Number.MAX_SAFE_INTEGER - 1)
+    const entries = await this.overlay.range(
+      {
+        gte: after === undefined ? span.gte : this.keys.dead(after + 1),
+        lt:
+          through === undefined || through === Number.MAX_SAFE_INTEGER
+            ? span.lt
+            : this.keys.dead(through + 1),
+      },
+      max,
+    )
     const ids = entries.map(([, v]) => idOf(v))
     const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
     entries.forEach(([k], i) => {
@@ -852,6 +874,7 @@ export class QueuePartition {
       const meta = decodeMeta(got[i] as Uint8Array)
       invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
+      this.deadTotal--
       this.deleteMessage(k, id, meta)
     })
     return ids
@@ -1220,6 +1243,7 @@ export class QueuePartition {
     this.put(this.keys.dead(order), idValue(id))
     this.putMeta(id, meta)
     this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1
+    this.deadTotal++
     this.dirtyWeights.add(meta.weight)
   }
 

@@ -321,6 +321,36 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await q.stats(25)).messages).toBe(1)
   })
 
+  it('purges only the dead listed up to a place in the list (through), and counts the dead', async () => {
+    const q = await queue({ maxDeliveries: 1 })
+    await q.apply({ type: 'enqueue', messages: ['a', 'b', 'c'].map((b) => ({ body: text(b) })) }, 0)
+    const leases = await lease(q, 1, 3, 10)
+    await q.apply({ type: 'nack', leaseIds: leases.slice(0, 2).map((l) => l.leaseId) }, 2)
+    expect(q.deadCount()).toBe(2)
+    const listed = await q.listDead(10)
+    expect(listed.map((d) => d.messageId)).toEqual([1, 2])
+    // c dies after the listing: a purge through the listing's last place leaves it.
+    await q.apply({ type: 'nack', leaseIds: [leases[2]?.leaseId as string] }, 3)
+    expect(q.deadCount()).toBe(3)
+    const through = listed.at(-1)?.cursor as number
+    expect(idsOf(await q.apply({ type: 'purgeDead', max: 10, through }, 4))).toEqual([1, 2])
+    expect((await q.listDead(10)).map((d) => d.messageId)).toEqual([3])
+    expect(q.deadCount()).toBe(1)
+    // Nothing listed up to there is still dead: nothing more goes.
+    expect(idsOf(await q.apply({ type: 'purgeDead', max: 10, through }, 5))).toEqual([])
+    expect(q.deadCount()).toBe(1)
+    // A span that starts after a place leaves what is before it.
+    const [d] = await q.listDead(10)
+    const cursor = d?.cursor as number
+    expect(idsOf(await q.apply({ type: 'purgeDead', max: 10, through: cursor, after: cursor }, 6))).toEqual(
+      [],
+    )
+    expect(
+      idsOf(await q.apply({ type: 'purgeDead', max: 10, through: cursor, after: cursor - 1 }, 6)),
+    ).toEqual([3])
+    expect(q.deadCount()).toBe(0)
+  })
+
   it('makes a retried producer batch a no-op that returns the original ids', async () => {
     const q = await queue({ producerWindowMs: 1000 })
     const batch = {

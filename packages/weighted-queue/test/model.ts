@@ -343,7 +343,17 @@ export class ModelQueue {
       case 'redriveDead':
       case 'purgeDead': {
         int(cmd.max, 1, cfg.leaseBatchMax)
-        const dead = this.deadList().slice(0, cmd.max)
+        const through = cmd.type === 'purgeDead' ? cmd.through : undefined
+        const after = cmd.type === 'purgeDead' ? cmd.after : undefined
+        if (through !== undefined) int(through, 0, Number.MAX_SAFE_INTEGER)
+        if (after !== undefined) int(after, 0, Number.MAX_SAFE_INTEGER - 1)
+        const dead = this.deadList()
+          .filter(
+            (m) =>
+              (through === undefined || m.deadOrder <= through) &&
+              (after === undefined || m.deadOrder > after),
+          )
+          .slice(0, cmd.max)
         for (const m of dead) {
           if (cmd.type === 'purgeDead') this.messages.delete(m.id)
           else {

@@ -65,6 +65,8 @@ export class Step implements fc.AsyncCommand<World, World> {
     expect(got, `${this.label} at ${w.nowMs}`).toEqual(want)
     expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
     expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
+    const stats = w.model.stats(w.nowMs)
+    expect(w.real.partition.deadCount()).toBe(stats.weights.reduce((n, x) => n + x.dead, 0))
   }
   toString(): string {
     return `${this.label}+${this.dtMs}ms`
@@ -201,6 +203,23 @@ const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep
     .map(
       ({ dt, max, purge }) =>
         new Step(purge ? 'purge' : 'redrive', dt, () => ({ type: purge ? 'purgeDead' : 'redriveDead', max })),
+    ),
+  // A purge of the dead listed up to a place in the list (what a dead-letter forwarder sends).
+  fc
+    .record({
+      dt,
+      max: fc.integer({ min: 1, max: 3 }),
+      through: fc.integer({ min: 0, max: 12 }),
+      after: fc.option(fc.integer({ min: 0, max: 8 }), { nil: undefined }),
+    })
+    .map(
+      ({ dt, max, through, after }) =>
+        new Step('purgeSpan', dt, () => ({
+          type: 'purgeDead',
+          max,
+          through,
+          ...(after === undefined ? {} : { after }),
+        })),
     ),
   fc
     .record({ dt, max: rarely(fc.integer({ min: 1, max: 4 }), fc.constant(0)) })

@@ -1,0 +1,166 @@
+import { storedQueueName } from '@mq/data-service'
+import { FORMAT_LEVEL_DEAD_LETTER_QUEUE, InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import {
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
+  DeadLetterForwarder,
+  type DeadLetterForwarderHost,
+  type ForwardedMessage,
+} from './dead-letter-forwarder'
+import { memoryGroup } from './memory-group'
+
+const text = (s: string) => new TextEncoder().encode(s)
+const bodyOf = (m: ForwardedMessage) => new TextDecoder().decode(m.body)
+
+/** A led group holding jobs#7/0 (max 1 delivery) with the bodies given dead-lettered. */
+async function withDead(bodies: readonly string[]) {
+  const g = await memoryGroup(3)
+  const stored = storedQueueName('jobs', 7)
+  await g.port.propose({ type: 'open', queue: stored, partition: 0, config: { maxDeliveries: 1 } })
+  const apply = (command: Parameters<typeof g.port.propose>[0] extends infer C ? C : never) =>
+    g.port.propose(command)
+  await apply({
+    type: 'apply',
+    queue: stored,
+    partition: 0,
+    command: {
+      type: 'enqueue',
+      messages: bodies.map((b) => ({ body: text(b), weight: 3, headers: { app: b }, key: `k-${b}` })),
+    },
+  })
+  const kill = async (count: number) => {
+    const leased = await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 0,
+      command: { type: 'lease', consumerId: 'c', max: count, visibilityMs: 1_000 },
+    })
+    const leases =
+      leased.type === 'applied' && leased.result.type === 'lease'
+        ? leased.result.leases.map((l) => l.leaseId)
+        : []
+    await apply({ type: 'apply', queue: stored, partition: 0, command: { type: 'nack', leaseIds: leases } })
+  }
+  await kill(bodies.length)
+  const dead = async () =>
+    (await g.port.machine.listDead(stored, 0, 100))?.map((d) => new TextDecoder().decode(d.body)) ?? []
+  return { g, stored, kill, dead, apply }
+}
+
+function host(
+  ports: DeadLetterForwarderHost['groups'],
+  forward: DeadLetterForwarderHost['forward'],
+  overrides: Partial<DeadLetterForwarderHost> = {},
+): DeadLetterForwarderHost {
+  return {
+    groups: ports,
+    formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE,
+    deadLetterQueueOf: async (queue, queueId) => (queue === 'jobs' && queueId === 7 ? 'jobs-dead' : ''),
+    forward,
+    ...overrides,
+  }
+}
+
+describe('DeadLetterForwarder', () => {
+  it('copies dead letters to the dead-letter queue, then purges exactly what it copied', async () => {
+    const { g, stored, kill, dead, apply } = await withDead(['a', 'b'])
+    // One more message, ready now; it dies while the copy of a and b is under way.
+    await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: text('late'), weight: 1 }] },
+    })
+    const sent: { target: string; messages: readonly ForwardedMessage[] }[] = []
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (target, messages) => {
+          sent.push({ target, messages })
+          if (sent.length === 1) await kill(1)
+        },
+      ),
+    )
+    const first = await forwarder.round()
+    expect(first.failures).toEqual([])
+    expect(sent[0]?.target).toBe('jobs-dead')
+    expect(sent[0]?.messages.map(bodyOf)).toEqual(['a', 'b'])
+    expect(sent[0]?.messages[0]).toMatchObject({
+      weight: 3,
+      key: 'k-a',
+      headers: { app: 'a', [DEAD_LETTER_SOURCE_HEADER]: 'jobs/0/1', [DEAD_LETTER_DELIVERIES_HEADER]: '1' },
+      dedupKey: 'mq-dlq/7/0/0',
+    })
+    // a and b purged; late, which died after the listing, was listed and moved next (same round).
+    expect(sent.map((s) => s.messages.map(bodyOf))).toEqual([['a', 'b'], ['late']])
+    expect(first.forwarded).toBe(3)
+    expect(await dead()).toEqual([])
+    expect((await forwarder.round()).forwarded).toBe(0)
+  })
+
+  it('leaves the dead letters where they are while the target cannot take them, and moves them once it can', async () => {
+    const { g, dead } = await withDead(['a', 'b'])
+    let exists = false
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (target) => {
+          if (!exists) throw new QueueNotFoundError(`queue ${target} does not exist`)
+        },
+      ),
+    )
+    const r = await forwarder.round()
+    expect(r.forwarded).toBe(0)
+    expect(r.failures).toMatchObject([{ queue: 'jobs', partition: 0, target: 'jobs-dead' }])
+    expect(r.failures[0]?.messageId).toBeUndefined()
+    expect(await dead()).toEqual(['a', 'b'])
+    exists = true
+    expect((await forwarder.round()).forwarded).toBe(2)
+    expect(await dead()).toEqual([])
+  })
+
+  it('sends one at a time when the target refuses a batch as invalid; the refused one stays and is skipped', async () => {
+    const { g, dead } = await withDead(['a', 'huge', 'c'])
+    const calls: string[][] = []
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (_target, messages) => {
+          calls.push(messages.map(bodyOf))
+          if (messages.some((m) => bodyOf(m) === 'huge'))
+            throw new InvalidArgumentError('message 0 is too big')
+        },
+      ),
+    )
+    const r = await forwarder.round()
+    expect(calls).toEqual([['a', 'huge', 'c'], ['a'], ['huge'], ['c']])
+    expect(r.forwarded).toBe(2)
+    expect(r.failures).toMatchObject([{ queue: 'jobs', partition: 0, messageId: 2 }])
+    expect(await dead()).toEqual(['huge'])
+    // Skipped from then on: the next round sends nothing.
+    calls.length = 0
+    expect((await forwarder.round()).forwarded).toBe(0)
+    expect(calls).toEqual([])
+  })
+
+  it('does nothing below the format level, for queues without a dead-letter queue, or on a follower', async () => {
+    const { g, dead } = await withDead(['a'])
+    const sent: unknown[] = []
+    const forward = async (_t: string, m: readonly ForwardedMessage[]) => {
+      sent.push(m)
+    }
+    const cases: DeadLetterForwarderHost[] = [
+      host(() => [g.port], forward, { formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE - 1 }),
+      host(() => [g.port], forward, { deadLetterQueueOf: async () => '' }),
+      host(() => [g.port], forward, { deadLetterQueueOf: async () => 'jobs' }), // itself
+      host(() => [g.port], forward, { deadLetterQueueOf: async (q, id) => (id === 8 ? `${q}-dead` : '') }), // an older incarnation
+    ]
+    for (const h of cases) expect((await new DeadLetterForwarder(h).round()).forwarded).toBe(0)
+    const follower = await memoryGroup(4, false)
+    await follower.port.propose({ type: 'open', queue: storedQueueName('jobs', 7), partition: 0, config: {} })
+    expect((await new DeadLetterForwarder(host(() => [follower.port], forward)).round()).forwarded).toBe(0)
+    expect(sent).toEqual([])
+    expect(await dead()).toEqual(['a'])
+  })
+})

@@ -1,0 +1,245 @@
+import { type DataGroupPort, parsePartitionId, parseStoredQueueName } from '@mq/data-service'
+import { FORMAT_LEVEL_DEAD_LETTER_QUEUE } from '@mq/protocol'
+import type { DeadMessage } from '@mq/weighted-queue'
+import { ledGroups } from './led-groups'
+
+/** Dead-lettered messages copied per batch (one Produce to the target, one purge entry). */
+export const DEAD_LETTER_BATCH = 100
+
+/** Batches one round copies at most: 6,400 messages a round. */
+export const DEAD_LETTER_BATCHES_PER_ROUND_MAX = 64
+
+/** The header naming where a forwarded message died: `queue/partition/messageId`. */
+export const DEAD_LETTER_SOURCE_HEADER = 'mq-dead-letter-source'
+
+/** The header with how many times a forwarded message was delivered before it died. */
+export const DEAD_LETTER_DELIVERIES_HEADER = 'mq-dead-letter-deliveries'
+
+/** A dead message as it is enqueued into the dead-letter queue. */
+export interface ForwardedMessage {
+  readonly body: Uint8Array
+  readonly headers: Readonly<Record<string, string>>
+  readonly weight: number
+  readonly key?: string
+  /** Unique per death (`mq-dlq/queueId/partition/cursor`): a copy sent twice is enqueued once within the target's dedup window. */
+  readonly dedupKey: string
+}
+
+/** A copy that did not happen this round (logged by the caller). */
+export interface ForwardFailure {
+  readonly queue: string
+  readonly partition: number
+  readonly target: string
+  /** Set when this one message cannot go to the target (refused as invalid there): it stays behind. */
+  readonly messageId?: number
+  readonly error: unknown
+}
+
+export interface DeadLetterForwarderHost {
+  /** The data groups hosted here (only those this node leads are looked at). */
+  groups(): Iterable<DataGroupPort>
+  /** The cluster's format level as this node last heard it. */
+  formatLevel(): number
+  /**
+   * The dead-letter queue set on `queue` when `queueId` is its current incarnation; '' when it
+   * has none, or the queue is gone or unknown.
+   */
+  deadLetterQueueOf(queue: string, queueId: number): Promise<string>
+  /** Enqueues `messages` into queue `target`; resolves once every one is durable there. */
+  forward(target: string, messages: readonly ForwardedMessage[]): Promise<void>
+}
+
+/** What a round did. */
+export interface ForwardRound {
+  readonly forwarded: number
+  readonly failures: readonly ForwardFailure[]
+}
+
+/**
+ * Moves dead-lettered messages to their queue's dead-letter queue (QueueConfig
+ * `dead_letter_queue`), as SQS's redrive policy does. Now and then (a round) each data group's
+ * leader lists the dead messages of every partition whose queue names one, enqueues a copy of
+ * them into it (body, key, weight and headers, plus where and after how many deliveries it
+ * died) and, once the copies are durable, proposes a purge of exactly that span of the
+ * partition's dead-letter list (`purgeDead` with `after`/`through`: a message that died after
+ * the listing stays for the next round). At least once: a leader that fails between the copy
+ * and the purge leaves the span to its successor, which copies it again (the copies carry a
+ * dedup key per death, so the target's dedup window, 5 min by default, drops the second).
+ *
+ * A target that does not exist (yet), or is unavailable, leaves the messages where they are
+ * until a later round; a message the target refuses as invalid (too big for it, say) stays in
+ * the source's dead-letter list and is skipped from then on by this leader (reported once).
+ * Only from format level FORMAT_LEVEL_DEAD_LETTER_QUEUE (a replica of an earlier version cannot
+ * read the span purge).
+ */
+export class DeadLetterForwarder {
+  readonly #host: DeadLetterForwarderHost
+  /** `group:partition id` → the place in its dead-letter list up to which messages stay behind. */
+  readonly #skipThrough = new Map<string, number>()
+  #busy = false
+
+  constructor(host: DeadLetterForwarderHost) {
+    this.#host = host
+  }
+
+  /** One round. Failures of the cluster end a partition's turn quietly (reported), not the round. */
+  async round(): Promise<ForwardRound> {
+    const failures: ForwardFailure[] = []
+    let forwarded = 0
+    if (this.#busy || this.#host.formatLevel() < FORMAT_LEVEL_DEAD_LETTER_QUEUE)
+      return { forwarded, failures }
+    this.#busy = true
+    try {
+      let batches = 0
+      const seen = new Set<string>()
+      for (const port of ledGroups(this.#host.groups())) {
+        for (const id of port.machine.deadPartitionIds()) {
+          const ref = parsePartitionId(id)
+          const stored = ref ? parseStoredQueueName(ref.queue) : undefined
+          if (!ref || !stored) continue
+          const slot = `${port.groupId}:${id}`
+          seen.add(slot)
+          if (batches >= DEAD_LETTER_BATCHES_PER_ROUND_MAX) continue
+          const target = await this.#host.deadLetterQueueOf(stored.queue, stored.queueId)
+          if (!target || target === stored.queue) continue
+          const from = {
+            queue: stored.queue,
+            queueId: stored.queueId,
+            stored: ref.queue,
+            partition: ref.index,
+          }
+          while (batches < DEAD_LETTER_BATCHES_PER_ROUND_MAX) {
+            const after = this.#skipThrough.get(slot)
+            const dead = await port.machine.listDead(ref.queue, ref.index, DEAD_LETTER_BATCH, after)
+            if (!dead || dead.length === 0) break
+            batches++
+            const { moved, stopped } = await this.#move(port, slot, from, target, dead, after, failures)
+            forwarded += moved
+            if (stopped) break // the target failed: this partition waits for the next round
+          }
+        }
+      }
+      // Partitions no longer led here (or without dead messages) forget what they skipped.
+      for (const slot of this.#skipThrough.keys()) if (!seen.has(slot)) this.#skipThrough.delete(slot)
+      return { forwarded, failures }
+    } catch {
+      return { forwarded, failures } // lost leadership, a closed group: the next round goes on
+    } finally {
+      this.#busy = false
+    }
+  }
+
+  /**
+   * Copies `dead` (listed after `after`) to `target` and purges what was copied; returns how
+   * many went, and whether the target failed (`stopped`). A batch the target refuses as invalid
+   * is sent one message at a time: a message refused alone is skipped from then on.
+   */
+  async #move(
+    port: DataGroupPort,
+    slot: string,
+    from: { queue: string; queueId: number; stored: string; partition: number },
+    target: string,
+    dead: readonly DeadMessage[],
+    after: number | undefined,
+    failures: ForwardFailure[],
+  ): Promise<{ moved: number; stopped: boolean }> {
+    const copy = (m: DeadMessage) => forwardedOf(from, m)
+    const purge = async (spanAfter: number | undefined, through: number, count: number): Promise<void> => {
+      const r = await port.propose({
+        type: 'apply',
+        queue: from.stored,
+        partition: from.partition,
+        command: {
+          type: 'purgeDead',
+          max: count,
+          through,
+          ...(spanAfter === undefined ? {} : { after: spanAfter }),
+        },
+      })
+      if (r.type !== 'applied' || r.result.type === 'rejected') throw new Error('the purge did not apply')
+    }
+    const failed = (error: unknown, messageId?: number) =>
+      failures.push({
+        queue: from.queue,
+        partition: from.partition,
+        target,
+        ...(messageId === undefined ? {} : { messageId }),
+        error,
+      })
+    try {
+      await this.#host.forward(target, dead.map(copy))
+    } catch (error) {
+      if (!refusedAsInvalid(error)) {
+        failed(error)
+        return { moved: 0, stopped: true }
+      }
+      return this.#moveOneByOne(slot, target, dead, after, copy, purge, failed)
+    }
+    await purge(after, (dead.at(-1) as DeadMessage).cursor, dead.length)
+    return { moved: dead.length, stopped: false }
+  }
+
+  /** The fallback of #move once the target refused a batch as invalid. */
+  async #moveOneByOne(
+    slot: string,
+    target: string,
+    dead: readonly DeadMessage[],
+    after: number | undefined,
+    copy: (m: DeadMessage) => ForwardedMessage,
+    purge: (spanAfter: number | undefined, through: number, count: number) => Promise<void>,
+    failed: (error: unknown, messageId?: number) => void,
+  ): Promise<{ moved: number; stopped: boolean }> {
+    // One at a time: the span purged ends before a message the target refuses.
+    let spanAfter = after
+    let moved = 0
+    let stopped = false
+    let copied: DeadMessage[] = []
+    const purgeCopied = async () => {
+      if (copied.length === 0) return
+      await purge(spanAfter, (copied.at(-1) as DeadMessage).cursor, copied.length)
+      moved += copied.length
+      copied = []
+    }
+    for (const m of dead) {
+      try {
+        await this.#host.forward(target, [copy(m)])
+        copied.push(m)
+      } catch (error) {
+        if (!refusedAsInvalid(error)) {
+          failed(error)
+          stopped = true
+          break
+        }
+        failed(error, m.messageId)
+        await purgeCopied()
+        spanAfter = m.cursor
+        this.#skipThrough.set(slot, m.cursor)
+      }
+    }
+    await purgeCopied()
+    return { moved, stopped }
+  }
+}
+
+/** The copy of a dead message for the dead-letter queue. */
+export function forwardedOf(
+  from: { readonly queue: string; readonly queueId: number; readonly partition: number },
+  m: DeadMessage,
+): ForwardedMessage {
+  return {
+    body: m.body,
+    headers: {
+      ...m.headers,
+      [DEAD_LETTER_SOURCE_HEADER]: `${from.queue}/${from.partition}/${m.messageId}`,
+      [DEAD_LETTER_DELIVERIES_HEADER]: String(m.deliveryCount),
+    },
+    weight: m.weight,
+    ...(m.key === undefined ? {} : { key: m.key }),
+    dedupKey: `mq-dlq/${from.queueId}/${from.partition}/${m.cursor}`,
+  }
+}
+
+/** The target refused the request as invalid (not retriable: a message it cannot take). */
+function refusedAsInvalid(error: unknown): boolean {
+  return (error as { code?: unknown } | undefined)?.code === 'INVALID_ARGUMENT'
+}
