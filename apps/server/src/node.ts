@@ -47,7 +47,8 @@ import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
-import { DeadLetterForwarder, type ForwardFailure } from './host/dead-letter-forwarder'
+import { DeadLetterForwarder } from './host/dead-letter-forwarder'
+import { DeadLetterLog } from './host/dead-letter-log'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { NodeFacts } from './host/node-facts'
@@ -79,8 +80,6 @@ const ORPHAN_SWEEP_MS = 10_000
 const TTL_ROUND_MS = 1_000
 /** How often leaders move dead letters to their queue's dead-letter queue (DeadLetterForwarder). */
 const DEAD_LETTER_ROUND_MS = 1_000
-/** A dead-letter queue that cannot take messages is logged at most this often (per queue and target). */
-const DEAD_LETTER_LOG_MS = 60_000
 const META_CALL_MS = 3_000
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
@@ -438,45 +437,16 @@ export class MqNode {
       },
       forward: (target, messages) => own.send(target, messages),
     })
-    const counts = { forwarded: 0, refused: 0, failedRounds: 0 }
+    const log = new DeadLetterLog(this.log)
     this.metrics.addSource(
       'mq_dead_letters',
       "Dead-lettered messages moved to their queue's dead-letter queue",
       () => ({
-        ...counts,
+        ...log.counts,
       }),
     )
-    const lastLogged = new Map<string, number>()
-    const report = (f: ForwardFailure) => {
-      const reason = f.error instanceof Error ? f.error.message : String(f.error)
-      if (f.messageId !== undefined) {
-        counts.refused++
-        this.log.warn(
-          { queue: f.queue, partition: f.partition, messageId: f.messageId, target: f.target },
-          `mq-server: dead letter ${f.queue}/${f.partition}/${f.messageId} stays in the dead-letter list of ${f.queue}: dead-letter queue ${f.target} refused it (${reason})`,
-        )
-        return
-      }
-      counts.failedRounds++
-      const key = `${f.queue} ${f.target}`
-      const now = Date.now()
-      if (now - (lastLogged.get(key) ?? 0) < DEAD_LETTER_LOG_MS) return
-      lastLogged.set(key, now)
-      if (lastLogged.size > 1_000) lastLogged.clear()
-      this.log.warn(
-        { queue: f.queue, partition: f.partition, target: f.target },
-        `mq-server: cannot move dead letters of ${f.queue}/${f.partition} to dead-letter queue ${f.target} yet (${reason}); they stay in the dead-letter list of ${f.queue} meanwhile`,
-      )
-    }
     this.#timers.push(
-      setInterval(
-        () =>
-          void forwarder.round().then((r) => {
-            counts.forwarded += r.forwarded
-            for (const f of r.failures) report(f)
-          }),
-        DEAD_LETTER_ROUND_MS,
-      ),
+      setInterval(() => void forwarder.round().then((r) => log.note(r)), DEAD_LETTER_ROUND_MS),
     )
   }
 

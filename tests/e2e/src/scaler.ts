@@ -2,8 +2,11 @@ import type { MqClient } from '@mq/router-client'
 import type { History } from './history'
 import type { Prng } from './prng'
 
+/** The queue grows to at most this many partitions (one at a time). */
+export const GROWN_PARTITIONS_MAX = 8
+
 export interface ScalerResult {
-  /** scaleDataGroups and setMetaVoters calls that were accepted. */
+  /** scaleDataGroups, setMetaVoters and partition growth calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -13,13 +16,15 @@ export interface ScalerResult {
  * Scales the data groups up and down while the nemesis runs its faults: every 3–8 s (drawn
  * from `prng`) calls `scaleDataGroups(n)` with n alternately above and below the current
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
- * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5. Each
- * accepted call is recorded in the history as a fault. Partitions then move between groups,
- * and meta voters come and go, while nodes die, pause and are cut off. Ends at `untilMs`
- * (wall clock).
+ * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
+ * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX), which the workloads' producers
+ * and consumers must find and use. Each accepted call is recorded in the history as a fault.
+ * Partitions then move between groups, and meta voters come and go, while nodes die, pause and
+ * are cut off. Ends at `untilMs` (wall clock).
  */
 export async function runScaler(
   client: MqClient,
+  queue: string,
   prng: Prng,
   groupsMax: number,
   history: History,
@@ -37,6 +42,19 @@ export async function runScaler(
     let groups = 0
     let what = 'scale-data-groups'
     try {
+      if (prng.int(0, 4) === 0) {
+        const partitions = (await client.admin.describeQueue(queue)).partitions.length
+        if (partitions < GROWN_PARTITIONS_MAX) {
+          what = `grow-partitions ${partitions + 1}`
+          await client.admin.updateQueue(queue, { partitions: partitions + 1 })
+          const description = `grow-partitions ${queue} ${partitions} -> ${partitions + 1}`
+          history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+          log(`scaler: ${description}`)
+          calls++
+          await sleep(prng.int(3_000, 8_000))
+          continue
+        }
+      }
       if (prng.int(0, 3) === 0) {
         const s = await client.admin.clusterStatus()
         const voters = s.metaVotersWanted || s.metaVoters.length

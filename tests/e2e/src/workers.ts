@@ -197,7 +197,12 @@ class RawRouter {
 
   async partitions(): Promise<number[]> {
     if (!this.#route) await this.refresh()
-    return (this.#route as QueueRoute).partitions.map((p) => p.partition)
+    return this.known()
+  }
+
+  /** The partitions of the route last fetched (more once partitions were added to the queue). */
+  known(): number[] {
+    return (this.#route?.partitions ?? []).map((p) => p.partition)
   }
 
   target(partition: number) {
@@ -320,13 +325,21 @@ export async function runConsumer(
     if (kind === 'ack' && indeterminate) for (const l of leases) load.noteAcked(l.body)
   }
 
+  /** One lease loop per partition, started as routes show partitions (added to the queue, too). */
+  const loops = new Map<number, Promise<void>>()
+  const follow = () => {
+    for (const p of router.known()) if (!loops.has(p) && load.consuming) loops.set(p, loop(p))
+  }
   const loop = async (partition: number): Promise<void> => {
     let failures = 0
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
       const startMs = Date.now()
       let response: LeaseResponse
       try {
-        if (!router.stub(partition)) await router.refresh()
+        if (!router.stub(partition)) {
+          await router.refresh()
+          follow()
+        }
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
         response = await call(
@@ -389,8 +402,13 @@ export async function runConsumer(
   }
 
   try {
-    const partitions = await router.partitions()
-    await Promise.all(partitions.map(loop))
+    await router.partitions()
+    follow()
+    // Loops started meanwhile (partitions added) are waited for too.
+    for (let seen = 0; seen < loops.size; ) {
+      seen = loops.size
+      await Promise.all(loops.values())
+    }
   } finally {
     router.close()
   }
