@@ -138,16 +138,15 @@ export class Consumer implements AsyncIterable<Delivery> {
    */
   #leaseFrom(route: QueueRoute): void {
     if (this.#closed) return
+    // Half of a partition's share of prefetch: leasing one message per settled one would
+    // make every lease (a Raft entry) carry a single message under load. Set before the new
+    // loops start: each reads it before its first lease.
+    const partitions = Math.max(this.#fetchers.size, route.partitions.length)
+    this.#refillMin = Math.min(LEASE_MAX, Math.max(1, Math.floor(this.#options.prefetch / (2 * partitions))))
     for (const p of route.partitions) {
       if (!this.#fetchers.has(p.partition))
         this.#fetchers.set(p.partition, this.#fetchLoop(p.partition, route))
     }
-    // Half of a partition's share of prefetch: leasing one message per settled one would
-    // make every lease (a Raft entry) carry a single message under load.
-    this.#refillMin = Math.min(
-      LEASE_MAX,
-      Math.max(1, Math.floor(this.#options.prefetch / (2 * this.#fetchers.size))),
-    )
   }
 
   /** Leases from partitions added to the queue, once the router's route shows them. */

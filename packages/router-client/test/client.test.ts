@@ -394,6 +394,8 @@ describe('MqClient', () => {
       if (++handled === 200) break
     }
     expect(mostLeased).toBeLessThanOrEqual(32)
+    // The first lease (an idle partition) already asks for half the prefetch, not one message.
+    expect(broker.leaseRequests[0]?.max).toBe(16)
     // Refills of at least half the prefetch while messages are buffered: 200 / 16 leases and a
     // few more when the buffer ran dry; one lease per ack would be ~200.
     expect(broker.leaseRequests.length).toBeLessThan(40)
