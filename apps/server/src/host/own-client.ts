@@ -30,7 +30,9 @@ export class OwnClient {
   /** Enqueues `messages` into `queue`; resolves once every one is durable. */
   async send(queue: string, messages: readonly ForwardedMessage[]): Promise<void> {
     const client = await this.#connect()
-    const producer = client.producer(queue)
+    // Not idempotent: each call is a new producer, which would leave a producer record per
+    // call in the target; the messages' dedup keys catch a copy sent twice instead.
+    const producer = client.producer(queue, { idempotent: false })
     try {
       await Promise.all(messages.map((m) => producer.send(m)))
     } finally {
