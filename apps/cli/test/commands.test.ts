@@ -372,6 +372,17 @@ describe('queue', () => {
     const both = await mq(['queue', 'dlq', 'jobs', '--purge', '--redrive', '5'])
     expect(both.code).toBe(1)
     expectOneLineError(both.stderr, /--redrive or --purge, not both/)
+    expect((await mq(['queue', 'dlq', 'jobs'])).stdout).not.toMatch(/leaders move/)
+  })
+
+  it('says where dead letters go when the queue has a dead-letter queue', async () => {
+    cluster.addQueue('jobs', 1, { deadLetterQueue: 'jobs-dead' })
+    const list = await mq(['queue', 'dlq', 'jobs'])
+    expect(list.stdout).toMatch(
+      /jobs's leaders move its dead letters to queue jobs-dead: .*consume jobs-dead/,
+    )
+    // Nothing but the records with --json.
+    expect((await mq(['queue', 'dlq', 'jobs', '--json'])).stdout).toBe('')
   })
 })
 

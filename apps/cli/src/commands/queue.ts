@@ -228,8 +228,17 @@ Examples:
             purged,
           })
         } else {
-          const dead = await client.admin.deadLetters(name, flags.limit)
+          const [dead, route] = await Promise.all([
+            client.admin.deadLetters(name, flags.limit),
+            client.admin.describeQueue(name),
+          ])
           out.table(dead, deadColumns, (m) => messageRecord(m))
+          const target = route.config?.deadLetterQueue
+          if (target) {
+            out.text(
+              `(${name}'s leaders move its dead letters to queue ${target}: this list holds those not moved yet, or refused there; consume ${target} to see the others)\n`,
+            )
+          }
         }
       })
     })
