@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { MqClient } from '@mq/router-client'
@@ -6,6 +6,7 @@ import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConsolePage, ensureChromium } from '../src/browser'
 import { freePort, LocalCluster } from '../src/cluster'
+import { securedNode } from '../src/secured-cluster'
 
 const ADMIN = 'console-admin-0123456789'
 const VIEWER = 'console-viewer-0123456789'
@@ -103,20 +104,18 @@ describe('the web console in a browser', () => {
     const executablePath = ensureChromium()
     buildConsolePage()
     mkdirSync(SCREENSHOTS, { recursive: true })
-    const authFile = join(dir, 'tokens.json')
-    writeFileSync(
-      authFile,
-      JSON.stringify({
-        tokens: [
-          { name: 'ops', token: ADMIN, roles: ['admin'] },
-          { name: 'viewer', token: VIEWER, roles: [`consumer:${QUEUE}`] },
-        ],
-      }),
+    const secured = await securedNode(
+      dir,
+      [
+        { name: 'ops', token: ADMIN, roles: ['admin'] },
+        { name: 'viewer', token: VIEWER, roles: [`consumer:${QUEUE}`] },
+      ],
+      { tls: false, peerToken: 'console-peer-secret-0123456789' },
     )
     for (const id of ['n1', 'n2', 'n3']) httpPorts.set(id, await freePort())
     cluster = await LocalCluster.start({
       nodes: 3,
-      serverArgs: ['--auth-file', authFile, '--peer-token', 'console-peer-secret-0123456789'],
+      serverArgs: secured.serverArgs,
       nodeArgs: (id) => ['--http-listen', `127.0.0.1:${httpPorts.get(id)}`],
     })
     base = `http://127.0.0.1:${httpPorts.get('n2')}`

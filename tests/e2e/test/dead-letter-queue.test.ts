@@ -1,12 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
-import { runSource, SERVER_MAIN } from '../src/run-source'
 import { waitFor } from '../src/scale-run'
+import { securedNode } from '../src/secured-cluster'
 
 const ADMIN = 'admin-secret-0123456789'
 const APP = 'orders-secret-0123456789'
@@ -21,34 +21,18 @@ describe('a dead-letter queue', () => {
   let app: MqClient
 
   beforeAll(async () => {
-    const certs = join(dir, 'certs')
-    const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
-    expect(made.code, made.err).toBe(0)
-    const ca = readFileSync(join(certs, 'ca.crt'))
-    const authFile = join(dir, 'tokens.json')
-    writeFileSync(
-      authFile,
-      JSON.stringify({
-        tokens: [
-          { name: 'ops', token: ADMIN, roles: ['admin'] },
-          { name: 'orders-app', token: APP, roles: ['producer:orders', 'consumer:orders'] },
-        ],
-      }),
+    const secured = await securedNode(
+      dir,
+      [
+        { name: 'ops', token: ADMIN, roles: ['admin'] },
+        { name: 'orders-app', token: APP, roles: ['producer:orders', 'consumer:orders'] },
+      ],
+      { tls: true, peerToken: 'cluster-secret-0123456789' },
     )
+    const ca = secured.ca as Buffer
     cluster = await LocalCluster.start({
       nodes: 3,
-      serverArgs: [
-        '--auth-file',
-        authFile,
-        '--peer-token',
-        'cluster-secret-0123456789',
-        '--tls-cert',
-        join(certs, 'node.crt'),
-        '--tls-key',
-        join(certs, 'node.key'),
-        '--tls-ca',
-        join(certs, 'ca.crt'),
-      ],
+      serverArgs: secured.serverArgs,
       healthCredentials: credentials.createSsl(ca),
     })
     admin = await MqClient.connect({

@@ -1,11 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { freePort, LocalCluster } from '../src/cluster'
-import { CLI_MAIN, runSource, SERVER_MAIN } from '../src/run-source'
+import { CLI_MAIN, runSource } from '../src/run-source'
+import { securedNode } from '../src/secured-cluster'
 
 const ADMIN = 'admin-secret-0123456789'
 const APP = 'orders-secret-0123456789'
@@ -19,36 +20,19 @@ describe('a secured cluster through the SDK and the CLI', () => {
   let http = ''
 
   beforeAll(async () => {
-    const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
-    expect(made.code, made.err).toBe(0)
-    ca = readFileSync(join(certs, 'ca.crt'))
-    http = `127.0.0.1:${await freePort()}`
-    const authFile = join(dir, 'tokens.json')
-    writeFileSync(
-      authFile,
-      JSON.stringify({
-        tokens: [
-          { name: 'ops', token: ADMIN, roles: ['admin'] },
-          { name: 'orders-app', token: APP, roles: ['producer:orders*', 'consumer:orders*'] },
-        ],
-      }),
+    const secured = await securedNode(
+      dir,
+      [
+        { name: 'ops', token: ADMIN, roles: ['admin'] },
+        { name: 'orders-app', token: APP, roles: ['producer:orders*', 'consumer:orders*'] },
+      ],
+      { tls: true, peerToken: 'cluster-secret-0123456789' },
     )
+    ca = secured.ca as Buffer
+    http = `127.0.0.1:${await freePort()}`
     cluster = await LocalCluster.start({
       nodes: 1,
-      serverArgs: [
-        '--auth-file',
-        authFile,
-        '--peer-token',
-        'cluster-secret-0123456789',
-        '--tls-cert',
-        join(certs, 'node.crt'),
-        '--tls-key',
-        join(certs, 'node.key'),
-        '--tls-ca',
-        join(certs, 'ca.crt'),
-        '--http-listen',
-        http,
-      ],
+      serverArgs: [...secured.serverArgs, '--http-listen', http],
       healthCredentials: credentials.createSsl(ca),
     })
     const admin = await MqClient.connect({ servers: cluster.servers, tls: { ca }, token: ADMIN })
