@@ -129,6 +129,7 @@ describe('global flags', () => {
       ['queue', 'create', '--help'],
       ['queue', 'update', '--help'],
       ['queue', 'dlq', '--help'],
+      ['queue', 'move', '--help'],
       ['produce', '--help'],
       ['consume', '--help'],
     ]) {
@@ -373,6 +374,50 @@ describe('queue', () => {
     expect(both.code).toBe(1)
     expectOneLineError(both.stderr, /--redrive or --purge, not both/)
     expect((await mq(['queue', 'dlq', 'jobs'])).stdout).not.toMatch(/leaders move/)
+  })
+
+  it('moves messages to another queue, keeping key, weight and headers, and acks them only once copied', async () => {
+    cluster.addQueue('jobs-dead', 2)
+    cluster.addQueue('jobs', 1)
+    cluster.put('jobs-dead', 0, {
+      body: 'a',
+      key: 'k1',
+      weight: 7,
+      headers: { 'mq-dead-letter-deliveries': '5' },
+    })
+    cluster.put('jobs-dead', 1, { body: 'b' })
+    cluster.put('jobs-dead', 1, { body: 'c' })
+    const one = await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs', '--max', '1', '--wait', '100ms'])
+    expect(one).toMatchObject({ code: 0, stdout: 'moved 1 message from jobs-dead to jobs\n' })
+    const rest = await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs', '--wait', '100ms', '--json'])
+    expect(jsonLines(rest.stdout)).toEqual([{ from: 'jobs-dead', to: 'jobs', moved: 2 }])
+    expect(cluster.ready('jobs-dead')).toEqual([])
+    const moved = cluster.ready('jobs')
+    expect(moved.map((m) => new TextDecoder().decode(m.body)).sort()).toEqual(['a', 'b', 'c'])
+    expect(moved.find((m) => m.key === 'k1')).toMatchObject({
+      weight: 7,
+      headers: { 'mq-dead-letter-deliveries': '5' },
+    })
+    // An empty source: nothing to move, not an error.
+    expect(await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs', '--wait', '100ms'])).toMatchObject({
+      code: 0,
+      stdout: 'moved 0 messages from jobs-dead to jobs\n',
+    })
+  })
+
+  it('leaves messages in the source when the target refuses them, and refuses a move to the same queue', async () => {
+    cluster.addQueue('jobs-dead', 1)
+    cluster.put('jobs-dead', 0, { body: 'a' })
+    const missing = await mq(['queue', 'move', 'jobs-dead', '--to', 'nope', '--wait', '100ms'])
+    expect(missing.code).toBe(2)
+    expectOneLineError(
+      missing.stderr,
+      /could not go to nope; it stays in jobs-dead.*queue nope does not exist/,
+    )
+    expect(cluster.ready('jobs-dead')).toHaveLength(1)
+    const same = await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs-dead'])
+    expect(same.code).toBe(1)
+    expectOneLineError(same.stderr, /--to must name another queue/)
   })
 
   it('says where dead letters go when the queue has a dead-letter queue', async () => {

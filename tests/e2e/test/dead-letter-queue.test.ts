@@ -5,6 +5,7 @@ import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
+import { CLI_MAIN, runSource } from '../src/run-source'
 import { waitFor } from '../src/scale-run'
 import { securedNode } from '../src/secured-cluster'
 
@@ -19,6 +20,7 @@ describe('a dead-letter queue', () => {
   let cluster: LocalCluster
   let admin: MqClient
   let app: MqClient
+  let certs = ''
 
   beforeAll(async () => {
     const secured = await securedNode(
@@ -30,6 +32,7 @@ describe('a dead-letter queue', () => {
       { tls: true, peerToken: 'cluster-secret-0123456789' },
     )
     const ca = secured.ca as Buffer
+    certs = secured.certs as string
     cluster = await LocalCluster.start({
       nodes: 3,
       serverArgs: secured.serverArgs,
@@ -131,6 +134,33 @@ describe('a dead-letter queue', () => {
     expect(await waitFor(async () => (await deadInOrders()) === 0, 15_000, 200)).toBe(true)
     const later = await admin.admin.queueStats('later-dead')
     expect(later.reduce((n, p) => n + p.messages, 0)).toBe(2)
+
+    // Replayed into orders once "fixed" (mq queue move), they are consumed there.
+    const moved = await runSource(
+      CLI_MAIN,
+      [
+        '--servers',
+        cluster.servers.join(','),
+        'queue',
+        'move',
+        'later-dead',
+        '--to',
+        'orders',
+        '--wait',
+        '1s',
+      ],
+      { env: { MQ_TOKEN: ADMIN, MQ_TLS_CA: join(certs, 'ca.crt') } },
+    )
+    expect(moved.out, moved.err).toBe('moved 2 messages from later-dead to orders\n')
+    const replayed = new Set<string>()
+    const again = app.consumer('orders', { prefetch: 16, waitMs: 200 })
+    for await (const d of again) {
+      replayed.add(new TextDecoder().decode(d.body))
+      expect(d.headers['mq-dead-letter-source']).toMatch(/^orders\/[01]\/\d+$/)
+      await d.ack()
+      if (replayed.size === 2) break
+    }
+    expect([...replayed].sort()).toEqual(['p', 'q'])
 
     // A queue cannot be its own dead-letter queue.
     await expect(admin.admin.updateQueue('orders', { deadLetterQueue: 'orders' })).rejects.toThrow(

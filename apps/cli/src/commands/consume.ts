@@ -65,7 +65,8 @@ Examples:
     })
 }
 
-type Next =
+/** What waiting for the next message brought. */
+export type Next =
   | { kind: 'message'; delivery: CliDelivery }
   | { kind: 'end' }
   | { kind: 'idle' }
@@ -144,7 +145,7 @@ async function consume(
 }
 
 /** Waits for the iterator's next result, `idleMs` at most (undefined: no limit), or Ctrl-C. */
-async function nextWithin(
+export async function nextWithin(
   pending: Promise<IteratorResult<CliDelivery>>,
   idleMs: number | undefined,
   interrupted: Promise<Next>,

@@ -7,6 +7,7 @@ import type { CliAdmin } from '../io'
 import { durationArg, integerArg } from '../options'
 import { encodeBody, messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
+import { registerMoveCommand } from './move'
 
 type QueueRoute = Awaited<ReturnType<CliAdmin['describeQueue']>>
 type QueueConfigUpdate = Parameters<CliAdmin['updateQueue']>[1]
@@ -84,6 +85,7 @@ Examples:
   $ mq queue update jobs --visibility 2m --no-strict-priority
   $ mq queue dlq jobs                # list dead-lettered messages
   $ mq queue dlq jobs --redrive 100  # move up to 100 per partition back to ready
+  $ mq queue move jobs-dead --to jobs  # replay a dead-letter queue into its queue
 `,
     )
 
@@ -242,6 +244,8 @@ Examples:
         }
       })
     })
+
+  registerMoveCommand(queue, runtime)
 }
 
 function configFields(route: QueueRoute): [string, string | number | boolean][] {

@@ -1,0 +1,141 @@
+import type { Command } from 'commander'
+import type { Runtime, Session } from '../context'
+import { formatDuration } from '../durations'
+import { CommandError, UsageError } from '../errors'
+import type { CliDelivery } from '../io'
+import { durationArg, integerArg } from '../options'
+import { Progress } from '../progress'
+import { type Next, nextWithin } from './consume'
+
+/** Messages leased from the source ahead of their copy. */
+const PREFETCH_MAX = 256
+/** Copies (send, then ack) under way at once. */
+const COPIES_IN_FLIGHT_MAX = 256
+/** The broker's long poll per lease request, at most and at least (as `consume`). */
+const LEASE_WAIT_MS_MAX = 1_000
+const LEASE_WAIT_MS_MIN = 50
+
+interface MoveFlags {
+  to: string
+  max?: number
+  wait: number
+}
+
+/** `mq queue move FROM --to TO [--max N] [--wait 2s]`. */
+export function registerMoveCommand(queue: Command, runtime: Runtime): void {
+  queue
+    .command('move')
+    .argument('<from>', 'the queue to take messages from')
+    .requiredOption('--to <queue>', 'the queue to put them in')
+    .option(
+      '-m, --max <n>',
+      'move at most N messages (default: until FROM has none for --wait)',
+      integerArg(1),
+    )
+    .option('--wait <duration>', 'stop when no message came for this long', durationArg, 2_000)
+    .description(
+      'move messages to another queue (e.g. dead letters back to their queue): each is acked in FROM once durable in TO',
+    )
+    .addHelpText(
+      'after',
+      `
+A message keeps its body, key, weight and headers (a dead letter's mq-dead-letter-* headers too).
+At least once: a message copied to TO whose ack in FROM fails is reported, and may be moved
+again later. A message TO refuses stays in FROM, and mq stops with the reason.
+
+Examples:
+  $ mq queue move jobs-dead --to jobs             # replay the dead letters of jobs
+  $ mq queue move jobs-dead --to jobs --max 100
+`,
+    )
+    .action((from: string, flags: MoveFlags, command: Command) => {
+      if (flags.to === from) throw new UsageError(`queue move: --to must name another queue than ${from}`)
+      return runtime.run(command, (session) => move(session, from, flags))
+    })
+}
+
+async function move(session: Session, from: string, flags: MoveFlags): Promise<void> {
+  const { client, out, io } = session
+  const max = flags.max ?? Number.POSITIVE_INFINITY
+  let lastError: unknown
+  const consumer = client.consumer(from, {
+    prefetch: Math.max(1, Math.min(max, PREFETCH_MAX)),
+    waitMs: Math.max(LEASE_WAIT_MS_MIN, Math.min(flags.wait, LEASE_WAIT_MS_MAX)),
+    onError: (error) => {
+      lastError = error
+    },
+  })
+  const producer = client.producer(flags.to)
+  const iterator = consumer[Symbol.asyncIterator]()
+  const progress = new Progress(io.stderr, () => io.now(), `move ${from} to ${flags.to}`)
+  const copies = new Set<Promise<void>>()
+  let failure: unknown
+  let taken = 0
+  let moved = 0
+  let pending: Promise<IteratorResult<CliDelivery>> | undefined
+  let onInterrupt: (() => void) | undefined
+  const interrupted = new Promise<Next>((resolve) => {
+    onInterrupt = () => resolve({ kind: 'interrupted' })
+    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
+  })
+  /** Copies `d` to the target, then acks it in the source; a refused copy gives `d` back. */
+  const copy = async (d: CliDelivery): Promise<void> => {
+    try {
+      await producer.send({
+        body: d.body,
+        weight: d.weight,
+        headers: d.headers,
+        ...(d.key ? { key: d.key } : {}),
+      })
+    } catch (error) {
+      failure ??= new CommandError(
+        `message ${from} ${d.partition}/${d.id} could not go to ${flags.to}; it stays in ${from}`,
+        error,
+      )
+      await d.nack(0).catch(() => {})
+      return
+    }
+    try {
+      await d.ack()
+      moved++
+      progress.update(moved)
+    } catch (error) {
+      failure ??= new CommandError(
+        `message ${from} ${d.partition}/${d.id} is in ${flags.to} but its ack in ${from} failed: it may be moved again`,
+        error,
+      )
+    }
+  }
+  try {
+    while (taken < max && failure === undefined) {
+      pending ??= iterator.next()
+      const next = await nextWithin(pending, flags.wait, interrupted)
+      if (next.kind !== 'message') break
+      pending = undefined
+      taken++
+      const tracked: Promise<void> = copy(next.delivery).finally(() => copies.delete(tracked))
+      copies.add(tracked)
+      if (copies.size >= COPIES_IN_FLIGHT_MAX) await Promise.race(copies)
+    }
+    await Promise.all(copies)
+  } finally {
+    if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
+    await consumer.close()
+    await producer.close()
+    // A message that arrived while we stopped is given back, not held until its lease ends.
+    if (pending) {
+      const late = await pending.catch(() => undefined)
+      if (late && !late.done) await late.value.nack(0).catch(() => {})
+    }
+    progress.finish()
+  }
+  if (failure !== undefined) throw failure
+  if (moved === 0 && lastError !== undefined) {
+    throw new CommandError(`no message from ${from} within ${formatDuration(flags.wait)}`, lastError)
+  }
+  out.result(`moved ${moved} message${moved === 1 ? '' : 's'} from ${from} to ${flags.to}`, {
+    from,
+    to: flags.to,
+    moved,
+  })
+}
