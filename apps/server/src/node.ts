@@ -1012,9 +1012,10 @@ export class MqNode {
       groupFor: async (queue, partition, routeEpoch) => {
         const route = await this.#route(queue, routeEpoch)
         const p = route?.partitions.find((x) => x.partition === partition)
-        if (route && p && routeEpoch < route.partitionsEpoch) {
+        if (route && p && routeEpoch > 0 && routeEpoch < route.partitionsEpoch) {
           // Partitions were added since the client's route: it learns of them in one hop (the
           // group named: the partition is still where the client sent it, no replica to try).
+          // Epoch 0 is a client that sends none: it is served as before.
           throw new StaleRouteError(
             `${queue} has ${route.partitions.length} partitions since route epoch ${route.partitionsEpoch}; refresh the route (epoch ${route.routeEpoch})`,
             { epoch: route.routeEpoch, groupId: p.groupId },

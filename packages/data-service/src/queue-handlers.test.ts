@@ -102,6 +102,32 @@ const message = (body: string, weight = 1) => ({
 })
 
 describe('queue handlers', () => {
+  it("leases for the queue's visibility also when its route is cached only once the partition is located", async () => {
+    const group = await localGroup()
+    const base = node(group)
+    let located = false
+    const config = base.queueConfig('jobs')
+    const h = queueHandlers({
+      ...base,
+      groupFor: async (q, p, epoch) => {
+        located = true
+        return base.groupFor(q, p, epoch)
+      },
+      // Like a node whose route cache is empty until groupFor fetches the route.
+      queueConfig: (q) =>
+        q === 'jobs' && located && config ? { ...config, visibilityTimeoutMs: 120_000 } : undefined,
+    })
+    // Enqueued straight into the group: the lease is the first request the handlers see.
+    await group.propose({
+      type: 'apply',
+      queue: 'jobs',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: new TextEncoder().encode('a'), weight: 1 }] },
+    })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0 })
+    expect(leased.messages[0].deadlineMs).toBe(group.nowMs() + 120_000)
+  })
+
   it('produces, leases by weight, acks', async () => {
     const h = queueHandlers(node(await localGroup()))
     const produced = await call(h, 'produce', {

@@ -190,7 +190,10 @@ export function queueHandlers(
       if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
       const deadline = Date.now() + waitMs
-      const command = leaseOf(req, visibilityOf(req.target?.queue ?? ''))
+      // The queue's visibility is read once the partition is located (its route is cached
+      // then: a node that had none cached, just started or after partitions were added to a
+      // queue, would otherwise lease for the default 30 s).
+      const command = () => leaseOf(req, visibilityOf(req.target?.queue ?? ''))
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled
@@ -217,7 +220,7 @@ export function queueHandlers(
           if (leaseTried) {
             leasing.set(id, asked + req.max)
             try {
-              const r = await run(req.target, () => command)
+              const r = await run(req.target, command)
               if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
               leases = r.leases
             } finally {

@@ -90,16 +90,31 @@ export class MqClient {
 
   /** A producer for `queue` (see ProducerOptions for batching and idempotence). */
   producer(queue: string, options: Partial<ProducerOptions> = {}): Producer {
-    const producer = new Producer(this.#router, queue, options)
-    this.#closeables.add(producer)
-    return producer
+    return this.#track(new Producer(this.#router, queue, options))
   }
 
   /** A consumer of `queue`: iterate it with `for await`. */
   consumer(queue: string, options: Partial<ConsumerOptions> = {}): Consumer {
-    const consumer = new Consumer(this.#router, queue, options)
-    this.#closeables.add(consumer)
-    return consumer
+    return this.#track(new Consumer(this.#router, queue, options))
+  }
+
+  /** Producers and consumers made by this client and not closed yet (`close()` closes them). */
+  get openHandles(): number {
+    return this.#closeables.size
+  }
+
+  /** Keeps `closeable` for `close()` until it is closed itself (a client may make many). */
+  #track<T extends { close(): Promise<void> }>(closeable: T): T {
+    this.#closeables.add(closeable)
+    const close = closeable.close.bind(closeable)
+    closeable.close = async () => {
+      try {
+        await close()
+      } finally {
+        this.#closeables.delete(closeable)
+      }
+    }
+    return closeable
   }
 
   /**

@@ -401,6 +401,23 @@ describe('MqClient', () => {
     expect(broker.leaseRequests.length).toBeLessThan(40)
   })
 
+  it('forgets producers and consumers once they are closed (an application may make many)', async () => {
+    const q = freshQueue(1)
+    const before = client.openHandles
+    for (let i = 0; i < 50; i++) {
+      const p = client.producer(q)
+      await p.send({ body: `m${i}` })
+      await p.close()
+    }
+    const c = client.consumer(q, { prefetch: 1, waitMs: 50 })
+    expect(client.openHandles).toBe(before + 1)
+    for await (const m of c) {
+      await m.ack()
+      break // leaving the loop closes the consumer
+    }
+    expect(client.openHandles).toBe(before)
+  })
+
   it('gives unprocessed prefetched messages back on close', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q)

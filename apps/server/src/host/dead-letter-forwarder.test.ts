@@ -94,6 +94,8 @@ describe('DeadLetterForwarder', () => {
     })
     // a and b purged; late, which died after the listing, was listed and moved next (same round).
     expect(sent.map((s) => s.messages.map(bodyOf))).toEqual([['a', 'b'], ['late']])
+    // Keyless, it carries its source partition's key: every copy of it goes to one partition.
+    expect(sent[1]?.messages[0]?.key).toBe('mq-dlq/7/0')
     expect(first.forwarded).toBe(3)
     expect(await dead()).toEqual([])
     expect((await forwarder.round()).forwarded).toBe(0)
@@ -118,6 +120,42 @@ describe('DeadLetterForwarder', () => {
     exists = true
     expect((await forwarder.round()).forwarded).toBe(2)
     expect(await dead()).toEqual([])
+  })
+
+  it('tries a failing target once a round, not once per partition', async () => {
+    const { g, stored, apply } = await withDead(['a'])
+    // A second partition of jobs with a dead letter too.
+    await g.port.propose({ type: 'open', queue: stored, partition: 1, config: { maxDeliveries: 1 } })
+    await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 1,
+      command: { type: 'enqueue', messages: [{ body: text('b'), weight: 1 }] },
+    })
+    const leased = await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 1,
+      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 },
+    })
+    const leaseIds =
+      leased.type === 'applied' && leased.result.type === 'lease'
+        ? leased.result.leases.map((l) => l.leaseId)
+        : []
+    await apply({ type: 'apply', queue: stored, partition: 1, command: { type: 'nack', leaseIds } })
+    expect(g.port.machine.deadPartitionIds()).toHaveLength(2)
+    let tries = 0
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async () => {
+          tries++
+          throw new QueueNotFoundError('queue jobs-dead does not exist')
+        },
+      ),
+    )
+    expect((await forwarder.round()).failures).toHaveLength(1)
+    expect(tries).toBe(1)
   })
 
   it('sends one at a time when the target refuses a batch as invalid; the refused one stays and is skipped', async () => {

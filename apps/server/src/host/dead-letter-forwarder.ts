@@ -20,7 +20,8 @@ export interface ForwardedMessage {
   readonly body: Uint8Array
   readonly headers: Readonly<Record<string, string>>
   readonly weight: number
-  readonly key?: string
+  /** The message's key, or for a keyless one `mq-dlq/queueId/partition` (its source partition). */
+  readonly key: string
   /** Unique per death (`mq-dlq/queueId/partition/cursor`): a copy sent twice is enqueued once within the target's dedup window. */
   readonly dedupKey: string
 }
@@ -92,6 +93,8 @@ export class DeadLetterForwarder {
     try {
       let batches = 0
       const seen = new Set<string>()
+      // A target that failed is not tried again this round (each try may wait out a deadline).
+      const failedTargets = new Set<string>()
       for (const port of ledGroups(this.#host.groups())) {
         for (const id of port.machine.deadPartitionIds()) {
           const ref = parsePartitionId(id)
@@ -101,7 +104,7 @@ export class DeadLetterForwarder {
           seen.add(slot)
           if (batches >= DEAD_LETTER_BATCHES_PER_ROUND_MAX) continue
           const target = await this.#host.deadLetterQueueOf(stored.queue, stored.queueId)
-          if (!target || target === stored.queue) continue
+          if (!target || target === stored.queue || failedTargets.has(target)) continue
           const from = {
             queue: stored.queue,
             queueId: stored.queueId,
@@ -115,7 +118,11 @@ export class DeadLetterForwarder {
             batches++
             const { moved, stopped } = await this.#move(port, slot, from, target, dead, after, failures)
             forwarded += moved
-            if (stopped) break // the target failed: this partition waits for the next round
+            if (stopped) {
+              // The target failed: its partitions wait for the next round.
+              failedTargets.add(target)
+              break
+            }
           }
         }
       }
@@ -234,7 +241,9 @@ export function forwardedOf(
       [DEAD_LETTER_DELIVERIES_HEADER]: String(m.deliveryCount),
     },
     weight: m.weight,
-    ...(m.key === undefined ? {} : { key: m.key }),
+    // A keyless message gets its source partition's key: every copy of it then goes to the same
+    // partition of the target (dedup keys are per partition), and the source's order holds.
+    key: m.key || `mq-dlq/${from.queueId}/${from.partition}`,
     dedupKey: `mq-dlq/${from.queueId}/${from.partition}/${m.cursor}`,
   }
 }

@@ -1,10 +1,13 @@
 import { type ChannelCredentials, InterceptingCall, type Interceptor } from '@grpc/grpc-js'
-import { MqClient } from '@mq/router-client'
+import { MqClient, type Producer } from '@mq/router-client'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import type { ForwardedMessage } from './dead-letter-forwarder'
 
 /** Deadline of one of the node's own client operations, retries included. */
-const OWN_CALL_MS = 10_000
+const OWN_CALL_MS = 5_000
+
+/** Producers kept (one per target queue, the least recently used closed beyond). */
+const PRODUCERS_MAX = 64
 
 export interface OwnClientOptions {
   /** This node's address (the seed: it redirects to the meta leader and partition leaders). */
@@ -22,6 +25,8 @@ export interface OwnClientOptions {
 export class OwnClient {
   readonly #options: OwnClientOptions
   #client: Promise<MqClient> | undefined
+  /** One producer per target queue, in order of last use. */
+  readonly #producers = new Map<string, Producer>()
 
   constructor(options: OwnClientOptions) {
     this.#options = options
@@ -29,21 +34,33 @@ export class OwnClient {
 
   /** Enqueues `messages` into `queue`; resolves once every one is durable. */
   async send(queue: string, messages: readonly ForwardedMessage[]): Promise<void> {
-    const client = await this.#connect()
-    // Not idempotent: each call is a new producer, which would leave a producer record per
-    // call in the target; the messages' dedup keys catch a copy sent twice instead.
-    const producer = client.producer(queue, { idempotent: false })
-    try {
-      await Promise.all(messages.map((m) => producer.send(m)))
-    } finally {
-      await producer.close()
-    }
+    const producer = await this.#producer(queue)
+    await Promise.all(messages.map((m) => producer.send(m)))
   }
 
   async close(): Promise<void> {
     const client = this.#client
     this.#client = undefined
+    this.#producers.clear()
     await (await client?.catch(() => undefined))?.close()
+  }
+
+  /**
+   * The producer of `queue`: not idempotent (the target would keep a producer record per
+   * producer id; the messages' dedup keys catch a copy sent twice instead).
+   */
+  async #producer(queue: string): Promise<Producer> {
+    const client = await this.#connect()
+    let producer = this.#producers.get(queue)
+    if (producer) this.#producers.delete(queue)
+    else producer = client.producer(queue, { idempotent: false })
+    this.#producers.set(queue, producer)
+    for (const [name, old] of this.#producers) {
+      if (this.#producers.size <= PRODUCERS_MAX) break
+      this.#producers.delete(name)
+      void old.close().catch(() => {})
+    }
+    return producer
   }
 
   #connect(): Promise<MqClient> {

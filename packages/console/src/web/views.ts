@@ -494,7 +494,9 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
           maxDeliveries: Number(maxDeliveries.value),
           queueLengthMax: Number(lengthMax.value),
           messageTtlMs: Number(ttl.value),
-          partitions: Number(partitions.value),
+          // Only when changed: a form shown before someone else added partitions must not
+          // turn another setting's change into a refused "fewer partitions".
+          ...(Number(partitions.value) === c.partitions ? {} : { partitions: Number(partitions.value) }),
         })
       },
     },
