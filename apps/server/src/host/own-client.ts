@@ -46,8 +46,8 @@ export class OwnClient {
   }
 
   /**
-   * The producer of `queue`: not idempotent (the target would keep a producer record per
-   * producer id; the messages' dedup keys catch a copy sent twice instead).
+   * The producer of `queue`, not idempotent: the messages' dedup keys catch a copy sent twice,
+   * also by another node after a leader change (which a producer id, one per node, would not).
    */
   async #producer(queue: string): Promise<Producer> {
     const client = await this.#connect()
