@@ -48,9 +48,18 @@ export interface GroupInfo {
   /** commitIndex − appliedIndex on the leader, as last reported to the meta group. */
   readonly applyLag: number
   readonly state: string
-  /** The partitions routed to this group, as `queue/partition`, sorted. */
+  /** How many partitions are routed to this group. */
+  readonly partitionCount: number
+  /**
+   * The partitions routed to this group, as `queue/partition`, sorted; empty when the cluster
+   * holds more than NAMED_PARTITIONS_MAX partitions (naming them would list every queue at
+   * each poll): `partitionCount` then says how many.
+   */
   readonly partitions: readonly string[]
 }
+
+/** Up to this many partitions in the cluster, the groups view names them. */
+export const NAMED_PARTITIONS_MAX = 1_000
 
 export interface ScaleInfo {
   readonly targetGroups: number

@@ -22,4 +22,5 @@ export type {
   UpdateQueueBody,
   WeightInfo,
 } from './api-types'
+export { NAMED_PARTITIONS_MAX } from './api-types'
 export { consoleAssetsBuilt, consoleAssetsDir } from './assets'

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { ClusterInfo, QueueDetail, SessionInfo } from '@mq/console'
+import { type ClusterInfo, NAMED_PARTITIONS_MAX, type QueueDetail, type SessionInfo } from '@mq/console'
 import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
 import type { MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -47,7 +47,7 @@ const route: QueueRoute = {
 }
 
 /** A stand-in for the SDK's admin: records what it was asked, answers canned figures. */
-function fakeClient(calls: string[]): MqClient {
+function fakeClient(calls: string[], groupPartitions = 1): MqClient {
   const admin = {
     clusterStatus: async () => ({
       metaLeaderId: 'n1',
@@ -71,13 +71,16 @@ function fakeClient(calls: string[]): MqClient {
           term: 2,
           commitIndex: 10,
           appliedIndex: 7,
-          partitions: 1,
+          partitions: groupPartitions,
           state: 'active',
         },
       ],
       moves: [],
     }),
-    listQueues: async () => [route],
+    listQueues: async () => {
+      calls.push('list')
+      return [route]
+    },
     describeQueue: async (name: string) => {
       calls.push(`describe ${name}`)
       return route
@@ -134,7 +137,10 @@ afterEach(() => {
   for (const s of servers.splice(0)) s.close()
 })
 
-async function serve(auth: boolean): Promise<{ base: string; calls: string[]; opened: string[] }> {
+async function serve(
+  auth: boolean,
+  groupPartitions = 1,
+): Promise<{ base: string; calls: string[]; opened: string[] }> {
   const calls: string[] = []
   const opened: string[] = []
   const api = new ConsoleApi({
@@ -142,7 +148,7 @@ async function serve(auth: boolean): Promise<{ base: string; calls: string[]; op
     access: new AccessControl({ peerToken: '', tokens: auth ? tokens : undefined }),
     clients: new ConsoleClients(async (token) => {
       opened.push(token)
-      return fakeClient(calls)
+      return fakeClient(calls, groupPartitions)
     }),
     nowMs: () => 1_000,
   })
@@ -174,7 +180,7 @@ describe('the console API', () => {
       ['n1', [0]],
       ['n2', [1]],
     ])
-    expect(cluster.groups[0]).toMatchObject({ applyLag: 3, partitions: ['jobs/0'] })
+    expect(cluster.groups[0]).toMatchObject({ applyLag: 3, partitionCount: 1, partitions: ['jobs/0'] })
     expect(cluster.meta).toEqual({
       voters: ['n1', 'n2'],
       votersWanted: 3,
@@ -208,6 +214,13 @@ describe('the console API', () => {
     ])
     expect(detail.history).toHaveLength(1)
     expect(opened).toEqual([APP])
+  })
+
+  it("counts the groups' partitions without listing every queue when the cluster holds many", async () => {
+    const { base, calls } = await serve(false, NAMED_PARTITIONS_MAX + 1)
+    const cluster = (await (await fetch(`${base}/api/cluster`)).json()) as ClusterInfo
+    expect(cluster.groups[0]).toMatchObject({ partitionCount: NAMED_PARTITIONS_MAX + 1, partitions: [] })
+    expect(calls).not.toContain('list')
   })
 
   it('with auth: admin actions need the admin role, and pass the admin token on to the cluster', async () => {

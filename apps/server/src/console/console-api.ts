@@ -1,13 +1,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { Metadata } from '@grpc/grpc-js'
-import type {
-  ActionResult,
-  ClusterInfo,
-  QueueConfigInfo,
-  QueueDetail,
-  QueueSummary,
-  SessionInfo,
-  UpdateQueueBody,
+import {
+  type ActionResult,
+  type ClusterInfo,
+  NAMED_PARTITIONS_MAX,
+  type QueueConfigInfo,
+  type QueueDetail,
+  type QueueSummary,
+  type SessionInfo,
+  type UpdateQueueBody,
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
@@ -185,7 +186,11 @@ export class ConsoleApi {
   }
 
   async #cluster(client: MqClient): Promise<ClusterInfo> {
-    const [status, queues] = await Promise.all([client.admin.clusterStatus(), client.admin.listQueues()])
+    const status = await client.admin.clusterStatus()
+    // Partitions are named only in a small cluster: naming them lists every queue at each poll.
+    const total = status.groups.reduce((n, g) => n + g.partitions, 0)
+    const queues =
+      total <= NAMED_PARTITIONS_MAX ? await client.admin.listQueues('', NAMED_PARTITIONS_MAX) : []
     const held = new Map<number, string[]>()
     for (const q of queues) {
       for (const p of q.partitions) {
@@ -209,6 +214,7 @@ export class ConsoleApi {
         appliedIndex: g.appliedIndex,
         applyLag: Math.max(0, g.commitIndex - g.appliedIndex),
         state: g.state,
+        partitionCount: g.partitions,
         partitions: (held.get(g.groupId) ?? []).sort(),
       }))
       .sort((a, b) => a.groupId - b.groupId)

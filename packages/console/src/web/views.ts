@@ -185,7 +185,10 @@ export function groupsView(c: ClusterInfo, session: SessionInfo, actions: AdminA
       cell('applied', String(g.appliedIndex)),
       cell('lag', g.applyLag > 0 ? badge(String(g.applyLag), 'bad') : '0'),
       cell('state', g.state || '–'),
-      cell('partitions', g.partitions.length > 0 ? g.partitions.join(' ') : '–'),
+      cell(
+        'partitions',
+        g.partitions.length > 0 ? g.partitions.join(' ') : g.partitionCount > 0 ? `${g.partitionCount}` : '–',
+      ),
       session.admin
         ? h(
             'td',
