@@ -94,12 +94,7 @@ async function consume(
   let ackFailure: unknown
   let received = 0
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
-  // Listening for the whole run tells the binary that Ctrl-C is handled here (see nodeIO).
-  let onInterrupt: (() => void) | undefined
-  const interrupted = new Promise<Next>((resolve) => {
-    onInterrupt = () => resolve({ kind: 'interrupted' })
-    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
-  })
+  const { interrupted, stopListening } = listenForInterrupt(io)
   try {
     while (received < flags.max && ackFailure === undefined) {
       pending ??= iterator.next()
@@ -125,7 +120,7 @@ async function consume(
     }
     await Promise.all(acks)
   } finally {
-    if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
+    stopListening()
     await Promise.allSettled(held.map((d) => d.nack(0)))
     await consumer.close()
     // A message that arrived while we stopped is given back, not lost until its lease ends.
@@ -141,6 +136,27 @@ async function consume(
       throw new CommandError(`no message from ${queue} within ${formatDuration(flags.wait)}`, lastError)
     }
     if (!out.json) io.stderr.write(`mq: no message in ${queue} within ${formatDuration(flags.wait)}\n`)
+  }
+}
+
+/**
+ * Ctrl-C as a `Next`, for a command that leases: listening for the whole run tells the binary
+ * that Ctrl-C is handled here (see nodeIO); `stopListening()` when the run ends.
+ */
+export function listenForInterrupt(io: Session['io']): {
+  readonly interrupted: Promise<Next>
+  readonly stopListening: () => void
+} {
+  let onInterrupt: (() => void) | undefined
+  const interrupted = new Promise<Next>((resolve) => {
+    onInterrupt = () => resolve({ kind: 'interrupted' })
+    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
+  })
+  return {
+    interrupted,
+    stopListening: () => {
+      if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
+    },
   }
 }
 

@@ -5,7 +5,7 @@ import { CommandError, UsageError } from '../errors'
 import type { CliDelivery } from '../io'
 import { durationArg, integerArg } from '../options'
 import { Progress } from '../progress'
-import { type Next, nextWithin } from './consume'
+import { listenForInterrupt, nextWithin } from './consume'
 
 /** Messages leased from the source ahead of their copy. */
 const PREFETCH_MAX = 256
@@ -73,11 +73,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   let taken = 0
   let moved = 0
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
-  let onInterrupt: (() => void) | undefined
-  const interrupted = new Promise<Next>((resolve) => {
-    onInterrupt = () => resolve({ kind: 'interrupted' })
-    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
-  })
+  const { interrupted, stopListening } = listenForInterrupt(io)
   /** Copies `d` to the target, then acks it in the source; a refused copy gives `d` back. */
   const copy = async (d: CliDelivery): Promise<void> => {
     try {
@@ -119,7 +115,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
     }
     await Promise.all(copies)
   } finally {
-    if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
+    stopListening()
     await consumer.close()
     await producer.close()
     // A message that arrived while we stopped is given back, not held until its lease ends.
