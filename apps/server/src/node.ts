@@ -385,7 +385,7 @@ export class MqNode {
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     this.#timers.push(setInterval(() => void this.#controller.round(), CONTROLLER_MS))
     const sweeper = new OrphanSweeper({
-      groups: () => [...this.#dataGroups.values()].map((g) => g.port),
+      groups: () => this.#dataGroupPorts(),
       liveQueues: async (names) => {
         const { routes } = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
           c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
@@ -408,7 +408,7 @@ export class MqNode {
       }
     }
     this.#timers.push(setInterval(() => void sweep(), ORPHAN_SWEEP_MS))
-    const ttl = new TtlTicker({ groups: () => [...this.#dataGroups.values()].map((g) => g.port) })
+    const ttl = new TtlTicker({ groups: () => this.#dataGroupPorts() })
     this.#timers.push(setInterval(() => void ttl.round(), TTL_ROUND_MS))
     this.#startDeadLetterForwarder()
     const raftEvents = new RaftEventLog(this.log)
@@ -429,7 +429,7 @@ export class MqNode {
     })
     this.#ownClient = own
     const forwarder = new DeadLetterForwarder({
-      groups: () => [...this.#dataGroups.values()].map((g) => g.port),
+      groups: () => this.#dataGroupPorts(),
       formatLevel: () => this.#formatLevel,
       deadLetterQueueOf: async (queue, queueId) => {
         const route = await this.#route(queue, 0).catch(() => undefined)
@@ -607,6 +607,11 @@ export class MqNode {
    * This node's meta replica once it is a voter: what the node may answer from (tokens,
    * routes). A replica being added is a learner until it caught up, and empty before that.
    */
+  /** The ports of the data groups hosted here (leaders' background work looks at the led ones). */
+  #dataGroupPorts(): DataGroupPort[] {
+    return [...this.#dataGroups.values()].map((g) => g.port)
+  }
+
   #metaVoter(): MetaMachine | undefined {
     const meta = this.#meta
     return meta && this.#raft?.status(META_GROUP).conf.voters.includes(this.config.nodeId) ? meta : undefined

@@ -60,25 +60,28 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (!q) throw new QueueNotFoundError(`queue ${name} does not exist`)
     return routeOf(state, q)
   }
-  /** A message TTL needs every replica to read it (format level 8); before, it is refused. */
-  const needsLevelForTtl = async (messageTtlMs: number | undefined): Promise<void> => {
-    if (!messageTtlMs) return
-    const level = (await meta.read()).formatLevel()
-    if (level < FORMAT_LEVEL_MESSAGE_TTL) {
-      throw new InvalidArgumentError(
-        `the cluster runs format level ${level}: a message TTL can be set from level ${FORMAT_LEVEL_MESSAGE_TTL}, once every node runs a version of it`,
-      )
-    }
-  }
-  /** Adding partitions needs every meta replica to place them (format level 9). */
-  const needsLevelToGrow = async (name: string, partitions: number | undefined): Promise<void> => {
-    if (partitions === undefined) return
+  /**
+   * Refuses what `update` or a new queue's config asks for that not every replica could read
+   * or apply yet (below its format level), naming the level: a message TTL (level 8), more
+   * partitions (level 9; the count the queue has already is no change). One read at most.
+   */
+  const checkLevel = async (
+    name: string,
+    wanted: { readonly messageTtlMs?: number | undefined; readonly partitions?: number | undefined },
+  ): Promise<void> => {
+    if (!wanted.messageTtlMs && wanted.partitions === undefined) return
     const state = await meta.read()
     const level = state.formatLevel()
-    if (level >= FORMAT_LEVEL_GROW_PARTITIONS || partitions === state.queue(name)?.config.partitions) return
-    throw new InvalidArgumentError(
-      `the cluster runs format level ${level}: partitions can be added from level ${FORMAT_LEVEL_GROW_PARTITIONS}, once every node runs a version of it`,
-    )
+    const refuse = (what: string, needed: number): void => {
+      if (level < needed) {
+        throw new InvalidArgumentError(
+          `the cluster runs format level ${level}: ${what} from level ${needed}, once every node runs a version of it`,
+        )
+      }
+    }
+    if (wanted.messageTtlMs) refuse('a message TTL can be set', FORMAT_LEVEL_MESSAGE_TTL)
+    if (wanted.partitions !== undefined && wanted.partitions !== state.queue(name)?.config.partitions)
+      refuse('partitions can be added', FORMAT_LEVEL_GROW_PARTITIONS)
   }
   /**
    * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
@@ -106,7 +109,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return { routeEpoch: state.routeEpoch, routes }
     }),
     createQueue: unary(async (req) => {
-      await needsLevelForTtl(req.config?.messageTtlMs)
+      await checkLevel(req.name, { messageTtlMs: req.config?.messageTtlMs })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({
         type: 'createQueue',
@@ -116,8 +119,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return routeOf(await meta.read(), record)
     }),
     updateQueue: unary(async (req) => {
-      await needsLevelForTtl(req.update?.messageTtlMs)
-      await needsLevelToGrow(req.name, req.update?.partitions)
+      await checkLevel(req.name, req.update ?? {})
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
       await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
       return routeNow(req.name)

@@ -854,16 +854,14 @@ export class QueuePartition {
   private async purge(max: number, through?: number, after?: number): Promise<number[]> {
     checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
     const span = this.keys.tagSpan(KeyTag.Dead)
-    // (after, through] of the dead-letter list; MAX_SAFE_INTEGER: through its end.
+    // (after, through] of the dead-letter list (MAX_SAFE_INTEGER: through its end; 2^53 is
+    // still an exact u64 key, above every order).
     if (through !== undefined) checkInt('purge through', through, 0, Number.MAX_SAFE_INTEGER)
     if (after !== undefined) checkInt('purge after', after, 0, Number.MAX_SAFE_INTEGER - 1)
     const entries = await this.overlay.range(
       {
         gte: after === undefined ? span.gte : this.keys.dead(after + 1),
-        lt:
-          through === undefined || through === Number.MAX_SAFE_INTEGER
-            ? span.lt
-            : this.keys.dead(through + 1),
+        lt: through === undefined ? span.lt : this.keys.dead(through + 1),
       },
       max,
     )

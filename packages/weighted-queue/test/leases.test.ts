@@ -349,6 +349,15 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       idsOf(await q.apply({ type: 'purgeDead', max: 10, through: cursor, after: cursor - 1 }, 6)),
     ).toEqual([3])
     expect(q.deadCount()).toBe(0)
+    // Through MAX_SAFE_INTEGER (what the codec writes for `after` alone): to the list's end.
+    await q.apply({ type: 'enqueue', messages: [{ body: text('d') }] }, 7)
+    const [d4] = await lease(q, 8, 1, 10)
+    await q.apply({ type: 'nack', leaseIds: [d4?.leaseId as string] }, 9)
+    expect(
+      idsOf(
+        await q.apply({ type: 'purgeDead', max: 10, through: Number.MAX_SAFE_INTEGER, after: cursor }, 10),
+      ),
+    ).toEqual([4])
   })
 
   it('makes a retried producer batch a no-op that returns the original ids', async () => {

@@ -154,12 +154,14 @@ describe('a dead-letter queue', () => {
     expect(moved.out, moved.err).toBe('moved 2 messages from later-dead to orders\n')
     const replayed = new Set<string>()
     const again = app.consumer('orders', { prefetch: 16, waitMs: 200 })
+    const replayTimer = setTimeout(() => void again.close(), 20_000)
     for await (const d of again) {
       replayed.add(new TextDecoder().decode(d.body))
       expect(d.headers['mq-dead-letter-source']).toMatch(/^orders\/[01]\/\d+$/)
       await d.ack()
       if (replayed.size === 2) break
     }
+    clearTimeout(replayTimer)
     expect([...replayed].sort()).toEqual(['p', 'q'])
 
     // A queue cannot be its own dead-letter queue.
