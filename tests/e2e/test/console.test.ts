@@ -168,8 +168,13 @@ describe('the web console in a browser', () => {
     await expect.poll(mismatch('groups'), { timeout: 20_000 }).toBe('')
     const groups = (await api<ClusterFigures>('/api/cluster')).groups
     expect(groups.flatMap((g) => g.partitions).sort()).toEqual([`${QUEUE}/0`, `${QUEUE}/1`])
-    // The groups that took the writes report their indexes (the leader's last heartbeat).
-    for (const g of groups.filter((x) => x.partitions.length > 0)) expect(g.commitIndex).toBeGreaterThan(0)
+    // The groups that took the writes report their indexes (the leader's last heartbeat, every
+    // 500 ms: a meta leader that took over, or a group leader that changed, reports at its next).
+    const reported = async () =>
+      (await api<ClusterFigures>('/api/cluster')).groups
+        .filter((x) => x.partitions.length > 0)
+        .every((g) => g.commitIndex > 0)
+    await expect.poll(reported, { timeout: 10_000 }).toBe(true)
     expect(await page.locator('[data-testid^="transfer-"]').count()).toBe(0)
     await page.screenshot({ path: join(SCREENSHOTS, 'groups.png'), fullPage: true })
   })
