@@ -3,7 +3,7 @@ import type { LeaseResult, MqError, QueueRoute } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
 import type { Router } from './router'
-import { SettleBatcher, type Settlement } from './settle-batcher'
+import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
 
 export interface ConsumerOptions {
@@ -291,8 +291,11 @@ export class Consumer implements AsyncIterable<Delivery> {
   #batcher(partition: number): SettleBatcher {
     let b = this.#batchers.get(partition)
     if (!b) {
-      b = new SettleBatcher((settlement, leaseIds) =>
-        this.#router.partition(this.queue, partition, async (connection, target) => {
+      b = new SettleBatcher(async (settlement, leaseIds) => {
+        // Copies of this request sent: retries, and probes of other replicas (Router.partition).
+        let sends = 0
+        const results = await this.#router.partition(this.queue, partition, async (connection, target) => {
+          sends++
           const q = connection.queue
           const ms = this.#router.options.attemptMs
           const response =
@@ -302,8 +305,9 @@ export class Consumer implements AsyncIterable<Delivery> {
                 ? await unary(q, q.nack, { target, leaseIds, delayMs: settlement.delayMs }, ms)
                 : await unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
           return response.results
-        }),
-      )
+        })
+        return sends > 1 ? resentResults(settlement, results) : results
+      })
       this.#batchers.set(partition, b)
     }
     return b

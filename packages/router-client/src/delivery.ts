@@ -92,8 +92,10 @@ const NACK_NOW: Settlement = Object.freeze({ kind: 'nack', delayMs: 0 })
 
 function check(result: LeaseResult, d: Delivery): void {
   if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK) return
-  const why = result.outcome === LeaseOutcome.LEASE_OUTCOME_EXPIRED ? 'expired' : 'is unknown'
+  const message = `message ${d.partition}/${d.id}`
   throw new LeaseLostError(
-    `the lease of message ${d.partition}/${d.id} ${why}; it will be (or was) delivered again`,
+    result.outcome === LeaseOutcome.LEASE_OUTCOME_EXPIRED
+      ? `the lease of ${message} expired; it will be (or was) delivered again`
+      : `the lease of ${message} is unknown to the broker: the message is gone (acked through a later delivery, or purged) or the partition was recreated`,
   )
 }

@@ -1,7 +1,7 @@
 import type { LeaseResult } from '@mq/protocol'
 import { LeaseOutcome } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
-import { SettleBatcher, type Settlement } from './settle-batcher'
+import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 
 const ok = (leaseId: string): LeaseResult => ({
   leaseId,
@@ -106,5 +106,24 @@ describe('SettleBatcher', () => {
     void b.settle('b', { kind: 'extend', extendMs: 10 })
     b.flushAll()
     expect(sent.map((r) => r.ids)).toEqual([['a'], ['b']])
+  })
+})
+
+describe('resentResults', () => {
+  const r = (outcome: LeaseOutcome): LeaseResult => ({ leaseId: 'x', outcome, deadlineMs: 0 })
+  const { OK, UNKNOWN, EXPIRED } = {
+    OK: LeaseOutcome.LEASE_OUTCOME_OK,
+    UNKNOWN: LeaseOutcome.LEASE_OUTCOME_UNKNOWN,
+    EXPIRED: LeaseOutcome.LEASE_OUTCOME_EXPIRED,
+  }
+  const outcomes = (s: Settlement) => resentResults(s, [r(OK), r(UNKNOWN), r(EXPIRED)]).map((x) => x.outcome)
+
+  it('counts what an earlier copy of an ack or nack did as done, and nothing else', () => {
+    // An ack: the lease is gone (that copy deleted the message); an expired lease stays lost.
+    expect(outcomes({ kind: 'ack' })).toEqual([OK, OK, EXPIRED])
+    // A nack: gone or expired, the message was or will be delivered again, as asked.
+    expect(outcomes({ kind: 'nack', delayMs: 0 })).toEqual([OK, OK, OK])
+    // An extend: its retry applies again and answers for itself.
+    expect(outcomes({ kind: 'extend', extendMs: 100 })).toEqual([OK, UNKNOWN, EXPIRED])
   })
 })

@@ -1,10 +1,29 @@
-import type { LeaseResult } from '@mq/protocol'
+import { LeaseOutcome, type LeaseResult } from '@mq/protocol'
 
 /** What to do with a lease: ack it, nack it (with a delay) or extend it (by some ms). */
 export type Settlement =
   | { readonly kind: 'ack' }
   | { readonly kind: 'nack'; readonly delayMs: number }
   | { readonly kind: 'extend'; readonly extendMs: number }
+
+/**
+ * The results of a settlement whose request went out more than once (a retry after a lost
+ * answer, or a copy sent to another replica while the leader was silent): an earlier copy may
+ * have been applied, so what a later one finds may be that copy's work. An ack that finds no
+ * lease (UNKNOWN: the message is gone) has done what it asked; so has a nack that finds the
+ * lease expired or gone (the message was, or will be, delivered again). Those count as OK;
+ * anything else stands. Applied only when the request went out more than once: a first answer
+ * is taken as it is.
+ */
+export function resentResults(settlement: Settlement, results: LeaseResult[]): LeaseResult[] {
+  if (settlement.kind === 'extend') return results
+  return results.map((r) =>
+    r.outcome === LeaseOutcome.LEASE_OUTCOME_UNKNOWN ||
+    (settlement.kind === 'nack' && r.outcome === LeaseOutcome.LEASE_OUTCOME_EXPIRED)
+      ? { ...r, outcome: LeaseOutcome.LEASE_OUTCOME_OK }
+      : r,
+  )
+}
 
 type Send = (settlement: Settlement, leaseIds: string[]) => Promise<LeaseResult[]>
 

@@ -510,6 +510,29 @@ describe('MqClient', () => {
     await consumer.close()
   })
 
+  it('takes an ack or nack whose answer was lost and whose retry finds no lease as done', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await Promise.all(['a', 'b', 'c'].map((body) => producer.send({ body })))
+    const consumer = client.consumer(q, { waitMs: 50, prefetch: 3 })
+    const it = consumer[Symbol.asyncIterator]()
+    const [a, b, c] = [
+      (await it.next()).value as Delivery,
+      (await it.next()).value as Delivery,
+      (await it.next()).value as Delivery,
+    ]
+    // The first attempt applies and its answer is lost; the retry finds the lease gone
+    // (UNKNOWN). Before, the ack failed with LeaseLostError though the message was deleted.
+    broker.dropSettleReplies = 1
+    await a.ack()
+    broker.dropSettleReplies = 1
+    await b.nack()
+    // A first answer stands: a lease that is gone before the ack was sent is lost.
+    broker.forgetLease(c.leaseId)
+    await expect(c.ack()).rejects.toThrow(/is unknown to the broker: the message is gone/)
+    await consumer.close()
+  })
+
   it('stops counting a lapsed lease against prefetch (no auto-extension)', async () => {
     const q = freshQueue(1, 150)
     const producer = client.producer(q)

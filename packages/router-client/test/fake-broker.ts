@@ -51,6 +51,8 @@ export class FakeBroker {
   formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
+  /** Fail this many ack/nack/extend calls with UNAVAILABLE after applying them (a lost reply). */
+  dropSettleReplies = 0
   /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
   readonly heldPartitions = new Set<number>()
   /** Idempotent produce calls with these sequences wait until `releaseHeld()` (a slow batch). */
@@ -337,15 +339,18 @@ export class FakeBroker {
     effect: (l: { message: LeasedMessage; key: string; deadline: number }) => void,
   ): LeaseResultsResponse {
     this.#check(req.target)
-    return {
-      results: req.leaseIds.map((leaseId) => {
-        const l = this.#leased.get(leaseId)
-        if (!l) return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN, deadlineMs: 0 }
-        this.#leased.delete(leaseId)
-        effect(l)
-        return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: l.deadline }
-      }),
+    const results = req.leaseIds.map((leaseId) => {
+      const l = this.#leased.get(leaseId)
+      if (!l) return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN, deadlineMs: 0 }
+      this.#leased.delete(leaseId)
+      effect(l)
+      return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: l.deadline }
+    })
+    if (this.dropSettleReplies > 0) {
+      this.dropSettleReplies--
+      throw new UnavailableError('the reply was lost')
     }
+    return { results }
   }
 }
 
