@@ -271,7 +271,7 @@ describe('queue', () => {
     const r = await mq(['queue', 'list'])
     expect(r.stdout.split('\n')).toEqual([
       'NAME  PARTITIONS  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ENGINE',
-      'jobs           4  30s                      5     1000000  0      no      leveldb',
+      'jobs           4  30s                      5     1000000  off    no      leveldb',
       'mail           1  30s                      5     1000000  1m30s  yes     leveldb',
       '',
     ])

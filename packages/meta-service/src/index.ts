@@ -17,7 +17,7 @@ export type {
 } from './meta-state'
 export { META_LIMITS, META_VOTER_COUNTS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
 export { chooseReplicaNodes } from './placement'
-export type { StorageEngine } from './queue-config'
+export type { QueueSettings, StorageEngine } from './queue-config'
 export {
   applyQueueConfigUpdate,
   QUEUE_DEFAULTS,

@@ -1,4 +1,5 @@
 import {
+  CreateQueueRequest,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
   type MetaServer,
@@ -51,6 +52,35 @@ function call<K extends keyof MetaServer>(h: MetaServer, method: K, request: unk
 }
 
 describe('meta handlers', () => {
+  it('gives a queue created without a dedup window the default one, and none when asked for 0', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const h = metaHandlers(meta, controller)
+    // Through the wire's codec, as a client sends it: the field unset, or set to 0.
+    const wire = (name: string, dedupWindowMs?: number) => {
+      const config = {
+        partitions: 1,
+        visibilityTimeoutMs: 0,
+        maxDeliveries: 0,
+        deadLetterQueue: '',
+        messageBytesMax: 0,
+        queueLengthMax: 0,
+        strictPriority: false,
+        engine: '',
+        messageTtlMs: 0,
+        ...(dedupWindowMs !== undefined ? { dedupWindowMs } : {}),
+      }
+      return CreateQueueRequest.decode(CreateQueueRequest.encode({ name, config }).finish())
+    }
+    const created = (await call(h, 'createQueue', wire('plain'))) as QueueRoute
+    expect(created.config?.dedupWindowMs).toBe(5 * 60_000)
+    const off = (await call(h, 'createQueue', wire('off', 0))) as QueueRoute
+    expect(off.config?.dedupWindowMs).toBe(0)
+    const set = (await call(h, 'createQueue', wire('set', 90_000))) as QueueRoute
+    expect(set.config?.dedupWindowMs).toBe(90_000)
+  })
+
   it('creates a queue and routes it to its groups leaders', async () => {
     const meta = singleReplica()
     for (const n of ['n1', 'n2', 'n3'])

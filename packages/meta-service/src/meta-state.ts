@@ -1,6 +1,6 @@
-import { ErrorCode, type QueueConfig } from '@mq/protocol'
+import { ErrorCode } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
-import { applyQueueConfigUpdate, resolveQueueConfig } from './queue-config'
+import { applyQueueConfigUpdate, type QueueSettings, resolveQueueConfig } from './queue-config'
 import { queueNameProblem } from './queue-name'
 import { type TokenRecord, TokenRegistry } from './token-registry'
 
@@ -49,7 +49,7 @@ export interface QueueRecord {
    */
   readonly queueId: number
   readonly name: string
-  readonly config: QueueConfig
+  readonly config: QueueSettings
   readonly partitions: readonly PartitionRecord[]
   readonly createdAtMs: number
   /**

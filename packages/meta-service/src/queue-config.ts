@@ -4,6 +4,12 @@ import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
 export const STORAGE_ENGINES = ['leveldb'] as const
 export type StorageEngine = (typeof STORAGE_ENGINES)[number]
 
+/**
+ * A queue's settings once resolved: every field set (the wire's QueueConfig leaves
+ * `dedupWindowMs` unset in a CreateQueue that wants the default).
+ */
+export type QueueSettings = Required<QueueConfig>
+
 /** Bounds on every queue setting: [min, max] inclusive. */
 export const QUEUE_LIMITS = {
   partitions: [1, 256],
@@ -16,7 +22,7 @@ export const QUEUE_LIMITS = {
 } as const satisfies Record<string, readonly [number, number]>
 
 /** What a setting is when a create request leaves it 0 or empty. */
-export const QUEUE_DEFAULTS: Readonly<QueueConfig> = {
+export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   partitions: 4,
   visibilityTimeoutMs: 30_000,
   maxDeliveries: 5,
@@ -34,8 +40,8 @@ export const QUEUE_DEFAULTS: Readonly<QueueConfig> = {
  * default. Returns a sentence saying what is wrong instead when a value is out of bounds
  * or the engine is unknown.
  */
-export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueConfig | string {
-  const config: QueueConfig = {
+export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettings | string {
+  const config: QueueSettings = {
     partitions: requested.partitions || QUEUE_DEFAULTS.partitions,
     visibilityTimeoutMs: requested.visibilityTimeoutMs || QUEUE_DEFAULTS.visibilityTimeoutMs,
     maxDeliveries: requested.maxDeliveries || QUEUE_DEFAULTS.maxDeliveries,
@@ -55,11 +61,14 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueConfig
  * The engine cannot change; the partition count can only grow (the meta state places the
  * new partitions: MetaState's `updateQueue`).
  */
-export function applyQueueConfigUpdate(config: QueueConfig, update: QueueConfigUpdate): QueueConfig | string {
+export function applyQueueConfigUpdate(
+  config: QueueSettings,
+  update: QueueConfigUpdate,
+): QueueSettings | string {
   if (update.partitions !== undefined && update.partitions < config.partitions) {
     return `partitions can only be added: the queue has ${config.partitions}, asked for ${update.partitions} (to have fewer, create a new queue and move the consumers to it)`
   }
-  const next: QueueConfig = {
+  const next: QueueSettings = {
     ...config,
     ...(update.partitions !== undefined ? { partitions: update.partitions } : {}),
     ...(update.visibilityTimeoutMs !== undefined ? { visibilityTimeoutMs: update.visibilityTimeoutMs } : {}),
@@ -74,7 +83,7 @@ export function applyQueueConfigUpdate(config: QueueConfig, update: QueueConfigU
   return configProblem(next) ?? next
 }
 
-function configProblem(config: QueueConfig): string | undefined {
+function configProblem(config: QueueSettings): string | undefined {
   for (const [field, [min, max]] of Object.entries(QUEUE_LIMITS)) {
     const value = config[field as keyof typeof QUEUE_LIMITS]
     if (!Number.isInteger(value) || value < min || value > max) {

@@ -34,7 +34,7 @@ export class Admin {
       messageBytesMax: 0,
       queueLengthMax: 0,
       strictPriority: false,
-      dedupWindowMs: 0,
+      // dedupWindowMs: unset unless given (the broker's default, 5 min; 0 turns it off)
       engine: '',
       messageTtlMs: 0,
       ...options,

@@ -549,6 +549,14 @@ describe('MqClient', () => {
     expect(seen).toEqual(['first', 'second'])
   })
 
+  it('creates a queue with only the settings given (an unset dedup window is the broker default)', async () => {
+    await client.admin.createQueue('d1')
+    await client.admin.createQueue('d2', { dedupWindowMs: 0, partitions: 2 })
+    const [d1, d2] = broker.createRequests.slice(-2)
+    expect(d1?.config?.dedupWindowMs).toBeUndefined()
+    expect(d2?.config).toMatchObject({ dedupWindowMs: 0, partitions: 2 })
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

@@ -1,6 +1,7 @@
 import { Server, ServerCredentials, type sendUnaryData } from '@grpc/grpc-js'
 import {
   type AckRequest,
+  type CreateQueueRequest,
   type ExtendRequest,
   type GetRoutesRequest,
   InvalidArgumentError,
@@ -67,6 +68,8 @@ export class FakeBroker {
   readonly sequenceLog: { seq: number; answered: boolean }[] = []
   #held: (() => void)[] = []
   readonly calls: string[] = []
+  /** Every CreateQueue request, as decoded here. */
+  readonly createRequests: CreateQueueRequest[] = []
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
   /** A long poll waits at most this long here (a test may raise it). */
@@ -194,7 +197,10 @@ export class FakeBroker {
           routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),
         }
       }),
-      createQueue: handle(() => ({})),
+      createQueue: handle((req: CreateQueueRequest) => {
+        this.createRequests.push(req)
+        return { queue: req.name, partitions: [], routeEpoch: this.epoch, queueId: 0, partitionsEpoch: 0 }
+      }),
       updateQueue: handle(() => ({})),
       deleteQueue: handle(() => ({})),
       listQueues: handle(() => ({

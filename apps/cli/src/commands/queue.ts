@@ -41,7 +41,11 @@ function addSettingFlags(command: Command): Command {
       'messages the queue holds at most; producers get LIMIT_EXCEEDED beyond',
       integerArg(1),
     )
-    .option('--dedup-window <duration>', 'how long a dedup key is remembered (e.g. 2m; 0 = off)', durationArg)
+    .option(
+      '--dedup-window <duration>',
+      'how long a dedup key is remembered (e.g. 2m; 0 = off; 5m for a new queue unless set)',
+      durationArg,
+    )
     .option(
       '--message-ttl <duration>',
       'how long a message may wait to be delivered; older ones are deleted (e.g. 1h; 0 = until consumed)',
@@ -62,6 +66,11 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   if (flags.deadLetterQueue !== undefined) update.deadLetterQueue = flags.deadLetterQueue
   if (flags.maxMessageBytes !== undefined) update.messageBytesMax = flags.maxMessageBytes
   return update
+}
+
+/** A dedup window as shown: "5m", "off" (0), "-" (not reported). */
+function dedupText(ms: number | undefined): string {
+  return ms === undefined ? '-' : ms === 0 ? 'off' : formatDuration(ms)
 }
 
 /** "1 partition", "4 partitions". */
@@ -257,7 +266,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
     ['max deliveries', c?.maxDeliveries ?? '-'],
     ['max length', c?.queueLengthMax ?? '-'],
     ['max message bytes', c?.messageBytesMax ?? '-'],
-    ['dedup window', c ? formatDuration(c.dedupWindowMs) : '-'],
+    ['dedup window', dedupText(c?.dedupWindowMs)],
     ['message TTL', c ? (c.messageTtlMs ? formatDuration(c.messageTtlMs) : 'none (until consumed)') : '-'],
     ['strict priority', c?.strictPriority ?? '-'],
     ['dead-letter queue', c?.deadLetterQueue || '(its own dead-letter list)'],
@@ -275,7 +284,7 @@ const queueColumns = [
   },
   { header: 'MAX-DELIVERIES', value: (q: QueueRoute) => q.config?.maxDeliveries ?? '-' },
   { header: 'MAX-LENGTH', value: (q: QueueRoute) => q.config?.queueLengthMax ?? '-' },
-  { header: 'DEDUP', value: (q: QueueRoute) => (q.config ? formatDuration(q.config.dedupWindowMs) : '-') },
+  { header: 'DEDUP', value: (q: QueueRoute) => dedupText(q.config?.dedupWindowMs) },
   { header: 'STRICT', value: (q: QueueRoute) => (q.config?.strictPriority ? 'yes' : 'no') },
   { header: 'ENGINE', value: (q: QueueRoute) => q.config?.engine || '-' },
 ]

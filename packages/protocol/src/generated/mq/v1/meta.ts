@@ -30,7 +30,13 @@ export interface QueueConfig {
   queueLengthMax: number;
   /** Strict priority across weights instead of weighted fair. */
   strictPriority: boolean;
-  dedupWindowMs: number;
+  /**
+   * How long a message's dedup key is remembered; 0 = off. Unset in CreateQueue: the default
+   * (5 min). Always set in answers.
+   */
+  dedupWindowMs?:
+    | number
+    | undefined;
   /** The storage engine that holds the queue's partitions (claim 5), e.g. "leveldb". */
   engine: string;
   /**
@@ -301,7 +307,7 @@ function createBaseQueueConfig(): QueueConfig {
     messageBytesMax: 0,
     queueLengthMax: 0,
     strictPriority: false,
-    dedupWindowMs: 0,
+    dedupWindowMs: undefined,
     engine: "",
     messageTtlMs: 0,
   };
@@ -330,7 +336,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.strictPriority !== false) {
       writer.uint32(56).bool(message.strictPriority);
     }
-    if (message.dedupWindowMs !== 0) {
+    if (message.dedupWindowMs !== undefined) {
       writer.uint32(64).uint64(message.dedupWindowMs);
     }
     if (message.engine !== "") {
@@ -475,7 +481,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         ? globalThis.Number(object.dedupWindowMs)
         : isSet(object.dedup_window_ms)
         ? globalThis.Number(object.dedup_window_ms)
-        : 0,
+        : undefined,
       engine: isSet(object.engine) ? globalThis.String(object.engine) : "",
       messageTtlMs: isSet(object.messageTtlMs)
         ? globalThis.Number(object.messageTtlMs)
@@ -508,7 +514,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.strictPriority !== false) {
       obj.strictPriority = message.strictPriority;
     }
-    if (message.dedupWindowMs !== 0) {
+    if (message.dedupWindowMs !== undefined) {
       obj.dedupWindowMs = Math.round(message.dedupWindowMs);
     }
     if (message.engine !== "") {
@@ -532,7 +538,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.messageBytesMax = object.messageBytesMax ?? 0;
     message.queueLengthMax = object.queueLengthMax ?? 0;
     message.strictPriority = object.strictPriority ?? false;
-    message.dedupWindowMs = object.dedupWindowMs ?? 0;
+    message.dedupWindowMs = object.dedupWindowMs ?? undefined;
     message.engine = object.engine ?? "";
     message.messageTtlMs = object.messageTtlMs ?? 0;
     return message;
