@@ -17,6 +17,12 @@ export interface OutgoingMessage {
   readonly weight?: number
   /** Messages with one key go to one partition (FIFO among equal weights). */
   readonly key?: string
+  /**
+   * Picks the partition as a key would (one partition per value while the partition count
+   * holds) without being stored: the message stays keyless for its consumers. `key` wins
+   * when both are set.
+   */
+  readonly partitionKey?: string
   readonly headers?: Readonly<Record<string, string>>
   /** Not deliverable before this many ms from now. */
   readonly delayMs?: number
@@ -181,7 +187,7 @@ export class Producer {
     }
     const partition = this.#partitioner.choose(
       route.partitions.length,
-      message.key || undefined,
+      message.key || message.partitionKey || undefined,
       wire.body.length,
       (p) => this.#load(p),
     )
@@ -339,6 +345,9 @@ function toWire(message: OutgoingMessage): ProduceMessage {
   const weight = message.weight ?? 1
   if (!Number.isInteger(weight) || weight < 1 || weight > 1000) {
     throw new InvalidArgumentError(`weight must be an integer from 1 to 1000, got ${String(message.weight)}`)
+  }
+  if (message.partitionKey !== undefined && typeof message.partitionKey !== 'string') {
+    throw new InvalidArgumentError(`partitionKey must be a string, got ${typeof message.partitionKey}`)
   }
   const delayMs = message.delayMs ?? 0
   if (!Number.isInteger(delayMs) || delayMs < 0) {

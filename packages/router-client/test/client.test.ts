@@ -258,6 +258,27 @@ describe('MqClient', () => {
     expect(new Set(spread.map((r) => r.partition)).size).toBe(4)
   })
 
+  it('routes by a partition key as by a key, without storing it', async () => {
+    const q = freshQueue(4)
+    const producer = client.producer(q, { keyless: 'round-robin' })
+    const sent = await Promise.all(
+      ['a', 'b', 'c', 'd', 'e', 'f'].map((body) => producer.send({ body, partitionKey: 'src-3' })),
+    )
+    const partitions = new Set(sent.map((r) => r.partition))
+    expect(partitions.size).toBe(1)
+    const [p] = partitions
+    // The same partition a key of that value picks; the messages themselves are keyless.
+    expect((await producer.send({ body: 'k', key: 'src-3' })).partition).toBe(p)
+    expect(broker.ready(q, p as number).map((m) => m.key)).toEqual(['', '', '', '', '', '', 'src-3'])
+    // The key wins over a partition key.
+    const both = await producer.send({ body: 'x', key: 'user-42', partitionKey: 'src-3' })
+    expect(both.partition).not.toBe(p) // (the two values hash to different partitions of 4)
+    expect(both.partition).toBe((await producer.send({ body: 'y', key: 'user-42' })).partition)
+    await expect(producer.send({ body: 'z', partitionKey: 7 as unknown as string })).rejects.toThrow(
+      /partitionKey must be a string/,
+    )
+  })
+
   it('sends keyless messages a batch at a time to one partition (sticky), with even shares over time', async () => {
     const q = freshQueue(4)
     const producer = client.producer(q, { batchMax: 50 })

@@ -98,11 +98,14 @@ describe('a dead-letter queue', () => {
     const diedAt = Date.now()
 
     // They arrive in dead-orders (moved within a forwarder round or two), nothing stays behind.
-    const got = new Map<string, { headers: Record<string, string>; weight: number }>()
+    const got = new Map<
+      string,
+      { headers: Record<string, string>; weight: number; key: string | undefined }
+    >()
     const consumer = admin.consumer('dead-orders', { prefetch: 16, waitMs: 200 })
     const timer = setTimeout(() => void consumer.close(), 20_000)
     for await (const d of consumer) {
-      got.set(new TextDecoder().decode(d.body), { headers: d.headers, weight: d.weight })
+      got.set(new TextDecoder().decode(d.body), { headers: d.headers, weight: d.weight, key: d.key })
       await d.ack()
       if (got.size === 6) break
     }
@@ -115,6 +118,7 @@ describe('a dead-letter queue', () => {
     for (const [body, m] of got) {
       const i = Number(body.slice('order'.length))
       expect(m.weight).toBe(i + 1)
+      expect(m.key || undefined).toBeUndefined() // sent keyless, copied keyless
       expect(m.headers).toMatchObject({
         trace: `t${i}`,
         'mq-dead-letter-deliveries': '2',

@@ -94,8 +94,10 @@ describe('DeadLetterForwarder', () => {
     })
     // a and b purged; late, which died after the listing, was listed and moved next (same round).
     expect(sent.map((s) => s.messages.map(bodyOf))).toEqual([['a', 'b'], ['late']])
-    // Keyless, it carries its source partition's key: every copy of it goes to one partition.
-    expect(sent[1]?.messages[0]?.key).toBe('mq-dlq/7/0')
+    // Keyless, it stays keyless and is routed by its source partition: every copy of it goes
+    // to one partition. A keyed one is routed by its key.
+    expect(sent[1]?.messages[0]).toMatchObject({ key: '', partitionKey: 'mq-dlq/7/0' })
+    expect(sent[0]?.messages[0]?.partitionKey).toBeUndefined()
     expect(first.forwarded).toBe(3)
     expect(await dead()).toEqual([])
     expect((await forwarder.round()).forwarded).toBe(0)

@@ -20,8 +20,13 @@ export interface ForwardedMessage {
   readonly body: Uint8Array
   readonly headers: Readonly<Record<string, string>>
   readonly weight: number
-  /** The message's key, or for a keyless one `mq-dlq/queueId/partition` (its source partition). */
+  /** The message's key ('' for a keyless one, which stays keyless). */
   readonly key: string
+  /**
+   * Where a keyless copy goes: `mq-dlq/queueId/partition` (its source partition), as a
+   * partition key (routes, is not stored).
+   */
+  readonly partitionKey: string | undefined
   /** Unique per death (`mq-dlq/queueId/partition/cursor`): a copy sent twice is enqueued once within the target's dedup window. */
   readonly dedupKey: string
 }
@@ -241,9 +246,11 @@ export function forwardedOf(
       [DEAD_LETTER_DELIVERIES_HEADER]: String(m.deliveryCount),
     },
     weight: m.weight,
-    // A keyless message gets its source partition's key: every copy of it then goes to the same
-    // partition of the target (dedup keys are per partition), and the source's order holds.
-    key: m.key || `mq-dlq/${from.queueId}/${from.partition}`,
+    key: m.key ?? '',
+    // A keyless message is routed by its source partition (not given it as a key, which
+    // consumers would see and a replay would carry back): every copy of it then goes to the
+    // same partition of the target (dedup keys are per partition), and the source's order holds.
+    partitionKey: m.key ? undefined : `mq-dlq/${from.queueId}/${from.partition}`,
     dedupKey: `mq-dlq/${from.queueId}/${from.partition}/${m.cursor}`,
   }
 }
