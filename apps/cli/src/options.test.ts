@@ -1,12 +1,19 @@
 import { InvalidArgumentError } from 'commander'
 import { describe, expect, it } from 'vitest'
-import { durationArg, headerArg, integerArg, parseServers } from './options'
+import { durationArg, durationOption, headerArg, integerArg, parseServers } from './options'
 
 describe('flag readers', () => {
   it('reads durations and reports bad ones as commander argument errors', () => {
     expect(durationArg('2m')).toBe(120_000)
     expect(() => durationArg('2')).toThrow(InvalidArgumentError)
     expect(() => durationArg('2')).toThrow(/no unit/)
+  })
+
+  it('shows a duration default as a duration and parses given values', () => {
+    const o = durationOption('--wait <duration>', 'how long', 5_000)
+    expect(o.defaultValue).toBe(5_000)
+    expect(o.defaultValueDescription).toBe('5s')
+    expect(o.parseArg?.('2m', undefined)).toBe(120_000)
   })
 
   it('reads integers within bounds', () => {

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from 'commander'
-import { parseDuration } from './durations'
+import { InvalidArgumentError, Option } from 'commander'
+import { formatDuration, parseDuration } from './durations'
 
 /** Reads a duration flag (`500ms`, `30s`, `5m`, `1h`); commander reports a bad one as a usage error. */
 export function durationArg(value: string): number {
@@ -8,6 +8,11 @@ export function durationArg(value: string): number {
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message)
   }
+}
+
+/** A duration flag with a default, shown in the help as a duration ("5s", not 5000). */
+export function durationOption(flags: string, description: string, defaultMs: number): Option {
+  return new Option(flags, description).argParser(durationArg).default(defaultMs, formatDuration(defaultMs))
 }
 
 /** A reader of integer flags within [min, max]. */

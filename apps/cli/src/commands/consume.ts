@@ -3,7 +3,7 @@ import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
 import type { CliDelivery } from '../io'
-import { durationArg, integerArg } from '../options'
+import { durationOption, integerArg } from '../options'
 import { messageLine, messageRecord } from '../output'
 import { Progress } from '../progress'
 
@@ -32,11 +32,8 @@ export function registerConsumeCommand(program: Command, runtime: Runtime): void
     .argument('<queue>', 'the queue to take messages from')
     .description('lease messages, print them, and ack them (the default) or give them back (--no-ack)')
     .option('-m, --max <n>', 'stop after N messages (default: 1, or no limit with --follow)', integerArg(1))
-    .option(
-      '--wait <duration>',
-      'without --follow: stop when no message came for this long',
-      durationArg,
-      5_000,
+    .addOption(
+      durationOption('--wait <duration>', 'without --follow: stop when no message came for this long', 5_000),
     )
     .option('--no-ack', 'print without acking: the messages are given back when mq exits (at most 1000)')
     .option('-F, --follow', 'keep consuming until --max or Ctrl-C (a counter shows on a terminal)')

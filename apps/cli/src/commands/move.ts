@@ -3,7 +3,7 @@ import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
 import type { CliDelivery } from '../io'
-import { durationArg, integerArg } from '../options'
+import { durationOption, integerArg } from '../options'
 import { Progress } from '../progress'
 import { listenForInterrupt, nextWithin } from './consume'
 
@@ -32,7 +32,7 @@ export function registerMoveCommand(queue: Command, runtime: Runtime): void {
       'move at most N messages (default: until FROM has none for --wait)',
       integerArg(1),
     )
-    .option('--wait <duration>', 'stop when no message came for this long', durationArg, 2_000)
+    .addOption(durationOption('--wait <duration>', 'stop when no message came for this long', 2_000))
     .description(
       'move messages to another queue (e.g. dead letters back to their queue): each is acked in FROM once durable in TO',
     )
