@@ -192,6 +192,17 @@ describe('cluster, node and group', () => {
     ])
   })
 
+  it('removes a stopped node, and says why not when the cluster refuses', async () => {
+    expect((await mq(['node', 'remove', 'n2'])).stdout).toBe('removed node n2\n')
+    expect(cluster.calls).toContain('removeNode:n2')
+    expect(jsonLines((await mq(['node', 'remove', 'n2', '--json'])).stdout)).toEqual([
+      { nodeId: 'n2', removed: true },
+    ])
+    const refused = await mq(['node', 'remove', 'n1'])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr).toMatch(/node n1 is alive \(heard from 0\.2 s ago\): stop it/)
+  })
+
   it('sets the meta group size and shows it until reached, with a growing or shrinking change', async () => {
     const r = await mq(['cluster', 'meta-voters', '5'])
     expect(r.stdout).toBe('the meta group goes from 3 voters (n1, n2, n3) to 5\n')

@@ -316,6 +316,11 @@ export class FakeCluster {
           ),
         ),
       drainNode: (nodeId) => call(`drainNode:${nodeId}`, () => (nodeId === 'n2' ? 3 : 0)),
+      removeNode: (nodeId) =>
+        call(`removeNode:${nodeId}`, () => {
+          if (nodeId === 'n1')
+            throw new InvalidArgumentError('node n1 is alive (heard from 0.2 s ago): stop it')
+        }),
       setMetaVoters: (voters) =>
         call(`setMetaVoters:${voters}`, () => {
           this.status = { ...this.status, metaVotersWanted: voters }

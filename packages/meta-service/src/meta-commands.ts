@@ -53,6 +53,8 @@ export type MetaCommand =
   | { readonly type: 'markHeard'; readonly nodeId: string }
   /** Marks a node as draining: its data-group replicas move to other nodes. */
   | { readonly type: 'drainNode'; readonly nodeId: string }
+  /** Forgets a node that holds nothing (no replica, no meta vote, in no change). */
+  | { readonly type: 'removeNode'; readonly nodeId: string }
   /** Records a membership change of a data group: `add` replaces `remove`. */
   | {
       readonly type: 'startReplicaChange'
@@ -99,6 +101,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishMove',
   'finishScale',
   'drainNode',
+  'removeNode',
   'markSilent',
   'markHeard',
   'startReplicaChange',

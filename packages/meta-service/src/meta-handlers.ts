@@ -41,6 +41,8 @@ export interface ControllerPort {
   ): Promise<{ targetGroups: number; movesTotal: number; movesDone: number; state: string }>
   transferLeader(groupId: number, toNodeId: string): Promise<void>
   drainNode(nodeId: string): Promise<number>
+  /** Forgets a stopped node that holds nothing (refused while it is alive or holds anything). */
+  removeNode(nodeId: string): Promise<void>
   /** Sets the meta group's size; resolves with its voters now and the size wanted. */
   setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }>
 }
@@ -187,6 +189,10 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return {}
     }),
     drainNode: unary(async (req) => ({ replicasRemaining: await controller.drainNode(req.nodeId) })),
+    removeNode: unary(async (req) => {
+      await controller.removeNode(req.nodeId)
+      return {}
+    }),
     setMetaVoters: unary(async (req) => controller.setMetaVoters(req.voters)),
     ...tokenHandlers(meta),
   }

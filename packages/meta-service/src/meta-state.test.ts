@@ -277,6 +277,7 @@ describe('MetaState', () => {
         reason: fc.constantFrom('grow' as const, 'shrink' as const),
       }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
+      fc.record({ type: fc.constant('removeNode' as const), nodeId: node }),
       fc.record({
         type: fc.constant('markSilent' as const),
         nodeId: node,
@@ -547,6 +548,46 @@ describe('MetaState', () => {
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
     expect(s.apply({ type: 'drainNode', nodeId: 'n1' }, 4)).toEqual({ ok: true, value: 2 })
     expect(s.apply({ type: 'drainNode', nodeId: 'n4' }, 4)).toEqual({ ok: true, value: 0 })
+  })
+
+  it('removes a node only once it holds nothing, and forgets its drain', () => {
+    const s = cluster(4, 1)
+    const refused = (nodeId: string, message: RegExp) => {
+      const before = s.snapshot()
+      const r = s.apply({ type: 'removeNode', nodeId }, 5)
+      expect(r).toMatchObject({ ok: false, code: 'INVALID_ARGUMENT' })
+      expect((r as { message: string }).message).toMatch(message)
+      expect(s.snapshot()).toEqual(before)
+    }
+    // The meta group's members are not recorded: any node could be one.
+    refused('n4', /members are not recorded yet/)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    refused('n9', /node n9 is not registered/)
+    refused('n1', /n1 still holds replicas of data groups 1 and a meta group vote: drain it first/)
+    // Being added to a group is holding it; the replica being replaced still holds it too.
+    s.apply({ type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'drain' }, 4)
+    refused('n4', /n4 still holds replicas of data groups 1: drain it first/)
+    s.apply({ type: 'finishReplicaChange', groupId: 1 }, 4)
+    refused('n3', /n3 still holds a meta group vote/)
+    // Being added to the meta group is holding a vote.
+    s.apply({ type: 'registerNode', nodeId: 'n5', address: '127.0.0.1:7005' }, 4)
+    expect(s.apply({ type: 'startMetaChange', add: 'n5', remove: 'n2', reason: 'drain' }, 4)).toMatchObject({
+      ok: true,
+    })
+    refused('n5', /n5 still holds a meta group vote/)
+    // n4 took n3's replica; a drained n3 outside the meta group holds nothing.
+    s.apply({ type: 'finishMetaChange' }, 4)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'drain' }, 5)
+    s.apply({ type: 'finishMetaChange' }, 5)
+    s.apply({ type: 'drainNode', nodeId: 'n3' }, 5)
+    expect(s.metaMembers()).toEqual(['n1', 'n4', 'n5'])
+    expect(s.apply({ type: 'removeNode', nodeId: 'n3' }, 6)).toMatchObject({ ok: true })
+    expect(s.node('n3')).toBeUndefined()
+    expect(s.nodes().map((n) => n.nodeId)).toEqual(['n1', 'n2', 'n4', 'n5'])
+    // It may come back: a new registration, not draining.
+    s.apply({ type: 'registerNode', nodeId: 'n3', address: '127.0.0.1:7003' }, 7)
+    expect(s.draining('n3')).toBe(false)
+    expect(s.node('n3')?.registeredAtMs).toBe(7)
   })
 
   it('decodes only known commands', () => {

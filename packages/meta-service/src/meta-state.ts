@@ -312,16 +312,25 @@ export class MetaState {
    * will read the log when it comes back. Leaders write no entry above this level.
    */
   formatLevel(): number {
+    const holders = this.#holders()
+    const counted = holders.size > 0 ? [...holders] : [...this.#nodes.keys()]
+    let level = Number.POSITIVE_INFINITY
+    for (const id of counted) level = Math.min(level, this.#nodes.get(id)?.formatLevel ?? 1)
+    return Number.isFinite(level) ? level : 1
+  }
+
+  /**
+   * The nodes that hold a replica: of a data group or of the meta group, or being added to
+   * one (a replica being removed is still among its group's replicas).
+   */
+  #holders(): Set<string> {
     const holders = new Set<string>([
       ...(this.#metaMembers ?? []),
       ...(this.#metaChange ? [this.#metaChange.add] : []),
     ])
     for (const g of this.#groups.values()) for (const r of g.replicas) holders.add(r)
     for (const c of this.#replicaChanges.values()) holders.add(c.add)
-    const counted = holders.size > 0 ? [...holders] : [...this.#nodes.keys()]
-    let level = Number.POSITIVE_INFINITY
-    for (const id of counted) level = Math.min(level, this.#nodes.get(id)?.formatLevel ?? 1)
-    return Number.isFinite(level) ? level : 1
+    return holders
   }
 
   /** The data groups node `nodeId` must host: those it is a replica of, or is being added to. */
@@ -377,6 +386,8 @@ export class MetaState {
         return this.#finishMove(command.moveId)
       case 'drainNode':
         return this.#drainNode(command.nodeId)
+      case 'removeNode':
+        return this.#removeNode(command.nodeId)
       case 'markSilent':
         return this.#markSilent(command.nodeId, command.sinceMs, nowMs)
       case 'markHeard':
@@ -746,6 +757,35 @@ export class MetaState {
     }
     this.#draining.add(nodeId)
     return ok(this.groupsOf(nodeId).length + Number(this.#metaMembers?.includes(nodeId) ?? false))
+  }
+
+  /**
+   * Forgets node `nodeId`: refused while it holds anything (a data-group replica, a meta vote,
+   * a place in a membership change) or while the meta group's members are not recorded (they
+   * could include it). Whether it is alive is the controller's soft state, checked before.
+   */
+  #removeNode(nodeId: unknown): MetaResult<NodeRecord> {
+    const node = typeof nodeId === 'string' ? this.#nodes.get(nodeId) : undefined
+    if (!node) return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    if (!this.#metaMembers) {
+      return fail(ErrorCode.InvalidArgument, 'the meta group members are not recorded yet')
+    }
+    if (this.#holders().has(node.nodeId)) {
+      const groups = this.groupsOf(node.nodeId).map((g) => g.groupId)
+      const what = [
+        ...(groups.length > 0 ? [`replicas of data groups ${groups.join(', ')}`] : []),
+        ...(this.#metaMembers.includes(node.nodeId) || this.#metaChange?.add === node.nodeId
+          ? ['a meta group vote']
+          : []),
+      ]
+      return fail(
+        ErrorCode.InvalidArgument,
+        `node ${node.nodeId} still holds ${what.join(' and ')}: drain it first (mq node drain ${node.nodeId}) and wait until it holds nothing`,
+      )
+    }
+    this.#nodes.delete(node.nodeId)
+    this.#draining.delete(node.nodeId)
+    return ok(node)
   }
 
   #initMetaMembers(voters: unknown): MetaResult<readonly string[]> {

@@ -26,9 +26,11 @@
  *    and route the queue without them;
  * 10. a `purgeDead` limited to a span of the dead-letter list (`through`, `after`), which the
  *    dead-letter forwarder proposes once it copied that span to the queue's dead-letter queue: a
- *    replica of an earlier version cannot read it.
+ *    replica of an earlier version cannot read it;
+ * 11. `removeNode`: the meta state forgets a stopped node that holds nothing (RemoveNode); a meta
+ *    replica of an earlier version rejects it and would keep the node.
  */
-export const FORMAT_LEVEL = 10
+export const FORMAT_LEVEL = 11
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -56,6 +58,9 @@ export const FORMAT_LEVEL_GROW_PARTITIONS = 9
 
 /** The level from which leaders move dead-lettered messages to their queue's dead-letter queue. */
 export const FORMAT_LEVEL_DEAD_LETTER_QUEUE = 10
+
+/** The level from which a stopped node that holds nothing can be removed (RemoveNode). */
+export const FORMAT_LEVEL_REMOVE_NODE = 11
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -138,6 +138,14 @@ export class Admin {
     return (await this.#router.meta((m) => m.drainNode, { nodeId })).replicasRemaining
   }
 
+  /**
+   * Forgets `nodeId`, a stopped node that holds nothing (drained, or its replicas replaced).
+   * Throws InvalidArgumentError, saying why, while it is alive or holds anything.
+   */
+  async removeNode(nodeId: string): Promise<void> {
+    await this.#router.meta((m) => m.removeNode, { nodeId })
+  }
+
   get #attemptMs(): number {
     return this.#router.options.attemptMs
   }

@@ -51,6 +51,15 @@ export interface ScaleRunResult {
   readonly afterJoin?: Readonly<Record<string, number>>
   /** With joinAndDrain: replicas per node once n3 was drained (n3 holds none), and how long it took. */
   readonly afterDrain?: Readonly<Record<string, number>>
+  /**
+   * With joinAndDrain: the drained n3's removal (Meta.RemoveNode): what the cluster said while
+   * n3 still ran, how long after n3 stopped it was removed, and the nodes listed after.
+   */
+  readonly removal?: {
+    readonly refusedWhileAlive: string
+    readonly removedAfterStopMs: number | undefined
+    readonly nodesAfter: readonly string[]
+  }
   readonly metaLeaderKilled: string
   /** Whether a move was seen in its copy phase when the meta leader was killed. */
   readonly killedDuringCopy: boolean
@@ -235,8 +244,9 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
     )
     let afterJoin: Record<string, number> | undefined
     let afterDrain: Record<string, number> | undefined
+    let removal: ScaleRunResult['removal']
     if (options.joinAndDrain)
-      ({ afterJoin, afterDrain } = await joinThenDrain(cluster, client, stepMsMax, log))
+      ({ afterJoin, afterDrain, removal } = await joinThenDrain(cluster, client, stepMsMax, log))
     const outcome = await steady.finish()
     watching = false
     await watcher
@@ -256,6 +266,7 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
       notDeleted,
       ...(afterJoin ? { afterJoin } : {}),
       ...(afterDrain ? { afterDrain } : {}),
+      ...(removal ? { removal } : {}),
       metaLeaderKilled,
       killedDuringCopy,
       crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
@@ -292,7 +303,11 @@ async function joinThenDrain(
   client: MqClient,
   timeoutMs: number,
   log: (line: string) => void,
-): Promise<{ afterJoin?: Record<string, number>; afterDrain?: Record<string, number> }> {
+): Promise<{
+  afterJoin?: Record<string, number>
+  afterDrain?: Record<string, number>
+  removal?: ScaleRunResult['removal']
+}> {
   const quiet = (s: Status) => s.groups.every((g) => g.state !== 'changing') && s.metaChange === undefined
   let status: Status | undefined
   const joinStart = Date.now()
@@ -332,6 +347,36 @@ async function joinThenDrain(
   log(
     `drain of n3: ${afterDrain ? JSON.stringify(afterDrain) : 'NOT drained'} after ${Date.now() - drainStart} ms`,
   )
-  if (afterDrain) await cluster.kill('n3', 'SIGTERM')
-  return { ...(afterJoin ? { afterJoin } : {}), ...(afterDrain ? { afterDrain } : {}) }
+  if (!afterDrain) return { ...(afterJoin ? { afterJoin } : {}) }
+  // Drained, n3 is forgotten once stopped: refused while it runs, accepted once silent.
+  const refusedWhileAlive = await client.admin.removeNode('n3').then(
+    () => 'removed while alive',
+    (e: Error) => e.message,
+  )
+  await cluster.kill('n3', 'SIGTERM')
+  const stoppedAt = Date.now()
+  let removedAfterStopMs: number | undefined
+  await waitFor(
+    async () => {
+      const removed = await client.admin.removeNode('n3').then(
+        () => true,
+        () => false,
+      )
+      if (removed) removedAfterStopMs = Date.now() - stoppedAt
+      return removed
+    },
+    timeoutMs,
+    500,
+  )
+  const nodesAfter = ((await client.admin.clusterStatus().catch(() => undefined))?.nodes ?? []).map(
+    (n) => n.nodeId,
+  )
+  log(
+    `removal of n3: refused while alive (${refusedWhileAlive}); removed ${removedAfterStopMs} ms after it stopped`,
+  )
+  return {
+    ...(afterJoin ? { afterJoin } : {}),
+    afterDrain,
+    removal: { refusedWhileAlive, removedAfterStopMs, nodesAfter },
+  }
 }

@@ -12,7 +12,7 @@ type GroupStatus = ClusterStatus['groups'][number]
 type ScalePlan = NonNullable<ClusterStatus['scale']>
 type PartitionMove = ClusterStatus['moves'][number]
 
-/** `mq cluster status`, `mq node list|drain`, `mq group list|scale|transfer-leader`. */
+/** `mq cluster status`, `mq node list|drain|remove`, `mq group list|scale|transfer-leader`. */
 export function registerClusterCommands(program: Command, runtime: Runtime): void {
   const cluster = program
     .command('cluster')
@@ -67,7 +67,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .description('the nodes (mq-server processes) of the cluster')
     .addHelpText(
       'after',
-      '\nExamples:\n  $ mq node list\n  $ mq node drain n3     # move every replica off n3 before removing it\n',
+      '\nExamples:\n  $ mq node list\n  $ mq node drain n3     # move every replica off n3 before removing it\n  $ mq node remove n3    # once drained and stopped: forget it\n',
     )
   node
     .command('list')
@@ -93,6 +93,18 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
             : `draining node ${id}: ${remaining} replica${remaining === 1 ? '' : 's'} still to move`,
           { nodeId: id, replicasRemaining: remaining },
         )
+      }),
+    )
+  node
+    .command('remove')
+    .argument('<id>', 'the node id, as `mq node list` shows it')
+    .description(
+      'forget a node that holds nothing and has stopped (drained, or its replicas replaced): it leaves the node list; refused while it is alive or holds a replica',
+    )
+    .action((id: string, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        await client.admin.removeNode(id)
+        out.result(`removed node ${id}`, { nodeId: id, removed: true })
       }),
     )
 

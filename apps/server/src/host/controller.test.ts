@@ -442,3 +442,37 @@ describe('Controller silent nodes', () => {
     expect(c.state.nodes().map((n) => n.silentSinceMs)).toEqual([undefined, undefined, undefined, undefined])
   })
 })
+
+describe('Controller node removal', () => {
+  it('removes a node that holds nothing once it has been silent for 5 s, and refuses below level 11', async () => {
+    const c = leading({ extra: ['n4'] })
+    const remove = (id: string) => c.controller.port().removeNode(id)
+    // Before its first round this leader cannot tell whether a node it never heard is down.
+    await expect(remove('n4')).rejects.toThrow(
+      'node n4 may be alive (this meta leader took over too recently to tell): stop its process, then remove it once it has been silent for 5 s',
+    )
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 2_000)
+    await expect(remove('n4')).rejects.toThrow(
+      /^node n4 is alive \(heard from 0\.0 s ago\): stop its process/,
+    )
+    await expect(remove('n9')).rejects.toThrow('node n9 is not registered')
+    // A meta voter (of the Raft configuration) holds a vote, alive or not.
+    await expect(remove('n3')).rejects.toThrow(
+      'node n3 still holds a meta group vote: drain it first (mq node drain n3) and wait until it holds nothing',
+    )
+    // n4 stops; 5 s later it is removed, and forgotten.
+    await c.beatNodes(['n1', 'n2', 'n3'], 4_500)
+    await expect(remove('n4')).rejects.toThrow(/^node n4 is alive \(heard from 4\.5 s ago\)/)
+    await c.beatNodes(['n1', 'n2', 'n3'], 500)
+    await remove('n4')
+    expect(c.state.node('n4')).toBeUndefined()
+    expect(c.controller.liveness().alive('n4')).toBe(false)
+    // A node of an older version holding a replica: no removal.
+    c.apply({ type: 'registerNode', nodeId: 'n5', address: 'n5:1', formatLevel: FORMAT_LEVEL })
+    await c.answer('n2', true, 10)
+    await expect(remove('n5')).rejects.toThrow(
+      'the cluster runs format level 10: a node can be removed from level 11, once every node runs a version of it',
+    )
+  })
+})

@@ -20,6 +20,7 @@ import {
   type ChangeReplicasResponse,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
+  FORMAT_LEVEL_REMOVE_NODE,
   FORMAT_LEVEL_REPLICA_RETARGET,
   FORMAT_LEVEL_SILENCE,
   formatLevelOf,
@@ -187,6 +188,43 @@ export class Controller {
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
         return r.value as number
+      },
+      removeNode: async (nodeId) => {
+        const state = this.#host.leaderState()
+        if (!state) throw this.#host.notLeader()
+        const level = this.#formatLevel(state)
+        if (level < FORMAT_LEVEL_REMOVE_NODE) {
+          throw new InvalidArgumentError(
+            `the cluster runs format level ${level}: a node can be removed from level ${FORMAT_LEVEL_REMOVE_NODE}, once every node runs a version of it`,
+          )
+        }
+        if (!state.node(nodeId)) throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+        // The meta group's Raft configuration may name it before the meta state does (a change
+        // under way): the state's own check covers the rest.
+        const { voters, learners } = this.#host.metaMembership()
+        if (voters.includes(nodeId) || learners.includes(nodeId)) {
+          throw new InvalidArgumentError(
+            `node ${nodeId} still holds a meta group vote: drain it first (mq node drain ${nodeId}) and wait until it holds nothing`,
+          )
+        }
+        // Only a node this leader has not heard from for as long as it takes to count as dead
+        // (and not just since it took over, when it cannot tell).
+        const now = Date.now()
+        if (this.#leaderSinceMs === 0 || now - this.#silentSinceMs(state, nodeId) < NODE_DEAD_MS) {
+          const heardMs = this.#lastSeenMs.get(nodeId)
+          const why =
+            heardMs !== undefined && now - heardMs < NODE_DEAD_MS
+              ? `is alive (heard from ${((now - heardMs) / 1000).toFixed(1)} s ago)`
+              : 'may be alive (this meta leader took over too recently to tell)'
+          throw new InvalidArgumentError(
+            `node ${nodeId} ${why}: stop its process, then remove it once it has been silent for ${NODE_DEAD_MS / 1000} s`,
+          )
+        }
+        const r = await this.#host.propose({ type: 'removeNode', nodeId })
+        if (!r.ok) throw mqError(r.code, r.message)
+        this.#lastSeenMs.delete(nodeId)
+        this.#stableSinceMs.delete(nodeId)
+        this.#reports.delete(nodeId)
       },
       transferLeader: async (groupId, toNodeId) => {
         const state = this.#host.leaderState()

@@ -266,6 +266,13 @@ export interface DrainNodeResponse {
   replicasRemaining: number;
 }
 
+export interface RemoveNodeRequest {
+  nodeId: string;
+}
+
+export interface RemoveNodeResponse {
+}
+
 export interface CreateTokenRequest {
   name: string;
   /** "admin", "producer:PATTERN" or "consumer:PATTERN" (`*` matches any run of characters). */
@@ -3422,6 +3429,113 @@ export const DrainNodeResponse: MessageFns<DrainNodeResponse> = {
   },
 };
 
+function createBaseRemoveNodeRequest(): RemoveNodeRequest {
+  return { nodeId: "" };
+}
+
+export const RemoveNodeRequest: MessageFns<RemoveNodeRequest> = {
+  encode(message: RemoveNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseRemoveNodeRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): RemoveNodeRequest {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: RemoveNodeRequest): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveNodeRequest>, I>>(base?: I): RemoveNodeRequest {
+    return RemoveNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveNodeRequest>, I>>(object: I): RemoveNodeRequest {
+    const message = createBaseRemoveNodeRequest();
+    message.nodeId = object.nodeId ?? "";
+    return message;
+  },
+};
+
+function createBaseRemoveNodeResponse(): RemoveNodeResponse {
+  return {};
+}
+
+export const RemoveNodeResponse: MessageFns<RemoveNodeResponse> = {
+  encode(_: RemoveNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RemoveNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseRemoveNodeResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(_: any): RemoveNodeResponse {
+    return {};
+  },
+
+  toJSON(_: RemoveNodeResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RemoveNodeResponse>, I>>(base?: I): RemoveNodeResponse {
+    return RemoveNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RemoveNodeResponse>, I>>(_: I): RemoveNodeResponse {
+    const message = createBaseRemoveNodeResponse();
+    return message;
+  },
+};
+
 function createBaseCreateTokenRequest(): CreateTokenRequest {
   return { name: "", roles: [] };
 }
@@ -4027,6 +4141,21 @@ export const MetaService = {
     responseSerialize: (value: ListTokensResponse): Buffer => Buffer.from(ListTokensResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListTokensResponse => ListTokensResponse.decode(value),
   },
+  /**
+   * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
+   * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
+   * replica or a meta vote, or is part of a membership change. Needs format level 11
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   */
+  removeNode: {
+    path: "/mq.v1.Meta/RemoveNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: RemoveNodeRequest): Buffer => Buffer.from(RemoveNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): RemoveNodeRequest => RemoveNodeRequest.decode(value),
+    responseSerialize: (value: RemoveNodeResponse): Buffer => Buffer.from(RemoveNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RemoveNodeResponse => RemoveNodeResponse.decode(value),
+  },
 } as const;
 
 export interface MetaServer extends UntypedServiceImplementation {
@@ -4058,6 +4187,13 @@ export interface MetaServer extends UntypedServiceImplementation {
   createToken: handleUnaryCall<CreateTokenRequest, CreateTokenResponse>;
   deleteToken: handleUnaryCall<DeleteTokenRequest, DeleteTokenResponse>;
   listTokens: handleUnaryCall<ListTokensRequest, ListTokensResponse>;
+  /**
+   * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
+   * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
+   * replica or a meta vote, or is part of a membership change. Needs format level 11
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   */
+  removeNode: handleUnaryCall<RemoveNodeRequest, RemoveNodeResponse>;
 }
 
 export interface MetaClient extends Client {
@@ -4284,6 +4420,27 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListTokensResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
+   * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
+   * replica or a meta vote, or is part of a membership change. Needs format level 11
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   */
+  removeNode(
+    request: RemoveNodeRequest,
+    callback: (error: ServiceError | null, response: RemoveNodeResponse) => void,
+  ): ClientUnaryCall;
+  removeNode(
+    request: RemoveNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RemoveNodeResponse) => void,
+  ): ClientUnaryCall;
+  removeNode(
+    request: RemoveNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RemoveNodeResponse) => void,
   ): ClientUnaryCall;
 }
 
