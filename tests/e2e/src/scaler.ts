@@ -6,7 +6,7 @@ import type { Prng } from './prng'
 export const GROWN_PARTITIONS_MAX = 8
 
 export interface ScalerResult {
-  /** scaleDataGroups, setMetaVoters and partition growth calls that were accepted. */
+  /** scaleDataGroups, setMetaVoters, partition growth and node removal calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -18,7 +18,8 @@ export interface ScalerResult {
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
  * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
  * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX), which the workloads' producers
- * and consumers must find and use. Each accepted call is recorded in the history as a fault.
+ * and consumers must find and use; and one in four removes a node that is down and holds
+ * nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
  * Partitions then move between groups, and meta voters come and go, while nodes die, pause and
  * are cut off. Ends at `untilMs` (wall clock).
  */
@@ -48,6 +49,25 @@ export async function runScaler(
           what = `grow-partitions ${partitions + 1}`
           await client.admin.updateQueue(queue, { partitions: partitions + 1 })
           const description = `grow-partitions ${queue} ${partitions} -> ${partitions + 1}`
+          history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+          log(`scaler: ${description}`)
+          calls++
+          await sleep(prng.int(3_000, 8_000))
+          continue
+        }
+      }
+      if (prng.int(0, 3) === 0) {
+        // A node that is down and holds nothing (a retired one once replaced, or one killed
+        // for a while after its replicas moved away): removed; if it starts again, it
+        // registers as a new node.
+        const s = await client.admin.clusterStatus()
+        const idle = s.nodes.find(
+          (n) => !n.alive && n.groupIds.length === 0 && !s.metaVoters.includes(n.nodeId),
+        )
+        if (idle) {
+          what = `remove-node ${idle.nodeId}`
+          await client.admin.removeNode(idle.nodeId)
+          const description = `remove-node ${idle.nodeId}`
           history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
           log(`scaler: ${description}`)
           calls++
