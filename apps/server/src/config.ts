@@ -156,9 +156,12 @@ export function loadConfig(flags: RawConfig, cwd = process.cwd()): ServerConfig 
   return validate({ ...CONFIG_DEFAULTS, ...file, ...defined }, cwd)
 }
 
+/** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */
+export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+
 function validate(raw: RawConfig, cwd: string): ServerConfig {
   const nodeId = str(raw, 'nodeId')
-  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/.test(nodeId)) {
+  if (!NODE_ID_PATTERN.test(nodeId)) {
     throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
   }
   const listen = address(raw, 'listen')

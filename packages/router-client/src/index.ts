@@ -23,6 +23,7 @@ export { Consumer, DEFAULT_CONSUMER_OPTIONS } from './consumer'
 export type { TlsOptions } from './credentials'
 export { Delivery, LeaseLostError } from './delivery'
 export { metaGroupSummary, metaVotersResult } from './meta-summary'
+export { drainResult } from './node-summary'
 export {
   fnv1a32,
   type KeylessPartitioning,

@@ -162,6 +162,7 @@ describe('the web console in a browser', () => {
     const cluster = await api<ClusterFigures>('/api/cluster')
     expect(cluster.nodes.map((n) => n.nodeId)).toEqual(['n1', 'n2', 'n3'])
     expect(await page.locator('[data-testid^="node-n"]').count()).toBe(3)
+    expect(await page.locator('[data-testid^="drain-"], [data-testid^="remove-"]').count()).toBe(0)
     await page.screenshot({ path: join(SCREENSHOTS, 'cluster.png'), fullPage: true })
 
     await page.getByRole('link', { name: 'Data groups' }).click()
@@ -302,6 +303,11 @@ describe('the web console in a browser', () => {
   it('resizes the meta group from the cluster view, after a confirmation', async () => {
     const voters = async () => (await api<ClusterFigures>('/api/cluster', ADMIN)).meta.voters.length
     await page.getByRole('link', { name: 'Cluster' }).click()
+    // An admin may drain a node that holds replicas, and remove one only once it is down and
+    // holds nothing: every node here is up and holds some.
+    await expect.poll(() => page.locator('[data-testid^="drain-n"]').count()).toBe(3)
+    expect(await page.getByTestId('drain-n2').isDisabled()).toBe(false)
+    expect(await page.getByTestId('remove-n2').isDisabled()).toBe(true)
     await page.getByTestId('meta-voters').selectOption('1')
     await page.getByTestId('set-meta-voters').click()
     await expect

@@ -1,4 +1,4 @@
-import { metaGroupSummary, metaVotersResult } from '@mq/router-client'
+import { drainResult, metaGroupSummary, metaVotersResult } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -87,12 +87,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .action((id: string, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const remaining = await client.admin.drainNode(id)
-        out.result(
-          remaining === 0
-            ? `node ${id} is drained: it holds no replica`
-            : `draining node ${id}: ${remaining} replica${remaining === 1 ? '' : 's'} still to move`,
-          { nodeId: id, replicasRemaining: remaining },
-        )
+        out.result(drainResult(id, remaining), { nodeId: id, replicasRemaining: remaining })
       }),
     )
   node

@@ -122,6 +122,14 @@ function fakeClient(calls: string[], groupPartitions = 1): MqClient {
     transferLeader: async (groupId: number, to: string) => {
       calls.push(`transfer ${groupId} ${to}`)
     },
+    drainNode: async (nodeId: string) => {
+      calls.push(`drain ${nodeId}`)
+      return nodeId === 'n3' ? 2 : 0
+    },
+    removeNode: async (nodeId: string) => {
+      calls.push(`remove ${nodeId}`)
+      if (nodeId === 'n1') throw new InvalidArgumentError('node n1 is alive (heard from 0.2 s ago)')
+    },
     setMetaVoters: async (voters: number) => {
       calls.push(`meta-voters ${voters}`)
       if (voters % 2 === 0)
@@ -246,12 +254,26 @@ describe('the console API', () => {
       post(ADMIN, { partitions: 3, maxDeliveries: 4 }),
     )
     expect(updated.status).toBe(200)
+    const draining = await fetch(`${base}/api/nodes/n3/drain`, post(ADMIN, {}))
+    expect(await draining.json()).toEqual({ ok: true, message: 'draining node n3: 2 replicas still to move' })
+    const drained = await fetch(`${base}/api/nodes/n4/drain`, post(ADMIN, {}))
+    expect(await drained.json()).toEqual({ ok: true, message: 'node n4 is drained: it holds no replica' })
+    const removed = await fetch(`${base}/api/nodes/n4/remove`, post(ADMIN, {}))
+    expect(await removed.json()).toEqual({ ok: true, message: 'removed node n4' })
+    const alive = await fetch(`${base}/api/nodes/n1/remove`, post(ADMIN, {}))
+    expect(alive.status).toBe(400)
+    expect(((await alive.json()) as { error: { message: string } }).error.message).toMatch(/n1 is alive/)
+    expect((await fetch(`${base}/api/nodes/n4/remove`, post(APP, {}))).status).toBe(403)
     expect(calls).toEqual([
       'purge jobs',
       'transfer 1 n3',
       'meta-voters 5',
       'meta-voters 4',
       'update jobs {"partitions":3,"maxDeliveries":4}',
+      'drain n3',
+      'drain n4',
+      'remove n4',
+      'remove n1',
     ])
     expect(opened).toEqual([ADMIN])
   })
@@ -270,6 +292,8 @@ describe('the console API', () => {
       ['/api/meta-voters', { voters: 'five' }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],
       ['/api/groups/1/transfer', { toNodeId: '' }],
+      ['/api/nodes/-n1/drain', {}],
+      ['/api/nodes/n1%20n2/remove', {}],
     ]
     for (const [path, body] of cases) {
       const r = await fetch(`${base}${path}`, post(ADMIN, body))
@@ -291,6 +315,7 @@ describe('the console API', () => {
     expect(exists.status).toBe(409)
     expect(calls).toEqual(['create taken {"partitions":2}'])
     expect((await fetch(`${base}/api/nothing`, { headers: bearer(ADMIN) })).status).toBe(404)
+    expect((await fetch(`${base}/api/nodes/n1/explode`, post(ADMIN, {}))).status).toBe(404)
     expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)
   })
 })

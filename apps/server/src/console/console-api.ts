@@ -12,8 +12,9 @@ import {
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
-import { type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
+import { drainResult, type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
+import { NODE_ID_PATTERN } from '../config'
 import { ApiRequestError, httpError } from './api-errors'
 import type { ConsoleClients } from './console-clients'
 import { queueFigures } from './queue-depth'
@@ -110,7 +111,8 @@ export class ConsoleApi {
       (parts.length === 3 &&
         first === 'queues' &&
         ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
-      (parts.length === 3 && first === 'groups' && third === 'transfer')
+      (parts.length === 3 && first === 'groups' && third === 'transfer') ||
+      (parts.length === 3 && first === 'nodes' && (third === 'drain' || third === 'remove'))
     if (!known) throw notFound(path)
     this.#requireAdmin(caller)
     const body = await readJson(req)
@@ -119,6 +121,7 @@ export class ConsoleApi {
     if (first === 'scale') return this.#scale(client, body)
     if (first === 'meta-voters') return this.#metaVoters(client, body)
     if (first === 'groups') return this.#transfer(client, groupId(second), body)
+    if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'remove')
     const queue = name(second)
     switch (third) {
       case 'update':
@@ -329,6 +332,14 @@ export class ConsoleApi {
     return done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
   }
 
+  async #node(client: MqClient, node: string, action: 'drain' | 'remove'): Promise<ActionResult> {
+    if (action === 'remove') {
+      await client.admin.removeNode(node)
+      return done(`removed node ${node}`)
+    }
+    return done(drainResult(node, await client.admin.drainNode(node)))
+  }
+
   async #transfer(client: MqClient, group: number, body: unknown): Promise<ActionResult> {
     const to = text(object(body, 'the body').toNodeId, 'toNodeId')
     if (to === '') throw badRequest('toNodeId is required: the node that should lead the group')
@@ -400,6 +411,11 @@ function name(value: unknown): string {
     throw badRequest(`a queue name must be 1 to ${NAME_MAX} characters`)
   }
   return value
+}
+
+function nodeId(value: string | undefined): string {
+  if (!NODE_ID_PATTERN.test(value ?? '')) throw badRequest(`not a node id: ${value}`)
+  return value as string
 }
 
 function groupId(value: string | undefined): number {

@@ -71,6 +71,14 @@ const actions: AdminActions = {
     confirmThen(`Move the leadership of group ${groupId} to ${toNodeId}?`, () =>
       api(`/api/groups/${groupId}/transfer`, { toNodeId }),
     ),
+  drainNode: (nodeId) =>
+    confirmThen(`Drain node ${nodeId}? Its replicas and leaderships move to other nodes.`, () =>
+      api(`/api/nodes/${q(nodeId)}/drain`, {}),
+    ),
+  removeNode: (nodeId) =>
+    confirmThen(`Remove node ${nodeId} from the cluster? It is down and holds nothing.`, () =>
+      api(`/api/nodes/${q(nodeId)}/remove`, {}),
+    ),
   setMetaVoters: (voters) =>
     confirmThen(`Make the meta group keep ${voters} voters? Voters are added or removed one at a time.`, () =>
       api('/api/meta-voters', { voters }),
@@ -111,7 +119,7 @@ async function render(route: Route, forms: boolean): Promise<void> {
   switch (route.view) {
     case 'cluster': {
       const c = await api<ClusterInfo>('/api/cluster')
-      view = clusterView(c)
+      view = clusterView(c, session, actions)
       if (session.admin) form = metaVotersForm(c.meta.votersWanted || c.meta.voters.length, actions)
       break
     }

@@ -15,6 +15,8 @@ import { count, duration, percent, perSecond, rate } from './format'
 /** What the admin controls of a view do; every one asks for a confirmation first. */
 export interface AdminActions {
   transferLeader(groupId: number, toNodeId: string): void
+  drainNode(nodeId: string): void
+  removeNode(nodeId: string): void
   scale(groups: number): void
   setMetaVoters(voters: number): void
   createQueue(name: string, config: Partial<QueueConfigInfo>): void
@@ -60,8 +62,11 @@ function depthCells(d: Depth): HTMLElement[] {
   ]
 }
 
-/** The cluster: meta leader, route epoch, nodes with their groups and leaderships, scaling. */
-export function clusterView(c: ClusterInfo): HTMLElement {
+/**
+ * The cluster: meta leader, route epoch, nodes with their groups and leaderships, scaling;
+ * admin: drain a node that holds replicas, remove one that is down and holds nothing.
+ */
+export function clusterView(c: ClusterInfo, session: SessionInfo, actions: AdminActions): HTMLElement {
   const nodes = c.nodes.map((n) =>
     h(
       'tr',
@@ -85,8 +90,10 @@ export function clusterView(c: ClusterInfo): HTMLElement {
           ),
         ),
       ),
+      session.admin ? nodeActions(n, actions) : null,
     ),
   )
+  const nodeHeaders = ['node', 'address', 'liveness', 'last heartbeat', 'groups']
   return h(
     'section',
     {},
@@ -114,7 +121,39 @@ export function clusterView(c: ClusterInfo): HTMLElement {
     scalingView(c),
     h('h3', {}, 'Nodes'),
     h('p', { class: 'hint' }, '★ = this node leads the group; group 0 is the meta group.'),
-    table(['node', 'address', 'liveness', 'last heartbeat', 'groups'], nodes, 'nodes'),
+    table(session.admin ? [...nodeHeaders, 'actions'] : nodeHeaders, nodes, 'nodes'),
+  )
+}
+
+/**
+ * A node's admin buttons: drain while it holds a replica (its replicas and leaderships move
+ * to other nodes), remove once it is down and holds nothing (it leaves this list).
+ */
+function nodeActions(n: ClusterInfo['nodes'][number], actions: AdminActions): HTMLElement {
+  const holds = n.groupIds.length > 0
+  return h(
+    'td',
+    {},
+    h(
+      'button',
+      {
+        'data-testid': `drain-${n.nodeId}`,
+        disabled: !holds,
+        title: holds ? 'move its replicas and leaderships to other nodes' : 'it holds no replica',
+        onclick: () => actions.drainNode(n.nodeId),
+      },
+      'drain',
+    ),
+    h(
+      'button',
+      {
+        'data-testid': `remove-${n.nodeId}`,
+        disabled: n.alive || holds,
+        title: n.alive || holds ? 'stop it and drain it first' : 'forget this node',
+        onclick: () => actions.removeNode(n.nodeId),
+      },
+      'remove',
+    ),
   )
 }
 
