@@ -31,6 +31,7 @@ export type CliAdmin = Pick<
   | 'purgeDeadLetters'
   | 'queueStats'
   | 'drainNode'
+  | 'peek'
   | 'removeNode'
   | 'setMetaVoters'
   | 'transferLeader'

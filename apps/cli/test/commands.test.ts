@@ -363,6 +363,29 @@ describe('queue', () => {
     expect(cluster.queues.has('jobs')).toBe(false)
   })
 
+  it('peeks at ready messages without consuming them', async () => {
+    cluster.addQueue('jobs', 2)
+    cluster.put('jobs', 0, { body: 'light' })
+    cluster.put('jobs', 0, { body: 'heavy', weight: 9, key: 'k' })
+    cluster.put('jobs', 1, { body: 'other' })
+    const table = await mq(['queue', 'peek', 'jobs'])
+    expect(table.stdout.split('\n')).toEqual([
+      'PARTITION  ID  WEIGHT  DELIVERIES  KEY  BODY',
+      '        0   2       9           0  k    heavy',
+      '        0   1       1           0  -    light',
+      '        1   3       1           0  -    other',
+      '',
+    ])
+    expect(cluster.calls).toContain('peek:jobs:20')
+    const json = jsonLines((await mq(['queue', 'peek', 'jobs', '--limit', '1', '--json'])).stdout)
+    expect(json.map((m) => [m.partition, m.body])).toEqual([
+      [0, 'heavy'],
+      [1, 'other'],
+    ])
+    expect(cluster.ready('jobs')).toHaveLength(3)
+    expect((await mq(['queue', 'peek', 'jobs', '--limit', '0'])).code).toBe(1)
+  })
+
   it('lists, redrives and purges dead letters', async () => {
     cluster.addQueue('jobs', 2)
     cluster.bury('jobs', 0, 'poison\nline')

@@ -275,6 +275,15 @@ export class FakeCluster {
               .map((m) => ({ ...m, partition, leaseId: '', deadlineMs: 0, enqueuedAtMs: 0 })),
           ),
         ),
+      peek: (name, limit = 100) =>
+        call(`peek:${name}:${limit}`, () =>
+          this.#queue(name).ready.flatMap((list, partition) =>
+            [...list]
+              .sort((a, b) => b.weight - a.weight)
+              .slice(0, limit)
+              .map((m) => ({ ...m, partition, leaseId: '', deadlineMs: 0, enqueuedAtMs: 0 })),
+          ),
+        ),
       redriveDeadLetters: (name, max = 1_000_000) =>
         call(`redriveDeadLetters:${name}:${max}`, () => {
           const q = this.#queue(name)

@@ -5,6 +5,7 @@ import {
   type QueueConfig as PartitionConfig,
   QueuePartition,
   type QueueStats,
+  type StoredMessage,
 } from '@mq/weighted-queue'
 import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
@@ -304,6 +305,10 @@ export class DataGroupMachine {
 
   listDead(queue: string, index: number, max: number, cursor?: number): Promise<DeadMessage[]> | undefined {
     return this.#partitions.get(idOf(queue, index))?.listDead(max, cursor)
+  }
+
+  listReady(queue: string, index: number, max: number): Promise<StoredMessage[]> | undefined {
+    return this.#partitions.get(idOf(queue, index))?.listReady(max)
   }
 
   /**

@@ -179,6 +179,30 @@ describe('queue handlers', () => {
     })
   })
 
+  it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {
+    const h = queueHandlers(node(await localGroup()))
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [message('a', 1), message('b', 9), message('c', 1)],
+    })
+    const listed = await call(h, 'listReady', { target, limit: 0 })
+    expect(listed.messages.map((m: { id: number }) => m.id)).toEqual([2, 1, 3])
+    expect(listed.messages[0]).toMatchObject({ leaseId: '', weight: 9, deliveryCount: 0, deadlineMs: 0 })
+    expect((await call(h, 'listReady', { target, limit: 2 })).messages).toHaveLength(2)
+    // Nothing was leased: all three are still there to lease.
+    const leased = await call(h, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 10,
+      visibilityMs: 5_000,
+      waitMs: 0,
+    })
+    expect(leased.messages).toHaveLength(3)
+    expect((await call(h, 'listReady', { target, limit: 10 })).messages).toEqual([])
+  })
+
   it('purges ready messages, leaving leased ones', async () => {
     const h = queueHandlers(node(await localGroup()))
     await call(h, 'produce', {

@@ -15,7 +15,7 @@ import type { Command, CommandResult, Lease, LeaseStatus } from '@mq/weighted-qu
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { ProducerOrder } from './producer-order'
-import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf } from './wire-map'
+import { enqueueOf, errorOf, leasedMessageOf, leaseOf, listedOf, outcomeOf } from './wire-map'
 
 /** A data group replica as the queue RPCs see it. */
 export interface DataGroupPort {
@@ -88,6 +88,8 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
 export const LEASE_QUICK_RETRIES_MAX = 8
 
 /** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
+/** Messages one ListDead or ListReady answers, at most. */
+const LIST_LIMIT_MAX = 1000
 const PURGE_BATCH = 1000
 /** A purge call stops after this many entries (a million messages); call again for more. */
 const PURGE_ROUNDS_MAX = 1000
@@ -276,26 +278,14 @@ export function queueHandlers(
     }),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
-      const dead =
-        (await group.machine.listDead(
-          queue,
-          partition,
-          Math.min(req.limit || 100, 1000),
-          req.afterId || undefined,
-        )) ?? []
-      return {
-        messages: dead.map((d) => ({
-          id: d.messageId,
-          leaseId: '',
-          body: d.body,
-          weight: d.weight,
-          headers: { ...d.headers },
-          key: d.key ?? '',
-          deliveryCount: d.deliveryCount,
-          deadlineMs: 0,
-          enqueuedAtMs: d.enqueuedAtMs,
-        })),
-      }
+      const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
+      const dead = (await group.machine.listDead(queue, partition, limit, req.afterId || undefined)) ?? []
+      return { messages: dead.map(listedOf) }
+    }),
+    listReady: unary(async (req) => {
+      const { group, queue, partition } = await locate(req.target)
+      const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
+      return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
     redrive: unary(async (req) => {
       const r = await run(req.target, () => ({ type: 'redriveDead', max: req.max || 1000 }))

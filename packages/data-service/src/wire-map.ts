@@ -19,6 +19,7 @@ import {
   type QueueError,
   QueueErrorCode,
   SchedulingMode,
+  type StoredMessage,
 } from '@mq/weighted-queue'
 
 /**
@@ -90,6 +91,21 @@ export function leasedMessageOf(lease: Lease): LeasedMessage {
     deliveryCount: lease.deliveryCount,
     deadlineMs: lease.deadlineMs,
     enqueuedAtMs: lease.enqueuedAtMs,
+  }
+}
+
+/** A message listed without a lease (ListDead, ListReady): no lease id, no deadline. */
+export function listedOf(m: StoredMessage): LeasedMessage {
+  return {
+    id: m.messageId,
+    leaseId: '',
+    body: m.body,
+    weight: m.weight,
+    headers: { ...m.headers },
+    key: m.key ?? '',
+    deliveryCount: m.deliveryCount,
+    deadlineMs: 0,
+    enqueuedAtMs: m.enqueuedAtMs,
   }
 }
 

@@ -106,6 +106,7 @@ export {
   LeaseResult,
   LeaseResultsResponse,
   ListDeadRequest,
+  ListReadyRequest,
   NackRequest,
   PartitionStats,
   PartitionTarget,

@@ -1,6 +1,7 @@
 import type {
   ClusterStatusResponse,
   LeasedMessage,
+  LeaseResponse,
   PartitionStats,
   PartitionTarget,
   QueueConfig,
@@ -15,6 +16,9 @@ import { unary } from './unary'
 
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
+
+/** A message listed without a lease (dead letters, a peek), with its partition. */
+export type ListedMessage = LeasedMessage & { readonly partition: number }
 
 /** Cluster administration through the meta group. Every call retries redirects until its deadline. */
 export class Admin {
@@ -93,12 +97,28 @@ export class Admin {
   }
 
   /** The dead-lettered messages of `name`, up to `limit` per partition. */
-  async deadLetters(name: string, limit = 100): Promise<(LeasedMessage & { partition: number })[]> {
+  async deadLetters(name: string, limit = 100): Promise<ListedMessage[]> {
+    return this.#listed(name, (c, target) =>
+      unary(c, c.listDead, { target, limit, afterId: 0 }, this.#attemptMs),
+    )
+  }
+
+  /**
+   * Up to `limit` ready messages of each partition of `name`, without delivering them (no
+   * lease, no delivery counted): per partition the heaviest weight first, each weight's in
+   * the order it delivers them.
+   */
+  async peek(name: string, limit = 100): Promise<ListedMessage[]> {
+    return this.#listed(name, (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs))
+  }
+
+  /** Every partition's listing of `name`, partition by partition, each message with its partition. */
+  async #listed(
+    name: string,
+    list: (c: Connection['queue'], target: PartitionTarget) => Promise<LeaseResponse>,
+  ): Promise<ListedMessage[]> {
     const lists = await this.#eachPartition(name, async (c, target) =>
-      (await unary(c, c.listDead, { target, limit, afterId: 0 }, this.#attemptMs)).messages.map((m) => ({
-        ...m,
-        partition: target.partition,
-      })),
+      (await list(c, target)).messages.map((m) => ({ ...m, partition: target.partition })),
     )
     return lists.flat()
   }

@@ -12,7 +12,7 @@ export {
   UnauthenticatedError,
   UnavailableError,
 } from '@mq/protocol'
-export type { QueueOptions } from './admin'
+export type { ListedMessage, QueueOptions } from './admin'
 export { Admin } from './admin'
 export type { BackoffPolicy } from './backoff'
 export { backoffMs, DEFAULT_BACKOFF } from './backoff'

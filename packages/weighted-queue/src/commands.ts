@@ -162,7 +162,8 @@ export type CommandResult =
   | { readonly type: 'rejected'; readonly error: QueueError }
 
 /** A message in the dead-letter sub-queue. */
-export interface DeadMessage {
+/** A message as a listing shows it (listReady, listDead): nothing about it changes. */
+export interface StoredMessage {
   readonly messageId: number
   readonly weight: number
   readonly body: Uint8Array
@@ -170,6 +171,9 @@ export interface DeadMessage {
   readonly key: string | undefined
   readonly deliveryCount: number
   readonly enqueuedAtMs: number
+}
+
+export interface DeadMessage extends StoredMessage {
   /** Pass as `after` to list the next page. */
   readonly cursor: number
 }

@@ -1,5 +1,5 @@
 import type { Engine } from '@mq/kv-storage'
-import type { Command, CommandResult, DeadMessage, QueueStats } from './commands'
+import type { Command, CommandResult, DeadMessage, QueueStats, StoredMessage } from './commands'
 import type { QueueConfig } from './config'
 import { QueuePartition } from './partition'
 
@@ -58,5 +58,9 @@ export class DirectPartition {
 
   listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
     return this.partition.listDead(max, cursor)
+  }
+
+  listReady(max: number): Promise<StoredMessage[]> {
+    return this.partition.listReady(max)
   }
 }

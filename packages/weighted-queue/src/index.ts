@@ -16,6 +16,7 @@ export type {
   PurgeReadyCommand,
   QueueStats,
   RedriveDeadCommand,
+  StoredMessage,
   TickCommand,
   WeightStats,
 } from './commands'

@@ -9,6 +9,7 @@ import type {
   Lease,
   LeaseStatus,
   QueueStats,
+  StoredMessage,
   WeightStats,
 } from './commands'
 import { CommandType, LeaseStatus as Status } from './commands'
@@ -355,20 +356,32 @@ export class QueuePartition {
       decodeMeta(b as Uint8Array),
     )
     const bodies = await this.bodies(ids, metas)
-    return entries.map(([k], i) => {
-      const meta = metas[i] as MessageMeta
-      const body = bodies[i] as MessageBody
-      return {
-        messageId: ids[i] as number,
-        weight: meta.weight,
-        body: body.body,
-        headers: body.headers,
-        key: body.key,
-        deliveryCount: meta.deliveries,
-        enqueuedAtMs: meta.enqueuedAtMs,
-        cursor: this.keys.deadOrderOf(k),
-      }
-    })
+    return entries.map(([k], i) => ({
+      ...storedMessage(ids[i] as number, metas[i] as MessageMeta, bodies[i] as MessageBody),
+      cursor: this.keys.deadOrderOf(k),
+    }))
+  }
+
+  /**
+   * Up to `max` (at most `leaseBatchMax`) ready messages, without delivering them (a peek):
+   * the heaviest weight first, each weight's in the order it delivers them (returned ones
+   * ahead of fresh ones, each FIFO). Delayed and leased messages are not listed. A read
+   * between applies, as `stats`.
+   */
+  async listReady(max: number): Promise<StoredMessage[]> {
+    invariant(Number.isInteger(max) && max >= 0, 'listReady max is a non-negative integer')
+    let left = Math.min(max, this.configValue.leaseBatchMax)
+    const out: StoredMessage[] = []
+    for (let w = WEIGHT_MAX; w >= WEIGHT_MIN && left > 0; w--) {
+      const n = Math.min(left, this.ready[w] as number)
+      if (n === 0) continue
+      const { ids, metas } = await this.readyHead(w, n)
+      const bodies = await this.bodies(ids, metas)
+      for (let i = 0; i < n; i++)
+        out.push(storedMessage(ids[i] as number, metas[i] as MessageMeta, bodies[i] as MessageBody))
+      left -= n
+    }
+    return out
   }
 
   // ---- commands -------------------------------------------------------------------------
@@ -1406,5 +1419,18 @@ function checkName(what: string, value: unknown): void {
     throw new InvalidArgumentError(
       `${what} must be a non-empty string of at most ${NAME_BYTES_MAX} UTF-8 bytes`,
     )
+  }
+}
+
+/** A listed message: its record and body as stored. */
+function storedMessage(messageId: number, meta: MessageMeta, body: MessageBody): StoredMessage {
+  return {
+    messageId,
+    weight: meta.weight,
+    body: body.body,
+    headers: body.headers,
+    key: body.key,
+    deliveryCount: meta.deliveries,
+    enqueuedAtMs: meta.enqueuedAtMs,
   }
 }

@@ -109,6 +109,44 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(q.config).toMatchObject({ messageBytesMax: 100, configVersion: 6 })
   })
 
+  it('lists ready messages without delivering them: heaviest weight first, returned ahead of fresh', async () => {
+    const q = await queue()
+    await enqueue(
+      q,
+      1000,
+      { body: text('a'), weight: 2 },
+      { body: text('b'), weight: 7, key: 'k', headers: { h: 'v' } },
+      { body: text('c'), weight: 2 },
+      { body: text('later'), weight: 9, notBeforeMs: 5000 },
+    )
+    const [first] = await lease(q, 1001, 1, 50) // b (weight 7), then it expires: returned
+    expect(first?.messageId).toBe(2)
+    const listed = await q.listReady(10)
+    expect(listed.map((m) => [m.messageId, m.weight, m.deliveryCount])).toEqual([
+      [1, 2, 0],
+      [3, 2, 0],
+    ])
+    // At 1051 the lease of b expired: it is ready again (returned), and listed first.
+    await q.apply({ type: 'tick' }, 1051)
+    const again = await q.listReady(10)
+    expect(again.map((m) => [m.messageId, m.deliveryCount])).toEqual([
+      [2, 1],
+      [1, 0],
+      [3, 0],
+    ])
+    expect(again[0]).toMatchObject({ body: text('b'), key: 'k', headers: { h: 'v' }, enqueuedAtMs: 1000 })
+    expect((await q.listReady(2)).map((m) => m.messageId)).toEqual([2, 1])
+    // Listing changed nothing: the next lease delivers them (in the scheduler's order across
+    // weights, which a listing does not predict), each one delivery further.
+    const leased = (await lease(q, 1052, 10)).map((l) => [l.messageId, l.deliveryCount])
+    expect(leased.sort((a, b) => (a[0] as number) - (b[0] as number))).toEqual([
+      [1, 1],
+      [2, 2],
+      [3, 1],
+    ])
+    expect(await q.listReady(10)).toEqual([])
+  })
+
   it('reports unknown and expired ids per id and changes nothing for them', async () => {
     const q = await queue()
     await enqueue(q, 10, { body: text('x') })

@@ -11,6 +11,7 @@ import type {
   Lease,
   LeaseStatus,
   QueueStats,
+  StoredMessage,
   WeightStats,
 } from '../src/index'
 import {
@@ -418,6 +419,23 @@ export class ModelQueue {
         deliveryCount: m.deliveries,
         enqueuedAtMs: m.enqueuedAtMs,
         cursor: m.deadOrder,
+      }))
+  }
+
+  /** The ready messages, heaviest weight first, each weight's returned band ahead of its fresh one, FIFO. */
+  listReady(max: number): StoredMessage[] {
+    return [...this.messages.values()]
+      .filter((m) => m.state === 'ready')
+      .sort((a, b) => b.weight - a.weight || a.band - b.band || a.order - b.order)
+      .slice(0, Math.min(max, this.config.leaseBatchMax))
+      .map((m) => ({
+        messageId: m.id,
+        weight: m.weight,
+        body: m.body,
+        headers: m.headers,
+        key: m.key,
+        deliveryCount: m.deliveries,
+        enqueuedAtMs: m.enqueuedAtMs,
       }))
   }
 

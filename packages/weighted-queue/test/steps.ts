@@ -65,6 +65,7 @@ export class Step implements fc.AsyncCommand<World, World> {
     expect(got, `${this.label} at ${w.nowMs}`).toEqual(want)
     expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
     expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
+    expect(await w.real.partition.listReady(12)).toEqual(w.model.listReady(12))
     const stats = w.model.stats(w.nowMs)
     expect(w.real.partition.deadCount()).toBe(stats.weights.reduce((n, x) => n + x.dead, 0))
   }

@@ -40,6 +40,18 @@ describe('mq against a real cluster', () => {
     expect(created.code).toBe(0)
     expect((await mq(['--servers', servers, 'produce', 'cli', 'hello', '--weight', '7'])).code).toBe(0)
     expect((await mq(['--servers', servers, 'produce', 'cli'], 'one\ntwo\n')).code).toBe(0)
+    // A peek lists them, heaviest weight first, without delivering them.
+    const peeked = await mq(['--servers', servers, '--json', 'queue', 'peek', 'cli'])
+    expect(peeked.code).toBe(0)
+    const seen = peeked.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { body: string; weight: number; deliveryCount: number })
+    expect(seen.map((m) => [m.body, m.weight, m.deliveryCount])).toEqual([
+      ['hello', 7, 0],
+      ['one', 1, 0],
+      ['two', 1, 0],
+    ])
     const consumed = await mq([
       '--servers',
       servers,
@@ -57,6 +69,11 @@ describe('mq against a real cluster', () => {
       .split('\n')
       .map((l) => (JSON.parse(l) as { body: string }).body)
     expect(bodies.sort()).toEqual(['hello', 'one', 'two'])
+    const deliveries = consumed.out
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { deliveryCount: number }).deliveryCount)
+    expect(deliveries).toEqual([1, 1, 1]) // the peek delivered nothing
     const status = await mq(['--servers', servers, 'cluster', 'status'])
     expect(status.code).toBe(0)
     expect(status.out).toMatch(/meta leader:\s+n[123]/)

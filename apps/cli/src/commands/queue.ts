@@ -12,7 +12,7 @@ import { registerMoveCommand } from './move'
 type QueueRoute = Awaited<ReturnType<CliAdmin['describeQueue']>>
 type QueueConfigUpdate = Parameters<CliAdmin['updateQueue']>[1]
 type PartitionStats = Awaited<ReturnType<CliAdmin['queueStats']>>[number]
-type DeadLetter = Awaited<ReturnType<CliAdmin['deadLetters']>>[number]
+type Listed = Awaited<ReturnType<CliAdmin['deadLetters']>>[number]
 
 const U32_MAX = 2 ** 32 - 1
 
@@ -208,6 +208,23 @@ Examples:
     )
 
   queue
+    .command('peek')
+    .argument('<name>', 'the queue name')
+    .description(
+      'list ready messages without consuming them (no lease, no delivery counted): per partition the heaviest weight first, each in delivery order',
+    )
+    .option('--limit <n>', 'list at most N messages per partition', integerArg(1, 1000), 20)
+    .addHelpText(
+      'after',
+      '\nExamples:\n  $ mq queue peek jobs\n  $ mq queue peek jobs --limit 100 --json | jq -r .body\n',
+    )
+    .action((name: string, flags: { limit: number }, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        out.table(await client.admin.peek(name, flags.limit), listedColumns, (m) => messageRecord(m))
+      }),
+    )
+
+  queue
     .command('dlq')
     .argument('<name>', 'the queue name')
     .description('list the dead-lettered messages of a queue, or redrive them, or purge them')
@@ -243,7 +260,7 @@ Examples:
             client.admin.deadLetters(name, flags.limit),
             client.admin.describeQueue(name),
           ])
-          out.table(dead, deadColumns, (m) => messageRecord(m))
+          out.table(dead, listedColumns, (m) => messageRecord(m))
           const target = route.config?.deadLetterQueue
           if (target) {
             out.text(
@@ -326,15 +343,16 @@ const weightColumns = [
 ]
 
 const BODY_CHARS_SHOWN = 60
-const deadColumns = [
-  { header: 'PARTITION', value: (m: DeadLetter) => m.partition },
-  { header: 'ID', value: (m: DeadLetter) => m.id },
-  { header: 'WEIGHT', value: (m: DeadLetter) => m.weight },
-  { header: 'DELIVERIES', value: (m: DeadLetter) => m.deliveryCount },
-  { header: 'KEY', value: (m: DeadLetter) => m.key || '-' },
+/** Listed messages (dead letters, a peek). */
+const listedColumns = [
+  { header: 'PARTITION', value: (m: Listed) => m.partition },
+  { header: 'ID', value: (m: Listed) => m.id },
+  { header: 'WEIGHT', value: (m: Listed) => m.weight },
+  { header: 'DELIVERIES', value: (m: Listed) => m.deliveryCount },
+  { header: 'KEY', value: (m: Listed) => m.key || '-' },
   {
     header: 'BODY',
-    value: (m: DeadLetter) => {
+    value: (m: Listed) => {
       const { body, encoding } = encodeBody(m.body)
       const shown = encoding === 'base64' ? `base64:${body}` : JSON.stringify(body).slice(1, -1)
       return shown.length > BODY_CHARS_SHOWN ? `${shown.slice(0, BODY_CHARS_SHOWN - 1)}…` : shown

@@ -40,6 +40,7 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Queue/Nack': 'consume',
   'mq.v1.Queue/Extend': 'consume',
   'mq.v1.Queue/ListDead': 'consume',
+  'mq.v1.Queue/ListReady': 'consume',
   'mq.v1.Queue/Stats': 'read',
   'mq.v1.Meta/CreateToken': 'admin',
   'mq.v1.Meta/DeleteToken': 'admin',

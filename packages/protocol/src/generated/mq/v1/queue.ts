@@ -191,6 +191,14 @@ export interface ListDeadRequest {
   afterId: number;
 }
 
+export interface ListReadyRequest {
+  target?:
+    | PartitionTarget
+    | undefined;
+  /** 0: 100; at most 1000. */
+  limit: number;
+}
+
 export interface RedriveRequest {
   target?: PartitionTarget | undefined;
   max: number;
@@ -2009,6 +2017,84 @@ export const ListDeadRequest: MessageFns<ListDeadRequest> = {
   },
 };
 
+function createBaseListReadyRequest(): ListReadyRequest {
+  return { target: undefined, limit: 0 };
+}
+
+export const ListReadyRequest: MessageFns<ListReadyRequest> = {
+  encode(message: ListReadyRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.target !== undefined) {
+      PartitionTarget.encode(message.target, writer.uint32(10).fork()).join();
+    }
+    if (message.limit !== 0) {
+      writer.uint32(16).uint32(message.limit);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListReadyRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseListReadyRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.target = PartitionTarget.decode(reader, reader.uint32());
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.limit = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ListReadyRequest {
+    return {
+      target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined,
+      limit: isSet(object.limit) ? globalThis.Number(object.limit) : 0,
+    };
+  },
+
+  toJSON(message: ListReadyRequest): unknown {
+    const obj: any = {};
+    if (message.target !== undefined) {
+      obj.target = PartitionTarget.toJSON(message.target);
+    }
+    if (message.limit !== 0) {
+      obj.limit = Math.round(message.limit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ListReadyRequest>, I>>(base?: I): ListReadyRequest {
+    return ListReadyRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListReadyRequest>, I>>(object: I): ListReadyRequest {
+    const message = createBaseListReadyRequest();
+    message.target = (object.target !== undefined && object.target !== null)
+      ? PartitionTarget.fromPartial(object.target)
+      : undefined;
+    message.limit = object.limit ?? 0;
+    return message;
+  },
+};
+
 function createBaseRedriveRequest(): RedriveRequest {
   return { target: undefined, max: 0 };
 }
@@ -2798,6 +2884,20 @@ export const QueueService = {
     responseSerialize: (value: LeaseResponse): Buffer => Buffer.from(LeaseResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LeaseResponse => LeaseResponse.decode(value),
   },
+  /**
+   * Lists up to `limit` ready messages without delivering them (a peek: no lease, no delivery
+   * counted): the heaviest weight first, each weight's in the order it delivers them. Delayed
+   * and leased messages are not listed. A read on the leader, no Raft entry.
+   */
+  listReady: {
+    path: "/mq.v1.Queue/ListReady" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListReadyRequest): Buffer => Buffer.from(ListReadyRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListReadyRequest => ListReadyRequest.decode(value),
+    responseSerialize: (value: LeaseResponse): Buffer => Buffer.from(LeaseResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): LeaseResponse => LeaseResponse.decode(value),
+  },
   /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
   redrive: {
     path: "/mq.v1.Queue/Redrive" as const,
@@ -2848,6 +2948,12 @@ export interface QueueServer extends UntypedServiceImplementation {
   purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
   /** Lists dead-lettered messages, oldest first, after `after_id`. */
   listDead: handleUnaryCall<ListDeadRequest, LeaseResponse>;
+  /**
+   * Lists up to `limit` ready messages without delivering them (a peek: no lease, no delivery
+   * counted): the heaviest weight first, each weight's in the order it delivers them. Delayed
+   * and leased messages are not listed. A read on the leader, no Raft entry.
+   */
+  listReady: handleUnaryCall<ListReadyRequest, LeaseResponse>;
   /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
   redrive: handleUnaryCall<RedriveRequest, RedriveResponse>;
   /** Deletes every dead-lettered message of the partition. */
@@ -2968,6 +3074,26 @@ export interface QueueClient extends Client {
   ): ClientUnaryCall;
   listDead(
     request: ListDeadRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Lists up to `limit` ready messages without delivering them (a peek: no lease, no delivery
+   * counted): the heaviest weight first, each weight's in the order it delivers them. Delayed
+   * and leased messages are not listed. A read on the leader, no Raft entry.
+   */
+  listReady(
+    request: ListReadyRequest,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  listReady(
+    request: ListReadyRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: LeaseResponse) => void,
+  ): ClientUnaryCall;
+  listReady(
+    request: ListReadyRequest,
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LeaseResponse) => void,
