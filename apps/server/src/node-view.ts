@@ -22,7 +22,7 @@ export interface PartitionView {
   /** The queue's name (without the incarnation suffix it is stored under). */
   readonly queue: string
   readonly partition: number
-  readonly stats: (nowMs: number) => Promise<QueueStats> | undefined
+  readonly stats: (nowMs: number) => Promise<QueueStats | undefined>
 }
 
 /**

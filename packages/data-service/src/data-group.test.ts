@@ -62,6 +62,25 @@ describe('DataGroupMachine', () => {
     })
   })
 
+  it('reads between applies: a read sees every apply queued before it and none queued after', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(7, engine)
+    await applyAndWrite(engine, m, enc({ type: 'open', queue: 'jobs', partition: 0, config: {} }), 1)
+    const message = (n: number) => ({ body: new Uint8Array(3000).fill(n), weight: 1 }) // bodies stored apart
+    const apply = (command: object, now: number) =>
+      m.apply(enc({ type: 'apply', queue: 'jobs', partition: 0, command } as never), now)
+    // Queued without waiting, in this order: enqueue, a listing, a purge, a listing.
+    const enqueued = apply({ type: 'enqueue', messages: [message(1), message(2)] }, 10)
+    const before = m.listReady('jobs', 0, 10)
+    const purged = apply({ type: 'purgeReady', max: 10 }, 11)
+    const after = m.listReady('jobs', 0, 10)
+    await Promise.all([enqueued, purged])
+    expect((await before)?.map((x) => x.messageId)).toEqual([1, 2])
+    expect(await after).toEqual([])
+    expect(await m.listReady('nope', 0, 10)).toBeUndefined()
+    expect(await m.ttlDue('nope', 0, 20)).toBe(false)
+  })
+
   it('needs a configure only for changed settings of a newer version', async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(7, engine)

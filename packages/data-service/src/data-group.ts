@@ -295,20 +295,35 @@ export class DataGroupMachine {
    * Whether a `tick` of `queue`'s partition `index` at `nowMs` would delete messages that
    * outlived its TTL (QueuePartition.ttlDue); false when the partition is not held here.
    */
-  ttlDue(queue: string, index: number, nowMs: number): Promise<boolean> {
-    return this.#partitions.get(idOf(queue, index))?.ttlDue(nowMs) ?? Promise.resolve(false)
+  async ttlDue(queue: string, index: number, nowMs: number): Promise<boolean> {
+    return (await this.#read(queue, index, (p) => p.ttlDue(nowMs))) ?? false
   }
 
-  stats(queue: string, index: number, nowMs: number): Promise<QueueStats> | undefined {
-    return this.#partitions.get(idOf(queue, index))?.stats(nowMs)
+  stats(queue: string, index: number, nowMs: number): Promise<QueueStats | undefined> {
+    return this.#read(queue, index, (p) => p.stats(nowMs))
   }
 
-  listDead(queue: string, index: number, max: number, cursor?: number): Promise<DeadMessage[]> | undefined {
-    return this.#partitions.get(idOf(queue, index))?.listDead(max, cursor)
+  listDead(queue: string, index: number, max: number, cursor?: number): Promise<DeadMessage[] | undefined> {
+    return this.#read(queue, index, (p) => p.listDead(max, cursor))
   }
 
-  listReady(queue: string, index: number, max: number): Promise<StoredMessage[]> | undefined {
-    return this.#partitions.get(idOf(queue, index))?.listReady(max)
+  listReady(queue: string, index: number, max: number): Promise<StoredMessage[] | undefined> {
+    return this.#read(queue, index, (p) => p.listReady(max))
+  }
+
+  /**
+   * Runs `read` on partition `index` of `queue` between applies: after those queued before it,
+   * before those queued after. A read awaits the engine several times, and an apply in between
+   * could take what it read first away (a purge deletes a body it is about to read). Undefined
+   * when the partition is not held here by then.
+   */
+  #read<T>(queue: string, index: number, read: (p: QueuePartition) => Promise<T>): Promise<T | undefined> {
+    const next = this.#applying.then(() => {
+      const p = this.#partitions.get(idOf(queue, index))
+      return p ? read(p) : undefined
+    })
+    this.#applying = next.catch(() => {})
+    return next
   }
 
   /**

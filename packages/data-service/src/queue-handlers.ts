@@ -87,9 +87,9 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
  */
 export const LEASE_QUICK_RETRIES_MAX = 8
 
-/** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
-/** Messages one ListDead or ListReady answers, at most. */
+/** Messages one ListDead or ListReady answers, at most (and 4 MiB of bodies: LIST_BYTES_MAX). */
 const LIST_LIMIT_MAX = 1000
+/** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
 const PURGE_BATCH = 1000
 /** A purge call stops after this many entries (a million messages); call again for more. */
 const PURGE_ROUNDS_MAX = 1000

@@ -43,6 +43,10 @@ describe('wire mapping', () => {
       configVersion: 9,
     })
     expect(partitionConfigOf({ ...config, messageTtlMs: 5_000 }, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual(base)
+    // A route from a meta leader of an older version leaves a 0 dedup window out: off, not
+    // the partition's own default.
+    const { dedupWindowMs: _, ...unset } = config
+    expect(partitionConfigOf(unset, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual({ ...base, dedupWindowMs: 0 })
   })
 
   it('turns a produce into an enqueue with absolute not-before times', () => {

@@ -38,7 +38,9 @@ export function partitionConfigOf(
     ...(version === undefined ? {} : { configVersion: version }),
     scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
     maxDeliveries: config.maxDeliveries,
-    dedupWindowMs: config.dedupWindowMs,
+    // Unset only in an answer of a meta leader from before the field was optional, which
+    // leaves a 0 out: 0 (off), not the partition's own default.
+    dedupWindowMs: config.dedupWindowMs ?? 0,
     messageBytesMax: config.messageBytesMax,
     queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
     ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL ? { messageTtlMs: config.messageTtlMs } : {}),

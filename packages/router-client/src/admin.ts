@@ -10,6 +10,7 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
+import { InvalidArgumentError } from '@mq/protocol'
 import type { Connection } from './connections'
 import type { Router } from './router'
 import { unary } from './unary'
@@ -163,7 +164,22 @@ export class Admin {
    * Throws InvalidArgumentError, saying why, while it is alive or holds anything.
    */
   async removeNode(nodeId: string): Promise<void> {
-    await this.#router.meta((m) => m.removeNode, { nodeId })
+    // Copies of the request sent (retries, and probes of other seeds while the meta leader is
+    // silent): a later copy may find the node gone because an earlier one removed it.
+    let sends = 0
+    try {
+      await this.#router.meta(
+        (m) => {
+          sends++
+          return m.removeNode
+        },
+        { nodeId },
+      )
+    } catch (error) {
+      const gone =
+        error instanceof InvalidArgumentError && error.message === `node ${nodeId} is not registered`
+      if (!(gone && sends > 1)) throw error
+    }
   }
 
   get #attemptMs(): number {

@@ -570,6 +570,17 @@ describe('MqClient', () => {
     expect(seen).toEqual(['first', 'second'])
   })
 
+  it('removes a node, also when the answer of the call that removed it was lost', async () => {
+    await client.admin.removeNode('n3')
+    expect(broker.nodes.has('n3')).toBe(false)
+    // Asked once, an unknown node is refused.
+    await expect(client.admin.removeNode('n3')).rejects.toThrow('node n3 is not registered')
+    // The first copy removes n4 and its answer is lost; the retry finds n4 gone: done.
+    broker.dropRemoveReplies = 1
+    await client.admin.removeNode('n4')
+    expect(broker.nodes.has('n4')).toBe(false)
+  })
+
   it('creates a queue with only the settings given (an unset dedup window is the broker default)', async () => {
     await client.admin.createQueue('d1')
     await client.admin.createQueue('d2', { dedupWindowMs: 0, partitions: 2 })

@@ -52,6 +52,10 @@ export class FakeBroker {
   formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
   dropProduceReplies = 0
+  /** Registered nodes (RemoveNode forgets one). */
+  readonly nodes = new Set(['n1', 'n2', 'n3', 'n4'])
+  /** Fail this many RemoveNode calls with UNAVAILABLE after removing the node (a lost reply). */
+  dropRemoveReplies = 0
   /** Fail this many ack/nack/extend calls with UNAVAILABLE after applying them (a lost reply). */
   dropSettleReplies = 0
   /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
@@ -211,6 +215,15 @@ export class FakeBroker {
       clusterStatus: handle(() => ({ metaLeaderId: 'L', routeEpoch: this.epoch, nodes: [], groups: [] })),
       scaleDataGroups: handle(() => ({})),
       transferLeader: handle(() => ({})),
+      removeNode: handle((req: { nodeId: string }) => {
+        if (!this.nodes.delete(req.nodeId))
+          throw new InvalidArgumentError(`node ${req.nodeId} is not registered`)
+        if (this.dropRemoveReplies > 0) {
+          this.dropRemoveReplies--
+          throw new UnavailableError('the reply was lost')
+        }
+        return {}
+      }),
     }
   }
 

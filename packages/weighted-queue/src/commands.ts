@@ -161,7 +161,6 @@ export type CommandResult =
   /** The command changed nothing; `error` says why (InvalidArgument, LimitExceeded, ...). */
   | { readonly type: 'rejected'; readonly error: QueueError }
 
-/** A message in the dead-letter sub-queue. */
 /** A message as a listing shows it (listReady, listDead): nothing about it changes. */
 export interface StoredMessage {
   readonly messageId: number
@@ -173,6 +172,7 @@ export interface StoredMessage {
   readonly enqueuedAtMs: number
 }
 
+/** A message in the dead-letter sub-queue. */
 export interface DeadMessage extends StoredMessage {
   /** Pass as `after` to list the next page. */
   readonly cursor: number

@@ -35,6 +35,7 @@ export {
 export type { KeySpan } from './keys'
 export type { Applied } from './partition'
 export {
+  LIST_BYTES_MAX,
   MESSAGE_META_CACHED_BYTES_MAX,
   MESSAGE_METAS_CACHED_MAX,
   NAME_BYTES_MAX,

@@ -100,6 +100,8 @@ const PRODUCER_NAMES = new TextDecoder()
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
+/** Body bytes one listing (listReady, listDead) returns, at most (beyond its first message). */
+export const LIST_BYTES_MAX = 4 * 1024 * 1024
 
 /** What one apply produced. */
 export interface Applied {
@@ -355,10 +357,10 @@ export class QueuePartition {
     const metas = (await this.overlay.getMany(ids.map((id) => this.keys.message(id)))).map((b) =>
       decodeMeta(b as Uint8Array),
     )
-    const bodies = await this.bodies(ids, metas)
-    return entries.map(([k], i) => ({
-      ...storedMessage(ids[i] as number, metas[i] as MessageMeta, bodies[i] as MessageBody),
-      cursor: this.keys.deadOrderOf(k),
+    const bodies = await this.listedBodies(ids, metas, LIST_BYTES_MAX, true)
+    return bodies.map((body, i) => ({
+      ...storedMessage(ids[i] as number, metas[i] as MessageMeta, body),
+      cursor: this.keys.deadOrderOf((entries[i] as KeyValue)[0]),
     }))
   }
 
@@ -371,14 +373,19 @@ export class QueuePartition {
   async listReady(max: number): Promise<StoredMessage[]> {
     invariant(Number.isInteger(max) && max >= 0, 'listReady max is a non-negative integer')
     let left = Math.min(max, this.configValue.leaseBatchMax)
+    let bytesLeft = LIST_BYTES_MAX
     const out: StoredMessage[] = []
-    for (let w = WEIGHT_MAX; w >= WEIGHT_MIN && left > 0; w--) {
+    for (let w = WEIGHT_MAX; w >= WEIGHT_MIN && left > 0 && bytesLeft > 0; w--) {
       const n = Math.min(left, this.ready[w] as number)
       if (n === 0) continue
       const { ids, metas } = await this.readyHead(w, n)
-      const bodies = await this.bodies(ids, metas)
-      for (let i = 0; i < n; i++)
-        out.push(storedMessage(ids[i] as number, metas[i] as MessageMeta, bodies[i] as MessageBody))
+      const bodies = await this.listedBodies(ids, metas, bytesLeft, out.length === 0)
+      for (let i = 0; i < bodies.length; i++) {
+        const body = bodies[i] as MessageBody
+        out.push(storedMessage(ids[i] as number, metas[i] as MessageMeta, body))
+        bytesLeft -= body.body.length
+      }
+      if (bodies.length < n) break
       left -= n
     }
     return out
@@ -1297,6 +1304,32 @@ export class QueuePartition {
         invariant(b, `message ${ids[i]} has a body`)
         out[i] = decodeBody(b)
       })
+    }
+    return out
+  }
+
+  /**
+   * The bodies of a listing's first messages whose bodies add up to at most `budget` bytes
+   * (and the first whatever its size when `first`): a listing of large messages stops early
+   * instead of building an answer of up to leaseBatchMax × messageBytesMax. Bodies stored
+   * apart are read one at a time, so at most one beyond the budget is read.
+   */
+  private async listedBodies(
+    ids: readonly number[],
+    metas: readonly MessageMeta[],
+    budget: number,
+    first: boolean,
+  ): Promise<MessageBody[]> {
+    const out: MessageBody[] = []
+    let bytes = 0
+    for (let i = 0; i < ids.length; i++) {
+      const inline = (metas[i] as MessageMeta).inlineBody
+      const stored = inline ?? (await this.overlay.get(this.keys.body(ids[i] as number)))
+      invariant(stored, `message ${ids[i]} has a body`)
+      const body = decodeBody(stored)
+      bytes += body.body.length
+      if (bytes > budget && !(first && i === 0)) break
+      out.push(body)
     }
     return out
   }

@@ -5,6 +5,7 @@ import {
   DirectPartition,
   type EnqueueMessage,
   type Lease,
+  LIST_BYTES_MAX,
   MESSAGE_META_CACHED_BYTES_MAX,
   MESSAGE_METAS_CACHED_MAX,
   PRODUCERS_CACHED_MAX,
@@ -145,6 +146,25 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       [3, 1],
     ])
     expect(await q.listReady(10)).toEqual([])
+  })
+
+  it('stops a listing of large messages at LIST_BYTES_MAX of bodies (the first one always)', async () => {
+    const q = await queue({ messageBytesMax: 4 * 1024 * 1024, maxDeliveries: 1 })
+    const big = (fill: number) => new Uint8Array(LIST_BYTES_MAX / 2).fill(fill)
+    await enqueue(q, 0, { body: big(1), weight: 3 }, { body: big(2), weight: 3 }, { body: big(3), weight: 2 })
+    await enqueue(q, 0, { body: text('small') })
+    // 2 MiB + 2 MiB fit; the third (another weight) would pass the budget.
+    expect((await q.listReady(10)).map((m) => m.messageId)).toEqual([1, 2])
+    // A single message above the budget is still listed.
+    const huge = await DirectPartition.open(engine, Uint8Array.of(0x42, 0x09), {
+      messageBytesMax: 8 * 1024 * 1024,
+    })
+    await enqueue(huge, 0, { body: new Uint8Array(LIST_BYTES_MAX + 1) }, { body: text('next') })
+    expect((await huge.listReady(10)).map((m) => m.body.length)).toEqual([LIST_BYTES_MAX + 1])
+    // Dead letters the same way (each died at its first lease's expiry, maxDeliveries 1).
+    await lease(q, 1, 10, 10)
+    await q.apply({ type: 'tick' }, 20)
+    expect((await q.listDead(10)).map((m) => m.messageId)).toEqual([1, 2])
   })
 
   it('reports unknown and expired ids per id and changes nothing for them', async () => {

@@ -356,11 +356,15 @@ async function joinThenDrain(
   await cluster.kill('n3', 'SIGTERM')
   const stoppedAt = Date.now()
   let removedAfterStopMs: number | undefined
+  let lastRefusal = ''
   await waitFor(
     async () => {
       const removed = await client.admin.removeNode('n3').then(
         () => true,
-        () => false,
+        (e: Error) => {
+          lastRefusal = e.message
+          return false
+        },
       )
       if (removed) removedAfterStopMs = Date.now() - stoppedAt
       return removed
@@ -368,6 +372,8 @@ async function joinThenDrain(
     timeoutMs,
     500,
   )
+  if (removedAfterStopMs === undefined)
+    log(`removal of n3 after it stopped: last refused with ${lastRefusal}`)
   const nodesAfter = ((await client.admin.clusterStatus().catch(() => undefined))?.nodes ?? []).map(
     (n) => n.nodeId,
   )

@@ -61,9 +61,8 @@ export async function runScaler(
         // for a while after its replicas moved away): removed; if it starts again, it
         // registers as a new node.
         const s = await client.admin.clusterStatus()
-        const idle = s.nodes.find(
-          (n) => !n.alive && n.groupIds.length === 0 && !s.metaVoters.includes(n.nodeId),
-        )
+        const meta = new Set([...s.metaVoters, ...s.metaLearners, s.metaChange?.add ?? ''])
+        const idle = s.nodes.find((n) => !n.alive && n.groupIds.length === 0 && !meta.has(n.nodeId))
         if (idle) {
           what = `remove-node ${idle.nodeId}`
           await client.admin.removeNode(idle.nodeId)

@@ -68,9 +68,9 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   return update
 }
 
-/** A dedup window as shown: "5m", "off" (0), "-" (not reported). */
+/** A dedup window as shown: "5m", or "off" (0; unset from a meta leader of an older version). */
 function dedupText(ms: number | undefined): string {
-  return ms === undefined ? '-' : ms === 0 ? 'off' : formatDuration(ms)
+  return ms ? formatDuration(ms) : 'off'
 }
 
 /** "1 partition", "4 partitions". */
@@ -283,7 +283,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
     ['max deliveries', c?.maxDeliveries ?? '-'],
     ['max length', c?.queueLengthMax ?? '-'],
     ['max message bytes', c?.messageBytesMax ?? '-'],
-    ['dedup window', dedupText(c?.dedupWindowMs)],
+    ['dedup window', c ? dedupText(c.dedupWindowMs) : '-'],
     ['message TTL', c ? (c.messageTtlMs ? formatDuration(c.messageTtlMs) : 'none (until consumed)') : '-'],
     ['strict priority', c?.strictPriority ?? '-'],
     ['dead-letter queue', c?.deadLetterQueue || '(its own dead-letter list)'],
@@ -301,7 +301,7 @@ const queueColumns = [
   },
   { header: 'MAX-DELIVERIES', value: (q: QueueRoute) => q.config?.maxDeliveries ?? '-' },
   { header: 'MAX-LENGTH', value: (q: QueueRoute) => q.config?.queueLengthMax ?? '-' },
-  { header: 'DEDUP', value: (q: QueueRoute) => dedupText(q.config?.dedupWindowMs) },
+  { header: 'DEDUP', value: (q: QueueRoute) => (q.config ? dedupText(q.config.dedupWindowMs) : '-') },
   { header: 'STRICT', value: (q: QueueRoute) => (q.config?.strictPriority ? 'yes' : 'no') },
   { header: 'ENGINE', value: (q: QueueRoute) => q.config?.engine || '-' },
 ]

@@ -207,10 +207,15 @@ export class Controller {
             `node ${nodeId} still holds a meta group vote: drain it first (mq node drain ${nodeId}) and wait until it holds nothing`,
           )
         }
-        // Only a node this leader has not heard from for as long as it takes to count as dead
-        // (and not just since it took over, when it cannot tell).
+        // Only a node this leader has not heard from for as long as it takes to count as dead,
+        // having led that long itself: a silence recorded before it took over says nothing of
+        // a node that came back since and has not reached this leader yet (as round()'s heardAll).
         const now = Date.now()
-        if (this.#leaderSinceMs === 0 || now - this.#silentSinceMs(state, nodeId) < NODE_DEAD_MS) {
+        if (
+          this.#leaderSinceMs === 0 ||
+          now - this.#leaderSinceMs < NODE_DEAD_MS ||
+          now - this.#silentSinceMs(state, nodeId) < NODE_DEAD_MS
+        ) {
           const heardMs = this.#lastSeenMs.get(nodeId)
           const why =
             heardMs !== undefined && now - heardMs < NODE_DEAD_MS
