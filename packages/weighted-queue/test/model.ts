@@ -410,16 +410,7 @@ export class ModelQueue {
   listDead(max: number): DeadMessage[] {
     return this.deadList()
       .slice(0, Math.min(max, this.config.leaseBatchMax))
-      .map((m) => ({
-        messageId: m.id,
-        weight: m.weight,
-        body: m.body,
-        headers: m.headers,
-        key: m.key,
-        deliveryCount: m.deliveries,
-        enqueuedAtMs: m.enqueuedAtMs,
-        cursor: m.deadOrder,
-      }))
+      .map((m) => ({ ...storedOf(m), cursor: m.deadOrder }))
   }
 
   /** The ready messages, heaviest weight first, each weight's returned band ahead of its fresh one, FIFO. */
@@ -428,15 +419,7 @@ export class ModelQueue {
       .filter((m) => m.state === 'ready')
       .sort((a, b) => b.weight - a.weight || a.band - b.band || a.order - b.order)
       .slice(0, Math.min(max, this.config.leaseBatchMax))
-      .map((m) => ({
-        messageId: m.id,
-        weight: m.weight,
-        body: m.body,
-        headers: m.headers,
-        key: m.key,
-        deliveryCount: m.deliveries,
-        enqueuedAtMs: m.enqueuedAtMs,
-      }))
+      .map(storedOf)
   }
 
   stats(nowMs: number): QueueStats {
@@ -475,4 +458,17 @@ function int(v: unknown, min: number, max: number): void {
 
 function name(v: unknown): void {
   if (typeof v !== 'string' || v.length === 0 || utf8Len(v) > 256) throw new InvalidArgumentError('name')
+}
+
+/** A message as a listing shows it. */
+function storedOf(m: ModelMessage): StoredMessage {
+  return {
+    messageId: m.id,
+    weight: m.weight,
+    body: m.body,
+    headers: m.headers,
+    key: m.key,
+    deliveryCount: m.deliveries,
+    enqueuedAtMs: m.enqueuedAtMs,
+  }
 }
