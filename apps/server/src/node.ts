@@ -21,7 +21,9 @@ import {
   type MetaGroupPort,
   type MetaResult,
   metaHandlers,
+  removedNodeMessage,
   routeOf,
+  saysNodeRemoved,
 } from '@mq/meta-service'
 import {
   formatLevelOf,
@@ -95,6 +97,11 @@ export interface NodeOptions {
    * then exits 1.
    */
   readonly onDamagedData?: (error: Error) => void
+  /**
+   * Called once when the meta leader refuses this node's heartbeat because the node was removed
+   * from the cluster (RemoveNode): it has stopped serving; mq-server then exits 1.
+   */
+  readonly onRemoved?: (error: Error) => void
 }
 
 interface LocalDataGroup {
@@ -158,6 +165,7 @@ export class MqNode {
   #heartbeatSeed = 0
   #fatal: unknown
   readonly #onDamagedData: ((error: Error) => void) | undefined
+  readonly #onRemoved: ((error: Error) => void) | undefined
   #port = 0
   #serving = false
 
@@ -165,6 +173,7 @@ export class MqNode {
     this.config = config
     this.log = options.log ?? silentLogger()
     this.#onDamagedData = options.onDamagedData
+    this.#onRemoved = options.onRemoved
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
     this.access = new AccessControl({
@@ -742,8 +751,17 @@ export class MqNode {
         if (this.#dataGroups.has(t.groupId)) transferWhenCaughtUp(raft, t.groupId, t.toNodeId)
       }
     } catch (error) {
-      this.#notePossibleLeader(error)
+      if (error instanceof Error && saysNodeRemoved(error.message)) this.#removed(error)
+      else this.#notePossibleLeader(error)
     }
+  }
+
+  /** The cluster forgot this node (RemoveNode) and refuses it: it stops, as with damaged data. */
+  #removed(error: Error): void {
+    if (this.#fatal !== undefined) return
+    this.log.fatal({ err: error }, `mq-server: ${removedNodeMessage(this.config.nodeId)}; it stops`)
+    this.#die(error)
+    this.#onRemoved?.(error)
   }
 
   /** One call to the meta leader (or a seed), with a deadline and the peer token. */

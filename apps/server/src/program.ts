@@ -71,11 +71,17 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       let http: HttpServer | undefined
       let webConsole: ConsoleRoutes | undefined
       // A read that finds damaged data once the node serves stops it with exit 1 (the database
-      // is quarantined by then); during start, start() itself fails.
+      // is quarantined by then); during start, start() itself fails. So does a refusal of this
+      // node by the cluster, which removed it.
       let serving = false
       let damaged = false
       const stopDamaged = () => {
         void Promise.all([node.stop(0, 0), http?.close(), webConsole?.close()]).then(() => io.exit(1))
+      }
+      const failStop = () => {
+        if (damaged) return
+        damaged = true
+        if (serving) stopDamaged()
       }
       try {
         // Commander sets `console: true` unless --no-console is given: only `false` is a choice
@@ -87,11 +93,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         node = new MqNode(config, {
           log,
           ...(tokens ? { tokens } : {}),
-          onDamagedData: () => {
-            if (damaged) return
-            damaged = true
-            if (serving) stopDamaged()
-          },
+          onDamagedData: failStop,
+          onRemoved: failStop,
         })
         // HTTP first: a taken HTTP port fails the start before the node binds or opens anything
         // (until the node serves, /readyz answers 503 and /healthz 200).

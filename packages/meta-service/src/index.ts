@@ -15,7 +15,15 @@ export type {
   ReplicaChangeRecord,
   ScaleRecord,
 } from './meta-state'
-export { META_LIMITS, META_VOTER_COUNTS, MetaState, MovePhase, ReplicaChangeReason } from './meta-state'
+export {
+  META_LIMITS,
+  META_VOTER_COUNTS,
+  MetaState,
+  MovePhase,
+  ReplicaChangeReason,
+  removedNodeMessage,
+  saysNodeRemoved,
+} from './meta-state'
 export { chooseReplicaNodes } from './placement'
 export type { QueueSettings, StorageEngine } from './queue-config'
 export {

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
-import { MetaState } from './meta-state'
+import { META_LIMITS, MetaState, removedNodeMessage, saysNodeRemoved } from './meta-state'
 import { chooseReplicaNodes } from './placement'
 
 function cluster(nodes = 3, groups = 2): MetaState {
@@ -584,10 +584,36 @@ describe('MetaState', () => {
     expect(s.apply({ type: 'removeNode', nodeId: 'n3' }, 6)).toMatchObject({ ok: true })
     expect(s.node('n3')).toBeUndefined()
     expect(s.nodes().map((n) => n.nodeId)).toEqual(['n1', 'n2', 'n4', 'n5'])
-    // It may come back: a new registration, not draining.
-    s.apply({ type: 'registerNode', nodeId: 'n3', address: '127.0.0.1:7003' }, 7)
+    // It may not come back under its id (a decommissioned node started again by mistake), also
+    // after a snapshot; another id may take its address.
+    const again = s.apply({ type: 'registerNode', nodeId: 'n3', address: '127.0.0.1:7003' }, 7)
+    expect(again).toEqual({ ok: false, code: 'INVALID_ARGUMENT', message: removedNodeMessage('n3') })
+    expect(saysNodeRemoved(`cannot register node n3: ${removedNodeMessage('n3')}`)).toBe(true)
+    const restored = new MetaState()
+    restored.restore(s.snapshot())
+    expect(restored.wasRemovedNode('n3')).toBe(true)
+    expect(restored.apply({ type: 'registerNode', nodeId: 'n3', address: 'x:1' }, 8)).toMatchObject({
+      ok: false,
+    })
+    expect(
+      restored.apply({ type: 'registerNode', nodeId: 'n9', address: '127.0.0.1:7003' }, 8),
+    ).toMatchObject({
+      ok: true,
+    })
     expect(s.draining('n3')).toBe(false)
-    expect(s.node('n3')?.registeredAtMs).toBe(7)
+  })
+
+  it('remembers the last removedNodesKept removed ids', () => {
+    const s = cluster(3, 1)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 2)
+    const n = META_LIMITS.removedNodesKept + 1
+    for (let i = 0; i < n; i++) {
+      s.apply({ type: 'registerNode', nodeId: `x${i}`, address: `10.0.0.1:${i + 1}` }, 3)
+      expect(s.apply({ type: 'removeNode', nodeId: `x${i}` }, 3)).toMatchObject({ ok: true })
+    }
+    expect(s.wasRemovedNode('x0')).toBe(false) // the oldest, forgotten
+    expect(s.wasRemovedNode('x1')).toBe(true)
+    expect(s.wasRemovedNode(`x${n - 1}`)).toBe(true)
   })
 
   it('decodes only known commands', () => {

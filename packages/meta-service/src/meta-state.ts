@@ -135,6 +135,8 @@ export type MetaResult<T = unknown> =
 /** Bounds on the metadata, so that the meta state (kept in memory) stays small. */
 export const META_LIMITS = {
   nodesMax: 1_000,
+  /** Removed node ids remembered (oldest forgotten first): they cannot register again. */
+  removedNodesKept: 1_000,
   groupsMax: 10_000,
   queuesMax: 100_000,
   replicasPerGroupMax: 7,
@@ -157,6 +159,8 @@ interface MetaImage {
   readonly metaChange?: ReplicaChangeRecord
   /** Absent until an operator set the meta group's size. */
   readonly metaVotersWanted?: number
+  /** Node ids removed (RemoveNode), oldest first; absent in older images. */
+  readonly removedNodes?: readonly string[]
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -182,6 +186,8 @@ export class MetaState {
   #scale: ScaleRecord | undefined
   readonly #moves = new Map<number, MoveRecord>()
   readonly #draining = new Set<string>()
+  /** Removed node ids, oldest first (at most META_LIMITS.removedNodesKept): they may not register again. */
+  #removedNodes: string[] = []
   readonly #replicaChanges = new Map<number, ReplicaChangeRecord>()
   #metaMembers: readonly string[] | undefined
   #metaChange: ReplicaChangeRecord | undefined
@@ -269,6 +275,11 @@ export class MetaState {
 
   move(moveId: number): MoveRecord | undefined {
     return this.#moves.get(moveId)
+  }
+
+  /** Whether node `nodeId` was removed (RemoveNode): it may not register again under that id. */
+  wasRemovedNode(nodeId: string): boolean {
+    return this.#removedNodes.includes(nodeId)
   }
 
   /** Whether node `nodeId` is being drained (its replicas move elsewhere). */
@@ -436,6 +447,8 @@ export class MetaState {
     if (!Number.isInteger(formatLevel) || (formatLevel as number) < 1) {
       return fail(ErrorCode.InvalidArgument, `format level ${String(formatLevel)} is not a positive integer`)
     }
+    if (this.#removedNodes.includes(nodeId))
+      return fail(ErrorCode.InvalidArgument, removedNodeMessage(nodeId))
     const existing = this.#nodes.get(nodeId)
     if (!existing && this.#nodes.size >= META_LIMITS.nodesMax) {
       return fail(ErrorCode.LimitExceeded, `the cluster already has ${META_LIMITS.nodesMax} nodes`)
@@ -785,6 +798,7 @@ export class MetaState {
     }
     this.#nodes.delete(node.nodeId)
     this.#draining.delete(node.nodeId)
+    this.#removedNodes = [...this.#removedNodes, node.nodeId].slice(-META_LIMITS.removedNodesKept)
     return ok(node)
   }
 
@@ -992,6 +1006,7 @@ export class MetaState {
       ...(this.#metaMembers ? { metaMembers: this.#metaMembers } : {}),
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
+      ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -1019,6 +1034,7 @@ export class MetaState {
     this.#metaMembers = image.metaMembers
     this.#metaChange = image.metaChange
     this.#metaVotersWanted = image.metaVotersWanted
+    this.#removedNodes = [...(image.removedNodes ?? [])]
     this.#nodes.clear()
     this.#groups.clear()
     this.#queues.clear()
@@ -1055,4 +1071,16 @@ function firstAtLeast(sorted: readonly string[], name: string): number {
     else hi = mid
   }
   return lo
+}
+
+const REMOVED_NODE_PHRASE = 'was removed from the cluster (mq node remove)'
+
+/** Why a removed node may not register again; the node stops when its heartbeat is told this. */
+export function removedNodeMessage(nodeId: string): string {
+  return `node ${nodeId} ${REMOVED_NODE_PHRASE} and cannot come back under that id: start it with a new --node-id and an empty --data-dir`
+}
+
+/** Whether an error's message is removedNodeMessage's (as a heartbeat's refusal carries it). */
+export function saysNodeRemoved(message: string): boolean {
+  return message.includes(REMOVED_NODE_PHRASE)
 }

@@ -261,7 +261,9 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     const faultStart = Date.now()
     const faultUntil = faultStart + options.faultSeconds * 1000
     const scaler = options.scale
-      ? runScaler(client, queue, prng.fork(), options.nodes + 3, history, faultUntil, log)
+      ? runScaler(client, queue, prng.fork(), options.nodes + 3, history, faultUntil, log, (id) =>
+          cluster.isRetired(id),
+        )
       : Promise.resolve({ calls: 0, refused: 0 })
     const shared = new NemesisShared()
     const loops = await Promise.all(

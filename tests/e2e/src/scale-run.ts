@@ -59,6 +59,9 @@ export interface ScaleRunResult {
     readonly refusedWhileAlive: string
     readonly removedAfterStopMs: number | undefined
     readonly nodesAfter: readonly string[]
+    /** n3 started again after its removal: its exit code (it must refuse, exit 1) and why. */
+    readonly restartExit: number | string | undefined
+    readonly restartSaid: string
   }
   readonly metaLeaderKilled: string
   /** Whether a move was seen in its copy phase when the meta leader was killed. */
@@ -380,9 +383,15 @@ async function joinThenDrain(
   log(
     `removal of n3: refused while alive (${refusedWhileAlive}); removed ${removedAfterStopMs} ms after it stopped`,
   )
+  // Started again by mistake (its old data dir), it is refused at its first heartbeat and exits.
+  const restartExit =
+    removedAfterStopMs === undefined ? undefined : await cluster.startExpectingExit('n3', 30_000)
+  const restartSaid =
+    cluster.node('n3').output.match(/node n3 was removed from the cluster[^\n"]*/)?.[0] ?? ''
+  log(`n3 started after its removal: exit ${restartExit}: ${restartSaid}`)
   return {
     ...(afterJoin ? { afterJoin } : {}),
     afterDrain,
-    removal: { refusedWhileAlive, removedAfterStopMs, nodesAfter },
+    removal: { refusedWhileAlive, removedAfterStopMs, nodesAfter, restartExit, restartSaid },
   }
 }

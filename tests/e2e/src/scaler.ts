@@ -18,8 +18,8 @@ export interface ScalerResult {
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
  * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
  * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX), which the workloads' producers
- * and consumers must find and use; and one in four removes a node that is down and holds
- * nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
+ * and consumers must find and use; and one in four removes a `removable` (retired) node that
+ * is down and holds nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
  * Partitions then move between groups, and meta voters come and go, while nodes die, pause and
  * are cut off. Ends at `untilMs` (wall clock).
  */
@@ -31,6 +31,7 @@ export async function runScaler(
   history: History,
   untilMs: number,
   log: (line: string) => void,
+  removable: (nodeId: string) => boolean = () => false,
 ): Promise<ScalerResult> {
   const sleep = (ms: number) =>
     new Promise((r) => setTimeout(r, Math.max(0, Math.min(ms, untilMs - Date.now()))))
@@ -57,12 +58,13 @@ export async function runScaler(
         }
       }
       if (prng.int(0, 3) === 0) {
-        // A node that is down and holds nothing (a retired one once replaced, or one killed
-        // for a while after its replicas moved away): removed; if it starts again, it
-        // registers as a new node.
+        // A retired node (`removable`: never started again, which a removed node may not be)
+        // that is down and holds nothing once its replicas were replaced: removed.
         const s = await client.admin.clusterStatus()
         const meta = new Set([...s.metaVoters, ...s.metaLearners, s.metaChange?.add ?? ''])
-        const idle = s.nodes.find((n) => !n.alive && n.groupIds.length === 0 && !meta.has(n.nodeId))
+        const idle = s.nodes.find(
+          (n) => removable(n.nodeId) && !n.alive && n.groupIds.length === 0 && !meta.has(n.nodeId),
+        )
         if (idle) {
           what = `remove-node ${idle.nodeId}`
           await client.admin.removeNode(idle.nodeId)

@@ -26,6 +26,9 @@ describe('scaling the data groups under load', () => {
     expect(r.removal?.refusedWhileAlive).toMatch(/node n3 is alive \(heard from .* s ago\): stop its process/)
     expect(r.removal?.removedAfterStopMs).toBeDefined()
     expect([...(r.removal?.nodesAfter ?? [])].sort()).toEqual(['n1', 'n2', 'n4'])
+    // Started again under its id, it is refused and exits 1.
+    expect(r.removal?.restartExit).toBe(1)
+    expect(r.removal?.restartSaid).toMatch(/cannot come back under that id/)
     expect(r.metaLeaderKilled).not.toBe('')
     expect(r.notDeleted).toEqual([])
     // Growing to 6 moves at least 3 of 6 partitions; shrinking to 2 empties 4 groups.

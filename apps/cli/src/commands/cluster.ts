@@ -94,7 +94,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .command('remove')
     .argument('<id>', 'the node id, as `mq node list` shows it')
     .description(
-      'forget a node that holds nothing and has stopped (drained, or its replicas replaced): it leaves the node list; refused while it is alive or holds a replica',
+      'forget a node that holds nothing and has stopped (drained, or its replicas replaced): it leaves the node list and cannot come back under its id; refused while it is alive or holds a replica',
     )
     .action((id: string, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {

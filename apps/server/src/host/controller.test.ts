@@ -479,6 +479,10 @@ describe('Controller node removal', () => {
     await remove('n4')
     expect(c.state.node('n4')).toBeUndefined()
     expect(c.controller.liveness().alive('n4')).toBe(false)
+    // Started again, its heartbeat is refused, changing nothing: it stops on that answer.
+    const before = c.state.snapshot()
+    await expect(c.answer('n4')).rejects.toThrow(/node n4 was removed from the cluster/)
+    expect(c.state.snapshot()).toEqual(before)
     // While a node holding a replica (n2) runs a version of level 10, no node can be removed.
     c.apply({ type: 'registerNode', nodeId: 'n5', address: 'n5:1', formatLevel: FORMAT_LEVEL })
     await c.answer('n2', true, 10)

@@ -11,6 +11,7 @@ import {
   preferredLeaders,
   ReplicaChangeReason,
   type ReplicaChangeRecord,
+  removedNodeMessage,
   replicaActions,
   scaleProgress,
   transfersFor,
@@ -264,6 +265,8 @@ export class Controller {
       this.#stableSinceMs.set(req.nodeId, seenMs)
     this.#lastSeenMs.set(req.nodeId, seenMs)
     this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
+    // A removed node may not register again: refused here, without an entry per heartbeat.
+    if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
     const known = state.node(req.nodeId)
     const formatLevel = formatLevelOf(req.formatLevel)
     if (known?.address !== req.address || (known.formatLevel ?? 1) !== formatLevel) {

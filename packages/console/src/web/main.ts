@@ -76,8 +76,9 @@ const actions: AdminActions = {
       api(`/api/nodes/${q(nodeId)}/drain`, {}),
     ),
   removeNode: (nodeId) =>
-    confirmThen(`Remove node ${nodeId} from the cluster? It is down and holds nothing.`, () =>
-      api(`/api/nodes/${q(nodeId)}/remove`, {}),
+    confirmThen(
+      `Remove node ${nodeId} from the cluster? It is down and holds nothing; it cannot come back under this id.`,
+      () => api(`/api/nodes/${q(nodeId)}/remove`, {}),
     ),
   setMetaVoters: (voters) =>
     confirmThen(`Make the meta group keep ${voters} voters? Voters are added or removed one at a time.`, () =>

@@ -4145,7 +4145,8 @@ export const MetaService = {
    * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
    * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
    * replica or a meta vote, or is part of a membership change. Needs format level 11
-   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node may not come back under its id: its heartbeat
+   * is refused and it stops; start it with a new id and an empty data dir.
    */
   removeNode: {
     path: "/mq.v1.Meta/RemoveNode" as const,
@@ -4191,7 +4192,8 @@ export interface MetaServer extends UntypedServiceImplementation {
    * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
    * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
    * replica or a meta vote, or is part of a membership change. Needs format level 11
-   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node may not come back under its id: its heartbeat
+   * is refused and it stops; start it with a new id and an empty data dir.
    */
   removeNode: handleUnaryCall<RemoveNodeRequest, RemoveNodeResponse>;
 }
@@ -4425,7 +4427,8 @@ export interface MetaClient extends Client {
    * Forgets a node that holds nothing any more (drained, or its replicas replaced) and has
    * stopped: it leaves the node list and the counts. Refused while it is alive, holds a
    * replica or a meta vote, or is part of a membership change. Needs format level 11
-   * (FORMAT_LEVEL_REMOVE_NODE). A removed node that starts again registers as a new one.
+   * (FORMAT_LEVEL_REMOVE_NODE). A removed node may not come back under its id: its heartbeat
+   * is refused and it stops; start it with a new id and an empty data dir.
    */
   removeNode(
     request: RemoveNodeRequest,
