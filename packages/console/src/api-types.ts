@@ -142,6 +142,23 @@ export interface PartitionInfo {
   readonly windowLeases: number
 }
 
+/** Ready messages `GET /api/queues/NAME/peek` lists per partition, at most (without delivering them). */
+export const PEEK_PER_PARTITION = 10
+/** Characters of a peeked body shown, at most. */
+export const PEEK_BODY_CHARS = 200
+
+/** One ready message of `GET /api/queues/NAME/peek` (Queue.ListReady: not delivered, not leased). */
+export interface PeekedMessage {
+  readonly partition: number
+  readonly id: number
+  readonly weight: number
+  readonly deliveryCount: number
+  readonly key: string
+  /** The body as UTF-8 text, or `base64:…` when it is not UTF-8; cut at PEEK_BODY_CHARS (…). */
+  readonly body: string
+  readonly enqueuedAtMs: number
+}
+
 /** One row of `GET /api/queues`. */
 export interface QueueSummary {
   readonly name: string

@@ -10,6 +10,7 @@ export type {
   MoveInfo,
   NodeInfo,
   PartitionInfo,
+  PeekedMessage,
   QueueConfigInfo,
   QueueDetail,
   QueueSample,
@@ -22,5 +23,5 @@ export type {
   UpdateQueueBody,
   WeightInfo,
 } from './api-types'
-export { NAMED_PARTITIONS_MAX } from './api-types'
+export { NAMED_PARTITIONS_MAX, PEEK_BODY_CHARS, PEEK_PER_PARTITION } from './api-types'
 export { consoleAssetsBuilt, consoleAssetsDir } from './assets'

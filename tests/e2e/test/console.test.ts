@@ -244,6 +244,15 @@ describe('the web console in a browser', () => {
       })
       .toBeGreaterThan(0)
     expect(reloads).toEqual([])
+    // A peek at the next ready messages lists what the API lists and delivers none of them.
+    await page.getByTestId('peek').click()
+    const peeked = await api<{ partition: number; id: number; deliveryCount: number }[]>(
+      `/api/queues/${QUEUE}/peek`,
+    )
+    expect(peeked.length).toBeGreaterThan(0)
+    await expect.poll(() => page.locator('tr[data-testid^="peeked-"]').count()).toBe(peeked.length)
+    expect(await page.getByTestId(`peeked-${peeked[0]?.partition}-${peeked[0]?.id}`).count()).toBe(1)
+    expect(await rowFigures('queue-depth')).toMatchObject({ ready: ready + 10, leased: held })
     await page.screenshot({ path: join(SCREENSHOTS, 'queue.png'), fullPage: true })
   })
 

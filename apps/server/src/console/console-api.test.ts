@@ -2,7 +2,15 @@ import { mkdtempSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type ClusterInfo, NAMED_PARTITIONS_MAX, type QueueDetail, type SessionInfo } from '@mq/console'
+import {
+  type ClusterInfo,
+  NAMED_PARTITIONS_MAX,
+  PEEK_BODY_CHARS,
+  PEEK_PER_PARTITION,
+  type PeekedMessage,
+  type QueueDetail,
+  type SessionInfo,
+} from '@mq/console'
 import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
 import type { MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -122,6 +130,15 @@ function fakeClient(calls: string[], groupPartitions = 1): MqClient {
     transferLeader: async (groupId: number, to: string) => {
       calls.push(`transfer ${groupId} ${to}`)
     },
+    peek: async (name: string, limit: number) => {
+      calls.push(`peek ${name} ${limit}`)
+      const m = { leaseId: '', headers: {}, deadlineMs: 0, enqueuedAtMs: 5, deliveryCount: 0 }
+      return [
+        { ...m, partition: 0, id: 1, weight: 3, key: 'k', body: new TextEncoder().encode('hello') },
+        { ...m, partition: 0, id: 2, weight: 1, key: '', body: Uint8Array.of(0xff, 0xfe), deliveryCount: 2 },
+        { ...m, partition: 1, id: 1, weight: 1, key: '', body: new TextEncoder().encode('x'.repeat(300)) },
+      ]
+    },
     drainNode: async (nodeId: string) => {
       calls.push(`drain ${nodeId}`)
       return nodeId === 'n3' ? 2 : 0
@@ -198,6 +215,18 @@ describe('the console API', () => {
       { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
       { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },
     ])
+    // A peek: ready messages, not delivered; bodies as text, base64 when not UTF-8, cut.
+    const peeked = (await (await fetch(`${base}/api/queues/jobs/peek`)).json()) as PeekedMessage[]
+    expect(calls).toContain(`peek jobs ${PEEK_PER_PARTITION}`)
+    expect(
+      peeked.map((m) => [m.partition, m.id, m.weight, m.deliveryCount, m.key, m.body.slice(0, 12)]),
+    ).toEqual([
+      [0, 1, 3, 0, 'k', 'hello'],
+      [0, 2, 1, 2, '', 'base64://4='],
+      [1, 1, 1, 0, '', 'xxxxxxxxxxxx'],
+    ])
+    expect(peeked[2]?.body).toHaveLength(PEEK_BODY_CHARS)
+    expect(peeked[2]?.body.endsWith('…')).toBe(true)
     const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
     expect(refused.status).toBe(403)
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')

@@ -4,6 +4,9 @@ import {
   type ActionResult,
   type ClusterInfo,
   NAMED_PARTITIONS_MAX,
+  PEEK_BODY_CHARS,
+  PEEK_PER_PARTITION,
+  type PeekedMessage,
   type QueueConfigInfo,
   type QueueDetail,
   type QueueSummary,
@@ -102,6 +105,8 @@ export class ConsoleApi {
       if (parts.length === 1 && first === 'queues') return this.#queues(await this.#client(caller))
       if (parts.length === 2 && first === 'queues')
         return this.#queue(await this.#client(caller), name(second))
+      if (parts.length === 3 && first === 'queues' && third === 'peek')
+        return this.#peek(await this.#client(caller), name(second))
       throw notFound(path)
     }
     if (req.method !== 'POST')
@@ -299,6 +304,19 @@ export class ConsoleApi {
     }
   }
 
+  /** Ready messages of each partition, not delivered (the caller's token needs the consume role). */
+  async #peek(client: MqClient, queue: string): Promise<PeekedMessage[]> {
+    return (await client.admin.peek(queue, PEEK_PER_PARTITION)).map((m) => ({
+      partition: m.partition,
+      id: m.id,
+      weight: m.weight,
+      deliveryCount: m.deliveryCount,
+      key: m.key,
+      body: bodyText(m.body),
+      enqueuedAtMs: m.enqueuedAtMs,
+    }))
+  }
+
   async #create(client: MqClient, body: unknown): Promise<ActionResult> {
     const b = object(body, 'the body')
     const queue = name(b.name)
@@ -481,4 +499,17 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
     'x-content-type-options': 'nosniff',
   })
   res.end(text)
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A body as the console shows it: UTF-8 text, else `base64:…`; cut at PEEK_BODY_CHARS. */
+export function bodyText(body: Uint8Array): string {
+  let text: string
+  try {
+    text = utf8.decode(body)
+  } catch {
+    text = `base64:${Buffer.from(body).toString('base64')}`
+  }
+  return text.length > PEEK_BODY_CHARS ? `${text.slice(0, PEEK_BODY_CHARS - 1)}…` : text
 }

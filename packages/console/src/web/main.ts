@@ -1,4 +1,11 @@
-import type { ActionResult, ClusterInfo, QueueDetail, QueueSummary, SessionInfo } from '../api-types'
+import type {
+  ActionResult,
+  ClusterInfo,
+  PeekedMessage,
+  QueueDetail,
+  QueueSummary,
+  SessionInfo,
+} from '../api-types'
 import { ApiCallError, api, savedToken, saveToken } from './api'
 import { h } from './dom'
 import {
@@ -7,6 +14,7 @@ import {
   createQueueForm,
   groupsView,
   metaVotersForm,
+  peekPanel,
   queuesView,
   queueView,
   scaleForm,
@@ -137,7 +145,8 @@ async function render(route: Route, forms: boolean): Promise<void> {
     case 'queue': {
       const detail = await api<QueueDetail>(`/api/queues/${q(route.name)}`)
       view = queueView(detail, session, actions)
-      if (session.admin) form = updateQueueForm(detail.name, detail.config, actions)
+      const peek = peekPanel(() => api<PeekedMessage[]>(`/api/queues/${q(detail.name)}/peek`))
+      form = session.admin ? h('div', {}, peek, updateQueueForm(detail.name, detail.config, actions)) : peek
       break
     }
   }

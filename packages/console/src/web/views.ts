@@ -2,6 +2,7 @@ import type {
   ClusterInfo,
   Depth,
   GroupInfo,
+  PeekedMessage,
   QueueConfigInfo,
   QueueDetail,
   QueueSummary,
@@ -500,6 +501,61 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
     shareChart(q),
     h('h3', {}, 'Partitions'),
     table(['partition', 'group', 'leader', 'messages', 'lease window'], partitions, 'partitions'),
+  )
+}
+
+/**
+ * A look at a queue's next ready messages without delivering them (rendered once per visit,
+ * filled on demand: `peek` is the API call). Needs a token that may consume the queue.
+ */
+export function peekPanel(peek: () => Promise<readonly PeekedMessage[]>): HTMLElement {
+  const out = h('div', { 'data-testid': 'peeked' })
+  const button = h(
+    'button',
+    {
+      'data-testid': 'peek',
+      onclick: () => {
+        out.replaceChildren(h('p', { class: 'hint' }, 'reading…'))
+        peek().then(
+          (messages) =>
+            out.replaceChildren(
+              messages.length === 0
+                ? h('p', { class: 'hint' }, 'No ready message.')
+                : table(
+                    ['partition', 'id', 'weight', 'deliveries', 'key', 'body'],
+                    messages.map((m) =>
+                      h(
+                        'tr',
+                        { 'data-testid': `peeked-${m.partition}-${m.id}` },
+                        cell('partition', String(m.partition)),
+                        cell('id', String(m.id)),
+                        cell('weight', String(m.weight)),
+                        cell('deliveries', String(m.deliveryCount)),
+                        cell('key', m.key || '–'),
+                        cell('body', m.body),
+                      ),
+                    ),
+                    'peeked-messages',
+                  ),
+            ),
+          (error: unknown) => out.replaceChildren(h('p', { class: 'notice bad' }, (error as Error).message)),
+        )
+      },
+    },
+    'peek at ready messages',
+  )
+  return h(
+    'div',
+    { class: 'peek', 'data-testid': 'peek-panel' },
+    h('b', {}, 'Next ready messages'),
+    ' ',
+    button,
+    h(
+      'p',
+      { class: 'hint' },
+      'Per partition the heaviest weight first, each weight in delivery order; nothing is delivered or leased.',
+    ),
+    out,
   )
 }
 
