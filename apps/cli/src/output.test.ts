@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { encodeBody, escapeControl, messageLine, messageRecord, Output } from './output'
+import { escapeControl, messageLine, messageRecord, Output } from './output'
 
 const message = (body: Uint8Array, extra: Partial<Parameters<typeof messageLine>[0]> = {}) => ({
   id: 17,
@@ -13,11 +13,6 @@ const message = (body: Uint8Array, extra: Partial<Parameters<typeof messageLine>
 })
 
 describe('message output', () => {
-  it('keeps valid UTF-8 as text and turns anything else into base64', () => {
-    expect(encodeBody(new TextEncoder().encode('héllo €'))).toEqual({ body: 'héllo €', encoding: 'utf8' })
-    expect(encodeBody(new Uint8Array([0xc3]))).toEqual({ body: 'ww==', encoding: 'base64' })
-  })
-
   it('marks base64 bodies in the JSON record and only those', () => {
     expect(messageRecord(message(new TextEncoder().encode('x')))).not.toHaveProperty('encoding')
     expect(messageRecord(message(new Uint8Array([0xff])))).toMatchObject({ body: '/w==', encoding: 'base64' })

@@ -1,11 +1,11 @@
-import type { QueueOptions } from '@mq/router-client'
+import { encodeBody, type QueueOptions } from '@mq/router-client'
 import { type Command, Option } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
 import { UsageError } from '../errors'
 import type { CliAdmin } from '../io'
 import { durationArg, integerArg } from '../options'
-import { encodeBody, messageRecord } from '../output'
+import { messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
 

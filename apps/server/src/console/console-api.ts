@@ -15,7 +15,7 @@ import {
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
-import { drainResult, type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
+import { drainResult, encodeBody, type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
 import { NODE_ID_PATTERN } from '../config'
 import { ApiRequestError, httpError } from './api-errors'
@@ -501,15 +501,9 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true })
-
 /** A body as the console shows it: UTF-8 text, else `base64:…`; cut at PEEK_BODY_CHARS. */
-export function bodyText(body: Uint8Array): string {
-  let text: string
-  try {
-    text = utf8.decode(body)
-  } catch {
-    text = `base64:${Buffer.from(body).toString('base64')}`
-  }
-  return text.length > PEEK_BODY_CHARS ? `${text.slice(0, PEEK_BODY_CHARS - 1)}…` : text
+function bodyText(body: Uint8Array): string {
+  const { body: text, encoding } = encodeBody(body)
+  const shown = encoding === 'base64' ? `base64:${text}` : text
+  return shown.length > PEEK_BODY_CHARS ? `${shown.slice(0, PEEK_BODY_CHARS - 1)}…` : shown
 }
