@@ -92,16 +92,11 @@ export interface NodeOptions {
   /** The client tokens (from `--auth-file`); undefined = clients are not authenticated. */
   readonly tokens?: readonly TokenEntry[]
   /**
-   * Called once when a read finds damaged data (a value failing its checksum, a corrupt
-   * LevelDB block): the database is quarantined and the node has stopped serving; mq-server
-   * then exits 1.
+   * Called once when the node stops serving for good: a read found damaged data (the database
+   * is quarantined), or the meta leader refused its heartbeat because the cluster removed it
+   * (RemoveNode). mq-server then exits 1.
    */
-  readonly onDamagedData?: (error: Error) => void
-  /**
-   * Called once when the meta leader refuses this node's heartbeat because the node was removed
-   * from the cluster (RemoveNode): it has stopped serving; mq-server then exits 1.
-   */
-  readonly onRemoved?: (error: Error) => void
+  readonly onFailStop?: (error: Error) => void
 }
 
 interface LocalDataGroup {
@@ -164,16 +159,14 @@ export class MqNode {
   #formatLevel = 1
   #heartbeatSeed = 0
   #fatal: unknown
-  readonly #onDamagedData: ((error: Error) => void) | undefined
-  readonly #onRemoved: ((error: Error) => void) | undefined
+  readonly #onFailStop: ((error: Error) => void) | undefined
   #port = 0
   #serving = false
 
   constructor(config: ServerConfig, options: NodeOptions = {}) {
     this.config = config
     this.log = options.log ?? silentLogger()
-    this.#onDamagedData = options.onDamagedData
-    this.#onRemoved = options.onRemoved
+    this.#onFailStop = options.onFailStop
     this.metrics = new NodeMetrics(config.nodeId)
     this.#credentials = new NodeCredentials(config)
     this.access = new AccessControl({
@@ -542,7 +535,7 @@ export class MqNode {
       `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); its database is quarantined and the node stops: replace it under a new node id (README, "Damaged data files")`,
     )
     this.#die(error)
-    this.#onDamagedData?.(error)
+    this.#onFailStop?.(error)
   }
 
   #die(error: unknown): void {
@@ -612,15 +605,15 @@ export class MqNode {
     return this.#leavingMeta
   }
 
-  /**
-   * This node's meta replica once it is a voter: what the node may answer from (tokens,
-   * routes). A replica being added is a learner until it caught up, and empty before that.
-   */
   /** The ports of the data groups hosted here (leaders' background work looks at the led ones). */
   #dataGroupPorts(): DataGroupPort[] {
     return [...this.#dataGroups.values()].map((g) => g.port)
   }
 
+  /**
+   * This node's meta replica once it is a voter: what the node may answer from (tokens,
+   * routes). A replica being added is a learner until it caught up, and empty before that.
+   */
   #metaVoter(): MetaMachine | undefined {
     const meta = this.#meta
     return meta && this.#raft?.status(META_GROUP).conf.voters.includes(this.config.nodeId) ? meta : undefined
@@ -761,7 +754,7 @@ export class MqNode {
     if (this.#fatal !== undefined) return
     this.log.fatal({ err: error }, `mq-server: ${removedNodeMessage(this.config.nodeId)}; it stops`)
     this.#die(error)
-    this.#onRemoved?.(error)
+    this.#onFailStop?.(error)
   }
 
   /** One call to the meta leader (or a seed), with a deadline and the peer token. */

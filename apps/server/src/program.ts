@@ -70,18 +70,12 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       let log: Logger | undefined
       let http: HttpServer | undefined
       let webConsole: ConsoleRoutes | undefined
-      // A read that finds damaged data once the node serves stops it with exit 1 (the database
-      // is quarantined by then); during start, start() itself fails. So does a refusal of this
-      // node by the cluster, which removed it.
+      // A node that stops serving for good once it serves (damaged data found, or removed from
+      // the cluster) exits 1; during start, start() itself fails.
       let serving = false
-      let damaged = false
-      const stopDamaged = () => {
+      let failed = false
+      const stopFailed = () => {
         void Promise.all([node.stop(0, 0), http?.close(), webConsole?.close()]).then(() => io.exit(1))
-      }
-      const failStop = () => {
-        if (damaged) return
-        damaged = true
-        if (serving) stopDamaged()
       }
       try {
         // Commander sets `console: true` unless --no-console is given: only `false` is a choice
@@ -93,8 +87,11 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         node = new MqNode(config, {
           log,
           ...(tokens ? { tokens } : {}),
-          onDamagedData: failStop,
-          onRemoved: failStop,
+          onFailStop: () => {
+            if (failed) return
+            failed = true
+            if (serving) stopFailed()
+          },
         })
         // HTTP first: a taken HTTP port fails the start before the node binds or opens anything
         // (until the node serves, /readyz answers 503 and /healthz 200).
@@ -138,7 +135,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         `mq-server: node ${c.nodeId} listening on ${c.listen}, data in ${c.dataDir}`,
       )
       serving = true
-      if (damaged) stopDamaged()
+      if (failed) stopFailed()
       const shutdown = () => {
         log.info(`mq-server: node ${c.nodeId} stopping`)
         void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(() => io.exit(0))

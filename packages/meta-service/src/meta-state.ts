@@ -447,8 +447,7 @@ export class MetaState {
     if (!Number.isInteger(formatLevel) || (formatLevel as number) < 1) {
       return fail(ErrorCode.InvalidArgument, `format level ${String(formatLevel)} is not a positive integer`)
     }
-    if (this.#removedNodes.includes(nodeId))
-      return fail(ErrorCode.InvalidArgument, removedNodeMessage(nodeId))
+    if (this.wasRemovedNode(nodeId)) return fail(ErrorCode.InvalidArgument, removedNodeMessage(nodeId))
     const existing = this.#nodes.get(nodeId)
     if (!existing && this.#nodes.size >= META_LIMITS.nodesMax) {
       return fail(ErrorCode.LimitExceeded, `the cluster already has ${META_LIMITS.nodesMax} nodes`)
