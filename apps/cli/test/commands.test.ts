@@ -278,12 +278,12 @@ describe('queue', () => {
 
   it('lists queues as a table or JSON lines', async () => {
     cluster.addQueue('jobs', 4)
-    cluster.addQueue('mail', 1, { strictPriority: true, dedupWindowMs: 90_000 })
+    cluster.addQueue('mail', 1, { strictPriority: true, dedupWindowMs: 90_000, paused: true })
     const r = await mq(['queue', 'list'])
     expect(r.stdout.split('\n')).toEqual([
-      'NAME  PARTITIONS  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ENGINE',
-      'jobs           4  30s                      5     1000000  off    no      leveldb',
-      'mail           1  30s                      5     1000000  1m30s  yes     leveldb',
+      'NAME  PARTITIONS  DELIVERY  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ENGINE',
+      'jobs           4  running   30s                      5     1000000  off    no      leveldb',
+      'mail           1  paused    30s                      5     1000000  1m30s  yes     leveldb',
       '',
     ])
     const json = jsonLines((await mq(['queue', 'list', '--json', '--prefix', 'ma'])).stdout)
@@ -332,6 +332,26 @@ describe('queue', () => {
       `updateQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 120_000, strictPriority: false })}`,
     )
     expect(cluster.queues.get('jobs')?.config.strictPriority).toBe(false)
+  })
+
+  it('pauses and resumes a queue, and creates one paused', async () => {
+    cluster.addQueue('jobs')
+    const paused = await mq(['queue', 'pause', 'jobs'])
+    expect(paused.code).toBe(0)
+    expect(paused.stdout).toMatch(/^paused queue jobs: .*mq queue resume jobs to deliver again\n$/)
+    expect(cluster.calls).toContain(`updateQueue:jobs:${JSON.stringify({ paused: true })}`)
+    expect((await mq(['queue', 'describe', 'jobs', '--no-stats'])).stdout).toMatch(
+      /delivery: +paused \(mq queue resume jobs\)/,
+    )
+    const resumed = await mq(['queue', 'resume', 'jobs', '--json'])
+    expect(jsonLines(resumed.stdout)[0]).toMatchObject({ queue: 'jobs', config: { paused: false } })
+    expect((await mq(['queue', 'describe', 'jobs', '--no-stats'])).stdout).toMatch(/delivery: +running/)
+    const created = await mq(['queue', 'create', 'held', '--paused'])
+    expect(created.stdout).toBe('created queue held (1 partition, paused)\n')
+    expect(cluster.calls).toContain(`createQueue:held:${JSON.stringify({ paused: true })}`)
+    const missing = await mq(['queue', 'pause', 'nope'])
+    expect(missing.code).toBe(2)
+    expectOneLineError(missing.stderr, /queue nope does not exist/)
   })
 
   it('adds partitions to a queue', async () => {

@@ -80,6 +80,7 @@ export class FakeBroker {
         strictPriority: false,
         dedupWindowMs: 0,
         messageTtlMs: 0,
+        paused: false,
         engine: 'memory',
       },
       partitions: partitions.map((_, partition) => ({

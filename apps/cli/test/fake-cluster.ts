@@ -443,6 +443,7 @@ function defaultConfig(): QueueConfig {
     strictPriority: false,
     dedupWindowMs: 0,
     messageTtlMs: 0,
+    paused: false,
     engine: 'leveldb',
   }
 }

@@ -134,8 +134,8 @@ export class MqNode {
   readonly #routes = new Map<string, QueueRoute>()
   /** The node's own SDK client (dead letters it moves), once started. */
   #ownClient: OwnClient | undefined
-  /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
-  #growEpochSeen = 0
+  /** The latest grow or settings epoch heard in a heartbeat (see #forgetRoutesBefore). */
+  #forgetEpochSeen = 0
   readonly #calls: PeerCalls
   readonly #controller: Controller
   readonly #mover: PartitionMover
@@ -726,7 +726,7 @@ export class MqNode {
         .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the format level'))
       if (!this.#metaVoter()) {
         this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
-        this.#forgetRoutesBefore(response.growEpoch)
+        this.#forgetRoutesBefore(Math.max(response.growEpoch, response.settingsEpoch))
       }
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)
@@ -1006,15 +1006,16 @@ export class MqNode {
   }
 
   /**
-   * Forgets the cached routes older than `growEpoch` (the latest epoch at which a queue got
-   * partitions; a node without a meta replica hears it in heartbeats): the next request for
-   * such a queue fetches its route again, so a client routed before the partitions were added
-   * is told STALE_ROUTE. Partitions are added rarely: each change costs a refetch per queue.
+   * Forgets the cached routes older than `epoch`: the latest epoch at which a queue got
+   * partitions or new settings (a node without a meta replica hears both in heartbeats). The
+   * next request for such a queue fetches its route again, so a client routed before the
+   * partitions were added is told STALE_ROUTE, and a paused queue's leader stops handing its
+   * messages out within a heartbeat. Such changes are rare: each costs a refetch per queue.
    */
-  #forgetRoutesBefore(growEpoch: number): void {
-    if (growEpoch <= this.#growEpochSeen) return
-    this.#growEpochSeen = growEpoch
-    for (const [queue, route] of this.#routes) if (route.routeEpoch < growEpoch) this.#routes.delete(queue)
+  #forgetRoutesBefore(epoch: number): void {
+    if (epoch <= this.#forgetEpochSeen) return
+    this.#forgetEpochSeen = epoch
+    for (const [queue, route] of this.#routes) if (route.routeEpoch < epoch) this.#routes.delete(queue)
   }
 
   /** Caches `route` unless the cache holds a newer one (routes come from several sources). */

@@ -113,6 +113,8 @@ export interface QueueConfigInfo {
   readonly engine: string
   /** How long a message may wait to be delivered (0 = until consumed). */
   readonly messageTtlMs: number
+  /** Delivery paused: consumers get nothing until it is resumed. */
+  readonly paused: boolean
 }
 
 /** Counts of one queue (or one of its weights) summed over its partitions. */
@@ -231,6 +233,7 @@ export type UpdateQueueBody = Partial<
     | 'strictPriority'
     | 'dedupWindowMs'
     | 'messageTtlMs'
+    | 'paused'
   >
 >
 export interface ScaleBody {

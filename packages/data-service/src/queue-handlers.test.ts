@@ -55,6 +55,7 @@ function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
             dedupWindowMs: 0,
             engine: 'leveldb',
             messageTtlMs: 0,
+            paused: false,
           }
         : undefined,
     routeEpoch: () => 4,
@@ -250,6 +251,58 @@ describe('queue handlers', () => {
     expect(got.sort()).toEqual([0, 0, 1])
     // One more lease took the message; the other two woke, and at each recheck, and saw nothing.
     expect(leaseEntries).toBe(4)
+  })
+
+  it('hands nothing out of a paused queue, commits no lease for it, and resumes within a recheck', async () => {
+    const group = await localGroup()
+    let leaseEntries = 0
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease') leaseEntries++
+      return propose(command)
+    }
+    const base = node(group)
+    let paused = true
+    const h = queueHandlers(
+      {
+        ...base,
+        queueConfig: (q) => {
+          const c = base.queueConfig(q)
+          return c && { ...c, paused }
+        },
+      },
+      { leaseWaitMsMax: 30_000, leaseRecheckMs: 50 },
+    )
+    // Produce, peek and stats work as usual.
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a'), message('b')] })
+    expect((await call(h, 'listReady', { target, limit: 10 })).messages).toHaveLength(2)
+    const request = { target, consumerId: 'c', max: 10, visibilityMs: 5_000 }
+    expect((await call(h, 'lease', { ...request, waitMs: 0 })).messages).toEqual([])
+    const started = Date.now()
+    expect((await call(h, 'lease', { ...request, waitMs: 200 })).messages).toEqual([])
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190)
+    expect(leaseEntries).toBe(0)
+    // A produce does not end the paused wait; resuming does, at the next recheck.
+    const polling = call(h, 'lease', { ...request, waitMs: 5_000 })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('c')] })
+    await new Promise((r) => setTimeout(r, 120))
+    expect(leaseEntries).toBe(0)
+    const resumedAt = Date.now()
+    paused = false
+    const leased = await polling
+    expect(leased.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual([
+      'a',
+      'b',
+      'c',
+    ])
+    expect(Date.now() - resumedAt).toBeLessThan(1_000)
+    // Leases given out before a pause can still be acked.
+    paused = true
+    const acked = await call(h, 'ack', {
+      target,
+      leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId),
+    })
+    expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1, 1])
   })
 
   it('ends an empty long poll at its wait', async () => {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   FORMAT_LEVEL_PIPELINING,
   InternalError,
@@ -214,6 +215,16 @@ export function queueHandlers(
           if (cancelled.aborted) return { messages: [] }
           // Read before the lease: a change applied while it runs must end the wait below.
           const { group, queue, partition } = await locate(req.target)
+          if (node.queueConfig(req.target?.queue ?? '')?.paused) {
+            // A paused queue hands nothing out: the poll looks again at the recheck interval
+            // (the pause is in the route, not in an applied entry), not at every change.
+            const remaining = deadline - Date.now()
+            if (remaining <= 0) return { messages: [] }
+            await sleep(Math.min(remaining, limits.leaseRecheckMs), undefined, {
+              signal: controller.signal,
+            }).catch(() => {})
+            continue
+          }
           const since = group.changes()
           let leases: readonly Lease[] = []
           const asked = leasing.get(id) ?? 0

@@ -27,6 +27,7 @@ describe('wire mapping', () => {
       dedupWindowMs: 60_000,
       engine: 'leveldb',
       messageTtlMs: 0,
+      paused: false,
     }
     const base = {
       scheduling: 'strict',

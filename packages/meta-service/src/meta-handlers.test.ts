@@ -2,6 +2,7 @@ import {
   CreateQueueRequest,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_PAUSE,
   type MetaServer,
   NotLeaderError,
   type QueueRoute,
@@ -70,6 +71,7 @@ describe('meta handlers', () => {
         strictPriority: false,
         engine: '',
         messageTtlMs: 0,
+        paused: false,
         ...(dedupWindowMs !== undefined ? { dedupWindowMs } : {}),
       }
       return CreateQueueRequest.decode(CreateQueueRequest.encode({ name, config }).finish())
@@ -199,6 +201,51 @@ describe('meta handlers', () => {
     await expect(call(h, 'updateQueue', { name: 'jobs', update: { partitions: 3 } })).rejects.toMatchObject({
       details: expect.stringMatching(/partitions can only be added: the queue has 4, asked for 3/),
     })
+  })
+
+  it('pauses a queue only once every node heeds it (format level 12); resumes at any level', async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_PAUSE],
+      ['n2', FORMAT_LEVEL_PAUSE - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'held', config: { partitions: 1, paused: true } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/format level 11: a queue can be paused from level 12/),
+    })
+    expect(meta.state.queue('held')).toBeUndefined()
+    const created = (await call(h, 'createQueue', { name: 'jobs', config: { partitions: 1 } })) as QueueRoute
+    expect(created.config?.paused).toBe(false)
+    await expect(call(h, 'updateQueue', { name: 'jobs', update: { paused: true } })).rejects.toMatchObject({
+      details: expect.stringMatching(/a queue can be paused from level 12/),
+    })
+    expect(meta.state.queue('jobs')?.config.paused).toBe(false)
+    // Resuming a queue that is not paused changes nothing an older replica would miss.
+    await call(h, 'updateQueue', { name: 'jobs', update: { paused: false } })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_PAUSE,
+    })
+    const paused = (await call(h, 'updateQueue', { name: 'jobs', update: { paused: true } })) as QueueRoute
+    expect(paused.config?.paused).toBe(true)
+    expect(meta.state.settingsEpoch()).toBe(paused.routeEpoch)
+    // Other settings leave it paused; resuming clears it.
+    await call(h, 'updateQueue', { name: 'jobs', update: { maxDeliveries: 3 } })
+    expect(meta.state.queue('jobs')?.config).toMatchObject({ paused: true, maxDeliveries: 3 })
+    const resumed = (await call(h, 'updateQueue', { name: 'jobs', update: { paused: false } })) as QueueRoute
+    expect(resumed.config?.paused).toBe(false)
+    // A queue may be created paused (filled first, delivered once resumed).
+    const held = (await call(h, 'createQueue', {
+      name: 'held',
+      config: { partitions: 1, paused: true },
+    })) as QueueRoute
+    expect(held.config?.paused).toBe(true)
   })
 
   it('refuses a dead-letter queue that is the queue itself or not a valid name', async () => {

@@ -1,6 +1,7 @@
 import {
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_PAUSE,
   InvalidArgumentError,
   type MetaServer,
   mqError,
@@ -65,13 +66,18 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
   /**
    * Refuses what `update` or a new queue's config asks for that not every replica could read
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
-   * partitions (level 9; the count the queue has already is no change). One read at most.
+   * partitions (level 9; the count the queue has already is no change), a pause (level 12;
+   * resuming is always allowed). One read at most.
    */
   const checkLevel = async (
     name: string,
-    wanted: { readonly messageTtlMs?: number | undefined; readonly partitions?: number | undefined },
+    wanted: {
+      readonly messageTtlMs?: number | undefined
+      readonly partitions?: number | undefined
+      readonly paused?: boolean | undefined
+    },
   ): Promise<void> => {
-    if (!wanted.messageTtlMs && wanted.partitions === undefined) return
+    if (!wanted.messageTtlMs && wanted.partitions === undefined && !wanted.paused) return
     const state = await meta.read()
     const level = state.formatLevel()
     const refuse = (what: string, needed: number): void => {
@@ -84,6 +90,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (wanted.messageTtlMs) refuse('a message TTL can be set', FORMAT_LEVEL_MESSAGE_TTL)
     if (wanted.partitions !== undefined && wanted.partitions !== state.queue(name)?.config.partitions)
       refuse('partitions can be added', FORMAT_LEVEL_GROW_PARTITIONS)
+    if (wanted.paused) refuse('a queue can be paused', FORMAT_LEVEL_PAUSE)
   }
   /**
    * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
@@ -111,7 +118,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return { routeEpoch: state.routeEpoch, routes }
     }),
     createQueue: unary(async (req) => {
-      await checkLevel(req.name, { messageTtlMs: req.config?.messageTtlMs })
+      await checkLevel(req.name, { messageTtlMs: req.config?.messageTtlMs, paused: req.config?.paused })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({
         type: 'createQueue',

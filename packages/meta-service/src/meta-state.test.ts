@@ -115,6 +115,44 @@ describe('MetaState', () => {
     expect(copy.partitionCounts()).toEqual(recount(s))
   })
 
+  it('keeps the epoch of the latest settings change, across a snapshot', () => {
+    const s = cluster(3, 3)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 1 } }, 10)
+    s.apply({ type: 'createQueue', name: 'other', config: { partitions: 1 } }, 10)
+    expect(s.settingsEpoch()).toBe(0)
+    expect(s.apply({ type: 'updateQueue', name: 'jobs', update: { paused: true } }, 11).ok).toBe(true)
+    const paused = s.routeEpoch
+    expect(s.queue('jobs')).toMatchObject({ config: { paused: true }, settingsEpoch: paused })
+    expect(s.settingsEpoch()).toBe(paused)
+    s.apply({ type: 'deleteQueue', name: 'other' }, 12)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.settingsEpoch()).toBe(paused)
+    expect(copy.queue('jobs')).toEqual(s.queue('jobs'))
+    // Not a boolean: refused, nothing changes.
+    const r = s.apply(
+      { type: 'updateQueue', name: 'jobs', update: { paused: 'yes' as unknown as boolean } },
+      13,
+    )
+    expect(r).toMatchObject({ ok: false, message: 'paused must be true or false, got yes' })
+    expect(s.queue('jobs')?.config.paused).toBe(true)
+  })
+
+  it('restores a snapshot written before later settings existed with their defaults', () => {
+    const s = cluster(3, 3)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 1, maxDeliveries: 7 } }, 10)
+    const image = JSON.parse(new TextDecoder().decode(s.snapshot()))
+    for (const q of image.queues) {
+      delete q.config.paused
+      delete q.config.messageTtlMs
+    }
+    const old = new MetaState()
+    old.restore(new TextEncoder().encode(JSON.stringify(image)))
+    expect(old.queue('jobs')?.config).toEqual(s.queue('jobs')?.config)
+    expect(old.queue('jobs')?.config).toMatchObject({ paused: false, messageTtlMs: 0, maxDeliveries: 7 })
+    expect(old.snapshot()).toEqual(s.snapshot())
+  })
+
   it('rejects bad commands with a clear error and no state change', () => {
     const s = cluster()
     s.apply({ type: 'createQueue', name: 'jobs', config: {} }, 10)

@@ -1,6 +1,11 @@
 import { ErrorCode } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
-import { applyQueueConfigUpdate, type QueueSettings, resolveQueueConfig } from './queue-config'
+import {
+  applyQueueConfigUpdate,
+  QUEUE_DEFAULTS,
+  type QueueSettings,
+  resolveQueueConfig,
+} from './queue-config'
 import { queueNameProblem } from './queue-name'
 import { type TokenRecord, TokenRegistry } from './token-registry'
 
@@ -58,6 +63,8 @@ export interface QueueRecord {
    * epoch is answered STALE_ROUTE, so clients learn of the new partitions.
    */
   readonly partitionsEpoch?: number
+  /** The route epoch of the queue's latest settings change (UpdateQueue); absent until one. */
+  readonly settingsEpoch?: number
 }
 
 export const MovePhase = {
@@ -180,6 +187,7 @@ interface MetaImage {
 export class MetaState {
   #routeEpoch = 1
   #growEpoch = 0
+  #settingsEpoch = 0
   #nextGroupId = 1
   #nextQueueId = 1
   #nextMoveId = 1
@@ -220,6 +228,14 @@ export class MetaState {
    */
   growEpoch(): number {
     return this.#growEpoch
+  }
+
+  /**
+   * The latest route epoch at which a queue's settings changed (UpdateQueue); 0 when none.
+   * Derived like `growEpoch`: routes cached before it may carry old settings (a pause).
+   */
+  settingsEpoch(): number {
+    return this.#settingsEpoch
   }
 
   node(nodeId: string): NodeRecord | undefined {
@@ -615,7 +631,8 @@ export class MetaState {
     }
     // Routes carry the config, and data-group leaders version the settings they apply by it.
     this.#routeEpoch++
-    let next: QueueRecord = { ...queue, config }
+    this.#settingsEpoch = this.#routeEpoch
+    let next: QueueRecord = { ...queue, config, settingsEpoch: this.#routeEpoch }
     if (config.partitions > queue.partitions.length) {
       // Partitions added: placed like a new queue's, routed from this epoch on.
       const added = this.#place(queue.partitions.length, config.partitions, config.engine)
@@ -1039,12 +1056,26 @@ export class MetaState {
     this.#queues.clear()
     for (const n of image.nodes) this.#nodes.set(n.nodeId, n)
     for (const g of image.groups) this.#groups.set(g.groupId, g)
-    for (const q of image.queues) this.#queues.set(q.name, q)
+    for (const q of image.queues) this.#queues.set(q.name, { ...q, config: withLaterSettings(q.config) })
     this.#names = [...this.#queues.keys()].sort(compare)
     this.#held.clear()
     for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
     this.#growEpoch = image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
+    this.#settingsEpoch = image.queues.reduce((m, q) => Math.max(m, q.settingsEpoch ?? 0), 0)
     this.tokens.replace(image.tokens ?? [])
+  }
+}
+
+/**
+ * `config` as restored from a snapshot: a snapshot written before a setting existed lacks it,
+ * which gets its default (routes carry the config, and an undefined field would not encode),
+ * in the place resolveQueueConfig gives it, so that the state's snapshot is byte-identical.
+ */
+function withLaterSettings(config: QueueSettings): QueueSettings {
+  return {
+    ...config,
+    messageTtlMs: config.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
+    paused: config.paused ?? QUEUE_DEFAULTS.paused,
   }
 }
 

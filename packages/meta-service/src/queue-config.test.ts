@@ -26,6 +26,9 @@ describe('applyQueueConfigUpdate', () => {
   it('changes only the fields that are set', () => {
     const next = applyQueueConfigUpdate(QUEUE_DEFAULTS, { maxDeliveries: 9 })
     expect(next).toEqual({ ...QUEUE_DEFAULTS, maxDeliveries: 9 })
+    const paused = applyQueueConfigUpdate(QUEUE_DEFAULTS, { paused: true })
+    expect(paused).toEqual({ ...QUEUE_DEFAULTS, paused: true })
+    expect(applyQueueConfigUpdate(paused as typeof QUEUE_DEFAULTS, { paused: false })).toEqual(QUEUE_DEFAULTS)
   })
   it('rejects an out-of-bounds update', () => {
     expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { maxDeliveries: 0 })).toMatch(/maxDeliveries/)

@@ -33,6 +33,7 @@ export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   dedupWindowMs: 5 * 60_000,
   engine: 'leveldb',
   messageTtlMs: 0,
+  paused: false,
 }
 
 /**
@@ -52,6 +53,7 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettin
     dedupWindowMs: requested.dedupWindowMs ?? QUEUE_DEFAULTS.dedupWindowMs,
     engine: requested.engine || QUEUE_DEFAULTS.engine,
     messageTtlMs: requested.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
+    paused: requested.paused ?? QUEUE_DEFAULTS.paused,
   }
   return configProblem(config) ?? config
 }
@@ -79,6 +81,7 @@ export function applyQueueConfigUpdate(
     ...(update.strictPriority !== undefined ? { strictPriority: update.strictPriority } : {}),
     ...(update.dedupWindowMs !== undefined ? { dedupWindowMs: update.dedupWindowMs } : {}),
     ...(update.messageTtlMs !== undefined ? { messageTtlMs: update.messageTtlMs } : {}),
+    ...(update.paused !== undefined ? { paused: update.paused } : {}),
   }
   return configProblem(next) ?? next
 }
@@ -90,6 +93,7 @@ function configProblem(config: QueueSettings): string | undefined {
       return `${field} must be an integer from ${min} to ${max}, got ${value}`
     }
   }
+  if (typeof config.paused !== 'boolean') return `paused must be true or false, got ${String(config.paused)}`
   if (!(STORAGE_ENGINES as readonly string[]).includes(config.engine)) {
     return `engine ${JSON.stringify(config.engine)} is unknown; known engines: ${STORAGE_ENGINES.join(', ')}`
   }

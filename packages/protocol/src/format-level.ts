@@ -29,8 +29,11 @@
  *    replica of an earlier version cannot read it;
  * 11. `removeNode`: the meta state forgets a stopped node that holds nothing (RemoveNode); a meta
  *    replica of an earlier version rejects it and would keep the node.
+ * 12. a paused queue (`paused` in a queue's config, CreateQueue and UpdateQueue): a meta
+ *    replica of an earlier version ignores it and would route the queue as not paused, and a
+ *    data-group leader of an earlier version would go on handing its messages out.
  */
-export const FORMAT_LEVEL = 11
+export const FORMAT_LEVEL = 12
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -61,6 +64,9 @@ export const FORMAT_LEVEL_DEAD_LETTER_QUEUE = 10
 
 /** The level from which a stopped node that holds nothing can be removed (RemoveNode). */
 export const FORMAT_LEVEL_REMOVE_NODE = 11
+
+/** The level from which a queue's delivery can be paused (`paused` in its config). */
+export const FORMAT_LEVEL_PAUSE = 12
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -42,6 +42,7 @@ export class Admin {
       // dedupWindowMs: unset unless given (the broker's default, 5 min; 0 turns it off)
       engine: '',
       messageTtlMs: 0,
+      paused: false,
       ...options,
     }
     return this.#router.meta((m) => m.createQueue, { name, config })

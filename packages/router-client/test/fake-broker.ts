@@ -179,6 +179,7 @@ export class FakeBroker {
         strictPriority: false,
         dedupWindowMs: 0,
         messageTtlMs: 0,
+        paused: false,
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({

@@ -291,6 +291,23 @@ describe('the web console in a browser', () => {
       leased: held,
     })
     await page.screenshot({ path: join(SCREENSHOTS, 'purged.png'), fullPage: true })
+
+    // Pause and resume delivery, each after a confirmation: the badge and the API agree.
+    expect(await page.getByTestId('paused').count()).toBe(0)
+    await page.getByTestId('pause').click()
+    await expect.poll(() => page.getByTestId('confirm-text').textContent()).toMatch(/Pause delivery of/)
+    await page.getByTestId('confirm-yes').click()
+    await expect
+      .poll(() => page.getByTestId('notice').textContent())
+      .toBe(`paused delivery of ${QUEUE}: consumers get nothing until it is resumed`)
+    await expect.poll(() => page.getByTestId('paused').count(), { timeout: 10_000 }).toBe(1)
+    expect((await api<{ config: { paused: boolean } }>(`/api/queues/${QUEUE}`)).config.paused).toBe(true)
+    await page.screenshot({ path: join(SCREENSHOTS, 'paused.png'), fullPage: true })
+    await page.getByTestId('resume').click()
+    await page.getByTestId('confirm-yes').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toBe(`resumed delivery of ${QUEUE}`)
+    await expect.poll(() => page.getByTestId('paused').count(), { timeout: 10_000 }).toBe(0)
+    expect((await api<{ config: { paused: boolean } }>(`/api/queues/${QUEUE}`)).config.paused).toBe(false)
   })
 
   it('scales the data groups from the groups view, after a confirmation', async () => {

@@ -1,6 +1,7 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
+import { queueLedByJoinedNode } from '../src/joined-leader'
 import { waitFor } from '../src/scale-run'
 
 // Partitions added to a queue in use: producers and consumers routed before learn of them
@@ -31,30 +32,7 @@ describe('adding partitions to a queue in use', () => {
     expect(await waitFor(async () => (await admin.admin.clusterStatus()).formatLevel >= 9, 30_000, 200)).toBe(
       true,
     )
-    // The controller moves data-group replicas onto the joined node (balance) once it is up.
-    const n4Groups = new Set<number>()
-    const n4Replicates = async () => {
-      const s = await admin.admin.clusterStatus()
-      const data = s.groups.filter((g) => g.groupId !== 0)
-      for (const g of data) if (g.replicas.some((r) => r.nodeId === 'n4')) n4Groups.add(g.groupId)
-      return n4Groups.size > 0 && data.every((g) => g.leaderId !== '' && g.state === 'active')
-    }
-    expect(await waitFor(n4Replicates, 90_000, 250)).toBe(true)
-    // Queues of one partition until one lands on a group n4 replicates (placement is even).
-    let queue = ''
-    let groupId = 0
-    for (let i = 0; i < 8 && !queue; i++) {
-      const route = await admin.admin.createQueue(`grow${i}`, { partitions: 1 })
-      const g = route.partitions[0]?.groupId ?? 0
-      if (n4Groups.has(g)) {
-        queue = route.queue
-        groupId = g
-      }
-    }
-    expect(queue).not.toBe('')
-    await admin.admin.transferLeader(groupId, 'n4')
-    const ledByN4 = async () => (await admin.admin.describeQueue(queue)).partitions[0]?.leaderId === 'n4'
-    expect(await waitFor(ledByN4, 20_000, 100)).toBe(true)
+    const queue = await queueLedByJoinedNode(admin, 'n4', 'grow')
 
     const received = new Map<string, number>()
     const consumedFrom = new Set<number>()

@@ -79,7 +79,7 @@ function partitionCount(route: QueueRoute): string {
   return `${n} partition${n === 1 ? '' : 's'}`
 }
 
-/** `mq queue create|list|describe|update|delete|purge|dlq`. */
+/** `mq queue create|list|describe|update|pause|resume|delete|purge|peek|dlq|move`. */
 export function registerQueueCommands(program: Command, runtime: Runtime): void {
   const queue = program
     .command('queue')
@@ -92,6 +92,7 @@ Examples:
   $ mq queue list
   $ mq queue describe jobs
   $ mq queue update jobs --visibility 2m --no-strict-priority
+  $ mq queue pause jobs              # consumers get nothing until: mq queue resume jobs
   $ mq queue dlq jobs                # list dead-lettered messages
   $ mq queue dlq jobs --redrive 100  # move up to 100 per partition back to ready
   $ mq queue move jobs-dead --to jobs  # replay a dead-letter queue into its queue
@@ -105,6 +106,10 @@ Examples:
       .description('create a queue; settings left out take the cluster defaults')
       .option('--partitions <p>', 'partitions (spread over the data groups)', integerArg(1, 4096))
       .option('--strict-priority', 'serve higher weights first instead of weighted fair shares')
+      .option(
+        '--paused',
+        'create it paused: producers may fill it, nothing is delivered until mq queue resume',
+      )
       .option('--engine <name>', 'storage engine of its partitions (e.g. leveldb, memory)'),
   )
     .addHelpText(
@@ -112,13 +117,21 @@ Examples:
       '\nExamples:\n  $ mq queue create jobs --partitions 4 --visibility 30s --max-deliveries 5 --dedup-window 2m\n',
     )
     .action(
-      (name: string, flags: SettingFlags & { partitions?: number; engine?: string }, command: Command) =>
+      (
+        name: string,
+        flags: SettingFlags & { partitions?: number; engine?: string; paused?: boolean },
+        command: Command,
+      ) =>
         runtime.run(command, async ({ client, out }) => {
           const options: QueueOptions = { ...settings(flags) }
           if (flags.partitions !== undefined) options.partitions = flags.partitions
           if (flags.engine !== undefined) options.engine = flags.engine
+          if (flags.paused) options.paused = true
           const route = await client.admin.createQueue(name, options)
-          out.result(`created queue ${name} (${partitionCount(route)})`, route)
+          out.result(
+            `created queue ${name} (${partitionCount(route)}${flags.paused ? ', paused' : ''})`,
+            route,
+          )
         }),
     )
 
@@ -184,6 +197,33 @@ Examples:
         out.result(`updated queue ${name} (${partitionCount(route)})`, route)
       })
     })
+
+  queue
+    .command('pause')
+    .argument('<name>', 'the queue name')
+    .description(
+      'stop handing out messages: consumers get nothing (they wait), producers, acks and peeks go on; leases already given out stay valid',
+    )
+    .action((name: string, _flags, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const route = await client.admin.updateQueue(name, { paused: true })
+        out.result(
+          `paused queue ${name}: its leaders stop handing messages out within a second; mq queue resume ${name} to deliver again`,
+          route,
+        )
+      }),
+    )
+
+  queue
+    .command('resume')
+    .argument('<name>', 'the queue name')
+    .description('hand out the messages of a paused queue again')
+    .action((name: string, _flags, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const route = await client.admin.updateQueue(name, { paused: false })
+        out.result(`resumed queue ${name}: consumers get its messages again within a second`, route)
+      }),
+    )
 
   queue
     .command('delete')
@@ -279,6 +319,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
   return [
     ['queue', route.queue],
     ['partitions', route.partitions.length],
+    ['delivery', c?.paused ? `paused (mq queue resume ${route.queue})` : 'running'],
     ['visibility', c ? formatDuration(c.visibilityTimeoutMs) : '-'],
     ['max deliveries', c?.maxDeliveries ?? '-'],
     ['max length', c?.queueLengthMax ?? '-'],
@@ -295,6 +336,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
 const queueColumns = [
   { header: 'NAME', value: (q: QueueRoute) => q.queue },
   { header: 'PARTITIONS', value: (q: QueueRoute) => q.partitions.length },
+  { header: 'DELIVERY', value: (q: QueueRoute) => (q.config?.paused ? 'paused' : 'running') },
   {
     header: 'VISIBILITY',
     value: (q: QueueRoute) => (q.config ? formatDuration(q.config.visibilityTimeoutMs) : '-'),

@@ -48,6 +48,7 @@ const route: QueueRoute = {
     dedupWindowMs: 0,
     engine: 'leveldb',
     messageTtlMs: 0,
+    paused: false,
   },
   partitions: [
     { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },
@@ -283,6 +284,14 @@ describe('the console API', () => {
       post(ADMIN, { partitions: 3, maxDeliveries: 4 }),
     )
     expect(updated.status).toBe(200)
+    const paused = await fetch(`${base}/api/queues/jobs/update`, post(ADMIN, { paused: true }))
+    expect(await paused.json()).toEqual({
+      ok: true,
+      message: 'paused delivery of jobs: consumers get nothing until it is resumed',
+    })
+    const resumed = await fetch(`${base}/api/queues/jobs/update`, post(ADMIN, { paused: false }))
+    expect(await resumed.json()).toEqual({ ok: true, message: 'resumed delivery of jobs' })
+    expect((await fetch(`${base}/api/queues/jobs/update`, post(APP, { paused: true }))).status).toBe(403)
     const draining = await fetch(`${base}/api/nodes/n3/drain`, post(ADMIN, {}))
     expect(await draining.json()).toEqual({ ok: true, message: 'draining node n3: 2 replicas still to move' })
     const drained = await fetch(`${base}/api/nodes/n4/drain`, post(ADMIN, {}))
@@ -299,6 +308,8 @@ describe('the console API', () => {
       'meta-voters 5',
       'meta-voters 4',
       'update jobs {"partitions":3,"maxDeliveries":4}',
+      'update jobs {"paused":true}',
+      'update jobs {"paused":false}',
       'drain n3',
       'drain n4',
       'remove n4',
@@ -317,6 +328,7 @@ describe('the console API', () => {
       ['/api/queues/jobs/update', {}],
       ['/api/queues/jobs/update', { engine: 'memory' }],
       ['/api/queues/jobs/update', { partitions: 2.5 }],
+      ['/api/queues/jobs/update', { paused: 'yes' }],
       ['/api/scale', { groups: 0 }],
       ['/api/meta-voters', { voters: 'five' }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],

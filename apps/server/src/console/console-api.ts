@@ -50,6 +50,7 @@ const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
   'strictPriority',
   'dedupWindowMs',
   'messageTtlMs',
+  'paused',
 ]
 
 export interface ConsoleApiOptions {
@@ -129,9 +130,18 @@ export class ConsoleApi {
     if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'remove')
     const queue = name(second)
     switch (third) {
-      case 'update':
-        await client.admin.updateQueue(queue, updateOf(body))
+      case 'update': {
+        const update = updateOf(body)
+        await client.admin.updateQueue(queue, update)
+        if (Object.keys(update).length === 1 && update.paused !== undefined) {
+          return done(
+            update.paused
+              ? `paused delivery of ${queue}: consumers get nothing until it is resumed`
+              : `resumed delivery of ${queue}`,
+          )
+        }
         return done(`updated the settings of ${queue}`)
+      }
       case 'delete':
         await client.admin.deleteQueue(queue)
         return done(`deleted queue ${queue}`)
@@ -383,6 +393,7 @@ function configOf(route: QueueRoute): QueueConfigInfo {
     dedupWindowMs: c?.dedupWindowMs ?? 0,
     engine: c?.engine ?? '',
     messageTtlMs: c?.messageTtlMs ?? 0,
+    paused: c?.paused ?? false,
   }
 }
 
@@ -396,7 +407,7 @@ function updateOf(body: unknown): UpdateQueueBody {
     update[key] =
       key === 'deadLetterQueue'
         ? text(value, key)
-        : key === 'strictPriority'
+        : key === 'strictPriority' || key === 'paused'
           ? flag(value, key)
           : count(value, key)
   }

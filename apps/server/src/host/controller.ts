@@ -341,6 +341,7 @@ export class Controller {
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
       formatLevel: this.#formatLevel(current),
       growEpoch: current.growEpoch(),
+      settingsEpoch: current.settingsEpoch(),
       hostMeta: current.metaChange()?.add === req.nodeId,
       leaveMeta: leavesMeta(current, req),
       metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {

@@ -102,6 +102,13 @@ const actions: AdminActions = {
     ),
   updateQueue: (name, update) =>
     confirmThen(`Update the settings of "${name}"?`, () => api(`/api/queues/${q(name)}/update`, update)),
+  setPaused: (name, paused) =>
+    confirmThen(
+      paused
+        ? `Pause delivery of "${name}"? Consumers get nothing until it is resumed; producers go on.`
+        : `Resume delivery of "${name}"?`,
+      () => api(`/api/queues/${q(name)}/update`, { paused }),
+    ),
   deleteQueue: (name) =>
     confirmThen(`Delete queue "${name}" and all its messages? This cannot be undone.`, async () => {
       const r = await api<ActionResult>(`/api/queues/${q(name)}/delete`, {})

@@ -22,6 +22,8 @@ export interface AdminActions {
   setMetaVoters(voters: number): void
   createQueue(name: string, config: Partial<QueueConfigInfo>): void
   updateQueue(name: string, update: UpdateQueueBody): void
+  /** Pauses (true) or resumes (false) the queue's deliveries. */
+  setPaused(name: string, paused: boolean): void
   deleteQueue(name: string): void
   purgeQueue(name: string): void
   redriveQueue(name: string): void
@@ -324,7 +326,15 @@ export function queuesView(queues: readonly QueueSummary[]): HTMLElement {
     h(
       'tr',
       { 'data-testid': `queue-${q.name}` },
-      cell('name', h('a', { href: `#/queues/${encodeURIComponent(q.name)}` }, q.name)),
+      cell(
+        'name',
+        h(
+          'span',
+          {},
+          h('a', { href: `#/queues/${encodeURIComponent(q.name)}` }, q.name),
+          ...(q.config.paused ? [' ', badge('paused', 'bad')] : []),
+        ),
+      ),
       cell('partitions', String(q.config.partitions)),
       ...(q.depth ? depthCells(q.depth) : [h('td', { colspan: 5, class: 'error' }, q.error)]),
     ),
@@ -410,11 +420,23 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
       h('a', { href: '#/queues' }, 'Queues'),
       ' / ',
       h('span', { 'data-testid': 'queue-name' }, q.name),
+      ...(c.paused ? [' ', h('span', { class: 'badge bad', 'data-testid': 'paused' }, 'paused')] : []),
     ),
     session.admin
       ? h(
           'div',
           { class: 'admin buttons' },
+          h(
+            'button',
+            {
+              'data-testid': c.paused ? 'resume' : 'pause',
+              title: c.paused
+                ? 'consumers get its messages again'
+                : 'consumers get nothing until it is resumed; producers, acks and peeks go on',
+              onclick: () => actions.setPaused(q.name, !c.paused),
+            },
+            c.paused ? 'resume delivery' : 'pause delivery',
+          ),
           h(
             'button',
             { 'data-testid': 'purge', onclick: () => actions.purgeQueue(q.name) },

@@ -44,6 +44,12 @@ export interface QueueConfig {
    * deleted. 0 = they wait until consumed. Needs format level 8 (FORMAT_LEVEL_MESSAGE_TTL).
    */
   messageTtlMs: number;
+  /**
+   * Paused: no lease hands out a message (consumers long-poll and get nothing) while produce,
+   * ack, nack, extend, peek and the message TTL work as usual. Needs format level 12
+   * (FORMAT_LEVEL_PAUSE).
+   */
+  paused: boolean;
 }
 
 /** Fields left unset keep their value. */
@@ -62,7 +68,11 @@ export interface QueueConfigUpdate {
    * A larger partition count: the new partitions are placed on the data groups and routed at
    * once. Partitions can only be added (needs format level 9, FORMAT_LEVEL_GROW_PARTITIONS).
    */
-  partitions?: number | undefined;
+  partitions?:
+    | number
+    | undefined;
+  /** Pauses (true) or resumes (false) delivery (QueueConfig.paused). */
+  paused?: boolean | undefined;
 }
 
 export interface Replica {
@@ -317,6 +327,7 @@ function createBaseQueueConfig(): QueueConfig {
     dedupWindowMs: undefined,
     engine: "",
     messageTtlMs: 0,
+    paused: false,
   };
 }
 
@@ -351,6 +362,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     }
     if (message.messageTtlMs !== 0) {
       writer.uint32(80).uint64(message.messageTtlMs);
+    }
+    if (message.paused !== false) {
+      writer.uint32(88).bool(message.paused);
     }
     return writer;
   },
@@ -442,6 +456,14 @@ export const QueueConfig: MessageFns<QueueConfig> = {
           message.messageTtlMs = longToNumber(reader.uint64());
           continue;
         }
+        case 11: {
+          if (tag !== 88) {
+            break;
+          }
+
+          message.paused = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -495,6 +517,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         : isSet(object.message_ttl_ms)
         ? globalThis.Number(object.message_ttl_ms)
         : 0,
+      paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : false,
     };
   },
 
@@ -530,6 +553,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.messageTtlMs !== 0) {
       obj.messageTtlMs = Math.round(message.messageTtlMs);
     }
+    if (message.paused !== false) {
+      obj.paused = message.paused;
+    }
     return obj;
   },
 
@@ -548,6 +574,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.dedupWindowMs = object.dedupWindowMs ?? undefined;
     message.engine = object.engine ?? "";
     message.messageTtlMs = object.messageTtlMs ?? 0;
+    message.paused = object.paused ?? false;
     return message;
   },
 };
@@ -563,6 +590,7 @@ function createBaseQueueConfigUpdate(): QueueConfigUpdate {
     dedupWindowMs: undefined,
     messageTtlMs: undefined,
     partitions: undefined,
+    paused: undefined,
   };
 }
 
@@ -594,6 +622,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     }
     if (message.partitions !== undefined) {
       writer.uint32(72).uint32(message.partitions);
+    }
+    if (message.paused !== undefined) {
+      writer.uint32(80).bool(message.paused);
     }
     return writer;
   },
@@ -677,6 +708,14 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
           message.partitions = reader.uint32();
           continue;
         }
+        case 10: {
+          if (tag !== 80) {
+            break;
+          }
+
+          message.paused = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -729,6 +768,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
         ? globalThis.Number(object.message_ttl_ms)
         : undefined,
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
+      paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : undefined,
     };
   },
 
@@ -761,6 +801,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     if (message.partitions !== undefined) {
       obj.partitions = Math.round(message.partitions);
     }
+    if (message.paused !== undefined) {
+      obj.paused = message.paused;
+    }
     return obj;
   },
 
@@ -778,6 +821,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     message.dedupWindowMs = object.dedupWindowMs ?? undefined;
     message.messageTtlMs = object.messageTtlMs ?? undefined;
     message.partitions = object.partitions ?? undefined;
+    message.paused = object.paused ?? undefined;
     return message;
   },
 };

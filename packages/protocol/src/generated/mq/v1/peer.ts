@@ -167,6 +167,12 @@ export interface HeartbeatResponse {
    * clients whose routes lack the new partitions.
    */
   growEpoch: number;
+  /**
+   * The latest route epoch at which a queue's settings changed (UpdateQueue; 0: none yet). A
+   * node without a meta replica refetches the routes it cached before it, so that a data-group
+   * leader applies a paused queue or new settings within a heartbeat.
+   */
+  settingsEpoch: number;
 }
 
 export interface MovePartitionRequest {
@@ -1702,6 +1708,7 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     metaMembers: [],
     formatLevel: 0,
     growEpoch: 0,
+    settingsEpoch: 0,
   };
 }
 
@@ -1747,6 +1754,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     if (message.growEpoch !== 0) {
       writer.uint32(104).uint64(message.growEpoch);
+    }
+    if (message.settingsEpoch !== 0) {
+      writer.uint32(112).uint64(message.settingsEpoch);
     }
     return writer;
   },
@@ -1872,6 +1882,14 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.growEpoch = longToNumber(reader.uint64());
           continue;
         }
+        case 14: {
+          if (tag !== 112) {
+            break;
+          }
+
+          message.settingsEpoch = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1936,6 +1954,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : isSet(object.grow_epoch)
         ? globalThis.Number(object.grow_epoch)
         : 0,
+      settingsEpoch: isSet(object.settingsEpoch)
+        ? globalThis.Number(object.settingsEpoch)
+        : isSet(object.settings_epoch)
+        ? globalThis.Number(object.settings_epoch)
+        : 0,
     };
   },
 
@@ -1980,6 +2003,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.growEpoch !== 0) {
       obj.growEpoch = Math.round(message.growEpoch);
     }
+    if (message.settingsEpoch !== 0) {
+      obj.settingsEpoch = Math.round(message.settingsEpoch);
+    }
     return obj;
   },
 
@@ -2001,6 +2027,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.metaMembers = object.metaMembers?.map((e) => NodeAddress.fromPartial(e)) || [];
     message.formatLevel = object.formatLevel ?? 0;
     message.growEpoch = object.growEpoch ?? 0;
+    message.settingsEpoch = object.settingsEpoch ?? 0;
     return message;
   },
 };
