@@ -457,6 +457,16 @@ describe('queue', () => {
       code: 0,
       stdout: 'moved 0 messages from jobs-dead to jobs\n',
     })
+    // A paused source hands nothing out: an error that says why, the message stays.
+    cluster.put('jobs-dead', 0, { body: 'd' })
+    await mq(['queue', 'pause', 'jobs-dead'])
+    const paused = await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs', '--wait', '100ms'])
+    expect(paused.code).not.toBe(0)
+    expectOneLineError(
+      paused.stderr,
+      /moved nothing from jobs-dead to jobs: jobs-dead is paused: nothing is handed out of it until mq queue resume jobs-dead/,
+    )
+    expect(cluster.ready('jobs-dead')).toHaveLength(1)
   })
 
   it('leaves messages in the source when the target refuses them, and refuses a move to the same queue', async () => {
@@ -635,6 +645,14 @@ describe('consume', () => {
   it('stops after --wait without a message and says so', async () => {
     const r = await mq(['consume', 'jobs', '--wait', '20ms'])
     expect(r).toMatchObject({ code: 0, stdout: '', stderr: 'mq: no message in jobs within 20ms\n' })
+    cluster.put('jobs', 0, { body: 'waits' })
+    await mq(['queue', 'pause', 'jobs'])
+    expect(await mq(['consume', 'jobs', '--wait', '20ms'])).toMatchObject({
+      code: 0,
+      stdout: '',
+      stderr:
+        'mq: no message in jobs within 20ms (jobs is paused: nothing is handed out of it until mq queue resume jobs)\n',
+    })
   })
 
   it('follows until --max', async () => {

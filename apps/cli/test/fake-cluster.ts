@@ -380,6 +380,7 @@ export class FakeCluster {
     }
     const take = (): CliDelivery | undefined => {
       const q = cluster.#queue(queue)
+      if (q.config.paused) return undefined
       for (const [partition, list] of q.ready.entries()) {
         const m = list.shift()
         if (!m) continue

@@ -12,6 +12,7 @@ import {
   parseStoredQueueName,
   partitionConfigOf,
   queueHandlers,
+  queueNamesOf,
   storedQueueName,
 } from '@mq/data-service'
 import { DurabilityMark, LevelEngine, LogStore } from '@mq/kv-storage'
@@ -134,8 +135,11 @@ export class MqNode {
   readonly #routes = new Map<string, QueueRoute>()
   /** The node's own SDK client (dead letters it moves), once started. */
   #ownClient: OwnClient | undefined
-  /** The latest grow or settings epoch heard in a heartbeat (see #forgetRoutesBefore). */
-  #forgetEpochSeen = 0
+  /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
+  #growEpochSeen = 0
+  /** The settings epoch the hosted queues' cached routes were last brought up to (#refreshHostedRoutes). */
+  #settingsEpochRefreshed = 0
+  #refreshingRoutes = false
   readonly #calls: PeerCalls
   readonly #controller: Controller
   readonly #mover: PartitionMover
@@ -726,7 +730,8 @@ export class MqNode {
         .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the format level'))
       if (!this.#metaVoter()) {
         this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
-        this.#forgetRoutesBefore(Math.max(response.growEpoch, response.settingsEpoch))
+        this.#forgetRoutesBefore(response.growEpoch)
+        this.#refreshHostedRoutes(response.settingsEpoch)
       }
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)
@@ -1006,16 +1011,46 @@ export class MqNode {
   }
 
   /**
-   * Forgets the cached routes older than `epoch`: the latest epoch at which a queue got
-   * partitions or new settings (a node without a meta replica hears both in heartbeats). The
-   * next request for such a queue fetches its route again, so a client routed before the
-   * partitions were added is told STALE_ROUTE, and a paused queue's leader stops handing its
-   * messages out within a heartbeat. Such changes are rare: each costs a refetch per queue.
+   * Forgets the cached routes older than `growEpoch` (the latest epoch at which a queue got
+   * partitions; a node without a meta replica hears it in heartbeats): the next request for
+   * such a queue fetches its route again, so a client routed before the partitions were added
+   * is told STALE_ROUTE. Partitions are added rarely: each change costs a refetch per queue.
    */
-  #forgetRoutesBefore(epoch: number): void {
-    if (epoch <= this.#forgetEpochSeen) return
-    this.#forgetEpochSeen = epoch
-    for (const [queue, route] of this.#routes) if (route.routeEpoch < epoch) this.#routes.delete(queue)
+  #forgetRoutesBefore(growEpoch: number): void {
+    if (growEpoch <= this.#growEpochSeen) return
+    this.#growEpochSeen = growEpoch
+    for (const [queue, route] of this.#routes) if (route.routeEpoch < growEpoch) this.#routes.delete(queue)
+  }
+
+  /**
+   * Brings the cached routes of the queues this node's data groups hold up to `settingsEpoch`
+   * (the latest epoch at which a queue's settings changed; a node without a meta replica hears
+   * it in heartbeats), in one GetRoutes: their leaders then apply the new settings (a pause)
+   * within a heartbeat, though the clients' requests still carry the route epoch they were
+   * routed with. The routes are replaced, not forgotten, so requests go on meanwhile and a
+   * late answer older than the refresh cannot replace it (`#cacheRoute`). One refresh at a
+   * time; an answer from a meta leader that has not applied the change yet (one just
+   * elected), or none, is tried again at the next heartbeat.
+   */
+  #refreshHostedRoutes(settingsEpoch: number): void {
+    if (settingsEpoch <= this.#settingsEpochRefreshed || this.#refreshingRoutes) return
+    const names = queueNamesOf([...this.#dataGroups.values()].flatMap((g) => g.port.machine.partitionIds()))
+    if (names.size === 0) {
+      this.#settingsEpochRefreshed = settingsEpoch
+      return
+    }
+    this.#refreshingRoutes = true
+    this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
+      c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
+    )
+      .then((response) => {
+        for (const r of response.routes) this.#cacheRoute(r)
+        if (response.routeEpoch >= settingsEpoch) this.#settingsEpochRefreshed = settingsEpoch
+      })
+      .catch((error: unknown) => this.log.debug({ err: error }, 'cannot refresh the routes of hosted queues'))
+      .finally(() => {
+        this.#refreshingRoutes = false
+      })
   }
 
   /** Caches `route` unless the cache holds a newer one (routes come from several sources). */
@@ -1081,9 +1116,8 @@ export class MqNode {
             command: { type: 'configure', config },
           })
         }
-        return { group: local.port, storedAs }
+        return { group: local.port, storedAs, config: route.config }
       },
-      queueConfig: (queue) => this.#routes.get(queue)?.config,
       routeEpoch: () => {
         // A loop, not a spread: up to 100,000 queues' routes may be cached.
         let epoch = 0

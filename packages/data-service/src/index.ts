@@ -12,6 +12,7 @@ export {
   parsePartitionId,
   parseStoredQueueName,
   partitionId,
+  queueNamesOf,
   storedQueueName,
 } from './partition-key'
 export type { DataGroupPort, DataNodePort, QueueHandlerLimits } from './queue-handlers'

@@ -43,6 +43,16 @@ export function parseStoredQueueName(stored: string): { queue: string; queueId: 
   return { queue: stored.slice(0, hash), queueId: Number(digits) }
 }
 
+/** The names of the queues (not their stored names) that partition ids `ids` belong to. */
+export function queueNamesOf(ids: Iterable<string>): Set<string> {
+  const names = new Set<string>()
+  for (const id of ids) {
+    const stored = parseStoredQueueName(parsePartitionId(id)?.queue ?? '')
+    if (stored) names.add(stored.queue)
+  }
+  return names
+}
+
 /**
  * The partitions among `held` (partition ids as `<stored queue name>/<index>`) whose queue
  * incarnation is gone: `live` maps each queue that exists to its current incarnation, so a

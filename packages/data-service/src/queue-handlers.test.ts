@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
-import { NotLeaderError, type QueueServer } from '@mq/protocol'
+import { NotLeaderError, type QueueConfig, type QueueServer } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
@@ -38,26 +38,31 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
   return port
 }
 
-function node(group: DataGroupPort, formatLevel = 2): DataNodePort {
+/** The config of queue `jobs` in the fake node's route. */
+const JOBS_CONFIG: QueueConfig = {
+  partitions: 1,
+  visibilityTimeoutMs: 30_000,
+  maxDeliveries: 5,
+  deadLetterQueue: '',
+  messageBytesMax: 150,
+  queueLengthMax: 1000,
+  strictPriority: false,
+  dedupWindowMs: 0,
+  engine: 'leveldb',
+  messageTtlMs: 0,
+  paused: false,
+}
+
+/** A node holding partition jobs/0 in `group`; `config` gives the route's config of each lookup. */
+function node(
+  group: DataGroupPort,
+  formatLevel = 2,
+  config: () => QueueConfig | undefined = () => JOBS_CONFIG,
+): DataNodePort {
   return {
     formatLevel: () => formatLevel,
-    groupFor: async (q, p) => (q === 'jobs' && p === 0 ? { group, storedAs: 'jobs' } : undefined),
-    queueConfig: (q) =>
-      q === 'jobs'
-        ? {
-            partitions: 1,
-            visibilityTimeoutMs: 30_000,
-            maxDeliveries: 5,
-            deadLetterQueue: '',
-            messageBytesMax: 150,
-            queueLengthMax: 1000,
-            strictPriority: false,
-            dedupWindowMs: 0,
-            engine: 'leveldb',
-            messageTtlMs: 0,
-            paused: false,
-          }
-        : undefined,
+    groupFor: async (q, p) =>
+      q === 'jobs' && p === 0 ? { group, storedAs: 'jobs', config: config() } : undefined,
     routeEpoch: () => 4,
   }
 }
@@ -103,21 +108,9 @@ const message = (body: string, weight = 1) => ({
 })
 
 describe('queue handlers', () => {
-  it("leases for the queue's visibility also when its route is cached only once the partition is located", async () => {
+  it("leases for the visibility of the queue's route the partition was located by", async () => {
     const group = await localGroup()
-    const base = node(group)
-    let located = false
-    const config = base.queueConfig('jobs')
-    const h = queueHandlers({
-      ...base,
-      groupFor: async (q, p, epoch) => {
-        located = true
-        return base.groupFor(q, p, epoch)
-      },
-      // Like a node whose route cache is empty until groupFor fetches the route.
-      queueConfig: (q) =>
-        q === 'jobs' && located && config ? { ...config, visibilityTimeoutMs: 120_000 } : undefined,
-    })
+    const h = queueHandlers(node(group, 2, () => ({ ...JOBS_CONFIG, visibilityTimeoutMs: 120_000 })))
     // Enqueued straight into the group: the lease is the first request the handlers see.
     await group.propose({
       type: 'apply',
@@ -261,16 +254,9 @@ describe('queue handlers', () => {
       if (command.type === 'apply' && command.command.type === 'lease') leaseEntries++
       return propose(command)
     }
-    const base = node(group)
     let paused = true
     const h = queueHandlers(
-      {
-        ...base,
-        queueConfig: (q) => {
-          const c = base.queueConfig(q)
-          return c && { ...c, paused }
-        },
-      },
+      node(group, 2, () => ({ ...JOBS_CONFIG, paused })),
       { leaseWaitMsMax: 30_000, leaseRecheckMs: 50 },
     )
     // Produce, peek and stats work as usual.

@@ -50,17 +50,16 @@ export interface DataGroupPort {
 export interface DataNodePort {
   /**
    * The local replica of the group that holds `queue`'s `partition` (opening the partition
-   * in its group first if the group has not yet), and the name the partition is stored under
+   * in its group first if the group has not yet), the name the partition is stored under
    * in that group (the queue's name and its incarnation, so that a queue deleted and created
-   * again never sees the old one's messages); undefined when no local group holds it.
+   * again never sees the old one's messages) and the queue's config in the route it was
+   * found by (visibility default, paused); undefined when no local group holds it.
    */
   groupFor(
     queue: string,
     partition: number,
     routeEpoch: number,
-  ): Promise<{ group: DataGroupPort; storedAs: string } | undefined>
-  /** The queue's config, as of the node's latest routes (visibility default, limits). */
-  queueConfig(queue: string): QueueConfig | undefined
+  ): Promise<{ group: DataGroupPort; storedAs: string; config: QueueConfig | undefined } | undefined>
   /** The route epoch this node knows. */
   routeEpoch(): number
   /**
@@ -102,7 +101,7 @@ export function queueHandlers(
 ): QueueServer {
   const locate = async (
     target: PartitionTarget | undefined,
-  ): Promise<{ group: DataGroupPort; queue: string; partition: number }> => {
+  ): Promise<{ group: DataGroupPort; queue: string; partition: number; config: QueueConfig | undefined }> => {
     if (!target?.queue) throw new InvalidArgumentError('the request names no queue')
     const found = await node.groupFor(target.queue, target.partition, target.routeEpoch)
     if (!found) {
@@ -112,20 +111,25 @@ export function queueHandlers(
       )
     }
     found.group.assertLeader()
-    return { group: found.group, queue: found.storedAs, partition: target.partition }
+    return { group: found.group, queue: found.storedAs, partition: target.partition, config: found.config }
   }
   /** Pipelining producers' batches, put back in sequence order before they are proposed. */
   const producerOrder = new ProducerOrder()
   const run = async (
     target: PartitionTarget | undefined,
-    command: (nowMs: number) => Command,
+    command: (nowMs: number, config: QueueConfig | undefined) => Command,
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
   ): Promise<CommandResult> => {
-    const { group, queue, partition } = await locate(target)
+    const { group, queue, partition, config } = await locate(target)
     const lane = producer ? `${producer.id} ${queue}/${partition}` : ''
     const wait = producer && producerOrder.turn(lane, producer.seq, producer.base)
     if (wait) await wait
-    const proposal = group.propose({ type: 'apply', queue, partition, command: command(group.nowMs()) })
+    const proposal = group.propose({
+      type: 'apply',
+      queue,
+      partition,
+      command: command(group.nowMs(), config),
+    })
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
     if (result.type === 'refused') {
@@ -157,7 +161,6 @@ export function queueHandlers(
   }
   /** Messages asked for by the leases being committed now, by partition (queue/partition). */
   const leasing = new Map<string, number>()
-  const visibilityOf = (queue: string): number => node.queueConfig(queue)?.visibilityTimeoutMs || 30_000
 
   return {
     produce: unary(async (req) => {
@@ -193,10 +196,11 @@ export function queueHandlers(
       if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
       const deadline = Date.now() + waitMs
-      // The queue's visibility is read once the partition is located (its route is cached
-      // then: a node that had none cached, just started or after partitions were added to a
-      // queue, would otherwise lease for the default 30 s).
-      const command = () => leaseOf(req, visibilityOf(req.target?.queue ?? ''))
+      // The queue's visibility comes from the route the partition was located by (a node
+      // that had none cached, just started or after partitions were added to a queue, would
+      // otherwise lease for the default 30 s).
+      const command = (_nowMs: number, config: QueueConfig | undefined) =>
+        leaseOf(req, config?.visibilityTimeoutMs || 30_000)
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled
@@ -214,8 +218,8 @@ export function queueHandlers(
         for (let round = 0; ; round++) {
           if (cancelled.aborted) return { messages: [] }
           // Read before the lease: a change applied while it runs must end the wait below.
-          const { group, queue, partition } = await locate(req.target)
-          if (node.queueConfig(req.target?.queue ?? '')?.paused) {
+          const { group, queue, partition, config } = await locate(req.target)
+          if (config?.paused) {
             // A paused queue hands nothing out: the poll looks again at the recheck interval
             // (the pause is in the route, not in an applied entry), not at every change.
             const remaining = deadline - Date.now()

@@ -124,10 +124,14 @@ describe('MetaState', () => {
     const paused = s.routeEpoch
     expect(s.queue('jobs')).toMatchObject({ config: { paused: true }, settingsEpoch: paused })
     expect(s.settingsEpoch()).toBe(paused)
+    // The latest change survives its queue's deletion, in a snapshot too.
+    s.apply({ type: 'updateQueue', name: 'other', update: { maxDeliveries: 2 } }, 12)
+    const latest = s.routeEpoch
     s.apply({ type: 'deleteQueue', name: 'other' }, 12)
+    expect(s.settingsEpoch()).toBe(latest)
     const copy = new MetaState()
     copy.restore(s.snapshot())
-    expect(copy.settingsEpoch()).toBe(paused)
+    expect(copy.settingsEpoch()).toBe(latest)
     expect(copy.queue('jobs')).toEqual(s.queue('jobs'))
     // Not a boolean: refused, nothing changes.
     const r = s.apply(

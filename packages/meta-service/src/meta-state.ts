@@ -168,6 +168,12 @@ interface MetaImage {
   readonly metaVotersWanted?: number
   /** Node ids removed (RemoveNode), oldest first; absent in older images. */
   readonly removedNodes?: readonly string[]
+  /**
+   * The latest epochs at which a queue got partitions or new settings; absent while 0 and in
+   * older images (then derived from the queues still there, which misses deleted ones).
+   */
+  readonly growEpoch?: number
+  readonly settingsEpoch?: number
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -222,17 +228,16 @@ export class MetaState {
   }
 
   /**
-   * The latest route epoch at which a queue got partitions added; 0 when none. Not part of the
-   * snapshot: after a restore, the latest among the queues still there (what matters: routes
-   * cached before it may lack partitions).
+   * The latest route epoch at which a queue got partitions added; 0 when none (routes cached
+   * before it may lack partitions). In the snapshot; an older one's is derived from its queues.
    */
   growEpoch(): number {
     return this.#growEpoch
   }
 
   /**
-   * The latest route epoch at which a queue's settings changed (UpdateQueue); 0 when none.
-   * Derived like `growEpoch`: routes cached before it may carry old settings (a pause).
+   * The latest route epoch at which a queue's settings changed (UpdateQueue); 0 when none
+   * (routes cached before it may carry old settings, a pause). In the snapshot, like `growEpoch`.
    */
   settingsEpoch(): number {
     return this.#settingsEpoch
@@ -1023,6 +1028,8 @@ export class MetaState {
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
       ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
+      ...(this.#growEpoch > 0 ? { growEpoch: this.#growEpoch } : {}),
+      ...(this.#settingsEpoch > 0 ? { settingsEpoch: this.#settingsEpoch } : {}),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -1060,8 +1067,9 @@ export class MetaState {
     this.#names = [...this.#queues.keys()].sort(compare)
     this.#held.clear()
     for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
-    this.#growEpoch = image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
-    this.#settingsEpoch = image.queues.reduce((m, q) => Math.max(m, q.settingsEpoch ?? 0), 0)
+    this.#growEpoch = image.growEpoch ?? image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
+    this.#settingsEpoch =
+      image.settingsEpoch ?? image.queues.reduce((m, q) => Math.max(m, q.settingsEpoch ?? 0), 0)
     this.tokens.replace(image.tokens ?? [])
   }
 }

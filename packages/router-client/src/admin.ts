@@ -21,6 +21,18 @@ export type QueueOptions = Partial<QueueConfig>
 /** A message listed without a lease (dead letters, a peek), with its partition. */
 export type ListedMessage = LeasedMessage & { readonly partition: number }
 
+/**
+ * `route` when it is paused as `wanted` (undefined: not asked); else throws. A meta leader of
+ * a version before paused queues (format level 12) drops the field unread and answers as if
+ * it were done, and its data-group leaders would go on delivering.
+ */
+function pauseHeeded(route: QueueRoute, wanted: boolean | undefined): QueueRoute {
+  if (wanted === undefined || (route.config?.paused ?? false) === wanted) return route
+  throw new InvalidArgumentError(
+    `queue ${route.queue} was not ${wanted ? 'paused' : 'resumed'}: the meta leader runs a version without paused queues (format level 12); upgrade every node first`,
+  )
+}
+
 /** Cluster administration through the meta group. Every call retries redirects until its deadline. */
 export class Admin {
   readonly #router: Router
@@ -45,13 +57,13 @@ export class Admin {
       paused: false,
       ...options,
     }
-    return this.#router.meta((m) => m.createQueue, { name, config })
+    return pauseHeeded(await this.#router.meta((m) => m.createQueue, { name, config }), options.paused)
   }
 
   /** Changes the settings given in `update`; the rest stay. */
   async updateQueue(name: string, update: QueueConfigUpdate): Promise<QueueRoute> {
     this.#router.invalidate(name)
-    return this.#router.meta((m) => m.updateQueue, { name, update })
+    return pauseHeeded(await this.#router.meta((m) => m.updateQueue, { name, update }), update.paused)
   }
 
   /** Deletes `name` and its messages. Throws QueueNotFoundError when it does not exist. */

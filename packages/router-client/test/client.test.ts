@@ -589,6 +589,21 @@ describe('MqClient', () => {
     expect(d2?.config).toMatchObject({ dedupWindowMs: 0, partitions: 2 })
   })
 
+  it('pauses and resumes a queue, and says so when the meta leader cannot pause one', async () => {
+    const q = freshQueue(1)
+    expect((await client.admin.updateQueue(q, { paused: true })).config?.paused).toBe(true)
+    expect((await client.admin.updateQueue(q, { paused: false })).config?.paused).toBe(false)
+    // A meta leader of an earlier version answers as if done, without the field: refused here.
+    broker.pauseUnknown = true
+    await expect(client.admin.updateQueue(q, { paused: true })).rejects.toThrow(
+      `queue ${q} was not paused: the meta leader runs a version without paused queues (format level 12); upgrade every node first`,
+    )
+    // Other settings, and resuming a queue that is not paused, are unaffected.
+    await client.admin.updateQueue(q, { maxDeliveries: 3 })
+    await client.admin.updateQueue(q, { paused: false })
+    broker.pauseUnknown = false
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

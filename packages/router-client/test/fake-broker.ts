@@ -23,6 +23,7 @@ import {
   StaleRouteError,
   toGrpcStatus,
   UnavailableError,
+  type UpdateQueueRequest,
   unaryHandler,
 } from '@mq/protocol'
 
@@ -74,6 +75,10 @@ export class FakeBroker {
   readonly calls: string[] = []
   /** Every CreateQueue request, as decoded here. */
   readonly createRequests: CreateQueueRequest[] = []
+  /** Queues paused by UpdateQueue. */
+  readonly paused = new Set<string>()
+  /** Acts as a meta leader of a version before paused queues: drops `paused` unread. */
+  pauseUnknown = false
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
   /** A long poll waits at most this long here (a test may raise it). */
@@ -179,7 +184,7 @@ export class FakeBroker {
         strictPriority: false,
         dedupWindowMs: 0,
         messageTtlMs: 0,
-        paused: false,
+        paused: this.paused.has(name),
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({
@@ -206,7 +211,14 @@ export class FakeBroker {
         this.createRequests.push(req)
         return { queue: req.name, partitions: [], routeEpoch: this.epoch, queueId: 0, partitionsEpoch: 0 }
       }),
-      updateQueue: handle(() => ({})),
+      updateQueue: handle((req: UpdateQueueRequest) => {
+        const paused = req.update?.paused
+        if (paused !== undefined && !this.pauseUnknown) {
+          if (paused) this.paused.add(req.name)
+          else this.paused.delete(req.name)
+        }
+        return this.#route(req.name)
+      }),
       deleteQueue: handle(() => ({})),
       listQueues: handle(() => ({
         queues: [...this.#queues.keys()].map((q) => this.#route(q)),

@@ -57,9 +57,9 @@ describe('pausing a queue', () => {
     const paused = await admin.admin.updateQueue(queue, { paused: true })
     expect(paused.config?.paused).toBe(true)
     const pausedAt = Date.now()
-    // Producers go on; deliveries stop once n4 hears of the pause (bounded: 60 sends, ~3 s).
+    // Producers go on; deliveries stop once n4 hears of the pause (bounded: 80 sends, ~4 s).
     const during: string[] = []
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 80; i++) {
       await send(`during${i}`)
       during.push(`during${i}`)
       await new Promise((r) => setTimeout(r, 50))
@@ -69,8 +69,9 @@ describe('pausing a queue', () => {
     console.log(
       `queue pause: the last delivery came ${lastDelivered - pausedAt} ms after the pause; ${during.filter((b) => deliveries.has(b)).length} of ${during.length} messages sent after it were delivered before it took effect`,
     )
-    // A heartbeat (500 ms) and the consumer's messages already leased: a loose bound, not a figure.
-    expect(lastDelivered - pausedAt).toBeLessThan(2_000)
+    // A heartbeat (500 ms), a GetRoutes and the leases already on their way: a loose bound,
+    // not a figure (a leader that waited for its 10-s orphan sweep fails it most of the time).
+    expect(lastDelivered - pausedAt).toBeLessThan(2_500)
     expect(sentAll - lastDelivered).toBeGreaterThan(1_000)
     // Still nothing while paused; the messages wait, ready, where a peek finds them.
     const deliveredWhilePaused = deliveries.size
@@ -80,7 +81,10 @@ describe('pausing a queue', () => {
     expect(waiting.length).toBeGreaterThan(20)
     const peeked = (await admin.admin.peek(queue, 1000)).map((m) => new TextDecoder().decode(m.body))
     expect(new Set(peeked)).toEqual(new Set(waiting))
-    expect((await admin.admin.describeQueue(queue)).config?.paused).toBe(true)
+    const route = await admin.admin.describeQueue(queue)
+    expect(route.config?.paused).toBe(true)
+    // Still led by n4 (no meta replica): the pause reached it through the heartbeats.
+    expect(route.partitions[0]?.leaderId).toBe('n4')
 
     const resumed = await admin.admin.updateQueue(queue, { paused: false })
     expect(resumed.config?.paused).toBe(false)

@@ -132,8 +132,24 @@ async function consume(
     if (lastError !== undefined) {
       throw new CommandError(`no message from ${queue} within ${formatDuration(flags.wait)}`, lastError)
     }
-    if (!out.json) io.stderr.write(`mq: no message in ${queue} within ${formatDuration(flags.wait)}\n`)
+    if (!out.json) {
+      const paused = await pausedReason(session, queue)
+      io.stderr.write(
+        `mq: no message in ${queue} within ${formatDuration(flags.wait)}${paused ? ` (${paused})` : ''}\n`,
+      )
+    }
   }
+}
+
+/**
+ * Why a queue gave nothing when it is paused; undefined when it is not (or its route cannot be
+ * read: the reason only adds to a message).
+ */
+export async function pausedReason(session: Session, queue: string): Promise<string | undefined> {
+  const route = await session.client.admin.describeQueue(queue).catch(() => undefined)
+  return route?.config?.paused
+    ? `${queue} is paused: nothing is handed out of it until mq queue resume ${queue}`
+    : undefined
 }
 
 /**

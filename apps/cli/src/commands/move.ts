@@ -5,7 +5,7 @@ import { CommandError, UsageError } from '../errors'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
 import { Progress } from '../progress'
-import { listenForInterrupt, nextWithin } from './consume'
+import { listenForInterrupt, nextWithin, pausedReason } from './consume'
 
 /** Messages leased from the source ahead of their copy. */
 const PREFETCH_MAX = 256
@@ -128,6 +128,10 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   if (failure !== undefined) throw failure
   if (moved === 0 && lastError !== undefined) {
     throw new CommandError(`no message from ${from} within ${formatDuration(flags.wait)}`, lastError)
+  }
+  if (moved === 0) {
+    const paused = await pausedReason(session, from)
+    if (paused) throw new CommandError(`moved nothing from ${from} to ${flags.to}`, new Error(paused))
   }
   out.result(`moved ${moved} message${moved === 1 ? '' : 's'} from ${from} to ${flags.to}`, {
     from,

@@ -324,6 +324,7 @@ describe('the console API', () => {
       ['/api/queues', { name: '' }],
       ['/api/queues', { name: 'q', config: { partitions: -1 } }],
       ['/api/queues', { name: 'q', config: { colour: 'red' } }],
+      ['/api/queues', { name: 'q', config: { paused: 1 } }],
       ['/api/queues', [1, 2]],
       ['/api/queues/jobs/update', {}],
       ['/api/queues/jobs/update', { engine: 'memory' }],
@@ -351,10 +352,10 @@ describe('the console API', () => {
     expect(calls).toEqual([])
     const exists = await fetch(
       `${base}/api/queues`,
-      post(ADMIN, { name: 'taken', config: { partitions: 2 } }),
+      post(ADMIN, { name: 'taken', config: { partitions: 2, paused: true } }),
     )
     expect(exists.status).toBe(409)
-    expect(calls).toEqual(['create taken {"partitions":2}'])
+    expect(calls).toEqual(['create taken {"partitions":2,"paused":true}'])
     expect((await fetch(`${base}/api/nothing`, { headers: bearer(ADMIN) })).status).toBe(404)
     expect((await fetch(`${base}/api/nodes/n1/explode`, post(ADMIN, {}))).status).toBe(404)
     expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)

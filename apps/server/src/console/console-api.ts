@@ -338,7 +338,8 @@ export class ConsoleApi {
           Object.assign(config, { [key]: count(value, key) })
         else if ((STRING_KEYS as readonly string[]).includes(key))
           Object.assign(config, { [key]: text(value, key) })
-        else if (key === 'strictPriority') config.strictPriority = flag(value, key)
+        else if (key === 'strictPriority' || key === 'paused')
+          Object.assign(config, { [key]: flag(value, key) })
         else throw badRequest(`config.${key} is not a queue setting`)
       }
     }

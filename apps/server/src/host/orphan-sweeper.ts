@@ -3,8 +3,7 @@ import {
   type DataGroupPort,
   orphanPartitions,
   type PartitionRef,
-  parsePartitionId,
-  parseStoredQueueName,
+  queueNamesOf,
 } from '@mq/data-service'
 import { FORMAT_LEVEL_DROP_IMPORT } from '@mq/protocol'
 import { ledGroups } from './led-groups'
@@ -63,13 +62,7 @@ export class OrphanSweeper {
       const imports = this.#host.formatLevel() >= FORMAT_LEVEL_DROP_IMPORT
       const candidates = (machine: DataGroupMachine): string[] =>
         imports ? [...machine.partitionIds(), ...machine.importIds()] : machine.partitionIds()
-      const names = new Set<string>()
-      for (const port of leading) {
-        for (const id of candidates(port.machine)) {
-          const stored = parseStoredQueueName(parsePartitionId(id)?.queue ?? '')
-          if (stored) names.add(stored.queue)
-        }
-      }
+      const names = queueNamesOf(leading.flatMap((port) => candidates(port.machine)))
       if (names.size === 0) return dropped
       const live = await this.#host.liveQueues([...names])
       for (const port of leading) {
