@@ -137,8 +137,8 @@ export class MqNode {
   #ownClient: OwnClient | undefined
   /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
   #growEpochSeen = 0
-  /** The settings epoch the hosted queues' cached routes were last brought up to (#refreshHostedRoutes). */
-  #settingsEpochRefreshed = 0
+  /** The changed epoch the hosted queues' cached routes were last brought up to (#refreshHostedRoutes). */
+  #changedEpochRefreshed = 0
   #refreshingRoutes = false
   readonly #calls: PeerCalls
   readonly #controller: Controller
@@ -371,6 +371,18 @@ export class MqNode {
       movePartition: unaryHandler(async (req) => this.#mover.move(req)),
       importPartition: unaryHandler(async (req) => this.#mover.import(req)),
       fetchImage: unaryHandler(async (req) => images.fetch(req)),
+      fencePartitions: unaryHandler(async (req) => {
+        const group = this.#dataGroups.get(req.groupId)?.port
+        if (!group) throw new UnavailableError(`this node holds no replica of data group ${req.groupId}`)
+        group.assertLeader()
+        // One entry per partition; a fence already applied changes nothing.
+        for (const partition of req.partitions) {
+          const r = await group.propose({ type: 'fence', queue: req.storedAs, partition })
+          if (r.type !== 'fenced')
+            throw new UnavailableError(`fencing ${req.storedAs}/${partition}: ${r.type}`)
+        }
+        return {}
+      }),
       changeReplicas: unaryHandler(async (req) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
         return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
@@ -731,7 +743,7 @@ export class MqNode {
       if (!this.#metaVoter()) {
         this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
         this.#forgetRoutesBefore(response.growEpoch)
-        this.#refreshHostedRoutes(response.settingsEpoch)
+        this.#refreshHostedRoutes(response.changedEpoch)
       }
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)
@@ -952,6 +964,13 @@ export class MqNode {
   async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {
     const local = this.#localRoute(queue, minEpoch)
     if (local) return local
+    if (local === null && minEpoch > 0) {
+      // Deleted since the client's route: a cached route would serve a queue that is gone (or
+      // its old incarnation). (A client that sends no epoch may know of a queue this replica
+      // has not applied yet: asked of the meta leader, as before.)
+      this.#routes.delete(queue)
+      return undefined
+    }
     const cached = this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
     const remote = this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
@@ -980,6 +999,7 @@ export class MqNode {
         const since = this.#metaApplied.count
         const route = this.#localRoute(queue, minEpoch)
         if (route) return route
+        if (route === null && minEpoch > 0) return undefined
         const left = until - Date.now()
         // The remote answer decides.
         if (left <= 0 || ended.signal.aborted) throw new Error('the meta replica did not catch up')
@@ -995,8 +1015,11 @@ export class MqNode {
     }
   }
 
-  /** The route from this node's meta replica, when it has one that has applied `minEpoch`. */
-  #localRoute(queue: string, minEpoch: number): QueueRoute | undefined {
+  /**
+   * The route from this node's meta replica, when it has one that has applied `minEpoch`;
+   * null when that replica has no such queue; undefined when there is no such replica.
+   */
+  #localRoute(queue: string, minEpoch: number): QueueRoute | null | undefined {
     const state = this.#metaVoter()?.state
     if (!state || state.routeEpoch < minEpoch) return undefined
     // Every route change bumps the epoch: a route cached at this epoch is this one (its data
@@ -1004,7 +1027,7 @@ export class MqNode {
     const cached = this.#routes.get(queue)
     if (cached?.routeEpoch === state.routeEpoch) return cached
     const q = state.queue(queue)
-    if (!q) return undefined
+    if (!q) return null
     const route = routeOf(state, q)
     this.#cacheRoute(route)
     return route
@@ -1023,20 +1046,22 @@ export class MqNode {
   }
 
   /**
-   * Brings the cached routes of the queues this node's data groups hold up to `settingsEpoch`
-   * (the latest epoch at which a queue's settings changed; a node without a meta replica hears
-   * it in heartbeats), in one GetRoutes: their leaders then apply the new settings (a pause)
-   * within a heartbeat, though the clients' requests still carry the route epoch they were
-   * routed with. The routes are replaced, not forgotten, so requests go on meanwhile and a
-   * late answer older than the refresh cannot replace it (`#cacheRoute`). One refresh at a
-   * time; an answer from a meta leader that has not applied the change yet (one just
-   * elected), or none, is tried again at the next heartbeat.
+   * Brings the cached routes of the queues this node's data groups hold up to `changedEpoch`
+   * (the latest epoch at which a queue's settings changed or a queue was deleted; a node without
+   * a meta replica hears it in heartbeats), in one GetRoutes: their leaders then apply new
+   * settings (a pause) and stop serving a deleted queue, or the deleted incarnation of a name
+   * created again, within a heartbeat, though the clients' requests still carry the route epoch
+   * they were routed with. Routes are replaced, not forgotten, so requests go on meanwhile and a
+   * late answer older than the refresh cannot replace it (`#cacheRoute`); the route of a queue
+   * the answer lacks (deleted) is forgotten, so the next request for it asks the meta group.
+   * One refresh at a time; an answer from a meta leader that has not applied the change yet
+   * (one just elected), or none, is tried again at the next heartbeat.
    */
-  #refreshHostedRoutes(settingsEpoch: number): void {
-    if (settingsEpoch <= this.#settingsEpochRefreshed || this.#refreshingRoutes) return
+  #refreshHostedRoutes(changedEpoch: number): void {
+    if (changedEpoch <= this.#changedEpochRefreshed || this.#refreshingRoutes) return
     const names = queueNamesOf([...this.#dataGroups.values()].flatMap((g) => g.port.machine.partitionIds()))
     if (names.size === 0) {
-      this.#settingsEpochRefreshed = settingsEpoch
+      this.#changedEpochRefreshed = changedEpoch
       return
     }
     this.#refreshingRoutes = true
@@ -1044,8 +1069,16 @@ export class MqNode {
       c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
     )
       .then((response) => {
-        for (const r of response.routes) this.#cacheRoute(r)
-        if (response.routeEpoch >= settingsEpoch) this.#settingsEpochRefreshed = settingsEpoch
+        if (response.routeEpoch < changedEpoch) return
+        for (const r of response.routes) {
+          this.#cacheRoute(r)
+          names.delete(r.queue)
+        }
+        for (const gone of names) {
+          const cached = this.#routes.get(gone)
+          if (cached && cached.routeEpoch < response.routeEpoch) this.#routes.delete(gone)
+        }
+        this.#changedEpochRefreshed = changedEpoch
       })
       .catch((error: unknown) => this.log.debug({ err: error }, 'cannot refresh the routes of hosted queues'))
       .finally(() => {

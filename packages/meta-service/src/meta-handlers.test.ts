@@ -9,7 +9,7 @@ import {
 } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
-import { MetaState } from './meta-state'
+import { MetaState, type QueueRecord } from './meta-state'
 
 /** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
 function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
@@ -43,6 +43,7 @@ const controller: ControllerPort = {
   drainNode: async () => 0,
   removeNode: async () => {},
   setMetaVoters: async (voters) => ({ voters: ['n1', 'n2', 'n3'], votersWanted: voters }),
+  fenceDeletedQueue: async () => {},
 }
 
 function call<K extends keyof MetaServer>(h: MetaServer, method: K, request: unknown): Promise<unknown> {
@@ -234,7 +235,7 @@ describe('meta handlers', () => {
     })
     const paused = (await call(h, 'updateQueue', { name: 'jobs', update: { paused: true } })) as QueueRoute
     expect(paused.config?.paused).toBe(true)
-    expect(meta.state.settingsEpoch()).toBe(paused.routeEpoch)
+    expect(meta.state.changedEpoch()).toBe(paused.routeEpoch)
     // Other settings leave it paused; resuming clears it.
     await call(h, 'updateQueue', { name: 'jobs', update: { maxDeliveries: 3 } })
     expect(meta.state.queue('jobs')?.config).toMatchObject({ paused: true, maxDeliveries: 3 })
@@ -246,6 +247,33 @@ describe('meta handlers', () => {
       config: { partitions: 1, paused: true },
     })) as QueueRoute
     expect(held.config?.paused).toBe(true)
+  })
+
+  it('deletes a queue, then has its partitions fenced before answering', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const fenced: QueueRecord[] = []
+    let answered = false
+    const h = metaHandlers(meta, {
+      ...controller,
+      fenceDeletedQueue: async (q) => {
+        expect(meta.state.queue(q.name)).toBeUndefined()
+        expect(answered).toBe(false)
+        fenced.push(q)
+      },
+    })
+    const created = (await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })) as QueueRoute
+    await call(h, 'deleteQueue', { name: 'jobs' })
+    answered = true
+    expect(fenced).toHaveLength(1)
+    expect(fenced[0]).toMatchObject({ name: 'jobs', queueId: created.queueId })
+    expect(fenced[0]?.partitions.map((p) => p.partition)).toEqual([0, 1])
+    // Not found: refused before anything is fenced.
+    await expect(call(h, 'deleteQueue', { name: 'jobs' })).rejects.toMatchObject({
+      details: expect.stringMatching(/queue jobs does not exist/),
+    })
+    expect(fenced).toHaveLength(1)
   })
 
   it('refuses a dead-letter queue that is the queue itself or not a valid name', async () => {

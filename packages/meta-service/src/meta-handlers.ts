@@ -46,6 +46,12 @@ export interface ControllerPort {
   removeNode(nodeId: string): Promise<void>
   /** Sets the meta group's size; resolves with its voters now and the size wanted. */
   setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }>
+  /**
+   * Has the data groups that held a deleted queue's partitions fence them, so that none of
+   * them serves that incarnation again (a route cached from before the deletion); resolves
+   * when done or when it gave up on a group (the orphan sweeper drops the partitions anyway).
+   */
+  fenceDeletedQueue(queue: QueueRecord): Promise<void>
 }
 
 const LIST_LIMIT_MAX = 1000
@@ -134,7 +140,11 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return routeNow(req.name)
     }),
     deleteQueue: unary(async (req) => {
-      await committed({ type: 'deleteQueue', name: req.name })
+      const deleted = (await committed({ type: 'deleteQueue', name: req.name })) as QueueRecord
+      // Answered once no data group serves the queue any more: a producer routed before the
+      // deletion cannot have a message acknowledged into it after this answer (into a queue
+      // created again under the name, say, where it belongs).
+      await controller.fenceDeletedQueue(deleted)
       return {}
     }),
     describeQueue: unary(async (req) => routeNow(req.name)),

@@ -115,23 +115,26 @@ describe('MetaState', () => {
     expect(copy.partitionCounts()).toEqual(recount(s))
   })
 
-  it('keeps the epoch of the latest settings change, across a snapshot', () => {
+  it('keeps the epoch of the latest settings change or deletion, across a snapshot', () => {
     const s = cluster(3, 3)
     s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 1 } }, 10)
     s.apply({ type: 'createQueue', name: 'other', config: { partitions: 1 } }, 10)
-    expect(s.settingsEpoch()).toBe(0)
+    expect(s.changedEpoch()).toBe(0)
     expect(s.apply({ type: 'updateQueue', name: 'jobs', update: { paused: true } }, 11).ok).toBe(true)
+    expect(s.queue('jobs')?.config.paused).toBe(true)
+    expect(s.changedEpoch()).toBe(s.routeEpoch)
+    // A creation changes no cached route: the epoch stays.
     const paused = s.routeEpoch
-    expect(s.queue('jobs')).toMatchObject({ config: { paused: true }, settingsEpoch: paused })
-    expect(s.settingsEpoch()).toBe(paused)
-    // The latest change survives its queue's deletion, in a snapshot too.
-    s.apply({ type: 'updateQueue', name: 'other', update: { maxDeliveries: 2 } }, 12)
-    const latest = s.routeEpoch
+    s.apply({ type: 'createQueue', name: 'third', config: { partitions: 1 } }, 12)
+    expect(s.changedEpoch()).toBe(paused)
+    // A deletion does (a cached route would serve the queue that is gone), and it survives
+    // a snapshot, where no queue is left to tell of it.
     s.apply({ type: 'deleteQueue', name: 'other' }, 12)
-    expect(s.settingsEpoch()).toBe(latest)
+    const deleted = s.routeEpoch
+    expect(s.changedEpoch()).toBe(deleted)
     const copy = new MetaState()
     copy.restore(s.snapshot())
-    expect(copy.settingsEpoch()).toBe(latest)
+    expect(copy.changedEpoch()).toBe(deleted)
     expect(copy.queue('jobs')).toEqual(s.queue('jobs'))
     // Not a boolean: refused, nothing changes.
     const r = s.apply(
@@ -140,6 +143,7 @@ describe('MetaState', () => {
     )
     expect(r).toMatchObject({ ok: false, message: 'paused must be true or false, got yes' })
     expect(s.queue('jobs')?.config.paused).toBe(true)
+    expect(s.changedEpoch()).toBe(deleted)
   })
 
   it('restores a snapshot written before later settings existed with their defaults', () => {

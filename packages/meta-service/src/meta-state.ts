@@ -63,8 +63,6 @@ export interface QueueRecord {
    * epoch is answered STALE_ROUTE, so clients learn of the new partitions.
    */
   readonly partitionsEpoch?: number
-  /** The route epoch of the queue's latest settings change (UpdateQueue); absent until one. */
-  readonly settingsEpoch?: number
 }
 
 export const MovePhase = {
@@ -169,11 +167,12 @@ interface MetaImage {
   /** Node ids removed (RemoveNode), oldest first; absent in older images. */
   readonly removedNodes?: readonly string[]
   /**
-   * The latest epochs at which a queue got partitions or new settings; absent while 0 and in
-   * older images (then derived from the queues still there, which misses deleted ones).
+   * The latest epochs at which a queue got partitions, and at which one got new settings or
+   * was deleted; absent while 0 and in older images (the first then derived from the queues
+   * still there, the second 0).
    */
   readonly growEpoch?: number
-  readonly settingsEpoch?: number
+  readonly changedEpoch?: number
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -193,7 +192,7 @@ interface MetaImage {
 export class MetaState {
   #routeEpoch = 1
   #growEpoch = 0
-  #settingsEpoch = 0
+  #changedEpoch = 0
   #nextGroupId = 1
   #nextQueueId = 1
   #nextMoveId = 1
@@ -236,11 +235,12 @@ export class MetaState {
   }
 
   /**
-   * The latest route epoch at which a queue's settings changed (UpdateQueue); 0 when none
-   * (routes cached before it may carry old settings, a pause). In the snapshot, like `growEpoch`.
+   * The latest route epoch at which a queue's settings changed (UpdateQueue) or a queue was
+   * deleted; 0 when neither. Routes cached before it may carry old settings (a pause) or name a
+   * queue, or an incarnation of a name, that is gone. In the snapshot, like `growEpoch`.
    */
-  settingsEpoch(): number {
-    return this.#settingsEpoch
+  changedEpoch(): number {
+    return this.#changedEpoch
   }
 
   node(nodeId: string): NodeRecord | undefined {
@@ -636,8 +636,8 @@ export class MetaState {
     }
     // Routes carry the config, and data-group leaders version the settings they apply by it.
     this.#routeEpoch++
-    this.#settingsEpoch = this.#routeEpoch
-    let next: QueueRecord = { ...queue, config, settingsEpoch: this.#routeEpoch }
+    this.#changedEpoch = this.#routeEpoch
+    let next: QueueRecord = { ...queue, config }
     if (config.partitions > queue.partitions.length) {
       // Partitions added: placed like a new queue's, routed from this epoch on.
       const added = this.#place(queue.partitions.length, config.partitions, config.engine)
@@ -649,7 +649,8 @@ export class MetaState {
     return ok(next)
   }
 
-  #deleteQueue(name: unknown): MetaResult<null> {
+  /** Deletes a queue; its value is the queue as it was (its partitions are fenced next). */
+  #deleteQueue(name: unknown): MetaResult<QueueRecord> {
     const queue = typeof name === 'string' ? this.#queues.get(name) : undefined
     if (!queue) return fail(ErrorCode.QueueNotFound, `queue ${String(name)} does not exist`)
     this.#queues.delete(queue.name)
@@ -658,7 +659,8 @@ export class MetaState {
     // Moves of a deleted queue's partitions are abandoned (their copies go with the queue's data).
     for (const m of this.moves()) if (m.queue === name) this.#moves.delete(m.moveId)
     this.#routeEpoch++
-    return ok(null)
+    this.#changedEpoch = this.#routeEpoch
+    return ok(queue)
   }
 
   #scaleDataGroups(groups: unknown, nowMs: number): MetaResult<ScaleRecord> {
@@ -1029,7 +1031,7 @@ export class MetaState {
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
       ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
       ...(this.#growEpoch > 0 ? { growEpoch: this.#growEpoch } : {}),
-      ...(this.#settingsEpoch > 0 ? { settingsEpoch: this.#settingsEpoch } : {}),
+      ...(this.#changedEpoch > 0 ? { changedEpoch: this.#changedEpoch } : {}),
       nodes: this.nodes(),
       groups: this.groups(),
       queues: this.queues(),
@@ -1068,8 +1070,7 @@ export class MetaState {
     this.#held.clear()
     for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
     this.#growEpoch = image.growEpoch ?? image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
-    this.#settingsEpoch =
-      image.settingsEpoch ?? image.queues.reduce((m, q) => Math.max(m, q.settingsEpoch ?? 0), 0)
+    this.#changedEpoch = image.changedEpoch ?? 0
     this.tokens.replace(image.tokens ?? [])
   }
 }

@@ -75,6 +75,8 @@ export {
 export {
   ChangeReplicasRequest,
   ChangeReplicasResponse,
+  FencePartitionsRequest,
+  FencePartitionsResponse,
   FetchImageRequest,
   FetchImageResponse,
   GroupAssignment,

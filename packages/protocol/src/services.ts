@@ -3,6 +3,8 @@ import { makeGenericClientConstructor } from '@grpc/grpc-js'
 import {
   ChangeReplicasRequest,
   ChangeReplicasResponse,
+  FencePartitionsRequest,
+  FencePartitionsResponse,
   FetchImageRequest,
   FetchImageResponse,
   type PeerClient as GeneratedPeerClient,
@@ -117,6 +119,7 @@ export const PeerService: typeof GeneratedPeerService = withWireWriter(Generated
   importPartition: [ImportPartitionRequest, ImportPartitionResponse],
   changeReplicas: [ChangeReplicasRequest, ChangeReplicasResponse],
   fetchImage: [FetchImageRequest, FetchImageResponse],
+  fencePartitions: [FencePartitionsRequest, FencePartitionsResponse],
 })
 
 export type PeerService = typeof GeneratedPeerService

@@ -1,5 +1,10 @@
 import { type MetaCommand, MetaState } from '@mq/meta-service'
-import { type ChangeReplicasRequest, type ChangeReplicasResponse, FORMAT_LEVEL } from '@mq/protocol'
+import {
+  type ChangeReplicasRequest,
+  type ChangeReplicasResponse,
+  type FencePartitionsRequest,
+  FORMAT_LEVEL,
+} from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller, type ControllerHost } from './controller'
 import type { PeerCalls } from './peer-calls'
@@ -19,12 +24,15 @@ function leading(
     metaSteps?: ChangeReplicasResponse[]
     dataSteps?: ChangeReplicasResponse[]
     unregistered?: string[]
+    /** Data groups whose leader does not answer FencePartitions (hangs: never calls back). */
+    fenceHangs?: number[]
   } = {},
 ) {
   const state = new MetaState()
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
   const metaCalls: [string, string, boolean][] = []
   const dataCalls: ChangeReplicasRequest[] = []
+  const fenceCalls: FencePartitionsRequest[] = []
   const done = { done: true, step: '', voters: NODES }
   const calls = {
     callLeader: async (_replicas: unknown, fn: (...args: unknown[]) => void) =>
@@ -38,6 +46,15 @@ function leading(
           ) => {
             dataCalls.push(req)
             cb(null, options.dataSteps?.[dataCalls.length - 1] ?? done)
+          },
+          fencePartitions: (
+            req: FencePartitionsRequest,
+            _md: unknown,
+            _opts: unknown,
+            cb: (...a: unknown[]) => void,
+          ) => {
+            fenceCalls.push(req)
+            if (!options.fenceHangs?.includes(req.groupId)) cb(null, {})
           },
         }
         fn({ peer }, undefined, {}, (_e: unknown, r: unknown) => resolve(r))
@@ -135,6 +152,7 @@ function leading(
     takeOver,
     metaCalls,
     dataCalls,
+    fenceCalls,
   }
 }
 
@@ -149,6 +167,38 @@ beforeEach(() => {
   vi.setSystemTime(1_000_000)
 })
 afterEach(() => vi.useRealTimers())
+
+describe('Controller: a deleted queue', () => {
+  it("has each data group's leader fence the queue's partitions, and waits at most 5 s for them", async () => {
+    const c = leading({ groups: 3, fenceHangs: [3] })
+    c.apply({ type: 'createQueue', name: 'gone', config: { partitions: 5 } })
+    const r = c.apply({ type: 'deleteQueue', name: 'gone' })
+    if (!r.ok) throw new Error(r.message)
+    const deleted = r.value as Parameters<ReturnType<Controller['port']>['fenceDeletedQueue']>[0]
+    let done = false
+    const fencing = c.controller
+      .port()
+      .fenceDeletedQueue(deleted)
+      .then(() => {
+        done = true
+      })
+    await settle()
+    // One call per group, naming the queue's incarnation and the group's partitions.
+    expect(c.fenceCalls.map((f) => [f.groupId, f.storedAs, f.partitions])).toEqual([
+      [1, `gone#${deleted.queueId}`, [0, 3]],
+      [2, `gone#${deleted.queueId}`, [1, 4]],
+      [3, `gone#${deleted.queueId}`, [2]],
+    ])
+    // Group 3 does not answer: the deletion is answered after 5 s anyway.
+    expect(done).toBe(false)
+    vi.advanceTimersByTime(4_900)
+    await settle()
+    expect(done).toBe(false)
+    vi.advanceTimersByTime(200)
+    await fencing
+    expect(done).toBe(true)
+  })
+})
 
 describe('Controller leader balancing', () => {
   it('gives leaderships to nodes only once their heartbeats have been regular for 10 s', async () => {

@@ -57,6 +57,12 @@ const MOVES_CONCURRENT_MAX = 2
 const REPLICA_CHANGES_MAX = 3
 /** One ChangeReplicas call's deadline (it proposes at most one membership change). */
 const CHANGE_CALL_MS = 5_000
+/**
+ * How long a DeleteQueue waits for the data groups to fence the queue's partitions (a Raft
+ * entry per partition, the groups at once); a group that takes longer goes on in the
+ * background, and the orphan sweeper drops the partitions anyway.
+ */
+const FENCE_WAIT_MS = 5_000
 
 /** One replica change as the controller asks a group's leader to step it. */
 export type ReplicaStep = Pick<ChangeReplicasRequest, 'add' | 'remove' | 'removeFirst' | 'replicas'>
@@ -232,6 +238,41 @@ export class Controller {
         this.#stableSinceMs.delete(nodeId)
         this.#reports.delete(nodeId)
       },
+      fenceDeletedQueue: async (queue) => {
+        const state = this.#host.leaderState()
+        if (!state) return
+        const storedAs = storedQueueName(queue.name, queue.queueId)
+        const byGroup = new Map<number, number[]>()
+        for (const p of queue.partitions)
+          byGroup.set(p.groupId, [...(byGroup.get(p.groupId) ?? []), p.partition])
+        const fenced = Promise.all(
+          [...byGroup].map(async ([groupId, partitions]) => {
+            const group = state.group(groupId)
+            if (!group) return
+            try {
+              await this.#host.calls.callLeader(
+                leaderFirst(state, group.leaderId, group.replicas),
+                (c, md, opts, cb) => c.peer.fencePartitions({ groupId, storedAs, partitions }, md, opts, cb),
+                FENCE_WAIT_MS,
+                group.replicas.length + 1,
+              )
+            } catch (error) {
+              // A group of an older version (UNIMPLEMENTED), or one without a leader: the orphan
+              // sweeper drops the partitions within its period; until then a route cached from
+              // before the deletion may still reach them.
+              console.error(
+                `mq-server: deleted queue ${queue.name}: group ${groupId} did not fence its partitions (the orphan sweeper will drop them):`,
+                (error as Error).message,
+              )
+            }
+          }),
+        )
+        let timer: NodeJS.Timeout | undefined
+        const waited = new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, FENCE_WAIT_MS)
+        })
+        await Promise.race([fenced, waited]).finally(() => clearTimeout(timer))
+      },
       transferLeader: async (groupId, toNodeId) => {
         const state = this.#host.leaderState()
         if (!state) throw this.#host.notLeader()
@@ -341,7 +382,7 @@ export class Controller {
         .filter((id) => current.wasRemoved(id) || replaced(current, id)),
       formatLevel: this.#formatLevel(current),
       growEpoch: current.growEpoch(),
-      settingsEpoch: current.settingsEpoch(),
+      changedEpoch: current.changedEpoch(),
       hostMeta: current.metaChange()?.add === req.nodeId,
       leaveMeta: leavesMeta(current, req),
       metaMembers: metaMembers.flatMap((nodeId): NodeAddress[] => {

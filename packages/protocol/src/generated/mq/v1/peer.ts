@@ -168,11 +168,12 @@ export interface HeartbeatResponse {
    */
   growEpoch: number;
   /**
-   * The latest route epoch at which a queue's settings changed (UpdateQueue; 0: none yet). A
-   * node without a meta replica refetches the routes it cached before it, so that a data-group
-   * leader applies a paused queue or new settings within a heartbeat.
+   * The latest route epoch at which a queue's settings changed (UpdateQueue) or a queue was
+   * deleted (0: neither yet). A node without a meta replica refreshes the cached routes of the
+   * queues it hosts when it grows, so that its data-group leaders apply a pause or new settings,
+   * and stop serving a deleted queue (or a deleted incarnation of a name), within a heartbeat.
    */
-  settingsEpoch: number;
+  changedEpoch: number;
 }
 
 export interface MovePartitionRequest {
@@ -273,6 +274,16 @@ export interface StoredToken {
   /** Hex SHA-256 of the secret. */
   sha256: string;
   roles: string[];
+}
+
+export interface FencePartitionsRequest {
+  groupId: number;
+  /** The queue as data groups store it: its name and incarnation (`name#id`). */
+  storedAs: string;
+  partitions: number[];
+}
+
+export interface FencePartitionsResponse {
 }
 
 function createBaseRaftEntry(): RaftEntry {
@@ -1708,7 +1719,7 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     metaMembers: [],
     formatLevel: 0,
     growEpoch: 0,
-    settingsEpoch: 0,
+    changedEpoch: 0,
   };
 }
 
@@ -1755,8 +1766,8 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.growEpoch !== 0) {
       writer.uint32(104).uint64(message.growEpoch);
     }
-    if (message.settingsEpoch !== 0) {
-      writer.uint32(112).uint64(message.settingsEpoch);
+    if (message.changedEpoch !== 0) {
+      writer.uint32(112).uint64(message.changedEpoch);
     }
     return writer;
   },
@@ -1887,7 +1898,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
             break;
           }
 
-          message.settingsEpoch = longToNumber(reader.uint64());
+          message.changedEpoch = longToNumber(reader.uint64());
           continue;
         }
       }
@@ -1954,10 +1965,10 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : isSet(object.grow_epoch)
         ? globalThis.Number(object.grow_epoch)
         : 0,
-      settingsEpoch: isSet(object.settingsEpoch)
-        ? globalThis.Number(object.settingsEpoch)
-        : isSet(object.settings_epoch)
-        ? globalThis.Number(object.settings_epoch)
+      changedEpoch: isSet(object.changedEpoch)
+        ? globalThis.Number(object.changedEpoch)
+        : isSet(object.changed_epoch)
+        ? globalThis.Number(object.changed_epoch)
         : 0,
     };
   },
@@ -2003,8 +2014,8 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.growEpoch !== 0) {
       obj.growEpoch = Math.round(message.growEpoch);
     }
-    if (message.settingsEpoch !== 0) {
-      obj.settingsEpoch = Math.round(message.settingsEpoch);
+    if (message.changedEpoch !== 0) {
+      obj.changedEpoch = Math.round(message.changedEpoch);
     }
     return obj;
   },
@@ -2027,7 +2038,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.metaMembers = object.metaMembers?.map((e) => NodeAddress.fromPartial(e)) || [];
     message.formatLevel = object.formatLevel ?? 0;
     message.growEpoch = object.growEpoch ?? 0;
-    message.settingsEpoch = object.settingsEpoch ?? 0;
+    message.changedEpoch = object.changedEpoch ?? 0;
     return message;
   },
 };
@@ -3005,6 +3016,163 @@ export const StoredToken: MessageFns<StoredToken> = {
   },
 };
 
+function createBaseFencePartitionsRequest(): FencePartitionsRequest {
+  return { groupId: 0, storedAs: "", partitions: [] };
+}
+
+export const FencePartitionsRequest: MessageFns<FencePartitionsRequest> = {
+  encode(message: FencePartitionsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.groupId !== 0) {
+      writer.uint32(8).uint64(message.groupId);
+    }
+    if (message.storedAs !== "") {
+      writer.uint32(18).string(message.storedAs);
+    }
+    writer.uint32(26).fork();
+    for (const v of message.partitions) {
+      writer.uint32(v);
+    }
+    writer.join();
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FencePartitionsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseFencePartitionsRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.groupId = longToNumber(reader.uint64());
+          continue;
+        }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.storedAs = reader.string();
+          continue;
+        }
+        case 3: {
+          if (tag === 24) {
+            message.partitions.push(reader.uint32());
+
+            continue;
+          }
+
+          if (tag === 26) {
+            const end2 = reader.uint32() + reader.pos;
+            while (reader.pos < end2) {
+              message.partitions.push(reader.uint32());
+            }
+
+            continue;
+          }
+
+          break;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): FencePartitionsRequest {
+    return {
+      groupId: isSet(object.groupId)
+        ? globalThis.Number(object.groupId)
+        : isSet(object.group_id)
+        ? globalThis.Number(object.group_id)
+        : 0,
+      storedAs: isSet(object.storedAs)
+        ? globalThis.String(object.storedAs)
+        : isSet(object.stored_as)
+        ? globalThis.String(object.stored_as)
+        : "",
+      partitions: globalThis.Array.isArray(object?.partitions)
+        ? object.partitions.map((e: any) => globalThis.Number(e))
+        : [],
+    };
+  },
+
+  toJSON(message: FencePartitionsRequest): unknown {
+    const obj: any = {};
+    if (message.groupId !== 0) {
+      obj.groupId = Math.round(message.groupId);
+    }
+    if (message.storedAs !== "") {
+      obj.storedAs = message.storedAs;
+    }
+    if (message.partitions?.length) {
+      obj.partitions = message.partitions.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FencePartitionsRequest>, I>>(base?: I): FencePartitionsRequest {
+    return FencePartitionsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FencePartitionsRequest>, I>>(object: I): FencePartitionsRequest {
+    const message = createBaseFencePartitionsRequest();
+    message.groupId = object.groupId ?? 0;
+    message.storedAs = object.storedAs ?? "";
+    message.partitions = object.partitions?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseFencePartitionsResponse(): FencePartitionsResponse {
+  return {};
+}
+
+export const FencePartitionsResponse: MessageFns<FencePartitionsResponse> = {
+  encode(_: FencePartitionsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FencePartitionsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseFencePartitionsResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(_: any): FencePartitionsResponse {
+    return {};
+  },
+
+  toJSON(_: FencePartitionsResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<FencePartitionsResponse>, I>>(base?: I): FencePartitionsResponse {
+    return FencePartitionsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FencePartitionsResponse>, I>>(_: I): FencePartitionsResponse {
+    const message = createBaseFencePartitionsResponse();
+    return message;
+  },
+};
+
 /**
  * Node-to-node traffic on the same port as the client services. Every call carries the
  * cluster secret in the `mq-peer-token` metadata (when one is configured).
@@ -3101,6 +3269,24 @@ export const PeerService = {
     responseSerialize: (value: FetchImageResponse): Buffer => Buffer.from(FetchImageResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): FetchImageResponse => FetchImageResponse.decode(value),
   },
+  /**
+   * The meta leader, once a queue is deleted, asks the leader of each data group that held
+   * its partitions to fence them: the group then refuses that incarnation's requests (a
+   * client or node with a route from before the deletion is told STALE_ROUTE, never served
+   * by a partition the orphan sweeper is about to drop) and never opens it again.
+   * Idempotent; NOT_LEADER on any other replica.
+   */
+  fencePartitions: {
+    path: "/mq.v1.Peer/FencePartitions" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: FencePartitionsRequest): Buffer =>
+      Buffer.from(FencePartitionsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): FencePartitionsRequest => FencePartitionsRequest.decode(value),
+    responseSerialize: (value: FencePartitionsResponse): Buffer =>
+      Buffer.from(FencePartitionsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): FencePartitionsResponse => FencePartitionsResponse.decode(value),
+  },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
@@ -3141,6 +3327,14 @@ export interface PeerServer extends UntypedServiceImplementation {
    * (expired, or this node restarted): the node then makes a new image and sends its handle.
    */
   fetchImage: handleUnaryCall<FetchImageRequest, FetchImageResponse>;
+  /**
+   * The meta leader, once a queue is deleted, asks the leader of each data group that held
+   * its partitions to fence them: the group then refuses that incarnation's requests (a
+   * client or node with a route from before the deletion is told STALE_ROUTE, never served
+   * by a partition the orphan sweeper is about to drop) and never opens it again.
+   * Idempotent; NOT_LEADER on any other replica.
+   */
+  fencePartitions: handleUnaryCall<FencePartitionsRequest, FencePartitionsResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -3263,6 +3457,28 @@ export interface PeerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: FetchImageResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The meta leader, once a queue is deleted, asks the leader of each data group that held
+   * its partitions to fence them: the group then refuses that incarnation's requests (a
+   * client or node with a route from before the deletion is told STALE_ROUTE, never served
+   * by a partition the orphan sweeper is about to drop) and never opens it again.
+   * Idempotent; NOT_LEADER on any other replica.
+   */
+  fencePartitions(
+    request: FencePartitionsRequest,
+    callback: (error: ServiceError | null, response: FencePartitionsResponse) => void,
+  ): ClientUnaryCall;
+  fencePartitions(
+    request: FencePartitionsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: FencePartitionsResponse) => void,
+  ): ClientUnaryCall;
+  fencePartitions(
+    request: FencePartitionsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: FencePartitionsResponse) => void,
   ): ClientUnaryCall;
 }
 
