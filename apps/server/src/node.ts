@@ -27,10 +27,13 @@ import {
   saysNodeRemoved,
 } from '@mq/meta-service'
 import {
+  type FencePartitionsRequest,
   formatLevelOf,
   HealthService,
   type HeartbeatRequest,
   type HeartbeatResponse,
+  InternalError,
+  InvalidArgumentError,
   MetaService,
   PeerService,
   type QueueRoute,
@@ -371,16 +374,20 @@ export class MqNode {
       movePartition: unaryHandler(async (req) => this.#mover.move(req)),
       importPartition: unaryHandler(async (req) => this.#mover.import(req)),
       fetchImage: unaryHandler(async (req) => images.fetch(req)),
-      fencePartitions: unaryHandler(async (req) => {
+      fencePartitions: unaryHandler(async (req: FencePartitionsRequest) => {
+        if (!parseStoredQueueName(req.storedAs))
+          throw new InvalidArgumentError(
+            `${JSON.stringify(req.storedAs)} is not a stored queue name (name#id)`,
+          )
         const group = this.#dataGroups.get(req.groupId)?.port
         if (!group) throw new UnavailableError(`this node holds no replica of data group ${req.groupId}`)
         group.assertLeader()
-        // One entry per partition; a fence already applied changes nothing.
-        for (const partition of req.partitions) {
-          const r = await group.propose({ type: 'fence', queue: req.storedAs, partition })
-          if (r.type !== 'fenced')
-            throw new UnavailableError(`fencing ${req.storedAs}/${partition}: ${r.type}`)
-        }
+        // An entry per partition, proposed together; a fence already applied changes nothing.
+        const results = await Promise.all(
+          req.partitions.map((partition) => group.propose({ type: 'fence', queue: req.storedAs, partition })),
+        )
+        const failed = results.find((r) => r.type !== 'fenced')
+        if (failed) throw new InternalError(`fencing ${req.storedAs} in group ${req.groupId}: ${failed.type}`)
         return {}
       }),
       changeReplicas: unaryHandler(async (req) => {
@@ -964,14 +971,14 @@ export class MqNode {
   async #route(queue: string, minEpoch: number): Promise<QueueRoute | undefined> {
     const local = this.#localRoute(queue, minEpoch)
     if (local) return local
-    if (local === null && minEpoch > 0) {
-      // Deleted since the client's route: a cached route would serve a queue that is gone (or
-      // its old incarnation). (A client that sends no epoch may know of a queue this replica
-      // has not applied yet: asked of the meta leader, as before.)
+    if (local === null) {
+      // Deleted: a cached route would serve a queue that is gone (or its old incarnation).
       this.#routes.delete(queue)
-      return undefined
+      // A client that sends no epoch may know of a queue this replica has not applied yet:
+      // the meta leader is asked (below), not the cache.
+      if (minEpoch > 0) return undefined
     }
-    const cached = this.#routes.get(queue)
+    const cached = local === null ? undefined : this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
     const remote = this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
       c.meta.getRoutes({ queues: [queue] }, md, opts, cb),
@@ -1086,8 +1093,13 @@ export class MqNode {
       })
   }
 
-  /** Caches `route` unless the cache holds a newer one (routes come from several sources). */
+  /**
+   * Caches `route` unless the cache holds a newer one (routes come from several sources), or it
+   * is older than the changed epoch the routes were last refreshed to (an answer to a call
+   * made before: it may carry old settings, or a queue since deleted).
+   */
   #cacheRoute(route: QueueRoute): void {
+    if (route.routeEpoch < this.#changedEpochRefreshed) return
     if ((this.#routes.get(route.queue)?.routeEpoch ?? 0) <= route.routeEpoch)
       this.#routes.set(route.queue, route)
   }

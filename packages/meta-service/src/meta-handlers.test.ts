@@ -254,19 +254,29 @@ describe('meta handlers', () => {
     await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
     await meta.propose({ type: 'createGroup', replicas: ['n1'] })
     const fenced: QueueRecord[] = []
-    let answered = false
+    let release = () => {}
     const h = metaHandlers(meta, {
       ...controller,
       fenceDeletedQueue: async (q) => {
         expect(meta.state.queue(q.name)).toBeUndefined()
-        expect(answered).toBe(false)
         fenced.push(q)
+        await new Promise<void>((r) => {
+          release = r
+        })
       },
     })
     const created = (await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })) as QueueRoute
-    await call(h, 'deleteQueue', { name: 'jobs' })
-    answered = true
+    let answered = false
+    const deleting = call(h, 'deleteQueue', { name: 'jobs' }).then(() => {
+      answered = true
+    })
+    await new Promise((r) => setTimeout(r, 20))
+    // Deleted, its fences asked for, and not answered until they are done.
     expect(fenced).toHaveLength(1)
+    expect(answered).toBe(false)
+    release()
+    await deleting
+    expect(answered).toBe(true)
     expect(fenced[0]).toMatchObject({ name: 'jobs', queueId: created.queueId })
     expect(fenced[0]?.partitions.map((p) => p.partition)).toEqual([0, 1])
     // Not found: refused before anything is fenced.

@@ -136,8 +136,13 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     updateQueue: unary(async (req) => {
       await checkLevel(req.name, req.update ?? {})
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
-      await committed({ type: 'updateQueue', name: req.name, update: req.update ?? {} })
-      return routeNow(req.name)
+      // The queue as this update left it (a later change, read back, would misreport this one).
+      const record = (await committed({
+        type: 'updateQueue',
+        name: req.name,
+        update: req.update ?? {},
+      })) as QueueRecord
+      return routeOf(await meta.read(), record)
     }),
     deleteQueue: unary(async (req) => {
       const deleted = (await committed({ type: 'deleteQueue', name: req.name })) as QueueRecord

@@ -2,6 +2,7 @@ import type {
   ClusterStatusResponse,
   LeasedMessage,
   LeaseResponse,
+  MetaClient,
   PartitionStats,
   PartitionTarget,
   QueueConfig,
@@ -10,7 +11,7 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
-import { InvalidArgumentError } from '@mq/protocol'
+import { InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
 import type { Router } from './router'
 import { unary } from './unary'
@@ -69,7 +70,11 @@ export class Admin {
   /** Deletes `name` and its messages. Throws QueueNotFoundError when it does not exist. */
   async deleteQueue(name: string): Promise<void> {
     this.#router.invalidate(name)
-    await this.#router.meta((m) => m.deleteQueue, { name })
+    await this.#resendable(
+      (m) => m.deleteQueue,
+      { name },
+      (error) => error instanceof QueueNotFoundError,
+    )
   }
 
   /** Describes `name`: its settings and where its partitions live. */
@@ -177,21 +182,33 @@ export class Admin {
    * Throws InvalidArgumentError, saying why, while it is alive or holds anything.
    */
   async removeNode(nodeId: string): Promise<void> {
-    // Copies of the request sent (retries, and probes of other seeds while the meta leader is
-    // silent): a later copy may find the node gone because an earlier one removed it.
+    await this.#resendable(
+      (m) => m.removeNode,
+      { nodeId },
+      (error) =>
+        error instanceof InvalidArgumentError && error.message === `node ${nodeId} is not registered`,
+    )
+  }
+
+  /**
+   * A meta call whose effect makes a copy of it fail (a removal): the copies sent (retries, and
+   * probes of other seeds while the meta leader is silent) are counted, and when a later copy
+   * fails with what `done` recognises, an earlier one did the work (its answer was lost: a
+   * deadline, say) and the call succeeded.
+   */
+  async #resendable<Req, Res>(
+    pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
+    request: Req,
+    done: (error: unknown) => boolean,
+  ): Promise<void> {
     let sends = 0
     try {
-      await this.#router.meta(
-        (m) => {
-          sends++
-          return m.removeNode
-        },
-        { nodeId },
-      )
+      await this.#router.meta((m) => {
+        sends++
+        return pick(m)
+      }, request)
     } catch (error) {
-      const gone =
-        error instanceof InvalidArgumentError && error.message === `node ${nodeId} is not registered`
-      if (!(gone && sends > 1)) throw error
+      if (!(done(error) && sends > 1)) throw error
     }
   }
 

@@ -581,6 +581,14 @@ describe('MqClient', () => {
     expect(broker.nodes.has('n4')).toBe(false)
   })
 
+  it('deletes a queue, also when the answer of the call that deleted it was lost', async () => {
+    const q = freshQueue(1)
+    broker.dropRemoveReplies = 1
+    await client.admin.deleteQueue(q)
+    // Asked once, a queue that does not exist is refused.
+    await expect(client.admin.deleteQueue(q)).rejects.toThrow(`queue ${q} does not exist`)
+  })
+
   it('creates a queue with only the settings given (an unset dedup window is the broker default)', async () => {
     await client.admin.createQueue('d1')
     await client.admin.createQueue('d2', { dedupWindowMs: 0, partitions: 2 })

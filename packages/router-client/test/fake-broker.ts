@@ -55,7 +55,7 @@ export class FakeBroker {
   dropProduceReplies = 0
   /** Registered nodes (RemoveNode forgets one). */
   readonly nodes = new Set(['n1', 'n2', 'n3', 'n4'])
-  /** Fail this many RemoveNode calls with UNAVAILABLE after removing the node (a lost reply). */
+  /** Fail this many RemoveNode and DeleteQueue calls with UNAVAILABLE after doing the work (a lost reply). */
   dropRemoveReplies = 0
   /** Fail this many ack/nack/extend calls with UNAVAILABLE after applying them (a lost reply). */
   dropSettleReplies = 0
@@ -219,7 +219,14 @@ export class FakeBroker {
         }
         return this.#route(req.name)
       }),
-      deleteQueue: handle(() => ({})),
+      deleteQueue: handle((req: { name: string }) => {
+        if (!this.#queues.delete(req.name)) throw new QueueNotFoundError(`queue ${req.name} does not exist`)
+        if (this.dropRemoveReplies > 0) {
+          this.dropRemoveReplies--
+          throw new UnavailableError('the reply was lost')
+        }
+        return {}
+      }),
       listQueues: handle(() => ({
         queues: [...this.#queues.keys()].map((q) => this.#route(q)),
         nextPageToken: '',

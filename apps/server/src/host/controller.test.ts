@@ -169,7 +169,7 @@ beforeEach(() => {
 afterEach(() => vi.useRealTimers())
 
 describe('Controller: a deleted queue', () => {
-  it("has each data group's leader fence the queue's partitions, and waits at most 5 s for them", async () => {
+  it("has each data group's leader fence the queue's partitions, and waits at most 2 s for them", async () => {
     const c = leading({ groups: 3, fenceHangs: [3] })
     c.apply({ type: 'createQueue', name: 'gone', config: { partitions: 5 } })
     const r = c.apply({ type: 'deleteQueue', name: 'gone' })
@@ -189,9 +189,9 @@ describe('Controller: a deleted queue', () => {
       [2, `gone#${deleted.queueId}`, [1, 4]],
       [3, `gone#${deleted.queueId}`, [2]],
     ])
-    // Group 3 does not answer: the deletion is answered after 5 s anyway.
+    // Group 3 does not answer: the deletion is answered after 2 s anyway.
     expect(done).toBe(false)
-    vi.advanceTimersByTime(4_900)
+    vi.advanceTimersByTime(1_900)
     await settle()
     expect(done).toBe(false)
     vi.advanceTimersByTime(200)
