@@ -5,8 +5,11 @@ import type { Prng } from './prng'
 /** The queue grows to at most this many partitions (one at a time). */
 export const GROWN_PARTITIONS_MAX = 8
 
+/** Tries of a resume (one a second) before the scaler gives up: the drain then finds the queue paused. */
+const RESUME_TRIES_MAX = 60
+
 export interface ScalerResult {
-  /** scaleDataGroups, setMetaVoters, partition growth and node removal calls that were accepted. */
+  /** scaleDataGroups, setMetaVoters, partition growth, pause and node removal calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -18,7 +21,8 @@ export interface ScalerResult {
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
  * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
  * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX), which the workloads' producers
- * and consumers must find and use; and one in four removes a `removable` (retired) node that
+ * and consumers must find and use; one in five pauses `queue` for 0.5–2 s and resumes it
+ * (retried until it is resumed: the drain needs it); and one in four removes a `removable` (retired) node that
  * is down and holds nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
  * Partitions then move between groups, and meta voters come and go, while nodes die, pause and
  * are cut off. Ends at `untilMs` (wall clock).
@@ -38,6 +42,17 @@ export async function runScaler(
   let calls = 0
   let refused = 0
   let up = true
+  const resume = async (): Promise<void> => {
+    for (let tries = 1; ; tries++) {
+      try {
+        await client.admin.updateQueue(queue, { paused: false })
+        return
+      } catch (error) {
+        if (tries >= RESUME_TRIES_MAX) throw error
+        await new Promise((r) => setTimeout(r, 1_000))
+      }
+    }
+  }
   await sleep(prng.int(3_000, 8_000))
   while (Date.now() < untilMs) {
     const startMs = Date.now()
@@ -56,6 +71,24 @@ export async function runScaler(
           await sleep(prng.int(3_000, 8_000))
           continue
         }
+      }
+      if (prng.int(0, 4) === 0) {
+        const pausedMs = prng.int(500, 2_000)
+        what = 'pause-queue'
+        try {
+          await client.admin.updateQueue(queue, { paused: true })
+          await new Promise((r) => setTimeout(r, pausedMs))
+        } finally {
+          // Also when the pause failed: its answer may be what was lost.
+          what = 'resume-queue'
+          await resume()
+        }
+        const description = `pause-queue ${queue} for ${pausedMs} ms, resumed after ${Date.now() - startMs} ms`
+        history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+        log(`scaler: ${description}`)
+        calls++
+        await sleep(prng.int(3_000, 8_000))
+        continue
       }
       if (prng.int(0, 3) === 0) {
         // A retired node (`removable`: never started again, which a removed node may not be)
