@@ -67,6 +67,17 @@ function node(
   }
 }
 
+/** Counts the lease entries `group` is asked to propose from now on. */
+function countLeaseEntries(group: DataGroupPort): () => number {
+  let entries = 0
+  const propose = group.propose
+  group.propose = (command) => {
+    if (command.type === 'apply' && command.command.type === 'lease') entries++
+    return propose(command)
+  }
+  return () => entries
+}
+
 /** The handlers over one group (default limits). */
 const h0 = (group: DataGroupPort) => queueHandlers(node(group))
 
@@ -227,33 +238,23 @@ describe('queue handlers', () => {
 
   it('commits no empty lease for a waiter that a change wakes when nothing is left to lease', async () => {
     const group = await localGroup()
-    let leaseEntries = 0
-    const propose = group.propose
-    group.propose = (command) => {
-      if (command.type === 'apply' && command.command.type === 'lease') leaseEntries++
-      return propose(command)
-    }
+    const leaseEntries = countLeaseEntries(group)
     const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 100 })
     const poll = () =>
       call(h, 'lease', { target, consumerId: 'c', max: 10, visibilityMs: 5_000, waitMs: 400 })
     const polls = [poll(), poll(), poll()]
     await new Promise((r) => setTimeout(r, 50))
-    expect(leaseEntries).toBe(3) // each poll's first round commits a lease (it checks the request)
+    expect(leaseEntries()).toBe(3) // each poll's first round commits a lease (it checks the request)
     await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('one')] })
     const got = (await Promise.all(polls)).map((r) => r.messages.length)
     expect(got.sort()).toEqual([0, 0, 1])
     // One more lease took the message; the other two woke, and at each recheck, and saw nothing.
-    expect(leaseEntries).toBe(4)
+    expect(leaseEntries()).toBe(4)
   })
 
   it('hands nothing out of a paused queue, commits no lease for it, and resumes within a recheck', async () => {
     const group = await localGroup()
-    let leaseEntries = 0
-    const propose = group.propose
-    group.propose = (command) => {
-      if (command.type === 'apply' && command.command.type === 'lease') leaseEntries++
-      return propose(command)
-    }
+    const leaseEntries = countLeaseEntries(group)
     let paused = true
     const h = queueHandlers(
       node(group, 2, () => ({ ...JOBS_CONFIG, paused })),
@@ -267,12 +268,12 @@ describe('queue handlers', () => {
     const started = Date.now()
     expect((await call(h, 'lease', { ...request, waitMs: 200 })).messages).toEqual([])
     expect(Date.now() - started).toBeGreaterThanOrEqual(190)
-    expect(leaseEntries).toBe(0)
+    expect(leaseEntries()).toBe(0)
     // A produce does not end the paused wait; resuming does, at the next recheck.
     const polling = call(h, 'lease', { ...request, waitMs: 5_000 })
     await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('c')] })
     await new Promise((r) => setTimeout(r, 120))
-    expect(leaseEntries).toBe(0)
+    expect(leaseEntries()).toBe(0)
     const resumedAt = Date.now()
     paused = false
     const leased = await polling

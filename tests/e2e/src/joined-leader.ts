@@ -1,5 +1,27 @@
-import type { MqClient } from '@mq/router-client'
+import { MqClient } from '@mq/router-client'
+import { LocalCluster } from './cluster'
 import { waitFor } from './scale-run'
+
+/** A cluster of 3 nodes and a joined n4 (no meta replica), and `count` clients of it. */
+export async function clusterWithJoinedNode(
+  count: number,
+): Promise<{ cluster: LocalCluster; clients: MqClient[] }> {
+  const cluster = await LocalCluster.start({ nodes: 3 })
+  await cluster.join()
+  const clients: MqClient[] = []
+  for (let i = 0; i < count; i++)
+    clients.push(await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000 }))
+  return { cluster, clients }
+}
+
+/** Closes `clients`, then stops `cluster` (either may be missing: a start that failed). */
+export async function stopAll(
+  cluster: LocalCluster | undefined,
+  clients: readonly MqClient[],
+): Promise<void> {
+  for (const c of clients) await c.close()
+  await cluster?.stop()
+}
 
 /**
  * Creates one-partition queues named `prefix0`, `prefix1`, … until one lands on a data group

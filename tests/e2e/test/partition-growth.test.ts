@@ -1,7 +1,7 @@
-import { MqClient } from '@mq/router-client'
+import type { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
-import { queueLedByJoinedNode } from '../src/joined-leader'
+import type { LocalCluster } from '../src/cluster'
+import { clusterWithJoinedNode, queueLedByJoinedNode, stopAll } from '../src/joined-leader'
 import { waitFor } from '../src/scale-run'
 
 // Partitions added to a queue in use: producers and consumers routed before learn of them
@@ -9,24 +9,18 @@ import { waitFor } from '../src/scale-run'
 // is led by a node without a meta replica (n4, joined), which hears of the change in the meta
 // leader's heartbeat answers: it caches routes instead of reading a meta replica of its own.
 describe('adding partitions to a queue in use', () => {
-  let cluster: LocalCluster
+  let cluster: LocalCluster | undefined
+  let clients: MqClient[] = []
   let admin: MqClient
   let producing: MqClient
   let consuming: MqClient
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    await cluster.join()
-    const servers = cluster.servers
-    admin = await MqClient.connect({ servers, deadlineMs: 20_000 })
-    producing = await MqClient.connect({ servers, deadlineMs: 20_000 })
-    consuming = await MqClient.connect({ servers, deadlineMs: 20_000 })
+    ;({ cluster, clients } = await clusterWithJoinedNode(3))
+    ;[admin, producing, consuming] = clients as [MqClient, MqClient, MqClient]
   }, 120_000)
 
-  afterAll(async () => {
-    for (const c of [admin, producing, consuming]) await c?.close()
-    await cluster?.stop()
-  })
+  afterAll(async () => stopAll(cluster, clients))
 
   it('routes producers and consumers to the new partitions, losing nothing', async () => {
     expect(await waitFor(async () => (await admin.admin.clusterStatus()).formatLevel >= 9, 30_000, 200)).toBe(

@@ -1,8 +1,8 @@
 import { FORMAT_LEVEL_PAUSE } from '@mq/protocol'
-import { MqClient } from '@mq/router-client'
+import type { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
-import { queueLedByJoinedNode } from '../src/joined-leader'
+import type { LocalCluster } from '../src/cluster'
+import { clusterWithJoinedNode, queueLedByJoinedNode, stopAll } from '../src/joined-leader'
 import { waitFor } from '../src/scale-run'
 
 // A paused queue hands nothing out while producers go on, and delivers everything once
@@ -10,24 +10,18 @@ import { waitFor } from '../src/scale-run'
 // the pause in the meta leader's heartbeat answers, while its consumer keeps the route (and
 // route epoch) it had before the pause: no request of the consumer tells n4 of the change.
 describe('pausing a queue', () => {
-  let cluster: LocalCluster
+  let cluster: LocalCluster | undefined
+  let clients: MqClient[] = []
   let admin: MqClient
   let producing: MqClient
   let consuming: MqClient
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    await cluster.join()
-    const servers = cluster.servers
-    admin = await MqClient.connect({ servers, deadlineMs: 20_000 })
-    producing = await MqClient.connect({ servers, deadlineMs: 20_000 })
-    consuming = await MqClient.connect({ servers, deadlineMs: 20_000 })
+    ;({ cluster, clients } = await clusterWithJoinedNode(3))
+    ;[admin, producing, consuming] = clients as [MqClient, MqClient, MqClient]
   }, 120_000)
 
-  afterAll(async () => {
-    for (const c of [admin, producing, consuming]) await c?.close()
-    await cluster?.stop()
-  })
+  afterAll(async () => stopAll(cluster, clients))
 
   it('stops deliveries within a heartbeat and a recheck, keeps what is produced, resumes', async () => {
     const level = async () => (await admin.admin.clusterStatus()).formatLevel >= FORMAT_LEVEL_PAUSE

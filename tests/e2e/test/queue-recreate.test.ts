@@ -1,7 +1,7 @@
-import { MqClient } from '@mq/router-client'
+import type { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
-import { queueLedByJoinedNode } from '../src/joined-leader'
+import type { LocalCluster } from '../src/cluster'
+import { clusterWithJoinedNode, queueLedByJoinedNode, stopAll } from '../src/joined-leader'
 import { waitFor } from '../src/scale-run'
 
 // A queue deleted and created again under its name while a producer runs: every message the
@@ -10,21 +10,17 @@ import { waitFor } from '../src/scale-run'
 // only partition is led by a node without a meta replica (n4, joined), which answers from
 // cached routes: the producer's requests carry the route (and epoch) it had before.
 describe('a queue deleted and created again under a running producer', () => {
-  let cluster: LocalCluster
+  let cluster: LocalCluster | undefined
+  let clients: MqClient[] = []
   let admin: MqClient
   let producing: MqClient
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    await cluster.join()
-    admin = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000 })
-    producing = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000 })
+    ;({ cluster, clients } = await clusterWithJoinedNode(2))
+    ;[admin, producing] = clients as [MqClient, MqClient]
   }, 120_000)
 
-  afterAll(async () => {
-    for (const c of [admin, producing]) await c?.close()
-    await cluster?.stop()
-  })
+  afterAll(async () => stopAll(cluster, clients))
 
   it('puts every message acknowledged after the re-creation in the new queue', async () => {
     const queue = await queueLedByJoinedNode(admin, 'n4', 'again')
