@@ -6,6 +6,7 @@ import {
   ClusterStatusRequest,
   CreateQueueRequest,
   DeleteQueueRequest,
+  FencePartitionsRequest,
   GetRoutesRequest,
   HeartbeatRequest,
   LeaseRequest,
@@ -344,5 +345,33 @@ describe('mq-server authentication and authorization', () => {
     // The same message with the secret is taken: the check above is what kept it out.
     expect(await sendForged(PEER_SECRET)).toBe(status.OK)
     expect(await term('0')).toBeGreaterThanOrEqual(1_000)
+  }, 30_000)
+
+  it("refuses a forged FencePartitions (it would take a queue's partitions away), and checks a real one", async () => {
+    const routes = await callUntilOk(() =>
+      call(meta, meta.getRoutes, GetRoutesRequest.fromPartial({ queues: ['billing'] }), ADMIN),
+    )
+    if (!routes.ok) throw new Error(routes.details)
+    const route = routes.response.routes[0]
+    const groupId = route?.partitions[0]?.groupId ?? 0
+    const fence = (storedAs: string, headers: Record<string, string>, group = groupId) =>
+      call(
+        peer,
+        peer.fencePartitions,
+        FencePartitionsRequest.fromPartial({ groupId: group, storedAs, partitions: [0] }),
+        headers,
+      )
+    const billing = `billing#${route?.queueId}`
+    const forged: Record<string, string>[] = [{}, ADMIN, { [PEER_TOKEN_KEY]: 'guessed-secret' }]
+    for (const headers of forged)
+      expect(await fence(billing, headers)).toMatchObject({ ok: false, code: status.UNAUTHENTICATED })
+    expect((await produce('billing', ADMIN)).ok).toBe(true)
+    const secret = { [PEER_TOKEN_KEY]: PEER_SECRET }
+    expect(await fence('billing', secret)).toMatchObject({ ok: false, code: status.INVALID_ARGUMENT })
+    expect(await fence(billing, secret, 999)).toMatchObject({ ok: false, code: status.UNAVAILABLE })
+    expect((await produce('billing', ADMIN)).ok).toBe(true)
+    // With the secret it fences: the partition refuses that incarnation from then on.
+    expect((await fence(billing, secret)).ok).toBe(true)
+    expect(await produce('billing', ADMIN)).toMatchObject({ ok: false, code: status.FAILED_PRECONDITION })
   }, 30_000)
 })
