@@ -28,6 +28,7 @@ import {
 } from '@mq/meta-service'
 import {
   type FencePartitionsRequest,
+  FORMAT_LEVEL_RETIRE,
   formatLevelOf,
   HealthService,
   type HeartbeatRequest,
@@ -383,8 +384,11 @@ export class MqNode {
         if (!group) throw new UnavailableError(`this node holds no replica of data group ${req.groupId}`)
         group.assertLeader()
         // An entry per partition, proposed together; a fence already applied changes nothing.
+        // A retirement's fence is lifted once the group has retired RETIRED_MAX partitions
+        // since; below its level (replicas that cannot read it) a plain fence, kept for good.
+        const type = this.#formatLevel >= FORMAT_LEVEL_RETIRE ? 'retire' : 'fence'
         const results = await Promise.all(
-          req.partitions.map((partition) => group.propose({ type: 'fence', queue: req.storedAs, partition })),
+          req.partitions.map((partition) => group.propose({ type, queue: req.storedAs, partition })),
         )
         const failed = results.find((r) => r.type !== 'fenced')
         if (failed) throw new InternalError(`fencing ${req.storedAs} in group ${req.groupId}: ${failed.type}`)

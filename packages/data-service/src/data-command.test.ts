@@ -18,6 +18,7 @@ describe('data commands', () => {
     },
     { type: 'apply', queue: 'q', partition: 1, command: { type: 'ack', leaseIds: ['a', 'b'] } },
     { type: 'fence', queue: 'q#2', partition: 7 },
+    { type: 'retire', queue: 'q#3', partition: 1 },
     {
       type: 'import',
       queue: 'q#2',
@@ -39,7 +40,8 @@ describe('data commands', () => {
     expect(back.type).toBe(c.type)
     expect(back.queue).toBe(c.queue)
     expect(back.partition).toBe(c.partition)
-    if (c.type === 'open' || c.type === 'fence' || c.type === 'import') expect(back).toEqual(c)
+    if (c.type === 'open' || c.type === 'fence' || c.type === 'retire' || c.type === 'import')
+      expect(back).toEqual(c)
     if (c.type === 'apply' && back.type === 'apply') expect(back.command.type).toBe(c.command.type)
   })
 

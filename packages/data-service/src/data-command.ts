@@ -13,7 +13,8 @@ import { decodePairs, encodePairs, type KeyPair } from './key-pairs'
  * FORMAT_LEVEL_DROP_IMPORT), `apply` runs a weighted-queue command on it. A live move
  * (partition-transfer.ts) adds `fence` on the source group (the partition takes no more
  * commands there, for good) and `import` on the target group (one bounded chunk of the
- * partition's keys at a time).
+ * partition's keys at a time). `retire` fences a partition of a deleted queue, as one of the
+ * group's latest retirements (protocol FORMAT_LEVEL_RETIRE).
  */
 export type DataCommand =
   | {
@@ -25,6 +26,7 @@ export type DataCommand =
   | { readonly type: 'drop'; readonly queue: string; readonly partition: number }
   | { readonly type: 'apply'; readonly queue: string; readonly partition: number; readonly command: Command }
   | { readonly type: 'fence'; readonly queue: string; readonly partition: number }
+  | { readonly type: 'retire'; readonly queue: string; readonly partition: number }
   | ({ readonly type: 'import'; readonly queue: string; readonly partition: number } & ImportChunk)
 
 /**
@@ -57,14 +59,14 @@ export interface ImportChunk {
 }
 
 const VERSION = 1
-const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5 } as const
+const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5, retire: 6 } as const
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
 /**
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
- * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop` and `fence`;
+ * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop`, `fence` and `retire`;
  * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
  * (key-pairs.ts), then its deletions if any (keys with empty values; the header's
  * `pairsBytes` says where they start).
@@ -114,6 +116,8 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
       return { type: 'apply', queue, partition, command: decodeCommand(body) }
     case TYPE_CODE.fence:
       return { type: 'fence', queue, partition }
+    case TYPE_CODE.retire:
+      return { type: 'retire', queue, partition }
     case TYPE_CODE.import:
       return { type: 'import', queue, partition, ...decodeImport(body) }
     default:

@@ -109,6 +109,49 @@ describe('DataGroupMachine', () => {
     expect(bad.result).toMatchObject({ type: 'refused', reason: 'malformed' })
   })
 
+  it("retires a deleted queue's partitions: fenced, never opened again, the latest few kept", async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(3, engine, undefined, 2)
+    const open = (queue: string) => enc({ type: 'open', queue, partition: 0, config: {} })
+    await applyAndWrite(engine, m, open('a#1'), 1)
+    const retired = await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'a#1', partition: 0 }), 2)
+    expect(retired.result).toEqual({ type: 'fenced' })
+    expect(m.fenced('a#1', 0)).toBe(true)
+    // Refused from then on, and not opened again; a second retire changes nothing.
+    const put = enc({ type: 'apply', queue: 'a#1', partition: 0, command: { type: 'tick' } })
+    expect((await m.apply(put, 3)).result).toMatchObject({ type: 'refused', reason: 'fenced' })
+    expect(
+      (await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'a#1', partition: 0 }), 3)).ops,
+    ).toEqual([])
+    // A partition never opened here is retired too (a stale route must not open it).
+    await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'b#2', partition: 0 }), 4)
+    expect((await m.apply(open('b#2'), 5)).result).toMatchObject({ type: 'refused', reason: 'fenced' })
+    // A move's fence is kept whatever the retirements.
+    await applyAndWrite(engine, m, enc({ type: 'fence', queue: 'm#9', partition: 0 }), 5)
+    // Past the 2 kept, the oldest retirement's fence is lifted.
+    await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'c#3', partition: 0 }), 6)
+    expect([m.fenced('a#1', 0), m.fenced('b#2', 0), m.fenced('c#3', 0), m.fenced('m#9', 0)]).toEqual([
+      false,
+      true,
+      true,
+      true,
+    ])
+    // The same after a reopen, and the next retirement goes on from there.
+    const reopened = await DataGroupMachine.open(3, engine, undefined, 2)
+    expect([reopened.fenced('a#1', 0), reopened.fenced('b#2', 0), reopened.fenced('c#3', 0)]).toEqual([
+      false,
+      true,
+      true,
+    ])
+    const next = await reopened.apply(enc({ type: 'retire', queue: 'd#4', partition: 0 }), 7)
+    const again = await m.apply(enc({ type: 'retire', queue: 'd#4', partition: 0 }), 7)
+    // Identical writes from the reopened replica and the one that applied all along.
+    expect(next.ops).toEqual(again.ops)
+    await engine.write(next.ops, { sync: false })
+    expect(reopened.fenced('b#2', 0)).toBe(false)
+    expect(reopened.fenced('m#9', 0)).toBe(true)
+  })
+
   it('drops a partition and all its keys', async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(2, engine)

@@ -1,4 +1,11 @@
-import { appendBytes, type BatchOp, decodeTuple, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import {
+  appendBytes,
+  type BatchOp,
+  decodeTuple,
+  encodeTuple,
+  stateMachineKey,
+  stateMachineRange,
+} from '@mq/kv-storage'
 import {
   type CommandResult,
   type DeadMessage,
@@ -67,6 +74,13 @@ const FENCED = 'fenced'
 const IMPORTING = 'importing'
 const IMPORTED = 'imported'
 const DROPPED = 'dropped'
+const RETIRED = 'retired'
+/**
+ * Partitions of deleted queues a group keeps fenced (its latest retirements): a fence is needed
+ * only until every node has let the deleted queue's route go (a heartbeat or two), and keeping
+ * every one would grow with each queue ever deleted (temporary queues).
+ */
+export const RETIRED_MAX = 10_000
 /** Keys read per engine call while exporting. */
 const EXPORT_READ_PAIRS = 256
 const encoder = new TextEncoder()
@@ -87,7 +101,10 @@ const NOTHING = (): void => {}
  * (group, 16, 'imported', queue, index) → the move id of the import that completed;
  * (group, 16, 'dropped', queue, index) → the partition was dropped and its keys are still
  * being deleted (a tombstone; see RangeSweeper). Until they are, the partition is not opened
- * or imported again here (those entries wait for the sweep).
+ * or imported again here (those entries wait for the sweep);
+ * (group, 16, 'retired', seq) → [queue, index]: the fence of a deleted queue's partition, the
+ * group's seq-th retirement; only the latest `retiredMax` are kept, the fence of an older one
+ * is lifted (moves' fences stay).
  */
 export class DataGroupMachine {
   readonly groupId: number
@@ -95,13 +112,23 @@ export class DataGroupMachine {
   readonly #sweeper: RangeSweeper
   readonly #partitions = new Map<string, QueuePartition>()
   readonly #fenced = new Set<string>()
+  /** The retirements kept (their partitions are fenced), oldest first, and the next one's seq. */
+  readonly #retired: { readonly seq: number; readonly queue: string; readonly index: number }[] = []
+  #retiredNext = 1
+  readonly #retiredMax: number
   readonly #imports = new Map<string, ImportSession>()
   readonly #imported = new Map<string, number>()
   readonly #watches = new Map<string, Set<WatchState>>()
   #applying: Promise<unknown> = Promise.resolve()
 
-  private constructor(groupId: number, engine: SweepEngine, sweepPageKeys?: number) {
+  private constructor(
+    groupId: number,
+    engine: SweepEngine,
+    sweepPageKeys?: number,
+    retiredMax = RETIRED_MAX,
+  ) {
     this.groupId = groupId
+    this.#retiredMax = retiredMax
     this.#reader = engine
     this.#sweeper = new RangeSweeper(engine, sweepPageKeys)
   }
@@ -110,10 +137,16 @@ export class DataGroupMachine {
    * Opens the group's state machine from what `engine` holds (empty: a new group), and goes on
    * deleting the keys of partitions dropped before (their tombstones). The machine reads the
    * engine; it writes it only to delete dropped partitions' keys (in the background, a page
-   * of `sweepPageKeys` at a time); every other write is returned as ops.
+   * of `sweepPageKeys` at a time); every other write is returned as ops. `retiredMax` (tests)
+   * is how many retirements the group keeps.
    */
-  static async open(groupId: number, engine: SweepEngine, sweepPageKeys?: number): Promise<DataGroupMachine> {
-    const machine = new DataGroupMachine(groupId, engine, sweepPageKeys)
+  static async open(
+    groupId: number,
+    engine: SweepEngine,
+    sweepPageKeys?: number,
+    retiredMax?: number,
+  ): Promise<DataGroupMachine> {
+    const machine = new DataGroupMachine(groupId, engine, sweepPageKeys, retiredMax)
     await machine.#load()
     return machine
   }
@@ -351,6 +384,8 @@ export class DataGroupMachine {
     this.#sweeper.resume()
     this.#partitions.clear()
     this.#fenced.clear()
+    this.#retired.length = 0
+    this.#retiredNext = 1
     this.#imports.clear()
     this.#imported.clear()
     await this.#load()
@@ -435,9 +470,37 @@ export class DataGroupMachine {
         await written()
         return { result: { type: 'fenced' }, ops, written: NOTHING }
       }
+      case 'retire':
+        return this.#retire(command.queue, command.partition, id)
       case 'import':
         return this.#import(command, id, written)
     }
+  }
+
+  /**
+   * Fences a deleted queue's partition as the group's next retirement, and lifts the fence of
+   * the oldest kept one past `retiredMax`. A partition already fenced (moved away, or retired
+   * before) stays as it is.
+   */
+  #retire(queue: string, index: number, id: string): DataApplied {
+    const done: DataApplied = { result: { type: 'fenced' }, ops: [], written: NOTHING }
+    if (this.#fenced.has(id)) return done
+    const seq = this.#retiredNext++
+    this.#fenced.add(id)
+    this.#retired.push({ seq, queue, index })
+    done.ops.push(
+      { type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY },
+      { type: 'put', key: stateMachineKey(this.groupId, [RETIRED, seq]), value: encodeTuple([queue, index]) },
+    )
+    while (this.#retired.length > this.#retiredMax) {
+      const oldest = this.#retired.shift() as { seq: number; queue: string; index: number }
+      this.#fenced.delete(idOf(oldest.queue, oldest.index))
+      done.ops.push(
+        { type: 'del', key: this.#key(FENCED, oldest.queue, oldest.index) },
+        { type: 'del', key: stateMachineKey(this.groupId, [RETIRED, oldest.seq]) },
+      )
+    }
+    return done
   }
 
   async #import(
@@ -536,6 +599,13 @@ export class DataGroupMachine {
     for (const [key] of await this.#reader.range(stateMachineRange(this.groupId, [FENCED]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#fenced.add(idOf(queue, index))
+    }
+    // Retirements in seq order (the tuple codec orders integers numerically).
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [RETIRED]))) {
+      const seq = decodeTuple(key).at(-1) as number
+      const [queue, index] = decodeTuple(value) as [string, number]
+      this.#retired.push({ seq, queue, index })
+      this.#retiredNext = seq + 1
     }
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTING]))) {
       const { queue, index } = this.#parseRegistryKey(key)

@@ -31,9 +31,12 @@
  *    replica of an earlier version rejects it and would keep the node.
  * 12. a paused queue (`paused` in a queue's config, CreateQueue and UpdateQueue): a meta
  *    replica of an earlier version ignores it and would route the queue as not paused, and a
- *    data-group leader of an earlier version would go on handing its messages out.
+ *    data-group leader of an earlier version would go on handing its messages out;
+ * 13. a data group's `retire` of a deleted queue's partition (a fence of which the group keeps
+ *    only its latest retirements): a replica of an earlier version cannot read it (below it, a
+ *    deleted queue's partitions get a plain, permanent `fence`).
  */
-export const FORMAT_LEVEL = 12
+export const FORMAT_LEVEL = 13
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -67,6 +70,9 @@ export const FORMAT_LEVEL_REMOVE_NODE = 11
 
 /** The level from which a queue's delivery can be paused (`paused` in its config). */
 export const FORMAT_LEVEL_PAUSE = 12
+
+/** The level from which a deleted queue's partitions are retired (bounded fences), not fenced. */
+export const FORMAT_LEVEL_RETIRE = 13
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {
