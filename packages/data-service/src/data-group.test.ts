@@ -1,7 +1,7 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { encodeDataCommand } from './data-command'
-import { type DataApplied, DataGroupMachine } from './data-group'
+import { type DataApplied, DataGroupMachine, RETIRED_MIN_AGE_MS } from './data-group'
 import { interceptWrites } from './write-interceptor'
 
 async function applyAndWrite(
@@ -109,47 +109,51 @@ describe('DataGroupMachine', () => {
     expect(bad.result).toMatchObject({ type: 'refused', reason: 'malformed' })
   })
 
-  it("retires a deleted queue's partitions: fenced, never opened again, the latest few kept", async () => {
+  it("retires a deleted queue's partitions: dropped and fenced; the fences of the latest few, or recent ones, kept", async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(3, engine, undefined, 2)
     const open = (queue: string) => enc({ type: 'open', queue, partition: 0, config: {} })
+    const retire = (queue: string) => enc({ type: 'retire', queue, partition: 0 })
+    const MIN = RETIRED_MIN_AGE_MS
     await applyAndWrite(engine, m, open('a#1'), 1)
-    const retired = await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'a#1', partition: 0 }), 2)
+    const put = enc({
+      type: 'apply',
+      queue: 'a#1',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1) }] },
+    })
+    await applyAndWrite(engine, m, put, 1)
+    const retired = await applyAndWrite(engine, m, retire('a#1'), 2)
     expect(retired.result).toEqual({ type: 'fenced' })
-    expect(m.fenced('a#1', 0)).toBe(true)
-    // Refused from then on, and not opened again; a second retire changes nothing.
-    const put = enc({ type: 'apply', queue: 'a#1', partition: 0, command: { type: 'tick' } })
+    // Dropped as well as fenced: not held, its keys swept, its commands refused.
+    expect([m.holds('a#1', 0), m.fenced('a#1', 0), m.partitionIds()]).toEqual([false, true, []])
+    await m.swept()
     expect((await m.apply(put, 3)).result).toMatchObject({ type: 'refused', reason: 'fenced' })
-    expect(
-      (await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'a#1', partition: 0 }), 3)).ops,
-    ).toEqual([])
+    expect((await applyAndWrite(engine, m, retire('a#1'), 3)).ops).toEqual([])
     // A partition never opened here is retired too (a stale route must not open it).
-    await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'b#2', partition: 0 }), 4)
+    await applyAndWrite(engine, m, retire('b#2'), 4)
     expect((await m.apply(open('b#2'), 5)).result).toMatchObject({ type: 'refused', reason: 'fenced' })
-    // A move's fence is kept whatever the retirements.
+    // A move's fence after the retirement (a move begun before the deletion) is kept for good.
+    await applyAndWrite(engine, m, retire('m#9'), 5)
     await applyAndWrite(engine, m, enc({ type: 'fence', queue: 'm#9', partition: 0 }), 5)
-    // Past the 2 kept, the oldest retirement's fence is lifted.
-    await applyAndWrite(engine, m, enc({ type: 'retire', queue: 'c#3', partition: 0 }), 6)
-    expect([m.fenced('a#1', 0), m.fenced('b#2', 0), m.fenced('c#3', 0), m.fenced('m#9', 0)]).toEqual([
-      false,
-      true,
-      true,
-      true,
-    ])
-    // The same after a reopen, and the next retirement goes on from there.
+    // More than 2 kept, but none old enough: all stay fenced.
+    await applyAndWrite(engine, m, retire('c#3'), 6)
+    const fenced = (machine: DataGroupMachine) =>
+      ['a#1', 'b#2', 'c#3', 'm#9', 'd#4'].map((q) => machine.fenced(q, 0))
+    expect(fenced(m)).toEqual([true, true, true, true, false])
+    // Past the minimum age, the oldest are lifted down to the 2 kept (m#9 is no retirement now).
+    await applyAndWrite(engine, m, retire('d#4'), 6 + MIN)
+    expect(fenced(m)).toEqual([false, false, true, true, true])
+    // A lifted fence leaves no partition served: a#1 is not held (its messages are gone).
+    expect(m.holds('a#1', 0)).toBe(false)
+    // The same after a reopen, and the next retirement goes on from there with the same writes.
     const reopened = await DataGroupMachine.open(3, engine, undefined, 2)
-    expect([reopened.fenced('a#1', 0), reopened.fenced('b#2', 0), reopened.fenced('c#3', 0)]).toEqual([
-      false,
-      true,
-      true,
-    ])
-    const next = await reopened.apply(enc({ type: 'retire', queue: 'd#4', partition: 0 }), 7)
-    const again = await m.apply(enc({ type: 'retire', queue: 'd#4', partition: 0 }), 7)
-    // Identical writes from the reopened replica and the one that applied all along.
+    expect(fenced(reopened)).toEqual([false, false, true, true, true])
+    const next = await reopened.apply(retire('e#5'), 7 + MIN)
+    const again = await m.apply(retire('e#5'), 7 + MIN)
     expect(next.ops).toEqual(again.ops)
     await engine.write(next.ops, { sync: false })
-    expect(reopened.fenced('b#2', 0)).toBe(false)
-    expect(reopened.fenced('m#9', 0)).toBe(true)
+    expect(fenced(reopened)).toEqual([false, false, false, true, true])
   })
 
   it('drops a partition and all its keys', async () => {

@@ -75,12 +75,16 @@ const IMPORTING = 'importing'
 const IMPORTED = 'imported'
 const DROPPED = 'dropped'
 const RETIRED = 'retired'
+const RETIRED_NEXT = 'retired-next'
 /**
  * Partitions of deleted queues a group keeps fenced (its latest retirements): a fence is needed
  * only until every node has let the deleted queue's route go (a heartbeat or two), and keeping
- * every one would grow with each queue ever deleted (temporary queues).
+ * every one would grow with each queue ever deleted (temporary queues). Part of what `retire`
+ * does on every replica: changing it needs a new format level.
  */
 export const RETIRED_MAX = 10_000
+/** A retirement's fence is kept at least this long (leader time), however many come after it. */
+export const RETIRED_MIN_AGE_MS = 10 * 60_000
 /** Keys read per engine call while exporting. */
 const EXPORT_READ_PAIRS = 256
 const encoder = new TextEncoder()
@@ -112,8 +116,11 @@ export class DataGroupMachine {
   readonly #sweeper: RangeSweeper
   readonly #partitions = new Map<string, QueuePartition>()
   readonly #fenced = new Set<string>()
-  /** The retirements kept (their partitions are fenced), oldest first, and the next one's seq. */
-  readonly #retired: { readonly seq: number; readonly queue: string; readonly index: number }[] = []
+  /** The retirements kept (their partitions are fenced) by partition id, oldest first, and the next one's seq. */
+  readonly #retired = new Map<
+    string,
+    { readonly seq: number; readonly queue: string; readonly index: number; readonly atMs: number }
+  >()
   #retiredNext = 1
   readonly #retiredMax: number
   readonly #imports = new Map<string, ImportSession>()
@@ -128,7 +135,7 @@ export class DataGroupMachine {
     retiredMax = RETIRED_MAX,
   ) {
     this.groupId = groupId
-    this.#retiredMax = retiredMax
+    this.#retiredMax = Math.max(1, retiredMax)
     this.#reader = engine
     this.#sweeper = new RangeSweeper(engine, sweepPageKeys)
   }
@@ -384,7 +391,7 @@ export class DataGroupMachine {
     this.#sweeper.resume()
     this.#partitions.clear()
     this.#fenced.clear()
-    this.#retired.length = 0
+    this.#retired.clear()
     this.#retiredNext = 1
     this.#imports.clear()
     this.#imported.clear()
@@ -426,28 +433,9 @@ export class DataGroupMachine {
       case 'drop': {
         // A fenced partition is dropped even when never opened here (a move's last step), and so
         // is an unfinished import (of a queue deleted while it moved): its session ends with it.
-        const importing = this.#imports.delete(id)
-        if (!this.#partitions.delete(id) && !this.#fenced.has(id) && !importing)
+        if (!this.#partitions.has(id) && !this.#fenced.has(id) && !this.#imports.has(id))
           return refused('not-held', `group ${this.groupId} does not hold ${id}`)
-        // The keys are unreachable from now on (nothing reads them); the tombstone has them
-        // deleted in the background, a page at a time, once it is in the engine.
-        const tombstone = this.#key(DROPPED, command.queue, command.partition)
-        let written = NOTHING
-        const ready = new Promise<void>((resolve) => {
-          written = resolve
-        })
-        this.#sweepDropped(command.queue, command.partition, ready)
-        return {
-          result: { type: 'dropped' },
-          ops: [
-            { type: 'del', key: this.#registryKey(command.queue, command.partition) },
-            ...(importing
-              ? [{ type: 'del' as const, key: this.#key(IMPORTING, command.queue, command.partition) }]
-              : []),
-            { type: 'put', key: tombstone, value: EMPTY },
-          ],
-          written,
-        }
+        return { result: { type: 'dropped' }, ...this.#drop(command.queue, command.partition, id) }
       }
       case 'apply': {
         if (this.#fenced.has(id)) return refused('fenced', `${id} moved away from group ${this.groupId}`)
@@ -463,7 +451,12 @@ export class DataGroupMachine {
       }
       case 'fence': {
         const ops: BatchOp[] = []
-        if (!this.#fenced.has(id)) {
+        const retired = this.#retired.get(id)
+        if (retired) {
+          // Retired, then fenced by a move begun before its queue was deleted: kept for good.
+          this.#retired.delete(id)
+          ops.push({ type: 'del', key: stateMachineKey(this.groupId, [RETIRED, retired.seq]) })
+        } else if (!this.#fenced.has(id)) {
           this.#fenced.add(id)
           ops.push({ type: 'put', key: this.#key(FENCED, command.queue, command.partition), value: EMPTY })
         }
@@ -471,36 +464,75 @@ export class DataGroupMachine {
         return { result: { type: 'fenced' }, ops, written: NOTHING }
       }
       case 'retire':
-        return this.#retire(command.queue, command.partition, id)
+        return this.#retire(command.queue, command.partition, id, nowMs)
       case 'import':
         return this.#import(command, id, written)
     }
   }
 
   /**
-   * Fences a deleted queue's partition as the group's next retirement, and lifts the fence of
-   * the oldest kept one past `retiredMax`. A partition already fenced (moved away, or retired
-   * before) stays as it is.
+   * Fences a deleted queue's partition as the group's next retirement, dropping it if held or
+   * being imported (so that a fence lifted later never leaves a partition served), and lifts
+   * the fences of the oldest retirements while more than `retiredMax` are kept and the oldest
+   * is at least RETIRED_MIN_AGE_MS old (by the entries' leader timestamps: the same on every
+   * replica). A partition already fenced (moved away, or retired before) stays as it is.
    */
-  #retire(queue: string, index: number, id: string): DataApplied {
-    const done: DataApplied = { result: { type: 'fenced' }, ops: [], written: NOTHING }
-    if (this.#fenced.has(id)) return done
+  #retire(queue: string, index: number, id: string, nowMs: number): DataApplied {
+    if (this.#fenced.has(id)) return { result: { type: 'fenced' }, ops: [], written: NOTHING }
+    const dropped =
+      this.#partitions.has(id) || this.#imports.has(id)
+        ? this.#drop(queue, index, id)
+        : { ops: [], written: NOTHING }
     const seq = this.#retiredNext++
     this.#fenced.add(id)
-    this.#retired.push({ seq, queue, index })
-    done.ops.push(
+    this.#retired.set(id, { seq, queue, index, atMs: nowMs })
+    const ops: BatchOp[] = [
+      ...dropped.ops,
       { type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY },
-      { type: 'put', key: stateMachineKey(this.groupId, [RETIRED, seq]), value: encodeTuple([queue, index]) },
-    )
-    while (this.#retired.length > this.#retiredMax) {
-      const oldest = this.#retired.shift() as { seq: number; queue: string; index: number }
-      this.#fenced.delete(idOf(oldest.queue, oldest.index))
-      done.ops.push(
+      {
+        type: 'put',
+        key: stateMachineKey(this.groupId, [RETIRED, seq]),
+        value: encodeTuple([queue, index, nowMs]),
+      },
+      {
+        type: 'put',
+        key: stateMachineKey(this.groupId, [RETIRED_NEXT]),
+        value: encodeTuple([this.#retiredNext]),
+      },
+    ]
+    for (const [oldId, oldest] of this.#retired) {
+      if (this.#retired.size <= this.#retiredMax || oldest.atMs > nowMs - RETIRED_MIN_AGE_MS) break
+      this.#retired.delete(oldId)
+      this.#fenced.delete(oldId)
+      ops.push(
         { type: 'del', key: this.#key(FENCED, oldest.queue, oldest.index) },
         { type: 'del', key: stateMachineKey(this.groupId, [RETIRED, oldest.seq]) },
       )
     }
-    return done
+    return { result: { type: 'fenced' }, ops, written: dropped.written }
+  }
+
+  /**
+   * Drops partition `index` of `queue` (held, fenced or being imported): its registry entry and
+   * import session go; the keys are unreachable from now on (nothing reads them), and the
+   * tombstone has them deleted in the background, a page at a time, once it is in the engine.
+   */
+  #drop(queue: string, index: number, id: string): { ops: BatchOp[]; written: () => void } {
+    this.#partitions.delete(id)
+    const importing = this.#imports.delete(id)
+    let written = NOTHING
+    const ready = new Promise<void>((resolve) => {
+      written = resolve
+    })
+    this.#sweepDropped(queue, index, ready)
+    return {
+      ops: [
+        { type: 'del', key: this.#registryKey(queue, index) },
+        ...(importing ? [{ type: 'del' as const, key: this.#key(IMPORTING, queue, index) }] : []),
+        { type: 'put', key: this.#key(DROPPED, queue, index), value: EMPTY },
+      ],
+      written,
+    }
   }
 
   async #import(
@@ -603,10 +635,11 @@ export class DataGroupMachine {
     // Retirements in seq order (the tuple codec orders integers numerically).
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [RETIRED]))) {
       const seq = decodeTuple(key).at(-1) as number
-      const [queue, index] = decodeTuple(value) as [string, number]
-      this.#retired.push({ seq, queue, index })
-      this.#retiredNext = seq + 1
+      const [queue, index, atMs] = decodeTuple(value) as [string, number, number]
+      this.#retired.set(idOf(queue, index), { seq, queue, index, atMs })
     }
+    const next = await this.#reader.get(stateMachineKey(this.groupId, [RETIRED_NEXT]))
+    if (next) this.#retiredNext = decodeTuple(next)[0] as number
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTING]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#imports.set(idOf(queue, index), JSON.parse(decoder.decode(value)) as ImportSession)
