@@ -272,6 +272,17 @@ export async function runConsumer(
   const pauseMs = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
   /** Acks or nacks `leases` (one partition), retrying a definite refusal; records one op. */
+  /**
+   * Fetches the route again and starts a lease loop for each partition it adds: whichever call
+   * refreshes (a lease, or an ack after STALE_ROUTE), the new epoch it sends from then on no
+   * longer earns the STALE_ROUTE that would make a lease loop refresh. (Only the lease loops
+   * started new loops: an ack that refreshed after partitions were added, while the leases had
+   * nothing to fail on (a paused queue), left the new partitions unconsumed for good.)
+   */
+  const refresh = async (): Promise<void> => {
+    await router.refresh()
+    follow()
+  }
   const settle = async (kind: 'ack' | 'nack', partition: number, leases: LeasedRecord[]) => {
     if (leases.length === 0) return
     const leaseIds = leases.map((l) => l.leaseId)
@@ -281,7 +292,7 @@ export async function runConsumer(
     for (let attempt = 0; attempt < 5; attempt++) {
       const stub = router.stub(partition)
       try {
-        if (!stub) await router.refresh()
+        if (!stub) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
         const request = { target: router.target(partition), leaseIds, delayMs: 0 }
@@ -336,10 +347,7 @@ export async function runConsumer(
       const startMs = Date.now()
       let response: LeaseResponse
       try {
-        if (!router.stub(partition)) {
-          await router.refresh()
-          follow()
-        }
+        if (!router.stub(partition)) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
         response = await call(
