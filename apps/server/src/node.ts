@@ -384,8 +384,9 @@ export class MqNode {
         if (!group) throw new UnavailableError(`this node holds no replica of data group ${req.groupId}`)
         group.assertLeader()
         // An entry per partition, proposed together; a fence already applied changes nothing.
-        // A retirement's fence is lifted once the group has retired RETIRED_MAX partitions
-        // since; below its level (replicas that cannot read it) a plain fence, kept for good.
+        // `retire` also drops the partition, and its fence is lifted once the group keeps
+        // RETIRED_MAX later retirements and it is 10 min old; below its level (replicas that
+        // cannot read it) a plain fence, kept for good.
         const type = this.#formatLevel >= FORMAT_LEVEL_RETIRE ? 'retire' : 'fence'
         const results = await Promise.all(
           req.partitions.map((partition) => group.propose({ type, queue: req.storedAs, partition })),
