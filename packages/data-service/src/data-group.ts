@@ -406,7 +406,8 @@ export class DataGroupMachine {
       return refused('malformed', `malformed data-group entry: ${(error as Error).message}`)
     }
     const id = idOf(command.queue, command.partition)
-    // A drop, an import or an open replaces the partition's state whole: a watch of it ends.
+    // A drop, an import or an open replaces the partition's state whole: a watch of it ends
+    // (a retirement's drop too: #retire).
     if (command.type === 'drop' || command.type === 'import' || command.type === 'open')
       this.#noteWrites(id, 'whole')
     switch (command.type) {
@@ -479,10 +480,9 @@ export class DataGroupMachine {
    */
   #retire(queue: string, index: number, id: string, nowMs: number): DataApplied {
     if (this.#fenced.has(id)) return { result: { type: 'fenced' }, ops: [], written: NOTHING }
-    const dropped =
-      this.#partitions.has(id) || this.#imports.has(id)
-        ? this.#drop(queue, index, id)
-        : { ops: [], written: NOTHING }
+    const held = this.#partitions.has(id) || this.#imports.has(id)
+    if (held) this.#noteWrites(id, 'whole')
+    const dropped = held ? this.#drop(queue, index, id) : { ops: [], written: NOTHING }
     const seq = this.#retiredNext++
     this.#fenced.add(id)
     this.#retired.set(id, { seq, queue, index, atMs: nowMs })
