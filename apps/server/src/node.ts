@@ -417,12 +417,8 @@ export class MqNode {
     const sweeper = new OrphanSweeper({
       groups: () => this.#dataGroupPorts(),
       liveQueues: async (names) => {
-        const { routes } = await this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
-          c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
-        )
-        // Fresh routes for the cache too: a node without a meta replica learns changed queue
-        // settings here (within a sweep) and its leaders apply them on the next request.
-        for (const r of routes) this.#cacheRoute(r)
+        // Fresh routes for the cache too (#fetchRoutes).
+        const { routes } = await this.#fetchRoutes(names)
         return new Map(routes.map((r) => [r.queue, r.queueId]))
       },
       formatLevel: () => this.#formatLevel,
@@ -985,15 +981,8 @@ export class MqNode {
     }
     const cached = local === null ? undefined : this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
-    const remote = this.#call<{ routes: QueueRoute[] }>((c, md, opts, cb) =>
-      c.meta.getRoutes({ queues: [queue] }, md, opts, cb),
-    ).then(
-      (response) => {
-        const route = response.routes.find((r) => r.queue === queue)
-        if (route) this.#cacheRoute(route)
-        else this.#routes.delete(queue)
-        return route
-      },
+    const remote = this.#fetchRoutes([queue]).then(
+      (response) => response.routes.find((r) => r.queue === queue),
       (error: unknown) => {
         this.#notePossibleLeader(error)
         throw error
@@ -1077,25 +1066,34 @@ export class MqNode {
       return
     }
     this.#refreshingRoutes = true
-    this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
-      c.meta.getRoutes({ queues: [...names] }, md, opts, cb),
-    )
+    this.#fetchRoutes([...names])
       .then((response) => {
-        if (response.routeEpoch < changedEpoch) return
-        for (const r of response.routes) {
-          this.#cacheRoute(r)
-          names.delete(r.queue)
-        }
-        for (const gone of names) {
-          const cached = this.#routes.get(gone)
-          if (cached && cached.routeEpoch < response.routeEpoch) this.#routes.delete(gone)
-        }
-        this.#changedEpochRefreshed = changedEpoch
+        if (response.routeEpoch >= changedEpoch) this.#changedEpochRefreshed = changedEpoch
       })
       .catch((error: unknown) => this.log.debug({ err: error }, 'cannot refresh the routes of hosted queues'))
       .finally(() => {
         this.#refreshingRoutes = false
       })
+  }
+
+  /**
+   * The routes of `queues` from the meta leader, cached (`#cacheRoute`); the cached route of a
+   * queue the answer lacks (deleted) is forgotten, unless newer than the answer.
+   */
+  async #fetchRoutes(queues: readonly string[]): Promise<{ routeEpoch: number; routes: QueueRoute[] }> {
+    const response = await this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
+      c.meta.getRoutes({ queues: [...queues] }, md, opts, cb),
+    )
+    const missing = new Set(queues)
+    for (const r of response.routes) {
+      this.#cacheRoute(r)
+      missing.delete(r.queue)
+    }
+    for (const gone of missing) {
+      const cached = this.#routes.get(gone)
+      if (cached && cached.routeEpoch < response.routeEpoch) this.#routes.delete(gone)
+    }
+    return response
   }
 
   /**

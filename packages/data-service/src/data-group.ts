@@ -106,9 +106,9 @@ const NOTHING = (): void => {}
  * (group, 16, 'dropped', queue, index) → the partition was dropped and its keys are still
  * being deleted (a tombstone; see RangeSweeper). Until they are, the partition is not opened
  * or imported again here (those entries wait for the sweep);
- * (group, 16, 'retired', seq) → [queue, index]: the fence of a deleted queue's partition, the
- * group's seq-th retirement; only the latest `retiredMax` are kept, the fence of an older one
- * is lifted (moves' fences stay).
+ * (group, 16, 'retired', seq) → [queue, index, leader time]: the fence of a deleted queue's
+ * partition, the group's seq-th retirement (`#retire`: the fences of old ones beyond
+ * `retiredMax` are lifted; moves' fences stay); (group, 16, 'retired-next') → [next seq].
  */
 export class DataGroupMachine {
   readonly groupId: number
@@ -456,7 +456,7 @@ export class DataGroupMachine {
         if (retired) {
           // Retired, then fenced by a move begun before its queue was deleted: kept for good.
           this.#retired.delete(id)
-          ops.push({ type: 'del', key: stateMachineKey(this.groupId, [RETIRED, retired.seq]) })
+          ops.push({ type: 'del', key: this.#retiredKey(retired.seq) })
         } else if (!this.#fenced.has(id)) {
           this.#fenced.add(id)
           ops.push({ type: 'put', key: this.#key(FENCED, command.queue, command.partition), value: EMPTY })
@@ -491,7 +491,7 @@ export class DataGroupMachine {
       { type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY },
       {
         type: 'put',
-        key: stateMachineKey(this.groupId, [RETIRED, seq]),
+        key: this.#retiredKey(seq),
         value: encodeTuple([queue, index, nowMs]),
       },
       {
@@ -506,7 +506,7 @@ export class DataGroupMachine {
       this.#fenced.delete(oldId)
       ops.push(
         { type: 'del', key: this.#key(FENCED, oldest.queue, oldest.index) },
-        { type: 'del', key: stateMachineKey(this.groupId, [RETIRED, oldest.seq]) },
+        { type: 'del', key: this.#retiredKey(oldest.seq) },
       )
     }
     return { result: { type: 'fenced' }, ops, written: dropped.written }
@@ -657,6 +657,10 @@ export class DataGroupMachine {
         await QueuePartition.open(this.#reader, this.#prefix(queue, index), config),
       )
     }
+  }
+
+  #retiredKey(seq: number): Uint8Array {
+    return stateMachineKey(this.groupId, [RETIRED, seq])
   }
 
   #registryKey(queue: string, index: number): Uint8Array {

@@ -255,11 +255,16 @@ describe('meta handlers', () => {
     await meta.propose({ type: 'createGroup', replicas: ['n1'] })
     const fenced: QueueRecord[] = []
     let release = () => {}
+    let asked = () => {}
+    const fenceAsked = new Promise<void>((r) => {
+      asked = r
+    })
     const h = metaHandlers(meta, {
       ...controller,
       fenceDeletedQueue: async (q) => {
         expect(meta.state.queue(q.name)).toBeUndefined()
         fenced.push(q)
+        asked()
         await new Promise<void>((r) => {
           release = r
         })
@@ -270,7 +275,9 @@ describe('meta handlers', () => {
     const deleting = call(h, 'deleteQueue', { name: 'jobs' }).then(() => {
       answered = true
     })
-    await new Promise((r) => setTimeout(r, 20))
+    await fenceAsked
+    // Every microtask the answer would need runs before this.
+    await new Promise((r) => setImmediate(r))
     // Deleted, its fences asked for, and not answered until they are done.
     expect(fenced).toHaveLength(1)
     expect(answered).toBe(false)
