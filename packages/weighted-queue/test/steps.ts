@@ -123,7 +123,18 @@ const pickIds = (
       : (ids[r.any % ids.length] as string)
   })
 
-const [enqueueStep, leaseStep, ackStep, nackStep, extendStep, tickStep, deadStep, configureStep] = [
+const [
+  enqueueStep,
+  leaseStep,
+  ackStep,
+  nackStep,
+  extendStep,
+  tickStep,
+  deadStep,
+  purgeSpanStep,
+  purgeReadyStep,
+  configureStep,
+] = [
   fc
     .record({
       dt,
@@ -259,5 +270,7 @@ export const steps = [
   extendStep,
   tickStep,
   deadStep,
+  purgeSpanStep,
+  purgeReadyStep,
   configureStep,
 ]
