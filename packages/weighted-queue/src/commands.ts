@@ -216,6 +216,8 @@ export interface QueueStats {
   /** Every weight with a message in any state, ascending. */
   readonly weights: readonly WeightStats[]
   readonly messages: number
+  /** Of `messages`, those waiting behind an earlier message of their ordered key (orderedKeys). */
+  readonly waiting: number
   /** The number of decisions the achieved shares are measured over (≤ shareWindowLeases). */
   readonly windowLeases: number
   readonly counters: PartitionCounters

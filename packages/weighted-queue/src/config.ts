@@ -49,6 +49,12 @@ export interface QueueConfig {
    * the head of its weight). 0 = messages wait until consumed.
    */
   readonly messageTtlMs: number
+  /**
+   * 1: messages with the same key are delivered one at a time, in the order they arrived (a
+   * key's next message waits until the one before it is acked, dead-lettered or deleted);
+   * 0: keys only route. Set when the partition is created: a `configure` cannot change it.
+   */
+  readonly orderedKeys: number
 }
 
 export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
@@ -66,6 +72,7 @@ export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
   shareWindowLeases: 1000,
   configVersion: 0,
   messageTtlMs: 0,
+  orderedKeys: 0,
 }
 
 /** Upper bounds on the config itself, so that every derived buffer stays bounded. */
@@ -85,10 +92,16 @@ const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [
   configVersion: [0, Number.MAX_SAFE_INTEGER],
   // After it, written only when set, so that a replica of an earlier version reads the bytes.
   messageTtlMs: [0, 365 * 24 * 60 * 60_000],
+  // Written only when set, as messageTtlMs (a replica of an earlier version cannot read it).
+  orderedKeys: [0, 1],
 }
 
 /** The fields that a config stored, or a `configure` written, before they existed lacks. */
-export const TRAILING_CONFIG_FIELDS: ReadonlySet<string> = new Set(['configVersion', 'messageTtlMs'])
+export const TRAILING_CONFIG_FIELDS: ReadonlySet<string> = new Set([
+  'configVersion',
+  'messageTtlMs',
+  'orderedKeys',
+])
 
 /**
  * Returns `base` with `patch` applied. Throws InvalidArgumentError naming the first field that

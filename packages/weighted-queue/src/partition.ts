@@ -96,7 +96,8 @@ export const MESSAGE_METAS_CACHED_MAX = 2_048
 /** The largest message record cached (record fields plus an inline body). */
 export const MESSAGE_META_CACHED_BYTES_MAX = 320
 
-const PRODUCER_NAMES = new TextDecoder()
+/** Decodes UTF-8 names (producer ids, ordered keys) read back from keys. */
+const TEXT = new TextDecoder()
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
@@ -162,6 +163,11 @@ export class QueuePartition {
   private generation = 0
   private ops: BatchOp[] = []
   private applying = false
+  /**
+   * Messages of ordered keys that left for good (acked, dead-lettered, deleted) during the
+   * current phase of an apply, with their keys: each hands its key's turn on (passTurns).
+   */
+  private departed: [id: number, key: Uint8Array][] = []
 
   private constructor(
     reader: KvReader,
@@ -262,13 +268,16 @@ export class QueuePartition {
       const now = Math.max(nowMs, this.st.lastNowMs)
       this.st.lastNowMs = now
       await this.expireDue(now)
+      await this.passTurns(now)
       let result: CommandResult
       try {
         result = await this.execute(command, now)
       } catch (e) {
         if (!(e instanceof QueueError)) throw e
+        invariant(this.departed.length === 0, 'a rejected command changes nothing')
         result = { type: 'rejected', error: e }
       }
+      await this.passTurns(now)
       this.persist()
       return { result, ops: this.ops, generation: this.generation }
     } finally {
@@ -329,6 +338,7 @@ export class QueuePartition {
     return {
       weights,
       messages: st.messages,
+      waiting: st.waiting,
       windowLeases: this.window.filled,
       counters: {
         enqueued: st.enqueued,
@@ -555,6 +565,13 @@ export class QueuePartition {
       )
     }
 
+    // Ordered keys: the turns of the keys in this batch (a message whose key has a turn waits).
+    const turns = this.ordered()
+      ? await this.readTurns(
+          msgs.flatMap((m, i) => (m.key === undefined || dedupIds[i] !== undefined ? [] : [utf8(m.key)])),
+        )
+      : undefined
+
     // No check can fail from here on.
     const ids = new Array<number>(msgs.length)
     for (let i = 0; i < msgs.length; i++) {
@@ -582,9 +599,13 @@ export class QueuePartition {
         band: 0,
         group: 0,
         inlineBody: inline ? blob : undefined,
+        orderKey: turns !== undefined && m.key !== undefined ? utf8(m.key) : undefined,
       }
-      if (m.notBeforeMs !== undefined && m.notBeforeMs > now) this.toDelayed(id, meta, m.notBeforeMs)
-      else this.toReady(id, meta, ReadyBand.Fresh)
+      const dueMs = m.notBeforeMs !== undefined && m.notBeforeMs > now ? m.notBeforeMs : 0
+      if (!this.takeTurn(id, meta, dueMs, turns)) {
+        if (dueMs > 0) this.toDelayed(id, meta, dueMs)
+        else this.toReady(id, meta, ReadyBand.Fresh)
+      }
       const name = dedupNames[i]
       if (name !== undefined && cfg.dedupWindowMs > 0) {
         const expiresAtMs = now + cfg.dedupWindowMs
@@ -601,6 +622,7 @@ export class QueuePartition {
       this.producers.set(cmd.producerId as string, record)
       this.addExpiry(expiresAtMs, ExpiryKind.Producer, producerName)
     }
+    if (turns !== undefined) this.writeTurns(turns)
     return { type: 'enqueue', ids, duplicate: false }
   }
 
@@ -668,6 +690,7 @@ export class QueuePartition {
       if (this.outlived(meta, now)) {
         // Older than the message TTL: deleted, not delivered (ready[w] counts it out already).
         this.deleteMessage(readyKey, id, meta)
+        this.depart(id, meta)
         this.st.discarded++
         continue
       }
@@ -774,6 +797,7 @@ export class QueuePartition {
         this.delMeta(id, keyOf.get(id) as Uint8Array)
         if (meta.inlineBody === undefined) this.del(this.keys.body(id))
         this.st.messages--
+        this.depart(id, meta)
         metas.set(id, undefined)
         continue
       }
@@ -858,16 +882,22 @@ export class QueuePartition {
     const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
     const ids = entries.map(([, v]) => idOf(v))
     const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
+    const metas = got.map((b) => decodeMeta(b as Uint8Array))
+    // A redriven message of an ordered key arrives again: behind the key's messages, if any.
+    const turns = this.ordered()
+      ? await this.readTurns(metas.flatMap((m) => (m.orderKey === undefined ? [] : [m.orderKey])))
+      : undefined
     entries.forEach(([k], i) => {
       const id = ids[i] as number
-      const meta = decodeMeta(got[i] as Uint8Array)
+      const meta = metas[i] as MessageMeta
       invariant(meta.state === MessageState.Dead, `message ${id} is dead`)
       this.del(k)
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
       this.deadTotal--
       meta.attempts = 0
-      this.toReady(id, meta, ReadyBand.Fresh)
+      if (!this.takeTurn(id, meta, 0, turns)) this.toReady(id, meta, ReadyBand.Fresh)
     })
+    if (turns !== undefined) this.writeTurns(turns)
     return ids
   }
 
@@ -910,10 +940,38 @@ export class QueuePartition {
     this.st.messages--
   }
 
-  /** Deletes up to `max` ready messages: lowest weight first, each weight's head first. */
+  /**
+   * Deletes up to `max` ready messages: first those waiting for their ordered key's turn (by
+   * key), then the ready ones, lowest weight first, each weight's head first.
+   */
   private async purgeReady(max: number): Promise<number[]> {
     checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
     const ids: number[] = []
+    if (this.st.waiting > 0) {
+      // The turn of each of their keys stays with its holder (ready, delayed or leased).
+      const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.KeyWaiting), max)
+      const names = entries.map(([k]) => this.keys.keyWaitingNameOf(k))
+      const turns = await this.readTurns(names)
+      const values = entries.map(([, v]) => decodeReadyValue(v))
+      const metas = values.map((v) => v.meta)
+      await this.fillMetas(
+        values.map((v) => this.keys.message(v.id)),
+        metas,
+      )
+      entries.forEach(([k], i) => {
+        const { id } = values[i] as { id: number }
+        const meta = metas[i] as MessageMeta
+        invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
+        const turn = turns.get(TEXT.decode(names[i] as Uint8Array))
+        invariant(turn !== undefined && turn.members > 1, `the key of waiting message ${id} has a holder`)
+        turn.members--
+        turn.dirty = true
+        this.deleteMessage(k, id, meta)
+        this.st.waiting--
+        ids.push(id)
+      })
+      this.writeTurns(turns)
+    }
     for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && ids.length < max; w++) {
       const n = Math.min(this.ready[w] as number, max - ids.length)
       if (n === 0) continue
@@ -927,6 +985,7 @@ export class QueuePartition {
           `message ${id} is ready in weight ${w}`,
         )
         this.deleteMessage(readyKey, id, meta)
+        this.depart(id, meta)
         ids.push(id)
       })
       this.ready[w] = (this.ready[w] as number) - n
@@ -940,6 +999,11 @@ export class QueuePartition {
       throw new InvalidArgumentError('configure needs a config object')
     const next = resolveConfig(this.configValue, patch)
     if (next.configVersion < this.configValue.configVersion) return // an older copy of the settings
+    if (next.orderedKeys !== this.configValue.orderedKeys) {
+      throw new InvalidArgumentError(
+        `orderedKeys is set when the partition is created (it is ${this.configValue.orderedKeys}); a configure cannot change it`,
+      )
+    }
     if (next.scheduling !== this.configValue.scheduling) this.scheduler.setMode(next.scheduling)
     if (next.shareWindowLeases !== this.configValue.shareWindowLeases) {
       for (let c = 0; c < windowChunks(this.window.size); c++) this.del(this.keys.windowChunk(c))
@@ -993,7 +1057,7 @@ export class QueuePartition {
         if (expiresAtMs === this.keys.timeOf(k)) {
           this.del(recordKeys[i] as Uint8Array)
           if (this.keys.expiryKindOf(k) === ExpiryKind.Producer) {
-            this.producers.set(PRODUCER_NAMES.decode(this.keys.expiryNameOf(k)), null)
+            this.producers.set(TEXT.decode(this.keys.expiryNameOf(k)), null)
           }
         }
       })
@@ -1031,6 +1095,7 @@ export class QueuePartition {
           `message ${run.ids[i]} is ready in weight ${w}`,
         )
         this.deleteMessage((run.entries[i] as KeyValue)[0], run.ids[i] as number, meta)
+        this.depart(run.ids[i] as number, meta)
       }
       this.st.discarded += n
       this.ready[w] = ready - n
@@ -1263,6 +1328,131 @@ export class QueuePartition {
     this.dead[meta.weight] = (this.dead[meta.weight] as number) + 1
     this.deadTotal++
     this.dirtyWeights.add(meta.weight)
+    this.depart(id, meta)
+  }
+
+  /** Waits behind the earlier messages of its ordered key; `dueMs` (0: none) is kept for its turn. */
+  private toWaiting(id: number, meta: MessageMeta, dueMs: number): void {
+    const order = this.st.readyOrder++
+    meta.state = MessageState.Waiting
+    meta.slot = dueMs
+    meta.band = 0
+    meta.group = 0
+    const key = this.keys.keyWaiting(meta.orderKey as Uint8Array, order)
+    if (meta.deliveries === 0) this.put(key, encodeReadyValue(id, meta))
+    else {
+      this.put(key, encodeReadyValue(id, undefined))
+      this.putMeta(id, meta)
+    }
+    this.st.waiting++
+  }
+
+  // ---- ordered keys ---------------------------------------------------------------------
+
+  private ordered(): boolean {
+    return this.configValue.orderedKeys === 1
+  }
+
+  /** A message that holds its ordered key's turn left for good: the turn goes on (passTurns). */
+  private depart(id: number, meta: MessageMeta): void {
+    if (meta.orderKey !== undefined) this.departed.push([id, meta.orderKey])
+  }
+
+  /**
+   * An arriving message (enqueued, redriven) of an ordered key: with its key's turn free it
+   * takes it and goes on as any message (false); else it waits behind the key's messages
+   * (true). `turns` holds the turns read for the command (undefined: keys are not ordered).
+   */
+  private takeTurn(id: number, meta: MessageMeta, dueMs: number, turns: Turns | undefined): boolean {
+    if (turns === undefined || meta.orderKey === undefined) return false
+    const label = TEXT.decode(meta.orderKey)
+    const turn = turns.get(label)
+    if (turn === undefined) {
+      turns.set(label, { name: meta.orderKey, holder: id, members: 1, dirty: true })
+      return false
+    }
+    turn.members++
+    turn.dirty = true
+    this.toWaiting(id, meta, dueMs)
+    return true
+  }
+
+  /**
+   * Hands the turn of each departed message's key to the first message waiting behind it: due
+   * (its not-before time passed) it joins the tail of its weight, else it is delayed until
+   * then; a key with no message left loses its turn record. A key departs at most once per
+   * phase (only its turn's holder can depart, and no turn passes before the phase ends).
+   */
+  private async passTurns(now: number): Promise<void> {
+    if (this.departed.length === 0) return
+    const departed = this.departed
+    this.departed = []
+    const turns = await this.readTurns(departed.map(([, name]) => name))
+    invariant(turns.size === departed.length, 'a key departs at most once per phase')
+    const passing = departed.filter(([id, name]) => {
+      const turn = turns.get(TEXT.decode(name))
+      invariant(turn !== undefined && turn.holder === id, `message ${id} holds its key's turn`)
+      turn.members--
+      turn.dirty = true
+      return turn.members > 0
+    })
+    const heads = await Promise.all(
+      passing.map(([, name]) => this.overlay.range(this.keys.keyWaitingSpan(name), 1)),
+    )
+    const entries = heads.map((run, i) => {
+      invariant(run.length === 1, `a key with messages left has one waiting (${passing[i]?.[0]})`)
+      return decodeReadyValue((run[0] as KeyValue)[1])
+    })
+    const metas = entries.map((e) => e.meta)
+    await this.fillMetas(
+      entries.map((e) => this.keys.message(e.id)),
+      metas,
+    )
+    passing.forEach(([, name], i) => {
+      const { id } = entries[i] as { id: number }
+      const meta = metas[i] as MessageMeta
+      invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
+      this.del(((heads[i] as KeyValue[])[0] as KeyValue)[0])
+      this.st.waiting--
+      ;(turns.get(TEXT.decode(name)) as Turn).holder = id
+      if (meta.slot > now) this.toDelayed(id, meta, meta.slot)
+      else this.toReady(id, meta, ReadyBand.Fresh)
+    })
+    this.writeTurns(turns)
+  }
+
+  /** The stored turns of the ordered keys `names` (UTF-8), by key; free keys are absent. */
+  private async readTurns(names: readonly Uint8Array[]): Promise<Turns> {
+    const distinct = new Map<string, Uint8Array>()
+    for (const name of names) distinct.set(TEXT.decode(name), name)
+    const turns: Turns = new Map()
+    if (distinct.size === 0) return turns
+    const labels = [...distinct.keys()]
+    const got = await this.overlay.getMany(
+      labels.map((l) => this.keys.keyTurn(distinct.get(l) as Uint8Array)),
+    )
+    labels.forEach((label, i) => {
+      const b = got[i]
+      if (b === undefined) return
+      const [holder, members] = decodeIdList(b)
+      turns.set(label, {
+        name: distinct.get(label) as Uint8Array,
+        holder: holder as number,
+        members: members as number,
+        dirty: false,
+      })
+    })
+    return turns
+  }
+
+  /** Writes the changed turns; a turn with no member left is deleted. */
+  private writeTurns(turns: Turns): void {
+    for (const turn of turns.values()) {
+      if (!turn.dirty) continue
+      if (turn.members === 0) this.del(this.keys.keyTurn(turn.name))
+      else this.put(this.keys.keyTurn(turn.name), encodeIdList([turn.holder, turn.members]))
+      turn.dirty = false
+    }
   }
 
   private addExpiry(expiresAtMs: number, kind: ExpiryKind, name: Uint8Array): void {
@@ -1416,6 +1606,19 @@ export class QueuePartition {
 }
 
 const EMPTY_VALUE = new Uint8Array(0)
+
+/**
+ * An ordered key's turn: the message that holds it (ready, delayed or leased) and how many
+ * messages of the key are stored (the holder and those waiting behind it).
+ */
+interface Turn {
+  readonly name: Uint8Array
+  holder: number
+  members: number
+  dirty: boolean
+}
+/** Turns by key. */
+type Turns = Map<string, Turn>
 
 /** The least key greater than `key`. */
 function successor(key: Uint8Array): Uint8Array {

@@ -12,7 +12,8 @@ const scratch = new ByteWriter(1024)
  * fails an invariant.
  */
 
-export const MessageState = { Ready: 0, Delayed: 1, Leased: 2, Dead: 3 } as const
+/** Waiting: an ordered key's message behind an earlier one of its key (orderedKeys). */
+export const MessageState = { Ready: 0, Delayed: 1, Leased: 2, Dead: 3, Waiting: 4 } as const
 export type MessageState = (typeof MessageState)[keyof typeof MessageState]
 
 /** The mutable state of one message (its body is stored apart and never rewritten). */
@@ -24,7 +25,10 @@ export interface MessageMeta {
   /** Deliveries since enqueue or the last redrive; compared with maxDeliveries. */
   attempts: number
   enqueuedAtMs: number
-  /** Position in the index of its state: ready order, lease deadline, due time or dead order. */
+  /**
+   * Position in the index of its state: ready order, lease deadline, due time or dead order;
+   * when waiting, its not-before time (0: none).
+   */
   slot: number
   /** Ready band when ready, else 0. */
   band: number
@@ -35,6 +39,11 @@ export interface MessageMeta {
    * undefined and the body has a record of its own (so a large body is never rewritten).
    */
   inlineBody: Uint8Array | undefined
+  /**
+   * The message's key (UTF-8) when its partition orders keys (orderedKeys), else undefined:
+   * what a message that leaves for good hands its key's turn on by.
+   */
+  orderKey: Uint8Array | undefined
 }
 
 /** Encoded bodies up to this size live inside the message record. */
@@ -53,8 +62,11 @@ function writeMeta(w: ByteWriter, m: MessageMeta): ByteWriter {
     .varint(m.slot)
     .u8(m.band)
     .varint(m.group)
-  if (m.inlineBody === undefined) w.u8(0)
-  else w.u8(1).raw(m.inlineBody)
+  // Flags: 1 = an inline body follows (the rest), 2 = an order key comes first. A record
+  // without an order key is the bytes of before it existed.
+  w.u8((m.inlineBody === undefined ? 0 : 1) | (m.orderKey === undefined ? 0 : 2))
+  if (m.orderKey !== undefined) w.bytes(m.orderKey)
+  if (m.inlineBody !== undefined) w.raw(m.inlineBody)
   return w
 }
 
@@ -74,9 +86,12 @@ function readMeta(r: ByteReader): MessageMeta {
     band: r.u8(),
     group: r.varint(),
     inlineBody: undefined,
+    orderKey: undefined,
   }
-  if (r.u8() === 1) m.inlineBody = r.rest()
-  invariant(r.done && m.state <= MessageState.Dead, 'message meta decodes')
+  const flags = r.u8()
+  if ((flags & 2) !== 0) m.orderKey = r.bytes()
+  if ((flags & 1) !== 0) m.inlineBody = r.rest()
+  invariant(r.done && flags <= 3 && m.state <= MessageState.Waiting, 'message meta decodes')
   return m
 }
 
@@ -128,6 +143,8 @@ export interface PartitionState {
   deadLettered: number
   /** Messages deleted because they outlived the message TTL. */
   discarded: number
+  /** Messages waiting behind an earlier message of their key (orderedKeys); in `messages`. */
+  waiting: number
 }
 
 export const PARTITION_STATE_INITIAL: PartitionState = {
@@ -146,6 +163,7 @@ export const PARTITION_STATE_INITIAL: PartitionState = {
   expired: 0,
   deadLettered: 0,
   discarded: 0,
+  waiting: 0,
 }
 
 export function encodeState(s: PartitionState): Uint8Array {
@@ -167,7 +185,9 @@ export function encodeState(s: PartitionState): Uint8Array {
     .varint(s.deadLettered)
   // Written once nonzero (only with a message TTL, format level 8): before, the record reads
   // as it did for a replica of an earlier version.
-  if (s.discarded > 0) w.varint(s.discarded)
+  if (s.discarded > 0 || s.waiting > 0) w.varint(s.discarded)
+  // Likewise once nonzero (only with ordered keys).
+  if (s.waiting > 0) w.varint(s.waiting)
   return w.finishInSlab()
 }
 
@@ -189,8 +209,10 @@ export function decodeState(b: Uint8Array): PartitionState {
     expired: r.varint(),
     deadLettered: r.varint(),
     discarded: 0,
+    waiting: 0,
   }
   if (!r.done) s.discarded = r.varint()
+  if (!r.done) s.waiting = r.varint()
   invariant(r.done, 'partition state decodes')
   return s
 }
@@ -230,11 +252,15 @@ export function decodeWeight(b: Uint8Array): WeightRecord {
 
 export function encodeConfig(c: QueueConfig): Uint8Array {
   const w = scratch.reset().u8(c.scheduling === SchedulingMode.Fair ? 1 : 2)
-  for (const name of CONFIG_NUMBER_FIELDS) {
-    // Left out when 0 (the last field): the record reads as before the field existed.
-    if (name === 'messageTtlMs' && c[name] === 0) break
-    w.varint(c[name])
+  // The fields after configVersion are left out from the first of them that is 0 with none
+  // set after it: the record reads as before they existed.
+  let end = CONFIG_NUMBER_FIELDS.length
+  while (end > 0) {
+    const name = CONFIG_NUMBER_FIELDS[end - 1] as (typeof CONFIG_NUMBER_FIELDS)[number]
+    if (name === 'configVersion' || !TRAILING_CONFIG_FIELDS.has(name) || c[name] !== 0) break
+    end--
   }
+  for (let i = 0; i < end; i++) w.varint(c[CONFIG_NUMBER_FIELDS[i] as (typeof CONFIG_NUMBER_FIELDS)[number]])
   return w.finishInSlab()
 }
 
@@ -244,7 +270,7 @@ export function decodeConfig(b: Uint8Array): QueueConfig {
     scheduling: r.u8() === 1 ? SchedulingMode.Fair : SchedulingMode.Strict,
   }
   for (const name of CONFIG_NUMBER_FIELDS) {
-    // A config stored before configVersion (or messageTtlMs) existed ends without it.
+    // A config stored before configVersion (or a later field) existed ends without it.
     out[name] = TRAILING_CONFIG_FIELDS.has(name) && r.done ? 0 : r.varint()
   }
   invariant(r.done, 'config decodes')

@@ -11,17 +11,23 @@ afterAll(() => {
 describe.each(ENGINES)(
   'model-based: QueuePartition on $name matches the reference model',
   ({ name, open }) => {
-    it.each([1, 3])(
-      'with ops flushed every %i applies',
-      async (flushEvery) => {
+    it.each([
+      [1, 0],
+      [3, 0],
+      [1, 1],
+      [3, 1],
+    ])(
+      'with ops flushed every %i applies, orderedKeys %i',
+      async (flushEvery, orderedKeys) => {
         await fc.assert(
           fc.asyncProperty(
             fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
             async (cmds) => {
               const { engine, dispose } = await open()
               try {
-                const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), CONFIG, flushEvery)
-                const world: World = { model: new ModelQueue(CONFIG), real, nowMs: 1_000 }
+                const config = { ...CONFIG, orderedKeys }
+                const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), config, flushEvery)
+                const world: World = { model: new ModelQueue(config), real, nowMs: 1_000 }
                 await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)
               } finally {
                 await dispose()

@@ -26,7 +26,7 @@ import {
   SequenceGapError,
 } from '../src/index'
 
-type State = 'ready' | 'delayed' | 'leased' | 'dead'
+type State = 'ready' | 'delayed' | 'leased' | 'dead' | 'waiting'
 
 interface ModelMessage {
   readonly id: number
@@ -38,7 +38,7 @@ interface ModelMessage {
   state: State
   deliveries: number
   attempts: number
-  /** ready: [band, order]; leased: deadline; delayed: due; dead: dead order. */
+  /** ready: [band, order]; leased: deadline; delayed: due; dead: dead order; waiting: order, due (0: none). */
   band: number
   order: number
   deadlineMs: number
@@ -87,10 +87,56 @@ export class ModelQueue {
     this.lastNowMs = now
     this.expire(now)
     try {
-      return this.execute(cmd, now)
+      const result = this.execute(cmd, now)
+      this.passTurns(now)
+      this.syncBacklog()
+      return result
     } catch (e) {
       if (e instanceof QueueError) return { type: 'rejected', error: e }
       throw e
+    }
+  }
+
+  // Ordered keys: a key's messages in {ready, delayed, leased} hold its turn (one at a time),
+  // those 'waiting' are in line behind, by order; a holder that leaves for good hands it on.
+  private readonly departed: ModelMessage[] = []
+
+  private ordered(m: ModelMessage): boolean {
+    return this.config.orderedKeys === 1 && m.key !== undefined
+  }
+
+  /** Whether any message of `m`'s key other than m is in line (holds the turn or waits). */
+  private keyBusy(m: ModelMessage): boolean {
+    for (const o of this.messages.values()) {
+      if (o !== m && o.key === m.key && o.state !== 'dead') return true
+    }
+    return false
+  }
+
+  /** An arriving message (enqueued, redriven): waits if its ordered key is busy. */
+  private arrive(m: ModelMessage, dueMs: number, now: number): void {
+    if (this.ordered(m) && this.keyBusy(m)) {
+      m.state = 'waiting'
+      m.order = this.readyOrder++
+      m.dueMs = dueMs
+    } else if (dueMs > now) {
+      m.state = 'delayed'
+      m.dueMs = dueMs
+    } else this.toReady(m, 1)
+  }
+
+  private depart(m: ModelMessage): void {
+    if (this.ordered(m)) this.departed.push(m)
+  }
+
+  private passTurns(now: number): void {
+    for (const gone of this.departed.splice(0)) {
+      const next = [...this.messages.values()]
+        .filter((m) => m.state === 'waiting' && m.key === gone.key)
+        .sort((a, b) => a.order - b.order)[0]
+      if (!next) continue
+      if (next.dueMs > now) next.state = 'delayed'
+      else this.toReady(next, 1)
     }
   }
 
@@ -144,6 +190,7 @@ export class ModelQueue {
     this.counters.deadLettered++
     m.state = 'dead'
     m.deadOrder = this.deadOrder++
+    this.depart(m)
   }
 
   private expire(now: number): void {
@@ -159,6 +206,7 @@ export class ModelQueue {
       .filter((m) => m.state === 'delayed' && m.dueMs <= now)
       .sort((a, b) => a.dueMs - b.dueMs || a.id - b.id)
     for (const m of due) this.toReady(m, 1)
+    this.passTurns(now)
     this.syncBacklog()
   }
 
@@ -243,10 +291,7 @@ export class ModelQueue {
             deadOrder: 0,
           }
           this.messages.set(id, msg)
-          if (m.notBeforeMs !== undefined && m.notBeforeMs > now) {
-            msg.state = 'delayed'
-            msg.dueMs = m.notBeforeMs
-          } else this.toReady(msg, 1)
+          this.arrive(msg, m.notBeforeMs !== undefined && m.notBeforeMs > now ? m.notBeforeMs : 0, now)
           if (m.dedupKey !== undefined) {
             inBatch.set(m.dedupKey, id)
             if (cfg.dedupWindowMs > 0)
@@ -322,8 +367,10 @@ export class ModelQueue {
           if (cmd.type === 'ack') this.counters.acked++
           if (cmd.type === 'nack') this.counters.nacked++
           if (cmd.type === 'extend') m.deadlineMs = now + ms
-          else if (cmd.type === 'ack') this.messages.delete(m.id)
-          else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
+          else if (cmd.type === 'ack') {
+            this.messages.delete(m.id)
+            this.depart(m)
+          } else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
           else if (ms > 0) {
             m.state = 'delayed'
             m.dueMs = now + ms
@@ -359,7 +406,7 @@ export class ModelQueue {
           if (cmd.type === 'purgeDead') this.messages.delete(m.id)
           else {
             m.attempts = 0
-            this.toReady(m, 1)
+            this.arrive(m, 0, now)
           }
         }
         this.syncBacklog()
@@ -367,14 +414,23 @@ export class ModelQueue {
       }
       case 'purgeReady': {
         int(cmd.max, 1, cfg.leaseBatchMax)
+        // Waiting ones first, by key (its UTF-8 length, then bytes) and order in line.
+        const waiting = [...this.messages.values()]
+          .filter((m) => m.state === 'waiting')
+          .sort((a, b) => compareKeyNames(a.key as string, b.key as string) || a.order - b.order)
+          .slice(0, cmd.max)
+        for (const m of waiting) this.messages.delete(m.id)
         const ready = [...this.messages.values()]
           .filter((m) => m.state === 'ready')
           .sort((a, b) => a.weight - b.weight || a.band - b.band || a.order - b.order)
-          .slice(0, cmd.max)
-        for (const m of ready) this.messages.delete(m.id)
+          .slice(0, cmd.max - waiting.length)
+        for (const m of ready) {
+          this.messages.delete(m.id)
+          this.depart(m)
+        }
         for (const w of new Set(ready.map((m) => m.weight)))
           if (this.readyCount(w) === 0) this.backlogged.delete(w)
-        return { type: 'purgeReady', ids: ready.map((m) => m.id) }
+        return { type: 'purgeReady', ids: [...waiting, ...ready].map((m) => m.id) }
       }
       case 'configure': {
         const next = { ...this.config }
@@ -387,6 +443,7 @@ export class ModelQueue {
           }
           ;(next as Record<string, unknown>)[k] = v
         }
+        if (next.orderedKeys !== this.config.orderedKeys) throw new InvalidArgumentError('orderedKeys')
         const windowChanged = next.shareWindowLeases !== this.config.shareWindowLeases
         if (next.scheduling !== this.config.scheduling) {
           // entering a mode re-activates every backlogged weight: lagging passes rise to V
@@ -429,7 +486,7 @@ export class ModelQueue {
     const top = Math.max(0, ...backlogged)
     const weights: WeightStats[] = []
     for (let w = 1; w <= 1000; w++) {
-      const mine = all.filter((m) => m.weight === w)
+      const mine = all.filter((m) => m.weight === w && m.state !== 'waiting')
       const hits = this.window.filter((x) => x === w).length
       if (mine.length === 0 && hits === 0) continue
       const ready = mine
@@ -447,8 +504,23 @@ export class ModelQueue {
         achievedShare: this.window.length === 0 ? 0 : hits / this.window.length,
       })
     }
-    return { weights, messages: all.length, windowLeases: this.window.length, counters: { ...this.counters } }
+    return {
+      weights,
+      messages: all.length,
+      waiting: all.filter((m) => m.state === 'waiting').length,
+      windowLeases: this.window.length,
+      counters: { ...this.counters },
+    }
   }
+}
+
+/** Ordered keys as the partition's key layout orders them: UTF-8 length, then bytes. */
+function compareKeyNames(a: string, b: string): number {
+  const x = new TextEncoder().encode(a)
+  const y = new TextEncoder().encode(b)
+  if (x.length !== y.length) return x.length - y.length
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return (x[i] as number) - (y[i] as number)
+  return 0
 }
 
 function int(v: unknown, min: number, max: number): void {

@@ -14,7 +14,9 @@ describe.each(ENGINES)('snapshot → restore on $name', ({ name, open }) => {
         fc.array(fc.oneof(...(steps as fc.Arbitrary<Step>[])), { maxLength: 40 }),
         fc.array(fc.oneof(...(steps as fc.Arbitrary<Step>[])), { minLength: 1, maxLength: 40 }),
         fc.integer({ min: 1, max: 3 }),
-        async (before, after, pageEntries) => {
+        fc.integer({ min: 0, max: 1 }),
+        async (before, after, pageEntries, orderedKeys) => {
+          const config = { ...CONFIG, orderedKeys }
           const a = await open()
           const b = await open()
           try {
@@ -28,8 +30,8 @@ describe.each(ENGINES)('snapshot → restore on $name', ({ name, open }) => {
                 sync: false,
               },
             )
-            const qa = await LaggedQueue.open(a.engine, PREFIX, CONFIG, 2)
-            const world: World = { model: new ModelQueue(CONFIG), real: qa, nowMs: 5_000 }
+            const qa = await LaggedQueue.open(a.engine, PREFIX, config, 2)
+            const world: World = { model: new ModelQueue(config), real: qa, nowMs: 5_000 }
             for (const step of before) await step.run(world, world)
             await qa.flush()
             const snap = await a.engine.snapshot()
@@ -40,7 +42,7 @@ describe.each(ENGINES)('snapshot → restore on $name', ({ name, open }) => {
             }
             await snap.close()
             if (first) await b.engine.write(restorePartitionOps(PREFIX, [], true), { sync: false })
-            const qb = await LaggedQueue.open(b.engine, PREFIX, CONFIG, 1)
+            const qb = await LaggedQueue.open(b.engine, PREFIX, config, 1)
             expect(await qb.partition.stats(world.nowMs)).toEqual(await qa.partition.stats(world.nowMs))
             for (const step of after) {
               world.nowMs = Math.max(0, world.nowMs + step.dtMs)

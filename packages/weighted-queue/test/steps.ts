@@ -95,7 +95,7 @@ const message = fc
       fc.dictionary(fc.constantFrom('a', 'b', 'ü'), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
       15,
     ),
-    key: maybe(rarely(fc.constantFrom('k', 'kk'), fc.constant('')), 10),
+    key: maybe(rarely(fc.constantFrom('k', 'kk', 'ü'), fc.constant('')), 35),
     notBeforeOffsetMs: maybe(fc.integer({ min: -10, max: 300 }), 15),
     dedupKey: maybe(fc.constantFrom('x', 'y', 'z'), 20),
   })
