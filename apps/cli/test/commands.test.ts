@@ -278,12 +278,17 @@ describe('queue', () => {
 
   it('lists queues as a table or JSON lines', async () => {
     cluster.addQueue('jobs', 4)
-    cluster.addQueue('mail', 1, { strictPriority: true, dedupWindowMs: 90_000, paused: true })
+    cluster.addQueue('mail', 1, {
+      strictPriority: true,
+      dedupWindowMs: 90_000,
+      paused: true,
+      orderedKeys: true,
+    })
     const r = await mq(['queue', 'list'])
     expect(r.stdout.split('\n')).toEqual([
-      'NAME  PARTITIONS  DELIVERY  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ENGINE',
-      'jobs           4  running   30s                      5     1000000  off    no      leveldb',
-      'mail           1  paused    30s                      5     1000000  1m30s  yes     leveldb',
+      'NAME  PARTITIONS  DELIVERY  VISIBILITY  MAX-DELIVERIES  MAX-LENGTH  DEDUP  STRICT  ORDERED  ENGINE',
+      'jobs           4  running   30s                      5     1000000  off    no      no       leveldb',
+      'mail           1  paused    30s                      5     1000000  1m30s  yes     keys     leveldb',
       '',
     ])
     const json = jsonLines((await mq(['queue', 'list', '--json', '--prefix', 'ma'])).stdout)
@@ -352,6 +357,23 @@ describe('queue', () => {
     const missing = await mq(['queue', 'pause', 'nope'])
     expect(missing.code).toBe(2)
     expectOneLineError(missing.stderr, /queue nope does not exist/)
+  })
+
+  it('creates a queue with ordered keys and shows its ordering and waiting messages', async () => {
+    const created = await mq(['queue', 'create', 'orders', '--ordered-keys', '--paused'])
+    expect(created.stdout).toBe('created queue orders (1 partition, ordered keys, paused)\n')
+    expect(cluster.calls).toContain(
+      `createQueue:orders:${JSON.stringify({ paused: true, orderedKeys: true })}`,
+    )
+    const described = await mq(['queue', 'describe', 'orders'])
+    expect(described.stdout).toMatch(
+      /ordering: +per key: one message of a key at a time, in the order they arrived/,
+    )
+    expect(described.stdout).toMatch(/READY +DELAYED +LEASED +DEAD +WAITING\n +0 +1 +n1 +n1 +0 +0 +0 +0 +3\n/)
+    cluster.addQueue('jobs')
+    const plain = await mq(['queue', 'describe', 'jobs'])
+    expect(plain.stdout).toMatch(/ordering: +none \(a key only picks the partition\)/)
+    expect(plain.stdout).not.toMatch(/WAITING/)
   })
 
   it('adds partitions to a queue', async () => {

@@ -81,6 +81,7 @@ export class FakeBroker {
         dedupWindowMs: 0,
         messageTtlMs: 0,
         paused: false,
+        orderedKeys: false,
         engine: 'memory',
       },
       partitions: partitions.map((_, partition) => ({

@@ -311,6 +311,7 @@ export class FakeCluster {
                 queue: name,
                 partition,
                 groupId: partition + 1,
+                waiting: this.#queue(name).config.orderedKeys ? 3 : 0,
                 weights: [...new Set(list.map((m) => m.weight))].map((weight) => ({
                   weight,
                   ready: list.filter((m) => m.weight === weight).length,
@@ -445,6 +446,7 @@ function defaultConfig(): QueueConfig {
     dedupWindowMs: 0,
     messageTtlMs: 0,
     paused: false,
+    orderedKeys: false,
     engine: 'leveldb',
   }
 }

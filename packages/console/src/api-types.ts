@@ -115,6 +115,8 @@ export interface QueueConfigInfo {
   readonly messageTtlMs: number
   /** Delivery paused: consumers get nothing until it is resumed. */
   readonly paused: boolean
+  /** A key's messages are delivered one at a time, in the order they arrived (set at creation). */
+  readonly orderedKeys: boolean
 }
 
 /** Counts of one queue (or one of its weights) summed over its partitions. */
@@ -142,6 +144,8 @@ export interface PartitionInfo {
   readonly leaderId: string
   readonly messages: number
   readonly windowLeases: number
+  /** Messages waiting behind an earlier one of their key (a queue with ordered keys). */
+  readonly waiting: number
 }
 
 /** Ready messages `GET /api/queues/NAME/peek` lists per partition, at most (without delivering them). */

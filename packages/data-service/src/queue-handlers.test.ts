@@ -51,6 +51,7 @@ const JOBS_CONFIG: QueueConfig = {
   engine: 'leveldb',
   messageTtlMs: 0,
   paused: false,
+  orderedKeys: false,
 }
 
 /** A node holding partition jobs/0 in `group`; `config` gives the route's config of each lookup. */

@@ -321,6 +321,7 @@ export function queueHandlers(
         messages: s?.messages ?? 0,
         windowLeases: s?.windowLeases ?? 0,
         counters: s?.counters,
+        waiting: s?.waiting ?? 0,
       }
     }),
   }

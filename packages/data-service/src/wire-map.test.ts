@@ -28,6 +28,7 @@ describe('wire mapping', () => {
       engine: 'leveldb',
       messageTtlMs: 0,
       paused: false,
+      orderedKeys: false,
     }
     const base = {
       scheduling: 'strict',
@@ -48,6 +49,11 @@ describe('wire mapping', () => {
     // the partition's own default.
     const { dedupWindowMs: _, ...unset } = config
     expect(partitionConfigOf(unset, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual({ ...base, dedupWindowMs: 0 })
+    // Ordered keys go in only when the queue has them.
+    expect(partitionConfigOf({ ...config, orderedKeys: true }, FORMAT_LEVEL_MESSAGE_TTL - 1)).toEqual({
+      ...base,
+      orderedKeys: 1,
+    })
   })
 
   it('turns a produce into an enqueue with absolute not-before times', () => {

@@ -27,7 +27,9 @@ import {
  * by its partitions (each holds at most ⌈queueLengthMax / partitions⌉ messages). `version`
  * (the route epoch the config comes from) becomes its configVersion. The message TTL goes in
  * only when `formatLevel` (the cluster's) is FORMAT_LEVEL_MESSAGE_TTL or more: a replica of an
- * earlier version cannot read a partition config that has it.
+ * earlier version cannot read a partition config that has it. Ordered keys go in when the
+ * queue has them (set at creation, which the meta leader allows only at a level that reads
+ * them; a partition refuses a `configure` that would change them).
  */
 export function partitionConfigOf(
   config: QueueConfig,
@@ -44,6 +46,8 @@ export function partitionConfigOf(
     messageBytesMax: config.messageBytesMax,
     queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
     ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL ? { messageTtlMs: config.messageTtlMs } : {}),
+    // Only when set: the meta leader creates such a queue only at FORMAT_LEVEL_ORDERED_KEYS.
+    ...(config.orderedKeys ? { orderedKeys: 1 } : {}),
   }
 }
 

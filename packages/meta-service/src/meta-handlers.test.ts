@@ -2,6 +2,7 @@ import {
   CreateQueueRequest,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_ORDERED_KEYS,
   FORMAT_LEVEL_PAUSE,
   type MetaServer,
   NotLeaderError,
@@ -73,6 +74,7 @@ describe('meta handlers', () => {
         engine: '',
         messageTtlMs: 0,
         paused: false,
+        orderedKeys: false,
         ...(dedupWindowMs !== undefined ? { dedupWindowMs } : {}),
       }
       return CreateQueueRequest.decode(CreateQueueRequest.encode({ name, config }).finish())
@@ -247,6 +249,40 @@ describe('meta handlers', () => {
       config: { partitions: 1, paused: true },
     })) as QueueRoute
     expect(held.config?.paused).toBe(true)
+  })
+
+  it('creates a queue with ordered keys only once every node reads them (format level 14)', async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_ORDERED_KEYS],
+      ['n2', FORMAT_LEVEL_ORDERED_KEYS - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'orders', config: { partitions: 2, orderedKeys: true } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/format level 13: a queue can order its keys from level 14/),
+    })
+    expect(meta.state.queue('orders')).toBeUndefined()
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_ORDERED_KEYS,
+    })
+    const created = (await call(h, 'createQueue', {
+      name: 'orders',
+      config: { partitions: 2, orderedKeys: true },
+    })) as QueueRoute
+    expect(created.config?.orderedKeys).toBe(true)
+    await expect(call(h, 'updateQueue', { name: 'orders', update: { partitions: 4 } })).rejects.toMatchObject(
+      {
+        details: expect.stringMatching(/the queue orders its keys, so its partition count stays 2/),
+      },
+    )
+    expect(meta.state.queue('orders')?.partitions).toHaveLength(2)
   })
 
   it('deletes a queue, then has its partitions fenced before answering', async () => {

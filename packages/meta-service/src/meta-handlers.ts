@@ -1,6 +1,7 @@
 import {
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_ORDERED_KEYS,
   FORMAT_LEVEL_PAUSE,
   InvalidArgumentError,
   type MetaServer,
@@ -73,7 +74,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
    * Refuses what `update` or a new queue's config asks for that not every replica could read
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
    * partitions (level 9; the count the queue has already is no change), a pause (level 12;
-   * resuming is always allowed). One read at most.
+   * resuming is always allowed), ordered keys (level 14). One read at most.
    */
   const checkLevel = async (
     name: string,
@@ -81,9 +82,11 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       readonly messageTtlMs?: number | undefined
       readonly partitions?: number | undefined
       readonly paused?: boolean | undefined
+      readonly orderedKeys?: boolean | undefined
     },
   ): Promise<void> => {
-    if (!wanted.messageTtlMs && wanted.partitions === undefined && !wanted.paused) return
+    if (!wanted.messageTtlMs && wanted.partitions === undefined && !wanted.paused && !wanted.orderedKeys)
+      return
     const state = await meta.read()
     const level = state.formatLevel()
     const refuse = (what: string, needed: number): void => {
@@ -97,6 +100,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (wanted.partitions !== undefined && wanted.partitions !== state.queue(name)?.config.partitions)
       refuse('partitions can be added', FORMAT_LEVEL_GROW_PARTITIONS)
     if (wanted.paused) refuse('a queue can be paused', FORMAT_LEVEL_PAUSE)
+    if (wanted.orderedKeys) refuse('a queue can order its keys', FORMAT_LEVEL_ORDERED_KEYS)
   }
   /**
    * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
@@ -124,7 +128,11 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       return { routeEpoch: state.routeEpoch, routes }
     }),
     createQueue: unary(async (req) => {
-      await checkLevel(req.name, { messageTtlMs: req.config?.messageTtlMs, paused: req.config?.paused })
+      await checkLevel(req.name, {
+        messageTtlMs: req.config?.messageTtlMs,
+        paused: req.config?.paused,
+        orderedKeys: req.config?.orderedKeys,
+      })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({
         type: 'createQueue',

@@ -153,11 +153,17 @@ describe('MetaState', () => {
     for (const q of image.queues) {
       delete q.config.paused
       delete q.config.messageTtlMs
+      delete q.config.orderedKeys
     }
     const old = new MetaState()
     old.restore(new TextEncoder().encode(JSON.stringify(image)))
     expect(old.queue('jobs')?.config).toEqual(s.queue('jobs')?.config)
-    expect(old.queue('jobs')?.config).toMatchObject({ paused: false, messageTtlMs: 0, maxDeliveries: 7 })
+    expect(old.queue('jobs')?.config).toMatchObject({
+      paused: false,
+      messageTtlMs: 0,
+      orderedKeys: false,
+      maxDeliveries: 7,
+    })
     expect(old.snapshot()).toEqual(s.snapshot())
   })
 

@@ -1085,6 +1085,7 @@ function withLaterSettings(config: QueueSettings): QueueSettings {
     ...config,
     messageTtlMs: config.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
     paused: config.paused ?? QUEUE_DEFAULTS.paused,
+    orderedKeys: config.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
   }
 }
 

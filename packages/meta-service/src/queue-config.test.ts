@@ -40,3 +40,24 @@ describe('applyQueueConfigUpdate', () => {
     )
   })
 })
+
+describe('ordered keys', () => {
+  it('is off by default, set at creation, and must be a boolean', () => {
+    expect(QUEUE_DEFAULTS.orderedKeys).toBe(false)
+    expect(resolveQueueConfig({ orderedKeys: true })).toMatchObject({ orderedKeys: true })
+    expect(resolveQueueConfig({ orderedKeys: 'yes' as unknown as boolean })).toBe(
+      'orderedKeys must be true or false, got yes',
+    )
+  })
+  it("keeps an ordered queue's partition count: other settings change, partitions do not", () => {
+    const ordered = { ...QUEUE_DEFAULTS, orderedKeys: true }
+    expect(applyQueueConfigUpdate(ordered, { partitions: 8 })).toMatch(
+      /the queue orders its keys, so its partition count stays 4: with more partitions a key's next messages would go to another partition/,
+    )
+    expect(applyQueueConfigUpdate(ordered, { partitions: 4, maxDeliveries: 2 })).toEqual({
+      ...ordered,
+      maxDeliveries: 2,
+    })
+    expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { partitions: 8 })).toMatchObject({ partitions: 8 })
+  })
+})

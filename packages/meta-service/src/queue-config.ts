@@ -34,6 +34,7 @@ export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   engine: 'leveldb',
   messageTtlMs: 0,
   paused: false,
+  orderedKeys: false,
 }
 
 /**
@@ -54,14 +55,16 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettin
     engine: requested.engine || QUEUE_DEFAULTS.engine,
     messageTtlMs: requested.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
     paused: requested.paused ?? QUEUE_DEFAULTS.paused,
+    orderedKeys: requested.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
   }
   return configProblem(config) ?? config
 }
 
 /**
  * Returns `config` with `update`'s set fields applied, or a sentence saying what is wrong.
- * The engine cannot change; the partition count can only grow (the meta state places the
- * new partitions: MetaState's `updateQueue`).
+ * The engine and ordered keys cannot change (an update has no field for them); the partition
+ * count can only grow (the meta state places the new partitions: MetaState's `updateQueue`),
+ * and not at all for a queue with ordered keys.
  */
 export function applyQueueConfigUpdate(
   config: QueueSettings,
@@ -69,6 +72,9 @@ export function applyQueueConfigUpdate(
 ): QueueSettings | string {
   if (update.partitions !== undefined && update.partitions < config.partitions) {
     return `partitions can only be added: the queue has ${config.partitions}, asked for ${update.partitions} (to have fewer, create a new queue and move the consumers to it)`
+  }
+  if (config.orderedKeys && update.partitions !== undefined && update.partitions !== config.partitions) {
+    return `the queue orders its keys, so its partition count stays ${config.partitions}: with more partitions a key's next messages would go to another partition than its earlier ones, out of order (create a new queue with more partitions and move the producers to it)`
   }
   const next: QueueSettings = {
     ...config,
@@ -94,6 +100,9 @@ function configProblem(config: QueueSettings): string | undefined {
     }
   }
   if (typeof config.paused !== 'boolean') return `paused must be true or false, got ${String(config.paused)}`
+  if (typeof config.orderedKeys !== 'boolean') {
+    return `orderedKeys must be true or false, got ${String(config.orderedKeys)}`
+  }
   if (!(STORAGE_ENGINES as readonly string[]).includes(config.engine)) {
     return `engine ${JSON.stringify(config.engine)} is unknown; known engines: ${STORAGE_ENGINES.join(', ')}`
   }

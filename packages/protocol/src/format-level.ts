@@ -35,8 +35,11 @@
  * 13. a data group's `retire` of a deleted queue's partition (a fence of which the group keeps
  *    only its latest retirements): a replica of an earlier version cannot read it (below it, a
  *    deleted queue's partitions get a plain, permanent `fence`).
+ * 14. a queue with ordered keys (`orderedKeys` in a queue's config and in its partition config,
+ *    ordered messages' records and the partition's turn and line keys): a replica of an earlier
+ *    version cannot read them, and a meta replica of an earlier version would drop the setting.
  */
-export const FORMAT_LEVEL = 13
+export const FORMAT_LEVEL = 14
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -73,6 +76,9 @@ export const FORMAT_LEVEL_PAUSE = 12
 
 /** The level from which a deleted queue's partitions are retired (bounded fences), not fenced. */
 export const FORMAT_LEVEL_RETIRE = 13
+
+/** The level from which a queue can order its keys (`orderedKeys` in its config). */
+export const FORMAT_LEVEL_ORDERED_KEYS = 14
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -34,6 +34,18 @@ function pauseHeeded(route: QueueRoute, wanted: boolean | undefined): QueueRoute
   )
 }
 
+/**
+ * `route` of a queue created with ordered keys when it has them; else throws. A meta leader
+ * of a version before ordered keys (format level 14) drops the field unread and creates the
+ * queue without them: its messages would be delivered out of order, several of a key at once.
+ */
+function orderingHeeded(route: QueueRoute, wanted: boolean | undefined): QueueRoute {
+  if (!wanted || route.config?.orderedKeys) return route
+  throw new InvalidArgumentError(
+    `queue ${route.queue} was created without ordered keys: the meta leader runs a version without them (format level 14); delete the queue and upgrade every node first`,
+  )
+}
+
 /** Cluster administration through the meta group. Every call retries redirects until its deadline. */
 export class Admin {
   readonly #router: Router
@@ -56,9 +68,11 @@ export class Admin {
       engine: '',
       messageTtlMs: 0,
       paused: false,
+      orderedKeys: false,
       ...options,
     }
-    return pauseHeeded(await this.#router.meta((m) => m.createQueue, { name, config }), options.paused)
+    const route = await this.#router.meta((m) => m.createQueue, { name, config })
+    return orderingHeeded(pauseHeeded(route, options.paused), options.orderedKeys)
   }
 
   /** Changes the settings given in `update`; the rest stay. */

@@ -612,6 +612,19 @@ describe('MqClient', () => {
     broker.pauseUnknown = false
   })
 
+  it('creates a queue with ordered keys, and says so when the meta leader created it without', async () => {
+    const route = await client.admin.createQueue('o1', { orderedKeys: true, partitions: 2 })
+    expect(route.config?.orderedKeys).toBe(true)
+    expect(broker.createRequests.at(-1)?.config).toMatchObject({ orderedKeys: true, partitions: 2 })
+    broker.orderingUnknown = true
+    await expect(client.admin.createQueue('o2', { orderedKeys: true })).rejects.toThrow(
+      'queue o2 was created without ordered keys: the meta leader runs a version without them (format level 14); delete the queue and upgrade every node first',
+    )
+    // A queue that does not ask for them is unaffected.
+    await client.admin.createQueue('o3')
+    broker.orderingUnknown = false
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

@@ -79,6 +79,8 @@ export class FakeBroker {
   readonly paused = new Set<string>()
   /** Acts as a meta leader of a version before paused queues: drops `paused` unread. */
   pauseUnknown = false
+  /** Acts as a meta leader of a version before ordered keys: creates queues without them. */
+  orderingUnknown = false
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
   /** A long poll waits at most this long here (a test may raise it). */
@@ -185,6 +187,7 @@ export class FakeBroker {
         dedupWindowMs: 0,
         messageTtlMs: 0,
         paused: this.paused.has(name),
+        orderedKeys: false,
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({
@@ -209,7 +212,16 @@ export class FakeBroker {
       }),
       createQueue: handle((req: CreateQueueRequest) => {
         this.createRequests.push(req)
-        return { queue: req.name, partitions: [], routeEpoch: this.epoch, queueId: 0, partitionsEpoch: 0 }
+        return {
+          queue: req.name,
+          partitions: [],
+          routeEpoch: this.epoch,
+          queueId: 0,
+          partitionsEpoch: 0,
+          ...(req.config
+            ? { config: { ...req.config, orderedKeys: req.config.orderedKeys && !this.orderingUnknown } }
+            : {}),
+        }
       }),
       updateQueue: handle((req: UpdateQueueRequest) => {
         const paused = req.update?.paused

@@ -110,16 +110,25 @@ Examples:
         '--paused',
         'create it paused: producers may fill it, nothing is delivered until mq queue resume',
       )
+      .option(
+        '--ordered-keys',
+        "deliver each key's messages one at a time, in the order they arrived (keyless ones as usual); set at creation, and the partition count then stays",
+      )
       .option('--engine <name>', 'storage engine of its partitions (e.g. leveldb, memory)'),
   )
     .addHelpText(
       'after',
-      '\nExamples:\n  $ mq queue create jobs --partitions 4 --visibility 30s --max-deliveries 5 --dedup-window 2m\n',
+      '\nExamples:\n  $ mq queue create jobs --partitions 4 --visibility 30s --max-deliveries 5 --dedup-window 2m\n  $ mq queue create orders --ordered-keys   # then: mq produce orders --key customer-42 ...\n',
     )
     .action(
       (
         name: string,
-        flags: SettingFlags & { partitions?: number; engine?: string; paused?: boolean },
+        flags: SettingFlags & {
+          partitions?: number
+          engine?: string
+          paused?: boolean
+          orderedKeys?: boolean
+        },
         command: Command,
       ) =>
         runtime.run(command, async ({ client, out }) => {
@@ -127,9 +136,11 @@ Examples:
           if (flags.partitions !== undefined) options.partitions = flags.partitions
           if (flags.engine !== undefined) options.engine = flags.engine
           if (flags.paused) options.paused = true
+          if (flags.orderedKeys) options.orderedKeys = true
           const route = await client.admin.createQueue(name, options)
+          const notes = [partitionCount(route), ...(flags.orderedKeys ? ['ordered keys'] : [])]
           out.result(
-            `created queue ${name} (${partitionCount(route)}${flags.paused ? ', paused' : ''})`,
+            `created queue ${name} (${[...notes, ...(flags.paused ? ['paused'] : [])].join(', ')})`,
             route,
           )
         }),
@@ -161,7 +172,9 @@ Examples:
           return
         }
         out.text(formatFields(configFields(route)))
-        out.text(`\n${formatTable(route.partitions, partitionColumns(stats))}`)
+        out.text(
+          `\n${formatTable(route.partitions, partitionColumns(stats, route.config?.orderedKeys ?? false))}`,
+        )
         const weights = (stats ?? []).flatMap((s) => s.weights.map((w) => ({ partition: s.partition, ...w })))
         if (weights.length > 0) out.text(`\n${formatTable(weights, weightColumns)}`)
       }),
@@ -320,6 +333,12 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
     ['queue', route.queue],
     ['partitions', route.partitions.length],
     ['delivery', c?.paused ? `paused (mq queue resume ${route.queue})` : 'running'],
+    [
+      'ordering',
+      c?.orderedKeys
+        ? 'per key: one message of a key at a time, in the order they arrived'
+        : 'none (a key only picks the partition)',
+    ],
     ['visibility', c ? formatDuration(c.visibilityTimeoutMs) : '-'],
     ['max deliveries', c?.maxDeliveries ?? '-'],
     ['max length', c?.queueLengthMax ?? '-'],
@@ -345,11 +364,15 @@ const queueColumns = [
   { header: 'MAX-LENGTH', value: (q: QueueRoute) => q.config?.queueLengthMax ?? '-' },
   { header: 'DEDUP', value: (q: QueueRoute) => (q.config ? dedupText(q.config.dedupWindowMs) : '-') },
   { header: 'STRICT', value: (q: QueueRoute) => (q.config?.strictPriority ? 'yes' : 'no') },
+  { header: 'ORDERED', value: (q: QueueRoute) => (q.config?.orderedKeys ? 'keys' : 'no') },
   { header: 'ENGINE', value: (q: QueueRoute) => q.config?.engine || '-' },
 ]
 
-/** The partitions table; the depth columns only when `stats` were asked for. */
-function partitionColumns(stats: readonly PartitionStats[] | undefined) {
+/**
+ * The partitions table; the depth columns only when `stats` were asked for, WAITING (messages
+ * behind an earlier one of their key) only for a queue with ordered keys.
+ */
+function partitionColumns(stats: readonly PartitionStats[] | undefined, orderedKeys: boolean) {
   type P = QueueRoute['partitions'][number]
   const of = (p: P) => stats?.find((s) => s.partition === p.partition)
   const sum = (p: P, key: 'ready' | 'delayed' | 'leased' | 'dead') =>
@@ -367,6 +390,9 @@ function partitionColumns(stats: readonly PartitionStats[] | undefined) {
     { header: 'DELAYED', value: (p: P) => sum(p, 'delayed'), align: 'right' as const },
     { header: 'LEASED', value: (p: P) => sum(p, 'leased'), align: 'right' as const },
     { header: 'DEAD', value: (p: P) => sum(p, 'dead'), align: 'right' as const },
+    ...(orderedKeys
+      ? [{ header: 'WAITING', value: (p: P) => of(p)?.waiting ?? '-', align: 'right' as const }]
+      : []),
   ]
 }
 

@@ -49,6 +49,7 @@ const route: QueueRoute = {
     engine: 'leveldb',
     messageTtlMs: 0,
     paused: false,
+    orderedKeys: false,
   },
   partitions: [
     { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },
@@ -352,10 +353,10 @@ describe('the console API', () => {
     expect(calls).toEqual([])
     const exists = await fetch(
       `${base}/api/queues`,
-      post(ADMIN, { name: 'taken', config: { partitions: 2, paused: true } }),
+      post(ADMIN, { name: 'taken', config: { partitions: 2, paused: true, orderedKeys: true } }),
     )
     expect(exists.status).toBe(409)
-    expect(calls).toEqual(['create taken {"partitions":2,"paused":true}'])
+    expect(calls).toEqual(['create taken {"partitions":2,"paused":true,"orderedKeys":true}'])
     expect((await fetch(`${base}/api/nothing`, { headers: bearer(ADMIN) })).status).toBe(404)
     expect((await fetch(`${base}/api/nodes/n1/explode`, post(ADMIN, {}))).status).toBe(404)
     expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)

@@ -338,7 +338,7 @@ export class ConsoleApi {
           Object.assign(config, { [key]: count(value, key) })
         else if ((STRING_KEYS as readonly string[]).includes(key))
           Object.assign(config, { [key]: text(value, key) })
-        else if (key === 'strictPriority' || key === 'paused')
+        else if (key === 'strictPriority' || key === 'paused' || key === 'orderedKeys')
           Object.assign(config, { [key]: flag(value, key) })
         else throw badRequest(`config.${key} is not a queue setting`)
       }
@@ -395,6 +395,7 @@ function configOf(route: QueueRoute): QueueConfigInfo {
     engine: c?.engine ?? '',
     messageTtlMs: c?.messageTtlMs ?? 0,
     paused: c?.paused ?? false,
+    orderedKeys: c?.orderedKeys ?? false,
   }
 }
 

@@ -20,6 +20,7 @@ const stats: PartitionStats[] = [
     groupId: 2,
     messages: 20,
     windowLeases: 300,
+    waiting: 0,
     weights: [weight(1, 10, 0.25, 0.2, 500), weight(3, 4, 0.75, 0.8)],
   },
   {
@@ -28,6 +29,7 @@ const stats: PartitionStats[] = [
     groupId: 1,
     messages: 7,
     windowLeases: 100,
+    waiting: 0,
     weights: [weight(1, 1, 1, 1, 900)],
   },
 ]

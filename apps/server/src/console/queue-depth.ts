@@ -75,6 +75,7 @@ export function queueFigures(stats: readonly PartitionStats[], route?: QueueRout
       leaderId: leaders.get(p.partition) ?? '',
       messages: p.messages,
       windowLeases: p.windowLeases,
+      waiting: p.waiting,
     }))
     .sort((a, b) => a.partition - b.partition)
   const counters = { ...NO_COUNTS }

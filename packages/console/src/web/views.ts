@@ -333,6 +333,7 @@ export function queuesView(queues: readonly QueueSummary[]): HTMLElement {
           {},
           h('a', { href: `#/queues/${encodeURIComponent(q.name)}` }, q.name),
           ...(q.config.paused ? [' ', badge('paused', 'bad')] : []),
+          ...(q.config.orderedKeys ? [' ', badge('ordered keys', 'info')] : []),
         ),
       ),
       cell('partitions', String(q.config.partitions)),
@@ -409,6 +410,7 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
       cell('leader', p.leaderId || '–'),
       cell('messages', p.messages),
       cell('window', p.windowLeases),
+      ...(c.orderedKeys ? [cell('waiting', p.waiting)] : []),
     ),
   )
   return h(
@@ -421,6 +423,20 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
       ' / ',
       h('span', { 'data-testid': 'queue-name' }, q.name),
       ...(c.paused ? [' ', h('span', { class: 'badge bad', 'data-testid': 'paused' }, 'paused')] : []),
+      ...(c.orderedKeys
+        ? [
+            ' ',
+            h(
+              'span',
+              {
+                class: 'badge info',
+                'data-testid': 'ordered-keys',
+                title: "a key's messages are delivered one at a time, in the order they arrived",
+              },
+              'ordered keys',
+            ),
+          ]
+        : []),
     ),
     session.admin
       ? h(
@@ -522,7 +538,18 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
     h('h3', {}, 'Target (dashed) vs achieved share per weight'),
     shareChart(q),
     h('h3', {}, 'Partitions'),
-    table(['partition', 'group', 'leader', 'messages', 'lease window'], partitions, 'partitions'),
+    table(
+      [
+        'partition',
+        'group',
+        'leader',
+        'messages',
+        'lease window',
+        ...(c.orderedKeys ? ['waiting for their key'] : []),
+      ],
+      partitions,
+      'partitions',
+    ),
   )
 }
 

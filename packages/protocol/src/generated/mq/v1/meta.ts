@@ -50,6 +50,13 @@ export interface QueueConfig {
    * (FORMAT_LEVEL_PAUSE).
    */
   paused: boolean;
+  /**
+   * Ordered keys: a key's messages are delivered one at a time, in the order they arrived (a
+   * key's next message waits until the one before is acked, dead-lettered or deleted). Keyless
+   * messages are not held up. Set at creation only; such a queue's partition count cannot
+   * grow (a key would change partitions). Needs format level 14 (FORMAT_LEVEL_ORDERED_KEYS).
+   */
+  orderedKeys: boolean;
 }
 
 /** Fields left unset keep their value. */
@@ -328,6 +335,7 @@ function createBaseQueueConfig(): QueueConfig {
     engine: "",
     messageTtlMs: 0,
     paused: false,
+    orderedKeys: false,
   };
 }
 
@@ -365,6 +373,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     }
     if (message.paused !== false) {
       writer.uint32(88).bool(message.paused);
+    }
+    if (message.orderedKeys !== false) {
+      writer.uint32(96).bool(message.orderedKeys);
     }
     return writer;
   },
@@ -464,6 +475,14 @@ export const QueueConfig: MessageFns<QueueConfig> = {
           message.paused = reader.bool();
           continue;
         }
+        case 12: {
+          if (tag !== 96) {
+            break;
+          }
+
+          message.orderedKeys = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -518,6 +537,11 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         ? globalThis.Number(object.message_ttl_ms)
         : 0,
       paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : false,
+      orderedKeys: isSet(object.orderedKeys)
+        ? globalThis.Boolean(object.orderedKeys)
+        : isSet(object.ordered_keys)
+        ? globalThis.Boolean(object.ordered_keys)
+        : false,
     };
   },
 
@@ -556,6 +580,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.paused !== false) {
       obj.paused = message.paused;
     }
+    if (message.orderedKeys !== false) {
+      obj.orderedKeys = message.orderedKeys;
+    }
     return obj;
   },
 
@@ -575,6 +602,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.engine = object.engine ?? "";
     message.messageTtlMs = object.messageTtlMs ?? 0;
     message.paused = object.paused ?? false;
+    message.orderedKeys = object.orderedKeys ?? false;
     return message;
   },
 };

@@ -233,7 +233,7 @@ export interface PartitionStats {
   partition: number;
   groupId: number;
   weights: WeightStats[];
-  /** Messages stored in the partition (ready + delayed + leased + dead). */
+  /** Messages stored in the partition (ready + delayed + leased + dead + waiting). */
   messages: number;
   /** The number of recent leases the achieved shares are measured over. */
   windowLeases: number;
@@ -242,7 +242,14 @@ export interface PartitionStats {
    * sampling them): messages enqueued, leases handed out, acks, nacks, leases expired,
    * messages dead-lettered, messages deleted because they outlived the queue's message TTL.
    */
-  counters?: PartitionCounters | undefined;
+  counters?:
+    | PartitionCounters
+    | undefined;
+  /**
+   * Messages of an ordered-keys queue waiting behind an earlier message of their key (in no
+   * weight's counts).
+   */
+  waiting: number;
 }
 
 export interface PartitionCounters {
@@ -2476,7 +2483,16 @@ export const WeightStats: MessageFns<WeightStats> = {
 };
 
 function createBasePartitionStats(): PartitionStats {
-  return { queue: "", partition: 0, groupId: 0, weights: [], messages: 0, windowLeases: 0, counters: undefined };
+  return {
+    queue: "",
+    partition: 0,
+    groupId: 0,
+    weights: [],
+    messages: 0,
+    windowLeases: 0,
+    counters: undefined,
+    waiting: 0,
+  };
 }
 
 export const PartitionStats: MessageFns<PartitionStats> = {
@@ -2501,6 +2517,9 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     }
     if (message.counters !== undefined) {
       PartitionCounters.encode(message.counters, writer.uint32(58).fork()).join();
+    }
+    if (message.waiting !== 0) {
+      writer.uint32(64).uint64(message.waiting);
     }
     return writer;
   },
@@ -2568,6 +2587,14 @@ export const PartitionStats: MessageFns<PartitionStats> = {
           message.counters = PartitionCounters.decode(reader, reader.uint32());
           continue;
         }
+        case 8: {
+          if (tag !== 64) {
+            break;
+          }
+
+          message.waiting = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2594,6 +2621,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
         ? globalThis.Number(object.window_leases)
         : 0,
       counters: isSet(object.counters) ? PartitionCounters.fromJSON(object.counters) : undefined,
+      waiting: isSet(object.waiting) ? globalThis.Number(object.waiting) : 0,
     };
   },
 
@@ -2620,6 +2648,9 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     if (message.counters !== undefined) {
       obj.counters = PartitionCounters.toJSON(message.counters);
     }
+    if (message.waiting !== 0) {
+      obj.waiting = Math.round(message.waiting);
+    }
     return obj;
   },
 
@@ -2637,6 +2668,7 @@ export const PartitionStats: MessageFns<PartitionStats> = {
     message.counters = (object.counters !== undefined && object.counters !== null)
       ? PartitionCounters.fromPartial(object.counters)
       : undefined;
+    message.waiting = object.waiting ?? 0;
     return message;
   },
 };
