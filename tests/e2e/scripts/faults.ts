@@ -14,6 +14,8 @@ import { NetNamespaces } from '../src/netns'
 //  up among the faults: it stops serving on ENOSPC, then is freed and restarted;
 //  --overlap N: N nemesis loops (2 or 3) on their own schedules at once, so that faults
 //  overlap in time (never two on one node, one partition at a time);
+//  --ordered-keys: the queue has ordered keys; p0 sends under 64 keys, each key's order is
+//  checked, and the scaler adds no partitions;
 //  --keep: save the history and the nodes' output even when the run passes)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
@@ -59,6 +61,7 @@ const overlap = intArg('overlap', 1)
 if (overlap < 1 || overlap > 3) throw new Error(`--overlap must be 1, 2 or 3, got ${overlap}`)
 
 const keep = process.argv.includes('--keep')
+const orderedKeys = process.argv.includes('--ordered-keys')
 const snapshotEntries = arg('snapshot-entries') === undefined ? undefined : intArg('snapshot-entries', 0)
 if (snapshotEntries !== undefined && snapshotEntries < 10)
   throw new Error(`--snapshot-entries must be at least 10, got ${snapshotEntries}`)
@@ -73,6 +76,7 @@ const r = await runFaults({
   disk,
   overlap,
   keep,
+  orderedKeys,
   ...(snapshotEntries !== undefined ? { snapshotEntries } : {}),
 })
 const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained

@@ -275,6 +275,76 @@ describe('check', () => {
     )
   })
 
+  it("checks that an ordered key's message is handed out only after the one before it was acked", () => {
+    const keyed = (body: string, id: number, key = 'k'): EnqueueOp => ({ ...enq(body, 'ok', id), key })
+    const base: Op[] = [keyed('a', 1), keyed('b', 2), keyed('c', 3, 'other'), enq('n', 'ok', 4)]
+    const inTurn = check(
+      [
+        ...base,
+        lease('c1', 20, [
+          { body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 },
+          { body: 'c', leaseId: '3.1', deadlineMs: 1000, id: 3 },
+          { body: 'n', leaseId: '4.1', deadlineMs: 1000, id: 4 },
+        ]),
+        settle('ack', '1.1', 30),
+        lease('c2', 40, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+        settle('ack', '2.1', 50),
+        settle('ack', '3.1', 50),
+        settle('ack', '4.1', 50),
+      ],
+      { orderedKeys: true },
+    )
+    expect(inTurn.anomalies).toEqual([])
+    // b handed out while a was still held (its ack started later), and c, another key, is fine.
+    const early = check(
+      [
+        ...base,
+        lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+        lease('c2', 25, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+        settle('ack', '1.1', 30),
+        settle('ack', '2.1', 50),
+        lease('c2', 60, [
+          { body: 'c', leaseId: '3.1', deadlineMs: 1000, id: 3 },
+          { body: 'n', leaseId: '4.1', deadlineMs: 1000, id: 4 },
+        ]),
+      ],
+      { orderedKeys: true },
+    )
+    expect(early.keyOrder).toBe(1)
+    expect(early.anomalies).toEqual([expect.objectContaining({ kind: 'key-order', body: 'b' })])
+    // An ack that answered expired does not count; one of unknown outcome does.
+    const expired = check(
+      [
+        ...base,
+        lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+        settle('ack', '1.1', 30, 'expired'),
+        lease('c2', 40, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+      ],
+      { orderedKeys: true },
+    )
+    expect(expired.keyOrder).toBe(1)
+    const unknown = check(
+      [
+        ...base,
+        lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+        settle('ack', '1.1', 30, 'timeout'),
+        lease('c2', 40, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+      ],
+      { orderedKeys: true },
+    )
+    expect(unknown.keyOrder).toBe(0)
+    // Keyed messages take no part in FIFO with ordered keys: b waits for its key, c goes first.
+    const fifo = [...base, lease('c1', 20, [{ body: 'c', leaseId: '3.1', deadlineMs: 1000, id: 3 }])]
+    fifo.push(lease('c1', 100, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]))
+    expect(check(fifo).fifoViolations).toBe(1)
+    expect(check(fifo, { orderedKeys: true }).fifoViolations).toBe(0)
+    // A key stored in two partitions is flagged.
+    const split = check([keyed('a', 1), { ...keyed('b', 2), partition: 1 }], { orderedKeys: true })
+    expect(split.anomalies.filter((x) => x.kind === 'key-order')).toEqual([
+      expect.objectContaining({ detail: 'key k stored in partitions 0, 1' }),
+    ])
+  })
+
   it('rejects a history whose bodies are not unique', () => {
     expect(() => check([enq('a'), enq('a')])).toThrow(/enqueued twice/)
   })

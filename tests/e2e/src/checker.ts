@@ -28,6 +28,12 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   them: among its enqueues that returned ok (with a send number), one sent later got a
  *   smaller id in the same partition. The SDK's idempotent producer keeps several batches in
  *   flight per partition and promises their order even across retries.
+ * - **keyOrder** (with `orderedKeys`): a key's message handed out before the message before it
+ *   was acked. For each key, its messages known to be stored (enqueued ok, or delivered) in id
+ *   order; every delivery of y must be received after the start of an ack of x, the one
+ *   before it, that may have taken effect (ok for its lease, or of unknown outcome). A key's
+ *   messages in two partitions are flagged too. With ordered keys, the fifo check leaves keyed
+ *   messages out (one waits for its key's turn while later ones of other keys go ahead).
  * - **refused**: an enqueue that failed for good (a definite, non-retriable error). Every
  *   message the workloads send is valid, so no enqueue should ever be refused: a retry
  *   refused as out of order (fault runs 12002 and 13005) shows up here, stored or not.
@@ -41,6 +47,8 @@ export interface CheckOptions {
    * the clocks are the same; the slack covers ms rounding of timestamps. Default 50 ms.
    */
   readonly clockToleranceMs?: number
+  /** The queue has ordered keys: check keyOrder, and FIFO among keyless messages only. */
+  readonly orderedKeys?: boolean
 }
 
 export const DEFAULT_CLOCK_TOLERANCE_MS = 50
@@ -64,6 +72,7 @@ export const AnomalyKind = {
   LeaseReused: 'lease-reused',
   Fifo: 'fifo',
   ProducerOrder: 'producer-order',
+  KeyOrder: 'key-order',
   Refused: 'refused',
 } as const
 export type AnomalyKind = (typeof AnomalyKind)[keyof typeof AnomalyKind]
@@ -96,6 +105,8 @@ export interface CheckReport {
   readonly fifoViolations: number
   /** Messages stored out of their producer's send order within one partition. */
   readonly producerOrder: number
+  /** Messages of an ordered key handed out before the one before them was acked. */
+  readonly keyOrder: number
   /** Enqueues of valid messages that failed for good. */
   readonly refused: number
   readonly anomalies: readonly Anomaly[]
@@ -227,8 +238,10 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       }
     }
   }
-  anomalies.push(...fifoAnomalies(all))
+  const keyed = (d: DeliveryRecord) => enqueues.get(d.body)?.key !== undefined
+  anomalies.push(...fifoAnomalies(options.orderedKeys ? all.filter((d) => !keyed(d)) : all))
   anomalies.push(...producerOrderAnomalies(enqueues.values()))
+  if (options.orderedKeys) anomalies.push(...keyOrderAnomalies(all, enqueues, ops))
   const countOf = (kind: AnomalyKind) => anomalies.filter((a) => a.kind === kind).length
   return {
     enqueues: counts,
@@ -245,6 +258,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     leaseReused: countOf(AnomalyKind.LeaseReused),
     fifoViolations: countOf(AnomalyKind.Fifo),
     producerOrder: countOf(AnomalyKind.ProducerOrder),
+    keyOrder: countOf(AnomalyKind.KeyOrder),
     refused: countOf(AnomalyKind.Refused),
     anomalies,
   }
@@ -307,6 +321,72 @@ function producerOrderAnomalies(enqueues: Iterable<EnqueueOp>): Anomaly[] {
         })
       }
       if (!highest || (e.id as number) > (highest.id as number)) highest = e
+    }
+  }
+  return out
+}
+
+/** A key's messages in id order, each acked before the next is handed out (module comment). */
+function keyOrderAnomalies(
+  all: readonly DeliveryRecord[],
+  enqueues: ReadonlyMap<string, EnqueueOp>,
+  ops: readonly Op[],
+): Anomaly[] {
+  /** key → partition → id → body, of the messages known to be stored. */
+  const stored = new Map<string, Map<number, Map<number, string>>>()
+  const note = (
+    key: string | undefined,
+    partition: number | undefined,
+    id: number | undefined,
+    body: string,
+  ) => {
+    if (key === undefined || partition === undefined || id === undefined) return
+    const parts = stored.get(key) ?? new Map<number, Map<number, string>>()
+    stored.set(key, parts)
+    const ids = parts.get(partition) ?? new Map<number, string>()
+    parts.set(partition, ids)
+    ids.set(id, body)
+  }
+  for (const e of enqueues.values()) if (e.outcome === 'ok') note(e.key, e.partition, e.id, e.body)
+  for (const d of all) note(enqueues.get(d.body)?.key, d.partition, d.id, d.body)
+  /** Per body, the earliest start of an ack that may have taken effect. */
+  const ackedFrom = new Map<string, number>()
+  const bodyOfLease = new Map(all.map((d) => [leaseKey(d.partition, d.leaseId), d.body]))
+  for (const op of ops) {
+    if (op.kind !== 'ack' || op.outcome === 'fail') continue
+    for (const leaseId of op.leaseIds) {
+      if (op.outcome === 'ok' && op.results?.[leaseId] !== 'ok') continue
+      const body = bodyOfLease.get(leaseKey(op.partition, leaseId))
+      if (body !== undefined) ackedFrom.set(body, Math.min(ackedFrom.get(body) ?? op.startMs, op.startMs))
+    }
+  }
+  const deliveriesOf = groupBy(all, (d) => d.body)
+  const out: Anomaly[] = []
+  for (const [key, parts] of stored) {
+    if (parts.size > 1) {
+      const where = [...parts.keys()].join(', ')
+      const body = [...(parts.values().next().value as Map<number, string>).values()][0] as string
+      out.push({ kind: AnomalyKind.KeyOrder, body, detail: `key ${key} stored in partitions ${where}` })
+    }
+    for (const [partition, ids] of parts) {
+      const line = [...ids].sort((a, b) => a[0] - b[0])
+      for (let i = 1; i < line.length; i++) {
+        const [xId, x] = line[i - 1] as [number, string]
+        const [yId, y] = line[i] as [number, string]
+        const from = ackedFrom.get(x)
+        for (const d of deliveriesOf.get(y) ?? []) {
+          if (from !== undefined && d.receivedMs > from) continue
+          out.push({
+            kind: AnomalyKind.KeyOrder,
+            body: y,
+            detail:
+              `key ${key}: ${partition}/${yId} handed to ${d.worker} at ${d.receivedMs}, ` +
+              (from === undefined
+                ? `${partition}/${xId} before it never acked`
+                : `before ${partition}/${xId}'s ack at ${from}`),
+          })
+        }
+      }
     }
   }
   return out
@@ -378,6 +458,6 @@ export function summarize(r: CheckReport): string {
     `enqueues ok=${r.enqueues.ok} fail=${r.enqueues.fail} info=${r.enqueues.info}; ` +
     `deliveries=${r.deliveries} distinct=${r.distinctDelivered} redeliveries=${r.redeliveries} ` +
     `acked=${r.ackedDeliveries}; lost=${r.lost} unexpected=${r.unexpected} overlaps=${r.overlaps} ` +
-    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations} producerOrder=${r.producerOrder} refused=${r.refused}`
+    `deliveredAfterAck=${r.deliveredAfterAck} storedTwice=${r.storedTwice} leaseReused=${r.leaseReused} fifo=${r.fifoViolations} producerOrder=${r.producerOrder} keyOrder=${r.keyOrder} refused=${r.refused}`
   )
 }

@@ -18,6 +18,9 @@ import { Prng } from './prng'
 import { runScaler } from './scaler'
 import { runConsumer, runProducer, Workload } from './workers'
 
+/** With `orderedKeys`, p0 sends under this many keys in turn (one message per key in flight). */
+const ORDERED_KEYS = 64
+
 export interface FaultRunOptions {
   readonly seed: number
   readonly nodes: number
@@ -55,6 +58,11 @@ export interface FaultRunOptions {
    * compact often, so that followers restarted or cut off catch up by snapshot under faults.
    */
   readonly snapshotEntries?: number
+  /**
+   * Create the queue with ordered keys: p0 sends under 64 keys in turn, the checker checks each
+   * key's order (keyOrder), and the scaler adds no partitions (an ordered queue keeps its count).
+   */
+  readonly orderedKeys?: boolean
   readonly partitions?: number
   readonly producers?: number
   readonly consumers?: number
@@ -121,6 +129,7 @@ export function replayCommand(
     | 'disk'
     | 'overlap'
     | 'snapshotEntries'
+    | 'orderedKeys'
   >,
 ): string {
   const network =
@@ -130,7 +139,8 @@ export function replayCommand(
     (o.corrupt ? ' --corrupt' : '') +
     (o.disk ? ' --disk' : '') +
     ((o.overlap ?? 1) > 1 ? ` --overlap ${o.overlap}` : '') +
-    (o.snapshotEntries !== undefined ? ` --snapshot-entries ${o.snapshotEntries}` : '')
+    (o.snapshotEntries !== undefined ? ` --snapshot-entries ${o.snapshotEntries}` : '') +
+    (o.orderedKeys ? ' --ordered-keys' : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -235,6 +245,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       partitions: options.partitions ?? 3,
       visibilityTimeoutMs: VISIBILITY_MS,
       maxDeliveries: 1_000,
+      ...(options.orderedKeys ? { orderedKeys: true } : {}),
     })
     const producers = Array.from({ length: options.producers ?? 3 }, (_, i) =>
       // p0's sends go to one partition, four batches in flight (see `pipelined`).
@@ -243,6 +254,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         concurrency: 4,
         opsMax: 1_000_000,
         pipelined: i === 0,
+        ...(options.orderedKeys ? { keys: ORDERED_KEYS } : {}),
       }),
     )
     const consumers = Array.from({ length: options.consumers ?? 3 }, (_, i) =>
@@ -261,8 +273,16 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     const faultStart = Date.now()
     const faultUntil = faultStart + options.faultSeconds * 1000
     const scaler = options.scale
-      ? runScaler(client, queue, prng.fork(), options.nodes + 3, history, faultUntil, log, (id) =>
-          cluster.isRetired(id),
+      ? runScaler(
+          client,
+          queue,
+          prng.fork(),
+          options.nodes + 3,
+          history,
+          faultUntil,
+          log,
+          (id) => cluster.isRetired(id),
+          !options.orderedKeys,
         )
       : Promise.resolve({ calls: 0, refused: 0 })
     const shared = new NemesisShared()
@@ -306,7 +326,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         return -1
       },
     )
-    const report = check(history.ops)
+    const report = check(history.ops, { orderedKeys: options.orderedKeys ?? false })
     const unacked = load.unacked()
     const sourceChanged = serverSourceChangedSince(started)
     if (sourceChanged.length > 0) {

@@ -26,6 +26,8 @@ export interface EnqueueOp {
   readonly error?: string
   /** The worker's send number: its sends called producer.send in this order. */
   readonly sendNo?: number
+  /** The message's key, when it was sent with one. */
+  readonly key?: string
 }
 
 /** One message handed out by a lease call. */

@@ -20,7 +20,8 @@ export interface ScalerResult {
  * from `prng`) calls `scaleDataGroups(n)` with n alternately above and below the current
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
  * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
- * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX), which the workloads' producers
+ * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX; not when `grow` is false: a
+ * queue with ordered keys keeps its count), which the workloads' producers
  * and consumers must find and use; one in five pauses `queue` for 0.5–2 s and resumes it
  * (retried until it is resumed: the drain needs it); and one in four removes a `removable` (retired) node that
  * is down and holds nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
@@ -36,6 +37,7 @@ export async function runScaler(
   untilMs: number,
   log: (line: string) => void,
   removable: (nodeId: string) => boolean = () => false,
+  grow = true,
 ): Promise<ScalerResult> {
   const sleep = (ms: number) =>
     new Promise((r) => setTimeout(r, Math.max(0, Math.min(ms, untilMs - Date.now()))))
@@ -59,7 +61,7 @@ export async function runScaler(
     let groups = 0
     let what = 'scale-data-groups'
     try {
-      if (prng.int(0, 4) === 0) {
+      if (prng.int(0, 4) === 0 && grow) {
         const partitions = (await client.admin.describeQueue(queue)).partitions.length
         if (partitions < GROWN_PARTITIONS_MAX) {
           what = `grow-partitions ${partitions + 1}`

@@ -100,6 +100,11 @@ export interface ProducerWorkerOptions {
    * which puts the SDK's idempotent pipelining (order kept across retries) under the faults.
    */
   readonly pipelined?: boolean
+  /**
+   * With `pipelined`: send under this many keys in turn (`<worker>-k<n>`) instead of one, so
+   * that a queue with ordered keys, which hands out one message per key at a time, keeps up.
+   */
+  readonly keys?: number
 }
 
 /** Sends unique bodies `<worker>-<seq>` through an SDK producer until `producing` turns false. */
@@ -113,7 +118,12 @@ export async function runProducer(
     ...(options.keyless ? { keyless: options.keyless } : {}),
     ...(options.pipelined ? { batchMax: 1 } : {}),
   })
-  const key = options.pipelined ? { key: options.worker } : {}
+  const keyOf = (sendNo: number): string | undefined =>
+    !options.pipelined
+      ? undefined
+      : options.keys === undefined
+        ? options.worker
+        : `${options.worker}-k${sendNo % options.keys}`
   let seq = 0
   const lane = async (): Promise<void> => {
     while (load.producing && seq < options.opsMax) {
@@ -124,9 +134,11 @@ export async function runProducer(
       const sendNo = seq++
       const body = `${options.worker}-${sendNo}`
       const weight = prng.int(1, 3)
+      const key = keyOf(sendNo)
+      const keyed = key === undefined ? {} : { key }
       const startMs = Date.now()
       try {
-        const r = await producer.send({ body, weight, ...key })
+        const r = await producer.send({ body, weight, ...keyed })
         load.history.add({
           kind: 'enqueue',
           worker: options.worker,
@@ -137,6 +149,7 @@ export async function runProducer(
           partition: r.partition,
           id: r.id,
           sendNo,
+          ...keyed,
         })
         load.noteEnqueued(body)
       } catch (error) {
@@ -149,6 +162,7 @@ export async function runProducer(
           outcome: outcomeOf(error),
           error: errorCode(error),
           sendNo,
+          ...keyed,
         })
       }
     }

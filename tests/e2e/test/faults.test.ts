@@ -6,7 +6,8 @@ import { NetNamespaces } from '../src/netns'
 // kills and pauses of leaders (data and meta) and followers, on 3 nodes also one-way network
 // cuts through proxies, on 5 nodes (when running as root, where network namespaces work)
 // partitions between nodes: majority/minority around a leader, a bridge; on 3 nodes the data
-// groups are also scaled up and down while the faults run; then a drain and the checker.
+// groups are also scaled up and down while the faults run, on 5 nodes the queue has ordered
+// keys (each key's order checked under the faults); then a drain and the checker.
 // Fixed seeds, so that CI replays the same schedule; MQ_FAULT_SEED runs another one. Long
 // runs: `pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5`.
 
@@ -14,13 +15,21 @@ const seedOverride = process.env.MQ_FAULT_SEED ? Number(process.env.MQ_FAULT_SEE
 const netns = NetNamespaces.usable()
 
 describe.each([
-  { nodes: 3, seed: 1, faultSeconds: 25, network: true, netns: false, scale: true },
-  { nodes: 5, seed: 8, faultSeconds: 25, network: false, netns, scale: false },
+  { nodes: 3, seed: 1, faultSeconds: 25, network: true, netns: false, scale: true, orderedKeys: false },
+  { nodes: 5, seed: 8, faultSeconds: 25, network: false, netns, scale: false, orderedKeys: true },
 ])(
-  'faults on $nodes nodes (proxies: $network, partitions: $netns, scaling: $scale)',
-  ({ nodes, seed, faultSeconds, network, netns, scale }) => {
+  'faults on $nodes nodes (proxies: $network, partitions: $netns, scaling: $scale, ordered keys: $orderedKeys)',
+  ({ nodes, seed, faultSeconds, network, netns, scale, orderedKeys }) => {
     it('loses no acknowledged message and never leases one message to two consumers at once', async () => {
-      const r = await runFaults({ seed: seedOverride ?? seed, nodes, faultSeconds, network, netns, scale })
+      const r = await runFaults({
+        seed: seedOverride ?? seed,
+        nodes,
+        faultSeconds,
+        network,
+        netns,
+        scale,
+        orderedKeys,
+      })
       const failure = `seed ${r.seed}; rerun: ${r.replay}`
       expect(r.faults, failure).toBeGreaterThan(0)
       if (scale) expect(r.scaleCalls, failure).toBeGreaterThan(0)
@@ -35,6 +44,7 @@ describe.each([
       expect(r.report.leaseReused, failure).toBe(0)
       expect(r.report.fifoViolations, failure).toBe(0)
       expect(r.report.producerOrder, failure).toBe(0)
+      expect(r.report.keyOrder, failure).toBe(0)
       expect(r.report.refused, failure).toBe(0)
       expect(r.crashes, failure).toEqual([])
       expect(r.problems, failure).toEqual([])
