@@ -21,7 +21,8 @@ import { RangeSweeper, type SweepEngine } from './range-sweeper'
 /** The outcome of one data-group entry: the same on every replica. */
 export type DataResult =
   | { readonly type: 'opened' | 'dropped' | 'fenced' }
-  | { readonly type: 'applied'; readonly result: CommandResult }
+  /** `turnsPassed`: messages of ordered keys that got their turn in the apply (when any). */
+  | { readonly type: 'applied'; readonly result: CommandResult; readonly turnsPassed?: number }
   /** An import chunk was taken; `complete` once the group holds the partition. */
   | { readonly type: 'imported'; readonly complete: boolean }
   /**
@@ -445,7 +446,11 @@ export class DataGroupMachine {
         const applied = await partition.apply(command.command, nowMs)
         this.#noteWrites(id, applied.ops)
         return {
-          result: { type: 'applied', result: applied.result },
+          result: {
+            type: 'applied',
+            result: applied.result,
+            ...(applied.turnsPassed > 0 ? { turnsPassed: applied.turnsPassed } : {}),
+          },
           ops: applied.ops,
           written: () => partition.release(applied.generation),
         }

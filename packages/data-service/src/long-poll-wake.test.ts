@@ -32,4 +32,14 @@ describe('wakesLongPolls', () => {
       expect(wakesLongPolls(r)).toBe(false)
     }
   })
+
+  it("wakes on an ack, lease or purge that handed an ordered key's turn on", () => {
+    for (const result of [
+      { type: 'ack', statuses: ['ok'] },
+      { type: 'lease', leases: [] },
+      { type: 'purgeReady', ids: [4] },
+    ]) {
+      expect(wakesLongPolls({ type: 'applied', result, turnsPassed: 1 } as DataResult)).toBe(true)
+    }
+  })
 })

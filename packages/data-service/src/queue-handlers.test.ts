@@ -9,7 +9,10 @@ import { wakesLongPolls } from './long-poll-wake'
 import { type DataGroupPort, type DataNodePort, queueHandlers } from './queue-handlers'
 
 /** One replica that applies proposals at once (the handlers' contract, not Raft's). */
-async function localGroup(leader = true): Promise<DataGroupPort & { now: number }> {
+async function localGroup(
+  leader = true,
+  config: Record<string, number> = { messageBytesMax: 100 },
+): Promise<DataGroupPort & { now: number }> {
   const engine = new MemoryEngine()
   const machine = await DataGroupMachine.open(1, engine)
   const changes = new ChangeSignal()
@@ -34,7 +37,7 @@ async function localGroup(leader = true): Promise<DataGroupPort & { now: number 
     changes: () => changes.count,
     settled: async () => {},
   }
-  await port.propose({ type: 'open', queue: 'jobs', partition: 0, config: { messageBytesMax: 100 } })
+  await port.propose({ type: 'open', queue: 'jobs', partition: 0, config })
   return port
 }
 
@@ -234,6 +237,23 @@ describe('queue handlers', () => {
     )
     const leased = await polling
     expect(leased.messages).toHaveLength(1)
+    expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
+  it("wakes a long poll when an ack hands an ordered key's turn on, not at its recheck", async () => {
+    const group = await localGroup(true, { messageBytesMax: 100, orderedKeys: 1 })
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    const keyed = (body: string) => ({ ...message(body), key: 'a' })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [keyed('a1'), keyed('a2')] })
+    const lease = (waitMs: number) =>
+      call(h, 'lease', { target, consumerId: 'c', max: 10, visibilityMs: 5_000, waitMs })
+    const first = await lease(0)
+    expect(first.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['a1'])
+    const started = Date.now()
+    const polling = lease(4_000) // a2 waits for a1's ack
+    setTimeout(() => void call(h, 'ack', { target, leaseIds: [first.messages[0].leaseId] }), 50)
+    const second = await polling
+    expect(second.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['a2'])
     expect(Date.now() - started).toBeLessThan(2_000)
   })
 

@@ -148,15 +148,27 @@ async function cycles(engineName: string, engine: Engine, batch: number, weights
  * A consumer draining a backlog: `count` messages enqueued first (batches of 512, one weight),
  * then leased `batch` at a time and acked. Unlike `cycles`, whose leases find their messages
  * still in memory, each lease here reads its messages from the engine, as a replica does when
- * consumers drain a backlog (the cluster's `mq-bench consume`).
+ * consumers drain a backlog (the cluster's `mq-bench consume`). With `keys`, the partition has
+ * ordered keys and the messages go to that many keys in turn: a lease finds at most one
+ * message per key (the turn holders), and each ack hands the key's turn to its next message.
  */
-async function drain(engineName: string, engine: Engine, count: number, batch: number): Promise<void> {
-  const q = await DirectPartition.open(engine, Uint8Array.of(0x51, 1), { queueMessagesMax: 10_000_000 })
+async function drain(
+  engineName: string,
+  engine: Engine,
+  count: number,
+  batch: number,
+  keys?: number,
+): Promise<void> {
+  const q = await DirectPartition.open(engine, Uint8Array.of(0x51, 1), {
+    queueMessagesMax: 10_000_000,
+    ...(keys === undefined ? {} : { orderedKeys: 1 }),
+  })
   let now = 1_000
   const body = new Uint8Array(128)
   for (let i = 0; i < count; i += 512) {
     const msgs: EnqueueMessage[] = []
-    for (let j = 0; j < Math.min(512, count - i); j++) msgs.push({ weight: 1, body })
+    for (let j = 0; j < Math.min(512, count - i); j++)
+      msgs.push({ weight: 1, body, ...(keys === undefined ? {} : { key: `k${(i + j) % keys}` }) })
     await q.apply({ type: 'enqueue', messages: msgs }, now++)
   }
   let drained = 0
@@ -170,7 +182,7 @@ async function drain(engineName: string, engine: Engine, count: number, batch: n
     drained += l.leases.length
   }
   rows.push({
-    name: `${engineName}: drain a backlog of ${count.toLocaleString('en-US')}, lease+ack ${batch} at a time`,
+    name: `${engineName}: drain a backlog of ${count.toLocaleString('en-US')}${keys === undefined ? '' : ` over ${keys} ordered key${keys === 1 ? '' : 's'}`}, lease+ack ${batch} at a time`,
     value: `${rates(drained, started, cpuStart)} messages/s`,
   })
 }
@@ -228,9 +240,16 @@ for (const [name, make] of engines) {
     await close()
   }
   if (name === 'memory') continue
-  const { engine, close } = await make()
-  await drain(name, engine, 100_000, 512)
-  await close()
+  for (const [count, batch, keys] of [
+    [100_000, 512, undefined],
+    [100_000, 512, 512],
+    [20_000, 1, 1],
+    [20_000, 1, undefined],
+  ] as const) {
+    const { engine, close } = await make()
+    await drain(name, engine, count, batch, keys)
+    await close()
+  }
 }
 if (!only || only === 'scheduler') for (const k of [1, 10, 1000]) decisions(k)
 if (!only || only === 'work') for (const batch of [1, 100]) await engineWork(batch)

@@ -20,8 +20,8 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x22 | dueMs u64, id u64               | (MessageMeta)         | delayed by due time         |
  * | 0x23 | deadOrder u64                   | id u64                | dead-letter sub-queue       |
  * | 0x24 | group u64                       | count                 | live leases of a lease group (both deleted at 0) |
- * | 0x25 | message key (utf-8)             | (holder id, members)  | an ordered key's turn (orderedKeys) |
- * | 0x26 | key length u16, key, order u64  | id (+ MessageMeta)    | an ordered key's waiting messages |
+ * | 0x25 | message key (utf-8)             | (holder, head, tail)  | an ordered key's turn (orderedKeys) |
+ * | 0x26 | key length u16, key, seq u64    | id (+ MessageMeta)    | an ordered key's line: seq in [head, tail) |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
  * | 0x31 | producer id (utf-8)             | ProducerRecord        | idempotent producers        |
  * | 0x32 | expiresAtMs u64, kind u8, name  | (empty)               | dedup/producer expiry       |
@@ -198,22 +198,18 @@ export class PartitionKeys {
     k.set(name, this.p + 1)
     return k
   }
-  /** A message waiting behind an earlier one of its ordered key, at `order` in the key's queue. */
-  keyWaiting(name: Uint8Array, order: number): Uint8Array {
+  /** A message waiting behind an earlier one of its ordered key, at `seq` in the key's line. */
+  keyWaiting(name: Uint8Array, seq: number): Uint8Array {
     const k = this.make(KeyTag.KeyWaiting, 2 + name.length + 8)
     k[this.p + 1] = name.length >>> 8
     k[this.p + 2] = name.length & 0xff
     k.set(name, this.p + 3)
-    putU64(k, this.p + 3 + name.length, order)
+    putU64(k, this.p + 3 + name.length, seq)
     return k
   }
-  /** The waiting messages of one ordered key, first in line first. */
-  keyWaitingSpan(name: Uint8Array): KeySpan {
-    const gte = this.make(KeyTag.KeyWaiting, 2 + name.length)
-    gte[this.p + 1] = name.length >>> 8
-    gte[this.p + 2] = name.length & 0xff
-    gte.set(name, this.p + 3)
-    return { gte, lt: prefixEnd(gte) }
+  /** The line seq of a waiting entry's key. */
+  keyWaitingSeqOf(key: Uint8Array): number {
+    return getU64(key, key.length - 8)
   }
   /** The key (UTF-8) of a waiting entry's key. */
   keyWaitingNameOf(key: Uint8Array): Uint8Array {

@@ -93,6 +93,11 @@ export const PRODUCERS_CACHED_MAX = 1_024
  * inline body) are not cached, so a partition's cache stays under ~1 MB.
  */
 export const MESSAGE_METAS_CACHED_MAX = 2_048
+/**
+ * Turns of ordered keys cached (key → its turn record as stored, or null: the key has none),
+ * written through like the producer records: an enqueue or ack of a recent key reads none.
+ */
+export const TURNS_CACHED_MAX = 4_096
 /** The largest message record cached (record fields plus an inline body). */
 export const MESSAGE_META_CACHED_BYTES_MAX = 320
 
@@ -111,6 +116,11 @@ export interface Applied {
   readonly ops: BatchOp[]
   /** Pass to `release` once `ops` (and every earlier apply's) are written to the engine. */
   readonly generation: number
+  /**
+   * Messages of ordered keys that got their key's turn in this apply (made ready, or delayed
+   * until their not-before time): an ack, say, may make a message ready then.
+   */
+  readonly turnsPassed: number
 }
 
 const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({})
@@ -151,6 +161,10 @@ export class QueuePartition {
   private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
   /** Producer records as stored (null: none); see PRODUCERS_CACHED_MAX. */
   private readonly producers = new BoundedCache<string, ProducerRecord | null>(PRODUCERS_CACHED_MAX)
+  /** Turn records of ordered keys as stored (null: none); see TURNS_CACHED_MAX. */
+  private readonly turnRecords = new BoundedCache<string, readonly [number, number, number] | null>(
+    TURNS_CACHED_MAX,
+  )
   /** Message records as stored (absent ones are not cached); see MESSAGE_METAS_CACHED_MAX. */
   private readonly messageMetas = new BoundedCache<number, Uint8Array>(MESSAGE_METAS_CACHED_MAX)
   private window: ShareWindow
@@ -168,6 +182,8 @@ export class QueuePartition {
    * current phase of an apply, with their keys: each hands its key's turn on (passTurns).
    */
   private departed: [id: number, key: Uint8Array][] = []
+  /** Turns handed on during the current apply (Applied.turnsPassed). */
+  private turnsPassed = 0
 
   private constructor(
     reader: KvReader,
@@ -263,12 +279,13 @@ export class QueuePartition {
     this.applying = true
     this.generation++
     this.ops = []
+    this.turnsPassed = 0
     this.overlay.track(this.generation, this.ops)
     try {
       const now = Math.max(nowMs, this.st.lastNowMs)
       this.st.lastNowMs = now
       await this.expireDue(now)
-      await this.passTurns(now)
+      if (this.departed.length > 0) await this.passTurns(now)
       let result: CommandResult
       try {
         result = await this.execute(command, now)
@@ -277,9 +294,9 @@ export class QueuePartition {
         invariant(this.departed.length === 0, 'a rejected command changes nothing')
         result = { type: 'rejected', error: e }
       }
-      await this.passTurns(now)
+      if (this.departed.length > 0) await this.passTurns(now)
       this.persist()
-      return { result, ops: this.ops, generation: this.generation }
+      return { result, ops: this.ops, generation: this.generation, turnsPassed: this.turnsPassed }
     } finally {
       this.applying = false
     }
@@ -963,8 +980,12 @@ export class QueuePartition {
         const meta = metas[i] as MessageMeta
         invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
         const turn = turns.get(TEXT.decode(names[i] as Uint8Array))
-        invariant(turn !== undefined && turn.members > 1, `the key of waiting message ${id} has a holder`)
-        turn.members--
+        // Taken from the head of its line (the span is read in key and line order).
+        invariant(
+          turn !== undefined && turn.head === this.keys.keyWaitingSeqOf(k),
+          `waiting message ${id} is at the head of its key's line`,
+        )
+        turn.head++
         turn.dirty = true
         this.deleteMessage(k, id, meta)
         this.st.waiting--
@@ -1331,14 +1352,16 @@ export class QueuePartition {
     this.depart(id, meta)
   }
 
-  /** Waits behind the earlier messages of its ordered key; `dueMs` (0: none) is kept for its turn. */
-  private toWaiting(id: number, meta: MessageMeta, dueMs: number): void {
-    const order = this.st.readyOrder++
+  /**
+   * Waits behind the earlier messages of its ordered key, at `seq` in the key's line; `dueMs`
+   * (0: none) is kept for its turn.
+   */
+  private toWaiting(id: number, meta: MessageMeta, dueMs: number, seq: number): void {
     meta.state = MessageState.Waiting
     meta.slot = dueMs
     meta.band = 0
     meta.group = 0
-    const key = this.keys.keyWaiting(meta.orderKey as Uint8Array, order)
+    const key = this.keys.keyWaiting(meta.orderKey as Uint8Array, seq)
     if (meta.deliveries === 0) this.put(key, encodeReadyValue(id, meta))
     else {
       this.put(key, encodeReadyValue(id, undefined))
@@ -1368,53 +1391,54 @@ export class QueuePartition {
     const label = TEXT.decode(meta.orderKey)
     const turn = turns.get(label)
     if (turn === undefined) {
-      turns.set(label, { name: meta.orderKey, holder: id, members: 1, dirty: true })
+      turns.set(label, { name: meta.orderKey, holder: id, head: 0, tail: 0, dirty: true })
       return false
     }
-    turn.members++
     turn.dirty = true
-    this.toWaiting(id, meta, dueMs)
+    this.toWaiting(id, meta, dueMs, turn.tail++)
     return true
   }
 
   /**
-   * Hands the turn of each departed message's key to the first message waiting behind it: due
-   * (its not-before time passed) it joins the tail of its weight, else it is delayed until
-   * then; a key with no message left loses its turn record. A key departs at most once per
-   * phase (only its turn's holder can depart, and no turn passes before the phase ends).
+   * Hands the turn of each departed message's key to the first message in its line (a point
+   * read: the turn record says where the line starts): due (its not-before time passed) it
+   * joins the tail of its weight, else it is delayed until then; a key with nobody in line
+   * loses its turn record. A key departs at most once per phase (only its turn's holder can
+   * depart, and no turn passes before the phase ends).
    */
   private async passTurns(now: number): Promise<void> {
-    if (this.departed.length === 0) return
     const departed = this.departed
     this.departed = []
     const turns = await this.readTurns(departed.map(([, name]) => name))
     invariant(turns.size === departed.length, 'a key departs at most once per phase')
-    const passing = departed.filter(([id, name]) => {
+    const passing: Turn[] = []
+    for (const [id, name] of departed) {
       const turn = turns.get(TEXT.decode(name))
       invariant(turn !== undefined && turn.holder === id, `message ${id} holds its key's turn`)
-      turn.members--
       turn.dirty = true
-      return turn.members > 0
-    })
-    const heads = await Promise.all(
-      passing.map(([, name]) => this.overlay.range(this.keys.keyWaitingSpan(name), 1)),
-    )
-    const entries = heads.map((run, i) => {
-      invariant(run.length === 1, `a key with messages left has one waiting (${passing[i]?.[0]})`)
-      return decodeReadyValue((run[0] as KeyValue)[1])
+      if (turn.head < turn.tail) passing.push(turn)
+      else turn.holder = 0 // nobody in line: writeTurns deletes it
+    }
+    const heads = passing.map((t) => this.keys.keyWaiting(t.name, t.head))
+    const got = await this.overlay.getMany(heads)
+    const entries = got.map((b, i) => {
+      invariant(b, `the head of a key's line is stored (${passing[i]?.holder})`)
+      return decodeReadyValue(b)
     })
     const metas = entries.map((e) => e.meta)
     await this.fillMetas(
       entries.map((e) => this.keys.message(e.id)),
       metas,
     )
-    passing.forEach(([, name], i) => {
+    passing.forEach((turn, i) => {
       const { id } = entries[i] as { id: number }
       const meta = metas[i] as MessageMeta
       invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
-      this.del(((heads[i] as KeyValue[])[0] as KeyValue)[0])
+      this.del(heads[i] as Uint8Array)
       this.st.waiting--
-      ;(turns.get(TEXT.decode(name)) as Turn).holder = id
+      this.turnsPassed++
+      turn.holder = id
+      turn.head++
       if (meta.slot > now) this.toDelayed(id, meta, meta.slot)
       else this.toReady(id, meta, ReadyBand.Fresh)
     })
@@ -1426,31 +1450,38 @@ export class QueuePartition {
     const distinct = new Map<string, Uint8Array>()
     for (const name of names) distinct.set(TEXT.decode(name), name)
     const turns: Turns = new Map()
-    if (distinct.size === 0) return turns
-    const labels = [...distinct.keys()]
+    const missing: string[] = []
+    for (const [label, name] of distinct) {
+      const cached = this.turnRecords.get(label)
+      if (cached === undefined) missing.push(label)
+      else if (cached !== null) turns.set(label, turnOf(name, cached))
+    }
+    if (missing.length === 0) return turns
     const got = await this.overlay.getMany(
-      labels.map((l) => this.keys.keyTurn(distinct.get(l) as Uint8Array)),
+      missing.map((l) => this.keys.keyTurn(distinct.get(l) as Uint8Array)),
     )
-    labels.forEach((label, i) => {
+    missing.forEach((label, i) => {
       const b = got[i]
-      if (b === undefined) return
-      const [holder, members] = decodeIdList(b)
-      turns.set(label, {
-        name: distinct.get(label) as Uint8Array,
-        holder: holder as number,
-        members: members as number,
-        dirty: false,
-      })
+      const record =
+        b === undefined ? null : (decodeIdList(b) as unknown as readonly [number, number, number])
+      this.turnRecords.set(label, record)
+      if (record !== null) turns.set(label, turnOf(distinct.get(label) as Uint8Array, record))
     })
     return turns
   }
 
-  /** Writes the changed turns; a turn with no member left is deleted. */
+  /** Writes the changed turns (through the cache); a turn whose holder left (0) is deleted. */
   private writeTurns(turns: Turns): void {
-    for (const turn of turns.values()) {
+    for (const [label, turn] of turns) {
       if (!turn.dirty) continue
-      if (turn.members === 0) this.del(this.keys.keyTurn(turn.name))
-      else this.put(this.keys.keyTurn(turn.name), encodeIdList([turn.holder, turn.members]))
+      if (turn.holder === 0) {
+        this.del(this.keys.keyTurn(turn.name))
+        this.turnRecords.set(label, null)
+      } else {
+        const record = [turn.holder, turn.head, turn.tail] as const
+        this.put(this.keys.keyTurn(turn.name), encodeIdList(record))
+        this.turnRecords.set(label, record)
+      }
       turn.dirty = false
     }
   }
@@ -1608,14 +1639,19 @@ export class QueuePartition {
 const EMPTY_VALUE = new Uint8Array(0)
 
 /**
- * An ordered key's turn: the message that holds it (ready, delayed or leased) and how many
- * messages of the key are stored (the holder and those waiting behind it).
+ * An ordered key's turn: the message that holds it (ready, delayed or leased; 0 once it left
+ * with nobody in line) and the key's line of waiting messages, seqs [head, tail).
  */
 interface Turn {
   readonly name: Uint8Array
   holder: number
-  members: number
+  head: number
+  tail: number
   dirty: boolean
+}
+
+function turnOf(name: Uint8Array, [holder, head, tail]: readonly [number, number, number]): Turn {
+  return { name, holder, head, tail, dirty: false }
 }
 /** Turns by key. */
 type Turns = Map<string, Turn>

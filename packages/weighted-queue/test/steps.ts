@@ -63,6 +63,7 @@ export class Step implements fc.AsyncCommand<World, World> {
       tally.set(k, (tally.get(k) ?? 0) + 1)
     }
     expect(got, `${this.label} at ${w.nowMs}`).toEqual(want)
+    w.model.checkTurns()
     expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
     expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
     expect(await w.real.partition.listReady(12)).toEqual(w.model.listReady(12))
@@ -95,8 +96,8 @@ const message = fc
       fc.dictionary(fc.constantFrom('a', 'b', 'ü'), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
       15,
     ),
-    key: maybe(rarely(fc.constantFrom('k', 'kk', 'ü'), fc.constant('')), 35),
-    notBeforeOffsetMs: maybe(fc.integer({ min: -10, max: 300 }), 15),
+    key: maybe(rarely(fc.constantFrom('k', 'kk', 'ü'), fc.constant('')), 60),
+    notBeforeOffsetMs: maybe(fc.integer({ min: -10, max: 300 }), 25),
     dedupKey: maybe(fc.constantFrom('x', 'y', 'z'), 20),
   })
   .map((m) => {
