@@ -243,15 +243,18 @@ const [
       scheduling: fc.constantFrom<'fair' | 'strict' | undefined>('fair', 'strict', undefined),
       md: fc.option(fc.integer({ min: 1, max: 3 })),
       win: fc.option(fc.constantFrom(4, 8, 70), { freq: 4 }),
+      ordered: fc.option(fc.constantFrom(0, 1), { freq: 4 }),
     })
     .map(
-      ({ dt, scheduling, md, win }) =>
+      ({ dt, scheduling, md, win, ordered }) =>
         new Step('configure', dt, () => ({
           type: 'configure',
           config: {
             ...(scheduling ? { scheduling } : {}),
             ...(md !== null ? { maxDeliveries: md } : {}),
             ...(win !== null ? { shareWindowLeases: win } : {}),
+            // Set at creation: a configure that would change it is rejected, changing nothing.
+            ...(ordered !== null ? { orderedKeys: ordered } : {}),
           },
         })),
     ),
