@@ -166,6 +166,12 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     )
     .option('--partitions <n>', 'partitions of the queue', intIn(1, 256), CONSUME_DEFAULTS.partitions)
     .option(
+      '--ordered-keys <n>',
+      'a queue with ordered keys, the backlog sent under N keys in turn (one message per key in flight)',
+      intIn(0, 1_000_000),
+      CONSUME_DEFAULTS.orderedKeys,
+    )
+    .option(
       '--time-limit <s>',
       'stop after this many seconds',
       intIn(1, 3600),
@@ -173,6 +179,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     )
     .action(async (o) => {
       const r = await runConsume(target(o), {
+        orderedKeys: o.orderedKeys,
         count: o.count,
         sizeBytes: o.size,
         consumers: o.consumers,

@@ -253,6 +253,16 @@ describe('meta handlers', () => {
 
   it('creates a queue with ordered keys only once every node reads them (format level 14)', async () => {
     const meta = singleReplica()
+    // Before any node registered (a new cluster's first moments), the level is not known yet.
+    await expect(
+      call(metaHandlers(meta, controller), 'createQueue', {
+        name: 'orders',
+        config: { partitions: 2, orderedKeys: true },
+      }),
+    ).rejects.toMatchObject({
+      code: 14,
+      details: expect.stringMatching(/format level is not known yet \(no node registered yet\)/),
+    })
     for (const [n, level] of [
       ['n1', FORMAT_LEVEL_ORDERED_KEYS],
       ['n2', FORMAT_LEVEL_ORDERED_KEYS - 1],
@@ -277,6 +287,21 @@ describe('meta handlers', () => {
       config: { partitions: 2, orderedKeys: true },
     })) as QueueRoute
     expect(created.config?.orderedKeys).toBe(true)
+    // A holder not registered yet (a founder before its first heartbeat): not known, retriable.
+    await meta.propose({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n9'] })
+    await expect(
+      call(h, 'createQueue', { name: 'early', config: { partitions: 1, orderedKeys: true } }),
+    ).rejects.toMatchObject({
+      code: 14, // UNAVAILABLE: retriable
+      details: expect.stringMatching(/the cluster's format level is not known yet \(n9 not registered\)/),
+    })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n9',
+      address: 'n9:1',
+      formatLevel: FORMAT_LEVEL_ORDERED_KEYS,
+    })
+    await call(h, 'createQueue', { name: 'early', config: { partitions: 1, orderedKeys: true } })
     await expect(call(h, 'updateQueue', { name: 'orders', update: { partitions: 4 } })).rejects.toMatchObject(
       {
         details: expect.stringMatching(/the queue orders its keys, so its partition count stays 2/),

@@ -8,6 +8,7 @@ import {
   mqError,
   QueueNotFoundError,
   type QueueRoute,
+  UnavailableError,
   unaryHandler as unary,
 } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
@@ -74,7 +75,9 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
    * Refuses what `update` or a new queue's config asks for that not every replica could read
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
    * partitions (level 9; the count the queue has already is no change), a pause (level 12;
-   * resuming is always allowed), ordered keys (level 14). One read at most.
+   * resuming is always allowed), ordered keys (level 14). One read at most. While a node that
+   * holds a replica has not registered (a new cluster's founder before its first heartbeat),
+   * the level is not known: UNAVAILABLE, which clients retry, not a refusal.
    */
   const checkLevel = async (
     name: string,
@@ -90,11 +93,17 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     const state = await meta.read()
     const level = state.formatLevel()
     const refuse = (what: string, needed: number): void => {
-      if (level < needed) {
-        throw new InvalidArgumentError(
-          `the cluster runs format level ${level}: ${what} from level ${needed}, once every node runs a version of it`,
+      if (level >= needed) return
+      // Not known yet (a new cluster's founders before their first heartbeat): retriable.
+      const unknown = state.formatLevelUnknown()
+      if (unknown !== undefined) {
+        throw new UnavailableError(
+          `the cluster's format level is not known yet (${unknown}): ${what} from level ${needed}; retry in a moment`,
         )
       }
+      throw new InvalidArgumentError(
+        `the cluster runs format level ${level}: ${what} from level ${needed}, once every node runs a version of it`,
+      )
     }
     if (wanted.messageTtlMs) refuse('a message TTL can be set', FORMAT_LEVEL_MESSAGE_TTL)
     if (wanted.partitions !== undefined && wanted.partitions !== state.queue(name)?.config.partitions)

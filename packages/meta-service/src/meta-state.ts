@@ -352,6 +352,17 @@ export class MetaState {
   }
 
   /**
+   * Why `formatLevel` is not known yet, or undefined when it is: no node has registered (a new
+   * cluster before its first heartbeat), or some that hold a replica have not (a founder before
+   * its first heartbeat); their levels count as 1 meanwhile.
+   */
+  formatLevelUnknown(): string | undefined {
+    if (this.#nodes.size === 0) return 'no node registered yet'
+    const unregistered = [...this.#holders()].filter((id) => !this.#nodes.has(id)).sort()
+    return unregistered.length > 0 ? `${unregistered.join(', ')} not registered` : undefined
+  }
+
+  /**
    * The nodes that hold a replica: of a data group or of the meta group, or being added to
    * one (a replica being removed is still among its group's replicas).
    */

@@ -13,6 +13,8 @@ export interface ConsumeOptions {
   readonly prefetch: number
   readonly partitions: number
   readonly timeLimitMs: number
+  /** > 0: a queue with ordered keys, the backlog sent under this many keys in turn. */
+  readonly orderedKeys: number
 }
 
 export const CONSUME_DEFAULTS: ConsumeOptions = {
@@ -22,6 +24,7 @@ export const CONSUME_DEFAULTS: ConsumeOptions = {
   prefetch: 256,
   partitions: 4,
   timeLimitMs: 120_000,
+  orderedKeys: 0,
 }
 
 /**
@@ -90,13 +93,17 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
     const admin = await connect(servers)
     const queue = queueName('consume')
     try {
-      await admin.admin.createQueue(queue, { partitions: o.partitions })
+      await admin.admin.createQueue(queue, {
+        partitions: o.partitions,
+        ...(o.orderedKeys > 0 ? { orderedKeys: true } : {}),
+      })
       const fill = await produceInto(servers, queue, {
         ...PRODUCE_DEFAULTS,
         count: o.count,
         sizeBytes: o.sizeBytes,
         partitions: o.partitions,
         timeLimitMs: o.timeLimitMs,
+        ...(o.orderedKeys > 0 ? { keys: o.orderedKeys } : {}),
       })
       const run = await drain(servers, queue, o, undefined, new Progress('consume'))
       const seconds = run.elapsedMs / 1000

@@ -21,6 +21,8 @@ export interface ProduceOptions {
   readonly batchesInFlight: number
   /** How the (keyless) messages pick partitions: a batch at a time, or one each in turn. */
   readonly keyless: KeylessPartitioning
+  /** Send under this many keys in turn (`k0`, `k1`, …) instead of keyless. */
+  readonly keys?: number
 }
 
 export const PRODUCE_DEFAULTS: ProduceOptions = {
@@ -66,9 +68,10 @@ export async function produceInto(
     const slot = async (client: MqClient, producer: ReturnType<MqClient['producer']>): Promise<void> => {
       void client
       while (issued < o.count && performance.now() < deadline) {
+        const key = o.keys ? { key: `k${issued % o.keys}` } : {}
         issued++
         const t0 = performance.now()
-        await producer.send({ body })
+        await producer.send({ body, ...key })
         const t1 = performance.now()
         ack.record(t1 - t0)
         timeline.record(t1 - start, t1 - t0)
