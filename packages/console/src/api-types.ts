@@ -119,8 +119,8 @@ export interface QueueConfigInfo {
   readonly orderedKeys: boolean
 }
 
-/** Counts of one queue (or one of its weights) summed over its partitions. */
-export interface Depth {
+/** Counts of one queue's weight (or the part of a queue's depth by weight) over its partitions. */
+export interface Counts {
   readonly ready: number
   readonly delayed: number
   /** In flight: leased and not settled yet. */
@@ -130,7 +130,13 @@ export interface Depth {
   readonly oldestAgeMs: number
 }
 
-export interface WeightInfo extends Depth {
+/** Counts of one queue summed over its partitions. */
+export interface Depth extends Counts {
+  /** In line behind an earlier message of their key (ordered keys); in no weight's counts. */
+  readonly waiting: number
+}
+
+export interface WeightInfo extends Counts {
   readonly weight: number
   /** The scheduler's share for this weight, over the partitions (see the README). */
   readonly targetShare: number

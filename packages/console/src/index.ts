@@ -3,6 +3,7 @@ export type {
   ApiError,
   ClusterInfo,
   Counters,
+  Counts,
   CreateQueueBody,
   Depth,
   GroupInfo,

@@ -70,11 +70,11 @@ export function applyQueueConfigUpdate(
   config: QueueSettings,
   update: QueueConfigUpdate,
 ): QueueSettings | string {
-  if (update.partitions !== undefined && update.partitions < config.partitions) {
-    return `partitions can only be added: the queue has ${config.partitions}, asked for ${update.partitions} (to have fewer, create a new queue and move the consumers to it)`
-  }
   if (config.orderedKeys && update.partitions !== undefined && update.partitions !== config.partitions) {
     return `the queue orders its keys, so its partition count stays ${config.partitions}: with more partitions a key's next messages would go to another partition than its earlier ones, out of order (create a new queue with more partitions and move the producers to it)`
+  }
+  if (update.partitions !== undefined && update.partitions < config.partitions) {
+    return `partitions can only be added: the queue has ${config.partitions}, asked for ${update.partitions} (to have fewer, create a new queue and move the consumers to it)`
   }
   const next: QueueSettings = {
     ...config,

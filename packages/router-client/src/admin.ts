@@ -121,7 +121,10 @@ export class Admin {
     return (await this.#router.meta((m) => m.scaleDataGroups, { groups })).plan
   }
 
-  /** Deletes every ready and delayed message of `name`; returns how many. */
+  /**
+   * Deletes every ready message of `name`, and those waiting for their key's turn (ordered
+   * keys); delayed and leased ones stay. Returns how many.
+   */
   async purgeQueue(name: string): Promise<number> {
     const counts = await this.#eachPartition(name, (c, target) =>
       unary(c, c.purge, { target }, this.#attemptMs),

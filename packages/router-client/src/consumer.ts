@@ -91,7 +91,10 @@ export class Consumer implements AsyncIterable<Delivery> {
         // Handed-out deliveries stay outstanding until settled (see #settleOne).
         const next = this.#buffer.shift()
         if (next) {
-          yield next
+          // One whose lease lapsed while it waited in the buffer is dropped, not handed out
+          // late: the broker delivers it again, maybe already to another consumer (and, with
+          // ordered keys, the key's next message after it).
+          if (this.#held.has(next)) yield next
           continue
         }
         if (this.#failure !== undefined) throw this.#failure
@@ -114,7 +117,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.#closed = true
     this.#stop.abort()
     this.#wake()
-    const unhanded = this.#buffer.splice(0)
+    const unhanded = this.#buffer.splice(0).filter((d) => this.#held.has(d))
     await Promise.allSettled(unhanded.map((d) => d.nack(0)))
     await this.#loops
     await Promise.all(this.#fetchers.values())

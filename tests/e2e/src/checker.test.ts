@@ -333,6 +333,19 @@ describe('check', () => {
       { orderedKeys: true },
     )
     expect(unknown.keyOrder).toBe(0)
+    // An ack of unknown outcome that a later delivery of a shows did not apply does not count.
+    const redelivered = check(
+      [
+        ...base,
+        lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 100, id: 1 }]),
+        settle('ack', '1.1', 30, 'timeout'),
+        lease('c1', 130, [{ body: 'a', leaseId: '1.2', deadlineMs: 1000, id: 1, count: 2 }]),
+        lease('c2', 150, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+        settle('ack', '1.2', 250),
+      ],
+      { orderedKeys: true },
+    )
+    expect(redelivered.keyOrder).toBe(1)
     // Keyed messages take no part in FIFO with ordered keys: b waits for its key, c goes first.
     const fifo = [...base, lease('c1', 20, [{ body: 'c', leaseId: '3.1', deadlineMs: 1000, id: 3 }])]
     fifo.push(lease('c1', 100, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]))

@@ -349,15 +349,27 @@ function keyOrderAnomalies(
   }
   for (const e of enqueues.values()) if (e.outcome === 'ok') note(e.key, e.partition, e.id, e.body)
   for (const d of all) note(enqueues.get(d.body)?.key, d.partition, d.id, d.body)
-  /** Per body, the earliest start of an ack that may have taken effect. */
+  /**
+   * Per body, the earliest start of an ack that may have taken effect: ok for its lease, or of
+   * unknown outcome for the body's last delivery seen (a later delivery shows that an ack of an
+   * earlier one did not delete the message).
+   */
   const ackedFrom = new Map<string, number>()
-  const bodyOfLease = new Map(all.map((d) => [leaseKey(d.partition, d.leaseId), d.body]))
+  const leased = new Map(all.map((d) => [leaseKey(d.partition, d.leaseId), d]))
+  const lastDelivery = new Map<string, number>()
+  for (const d of all) lastDelivery.set(d.body, Math.max(lastDelivery.get(d.body) ?? 0, d.deliveryCount))
   for (const op of ops) {
     if (op.kind !== 'ack' || op.outcome === 'fail') continue
     for (const leaseId of op.leaseIds) {
-      if (op.outcome === 'ok' && op.results?.[leaseId] !== 'ok') continue
-      const body = bodyOfLease.get(leaseKey(op.partition, leaseId))
-      if (body !== undefined) ackedFrom.set(body, Math.min(ackedFrom.get(body) ?? op.startMs, op.startMs))
+      const d = leased.get(leaseKey(op.partition, leaseId))
+      if (d === undefined) continue
+      if (
+        op.outcome === 'ok'
+          ? op.results?.[leaseId] !== 'ok'
+          : d.deliveryCount < (lastDelivery.get(d.body) ?? 0)
+      )
+        continue
+      ackedFrom.set(d.body, Math.min(ackedFrom.get(d.body) ?? op.startMs, op.startMs))
     }
   }
   const deliveriesOf = groupBy(all, (d) => d.body)
@@ -375,7 +387,7 @@ function keyOrderAnomalies(
         const [yId, y] = line[i] as [number, string]
         const from = ackedFrom.get(x)
         for (const d of deliveriesOf.get(y) ?? []) {
-          if (from !== undefined && d.receivedMs > from) continue
+          if (from !== undefined && d.receivedMs >= from) continue
           out.push({
             kind: AnomalyKind.KeyOrder,
             body: y,

@@ -248,7 +248,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       ...(options.orderedKeys ? { orderedKeys: true } : {}),
     })
     const producers = Array.from({ length: options.producers ?? 3 }, (_, i) =>
-      // p0's sends go to one partition, four batches in flight (see `pipelined`).
+      // p0's sends go to one partition, four batches in flight (see `pipelined`); with ordered
+      // keys, under 64 keys, to their partitions.
       runProducer(client, load, prng.fork(), {
         worker: `p${i}`,
         concurrency: 4,

@@ -277,12 +277,12 @@ describe('the web console in a browser', () => {
     await page.getByTestId('purge').click()
     await expect
       .poll(() => page.getByTestId('confirm-text').textContent())
-      .toMatch(/ready and delayed message/)
+      .toMatch(/Delete every ready message of/)
     await page.screenshot({ path: join(SCREENSHOTS, 'confirm.png') })
     await page.getByTestId('confirm-yes').click()
     await expect
       .poll(() => page.getByTestId('notice').textContent())
-      .toBe(`purged ${ready + 10} ready and delayed messages of ${QUEUE}`)
+      .toBe(`purged ${ready + 10} ready (and waiting) messages of ${QUEUE}`)
     await expect
       .poll(() => rowFigures('queue-depth'))
       .toEqual({ ready: 0, delayed: 0, leased: held, dead: 0 })

@@ -106,7 +106,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
     expect((await purge(APP)).status).toBe(403)
     expect(await (await purge(ADMIN)).json()).toEqual({
       ok: true,
-      message: 'purged 0 ready and delayed messages of billing',
+      message: 'purged 0 ready (and waiting) messages of billing',
     })
   }, 30_000)
 

@@ -189,7 +189,7 @@ Examples:
       .addOption(new Option('--no-strict-priority', 'serve weights by fair shares (the default)'))
       .option(
         '--partitions <p>',
-        'a larger partition count: partitions are added, never removed; a key may then map to another partition',
+        'a larger partition count: partitions are added, never removed; a key may then map to another partition (refused for a queue with ordered keys)',
         integerArg(1, 4096),
       ),
   )
@@ -252,7 +252,9 @@ Examples:
   queue
     .command('purge')
     .argument('<name>', 'the queue name')
-    .description('delete every ready and delayed message of a queue (leased ones stay)')
+    .description(
+      "delete every ready message of a queue, and those waiting for their key's turn (delayed and leased ones stay)",
+    )
     .action((name: string, _flags, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const purged = await client.admin.purgeQueue(name)

@@ -102,6 +102,7 @@ function fakeClient(calls: string[], groupPartitions = 1): MqClient {
         groupId: 1,
         messages: 6,
         windowLeases: 0,
+        waiting: 2,
         weights: [
           {
             weight: 2,
@@ -247,9 +248,9 @@ describe('the console API', () => {
     const detail = (await (
       await fetch(`${base}/api/queues/jobs`, { headers: bearer(APP) })
     ).json()) as QueueDetail
-    expect(detail.depth).toEqual({ ready: 3, delayed: 1, leased: 1, dead: 1, oldestAgeMs: 50 })
+    expect(detail.depth).toEqual({ ready: 3, delayed: 1, leased: 1, dead: 1, waiting: 2, oldestAgeMs: 50 })
     expect(detail.partitions).toEqual([
-      { partition: 0, groupId: 1, leaderId: 'n2', messages: 6, windowLeases: 0 },
+      { partition: 0, groupId: 1, leaderId: 'n2', messages: 6, windowLeases: 0, waiting: 2 },
     ])
     expect(detail.history).toHaveLength(1)
     expect(opened).toEqual([APP])
@@ -268,7 +269,10 @@ describe('the console API', () => {
     expect(denied.status).toBe(403)
     expect(calls).toEqual([])
     const purged = await fetch(`${base}/api/queues/jobs/purge`, post(ADMIN, {}))
-    expect(await purged.json()).toEqual({ ok: true, message: 'purged 3 ready and delayed messages of jobs' })
+    expect(await purged.json()).toEqual({
+      ok: true,
+      message: 'purged 3 ready (and waiting) messages of jobs',
+    })
     const moved = await fetch(`${base}/api/groups/1/transfer`, post(ADMIN, { toNodeId: 'n3' }))
     expect(moved.status).toBe(200)
     const resized = await fetch(`${base}/api/meta-voters`, post(ADMIN, { voters: 5 }))

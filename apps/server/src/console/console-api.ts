@@ -146,7 +146,7 @@ export class ConsoleApi {
         await client.admin.deleteQueue(queue)
         return done(`deleted queue ${queue}`)
       case 'purge':
-        return done(`purged ${await client.admin.purgeQueue(queue)} ready and delayed messages of ${queue}`)
+        return done(`purged ${await client.admin.purgeQueue(queue)} ready (and waiting) messages of ${queue}`)
       default:
         return done(
           `moved ${await client.admin.redriveDeadLetters(queue)} dead letters of ${queue} back to ready`,

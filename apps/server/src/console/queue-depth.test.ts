@@ -20,7 +20,7 @@ const stats: PartitionStats[] = [
     groupId: 2,
     messages: 20,
     windowLeases: 300,
-    waiting: 0,
+    waiting: 4,
     weights: [weight(1, 10, 0.25, 0.2, 500), weight(3, 4, 0.75, 0.8)],
   },
   {
@@ -29,7 +29,7 @@ const stats: PartitionStats[] = [
     groupId: 1,
     messages: 7,
     windowLeases: 100,
-    waiting: 0,
+    waiting: 1,
     weights: [weight(1, 1, 1, 1, 900)],
   },
 ]
@@ -41,8 +41,9 @@ describe('queueFigures', () => {
       [1, 11, 2, 4, 6, 900],
       [3, 4, 1, 2, 3, 0],
     ])
-    expect(f.depth).toEqual({ ready: 15, delayed: 3, leased: 6, dead: 9, oldestAgeMs: 900 })
-    expect(storedMessages(f.depth)).toBe(33)
+    // Waiting for their key's turn (ordered keys): counted by partition, in no weight.
+    expect(f.depth).toEqual({ ready: 15, delayed: 3, leased: 6, dead: 9, waiting: 5, oldestAgeMs: 900 })
+    expect(storedMessages(f.depth)).toBe(38)
     expect(f.partitions.map((p) => p.partition)).toEqual([0, 1])
   })
 
@@ -69,7 +70,7 @@ describe('queueFigures', () => {
 
   it('is all zeros for a queue without partitions', () => {
     expect(queueFigures([])).toEqual({
-      depth: { ready: 0, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 },
+      depth: { ready: 0, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 },
       weights: [],
       partitions: [],
       counters: { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 },

@@ -65,6 +65,7 @@ export function queueFigures(stats: readonly PartitionStats[], route?: QueueRout
     delayed: weights.reduce((n, w) => n + w.delayed, 0),
     leased: weights.reduce((n, w) => n + w.leased, 0),
     dead: weights.reduce((n, w) => n + w.dead, 0),
+    waiting: stats.reduce((n, p) => n + p.waiting, 0),
     oldestAgeMs: weights.reduce((n, w) => Math.max(n, w.oldestAgeMs), 0),
   }
   const leaders = new Map(route?.partitions.map((p) => [p.partition, p.leaderId]) ?? [])
@@ -87,5 +88,5 @@ export function queueFigures(stats: readonly PartitionStats[], route?: QueueRout
 
 /** All the messages a depth counts. */
 export function storedMessages(d: Depth): number {
-  return d.ready + d.delayed + d.leased + d.dead
+  return d.ready + d.delayed + d.leased + d.dead + d.waiting
 }

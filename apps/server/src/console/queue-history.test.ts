@@ -4,7 +4,7 @@ import { counterRatesPerS, netRatePerS, QueueHistory } from './queue-history'
 
 const at = (atMs: number, ready = 0, enqueued = 0, acked = 0): QueueSample => ({
   atMs,
-  depth: { ready, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 },
+  depth: { ready, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 },
   counters: { enqueued, delivered: acked, acked, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 },
   weights: [],
 })

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import type { QueueSample } from '../api-types'
 import { shareLines, weightColour } from './chart'
 
-const depth = { ready: 0, delayed: 0, leased: 0, dead: 0, oldestAgeMs: 0 }
+const depth = { ready: 0, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 }
 const counters = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 }
 const sample = (atMs: number, weights: [number, number, number][]): QueueSample => ({
   atMs,

@@ -97,8 +97,9 @@ const actions: AdminActions = {
       api('/api/scale', { groups }),
     ),
   createQueue: (name, config) =>
-    confirmThen(`Create queue "${name}" with ${config.partitions} partitions?`, () =>
-      api('/api/queues', { name, config }),
+    confirmThen(
+      `Create queue "${name}" with ${config.partitions} partitions${config.orderedKeys ? ' and ordered keys' : ''}?`,
+      () => api('/api/queues', { name, config }),
     ),
   updateQueue: (name, update) =>
     confirmThen(`Update the settings of "${name}"?`, () => api(`/api/queues/${q(name)}/update`, update)),
@@ -116,7 +117,7 @@ const actions: AdminActions = {
       return r
     }),
   purgeQueue: (name) =>
-    confirmThen(`Delete every ready and delayed message of "${name}"?`, () =>
+    confirmThen(`Delete every ready message of "${name}" (and those waiting for their key's turn)?`, () =>
       api(`/api/queues/${q(name)}/purge`, {}),
     ),
   redriveQueue: (name) =>

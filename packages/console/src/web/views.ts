@@ -1,5 +1,6 @@
 import type {
   ClusterInfo,
+  Counts,
   Depth,
   GroupInfo,
   PeekedMessage,
@@ -55,12 +56,14 @@ function badge(text: string, kind: 'ok' | 'bad' | 'info'): HTMLElement {
   return h('span', { class: `badge ${kind}` }, text)
 }
 
-function depthCells(d: Depth): HTMLElement[] {
+/** A weight's counts, or (with its `waiting`) a queue's depth. */
+function depthCells(d: Counts | Depth): HTMLElement[] {
   return [
     cell('ready', d.ready),
     cell('delayed', d.delayed),
     cell('leased', d.leased),
     cell('dead', d.dead),
+    ...('waiting' in d ? [cell('waiting', d.waiting)] : []),
     cell('oldest', d.oldestAgeMs > 0 ? duration(d.oldestAgeMs) : '–'),
   ]
 }
@@ -337,7 +340,7 @@ export function queuesView(queues: readonly QueueSummary[]): HTMLElement {
         ),
       ),
       cell('partitions', String(q.config.partitions)),
-      ...(q.depth ? depthCells(q.depth) : [h('td', { colspan: 5, class: 'error' }, q.error)]),
+      ...(q.depth ? depthCells(q.depth) : [h('td', { colspan: 6, class: 'error' }, q.error)]),
     ),
   )
   return h(
@@ -347,7 +350,7 @@ export function queuesView(queues: readonly QueueSummary[]): HTMLElement {
     queues.length === 0
       ? h('p', { class: 'hint' }, 'No queues yet.')
       : table(
-          ['queue', 'partitions', 'ready', 'delayed', 'in flight', 'dead', 'oldest ready'],
+          ['queue', 'partitions', 'ready', 'delayed', 'in flight', 'dead', 'waiting for key', 'oldest ready'],
           rows,
           'queues',
         ),
@@ -368,6 +371,7 @@ export function createQueueForm(actions: AdminActions): HTMLElement {
     'data-testid': 'new-queue-partitions',
   }) as HTMLInputElement
   const maxDeliveries = h('input', { type: 'number', min: 1, value: 5 }) as HTMLInputElement
+  const orderedKeys = h('input', { type: 'checkbox', 'data-testid': 'new-queue-ordered' }) as HTMLInputElement
   return h(
     'form',
     {
@@ -377,6 +381,7 @@ export function createQueueForm(actions: AdminActions): HTMLElement {
         actions.createQueue(name.value.trim(), {
           partitions: Number(partitions.value),
           maxDeliveries: Number(maxDeliveries.value),
+          ...(orderedKeys.checked ? { orderedKeys: true } : {}),
         })
       },
     },
@@ -384,6 +389,12 @@ export function createQueueForm(actions: AdminActions): HTMLElement {
     h('label', {}, 'name ', name),
     h('label', {}, 'partitions ', partitions),
     h('label', {}, 'max deliveries ', maxDeliveries),
+    h(
+      'label',
+      { title: "a key's messages one at a time, in the order they arrived; the partition count then stays" },
+      orderedKeys,
+      ' ordered keys',
+    ),
     h('button', { type: 'submit', 'data-testid': 'create-queue' }, 'create'),
   )
 }
@@ -453,11 +464,7 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
             },
             c.paused ? 'resume delivery' : 'pause delivery',
           ),
-          h(
-            'button',
-            { 'data-testid': 'purge', onclick: () => actions.purgeQueue(q.name) },
-            'purge ready and delayed',
-          ),
+          h('button', { 'data-testid': 'purge', onclick: () => actions.purgeQueue(q.name) }, 'purge ready'),
           h(
             'button',
             { 'data-testid': 'redrive', onclick: () => actions.redriveQueue(q.name) },
@@ -478,7 +485,7 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
         {},
         h('h3', {}, 'Depth'),
         table(
-          ['ready', 'delayed', 'in flight', 'dead', 'oldest ready'],
+          ['ready', 'delayed', 'in flight', 'dead', 'waiting for key', 'oldest ready'],
           [h('tr', { 'data-testid': 'queue-depth' }, ...depthCells(q.depth))],
           'depth',
         ),
@@ -652,7 +659,12 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'max deliveries ', maxDeliveries),
     h('label', {}, 'queue length max (0 = none) ', lengthMax),
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
-    h('label', {}, 'partitions (more only) ', partitions),
+    h(
+      'label',
+      {},
+      c.orderedKeys ? 'partitions (fixed: ordered keys) ' : 'partitions (more only) ',
+      partitions,
+    ),
     h('button', { type: 'submit', 'data-testid': 'update-queue' }, 'update'),
   )
 }
