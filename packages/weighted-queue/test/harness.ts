@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BatchOp, type Engine, LevelEngine, MemoryEngine } from '@mq/kv-storage'
-import { type Command, type CommandResult, type QueueConfig, QueuePartition } from '../src/index'
+import { type Command, type CommandResult, type Lease, type QueueConfig, QueuePartition } from '../src/index'
 
 export interface EngineCase {
   readonly name: string
@@ -82,4 +82,10 @@ export class LaggedQueue {
 export function comparable(r: CommandResult): unknown {
   if (r.type === 'rejected') return { type: 'rejected', code: r.error.code }
   return r
+}
+
+/** The leases of a lease result; throws on any other result. */
+export function leasesOf(r: CommandResult): readonly Lease[] {
+  if (r.type !== 'lease') throw new Error(`expected a lease result, got ${JSON.stringify(r)}`)
+  return r.leases
 }

@@ -13,15 +13,11 @@ import {
   type QueueConfig,
 } from '../src/index'
 import { KeyTag } from '../src/keys'
-import { ENGINES } from './harness'
+import { ENGINES, leasesOf } from './harness'
 
 const PREFIX = Uint8Array.of(0x42, 0x07)
 const text = (s: string) => new TextEncoder().encode(s)
 
-function leasesOf(r: CommandResult): readonly Lease[] {
-  if (r.type !== 'lease') throw new Error(`expected a lease result, got ${JSON.stringify(r)}`)
-  return r.leases
-}
 function idsOf(r: CommandResult): readonly number[] {
   if (r.type !== 'enqueue' && r.type !== 'redriveDead' && r.type !== 'purgeDead' && r.type !== 'purgeReady') {
     throw new Error(`expected ids, got ${JSON.stringify(r)}`)

@@ -3,7 +3,6 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { decodeCommand, encodeCommand } from '../src/codec'
 import { QUEUE_CONFIG_DEFAULT } from '../src/config'
 import {
-  type CommandResult,
   DirectPartition,
   type EnqueueMessage,
   type Lease,
@@ -12,16 +11,11 @@ import {
 } from '../src/index'
 import { KeyTag } from '../src/keys'
 import { decodeConfig, decodeMeta, encodeConfig, encodeMeta, MessageState } from '../src/records'
-import { ENGINES } from './harness'
+import { ENGINES, leasesOf } from './harness'
 
 const PREFIX = Uint8Array.of(0x43, 0x01)
 const text = (s: string) => new TextEncoder().encode(s)
 const bodyOf = (l: Lease) => new TextDecoder().decode(l.body)
-
-function leasesOf(r: CommandResult): readonly Lease[] {
-  if (r.type !== 'lease') throw new Error(`expected a lease result, got ${JSON.stringify(r)}`)
-  return r.leases
-}
 
 describe.each(ENGINES)('ordered keys on $name', ({ open }) => {
   let engine: Engine
