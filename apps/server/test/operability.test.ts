@@ -142,6 +142,28 @@ describe('mq-server operability', () => {
     expect(check.status).toBe(0)
   }, 60_000)
 
+  it("exports an ordered queue's messages waiting for their key's turn", async () => {
+    const created = await callUntilOk(() =>
+      call(
+        meta,
+        meta.createQueue,
+        CreateQueueRequest.fromPartial({ name: 'orders', config: { partitions: 1, orderedKeys: true } }),
+      ),
+    )
+    expect(created.ok).toBe(true)
+    const epoch = created.ok ? created.response.routeEpoch : 0
+    const target = { queue: 'orders', partition: 0, routeEpoch: epoch }
+    const messages = ['a', 'b', 'c'].map((body) => ({ body: Buffer.from(body), key: 'k' }))
+    const produced = await callUntilOk(() =>
+      call(queue, queue.produce, ProduceRequest.fromPartial({ target, messages })),
+    )
+    expect(produced.ok).toBe(true)
+    const s = await scrape()
+    expect(sampleSum(s.samples, 'mq_queue_waiting_messages', { queue: 'orders' })).toBe(2)
+    expect(sampleSum(s.samples, 'mq_queue_messages', { queue: 'orders', state: 'ready' })).toBe(1)
+    expect(promtoolCheck(s.text).status).toBe(0)
+  }, 60_000)
+
   it('logs JSON lines with level, node and request ids', () => {
     const lines = server
       .output()

@@ -103,6 +103,11 @@ export class NodeMetrics {
     'Messages per state (ready, delayed, leased, dead) and weight, in the partitions this node leads',
     ['queue', 'partition', 'weight', 'state'],
   )
+  readonly queueWaiting = this.#gauge(
+    'mq_queue_waiting_messages',
+    'Messages waiting behind an earlier message of their key (ordered keys), in the partitions this node leads',
+    ['queue', 'partition'],
+  )
   readonly queueOldestAge = this.#gauge(
     'mq_queue_oldest_age_seconds',
     'Age of the oldest ready message per weight, in the partitions this node leads',
@@ -227,7 +232,13 @@ export class NodeMetrics {
       this.dataImports.set({ group }, imports)
       this.dataSweeps.set({ group }, sweeping)
     }
-    for (const g of [this.queueMessages, this.queueOldestAge, this.queueTargetShare, this.queueAchievedShare])
+    for (const g of [
+      this.queueMessages,
+      this.queueWaiting,
+      this.queueOldestAge,
+      this.queueTargetShare,
+      this.queueAchievedShare,
+    ])
       g.reset()
     const nowMs = Date.now()
     for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
@@ -237,6 +248,7 @@ export class NodeMetrics {
         .catch(() => undefined)
       if (!stats) continue
       const partition = String(p.partition)
+      this.queueWaiting.set({ queue: p.queue, partition }, stats.waiting)
       for (const w of stats.weights) {
         const labels = { queue: p.queue, partition, weight: String(w.weight) }
         this.queueMessages.set({ ...labels, state: 'ready' }, w.ready)
