@@ -376,6 +376,21 @@ describe('queue', () => {
     expect(plain.stdout).not.toMatch(/WAITING/)
   })
 
+  it("sets and lifts a queue's delivery rate, and shows it", async () => {
+    cluster.addQueue('jobs', 2)
+    const r = await mq(['queue', 'update', 'jobs', '--delivery-rate', '50'])
+    expect(r).toMatchObject({ code: 0, stdout: 'updated queue jobs (2 partitions)\n' })
+    expect(cluster.calls).toContain(`updateQueue:jobs:${JSON.stringify({ deliveryRate: 50 })}`)
+    expect((await mq(['queue', 'describe', 'jobs', '--no-stats'])).stdout).toMatch(
+      /delivery rate: +at most 50 messages\/s/,
+    )
+    await mq(['queue', 'update', 'jobs', '--delivery-rate', '0'])
+    expect((await mq(['queue', 'describe', 'jobs', '--no-stats'])).stdout).toMatch(/delivery rate: +no limit/)
+    const bad = await mq(['queue', 'update', 'jobs', '--delivery-rate', '-1'])
+    expect(bad.code).toBe(1)
+    expectOneLineError(bad.stderr, /--delivery-rate/)
+  })
+
   it('adds partitions to a queue', async () => {
     cluster.addQueue('jobs', 2)
     const r = await mq(['queue', 'update', 'jobs', '--partitions', '6'])

@@ -82,6 +82,7 @@ export class FakeBroker {
         messageTtlMs: 0,
         paused: false,
         orderedKeys: false,
+        deliveryRate: 0,
         engine: 'memory',
       },
       partitions: partitions.map((_, partition) => ({

@@ -447,6 +447,7 @@ function defaultConfig(): QueueConfig {
     messageTtlMs: 0,
     paused: false,
     orderedKeys: false,
+    deliveryRate: 0,
     engine: 'leveldb',
   }
 }

@@ -117,6 +117,8 @@ export interface QueueConfigInfo {
   readonly paused: boolean
   /** A key's messages are delivered one at a time, in the order they arrived (set at creation). */
   readonly orderedKeys: boolean
+  /** Messages handed out per second over the whole queue, at most (0 = no limit). */
+  readonly deliveryRate: number
 }
 
 /** Counts of one queue's weight (or the part of a queue's depth by weight) over its partitions. */
@@ -244,6 +246,7 @@ export type UpdateQueueBody = Partial<
     | 'dedupWindowMs'
     | 'messageTtlMs'
     | 'paused'
+    | 'deliveryRate'
   >
 >
 export interface ScaleBody {

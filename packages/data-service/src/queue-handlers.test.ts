@@ -55,6 +55,7 @@ const JOBS_CONFIG: QueueConfig = {
   messageTtlMs: 0,
   paused: false,
   orderedKeys: false,
+  deliveryRate: 0,
 }
 
 /** A node holding partition jobs/0 in `group`; `config` gives the route's config of each lookup. */
@@ -255,6 +256,35 @@ describe('queue handlers', () => {
     const second = await polling
     expect(second.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['a2'])
     expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
+  it("paces a rate-limited queue's deliveries: a second's worth at once, then the rate", async () => {
+    const group = await localGroup()
+    // 20 messages a second over 2 partitions: 10 a second from this one.
+    const h = queueHandlers(node(group, 2, () => ({ ...JOBS_CONFIG, partitions: 2, deliveryRate: 20 })))
+    const many = Array.from({ length: 40 }, (_, i) => message(`m${i}`))
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: many })
+    const lease = async (waitMs: number) =>
+      (await call(h, 'lease', { target, consumerId: 'c', max: 100, visibilityMs: 30_000, waitMs })).messages
+        .length as number
+    expect(await lease(0)).toBe(10) // the burst
+    expect(await lease(0)).toBe(0)
+    const started = Date.now()
+    let got = 0
+    while (Date.now() - started < 1_000) got += await lease(1_000 - (Date.now() - started))
+    // One every 100 ms: about 10 in the second (a loose bound: a busy machine delays timers).
+    expect(got).toBeGreaterThanOrEqual(7)
+    expect(got).toBeLessThanOrEqual(11)
+    // Lifted, the rest comes at once.
+    const free = queueHandlers(node(group, 2, () => ({ ...JOBS_CONFIG, partitions: 2, deliveryRate: 0 })))
+    const rest = await call(free, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 100,
+      visibilityMs: 30_000,
+      waitMs: 0,
+    })
+    expect(rest.messages).toHaveLength(40 - 10 - got)
   })
 
   it('commits no empty lease for a waiter that a change wakes when nothing is left to lease', async () => {

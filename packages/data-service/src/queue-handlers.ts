@@ -15,6 +15,7 @@ import {
 import type { Command, CommandResult, Lease, LeaseStatus } from '@mq/weighted-queue'
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
+import { DeliveryBuckets } from './delivery-rate'
 import { ProducerOrder } from './producer-order'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, listedOf, outcomeOf } from './wire-map'
 
@@ -115,6 +116,8 @@ export function queueHandlers(
   }
   /** Pipelining producers' batches, put back in sequence order before they are proposed. */
   const producerOrder = new ProducerOrder()
+  /** The pace of rate-limited queues' deliveries, per partition this node leads. */
+  const buckets = new DeliveryBuckets()
   const run = async (
     target: PartitionTarget | undefined,
     command: (nowMs: number, config: QueueConfig | undefined) => Command,
@@ -199,8 +202,8 @@ export function queueHandlers(
       // The queue's visibility comes from the route the partition was located by (a node
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
-      const command = (_nowMs: number, config: QueueConfig | undefined) =>
-        leaseOf(req, config?.visibilityTimeoutMs || 30_000)
+      const command = (max: number) => (_nowMs: number, config: QueueConfig | undefined) =>
+        leaseOf({ ...req, max }, config?.visibilityTimeoutMs || 30_000)
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled
@@ -229,23 +232,39 @@ export function queueHandlers(
             }).catch(() => {})
             continue
           }
+          // A rate-limited queue: this partition's share of the rate, taken before the lease.
+          const ratePerS = config?.deliveryRate ? config.deliveryRate / Math.max(1, config.partitions) : 0
+          const bucket = `${queue}/${partition}`
+          let max = req.max
+          if (ratePerS > 0) {
+            max = buckets.take(bucket, ratePerS, req.max)
+            if (max === 0) {
+              const remaining = deadline - Date.now()
+              if (remaining <= 0) return { messages: [] }
+              const wait = Math.min(remaining, limits.leaseRecheckMs, buckets.waitMs(bucket, ratePerS))
+              await sleep(wait, undefined, { signal: controller.signal }).catch(() => {})
+              continue
+            }
+          }
           const since = group.changes()
           let leases: readonly Lease[] = []
           const asked = leasing.get(id) ?? 0
           const leaseTried =
             round === 0 || group.machine.leasableAtMost(queue, partition, group.nowMs()) > asked
           if (leaseTried) {
-            leasing.set(id, asked + req.max)
+            leasing.set(id, asked + max)
             try {
-              const r = await run(req.target, command)
+              const r = await run(req.target, command(max))
               if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
               leases = r.leases
             } finally {
-              const left = (leasing.get(id) ?? req.max) - req.max
+              const left = (leasing.get(id) ?? max) - max
               if (left > 0) leasing.set(id, left)
               else leasing.delete(id)
+              // What the lease did not hand out (or all of it, when it failed) goes back.
+              if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, max - leases.length)
             }
-          }
+          } else if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, max)
           if (leases.length > 0 && cancelled.aborted) {
             // Nobody will read the answer: the messages are given back now rather than at the
             // end of their visibility timeout. (A cancel that comes after this check, while the

@@ -29,6 +29,7 @@ describe('wire mapping', () => {
       messageTtlMs: 0,
       paused: false,
       orderedKeys: false,
+      deliveryRate: 0,
     }
     const base = {
       scheduling: 'strict',

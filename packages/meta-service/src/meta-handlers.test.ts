@@ -1,5 +1,6 @@
 import {
   CreateQueueRequest,
+  FORMAT_LEVEL_DELIVERY_RATE,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_ORDERED_KEYS,
@@ -75,6 +76,7 @@ describe('meta handlers', () => {
         messageTtlMs: 0,
         paused: false,
         orderedKeys: false,
+        deliveryRate: 0,
         ...(dedupWindowMs !== undefined ? { dedupWindowMs } : {}),
       }
       return CreateQueueRequest.decode(CreateQueueRequest.encode({ name, config }).finish())
@@ -308,6 +310,43 @@ describe('meta handlers', () => {
       },
     )
     expect(meta.state.queue('orders')?.partitions).toHaveLength(2)
+  })
+
+  it("limits a queue's delivery rate only once every node heeds it (format level 15); lifts it at any level", async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_DELIVERY_RATE],
+      ['n2', FORMAT_LEVEL_DELIVERY_RATE - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'slow', config: { partitions: 1, deliveryRate: 10 } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(
+        /format level 14: a queue's deliveries can be rate limited from level 15/,
+      ),
+    })
+    await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { deliveryRate: 10 } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(/rate limited from level 15/),
+    })
+    await call(h, 'updateQueue', { name: 'jobs', update: { deliveryRate: 0 } })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_DELIVERY_RATE,
+    })
+    const limited = (await call(h, 'updateQueue', {
+      name: 'jobs',
+      update: { deliveryRate: 10 },
+    })) as QueueRoute
+    expect(limited.config?.deliveryRate).toBe(10)
+    expect(meta.state.changedEpoch()).toBe(limited.routeEpoch)
   })
 
   it('deletes a queue, then has its partitions fenced before answering', async () => {

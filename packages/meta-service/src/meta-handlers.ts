@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_DELIVERY_RATE,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_ORDERED_KEYS,
@@ -75,7 +76,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
    * Refuses what `update` or a new queue's config asks for that not every replica could read
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
    * partitions (level 9; the count the queue has already is no change), a pause (level 12;
-   * resuming is always allowed), ordered keys (level 14). One read at most. While a node that
+   * resuming is always allowed), ordered keys (level 14), a delivery rate limit (level 15;
+   * lifting one is always allowed). One read at most. While a node that
    * holds a replica has not registered (a new cluster's founder before its first heartbeat),
    * the level is not known: UNAVAILABLE, which clients retry, not a refusal.
    */
@@ -86,9 +88,16 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       readonly partitions?: number | undefined
       readonly paused?: boolean | undefined
       readonly orderedKeys?: boolean | undefined
+      readonly deliveryRate?: number | undefined
     },
   ): Promise<void> => {
-    if (!wanted.messageTtlMs && wanted.partitions === undefined && !wanted.paused && !wanted.orderedKeys)
+    if (
+      !wanted.messageTtlMs &&
+      wanted.partitions === undefined &&
+      !wanted.paused &&
+      !wanted.orderedKeys &&
+      !wanted.deliveryRate
+    )
       return
     const state = await meta.read()
     const level = state.formatLevel()
@@ -110,6 +119,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       refuse('partitions can be added', FORMAT_LEVEL_GROW_PARTITIONS)
     if (wanted.paused) refuse('a queue can be paused', FORMAT_LEVEL_PAUSE)
     if (wanted.orderedKeys) refuse('a queue can order its keys', FORMAT_LEVEL_ORDERED_KEYS)
+    if (wanted.deliveryRate) refuse("a queue's deliveries can be rate limited", FORMAT_LEVEL_DELIVERY_RATE)
   }
   /**
    * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
@@ -141,6 +151,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         messageTtlMs: req.config?.messageTtlMs,
         paused: req.config?.paused,
         orderedKeys: req.config?.orderedKeys,
+        deliveryRate: req.config?.deliveryRate,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({

@@ -154,6 +154,7 @@ describe('MetaState', () => {
       delete q.config.paused
       delete q.config.messageTtlMs
       delete q.config.orderedKeys
+      delete q.config.deliveryRate
     }
     const old = new MetaState()
     old.restore(new TextEncoder().encode(JSON.stringify(image)))
@@ -162,6 +163,7 @@ describe('MetaState', () => {
       paused: false,
       messageTtlMs: 0,
       orderedKeys: false,
+      deliveryRate: 0,
       maxDeliveries: 7,
     })
     expect(old.snapshot()).toEqual(s.snapshot())

@@ -1097,6 +1097,7 @@ function withLaterSettings(config: QueueSettings): QueueSettings {
     messageTtlMs: config.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
     paused: config.paused ?? QUEUE_DEFAULTS.paused,
     orderedKeys: config.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
+    deliveryRate: config.deliveryRate ?? QUEUE_DEFAULTS.deliveryRate,
   }
 }
 

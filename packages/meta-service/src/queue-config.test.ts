@@ -61,3 +61,17 @@ describe('ordered keys', () => {
     expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { partitions: 8 })).toMatchObject({ partitions: 8 })
   })
 })
+
+describe('delivery rate', () => {
+  it('is off by default, bounded, and changed by an update like any setting', () => {
+    expect(QUEUE_DEFAULTS.deliveryRate).toBe(0)
+    expect(resolveQueueConfig({ deliveryRate: 1_000_001 })).toBe(
+      'deliveryRate must be an integer from 0 to 1000000, got 1000001',
+    )
+    const limited = applyQueueConfigUpdate(QUEUE_DEFAULTS, { deliveryRate: 50 })
+    expect(limited).toEqual({ ...QUEUE_DEFAULTS, deliveryRate: 50 })
+    expect(applyQueueConfigUpdate(limited as typeof QUEUE_DEFAULTS, { deliveryRate: 0 })).toEqual(
+      QUEUE_DEFAULTS,
+    )
+  })
+})

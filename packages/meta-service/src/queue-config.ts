@@ -19,6 +19,7 @@ export const QUEUE_LIMITS = {
   queueLengthMax: [1, 1_000_000_000],
   dedupWindowMs: [0, 24 * 3600_000],
   messageTtlMs: [0, 365 * 24 * 3600_000],
+  deliveryRate: [0, 1_000_000],
 } as const satisfies Record<string, readonly [number, number]>
 
 /** What a setting is when a create request leaves it 0 or empty. */
@@ -35,6 +36,7 @@ export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   messageTtlMs: 0,
   paused: false,
   orderedKeys: false,
+  deliveryRate: 0,
 }
 
 /**
@@ -56,6 +58,7 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettin
     messageTtlMs: requested.messageTtlMs ?? QUEUE_DEFAULTS.messageTtlMs,
     paused: requested.paused ?? QUEUE_DEFAULTS.paused,
     orderedKeys: requested.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
+    deliveryRate: requested.deliveryRate ?? QUEUE_DEFAULTS.deliveryRate,
   }
   return configProblem(config) ?? config
 }
@@ -88,6 +91,7 @@ export function applyQueueConfigUpdate(
     ...(update.dedupWindowMs !== undefined ? { dedupWindowMs: update.dedupWindowMs } : {}),
     ...(update.messageTtlMs !== undefined ? { messageTtlMs: update.messageTtlMs } : {}),
     ...(update.paused !== undefined ? { paused: update.paused } : {}),
+    ...(update.deliveryRate !== undefined ? { deliveryRate: update.deliveryRate } : {}),
   }
   return configProblem(next) ?? next
 }

@@ -38,8 +38,11 @@
  * 14. a queue with ordered keys (`orderedKeys` in a queue's config and in its partition config,
  *    ordered messages' records and the partition's turn and line keys): a replica of an earlier
  *    version cannot read them, and a meta replica of an earlier version would drop the setting.
+ * 15. a queue's delivery rate limit (`deliveryRate` in its config, CreateQueue and
+ *    UpdateQueue): a meta replica of an earlier version would drop it, and a data-group leader
+ *    of an earlier version would hand messages out at any rate.
  */
-export const FORMAT_LEVEL = 14
+export const FORMAT_LEVEL = 15
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -79,6 +82,9 @@ export const FORMAT_LEVEL_RETIRE = 13
 
 /** The level from which a queue can order its keys (`orderedKeys` in its config). */
 export const FORMAT_LEVEL_ORDERED_KEYS = 14
+
+/** The level from which a queue's deliveries can be rate limited (`deliveryRate` in its config). */
+export const FORMAT_LEVEL_DELIVERY_RATE = 15
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -23,15 +23,26 @@ export type QueueOptions = Partial<QueueConfig>
 export type ListedMessage = LeasedMessage & { readonly partition: number }
 
 /**
- * `route` when it is paused as `wanted` (undefined: not asked); else throws. A meta leader of
- * a version before paused queues (format level 12) drops the field unread and answers as if
- * it were done, and its data-group leaders would go on delivering.
+ * `route` when it has the settings asked for that a meta leader of an earlier version drops
+ * unread and answers as if done; else throws. `paused` (format level 12: its data-group
+ * leaders would go on delivering) and `deliveryRate` (level 15: they would deliver at any
+ * rate); undefined: not asked.
  */
-function pauseHeeded(route: QueueRoute, wanted: boolean | undefined): QueueRoute {
-  if (wanted === undefined || (route.config?.paused ?? false) === wanted) return route
-  throw new InvalidArgumentError(
-    `queue ${route.queue} was not ${wanted ? 'paused' : 'resumed'}: the meta leader runs a version without paused queues (format level 12); upgrade every node first`,
-  )
+function settingsHeeded(
+  route: QueueRoute,
+  wanted: { readonly paused?: boolean | undefined; readonly deliveryRate?: number | undefined },
+): QueueRoute {
+  if (wanted.paused !== undefined && (route.config?.paused ?? false) !== wanted.paused) {
+    throw new InvalidArgumentError(
+      `queue ${route.queue} was not ${wanted.paused ? 'paused' : 'resumed'}: the meta leader runs a version without paused queues (format level 12); upgrade every node first`,
+    )
+  }
+  if (wanted.deliveryRate !== undefined && (route.config?.deliveryRate ?? 0) !== wanted.deliveryRate) {
+    throw new InvalidArgumentError(
+      `queue ${route.queue}'s delivery rate was not set to ${wanted.deliveryRate}/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node first`,
+    )
+  }
+  return route
 }
 
 /**
@@ -69,16 +80,17 @@ export class Admin {
       messageTtlMs: 0,
       paused: false,
       orderedKeys: false,
+      deliveryRate: 0,
       ...options,
     }
     const route = await this.#router.meta((m) => m.createQueue, { name, config })
-    return orderingHeeded(pauseHeeded(route, options.paused), options.orderedKeys)
+    return orderingHeeded(settingsHeeded(route, options), options.orderedKeys)
   }
 
   /** Changes the settings given in `update`; the rest stay. */
   async updateQueue(name: string, update: QueueConfigUpdate): Promise<QueueRoute> {
     this.#router.invalidate(name)
-    return pauseHeeded(await this.#router.meta((m) => m.updateQueue, { name, update }), update.paused)
+    return settingsHeeded(await this.#router.meta((m) => m.updateQueue, { name, update }), update)
   }
 
   /** Deletes `name` and its messages. Throws QueueNotFoundError when it does not exist. */

@@ -646,6 +646,18 @@ describe('MqClient', () => {
     broker.orderingUnknown = false
   })
 
+  it("sets a queue's delivery rate, and says so when the meta leader dropped it", async () => {
+    const q = freshQueue(1)
+    expect((await client.admin.updateQueue(q, { deliveryRate: 50 })).config?.deliveryRate).toBe(50)
+    expect((await client.admin.updateQueue(q, { deliveryRate: 0 })).config?.deliveryRate).toBe(0)
+    broker.rateUnknown = true
+    await expect(client.admin.updateQueue(q, { deliveryRate: 50 })).rejects.toThrow(
+      `queue ${q}'s delivery rate was not set to 50/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node first`,
+    )
+    await client.admin.updateQueue(q, { maxDeliveries: 3 })
+    broker.rateUnknown = false
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

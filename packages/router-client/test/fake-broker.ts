@@ -81,6 +81,9 @@ export class FakeBroker {
   pauseUnknown = false
   /** Acts as a meta leader of a version before ordered keys: creates queues without them. */
   orderingUnknown = false
+  /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
+  readonly rates = new Map<string, number>()
+  rateUnknown = false
   /** Every lease request's max and waitMs, in order. */
   readonly leaseRequests: { max: number; waitMs: number }[] = []
   /** A long poll waits at most this long here (a test may raise it). */
@@ -188,6 +191,7 @@ export class FakeBroker {
         messageTtlMs: 0,
         paused: this.paused.has(name),
         orderedKeys: false,
+        deliveryRate: this.rates.get(name) ?? 0,
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({
@@ -224,6 +228,8 @@ export class FakeBroker {
         }
       }),
       updateQueue: handle((req: UpdateQueueRequest) => {
+        const rate = req.update?.deliveryRate
+        if (rate !== undefined && !this.rateUnknown) this.rates.set(req.name, rate)
         const paused = req.update?.paused
         if (paused !== undefined && !this.pauseUnknown) {
           if (paused) this.paused.add(req.name)

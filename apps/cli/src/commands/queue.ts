@@ -26,6 +26,7 @@ interface SettingFlags {
   strictPriority?: boolean
   deadLetterQueue?: string
   maxMessageBytes?: number
+  deliveryRate?: number
 }
 
 function addSettingFlags(command: Command): Command {
@@ -53,6 +54,11 @@ function addSettingFlags(command: Command): Command {
     )
     .option('--max-message-bytes <n>', 'largest message body accepted', integerArg(1, U32_MAX))
     .option('--dead-letter-queue <name>', 'move dead messages to this queue instead of the dead-letter list')
+    .option(
+      '--delivery-rate <n>',
+      'hand out at most N messages a second over the whole queue (each partition its share; 0 = no limit)',
+      integerArg(0, 1_000_000),
+    )
 }
 
 function settings(flags: SettingFlags): QueueConfigUpdate {
@@ -65,6 +71,7 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   if (flags.strictPriority !== undefined) update.strictPriority = flags.strictPriority
   if (flags.deadLetterQueue !== undefined) update.deadLetterQueue = flags.deadLetterQueue
   if (flags.maxMessageBytes !== undefined) update.messageBytesMax = flags.maxMessageBytes
+  if (flags.deliveryRate !== undefined) update.deliveryRate = flags.deliveryRate
   return update
 }
 
@@ -341,6 +348,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
         ? 'per key: one message of a key at a time, in the order they arrived'
         : 'none (a key only picks the partition)',
     ],
+    ['delivery rate', c?.deliveryRate ? `at most ${c.deliveryRate} messages/s` : 'no limit'],
     ['visibility', c ? formatDuration(c.visibilityTimeoutMs) : '-'],
     ['max deliveries', c?.maxDeliveries ?? '-'],
     ['max length', c?.queueLengthMax ?? '-'],

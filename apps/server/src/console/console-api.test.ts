@@ -50,6 +50,7 @@ const route: QueueRoute = {
     messageTtlMs: 0,
     paused: false,
     orderedKeys: false,
+    deliveryRate: 0,
   },
   partitions: [
     { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },
@@ -286,7 +287,7 @@ describe('the console API', () => {
     expect(((await even.json()) as { error: { message: string } }).error.message).toMatch(/not 4/)
     const updated = await fetch(
       `${base}/api/queues/jobs/update`,
-      post(ADMIN, { partitions: 3, maxDeliveries: 4 }),
+      post(ADMIN, { partitions: 3, maxDeliveries: 4, deliveryRate: 25 }),
     )
     expect(updated.status).toBe(200)
     const paused = await fetch(`${base}/api/queues/jobs/update`, post(ADMIN, { paused: true }))
@@ -312,7 +313,7 @@ describe('the console API', () => {
       'transfer 1 n3',
       'meta-voters 5',
       'meta-voters 4',
-      'update jobs {"partitions":3,"maxDeliveries":4}',
+      'update jobs {"partitions":3,"maxDeliveries":4,"deliveryRate":25}',
       'update jobs {"paused":true}',
       'update jobs {"paused":false}',
       'drain n3',

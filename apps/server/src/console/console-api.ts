@@ -38,6 +38,7 @@ const NUMBER_KEYS = [
   'queueLengthMax',
   'dedupWindowMs',
   'messageTtlMs',
+  'deliveryRate',
 ] as const
 const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
 const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
@@ -51,6 +52,7 @@ const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
   'dedupWindowMs',
   'messageTtlMs',
   'paused',
+  'deliveryRate',
 ]
 
 export interface ConsoleApiOptions {
@@ -396,6 +398,7 @@ function configOf(route: QueueRoute): QueueConfigInfo {
     messageTtlMs: c?.messageTtlMs ?? 0,
     paused: c?.paused ?? false,
     orderedKeys: c?.orderedKeys ?? false,
+    deliveryRate: c?.deliveryRate ?? 0,
   }
 }
 

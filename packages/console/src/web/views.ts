@@ -448,6 +448,9 @@ export function queueView(q: QueueDetail, session: SessionInfo, actions: AdminAc
             ),
           ]
         : []),
+      ...(c.deliveryRate > 0
+        ? [' ', h('span', { class: 'badge info', 'data-testid': 'delivery-rate' }, `≤ ${c.deliveryRate}/s`)]
+        : []),
     ),
     session.admin
       ? h(
@@ -631,6 +634,12 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
   }) as HTMLInputElement
   const lengthMax = h('input', { type: 'number', min: 0, value: c.queueLengthMax }) as HTMLInputElement
   const ttl = h('input', { type: 'number', min: 0, value: c.messageTtlMs }) as HTMLInputElement
+  const rate = h('input', {
+    type: 'number',
+    min: 0,
+    value: c.deliveryRate,
+    'data-testid': 'update-delivery-rate',
+  }) as HTMLInputElement
   const partitions = h('input', {
     type: 'number',
     min: c.partitions,
@@ -651,6 +660,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
           // Only when changed: a form shown before someone else added partitions must not
           // turn another setting's change into a refused "fewer partitions".
           ...(Number(partitions.value) === c.partitions ? {} : { partitions: Number(partitions.value) }),
+          ...(Number(rate.value) === c.deliveryRate ? {} : { deliveryRate: Number(rate.value) }),
         })
       },
     },
@@ -659,6 +669,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'max deliveries ', maxDeliveries),
     h('label', {}, 'queue length max (0 = none) ', lengthMax),
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
+    h('label', {}, 'delivery rate (messages/s, 0 = no limit) ', rate),
     h(
       'label',
       {},

@@ -57,6 +57,12 @@ export interface QueueConfig {
    * grow (a key would change partitions). Needs format level 14 (FORMAT_LEVEL_ORDERED_KEYS).
    */
   orderedKeys: boolean;
+  /**
+   * At most this many messages handed out per second over the whole queue (each partition's
+   * leader hands out its share, delivery_rate / partitions, with a burst of one second's
+   * worth); 0 = no limit. Needs format level 15 (FORMAT_LEVEL_DELIVERY_RATE).
+   */
+  deliveryRate: number;
 }
 
 /** Fields left unset keep their value. */
@@ -79,7 +85,11 @@ export interface QueueConfigUpdate {
     | number
     | undefined;
   /** Pauses (true) or resumes (false) delivery (QueueConfig.paused). */
-  paused?: boolean | undefined;
+  paused?:
+    | boolean
+    | undefined;
+  /** QueueConfig.delivery_rate (0 lifts the limit). */
+  deliveryRate?: number | undefined;
 }
 
 export interface Replica {
@@ -336,6 +346,7 @@ function createBaseQueueConfig(): QueueConfig {
     messageTtlMs: 0,
     paused: false,
     orderedKeys: false,
+    deliveryRate: 0,
   };
 }
 
@@ -376,6 +387,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     }
     if (message.orderedKeys !== false) {
       writer.uint32(96).bool(message.orderedKeys);
+    }
+    if (message.deliveryRate !== 0) {
+      writer.uint32(104).uint32(message.deliveryRate);
     }
     return writer;
   },
@@ -483,6 +497,14 @@ export const QueueConfig: MessageFns<QueueConfig> = {
           message.orderedKeys = reader.bool();
           continue;
         }
+        case 13: {
+          if (tag !== 104) {
+            break;
+          }
+
+          message.deliveryRate = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -542,6 +564,11 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         : isSet(object.ordered_keys)
         ? globalThis.Boolean(object.ordered_keys)
         : false,
+      deliveryRate: isSet(object.deliveryRate)
+        ? globalThis.Number(object.deliveryRate)
+        : isSet(object.delivery_rate)
+        ? globalThis.Number(object.delivery_rate)
+        : 0,
     };
   },
 
@@ -583,6 +610,9 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.orderedKeys !== false) {
       obj.orderedKeys = message.orderedKeys;
     }
+    if (message.deliveryRate !== 0) {
+      obj.deliveryRate = Math.round(message.deliveryRate);
+    }
     return obj;
   },
 
@@ -603,6 +633,7 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.messageTtlMs = object.messageTtlMs ?? 0;
     message.paused = object.paused ?? false;
     message.orderedKeys = object.orderedKeys ?? false;
+    message.deliveryRate = object.deliveryRate ?? 0;
     return message;
   },
 };
@@ -619,6 +650,7 @@ function createBaseQueueConfigUpdate(): QueueConfigUpdate {
     messageTtlMs: undefined,
     partitions: undefined,
     paused: undefined,
+    deliveryRate: undefined,
   };
 }
 
@@ -653,6 +685,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     }
     if (message.paused !== undefined) {
       writer.uint32(80).bool(message.paused);
+    }
+    if (message.deliveryRate !== undefined) {
+      writer.uint32(88).uint32(message.deliveryRate);
     }
     return writer;
   },
@@ -744,6 +779,14 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
           message.paused = reader.bool();
           continue;
         }
+        case 11: {
+          if (tag !== 88) {
+            break;
+          }
+
+          message.deliveryRate = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -797,6 +840,11 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
         : undefined,
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : undefined,
       paused: isSet(object.paused) ? globalThis.Boolean(object.paused) : undefined,
+      deliveryRate: isSet(object.deliveryRate)
+        ? globalThis.Number(object.deliveryRate)
+        : isSet(object.delivery_rate)
+        ? globalThis.Number(object.delivery_rate)
+        : undefined,
     };
   },
 
@@ -832,6 +880,9 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     if (message.paused !== undefined) {
       obj.paused = message.paused;
     }
+    if (message.deliveryRate !== undefined) {
+      obj.deliveryRate = Math.round(message.deliveryRate);
+    }
     return obj;
   },
 
@@ -850,6 +901,7 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     message.messageTtlMs = object.messageTtlMs ?? undefined;
     message.partitions = object.partitions ?? undefined;
     message.paused = object.paused ?? undefined;
+    message.deliveryRate = object.deliveryRate ?? undefined;
     return message;
   },
 };
