@@ -9,7 +9,7 @@ export const GROWN_PARTITIONS_MAX = 8
 const RESUME_TRIES_MAX = 60
 
 export interface ScalerResult {
-  /** scaleDataGroups, setMetaVoters, partition growth, pause and node removal calls that were accepted. */
+  /** scaleDataGroups, setMetaVoters, partition growth, pause, throttle and node removal calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -22,8 +22,9 @@ export interface ScalerResult {
  * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
  * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX; not when `grow` is false: a
  * queue with ordered keys keeps its count), which the workloads' producers
- * and consumers must find and use; one in five pauses `queue` for 0.5–2 s and resumes it
- * (retried until it is resumed: the drain needs it); and one in four removes a `removable` (retired) node that
+ * and consumers must find and use; one in five pauses `queue` for 0.5–2 s and resumes it, or
+ * limits its deliveries to 20–500 a second for as long and lifts the limit (retried until
+ * lifted: the drain needs it); and one in four removes a `removable` (retired) node that
  * is down and holds nothing, when there is one (RemoveNode). Each accepted call is recorded in the history as a fault.
  * Partitions then move between groups, and meta voters come and go, while nodes die, pause and
  * are cut off. Ends at `untilMs` (wall clock).
@@ -44,10 +45,11 @@ export async function runScaler(
   let calls = 0
   let refused = 0
   let up = true
-  const resume = async (): Promise<void> => {
+  /** Lifts a pause or a rate limit: retried until it is lifted (the drain needs it). */
+  const release = async (update: { paused: false } | { deliveryRate: 0 }): Promise<void> => {
     for (let tries = 1; ; tries++) {
       try {
-        await client.admin.updateQueue(queue, { paused: false })
+        await client.admin.updateQueue(queue, update)
         return
       } catch (error) {
         if (tries >= RESUME_TRIES_MAX) throw error
@@ -75,17 +77,22 @@ export async function runScaler(
         }
       }
       if (prng.int(0, 4) === 0) {
-        const pausedMs = prng.int(500, 2_000)
-        what = 'pause-queue'
+        // Held back for 0.5–2 s: paused, or its deliveries limited to 20–500 a second.
+        const heldMs = prng.int(500, 2_000)
+        const rate = prng.int(0, 1) === 0 ? prng.int(20, 500) : 0
+        what = rate > 0 ? 'throttle-queue' : 'pause-queue'
         try {
-          await client.admin.updateQueue(queue, { paused: true })
-          await new Promise((r) => setTimeout(r, pausedMs))
+          await client.admin.updateQueue(queue, rate > 0 ? { deliveryRate: rate } : { paused: true })
+          await new Promise((r) => setTimeout(r, heldMs))
         } finally {
-          // Also when the pause failed: its answer may be what was lost.
-          what = 'resume-queue'
-          await resume()
+          // Also when the change failed: its answer may be what was lost.
+          what = rate > 0 ? 'unthrottle-queue' : 'resume-queue'
+          await release(rate > 0 ? { deliveryRate: 0 } : { paused: false })
         }
-        const description = `pause-queue ${queue} for ${pausedMs} ms, resumed after ${Date.now() - startMs} ms`
+        const description =
+          rate > 0
+            ? `throttle-queue ${queue} to ${rate}/s for ${heldMs} ms, lifted after ${Date.now() - startMs} ms`
+            : `pause-queue ${queue} for ${heldMs} ms, resumed after ${Date.now() - startMs} ms`
         history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
         log(`scaler: ${description}`)
         calls++
