@@ -12,7 +12,13 @@ import {
   StaleRouteError,
   unaryHandler as unary,
 } from '@mq/protocol'
-import type { Command, CommandResult, Lease, LeaseStatus } from '@mq/weighted-queue'
+import {
+  type Command,
+  type CommandResult,
+  type Lease,
+  type LeaseStatus,
+  QUEUE_CONFIG_DEFAULT,
+} from '@mq/weighted-queue'
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { DeliveryBuckets } from './delivery-rate'
@@ -237,11 +243,21 @@ export function queueHandlers(
           const bucket = `${queue}/${partition}`
           let max = req.max
           if (ratePerS > 0) {
+            // The lease entry asks for what was taken, so the request's own max is checked here.
+            if (req.max > QUEUE_CONFIG_DEFAULT.leaseBatchMax) {
+              throw new InvalidArgumentError(
+                `lease of ${req.max} messages exceeds the limit of ${QUEUE_CONFIG_DEFAULT.leaseBatchMax}; ask for fewer`,
+              )
+            }
             max = buckets.take(bucket, ratePerS, req.max)
             if (max === 0) {
               const remaining = deadline - Date.now()
               if (remaining <= 0) return { messages: [] }
-              const wait = Math.min(remaining, limits.leaseRecheckMs, buckets.waitMs(bucket, ratePerS))
+              const wait = Math.min(
+                remaining,
+                limits.leaseRecheckMs,
+                buckets.waitMs(bucket, ratePerS, req.max),
+              )
               await sleep(wait, undefined, { signal: controller.signal }).catch(() => {})
               continue
             }
@@ -270,6 +286,7 @@ export function queueHandlers(
             // end of their visibility timeout. (A cancel that comes after this check, while the
             // answer is on its way, leaves them to the timeout, as any lost answer does.)
             const leaseIds = leases.map((l) => l.leaseId)
+            if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
             await run(req.target, () => ({ type: 'nack', leaseIds, delayMs: 0 })).catch(() => {})
             return { messages: [] }
           }

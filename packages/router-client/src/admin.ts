@@ -39,7 +39,7 @@ function settingsHeeded(
   }
   if (wanted.deliveryRate !== undefined && (route.config?.deliveryRate ?? 0) !== wanted.deliveryRate) {
     throw new InvalidArgumentError(
-      `queue ${route.queue}'s delivery rate was not set to ${wanted.deliveryRate}/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node first`,
+      `queue ${route.queue}'s delivery rate is not ${wanted.deliveryRate}/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node, then set it again (updateQueue)`,
     )
   }
   return route

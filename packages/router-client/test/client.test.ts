@@ -652,7 +652,7 @@ describe('MqClient', () => {
     expect((await client.admin.updateQueue(q, { deliveryRate: 0 })).config?.deliveryRate).toBe(0)
     broker.rateUnknown = true
     await expect(client.admin.updateQueue(q, { deliveryRate: 50 })).rejects.toThrow(
-      `queue ${q}'s delivery rate was not set to 50/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node first`,
+      `queue ${q}'s delivery rate is not 50/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node, then set it again (updateQueue)`,
     )
     await client.admin.updateQueue(q, { maxDeliveries: 3 })
     broker.rateUnknown = false

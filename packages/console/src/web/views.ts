@@ -637,6 +637,9 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
   const rate = h('input', {
     type: 'number',
     min: 0,
+    max: 1_000_000,
+    step: 1,
+    required: true,
     value: c.deliveryRate,
     'data-testid': 'update-delivery-rate',
   }) as HTMLInputElement

@@ -60,7 +60,9 @@ export interface QueueConfig {
   /**
    * At most this many messages handed out per second over the whole queue (each partition's
    * leader hands out its share, delivery_rate / partitions, with a burst of one second's
-   * worth); 0 = no limit. Needs format level 15 (FORMAT_LEVEL_DELIVERY_RATE).
+   * worth, at least one message: after an idle spell, a failover or a partition move up to
+   * max(delivery_rate, partitions) at once); 0 = no limit. Needs format level 15
+   * (FORMAT_LEVEL_DELIVERY_RATE).
    */
   deliveryRate: number;
 }
