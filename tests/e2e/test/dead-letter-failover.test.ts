@@ -1,7 +1,6 @@
-import { MqClient } from '@mq/router-client'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import { describe, expect, it } from 'vitest'
 import { waitFor } from '../src/scale-run'
+import { suiteCluster } from '../src/suite-cluster'
 
 const DEAD = 12_000
 
@@ -11,24 +10,16 @@ const DEAD = 12_000
 // of the source partition is SIGKILLed twice while it forwards; every dead letter must reach
 // the dead-letter queue exactly once, and none stay behind.
 describe('dead letters while the forwarding leader dies', () => {
-  let cluster: LocalCluster
-  let client: MqClient
-
-  beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
-  }, 120_000)
-
-  afterAll(async () => {
-    await client?.close()
-    await cluster?.stop()
-  })
+  const suite = suiteCluster()
 
   const count = async (queue: string) =>
-    (await client.admin.queueStats(queue)).reduce((n, p) => n + p.messages, 0)
+    (await suite.client.admin.queueStats(queue)).reduce((n, p) => n + p.messages, 0)
   const deadIn = async (queue: string) =>
-    (await client.admin.queueStats(queue)).reduce((n, p) => n + p.weights.reduce((m, w) => m + w.dead, 0), 0)
-  const leaderOf = async (queue: string) => (await client.admin.describeQueue(queue)).partitions[0]
+    (await suite.client.admin.queueStats(queue)).reduce(
+      (n, p) => n + p.weights.reduce((m, w) => m + w.dead, 0),
+      0,
+    )
+  const leaderOf = async (queue: string) => (await suite.client.admin.describeQueue(queue)).partitions[0]
 
   /** Puts the leadership of jobs-dead's group on a node that does not lead jobs' group. */
   const leadApart = async (): Promise<boolean> => {
@@ -36,7 +27,7 @@ describe('dead letters while the forwarding leader dies', () => {
     expect(source?.groupId).not.toBe(target?.groupId)
     if (target && target.leaderId === source?.leaderId) {
       const other = target.replicas.find((r) => r.nodeId !== source.leaderId)?.nodeId ?? ''
-      await client.admin.transferLeader(target.groupId, other)
+      await suite.client.admin.transferLeader(target.groupId, other)
     }
     return waitFor(
       async () => (await leaderOf('jobs'))?.leaderId !== (await leaderOf('jobs-dead'))?.leaderId,
@@ -54,24 +45,28 @@ describe('dead letters while the forwarding leader dies', () => {
     const landed = await waitFor(async () => (await count('jobs-dead').catch(() => 0)) > above, 30_000, 5)
     expect(landed).toBe(true)
     const leader = (await leaderOf('jobs'))?.leaderId ?? ''
-    await cluster.kill(leader)
+    await suite.cluster.kill(leader)
     return leader
   }
 
   it('moves every dead letter once, across two leader deaths', async () => {
     // The two queues on two data groups: once the controller created the three.
     const groups = async () =>
-      (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length
+      (await suite.client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0).length
     expect(await waitFor(async () => (await groups()) === 3, 30_000, 200)).toBe(true)
-    await client.admin.createQueue('jobs-dead', { partitions: 1 })
-    await client.admin.createQueue('jobs', { partitions: 1, maxDeliveries: 1, deadLetterQueue: 'jobs-dead' })
-    expect((await client.admin.describeQueue('jobs-dead')).config?.dedupWindowMs).toBe(5 * 60_000)
+    await suite.client.admin.createQueue('jobs-dead', { partitions: 1 })
+    await suite.client.admin.createQueue('jobs', {
+      partitions: 1,
+      maxDeliveries: 1,
+      deadLetterQueue: 'jobs-dead',
+    })
+    expect((await suite.client.admin.describeQueue('jobs-dead')).config?.dedupWindowMs).toBe(5 * 60_000)
     expect(await leadApart()).toBe(true)
-    const producer = client.producer('jobs')
+    const producer = suite.client.producer('jobs')
     for (let i = 0; i < DEAD; i += 1000)
       await Promise.all(Array.from({ length: 1000 }, (_, j) => producer.send({ body: `m${i + j}` })))
     // Each fails its only delivery: dead at once.
-    const consumer = client.consumer('jobs', { prefetch: 512, waitMs: 200 })
+    const consumer = suite.client.consumer('jobs', { prefetch: 512, waitMs: 200 })
     const nacks: Promise<void>[] = []
     const timer = setTimeout(() => void consumer.close(), 60_000)
     for await (const d of consumer) {
@@ -86,14 +81,14 @@ describe('dead letters while the forwarding leader dies', () => {
     // first copies landed, then the next one after its own.
     const first = await killForwarderAbove(0)
     const afterFirst = await count('jobs-dead')
-    await cluster.restart(first)
+    await suite.cluster.restart(first)
     expect(await leadApart()).toBe(true)
     const second = await killForwarderAbove(afterFirst)
-    await cluster.restart(second)
+    await suite.cluster.restart(second)
 
     expect(await waitFor(async () => (await deadIn('jobs').catch(() => -1)) === 0, 60_000, 250)).toBe(true)
     const bodies = new Map<string, number>()
-    const reader = client.consumer('jobs-dead', { prefetch: 1024, waitMs: 500 })
+    const reader = suite.client.consumer('jobs-dead', { prefetch: 1024, waitMs: 500 })
     const readTimer = setTimeout(() => void reader.close(), 60_000)
     for await (const d of reader) {
       const body = new TextDecoder().decode(d.body)

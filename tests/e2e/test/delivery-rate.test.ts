@@ -1,8 +1,7 @@
 import { FORMAT_LEVEL_DELIVERY_RATE } from '@mq/protocol'
-import { MqClient } from '@mq/router-client'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import { describe, expect, it } from 'vitest'
 import { waitFor } from '../src/scale-run'
+import { suiteCluster } from '../src/suite-cluster'
 
 const RATE = 40
 const BACKLOG = 400
@@ -11,20 +10,10 @@ const BACKLOG = 400
 // share, with a burst of a second's worth), whatever the consumers ask for; lifted, the rest
 // goes at once.
 describe('a rate-limited queue', () => {
-  let cluster: LocalCluster
-  let client: MqClient
-
-  beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
-  }, 120_000)
-
-  afterAll(async () => {
-    await client?.close()
-    await cluster?.stop()
-  })
+  const suite = suiteCluster()
 
   it('hands out at most its rate, and everything once the limit is lifted', async () => {
+    const { client } = suite
     const level = async () => (await client.admin.clusterStatus()).formatLevel >= FORMAT_LEVEL_DELIVERY_RATE
     expect(await waitFor(level, 30_000, 200)).toBe(true)
     await client.admin.createQueue('paced', { partitions: 2, deliveryRate: RATE })

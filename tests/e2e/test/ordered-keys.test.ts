@@ -1,8 +1,8 @@
 import { FORMAT_LEVEL_ORDERED_KEYS } from '@mq/protocol'
-import { type Delivery, MqClient } from '@mq/router-client'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import type { Delivery } from '@mq/router-client'
+import { describe, expect, it } from 'vitest'
 import { waitFor } from '../src/scale-run'
+import { suiteCluster } from '../src/suite-cluster'
 
 const KEYS = 24
 const PER_KEY = 40
@@ -12,20 +12,10 @@ const CONSUMERS = 3
 // sent, to consumers working in parallel, while the leader of one of its partitions is
 // SIGKILLed: the turns are replicated state, so the new leader hands out the same turns.
 describe('a queue with ordered keys', () => {
-  let cluster: LocalCluster
-  let client: MqClient
-
-  beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
-    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
-  }, 120_000)
-
-  afterAll(async () => {
-    await client?.close()
-    await cluster?.stop()
-  })
+  const suite = suiteCluster()
 
   it("delivers a key's messages one at a time, in order, across a data-group leader's death", async () => {
+    const { cluster, client } = suite
     const level = async () => (await client.admin.clusterStatus()).formatLevel >= FORMAT_LEVEL_ORDERED_KEYS
     expect(await waitFor(level, 30_000, 200)).toBe(true)
     await client.admin.createQueue('orders', { partitions: 2, orderedKeys: true, visibilityTimeoutMs: 2_000 })
