@@ -41,6 +41,15 @@ export async function runSuite(
     await step('consume', () =>
       runConsume(shared, { ...CONSUME_DEFAULTS, count: 20_000, timeLimitMs: 30_000 }),
     )
+    await step('consume, ordered keys', async () => {
+      const r = await runConsume(shared, {
+        ...CONSUME_DEFAULTS,
+        count: 20_000,
+        orderedKeys: 256,
+        timeLimitMs: 30_000,
+      })
+      return { ...r, scenario: 'consume-ordered-keys' }
+    })
     await step('e2e', () =>
       runE2e(shared, { ratePerS: 1000, durationMs: 5_000, sizeBytes: 100, partitions: 4 }),
     )
