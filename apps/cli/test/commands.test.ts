@@ -399,6 +399,10 @@ describe('queue', () => {
     const bad = await mq(['queue', 'update', 'jobs', '--partitions', '0'])
     expect(bad.code).toBe(1)
     expectOneLineError(bad.stderr, /--partitions/)
+    // Above the meta service's bound: refused here, before asking.
+    const many = await mq(['queue', 'create', 'wide', '--partitions', '257'])
+    expect(many.code).toBe(1)
+    expectOneLineError(many.stderr, /--partitions.*256/)
   })
 
   it('refuses an update with nothing to change', async () => {

@@ -1,4 +1,4 @@
-import type { QueueConfig, QueueConfigUpdate } from '@mq/protocol'
+import { QUEUE_PARTITIONS_MAX, type QueueConfig, type QueueConfigUpdate } from '@mq/protocol'
 
 /** The storage engines a queue can live in (claim 5: the storage address names one). */
 export const STORAGE_ENGINES = ['leveldb'] as const
@@ -12,7 +12,7 @@ export type QueueSettings = Required<QueueConfig>
 
 /** Bounds on every queue setting: [min, max] inclusive. */
 export const QUEUE_LIMITS = {
-  partitions: [1, 256],
+  partitions: [1, QUEUE_PARTITIONS_MAX],
   visibilityTimeoutMs: [100, 12 * 3600_000],
   maxDeliveries: [1, 1000],
   messageBytesMax: [1, 4 * 1024 * 1024],

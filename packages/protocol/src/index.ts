@@ -145,5 +145,6 @@ export {
   UnavailableError,
 } from './mq-error'
 export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
+export { QUEUE_PARTITIONS_MAX } from './queue-limits'
 export { PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'

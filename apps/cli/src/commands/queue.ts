@@ -1,4 +1,4 @@
-import { encodeBody, type QueueOptions } from '@mq/router-client'
+import { encodeBody, QUEUE_PARTITIONS_MAX, type QueueOptions } from '@mq/router-client'
 import { type Command, Option } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -111,7 +111,11 @@ Examples:
       .command('create')
       .argument('<name>', 'the queue name')
       .description('create a queue; settings left out take the cluster defaults')
-      .option('--partitions <p>', 'partitions (spread over the data groups)', integerArg(1, 4096))
+      .option(
+        '--partitions <p>',
+        'partitions (spread over the data groups)',
+        integerArg(1, QUEUE_PARTITIONS_MAX),
+      )
       .option('--strict-priority', 'serve higher weights first instead of weighted fair shares')
       .option(
         '--paused',
@@ -197,7 +201,7 @@ Examples:
       .option(
         '--partitions <p>',
         'a larger partition count: partitions are added, never removed; a key may then map to another partition (refused for a queue with ordered keys)',
-        integerArg(1, 4096),
+        integerArg(1, QUEUE_PARTITIONS_MAX),
       ),
   )
     .addHelpText(
