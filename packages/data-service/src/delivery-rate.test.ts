@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { DeliveryBuckets } from './delivery-rate'
+import { DELIVERY_BATCH_MS, DeliveryBuckets } from './delivery-rate'
 
 describe('DeliveryBuckets', () => {
   it("starts with one second's worth, refills at the rate, and never holds more", () => {
@@ -52,6 +52,7 @@ describe('DeliveryBuckets', () => {
   })
 
   it('waits for 100 ms worth before a lease takes any: one entry per batch at a fast rate', () => {
+    expect(DELIVERY_BATCH_MS).toBe(100)
     let now = 0
     const b = new DeliveryBuckets(() => now)
     expect(b.take('q/0', 1000, 5000)).toBe(1000) // the burst

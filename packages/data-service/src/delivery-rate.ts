@@ -2,7 +2,7 @@
  * Partitions whose buckets a leader keeps at most: the least recently used is forgotten (a full
  * bucket again when it comes back, which it would be after a second unused anyway).
  */
-export const DELIVERY_BUCKETS_MAX = 65_536
+const DELIVERY_BUCKETS_MAX = 65_536
 
 /** A lease waits for this long's worth of tokens (at least one): one entry per ~100 ms, not per message. */
 export const DELIVERY_BATCH_MS = 100

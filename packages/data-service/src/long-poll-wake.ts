@@ -2,13 +2,13 @@ import type { DataResult } from './data-group'
 
 /**
  * Whether an applied entry may have made messages ready, so that long-polling leases waiting
- * on its group should look again. Leases, acks and extends never make a message ready (the
- * expiry an apply may run first is found by the waiters' periodic recheck), nor does a
- * refused or rejected entry — except when they hand an ordered key's turn on (an ack of its
- * holder, a lease or purge that deletes one past its TTL): the next message of the key is
- * ready then. Waking on the others would loop: a waiter's empty lease is itself an entry,
- * whose apply would wake every other waiter, and so on, for as long as they wait (an empty
- * lease hands no turn on).
+ * on its group should look again. Leases, acks, extends and purges never make a message ready
+ * (the expiry an apply may run first is found by the waiters' periodic recheck), nor does a
+ * refused or rejected entry — unless the apply handed an ordered key's turn on (an ack of its
+ * holder, a lease that deleted a holder past its TTL, a purge of a ready holder, a lease
+ * expiry that dead-lettered one): the next message of the key is ready then. Waking on the
+ * others would loop: a waiter's empty lease is itself an entry, whose apply would wake every
+ * other waiter, and so on, for as long as they wait (an empty lease hands no turn on).
  */
 export function wakesLongPolls(result: DataResult): boolean {
   if (result.type === 'refused' || result.type === 'dropped' || result.type === 'fenced') return false

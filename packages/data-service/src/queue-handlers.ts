@@ -217,8 +217,9 @@ export function queueHandlers(
       cancelled.addEventListener('abort', stop, { once: true })
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
-        // interval) until the deadline. The first round always commits a lease (it also
-        // checks the request). A later one commits a lease only when the leader's applied
+        // interval) until the deadline. The first round commits a lease (it also checks the
+        // request), unless the queue is paused or out of delivery tokens (then the rest of a bad
+        // request is checked by the first lease committed). A later one commits a lease only when the leader's applied
         // state may hold more messages than the leases already on their way ask for: the
         // waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
         // every replica) for a message one of them takes.

@@ -81,7 +81,7 @@ export function encodeCommand(cmd: Command): Uint8Array {
     case CommandType.Configure: {
       const c = cmd.config
       w.u8(c.scheduling === undefined ? 0 : c.scheduling === SchedulingMode.Fair ? 1 : 2)
-      // The trailing fields (configVersion, messageTtlMs) are left out from the first of them
+      // The trailing fields (configVersion, messageTtlMs, orderedKeys) are left out from the first of them
       // that is unset with none set after it: the bytes are as before they existed.
       let end = CONFIG_NUMBER_FIELDS.length
       while (end > 0) {

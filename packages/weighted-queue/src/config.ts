@@ -27,7 +27,7 @@ export interface QueueConfig {
   readonly enqueueBatchMax: number
   /** Most messages one lease, redrive or purge takes; most lease ids in one ack/nack/extend. */
   readonly leaseBatchMax: number
-  /** Most messages stored (ready + delayed + leased + dead); enqueue beyond it is rejected. */
+  /** Most messages stored (ready + delayed + leased + dead + waiting); enqueue beyond it is rejected. */
   readonly queueMessagesMax: number
   /** Longest visibility timeout a lease or extend may ask for. */
   readonly visibilityMsMax: number

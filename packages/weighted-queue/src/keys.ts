@@ -192,7 +192,7 @@ export class PartitionKeys {
     return getU64(key, this.p + 1)
   }
 
-  /** An ordered key's turn: which message holds it and how many messages of the key are stored. */
+  /** An ordered key's turn: which message holds it, and the seqs [head, tail) of the key's line. */
   keyTurn(name: Uint8Array): Uint8Array {
     const k = this.make(KeyTag.KeyTurn, name.length)
     k.set(name, this.p + 1)

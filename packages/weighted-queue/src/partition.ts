@@ -93,13 +93,13 @@ export const PRODUCERS_CACHED_MAX = 1_024
  * inline body) are not cached, so a partition's cache stays under ~1 MB.
  */
 export const MESSAGE_METAS_CACHED_MAX = 2_048
+/** The largest message record cached (record fields plus an inline body). */
+export const MESSAGE_META_CACHED_BYTES_MAX = 320
 /**
  * Turns of ordered keys cached (key → its turn record as stored, or null: the key has none),
  * written through like the producer records: an enqueue or ack of a recent key reads none.
  */
 export const TURNS_CACHED_MAX = 4_096
-/** The largest message record cached (record fields plus an inline body). */
-export const MESSAGE_META_CACHED_BYTES_MAX = 320
 
 /** Decodes UTF-8 names (producer ids, ordered keys) read back from keys. */
 const TEXT = new TextDecoder()
@@ -265,9 +265,10 @@ export class QueuePartition {
   /**
    * Applies one command at the leader timestamp `nowMs` (clamped to be non-decreasing).
    * First expires what is due as of now (leases, delayed messages, dedup entries; at most
-   * `expiryBatchMax` of each), then runs the command. A command that is invalid or exceeds a
+   * `expiryBatchMax` of each), then runs the command; after each of the two, the turns of
+   * ordered keys whose holder left are handed on. A command that is invalid or exceeds a
    * limit returns `{ type: 'rejected', error }` and changes nothing itself.
-   * Returns the result, the engine ops and a generation for `release`.
+   * Returns the result, the engine ops, a generation for `release` and the turns passed.
    */
   async apply(command: Command, nowMs: number): Promise<Applied> {
     invariant(!this.applying, 'apply calls are serialised')
@@ -1462,8 +1463,9 @@ export class QueuePartition {
     )
     missing.forEach((label, i) => {
       const b = got[i]
-      const record =
-        b === undefined ? null : (decodeIdList(b) as unknown as readonly [number, number, number])
+      const list = b === undefined ? undefined : decodeIdList(b)
+      invariant(list === undefined || list.length === 3, 'turn record decodes')
+      const record = list === undefined ? null : (list as unknown as readonly [number, number, number])
       this.turnRecords.set(label, record)
       if (record !== null) turns.set(label, turnOf(distinct.get(label) as Uint8Array, record))
     })

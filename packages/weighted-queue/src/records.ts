@@ -183,8 +183,8 @@ export function encodeState(s: PartitionState): Uint8Array {
     .varint(s.nacked)
     .varint(s.expired)
     .varint(s.deadLettered)
-  // Written once nonzero (only with a message TTL, format level 8): before, the record reads
-  // as it did for a replica of an earlier version.
+  // Written once nonzero (only with a message TTL, format level 8), or to keep the place of
+  // `waiting`: before, the record reads as it did for a replica of an earlier version.
   if (s.discarded > 0 || s.waiting > 0) w.varint(s.discarded)
   // Likewise once nonzero (only with ordered keys).
   if (s.waiting > 0) w.varint(s.waiting)

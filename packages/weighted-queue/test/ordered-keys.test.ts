@@ -151,6 +151,9 @@ describe('ordered keys in records', () => {
   it('carries orderedKeys in a configure command only when set', () => {
     const plain = encodeCommand({ type: 'configure', config: { maxDeliveries: 2 } })
     const ordered = encodeCommand({ type: 'configure', config: { maxDeliveries: 2, orderedKeys: 1 } })
+    // Unset trailing fields are left out: configVersion and messageTtlMs (a 0 flag each) and
+    // orderedKeys (a 1 flag and the varint) are all the set one adds.
+    expect(ordered.length - plain.length).toBe(4)
     expect(decodeCommand(plain)).toEqual({ type: 'configure', config: { maxDeliveries: 2 } })
     expect(decodeCommand(ordered)).toEqual({
       type: 'configure',

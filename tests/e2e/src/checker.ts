@@ -31,7 +31,8 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  * - **keyOrder** (with `orderedKeys`): a key's message handed out before the message before it
  *   was acked. For each key, its messages known to be stored (enqueued ok, or delivered) in id
  *   order; every delivery of y must be received after the start of an ack of x, the one
- *   before it, that may have taken effect (ok for its lease, or of unknown outcome). A key's
+ *   before it, that may have taken effect (ok for its lease, or of unknown outcome for the
+ *   message's last delivery seen: a later delivery shows an earlier ack did not apply). A key's
  *   messages in two partitions are flagged too. With ordered keys, the fifo check leaves keyed
  *   messages out (one waits for its key's turn while later ones of other keys go ahead).
  * - **refused**: an enqueue that failed for good (a definite, non-retriable error). Every

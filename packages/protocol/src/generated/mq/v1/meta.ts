@@ -81,7 +81,8 @@ export interface QueueConfigUpdate {
     | undefined;
   /**
    * A larger partition count: the new partitions are placed on the data groups and routed at
-   * once. Partitions can only be added (needs format level 9, FORMAT_LEVEL_GROW_PARTITIONS).
+   * once. Partitions can only be added (needs format level 9, FORMAT_LEVEL_GROW_PARTITIONS),
+   * and not to a queue with ordered_keys.
    */
   partitions?:
     | number

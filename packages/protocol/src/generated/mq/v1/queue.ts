@@ -2896,7 +2896,10 @@ export const QueueService = {
       Buffer.from(LeaseResultsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LeaseResultsResponse => LeaseResultsResponse.decode(value),
   },
-  /** Deletes every ready message of the partition (delayed and leased ones stay). */
+  /**
+   * Deletes every ready message of the partition, and those waiting for their ordered key's
+   * turn (delayed and leased ones stay).
+   */
   purge: {
     path: "/mq.v1.Queue/Purge" as const,
     requestStream: false as const,
@@ -2976,7 +2979,10 @@ export interface QueueServer extends UntypedServiceImplementation {
   nack: handleUnaryCall<NackRequest, LeaseResultsResponse>;
   /** Pushes the deadline of leases further out. */
   extend: handleUnaryCall<ExtendRequest, LeaseResultsResponse>;
-  /** Deletes every ready message of the partition (delayed and leased ones stay). */
+  /**
+   * Deletes every ready message of the partition, and those waiting for their ordered key's
+   * turn (delayed and leased ones stay).
+   */
   purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
   /** Lists dead-lettered messages, oldest first, after `after_id`. */
   listDead: handleUnaryCall<ListDeadRequest, LeaseResponse>;
@@ -3078,7 +3084,10 @@ export interface QueueClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LeaseResultsResponse) => void,
   ): ClientUnaryCall;
-  /** Deletes every ready message of the partition (delayed and leased ones stay). */
+  /**
+   * Deletes every ready message of the partition, and those waiting for their ordered key's
+   * turn (delayed and leased ones stay).
+   */
   purge(
     request: PurgeRequest,
     callback: (error: ServiceError | null, response: PurgeResponse) => void,
