@@ -25,16 +25,26 @@ export type ListedMessage = LeasedMessage & { readonly partition: number }
 /**
  * `route` when it has the settings asked for that a meta leader of an earlier version drops
  * unread and answers as if done; else throws. `paused` (format level 12: its data-group
- * leaders would go on delivering) and `deliveryRate` (level 15: they would deliver at any
- * rate); undefined: not asked.
+ * leaders would go on delivering), `orderedKeys` (level 14: a queue created without them
+ * delivers a key's messages out of order, several at once) and `deliveryRate` (level 15: they
+ * would deliver at any rate); undefined: not asked.
  */
 function settingsHeeded(
   route: QueueRoute,
-  wanted: { readonly paused?: boolean | undefined; readonly deliveryRate?: number | undefined },
+  wanted: {
+    readonly paused?: boolean | undefined
+    readonly orderedKeys?: boolean | undefined
+    readonly deliveryRate?: number | undefined
+  },
 ): QueueRoute {
   if (wanted.paused !== undefined && (route.config?.paused ?? false) !== wanted.paused) {
     throw new InvalidArgumentError(
       `queue ${route.queue} was not ${wanted.paused ? 'paused' : 'resumed'}: the meta leader runs a version without paused queues (format level 12); upgrade every node first`,
+    )
+  }
+  if (wanted.orderedKeys && !route.config?.orderedKeys) {
+    throw new InvalidArgumentError(
+      `queue ${route.queue} was created without ordered keys: the meta leader runs a version without them (format level 14); delete the queue and upgrade every node first`,
     )
   }
   if (wanted.deliveryRate !== undefined && (route.config?.deliveryRate ?? 0) !== wanted.deliveryRate) {
@@ -43,18 +53,6 @@ function settingsHeeded(
     )
   }
   return route
-}
-
-/**
- * `route` of a queue created with ordered keys when it has them; else throws. A meta leader
- * of a version before ordered keys (format level 14) drops the field unread and creates the
- * queue without them: its messages would be delivered out of order, several of a key at once.
- */
-function orderingHeeded(route: QueueRoute, wanted: boolean | undefined): QueueRoute {
-  if (!wanted || route.config?.orderedKeys) return route
-  throw new InvalidArgumentError(
-    `queue ${route.queue} was created without ordered keys: the meta leader runs a version without them (format level 14); delete the queue and upgrade every node first`,
-  )
 }
 
 /** Cluster administration through the meta group. Every call retries redirects until its deadline. */
@@ -84,7 +82,7 @@ export class Admin {
       ...options,
     }
     const route = await this.#router.meta((m) => m.createQueue, { name, config })
-    return orderingHeeded(settingsHeeded(route, options), options.orderedKeys)
+    return settingsHeeded(route, options)
   }
 
   /** Changes the settings given in `update`; the rest stay. */

@@ -970,14 +970,9 @@ export class QueuePartition {
       const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.KeyWaiting), max)
       const names = entries.map(([k]) => this.keys.keyWaitingNameOf(k))
       const turns = await this.readTurns(names)
-      const values = entries.map(([, v]) => decodeReadyValue(v))
-      const metas = values.map((v) => v.meta)
-      await this.fillMetas(
-        values.map((v) => this.keys.message(v.id)),
-        metas,
-      )
+      const { ids: waitingIds, metas } = await this.messagesIn(entries.map(([, v]) => v))
       entries.forEach(([k], i) => {
-        const { id } = values[i] as { id: number }
+        const id = waitingIds[i] as number
         const meta = metas[i] as MessageMeta
         invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
         const turn = turns.get(TEXT.decode(names[i] as Uint8Array))
@@ -1133,9 +1128,17 @@ export class QueuePartition {
   ): Promise<{ entries: KeyValue[]; ids: number[]; metas: MessageMeta[] }> {
     const entries = await this.overlay.range(this.readyFrom(w), n)
     invariant(entries.length === n, `weight ${w} has ${n} ready entries`)
+    return { entries, ...(await this.messagesIn(entries.map(([, v]) => v))) }
+  }
+
+  /**
+   * The ids and records of the messages in index entries that hold them as a ready entry does
+   * (ready, waiting): records held in the entry decoded, the others read in one call.
+   */
+  private async messagesIn(values: readonly Uint8Array[]): Promise<{ ids: number[]; metas: MessageMeta[] }> {
     const ids: number[] = []
     const metas: (MessageMeta | undefined)[] = []
-    for (const [, v] of entries) {
+    for (const v of values) {
       const entry = decodeReadyValue(v)
       ids.push(entry.id)
       metas.push(entry.meta)
@@ -1144,7 +1147,7 @@ export class QueuePartition {
       ids.map((id) => this.keys.message(id)),
       metas,
     )
-    return { entries, ids, metas: metas as MessageMeta[] }
+    return { ids, metas: metas as MessageMeta[] }
   }
 
   /**
@@ -1422,17 +1425,14 @@ export class QueuePartition {
     }
     const heads = passing.map((t) => this.keys.keyWaiting(t.name, t.head))
     const got = await this.overlay.getMany(heads)
-    const entries = got.map((b, i) => {
-      invariant(b, `the head of a key's line is stored (${passing[i]?.holder})`)
-      return decodeReadyValue(b)
-    })
-    const metas = entries.map((e) => e.meta)
-    await this.fillMetas(
-      entries.map((e) => this.keys.message(e.id)),
-      metas,
+    const { ids, metas } = await this.messagesIn(
+      got.map((b, i) => {
+        invariant(b, `the head of a key's line is stored (${passing[i]?.holder})`)
+        return b
+      }),
     )
     passing.forEach((turn, i) => {
-      const { id } = entries[i] as { id: number }
+      const id = ids[i] as number
       const meta = metas[i] as MessageMeta
       invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
       this.del(heads[i] as Uint8Array)
