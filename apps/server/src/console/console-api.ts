@@ -41,6 +41,7 @@ const NUMBER_KEYS = [
   'deliveryRate',
 ] as const
 const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
+const FLAG_KEYS: readonly string[] = ['strictPriority', 'paused', 'orderedKeys']
 const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
   'partitions',
   'visibilityTimeoutMs',
@@ -340,8 +341,7 @@ export class ConsoleApi {
           Object.assign(config, { [key]: count(value, key) })
         else if ((STRING_KEYS as readonly string[]).includes(key))
           Object.assign(config, { [key]: text(value, key) })
-        else if (key === 'strictPriority' || key === 'paused' || key === 'orderedKeys')
-          Object.assign(config, { [key]: flag(value, key) })
+        else if (FLAG_KEYS.includes(key)) Object.assign(config, { [key]: flag(value, key) })
         else throw badRequest(`config.${key} is not a queue setting`)
       }
     }
@@ -412,7 +412,7 @@ function updateOf(body: unknown): UpdateQueueBody {
     update[key] =
       key === 'deadLetterQueue'
         ? text(value, key)
-        : key === 'strictPriority' || key === 'paused'
+        : FLAG_KEYS.includes(key)
           ? flag(value, key)
           : count(value, key)
   }
