@@ -391,6 +391,35 @@ describe('queue', () => {
     expectOneLineError(bad.stderr, /--delivery-rate/)
   })
 
+  it("sets a queue's retry backoff on create and update, shows it, and turns it off", async () => {
+    const created = await mq([
+      'queue',
+      'create',
+      'retry',
+      '--retry-backoff',
+      '2s',
+      '--retry-backoff-max',
+      '5m',
+    ])
+    expect(created.code).toBe(0)
+    expect(cluster.calls).toContain(
+      `createQueue:retry:${JSON.stringify({ retryBackoffMinMs: 2_000, retryBackoffMaxMs: 300_000 })}`,
+    )
+    expect((await mq(['queue', 'describe', 'retry', '--no-stats'])).stdout).toMatch(
+      /retry backoff: +2s doubling up to 5m/,
+    )
+    cluster.addQueue('jobs', 2)
+    await mq(['queue', 'update', 'jobs', '--retry-backoff', '500ms'])
+    expect(cluster.calls).toContain(`updateQueue:jobs:${JSON.stringify({ retryBackoffMinMs: 500 })}`)
+    await mq(['queue', 'update', 'jobs', '--retry-backoff', '0'])
+    expect((await mq(['queue', 'describe', 'jobs', '--no-stats'])).stdout).toMatch(
+      /retry backoff: +none \(a failed delivery is ready again at once\)/,
+    )
+    const bad = await mq(['queue', 'update', 'jobs', '--retry-backoff', 'soon'])
+    expect(bad.code).toBe(1)
+    expectOneLineError(bad.stderr, /--retry-backoff/)
+  })
+
   it('adds partitions to a queue', async () => {
     cluster.addQueue('jobs', 2)
     const r = await mq(['queue', 'update', 'jobs', '--partitions', '6'])

@@ -83,6 +83,8 @@ export class FakeBroker {
         paused: false,
         orderedKeys: false,
         deliveryRate: 0,
+        retryBackoffMinMs: 0,
+        retryBackoffMaxMs: 0,
         engine: 'memory',
       },
       partitions: partitions.map((_, partition) => ({

@@ -448,6 +448,8 @@ function defaultConfig(): QueueConfig {
     paused: false,
     orderedKeys: false,
     deliveryRate: 0,
+    retryBackoffMinMs: 0,
+    retryBackoffMaxMs: 0,
     engine: 'leveldb',
   }
 }

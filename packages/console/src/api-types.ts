@@ -119,6 +119,10 @@ export interface QueueConfigInfo {
   readonly orderedKeys: boolean
   /** Messages handed out per second over the whole queue, at most (0 = no limit). */
   readonly deliveryRate: number
+  /** A failed delivery waits this long before it is delivered again, doubling per attempt (0 = at once). */
+  readonly retryBackoffMinMs: number
+  /** The longest retry backoff. */
+  readonly retryBackoffMaxMs: number
 }
 
 /** Counts of one queue's weight (or the part of a queue's depth by weight) over its partitions. */
@@ -247,6 +251,8 @@ export type UpdateQueueBody = Partial<
     | 'messageTtlMs'
     | 'paused'
     | 'deliveryRate'
+    | 'retryBackoffMinMs'
+    | 'retryBackoffMaxMs'
   >
 >
 export interface ScaleBody {

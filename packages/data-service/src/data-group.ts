@@ -317,6 +317,15 @@ export class DataGroupMachine {
     return this.#partitions.get(idOf(queue, index))?.leasableAtMost(nowMs) ?? Number.POSITIVE_INFINITY
   }
 
+  /**
+   * The earliest time a lease deadline or a delayed message of `queue`'s partition `index` may
+   * fall due, as this replica has applied it (QueuePartition.nextTimedMs); Infinity when none
+   * or when the partition is not open here.
+   */
+  nextTimedMs(queue: string, index: number): number {
+    return this.#partitions.get(idOf(queue, index))?.nextTimedMs() ?? Number.POSITIVE_INFINITY
+  }
+
   /** The partitions held here whose config sets a message TTL, as `queue/index` (not fenced ones). */
   ttlPartitionIds(): string[] {
     const ids: string[] = []

@@ -56,6 +56,8 @@ const JOBS_CONFIG: QueueConfig = {
   paused: false,
   orderedKeys: false,
   deliveryRate: 0,
+  retryBackoffMinMs: 0,
+  retryBackoffMaxMs: 0,
 }
 
 /** A node holding partition jobs/0 in `group`; `config` gives the route's config of each lookup. */
@@ -256,6 +258,33 @@ describe('queue handlers', () => {
     const second = await polling
     expect(second.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['a2'])
     expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
+  it('wakes a long poll when a retry backoff or an expired lease falls due, not at its recheck', async () => {
+    const group = await localGroup(true, {
+      messageBytesMax: 100,
+      retryBackoffMinMs: 300,
+      retryBackoffMaxMs: 10_000,
+    })
+    Object.defineProperty(group, 'now', { get: () => Date.now() })
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    const lease = (waitMs: number, visibilityMs = 5_000) =>
+      call(h, 'lease', { target, consumerId: 'c', max: 10, visibilityMs, waitMs })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('m')] })
+    const first = await lease(0)
+    await call(h, 'nack', { target, leaseIds: [first.messages[0].leaseId] })
+    // Backed off 300 ms (the first attempt): the poll gets it then, not at the 5 s recheck.
+    let started = Date.now()
+    const second = await lease(4_000, 200)
+    expect(second.messages).toHaveLength(1)
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250)
+    expect(Date.now() - started).toBeLessThan(2_000)
+    // Its 200 ms lease expires, then the second attempt's backoff, 600 ms: about 0.8 s.
+    started = Date.now()
+    const third = await lease(4_000)
+    expect(third.messages.map((m: { deliveryCount: number }) => m.deliveryCount)).toEqual([3])
+    expect(Date.now() - started).toBeGreaterThanOrEqual(700)
+    expect(Date.now() - started).toBeLessThan(2_500)
   })
 
   it("paces a rate-limited queue's deliveries: a second's worth at once, then the rate", async () => {

@@ -94,6 +94,12 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
  */
 export const LEASE_QUICK_RETRIES_MAX = 8
 
+/**
+ * The shortest wait of a long poll for its partition's next due time: a due time already past
+ * (a lower bound the next apply moves on) does not make it loop on the event loop.
+ */
+const DUE_WAIT_MS_MIN = 5
+
 /** Messages one ListDead or ListReady answers, at most (and 4 MiB of bodies: LIST_BYTES_MAX). */
 const LIST_LIMIT_MAX = 1000
 /** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
@@ -303,7 +309,11 @@ export function queueHandlers(
             quick++
             continue
           }
-          await group.changed(Math.min(remaining, limits.leaseRecheckMs), controller.signal, since)
+          // Until a change, the recheck, or the partition's next lease deadline or delayed
+          // message (a nack's delay, a retry backoff, a not-before time) falls due.
+          const untilDue = group.machine.nextTimedMs(queue, partition) - group.nowMs()
+          const wait = Math.min(remaining, limits.leaseRecheckMs, Math.max(untilDue, DUE_WAIT_MS_MIN))
+          await group.changed(wait, controller.signal, since)
         }
       } finally {
         cancelled.removeEventListener('abort', stop)

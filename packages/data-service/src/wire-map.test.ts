@@ -1,5 +1,6 @@
 import {
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
   LeaseOutcome,
   type QueueConfig,
@@ -30,6 +31,8 @@ describe('wire mapping', () => {
       paused: false,
       orderedKeys: false,
       deliveryRate: 0,
+      retryBackoffMinMs: 0,
+      retryBackoffMaxMs: 0,
     }
     const base = {
       scheduling: 'strict',
@@ -55,6 +58,16 @@ describe('wire mapping', () => {
       ...base,
       orderedKeys: 1,
     })
+    // The retry backoff from its level on, 0 too (turned off reaches the partitions).
+    const backoff = { ...config, retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 }
+    expect(partitionConfigOf(backoff, FORMAT_LEVEL_RETRY_BACKOFF - 1)).toEqual({ ...base, messageTtlMs: 0 })
+    expect(partitionConfigOf(backoff, FORMAT_LEVEL_RETRY_BACKOFF)).toEqual({
+      ...base,
+      messageTtlMs: 0,
+      retryBackoffMinMs: 1_000,
+      retryBackoffMaxMs: 60_000,
+    })
+    expect(partitionConfigOf(config, FORMAT_LEVEL_RETRY_BACKOFF)).toMatchObject({ retryBackoffMinMs: 0 })
   })
 
   it('turns a produce into an enqueue with absolute not-before times', () => {

@@ -1,5 +1,6 @@
 import {
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   InvalidArgumentError,
   type LeasedMessage,
   LeaseOutcome,
@@ -48,6 +49,10 @@ export function partitionConfigOf(
     ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL ? { messageTtlMs: config.messageTtlMs } : {}),
     // Only when set: the meta leader creates such a queue only at FORMAT_LEVEL_ORDERED_KEYS.
     ...(config.orderedKeys ? { orderedKeys: 1 } : {}),
+    // From the level on always, 0 too (a backoff turned off reaches the partitions), as the TTL.
+    ...(formatLevel >= FORMAT_LEVEL_RETRY_BACKOFF
+      ? { retryBackoffMinMs: config.retryBackoffMinMs, retryBackoffMaxMs: config.retryBackoffMaxMs }
+      : {}),
   }
 }
 

@@ -5,6 +5,7 @@ import {
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_ORDERED_KEYS,
   FORMAT_LEVEL_PAUSE,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   type MetaServer,
   NotLeaderError,
   type QueueRoute,
@@ -77,6 +78,8 @@ describe('meta handlers', () => {
         paused: false,
         orderedKeys: false,
         deliveryRate: 0,
+        retryBackoffMinMs: 0,
+        retryBackoffMaxMs: 0,
         ...(dedupWindowMs !== undefined ? { dedupWindowMs } : {}),
       }
       return CreateQueueRequest.decode(CreateQueueRequest.encode({ name, config }).finish())
@@ -310,6 +313,46 @@ describe('meta handlers', () => {
       },
     )
     expect(meta.state.queue('orders')?.partitions).toHaveLength(2)
+  })
+
+  it("backs a queue's failed deliveries off only once every node heeds it (format level 16); turns it off at any level", async () => {
+    const meta = singleReplica()
+    for (const [n, level] of [
+      ['n1', FORMAT_LEVEL_RETRY_BACKOFF],
+      ['n2', FORMAT_LEVEL_RETRY_BACKOFF - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: level })
+    await meta.propose({ type: 'createGroup', replicas: ['n1', 'n2'] })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createQueue', { name: 'retry', config: { partitions: 1, retryBackoffMinMs: 1_000 } }),
+    ).rejects.toMatchObject({
+      details: expect.stringMatching(
+        /format level 15: a queue's failed deliveries can be backed off from level 16/,
+      ),
+    })
+    await call(h, 'createQueue', { name: 'jobs', config: { partitions: 2 } })
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMinMs: 1_000 } }),
+    ).rejects.toMatchObject({ details: expect.stringMatching(/backed off from level 16/) })
+    await call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMinMs: 0 } })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_RETRY_BACKOFF,
+    })
+    const backedOff = (await call(h, 'updateQueue', {
+      name: 'jobs',
+      update: { retryBackoffMinMs: 1_000 },
+    })) as QueueRoute
+    expect(backedOff.config).toMatchObject({ retryBackoffMinMs: 1_000, retryBackoffMaxMs: 600_000 })
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMaxMs: 500 } }),
+    ).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/retryBackoffMaxMs \(500\) is below retryBackoffMinMs \(1000\)/),
+    })
   })
 
   it("limits a queue's delivery rate only once every node heeds it (format level 15); lifts it at any level", async () => {

@@ -4,6 +4,7 @@ import {
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_ORDERED_KEYS,
   FORMAT_LEVEL_PAUSE,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   InvalidArgumentError,
   type MetaServer,
   mqError,
@@ -77,7 +78,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
    * partitions (level 9; the count the queue has already is no change), a pause (level 12;
    * resuming is always allowed), ordered keys (level 14), a delivery rate limit (level 15;
-   * lifting one is always allowed). One read at most. While a node that
+   * lifting one is always allowed), a retry backoff (level 16; turning it off is always
+   * allowed). One read at most. While a node that
    * holds a replica has not registered (a new cluster's founder before its first heartbeat),
    * the level is not known: UNAVAILABLE, which clients retry, not a refusal.
    */
@@ -89,6 +91,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       readonly paused?: boolean | undefined
       readonly orderedKeys?: boolean | undefined
       readonly deliveryRate?: number | undefined
+      readonly retryBackoffMinMs?: number | undefined
     },
   ): Promise<void> => {
     if (
@@ -96,7 +99,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       wanted.partitions === undefined &&
       !wanted.paused &&
       !wanted.orderedKeys &&
-      !wanted.deliveryRate
+      !wanted.deliveryRate &&
+      !wanted.retryBackoffMinMs
     )
       return
     const state = await meta.read()
@@ -120,6 +124,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (wanted.paused) refuse('a queue can be paused', FORMAT_LEVEL_PAUSE)
     if (wanted.orderedKeys) refuse('a queue can order its keys', FORMAT_LEVEL_ORDERED_KEYS)
     if (wanted.deliveryRate) refuse("a queue's deliveries can be rate limited", FORMAT_LEVEL_DELIVERY_RATE)
+    if (wanted.retryBackoffMinMs)
+      refuse("a queue's failed deliveries can be backed off", FORMAT_LEVEL_RETRY_BACKOFF)
   }
   /**
    * A dead-letter queue must be a valid name and not the queue itself (its dead letters would
@@ -152,6 +158,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         paused: req.config?.paused,
         orderedKeys: req.config?.orderedKeys,
         deliveryRate: req.config?.deliveryRate,
+        retryBackoffMinMs: req.config?.retryBackoffMinMs,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({

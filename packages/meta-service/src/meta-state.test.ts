@@ -155,6 +155,8 @@ describe('MetaState', () => {
       delete q.config.messageTtlMs
       delete q.config.orderedKeys
       delete q.config.deliveryRate
+      delete q.config.retryBackoffMinMs
+      delete q.config.retryBackoffMaxMs
     }
     const old = new MetaState()
     old.restore(new TextEncoder().encode(JSON.stringify(image)))
@@ -164,6 +166,8 @@ describe('MetaState', () => {
       messageTtlMs: 0,
       orderedKeys: false,
       deliveryRate: 0,
+      retryBackoffMinMs: 0,
+      retryBackoffMaxMs: 0,
       maxDeliveries: 7,
     })
     expect(old.snapshot()).toEqual(s.snapshot())

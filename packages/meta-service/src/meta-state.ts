@@ -1098,6 +1098,8 @@ function withLaterSettings(config: QueueSettings): QueueSettings {
     paused: config.paused ?? QUEUE_DEFAULTS.paused,
     orderedKeys: config.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
     deliveryRate: config.deliveryRate ?? QUEUE_DEFAULTS.deliveryRate,
+    retryBackoffMinMs: config.retryBackoffMinMs ?? QUEUE_DEFAULTS.retryBackoffMinMs,
+    retryBackoffMaxMs: config.retryBackoffMaxMs ?? QUEUE_DEFAULTS.retryBackoffMaxMs,
   }
 }
 

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { applyQueueConfigUpdate, QUEUE_DEFAULTS, resolveQueueConfig } from './queue-config'
+import {
+  applyQueueConfigUpdate,
+  QUEUE_DEFAULTS,
+  RETRY_BACKOFF_MAX_DEFAULT_MS,
+  resolveQueueConfig,
+} from './queue-config'
 
 describe('resolveQueueConfig', () => {
   it('fills defaults for unset fields', () => {
@@ -73,5 +78,37 @@ describe('delivery rate', () => {
     expect(applyQueueConfigUpdate(limited as typeof QUEUE_DEFAULTS, { deliveryRate: 0 })).toEqual(
       QUEUE_DEFAULTS,
     )
+  })
+})
+
+describe('retry backoff', () => {
+  it('is off by default; a minimum alone gets a 10-minute maximum (or the minimum, if longer)', () => {
+    expect(QUEUE_DEFAULTS).toMatchObject({ retryBackoffMinMs: 0, retryBackoffMaxMs: 0 })
+    expect(resolveQueueConfig({ retryBackoffMinMs: 2_000 })).toMatchObject({
+      retryBackoffMinMs: 2_000,
+      retryBackoffMaxMs: RETRY_BACKOFF_MAX_DEFAULT_MS,
+    })
+    expect(resolveQueueConfig({ retryBackoffMinMs: 3_600_000 })).toMatchObject({
+      retryBackoffMaxMs: 3_600_000,
+    })
+    expect(applyQueueConfigUpdate(QUEUE_DEFAULTS, { retryBackoffMinMs: 500 })).toMatchObject({
+      retryBackoffMinMs: 500,
+      retryBackoffMaxMs: RETRY_BACKOFF_MAX_DEFAULT_MS,
+    })
+  })
+
+  it('refuses a maximum below the minimum and bounds past a day; turning it off keeps the maximum', () => {
+    expect(resolveQueueConfig({ retryBackoffMinMs: 5_000, retryBackoffMaxMs: 1_000 })).toBe(
+      'retryBackoffMaxMs (1000) is below retryBackoffMinMs (5000); set the longest backoff at least as long as the shortest',
+    )
+    expect(resolveQueueConfig({ retryBackoffMinMs: 86_400_001 })).toMatch(
+      /^retryBackoffMinMs must be an integer from 0 to 86400000, got 86400001/,
+    )
+    const on = applyQueueConfigUpdate(QUEUE_DEFAULTS, { retryBackoffMinMs: 100, retryBackoffMaxMs: 900 })
+    expect(on).toMatchObject({ retryBackoffMinMs: 100, retryBackoffMaxMs: 900 })
+    expect(applyQueueConfigUpdate(on as typeof QUEUE_DEFAULTS, { retryBackoffMinMs: 0 })).toMatchObject({
+      retryBackoffMinMs: 0,
+      retryBackoffMaxMs: 900,
+    })
   })
 })

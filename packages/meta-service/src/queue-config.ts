@@ -20,6 +20,8 @@ export const QUEUE_LIMITS = {
   dedupWindowMs: [0, 24 * 3600_000],
   messageTtlMs: [0, 365 * 24 * 3600_000],
   deliveryRate: [0, 1_000_000],
+  retryBackoffMinMs: [0, 24 * 3600_000],
+  retryBackoffMaxMs: [0, 24 * 3600_000],
 } as const satisfies Record<string, readonly [number, number]>
 
 /** What a setting is when a create request leaves it 0 or empty. */
@@ -37,7 +39,12 @@ export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   paused: false,
   orderedKeys: false,
   deliveryRate: 0,
+  retryBackoffMinMs: 0,
+  retryBackoffMaxMs: 0,
 }
+
+/** The longest retry backoff of a queue that sets only the shortest (Pub/Sub's default). */
+export const RETRY_BACKOFF_MAX_DEFAULT_MS = 10 * 60_000
 
 /**
  * Returns the full config of a new queue: `requested` with every 0 / empty field set to its
@@ -59,8 +66,10 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettin
     paused: requested.paused ?? QUEUE_DEFAULTS.paused,
     orderedKeys: requested.orderedKeys ?? QUEUE_DEFAULTS.orderedKeys,
     deliveryRate: requested.deliveryRate ?? QUEUE_DEFAULTS.deliveryRate,
+    retryBackoffMinMs: requested.retryBackoffMinMs ?? QUEUE_DEFAULTS.retryBackoffMinMs,
+    retryBackoffMaxMs: requested.retryBackoffMaxMs ?? QUEUE_DEFAULTS.retryBackoffMaxMs,
   }
-  return configProblem(config) ?? config
+  return configProblem(withBackoffMax(config)) ?? withBackoffMax(config)
 }
 
 /**
@@ -92,8 +101,17 @@ export function applyQueueConfigUpdate(
     ...(update.messageTtlMs !== undefined ? { messageTtlMs: update.messageTtlMs } : {}),
     ...(update.paused !== undefined ? { paused: update.paused } : {}),
     ...(update.deliveryRate !== undefined ? { deliveryRate: update.deliveryRate } : {}),
+    ...(update.retryBackoffMinMs !== undefined ? { retryBackoffMinMs: update.retryBackoffMinMs } : {}),
+    ...(update.retryBackoffMaxMs !== undefined ? { retryBackoffMaxMs: update.retryBackoffMaxMs } : {}),
   }
-  return configProblem(next) ?? next
+  return configProblem(withBackoffMax(next)) ?? withBackoffMax(next)
+}
+
+/** A retry backoff with a minimum and no maximum gets the default maximum. */
+function withBackoffMax(config: QueueSettings): QueueSettings {
+  return config.retryBackoffMinMs > 0 && config.retryBackoffMaxMs === 0
+    ? { ...config, retryBackoffMaxMs: Math.max(RETRY_BACKOFF_MAX_DEFAULT_MS, config.retryBackoffMinMs) }
+    : config
 }
 
 function configProblem(config: QueueSettings): string | undefined {
@@ -106,6 +124,9 @@ function configProblem(config: QueueSettings): string | undefined {
   if (typeof config.paused !== 'boolean') return `paused must be true or false, got ${String(config.paused)}`
   if (typeof config.orderedKeys !== 'boolean') {
     return `orderedKeys must be true or false, got ${String(config.orderedKeys)}`
+  }
+  if (config.retryBackoffMinMs > config.retryBackoffMaxMs) {
+    return `retryBackoffMaxMs (${config.retryBackoffMaxMs}) is below retryBackoffMinMs (${config.retryBackoffMinMs}); set the longest backoff at least as long as the shortest`
   }
   if (!(STORAGE_ENGINES as readonly string[]).includes(config.engine)) {
     return `engine ${JSON.stringify(config.engine)} is unknown; known engines: ${STORAGE_ENGINES.join(', ')}`

@@ -41,8 +41,12 @@
  * 15. a queue's delivery rate limit (`deliveryRate` in its config, CreateQueue and
  *    UpdateQueue): a meta replica of an earlier version would drop it, and a data-group leader
  *    of an earlier version would hand messages out at any rate.
+ * 16. a queue's retry backoff (`retryBackoffMinMs`, `retryBackoffMaxMs` in its config and in its
+ *    partition config of `open`, `import` and `configure` entries): a replica of an earlier
+ *    version cannot read the partition config, and a meta replica of an earlier version would
+ *    drop the setting.
  */
-export const FORMAT_LEVEL = 15
+export const FORMAT_LEVEL = 16
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -85,6 +89,9 @@ export const FORMAT_LEVEL_ORDERED_KEYS = 14
 
 /** The level from which a queue's deliveries can be rate limited (`deliveryRate` in its config). */
 export const FORMAT_LEVEL_DELIVERY_RATE = 15
+
+/** The level from which a queue's failed deliveries can be backed off (`retryBackoffMinMs`). */
+export const FORMAT_LEVEL_RETRY_BACKOFF = 16
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

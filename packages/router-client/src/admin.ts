@@ -26,8 +26,9 @@ export type ListedMessage = LeasedMessage & { readonly partition: number }
  * `route` when it has the settings asked for that a meta leader of an earlier version drops
  * unread and answers as if done; else throws. `paused` (format level 12: its data-group
  * leaders would go on delivering), `orderedKeys` (level 14: a queue created without them
- * delivers a key's messages out of order, several at once) and `deliveryRate` (level 15: they
- * would deliver at any rate); undefined: not asked.
+ * delivers a key's messages out of order, several at once), `deliveryRate` (level 15: they
+ * would deliver at any rate) and the retry backoff (level 16: failed deliveries would be retried
+ * at once); undefined (a maximum: 0 too, which the meta leader fills in): not asked.
  */
 function settingsHeeded(
   route: QueueRoute,
@@ -35,6 +36,8 @@ function settingsHeeded(
     readonly paused?: boolean | undefined
     readonly orderedKeys?: boolean | undefined
     readonly deliveryRate?: number | undefined
+    readonly retryBackoffMinMs?: number | undefined
+    readonly retryBackoffMaxMs?: number | undefined
   },
 ): QueueRoute {
   if (wanted.paused !== undefined && (route.config?.paused ?? false) !== wanted.paused) {
@@ -50,6 +53,16 @@ function settingsHeeded(
   if (wanted.deliveryRate !== undefined && (route.config?.deliveryRate ?? 0) !== wanted.deliveryRate) {
     throw new InvalidArgumentError(
       `queue ${route.queue}'s delivery rate is not ${wanted.deliveryRate}/s: the meta leader runs a version without delivery rates (format level 15); upgrade every node, then set it again (updateQueue)`,
+    )
+  }
+  const min = route.config?.retryBackoffMinMs ?? 0
+  const max = route.config?.retryBackoffMaxMs ?? 0
+  if (
+    (wanted.retryBackoffMinMs !== undefined && min !== wanted.retryBackoffMinMs) ||
+    (wanted.retryBackoffMaxMs && max !== wanted.retryBackoffMaxMs)
+  ) {
+    throw new InvalidArgumentError(
+      `queue ${route.queue}'s retry backoff is ${min} to ${max} ms, not what was asked: the meta leader runs a version without retry backoffs (format level 16); upgrade every node, then set it again (updateQueue)`,
     )
   }
   return route
@@ -79,6 +92,8 @@ export class Admin {
       paused: false,
       orderedKeys: false,
       deliveryRate: 0,
+      retryBackoffMinMs: 0,
+      retryBackoffMaxMs: 0,
       ...options,
     }
     const route = await this.#router.meta((m) => m.createQueue, { name, config })

@@ -658,6 +658,22 @@ describe('MqClient', () => {
     broker.rateUnknown = false
   })
 
+  it('creates a queue with a retry backoff, and says so when the meta leader dropped it', async () => {
+    const route = await client.admin.createQueue('b1', {
+      retryBackoffMinMs: 1_000,
+      retryBackoffMaxMs: 60_000,
+    })
+    expect(route.config).toMatchObject({ retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 })
+    // A minimum alone: the meta leader fills the maximum in, which is not a dropped setting.
+    await client.admin.createQueue('b2', { retryBackoffMinMs: 1_000 })
+    broker.backoffUnknown = true
+    await expect(client.admin.createQueue('b3', { retryBackoffMinMs: 1_000 })).rejects.toThrow(
+      "queue b3's retry backoff is 0 to 0 ms, not what was asked: the meta leader runs a version without retry backoffs (format level 16); upgrade every node, then set it again (updateQueue)",
+    )
+    await client.admin.createQueue('b4')
+    broker.backoffUnknown = false
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

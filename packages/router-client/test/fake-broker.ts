@@ -81,6 +81,8 @@ export class FakeBroker {
   pauseUnknown = false
   /** Acts as a meta leader of a version before ordered keys: creates queues without them. */
   orderingUnknown = false
+  /** Answers CreateQueue without the retry backoff, as a meta leader of level 15 or below. */
+  backoffUnknown = false
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
   rateUnknown = false
@@ -192,6 +194,8 @@ export class FakeBroker {
         paused: this.paused.has(name),
         orderedKeys: false,
         deliveryRate: this.rates.get(name) ?? 0,
+        retryBackoffMinMs: 0,
+        retryBackoffMaxMs: 0,
         engine: 'leveldb',
       },
       partitions: Array.from({ length: q.partitions }, (_, partition) => ({
@@ -223,7 +227,13 @@ export class FakeBroker {
           queueId: 0,
           partitionsEpoch: 0,
           ...(req.config
-            ? { config: { ...req.config, orderedKeys: req.config.orderedKeys && !this.orderingUnknown } }
+            ? {
+                config: {
+                  ...req.config,
+                  orderedKeys: req.config.orderedKeys && !this.orderingUnknown,
+                  ...(this.backoffUnknown ? { retryBackoffMinMs: 0, retryBackoffMaxMs: 0 } : {}),
+                },
+              }
             : {}),
         }
       }),

@@ -206,6 +206,29 @@ describe('config versions', () => {
     expect(decodeConfig(withTtl).messageTtlMs).toBe(90_000)
   })
 
+  it('writes the retry backoff only when set: without it, configs and configures are the bytes of before', () => {
+    const plain: Command = { type: 'configure', config: { configVersion: 42, orderedKeys: 1 } }
+    const backoff: Command = {
+      type: 'configure',
+      config: { configVersion: 42, orderedKeys: 1, retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 },
+    }
+    const minOnly: Command = { type: 'configure', config: { retryBackoffMinMs: 500 } }
+    for (const c of [backoff, minOnly]) expect(decodeCommand(encodeCommand(c))).toEqual(c)
+    expect(encodeCommand(backoff).length).toBeGreaterThan(encodeCommand(plain).length)
+    expect(encodeCommand(backoff).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))
+    const stored = encodeConfig({ ...QUEUE_CONFIG_DEFAULT, configVersion: 7, orderedKeys: 1 })
+    const withBackoff = encodeConfig({
+      ...QUEUE_CONFIG_DEFAULT,
+      configVersion: 7,
+      orderedKeys: 1,
+      retryBackoffMinMs: 1_000,
+      retryBackoffMaxMs: 60_000,
+    })
+    expect(withBackoff.subarray(0, stored.length)).toEqual(stored)
+    expect(decodeConfig(stored)).toMatchObject({ retryBackoffMinMs: 0, retryBackoffMaxMs: 0 })
+    expect(decodeConfig(withBackoff)).toMatchObject({ retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 })
+  })
+
   it('writes the discarded counter of the state record only once nonzero: before, the bytes of before', () => {
     const before = encodeState(PARTITION_STATE_INITIAL)
     const after = encodeState({ ...PARTITION_STATE_INITIAL, discarded: 7 })

@@ -55,6 +55,14 @@ export interface QueueConfig {
    * 0: keys only route. Set when the partition is created: a `configure` cannot change it.
    */
   readonly orderedKeys: number
+  /**
+   * Retry backoff: a message whose lease expired, or that was nacked without a delay of its
+   * own, is delayed by retryBackoffMinMs · 2^(attempts − 1), at most
+   * max(retryBackoffMinMs, retryBackoffMaxMs), instead of being ready again at once. 0 = off.
+   */
+  readonly retryBackoffMinMs: number
+  /** The longest retry backoff (see retryBackoffMinMs); below it, the minimum is the longest. */
+  readonly retryBackoffMaxMs: number
 }
 
 export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
@@ -73,7 +81,12 @@ export const QUEUE_CONFIG_DEFAULT: QueueConfig = {
   configVersion: 0,
   messageTtlMs: 0,
   orderedKeys: 0,
+  retryBackoffMinMs: 0,
+  retryBackoffMaxMs: 0,
 }
+
+/** The longest retry backoff a config may set: a day. */
+export const RETRY_BACKOFF_MS_MAX = 24 * 60 * 60_000
 
 /** Upper bounds on the config itself, so that every derived buffer stays bounded. */
 const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [number, number]> = {
@@ -94,6 +107,9 @@ const CONFIG_LIMITS: Record<Exclude<keyof QueueConfig, 'scheduling'>, readonly [
   messageTtlMs: [0, 365 * 24 * 60 * 60_000],
   // Written only when set, as messageTtlMs (a replica of an earlier version cannot read it).
   orderedKeys: [0, 1],
+  // Written only when set, as messageTtlMs.
+  retryBackoffMinMs: [0, RETRY_BACKOFF_MS_MAX],
+  retryBackoffMaxMs: [0, RETRY_BACKOFF_MS_MAX],
 }
 
 /** The fields that a config stored, or a `configure` written, before they existed lacks. */
@@ -101,6 +117,8 @@ export const TRAILING_CONFIG_FIELDS: ReadonlySet<string> = new Set([
   'configVersion',
   'messageTtlMs',
   'orderedKeys',
+  'retryBackoffMinMs',
+  'retryBackoffMaxMs',
 ])
 
 /**
@@ -131,3 +149,18 @@ export function resolveConfig(base: QueueConfig, patch: Partial<QueueConfig> = {
 
 /** The config fields in their fixed encoding order. */
 export const CONFIG_NUMBER_FIELDS = Object.keys(CONFIG_LIMITS) as readonly (keyof typeof CONFIG_LIMITS)[]
+
+/**
+ * How long a message that failed its `attempts`-th delivery (its lease expired, or a nack
+ * without a delay) waits before it is ready again under `config`'s retry backoff: the minimum
+ * doubled per attempt after the first, capped at the larger of the two bounds. 0 = no backoff
+ * (ready again at once).
+ */
+export function retryBackoffMs(config: QueueConfig, attempts: number): number {
+  const min = config.retryBackoffMinMs
+  if (min === 0) return 0
+  const cap = Math.max(min, config.retryBackoffMaxMs)
+  // 2^31 · min is past any cap (both ≤ a day), and keeps the product exact.
+  const doublings = Math.min(Math.max(attempts - 1, 0), 31)
+  return Math.min(cap, min * 2 ** doublings)
+}

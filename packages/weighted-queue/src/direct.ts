@@ -37,6 +37,11 @@ export class DirectPartition {
     return this.partition.config
   }
 
+  /** See QueuePartition.nextTimedMs. */
+  nextTimedMs(): number {
+    return this.partition.nextTimedMs()
+  }
+
   /** See QueuePartition.leasableAtMost. */
   leasableAtMost(nowMs: number): number {
     return this.partition.leasableAtMost(nowMs)

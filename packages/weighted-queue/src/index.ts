@@ -22,7 +22,7 @@ export type {
 } from './commands'
 export { CommandType, LeaseStatus } from './commands'
 export type { QueueConfig } from './config'
-export { QUEUE_CONFIG_DEFAULT, SchedulingMode } from './config'
+export { QUEUE_CONFIG_DEFAULT, RETRY_BACKOFF_MS_MAX, retryBackoffMs, SchedulingMode } from './config'
 export { DirectPartition } from './direct'
 export {
   InvalidArgumentError,

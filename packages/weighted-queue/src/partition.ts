@@ -13,7 +13,13 @@ import type {
   WeightStats,
 } from './commands'
 import { CommandType, LeaseStatus as Status } from './commands'
-import { QUEUE_CONFIG_DEFAULT, type QueueConfig, resolveConfig, SchedulingMode } from './config'
+import {
+  QUEUE_CONFIG_DEFAULT,
+  type QueueConfig,
+  resolveConfig,
+  retryBackoffMs,
+  SchedulingMode,
+} from './config'
 import {
   InvalidArgumentError,
   invariant,
@@ -308,7 +314,6 @@ export class QueuePartition {
     this.overlay.release(generation)
   }
 
-  /** Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key per ready weight. */
   /**
    * At most how many messages a lease at `nowMs` could find: the ready ones, or Infinity when
    * a lease deadline or a delayed message may be due (the time indexes' lower bounds). A long
@@ -322,6 +327,17 @@ export class QueuePartition {
     return n
   }
 
+  /**
+   * The earliest time a lease deadline or a delayed message may fall due (a lower bound of
+   * the time indexes; Infinity when neither holds an entry): a long poll waiting for messages
+   * looks again then rather than at its next periodic recheck, so a nack's delay, a retry
+   * backoff or a not-before time is kept to the millisecond, not to the recheck.
+   */
+  nextTimedMs(): number {
+    return Math.min(this.nextDeadlineMs, this.nextDueMs)
+  }
+
+  /** Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key per ready weight. */
   async stats(nowMs: number): Promise<QueueStats> {
     const inWindow = new Map<number, number>()
     for (let i = 0; i < this.window.filled; i++) {
@@ -820,9 +836,8 @@ export class QueuePartition {
         continue
       }
       this.st.nacked++
-      if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(id, meta)
-      else if (ms > 0) this.toDelayed(id, meta, now + ms)
-      else this.toReady(id, meta, ReadyBand.Returned)
+      if (ms > 0 && meta.attempts < this.configValue.maxDeliveries) this.toDelayed(id, meta, now + ms)
+      else this.retry(id, meta, now)
     }
     this.leaveLeaseGroups(leaving, groups)
     if (extended.length > 0) this.addLeaseGroup(now + ms, extended)
@@ -1229,10 +1244,22 @@ export class QueuePartition {
       live.set(e.group, (live.get(e.group) as number) - 1)
       this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
       this.st.expired++
-      if (meta.attempts >= this.configValue.maxDeliveries) this.toDead(e.id, meta)
-      else this.toReady(e.id, meta, ReadyBand.Returned)
+      this.retry(e.id, meta, now)
     }
     for (const [group, n] of live) invariant(n === 0, `lease group ${group} counted its live members`)
+  }
+
+  /**
+   * A delivery that failed (its lease expired, or a nack without a delay): dead-lettered after
+   * maxDeliveries attempts, else delayed by the retry backoff, or ready again at once at the
+   * head of its weight when there is none.
+   */
+  private retry(id: number, meta: MessageMeta, now: number): void {
+    const cfg = this.configValue
+    const backoffMs = retryBackoffMs(cfg, meta.attempts)
+    if (meta.attempts >= cfg.maxDeliveries) this.toDead(id, meta)
+    else if (backoffMs > 0) this.toDelayed(id, meta, now + backoffMs)
+    else this.toReady(id, meta, ReadyBand.Returned)
   }
 
   /** Records one lease group: the (id, delivery) pairs in `members` are due at `deadlineMs`. */

@@ -323,6 +323,47 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await lease(q, 53, 5)).map((l) => [l.messageId, l.deliveryCount])).toEqual([[1, 2]])
   })
 
+  it('backs a failed delivery off by the retry backoff: doubling per attempt, capped, a nack delay first', async () => {
+    const q = await queue({ retryBackoffMinMs: 100, retryBackoffMaxMs: 300, maxDeliveries: 5 })
+    await enqueue(q, 0, { body: text('x') }, { body: text('y') })
+    const attempt = async (now: number) => {
+      const [l] = await lease(q, now, 1, 50)
+      return l as Lease
+    }
+    // 1st delivery nacked: 100 ms; 2nd expired at its deadline: 200 ms; 3rd nacked: capped at 300.
+    let l = await attempt(0)
+    expect(l).toMatchObject({ messageId: 1, deliveryCount: 1 })
+    await q.apply({ type: 'nack', leaseIds: [l.leaseId] }, 10)
+    expect((await q.stats(10)).weights[0]).toMatchObject({ ready: 1, delayed: 1 })
+    expect((await lease(q, 109, 5, 50_000)).map((x) => x.messageId)).toEqual([2])
+    l = await attempt(110)
+    expect(l).toMatchObject({ messageId: 1, deliveryCount: 2 })
+    expect(await lease(q, 160, 1)).toEqual([]) // expired at 160: back off until 360
+    expect(await lease(q, 359, 1)).toEqual([])
+    l = await attempt(360)
+    expect(l).toMatchObject({ messageId: 1, deliveryCount: 3 })
+    await q.apply({ type: 'nack', leaseIds: [l.leaseId] }, 370)
+    expect(await lease(q, 669, 1)).toEqual([])
+    l = await attempt(670)
+    expect(l).toMatchObject({ messageId: 1, deliveryCount: 4 })
+    // A nack's own delay wins over the backoff.
+    await q.apply({ type: 'nack', leaseIds: [l.leaseId], delayMs: 20 }, 680)
+    l = await attempt(700)
+    expect(l).toMatchObject({ messageId: 1, deliveryCount: 5 })
+    // The last attempt goes to the dead letters at once, not after a backoff.
+    await q.apply({ type: 'nack', leaseIds: [l.leaseId] }, 710)
+    expect((await q.stats(710)).weights[0]).toMatchObject({ ready: 0, delayed: 0, dead: 1 })
+    // Turned off by a configure: a failed delivery is ready again at once, at the head.
+    await q.apply({ type: 'configure', config: { retryBackoffMinMs: 0 } }, 720)
+    await enqueue(q, 720, { body: text('z') }, { body: text('w') })
+    const [z] = await lease(q, 720, 1, 50)
+    await q.apply({ type: 'nack', leaseIds: [z?.leaseId as string] }, 722)
+    expect((await lease(q, 722, 5)).map((x) => [x.messageId, x.deliveryCount])).toEqual([
+      [3, 2],
+      [4, 1],
+    ])
+  })
+
   it('holds delayed messages until their not-before time, then queues them at the tail', async () => {
     const q = await queue()
     await enqueue(q, 100, { body: text('later'), notBeforeMs: 300 }, { body: text('now'), notBeforeMs: 50 })

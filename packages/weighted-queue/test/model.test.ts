@@ -12,22 +12,30 @@ describe.each(ENGINES)(
   'model-based: QueuePartition on $name matches the reference model',
   ({ name, open }) => {
     it.each([
-      [1, 0, 0],
-      [3, 0, 0],
-      [1, 1, 0],
-      [3, 1, 0],
-      [1, 0, 250],
-      [3, 1, 250],
+      [1, 0, 0, 0],
+      [3, 0, 0, 0],
+      [1, 1, 0, 0],
+      [3, 1, 0, 0],
+      [1, 0, 250, 0],
+      [3, 1, 250, 0],
+      [1, 0, 0, 20],
+      [3, 1, 250, 20],
     ])(
-      'with ops flushed every %i applies, orderedKeys %i, messageTtlMs %i',
-      async (flushEvery, orderedKeys, messageTtlMs) => {
+      'with ops flushed every %i applies, orderedKeys %i, messageTtlMs %i, retryBackoffMinMs %i',
+      async (flushEvery, orderedKeys, messageTtlMs, retryBackoffMinMs) => {
         await fc.assert(
           fc.asyncProperty(
             fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
             async (cmds) => {
               const { engine, dispose } = await open()
               try {
-                const config = { ...CONFIG, orderedKeys, messageTtlMs }
+                const config = {
+                  ...CONFIG,
+                  orderedKeys,
+                  messageTtlMs,
+                  retryBackoffMinMs,
+                  retryBackoffMaxMs: 70,
+                }
                 const real = await LaggedQueue.open(engine, Uint8Array.of(0x70, 0x01), config, flushEvery)
                 const world: World = { model: new ModelQueue(config), real, nowMs: 1_000 }
                 await fc.asyncModelRun(() => ({ model: world, real: world }), cmds)

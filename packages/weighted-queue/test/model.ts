@@ -224,14 +224,29 @@ export class ModelQueue {
     this.depart(m)
   }
 
+  /** A failed delivery: dead after maxDeliveries attempts, else backed off, else ready at the head. */
+  private retry(m: ModelMessage, now: number): void {
+    const { maxDeliveries, retryBackoffMinMs: min, retryBackoffMaxMs: max } = this.config
+    // Written out here, not imported: the model checks the partition's arithmetic.
+    let backoff = min
+    for (let i = 1; i < m.attempts && backoff < max; i++) backoff *= 2
+    if (m.attempts >= maxDeliveries) this.toDead(m)
+    else if (min > 0) this.toDelayed(m, now + Math.min(backoff, Math.max(min, max)))
+    else this.toReady(m, 0)
+  }
+
+  private toDelayed(m: ModelMessage, dueMs: number): void {
+    m.state = 'delayed'
+    m.dueMs = dueMs
+  }
+
   private expire(now: number): void {
     const leases = [...this.messages.values()]
       .filter((m) => m.state === 'leased' && m.deadlineMs <= now)
       .sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
     for (const m of leases) {
       this.counters.expired++
-      if (m.attempts >= this.config.maxDeliveries) this.toDead(m)
-      else this.toReady(m, 0)
+      this.retry(m, now)
     }
     const due = [...this.messages.values()]
       .filter((m) => m.state === 'delayed' && m.dueMs <= now)
@@ -408,10 +423,8 @@ export class ModelQueue {
             this.messages.delete(m.id)
             this.depart(m)
           } else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
-          else if (ms > 0) {
-            m.state = 'delayed'
-            m.dueMs = now + ms
-          } else this.toReady(m, 0)
+          else if (ms > 0) this.toDelayed(m, now + ms)
+          else this.retry(m, now)
         }
         this.syncBacklog()
         if (cmd.type === 'extend') {

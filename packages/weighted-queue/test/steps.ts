@@ -244,9 +244,10 @@ const [
       md: fc.option(fc.integer({ min: 1, max: 3 })),
       win: fc.option(fc.constantFrom(4, 8, 70), { freq: 4 }),
       ordered: fc.option(fc.constantFrom(0, 1), { freq: 4 }),
+      backoff: fc.option(fc.tuple(fc.constantFrom(0, 5, 40), fc.constantFrom(0, 30, 100)), { freq: 4 }),
     })
     .map(
-      ({ dt, scheduling, md, win, ordered }) =>
+      ({ dt, scheduling, md, win, ordered, backoff }) =>
         new Step('configure', dt, () => ({
           type: 'configure',
           config: {
@@ -255,6 +256,7 @@ const [
             ...(win !== null ? { shareWindowLeases: win } : {}),
             // Set at creation: a configure that would change it is rejected, changing nothing.
             ...(ordered !== null ? { orderedKeys: ordered } : {}),
+            ...(backoff !== null ? { retryBackoffMinMs: backoff[0], retryBackoffMaxMs: backoff[1] } : {}),
           },
         })),
     ),

@@ -27,6 +27,8 @@ interface SettingFlags {
   deadLetterQueue?: string
   maxMessageBytes?: number
   deliveryRate?: number
+  retryBackoff?: number
+  retryBackoffMax?: number
 }
 
 function addSettingFlags(command: Command): Command {
@@ -59,6 +61,16 @@ function addSettingFlags(command: Command): Command {
       'hand out at most N messages a second over the whole queue (each partition its share; 0 = no limit)',
       integerArg(0, 1_000_000),
     )
+    .option(
+      '--retry-backoff <duration>',
+      'delay a failed delivery (expired lease, nack) before it is delivered again, doubling per attempt (e.g. 1s; 0 = at once)',
+      durationArg,
+    )
+    .option(
+      '--retry-backoff-max <duration>',
+      'the longest retry backoff (10m unless set; at least --retry-backoff)',
+      durationArg,
+    )
 }
 
 function settings(flags: SettingFlags): QueueConfigUpdate {
@@ -72,12 +84,22 @@ function settings(flags: SettingFlags): QueueConfigUpdate {
   if (flags.deadLetterQueue !== undefined) update.deadLetterQueue = flags.deadLetterQueue
   if (flags.maxMessageBytes !== undefined) update.messageBytesMax = flags.maxMessageBytes
   if (flags.deliveryRate !== undefined) update.deliveryRate = flags.deliveryRate
+  if (flags.retryBackoff !== undefined) update.retryBackoffMinMs = flags.retryBackoff
+  if (flags.retryBackoffMax !== undefined) update.retryBackoffMaxMs = flags.retryBackoffMax
   return update
 }
 
 /** A dedup window as shown: "5m", or "off" (0; unset from a meta leader of an older version). */
 function dedupText(ms: number | undefined): string {
   return ms ? formatDuration(ms) : 'off'
+}
+
+/** A retry backoff as shown: "1s doubling up to 10m", or none (min 0). */
+function backoffText(minMs: number, maxMs: number): string {
+  if (!minMs) return 'none (a failed delivery is ready again at once)'
+  return maxMs > minMs
+    ? `${formatDuration(minMs)} doubling up to ${formatDuration(maxMs)}`
+    : formatDuration(minMs)
 }
 
 /** "1 partition", "4 partitions". */
@@ -355,6 +377,7 @@ function configFields(route: QueueRoute): [string, string | number | boolean][] 
     ['delivery rate', c?.deliveryRate ? `at most ${c.deliveryRate} messages/s` : 'no limit'],
     ['visibility', c ? formatDuration(c.visibilityTimeoutMs) : '-'],
     ['max deliveries', c?.maxDeliveries ?? '-'],
+    ['retry backoff', c ? backoffText(c.retryBackoffMinMs, c.retryBackoffMaxMs) : '-'],
     ['max length', c?.queueLengthMax ?? '-'],
     ['max message bytes', c?.messageBytesMax ?? '-'],
     ['dedup window', c ? dedupText(c.dedupWindowMs) : '-'],

@@ -51,6 +51,8 @@ const route: QueueRoute = {
     paused: false,
     orderedKeys: false,
     deliveryRate: 0,
+    retryBackoffMinMs: 0,
+    retryBackoffMaxMs: 0,
   },
   partitions: [
     { partition: 0, groupId: 1, leaderId: 'n2', leaderAddress: '', replicas: [], engine: 'leveldb' },
@@ -287,7 +289,7 @@ describe('the console API', () => {
     expect(((await even.json()) as { error: { message: string } }).error.message).toMatch(/not 4/)
     const updated = await fetch(
       `${base}/api/queues/jobs/update`,
-      post(ADMIN, { partitions: 3, maxDeliveries: 4, deliveryRate: 25 }),
+      post(ADMIN, { partitions: 3, maxDeliveries: 4, deliveryRate: 25, retryBackoffMinMs: 500 }),
     )
     expect(updated.status).toBe(200)
     const paused = await fetch(`${base}/api/queues/jobs/update`, post(ADMIN, { paused: true }))
@@ -313,7 +315,7 @@ describe('the console API', () => {
       'transfer 1 n3',
       'meta-voters 5',
       'meta-voters 4',
-      'update jobs {"partitions":3,"maxDeliveries":4,"deliveryRate":25}',
+      'update jobs {"partitions":3,"maxDeliveries":4,"deliveryRate":25,"retryBackoffMinMs":500}',
       'update jobs {"paused":true}',
       'update jobs {"paused":false}',
       'drain n3',

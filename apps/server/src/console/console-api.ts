@@ -39,6 +39,8 @@ const NUMBER_KEYS = [
   'dedupWindowMs',
   'messageTtlMs',
   'deliveryRate',
+  'retryBackoffMinMs',
+  'retryBackoffMaxMs',
 ] as const
 const STRING_KEYS = ['deadLetterQueue', 'engine'] as const
 const FLAG_KEYS: readonly string[] = ['strictPriority', 'paused', 'orderedKeys']
@@ -54,6 +56,8 @@ const UPDATE_KEYS: readonly (keyof UpdateQueueBody)[] = [
   'messageTtlMs',
   'paused',
   'deliveryRate',
+  'retryBackoffMinMs',
+  'retryBackoffMaxMs',
 ]
 
 export interface ConsoleApiOptions {
@@ -399,6 +403,8 @@ function configOf(route: QueueRoute): QueueConfigInfo {
     paused: c?.paused ?? false,
     orderedKeys: c?.orderedKeys ?? false,
     deliveryRate: c?.deliveryRate ?? 0,
+    retryBackoffMinMs: c?.retryBackoffMinMs ?? 0,
+    retryBackoffMaxMs: c?.retryBackoffMaxMs ?? 0,
   }
 }
 

@@ -643,6 +643,22 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     value: c.deliveryRate,
     'data-testid': 'update-delivery-rate',
   }) as HTMLInputElement
+  const backoff = h('input', {
+    type: 'number',
+    min: 0,
+    max: 86_400_000,
+    required: true,
+    value: c.retryBackoffMinMs,
+    'data-testid': 'update-retry-backoff',
+  }) as HTMLInputElement
+  const backoffMax = h('input', {
+    type: 'number',
+    min: 0,
+    max: 86_400_000,
+    required: true,
+    value: c.retryBackoffMaxMs,
+    'data-testid': 'update-retry-backoff-max',
+  }) as HTMLInputElement
   const partitions = h('input', {
     type: 'number',
     min: c.partitions,
@@ -664,6 +680,13 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
           // turn another setting's change into a refused "fewer partitions".
           ...(Number(partitions.value) === c.partitions ? {} : { partitions: Number(partitions.value) }),
           ...(Number(rate.value) === c.deliveryRate ? {} : { deliveryRate: Number(rate.value) }),
+          // Only when changed, as the rate: a cluster below its format level refuses setting one.
+          ...(Number(backoff.value) === c.retryBackoffMinMs
+            ? {}
+            : { retryBackoffMinMs: Number(backoff.value) }),
+          ...(Number(backoffMax.value) === c.retryBackoffMaxMs
+            ? {}
+            : { retryBackoffMaxMs: Number(backoffMax.value) }),
         })
       },
     },
@@ -673,6 +696,8 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'queue length max (0 = none) ', lengthMax),
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
     h('label', {}, 'delivery rate (messages/s, 0 = no limit) ', rate),
+    h('label', {}, 'retry backoff (ms, doubling per attempt; 0 = at once) ', backoff),
+    h('label', {}, 'longest retry backoff (ms; 0 = 10 min) ', backoffMax),
     h(
       'label',
       {},

@@ -65,6 +65,15 @@ export interface QueueConfig {
    * (FORMAT_LEVEL_DELIVERY_RATE).
    */
   deliveryRate: number;
+  /**
+   * Retry backoff: a failed delivery (an expired lease, or a nack without a delay of its own)
+   * is delayed by retry_backoff_min_ms · 2^(attempts − 1), at most max(retry_backoff_min_ms,
+   * retry_backoff_max_ms), instead of being ready again at once; 0 = off. Each 0 to a day.
+   * CreateQueue: a maximum left at 0 with a minimum set is 10 minutes. Needs format level 16
+   * (FORMAT_LEVEL_RETRY_BACKOFF).
+   */
+  retryBackoffMinMs: number;
+  retryBackoffMaxMs: number;
 }
 
 /** Fields left unset keep their value. */
@@ -92,7 +101,12 @@ export interface QueueConfigUpdate {
     | boolean
     | undefined;
   /** QueueConfig.delivery_rate (0 lifts the limit). */
-  deliveryRate?: number | undefined;
+  deliveryRate?:
+    | number
+    | undefined;
+  /** QueueConfig.retry_backoff_min_ms (0 turns the backoff off) and retry_backoff_max_ms. */
+  retryBackoffMinMs?: number | undefined;
+  retryBackoffMaxMs?: number | undefined;
 }
 
 export interface Replica {
@@ -350,6 +364,8 @@ function createBaseQueueConfig(): QueueConfig {
     paused: false,
     orderedKeys: false,
     deliveryRate: 0,
+    retryBackoffMinMs: 0,
+    retryBackoffMaxMs: 0,
   };
 }
 
@@ -393,6 +409,12 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     }
     if (message.deliveryRate !== 0) {
       writer.uint32(104).uint32(message.deliveryRate);
+    }
+    if (message.retryBackoffMinMs !== 0) {
+      writer.uint32(112).uint64(message.retryBackoffMinMs);
+    }
+    if (message.retryBackoffMaxMs !== 0) {
+      writer.uint32(120).uint64(message.retryBackoffMaxMs);
     }
     return writer;
   },
@@ -508,6 +530,22 @@ export const QueueConfig: MessageFns<QueueConfig> = {
           message.deliveryRate = reader.uint32();
           continue;
         }
+        case 14: {
+          if (tag !== 112) {
+            break;
+          }
+
+          message.retryBackoffMinMs = longToNumber(reader.uint64());
+          continue;
+        }
+        case 15: {
+          if (tag !== 120) {
+            break;
+          }
+
+          message.retryBackoffMaxMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -572,6 +610,16 @@ export const QueueConfig: MessageFns<QueueConfig> = {
         : isSet(object.delivery_rate)
         ? globalThis.Number(object.delivery_rate)
         : 0,
+      retryBackoffMinMs: isSet(object.retryBackoffMinMs)
+        ? globalThis.Number(object.retryBackoffMinMs)
+        : isSet(object.retry_backoff_min_ms)
+        ? globalThis.Number(object.retry_backoff_min_ms)
+        : 0,
+      retryBackoffMaxMs: isSet(object.retryBackoffMaxMs)
+        ? globalThis.Number(object.retryBackoffMaxMs)
+        : isSet(object.retry_backoff_max_ms)
+        ? globalThis.Number(object.retry_backoff_max_ms)
+        : 0,
     };
   },
 
@@ -616,6 +664,12 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     if (message.deliveryRate !== 0) {
       obj.deliveryRate = Math.round(message.deliveryRate);
     }
+    if (message.retryBackoffMinMs !== 0) {
+      obj.retryBackoffMinMs = Math.round(message.retryBackoffMinMs);
+    }
+    if (message.retryBackoffMaxMs !== 0) {
+      obj.retryBackoffMaxMs = Math.round(message.retryBackoffMaxMs);
+    }
     return obj;
   },
 
@@ -637,6 +691,8 @@ export const QueueConfig: MessageFns<QueueConfig> = {
     message.paused = object.paused ?? false;
     message.orderedKeys = object.orderedKeys ?? false;
     message.deliveryRate = object.deliveryRate ?? 0;
+    message.retryBackoffMinMs = object.retryBackoffMinMs ?? 0;
+    message.retryBackoffMaxMs = object.retryBackoffMaxMs ?? 0;
     return message;
   },
 };
@@ -654,6 +710,8 @@ function createBaseQueueConfigUpdate(): QueueConfigUpdate {
     partitions: undefined,
     paused: undefined,
     deliveryRate: undefined,
+    retryBackoffMinMs: undefined,
+    retryBackoffMaxMs: undefined,
   };
 }
 
@@ -691,6 +749,12 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     }
     if (message.deliveryRate !== undefined) {
       writer.uint32(88).uint32(message.deliveryRate);
+    }
+    if (message.retryBackoffMinMs !== undefined) {
+      writer.uint32(96).uint64(message.retryBackoffMinMs);
+    }
+    if (message.retryBackoffMaxMs !== undefined) {
+      writer.uint32(104).uint64(message.retryBackoffMaxMs);
     }
     return writer;
   },
@@ -790,6 +854,22 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
           message.deliveryRate = reader.uint32();
           continue;
         }
+        case 12: {
+          if (tag !== 96) {
+            break;
+          }
+
+          message.retryBackoffMinMs = longToNumber(reader.uint64());
+          continue;
+        }
+        case 13: {
+          if (tag !== 104) {
+            break;
+          }
+
+          message.retryBackoffMaxMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -848,6 +928,16 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
         : isSet(object.delivery_rate)
         ? globalThis.Number(object.delivery_rate)
         : undefined,
+      retryBackoffMinMs: isSet(object.retryBackoffMinMs)
+        ? globalThis.Number(object.retryBackoffMinMs)
+        : isSet(object.retry_backoff_min_ms)
+        ? globalThis.Number(object.retry_backoff_min_ms)
+        : undefined,
+      retryBackoffMaxMs: isSet(object.retryBackoffMaxMs)
+        ? globalThis.Number(object.retryBackoffMaxMs)
+        : isSet(object.retry_backoff_max_ms)
+        ? globalThis.Number(object.retry_backoff_max_ms)
+        : undefined,
     };
   },
 
@@ -886,6 +976,12 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     if (message.deliveryRate !== undefined) {
       obj.deliveryRate = Math.round(message.deliveryRate);
     }
+    if (message.retryBackoffMinMs !== undefined) {
+      obj.retryBackoffMinMs = Math.round(message.retryBackoffMinMs);
+    }
+    if (message.retryBackoffMaxMs !== undefined) {
+      obj.retryBackoffMaxMs = Math.round(message.retryBackoffMaxMs);
+    }
     return obj;
   },
 
@@ -905,6 +1001,8 @@ export const QueueConfigUpdate: MessageFns<QueueConfigUpdate> = {
     message.partitions = object.partitions ?? undefined;
     message.paused = object.paused ?? undefined;
     message.deliveryRate = object.deliveryRate ?? undefined;
+    message.retryBackoffMinMs = object.retryBackoffMinMs ?? undefined;
+    message.retryBackoffMaxMs = object.retryBackoffMaxMs ?? undefined;
     return message;
   },
 };
