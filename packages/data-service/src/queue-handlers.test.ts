@@ -215,6 +215,33 @@ describe('queue handlers', () => {
     expect((await call(h, 'listReady', { target, limit: 10 })).messages).toEqual([])
   })
 
+  it('redrives, purges and purges dead letters past the one-entry limit of 1,000, in batches', async () => {
+    const h = queueHandlers(node(await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })))
+    for (let batch = 0; batch < 3; batch++) {
+      const messages = Array.from({ length: 500 }, (_, i) => message(`m${batch}.${i}`))
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages })
+      const leased = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 500,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      // One delivery at most: each nack dead-letters its message.
+      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+    }
+    expect((await call(h, 'stats', { target })).weights[0]).toMatchObject({ dead: 1_500 })
+    expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({ moved: 1_200 })
+    expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300 }) // 0: up to 1,000
+    for (const max of [1_000, 200]) {
+      const again = await call(h, 'lease', { target, consumerId: 'c', max, visibilityMs: 5_000, waitMs: 0 })
+      await call(h, 'nack', { target, leaseIds: again.messages.map((m: { leaseId: string }) => m.leaseId) })
+    }
+    expect(await call(h, 'purgeDead', { target })).toEqual({ removed: 1_200 })
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 300 })
+    expect((await call(h, 'stats', { target })).messages).toBe(0)
+  })
+
   it('purges ready messages, leaving leased ones', async () => {
     const h = queueHandlers(node(await localGroup()))
     await call(h, 'produce', {

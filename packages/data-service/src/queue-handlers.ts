@@ -102,10 +102,29 @@ const DUE_WAIT_MS_MIN = 5
 
 /** Messages one ListDead or ListReady answers, at most (and 4 MiB of bodies: LIST_BYTES_MAX). */
 const LIST_LIMIT_MAX = 1000
-/** Ready messages one purge entry removes (within the partitions' default lease batch limit). */
-const PURGE_BATCH = 1000
-/** A purge call stops after this many entries (a million messages); call again for more. */
-const PURGE_ROUNDS_MAX = 1000
+/**
+ * Messages one purge, dead-letter purge or redrive entry takes (the partitions' limit on one
+ * of them, their default lease batch limit).
+ */
+const BATCH_MAX = QUEUE_CONFIG_DEFAULT.leaseBatchMax
+/** A purge or redrive call stops after this many entries (a million messages); call again for more. */
+const BATCH_ROUNDS_MAX = 1000
+
+/**
+ * Runs `entry(n)` (one entry that takes up to n messages, answering how many it took) for
+ * batches of at most BATCH_MAX until `max` messages are taken, a batch takes fewer than it
+ * asked for, or BATCH_ROUNDS_MAX entries ran. Returns how many were taken in all.
+ */
+async function inBatches(max: number, entry: (n: number) => Promise<number>): Promise<number> {
+  let taken = 0
+  for (let round = 0; round < BATCH_ROUNDS_MAX && taken < max; round++) {
+    const asked = Math.min(BATCH_MAX, max - taken)
+    const n = await entry(asked)
+    taken += n
+    if (n < asked) break
+  }
+  return taken
+}
 
 /** The Queue service's gRPC handlers over the data groups of one node. */
 export function queueHandlers(
@@ -327,17 +346,12 @@ export function queueHandlers(
     extend: unary(async (req) =>
       settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
     ),
-    purge: unary(async (req) => {
-      // One entry removes up to PURGE_BATCH messages; bounded rounds until a round finds fewer.
-      let removed = 0
-      for (let round = 0; round < PURGE_ROUNDS_MAX; round++) {
-        const r = await run(req.target, () => ({ type: 'purgeReady', max: PURGE_BATCH }))
-        const n = r.type === 'purgeReady' ? r.ids.length : 0
-        removed += n
-        if (n < PURGE_BATCH) break
-      }
-      return { removed }
-    }),
+    purge: unary(async (req) => ({
+      removed: await inBatches(Number.POSITIVE_INFINITY, async (max) => {
+        const r = await run(req.target, () => ({ type: 'purgeReady', max }))
+        return r.type === 'purgeReady' ? r.ids.length : 0
+      }),
+    })),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
@@ -349,14 +363,18 @@ export function queueHandlers(
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
-    redrive: unary(async (req) => {
-      const r = await run(req.target, () => ({ type: 'redriveDead', max: req.max || 1000 }))
-      return { moved: r.type === 'redriveDead' ? r.ids.length : 0 }
-    }),
-    purgeDead: unary(async (req) => {
-      const r = await run(req.target, () => ({ type: 'purgeDead', max: 10_000 }))
-      return { removed: r.type === 'purgeDead' ? r.ids.length : 0 }
-    }),
+    redrive: unary(async (req) => ({
+      moved: await inBatches(req.max || BATCH_MAX, async (max) => {
+        const r = await run(req.target, () => ({ type: 'redriveDead', max }))
+        return r.type === 'redriveDead' ? r.ids.length : 0
+      }),
+    })),
+    purgeDead: unary(async (req) => ({
+      removed: await inBatches(Number.POSITIVE_INFINITY, async (max) => {
+        const r = await run(req.target, () => ({ type: 'purgeDead', max }))
+        return r.type === 'purgeDead' ? r.ids.length : 0
+      }),
+    })),
     stats: unary(async (req): Promise<PartitionStats> => {
       const { group, queue, partition } = await locate(req.target)
       const s = await group.machine.stats(queue, partition, group.nowMs())

@@ -2933,7 +2933,11 @@ export const QueueService = {
     responseSerialize: (value: LeaseResponse): Buffer => Buffer.from(LeaseResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): LeaseResponse => LeaseResponse.decode(value),
   },
-  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  /**
+   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
+   * and stop after a million (call again for more).
+   */
   redrive: {
     path: "/mq.v1.Queue/Redrive" as const,
     requestStream: false as const,
@@ -2992,7 +2996,11 @@ export interface QueueServer extends UntypedServiceImplementation {
    * and leased messages are not listed. A read on the leader, no Raft entry.
    */
   listReady: handleUnaryCall<ListReadyRequest, LeaseResponse>;
-  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  /**
+   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
+   * and stop after a million (call again for more).
+   */
   redrive: handleUnaryCall<RedriveRequest, RedriveResponse>;
   /** Deletes every dead-lettered message of the partition. */
   purgeDead: handleUnaryCall<PurgeRequest, PurgeResponse>;
@@ -3139,7 +3147,11 @@ export interface QueueClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: LeaseResponse) => void,
   ): ClientUnaryCall;
-  /** Moves up to `max` dead-lettered messages back to ready (delivery count reset). */
+  /**
+   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
+   * and stop after a million (call again for more).
+   */
   redrive(
     request: RedriveRequest,
     callback: (error: ServiceError | null, response: RedriveResponse) => void,
