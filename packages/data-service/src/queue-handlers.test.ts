@@ -215,7 +215,7 @@ describe('queue handlers', () => {
     expect((await call(h, 'listReady', { target, limit: 10 })).messages).toEqual([])
   })
 
-  it('redrives, purges and purges dead letters past the one-entry limit of 1,000, in batches', async () => {
+  it('lists dead letters in pages by place; redrives, purges and purges them past the one-entry limit of 1,000, in batches', async () => {
     const h = queueHandlers(node(await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })))
     for (let batch = 0; batch < 3; batch++) {
       const messages = Array.from({ length: 500 }, (_, i) => message(`m${batch}.${i}`))
@@ -231,6 +231,14 @@ describe('queue handlers', () => {
       await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
     }
     expect((await call(h, 'stats', { target })).weights[0]).toMatchObject({ dead: 1_500 })
+    // Listed in pages from a place on: 1,000, then the 500 after place 1,000.
+    const page1 = await call(h, 'listDead', { target, limit: 5_000, afterId: 0 })
+    expect(page1.messages.map((m: { deadPlace: number }) => m.deadPlace)).toEqual(
+      Array.from({ length: 1_000 }, (_, i) => i + 1),
+    )
+    const page2 = await call(h, 'listDead', { target, limit: 1_000, afterId: 1_000 })
+    expect(page2.messages).toHaveLength(500)
+    expect(page2.messages[0]).toMatchObject({ deadPlace: 1_001, id: page1.messages[999].id + 1 })
     expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({ moved: 1_200 })
     expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300 }) // 0: up to 1,000
     for (const max of [1_000, 200]) {

@@ -355,8 +355,10 @@ export function queueHandlers(
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
-      const dead = (await group.machine.listDead(queue, partition, limit, req.afterId || undefined)) ?? []
-      return { messages: dead.map(listedOf) }
+      // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
+      const after = req.afterId ? req.afterId - 1 : undefined
+      const dead = (await group.machine.listDead(queue, partition, limit, after)) ?? []
+      return { messages: dead.map((m) => ({ ...listedOf(m), deadPlace: m.cursor + 1 })) }
     }),
     listReady: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)

@@ -16,6 +16,9 @@ import type { Connection } from './connections'
 import type { Router } from './router'
 import { unary } from './unary'
 
+/** The most dead-lettered messages one ListDead answers. */
+const DEAD_PAGE_MAX = 1000
+
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
 
@@ -157,11 +160,25 @@ export class Admin {
     return counts.reduce((sum, r) => sum + r.removed, 0)
   }
 
-  /** The dead-lettered messages of `name`, up to `limit` per partition. */
+  /**
+   * The dead-lettered messages of `name`, oldest first, up to `limit` per partition: pages of
+   * at most 1,000 (what one ListDead answers), each from the last one's place on.
+   */
   async deadLetters(name: string, limit = 100): Promise<ListedMessage[]> {
-    return this.#listed(name, (c, target) =>
-      unary(c, c.listDead, { target, limit, afterId: 0 }, this.#attemptMs),
-    )
+    return this.#listed(name, async (c, target) => {
+      const messages: LeasedMessage[] = []
+      let afterId = 0
+      while (messages.length < limit) {
+        const want = Math.min(DEAD_PAGE_MAX, limit - messages.length)
+        const page = (await unary(c, c.listDead, { target, limit: want, afterId }, this.#attemptMs)).messages
+        messages.push(...page)
+        const last = page[page.length - 1]?.deadPlace
+        // An empty page is the end; a server of a version before places answers one page.
+        if (last === undefined || last === 0) break
+        afterId = last
+      }
+      return { messages }
+    })
   }
 
   /**

@@ -674,6 +674,28 @@ describe('MqClient', () => {
     broker.backoffUnknown = false
   })
 
+  it('lists dead letters in pages of 1,000 from the last place, up to the limit per partition', async () => {
+    const q = freshQueue(2)
+    broker.dead.set(0, 2_500)
+    broker.dead.set(1, 3)
+    broker.listDeadCalls.length = 0
+    const listed = await client.admin.deadLetters(q, 2_200)
+    expect(listed.filter((m) => m.partition === 0).map((m) => m.deadPlace)).toEqual(
+      Array.from({ length: 2_200 }, (_, i) => i + 1),
+    )
+    expect(listed.filter((m) => m.partition === 1)).toHaveLength(3)
+    expect(broker.listDeadCalls.filter((c) => c.partition === 0)).toEqual([
+      { partition: 0, limit: 1_000, afterId: 0 },
+      { partition: 0, limit: 1_000, afterId: 1_000 },
+      { partition: 0, limit: 200, afterId: 2_000 },
+    ])
+    // A server without places answers one page.
+    broker.placesUnknown = true
+    expect(await client.admin.deadLetters(q, 2_200)).toHaveLength(1_003)
+    broker.placesUnknown = false
+    broker.dead.clear()
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

@@ -83,6 +83,10 @@ export class FakeBroker {
   orderingUnknown = false
   /** Answers CreateQueue without the retry backoff, as a meta leader of level 15 or below. */
   backoffUnknown = false
+  /** Dead letters listed by ListDead, per partition, at places 1, 2, …; `placesUnknown`: unset (an older server). */
+  readonly dead = new Map<number, number>()
+  placesUnknown = false
+  readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
   rateUnknown = false
@@ -380,6 +384,31 @@ export class FakeBroker {
           return leased
         })
         return { messages }
+      }),
+      listDead: handle((req: { target?: PartitionTarget; limit: number; afterId: number }) => {
+        this.#check(req.target)
+        const partition = req.target?.partition ?? 0
+        this.listDeadCalls.push({ partition, limit: req.limit, afterId: req.afterId })
+        const total = this.dead.get(partition) ?? 0
+        const from = req.afterId + 1
+        const places = Array.from(
+          { length: Math.max(0, Math.min(req.limit, 1000, total - from + 1)) },
+          (_, i) => from + i,
+        )
+        return {
+          messages: places.map((place) => ({
+            id: 10_000 * partition + place,
+            leaseId: '',
+            body: new TextEncoder().encode(`dead ${place}`),
+            weight: 1,
+            headers: {},
+            key: '',
+            deliveryCount: 5,
+            deadlineMs: 0,
+            enqueuedAtMs: 0,
+            ...(this.placesUnknown ? {} : { deadPlace: place }),
+          })),
+        }
       }),
       purge: handle((req: { target?: PartitionTarget }) => {
         const key = this.#check(req.target)

@@ -88,6 +88,31 @@ describe('mq against a real cluster', () => {
     expect(empty.out).not.toMatch(/p1|p2|p3/)
   })
 
+  it('lists, redrives and purges dead letters, and sets a retry backoff', async () => {
+    const run = (...args: string[]) => mq(['--servers', servers, '--timeout', '30s', ...args])
+    const created = await run('queue', 'create', 'dead', '--partitions', '1', '--max-deliveries', '1')
+    expect(created.err).toBe('')
+    expect((await run('produce', 'dead', 'x', '--count', '3')).code).toBe(0)
+    // Given back unacked at exit: a nack each, past their one delivery, so dead.
+    expect((await run('consume', 'dead', '--no-ack', '--max', '3', '--wait', '3s')).code).toBe(0)
+    const listed = await run('--json', 'queue', 'dlq', 'dead')
+    expect(listed.code).toBe(0)
+    expect(listed.out.trim().split('\n')).toHaveLength(3)
+    // More than one entry may take: the server redrives in batches of 1,000.
+    const redriven = await run('--json', 'queue', 'dlq', 'dead', '--redrive', '5000')
+    expect(redriven.err).toBe('')
+    expect(JSON.parse(redriven.out)).toMatchObject({ redriven: 3 })
+    expect((await run('consume', 'dead', '--no-ack', '--max', '3', '--wait', '3s')).code).toBe(0)
+    const purged = await run('--json', 'queue', 'dlq', 'dead', '--purge')
+    expect(purged.err).toBe('')
+    expect(JSON.parse(purged.out)).toMatchObject({ purged: 3 })
+    const backoff = await run('queue', 'update', 'dead', '--retry-backoff', '2s', '--retry-backoff-max', '1m')
+    expect(backoff.err).toBe('')
+    expect((await run('queue', 'describe', 'dead', '--no-stats')).out).toMatch(
+      /retry backoff: +2s doubling up to 1m/,
+    )
+  })
+
   it('exits 2 for an unknown queue and 1 for a bad name, saying why', async () => {
     const missing = await mq(['--servers', servers, 'produce', 'nope', 'x'])
     expect(missing.code).toBe(2)

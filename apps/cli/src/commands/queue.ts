@@ -316,7 +316,11 @@ Examples:
     .command('dlq')
     .argument('<name>', 'the queue name')
     .description('list the dead-lettered messages of a queue, or redrive them, or purge them')
-    .option('--redrive <n>', 'move up to N dead messages of each partition back to ready', integerArg(1))
+    .option(
+      '--redrive <n>',
+      'move up to N dead messages of each partition back to ready',
+      integerArg(1, U32_MAX),
+    )
     .option('--purge', 'delete every dead-lettered message')
     .option('--limit <n>', 'list at most N messages per partition', integerArg(1, 10_000), 100)
     .addHelpText(

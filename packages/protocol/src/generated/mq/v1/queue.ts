@@ -138,6 +138,12 @@ export interface LeasedMessage {
   /** Leader time (ms since the epoch) when the lease ends unless extended. */
   deadlineMs: number;
   enqueuedAtMs: number;
+  /**
+   * ListDead only: the message's place in its partition's dead-letter list (1, 2, … in the
+   * order messages died), for ListDeadRequest.after_id; unset elsewhere, and from servers of a
+   * version before it.
+   */
+  deadPlace?: number | undefined;
 }
 
 export interface LeasedMessage_HeadersEntry {
@@ -186,8 +192,15 @@ export interface PurgeResponse {
 }
 
 export interface ListDeadRequest {
-  target?: PartitionTarget | undefined;
+  target?:
+    | PartitionTarget
+    | undefined;
+  /** 0: 100; at most 1000 (and 4 MiB of bodies). */
   limit: number;
+  /**
+   * A place in the dead-letter list (a listed message's dead_place), not a message id: the
+   * listing starts after it. 0: from the start.
+   */
   afterId: number;
 }
 
@@ -996,6 +1009,7 @@ function createBaseLeasedMessage(): LeasedMessage {
     deliveryCount: 0,
     deadlineMs: 0,
     enqueuedAtMs: 0,
+    deadPlace: undefined,
   };
 }
 
@@ -1027,6 +1041,9 @@ export const LeasedMessage: MessageFns<LeasedMessage> = {
     }
     if (message.enqueuedAtMs !== 0) {
       writer.uint32(72).uint64(message.enqueuedAtMs);
+    }
+    if (message.deadPlace !== undefined) {
+      writer.uint32(80).uint64(message.deadPlace);
     }
     return writer;
   },
@@ -1113,6 +1130,14 @@ export const LeasedMessage: MessageFns<LeasedMessage> = {
           message.enqueuedAtMs = longToNumber(reader.uint64());
           continue;
         }
+        case 10: {
+          if (tag !== 80) {
+            break;
+          }
+
+          message.deadPlace = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1157,6 +1182,11 @@ export const LeasedMessage: MessageFns<LeasedMessage> = {
         : isSet(object.enqueued_at_ms)
         ? globalThis.Number(object.enqueued_at_ms)
         : 0,
+      deadPlace: isSet(object.deadPlace)
+        ? globalThis.Number(object.deadPlace)
+        : isSet(object.dead_place)
+        ? globalThis.Number(object.dead_place)
+        : undefined,
     };
   },
 
@@ -1195,6 +1225,9 @@ export const LeasedMessage: MessageFns<LeasedMessage> = {
     if (message.enqueuedAtMs !== 0) {
       obj.enqueuedAtMs = Math.round(message.enqueuedAtMs);
     }
+    if (message.deadPlace !== undefined) {
+      obj.deadPlace = Math.round(message.deadPlace);
+    }
     return obj;
   },
 
@@ -1220,6 +1253,7 @@ export const LeasedMessage: MessageFns<LeasedMessage> = {
     message.deliveryCount = object.deliveryCount ?? 0;
     message.deadlineMs = object.deadlineMs ?? 0;
     message.enqueuedAtMs = object.enqueuedAtMs ?? 0;
+    message.deadPlace = object.deadPlace ?? undefined;
     return message;
   },
 };
@@ -2909,7 +2943,11 @@ export const QueueService = {
     responseSerialize: (value: PurgeResponse): Buffer => Buffer.from(PurgeResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PurgeResponse => PurgeResponse.decode(value),
   },
-  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  /**
+   * Lists up to `limit` dead-lettered messages, oldest first, from after place `after_id` of the
+   * partition's dead-letter list (0: from its start); each carries its `dead_place`, so that
+   * the last one's pages on.
+   */
   listDead: {
     path: "/mq.v1.Queue/ListDead" as const,
     requestStream: false as const,
@@ -2988,7 +3026,11 @@ export interface QueueServer extends UntypedServiceImplementation {
    * turn (delayed and leased ones stay).
    */
   purge: handleUnaryCall<PurgeRequest, PurgeResponse>;
-  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  /**
+   * Lists up to `limit` dead-lettered messages, oldest first, from after place `after_id` of the
+   * partition's dead-letter list (0: from its start); each carries its `dead_place`, so that
+   * the last one's pages on.
+   */
   listDead: handleUnaryCall<ListDeadRequest, LeaseResponse>;
   /**
    * Lists up to `limit` ready messages without delivering them (a peek: no lease, no delivery
@@ -3111,7 +3153,11 @@ export interface QueueClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PurgeResponse) => void,
   ): ClientUnaryCall;
-  /** Lists dead-lettered messages, oldest first, after `after_id`. */
+  /**
+   * Lists up to `limit` dead-lettered messages, oldest first, from after place `after_id` of the
+   * partition's dead-letter list (0: from its start); each carries its `dead_place`, so that
+   * the last one's pages on.
+   */
   listDead(
     request: ListDeadRequest,
     callback: (error: ServiceError | null, response: LeaseResponse) => void,
