@@ -3,7 +3,8 @@ import type { DataResult } from './data-group'
 /**
  * Whether an applied entry may have made messages ready, so that long-polling leases waiting
  * on its group should look again. Leases, acks, extends and purges never make a message ready
- * (the expiry an apply may run first is found by the waiters' periodic recheck), nor does a
+ * (the expiry or delayed release an apply may run first is found by the waiters, which look
+ * again when the partition's next due time comes, or at their periodic recheck), nor does a
  * refused or rejected entry — unless the apply handed an ordered key's turn on (an ack of its
  * holder, a lease that deleted a holder past its TTL, a purge of a ready holder, a lease
  * expiry that dead-lettered one): the next message of the key is ready then. Waking on the

@@ -322,6 +322,39 @@ describe('queue handlers', () => {
     expect(Date.now() - started).toBeLessThan(2_500)
   })
 
+  it('commits one lease per stale due time, not one per waiter, while a held lease is extended', async () => {
+    const group = await localGroup()
+    Object.defineProperty(group, 'now', { get: () => Date.now() })
+    // A commit takes a few ms, as an fsync does: waiters woken together overlap.
+    const apply = group.propose
+    group.propose = async (command) => {
+      await new Promise((r) => setTimeout(r, 3))
+      return apply(command)
+    }
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 1_000 })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('held')] })
+    const held = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 100, waitMs: 0 })
+    const leaseEntries = countLeaseEntries(group)
+    // Every extend leaves the partition's next deadline behind (a lower bound) until an apply
+    // looks: each stale one wakes the waiters.
+    let extending = true
+    const extender = (async () => {
+      while (extending) {
+        await call(h, 'extend', { target, leaseIds: [held.messages[0].leaseId], extendMs: 100 })
+        await new Promise((r) => setTimeout(r, 20))
+      }
+    })()
+    const waiters = Array.from({ length: 20 }, () =>
+      call(h, 'lease', { target, consumerId: 'w', max: 10, visibilityMs: 5_000, waitMs: 2_000 }),
+    )
+    for (const w of await Promise.all(waiters)) expect(w.messages).toEqual([])
+    extending = false
+    await extender
+    // 20 first rounds, and about one per stale deadline (every ~80 ms): hundreds when every
+    // waiter committed its own at each.
+    expect(leaseEntries()).toBeLessThan(80)
+  })
+
   it("paces a rate-limited queue's deliveries: a second's worth at once, then the rate", async () => {
     const group = await localGroup()
     // 20 messages a second over 2 partitions: 10 a second from this one.

@@ -291,8 +291,12 @@ export function queueHandlers(
           const since = group.changes()
           let leases: readonly Lease[] = []
           const asked = leasing.get(id) ?? 0
+          // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
+          // stale: the lease group was settled). One lease at a time looks: its apply moves the
+          // bound on, and what it makes ready but does not take, the next look counts.
+          const leasable = group.machine.leasableAtMost(queue, partition, group.nowMs())
           const leaseTried =
-            round === 0 || group.machine.leasableAtMost(queue, partition, group.nowMs()) > asked
+            round === 0 || (leasable === Number.POSITIVE_INFINITY ? asked === 0 : leasable > asked)
           if (leaseTried) {
             leasing.set(id, asked + max)
             try {

@@ -335,6 +335,10 @@ describe('meta handlers', () => {
     await expect(
       call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMinMs: 1_000 } }),
     ).rejects.toMatchObject({ details: expect.stringMatching(/backed off from level 16/) })
+    // The maximum alone too: a meta replica of level 15 would drop it.
+    await expect(
+      call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMaxMs: 60_000 } }),
+    ).rejects.toMatchObject({ details: expect.stringMatching(/backed off from level 16/) })
     await call(h, 'updateQueue', { name: 'jobs', update: { retryBackoffMinMs: 0 } })
     await meta.propose({
       type: 'registerNode',

@@ -78,8 +78,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
    * or apply yet (below its format level), naming the level: a message TTL (level 8), more
    * partitions (level 9; the count the queue has already is no change), a pause (level 12;
    * resuming is always allowed), ordered keys (level 14), a delivery rate limit (level 15;
-   * lifting one is always allowed), a retry backoff (level 16; turning it off is always
-   * allowed). One read at most. While a node that
+   * lifting one is always allowed), a retry backoff or its maximum (level 16; turning it off
+   * is always allowed). One read at most. While a node that
    * holds a replica has not registered (a new cluster's founder before its first heartbeat),
    * the level is not known: UNAVAILABLE, which clients retry, not a refusal.
    */
@@ -92,6 +92,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       readonly orderedKeys?: boolean | undefined
       readonly deliveryRate?: number | undefined
       readonly retryBackoffMinMs?: number | undefined
+      readonly retryBackoffMaxMs?: number | undefined
     },
   ): Promise<void> => {
     if (
@@ -100,7 +101,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       !wanted.paused &&
       !wanted.orderedKeys &&
       !wanted.deliveryRate &&
-      !wanted.retryBackoffMinMs
+      !wanted.retryBackoffMinMs &&
+      !wanted.retryBackoffMaxMs
     )
       return
     const state = await meta.read()
@@ -124,7 +126,8 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
     if (wanted.paused) refuse('a queue can be paused', FORMAT_LEVEL_PAUSE)
     if (wanted.orderedKeys) refuse('a queue can order its keys', FORMAT_LEVEL_ORDERED_KEYS)
     if (wanted.deliveryRate) refuse("a queue's deliveries can be rate limited", FORMAT_LEVEL_DELIVERY_RATE)
-    if (wanted.retryBackoffMinMs)
+    // The maximum alone too: a meta replica of an earlier version would drop it, others keep it.
+    if (wanted.retryBackoffMinMs || wanted.retryBackoffMaxMs)
       refuse("a queue's failed deliveries can be backed off", FORMAT_LEVEL_RETRY_BACKOFF)
   }
   /**
@@ -159,6 +162,7 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         orderedKeys: req.config?.orderedKeys,
         deliveryRate: req.config?.deliveryRate,
         retryBackoffMinMs: req.config?.retryBackoffMinMs,
+        retryBackoffMaxMs: req.config?.retryBackoffMaxMs,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
       const record = (await committed({

@@ -97,6 +97,22 @@ describe('retry backoff', () => {
     })
   })
 
+  it('raises a maximum below a new minimum when the update gives none; refuses one it gives', () => {
+    const filled = resolveQueueConfig({ retryBackoffMinMs: 1_000 }) as typeof QUEUE_DEFAULTS
+    expect(filled.retryBackoffMaxMs).toBe(RETRY_BACKOFF_MAX_DEFAULT_MS)
+    expect(applyQueueConfigUpdate(filled, { retryBackoffMinMs: 900_000 })).toMatchObject({
+      retryBackoffMinMs: 900_000,
+      retryBackoffMaxMs: 900_000,
+    })
+    expect(applyQueueConfigUpdate(filled, { retryBackoffMinMs: 2_000 })).toMatchObject({
+      retryBackoffMaxMs: RETRY_BACKOFF_MAX_DEFAULT_MS,
+    })
+    expect(applyQueueConfigUpdate(filled, { retryBackoffMinMs: 900_000, retryBackoffMaxMs: 60_000 })).toMatch(
+      /retryBackoffMaxMs \(60000\) is below retryBackoffMinMs \(900000\)/,
+    )
+    expect(applyQueueConfigUpdate(filled, { retryBackoffMaxMs: 500 })).toMatch(/is below retryBackoffMinMs/)
+  })
+
   it('refuses a maximum below the minimum and bounds past a day; turning it off keeps the maximum', () => {
     expect(resolveQueueConfig({ retryBackoffMinMs: 5_000, retryBackoffMaxMs: 1_000 })).toBe(
       'retryBackoffMaxMs (1000) is below retryBackoffMinMs (5000); set the longest backoff at least as long as the shortest',

@@ -104,10 +104,21 @@ export function applyQueueConfigUpdate(
     ...(update.retryBackoffMinMs !== undefined ? { retryBackoffMinMs: update.retryBackoffMinMs } : {}),
     ...(update.retryBackoffMaxMs !== undefined ? { retryBackoffMaxMs: update.retryBackoffMaxMs } : {}),
   }
-  return configProblem(withBackoffMax(next)) ?? withBackoffMax(next)
+  // A new minimum above the maximum, with no maximum given, raises the maximum as a minimum
+  // alone would on create (a maximum filled in earlier must not refuse it).
+  const raised =
+    update.retryBackoffMinMs !== undefined &&
+    update.retryBackoffMaxMs === undefined &&
+    next.retryBackoffMaxMs < next.retryBackoffMinMs
+      ? { ...next, retryBackoffMaxMs: 0 }
+      : next
+  return configProblem(withBackoffMax(raised)) ?? withBackoffMax(raised)
 }
 
-/** A retry backoff with a minimum and no maximum gets the default maximum. */
+/**
+ * A retry backoff with a minimum and no maximum gets the default maximum, or the minimum if
+ * that is longer.
+ */
 function withBackoffMax(config: QueueSettings): QueueSettings {
   return config.retryBackoffMinMs > 0 && config.retryBackoffMaxMs === 0
     ? { ...config, retryBackoffMaxMs: Math.max(RETRY_BACKOFF_MAX_DEFAULT_MS, config.retryBackoffMinMs) }

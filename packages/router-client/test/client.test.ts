@@ -665,7 +665,9 @@ describe('MqClient', () => {
     })
     expect(route.config).toMatchObject({ retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 })
     // A minimum alone: the meta leader fills the maximum in, which is not a dropped setting.
-    await client.admin.createQueue('b2', { retryBackoffMinMs: 1_000 })
+    expect(
+      (await client.admin.createQueue('b2', { retryBackoffMinMs: 1_000 })).config?.retryBackoffMaxMs,
+    ).toBe(600_000)
     broker.backoffUnknown = true
     await expect(client.admin.createQueue('b3', { retryBackoffMinMs: 1_000 })).rejects.toThrow(
       "queue b3's retry backoff is 0 to 0 ms, not what was asked: the meta leader runs a version without retry backoffs (format level 16); upgrade every node, then set it again (updateQueue)",

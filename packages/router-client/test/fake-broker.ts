@@ -235,6 +235,10 @@ export class FakeBroker {
                 config: {
                   ...req.config,
                   orderedKeys: req.config.orderedKeys && !this.orderingUnknown,
+                  // As the meta leader does: a minimum alone gets the 10-minute maximum.
+                  ...(req.config.retryBackoffMinMs && !req.config.retryBackoffMaxMs
+                    ? { retryBackoffMaxMs: Math.max(600_000, req.config.retryBackoffMinMs) }
+                    : {}),
                   ...(this.backoffUnknown ? { retryBackoffMinMs: 0, retryBackoffMaxMs: 0 } : {}),
                 },
               }

@@ -1244,21 +1244,23 @@ export class QueuePartition {
       live.set(e.group, (live.get(e.group) as number) - 1)
       this.leased[meta.weight] = (this.leased[meta.weight] as number) - 1
       this.st.expired++
-      this.retry(e.id, meta, now)
+      // Backed off from the deadline, not from this apply (expiry waits for an entry to run).
+      this.retry(e.id, meta, e.deadlineMs)
     }
     for (const [group, n] of live) invariant(n === 0, `lease group ${group} counted its live members`)
   }
 
   /**
-   * A delivery that failed (its lease expired, or a nack without a delay): dead-lettered after
-   * maxDeliveries attempts, else delayed by the retry backoff, or ready again at once at the
-   * head of its weight when there is none.
+   * A delivery that failed at `failedAtMs` (its lease's deadline, or a nack without a delay):
+   * dead-lettered after maxDeliveries attempts, else delayed by the retry backoff from then (a
+   * due time already past is released later in the same apply, to the tail of its weight), or
+   * ready again at once at the head of its weight when there is none.
    */
-  private retry(id: number, meta: MessageMeta, now: number): void {
+  private retry(id: number, meta: MessageMeta, failedAtMs: number): void {
     const cfg = this.configValue
     const backoffMs = retryBackoffMs(cfg, meta.attempts)
     if (meta.attempts >= cfg.maxDeliveries) this.toDead(id, meta)
-    else if (backoffMs > 0) this.toDelayed(id, meta, now + backoffMs)
+    else if (backoffMs > 0) this.toDelayed(id, meta, failedAtMs + backoffMs)
     else this.toReady(id, meta, ReadyBand.Returned)
   }
 

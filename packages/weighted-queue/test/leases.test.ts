@@ -364,6 +364,17 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     ])
   })
 
+  it('backs an expired lease off from its deadline, not from the apply that finds it expired', async () => {
+    const q = await queue({ retryBackoffMinMs: 100, retryBackoffMaxMs: 1_000 })
+    await enqueue(q, 0, { body: text('x') })
+    await lease(q, 0, 1, 50)
+    // Expired at 50 and backed off to 150: the first entry after that hands it out.
+    expect((await lease(q, 149, 1)).map((l) => l.messageId)).toEqual([])
+    // 2nd delivery, expires at 200: backed off to 400, which a lease at 5,000 finds past.
+    expect((await lease(q, 150, 1, 50)).map((l) => l.messageId)).toEqual([1])
+    expect((await lease(q, 5_000, 1)).map((l) => [l.messageId, l.deliveryCount])).toEqual([[1, 3]])
+  })
+
   it('holds delayed messages until their not-before time, then queues them at the tail', async () => {
     const q = await queue()
     await enqueue(q, 100, { body: text('later'), notBeforeMs: 300 }, { body: text('now'), notBeforeMs: 50 })

@@ -225,13 +225,13 @@ export class ModelQueue {
   }
 
   /** A failed delivery: dead after maxDeliveries attempts, else backed off, else ready at the head. */
-  private retry(m: ModelMessage, now: number): void {
+  private retry(m: ModelMessage, failedAtMs: number): void {
     const { maxDeliveries, retryBackoffMinMs: min, retryBackoffMaxMs: max } = this.config
     // Written out here, not imported: the model checks the partition's arithmetic.
     let backoff = min
     for (let i = 1; i < m.attempts && backoff < max; i++) backoff *= 2
     if (m.attempts >= maxDeliveries) this.toDead(m)
-    else if (min > 0) this.toDelayed(m, now + Math.min(backoff, Math.max(min, max)))
+    else if (min > 0) this.toDelayed(m, failedAtMs + Math.min(backoff, Math.max(min, max)))
     else this.toReady(m, 0)
   }
 
@@ -246,7 +246,7 @@ export class ModelQueue {
       .sort((a, b) => a.deadlineMs - b.deadlineMs || a.id - b.id)
     for (const m of leases) {
       this.counters.expired++
-      this.retry(m, now)
+      this.retry(m, m.deadlineMs)
     }
     const due = [...this.messages.values()]
       .filter((m) => m.state === 'delayed' && m.dueMs <= now)

@@ -697,7 +697,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
     h('label', {}, 'delivery rate (messages/s, 0 = no limit) ', rate),
     h('label', {}, 'retry backoff (ms, doubling per attempt; 0 = at once) ', backoff),
-    h('label', {}, 'longest retry backoff (ms; 0 = 10 min) ', backoffMax),
+    h('label', {}, 'longest retry backoff (ms; 0 = 10 min, or the shortest if longer) ', backoffMax),
     h(
       'label',
       {},

@@ -69,8 +69,10 @@ export interface QueueConfig {
    * Retry backoff: a failed delivery (an expired lease, or a nack without a delay of its own)
    * is delayed by retry_backoff_min_ms · 2^(attempts − 1), at most max(retry_backoff_min_ms,
    * retry_backoff_max_ms), instead of being ready again at once; 0 = off. Each 0 to a day.
-   * CreateQueue: a maximum left at 0 with a minimum set is 10 minutes. Needs format level 16
-   * (FORMAT_LEVEL_RETRY_BACKOFF).
+   * A maximum left at 0 with a minimum set (CreateQueue, UpdateQueue), or below a minimum that
+   * an update raises without giving a maximum, becomes 10 minutes or the minimum if longer; a
+   * maximum given below the minimum is refused. Needs format level 16
+   * (FORMAT_LEVEL_RETRY_BACKOFF), the maximum alone too.
    */
   retryBackoffMinMs: number;
   retryBackoffMaxMs: number;

@@ -2972,7 +2972,8 @@ export const QueueService = {
     responseDeserialize: (value: Buffer): LeaseResponse => LeaseResponse.decode(value),
   },
   /**
-   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * Moves up to `max` dead-lettered messages back to ready (their attempts towards
+   * max_deliveries reset; the delivery count they show goes on), oldest
    * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
    * and stop after a million (call again for more).
    */
@@ -2985,7 +2986,7 @@ export const QueueService = {
     responseSerialize: (value: RedriveResponse): Buffer => Buffer.from(RedriveResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RedriveResponse => RedriveResponse.decode(value),
   },
-  /** Deletes every dead-lettered message of the partition. */
+  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
   purgeDead: {
     path: "/mq.v1.Queue/PurgeDead" as const,
     requestStream: false as const,
@@ -3039,12 +3040,13 @@ export interface QueueServer extends UntypedServiceImplementation {
    */
   listReady: handleUnaryCall<ListReadyRequest, LeaseResponse>;
   /**
-   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * Moves up to `max` dead-lettered messages back to ready (their attempts towards
+   * max_deliveries reset; the delivery count they show goes on), oldest
    * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
    * and stop after a million (call again for more).
    */
   redrive: handleUnaryCall<RedriveRequest, RedriveResponse>;
-  /** Deletes every dead-lettered message of the partition. */
+  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
   purgeDead: handleUnaryCall<PurgeRequest, PurgeResponse>;
   /** The partition's depth per weight and the scheduler's target vs achieved shares. */
   stats: handleUnaryCall<StatsRequest, PartitionStats>;
@@ -3194,7 +3196,8 @@ export interface QueueClient extends Client {
     callback: (error: ServiceError | null, response: LeaseResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Moves up to `max` dead-lettered messages back to ready (delivery count reset), oldest
+   * Moves up to `max` dead-lettered messages back to ready (their attempts towards
+   * max_deliveries reset; the delivery count they show goes on), oldest
    * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
    * and stop after a million (call again for more).
    */
@@ -3213,7 +3216,7 @@ export interface QueueClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RedriveResponse) => void,
   ): ClientUnaryCall;
-  /** Deletes every dead-lettered message of the partition. */
+  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
   purgeDead(
     request: PurgeRequest,
     callback: (error: ServiceError | null, response: PurgeResponse) => void,
