@@ -234,7 +234,7 @@ export function queueHandlers(
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
       const command = (max: number) => (_nowMs: number, config: QueueConfig | undefined) =>
-        leaseOf({ ...req, max }, config?.visibilityTimeoutMs || 30_000)
+        leaseOf({ ...req, max }, config?.visibilityTimeoutMs || 30_000, node.formatLevel())
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled

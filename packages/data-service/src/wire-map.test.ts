@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_RETRY_BACKOFF,
   IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
@@ -13,7 +14,15 @@ import {
   SequenceGapError,
 } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
-import { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
+import {
+  enqueueOf,
+  errorOf,
+  LEASE_BYTES_MAX,
+  leasedMessageOf,
+  leaseOf,
+  outcomeOf,
+  partitionConfigOf,
+} from './wire-map'
 
 describe('wire mapping', () => {
   it('derives the partition config, sharing the length limit; the TTL only from format level 8', () => {
@@ -121,8 +130,12 @@ describe('wire mapping', () => {
   })
 
   it('fills the default visibility', () => {
-    expect(leaseOf({ consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0 }, 30_000).visibilityMs).toBe(30_000)
-    expect(leaseOf({ consumerId: 'c', max: 5, visibilityMs: 10, waitMs: 0 }, 30_000).visibilityMs).toBe(10)
+    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0 }
+    expect(leaseOf(req, 30_000, 2).visibilityMs).toBe(30_000)
+    expect(leaseOf({ ...req, visibilityMs: 10 }, 30_000, 2).visibilityMs).toBe(10)
+    // The byte budget from its level on only: a replica of an earlier version cannot read it.
+    expect(leaseOf(req, 30_000, FORMAT_LEVEL_LEASE_BYTES - 1)).not.toHaveProperty('bytesMax')
+    expect(leaseOf(req, 30_000, FORMAT_LEVEL_LEASE_BYTES).bytesMax).toBe(LEASE_BYTES_MAX)
   })
 
   it('maps leases, statuses and rejections', () => {

@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_RETRY_BACKOFF,
   InvalidArgumentError,
@@ -82,12 +83,26 @@ export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueComman
 }
 
 /** The lease command of a Lease request; 0 visibility takes the queue's default. */
-export function leaseOf(request: LeaseRequest, defaultVisibilityMs: number): LeaseCommand {
+/**
+ * The most message bytes (body + headers + key) one lease answers with, from format level 16
+ * (a replica of an earlier version cannot read the lease's byte budget): well under the 64 MiB
+ * a gRPC message may carry between the servers and the SDK, whatever the queue's message size
+ * limit (up to 4 MiB) times the messages a lease asks for (up to 1,000).
+ */
+export const LEASE_BYTES_MAX = 16 * 1024 * 1024
+
+/** The lease command of a Lease request; with the byte budget from format level 16. */
+export function leaseOf(
+  request: LeaseRequest,
+  defaultVisibilityMs: number,
+  formatLevel: number,
+): LeaseCommand {
   return {
     type: 'lease',
     consumerId: request.consumerId,
     max: request.max,
     visibilityMs: request.visibilityMs || defaultVisibilityMs,
+    ...(formatLevel >= FORMAT_LEVEL_LEASE_BYTES ? { bytesMax: LEASE_BYTES_MAX } : {}),
   }
 }
 

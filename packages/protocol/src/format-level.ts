@@ -44,7 +44,8 @@
  * 16. a queue's retry backoff (`retryBackoffMinMs`, `retryBackoffMaxMs` in its config and in its
  *    partition config of `open`, `import` and `configure` entries): a replica of an earlier
  *    version cannot read the partition config, and a meta replica of an earlier version would
- *    drop the setting.
+ *    drop the setting; and a lease's byte budget (`bytesMax` of a `lease` entry), which a
+ *    replica of an earlier version cannot read.
  */
 export const FORMAT_LEVEL = 16
 
@@ -92,6 +93,9 @@ export const FORMAT_LEVEL_DELIVERY_RATE = 15
 
 /** The level from which a queue's failed deliveries can be backed off (`retryBackoffMinMs`). */
 export const FORMAT_LEVEL_RETRY_BACKOFF = 16
+
+/** The level from which a lease stops at a byte budget (`bytesMax` of the lease entry). */
+export const FORMAT_LEVEL_LEASE_BYTES = 16
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -66,7 +66,14 @@ export function fromGrpcError(error: ServiceError): MqError {
     case GrpcStatus.InvalidArgument:
       return mqError(ErrorCode.InvalidArgument, message, {}, { cause: error })
     case GrpcStatus.ResourceExhausted:
-      return mqError(ErrorCode.LimitExceeded, message, {}, { cause: error })
+      // Without a detail, grpc-js's own: a message over a size limit, which a retry resends
+      // as it was (a full queue's LIMIT_EXCEEDED carries its detail).
+      return mqError(
+        ErrorCode.InvalidArgument,
+        `a message is larger than gRPC allows (${message}): send smaller batches, or lease fewer messages`,
+        {},
+        { cause: error },
+      )
     case GrpcStatus.Unauthenticated:
       return mqError(ErrorCode.Unauthenticated, message, {}, { cause: error })
     case GrpcStatus.PermissionDenied:

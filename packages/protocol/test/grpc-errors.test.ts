@@ -36,7 +36,10 @@ describe('typed errors over gRPC', () => {
         cb(toGrpcStatus(new StaleRouteError('route epoch 4 is older than 9', { epoch: 9 }))),
       ack: unimplemented,
       nack: unimplemented,
-      extend: unimplemented,
+      extend: (_call: unknown, cb: sendUnaryData<unknown>) =>
+        cb(null, {
+          results: Array.from({ length: 50 }, () => ({ leaseId: 'x'.repeat(20), outcome: 1, deadlineMs: 0 })),
+        }),
     })
     const port = await new Promise<number>((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
@@ -75,6 +78,22 @@ describe('typed errors over gRPC', () => {
   it('maps an untyped failure by its status', async () => {
     const raw = await call((cb) => client.ack({ leaseIds: [] }, cb))
     expect(fromGrpcError(raw).code).toBe(ErrorCode.Internal)
+  })
+
+  it("turns a message over gRPC's size limit into an InvalidArgumentError, not a retriable one", async () => {
+    const small = new QueueClient(
+      client.getChannel().getTarget().replace(/^dns:/, ''),
+      credentials.createInsecure(),
+      {
+        'grpc.max_receive_message_length': 64,
+      },
+    )
+    const raw = await call((cb) => small.extend({ leaseIds: [], extendMs: 1 }, cb))
+    small.close()
+    const error = fromGrpcError(raw)
+    expect(error.code).toBe(ErrorCode.InvalidArgument)
+    expect(error.retriable).toBe(false)
+    expect(error.message).toMatch(/larger than gRPC allows/)
   })
 
   it('turns an unreachable server into a retriable UnavailableError', async () => {

@@ -52,9 +52,12 @@ export interface ProducerOptions {
    * lone message; under load batches still grow while the previous one is in flight.
    */
   readonly lingerMs: number
-  /** Messages per batch, at most. */
+  /** Messages per batch, at most (1 to 1,000, the messages one Produce may carry). */
   readonly batchMax: number
-  /** Body bytes per batch, at most (a bigger single message goes alone). */
+  /**
+   * Bytes per batch, at most: bodies, header names and values, keys and dedup keys (a bigger
+   * single message goes alone).
+   */
   readonly batchBytesMax: number
   /** Messages accepted but not yet acknowledged, at most; `send` waits beyond it. */
   readonly bufferMax: number
@@ -152,6 +155,10 @@ export class Producer {
       if (!Number.isInteger(v) || v < 1)
         throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
     }
+    if (o.batchMax > PRODUCE_BATCH_MAX)
+      throw new RangeError(
+        `producer option batchMax must be at most ${PRODUCE_BATCH_MAX} (the messages one Produce may carry), got ${o.batchMax}`,
+      )
     if (o.idempotent && o.inFlightMax > IDEMPOTENT_BATCHES_IN_FLIGHT_MAX)
       throw new RangeError(
         `producer option inFlightMax must be at most ${IDEMPOTENT_BATCHES_IN_FLIGHT_MAX} for an idempotent producer (the batches a broker remembers per producer), got ${o.inFlightMax}`,
@@ -173,6 +180,7 @@ export class Producer {
   async send(message: OutgoingMessage): Promise<SendResult> {
     if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
     const wire = toWire(message)
+    const bytes = wireBytes(wire)
     while (this.#buffered >= this.#options.bufferMax) {
       await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
       if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
@@ -188,13 +196,13 @@ export class Producer {
     const partition = this.#partitioner.choose(
       route.partitions.length,
       message.key || message.partitionKey || undefined,
-      wire.body.length,
+      bytes,
       (p) => this.#load(p),
     )
     return new Promise<SendResult>((resolve, reject) => {
       const lane = this.#lane(partition)
-      lane.pending.push({ message: wire, bytes: wire.body.length, resolve, reject })
-      lane.pendingBytes += wire.body.length
+      lane.pending.push({ message: wire, bytes, resolve, reject })
+      lane.pendingBytes += bytes
       if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
         this.#dispatch(lane)
       } else if (!lane.cancel) {
@@ -336,6 +344,16 @@ export class Producer {
       this.#spaceWaiters.shift()?.()
     if (this.#buffered === 0) for (const done of this.#idle.splice(0)) done()
   }
+}
+
+/** The most messages one Produce may carry (a partition's enqueue batch limit). */
+const PRODUCE_BATCH_MAX = 1000
+
+/** A message's bytes as a batch counts them: what grows its Produce request. */
+function wireBytes(m: ProduceMessage): number {
+  let n = m.body.length + Buffer.byteLength(m.key) + Buffer.byteLength(m.dedupKey)
+  for (const name in m.headers) n += Buffer.byteLength(name) + Buffer.byteLength(m.headers[name] as string)
+  return n
 }
 
 function toWire(message: OutgoingMessage): ProduceMessage {

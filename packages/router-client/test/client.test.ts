@@ -698,6 +698,24 @@ describe('MqClient', () => {
     broker.dead.clear()
   })
 
+  it('refuses a producer batch limit past what one Produce carries, and counts headers and keys in batch bytes', async () => {
+    const q = freshQueue(1)
+    expect(() => client.producer(q, { batchMax: 1_001 })).toThrow(
+      'producer option batchMax must be at most 1000 (the messages one Produce may carry), got 1001',
+    )
+    const producer = client.producer(q, { batchBytesMax: 100 })
+    broker.calls.length = 0
+    // Tiny bodies, 60 bytes of header each: two would pass 100 bytes, so each goes alone.
+    const headers = { trace: 'x'.repeat(55) }
+    await Promise.all([0, 1, 2].map((i) => producer.send({ body: `${i}`, headers })))
+    await producer.close()
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([
+      'produce:1',
+      'produce:1',
+      'produce:1',
+    ])
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

@@ -229,6 +229,14 @@ describe('config versions', () => {
     expect(decodeConfig(withBackoff)).toMatchObject({ retryBackoffMinMs: 1_000, retryBackoffMaxMs: 60_000 })
   })
 
+  it("writes a lease's byte budget only when set: without it, a lease is the bytes of before", () => {
+    const plain: Command = { type: 'lease', consumerId: 'c', max: 10, visibilityMs: 500 }
+    const budget: Command = { ...plain, bytesMax: 16 * 1024 * 1024 }
+    for (const c of [plain, budget]) expect(decodeCommand(encodeCommand(c))).toEqual(c)
+    expect(encodeCommand(budget).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))
+    expect(encodeCommand(budget).length).toBeGreaterThan(encodeCommand(plain).length)
+  })
+
   it('writes the discarded counter of the state record only once nonzero: before, the bytes of before', () => {
     const before = encodeState(PARTITION_STATE_INITIAL)
     const after = encodeState({ ...PARTITION_STATE_INITIAL, discarded: 7 })

@@ -52,6 +52,8 @@ export function encodeCommand(cmd: Command): Uint8Array {
     }
     case CommandType.Lease:
       w.string(cmd.consumerId).varint(cmd.max).varint(cmd.visibilityMs)
+      // Trailing, only when set: a lease without it is the bytes of before.
+      if (cmd.bytesMax !== undefined) w.varint(cmd.bytesMax)
       break
     case CommandType.Ack:
       encodeIds(w, cmd.leaseIds)
@@ -134,9 +136,11 @@ export function decodeCommand(bytes: Uint8Array): Command {
       cmd = { type, messages, ...producer }
       break
     }
-    case CommandType.Lease:
-      cmd = { type, consumerId: r.string(), max: r.varint(), visibilityMs: r.varint() }
+    case CommandType.Lease: {
+      const lease = { type, consumerId: r.string(), max: r.varint(), visibilityMs: r.varint() }
+      cmd = r.done ? lease : { ...lease, bytesMax: r.varint() }
       break
+    }
     case CommandType.Ack:
       cmd = { type, leaseIds: decodeIds(r, bytes.length) }
       break

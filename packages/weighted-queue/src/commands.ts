@@ -55,6 +55,13 @@ export interface LeaseCommand {
   readonly consumerId: string
   readonly max: number
   readonly visibilityMs: number
+  /**
+   * The most bytes (messageBytes: body + headers + key) the lease hands out: it stops before
+   * the message that would take it past them (the first one always goes), leaving that one
+   * and those after it ready where they were. Encoded only when set: a replica of an earlier
+   * version cannot read it (format level 16).
+   */
+  readonly bytesMax?: number
 }
 export interface AckCommand {
   readonly type: typeof CommandType.Ack

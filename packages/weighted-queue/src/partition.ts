@@ -60,6 +60,7 @@ import {
   type MessageBody,
   type MessageMeta,
   MessageState,
+  messageBytes,
   newWindow,
   PARTITION_STATE_INITIAL,
   type PartitionState,
@@ -427,7 +428,7 @@ export class QueuePartition {
       for (let i = 0; i < bodies.length; i++) {
         const body = bodies[i] as MessageBody
         out.push(storedMessage(ids[i] as number, metas[i] as MessageMeta, body))
-        bytesLeft -= body.body.length
+        bytesLeft -= messageBytes(body)
       }
       if (bodies.length < n) break
       left -= n
@@ -442,7 +443,7 @@ export class QueuePartition {
       case CommandType.Enqueue:
         return this.enqueue(cmd, now)
       case CommandType.Lease:
-        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now)
+        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now, cmd.bytesMax)
       case CommandType.Ack:
         return { type: 'ack', statuses: await this.settle(cmd.leaseIds, now, 'ack', 0) }
       case CommandType.Nack: {
@@ -502,26 +503,21 @@ export class QueuePartition {
       weights[i] = parseWeight(m.weight)
       if (!(m.body instanceof Uint8Array))
         throw new InvalidArgumentError(`message ${i}: body must be a Uint8Array`)
-      let size = m.body.length
       if (m.headers !== undefined) {
         if (typeof m.headers !== 'object' || m.headers === null) {
           throw new InvalidArgumentError(`message ${i}: headers must be an object of strings`)
         }
         for (const name of Object.keys(m.headers)) {
-          const value = m.headers[name]
-          if (typeof value !== 'string') {
+          if (typeof m.headers[name] !== 'string') {
             throw new InvalidArgumentError(`message ${i}: header '${name}' must be a string`)
           }
-          size += utf8Length(name) + utf8Length(value)
         }
       }
-      if (m.key !== undefined) {
-        checkName(`message ${i} key`, m.key)
-        size += utf8Length(m.key)
-      }
+      if (m.key !== undefined) checkName(`message ${i} key`, m.key)
       if (m.dedupKey !== undefined) checkName(`message ${i} dedupKey`, m.dedupKey)
       if (m.notBeforeMs !== undefined)
         checkInt(`message ${i} notBeforeMs`, m.notBeforeMs, 0, now + cfg.delayMsMax)
+      const size = messageBytes(m)
       if (size > cfg.messageBytesMax) {
         throw new InvalidArgumentError(
           `message ${i} is ${size} bytes (body + headers + key); the limit is ${cfg.messageBytesMax}`,
@@ -665,6 +661,7 @@ export class QueuePartition {
     max: number,
     visibilityMs: number,
     now: number,
+    bytesMax: number | undefined,
   ): Promise<CommandResult> {
     const cfg = this.configValue
     checkName('consumerId', consumerId)
@@ -675,6 +672,7 @@ export class QueuePartition {
       )
     }
     checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
+    if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
 
     // Decide first (in memory), then read each chosen weight's head run in one range.
     const picks: number[] = []
@@ -697,7 +695,6 @@ export class QueuePartition {
       const run = runs[j] as (typeof runs)[number]
       invariant(run.length === n, `weight ${w} has ${n} ready entries`)
       cursor.set(w, { entries: run, next: 0, base: ids.length })
-      this.raiseReadyFloor(w, (run[n - 1] as (typeof run)[number])[0])
       for (const [, v] of run) {
         const entry = decodeReadyValue(v)
         ids.push(entry.id)
@@ -706,17 +703,34 @@ export class QueuePartition {
     })
     const metaKeys = ids.map((id) => this.keys.message(id))
     await this.fillMetas(metaKeys, metas)
-    const bodies = await this.bodies(ids, metas as MessageMeta[])
+    // Each pick's place in ids and its ready key, in pick order.
+    const at: number[] = []
+    const readyKeys: Uint8Array[] = []
+    for (const w of picks) {
+      const c = cursor.get(w) as { entries: (typeof runs)[number]; next: number; base: number }
+      at.push(c.base + c.next)
+      readyKeys.push((c.entries[c.next++] as (typeof runs)[number][number])[0])
+    }
+    // Without a byte budget every body at once; with one, in pick order, as many at a time as
+    // the budget holds at the queue's largest message (at most one chunk past the budget).
+    const bodies: (MessageBody | undefined)[] =
+      bytesMax === undefined ? await this.bodies(ids, metas as MessageMeta[]) : new Array(ids.length)
+    const chunk = bytesMax === undefined ? 0 : Math.max(1, Math.floor(bytesMax / cfg.messageBytesMax))
+    let read = 0
+    let bytes = 0
     const deadlineMs = now + visibilityMs
     const groupSeq = this.st.leaseGroupSeq
     const leases: Lease[] = []
     const group: number[] = []
-    for (const w of picks) {
-      const c = cursor.get(w) as { entries: (typeof runs)[number]; next: number; base: number }
-      const at = c.base + c.next
-      const [readyKey] = c.entries[c.next++] as (typeof runs)[number][number]
-      const id = ids[at] as number
-      const meta = metas[at] as MessageMeta
+    /** Per weight, the last ready key taken (delivered or deleted): its new floor. */
+    const taken = new Map<number, Uint8Array>()
+    let p = 0
+    for (; p < picks.length; p++) {
+      const w = picks[p] as number
+      const i = at[p] as number
+      const readyKey = readyKeys[p] as Uint8Array
+      const id = ids[i] as number
+      const meta = metas[i] as MessageMeta
       invariant(
         meta.state === MessageState.Ready && meta.weight === w,
         `message ${id} is ready in weight ${w}`,
@@ -726,10 +740,29 @@ export class QueuePartition {
         this.deleteMessage(readyKey, id, meta)
         this.depart(id, meta)
         this.st.discarded++
+        taken.set(w, readyKey)
         continue
       }
-      const body = bodies[at] as MessageBody
+      if (bytesMax !== undefined) {
+        if (p >= read) {
+          const next = at.slice(p, p + chunk)
+          const got = await this.bodies(
+            next.map((k) => ids[k] as number),
+            next.map((k) => metas[k] as MessageMeta),
+          )
+          next.forEach((k, j) => {
+            bodies[k] = got[j]
+          })
+          read = p + next.length
+        }
+        const size = messageBytes(bodies[i] as MessageBody)
+        // Past the budget: this one and the picks after it stay ready where they are.
+        if (leases.length > 0 && bytes + size > bytesMax) break
+        bytes += size
+      }
+      const body = bodies[i] as MessageBody
       this.del(readyKey)
+      taken.set(w, readyKey)
       meta.deliveries++
       meta.attempts++
       this.st.delivered++
@@ -737,7 +770,7 @@ export class QueuePartition {
       meta.slot = deadlineMs
       meta.band = 0
       meta.group = groupSeq
-      this.putMeta(id, meta, metaKeys[at] as Uint8Array)
+      this.putMeta(id, meta, metaKeys[i] as Uint8Array)
       group.push(id, meta.deliveries)
       this.leased[w] = (this.leased[w] as number) + 1
       this.dirtyWeights.add(w)
@@ -754,6 +787,13 @@ export class QueuePartition {
         enqueuedAtMs: meta.enqueuedAtMs,
       })
     }
+    // The picks past the budget: ready again (their passes stay spent, as a pick's does).
+    for (; p < picks.length; p++) {
+      const w = picks[p] as number
+      this.ready[w] = (this.ready[w] as number) + 1
+      if (!this.scheduler.isBacklogged(w)) this.scheduler.activate(w)
+    }
+    for (const [w, key] of taken) this.raiseReadyFloor(w, key)
     this.addLeaseGroup(deadlineMs, group)
     return { type: 'lease', leases }
   }
@@ -1561,7 +1601,7 @@ export class QueuePartition {
   }
 
   /**
-   * The bodies of a listing's first messages whose bodies add up to at most `budget` bytes
+   * The bodies of a listing's first messages whose sizes (messageBytes) add up to at most `budget` bytes
    * (and the first whatever its size when `first`): a listing of large messages stops early
    * instead of building an answer of up to leaseBatchMax × messageBytesMax. Bodies stored
    * apart are read one at a time, so at most one beyond the budget is read.
@@ -1579,7 +1619,7 @@ export class QueuePartition {
       const stored = inline ?? (await this.overlay.get(this.keys.body(ids[i] as number)))
       invariant(stored, `message ${ids[i]} has a body`)
       const body = decodeBody(stored)
-      bytes += body.body.length
+      bytes += messageBytes(body)
       if (bytes > budget && !(first && i === 0)) break
       out.push(body)
     }

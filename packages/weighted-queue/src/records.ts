@@ -1,4 +1,4 @@
-import { ByteReader, ByteWriter } from './bytes'
+import { ByteReader, ByteWriter, utf8Length } from './bytes'
 import { decodeHeaders, encodeHeaders } from './codec'
 import { CONFIG_NUMBER_FIELDS, type QueueConfig, SchedulingMode, TRAILING_CONFIG_FIELDS } from './config'
 import { invariant } from './errors'
@@ -99,6 +99,23 @@ export interface MessageBody {
   readonly body: Uint8Array
   readonly headers: Readonly<Record<string, string>>
   readonly key: string | undefined
+}
+
+/**
+ * A message's size as its limits count it: body, header names and values, and key, in bytes
+ * (`messageBytesMax` on enqueue, a lease's `bytesMax`, a listing's budget).
+ */
+export function messageBytes(m: {
+  readonly body: Uint8Array
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  readonly key?: string | undefined
+}): number {
+  let size = m.body.length
+  if (m.headers !== undefined)
+    for (const name of Object.keys(m.headers))
+      size += utf8Length(name) + utf8Length(m.headers[name] as string)
+  if (m.key !== undefined) size += utf8Length(m.key)
+  return size
 }
 
 export function encodeBody(

@@ -38,8 +38,19 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
   const queue = (config: Partial<QueueConfig> = {}) => DirectPartition.open(engine, PREFIX, config)
   const enqueue = (q: DirectPartition, nowMs: number, ...messages: EnqueueMessage[]) =>
     q.apply({ type: 'enqueue', messages }, nowMs)
-  const lease = async (q: DirectPartition, nowMs: number, max = 10, visibilityMs = 100) =>
-    leasesOf(await q.apply({ type: 'lease', consumerId: 'c1', max, visibilityMs }, nowMs))
+  const lease = async (q: DirectPartition, nowMs: number, max = 10, visibilityMs = 100, bytesMax?: number) =>
+    leasesOf(
+      await q.apply(
+        {
+          type: 'lease',
+          consumerId: 'c1',
+          max,
+          visibilityMs,
+          ...(bytesMax === undefined ? {} : { bytesMax }),
+        },
+        nowMs,
+      ),
+    )
   const dump = async () => engine.range({ ...partitionKeySpan(PREFIX) })
 
   it('leases with ids, delivery counts and deadlines; redelivers an expired lease at the head of its weight', async () => {
@@ -373,6 +384,22 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     // 2nd delivery, expires at 200: backed off to 400, which a lease at 5,000 finds past.
     expect((await lease(q, 150, 1, 50)).map((l) => l.messageId)).toEqual([1])
     expect((await lease(q, 5_000, 1)).map((l) => [l.messageId, l.deliveryCount])).toEqual([[1, 3]])
+  })
+
+  it('stops a lease at its byte budget (body, headers and key), the first always; the rest stay ready in place', async () => {
+    const q = await queue({ messageBytesMax: 100_000 })
+    const big = (n: number) => ({ body: new Uint8Array(n), headers: { h: 'vv' }, key: 'kk' }) // + 5 bytes
+    await enqueue(q, 0, big(40_000), big(40_000), big(40_000), { body: text('small') })
+    // 40,005 + 40,005 ≤ 100,000 < 120,015: two go, the third and the small one behind it wait.
+    const first = await lease(q, 1, 10, 1_000, 100_000)
+    expect(first.map((l) => l.messageId)).toEqual([1, 2])
+    const second = await q.apply(
+      { type: 'lease', consumerId: 'c', max: 10, visibilityMs: 1_000, bytesMax: 10 },
+      2,
+    )
+    expect(leasesOf(second).map((l) => [l.messageId, l.deliveryCount])).toEqual([[3, 1]]) // over it alone: still one
+    expect((await q.stats(2)).weights[0]).toMatchObject({ ready: 1, leased: 3 })
+    expect((await lease(q, 3, 10, 1_000)).map((l) => l.messageId)).toEqual([4])
   })
 
   it('holds delayed messages until their not-before time, then queues them at the tail', async () => {

@@ -141,9 +141,12 @@ export class ModelQueue {
   }
 
   /** Weight w's ready messages in delivery order. */
+  /** Picked by a lease past its byte budget: ready, but not pickable again in that lease. */
+  private readonly declined = new Set<number>()
+
   private readyOf(w: number): ModelMessage[] {
     return [...this.messages.values()]
-      .filter((m) => m.state === 'ready' && m.weight === w)
+      .filter((m) => m.state === 'ready' && m.weight === w && !this.declined.has(m.id))
       .sort((a, b) => a.band - b.band || a.order - b.order)
   }
 
@@ -173,7 +176,8 @@ export class ModelQueue {
 
   private readyCount(w: number): number {
     let n = 0
-    for (const m of this.messages.values()) if (m.weight === w && m.state === 'ready') n++
+    for (const m of this.messages.values())
+      if (m.weight === w && m.state === 'ready' && !this.declined.has(m.id)) n++
     return n
   }
 
@@ -358,11 +362,26 @@ export class ModelQueue {
         int(cmd.max, 1, Number.MAX_SAFE_INTEGER)
         if (cmd.max > cfg.leaseBatchMax) throw new InvalidArgumentError('lease max')
         int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
+        if (cmd.bytesMax !== undefined) int(cmd.bytesMax, 1, Number.MAX_SAFE_INTEGER)
         const leases: Lease[] = []
+        let bytes = 0
         for (let i = 0; i < cmd.max; i++) {
           const w = this.pick()
           if (w === undefined) break
           const head = this.readyOf(w)[0] as ModelMessage
+          // Past the byte budget (the first one always goes): this pick and every later one
+          // stay ready, their passes spent.
+          let size = head.body.length + utf8Len(head.key ?? '')
+          for (const [k, v] of Object.entries(head.headers)) size += utf8Len(k) + utf8Len(v)
+          if (
+            cmd.bytesMax !== undefined &&
+            (this.declined.size > 0 ||
+              (leases.length > 0 && !this.outlived(head, now) && bytes + size > cmd.bytesMax))
+          ) {
+            this.declined.add(head.id)
+            if (this.readyCount(w) === 0) this.backlogged.delete(w)
+            continue
+          }
           if (this.outlived(head, now)) {
             // Deleted, not delivered; the pick counts in the passes, not in the window.
             this.messages.delete(head.id)
@@ -371,6 +390,7 @@ export class ModelQueue {
             if (this.readyCount(w) === 0) this.backlogged.delete(w)
             continue
           }
+          bytes += size
           head.state = 'leased'
           head.deliveries++
           head.attempts++
@@ -393,6 +413,7 @@ export class ModelQueue {
             enqueuedAtMs: head.enqueuedAtMs,
           })
         }
+        this.declined.clear()
         return { type: 'lease', leases }
       }
       case 'ack':

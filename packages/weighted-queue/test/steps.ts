@@ -178,10 +178,18 @@ const [
       dt,
       max: rarely(fc.integer({ min: 1, max: 5 }), fc.constantFrom(0, 6)),
       vis: rarely(fc.constantFrom(30, 100, 250), fc.constant(0)),
+      // A byte budget (bodies are up to 24 bytes): cut after the first, second or third one.
+      bytesMax: fc.option(rarely(fc.constantFrom(1, 12, 30, 60), fc.constant(0)), { freq: 3 }),
     })
     .map(
-      ({ dt, max, vis }) =>
-        new Step('lease', dt, () => ({ type: 'lease', consumerId: 'c', max, visibilityMs: vis })),
+      ({ dt, max, vis, bytesMax }) =>
+        new Step('lease', dt, () => ({
+          type: 'lease',
+          consumerId: 'c',
+          max,
+          visibilityMs: vis,
+          ...(bytesMax !== null ? { bytesMax } : {}),
+        })),
     ),
   fc
     .record({ dt, refs: fc.array(leaseRef, { maxLength: 4 }) })
