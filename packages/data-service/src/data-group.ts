@@ -334,6 +334,11 @@ export class DataGroupMachine {
     return ids.sort()
   }
 
+  /** The dead-lettered messages of `queue`'s partition `index` as applied here (0 when not held). */
+  deadCount(queue: string, index: number): number {
+    return this.#partitions.get(idOf(queue, index))?.deadCount() ?? 0
+  }
+
   /** The partitions held here (not fenced) with dead-lettered messages, sorted. */
   deadPartitionIds(): string[] {
     const ids: string[] = []

@@ -239,15 +239,38 @@ describe('queue handlers', () => {
     const page2 = await call(h, 'listDead', { target, limit: 1_000, afterId: 1_000 })
     expect(page2.messages).toHaveLength(500)
     expect(page2.messages[0]).toMatchObject({ deadPlace: 1_001, id: page1.messages[999].id + 1 })
-    expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({ moved: 1_200 })
-    expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300 }) // 0: up to 1,000
+    expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({ moved: 1_200, more: false })
+    expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300, more: false }) // 0: up to 1,000
     for (const max of [1_000, 200]) {
       const again = await call(h, 'lease', { target, consumerId: 'c', max, visibilityMs: 5_000, waitMs: 0 })
       await call(h, 'nack', { target, leaseIds: again.messages.map((m: { leaseId: string }) => m.leaseId) })
     }
-    expect(await call(h, 'purgeDead', { target })).toEqual({ removed: 1_200 })
-    expect(await call(h, 'purge', { target })).toEqual({ removed: 300 })
+    expect(await call(h, 'purgeDead', { target })).toEqual({ removed: 1_200, more: false })
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 300, more: false })
     expect((await call(h, 'stats', { target })).messages).toBe(0)
+  })
+
+  it('answers a purge or redrive with more at its time bound, one batch at least; redrives at most the dead at its start', async () => {
+    const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })
+    const h = queueHandlers(node(group), { batchCallMs: 0 })
+    for (let batch = 0; batch < 3; batch++) {
+      const messages = Array.from({ length: 500 }, (_, i) => message(`m${batch}.${i}`))
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages })
+    }
+    // A time bound of 0: one entry of 1,000 a call, then more.
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 1_000, more: true })
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 500, more: false })
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [message('d1'), message('d2')],
+    })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 2, visibilityMs: 5_000, waitMs: 0 })
+    await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+    // Two dead: a redrive of up to 1,000 moves those two, not more.
+    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 2, more: false })
+    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 0, more: false })
   })
 
   it('purges ready messages, leaving leased ones', async () => {
@@ -259,7 +282,7 @@ describe('queue handlers', () => {
       messages: [message('a'), message('b'), message('c', 4)],
     })
     const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
-    expect(await call(h, 'purge', { target })).toEqual({ removed: 2 })
+    expect(await call(h, 'purge', { target })).toEqual({ removed: 2, more: false })
     expect((await call(h, 'stats', { target })).messages).toBe(1)
     const acked = await call(h, 'ack', { target, leaseIds: [leased.messages[0].leaseId] })
     expect(acked.results[0].outcome).toBe(1)

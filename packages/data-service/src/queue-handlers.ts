@@ -81,11 +81,18 @@ export interface QueueHandlerLimits {
   readonly leaseWaitMsMax: number
   /** While long-polling, retry a lease at least this often (expiries make messages ready). */
   readonly leaseRecheckMs: number
+  /**
+   * How long a Purge, PurgeDead or Redrive call commits batches before it answers with `more`
+   * (well within a client's attempt deadline, 5 s in the SDK: a call that ran past it would be
+   * sent again while the first still ran).
+   */
+  readonly batchCallMs: number
 }
 
 export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
   leaseWaitMsMax: 30_000,
   leaseRecheckMs: 1_000,
+  batchCallMs: 2_000,
 }
 
 /**
@@ -107,30 +114,33 @@ const LIST_LIMIT_MAX = 1000
  * of them, their default lease batch limit).
  */
 const BATCH_MAX = QUEUE_CONFIG_DEFAULT.leaseBatchMax
-/** A purge or redrive call stops after this many entries (a million messages); call again for more. */
-const BATCH_ROUNDS_MAX = 1000
-
 /**
  * Runs `entry(n)` (one entry that takes up to n messages, answering how many it took) for
  * batches of at most BATCH_MAX until `max` messages are taken, a batch takes fewer than it
- * asked for, or BATCH_ROUNDS_MAX entries ran. Returns how many were taken in all.
+ * asked for (done), or — with more to take — `callMs` passed or the caller gave up (`more`).
+ * The first batch always runs.
  */
-async function inBatches(max: number, entry: (n: number) => Promise<number>): Promise<number> {
+async function inBatches(
+  max: number,
+  callMs: number,
+  signal: AbortSignal,
+  entry: (n: number) => Promise<number>,
+): Promise<{ taken: number; more: boolean }> {
+  const started = Date.now()
   let taken = 0
-  for (let round = 0; round < BATCH_ROUNDS_MAX && taken < max; round++) {
+  while (taken < max) {
+    if (taken > 0 && (Date.now() - started >= callMs || signal.aborted)) return { taken, more: true }
     const asked = Math.min(BATCH_MAX, max - taken)
     const n = await entry(asked)
     taken += n
     if (n < asked) break
   }
-  return taken
+  return { taken, more: false }
 }
 
 /** The Queue service's gRPC handlers over the data groups of one node. */
-export function queueHandlers(
-  node: DataNodePort,
-  limits: QueueHandlerLimits = DEFAULT_QUEUE_HANDLER_LIMITS,
-): QueueServer {
+export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLimits> = {}): QueueServer {
+  const limits: QueueHandlerLimits = { ...DEFAULT_QUEUE_HANDLER_LIMITS, ...given }
   const locate = async (
     target: PartitionTarget | undefined,
   ): Promise<{ group: DataGroupPort; queue: string; partition: number; config: QueueConfig | undefined }> => {
@@ -350,12 +360,18 @@ export function queueHandlers(
     extend: unary(async (req) =>
       settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
     ),
-    purge: unary(async (req) => ({
-      removed: await inBatches(Number.POSITIVE_INFINITY, async (max) => {
-        const r = await run(req.target, () => ({ type: 'purgeReady', max }))
-        return r.type === 'purgeReady' ? r.ids.length : 0
-      }),
-    })),
+    purge: unary(async (req, call) => {
+      const { taken, more } = await inBatches(
+        Number.POSITIVE_INFINITY,
+        limits.batchCallMs,
+        call.cancelled,
+        async (max) => {
+          const r = await run(req.target, () => ({ type: 'purgeReady', max }))
+          return r.type === 'purgeReady' ? r.ids.length : 0
+        },
+      )
+      return { removed: taken, more }
+    }),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
@@ -369,18 +385,30 @@ export function queueHandlers(
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
-    redrive: unary(async (req) => ({
-      moved: await inBatches(req.max || BATCH_MAX, async (max) => {
-        const r = await run(req.target, () => ({ type: 'redriveDead', max }))
+    redrive: unary(async (req, call) => {
+      // At most the messages dead when the call began: one redriven that dies again while the
+      // call runs is not moved twice (nor round and round).
+      const { group, queue, partition } = await locate(req.target)
+      const max = Math.min(req.max || BATCH_MAX, group.machine.deadCount(queue, partition))
+      if (max === 0) return { moved: 0, more: false }
+      const { taken, more } = await inBatches(max, limits.batchCallMs, call.cancelled, async (n) => {
+        const r = await run(req.target, () => ({ type: 'redriveDead', max: n }))
         return r.type === 'redriveDead' ? r.ids.length : 0
-      }),
-    })),
-    purgeDead: unary(async (req) => ({
-      removed: await inBatches(Number.POSITIVE_INFINITY, async (max) => {
-        const r = await run(req.target, () => ({ type: 'purgeDead', max }))
-        return r.type === 'purgeDead' ? r.ids.length : 0
-      }),
-    })),
+      })
+      return { moved: taken, more }
+    }),
+    purgeDead: unary(async (req, call) => {
+      const { taken, more } = await inBatches(
+        Number.POSITIVE_INFINITY,
+        limits.batchCallMs,
+        call.cancelled,
+        async (max) => {
+          const r = await run(req.target, () => ({ type: 'purgeDead', max }))
+          return r.type === 'purgeDead' ? r.ids.length : 0
+        },
+      )
+      return { removed: taken, more }
+    }),
     stats: unary(async (req): Promise<PartitionStats> => {
       const { group, queue, partition } = await locate(req.target)
       const s = await group.machine.stats(queue, partition, group.nowMs())

@@ -16,6 +16,24 @@ import type { Connection } from './connections'
 import type { Router } from './router'
 import { unary } from './unary'
 
+/** Calls one partition's purge or redrive makes at most (each of ~2 s and ≥ 1,000 messages when more). */
+const BATCH_CALLS_MAX = 1000
+
+/**
+ * Calls `step(done)` (one Purge, PurgeDead or Redrive call, given the count so far) again while
+ * it answers `more` (the server stopped at its time bound), at most BATCH_CALLS_MAX times;
+ * resolves with the total.
+ */
+async function untilDone(step: (done: number) => Promise<{ n: number; more: boolean }>): Promise<number> {
+  let done = 0
+  for (let call = 0; call < BATCH_CALLS_MAX; call++) {
+    const { n, more } = await step(done)
+    done += n
+    if (!more) break
+  }
+  return done
+}
+
 /** The most dead-lettered messages one ListDead answers. */
 const DEAD_PAGE_MAX = 1000
 
@@ -155,9 +173,12 @@ export class Admin {
    */
   async purgeQueue(name: string): Promise<number> {
     const counts = await this.#eachPartition(name, (c, target) =>
-      unary(c, c.purge, { target }, this.#attemptMs),
+      untilDone(async () => {
+        const r = await unary(c, c.purge, { target }, this.#attemptMs)
+        return { n: r.removed, more: r.more }
+      }),
     )
-    return counts.reduce((sum, r) => sum + r.removed, 0)
+    return counts.reduce((sum, n) => sum + n, 0)
   }
 
   /**
@@ -204,17 +225,23 @@ export class Admin {
   /** Moves up to `max` dead-lettered messages of each partition back to ready; returns how many. */
   async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
     const moved = await this.#eachPartition(name, (c, target) =>
-      unary(c, c.redrive, { target, max }, this.#attemptMs),
+      untilDone(async (done) => {
+        const r = await unary(c, c.redrive, { target, max: max - done }, this.#attemptMs)
+        return { n: r.moved, more: r.more && done + r.moved < max }
+      }),
     )
-    return moved.reduce((sum, r) => sum + r.moved, 0)
+    return moved.reduce((sum, n) => sum + n, 0)
   }
 
   /** Deletes every dead-lettered message of `name`; returns how many. */
   async purgeDeadLetters(name: string): Promise<number> {
     const counts = await this.#eachPartition(name, (c, target) =>
-      unary(c, c.purgeDead, { target }, this.#attemptMs),
+      untilDone(async () => {
+        const r = await unary(c, c.purgeDead, { target }, this.#attemptMs)
+        return { n: r.removed, more: r.more }
+      }),
     )
-    return counts.reduce((sum, r) => sum + r.removed, 0)
+    return counts.reduce((sum, n) => sum + n, 0)
   }
 
   /** Per-partition depth by weight, and target vs achieved shares. */

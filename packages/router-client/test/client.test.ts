@@ -721,6 +721,11 @@ describe('MqClient', () => {
     const producer = client.producer(q)
     await Promise.all(Array.from({ length: 9 }, () => producer.send({ body: 'x' })))
     expect(await client.admin.purgeQueue(q)).toBe(9)
+    // A server that stopped at its time bound says more: the SDK calls again.
+    await Promise.all(Array.from({ length: 3 }, () => producer.send({ body: 'y' })))
+    broker.purgeMoreCalls = 2
+    expect(await client.admin.purgeQueue(q)).toBe(2_003)
+    expect(broker.purgeMoreCalls).toBe(0)
     expect([0, 1, 2].map((p) => broker.ready(q, p).length)).toEqual([0, 0, 0])
   })
 

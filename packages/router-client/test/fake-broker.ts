@@ -86,6 +86,8 @@ export class FakeBroker {
   /** Dead letters listed by ListDead, per partition, at places 1, 2, …; `placesUnknown`: unset (an older server). */
   readonly dead = new Map<number, number>()
   placesUnknown = false
+  /** Purge calls that answer 1,000 removed and `more` (a server at its time bound) before the real one. */
+  purgeMoreCalls = 0
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
@@ -416,6 +418,10 @@ export class FakeBroker {
       }),
       purge: handle((req: { target?: PartitionTarget }) => {
         const key = this.#check(req.target)
+        if (this.purgeMoreCalls > 0) {
+          this.purgeMoreCalls--
+          return { removed: 1000, more: true }
+        }
         const removed = this.#ready.get(key)?.length ?? 0
         this.#ready.set(key, [])
         return { removed }

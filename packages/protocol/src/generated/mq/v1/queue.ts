@@ -189,6 +189,8 @@ export interface PurgeRequest {
 
 export interface PurgeResponse {
   removed: number;
+  /** The call stopped at its time bound (about 2 s of entries) with messages left: call again. */
+  more: boolean;
 }
 
 export interface ListDeadRequest {
@@ -219,6 +221,11 @@ export interface RedriveRequest {
 
 export interface RedriveResponse {
   moved: number;
+  /**
+   * The call stopped at its time bound (about 2 s of entries) below `max` with dead messages
+   * left: call again for the rest.
+   */
+  more: boolean;
 }
 
 export interface StatsRequest {
@@ -1903,13 +1910,16 @@ export const PurgeRequest: MessageFns<PurgeRequest> = {
 };
 
 function createBasePurgeResponse(): PurgeResponse {
-  return { removed: 0 };
+  return { removed: 0, more: false };
 }
 
 export const PurgeResponse: MessageFns<PurgeResponse> = {
   encode(message: PurgeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.removed !== 0) {
       writer.uint32(8).uint64(message.removed);
+    }
+    if (message.more !== false) {
+      writer.uint32(16).bool(message.more);
     }
     return writer;
   },
@@ -1929,6 +1939,14 @@ export const PurgeResponse: MessageFns<PurgeResponse> = {
           message.removed = longToNumber(reader.uint64());
           continue;
         }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.more = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1939,13 +1957,19 @@ export const PurgeResponse: MessageFns<PurgeResponse> = {
   },
 
   fromJSON(object: any): PurgeResponse {
-    return { removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0 };
+    return {
+      removed: isSet(object.removed) ? globalThis.Number(object.removed) : 0,
+      more: isSet(object.more) ? globalThis.Boolean(object.more) : false,
+    };
   },
 
   toJSON(message: PurgeResponse): unknown {
     const obj: any = {};
     if (message.removed !== 0) {
       obj.removed = Math.round(message.removed);
+    }
+    if (message.more !== false) {
+      obj.more = message.more;
     }
     return obj;
   },
@@ -1956,6 +1980,7 @@ export const PurgeResponse: MessageFns<PurgeResponse> = {
   fromPartial<I extends Exact<DeepPartial<PurgeResponse>, I>>(object: I): PurgeResponse {
     const message = createBasePurgeResponse();
     message.removed = object.removed ?? 0;
+    message.more = object.more ?? false;
     return message;
   },
 };
@@ -2215,13 +2240,16 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
 };
 
 function createBaseRedriveResponse(): RedriveResponse {
-  return { moved: 0 };
+  return { moved: 0, more: false };
 }
 
 export const RedriveResponse: MessageFns<RedriveResponse> = {
   encode(message: RedriveResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.moved !== 0) {
       writer.uint32(8).uint64(message.moved);
+    }
+    if (message.more !== false) {
+      writer.uint32(16).bool(message.more);
     }
     return writer;
   },
@@ -2241,6 +2269,14 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
           message.moved = longToNumber(reader.uint64());
           continue;
         }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.more = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2251,13 +2287,19 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
   },
 
   fromJSON(object: any): RedriveResponse {
-    return { moved: isSet(object.moved) ? globalThis.Number(object.moved) : 0 };
+    return {
+      moved: isSet(object.moved) ? globalThis.Number(object.moved) : 0,
+      more: isSet(object.more) ? globalThis.Boolean(object.more) : false,
+    };
   },
 
   toJSON(message: RedriveResponse): unknown {
     const obj: any = {};
     if (message.moved !== 0) {
       obj.moved = Math.round(message.moved);
+    }
+    if (message.more !== false) {
+      obj.more = message.more;
     }
     return obj;
   },
@@ -2268,6 +2310,7 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
   fromPartial<I extends Exact<DeepPartial<RedriveResponse>, I>>(object: I): RedriveResponse {
     const message = createBaseRedriveResponse();
     message.moved = object.moved ?? 0;
+    message.more = object.more ?? false;
     return message;
   },
 };
@@ -2974,8 +3017,9 @@ export const QueueService = {
   /**
    * Moves up to `max` dead-lettered messages back to ready (their attempts towards
    * max_deliveries reset; the delivery count they show goes on), oldest
-   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
-   * and stop after a million (call again for more).
+   * first; `max` 0 is 1,000, and at most the messages dead when the call began. Purge,
+   * PurgeDead and Redrive commit an entry per 1,000 messages, for about 2 s at most: an answer
+   * with `more` set stopped there (call again).
    */
   redrive: {
     path: "/mq.v1.Queue/Redrive" as const,
@@ -2986,7 +3030,7 @@ export const QueueService = {
     responseSerialize: (value: RedriveResponse): Buffer => Buffer.from(RedriveResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): RedriveResponse => RedriveResponse.decode(value),
   },
-  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
+  /** Deletes the dead-lettered messages of the partition (`more`: call again). */
   purgeDead: {
     path: "/mq.v1.Queue/PurgeDead" as const,
     requestStream: false as const,
@@ -3042,11 +3086,12 @@ export interface QueueServer extends UntypedServiceImplementation {
   /**
    * Moves up to `max` dead-lettered messages back to ready (their attempts towards
    * max_deliveries reset; the delivery count they show goes on), oldest
-   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
-   * and stop after a million (call again for more).
+   * first; `max` 0 is 1,000, and at most the messages dead when the call began. Purge,
+   * PurgeDead and Redrive commit an entry per 1,000 messages, for about 2 s at most: an answer
+   * with `more` set stopped there (call again).
    */
   redrive: handleUnaryCall<RedriveRequest, RedriveResponse>;
-  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
+  /** Deletes the dead-lettered messages of the partition (`more`: call again). */
   purgeDead: handleUnaryCall<PurgeRequest, PurgeResponse>;
   /** The partition's depth per weight and the scheduler's target vs achieved shares. */
   stats: handleUnaryCall<StatsRequest, PartitionStats>;
@@ -3198,8 +3243,9 @@ export interface QueueClient extends Client {
   /**
    * Moves up to `max` dead-lettered messages back to ready (their attempts towards
    * max_deliveries reset; the delivery count they show goes on), oldest
-   * first; `max` 0 is 1,000. Purge, PurgeDead and Redrive commit an entry per 1,000 messages
-   * and stop after a million (call again for more).
+   * first; `max` 0 is 1,000, and at most the messages dead when the call began. Purge,
+   * PurgeDead and Redrive commit an entry per 1,000 messages, for about 2 s at most: an answer
+   * with `more` set stopped there (call again).
    */
   redrive(
     request: RedriveRequest,
@@ -3216,7 +3262,7 @@ export interface QueueClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: RedriveResponse) => void,
   ): ClientUnaryCall;
-  /** Deletes the dead-lettered messages of the partition (up to a million a call). */
+  /** Deletes the dead-lettered messages of the partition (`more`: call again). */
   purgeDead(
     request: PurgeRequest,
     callback: (error: ServiceError | null, response: PurgeResponse) => void,
