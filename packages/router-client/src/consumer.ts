@@ -160,7 +160,6 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   async #fetchLoop(partition: number, route: QueueRoute): Promise<void> {
-    const visibilityMs = this.#options.visibilityMs || route.config?.visibilityTimeoutMs || 30_000
     let failures = 0
     // A busy partition (its last lease brought messages) is asked without waiting, for all the
     // room there is, which its request holds until it returns; an idle one is long-polled for
@@ -176,6 +175,12 @@ export class Consumer implements AsyncIterable<Delivery> {
       const max: number = busy ? Math.min(space, LEASE_MAX) : Math.min(space, this.#refillMin)
       const reserved: number = busy ? max : 0
       const waitMs: number = busy ? 0 : this.#options.waitMs
+      // Sent, not left to the server's default: the extensions are timed by it, so both sides
+      // must agree (the queue's visibility may have changed since the loop began).
+      const visibilityMs =
+        this.#options.visibilityMs ||
+        (this.#router.cachedRoute(this.queue) ?? route).config?.visibilityTimeoutMs ||
+        30_000
       this.#leasing += reserved
       try {
         const response = await this.#router.partition(
@@ -189,7 +194,7 @@ export class Consumer implements AsyncIterable<Delivery> {
                 target,
                 consumerId: this.#options.consumerId,
                 max,
-                visibilityMs: this.#options.visibilityMs,
+                visibilityMs,
                 waitMs,
               },
               this.#router.options.attemptMs + waitMs,

@@ -716,6 +716,21 @@ describe('MqClient', () => {
     ])
   })
 
+  it("leases for the visibility it times extensions by: the queue's, sent, not left to the server", async () => {
+    const q = freshQueue(1, 4_000)
+    const producer = client.producer(q)
+    await producer.send({ body: 'v' })
+    broker.leaseVisibilities.length = 0
+    const consumer = client.consumer(q, { waitMs: 100 })
+    for await (const d of consumer) {
+      await d.ack()
+      break
+    }
+    await consumer.close()
+    expect(broker.leaseVisibilities.length).toBeGreaterThan(0)
+    expect(new Set(broker.leaseVisibilities)).toEqual(new Set([4_000]))
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

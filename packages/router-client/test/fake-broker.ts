@@ -88,6 +88,8 @@ export class FakeBroker {
   placesUnknown = false
   /** Purge calls that answer 1,000 removed and `more` (a server at its time bound) before the real one. */
   purgeMoreCalls = 0
+  /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
+  readonly leaseVisibilities: number[] = []
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
@@ -378,6 +380,7 @@ export class FakeBroker {
           await new Promise((r) => setTimeout(r, 5))
         }
         const list = this.#ready.get(key) ?? []
+        this.leaseVisibilities.push(req.visibilityMs)
         const visibility = req.visibilityMs || this.#queues.get(req.target!.queue)!.visibilityMs
         const messages = list.splice(0, req.max).map((m) => {
           const leased = {
