@@ -43,7 +43,7 @@ export type CliAdmin = Pick<
 /** One leased message as the CLI sees it (the SDK's Delivery satisfies it). */
 export type CliDelivery = Pick<
   Delivery,
-  'id' | 'partition' | 'body' | 'weight' | 'headers' | 'key' | 'deliveryCount' | 'ack' | 'nack'
+  'id' | 'partition' | 'body' | 'weight' | 'headers' | 'key' | 'deliveryCount' | 'ack' | 'release'
 >
 
 export type CliProducer = Pick<Producer, 'send' | 'flush' | 'close'>

@@ -15,7 +15,7 @@ export interface MessageRecord {
   readonly deliveryCount: number
 }
 
-export function messageRecord(m: Omit<CliDelivery, 'ack' | 'nack'>): MessageRecord {
+export function messageRecord(m: Omit<CliDelivery, 'ack' | 'release'>): MessageRecord {
   const { body, encoding } = encodeBody(m.body)
   return {
     id: m.id,
@@ -34,7 +34,7 @@ export function messageRecord(m: Omit<CliDelivery, 'ack' | 'nack'>): MessageReco
  * and headers when set, then the body (`base64:` + base64 when not UTF-8). Control characters
  * in the body are escaped so that one message is one line.
  */
-export function messageLine(m: Omit<CliDelivery, 'ack' | 'nack'>): string {
+export function messageLine(m: Omit<CliDelivery, 'ack' | 'release'>): string {
   const { body, encoding } = encodeBody(m.body)
   const parts = [`${m.partition}/${m.id}`, `weight=${m.weight}`, `deliveries=${m.deliveryCount}`]
   if (m.key) parts.push(`key=${m.key}`)

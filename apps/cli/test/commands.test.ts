@@ -703,7 +703,7 @@ describe('consume', () => {
     const r = await mq(['consume', 'jobs', '--no-ack', '--max', '2'])
     expect(r.stdout.split('\n').filter(Boolean)).toHaveLength(2)
     expect(cluster.acked).toEqual([])
-    expect(cluster.nacked.sort()).toEqual([1, 2])
+    expect(cluster.released.sort()).toEqual([1, 2])
     expect(
       cluster
         .ready('jobs')

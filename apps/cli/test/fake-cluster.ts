@@ -93,7 +93,8 @@ export class FakeCluster {
     ],
   }
   readonly acked: number[] = []
-  readonly nacked: number[] = []
+  /** Messages given back (released: not counted as a delivery attempt). */
+  readonly released: number[] = []
   #nextId = 1
   #wakeConsumers: (() => void)[] = []
 
@@ -388,13 +389,13 @@ export class FakeCluster {
         m.deliveryCount++
         held++
         let settled = false
-        const settle = async (kind: 'ack' | 'nack') => {
+        const settle = async (kind: 'ack' | 'release') => {
           if (settled) throw new Error(`message ${m.id} is already settled`)
           settled = true
           held--
           if (kind === 'ack') cluster.acked.push(m.id)
           else {
-            cluster.nacked.push(m.id)
+            cluster.released.push(m.id)
             list.unshift(m)
           }
           wake()
@@ -408,7 +409,7 @@ export class FakeCluster {
           key: m.key,
           deliveryCount: m.deliveryCount,
           ack: () => settle('ack'),
-          nack: () => settle('nack'),
+          release: () => settle('release'),
         }
       }
       return undefined

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
-import { NotLeaderError, type QueueConfig, type QueueServer } from '@mq/protocol'
+import { FORMAT_LEVEL_RETRY_BACKOFF, NotLeaderError, type QueueConfig, type QueueServer } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
@@ -271,6 +271,25 @@ describe('queue handlers', () => {
     // Two dead: a redrive of up to 1,000 moves those two, not more.
     expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 2, more: false })
     expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 0, more: false })
+  })
+
+  it('gives a released lease back uncounted from format level 16, as a plain nack below it', async () => {
+    for (const [level, dead] of [
+      [FORMAT_LEVEL_RETRY_BACKOFF, 0],
+      [FORMAT_LEVEL_RETRY_BACKOFF - 1, 1],
+    ] as const) {
+      const h = queueHandlers(node(await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 }), level))
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('r')] })
+      const leased = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 1,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      await call(h, 'nack', { target, leaseIds: [leased.messages[0].leaseId], release: true })
+      expect((await call(h, 'stats', { target })).weights[0]).toMatchObject({ dead, ready: 1 - dead })
+    }
   })
 
   it('purges ready messages, leaving leased ones', async () => {

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   FORMAT_LEVEL_PIPELINING,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   InternalError,
   InvalidArgumentError,
   type LeaseResult,
@@ -136,6 +137,14 @@ async function inBatches(
     if (n < asked) break
   }
   return { taken, more: false }
+}
+
+/**
+ * A give-back's fields of a nack entry: `release` from the level that reads it (the delivery
+ * does not count, no backoff), a plain nack below it.
+ */
+function released(formatLevel: number): { readonly release?: true } {
+  return formatLevel >= FORMAT_LEVEL_RETRY_BACKOFF ? { release: true } : {}
 }
 
 /** The Queue service's gRPC handlers over the data groups of one node. */
@@ -327,7 +336,9 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
             // answer is on its way, leaves them to the timeout, as any lost answer does.)
             const leaseIds = leases.map((l) => l.leaseId)
             if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
-            await run(req.target, () => ({ type: 'nack', leaseIds, delayMs: 0 })).catch(() => {})
+            await run(req.target, () => ({ type: 'nack', leaseIds, ...released(node.formatLevel()) })).catch(
+              () => {},
+            )
             return { messages: [] }
           }
           const remaining = deadline - Date.now()
@@ -355,7 +366,12 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
     }),
     ack: unary(async (req) => settle(req.target, { type: 'ack', leaseIds: req.leaseIds })),
     nack: unary(async (req) =>
-      settle(req.target, { type: 'nack', leaseIds: req.leaseIds, delayMs: req.delayMs }),
+      settle(req.target, {
+        type: 'nack',
+        leaseIds: req.leaseIds,
+        delayMs: req.delayMs,
+        ...(req.release ? released(node.formatLevel()) : {}),
+      }),
     ),
     extend: unary(async (req) =>
       settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),

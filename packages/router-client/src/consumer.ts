@@ -118,7 +118,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.#stop.abort()
     this.#wake()
     const unhanded = this.#buffer.splice(0).filter((d) => this.#held.has(d))
-    await Promise.allSettled(unhanded.map((d) => d.nack(0)))
+    await Promise.allSettled(unhanded.map((d) => d.release()))
     await this.#loops
     await Promise.all(this.#fetchers.values())
     for (const lease of this.#held.values()) clearTimeout(lease.timer)
@@ -213,7 +213,7 @@ export class Consumer implements AsyncIterable<Delivery> {
           for (const d of deliveries) this.#buffer.push(d)
         }
         if (response.messages.length > 0) this.#wakeReader?.()
-        if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.nack(0)))
+        if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.release()))
       } catch (error) {
         if (this.#closed) return
         this.#followRoute()
@@ -310,7 +310,12 @@ export class Consumer implements AsyncIterable<Delivery> {
             settlement.kind === 'ack'
               ? await unary(q, q.ack, { target, leaseIds }, ms)
               : settlement.kind === 'nack'
-                ? await unary(q, q.nack, { target, leaseIds, delayMs: settlement.delayMs }, ms)
+                ? await unary(
+                    q,
+                    q.nack,
+                    { target, leaseIds, delayMs: settlement.delayMs, release: settlement.release === true },
+                    ms,
+                  )
                 : await unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
           return response.results
         })

@@ -65,9 +65,21 @@ export class Delivery {
     return this.#finish(ACK)
   }
 
-  /** Returns the message to its queue, ready again after `delayMs`. */
+  /**
+   * Returns the message to its queue as a failed delivery: ready again after `delayMs`, or
+   * (0) at once or after the queue's retry backoff; dead-lettered past its max deliveries.
+   */
   nack(delayMs = 0): Promise<void> {
     return this.#finish(delayMs === 0 ? NACK_NOW : { kind: 'nack', delayMs })
+  }
+
+  /**
+   * Gives the message back unprocessed (the application never looked at it): ready again at
+   * once at the head of its weight, the delivery counted neither towards the queue's max
+   * deliveries nor for its retry backoff. A cluster below format level 16 takes it as nack(0).
+   */
+  release(): Promise<void> {
+    return this.#finish(RELEASE)
   }
 
   /** Keeps the message leased for `ms` more from now. */
@@ -89,6 +101,7 @@ export class Delivery {
 
 const ACK: Settlement = Object.freeze({ kind: 'ack' })
 const NACK_NOW: Settlement = Object.freeze({ kind: 'nack', delayMs: 0 })
+const RELEASE: Settlement = Object.freeze({ kind: 'nack', delayMs: 0, release: true })
 
 function check(result: LeaseResult, d: Delivery): void {
   if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK) return

@@ -1,9 +1,12 @@
 import { LeaseOutcome, type LeaseResult } from '@mq/protocol'
 
-/** What to do with a lease: ack it, nack it (with a delay) or extend it (by some ms). */
+/**
+ * What to do with a lease: ack it, nack it (with a delay; `release`: a give-back, not a
+ * failure) or extend it (by some ms).
+ */
 export type Settlement =
   | { readonly kind: 'ack' }
-  | { readonly kind: 'nack'; readonly delayMs: number }
+  | { readonly kind: 'nack'; readonly delayMs: number; readonly release?: true }
   | { readonly kind: 'extend'; readonly extendMs: number }
 
 /**

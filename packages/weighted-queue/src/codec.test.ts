@@ -237,6 +237,16 @@ describe('config versions', () => {
     expect(encodeCommand(budget).length).toBeGreaterThan(encodeCommand(plain).length)
   })
 
+  it('writes a release flag only when set: without it, a nack is the bytes of before', () => {
+    const plain: Command = { type: 'nack', leaseIds: ['1.1'], delayMs: 5 }
+    const release: Command = { ...plain, release: true }
+    for (const c of [plain, release]) expect(decodeCommand(encodeCommand(c))).toEqual(c)
+    expect(encodeCommand(release).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))
+    const bad = encodeCommand(release)
+    bad[bad.length - 1] = 2
+    expect(() => decodeCommand(bad)).toThrow(/malformed nack: release flag/)
+  })
+
   it('writes the discarded counter of the state record only once nonzero: before, the bytes of before', () => {
     const before = encodeState(PARTITION_STATE_INITIAL)
     const after = encodeState({ ...PARTITION_STATE_INITIAL, discarded: 7 })

@@ -61,6 +61,8 @@ export function encodeCommand(cmd: Command): Uint8Array {
     case CommandType.Nack:
       encodeIds(w, cmd.leaseIds)
       w.varint(cmd.delayMs ?? 0)
+      // Trailing, only when set: a nack without it is the bytes of before.
+      if (cmd.release) w.u8(1)
       break
     case CommandType.Extend:
       encodeIds(w, cmd.leaseIds)
@@ -147,7 +149,10 @@ export function decodeCommand(bytes: Uint8Array): Command {
     case CommandType.Nack: {
       const leaseIds = decodeIds(r, bytes.length)
       const delayMs = r.varint()
-      cmd = delayMs === 0 ? { type, leaseIds } : { type, leaseIds, delayMs }
+      const nack = delayMs === 0 ? { type, leaseIds } : { type, leaseIds, delayMs }
+      if (r.done) cmd = nack
+      else if (r.u8() === 1) cmd = { ...nack, release: true }
+      else throw new InvalidArgumentError('malformed nack: release flag')
       break
     }
     case CommandType.Extend:

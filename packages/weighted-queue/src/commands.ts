@@ -70,8 +70,18 @@ export interface AckCommand {
 export interface NackCommand {
   readonly type: typeof CommandType.Nack
   readonly leaseIds: readonly string[]
-  /** Absent or 0: ready again at once, at the head of its weight. Else delayed by this much. */
+  /**
+   * Absent or 0: ready again at once at the head of its weight — or, a failed delivery, after
+   * the queue's retry backoff when it has one. Else delayed by this much.
+   */
   readonly delayMs?: number
+  /**
+   * A give-back, not a failure (a consumer returns messages it never handed to its
+   * application: closing, a cancelled poll): the delivery is not counted towards maxDeliveries
+   * and takes no retry backoff. Encoded only when set: a replica of an earlier version cannot
+   * read it (format level 16).
+   */
+  readonly release?: boolean
 }
 export interface ExtendCommand {
   readonly type: typeof CommandType.Extend

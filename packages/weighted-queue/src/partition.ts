@@ -449,7 +449,10 @@ export class QueuePartition {
       case CommandType.Nack: {
         const delayMs = cmd.delayMs ?? 0
         checkInt('nack delayMs', delayMs, 0, this.configValue.delayMsMax)
-        return { type: 'nack', statuses: await this.settle(cmd.leaseIds, now, 'nack', delayMs) }
+        return {
+          type: 'nack',
+          statuses: await this.settle(cmd.leaseIds, now, 'nack', delayMs, cmd.release === true),
+        }
       }
       case CommandType.Extend: {
         checkInt('extend visibilityMs', cmd.visibilityMs, 1, this.configValue.visibilityMsMax)
@@ -804,6 +807,7 @@ export class QueuePartition {
     now: number,
     action: 'ack' | 'nack' | 'extend',
     ms: number,
+    release = false,
   ): Promise<LeaseStatus[]> {
     if (!Array.isArray(leaseIds)) throw new InvalidArgumentError(`${action} needs an array of lease ids`)
     if (leaseIds.length > this.configValue.leaseBatchMax) {
@@ -876,7 +880,12 @@ export class QueuePartition {
         continue
       }
       this.st.nacked++
-      if (ms > 0 && meta.attempts < this.configValue.maxDeliveries) this.toDelayed(id, meta, now + ms)
+      if (release) {
+        // A give-back: this delivery does not count (nor dead-letters), and takes no backoff.
+        meta.attempts--
+        if (ms > 0) this.toDelayed(id, meta, now + ms)
+        else this.toReady(id, meta, ReadyBand.Returned)
+      } else if (ms > 0 && meta.attempts < this.configValue.maxDeliveries) this.toDelayed(id, meta, now + ms)
       else this.retry(id, meta, now)
     }
     this.leaveLeaseGroups(leaving, groups)

@@ -402,6 +402,20 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await lease(q, 3, 10, 1_000)).map((l) => l.messageId)).toEqual([4])
   })
 
+  it('takes a give-back (release) as no delivery: no attempt counted, no backoff, back at the head', async () => {
+    const q = await queue({ maxDeliveries: 1, retryBackoffMinMs: 1_000, retryBackoffMaxMs: 1_000 })
+    await enqueue(q, 0, { body: text('a') }, { body: text('b') })
+    for (let round = 1; round <= 3; round++) {
+      const [a] = await lease(q, round, 1)
+      expect(a).toMatchObject({ messageId: 1, deliveryCount: round })
+      await q.apply({ type: 'nack', leaseIds: [a?.leaseId as string], release: true }, round)
+    }
+    // Its one attempt is still to come: a failed delivery now dead-letters it.
+    const [a] = await lease(q, 10, 1)
+    await q.apply({ type: 'nack', leaseIds: [a?.leaseId as string] }, 10)
+    expect((await q.stats(10)).weights[0]).toMatchObject({ ready: 1, dead: 1 })
+  })
+
   it('holds delayed messages until their not-before time, then queues them at the tail', async () => {
     const q = await queue()
     await enqueue(q, 100, { body: text('later'), notBeforeMs: 300 }, { body: text('now'), notBeforeMs: 50 })

@@ -443,6 +443,11 @@ export class ModelQueue {
           else if (cmd.type === 'ack') {
             this.messages.delete(m.id)
             this.depart(m)
+          } else if (cmd.type === 'nack' && cmd.release === true) {
+            // A give-back: the delivery does not count (nor dead-letters), and takes no backoff.
+            m.attempts--
+            if (ms > 0) this.toDelayed(m, now + ms)
+            else this.toReady(m, 0)
           } else if (m.attempts >= cfg.maxDeliveries) this.toDead(m)
           else if (ms > 0) this.toDelayed(m, now + ms)
           else this.retry(m, now)

@@ -199,14 +199,16 @@ const [
       dt,
       refs: fc.array(leaseRef, { maxLength: 4 }),
       delay: rarely(fc.constantFrom(undefined, 0, 50, 300), fc.constant(500)),
+      release: fc.boolean(),
     })
     .map(
-      ({ dt, refs, delay }) =>
-        new Step('nack', dt, (m) =>
-          delay === undefined
-            ? { type: 'nack', leaseIds: pickIds(refs, m) }
-            : { type: 'nack', leaseIds: pickIds(refs, m), delayMs: delay },
-        ),
+      ({ dt, refs, delay, release }) =>
+        new Step('nack', dt, (m) => ({
+          type: 'nack',
+          leaseIds: pickIds(refs, m),
+          ...(delay === undefined ? {} : { delayMs: delay }),
+          ...(release ? { release: true } : {}),
+        })),
     ),
   fc
     .record({

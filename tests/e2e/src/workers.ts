@@ -309,7 +309,7 @@ export async function runConsumer(
         if (!stub) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
-        const request = { target: router.target(partition), leaseIds, delayMs: 0 }
+        const request = { target: router.target(partition), leaseIds, delayMs: 0, release: false }
         const response: LeaseResultsResponse =
           kind === 'ack'
             ? await call(s, s.ack, request, options.attemptMs)

@@ -1,3 +1,4 @@
+import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
 import { CLI_MAIN, runSource } from '../src/run-source'
@@ -88,13 +89,27 @@ describe('mq against a real cluster', () => {
     expect(empty.out).not.toMatch(/p1|p2|p3/)
   })
 
-  it('lists, redrives and purges dead letters, and sets a retry backoff', async () => {
+  it('gives --no-ack messages back uncounted; lists, redrives and purges dead letters; sets a retry backoff', async () => {
     const run = (...args: string[]) => mq(['--servers', servers, '--timeout', '30s', ...args])
     const created = await run('queue', 'create', 'dead', '--partitions', '1', '--max-deliveries', '1')
     expect(created.err).toBe('')
     expect((await run('produce', 'dead', 'x', '--count', '3')).code).toBe(0)
-    // Given back unacked at exit: a nack each, past their one delivery, so dead.
+    // Given back unacked at exit, not as failed deliveries: with one delivery allowed, none dies.
     expect((await run('consume', 'dead', '--no-ack', '--max', '3', '--wait', '3s')).code).toBe(0)
+    const peeked = await run('--json', 'queue', 'peek', 'dead')
+    expect(peeked.out.trim().split('\n')).toHaveLength(3)
+    // Failed deliveries (an SDK consumer's nacks) past their one delivery: dead.
+    const client = await MqClient.connect({ servers: servers.split(','), deadlineMs: 30_000 })
+    const failAll = async () => {
+      const consumer = client.consumer('dead', { prefetch: 3 })
+      let failed = 0
+      for await (const d of consumer) {
+        await d.nack()
+        if (++failed === 3) break
+      }
+      await consumer.close()
+    }
+    await failAll()
     const listed = await run('--json', 'queue', 'dlq', 'dead')
     expect(listed.code).toBe(0)
     expect(listed.out.trim().split('\n')).toHaveLength(3)
@@ -102,7 +117,8 @@ describe('mq against a real cluster', () => {
     const redriven = await run('--json', 'queue', 'dlq', 'dead', '--redrive', '5000')
     expect(redriven.err).toBe('')
     expect(JSON.parse(redriven.out)).toMatchObject({ redriven: 3 })
-    expect((await run('consume', 'dead', '--no-ack', '--max', '3', '--wait', '3s')).code).toBe(0)
+    await failAll()
+    await client.close()
     const purged = await run('--json', 'queue', 'dlq', 'dead', '--purge')
     expect(purged.err).toBe('')
     expect(JSON.parse(purged.out)).toMatchObject({ purged: 3 })

@@ -17,7 +17,11 @@ describe('large messages', () => {
     const { client } = suite
     const level = async () => (await client.admin.clusterStatus()).formatLevel >= FORMAT_LEVEL_LEASE_BYTES
     expect(await waitFor(level, 30_000, 200)).toBe(true)
-    await client.admin.createQueue('big', { partitions: 1, messageBytesMax: 4 * 1024 * 1024, maxDeliveries: 2 })
+    await client.admin.createQueue('big', {
+      partitions: 1,
+      messageBytesMax: 4 * 1024 * 1024,
+      maxDeliveries: 2,
+    })
     const producer = client.producer('big')
     for (let i = 0; i < MESSAGES; i++) {
       const body = new Uint8Array(BYTES).fill(i)

@@ -35,7 +35,10 @@ export function registerConsumeCommand(program: Command, runtime: Runtime): void
     .addOption(
       durationOption('--wait <duration>', 'without --follow: stop when no message came for this long', 5_000),
     )
-    .option('--no-ack', 'print without acking: the messages are given back when mq exits (at most 1000)')
+    .option(
+      '--no-ack',
+      'print without acking: the messages are given back when mq exits (at most 1000), not counted as a delivery attempt',
+    )
     .option('-F, --follow', 'keep consuming until --max or Ctrl-C (a counter shows on a terminal)')
     .addHelpText(
       'after',
@@ -47,7 +50,7 @@ when not UTF-8). With --json: {"id","partition","weight","key","body","encoding"
 Examples:
   $ mq consume jobs                    # take one message, ack it
   $ mq consume jobs --max 10 --wait 2s
-  $ mq consume jobs --no-ack --max 20  # peek: print 20 and give them back
+  $ mq consume jobs --no-ack --max 20  # print 20 and give them back (mq queue peek delivers none)
   $ mq consume jobs --follow --json | jq -r .body
 `,
     )
@@ -118,12 +121,12 @@ async function consume(
     await Promise.all(acks)
   } finally {
     stopListening()
-    await Promise.allSettled(held.map((d) => d.nack(0)))
+    await Promise.allSettled(held.map((d) => d.release()))
     await consumer.close()
     // A message that arrived while we stopped is given back, not lost until its lease ends.
     if (pending) {
       const late = await pending.catch(() => undefined)
-      if (late && !late.done) await late.value.nack(0).catch(() => {})
+      if (late && !late.done) await late.value.release().catch(() => {})
     }
     progress?.finish()
   }

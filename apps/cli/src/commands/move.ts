@@ -88,7 +88,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
         `message ${from} ${d.partition}/${d.id} could not go to ${flags.to}; it stays in ${from}`,
         error,
       )
-      await d.nack(0).catch(() => {})
+      await d.release().catch(() => {})
       return
     }
     try {
@@ -121,7 +121,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
     // A message that arrived while we stopped is given back, not held until its lease ends.
     if (pending) {
       const late = await pending.catch(() => undefined)
-      if (late && !late.done) await late.value.nack(0).catch(() => {})
+      if (late && !late.done) await late.value.release().catch(() => {})
     }
     progress.finish()
   }

@@ -163,7 +163,14 @@ export interface AckRequest {
 export interface NackRequest {
   target?: PartitionTarget | undefined;
   leaseIds: string[];
+  /** 0: ready again at once, or after the queue's retry backoff when it has one. */
   delayMs: number;
+  /**
+   * A give-back, not a failure (messages a consumer never handed to its application): the
+   * delivery counts neither towards max_deliveries nor for the retry backoff. A cluster below
+   * format level 16 (FORMAT_LEVEL_RETRY_BACKOFF) takes it as a plain nack.
+   */
+  release: boolean;
 }
 
 export interface ExtendRequest {
@@ -1486,7 +1493,7 @@ export const AckRequest: MessageFns<AckRequest> = {
 };
 
 function createBaseNackRequest(): NackRequest {
-  return { target: undefined, leaseIds: [], delayMs: 0 };
+  return { target: undefined, leaseIds: [], delayMs: 0, release: false };
 }
 
 export const NackRequest: MessageFns<NackRequest> = {
@@ -1499,6 +1506,9 @@ export const NackRequest: MessageFns<NackRequest> = {
     }
     if (message.delayMs !== 0) {
       writer.uint32(24).uint64(message.delayMs);
+    }
+    if (message.release !== false) {
+      writer.uint32(32).bool(message.release);
     }
     return writer;
   },
@@ -1534,6 +1544,14 @@ export const NackRequest: MessageFns<NackRequest> = {
           message.delayMs = longToNumber(reader.uint64());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.release = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1556,6 +1574,7 @@ export const NackRequest: MessageFns<NackRequest> = {
         : isSet(object.delay_ms)
         ? globalThis.Number(object.delay_ms)
         : 0,
+      release: isSet(object.release) ? globalThis.Boolean(object.release) : false,
     };
   },
 
@@ -1570,6 +1589,9 @@ export const NackRequest: MessageFns<NackRequest> = {
     if (message.delayMs !== 0) {
       obj.delayMs = Math.round(message.delayMs);
     }
+    if (message.release !== false) {
+      obj.release = message.release;
+    }
     return obj;
   },
 
@@ -1583,6 +1605,7 @@ export const NackRequest: MessageFns<NackRequest> = {
       : undefined;
     message.leaseIds = object.leaseIds?.map((e) => e) || [];
     message.delayMs = object.delayMs ?? 0;
+    message.release = object.release ?? false;
     return message;
   },
 };
