@@ -41,7 +41,7 @@ function addSettingFlags(command: Command): Command {
     .option('--max-deliveries <n>', 'deliveries before a message is dead-lettered', integerArg(1, U32_MAX))
     .option(
       '--max-length <n>',
-      'messages the queue holds at most; producers get LIMIT_EXCEEDED beyond',
+      'messages the queue holds at most (each partition its share, rounded up); producers get LIMIT_EXCEEDED beyond',
       integerArg(1),
     )
     .option(
@@ -54,7 +54,11 @@ function addSettingFlags(command: Command): Command {
       'how long a message may wait to be delivered; older ones are deleted (e.g. 1h; 0 = until consumed)',
       durationArg,
     )
-    .option('--max-message-bytes <n>', 'largest message body accepted', integerArg(1, U32_MAX))
+    .option(
+      '--max-message-bytes <n>',
+      'largest message accepted: body, header names and values, and key (at most 4 MiB)',
+      integerArg(1, U32_MAX),
+    )
     .option('--dead-letter-queue <name>', 'move dead messages to this queue instead of the dead-letter list')
     .option(
       '--delivery-rate <n>',
@@ -147,7 +151,7 @@ Examples:
         '--ordered-keys',
         "deliver each key's messages one at a time, in the order they arrived (keyless ones as usual); set at creation, and the partition count then stays",
       )
-      .option('--engine <name>', 'storage engine of its partitions (e.g. leveldb, memory)'),
+      .option('--engine <name>', 'storage engine of its partitions (leveldb, the default)'),
   )
     .addHelpText(
       'after',

@@ -339,6 +339,9 @@ describe('the console API', () => {
       ['/api/queues/jobs/update', { partitions: 2.5 }],
       ['/api/queues/jobs/update', { paused: 'yes' }],
       ['/api/scale', { groups: 0 }],
+      // Past uint32 on the wire (it would fail to encode); uint64 fields take more.
+      ['/api/scale', { groups: 2 ** 32 }],
+      ['/api/queues/jobs/update', { maxDeliveries: 2 ** 32 }],
       ['/api/meta-voters', { voters: 'five' }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],
       ['/api/groups/1/transfer', { toNodeId: '' }],

@@ -470,9 +470,22 @@ function object(value: unknown, what: string): Record<string, unknown> {
   return value as Record<string, unknown>
 }
 
+/** The numbers the wire carries as uint64 (durations in ms, lengths); the others are uint32. */
+const UINT64_KEYS: ReadonlySet<string> = new Set([
+  'visibilityTimeoutMs',
+  'queueLengthMax',
+  'dedupWindowMs',
+  'messageTtlMs',
+  'retryBackoffMinMs',
+  'retryBackoffMaxMs',
+])
+const UINT32_MAX = 2 ** 32 - 1
+
+/** A whole number ≥ 0 that fits the field's wire type (a larger one would fail to encode: a 500). */
 function count(value: unknown, key: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw badRequest(`${key} must be a whole number ≥ 0, got ${JSON.stringify(value)}`)
+  const max = UINT64_KEYS.has(key) ? Number.MAX_SAFE_INTEGER : UINT32_MAX
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > max) {
+    throw badRequest(`${key} must be a whole number from 0 to ${max}, got ${JSON.stringify(value)}`)
   }
   return value
 }

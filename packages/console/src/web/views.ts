@@ -622,7 +622,7 @@ export function peekPanel(peek: () => Promise<readonly PeekedMessage[]>): HTMLEl
 export function updateQueueForm(name: string, c: QueueConfigInfo, actions: AdminActions): HTMLElement {
   const visibility = h('input', {
     type: 'number',
-    min: 1,
+    min: 100,
     value: c.visibilityTimeoutMs,
     'data-testid': 'update-visibility',
   }) as HTMLInputElement
@@ -632,7 +632,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     value: c.maxDeliveries,
     'data-testid': 'update-max-deliveries',
   }) as HTMLInputElement
-  const lengthMax = h('input', { type: 'number', min: 0, value: c.queueLengthMax }) as HTMLInputElement
+  const lengthMax = h('input', { type: 'number', min: 1, value: c.queueLengthMax }) as HTMLInputElement
   const ttl = h('input', { type: 'number', min: 0, value: c.messageTtlMs }) as HTMLInputElement
   const rate = h('input', {
     type: 'number',
@@ -693,7 +693,7 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     h('h3', {}, 'Update settings'),
     h('label', {}, 'visibility timeout (ms) ', visibility),
     h('label', {}, 'max deliveries ', maxDeliveries),
-    h('label', {}, 'queue length max (0 = none) ', lengthMax),
+    h('label', {}, 'queue length max (messages) ', lengthMax),
     h('label', {}, 'message TTL (ms, 0 = none) ', ttl),
     h('label', {}, 'delivery rate (messages/s, 0 = no limit) ', rate),
     h('label', {}, 'retry backoff (ms, doubling per attempt; 0 = at once) ', backoff),
