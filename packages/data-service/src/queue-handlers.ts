@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
   FORMAT_LEVEL_PIPELINING,
-  FORMAT_LEVEL_RETRY_BACKOFF,
+  FORMAT_LEVEL_RELEASE,
   InternalError,
   InvalidArgumentError,
   type LeaseResult,
@@ -144,7 +144,7 @@ async function inBatches(
  * does not count, no backoff), a plain nack below it.
  */
 function released(formatLevel: number): { readonly release?: true } {
-  return formatLevel >= FORMAT_LEVEL_RETRY_BACKOFF ? { release: true } : {}
+  return formatLevel >= FORMAT_LEVEL_RELEASE ? { release: true } : {}
 }
 
 /** The Queue service's gRPC handlers over the data groups of one node. */
@@ -402,8 +402,9 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
     redrive: unary(async (req, call) => {
-      // At most the messages dead when the call began: one redriven that dies again while the
-      // call runs is not moved twice (nor round and round).
+      // At most as many as were dead when the call began (a count, not a place in the list:
+      // the SDK's next call, after `more`, counts afresh — messages that died again since are
+      // among them).
       const { group, queue, partition } = await locate(req.target)
       const max = Math.min(req.max || BATCH_MAX, group.machine.deadCount(queue, partition))
       if (max === 0) return { moved: 0, more: false }

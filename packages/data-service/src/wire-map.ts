@@ -82,7 +82,6 @@ export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueComman
   }
 }
 
-/** The lease command of a Lease request; 0 visibility takes the queue's default. */
 /**
  * The most message bytes (body + headers + key) one lease answers with, from format level 16
  * (a replica of an earlier version cannot read the lease's byte budget): well under the 64 MiB
@@ -91,7 +90,10 @@ export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueComman
  */
 export const LEASE_BYTES_MAX = 16 * 1024 * 1024
 
-/** The lease command of a Lease request; with the byte budget from format level 16. */
+/**
+ * The lease command of a Lease request: 0 visibility takes the queue's default; with the byte
+ * budget from format level 16.
+ */
 export function leaseOf(
   request: LeaseRequest,
   defaultVisibilityMs: number,

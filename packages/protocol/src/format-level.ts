@@ -44,8 +44,8 @@
  * 16. a queue's retry backoff (`retryBackoffMinMs`, `retryBackoffMaxMs` in its config and in its
  *    partition config of `open`, `import` and `configure` entries): a replica of an earlier
  *    version cannot read the partition config, and a meta replica of an earlier version would
- *    drop the setting; and a lease's byte budget (`bytesMax` of a `lease` entry), which a
- *    replica of an earlier version cannot read.
+ *    drop the setting; a lease's byte budget (`bytesMax` of a `lease` entry) and a nack's
+ *    `release` flag (a give-back), which a replica of an earlier version cannot read.
  */
 export const FORMAT_LEVEL = 16
 
@@ -96,6 +96,9 @@ export const FORMAT_LEVEL_RETRY_BACKOFF = 16
 
 /** The level from which a lease stops at a byte budget (`bytesMax` of the lease entry). */
 export const FORMAT_LEVEL_LEASE_BYTES = 16
+
+/** The level from which a nack may be a give-back (`release`: not counted, no backoff). */
+export const FORMAT_LEVEL_RELEASE = 16
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -35,7 +35,9 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
  * Turns a failed call's error into the typed MqError it stands for. With an `mq-error-bin`
  * detail the code and facts come from it; without one (a transport failure, a deadline, a
  * server that is not mq) the gRPC status decides: unreachable, deadline and cancelled become
- * a retriable UnavailableError, the rest an InternalError. The original error is the `cause`.
+ * a retriable UnavailableError, INVALID_ARGUMENT an InvalidArgumentError, RESOURCE_EXHAUSTED
+ * (grpc-js's own size limits) a non-retriable InvalidArgumentError saying so, UNAUTHENTICATED
+ * and PERMISSION_DENIED theirs, the rest an InternalError. The original error is the `cause`.
  */
 export function fromGrpcError(error: ServiceError): MqError {
   const raw = error.metadata?.get(ERROR_DETAIL_KEY)[0]

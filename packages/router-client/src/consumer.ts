@@ -111,7 +111,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
   }
 
-  /** Stops leasing; nacks what was leased but never handed out; ends the iterator. */
+  /** Stops leasing; releases what was leased but never handed out; ends the iterator. */
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true

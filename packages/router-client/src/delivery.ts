@@ -11,8 +11,9 @@ export class LeaseLostError extends Error {
 }
 
 /**
- * One leased message. Settle it exactly once with `ack()` (done: delete it) or `nack()`
- * (give it back, optionally after a delay); `extend()` keeps it longer. While it is held,
+ * One leased message. Settle it exactly once with `ack()` (done: delete it), `nack()` (a
+ * failed delivery: give it back, optionally after a delay) or `release()` (give it back
+ * unprocessed, not counted); `extend()` keeps it longer. While it is held,
  * the consumer extends its lease automatically unless that was turned off.
  */
 export class Delivery {

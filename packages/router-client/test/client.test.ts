@@ -731,6 +731,22 @@ describe('MqClient', () => {
     expect(new Set(broker.leaseVisibilities)).toEqual(new Set([4_000]))
   })
 
+  it('releases, not nacks, what close() gives back unhanded; a handler failure nacks', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await Promise.all(['a', 'b', 'c'].map((body) => producer.send({ body })))
+    broker.nackReleases.length = 0
+    const consumer = client.consumer(q, { prefetch: 3, waitMs: 100 })
+    for await (const d of consumer) {
+      await d.nack() // a failure
+      break
+    }
+    await consumer.close() // the two it held unhanded go back as give-backs
+    expect(broker.nackReleases[0]).toBe(false)
+    expect(broker.nackReleases.slice(1)).toEqual(broker.nackReleases.slice(1).map(() => true))
+    expect(broker.nackReleases.length).toBeGreaterThan(1)
+  })
+
   it('purges every partition of a queue through admin', async () => {
     const q = freshQueue(3)
     const producer = client.producer(q)

@@ -88,6 +88,8 @@ export class FakeBroker {
   placesUnknown = false
   /** Purge calls that answer 1,000 removed and `more` (a server at its time bound) before the real one. */
   purgeMoreCalls = 0
+  /** The release flag of every nack request (true: a give-back). */
+  readonly nackReleases: boolean[] = []
   /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
   readonly leaseVisibilities: number[] = []
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
@@ -430,9 +432,10 @@ export class FakeBroker {
         return { removed }
       }),
       ack: handle((req: AckRequest) => this.#settle(req, () => {})),
-      nack: handle((req: NackRequest) =>
-        this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' })),
-      ),
+      nack: handle((req: NackRequest) => {
+        this.nackReleases.push(req.release)
+        return this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' }))
+      }),
       extend: handle((req: ExtendRequest) =>
         this.#settle(req, (l) => {
           this.calls.push('extend')

@@ -74,7 +74,7 @@ import {
   windowChunks,
   windowPush,
 } from './records'
-import { WeightedScheduler } from './scheduler'
+import { type SchedulerMark, WeightedScheduler } from './scheduler'
 import { parseWeight, WEIGHT_MAX, WEIGHT_MIN } from './weight'
 
 /** Applies whose ops may stay unreleased (not yet written) at once: the overlay's bound. */
@@ -115,6 +115,12 @@ const TEXT = new TextDecoder()
 export const NAME_BYTES_MAX = 256
 /** Body bytes one listing (listReady, listDead) returns, at most (beyond its first message). */
 export const LIST_BYTES_MAX = 4 * 1024 * 1024
+
+/**
+ * The most body bytes (at the queue's largest message) a lease that its byte budget may cut
+ * reads at a time: a few reads per lease, a bounded overshoot past the cut.
+ */
+export const LEASE_READ_BYTES_MAX = 64 * 1024 * 1024
 
 /** What one apply produced. */
 export interface Applied {
@@ -677,7 +683,10 @@ export class QueuePartition {
     checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
 
-    // Decide first (in memory), then read each chosen weight's head run in one range.
+    // Decide first (in memory), then read each chosen weight's head run in one range. With a
+    // byte budget the decisions can be taken back to where it cuts the lease short (whatever
+    // the size limit now: messages stored before it was lowered may be larger).
+    const mark = bytesMax === undefined ? undefined : this.scheduler.mark()
     const picks: number[] = []
     const perWeight = new Map<number, number>()
     for (let i = 0; i < max; i++) {
@@ -714,11 +723,11 @@ export class QueuePartition {
       at.push(c.base + c.next)
       readyKeys.push((c.entries[c.next++] as (typeof runs)[number][number])[0])
     }
-    // Without a byte budget every body at once; with one, in pick order, as many at a time as
-    // the budget holds at the queue's largest message (at most one chunk past the budget).
+    // Every body at once without a budget; else in pick order, LEASE_READ_BYTES_MAX worth at
+    // the queue's largest message at a time (what is read past the cut is dropped).
     const bodies: (MessageBody | undefined)[] =
-      bytesMax === undefined ? await this.bodies(ids, metas as MessageMeta[]) : new Array(ids.length)
-    const chunk = bytesMax === undefined ? 0 : Math.max(1, Math.floor(bytesMax / cfg.messageBytesMax))
+      mark === undefined ? await this.bodies(ids, metas as MessageMeta[]) : new Array(ids.length)
+    const chunk = Math.max(1, Math.floor(LEASE_READ_BYTES_MAX / cfg.messageBytesMax))
     let read = 0
     let bytes = 0
     const deadlineMs = now + visibilityMs
@@ -746,7 +755,7 @@ export class QueuePartition {
         taken.set(w, readyKey)
         continue
       }
-      if (bytesMax !== undefined) {
+      if (mark !== undefined) {
         if (p >= read) {
           const next = at.slice(p, p + chunk)
           const got = await this.bodies(
@@ -760,7 +769,7 @@ export class QueuePartition {
         }
         const size = messageBytes(bodies[i] as MessageBody)
         // Past the budget: this one and the picks after it stay ready where they are.
-        if (leases.length > 0 && bytes + size > bytesMax) break
+        if (leases.length > 0 && bytes + size > (bytesMax as number)) break
         bytes += size
       }
       const body = bodies[i] as MessageBody
@@ -790,11 +799,17 @@ export class QueuePartition {
         enqueuedAtMs: meta.enqueuedAtMs,
       })
     }
-    // The picks past the budget: ready again (their passes stay spent, as a pick's does).
-    for (; p < picks.length; p++) {
-      const w = picks[p] as number
-      this.ready[w] = (this.ready[w] as number) + 1
-      if (!this.scheduler.isBacklogged(w)) this.scheduler.activate(w)
+    if (p < picks.length) {
+      // Cut at the budget: the decisions go back to the mark and the first p are made again
+      // (the same ones), so the picks not taken are charged nothing and stay ready in place.
+      for (const w of picks) this.ready[w] = (this.ready[w] as number) + 1
+      this.scheduler.rewind(mark as SchedulerMark)
+      for (let q = 0; q < p; q++) {
+        const w = this.scheduler.next() as number
+        invariant(w === picks[q], `the decisions made again are the same (${w} vs ${picks[q]})`)
+        this.ready[w] = (this.ready[w] as number) - 1
+        if (this.ready[w] === 0) this.scheduler.deactivate(w)
+      }
     }
     for (const [w, key] of taken) this.raiseReadyFloor(w, key)
     this.addLeaseGroup(deadlineMs, group)

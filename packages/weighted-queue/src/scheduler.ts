@@ -16,6 +16,15 @@ export interface SchedulerState {
   readonly virtualDen: number
 }
 
+/** The scheduler's decision state at a point (WeightedScheduler.mark). */
+export interface SchedulerMark {
+  readonly passNum: Float64Array
+  readonly heap: readonly number[]
+  readonly heapPos: Int16Array
+  readonly vNum: number
+  readonly vDen: number
+}
+
 function ceilDiv(a: number, b: number): number {
   const r = a % b
   return (a - r) / b + (r > 0 ? 1 : 0)
@@ -139,6 +148,37 @@ export class WeightedScheduler {
     if (this.modeValue === SchedulingMode.Fair) this.siftDown(0)
     if (this.vNum >= VIRTUAL_TIME_RENORMALIZE_AT * this.vDen) this.renormalize()
     return w
+  }
+
+  /**
+   * A copy of the decision state (passes, V, the backlogged weights) that `rewind` returns to:
+   * decisions made after it can be taken back, as if never made.
+   */
+  mark(): SchedulerMark {
+    return {
+      passNum: this.passNum.slice(),
+      heap: [...this.heap],
+      heapPos: this.heapPos.slice(),
+      vNum: this.vNum,
+      vDen: this.vDen,
+    }
+  }
+
+  /**
+   * Back to `mark`'s state. The weights and V changed since stay marked dirty (their persisted
+   * values are rewritten, the same as before where nothing else changed them).
+   */
+  rewind(mark: SchedulerMark): void {
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) {
+      if (this.passNum[w] !== mark.passNum[w]) this.dirtyWeights.add(w)
+    }
+    this.passNum.set(mark.passNum)
+    this.heap.length = 0
+    this.heap.push(...mark.heap)
+    this.heapPos.set(mark.heapPos)
+    if (this.vNum !== mark.vNum || this.vDen !== mark.vDen) this.dirtyVirtual = true
+    this.vNum = mark.vNum
+    this.vDen = mark.vDen
   }
 
   /** Switches mode. Entering fair mode lifts lagging passes to V, so strict mode's losers do not burst. */

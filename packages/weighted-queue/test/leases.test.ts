@@ -375,6 +375,29 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     ])
   })
 
+  it('keeps weighted shares when the byte budget cuts leases short: a pick not taken is not charged', async () => {
+    const q = await queue({ messageBytesMax: 100 })
+    const m = (weight: number) => ({ body: new Uint8Array(60), weight })
+    for (let i = 0; i < 3; i++)
+      await enqueue(
+        q,
+        0,
+        ...Array.from({ length: 10 }, () => m(2)),
+        ...Array.from({ length: 10 }, () => m(1)),
+      )
+    const taken = new Map<number, number>()
+    for (let i = 0; i < 30; i++) {
+      // Three picks asked, one message fits: charging all three starved weight 1 (2, 2, 1: 2 first).
+      const r = await q.apply(
+        { type: 'lease', consumerId: 'c', max: 3, visibilityMs: 10_000, bytesMax: 100 },
+        1,
+      )
+      for (const l of leasesOf(r)) taken.set(l.weight, (taken.get(l.weight) ?? 0) + 1)
+    }
+    expect(taken.get(2)).toBe(20)
+    expect(taken.get(1)).toBe(10)
+  })
+
   it('backs an expired lease off from its deadline, not from the apply that finds it expired', async () => {
     const q = await queue({ retryBackoffMinMs: 100, retryBackoffMaxMs: 1_000 })
     await enqueue(q, 0, { body: text('x') })

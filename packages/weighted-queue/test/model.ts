@@ -64,7 +64,7 @@ export class ModelQueue {
   private readyOrder = 0
   private deadOrder = 0
   private lastNowMs = 0
-  private readonly passNum = new Map<number, number>()
+  private passNum = new Map<number, number>()
   private vNum = 0
   private vDen = 1
   private backlogged = new Set<number>()
@@ -141,12 +141,9 @@ export class ModelQueue {
   }
 
   /** Weight w's ready messages in delivery order. */
-  /** Picked by a lease past its byte budget: ready, but not pickable again in that lease. */
-  private readonly declined = new Set<number>()
-
   private readyOf(w: number): ModelMessage[] {
     return [...this.messages.values()]
-      .filter((m) => m.state === 'ready' && m.weight === w && !this.declined.has(m.id))
+      .filter((m) => m.state === 'ready' && m.weight === w)
       .sort((a, b) => a.band - b.band || a.order - b.order)
   }
 
@@ -176,8 +173,7 @@ export class ModelQueue {
 
   private readyCount(w: number): number {
     let n = 0
-    for (const m of this.messages.values())
-      if (m.weight === w && m.state === 'ready' && !this.declined.has(m.id)) n++
+    for (const m of this.messages.values()) if (m.weight === w && m.state === 'ready') n++
     return n
   }
 
@@ -366,21 +362,24 @@ export class ModelQueue {
         const leases: Lease[] = []
         let bytes = 0
         for (let i = 0; i < cmd.max; i++) {
+          const before = { passNum: new Map(this.passNum), vNum: this.vNum, vDen: this.vDen }
           const w = this.pick()
           if (w === undefined) break
           const head = this.readyOf(w)[0] as ModelMessage
-          // Past the byte budget (the first one always goes): this pick and every later one
-          // stay ready, their passes spent.
+          // Past the byte budget (the first one always goes): this pick is taken back (charged
+          // nothing) and the lease ends.
           let size = head.body.length + utf8Len(head.key ?? '')
           for (const [k, v] of Object.entries(head.headers)) size += utf8Len(k) + utf8Len(v)
           if (
             cmd.bytesMax !== undefined &&
-            (this.declined.size > 0 ||
-              (leases.length > 0 && !this.outlived(head, now) && bytes + size > cmd.bytesMax))
+            leases.length > 0 &&
+            !this.outlived(head, now) &&
+            bytes + size > cmd.bytesMax
           ) {
-            this.declined.add(head.id)
-            if (this.readyCount(w) === 0) this.backlogged.delete(w)
-            continue
+            this.passNum = before.passNum
+            this.vNum = before.vNum
+            this.vDen = before.vDen
+            break
           }
           if (this.outlived(head, now)) {
             // Deleted, not delivered; the pick counts in the passes, not in the window.
@@ -413,7 +412,6 @@ export class ModelQueue {
             enqueuedAtMs: head.enqueuedAtMs,
           })
         }
-        this.declined.clear()
         return { type: 'lease', leases }
       }
       case 'ack':
