@@ -212,6 +212,23 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       })),
     }
   }
+  /** Purge or PurgeDead: entries of `type` until none finds a full batch (or the time bound: more). */
+  const purgeAll = async (
+    target: PartitionTarget | undefined,
+    signal: AbortSignal,
+    type: 'purgeReady' | 'purgeDead',
+  ): Promise<{ removed: number; more: boolean }> => {
+    const { taken, more } = await inBatches(
+      Number.POSITIVE_INFINITY,
+      limits.batchCallMs,
+      signal,
+      async (max) => {
+        const r = await run(target, () => ({ type, max }))
+        return r.type === type ? r.ids.length : 0
+      },
+    )
+    return { removed: taken, more }
+  }
   /** Messages asked for by the leases being committed now, by partition (queue/partition). */
   const leasing = new Map<string, number>()
 
@@ -376,18 +393,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
     extend: unary(async (req) =>
       settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
     ),
-    purge: unary(async (req, call) => {
-      const { taken, more } = await inBatches(
-        Number.POSITIVE_INFINITY,
-        limits.batchCallMs,
-        call.cancelled,
-        async (max) => {
-          const r = await run(req.target, () => ({ type: 'purgeReady', max }))
-          return r.type === 'purgeReady' ? r.ids.length : 0
-        },
-      )
-      return { removed: taken, more }
-    }),
+    purge: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeReady')),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
@@ -414,18 +420,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       })
       return { moved: taken, more }
     }),
-    purgeDead: unary(async (req, call) => {
-      const { taken, more } = await inBatches(
-        Number.POSITIVE_INFINITY,
-        limits.batchCallMs,
-        call.cancelled,
-        async (max) => {
-          const r = await run(req.target, () => ({ type: 'purgeDead', max }))
-          return r.type === 'purgeDead' ? r.ids.length : 0
-        },
-      )
-      return { removed: taken, more }
-    }),
+    purgeDead: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeDead')),
     stats: unary(async (req): Promise<PartitionStats> => {
       const { group, queue, partition } = await locate(req.target)
       const s = await group.machine.stats(queue, partition, group.nowMs())
