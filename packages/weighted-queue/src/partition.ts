@@ -118,9 +118,10 @@ export const LIST_BYTES_MAX = 4 * 1024 * 1024
 
 /**
  * The most body bytes (at the queue's largest message) a lease that its byte budget may cut
- * reads at a time: a few reads per lease, a bounded overshoot past the cut.
+ * reads at a time. 64 MiB made the e2e large-message run (3 MiB bodies, a 4 MiB limit) take
+ * 32 s instead of 2.8 s: every replica's apply read 48 MiB for the 15 MiB it handed out.
  */
-export const LEASE_READ_BYTES_MAX = 64 * 1024 * 1024
+export const LEASE_READ_BYTES_MAX = 16 * 1024 * 1024
 
 /** What one apply produced. */
 export interface Applied {
