@@ -69,7 +69,7 @@ export function resolveQueueConfig(requested: Partial<QueueConfig>): QueueSettin
     retryBackoffMinMs: requested.retryBackoffMinMs ?? QUEUE_DEFAULTS.retryBackoffMinMs,
     retryBackoffMaxMs: requested.retryBackoffMaxMs ?? QUEUE_DEFAULTS.retryBackoffMaxMs,
   }
-  return configProblem(withBackoffMax(config)) ?? withBackoffMax(config)
+  return checked(withBackoffMax(config))
 }
 
 /**
@@ -112,7 +112,12 @@ export function applyQueueConfigUpdate(
     next.retryBackoffMaxMs < next.retryBackoffMinMs
       ? { ...next, retryBackoffMaxMs: 0 }
       : next
-  return configProblem(withBackoffMax(raised)) ?? withBackoffMax(raised)
+  return checked(withBackoffMax(raised))
+}
+
+/** `config`, or the sentence saying what is wrong with it. */
+function checked(config: QueueSettings): QueueSettings | string {
+  return configProblem(config) ?? config
 }
 
 /**
