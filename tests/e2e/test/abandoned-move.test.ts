@@ -94,7 +94,13 @@ describe('a partition move abandoned because its queue was deleted', () => {
     console.log(`abandoned move: the partial copies dropped ${Date.now() - started} ms after the delete`)
     const dropped = cluster.nodes.some((n) => n.output.includes(`dropped the unfinished import of doomed`))
     expect(dropped).toBe(true)
-    expect((await consumeAll(client, 'kept', sent.length, 20_000)).size).toBe(sent.length)
+    const keptStarted = Date.now()
+    const received = await consumeAll(client, 'kept', sent.length, 20_000)
+    console.log(`abandoned move: kept's ${received.size} messages consumed in ${Date.now() - keptStarted} ms`)
+    // Should it fail: who led what, and each node's last words.
+    const nodesSaid = () =>
+      cluster.nodes.map((n) => `${n.nodeId}:\n${n.output.split('\n').slice(-12).join('\n')}`).join('\n')
+    expect(received.size, received.size === sent.length ? '' : nodesSaid()).toBe(sent.length)
 
     // On disk, the new group's state holds none of the copy: every replica's keys of it are a
     // few (the group's own records), where a chunk alone held ~30 message keys.

@@ -4,6 +4,7 @@ import {
   type ChangeReplicasResponse,
   type FencePartitionsRequest,
   FORMAT_LEVEL,
+  type MovePartitionRequest,
 } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller, type ControllerHost } from './controller'
@@ -34,10 +35,22 @@ function leading(
   const dataCalls: ChangeReplicasRequest[] = []
   const fenceCalls: FencePartitionsRequest[] = []
   const done = { done: true, step: '', voters: NODES }
+  const moveCalls: { request: MovePartitionRequest; stillWanted: (() => boolean) | undefined }[] = []
+  /** Each ChangeReplicas call's `stillWanted` (in the order of `dataCalls`). */
+  const dataCallsWanted: ((() => boolean) | undefined)[] = []
   const calls = {
-    callLeader: async (_replicas: unknown, fn: (...args: unknown[]) => void) =>
+    callLeader: async (
+      _replicas: unknown,
+      fn: (...args: unknown[]) => void,
+      _timeoutMs: number,
+      callOptions: { stillWanted?: () => boolean } = {},
+    ) =>
       new Promise((resolve) => {
         const peer = {
+          // Never answers (a copy under way): the test looks at what the controller asked.
+          movePartition: (request: MovePartitionRequest) => {
+            moveCalls.push({ request, stillWanted: callOptions.stillWanted })
+          },
           changeReplicas: (
             req: ChangeReplicasRequest,
             _md: unknown,
@@ -45,6 +58,7 @@ function leading(
             cb: (...a: unknown[]) => void,
           ) => {
             dataCalls.push(req)
+            dataCallsWanted.push(callOptions.stillWanted)
             cb(null, options.dataSteps?.[dataCalls.length - 1] ?? done)
           },
           fencePartitions: (
@@ -153,6 +167,8 @@ function leading(
     metaCalls,
     dataCalls,
     fenceCalls,
+    moveCalls,
+    dataCallsWanted,
   }
 }
 
@@ -197,6 +213,23 @@ describe('Controller: a deleted queue', () => {
     vi.advanceTimersByTime(200)
     await fencing
     expect(done).toBe(true)
+  })
+
+  it('stops sending a move to new source leaders once its queue is deleted (no copy of a deleted queue)', async () => {
+    const c = leading({ groups: 2 })
+    c.apply({ type: 'createQueue', name: 'gone', config: { partitions: 1 } })
+    const from = c.state.queue('gone')?.partitions[0]?.groupId
+    const to = c.state.groups().find((g) => g.groupId !== from)?.groupId as number
+    expect(c.apply({ type: 'startMove', queue: 'gone', partition: 0, toGroup: to }).ok).toBe(true)
+    await c.controller.round()
+    await settle()
+    const [call] = c.moveCalls
+    expect(call?.request).toMatchObject({ partition: 0, fromGroup: from, toGroup: to })
+    // While the move is under way, a failed call may go to the next replica; once the queue
+    // (and its move) is gone, not.
+    expect(call?.stillWanted?.()).toBe(true)
+    expect(c.apply({ type: 'deleteQueue', name: 'gone' }).ok).toBe(true)
+    expect(call?.stillWanted?.()).toBe(false)
   })
 })
 
@@ -392,9 +425,13 @@ describe('Controller data-group replica changes', () => {
     // Each step names the replicas the meta state records, the dead one removed first.
     expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n4', remove: 'n3', removeFirst: true })
     expect(c.dataCalls.at(-1)?.replicas).toEqual(NODES)
+    const toN4 = c.dataCallsWanted.at(-1)
+    expect(toN4?.()).toBe(true)
     await beat(['n1', 'n2', 'n5'], 13_000) // n4 silent too: lost, and no voter
     await c.controller.round()
     expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n5', remove: 'n3', reason: 'dead' })
+    // A step of the old change is not sent again to another replica.
+    expect(toN4?.()).toBe(false)
     await settle()
     await c.controller.round()
     await settle()

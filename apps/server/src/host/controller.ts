@@ -256,7 +256,7 @@ export class Controller {
                 leaderFirst(state, group.leaderId, group.replicas),
                 (c, md, opts, cb) => c.peer.fencePartitions({ groupId, storedAs, partitions }, md, opts, cb),
                 FENCE_WAIT_MS,
-                group.replicas.length + 1,
+                { attemptsMax: group.replicas.length + 1 },
               )
             } catch (error) {
               // A group of an older version (UNIMPLEMENTED), or one without a leader: the orphan
@@ -528,6 +528,8 @@ export class Controller {
               cb,
             ),
           CHANGE_CALL_MS,
+          // Not sent again to another replica once the change was retargeted or finished.
+          { stillWanted: () => this.#underWay(change) },
         ),
       )
     }
@@ -542,6 +544,15 @@ export class Controller {
         }),
       )
     }
+  }
+
+  /** Whether data-group replica change `change` is still the one under way for its group. */
+  #underWay(change: ReplicaChangeRecord): boolean {
+    const now = this.#host
+      .leaderState()
+      ?.replicaChanges()
+      .find((c) => c.groupId === change.groupId)
+    return now?.add === change.add && now.remove === change.remove
   }
 
   /** Takes `change`'s next step unless one is in flight; proposes `finish` once it is done. */
@@ -631,10 +642,14 @@ export class Controller {
         targetReplicas: leaderFirst(state, target.leaderId, target.replicas),
         configJson: JSON.stringify(partitionConfigOf(queue.config, this.#formatLevel(state))),
       }
+      // A move abandoned meanwhile (its queue deleted) is not sent again to a new source leader:
+      // it would copy the whole partition of a deleted queue for nothing.
+      const underWay = () => this.#host.leaderState()?.move(moveId)?.phase === move.phase
       const response = await this.#host.calls.callLeader<MovePartitionResponse>(
         leaderFirst(state, source.leaderId, source.replicas),
         (c, md, opts, cb) => c.peer.movePartition(request, md, opts, cb),
         MOVE_CALL_MS,
+        { stillWanted: underWay },
       )
       const next: MetaCommand =
         move.phase === MovePhase.Copy ? { type: 'completeMove', moveId } : { type: 'finishMove', moveId }

@@ -72,8 +72,34 @@ describe('PeerCalls', () => {
   it('gives up after a bounded number of attempts with the last error', async () => {
     const calls = new PeerCalls('')
     await expect(
-      calls.callLeader([{ nodeId: 'down', address: '127.0.0.1:1' }], importCall, 1_000, 3),
+      calls.callLeader([{ nodeId: 'down', address: '127.0.0.1:1' }], importCall, 1_000, { attemptsMax: 3 }),
     ).rejects.toMatchObject({ retriable: true })
+    calls.close()
+  })
+
+  it('sends no more calls once the request is no longer wanted', async () => {
+    let answered = 0
+    const leader = await peer('', async () => {
+      answered++
+      return { complete: true }
+    })
+    const calls = new PeerCalls('')
+    const replicas = [
+      { nodeId: 'down', address: '127.0.0.1:1' },
+      { nodeId: 'b', address: leader },
+    ]
+    // Wanted: the second replica answers after the first is found down.
+    await expect(calls.callLeader(replicas, importCall, 1_000, { stillWanted: () => true })).resolves.toEqual(
+      {
+        complete: true,
+      },
+    )
+    // Abandoned after the first call failed: the leader is never called, the error is the first's.
+    let asked = 0
+    await expect(
+      calls.callLeader(replicas, importCall, 1_000, { stillWanted: () => ++asked < 1 }),
+    ).rejects.toMatchObject({ code: 'UNAVAILABLE' })
+    expect({ answered, asked }).toEqual({ answered: 1, asked: 1 })
     calls.close()
   })
 

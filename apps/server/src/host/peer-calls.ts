@@ -93,16 +93,20 @@ export class PeerCalls {
    * Calls the leader of a group among `replicas` (the likely leader first): a NOT_LEADER
    * answer's hint is tried next, then the other replicas; at most `attemptsMax` calls.
    * Rejects with the last error when none succeeds, or at once on a non-retriable error.
+   * `stillWanted`, asked before every call after the first, stops the calls when it answers
+   * false (the request was built from a state that has moved on): rejects with the last error.
    */
   async callLeader<T>(
     replicas: readonly ReplicaAddress[],
     fn: UnaryCall<T>,
     timeoutMs: number,
-    attemptsMax = 2 * replicas.length + 2,
+    options: { attemptsMax?: number; stillWanted?: () => boolean } = {},
   ): Promise<T> {
+    const attemptsMax = options.attemptsMax ?? 2 * replicas.length + 2
     const queue = replicas.map((r) => r.address).filter((a) => a !== '')
     let last: unknown = new UnavailableError('the group has no known replica')
     for (let attempt = 0; attempt < attemptsMax && queue.length > 0; attempt++) {
+      if (attempt > 0 && options.stillWanted?.() === false) break
       const address = queue.shift() as string
       try {
         return await this.call(address, fn, timeoutMs)
