@@ -572,6 +572,17 @@ export class DataGroupMachine {
         `import session ${c.session} for ${id} (source term ${term}) is superseded by ${current.session} (source term ${current.sourceTerm})`,
       )
     }
+    // The middle chunk just taken, sent again (its answer was lost: a target leader change, a
+    // deadline): taken already. Refusing it would fail the copy and start it over from chunk 0.
+    // The source sends one chunk at a time and waits for its answer, so no older one comes again.
+    if (
+      c.seq > 0 &&
+      !c.last &&
+      current?.session === c.session &&
+      current.moveId === c.moveId &&
+      current.next === c.seq + 1
+    )
+      return { result: { type: 'imported', complete: false }, ops: [], written: NOTHING }
     const session: ImportSession | undefined =
       c.seq === 0 ? { moveId: c.moveId, session: c.session, next: 0, sourceTerm: term } : current
     if (session?.session !== c.session || session.moveId !== c.moveId || session.next !== c.seq) {

@@ -224,6 +224,21 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     expect(await target.apply({ ...base, session: 'b', seq: 2, last: true, pairs: [] })).toMatchObject({
       reason: 'import-order',
     })
+    // The chunk just taken, sent again (its answer was lost): taken, not a reason to start over;
+    // one further back is out of order.
+    expect(await target.apply({ ...base, session: 'b', seq: 1, last: false, pairs })).toMatchObject({
+      complete: false,
+    })
+    expect(await target.apply({ ...base, session: 'b', seq: 1, last: false, pairs })).toEqual({
+      type: 'imported',
+      complete: false,
+    })
+    expect(await target.apply({ ...base, session: 'b', seq: 2, last: false, pairs: [] })).toMatchObject({
+      complete: false,
+    })
+    expect(await target.apply({ ...base, session: 'b', seq: 1, last: false, pairs })).toMatchObject({
+      reason: 'import-order',
+    })
     // While importing, the partition takes no commands and is not opened empty.
     expect(await target.apply({ type: 'open', queue: 'q', partition: 0, config: {} })).toMatchObject({
       reason: 'importing',

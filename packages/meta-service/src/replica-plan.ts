@@ -1,5 +1,6 @@
 import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
+import { emptiedGroups } from './scale-plan'
 
 /** What the controller knows besides the meta state when it places replicas. */
 export interface ReplicaInput {
@@ -86,9 +87,12 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (load.has(remove)) load.set(remove, (load.get(remove) ?? 0) - 1)
     slots--
   }
+  // A group about to be removed (emptied by the scale plan) gets no replacement: a change
+  // under way would hold its removal up.
+  const emptied = new Set(emptiedGroups(state))
   for (const g of state.groups()) {
     if (slots <= 0) return actions
-    if (state.replicaChange(g.groupId)) continue
+    if (state.replicaChange(g.groupId) || emptied.has(g.groupId)) continue
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
     const add = target(g.replicas)

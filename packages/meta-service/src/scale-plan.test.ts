@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { MetaCommand } from './meta-commands'
 import { MetaState, MovePhase } from './meta-state'
+import { replicaActions } from './replica-plan'
 import { type ControlInput, controlActions, scaleProgress } from './scale-plan'
 
 const NODES = ['n1', 'n2', 'n3', 'n4']
@@ -91,6 +92,33 @@ describe('controlActions (the scale plan)', () => {
     expect(s.groups().map((g) => g.groupId)).toEqual([1, 2, 3, 4, 5, 6].filter((g) => !removing.includes(g)))
     expect(spread(s).sort()).toEqual([4, 5])
     expect(scaleProgress(s).state).toBe('done')
+  })
+
+  it('waits for a replica change of an emptied group before removing it, and starts none there', () => {
+    const s = cluster(3, { a: 2 })
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    const [gone] = s.scale?.removing ?? []
+    expect(gone).toBeDefined()
+    // n3 is lost: every group would replace it (n4-n6 take one each), but the emptied one is
+    // removed instead.
+    for (const n of ['n5', 'n6']) must(s, { type: 'registerNode', nodeId: n, address: `${n}:1` })
+    const lost = { alive: new Set(['n1', 'n2', 'n4', 'n5', 'n6']), lost: new Set(['n3']), changesMax: 3 }
+    expect(
+      replicaActions(s, lost)
+        .map((a) => a.groupId)
+        .sort(),
+    ).toEqual(
+      s
+        .groups()
+        .map((g) => g.groupId)
+        .filter((g) => g !== gone),
+    )
+    // A change that began before the group was emptied holds its removal up (the meta state
+    // would refuse it), and nothing else.
+    must(s, { type: 'startReplicaChange', groupId: gone as number, add: 'n4', remove: 'n3', reason: 'dead' })
+    expect(controlActions(s, input).filter((a) => a.type === 'removeGroup')).toEqual([])
+    must(s, { type: 'finishReplicaChange', groupId: gone as number })
+    expect(controlActions(s, input)).toEqual([{ type: 'removeGroup', groupId: gone }])
   })
 
   it('new queues avoid groups being removed', () => {

@@ -62,15 +62,27 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   const moves = planMoves(state, removing).slice(0, Math.max(0, input.movesMax - underWay))
   for (const m of moves)
     actions.push({ type: 'startMove', queue: m.queue, partition: m.partition, toGroup: m.to })
-  const counts = state.partitionCounts()
-  const busy = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
-  for (const g of groups) {
-    if (removing.has(g.groupId) && (counts.get(g.groupId) ?? 0) === 0 && !busy.has(g.groupId))
-      actions.push({ type: 'removeGroup', groupId: g.groupId })
+  // Not one changing its replicas: the meta state refuses to remove it until the change ends.
+  for (const groupId of emptiedGroups(state)) {
+    if (!state.replicaChange(groupId)) actions.push({ type: 'removeGroup', groupId })
   }
   const removingLeft = groups.some((g) => removing.has(g.groupId))
   if (actions.length === 0 && underWay === 0 && !removingLeft) actions.push({ type: 'finishScale' })
   return actions
+}
+
+/**
+ * The groups a running scale plan removes that hold no partition and take part in no move:
+ * they are removed next (and get no new replicas meanwhile).
+ */
+export function emptiedGroups(state: MetaState): number[] {
+  const scale = state.scale?.running ? state.scale : undefined
+  if (!scale) return []
+  const counts = state.partitionCounts()
+  const busy = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
+  return scale.removing.filter(
+    (groupId) => state.group(groupId) !== undefined && (counts.get(groupId) ?? 0) === 0 && !busy.has(groupId),
+  )
 }
 
 /**

@@ -469,10 +469,10 @@ export class Controller {
         })
         if (metaChange) actions.push(metaChange)
       }
-      for (const action of actions) {
-        const r = await this.#host.propose(action)
-        if (!r.ok) break
-      }
+      // Each action is checked by the meta state on its own: one refused (its group changed
+      // meanwhile, say) does not hold up the others (a refused removal once held up every
+      // replica change after it, round after round).
+      for (const action of actions) await this.#host.propose(action)
       this.#driveMoves()
       this.#driveReplicaChanges()
     } catch {

@@ -54,13 +54,21 @@ async function setup(
   /** Whether the source was fenced when each import call came. */
   const fencedAt: boolean[] = []
   let first = true
+  /** Each import call's `stillWanted`. */
+  const wanted: ((() => boolean) | undefined)[] = []
   const calls = {
-    callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
-      new Promise<T>((resolve, reject) =>
+    callLeader: <T>(
+      _replicas: unknown,
+      fn: (...a: unknown[]) => void,
+      _timeoutMs: number,
+      options: { stillWanted?: () => boolean } = {},
+    ) =>
+      new Promise<T>((resolve, reject) => {
+        wanted.push(options.stillWanted)
         fn(client, new Metadata(), { deadline: Date.now() + 5_000 }, (e: Error | null, r: T) =>
           e ? reject(e) : resolve(r),
-        ),
-      ),
+        )
+      }),
   } as unknown as PeerCalls
   const mover = new PartitionMover(
     { port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined) },
@@ -99,7 +107,7 @@ async function setup(
     targetReplicas: [],
     configJson: '{}',
   }
-  const result = { source, target, run, leased, chunks, fencedAt, mover, request }
+  const result = { source, target, run, leased, chunks, fencedAt, mover, request, wanted }
   const setupOf = () => result
   return result
 }
@@ -143,6 +151,21 @@ describe('PartitionMover copy', () => {
     expect(imports[2]?.last).toBe(true)
     expect(new Set(imports.map((c) => c.session)).size).toBe(1)
     expect(imports.every((c) => c.sourceTerm === 1)).toBe(true)
+  })
+
+  it('sends a chunk again only while this node still leads the source group in the same term', async () => {
+    const s = await setup({}, async (t) => {
+      // The source's leadership passes to a newer term during the first chunk's call.
+      expect(t.wanted[0]?.()).toBe(true)
+      t.source.port.assertLeader = () => 2
+      expect(t.wanted[0]?.()).toBe(false)
+      t.source.port.assertLeader = () => {
+        throw new Error('not the leader')
+      }
+      expect(t.wanted[0]?.()).toBe(false)
+    })
+    await expect(s.mover.move(s.request)).rejects.toThrow(/not the leader|changed leader/)
+    expect(s.wanted.length).toBe(1)
   })
 
   it('copies everything again after the fence when more keys were written meanwhile than it notes', async () => {

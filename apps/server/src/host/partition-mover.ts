@@ -132,6 +132,13 @@ export class PartitionMover {
     let session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
     let seq = 0
     let bytes = 0
+    const leadingStill = (): boolean => {
+      try {
+        return port.assertLeader() === sourceTerm
+      } catch {
+        return false
+      }
+    }
     const ship = async (pairs: readonly KeyPair[], last: boolean, dels?: Uint8Array[]): Promise<boolean> => {
       if (port.assertLeader() !== sourceTerm) {
         throw new UnavailableError(
@@ -155,6 +162,8 @@ export class PartitionMover {
         req.targetReplicas,
         (c, md, opts, cb) => c.peer.importPartition({ groupId: req.toGroup, command }, md, opts, cb),
         IMPORT_CALL_MS,
+        // A chunk is not sent again once this node lost the lead it copies under.
+        { stillWanted: leadingStill },
       )
       return r.complete
     }
