@@ -33,13 +33,31 @@ describe('classify', () => {
   })
 
   it('names the servers and the deadline when the cluster is unavailable', () => {
-    const f = classify(coded('UNAVAILABLE', true, 'gave up after retrying until the deadline: refused'), {
+    const f = classify(coded('UNAVAILABLE', true, 'gave up after 7 attempts in 1500 ms: refused'), {
       servers: ['a:1', 'b:2'],
       timeoutMs: 1_500,
     })
     expect(f.message).toBe(
       'the cluster at a:1,b:2 did not answer within 1s500ms: refused (check --servers or MQ_SERVERS, or raise --timeout)',
     )
+  })
+
+  it('says what limit held when the SDK gave up on one (the cluster answered)', () => {
+    const f = classify(
+      coded(
+        'LIMIT_EXCEEDED',
+        true,
+        'gave up after 50 attempts in 9000 ms: queue jobs holds 10 messages, its limit',
+      ),
+      {
+        servers: ['a:1'],
+        timeoutMs: 1_500,
+      },
+    )
+    expect(f).toEqual({
+      exitCode: ExitCode.Unavailable,
+      message: 'gave up after 50 attempts in 9000 ms: queue jobs holds 10 messages, its limit',
+    })
   })
 
   it('makes messages one line', () => {

@@ -48,9 +48,11 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   // The server rejected a value given on the command line (a bound of the queue config).
   if (code === 'INVALID_ARGUMENT') return { exitCode: ExitCode.Usage, message }
   const retriable = (error as { retriable?: unknown })?.retriable === true
+  // A limit that held until the SDK gave up (a full queue): the cluster answered.
+  if (code === 'LIMIT_EXCEEDED') return { exitCode: ExitCode.Unavailable, message }
   if (code === 'UNAVAILABLE' || retriable) {
     const why = message
-      .replace(/^gave up after retrying until the deadline: /, '')
+      .replace(/^gave up after \d+ attempts in \d+ ms: /, '')
       .replace(/ Resolution note:\s*$/, '')
     const text = context
       ? `the cluster at ${context.servers.join(',')} did not answer within ${formatDuration(context.timeoutMs)}: ${why} (check --servers or MQ_SERVERS, or raise --timeout)`

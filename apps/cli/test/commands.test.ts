@@ -649,7 +649,7 @@ describe('produce', () => {
       ...client,
       producer: () => ({
         send: async () => {
-          throw Object.assign(new Error('gave up after retrying until the deadline: no leader'), {
+          throw Object.assign(new Error('gave up after 7 attempts in 1500 ms: no leader'), {
             code: 'UNAVAILABLE',
             retriable: true,
           })

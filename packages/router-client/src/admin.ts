@@ -172,13 +172,10 @@ export class Admin {
    * keys); delayed and leased ones stay. Returns how many.
    */
   async purgeQueue(name: string): Promise<number> {
-    const counts = await this.#eachPartition(name, (c, target) =>
-      untilDone(async () => {
-        const r = await unary(c, c.purge, { target }, this.#attemptMs)
-        return { n: r.removed, more: r.more }
-      }),
-    )
-    return counts.reduce((sum, n) => sum + n, 0)
+    return this.#inSteps(name, async (c, target) => {
+      const r = await unary(c, c.purge, { target }, this.#attemptMs)
+      return { n: r.removed, more: r.more }
+    })
   }
 
   /**
@@ -224,24 +221,18 @@ export class Admin {
 
   /** Moves up to `max` dead-lettered messages of each partition back to ready; returns how many. */
   async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
-    const moved = await this.#eachPartition(name, (c, target) =>
-      untilDone(async (done) => {
-        const r = await unary(c, c.redrive, { target, max: max - done }, this.#attemptMs)
-        return { n: r.moved, more: r.more && done + r.moved < max }
-      }),
-    )
-    return moved.reduce((sum, n) => sum + n, 0)
+    return this.#inSteps(name, async (c, target, done) => {
+      const r = await unary(c, c.redrive, { target, max: max - done }, this.#attemptMs)
+      return { n: r.moved, more: r.more && done + r.moved < max }
+    })
   }
 
   /** Deletes every dead-lettered message of `name`; returns how many. */
   async purgeDeadLetters(name: string): Promise<number> {
-    const counts = await this.#eachPartition(name, (c, target) =>
-      untilDone(async () => {
-        const r = await unary(c, c.purgeDead, { target }, this.#attemptMs)
-        return { n: r.removed, more: r.more }
-      }),
-    )
-    return counts.reduce((sum, n) => sum + n, 0)
+    return this.#inSteps(name, async (c, target) => {
+      const r = await unary(c, c.purgeDead, { target }, this.#attemptMs)
+      return { n: r.removed, more: r.more }
+    })
   }
 
   /** Per-partition depth by weight, and target vs achieved shares. */
@@ -300,6 +291,30 @@ export class Admin {
 
   get #attemptMs(): number {
     return this.#router.options.attemptMs
+  }
+
+  /**
+   * A purge or redrive of every partition of `name` in steps (untilDone), each step one call
+   * with its own retries: a retry (a failover) repeats that step, not the steps before it,
+   * and the count so far is kept. Resolves with the total.
+   */
+  async #inSteps(
+    name: string,
+    step: (
+      client: Connection['queue'],
+      target: PartitionTarget,
+      done: number,
+    ) => Promise<{ n: number; more: boolean }>,
+  ): Promise<number> {
+    const route = await this.#router.route(name, true)
+    const counts = await Promise.all(
+      route.partitions.map((p) =>
+        untilDone((done) =>
+          this.#router.partition(name, p.partition, (c, target) => step(c.queue, target, done)),
+        ),
+      ),
+    )
+    return counts.reduce((sum, n) => sum + n, 0)
   }
 
   async #eachPartition<T>(

@@ -43,9 +43,15 @@ export interface ConsumeOptions extends Partial<ConsumerOptions> {
 
 /** A running `consume` loop. */
 export interface Subscription {
-  /** Stops taking messages, waits for running handlers, gives unstarted ones back. */
+  /**
+   * Stops taking messages, gives unstarted ones back, waits for the running handlers (their
+   * leases still extended) and their acks, then closes the consumer.
+   */
   close(): Promise<void>
-  /** Settles when the loop ends: after close(), or with the error that ended it. */
+  /**
+   * Settles when the loop ends: after close(), or with the error that ended it (which also
+   * goes to `onError`; an unawaited `done` does not crash the process).
+   */
   readonly done: Promise<void>
 }
 
@@ -58,6 +64,8 @@ export class MqClient {
   readonly #pool: ConnectionPool
   readonly #router: Router
   readonly #closeables = new Set<{ close(): Promise<void> }>()
+  /** The `consume` loops running: closed first, so that their handlers finish and ack. */
+  readonly #subscriptions = new Set<{ close(): Promise<void> }>()
 
   private constructor(options: ClientOptions) {
     this.#pool = new ConnectionPool(channelCredentials(options), undefined, [
@@ -103,15 +111,15 @@ export class MqClient {
     return this.#closeables.size
   }
 
-  /** Keeps `closeable` for `close()` until it is closed itself (a client may make many). */
-  #track<T extends { close(): Promise<void> }>(closeable: T): T {
-    this.#closeables.add(closeable)
+  /** Keeps `closeable` in `set` for `close()` until it is closed itself (a client may make many). */
+  #track<T extends { close(): Promise<void> }>(closeable: T, set = this.#closeables): T {
+    set.add(closeable)
     const close = closeable.close.bind(closeable)
     closeable.close = async () => {
       try {
         await close()
       } finally {
-        this.#closeables.delete(closeable)
+        set.delete(closeable)
       }
     }
     return closeable
@@ -130,9 +138,11 @@ export class MqClient {
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     }
+    const { concurrency: _, ...consumerOptions } = options
     const consumer = this.consumer(queue, {
+      ...consumerOptions,
+      // At least one message per handler: fewer would leave handlers idle.
       prefetch: Math.max(concurrency, options.prefetch ?? 0),
-      ...options,
     })
     const running = new Set<Promise<void>>()
     const onError = options.onError ?? (() => {})
@@ -154,17 +164,28 @@ export class MqClient {
       }
       await Promise.all(running)
     })()
-    return {
+    // The error that ended the loop goes to onError; `done` still rejects with it for whoever
+    // awaits it, and an unawaited `done` is not an unhandled rejection.
+    done.catch(onError)
+    const subscription: Subscription = {
       done,
       close: async () => {
-        await consumer.close()
+        // Stopped, not closed: the running handlers' leases go on being extended until they
+        // finish and ack; then the consumer is closed (and its last settlements answered).
+        await consumer.stop()
         await done.catch(() => {})
+        await consumer.close()
       },
     }
+    return this.#track(subscription, this.#subscriptions)
   }
 
-  /** Flushes producers, closes consumers, then the connections. */
+  /**
+   * Closes the `consume` loops (their running handlers finish and ack), then flushes producers
+   * and closes consumers, then the connections.
+   */
   async close(): Promise<void> {
+    await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
     await Promise.allSettled([...this.#closeables].map((c) => c.close()))
     this.#router.close()
     this.#pool.close()

@@ -29,7 +29,12 @@ interface HeldLease {
   /** How many of them are still held. */
   live: number
   timer: ReturnType<typeof setTimeout> | undefined
+  /** When the earliest lease of the ones still held ends (as far as this consumer knows). */
+  deadlineMs: number
 }
+
+/** The soonest an extension that failed for a passing reason (a failover) is tried again. */
+const EXTEND_RETRY_MIN_MS = 100
 
 /** Most messages one lease asks for (a queue's default lease batch limit). */
 const LEASE_MAX = 1000
@@ -46,7 +51,9 @@ export const DEFAULT_CONSUMER_OPTIONS: Omit<ConsumerOptions, 'consumerId'> = {
 /**
  * Leases messages of one queue from all its partitions and hands them out in order of
  * arrival, as an async iterator. At most `prefetch` messages are leased and unsettled at a
- * time. `close()` stops leasing and gives buffered, never-handed-out messages back at once.
+ * time. `close()` stops leasing and gives buffered, never-handed-out messages back at once;
+ * `stop()` does the same but goes on extending the handed-out ones until they are settled
+ * (a graceful shutdown: stop, let the handlers finish, then close).
  */
 export class Consumer implements AsyncIterable<Delivery> {
   readonly queue: string
@@ -69,7 +76,12 @@ export class Consumer implements AsyncIterable<Delivery> {
   #wakeReader: (() => void) | undefined
   #wakeFetchers: (() => void)[] = []
   #failure: unknown
+  /** No more leasing: stop(), close() or a failure. The iterator ends. */
   #closed = false
+  /** stop() was called: leaving the iteration does not close the consumer (its caller does). */
+  #stopping = false
+  /** close() was called: held deliveries are let go, their extensions end. */
+  #ended: Promise<void> | undefined
   readonly #stop = new AbortController()
   #loops: Promise<void> | undefined
   /** The partitions leased from, each by one fetch loop; grows when the queue's partitions do. */
@@ -106,14 +118,18 @@ export class Consumer implements AsyncIterable<Delivery> {
         })
       }
     } finally {
-      // Leaving the loop (break, return, throw) ends the consumer.
-      await this.close()
+      // Leaving the loop (break, return, throw) ends the consumer, unless stop() ended it: then
+      // whoever stopped it closes it once the handed-out messages are settled.
+      if (!this.#stopping || this.#failure !== undefined) await this.close()
     }
   }
 
-  /** Stops leasing; releases what was leased but never handed out; ends the iterator. */
-  async close(): Promise<void> {
-    if (this.#closed) return
+  /**
+   * Stops leasing and ends the iterator; gives back what was leased but never handed out.
+   * Handed-out deliveries stay held, and extended, until they are settled or close() is called.
+   */
+  async stop(): Promise<void> {
+    this.#stopping = true
     this.#closed = true
     this.#stop.abort()
     this.#wake()
@@ -121,17 +137,49 @@ export class Consumer implements AsyncIterable<Delivery> {
     await Promise.allSettled(unhanded.map((d) => d.release()))
     await this.#loops
     await Promise.all(this.#fetchers.values())
-    for (const lease of this.#held.values()) clearTimeout(lease.timer)
-    this.#held.clear()
-    for (const b of this.#batchers.values()) b.flushAll()
+  }
+
+  /**
+   * Stops leasing (as stop()), lets go of the handed-out deliveries still unsettled (their
+   * extensions end; their leases lapse unless settled before), and resolves once every
+   * settlement asked for has had its answer.
+   */
+  close(): Promise<void> {
+    this.#ended ??= (async () => {
+      await this.stop()
+      for (const lease of this.#held.values()) clearTimeout(lease.timer)
+      this.#held.clear()
+      await Promise.all([...this.#batchers.values()].map((b) => b.drain()))
+    })()
+    return this.#ended
   }
 
   #start(): void {
     if (this.#loops) return
-    this.#loops = this.#router.route(this.queue).then(
-      (route) => this.#leaseFrom(route),
+    this.#loops = this.#firstRoute().then(
+      (route) => {
+        if (route) this.#leaseFrom(route)
+      },
       (error: unknown) => this.#fail(error),
     )
+  }
+
+  /**
+   * The queue's route, asked for until it comes (undefined: closed meanwhile): a consumer
+   * started while the meta group is unavailable waits for it, as a running one rides it out.
+   */
+  async #firstRoute(): Promise<QueueRoute | undefined> {
+    for (let failures = 0; !this.#closed; failures++) {
+      try {
+        return await this.#router.route(this.queue)
+      } catch (error) {
+        if (this.#closed) return undefined
+        if (!(error as MqError).retriable) throw error
+        this.#options.onError(error)
+        await delay(backoffMs(this.#router.options.backoff, failures), this.#stop.signal)
+      }
+    }
+    return undefined
   }
 
   /**
@@ -237,7 +285,12 @@ export class Consumer implements AsyncIterable<Delivery> {
    * lapse and they stop counting against prefetch. One timer per response, not per message.
    */
   #hold(deliveries: readonly Delivery[], visibilityMs: number, startedAt: number): void {
-    const lease: HeldLease = { deliveries, live: deliveries.length, timer: undefined }
+    const lease: HeldLease = {
+      deliveries,
+      live: deliveries.length,
+      timer: undefined,
+      deadlineMs: startedAt + visibilityMs,
+    }
     for (const d of deliveries) this.#held.set(d, lease)
     const lapse = (): void => {
       // The leases ran out unsettled: the broker will deliver the messages again.
@@ -247,19 +300,32 @@ export class Consumer implements AsyncIterable<Delivery> {
       const live = lease.deliveries.filter((d) => this.#held.get(d) === lease && !d.settled)
       // Settled ones are let go: one message held for long keeps only the others still held.
       lease.deliveries = live
-      if (live.length === 0 || this.#closed) return
+      if (live.length === 0 || this.#ended) return
       if (Date.now() - startedAt > this.#options.extendMaxMs) {
         lease.timer = setTimeout(lapse, visibilityMs)
         return
       }
+      const askedAt = Date.now()
       void Promise.allSettled(live.map((d) => d.extend(visibilityMs))).then((results) => {
+        // Failed for a passing reason (a failover outlasting the router's deadline) while the
+        // lease still runs: kept, and tried again sooner. Any other failure lets it go.
+        let retry = false
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') return
           this.#options.onError(r.reason)
+          if ((r.reason as MqError).retriable && Date.now() < lease.deadlineMs) {
+            retry = true
+            return
+          }
           const d = live[i] as Delivery
           if (this.#held.get(d) === lease) this.#release(d, lease)
         })
-        if (lease.live > 0 && !this.#closed) lease.timer = setTimeout(extend, visibilityMs / 2)
+        if (!retry) lease.deadlineMs = askedAt + visibilityMs
+        if (lease.live === 0 || this.#ended) return
+        const nextMs = retry
+          ? Math.max(EXTEND_RETRY_MIN_MS, Math.min(visibilityMs / 2, (lease.deadlineMs - Date.now()) / 2))
+          : visibilityMs / 2
+        lease.timer = setTimeout(extend, nextMs)
       })
     }
     lease.timer = this.#options.autoExtend

@@ -62,6 +62,11 @@ export interface ProducerOptions {
   /** Messages accepted but not yet acknowledged, at most; `send` waits beyond it. */
   readonly bufferMax: number
   /**
+   * Their bytes (as `batchBytesMax` counts them), at most; `send` waits beyond it (a message
+   * bigger than this alone goes when nothing else is buffered).
+   */
+  readonly bufferBytesMax: number
+  /**
    * Batches in flight per partition. Idempotent producers: at most
    * IDEMPOTENT_BATCHES_IN_FLIGHT_MAX (5), the batches a broker remembers per producer.
    */
@@ -85,6 +90,7 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
   batchMax: 512,
   batchBytesMax: 1024 * 1024,
   bufferMax: 10_000,
+  bufferBytesMax: 64 * 1024 * 1024,
   inFlightMax: 4,
   keyless: 'sticky',
   stallMs: 200,
@@ -93,6 +99,8 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
 interface Pending {
   readonly message: ProduceMessage
   readonly bytes: number
+  /** Goes in a batch of its own: its batch was refused (one bad message refuses the batch). */
+  readonly alone?: true
   readonly resolve: (r: SendResult) => void
   readonly reject: (e: unknown) => void
 }
@@ -140,6 +148,7 @@ export class Producer {
   readonly #spaceWaiters: (() => void)[] = []
   readonly #idle: (() => void)[] = []
   #buffered = 0
+  #bufferedBytes = 0
   #closed = false
 
   constructor(router: Router, queue: string, options: Partial<ProducerOptions> = {}) {
@@ -150,6 +159,7 @@ export class Producer {
     for (const [k, v] of Object.entries({
       batchMax: o.batchMax,
       bufferMax: o.bufferMax,
+      bufferBytesMax: o.bufferBytesMax,
       inFlightMax: o.inFlightMax,
     })) {
       if (!Number.isInteger(v) || v < 1)
@@ -181,16 +191,17 @@ export class Producer {
     if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
     const wire = toWire(message)
     const bytes = wireBytes(wire)
-    while (this.#buffered >= this.#options.bufferMax) {
+    while (!this.#hasRoom(bytes)) {
       await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
       if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
     }
     this.#buffered++
+    this.#bufferedBytes += bytes
     let route: Awaited<ReturnType<Router['route']>>
     try {
       route = await this.#router.route(this.queue)
     } catch (error) {
-      this.#release(1)
+      this.#release(1, bytes)
       throw error
     }
     const partition = this.#partitioner.choose(
@@ -228,11 +239,22 @@ export class Producer {
     await new Promise<void>((resolve) => this.#idle.push(resolve))
   }
 
-  /** Flushes, then refuses further sends. */
+  /**
+   * Refuses further sends (and those still waiting for room), then flushes what was accepted:
+   * resolves once every accepted message is acknowledged or failed, however busy its senders.
+   */
   async close(): Promise<void> {
-    await this.flush()
     this.#closed = true
     for (const wake of this.#spaceWaiters.splice(0)) wake()
+    await this.flush()
+  }
+
+  /** Whether a message of `bytes` fits the buffer now (one always does in an empty buffer). */
+  #hasRoom(bytes: number): boolean {
+    if (this.#buffered === 0) return true
+    return (
+      this.#buffered < this.#options.bufferMax && this.#bufferedBytes + bytes <= this.#options.bufferBytesMax
+    )
   }
 
   /** A partition's load as the partitioner sees it. */
@@ -283,10 +305,11 @@ export class Producer {
       let bytes = 0
       let count = 0
       while (count < lane.pending.length && count < batchMax) {
-        const next = lane.pending[count]!.bytes
-        if (count > 0 && bytes + next > batchBytesMax) break
-        bytes += next
+        const next = lane.pending[count] as Pending
+        if (count > 0 && (bytes + next.bytes > batchBytesMax || next.alone)) break
+        bytes += next.bytes
         count++
+        if (next.alone) break
       }
       const batch = lane.pending.splice(0, count)
       lane.pendingBytes -= bytes
@@ -297,7 +320,8 @@ export class Producer {
     }
   }
 
-  async #produce(lane: Lane, batch: Pending[], flight: InFlight): Promise<void> {
+  async #produce(lane: Lane, sent: Pending[], flight: InFlight): Promise<void> {
+    let batch = sent
     const messages = batch.map((p) => p.message)
     const { sequence } = flight
     try {
@@ -329,19 +353,31 @@ export class Producer {
         p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
       }
     } catch (error) {
-      for (const p of batch) p.reject(error)
+      if (error instanceof InvalidArgumentError && batch.length > 1) {
+        // The partition refuses a batch whole for one bad message (over the queue's size
+        // limit, say) and stores none of it: each goes again alone, ahead of what waits, so
+        // that only the bad one fails.
+        lane.pending.unshift(...batch.map((p): Pending => ({ ...p, alone: true })))
+        lane.pendingBytes += batch.reduce((n, p) => n + p.bytes, 0)
+        batch = []
+      } else {
+        for (const p of batch) p.reject(error)
+      }
     } finally {
-      lane.inFlightMessages -= batch.length
+      lane.inFlightMessages -= messages.length
       lane.inFlight.splice(lane.inFlight.indexOf(flight), 1)
-      this.#release(batch.length)
+      this.#release(
+        batch.length,
+        batch.reduce((n, p) => n + p.bytes, 0),
+      )
       if (lane.pending.length > 0) this.#dispatch(lane)
     }
   }
 
-  #release(count: number): void {
+  #release(count: number, bytes: number): void {
     this.#buffered -= count
-    while (this.#buffered < this.#options.bufferMax && this.#spaceWaiters.length > 0)
-      this.#spaceWaiters.shift()?.()
+    this.#bufferedBytes -= bytes
+    while (this.#spaceWaiters.length > 0 && this.#hasRoom(0)) this.#spaceWaiters.shift()?.()
     if (this.#buffered === 0) for (const done of this.#idle.splice(0)) done()
   }
 }

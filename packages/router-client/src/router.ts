@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import {
+  LimitExceededError,
   type MetaClient,
   MqError,
   NotLeaderError,
@@ -275,11 +276,13 @@ export class Router {
    * the attempt limit passes. The first redirect is retried at once; later ones back off.
    */
   async #retry<T>(attempt: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + this.#options.deadlineMs
+    const started = Date.now()
+    const deadline = started + this.#options.deadlineMs
     let last: unknown
     let backoffs = 0
     let immediate = 0
-    for (let n = 0; n < this.#options.attemptsMax; n++) {
+    let n = 0
+    for (; n < this.#options.attemptsMax; n++) {
       if (this.#closing.signal.aborted)
         throw new UnavailableError('the client is closed', {}, { cause: last })
       try {
@@ -296,11 +299,18 @@ export class Router {
         hinted || ((last instanceof NotLeaderError || last instanceof StaleRouteError) && n === 0)
       const wait = redirect && immediate < 3 ? 0 : backoffMs(this.#options.backoff, backoffs++)
       immediate = wait === 0 ? immediate + 1 : 0
-      if (Date.now() + wait >= deadline) break
+      if (Date.now() + wait >= deadline) {
+        n++
+        break
+      }
       await delay(wait, this.#closing.signal)
     }
     const message = last instanceof Error ? last.message : String(last)
-    throw new UnavailableError(`gave up after retrying until the deadline: ${message}`, {}, { cause: last })
+    const gaveUp = `gave up after ${n} attempts in ${Date.now() - started} ms: ${message}`
+    // A limit that held throughout (a full queue, a delivery rate) stays what it is: the
+    // cluster answered, and the caller may tell it from one that could not be reached.
+    if (last instanceof LimitExceededError) throw new LimitExceededError(gaveUp, last.facts, { cause: last })
+    throw new UnavailableError(gaveUp, {}, { cause: last })
   }
 }
 

@@ -52,6 +52,8 @@ export class SettleBatcher {
   readonly #queued = new Map<string, { settlement: Settlement; items: Item[] }>()
   /** Requests out, by settlement kind. */
   readonly #out = new Map<Settlement['kind'], number>()
+  /** The requests out, each settled once its callers heard. */
+  readonly #sending = new Set<Promise<void>>()
   #scheduled = false
 
   constructor(send: Send, inFlightMax = 1, batchMax = 1000) {
@@ -94,6 +96,15 @@ export class SettleBatcher {
     for (const key of [...this.#queued.keys()]) while (this.#queued.has(key)) this.#sendNext(key)
   }
 
+  /** flushAll(), then resolves once every request out (and any queued meanwhile) is answered. */
+  async drain(): Promise<void> {
+    for (;;) {
+      this.flushAll()
+      if (this.#sending.size === 0) return
+      await Promise.all(this.#sending)
+    }
+  }
+
   #room(kind: Settlement['kind']): boolean {
     return (this.#out.get(kind) ?? 0) < this.#inFlightMax
   }
@@ -119,7 +130,7 @@ export class SettleBatcher {
         else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
       }
     }
-    this.#send(
+    const sending = this.#send(
       group.settlement,
       batch.map((i) => i.leaseId),
     )
@@ -130,8 +141,10 @@ export class SettleBatcher {
         for (const item of batch) item.reject(error)
       })
       .finally(() => {
+        this.#sending.delete(sending)
         this.#out.set(kind, (this.#out.get(kind) ?? 1) - 1)
         this.#pump()
       })
+    this.#sending.add(sending)
   }
 }

@@ -3,7 +3,7 @@ import { MetaService } from '@mq/protocol'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
-import { type AttemptReport, QueueNotFoundError, UnavailableError } from '../src/index'
+import { type AttemptReport, LimitExceededError, QueueNotFoundError, UnavailableError } from '../src/index'
 import { FakeBroker } from './fake-broker'
 
 // The SDK against an in-process stand-in of a cluster (real gRPC over loopback). The
@@ -321,6 +321,77 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:2', 'produce:1'])
   })
 
+  it('makes send wait when its buffered bytes would pass bufferBytesMax; a bigger message goes alone', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { bufferBytesMax: 10, lingerMs: 30, batchMax: 100 })
+    await Promise.all([
+      producer.send({ body: 'aaaa' }),
+      producer.send({ body: 'bbbb' }),
+      producer.send({ body: 'cccc' }),
+    ])
+    await producer.send({ body: 'x'.repeat(50) })
+    expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([
+      'produce:2',
+      'produce:1',
+      'produce:1',
+    ])
+    expect(() => client.producer(q, { bufferBytesMax: 0 })).toThrow(/bufferBytesMax/)
+  })
+
+  it('fails only the bad message of a batch the partition refused whole; the others are stored, in order', async () => {
+    const q = freshQueue(1)
+    broker.refusedBodies.add('too big')
+    try {
+      for (const idempotent of [true, false]) {
+        broker.calls.length = 0
+        const producer = client.producer(q, { idempotent })
+        const sends = ['a', 'too big', 'b'].map((body) => producer.send({ body }))
+        const [a, bad, b] = await Promise.allSettled(sends)
+        expect(a?.status).toBe('fulfilled')
+        expect(b?.status).toBe('fulfilled')
+        expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_ARGUMENT' } })
+        expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([
+          'produce:3',
+          'produce:1',
+          'produce:1',
+          'produce:1',
+        ])
+        await producer.close()
+      }
+      expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['a', 'b', 'a', 'b'])
+    } finally {
+      broker.refusedBodies.clear()
+    }
+  })
+
+  it('closes under steady sends: close() refuses new ones and resolves once the accepted ones are done', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q, { bufferMax: 4 })
+    const outcomes: string[] = []
+    let stop = false
+    // Senders that keep sending until told to stop (bounded), as request handlers of a server
+    // shutting down would.
+    const senders = Array.from({ length: 8 }, async () => {
+      for (let i = 0; i < 1_000 && !stop; i++) {
+        try {
+          await producer.send({ body: 'm' })
+          outcomes.push('sent')
+        } catch (error) {
+          outcomes.push((error as Error).message)
+          return
+        }
+      }
+    })
+    await waitFor(() => outcomes.length >= 20)
+    await producer.close()
+    const sentAtClose = broker.ready(q, 0).length
+    stop = true
+    await Promise.all(senders)
+    expect(outcomes.filter((o) => o === 'sent').length).toBe(sentAtClose)
+    expect(outcomes.filter((o) => o !== 'sent')).toEqual(Array(8).fill(`producer for ${q} is closed`))
+    await expect(producer.send({ body: 'late' })).rejects.toThrow(/closed/)
+  })
+
   it('rejects bad messages before sending anything', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q)
@@ -509,6 +580,138 @@ describe('MqClient', () => {
       break
     }
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
+  })
+
+  /** A consume loop on a fresh queue (visibility 200 ms) whose one handler runs 600 ms, then returns. */
+  const slowHandler = async (c: MqClient, errors: unknown[]) => {
+    const q = freshQueue(1, 200)
+    await c.producer(q).send({ body: 'slow' })
+    let started = false
+    let finished = false
+    const sub = await c.consume(
+      q,
+      async () => {
+        started = true
+        await new Promise((r) => setTimeout(r, 600))
+        finished = true
+      },
+      { waitMs: 50, onError: (e) => errors.push(e) },
+    )
+    await waitFor(() => started)
+    return { q, sub, finished: () => finished }
+  }
+
+  it('close() of a consume loop lets its running handlers finish, their leases extended, and acks them', async () => {
+    broker.expireLeases = true
+    try {
+      const errors: unknown[] = []
+      const { q, sub, finished } = await slowHandler(client, errors)
+      await sub.close()
+      expect(finished()).toBe(true)
+      // Extended past its 200 ms, then acked: not ready again, not leased.
+      expect(errors).toEqual([])
+      expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
+      expect(broker.ready(q, 0)).toEqual([])
+      expect(broker.leasedCount).toBe(0)
+    } finally {
+      broker.expireLeases = false
+    }
+  })
+
+  it('client.close() closes its consume loops first: running handlers finish and ack', async () => {
+    broker.expireLeases = true
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    try {
+      const errors: unknown[] = []
+      const { q, finished } = await slowHandler(c, errors)
+      await c.close()
+      expect(finished()).toBe(true)
+      expect(errors).toEqual([])
+      expect(broker.ready(q, 0)).toEqual([])
+      expect(broker.leasedCount).toBe(0)
+    } finally {
+      broker.expireLeases = false
+    }
+  })
+
+  it('reports the error that ends a consume loop to onError; an unawaited done is no unhandled rejection', async () => {
+    const errors: unknown[] = []
+    const sub = await client.consume('no-such-queue', async () => {}, { onError: (e) => errors.push(e) })
+    await waitFor(() => errors.length > 0)
+    expect(errors[0]).toBeInstanceOf(QueueNotFoundError)
+    await expect(sub.done).rejects.toBeInstanceOf(QueueNotFoundError)
+    await sub.close()
+  })
+
+  it('runs as many handlers at once as its concurrency, even with a smaller prefetch', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    await Promise.all(['a', 'b', 'c', 'd'].map((body) => producer.send({ body })))
+    let running = 0
+    let most = 0
+    let done = 0
+    const sub = await client.consume(
+      q,
+      async () => {
+        running++
+        most = Math.max(most, running)
+        await new Promise((r) => setTimeout(r, 200))
+        running--
+        done++
+      },
+      { concurrency: 4, prefetch: 1, waitMs: 50 },
+    )
+    await waitFor(() => done === 4)
+    await sub.close()
+    expect(most).toBe(4)
+  })
+
+  it('a consumer started while the meta group is unavailable waits for it, then consumes', async () => {
+    const q = freshQueue(1)
+    await client.producer(q).send({ body: 'later' })
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 300, attemptMs: 100 })
+    broker.failRoutesUntilMs = Date.now() + 1_000
+    try {
+      const errors: unknown[] = []
+      const consumer = c.consumer(q, { waitMs: 50, onError: (e) => errors.push(e) })
+      for await (const m of consumer) {
+        expect(m.text()).toBe('later')
+        await m.ack()
+        break
+      }
+      // The router gave up (its 300 ms deadline) at least once: told, ridden out.
+      expect(errors.length).toBeGreaterThan(0)
+      expect(errors.every((e) => e instanceof UnavailableError)).toBe(true)
+    } finally {
+      broker.failRoutesUntilMs = 0
+      await c.close()
+    }
+  })
+
+  it('keeps extending a lease whose extension failed for a passing reason while the lease still runs', async () => {
+    broker.expireLeases = true
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 150, attemptMs: 100 })
+    try {
+      const q = freshQueue(1, 1_000)
+      await c.producer(q).send({ body: 'long' })
+      const errors: unknown[] = []
+      const consumer = c.consumer(q, { waitMs: 50, onError: (e) => errors.push(e) })
+      for await (const m of consumer) {
+        // The first extension (at 500 ms) and a retry fail (a failover of 850 ms); the lease,
+        // due at 1,000 ms, is extended in time, and the ack at 1,600 ms finds it.
+        broker.failExtendsUntilMs = Date.now() + 850
+        await new Promise((r) => setTimeout(r, 1_600))
+        await m.ack()
+        break
+      }
+      expect(errors.length).toBeGreaterThan(0)
+      expect(errors.every((e) => e instanceof UnavailableError)).toBe(true)
+      expect(broker.ready(q, 0)).toEqual([])
+    } finally {
+      broker.expireLeases = false
+      broker.failExtendsUntilMs = 0
+      await c.close()
+    }
   })
 
   it('lets go of a message whose extension fails and keeps extending the others of its lease', async () => {
@@ -758,6 +961,13 @@ describe('MqClient', () => {
     expect(await client.admin.purgeQueue(q)).toBe(2_003)
     expect(broker.purgeMoreCalls).toBe(0)
     expect([0, 1, 2].map((p) => broker.ready(q, p).length)).toEqual([0, 0, 0])
+    // A step that fails (a failover) is retried alone: the steps before it still count.
+    const one = freshQueue(1)
+    await Promise.all(Array.from({ length: 3 }, () => client.producer(one).send({ body: 'z' })))
+    broker.purgeMoreCalls = 1
+    broker.purgeFailCalls = 1
+    expect(await client.admin.purgeQueue(one)).toBe(1_003)
+    expect(broker.purgeFailCalls).toBe(0)
   })
 
   it('asks the other seeds when the meta leader it knows falls silent, instead of waiting out the attempt', async () => {
@@ -816,6 +1026,22 @@ describe('MqClient', () => {
       expect(warnings.filter((w) => w === 'MaxListenersExceededWarning')).toEqual([])
     } finally {
       process.off('warning', onWarning)
+    }
+  })
+
+  it('gives up on a queue that stays full with a LimitExceededError that says so', async () => {
+    const q = freshQueue(1)
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 300, attemptMs: 100 })
+    broker.fullQueues.add(q)
+    try {
+      const sending = c.producer(q).send({ body: 'x' })
+      await expect(sending).rejects.toBeInstanceOf(LimitExceededError)
+      await expect(sending).rejects.toThrow(
+        /^gave up after \d+ attempts in \d+ ms: queue .* holds 10 messages/,
+      )
+    } finally {
+      broker.fullQueues.clear()
+      await c.close()
     }
   })
 

@@ -9,6 +9,7 @@ import {
   LeaseOutcome,
   type LeaseRequest,
   type LeaseResultsResponse,
+  LimitExceededError,
   MetaService,
   type MqError,
   type NackRequest,
@@ -57,6 +58,12 @@ export class FakeBroker {
   readonly nodes = new Set(['n1', 'n2', 'n3', 'n4'])
   /** Fail this many RemoveNode and DeleteQueue calls with UNAVAILABLE after doing the work (a lost reply). */
   dropRemoveReplies = 0
+  /** Leases past their deadline answer EXPIRED to ack, nack and extend (as a partition's do). */
+  expireLeases = false
+  /** Until this time (ms since the epoch), every extend call fails with UNAVAILABLE, unapplied. */
+  failExtendsUntilMs = 0
+  /** Until this time, every GetRoutes call fails with UNAVAILABLE (a meta group electing). */
+  failRoutesUntilMs = 0
   /** Fail this many ack/nack/extend calls with UNAVAILABLE after applying them (a lost reply). */
   dropSettleReplies = 0
   /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
@@ -65,6 +72,8 @@ export class FakeBroker {
   readonly heldSequences = new Set<number>()
   /** Whether produce answers say the broker keeps pipelined batches in order (and it does). */
   pipelining = true
+  /** A produce call carrying a message with one of these bodies fails whole with INVALID_ARGUMENT. */
+  readonly refusedBodies = new Set<string>()
   /** Idempotent produce calls with these sequences fail with INVALID_ARGUMENT (a bad batch). */
   readonly failSequences = new Set<number>()
   /** Sequence → how many more of its replies to lose (stored, then UNAVAILABLE). */
@@ -88,6 +97,10 @@ export class FakeBroker {
   placesUnknown = false
   /** Purge calls that answer 1,000 removed and `more` (a server at its time bound) before the real one. */
   purgeMoreCalls = 0
+  /** Produce calls to these queues fail with LIMIT_EXCEEDED (a full queue), unapplied. */
+  readonly fullQueues = new Set<string>()
+  /** Purge calls to fail with UNAVAILABLE (unapplied) once the `more` ones are used up. */
+  purgeFailCalls = 0
   /** The release flag of every nack request (true: a give-back). */
   readonly nackReleases: boolean[] = []
   /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
@@ -223,6 +236,7 @@ export class FakeBroker {
     return {
       getRoutes: handle((req: GetRoutesRequest) => {
         this.calls.push('getRoutes')
+        if (Date.now() < this.failRoutesUntilMs) throw new UnavailableError('the meta group has no leader')
         return {
           routeEpoch: this.epoch,
           routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),
@@ -312,6 +326,8 @@ export class FakeBroker {
           await new Promise<void>((resolve) => this.#held.push(resolve))
         }
         const key = this.#check(req.target)
+        if (req.target && this.fullQueues.has(req.target.queue))
+          throw new LimitExceededError(`queue ${req.target.queue} holds 10 messages, its limit`)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined
         const lose = req.producerId ? (this.loseReplies.get(req.sequence) ?? 0) : 0
@@ -340,6 +356,9 @@ export class FakeBroker {
         }
         if (req.producerId && this.failSequences.has(req.sequence))
           throw new InvalidArgumentError('a bad batch')
+        // As a partition does: one bad message refuses its whole batch, storing none of it.
+        const bad = req.messages.findIndex((m) => this.refusedBodies.has(new TextDecoder().decode(m.body)))
+        if (bad >= 0) throw new InvalidArgumentError(`message ${bad} is over the queue's size limit`)
         if (req.producerId)
           this.#lastSequence.set(`${req.producerId}/${key}`, Math.max(last ?? 0, req.sequence))
         const list = this.#ready.get(key) ?? []
@@ -427,6 +446,10 @@ export class FakeBroker {
           this.purgeMoreCalls--
           return { removed: 1000, more: true }
         }
+        if (this.purgeFailCalls > 0) {
+          this.purgeFailCalls--
+          throw new UnavailableError('the partition is failing over')
+        }
         const removed = this.#ready.get(key)?.length ?? 0
         this.#ready.set(key, [])
         return { removed }
@@ -436,13 +459,14 @@ export class FakeBroker {
         this.nackReleases.push(req.release)
         return this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' }))
       }),
-      extend: handle((req: ExtendRequest) =>
-        this.#settle(req, (l) => {
+      extend: handle((req: ExtendRequest) => {
+        if (Date.now() < this.failExtendsUntilMs) throw new UnavailableError('the partition is failing over')
+        return this.#settle(req, (l) => {
           this.calls.push('extend')
           l.deadline = Date.now() + req.extendMs
           this.#leased.set(l.message.leaseId, l)
-        }),
-      ),
+        })
+      }),
     }
   }
 
@@ -454,6 +478,11 @@ export class FakeBroker {
     const results = req.leaseIds.map((leaseId) => {
       const l = this.#leased.get(leaseId)
       if (!l) return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN, deadlineMs: 0 }
+      if (this.expireLeases && l.deadline < Date.now()) {
+        this.#leased.delete(leaseId)
+        this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' })
+        return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_EXPIRED, deadlineMs: l.deadline }
+      }
       this.#leased.delete(leaseId)
       effect(l)
       return { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: l.deadline }
