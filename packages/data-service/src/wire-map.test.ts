@@ -156,6 +156,8 @@ describe('wire mapping', () => {
     expect(outcomeOf('unknown')).toBe(LeaseOutcome.LEASE_OUTCOME_UNKNOWN)
     expect(errorOf(new QueueLimit('full')).code).toBe('LIMIT_EXCEEDED')
     expect(errorOf(new QueueInvalid('bad')).code).toBe('INVALID_ARGUMENT')
+    expect(errorOf(new QueueInvalid('bad')).facts).toEqual({})
+    expect(errorOf(new QueueInvalid('message 2 is too big', 2)).facts).toEqual({ messageIndex: 2 })
     expect(errorOf(new OutOfOrderSequenceError('old')).code).toBe('INVALID_ARGUMENT')
     const gap = errorOf(new SequenceGapError('gap'))
     expect([gap.code, gap.retriable]).toEqual(['SEQUENCE_GAP', true])

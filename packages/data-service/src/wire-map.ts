@@ -155,7 +155,12 @@ export function errorOf(rejection: QueueError): MqError {
       return new LimitExceededError(rejection.message, {}, { cause: rejection })
     case QueueErrorCode.SequenceGap:
       return new SequenceGapError(rejection.message, {}, { cause: rejection })
-    default:
-      return new InvalidArgumentError(rejection.message, {}, { cause: rejection })
+    default: {
+      // An enqueue refused for one of its messages names it (the producer sends the others again).
+      const index = (rejection as { messageIndex?: number }).messageIndex
+      return new InvalidArgumentError(rejection.message, index !== undefined ? { messageIndex: index } : {}, {
+        cause: rejection,
+      })
+    }
   }
 }

@@ -26,6 +26,7 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
     leaderAddress: error.facts.leaderAddress ?? '',
     epoch: error.facts.epoch ?? 0,
     groupId: error.facts.groupId ?? 0,
+    ...(error.facts.messageIndex !== undefined ? { messageIndex: error.facts.messageIndex } : {}),
   }
   metadata.set(ERROR_DETAIL_KEY, Buffer.from(ErrorDetail.encode(detail).finish()))
   return { code: ERROR_CODES[error.code].status, details: error.message, metadata }
@@ -55,6 +56,7 @@ export function fromGrpcError(error: ServiceError): MqError {
         ...(detail.leaderAddress ? { leaderAddress: detail.leaderAddress } : {}),
         ...(detail.epoch ? { epoch: detail.epoch } : {}),
         ...(detail.groupId ? { groupId: detail.groupId } : {}),
+        ...(detail.messageIndex !== undefined ? { messageIndex: detail.messageIndex } : {}),
       }
       return mqError(detail.code, message, facts, { cause: error })
     }

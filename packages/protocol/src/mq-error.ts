@@ -9,6 +9,11 @@ export interface ErrorFacts {
   readonly epoch?: number
   /** The Raft group the error concerns (0 = meta). */
   readonly groupId?: number
+  /**
+   * INVALID_ARGUMENT of a Produce refused for one of its messages (none of the batch stored):
+   * that message's place in the batch.
+   */
+  readonly messageIndex?: number
 }
 
 /**

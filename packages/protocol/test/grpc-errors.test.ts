@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCode } from '../src/errors'
 import { QueueClient, QueueService } from '../src/generated/mq/v1/queue'
 import { fromGrpcError, toGrpcStatus, unaryHandler } from '../src/grpc-errors'
-import { NotLeaderError, StaleRouteError, UnavailableError } from '../src/mq-error'
+import { InvalidArgumentError, NotLeaderError, StaleRouteError, UnavailableError } from '../src/mq-error'
 
 // The error contract end to end: a real grpc-js server on loopback fails calls with typed
 // errors; the client side turns them back into the same typed errors with their facts.
@@ -35,7 +35,8 @@ describe('typed errors over gRPC', () => {
       lease: (_call: unknown, cb: sendUnaryData<never>) =>
         cb(toGrpcStatus(new StaleRouteError('route epoch 4 is older than 9', { epoch: 9 }))),
       ack: unimplemented,
-      nack: unimplemented,
+      nack: (_call: unknown, cb: sendUnaryData<never>) =>
+        cb(toGrpcStatus(new InvalidArgumentError('message 0 is too big', { messageIndex: 0 }))),
       extend: (_call: unknown, cb: sendUnaryData<unknown>) =>
         cb(null, {
           results: Array.from({ length: 50 }, () => ({ leaseId: 'x'.repeat(20), outcome: 1, deadlineMs: 0 })),
@@ -73,6 +74,13 @@ describe('typed errors over gRPC', () => {
     const error = fromGrpcError(raw)
     expect(error).toBeInstanceOf(StaleRouteError)
     expect(error.facts.epoch).toBe(9)
+  })
+
+  it("carries the place of a batch's message at fault (0 too)", async () => {
+    const raw = await call((cb) => client.nack({ leaseIds: [], delayMs: 0, release: false }, cb))
+    const error = fromGrpcError(raw)
+    expect(error).toBeInstanceOf(InvalidArgumentError)
+    expect(error.facts).toEqual({ messageIndex: 0 })
   })
 
   it('maps an untyped failure by its status', async () => {

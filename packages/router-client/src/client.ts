@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks'
 import type { ChannelCredentials, Interceptor } from '@grpc/grpc-js'
 import { Admin } from './admin'
 import type { BackoffPolicy } from './backoff'
@@ -39,6 +40,25 @@ export interface ClientOptions {
 export interface ConsumeOptions extends Partial<ConsumerOptions> {
   /** Handlers running at once (default 16). */
   readonly concurrency?: number
+  /**
+   * How long the subscription's close() waits for running handlers (default 30 s): after it,
+   * the consumer closes anyway, and the leases of handlers still running are no longer
+   * extended.
+   */
+  readonly closeTimeoutMs?: number
+}
+
+/** Which `consume` handler is running (its task's token), for a close() called from one. */
+const handlerScope = new AsyncLocalStorage<object>()
+
+/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
+  } finally {
+    clearTimeout(timer)
+  }
 }
 
 /** A running `consume` loop. */
@@ -138,42 +158,64 @@ export class MqClient {
     if (!Number.isInteger(concurrency) || concurrency < 1) {
       throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
     }
-    const { concurrency: _, ...consumerOptions } = options
+    const { concurrency: _, closeTimeoutMs: _close, ...consumerOptions } = options
     const consumer = this.consumer(queue, {
       ...consumerOptions,
       // At least one message per handler: fewer would leave handlers idle.
       prefetch: Math.max(concurrency, options.prefetch ?? 0),
     })
-    const running = new Set<Promise<void>>()
+    const closeTimeoutMs = options.closeTimeoutMs ?? 30_000
+    if (!(closeTimeoutMs >= 0))
+      throw new RangeError(`closeTimeoutMs must be 0 or more, got ${closeTimeoutMs}`)
+    // The running handlers, each under its own token (what handlerScope holds while it runs).
+    const running = new Map<object, Promise<void>>()
     const onError = options.onError ?? (() => {})
+    // A throwing onError must not end the loop (nor reject a handler's task).
+    const report = (error: unknown): void => {
+      try {
+        onError(error)
+      } catch {}
+    }
     const run = async (message: Delivery): Promise<void> => {
       try {
         await handler(message)
       } catch (error) {
-        onError(error)
-        if (!message.settled) await message.nack().catch(onError)
+        report(error)
+        if (!message.settled) await message.nack().catch(report)
         return
       }
-      if (!message.settled) await message.ack().catch(onError)
+      if (!message.settled) await message.ack().catch(report)
     }
     const done = (async () => {
-      for await (const message of consumer) {
-        const task = run(message).finally(() => running.delete(task))
-        running.add(task)
-        if (running.size >= concurrency) await Promise.race(running)
+      try {
+        for await (const message of consumer) {
+          const token = {}
+          const task = handlerScope.run(token, () => run(message)).finally(() => running.delete(token))
+          running.set(token, task)
+          if (running.size >= concurrency) await Promise.race(running.values())
+        }
+      } finally {
+        // Also when the loop failed (its queue deleted, say): the handlers finish first, so
+        // that whoever awaits the end does not close the client under them.
+        await Promise.all(running.values())
       }
-      await Promise.all(running)
     })()
     // The error that ended the loop goes to onError; `done` still rejects with it for whoever
     // awaits it, and an unawaited `done` is not an unhandled rejection.
-    done.catch(onError)
+    done.catch(report)
     const subscription: Subscription = {
       done,
       close: async () => {
         // Stopped, not closed: the running handlers' leases go on being extended until they
-        // finish and ack; then the consumer is closed (and its last settlements answered).
+        // finish and ack (at most closeTimeoutMs); then the consumer is closed (and its last
+        // settlements answered). From one of its own handlers, the others are waited for.
         await consumer.stop()
-        await done.catch(() => {})
+        const self = handlerScope.getStore()
+        const finished =
+          self !== undefined && running.has(self)
+            ? Promise.all([...running].filter(([token]) => token !== self).map(([, task]) => task))
+            : done.catch(() => {})
+        await within(finished, closeTimeoutMs)
         await consumer.close()
       },
     }

@@ -99,8 +99,6 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
 interface Pending {
   readonly message: ProduceMessage
   readonly bytes: number
-  /** Goes in a batch of its own: its batch was refused (one bad message refuses the batch). */
-  readonly alone?: true
   readonly resolve: (r: SendResult) => void
   readonly reject: (e: unknown) => void
 }
@@ -145,7 +143,11 @@ export class Producer {
   readonly #options: ProducerOptions
   readonly #partitioner: Partitioner
   readonly #lanes = new Map<number, Lane>()
-  readonly #spaceWaiters: (() => void)[] = []
+  /**
+   * Sends waiting for room, first come first served (a later small one does not pass an
+   * earlier big one): each is admitted (true) with its room taken, or refused at close (false).
+   */
+  readonly #spaceWaiters: { readonly bytes: number; readonly admit: (admitted: boolean) => void }[] = []
   readonly #idle: (() => void)[] = []
   #buffered = 0
   #bufferedBytes = 0
@@ -191,12 +193,13 @@ export class Producer {
     if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
     const wire = toWire(message)
     const bytes = wireBytes(wire)
-    while (!this.#hasRoom(bytes)) {
-      await new Promise<void>((resolve) => this.#spaceWaiters.push(resolve))
-      if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
+    if (this.#spaceWaiters.length > 0 || !this.#hasRoom(bytes)) {
+      const admitted = await new Promise<boolean>((admit) => this.#spaceWaiters.push({ bytes, admit }))
+      if (!admitted) throw new UnavailableError(`producer for ${this.queue} is closed`)
+    } else {
+      this.#buffered++
+      this.#bufferedBytes += bytes
     }
-    this.#buffered++
-    this.#bufferedBytes += bytes
     let route: Awaited<ReturnType<Router['route']>>
     try {
       route = await this.#router.route(this.queue)
@@ -245,7 +248,7 @@ export class Producer {
    */
   async close(): Promise<void> {
     this.#closed = true
-    for (const wake of this.#spaceWaiters.splice(0)) wake()
+    for (const waiter of this.#spaceWaiters.splice(0)) waiter.admit(false)
     await this.flush()
   }
 
@@ -305,11 +308,10 @@ export class Producer {
       let bytes = 0
       let count = 0
       while (count < lane.pending.length && count < batchMax) {
-        const next = lane.pending[count] as Pending
-        if (count > 0 && (bytes + next.bytes > batchBytesMax || next.alone)) break
-        bytes += next.bytes
+        const next = (lane.pending[count] as Pending).bytes
+        if (count > 0 && bytes + next > batchBytesMax) break
+        bytes += next
         count++
-        if (next.alone) break
       }
       const batch = lane.pending.splice(0, count)
       lane.pendingBytes -= bytes
@@ -353,16 +355,17 @@ export class Producer {
         p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
       }
     } catch (error) {
-      if (error instanceof InvalidArgumentError && batch.length > 1) {
-        // The partition refuses a batch whole for one bad message (over the queue's size
-        // limit, say) and stores none of it: each goes again alone, ahead of what waits, so
-        // that only the bad one fails.
-        lane.pending.unshift(...batch.map((p): Pending => ({ ...p, alone: true })))
-        lane.pendingBytes += batch.reduce((n, p) => n + p.bytes, 0)
-        batch = []
-      } else {
-        for (const p of batch) p.reject(error)
+      const bad = error instanceof InvalidArgumentError ? error.facts.messageIndex : undefined
+      // The partition refused the batch whole for one message (over the queue's size limit,
+      // say), storing none of it, and named it: that send fails, the others go again ahead of
+      // what waits — when no later batch is in flight, which could be stored before them.
+      if (bad !== undefined && bad < batch.length && batch.length > 1 && lane.inFlight.length === 1) {
+        const others = batch.filter((_, i) => i !== bad)
+        batch = [batch[bad] as Pending]
+        lane.pending.unshift(...others)
+        lane.pendingBytes += others.reduce((n, p) => n + p.bytes, 0)
       }
+      for (const p of batch) p.reject(error)
     } finally {
       lane.inFlightMessages -= messages.length
       lane.inFlight.splice(lane.inFlight.indexOf(flight), 1)
@@ -377,7 +380,12 @@ export class Producer {
   #release(count: number, bytes: number): void {
     this.#buffered -= count
     this.#bufferedBytes -= bytes
-    while (this.#spaceWaiters.length > 0 && this.#hasRoom(0)) this.#spaceWaiters.shift()?.()
+    for (let head = this.#spaceWaiters[0]; head && this.#hasRoom(head.bytes); head = this.#spaceWaiters[0]) {
+      this.#spaceWaiters.shift()
+      this.#buffered++
+      this.#bufferedBytes += head.bytes
+      head.admit(true)
+    }
     if (this.#buffered === 0) for (const done of this.#idle.splice(0)) done()
   }
 }

@@ -336,6 +336,14 @@ describe('MqClient', () => {
       'produce:1',
     ])
     expect(() => client.producer(q, { bufferBytesMax: 0 })).toThrow(/bufferBytesMax/)
+    // First come, first served: a small send does not pass a bigger one waiting for room.
+    await Promise.all(['dddddd', 'eeeeeeee', 'f'].map((body) => producer.send({ body, key: 'k' })))
+    expect(
+      broker
+        .ready(q, 0)
+        .map((m) => text(m.body))
+        .slice(-3),
+    ).toEqual(['dddddd', 'eeeeeeee', 'f'])
   })
 
   it('fails only the bad message of a batch the partition refused whole; the others are stored, in order', async () => {
@@ -350,15 +358,34 @@ describe('MqClient', () => {
         expect(a?.status).toBe('fulfilled')
         expect(b?.status).toBe('fulfilled')
         expect(bad).toMatchObject({ status: 'rejected', reason: { code: 'INVALID_ARGUMENT' } })
-        expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([
-          'produce:3',
-          'produce:1',
-          'produce:1',
-          'produce:1',
-        ])
+        expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual(['produce:3', 'produce:2'])
         await producer.close()
       }
       expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['a', 'b', 'a', 'b'])
+    } finally {
+      broker.refusedBodies.clear()
+    }
+  })
+
+  it('fails the whole refused batch when later batches are in flight (they could be stored first)', async () => {
+    const q = freshQueue(1)
+    broker.refusedBodies.add('too big')
+    try {
+      const producer = client.producer(q, { batchMax: 2 })
+      await producer.send({ body: 'first' }) // the partition's answer: it keeps pipelined batches in order
+      const bodies = ['a1', 'too big', 'b1', 'b2', 'c1', 'c2']
+      const results = await Promise.allSettled(bodies.map((body) => producer.send({ body })))
+      expect(results.map((r) => r.status)).toEqual([
+        'rejected',
+        'rejected',
+        'fulfilled',
+        'fulfilled',
+        'fulfilled',
+        'fulfilled',
+      ])
+      // Stored in the order sent: a1 was not sent again behind b1..c2.
+      expect(broker.ready(q, 0).map((m) => text(m.body))).toEqual(['first', 'b1', 'b2', 'c1', 'c2'])
+      await producer.close()
     } finally {
       broker.refusedBodies.clear()
     }
@@ -634,6 +661,43 @@ describe('MqClient', () => {
     }
   })
 
+  it('a consume handler may close its own subscription, or the client: it returns (the others are waited for)', async () => {
+    const q = freshQueue(1)
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    await c.producer(q).send({ body: 'stop' })
+    let closed = false
+    const sub = await c.consume(q, async () => {
+      await c.close()
+      closed = true
+    })
+    await waitFor(() => closed)
+    await sub.done
+  })
+
+  it('waits at most closeTimeoutMs for running handlers, then closes anyway', async () => {
+    const q = freshQueue(1)
+    await client.producer(q).send({ body: 'stuck' })
+    let started = false
+    let release: () => void = () => {}
+    const sub = await client.consume(
+      q,
+      async () => {
+        started = true
+        await new Promise<void>((resolve) => {
+          release = resolve
+        })
+      },
+      { waitMs: 50, closeTimeoutMs: 200 },
+    )
+    await waitFor(() => started)
+    const t0 = Date.now()
+    await sub.close()
+    expect(Date.now() - t0).toBeLessThan(2_000)
+    release()
+    await sub.done
+    await expect(client.consume(q, async () => {}, { closeTimeoutMs: -1 })).rejects.toThrow(/closeTimeoutMs/)
+  })
+
   it('reports the error that ends a consume loop to onError; an unawaited done is no unhandled rejection', async () => {
     const errors: unknown[] = []
     const sub = await client.consume('no-such-queue', async () => {}, { onError: (e) => errors.push(e) })
@@ -641,6 +705,14 @@ describe('MqClient', () => {
     expect(errors[0]).toBeInstanceOf(QueueNotFoundError)
     await expect(sub.done).rejects.toBeInstanceOf(QueueNotFoundError)
     await sub.close()
+    // An onError that throws changes nothing of that.
+    const throwing = await client.consume('no-such-queue', async () => {}, {
+      onError: () => {
+        throw new Error('a bad observer')
+      },
+    })
+    await expect(throwing.done).rejects.toBeInstanceOf(QueueNotFoundError)
+    await throwing.close()
   })
 
   it('runs as many handlers at once as its concurrency, even with a smaller prefetch', async () => {

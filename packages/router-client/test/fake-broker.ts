@@ -358,7 +358,10 @@ export class FakeBroker {
           throw new InvalidArgumentError('a bad batch')
         // As a partition does: one bad message refuses its whole batch, storing none of it.
         const bad = req.messages.findIndex((m) => this.refusedBodies.has(new TextDecoder().decode(m.body)))
-        if (bad >= 0) throw new InvalidArgumentError(`message ${bad} is over the queue's size limit`)
+        if (bad >= 0)
+          throw new InvalidArgumentError(`message ${bad} is over the queue's size limit`, {
+            messageIndex: bad,
+          })
         if (req.producerId)
           this.#lastSequence.set(`${req.producerId}/${key}`, Math.max(last ?? 0, req.sequence))
         const list = this.#ready.get(key) ?? []

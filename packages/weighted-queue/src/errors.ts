@@ -18,6 +18,13 @@ export class InvalidArgumentError extends QueueError {
   override readonly name = 'InvalidArgumentError'
   readonly code = QueueErrorCode.InvalidArgument
   readonly retriable = false
+  /** An enqueue refused for one of its messages: that message's place in the batch. */
+  readonly messageIndex: number | undefined
+
+  constructor(message: string, messageIndex?: number) {
+    super(message)
+    this.messageIndex = messageIndex
+  }
 }
 
 /** The queue is full (its length limit was reached); nothing changed. Retry after consumers catch up. */

@@ -509,29 +509,12 @@ export class QueuePartition {
     }
     const weights = new Array<number>(msgs.length)
     for (let i = 0; i < msgs.length; i++) {
-      const m = msgs[i] as EnqueueCommand['messages'][number]
-      weights[i] = parseWeight(m.weight)
-      if (!(m.body instanceof Uint8Array))
-        throw new InvalidArgumentError(`message ${i}: body must be a Uint8Array`)
-      if (m.headers !== undefined) {
-        if (typeof m.headers !== 'object' || m.headers === null) {
-          throw new InvalidArgumentError(`message ${i}: headers must be an object of strings`)
-        }
-        for (const name of Object.keys(m.headers)) {
-          if (typeof m.headers[name] !== 'string') {
-            throw new InvalidArgumentError(`message ${i}: header '${name}' must be a string`)
-          }
-        }
-      }
-      if (m.key !== undefined) checkName(`message ${i} key`, m.key)
-      if (m.dedupKey !== undefined) checkName(`message ${i} dedupKey`, m.dedupKey)
-      if (m.notBeforeMs !== undefined)
-        checkInt(`message ${i} notBeforeMs`, m.notBeforeMs, 0, now + cfg.delayMsMax)
-      const size = messageBytes(m)
-      if (size > cfg.messageBytesMax) {
-        throw new InvalidArgumentError(
-          `message ${i} is ${size} bytes (body + headers + key); the limit is ${cfg.messageBytesMax}`,
-        )
+      try {
+        weights[i] = checkMessage(msgs[i] as EnqueueCommand['messages'][number], i, now, cfg)
+      } catch (error) {
+        // The refusal names the message at fault, so that a producer can send the others again.
+        if (error instanceof InvalidArgumentError) throw new InvalidArgumentError(error.message, i)
+        throw error
       }
     }
 
@@ -1774,6 +1757,39 @@ function idOf(value: Uint8Array): number {
       (value[7] as number)) >>>
       0)
   )
+}
+
+/** Checks message `i` of an enqueue against the partition's config; returns its weight. */
+function checkMessage(
+  m: EnqueueCommand['messages'][number],
+  i: number,
+  now: number,
+  cfg: QueueConfig,
+): number {
+  const weight = parseWeight(m.weight)
+  if (!(m.body instanceof Uint8Array))
+    throw new InvalidArgumentError(`message ${i}: body must be a Uint8Array`)
+  if (m.headers !== undefined) {
+    if (typeof m.headers !== 'object' || m.headers === null) {
+      throw new InvalidArgumentError(`message ${i}: headers must be an object of strings`)
+    }
+    for (const name of Object.keys(m.headers)) {
+      if (typeof m.headers[name] !== 'string') {
+        throw new InvalidArgumentError(`message ${i}: header '${name}' must be a string`)
+      }
+    }
+  }
+  if (m.key !== undefined) checkName(`message ${i} key`, m.key)
+  if (m.dedupKey !== undefined) checkName(`message ${i} dedupKey`, m.dedupKey)
+  if (m.notBeforeMs !== undefined)
+    checkInt(`message ${i} notBeforeMs`, m.notBeforeMs, 0, now + cfg.delayMsMax)
+  const size = messageBytes(m)
+  if (size > cfg.messageBytesMax) {
+    throw new InvalidArgumentError(
+      `message ${i} is ${size} bytes (body + headers + key); the limit is ${cfg.messageBytesMax}`,
+    )
+  }
+  return weight
 }
 
 function checkInt(what: string, value: unknown, min: number, max: number): void {

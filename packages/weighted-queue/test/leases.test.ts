@@ -4,6 +4,7 @@ import {
   type CommandResult,
   DirectPartition,
   type EnqueueMessage,
+  type InvalidArgumentError,
   type Lease,
   LIST_BYTES_MAX,
   MESSAGE_META_CACHED_BYTES_MAX,
@@ -711,6 +712,15 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     }
     expect(await dump()).toEqual(filled)
     expect(before.length).toBeLessThan(filled.length)
+    // A batch refused for one message names it (its place), so that a producer can send the
+    // others again; a refusal of the batch as such names none.
+    const one = await q.apply(
+      { type: 'enqueue', messages: [{ body: text('a') }, { body: text('a'), weight: 0 }] },
+      1,
+    )
+    expect(one.type === 'rejected' && (one.error as InvalidArgumentError).messageIndex).toBe(1)
+    const whole = await q.apply({ type: 'enqueue', messages: [] }, 1)
+    expect(whole.type === 'rejected' && (whole.error as InvalidArgumentError).messageIndex).toBeUndefined()
   })
 
   it('keeps the clock monotonic when a new leader stamps an earlier time', async () => {

@@ -75,6 +75,12 @@ describe('a 3-node cluster', () => {
       InvalidArgumentError,
     )
     expect((await client.producer('small').send({ body: 'ok' })).id).toBeGreaterThan(0)
+    // In one batch with good ones, only the oversize message fails: the partition names it, and
+    // the producer sends the others again.
+    const mixed = client.producer('small')
+    const sends = await Promise.allSettled(['a', 'x'.repeat(100), 'b'].map((body) => mixed.send({ body })))
+    expect(sends.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(sends[1]).toMatchObject({ reason: { code: 'INVALID_ARGUMENT', facts: { messageIndex: 1 } } })
   })
 
   it('applies changed queue settings to partitions already open', async () => {

@@ -27,6 +27,8 @@ function leading(
     unregistered?: string[]
     /** Data groups whose leader does not answer FencePartitions (hangs: never calls back). */
     fenceHangs?: number[]
+    /** Commands the meta state refuses (as it would one that no longer fits its state). */
+    refuse?: (command: MetaCommand) => boolean
   } = {},
 ) {
   const state = new MetaState()
@@ -90,7 +92,10 @@ function leading(
     calls,
     leaderState: () => state,
     barrier: async () => {},
-    propose: async (command) => apply(command),
+    propose: async (command) =>
+      options.refuse?.(command)
+        ? { ok: false, code: 'INVALID_ARGUMENT', message: 'refused' }
+        : apply(command),
     notLeader: () => new Error('not the leader'),
     transferMetaLeader: () => {},
     metaMembership: () => ({ voters: NODES, learners: [] }),
@@ -507,6 +512,16 @@ describe('Controller silent nodes', () => {
     expect(c.state.node('n4')?.silentSinceMs).toBeUndefined()
     await beat(['n1', 'n2', 'n3'], 2_500)
     expect(c.state.node('n4')?.silentSinceMs).toBe(takeover)
+  })
+
+  it('goes on with the rest of a round when the meta state refuses one of its actions', async () => {
+    // Every silence mark is refused: the data groups' replacements of n3 come after it in the round.
+    const c = leading({ extra: ['n4'], groups: 1, refuse: (command) => command.type === 'markSilent' })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 2_000, { rounds: true })
+    await c.beatNodes(['n1', 'n2', 'n4'], 13_000, { rounds: true }) // n3 lost
+    expect(c.state.node('n3')?.silentSinceMs).toBeUndefined()
+    expect(c.state.group(1)?.replicas).toEqual(['n1', 'n2', 'n4'])
   })
 
   it('does not replace a node back from a long recorded silence that a new leader has not heard yet', async () => {

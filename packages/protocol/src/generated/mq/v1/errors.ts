@@ -28,10 +28,15 @@ export interface ErrorDetail {
   epoch: number;
   /** The group the error concerns (0 = meta group). */
   groupId: number;
+  /**
+   * INVALID_ARGUMENT of a Produce refused for one of its messages (none of the batch stored):
+   * that message's place in the batch, so that the producer can send the others again.
+   */
+  messageIndex?: number | undefined;
 }
 
 function createBaseErrorDetail(): ErrorDetail {
-  return { code: "", retriable: false, leaderId: "", leaderAddress: "", epoch: 0, groupId: 0 };
+  return { code: "", retriable: false, leaderId: "", leaderAddress: "", epoch: 0, groupId: 0, messageIndex: undefined };
 }
 
 export const ErrorDetail: MessageFns<ErrorDetail> = {
@@ -53,6 +58,9 @@ export const ErrorDetail: MessageFns<ErrorDetail> = {
     }
     if (message.groupId !== 0) {
       writer.uint32(48).uint64(message.groupId);
+    }
+    if (message.messageIndex !== undefined) {
+      writer.uint32(56).uint32(message.messageIndex);
     }
     return writer;
   },
@@ -112,6 +120,14 @@ export const ErrorDetail: MessageFns<ErrorDetail> = {
           message.groupId = longToNumber(reader.uint64());
           continue;
         }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.messageIndex = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -141,6 +157,11 @@ export const ErrorDetail: MessageFns<ErrorDetail> = {
         : isSet(object.group_id)
         ? globalThis.Number(object.group_id)
         : 0,
+      messageIndex: isSet(object.messageIndex)
+        ? globalThis.Number(object.messageIndex)
+        : isSet(object.message_index)
+        ? globalThis.Number(object.message_index)
+        : undefined,
     };
   },
 
@@ -164,6 +185,9 @@ export const ErrorDetail: MessageFns<ErrorDetail> = {
     if (message.groupId !== 0) {
       obj.groupId = Math.round(message.groupId);
     }
+    if (message.messageIndex !== undefined) {
+      obj.messageIndex = Math.round(message.messageIndex);
+    }
     return obj;
   },
 
@@ -178,6 +202,7 @@ export const ErrorDetail: MessageFns<ErrorDetail> = {
     message.leaderAddress = object.leaderAddress ?? "";
     message.epoch = object.epoch ?? 0;
     message.groupId = object.groupId ?? 0;
+    message.messageIndex = object.messageIndex ?? undefined;
     return message;
   },
 };
