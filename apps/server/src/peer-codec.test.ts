@@ -56,14 +56,30 @@ describe('peer codec', () => {
         data: new Uint8Array(100).fill(7),
       },
     }),
+    // With the stamp of its last entry (a replica that installs it and leads stamps no earlier).
+    message({
+      type: MessageType.Snap,
+      from: 'n1',
+      to: 'n4',
+      term: 9,
+      snapshot: {
+        meta: { index: 100, term: 8, conf, timestampMs: 1_700_000_000_999 },
+        offset: 0,
+        totalBytes: 10,
+        data: new Uint8Array(10),
+      },
+    }),
   ]
 
-  it.each(cases.map((m) => [m.type, m] as const))('round-trips message type %i', (_, m) => {
-    const bytes = RaftBatch.encode({ fromNode: 'n1', messages: [messageToWire(3, m)] }).finish()
-    const decoded = RaftBatch.decode(bytes)
-    expect(decoded.messages).toHaveLength(1)
-    const back = messageFromWire(decoded.messages[0]!)
-    expect(back.groupId).toBe(3)
-    expect(back.message).toEqual(m)
-  })
+  it.each(cases.map((m, i) => [m.type, i, m] as const))(
+    'round-trips message type %i (case %i)',
+    (_, _i, m) => {
+      const bytes = RaftBatch.encode({ fromNode: 'n1', messages: [messageToWire(3, m)] }).finish()
+      const decoded = RaftBatch.decode(bytes)
+      expect(decoded.messages).toHaveLength(1)
+      const back = messageFromWire(decoded.messages[0]!)
+      expect(back.groupId).toBe(3)
+      expect(back.message).toEqual(m)
+    },
+  )
 })

@@ -70,11 +70,16 @@ function entryFromWire(e: RaftEntry): Entry {
 }
 
 function metaToWire(m: SnapshotMeta): RaftSnapshotMeta {
-  return { index: m.index, term: m.term, conf: confToWire(m.conf) }
+  return { index: m.index, term: m.term, conf: confToWire(m.conf), timestampMs: m.timestampMs ?? 0 }
 }
 
 function metaFromWire(m: RaftSnapshotMeta | undefined): SnapshotMeta {
-  return { index: m?.index ?? 0, term: m?.term ?? 0, conf: confFromWire(m?.conf) }
+  return {
+    index: m?.index ?? 0,
+    term: m?.term ?? 0,
+    conf: confFromWire(m?.conf),
+    ...(m?.timestampMs ? { timestampMs: m.timestampMs } : {}),
+  }
 }
 
 export function confToWire(c: ConfState): RaftConfState {

@@ -650,13 +650,15 @@ export class Raft {
       at += chunk.length
     }
     this.#restore({ meta: r.meta, data })
+    // The commit index, not the last: entries kept past a snapshot this log already covered
+    // may differ from the leader's, which counts what the reply names as matching.
     this.#send(
       message({
         type: MessageType.AppResp,
         from: this.id,
         to: m.from,
         term: this.term,
-        index: this.log.lastIndex(),
+        index: this.log.committed,
       }),
     )
   }
@@ -1074,18 +1076,20 @@ export class Raft {
   }
 
   #handleReadIndex(requestCtx: string, from: ReplicaId): void {
-    if (this.conf.voters.length === 1 && this.conf.voters[0] === this.id) {
-      this.#answerRead(requestCtx, from, this.log.committed)
-      return
-    }
     const queued = this.#pendingReads.length + this.#waitingReads.length
     if (queued >= this.cfg.readIndexQueueMax) {
       this.stats.droppedStale++
       return
     }
-    // §8: a new leader does not know the commit index until an entry of its term commits.
+    // §8: a new leader does not know the commit index until an entry of its term commits. A
+    // lone voter neither: after a restart its stored commit index may be behind what it had
+    // committed (and answered) before, which its no-op of the new term commits again.
     if (this.log.term(this.log.committed) !== this.term) {
       this.#waitingReads.push({ requestCtx, from })
+      return
+    }
+    if (this.conf.voters.length === 1 && this.conf.voters[0] === this.id) {
+      this.#answerRead(requestCtx, from, this.log.committed)
       return
     }
     const seq = ++this.#readSeq

@@ -69,6 +69,36 @@ describe('RawNode', () => {
     expect(() => raw.advance(rd4)).toThrow(/outstanding/)
   })
 
+  it('a lone voter restarted with its stored commit behind answers reads only once its new term commits', () => {
+    const { s, raw } = campaigningSolo()
+    const drain = (node: RawNode) => {
+      const states: { index: number; requestCtx: string }[] = []
+      while (node.hasReady()) {
+        const rd = node.ready()
+        persist(s, rd)
+        states.push(...rd.readStates)
+        node.advance(rd)
+      }
+      return states
+    }
+    drain(raw)
+    const x = raw.propose(new Uint8Array([1]))
+    drain(raw)
+    const before = s.initialState().hardState
+    expect(before.commit).toBe(x) // x committed, applied and answered
+    // A crash before the hard state carrying that commit was flushed (the host does not wait
+    // for a flush that only moves the commit index): the node comes back with commit x - 1.
+    s.setHardState({ ...before, commit: x - 1 })
+    const again = new RawNode({ id: 'solo', prng: new Prng(2) }, s)
+    again.campaign()
+    again.readIndex('r1')
+    const states = drain(again)
+    // Not x - 1 (which would miss the write already answered): the read waited for the new
+    // term's entry to commit, and with it x.
+    expect(states.map((r) => r.requestCtx)).toEqual(['r1'])
+    expect(states[0]?.index).toBeGreaterThan(x)
+  })
+
   it('hands out again entries that overwrite ones still in progress (a new leader truncated them)', () => {
     const s = new MemoryLogStorage(conf)
     const raw = new RawNode({ id: 'a', prng: new Prng(1) }, s)

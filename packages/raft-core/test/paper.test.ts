@@ -554,6 +554,54 @@ describe('§7 log compaction and InstallSnapshot', () => {
     )
     expect(raw.status().lastIndex).toBe(before)
   })
+
+  it('answers a snapshot its log holds with its commit index, not the entries past it that may differ', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    for (let i = 0; i < 5; i++) h.propose('a', `v${i}`)
+    const raw = h.raw('b')
+    const { term, commit, lastIndex } = raw.status()
+    // b holds two entries past its commit index (appended, not known committed).
+    const entry = (index: number) => ({
+      index,
+      term,
+      type: EntryType.Normal,
+      timestampMs: 0,
+      data: bytes('x'),
+    })
+    raw.step(
+      message({
+        type: MessageType.App,
+        from: 'a',
+        to: 'b',
+        term,
+        index: lastIndex,
+        logTerm: term,
+        commit,
+        entries: [entry(lastIndex + 1), entry(lastIndex + 2)],
+      }),
+    )
+    const appended = raw.ready()
+    h.node('b').storage.append(appended.entries)
+    h.node('b').storage.sync()
+    raw.advance(appended)
+    expect(raw.status().lastIndex).toBe(lastIndex + 2)
+    // A snapshot whose last entry b holds: b keeps the entries after it, but only up to the
+    // snapshot is known to match the leader's log (and is now committed).
+    const meta = { ...h.raw('a').snapshotMeta(commit), index: lastIndex + 1, term }
+    raw.step(
+      message({
+        type: MessageType.Snap,
+        from: 'a',
+        to: 'b',
+        term,
+        snapshot: { meta, offset: 0, totalBytes: 0, data: new Uint8Array(0) },
+      }),
+    )
+    const replies = raw.ready().messages.filter((m) => m.type === MessageType.AppResp && m.to === 'a')
+    expect(raw.status().lastIndex).toBe(lastIndex + 2)
+    expect(replies.map((m) => m.index)).toEqual([lastIndex + 1])
+  })
 })
 
 describe('§8 client interaction: linearizable reads', () => {

@@ -489,6 +489,53 @@ describe('RaftHost', () => {
     expect(nodes.get('n3')!.machines.get(1)!.items).toContain('w')
   })
 
+  it("a late answer to a read of a replica's earlier incarnation resolves no read of the new one", async () => {
+    const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const n3 = nodes.get('n3')!
+    const forwarded = () => net.sent.filter((m) => m.type === MessageType.ReadIndex && m.from === 'n3')
+    net.cut.add('n1') // the forwarded read goes unanswered
+    void n3.host.readIndex(1).catch(() => {})
+    await net.run()
+    const old = forwarded()[0]
+    expect(old).toBeDefined()
+    // The replica goes and comes back (as after a restart), and asks again.
+    n3.host.removeGroup(1)
+    n3.host.addGroup({
+      groupId: 1,
+      raft: { id: 'n3', prng: new Prng(99), electionTicks: 10 },
+      storage: n3.storages.get(1)!,
+      stateMachine: n3.machines.get(1)!,
+      limits: { proposalTimeoutTicks: 10_000 },
+    })
+    net.cut.delete('n1')
+    await net.tickAll(2) // the new incarnation learns the leader
+    net.cut.add('n1')
+    let settled = false
+    const read = n3.host.readIndex(1).finally(() => {
+      settled = true
+    })
+    read.catch(() => {})
+    await net.run()
+    const now = forwarded().at(-1)!
+    expect(now.requestCtx).not.toBe(old!.requestCtx)
+    // The leader's late answer to the old read, with an index long passed: not taken for the new one.
+    n3.host.receive(
+      1,
+      message({
+        type: MessageType.ReadIndexResp,
+        from: 'n1',
+        to: 'n3',
+        term: old!.term,
+        index: 0,
+        requestCtx: old!.requestCtx,
+      }),
+    )
+    await net.run()
+    expect(settled).toBe(false)
+  })
+
   it('asks a new leader again for a follower’s read that the old one left unanswered (silent, then gone)', async () => {
     // Deadlines far away: the read must not finish by expiring.
     const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })

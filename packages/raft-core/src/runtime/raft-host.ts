@@ -127,6 +127,12 @@ class Group {
   inflightBytes = 0
   ticks = 0
   readSeq = 0
+  /**
+   * What this replica's read contexts start with: the group and its incarnation (set when the
+   * replica is added), so that a late answer to a read of an earlier incarnation (before a
+   * restart, or before the group was removed and added again) matches no read of this one.
+   */
+  readPrefix = ''
   /** A Ready whose writes the storage refused for now (retriable); `step` writes are staged. */
   stalled: { rd: Ready; step: number } | null = null
   applied: number
@@ -256,6 +262,8 @@ export class RaftHost {
   readonly #transport: Transport
   readonly #durability: Durability
   readonly #clock: Clock
+  /** Group replicas added so far (part of each one's read prefix). */
+  #groupsAdded = 0
   readonly #onFatal: (error: unknown) => void
   readonly #onSnapshotTooLarge: (groupId: GroupId, error: SnapshotTooLargeError) => void
   readonly #cyclesPerRunMax: number
@@ -305,7 +313,9 @@ export class RaftHost {
     if (this.#groups.has(options.groupId)) {
       throw new InvalidArgumentError(`group ${options.groupId} is already hosted here`)
     }
-    this.#groups.set(options.groupId, new Group(options))
+    const group = new Group(options)
+    group.readPrefix = `${options.groupId}:${this.#clock.nowMs()}.${++this.#groupsAdded}`
+    this.#groups.set(options.groupId, group)
     this.#schedule()
   }
 
@@ -433,7 +443,7 @@ export class RaftHost {
       if (g.reads.size >= g.limits.pendingReadsMax) {
         throw new OverloadedError(`group ${groupId} has ${g.reads.size} reads pending; retry shortly`)
       }
-      const ctx = `${g.id}:${++g.readSeq}`
+      const ctx = `${g.readPrefix}:${++g.readSeq}`
       g.raw.readIndex(ctx)
       const promise = new Promise<number>((resolve, reject) => {
         g.reads.set(ctx, {

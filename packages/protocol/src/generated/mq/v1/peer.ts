@@ -39,7 +39,14 @@ export interface RaftConfState {
 export interface RaftSnapshotMeta {
   index: number;
   term: number;
-  conf?: RaftConfState | undefined;
+  conf?:
+    | RaftConfState
+    | undefined;
+  /**
+   * The stamp of the snapshot's last entry (the leader's clock): a replica that installs it
+   * and leads next stamps no entry earlier (0 from a peer of a version before it).
+   */
+  timestampMs: number;
 }
 
 /**
@@ -531,7 +538,7 @@ export const RaftConfState: MessageFns<RaftConfState> = {
 };
 
 function createBaseRaftSnapshotMeta(): RaftSnapshotMeta {
-  return { index: 0, term: 0, conf: undefined };
+  return { index: 0, term: 0, conf: undefined, timestampMs: 0 };
 }
 
 export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
@@ -544,6 +551,9 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
     }
     if (message.conf !== undefined) {
       RaftConfState.encode(message.conf, writer.uint32(26).fork()).join();
+    }
+    if (message.timestampMs !== 0) {
+      writer.uint32(32).uint64(message.timestampMs);
     }
     return writer;
   },
@@ -579,6 +589,14 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
           message.conf = RaftConfState.decode(reader, reader.uint32());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.timestampMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -593,6 +611,11 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
       index: isSet(object.index) ? globalThis.Number(object.index) : 0,
       term: isSet(object.term) ? globalThis.Number(object.term) : 0,
       conf: isSet(object.conf) ? RaftConfState.fromJSON(object.conf) : undefined,
+      timestampMs: isSet(object.timestampMs)
+        ? globalThis.Number(object.timestampMs)
+        : isSet(object.timestamp_ms)
+        ? globalThis.Number(object.timestamp_ms)
+        : 0,
     };
   },
 
@@ -607,6 +630,9 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
     if (message.conf !== undefined) {
       obj.conf = RaftConfState.toJSON(message.conf);
     }
+    if (message.timestampMs !== 0) {
+      obj.timestampMs = Math.round(message.timestampMs);
+    }
     return obj;
   },
 
@@ -620,6 +646,7 @@ export const RaftSnapshotMeta: MessageFns<RaftSnapshotMeta> = {
     message.conf = (object.conf !== undefined && object.conf !== null)
       ? RaftConfState.fromPartial(object.conf)
       : undefined;
+    message.timestampMs = object.timestampMs ?? 0;
     return message;
   },
 };
