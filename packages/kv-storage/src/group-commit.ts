@@ -139,7 +139,20 @@ export class GroupCommit implements Durability {
   /** The batch being written, if any. */
   private current: Deferred | undefined
   private inFlightOps = 0
-  private roomWaiters: Deferred[] = []
+  /**
+   * `write()` stages in call order (a state machine's applied index rides with its entry's
+   * ops: a later write staged first could be durable while an earlier one is not). Each takes
+   * a ticket; it stages only when every earlier ticket is done (staged, or failed).
+   */
+  private ticketsIssued = 0
+  /** Every ticket up to this one is done. */
+  private ticketsDone = 0
+  /** Tickets done out of order (failed while waiting): counted once the ones before are. */
+  private readonly doneAhead = new Set<number>()
+  /** The writes waiting (for their turn, or for room), by ticket. */
+  private readonly waiting = new Map<number, Deferred>()
+  /** Batches finished so far: a waiting write counts its cycles by them. */
+  private batchesFinished = 0
   private failed: WriteFailedError | undefined
   private closed = false
   private startScheduled = false
@@ -230,23 +243,35 @@ export class GroupCommit implements Durability {
     checkOps(ops)
     let bytes = 0
     for (const op of ops) bytes += opBytes(op)
-    for (let cycle = 0; ; cycle++) {
-      this.checkUsable()
-      // Asynchronous writers yield at the soft bound, leaving the room above it to the log.
-      if (!this.current || this.hasRoom(ops.length, bytes, 1)) {
-        this.stageWithin(ops, 1)
-        break
+    const ticket = ++this.ticketsIssued
+    const since = this.batchesFinished
+    try {
+      for (;;) {
+        this.checkUsable()
+        // In call order; asynchronous writers yield at the soft bound, leaving the room above
+        // it to the log.
+        if (ticket === this.ticketsDone + 1 && (!this.current || this.hasRoom(ops.length, bytes, 1))) {
+          this.stageWithin(ops, 1)
+          break
+        }
+        const cycles = this.batchesFinished - since
+        if (cycles >= this.roomWaitCyclesMax || this.waiting.size >= this.roomWaitersMax) {
+          this.overloads++
+          throw new OverloadedError(
+            `group commit write gave up after ${cycles} cycles waiting for staging room ` +
+              `(${this.waiting.size} writers waiting); the disk cannot keep up, shed load and retry`,
+          )
+        }
+        const turn = deferred()
+        this.waiting.set(ticket, turn)
+        try {
+          await turn.promise
+        } finally {
+          this.waiting.delete(ticket)
+        }
       }
-      if (cycle >= this.roomWaitCyclesMax || this.roomWaiters.length >= this.roomWaitersMax) {
-        this.overloads++
-        throw new OverloadedError(
-          `group commit write gave up after ${cycle} cycles waiting for staging room ` +
-            `(${this.roomWaiters.length} writers waiting); the disk cannot keep up, shed load and retry`,
-        )
-      }
-      const room = deferred()
-      this.roomWaiters.push(room)
-      await room.promise
+    } finally {
+      this.ticketDone(ticket)
     }
     if (this.lazyFlushMs === 0) return this.flush()
     this.next ??= deferred()
@@ -283,7 +308,14 @@ export class GroupCommit implements Durability {
     if (this.current) await this.current.promise.catch(() => {})
     this.closed = true
     const err = new ClosedError('group commit is closed')
-    for (const w of this.roomWaiters.splice(0)) w.reject(err)
+    for (const w of this.waiting.values()) w.reject(err)
+  }
+
+  /** `ticket` staged or failed: the next one in line may stage (it is woken if waiting). */
+  private ticketDone(ticket: number): void {
+    this.doneAhead.add(ticket)
+    while (this.doneAhead.delete(this.ticketsDone + 1)) this.ticketsDone++
+    this.waiting.get(this.ticketsDone + 1)?.resolve()
   }
 
   stats(): GroupCommitStats {
@@ -296,7 +328,7 @@ export class GroupCommit implements Durability {
       stagedOpsMax: this.stagedOpsMax,
       stagedBytesMax: this.stagedBytesMax,
       inFlightOps: this.inFlightOps,
-      roomWaiters: this.roomWaiters.length,
+      roomWaiters: this.waiting.size,
       overloads: this.overloads,
       failures: this.failures,
       batchOps: this.batchOps.snapshot(),
@@ -409,10 +441,11 @@ export class GroupCommit implements Durability {
   private finishBatch(): void {
     this.current = undefined
     this.inFlightOps = 0
-    for (const w of this.roomWaiters.splice(0)) {
-      if (this.failed) w.reject(this.failed)
-      else w.resolve()
-    }
+    this.batchesFinished++
+    // A failure reaches every waiting write; room reaches the one whose turn it is (the others
+    // are woken in turn as the ones before them stage).
+    if (this.failed) for (const w of this.waiting.values()) w.reject(this.failed)
+    else this.waiting.get(this.ticketsDone + 1)?.resolve()
   }
 }
 

@@ -136,8 +136,17 @@ export class LevelEngine implements Engine {
     const abs = resolve(path)
     const createIfMissing = options.createIfMissing ?? true
     const created = await prepareDirectory(abs, createIfMissing)
-    // What the directory held before, to undo a failed open that found no database there.
-    const before = created ? [] : await readdir(abs).catch(() => [] as string[])
+    // What the directory held before, to undo a failed open that found no database there. Not
+    // listable (EMFILE, say): no open, since a database there would pass for a new one (its
+    // files removed by that undo, or a checksum marker written into it).
+    let before: string[] = []
+    try {
+      if (!created) before = await readdir(abs)
+    } catch (err) {
+      throw new OpenFailedError(abs, `cannot open database at ${path}: cannot list it: ${describe(err)}`, {
+        cause: err,
+      })
+    }
     const marker = created ? undefined : await quarantined(abs)
     if (marker !== undefined) {
       throw new DatabaseCorruptError(

@@ -194,6 +194,27 @@ describe('GroupCommit', () => {
     expect(await engine.get(Uint8Array.of(6))).toBeUndefined()
   })
 
+  it('async writes stage in call order: a small one does not pass a bigger one waiting for room', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 4, lazyFlushMs: 0 })
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(2), put(3)])
+    // A does not fit under the soft bound (2 staged + 3 > 4) and waits; B (its entry's applied
+    // index, say) would fit, but comes after A: it must not be durable before A is.
+    const a = commit.write([put(10), put(11), put(12)])
+    const b = commit.write([put(20)])
+    expect(commit.stats().roomWaiters).toBe(2)
+    expect(commit.stats().stagedOps).toBe(2)
+    engine.release()
+    await Promise.all([first, a, b])
+    const batchOf = (key: number) =>
+      engine.writes.findIndex((w) => w.ops.some((o) => 'key' in o && o.key[0] === key))
+    expect(batchOf(20)).toBeGreaterThanOrEqual(batchOf(10))
+  })
+
   it('a failed batch rejects its flushes and fails every later call (fail-stop)', async () => {
     const engine = new GatedEngine(new MemoryEngine())
     const commit = new GroupCommit(engine)

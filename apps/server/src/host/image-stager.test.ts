@@ -58,6 +58,19 @@ describe('ImageStager', () => {
     expect(await follower.engine.range(stagedImageRange(1))).toEqual([])
   })
 
+  it('writes nothing of a page that comes after its group left (its last page neither)', async () => {
+    const leader = await leaderWith(300, 9_000) // three 1 MiB pages
+    const follower = imagePeer(new MemoryEngine(), () => leader.side.store)
+    // The group leaves this node while the last page is on its way.
+    follower.fetches.before = (n) => {
+      if (n === 3) void follower.stager.discard(1)
+    }
+    expect(follower.stager.offer(1, snapMessage(leader.snapshot), 'n1')).toBe(false)
+    await settle(() => follower.fetches.count >= 3, 5_000)
+    expect(follower.delivered).toEqual([])
+    expect(await follower.engine.range(stagedImageRange(1))).toEqual([])
+  })
+
   it('resumes after a failed page from the last key staged, at the leader’s next try', async () => {
     const leader = await leaderWith(300, 9_000)
     const errors: unknown[] = []

@@ -251,6 +251,9 @@ export class ImageStager {
         this.stats.bytesFetched += key.length + value.length
       }
       if (page.done) ops.push({ type: 'put', key: completeKey(groupId, imageId), value: encodeIndex(index) })
+      // Replaced or the group left while the page came: nothing written (the group's removal
+      // may have cleared its range meanwhile, and a key written after would outlive it).
+      if (this.#stopped || this.#fetches.get(groupId) !== fetch) continue
       if (ops.length > 0) await this.#deps.write(ops)
       fetch.after = last
       this.stats.pagesFetched++
