@@ -236,7 +236,7 @@ export class MqNode {
       },
     })
     this.#mover = new PartitionMover(
-      { port: (groupId) => this.#dataGroups.get(groupId)?.port },
+      { port: (groupId) => this.#dataGroups.get(groupId)?.port, formatLevel: () => this.#formatLevel },
       this.#calls,
       config.nodeId,
     )

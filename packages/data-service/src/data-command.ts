@@ -23,9 +23,21 @@ export type DataCommand =
       readonly partition: number
       readonly config: Partial<PartitionConfig>
     }
-  | { readonly type: 'drop'; readonly queue: string; readonly partition: number }
+  | {
+      readonly type: 'drop'
+      readonly queue: string
+      readonly partition: number
+      /** A move's drop: only of a partition that move fenced (protocol FORMAT_LEVEL_MOVE_IDS). */
+      readonly moveId?: number
+    }
   | { readonly type: 'apply'; readonly queue: string; readonly partition: number; readonly command: Command }
-  | { readonly type: 'fence'; readonly queue: string; readonly partition: number }
+  | {
+      readonly type: 'fence'
+      readonly queue: string
+      readonly partition: number
+      /** The move that fences it (FORMAT_LEVEL_MOVE_IDS), which alone may drop it then. */
+      readonly moveId?: number
+    }
   | { readonly type: 'retire'; readonly queue: string; readonly partition: number }
   | ({ readonly type: 'import'; readonly queue: string; readonly partition: number } & ImportChunk)
 
@@ -56,6 +68,11 @@ export interface ImportChunk {
    * the session shipped (a copy made while the partition still served); never in chunk 0.
    */
   readonly dels?: readonly Uint8Array[]
+  /**
+   * The target must not be serving the partition (FORMAT_LEVEL_MOVE_IDS): a chunk 0 that finds
+   * it held there, unfenced, is a stale one of an earlier move, and is refused.
+   */
+  readonly fresh?: true
 }
 
 const VERSION = 1
@@ -66,7 +83,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true })
 /**
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
- * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `drop`, `fence` and `retire`;
+ * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `retire`, and for `drop`
+ * and `fence` the move's id in decimal when they name one (nothing else);
  * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
  * (key-pairs.ts), then its deletions if any (keys with empty values; the header's
  * `pairsBytes` says where they start).
@@ -80,7 +98,9 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
         ? encoder.encode(JSON.stringify(c.config))
         : c.type === 'import'
           ? encodeImport(c)
-          : new Uint8Array(0)
+          : (c.type === 'drop' || c.type === 'fence') && c.moveId !== undefined
+            ? encoder.encode(String(c.moveId))
+            : new Uint8Array(0)
   const out = new Uint8Array(8 + name.length + body.length)
   const view = new DataView(out.buffer)
   out[0] = VERSION
@@ -111,11 +131,11 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
         config: JSON.parse(decoder.decode(body)) as Partial<PartitionConfig>,
       }
     case TYPE_CODE.drop:
-      return { type: 'drop', queue, partition }
+      return { type: 'drop', queue, partition, ...moveIdOf(body) }
     case TYPE_CODE.apply:
       return { type: 'apply', queue, partition, command: decodeCommand(body) }
     case TYPE_CODE.fence:
-      return { type: 'fence', queue, partition }
+      return { type: 'fence', queue, partition, ...moveIdOf(body) }
     case TYPE_CODE.retire:
       return { type: 'retire', queue, partition }
     case TYPE_CODE.import:
@@ -126,6 +146,15 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
 }
 
 const NO_VALUE = new Uint8Array(0)
+
+/** A `drop` or `fence` body: the move's id in decimal, or nothing. */
+function moveIdOf(body: Uint8Array): { moveId?: number } {
+  if (body.length === 0) return {}
+  const text = decoder.decode(body)
+  const moveId = Number(text)
+  if (!/^[0-9]{1,15}$/.test(text) || !Number.isSafeInteger(moveId)) throw new Error('move id is malformed')
+  return { moveId }
+}
 
 /** The header (JSON) names `pairsBytes` when deletions follow the pairs (as pairs with empty values). */
 function encodeImport(c: ImportChunk): Uint8Array {
@@ -140,6 +169,7 @@ function encodeImport(c: ImportChunk): Uint8Array {
       config: c.config,
       ...(c.sourceTerm ? { sourceTerm: c.sourceTerm } : {}),
       ...(dels.length > 0 ? { pairsBytes: pairs.length } : {}),
+      ...(c.fresh ? { fresh: true } : {}),
     }),
   )
   const out = new Uint8Array(4 + header.length + pairs.length + dels.length)
@@ -167,6 +197,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     typeof h.config !== 'object' ||
     h.config === null ||
     (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0)) ||
+    (h.fresh !== undefined && h.fresh !== true) ||
     (h.pairsBytes !== undefined &&
       (!Number.isSafeInteger(h.pairsBytes) || h.pairsBytes < 0 || h.pairsBytes > tail.length))
   ) {
@@ -181,6 +212,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     last: h.last,
     config: h.config,
     ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
+    ...(h.fresh ? { fresh: true as const } : {}),
     pairs: decodePairs(tail.subarray(0, pairsEnd)),
     ...(dels.length > 0 ? { dels } : {}),
   }

@@ -117,6 +117,11 @@ export class DataGroupMachine {
   readonly #sweeper: RangeSweeper
   readonly #partitions = new Map<string, QueuePartition>()
   readonly #fenced = new Set<string>()
+  /**
+   * The move that fenced each partition fenced by a move that named itself (FORMAT_LEVEL_MOVE_IDS;
+   * the FENCED key's value): only that move's drop drops it.
+   */
+  readonly #fencedBy = new Map<string, number>()
   /** The retirements kept (their partitions are fenced) by partition id, oldest first, and the next one's seq. */
   readonly #retired = new Map<
     string,
@@ -406,6 +411,7 @@ export class DataGroupMachine {
     this.#sweeper.resume()
     this.#partitions.clear()
     this.#fenced.clear()
+    this.#fencedBy.clear()
     this.#retired.clear()
     this.#retiredNext = 1
     this.#imports.clear()
@@ -447,6 +453,16 @@ export class DataGroupMachine {
         }
       }
       case 'drop': {
+        // A move's drop (naming itself) drops only a partition it fenced: a late one of an earlier
+        // move (a deposed meta leader's call) must not drop the partition moved back since.
+        if (command.moveId !== undefined) {
+          const by = this.#fencedBy.get(id)
+          if (!this.#fenced.has(id) || (by !== undefined && by !== command.moveId))
+            return refused(
+              'not-held',
+              `${id} is not fenced by move ${command.moveId} in group ${this.groupId}: a stale drop`,
+            )
+        }
         // A fenced partition is dropped even when never opened here (a move's last step), and so
         // is an unfinished import (of a queue deleted while it moved): its session ends with it.
         if (!this.#partitions.has(id) && !this.#fenced.has(id) && !this.#imports.has(id))
@@ -478,7 +494,9 @@ export class DataGroupMachine {
           ops.push({ type: 'del', key: this.#retiredKey(retired.seq) })
         } else if (!this.#fenced.has(id)) {
           this.#fenced.add(id)
-          ops.push({ type: 'put', key: this.#key(FENCED, command.queue, command.partition), value: EMPTY })
+          if (command.moveId !== undefined) this.#fencedBy.set(id, command.moveId)
+          const by = command.moveId !== undefined ? encoder.encode(String(command.moveId)) : EMPTY
+          ops.push({ type: 'put', key: this.#key(FENCED, command.queue, command.partition), value: by })
         }
         await written()
         return { result: { type: 'fenced' }, ops, written: NOTHING }
@@ -523,6 +541,7 @@ export class DataGroupMachine {
       if (this.#retired.size <= this.#retiredMax || oldest.atMs > nowMs - RETIRED_MIN_AGE_MS) break
       this.#retired.delete(oldId)
       this.#fenced.delete(oldId)
+      this.#fencedBy.delete(oldId)
       ops.push(
         { type: 'del', key: this.#key(FENCED, oldest.queue, oldest.index) },
         { type: 'del', key: this.#retiredKey(oldest.seq) },
@@ -583,6 +602,13 @@ export class DataGroupMachine {
       current.next === c.seq + 1
     )
       return { result: { type: 'imported', complete: false }, ops: [], written: NOTHING }
+    // A chunk 0 that must find the partition not served here (a move's, FORMAT_LEVEL_MOVE_IDS) but
+    // finds it held and unfenced is a stale one (an earlier move's): it would clear a live partition.
+    if (c.seq === 0 && c.fresh && this.#partitions.has(id) && !this.#fenced.has(id))
+      return refused(
+        'import-order',
+        `group ${this.groupId} serves ${id}: chunk 0 of move ${c.moveId} is stale`,
+      )
     const session: ImportSession | undefined =
       c.seq === 0 ? { moveId: c.moveId, session: c.session, next: 0, sourceTerm: term } : current
     if (session?.session !== c.session || session.moveId !== c.moveId || session.next !== c.seq) {
@@ -626,6 +652,7 @@ export class DataGroupMachine {
     this.#partitions.set(id, partition)
     this.#imports.delete(id)
     this.#fenced.delete(id)
+    this.#fencedBy.delete(id)
     this.#imported.set(id, c.moveId)
     ops.push(
       {
@@ -658,9 +685,10 @@ export class DataGroupMachine {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#sweepDropped(queue, index)
     }
-    for (const [key] of await this.#reader.range(stateMachineRange(this.groupId, [FENCED]))) {
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [FENCED]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#fenced.add(idOf(queue, index))
+      if (value.length > 0) this.#fencedBy.set(idOf(queue, index), Number(decoder.decode(value)))
     }
     // Retirements in seq order (the tuple codec orders integers numerically).
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [RETIRED]))) {

@@ -182,6 +182,56 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     expect(leased.type === 'lease' ? leased.leases.length : 0).toBe(30)
   })
 
+  it('a late drop or chunk 0 of an earlier move does not touch the partition moved back (moves named)', async () => {
+    const a = await Replica.open(1)
+    const b = await Replica.open(2)
+    await a.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await a.run({
+      type: 'enqueue',
+      messages: Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i), weight: 1 })),
+    })
+    // Move 1: a → b, fenced and dropped by name.
+    expect(await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 1 })).toEqual({ type: 'fenced' })
+    await ship(a, b, 1, 'away', 500)
+    // Another move's drop of a partition move 1 fenced: refused.
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 9 })).toMatchObject({
+      type: 'refused',
+      reason: 'not-held',
+    })
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 1 })).toEqual({ type: 'dropped' })
+    // The fence and its move survive a reopen.
+    const reopened = await Replica.open(1, a.engine)
+    expect(await reopened.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 9 })).toMatchObject({
+      reason: 'not-held',
+    })
+    // Move 2: back b → a.
+    await b.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 2 })
+    const { results } = await ship(b, reopened, 2, 'back', 500)
+    expect(results.at(-1)).toEqual({ type: 'imported', complete: true })
+    // Move 1's drop again (a deposed meta leader's late call): a serves the partition, unfenced.
+    expect(await reopened.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 1 })).toMatchObject({
+      type: 'refused',
+      reason: 'not-held',
+    })
+    // A late chunk 0 of a move into a, which serves the partition: refused when it asks for fresh.
+    const chunk0 = {
+      type: 'import',
+      queue: 'q',
+      partition: 0,
+      moveId: 3,
+      session: 'late',
+      seq: 0,
+      last: false,
+      config: {},
+      pairs: [],
+    } as const
+    expect(await reopened.apply({ ...chunk0, fresh: true })).toMatchObject({
+      type: 'refused',
+      reason: 'import-order',
+    })
+    expect((await reopened.machine.stats('q', 0, 2_000))?.messages).toBe(30)
+  })
+
   it('drops an unfinished import (its queue deleted mid-move): keys and session go, on every replica alike', async () => {
     const { target, pairs } = await fencedWithThirty()
     const base = { type: 'import', queue: 'q', partition: 0, moveId: 6, session: 's', config: {} } as const

@@ -46,8 +46,12 @@
  *    version cannot read the partition config, and a meta replica of an earlier version would
  *    drop the setting; a lease's byte budget (`bytesMax` of a `lease` entry) and a nack's
  *    `release` flag (a give-back), which a replica of an earlier version cannot read.
+ * 17. a move's `fence` and `drop` name the move, and its import chunks say the target must not
+ *    serve the partition (`fresh`): only that move's drop drops a partition it fenced, and a
+ *    stale chunk 0 does not clear a partition served; a replica of an earlier version would
+ *    drop any partition a late drop names.
  */
-export const FORMAT_LEVEL = 16
+export const FORMAT_LEVEL = 17
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -99,6 +103,9 @@ export const FORMAT_LEVEL_LEASE_BYTES = 16
 
 /** The level from which a nack may be a give-back (`release`: not counted, no backoff). */
 export const FORMAT_LEVEL_RELEASE = 16
+
+/** The level from which a move's fence and drop name the move, and its chunks ask for `fresh`. */
+export const FORMAT_LEVEL_MOVE_IDS = 17
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -1,6 +1,11 @@
 import { Metadata } from '@grpc/grpc-js'
 import { type DataCommand, decodeDataCommand, type KeyPair, storedQueueName } from '@mq/data-service'
-import type { ImportPartitionRequest, ImportPartitionResponse, MovePartitionRequest } from '@mq/protocol'
+import {
+  FORMAT_LEVEL_MOVE_IDS,
+  type ImportPartitionRequest,
+  type ImportPartitionResponse,
+  type MovePartitionRequest,
+} from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { memoryGroup } from './memory-group'
 import { IMPORT_CHUNK_BYTES, PartitionMover } from './partition-mover'
@@ -28,7 +33,7 @@ async function keysOf(g: Awaited<ReturnType<typeof memoryGroup>>): Promise<KeyPa
  * `everyImport` at every import call, with the chunk (its `fenced` says whether the source was).
  */
 async function setup(
-  bounds: { dirtyKeysMax?: number; settledKeys?: number } = {},
+  bounds: { dirtyKeysMax?: number; settledKeys?: number; formatLevel?: number } = {},
   duringCopy?: (s: Setup) => Promise<void>,
   everyImport?: (s: Setup, chunk: ImportCommand, fenced: boolean) => Promise<void>,
 ) {
@@ -71,7 +76,10 @@ async function setup(
       }),
   } as unknown as PeerCalls
   const mover = new PartitionMover(
-    { port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined) },
+    {
+      port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined),
+      formatLevel: () => bounds.formatLevel ?? FORMAT_LEVEL_MOVE_IDS - 1,
+    },
     calls,
     'n1',
     bounds,
@@ -151,6 +159,21 @@ describe('PartitionMover copy', () => {
     expect(imports[2]?.last).toBe(true)
     expect(new Set(imports.map((c) => c.session)).size).toBe(1)
     expect(imports.every((c) => c.sourceTerm === 1)).toBe(true)
+  })
+
+  it('names the move in its fence and drop, and asks for fresh chunks, once every replica reads them', async () => {
+    for (const level of [FORMAT_LEVEL_MOVE_IDS - 1, FORMAT_LEVEL_MOVE_IDS]) {
+      const s = await setup({ formatLevel: level })
+      await s.mover.move(s.request)
+      await s.mover.move({ ...s.request, phase: 'drop' })
+      const named = level >= FORMAT_LEVEL_MOVE_IDS
+      const fence = s.source.proposed.find((c) => c.type === 'fence')
+      const drop = s.source.proposed.find((c) => c.type === 'drop')
+      expect(fence).toEqual({ type: 'fence', queue: QUEUE, partition: 0, ...(named ? { moveId: 7 } : {}) })
+      expect(drop).toEqual({ type: 'drop', queue: QUEUE, partition: 0, ...(named ? { moveId: 7 } : {}) })
+      const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+      expect(imports.every((c) => (c.fresh === true) === named)).toBe(true)
+    }
   })
 
   it('sends a chunk again only while this node still leads the source group in the same term', async () => {

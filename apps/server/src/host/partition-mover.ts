@@ -7,6 +7,7 @@ import {
   type KeyPair,
 } from '@mq/data-service'
 import {
+  FORMAT_LEVEL_MOVE_IDS,
   type ImportPartitionRequest,
   type ImportPartitionResponse,
   InternalError,
@@ -41,6 +42,11 @@ const KEYS_PER_CHUNK = 16_384
 export interface LocalDataGroups {
   /** The local replica of data group `groupId`, if this node hosts one. */
   port(groupId: number): DataGroupPort | undefined
+  /**
+   * The cluster's format level: from FORMAT_LEVEL_MOVE_IDS a move's fence and drop name it and
+   * its chunks ask for `fresh` (absent: level 1).
+   */
+  formatLevel?(): number
 }
 
 /**
@@ -155,6 +161,7 @@ export class PartitionMover {
         pairs,
         sourceTerm,
         ...(dels && dels.length > 0 ? { dels } : {}),
+        ...(this.#namesMoves() ? { fresh: true as const } : {}),
       }
       const command = encodeDataCommand({ type: 'import', queue, partition, ...chunk })
       bytes += command.length
@@ -239,7 +246,7 @@ export class PartitionMover {
       }
       // 2. The fence: from its entry on, the partition answers STALE_ROUTE and is frozen.
       fencedAtMs = Date.now()
-      const fenced = await port.propose({ type: 'fence', queue, partition })
+      const fenced = await port.propose({ type: 'fence', queue, partition, ...this.#moveIdOf(req) })
       if (fenced.type !== 'fenced') throw refusal(fenced, `fence of ${queue}/${partition}`)
       dirty = watch.keys()
     } finally {
@@ -265,9 +272,24 @@ export class PartitionMover {
   }
 
   async #drop(port: DataGroupPort, req: MovePartitionRequest): Promise<MovePartitionResponse> {
-    const r = await port.propose({ type: 'drop', queue: req.storedAs, partition: req.partition })
+    const r = await port.propose({
+      type: 'drop',
+      queue: req.storedAs,
+      partition: req.partition,
+      ...this.#moveIdOf(req),
+    })
     if (r.type !== 'dropped') throw refusal(r, `drop of ${req.storedAs}/${req.partition}`)
     return { chunks: 0, bytes: 0 }
+  }
+
+  /** Whether every replica reads a move's id in its fence and drop, and `fresh` chunks. */
+  #namesMoves(): boolean {
+    return (this.#groups.formatLevel?.() ?? 1) >= FORMAT_LEVEL_MOVE_IDS
+  }
+
+  /** The move's id for its fence and drop entries, once every replica reads it. */
+  #moveIdOf(req: MovePartitionRequest): { moveId?: number } {
+    return this.#namesMoves() ? { moveId: req.moveId } : {}
   }
 
   #local(groupId: number): DataGroupPort {
