@@ -306,27 +306,28 @@ export class Admin {
       done: number,
     ) => Promise<{ n: number; more: boolean }>,
   ): Promise<number> {
-    const route = await this.#router.route(name, true)
-    const counts = await Promise.all(
-      route.partitions.map((p) =>
-        untilDone((done) =>
-          this.#router.partition(name, p.partition, (c, target) => step(c.queue, target, done)),
-        ),
+    const counts = await this.#perPartition(name, (partition) =>
+      untilDone((done) =>
+        this.#router.partition(name, partition, (c, target) => step(c.queue, target, done)),
       ),
     )
     return counts.reduce((sum, n) => sum + n, 0)
   }
 
+  /** One call per partition of `name`, each with its own retries. */
   async #eachPartition<T>(
     name: string,
     call: (client: Connection['queue'], target: PartitionTarget) => Promise<T>,
   ): Promise<T[]> {
-    const route = await this.#router.route(name, true)
-    return Promise.all(
-      route.partitions.map((p) =>
-        this.#router.partition(name, p.partition, (c, target) => call(c.queue, target)),
-      ),
+    return this.#perPartition(name, (partition) =>
+      this.#router.partition(name, partition, (c, target) => call(c.queue, target)),
     )
+  }
+
+  /** `run` for every partition of `name` (its route fetched afresh), at once. */
+  async #perPartition<T>(name: string, run: (partition: number) => Promise<T>): Promise<T[]> {
+    const route = await this.#router.route(name, true)
+    return Promise.all(route.partitions.map((p) => run(p.partition)))
   }
 
   /** Moves the leadership of a group (0 = meta) to `toNodeId`. */
