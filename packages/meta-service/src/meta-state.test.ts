@@ -1,3 +1,4 @@
+import { FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
@@ -252,6 +253,29 @@ describe('MetaState', () => {
     s.apply({ type: 'deleteQueue', name: 'b1' }, 3)
     expect(s.apply({ type: 'removeGroup', groupId: 3 }, 4).ok).toBe(true)
     expect(s.groups().map((g) => g.groupId)).toEqual([1, 2])
+  })
+
+  it('places no partition on a group being removed once some of those removed are gone', () => {
+    // Four empty groups scaled down to one: 2, 3 and 4 go; 3 and 4 are removed first.
+    const run = (formatLevel?: number) => {
+      const s = new MetaState()
+      for (let i = 1; i <= 3; i++) {
+        const level = formatLevel ? { formatLevel } : {}
+        s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `n${i}:1`, ...level }, 1)
+      }
+      for (let g = 0; g < 4; g++) s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+      expect(s.apply({ type: 'scaleDataGroups', groups: 1 }, 3)).toMatchObject({
+        ok: true,
+        value: { removing: [2, 3, 4] },
+      })
+      for (const groupId of [3, 4]) expect(s.apply({ type: 'removeGroup', groupId }, 4).ok).toBe(true)
+      s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 4 } }, 5)
+      return s.queue('jobs')?.partitions.map((p) => p.groupId)
+    }
+    expect(run(FORMAT_LEVEL_PLACE_LIVE_REMOVING)).toEqual([1, 1, 1, 1])
+    // Below level 18 (a meta replica of an earlier version applies the same entries so): the
+    // groups removed were still counted, and group 2, being removed, took half.
+    expect(run()).toEqual([1, 2, 1, 2])
   })
 
   it('places new group replicas on the least loaded live nodes', () => {

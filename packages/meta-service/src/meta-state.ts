@@ -1,4 +1,4 @@
-import { ErrorCode } from '@mq/protocol'
+import { ErrorCode, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import {
   applyQueueConfigUpdate,
@@ -614,11 +614,15 @@ export class MetaState {
   /**
    * Places partitions `from` to `to - 1`: each goes to the data group holding the fewest
    * partitions (lowest id on a tie), so queues spread evenly over the groups; groups being
-   * removed take none.
+   * removed take none (unless every group left is, which a scale-down's target of at least one
+   * group rules out). Replicated behaviour: below format level 18 the groups already removed
+   * were counted among those being removed, so once some were gone the rest took partitions.
    */
   #place(from: number, to: number, engine: string): PartitionRecord[] {
     const counts = this.partitionCounts()
-    const removing = this.#scale?.running ? this.#scale.removing : []
+    const named = this.#scale?.running ? this.#scale.removing : []
+    const removing =
+      this.formatLevel() >= FORMAT_LEVEL_PLACE_LIVE_REMOVING ? named.filter((g) => counts.has(g)) : named
     if (removing.length < counts.size) for (const g of removing) counts.delete(g)
     const partitions: PartitionRecord[] = []
     for (let partition = from; partition < to; partition++) {

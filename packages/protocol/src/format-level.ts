@@ -50,8 +50,12 @@
  *    serve the partition (`fresh`): only that move's drop drops a partition it fenced, and a
  *    stale chunk 0 does not clear a partition served; a replica of an earlier version would
  *    drop any partition a late drop names.
+ * 18. the meta state places new partitions on no data group being removed, also once some of
+ *    the groups to remove are gone (below it, placement counted the removed ones and, with
+ *    fewer groups left than named, placed on groups being removed, which the scale-down then
+ *    had to move off again): a meta replica of an earlier version would place them elsewhere.
  */
-export const FORMAT_LEVEL = 17
+export const FORMAT_LEVEL = 18
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -106,6 +110,9 @@ export const FORMAT_LEVEL_RELEASE = 16
 
 /** The level from which a move's fence and drop name the move, and its chunks ask for `fresh`. */
 export const FORMAT_LEVEL_MOVE_IDS = 17
+
+/** The level from which placement skips every group still being removed (see level 18 above). */
+export const FORMAT_LEVEL_PLACE_LIVE_REMOVING = 18
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {
