@@ -1,10 +1,11 @@
-import { createServer } from 'node:net'
+import { get } from 'node:http'
+import { connect, createServer, type Socket } from 'node:net'
 import { Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { silentLogger } from '../log'
 import { NodeMetrics } from '../metrics/node-metrics'
 import type { GroupView, NodeView } from '../node-view'
-import { type HttpServer, startHttpServer } from './http-server'
+import { HTTP_LIMITS, type HttpServer, startHttpServer } from './http-server'
 
 const servers: HttpServer[] = []
 afterEach(async () => {
@@ -106,5 +107,39 @@ describe('the operations HTTP server', () => {
     const missing = await fetch(`${base}/nope`)
     expect([missing.status, await missing.text()]).toEqual([404, expect.stringContaining('/console/')])
     expect(seen).toEqual(['POST /api/scale'])
+  })
+
+  it('keeps answering probes while one host holds sockets that send nothing, and closes them', async () => {
+    const server = await startHttpServer({
+      listen: '127.0.0.1:0',
+      metrics: new NodeMetrics('n1'),
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+      limits: { ...HTTP_LIMITS, connectionsPerAddressMax: 4, headersTimeoutMs: 400, checkEveryMs: 100 },
+    })
+    servers.push(server)
+    const open = (localAddress: string) =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port: server.port, localAddress }, () => resolve(s))
+        s.once('error', reject)
+        s.resume() // reads what the server sends (a 408) and its end
+      })
+    const closed = (s: Socket) => new Promise<number>((resolve) => s.once('close', () => resolve(Date.now())))
+    const idle = await Promise.all(Array.from({ length: 4 }, () => open('127.0.0.1')))
+    const closes = idle.map(closed)
+    // The fifth socket of the same host is closed at once; another host's probe is answered.
+    const fifth = await open('127.0.0.1')
+    await closed(fifth)
+    const status = await new Promise<number>((resolve, reject) => {
+      get({ host: '127.0.0.1', port: server.port, path: '/healthz', localAddress: '127.0.0.2' }, (res) => {
+        res.resume()
+        resolve(res.statusCode ?? 0)
+      }).once('error', reject)
+    })
+    expect(status).toBe(200)
+    // The idle ones are closed once their headers are late (before, Node's 60 s).
+    const started = Date.now()
+    const at = await Promise.all(closes)
+    expect(Math.max(...at) - started).toBeLessThan(5_000)
   })
 })

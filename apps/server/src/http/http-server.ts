@@ -1,12 +1,35 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
 import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
 
-/** Concurrent HTTP connections at most (scrapers and probes are few). */
-const CONNECTIONS_MAX = 64
-const REQUEST_TIMEOUT_MS = 10_000
+/**
+ * The HTTP port's bounds. The port is often reachable more widely than the gRPC port (by
+ * scrapers, probes, browsers), so no client may hold it: connections are capped in all and per
+ * remote address (one host opening sockets that send nothing cannot take every slot and fail
+ * the node's liveness probes), a request's headers must arrive within `headersTimeoutMs` and
+ * the whole request within `requestTimeoutMs` (checked every `checkEveryMs`), and a socket
+ * that moves no bytes for `idleTimeoutMs` (a reader that stopped reading a big answer) is closed.
+ */
+export interface HttpLimits {
+  readonly connectionsMax: number
+  readonly connectionsPerAddressMax: number
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly checkEveryMs: number
+  readonly idleTimeoutMs: number
+}
+
+export const HTTP_LIMITS: HttpLimits = {
+  connectionsMax: 64,
+  connectionsPerAddressMax: 16,
+  headersTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
+  checkEveryMs: 1_000,
+  idleTimeoutMs: 30_000,
+}
 
 /** The node's operations HTTP server (see startHttpServer). */
 export interface HttpServer {
@@ -28,9 +51,17 @@ export async function startHttpServer(options: {
   readonly view: NodeView
   readonly log: Logger
   readonly console?: ConsoleRoutes
+  readonly limits?: HttpLimits
 }): Promise<HttpServer> {
   const { metrics, view, log } = options
-  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const limits = options.limits ?? HTTP_LIMITS
+  const serverOptions = {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: limits.checkEveryMs,
+    keepAliveTimeout: Math.min(5_000, limits.headersTimeoutMs),
+  }
+  const server: Server = createServer(serverOptions, (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/'
     if (options.console?.handle(req, res, path)) return
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n')
@@ -58,8 +89,10 @@ export async function startHttpServer(options: {
         )
     }
   })
-  server.maxConnections = CONNECTIONS_MAX
-  server.requestTimeout = REQUEST_TIMEOUT_MS
+  server.maxConnections = limits.connectionsMax
+  // No 'timeout' listener: a socket idle this long is destroyed.
+  server.setTimeout(limits.idleTimeoutMs)
+  capPerAddress(server, limits.connectionsPerAddressMax)
   const colon = options.listen.lastIndexOf(':')
   const host = options.listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1')
   const port = Number(options.listen.slice(colon + 1))
@@ -78,6 +111,25 @@ export async function startHttpServer(options: {
         server.close(() => resolve())
       }),
   }
+}
+
+/** Closes a new connection at once when its remote address holds `max` already. */
+function capPerAddress(server: Server, max: number): void {
+  const open = new Map<string, number>()
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? ''
+    const count = open.get(address) ?? 0
+    if (count >= max) {
+      socket.destroy()
+      return
+    }
+    open.set(address, count + 1)
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1
+      if (left > 0) open.set(address, left)
+      else open.delete(address)
+    })
+  })
 }
 
 function send(
