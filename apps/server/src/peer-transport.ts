@@ -37,8 +37,20 @@ export interface PeerTransportOptions {
   readonly token: string
   /** Messages queued per destination at most; beyond it new messages are dropped. */
   readonly queueMax: number
+  /**
+   * Bytes (of entries and snapshot chunks, `wireBytes`) queued per destination at most:
+   * beyond it a message that carries data is dropped, so a slow or stalled peer cannot make
+   * this node's memory grow (Raft's window frees a slot per heartbeat answer, so it does not
+   * bound what waits here). Messages without data (heartbeats, votes, answers) still pass.
+   */
+  readonly queueBytesMax: number
   /** Messages per RaftBatch at most. */
   readonly batchMax: number
+  /**
+   * Bytes per RaftBatch at most (at least one message): well below the 64 MiB gRPC message
+   * limit, which a batch of 512 Apps of up to 1 MiB each could pass, cutting the stream.
+   */
+  readonly batchBytesMax: number
   /** After a stream fails, wait this long before opening another to that peer. */
   readonly reconnectMs: number
   /**
@@ -53,10 +65,36 @@ export interface PeerTransportOptions {
 
 export const DEFAULT_PEER_TRANSPORT_OPTIONS = {
   queueMax: 10_000,
+  queueBytesMax: 64 * 1024 * 1024,
   batchMax: 512,
+  batchBytesMax: 8 * 1024 * 1024,
   reconnectMs: 100,
   onPeerDown: () => {},
 } as const
+
+/**
+ * Keepalive on peer channels: a connection whose peer stopped answering at the HTTP/2 level
+ * (its address now drops packets, a dead host) fails within about 20 s and the stream is
+ * reopened, instead of waiting for the kernel's TCP timeout (~15 min) with a full window.
+ */
+const PEER_CHANNEL_OPTIONS = {
+  ...RECONNECT_CHANNEL_OPTIONS,
+  'grpc.max_send_message_length': 64 * 1024 * 1024,
+  'grpc.enable_channelz': 0,
+  'grpc.keepalive_time_ms': 10_000,
+  'grpc.keepalive_timeout_ms': 10_000,
+} as const
+
+/** After ending a stream, cancel it if it has not finished by then (a stopped peer never answers). */
+const END_GRACE_MS = 1_000
+
+/** A message's size for the transport's byte bounds: its entries' and snapshot chunk's data, and a bit per message. */
+export function wireBytes(m: Message): number {
+  let bytes = 64 + m.requestCtx.length
+  for (const e of m.entries) bytes += 32 + e.data.length
+  if (m.snapshot) bytes += 64 + m.snapshot.data.length
+  return bytes
+}
 
 export interface PeerTransportStats {
   sent: number
@@ -72,11 +110,16 @@ export interface PeerTransportStats {
 interface Outbound {
   readonly nodeId: string
   readonly queue: RaftMessage[]
+  /** `wireBytes` of each message in `queue`, and their sum. */
+  readonly sizes: number[]
+  bytes: number
   stream: ClientWritableStream<RaftBatch> | undefined
   client: PeerClient | undefined
   address: string
   /** Not before this time may a new stream open (after a failure). */
   retryAtMs: number
+  /** The one timer that flushes again at `retryAtMs`. */
+  retryTimer: NodeJS.Timeout | undefined
   waitingDrain: boolean
 }
 
@@ -88,13 +131,20 @@ interface Outbound {
  * and the stream is reopened after `reconnectMs`.
  */
 export class PeerTransport implements Transport {
-  readonly stats: PeerTransportStats = { sent: 0, received: 0, dropped: 0, rejected: 0, streamFailures: 0 }
+  readonly stats: PeerTransportStats = {
+    sent: 0,
+    received: 0,
+    dropped: 0,
+    rejected: 0,
+    streamFailures: 0,
+  }
   readonly #options: PeerTransportOptions
   readonly #outbound = new Map<string, Outbound>()
   readonly #deliver: (groupId: number, message: Message, fromNode: string) => void
   readonly #down = new Set<string>()
   #flushScheduled = false
   #closed = false
+  #queuedBytes = 0
 
   constructor(
     options: Pick<PeerTransportOptions, 'nodeId' | 'resolve' | 'token'> & Partial<PeerTransportOptions>,
@@ -116,19 +166,30 @@ export class PeerTransport implements Transport {
       out = {
         nodeId: message.to,
         queue: [],
+        sizes: [],
+        bytes: 0,
         stream: undefined,
         client: undefined,
         address: '',
         retryAtMs: 0,
+        retryTimer: undefined,
         waitingDrain: false,
       }
       this.#outbound.set(message.to, out)
     }
-    if (out.queue.length >= this.#options.queueMax) {
+    const bytes = wireBytes(message)
+    const carriesData = message.entries.length > 0 || message.snapshot !== null
+    if (
+      out.queue.length >= this.#options.queueMax ||
+      (carriesData && out.bytes + bytes > this.#options.queueBytesMax)
+    ) {
       this.stats.dropped++
       return
     }
     out.queue.push(messageToWire(groupId, message))
+    out.sizes.push(bytes)
+    out.bytes += bytes
+    this.#queuedBytes += bytes
     if (!this.#flushScheduled) {
       this.#flushScheduled = true
       setImmediate(() => this.#flushAll())
@@ -146,17 +207,28 @@ export class PeerTransport implements Transport {
     stream.on('data', (batch: RaftBatch) => {
       this.#down.delete(batch.fromNode) // it is up again (only a peer with the token gets here)
       for (const wire of batch.messages) {
-        const { groupId, message } = messageFromWire(wire)
-        if (message.to !== this.#options.nodeId) {
+        // One message that cannot be read or delivered is dropped (Raft tolerates loss), never
+        // thrown into grpc-js's stream handling, which would end the process.
+        try {
+          const { groupId, message } = messageFromWire(wire)
+          if (message.to !== this.#options.nodeId) {
+            this.stats.rejected++
+            continue
+          }
+          this.stats.received++
+          this.#deliver(groupId, message, batch.fromNode)
+        } catch {
           this.stats.rejected++
-          continue
         }
-        this.stats.received++
-        this.#deliver(groupId, message, batch.fromNode)
       }
     })
     stream.on('end', () => cb(null, {}))
     stream.on('error', () => {})
+  }
+
+  /** Bytes (`wireBytes`) waiting to be written, to every destination (a gauge, not a count). */
+  get queuedBytes(): number {
+    return this.#queuedBytes
   }
 
   /** Whether the last stream to `nodeId` broke (and nothing has been heard from it since). */
@@ -167,7 +239,10 @@ export class PeerTransport implements Transport {
   /** Ends every stream; later sends are ignored. */
   close(): void {
     this.#closed = true
-    for (const out of this.#outbound.values()) this.#reset(out, false)
+    for (const out of this.#outbound.values()) {
+      clearTimeout(out.retryTimer)
+      this.#reset(out, false)
+    }
     this.#outbound.clear()
   }
 
@@ -177,11 +252,15 @@ export class PeerTransport implements Transport {
   }
 
   #flush(out: Outbound): void {
-    if (out.queue.length === 0 || out.waitingDrain || this.#closed) return
+    if (out.queue.length === 0 || this.#closed) return
+    // A stream waiting for its peer to read is left alone, unless the peer moved: then the
+    // new address gets a new stream at once (the old one's peer may never read again).
+    if (out.waitingDrain && (out.stream === undefined || this.#options.resolve(out.nodeId) === out.address))
+      return
     const stream = this.#stream(out)
     if (!stream) return
     while (out.queue.length > 0) {
-      const messages = out.queue.splice(0, this.#options.batchMax)
+      const messages = this.#nextBatch(out)
       this.stats.sent += messages.length
       if (!stream.write({ fromNode: this.#options.nodeId, messages })) {
         out.waitingDrain = true
@@ -194,18 +273,44 @@ export class PeerTransport implements Transport {
     }
   }
 
+  /** Takes the next batch off the queue: up to `batchMax` messages and `batchBytesMax` bytes (one at least). */
+  #nextBatch(out: Outbound): RaftMessage[] {
+    let n = 0
+    let bytes = 0
+    const max = Math.min(this.#options.batchMax, out.queue.length)
+    while (n < max && (n === 0 || bytes + (out.sizes[n] as number) <= this.#options.batchBytesMax)) {
+      bytes += out.sizes[n] as number
+      n++
+    }
+    out.sizes.splice(0, n)
+    out.bytes -= bytes
+    this.#queuedBytes -= bytes
+    return out.queue.splice(0, n)
+  }
+
+  /** Drops every queued message of `out` (counted). */
+  #dropQueued(out: Outbound): void {
+    this.stats.dropped += out.queue.length
+    this.#queuedBytes -= out.bytes
+    out.queue.length = 0
+    out.sizes.length = 0
+    out.bytes = 0
+  }
+
   #stream(out: Outbound): ClientWritableStream<RaftBatch> | undefined {
     const address = this.#options.resolve(out.nodeId)
     if (!address) {
-      this.stats.dropped += out.queue.length
-      out.queue.length = 0
+      this.#dropQueued(out)
       return undefined
     }
     if (out.stream && out.address === address) return out.stream
     if (out.stream) this.#reset(out, false)
     const now = Date.now()
     if (now < out.retryAtMs) {
-      setTimeout(() => this.#flush(out), out.retryAtMs - now)
+      out.retryTimer ??= setTimeout(() => {
+        out.retryTimer = undefined
+        this.#flush(out)
+      }, out.retryAtMs - now)
       return undefined
     }
     if (out.address !== address) {
@@ -213,11 +318,11 @@ export class PeerTransport implements Transport {
       out.client = undefined
       out.address = address
     }
-    out.client ??= new PeerClient(address, this.#options.credentials ?? credentials.createInsecure(), {
-      ...RECONNECT_CHANNEL_OPTIONS,
-      'grpc.max_send_message_length': 64 * 1024 * 1024,
-      'grpc.enable_channelz': 0,
-    })
+    out.client ??= new PeerClient(
+      address,
+      this.#options.credentials ?? credentials.createInsecure(),
+      PEER_CHANNEL_OPTIONS,
+    )
     const metadata = new Metadata()
     if (this.#options.token) metadata.set(PEER_TOKEN_KEY, this.#options.token)
     const stream = out.client.raft(metadata, (error) => {
@@ -235,14 +340,22 @@ export class PeerTransport implements Transport {
   }
 
   #reset(out: Outbound, failed: boolean): void {
-    out.stream?.end()
+    const stream = out.stream
+    if (stream) {
+      // An orderly end, then a cancel should the peer not finish it soon: a stopped peer
+      // (SIGSTOP, cut off) never answers, and grpc-js keeps a channel with a call open alive,
+      // so a node shutting down would not exit.
+      stream.end()
+      const timer = setTimeout(() => stream.cancel(), END_GRACE_MS)
+      timer.unref?.()
+      stream.once('status', () => clearTimeout(timer))
+    }
     out.stream = undefined
     out.waitingDrain = false
     if (failed) {
       this.stats.streamFailures++
       out.retryAtMs = Date.now() + this.#options.reconnectMs
-      this.stats.dropped += out.queue.length
-      out.queue.length = 0
+      this.#dropQueued(out)
     }
     if (!failed || this.#closed) {
       out.client?.close()

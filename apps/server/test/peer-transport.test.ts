@@ -1,6 +1,6 @@
-import { Server, ServerCredentials } from '@grpc/grpc-js'
-import { PeerService } from '@mq/protocol'
-import { type Message, MessageType, message } from '@mq/raft-core'
+import { Server, ServerCredentials, type ServerReadableStream, type sendUnaryData } from '@grpc/grpc-js'
+import { PeerService, type RaftBatch, type RaftStreamEnd } from '@mq/protocol'
+import { type Entry, EntryType, type Message, MessageType, message } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { AccessControl } from '../src/auth/access'
 import { authInterceptor } from '../src/auth/auth-interceptor'
@@ -27,17 +27,22 @@ async function node(
   token: string,
   addresses: Map<string, string>,
   onPeerDown: (nodeId: string) => void = () => {},
+  raft?: (stream: ServerReadableStream<RaftBatch, RaftStreamEnd>, cb: sendUnaryData<RaftStreamEnd>) => void,
 ): Promise<Node> {
   const received: Node['received'] = []
   const transport = new PeerTransport(
     { nodeId: id, token, resolve: (n) => addresses.get(n), onPeerDown },
     (groupId, m, from) => received.push({ groupId, message: m, from }),
   )
-  // As on a node: the access control checks the peer token of every Peer call.
+  // As on a node: the access control checks the peer token of every Peer call, and one
+  // gRPC message is at most 16 MiB here (64 MiB on a node).
   const access = new AccessControl({ peerToken: token, tokens: undefined })
-  const server = new Server({ interceptors: [authInterceptor(access, silentLogger())] })
+  const server = new Server({
+    interceptors: [authInterceptor(access, silentLogger())],
+    'grpc.max_receive_message_length': 16 * 1024 * 1024,
+  })
   const unused = (_: unknown, cb: (e: null, r: object) => void) => cb(null, {})
-  server.addService(PeerService, { raft: transport.handleRaft, heartbeat: unused })
+  server.addService(PeerService, { raft: raft ?? transport.handleRaft, heartbeat: unused })
   const port = await new Promise<number>((res, rej) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
   )
@@ -49,6 +54,22 @@ async function node(
 }
 
 const heartbeat = (to: string, term: number) => message({ type: MessageType.Heartbeat, from: 'a', to, term })
+
+/** An App carrying one entry of `bytes` bytes. */
+const app = (to: string, index: number, bytes: number) => {
+  const entry: Entry = { index, term: 1, type: EntryType.Normal, timestampMs: 0, data: new Uint8Array(bytes) }
+  return message({
+    type: MessageType.App,
+    from: 'a',
+    to,
+    term: 1,
+    index: index - 1,
+    logTerm: 1,
+    entries: [entry],
+  })
+}
+const MiB = 1024 * 1024
+const turn = () => new Promise((r) => setImmediate(r))
 
 async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -125,5 +146,104 @@ describe('PeerTransport', () => {
     for (let i = 1; i <= 25; i++) t.send(1, [heartbeat('b', i)])
     expect(t.stats.dropped).toBe(15)
     t.close()
+  })
+
+  it('cuts batches by bytes: many big Apps of one turn are not one message over the gRPC limit', async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    const b = await node('b', '', addresses)
+    // 40 MiB in one turn, to a peer that takes 16 MiB per gRPC message: before, one batch of
+    // 40 cut the stream (RESOURCE_EXHAUSTED) and every message was dropped.
+    for (let i = 1; i <= 40; i++) a.transport.send(1, [app('b', i, MiB)])
+    await until(() => b.received.length === 40, 20_000)
+    expect(a.transport.stats).toMatchObject({ streamFailures: 0, dropped: 0 })
+    expect(a.transport.queuedBytes).toBe(0)
+  })
+
+  it('bounds the bytes queued per destination, and lets messages without data pass', async () => {
+    const addresses = new Map<string, string>([['b', '127.0.0.1:1']])
+    const t = new PeerTransport(
+      { nodeId: 'a', token: '', resolve: (n) => addresses.get(n), queueBytesMax: 10 * MiB },
+      () => {},
+    )
+    for (let i = 1; i <= 30; i++) t.send(1, [app('b', i, MiB)])
+    expect(t.queuedBytes).toBeLessThanOrEqual(10 * MiB)
+    expect(t.stats.dropped).toBe(21) // 9 of 1 MiB and a bit fit
+    t.send(1, [heartbeat('b', 2)])
+    expect(t.stats.dropped).toBe(21)
+    t.close()
+  })
+
+  it("moves a stream waiting for a peer that stopped reading to the peer's new address", async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    // b's first address takes the stream and never reads it.
+    const stuck = await node(
+      'b',
+      '',
+      addresses,
+      () => {},
+      (stream) => stream.pause(),
+    )
+    const stuckAddress = stuck.address
+    for (let i = 1; i <= 48 && a.transport.stats.sent < 48; i++) {
+      a.transport.send(1, [app('b', i, MiB)])
+      await turn()
+    }
+    await new Promise((r) => setTimeout(r, 200))
+    // b moves: the next send goes to its new address, not after the stalled stream.
+    const moved = await node('b', '', addresses)
+    expect(moved.address).not.toBe(stuckAddress)
+    a.transport.send(1, [heartbeat('b', 7)])
+    await until(() => moved.received.some((r) => r.message.term === 7), 3_000)
+  })
+
+  it('cancels its streams on close when a peer never finishes them', async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    const events: string[] = []
+    // A peer that reads but never ends the call (a stopped process answers nothing).
+    await node(
+      'b',
+      '',
+      addresses,
+      () => {},
+      (stream) => {
+        stream.on('data', () => events.push('data'))
+        stream.on('cancelled', () => events.push('cancelled'))
+      },
+    )
+    a.transport.send(1, [heartbeat('b', 1)])
+    await until(() => events.includes('data'))
+    a.transport.close()
+    await until(() => events.includes('cancelled'), 3_000)
+  })
+
+  it('drops a message it cannot deliver and goes on with the batch', async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    const delivered: number[] = []
+    const b = new PeerTransport({ nodeId: 'b', token: '', resolve: (n) => addresses.get(n) }, (_, m) => {
+      if (m.term === 2) throw new Error('a bug in a group')
+      delivered.push(m.term)
+    })
+    const server = new Server()
+    server.addService(PeerService, {
+      raft: b.handleRaft,
+      heartbeat: (_: unknown, cb: (e: null, r: object) => void) => cb(null, {}),
+    })
+    const port = await new Promise<number>((res, rej) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+    )
+    addresses.set('b', `127.0.0.1:${port}`)
+    try {
+      a.transport.send(1, [heartbeat('b', 1), heartbeat('b', 2), heartbeat('b', 3)])
+      await until(() => delivered.length === 2)
+      expect(delivered).toEqual([1, 3])
+      expect(b.stats.rejected).toBe(1)
+    } finally {
+      b.close()
+      server.forceShutdown()
+    }
   })
 })
