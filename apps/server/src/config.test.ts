@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig } from './config'
+import { ConfigError, loadConfig, TOKEN_CHARS_MIN } from './config'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-config-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -55,6 +55,9 @@ describe('loadConfig', () => {
     [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
     [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
+    [{ ...base, peerToken: 'x'.repeat(TOKEN_CHARS_MIN - 1) }, /peerToken .* at least 16 characters/],
+    [{ ...base, peerToken: 1234567890123456 }, /peerToken .* must be a string/],
+    [{ ...base, consolePeek: 'yes' }, /consolePeek must be true or false/],
     [{ ...base, tlsCert: 'n1.crt' }, /--tls-cert and --tls-key together/],
     [{ ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key' }, /--tls-cert needs --tls-ca/],
     [{ ...base, tlsClientAuth: true }, /need --tls-cert and --tls-key/],
@@ -68,8 +71,37 @@ describe('loadConfig', () => {
       new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`),
     ],
   ])('rejects %j with a clear error', (flags, message) => {
-    expect(() => loadConfig(flags)).toThrow(ConfigError)
-    expect(() => loadConfig(flags)).toThrow(message)
+    expect(() => loadConfig(flags, '/srv', {})).toThrow(ConfigError)
+    expect(() => loadConfig(flags, '/srv', {})).toThrow(message)
+  })
+
+  it('reads the peer secret from MQ_PEER_TOKEN unless a flag or the config file gives one', () => {
+    const fromEnv = 'env-secret-0123456789'
+    expect(loadConfig(base, '/srv', {}).peerToken).toBe('')
+    expect(loadConfig(base, '/srv', { MQ_PEER_TOKEN: '' }).peerToken).toBe('')
+    expect(loadConfig(base, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(fromEnv)
+    expect(
+      loadConfig({ ...base, peerToken: 'flag-secret-0123456789' }, '/srv', { MQ_PEER_TOKEN: fromEnv })
+        .peerToken,
+    ).toBe('flag-secret-0123456789')
+    const file = join(dir, 'peer.json')
+    writeFileSync(file, JSON.stringify({ ...base, peerToken: 'file-secret-0123456789' }))
+    expect(loadConfig({ config: file }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(
+      'file-secret-0123456789',
+    )
+    // With the secret from the environment, --auth-file has what it needs.
+    expect(
+      loadConfig({ ...base, authFile: 'tokens.json' }, '/srv', { MQ_PEER_TOKEN: fromEnv }).authFile,
+    ).toBe('/srv/tokens.json')
+    expect(() => loadConfig(base, '/srv', { MQ_PEER_TOKEN: 'short' })).toThrow(/MQ_PEER_TOKEN\) must be/)
+  })
+
+  it('shows message bodies to the console without auth only when consolePeek is set', () => {
+    expect(loadConfig(base).consolePeek).toBe(false)
+    expect(loadConfig({ ...base, consolePeek: true }).consolePeek).toBe(true)
+    const file = join(dir, 'peek.json')
+    writeFileSync(file, JSON.stringify({ ...base, consolePeek: true }))
+    expect(loadConfig({ config: file }).consolePeek).toBe(true)
   })
 
   it('turns operability and security off by default and resolves their paths', () => {
@@ -86,7 +118,7 @@ describe('loadConfig', () => {
         ...base,
         httpListen: '127.0.0.1:9101',
         authFile: 'tokens.json',
-        peerToken: 's',
+        peerToken: 'peer-secret-0123456789',
         tlsCert: 'n1.crt',
         tlsKey: 'n1.key',
         tlsCa: '/etc/mq/ca.crt',

@@ -25,7 +25,11 @@ export interface ServerConfig {
   readonly replicationFactor: number
   /** Data groups to create at bootstrap; 0 = as many as there are nodes. */
   readonly dataGroups: number
-  /** Shared secret peers must present; '' = none (loopback development only). */
+  /**
+   * Shared secret peers must present, at least TOKEN_CHARS_MIN characters; '' = none (loopback
+   * development only). From `--peer-token`, the config file, or else the environment variable
+   * MQ_PEER_TOKEN (preferred: a command line is visible to every user of the machine in `ps`).
+   */
   readonly peerToken: string
   /**
    * A data group snapshots its state machine and compacts its log every this many entries,
@@ -36,6 +40,12 @@ export interface ServerConfig {
   readonly httpListen: string
   /** Serve the web console and its JSON API on the HTTP port (`--no-console` turns it off). */
   readonly console: boolean
+  /**
+   * Let the console show message bodies (a peek) while clients are not authenticated, to
+   * anyone who reaches the HTTP port (`mq-server dev` sets it); with `authFile` a peek needs a
+   * token that may consume the queue either way.
+   */
+  readonly consolePeek: boolean
   /** The least severe log level written. */
   readonly logLevel: LogLevel
   /** `json` (one object per line, for machines) or `pretty` (for people, in dev). */
@@ -73,6 +83,7 @@ export const CONFIG_DEFAULTS = {
   snapshotEntries: 50_000,
   httpListen: '',
   console: true,
+  consolePeek: false,
   logLevel: 'info',
   logFormat: 'json',
   authFile: '',
@@ -104,6 +115,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'snapshotEntries',
   'httpListen',
   'console',
+  'consolePeek',
   'logLevel',
   'logFormat',
   'authFile',
@@ -123,11 +135,24 @@ export class ConfigError extends Error {
 }
 
 /**
- * Builds the validated config from command-line values over a JSON config file's values
- * (`flags.config` names the file; keys as in ServerConfig) over the defaults. Throws
- * ConfigError naming the first bad setting.
+ * A secret shorter than this is refused (guessable): a client token of the token file, the
+ * peer secret. Here rather than in auth/token-file.ts, which imports this module.
  */
-export function loadConfig(flags: RawConfig, cwd = process.cwd()): ServerConfig {
+export const TOKEN_CHARS_MIN = 16
+
+/** The environment variable the peer secret is read from when no flag or config file gives it. */
+export const PEER_TOKEN_ENV = 'MQ_PEER_TOKEN'
+
+/**
+ * Builds the validated config from command-line values over a JSON config file's values
+ * (`flags.config` names the file; keys as in ServerConfig) over the environment's
+ * (MQ_PEER_TOKEN) over the defaults. Throws ConfigError naming the first bad setting.
+ */
+export function loadConfig(
+  flags: RawConfig,
+  cwd = process.cwd(),
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): ServerConfig {
   let file: RawConfig = {}
   if (flags.config !== undefined) {
     const path = resolve(cwd, String(flags.config))
@@ -153,7 +178,8 @@ export function loadConfig(flags: RawConfig, cwd = process.cwd()): ServerConfig 
     }
   }
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
-  return validate({ ...CONFIG_DEFAULTS, ...file, ...defined }, cwd)
+  const fromEnv = env[PEER_TOKEN_ENV] ? { peerToken: env[PEER_TOKEN_ENV] } : {}
+  return validate({ ...CONFIG_DEFAULTS, ...fromEnv, ...file, ...defined }, cwd)
 }
 
 /** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */
@@ -196,11 +222,11 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   if (heartbeatTicks >= electionTicks) {
     throw new ConfigError(`heartbeatTicks (${heartbeatTicks}) must be below electionTicks (${electionTicks})`)
   }
-  const peerToken = raw.peerToken === undefined ? '' : String(raw.peerToken)
+  const peerToken = secret(raw, 'peerToken')
   const authFile = path(raw, 'authFile', cwd)
   if (authFile !== '' && peerToken === '') {
     throw new ConfigError(
-      '--auth-file needs --peer-token: without a cluster secret any process could send Raft messages and heartbeats',
+      `--auth-file needs --peer-token (or ${PEER_TOKEN_ENV}): without a cluster secret any process could send Raft messages and heartbeats`,
     )
   }
   const tlsCert = path(raw, 'tlsCert', cwd)
@@ -230,6 +256,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
     console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
+    consolePeek: bool(raw, 'consolePeek'),
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
     logFormat: oneOf(raw, 'logFormat', LOG_FORMATS),
     authFile,
@@ -240,6 +267,18 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
     formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
   }
+}
+
+/** A shared secret: '' (none) or a string of at least TOKEN_CHARS_MIN characters. */
+function secret(raw: RawConfig, key: 'peerToken'): string {
+  const v = raw[key]
+  if (v === undefined || v === '') return ''
+  if (typeof v !== 'string' || v.length < TOKEN_CHARS_MIN) {
+    throw new ConfigError(
+      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string of at least ${TOKEN_CHARS_MIN} characters: a guessable secret lets any process join the cluster's Raft traffic (make one with \`openssl rand -hex 24\`)`,
+    )
+  }
+  return v
 }
 
 function path(raw: RawConfig, key: keyof ServerConfig, cwd: string): string {

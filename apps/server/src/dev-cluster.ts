@@ -15,6 +15,37 @@ export interface DevClusterOptions {
 }
 
 /**
+ * The command line (node's flags, the entry script, `start` and its flags) of the dev
+ * cluster's member `index`. With an HTTP port the console may show message bodies
+ * (`--console-peek`): the dev cluster has no auth and listens on `host` (loopback) only.
+ */
+export function devNodeArgs(
+  options: Pick<DevClusterOptions, 'dataDir' | 'host' | 'httpBasePort' | 'serverCommand'>,
+  members: readonly { readonly nodeId: string; readonly address: string }[],
+  index: number,
+): string[] {
+  const m = members[index] as (typeof members)[number]
+  return [
+    ...SERVER_NODE_FLAGS,
+    ...options.serverCommand,
+    'start',
+    '--node-id',
+    m.nodeId,
+    '--listen',
+    m.address,
+    '--data-dir',
+    resolve(options.dataDir, m.nodeId),
+    '--initial-meta',
+    members.map((x) => `${x.nodeId}=${x.address}`).join(','),
+    '--log-format',
+    'pretty',
+    ...(options.httpBasePort > 0
+      ? ['--http-listen', `${options.host}:${options.httpBasePort + index}`, '--console-peek']
+      : []),
+  ]
+}
+
+/**
  * Runs a local cluster of `nodes` separate `mq-server start` processes on consecutive ports,
  * each with its own data dir under `dataDir`, their output prefixed with the node id. Ends
  * them with SIGTERM when this process gets SIGINT or SIGTERM, and resolves with the worst
@@ -25,30 +56,10 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     nodeId: `n${i + 1}`,
     address: `${options.host}:${options.basePort + i}`,
   }))
-  const initialMeta = members.map((m) => `${m.nodeId}=${m.address}`).join(',')
-  const children: ChildProcess[] = members.map((m) => {
-    const child = spawn(
-      process.execPath,
-      [
-        ...SERVER_NODE_FLAGS,
-        ...options.serverCommand,
-        'start',
-        '--node-id',
-        m.nodeId,
-        '--listen',
-        m.address,
-        '--data-dir',
-        resolve(options.dataDir, m.nodeId),
-        '--initial-meta',
-        initialMeta,
-        '--log-format',
-        'pretty',
-        ...(options.httpBasePort > 0
-          ? ['--http-listen', `${options.host}:${options.httpBasePort + members.indexOf(m)}`]
-          : []),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    )
+  const children: ChildProcess[] = members.map((m, i) => {
+    const child = spawn(process.execPath, devNodeArgs(options, members, i), {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     const prefix = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line) options.out(`[${m.nodeId}] ${line}`)
     }
@@ -69,7 +80,7 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
       `  metrics:  curl http://${options.host}:${options.httpBasePort}/metrics   (/healthz, /readyz)`,
     )
     options.out(
-      `  console:  http://${options.host}:${options.httpBasePort}/console/   (read-only without --auth-file)`,
+      `  console:  http://${options.host}:${options.httpBasePort}/console/   (read-only without --auth-file; shows message bodies: --console-peek)`,
     )
   }
   options.out('  stop:     Ctrl-C')

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { devNodeArgs } from './dev-cluster'
 import { createProgram, type ProgramIo } from './program'
 
 function capture(): ProgramIo & { lines: string[]; errors: string[]; code: number | undefined } {
@@ -38,6 +39,41 @@ describe('mq-server program', () => {
     })
     expect(io.code).toBe(2)
     expect(io.errors.join('\n')).toMatch(/dataDir is required/)
+  })
+
+  it('mq-server dev lets its consoles peek at message bodies (no auth, loopback only)', async () => {
+    const members = [
+      { nodeId: 'n1', address: '127.0.0.1:7001' },
+      { nodeId: 'n2', address: '127.0.0.1:7002' },
+    ]
+    const options = { dataDir: '/tmp/d', host: '127.0.0.1', httpBasePort: 8001, serverCommand: ['main.js'] }
+    const args = devNodeArgs(options, members, 1)
+    const start = args.slice(args.indexOf('start'))
+    expect(start).toEqual([
+      'start',
+      '--node-id',
+      'n2',
+      '--listen',
+      '127.0.0.1:7002',
+      '--data-dir',
+      '/tmp/d/n2',
+      '--initial-meta',
+      'n1=127.0.0.1:7001,n2=127.0.0.1:7002',
+      '--log-format',
+      'pretty',
+      '--http-listen',
+      '127.0.0.1:8002',
+      '--console-peek',
+    ])
+    expect(devNodeArgs({ ...options, httpBasePort: 0 }, members, 0)).not.toContain('--console-peek')
+    // `start` knows the flag: the config is refused for what it lacks, not for an unknown option.
+    const io = capture()
+    const program = createProgram(io)
+    for (const c of program.commands) c.exitOverride().configureOutput({ writeErr: () => {} })
+    await program.parseAsync(['start', '--console-peek', '--node-id', 'n1', '--listen', '127.0.0.1:7001'], {
+      from: 'user',
+    })
+    expect([io.code, io.errors.join('\n')]).toEqual([2, expect.stringMatching(/dataDir is required/)])
   })
 
   it("lets a config file's console setting stand unless --no-console is given", async () => {

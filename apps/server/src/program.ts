@@ -39,9 +39,16 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--initial-meta <members>', 'bootstrap a cluster: id=host:port,… of the meta group')
     .option('--join <host:port>', 'join a running cluster through any of its nodes')
     .option('--tick-ms <ms>', 'Raft tick length')
-    .option('--peer-token <secret>', 'shared secret peers must present (required with --auth-file)')
+    .option(
+      '--peer-token <secret>',
+      'shared secret peers must present, 16+ characters (required with --auth-file); better in MQ_PEER_TOKEN: a flag shows in ps',
+    )
     .option('--http-listen <host:port>', 'serve /metrics, /healthz and /readyz over HTTP here (default: off)')
     .option('--no-console', 'do not serve the web console (/console/) and its API (/api/) on the HTTP port')
+    .option(
+      '--console-peek',
+      'without --auth-file, let the console show message bodies to anyone who reaches the HTTP port',
+    )
     .option('--log-level <level>', 'fatal, error, warn, info (default), debug or trace')
     .option('--log-format <format>', 'json (default) or pretty')
     .option('--auth-file <file>', 'client tokens and their roles (JSON); without it clients need no token')
@@ -103,6 +110,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
               access: node.access,
               credentials: node.clientCredentials(),
               log,
+              peekWithoutAuth: config.consolePeek,
             })
           }
           http = await startHttpServer({

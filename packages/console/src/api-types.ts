@@ -165,7 +165,11 @@ export const PEEK_PER_PARTITION = 10
 /** Characters of a peeked body shown, at most. */
 export const PEEK_BODY_CHARS = 200
 
-/** One ready message of `GET /api/queues/NAME/peek` (Queue.ListReady: not delivered, not leased). */
+/**
+ * One ready message of `GET /api/queues/NAME/peek` (Queue.ListReady: not delivered, not
+ * leased). Without auth on the cluster a peek answers 403 PEEK_DISABLED unless the node was
+ * started with `--console-peek`.
+ */
 export interface PeekedMessage {
   readonly partition: number
   readonly id: number
@@ -205,6 +209,7 @@ export interface QueueSample {
   readonly atMs: number
   readonly depth: Depth
   readonly counters: Counters
+  /** At most 16 weights: those with the largest target share (a queue may have 1,000). */
   readonly weights: readonly Pick<WeightInfo, 'weight' | 'ready' | 'targetShare' | 'achievedShare'>[]
 }
 

@@ -37,6 +37,12 @@ async function untilDone(step: (done: number) => Promise<{ n: number; more: bool
 /** The most dead-lettered messages one ListDead answers. */
 const DEAD_PAGE_MAX = 1000
 
+/**
+ * Partitions a listing of messages (a peek, dead letters) reads at once, at most: each answer
+ * may hold 4 MiB of bodies (the server's bound), and a queue has up to 256 partitions.
+ */
+export const LISTED_PARTITIONS_AT_ONCE = 8
+
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
 
@@ -208,13 +214,19 @@ export class Admin {
     return this.#listed(name, (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs))
   }
 
-  /** Every partition's listing of `name`, partition by partition, each message with its partition. */
+  /**
+   * Every partition's listing of `name`, partition by partition, each message with its
+   * partition; LISTED_PARTITIONS_AT_ONCE partitions are read at a time.
+   */
   async #listed(
     name: string,
     list: (c: Connection['queue'], target: PartitionTarget) => Promise<LeaseResponse>,
   ): Promise<ListedMessage[]> {
-    const lists = await this.#eachPartition(name, async (c, target) =>
-      (await list(c, target)).messages.map((m) => ({ ...m, partition: target.partition })),
+    const lists = await this.#eachPartition(
+      name,
+      async (c, target) =>
+        (await list(c, target)).messages.map((m) => ({ ...m, partition: target.partition })),
+      LISTED_PARTITIONS_AT_ONCE,
     )
     return lists.flat()
   }
@@ -314,20 +326,47 @@ export class Admin {
     return counts.reduce((sum, n) => sum + n, 0)
   }
 
-  /** One call per partition of `name`, each with its own retries. */
+  /** One call per partition of `name`, each with its own retries, at most `atOnce` at a time. */
   async #eachPartition<T>(
     name: string,
     call: (client: Connection['queue'], target: PartitionTarget) => Promise<T>,
+    atOnce = Number.POSITIVE_INFINITY,
   ): Promise<T[]> {
-    return this.#perPartition(name, (partition) =>
-      this.#router.partition(name, partition, (c, target) => call(c.queue, target)),
+    return this.#perPartition(
+      name,
+      (partition) => this.#router.partition(name, partition, (c, target) => call(c.queue, target)),
+      atOnce,
     )
   }
 
-  /** `run` for every partition of `name` (its route fetched afresh), at once. */
-  async #perPartition<T>(name: string, run: (partition: number) => Promise<T>): Promise<T[]> {
+  /**
+   * `run` for every partition of `name` (its route fetched afresh), at most `atOnce` at a time
+   * (all at once by default); the results in the route's order.
+   */
+  async #perPartition<T>(
+    name: string,
+    run: (partition: number) => Promise<T>,
+    atOnce = Number.POSITIVE_INFINITY,
+  ): Promise<T[]> {
     const route = await this.#router.route(name, true)
-    return Promise.all(route.partitions.map((p) => run(p.partition)))
+    const partitions = route.partitions.map((p) => p.partition)
+    const results: T[] = new Array(partitions.length)
+    let next = 0
+    // Each runner takes the next partition when its last is done; the first failure rejects,
+    // and no partition is started after it.
+    const runner = async () => {
+      while (next < partitions.length) {
+        const i = next++
+        try {
+          results[i] = await run(partitions[i] as number)
+        } catch (error) {
+          next = partitions.length
+          throw error
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(atOnce, partitions.length) }, runner))
+    return results
   }
 
   /** Moves the leadership of a group (0 = meta) to `toNodeId`. */

@@ -7,10 +7,10 @@ import {
   TOKEN_SHA256_PATTERN,
   tokenDigest,
 } from '@mq/meta-service'
-import { ConfigError } from '../config'
+import { ConfigError, TOKEN_CHARS_MIN } from '../config'
 
 export type { Role }
-export { tokenDigest }
+export { TOKEN_CHARS_MIN, tokenDigest }
 
 /** One client token: a name for logs, the SHA-256 of its secret, and its roles. */
 export interface TokenEntry {
@@ -19,8 +19,6 @@ export interface TokenEntry {
   readonly roles: readonly Role[]
 }
 
-/** A plain token shorter than this is refused (guessable). */
-export const TOKEN_CHARS_MIN = 16
 /** Tokens in the file, at most. */
 export const TOKENS_MAX = 10_000
 

@@ -13,10 +13,10 @@ import {
 } from '@mq/console'
 import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
 import type { MqClient } from '@mq/router-client'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { AccessControl } from '../auth/access'
 import { parseTokenFile } from '../auth/token-file'
-import { ConsoleApi } from './console-api'
+import { CLUSTER_CALLS_RUNNING_MAX, CLUSTER_CALLS_WAITING_MAX, ConsoleApi } from './console-api'
 import { ConsoleAssets } from './console-assets'
 import { ConsoleClients } from './console-clients'
 
@@ -59,8 +59,8 @@ const route: QueueRoute = {
   ],
 }
 
-/** A stand-in for the SDK's admin: records what it was asked, answers canned figures. */
-function fakeClient(calls: string[], groupPartitions = 1): MqClient {
+/** A stand-in for the SDK's admin: records what it was asked, answers canned figures (a peek once `hold` resolves). */
+function fakeClient(calls: string[], groupPartitions = 1, hold?: Promise<void>): MqClient {
   const admin = {
     clusterStatus: async () => ({
       metaLeaderId: 'n1',
@@ -138,6 +138,7 @@ function fakeClient(calls: string[], groupPartitions = 1): MqClient {
     },
     peek: async (name: string, limit: number) => {
       calls.push(`peek ${name} ${limit}`)
+      await hold
       const m = { leaseId: '', headers: {}, deadlineMs: 0, enqueuedAtMs: 5, deliveryCount: 0 }
       return [
         { ...m, partition: 0, id: 1, weight: 3, key: 'k', body: new TextEncoder().encode('hello') },
@@ -170,7 +171,7 @@ afterEach(() => {
 
 async function serve(
   auth: boolean,
-  groupPartitions = 1,
+  options: { groupPartitions?: number; peekWithoutAuth?: boolean; hold?: Promise<void> } = {},
 ): Promise<{ base: string; calls: string[]; opened: string[] }> {
   const calls: string[] = []
   const opened: string[] = []
@@ -179,9 +180,10 @@ async function serve(
     access: new AccessControl({ peerToken: '', tokens: auth ? tokens : undefined }),
     clients: new ConsoleClients(async (token) => {
       opened.push(token)
-      return fakeClient(calls, groupPartitions)
+      return fakeClient(calls, options.groupPartitions, options.hold)
     }),
     nowMs: () => 1_000,
+    ...(options.peekWithoutAuth ? { peekWithoutAuth: true } : {}),
   })
   const server = createServer((req, res) => void api.handle(req, res, (req.url ?? '/').split('?')[0] ?? '/'))
   servers.push(server)
@@ -221,7 +223,21 @@ describe('the console API', () => {
       { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
       { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },
     ])
-    // A peek: ready messages, not delivered; bodies as text, base64 when not UTF-8, cut.
+    // No message body to whoever reaches the HTTP port: a peek is refused before any call.
+    const hidden = await fetch(`${base}/api/queues/jobs/peek`)
+    expect(hidden.status).toBe(403)
+    const { error } = (await hidden.json()) as { error: { code: string; message: string } }
+    expect(error.code).toBe('PEEK_DISABLED')
+    expect(error.message).toMatch(/--auth-file.*--console-peek/)
+    expect(calls.filter((c) => c.startsWith('peek'))).toEqual([])
+    const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
+    expect(refused.status).toBe(403)
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')
+    expect(calls.filter((c) => c.startsWith('purge'))).toEqual([])
+  })
+
+  it('without auth, peeks with --console-peek: ready messages, bodies as text, base64 when not UTF-8, cut', async () => {
+    const { base, calls } = await serve(false, { peekWithoutAuth: true })
     const peeked = (await (await fetch(`${base}/api/queues/jobs/peek`)).json()) as PeekedMessage[]
     expect(calls).toContain(`peek jobs ${PEEK_PER_PARTITION}`)
     expect(
@@ -233,10 +249,54 @@ describe('the console API', () => {
     ])
     expect(peeked[2]?.body).toHaveLength(PEEK_BODY_CHARS)
     expect(peeked[2]?.body.endsWith('…')).toBe(true)
-    const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
-    expect(refused.status).toBe(403)
-    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')
-    expect(calls.filter((c) => c.startsWith('purge'))).toEqual([])
+  })
+
+  it('with auth: peeks with a token, --console-peek or not (the cluster checks the consume role)', async () => {
+    const { base, calls } = await serve(true)
+    const peeked = await fetch(`${base}/api/queues/jobs/peek`, { headers: bearer(APP) })
+    expect(peeked.status).toBe(200)
+    expect(calls).toEqual([`peek jobs ${PEEK_PER_PARTITION}`])
+  })
+
+  it('runs a bounded number of cluster calls at once, lines up a bounded number, refuses the rest with 429', async () => {
+    let release = () => {}
+    const hold = new Promise<void>((r) => (release = r))
+    const { base, calls } = await serve(false, { peekWithoutAuth: true, hold })
+    const total = CLUSTER_CALLS_RUNNING_MAX + CLUSTER_CALLS_WAITING_MAX + 1
+    const answered: Response[] = []
+    const answers = Array.from({ length: total }, () =>
+      fetch(`${base}/api/queues/jobs/peek`).then((r) => {
+        answered.push(r)
+        return r
+      }),
+    )
+    // Every call is held: the only answer is the one request that found no room.
+    await vi.waitFor(
+      () => expect(answered.length + calls.length).toBeGreaterThan(CLUSTER_CALLS_RUNNING_MAX),
+      {
+        timeout: 10_000,
+      },
+    )
+    expect([answered.map((r) => r.status), calls.length]).toEqual([[429], CLUSTER_CALLS_RUNNING_MAX])
+    const { error } = (await (answered[0] as Response).json()) as { error: { code: string; message: string } }
+    expect(error).toEqual({ code: 'TOO_MANY_REQUESTS', message: expect.stringMatching(/try again/) })
+    // The session needs no cluster call: it is answered meanwhile.
+    expect((await fetch(`${base}/api/session`)).status).toBe(200)
+    release()
+    const statuses = (await Promise.all(answers)).map((r) => r.status)
+    expect(statuses.filter((s) => s === 200)).toHaveLength(total - 1)
+    expect(calls).toHaveLength(total - 1)
+  })
+
+  it('answers 401 to an Authorization header that is not printable ASCII, without echoing it', async () => {
+    for (const auth of [true, false]) {
+      const { base, opened } = await serve(auth)
+      const r = await fetch(`${base}/api/cluster`, { headers: { authorization: 'Bearer sécret-tökén' } })
+      const text = await r.text()
+      expect([auth, r.status, JSON.parse(text).error.code]).toEqual([auth, 401, 'UNAUTHENTICATED'])
+      expect(text).not.toMatch(/cret-t/)
+      expect(opened).toEqual([])
+    }
   })
 
   it('with auth: 401 without a token or with an unknown one, reads with any known token', async () => {
@@ -260,7 +320,7 @@ describe('the console API', () => {
   })
 
   it("counts the groups' partitions without listing every queue when the cluster holds many", async () => {
-    const { base, calls } = await serve(false, NAMED_PARTITIONS_MAX + 1)
+    const { base, calls } = await serve(false, { groupPartitions: NAMED_PARTITIONS_MAX + 1 })
     const cluster = (await (await fetch(`${base}/api/cluster`)).json()) as ClusterInfo
     expect(cluster.groups[0]).toMatchObject({ partitionCount: NAMED_PARTITIONS_MAX + 1, partitions: [] })
     expect(calls).not.toContain('list')

@@ -19,6 +19,7 @@ import { drainResult, encodeBody, type MqClient, metaGroupSummary, metaVotersRes
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
 import { NODE_ID_PATTERN } from '../config'
 import { ApiRequestError, httpError } from './api-errors'
+import { CallSlots } from './call-slots'
 import type { ConsoleClients } from './console-clients'
 import { queueFigures } from './queue-depth'
 import { counterRatesPerS, netRatePerS, QueueHistory } from './queue-history'
@@ -29,6 +30,15 @@ export const BODY_BYTES_MAX = 64 * 1024
 export const QUEUES_WITH_STATS_MAX = 50
 /** Queue names the API accepts (the meta service checks its own rules on create). */
 const NAME_MAX = 256
+/**
+ * Requests that call the cluster at once, at most, and requests waiting for one of those slots;
+ * beyond, 429. With the SDK reading a peek's partitions 8 at a time (each answer holds at
+ * most 4 MiB of bodies), these bound what the console holds in memory.
+ */
+export const CLUSTER_CALLS_RUNNING_MAX = 8
+export const CLUSTER_CALLS_WAITING_MAX = 32
+/** Characters grpc-js allows in a metadata value (it throws for any other). */
+const HEADER_VALUE = /^[ -~]*$/
 
 const NUMBER_KEYS = [
   'partitions',
@@ -66,6 +76,11 @@ export interface ConsoleApiOptions {
   readonly clients: ConsoleClients
   readonly history?: QueueHistory
   readonly nowMs?: () => number
+  /**
+   * Serve peeks (message bodies) while clients are not authenticated (`--console-peek`);
+   * without it a peek needs auth on and a token that may consume the queue.
+   */
+  readonly peekWithoutAuth?: boolean
 }
 
 interface Caller {
@@ -79,12 +94,15 @@ interface Caller {
  * the same AccessControl as any client; the API itself first authenticates the bearer token
  * (401 for an unknown one, or for none when auth is on) and refuses admin actions unless
  * auth is on and the token has the admin role (403). Without `--auth-file` the console is
- * read-only. Every error answers `{ error: { code, message } }`.
+ * read-only and shows no message body (unless `peekWithoutAuth`). Requests that call the
+ * cluster take one of CLUSTER_CALLS_RUNNING_MAX slots. Every error answers
+ * `{ error: { code, message } }`.
  */
 export class ConsoleApi {
   readonly #options: ConsoleApiOptions
   readonly #history: QueueHistory
   readonly #nowMs: () => number
+  readonly #slots = new CallSlots(CLUSTER_CALLS_RUNNING_MAX, CLUSTER_CALLS_WAITING_MAX)
 
   constructor(options: ConsoleApiOptions) {
     this.#options = options
@@ -109,12 +127,17 @@ export class ConsoleApi {
     const [first, second, third] = parts
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (parts.length === 1 && first === 'session') return this.#session(caller)
-      if (parts.length === 1 && first === 'cluster') return this.#cluster(await this.#client(caller))
-      if (parts.length === 1 && first === 'queues') return this.#queues(await this.#client(caller))
-      if (parts.length === 2 && first === 'queues')
-        return this.#queue(await this.#client(caller), name(second))
-      if (parts.length === 3 && first === 'queues' && third === 'peek')
-        return this.#peek(await this.#client(caller), name(second))
+      if (parts.length === 1 && first === 'cluster') return this.#call(caller, (c) => this.#cluster(c))
+      if (parts.length === 1 && first === 'queues') return this.#call(caller, (c) => this.#queues(c))
+      if (parts.length === 2 && first === 'queues') {
+        const queue = name(second)
+        return this.#call(caller, (c) => this.#queue(c, queue))
+      }
+      if (parts.length === 3 && first === 'queues' && third === 'peek') {
+        const queue = name(second)
+        this.#requirePeek()
+        return this.#call(caller, (c) => this.#peek(c, queue))
+      }
       throw notFound(path)
     }
     if (req.method !== 'POST')
@@ -129,7 +152,12 @@ export class ConsoleApi {
     if (!known) throw notFound(path)
     this.#requireAdmin(caller)
     const body = await readJson(req)
-    const client = await this.#client(caller)
+    return this.#call(caller, (client) => this.#action(client, parts, body))
+  }
+
+  /** The admin action at `parts` (a known route), with its JSON body. */
+  async #action(client: MqClient, parts: readonly string[], body: unknown): Promise<ActionResult> {
+    const [first, second, third] = parts
     if (parts.length === 1 && first === 'queues') return this.#create(client, body)
     if (first === 'scale') return this.#scale(client, body)
     if (first === 'meta-voters') return this.#metaVoters(client, body)
@@ -163,6 +191,14 @@ export class ConsoleApi {
 
   #authenticate(req: IncomingMessage): Caller {
     const header = req.headers.authorization
+    // Checked here: grpc-js would throw for it (a 502 that echoed the header).
+    if (typeof header === 'string' && !HEADER_VALUE.test(header)) {
+      throw new ApiRequestError(
+        401,
+        'UNAUTHENTICATED',
+        'the Authorization header holds characters a token never has: send "Bearer <token>" in printable ASCII',
+      )
+    }
     const metadata = new Metadata()
     if (typeof header === 'string' && header !== '') metadata.set(AUTHORIZATION_KEY, header)
     const principal = this.#options.access.authenticate(metadata)
@@ -195,8 +231,23 @@ export class ConsoleApi {
     }
   }
 
-  #client(caller: Caller): Promise<MqClient> {
-    return this.#options.clients.get(caller.token)
+  /**
+   * A message body can hold anything (personal data, secrets), and the HTTP port is often
+   * reachable more widely than the gRPC one: without auth nobody may read bodies there
+   * unless the node was started with `--console-peek` (`mq-server dev` does, on loopback).
+   */
+  #requirePeek(): void {
+    if (this.#options.access.clientAuth || this.#options.peekWithoutAuth) return
+    throw new ApiRequestError(
+      403,
+      'PEEK_DISABLED',
+      'message bodies are shown only to a token that may consume the queue: start the servers with --auth-file, or start this node with --console-peek to show them to anyone who reaches its HTTP port',
+    )
+  }
+
+  /** Runs `call` with the caller's client in one of the cluster-call slots (429 when none is free). */
+  #call<T>(caller: Caller, call: (client: MqClient) => Promise<T>): Promise<T> {
+    return this.#slots.run(() => this.#options.clients.use(caller.token, call))
   }
 
   #session(caller: Caller): SessionInfo {

@@ -32,6 +32,8 @@ export function consoleRoutes(options: {
   readonly log: Logger
   /** The built page's folder (default: @mq/console's). */
   readonly assetsDir?: string
+  /** Show message bodies while clients are not authenticated (`--console-peek`). */
+  readonly peekWithoutAuth?: boolean
 }): ConsoleRoutes {
   const assets = new ConsoleAssets(options.assetsDir ?? consoleAssetsDir())
   if (assets.missing) {
@@ -48,7 +50,13 @@ export function consoleRoutes(options: {
       ...(token ? { token } : {}),
     }),
   )
-  const api = new ConsoleApi({ nodeId: options.nodeId, access: options.access, clients })
+  const peekWithoutAuth = options.peekWithoutAuth === true && !options.access.clientAuth
+  if (peekWithoutAuth) {
+    options.log.warn(
+      'the web console shows message bodies to anyone who reaches the HTTP port (--console-peek without --auth-file)',
+    )
+  }
+  const api = new ConsoleApi({ nodeId: options.nodeId, access: options.access, clients, peekWithoutAuth })
   return {
     handle: (req, res, path) => {
       if (path.startsWith('/api/')) {

@@ -8,18 +8,22 @@ export interface QueueHistoryLimits {
   readonly intervalMsMin: number
   /** Queues tracked at most; the one sampled least recently goes first. */
   readonly queuesMax: number
+  /** Weights kept per sample, at most: those with the largest target share (a queue may have 1,000). */
+  readonly weightsMax: number
 }
 
 export const DEFAULT_HISTORY_LIMITS: QueueHistoryLimits = {
   keepMs: 10 * 60_000,
   intervalMsMin: 1_000,
   queuesMax: 256,
+  weightsMax: 16,
 }
 
 /**
  * The recent samples of each watched queue, kept in memory by the node serving the console:
- * at most `keepMs / intervalMsMin + 2` samples for each of at most `queuesMax` queues. A queue is
- * keyed by name and incarnation, so a queue deleted and created again starts a new history.
+ * at most `keepMs / intervalMsMin + 2` samples of at most `weightsMax` weights each, for each of
+ * at most `queuesMax` queues. A queue is keyed by name and incarnation, so a queue deleted and
+ * created again starts a new history.
  */
 export class QueueHistory {
   readonly #limits: QueueHistoryLimits
@@ -33,13 +37,18 @@ export class QueueHistory {
    * Adds `sample` and returns the queue's samples, oldest first, ending with `sample`. The
    * samples kept are at least `intervalMsMin` apart; a newer one closer than that to the last
    * kept is returned after them (until the next one replaces it), so reading often shows the
-   * newest figures without growing the list.
+   * newest figures without growing the list. Of the sample's weights only the `weightsMax`
+   * with the largest target share are kept (in the sample's order). A sample older than the
+   * last kept (the wall clock stepped back) starts the queue's history afresh: kept, it would
+   * never be followed by a sample far enough after it, and the rates would stay frozen until
+   * the clock caught up.
    */
-  record(key: string, sample: QueueSample): readonly QueueSample[] {
+  record(key: string, given: QueueSample): readonly QueueSample[] {
+    const sample = { ...given, weights: largestTargets(given.weights, this.#limits.weightsMax) }
     let track = this.#tracks.get(key)
-    if (track)
-      this.#tracks.delete(key) // re-inserted below: the map's order is recency
-    else track = { kept: [], latest: undefined }
+    this.#tracks.delete(key) // re-inserted below: the map's order is recency
+    const steppedBack = (track?.kept.at(-1)?.atMs ?? sample.atMs) > sample.atMs
+    if (!track || steppedBack) track = { kept: [], latest: undefined }
     const last = track.kept.at(-1)
     if (!last || sample.atMs - last.atMs >= this.#limits.intervalMsMin) {
       track.kept.push(sample)
@@ -61,6 +70,15 @@ export class QueueHistory {
   get size(): number {
     return this.#tracks.size
   }
+}
+
+/** The `max` weights of `weights` with the largest target share (ties: the heavier), in their order. */
+function largestTargets(weights: QueueSample['weights'], max: number): QueueSample['weights'] {
+  if (weights.length <= max) return weights
+  const kept = new Set(
+    [...weights].sort((a, b) => b.targetShare - a.targetShare || b.weight - a.weight).slice(0, max),
+  )
+  return weights.filter((w) => kept.has(w))
 }
 
 /**

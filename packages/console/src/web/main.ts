@@ -8,6 +8,7 @@ import type {
 } from '../api-types'
 import { ApiCallError, api, savedToken, saveToken } from './api'
 import { h } from './dom'
+import { parseRoute, type Route } from './route'
 import {
   type AdminActions,
   clusterView,
@@ -24,20 +25,6 @@ import {
 
 /** How often the open view is read again. */
 const POLL_MS = 2_000
-
-type Route =
-  | { readonly view: 'cluster' }
-  | { readonly view: 'groups' }
-  | { readonly view: 'queues' }
-  | { readonly view: 'queue'; readonly name: string }
-
-function currentRoute(): Route {
-  const parts = location.hash.replace(/^#\/?/, '').split('/')
-  if (parts[0] === 'groups') return { view: 'groups' }
-  if (parts[0] === 'queues' && parts[1]) return { view: 'queue', name: decodeURIComponent(parts[1]) }
-  if (parts[0] === 'queues') return { view: 'queues' }
-  return { view: 'cluster' }
-}
 
 const byId = (id: string) => document.getElementById(id) as HTMLElement
 let session: SessionInfo | null = null
@@ -102,7 +89,9 @@ const actions: AdminActions = {
       () => api('/api/queues', { name, config }),
     ),
   updateQueue: (name, update) =>
-    confirmThen(`Update the settings of "${name}"?`, () => api(`/api/queues/${q(name)}/update`, update)),
+    Object.keys(update).length === 0
+      ? notice('nothing to update: change a setting first', 'bad')
+      : confirmThen(`Update the settings of "${name}"?`, () => api(`/api/queues/${q(name)}/update`, update)),
   setPaused: (name, paused) =>
     confirmThen(
       paused
@@ -171,7 +160,7 @@ async function render(route: Route, forms: boolean): Promise<void> {
 /** Redraws now and schedules the next poll; `forms` after navigation or an action. */
 function refresh(forms: boolean): void {
   clearTimeout(timer)
-  const route = currentRoute()
+  const route = parseRoute(location.hash)
   for (const a of document.querySelectorAll('nav a')) {
     a.classList.toggle(
       'active',

@@ -13,6 +13,7 @@ import type {
 import { shareLines, weightColour } from './chart'
 import { h, s } from './dom'
 import { count, duration, percent, perSecond, rate } from './format'
+import { changedSettings } from './queue-update'
 
 /** What the admin controls of a view do; every one asks for a confirmation first. */
 export interface AdminActions {
@@ -618,7 +619,10 @@ export function peekPanel(peek: () => Promise<readonly PeekedMessage[]>): HTMLEl
   )
 }
 
-/** The admin form that updates a queue's settings (rendered once per visit). */
+/**
+ * The admin form that updates a queue's settings (rendered once per visit): it sends only the
+ * fields changed from the values drawn (changedSettings), an emptied field staying as it is.
+ */
 export function updateQueueForm(name: string, c: QueueConfigInfo, actions: AdminActions): HTMLElement {
   const visibility = h('input', {
     type: 'number',
@@ -639,7 +643,6 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     min: 0,
     max: 1_000_000,
     step: 1,
-    required: true,
     value: c.deliveryRate,
     'data-testid': 'update-delivery-rate',
   }) as HTMLInputElement
@@ -647,7 +650,6 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     type: 'number',
     min: 0,
     max: 86_400_000,
-    required: true,
     value: c.retryBackoffMinMs,
     'data-testid': 'update-retry-backoff',
   }) as HTMLInputElement
@@ -655,7 +657,6 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
     type: 'number',
     min: 0,
     max: 86_400_000,
-    required: true,
     value: c.retryBackoffMaxMs,
     'data-testid': 'update-retry-backoff-max',
   }) as HTMLInputElement
@@ -671,26 +672,23 @@ export function updateQueueForm(name: string, c: QueueConfigInfo, actions: Admin
       class: 'admin',
       onsubmit: (e) => {
         e.preventDefault()
-        actions.updateQueue(name, {
-          visibilityTimeoutMs: Number(visibility.value),
-          maxDeliveries: Number(maxDeliveries.value),
-          queueLengthMax: Number(lengthMax.value),
-          messageTtlMs: Number(ttl.value),
-          // Only when changed: a form shown before someone else added partitions must not
-          // turn another setting's change into a refused "fewer partitions".
-          ...(Number(partitions.value) === c.partitions ? {} : { partitions: Number(partitions.value) }),
-          ...(Number(rate.value) === c.deliveryRate ? {} : { deliveryRate: Number(rate.value) }),
-          // Only when changed, as the rate: a cluster below its format level refuses setting one.
-          ...(Number(backoff.value) === c.retryBackoffMinMs
-            ? {}
-            : { retryBackoffMinMs: Number(backoff.value) }),
-          ...(Number(backoffMax.value) === c.retryBackoffMaxMs
-            ? {}
-            : { retryBackoffMaxMs: Number(backoffMax.value) }),
-        })
+        actions.updateQueue(
+          name,
+          changedSettings(c, {
+            visibilityTimeoutMs: visibility.value,
+            maxDeliveries: maxDeliveries.value,
+            queueLengthMax: lengthMax.value,
+            messageTtlMs: ttl.value,
+            deliveryRate: rate.value,
+            retryBackoffMinMs: backoff.value,
+            retryBackoffMaxMs: backoffMax.value,
+            partitions: partitions.value,
+          }),
+        )
       },
     },
     h('h3', {}, 'Update settings'),
+    h('p', { class: 'hint' }, 'Only the fields you change are sent; an emptied field stays as it is.'),
     h('label', {}, 'visibility timeout (ms) ', visibility),
     h('label', {}, 'max deliveries ', maxDeliveries),
     h('label', {}, 'queue length max (messages) ', lengthMax),

@@ -1,0 +1,54 @@
+import { ApiRequestError } from './api-errors'
+
+/**
+ * A bound on the console API's requests that call the cluster: at most `runningMax` at once,
+ * at most `waitingMax` more waiting for a slot in arrival order; beyond that a request is
+ * refused at once (429 TOO_MANY_REQUESTS), so a burst of requests (or a page left polling in
+ * many tabs) cannot pile up calls and their answers in the node's memory.
+ */
+export class CallSlots {
+  readonly #runningMax: number
+  readonly #waitingMax: number
+  #running = 0
+  readonly #waiting: (() => void)[] = []
+
+  constructor(runningMax: number, waitingMax: number) {
+    this.#runningMax = runningMax
+    this.#waitingMax = waitingMax
+  }
+
+  /**
+   * Runs `call` once a slot is free and resolves or rejects as it does. Throws
+   * ApiRequestError (429) without running it when every slot is taken and the line is full.
+   */
+  async run<T>(call: () => Promise<T>): Promise<T> {
+    if (this.#running < this.#runningMax) {
+      this.#running++
+    } else {
+      if (this.#waiting.length >= this.#waitingMax) {
+        throw new ApiRequestError(
+          429,
+          'TOO_MANY_REQUESTS',
+          `this node's console is running ${this.#runningMax} cluster calls and ${this.#waitingMax} more wait: try again in a moment`,
+        )
+      }
+      // The call that finishes hands its slot over (the count stays), so a newcomer cannot take it first.
+      await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    }
+    try {
+      return await call()
+    } finally {
+      const next = this.#waiting.shift()
+      if (next) next()
+      else this.#running--
+    }
+  }
+
+  get running(): number {
+    return this.#running
+  }
+
+  get waiting(): number {
+    return this.#waiting.length
+  }
+}

@@ -1,0 +1,70 @@
+import { type LeasedMessage, UnavailableError } from '@mq/protocol'
+import { describe, expect, it, vi } from 'vitest'
+import { Admin, LISTED_PARTITIONS_AT_ONCE } from './admin'
+import type { Router } from './router'
+
+const PARTITIONS = 20
+
+/**
+ * A router stand-in: `PARTITIONS` partitions, each one's ListReady answering one message after
+ * a number of event-loop turns that falls with the partition (so later partitions finish
+ * first); counts the calls under way. `failing` partitions fail instead.
+ */
+function fakeRouter(failing: readonly number[] = []) {
+  const seen = { inFlight: 0, inFlightMax: 0, started: [] as number[] }
+  const queue = {
+    listReady(
+      request: { target: { partition: number } },
+      _metadata: unknown,
+      _options: unknown,
+      callback: (error: null, response: { messages: LeasedMessage[] }) => void,
+    ) {
+      const partition = request.target.partition
+      seen.started.push(partition)
+      seen.inFlight++
+      seen.inFlightMax = Math.max(seen.inFlightMax, seen.inFlight)
+      let turns = PARTITIONS - partition
+      const step = () => {
+        if (turns-- > 0) return void setImmediate(step)
+        seen.inFlight--
+        callback(null, { messages: [{ id: partition } as unknown as LeasedMessage] })
+      }
+      step()
+      return { cancel: () => {} }
+    },
+  }
+  const router = {
+    options: { attemptMs: 1_000 },
+    route: async () => ({
+      partitions: Array.from({ length: PARTITIONS }, (_, partition) => ({ partition })),
+    }),
+    partition: async <T>(
+      name: string,
+      partition: number,
+      operation: (c: { queue: typeof queue }, target: object) => Promise<T>,
+    ): Promise<T> => {
+      if (failing.includes(partition)) throw new UnavailableError(`partition ${partition} has no leader`)
+      return operation({ queue }, { queue: name, partition, routeEpoch: 1 })
+    },
+  }
+  return { admin: new Admin(router as unknown as Router), seen }
+}
+
+describe('Admin.peek', () => {
+  it('reads LISTED_PARTITIONS_AT_ONCE partitions at a time and lists them in partition order', async () => {
+    const { admin, seen } = fakeRouter()
+    const listed = await admin.peek('jobs', 10)
+    expect(seen.inFlightMax).toBe(LISTED_PARTITIONS_AT_ONCE)
+    expect(listed.map((m) => [m.partition, m.id])).toEqual(
+      Array.from({ length: PARTITIONS }, (_, p) => [p, p]),
+    )
+  })
+
+  it('fails with the first partition that fails, and starts no partition after it', async () => {
+    const { admin, seen } = fakeRouter([0])
+    await expect(admin.peek('jobs', 10)).rejects.toThrow(/partition 0 has no leader/)
+    // Partition 0 failed before any ListReady answered: once those under way are done, no other ran.
+    await vi.waitFor(() => expect(seen.inFlight).toBe(0))
+    expect(seen.started).toEqual([1, 2, 3, 4, 5, 6, 7])
+  })
+})
