@@ -308,7 +308,7 @@ export class MqNode {
       onFetchError: (groupId, error) =>
         this.log.warn(
           { group: groupId, err: error },
-          `group ${groupId}: fetching a snapshot image stopped (${(error as Error).message}); the leader's next try goes on`,
+          `group ${groupId}: fetching a snapshot image, or deleting a staged one no longer needed, stopped (${(error as Error).message}); the leader's next try (or the next sweep, every 10 s) goes on`,
         ),
       onStaged: (groupId, s) =>
         this.log.info(
@@ -591,6 +591,11 @@ export class MqNode {
       const meta = new MetaMachine()
       meta.onApplied = () => this.#metaApplied.notify()
       const founders = founder ? votersConf(this.config.initialMeta.map((m) => m.nodeId)) : undefined
+      // A leave still under way (#leaveMeta) need not be awaited: it stages the old replica's
+      // range clear in the same synchronous step that unsets #meta, and openGroup makes what
+      // is staged durable before it reads, so this replica starts from an empty log (and the
+      // Readies of the removed one still in the Raft host's pipeline reach neither this replica
+      // nor its peers: the host tells replicas apart, not only group ids).
       raft.addGroup({
         groupId: META_GROUP,
         raft: this.#raftOptions('meta'),
@@ -823,11 +828,17 @@ export class MqNode {
         const local = this.#dataGroups.get(groupId)
         this.#raft?.removeGroup(groupId)
         this.#dataGroups.delete(groupId)
+        // Its image fetch stops now, not after the waits below (minutes while partitions are
+        // swept, and it went on fetching a whole image for the group being removed).
+        const fetchStopped = this.#images?.stager.forget(groupId)
         // The apply chain may still be writing, and dropped partitions (those just moved out)
         // being swept: let both finish, so that the range clear below, one write, is small.
         await local?.machine.settled().catch(() => {})
         await local?.machine.machine.swept()
         await local?.machine.machine.close()
+        // A page write of the fetch waiting for room in the group commit lands before the
+        // range clear, not after it (the group came back on disk at the next start).
+        await fetchStopped
         await this.#images?.forget(groupId)
         await this.#store?.removeGroup(groupId)
         console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)

@@ -536,6 +536,43 @@ describe('RaftHost', () => {
     expect(settled).toBe(false)
   })
 
+  it('a Ready of a removed replica is neither applied nor sent when its group is added again before its flush', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    net.cut.add('n2')
+    const a = n1.propose(1, enc.encode('a')) // committed with n3 alone
+    await net.run()
+    await a
+    net.cut.delete('n2')
+    const n2 = nodes.get('n2')!
+    const old = n2.machines.get(1)!
+    const open = n2.durability.hold()
+    // n2 takes the entry and its commit, and its Ready (apply 'a', answer n1) waits for the flush.
+    for (let round = 0; round < 10; round++) {
+      n1.tick()
+      await new Promise((r) => setImmediate(r))
+      for (const { groupId, m } of net.queue.splice(0)) nodes.get(m.to)!.host.receive(groupId, m)
+    }
+    expect(n2.storages.get(1)!.lastIndex()).toBe(n1.status(1).commit)
+    expect(old.items).toEqual([])
+    // The replica goes and comes back (a new state machine, a new log) before that flush lands.
+    n2.host.removeGroup(1)
+    const fresh = new ListMachine()
+    n2.host.addGroup({
+      groupId: 1,
+      raft: { id: 'n2', prng: new Prng(99), electionTicks: 10 },
+      storage: new MemoryLogStorage(conf(['n1', 'n2', 'n3'])),
+      stateMachine: fresh,
+    })
+    const since = net.sent.length
+    open()
+    await n2.host.idle()
+    expect(old.items).toEqual([])
+    expect(fresh.items).toEqual([])
+    expect(net.sent.slice(since).filter((m) => m.from === 'n2')).toEqual([])
+  })
+
   it('asks a new leader again for a follower’s read that the old one left unanswered (silent, then gone)', async () => {
     // Deadlines far away: the read must not finish by expiring.
     const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })

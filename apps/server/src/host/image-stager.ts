@@ -35,7 +35,15 @@ export interface StagerDeps {
   ): Promise<{ pairs: Pair[]; done: boolean }>
   /** Hands a Snap message (its image now staged) to the group's Raft replica. */
   deliver(groupId: number, message: Message): void
-  /** Reports a fetch that failed (it is tried again at the leader's next try). */
+  /**
+   * The index the group's replica has applied (0 when not known): no image at or below it can
+   * be installed any more (its Raft core takes no snapshot at or below its commit index).
+   */
+  applied?(groupId: number): number
+  /**
+   * Reports a fetch that failed (it is tried again at the leader's next try), or a deletion of
+   * staged images that failed (tried again at the next sweep).
+   */
   onError?(groupId: number, error: unknown): void
   /** Reports an image staged whole (its keys and bytes fetched by this run, and how long it took). */
   onStaged?(
@@ -53,8 +61,6 @@ interface Fetch {
   after: Uint8Array | undefined
   running: boolean
   done: boolean
-  /** A partial image of an earlier fetch of the group, deleted before this one starts. */
-  abandoned?: number
 }
 
 /** (1, g, 17, imageId, 0): the image's index, written with its last page (so: complete). */
@@ -67,17 +73,23 @@ const pairsPrefix = (groupId: number, imageId: number) => stagedImageKey(groupId
  * back from the group's Raft replica until the image is staged on disk: its pages are fetched
  * from the node that sent it (Peer.FetchImage, `FETCH_PAGE_BYTES` each) and written under the
  * group's staged-image keys, then the message is delivered; the replica installs the snapshot
- * and the state machine copies the staged keys in (`page`); once installed, that image and any
- * older one are deleted (`installed`). Each image is staged under its own id, so a fetch of a
- * newer image never touches one that is about to be installed, nor does an install delete a
- * newer one the replica took meanwhile (it did, until a fault run showed it: "the snapshot at
- * 1786 names image …, which is not staged here"). Copies of the leader's later tries while a
- * fetch runs are dropped; a fetch that fails stops (the leader tries again at its next
- * heartbeat's reply, and the fetch resumes after the last page staged); at most
- * `FETCHES_MAX` fetches run at once.
+ * and the state machine copies the staged keys in (`page`). Each image is staged under its own
+ * id, so a fetch of a newer image never touches one that is about to be installed, nor does an
+ * install delete a newer one the replica took meanwhile (it did, until a fault run showed it:
+ * "the snapshot at 1786 names image …, which is not staged here"). Copies of the leader's
+ * later tries while a fetch runs are dropped, and a Snap at or below what the replica applied
+ * or installed fetches nothing (a late copy fetched the whole image again); a fetch that fails
+ * stops (the leader tries again at its next heartbeat's reply, and the fetch resumes after the
+ * last page staged); at most `FETCHES_MAX` fetches run at once.
  *
- * Bounds: one page in memory per fetch; on disk, the images staged for a group until one is
- * installed (usually one; `installed`, and `discard` at the group's removal and at start).
+ * Bounds: one page in memory per fetch; on disk, per group, the image being fetched and the
+ * complete ones the replica may still install (above what it applied or installed). Every
+ * other staged image is deleted when a fetch starts, after each install and at each `sweep`
+ * (until 2026-12-02 a fetch replaced while its call was pending, one replaced again before its
+ * successor started, and a complete image the replica never took stayed until a restart or
+ * the group's removal); a fetch replaced while it runs deletes its own pages once its page or
+ * its failed call returns; all of them go with the group's removal (`forget`, then its range
+ * clear) and when the group is opened (`discard`).
  */
 export class ImageStager {
   /** Counters since start: images staged whole, pages and bytes fetched, fetches that failed. */
@@ -90,6 +102,10 @@ export class ImageStager {
    * and the replica may take a second snapshot while it installs the first.
    */
   readonly #complete = new Map<number, Map<number, number>>()
+  /** The highest index installed per group (the replica's applied index may not show it yet). */
+  readonly #installed = new Map<number, number>()
+  /** The page writes in flight per group (`forget` waits for them). */
+  readonly #writes = new Map<number, Set<Promise<void>>>()
   #running = 0
   #stopped = false
 
@@ -114,6 +130,10 @@ export class ImageStager {
     const handle = decodeImageHandle(chunk.data)
     if (!handle) return true
     if (this.#stopped || handle.groupId !== groupId || handle.index !== chunk.meta.index) return false
+    // An image that can never be installed (a late copy of a Snap installed already, or the
+    // replica caught up from the log): nothing to fetch, and the replica answers it with its
+    // commit index, installing nothing (raft.ts, #handleSnapshotChunk).
+    if (handle.index <= this.#floor(groupId)) return true
     if (this.#complete.get(groupId)?.has(handle.imageId)) return true
     const current = this.#fetches.get(groupId)
     let fetch = current
@@ -123,10 +143,9 @@ export class ImageStager {
       current.from = fromNode
     } else {
       // Another image (a new leader's, or a fresh one): it replaces the fetch under way, which
-      // stops after its page and deletes what it staged; one that had stopped is deleted
-      // before the new one starts. A complete one stays (it may be about to be installed).
+      // stops after its page and deletes what it staged; one that had stopped is deleted when
+      // the new one starts (`#prune`). A complete one stays (it may be about to be installed).
       fetch = { handle, message, from: fromNode, after: undefined, running: false, done: false }
-      if (current && !current.done && !current.running) fetch.abandoned = current.handle.imageId
       this.#fetches.set(groupId, fetch)
     }
     if (fetch && !fetch.running && this.#running < FETCHES_MAX) this.#start(groupId, fetch)
@@ -166,31 +185,50 @@ export class ImageStager {
   }
 
   /**
-   * An image of `groupId` at `index` was installed: deletes the staged images at or below it
-   * (none of them can be installed any more) and keeps the later ones (the replica may have
-   * taken one of them already, to install next). Paged writes.
+   * An image of `groupId` at `index` was installed: deletes every staged image of the group
+   * but the one being fetched and the complete ones above `index` (the replica may have taken
+   * one of them already, to install next). Paged writes.
    */
   async installed(groupId: number, index: number): Promise<void> {
-    const complete = this.#complete.get(groupId)
-    for (const [imageId, at] of [...(complete ?? [])]) {
-      if (at > index) continue
-      complete?.delete(imageId)
+    this.#installed.set(groupId, Math.max(index, this.#installed.get(groupId) ?? 0))
+    await this.#prune(groupId)
+  }
+
+  /**
+   * Deletes the staged images that can no longer be installed of every group that has one at
+   * or below what its replica applied: an image the replica passed by without installing it
+   * (it had the entries already, or caught up from the log), or a stopped fetch's. A deletion
+   * that fails is reported (`onError`) and tried again at the next sweep.
+   */
+  async sweep(): Promise<void> {
+    for (const groupId of new Set([...this.#complete.keys(), ...this.#fetches.keys()])) {
+      if (this.#stopped) return
+      const floor = this.#floor(groupId)
+      const indexes = [...(this.#complete.get(groupId)?.values() ?? [])]
       const current = this.#fetches.get(groupId)
-      if (current?.handle.imageId === imageId) this.#fetches.delete(groupId)
-      await this.#deleteRange(stagedImageRange(groupId, [imageId]))
+      if (current) indexes.push(current.handle.index)
+      if (!indexes.some((index) => index <= floor)) continue
+      await this.#prune(groupId).catch((error: unknown) => this.#deps.onError?.(groupId, error))
     }
   }
 
   /** Deletes every staged image of `groupId` (the group left this node, or the node starts). */
   async discard(groupId: number): Promise<void> {
-    this.forget(groupId)
+    await this.forget(groupId)
     await this.#deleteRange(stagedImageRange(groupId))
   }
 
-  /** Stops the fetch of a group that left this node (its staged keys go with the group). */
-  forget(groupId: number): void {
+  /**
+   * Stops the fetch of a group that left this node (its staged keys go with the group: its
+   * range clear, or `discard`). Resolves once none of its page writes is in flight: one
+   * waiting for room in the group commit landed after a range clear staged meanwhile, and the
+   * removed group was back on disk at the next start.
+   */
+  async forget(groupId: number): Promise<void> {
     this.#fetches.delete(groupId)
     this.#complete.delete(groupId)
+    this.#installed.delete(groupId)
+    await Promise.allSettled([...(this.#writes.get(groupId) ?? [])])
   }
 
   /** Stops every fetch after its current page (the node is stopping). */
@@ -202,10 +240,15 @@ export class ImageStager {
     fetch.running = true
     this.#running++
     void this.#run(groupId, fetch)
-      .catch((error: unknown) => {
+      .catch(async (error: unknown) => {
         this.stats.failed++
         this.#deps.onError?.(groupId, error)
+        // Replaced while its call was pending, or the group left: no later try resumes it, so
+        // what it staged goes now (it stayed until restart or the group's removal).
+        if (!this.#stopped && this.#fetches.get(groupId) !== fetch)
+          await this.#deleteStale(groupId, stagedImageRange(groupId, [fetch.handle.imageId]))
       })
+      .catch((error: unknown) => this.#deps.onError?.(groupId, error))
       .finally(() => {
         fetch.running = false
         this.#running--
@@ -214,10 +257,9 @@ export class ImageStager {
 
   async #run(groupId: number, fetch: Fetch): Promise<void> {
     const { imageId, index } = fetch.handle
-    if (fetch.abandoned !== undefined) {
-      await this.#deleteRange(stagedImageRange(groupId, [fetch.abandoned]))
-      fetch.abandoned = undefined
-    }
+    // A new image: the images it replaces go first (the partial ones of earlier fetches, and
+    // complete ones the replica can no longer install).
+    if (fetch.after === undefined) await this.#prune(groupId)
     const own = stateMachineRange(groupId)
     const prefix = pairsPrefix(groupId, imageId)
     const startedMs = Date.now()
@@ -226,7 +268,7 @@ export class ImageStager {
     for (let pages = 0; pages < FETCH_PAGES_MAX; pages++) {
       if (this.#fetches.get(groupId) !== fetch) {
         // Replaced by another image's fetch, or the group left: what this one staged goes.
-        await this.#deleteRange(stagedImageRange(groupId, [imageId]))
+        await this.#deleteStale(groupId, stagedImageRange(groupId, [imageId]))
         return
       }
       if (this.#stopped) return
@@ -254,10 +296,12 @@ export class ImageStager {
       // Replaced or the group left while the page came: nothing written (the group's removal
       // may have cleared its range meanwhile, and a key written after would outlive it).
       if (this.#stopped || this.#fetches.get(groupId) !== fetch) continue
-      if (ops.length > 0) await this.#deps.write(ops)
+      if (ops.length > 0) await this.#pageWrite(groupId, ops)
       fetch.after = last
       this.stats.pagesFetched++
       if (page.done) {
+        // Replaced or the group left while the last page was written: deleted at the next turn.
+        if (this.#fetches.get(groupId) !== fetch) continue
         fetch.done = true
         let complete = this.#complete.get(groupId)
         if (!complete) {
@@ -276,8 +320,78 @@ export class ImageStager {
     throw new Error(`image ${imageId} of group ${groupId}: more than ${FETCH_PAGES_MAX} pages`)
   }
 
+  /** The index at or below which no image of `groupId` can be installed any more. */
+  #floor(groupId: number): number {
+    return Math.max(this.#installed.get(groupId) ?? 0, this.#deps.applied?.(groupId) ?? 0)
+  }
+
+  /** The images of `groupId` still wanted: the one being fetched, the complete ones. */
+  #wanted(groupId: number): number[] {
+    const ids = [...(this.#complete.get(groupId)?.keys() ?? [])]
+    const current = this.#fetches.get(groupId)
+    if (current) ids.push(current.handle.imageId)
+    return ids
+  }
+
+  /**
+   * Deletes every staged image of `groupId` but the one being fetched and the complete ones
+   * the replica may still install (above `#floor`); forgets the fetch and the complete images
+   * at or below it (a running fetch then stops after its page and deletes its own).
+   */
+  async #prune(groupId: number): Promise<void> {
+    const floor = this.#floor(groupId)
+    const complete = this.#complete.get(groupId)
+    for (const [imageId, at] of [...(complete ?? [])]) if (at <= floor) complete?.delete(imageId)
+    if ((this.#fetches.get(groupId)?.handle.index ?? Number.POSITIVE_INFINITY) <= floor)
+      this.#fetches.delete(groupId)
+    // The gaps between the images kept, whatever they hold: the other images' ids are not known
+    // here (a fetch replaced before it started, a failed one).
+    const kept = this.#wanted(groupId)
+      .map((imageId) => stagedImageRange(groupId, [imageId]))
+      .sort((a, b) => compareKeys(a.gte, b.gte))
+    const all = stagedImageRange(groupId)
+    let gte = all.gte
+    for (const span of [...kept, { gte: all.lt, lt: all.lt }]) {
+      if (compareKeys(gte, span.gte) < 0) await this.#deleteStale(groupId, { gte, lt: span.gte })
+      gte = span.lt
+    }
+  }
+
+  /**
+   * Deletes the staged keys of `groupId` in `range`, a page per write, but those of an image
+   * wanted when its page is deleted: an image offered again meanwhile (a new fetch of it
+   * writes its pages after, in the group commit's call order) keeps what it stages.
+   */
+  #deleteStale(groupId: number, range: KeySpan): Promise<void> {
+    const spans = new Map<number, KeySpan>()
+    const wanted = (key: Uint8Array) =>
+      this.#wanted(groupId).some((imageId) => {
+        let span = spans.get(imageId)
+        if (!span) {
+          span = stagedImageRange(groupId, [imageId])
+          spans.set(imageId, span)
+        }
+        return inRange(key, span)
+      })
+    return deletePages(this.#deps.reader, (ops) => this.#deps.write(ops), range, DISCARD_PAGE_KEYS, wanted)
+  }
+
   /** Deletes the keys of `range`, a page per write. */
   #deleteRange(range: KeySpan): Promise<void> {
     return deletePages(this.#deps.reader, (ops) => this.#deps.write(ops), range, DISCARD_PAGE_KEYS)
+  }
+
+  /** A page's write, counted in flight for its group until it lands (see `forget`). */
+  #pageWrite(groupId: number, ops: readonly BatchOp[]): Promise<void> {
+    const written = this.#deps.write(ops)
+    const writes = this.#writes.get(groupId) ?? new Set<Promise<void>>()
+    this.#writes.set(groupId, writes)
+    writes.add(written)
+    const landed = () => {
+      writes.delete(written)
+      if (writes.size === 0 && this.#writes.get(groupId) === writes) this.#writes.delete(groupId)
+    }
+    written.then(landed, landed)
+    return written
   }
 }

@@ -4,6 +4,7 @@ import { type RaftHost, Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { decodePairs } from './data-machine'
 import { decodeImageHandle } from './image-handle'
+import { snapMessage, snapshotOf } from './image-test-peer'
 import { NodeImages } from './node-images'
 import { PeerCalls } from './peer-calls'
 
@@ -13,10 +14,10 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     await images?.close()
   })
 
-  function nodeImages(engine: MemoryEngine, role: Role) {
+  function nodeImages(engine: MemoryEngine, role: Role, applied = 0) {
     const refreshed: [number, string | undefined][] = []
     const raft = {
-      status: () => ({ role }),
+      status: () => ({ role, applied }),
       refreshImage: (groupId: number, follower?: string) => refreshed.push([groupId, follower]),
     } as unknown as RaftHost
     images = new NodeImages({
@@ -78,5 +79,16 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     const follower = nodeImages(new MemoryEngine(), Role.Follower)
     await expect(follower.images.fetch(gone)).rejects.toBeInstanceOf(UnavailableError)
     expect(follower.refreshed).toEqual([])
+  })
+
+  it("hands a Snap at or below its replica's applied index straight to the replica, fetching nothing", async () => {
+    const engine = new MemoryEngine()
+    const { images } = nodeImages(engine, Role.Follower, 12)
+    const late = snapMessage(snapshotOf(await images.store.take(1, 10, []), 10))
+    expect(images.offer(1, late, 'n2')).toBe(true)
+    expect(images.stager.running).toBe(0)
+    const newer = snapMessage(snapshotOf(await images.store.take(1, 13, []), 13))
+    expect(images.offer(1, newer, 'n2')).toBe(false) // held: its fetch starts
+    expect(images.stager.running).toBe(1)
   })
 })

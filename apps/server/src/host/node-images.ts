@@ -9,7 +9,7 @@ import type { PeerCalls } from './peer-calls'
 
 /** One FetchImage call's deadline. */
 const FETCH_CALL_MS = 30_000
-/** How often images left unread are closed. */
+/** How often images left unread are closed, and staged images the replicas passed by deleted. */
 const SWEEP_MS = 10_000
 
 export interface NodeImagesDeps {
@@ -20,7 +20,7 @@ export interface NodeImagesDeps {
   readonly calls: PeerCalls
   addressOf(nodeId: string): string | undefined
   raft(): RaftHost | undefined
-  /** Logs a fetch that failed (the leader's next try starts it again). */
+  /** Logs a fetch that failed (the leader's next try starts it again), or a deletion of staged images. */
   onFetchError(groupId: number, error: unknown): void
   /** Logs an image staged whole. */
   onStaged(
@@ -70,10 +70,20 @@ export class NodeImages {
         return { pairs: decodePairs(response.pairs), done: response.done }
       },
       deliver: (groupId, message) => deps.raft()?.receive(groupId, message),
+      applied: (groupId) => {
+        try {
+          return deps.raft()?.status(groupId).applied ?? 0
+        } catch {
+          return 0 // not hosted here (yet, or any more): nothing is known
+        }
+      },
       onError: (groupId, error) => deps.onFetchError(groupId, error),
       onStaged: (groupId, staged) => deps.onStaged(groupId, staged),
     })
-    this.#timer = setInterval(() => void this.store.sweep(), SWEEP_MS)
+    this.#timer = setInterval(() => {
+      void this.store.sweep()
+      void this.stager.sweep()
+    }, SWEEP_MS)
     this.#timer.unref()
   }
 
@@ -117,10 +127,14 @@ export class NodeImages {
     )
   }
 
-  /** A data group left this node: its fetch stops and its images close. */
+  /**
+   * A data group left this node: its fetch stops and its images close. Resolves once no page
+   * write of its fetch is in flight (see ImageStager.forget): the group's range clear comes after.
+   */
   async forget(groupId: number): Promise<void> {
-    this.stager.forget(groupId)
+    const stopped = this.stager.forget(groupId)
     await this.store.close(groupId)
+    await stopped
   }
 
   async close(): Promise<void> {

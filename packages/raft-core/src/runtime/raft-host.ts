@@ -674,13 +674,16 @@ export class RaftHost {
       while (this.#pipeline.length > 0 && this.#fatal === null) {
         const p = this.#pipeline[0]!
         if (p.flushed !== null) await p.flushed
+        // The replica itself, not its id: a group removed and added again while the flush
+        // ran is a new replica (a new state machine, a new log), and the removed one's Ready
+        // must neither reach it nor go out in its name.
         for (const { g, rd, early } of p.steps) {
-          if (!early && rd.messages.length > 0 && this.#groups.has(g.id))
+          if (!early && rd.messages.length > 0 && this.#groups.get(g.id) === g)
             this.#transport.send(g.id, rd.messages)
         }
         for (const { g, rd, early } of p.steps) {
           if (!early) g.late--
-          if (!this.#groups.has(g.id)) continue
+          if (this.#groups.get(g.id) !== g) continue
           if (rd.snapshot !== null) {
             this.#restoreLater(g, rd)
             continue
