@@ -81,6 +81,60 @@ describe('DataGroupMachine', () => {
     expect(await m.ttlDue('nope', 0, 20)).toBe(false)
   })
 
+  it('names the partitions with a lease or delayed message due, and keeps the latest time it applied', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(7, engine)
+    expect(m.clockMs()).toBe(0)
+    for (const partition of [0, 1, 2])
+      await applyAndWrite(engine, m, enc({ type: 'open', queue: 'jobs', partition, config: {} }), 1_000)
+    const enqueue = (partition: number, notBeforeMs?: number) =>
+      applyAndWrite(
+        engine,
+        m,
+        enc({
+          type: 'apply',
+          queue: 'jobs',
+          partition,
+          command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1, notBeforeMs }] },
+        }),
+        1_000,
+      )
+    await enqueue(0)
+    await applyAndWrite(
+      engine,
+      m,
+      enc({
+        type: 'apply',
+        queue: 'jobs',
+        partition: 0,
+        command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 100 },
+      }),
+      1_000,
+    ) // due at 1,100
+    await enqueue(1, 1_200)
+    await enqueue(2) // ready: nothing timed
+    expect(m.timedPartitionIds(1_099)).toEqual([])
+    expect(m.timedPartitionIds(1_100)).toEqual(['jobs/0'])
+    expect(m.timedPartitionIds(5_000)).toEqual(['jobs/0', 'jobs/1'])
+    // An entry stamped earlier than one before it (a leader with a slower clock) leaves it.
+    await applyAndWrite(
+      engine,
+      m,
+      enc({ type: 'apply', queue: 'jobs', partition: 2, command: { type: 'tick' } }),
+      3_000,
+    )
+    await applyAndWrite(
+      engine,
+      m,
+      enc({ type: 'apply', queue: 'jobs', partition: 2, command: { type: 'tick' } }),
+      2_000,
+    )
+    expect(m.clockMs()).toBe(3_000)
+    // A fenced partition is not ticked.
+    await applyAndWrite(engine, m, enc({ type: 'fence', queue: 'jobs', partition: 0 }), 3_000)
+    expect(m.timedPartitionIds(5_000)).toEqual(['jobs/1'])
+  })
+
   it('needs a configure only for changed settings of a newer version', async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(7, engine)

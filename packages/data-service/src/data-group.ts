@@ -133,6 +133,8 @@ export class DataGroupMachine {
   readonly #imported = new Map<string, number>()
   readonly #watches = new Map<string, Set<WatchState>>()
   #applying: Promise<unknown> = Promise.resolve()
+  /** The largest leader timestamp applied here since open (clockMs). */
+  #clockMs = 0
 
   private constructor(
     groupId: number,
@@ -331,6 +333,32 @@ export class DataGroupMachine {
     return this.#partitions.get(idOf(queue, index))?.nextTimedMs() ?? Number.POSITIVE_INFINITY
   }
 
+  /**
+   * The partitions held here (not fenced) whose next lease deadline or delayed message may be
+   * due by `nowMs` (nextTimedMs: a lower bound, which a `tick` moves on), as `queue/index`,
+   * sorted: the leader proposes a `tick` for them, so that leases expire, messages are
+   * dead-lettered and delayed messages become ready without traffic.
+   */
+  timedPartitionIds(nowMs: number): string[] {
+    const ids: string[] = []
+    for (const [id, p] of this.#partitions)
+      if (p.nextTimedMs() <= nowMs && !this.#fenced.has(id)) ids.push(id)
+    return ids.sort()
+  }
+
+  /**
+   * The largest leader timestamp among the entries applied here since the machine was opened
+   * (0 before the first). Raft stamps a group's entries non-decreasing and a partition never
+   * moves its clock back, so every entry proposed from now on applies at this time or later,
+   * whatever the proposing leader's own clock says: a leader whose clock is behind its
+   * predecessor's measures delays and due times from max(its clock, this). In memory: after a
+   * restart it knows only what it applied since; a partition imported from another group may
+   * have a clock ahead of it.
+   */
+  clockMs(): number {
+    return this.#clockMs
+  }
+
   /** The partitions held here whose config sets a message TTL, as `queue/index` (not fenced ones). */
   ttlPartitionIds(): string[] {
     const ids: string[] = []
@@ -420,6 +448,7 @@ export class DataGroupMachine {
   }
 
   async #apply(data: Uint8Array, nowMs: number, written: () => Promise<void>): Promise<DataApplied> {
+    if (nowMs > this.#clockMs) this.#clockMs = nowMs
     let command: ReturnType<typeof decodeDataCommand>
     try {
       command = decodeDataCommand(data)

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import { FORMAT_LEVEL_RETRY_BACKOFF, NotLeaderError, type QueueConfig, type QueueServer } from '@mq/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
@@ -273,6 +273,47 @@ describe('queue handlers', () => {
     expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 0, more: false })
   })
 
+  it('keeps a purge to its time bound when the wall clock steps back', async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group), { batchCallMs: 0 })
+    for (let batch = 0; batch < 3; batch++) {
+      const messages = Array.from({ length: 500 }, (_, i) => message(`m${batch}.${i}`))
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages })
+    }
+    // Each read of the wall clock is an hour before the previous one: by it no time passes.
+    let wallMs = Date.now()
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => {
+      wallMs -= 3_600_000
+      return wallMs
+    })
+    try {
+      expect(await call(h, 'purge', { target })).toEqual({ removed: 1_000, more: true })
+    } finally {
+      wall.mockRestore()
+    }
+  })
+
+  it("fixes a delay from the group's time when the leader's clock is behind it", async () => {
+    const group = await localGroup()
+    const h = h0(group)
+    const lease = async () =>
+      (await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })).messages
+    group.now = 10_000
+    expect(await lease()).toEqual([]) // the partition applied an entry at 10,000
+    // A new leader whose clock is 3 s behind: a 2-s delay still ends at 12,000, not at 9,000.
+    group.now = 7_000
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [{ ...message('d'), delayMs: 2_000 }],
+    })
+    group.now = 10_001
+    expect(await lease()).toEqual([])
+    group.now = 12_000
+    expect((await lease()).map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['d'])
+  })
+
   it('gives a released lease back uncounted from format level 16, as a plain nack below it', async () => {
     for (const [level, dead] of [
       [FORMAT_LEVEL_RETRY_BACKOFF, 0],
@@ -492,6 +533,28 @@ describe('queue handlers', () => {
       waitMs: 150,
     })
     expect(leased.messages).toEqual([])
+  })
+
+  it('ends an empty long poll at its wait when the wall clock steps back', async () => {
+    const h = queueHandlers(node(await localGroup()), { leaseWaitMsMax: 30_000, leaseRecheckMs: 20 })
+    const request = { target, consumerId: 'c', max: 10, visibilityMs: 5_000, waitMs: 100 }
+    const server = fakeCall(request)
+    // Each read of the wall clock is a second before the previous one.
+    let wallMs = Date.now()
+    const wall = vi.spyOn(Date, 'now').mockImplementation(() => {
+      wallMs -= 1_000
+      return wallMs
+    })
+    // Bounded: a poll that does not end by itself is cancelled after 2 s.
+    const stop = setTimeout(() => server.cancel(), 2_000)
+    try {
+      const started = performance.now()
+      expect((await call(h, 'lease', request, server)).messages).toEqual([])
+      expect(performance.now() - started).toBeLessThan(1_000)
+    } finally {
+      clearTimeout(stop)
+      wall.mockRestore()
+    }
   })
 
   it('ends a long poll when the client cancels it, and gives back what a lease took after the cancel', async () => {

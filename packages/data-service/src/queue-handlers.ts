@@ -42,7 +42,11 @@ export interface DataGroupPort {
   assertLeader(): number
   /** Resolves once every entry applied here so far has its writes in the engine. */
   settled(): Promise<void>
-  /** The leader's clock (ms since the epoch), used to fix delays into absolute times. */
+  /**
+   * The leader's clock (ms since the epoch). The handlers fix delays into absolute times, and
+   * look at due times, with `leaderNowMs` (this clock, or the group's applied time when that is
+   * ahead).
+   */
   nowMs(): number
   /**
    * Resolves at the first change (an applied entry that may have made messages ready) after
@@ -108,6 +112,16 @@ export const LEASE_QUICK_RETRIES_MAX = 8
  */
 const DUE_WAIT_MS_MIN = 5
 
+/**
+ * The time `group`'s next entry applies at, at the earliest: the leader's clock, or the latest
+ * time the group applied when that is ahead (DataGroupMachine.clockMs). A leader whose clock is
+ * behind its predecessor's must not fix a delay from it: the partition applies the entry at
+ * its own, later, time, and the delay would be cut short (3 s behind: a 2-s delay is none).
+ */
+function leaderNowMs(group: DataGroupPort): number {
+  return Math.max(group.nowMs(), group.machine.clockMs())
+}
+
 /** Messages one ListDead or ListReady answers, at most (and 4 MiB of bodies: LIST_BYTES_MAX). */
 const LIST_LIMIT_MAX = 1000
 /**
@@ -127,10 +141,11 @@ async function inBatches(
   signal: AbortSignal,
   entry: (n: number) => Promise<number>,
 ): Promise<{ taken: number; more: boolean }> {
-  const started = Date.now()
+  // A monotonic clock: a wall clock stepped back would let the call run past its bound.
+  const started = performance.now()
   let taken = 0
   while (taken < max) {
-    if (taken > 0 && (Date.now() - started >= callMs || signal.aborted)) return { taken, more: true }
+    if (taken > 0 && (performance.now() - started >= callMs || signal.aborted)) return { taken, more: true }
     const asked = Math.min(BATCH_MAX, max - taken)
     const n = await entry(asked)
     taken += n
@@ -181,7 +196,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       type: 'apply',
       queue,
       partition,
-      command: command(group.nowMs(), config),
+      command: command(leaderNowMs(group), config),
     })
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
@@ -265,7 +280,8 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
     lease: unary(async (req, call) => {
       if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
-      const deadline = Date.now() + waitMs
+      // A monotonic clock: a wall clock stepped back would hold the poll past its wait.
+      const deadline = performance.now() + waitMs
       // The queue's visibility comes from the route the partition was located by (a node
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
@@ -293,7 +309,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
           if (config?.paused) {
             // A paused queue hands nothing out: the poll looks again at the recheck interval
             // (the pause is in the route, not in an applied entry), not at every change.
-            const remaining = deadline - Date.now()
+            const remaining = deadline - performance.now()
             if (remaining <= 0) return { messages: [] }
             await sleep(Math.min(remaining, limits.leaseRecheckMs), undefined, {
               signal: controller.signal,
@@ -313,7 +329,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
             }
             max = buckets.take(bucket, ratePerS, req.max)
             if (max === 0) {
-              const remaining = deadline - Date.now()
+              const remaining = deadline - performance.now()
               if (remaining <= 0) return { messages: [] }
               const wait = Math.min(
                 remaining,
@@ -330,7 +346,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
           // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
           // stale: the lease group was settled). One lease at a time looks: its apply moves the
           // bound on, and what it makes ready but does not take, the next look counts.
-          const leasable = group.machine.leasableAtMost(queue, partition, group.nowMs())
+          const leasable = group.machine.leasableAtMost(queue, partition, leaderNowMs(group))
           const leaseTried =
             round === 0 || (leasable === Number.POSITIVE_INFINITY ? asked === 0 : leasable > asked)
           if (leaseTried) {
@@ -358,20 +374,21 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
             )
             return { messages: [] }
           }
-          const remaining = deadline - Date.now()
+          const remaining = deadline - performance.now()
           if (leases.length > 0 || remaining <= 0) return { messages: leases.map(leasedMessageOf) }
           // A lease that came back empty while messages are left to lease found only messages
           // past their TTL (deleted): ask again at once, a few times, rather than wait.
           if (
             leaseTried &&
             quick < LEASE_QUICK_RETRIES_MAX &&
-            group.machine.leasableAtMost(queue, partition, group.nowMs()) > (leasing.get(id) ?? 0)
+            group.machine.leasableAtMost(queue, partition, leaderNowMs(group)) > (leasing.get(id) ?? 0)
           ) {
             quick++
             continue
           }
           // Until a change, the recheck, or the partition's next lease deadline or delayed
           // message (a nack's delay, a retry backoff, a not-before time) falls due.
+          // By the leader's own clock: an entry applies at a time past the group's only once it has reached it.
           const untilDue = group.machine.nextTimedMs(queue, partition) - group.nowMs()
           const wait = Math.min(remaining, limits.leaseRecheckMs, Math.max(untilDue, DUE_WAIT_MS_MIN))
           await group.changed(wait, controller.signal, since)
@@ -423,7 +440,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
     purgeDead: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeDead')),
     stats: unary(async (req): Promise<PartitionStats> => {
       const { group, queue, partition } = await locate(req.target)
-      const s = await group.machine.stats(queue, partition, group.nowMs())
+      const s = await group.machine.stats(queue, partition, leaderNowMs(group))
       return {
         queue: req.target?.queue ?? '',
         partition,

@@ -58,8 +58,10 @@ export function partitionConfigOf(
 }
 
 /**
- * The enqueue command of a Produce. `nowMs` is the leader's clock when it proposes: a delay
- * becomes an absolute not-before time, fixed in the command so that every replica agrees.
+ * The enqueue command of a Produce. `nowMs` is the earliest time the entry can apply at (the
+ * leader's clock, or the group's applied time when that is ahead: queue-handlers'
+ * `leaderNowMs`): a delay becomes an absolute not-before time, fixed in the command so that
+ * every replica agrees.
  */
 export function enqueueOf(request: ProduceRequest, nowMs: number): EnqueueCommand {
   return {

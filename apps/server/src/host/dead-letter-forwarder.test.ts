@@ -2,6 +2,7 @@ import { storedQueueName } from '@mq/data-service'
 import { FORMAT_LEVEL_DEAD_LETTER_QUEUE, InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import {
+  DEAD_LETTER_BATCH,
   DEAD_LETTER_DELIVERIES_HEADER,
   DEAD_LETTER_SOURCE_HEADER,
   DeadLetterForwarder,
@@ -12,6 +13,8 @@ import { memoryGroup } from './memory-group'
 
 const text = (s: string) => new TextEncoder().encode(s)
 const bodyOf = (m: ForwardedMessage) => new TextDecoder().decode(m.body)
+/** A forward's answer when the target stored every one of `messages`. */
+const allStored = (messages: readonly ForwardedMessage[]) => messages.map(() => undefined)
 
 /** A led group holding jobs#7/0 (max 1 delivery) with the bodies given dead-lettered. */
 async function withDead(bodies: readonly string[]) {
@@ -79,6 +82,7 @@ describe('DeadLetterForwarder', () => {
         async (target, messages) => {
           sent.push({ target, messages })
           if (sent.length === 1) await kill(1)
+          return allStored(messages)
         },
       ),
     )
@@ -109,8 +113,9 @@ describe('DeadLetterForwarder', () => {
     const forwarder = new DeadLetterForwarder(
       host(
         () => [g.port],
-        async (target) => {
+        async (target, messages) => {
           if (!exists) throw new QueueNotFoundError(`queue ${target} does not exist`)
+          return allStored(messages)
         },
       ),
     )
@@ -170,6 +175,7 @@ describe('DeadLetterForwarder', () => {
           calls.push(messages.map(bodyOf))
           if (messages.some((m) => bodyOf(m) === 'huge'))
             throw new InvalidArgumentError('message 0 is too big')
+          return allStored(messages)
         },
       ),
     )
@@ -184,11 +190,97 @@ describe('DeadLetterForwarder', () => {
     expect(calls).toEqual([])
   })
 
+  it('sends again only the copies the target did not store when it refused one of a batch', async () => {
+    const { g, dead } = await withDead(['a', 'huge', 'c'])
+    const calls: string[][] = []
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        // As the SDK's producer does: the batch refused for its message 1, the others sent
+        // again and stored.
+        async (_target, messages) => {
+          calls.push(messages.map(bodyOf))
+          return messages.map((m, i) =>
+            bodyOf(m) === 'huge'
+              ? new InvalidArgumentError(`message ${i} is too big`, { messageIndex: i })
+              : undefined,
+          )
+        },
+      ),
+    )
+    const r = await forwarder.round()
+    expect(calls).toEqual([['a', 'huge', 'c'], ['huge']])
+    expect(r.forwarded).toBe(2)
+    expect(r.failures).toMatchObject([{ queue: 'jobs', partition: 0, messageId: 2 }])
+    expect(await dead()).toEqual(['huge'])
+  })
+
+  it('purges up to a copy that failed and leaves it and what follows for the next round', async () => {
+    const { g, dead } = await withDead(['a', 'b', 'c'])
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (_target, messages) =>
+          messages.map((m) =>
+            bodyOf(m) === 'b' ? new QueueNotFoundError('queue jobs-dead is gone') : undefined,
+          ),
+      ),
+    )
+    const r = await forwarder.round()
+    expect(r.forwarded).toBe(1)
+    expect(r.failures).toHaveLength(1)
+    expect(r.failures[0]?.messageId).toBeUndefined()
+    expect(await dead()).toEqual(['b', 'c'])
+  })
+
+  it('begins a round after the partition where the previous one ran out of batches', async () => {
+    // Partition 0: more than two rounds' batches.
+    const bodies = Array.from({ length: 4 * DEAD_LETTER_BATCH + 1 }, (_, i) => `m${i}`)
+    const { g, stored, apply } = await withDead(bodies)
+    // A second partition of jobs with one dead letter.
+    await g.port.propose({ type: 'open', queue: stored, partition: 1, config: { maxDeliveries: 1 } })
+    await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 1,
+      command: { type: 'enqueue', messages: [{ body: text('p1'), weight: 1 }] },
+    })
+    const leased = await apply({
+      type: 'apply',
+      queue: stored,
+      partition: 1,
+      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 },
+    })
+    const leaseIds =
+      leased.type === 'applied' && leased.result.type === 'lease'
+        ? leased.result.leases.map((l) => l.leaseId)
+        : []
+    await apply({ type: 'apply', queue: stored, partition: 1, command: { type: 'nack', leaseIds } })
+    const sent: string[] = []
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (_target, messages) => {
+          sent.push(...messages.map(bodyOf))
+          return allStored(messages)
+        },
+      ),
+      2, // batches a round
+    )
+    expect((await forwarder.round()).forwarded).toBe(2 * DEAD_LETTER_BATCH) // partition 0's budget
+    sent.length = 0
+    // Partition 1 first, then partition 0 with what is left of the budget.
+    expect((await forwarder.round()).forwarded).toBe(1 + DEAD_LETTER_BATCH)
+    expect(sent[0]).toBe('p1')
+    expect(sent[1]).toBe(`m${2 * DEAD_LETTER_BATCH}`)
+  })
+
   it('does nothing below the format level, for queues without a dead-letter queue, or on a follower', async () => {
     const { g, dead } = await withDead(['a'])
     const sent: unknown[] = []
     const forward = async (_t: string, m: readonly ForwardedMessage[]) => {
       sent.push(m)
+      return allStored(m)
     }
     const cases: DeadLetterForwarderHost[] = [
       host(() => [g.port], forward, { formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE - 1 }),

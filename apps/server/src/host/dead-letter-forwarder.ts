@@ -2,6 +2,7 @@ import { type DataGroupPort, parsePartitionId, parseStoredQueueName } from '@mq/
 import { FORMAT_LEVEL_DEAD_LETTER_QUEUE } from '@mq/protocol'
 import type { DeadMessage } from '@mq/weighted-queue'
 import { ledGroups } from './led-groups'
+import { inTurn, type LedPartition, type RoundCursor } from './ttl-ticker'
 
 /** Dead-lettered messages copied per batch (one Produce to the target, one purge entry). */
 export const DEAD_LETTER_BATCH = 100
@@ -51,8 +52,12 @@ export interface DeadLetterForwarderHost {
    * has none, or the queue is gone or unknown.
    */
   deadLetterQueueOf(queue: string, queueId: number): Promise<string>
-  /** Enqueues `messages` into queue `target`; resolves once every one is durable there. */
-  forward(target: string, messages: readonly ForwardedMessage[]): Promise<void>
+  /**
+   * Enqueues `messages` into queue `target`, in their order; resolves, once each has been
+   * stored or has failed, with each one's error (undefined: durable there). Rejects when none
+   * was stored (the target cannot be reached, say).
+   */
+  forward(target: string, messages: readonly ForwardedMessage[]): Promise<readonly unknown[]>
 }
 
 /** What a round did. */
@@ -74,18 +79,24 @@ export interface ForwardRound {
  *
  * A target that does not exist (yet), or is unavailable, leaves the messages where they are
  * until a later round; a message the target refuses as invalid (too big for it, say) stays in
- * the source's dead-letter list and is skipped from then on by this leader (reported once).
- * Only from format level FORMAT_LEVEL_DEAD_LETTER_QUEUE (a replica of an earlier version cannot
- * read the span purge).
+ * the source's dead-letter list and is skipped from then on by this leader (reported once);
+ * what the target stored of the same batch is not sent again. At most `batchesPerRoundMax`
+ * batches a round; a round whose budget ran out is followed by one that begins with the next
+ * partition. Only from format level FORMAT_LEVEL_DEAD_LETTER_QUEUE (a replica of an earlier
+ * version cannot read the span purge).
  */
 export class DeadLetterForwarder {
   readonly #host: DeadLetterForwarderHost
   /** `group:partition id` → the place in its dead-letter list up to which messages stay behind. */
   readonly #skipThrough = new Map<string, number>()
+  readonly #batchesPerRoundMax: number
   #busy = false
+  /** Where the last round's budget ran out (undefined: it did not). */
+  #cursor: RoundCursor | undefined
 
-  constructor(host: DeadLetterForwarderHost) {
+  constructor(host: DeadLetterForwarderHost, batchesPerRoundMax = DEAD_LETTER_BATCHES_PER_ROUND_MAX) {
     this.#host = host
+    this.#batchesPerRoundMax = batchesPerRoundMax
   }
 
   /** One round. Failures of the cluster end a partition's turn quietly (reported), not the round. */
@@ -95,47 +106,56 @@ export class DeadLetterForwarder {
     if (this.#busy || this.#host.formatLevel() < FORMAT_LEVEL_DEAD_LETTER_QUEUE)
       return { forwarded, failures }
     this.#busy = true
+    const max = this.#batchesPerRoundMax
+    let served: RoundCursor | undefined
     try {
       let batches = 0
       const seen = new Set<string>()
       // A target that failed is not tried again this round (each try may wait out a deadline).
       const failedTargets = new Set<string>()
-      for (const port of ledGroups(this.#host.groups())) {
-        for (const id of port.machine.deadPartitionIds()) {
-          const ref = parsePartitionId(id)
-          const stored = ref ? parseStoredQueueName(ref.queue) : undefined
-          if (!ref || !stored) continue
-          const slot = `${port.groupId}:${id}`
-          seen.add(slot)
-          if (batches >= DEAD_LETTER_BATCHES_PER_ROUND_MAX) continue
-          const target = await this.#host.deadLetterQueueOf(stored.queue, stored.queueId)
-          if (!target || target === stored.queue || failedTargets.has(target)) continue
-          const from = {
-            queue: stored.queue,
-            queueId: stored.queueId,
-            stored: ref.queue,
-            partition: ref.index,
-          }
-          while (batches < DEAD_LETTER_BATCHES_PER_ROUND_MAX) {
-            const after = this.#skipThrough.get(slot)
-            const dead = await port.machine.listDead(ref.queue, ref.index, DEAD_LETTER_BATCH, after)
-            if (!dead || dead.length === 0) break
-            batches++
-            const { moved, stopped } = await this.#move(port, slot, from, target, dead, after, failures)
-            forwarded += moved
-            if (stopped) {
-              // The target failed: its partitions wait for the next round.
-              failedTargets.add(target)
-              break
-            }
+      const partitions: LedPartition[] = []
+      for (const port of ledGroups(this.#host.groups()))
+        for (const id of port.machine.deadPartitionIds()) partitions.push({ port, id })
+      const resumeAfter = this.#cursor
+      this.#cursor = undefined
+      for (const { port, id } of inTurn(partitions, resumeAfter)) {
+        const ref = parsePartitionId(id)
+        const stored = ref ? parseStoredQueueName(ref.queue) : undefined
+        if (!ref || !stored) continue
+        const slot = `${port.groupId}:${id}`
+        seen.add(slot)
+        if (batches >= max) continue
+        const target = await this.#host.deadLetterQueueOf(stored.queue, stored.queueId)
+        if (!target || target === stored.queue || failedTargets.has(target)) continue
+        const from = {
+          queue: stored.queue,
+          queueId: stored.queueId,
+          stored: ref.queue,
+          partition: ref.index,
+        }
+        while (batches < max) {
+          const after = this.#skipThrough.get(slot)
+          const dead = await port.machine.listDead(ref.queue, ref.index, DEAD_LETTER_BATCH, after)
+          if (!dead || dead.length === 0) break
+          batches++
+          served = { groupId: port.groupId, id }
+          const { moved, stopped } = await this.#move(port, slot, from, target, dead, after, failures)
+          forwarded += moved
+          if (stopped) {
+            // The target failed: its partitions wait for the next round.
+            failedTargets.add(target)
+            break
           }
         }
       }
+      if (batches >= max) this.#cursor = served
       // Partitions no longer led here (or without dead messages) forget what they skipped.
       for (const slot of this.#skipThrough.keys()) if (!seen.has(slot)) this.#skipThrough.delete(slot)
       return { forwarded, failures }
     } catch {
-      return { forwarded, failures } // lost leadership, a closed group: the next round goes on
+      // Lost leadership, a closed group: the next round goes on, after this partition.
+      this.#cursor = served
+      return { forwarded, failures }
     } finally {
       this.#busy = false
     }
@@ -143,8 +163,9 @@ export class DeadLetterForwarder {
 
   /**
    * Copies `dead` (listed after `after`) to `target` and purges what was copied; returns how
-   * many went, and whether the target failed (`stopped`). A batch the target refuses as invalid
-   * is sent one message at a time: a message refused alone is skipped from then on.
+   * many went, and whether the target failed (`stopped`). A message the target refused as
+   * invalid, alone or with its batch, is sent once more alone (what the target stored is not
+   * sent again): refused alone, it is skipped from then on.
    */
   async #move(
     port: DataGroupPort,
@@ -178,30 +199,14 @@ export class DeadLetterForwarder {
         ...(messageId === undefined ? {} : { messageId }),
         error,
       })
+    let errors: readonly unknown[]
     try {
-      await this.#host.forward(target, dead.map(copy))
+      errors = await this.#host.forward(target, dead.map(copy))
     } catch (error) {
-      if (!refusedAsInvalid(error)) {
-        failed(error)
-        return { moved: 0, stopped: true }
-      }
-      return this.#moveOneByOne(slot, target, dead, after, copy, purge, failed)
+      errors = dead.map(() => error) // none of them stored
     }
-    await purge(after, (dead.at(-1) as DeadMessage).cursor, dead.length)
-    return { moved: dead.length, stopped: false }
-  }
-
-  /** The fallback of #move once the target refused a batch as invalid. */
-  async #moveOneByOne(
-    slot: string,
-    target: string,
-    dead: readonly DeadMessage[],
-    after: number | undefined,
-    copy: (m: DeadMessage) => ForwardedMessage,
-    purge: (spanAfter: number | undefined, through: number, count: number) => Promise<void>,
-    failed: (error: unknown, messageId?: number) => void,
-  ): Promise<{ moved: number; stopped: boolean }> {
-    // One at a time: the span purged ends before a message the target refuses.
+    // In list order: the span purged ends before a message the target refuses, and before
+    // one that failed otherwise (it goes again next round, with what follows it).
     let spanAfter = after
     let moved = 0
     let stopped = false
@@ -212,24 +217,34 @@ export class DeadLetterForwarder {
       moved += copied.length
       copied = []
     }
-    for (const m of dead) {
-      try {
-        await this.#host.forward(target, [copy(m)])
+    for (const [i, m] of dead.entries()) {
+      let error = errors[i]
+      if (error !== undefined && refusedAsInvalid(error)) error = await this.#forwardOne(target, copy(m))
+      if (error === undefined) {
         copied.push(m)
-      } catch (error) {
-        if (!refusedAsInvalid(error)) {
-          failed(error)
-          stopped = true
-          break
-        }
-        failed(error, m.messageId)
-        await purgeCopied()
-        spanAfter = m.cursor
-        this.#skipThrough.set(slot, m.cursor)
+        continue
       }
+      if (!refusedAsInvalid(error)) {
+        failed(error)
+        stopped = true
+        break
+      }
+      failed(error, m.messageId)
+      await purgeCopied()
+      spanAfter = m.cursor
+      this.#skipThrough.set(slot, m.cursor)
     }
     await purgeCopied()
     return { moved, stopped }
+  }
+
+  /** Sends `message` alone; resolves with its error (undefined: stored). */
+  async #forwardOne(target: string, message: ForwardedMessage): Promise<unknown> {
+    try {
+      return (await this.#host.forward(target, [message]))[0]
+    } catch (error) {
+      return error
+    }
   }
 }
 
@@ -249,7 +264,8 @@ export function forwardedOf(
     key: m.key ?? '',
     // A keyless message is routed by its source partition (not given it as a key, which
     // consumers would see and a replay would carry back): every copy of it then goes to the
-    // same partition of the target (dedup keys are per partition), and the source's order holds.
+    // same partition of the target (dedup keys are per partition), in the source's order (the
+    // node's own producer keeps one batch in flight per partition: OwnClient).
     partitionKey: m.key ? undefined : `mq-dlq/${from.queueId}/${from.partition}`,
     dedupKey: `mq-dlq/${from.queueId}/${from.partition}/${m.cursor}`,
   }

@@ -1,5 +1,5 @@
 import { type ChannelCredentials, InterceptingCall, type Interceptor } from '@grpc/grpc-js'
-import { MqClient, type Producer } from '@mq/router-client'
+import { type ClientOptions, MqClient, type Producer } from '@mq/router-client'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import type { ForwardedMessage } from './dead-letter-forwarder'
 
@@ -15,6 +15,8 @@ export interface OwnClientOptions {
   readonly credentials: ChannelCredentials
   /** The cluster's peer secret ('' when peer calls are not checked). */
   readonly peerToken: string
+  /** Connects the SDK client (tests: a stand-in; default MqClient.connect). */
+  readonly connect?: (options: ClientOptions) => Promise<Pick<MqClient, 'producer' | 'close'>>
 }
 
 /**
@@ -24,7 +26,7 @@ export interface OwnClientOptions {
  */
 export class OwnClient {
   readonly #options: OwnClientOptions
-  #client: Promise<MqClient> | undefined
+  #client: Promise<Pick<MqClient, 'producer' | 'close'>> | undefined
   /** One producer per target queue, in order of last use. */
   readonly #producers = new Map<string, Producer>()
 
@@ -32,10 +34,16 @@ export class OwnClient {
     this.#options = options
   }
 
-  /** Enqueues `messages` into `queue`; resolves once every one is durable. */
-  async send(queue: string, messages: readonly ForwardedMessage[]): Promise<void> {
+  /**
+   * Enqueues `messages` into `queue`, in their order; resolves, once each one is durable or has
+   * failed, with each one's error (undefined: durable). It waits for all: when the target
+   * refuses a batch for one message (ErrorDetail `message_index`), the producer sends the
+   * others again itself, and they may be stored after that one failed.
+   */
+  async send(queue: string, messages: readonly ForwardedMessage[]): Promise<unknown[]> {
     const producer = await this.#producer(queue)
-    await Promise.all(messages.map((m) => producer.send(m)))
+    const settled = await Promise.allSettled(messages.map((m) => producer.send(m)))
+    return settled.map((s) => (s.status === 'fulfilled' ? undefined : s.reason))
   }
 
   async close(): Promise<void> {
@@ -48,12 +56,16 @@ export class OwnClient {
   /**
    * The producer of `queue`, not idempotent: the messages' dedup keys catch a copy sent twice,
    * also by another node after a leader change (which a producer id, one per node, would not).
+   * One batch in flight per partition: without a producer sequence nothing else keeps two
+   * batches to one partition in order (a round's copies over one batch's bytes, 1 MiB, would
+   * race), and the producer sends the rest of a batch refused for one message again itself
+   * only when no other batch of it is in flight.
    */
   async #producer(queue: string): Promise<Producer> {
     const client = await this.#connect()
     let producer = this.#producers.get(queue)
     if (producer) this.#producers.delete(queue)
-    else producer = client.producer(queue, { idempotent: false })
+    else producer = client.producer(queue, { idempotent: false, inFlightMax: 1 })
     this.#producers.set(queue, producer)
     for (const [name, old] of this.#producers) {
       if (this.#producers.size <= PRODUCERS_MAX) break
@@ -63,10 +75,10 @@ export class OwnClient {
     return producer
   }
 
-  #connect(): Promise<MqClient> {
+  #connect(): Promise<Pick<MqClient, 'producer' | 'close'>> {
     if (!this.#client) {
-      const { advertise, credentials, peerToken } = this.#options
-      this.#client = MqClient.connect({
+      const { advertise, credentials, peerToken, connect = (o) => MqClient.connect(o) } = this.#options
+      this.#client = connect({
         servers: [advertise],
         credentials,
         deadlineMs: OWN_CALL_MS,

@@ -72,4 +72,68 @@ describe('TtlTicker', () => {
     expect(await new TtlTicker({ groups: () => [g.port] }).round()).toEqual(['6:q#1/0', '6:q#1/0', '6:q#1/0'])
     expect((await g.port.machine.stats('q#1', 0, 2_000))?.messages).toBe(0)
   })
+  it('ticks led partitions whose lease deadline or delayed message is due, without traffic and without a TTL', async () => {
+    const g = await group(7) // applies at 1,000 ms
+    const clock = g.port as { nowMs: () => number }
+    await g.port.propose({ type: 'open', queue: 'q#1', partition: 0, config: { maxDeliveries: 1 } })
+    await g.port.propose({ type: 'open', queue: 'q#1', partition: 1, config: {} })
+    await g.port.propose({
+      type: 'apply',
+      queue: 'q#1',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] },
+    })
+    // The only consumer leases the message's last allowed delivery (until 1,100) and is gone.
+    await g.port.propose({
+      type: 'apply',
+      queue: 'q#1',
+      partition: 0,
+      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 100 },
+    })
+    await g.port.propose({
+      type: 'apply',
+      queue: 'q#1',
+      partition: 1,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(2), weight: 1, notBeforeMs: 1_150 }] },
+    })
+    const ticker = new TtlTicker({ groups: () => [g.port] })
+    clock.nowMs = () => 1_050
+    expect(await ticker.round()).toEqual([]) // nothing due yet
+    clock.nowMs = () => 1_200
+    expect(await ticker.round()).toEqual(['7:q#1/0', '7:q#1/1'])
+    expect(g.port.machine.deadCount('q#1', 0)).toBe(1)
+    expect((await g.port.machine.stats('q#1', 1, 1_200))?.weights[0]).toMatchObject({ ready: 1, delayed: 0 })
+    expect(await ticker.round()).toEqual([]) // the ticks moved the partitions' due times on
+  })
+
+  it('begins a round after the partition where the previous one ran out of ticks', async () => {
+    const g = await group(8)
+    const config = { messageTtlMs: 100, expiryBatchMax: 1 }
+    for (const partition of [0, 1]) {
+      await g.port.propose({ type: 'open', queue: 'q#1', partition, config })
+      await g.port.propose({
+        type: 'apply',
+        queue: 'q#1',
+        partition,
+        command: {
+          type: 'enqueue',
+          // Partition 0: more outlived messages than one round's ticks delete.
+          messages: Array.from({ length: partition === 0 ? 2 * TTL_TICKS_PER_ROUND_MAX : 1 }, () => ({
+            body: Uint8Array.of(1),
+            weight: 1,
+          })),
+        },
+      })
+    }
+    ;(g.port as { nowMs: () => number }).nowMs = () => 2_000
+    const ticker = new TtlTicker({ groups: () => [g.port] })
+    const first = await ticker.round()
+    expect(new Set(first)).toEqual(new Set(['8:q#1/0']))
+    expect(first).toHaveLength(TTL_TICKS_PER_ROUND_MAX)
+    // Partition 1 first, then partition 0 again with what is left of the budget.
+    const second = await ticker.round()
+    expect(second[0]).toBe('8:q#1/1')
+    expect(second.slice(1).every((t) => t === '8:q#1/0')).toBe(true)
+    expect((await g.port.machine.stats('q#1', 1, 2_000))?.messages).toBe(0)
+  })
 })

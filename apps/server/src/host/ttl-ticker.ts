@@ -2,8 +2,9 @@ import { type DataGroupPort, parsePartitionId } from '@mq/data-service'
 import { ledGroups } from './led-groups'
 
 /**
- * Ticks one round proposes at most (each is one Raft entry of a data group, deleting up to the
- * partition's `expiryBatchMax` messages: 1,000 by default). A partition still due after a tick
+ * Ticks one round proposes at most, over every led partition (each is one Raft entry of a data
+ * group, which expires, makes ready or deletes up to the partition's `expiryBatchMax` messages
+ * of each kind: 1,000 by default). A partition still due after a tick
  * is ticked again in the same round, so a backlog that outlived its TTL at once (consumers
  * down for long) is cleared at up to 64,000 messages a second, not 1,000.
  */
@@ -14,16 +15,52 @@ export interface TtlTickerHost {
   groups(): Iterable<DataGroupPort>
 }
 
+/** A partition (`queue/index`) of a data group this node leads: what a round takes turns over. */
+export interface LedPartition {
+  readonly port: DataGroupPort
+  readonly id: string
+}
+
+/** Where a round's budget ran out: the last partition it served. */
+export interface RoundCursor {
+  readonly groupId: number
+  readonly id: string
+}
+
 /**
- * Makes a queue's message TTL hold without traffic: now and then (a round), each data group's
- * leader proposes a `tick` for every partition with a TTL whose oldest ready message has
- * outlived it (`ttlDue`, a read on the leader); the tick, applied on every replica at the
- * entry's time, deletes them (weighted-queue's `expireTtl`). Between rounds, a lease never
- * hands out such a message anyway (it checks at the lease).
+ * `partitions` in (group, partition) order, starting with the first after `after` and wrapping
+ * around to it (all of them, from the first, without `after`). A round whose budget ran out
+ * resumes there, so one partition with a big backlog cannot take every round's budget.
+ */
+export function inTurn<T extends LedPartition>(
+  partitions: readonly T[],
+  after: RoundCursor | undefined,
+): T[] {
+  const byPlace = (a: RoundCursor, b: RoundCursor) =>
+    a.groupId - b.groupId || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+  const placeOf = (p: LedPartition): RoundCursor => ({ groupId: p.port.groupId, id: p.id })
+  const sorted = [...partitions].sort((a, b) => byPlace(placeOf(a), placeOf(b)))
+  if (!after) return sorted
+  const first = sorted.findIndex((p) => byPlace(placeOf(p), after) > 0)
+  return first <= 0 ? sorted : [...sorted.slice(first), ...sorted.slice(0, first)]
+}
+
+/**
+ * Makes time move in the partitions without traffic: now and then (a round), each data group's
+ * leader proposes a `tick` for every partition whose next lease deadline or delayed message is
+ * due (`timedPartitionIds`: leases expire, messages past their max deliveries are dead-lettered,
+ * delayed messages become ready), and for every partition with a TTL whose oldest ready message
+ * has outlived it (`ttlDue`, a read on the leader); the tick, applied on every replica at the
+ * entry's time, does that work (weighted-queue's apply contract; `expireTtl`). Between rounds,
+ * any entry of the partition (a lease, say) does the same work first.
+ * At most TTL_TICKS_PER_ROUND_MAX ticks a round; a round whose budget ran out is followed by one
+ * that begins with the next partition.
  */
 export class TtlTicker {
   readonly #host: TtlTickerHost
   #busy = false
+  /** Where the last round's budget ran out (undefined: it did not). */
+  #cursor: RoundCursor | undefined
 
   constructor(host: TtlTickerHost) {
     this.#host = host
@@ -34,29 +71,43 @@ export class TtlTicker {
     if (this.#busy) return []
     this.#busy = true
     const ticked: string[] = []
+    let served: RoundCursor | undefined
     try {
+      const due: (LedPartition & { readonly nowMs: number })[] = []
       for (const port of ledGroups(this.#host.groups())) {
-        for (const id of port.machine.ttlPartitionIds()) {
-          if (ticked.length >= TTL_TICKS_PER_ROUND_MAX) return ticked
-          const ref = parsePartitionId(id)
-          if (!ref) continue
-          while (
-            ticked.length < TTL_TICKS_PER_ROUND_MAX &&
-            (await port.machine.ttlDue(ref.queue, ref.index, port.nowMs()))
-          ) {
-            const r = await port.propose({
-              type: 'apply',
-              queue: ref.queue,
-              partition: ref.index,
-              command: { type: 'tick' },
-            })
-            if (r.type !== 'applied') break
-            ticked.push(`${port.groupId}:${id}`)
-          }
+        // The time a tick proposed now applies at, at the earliest (queue-handlers' leaderNowMs).
+        const nowMs = Math.max(port.nowMs(), port.machine.clockMs())
+        const ids = new Set([...port.machine.timedPartitionIds(nowMs), ...port.machine.ttlPartitionIds()])
+        for (const id of ids) due.push({ port, id, nowMs })
+      }
+      const after = this.#cursor
+      this.#cursor = undefined
+      for (const { port, id, nowMs } of inTurn(due, after)) {
+        const ref = parsePartitionId(id)
+        if (!ref) continue
+        served = { groupId: port.groupId, id }
+        while (
+          ticked.length < TTL_TICKS_PER_ROUND_MAX &&
+          (port.machine.nextTimedMs(ref.queue, ref.index) <= nowMs ||
+            (await port.machine.ttlDue(ref.queue, ref.index, nowMs)))
+        ) {
+          const r = await port.propose({
+            type: 'apply',
+            queue: ref.queue,
+            partition: ref.index,
+            command: { type: 'tick' },
+          })
+          if (r.type !== 'applied' || r.result.type === 'rejected') break
+          ticked.push(`${port.groupId}:${id}`)
+        }
+        if (ticked.length >= TTL_TICKS_PER_ROUND_MAX) {
+          this.#cursor = served
+          return ticked
         }
       }
       return ticked
     } catch {
+      this.#cursor = served // lost leadership, a closed group: the next round begins after it
       return ticked
     } finally {
       this.#busy = false
