@@ -345,6 +345,11 @@ export class MqNode {
     )
     this.#transport = transport
     this.metrics.addSource('mq_peer', 'Peer transport (Raft messages)', () => ({ ...transport.stats }))
+    this.metrics.addGaugeSource(
+      'mq_peer_queued_bytes',
+      'Bytes of Raft messages (entries, snapshot chunks) waiting to be written to peers',
+      () => transport.queuedBytes,
+    )
     this.#raft = new RaftHost({
       transport: observedTransport(transport, this.metrics),
       durability: this.#store.durability,

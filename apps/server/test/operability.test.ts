@@ -72,6 +72,7 @@ describe('mq-server operability', () => {
     const before = await scrape()
     expect(sampleSum(before.samples, 'mq_raft_role', { group: '0', role: 'leader' })).toBe(1)
     expect(sampleSum(before.samples, 'mq_node_ready')).toBe(1)
+    expect(before.text).toMatch(/^mq_peer_queued_bytes\{node="n1"\} 0$/m) // one node: no peer
 
     const created = await callUntilOk(() =>
       call(

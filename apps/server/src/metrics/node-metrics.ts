@@ -191,6 +191,18 @@ export class NodeMetrics {
     }
   }
 
+  /** Exports a value kept elsewhere that goes up and down (e.g. bytes queued) as gauge `name`, read at each scrape. */
+  addGaugeSource(name: string, help: string, read: () => number): void {
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read())
+      },
+    })
+  }
+
   /** Times `applied` (a proposal's promise) into mq_raft_append_seconds; returns it unchanged. */
   timeAppend<T>(groupId: number, applied: Promise<T>): Promise<T> {
     const end = this.raftAppendSeconds.startTimer({ group: String(groupId) })
