@@ -56,6 +56,7 @@ import { Controller } from './host/controller'
 import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { DeadLetterForwarder } from './host/dead-letter-forwarder'
 import { DeadLetterLog } from './host/dead-letter-log'
+import { checkedEntry } from './host/entry-size'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { NodeFacts } from './host/node-facts'
@@ -680,7 +681,10 @@ export class MqNode {
     if (!this.#meta || !this.#raft) throw this.#metaLeaderHint()
     try {
       return (
-        await this.metrics.timeAppend(META_GROUP, this.#raft.propose(META_GROUP, encodeMetaCommand(command)))
+        await this.metrics.timeAppend(
+          META_GROUP,
+          this.#raft.propose(META_GROUP, checkedEntry(META_GROUP, encodeMetaCommand(command))),
+        )
       ).result as MetaResult
     } catch (error) {
       throw toWireError(error, META_GROUP, (id) => this.#addresses.get(id))
@@ -899,7 +903,10 @@ export class MqNode {
       propose: async (command) => {
         try {
           return (await (
-            await this.metrics.timeAppend(groupId, raft.propose(groupId, encodeDataCommand(command)))
+            await this.metrics.timeAppend(
+              groupId,
+              raft.propose(groupId, checkedEntry(groupId, encodeDataCommand(command))),
+            )
           ).result) as Awaited<ReturnType<DataGroupPort['propose']>>
         } catch (error) {
           throw toWireError(error, groupId, addressOf)

@@ -38,8 +38,8 @@ export interface PeerTransportOptions {
   /** Messages queued per destination at most; beyond it new messages are dropped. */
   readonly queueMax: number
   /**
-   * Bytes (of entries and snapshot chunks, `wireBytes`) queued per destination at most:
-   * beyond it a message that carries data is dropped, so a slow or stalled peer cannot make
+   * Bytes (of entries and snapshot chunks, `wireBytes`) queued per destination at most (one
+   * message of any size when nothing else waits): beyond it a message that carries data is dropped, so a slow or stalled peer cannot make
    * this node's memory grow (Raft's window frees a slot per heartbeat answer, so it does not
    * bound what waits here). Messages without data (heartbeats, votes, answers) still pass.
    */
@@ -179,9 +179,11 @@ export class PeerTransport implements Transport {
     }
     const bytes = wireBytes(message)
     const carriesData = message.entries.length > 0 || message.snapshot !== null
+    // An empty queue takes any message: one bigger than the byte bound alone (an entry near
+    // the node's ENTRY_BYTES_MAX) would otherwise never be sent, holding its group for good.
     if (
       out.queue.length >= this.#options.queueMax ||
-      (carriesData && out.bytes + bytes > this.#options.queueBytesMax)
+      (carriesData && out.bytes > 0 && out.bytes + bytes > this.#options.queueBytesMax)
     ) {
       this.stats.dropped++
       return

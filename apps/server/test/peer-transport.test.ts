@@ -172,6 +172,17 @@ describe('PeerTransport', () => {
     t.send(1, [heartbeat('b', 2)])
     expect(t.stats.dropped).toBe(21)
     t.close()
+    // One message bigger than the bound passes when nothing else waits: dropped every time,
+    // it would hold its group at that entry for good.
+    const alone = new PeerTransport(
+      { nodeId: 'a', token: '', resolve: (n) => addresses.get(n), queueBytesMax: 10 * MiB },
+      () => {},
+    )
+    alone.send(1, [app('b', 1, 12 * MiB)])
+    expect(alone.stats.dropped).toBe(0)
+    alone.send(1, [app('b', 2, MiB)])
+    expect(alone.stats.dropped).toBe(1)
+    alone.close()
   })
 
   it("moves a stream waiting for a peer that stopped reading to the peer's new address", async () => {

@@ -1,11 +1,18 @@
 import { CorruptRecordError, WriteFailedError } from '@mq/kv-storage'
 import {
   InternalError,
+  InvalidArgumentError,
   LimitExceededError,
   UnavailableError,
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
-import { HostStoppedError, NotLeaderError, OverloadedError } from '@mq/raft-core'
+import {
+  HostStoppedError,
+  NotLeaderError,
+  OverloadedError,
+  InvalidArgumentError as RaftInvalidArgument,
+} from '@mq/raft-core'
+import { InvalidArgumentError as QueueInvalidArgument } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
 import { toWireError } from './wire-errors'
 
@@ -32,5 +39,19 @@ describe('toWireError', () => {
       UnavailableError,
     )
     expect(toWireError(new Error('a bug'), 1, addressOf)).toBeInstanceOf(InternalError)
+  })
+
+  it('a request that can never succeed is INVALID_ARGUMENT, not retried, whoever found it', () => {
+    // Before: raft-core's became a retriable UNAVAILABLE (the SDK retried "nope is not a
+    // voter" until its deadline), weighted-queue's an INTERNAL error.
+    for (const found of [
+      new RaftInvalidArgument('nope is not a voter'),
+      new QueueInvalidArgument('not a non-negative safe integer: 9008995435981566'),
+    ]) {
+      const e = toWireError(found, 2, addressOf)
+      expect(e).toBeInstanceOf(InvalidArgumentError)
+      expect(e.retriable).toBe(false)
+      expect(e.message).toBe(`group 2: ${found.message}`)
+    }
   })
 })

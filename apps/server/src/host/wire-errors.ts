@@ -1,6 +1,7 @@
 import { CorruptRecordError, WriteFailedError } from '@mq/kv-storage'
 import {
   InternalError,
+  InvalidArgumentError,
   LimitExceededError,
   MqError,
   UnavailableError,
@@ -13,8 +14,8 @@ import { NotLeaderError, RaftError } from '@mq/raft-core'
  * not-leader becomes NOT_LEADER with the leader's address (so the client retries in one
  * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal, a stopped host, a failed
  * durable write (a full disk, say) or damaged data found by a read (the node stops; another
- * replica takes over) UNAVAILABLE (retriable),
- * anything else INTERNAL. MqErrors pass through.
+ * replica takes over) UNAVAILABLE (retriable), an error coded INVALID_ARGUMENT (of raft-core or
+ * weighted-queue) INVALID_ARGUMENT, anything else INTERNAL. MqErrors pass through.
  */
 export function toWireError(
   error: unknown,
@@ -51,6 +52,11 @@ export function toWireError(
       { groupId },
       { cause: error },
     )
+  }
+  // A request that can never succeed as written, found by the Raft runtime or a state
+  // machine's package (a delay past what a time can hold, say): not retriable, whatever threw it.
+  if (code === 'INVALID_ARGUMENT') {
+    return new InvalidArgumentError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
   }
   if (error instanceof RaftError || (error as { retriable?: unknown })?.retriable === true) {
     return new UnavailableError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
