@@ -21,6 +21,8 @@ describe('command codec', () => {
       [{ type: 'nack', leaseIds: [], delayMs: 300 }, '0104' + '00' + 'ac02'],
       [{ type: 'extend', leaseIds: ['7.2'], visibilityMs: 5 }, '0105' + '01' + '03372e32' + '05'],
       [{ type: 'redriveDead', max: 10 }, '01070a'],
+      [{ type: 'redriveDead', max: 10, restartTtl: true }, '01070a01'],
+      [{ type: 'tick', ttlWaiting: true }, '010601'],
       [{ type: 'purgeDead', max: 1 }, '010801'],
       [{ type: 'purgeDead', max: 1, through: 5 }, '01080105'],
       [{ type: 'purgeDead', max: 1, through: 5, after: 2 }, '0108010502'],
@@ -126,10 +128,12 @@ describe('command codec', () => {
       }),
       fc.record({ type: fc.constant('extend' as const), leaseIds: fc.array(names), visibilityMs: nat }),
       fc.constant({ type: 'tick' as const }),
+      fc.constant({ type: 'tick' as const, ttlWaiting: true }),
       fc.record({
         type: fc.constantFrom('redriveDead' as const, 'purgeDead' as const, 'purgeReady' as const),
         max: nat,
       }),
+      fc.record({ type: fc.constant('redriveDead' as const), max: nat, restartTtl: fc.constant(true) }),
       fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat }),
       fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat, after: nat }),
       fc.record({
@@ -152,7 +156,20 @@ describe('command codec', () => {
   })
 
   it('rejects malformed bytes with InvalidArgumentError', () => {
-    for (const bad of ['', '02', '0100', '01ff', '010264', '0106ff', '0103ffffffffffffffffff01', '010103']) {
+    for (const bad of [
+      '',
+      '02',
+      '0100',
+      '01ff',
+      '010264',
+      '0106ff',
+      '010600',
+      '01060101',
+      '01070a00',
+      '01070a0101',
+      '0103ffffffffffffffffff01',
+      '010103',
+    ]) {
       expect(() => decodeCommand(unhex(bad)), bad).toThrow(InvalidArgumentError)
     }
     expect(() => encodeCommand({ type: 'lease', consumerId: 'c', max: -1, visibilityMs: 1 })).toThrow(

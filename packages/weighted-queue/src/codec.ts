@@ -69,6 +69,8 @@ export function encodeCommand(cmd: Command): Uint8Array {
       w.varint(cmd.visibilityMs)
       break
     case CommandType.Tick:
+      // Trailing, only when set: a tick without it is the bytes of before.
+      if (cmd.ttlWaiting) w.u8(1)
       break
     case CommandType.PurgeDead:
       w.varint(cmd.max)
@@ -79,6 +81,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
       if (cmd.after !== undefined) w.varint(cmd.after)
       break
     case CommandType.RedriveDead:
+      w.varint(cmd.max)
+      // Trailing, only when set: a redrive without it is the bytes of before.
+      if (cmd.restartTtl) w.u8(1)
+      break
     case CommandType.PurgeReady:
       w.varint(cmd.max)
       break
@@ -159,7 +165,9 @@ export function decodeCommand(bytes: Uint8Array): Command {
       cmd = { type, leaseIds: decodeIds(r, bytes.length), visibilityMs: r.varint() }
       break
     case CommandType.Tick:
-      cmd = { type }
+      if (r.done) cmd = { type }
+      else if (r.u8() === 1) cmd = { type, ttlWaiting: true }
+      else throw new InvalidArgumentError('malformed tick: ttlWaiting flag')
       break
     case CommandType.PurgeDead: {
       const max = r.varint()
@@ -170,7 +178,13 @@ export function decodeCommand(bytes: Uint8Array): Command {
       }
       break
     }
-    case CommandType.RedriveDead:
+    case CommandType.RedriveDead: {
+      const max = r.varint()
+      if (r.done) cmd = { type, max }
+      else if (r.u8() === 1) cmd = { type, max, restartTtl: true }
+      else throw new InvalidArgumentError('malformed redriveDead: restartTtl flag')
+      break
+    }
     case CommandType.PurgeReady:
       cmd = { type, max: r.varint() }
       break

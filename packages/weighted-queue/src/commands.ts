@@ -89,14 +89,34 @@ export interface ExtendCommand {
   /** The new deadline is now + visibilityMs. */
   readonly visibilityMs: number
 }
-/** Only the time-driven work: expire leases, release due delayed messages, drop old dedup entries. */
+/**
+ * Only the time-driven work: expire leases, release due delayed messages, drop old dedup
+ * entries, delete the ready messages that outlived the message TTL at the head of each weight.
+ */
 export interface TickCommand {
   readonly type: typeof CommandType.Tick
+  /**
+   * The message TTL also reaches the lines of ordered keys in this apply: a key's turn that
+   * passes to a waiting message that has outlived it (and is due) deletes that one and goes on
+   * down the line, at most `expiryBatchMax` messages per apply with those the tick deletes
+   * from the heads of the weights. Without it, the turn goes to the next in line, outlived or
+   * not, one per key per apply (as every tick written before it existed). Encoded only when
+   * set: a replica of an earlier version cannot read it (a format level).
+   */
+  readonly ttlWaiting?: boolean
 }
 /** Moves up to `max` dead-lettered messages (oldest first) back to the tail of their weight. */
 export interface RedriveDeadCommand {
   readonly type: typeof CommandType.RedriveDead
   readonly max: number
+  /**
+   * The redriven messages' message TTL counts from this redrive, not from their enqueue (their
+   * `enqueuedAtMs` stays as it was): a redrive of dead letters older than the TTL delivers
+   * them instead of deleting them. Without it, the TTL counts from the enqueue (as every
+   * redrive written before it existed). Encoded only when set: a replica of an earlier version
+   * cannot read it, nor the message records it writes (a format level).
+   */
+  readonly restartTtl?: boolean
 }
 /**
  * Deletes up to `max` dead-lettered messages, oldest first; with `through` (and `after`), only

@@ -44,9 +44,10 @@ export interface QueueConfig {
    */
   readonly configVersion: number
   /**
-   * How long a message may wait to be delivered, from its enqueue: once older, a ready message
-   * is deleted instead of leased (at a lease that reaches it, or by a `tick` that finds it at
-   * the head of its weight). 0 = messages wait until consumed.
+   * How long a message may wait to be delivered, from its enqueue (or from a redrive with
+   * `restartTtl`): once older, a ready message is deleted instead of leased (at a lease that
+   * reaches it, or by a `tick` that finds it at the head of its weight, or as its ordered key's
+   * turn comes to it in a tick with `ttlWaiting`). 0 = messages wait until consumed.
    */
   readonly messageTtlMs: number
   /**

@@ -198,6 +198,14 @@ export class QueuePartition {
   private departed: [id: number, key: Uint8Array][] = []
   /** Turns handed on during the current apply (Applied.turnsPassed). */
   private turnsPassed = 0
+  /**
+   * Messages the message TTL may still delete in the current apply (expiryBatchMax at its
+   * start): the heads of the weights by a tick, and waiting messages as their turn comes when
+   * the tick asks for it (ttlWaiting).
+   */
+  private ttlBudget = 0
+  /** Whether the current apply deletes outlived waiting messages as their turn comes (TickCommand.ttlWaiting). */
+  private ttlWaiting = false
 
   private constructor(
     reader: KvReader,
@@ -258,9 +266,11 @@ export class QueuePartition {
       p.deadTotal += r.dead
       passes.push([w, r.passNum])
     }
-    p.scheduler.restore({ passes, virtualNum: st.virtualNum, virtualDen: st.virtualDen })
-    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) if ((p.ready[w] as number) > 0) p.scheduler.activate(w)
-    p.scheduler.takeDirty()
+    // The weights with ready messages are backlogged with their passes as stored: what a
+    // replica that never restarted holds in memory (a snapshot install opens here too).
+    const backlogged: number[] = []
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) if ((p.ready[w] as number) > 0) backlogged.push(w)
+    p.scheduler.restore({ passes, virtualNum: st.virtualNum, virtualDen: st.virtualDen }, backlogged)
     p.nextDeadlineMs = await p.firstTime(KeyTag.LeaseDeadline)
     p.nextDueMs = await p.firstTime(KeyTag.Delayed)
     p.nextExpiryMs = await p.firstTime(KeyTag.Expiry)
@@ -295,6 +305,8 @@ export class QueuePartition {
     this.generation++
     this.ops = []
     this.turnsPassed = 0
+    this.ttlBudget = this.configValue.expiryBatchMax
+    this.ttlWaiting = command.type === CommandType.Tick && command.ttlWaiting === true
     this.overlay.track(this.generation, this.ops)
     try {
       const now = Math.max(nowMs, this.st.lastNowMs)
@@ -471,7 +483,7 @@ export class QueuePartition {
         await this.expireTtl(now)
         return { type: 'tick' }
       case CommandType.RedriveDead:
-        return { type: 'redriveDead', ids: await this.redrive(cmd.max) }
+        return { type: 'redriveDead', ids: await this.redrive(cmd.max, cmd.restartTtl === true, now) }
       case CommandType.PurgeDead:
         return { type: 'purgeDead', ids: await this.purge(cmd.max, cmd.through, cmd.after) }
       case CommandType.PurgeReady:
@@ -623,6 +635,7 @@ export class QueuePartition {
         group: 0,
         inlineBody: inline ? blob : undefined,
         orderKey: turns !== undefined && m.key !== undefined ? utf8(m.key) : undefined,
+        ttlFromMs: undefined,
       }
       const dueMs = m.notBeforeMs !== undefined && m.notBeforeMs > now ? m.notBeforeMs : 0
       if (!this.takeTurn(id, meta, dueMs, turns)) {
@@ -958,7 +971,8 @@ export class QueuePartition {
     }
   }
 
-  private async redrive(max: number): Promise<number[]> {
+  /** Redrives up to `max` dead letters; with `restartTtl` their message TTL counts from `now`. */
+  private async redrive(max: number, restartTtl: boolean, now: number): Promise<number[]> {
     checkInt('redrive max', max, 1, this.configValue.leaseBatchMax)
     const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
     const ids = entries.map(([, v]) => idOf(v))
@@ -975,7 +989,10 @@ export class QueuePartition {
       this.del(k)
       this.dead[meta.weight] = (this.dead[meta.weight] as number) - 1
       this.deadTotal--
+      // Its weight's record is written also when it waits behind its key (not ready anywhere).
+      this.dirtyWeights.add(meta.weight)
       meta.attempts = 0
+      if (restartTtl) meta.ttlFromMs = now
       if (!this.takeTurn(id, meta, 0, turns)) this.toReady(id, meta, ReadyBand.Fresh)
     })
     if (turns !== undefined) this.writeTurns(turns)
@@ -1144,27 +1161,29 @@ export class QueuePartition {
     }
   }
 
-  /** Whether a ready message has outlived the message TTL at `now` (never with no TTL). */
+  /**
+   * Whether a message has outlived the message TTL at `now` (never with no TTL): counted from
+   * its enqueue, or from the redrive that restarted it.
+   */
   private outlived(meta: MessageMeta, now: number): boolean {
     const ttl = this.configValue.messageTtlMs
-    return ttl > 0 && meta.enqueuedAtMs + ttl <= now
+    return ttl > 0 && (meta.ttlFromMs ?? meta.enqueuedAtMs) + ttl <= now
   }
 
   /**
    * Deletes the ready messages that outlived the message TTL from the head of each weight (a
    * `tick`'s work): each weight's run of them up to its first younger message, at most
-   * `expiryBatchMax` in all. One that a younger message precedes (back from a lease, or
-   * delayed) goes when it reaches the head, or at the lease that reaches it.
+   * `expiryBatchMax` in all (the apply's ttlBudget). One that a younger message precedes (back
+   * from a lease, or delayed) goes when it reaches the head, or at the lease that reaches it.
    */
   private async expireTtl(now: number): Promise<void> {
     if (this.configValue.messageTtlMs === 0) return
-    let budget = this.configValue.expiryBatchMax
-    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && budget > 0; w++) {
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && this.ttlBudget > 0; w++) {
       const ready = this.ready[w] as number
       if (ready === 0) continue
       const head = await this.readyHead(w, 1)
       if (!this.outlived(head.metas[0] as MessageMeta, now)) continue
-      const run = await this.readyHead(w, Math.min(ready, budget))
+      const run = await this.readyHead(w, Math.min(ready, this.ttlBudget))
       let n = 0
       while (n < run.entries.length && this.outlived(run.metas[n] as MessageMeta, now)) n++
       this.raiseReadyFloor(w, (run.entries[n - 1] as KeyValue)[0])
@@ -1180,7 +1199,7 @@ export class QueuePartition {
       this.st.discarded += n
       this.ready[w] = ready - n
       if (this.ready[w] === 0) this.scheduler.deactivate(w)
-      budget -= n
+      this.ttlBudget -= n
     }
   }
 
@@ -1484,15 +1503,18 @@ export class QueuePartition {
    * Hands the turn of each departed message's key to the first message in its line (a point
    * read: the turn record says where the line starts): due (its not-before time passed) it
    * joins the tail of its weight, else it is delayed until then; a key with nobody in line
-   * loses its turn record. A key departs at most once per phase (only its turn's holder can
-   * depart, and no turn passes before the phase ends).
+   * loses its turn record. In a tick with `ttlWaiting`, a due one that outlived the message
+   * TTL is deleted instead and the turn goes on down the line, while the apply's ttlBudget
+   * lasts (the lines are walked a step at a time, one read per step for every key still
+   * passing). A key departs at most once per phase (only its turn's holder can depart, and no
+   * turn passes before the phase ends).
    */
   private async passTurns(now: number): Promise<void> {
     const departed = this.departed
     this.departed = []
     const turns = await this.readTurns(departed.map(([, name]) => name))
     invariant(turns.size === departed.length, 'a key departs at most once per phase')
-    const passing: Turn[] = []
+    let passing: Turn[] = []
     for (const [id, name] of departed) {
       const turn = turns.get(TEXT.decode(name))
       invariant(turn !== undefined && turn.holder === id, `message ${id} holds its key's turn`)
@@ -1500,52 +1522,74 @@ export class QueuePartition {
       if (turn.head < turn.tail) passing.push(turn)
       else turn.holder = 0 // nobody in line: writeTurns deletes it
     }
-    const heads = passing.map((t) => this.keys.keyWaiting(t.name, t.head))
-    const got = await this.overlay.getMany(heads)
-    const { ids, metas } = await this.messagesIn(
-      got.map((b, i) => {
-        invariant(b, `the head of a key's line is stored (${passing[i]?.holder})`)
-        return b
-      }),
-    )
-    passing.forEach((turn, i) => {
-      const id = ids[i] as number
-      const meta = metas[i] as MessageMeta
-      invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
-      this.del(heads[i] as Uint8Array)
-      this.st.waiting--
-      this.turnsPassed++
-      turn.holder = id
-      turn.head++
-      if (meta.slot > now) this.toDelayed(id, meta, meta.slot)
-      else this.toReady(id, meta, ReadyBand.Fresh)
-    })
+    while (passing.length > 0) {
+      const heads = passing.map((t) => this.keys.keyWaiting(t.name, t.head))
+      const got = await this.overlay.getMany(heads)
+      const { ids, metas } = await this.messagesIn(
+        got.map((b, i) => {
+          invariant(b, `the head of a key's line is stored (${passing[i]?.holder})`)
+          return b
+        }),
+      )
+      const onward: Turn[] = []
+      passing.forEach((turn, i) => {
+        const id = ids[i] as number
+        const meta = metas[i] as MessageMeta
+        invariant(meta.state === MessageState.Waiting, `message ${id} waits for its key's turn`)
+        this.st.waiting--
+        turn.head++
+        if (this.ttlWaiting && this.ttlBudget > 0 && meta.slot <= now && this.outlived(meta, now)) {
+          // Never delivered now: deleted, and the turn goes on to the next in line.
+          this.deleteMessage(heads[i] as Uint8Array, id, meta)
+          this.st.discarded++
+          this.ttlBudget--
+          if (turn.head < turn.tail) onward.push(turn)
+          else turn.holder = 0
+          return
+        }
+        this.del(heads[i] as Uint8Array)
+        this.turnsPassed++
+        turn.holder = id
+        if (meta.slot > now) this.toDelayed(id, meta, meta.slot)
+        else this.toReady(id, meta, ReadyBand.Fresh)
+      })
+      passing = onward
+    }
     this.writeTurns(turns)
   }
 
-  /** The stored turns of the ordered keys `names` (UTF-8), by key; free keys are absent. */
+  /**
+   * The stored turns of the ordered keys `names` (UTF-8), by key, in the order the keys first
+   * appear in `names` whatever the cache holds (writeTurns writes them in this order, so every
+   * replica's ops come in one order); free keys are absent.
+   */
   private async readTurns(names: readonly Uint8Array[]): Promise<Turns> {
     const distinct = new Map<string, Uint8Array>()
     for (const name of names) distinct.set(TEXT.decode(name), name)
-    const turns: Turns = new Map()
+    const records = new Map<string, readonly [number, number, number] | null | undefined>()
     const missing: string[] = []
-    for (const [label, name] of distinct) {
+    for (const label of distinct.keys()) {
       const cached = this.turnRecords.get(label)
+      records.set(label, cached)
       if (cached === undefined) missing.push(label)
-      else if (cached !== null) turns.set(label, turnOf(name, cached))
     }
-    if (missing.length === 0) return turns
-    const got = await this.overlay.getMany(
-      missing.map((l) => this.keys.keyTurn(distinct.get(l) as Uint8Array)),
-    )
-    missing.forEach((label, i) => {
-      const b = got[i]
-      const list = b === undefined ? undefined : decodeIdList(b)
-      invariant(list === undefined || list.length === 3, 'turn record decodes')
-      const record = list === undefined ? null : (list as unknown as readonly [number, number, number])
-      this.turnRecords.set(label, record)
-      if (record !== null) turns.set(label, turnOf(distinct.get(label) as Uint8Array, record))
-    })
+    if (missing.length > 0) {
+      const got = await this.overlay.getMany(
+        missing.map((l) => this.keys.keyTurn(distinct.get(l) as Uint8Array)),
+      )
+      missing.forEach((label, i) => {
+        const b = got[i]
+        const list = b === undefined ? undefined : decodeIdList(b)
+        invariant(list === undefined || list.length === 3, 'turn record decodes')
+        const record = list === undefined ? null : (list as unknown as readonly [number, number, number])
+        this.turnRecords.set(label, record)
+        records.set(label, record)
+      })
+    }
+    const turns: Turns = new Map()
+    for (const [label, record] of records) {
+      if (record) turns.set(label, turnOf(distinct.get(label) as Uint8Array, record))
+    }
     return turns
   }
 

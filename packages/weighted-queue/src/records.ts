@@ -44,6 +44,11 @@ export interface MessageMeta {
    * what a message that leaves for good hands its key's turn on by.
    */
   orderKey: Uint8Array | undefined
+  /**
+   * When the message TTL counts from, if not from `enqueuedAtMs`: the time of the redrive that
+   * restarted it (`restartTtl`); else undefined.
+   */
+  ttlFromMs: number | undefined
 }
 
 /** Encoded bodies up to this size live inside the message record. */
@@ -62,10 +67,16 @@ function writeMeta(w: ByteWriter, m: MessageMeta): ByteWriter {
     .varint(m.slot)
     .u8(m.band)
     .varint(m.group)
-  // Flags: 1 = an inline body follows (the rest), 2 = an order key comes first. A record
-  // without an order key is the bytes of before it existed.
-  w.u8((m.inlineBody === undefined ? 0 : 1) | (m.orderKey === undefined ? 0 : 2))
+  // Flags: 1 = an inline body follows (the rest), 2 = an order key comes first, 4 = the TTL's
+  // start comes next. A record without an order key or a TTL start is the bytes of before
+  // they existed (a replica of an earlier version cannot read one with them).
+  w.u8(
+    (m.inlineBody === undefined ? 0 : 1) |
+      (m.orderKey === undefined ? 0 : 2) |
+      (m.ttlFromMs === undefined ? 0 : 4),
+  )
   if (m.orderKey !== undefined) w.bytes(m.orderKey)
+  if (m.ttlFromMs !== undefined) w.varint(m.ttlFromMs)
   if (m.inlineBody !== undefined) w.raw(m.inlineBody)
   return w
 }
@@ -87,11 +98,13 @@ function readMeta(r: ByteReader): MessageMeta {
     group: r.varint(),
     inlineBody: undefined,
     orderKey: undefined,
+    ttlFromMs: undefined,
   }
   const flags = r.u8()
   if ((flags & 2) !== 0) m.orderKey = r.bytes()
+  if ((flags & 4) !== 0) m.ttlFromMs = r.varint()
   if ((flags & 1) !== 0) m.inlineBody = r.rest()
-  invariant(r.done && flags <= 3 && m.state <= MessageState.Waiting, 'message meta decodes')
+  invariant(r.done && flags <= 7 && m.state <= MessageState.Waiting, 'message meta decodes')
   return m
 }
 

@@ -63,12 +63,26 @@ export class WeightedScheduler {
     return this.heap.length
   }
 
-  /** Loads replicated state; only valid before any weight is activated. */
-  restore(state: SchedulerState): void {
+  /**
+   * Loads replicated state exactly as stored: the passes, V, and the weights that were
+   * backlogged (`backlogged`, each at most once), which re-enter the heap with their stored
+   * passes. Unlike `activate`, nothing is raised to V and nothing is marked dirty: raising a
+   * pass is a decision, made only inside an apply, where every replica makes it (in strict mode
+   * a starved weight legitimately keeps a pass below V; raising it here, on a restart, made the
+   * restarted replica decide differently from the others once the queue was fair again).
+   * Only valid before any weight is activated.
+   */
+  restore(state: SchedulerState, backlogged: readonly number[] = []): void {
     invariant(this.heap.length === 0, 'restore before activation')
     for (const [w, m] of state.passes) this.passNum[w] = m
     this.vNum = state.virtualNum
     this.vDen = state.virtualDen
+    for (const w of backlogged) {
+      invariant(!this.isBacklogged(w), `restore of weight ${w} backlogged once`)
+      this.heapPos[w] = this.heap.length
+      this.heap.push(w)
+      this.siftUp(this.heap.length - 1)
+    }
   }
 
   /** The replicated state. Passes of weights never scheduled (0) are left out. */
@@ -181,11 +195,16 @@ export class WeightedScheduler {
     this.vDen = mark.vDen
   }
 
-  /** Switches mode. Entering fair mode lifts lagging passes to V, so strict mode's losers do not burst. */
+  /**
+   * Switches mode. Entering fair mode lifts lagging passes to V, so strict mode's losers do not
+   * burst. The weights are re-activated in ascending order, not in the heap's (which depends on
+   * the order they were activated or restored in), so the passes come out dirty in one order on
+   * every replica.
+   */
   setMode(mode: SchedulingMode): void {
     if (mode === this.modeValue) return
     this.modeValue = mode
-    const weights = [...this.heap]
+    const weights = [...this.heap].sort((a, b) => a - b)
     for (const w of weights) this.deactivate(w)
     for (const w of weights) this.activate(w)
   }

@@ -44,20 +44,30 @@ export class LaggedQueue {
   private pendingOps: BatchOp[] = []
   private pendingGeneration = 0
   private unflushed = 0
+  /** The ops of the last apply, as it returned them. */
+  lastOps: readonly BatchOp[] = []
 
   private constructor(
     readonly engine: Engine,
     readonly prefix: Uint8Array,
     public partition: QueuePartition,
     private readonly flushEvery: number,
+    private readonly config: Partial<QueueConfig>,
   ) {}
 
   static async open(engine: Engine, prefix: Uint8Array, config: Partial<QueueConfig>, flushEvery: number) {
-    return new LaggedQueue(engine, prefix, await QueuePartition.open(engine, prefix, config), flushEvery)
+    return new LaggedQueue(
+      engine,
+      prefix,
+      await QueuePartition.open(engine, prefix, config),
+      flushEvery,
+      config,
+    )
   }
 
   async apply(cmd: Command, nowMs: number): Promise<CommandResult> {
     const a = await this.partition.apply(cmd, nowMs)
+    this.lastOps = a.ops
     this.pendingOps.push(...a.ops)
     this.pendingGeneration = a.generation
     if (++this.unflushed >= this.flushEvery) await this.flush()
@@ -71,10 +81,13 @@ export class LaggedQueue {
     this.unflushed = 0
   }
 
-  /** Flushes, then reopens the partition from the engine alone (as after a restart). */
+  /**
+   * Flushes, then reopens the partition from the engine alone (as after a restart: caches and
+   * in-memory bounds gone). The config it was opened with applies only if none is stored yet.
+   */
   async reopen(): Promise<void> {
     await this.flush()
-    this.partition = await QueuePartition.open(this.engine, this.prefix)
+    this.partition = await QueuePartition.open(this.engine, this.prefix, this.config)
   }
 }
 

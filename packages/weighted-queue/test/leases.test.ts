@@ -863,4 +863,34 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await q.stats(9000)).messages).toBe(1)
     expect(await q.ttlDue(9000)).toBe(false)
   })
+
+  it("restarts a redriven message's TTL at the redrive (restartTtl), keeping its enqueue time", async () => {
+    const q = await queue({ messageTtlMs: 1000, maxDeliveries: 1 })
+    await enqueue(q, 0, { body: text('a') }, { body: text('b') }, { body: text('c') })
+    expect(await lease(q, 0, 3, 20)).toHaveLength(3)
+    await q.apply({ type: 'tick' }, 20) // all three die at their deadline, 20 ms old
+    expect(q.deadCount()).toBe(3)
+    await q.apply({ type: 'configure', config: { maxDeliveries: 3 } }, 21)
+    // An operator redrives old dead letters 5 s later: each has the whole TTL again.
+    expect(idsOf(await q.apply({ type: 'redriveDead', max: 2, restartTtl: true }, 5000))).toEqual([1, 2])
+    const back = await lease(q, 5000, 1, 100)
+    expect(back.map((l) => [l.messageId, l.enqueuedAtMs, l.deliveryCount])).toEqual([[1, 0, 2]])
+    await q.apply({ type: 'tick' }, 5100) // its lease expires: ready again, from its record
+    const r = await queue() // and the TTL's start survives a reopen
+    expect((await r.listReady(10)).map((m) => [m.messageId, m.enqueuedAtMs])).toEqual([
+      [1, 0],
+      [2, 0],
+    ])
+    expect(await r.ttlDue(5999)).toBe(false)
+    await r.apply({ type: 'tick' }, 5999)
+    expect((await r.stats(5999)).counters.discarded).toBe(0)
+    expect(await r.ttlDue(6000)).toBe(true)
+    await r.apply({ type: 'tick' }, 6000)
+    expect((await r.stats(6000)).counters.discarded).toBe(2)
+    // A redrive without the flag (as every entry written before it existed) decides as before:
+    // the TTL counts from the enqueue, so the lease that reaches message 3 deletes it.
+    expect(idsOf(await r.apply({ type: 'redriveDead', max: 2 }, 6001))).toEqual([3])
+    expect(await lease(r, 6002)).toEqual([])
+    expect((await r.stats(6002)).counters.discarded).toBe(3)
+  })
 })

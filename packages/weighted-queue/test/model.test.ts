@@ -2,7 +2,7 @@ import * as fc from 'fast-check'
 import { afterAll, describe, it } from 'vitest'
 import { ENGINES, LaggedQueue } from './harness'
 import { ModelQueue } from './model'
-import { CONFIG, type Step, steps, tally, type World } from './steps'
+import { CONFIG, type ReopenStep, reopenStep, type Step, steps, tally, type World } from './steps'
 
 afterAll(() => {
   if (process.env.WQ_DEBUG) console.log([...tally].sort((a, b) => b[1] - a[1]).slice(0, 400))
@@ -25,7 +25,10 @@ describe.each(ENGINES)(
       async (flushEvery, orderedKeys, messageTtlMs, retryBackoffMinMs) => {
         await fc.assert(
           fc.asyncProperty(
-            fc.commands(steps as fc.Arbitrary<Step>[], { maxCommands: 80, size: 'large' }),
+            fc.commands([...(steps as fc.Arbitrary<Step | ReopenStep>[]), reopenStep], {
+              maxCommands: 80,
+              size: 'large',
+            }),
             async (cmds) => {
               const { engine, dispose } = await open()
               try {

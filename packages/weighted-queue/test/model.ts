@@ -35,6 +35,8 @@ interface ModelMessage {
   readonly headers: Readonly<Record<string, string>>
   readonly key: string | undefined
   readonly enqueuedAtMs: number
+  /** When the TTL counts from if not from the enqueue: the redrive that restarted it. */
+  ttlFromMs: number | undefined
   state: State
   deliveries: number
   attempts: number
@@ -82,9 +84,15 @@ export class ModelQueue {
   /** Every lease id ever handed out, for command generators. */
   readonly issuedLeaseIds: string[] = []
 
+  /** Messages the TTL may still delete in this apply (heads by a tick, lines with ttlWaiting). */
+  private ttlBudget = 0
+  private ttlWaiting = false
+
   apply(cmd: Command, nowMs: number): CommandResult {
     const now = Math.max(nowMs, this.lastNowMs)
     this.lastNowMs = now
+    this.ttlBudget = this.config.expiryBatchMax
+    this.ttlWaiting = cmd.type === 'tick' && cmd.ttlWaiting === true
     this.expire(now)
     try {
       const result = this.execute(cmd, now)
@@ -129,14 +137,29 @@ export class ModelQueue {
     if (this.ordered(m)) this.departed.push(m)
   }
 
+  /**
+   * Each departed key's turn goes to its first in line; in a tick with ttlWaiting one that is
+   * due and outlived is deleted instead, while the budget lasts, and the key goes on in the
+   * next round (the keys take turns: one step down each line per round).
+   */
   private passTurns(now: number): void {
-    for (const gone of this.departed.splice(0)) {
-      const next = [...this.messages.values()]
-        .filter((m) => m.state === 'waiting' && m.key === gone.key)
-        .sort((a, b) => a.order - b.order)[0]
-      if (!next) continue
-      if (next.dueMs > now) next.state = 'delayed'
-      else this.toReady(next, 1)
+    let keys = this.departed.splice(0).map((m) => m.key)
+    while (keys.length > 0) {
+      const onward: (string | undefined)[] = []
+      for (const key of keys) {
+        const next = [...this.messages.values()]
+          .filter((m) => m.state === 'waiting' && m.key === key)
+          .sort((a, b) => a.order - b.order)[0]
+        if (!next) continue
+        if (this.ttlWaiting && this.ttlBudget > 0 && next.dueMs <= now && this.outlived(next, now)) {
+          this.messages.delete(next.id)
+          this.counters.discarded++
+          this.ttlBudget--
+          onward.push(key)
+        } else if (next.dueMs > now) next.state = 'delayed'
+        else this.toReady(next, 1)
+      }
+      keys = onward
     }
   }
 
@@ -148,7 +171,7 @@ export class ModelQueue {
   }
 
   private outlived(m: ModelMessage, now: number): boolean {
-    return this.config.messageTtlMs > 0 && m.enqueuedAtMs + this.config.messageTtlMs <= now
+    return this.config.messageTtlMs > 0 && (m.ttlFromMs ?? m.enqueuedAtMs) + this.config.messageTtlMs <= now
   }
 
   /**
@@ -327,6 +350,7 @@ export class ModelQueue {
             headers: { ...(m.headers ?? {}) },
             key: m.key,
             enqueuedAtMs: now,
+            ttlFromMs: undefined,
             state: 'ready',
             deliveries: 0,
             attempts: 0,
@@ -463,17 +487,17 @@ export class ModelQueue {
       case 'tick': {
         // Each weight's head run of messages past the TTL, expiryBatchMax in all.
         if (cfg.messageTtlMs === 0) return { type: 'tick' }
-        let budget = cfg.expiryBatchMax
-        for (let w = 1; w <= 1000 && budget > 0; w++) {
+        for (let w = 1; w <= 1000 && this.ttlBudget > 0; w++) {
           const ready = this.readyOf(w)
           let n = 0
-          while (n < Math.min(ready.length, budget) && this.outlived(ready[n] as ModelMessage, now)) n++
+          while (n < Math.min(ready.length, this.ttlBudget) && this.outlived(ready[n] as ModelMessage, now))
+            n++
           for (const m of ready.slice(0, n)) {
             this.messages.delete(m.id)
             this.depart(m)
           }
           this.counters.discarded += n
-          budget -= n
+          this.ttlBudget -= n
           if (n > 0 && this.readyCount(w) === 0) this.backlogged.delete(w)
         }
         return { type: 'tick' }
@@ -496,6 +520,7 @@ export class ModelQueue {
           if (cmd.type === 'purgeDead') this.messages.delete(m.id)
           else {
             m.attempts = 0
+            if (cmd.type === 'redriveDead' && cmd.restartTtl === true) m.ttlFromMs = now
             this.arrive(m, 0, now)
           }
         }

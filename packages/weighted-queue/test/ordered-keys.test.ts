@@ -97,6 +97,51 @@ describe.each(ENGINES)('ordered keys on $name', ({ open }) => {
     expect(l3 && bodyOf(l3)).toBe('k3')
   })
 
+  it('deletes a line of outlived messages at the tick that finds its holder outlived (ttlWaiting)', async () => {
+    const q = await queue({ messageTtlMs: 1000 })
+    const line = Array.from({ length: 50 }, (_, i) => msg(`k${i}`, 'k'))
+    await enqueue(q, 1000, ...line)
+    await enqueue(q, 1500, msg('young', 'k'), msg('other', 'o'))
+    expect((await q.partition.stats(1000)).waiting).toBe(50)
+    await q.apply({ type: 'tick', ttlWaiting: true }, 2000)
+    const stats = await q.partition.stats(2000)
+    expect(stats.counters.discarded).toBe(50)
+    expect(stats.waiting).toBe(0)
+    // The first one in line not outlived takes the turn, at the tail of its weight.
+    expect((await lease(q, 2001)).map(bodyOf)).toEqual(['other', 'young'])
+    expect(await tagged(KeyTag.KeyWaiting)).toEqual([])
+  })
+
+  it('deletes at most expiryBatchMax outlived messages per tick, down the line included', async () => {
+    const q = await queue({ messageTtlMs: 1000, expiryBatchMax: 10 })
+    await enqueue(q, 1000, ...Array.from({ length: 50 }, (_, i) => msg(`k${i}`, 'k')))
+    for (let t = 1; t <= 5; t++) {
+      await q.apply({ type: 'tick', ttlWaiting: true }, 2000 + t)
+      const stats = await q.partition.stats(2000 + t)
+      expect(stats.counters.discarded).toBe(10 * t)
+      // Past the bound the turn goes on as before: to the next in line, outlived or not.
+      expect(stats.messages).toBe(50 - 10 * t)
+    }
+    expect(await tagged(KeyTag.KeyTurn)).toEqual([])
+    // Without the flag (ticks written before it existed) a tick hands the turn on as before.
+    await enqueue(q, 3000, msg('a', 'k'), msg('b', 'k'), msg('c', 'k'))
+    await q.apply({ type: 'tick' }, 4500)
+    expect((await q.partition.stats(4500)).messages).toBe(2)
+  })
+
+  it('stores the dead count a redrive behind a held turn leaves (a reopen reads it back)', async () => {
+    const q = await queue({ maxDeliveries: 1 })
+    await enqueue(q, 1000, msg('k1', 'k'))
+    await lease(q, 1000, 10, 10)
+    await enqueue(q, 1010, msg('k2', 'k')) // k1 dies at 1010 first: k2 takes the free turn
+    expect(q.deadCount()).toBe(1)
+    await q.apply({ type: 'redriveDead', max: 10 }, 1011) // k1 waits behind k2
+    expect(q.deadCount()).toBe(0)
+    const reopened = await queue()
+    expect(reopened.deadCount()).toBe(0)
+    expect(await reopened.stats(1012)).toEqual(await q.stats(1012))
+  })
+
   it('purges waiting messages first, then ready ones; leaves no turn behind', async () => {
     const q = await queue()
     await enqueue(q, 1000, msg('a1', 'a'), msg('a2', 'a'), msg('a3', 'a'), msg('b1', 'b'), msg('b2', 'b'))
@@ -173,6 +218,7 @@ describe('ordered keys in records', () => {
       group: 0,
       inlineBody: Uint8Array.of(1, 2, 3),
       orderKey: undefined,
+      ttlFromMs: undefined,
     }
     const plain = encodeMeta(meta)
     expect(plain.at(-4)).toBe(1) // the inline flag of before
@@ -181,5 +227,15 @@ describe('ordered keys in records', () => {
     expect(decodeMeta(encodeMeta(keyed))).toEqual(keyed)
     const noBody = { ...keyed, inlineBody: undefined }
     expect(decodeMeta(encodeMeta(noBody))).toEqual(noBody)
+    // A redrive's TTL start (restartTtl): flag 4, its varint after the key, before the body.
+    const redriven = { ...keyed, ttlFromMs: 300 }
+    const bytes = encodeMeta(redriven)
+    expect(Array.from(bytes.subarray(-9))).toEqual([1 | 2 | 4, 2, 0xc3, 0xbc, 0xac, 0x02, 1, 2, 3])
+    expect(decodeMeta(bytes)).toEqual(redriven)
+    for (const m of [
+      { ...redriven, orderKey: undefined },
+      { ...redriven, inlineBody: undefined },
+    ])
+      expect(decodeMeta(encodeMeta(m))).toEqual(m)
   })
 })

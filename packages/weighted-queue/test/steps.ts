@@ -64,16 +64,40 @@ export class Step implements fc.AsyncCommand<World, World> {
     }
     expect(got, `${this.label} at ${w.nowMs}`).toEqual(want)
     w.model.checkTurns()
-    expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
-    expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
-    expect(await w.real.partition.listReady(12)).toEqual(w.model.listReady(12))
-    const stats = w.model.stats(w.nowMs)
-    expect(w.real.partition.deadCount()).toBe(stats.weights.reduce((n, x) => n + x.dead, 0))
+    await compareReads(w)
   }
   toString(): string {
     return `${this.label}+${this.dtMs}ms`
   }
 }
+
+/** What the partition answers between applies (stats, listings, dead count) against the model. */
+async function compareReads(w: World): Promise<void> {
+  expect(await w.real.partition.stats(w.nowMs)).toEqual(w.model.stats(w.nowMs))
+  expect(await w.real.partition.listDead(10)).toEqual(w.model.listDead(10))
+  expect(await w.real.partition.listReady(12)).toEqual(w.model.listReady(12))
+  const stats = w.model.stats(w.nowMs)
+  expect(w.real.partition.deadCount()).toBe(stats.weights.reduce((n, x) => n + x.dead, 0))
+}
+
+/**
+ * A restart: the partition is opened again from its engine (caches, floors and the scheduler
+ * rebuilt from what is stored) and must go on exactly as the model, which never restarts.
+ */
+export class ReopenStep implements fc.AsyncCommand<World, World> {
+  check(): boolean {
+    return true
+  }
+  async run(_: World, w: World): Promise<void> {
+    await w.real.reopen()
+    await compareReads(w)
+  }
+  toString(): string {
+    return 'reopen'
+  }
+}
+
+export const reopenStep: fc.Arbitrary<ReopenStep> = fc.constant(new ReopenStep())
 
 const dt = fc.oneof(
   { weight: 12, arbitrary: fc.integer({ min: 0, max: 15 }) },
@@ -220,12 +244,30 @@ const [
       ({ dt, refs, vis }) =>
         new Step('extend', dt, (m) => ({ type: 'extend', leaseIds: pickIds(refs, m), visibilityMs: vis })),
     ),
-  dt.map((d) => new Step('tick', d, () => ({ type: 'tick' }))),
   fc
-    .record({ dt, max: rarely(fc.integer({ min: 1, max: 3 }), fc.constant(0)), purge: fc.boolean() })
+    .record({ dt, ttlWaiting: fc.boolean() })
     .map(
-      ({ dt, max, purge }) =>
-        new Step(purge ? 'purge' : 'redrive', dt, () => ({ type: purge ? 'purgeDead' : 'redriveDead', max })),
+      ({ dt, ttlWaiting }) =>
+        new Step(ttlWaiting ? 'tick+ttlWaiting' : 'tick', dt, () =>
+          ttlWaiting ? { type: 'tick', ttlWaiting } : { type: 'tick' },
+        ),
+    ),
+  fc
+    .record({
+      dt,
+      max: rarely(fc.integer({ min: 1, max: 3 }), fc.constant(0)),
+      purge: fc.boolean(),
+      restartTtl: fc.boolean(),
+    })
+    .map(
+      ({ dt, max, purge, restartTtl }) =>
+        new Step(purge ? 'purge' : restartTtl ? 'redrive+restartTtl' : 'redrive', dt, () =>
+          purge
+            ? { type: 'purgeDead', max }
+            : restartTtl
+              ? { type: 'redriveDead', max, restartTtl }
+              : { type: 'redriveDead', max },
+        ),
     ),
   // A purge of the dead listed up to a place in the list (what a dead-letter forwarder sends).
   fc
