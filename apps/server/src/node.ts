@@ -440,7 +440,7 @@ export class MqNode {
       }
     }
     this.#timers.push(setInterval(() => void sweep(), ORPHAN_SWEEP_MS))
-    const ttl = new TtlTicker({ groups: () => this.#dataGroupPorts() })
+    const ttl = new TtlTicker({ groups: () => this.#dataGroupPorts(), formatLevel: () => this.#formatLevel })
     this.#timers.push(setInterval(() => void ttl.round(), TTL_ROUND_MS))
     this.#startDeadLetterForwarder()
     const raftEvents = new RaftEventLog(this.log)

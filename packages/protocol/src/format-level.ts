@@ -54,8 +54,11 @@
  *    the groups to remove are gone (below it, placement counted the removed ones and, with
  *    fewer groups left than named, placed on groups being removed, which the scale-down then
  *    had to move off again): a meta replica of an earlier version would place them elsewhere.
+ * 19. a redrive that restarts its messages' TTL (`restartTtl`, and the `ttlFromMs` of the
+ *    message records it writes) and a tick that deletes an ordered key's outlived line
+ *    (`ttlWaiting`): a replica of an earlier version cannot read them.
  */
-export const FORMAT_LEVEL = 18
+export const FORMAT_LEVEL = 19
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -113,6 +116,9 @@ export const FORMAT_LEVEL_MOVE_IDS = 17
 
 /** The level from which placement skips every group still being removed (see level 18 above). */
 export const FORMAT_LEVEL_PLACE_LIVE_REMOVING = 18
+
+/** The level from which a redrive restarts the TTL and a tick reaches ordered keys' lines (level 19 above). */
+export const FORMAT_LEVEL_TTL_REDRIVE_LINES = 19
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

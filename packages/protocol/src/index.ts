@@ -28,6 +28,7 @@ export {
   FORMAT_LEVEL_RETIRE,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_SILENCE,
+  FORMAT_LEVEL_TTL_REDRIVE_LINES,
   formatLevelOf,
 } from './format-level'
 export { freePort } from './free-port'

@@ -1,4 +1,5 @@
 import { storedQueueName } from '@mq/data-service'
+import { FORMAT_LEVEL_TTL_REDRIVE_LINES } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { memoryGroup as group } from './memory-group'
 import { TTL_TICKS_PER_ROUND_MAX, TtlTicker } from './ttl-ticker'
@@ -135,5 +136,32 @@ describe('TtlTicker', () => {
     expect(second[0]).toBe('8:q#1/1')
     expect(second.slice(1).every((t) => t === '8:q#1/0')).toBe(true)
     expect((await g.port.machine.stats('q#1', 1, 2_000))?.messages).toBe(0)
+  })
+
+  it("deletes an ordered key's line of outlived messages in one tick from format level 19", async () => {
+    const ticks = async (formatLevel: number) => {
+      const g = await group(8) // applies at 1,000 ms
+      await g.port.propose({
+        type: 'open',
+        queue: 'q#1',
+        partition: 0,
+        config: { messageTtlMs: 100, orderedKeys: 1 },
+      })
+      await g.port.propose({
+        type: 'apply',
+        queue: 'q#1',
+        partition: 0,
+        command: {
+          type: 'enqueue',
+          messages: Array.from({ length: 20 }, () => ({ body: Uint8Array.of(1), weight: 1, key: 'k' })),
+        },
+      })
+      ;(g.port as { nowMs: () => number }).nowMs = () => 2_000
+      const ticked = await new TtlTicker({ groups: () => [g.port], formatLevel: () => formatLevel }).round()
+      expect((await g.port.machine.stats('q#1', 0, 2_000))?.messages).toBe(0)
+      return ticked.length
+    }
+    expect(await ticks(FORMAT_LEVEL_TTL_REDRIVE_LINES)).toBe(1)
+    expect(await ticks(FORMAT_LEVEL_TTL_REDRIVE_LINES - 1)).toBe(20) // one per tick below it
   })
 })

@@ -1,4 +1,5 @@
 import { type DataGroupPort, parsePartitionId } from '@mq/data-service'
+import { FORMAT_LEVEL_TTL_REDRIVE_LINES } from '@mq/protocol'
 import { ledGroups } from './led-groups'
 
 /**
@@ -13,6 +14,8 @@ export const TTL_TICKS_PER_ROUND_MAX = 64
 export interface TtlTickerHost {
   /** The data groups hosted here (only those this node leads are looked at). */
   groups(): Iterable<DataGroupPort>
+  /** The cluster's format level (1 when not given): what the ticks may ask of the partitions. */
+  formatLevel?(): number
 }
 
 /** A partition (`queue/index`) of a data group this node leads: what a round takes turns over. */
@@ -82,6 +85,12 @@ export class TtlTicker {
       }
       const after = this.#cursor
       this.#cursor = undefined
+      // From level 19 a tick also deletes an ordered key's line of outlived messages (before,
+      // one per tick: the turn passed to the next in line, outlived or not).
+      const tick =
+        (this.#host.formatLevel?.() ?? 1) >= FORMAT_LEVEL_TTL_REDRIVE_LINES
+          ? ({ type: 'tick', ttlWaiting: true } as const)
+          : ({ type: 'tick' } as const)
       for (const { port, id, nowMs } of inTurn(due, after)) {
         const ref = parsePartitionId(id)
         if (!ref) continue
@@ -95,7 +104,7 @@ export class TtlTicker {
             type: 'apply',
             queue: ref.queue,
             partition: ref.index,
-            command: { type: 'tick' },
+            command: tick,
           })
           if (r.type !== 'applied' || r.result.type === 'rejected') break
           ticked.push(`${port.groupId}:${id}`)
