@@ -211,6 +211,13 @@ export class MqNode {
       replaceDeadAfterMs: config.replaceDeadAfterMs,
       calls: this.#calls,
       leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),
+      metaTerm: () => {
+        try {
+          return this.#raft?.status(META_GROUP).term ?? 0
+        } catch {
+          return 0 // no meta replica here (any more)
+        }
+      },
       propose: (command) => this.#proposeMeta(command),
       barrier: async () => {
         await this.#metaPort().read()

@@ -96,6 +96,21 @@ describe('metaChangeAction (replacing meta voters)', () => {
     expect(metaChangeAction(s, { alive, lost: none, voters })).toBeUndefined() // at its size
   })
 
+  it('does not grow the meta group while one of its voters is not alive', () => {
+    // Grown with n3 away, {n1, n2, n3, n4} would need n4 for a majority while n3 is gone.
+    const s = cluster(5, [['n1', 'n2', 'n3']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'setMetaVoters', voters: 5 }, 4)
+    const away = new Set(['n1', 'n2', 'n4', 'n5'])
+    expect(metaChangeAction(s, { alive: away, lost: none, voters })).toBeUndefined()
+    // Lost, it is replaced first (the group stays at 3), then the group grows.
+    expect(metaChangeAction(s, { alive: away, lost: new Set(['n3']), voters })).toMatchObject({
+      remove: 'n3',
+      reason: 'dead',
+    })
+    expect(metaChangeAction(s, { alive: all(5), lost: none, voters })).toMatchObject({ reason: 'grow' })
+  })
+
   it('shrinks to the size wanted: a bad voter first, then a silent one, then the busiest, the leader last', () => {
     const s = cluster(5, [
       ['n1', 'n2', 'n3'],

@@ -26,8 +26,11 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
  * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a draining or
  * lost voter first, then one not heard from, then the one holding the most data-group
  * replicas (the leader last) — and grows to it by the same candidates as a replacement
- * (reasons shrink and grow: one side of the change is ''). A group above its size removes a
- * bad voter instead of replacing it.
+ * (reasons shrink and grow: one side of the change is ''), but not while a voter is not alive.
+ * A group above its size removes a bad voter instead of replacing it.
+ *
+ * `alive` must be complete: a new meta leader plans nothing here before it has heard from
+ * every node (a voter not heard yet would look silent, and be shrunk away first).
  */
 export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaChange | undefined {
   const members = state.metaMembers()
@@ -74,7 +77,9 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       reason: state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead,
     }
   }
-  if (members.length < wanted) {
+  // Not while a voter is away: grown with it gone, the group would need the new voter for a
+  // majority ({a, b, away, new} needs 3) until the away one is back or replaced.
+  if (members.length < wanted && members.every((m) => input.alive.has(m))) {
     const add = candidate([])
     if (add !== undefined)
       return { type: 'startMetaChange', add, remove: '', reason: ReplicaChangeReason.Grow }

@@ -630,6 +630,16 @@ describe('MetaState', () => {
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
     expect(s.apply({ type: 'drainNode', nodeId: 'n1' }, 4)).toEqual({ ok: true, value: 2 })
     expect(s.apply({ type: 'drainNode', nodeId: 'n4' }, 4)).toEqual({ ok: true, value: 0 })
+    // A node being added to the meta group holds a vote too: not drained yet.
+    s.apply({ type: 'registerNode', nodeId: 'n5', address: '127.0.0.1:7005' }, 5)
+    s.apply({ type: 'startMetaChange', add: 'n5', remove: '', reason: 'grow' }, 5)
+    expect(s.apply({ type: 'drainNode', nodeId: 'n5' }, 6)).toEqual({ ok: true, value: 1 })
+    // Only the answer counts it: what is stored is the drain alone.
+    const before = s.snapshot()
+    expect(s.apply({ type: 'drainNode', nodeId: 'n5' }, 7)).toEqual({ ok: true, value: 1 })
+    expect(s.snapshot()).toEqual(before)
+    s.apply({ type: 'finishMetaChange' }, 8)
+    expect(s.apply({ type: 'drainNode', nodeId: 'n5' }, 9)).toEqual({ ok: true, value: 1 })
   })
 
   it('removes a node only once it holds nothing, and forgets its drain', () => {

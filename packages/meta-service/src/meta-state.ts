@@ -807,7 +807,9 @@ export class MetaState {
       return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
     }
     this.#draining.add(nodeId)
-    return ok(this.groupsOf(nodeId).length + Number(this.#metaMembers?.includes(nodeId) ?? false))
+    // A meta vote it holds, or is being given (the change finishes first: one at a time).
+    const metaVote = (this.#metaMembers?.includes(nodeId) ?? false) || this.#metaChange?.add === nodeId
+    return ok(this.groupsOf(nodeId).length + Number(metaVote))
   }
 
   /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { EntryType, MessageType, message, type Ready } from './index'
+import { ConfChangeType, EntryType, MessageType, message, type Ready } from './index'
 import { MemoryLogStorage } from './memory-storage'
 import { Prng } from './prng'
 import { RawNode } from './raw-node'
@@ -168,6 +168,27 @@ describe('RawNode', () => {
     const again = new RawNode({ id: 'a', prng: new Prng(2) }, s)
     expect(again.status()).toMatchObject({ term: 2, vote: 'a', commit: 3, lastIndex: 3, role: 'follower' })
     expect(again.status().conf.voters).toEqual(['a', 'b', 'c'])
+  })
+
+  it('names the index its configuration comes from: committed only once commit reaches it (§4.1)', () => {
+    const { s, raw } = campaigningSolo()
+    const drain = () => {
+      while (raw.hasReady()) {
+        const rd = raw.ready()
+        persist(s, rd)
+        raw.advance(rd)
+      }
+    }
+    drain()
+    expect(raw.status().confIndex).toBe(1) // the bootstrap entry
+    const index = raw.proposeConfChange({ type: ConfChangeType.AddLearner, id: 'x' })
+    // In force once appended, not committed yet (a later leader could still drop it).
+    expect(raw.status()).toMatchObject({ confIndex: index, conf: { voters: ['solo'], learners: ['x'] } })
+    expect(raw.status().commit).toBeLessThan(index)
+    drain()
+    expect(raw.status().commit).toBeGreaterThanOrEqual(raw.status().confIndex)
+    // A restart reads it back from the log.
+    expect(new RawNode({ id: 'solo', prng: new Prng(3) }, s).status().confIndex).toBe(index)
   })
 
   it('a single-voter group elects itself and commits alone, after persisting', () => {

@@ -22,6 +22,12 @@ export interface RaftStatus {
   readonly firstIndex: number
   readonly lastIndex: number
   readonly conf: ConfState
+  /**
+   * Index of the log entry `conf` comes from (0: no configuration entry after the snapshot,
+   * whose configuration it is). `conf` takes effect when appended (dissertation §4.1), so it
+   * is committed only once `commit` >= `confIndex`; until then a later leader may drop it.
+   */
+  readonly confIndex: number
   readonly leadTransferee: ReplicaId
 }
 
@@ -156,6 +162,7 @@ export class RawNode {
       firstIndex: r.log.firstIndex(),
       lastIndex: r.log.lastIndex(),
       conf: r.conf,
+      confIndex: r.lastConfIndex(),
       leadTransferee: r.leadTransferee,
     }
   }

@@ -84,6 +84,7 @@ function leading(
   for (let g = 0; g < groups; g++) apply({ type: 'createGroup', replicas: groupReplicas })
   apply({ type: 'createQueue', name: 'q', config: { partitions: groups } })
   for (const g of state.groups()) apply({ type: 'reportLeader', groupId: g.groupId, leaderId: 'n1', term: 2 })
+  let metaTerm = 1
   const host: ControllerHost = {
     nodeId: 'n1',
     replicas: 3,
@@ -99,6 +100,7 @@ function leading(
     notLeader: () => new Error('not the leader'),
     transferMetaLeader: () => {},
     metaMembership: () => ({ voters: NODES, learners: [] }),
+    metaTerm: () => metaTerm,
     changeMetaMembers: async ({ add, remove, removeFirst, replicas }) => {
       expect(replicas).toEqual(state.metaMembers())
       metaCalls.push([add, remove, removeFirst])
@@ -169,6 +171,10 @@ function leading(
       return controller
     },
     takeOver,
+    /** This node is elected meta leader again, in a new term (no round saw it follow). */
+    elect: () => {
+      metaTerm++
+    },
     metaCalls,
     dataCalls,
     fenceCalls,
@@ -381,7 +387,8 @@ describe('Controller meta group size', () => {
   it('grows the meta group to the size set, one voter at a time, and refuses below level 6', async () => {
     const c = leading({ extra: ['n4', 'n5'] })
     await c.controller.round()
-    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
+    // A new meta leader changes the meta group only once it has heard from everyone (5 s).
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 5_000)
     expect(await c.controller.port().setMetaVoters(5)).toEqual({
       voters: ['n1', 'n2', 'n3'],
       votersWanted: 5,
@@ -403,6 +410,20 @@ describe('Controller meta group size', () => {
       "the cluster runs format level 5: the meta group's size can be set from level 6, once every node runs a version of it",
     )
     expect(c.state.metaVotersWanted()).toBe(5)
+  })
+
+  it('does not shrink the meta group before a new leader has heard from every node', async () => {
+    const c = leading({ extra: ['n4'], groups: 1 })
+    c.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3', 'n4'] })
+    c.apply({ type: 'setMetaVoters', voters: 3 })
+    // n4's first heartbeats reach the new leader 2 s after its takeover: it is no silent voter.
+    await c.beatNodes(['n1', 'n2', 'n3'], 2_000, { rounds: true })
+    expect(c.metaCalls).toEqual([])
+    expect(c.state.metaChange()).toBeUndefined()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 3_500, { rounds: true })
+    await settle()
+    // The busiest voter goes (n2 and n3 tie: the last id), not n4, which holds nothing.
+    expect(c.metaCalls).toEqual([['', 'n3', false]])
   })
 })
 
@@ -482,6 +503,80 @@ describe('Controller data-group replica changes', () => {
     await old.controller.round()
     await settle()
     expect(old.state.replicaChanges()[0]).toMatchObject({ add: 'n4' })
+  })
+})
+
+describe('Controller: removing a replica first', () => {
+  const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
+
+  it('removes a replica first whenever its node is not alive, whatever the reason (a dead node drained)', async () => {
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
+    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 6_000) // n3 dead (5 s), not lost (10 s)
+    expect(await c.controller.port().drainNode('n3')).toBe(2)
+    for (let round = 0; round < 2; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'drain' })
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: true })
+    expect(c.metaCalls[0]).toEqual(['n4', 'n3', true])
+  })
+
+  it('adds first while the node is alive, and removes first from the step after it died', async () => {
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 6_000)
+    await c.controller.port().drainNode('n3')
+    for (let round = 0; round < 2; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
+    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 6_000)
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: true })
+  })
+
+  it('adds first when the replicas left would not be a majority of live nodes', async () => {
+    // n3 lost; n2 silent for 6 s: removing n3 first would leave {n1, n2}, which needs n2.
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
+    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 7_000)
+    await c.beatNodes(['n1', 'n4', 'n5'], 6_000)
+    await c.controller.round()
+    for (let round = 0; round < 2; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'dead' })
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
+  })
+})
+
+describe('Controller soft state', () => {
+  it('forgets liveness, its takeover time and leader overrides when the meta term changes', async () => {
+    const c = leading({ extra: ['n4'] })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 6_000)
+    await c.controller.port().transferLeader(1, 'n2')
+    expect(await c.beat('n1')).toContainEqual({ groupId: 1, toNodeId: 'n2' })
+    await c.beatNodes(['n1', 'n2', 'n3'], 5_500) // n4 stops
+    expect(c.controller.liveness().alive('n2')).toBe(true)
+    // Re-elected in a new term (another leader may have led in between): what it knew is stale.
+    c.elect()
+    await c.controller.round()
+    expect(c.controller.liveness().alive('n2')).toBe(false)
+    await expect(c.controller.port().removeNode('n4')).rejects.toThrow(
+      /^node n4 may be alive \(this meta leader took over too recently/,
+    )
+    expect(await c.beat('n1')).toEqual([])
   })
 })
 

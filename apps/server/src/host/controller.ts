@@ -95,6 +95,13 @@ export interface ControllerHost {
   /** The meta group's Raft configuration as this node knows it. */
   metaMembership(): { readonly voters: readonly string[]; readonly learners: readonly string[] }
   /**
+   * The meta group's current Raft term on this node. The controller's soft state (liveness,
+   * its takeover time, leader overrides) belongs to one term of leading: a node elected again
+   * in a later term forgets it, even when no call saw it follow in between. Without it, only a
+   * call that sees this node not leading does.
+   */
+  metaTerm?(): number
+  /**
    * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
    * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
    * leads, remove (first, with `removeFirst`: a dead voter); `replicas` are the members the
@@ -114,10 +121,12 @@ export interface ControllerHost {
  * flips, the epoch bumps), "drop" on the source group's leader, `finishMove`. Moves are
  * persisted in the meta state, so a new meta leader resumes them; every step is idempotent.
  *
- * Liveness and operator leader overrides are soft state of the current meta leader, but for
- * one fact: a node that counts as dead is recorded as silent since its last heartbeat
- * (`markSilent`, cleared by `markHeard`), so that a new meta leader goes on counting its
- * replacement timeout instead of starting it again.
+ * Liveness and operator leader overrides are soft state of the current meta leader, kept for
+ * one term of leading (`ControllerHost.metaTerm`), but for one fact: a node that counts as
+ * dead is recorded as silent since its last heartbeat (`markSilent`, cleared by `markHeard`),
+ * so that a new meta leader goes on counting its replacement timeout instead of starting it
+ * again. A new leader makes no choice that depends on liveness (a meta group change, a
+ * replica removed first because its node is silent) before it has heard from every node.
  */
 export class Controller {
   readonly #host: ControllerHost
@@ -139,6 +148,8 @@ export class Controller {
   readonly #changeVoters = new Map<number, { readonly add: string; readonly voters: readonly string[] }>()
   /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
   #leaderSinceMs = 0
+  /** The meta term the soft state belongs to (-1: not leading; 0: leading, term unknown). */
+  #term = -1
   #busy = false
 
   constructor(host: ControllerHost) {
@@ -155,6 +166,27 @@ export class Controller {
     }
   }
 
+  /**
+   * The meta state while this node leads the meta group, else undefined. Whenever that changes
+   * (a new term, or not leading), the soft state of the term before is forgotten: a node
+   * re-elected after another led meanwhile would otherwise count a node it heard from long
+   * ago as alive, and apply an operator's leader override its successor may have undone.
+   */
+  #leading(): MetaState | undefined {
+    const state = this.#host.leaderState()
+    const term = state === undefined ? -1 : (this.#host.metaTerm?.() ?? 0)
+    if (term !== this.#term) {
+      this.#term = term
+      this.#leaderSinceMs = state === undefined ? 0 : Date.now()
+      this.#lastSeenMs.clear()
+      this.#stableSinceMs.clear()
+      this.#leaderOverrides.clear()
+      this.#reports.clear()
+      this.#changeVoters.clear()
+    }
+    return state
+  }
+
   #alive(state: MetaState): Set<string> {
     const liveness = this.liveness()
     return new Set(
@@ -169,16 +201,16 @@ export class Controller {
   port(): ControllerPort {
     return {
       scaleDataGroups: async (groups) => {
-        if (!this.#host.leaderState()) throw this.#host.notLeader()
+        if (!this.#leading()) throw this.#host.notLeader()
         const r = await this.#host.propose({ type: 'scaleDataGroups', groups })
         if (!r.ok) throw mqError(r.code, r.message)
-        const state = this.#host.leaderState()
+        const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         void this.round()
         return scaleProgress(state)
       },
       setMetaVoters: async (voters) => {
-        const state = this.#host.leaderState()
+        const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         const level = this.#formatLevel(state)
         if (level < FORMAT_LEVEL_META_SIZE) {
@@ -189,17 +221,17 @@ export class Controller {
         const r = await this.#host.propose({ type: 'setMetaVoters', voters })
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
-        return { voters: [...(this.#host.leaderState()?.metaMembers() ?? [])], votersWanted: voters }
+        return { voters: [...(this.#leading()?.metaMembers() ?? [])], votersWanted: voters }
       },
       drainNode: async (nodeId) => {
-        if (!this.#host.leaderState()) throw this.#host.notLeader()
+        if (!this.#leading()) throw this.#host.notLeader()
         const r = await this.#host.propose({ type: 'drainNode', nodeId })
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
         return r.value as number
       },
       removeNode: async (nodeId) => {
-        const state = this.#host.leaderState()
+        const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         const level = this.#formatLevel(state)
         if (level < FORMAT_LEVEL_REMOVE_NODE) {
@@ -241,7 +273,7 @@ export class Controller {
         this.#reports.delete(nodeId)
       },
       fenceDeletedQueue: async (queue) => {
-        const state = this.#host.leaderState()
+        const state = this.#leading()
         if (!state) return
         const storedAs = storedQueueName(queue.name, queue.queueId)
         const byGroup = new Map<number, number[]>()
@@ -276,7 +308,7 @@ export class Controller {
         await Promise.race([fenced, waited]).finally(() => clearTimeout(timer))
       },
       transferLeader: async (groupId, toNodeId) => {
-        const state = this.#host.leaderState()
+        const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         if (groupId === 0) {
           this.#host.transferMetaLeader(toNodeId)
@@ -298,7 +330,7 @@ export class Controller {
 
   /** The meta leader's side of a node heartbeat: liveness, registration, leader reports, assignments. */
   async onHeartbeat(req: HeartbeatRequest): Promise<Omit<HeartbeatResponse, 'tokens' | 'tokensFingerprint'>> {
-    let state = this.#host.leaderState()
+    let state = this.#leading()
     if (!state) throw this.#host.notLeader()
     const seenMs = Date.now()
     const lastMs = this.#lastSeenMs.get(req.nodeId)
@@ -338,7 +370,7 @@ export class Controller {
         })
       }
     }
-    state = this.#host.leaderState()
+    state = this.#leading()
     if (!state) throw this.#host.notLeader()
     // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
     // that just died would hold its group's proposals until an election timeout passes.
@@ -359,7 +391,7 @@ export class Controller {
     if (req.groups.some((g) => replaced(state as MetaState, g.groupId)) || leavesMeta(state, req)) {
       // Deleting a replica is final: decide it only on a state that has every committed entry.
       await this.#host.barrier()
-      state = this.#host.leaderState()
+      state = this.#leading()
       if (!state) throw this.#host.notLeader()
       hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     }
@@ -408,16 +440,12 @@ export class Controller {
 
   /** One round of the controller (on a timer): drive the moves, then the plan's next steps. */
   async round(): Promise<void> {
-    if (!this.#host.leaderState()) {
-      this.#leaderSinceMs = 0
-      return
-    }
-    if (this.#leaderSinceMs === 0) this.#leaderSinceMs = Date.now()
+    if (!this.#leading()) return
     if (this.#busy) return
     this.#busy = true
     try {
       this.#driveMoves()
-      const state = this.#host.leaderState()
+      const state = this.#leading()
       if (!state) return
       const alive = this.#alive(state)
       const actions: MetaCommand[] = controlActions(state, {
@@ -461,12 +489,16 @@ export class Controller {
       if (level >= FORMAT_LEVEL_META_MEMBERS) {
         if (!state.metaMembers())
           actions.unshift({ type: 'initMetaMembers', voters: this.#host.metaMembership().voters })
-        const metaChange = metaChangeAction(state, {
-          alive,
-          lost,
-          voters: this.#host.metaMembership().voters,
-          leaderId: this.#host.nodeId,
-        })
+        // Its choices (which voter to shrink away, whether all are alive to grow) read `alive`
+        // as complete: a voter not heard from yet is not a silent one.
+        const metaChange = heardAll
+          ? metaChangeAction(state, {
+              alive,
+              lost,
+              voters: this.#host.metaMembership().voters,
+              leaderId: this.#host.nodeId,
+            })
+          : undefined
         if (metaChange) actions.push(metaChange)
       }
       // Each action is checked by the meta state on its own: one refused (its group changed
@@ -474,7 +506,7 @@ export class Controller {
       // replica change after it, round after round).
       for (const action of actions) await this.#host.propose(action)
       this.#driveMoves()
-      this.#driveReplicaChanges()
+      this.#driveReplicaChanges(heardAll ? alive : undefined)
     } catch {
       // Not the leader any more, or the meta group is busy: the next round tries again.
     } finally {
@@ -483,7 +515,7 @@ export class Controller {
   }
 
   #driveMoves(): void {
-    const state = this.#host.leaderState()
+    const state = this.#leading()
     if (!state) return
     for (const m of state.moves()) {
       if (this.#driving.has(m.moveId)) continue
@@ -502,9 +534,10 @@ export class Controller {
   /**
    * One step of each replica change under way (one call per change per round): a data
    * group's on its leader (Peer.ChangeReplicas), the meta group's on this node, its leader.
+   * `alive`: the nodes alive, once this leader has heard from every node (else undefined).
    */
-  #driveReplicaChanges(): void {
-    const state = this.#host.leaderState()
+  #driveReplicaChanges(alive: ReadonlySet<string> | undefined): void {
+    const state = this.#leading()
     if (!state) return
     for (const change of state.replicaChanges()) {
       const group = state.group(change.groupId)
@@ -520,7 +553,7 @@ export class Controller {
                 add: change.add,
                 remove: change.remove,
                 addCaughtUp: false,
-                removeFirst: change.reason === ReplicaChangeReason.Dead,
+                removeFirst: this.#removeFirst(change, group.replicas, alive),
                 replicas: [...group.replicas],
               },
               md,
@@ -539,11 +572,34 @@ export class Controller {
         this.#host.changeMetaMembers({
           add: meta.add,
           remove: meta.remove,
-          removeFirst: meta.reason === ReplicaChangeReason.Dead,
+          removeFirst: this.#removeFirst(meta, state.metaMembers() ?? [], alive),
           replicas: [...(state.metaMembers() ?? [])],
         }),
       )
     }
+  }
+
+  /**
+   * Whether `change`'s next step removes its replica before adding the new one, decided at
+   * each step: when its node is not alive, whatever the change's reason (a dead node drained,
+   * or one that died during a drain or a balance: added first, {a, b, dead, new} would need
+   * the new node for a majority), and the other `members` alive are a majority without it
+   * (removing a live node cut off from this leader alone while another member is dead would
+   * leave a group that needs the dead one; the group's leader checks it too, from its own
+   * replication progress). `alive` undefined (this leader has not heard from every node yet):
+   * by the reason recorded, as the leader that started the change judged it.
+   */
+  #removeFirst(
+    change: ReplicaChangeRecord,
+    members: readonly string[],
+    alive: ReadonlySet<string> | undefined,
+  ): boolean {
+    if (change.remove === '') return false
+    if (!alive) return change.reason === ReplicaChangeReason.Dead
+    const up = (id: string) => id === this.#host.nodeId || alive.has(id)
+    if (up(change.remove)) return false
+    const left = members.filter((m) => m !== change.remove)
+    return left.filter(up).length >= Math.floor(left.length / 2) + 1
   }
 
   /** Whether data-group replica change `change` is still the one under way for its group. */
@@ -626,7 +682,7 @@ export class Controller {
     let copy: { ms: number; response: MovePartitionResponse } | undefined
     // At most two phases: copy, then drop.
     for (let step = 0; step < 2; step++) {
-      const state = this.#host.leaderState()
+      const state = this.#leading()
       const move = state?.move(moveId)
       const queue = move ? state?.queue(move.queue) : undefined
       const source = move ? state?.group(move.fromGroup) : undefined
@@ -644,7 +700,7 @@ export class Controller {
       }
       // A move abandoned meanwhile (its queue deleted) is not sent again to a new source leader:
       // it would copy the whole partition of a deleted queue for nothing.
-      const underWay = () => this.#host.leaderState()?.move(moveId)?.phase === move.phase
+      const underWay = () => this.#leading()?.move(moveId)?.phase === move.phase
       const response = await this.#host.calls.callLeader<MovePartitionResponse>(
         leaderFirst(state, source.leaderId, source.replicas),
         (c, md, opts, cb) => c.peer.movePartition(request, md, opts, cb),

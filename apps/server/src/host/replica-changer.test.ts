@@ -14,6 +14,7 @@ function leader(commit: number, match: Record<string, number>) {
         id: 'n1',
         role: Role.Leader,
         commit,
+        confIndex: 0,
         conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] },
       }) as unknown as RaftStatus,
     matchIndex: (_groupId, id) => match[id],
@@ -24,6 +25,42 @@ function leader(commit: number, match: Record<string, number>) {
     transferLeader: () => {},
   }
   return { raft, proposed }
+}
+
+/**
+ * A leader (`id`) of a group whose configuration is `voters` and `learners`, at commit index
+ * `commit`, whose replicas' logs match up to `match` (unknown when missing), and whose last
+ * configuration entry is at `confIndex` (committed: 0 by default).
+ */
+function group(o: {
+  id: string
+  voters: string[]
+  learners?: string[]
+  commit: number
+  match: Record<string, number>
+  confIndex?: number
+}) {
+  const proposed: ConfChange[] = []
+  const transfers: string[] = []
+  const raft: ReplicaChangeRaft = {
+    status: () =>
+      ({
+        id: o.id,
+        role: Role.Leader,
+        commit: o.commit,
+        confIndex: o.confIndex ?? 0,
+        conf: { voters: o.voters, learners: o.learners ?? [], votersOutgoing: [], learnersNext: [] },
+      }) as unknown as RaftStatus,
+    matchIndex: (_groupId, id) => (id === o.id ? o.commit : o.match[id]),
+    proposeConfChange: async (_groupId, change) => {
+      proposed.push(change)
+      return { index: 1, result: undefined }
+    },
+    transferLeader: (_groupId, to) => {
+      transfers.push(to)
+    },
+  }
+  return { raft, proposed, transfers }
 }
 
 const port = { assertLeader: () => {} } as unknown as DataGroupPort
@@ -41,7 +78,7 @@ function member(id: string, conf: { voters: string[]; learners: string[] }) {
   const proposed: ConfChange[] = []
   const transfers: string[] = []
   const raft: ReplicaChangeRaft = {
-    status: () => ({ id, role: Role.Leader, commit: 100, conf }) as unknown as RaftStatus,
+    status: () => ({ id, role: Role.Leader, commit: 100, confIndex: 0, conf }) as unknown as RaftStatus,
     matchIndex: () => 100,
     proposeConfChange: async (_groupId, change) => {
       proposed.push(change)
@@ -206,5 +243,107 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(leading.transfers).toEqual(['n1'])
     const gone = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
     expect(await changeReplicas(gone.raft, port, shrink, () => undefined)).toMatchObject({ done: true })
+  })
+  it('hands a leaving leadership only to a caught-up voter, preferring the new one, else waits', async () => {
+    // n3 leads the meta group and is drained; n4 was added, caught up and promoted, then died.
+    const drain = { ...request, groupId: 0, add: 'n4', remove: 'n3' }
+    const voters = ['n1', 'n2', 'n3', 'n4']
+    const behind = group({ id: 'n3', voters, commit: 5_000, match: { n1: 4_990, n2: 5_000, n4: 10 } })
+    expect(await changeReplicas(behind.raft, port, drain, () => undefined)).toEqual({
+      done: false,
+      step: 'transfer-leader',
+      voters,
+    })
+    // The caught-up voter with the highest match, not the dead n4.
+    expect(behind.transfers).toEqual(['n2'])
+    // The new voter, caught up, is preferred.
+    const live = group({ id: 'n3', voters, commit: 5_000, match: { n1: 5_000, n2: 5_000, n4: 4_950 } })
+    await changeReplicas(live.raft, port, drain, () => undefined)
+    expect(live.transfers).toEqual(['n4'])
+    // A transfer under way keeps its target while it qualifies.
+    const pending = group({ id: 'n3', voters, commit: 5_000, match: { n1: 4_990, n2: 5_000, n4: 5_000 } })
+    const status = pending.raft.status
+    pending.raft.status = (groupId) => ({ ...status(groupId), leadTransferee: 'n1' })
+    await changeReplicas(pending.raft, port, drain, () => undefined)
+    expect(pending.transfers).toEqual(['n1'])
+    // Nobody caught up (or heard from): no transfer (it would refuse every proposal while
+    // pending), no removal of the leader itself.
+    const none = group({ id: 'n3', voters, commit: 5_000, match: { n1: 10, n4: 10 } })
+    expect(await changeReplicas(none.raft, port, drain, () => undefined)).toEqual({
+      done: false,
+      step: '',
+      voters,
+    })
+    expect(none.transfers).toEqual([])
+    expect(none.proposed).toEqual([])
+    // The same for a leader that is a dead replica removed first, or a stale member.
+    const dead = group({
+      id: 'n5',
+      voters: ['n1', 'n2', 'n3', 'n4', 'n5'],
+      commit: 5_000,
+      match: { n1: 10, n2: 4_990, n3: 5_000, n4: 4_995 },
+    })
+    const five = {
+      ...request,
+      add: 'n6',
+      remove: 'n5',
+      removeFirst: true,
+      replicas: ['n1', 'n2', 'n3', 'n4', 'n5'],
+    }
+    await changeReplicas(dead.raft, port, five, () => undefined)
+    expect(dead.transfers).toEqual(['n3'])
+    const stale = group({ id: 'n4', voters, commit: 5_000, match: { n1: 10, n2: 10, n3: 10 } })
+    const retargeted = { ...request, add: 'n5', replicas: ['n1', 'n2', 'n3'] }
+    expect(await changeReplicas(stale.raft, port, retargeted, () => undefined)).toMatchObject({
+      done: false,
+      step: '',
+    })
+    expect(stale.transfers).toEqual([])
+    expect(stale.proposed).toEqual([])
+  })
+
+  it('removes a replica first only while the voters left that this leader sees caught up are a majority', async () => {
+    // n3 is cut off from the meta leader only (it looks dead there); n2 just died: removing n3
+    // first would leave {n1, n2}, which needs n2. Added first instead.
+    const cutOff = { ...request, removeFirst: true }
+    const voters = ['n1', 'n2', 'n3']
+    const l = group({ id: 'n1', voters, commit: 5_000, match: { n2: 10, n3: 5_000 } })
+    expect(await changeReplicas(l.raft, port, cutOff, () => undefined)).toEqual({
+      done: false,
+      step: 'add-learner',
+      voters,
+    })
+    expect(l.proposed).toEqual([{ type: ConfChangeType.AddLearner, id: 'n4' }])
+    // Once n4 is a voter, {n1, n4} of {n1, n2, n4} is a majority: n3 goes.
+    const after = group({
+      id: 'n1',
+      voters: ['n1', 'n2', 'n3', 'n4'],
+      commit: 5_000,
+      match: { n2: 10, n3: 5_000, n4: 5_000 },
+    })
+    expect(await changeReplicas(after.raft, port, cutOff, () => undefined)).toMatchObject({ step: 'remove' })
+    expect(after.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n3' }])
+    // Every other voter caught up: removed first, as before.
+    const fine = group({ id: 'n1', voters, commit: 5_000, match: { n2: 4_990, n3: 10 } })
+    expect(await changeReplicas(fine.raft, port, cutOff, () => undefined)).toMatchObject({ step: 'remove' })
+    expect(fine.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n3' }])
+  })
+
+  it('answers done only once the configuration it reads is committed', async () => {
+    // A new leader whose log holds its predecessor's Remove(n3), not committed yet.
+    const voters = ['n1', 'n2', 'n4']
+    const match = { n2: 5_000, n4: 5_000 }
+    const pending = group({ id: 'n1', voters, commit: 5_000, match, confIndex: 5_001 })
+    expect(await changeReplicas(pending.raft, port, request, () => undefined)).toEqual({
+      done: false,
+      step: '',
+      voters,
+    })
+    const committed = group({ id: 'n1', voters, commit: 5_001, match, confIndex: 5_001 })
+    expect(await changeReplicas(committed.raft, port, request, () => undefined)).toEqual({
+      done: true,
+      step: '',
+      voters,
+    })
   })
 })

@@ -27,9 +27,16 @@ export interface ReplicaLeader {
  *    `CAUGHT_UP_ENTRIES` of the commit index), not from heartbeat reports: the learner's and
  *    the leader's reports are taken up to a heartbeat apart, and under load that gap alone
  *    can exceed any fixed margin, so a learner judged that way might never be promoted;
- * 3. `remove` is a member: when it is this leader, hand the leadership to `add` first
- *    (the next call goes to the new leader); else propose Remove(remove);
- * 4. otherwise: done.
+ * 3. `remove` is a member: when it is this leader, hand the leadership over first (the next
+ *    call goes to the new leader); else propose Remove(remove);
+ * 4. otherwise: done, once the configuration read here is committed (a new leader's log may
+ *    end with its predecessor's uncommitted Remove, which a later leader could still drop).
+ *
+ * A leadership goes only to a voter whose log this leader sees caught up (`caughtUp`): the
+ * one a pending transfer names, else `add`, else the one matching the most (`remove`, when it
+ * is not the one leaving, last); with none, the step waits: a transfer to a dead or
+ * far-behind voter would refuse every proposal of the group while it is pending, and the next
+ * call would start it again.
  *
  * Growing or shrinking the meta group is the same with one side empty (''): no `remove` (steps
  * 1-2, then done) or no `add` (step 3, the leadership going to another voter).
@@ -44,6 +51,10 @@ export interface ReplicaLeader {
  * `remove` hands the leadership to another voter: the group never needs the new replica for
  * a majority while the dead one still counts (with add-first, voters {dead, a, b, new} need
  * three, so the new node failing in that window stops a group that {dead, a, b} kept running).
+ * Only while the voters left, counting those this leader itself sees caught up, are a majority
+ * of the configuration without `remove`: the meta leader's view of who is dead may be wrong
+ * (a node cut off from it alone), and removing a live replica while another voter died would
+ * leave a group that needs the dead one. Otherwise the change goes add-first.
  *
  * Every answer carries the group's voters as the configuration named them before the step:
  * the meta leader retargets a change whose new node was lost before it became one.
@@ -66,6 +77,8 @@ export async function changeReplicas(
   const status = raft.status(groupId)
   const { learners } = status.conf
   const voters = [...status.conf.voters]
+  const wait: ChangeReplicasResponse = { done: false, step: '', voters }
+  const current = (id: string) => id === status.id || caughtUp(raft.matchIndex(groupId, id), status.commit)
   const propose = async (change: ConfChange, step: string): Promise<ChangeReplicasResponse> => {
     try {
       await raft.proposeConfChange(groupId, change)
@@ -75,7 +88,21 @@ export async function changeReplicas(
     return { done: false, step, voters }
   }
   const member = (id: string) => voters.includes(id) || learners.includes(id)
-  const transfer = (to: string): ChangeReplicasResponse => {
+  /**
+   * Hands this leader's leadership to a caught-up voter other than `leaving`, or waits. A
+   * transfer already pending keeps its target while that qualifies: another would start the
+   * transfer's timeout again.
+   */
+  const handOver = (leaving: string): ChangeReplicasResponse => {
+    const rank = (id: string) =>
+      id === status.leadTransferee ? 0 : id === req.add ? 1 : id === req.remove ? 3 : 2
+    const to = voters
+      .filter((v) => v !== leaving && current(v))
+      .sort(
+        (a, b) =>
+          rank(a) - rank(b) || (raft.matchIndex(groupId, b) ?? 0) - (raft.matchIndex(groupId, a) ?? 0),
+      )[0]
+    if (to === undefined) return wait
     try {
       raft.transferLeader(groupId, to)
     } catch (error) {
@@ -83,36 +110,35 @@ export async function changeReplicas(
     }
     return { done: false, step: 'transfer-leader', voters }
   }
-  const otherVoter = (than: string) => voters.find((v) => v !== than)
+  /** Whether the voters left without `id`, counting those caught up, are a majority of them. */
+  const majorityWithout = (id: string) => {
+    const left = voters.filter((v) => v !== id)
+    return left.filter(current).length >= Math.floor(left.length / 2) + 1
+  }
   // A member added for a node that was then lost and replaced (a retargeted change) goes first.
   const stale =
     req.replicas.length > 0
       ? [...learners, ...voters].find((m) => m !== req.add && !req.replicas.includes(m))
       : learners.find((l) => l !== req.add && l !== req.remove)
   if (stale !== undefined) {
-    const other = otherVoter(stale)
-    if (stale === status.id && other !== undefined) return transfer(other)
+    if (stale === status.id) return handOver(stale)
     return propose({ type: ConfChangeType.Remove, id: stale }, 'remove-stale-member')
   }
-  if (req.removeFirst && member(req.remove)) {
+  if (req.removeFirst && member(req.remove) && majorityWithout(req.remove)) {
     if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
-    const other = otherVoter(req.remove)
-    if (other !== undefined) return transfer(other)
+    return handOver(req.remove)
   }
   // Shrinking the meta group adds nobody ('').
   if (req.add !== '' && !member(req.add))
     return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
   if (learners.includes(req.add)) {
-    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return { done: false, step: '', voters }
+    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return wait
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {
-    if (req.remove === status.id) {
-      // Hand the leadership to the new voter, or (shrinking) to another one.
-      const to = req.add !== '' ? req.add : otherVoter(req.remove)
-      if (to !== undefined) return transfer(to)
-    }
+    if (req.remove === status.id) return handOver(req.remove)
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
+  if (status.confIndex > status.commit) return wait
   return { done: true, step: '', voters }
 }
