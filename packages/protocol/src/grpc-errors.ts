@@ -9,6 +9,7 @@ import { CallContext, type UnaryCallContext } from './call-context'
 import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 import { ErrorDetail } from './generated/mq/v1/errors'
 import { type ErrorFacts, MqError, mqError } from './mq-error'
+import { isRefusedRequest } from './request-guard'
 
 /** The trailing metadata key that carries the encoded ErrorDetail. */
 export const ERROR_DETAIL_KEY = 'mq-error-bin'
@@ -90,13 +91,20 @@ export function fromGrpcError(error: ServiceError): MqError {
 /**
  * Adapts an async function to a grpc-js unary handler: its result is the response; a thrown
  * MqError travels as its typed status; anything else is a server fault and travels as an
- * InternalError that names it. `fn` may watch the call through its second argument: a long
- * wait can end when the client gives up on the call (cancel, deadline, lost connection).
+ * InternalError that names it. A request the service's guard refused (a RefusedRequest: over a
+ * limit, invalid UTF-8, a uint64 above 2^53 - 1, malformed) is answered with its
+ * INVALID_ARGUMENT and `fn` never runs. `fn` may watch the call through its second argument: a
+ * long wait can end when the client gives up on the call (cancel, deadline, lost connection).
  */
 export function unaryHandler<Req, Res>(
   fn: (request: Req, call: UnaryCallContext) => Promise<Res>,
 ): (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void {
   return (call, callback) => {
+    const request: unknown = call.request
+    if (isRefusedRequest(request)) {
+      callback(toGrpcStatus(request.error))
+      return
+    }
     fn(call.request, new CallContext(call)).then(
       (response) => callback(null, response),
       (error: unknown) => {

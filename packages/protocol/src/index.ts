@@ -63,7 +63,6 @@ export {
   ListTokensResponse,
   MetaClient,
   type MetaServer,
-  MetaService,
   NodeStatus,
   PartitionMove,
   PartitionRoute,
@@ -152,5 +151,14 @@ export {
 } from './mq-error'
 export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
 export { QUEUE_PARTITIONS_MAX } from './queue-limits'
-export { PeerClient, PeerService, QueueClient, QueueService } from './services'
+export { isRefusedRequest, RefusedRequest } from './request-guard'
+export {
+  CREATE_TOKEN_ROLES_MAX,
+  GET_ROUTES_QUEUES_MAX,
+  HEADERS_PER_MESSAGE_MAX,
+  LEASE_IDS_MAX,
+  PRODUCE_MESSAGES_MAX,
+  REQUEST_FIELDS_MAX,
+} from './request-limits'
+export { MetaService, PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'

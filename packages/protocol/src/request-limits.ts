@@ -1,0 +1,39 @@
+/**
+ * Bounds on what one client request may carry, checked on its bytes before it is decoded
+ * (request-guard.ts): a request over one is answered INVALID_ARGUMENT and never becomes
+ * objects. Without them a 64 MiB request (the server's receive limit, needed for peer traffic)
+ * of empty repeated messages decoded into ~33 M objects (~10 GiB) and the process died.
+ */
+
+/** Messages one Produce may carry (the SDK's batchMax is at most this). */
+export const PRODUCE_MESSAGES_MAX = 1_000
+
+/** Lease ids one Ack, Nack or Extend may carry (the SDK settles in batches of at most this). */
+export const LEASE_IDS_MAX = 1_000
+
+/**
+ * Headers one produced message may carry. weighted-queue counts their bytes towards the
+ * queue's message size limit but sets no count; this bounds the objects a request makes
+ * (1,000 messages × 64 headers).
+ */
+export const HEADERS_PER_MESSAGE_MAX = 64
+
+/**
+ * Queue names one GetRoutes may ask for: the meta group's queue limit (meta-service
+ * META_LIMITS.queuesMax), since a node asks for the routes of every queue it hosts at once.
+ */
+export const GET_ROUTES_QUEUES_MAX = 100_000
+
+/**
+ * Roles one CreateToken may carry, as a bound on memory only: the meta service itself allows
+ * fewer (ROLES_PER_TOKEN_MAX) and says so.
+ */
+export const CREATE_TOKEN_ROLES_MAX = 1_000
+
+/**
+ * Fields one request may hold, counted at every depth (a header is three: its entry, name and
+ * value). The largest request the other limits allow holds about 200,000. This bounds the work
+ * on a request that sends a singular or unknown field over and over, which the decoder decodes
+ * each time and keeps the last of (16 M producer_ids: 1.2 s).
+ */
+export const REQUEST_FIELDS_MAX = 1_000_000
