@@ -1139,6 +1139,7 @@ export class MqNode {
 
   #dataNodePort(): DataNodePort {
     return {
+      knownRoute: (queue) => this.#routes.get(queue),
       groupFor: async (queue, partition, routeEpoch) => {
         const route = await this.#route(queue, routeEpoch)
         const p = route?.partitions.find((x) => x.partition === partition)

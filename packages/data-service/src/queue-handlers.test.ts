@@ -1,11 +1,19 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
-import { FORMAT_LEVEL_RETRY_BACKOFF, NotLeaderError, type QueueConfig, type QueueServer } from '@mq/protocol'
+import {
+  FORMAT_LEVEL_RETRY_BACKOFF,
+  FORMAT_LEVEL_TTL_REDRIVE_LINES,
+  fromGrpcError,
+  NotLeaderError,
+  type QueueConfig,
+  type QueueServer,
+} from '@mq/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
 import { wakesLongPolls } from './long-poll-wake'
+import { ProducerOrder } from './producer-order'
 import { type DataGroupPort, type DataNodePort, queueHandlers } from './queue-handlers'
 
 /** One replica that applies proposals at once (the handlers' contract, not Raft's). */
@@ -248,6 +256,34 @@ describe('queue handlers', () => {
     expect(await call(h, 'purgeDead', { target })).toEqual({ removed: 1_200, more: false })
     expect(await call(h, 'purge', { target })).toEqual({ removed: 300, more: false })
     expect((await call(h, 'stats', { target })).messages).toBe(0)
+  })
+
+  it('redrives dead letters older than the TTL from format level 19: their TTL counts from the redrive', async () => {
+    const delivered = async (formatLevel: number) => {
+      const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1, messageTtlMs: 1_000 })
+      const h = queueHandlers(node(group, formatLevel))
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('old')] })
+      const leased = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 1,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+      group.now += 5_000 // dead for 5 s: older than its TTL
+      expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 1, more: false })
+      const again = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 1,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      return again.messages.length
+    }
+    expect(await delivered(FORMAT_LEVEL_TTL_REDRIVE_LINES)).toBe(1)
+    expect(await delivered(FORMAT_LEVEL_TTL_REDRIVE_LINES - 1)).toBe(0) // deleted at the lease, as before
   })
 
   it('answers a purge or redrive with more at its time bound, one batch at least; redrives at most the dead at its start', async () => {
@@ -630,10 +666,16 @@ describe('queue handlers', () => {
       code: 9,
       details: expect.stringMatching(/holds no replica of jobs\/3/),
     })
-    // Over the partition's size limit: INVALID_ARGUMENT (retrying cannot help), nothing stored.
+    // Over the queue's size limit in the route (150): refused before it is proposed.
     await expect(call(h, 'produce', { target, messages: [message('x'.repeat(200))] })).rejects.toMatchObject({
       code: 3,
-      details: expect.stringMatching(/message 0 is 200 bytes .* the limit is 100/),
+      details: expect.stringMatching(/message 0: its body is 200 bytes; the queue's limit .* is 150/),
+    })
+    // Over the partition's own (100), within the route's: INVALID_ARGUMENT at apply (retrying
+    // cannot help), nothing stored.
+    await expect(call(h, 'produce', { target, messages: [message('x'.repeat(120))] })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/message 0 is 120 bytes .* the limit is 100/),
     })
     await expect(call(h, 'lease', { target, consumerId: 'c', max: 0, waitMs: 0 })).rejects.toMatchObject({
       code: 3,
@@ -645,5 +687,280 @@ describe('queue handlers', () => {
     await expect(call(follower, 'produce', { target, messages: [message('x')] })).rejects.toMatchObject({
       code: 14,
     })
+  })
+})
+
+describe('queue handlers: checks before a proposal', () => {
+  /**
+   * Handlers over jobs/0 (route config JOBS_CONFIG, epoch 4: one partition) whose group counts
+   * what it is asked to propose, with the ProducerOrder and the node's lookups in view.
+   */
+  async function checked(messageBytesMax?: number) {
+    const group = await localGroup(true, { messageBytesMax: messageBytesMax ?? 100 })
+    const proposals: string[] = []
+    const propose = group.propose
+    group.propose = (command) => {
+      proposals.push(command.type === 'apply' ? command.command.type : command.type)
+      return propose(command)
+    }
+    const lookups: string[] = []
+    const config = { ...JOBS_CONFIG, messageBytesMax: messageBytesMax ?? JOBS_CONFIG.messageBytesMax }
+    const base = node(group, 2, () => config)
+    const port: DataNodePort = {
+      ...base,
+      groupFor: (q, p, epoch) => {
+        lookups.push(`${q.length > 20 ? `${q.length} chars` : q}/${p}`)
+        return base.groupFor(q, p, epoch)
+      },
+    }
+    const producerOrder = new ProducerOrder()
+    return { group, h: queueHandlers(port, {}, { producerOrder }), proposals, lookups, producerOrder }
+  }
+
+  /** The error a call failed with, as the client reads it (code, message, facts). */
+  const failure = async (promise: Promise<unknown>) => {
+    const error = await promise.then(
+      () => expect.unreachable('the call succeeded'),
+      (e: unknown) => e,
+    )
+    return fromGrpcError(error as Parameters<typeof fromGrpcError>[0])
+  }
+
+  it('refuses what the partition would refuse at apply, before proposing it or keeping a producer lane', async () => {
+    const { h, proposals, lookups, producerOrder } = await checked()
+    const at = (m: Partial<ReturnType<typeof message>>) => ({ ...message('x'), ...m })
+    const produce = (fields: Record<string, unknown>) => ({ target, producerId: '', sequence: 0, ...fields })
+    const many = <T>(n: number, f: (i: number) => T) => Array.from({ length: n }, (_, i) => f(i))
+    const refused: [keyof QueueServer, unknown, RegExp, number?][] = [
+      [
+        'ack',
+        { target, leaseIds: many(1001, (i) => `${i + 1}.1`) },
+        /^ack of 1001 lease_ids exceeds the limit of 1000/,
+      ],
+      [
+        'ack',
+        { target, leaseIds: ['1.1', '9'.repeat(1 << 20)] },
+        /^lease_ids\[1\] is 1048576 characters long; a lease id has at most 40$/,
+      ],
+      [
+        'nack',
+        { target, leaseIds: ['1.1'], delayMs: 8 * 86_400_000 },
+        /^delay_ms must be an integer from 0 to 604800000/,
+      ],
+      [
+        'extend',
+        { target, leaseIds: many(1001, (i) => `${i + 1}.1`), extendMs: 1_000 },
+        /^extend of 1001 lease_ids/,
+      ],
+      [
+        'extend',
+        { target, leaseIds: ['1.1'], extendMs: 13 * 3_600_000 },
+        /^extend_ms must be an integer from 1 to 43200000/,
+      ],
+      [
+        'produce',
+        produce({ messages: many(1001, () => message('x')) }),
+        /^produce of 1001 messages exceeds the batch limit of 1000/,
+      ],
+      [
+        'produce',
+        produce({ messages: [message('ok'), at({ key: 'k'.repeat(300) })] }),
+        /^message 1: key is 300 characters long; the limit is 256 UTF-8 bytes$/,
+        1,
+      ],
+      [
+        'produce',
+        produce({ messages: [at({ key: '€'.repeat(100) })] }),
+        /^message 0: key is 300 UTF-8 bytes long; the limit is 256$/,
+        0,
+      ],
+      [
+        'produce',
+        produce({ messages: [at({ dedupKey: 'd'.repeat(257) })] }),
+        /^message 0: dedup_key is 257 characters/,
+        0,
+      ],
+      [
+        'produce',
+        produce({ messages: [at({ weight: 1001 })] }),
+        /^message 0: weight \(0 = default\) must be an integer from 1 to 1000, got 1001/,
+        0,
+      ],
+      // Fixed as an absolute time at the leader, it came back as "not a non-negative safe
+      // integer: 9008995435981566", naming neither the field nor the limit.
+      [
+        'produce',
+        produce({ messages: [at({ delayMs: 9_007_199_254_740_000 })] }),
+        /^message 0: delay_ms must be an integer from 0 to 604800000, got 9007199254740000$/,
+        0,
+      ],
+      [
+        'produce',
+        produce({ messages: [message('x'.repeat(151))] }),
+        /^message 0: its body is 151 bytes; the queue's limit \(message_bytes_max\) is 150$/,
+        0,
+      ],
+      [
+        'produce',
+        produce({ messages: [at({ headers: { h: 'v'.repeat(140) }, key: 'k'.repeat(9) })] }),
+        /^message 0 is 151 bytes \(body \+ headers \+ key\)/,
+        0,
+      ],
+      // A producer id of 1 MiB, pipelining (base below its sequence): no lane is made for it.
+      [
+        'produce',
+        produce({ producerId: 'p'.repeat(1 << 20), sequence: 5, sequenceBase: 3, messages: [message('x')] }),
+        /^producer_id is 1048576 characters long; the limit is 256 UTF-8 bytes$/,
+      ],
+      [
+        'produce',
+        produce({ producerId: 'p', sequence: 5, sequenceBase: 6, messages: [message('x')] }),
+        /^sequence_base \(of sequence 5\) must be an integer from 0 to 5, got 6$/,
+      ],
+      [
+        'produce',
+        produce({ producerId: 'p', sequence: -1, messages: [message('x')] }),
+        /^sequence must be an integer from 0/,
+      ],
+      [
+        'lease',
+        { target, consumerId: '', max: 1, visibilityMs: 0, waitMs: 0 },
+        /^consumer_id must be set \(1 to 256 UTF-8 bytes\)$/,
+      ],
+      [
+        'lease',
+        { target, consumerId: 'c'.repeat(257), max: 1, visibilityMs: 0, waitMs: 0 },
+        /^consumer_id is 257 characters long/,
+      ],
+      [
+        'lease',
+        { target, consumerId: 'c', max: 1001, visibilityMs: 0, waitMs: 0 },
+        /^max must be an integer from 1 to 1000, got 1001$/,
+      ],
+      [
+        'lease',
+        { target, consumerId: 'c', max: 1, visibilityMs: 13 * 3_600_000, waitMs: 0 },
+        /^visibility_ms \(0 = the queue default\) must be an integer from 1 to 43200000/,
+      ],
+    ]
+    for (const [method, request, details, messageIndex] of refused) {
+      const e = await failure(call(h, method, request))
+      expect([method, e.code, e.message]).toEqual([
+        method,
+        'INVALID_ARGUMENT',
+        expect.stringMatching(details),
+      ])
+      expect(e.facts.messageIndex).toBe(messageIndex)
+    }
+    // Nothing was proposed, and no producer lane was made for a request that was refused.
+    expect(proposals).toEqual([])
+    expect(producerOrder.size).toBe(0)
+    // Only the size needs the queue's config: the other checks come before the partition is located.
+    expect(lookups).toEqual(['jobs/0', 'jobs/0'])
+  })
+
+  it('takes requests at the limits', async () => {
+    const { h, proposals, producerOrder } = await checked(1024)
+    const messages = Array.from({ length: 1000 }, (_, i) => ({
+      ...message(String(i), i === 0 ? 0 : 1000),
+      key: i === 1 ? '€'.repeat(85) + 'k' : '', // 256 bytes
+      dedupKey: i === 2 ? 'd'.repeat(256) : '',
+      delayMs: i === 3 ? 604_800_000 : 0,
+    }))
+    const produced = await call(h, 'produce', {
+      target,
+      producerId: 'p'.repeat(256),
+      sequence: 7,
+      sequenceBase: 7,
+      messages,
+    })
+    expect(produced.ids).toHaveLength(1000)
+    expect(producerOrder.size).toBe(1)
+    const leased = await call(h, 'lease', {
+      target,
+      consumerId: 'c'.repeat(256),
+      max: 1000,
+      visibilityMs: 43_200_000,
+      waitMs: 0,
+    })
+    // All but the delayed one.
+    expect(leased.messages).toHaveLength(999)
+    const leaseIds: string[] = leased.messages.map((m: { leaseId: string }) => m.leaseId)
+    const extended = await call(h, 'extend', {
+      target,
+      leaseIds: [...leaseIds, '1'.repeat(20) + '.' + '1'.repeat(19)],
+      extendMs: 43_200_000,
+    })
+    // A lease id of 40 characters is taken (and, not one the partition handed out, unknown).
+    expect(extended.results.map((r: { outcome: number }) => r.outcome)).toEqual([...leaseIds.map(() => 1), 2])
+    const nacked = await call(h, 'nack', { target, leaseIds: leaseIds.slice(0, 4), delayMs: 604_800_000 })
+    expect(nacked.results).toHaveLength(4)
+    expect(proposals).toEqual(['enqueue', 'lease', 'extend', 'nack'])
+  })
+
+  it('refuses a queue name no queue can have or a partition past the largest count, without looking the route up', async () => {
+    const { h, proposals, lookups } = await checked()
+    const long = await failure(
+      call(h, 'ack', { target: { ...target, queue: 'q'.repeat(4 << 20) }, leaseIds: ['1.1'] }),
+    )
+    expect([long.code, long.message]).toEqual([
+      'INVALID_ARGUMENT',
+      'target.queue is 4194304 characters long; no queue name is longer than 200',
+    ])
+    const beyond = await failure(call(h, 'stats', { target: { ...target, partition: 256 } }))
+    expect([beyond.code, beyond.message]).toEqual([
+      'INVALID_ARGUMENT',
+      'target.partition of queue jobs must be an integer from 0 to 255, got 256',
+    ])
+    const none = await failure(call(h, 'lease', { consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0 }))
+    expect(none.code).toBe('INVALID_ARGUMENT')
+    expect(lookups).toEqual([])
+    expect(proposals).toEqual([])
+  })
+
+  it("refuses a partition that the node's route, as new as the request's, lacks: INVALID_ARGUMENT naming the range, not STALE_ROUTE", async () => {
+    const group = await localGroup()
+    const lookups: number[] = []
+    // The node holds the route of jobs at epoch 4 (one partition); a lookup for a newer epoch
+    // fetches it (epoch 6, still one partition).
+    let known = { routeEpoch: 4, partitions: [{ partition: 0 }] }
+    const base = node(group)
+    const h = queueHandlers({
+      ...base,
+      groupFor: async (q, p, epoch) => {
+        lookups.push(epoch)
+        if (epoch > known.routeEpoch) known = { ...known, routeEpoch: 6 }
+        return base.groupFor(q, p, epoch)
+      },
+      knownRoute: (q) => (q === 'jobs' ? known : undefined),
+    })
+    const send = (partition: number, routeEpoch: number) =>
+      failure(
+        call(h, 'produce', { target: { queue: 'jobs', partition, routeEpoch }, messages: [message('x')] }),
+      )
+    // The route the node holds is as new as the request's: refused at once, no lookup.
+    const e = await send(3, 4)
+    expect([e.code, e.message]).toEqual([
+      'INVALID_ARGUMENT',
+      'target.partition 3 is out of range: queue jobs has 1 partition (0 to 0) in route epoch 4',
+    ])
+    expect(lookups).toEqual([])
+    // The request's route is newer: looked up (the route fetched), then refused so.
+    expect((await send(3, 5)).message).toMatch(/^target.partition 3 is out of range: .* in route epoch 6$/)
+    expect(lookups).toEqual([5])
+    // A request without a route epoch may know of partitions the node's route lacks: as before.
+    expect((await send(3, 0)).code).toBe('STALE_ROUTE')
+    // A queue the node holds no route of: as before.
+    const unknown = await failure(
+      call(h, 'produce', {
+        target: { queue: 'nope', partition: 0, routeEpoch: 4 },
+        messages: [message('x')],
+      }),
+    )
+    expect([unknown.code, unknown.message]).toEqual([
+      'STALE_ROUTE',
+      'this node holds no replica of nope/0; refresh the route (epoch 4)',
+    ])
+    expect(await call(h, 'produce', { target, messages: [message('x')] })).toMatchObject({ ids: [1] })
   })
 })

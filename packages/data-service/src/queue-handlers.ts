@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import {
   FORMAT_LEVEL_PIPELINING,
   FORMAT_LEVEL_RELEASE,
+  FORMAT_LEVEL_TTL_REDRIVE_LINES,
   InternalError,
   InvalidArgumentError,
   type LeaseResult,
@@ -24,6 +25,15 @@ import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { DeliveryBuckets } from './delivery-rate'
 import { ProducerOrder } from './producer-order'
+import {
+  checkAck,
+  checkExtend,
+  checkLease,
+  checkMessageSizes,
+  checkNack,
+  checkProduce,
+  checkTarget,
+} from './request-checks'
 import { enqueueOf, errorOf, leasedMessageOf, leaseOf, listedOf, outcomeOf } from './wire-map'
 
 /** A data group replica as the queue RPCs see it. */
@@ -74,6 +84,19 @@ export interface DataNodePort {
   ): Promise<{ group: DataGroupPort; storedAs: string; config: QueueConfig | undefined } | undefined>
   /** The route epoch this node knows. */
   routeEpoch(): number
+  /**
+   * The route this node holds for `queue` (its epoch and its partitions), without fetching
+   * one; undefined when it holds none. Read before `groupFor` and again when it found no local
+   * replica (it may have just fetched the route): a partition that a route at least as new as
+   * the request's lacks is refused as INVALID_ARGUMENT naming the range, instead of a
+   * STALE_ROUTE that the client retries and that fetches the route again each time. Optional:
+   * without it such a request is answered STALE_ROUTE.
+   */
+  knownRoute?(
+    queue: string,
+  ):
+    | { readonly routeEpoch: number; readonly partitions: readonly { readonly partition: number }[] }
+    | undefined
   /**
    * The cluster's format level as this node last heard it (protocol FORMAT_LEVEL; 1 until
    * known): no entry above it is written, so every replica can read it during an upgrade.
@@ -162,15 +185,48 @@ function released(formatLevel: number): { readonly release?: true } {
   return formatLevel >= FORMAT_LEVEL_RELEASE ? { release: true } : {}
 }
 
-/** The Queue service's gRPC handlers over the data groups of one node. */
-export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLimits> = {}): QueueServer {
+/**
+ * A redrive's flag from FORMAT_LEVEL_TTL_REDRIVE_LINES: the redriven messages' TTL counts from
+ * the redrive (below it, from their enqueue: a redrive of dead letters older than the TTL
+ * deleted them all at the next lease).
+ */
+function ttlRestarted(formatLevel: number): { restartTtl?: true } {
+  return formatLevel >= FORMAT_LEVEL_TTL_REDRIVE_LINES ? { restartTtl: true } : {}
+}
+
+/**
+ * The Queue service's gRPC handlers over the data groups of one node. Each request is checked
+ * (request-checks.ts) before anything is proposed or kept for it; `parts` lets a test see the
+ * leader-side state.
+ */
+export function queueHandlers(
+  node: DataNodePort,
+  given: Partial<QueueHandlerLimits> = {},
+  parts: { readonly producerOrder?: ProducerOrder } = {},
+): QueueServer {
   const limits: QueueHandlerLimits = { ...DEFAULT_QUEUE_HANDLER_LIMITS, ...given }
+  /**
+   * Throws InvalidArgumentError when the route the node holds for the target's queue, as new as
+   * the request's at least, has no such partition. A request without a route epoch (0) is not
+   * refused so: the node's route may be older than the client's.
+   */
+  const checkPartitionInRoute = (target: PartitionTarget): void => {
+    const route = node.knownRoute?.(target.queue)
+    if (!route || !(target.routeEpoch > 0) || route.routeEpoch < target.routeEpoch) return
+    if (route.partitions.some((p) => p.partition === target.partition)) return
+    const n = route.partitions.length
+    throw new InvalidArgumentError(
+      `target.partition ${target.partition} is out of range: queue ${target.queue} has ${n} partition${n === 1 ? '' : 's'}${n > 0 ? ` (0 to ${n - 1})` : ''} in route epoch ${route.routeEpoch}`,
+    )
+  }
   const locate = async (
     target: PartitionTarget | undefined,
   ): Promise<{ group: DataGroupPort; queue: string; partition: number; config: QueueConfig | undefined }> => {
-    if (!target?.queue) throw new InvalidArgumentError('the request names no queue')
+    checkTarget(target)
+    checkPartitionInRoute(target)
     const found = await node.groupFor(target.queue, target.partition, target.routeEpoch)
     if (!found) {
+      checkPartitionInRoute(target)
       throw new StaleRouteError(
         `this node holds no replica of ${target.queue}/${target.partition}; refresh the route (epoch ${node.routeEpoch()})`,
         { epoch: node.routeEpoch() },
@@ -180,15 +236,18 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
     return { group: found.group, queue: found.storedAs, partition: target.partition, config: found.config }
   }
   /** Pipelining producers' batches, put back in sequence order before they are proposed. */
-  const producerOrder = new ProducerOrder()
+  const producerOrder = parts.producerOrder ?? new ProducerOrder()
   /** The pace of rate-limited queues' deliveries, per partition this node leads. */
   const buckets = new DeliveryBuckets()
   const run = async (
     target: PartitionTarget | undefined,
     command: (nowMs: number, config: QueueConfig | undefined) => Command,
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
+    /** Checks of the request that need the queue's config: before the lane or the proposal. */
+    check?: (config: QueueConfig | undefined) => void,
   ): Promise<CommandResult> => {
     const { group, queue, partition, config } = await locate(target)
+    check?.(config)
     const lane = producer ? `${producer.id} ${queue}/${partition}` : ''
     const wait = producer && producerOrder.turn(lane, producer.seq, producer.base)
     if (wait) await wait
@@ -249,6 +308,9 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
 
   return {
     produce: unary(async (req) => {
+      // Before the producer id is echoed or keys a lane (the message size once located: run).
+      checkTarget(req.target)
+      checkProduce(req)
       // Below the pipelining level a replica of an older version could not read an enqueue
       // that carries the producer's base: the batch goes without it, as from a producer with
       // one batch in flight, and the answer tells the producer to send one at a time. A batch
@@ -273,12 +335,21 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
         request.producerId && request.sequenceBase !== undefined
           ? { id: request.producerId, seq: request.sequence, base: request.sequenceBase }
           : undefined
-      const r = await run(request.target, (now) => enqueueOf(request, now), pipelined)
+      const r = await run(
+        request.target,
+        (now) => enqueueOf(request, now),
+        pipelined,
+        (config) => {
+          // The route's limit is the partition's (groupFor configures it before it answers).
+          if (config && config.messageBytesMax > 0) checkMessageSizes(request, config.messageBytesMax)
+        },
+      )
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
       return { ids: [...r.ids], duplicate: r.duplicate, pipelining }
     }),
     lease: unary(async (req, call) => {
-      if (req.max < 1) throw new InvalidArgumentError(`max must be at least 1, got ${req.max}`)
+      checkTarget(req.target)
+      checkLease(req)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
       // A monotonic clock: a wall clock stepped back would hold the poll past its wait.
       const deadline = performance.now() + waitMs
@@ -294,11 +365,10 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       cancelled.addEventListener('abort', stop, { once: true })
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
-        // interval) until the deadline. The first round commits a lease (it also checks the
-        // request), unless the queue is paused or out of delivery tokens (then the rest of a bad
-        // request is checked by the first lease committed). A later one commits a lease only when the leader's applied
-        // state may hold more messages than the leases already on their way ask for: the
-        // waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
+        // interval) until the deadline. The first round commits a lease, unless the queue is
+        // paused or out of delivery tokens (the request was checked before: checkLease). A later
+        // one commits a lease only when the leader's applied state may hold more messages than
+        // the leases already on their way ask for: the waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
         // every replica) for a message one of them takes.
         const id = `${req.target?.queue}/${req.target?.partition}`
         let quick = 0
@@ -321,12 +391,7 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
           const bucket = `${queue}/${partition}`
           let max = req.max
           if (ratePerS > 0) {
-            // The lease entry asks for what was taken, so the request's own max is checked here.
-            if (req.max > QUEUE_CONFIG_DEFAULT.leaseBatchMax) {
-              throw new InvalidArgumentError(
-                `lease of ${req.max} messages exceeds the limit of ${QUEUE_CONFIG_DEFAULT.leaseBatchMax}; ask for fewer`,
-              )
-            }
+            // The lease entry asks for what was taken (the request's own max was checked before).
             max = buckets.take(bucket, ratePerS, req.max)
             if (max === 0) {
               const remaining = deadline - performance.now()
@@ -398,18 +463,26 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
         controller.abort()
       }
     }),
-    ack: unary(async (req) => settle(req.target, { type: 'ack', leaseIds: req.leaseIds })),
-    nack: unary(async (req) =>
-      settle(req.target, {
+    ack: unary(async (req) => {
+      checkTarget(req.target)
+      checkAck(req)
+      return settle(req.target, { type: 'ack', leaseIds: req.leaseIds })
+    }),
+    nack: unary(async (req) => {
+      checkTarget(req.target)
+      checkNack(req)
+      return settle(req.target, {
         type: 'nack',
         leaseIds: req.leaseIds,
         delayMs: req.delayMs,
         ...(req.release ? released(node.formatLevel()) : {}),
-      }),
-    ),
-    extend: unary(async (req) =>
-      settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs }),
-    ),
+      })
+    }),
+    extend: unary(async (req) => {
+      checkTarget(req.target)
+      checkExtend(req)
+      return settle(req.target, { type: 'extend', leaseIds: req.leaseIds, visibilityMs: req.extendMs })
+    }),
     purge: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeReady')),
     listDead: unary(async (req) => {
       const { group, queue, partition } = await locate(req.target)
@@ -432,7 +505,11 @@ export function queueHandlers(node: DataNodePort, given: Partial<QueueHandlerLim
       const max = Math.min(req.max || BATCH_MAX, group.machine.deadCount(queue, partition))
       if (max === 0) return { moved: 0, more: false }
       const { taken, more } = await inBatches(max, limits.batchCallMs, call.cancelled, async (n) => {
-        const r = await run(req.target, () => ({ type: 'redriveDead', max: n }))
+        const r = await run(req.target, () => ({
+          type: 'redriveDead',
+          max: n,
+          ...ttlRestarted(node.formatLevel()),
+        }))
         return r.type === 'redriveDead' ? r.ids.length : 0
       })
       return { moved: taken, more }

@@ -487,6 +487,31 @@ describe('meta handlers', () => {
     expect(second.queues.map((q) => q.queue)).toEqual(['c'])
   })
 
+  it('bounds GetRoutes: each named queue once, at most 100 routes for no name, at most as many names as queues', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const names = Array.from({ length: 150 }, (_, i) => `q${String(i).padStart(3, '0')}`)
+    for (const name of names) await meta.propose({ type: 'createQueue', name, config: { partitions: 1 } })
+    const h = metaHandlers(meta, controller)
+    const routes = async (queues: string[]) =>
+      ((await call(h, 'getRoutes', { queues })) as { routes: QueueRoute[] }).routes.map((r) => r.queue)
+    // A name sent many times is answered once (not one copy of its route per time).
+    expect(await routes([...Array.from({ length: 5_000 }, () => 'q007'), 'missing', 'q149'])).toEqual([
+      'q007',
+      'q149',
+    ])
+    // No name (an earlier SDK's connect): the first 100 queues by name, not every queue.
+    expect(await routes([])).toEqual(names.slice(0, 100))
+    // More names than the cluster may have queues: refused before the state is read.
+    const many = Array.from({ length: 100_001 }, (_, i) => `n${i}`)
+    await expect(routes(many)).rejects.toMatchObject({
+      code: 3,
+      details: 'GetRoutes names 100001 queues; the limit is 100000: ask in parts',
+    })
+    expect(await routes(many.slice(1))).toEqual([])
+  })
+
   it('answers errors with their typed status', async () => {
     const h = metaHandlers(singleReplica(), controller)
     await expect(call(h, 'describeQueue', { name: 'nope' })).rejects.toMatchObject({ code: 5 })

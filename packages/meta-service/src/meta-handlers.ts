@@ -14,7 +14,7 @@ import {
   unaryHandler as unary,
 } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
-import type { MetaResult, MetaState, QueueRecord } from './meta-state'
+import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord } from './meta-state'
 import { queueNameProblem } from './queue-name'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
@@ -59,6 +59,19 @@ export interface ControllerPort {
 }
 
 const LIST_LIMIT_MAX = 1000
+/**
+ * Queue names one GetRoutes may ask for: as many as the cluster may have queues. Not fewer: a
+ * node asks in one call for the routes of every queue its data groups hold (apps/server
+ * node.ts, the hosted routes' refresh and the orphan sweeper), which can be all of them.
+ */
+export const GET_ROUTES_QUEUES_MAX = META_LIMITS.queuesMax
+/**
+ * Routes a GetRoutes that names no queue answers: the first queues by name, at most this many.
+ * That form asked for every queue's route (SDKs before 2026-12-02 send it on every connect, and
+ * ignore the answer), an answer that grew with the cluster past what a call may carry; the
+ * routes of every queue are ListQueues's pages.
+ */
+export const GET_ROUTES_UNNAMED_MAX = 100
 
 /** The Meta service's gRPC handlers over a meta group replica. */
 export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): MetaServer {
@@ -147,13 +160,18 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
   }
   return {
     getRoutes: unary(async (req) => {
+      // Counted as sent, answered once per name: a name repeated would repeat its route.
+      if (req.queues.length > GET_ROUTES_QUEUES_MAX) {
+        throw new InvalidArgumentError(
+          `GetRoutes names ${req.queues.length} queues; the limit is ${GET_ROUTES_QUEUES_MAX}: ask in parts`,
+        )
+      }
       const state = await meta.read()
-      const names = req.queues.length > 0 ? req.queues : state.queues().map((q) => q.name)
-      const routes = names.flatMap((n) => {
-        const q = state.queue(n)
-        return q ? [routeOf(state, q)] : []
-      })
-      return { routeEpoch: state.routeEpoch, routes }
+      const queues =
+        req.queues.length > 0
+          ? [...new Set(req.queues)].flatMap((n) => state.queue(n) ?? [])
+          : state.queues('', '', GET_ROUTES_UNNAMED_MAX)
+      return { routeEpoch: state.routeEpoch, routes: queues.map((q) => routeOf(state, q)) }
     }),
     createQueue: unary(async (req) => {
       await checkLevel(req.name, {

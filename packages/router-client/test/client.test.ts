@@ -1117,6 +1117,14 @@ describe('MqClient', () => {
     }
   })
 
+  it("connects without asking for every queue's routes", async () => {
+    broker.routeRequests.length = 0
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    await c.close()
+    // One GetRoutes naming one queue that cannot exist, not the empty list (every queue).
+    expect(broker.routeRequests).toEqual([['']])
+  })
+
   it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {
     const started = Date.now()
     await expect(

@@ -82,6 +82,8 @@ export class FakeBroker {
   readonly sequenceLog: { seq: number; answered: boolean }[] = []
   #held: (() => void)[] = []
   readonly calls: string[] = []
+  /** The queues of every GetRoutes request, in arrival order. */
+  readonly routeRequests: string[][] = []
   /** Every CreateQueue request, as decoded here. */
   readonly createRequests: CreateQueueRequest[] = []
   /** Queues paused by UpdateQueue. */
@@ -236,6 +238,7 @@ export class FakeBroker {
     return {
       getRoutes: handle((req: GetRoutesRequest) => {
         this.calls.push('getRoutes')
+        this.routeRequests.push([...req.queues])
         if (Date.now() < this.failRoutesUntilMs) throw new UnavailableError('the meta group has no leader')
         return {
           routeEpoch: this.epoch,
