@@ -59,6 +59,7 @@ import { DeadLetterLog } from './host/dead-letter-log'
 import { checkedEntry } from './host/entry-size'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
+import { MetaTermFence } from './host/meta-term-fence'
 import { NodeFacts } from './host/node-facts'
 import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
@@ -138,6 +139,8 @@ export class MqNode {
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
   readonly #routes = new Map<string, QueueRoute>()
+  /** The meta terms replica change steps were taken from, per group led here (MetaTermFence). */
+  readonly #metaTerms = new MetaTermFence()
   /** The node's own SDK client (dead letters it moves), once started. */
   #ownClient: OwnClient | undefined
   /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
@@ -410,6 +413,12 @@ export class MqNode {
       }),
       changeReplicas: unaryHandler(async (req) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
+        if (!this.#metaTerms.admit(req.groupId, req.metaTerm)) {
+          throw new UnavailableError(
+            `a replica change step of group ${req.groupId} from meta term ${req.metaTerm}, below ${this.#metaTerms.highest(req.groupId)} already stepped from: a deposed meta leader's, ignored`,
+            { groupId: req.groupId },
+          )
+        }
         return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
           this.#addresses.get(id),
         )

@@ -449,7 +449,13 @@ describe('Controller data-group replica changes', () => {
     }
     await settle()
     // Each step names the replicas the meta state records, the dead one removed first.
-    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n4', remove: 'n3', removeFirst: true })
+    expect(c.dataCalls.at(-1)).toMatchObject({
+      groupId,
+      add: 'n4',
+      remove: 'n3',
+      removeFirst: true,
+      metaTerm: 1,
+    })
     expect(c.dataCalls.at(-1)?.replicas).toEqual(NODES)
     const toN4 = c.dataCallsWanted.at(-1)
     expect(toN4?.()).toBe(true)

@@ -555,6 +555,7 @@ export class Controller {
                 addCaughtUp: false,
                 removeFirst: this.#removeFirst(change, group.replicas, alive),
                 replicas: [...group.replicas],
+                metaTerm: this.#host.metaTerm?.() ?? 0,
               },
               md,
               opts,

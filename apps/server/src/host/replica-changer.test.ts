@@ -70,6 +70,7 @@ const request: ChangeReplicasRequest = {
   remove: 'n3',
   addCaughtUp: false,
   removeFirst: false,
+  metaTerm: 0,
   replicas: ['n1', 'n2', 'n3'],
 }
 

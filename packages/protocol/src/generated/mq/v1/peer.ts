@@ -258,6 +258,13 @@ export interface ChangeReplicasRequest {
    * Empty (versions before format level 4): only such a learner is.
    */
   replicas: string[];
+  /**
+   * The term of the meta group in which its leader sent this step (0 from a version before
+   * it). A group's leader refuses a step of a term lower than one it has already taken a step
+   * of: a deposed meta leader's step, delayed in flight, would otherwise act on a change a
+   * later leader retargeted or finished (removing the replica that replaced its `add`).
+   */
+  metaTerm: number;
 }
 
 export interface ChangeReplicasResponse {
@@ -2706,7 +2713,7 @@ export const FetchImageResponse: MessageFns<FetchImageResponse> = {
 };
 
 function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
-  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false, replicas: [] };
+  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false, replicas: [], metaTerm: 0 };
 }
 
 export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
@@ -2728,6 +2735,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     }
     for (const v of message.replicas) {
       writer.uint32(50).string(v!);
+    }
+    if (message.metaTerm !== 0) {
+      writer.uint32(56).uint64(message.metaTerm);
     }
     return writer;
   },
@@ -2787,6 +2797,14 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
           message.replicas.push(reader.string());
           continue;
         }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.metaTerm = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2818,6 +2836,11 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
       replicas: globalThis.Array.isArray(object?.replicas)
         ? object.replicas.map((e: any) => globalThis.String(e))
         : [],
+      metaTerm: isSet(object.metaTerm)
+        ? globalThis.Number(object.metaTerm)
+        : isSet(object.meta_term)
+        ? globalThis.Number(object.meta_term)
+        : 0,
     };
   },
 
@@ -2841,6 +2864,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     if (message.replicas?.length) {
       obj.replicas = message.replicas;
     }
+    if (message.metaTerm !== 0) {
+      obj.metaTerm = Math.round(message.metaTerm);
+    }
     return obj;
   },
 
@@ -2855,6 +2881,7 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     message.addCaughtUp = object.addCaughtUp ?? false;
     message.removeFirst = object.removeFirst ?? false;
     message.replicas = object.replicas?.map((e) => e) || [];
+    message.metaTerm = object.metaTerm ?? 0;
     return message;
   },
 };
