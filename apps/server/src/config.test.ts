@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig, TOKEN_CHARS_MIN } from './config'
+import { ConfigError, loadConfig, TOKEN_CHARS_MIN, weakSecretWarning } from './config'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-config-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -55,7 +55,6 @@ describe('loadConfig', () => {
     [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
     [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
-    [{ ...base, peerToken: 'x'.repeat(TOKEN_CHARS_MIN - 1) }, /peerToken .* at least 16 characters/],
     [{ ...base, peerToken: 1234567890123456 }, /peerToken .* must be a string/],
     [{ ...base, consolePeek: 'yes' }, /consolePeek must be true or false/],
     [{ ...base, tlsCert: 'n1.crt' }, /--tls-cert and --tls-key together/],
@@ -73,6 +72,14 @@ describe('loadConfig', () => {
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags, '/srv', {})).toThrow(ConfigError)
     expect(() => loadConfig(flags, '/srv', {})).toThrow(message)
+  })
+
+  it('takes a peer secret shorter than 16 characters with a warning (a rolling upgrade must not stop)', () => {
+    const short = loadConfig({ ...base, peerToken: 'x'.repeat(TOKEN_CHARS_MIN - 1) }, '/srv', {})
+    expect(short.peerToken).toHaveLength(TOKEN_CHARS_MIN - 1)
+    expect(weakSecretWarning(short)).toMatch(/has 15 characters, fewer than 16/)
+    expect(weakSecretWarning({ peerToken: 'x'.repeat(TOKEN_CHARS_MIN) })).toBeUndefined()
+    expect(weakSecretWarning({ peerToken: '' })).toBeUndefined()
   })
 
   it('reads the peer secret from MQ_PEER_TOKEN unless a flag or the config file gives one', () => {
@@ -93,7 +100,7 @@ describe('loadConfig', () => {
     expect(
       loadConfig({ ...base, authFile: 'tokens.json' }, '/srv', { MQ_PEER_TOKEN: fromEnv }).authFile,
     ).toBe('/srv/tokens.json')
-    expect(() => loadConfig(base, '/srv', { MQ_PEER_TOKEN: 'short' })).toThrow(/MQ_PEER_TOKEN\) must be/)
+    expect(weakSecretWarning(loadConfig(base, '/srv', { MQ_PEER_TOKEN: 'short' }))).toMatch(/MQ_PEER_TOKEN\)/)
   })
 
   it('shows message bodies to the console without auth only when consolePeek is set', () => {

@@ -269,16 +269,26 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   }
 }
 
-/** A shared secret: '' (none) or a string of at least TOKEN_CHARS_MIN characters. */
+/**
+ * A shared secret: '' (none) or a string. One shorter than TOKEN_CHARS_MIN is taken, with a
+ * warning (`weakSecretWarning`), not refused: every node of a cluster shares it, so refusing
+ * it would stop the first node upgraded in a rolling upgrade of a cluster that has one.
+ */
 function secret(raw: RawConfig, key: 'peerToken'): string {
   const v = raw[key]
   if (v === undefined || v === '') return ''
-  if (typeof v !== 'string' || v.length < TOKEN_CHARS_MIN) {
+  if (typeof v !== 'string') {
     throw new ConfigError(
-      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string of at least ${TOKEN_CHARS_MIN} characters: a guessable secret lets any process join the cluster's Raft traffic (make one with \`openssl rand -hex 24\`)`,
+      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string, got ${JSON.stringify(v)}`,
     )
   }
   return v
+}
+
+/** What to warn of a config's peer secret: one shorter than TOKEN_CHARS_MIN (undefined: none). */
+export function weakSecretWarning(config: Pick<ServerConfig, 'peerToken'>): string | undefined {
+  if (config.peerToken === '' || config.peerToken.length >= TOKEN_CHARS_MIN) return undefined
+  return `the peer secret (--peer-token, or ${PEER_TOKEN_ENV}) has ${config.peerToken.length} characters, fewer than ${TOKEN_CHARS_MIN}: a guessable secret lets any process join the cluster's Raft traffic; replace it on every node (make one with \`openssl rand -hex 24\`)`
 }
 
 function path(raw: RawConfig, key: keyof ServerConfig, cwd: string): string {

@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { Command, InvalidArgumentError } from 'commander'
 import { loadTokenFile } from './auth/token-file'
-import { ConfigError, loadConfig } from './config'
+import { ConfigError, loadConfig, weakSecretWarning } from './config'
 import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
 import { makeDevCerts } from './dev-certs'
 import { runDevCluster } from './dev-cluster'
@@ -41,7 +41,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--tick-ms <ms>', 'Raft tick length')
     .option(
       '--peer-token <secret>',
-      'shared secret peers must present, 16+ characters (required with --auth-file); better in MQ_PEER_TOKEN: a flag shows in ps',
+      'shared secret peers must present, 16+ characters (else a warning; required with --auth-file); better in MQ_PEER_TOKEN: a flag shows in ps',
     )
     .option('--http-listen <host:port>', 'serve /metrics, /healthz and /readyz over HTTP here (default: off)')
     .option('--no-console', 'do not serve the web console (/console/) and its API (/api/) on the HTTP port')
@@ -90,6 +90,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         const { console: consoleFlag, ...rest } = flags
         const config = loadConfig(consoleFlag === false ? { ...rest, console: false } : rest)
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
+        const weak = weakSecretWarning(config)
+        if (weak) log.warn(weak)
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
         node = new MqNode(config, {
           log,

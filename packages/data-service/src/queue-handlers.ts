@@ -87,8 +87,8 @@ export interface DataNodePort {
   /**
    * The route this node holds for `queue` (its epoch and its partitions), without fetching
    * one; undefined when it holds none. Read before `groupFor` and again when it found no local
-   * replica (it may have just fetched the route): a partition that a route at least as new as
-   * the request's lacks is refused as INVALID_ARGUMENT naming the range, instead of a
+   * replica (it may have just fetched the route): a partition that the route of the request's
+   * own epoch lacks is refused as INVALID_ARGUMENT naming the range, instead of a
    * STALE_ROUTE that the client retries and that fetches the route again each time. Optional:
    * without it such a request is answered STALE_ROUTE.
    */
@@ -206,13 +206,15 @@ export function queueHandlers(
 ): QueueServer {
   const limits: QueueHandlerLimits = { ...DEFAULT_QUEUE_HANDLER_LIMITS, ...given }
   /**
-   * Throws InvalidArgumentError when the route the node holds for the target's queue, as new as
-   * the request's at least, has no such partition. A request without a route epoch (0) is not
-   * refused so: the node's route may be older than the client's.
+   * Throws InvalidArgumentError when the route the node holds for the target's queue, of the
+   * request's own epoch, has no such partition: the client's route says so itself. A newer
+   * route lacking it means a stale client (the queue deleted and created again with fewer
+   * partitions), answered STALE_ROUTE as before, so that it refreshes instead of failing; a
+   * request without a route epoch (0) is not refused so either.
    */
   const checkPartitionInRoute = (target: PartitionTarget): void => {
     const route = node.knownRoute?.(target.queue)
-    if (!route || !(target.routeEpoch > 0) || route.routeEpoch < target.routeEpoch) return
+    if (!route || !(target.routeEpoch > 0) || route.routeEpoch !== target.routeEpoch) return
     if (route.partitions.some((p) => p.partition === target.partition)) return
     const n = route.partitions.length
     throw new InvalidArgumentError(

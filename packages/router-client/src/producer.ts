@@ -167,6 +167,10 @@ export class Producer {
       if (!Number.isInteger(v) || v < 1)
         throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
     }
+    if (!(o.batchBytesMax > 0) || o.batchBytesMax > PRODUCE_BATCH_BYTES_MAX)
+      throw new RangeError(
+        `producer option batchBytesMax must be from 1 to ${PRODUCE_BATCH_BYTES_MAX} (a batch is one Raft entry, and a server takes entries of at most 32 MiB), got ${o.batchBytesMax}`,
+      )
     if (o.batchMax > PRODUCE_BATCH_MAX)
       throw new RangeError(
         `producer option batchMax must be at most ${PRODUCE_BATCH_MAX} (the messages one Produce may carry), got ${o.batchMax}`,
@@ -392,6 +396,12 @@ export class Producer {
 
 /** The most messages one Produce may carry (a partition's enqueue batch limit). */
 const PRODUCE_BATCH_MAX = 1000
+/**
+ * The bytes of one batch at most (`batchBytesMax`; a single message bigger than it still goes
+ * alone, up to a queue's 16 MiB limit): a batch is one Raft entry, which servers take up to
+ * 32 MiB (mq-server's ENTRY_BYTES_MAX).
+ */
+const PRODUCE_BATCH_BYTES_MAX = 16 * 1024 * 1024
 
 /** A message's bytes as a batch counts them: what grows its Produce request. */
 function wireBytes(m: ProduceMessage): number {

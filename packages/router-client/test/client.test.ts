@@ -978,6 +978,10 @@ describe('MqClient', () => {
     expect(() => client.producer(q, { batchMax: 1_001 })).toThrow(
       'producer option batchMax must be at most 1000 (the messages one Produce may carry), got 1001',
     )
+    // A batch is one Raft entry, which a server takes up to 32 MiB: 40 MiB batches all failed.
+    expect(() => client.producer(q, { batchBytesMax: 40 * 1024 * 1024 })).toThrow(
+      /^producer option batchBytesMax must be from 1 to 16777216 \(a batch is one Raft entry/,
+    )
     const producer = client.producer(q, { batchBytesMax: 100 })
     broker.calls.length = 0
     // Tiny bodies, 60 bytes of header each: two would pass 100 bytes, so each goes alone.

@@ -41,17 +41,16 @@ describe('toWireError', () => {
     expect(toWireError(new Error('a bug'), 1, addressOf)).toBeInstanceOf(InternalError)
   })
 
-  it('a request that can never succeed is INVALID_ARGUMENT, not retried, whoever found it', () => {
-    // Before: raft-core's became a retriable UNAVAILABLE (the SDK retried "nope is not a
-    // voter" until its deadline), weighted-queue's an INTERNAL error.
-    for (const found of [
-      new RaftInvalidArgument('nope is not a voter'),
-      new QueueInvalidArgument('not a non-negative safe integer: 9008995435981566'),
-    ]) {
-      const e = toWireError(found, 2, addressOf)
-      expect(e).toBeInstanceOf(InvalidArgumentError)
-      expect(e.retriable).toBe(false)
-      expect(e.message).toBe(`group 2: ${found.message}`)
-    }
+  it("a partition's INVALID_ARGUMENT is INVALID_ARGUMENT, not retried; raft-core's stays retriable", () => {
+    // Before: weighted-queue's became an INTERNAL error.
+    const found = new QueueInvalidArgument('not a non-negative safe integer: 9008995435981566')
+    const e = toWireError(found, 2, addressOf)
+    expect(e).toBeInstanceOf(InvalidArgumentError)
+    expect(e.retriable).toBe(false)
+    expect(e.message).toBe(`group 2: ${found.message}`)
+    // raft-core's says so of a group removed from this node under a request too: retried.
+    const gone = toWireError(new RaftInvalidArgument('group 2 is not hosted here'), 2, addressOf)
+    expect(gone).toBeInstanceOf(UnavailableError)
+    expect(gone.retriable).toBe(true)
   })
 })

@@ -8,14 +8,15 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { NotLeaderError, RaftError } from '@mq/raft-core'
+import { QueueError } from '@mq/weighted-queue'
 
 /**
  * Turns what the Raft runtime or storage threw into the typed error a client sees: a
  * not-leader becomes NOT_LEADER with the leader's address (so the client retries in one
  * hop), back-pressure becomes LIMIT_EXCEEDED, a dropped proposal, a stopped host, a failed
  * durable write (a full disk, say) or damaged data found by a read (the node stops; another
- * replica takes over) UNAVAILABLE (retriable), an error coded INVALID_ARGUMENT (of raft-core or
- * weighted-queue) INVALID_ARGUMENT, anything else INTERNAL. MqErrors pass through.
+ * replica takes over) UNAVAILABLE (retriable), weighted-queue's INVALID_ARGUMENT
+ * INVALID_ARGUMENT, anything else INTERNAL. MqErrors pass through.
  */
 export function toWireError(
   error: unknown,
@@ -53,9 +54,11 @@ export function toWireError(
       { cause: error },
     )
   }
-  // A request that can never succeed as written, found by the Raft runtime or a state
-  // machine's package (a delay past what a time can hold, say): not retriable, whatever threw it.
-  if (code === 'INVALID_ARGUMENT') {
+  // A request that can never succeed as written, found by a partition (a delay past what a
+  // time can hold, say): not retriable. Not raft-core's: its InvalidArgumentError also says
+  // "group N is not hosted here" of a group removed from this node under a request, which a
+  // retry elsewhere gets past.
+  if (error instanceof QueueError && code === 'INVALID_ARGUMENT') {
     return new InvalidArgumentError(`group ${groupId}: ${message}`, { groupId }, { cause: error })
   }
   if (error instanceof RaftError || (error as { retriable?: unknown })?.retriable === true) {
