@@ -1,4 +1,4 @@
-import { storedQueueName } from '@mq/data-service'
+import { type DataGroupPort, storedQueueName } from '@mq/data-service'
 import { FORMAT_LEVEL_DEAD_LETTER_QUEUE, InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import {
@@ -9,7 +9,7 @@ import {
   type DeadLetterForwarderHost,
   type ForwardedMessage,
 } from './dead-letter-forwarder'
-import { memoryGroup } from './memory-group'
+import { leaseAndNack, memoryGroup } from './memory-group'
 
 const text = (s: string) => new TextEncoder().encode(s)
 const bodyOf = (m: ForwardedMessage) => new TextDecoder().decode(m.body)
@@ -32,23 +32,23 @@ async function withDead(bodies: readonly string[]) {
       messages: bodies.map((b) => ({ body: text(b), weight: 3, headers: { app: b }, key: `k-${b}` })),
     },
   })
-  const kill = async (count: number) => {
-    const leased = await apply({
-      type: 'apply',
-      queue: stored,
-      partition: 0,
-      command: { type: 'lease', consumerId: 'c', max: count, visibilityMs: 1_000 },
-    })
-    const leases =
-      leased.type === 'applied' && leased.result.type === 'lease'
-        ? leased.result.leases.map((l) => l.leaseId)
-        : []
-    await apply({ type: 'apply', queue: stored, partition: 0, command: { type: 'nack', leaseIds: leases } })
-  }
+  const kill = (count: number) => leaseAndNack(g.port, stored, 0, count)
   await kill(bodies.length)
   const dead = async () =>
     (await g.port.machine.listDead(stored, 0, 100))?.map((d) => new TextDecoder().decode(d.body)) ?? []
   return { g, stored, kill, dead, apply }
+}
+
+/** Opens partition 1 of `stored` (one delivery allowed) with one dead letter, `body`. */
+async function deadOnPartition1(port: DataGroupPort, stored: string, body: string) {
+  await port.propose({ type: 'open', queue: stored, partition: 1, config: { maxDeliveries: 1 } })
+  await port.propose({
+    type: 'apply',
+    queue: stored,
+    partition: 1,
+    command: { type: 'enqueue', messages: [{ body: text(body), weight: 1 }] },
+  })
+  await leaseAndNack(port, stored, 1, 1)
 }
 
 function host(
@@ -130,26 +130,9 @@ describe('DeadLetterForwarder', () => {
   })
 
   it('tries a failing target once a round, not once per partition', async () => {
-    const { g, stored, apply } = await withDead(['a'])
+    const { g, stored } = await withDead(['a'])
     // A second partition of jobs with a dead letter too.
-    await g.port.propose({ type: 'open', queue: stored, partition: 1, config: { maxDeliveries: 1 } })
-    await apply({
-      type: 'apply',
-      queue: stored,
-      partition: 1,
-      command: { type: 'enqueue', messages: [{ body: text('b'), weight: 1 }] },
-    })
-    const leased = await apply({
-      type: 'apply',
-      queue: stored,
-      partition: 1,
-      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 },
-    })
-    const leaseIds =
-      leased.type === 'applied' && leased.result.type === 'lease'
-        ? leased.result.leases.map((l) => l.leaseId)
-        : []
-    await apply({ type: 'apply', queue: stored, partition: 1, command: { type: 'nack', leaseIds } })
+    await deadOnPartition1(g.port, stored, 'b')
     expect(g.port.machine.deadPartitionIds()).toHaveLength(2)
     let tries = 0
     const forwarder = new DeadLetterForwarder(
@@ -236,26 +219,9 @@ describe('DeadLetterForwarder', () => {
   it('begins a round after the partition where the previous one ran out of batches', async () => {
     // Partition 0: more than two rounds' batches.
     const bodies = Array.from({ length: 4 * DEAD_LETTER_BATCH + 1 }, (_, i) => `m${i}`)
-    const { g, stored, apply } = await withDead(bodies)
+    const { g, stored } = await withDead(bodies)
     // A second partition of jobs with one dead letter.
-    await g.port.propose({ type: 'open', queue: stored, partition: 1, config: { maxDeliveries: 1 } })
-    await apply({
-      type: 'apply',
-      queue: stored,
-      partition: 1,
-      command: { type: 'enqueue', messages: [{ body: text('p1'), weight: 1 }] },
-    })
-    const leased = await apply({
-      type: 'apply',
-      queue: stored,
-      partition: 1,
-      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 },
-    })
-    const leaseIds =
-      leased.type === 'applied' && leased.result.type === 'lease'
-        ? leased.result.leases.map((l) => l.leaseId)
-        : []
-    await apply({ type: 'apply', queue: stored, partition: 1, command: { type: 'nack', leaseIds } })
+    await deadOnPartition1(g.port, stored, 'p1')
     const sent: string[] = []
     const forwarder = new DeadLetterForwarder(
       host(

@@ -1,8 +1,7 @@
 import { type DataGroupPort, parsePartitionId, parseStoredQueueName } from '@mq/data-service'
 import { FORMAT_LEVEL_DEAD_LETTER_QUEUE } from '@mq/protocol'
 import type { DeadMessage } from '@mq/weighted-queue'
-import { ledGroups } from './led-groups'
-import { inTurn, type LedPartition, type RoundCursor } from './ttl-ticker'
+import { inTurn, type LedPartition, ledGroups, type RoundCursor } from './led-groups'
 
 /** Dead-lettered messages copied per batch (one Produce to the target, one purge entry). */
 export const DEAD_LETTER_BATCH = 100

@@ -46,3 +46,21 @@ export async function memoryGroup(groupId: number, leads = true) {
   const keys = async () => (await engine.range(stateMachineRange(groupId))).length
   return { port, engine, proposed, open, keys }
 }
+
+/**
+ * For tests: leases up to `count` ready messages of partition `queue/partition` of `port`'s
+ * group and nacks them (dead letters, when the partition allows one delivery).
+ */
+export async function leaseAndNack(port: DataGroupPort, queue: string, partition: number, count: number) {
+  const leased = await port.propose({
+    type: 'apply',
+    queue,
+    partition,
+    command: { type: 'lease', consumerId: 'c', max: count, visibilityMs: 1_000 },
+  })
+  const leaseIds =
+    leased.type === 'applied' && leased.result.type === 'lease'
+      ? leased.result.leases.map((l) => l.leaseId)
+      : []
+  await port.propose({ type: 'apply', queue, partition, command: { type: 'nack', leaseIds } })
+}

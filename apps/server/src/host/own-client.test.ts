@@ -10,7 +10,7 @@ import {
 import { type ClientOptions, Producer } from '@mq/router-client'
 import { describe, expect, it } from 'vitest'
 import { DeadLetterForwarder, type ForwardedMessage } from './dead-letter-forwarder'
-import { memoryGroup } from './memory-group'
+import { leaseAndNack, memoryGroup } from './memory-group'
 import { OwnClient } from './own-client'
 
 const text = (s: string) => new TextEncoder().encode(s)
@@ -120,17 +120,7 @@ describe('OwnClient', () => {
       partition: 0,
       command: { type: 'enqueue', messages: ['a', 'huge', 'c'].map((b) => ({ body: text(b), weight: 1 })) },
     })
-    const leased = await apply({
-      type: 'apply',
-      queue: source,
-      partition: 0,
-      command: { type: 'lease', consumerId: 'c', max: 3, visibilityMs: 1_000 },
-    })
-    const leaseIds =
-      leased.type === 'applied' && leased.result.type === 'lease'
-        ? leased.result.leases.map((l) => l.leaseId)
-        : []
-    await apply({ type: 'apply', queue: source, partition: 0, command: { type: 'nack', leaseIds } })
+    await leaseAndNack(g.port, source, 0, 3)
     const forwarder = new DeadLetterForwarder({
       groups: () => [g.port],
       formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE,
