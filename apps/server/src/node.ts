@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
@@ -25,6 +25,7 @@ import {
   removedNodeMessage,
   routeOf,
   saysNodeRemoved,
+  saysStoreReplaced,
 } from '@mq/meta-service'
 import {
   type FencePartitionsRequest,
@@ -37,6 +38,7 @@ import {
   InvalidArgumentError,
   MetaService,
   PeerService,
+  type ProbeResponse,
   type QueueRoute,
   QueueService,
   StaleRouteError,
@@ -57,6 +59,7 @@ import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { DeadLetterForwarder } from './host/dead-letter-forwarder'
 import { DeadLetterLog } from './host/dead-letter-log'
 import { checkedEntry } from './host/entry-size'
+import { FounderGate } from './host/founder-gate'
 import { transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { MetaTermFence } from './host/meta-term-fence'
@@ -90,6 +93,10 @@ const TTL_ROUND_MS = 1_000
 /** How often leaders move dead letters to their queue's dead-letter queue (DeadLetterForwarder). */
 const DEAD_LETTER_ROUND_MS = 1_000
 const META_CALL_MS = 3_000
+/** A founder with an empty data dir asks the other founders this often whether the cluster is new. */
+const FOUNDER_PROBE_MS = 500
+/** The deadline of one Peer.Probe. */
+const PROBE_CALL_MS = 1_000
 /** How often group leadership changes are looked for (and logged). */
 const RAFT_EVENTS_MS = 250
 
@@ -162,6 +169,10 @@ export class MqNode {
   #meta: MetaMachine | undefined
   /** Hosting or dropping the meta replica, when under way (see #hostMeta, #leaveMeta). */
   #hostingMeta: Promise<void> | undefined
+  /** Holds a founder's meta replica back while its data dir was empty at its start (host/founder-gate.ts). */
+  #founderGate: FounderGate | undefined
+  /** The data dir had no database when this process started, and no meta leader answered it since. */
+  #freshStore = false
   #leavingMeta: Promise<void> | undefined
   #facts: NodeFacts | undefined
   /** Notified whenever the meta replica applies entries or a snapshot. */
@@ -283,6 +294,8 @@ export class MqNode {
         cause: error,
       })
     }
+    // A database that does not exist yet: a new node, or one whose data dir was wiped.
+    this.#freshStore = !existsSync(join(this.config.dataDir, 'db', 'CURRENT'))
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
       onCorruption: (error) => this.#damaged(error),
     })
@@ -373,14 +386,18 @@ export class MqNode {
         ),
     })
     // A founder that never left bootstraps the meta group; a node added to it later finds
-    // its replica on disk.
+    // its replica on disk. A founder whose data dir was empty waits at its gate (it may have
+    // lost its data: its vote must not count again) until the cluster is found new or the
+    // meta leader accepts it.
     const founder =
       this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
-    if (founder || groupsOnDisk.includes(META_GROUP)) await this.#hostMeta(founder)
+    if (groupsOnDisk.includes(META_GROUP) || (founder && !this.#freshStore)) await this.#hostMeta(founder)
+    else if (founder) this.#founderGate = this.#newFounderGate()
     for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [], false)
     this.#server.addService(HealthService, this.health.handlers())
     this.#server.addService(PeerService, {
       raft: transport.handleRaft,
+      probe: unaryHandler(async () => ({ nodeId: this.config.nodeId, metaPristine: this.#metaPristine() })),
       heartbeat: unaryHandler(async (req: HeartbeatRequest) => {
         const answer = await this.#controller.onHeartbeat(req)
         const tokens = this.#meta?.state.tokens
@@ -435,6 +452,11 @@ export class MqNode {
     )
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
+    const gate = this.#founderGate
+    if (gate) {
+      this.#timers.push(setInterval(() => void gate.round(Date.now()), FOUNDER_PROBE_MS))
+      void gate.round(Date.now())
+    }
     this.#timers.push(setInterval(() => void this.#controller.round(), CONTROLLER_MS))
     const sweeper = new OrphanSweeper({
       groups: () => this.#dataGroupPorts(),
@@ -632,6 +654,41 @@ export class MqNode {
     return this.#hostingMeta
   }
 
+  /** The gate of a founder that started with an empty data dir: it opens by hosting the founder's meta replica. */
+  #newFounderGate(): FounderGate {
+    const self = this.config.nodeId
+    return new FounderGate({
+      self,
+      founders: this.config.initialMeta,
+      probe: (f) =>
+        this.#calls.call<ProbeResponse>(
+          f.address,
+          (c, md, opts, cb) => c.peer.probe({ nodeId: self }, md, opts, cb),
+          PROBE_CALL_MS,
+        ),
+      open: () => {
+        this.log.info(
+          `mq-server: node ${self}, a founding member that started with an empty data dir, hosts its meta replica (the cluster is new, or the meta leader accepted this node)`,
+        )
+        this.#hostMeta(true).catch((error: unknown) =>
+          this.log.error({ err: error }, 'cannot host a replica of the meta group'),
+        )
+      },
+      waiting: (message) => this.log.warn(`mq-server: ${message}`),
+    })
+  }
+
+  /**
+   * Whether this node has never taken part in the meta group's Raft (Peer.Probe): it never left
+   * a meta replica, and hosts none (a founder still at its gate, or a node never added) or one
+   * still at term 0 (no election seen, no vote cast).
+   */
+  #metaPristine(): boolean {
+    if (this.#facts?.leftMeta !== false) return false
+    if (!this.#meta) return this.#hostingMeta === undefined
+    return this.#raft?.status(META_GROUP).term === 0
+  }
+
   /**
    * Drops this node's meta replica, which the meta group removed (a committed change), and
    * deletes its storage. It first records (durably) that the node left, so a founder never
@@ -768,12 +825,19 @@ export class MqNode {
       tokensFingerprint: this.#metaTokens.fingerprint,
       hostsMeta: this.#meta !== undefined,
       formatLevel: this.config.formatLevel,
+      storeId: this.#facts?.storeId ?? '',
+      freshStore: this.#freshStore,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
+      // The meta leader accepted this node's store: a founder at its gate hosts its replica,
+      // and the store is no longer new to the cluster (a new cluster registers its nodes
+      // before it reaches the level that records stores: they then adopt theirs).
+      this.#founderGate?.open()
+      this.#freshStore = false
       this.#formatLevel = formatLevelOf(response.formatLevel)
       this.#facts
         ?.setFormatLevel(this.#formatLevel)
@@ -799,15 +863,20 @@ export class MqNode {
         if (this.#dataGroups.has(t.groupId)) transferWhenCaughtUp(raft, t.groupId, t.toNodeId)
       }
     } catch (error) {
-      if (error instanceof Error && saysNodeRemoved(error.message)) this.#removed(error)
+      if (error instanceof Error && saysNodeRemoved(error.message))
+        this.#refused(error, removedNodeMessage(this.config.nodeId))
+      else if (error instanceof Error && saysStoreReplaced(error.message)) this.#refused(error, error.message)
       else this.#notePossibleLeader(error)
     }
   }
 
-  /** The cluster forgot this node (RemoveNode) and refuses it: it stops, as with damaged data. */
-  #removed(error: Error): void {
+  /**
+   * The cluster refuses this node: it forgot it (RemoveNode), or knows its id from another
+   * store (a wiped data dir, a second process under the id). It stops, as with damaged data.
+   */
+  #refused(error: Error, why: string): void {
     if (this.#fatal !== undefined) return
-    this.log.fatal({ err: error }, `mq-server: ${removedNodeMessage(this.config.nodeId)}; it stops`)
+    this.log.fatal({ err: error }, `mq-server: ${why}; it stops`)
     this.#die(error)
     this.#onFailStop?.(error)
   }

@@ -24,6 +24,8 @@ export {
   removedNodeMessage,
   saysNodeRemoved,
 } from './meta-state'
+export type { StoreClaim } from './node-store'
+export { isStoreId, saysStoreReplaced, storeConflict, storeReplacedMessage } from './node-store'
 export { chooseReplicaNodes } from './placement'
 export type { QueueSettings, StorageEngine } from './queue-config'
 export {

@@ -6,12 +6,18 @@ import type { ReplicaChangeReason } from './meta-state'
  * every meta replica applies in log order. Plain JSON-serialisable values.
  */
 export type MetaCommand =
-  /** A node's address and the format level its version reads and writes (absent: 1). */
+  /**
+   * A node's address and the format level its version reads and writes (absent: 1); from
+   * FORMAT_LEVEL_STORE_ID its store id, and whether its data dir was empty at its start
+   * (node-store.ts).
+   */
   | {
       readonly type: 'registerNode'
       readonly nodeId: string
       readonly address: string
       readonly formatLevel?: number
+      readonly storeId?: string
+      readonly freshStore?: boolean
     }
   | { readonly type: 'createGroup'; readonly replicas: readonly string[] }
   | { readonly type: 'removeGroup'; readonly groupId: number }

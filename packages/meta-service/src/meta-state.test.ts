@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
 import { META_LIMITS, MetaState, removedNodeMessage, saysNodeRemoved } from './meta-state'
+import { saysStoreReplaced, storeReplacedMessage } from './node-store'
 import { chooseReplicaNodes } from './placement'
 
 function cluster(nodes = 3, groups = 2): MetaState {
@@ -588,6 +589,49 @@ describe('MetaState', () => {
       code: 'INVALID_ARGUMENT',
       message: 'format level 0 is not a positive integer',
     })
+  })
+
+  it("records a node's store id and refuses the node id from another store", () => {
+    const s = new MetaState()
+    const a = 'a'.repeat(32)
+    const b = 'b'.repeat(32)
+    const register = (storeId?: string, freshStore?: boolean, address = 'n1:1') =>
+      s.apply({ type: 'registerNode', nodeId: 'n1', address, ...(storeId ? { storeId } : {}), freshStore }, 1)
+    // Registered before store ids (no id): a later registration of the same data dir adopts one.
+    expect(register()).toMatchObject({ ok: true })
+    expect(s.node('n1')?.storeId).toBeUndefined()
+    // Known from before store ids, with a data dir created at this start: it lost its data.
+    expect(register(a, true)).toEqual({
+      ok: false,
+      code: 'INVALID_ARGUMENT',
+      message: storeReplacedMessage('n1'),
+    })
+    expect(s.node('n1')?.storeId).toBeUndefined()
+    expect(register(a, false)).toMatchObject({ ok: true, value: { storeId: a } })
+    // Another store (a wiped data dir, or a second process under the id): refused, fresh or not.
+    for (const fresh of [true, false]) {
+      const refused = register(b, fresh)
+      expect(refused).toMatchObject({ ok: false, code: 'INVALID_ARGUMENT' })
+      expect(saysStoreReplaced((refused as { message: string }).message)).toBe(true)
+    }
+    // The same store: a new address is taken; no store id (an older version) keeps the recorded one.
+    expect(register(a, true, 'n1:2')).toMatchObject({ ok: true, value: { address: 'n1:2', storeId: a } })
+    expect(register(undefined, false, 'n1:3')).toMatchObject({
+      ok: true,
+      value: { address: 'n1:3', storeId: a },
+    })
+    // A node never registered takes any store, even one created at this start.
+    expect(
+      s.apply({ type: 'registerNode', nodeId: 'n2', address: 'n2:1', storeId: b, freshStore: true }, 1),
+    ).toMatchObject({ ok: true, value: { storeId: b } })
+    expect(
+      s.apply({ type: 'registerNode', nodeId: 'n3', address: 'n3:1', storeId: 'A'.repeat(32) }, 1),
+    ).toMatchObject({ ok: false, message: expect.stringContaining('is not 32 lowercase hex digits') })
+    // In the snapshot.
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.node('n1')?.storeId).toBe(a)
+    expect(copy.snapshot()).toEqual(s.snapshot())
   })
 
   it('records since when a node has been silent: the first mark stands, a heartbeat clears it', () => {

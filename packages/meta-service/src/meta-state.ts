@@ -1,5 +1,6 @@
 import { ErrorCode, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
+import { isStoreId, storeConflict } from './node-store'
 import {
   applyQueueConfigUpdate,
   QUEUE_DEFAULTS,
@@ -22,6 +23,12 @@ export interface NodeRecord {
    * new meta leader counts the replacement timeout from here, not from its own takeover.
    */
   readonly silentSinceMs?: number
+  /**
+   * The id of the node's store (its data dir), recorded from FORMAT_LEVEL_STORE_ID: the node
+   * id may then only register again from that store (node-store.ts). Absent: registered
+   * before.
+   */
+  readonly storeId?: string
 }
 
 export interface GroupRecord {
@@ -402,7 +409,7 @@ export class MetaState {
   apply(command: MetaCommand, nowMs: number): MetaResult {
     switch (command.type) {
       case 'registerNode':
-        return this.#registerNode(command.nodeId, command.address, nowMs, command.formatLevel)
+        return this.#registerNode(command, nowMs)
       case 'createGroup':
         return this.#createGroup(command.replicas, nowMs)
       case 'removeGroup':
@@ -462,12 +469,8 @@ export class MetaState {
     }
   }
 
-  #registerNode(
-    nodeId: unknown,
-    address: unknown,
-    nowMs: number,
-    formatLevel: unknown = 1,
-  ): MetaResult<NodeRecord> {
+  #registerNode(command: MetaCommand & { type: 'registerNode' }, nowMs: number): MetaResult<NodeRecord> {
+    const { nodeId, address, formatLevel = 1, storeId, freshStore } = command
     if (
       typeof nodeId !== 'string' ||
       nodeId.length === 0 ||
@@ -479,8 +482,19 @@ export class MetaState {
     if (!Number.isInteger(formatLevel) || (formatLevel as number) < 1) {
       return fail(ErrorCode.InvalidArgument, `format level ${String(formatLevel)} is not a positive integer`)
     }
+    if (storeId !== undefined && !isStoreId(storeId)) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `store id ${JSON.stringify(storeId)} is not 32 lowercase hex digits`,
+      )
+    }
     if (this.wasRemovedNode(nodeId)) return fail(ErrorCode.InvalidArgument, removedNodeMessage(nodeId))
     const existing = this.#nodes.get(nodeId)
+    if (storeId !== undefined) {
+      const claim = { storeId, fresh: freshStore === true }
+      const conflict = storeConflict(nodeId, existing !== undefined, existing?.storeId, claim)
+      if (conflict) return fail(ErrorCode.InvalidArgument, conflict)
+    }
     if (!existing && this.#nodes.size >= META_LIMITS.nodesMax) {
       return fail(ErrorCode.LimitExceeded, `the cluster already has ${META_LIMITS.nodesMax} nodes`)
     }
@@ -490,12 +504,15 @@ export class MetaState {
       }
     }
     const level = formatLevel as number
-    if (existing?.address === address && (existing.formatLevel ?? 1) === level) return ok(existing)
+    const store = storeId ?? existing?.storeId
+    if (existing?.address === address && (existing.formatLevel ?? 1) === level && existing.storeId === store)
+      return ok(existing)
     const record: NodeRecord = {
       nodeId,
       address,
       registeredAtMs: existing?.registeredAtMs ?? nowMs,
       ...(level > 1 ? { formatLevel: level } : {}),
+      ...(store !== undefined ? { storeId: store } : {}),
     }
     this.#nodes.set(nodeId, record)
     // Routes carry node addresses: a changed address is a route change.

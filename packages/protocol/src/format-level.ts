@@ -57,8 +57,13 @@
  * 19. a redrive that restarts its messages' TTL (`restartTtl`, and the `ttlFromMs` of the
  *    message records it writes) and a tick that deletes an ordered key's outlived line
  *    (`ttlWaiting`): a replica of an earlier version cannot read them.
+ * 20. the meta state records each node's store id (`storeId` of `registerNode`, made at random
+ *    when the node's data dir was created) and refuses a registration of the same node id
+ *    with another store: a node that lost its data dir, or a second process under the same
+ *    id, must not take part as the node it claims to be. A meta replica of an earlier version
+ *    would drop the store id.
  */
-export const FORMAT_LEVEL = 19
+export const FORMAT_LEVEL = 20
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -119,6 +124,9 @@ export const FORMAT_LEVEL_PLACE_LIVE_REMOVING = 18
 
 /** The level from which a redrive restarts the TTL and a tick reaches ordered keys' lines (level 19 above). */
 export const FORMAT_LEVEL_TTL_REDRIVE_LINES = 19
+
+/** The level from which the meta state records node store ids and refuses another store (level 20 above). */
+export const FORMAT_LEVEL_STORE_ID = 20
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -28,6 +28,7 @@ export {
   FORMAT_LEVEL_RETIRE,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_SILENCE,
+  FORMAT_LEVEL_STORE_ID,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   formatLevelOf,
 } from './format-level'
@@ -98,6 +99,8 @@ export {
   MovePartitionResponse,
   NodeAddress,
   type PeerServer,
+  ProbeRequest,
+  ProbeResponse,
   RaftBatch,
   RaftConfState,
   RaftEntry,

@@ -33,6 +33,8 @@ import {
   ImportPartitionResponse,
   MovePartitionRequest,
   MovePartitionResponse,
+  ProbeRequest,
+  ProbeResponse,
   RaftBatch,
   RaftStreamEnd,
 } from './generated/mq/v1/peer'
@@ -208,6 +210,7 @@ export const PeerService: typeof GeneratedPeerService = withWireWriter(Generated
   changeReplicas: [ChangeReplicasRequest, ChangeReplicasResponse],
   fetchImage: [FetchImageRequest, FetchImageResponse],
   fencePartitions: [FencePartitionsRequest, FencePartitionsResponse],
+  probe: [ProbeRequest, ProbeResponse],
 })
 
 export type PeerService = typeof GeneratedPeerService

@@ -344,6 +344,38 @@ export class LocalCluster {
   }
 
   /**
+   * Starts a second process under `nodeId`'s id — its own port and empty data dir, joining
+   * through another node (a founder must advertise its `--initial-meta` address, which the
+   * first process holds) — which the cluster is expected to refuse, and waits up to
+   * `timeoutMs` for it to exit on its own (else it is killed, by its PID). Returns its exit
+   * code (undefined when it had to be killed) and its output.
+   */
+  async startTwin(
+    nodeId: string,
+    timeoutMs = 30_000,
+  ): Promise<{ exit: number | string | undefined; output: string }> {
+    const original = this.node(nodeId)
+    const host = original.listenAddress.slice(0, original.listenAddress.lastIndexOf(':'))
+    const via = this.nodes.find((x) => x.nodeId !== nodeId && x.child)?.address
+    const twin = nodeProcess(nodeId, host, await freePort(), join(this.dir, 'twins'), undefined, via)
+    twin.ending = true
+    this.#spawn(twin)
+    const exited = await Promise.race([
+      twin.exited.then(() => true),
+      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs)),
+    ])
+    const child = twin.child as ChildProcess | undefined
+    if (!exited && child?.pid !== undefined) {
+      child.kill('SIGKILL')
+      await twin.exited
+    }
+    return {
+      exit: exited ? (child?.exitCode ?? child?.signalCode ?? undefined) : undefined,
+      output: twin.output,
+    }
+  }
+
+  /**
    * Cuts the node off one way: nothing reaches it over its proxy (peers and clients alike),
    * while its own connections to the others still work. Needs a proxied cluster.
    */

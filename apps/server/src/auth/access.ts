@@ -31,6 +31,7 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Peer/ChangeReplicas': 'peer',
   'mq.v1.Peer/FetchImage': 'peer',
   'mq.v1.Peer/FencePartitions': 'peer',
+  'mq.v1.Peer/Probe': 'peer',
   'mq.v1.Meta/GetRoutes': 'client',
   'mq.v1.Meta/ListQueues': 'client',
   'mq.v1.Meta/DescribeQueue': 'client',

@@ -1,9 +1,11 @@
-import { type MetaCommand, MetaState } from '@mq/meta-service'
+import { type MetaCommand, MetaState, storeReplacedMessage } from '@mq/meta-service'
 import {
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   type FencePartitionsRequest,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_STORE_ID,
+  type HeartbeatRequest,
   type MovePartitionRequest,
 } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -117,11 +119,18 @@ function leading(
    * One heartbeat of `nodeId` (the groups it leads, whether it hosts a meta replica, the format
    * level of its version): the answer.
    */
-  const answer = async (nodeId: string, hostsMeta = false, formatLevel = FORMAT_LEVEL) => {
-    const groups = state
-      .groups()
-      .filter((g) => g.leaderId === nodeId)
-      .map((g) => ({ groupId: g.groupId, leaderId: nodeId, term: 2, commitIndex: 10, appliedIndex: 10 }))
+  const answer = async (
+    nodeId: string,
+    hostsMeta = false,
+    formatLevel = FORMAT_LEVEL,
+    store: { storeId?: string; freshStore?: boolean; groups?: HeartbeatRequest['groups'] } = {},
+  ) => {
+    const groups =
+      store.groups ??
+      state
+        .groups()
+        .filter((g) => g.leaderId === nodeId)
+        .map((g) => ({ groupId: g.groupId, leaderId: nodeId, term: 2, commitIndex: 10, appliedIndex: 10 }))
     return controller.onHeartbeat({
       nodeId,
       address: `${nodeId}:1`,
@@ -129,6 +138,8 @@ function leading(
       tokensFingerprint: '',
       hostsMeta,
       formatLevel,
+      storeId: store.storeId ?? '',
+      freshStore: store.freshStore ?? false,
     })
   }
   /**
@@ -292,6 +303,42 @@ describe('Controller format level', () => {
     expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
     await c.controller.round()
     expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
+  })
+})
+
+describe('Controller store ids', () => {
+  const a = 'a'.repeat(32)
+  const b = 'b'.repeat(32)
+
+  it("records a node's store and refuses its id from another store before counting the heartbeat", async () => {
+    const c = leading()
+    await c.answer('n2', true, FORMAT_LEVEL, { storeId: a })
+    expect(c.state.node('n2')?.storeId).toBe(a)
+    // A second process under n2 (or n2 with a wiped data dir) says it leads group 1 in term 9:
+    // refused, and the report is not taken as n2's.
+    const groups = [{ groupId: 1, leaderId: 'n2', term: 9, commitIndex: 1, appliedIndex: 1 }]
+    await expect(c.answer('n2', true, FORMAT_LEVEL, { storeId: b, groups })).rejects.toThrow(
+      storeReplacedMessage('n2'),
+    )
+    await expect(c.answer('n2', true, FORMAT_LEVEL, { storeId: b, freshStore: true })).rejects.toThrow(
+      /is registered with another data dir/,
+    )
+    expect(c.state.group(1)?.leaderId).toBe('n1')
+    expect(c.state.node('n2')?.storeId).toBe(a)
+    await c.answer('n2', true, FORMAT_LEVEL, { storeId: a, freshStore: true }) // its own: fine
+    // Registered before store ids, and now with a data dir made at this start: it lost its data.
+    await expect(c.answer('n3', true, FORMAT_LEVEL, { storeId: b, freshStore: true })).rejects.toThrow(
+      storeReplacedMessage('n3'),
+    )
+    expect(c.state.node('n3')?.storeId).toBeUndefined()
+  })
+
+  it('neither records nor checks stores below their format level', async () => {
+    const c = leading()
+    await c.answer('n3', false, FORMAT_LEVEL_STORE_ID - 1, { storeId: a })
+    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL_STORE_ID - 1)
+    await c.answer('n2', true, FORMAT_LEVEL, { storeId: b, freshStore: true })
+    expect(c.state.node('n2')?.storeId).toBeUndefined()
   })
 })
 

@@ -2,6 +2,7 @@ import { partitionConfigOf, storedQueueName } from '@mq/data-service'
 import {
   type ControllerPort,
   controlActions,
+  isStoreId,
   type Liveness,
   type MetaCommand,
   type MetaResult,
@@ -14,6 +15,7 @@ import {
   removedNodeMessage,
   replicaActions,
   scaleProgress,
+  storeConflict,
   transfersFor,
 } from '@mq/meta-service'
 import {
@@ -24,6 +26,7 @@ import {
   FORMAT_LEVEL_REMOVE_NODE,
   FORMAT_LEVEL_REPLICA_RETARGET,
   FORMAT_LEVEL_SILENCE,
+  FORMAT_LEVEL_STORE_ID,
   formatLevelOf,
   type GroupAssignment,
   type GroupReport,
@@ -332,6 +335,16 @@ export class Controller {
   async onHeartbeat(req: HeartbeatRequest): Promise<Omit<HeartbeatResponse, 'tokens' | 'tokensFingerprint'>> {
     let state = this.#leading()
     if (!state) throw this.#host.notLeader()
+    // From FORMAT_LEVEL_STORE_ID a node id answers only from the store it registered with: a
+    // wiped data dir or a second process under the id is refused (the node stops on it) before
+    // its heartbeat counts as the node's liveness or its reports as the node's.
+    const claim =
+      this.#formatLevel(state) >= FORMAT_LEVEL_STORE_ID && isStoreId(req.storeId)
+        ? { storeId: req.storeId, fresh: req.freshStore }
+        : undefined
+    const recorded = state.node(req.nodeId)
+    const conflict = claim && storeConflict(req.nodeId, recorded !== undefined, recorded?.storeId, claim)
+    if (conflict) throw new InvalidArgumentError(conflict)
     const seenMs = Date.now()
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
@@ -344,12 +357,17 @@ export class Controller {
     if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
     const known = state.node(req.nodeId)
     const formatLevel = formatLevelOf(req.formatLevel)
-    if (known?.address !== req.address || (known.formatLevel ?? 1) !== formatLevel) {
+    if (
+      known?.address !== req.address ||
+      (known.formatLevel ?? 1) !== formatLevel ||
+      (claim !== undefined && known.storeId !== claim.storeId)
+    ) {
       const r = await this.#host.propose({
         type: 'registerNode',
         nodeId: req.nodeId,
         address: req.address,
         formatLevel,
+        ...(claim ? { storeId: claim.storeId, freshStore: claim.fresh } : {}),
       })
       if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
     } else if (known.silentSinceMs !== undefined && this.#formatLevel(state) >= FORMAT_LEVEL_SILENCE) {

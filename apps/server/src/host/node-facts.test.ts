@@ -38,7 +38,7 @@ describe('NodeFacts', () => {
     await facts.setMetaSeeds(seeds)
     await facts.setMetaSeeds([...seeds].reverse())
     await facts.setMetaSeeds([]) // an answer without members changes nothing
-    expect(s.writes).toBe(1)
+    expect(s.writes).toBe(2) // the store id at the first open, then the seeds
     const kept = [
       { nodeId: 'n2', address: '127.0.0.1:7002' },
       { nodeId: 'n4', address: '127.0.0.1:7004' },
@@ -66,7 +66,23 @@ describe('NodeFacts', () => {
     await facts.setFormatLevel(3)
     await facts.setFormatLevel(3)
     await facts.setFormatLevel(0) // not a level: ignored
-    expect(s.writes).toBe(1)
+    expect(s.writes).toBe(2) // the store id at the first open, then the level
     expect((await NodeFacts.open(store(engine))).formatLevel).toBe(3)
+  })
+
+  it('makes a store id at the first open and keeps it; a damaged one is made again', async () => {
+    const engine = new MemoryEngine()
+    const s = store(engine)
+    const first = await NodeFacts.open(s)
+    expect(first.storeId).toMatch(/^[0-9a-f]{32}$/)
+    expect(s.writes).toBe(1)
+    const again = store(engine)
+    expect((await NodeFacts.open(again)).storeId).toBe(first.storeId)
+    expect(again.writes).toBe(0)
+    expect((await NodeFacts.open(store())).storeId).not.toBe(first.storeId) // another database
+    await engine.write([{ type: 'put', key: nodeKey('store-id'), value: new TextEncoder().encode('x') }], {
+      sync: true,
+    })
+    expect((await NodeFacts.open(store(engine))).storeId).toMatch(/^[0-9a-f]{32}$/)
   })
 })

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto'
 import { type BatchOp, nodeKey } from '@mq/kv-storage'
 
 /** A meta voter's id and address, as a node keeps it to find the meta group again. */
@@ -19,6 +20,7 @@ const SEEDS_MAX = 16
 const LEFT_META = nodeKey('left-meta')
 const META_SEEDS = nodeKey('meta-seeds')
 const FORMAT_LEVEL = nodeKey('format-level')
+const STORE_ID = nodeKey('store-id')
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
@@ -34,34 +36,49 @@ const decoder = new TextDecoder()
  *   meta group (its configured seeds may all be gone);
  * - **the cluster's format level** as the meta leader last answered it, so a restarted leader
  *   does not hold pipelining producers to one batch until its first heartbeat answer (a new
- *   node: 1).
+ *   node: 1);
+ * - **the store id**: 16 random bytes (32 hex digits) made when the database is first opened
+ *   by a version that keeps one, which the node sends in its heartbeats: the meta state
+ *   records it and refuses the node id from another store (meta-service's node-store.ts).
  */
 export class NodeFacts {
   readonly #store: NodeFactsStore
   #leftMeta: boolean
   #seeds: readonly MetaSeed[]
   #formatLevel: number
+  /** The store id (32 lowercase hex digits). */
+  readonly storeId: string
 
   private constructor(
     store: NodeFactsStore,
     leftMeta: boolean,
     seeds: readonly MetaSeed[],
     formatLevel: number,
+    storeId: string,
   ) {
     this.#store = store
     this.#leftMeta = leftMeta
     this.#seeds = seeds
     this.#formatLevel = formatLevel
+    this.storeId = storeId
   }
 
+  /** Reads the facts; makes the store id (durably) when the database has none yet. */
   static async open(store: NodeFactsStore): Promise<NodeFacts> {
     const left = await store.get(LEFT_META)
     const level = await store.get(FORMAT_LEVEL)
+    const kept = await store.get(STORE_ID)
+    let storeId = kept ? decoder.decode(kept) : ''
+    if (!/^[0-9a-f]{32}$/.test(storeId)) {
+      storeId = randomBytes(16).toString('hex')
+      await store.write([{ type: 'put', key: STORE_ID, value: encoder.encode(storeId) }])
+    }
     return new NodeFacts(
       store,
       left !== undefined,
       parseSeeds(await store.get(META_SEEDS)),
       level?.length === 1 && (level[0] as number) >= 1 ? (level[0] as number) : 1,
+      storeId,
     )
   }
 

@@ -21,6 +21,21 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 
+export interface ProbeRequest {
+  /** The asking node's id (for the answering node's log). */
+  nodeId: string;
+}
+
+export interface ProbeResponse {
+  /** The answering node's id: the asker counts the answer only from the node it meant to ask. */
+  nodeId: string;
+  /**
+   * True while this node has never taken part in the meta group's Raft: it hosts no meta
+   * replica (and never left one), or its replica is still at term 0.
+   */
+  metaPristine: boolean;
+}
+
 export interface RaftEntry {
   index: number;
   term: number;
@@ -108,6 +123,19 @@ export interface HeartbeatRequest {
    * (FORMAT_LEVEL; 0 from versions that predate it = level 1).
    */
   formatLevel: number;
+  /**
+   * The node's store id: made at random when its data dir was created ("" from versions
+   * before FORMAT_LEVEL_STORE_ID). From that level the meta state records it, and refuses a
+   * heartbeat of the same node id with another store (a wiped data dir, or a second process
+   * under the same id): the node stops and exits 1.
+   */
+  storeId: string;
+  /**
+   * The data dir was empty when this process started, and no meta leader has answered this
+   * process yet: a node the meta state knows from before store ids were recorded is refused
+   * with it (it lost its data).
+   */
+  freshStore: boolean;
 }
 
 export interface GroupAssignment {
@@ -299,6 +327,154 @@ export interface FencePartitionsRequest {
 
 export interface FencePartitionsResponse {
 }
+
+function createBaseProbeRequest(): ProbeRequest {
+  return { nodeId: "" };
+}
+
+export const ProbeRequest: MessageFns<ProbeRequest> = {
+  encode(message: ProbeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProbeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseProbeRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ProbeRequest {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: ProbeRequest): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProbeRequest>, I>>(base?: I): ProbeRequest {
+    return ProbeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProbeRequest>, I>>(object: I): ProbeRequest {
+    const message = createBaseProbeRequest();
+    message.nodeId = object.nodeId ?? "";
+    return message;
+  },
+};
+
+function createBaseProbeResponse(): ProbeResponse {
+  return { nodeId: "", metaPristine: false };
+}
+
+export const ProbeResponse: MessageFns<ProbeResponse> = {
+  encode(message: ProbeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    if (message.metaPristine !== false) {
+      writer.uint32(16).bool(message.metaPristine);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProbeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseProbeResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.metaPristine = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): ProbeResponse {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+      metaPristine: isSet(object.metaPristine)
+        ? globalThis.Boolean(object.metaPristine)
+        : isSet(object.meta_pristine)
+        ? globalThis.Boolean(object.meta_pristine)
+        : false,
+    };
+  },
+
+  toJSON(message: ProbeResponse): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    if (message.metaPristine !== false) {
+      obj.metaPristine = message.metaPristine;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProbeResponse>, I>>(base?: I): ProbeResponse {
+    return ProbeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProbeResponse>, I>>(object: I): ProbeResponse {
+    const message = createBaseProbeResponse();
+    message.nodeId = object.nodeId ?? "";
+    message.metaPristine = object.metaPristine ?? false;
+    return message;
+  },
+};
 
 function createBaseRaftEntry(): RaftEntry {
   return { index: 0, term: 0, type: 0, timestampMs: 0, data: new Uint8Array(0) };
@@ -1339,7 +1515,16 @@ export const GroupReport: MessageFns<GroupReport> = {
 };
 
 function createBaseHeartbeatRequest(): HeartbeatRequest {
-  return { nodeId: "", address: "", groups: [], tokensFingerprint: "", hostsMeta: false, formatLevel: 0 };
+  return {
+    nodeId: "",
+    address: "",
+    groups: [],
+    tokensFingerprint: "",
+    hostsMeta: false,
+    formatLevel: 0,
+    storeId: "",
+    freshStore: false,
+  };
 }
 
 export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
@@ -1361,6 +1546,12 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.formatLevel !== 0) {
       writer.uint32(48).uint32(message.formatLevel);
+    }
+    if (message.storeId !== "") {
+      writer.uint32(58).string(message.storeId);
+    }
+    if (message.freshStore !== false) {
+      writer.uint32(64).bool(message.freshStore);
     }
     return writer;
   },
@@ -1420,6 +1611,22 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
           message.formatLevel = reader.uint32();
           continue;
         }
+        case 7: {
+          if (tag !== 58) {
+            break;
+          }
+
+          message.storeId = reader.string();
+          continue;
+        }
+        case 8: {
+          if (tag !== 64) {
+            break;
+          }
+
+          message.freshStore = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1453,6 +1660,16 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.format_level)
         ? globalThis.Number(object.format_level)
         : 0,
+      storeId: isSet(object.storeId)
+        ? globalThis.String(object.storeId)
+        : isSet(object.store_id)
+        ? globalThis.String(object.store_id)
+        : "",
+      freshStore: isSet(object.freshStore)
+        ? globalThis.Boolean(object.freshStore)
+        : isSet(object.fresh_store)
+        ? globalThis.Boolean(object.fresh_store)
+        : false,
     };
   },
 
@@ -1476,6 +1693,12 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.formatLevel !== 0) {
       obj.formatLevel = Math.round(message.formatLevel);
     }
+    if (message.storeId !== "") {
+      obj.storeId = message.storeId;
+    }
+    if (message.freshStore !== false) {
+      obj.freshStore = message.freshStore;
+    }
     return obj;
   },
 
@@ -1490,6 +1713,8 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.tokensFingerprint = object.tokensFingerprint ?? "";
     message.hostsMeta = object.hostsMeta ?? false;
     message.formatLevel = object.formatLevel ?? 0;
+    message.storeId = object.storeId ?? "";
+    message.freshStore = object.freshStore ?? false;
     return message;
   },
 };
@@ -3341,6 +3566,20 @@ export const PeerService = {
       Buffer.from(FencePartitionsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): FencePartitionsResponse => FencePartitionsResponse.decode(value),
   },
+  /**
+   * Asked by a founding member that starts with an empty data dir, of the other founding
+   * members, before it hosts its meta replica: whether this node's meta replica has never
+   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   */
+  probe: {
+    path: "/mq.v1.Peer/Probe" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ProbeRequest): Buffer => Buffer.from(ProbeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ProbeRequest => ProbeRequest.decode(value),
+    responseSerialize: (value: ProbeResponse): Buffer => Buffer.from(ProbeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ProbeResponse => ProbeResponse.decode(value),
+  },
 } as const;
 
 export interface PeerServer extends UntypedServiceImplementation {
@@ -3389,6 +3628,12 @@ export interface PeerServer extends UntypedServiceImplementation {
    * Idempotent; NOT_LEADER on any other replica.
    */
   fencePartitions: handleUnaryCall<FencePartitionsRequest, FencePartitionsResponse>;
+  /**
+   * Asked by a founding member that starts with an empty data dir, of the other founding
+   * members, before it hosts its meta replica: whether this node's meta replica has never
+   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   */
+  probe: handleUnaryCall<ProbeRequest, ProbeResponse>;
 }
 
 export interface PeerClient extends Client {
@@ -3533,6 +3778,26 @@ export interface PeerClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: FencePartitionsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Asked by a founding member that starts with an empty data dir, of the other founding
+   * members, before it hosts its meta replica: whether this node's meta replica has never
+   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   */
+  probe(
+    request: ProbeRequest,
+    callback: (error: ServiceError | null, response: ProbeResponse) => void,
+  ): ClientUnaryCall;
+  probe(
+    request: ProbeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ProbeResponse) => void,
+  ): ClientUnaryCall;
+  probe(
+    request: ProbeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ProbeResponse) => void,
   ): ClientUnaryCall;
 }
 

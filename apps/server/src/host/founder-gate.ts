@@ -1,0 +1,98 @@
+import type { ProbeResponse } from '@mq/protocol'
+
+/** A founding member of the meta group (`--initial-meta`). */
+export interface Founder {
+  readonly nodeId: string
+  readonly address: string
+}
+
+export interface FounderGateOptions {
+  /** This node's id (one of `founders`). */
+  readonly self: string
+  readonly founders: readonly Founder[]
+  /** Asks another founder whether its meta replica is pristine (Peer.Probe); rejects when it cannot tell. */
+  readonly probe: (founder: Founder) => Promise<ProbeResponse>
+  /** Hosts this founder's meta replica with the founding voters; called once. */
+  readonly open: () => void
+  /** Says why the gate still waits; called at most every `logEveryMs`. */
+  readonly waiting: (message: string) => void
+  readonly logEveryMs?: number
+}
+
+/**
+ * Whether a founder that started with an empty data dir may bootstrap the meta group: when a
+ * majority of the founders (itself included) has never taken part in the meta group's Raft
+ * (`pristine`). Every election and every commit of the meta group needs a majority of the
+ * founding voters first, so no meta leader was ever elected and nothing committed: the
+ * cluster is new. Otherwise the node is a founder whose data dir was wiped (or that never
+ * started before, in a running cluster), and only the meta leader's acceptance of its store
+ * opens the gate (FounderGate.open on a heartbeat answer).
+ */
+export function foundersPristine(
+  founders: readonly Founder[],
+  self: string,
+  pristine: ReadonlySet<string>,
+): boolean {
+  const count = founders.filter((f) => f.nodeId === self || pristine.has(f.nodeId)).length
+  return count > founders.length / 2
+}
+
+/**
+ * Holds a founder's meta replica back while its data dir was empty at its start: a founder
+ * that lost its data (wiped, a new disk) and bootstrapped again with the founding voters could
+ * vote a second time in a term, or for a candidate missing entries it had acknowledged. The
+ * gate opens when the founders say the cluster is new (`foundersPristine`, asked each round),
+ * or when the meta leader accepts the node's store in a heartbeat answer (`open`): a founder
+ * that never started before in a running cluster, whose vote was never cast. A wiped founder
+ * the meta state knows is refused there instead, and stops.
+ */
+export class FounderGate {
+  readonly #options: FounderGateOptions
+  #opened = false
+  #probing = false
+  #loggedMs = Number.NEGATIVE_INFINITY
+
+  constructor(options: FounderGateOptions) {
+    this.#options = options
+  }
+
+  get opened(): boolean {
+    return this.#opened
+  }
+
+  /** Opens the gate (once): the founder hosts its meta replica. */
+  open(): void {
+    if (this.#opened) return
+    this.#opened = true
+    this.#options.open()
+  }
+
+  /** Asks the other founders once (one round at a time); opens the gate when a majority is pristine. */
+  async round(nowMs: number): Promise<void> {
+    if (this.#opened || this.#probing) return
+    this.#probing = true
+    try {
+      const others = this.#options.founders.filter((f) => f.nodeId !== this.#options.self)
+      const answers = await Promise.all(
+        others.map((f) =>
+          this.#options.probe(f).then(
+            (r) => r.nodeId === f.nodeId && r.metaPristine,
+            () => false,
+          ),
+        ),
+      )
+      const pristine = new Set(others.filter((_, i) => answers[i]).map((f) => f.nodeId))
+      if (foundersPristine(this.#options.founders, this.#options.self, pristine)) {
+        this.open()
+      } else if (!this.#opened && nowMs - this.#loggedMs >= (this.#options.logEveryMs ?? 10_000)) {
+        this.#loggedMs = nowMs
+        const named = [...pristine].sort().join(', ') || 'none'
+        this.#options.waiting(
+          `node ${this.#options.self} is a founding member that started with an empty data dir: it hosts its meta replica once a majority of the ${this.#options.founders.length} founders says the meta group never ran (a new cluster; so far ${named} besides itself) or the meta leader accepts it; waiting`,
+        )
+      }
+    } finally {
+      this.#probing = false
+    }
+  }
+}

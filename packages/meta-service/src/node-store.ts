@@ -1,0 +1,53 @@
+/**
+ * A node's store: the data dir it keeps its Raft logs and votes in, named by a random id made
+ * when the data dir was created. From FORMAT_LEVEL_STORE_ID the meta state records each
+ * node's store id, and a node id may then only register again with that store: a node that
+ * lost its data dir (wiped, a new disk) or a second process started under the same id would
+ * otherwise take part as the node it claims to be — a replica that forgot its log and its
+ * vote can vote twice in a term, or for a candidate missing entries it acknowledged.
+ */
+
+/** A store id: 32 lowercase hex digits (16 random bytes). */
+const STORE_ID = /^[0-9a-f]{32}$/
+
+const STORE_PHRASE = 'is registered with another data dir'
+
+/** Whether `id` is a store id (32 lowercase hex digits). */
+export function isStoreId(id: unknown): id is string {
+  return typeof id === 'string' && STORE_ID.test(id)
+}
+
+/** What a registration says about the registering process's store. */
+export interface StoreClaim {
+  /** The store id of the process's data dir. */
+  readonly storeId: string
+  /** The data dir was empty when the process started. */
+  readonly fresh: boolean
+}
+
+/**
+ * Why a node known as `recorded` (its recorded store id, undefined when it registered before
+ * store ids were recorded, or is not registered: `known` false) may not register with `claim`;
+ * undefined when it may. Refused: another store than the recorded one; and, for a node known
+ * from before store ids, a store created at this start (it lost its data).
+ */
+export function storeConflict(
+  nodeId: string,
+  known: boolean,
+  recorded: string | undefined,
+  claim: StoreClaim,
+): string | undefined {
+  if (!known) return undefined
+  if (recorded !== undefined) return recorded === claim.storeId ? undefined : storeReplacedMessage(nodeId)
+  return claim.fresh ? storeReplacedMessage(nodeId) : undefined
+}
+
+/** The refusal of a registration from another store; the node stops on it (saysStoreReplaced). */
+export function storeReplacedMessage(nodeId: string): string {
+  return `node ${nodeId} ${STORE_PHRASE} than this process's: its data dir was wiped or replaced, or another process runs under the same id. A node that lost its data must not take part under its old id (it could vote twice in a term, or for a candidate missing acknowledged writes): start it with a new --node-id and an empty --data-dir; the cluster replaces the old id's replicas after --replace-dead-after-ms`
+}
+
+/** Whether an error's message is storeReplacedMessage's (as a heartbeat's refusal carries it). */
+export function saysStoreReplaced(message: string): boolean {
+  return message.includes(STORE_PHRASE)
+}
