@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import {
+  FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   fromGrpcError,
@@ -197,6 +198,40 @@ describe('queue handlers', () => {
       duplicate: false,
       pipelining: false,
     })
+  })
+
+  it('tags lease ids with their partition and queue incarnation from format level 20: another settles nothing', async () => {
+    const group = await localGroup()
+    for (const queue of ['jobs#7', 'jobs#8'])
+      await group.propose({ type: 'open', queue, partition: 0, config: { messageBytesMax: 100 } })
+    const at = (storedAs: string, formatLevel = FORMAT_LEVEL_LEASE_TAGS): DataNodePort => ({
+      formatLevel: () => formatLevel,
+      groupFor: async (q, p) =>
+        q === 'jobs' && p === 0 ? { group, storedAs, config: JOBS_CONFIG } : undefined,
+      routeEpoch: () => 4,
+    })
+    const h = queueHandlers(at('jobs#7'))
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a'), message('b')] })
+    const lease = { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 }
+    const [leased] = (await call(h, 'lease', lease)).messages
+    expect(leased.leaseId).toBe('7.0.1.1')
+    const outcomes = async (h: QueueServer, leaseIds: string[]) =>
+      (await call(h, 'ack', { target, leaseIds })).results.map((r: { outcome: number }) => r.outcome)
+    // The queue deleted and created again (incarnation 8), or another partition's tag: unknown.
+    expect(await outcomes(h, ['8.0.1.1', '7.1.1.1', '70.0.1.1'])).toEqual([2, 2, 2])
+    // Incarnation 7's id acked after the queue was created again (jobs#8, whose message 1 is
+    // another): nothing.
+    const h8 = queueHandlers(at('jobs#8'))
+    await call(h8, 'produce', { target, producerId: '', sequence: 0, messages: [message('x')] })
+    expect((await call(h8, 'lease', lease)).messages[0].leaseId).toBe('8.0.1.1')
+    expect(await outcomes(h8, ['7.0.1.1'])).toEqual([2])
+    expect(await outcomes(h8, ['8.0.1.1'])).toEqual([1]) // its consumer's lease was untouched
+    expect(await outcomes(h, ['7.0.1.1'])).toEqual([1])
+    // Below the level: the partition's own ids, which are still taken as they are.
+    const old = queueHandlers(at('jobs#7', FORMAT_LEVEL_LEASE_TAGS - 1))
+    const [second] = (await call(old, 'lease', lease)).messages
+    expect(second.leaseId).toBe('2.1')
+    expect(await outcomes(h, ['2.1'])).toEqual([1])
   })
 
   it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {
@@ -740,7 +775,7 @@ describe('queue handlers: checks before a proposal', () => {
       [
         'ack',
         { target, leaseIds: ['1.1', '9'.repeat(1 << 20)] },
-        /^lease_ids\[1\] is 1048576 characters long; a lease id has at most 40$/,
+        /^lease_ids\[1\] is 1048576 characters long; a lease id has at most 64$/,
       ],
       [
         'nack',

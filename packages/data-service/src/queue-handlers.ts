@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
+  FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_PIPELINING,
   FORMAT_LEVEL_RELEASE,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
@@ -24,6 +25,8 @@ import {
 import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { DeliveryBuckets } from './delivery-rate'
+import { tagLeaseId, untagLeaseId } from './lease-tag'
+import { parseStoredQueueName } from './partition-key'
 import { ProducerOrder } from './producer-order'
 import {
   checkAck,
@@ -243,7 +246,12 @@ export function queueHandlers(
   const buckets = new DeliveryBuckets()
   const run = async (
     target: PartitionTarget | undefined,
-    command: (nowMs: number, config: QueueConfig | undefined) => Command,
+    command: (
+      nowMs: number,
+      config: QueueConfig | undefined,
+      /** The partition the request was located at (its stored queue name and index). */
+      at: { readonly queue: string; readonly partition: number },
+    ) => Command,
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
     /** Checks of the request that need the queue's config: before the lane or the proposal. */
     check?: (config: QueueConfig | undefined) => void,
@@ -257,7 +265,7 @@ export function queueHandlers(
       type: 'apply',
       queue,
       partition,
-      command: command(leaderNowMs(group), config),
+      command: command(leaderNowMs(group), config, { queue, partition }),
     })
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
@@ -276,7 +284,14 @@ export function queueHandlers(
     command: Command,
   ): Promise<{ results: LeaseResult[] }> => {
     const leaseIds = (command as { leaseIds: readonly string[] }).leaseIds
-    const r = await run(target, () => command)
+    // Tagged ids settle only in the partition and queue incarnation that leased them.
+    const r = await run(target, (_nowMs, _config, at) => {
+      const queueId = parseStoredQueueName(at.queue)?.queueId
+      return {
+        ...command,
+        leaseIds: leaseIds.map((id) => untagLeaseId(id, queueId, at.partition)),
+      } as Command
+    })
     if (r.type !== 'ack' && r.type !== 'nack' && r.type !== 'extend')
       throw new InternalError(`unexpected result ${r.type}`)
     const deadlines = r.type === 'extend' ? r.deadlinesMs : []
@@ -442,7 +457,15 @@ export function queueHandlers(
             return { messages: [] }
           }
           const remaining = deadline - performance.now()
-          if (leases.length > 0 || remaining <= 0) return { messages: leases.map(leasedMessageOf) }
+          if (leases.length > 0 || remaining <= 0) {
+            const queueId = parseStoredQueueName(queue)?.queueId
+            const tagged = queueId !== undefined && node.formatLevel() >= FORMAT_LEVEL_LEASE_TAGS
+            return {
+              messages: leases.map((l) =>
+                leasedMessageOf(l, tagged ? tagLeaseId(l.leaseId, queueId, partition) : l.leaseId),
+              ),
+            }
+          }
           // A lease that came back empty while messages are left to lease found only messages
           // past their TTL (deleted): ask again at once, a few times, rather than wait.
           if (

@@ -27,7 +27,7 @@ export const QUEUE_NAME_LENGTH_MAX = 200
  * The longest lease id, in characters: weighted-queue's parseLeaseId reads none longer (two
  * safe integers and a dot take at most 33); not exported by weighted-queue.
  */
-export const LEASE_ID_LENGTH_MAX = 40
+export const LEASE_ID_LENGTH_MAX = 64
 
 // The partitions' limits: a partition config (partitionConfigOf) sets none of them, so every
 // partition has weighted-queue's defaults.

@@ -110,10 +110,11 @@ export function leaseOf(
   }
 }
 
-export function leasedMessageOf(lease: Lease): LeasedMessage {
+/** A leased message on the wire; `leaseId` its wire form (lease-tag.ts; default: the partition's own). */
+export function leasedMessageOf(lease: Lease, leaseId = lease.leaseId): LeasedMessage {
   return {
     id: lease.messageId,
-    leaseId: lease.leaseId,
+    leaseId,
     body: lease.body,
     weight: lease.weight,
     headers: { ...lease.headers },

@@ -61,7 +61,9 @@
  *    when the node's data dir was created) and refuses a registration of the same node id
  *    with another store: a node that lost its data dir, or a second process under the same
  *    id, must not take part as the node it claims to be. A meta replica of an earlier version
- *    would drop the store id.
+ *    would drop the store id. Lease ids on the wire carry their partition and its queue's
+ *    incarnation (`<queueId>.<partition>.<messageId>.<delivery>`; data-service lease-tag.ts),
+ *    which a leader of an earlier version cannot settle.
  */
 export const FORMAT_LEVEL = 20
 
@@ -127,6 +129,9 @@ export const FORMAT_LEVEL_TTL_REDRIVE_LINES = 19
 
 /** The level from which the meta state records node store ids and refuses another store (level 20 above). */
 export const FORMAT_LEVEL_STORE_ID = 20
+
+/** The level from which lease ids on the wire name their partition and its queue's incarnation (level 20 above). */
+export const FORMAT_LEVEL_LEASE_TAGS = 20
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -129,6 +129,10 @@ export interface LeaseRequest {
 
 export interface LeasedMessage {
   id: number;
+  /**
+   * Opaque to clients; settles only in the partition (and queue incarnation) that leased it
+   * (from format level 20: `<queue id>.<partition>.<message id>.<delivery>`). At most 64 characters.
+   */
   leaseId: string;
   body: Uint8Array;
   weight: number;
