@@ -24,8 +24,14 @@ export {
   removedNodeMessage,
   saysNodeRemoved,
 } from './meta-state'
-export type { StoreClaim } from './node-store'
-export { isStoreId, saysStoreReplaced, storeConflict, storeReplacedMessage } from './node-store'
+export type { RegisteredStore, StoreClaim } from './node-store'
+export {
+  FRESH_STORE_GRACE_MS,
+  isStoreId,
+  saysStoreReplaced,
+  storeConflict,
+  storeReplacedMessage,
+} from './node-store'
 export { chooseReplicaNodes } from './placement'
 export type { QueueSettings, StorageEngine } from './queue-config'
 export {

@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
 import { META_LIMITS, MetaState, removedNodeMessage, saysNodeRemoved } from './meta-state'
-import { saysStoreReplaced, storeReplacedMessage } from './node-store'
+import { FRESH_STORE_GRACE_MS, saysStoreReplaced, storeReplacedMessage } from './node-store'
 import { chooseReplicaNodes } from './placement'
 
 function cluster(nodes = 3, groups = 2): MetaState {
@@ -595,12 +595,28 @@ describe('MetaState', () => {
     const s = new MetaState()
     const a = 'a'.repeat(32)
     const b = 'b'.repeat(32)
+    let nowMs = 1_000
     const register = (storeId?: string, freshStore?: boolean, address = 'n1:1') =>
-      s.apply({ type: 'registerNode', nodeId: 'n1', address, ...(storeId ? { storeId } : {}), freshStore }, 1)
+      s.apply(
+        { type: 'registerNode', nodeId: 'n1', address, ...(storeId ? { storeId } : {}), freshStore },
+        nowMs,
+      )
     // Registered before store ids (no id): a later registration of the same data dir adopts one.
     expect(register()).toMatchObject({ ok: true })
     expect(s.node('n1')?.storeId).toBeUndefined()
-    // Known from before store ids, with a data dir created at this start: it lost its data.
+    // A data dir created at its process's start, the registration a minute old or less: a new
+    // cluster's founder whose first answers were lost (it still says fresh). Not recorded here.
+    nowMs += FRESH_STORE_GRACE_MS
+    const copy0 = new MetaState()
+    copy0.restore(s.snapshot())
+    expect(
+      copy0.apply(
+        { type: 'registerNode', nodeId: 'n1', address: 'n1:1', storeId: a, freshStore: true },
+        nowMs,
+      ),
+    ).toMatchObject({ ok: true, value: { storeId: a } })
+    // Older: known from before store ids, with a data dir created at this start: it lost its data.
+    nowMs += 1
     expect(register(a, true)).toEqual({
       ok: false,
       code: 'INVALID_ARGUMENT',

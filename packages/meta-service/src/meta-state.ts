@@ -492,7 +492,7 @@ export class MetaState {
     const existing = this.#nodes.get(nodeId)
     if (storeId !== undefined) {
       const claim = { storeId, fresh: freshStore === true }
-      const conflict = storeConflict(nodeId, existing !== undefined, existing?.storeId, claim)
+      const conflict = storeConflict(nodeId, existing, claim, nowMs)
       if (conflict) return fail(ErrorCode.InvalidArgument, conflict)
     }
     if (!existing && this.#nodes.size >= META_LIMITS.nodesMax) {

@@ -26,20 +26,37 @@ export interface StoreClaim {
 }
 
 /**
- * Why a node known as `recorded` (its recorded store id, undefined when it registered before
- * store ids were recorded, or is not registered: `known` false) may not register with `claim`;
- * undefined when it may. Refused: another store than the recorded one; and, for a node known
- * from before store ids, a store created at this start (it lost its data).
+ * A node registered before store ids were recorded, with no store id yet, is refused a data
+ * dir created at its process's start only once its registration is this old: a new cluster
+ * registers its founders before it reaches the level that records stores, and a founder whose
+ * first answers were lost still sends `fresh` when the level arrives seconds later.
+ */
+export const FRESH_STORE_GRACE_MS = 60_000
+
+/** A registered node as the store rule needs it. */
+export interface RegisteredStore {
+  readonly storeId?: string
+  readonly registeredAtMs: number
+}
+
+/**
+ * Why a node registered as `known` (undefined: not registered) may not register with `claim`
+ * at `nowMs`; undefined when it may. Refused: another store than the recorded one; and, for a
+ * node registered more than FRESH_STORE_GRACE_MS before without a store id (before store ids
+ * were recorded), a store created at this process's start (it lost its data).
  */
 export function storeConflict(
   nodeId: string,
-  known: boolean,
-  recorded: string | undefined,
+  known: RegisteredStore | undefined,
   claim: StoreClaim,
+  nowMs: number,
 ): string | undefined {
   if (!known) return undefined
-  if (recorded !== undefined) return recorded === claim.storeId ? undefined : storeReplacedMessage(nodeId)
-  return claim.fresh ? storeReplacedMessage(nodeId) : undefined
+  if (known.storeId !== undefined)
+    return known.storeId === claim.storeId ? undefined : storeReplacedMessage(nodeId)
+  return claim.fresh && nowMs - known.registeredAtMs > FRESH_STORE_GRACE_MS
+    ? storeReplacedMessage(nodeId)
+    : undefined
 }
 
 /** The refusal of a registration from another store; the node stops on it (saysStoreReplaced). */

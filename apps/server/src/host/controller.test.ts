@@ -1,4 +1,4 @@
-import { type MetaCommand, MetaState, storeReplacedMessage } from '@mq/meta-service'
+import { FRESH_STORE_GRACE_MS, type MetaCommand, MetaState, storeReplacedMessage } from '@mq/meta-service'
 import {
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
@@ -326,7 +326,9 @@ describe('Controller store ids', () => {
     expect(c.state.group(1)?.leaderId).toBe('n1')
     expect(c.state.node('n2')?.storeId).toBe(a)
     await c.answer('n2', true, FORMAT_LEVEL, { storeId: a, freshStore: true }) // its own: fine
-    // Registered before store ids, and now with a data dir made at this start: it lost its data.
+    // Registered over a minute ago, before store ids, and now with a data dir made at this
+    // start: it lost its data.
+    vi.advanceTimersByTime(FRESH_STORE_GRACE_MS + 1)
     await expect(c.answer('n3', true, FORMAT_LEVEL, { storeId: b, freshStore: true })).rejects.toThrow(
       storeReplacedMessage('n3'),
     )

@@ -342,10 +342,9 @@ export class Controller {
       this.#formatLevel(state) >= FORMAT_LEVEL_STORE_ID && isStoreId(req.storeId)
         ? { storeId: req.storeId, fresh: req.freshStore }
         : undefined
-    const recorded = state.node(req.nodeId)
-    const conflict = claim && storeConflict(req.nodeId, recorded !== undefined, recorded?.storeId, claim)
-    if (conflict) throw new InvalidArgumentError(conflict)
     const seenMs = Date.now()
+    const conflict = claim && storeConflict(req.nodeId, state.node(req.nodeId), claim, seenMs)
+    if (conflict) throw new InvalidArgumentError(conflict)
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
     // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
