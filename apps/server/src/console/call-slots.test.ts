@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { ApiRequestError } from './api-errors'
 import { CallSlots } from './call-slots'
 
@@ -35,5 +35,30 @@ describe('CallSlots', () => {
     await expect(slots.run(async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom')
     expect(await slots.run(async () => 'next')).toBe('next')
     expect(slots.running).toBe(0)
+  })
+
+  it('gives up on a slot after waitMaxMs (429), leaving the line to the others', async () => {
+    vi.useFakeTimers()
+    try {
+      const slots = new CallSlots(1, 2, 1_000)
+      let release = () => {}
+      const running = slots.run(() => new Promise<void>((r) => (release = r)))
+      const late = slots.run(async () => 'late')
+      const failed = expect(late).rejects.toMatchObject({
+        status: 429,
+        message: expect.stringContaining('waited 1000 ms'),
+      })
+      await vi.advanceTimersByTimeAsync(999)
+      const second = slots.run(async () => 'second')
+      await vi.advanceTimersByTimeAsync(1)
+      await failed
+      expect([slots.running, slots.waiting]).toEqual([1, 1])
+      release()
+      await running
+      expect(await second).toBe('second')
+      expect([slots.running, slots.waiting]).toEqual([0, 0])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })

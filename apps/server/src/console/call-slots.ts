@@ -4,17 +4,21 @@ import { ApiRequestError } from './api-errors'
  * A bound on the console API's requests that call the cluster: at most `runningMax` at once,
  * at most `waitingMax` more waiting for a slot in arrival order; beyond that a request is
  * refused at once (429 TOO_MANY_REQUESTS), so a burst of requests (or a page left polling in
- * many tabs) cannot pile up calls and their answers in the node's memory.
+ * many tabs) cannot pile up calls and their answers in the node's memory. A request waits at
+ * most `waitMaxMs` for its slot (then 429 too): past the HTTP request timeout its client is gone,
+ * and a call made for it would only hold a slot from the next.
  */
 export class CallSlots {
   readonly #runningMax: number
   readonly #waitingMax: number
   #running = 0
+  readonly #waitMaxMs: number
   readonly #waiting: (() => void)[] = []
 
-  constructor(runningMax: number, waitingMax: number) {
+  constructor(runningMax: number, waitingMax: number, waitMaxMs = 5_000) {
     this.#runningMax = runningMax
     this.#waitingMax = waitingMax
+    this.#waitMaxMs = waitMaxMs
   }
 
   /**
@@ -33,7 +37,24 @@ export class CallSlots {
         )
       }
       // The call that finishes hands its slot over (the count stays), so a newcomer cannot take it first.
-      await new Promise<void>((resolve) => this.#waiting.push(resolve))
+      await new Promise<void>((resolve, reject) => {
+        const handOver = () => {
+          clearTimeout(timer)
+          resolve()
+        }
+        const timer = setTimeout(() => {
+          const at = this.#waiting.indexOf(handOver)
+          if (at >= 0) this.#waiting.splice(at, 1)
+          reject(
+            new ApiRequestError(
+              429,
+              'TOO_MANY_REQUESTS',
+              `waited ${this.#waitMaxMs} ms for one of this node's ${this.#runningMax} console slots for cluster calls: try again in a moment`,
+            ),
+          )
+        }, this.#waitMaxMs)
+        this.#waiting.push(handOver)
+      })
     }
     try {
       return await call()
