@@ -1,20 +1,41 @@
-import type { LeasedMessage, LeaseRequest } from '@mq/protocol'
-import { describe, expect, it } from 'vitest'
+import {
+  type LeasedMessage,
+  LeaseOutcome,
+  type LeaseRequest,
+  type MqError,
+  toGrpcStatus,
+  UnavailableError,
+} from '@mq/protocol'
+import { describe, expect, it, vi } from 'vitest'
+import { FakeBroker } from '../test/fake-broker'
+import { MqClient } from './client'
 import { Consumer } from './consumer'
+import type { Delivery } from './delivery'
 import type { Router } from './router'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
+/** A settle call the fake router was asked for. */
+interface SettleCall {
+  readonly kind: 'ack' | 'nack' | 'extend'
+  readonly leaseIds: readonly string[]
+  readonly release?: boolean
+}
+
 /**
  * A router stand-in whose partitions hold `ready[p]` messages: a lease takes `latencyMs` (200
  * ms for one that must not wait, 30 otherwise, by default), then up to its max at once, or
- * long-polls (in 5 ms steps) for its wait. Records every lease request.
+ * long-polls (in 5 ms steps) for its wait. Records every lease request, and every settle call,
+ * which `settle` answers (by default at once, every lease OK; an MqError it returns fails the
+ * call with it, as the router does once it gives up).
  */
 function fakeRouter(
   ready: number[],
   latencyMs: (waitMs: number) => number = (waitMs) => (waitMs === 0 ? 200 : 30),
+  settle: (call: SettleCall) => Promise<MqError | undefined> = async () => undefined,
 ) {
   const requests: { partition: number; max: number; waitMs: number }[] = []
+  const settles: SettleCall[] = []
   let id = 1
   const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
     requests.push({ partition, max: req.max, waitMs: req.waitMs })
@@ -30,6 +51,29 @@ function fakeRouter(
       }) as unknown as LeasedMessage[],
     }
   }
+  type Callback = (e: unknown, r?: unknown) => void
+  const settleMethod =
+    (kind: SettleCall['kind']) =>
+    (req: { leaseIds: string[]; release?: boolean }, _md: unknown, _o: unknown, cb: Callback) => {
+      const call: SettleCall = {
+        kind,
+        leaseIds: req.leaseIds,
+        ...(kind === 'nack' ? { release: req.release } : {}),
+      }
+      settles.push(call)
+      void settle(call).then((error) =>
+        error
+          ? cb(toGrpcStatus(error))
+          : cb(null, {
+              results: req.leaseIds.map((leaseId) => ({
+                leaseId,
+                outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+                deadlineMs: 0,
+              })),
+            }),
+      )
+      return { cancel: () => {} }
+    }
   const route = {
     queue: 'q',
     queueId: 1,
@@ -49,12 +93,49 @@ function fakeRouter(
               void lease(partition, req).then((r) => cb(null, r))
               return { cancel: () => {} } // the call grpc-js returns; a close cancels it
             },
+            ack: settleMethod('ack'),
+            nack: settleMethod('nack'),
+            extend: settleMethod('extend'),
           },
         },
         { queue: 'q', partition, routeEpoch: 1 },
       ),
   }
-  return { router: router as unknown as Router, requests }
+  return { router: router as unknown as Router, requests, settles }
+}
+
+/** What the consumer's timers need: setTimeout, setImmediate, and both clocks. */
+const FAKED = ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date', 'performance'] as const
+
+/** Runs `test` under fake timers (restored after, also when it fails). */
+async function withFakeTimers(test: () => Promise<void>): Promise<void> {
+  vi.useFakeTimers({ toFake: [...FAKED] })
+  try {
+    await test()
+  } finally {
+    vi.useRealTimers()
+  }
+}
+
+/** Whether `promise` settles while fake time advances by `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let settled = false
+  void promise.then(
+    () => {
+      settled = true
+    },
+    () => {
+      settled = true
+    },
+  )
+  await vi.advanceTimersByTimeAsync(ms)
+  return settled
+}
+
+/** Closes `consumer` while fake time runs (its fake leases end only as time passes). */
+async function closeAsTimePasses(consumer: Consumer): Promise<void> {
+  const closing = consumer.close()
+  while (!(await settlesWithin(closing, 100))) {}
 }
 
 describe('Consumer', () => {
@@ -96,5 +177,139 @@ describe('Consumer', () => {
     }
     expect(requests.length).toBeGreaterThan(0)
     expect(Math.max(...requests.map((r) => r.max))).toBeLessThanOrEqual(1_000)
+  })
+  it('counts a lease from when its request was sent: a buffered message is not handed out once that has run out', () =>
+    withFakeTimers(async () => {
+      // The answer takes 300 ms (the lease's commit, transit): the leases of a and b, 400 ms
+      // long, began at most 100 ms before it came. The reader takes b at 450 ms: its lease
+      // may have ended (counted from the answer it would run until 700 ms).
+      const { router } = fakeRouter([2], () => 300)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 4,
+        waitMs: 50,
+        visibilityMs: 400,
+        autoExtend: false,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 310)).toBe(true)
+      expect(((await first).value as Delivery).id).toBe(1)
+      await vi.advanceTimersByTimeAsync(140)
+      // Dropped, not handed out (the broker delivers it again); nothing else comes.
+      expect(await settlesWithin(it.next(), 1_000)).toBe(false)
+      await closeAsTimePasses(consumer)
+    }))
+
+  it('does not hand out a buffered message whose lease ran out while its extension was still being retried', () =>
+    withFakeTimers(async () => {
+      // Every extension fails, after 1 s (the router retrying through a failover): the one
+      // sent at 100 ms is still under way at the leases' end (200 ms) and when the reader
+      // takes b (300 ms). b is given back (released), not handed out.
+      const { router, settles } = fakeRouter(
+        [2],
+        () => 10,
+        async (call) => {
+          if (call.kind !== 'extend') return undefined
+          await sleep(1_000)
+          return new UnavailableError('gave up after 9 attempts in 1000 ms: the partition is failing over')
+        },
+      )
+      const errors: unknown[] = []
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 4,
+        waitMs: 50,
+        visibilityMs: 200,
+        onError: (e) => errors.push(e),
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 20)).toBe(true)
+      const a = (await first).value as Delivery
+      await vi.advanceTimersByTimeAsync(280)
+      expect(settles.filter((c) => c.kind === 'extend')).toHaveLength(1) // under way
+      expect(await settlesWithin(it.next(), 500)).toBe(false)
+      expect(settles).toContainEqual({ kind: 'nack', leaseIds: [`${a.id + 1}.1`], release: true })
+      await closeAsTimePasses(consumer)
+    }))
+
+  it('lets go of a lease past extendMaxMs when it ends, not a visibility after its last extension was due', () =>
+    withFakeTimers(async () => {
+      // prefetch 1: b is leased only once a's lease (400 ms, never settled, no extension past
+      // extendMaxMs 0) stops counting: at 400 ms, so b comes at ~430 ms (it came at ~660).
+      const { router } = fakeRouter([2], () => 30)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 1,
+        waitMs: 50,
+        visibilityMs: 400,
+        extendMaxMs: 0,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 40)).toBe(true)
+      const second = it.next()
+      expect(await settlesWithin(second, 350)).toBe(false) // 390 ms
+      expect(await settlesWithin(second, 160)).toBe(true) // 550 ms
+      await closeAsTimePasses(consumer)
+    }))
+
+  it('leases from 12 partitions at once without a listener-leak warning', async () => {
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.name)
+    process.on('warning', onWarning)
+    try {
+      // Twelve long polls under way, each listening for the consumer's stop.
+      const { router, requests } = fakeRouter(Array.from({ length: 12 }, () => 0))
+      const consumer = new Consumer(router, 'q', { waitMs: 200 })
+      void consumer[Symbol.asyncIterator]().next()
+      await vi.waitFor(() => expect(requests.length).toBeGreaterThanOrEqual(12))
+      await consumer.close()
+      await new Promise((r) => setImmediate(r))
+      expect(warnings.filter((w) => w === 'MaxListenersExceededWarning')).toEqual([])
+    } finally {
+      process.off('warning', onWarning)
+    }
+  })
+
+  it('stops leasing from partitions a queue created again with fewer no longer has, and consumes the others', async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    const client = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 1_000 })
+    try {
+      broker.addQueue('q', 4)
+      const errors: unknown[] = []
+      const consumer = client.consumer('q', { prefetch: 8, waitMs: 50, onError: (e) => errors.push(e) })
+      const seen: string[] = []
+      const reading = (async () => {
+        for await (const m of consumer) {
+          seen.push(m.text())
+          await m.ack()
+        }
+      })()
+      await vi.waitFor(() => expect(broker.leaseRequests.length).toBeGreaterThanOrEqual(4))
+      // Deleted and created again with 2 partitions (a new route epoch).
+      broker.addQueue('q', 2)
+      broker.epoch++
+      const routesBefore = broker.calls.filter((c) => c === 'getRoutes').length
+      await sleep(200)
+      const leasesAfter = broker.leaseRequests.length
+      await sleep(800)
+      // Partitions 2 and 3 are not asked about again and again (each attempt a route fetch,
+      // then UNAVAILABLE to onError after the deadline, for ever: ~15 route fetches a second).
+      expect(broker.calls.filter((c) => c === 'getRoutes').length - routesBefore).toBeLessThanOrEqual(3)
+      expect(errors).toEqual([])
+      // The refill size is the half share of prefetch of 2 partitions (it stayed that of 4).
+      const idle = broker.leaseRequests.slice(leasesAfter).filter((r) => r.waitMs > 0)
+      expect(idle.length).toBeGreaterThan(0)
+      expect(idle.every((r) => r.max === 2)).toBe(true)
+      // The partitions that are left are consumed.
+      const producer = client.producer('q', { keyless: 'round-robin' })
+      await Promise.all(['x', 'y', 'z', 'w'].map((body) => producer.send({ body })))
+      await vi.waitFor(() => expect(seen.sort()).toEqual(['w', 'x', 'y', 'z']))
+      await consumer.close()
+      await reading
+    } finally {
+      await client.close()
+      broker.stop()
+    }
   })
 })

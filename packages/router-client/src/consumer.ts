@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto'
+import { setMaxListeners } from 'node:events'
 import type { LeaseResult, MqError, QueueRoute } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
-import type { Router } from './router'
+import { PartitionNotFoundError, type Router } from './router'
 import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
 
@@ -29,9 +30,23 @@ interface HeldLease {
   /** How many of them are still held. */
   live: number
   timer: ReturnType<typeof setTimeout> | undefined
-  /** When the earliest lease of the ones still held ends (as far as this consumer knows). */
+  /**
+   * When the earliest lease of the ones still held ends at the latest (performance.now()): the
+   * visibility counted from when the lease request, or the last extension that succeeded for
+   * all of them, was sent. The broker's lease began after that (it counts from when it
+   * applied the request), so this never comes later than the broker's deadline.
+   */
   deadlineMs: number
 }
+
+/** One partition's fetch loop. */
+interface Fetcher {
+  readonly partition: number
+  done: Promise<void>
+}
+
+/** A monotonic clock for lease deadlines (a wall-clock step must not stretch one). */
+const now = (): number => performance.now()
 
 /** The soonest an extension that failed for a passing reason (a failover) is tried again. */
 const EXTEND_RETRY_MIN_MS = 100
@@ -84,8 +99,15 @@ export class Consumer implements AsyncIterable<Delivery> {
   #ended: Promise<void> | undefined
   readonly #stop = new AbortController()
   #loops: Promise<void> | undefined
-  /** The partitions leased from, each by one fetch loop; grows when the queue's partitions do. */
-  readonly #fetchers = new Map<number, Promise<void>>()
+  /**
+   * The partitions leased from, each by one fetch loop: one is added for every partition the
+   * queue's route adds, and one is dropped when a fresh route no longer has its partition.
+   */
+  readonly #fetchers = new Map<number, Fetcher>()
+  /** Fetch loops whose partition is gone and that have not ended yet (stop() waits for them). */
+  readonly #retired = new Set<Promise<void>>()
+  /** The route the fetchers follow (the router's cached one when last looked at). */
+  #route: QueueRoute | undefined
 
   constructor(router: Router, queue: string, options: Partial<ConsumerOptions> = {}) {
     this.#router = router
@@ -94,6 +116,9 @@ export class Consumer implements AsyncIterable<Delivery> {
     if (!Number.isInteger(this.#options.prefetch) || this.#options.prefetch < 1) {
       throw new RangeError(`prefetch must be a positive integer, got ${this.#options.prefetch}`)
     }
+    // Every lease under way and every fetcher backing off listens for stop on this one signal:
+    // one per partition, so more than ten is normal, not a leak (each removes its listener).
+    setMaxListeners(0, this.#stop.signal)
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<Delivery> {
@@ -103,10 +128,15 @@ export class Consumer implements AsyncIterable<Delivery> {
         // Handed-out deliveries stay outstanding until settled (see #settleOne).
         const next = this.#buffer.shift()
         if (next) {
-          // One whose lease lapsed while it waited in the buffer is dropped, not handed out
-          // late: the broker delivers it again, maybe already to another consumer (and, with
-          // ordered keys, the key's next message after it).
-          if (this.#held.has(next)) yield next
+          // One whose lease may have lapsed while it waited in the buffer is dropped, not
+          // handed out late: the broker delivers it again, maybe already to another consumer
+          // (and, with ordered keys, the key's next message after it). Its deadline is the
+          // local bound (HeldLease.deadlineMs): an extension still being retried does not count.
+          const lease = this.#held.get(next)
+          if (lease && now() < lease.deadlineMs) yield next
+          // Still held (its extension under way): given back, as close() gives back what it
+          // never handed out; a lease that did run out answers so, which changes nothing.
+          else if (lease) void next.release().catch(() => {})
           continue
         }
         if (this.#failure !== undefined) throw this.#failure
@@ -136,7 +166,8 @@ export class Consumer implements AsyncIterable<Delivery> {
     const unhanded = this.#buffer.splice(0).filter((d) => this.#held.has(d))
     await Promise.allSettled(unhanded.map((d) => d.release()))
     await this.#loops
-    await Promise.all(this.#fetchers.values())
+    await Promise.all([...this.#fetchers.values()].map((f) => f.done))
+    await Promise.all(this.#retired)
   }
 
   /**
@@ -183,38 +214,55 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   /**
-   * Starts a fetch loop for each partition of `route` that has none. Called with the first
-   * route, and whenever the cached route has more partitions (added to the queue since: the
-   * broker answers STALE_ROUTE to requests routed before, and the router fetches the route).
+   * Makes the fetch loops match `route`: one for each of its partitions. Called with the first
+   * route, and whenever the router's cached route changed: partitions added to the queue (the
+   * broker answers STALE_ROUTE to requests routed before, and the router fetches the route),
+   * or the queue deleted and created again with fewer (the loops of the partitions that are
+   * gone stop; their leases could only fail, for ever).
    */
   #leaseFrom(route: QueueRoute): void {
+    this.#route = route
     if (this.#closed) return
+    const current = new Set(route.partitions.map((p) => p.partition))
+    let retired = false
+    for (const [partition, fetcher] of this.#fetchers) {
+      if (current.has(partition)) continue
+      this.#fetchers.delete(partition)
+      this.#retired.add(fetcher.done)
+      void fetcher.done.then(() => this.#retired.delete(fetcher.done))
+      retired = true
+    }
     // Half of a partition's share of prefetch: leasing one message per settled one would
     // make every lease (a Raft entry) carry a single message under load. Set before the new
     // loops start: each reads it before its first lease.
-    const partitions = Math.max(this.#fetchers.size, route.partitions.length)
+    const partitions = Math.max(1, current.size)
     this.#refillMin = Math.min(LEASE_MAX, Math.max(1, Math.floor(this.#options.prefetch / (2 * partitions))))
-    for (const p of route.partitions) {
-      if (!this.#fetchers.has(p.partition))
-        this.#fetchers.set(p.partition, this.#fetchLoop(p.partition, route))
+    for (const partition of current) {
+      if (this.#fetchers.has(partition)) continue
+      const fetcher: Fetcher = { partition, done: Promise.resolve() }
+      this.#fetchers.set(partition, fetcher)
+      fetcher.done = this.#fetchLoop(fetcher, route)
     }
+    // A retired loop waiting for room ends once woken.
+    if (retired) this.#wakeFetchersSoon()
   }
 
-  /** Leases from partitions added to the queue, once the router's route shows them. */
+  /** Follows the router's cached route once it changed (partitions added, or fewer). */
   #followRoute(): void {
     const route = this.#router.cachedRoute(this.queue)
-    // Partitions are numbered from 0 and only ever added: a longer list has new ones.
-    if (route && route.partitions.length > this.#fetchers.size) this.#leaseFrom(route)
+    if (route && route !== this.#route) this.#leaseFrom(route)
   }
 
-  async #fetchLoop(partition: number, route: QueueRoute): Promise<void> {
+  async #fetchLoop(fetcher: Fetcher, route: QueueRoute): Promise<void> {
+    const { partition } = fetcher
     let failures = 0
     // A busy partition (its last lease brought messages) is asked without waiting, for all the
     // room there is, which its request holds until it returns; an idle one is long-polled for
     // a little (refillMin), holding no room, so that it never keeps the others waiting. Held
     // messages may exceed prefetch by what idle partitions bring at once: (partitions - 1) x refillMin.
     let busy = false
-    while (!this.#closed) {
+    // Until the consumer closes or the partition is gone from the queue's route.
+    while (!this.#closed && this.#fetchers.get(partition) === fetcher) {
       const space = this.#options.prefetch - this.#held.size - this.#leasing
       if (space <= 0 || (space < this.#refillMin && this.#buffer.length > 0)) {
         await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
@@ -230,12 +278,17 @@ export class Consumer implements AsyncIterable<Delivery> {
         (this.#router.cachedRoute(this.queue) ?? route).config?.visibilityTimeoutMs ||
         30_000
       this.#leasing += reserved
+      // When the request that was answered was sent (the earliest of those answered, should
+      // more be: retries, probes of other replicas): the leases began after it.
+      const requestedAt = now()
+      let sentAt = Number.POSITIVE_INFINITY
       try {
         const response = await this.#router.partition(
           this.queue,
           partition,
-          (connection, target) =>
-            unary(
+          (connection, target) => {
+            const at = now()
+            return unary(
               connection.queue,
               connection.queue.lease,
               {
@@ -249,7 +302,11 @@ export class Consumer implements AsyncIterable<Delivery> {
               // close() cancels a lease under way: a long poll ends at once, and the server
               // gives back what a lease took after the cancel.
               this.#stop.signal,
-            ),
+            ).then((answer) => {
+              sentAt = Math.min(sentAt, at)
+              return answer
+            })
+          },
           waitMs,
         )
         failures = 0
@@ -257,7 +314,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         busy = response.messages.length > 0
         if (response.messages.length > 0) {
           const deliveries = response.messages.map((m) => new Delivery(partition, m, this.#settle))
-          this.#hold(deliveries, visibilityMs, Date.now())
+          this.#hold(deliveries, visibilityMs, Number.isFinite(sentAt) ? sentAt : requestedAt)
           for (const d of deliveries) this.#buffer.push(d)
         }
         if (response.messages.length > 0) this.#wakeReader?.()
@@ -265,7 +322,12 @@ export class Consumer implements AsyncIterable<Delivery> {
       } catch (error) {
         if (this.#closed) return
         this.#followRoute()
-        if (!(error as MqError).retriable) {
+        if (error instanceof PartitionNotFoundError) {
+          // The queue was deleted and created again with fewer partitions: this loop's
+          // partition is gone (the fresh route, just followed, retired the loop), not the
+          // consumer. (Were it back in a newer route already, it is asked again.)
+          if (this.#fetchers.get(partition) !== fetcher) return
+        } else if (!(error as MqError).retriable) {
           this.#fail(error)
           return
         }
@@ -284,13 +346,15 @@ export class Consumer implements AsyncIterable<Delivery> {
    * next extension of the ones still held, or (without extension) the moment their leases
    * lapse and they stop counting against prefetch. One timer per response, not per message.
    */
-  #hold(deliveries: readonly Delivery[], visibilityMs: number, startedAt: number): void {
+  #hold(deliveries: readonly Delivery[], visibilityMs: number, sentAt: number): void {
     const lease: HeldLease = {
       deliveries,
       live: deliveries.length,
       timer: undefined,
-      deadlineMs: startedAt + visibilityMs,
+      deadlineMs: sentAt + visibilityMs,
     }
+    // Half the visibility before the lease's end: the next extension is due.
+    const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
     for (const d of deliveries) this.#held.set(d, lease)
     const lapse = (): void => {
       // The leases ran out unsettled: the broker will deliver the messages again.
@@ -301,11 +365,12 @@ export class Consumer implements AsyncIterable<Delivery> {
       // Settled ones are let go: one message held for long keeps only the others still held.
       lease.deliveries = live
       if (live.length === 0 || this.#ended) return
-      if (Date.now() - startedAt > this.#options.extendMaxMs) {
-        lease.timer = setTimeout(lapse, visibilityMs)
+      if (now() - sentAt > this.#options.extendMaxMs) {
+        // No more extensions: they are let go when their leases end (not a visibility from now).
+        lease.timer = setTimeout(lapse, Math.max(0, lease.deadlineMs - now()))
         return
       }
-      const askedAt = Date.now()
+      const askedAt = now()
       void Promise.allSettled(live.map((d) => d.extend(visibilityMs))).then((results) => {
         // Failed for a passing reason (a failover outlasting the router's deadline) while the
         // lease still runs: kept, and tried again sooner. Any other failure lets it go.
@@ -313,7 +378,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') return
           this.#options.onError(r.reason)
-          if ((r.reason as MqError).retriable && Date.now() < lease.deadlineMs) {
+          if ((r.reason as MqError).retriable && now() < lease.deadlineMs) {
             retry = true
             return
           }
@@ -323,14 +388,14 @@ export class Consumer implements AsyncIterable<Delivery> {
         if (!retry) lease.deadlineMs = askedAt + visibilityMs
         if (lease.live === 0 || this.#ended) return
         const nextMs = retry
-          ? Math.max(EXTEND_RETRY_MIN_MS, Math.min(visibilityMs / 2, (lease.deadlineMs - Date.now()) / 2))
-          : visibilityMs / 2
+          ? Math.max(EXTEND_RETRY_MIN_MS, Math.min(visibilityMs / 2, (lease.deadlineMs - now()) / 2))
+          : extendAfter()
         lease.timer = setTimeout(extend, nextMs)
       })
     }
     lease.timer = this.#options.autoExtend
-      ? setTimeout(extend, visibilityMs / 2)
-      : setTimeout(lapse, visibilityMs)
+      ? setTimeout(extend, extendAfter())
+      : setTimeout(lapse, Math.max(0, lease.deadlineMs - now()))
   }
 
   /** `d` is no longer held (settled or lapsed); its lease's timer goes with its last one. */

@@ -7,7 +7,7 @@ import {
   UnavailableError,
 } from '@mq/protocol'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
-import type { Router } from './router'
+import { PartitionNotFoundError, type Router } from './router'
 import { unary } from './unary'
 
 /** A message to send. `body` strings are sent as UTF-8. */
@@ -99,6 +99,8 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
 interface Pending {
   readonly message: ProduceMessage
   readonly bytes: number
+  /** Its partition was picked by a key or partition key (else: keyless). */
+  readonly keyed: boolean
   readonly resolve: (r: SendResult) => void
   readonly reject: (e: unknown) => void
 }
@@ -211,32 +213,67 @@ export class Producer {
       this.#release(1, bytes)
       throw error
     }
-    const partition = this.#partitioner.choose(
-      route.partitions.length,
-      message.key || message.partitionKey || undefined,
-      bytes,
-      (p) => this.#load(p),
-    )
+    const key = message.key || message.partitionKey || undefined
+    const partition = this.#partitioner.choose(route.partitions.length, key, bytes, (p) => this.#load(p))
     return new Promise<SendResult>((resolve, reject) => {
-      const lane = this.#lane(partition)
-      lane.pending.push({ message: wire, bytes, resolve, reject })
-      lane.pendingBytes += bytes
-      if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
-        this.#dispatch(lane)
-      } else if (!lane.cancel) {
-        const fire = () => {
-          lane.cancel = undefined
-          this.#dispatch(lane)
-        }
-        if (this.#options.lingerMs > 0) {
-          const timer = setTimeout(fire, this.#options.lingerMs)
-          lane.cancel = () => clearTimeout(timer)
-        } else {
-          const immediate = setImmediate(fire)
-          lane.cancel = () => clearImmediate(immediate)
-        }
-      }
+      this.#enqueue(partition, { message: wire, bytes, keyed: key !== undefined, resolve, reject })
     })
+  }
+
+  /** Adds `p` to its partition's lane and sees that the lane's batch goes (full: now). */
+  #enqueue(partition: number, p: Pending): void {
+    const lane = this.#lane(partition)
+    lane.pending.push(p)
+    lane.pendingBytes += p.bytes
+    if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
+      this.#dispatch(lane)
+    } else if (!lane.cancel) {
+      const fire = () => {
+        lane.cancel = undefined
+        this.#dispatch(lane)
+      }
+      if (this.#options.lingerMs > 0) {
+        const timer = setTimeout(fire, this.#options.lingerMs)
+        lane.cancel = () => clearTimeout(timer)
+      } else {
+        const immediate = setImmediate(fire)
+        lane.cancel = () => clearImmediate(immediate)
+      }
+    }
+  }
+
+  /**
+   * The lane's partition is gone (PartitionNotFoundError: the queue was deleted and created
+   * again with fewer partitions since these messages were routed by its cached route): the
+   * batch that found it so (`failed`) and what waits in the lane leave it. Keyless messages go
+   * again to partitions of the current route; keyed ones (key or partition key) fail with the
+   * error: their key, hashed on the old count, picked the partition, and the application
+   * decides where (and in which order) they go now. Returns those of `failed` that failed.
+   */
+  #reroute(lane: Lane, failed: readonly Pending[], error: PartitionNotFoundError): Pending[] {
+    const waiting = lane.pending.splice(0)
+    lane.pendingBytes = 0
+    lane.cancel?.()
+    lane.cancel = undefined
+    const again = (p: Pending): boolean => {
+      if (p.keyed) {
+        p.reject(error)
+        return false
+      }
+      this.#enqueue(
+        this.#partitioner.choose(error.partitions, undefined, p.bytes, (q) => this.#load(q)),
+        p,
+      )
+      return true
+    }
+    const lost = failed.filter((p) => !again(p))
+    // Those of the batch leave the buffer with it (#produce); those that waited, here.
+    for (const p of waiting) if (!again(p)) this.#release(1, p.bytes)
+    // The lane goes with its last batch in flight (this one): a partition of its number that
+    // is added later starts afresh.
+    if (lane.inFlight.length <= 1 && this.#lanes.get(lane.partition) === lane)
+      this.#lanes.delete(lane.partition)
+    return lost
   }
 
   /** Sends everything buffered now and resolves when nothing is pending or in flight. */
@@ -359,6 +396,10 @@ export class Producer {
         p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
       }
     } catch (error) {
+      if (error instanceof PartitionNotFoundError) {
+        batch = this.#reroute(lane, batch, error)
+        return
+      }
       const bad = error instanceof InvalidArgumentError ? error.facts.messageIndex : undefined
       // The partition refused the batch whole for one message (over the queue's size limit,
       // say), storing none of it, and named it: that send fails, the others go again ahead of

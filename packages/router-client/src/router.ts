@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events'
 import {
+  InvalidArgumentError,
   LimitExceededError,
   type MetaClient,
   MqError,
@@ -67,6 +68,27 @@ export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
 const PROBE_EVERY_MS = 150
 
 /**
+ * A partition that the queue's current route does not have: the queue was deleted and created
+ * again with fewer partitions since the partition was picked (within one queue, partitions are
+ * only ever added). Not retriable: no retry can reach it. Its code is INVALID_ARGUMENT.
+ */
+export class PartitionNotFoundError extends InvalidArgumentError {
+  readonly queue: string
+  readonly partition: number
+  /** The queue's partition count in its current route. */
+  readonly partitions: number
+
+  constructor(queue: string, partition: number, route: QueueRoute) {
+    super(
+      `queue ${queue} has no partition ${partition}: it has ${route.partitions.length} partition(s) now (route epoch ${route.routeEpoch}; deleted and created again with fewer)`,
+    )
+    this.queue = queue
+    this.partition = partition
+    this.partitions = route.partitions.length
+  }
+}
+
+/**
  * Knows where things are: which node leads the meta group, and for each queue its route
  * (partitions → data group leader), cached by route epoch. Runs an operation against the
  * right node and retries it in one hop on a typed redirect (NOT_LEADER with a leader hint,
@@ -76,7 +98,8 @@ export class Router {
   readonly #pool: ConnectionPool
   readonly #options: RouterOptions
   readonly #routes = new Map<string, QueueRoute>()
-  readonly #fetching = new Map<string, Promise<QueueRoute>>()
+  /** The route fetch under way per queue, and the deadline it gives up at. */
+  readonly #fetching = new Map<string, { readonly promise: Promise<QueueRoute>; readonly deadline: number }>()
   #metaAddress: string | undefined
   readonly #closing = new AbortController()
 
@@ -103,16 +126,24 @@ export class Router {
    * cannot answer redirects). Tries the last known meta address, then every seed. A meta
    * leader silent for `leaderSilenceMs` is asked about through the other seeds, as a
    * partition's leader is (awaitLeader): a follower names the new leader once one is elected.
+   * `deadline` (ms since the epoch): the deadline of the operation this call is part of (a
+   * partition operation's route refresh); its retries end there, and no attempt outlasts it.
+   * Without one, it has `deadlineMs` of its own.
    */
   meta<Req, Res>(
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
     request: Req,
+    deadline?: number,
   ): Promise<Res> {
     let seedIndex = 0
     const servers = this.#options.servers
     const send = (address: string) => {
       const client = this.#pool.get(address).meta
-      return unary(client, pick(client), request, this.#options.attemptMs)
+      const attemptMs =
+        deadline === undefined
+          ? this.#options.attemptMs
+          : Math.max(1, Math.min(this.#options.attemptMs, deadline - Date.now()))
+      return unary(client, pick(client), request, attemptMs)
     }
     return this.#retry(async () => {
       const address = this.#metaAddress ?? servers[seedIndex++ % servers.length]!
@@ -131,18 +162,31 @@ export class Router {
         this.#report({ kind: 'meta', address, startMs, ms: Date.now() - startMs, error: describe(error) })
         throw error
       }
-    })
+    }, deadline)
   }
 
-  /** Returns the cached route of `queue`, fetching it when absent or when `refresh` is set. */
-  async route(queue: string, refresh = false): Promise<QueueRoute> {
+  /**
+   * Returns the cached route of `queue`, fetching it when absent or when `refresh` is set.
+   * `deadline` (ms since the epoch; default `deadlineMs` from now): that of the operation the
+   * fetch is part of (a partition operation's route refresh), which it does not outlast.
+   */
+  async route(queue: string, refresh = false, deadline?: number): Promise<QueueRoute> {
     if (!refresh) {
       const cached = this.#routes.get(queue)
       if (cached) return cached
     }
+    const by = deadline ?? Date.now() + this.#options.deadlineMs
     const pending = this.#fetching.get(queue)
-    if (pending) return pending
-    const fetching = this.meta((m) => m.getRoutes, { queues: [queue] })
+    if (pending) {
+      // One fetch at a time per queue. One that runs past this caller's deadline is waited for
+      // until then; one that gives up before it (a shorter operation's) is followed by another.
+      if (pending.deadline > by) return until(pending.promise, by)
+      return pending.promise.catch((error: unknown) => {
+        if (!(error as MqError).retriable || Date.now() >= by) throw error
+        return this.route(queue, true, by)
+      })
+    }
+    const promise = this.meta((m) => m.getRoutes, { queues: [queue] }, by)
       .then((response) => {
         const route = response.routes.find((r) => r.queue === queue)
         if (!route) throw new QueueNotFoundError(`queue ${queue} does not exist`)
@@ -150,8 +194,8 @@ export class Router {
         return route
       })
       .finally(() => this.#fetching.delete(queue))
-    this.#fetching.set(queue, fetching)
-    return fetching
+    this.#fetching.set(queue, { promise, deadline: by })
+    return promise
   }
 
   /** The cached route of `queue`, if any (no call). */
@@ -182,11 +226,19 @@ export class Router {
     // leader known, removed from the group): the next attempt tries another one, which serves
     // or names the new leader (faster than waiting for the meta group to learn of it).
     const skip = new Set<string>()
+    // One deadline for the whole operation, route refreshes included (their retries stop there).
+    const deadline = Date.now() + this.#options.deadlineMs
     return this.#retry(async () => {
-      const route = await this.route(queue, refresh)
+      // Fetched during this operation (not a route cached before it began).
+      const fresh = refresh || !this.#routes.has(queue)
+      const route = await this.route(queue, refresh, deadline)
       refresh = false
       const p = route.partitions.find((x) => x.partition === partition)
       if (!p) {
+        // A cached route may predate the partition (added since): fetched again, it has it. A
+        // fresh one without it is the queue's current shape: the queue was deleted and created
+        // again with fewer partitions, and no retry can reach this one.
+        if (fresh) throw new PartitionNotFoundError(queue, partition, route)
         refresh = true
         throw new StaleRouteError(
           `queue ${queue} has no partition ${partition} in route epoch ${route.routeEpoch}`,
@@ -233,7 +285,7 @@ export class Router {
         }
         throw error
       }
-    })
+    }, deadline)
   }
 
   #report(report: AttemptReport): void {
@@ -272,12 +324,12 @@ export class Router {
   }
 
   /**
-   * Runs `attempt` until it succeeds, fails with a non-retriable error, or the deadline or
-   * the attempt limit passes. The first redirect is retried at once; later ones back off.
+   * Runs `attempt` until it succeeds, fails with a non-retriable error, or the deadline
+   * (`deadline`, ms since the epoch, or `deadlineMs` from now) or the attempt limit passes.
+   * The first redirect is retried at once; later ones back off.
    */
-  async #retry<T>(attempt: () => Promise<T>): Promise<T> {
+  async #retry<T>(attempt: () => Promise<T>, deadline = Date.now() + this.#options.deadlineMs): Promise<T> {
     const started = Date.now()
-    const deadline = started + this.#options.deadlineMs
     let last: unknown
     let backoffs = 0
     let immediate = 0
@@ -312,6 +364,21 @@ export class Router {
     if (last instanceof LimitExceededError) throw new LimitExceededError(gaveUp, last.facts, { cause: last })
     throw new UnavailableError(gaveUp, {}, { cause: last })
   }
+}
+
+/**
+ * `promise`, or an UnavailableError (retriable) once `deadline` (ms since the epoch) passes
+ * first: an operation waiting on a route fetch that another one started keeps its own deadline.
+ */
+function until<T>(promise: Promise<T>, deadline: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new UnavailableError('the route fetch under way outlasted the operation’s deadline')),
+      Math.max(0, deadline - Date.now()),
+    )
+  })
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer))
 }
 
 /**
