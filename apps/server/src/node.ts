@@ -15,7 +15,7 @@ import {
   queueNamesOf,
   storedQueueName,
 } from '@mq/data-service'
-import { DurabilityMark, LevelEngine, LogStore } from '@mq/kv-storage'
+import { DurabilityMark, LevelEngine, LogStore, WriteChain } from '@mq/kv-storage'
 import {
   encodeMetaCommand,
   type MetaCommand,
@@ -954,9 +954,12 @@ export class MqNode {
     const log = await store.openGroup(groupId, replicas.length > 0 ? votersConf(replicas) : undefined)
     const machine = await DataGroupMachine.open(groupId, engine)
     const applied = decodeIndex(await engine.get(appliedKeyOf(groupId)))
+    // The group's writes form a chain: once one fails (gave up waiting for room), none after it
+    // is stored (the applied index would pass the entry whose writes are missing).
+    const chain = new WriteChain()
     const dm = new DataMachine(
       machine,
-      { write: (ops) => store.commit.write(ops) },
+      { write: (ops) => store.commit.write(ops, chain) },
       engine,
       images.port(),
       applied,

@@ -131,6 +131,35 @@ const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 25
  * WriteFailedError, and so does every later call: the callers' in-memory state (the log
  * tails) may be ahead of the disk, so the store must be reopened (fail-stop).
  */
+/**
+ * The writes of one writer whose order matters to it (a state machine: each entry's ops carry
+ * its applied index). Writes stage in call order, but one that fails — gives up waiting for
+ * room (OverloadedError) — hands its turn on, and the next write of another writer must go on;
+ * a later write of the same chain must not, or it could be durable while an earlier one never
+ * is. Once a write of a chain fails, every later write of the chain, already waiting or new,
+ * fails with the same error and stages nothing.
+ */
+export class WriteChain {
+  #failure: unknown
+  #failed = false
+
+  /** The error of the chain's first failed write, if one failed. */
+  get failure(): unknown {
+    return this.#failure
+  }
+
+  get failed(): boolean {
+    return this.#failed
+  }
+
+  /** Records the chain's first failure (later ones keep it). */
+  fail(error: unknown): void {
+    if (this.#failed) return
+    this.#failed = true
+    this.#failure = error
+  }
+}
+
 export class GroupCommit implements Durability {
   private staged: BatchOp[] = []
   private stagedBytes = 0
@@ -237,9 +266,11 @@ export class GroupCommit implements Durability {
    * durable: how a state machine adds its own ops to the next cycle and waits for them.
    * Lazily: they ride with the next `flush()`'s batch, and get one of their own only when
    * no flush comes within `lazyFlushMs` (a state machine's writes follow log entries that
-   * are durable already, so nothing waits on them but their own caller).
+   * are durable already, so nothing waits on them but their own caller). With `chain`, it
+   * fails without staging once an earlier write of the chain failed (WriteChain).
    */
-  async write(ops: readonly BatchOp[]): Promise<void> {
+  async write(ops: readonly BatchOp[], chain?: WriteChain): Promise<void> {
+    if (chain?.failed) throw chain.failure
     checkOps(ops)
     let bytes = 0
     for (const op of ops) bytes += opBytes(op)
@@ -247,6 +278,7 @@ export class GroupCommit implements Durability {
     const since = this.batchesFinished
     try {
       for (;;) {
+        if (chain?.failed) throw chain.failure
         this.checkUsable()
         // In call order; asynchronous writers yield at the soft bound, leaving the room above
         // it to the log.
@@ -270,6 +302,10 @@ export class GroupCommit implements Durability {
           this.waiting.delete(ticket)
         }
       }
+    } catch (error) {
+      // Before the turn passes on (finally): a later write of the chain must see it.
+      chain?.fail(error)
+      throw error
     } finally {
       this.ticketDone(ticket)
     }

@@ -28,7 +28,7 @@ export {
   WriteFailedError,
 } from './errors'
 export type { BatchMark, GroupCommitBatch, GroupCommitOptions, GroupCommitStats } from './group-commit'
-export { GroupCommit } from './group-commit'
+export { GroupCommit, WriteChain } from './group-commit'
 export type { GroupLogLimits, TailStats } from './group-log'
 export { GroupLog } from './group-log'
 export type { HistogramSnapshot } from './histogram'

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { ClosedError, OverloadedError, WriteFailedError } from '../src/errors'
-import { GroupCommit } from '../src/group-commit'
+import { GroupCommit, WriteChain } from '../src/group-commit'
 import { MemoryEngine } from '../src/memory-engine'
 import { GatedEngine } from './helpers'
 
@@ -213,6 +213,40 @@ describe('GroupCommit', () => {
     const batchOf = (key: number) =>
       engine.writes.findIndex((w) => w.ops.some((o) => 'key' in o && o.key[0] === key))
     expect(batchOf(20)).toBeGreaterThanOrEqual(batchOf(10))
+  })
+
+  it('fails the later writes of a chain whose write gave up, so none is durable without it; other writers go on', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { stagedOpsMax: 2, roomWaitCyclesMax: 1 })
+    const chain = new WriteChain()
+    engine.hold()
+    commit.stage([put(1), put(2)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    commit.stage([put(3), put(4)]) // at the soft bound while the batch is in flight
+    const ahead = commit.write([put(5), put(6)]) // another writer, first in line
+    const a = commit.write([put(10)], chain) // entry E's writes
+    const b = commit.write([put(20)], chain) // entry E+1's, with its applied index
+    expect(commit.stats().roomWaiters).toBe(3)
+    // The batch lands: the writer ahead stages (starting the next batch, held); E's write, woken
+    // with a batch in flight and no room after its one cycle, gives up.
+    engine.release()
+    engine.hold()
+    await first
+    const failure = await a.catch((e: unknown) => e)
+    expect(failure).toBeInstanceOf(OverloadedError)
+    // E+1's write fails with it, staging nothing; so does a new write of the chain.
+    await expect(b).rejects.toBe(failure)
+    await expect(commit.write([put(21)], chain)).rejects.toBe(failure)
+    expect(chain.failure).toBe(failure)
+    engine.release()
+    await ahead
+    await commit.write([put(30)]) // another writer goes on
+    await commit.flush()
+    const written = (key: number) =>
+      engine.writes.some((w) => w.ops.some((o) => 'key' in o && o.key[0] === key))
+    expect([10, 20, 21].map(written)).toEqual([false, false, false])
+    expect([5, 30].map(written)).toEqual([true, true])
   })
 
   it('a failed batch rejects its flushes and fails every later call (fail-stop)', async () => {

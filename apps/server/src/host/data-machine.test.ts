@@ -1,7 +1,7 @@
 import { DataGroupMachine, encodeDataCommand } from '@mq/data-service'
 import { MemoryEngine, stagedImageRange, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType } from '@mq/raft-core'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import {
   appliedKeyOf,
   DataMachine,
@@ -442,5 +442,39 @@ describe('DataMachine', () => {
     await expect(dm.persisted()).rejects.toThrow('no space left')
     expect(decodeIndex(await engine.get(appliedKeyOf(1)))).toBe(2)
     expect(failures.length).toBeGreaterThan(0)
+  })
+
+  it("writes nothing for an entry whose apply ends after an earlier entry's write failed", async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    const writes: { resolve: () => void; reject: (e: Error) => void }[] = []
+    const writer: SmWriter = {
+      write: (ops) =>
+        new Promise<void>((resolve, reject) =>
+          writes.push({ resolve: () => void engine.write(ops, { sync: false }).then(resolve), reject }),
+        ),
+    }
+    // The third entry's apply (it reads the engine) is still running when the second entry's
+    // write fails.
+    const group = await DataGroupMachine.open(1, engine)
+    const apply = group.apply.bind(group)
+    let release = () => {}
+    const gate = new Promise<void>((r) => (release = r))
+    let applies = 0
+    group.apply = (async (...args: Parameters<typeof apply>) => {
+      if (++applies === 3) await gate
+      return apply(...args)
+    }) as typeof group.apply
+    const failures: unknown[] = []
+    const dm = await machineOn(engine, 0, undefined, { group, writer, fatal: (e) => failures.push(e) })
+    const steps = dm.apply([open(), enqueue(1), enqueue(2)])
+    await vi.waitFor(() => expect(writes).toHaveLength(2))
+    writes[0]?.resolve()
+    writes[1]?.reject(new Error('gave up waiting for room'))
+    await vi.waitFor(() => expect(failures).toHaveLength(1))
+    release()
+    await Promise.allSettled(steps)
+    expect(writes).toHaveLength(2) // the third entry's writes (and applied index) never went out
+    expect(decodeIndex(await engine.get(appliedKeyOf(1)))).toBe(1)
   })
 })

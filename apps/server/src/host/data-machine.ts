@@ -128,13 +128,16 @@ export class DataMachine implements StateMachine {
       const step = this.#tail.then(async (): Promise<DataResult | undefined> => {
         // After a failed apply or write nothing more is applied or written: a later entry's
         // write would store an applied index past the entry whose writes are missing.
-        if (this.#failure) throw this.#failure.error
+        this.#throwIfFailed()
         if (e.type !== EntryType.Normal || e.data.length === 0) {
           this.#write([appliedOp])
           return undefined
         }
         // `written`: the writes of every earlier entry (a fence or an import's end waits for them).
         const applied = await this.#machine.apply(e.data, e.timestampMs, () => this.#lastWrite)
+        // An earlier write may have failed while this entry applied (the writer's chain fails
+        // this one too, when given one: node.ts).
+        this.#throwIfFailed()
         this.#write([...applied.ops, appliedOp]).then(applied.written, () => {})
         if (wakesLongPolls(applied.result)) this.onApplied()
         return applied.result
@@ -145,6 +148,10 @@ export class DataMachine implements StateMachine {
       )
       return step
     })
+  }
+
+  #throwIfFailed(): void {
+    if (this.#failure) throw this.#failure.error
   }
 
   #write(ops: readonly BatchOp[]): Promise<void> {
