@@ -1007,6 +1007,21 @@ describe('RaftHost', () => {
     await expect(n2.host.idle()).rejects.toBe(failure)
   })
 
+  it('halt: a run already scheduled takes no Ready (a leader neither stores nor sends the proposal)', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    await proposeAndSpread(net, n1, 1, 'a')
+    const ends = [...nodes.values()].map((n) => n.storages.get(1)!.lastIndex())
+    const p = n1.propose(1, enc.encode('x')).catch((e: unknown) => e) // schedules a run
+    n1.halt(new Error('state machine write failed')) // before that run's first cycle
+    net.halted.add('n1')
+    await net.run()
+    await net.tickAll(2)
+    expect(await p).toBeInstanceOf(Error)
+    expect([...nodes.values()].map((n) => n.storages.get(1)!.lastIndex())).toEqual(ends)
+  })
+
   it('restarts a group from durable storage and re-applies its committed log', async () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!.host
@@ -1062,7 +1077,9 @@ describe('RaftHost', () => {
     inner.append = (entries) => {
       if (refusals > 0) {
         refusals--
-        throw new OverloadedError('group commit queue is full')
+        // raft-core's own error, or the storage package's (kv-storage's is no RaftError).
+        if (refusals % 2 === 0) throw new OverloadedError('group commit queue is full')
+        throw Object.assign(new Error('group commit staging queue is full'), { retriable: true })
       }
       original(entries)
     }

@@ -249,7 +249,7 @@ function leads(g: Group, rd: Ready): boolean {
  * has landed, cycles oldest first; a group's Ready goes early only behind no late Ready of its
  * own, so per group everything stays in the order taken.
  *
- * A storage write refused with a retriable RaftError (the storage's own back-pressure, such
+ * A storage write refused with a retriable error (the storage's own back-pressure, such
  * as a full group-commit queue) changes nothing and is retried after the next flush; any
  * other storage or state machine error is fatal: the host stops (HostStoppedError).
  *
@@ -610,6 +610,9 @@ export class RaftHost {
    * once the flush that drains its staging queue has landed).
    */
   #cycle(): boolean | Promise<void> {
+    // Halted (halt(), or a fatal error) while this run was scheduled or between its cycles: no
+    // Ready is taken, written or sent any more.
+    if (this.#fatal !== null) return false
     const steps: Step[] = []
     let mustFlush = false
     let stalled = 0
@@ -730,7 +733,7 @@ export class RaftHost {
       }
       return true
     } catch (e) {
-      if (e instanceof RaftError && e.retriable) {
+      if (storageBusy(e)) {
         this.stats.stalledWrites++
         return false
       }
@@ -999,7 +1002,7 @@ export class RaftHost {
         this.#onSnapshotTooLarge(g.id, e)
         return 'too large'
       }
-      if (!(e instanceof RaftError && e.retriable)) throw e
+      if (!storageBusy(e)) throw e
       this.stats.stalledWrites++
       return 'busy'
     }
@@ -1016,4 +1019,13 @@ export class RaftHost {
     }
     this.#onFatal(e)
   }
+}
+
+/**
+ * Whether a storage write was refused for now (its back-pressure: a full staging queue): any
+ * error that says it is retriable — raft-core's own, or the storage package's (kv-storage's
+ * OverloadedError is not a RaftError). The write is tried again after the next flush.
+ */
+function storageBusy(e: unknown): boolean {
+  return typeof e === 'object' && e !== null && (e as { retriable?: unknown }).retriable === true
 }
