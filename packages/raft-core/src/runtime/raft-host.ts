@@ -5,7 +5,6 @@ import {
   NotLeaderError,
   OverloadedError,
   ProposalDroppedError,
-  RaftError,
   SnapshotTooLargeError,
 } from '../errors'
 import type { Message } from '../message'
