@@ -208,6 +208,21 @@ export class DataGroupMachine {
   }
 
   /** The config of a partition this group holds (undefined when it holds none). */
+  /**
+   * The moves this group last took part in for a partition: the one that fenced it here (as a
+   * move's source; FORMAT_LEVEL_MOVE_IDS) and the one whose import it completed last.
+   * Move ids only grow: a copy or an import chunk of an older move than either is stale.
+   */
+  movesOf(queue: string, index: number): { readonly fencedBy?: number; readonly imported?: number } {
+    const id = idOf(queue, index)
+    const fencedBy = this.#fencedBy.get(id)
+    const imported = this.#imported.get(id)
+    return {
+      ...(fencedBy !== undefined ? { fencedBy } : {}),
+      ...(imported !== undefined ? { imported } : {}),
+    }
+  }
+
   configOf(queue: string, index: number): PartitionConfig | undefined {
     return this.#partitions.get(idOf(queue, index))?.config
   }

@@ -1,5 +1,11 @@
 import { Metadata } from '@grpc/grpc-js'
-import { type DataCommand, decodeDataCommand, type KeyPair, storedQueueName } from '@mq/data-service'
+import {
+  type DataCommand,
+  decodeDataCommand,
+  encodeDataCommand,
+  type KeyPair,
+  storedQueueName,
+} from '@mq/data-service'
 import {
   FORMAT_LEVEL_MOVE_IDS,
   type ImportPartitionRequest,
@@ -240,5 +246,115 @@ describe('PartitionMover copy', () => {
     expect(fenced[0]?.pairs.length).toBeGreaterThan(0)
     expect(fenced[0]?.pairs.length).toBeLessThan(10)
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 + 4)
+  })
+})
+
+describe('PartitionMover: a late request of an earlier move', () => {
+  /** Groups 1 and 2 (10 messages in group 1) and a mover whose import calls go straight to it. */
+  async function twoGroups() {
+    const g1 = await memoryGroup(1)
+    const g2 = await memoryGroup(2)
+    const groups = new Map([
+      [1, g1],
+      [2, g2],
+    ])
+    const client = {
+      peer: {
+        importPartition: (
+          req: ImportPartitionRequest,
+          _md: Metadata,
+          _opts: unknown,
+          cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+        ) => {
+          mover.import(req).then((r) => cb(null, r), cb)
+        },
+      },
+    }
+    const calls = {
+      callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
+        new Promise<T>((resolve, reject) =>
+          fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r))),
+        ),
+    } as unknown as PeerCalls
+    const mover = new PartitionMover(
+      { port: (id) => groups.get(id)?.port, formatLevel: () => FORMAT_LEVEL_MOVE_IDS },
+      calls,
+      'n1',
+    )
+    const req = (moveId: number, fromGroup: number, toGroup: number, phase: 'copy' | 'drop') => ({
+      moveId,
+      storedAs: QUEUE,
+      partition: 0,
+      fromGroup,
+      toGroup,
+      phase,
+      targetReplicas: [],
+      configJson: '{}',
+    })
+    const move = async (moveId: number, from: number, to: number) => {
+      await mover.move(req(moveId, from, to, 'copy'))
+      await mover.move(req(moveId, from, to, 'drop'))
+    }
+    const messages = async (g: typeof g1) => (await g.port.machine.stats(QUEUE, 0, 1_000))?.messages
+    await g1.port.propose({ type: 'open', queue: QUEUE, partition: 0, config: {} })
+    await g1.port.propose({
+      type: 'apply',
+      queue: QUEUE,
+      partition: 0,
+      command: {
+        type: 'enqueue',
+        messages: Array.from({ length: 10 }, () => ({ body: Uint8Array.of(1), weight: 1 })),
+      },
+    })
+    return { g1, g2, mover, req, move, messages }
+  }
+
+  it('refuses a late copy from a group past that move: it would clear the only copy of the partition', async () => {
+    const t = await twoGroups()
+    await t.move(1, 1, 2)
+    await t.move(2, 2, 1)
+    await t.move(3, 1, 2)
+    expect(await t.messages(t.g2)).toBe(10)
+    // Move 4 (2 -> 1) fences group 2; a deposed meta leader's copy of move 1 (1 -> 2) arrives late.
+    expect((await t.g2.port.propose({ type: 'fence', queue: QUEUE, partition: 0, moveId: 4 })).type).toBe(
+      'fenced',
+    )
+    await expect(t.mover.move(t.req(1, 1, 2, 'copy'))).rejects.toThrow(/move 1 is stale here: copy from/)
+    // Straight to the target (a source that knew nothing of the later moves): refused there too.
+    const chunk = encodeDataCommand({
+      type: 'import',
+      queue: QUEUE,
+      partition: 0,
+      moveId: 1,
+      session: 'late',
+      seq: 0,
+      last: true,
+      config: {},
+      pairs: [],
+      sourceTerm: 1,
+      fresh: true,
+    })
+    await expect(t.mover.import({ groupId: 2, command: chunk })).rejects.toThrow(
+      /move 1 is stale here: import into/,
+    )
+    expect(await t.messages(t.g2)).toBe(10)
+    await t.move(4, 2, 1)
+    expect(await t.messages(t.g1)).toBe(10)
+  })
+
+  it('refuses a late copy from the group serving the partition now: it would fence it for a finished move', async () => {
+    const t = await twoGroups()
+    for (const [id, from, to] of [
+      [1, 1, 2],
+      [2, 2, 1],
+      [3, 1, 2],
+      [4, 2, 1],
+    ] as const)
+      await t.move(id, from, to)
+    await expect(t.mover.move(t.req(1, 1, 2, 'copy'))).rejects.toThrow(/imported by move 4/)
+    expect(t.g1.port.machine.fenced(QUEUE, 0)).toBe(false)
+    expect(await t.messages(t.g1)).toBe(10)
+    await t.move(5, 1, 2) // the next move goes as usual
+    expect(await t.messages(t.g2)).toBe(10)
   })
 })

@@ -114,6 +114,15 @@ export class PartitionMover {
     }
     if (command.type !== 'import')
       throw new InvalidArgumentError(`expected an import entry, got ${command.type}`)
+    // A chunk of a move older than one this group took part in since for the partition (a
+    // deposed meta leader's copy, delivered late): refused before it could clear what the
+    // group holds now.
+    const stale = staleMove(
+      command.moveId,
+      port.machine.movesOf(command.queue, command.partition),
+      'import into',
+    )
+    if (stale) throw new InvalidArgumentError(stale)
     const r = await port.propose(command)
     if (r.type === 'imported') return { complete: r.complete }
     throw refusal(r, `import into group ${req.groupId}`)
@@ -134,6 +143,11 @@ export class PartitionMover {
     // The session carries the term this node leads in: a successor's session (a newer term)
     // cannot be restarted by this one, and this one stops once it is no longer the leader.
     const sourceTerm = port.assertLeader()
+    // A copy of a move older than one this group took part in since for the partition (a
+    // deposed meta leader's request, delivered late) would ship what the group holds now — or
+    // nothing — over the partition's current home, and fence it here for the wrong move.
+    const stale = staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
+    if (stale) throw new InvalidArgumentError(stale)
     let config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
     let session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
     let seq = 0
@@ -313,4 +327,29 @@ function parseConfig(json: string): Record<string, unknown> {
     // Falls through to the error below.
   }
   throw new InvalidArgumentError(`config_json is not a JSON object: ${json.slice(0, 100)}`)
+}
+
+/**
+ * Why a request of move `moveId` is stale for a group whose latest moves of the partition are
+ * `moves` (DataGroupMachine.movesOf); undefined when it is not. Move ids only grow, and the
+ * meta state moves a partition once at a time, so a group fenced by, or that imported, a
+ * later move than `moveId` is past it; fenced by another move, it is that move's source.
+ */
+export function staleMove(
+  moveId: number | undefined,
+  moves: { readonly fencedBy?: number; readonly imported?: number },
+  what: 'copy from' | 'import into',
+): string | undefined {
+  if (moveId === undefined) return undefined
+  const { fencedBy, imported } = moves
+  const later = (id: number | undefined) => id !== undefined && id > moveId
+  const otherFence = what === 'copy from' ? fencedBy !== undefined && fencedBy !== moveId : later(fencedBy)
+  if (!otherFence && !later(imported)) return undefined
+  const since = [
+    fencedBy !== undefined ? `fenced by move ${fencedBy}` : '',
+    imported !== undefined ? `imported by move ${imported}` : '',
+  ]
+    .filter(Boolean)
+    .join(', ')
+  return `move ${moveId} is stale here: ${what} this group, whose copy of the partition was ${since} since (a late request of an earlier move, refused)`
 }
