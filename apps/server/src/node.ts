@@ -308,6 +308,9 @@ export class MqNode {
     this.#store = new LogStore(this.#engine, { onBatch: this.metrics.onStorageBatch, mark: this.#mark })
     // Every data group's log is read back (and checked) before any group takes part in Raft:
     // a node with a damaged log refuses to start instead of voting in the groups read first.
+    // A data group's removal a crash cut short is finished first (it is never opened half deleted).
+    for (const groupId of await this.#store.finishRemovals())
+      this.log.info(`mq-server: finished removing data group ${groupId} and its storage`)
     const groupsOnDisk = await this.#store.groupIdsOnDisk()
     const dataGroupsOnDisk = groupsOnDisk.filter((g) => g !== META_GROUP)
     for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
@@ -926,7 +929,7 @@ export class MqNode {
         // swept, and it went on fetching a whole image for the group being removed).
         const fetchStopped = this.#images?.stager.forget(groupId)
         // The apply chain may still be writing, and dropped partitions (those just moved out)
-        // being swept: let both finish, so that the range clear below, one write, is small.
+        // being swept: let both finish before the keys are deleted.
         await local?.machine.settled().catch(() => {})
         await local?.machine.machine.swept()
         await local?.machine.machine.close()
@@ -934,7 +937,9 @@ export class MqNode {
         // range clear, not after it (the group came back on disk at the next start).
         await fetchStopped
         await this.#images?.forget(groupId)
-        await this.#store?.removeGroup(groupId)
+        // A page of keys per write (a replica replaced with its backlog holds millions), under
+        // a marker that has the next start finish a removal a crash cut short.
+        await this.#store?.removeGroupInPages(groupId)
         console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
       })()
         .catch((error: unknown) => console.error(`mq-server: cannot remove data group ${groupId}:`, error))

@@ -13,6 +13,7 @@ import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
  *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
  *   (1, g, 17, …)          a snapshot image being received for the group (`stagedImageKey`)
  *   (2, 'batch-seq')       the sequence number of the last stamped group-commit batch (durability-mark.ts)
+ *   (2, 'removing', g)     group g's removal in pages is under way (LogStore.removeGroupInPages)
  *   (2, name)              other per-node facts of the process that owns the database (`nodeKey`)
  */
 
@@ -36,6 +37,19 @@ export const GroupKeyKind = {
 /** Where the group commit stamps each synced batch's sequence number (see DurabilityMark). */
 export function batchSeqKey(): Uint8Array {
   return nodeKey('batch-seq')
+}
+
+/**
+ * The marker of a group whose removal in pages is under way (LogStore.removeGroupInPages):
+ * (2, 'removing', g), outside the group's range, deleted with the group's last clear.
+ */
+export function groupRemovingKey(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Node, 'removing', groupId])
+}
+
+/** Every removal marker (groupRemovingKey). */
+export function groupRemovingRange(): { gte: Uint8Array; lt: Uint8Array } {
+  return prefixRange([KeySpace.Node, 'removing'])
 }
 
 /** A per-node fact's key (outside every group: removing a group leaves it). */

@@ -4,7 +4,7 @@ import { ClosedError, CorruptRecordError, InvalidArgumentError } from './errors'
 import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
 import { GroupLog } from './group-log'
 import { decodeTuple, encodeTuple } from './key-codec'
-import { groupRange, KeySpace } from './log-keys'
+import { groupRange, groupRemovingKey, groupRemovingRange, KeySpace } from './log-keys'
 
 export interface LogStoreOptions extends GroupCommitOptions {
   /** Snapshot data is stored in chunks of at most this many bytes. Default 1 MiB. */
@@ -15,6 +15,8 @@ export interface LogStoreOptions extends GroupCommitOptions {
   readonly recoverPageEntries?: number
   /** Groups open at once, at most. Default 100,000. */
   readonly groupsMax?: number
+  /** Keys deleted per write by removeGroupInPages. Default 4,096. */
+  readonly removePageKeys?: number
 }
 
 /**
@@ -34,6 +36,7 @@ export class LogStore {
   private readonly groups = new Map<number, GroupLog>()
   private readonly opening = new Map<number, Promise<GroupLog>>()
   private readonly groupsMax: number
+  private readonly removePageKeys: number
   private readonly limits: {
     snapshotChunkBytes: number
     snapshotDataBytesMax: number
@@ -55,6 +58,7 @@ export class LogStore {
       recoverPageEntries: atLeastOne('recoverPageEntries', options.recoverPageEntries ?? 4096),
     }
     this.groupsMax = atLeastOne('groupsMax', options.groupsMax ?? 100_000)
+    this.removePageKeys = atLeastOne('removePageKeys', options.removePageKeys ?? 4096)
   }
 
   /** The Raft runtime's Durability port: `flush()` makes every group's staged writes durable. */
@@ -144,6 +148,63 @@ export class LogStore {
     this.commit.stage([{ type: 'clear', gte: range.gte, lt: range.lt }])
     log?.close()
     this.groups.delete(groupId)
+    await this.commit.flush()
+  }
+
+  /**
+   * Removes group `groupId` like removeGroup, but a page of its keys per write first
+   * (`removePageKeys`), then the range clear: a group holding millions of keys (a replica
+   * replaced with its backlog) would otherwise be one batch, expanded into every key in memory,
+   * that holds every other group's fsync for seconds. A marker made durable first says the
+   * removal is under way; `finishRemovals()` (before the groups on disk are opened) completes
+   * one a crash cut short, so a group half deleted is never opened. Resolves once it is gone.
+   */
+  async removeGroupInPages(groupId: number): Promise<void> {
+    this.checkOpen()
+    checkGroupId(groupId)
+    const pending = this.opening.get(groupId)
+    if (pending) await pending.catch(() => {})
+    this.groups.get(groupId)?.close()
+    this.groups.delete(groupId)
+    this.commit.stage([{ type: 'put', key: groupRemovingKey(groupId), value: new Uint8Array(0) }])
+    await this.commit.flush()
+    await this.clearInPages(groupId)
+  }
+
+  /**
+   * Completes the removals in pages that a crash cut short (their markers): call before
+   * `groupIdsOnDisk()` and before opening any group. Returns the groups removed.
+   */
+  async finishRemovals(): Promise<number[]> {
+    this.checkOpen()
+    const ids: number[] = []
+    for (const key of await this.engine.keys(groupRemovingRange())) {
+      const id = decodeTuple(key)[2]
+      if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) ids.push(id)
+    }
+    for (const id of ids) await this.clearInPages(id)
+    return ids
+  }
+
+  /** Deletes group `groupId`'s keys a page per write, then clears its range and its marker. */
+  private async clearInPages(groupId: number): Promise<void> {
+    const range = groupRange(groupId)
+    let after: Uint8Array | undefined
+    for (;;) {
+      const keys = await this.engine.keys({
+        ...(after ? { gt: after } : { gte: range.gte }),
+        lt: range.lt,
+        limit: this.removePageKeys,
+      })
+      if (keys.length > 0) await this.commit.write(keys.map((key) => ({ type: 'del' as const, key })))
+      if (keys.length < this.removePageKeys) break
+      after = keys[keys.length - 1]
+    }
+    // What was staged for the group and not yet in the engine, and the marker.
+    this.commit.stage([
+      { type: 'clear', gte: range.gte, lt: range.lt },
+      { type: 'del', key: groupRemovingKey(groupId) },
+    ])
     await this.commit.flush()
   }
 

@@ -11,7 +11,7 @@ import type { Engine } from '../src/engine'
 import { ClosedError, CorruptRecordError, InvalidArgumentError, OverloadedError } from '../src/errors'
 import type { GroupLog } from '../src/group-log'
 import { LevelEngine } from '../src/level-engine'
-import { entryKey, hardStateKey, stateMachineKey } from '../src/log-keys'
+import { entryKey, groupRemovingKey, hardStateKey, stateMachineKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
 import { MemoryEngine } from '../src/memory-engine'
 import { entries, entry, GatedEngine, tempDir } from './helpers'
@@ -264,6 +264,44 @@ for (const [name, makeEnv] of envs) {
       expect((await restart(1)).lastIndex()).toBe(3)
       expect((await store.openGroup(2)).lastIndex()).toBe(0)
       expect((await store.openGroup(300)).term(1)).toBe(7)
+    })
+
+    it('removes a group a page of keys per write, and finishes a removal a crash cut short at the next start', async () => {
+      await store.close()
+      store = new LogStore(env.engine, { removePageKeys: 100 })
+      const keep = await store.openGroup(1)
+      keep.append(entries(1, 3, 1))
+      await store.openGroup(2)
+      const sm = (g: number, n: number) =>
+        Array.from({ length: n }, (_, i) => ({
+          type: 'put' as const,
+          key: stateMachineKey(g, ['m', i]),
+          value: Uint8Array.of(1),
+        }))
+      store.stage([...sm(2, 450), ...sm(3, 250)])
+      await store.durability.flush()
+      const before = store.stats().batches
+      await store.removeGroupInPages(2)
+      // The marker, five pages of at most 100 keys, and the final clear: no batch of 450 deletions.
+      expect(store.stats().batches - before).toBe(7)
+      expect(store.stats().batchOps.count).toBe(store.stats().batches)
+      expect(await store.groupIdsOnDisk()).toEqual([1, 3])
+      // A removal of group 3 cut short by a crash after its marker and a first page.
+      const marker = groupRemovingKey(3)
+      await env.engine.write(
+        [
+          { type: 'put', key: marker, value: new Uint8Array(0) },
+          ...sm(3, 100).map((p) => ({ type: 'del' as const, key: p.key })),
+        ],
+        { sync: true },
+      )
+      await store.close()
+      store = new LogStore(await env.reopen(), { removePageKeys: 100 })
+      expect(await store.finishRemovals()).toEqual([3])
+      expect(await store.groupIdsOnDisk()).toEqual([1])
+      expect(await env.engine.get(marker)).toBeUndefined()
+      expect(await store.finishRemovals()).toEqual([])
+      expect((await store.openGroup(1)).lastIndex()).toBe(2)
     })
 
     it('writes are visible at once and reach the engine only at the next flush', async () => {
