@@ -682,14 +682,14 @@ export class MqNode {
   }
 
   /**
-   * Whether this node has never taken part in the meta group's Raft (Peer.Probe): it never left
-   * a meta replica, and hosts none (a founder still at its gate, or a node never added) or one
-   * still at term 0 (no election seen, no vote cast).
+   * Whether this node's meta replica holds no entry (Peer.Probe): it never left a meta replica,
+   * and hosts none (a founder still at its gate, or a node never added) or one whose log is
+   * empty (no leader's entry reached it: nothing the meta group committed is missing from it).
    */
   #metaPristine(): boolean {
     if (this.#facts?.leftMeta !== false) return false
     if (!this.#meta) return this.#hostingMeta === undefined
-    return this.#raft?.status(META_GROUP).term === 0
+    return this.#raft?.status(META_GROUP).lastIndex === 0
   }
 
   /**

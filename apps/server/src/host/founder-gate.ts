@@ -21,10 +21,11 @@ export interface FounderGateOptions {
 
 /**
  * Whether a founder that started with an empty data dir may bootstrap the meta group: when a
- * majority of the founders (itself included) has never taken part in the meta group's Raft
- * (`pristine`). Every election and every commit of the meta group needs a majority of the
- * founding voters first, so no meta leader was ever elected and nothing committed: the
- * cluster is new. Otherwise the node is a founder whose data dir was wiped (or that never
+ * majority of the founders (itself included) holds no meta log entry (`pristine`). Every
+ * commit of the meta group needs a majority of the founding voters to hold the entry first,
+ * so nothing was ever committed: the cluster is new. (Not "never voted": founders that opened
+ * their gates first campaign at once, and a gate waiting for founders that never voted would
+ * keep a 4-founder cluster whose first two campaigned from ever electing a leader.) Otherwise the node is a founder whose data dir was wiped (or that never
  * started before, in a running cluster), and only the meta leader's acceptance of its store
  * opens the gate (FounderGate.open on a heartbeat answer).
  */
@@ -88,7 +89,7 @@ export class FounderGate {
         this.#loggedMs = nowMs
         const named = [...pristine].sort().join(', ') || 'none'
         this.#options.waiting(
-          `node ${this.#options.self} is a founding member that started with an empty data dir: it hosts its meta replica once a majority of the ${this.#options.founders.length} founders says the meta group never ran (a new cluster; so far ${named} besides itself) or the meta leader accepts it; waiting`,
+          `node ${this.#options.self} is a founding member that started with an empty data dir: it hosts its meta replica once a majority of the ${this.#options.founders.length} founders says its meta replica holds no entry (a new cluster; so far ${named} besides itself) or the meta leader accepts it; waiting`,
         )
       }
     } finally {

@@ -30,8 +30,8 @@ export interface ProbeResponse {
   /** The answering node's id: the asker counts the answer only from the node it meant to ask. */
   nodeId: string;
   /**
-   * True while this node has never taken part in the meta group's Raft: it hosts no meta
-   * replica (and never left one), or its replica is still at term 0.
+   * True while this node's meta replica holds no entry: it hosts none (and never left one), or
+   * its replica's log is still empty (no leader's entry reached it; votes may have been cast).
    */
   metaPristine: boolean;
 }
@@ -3568,8 +3568,8 @@ export const PeerService = {
   },
   /**
    * Asked by a founding member that starts with an empty data dir, of the other founding
-   * members, before it hosts its meta replica: whether this node's meta replica has never
-   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   * members, before it hosts its meta replica: whether this node's meta replica holds no log
+   * entry yet (so a wiped founder does not vote again in a cluster that committed anything).
    */
   probe: {
     path: "/mq.v1.Peer/Probe" as const,
@@ -3630,8 +3630,8 @@ export interface PeerServer extends UntypedServiceImplementation {
   fencePartitions: handleUnaryCall<FencePartitionsRequest, FencePartitionsResponse>;
   /**
    * Asked by a founding member that starts with an empty data dir, of the other founding
-   * members, before it hosts its meta replica: whether this node's meta replica has never
-   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   * members, before it hosts its meta replica: whether this node's meta replica holds no log
+   * entry yet (so a wiped founder does not vote again in a cluster that committed anything).
    */
   probe: handleUnaryCall<ProbeRequest, ProbeResponse>;
 }
@@ -3781,8 +3781,8 @@ export interface PeerClient extends Client {
   ): ClientUnaryCall;
   /**
    * Asked by a founding member that starts with an empty data dir, of the other founding
-   * members, before it hosts its meta replica: whether this node's meta replica has never
-   * taken part in an election (so a wiped founder does not vote again in a running cluster).
+   * members, before it hosts its meta replica: whether this node's meta replica holds no log
+   * entry yet (so a wiped founder does not vote again in a cluster that committed anything).
    */
   probe(
     request: ProbeRequest,
