@@ -171,8 +171,6 @@ export class MqNode {
   #hostingMeta: Promise<void> | undefined
   /** Holds a founder's meta replica back while its data dir was empty at its start (host/founder-gate.ts). */
   #founderGate: FounderGate | undefined
-  /** The data dir had no database when this process started, and no meta leader answered it since. */
-  #freshStore = false
   #leavingMeta: Promise<void> | undefined
   #facts: NodeFacts | undefined
   /** Notified whenever the meta replica applies entries or a snapshot. */
@@ -295,7 +293,7 @@ export class MqNode {
       })
     }
     // A database that does not exist yet: a new node, or one whose data dir was wiped.
-    this.#freshStore = !existsSync(join(this.config.dataDir, 'db', 'CURRENT'))
+    const newDatabase = !existsSync(join(this.config.dataDir, 'db', 'CURRENT'))
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
       onCorruption: (error) => this.#damaged(error),
     })
@@ -316,10 +314,13 @@ export class MqNode {
     for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
     const store = this.#store
     const engine = this.#engine
-    this.#facts = await NodeFacts.open({
-      get: (key) => engine.get(key),
-      write: (ops) => store.commit.write(ops),
-    })
+    this.#facts = await NodeFacts.open(
+      {
+        get: (key) => engine.get(key),
+        write: (ops) => store.commit.write(ops),
+      },
+      newDatabase,
+    )
     this.#formatLevel = this.#facts.formatLevel
     // The meta voters' last known addresses, newer than the configured ones: a meta replica
     // must reach the other voters before there is a meta leader to learn addresses from.
@@ -394,7 +395,7 @@ export class MqNode {
     // meta leader accepts it.
     const founder =
       this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
-    if (groupsOnDisk.includes(META_GROUP) || (founder && !this.#freshStore)) await this.#hostMeta(founder)
+    if (groupsOnDisk.includes(META_GROUP) || (founder && !this.#facts.fresh)) await this.#hostMeta(founder)
     else if (founder) this.#founderGate = this.#newFounderGate()
     for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [], false)
     this.#server.addService(HealthService, this.health.handlers())
@@ -682,14 +683,17 @@ export class MqNode {
   }
 
   /**
-   * Whether this node's meta replica holds no entry (Peer.Probe): it never left a meta replica,
-   * and hosts none (a founder still at its gate, or a node never added) or one whose log is
-   * empty (no leader's entry reached it: nothing the meta group committed is missing from it).
+   * Whether this node's meta replica holds no entry beyond the founding ones (Peer.Probe): it
+   * never left a meta replica, and hosts none (a founder still at its gate, or a node never
+   * added) or one whose log ends at the founding members' configuration entries (one per
+   * founder, term 1: no leader's entry reached it, so nothing the meta group committed since
+   * is missing from it).
    */
   #metaPristine(): boolean {
     if (this.#facts?.leftMeta !== false) return false
     if (!this.#meta) return this.#hostingMeta === undefined
-    return this.#raft?.status(META_GROUP).lastIndex === 0
+    const lastIndex = this.#raft?.status(META_GROUP).lastIndex
+    return lastIndex !== undefined && lastIndex <= this.config.initialMeta.length
   }
 
   /**
@@ -829,7 +833,7 @@ export class MqNode {
       hostsMeta: this.#meta !== undefined,
       formatLevel: this.config.formatLevel,
       storeId: this.#facts?.storeId ?? '',
-      freshStore: this.#freshStore,
+      freshStore: this.#facts?.fresh ?? false,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
@@ -840,7 +844,9 @@ export class MqNode {
       // and the store is no longer new to the cluster (a new cluster registers its nodes
       // before it reaches the level that records stores: they then adopt theirs).
       this.#founderGate?.open()
-      this.#freshStore = false
+      this.#facts
+        ?.markAccepted()
+        .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep that the node was accepted'))
       this.#formatLevel = formatLevelOf(response.formatLevel)
       this.#facts
         ?.setFormatLevel(this.#formatLevel)

@@ -21,6 +21,8 @@ export const KvErrorCode = {
   CorruptRecord: 'KV_CORRUPT_RECORD',
   /** The group commit's staging queue is full; retry after the in-flight flush resolves. */
   Overloaded: 'KV_OVERLOADED',
+  /** The group is being removed from the log store; it can be opened once that ends. */
+  GroupRemoving: 'KV_GROUP_REMOVING',
   /** A write or flush reached the engine and failed there; see `cause`. */
   WriteFailed: 'KV_WRITE_FAILED',
   /** An argument is out of its documented domain (bad key, bad tuple, bad index). */
@@ -108,6 +110,13 @@ export class CorruptRecordError extends KvError {
 export class OverloadedError extends KvError {
   override readonly name = 'OverloadedError'
   readonly code = KvErrorCode.Overloaded
+  readonly retriable = true
+}
+
+/** The group is being removed (LogStore.removeGroupInPages): it is not opened half deleted. Retry later. */
+export class GroupRemovingError extends KvError {
+  override readonly name = 'GroupRemovingError'
+  readonly code = KvErrorCode.GroupRemoving
   readonly retriable = true
 }
 

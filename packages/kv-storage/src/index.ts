@@ -18,6 +18,7 @@ export {
   DatabaseCorruptError,
   DirectoryMissingError,
   DirectoryUnwritableError,
+  GroupRemovingError,
   InvalidArgumentError,
   KvError,
   KvErrorCode,

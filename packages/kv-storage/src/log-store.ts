@@ -1,6 +1,12 @@
 import type { ConfState, Durability } from '@mq/raft-core'
 import type { BatchOp, Engine } from './engine'
-import { ClosedError, CorruptRecordError, InvalidArgumentError } from './errors'
+import {
+  ClosedError,
+  CorruptRecordError,
+  GroupRemovingError,
+  InvalidArgumentError,
+  OverloadedError,
+} from './errors'
 import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
 import { GroupLog } from './group-log'
 import { decodeTuple, encodeTuple } from './key-codec'
@@ -37,6 +43,8 @@ export class LogStore {
   private readonly opening = new Map<number, Promise<GroupLog>>()
   private readonly groupsMax: number
   private readonly removePageKeys: number
+  /** Groups whose removal in pages has begun in this process and not ended (openGroup refuses them). */
+  private readonly removing = new Set<number>()
   private readonly limits: {
     snapshotChunkBytes: number
     snapshotDataBytesMax: number
@@ -80,6 +88,11 @@ export class LogStore {
     if (open) return open
     const pending = this.opening.get(groupId)
     if (pending) return pending
+    if (this.removing.has(groupId)) {
+      throw new GroupRemovingError(
+        `group ${groupId} is being removed from this store (a page at a time); open it once that ends`,
+      )
+    }
     if (this.groups.size + this.opening.size >= this.groupsMax) {
       throw new InvalidArgumentError(`log store: ${this.groupsMax} groups are open already (groupsMax)`)
     }
@@ -166,9 +179,13 @@ export class LogStore {
     if (pending) await pending.catch(() => {})
     this.groups.get(groupId)?.close()
     this.groups.delete(groupId)
+    // Until it ends (or, after a failed write, until the store is opened again and
+    // finishRemovals completes it), the group is not opened half deleted.
+    this.removing.add(groupId)
     this.commit.stage([{ type: 'put', key: groupRemovingKey(groupId), value: new Uint8Array(0) }])
     await this.commit.flush()
     await this.clearInPages(groupId)
+    this.removing.delete(groupId)
   }
 
   /**
@@ -196,7 +213,7 @@ export class LogStore {
         lt: range.lt,
         limit: this.removePageKeys,
       })
-      if (keys.length > 0) await this.commit.write(keys.map((key) => ({ type: 'del' as const, key })))
+      if (keys.length > 0) await this.writeWhenRoom(keys.map((key) => ({ type: 'del' as const, key })))
       if (keys.length < this.removePageKeys) break
       after = keys[keys.length - 1]
     }
@@ -206,6 +223,22 @@ export class LogStore {
       { type: 'del', key: groupRemovingKey(groupId) },
     ])
     await this.commit.flush()
+  }
+
+  /**
+   * `commit.write(ops)`, tried again after the next flush while the commit is overloaded (a
+   * removal must end: given up halfway, it would leave the group half deleted until a restart).
+   */
+  private async writeWhenRoom(ops: readonly BatchOp[]): Promise<void> {
+    for (;;) {
+      try {
+        return await this.commit.write(ops)
+      } catch (error) {
+        if (!(error instanceof OverloadedError)) throw error
+        await this.commit.flush().catch(() => {})
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    }
   }
 
   /** Stages extra ops (a state machine's) into the next group commit; see GroupCommit.stage. */

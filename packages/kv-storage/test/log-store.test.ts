@@ -8,7 +8,13 @@ import {
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import type { Engine } from '../src/engine'
-import { ClosedError, CorruptRecordError, InvalidArgumentError, OverloadedError } from '../src/errors'
+import {
+  ClosedError,
+  CorruptRecordError,
+  GroupRemovingError,
+  InvalidArgumentError,
+  OverloadedError,
+} from '../src/errors'
 import type { GroupLog } from '../src/group-log'
 import { LevelEngine } from '../src/level-engine'
 import { entryKey, groupRemovingKey, hardStateKey, stateMachineKey } from '../src/log-keys'
@@ -286,6 +292,13 @@ for (const [name, makeEnv] of envs) {
       expect(store.stats().batches - before).toBe(7)
       expect(store.stats().batchOps.count).toBe(store.stats().batches)
       expect(await store.groupIdsOnDisk()).toEqual([1, 3])
+      // While a removal runs, the group is not opened (half deleted); it is once it ended.
+      const removing = store.removeGroupInPages(3)
+      await expect(store.openGroup(3)).rejects.toBeInstanceOf(GroupRemovingError)
+      await removing
+      expect((await store.openGroup(3)).lastIndex()).toBe(0)
+      store.stage(sm(3, 250))
+      await store.durability.flush()
       // A removal of group 3 cut short by a crash after its marker and a first page.
       const marker = groupRemovingKey(3)
       await env.engine.write(

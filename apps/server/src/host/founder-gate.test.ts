@@ -39,6 +39,10 @@ describe('foundersPristine', () => {
     expect(foundersPristine(FOUNDERS.slice(0, 2), 'n1', new Set())).toBe(false) // 1 of 2
     // Names that are not founders do not count.
     expect(foundersPristine(FOUNDERS, 'n1', new Set(['n2', 'x', 'y']))).toBe(false)
+    // One founder whose replica holds more proves the meta group ran, whatever the others say
+    // (they may answer pristine only because they wait at their own gates).
+    expect(foundersPristine(FOUNDERS, 'n1', new Set(['n2', 'n3', 'n4']), new Set(['n5']))).toBe(false)
+    expect(foundersPristine(FOUNDERS, 'n1', new Set(['n2', 'n3']), new Set(['x']))).toBe(true)
   })
 })
 
@@ -70,10 +74,22 @@ describe('FounderGate', () => {
     await t.g.round(1_000)
     expect(t.opened).toEqual([])
     expect(t.waiting).toHaveLength(2)
-    expect(t.waiting[0]).toContain('so far n2 besides itself')
+    expect(t.waiting[0]).toContain('so far n2 besides itself, and n3, n4 holding more')
     // The meta leader accepts the node's store (a heartbeat answer): it opens.
     t.g.open()
     expect(t.opened).toEqual([1])
+  })
+
+  it("stays shut when one founder's replica holds more, though a majority answers pristine (a wiped founder and one that never started)", async () => {
+    const t = gate(
+      new Map([
+        ['127.0.0.1:7002', pristine('n2')],
+        ['127.0.0.1:7003', pristine('n3')],
+        ['127.0.0.1:7004', ran('n4')],
+      ]),
+    )
+    await t.g.round(0)
+    expect(t.opened).toEqual([])
   })
 
   it('counts an answer only from the node it asked (a wrong address)', async () => {

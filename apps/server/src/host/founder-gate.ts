@@ -21,11 +21,15 @@ export interface FounderGateOptions {
 
 /**
  * Whether a founder that started with an empty data dir may bootstrap the meta group: when a
- * majority of the founders (itself included) holds no meta log entry (`pristine`). Every
- * commit of the meta group needs a majority of the founding voters to hold the entry first,
- * so nothing was ever committed: the cluster is new. (Not "never voted": founders that opened
- * their gates first campaign at once, and a gate waiting for founders that never voted would
- * keep a 4-founder cluster whose first two campaigned from ever electing a leader.) Otherwise the node is a founder whose data dir was wiped (or that never
+ * majority of the founders (itself included) holds no meta log entry beyond the founding ones
+ * (`pristine`), and none answered that its replica holds more (`ran`). Every commit of the
+ * meta group needs a majority of the founding voters to hold the entry first, so nothing was
+ * ever committed: the cluster is new. One founder that holds more proves the meta group ran,
+ * even when others answer pristine only because they wait at their own gates (a wiped founder
+ * and one that never started would otherwise make a majority of 3 and elect a leader of
+ * empty logs). (Not "never voted": founders that opened their gates first campaign at once,
+ * and a gate waiting for founders that never voted would keep a 4-founder cluster whose first
+ * two campaigned from ever electing a leader.) Otherwise the node is a founder whose data dir was wiped (or that never
  * started before, in a running cluster), and only the meta leader's acceptance of its store
  * opens the gate (FounderGate.open on a heartbeat answer).
  */
@@ -33,7 +37,9 @@ export function foundersPristine(
   founders: readonly Founder[],
   self: string,
   pristine: ReadonlySet<string>,
+  ran: ReadonlySet<string> = new Set(),
 ): boolean {
+  if (founders.some((f) => f.nodeId !== self && ran.has(f.nodeId))) return false
   const count = founders.filter((f) => f.nodeId === self || pristine.has(f.nodeId)).length
   return count > founders.length / 2
 }
@@ -74,22 +80,26 @@ export class FounderGate {
     this.#probing = true
     try {
       const others = this.#options.founders.filter((f) => f.nodeId !== this.#options.self)
+      // Each answer: pristine, ran (its replica holds more), or none (unreachable, another node).
       const answers = await Promise.all(
         others.map((f) =>
           this.#options.probe(f).then(
-            (r) => r.nodeId === f.nodeId && r.metaPristine,
-            () => false,
+            (r) => (r.nodeId !== f.nodeId ? undefined : r.metaPristine ? 'pristine' : 'ran'),
+            () => undefined,
           ),
         ),
       )
-      const pristine = new Set(others.filter((_, i) => answers[i]).map((f) => f.nodeId))
-      if (foundersPristine(this.#options.founders, this.#options.self, pristine)) {
+      const named = (answer: string) =>
+        new Set(others.filter((_, i) => answers[i] === answer).map((f) => f.nodeId))
+      const pristine = named('pristine')
+      const ran = named('ran')
+      if (foundersPristine(this.#options.founders, this.#options.self, pristine, ran)) {
         this.open()
       } else if (!this.#opened && nowMs - this.#loggedMs >= (this.#options.logEveryMs ?? 10_000)) {
         this.#loggedMs = nowMs
-        const named = [...pristine].sort().join(', ') || 'none'
+        const list = (ids: ReadonlySet<string>) => [...ids].sort().join(', ') || 'none'
         this.#options.waiting(
-          `node ${this.#options.self} is a founding member that started with an empty data dir: it hosts its meta replica once a majority of the ${this.#options.founders.length} founders says its meta replica holds no entry (a new cluster; so far ${named} besides itself) or the meta leader accepts it; waiting`,
+          `node ${this.#options.self} is a founding member that started with an empty data dir: it hosts its meta replica once a majority of the ${this.#options.founders.length} founders says its meta replica holds no entry beyond the founding ones and none holds more (a new cluster; so far ${list(pristine)} besides itself, and ${list(ran)} holding more), or once the meta leader accepts it; waiting`,
         )
       }
     } finally {

@@ -85,4 +85,16 @@ describe('NodeFacts', () => {
     })
     expect((await NodeFacts.open(store(engine))).storeId).toMatch(/^[0-9a-f]{32}$/)
   })
+
+  it('keeps a new database fresh across restarts until a meta leader accepts the node', async () => {
+    const engine = new MemoryEngine()
+    expect((await NodeFacts.open(store(engine), true)).fresh).toBe(true)
+    const again = await NodeFacts.open(store(engine)) // restarted before any heartbeat answer
+    expect(again.fresh).toBe(true)
+    await again.markAccepted()
+    expect(again.fresh).toBe(false)
+    expect((await NodeFacts.open(store(engine))).fresh).toBe(false)
+    // A database of an earlier version (no store id yet) is given one, but is not fresh.
+    expect((await NodeFacts.open(store())).fresh).toBe(false)
+  })
 })

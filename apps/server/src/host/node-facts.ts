@@ -21,6 +21,7 @@ const LEFT_META = nodeKey('left-meta')
 const META_SEEDS = nodeKey('meta-seeds')
 const FORMAT_LEVEL = nodeKey('format-level')
 const STORE_ID = nodeKey('store-id')
+const STORE_FRESH = nodeKey('store-fresh')
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
@@ -39,7 +40,10 @@ const decoder = new TextDecoder()
  *   node: 1);
  * - **the store id**: 16 random bytes (32 hex digits) made when the database is first opened
  *   by a version that keeps one, which the node sends in its heartbeats: the meta state
- *   records it and refuses the node id from another store (meta-service's node-store.ts).
+ *   records it and refuses the node id from another store (meta-service's node-store.ts);
+ * - **the store is fresh**: the database was created with the store id (not an older one
+ *   given an id), and no meta leader has accepted the node since — kept across restarts, so a
+ *   wiped founder restarted by a supervisor after its refusal still waits at its gate.
  */
 export class NodeFacts {
   readonly #store: NodeFactsStore
@@ -48,6 +52,7 @@ export class NodeFacts {
   #formatLevel: number
   /** The store id (32 lowercase hex digits). */
   readonly storeId: string
+  #fresh: boolean
 
   private constructor(
     store: NodeFactsStore,
@@ -55,23 +60,35 @@ export class NodeFacts {
     seeds: readonly MetaSeed[],
     formatLevel: number,
     storeId: string,
+    fresh: boolean,
   ) {
     this.#store = store
     this.#leftMeta = leftMeta
     this.#seeds = seeds
     this.#formatLevel = formatLevel
     this.storeId = storeId
+    this.#fresh = fresh
   }
 
-  /** Reads the facts; makes the store id (durably) when the database has none yet. */
-  static async open(store: NodeFactsStore): Promise<NodeFacts> {
+  /**
+   * Reads the facts; makes the store id (durably) when the database has none yet — fresh too
+   * when `newDatabase` (it did not exist before this open), not for an older database.
+   */
+  static async open(store: NodeFactsStore, newDatabase = false): Promise<NodeFacts> {
     const left = await store.get(LEFT_META)
     const level = await store.get(FORMAT_LEVEL)
     const kept = await store.get(STORE_ID)
     let storeId = kept ? decoder.decode(kept) : ''
+    let fresh = (await store.get(STORE_FRESH)) !== undefined
     if (!/^[0-9a-f]{32}$/.test(storeId)) {
       storeId = randomBytes(16).toString('hex')
-      await store.write([{ type: 'put', key: STORE_ID, value: encoder.encode(storeId) }])
+      fresh = newDatabase
+      await store.write([
+        { type: 'put', key: STORE_ID, value: encoder.encode(storeId) },
+        newDatabase
+          ? { type: 'put', key: STORE_FRESH, value: Uint8Array.of(1) }
+          : { type: 'del', key: STORE_FRESH },
+      ])
     }
     return new NodeFacts(
       store,
@@ -79,7 +96,20 @@ export class NodeFacts {
       parseSeeds(await store.get(META_SEEDS)),
       level?.length === 1 && (level[0] as number) >= 1 ? (level[0] as number) : 1,
       storeId,
+      fresh,
     )
+  }
+
+  /** The store is fresh: its database was created with it, and no meta leader accepted the node since. */
+  get fresh(): boolean {
+    return this.#fresh
+  }
+
+  /** A meta leader accepted the node (a heartbeat answer): the store is fresh no more; resolves once durable. */
+  async markAccepted(): Promise<void> {
+    if (!this.#fresh) return
+    this.#fresh = false
+    await this.#store.write([{ type: 'del', key: STORE_FRESH }])
   }
 
   /** The cluster's format level as last kept (1 when none was). */
