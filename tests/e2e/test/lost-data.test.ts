@@ -43,6 +43,12 @@ describe('a node that lost its data dir, and a second process under a node id', 
     expect(n3.output).toMatch(/start it with a new --node-id and an empty --data-dir/)
     expect(n3.output).toMatch(/founding member that started with an empty data dir: .* waiting/) // its gate
     expect(n3.output.split('\n').filter((l) => hosted.test(l))).toEqual([])
+    // Started again as a supervisor would (its data dir now has a database): still fresh, still
+    // refused at its gate.
+    n3.output = ''
+    expect(await cluster.startExpectingExit('n3')).toBe(1)
+    expect(n3.output).toMatch(/node n3 is registered with another data dir than this process's/)
+    expect(n3.output.split('\n').filter((l) => hosted.test(l))).toEqual([])
 
     const before = acked()
     expect(await waitFor(() => acked() > before + 100, 30_000)).toBe(true)
