@@ -174,7 +174,10 @@ export class LevelEngine implements Engine {
       else if (!before.includes('CURRENT')) await removeNewEntries(abs, before)
       throw openError(abs, err)
     }
-    const dropped = await droppedOnRecovery(abs)
+    const dropped = await droppedOnRecovery(abs).catch(async (err: Error) => {
+      await db.close().catch(() => {})
+      throw new OpenFailedError(abs, `cannot open database at ${path}: ${err.message}`, { cause: err })
+    })
     if (dropped.length > 0) {
       await db.close().catch(() => {})
       await quarantine(abs, dropped)

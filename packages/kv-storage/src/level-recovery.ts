@@ -1,4 +1,4 @@
-import { readFile, stat, writeFile } from 'node:fs/promises'
+import { open, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
 /**
@@ -19,7 +19,15 @@ const DROPPED = /Corruption:|dropping \d+ bytes/
  * `LOG`, so it holds this open's recovery only; it is flushed line by line.
  */
 export async function droppedOnRecovery(path: string): Promise<string[]> {
-  const text = await readFile(join(path, 'LOG'), 'utf8').catch(() => '')
+  // No LOG: nothing was reported. A LOG that cannot be read (EMFILE, EACCES) is not "nothing
+  // dropped": the open fails, saying so, rather than go on over data it could not check.
+  const text = await readFile(join(path, 'LOG'), 'utf8').catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return ''
+    throw new Error(
+      `cannot read LevelDB's info LOG of ${path} to check what its recovery dropped: ${error.message}`,
+      { cause: error },
+    )
+  })
   return text
     .split('\n')
     .filter((line) => DROPPED.test(line))
@@ -45,4 +53,11 @@ export async function quarantine(
 ): Promise<void> {
   const text = `${new Date().toISOString()} ${headline}:\n${reasons.join('\n')}\n`
   await writeFile(join(path, CORRUPT_MARKER), text, { flush: true })
+  // The marker's directory entry too: without it a power cut could lose the new file.
+  const dir = await open(path, 'r')
+  try {
+    await dir.sync()
+  } finally {
+    await dir.close()
+  }
 }

@@ -1,9 +1,9 @@
-import { readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
-import { CORRUPT_MARKER } from '../src/level-recovery'
+import { CORRUPT_MARKER, droppedOnRecovery } from '../src/level-recovery'
 import { useTempDir } from './helpers'
 
 /** Writes 200 synced records of 1 KiB (they stay in LevelDB's write-ahead log) and closes. */
@@ -63,5 +63,12 @@ describe('LevelEngine recovery checks', () => {
     const again = await LevelEngine.open(path).catch((e: unknown) => e)
     expect(again).toBeInstanceOf(DatabaseCorruptError)
     expect((again as Error).message).toMatch(/quarantined/)
+  })
+
+  it('does not take a LOG it cannot read for one that reports nothing dropped', async () => {
+    const path = join(dir.path, 'unreadable')
+    await mkdir(join(path, 'LOG'), { recursive: true }) // reading it fails (EISDIR)
+    await expect(droppedOnRecovery(path)).rejects.toThrow(/cannot read LevelDB's info LOG/)
+    expect(await droppedOnRecovery(join(dir.path, 'no-such-db'))).toEqual([]) // no LOG: nothing reported
   })
 })
