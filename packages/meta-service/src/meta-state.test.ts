@@ -1,4 +1,4 @@
-import { FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
+import { FORMAT_LEVEL, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
@@ -495,6 +495,20 @@ describe('MetaState', () => {
     expect(s.apply({ type: 'finishMetaChange' }, 7)).toEqual({ ok: true, value: ['n2', 'n3', 'n4'] })
     expect(s.metaChange()).toBeUndefined()
     expect(s.routeEpoch).toBe(epoch) // routes name no meta members
+  })
+
+  it('keeps its format level while the meta group shrinks (the change adds nobody)', () => {
+    const s = new MetaState()
+    for (let i = 1; i <= 5; i++)
+      s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `n${i}:1`, formatLevel: FORMAT_LEVEL }, 1)
+    s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3', 'n4', 'n5'] }, 2)
+    expect(s.apply({ type: 'setMetaVoters', voters: 3 }, 3)).toMatchObject({ ok: true })
+    expect(s.apply({ type: 'startMetaChange', add: '', remove: 'n5', reason: 'shrink' }, 4)).toMatchObject({
+      ok: true,
+    })
+    expect(s.formatLevel()).toBe(FORMAT_LEVEL) // was 1: the empty id counted as a node of level 1
+    expect(s.formatLevelUnknown()).toBeUndefined() // was " not registered"
   })
 
   it('grows and shrinks the meta group: one side of the change is empty, and the size is checked', () => {

@@ -351,7 +351,22 @@ export class MetaState {
    * will read the log when it comes back. Leaders write no entry above this level.
    */
   formatLevel(): number {
+    return this.#levelOf(this.#holders())
+  }
+
+  /**
+   * The level placement (`#place`, at apply) reads: as formatLevel, but counting the empty id
+   * of a meta change that adds nobody (a shrink) as a holder of level 1, as every version did
+   * before formatLevel left it out — an apply rule, so every replica of every version must
+   * place alike.
+   */
+  #placementLevel(): number {
     const holders = this.#holders()
+    if (this.#metaChange?.add === '') holders.add('')
+    return this.#levelOf(holders)
+  }
+
+  #levelOf(holders: ReadonlySet<string>): number {
     const counted = holders.size > 0 ? [...holders] : [...this.#nodes.keys()]
     let level = Number.POSITIVE_INFINITY
     for (const id of counted) level = Math.min(level, this.#nodes.get(id)?.formatLevel ?? 1)
@@ -371,15 +386,16 @@ export class MetaState {
 
   /**
    * The nodes that hold a replica: of a data group or of the meta group, or being added to
-   * one (a replica being removed is still among its group's replicas).
+   * one (a replica being removed is still among its group's replicas). A change that adds
+   * nobody (a meta shrink's `add: ''`) adds no holder: until 2026-12-02 its empty id counted as
+   * an unregistered node of level 1, so the cluster ran at level 1 for every meta shrink (store
+   * ids unchecked, level-gated settings refused, nodes told level 1).
    */
   #holders(): Set<string> {
-    const holders = new Set<string>([
-      ...(this.#metaMembers ?? []),
-      ...(this.#metaChange ? [this.#metaChange.add] : []),
-    ])
+    const holders = new Set<string>(this.#metaMembers ?? [])
+    if (this.#metaChange?.add) holders.add(this.#metaChange.add)
     for (const g of this.#groups.values()) for (const r of g.replicas) holders.add(r)
-    for (const c of this.#replicaChanges.values()) holders.add(c.add)
+    for (const c of this.#replicaChanges.values()) if (c.add) holders.add(c.add)
     return holders
   }
 
@@ -639,7 +655,7 @@ export class MetaState {
     const counts = this.partitionCounts()
     const named = this.#scale?.running ? this.#scale.removing : []
     const removing =
-      this.formatLevel() >= FORMAT_LEVEL_PLACE_LIVE_REMOVING ? named.filter((g) => counts.has(g)) : named
+      this.#placementLevel() >= FORMAT_LEVEL_PLACE_LIVE_REMOVING ? named.filter((g) => counts.has(g)) : named
     if (removing.length < counts.size) for (const g of removing) counts.delete(g)
     const partitions: PartitionRecord[] = []
     for (let partition = from; partition < to; partition++) {

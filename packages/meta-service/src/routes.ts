@@ -50,7 +50,11 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
   // Group 0: the meta group's recorded voters.
   for (const m of state.metaMembers() ?? []) groupsOf.set(m, [0])
   for (const g of state.groups()) {
-    for (const r of g.replicas) groupsOf.set(r, [...(groupsOf.get(r) ?? []), g.groupId])
+    for (const r of g.replicas) {
+      const list = groupsOf.get(r)
+      if (list) list.push(g.groupId)
+      else groupsOf.set(r, [g.groupId])
+    }
   }
   return state.nodes().map((n) => ({
     nodeId: n.nodeId,

@@ -214,4 +214,14 @@ describe('MetaState moves', () => {
     must(s, { type: 'deleteQueue', name: 'a' })
     expect(s.moves()).toEqual([])
   })
+
+  it('plans a scale of 20,000 one-partition queues in one go, balanced (the planner is not cubic)', () => {
+    const queues = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`q${i}`, 1]))
+    const s = cluster(3, queues)
+    must(s, { type: 'scaleDataGroups', groups: 4 })
+    must(s, { type: 'createGroup', replicas: ['n1', 'n2', 'n3'] })
+    const progress = scaleProgress(s)
+    // One plan moves a quarter of the partitions onto the new group: 5,000 each.
+    expect(progress.movesTotal).toBe(5_000)
+  })
 })

@@ -85,27 +85,101 @@ export function emptiedGroups(state: MetaState): number[] {
   )
 }
 
+/** A partition where it is, or where it is going. */
+interface Placed {
+  readonly queue: string
+  readonly partition: number
+}
+
+/**
+ * The partitions of one group, per queue, with the queues bucketed by how many of their
+ * partitions the group holds: the planner asks "how many of queue q here" and "which queue
+ * has the most here" in O(1) (it re-filtered every list per candidate before: cubic in the
+ * partition count, 93 s for one plan of 8,000 one-partition queues, on the meta leader).
+ */
+class GroupLoad {
+  count = 0
+  readonly byQueue = new Map<string, Placed[]>()
+  readonly byCount = new Map<number, Set<string>>()
+  max = 0
+
+  of(queue: string): number {
+    return this.byQueue.get(queue)?.length ?? 0
+  }
+
+  add(item: Placed): void {
+    const list = this.byQueue.get(item.queue) ?? []
+    if (list.length === 0) this.byQueue.set(item.queue, list)
+    this.#bucket(list.length)?.delete(item.queue)
+    list.push(item)
+    this.#bucket(list.length, true)?.add(item.queue)
+    this.max = Math.max(this.max, list.length)
+    this.count++
+  }
+
+  remove(item: Placed): void {
+    const list = this.byQueue.get(item.queue)
+    const at = list?.indexOf(item) ?? -1
+    if (!list || at < 0) return
+    this.#bucket(list.length)?.delete(item.queue)
+    list.splice(at, 1)
+    if (list.length === 0) this.byQueue.delete(item.queue)
+    else this.#bucket(list.length, true)?.add(item.queue)
+    while (this.max > 0 && !this.byCount.get(this.max)?.size) this.max--
+    this.count--
+  }
+
+  /** Every partition here, queue by queue. */
+  items(): Placed[] {
+    return [...this.byQueue.values()].flat()
+  }
+
+  /** A partition not under way of a queue with the most partitions here; undefined when none. */
+  candidate(moving: ReadonlySet<string>): Placed | undefined {
+    for (let c = this.max; c > 0; c--) {
+      for (const queue of this.byCount.get(c) ?? []) {
+        const item = this.byQueue.get(queue)?.find((x) => !moving.has(`${x.queue}/${x.partition}`))
+        if (item) return item
+      }
+    }
+    return undefined
+  }
+
+  #bucket(n: number, create = false): Set<string> | undefined {
+    if (n === 0) return undefined
+    let set = this.byCount.get(n)
+    if (!set && create) {
+      set = new Set()
+      this.byCount.set(n, set)
+    }
+    return set
+  }
+}
+
 /**
  * Every move still needed to carry out the plan, given the moves under way (counted at
  * their target): first off the groups in `removing`, then from the fullest group to the
  * emptiest until they differ by at most one. Partitions under way are not moved again.
+ * About O(moves × groups) (GroupLoad).
  */
 export function planMoves(state: MetaState, removing: ReadonlySet<number>): PlannedMove[] {
   const active = state.groups().filter((g) => !removing.has(g.groupId))
   if (active.length === 0) return []
   const moving = new Set(state.moves().map((m) => `${m.queue}/${m.partition}`))
-  // Where each partition is (or is going), by group, and per group per queue.
-  const held = new Map<number, { queue: string; partition: number }[]>()
-  for (const g of state.groups()) held.set(g.groupId, [])
+  // Where each partition is (or is going), by group.
+  const loads = new Map<number, GroupLoad>()
+  for (const g of state.groups()) loads.set(g.groupId, new GroupLoad())
   const destination = new Map(state.moves().map((m) => [`${m.queue}/${m.partition}`, m.toGroup]))
+  let total = 0
   for (const q of state.queues()) {
     for (const p of q.partitions) {
       const at = destination.get(`${q.name}/${p.partition}`) ?? p.groupId
-      held.get(at)?.push({ queue: q.name, partition: p.partition })
+      loads.get(at)?.add({ queue: q.name, partition: p.partition })
+      total++
     }
   }
-  const count = (g: number) => held.get(g)?.length ?? 0
-  const sameQueue = (g: number, queue: string) => held.get(g)?.filter((x) => x.queue === queue).length ?? 0
+  const load = (g: number) => loads.get(g) as GroupLoad
+  const count = (g: number) => loads.get(g)?.count ?? 0
   const emptiest = (queue: string): number => {
     let best = -1
     for (const g of active) {
@@ -113,35 +187,30 @@ export function planMoves(state: MetaState, removing: ReadonlySet<number>): Plan
       if (
         best < 0 ||
         count(id) < count(best) ||
-        (count(id) === count(best) && sameQueue(id, queue) < sameQueue(best, queue))
+        (count(id) === count(best) && load(id).of(queue) < load(best).of(queue))
       )
         best = id
     }
     return best
   }
   const planned: PlannedMove[] = []
-  const take = (from: number, item: { queue: string; partition: number }, to: number) => {
-    const list = held.get(from) as { queue: string; partition: number }[]
-    list.splice(list.indexOf(item), 1)
-    held.get(to)?.push(item)
+  const take = (from: number, item: Placed, to: number) => {
+    load(from).remove(item)
+    loads.get(to)?.add(item)
     planned.push({ queue: item.queue, partition: item.partition, from, to })
   }
   for (const g of removing) {
-    for (const item of [...(held.get(g) ?? [])]) {
+    for (const item of loads.get(g)?.items() ?? []) {
       if (!moving.has(`${item.queue}/${item.partition}`)) take(g, item, emptiest(item.queue))
     }
   }
   // Bounded: each move lowers the spread's sum of squares, and there are finitely many partitions.
-  const total = [...held.values()].reduce((n, l) => n + l.length, 0)
   for (let i = 0; i <= total; i++) {
     let fullest = -1
     for (const g of active) if (fullest < 0 || count(g.groupId) > count(fullest)) fullest = g.groupId
-    const candidates = (held.get(fullest) ?? []).filter((x) => !moving.has(`${x.queue}/${x.partition}`))
-    if (candidates.length === 0) break
     // The queue with the most partitions in the fullest group gives one up.
-    const item = candidates.reduce((a, b) =>
-      sameQueue(fullest, b.queue) > sameQueue(fullest, a.queue) ? b : a,
-    )
+    const item = load(fullest).candidate(moving)
+    if (!item) break
     const to = emptiest(item.queue)
     if (count(fullest) - count(to) <= 1) break
     take(fullest, item, to)
