@@ -95,6 +95,8 @@ const DEAD_LETTER_ROUND_MS = 1_000
 const META_CALL_MS = 3_000
 /** A founder with an empty data dir asks the other founders this often whether the cluster is new. */
 const FOUNDER_PROBE_MS = 500
+/** Queues a node asks the routes of per GetRoutes call (#fetchRoutes). */
+const GET_ROUTES_PART = 1_000
 /** The deadline of one Peer.Probe. */
 const PROBE_CALL_MS = 1_000
 /** How often group leadership changes are looked for (and logged). */
@@ -1203,6 +1205,18 @@ export class MqNode {
    * queue the answer lacks (deleted) is forgotten, unless newer than the answer.
    */
   async #fetchRoutes(queues: readonly string[]): Promise<{ routeEpoch: number; routes: QueueRoute[] }> {
+    // In parts: the routes of every hosted queue (up to 100,000) passed the 64 MiB a call
+    // carries. The answer's epoch is the lowest of the parts' (the routes are at least that new).
+    if (queues.length > GET_ROUTES_PART) {
+      let routeEpoch = Number.POSITIVE_INFINITY
+      const routes: QueueRoute[] = []
+      for (let i = 0; i < queues.length; i += GET_ROUTES_PART) {
+        const part = await this.#fetchRoutes(queues.slice(i, i + GET_ROUTES_PART))
+        routeEpoch = Math.min(routeEpoch, part.routeEpoch)
+        routes.push(...part.routes)
+      }
+      return { routeEpoch, routes }
+    }
     const response = await this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
       c.meta.getRoutes({ queues: [...queues] }, md, opts, cb),
     )

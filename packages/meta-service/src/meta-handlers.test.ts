@@ -8,11 +8,12 @@ import {
   FORMAT_LEVEL_RETRY_BACKOFF,
   type MetaServer,
   NotLeaderError,
-  type QueueRoute,
+  QueueRoute,
 } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
 import { MetaState, type QueueRecord } from './meta-state'
+import { routeOf } from './routes'
 
 /** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
 function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
@@ -485,6 +486,37 @@ describe('meta handlers', () => {
     }
     expect(second).toMatchObject({ nextPageToken: '' })
     expect(second.queues.map((q) => q.queue)).toEqual(['c'])
+  })
+
+  it('ends a ListQueues page at its byte budget (one route at least) and refuses a GetRoutes past it', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    for (const q of ['a', 'b', 'c', 'd', 'e'])
+      await meta.propose({ type: 'createQueue', name: q, config: { partitions: 8 } })
+    const one = QueueRoute.encode(routeOf(meta.state, meta.state.queue('a') as QueueRecord)).finish().length
+    const h = metaHandlers(meta, controller, 2 * one + 1) // two routes fit
+    const pages: string[][] = []
+    let pageToken = ''
+    do {
+      const page = (await call(h, 'listQueues', { prefix: '', limit: 1000, pageToken })) as {
+        queues: QueueRoute[]
+        nextPageToken: string
+      }
+      pages.push(page.queues.map((q) => q.queue))
+      pageToken = page.nextPageToken
+    } while (pageToken !== '')
+    expect(pages).toEqual([['a', 'b'], ['c', 'd'], ['e']])
+    expect(await call(h, 'getRoutes', { queues: ['a', 'b'] })).toMatchObject({ routes: [{}, {}] })
+    await expect(call(h, 'getRoutes', { queues: ['a', 'b', 'c'] })).rejects.toMatchObject({
+      details: expect.stringMatching(/ask for fewer queues at once/),
+    })
+    // A route larger than the whole budget still comes, alone on its page.
+    const tiny = metaHandlers(meta, controller, 1)
+    expect(await call(tiny, 'listQueues', { prefix: '', limit: 1000, pageToken: '' })).toMatchObject({
+      queues: [{ queue: 'a' }],
+      nextPageToken: 'a',
+    })
   })
 
   it('bounds GetRoutes: each named queue once, at most 100 routes for no name, at most as many names as queues', async () => {

@@ -6,10 +6,11 @@ import {
   FORMAT_LEVEL_PAUSE,
   FORMAT_LEVEL_RETRY_BACKOFF,
   InvalidArgumentError,
+  LimitExceededError,
   type MetaServer,
   mqError,
   QueueNotFoundError,
-  type QueueRoute,
+  QueueRoute,
   UnavailableError,
   unaryHandler as unary,
 } from '@mq/protocol'
@@ -60,9 +61,9 @@ export interface ControllerPort {
 
 const LIST_LIMIT_MAX = 1000
 /**
- * Queue names one GetRoutes may ask for: as many as the cluster may have queues. Not fewer: a
- * node asks in one call for the routes of every queue its data groups hold (apps/server
- * node.ts, the hosted routes' refresh and the orphan sweeper), which can be all of them.
+ * Queue names one GetRoutes may ask for: as many as the cluster may have queues (nodes before
+ * 2026-12-02 ask in one call for the routes of every queue their data groups hold); the
+ * answer's bytes are bounded too (ROUTES_BYTES_MAX).
  */
 export const GET_ROUTES_QUEUES_MAX = META_LIMITS.queuesMax
 /**
@@ -72,9 +73,20 @@ export const GET_ROUTES_QUEUES_MAX = META_LIMITS.queuesMax
  * routes of every queue are ListQueues's pages.
  */
 export const GET_ROUTES_UNNAMED_MAX = 100
+/**
+ * Bytes of routes one answer carries at most (GetRoutes refuses more, LIST_QUEUES pages stop
+ * there): well under the 64 MiB a call may carry. A node asks for its hosted queues' routes
+ * 1,000 at a time (apps/server node.ts).
+ */
+export const ROUTES_BYTES_MAX = 16 * 1024 * 1024
 
 /** The Meta service's gRPC handlers over a meta group replica. */
-export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): MetaServer {
+export function metaHandlers(
+  meta: MetaGroupPort,
+  controller: ControllerPort,
+  /** Bytes of routes one answer carries at most (tests make it small). */
+  routesBytesMax = ROUTES_BYTES_MAX,
+): MetaServer {
   const committed = async (command: MetaCommand): Promise<unknown> => {
     const r = await meta.propose(command)
     if (!r.ok) throw mqError(r.code, r.message)
@@ -171,7 +183,14 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
         req.queues.length > 0
           ? [...new Set(req.queues)].flatMap((n) => state.queue(n) ?? [])
           : state.queues('', '', GET_ROUTES_UNNAMED_MAX)
-      return { routeEpoch: state.routeEpoch, routes: queues.map((q) => routeOf(state, q)) }
+      const routes = queues.map((q) => routeOf(state, q))
+      const bytes = routes.reduce((n, r) => n + QueueRoute.encode(r).finish().length, 0)
+      if (bytes > routesBytesMax) {
+        throw new LimitExceededError(
+          `the routes of the ${routes.length} queues asked for take ${bytes} bytes, over the ${routesBytesMax} an answer carries: ask for fewer queues at once`,
+        )
+      }
+      return { routeEpoch: state.routeEpoch, routes }
     }),
     createQueue: unary(async (req) => {
       await checkLevel(req.name, {
@@ -214,11 +233,20 @@ export function metaHandlers(meta: MetaGroupPort, controller: ControllerPort): M
       const limit = Math.min(req.limit || LIST_LIMIT_MAX, LIST_LIMIT_MAX)
       const state = await meta.read()
       const page = state.queues(req.prefix, req.pageToken, limit + 1)
-      const more = page.length > limit
-      const queues = page.slice(0, limit)
+      // A page ends at `limit` queues or ROUTES_BYTES_MAX bytes of routes (1,000 queues of 256
+      // partitions passed the 64 MiB a call carries), whichever comes first; one route at least.
+      const routes: QueueRoute[] = []
+      let bytes = 0
+      for (const q of page.slice(0, limit)) {
+        const route = routeOf(state, q)
+        bytes += QueueRoute.encode(route).finish().length
+        if (routes.length > 0 && bytes > routesBytesMax) break
+        routes.push(route)
+      }
+      const more = page.length > routes.length
       return {
-        queues: queues.map((q) => routeOf(state, q)),
-        nextPageToken: more ? (queues[queues.length - 1]?.name ?? '') : '',
+        queues: routes,
+        nextPageToken: more ? (routes[routes.length - 1]?.queue ?? '') : '',
       }
     }),
     clusterStatus: unary(async () => {
