@@ -9,7 +9,8 @@ import type {
 
 /** A stream the CLI writes to: stdout or stderr. `isTTY` turns on progress bars. */
 export interface OutputStream {
-  write(text: string): unknown
+  /** `done` (when the stream takes one) is called once the text left the process, or failed. */
+  write(text: string, done?: (error?: Error | null) => void): unknown
   readonly isTTY?: boolean
   /** Terminal width, when a TTY. */
   readonly columns?: number
@@ -49,6 +50,8 @@ export type CliDelivery = Pick<
 export type CliProducer = Pick<Producer, 'send' | 'flush' | 'close'>
 
 export interface CliConsumer extends AsyncIterable<CliDelivery> {
+  /** Stops leasing (what was leased and not handed out goes back); handed-out ones can still be settled. */
+  stop(): Promise<void>
   close(): Promise<void>
 }
 

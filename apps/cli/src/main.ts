@@ -5,12 +5,6 @@ import { runCli } from './program'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
-// `mq consume | head -1`: a closed pipe ends mq quietly.
-process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-  if (error.code === 'EPIPE') process.exit(0)
-  throw error
-})
-
 process.exitCode = await runCli(process.argv.slice(2), nodeIO(), version)
 // Everything is closed by now; a lingering handle (a reconnecting channel) must not keep mq up.
 setTimeout(() => {

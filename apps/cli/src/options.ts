@@ -10,6 +10,19 @@ export function durationArg(value: string): number {
   }
 }
 
+/**
+ * A reader of duration flags of at least `minMs` (the server checks the upper bound): on
+ * CreateQueue 0 means "the default", so `--visibility 0` was taken as 30 s without a word.
+ */
+export function durationAtLeast(minMs: number): (value: string) => number {
+  return (value) => {
+    const ms = durationArg(value)
+    if (ms < minMs)
+      throw new InvalidArgumentError(`${value} is too short: give at least ${formatDuration(minMs)}`)
+    return ms
+  }
+}
+
 /** A duration flag with a default, shown in the help as a duration ("5s", not 5000). */
 export function durationOption(flags: string, description: string, defaultMs: number): Option {
   return new Option(flags, description).argParser(durationArg).default(defaultMs, formatDuration(defaultMs))

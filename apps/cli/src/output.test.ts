@@ -24,6 +24,12 @@ describe('message output', () => {
     )
     expect(line).toBe('2/17  weight=5  deliveries=1  key=k  headers={h=v}  a\\nb\\u007f')
     expect(messageLine(message(new Uint8Array([0xff])))).toBe('2/17  weight=5  deliveries=1  base64:/w==')
+    // Keys and headers too: a newline or an escape sequence in them reaches no terminal.
+    expect(
+      messageLine(
+        message(new TextEncoder().encode('x'), { key: 'k\ney', headers: { 'h\u001b': 'v\u001b[31m' } }),
+      ),
+    ).toBe('2/17  weight=5  deliveries=1  key=k\\ney  headers={h\\u001b=v\\u001b[31m}  x')
   })
 
   it('escapes control characters only', () => {

@@ -32,14 +32,16 @@ export function messageRecord(m: Omit<CliDelivery, 'ack' | 'release'>): MessageR
 /**
  * One human-readable line for a message: `partition/id`, its weight and delivery count, key
  * and headers when set, then the body (`base64:` + base64 when not UTF-8). Control characters
- * in the body are escaped so that one message is one line.
+ * in the body, the key and the headers are escaped so that one message is one line (and no
+ * escape sequence reaches the terminal).
  */
 export function messageLine(m: Omit<CliDelivery, 'ack' | 'release'>): string {
   const { body, encoding } = encodeBody(m.body)
   const parts = [`${m.partition}/${m.id}`, `weight=${m.weight}`, `deliveries=${m.deliveryCount}`]
-  if (m.key) parts.push(`key=${m.key}`)
+  if (m.key) parts.push(`key=${escapeControl(m.key)}`)
   const headers = Object.entries(m.headers)
-  if (headers.length > 0) parts.push(`headers={${headers.map(([k, v]) => `${k}=${v}`).join(',')}}`)
+  if (headers.length > 0)
+    parts.push(`headers={${headers.map(([k, v]) => `${escapeControl(k)}=${escapeControl(v)}`).join(',')}}`)
   parts.push(encoding === 'utf8' ? escapeControl(body) : `base64:${body}`)
   return parts.join('  ')
 }
@@ -89,5 +91,18 @@ export class Output {
   /** Writes one JSON line in --json mode; nothing otherwise. */
   record(record: object): void {
     if (this.json) this.#stdout.write(`${JSON.stringify(record)}\n`)
+  }
+
+  /**
+   * Resolves once everything written so far has left the process (a pipe's reader may still
+   * not have read it), with the write's error if it failed (EPIPE: the reader is gone). A stream
+   * that takes no callback (a test's) counts as written at once.
+   */
+  flushed(): Promise<Error | undefined> {
+    return new Promise((resolve) => {
+      const write = this.#stdout.write as (text: string, done?: (error?: Error | null) => void) => unknown
+      if (write.length < 2) return resolve(undefined)
+      write.call(this.#stdout, '', (error) => resolve(error ?? undefined))
+    })
   }
 }

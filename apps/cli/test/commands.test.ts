@@ -89,6 +89,8 @@ describe('global flags', () => {
     [['queue', 'frob'], /unknown command 'frob'/],
     [['queue', 'create'], /missing required argument 'name'.*mq queue create --help/],
     [['queue', 'list', '--bogus'], /unknown option '--bogus'/],
+    // 0 would be CreateQueue's "default" (30 s), taken without a word.
+    [['queue', 'create', 'q', '--visibility', '0'], /--visibility.*0 is too short: give at least 100ms/],
   ])('exits 1 on a usage error: %j', async (argv, why) => {
     const r = await mq(argv)
     expect(r.code).toBe(1)
@@ -696,6 +698,20 @@ describe('consume', () => {
       },
     ])
     expect(cluster.acked.sort()).toEqual([1, 2])
+  })
+
+  it('acks only what left mq, and gives back the rest when stdout is gone (mq consume | head -2)', async () => {
+    for (const body of ['a', 'b', 'c', 'd', 'e']) cluster.put('jobs', 0, { body })
+    const r = await mq(['consume', 'jobs', '--max', '5'], { stdoutLines: 2 })
+    expect(r.code).toBe(0)
+    expect(r.stdout.split('\n').filter(Boolean)).toHaveLength(2)
+    expect(cluster.acked.sort()).toEqual([1, 2])
+    expect(
+      cluster
+        .ready('jobs')
+        .map((m) => m.id)
+        .sort(),
+    ).toEqual([3, 4, 5])
   })
 
   it('gives the messages back with --no-ack', async () => {

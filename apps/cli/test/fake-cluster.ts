@@ -144,12 +144,38 @@ export class FakeCluster {
   }
 
   /** A CliIO around this cluster, capturing stdout and stderr. */
-  io(options: { stdin?: string[]; env?: Record<string, string>; files?: Record<string, Uint8Array> } = {}) {
+  io(
+    options: {
+      stdin?: string[]
+      env?: Record<string, string>
+      files?: Record<string, Uint8Array>
+      /** stdout's reader leaves after this many lines (a pipe to `head`): later writes fail with EPIPE. */
+      stdoutLines?: number
+    } = {},
+  ) {
     const stdout: string[] = []
     const stderr: string[] = []
     const interrupt = new AbortController()
+    const lines = options.stdoutLines
+    let readerGone = false
+    const write =
+      lines === undefined
+        ? (s: string) => stdout.push(s)
+        : (s: string, done?: (error?: Error | null) => void) => {
+            // A line past the reader's fails, and so does every write after it (an empty
+            // write, mq's flush, fails only then).
+            if (s !== '' && stdout.length >= lines) readerGone = true
+            const gone = readerGone
+            if (!gone && s !== '') stdout.push(s)
+            const error = gone ? Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }) : null
+            setImmediate(() => {
+              done?.(error)
+              if (error && !interrupt.signal.aborted) interrupt.abort() // as the binary's nodeIO does
+            })
+            return !gone
+          }
     const io: CliIO = {
-      stdout: { write: (s: string) => stdout.push(s) },
+      stdout: { write },
       stderr: { write: (s: string) => stderr.push(s) },
       stdin: (async function* () {
         yield* options.stdin ?? []
@@ -426,6 +452,10 @@ export class FakeCluster {
           }
           await new Promise<void>((resolve) => cluster.#wakeConsumers.push(resolve))
         }
+      },
+      stop: async () => {
+        closed = true
+        wake()
       },
       close: async () => {
         closed = true

@@ -93,10 +93,12 @@ async function consume(
   const acks = new Set<Promise<void>>()
   let ackFailure: unknown
   let received = 0
+  /** A line could not be written (the pipe's reader left): stop, give back what is held. */
+  let outputGone = false
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
   const { interrupted, stopListening } = listenForInterrupt(io)
   try {
-    while (received < flags.max && ackFailure === undefined) {
+    while (received < flags.max && ackFailure === undefined && !outputGone) {
       pending ??= iterator.next()
       const next = await nextWithin(pending, follow ? undefined : flags.wait, interrupted)
       if (next.kind !== 'message') break
@@ -111,8 +113,17 @@ async function consume(
         held.push(d)
         continue
       }
-      const acking = d.ack().catch((error: unknown) => {
-        ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
+      // Acked once its line left mq: one whose write failed (the reader of a pipe is gone:
+      // `mq consume | head -1`) is given back, not acked unread.
+      const acking = out.flushed().then((failed) => {
+        if (failed) {
+          outputGone = true
+          held.push(d)
+          return
+        }
+        return d.ack().catch((error: unknown) => {
+          ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
+        })
       })
       const tracked = acking.finally(() => acks.delete(tracked))
       acks.add(tracked)
@@ -121,6 +132,10 @@ async function consume(
     await Promise.all(acks)
   } finally {
     stopListening()
+    // Leasing stops first (what was leased and not handed out goes back): the messages given
+    // back below would otherwise be leased again at once by this consumer's own fetch loop, and
+    // stay leased for the queue's visibility timeout.
+    await consumer.stop()
     await Promise.allSettled(held.map((d) => d.release()))
     await consumer.close()
     // A message that arrived while we stopped is given back, not lost until its lease ends.

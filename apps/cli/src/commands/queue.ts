@@ -4,7 +4,7 @@ import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
 import { UsageError } from '../errors'
 import type { CliAdmin } from '../io'
-import { durationArg, integerArg } from '../options'
+import { durationArg, durationAtLeast, integerArg } from '../options'
 import { messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
@@ -15,6 +15,8 @@ type PartitionStats = Awaited<ReturnType<CliAdmin['queueStats']>>[number]
 type Listed = Awaited<ReturnType<CliAdmin['deadLetters']>>[number]
 
 const U32_MAX = 2 ** 32 - 1
+/** The shortest lease visibility a queue may have (the server's bound; 0 would mean its default). */
+const VISIBILITY_MS_MIN = 100
 
 /** The settings flags shared by `queue create` and `queue update`. */
 interface SettingFlags {
@@ -35,8 +37,8 @@ function addSettingFlags(command: Command): Command {
   return command
     .option(
       '--visibility <duration>',
-      'lease length before an unacked message is delivered again (e.g. 30s)',
-      durationArg,
+      'lease length before an unacked message is delivered again (e.g. 30s; 100ms to 12h)',
+      durationAtLeast(VISIBILITY_MS_MIN),
     )
     .option('--max-deliveries <n>', 'deliveries before a message is dead-lettered', integerArg(1, U32_MAX))
     .option(
