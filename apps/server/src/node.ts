@@ -95,6 +95,8 @@ const DEAD_LETTER_ROUND_MS = 1_000
 const META_CALL_MS = 3_000
 /** A founder with an empty data dir asks the other founders this often whether the cluster is new. */
 const FOUNDER_PROBE_MS = 500
+/** How long heartbeats go unanswered before the node warns, and then how often. */
+const HEARTBEAT_SILENCE_LOG_MS = 10_000
 /** Queues a node asks the routes of per GetRoutes call (#fetchRoutes). */
 const GET_ROUTES_PART = 1_000
 /** The deadline of one Peer.Probe. */
@@ -171,6 +173,9 @@ export class MqNode {
   #meta: MetaMachine | undefined
   /** Hosting or dropping the meta replica, when under way (see #hostMeta, #leaveMeta). */
   #hostingMeta: Promise<void> | undefined
+  /** Since when no meta leader has answered this node's heartbeats (undefined: one did last). */
+  #heartbeatFailingSince: number | undefined
+  #heartbeatSilenceLoggedMs = 0
   /** Holds a founder's meta replica back while its data dir was empty at its start (host/founder-gate.ts). */
   #founderGate: FounderGate | undefined
   #leavingMeta: Promise<void> | undefined
@@ -290,9 +295,13 @@ export class MqNode {
     try {
       mkdirSync(this.config.dataDir, { recursive: true })
     } catch (error) {
-      throw new Error(`cannot create data dir ${this.config.dataDir}: ${(error as Error).message}`, {
-        cause: error,
-      })
+      const code = (error as NodeJS.ErrnoException).code
+      throw new Error(
+        code === 'EEXIST' || code === 'ENOTDIR'
+          ? `data dir ${this.config.dataDir} is not a directory (a file, or under one): give a directory, or a path to create`
+          : `cannot create data dir ${this.config.dataDir}: ${(error as Error).message}`,
+        { cause: error },
+      )
     }
     // A database that does not exist yet: a new node, or one whose data dir was wiped.
     const newDatabase = !existsSync(join(this.config.dataDir, 'db', 'CURRENT'))
@@ -842,6 +851,7 @@ export class MqNode {
         c.peer.heartbeat(request, md, opts, cb),
       )
       this.#metaLeaderId = response.metaLeaderId
+      this.#heartbeatFailingSince = undefined
       // The meta leader accepted this node's store: a founder at its gate hosts its replica,
       // and the store is no longer new to the cluster (a new cluster registers its nodes
       // before it reaches the level that records stores: they then adopt theirs).
@@ -877,8 +887,27 @@ export class MqNode {
       if (error instanceof Error && saysNodeRemoved(error.message))
         this.#refused(error, removedNodeMessage(this.config.nodeId))
       else if (error instanceof Error && saysStoreReplaced(error.message)) this.#refused(error, error.message)
-      else this.#notePossibleLeader(error)
+      else {
+        this.#notePossibleLeader(error)
+        this.#heartbeatFailed(error)
+      }
     }
+  }
+
+  /**
+   * Says (a warning every HEARTBEAT_SILENCE_LOG_MS) that no meta leader has answered this
+   * node's heartbeats for a while, and what the last try said: a wrong --join or
+   * --initial-meta address, or a meta group without a leader, was silent at info level.
+   */
+  #heartbeatFailed(error: unknown): void {
+    const now = Date.now()
+    this.#heartbeatFailingSince ??= now
+    if (now - this.#heartbeatFailingSince < HEARTBEAT_SILENCE_LOG_MS) return
+    if (now - this.#heartbeatSilenceLoggedMs < HEARTBEAT_SILENCE_LOG_MS) return
+    this.#heartbeatSilenceLoggedMs = now
+    this.log.warn(
+      `mq-server: no meta leader has answered node ${this.config.nodeId}'s heartbeats for ${Math.round((now - this.#heartbeatFailingSince) / 1000)} s (the last try: ${(error as Error).message}); check the --join or --initial-meta addresses, and that a majority of the meta group is up`,
+    )
   }
 
   /**

@@ -126,9 +126,11 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         await node.start()
       } catch (error) {
         await http?.close()
+        // One plain line on stderr in any case (the structured log, with its stack, goes to
+        // stdout, where a person starting the server by hand may not look for a failure).
         if (log && !(error instanceof ConfigError))
           log.fatal({ err: error }, `mq-server: ${(error as Error).message}`)
-        else io.err(`mq-server: ${(error as Error).message}`)
+        io.err(`mq-server: ${(error as Error).message}`)
         io.exit(error instanceof ConfigError ? 2 : 1)
         return
       }

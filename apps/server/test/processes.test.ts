@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -28,6 +28,46 @@ describe('mq-server processes', () => {
     const server = startServer(['start', '--node-id', 'n1', '--listen', '127.0.0.1:99999', '--data-dir', dir])
     expect((await server.exited).code).toBe(2)
     expect(server.output()).toMatch(/listen: address "127.0.0.1:99999" is not host:port/)
+  }, 60_000)
+
+  it('exits 1 with one plain line on stderr when the data dir is a file', async () => {
+    const file = join(dir, 'a-file')
+    writeFileSync(file, 'x')
+    const server = startServer(singleNodeArgs('f1', `127.0.0.1:${await freePort()}`, file))
+    expect((await server.exited).code).toBe(1)
+    expect(server.stderr()).toMatch(
+      /^mq-server: data dir .*a-file\/f1 is not a directory \(a file, or under one\)/m,
+    )
+  }, 60_000)
+
+  it('warns when no meta leader answers its heartbeats (a --join address nobody serves)', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    const nowhere = `127.0.0.1:${await freePort()}`
+    const server = startServer([
+      'start',
+      '--node-id',
+      'j1',
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, 'j1'),
+      '--join',
+      nowhere,
+    ])
+    try {
+      const deadline = Date.now() + 30_000
+      while (
+        !/no meta leader has answered node j1's heartbeats/.test(server.output()) &&
+        Date.now() < deadline
+      )
+        await new Promise((r) => setTimeout(r, 250))
+      expect(server.output()).toMatch(
+        /no meta leader has answered node j1's heartbeats for \d+ s .*check the --join or --initial-meta addresses/,
+      )
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+    }
   }, 60_000)
 
   it('exits 1 and names the address when the port is taken', async () => {

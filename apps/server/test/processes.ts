@@ -10,6 +10,8 @@ const tsxLoader = import.meta.resolve('tsx')
 export interface ServerProcess {
   readonly child: ChildProcess
   readonly output: () => string
+  /** Its standard error alone. */
+  readonly stderr: () => string
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
@@ -23,16 +25,18 @@ export function startServer(args: readonly string[]): ServerProcess {
     },
   )
   let output = ''
+  let stderr = ''
   child.stdout?.on('data', (c: Buffer) => {
     output += c.toString()
   })
   child.stderr?.on('data', (c: Buffer) => {
     output += c.toString()
+    stderr += c.toString()
   })
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   )
-  return { child, output: () => output, exited }
+  return { child, output: () => output, stderr: () => stderr, exited }
 }
 
 /** `start` arguments of a one-node cluster `nodeId` at `address`, its data under `dir`, then `extra`. */
