@@ -91,6 +91,10 @@ describe('global flags', () => {
     [['queue', 'list', '--bogus'], /unknown option '--bogus'/],
     // 0 would be CreateQueue's "default" (30 s), taken without a word.
     [['queue', 'create', 'q', '--visibility', '0'], /--visibility.*0 is too short: give at least 100ms/],
+    [
+      ['queue', 'create', 'q', '--max-deliveries', '1001'],
+      /1001 is out of range: give an integer from 1 to 1000/,
+    ],
   ])('exits 1 on a usage error: %j', async (argv, why) => {
     const r = await mq(argv)
     expect(r.code).toBe(1)

@@ -14,6 +14,25 @@ export interface DevClusterOptions {
   readonly out: (line: string) => void
 }
 
+/** The highest TCP port. */
+const PORT_MAX = 65_535
+
+/**
+ * Why the dev cluster's ports do not fit (its gRPC ports `basePort`.., its HTTP ports
+ * `httpBasePort`.. unless 0, one per node), or undefined when they do: a base port near the
+ * top started children that failed one by one.
+ */
+export function devPortsProblem(
+  options: Pick<DevClusterOptions, 'nodes' | 'basePort' | 'httpBasePort'>,
+): string | undefined {
+  const last = (base: number) => base + options.nodes - 1
+  if (options.basePort < 1 || last(options.basePort) > PORT_MAX)
+    return `--base-port ${options.basePort} with ${options.nodes} nodes needs ports ${options.basePort}-${last(options.basePort)}; ports go from 1 to ${PORT_MAX}`
+  if (options.httpBasePort > 0 && last(options.httpBasePort) > PORT_MAX)
+    return `the HTTP ports from ${options.httpBasePort} for ${options.nodes} nodes go past ${PORT_MAX}: give a lower --http-base-port, or 0 for none`
+  return undefined
+}
+
 /**
  * The command line (node's flags, the entry script, `start` and its flags) of the dev
  * cluster's member `index`. With an HTTP port the console may show message bodies

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { devNodeArgs } from './dev-cluster'
+import { devNodeArgs, devPortsProblem } from './dev-cluster'
 import { createProgram, type ProgramIo } from './program'
 
 function capture(): ProgramIo & { lines: string[]; errors: string[]; code: number | undefined } {
@@ -100,5 +100,17 @@ describe('mq-server program', () => {
       expect.stringMatching(/logLevel must be one of/),
     ])
     rmSync(dir, { recursive: true, force: true })
+  })
+})
+
+describe('devPortsProblem', () => {
+  it('refuses ports past 65535 for the nodes, gRPC or HTTP', () => {
+    expect(devPortsProblem({ nodes: 3, basePort: 7001, httpBasePort: 8001 })).toBeUndefined()
+    expect(devPortsProblem({ nodes: 2, basePort: 65535, httpBasePort: 0 })).toMatch(
+      /--base-port 65535 with 2 nodes needs ports 65535-65536; ports go from 1 to 65535/,
+    )
+    expect(devPortsProblem({ nodes: 3, basePort: 70000, httpBasePort: 0 })).toMatch(/--base-port 70000/)
+    expect(devPortsProblem({ nodes: 3, basePort: 64535, httpBasePort: 65535 })).toMatch(/--http-base-port/)
+    expect(devPortsProblem({ nodes: 3, basePort: 64535, httpBasePort: 0 })).toBeUndefined()
   })
 })

@@ -5,7 +5,7 @@ import { loadTokenFile } from './auth/token-file'
 import { ConfigError, loadConfig, weakSecretWarning } from './config'
 import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
 import { makeDevCerts } from './dev-certs'
-import { runDevCluster } from './dev-cluster'
+import { devPortsProblem, runDevCluster } from './dev-cluster'
 import { type HttpServer, startHttpServer } from './http/http-server'
 import { createLogger, type Logger } from './log'
 import { MqNode } from './node'
@@ -179,12 +179,19 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       parsePort,
     )
     .action(async (opts: { nodes: number; dataDir: string; basePort: number; httpBasePort?: number }) => {
+      const httpBasePort = opts.httpBasePort ?? opts.basePort + 1000
+      const problem = devPortsProblem({ nodes: opts.nodes, basePort: opts.basePort, httpBasePort })
+      if (problem) {
+        io.err(`mq-server: ${problem}`)
+        io.exit(2)
+        return
+      }
       const code = await runDevCluster({
         nodes: opts.nodes,
         dataDir: opts.dataDir,
         host: '127.0.0.1',
         basePort: opts.basePort,
-        httpBasePort: opts.httpBasePort ?? opts.basePort + 1000,
+        httpBasePort,
         // Children start the way this process did (built, or from source under tsx).
         serverCommand: [
           ...process.execArgv,

@@ -1,4 +1,9 @@
-import { QUEUE_PARTITIONS_MAX, type QueueConfig, type QueueConfigUpdate } from '@mq/protocol'
+import {
+  QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_PARTITIONS_MAX,
+  type QueueConfig,
+  type QueueConfigUpdate,
+} from '@mq/protocol'
 
 /** The storage engines a queue can live in (claim 5: the storage address names one). */
 export const STORAGE_ENGINES = ['leveldb'] as const
@@ -14,7 +19,7 @@ export type QueueSettings = Required<QueueConfig>
 export const QUEUE_LIMITS = {
   partitions: [1, QUEUE_PARTITIONS_MAX],
   visibilityTimeoutMs: [100, 12 * 3600_000],
-  maxDeliveries: [1, 1000],
+  maxDeliveries: [1, QUEUE_MAX_DELIVERIES_MAX],
   messageBytesMax: [1, 4 * 1024 * 1024],
   queueLengthMax: [1, 1_000_000_000],
   dedupWindowMs: [0, 24 * 3600_000],

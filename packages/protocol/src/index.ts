@@ -154,7 +154,7 @@ export {
   UnavailableError,
 } from './mq-error'
 export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
-export { QUEUE_PARTITIONS_MAX } from './queue-limits'
+export { QUEUE_MAX_DELIVERIES_MAX, QUEUE_PARTITIONS_MAX } from './queue-limits'
 export { isRefusedRequest, RefusedRequest } from './request-guard'
 export {
   CREATE_TOKEN_ROLES_MAX,

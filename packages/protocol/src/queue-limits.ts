@@ -3,3 +3,6 @@
  * clients can refuse it before asking.
  */
 export const QUEUE_PARTITIONS_MAX = 256
+
+/** The most deliveries a queue may allow before it dead-letters a message (`max_deliveries`). */
+export const QUEUE_MAX_DELIVERIES_MAX = 1000

@@ -6,6 +6,7 @@ export {
   MqError,
   NotLeaderError,
   PermissionDeniedError,
+  QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
   QueueExistsError,
   QueueNotFoundError,

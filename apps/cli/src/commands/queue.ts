@@ -1,4 +1,9 @@
-import { encodeBody, QUEUE_PARTITIONS_MAX, type QueueOptions } from '@mq/router-client'
+import {
+  encodeBody,
+  QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_PARTITIONS_MAX,
+  type QueueOptions,
+} from '@mq/router-client'
 import { type Command, Option } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -40,7 +45,11 @@ function addSettingFlags(command: Command): Command {
       'lease length before an unacked message is delivered again (e.g. 30s; 100ms to 12h)',
       durationAtLeast(VISIBILITY_MS_MIN),
     )
-    .option('--max-deliveries <n>', 'deliveries before a message is dead-lettered', integerArg(1, U32_MAX))
+    .option(
+      '--max-deliveries <n>',
+      `deliveries before a message is dead-lettered (1 to ${QUEUE_MAX_DELIVERIES_MAX})`,
+      integerArg(1, QUEUE_MAX_DELIVERIES_MAX),
+    )
     .option(
       '--max-length <n>',
       'messages the queue holds at most (each partition its share, rounded up); producers get LIMIT_EXCEEDED beyond',
