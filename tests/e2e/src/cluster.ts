@@ -333,10 +333,7 @@ export class LocalCluster {
     n.ending = true
     this.#spawn(n)
     const child = n.child as ChildProcess | undefined
-    const exited = await Promise.race([
-      n.exited.then(() => true),
-      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs)),
-    ])
+    const exited = await exitedWithin(n, timeoutMs)
     n.ending = false
     if (!exited || !child) return undefined
     n.child = undefined
@@ -360,10 +357,7 @@ export class LocalCluster {
     const twin = nodeProcess(nodeId, host, await freePort(), join(this.dir, 'twins'), undefined, via)
     twin.ending = true
     this.#spawn(twin)
-    const exited = await Promise.race([
-      twin.exited.then(() => true),
-      new Promise<false>((r) => setTimeout(() => r(false), timeoutMs)),
-    ])
+    const exited = await exitedWithin(twin, timeoutMs)
     const child = twin.child as ChildProcess | undefined
     if (!exited && child?.pid !== undefined) {
       child.kill('SIGKILL')
@@ -518,6 +512,21 @@ export class LocalCluster {
         resolve()
       }),
     )
+  }
+}
+
+/** Whether `n`'s process exits within `timeoutMs` (its timer cleared either way). */
+async function exitedWithin(n: NodeProcess, timeoutMs: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    return await Promise.race([
+      n.exited.then(() => true),
+      new Promise<false>((resolve) => {
+        timer = setTimeout(() => resolve(false), timeoutMs)
+      }),
+    ])
+  } finally {
+    clearTimeout(timer)
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { type BatchOp, nodeKey } from '@mq/kv-storage'
+import { isStoreId } from '@mq/meta-service'
 
 /** A meta voter's id and address, as a node keeps it to find the meta group again. */
 export interface MetaSeed {
@@ -80,7 +81,7 @@ export class NodeFacts {
     const kept = await store.get(STORE_ID)
     let storeId = kept ? decoder.decode(kept) : ''
     let fresh = (await store.get(STORE_FRESH)) !== undefined
-    if (!/^[0-9a-f]{32}$/.test(storeId)) {
+    if (!isStoreId(storeId)) {
       storeId = randomBytes(16).toString('hex')
       fresh = newDatabase
       await store.write([
