@@ -87,9 +87,10 @@ describe('a queue deleted and created again under a running producer', () => {
       () => 'acked',
       (e: Error) => e.name,
     )
+    // It may settle the old incarnation's lease (a node that had not dropped it yet), never the
+    // new consumer's: that one's ack still succeeds (it failed with LeaseLostError before tags).
     console.log(`queue re-creation: a late ack of the old queue's lease ${held.id}: ${late}`)
-    expect(late).not.toBe('acked')
-    await working.ack() // still leased by its consumer
+    await working.ack()
     await first.close()
     await second.close()
   }, 60_000)
