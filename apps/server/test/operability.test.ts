@@ -60,6 +60,19 @@ const scrape = async () => {
   return { text: r.body, samples: parseExposition(r.body) }
 }
 
+/**
+ * Scrapes until the node says it is ready: a new node can be ready (only the meta group) and
+ * then not, for the moment its first data group elects after the controller created it.
+ */
+const scrapeWhenReady = async (timeoutMs = 20_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const s = await scrape()
+    if (sampleSum(s.samples, 'mq_node_ready') === 1 || Date.now() > deadline) return s
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 // One real mq-server process with its HTTP port: probes, metrics that move, logs.
 describe('mq-server operability', () => {
   it('answers /healthz at once and /readyz once it knows the meta leader and its groups have leaders', async () => {
@@ -69,7 +82,7 @@ describe('mq-server operability', () => {
   }, 30_000)
 
   it('exports metrics that promtool accepts and that move with produce, lease, ack and nack', async () => {
-    const before = await scrape()
+    const before = await scrapeWhenReady()
     expect(sampleSum(before.samples, 'mq_raft_role', { group: '0', role: 'leader' })).toBe(1)
     expect(sampleSum(before.samples, 'mq_node_ready')).toBe(1)
     expect(before.text).toMatch(/^mq_peer_queued_bytes\{node="n1"\} 0$/m) // one node: no peer
