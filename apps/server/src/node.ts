@@ -70,6 +70,7 @@ import { OwnClient } from './host/own-client'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
+import { RouteMisses } from './host/route-misses'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
@@ -150,6 +151,8 @@ export class MqNode {
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
   readonly #routes = new Map<string, QueueRoute>()
+  /** Route lookups for queues not in `#routes`: shared while under way, misses remembered briefly. */
+  readonly #routeMisses = new RouteMisses<QueueRoute>()
   /** The meta terms replica change steps were taken from, per group led here (MetaTermFence). */
   readonly #metaTerms = new MetaTermFence()
   /** The node's own SDK client (dead letters it moves), once started. */
@@ -1134,12 +1137,14 @@ export class MqNode {
     }
     const cached = local === null ? undefined : this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
-    const remote = this.#fetchRoutes([queue]).then(
-      (response) => response.routes.find((r) => r.queue === queue),
-      (error: unknown) => {
-        this.#notePossibleLeader(error)
-        throw error
-      },
+    const remote = this.#routeMisses.lookup(queue, minEpoch, () =>
+      this.#fetchRoutes([queue]).then(
+        (response) => ({ epoch: response.routeEpoch, route: response.routes.find((r) => r.queue === queue) }),
+        (error: unknown) => {
+          this.#notePossibleLeader(error)
+          throw error
+        },
+      ),
     )
     const metaVoter = this.#metaVoter()
     if (!metaVoter || metaVoter.state.routeEpoch >= minEpoch) return remote
