@@ -99,6 +99,40 @@ describe('OrphanSweeper', () => {
     expect(await sweeper.sweep()).toEqual([])
   })
 
+  it('leaves alone a partition opened or imported while it reads the meta group', async () => {
+    // A new queue's partition opened, and a move into the group completed, during the read:
+    // their queues were not asked about, and must not count as deleted (both were dropped,
+    // the moved one with every message, before the candidates were taken once).
+    const source = await group(1)
+    await source.open('moved', 5, 0)
+    const g = await group(2)
+    await g.open('old', 1, 0)
+    const sweeper = new OrphanSweeper({
+      groups: () => [g.port],
+      liveQueues: async (names) => {
+        await g.open('fresh', 2, 0)
+        const { pairs } = await source.port.machine.exportChunk('moved#5', 0, undefined, 1 << 20)
+        const chunk = {
+          type: 'import',
+          queue: 'moved#5',
+          partition: 0,
+          moveId: 7,
+          session: 's1',
+          config: {},
+        } as const
+        await g.port.propose({ ...chunk, seq: 0, last: false, pairs })
+        expect(await g.port.propose({ ...chunk, seq: 1, last: true, pairs: [] })).toMatchObject({
+          type: 'imported',
+          complete: true,
+        })
+        return new Map(names.map((n) => [n, 1]))
+      },
+      formatLevel: () => FORMAT_LEVEL,
+    })
+    expect(await sweeper.sweep()).toEqual([])
+    expect(g.port.machine.partitionIds().sort()).toEqual(['fresh#2/0', 'moved#5/0', 'old#1/0'])
+  })
+
   it(`drops at most ${ORPHAN_DROPS_PER_SWEEP_MAX} partitions per sweep`, async () => {
     const g = await group(6)
     for (let p = 0; p < ORPHAN_DROPS_PER_SWEEP_MAX + 3; p++) await g.open('gone', 1, p)

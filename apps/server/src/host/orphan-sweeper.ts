@@ -62,11 +62,14 @@ export class OrphanSweeper {
       const imports = this.#host.formatLevel() >= FORMAT_LEVEL_DROP_IMPORT
       const candidates = (machine: DataGroupMachine): string[] =>
         imports ? [...machine.partitionIds(), ...machine.importIds()] : machine.partitionIds()
-      const names = queueNamesOf(leading.flatMap((port) => candidates(port.machine)))
+      // Taken once, before the meta read: a partition opened or imported while it runs (a new
+      // queue's, a move's) was not asked about, and its queue would look deleted.
+      const held = leading.map((port) => ({ port, ids: candidates(port.machine) }))
+      const names = queueNamesOf(held.flatMap((h) => h.ids))
       if (names.size === 0) return dropped
       const live = await this.#host.liveQueues([...names])
-      for (const port of leading) {
-        for (const partition of orphanPartitions(candidates(port.machine), live)) {
+      for (const { port, ids } of held) {
+        for (const partition of orphanPartitions(ids, live)) {
           if (dropped.length >= ORPHAN_DROPS_PER_SWEEP_MAX) return dropped
           const importing = !port.machine.holds(partition.queue, partition.index)
           const r = await port.propose({ type: 'drop', queue: partition.queue, partition: partition.index })
