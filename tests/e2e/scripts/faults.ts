@@ -79,7 +79,12 @@ const r = await runFaults({
   orderedKeys,
   ...(snapshotEntries !== undefined ? { snapshotEntries } : {}),
 })
-const failed = r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 || !r.drained
+// A run that injected nothing proved nothing (every step's target lookup failed, say).
+if (r.faults === 0) console.error('no fault was injected')
+const failed =
+  r.report.anomalies.length + r.unacked + r.crashes.length + r.problems.length > 0 ||
+  !r.drained ||
+  r.faults === 0
 if (r.sourceChanged.length > 0) {
   console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)
   process.exitCode = 2

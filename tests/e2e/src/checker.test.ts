@@ -28,6 +28,7 @@ const lease = (
   worker: string,
   receivedMs: number,
   msgs: { body: string; leaseId: string; deadlineMs: number; id?: number; count?: number; weight?: number }[],
+  visibilityMs?: number,
 ): LeaseOp => ({
   kind: 'lease',
   worker,
@@ -35,6 +36,7 @@ const lease = (
   startMs: receivedMs - 3,
   endMs: receivedMs,
   outcome: 'ok',
+  ...(visibilityMs === undefined ? {} : { visibilityMs }),
   messages: msgs.map((m) => ({
     body: m.body,
     partition: 0,
@@ -51,6 +53,8 @@ const settle = (
   leaseId: string,
   startMs: number,
   result: 'ok' | 'expired' | 'unknown' | 'timeout' = 'ok',
+  /** Answered after a retry (an earlier attempt's outcome unknown): info, with the results. */
+  retried = false,
 ): SettleOp => ({
   kind,
   worker: 'c',
@@ -60,7 +64,9 @@ const settle = (
   leaseIds: [leaseId],
   ...(result === 'timeout'
     ? { outcome: 'info', error: 'UNAVAILABLE' }
-    : { outcome: 'ok', results: { [leaseId]: result } }),
+    : retried
+      ? { outcome: 'info', error: 'RETRIED', results: { [leaseId]: result } }
+      : { outcome: 'ok', results: { [leaseId]: result } }),
 })
 
 describe('check', () => {
@@ -149,7 +155,41 @@ describe('check', () => {
       lease('c2', 500, [{ body: 'a', leaseId: 'L2', deadlineMs: 1500, count: 2 }]),
     ])
     expect(r.overlaps).toBe(1)
-    expect(r.anomalies[0]?.detail).toMatch(/c2 received lease L2 at 500, 500 ms before c1's lease L1/)
+    expect(r.anomalies[0]?.detail).toMatch(
+      /c2 was granted lease L2 at 500 \(received 500\), 500 ms before c1's lease L1/,
+    )
+  })
+
+  it("dates a lease by the leader's grant, not by when its answer arrived", () => {
+    const r = (receivedMs: number, grantedMs: number) =>
+      check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 2020 }], 2_000),
+        // Granted at `grantedMs` (its deadline minus the 2 s asked for), answered at `receivedMs`.
+        lease(
+          'c2',
+          receivedMs,
+          [{ body: 'a', leaseId: 'L2', deadlineMs: grantedMs + 2_000, count: 2 }],
+          2_000,
+        ),
+      ]).overlaps
+    // A slow answer (a commit under faults) no longer hides a lease granted 1.4 s early.
+    expect(r(2100, 600)).toBe(1)
+    expect(r(2100, 2020)).toBe(0)
+    // Never later than the answer.
+    expect(r(900, 5000)).toBe(1)
+  })
+
+  it('holds a message to its deadline through an ack, whatever the ack did', () => {
+    for (const result of ['timeout', 'unknown', 'expired', 'ok'] as const) {
+      const r = check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 2020 }]),
+        settle('ack', 'L1', 250, result),
+        lease('c2', 1000, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, count: 2 }]),
+      ])
+      expect(r.overlaps, result).toBe(1)
+    }
   })
 
   it('flags an overlap when the nack that would have freed the lease was refused', () => {
@@ -185,6 +225,33 @@ describe('check', () => {
     ])
     expect(r.deliveredAfterAck).toBe(1)
     expect(r.overlaps).toBe(0)
+  })
+
+  it('flags a later delivery of a message whose ack answered ok, whenever it was granted', () => {
+    // A stale ack accepted: delivery 2 was granted after delivery 1's deadline, then the ack of
+    // delivery 1 answered ok (it deleted the message delivery 2 held).
+    const stale = check([
+      enq('a'),
+      lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+      lease('c2', 1100, [{ body: 'a', leaseId: 'L2', deadlineMs: 3100, count: 2 }]),
+      settle('ack', 'L1', 1200),
+    ])
+    expect(stale.deliveredAfterAck).toBe(1)
+    expect(stale.overlaps).toBe(0)
+  })
+
+  it("takes a retried ack's ok and expired as definite", () => {
+    const after = (result: 'ok' | 'expired' | 'unknown') =>
+      check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1000 }]),
+        settle('ack', 'L1', 30, result, true),
+        lease('c2', 2000, [{ body: 'a', leaseId: 'L2', deadlineMs: 3000, count: 2 }]),
+      ])
+    expect(after('ok').deliveredAfterAck).toBe(1)
+    expect(after('ok').ackedDeliveries).toBe(1)
+    expect(after('expired').anomalies).toEqual([])
+    expect(after('unknown').anomalies).toEqual([])
   })
 
   it('allows a delivery after an ack that answered expired', () => {
@@ -371,8 +438,9 @@ describe('helpers', () => {
         { body: 'b', leaseId: 'L2', deadlineMs: 1000, id: 2 },
         { body: 'c', leaseId: 'L3', deadlineMs: 1000, id: 3 },
       ]),
-      settle('ack', 'L1', 100),
-      settle('ack', 'L2', 100, 'expired'),
+      settle('nack', 'L1', 100),
+      settle('nack', 'L2', 100, 'expired'),
+      settle('ack', 'L3', 100),
     ]
     expect(toDeliveries(ops).map(holdEndMs)).toEqual([100, 1000, 1000])
   })

@@ -10,13 +10,19 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  * - **unexpected**: a delivered body that no enqueue sent, or whose enqueue definitely failed
  *   (`fail`). An enqueue with unknown outcome (`info`) may or may not be delivered.
  * - **overlaps**: two deliveries of one message held at once. Delivery A holds the message
- *   over [A.received, A.end], where received is the end of its lease call and A.end is the
- *   lease deadline the server returned, or the start of an ack/nack of A that may have taken
- *   effect (ok or unknown outcome), whichever is earlier. B overlaps A when B was received
- *   more than `clockToleranceMs` before A.end. Using the end of B's lease call and the start
- *   of A's settle makes the check conservative: it flags only overlaps that really happened.
- * - **deliveredAfterAck**: a delivery received after an ack of an earlier delivery of the
- *   same message had returned ok for that lease.
+ *   from its grant until A.end: the lease deadline the server returned or, for a nack of A that
+ *   may have taken effect (ok for its lease, or of unknown outcome), the start of that nack if
+ *   earlier. An ack never ends the hold early: whether it deleted the message or not, no
+ *   other consumer may get it before A's deadline (a server answers an ack of a lease that
+ *   ended `expired`). B overlaps A when B was granted more than `clockToleranceMs` before
+ *   A.end. B's grant is the leader's time when it stamped the lease (B's deadline minus the
+ *   visibility asked for; the lease call's end when the history lacks the visibility): the
+ *   deadlines are the leader's times too, and on one host every clock is the same. The start
+ *   of A's nack makes the check conservative: it flags only overlaps that really happened.
+ * - **deliveredAfterAck**: a delivery of a message after an ack returned ok for one of its
+ *   leases: one with a higher delivery count (the ack would have been told `expired` had the
+ *   message been delivered again before it applied), or granted after the ack returned. The
+ *   workloads never give a message back with `release` (which does not count a delivery).
  * - **storedTwice**: one body delivered under two message ids (stored twice), or under an
  *   id other than the one its enqueue returned.
  * - **leaseReused**: one lease id of a partition handed out by two lease calls.
@@ -60,6 +66,8 @@ export interface DeliveryRecord extends LeasedRecord {
   /** When the lease call that handed it out started and ended. */
   readonly leaseStartMs: number
   readonly receivedMs: number
+  /** When the leader granted it (see the module comment): at most `receivedMs`. */
+  readonly grantedMs: number
   /** The ack/nack of this lease, when one was sent. */
   readonly settle?: SettleOp
 }
@@ -141,11 +149,13 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
         .get(leaseKey(m.partition, m.leaseId))
         ?.filter((s) => s.startMs >= op.endMs)
         .sort((a, b) => a.startMs - b.startMs)[0]
+      const stampedMs = op.visibilityMs === undefined ? op.endMs : m.deadlineMs - op.visibilityMs
       out.push({
         ...m,
         worker: op.worker,
         leaseStartMs: op.startMs,
         receivedMs: op.endMs,
+        grantedMs: Math.min(op.endMs, stampedMs),
         ...(settle ? { settle } : {}),
       })
     }
@@ -156,15 +166,14 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
 /** The end of the window in which `d` holds its message (see the module comment). */
 export function holdEndMs(d: DeliveryRecord): number {
   const s = d.settle
-  if (!s) return d.deadlineMs
-  if (s.outcome === 'fail') return d.deadlineMs
+  if (!s || s.kind === 'ack' || s.outcome === 'fail') return d.deadlineMs
   if (s.outcome === 'ok' && s.results?.[d.leaseId] !== 'ok') return d.deadlineMs
   return Math.min(d.deadlineMs, s.startMs)
 }
 
-/** True when the ack of `d` returned ok for its lease. */
+/** True when an ack of `d` returned ok for its lease (a retried one too: history.ts). */
 function ackedOk(d: DeliveryRecord): boolean {
-  return d.settle?.kind === 'ack' && d.settle.outcome === 'ok' && d.settle.results?.[d.leaseId] === 'ok'
+  return d.settle?.kind === 'ack' && d.settle.outcome !== 'fail' && d.settle.results?.[d.leaseId] === 'ok'
 }
 
 /** Checks `ops` (see the module comment); returns counts and every anomaly found. */
@@ -206,7 +215,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     if (ids.size > 1) {
       anomalies.push({ kind: AnomalyKind.StoredTwice, body, detail: `under ids ${[...ids].join(', ')}` })
     }
-    list.sort((a, b) => a.receivedMs - b.receivedMs)
+    list.sort((a, b) => a.grantedMs - b.grantedMs)
     const leaseIds = new Set<string>()
     for (const d of list) {
       const key = leaseKey(d.partition, d.leaseId)
@@ -220,22 +229,26 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       for (let i = 0; i < j; i++) {
         const a = list[i] as DeliveryRecord
         const endMs = holdEndMs(a)
-        if (b.receivedMs + toleranceMs < endMs) {
+        if (b.grantedMs + toleranceMs < endMs) {
           anomalies.push({
             kind: AnomalyKind.Overlap,
             body,
             detail:
-              `${b.worker} received lease ${b.leaseId} at ${b.receivedMs}, ${endMs - b.receivedMs} ms ` +
-              `before ${a.worker}'s lease ${a.leaseId} (received ${a.receivedMs}) ended at ${endMs}`,
+              `${b.worker} was granted lease ${b.leaseId} at ${b.grantedMs} (received ${b.receivedMs}), ` +
+              `${endMs - b.grantedMs} ms before ${a.worker}'s lease ${a.leaseId} (granted ${a.grantedMs}) ended at ${endMs}`,
           })
         }
-        if (ackedOk(a) && a.settle && b.receivedMs > a.settle.endMs) {
-          anomalies.push({
-            kind: AnomalyKind.DeliveredAfterAck,
-            body,
-            detail: `${b.worker} received it at ${b.receivedMs}; lease ${a.leaseId} was acked ok at ${a.settle.endMs}`,
-          })
-        }
+      }
+    }
+    for (const a of list) {
+      if (!ackedOk(a) || !a.settle) continue
+      for (const b of list) {
+        if (b === a || (b.deliveryCount <= a.deliveryCount && b.grantedMs <= a.settle.endMs)) continue
+        anomalies.push({
+          kind: AnomalyKind.DeliveredAfterAck,
+          body,
+          detail: `${b.worker} was granted delivery ${b.deliveryCount} (lease ${b.leaseId}) at ${b.grantedMs}; lease ${a.leaseId} (delivery ${a.deliveryCount}) was acked ok at ${a.settle.endMs}`,
+        })
       }
     }
   }

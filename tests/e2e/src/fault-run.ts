@@ -86,7 +86,10 @@ export interface FaultRunResult {
   /** Ok enqueues never acked by the end of the drain (delivered maybe, then gone). */
   readonly unacked: number
   readonly deadLettered: number
-  /** False when the drain ended by its time limit with acknowledged enqueues still unacked. */
+  /**
+   * False when the drain ended (stalled, or its time limit) with acknowledged enqueues still
+   * unacked, or with messages still in the queue (not dead-lettered).
+   */
   readonly drained: boolean
   readonly faults: number
   /** Accepted scaleDataGroups calls during the faults (with `scale`). */
@@ -145,24 +148,41 @@ export function replayCommand(
 }
 
 /**
- * Waits until `unacked()` is 0: true then; false once it has not gone down for `stallMs`, or
- * `maxMs` passed. Polls every 200 ms.
+ * Waits until `left()` is 0: true then; false once it has not gone down for `stallMs`, or
+ * `maxMs` passed. Polls every 200 ms; an undefined count (a failed read) is no progress.
  */
-async function drainBacklog(unacked: () => number, stallMs: number, maxMs: number): Promise<boolean> {
+async function drainBacklog(
+  left: () => number | undefined | Promise<number | undefined>,
+  stallMs: number,
+  maxMs: number,
+): Promise<boolean> {
   const start = Date.now()
-  let least = unacked()
+  let least = (await left()) ?? Number.POSITIVE_INFINITY
   let leastAt = start
   while (least > 0) {
     const now = Date.now()
     if (now - leastAt >= stallMs || now - start >= maxMs) return false
     await new Promise((r) => setTimeout(r, 200))
-    const n = unacked()
+    const n = (await left()) ?? Number.POSITIVE_INFINITY
     if (n < least) {
       least = n
       leastAt = Date.now()
     }
   }
   return true
+}
+
+/**
+ * The messages still stored in `queue` and not dead-lettered (ready, delayed, leased, waiting
+ * behind their key), by its partitions' leaders; undefined when a leader does not answer.
+ */
+async function messagesLeft(client: MqClient, queue: string): Promise<number | undefined> {
+  try {
+    const stats = await client.admin.queueStats(queue)
+    return stats.reduce((n, p) => n + p.messages - p.weights.reduce((d, w) => d + w.dead, 0), 0)
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -309,14 +329,25 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     load.draining = true
     const backlog = load.unackedCount
     const drainStart = Date.now()
-    const drained = await drainBacklog(
-      () => load.unackedCount,
-      options.drainStallMs ?? 30_000,
-      options.drainMsMax ?? 600_000,
-    )
+    const drainStallMs = options.drainStallMs ?? 30_000
+    const drainMsMax = options.drainMsMax ?? 600_000
+    const backlogDrained = await drainBacklog(() => load.unackedCount, drainStallMs, drainMsMax)
     log(
-      `fault run: drain of ${backlog} unacked messages ${drained ? 'done' : 'FAILED'} in ${Math.round((Date.now() - drainStart) / 1000)} s`,
+      `fault run: drain of ${backlog} unacked messages ${backlogDrained ? 'done' : 'FAILED'} in ${Math.round((Date.now() - drainStart) / 1000)} s`,
     )
+    // Then until the queue is empty: what is left is a message whose enqueue's outcome was
+    // unknown, one whose ack of unknown outcome did not apply, or one stored twice — each must
+    // be delivered (and checked) too, not left unseen when the consumers stop.
+    const left = await messagesLeft(client, queue)
+    const drained =
+      backlogDrained &&
+      (await drainBacklog(
+        () => messagesLeft(client, queue),
+        drainStallMs,
+        Math.max(0, drainMsMax - (Date.now() - drainStart)),
+      ))
+    if (backlogDrained)
+      log(`fault run: drain of the ${left ?? '?'} messages left in the queue ${drained ? 'done' : 'FAILED'}`)
     load.consuming = false
     await Promise.all(consumers)
     // A cluster left without a leader somewhere must still get its report and artifacts.
@@ -336,7 +367,13 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
           'restarted nodes ran other code than their peers, against data the old code wrote',
       )
     }
-    const failed = report.anomalies.length > 0 || unacked.length > 0 || !drained || problems.length > 0
+    const crashes = cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`))
+    const failed =
+      report.anomalies.length > 0 ||
+      unacked.length > 0 ||
+      !drained ||
+      problems.length > 0 ||
+      crashes.length > 0
     let artifacts: string | undefined
     if (failed || options.keep) {
       artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)
@@ -366,7 +403,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       problems,
       longestStallMs: stall.ms,
       ops: history.ops.length,
-      crashes: cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`)),
+      crashes,
       elapsedMs: Date.now() - started,
       replay,
       ...(artifacts ? { artifacts } : {}),

@@ -51,6 +51,11 @@ export interface LeaseOp {
   readonly endMs: number
   readonly outcome: Outcome
   readonly messages: readonly LeasedRecord[]
+  /**
+   * The visibility the lease call asked for: each message's deadline is the leader's time when
+   * it granted the lease plus this (the checker's grant times).
+   */
+  readonly visibilityMs?: number
   readonly error?: string
 }
 
@@ -66,7 +71,14 @@ export interface SettleOp {
   readonly endMs: number
   readonly outcome: Outcome
   readonly leaseIds: readonly string[]
-  /** On ok: each lease's result. */
+  /**
+   * Each lease's result: on ok, and on info after a retry the server answered (error
+   * `RETRIED`: an earlier attempt's outcome is unknown). A retry's `ok` is still definite: this
+   * attempt settled the lease. So is an ack's `expired`: the lease had ended for good (its
+   * deadline passed, or the message was delivered again), and no attempt deleted the message,
+   * or the answer would have been `unknown`. A nack's `expired` is not: a nack an earlier
+   * attempt applied leaves the message ready, which a retry is told is `expired`.
+   */
   readonly results?: Readonly<Record<string, SettleResult>>
   readonly error?: string
 }

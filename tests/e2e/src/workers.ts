@@ -316,7 +316,8 @@ export async function runConsumer(
             : await call(s, s.nack, request, options.attemptMs)
         const results: Record<string, SettleResult> = {}
         for (const r of response.results) results[r.leaseId] = RESULT[r.outcome] ?? 'unknown'
-        // After an attempt of unknown outcome, "unknown lease" may mean that attempt applied.
+        // After an attempt of unknown outcome, "unknown lease" may mean that attempt applied;
+        // "ok" and "expired" are still definite (history.ts, SettleOp.results).
         load.history.add({
           kind,
           worker: options.worker,
@@ -324,10 +325,15 @@ export async function runConsumer(
           startMs,
           endMs: Date.now(),
           leaseIds,
-          ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok', results }),
+          results,
+          ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok' }),
         })
         if (kind === 'ack') {
-          for (const l of leases) if (indeterminate || results[l.leaseId] === 'ok') load.noteAcked(l.body)
+          for (const l of leases) {
+            const r = results[l.leaseId]
+            // An ack answered "expired" did not apply: the drain waits for the message again.
+            if (r === 'ok' || (indeterminate && r !== 'expired')) load.noteAcked(l.body)
+          }
         }
         return
       } catch (error) {
@@ -409,6 +415,7 @@ export async function runConsumer(
         endMs: Date.now(),
         outcome: 'ok',
         messages,
+        visibilityMs: options.visibilityMs,
       })
       const acks: LeasedRecord[] = []
       const nacks: LeasedRecord[] = []
