@@ -70,6 +70,7 @@ import { OwnClient } from './host/own-client'
 import { PartitionMover } from './host/partition-mover'
 import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
+import { RouteCache } from './host/route-cache'
 import { RouteMisses } from './host/route-misses'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
@@ -150,17 +151,15 @@ export class MqNode {
   readonly #dataGroups = new Map<number, LocalDataGroup>()
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
-  readonly #routes = new Map<string, QueueRoute>()
+  /** Routes of queues data requests came for (host/route-cache.ts). */
+  readonly #routes = new RouteCache<QueueRoute>()
   /** Route lookups for queues not in `#routes`: shared while under way, misses remembered briefly. */
   readonly #routeMisses = new RouteMisses<QueueRoute>()
   /** The meta terms replica change steps were taken from, per group led here (MetaTermFence). */
   readonly #metaTerms = new MetaTermFence()
   /** The node's own SDK client (dead letters it moves), once started. */
   #ownClient: OwnClient | undefined
-  /** The latest grow epoch heard in a heartbeat (see #forgetRoutesBefore). */
-  #growEpochSeen = 0
-  /** The changed epoch the hosted queues' cached routes were last brought up to (#refreshHostedRoutes). */
-  #changedEpochRefreshed = 0
+  /** A refresh of the cached routes is under way (#refreshCachedRoutes). */
   #refreshingRoutes = false
   readonly #calls: PeerCalls
   readonly #controller: Controller
@@ -868,9 +867,9 @@ export class MqNode {
         .catch((error: unknown) => this.log.warn({ err: error }, 'cannot keep the format level'))
       if (!this.#metaVoter()) {
         this.#metaTokens.fromHeartbeat(response.tokens, response.tokensFingerprint)
-        this.#forgetRoutesBefore(response.growEpoch)
-        this.#refreshHostedRoutes(response.changedEpoch)
-      }
+        this.#routes.forgetBefore(response.growEpoch)
+        this.#refreshCachedRoutes(response.changedEpoch)
+      } else this.#forgetDeletedRoutes(response.changedEpoch)
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
       if (response.hostMeta)
         this.#hostMeta(false).catch((error: unknown) =>
@@ -1188,55 +1187,63 @@ export class MqNode {
     const q = state.queue(queue)
     if (!q) return null
     const route = routeOf(state, q)
-    this.#cacheRoute(route)
+    this.#routes.put(route)
     return route
   }
 
   /**
-   * Forgets the cached routes older than `growEpoch` (the latest epoch at which a queue got
-   * partitions; a node without a meta replica hears it in heartbeats): the next request for
-   * such a queue fetches its route again, so a client routed before the partitions were added
-   * is told STALE_ROUTE. Partitions are added rarely: each change costs a refetch per queue.
+   * Brings the cached routes, and those of the queues this node's data groups hold, up to
+   * `changedEpoch` (the latest epoch at which a queue's settings changed or a queue was deleted;
+   * a node without a meta replica hears it in heartbeats), in one GetRoutes (per 1,000 names):
+   * their leaders then apply new settings (a pause) and stop serving a deleted queue, or the
+   * deleted incarnation of a name created again, within a heartbeat, though the clients'
+   * requests still carry the route epoch they were routed with. Routes are replaced, not
+   * forgotten, so requests go on meanwhile and a late answer older than the refresh cannot
+   * replace it; the route of a queue the answer lacks (deleted) is forgotten, so the next
+   * request for it asks the meta group. Until 2026-12-02 only the hosted queues were asked
+   * about, and a deleted queue's partitions leave their groups at once (retired): its route
+   * stayed cached for good — memory growing with every queue ever deleted, and once the
+   * retirement was lifted (10 min on), a request routed before the deletion was served by the
+   * cached route, opening the deleted partition again and acknowledging messages the orphan
+   * sweeper then dropped. One refresh at a time; an answer from a meta leader that has not
+   * applied the change yet (one just elected), or none, is tried again at the next heartbeat.
    */
-  #forgetRoutesBefore(growEpoch: number): void {
-    if (growEpoch <= this.#growEpochSeen) return
-    this.#growEpochSeen = growEpoch
-    for (const [queue, route] of this.#routes) if (route.routeEpoch < growEpoch) this.#routes.delete(queue)
-  }
-
-  /**
-   * Brings the cached routes of the queues this node's data groups hold up to `changedEpoch`
-   * (the latest epoch at which a queue's settings changed or a queue was deleted; a node without
-   * a meta replica hears it in heartbeats), in one GetRoutes: their leaders then apply new
-   * settings (a pause) and stop serving a deleted queue, or the deleted incarnation of a name
-   * created again, within a heartbeat, though the clients' requests still carry the route epoch
-   * they were routed with. Routes are replaced, not forgotten, so requests go on meanwhile and a
-   * late answer older than the refresh cannot replace it (`#cacheRoute`); the route of a queue
-   * the answer lacks (deleted) is forgotten, so the next request for it asks the meta group.
-   * One refresh at a time; an answer from a meta leader that has not applied the change yet
-   * (one just elected), or none, is tried again at the next heartbeat.
-   */
-  #refreshHostedRoutes(changedEpoch: number): void {
-    if (changedEpoch <= this.#changedEpochRefreshed || this.#refreshingRoutes) return
-    const names = queueNamesOf([...this.#dataGroups.values()].flatMap((g) => g.port.machine.partitionIds()))
+  #refreshCachedRoutes(changedEpoch: number): void {
+    if (this.#refreshingRoutes) return
+    const hosted = queueNamesOf([...this.#dataGroups.values()].flatMap((g) => g.port.machine.partitionIds()))
+    const names = this.#routes.namesToRefresh(changedEpoch, hosted)
+    if (!names) return
     if (names.size === 0) {
-      this.#changedEpochRefreshed = changedEpoch
+      this.#routes.refreshed(changedEpoch)
       return
     }
     this.#refreshingRoutes = true
     this.#fetchRoutes([...names])
       .then((response) => {
-        if (response.routeEpoch >= changedEpoch) this.#changedEpochRefreshed = changedEpoch
+        if (response.routeEpoch >= changedEpoch) this.#routes.refreshed(changedEpoch)
       })
-      .catch((error: unknown) => this.log.debug({ err: error }, 'cannot refresh the routes of hosted queues'))
+      .catch((error: unknown) => this.log.debug({ err: error }, 'cannot refresh the cached routes'))
       .finally(() => {
         this.#refreshingRoutes = false
       })
   }
 
   /**
-   * The routes of `queues` from the meta leader, cached (`#cacheRoute`); the cached route of a
-   * queue the answer lacks (deleted) is forgotten, unless newer than the answer.
+   * On a node with a meta replica: forgets the cached routes of queues the replica no longer
+   * has (deleted, or created again as another incarnation) once it has applied `changedEpoch`
+   * (the latest deletion or settings change, heard in heartbeats). Such a node takes routes from
+   * its replica; the cache stands in only while the replica lags, and kept a deleted queue's
+   * route until a request for that very queue came.
+   */
+  #forgetDeletedRoutes(changedEpoch: number): void {
+    const state = this.#metaVoter()?.state
+    if (!state || state.routeEpoch < changedEpoch) return
+    this.#routes.forgetDeleted(changedEpoch, (name) => state.queue(name)?.queueId)
+  }
+
+  /**
+   * The routes of `queues` from the meta leader, cached; the cached route of a queue the answer
+   * lacks (deleted) is forgotten, unless newer than the answer.
    */
   async #fetchRoutes(queues: readonly string[]): Promise<{ routeEpoch: number; routes: QueueRoute[] }> {
     // In parts: the routes of every hosted queue (up to 100,000) passed the 64 MiB a call
@@ -1254,27 +1261,8 @@ export class MqNode {
     const response = await this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
       c.meta.getRoutes({ queues: [...queues] }, md, opts, cb),
     )
-    const missing = new Set(queues)
-    for (const r of response.routes) {
-      this.#cacheRoute(r)
-      missing.delete(r.queue)
-    }
-    for (const gone of missing) {
-      const cached = this.#routes.get(gone)
-      if (cached && cached.routeEpoch < response.routeEpoch) this.#routes.delete(gone)
-    }
+    this.#routes.answered(queues, response.routeEpoch, response.routes)
     return response
-  }
-
-  /**
-   * Caches `route` unless the cache holds a newer one (routes come from several sources), or it
-   * is older than the changed epoch the routes were last refreshed to (an answer to a call
-   * made before: it may carry old settings, or a queue since deleted).
-   */
-  #cacheRoute(route: QueueRoute): void {
-    if (route.routeEpoch < this.#changedEpochRefreshed) return
-    if ((this.#routes.get(route.queue)?.routeEpoch ?? 0) <= route.routeEpoch)
-      this.#routes.set(route.queue, route)
   }
 
   #dataNodePort(): DataNodePort {
@@ -1337,12 +1325,7 @@ export class MqNode {
         }
         return { group: local.port, storedAs, config: route.config }
       },
-      routeEpoch: () => {
-        // A loop, not a spread: up to 100,000 queues' routes may be cached.
-        let epoch = 0
-        for (const r of this.#routes.values()) epoch = Math.max(epoch, r.routeEpoch)
-        return epoch
-      },
+      routeEpoch: () => this.#routes.highestEpoch,
       formatLevel: () => this.#formatLevel,
     }
   }
