@@ -60,7 +60,7 @@ import { DeadLetterForwarder } from './host/dead-letter-forwarder'
 import { DeadLetterLog } from './host/dead-letter-log'
 import { checkedEntry } from './host/entry-size'
 import { FounderGate } from './host/founder-gate'
-import { transferWhenCaughtUp } from './host/leader-transfer'
+import { stopTransferTarget, transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { MetaTermFence } from './host/meta-term-fence'
 import { NodeFacts } from './host/node-facts'
@@ -101,6 +101,20 @@ const FOUNDER_PROBE_MS = 500
 const HEARTBEAT_SILENCE_LOG_MS = 10_000
 /** Queues a node asks the routes of per GetRoutes call (#fetchRoutes). */
 const GET_ROUTES_PART = 1_000
+/** How long a stop waits for the data groups' applies under way before it closes the store. */
+const STOP_SETTLE_MS = 5_000
+
+/** Waits for `all` to settle, however they end, for at most `ms`. */
+async function settledWithin(all: readonly Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  await Promise.race([
+    Promise.allSettled(all),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms)
+    }),
+  ])
+  clearTimeout(timer)
+}
 /** The deadline of one Peer.Probe. */
 const PROBE_CALL_MS = 1_000
 /** How often group leadership changes are looked for (and logged). */
@@ -563,6 +577,12 @@ export class MqNode {
     this.#calls.close()
     // Before the store closes: Raft messages still arriving on open peer streams are dropped.
     await this.#raft?.stop()
+    // Applies still running write to the store: closed under them, they failed and a clean stop
+    // logged a fatal error (nothing lost: the entries apply again at the next start).
+    await settledWithin(
+      [...this.#dataGroups.values()].map((local) => local.machine.settled()),
+      STOP_SETTLE_MS,
+    )
     await this.#images?.close()
     // Dropped partitions' sweeps stop after their page (their tombstones carry on at restart).
     await Promise.all([...this.#dataGroups.values()].map((local) => local.machine.machine.close()))
@@ -576,7 +596,7 @@ export class MqNode {
     if (!raft || this.#fatal !== undefined) return
     const led = (): number[] => raft.groupIds().filter((g) => raft.status(g).role === Role.Leader)
     for (const groupId of led()) {
-      const to = raft.status(groupId).conf.voters.find((v) => v !== this.config.nodeId)
+      const to = stopTransferTarget(raft, groupId)
       if (!to) continue
       try {
         raft.transferLeader(groupId, to)

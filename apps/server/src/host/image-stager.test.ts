@@ -186,6 +186,27 @@ describe('ImageStager', () => {
     expect(await follower.engine.range(stagedImageRange(1))).toEqual([])
   })
 
+  it('an install whose deletion of older images fails still succeeds; the next sweep deletes them', async () => {
+    const leader = await leaderWith(20, 100)
+    const engine = new MemoryEngine()
+    let failing = false
+    const write = engine.write.bind(engine)
+    engine.write = async (ops, options) => {
+      if (failing) throw Object.assign(new Error('the group commit is full'), { retriable: true })
+      return write(ops, options)
+    }
+    const errors: unknown[] = []
+    const follower = imagePeer(engine, () => leader.side.store, { onError: (_g, e) => errors.push(e) })
+    await stage(follower, leader.snapshot) // index 10
+    failing = true
+    await follower.stager.installed(1, 10) // resolves: the install goes on
+    expect(errors).toHaveLength(1)
+    expect(await follower.stager.staged(1, imageIdOf(leader.snapshot), 10)).toBe(true)
+    failing = false
+    await follower.stager.sweep()
+    expect(await engine.range(stagedImageRange(1))).toEqual([])
+  })
+
   it('deletes the pages of a fetch replaced while its call was pending once that call fails, and the rest at the next install', async () => {
     const leader = await leaderWith(300, 9_000) // three 1 MiB pages
     const follower = heldFollower(leader.side.store)

@@ -104,6 +104,8 @@ export class ImageStager {
   readonly #complete = new Map<number, Map<number, number>>()
   /** The highest index installed per group (the replica's applied index may not show it yet). */
   readonly #installed = new Map<number, number>()
+  /** Groups whose last pruning failed part way (the images it forgot may still be staged). */
+  readonly #pruneAgain = new Set<number>()
   /** The page writes in flight per group (`forget` waits for them). */
   readonly #writes = new Map<number, Set<Promise<void>>>()
   #running = 0
@@ -187,11 +189,13 @@ export class ImageStager {
   /**
    * An image of `groupId` at `index` was installed: deletes every staged image of the group
    * but the one being fetched and the complete ones above `index` (the replica may have taken
-   * one of them already, to install next). Paged writes.
+   * one of them already, to install next). Paged writes. A deletion that fails is reported
+   * (`onError`) and left to the next sweep: it holds no state, and failing the install over it
+   * (a full group-commit queue, say) stopped the node.
    */
   async installed(groupId: number, index: number): Promise<void> {
     this.#installed.set(groupId, Math.max(index, this.#installed.get(groupId) ?? 0))
-    await this.#prune(groupId)
+    await this.#prune(groupId).catch((error: unknown) => this.#deps.onError?.(groupId, error))
   }
 
   /**
@@ -201,13 +205,14 @@ export class ImageStager {
    * that fails is reported (`onError`) and tried again at the next sweep.
    */
   async sweep(): Promise<void> {
-    for (const groupId of new Set([...this.#complete.keys(), ...this.#fetches.keys()])) {
+    const groups = new Set([...this.#complete.keys(), ...this.#fetches.keys(), ...this.#pruneAgain])
+    for (const groupId of groups) {
       if (this.#stopped) return
       const floor = this.#floor(groupId)
       const indexes = [...(this.#complete.get(groupId)?.values() ?? [])]
       const current = this.#fetches.get(groupId)
       if (current) indexes.push(current.handle.index)
-      if (!indexes.some((index) => index <= floor)) continue
+      if (!this.#pruneAgain.has(groupId) && !indexes.some((index) => index <= floor)) continue
       await this.#prune(groupId).catch((error: unknown) => this.#deps.onError?.(groupId, error))
     }
   }
@@ -339,6 +344,14 @@ export class ImageStager {
    * at or below it (a running fetch then stops after its page and deletes its own).
    */
   async #prune(groupId: number): Promise<void> {
+    // The images forgotten below are deleted after: a failure part way leaves the group to the
+    // next sweep, which would not know of them otherwise.
+    this.#pruneAgain.add(groupId)
+    await this.#pruneOnce(groupId)
+    this.#pruneAgain.delete(groupId)
+  }
+
+  async #pruneOnce(groupId: number): Promise<void> {
     const floor = this.#floor(groupId)
     const complete = this.#complete.get(groupId)
     for (const [imageId, at] of [...(complete ?? [])]) if (at <= floor) complete?.delete(imageId)

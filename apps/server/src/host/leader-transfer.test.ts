@@ -1,13 +1,14 @@
 import { type RaftStatus, Role } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
 import { CAUGHT_UP_ENTRIES } from './caught-up'
-import { type LeaderTransferRaft, transferWhenCaughtUp } from './leader-transfer'
+import { type LeaderTransferRaft, stopTransferTarget, transferWhenCaughtUp } from './leader-transfer'
 
 /** A replica of group 1 in `role` at commit index `commit`, knowing the others' match indexes. */
 function replica(role: Role, commit: number, match: Record<string, number>, busy = false) {
   const transfers: string[] = []
   const raft: LeaderTransferRaft = {
-    status: () => ({ id: 'n1', role, commit }) as unknown as RaftStatus,
+    status: () =>
+      ({ id: 'n1', role, commit, conf: { voters: ['n1', 'n2', 'n3', 'n4'] } }) as unknown as RaftStatus,
     matchIndex: (_groupId, id) => match[id],
     transferLeader: (_groupId, to) => {
       if (busy) throw new Error('leadership is being transferred already')
@@ -39,5 +40,15 @@ describe('transferWhenCaughtUp (leader balancing on the data-group leader)', () 
     expect(follower.transfers).toEqual([])
     const busy = replica(Role.Leader, 10, { n2: 10 }, true)
     expect(transferWhenCaughtUp(busy.raft, 1, 'n2')).toBe(false)
+  })
+})
+
+describe('stopTransferTarget (a leader stopping)', () => {
+  it('picks the other voter whose log matches furthest, only if caught up', () => {
+    const { raft } = replica(Role.Leader, 9_000, { n1: 9_000, n2: 100, n3: 8_990, n4: 8_950 })
+    expect(stopTransferTarget(raft, 1)).toBe('n3')
+    // The first voter in the configuration, dead and far behind, is not chosen.
+    const behind = replica(Role.Leader, 9_000, { n1: 9_000, n2: 100, n3: 200 })
+    expect(stopTransferTarget(behind.raft, 1)).toBeUndefined()
   })
 })

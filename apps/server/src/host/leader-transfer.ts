@@ -25,3 +25,25 @@ export function transferWhenCaughtUp(raft: LeaderTransferRaft, groupId: number, 
     return false
   }
 }
+
+/**
+ * The voter of group `groupId` to hand its leadership to when this node stops: of the others,
+ * the one whose log matches furthest, if caught up; undefined when none is (the group then
+ * elects once this node is gone). Until 2026-12-02 it was the first other voter in the
+ * configuration, dead or far behind as it may be: the transfer held the group's proposals
+ * until it timed out (2 s) on every stop.
+ */
+export function stopTransferTarget(raft: LeaderTransferRaft, groupId: number): string | undefined {
+  const status = raft.status(groupId)
+  let best: string | undefined
+  let bestMatch = 0
+  for (const id of status.conf.voters) {
+    if (id === status.id) continue
+    const match = raft.matchIndex(groupId, id) ?? 0
+    if (caughtUp(match, status.commit) && match > bestMatch) {
+      best = id
+      bestMatch = match
+    }
+  }
+  return best
+}
