@@ -11,7 +11,7 @@ const PARTITIONS = 20
  * first); counts the calls under way. `failing` partitions fail instead.
  */
 function fakeRouter(failing: readonly number[] = []) {
-  const seen = { inFlight: 0, inFlightMax: 0, started: [] as number[] }
+  const seen = { inFlight: 0, inFlightMax: 0, answered: 0, started: [] as number[] }
   const queue = {
     listReady(
       request: { target: { partition: number } },
@@ -27,7 +27,9 @@ function fakeRouter(failing: readonly number[] = []) {
       const step = () => {
         if (turns-- > 0) return void setImmediate(step)
         seen.inFlight--
-        callback(null, { messages: [{ id: partition } as unknown as LeasedMessage] })
+        seen.answered++
+        const body = new Uint8Array(1024).fill(partition)
+        callback(null, { messages: [{ id: partition, body } as unknown as LeasedMessage] })
       }
       step()
       return { cancel: () => {} }
@@ -58,6 +60,35 @@ describe('Admin.peek', () => {
     expect(listed.map((m) => [m.partition, m.id])).toEqual(
       Array.from({ length: PARTITIONS }, (_, p) => [p, p]),
     )
+  })
+
+  it('with map, turns each message as its partition answers and keeps only what map returns', async () => {
+    const { admin, seen } = fakeRouter()
+    const answeredAtMap: number[] = []
+    const listed = await admin.peek('jobs', 10, {
+      map: (m) => {
+        answeredAtMap.push(seen.answered)
+        return { partition: m.partition, head: m.body.slice(0, 2) }
+      },
+    })
+    expect(listed).toEqual(
+      Array.from({ length: PARTITIONS }, (_, p) => ({ partition: p, head: Uint8Array.of(p, p) })),
+    )
+    // Each answer is mapped when it arrives, not once every partition has answered.
+    expect([...answeredAtMap].sort((a, b) => a - b)).toEqual(
+      Array.from({ length: PARTITIONS }, (_, i) => i + 1),
+    )
+  })
+
+  it('fails the peek when map throws', async () => {
+    const { admin } = fakeRouter()
+    await expect(
+      admin.peek('jobs', 10, {
+        map: () => {
+          throw new Error('no room')
+        },
+      }),
+    ).rejects.toThrow('no room')
   })
 
   it('fails with the first partition that fails, and starts no partition after it', async () => {

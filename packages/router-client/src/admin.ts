@@ -209,23 +209,42 @@ export class Admin {
    * Up to `limit` ready messages of each partition of `name`, without delivering them (no
    * lease, no delivery counted): per partition the heaviest weight first, each weight's in
    * the order it delivers them.
+   *
+   * With `map`, the listing holds what `map` returns for each message instead of the message:
+   * it is called as each partition's answer arrives (up to 4 MiB of bodies; the answers under
+   * way are at most LISTED_PARTITIONS_AT_ONCE), and the answer is let go then. So a `map` that
+   * keeps a short copy of each body bounds what a peek of many partitions holds (256 whole
+   * answers: up to 1 GiB). A body is a view into its answer's buffer: keep a copy (`slice`),
+   * not a view (`subarray`). A `map` that throws fails the peek.
    */
-  async peek(name: string, limit = 100): Promise<ListedMessage[]> {
-    return this.#listed(name, (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs))
+  peek(name: string, limit?: number): Promise<ListedMessage[]>
+  peek<T>(name: string, limit: number, options: { readonly map: (message: ListedMessage) => T }): Promise<T[]>
+  async peek<T>(
+    name: string,
+    limit = 100,
+    options?: { readonly map: (message: ListedMessage) => T },
+  ): Promise<(T | ListedMessage)[]> {
+    return this.#listed(
+      name,
+      (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs),
+      options?.map,
+    )
   }
 
   /**
    * Every partition's listing of `name`, partition by partition, each message with its
-   * partition; LISTED_PARTITIONS_AT_ONCE partitions are read at a time.
+   * partition turned by `map` (default: kept as is) as its partition answers;
+   * LISTED_PARTITIONS_AT_ONCE partitions are read at a time.
    */
-  async #listed(
+  async #listed<T = ListedMessage>(
     name: string,
     list: (c: Connection['queue'], target: PartitionTarget) => Promise<LeaseResponse>,
-  ): Promise<ListedMessage[]> {
+    map: (message: ListedMessage) => T = (m) => m as T,
+  ): Promise<T[]> {
     const lists = await this.#eachPartition(
       name,
       async (c, target) =>
-        (await list(c, target)).messages.map((m) => ({ ...m, partition: target.partition })),
+        (await list(c, target)).messages.map((m) => map({ ...m, partition: target.partition })),
       LISTED_PARTITIONS_AT_ONCE,
     )
     return lists.flat()

@@ -14,11 +14,14 @@ export class CallSlots {
   #running = 0
   readonly #waitMaxMs: number
   readonly #waiting: (() => void)[] = []
+  readonly #what: string
 
-  constructor(runningMax: number, waitingMax: number, waitMaxMs = 5_000) {
+  /** `what` names the slots in the 429 messages. */
+  constructor(runningMax: number, waitingMax: number, waitMaxMs = 5_000, what = 'cluster calls') {
     this.#runningMax = runningMax
     this.#waitingMax = waitingMax
     this.#waitMaxMs = waitMaxMs
+    this.#what = what
   }
 
   /**
@@ -33,7 +36,7 @@ export class CallSlots {
         throw new ApiRequestError(
           429,
           'TOO_MANY_REQUESTS',
-          `this node's console is running ${this.#runningMax} cluster calls and ${this.#waitingMax} more wait: try again in a moment`,
+          `this node's console is running ${this.#runningMax} ${this.#what} and ${this.#waitingMax} more wait: try again in a moment`,
         )
       }
       // The call that finishes hands its slot over (the count stays), so a newcomer cannot take it first.
@@ -49,7 +52,7 @@ export class CallSlots {
             new ApiRequestError(
               429,
               'TOO_MANY_REQUESTS',
-              `waited ${this.#waitMaxMs} ms for one of this node's ${this.#runningMax} console slots for cluster calls: try again in a moment`,
+              `waited ${this.#waitMaxMs} ms for one of this node's ${this.#runningMax} console slots for ${this.#what}: try again in a moment`,
             ),
           )
         }, this.#waitMaxMs)

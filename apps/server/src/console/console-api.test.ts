@@ -9,14 +9,25 @@ import {
   PEEK_PER_PARTITION,
   type PeekedMessage,
   type QueueDetail,
+  type QueueSummary,
   type SessionInfo,
 } from '@mq/console'
 import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
-import type { MqClient } from '@mq/router-client'
+import type { ListedMessage, MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { AccessControl } from '../auth/access'
 import { parseTokenFile } from '../auth/token-file'
-import { CLUSTER_CALLS_RUNNING_MAX, CLUSTER_CALLS_WAITING_MAX, ConsoleApi } from './console-api'
+import {
+  bodyText,
+  CLUSTER_CALLS_RUNNING_MAX,
+  CLUSTER_CALLS_WAITING_MAX,
+  ConsoleApi,
+  PEEK_BODY_BYTES_MAX,
+  PEEKS_RUNNING_MAX,
+  PEEKS_WAITING_MAX,
+  QUEUES_STATS_CALLS_AT_ONCE,
+  QUEUES_WITH_STATS_MAX,
+} from './console-api'
 import { ConsoleAssets } from './console-assets'
 import { ConsoleClients } from './console-clients'
 
@@ -59,8 +70,50 @@ const route: QueueRoute = {
   ],
 }
 
-/** A stand-in for the SDK's admin: records what it was asked, answers canned figures (a peek once `hold` resolves). */
-function fakeClient(calls: string[], groupPartitions = 1, hold?: Promise<void>): MqClient {
+/** The stats every queue answers. */
+const queueStats = [
+  {
+    queue: 'jobs',
+    partition: 0,
+    groupId: 1,
+    messages: 6,
+    windowLeases: 0,
+    waiting: 2,
+    weights: [
+      {
+        weight: 2,
+        ready: 3,
+        delayed: 1,
+        leased: 1,
+        dead: 1,
+        oldestAgeMs: 50,
+        targetShare: 1,
+        achievedShare: 1,
+      },
+    ],
+  },
+]
+
+interface FakeOptions {
+  readonly groupPartitions?: number
+  /** Peeks and queue descriptions answer once it resolves. */
+  readonly hold?: Promise<void>
+  /** What listQueues answers (default: `route`). */
+  readonly queues?: readonly QueueRoute[]
+  /** The Stats calls under way (a queue's stats count one per partition), and their most. */
+  readonly stats?: { inFlight: number; inFlightMax: number }
+  /** The bytes of the values a peek kept: a body's whole buffer while it keeps the bytes. */
+  readonly peekKept?: number[]
+  /** The body of the third peeked message (default: 300 x). */
+  readonly peekBody?: Uint8Array
+}
+
+/**
+ * A stand-in for the SDK's admin: records what it was asked, answers canned figures. A peek
+ * keeps what its `map` returns for each message, as the SDK does.
+ */
+function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
+  const { groupPartitions = 1, hold } = options
   const admin = {
     clusterStatus: async () => ({
       metaLeaderId: 'n1',
@@ -92,34 +145,24 @@ function fakeClient(calls: string[], groupPartitions = 1, hold?: Promise<void>):
     }),
     listQueues: async () => {
       calls.push('list')
-      return [route]
+      return options.queues ?? [route]
     },
     describeQueue: async (name: string) => {
       calls.push(`describe ${name}`)
+      await hold
       return route
     },
-    queueStats: async () => [
-      {
-        queue: 'jobs',
-        partition: 0,
-        groupId: 1,
-        messages: 6,
-        windowLeases: 0,
-        waiting: 2,
-        weights: [
-          {
-            weight: 2,
-            ready: 3,
-            delayed: 1,
-            leased: 1,
-            dead: 1,
-            oldestAgeMs: 50,
-            targetShare: 1,
-            achievedShare: 1,
-          },
-        ],
-      },
-    ],
+    queueStats: async (name: string) => {
+      const stats = options.stats
+      if (stats) {
+        const partitions = options.queues?.find((q) => q.queue === name)?.partitions.length ?? 1
+        stats.inFlight += partitions
+        stats.inFlightMax = Math.max(stats.inFlightMax, stats.inFlight)
+        for (let turn = 0; turn < 3; turn++) await new Promise<void>((r) => setImmediate(r))
+        stats.inFlight -= partitions
+      }
+      return queueStats
+    },
     createQueue: async (name: string, config: unknown) => {
       calls.push(`create ${name} ${JSON.stringify(config)}`)
       if (name === 'taken') throw new QueueExistsError('queue taken exists')
@@ -136,15 +179,22 @@ function fakeClient(calls: string[], groupPartitions = 1, hold?: Promise<void>):
     transferLeader: async (groupId: number, to: string) => {
       calls.push(`transfer ${groupId} ${to}`)
     },
-    peek: async (name: string, limit: number) => {
+    peek: async (name: string, limit: number, peekOptions?: { map: (m: ListedMessage) => unknown }) => {
       calls.push(`peek ${name} ${limit}`)
       await hold
       const m = { leaseId: '', headers: {}, deadlineMs: 0, enqueuedAtMs: 5, deliveryCount: 0 }
-      return [
+      const third = options.peekBody ?? new TextEncoder().encode('x'.repeat(300))
+      const messages: ListedMessage[] = [
         { ...m, partition: 0, id: 1, weight: 3, key: 'k', body: new TextEncoder().encode('hello') },
         { ...m, partition: 0, id: 2, weight: 1, key: '', body: Uint8Array.of(0xff, 0xfe), deliveryCount: 2 },
-        { ...m, partition: 1, id: 1, weight: 1, key: '', body: new TextEncoder().encode('x'.repeat(300)) },
+        { ...m, partition: 1, id: 1, weight: 1, key: '', body: third },
       ]
+      const kept = peekOptions ? messages.map(peekOptions.map) : messages
+      for (const value of kept) {
+        const body = (value as { body: unknown }).body
+        options.peekKept?.push(body instanceof Uint8Array ? body.buffer.byteLength : String(body).length)
+      }
+      return kept
     },
     drainNode: async (nodeId: string) => {
       calls.push(`drain ${nodeId}`)
@@ -171,7 +221,7 @@ afterEach(() => {
 
 async function serve(
   auth: boolean,
-  options: { groupPartitions?: number; peekWithoutAuth?: boolean; hold?: Promise<void> } = {},
+  options: FakeOptions & { peekWithoutAuth?: boolean } = {},
 ): Promise<{ base: string; calls: string[]; opened: string[] }> {
   const calls: string[] = []
   const opened: string[] = []
@@ -180,7 +230,7 @@ async function serve(
     access: new AccessControl({ peerToken: '', tokens: auth ? tokens : undefined }),
     clients: new ConsoleClients(async (token) => {
       opened.push(token)
-      return fakeClient(calls, options.groupPartitions, options.hold)
+      return fakeClient(calls, options)
     }),
     nowMs: () => 1_000,
     ...(options.peekWithoutAuth ? { peekWithoutAuth: true } : {}),
@@ -258,14 +308,99 @@ describe('the console API', () => {
     expect(calls).toEqual([`peek jobs ${PEEK_PER_PARTITION}`])
   })
 
-  it('runs a bounded number of cluster calls at once, lines up a bounded number, refuses the rest with 429', async () => {
+  it('keeps of each peeked message only what the page shows, cut as its answer arrives', async () => {
+    const peekKept: number[] = []
+    // A 1 MiB body that is not UTF-8 past its first bytes, as a view into a larger answer.
+    const answer = new Uint8Array(4 * 1024 * 1024).fill(0x61)
+    answer.fill(0xff, 2048)
+    const { base } = await serve(false, {
+      peekWithoutAuth: true,
+      peekKept,
+      peekBody: answer.subarray(0, 1 << 20),
+    })
+    const peeked = (await (await fetch(`${base}/api/queues/jobs/peek`)).json()) as PeekedMessage[]
+    expect(peeked[2]?.body).toBe(`${'a'.repeat(PEEK_BODY_CHARS - 1)}…`)
+    // Not the answer's buffer: a string of at most PEEK_BODY_CHARS per message.
+    expect(peekKept).toHaveLength(3)
+    expect(Math.max(...peekKept)).toBeLessThanOrEqual(PEEK_BODY_CHARS)
+  })
+
+  it('runs a bounded number of peeks at once, lines up a bounded number, refuses the rest with 429', async () => {
     let release = () => {}
     const hold = new Promise<void>((r) => (release = r))
     const { base, calls } = await serve(false, { peekWithoutAuth: true, hold })
-    const total = CLUSTER_CALLS_RUNNING_MAX + CLUSTER_CALLS_WAITING_MAX + 1
+    const total = PEEKS_RUNNING_MAX + PEEKS_WAITING_MAX + 1
     const answered: Response[] = []
     const answers = Array.from({ length: total }, () =>
       fetch(`${base}/api/queues/jobs/peek`).then((r) => {
+        answered.push(r)
+        return r
+      }),
+    )
+    await vi.waitFor(() => expect(answered.length + calls.length).toBeGreaterThan(PEEKS_RUNNING_MAX), {
+      timeout: 10_000,
+    })
+    expect([answered.map((r) => r.status), calls.length]).toEqual([[429], PEEKS_RUNNING_MAX])
+    const { error } = (await (answered[0] as Response).json()) as { error: { code: string; message: string } }
+    expect(error).toEqual({ code: 'TOO_MANY_REQUESTS', message: expect.stringMatching(/2 peeks.*try again/) })
+    // The peeks waiting hold no cluster call's slot: other reads are answered meanwhile.
+    expect((await fetch(`${base}/api/cluster`)).status).toBe(200)
+    release()
+    const statuses = (await Promise.all(answers)).map((r) => r.status)
+    expect(statuses.filter((s) => s === 200)).toHaveLength(total - 1)
+    expect(calls.filter((c) => c.startsWith('peek'))).toHaveLength(total - 1)
+  })
+
+  it('reads the stats of the first queues with a bounded number of Stats calls at once', async () => {
+    const stats = { inFlight: 0, inFlightMax: 0 }
+    const partitions = (n: number) =>
+      Array.from({ length: n }, (_, partition) => ({
+        ...(route.partitions[0] as QueueRoute['partitions'][0]),
+        partition,
+      }))
+    // 60 queues of 16 partitions, then one of 256 (past the first 50: not read).
+    const queues: QueueRoute[] = [
+      ...Array.from({ length: 60 }, (_, i) => ({ ...route, queue: `q${i}`, partitions: partitions(16) })),
+    ]
+    queues.splice(10, 0, { ...route, queue: 'big', partitions: partitions(256) })
+    const { base } = await serve(false, { queues, stats })
+    const listed = (await (await fetch(`${base}/api/queues`)).json()) as QueueSummary[]
+    expect(listed.map((q) => q.name)).toEqual(queues.map((q) => q.queue))
+    expect(listed.filter((q) => q.depth !== null)).toHaveLength(QUEUES_WITH_STATS_MAX)
+    expect(listed[QUEUES_WITH_STATS_MAX]).toMatchObject({
+      depth: null,
+      error: expect.stringMatching(/not read/),
+    })
+    // The queue of 256 partitions was read alone; the others QUEUES_STATS_CALLS_AT_ONCE / 16 at a time.
+    expect(stats.inFlightMax).toBe(256)
+    expect(stats.inFlight).toBe(0)
+    const small = { inFlight: 0, inFlightMax: 0 }
+    const { base: smallBase } = await serve(false, {
+      queues: queues.filter((q) => q.queue !== 'big'),
+      stats: small,
+    })
+    expect((await fetch(`${smallBase}/api/queues`)).status).toBe(200)
+    expect(small.inFlightMax).toBe(QUEUES_STATS_CALLS_AT_ONCE)
+  })
+
+  it('shows a peeked body from its first bytes: text with a character cut in two left out, else base64', () => {
+    // 'a' then 2-byte characters: PEEK_BODY_BYTES_MAX cuts the last one kept in two.
+    const text = bodyText(new TextEncoder().encode(`a${'é'.repeat(PEEK_BODY_BYTES_MAX)}`))
+    expect(text).toBe(`a${'é'.repeat(PEEK_BODY_CHARS - 2)}…`)
+    const binary = bodyText(new Uint8Array(PEEK_BODY_BYTES_MAX * 1000).fill(0xff))
+    expect(binary).toBe(`base64:${'/'.repeat(PEEK_BODY_CHARS - 8)}…`)
+    expect(bodyText(new TextEncoder().encode('short'))).toBe('short')
+    expect(bodyText(new TextEncoder().encode('x'.repeat(PEEK_BODY_CHARS)))).toBe('x'.repeat(PEEK_BODY_CHARS))
+  })
+
+  it('runs a bounded number of cluster calls at once, lines up a bounded number, refuses the rest with 429', async () => {
+    let release = () => {}
+    const hold = new Promise<void>((r) => (release = r))
+    const { base, calls } = await serve(false, { hold })
+    const total = CLUSTER_CALLS_RUNNING_MAX + CLUSTER_CALLS_WAITING_MAX + 1
+    const answered: Response[] = []
+    const answers = Array.from({ length: total }, () =>
+      fetch(`${base}/api/queues/jobs`).then((r) => {
         answered.push(r)
         return r
       }),

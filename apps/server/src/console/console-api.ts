@@ -15,7 +15,13 @@ import {
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
 import type { QueueConfig, QueueRoute } from '@mq/protocol'
-import { drainResult, encodeBody, type MqClient, metaGroupSummary, metaVotersResult } from '@mq/router-client'
+import {
+  drainResult,
+  type ListedMessage,
+  type MqClient,
+  metaGroupSummary,
+  metaVotersResult,
+} from '@mq/router-client'
 import { type AccessControl, AUTHORIZATION_KEY, type Principal } from '../auth/access'
 import { NODE_ID_PATTERN } from '../config'
 import { ApiRequestError, httpError } from './api-errors'
@@ -32,11 +38,31 @@ export const QUEUES_WITH_STATS_MAX = 50
 const NAME_MAX = 256
 /**
  * Requests that call the cluster at once, at most, and requests waiting for one of those slots;
- * beyond, 429. With the SDK reading a peek's partitions 8 at a time (each answer holds at
- * most 4 MiB of bodies), these bound what the console holds in memory.
+ * beyond, 429.
  */
 export const CLUSTER_CALLS_RUNNING_MAX = 8
 export const CLUSTER_CALLS_WAITING_MAX = 32
+/**
+ * Peeks under way at once, at most, and peeks waiting for one (before they wait for a cluster
+ * call's slot); beyond, 429. The SDK reads a peek's partitions 8 at a time, each answer holding
+ * up to 4 MiB of bodies, so the peeks of every caller hold at most 2 x 8 x 4 MiB = 64 MiB of
+ * answers at once; of each message the console keeps PEEK_BODY_BYTES_MAX of its body, copied
+ * as its answer arrives (256 partitions x 10 messages x ~1 KiB per peek).
+ */
+export const PEEKS_RUNNING_MAX = 2
+export const PEEKS_WAITING_MAX = 8
+/**
+ * Bytes of a peeked body read to show PEEK_BODY_CHARS characters of it: a UTF-16 unit is at
+ * most 3 bytes of UTF-8 (an astral character is 4 bytes, 2 units), and base64 needs fewer.
+ */
+export const PEEK_BODY_BYTES_MAX = 4 * PEEK_BODY_CHARS
+/**
+ * Stats calls (one per partition) that `GET /api/queues` makes at once, at most: a queue's
+ * stats take as many of them as it has partitions (all at once, by the SDK), so queues are
+ * read in turn while their partitions add up to at most this; a queue with more partitions
+ * is read alone. Without it, 50 queues of 256 partitions were 12,800 calls at once.
+ */
+export const QUEUES_STATS_CALLS_AT_ONCE = 64
 /** Characters grpc-js allows in a metadata value (it throws for any other). */
 const HEADER_VALUE = /^[ -~]*$/
 
@@ -103,6 +129,7 @@ export class ConsoleApi {
   readonly #history: QueueHistory
   readonly #nowMs: () => number
   readonly #slots = new CallSlots(CLUSTER_CALLS_RUNNING_MAX, CLUSTER_CALLS_WAITING_MAX)
+  readonly #peekSlots = new CallSlots(PEEKS_RUNNING_MAX, PEEKS_WAITING_MAX, undefined, 'peeks')
 
   constructor(options: ConsoleApiOptions) {
     this.#options = options
@@ -136,7 +163,8 @@ export class ConsoleApi {
       if (parts.length === 3 && first === 'queues' && third === 'peek') {
         const queue = name(second)
         this.#requirePeek()
-        return this.#call(caller, (c) => this.#peek(c, queue))
+        // A peek waiting for its own slot holds no cluster call's slot.
+        return this.#peekSlots.run(() => this.#call(caller, (c) => this.#peek(c, queue)))
       }
       throw notFound(path)
     }
@@ -327,21 +355,29 @@ export class ConsoleApi {
 
   async #queues(client: MqClient): Promise<QueueSummary[]> {
     const routes = await client.admin.listQueues()
-    return Promise.all(
-      routes.map(async (route, i): Promise<QueueSummary> => {
-        const base = { name: route.queue, config: configOf(route) }
-        if (i >= QUEUES_WITH_STATS_MAX) {
-          return {
-            ...base,
-            depth: null,
-            error: `not read: only the first ${QUEUES_WITH_STATS_MAX} queues' stats are`,
-          }
-        }
+    const read = routes.slice(0, QUEUES_WITH_STATS_MAX)
+    const depths = await withinBudget(
+      read.map((route) => route.partitions.length),
+      QUEUES_STATS_CALLS_AT_ONCE,
+      async (i) => {
         try {
-          return { ...base, depth: queueFigures(await client.admin.queueStats(route.queue)).depth, error: '' }
+          return {
+            depth: queueFigures(await client.admin.queueStats((read[i] as QueueRoute).queue)).depth,
+            error: '',
+          }
         } catch (error) {
-          return { ...base, depth: null, error: httpError(error).message }
+          return { depth: null, error: httpError(error).message }
         }
+      },
+    )
+    return routes.map(
+      (route, i): QueueSummary => ({
+        name: route.queue,
+        config: configOf(route),
+        ...(depths[i] ?? {
+          depth: null,
+          error: `not read: only the first ${QUEUES_WITH_STATS_MAX} queues' stats are`,
+        }),
       }),
     )
   }
@@ -372,17 +408,14 @@ export class ConsoleApi {
     }
   }
 
-  /** Ready messages of each partition, not delivered (the caller's token needs the consume role). */
+  /**
+   * Ready messages of each partition, not delivered (the caller's token needs the consume
+   * role). Each message is cut to what the page shows as its partition's answer arrives, so
+   * the answer (up to 4 MiB of bodies) is let go at once, not kept until every partition has
+   * answered.
+   */
   async #peek(client: MqClient, queue: string): Promise<PeekedMessage[]> {
-    return (await client.admin.peek(queue, PEEK_PER_PARTITION)).map((m) => ({
-      partition: m.partition,
-      id: m.id,
-      weight: m.weight,
-      deliveryCount: m.deliveryCount,
-      key: m.key,
-      body: bodyText(m.body),
-      enqueuedAtMs: m.enqueuedAtMs,
-    }))
+    return client.admin.peek(queue, PEEK_PER_PARTITION, { map: peeked })
   }
 
   async #create(client: MqClient, body: unknown): Promise<ActionResult> {
@@ -587,9 +620,62 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-/** A body as the console shows it: UTF-8 text, else `base64:…`; cut at PEEK_BODY_CHARS. */
-function bodyText(body: Uint8Array): string {
-  const { body: text, encoding } = encodeBody(body)
-  const shown = encoding === 'base64' ? `base64:${text}` : text
-  return shown.length > PEEK_BODY_CHARS ? `${shown.slice(0, PEEK_BODY_CHARS - 1)}…` : shown
+/** A message as a peek shows it: no headers, its body as `bodyText` makes it. */
+function peeked(m: ListedMessage): PeekedMessage {
+  return {
+    partition: m.partition,
+    id: m.id,
+    weight: m.weight,
+    deliveryCount: m.deliveryCount,
+    key: m.key,
+    body: bodyText(m.body),
+    enqueuedAtMs: m.enqueuedAtMs,
+  }
+}
+
+/**
+ * A body as the console shows it, from its first PEEK_BODY_BYTES_MAX bytes only: UTF-8 text
+ * when those are (a character they cut in two left out), else `base64:…`; cut at
+ * PEEK_BODY_CHARS (`…`). The string made holds no reference to `body`.
+ */
+export function bodyText(body: Uint8Array): string {
+  const cut = body.length > PEEK_BODY_BYTES_MAX
+  const head = cut ? body.subarray(0, PEEK_BODY_BYTES_MAX) : body
+  let shown: string
+  try {
+    // Streaming keeps an incomplete last character back instead of failing on it.
+    shown = new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: cut })
+  } catch {
+    shown = `base64:${Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('base64')}`
+  }
+  return cut || shown.length > PEEK_BODY_CHARS ? `${shown.slice(0, PEEK_BODY_CHARS - 1)}…` : shown
+}
+
+/**
+ * Runs `run(i)` for every index of `costs`, in order, starting the next once the costs of those
+ * running (each counted as at most `budget`, at least 1) leave room for its own; resolves with
+ * the results in order, or rejects as the first of them that rejects (once all have run).
+ */
+async function withinBudget<T>(
+  costs: readonly number[],
+  budget: number,
+  run: (i: number) => Promise<T>,
+): Promise<T[]> {
+  const results: Promise<T>[] = []
+  const running = new Set<Promise<void>>()
+  let used = 0
+  for (let i = 0; i < costs.length; i++) {
+    const cost = Math.min(budget, Math.max(1, costs[i] as number))
+    while (used + cost > budget) await Promise.race(running)
+    used += cost
+    const result = run(i)
+    results.push(result)
+    const release = () => {
+      used -= cost
+      running.delete(settled)
+    }
+    const settled: Promise<void> = result.then(release, release)
+    running.add(settled)
+  }
+  return Promise.all(results)
 }

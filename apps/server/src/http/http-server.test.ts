@@ -1,4 +1,4 @@
-import { get } from 'node:http'
+import { get, request } from 'node:http'
 import { connect, createServer, type Socket } from 'node:net'
 import { Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -6,6 +6,7 @@ import { silentLogger } from '../log'
 import { NodeMetrics } from '../metrics/node-metrics'
 import type { GroupView, NodeView } from '../node-view'
 import { HTTP_LIMITS, type HttpServer, startHttpServer } from './http-server'
+import { isLoopback, loopbackHostAllowed } from './loopback-host'
 
 const servers: HttpServer[] = []
 afterEach(async () => {
@@ -109,6 +110,64 @@ describe('the operations HTTP server', () => {
     expect(seen).toEqual(['POST /api/scale'])
   })
 
+  it('on loopback, answers only requests for a loopback host, on every path, before the console', async () => {
+    const seen: string[] = []
+    const server = await startHttpServer({
+      listen: '127.0.0.1:0',
+      metrics: new NodeMetrics('n1'),
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+      console: {
+        handle: (_req, res, path) => {
+          if (!path.startsWith('/api/')) return false
+          seen.push(path)
+          res.writeHead(204).end()
+          return true
+        },
+        close: async () => {},
+      },
+    })
+    servers.push(server)
+    const { port } = server
+    const allowed = [
+      'localhost',
+      `localhost:${port}`,
+      `127.0.0.1:${port}`,
+      '127.0.0.2',
+      `[::1]:${port}`,
+      'LOCALHOST',
+    ]
+    for (const host of allowed)
+      expect([host, await statusFor(port, '/api/session', host)]).toEqual([host, 204])
+    const refused = [
+      `attacker.example:${port}`,
+      'attacker.example',
+      `localhost.attacker.example:${port}`,
+      `127.0.0.1.attacker.example:${port}`,
+      'sub.localhost',
+      '10.0.0.1',
+      'localhost@attacker.example',
+    ]
+    for (const path of ['/api/session', '/metrics', '/healthz']) {
+      for (const host of refused) expect([host, await statusFor(port, path, host)]).toEqual([host, 403])
+    }
+    expect(seen).toHaveLength(allowed.length)
+    // HTTP/1.0 may leave the Host out (a browser never does).
+    expect(await rawStatus(port, 'GET /healthz HTTP/1.0\r\n\r\n')).toBe(200)
+  })
+
+  it('on other addresses, answers any Host (names the node cannot know: ingress, service DNS)', async () => {
+    const server = await startHttpServer({
+      listen: '0.0.0.0:0',
+      metrics: new NodeMetrics('n1'),
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+    })
+    servers.push(server)
+    expect(await statusFor(server.port, '/healthz', 'mq.example.com')).toBe(200)
+    expect(await statusFor(server.port, '/healthz', `10.1.2.3:${server.port}`)).toBe(200)
+  })
+
   it('keeps answering probes while one host holds sockets that send nothing, and closes them', async () => {
     const server = await startHttpServer({
       listen: '127.0.0.1:0',
@@ -143,3 +202,53 @@ describe('the operations HTTP server', () => {
     expect(Math.max(...at) - started).toBeLessThan(5_000)
   })
 })
+
+describe('loopback hosts', () => {
+  it('knows the loopback listen addresses', () => {
+    for (const host of [
+      '127.0.0.1',
+      '127.1.2.3',
+      '::1',
+      '0:0:0:0:0:0:0:1',
+      '::ffff:127.0.0.1',
+      'localhost',
+      'LocalHost',
+    ])
+      expect([host, isLoopback(host)]).toEqual([host, true])
+    for (const host of ['0.0.0.0', '::', '', '10.0.0.1', '::ffff:10.0.0.1', 'example.com', 'localhost.'])
+      expect([host, isLoopback(host)]).toEqual([host, false])
+  })
+
+  it('allows a Host header of localhost or a loopback address with any port, or none', () => {
+    for (const host of [undefined, 'localhost', 'localhost:80', '127.0.0.1:9101', '[::1]:9101', '[::1]'])
+      expect([host, loopbackHostAllowed(host)]).toEqual([host, true])
+    for (const host of ['', 'evil.test', '::1', '[::1', 'localhost:x', 'localhost:9101/x', '[10::1]:80'])
+      expect([host, loopbackHostAllowed(host)]).toEqual([host, false])
+  })
+})
+
+/** The status of a GET of `path` sent with Host `host`. */
+function statusFor(port: number, path: string, host: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
+      res.resume()
+      resolve(res.statusCode ?? 0)
+    })
+    req.once('error', reject)
+    req.end()
+  })
+}
+
+/** The status line's code of the answer to `text`, sent as is. */
+function rawStatus(port: number, text: string): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let answer = ''
+    const socket = connect({ host: '127.0.0.1', port }, () => socket.write(text))
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => {
+      answer += chunk
+    })
+    socket.once('end', () => resolve(Number(/^HTTP\/1\.\d (\d{3})/.exec(answer)?.[1] ?? 0)))
+    socket.once('error', reject)
+  })
+}

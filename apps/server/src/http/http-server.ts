@@ -4,6 +4,7 @@ import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
+import { isLoopback, loopbackHostAllowed } from './loopback-host'
 
 /**
  * The HTTP port's bounds. The port is often reachable more widely than the gRPC port (by
@@ -43,7 +44,10 @@ export interface HttpServer {
  * - `GET /healthz`: 200 while the process is alive and has not stopped after a fatal error (liveness);
  * - `GET /readyz`: 200 when the node is ready (see `readiness`), else 503 with the reasons (readiness).
  * - with `console`: the web console (`/`, `/console/...`) and its JSON API (`/api/...`).
- * Other paths answer 404, other methods 405. Rejects naming the address when it cannot listen.
+ * Other paths answer 404, other methods 405. When `listen` is a loopback address (or
+ * `localhost`), a request whose Host header names anything but localhost or a loopback
+ * address is answered 403 on every path (DNS rebinding: see loopbackHostAllowed); on other
+ * addresses any Host is answered. Rejects naming the address when it cannot listen.
  */
 export async function startHttpServer(options: {
   readonly listen: string
@@ -61,7 +65,18 @@ export async function startHttpServer(options: {
     connectionsCheckingInterval: limits.checkEveryMs,
     keepAliveTimeout: Math.min(5_000, limits.headersTimeoutMs),
   }
+  const colon = options.listen.lastIndexOf(':')
+  const host = options.listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1')
+  const port = Number(options.listen.slice(colon + 1))
+  const loopbackOnly = isLoopback(host)
   const server: Server = createServer(serverOptions, (req: IncomingMessage, res: ServerResponse) => {
+    if (loopbackOnly && !loopbackHostAllowed(req.headers.host)) {
+      return send(
+        res,
+        403,
+        `this port listens on loopback (${options.listen}): open it as localhost, 127.0.0.1 or [::1] (the Host header named another host)\n`,
+      )
+    }
     const path = (req.url ?? '/').split('?')[0] ?? '/'
     if (options.console?.handle(req, res, path)) return
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n')
@@ -93,9 +108,6 @@ export async function startHttpServer(options: {
   // No 'timeout' listener: a socket idle this long is destroyed.
   server.setTimeout(limits.idleTimeoutMs)
   capPerAddress(server, limits.connectionsPerAddressMax)
-  const colon = options.listen.lastIndexOf(':')
-  const host = options.listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1')
-  const port = Number(options.listen.slice(colon + 1))
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error) =>
       reject(new Error(`cannot listen on ${options.listen} (http): ${error.message}`, { cause: error })),

@@ -27,6 +27,8 @@ export const SCRAPE_PARTITIONS_MAX = 1_000
  */
 export class NodeMetrics {
   readonly registry = new Registry()
+  /** The collection under way, if any (see `render`). */
+  #rendering: Promise<string> | undefined
 
   // Raft, per group
   readonly raftTerm = this.#gauge('mq_raft_term', 'Current Raft term of this replica', ['group'])
@@ -213,10 +215,20 @@ export class NodeMetrics {
     return applied
   }
 
-  /** Refreshes the gauges from `view` and returns the Prometheus text exposition. */
-  async render(view: NodeView): Promise<string> {
-    await this.#refresh(view)
-    return this.registry.metrics()
+  /**
+   * Refreshes the gauges from `view` and returns the Prometheus text exposition. Calls while
+   * one is under way share its collection and its text (the node's one view): two collections
+   * at once reset each other's gauges, and a scrape lost the series the other reset.
+   */
+  render(view: NodeView): Promise<string> {
+    if (this.#rendering) return this.#rendering
+    const rendering = this.#refresh(view)
+      .then(() => this.registry.metrics())
+      .finally(() => {
+        this.#rendering = undefined
+      })
+    this.#rendering = rendering
+    return rendering
   }
 
   get contentType(): string {
@@ -244,6 +256,16 @@ export class NodeMetrics {
       this.dataImports.set({ group }, imports)
       this.dataSweeps.set({ group }, sweeping)
     }
+    const nowMs = Date.now()
+    const read = []
+    for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
+      // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
+      const stats = await Promise.resolve()
+        .then(() => p.stats(nowMs))
+        .catch(() => undefined)
+      if (stats) read.push({ p, stats })
+    }
+    // Reset and set with no wait between: the queue gauges are never seen half set.
     for (const g of [
       this.queueMessages,
       this.queueWaiting,
@@ -252,13 +274,7 @@ export class NodeMetrics {
       this.queueAchievedShare,
     ])
       g.reset()
-    const nowMs = Date.now()
-    for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
-      // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
-      const stats = await Promise.resolve()
-        .then(() => p.stats(nowMs))
-        .catch(() => undefined)
-      if (!stats) continue
+    for (const { p, stats } of read) {
       const partition = String(p.partition)
       this.queueWaiting.set({ queue: p.queue, partition }, stats.waiting)
       for (const w of stats.weights) {
