@@ -226,7 +226,11 @@ export interface WeightStats {
   readonly oldestAgeMs: number
   /** This weight's share of the leases if all backlogged weights stay backlogged. */
   readonly targetShare: number
-  /** Its share of the last `windowLeases` scheduling decisions. */
+  /**
+   * Its share of the last `windowLeases` leases handed out. A pick whose message a lease deleted
+   * for outliving the message TTL is charged in the scheduler's passes but not counted here
+   * (the window is replicated state: counting it would need a format level).
+   */
   readonly achievedShare: number
 }
 

@@ -254,3 +254,181 @@ describe('WeightedScheduler, strict mode', () => {
     expect(r.served.get(1)).toBeLessThanOrEqual(101)
   })
 })
+
+/**
+ * The scheduler's rules in exact arithmetic without renormalisation (bigint numerators, a
+ * pass may fall any distance below V): what WeightedScheduler computes, shifted by the
+ * integers its renormalisations took off, but for the passes those clamped at 0.
+ */
+class ExactScheduler {
+  /** Pass numerators over their weight; absent: 0. */
+  readonly passNum = new Map<number, bigint>()
+  vNum: bigint
+  vDen: bigint
+  readonly backlogged = new Set<number>()
+
+  constructor(
+    public mode: 'fair' | 'strict',
+    vNum: number,
+    vDen: number,
+  ) {
+    this.vNum = BigInt(vNum)
+    this.vDen = BigInt(vDen)
+  }
+
+  pass(w: number): bigint {
+    return this.passNum.get(w) ?? 0n
+  }
+
+  activate(w: number): void {
+    const start = (this.vNum * BigInt(w) + this.vDen - 1n) / this.vDen
+    if (this.pass(w) < start) this.passNum.set(w, start)
+    this.backlogged.add(w)
+  }
+
+  /** The weight the next decision serves. */
+  peek(): number | undefined {
+    let best: number | undefined
+    for (const w of this.backlogged) {
+      if (best === undefined) best = w
+      else if (this.mode === 'strict') best = Math.max(best, w)
+      else {
+        const l = this.pass(w) * BigInt(best)
+        const r = this.pass(best) * BigInt(w)
+        if (l < r || (l === r && w > best)) best = w
+      }
+    }
+    return best
+  }
+
+  next(): number | undefined {
+    const w = this.peek()
+    if (w === undefined) return undefined
+    const m = this.pass(w)
+    if (m * this.vDen > this.vNum * BigInt(w)) {
+      this.vNum = m
+      this.vDen = BigInt(w)
+    }
+    this.passNum.set(w, m + 1n)
+    return w
+  }
+
+  setMode(mode: 'fair' | 'strict'): void {
+    if (mode === this.mode) return
+    this.mode = mode
+    for (const w of this.backlogged) this.activate(w)
+  }
+}
+
+describe('WeightedScheduler, renormalisation (README, "State")', () => {
+  const WEIGHTS = [1, 2, 3, 7, 500, 999, 1000] as const
+  const op = fc.oneof(
+    { weight: 6, arbitrary: fc.tuple(fc.constant('next' as const), fc.integer({ min: 1, max: 60 })) },
+    { weight: 3, arbitrary: fc.tuple(fc.constant('toggle' as const), fc.constantFrom(...WEIGHTS)) },
+    { weight: 1, arbitrary: fc.tuple(fc.constantFrom('fair' as const, 'strict' as const), fc.constant(0)) },
+    { weight: 1, arbitrary: fc.tuple(fc.constant('restart' as const), fc.constant(0)) },
+  )
+
+  it('changes no strict decision, nor a fair one until strict mode serves a weight whose pass it clamped at 0', () => {
+    /** Runs that renormalised; activations in fair mode of a weight whose pass was clamped. */
+    let renormalised = 0
+    let clampedThenActivated = 0
+    fc.assert(
+      fc.property(
+        fc.array(op, { minLength: 40, maxLength: 150 }),
+        fc.integer({ min: 1, max: 3000 }),
+        fc.constantFrom('fair' as const, 'strict' as const),
+        (ops, below, mode) => {
+          // V starts up to 3 below the renormalisation point: (2^24·1000 − below) / 1000.
+          const start = VIRTUAL_TIME_RENORMALIZE_AT * 1000 - below
+          let s = new WeightedScheduler(mode)
+          s.restore({ passes: [], virtualNum: start, virtualDen: 1000 })
+          const exact = new ExactScheduler(mode, start, 1000)
+          /** Whether strict mode served a weight whose pass a renormalisation clamped. */
+          let tainted = false
+          /** The integer part renormalisations took off V so far (exact V − the scheduler's). */
+          const shift = () => {
+            const [num, den] = s.virtualTime()
+            const diff = exact.vNum * BigInt(den) - BigInt(num) * exact.vDen
+            const d = exact.vDen * BigInt(den)
+            expect(diff % d).toBe(0n)
+            return diff / d
+          }
+          /** What the scheduler holds for weight w: the exact pass shifted, or 0 if below. */
+          const expectedPassNum = (w: number, k: bigint) => {
+            const m = exact.pass(w) - k * BigInt(w)
+            return Number(m > 0n ? m : 0n)
+          }
+          for (const [kind, arg] of ops) {
+            if (kind === 'next') {
+              for (let i = 0; i < arg; i++) {
+                const w = exact.peek()
+                if (
+                  !tainted &&
+                  w !== undefined &&
+                  s.mode === 'strict' &&
+                  exact.pass(w) < shift() * BigInt(w)
+                ) {
+                  tainted = true
+                }
+                if (!tainted || s.mode === 'strict') expect(s.next()).toBe(exact.next())
+                else {
+                  s.next()
+                  exact.next()
+                }
+              }
+            } else if (kind === 'toggle') {
+              if (exact.backlogged.has(arg)) {
+                s.deactivate(arg)
+                exact.backlogged.delete(arg)
+              } else {
+                const p = exact.pass(arg)
+                if (!tainted && s.mode === 'fair' && p > 0n && p < shift() * BigInt(arg))
+                  clampedThenActivated++
+                s.activate(arg)
+                exact.activate(arg)
+              }
+            } else if (kind === 'restart') {
+              const restored = new WeightedScheduler(s.mode)
+              restored.restore(s.state(), [...exact.backlogged])
+              s = restored
+            } else {
+              s.setMode(kind)
+              exact.setMode(kind)
+            }
+            if (tainted) continue
+            const k = shift()
+            for (const w of WEIGHTS) expect(s.passNumOf(w)).toBe(expectedPassNum(w, k))
+          }
+          const [num, den] = s.virtualTime()
+          if (BigInt(num) * exact.vDen < exact.vNum * BigInt(den)) renormalised++
+        },
+      ),
+      { numRuns: 150 },
+    )
+    // The runs reached the cases the claim is about.
+    expect(renormalised).toBeGreaterThan(0)
+    expect(clampedThenActivated).toBeGreaterThan(0)
+  })
+
+  it('clamps a strict-mode loser: served later, V moves earlier and fair decisions after a switch differ', () => {
+    const decide = (startV: number) => {
+      const s = new WeightedScheduler('strict')
+      s.restore({ passes: [], virtualNum: startV, virtualDen: 1 })
+      s.activate(3)
+      s.activate(2) // both at V; weight 3 is served four times, weight 2 lags V by 1
+      for (let i = 0; i < 4; i++) expect(s.next()).toBe(3)
+      s.deactivate(3)
+      for (let i = 0; i < 2; i++) expect(s.next()).toBe(2)
+      s.setMode('fair')
+      s.activate(3)
+      return [s.next(), s.next(), s.next()]
+    }
+    // From V = 3 nothing is renormalised: fair mode starts weight 2 at 4, weight 3 at 4 1/3.
+    expect(decide(3)).toEqual([2, 3, 2])
+    // From V = 2^24 − 1 the fourth decision renormalises to V = 0: weight 2's pass, 1 below V,
+    // would be −1 and is 0, so its two strict services take V to 1/2 (exactly, it stays at 0)
+    // and fair mode starts weight 2 at 1, weight 3 at 2/3 (exactly: 0 and 1/3, as above).
+    expect(decide(VIRTUAL_TIME_RENORMALIZE_AT - 1)).toEqual([3, 3, 2])
+  })
+})

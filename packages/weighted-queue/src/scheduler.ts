@@ -217,7 +217,13 @@ export class WeightedScheduler {
     return out
   }
 
-  /** Subtracts ⌊V⌋ from V and every pass (clamped at 0: a pass below V acts as V anyway). */
+  /**
+   * Subtracts ⌊V⌋ from V and every pass, clamped at 0 (weight records store unsigned passes).
+   * A clamped pass is an idle weight's in fair mode (a backlogged one is ≥ V), which activation
+   * raises to ⌈V·w⌉/w from either value: no fair decision changes. In strict mode it can be a
+   * starved weight's; served later in strict mode, it moves V otherwise than exact arithmetic
+   * would (README, "State").
+   */
   private renormalize(): void {
     const k = (this.vNum - (this.vNum % this.vDen)) / this.vDen
     this.vNum -= k * this.vDen

@@ -1,4 +1,4 @@
-import type { Engine } from '@mq/kv-storage'
+import type { Engine, KeyRange, KeyValue } from '@mq/kv-storage'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   type CommandResult,
@@ -745,6 +745,60 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     await q.apply({ type: 'tick' }, 21)
     await q.apply({ type: 'tick' }, 22)
     expect((await q.stats(22)).weights[0]).toMatchObject({ ready: 5, leased: 0 })
+  })
+
+  it('reads about the lease groups it expires: linear in a backlog of large groups, not quadratic', async () => {
+    /** Lease-group values the engine returned to range reads (the bytes expiry reads). */
+    let groupsRead = 0
+    const spied = new Proxy(engine, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target)
+        if (prop === 'range')
+          return async (r: KeyRange) => {
+            const got: KeyValue[] = await value.call(target, r)
+            groupsRead += got.filter(([k]) => k[PREFIX.length] === KeyTag.LeaseDeadline).length
+            return got
+          }
+        return typeof value === 'function' ? value.bind(target) : value
+      },
+    })
+    const size = 20
+    const groups = 30
+    const q = await DirectPartition.open(spied, PREFIX, { expiryBatchMax: size })
+    for (let g = 0; g < groups; g++) {
+      await enqueue(q, g, ...Array.from({ length: size }, () => ({ body: text('m') })))
+      expect(await lease(q, g, size, 100)).toHaveLength(size)
+    }
+    groupsRead = 0
+    // All due at 1000; each apply expires one whole group (size ≥ expiryBatchMax), oldest first.
+    for (let t = 0; t < groups; t++) {
+      await q.apply({ type: 'tick' }, 1000 + t)
+      expect((await q.stats(1000 + t)).weights[0]).toMatchObject({
+        ready: (t + 1) * size,
+        leased: (groups - t - 1) * size,
+      })
+    }
+    // One group taken and the next one seen per apply. A read of expiryBatchMax groups per
+    // apply read 411 here (every apply re-read up to 20 of the groups left).
+    expect(groupsRead).toBe(2 * groups - 1)
+    const order = await lease(q, 2000, size)
+    expect(order.map((l) => l.messageId)).toEqual(Array.from({ length: size }, (_, i) => i + 1))
+  })
+
+  it('takes whole due groups until expiryBatchMax entries, whatever their sizes and the reads', async () => {
+    const q = await queue({ expiryBatchMax: 8 })
+    // Lease groups of 1, 1, 1, 1, 1, 1, 1, 10, 1, 3 and 1 leases, due at 100 + g.
+    const sizes = [1, 1, 1, 1, 1, 1, 1, 10, 1, 3, 1]
+    const total = sizes.reduce((a, b) => a + b, 0)
+    await enqueue(q, 0, ...Array.from({ length: total }, () => ({ body: text('m') })))
+    for (const [g, n] of sizes.entries()) expect(await lease(q, g, n, 100)).toHaveLength(n)
+    const leased = async (nowMs: number) => ((await q.stats(nowMs)).weights[0] as { leased: number }).leased
+    await q.apply({ type: 'tick' }, 200)
+    expect(await leased(200)).toBe(total - 17) // groups 1-8: 17 entries, the first to reach 8
+    expect(q.nextTimedMs()).toBe(108) // the deadline of the first group left
+    await q.apply({ type: 'tick' }, 201)
+    expect(await leased(201)).toBe(0) // 5 left: under the bound
+    expect(q.nextTimedMs()).toBe(Number.POSITIVE_INFINITY)
   })
 
   it('stores a large body apart, returns it intact and deletes it with its message', async () => {
