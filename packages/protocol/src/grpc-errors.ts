@@ -68,6 +68,11 @@ export function fromGrpcError(error: ServiceError): MqError {
     case GrpcStatus.Cancelled:
     case GrpcStatus.Aborted:
       return mqError(ErrorCode.Unavailable, message, {}, { cause: error })
+    case GrpcStatus.Internal:
+      // Without a detail it is not an mq server's (its faults carry one): the transport's, e.g.
+      // "Received RST_STREAM with code 2" from a connection reset or a proxy. Until 2026-12-02 it
+      // was a non-retriable InternalError, and a consumer ended on a transport hiccup.
+      return mqError(ErrorCode.Unavailable, `transport error (INTERNAL): ${message}`, {}, { cause: error })
     case GrpcStatus.InvalidArgument:
       return mqError(ErrorCode.InvalidArgument, message, {}, { cause: error })
     case GrpcStatus.ResourceExhausted:

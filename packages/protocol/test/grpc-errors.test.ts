@@ -7,10 +7,16 @@ import {
   type sendUnaryData,
 } from '@grpc/grpc-js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ErrorCode } from '../src/errors'
+import { ErrorCode, GrpcStatus } from '../src/errors'
 import { QueueClient, QueueService } from '../src/generated/mq/v1/queue'
 import { fromGrpcError, toGrpcStatus, unaryHandler } from '../src/grpc-errors'
-import { InvalidArgumentError, NotLeaderError, StaleRouteError, UnavailableError } from '../src/mq-error'
+import {
+  InternalError,
+  InvalidArgumentError,
+  NotLeaderError,
+  StaleRouteError,
+  UnavailableError,
+} from '../src/mq-error'
 
 // The error contract end to end: a real grpc-js server on loopback fails calls with typed
 // errors; the client side turns them back into the same typed errors with their facts.
@@ -81,6 +87,23 @@ describe('typed errors over gRPC', () => {
     const error = fromGrpcError(raw)
     expect(error).toBeInstanceOf(InvalidArgumentError)
     expect(error.facts).toEqual({ messageIndex: 0 })
+  })
+
+  it("takes an INTERNAL without an mq detail (the transport's, a proxy's) as retriable", async () => {
+    const raw = {
+      code: GrpcStatus.Internal,
+      details: 'Received RST_STREAM with code 2',
+      metadata: new Metadata(),
+    }
+    const error = fromGrpcError(raw as unknown as ServiceError)
+    expect(error).toBeInstanceOf(UnavailableError)
+    expect(error.retriable).toBe(true)
+    expect(error.message).toBe('transport error (INTERNAL): Received RST_STREAM with code 2')
+    // An mq server's own fault carries its detail: not retried.
+    const typed = fromGrpcError(
+      toGrpcStatus(new InternalError('internal error: x is undefined')) as ServiceError,
+    )
+    expect(typed.retriable).toBe(false)
   })
 
   it('maps an untyped failure by its status', async () => {
