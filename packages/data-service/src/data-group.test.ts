@@ -163,6 +163,38 @@ describe('DataGroupMachine', () => {
     expect(bad.result).toMatchObject({ type: 'refused', reason: 'malformed' })
   })
 
+  it('refuses an open or an import whose partition config the partition refuses, as malformed, and goes on', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(1, engine)
+    // maxDeliveries 0 is out of its bounds (1 to 1,000): thrown out of apply, it stopped every
+    // replica at this entry, again at each replay.
+    const bad = { maxDeliveries: 0 }
+    const open = await applyAndWrite(
+      engine,
+      m,
+      enc({ type: 'open', queue: 'q', partition: 0, config: bad }),
+      1,
+    )
+    expect(open.result).toMatchObject({ type: 'refused', reason: 'malformed', message: /maxDeliveries/ })
+    expect(open.ops).toEqual([])
+    expect(m.holds('q', 0)).toBe(false)
+    expect(
+      (await applyAndWrite(engine, m, enc({ type: 'open', queue: 'q', partition: 0, config: {} }), 2)).result,
+    ).toEqual({ type: 'opened' })
+    // The last chunk of an import opens the partition with its config when the keys carry none.
+    const chunk = { type: 'import', queue: 'r', partition: 0, moveId: 1, session: 's', pairs: [] } as const
+    await applyAndWrite(engine, m, enc({ ...chunk, seq: 0, last: false, config: {} }), 3)
+    const last = await applyAndWrite(engine, m, enc({ ...chunk, seq: 1, last: true, config: bad }), 3)
+    expect(last.result).toMatchObject({ type: 'refused', reason: 'malformed', message: /maxDeliveries/ })
+    expect(last.ops).toEqual([])
+    expect([m.holds('r', 0), m.importIds()]).toEqual([false, ['r/0']])
+    const reopened = await DataGroupMachine.open(1, engine)
+    expect(reopened.partitionIds()).toEqual(['q/0'])
+    expect(
+      (await applyAndWrite(engine, reopened, enc({ ...chunk, seq: 1, last: true, config: {} }), 4)).result,
+    ).toEqual({ type: 'imported', complete: true })
+  })
+
   it("retires a deleted queue's partitions: dropped and fenced; the fences of the latest few, or recent ones, kept", async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(3, engine, undefined, 2)

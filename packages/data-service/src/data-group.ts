@@ -9,6 +9,7 @@ import {
 import {
   type CommandResult,
   type DeadMessage,
+  InvalidArgumentError,
   type QueueConfig as PartitionConfig,
   QueuePartition,
   type QueueStats,
@@ -27,8 +28,9 @@ export type DataResult =
   | { readonly type: 'imported'; readonly complete: boolean }
   /**
    * The entry changed nothing: it was malformed, named a partition this group does not hold,
-   * named a fenced partition (moved or moving away) or one being imported, or was an import
-   * chunk out of its session's order.
+   * named a fenced partition (moved or moving away, or retired: not imported either) or one
+   * being imported, or was an import chunk out of its session's order; an `open` or a last
+   * import chunk whose partition config is refused is malformed.
    */
   | { readonly type: 'refused'; readonly reason: RefusalReason; readonly message: string }
 
@@ -86,8 +88,17 @@ const RETIRED_NEXT = 'retired-next'
 export const RETIRED_MAX = 10_000
 /** A retirement's fence is kept at least this long (leader time), however many come after it. */
 export const RETIRED_MIN_AGE_MS = 10 * 60_000
-/** Keys read per engine call while exporting. */
-const EXPORT_READ_PAIRS = 256
+/** Keys listed per engine call while exporting (keys only: values are read as they fit). */
+const EXPORT_KEYS_PER_READ = 256
+/**
+ * Bytes of values one engine call may ask for while exporting or reading keys back, counted at
+ * the partition's message size limit (a value's size is known only once read): at least one
+ * value. With values within that limit, a call of `exportChunk` or `readKeys` reads less than
+ * its `bytesMax` + max(VALUES_READ_BYTES_MAX, the limit) of them.
+ */
+const VALUES_READ_BYTES_MAX = 4 * 1024 * 1024
+/** The largest message size limit a partition config may set (weighted-queue's bound). */
+const MESSAGE_BYTES_LIMIT_MAX = 16 * 1024 * 1024
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const NOTHING = (): void => {}
@@ -229,11 +240,15 @@ export class DataGroupMachine {
 
   /**
    * Reads the next keys of a partition's state for a move, in key order after `after` (a key
-   * relative to the partition's prefix; undefined: from the start), until about `bytesMax`
-   * bytes. Returns keys relative to the prefix, and whether the partition has no more keys.
-   * Exact once a `fence` of the partition was applied here (its keys are frozen from then on,
-   * and identical on every replica); before that, a fuzzy read of a partition that changes
-   * under it (each pair as it was when read), which a copy corrects after the fence.
+   * relative to the partition's prefix; undefined: from the start), up to and including the
+   * pair that brings the bytes (keys and values) to `bytesMax`. Returns keys relative to the
+   * prefix, and whether the partition has no more keys. Exact once a `fence` of the partition
+   * was applied here (its keys are frozen from then on, and identical on every replica);
+   * before that, a fuzzy read of a partition that changes under it (each pair as it was when
+   * read; a key deleted between its listing and its read is left out), which a copy corrects
+   * after the fence. Lists keys without their values and reads the values as they fit
+   * (`#readValues`): a call reads less than `bytesMax` + max(VALUES_READ_BYTES_MAX, the
+   * partition's message size limit) of values within that limit.
    */
   async exportChunk(
     queue: string,
@@ -243,24 +258,71 @@ export class DataGroupMachine {
   ): Promise<{ pairs: KeyPair[]; done: boolean }> {
     const prefix = this.#prefix(queue, index)
     const range = this.#dataRange(queue, index)
+    const valueBytesMax = this.#valueBytesMax(queue, index)
     const pairs: KeyPair[] = []
     let bytes = 0
     let from = after ? appendBytes(prefix, after) : undefined
     for (;;) {
-      const rows = await this.#reader.range({
+      const keys = await this.#reader.keys({
         ...(from ? { gt: from } : { gte: range.gte }),
         lt: range.lt,
-        limit: EXPORT_READ_PAIRS,
+        limit: EXPORT_KEYS_PER_READ,
       })
-      for (const [i, [key, value]] of rows.entries()) {
-        pairs.push([key.slice(prefix.length), value])
-        bytes += key.length + value.length
-        if (bytes >= bytesMax)
-          return { pairs, done: i === rows.length - 1 && rows.length < EXPORT_READ_PAIRS }
+      const last = keys.length < EXPORT_KEYS_PER_READ
+      let at = 0
+      while (at < keys.length) {
+        const values = await this.#readValues(keys.slice(at), bytesMax - bytes, valueBytesMax)
+        for (const value of values) {
+          const key = keys[at++] as Uint8Array
+          bytes += key.length + (value?.length ?? 0)
+          if (value !== undefined) pairs.push([key.slice(prefix.length), value])
+          // What the last read brought past the pair that filled the chunk is left for the next.
+          if (bytes >= bytesMax) return { pairs, done: last && at === keys.length }
+        }
       }
-      if (rows.length < EXPORT_READ_PAIRS) return { pairs, done: true }
-      from = (rows[rows.length - 1] as KeyPair)[0]
+      if (last) return { pairs, done: true }
+      from = keys[keys.length - 1] as Uint8Array
     }
+  }
+
+  /**
+   * The values at the first of `keys` (whole keys), undefined where absent: read in batches
+   * until the bytes of keys and values read reach `bytesMax` (at least one key's, when any).
+   * The first batch is one value; each next one as many as the bytes left fit at the largest
+   * pair read so far, and never more than VALUES_READ_BYTES_MAX worth at `valueBytesMax` each
+   * (a value not read yet may be that large). Returns everything read: with values within
+   * `valueBytesMax`, less than `bytesMax` + max(VALUES_READ_BYTES_MAX, `valueBytesMax`) bytes.
+   */
+  async #readValues(
+    keys: readonly Uint8Array[],
+    bytesMax: number,
+    valueBytesMax: number,
+  ): Promise<(Uint8Array | undefined)[]> {
+    const batchMax = Math.max(1, Math.floor(VALUES_READ_BYTES_MAX / Math.max(1, valueBytesMax)))
+    const values: (Uint8Array | undefined)[] = []
+    let bytes = 0
+    let largest = 0
+    while (values.length < keys.length && (values.length === 0 || bytes < bytesMax)) {
+      const count =
+        largest === 0 ? 1 : Math.min(batchMax, Math.max(1, Math.floor((bytesMax - bytes) / largest)))
+      const batch = keys.slice(values.length, values.length + count)
+      for (const [i, value] of (await this.#reader.getMany(batch)).entries()) {
+        const size = (batch[i] as Uint8Array).length + (value?.length ?? 0)
+        if (size > largest) largest = size
+        bytes += size
+        values.push(value)
+      }
+    }
+    return values
+  }
+
+  /**
+   * The largest value `queue`'s partition `index` is taken to hold: its message size limit
+   * (a message's record is about its size; one stored before the limit was lowered is larger),
+   * or the largest limit a config may set when the partition is not open here.
+   */
+  #valueBytesMax(queue: string, index: number): number {
+    return this.#partitions.get(idOf(queue, index))?.config.messageBytesMax ?? MESSAGE_BYTES_LIMIT_MAX
   }
 
   /**
@@ -286,10 +348,26 @@ export class DataGroupMachine {
     }
   }
 
-  /** The values at `keys` (relative to the partition's prefix) as the engine holds them now. */
-  readKeys(queue: string, index: number, keys: readonly Uint8Array[]): Promise<(Uint8Array | undefined)[]> {
+  /**
+   * The values at `keys` (relative to the partition's prefix) as the engine holds them now,
+   * undefined where absent. With `bytesMax`, those of the first keys only: read until the bytes
+   * of keys and values reach `bytesMax` (at least one key's), as `exportChunk` reads them, so
+   * that a call reads less than `bytesMax` + max(VALUES_READ_BYTES_MAX, the partition's
+   * message size limit) of values within that limit; the caller asks again from the first key
+   * not answered. Without it, all of them, in reads of that bound each.
+   */
+  readKeys(
+    queue: string,
+    index: number,
+    keys: readonly Uint8Array[],
+    bytesMax = Number.POSITIVE_INFINITY,
+  ): Promise<(Uint8Array | undefined)[]> {
     const prefix = this.#prefix(queue, index)
-    return this.#reader.getMany(keys.map((k) => appendBytes(prefix, k)))
+    return this.#readValues(
+      keys.map((k) => appendBytes(prefix, k)),
+      bytesMax,
+      this.#valueBytesMax(queue, index),
+    )
   }
 
   /**
@@ -483,11 +561,11 @@ export class DataGroupMachine {
           return refused('importing', `${id} is being moved into group ${this.groupId}`)
         // A dropped incarnation's keys go first (the same key space).
         await this.#sweeper.whenSwept(id)
-        const partition = await QueuePartition.open(
-          this.#reader,
+        const partition = await this.#openPartition(
           this.#prefix(command.queue, command.partition),
           command.config,
         )
+        if (typeof partition === 'string') return refused('malformed', `open of ${id}: ${partition}`)
         this.#partitions.set(id, partition)
         const value = encoder.encode(JSON.stringify(command.config))
         return {
@@ -536,7 +614,10 @@ export class DataGroupMachine {
           // Retired, then fenced by a move begun before its queue was deleted: kept for good.
           this.#retired.delete(id)
           ops.push({ type: 'del', key: this.#retiredKey(retired.seq) })
-        } else if (!this.#fenced.has(id)) {
+        }
+        // A retired partition is fenced, unless an import opened it over its retirement (which
+        // earlier versions took): then it is fenced now, as any other.
+        if (!this.#fenced.has(id)) {
           this.#fenced.add(id)
           if (command.moveId !== undefined) this.#fencedBy.set(id, command.moveId)
           const by = command.moveId !== undefined ? encoder.encode(String(command.moveId)) : EMPTY
@@ -564,11 +645,16 @@ export class DataGroupMachine {
     const held = this.#partitions.has(id) || this.#imports.has(id)
     if (held) this.#noteWrites(id, 'whole')
     const dropped = held ? this.#drop(queue, index, id) : { ops: [], written: NOTHING }
+    // Retired before, its fence lifted by an import that earlier versions took: that retirement
+    // gives way to this one.
+    const before = this.#retired.get(id)
+    this.#retired.delete(id)
     const seq = this.#retiredNext++
     this.#fenced.add(id)
     this.#retired.set(id, { seq, queue, index, atMs: nowMs })
     const ops: BatchOp[] = [
       ...dropped.ops,
+      ...(before ? [{ type: 'del' as const, key: this.#retiredKey(before.seq) }] : []),
       { type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY },
       {
         type: 'put',
@@ -624,6 +710,15 @@ export class DataGroupMachine {
   ): Promise<DataApplied> {
     if (this.#imported.get(id) === c.moveId)
       return { result: { type: 'imported', complete: true }, ops: [], written: NOTHING }
+    // A deleted queue's partition, retired here (its import under way, if any, dropped with it):
+    // a move of it, begun before the deletion, must not bring it back. A move's own fence does
+    // not stop an import (a partition moved away and back is imported into its old group, which
+    // it left fenced); the last chunk lifts it.
+    if (this.#retired.has(id))
+      return refused(
+        'fenced',
+        `${id} was retired in group ${this.groupId} (its queue was deleted): no import`,
+      )
     const importingKey = this.#key(IMPORTING, c.queue, c.partition)
     // Chunk 0 starts a new session, unless the one under way for the move comes from a newer
     // source leader; any other chunk continues the one under way, in order.
@@ -692,7 +787,8 @@ export class DataGroupMachine {
     // Every chunk's keys are in the engine once `written` resolves: open the partition from them.
     await written()
     // The last chunk's config: the source read it once the partition was frozen.
-    const partition = await QueuePartition.open(this.#reader, prefix, c.config)
+    const partition = await this.#openPartition(prefix, c.config)
+    if (typeof partition === 'string') return refused('malformed', `import of ${id}: ${partition}`)
     this.#partitions.set(id, partition)
     this.#imports.delete(id)
     this.#fenced.delete(id)
@@ -713,6 +809,24 @@ export class DataGroupMachine {
       },
     )
     return { result: { type: 'imported', complete: true }, ops, written: NOTHING }
+  }
+
+  /**
+   * Opens the partition under `prefix` (QueuePartition.open: its stored config, or `config`
+   * when it has none), or returns why `config` is refused (a field out of its bounds, an unknown
+   * one): decided by the entry and the replicated keys alone, so the same on every replica.
+   * Thrown out of apply, it stopped every replica at that entry, again at each replay.
+   */
+  async #openPartition(
+    prefix: Uint8Array,
+    config: Partial<PartitionConfig>,
+  ): Promise<QueuePartition | string> {
+    try {
+      return await QueuePartition.open(this.#reader, prefix, config)
+    } catch (error) {
+      if (error instanceof InvalidArgumentError) return error.message
+      throw error
+    }
   }
 
   /** Deletes a dropped partition's keys once `ready`, then its tombstone. */

@@ -1,9 +1,10 @@
-import { MemoryEngine } from '@mq/kv-storage'
+import { encodeTuple, MemoryEngine, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import type { Command, CommandResult } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
 import { type DataCommand, decodeDataCommand, encodeDataCommand, type ImportChunk } from './data-command'
 import { type DataApplied, DataGroupMachine, type DataResult } from './data-group'
 import type { KeyPair } from './key-pairs'
+import type { SweepEngine } from './range-sweeper'
 
 /** One replica's group: applies entries and writes their ops, as the host does. */
 class Replica {
@@ -77,7 +78,141 @@ async function fencedWithThirty() {
   return { source, target, pairs }
 }
 
+/** `engine` as a machine reads it, counting the bytes of keys and values each read returns. */
+function countingReads(engine: MemoryEngine): SweepEngine & { bytes: number } {
+  const counted = {
+    bytes: 0,
+    get: async (key: Uint8Array) => {
+      const value = await engine.get(key)
+      counted.bytes += value?.length ?? 0
+      return value
+    },
+    getMany: async (keys: readonly Uint8Array[]) => {
+      const values = await engine.getMany(keys)
+      for (const v of values) counted.bytes += v?.length ?? 0
+      return values
+    },
+    range: async (range: Parameters<MemoryEngine['range']>[0]) => {
+      const rows = await engine.range(range)
+      for (const [k, v] of rows) counted.bytes += k.length + v.length
+      return rows
+    },
+    keys: async (range: Parameters<MemoryEngine['keys']>[0]) => {
+      const keys = await engine.keys(range)
+      for (const k of keys) counted.bytes += k.length
+      return keys
+    },
+    write: (ops: Parameters<MemoryEngine['write']>[0], options: Parameters<MemoryEngine['write']>[1]) =>
+      engine.write(ops, options),
+  }
+  return counted
+}
+
 describe('moving a partition between data groups (fence, export, import)', () => {
+  it('exports large messages reading about bytesMax a call, not a page of 256 pairs of which it keeps a few', async () => {
+    const bytesMax = 1 << 20
+    const body = new Uint8Array(200 * 1024).fill(3)
+    // The default limit (256 KiB), and a larger one than the messages (4 MiB).
+    for (const messageBytesMax of [256 * 1024, 4 << 20]) {
+      const engine = new MemoryEngine()
+      const reads = countingReads(engine)
+      const source = await DataGroupMachine.open(1, reads)
+      const apply = async (command: DataCommand) => {
+        const applied = await source.apply(encodeDataCommand(command), 1_000)
+        await engine.write(applied.ops, { sync: false })
+        applied.written()
+        return applied.result
+      }
+      await apply({ type: 'open', queue: 'q', partition: 0, config: { messageBytesMax } })
+      for (let i = 0; i < 4; i++)
+        await apply({
+          type: 'apply',
+          queue: 'q',
+          partition: 0,
+          command: { type: 'enqueue', messages: Array.from({ length: 10 }, () => ({ body, weight: 1 })) },
+        })
+      await apply({ type: 'fence', queue: 'q', partition: 0 })
+      let after: Uint8Array | undefined
+      let read = 0
+      let mostRead = 0
+      let shipped = 0
+      const exported: KeyPair[] = []
+      for (let calls = 0; calls < 100; calls++) {
+        const before = reads.bytes
+        const { pairs, done } = await source.exportChunk('q', 0, after, bytesMax)
+        read += reads.bytes - before
+        mostRead = Math.max(mostRead, reads.bytes - before)
+        const bytes = pairs.reduce((n, [k, v]) => n + k.length + v.length, 0)
+        // Up to the pair that fills the chunk, and no further.
+        expect(bytes).toBeLessThan(bytesMax + body.length + 1024)
+        shipped += bytes
+        exported.push(...pairs)
+        if (pairs.length > 0) after = (pairs[pairs.length - 1] as KeyPair)[0]
+        if (done) break
+      }
+      // Every key once, in order, as one read of the whole partition has them.
+      const whole = (await source.exportChunk('q', 0, undefined, Number.POSITIVE_INFINITY)).pairs
+      // (Compared as hex keys and equal values: a deep equality of 8 MiB of bytes takes a minute.)
+      const hex = (pairs: KeyPair[]) => pairs.map(([k]) => Buffer.from(k).toString('hex'))
+      expect(hex(exported)).toEqual(hex(whole))
+      expect(exported.filter(([, v], i) => !Buffer.from(v).equals((whole[i] as KeyPair)[1]))).toHaveLength(0)
+      expect(shipped).toBeGreaterThan(40 * body.length)
+      // Pages of 256 pairs read all 8 MiB at the first call, and most of it again at the next ones.
+      expect(mostRead).toBeLessThan(bytesMax + 4 * 1024 * 1024 + 64 * 1024)
+      if (messageBytesMax > 1 << 20) expect(mostRead).toBeLessThan(bytesMax + body.length + 64 * 1024)
+      expect(read).toBeLessThan(1.5 * shipped)
+    }
+  })
+
+  it("refuses an import into a partition its queue's deletion retired; a move's fence after it fences", async () => {
+    const source = await Replica.open(1)
+    const target = await Replica.open(2)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await source.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
+    await source.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 7 })
+    // The target group retired q/0 (its queue deleted) before the move's chunks came.
+    expect(await target.apply({ type: 'retire', queue: 'q', partition: 0 })).toEqual({ type: 'fenced' })
+    const { results } = await ship(source, target, 7, 's', 1 << 20)
+    expect(results.map((r) => r.type === 'refused' && r.reason)).toEqual(['fenced', 'fenced'])
+    expect([target.machine.holds('q', 0), target.machine.fenced('q', 0), target.machine.importIds()]).toEqual(
+      [false, true, []],
+    )
+    // A move's fence after the retirement keeps it fenced (for good); so does a reopen.
+    expect(await target.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 9 })).toEqual({
+      type: 'fenced',
+    })
+    const reopened = await Replica.open(2, target.engine)
+    expect(reopened.machine.fenced('q', 0)).toBe(true)
+    expect(
+      await reopened.apply({ type: 'apply', queue: 'q', partition: 0, command: { type: 'tick' } }),
+    ).toMatchObject({ type: 'refused', reason: 'fenced' })
+  })
+
+  it('fences a retired partition that an import of an earlier version opened over its retirement', async () => {
+    // What an earlier version left: q/0 held and served, its retirement kept, no fence.
+    const engine = new MemoryEngine()
+    const old = await Replica.open(2, engine)
+    await old.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    await old.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
+    await engine.write(
+      [
+        { type: 'put', key: stateMachineKey(2, ['retired', 1]), value: encodeTuple(['q', 0, 1_000]) },
+        { type: 'put', key: stateMachineKey(2, ['retired-next']), value: encodeTuple([2]) },
+      ],
+      { sync: false },
+    )
+    const target = await Replica.open(2, engine)
+    expect([target.machine.holds('q', 0), target.machine.fenced('q', 0)]).toEqual([true, false])
+    // A move away fences it (the retirement goes: the fence is kept for good).
+    expect(await target.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 9 })).toEqual({
+      type: 'fenced',
+    })
+    expect(target.machine.fenced('q', 0)).toBe(true)
+    expect(await target.run({ type: 'tick' }).catch((e: Error) => e.message)).toMatch(/fenced/)
+    expect((await Replica.open(2, engine)).machine.fenced('q', 0)).toBe(true)
+    expect(await engine.range(stateMachineRange(2, ['retired']))).toEqual([])
+  })
+
   it('carries ready, leased (ids and deadlines), dedup and producer state; the source refuses from the fence on', async () => {
     const source = await Replica.open(1)
     const target = await Replica.open(2)

@@ -234,6 +234,55 @@ describe('queue handlers', () => {
     expect(await outcomes(h, ['2.1'])).toEqual([1])
   })
 
+  it('tags and gives back the leases of the incarnation the lease was committed in, not of an earlier look', async () => {
+    const group = await localGroup()
+    for (const queue of ['jobs#7', 'jobs#8']) {
+      await group.propose({ type: 'open', queue, partition: 0, config: { messageBytesMax: 100 } })
+      await group.propose({
+        type: 'apply',
+        queue,
+        partition: 0,
+        command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] },
+      })
+    }
+    /** A node whose route of jobs names these incarnations, one lookup after the other (then the last). */
+    const lookups = (...storedAs: string[]): DataNodePort => {
+      let n = 0
+      return {
+        formatLevel: () => FORMAT_LEVEL_LEASE_TAGS,
+        groupFor: async (q, p) =>
+          q === 'jobs' && p === 0
+            ? { group, storedAs: storedAs[Math.min(n++, storedAs.length - 1)] as string, config: JOBS_CONFIG }
+            : undefined,
+        routeEpoch: () => 4,
+      }
+    }
+    const lease = { target, consumerId: 'c', max: 1, visibilityMs: 60_000, waitMs: 0 }
+    // The queue is deleted and created again (jobs#8) between the poll's look and the lease: the
+    // lease is of jobs#8's message 1, and so is its tag.
+    const [leased] = (await call(queueHandlers(lookups('jobs#7', 'jobs#8')), 'lease', lease)).messages
+    expect(leased.leaseId).toBe('8.0.1.1')
+    // A call cancelled while its lease of jobs#7's message 1 (its own id 1.1) is committed gives
+    // it back tagged: by then the route names jobs#8, whose message 1 the lease above holds
+    // under the same own id, which it must not settle.
+    const cancelling = fakeCall(lease)
+    const nacks: string[] = []
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease') cancelling.cancel()
+      if (command.type === 'apply' && command.command.type === 'nack')
+        nacks.push(`${command.queue} ${JSON.stringify(command.command.leaseIds)}`)
+      return propose(command)
+    }
+    expect(
+      (await call(queueHandlers(lookups('jobs#7', 'jobs#7', 'jobs#8')), 'lease', lease, cancelling)).messages,
+    ).toEqual([])
+    group.propose = propose
+    expect(nacks).toEqual(['jobs#8 [""]']) // an id no partition knows: nothing settled
+    const acked = await call(queueHandlers(lookups('jobs#8')), 'ack', { target, leaseIds: ['8.0.1.1'] })
+    expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1])
+  })
+
   it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {
     const h = queueHandlers(node(await localGroup()))
     await call(h, 'produce', {

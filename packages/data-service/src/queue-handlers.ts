@@ -431,10 +431,16 @@ export function queueHandlers(
           const leasable = group.machine.leasableAtMost(queue, partition, leaderNowMs(group))
           const leaseTried =
             round === 0 || (leasable === Number.POSITIVE_INFINITY ? asked === 0 : leasable > asked)
+          // Where the lease was committed: `run` locates the partition again (the queue may have
+          // been deleted and created again since the look above), and its ids are of that one.
+          let leasedAt: { readonly queue: string; readonly partition: number } = { queue, partition }
           if (leaseTried) {
             leasing.set(id, asked + max)
             try {
-              const r = await run(req.target, command(max))
+              const r = await run(req.target, (nowMs, config, at) => {
+                leasedAt = at
+                return command(max)(nowMs, config)
+              })
               if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
               leases = r.leases
             } finally {
@@ -448,21 +454,26 @@ export function queueHandlers(
           if (leases.length > 0 && cancelled.aborted) {
             // Nobody will read the answer: the messages are given back now rather than at the
             // end of their visibility timeout. (A cancel that comes after this check, while the
-            // answer is on its way, leaves them to the timeout, as any lost answer does.)
-            const leaseIds = leases.map((l) => l.leaseId)
+            // answer is on its way, leaves them to the timeout, as any lost answer does.) Tagged
+            // whatever the level (the tag never reaches the partition): the nack locates the
+            // partition again, and settles nothing in another incarnation of the queue.
+            const leasedId = parseStoredQueueName(leasedAt.queue)?.queueId
+            const leaseIds = leases.map((l) =>
+              leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
+            )
             if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
-            await run(req.target, () => ({ type: 'nack', leaseIds, ...released(node.formatLevel()) })).catch(
+            await settle(req.target, { type: 'nack', leaseIds, ...released(node.formatLevel()) }).catch(
               () => {},
             )
             return { messages: [] }
           }
           const remaining = deadline - performance.now()
           if (leases.length > 0 || remaining <= 0) {
-            const queueId = parseStoredQueueName(queue)?.queueId
+            const queueId = parseStoredQueueName(leasedAt.queue)?.queueId
             const tagged = queueId !== undefined && node.formatLevel() >= FORMAT_LEVEL_LEASE_TAGS
             return {
               messages: leases.map((l) =>
-                leasedMessageOf(l, tagged ? tagLeaseId(l.leaseId, queueId, partition) : l.leaseId),
+                leasedMessageOf(l, tagged ? tagLeaseId(l.leaseId, queueId, leasedAt.partition) : l.leaseId),
               ),
             }
           }

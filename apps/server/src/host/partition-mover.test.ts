@@ -228,6 +228,39 @@ describe('PartitionMover copy', () => {
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(310)
   })
 
+  it('reads back what was written meanwhile about a chunk at a time, not 256 values at once', async () => {
+    const big = new Uint8Array(200 * 1024).fill(6)
+    const s = await setup({}, async (t) => {
+      // 64 messages of 200 KiB each arrive during the copy: 12.5 MiB to correct.
+      for (let b = 0; b < 8; b++)
+        await t.run({
+          type: 'enqueue',
+          messages: Array.from({ length: 8 }, () => ({ body: big, weight: 1 })),
+        })
+    })
+    const machine = s.source.port.machine
+    const readKeys = machine.readKeys.bind(machine)
+    const reads: number[] = []
+    machine.readKeys = async (...args) => {
+      const values = await readKeys(...args)
+      reads.push(values.reduce((n, v) => n + (v?.length ?? 0), 0))
+      return values
+    }
+    await s.mover.move(s.request)
+    // The same keys and values (compared as hex and by Buffer.equals: a deep equality of
+    // 12.5 MiB of bytes takes minutes).
+    const [copied, frozen] = [await keysOf(s.target), await keysOf(s.source)]
+    const hex = (pairs: KeyPair[]) => pairs.map(([k]) => Buffer.from(k).toString('hex'))
+    expect(hex(copied)).toEqual(hex(frozen))
+    expect(copied.filter(([, v], i) => !Buffer.from(v).equals((frozen[i] as KeyPair)[1]))).toEqual([])
+    expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(364)
+    expect(reads.reduce((n, r) => n + r, 0)).toBeGreaterThan(64 * big.length)
+    // A read answers at most what fills the chunk, and what the machine read past it: at most
+    // 4 MiB of values at the partition's message size limit (256 KiB); one read of every key
+    // written read all 12.5 MiB at once.
+    expect(Math.max(...reads)).toBeLessThan(IMPORT_CHUNK_BYTES + 4 * 1024 * 1024 + 64 * 1024)
+  })
+
   it("corrects in rounds while writes go on, and fences for the last round's writes alone", async () => {
     let n = 0
     const s = await setup({ settledKeys: 0 }, undefined, async (t, chunk, fenced) => {

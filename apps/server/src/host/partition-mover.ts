@@ -27,7 +27,10 @@ const IMPORT_CALL_MS = 10_000
  * the partition is copied whole again after the fence.
  */
 export const DIRTY_KEYS_MAX = 200_000
-/** Keys read back per engine call (the correction rounds). */
+/**
+ * Keys handed to one read-back of the correction rounds (`readKeys`, which reads their values
+ * as they fit in what is left of the chunk, and answers the first of them).
+ */
 const KEYS_PER_READ = 256
 /**
  * Rounds of correction a copy makes while the partition still serves, each sending the keys
@@ -204,11 +207,14 @@ export class PartitionMover {
       let puts: KeyPair[] = []
       let dels: Uint8Array[] = []
       let chunkBytes = 0
-      for (let i = 0; i < keys.length; i += KEYS_PER_READ) {
+      for (let i = 0; i < keys.length; ) {
         const some = keys.slice(i, i + KEYS_PER_READ)
-        const values = await port.machine.readKeys(queue, partition, some)
-        for (const [j, key] of some.entries()) {
-          const value = values[j]
+        // The values of the first keys, about what the chunk has room for (a read of all of
+        // them held 256 values at once: 1 GiB of 4-MiB messages).
+        const values = await port.machine.readKeys(queue, partition, some, IMPORT_CHUNK_BYTES - chunkBytes)
+        i += values.length
+        for (const [j, value] of values.entries()) {
+          const key = some[j] as Uint8Array
           if (value === undefined) dels.push(key)
           else puts.push([key, value])
           chunkBytes += key.length + (value?.length ?? 0)
