@@ -28,9 +28,9 @@ export type DataResult =
   | { readonly type: 'imported'; readonly complete: boolean }
   /**
    * The entry changed nothing: it was malformed, named a partition this group does not hold,
-   * named a fenced partition (moved or moving away, or retired: not imported either) or one
-   * being imported, or was an import chunk out of its session's order; an `open` or a last
-   * import chunk whose partition config is refused is malformed.
+   * named a fenced partition (moved or moving away) or one being imported, or was an import
+   * chunk out of its session's order; an `open` or a last import chunk whose partition config
+   * is refused is malformed.
    */
   | { readonly type: 'refused'; readonly reason: RefusalReason; readonly message: string }
 
@@ -614,10 +614,7 @@ export class DataGroupMachine {
           // Retired, then fenced by a move begun before its queue was deleted: kept for good.
           this.#retired.delete(id)
           ops.push({ type: 'del', key: this.#retiredKey(retired.seq) })
-        }
-        // A retired partition is fenced, unless an import opened it over its retirement (which
-        // earlier versions took): then it is fenced now, as any other.
-        if (!this.#fenced.has(id)) {
+        } else if (!this.#fenced.has(id)) {
           this.#fenced.add(id)
           if (command.moveId !== undefined) this.#fencedBy.set(id, command.moveId)
           const by = command.moveId !== undefined ? encoder.encode(String(command.moveId)) : EMPTY
@@ -645,16 +642,11 @@ export class DataGroupMachine {
     const held = this.#partitions.has(id) || this.#imports.has(id)
     if (held) this.#noteWrites(id, 'whole')
     const dropped = held ? this.#drop(queue, index, id) : { ops: [], written: NOTHING }
-    // Retired before, its fence lifted by an import that earlier versions took: that retirement
-    // gives way to this one.
-    const before = this.#retired.get(id)
-    this.#retired.delete(id)
     const seq = this.#retiredNext++
     this.#fenced.add(id)
     this.#retired.set(id, { seq, queue, index, atMs: nowMs })
     const ops: BatchOp[] = [
       ...dropped.ops,
-      ...(before ? [{ type: 'del' as const, key: this.#retiredKey(before.seq) }] : []),
       { type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY },
       {
         type: 'put',
@@ -710,15 +702,6 @@ export class DataGroupMachine {
   ): Promise<DataApplied> {
     if (this.#imported.get(id) === c.moveId)
       return { result: { type: 'imported', complete: true }, ops: [], written: NOTHING }
-    // A deleted queue's partition, retired here (its import under way, if any, dropped with it):
-    // a move of it, begun before the deletion, must not bring it back. A move's own fence does
-    // not stop an import (a partition moved away and back is imported into its old group, which
-    // it left fenced); the last chunk lifts it.
-    if (this.#retired.has(id))
-      return refused(
-        'fenced',
-        `${id} was retired in group ${this.groupId} (its queue was deleted): no import`,
-      )
     const importingKey = this.#key(IMPORTING, c.queue, c.partition)
     // Chunk 0 starts a new session, unless the one under way for the move comes from a newer
     // source leader; any other chunk continues the one under way, in order.

@@ -164,55 +164,6 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     }
   })
 
-  it("refuses an import into a partition its queue's deletion retired; a move's fence after it fences", async () => {
-    const source = await Replica.open(1)
-    const target = await Replica.open(2)
-    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
-    await source.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
-    await source.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 7 })
-    // The target group retired q/0 (its queue deleted) before the move's chunks came.
-    expect(await target.apply({ type: 'retire', queue: 'q', partition: 0 })).toEqual({ type: 'fenced' })
-    const { results } = await ship(source, target, 7, 's', 1 << 20)
-    expect(results.map((r) => r.type === 'refused' && r.reason)).toEqual(['fenced', 'fenced'])
-    expect([target.machine.holds('q', 0), target.machine.fenced('q', 0), target.machine.importIds()]).toEqual(
-      [false, true, []],
-    )
-    // A move's fence after the retirement keeps it fenced (for good); so does a reopen.
-    expect(await target.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 9 })).toEqual({
-      type: 'fenced',
-    })
-    const reopened = await Replica.open(2, target.engine)
-    expect(reopened.machine.fenced('q', 0)).toBe(true)
-    expect(
-      await reopened.apply({ type: 'apply', queue: 'q', partition: 0, command: { type: 'tick' } }),
-    ).toMatchObject({ type: 'refused', reason: 'fenced' })
-  })
-
-  it('fences a retired partition that an import of an earlier version opened over its retirement', async () => {
-    // What an earlier version left: q/0 held and served, its retirement kept, no fence.
-    const engine = new MemoryEngine()
-    const old = await Replica.open(2, engine)
-    await old.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
-    await old.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] })
-    await engine.write(
-      [
-        { type: 'put', key: stateMachineKey(2, ['retired', 1]), value: encodeTuple(['q', 0, 1_000]) },
-        { type: 'put', key: stateMachineKey(2, ['retired-next']), value: encodeTuple([2]) },
-      ],
-      { sync: false },
-    )
-    const target = await Replica.open(2, engine)
-    expect([target.machine.holds('q', 0), target.machine.fenced('q', 0)]).toEqual([true, false])
-    // A move away fences it (the retirement goes: the fence is kept for good).
-    expect(await target.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 9 })).toEqual({
-      type: 'fenced',
-    })
-    expect(target.machine.fenced('q', 0)).toBe(true)
-    expect(await target.run({ type: 'tick' }).catch((e: Error) => e.message)).toMatch(/fenced/)
-    expect((await Replica.open(2, engine)).machine.fenced('q', 0)).toBe(true)
-    expect(await engine.range(stateMachineRange(2, ['retired']))).toEqual([])
-  })
-
   it('carries ready, leased (ids and deadlines), dedup and producer state; the source refuses from the fence on', async () => {
     const source = await Replica.open(1)
     const target = await Replica.open(2)
