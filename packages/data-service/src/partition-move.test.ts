@@ -1,4 +1,4 @@
-import { encodeTuple, MemoryEngine, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
+import { MemoryEngine } from '@mq/kv-storage'
 import type { Command, CommandResult } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
 import { type DataCommand, decodeDataCommand, encodeDataCommand, type ImportChunk } from './data-command'
