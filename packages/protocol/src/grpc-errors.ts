@@ -33,13 +33,18 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
   return { code: ERROR_CODES[error.code].status, details: error.message, metadata }
 }
 
+/** grpc-js's INTERNAL messages for a request it could not encode or an answer it could not decode. */
+const LOCAL_CODEC_FAILURE = /^(Request message serialization failure|Response message parsing error)/
+
 /**
  * Turns a failed call's error into the typed MqError it stands for. With an `mq-error-bin`
  * detail the code and facts come from it; without one (a transport failure, a deadline, a
  * server that is not mq) the gRPC status decides: unreachable, deadline and cancelled become
  * a retriable UnavailableError, INVALID_ARGUMENT an InvalidArgumentError, RESOURCE_EXHAUSTED
  * (grpc-js's own size limits) a non-retriable InvalidArgumentError saying so, UNAUTHENTICATED
- * and PERMISSION_DENIED theirs, the rest an InternalError. The original error is the `cause`.
+ * and PERMISSION_DENIED theirs, INTERNAL (the transport's: a reset stream, a proxy) a retriable
+ * UnavailableError unless grpc-js could not encode the request or decode the answer, the rest
+ * an InternalError. The original error is the `cause`.
  */
 export function fromGrpcError(error: ServiceError): MqError {
   const raw = error.metadata?.get(ERROR_DETAIL_KEY)[0]
@@ -69,7 +74,10 @@ export function fromGrpcError(error: ServiceError): MqError {
     case GrpcStatus.Aborted:
       return mqError(ErrorCode.Unavailable, message, {}, { cause: error })
     case GrpcStatus.Internal:
-      // Without a detail it is not an mq server's (its faults carry one): the transport's, e.g.
+      // grpc-js's own, on this side: a request it cannot encode or an answer it cannot decode,
+      // which a retry would meet again.
+      if (LOCAL_CODEC_FAILURE.test(message)) return mqError(ErrorCode.Internal, message, {}, { cause: error })
+      // Else, without a detail, not an mq server's (its faults carry one): the transport's, e.g.
       // "Received RST_STREAM with code 2" from a connection reset or a proxy. Until 2026-12-02 it
       // was a non-retriable InternalError, and a consumer ended on a transport hiccup.
       return mqError(ErrorCode.Unavailable, `transport error (INTERNAL): ${message}`, {}, { cause: error })

@@ -99,6 +99,13 @@ describe('typed errors over gRPC', () => {
     expect(error).toBeInstanceOf(UnavailableError)
     expect(error.retriable).toBe(true)
     expect(error.message).toBe('transport error (INTERNAL): Received RST_STREAM with code 2')
+    // grpc-js's own failure to encode a request (or decode an answer): a retry would fail alike.
+    const local = fromGrpcError({
+      code: GrpcStatus.Internal,
+      details: 'Request message serialization failure: invalid uint32: 1.5',
+      metadata: new Metadata(),
+    } as unknown as ServiceError)
+    expect([local.code, local.retriable]).toEqual([ErrorCode.Internal, false])
     // An mq server's own fault carries its detail: not retried.
     const typed = fromGrpcError(
       toGrpcStatus(new InternalError('internal error: x is undefined')) as ServiceError,

@@ -178,6 +178,17 @@ export class RawNode {
     return r.progress.get(id)?.match
   }
 
+  /**
+   * On a leader: whether `id` answered since the leader last counted its quorum (at most an
+   * election timeout ago, or since it became leader); undefined on a non-leader or for a
+   * non-member. False right after a count for everyone who has not answered again yet.
+   */
+  recentlyActive(id: ReplicaId): boolean | undefined {
+    const r = this.#raft
+    if (r.role !== Role.Leader) return undefined
+    return r.progress.get(id)?.recentActive
+  }
+
   get stats(): Readonly<RaftStats> {
     return this.#raft.stats
   }

@@ -382,6 +382,27 @@ describe('§5.5 follower and candidate crashes', () => {
   })
 })
 
+describe('leader progress', () => {
+  it('tells which followers answered since the last quorum count (check-quorum)', () => {
+    const h = new Harness(['a', 'b', 'c'], { preVote: true, checkQuorum: true })
+    h.elect('a')
+    h.propose('a', 'x')
+    expect(['b', 'c'].map((id) => h.raw('a').recentlyActive(id))).toEqual([true, true])
+    expect(h.raw('b').recentlyActive('a')).toBeUndefined() // only a leader knows
+    expect(h.raw('a').recentlyActive('z')).toBeUndefined()
+    // c falls silent: after a count, only b's answers to the heartbeats mark it again.
+    h.isolate('c')
+    const electionTicks = 10
+    for (let t = 0; t < electionTicks; t++) {
+      h.tick('a')
+      h.settle()
+    }
+    h.heartbeat('a')
+    h.settle()
+    expect(['b', 'c'].map((id) => h.raw('a').recentlyActive(id))).toEqual([true, false])
+  })
+})
+
 describe('§6 membership changes', () => {
   it('a learner receives the log but does not vote or count for commitment (Reference: §6, dissertation §4.2.1)', () => {
     const h = new Harness(['a', 'b', 'c'], classic, ['l'])

@@ -373,7 +373,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       unacked.length > 0 ||
       !drained ||
       problems.length > 0 ||
-      crashes.length > 0
+      crashes.length > 0 ||
+      nemesis.faults === 0
     let artifacts: string | undefined
     if (failed || options.keep) {
       artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)

@@ -51,4 +51,14 @@ describe('stopTransferTarget (a leader stopping)', () => {
     const behind = replica(Role.Leader, 9_000, { n1: 9_000, n2: 100, n3: 200 })
     expect(stopTransferTarget(behind.raft, 1)).toBeUndefined()
   })
+
+  it('prefers a voter that answered lately: in an idle group a dead one matches as far', () => {
+    const { raft } = replica(Role.Leader, 500, { n1: 500, n2: 500, n3: 500, n4: 480 })
+    expect(stopTransferTarget(raft, 1)).toBe('n2')
+    const active = new Set(['n4'])
+    const watched = { ...raft, recentlyActive: (_g: number, id: string) => active.has(id) }
+    expect(stopTransferTarget(watched, 1)).toBe('n4')
+    active.add('n3')
+    expect(stopTransferTarget(watched, 1)).toBe('n3')
+  })
 })

@@ -2,7 +2,8 @@ import { type RaftHost, Role } from '@mq/raft-core'
 import { caughtUp } from './caught-up'
 
 /** What of the Raft host a balancing transfer uses. */
-export type LeaderTransferRaft = Pick<RaftHost, 'status' | 'matchIndex' | 'transferLeader'>
+export type LeaderTransferRaft = Pick<RaftHost, 'status' | 'matchIndex' | 'transferLeader'> &
+  Partial<Pick<RaftHost, 'recentlyActive'>>
 
 /**
  * Starts a leadership transfer of data group `groupId` to `toNodeId` (leader balancing) when
@@ -27,23 +28,22 @@ export function transferWhenCaughtUp(raft: LeaderTransferRaft, groupId: number, 
 }
 
 /**
- * The voter of group `groupId` to hand its leadership to when this node stops: of the others,
- * the one whose log matches furthest, if caught up; undefined when none is (the group then
- * elects once this node is gone). Until 2026-12-02 it was the first other voter in the
- * configuration, dead or far behind as it may be: the transfer held the group's proposals
- * until it timed out (2 s) on every stop.
+ * The voter of group `groupId` to hand its leadership to when this node stops: of the others
+ * whose logs are caught up, one that answered lately (`recentlyActive`: a voter that died
+ * after its last answer matches as far as a live one in an idle group), then the one whose log
+ * matches furthest; undefined when none is caught up (the group then elects once this node is
+ * gone). Until 2026-12-02 it was the first other voter in the configuration, dead or far behind
+ * as it may be: the transfer held the group's proposals until it timed out (2 s) on every stop.
  */
 export function stopTransferTarget(raft: LeaderTransferRaft, groupId: number): string | undefined {
   const status = raft.status(groupId)
-  let best: string | undefined
-  let bestMatch = 0
-  for (const id of status.conf.voters) {
-    if (id === status.id) continue
+  const rank = (id: string) => {
     const match = raft.matchIndex(groupId, id) ?? 0
-    if (caughtUp(match, status.commit) && match > bestMatch) {
-      best = id
-      bestMatch = match
-    }
+    return { id, match, active: raft.recentlyActive?.(groupId, id) === true }
   }
-  return best
+  return status.conf.voters
+    .filter((id) => id !== status.id)
+    .map(rank)
+    .filter((c) => caughtUp(c.match, status.commit))
+    .sort((a, b) => Number(b.active) - Number(a.active) || b.match - a.match)[0]?.id
 }

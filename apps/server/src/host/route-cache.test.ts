@@ -33,6 +33,16 @@ describe('RouteCache', () => {
     expect(cache.namesToRefresh(6, ['kept'])).toBeUndefined()
   })
 
+  it('takes no route older than a refresh under way (an answer read before a deletion, arriving late)', () => {
+    const cache = new RouteCache<ReturnType<typeof route>>()
+    const names = cache.namesToRefresh(10, ['kept']) // q deleted at epoch 10; the refresh starts
+    cache.put(route('q', 9)) // a GetRoutes read before the deletion answers meanwhile
+    cache.answered(names ?? [], 10, [route('kept', 10)])
+    cache.refreshed(10)
+    expect(cache.get('q')).toBeUndefined()
+    expect(cache.get('kept')?.routeEpoch).toBe(10)
+  })
+
   it('keeps a route newer than an answer that lacks it (created after the answer was read)', () => {
     const cache = new RouteCache<ReturnType<typeof route>>()
     cache.put(route('new', 9))

@@ -25,6 +25,8 @@ export class RouteCache<Route extends CachedRoute> {
   readonly #routes = new Map<string, Route>()
   /** The changed epoch the cache was last brought up to. */
   #refreshedTo = 0
+  /** The changed epoch of the refresh under way or last started (see `put`). */
+  #refreshingTo = 0
   /** The latest grow epoch heard. */
   #growEpoch = 0
   /** The highest route epoch of any route cached (not lowered when one is forgotten). */
@@ -50,11 +52,12 @@ export class RouteCache<Route extends CachedRoute> {
 
   /**
    * Caches `route` unless the cache holds a newer one (routes come from several sources), or it
-   * is older than the changed epoch the cache was refreshed to (an answer to a call made
-   * before: it may carry old settings, or a queue since deleted).
+   * is older than the changed epoch the cache was refreshed to, or is being refreshed to (an
+   * answer to a call made before: it may carry old settings, or a queue since deleted; one
+   * arriving while the refresh runs, which did not ask about it, stayed cached for good).
    */
   put(route: Route): void {
-    if (route.routeEpoch < this.#refreshedTo) return
+    if (route.routeEpoch < Math.max(this.#refreshedTo, this.#refreshingTo)) return
     if ((this.#routes.get(route.queue)?.routeEpoch ?? 0) > route.routeEpoch) return
     this.#routes.set(route.queue, route)
     if (route.routeEpoch > this.#highestEpoch) this.#highestEpoch = route.routeEpoch
@@ -77,6 +80,7 @@ export class RouteCache<Route extends CachedRoute> {
    */
   namesToRefresh(changedEpoch: number, hosted: Iterable<string>): Set<string> | undefined {
     if (changedEpoch <= this.#refreshedTo) return undefined
+    if (changedEpoch > this.#refreshingTo) this.#refreshingTo = changedEpoch
     const names = new Set(hosted)
     for (const name of this.#routes.keys()) names.add(name)
     return names

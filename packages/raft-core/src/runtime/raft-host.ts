@@ -341,6 +341,11 @@ export class RaftHost {
     return this.#group(groupId).raw.matchIndex(id)
   }
 
+  /** On the leader of `groupId`: whether `id` answered lately (RawNode.recentlyActive). */
+  recentlyActive(groupId: GroupId, id: ReplicaId): boolean | undefined {
+    return this.#group(groupId).raw.recentlyActive(id)
+  }
+
   /** Advances every group by one tick (the owner calls this on a timer) and fails expired requests. */
   tick(): void {
     if (this.#stopped) return
