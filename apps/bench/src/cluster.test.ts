@@ -1,6 +1,7 @@
 import type { ClusterStatusResponse } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
-import { leadershipsBalanced } from './cluster'
+import { GIVEN_CLUSTER_FACTS, leadershipsBalanced, localClusterFacts } from './cluster'
+import { withFacts } from './scenarios/common'
 
 const status = (leaders: string[]): Pick<ClusterStatusResponse, 'nodes' | 'groups'> => ({
   nodes: ['n1', 'n2', 'n3'].map((nodeId) => ({
@@ -34,5 +35,42 @@ describe('leadershipsBalanced', () => {
     expect(leadershipsBalanced(status(['n1', '', 'n3']))).toBe(false)
     expect(leadershipsBalanced(status(['n1', 'n1', 'n3']))).toBe(false)
     expect(leadershipsBalanced(status(['n2', 'n2', 'n2']))).toBe(false)
+  })
+})
+
+describe('localClusterFacts', () => {
+  it("records the cluster's size and Raft timing as params, for every report", () => {
+    const facts = localClusterFacts(3, { tickMs: 20, electionTicks: 10, heartbeatTicks: 2 }, true)
+    expect(facts).toEqual({
+      params: { cluster: 'local', nodes: 3, tickMs: 20, electionTicks: 10, heartbeatTicks: 2 },
+      notes: [],
+    })
+    expect(GIVEN_CLUSTER_FACTS.params).toEqual({ cluster: 'given' })
+  })
+
+  it('notes a cluster whose leaderships were still unbalanced when the run started', () => {
+    const facts = localClusterFacts(3, { tickMs: 20, electionTicks: 10, heartbeatTicks: 2 }, false)
+    expect(facts.notes).toEqual([
+      expect.stringMatching(
+        /^the local cluster's leaderships were not balanced after 30 s; the run started anyway/,
+      ),
+    ])
+  })
+
+  it('adds them to a result: params merged, caveats first in the notes', () => {
+    const r = withFacts(
+      { scenario: 'produce', params: { count: 1 }, metrics: {}, latency: {}, notes: ['x'] },
+      localClusterFacts(3, { tickMs: 50, electionTicks: 10, heartbeatTicks: 2 }, false),
+    )
+    expect(r.params).toEqual({
+      count: 1,
+      cluster: 'local',
+      nodes: 3,
+      tickMs: 50,
+      electionTicks: 10,
+      heartbeatTicks: 2,
+    })
+    expect(r.notes).toHaveLength(2)
+    expect(r.notes?.[1]).toBe('x')
   })
 })

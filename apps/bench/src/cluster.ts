@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ClusterStatusResponse, freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
+import { BENCH_DEFAULT_TIMING, type RaftTiming } from './timing'
 
 /** apps/server relative to this file, in src/ and in dist/ alike. */
 const serverDir = join(import.meta.dirname, '..', '..', 'server')
@@ -48,7 +49,8 @@ export interface BenchNode {
 
 export interface BenchClusterOptions {
   readonly nodes?: number
-  readonly tickMs?: number
+  /** Raft tick, election and heartbeat ticks of every node (default: BENCH_DEFAULT_TIMING). */
+  readonly timing?: Partial<RaftTiming>
   /** Run apps/server from source through tsx instead of its dist (tests). */
   readonly fromSource?: boolean
   /** The server's built entry (default: apps/server/dist/main.js of this repo). */
@@ -67,8 +69,20 @@ export class BenchCluster {
     readonly nodes: BenchNode[],
     readonly dir: string,
     private readonly command: readonly string[],
-    private readonly tickMs: number,
+    /** The Raft timing every node runs with (written to each node's config file). */
+    readonly timing: RaftTiming,
   ) {}
+
+  /**
+   * Whether the leaderships had spread (leadershipsBalanced) before start() returned; false
+   * when the wait for it ran out and the cluster was handed over unbalanced.
+   */
+  balancedAtStart = false
+
+  /** What a report says about this cluster: its size and timing, and its caveats. */
+  facts(): ClusterFacts {
+    return localClusterFacts(this.nodes.length, this.timing, this.balancedAtStart)
+  }
 
   static async start(options: BenchClusterOptions = {}): Promise<BenchCluster> {
     const count = options.nodes ?? 3
@@ -87,13 +101,17 @@ export class BenchCluster {
         output: '',
       })
     }
-    const cluster = new BenchCluster(nodes, dir, command, options.tickMs ?? 20)
+    const timing: RaftTiming = { ...BENCH_DEFAULT_TIMING, ...options.timing }
+    // The timing goes in a config file (mq-server has flags for the tick only), so that the
+    // report can state the election and heartbeat ticks as run rather than as assumed.
+    writeFileSync(join(dir, 'server.json'), `${JSON.stringify(timing)}\n`)
+    const cluster = new BenchCluster(nodes, dir, command, timing)
     live.add(cluster)
     if (live.size === 1) process.on('exit', killLive)
     for (const n of nodes) cluster.#spawn(n)
     try {
       await cluster.#waitReady(options.readyMs ?? 60_000)
-      await cluster.#waitBalanced(BALANCE_WAIT_MS)
+      cluster.balancedAtStart = await cluster.#waitBalanced(BALANCE_WAIT_MS)
     } catch (error) {
       const logs = nodes.map((n) => `--- ${n.nodeId}\n${n.output.slice(-2000)}`).join('\n')
       await cluster.stop()
@@ -164,6 +182,8 @@ export class BenchCluster {
         ...SERVER_NODE_FLAGS,
         ...this.command,
         'start',
+        '--config',
+        join(this.dir, 'server.json'),
         '--node-id',
         n.nodeId,
         '--listen',
@@ -172,8 +192,6 @@ export class BenchCluster {
         join(this.dir, n.nodeId),
         '--initial-meta',
         initialMeta,
-        '--tick-ms',
-        String(this.tickMs),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     )
@@ -190,21 +208,22 @@ export class BenchCluster {
   }
 
   /**
-   * Resolves once every data group has a leader and no node leads two more groups than
-   * another, or after `timeoutMs` either way. A new cluster's first elections may leave one
+   * Resolves true once every data group has a leader and no node leads two more groups than
+   * another, or false after `timeoutMs`. A new cluster's first elections may leave one
    * node leading most groups; the meta leader moves leaderships once the nodes have been
    * stable for 10 s, and that hand-off (each group's writes pause briefly) would otherwise
    * land inside the first scenario and show as its worst latencies.
    */
-  async #waitBalanced(timeoutMs: number): Promise<void> {
+  async #waitBalanced(timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs
     const client = await MqClient.connect({ servers: this.servers, deadlineMs: timeoutMs, attemptMs: 1_000 })
     try {
       while (Date.now() < deadline) {
         const status = await client.admin.clusterStatus().catch(() => undefined)
-        if (status && leadershipsBalanced(status)) return
+        if (status && leadershipsBalanced(status)) return true
         await new Promise((resolve) => setTimeout(resolve, 250))
       }
+      return false
     } finally {
       await client.close()
     }
@@ -235,4 +254,30 @@ export function leadershipsBalanced(status: Pick<ClusterStatusResponse, 'nodes' 
   for (const g of status.groups) led.set(g.leaderId, (led.get(g.leaderId) ?? 0) + 1)
   const counts = [...led.values()]
   return Math.max(...counts) - Math.min(...counts) <= 1
+}
+
+/** What a report says about the cluster a scenario ran against. */
+export interface ClusterFacts {
+  /**
+   * Merged into the scenario's params: `cluster` ('local': started by mq-bench, or 'given':
+   * `--servers`), and for a local one its node count and Raft timing.
+   */
+  readonly params: Readonly<Record<string, string | number>>
+  /** Caveats for the report's notes. */
+  readonly notes: readonly string[]
+}
+
+/** Servers given with `--servers`: their timing is theirs and not known here. */
+export const GIVEN_CLUSTER_FACTS: ClusterFacts = { params: { cluster: 'given' }, notes: [] }
+
+/** The facts of a cluster mq-bench started: its size, its timing, and whether it was balanced. */
+export function localClusterFacts(nodes: number, timing: RaftTiming, balanced: boolean): ClusterFacts {
+  return {
+    params: { cluster: 'local', nodes, ...timing },
+    notes: balanced
+      ? []
+      : [
+          `the local cluster's leaderships were not balanced after ${BALANCE_WAIT_MS / 1000} s; the run started anyway (one node leads more groups, and the meta leader may move some during the run)`,
+        ],
+  }
 }

@@ -1,3 +1,4 @@
+import { clusterLines } from './report'
 import type { BenchReport, ScenarioResult } from './result'
 
 /** One line of a chart. */
@@ -105,11 +106,24 @@ export function lineChart(spec: ChartSpec): string {
   return parts.join('\n')
 }
 
+/**
+ * The moments of a failover's fault on its time axis: the kill (`kill -9`), or the SIGSTOP and
+ * the SIGCONT of a pause (`params.fault`).
+ */
+export function faultMarkers(r: ScenarioResult): Marker[] {
+  const { killAtS, resumeAtS } = r.metrics
+  if (killAtS === undefined) return []
+  if (r.params.fault !== 'pause') return [{ x: killAtS, label: 'kill -9' }]
+  return [
+    { x: killAtS, label: 'SIGSTOP' },
+    ...(resumeAtS !== undefined && resumeAtS > 0 ? [{ x: resumeAtS, label: 'SIGCONT' }] : []),
+  ]
+}
+
 /** The charts of one scenario: throughput and latency over time; fairness shares. */
 export function scenarioCharts(r: ScenarioResult): string[] {
   const charts: string[] = []
-  const killAtS = r.metrics.killAtS
-  const markers = killAtS === undefined ? [] : [{ x: killAtS, label: 'kill -9' }]
+  const markers = faultMarkers(r)
   if (r.timeline && r.timeline.length > 0) {
     // Buckets without a completion have no latency: they are left out of the latency chart.
     const withLatency = r.timeline.filter((p) => p.perS > 0)
@@ -213,6 +227,9 @@ pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 <body>
 <h1>mq-bench</h1>
 <p>${escapeXml(report.startedAt)} — ${m.cpus} × ${escapeXml(m.cpuModel)}, ${m.memGiB} GiB, Node ${escapeXml(m.node)}, ${escapeXml(m.os)}</p>
+${clusterLines(report)
+  .map((l) => `<p>${escapeXml(l)}</p>`)
+  .join('\n')}
 ${sections.join('\n')}
 <details><summary>markdown</summary><pre>${escapeXml(markdownTable)}</pre></details>
 </body>

@@ -1,7 +1,9 @@
 import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { CommanderError } from 'commander'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { createProgram, intIn, serverList } from './program'
 
 /** Parses `args` with exits turned into thrown CommanderErrors; returns what was written. */
@@ -39,6 +41,12 @@ describe('command line', () => {
     [['fairness', '--weights', '3,3'], /distinct/],
     [['fairness', '--tolerance', '2'], /share between 0 and 1/],
     [['produce', '--bogus'], /unknown option '--bogus'/],
+    [['produce', '--tick-ms', '0'], /integer from 1 to 10000/],
+    [['failover', '--tick-ms', 'x'], /integer from 1 to 10000/],
+    [
+      ['e2e', '--servers', 'a:1', '--tick-ms', '50'],
+      /'--tick-ms <ms>' cannot be used with option '--servers <list>'/,
+    ],
     [['nonsense'], /unknown command 'nonsense'/],
   ])('refuses %j with a clear error and exit code 1', async (args, message) => {
     const r = await run(args)
@@ -71,5 +79,70 @@ describe('command line', () => {
     )
     expect(p.status).toBe(1)
     expect(p.stderr).toMatch(/argument '-5' is invalid/)
+  })
+})
+
+describe('output and compare files, checked before the run', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mq-bench-test-'))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+  // A quick in-process run: its table on stdout shows that the run happened.
+  const quick = ['fairness', '--in-process', '--per-weight', '50', '--window', '130']
+
+  // The audit's case: a bad --compare was read only after the whole run, and failed with a
+  // raw ENOENT stack trace.
+  it.each([
+    [
+      ['--compare', join(dir, 'nope.json')],
+      /option '--compare <file>' argument '.*nope\.json' is invalid\. cannot read it: ENOENT/,
+    ],
+    [['--compare', join(dir, 'bad.json')], /bad\.json: not an mq-bench report/],
+    [['--out', join(dir, 'missing', 'r.json')], /its folder .*missing does not exist/],
+    [['--html', dir], /is a folder/],
+  ])('refuses %j before running, with one line and exit code 1', async (flags, message) => {
+    writeFileSync(join(dir, 'bad.json'), '{"results": []}')
+    const r = await run([...quick, ...flags])
+    expect(r.error?.exitCode).toBe(1)
+    expect(r.err).toMatch(message)
+    expect(r.out).not.toContain('fairness-in-process')
+  })
+
+  it('compares with a report of the same params, and names the params of one that differs', async () => {
+    const first = await run([...quick, '--out', join(dir, 'r.json')])
+    expect(first.error).toBeUndefined()
+    const same = await run([...quick, '--compare', join(dir, 'r.json')])
+    expect(same.out).toMatch(/compared with .*r\.json/)
+    expect(same.out).toContain('| fairness-in-process | deviationMax |')
+    const other = await run([
+      'fairness',
+      '--in-process',
+      '--per-weight',
+      '60',
+      '--window',
+      '130',
+      '--compare',
+      join(dir, 'r.json'),
+    ])
+    expect(other.out).toContain('- fairness-in-process: params differ: perWeightUnit 50 → 60')
+  })
+
+  it('exits 1 from the real process with one line, no stack trace, on a missing --compare file', () => {
+    const main = join(import.meta.dirname, 'main.ts')
+    const p = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        import.meta.resolve('tsx'),
+        '--conditions=source',
+        main,
+        ...quick,
+        '--compare',
+        join(dir, 'nope.json'),
+      ],
+      { encoding: 'utf8', timeout: 30_000 },
+    )
+    expect(p.status).toBe(1)
+    expect(p.stderr).toMatch(/cannot read it: ENOENT/)
+    expect(p.stderr).not.toMatch(/\n\s+at /)
+    expect(p.stdout).toBe('')
   })
 })

@@ -1,4 +1,5 @@
-import { readFileSync, writeFileSync } from 'node:fs'
+import { accessSync, constants, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
 import type { KeylessPartitioning } from '@mq/router-client'
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { toHtml } from './html'
@@ -7,12 +8,13 @@ import { type BenchReport, newReport, parseReport, type ScenarioResult } from '.
 import type { Target } from './scenarios/common'
 import { CONSUME_DEFAULTS, runConsume } from './scenarios/consume'
 import { E2E_DEFAULTS, runE2e } from './scenarios/e2e'
-import { FAILOVER_DEFAULTS, runFailover } from './scenarios/failover'
+import { FAILOVER_DEFAULTS, failoverFailures, runFailover } from './scenarios/failover'
 import { FAIRNESS_DEFAULTS, parseWeights, runFairness } from './scenarios/fairness'
 import { MICRO_DEFAULTS, runMicro } from './scenarios/micro'
 import { PRODUCE_DEFAULTS, runProduce } from './scenarios/produce'
 import { runScale, SCALE_DEFAULTS } from './scenarios/scale'
 import { runSuite } from './scenarios/suite'
+import { BENCH_DEFAULT_TIMING, SERVER_DEFAULT_TIMING } from './timing'
 
 export interface ProgramIo {
   /** stdout: the markdown table, comparisons. */
@@ -57,12 +59,63 @@ export function serverList(value: string): string[] {
   return list
 }
 
+/** A `--compare` file, read and parsed before the run. */
+export interface CompareWith {
+  readonly path: string
+  readonly report: BenchReport
+}
+
+/**
+ * A commander parser for `--compare <file>`: reads and parses it at once, so that a missing or
+ * malformed file stops the command before the run (exit 1, one line) rather than after it.
+ */
+export function compareFile(value: string): CompareWith {
+  let text: string
+  try {
+    text = readFileSync(value, 'utf8')
+  } catch (error) {
+    throw new InvalidArgumentError(`cannot read it: ${(error as Error).message}.`)
+  }
+  try {
+    return { path: value, report: parseReport(text, value) }
+  } catch (error) {
+    throw new InvalidArgumentError(`${(error as Error).message}.`)
+  }
+}
+
+/**
+ * A commander parser for `--out`/`--html <file>`: the file's folder must exist and be writable,
+ * and the file, if it exists, must be a writable file (checked before the run).
+ */
+export function writableFile(value: string): string {
+  const path = resolve(value)
+  const dir = dirname(path)
+  const stat = (p: string) => {
+    try {
+      return statSync(p)
+    } catch {
+      return undefined
+    }
+  }
+  const folder = stat(dir)
+  if (!folder?.isDirectory()) throw new InvalidArgumentError(`its folder ${dir} does not exist.`)
+  const file = stat(path)
+  if (file?.isDirectory()) throw new InvalidArgumentError(`${path} is a folder.`)
+  try {
+    accessSync(file ? path : dir, constants.W_OK)
+  } catch {
+    throw new InvalidArgumentError(`${file ? path : `the folder ${dir}`} is not writable.`)
+  }
+  return value
+}
+
 interface CommonOptions {
   servers?: string[]
   out?: string
   html?: string
-  compare?: string
+  compare?: CompareWith
   fromSource?: boolean
+  tickMs?: number
 }
 
 /** Builds the `mq-bench` command line. Results go to stdout as markdown, and to --out/--html. */
@@ -79,26 +132,49 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     if (o.out) writeFileSync(o.out, `${JSON.stringify(report, null, 2)}\n`)
     if (o.html) writeFileSync(o.html, toHtml(report, markdown))
     if (o.compare) {
-      const old: BenchReport = parseReport(readFileSync(o.compare, 'utf8'), o.compare)
+      const old: BenchReport = o.compare.report
       io.out(
-        `\ncompared with ${o.compare} (${old.startedAt}):\n\n${comparisonMarkdown(compareReports(old, report))}`,
+        `\ncompared with ${o.compare.path} (${old.startedAt}):\n\n${comparisonMarkdown(compareReports(old, report))}`,
       )
     }
   }
+
+  /** Exit 1 with one line on stderr when a failover result failed (failoverFailures). */
+  const checkFailovers = (results: readonly ScenarioResult[]): void => {
+    for (const r of results.filter((x) => x.scenario.startsWith('failover'))) {
+      const failures = failoverFailures(r)
+      if (failures.length === 0) continue
+      io.err(`mq-bench: ${r.scenario} FAILED: ${failures.join('; ')}\n`)
+      process.exitCode = 1
+    }
+  }
+
+  const tickOption = (): Option =>
+    new Option(
+      '--tick-ms <ms>',
+      `Raft tick of the local cluster (${BENCH_DEFAULT_TIMING.electionTicks} ticks to an election; mq-server's default tick is ${SERVER_DEFAULT_TIMING.tickMs} ms)`,
+    )
+      .argParser(intIn(1, 10_000))
+      .default(BENCH_DEFAULT_TIMING.tickMs)
 
   const scenario = (name: string, description: string, cluster = true): Command => {
     const c = program
       .command(name)
       .description(description)
-      .option('--out <file>', 'write the results as JSON')
-      .option('--html <file>', 'write an HTML report with charts')
-      .option('--compare <file>', 'print ratios against an earlier --out file')
+      .option('--out <file>', 'write the results as JSON', writableFile)
+      .option('--html <file>', 'write an HTML report with charts', writableFile)
+      .option(
+        '--compare <file>',
+        'print ratios against an earlier --out file (results run with the same params)',
+        compareFile,
+      )
     if (cluster) {
       c.option(
         '--servers <list>',
         'seed addresses host:port,… (default: start a local 3-node cluster)',
         serverList,
       )
+      c.addOption(tickOption().conflicts('servers'))
       c.addOption(new Option('--from-source', 'run the local cluster from source through tsx').hideHelp())
     }
     return c
@@ -106,6 +182,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
   const target = (o: CommonOptions): Target => ({
     ...(o.servers ? { servers: o.servers } : {}),
     fromSource: o.fromSource ?? false,
+    ...(o.tickMs !== undefined ? { timing: { tickMs: o.tickMs } } : {}),
   })
   const seconds = (o: { timeLimit: number }) => o.timeLimit * 1000
 
@@ -240,7 +317,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
       await finish([r], o)
     })
 
-  scenario('failover', 'fixed-rate load while the bench kill -9s the leader of a data group', false)
+  scenario('failover', 'fixed-rate load while the bench kills or pauses the leader of a data group', false)
     .option('-r, --rate <msgs/s>', 'messages per second', intIn(1, 1_000_000), FAILOVER_DEFAULTS.ratePerS)
     .option(
       '-t, --duration <s>',
@@ -255,10 +332,11 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
         .choices(['kill', 'pause'])
         .default('kill'),
     )
+    .addOption(tickOption())
     .addOption(new Option('--from-source', 'run the local cluster from source through tsx').hideHelp())
     .action(async (o) => {
       const r = await runFailover(
-        { fromSource: o.fromSource ?? false },
+        { fromSource: o.fromSource ?? false, timing: { tickMs: o.tickMs } },
         {
           ratePerS: o.rate,
           durationMs: o.duration * 1000,
@@ -268,7 +346,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
         },
       )
       await finish([r], o)
-      if ((r.metrics.lost ?? 0) > 0) process.exitCode = 1
+      checkFailovers([r])
     })
 
   scenario('scale', 'the same produce run into queues of 1, 2, 4 … partitions')
@@ -313,7 +391,9 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     })
 
   scenario('suite', 'the standard quick set (under 3 minutes)').action(async (o) => {
-    await finish(await runSuite(target(o)), o)
+    const results = await runSuite(target(o))
+    await finish(results, o)
+    checkFailovers(results)
   })
 
   return program

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { lineChart, toHtml } from './html'
+import { faultMarkers, lineChart, toHtml } from './html'
 import { compareReports, comparisonMarkdown, toMarkdown } from './report'
 import { type BenchReport, newReport, parseReport, type ScenarioResult } from './result'
 
@@ -105,7 +105,8 @@ describe('compareReports', () => {
       metrics: { msgsPerS: 3000, mbPerS: 0, extra: 1 },
       latency: { ack: lat(0.75) },
     }
-    const rows = compareReports(old, newReport([faster, fairness]))
+    const c = compareReports(old, newReport([faster, fairness]))
+    const rows = c.rows
     const by = (f: string) => rows.find((r) => r.figure === f)
     expect(by('msgsPerS')?.ratio).toBeCloseTo(1.5, 9)
     expect(by('mbPerS')?.ratio).toBe(0)
@@ -113,13 +114,114 @@ describe('compareReports', () => {
     expect(by('ack p99 ms')?.ratio).toBeCloseTo(0.5, 9)
     expect(by('extra')).toBeUndefined()
     expect(rows.every((r) => r.scenario === 'produce')).toBe(true)
-    expect(comparisonMarkdown(rows)).toContain('| produce | msgsPerS | 2,000 | 3,000 | 1.50× |')
+    expect(comparisonMarkdown(c)).toContain('| produce | msgsPerS | 2,000 | 3,000 | 1.50× |')
   })
 
   it('says n/a when the old figure is 0', () => {
     const zero = newReport([{ ...produce, metrics: { msgsPerS: 0 } }])
-    const rows = compareReports(zero, newReport([produce]))
-    expect(rows.find((r) => r.figure === 'msgsPerS')?.ratio).toBeUndefined()
-    expect(comparisonMarkdown(rows)).toContain('n/a')
+    const c = compareReports(zero, newReport([produce]))
+    expect(c.rows.find((r) => r.figure === 'msgsPerS')?.ratio).toBeUndefined()
+    expect(comparisonMarkdown(c)).toContain('n/a')
+  })
+
+  // The audit's case: a suite report (its produce: 256 in flight, 4 partitions) against a
+  // one-at-a-time produce run paired the two by name and gave a 0.03× "regression".
+  it('does not pair results of one scenario run with different params, and says which differ', () => {
+    const suiteProduce = { ...produce, params: { count: 20_000, inFlight: 256, partitions: 4 } }
+    const oneAtATime = {
+      ...produce,
+      params: { count: 4_000, inFlight: 1, partitions: 1 },
+      metrics: { msgsPerS: 400 },
+    }
+    const c = compareReports(newReport([suiteProduce]), newReport([oneAtATime]))
+    expect(c.rows).toEqual([])
+    expect(c.unpaired).toEqual([
+      {
+        scenario: 'produce',
+        reason: 'params differ: count 20000 → 4000, inFlight 256 → 1, partitions 4 → 1',
+      },
+    ])
+    const md = comparisonMarkdown(c)
+    expect(md).toContain('- produce: params differ: count 20000 → 4000, inFlight 256 → 1, partitions 4 → 1')
+    expect(md).not.toContain('| produce | msgsPerS |')
+  })
+
+  it('pairs with the old result run alike among several of one scenario, each at most once', () => {
+    const deep = { ...produce, params: { ...produce.params, inFlight: 256 }, metrics: { msgsPerS: 9000 } }
+    const shallow = { ...produce, params: { ...produce.params, inFlight: 1 }, metrics: { msgsPerS: 300 } }
+    const c = compareReports(
+      newReport([deep, shallow]),
+      newReport([{ ...shallow, metrics: { msgsPerS: 600 } }]),
+    )
+    expect(c.rows.find((r) => r.figure === 'msgsPerS')).toMatchObject({ old: 300, new: 600, ratio: 2 })
+    expect(c.unpaired).toEqual([])
+    const twice = compareReports(newReport([shallow]), newReport([shallow, shallow]))
+    expect(twice.rows.filter((r) => r.figure === 'msgsPerS')).toHaveLength(1)
+    expect(twice.unpaired).toEqual([
+      { scenario: 'produce', reason: 'no produce result in the old report left to pair' },
+    ])
+  })
+
+  it('compares a result whose old run did not record the cluster timing, with a caveat', () => {
+    const timed = { ...produce, params: { ...produce.params, cluster: 'local', tickMs: 20 } }
+    const c = compareReports(newReport([produce]), newReport([timed]))
+    expect(c.rows.length).toBeGreaterThan(0)
+    expect(c.caveats).toEqual([
+      'produce: compared, but recorded in one report only: cluster (new only), tickMs (new only)',
+    ])
+    // …but a different tick is a different run.
+    const slower = { ...timed, params: { ...timed.params, tickMs: 50 } }
+    expect(compareReports(newReport([timed]), newReport([slower])).unpaired[0]?.reason).toBe(
+      'params differ: tickMs 20 → 50',
+    )
+  })
+})
+
+describe('the cluster timing in reports', () => {
+  const timed: ScenarioResult = {
+    ...produce,
+    params: {
+      ...produce.params,
+      cluster: 'local',
+      nodes: 3,
+      tickMs: 20,
+      electionTicks: 10,
+      heartbeatTicks: 2,
+    },
+  }
+
+  it("prints the local clusters' Raft timing against mq-server's default, in markdown and HTML", () => {
+    const line =
+      "local clusters: a 20 ms Raft tick, election timeout 10 ticks (200 ms), heartbeat 2 ticks: elections time out 2.5× sooner than with mq-server's default (a 50 ms Raft tick, election timeout 10 ticks (500 ms), heartbeat 2 ticks)"
+    const report = newReport([timed])
+    const md = toMarkdown(report)
+    expect(md).toContain(line)
+    expect(md).toContain('- produce: count=100 sizeBytes=10 cluster=local nodes=3 tickMs=20 electionTicks=10')
+    expect(toHtml(report, md)).toContain(`<p>${line.replaceAll("'", '&#39;')}</p>`)
+  })
+
+  it('says when the servers were given (their timing unknown here), and nothing for in-process results', () => {
+    expect(toMarkdown(newReport([{ ...produce, params: { cluster: 'given' } }]))).toContain(
+      'given servers (--servers): their Raft timing is their own',
+    )
+    expect(toMarkdown(newReport([produce]))).not.toMatch(/local clusters|given servers/)
+  })
+})
+
+describe('fault markers', () => {
+  const failover = (fault: string, metrics: Record<string, number>): ScenarioResult => ({
+    scenario: 'failover',
+    params: { fault },
+    metrics,
+    latency: {},
+  })
+
+  it('labels a kill as kill -9, and a pause as its SIGSTOP and SIGCONT', () => {
+    expect(faultMarkers(failover('kill', { killAtS: 3 }))).toEqual([{ x: 3, label: 'kill -9' }])
+    expect(faultMarkers(failover('pause', { killAtS: 3, resumeAtS: 6 }))).toEqual([
+      { x: 3, label: 'SIGSTOP' },
+      { x: 6, label: 'SIGCONT' },
+    ])
+    expect(faultMarkers(produce)).toEqual([])
   })
 })

@@ -25,5 +25,13 @@ describe('produce against a real local cluster', () => {
     expect(r.latency.ack?.p50).toBeGreaterThan(0)
     expect(r.latency.ack?.max).toBeGreaterThanOrEqual(r.latency.ack?.p99 ?? Number.POSITIVE_INFINITY)
     expect(r.timeline?.length).toBeGreaterThan(0)
+    // The cluster's Raft timing, as run (a config file per node), is in the params.
+    expect(r.params).toMatchObject({
+      cluster: 'local',
+      nodes: 3,
+      tickMs: 20,
+      electionTicks: 10,
+      heartbeatTicks: 2,
+    })
   }, 60_000)
 })

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import { MqClient } from '@mq/router-client'
-import { BenchCluster } from '../cluster'
+import { BenchCluster, type ClusterFacts, GIVEN_CLUSTER_FACTS } from '../cluster'
+import type { ScenarioResult } from '../result'
+import type { RaftTiming } from '../timing'
 
 /** Where a scenario runs: given servers, or a local cluster the bench started. */
 export interface Target {
@@ -8,21 +10,44 @@ export interface Target {
   readonly servers?: readonly string[]
   /** Run the local cluster's server from source (tests). */
   readonly fromSource?: boolean
+  /** The local cluster's Raft timing (default BENCH_DEFAULT_TIMING); not used with `servers`. */
+  readonly timing?: Partial<RaftTiming>
+  /**
+   * What is known of `servers` (default: nothing, GIVEN_CLUSTER_FACTS): the suite passes its
+   * own local cluster's facts with its addresses.
+   */
+  readonly facts?: ClusterFacts
 }
 
 export interface Env {
   readonly servers: readonly string[]
   readonly cluster: BenchCluster | undefined
+  /** What the report says about the cluster (ScenarioResult params and notes). */
+  readonly facts: ClusterFacts
 }
 
 /** Runs `fn` against `target`, starting (and always stopping) a local cluster when needed. */
 export async function withTarget<T>(target: Target, fn: (env: Env) => Promise<T>): Promise<T> {
-  if (target.servers && target.servers.length > 0) return fn({ servers: target.servers, cluster: undefined })
-  const cluster = await BenchCluster.start({ fromSource: target.fromSource ?? false })
+  if (target.servers && target.servers.length > 0) {
+    return fn({ servers: target.servers, cluster: undefined, facts: target.facts ?? GIVEN_CLUSTER_FACTS })
+  }
+  const cluster = await BenchCluster.start({
+    fromSource: target.fromSource ?? false,
+    ...(target.timing ? { timing: target.timing } : {}),
+  })
   try {
-    return await fn({ servers: cluster.servers, cluster })
+    return await fn({ servers: cluster.servers, cluster, facts: cluster.facts() })
   } finally {
     await cluster.stop()
+  }
+}
+
+/** `result` with the cluster's facts added: its params (timing) and its caveats (notes). */
+export function withFacts(result: ScenarioResult, facts: ClusterFacts): ScenarioResult {
+  return {
+    ...result,
+    params: { ...result.params, ...facts.params },
+    notes: [...facts.notes, ...(result.notes ?? [])],
   }
 }
 

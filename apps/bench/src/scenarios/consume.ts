@@ -2,7 +2,7 @@ import type { MqClient } from '@mq/router-client'
 import { round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { closeAll, connect, queueName, since, type Target, withTarget } from './common'
+import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
 import { PRODUCE_DEFAULTS, produceInto } from './produce'
 
 export interface ConsumeOptions {
@@ -89,7 +89,7 @@ export async function drain(
 
 /** The `consume` scenario: a backlog of `count` messages, then drained and acked. */
 export async function runConsume(target: Target, o: ConsumeOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers }) => {
+  return withTarget(target, async ({ servers, facts }) => {
     const admin = await connect(servers)
     const queue = queueName('consume')
     try {
@@ -107,19 +107,23 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
       })
       const run = await drain(servers, queue, o, undefined, new Progress('consume'))
       const seconds = run.elapsedMs / 1000
-      return {
-        scenario: 'consume',
-        params: { ...o },
-        metrics: {
-          backlog: fill.acked,
-          acked: run.acked,
-          msgsPerS: round(run.acked / seconds, 0),
-          elapsedS: round(seconds, 2),
+      return withFacts(
+        {
+          scenario: 'consume',
+          params: { ...o },
+          metrics: {
+            backlog: fill.acked,
+            acked: run.acked,
+            msgsPerS: round(run.acked / seconds, 0),
+            elapsedS: round(seconds, 2),
+          },
+          latency: {},
+          timeline: run.timeline.points(run.elapsedMs),
+          notes:
+            run.acked < fill.acked ? [`drained ${run.acked} of ${fill.acked} within the time limit`] : [],
         },
-        latency: {},
-        timeline: run.timeline.points(run.elapsedMs),
-        notes: run.acked < fill.acked ? [`drained ${run.acked} of ${fill.acked} within the time limit`] : [],
-      }
+        facts,
+      )
     } finally {
       await admin.admin.deleteQueue(queue).catch(() => {})
       await admin.close()

@@ -1,7 +1,7 @@
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { closeAll, connect, queueName, type Target, withTarget } from './common'
+import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 import { paced } from './pacer'
 
 export interface E2eOptions {
@@ -18,11 +18,12 @@ const nowMs = (): number => performance.timeOrigin + performance.now()
 
 /**
  * The `e2e` scenario: one producer sends at a fixed rate for the duration while one consumer
- * (another client in this process) receives and acks; the latency is from send to receipt
- * (the send time travels in the body's first 8 bytes).
+ * (another client in this process) receives and acks. Both latencies are from each send's
+ * intended time on the schedule (pacer.ts), which travels in the body's first 8 bytes: to the
+ * receipt (e2e) and to the ack (ack). `sendLag` is how late the client issued the sends.
  */
 export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers }) => {
+  return withTarget(target, async ({ servers, facts }) => {
     const admin = await connect(servers)
     const producerClient = await connect(servers)
     const consumerClient = await connect(servers)
@@ -32,6 +33,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
       const e2e = new LatencyHistogram()
       const ack = new LatencyHistogram()
+      const sendLag = new LatencyHistogram()
       const timeline = new Timeline()
       const progress = new Progress('e2e')
       let received = 0
@@ -52,12 +54,12 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
         await Promise.all(acks)
       })()
       const producer = producerClient.producer(queue)
-      const sends = await paced(o.ratePerS, count, async () => {
+      const sends = await paced(o.ratePerS, count, async (_, intendedAtMs) => {
+        sendLag.record(performance.now() - intendedAtMs)
         const body = new Uint8Array(o.sizeBytes)
-        const t0 = nowMs()
-        new DataView(body.buffer).setFloat64(0, t0)
+        new DataView(body.buffer).setFloat64(0, performance.timeOrigin + intendedAtMs)
         await producer.send({ body })
-        ack.record(nowMs() - t0)
+        ack.record(performance.now() - intendedAtMs)
       })
       await Promise.allSettled(sends)
       // Bounded wait for the last receipts: the consumer is closed after 30 s at most.
@@ -66,19 +68,22 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       progress.end()
       await consumer.close()
       const elapsedS = (performance.now() - start) / 1000
-      return {
-        scenario: 'e2e',
-        params: { ...o },
-        metrics: {
-          sent: count,
-          received,
-          receivedPerS: round(received / elapsedS, 0),
-          elapsedS: round(elapsedS, 2),
+      return withFacts(
+        {
+          scenario: 'e2e',
+          params: { ...o },
+          metrics: {
+            sent: count,
+            received,
+            receivedPerS: round(received / elapsedS, 0),
+            elapsedS: round(elapsedS, 2),
+          },
+          latency: latencyOf({ e2e, ack, sendLag }),
+          timeline: timeline.points(performance.now() - start),
+          notes: received < count ? [`received ${received} of ${count}`] : [],
         },
-        latency: latencyOf({ e2e, ack }),
-        timeline: timeline.points(performance.now() - start),
-        notes: received < count ? [`received ${received} of ${count}`] : [],
-      }
+        facts,
+      )
     } finally {
       await admin.admin.deleteQueue(queue).catch(() => {})
       await closeAll([admin, producerClient, consumerClient])

@@ -2,8 +2,11 @@ import { BenchCluster } from '../cluster'
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { closeAll, connect, pause, queueName } from './common'
+import { type RaftTiming, SERVER_DEFAULT_TIMING, timingAgainstDefault } from '../timing'
+import { closeAll, connect, pause, queueName, withFacts } from './common'
+import { DrainEnd, type DrainOutcome, drainAcked, drainConclusive } from './drain-acked'
 import { paced } from './pacer'
+import { type StallSummary, StallTracker } from './stalls'
 
 export interface FailoverOptions {
   readonly ratePerS: number
@@ -26,22 +29,34 @@ export const FAILOVER_DEFAULTS: FailoverOptions = {
   fault: 'kill',
 }
 
+/** How the failover scenario starts its own cluster. */
+export interface FailoverCluster {
+  /** Run the server from source (tests). */
+  readonly fromSource?: boolean
+  /** Raft timing of the cluster (default BENCH_DEFAULT_TIMING). */
+  readonly timing?: Partial<RaftTiming>
+}
+
 /** The drain after the load ends after this long without a new message. */
 const DRAIN_IDLE_MS = 5_000
 const DRAIN_MAX_MS = 60_000
 
 /**
  * The `failover` scenario. Starts its own 3-node cluster (it needs the PIDs), produces at a
- * fixed rate, and at a third of the run SIGKILLs (or SIGSTOPs until two thirds, `fault`) the node that leads partition 0's data
- * group (admin.describeQueue → partitions[0].leaderId) or the meta group (clusterStatus). Measures the longest gap between two
- * acknowledgements of one partition (the stall) and, by draining the queue afterwards, how many acknowledged
- * messages were lost (must be 0).
+ * fixed rate (round-robin over the partitions), and at a third of the run SIGKILLs (or SIGSTOPs
+ * until two thirds, `fault`) the node that leads partition 0's data group
+ * (admin.describeQueue) or the meta group (clusterStatus). Measures, per partition, the longest
+ * time without an acknowledgement after the fault (the stall; one still open when the sends
+ * have all settled counts up to then) against the longest before it, counts the sends that
+ * failed and the partitions that never acked again, and, by draining the queue afterwards,
+ * how many acknowledged messages were lost (a drain cut short says so instead). Latencies are
+ * from each send's intended time. `failoverFailures` says whether the run failed.
  */
-export async function runFailover(
-  local: { readonly fromSource?: boolean },
-  o: FailoverOptions,
-): Promise<ScenarioResult> {
-  const cluster = await BenchCluster.start({ fromSource: local.fromSource ?? false })
+export async function runFailover(local: FailoverCluster, o: FailoverOptions): Promise<ScenarioResult> {
+  const cluster = await BenchCluster.start({
+    fromSource: local.fromSource ?? false,
+    ...(local.timing ? { timing: local.timing } : {}),
+  })
   const admin = await connect(cluster.servers)
   const producerClient = await connect(cluster.servers)
   const queue = queueName('failover')
@@ -50,29 +65,27 @@ export async function runFailover(
     const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
     const acked = new Set<number>()
     let failed = 0
+    let firstFailure = ''
     const ack = new LatencyHistogram()
+    const sendLag = new LatencyHistogram()
     const timeline = new Timeline(250)
     const progress = new Progress('failover')
     const start = performance.now()
-    // The stall is measured per partition: the others keep acking while one fails over.
-    const lastAckAt = new Map<number, number>()
-    // Gaps that end after the kill are the stall; those before it are the baseline.
-    let stallMsMax = 0
-    let stallAtS = 0
-    let gapMsMaxBeforeKill = 0
-    let killAtMs = Number.POSITIVE_INFINITY
-    let killedNode = ''
-    let killAtS = 0
+    // Per partition: the others keep acking while one fails over.
+    const stalls = new StallTracker(o.partitions, start)
+    const hit = { node: '', atMs: 0, resumeAtMs: 0, partitions: [] as number[] }
     const killer = (async () => {
       await pause(o.durationMs / 3)
+      const route = await admin.admin.describeQueue(queue)
       const leader =
         o.kill === 'meta'
           ? (await admin.admin.clusterStatus()).metaLeaderId
-          : (await admin.admin.describeQueue(queue)).partitions[0]?.leaderId
-      if (!leader) throw new Error(`no ${o.kill} leader to kill (queue ${queue})`)
-      killedNode = leader
-      killAtMs = performance.now()
-      killAtS = (killAtMs - start) / 1000
+          : route.partitions.find((p) => p.partition === 0)?.leaderId
+      if (!leader) throw new Error(`no ${o.kill} leader to hit (queue ${queue})`)
+      hit.node = leader
+      hit.partitions = route.partitions.filter((p) => p.leaderId === leader).map((p) => p.partition)
+      hit.atMs = performance.now()
+      stalls.fault(hit.atMs)
       if (o.fault === 'kill') {
         await cluster.kill(leader)
         return
@@ -80,90 +93,163 @@ export async function runFailover(
       cluster.pause(leader)
       await pause(o.durationMs / 3)
       cluster.resume(leader)
+      hit.resumeAtMs = performance.now()
     })()
+    killer.catch(() => {}) // awaited below; this only keeps an early failure from going unhandled
     // Round-robin: the stall is measured per partition, so every partition gets sends all along.
     const producer = producerClient.producer(queue, { keyless: 'round-robin' })
-    const sends = await paced(o.ratePerS, count, async (seq) => {
+    const sends = await paced(o.ratePerS, count, async (seq, intendedAtMs) => {
+      sendLag.record(performance.now() - intendedAtMs)
       const body = new Uint8Array(8)
       new DataView(body.buffer).setUint32(0, seq)
-      const t0 = performance.now()
       let partition: number
       try {
         partition = (await producer.send({ body })).partition
-      } catch {
-        failed++
+      } catch (error) {
+        if (failed++ === 0) firstFailure = (error as Error).message
         return
       }
       const t1 = performance.now()
       acked.add(seq)
       progress.update(acked.size, count, 'acked')
-      ack.record(t1 - t0)
-      timeline.record(t1 - start, t1 - t0)
-      // A partition's first ack opens its series (connection set-up is not a stall).
-      const previous = lastAckAt.get(partition)
-      lastAckAt.set(partition, t1)
-      if (previous === undefined) return
-      const gap = t1 - previous
-      if (t1 < killAtMs) {
-        gapMsMaxBeforeKill = Math.max(gapMsMaxBeforeKill, gap)
-      } else if (gap > stallMsMax) {
-        stallMsMax = gap
-        stallAtS = (t1 - start) / 1000
-      }
+      ack.record(t1 - intendedAtMs)
+      timeline.record(t1 - start, t1 - intendedAtMs)
+      stalls.ack(partition, t1)
     })
     await Promise.allSettled(sends)
+    const stall = stalls.end(performance.now())
     await killer
     progress.end()
     await producer.close().catch(() => {})
 
+    // Partition 0's leader after the fault: the node hit should no longer lead it.
+    const leaderAfter =
+      o.kill === 'data'
+        ? await admin.admin
+            .describeQueue(queue)
+            .then((r) => r.partitions.find((p) => p.partition === 0)?.leaderId ?? '')
+            .catch(() => '')
+        : ''
+
     // Drain with a fresh client: every acknowledged sequence must come back.
     const drainClient = await connect(cluster.nodes.filter((n) => n.child).map((n) => n.address))
-    const seen = new Set<number>()
+    let drain: DrainOutcome
     try {
-      const consumer = drainClient.consumer(queue, { prefetch: 256, waitMs: 500 })
-      let idle = setTimeout(() => void consumer.close(), DRAIN_IDLE_MS * 2)
-      const cap = setTimeout(() => void consumer.close(), DRAIN_MAX_MS)
-      const acks: Promise<void>[] = []
-      try {
-        for await (const m of consumer) {
-          clearTimeout(idle)
-          idle = setTimeout(() => void consumer.close(), DRAIN_IDLE_MS)
-          seen.add(new DataView(m.body.buffer, m.body.byteOffset, 4).getUint32(0))
-          acks.push(m.ack().catch(() => {}))
-          if ([...acked].every((s) => seen.has(s)) && seen.size >= acked.size) break
-        }
-      } finally {
-        clearTimeout(idle)
-        clearTimeout(cap)
-        await Promise.allSettled(acks)
-        await consumer.close()
-      }
+      drain = await drainAcked(drainClient.consumer(queue, { prefetch: 256, waitMs: 500 }), acked, {
+        firstIdleMs: DRAIN_IDLE_MS * 2,
+        idleMs: DRAIN_IDLE_MS,
+        capMs: DRAIN_MAX_MS,
+      })
     } finally {
       await drainClient.close()
     }
-    const lost = [...acked].filter((s) => !seen.has(s)).length
-    return {
+    const conclusive = drainConclusive(drain)
+    const sec = (ms: number) => round((ms - start) / 1000, 2)
+    const result: ScenarioResult = {
       scenario: 'failover',
       params: { ...o },
       metrics: {
-        sent: count,
+        sent: sends.length,
         acked: acked.size,
         failedSends: failed,
-        stallMsMax: round(stallMsMax, 1),
-        gapMsMaxBeforeKill: round(gapMsMaxBeforeKill, 1),
-        killAtS: round(killAtS, 2),
-        lost,
-        drained: seen.size,
+        unrecoveredPartitions: stall.unrecovered.length,
+        stallMsMax: round(stall.stallMsMax, 1),
+        stallPartition: stall.stallPartition,
+        gapMsMaxBeforeKill: round(stall.gapMsMaxBeforeFault, 1),
+        killAtS: sec(hit.atMs),
+        ...(o.fault === 'pause' ? { resumeAtS: sec(hit.resumeAtMs) } : {}),
+        drained: drain.drained,
+        ...(conclusive ? { lost: drain.unseen } : { unseenAtDrainEnd: drain.unseen }),
       },
-      latency: latencyOf({ ack }),
+      latency: latencyOf({ ack, sendLag }),
       timeline: timeline.points(o.durationMs),
       notes: [
-        `${o.fault === 'kill' ? 'killed' : 'paused (SIGSTOP, SIGCONT a third of the run later)'} ${killedNode} (${o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"}) at ${round(killAtS, 2)} s; longest stall ended at ${round(stallAtS, 2)} s`,
-        ...(lost > 0 ? [`LOST ${lost} acknowledged messages`] : []),
+        ...timingNotes(cluster.timing),
+        faultNote(o, hit.node, hit.partitions, sec(hit.atMs)),
+        stallNote(o, stall, hit.partitions, sec),
+        ...(failed > 0 ? [`${failed} sends failed (the first: ${firstFailure})`] : []),
+        ...(stall.unrecovered.length > 0
+          ? [`partitions ${stall.unrecovered.join(', ')} never acked after the fault`]
+          : []),
+        ...(o.kill === 'data' && o.fault === 'kill' && leaderAfter === hit.node
+          ? [
+              `partition 0 was still routed to ${hit.node} after the kill: the route is stale, or the node killed did not lead it`,
+            ]
+          : []),
+        ...drainNotes(drain, DRAIN_MAX_MS),
       ],
     }
+    const failures = failoverFailures(result)
+    const withVerdict =
+      failures.length > 0
+        ? { ...result, notes: [`FAILED: ${failures.join('; ')}`, ...(result.notes ?? [])] }
+        : result
+    return withFacts(withVerdict, cluster.facts())
   } finally {
     await closeAll([admin, producerClient])
     await cluster.stop()
   }
+}
+
+/**
+ * Why a failover result failed, one phrase each; empty when it passed. It fails when a send
+ * failed, a partition never acked after the fault, an acknowledged message was lost, or the
+ * drain stopped before it could tell (acknowledged messages not yet seen).
+ */
+export function failoverFailures(r: ScenarioResult): string[] {
+  const m = r.metrics
+  const out: string[] = []
+  if ((m.failedSends ?? 0) > 0) out.push(`${m.failedSends} sends failed`)
+  if ((m.unrecoveredPartitions ?? 0) > 0)
+    out.push(`${m.unrecoveredPartitions} partition(s) never acked after the fault`)
+  if ((m.lost ?? 0) > 0) out.push(`${m.lost} acknowledged messages lost`)
+  if ((m.unseenAtDrainEnd ?? 0) > 0)
+    out.push(
+      `loss not determined: the drain stopped with ${m.unseenAtDrainEnd} acknowledged messages not yet seen`,
+    )
+  return out
+}
+
+/** The Raft timing the run had, against mq-server's default (stalls are tick-bound). */
+function timingNotes(t: RaftTiming): string[] {
+  const d = SERVER_DEFAULT_TIMING
+  const slower = d.tickMs * d.electionTicks > t.tickMs * t.electionTicks
+  return [
+    `ran with ${timingAgainstDefault(t)}${slower ? ': stalls bound by elections take longer on a default deployment' : ''}`,
+  ]
+}
+
+function faultNote(o: FailoverOptions, node: string, led: readonly number[], atS: number): string {
+  const what = o.fault === 'kill' ? 'killed (SIGKILL)' : 'paused (SIGSTOP, SIGCONT a third of the run later)'
+  const role = o.kill === 'meta' ? 'the meta leader' : "leader of partition 0's data group"
+  const partitions = led.length > 0 ? `partitions ${led.join(', ')}` : 'no partition of the queue'
+  return `${what} ${node} (${role}; it led ${partitions}) at ${atS} s`
+}
+
+function stallNote(
+  o: FailoverOptions,
+  s: StallSummary,
+  led: readonly number[],
+  sec: (ms: number) => number,
+): string {
+  if (s.stallPartition < 0) return 'no gap between acks ended after the fault'
+  const where = `longest stall ${round(s.stallMsMax, 1)} ms on partition ${s.stallPartition}`
+  const when = s.stallOpenAtEnd
+    ? `still open when the sends ended at ${sec(s.stallEndAtMs)} s`
+    : `ended at ${sec(s.stallEndAtMs)} s`
+  const elsewhere =
+    o.kill === 'data' && !led.includes(s.stallPartition) ? ' (a partition the node hit did not lead)' : ''
+  return `${where}${elsewhere}, ${when}`
+}
+
+function drainNotes(d: DrainOutcome, capMs: number): string[] {
+  if (d.end === DrainEnd.cap)
+    return [
+      `the drain hit its ${capMs / 1000} s cap with ${d.unseen} acknowledged messages not yet seen: loss not determined (not counted as lost)`,
+    ]
+  if (d.end === DrainEnd.ended)
+    return [
+      `the drain's consumer stopped${d.error ? ` (${d.error})` : ''} with ${d.unseen} acknowledged messages not yet seen: loss not determined (not counted as lost)`,
+    ]
+  return d.unseen > 0 ? [`LOST ${d.unseen} acknowledged messages`] : []
 }

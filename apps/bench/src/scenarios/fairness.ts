@@ -1,10 +1,11 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import { CommandType, DirectPartition } from '@mq/weighted-queue'
 import { InvalidArgumentError } from 'commander'
+import type { ClusterFacts } from '../cluster'
 import { round } from '../histogram'
 import { Progress } from '../progress'
 import type { FairnessSeries, ScenarioResult, SharePoint } from '../result'
-import { closeAll, connect, queueName, type Target, withTarget } from './common'
+import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 
 export interface FairnessOptions {
   readonly weights: readonly number[]
@@ -138,13 +139,16 @@ async function inProcessOrder(o: FairnessOptions, backlog: readonly number[]): P
   return order
 }
 
-/** Produces the backlog into a 1-partition queue, then consumes it in lease order. */
+/**
+ * Produces the backlog into a 1-partition queue, then consumes it in lease order. Returns the
+ * order and what is known of the cluster.
+ */
 async function clusterOrder(
   target: Target,
   o: FairnessOptions,
   backlog: readonly number[],
-): Promise<number[]> {
-  return withTarget(target, async ({ servers }) => {
+): Promise<{ order: number[]; facts: ClusterFacts }> {
+  return withTarget(target, async ({ servers, facts }) => {
     const admin = await connect(servers)
     const queue = queueName('fairness')
     const client = await connect(servers)
@@ -182,7 +186,7 @@ async function clusterOrder(
         await Promise.allSettled(acks)
         await consumer.close()
       }
-      return order
+      return { order, facts }
     } finally {
       await admin.admin.deleteQueue(queue).catch(() => {})
       await closeAll([admin, client])
@@ -194,10 +198,12 @@ async function clusterOrder(
 export async function runFairness(target: Target, o: FairnessOptions): Promise<ScenarioResult> {
   const backlog = o.weights.map((w) => w * o.perWeightUnit)
   const start = performance.now()
-  const order = o.inProcess ? await inProcessOrder(o, backlog) : await clusterOrder(target, o, backlog)
+  const { order, facts } = o.inProcess
+    ? { order: await inProcessOrder(o, backlog), facts: { params: {}, notes: [] } }
+    : await clusterOrder(target, o, backlog)
   const elapsedS = (performance.now() - start) / 1000
   const a = analyseShares(order, o.weights, backlog, o.windowLeases)
-  return {
+  const result: ScenarioResult = {
     scenario: o.inProcess ? 'fairness-in-process' : 'fairness',
     params: { ...o, weights: o.weights.join(',') },
     metrics: {
@@ -214,4 +220,5 @@ export async function runFairness(target: Target, o: FairnessOptions): Promise<S
         (a.deviationMax > o.tolerance ? ` exceeds the tolerance ${o.tolerance}` : ` within ${o.tolerance}`),
     ],
   }
+  return withFacts(result, facts)
 }

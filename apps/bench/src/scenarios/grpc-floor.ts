@@ -7,10 +7,12 @@ const WARM_UP_CALLS = 200
 
 /**
  * The round trip of one gRPC call that does no work (Health/Check) to `address`, `count`
- * times one at a time: the floor under any one-at-a-time latency measured against that
- * server in the same minutes (the same client stack, HTTP/2 connection and server process,
- * without Raft, disks or queues). A one-at-a-time produce takes two such trips (client to
- * leader, leader to a follower over the peer stream), an fsync and the apply.
+ * times one at a time: the floor under a one-at-a-time latency measured against that server in
+ * the same minutes (the same client library and server process, without Raft, disks or
+ * queues). It runs on a channel of its own, a separate HTTP/2 connection from the producer's,
+ * and the producer's sends may have gone to another partition's leader. A one-at-a-time
+ * produce takes two such trips (client to leader, leader to a follower over the peer stream),
+ * an fsync and the apply.
  */
 export async function grpcFloor(address: string, count: number): Promise<LatencyHistogram> {
   const client = new HealthClient(address, credentials.createInsecure())

@@ -1,23 +1,34 @@
+/** How long past the end of its schedule the pacer goes on issuing sends that fell behind. */
+const OVERRUN_MS_MAX = 10_000
+
 /**
- * Open-loop pacing: calls `send(i)` for i = 0 … count−1 at `ratePerS`, catching up in
- * bursts when the event loop falls behind (so latency is measured from the intended time,
- * not hidden by a slow sender). Stops at `count` or at `deadlineMs` past the start.
- * Returns the promises of every send made.
+ * Open-loop pacing: calls `send(i, intendedAtMs)` for i = 0 … count−1, the i-th at its intended
+ * time `intendedAtMs` = start + i × 1000 / ratePerS (a performance.now() reading). The pacer
+ * sleeps until the next send is due; when the event loop falls behind (GC, a busy core), the
+ * sends that came due meanwhile go out at once, each still given its own intended time, so a
+ * latency measured from `intendedAtMs` counts the delay instead of omitting it (no coordinated
+ * omission). Issues nothing more 10 s past the schedule's end. Returns the promises of every
+ * send made (fewer than `count` only past that bound).
  */
 export async function paced(
   ratePerS: number,
   count: number,
-  send: (i: number) => Promise<void>,
-  tickMs = 5,
+  send: (i: number, intendedAtMs: number) => Promise<void>,
 ): Promise<Promise<void>[]> {
+  if (!(ratePerS > 0)) throw new RangeError(`ratePerS must be positive, got ${ratePerS}`)
+  const intervalMs = 1000 / ratePerS
   const start = performance.now()
-  const deadline = start + (count / ratePerS) * 1000 + 10_000
+  const deadline = start + count * intervalMs + OVERRUN_MS_MAX
   const sends: Promise<void>[] = []
   let i = 0
-  while (i < count && performance.now() < deadline) {
-    const due = Math.min(count, Math.floor(((performance.now() - start) * ratePerS) / 1000) + 1)
-    for (; i < due; i++) sends.push(send(i))
-    await new Promise((r) => setTimeout(r, tickMs))
+  while (i < count) {
+    const now = performance.now()
+    if (now >= deadline) break
+    for (; i < count && start + i * intervalMs <= now; i++) sends.push(send(i, start + i * intervalMs))
+    if (i < count) {
+      const waitMs = Math.max(0, start + i * intervalMs - performance.now())
+      await new Promise((r) => setTimeout(r, waitMs))
+    }
   }
   return sends
 }

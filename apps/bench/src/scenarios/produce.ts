@@ -2,7 +2,7 @@ import type { KeylessPartitioning, MqClient } from '@mq/router-client'
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { closeAll, connect, queueName, since, type Target, withTarget } from './common'
+import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
 import { grpcFloor } from './grpc-floor'
 
 export interface ProduceOptions {
@@ -100,7 +100,7 @@ export async function produceInto(
 
 /** The `produce` scenario: msgs/s, MB/s and ack latency of a fresh queue. */
 export async function runProduce(target: Target, o: ProduceOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers }) => {
+  return withTarget(target, async ({ servers, facts }) => {
     const admin = await connect(servers)
     const queue = queueName('produce')
     try {
@@ -116,19 +116,22 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
               run.acked,
             )
           : undefined
-      return {
-        scenario: 'produce',
-        params: { ...o },
-        metrics: {
-          acked: run.acked,
-          msgsPerS: round(run.acked / seconds, 0),
-          mbPerS: round((run.acked * o.sizeBytes) / 1e6 / seconds, 2),
-          elapsedS: round(seconds, 2),
+      return withFacts(
+        {
+          scenario: 'produce',
+          params: { ...o },
+          metrics: {
+            acked: run.acked,
+            msgsPerS: round(run.acked / seconds, 0),
+            mbPerS: round((run.acked * o.sizeBytes) / 1e6 / seconds, 2),
+            elapsedS: round(seconds, 2),
+          },
+          latency: latencyOf(floor ? { ack: run.ack, grpcRoundTrip: floor } : { ack: run.ack }),
+          timeline: run.timeline.points(run.elapsedMs),
+          notes: run.acked < o.count ? [`time limit reached: ${run.acked} of ${o.count} acked`] : [],
         },
-        latency: latencyOf(floor ? { ack: run.ack, grpcRoundTrip: floor } : { ack: run.ack }),
-        timeline: run.timeline.points(run.elapsedMs),
-        notes: run.acked < o.count ? [`time limit reached: ${run.acked} of ${o.count} acked`] : [],
-      }
+        facts,
+      )
     } finally {
       await admin.admin.deleteQueue(queue).catch(() => {})
       await admin.close()

@@ -1,6 +1,6 @@
 import { round } from '../histogram'
 import type { ScenarioResult } from '../result'
-import { connect, queueName, type Target, withTarget } from './common'
+import { connect, queueName, type Target, withFacts, withTarget } from './common'
 import { PRODUCE_DEFAULTS, produceInto } from './produce'
 
 export interface ScaleOptions {
@@ -26,7 +26,7 @@ export const SCALE_DEFAULTS: ScaleOptions = {
  * cluster's own; growing them is left to `mq cluster scale` before the run.
  */
 export async function runScale(target: Target, o: ScaleOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers }) => {
+  return withTarget(target, async ({ servers, facts }) => {
     const admin = await connect(servers)
     const metrics: Record<string, number> = {}
     const latency: ScenarioResult['latency'] = {}
@@ -57,6 +57,9 @@ export async function runScale(target: Target, o: ScaleOptions): Promise<Scenari
     } finally {
       await admin.close()
     }
-    return { scenario: 'scale', params: { ...o, partitions: o.partitions.join(',') }, metrics, latency }
+    return withFacts(
+      { scenario: 'scale', params: { ...o, partitions: o.partitions.join(',') }, metrics, latency },
+      facts,
+    )
   })
 }

@@ -24,8 +24,8 @@ export async function runSuite(
     results.push(...(Array.isArray(r) ? r : [r]))
     log(`suite: ${name} done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
   }
-  await withTarget(target, async ({ servers }) => {
-    const shared: Target = { servers }
+  await withTarget(target, async ({ servers, facts }) => {
+    const shared: Target = { servers, facts }
     await step('produce', () =>
       runProduce(shared, { ...PRODUCE_DEFAULTS, count: 20_000, timeLimitMs: 30_000 }),
     )
@@ -67,7 +67,10 @@ export async function runSuite(
   })
   await step('fairness in-process', () => runFairness({}, { ...FAIRNESS_DEFAULTS, inProcess: true }))
   if (!target.servers) {
-    const local = { fromSource: target.fromSource ?? false }
+    const local = {
+      fromSource: target.fromSource ?? false,
+      ...(target.timing ? { timing: target.timing } : {}),
+    }
     await step('failover (data leader)', () =>
       runFailover(local, { ...FAILOVER_DEFAULTS, durationMs: 9_000 }),
     )
