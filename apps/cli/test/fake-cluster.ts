@@ -302,7 +302,8 @@ export class FakeCluster {
               .map((m) => ({ ...m, partition, leaseId: '', deadlineMs: 0, enqueuedAtMs: 0 })),
           ),
         ),
-      peek: (name, limit = 100) =>
+      // The SDK's peek has an overload with `map` (the console's); mq uses the plain one.
+      peek: ((name: string, limit = 100) =>
         call(`peek:${name}:${limit}`, () =>
           this.#queue(name).ready.flatMap((list, partition) =>
             [...list]
@@ -310,7 +311,7 @@ export class FakeCluster {
               .slice(0, limit)
               .map((m) => ({ ...m, partition, leaseId: '', deadlineMs: 0, enqueuedAtMs: 0 })),
           ),
-        ),
+        )) as CliAdmin['peek'],
       redriveDeadLetters: (name, max = 1_000_000) =>
         call(`redriveDeadLetters:${name}:${max}`, () => {
           const q = this.#queue(name)

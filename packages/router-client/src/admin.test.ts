@@ -1,6 +1,6 @@
 import { type LeasedMessage, UnavailableError } from '@mq/protocol'
 import { describe, expect, it, vi } from 'vitest'
-import { Admin, LISTED_PARTITIONS_AT_ONCE } from './admin'
+import { Admin, LISTED_PARTITIONS_AT_ONCE, STATS_PARTITIONS_AT_ONCE } from './admin'
 import type { Router } from './router'
 
 const PARTITIONS = 20
@@ -97,5 +97,42 @@ describe('Admin.peek', () => {
     // Partition 0 failed before any ListReady answered: once those under way are done, no other ran.
     await vi.waitFor(() => expect(seen.inFlight).toBe(0))
     expect(seen.started).toEqual([1, 2, 3, 4, 5, 6, 7])
+  })
+})
+
+describe('Admin.queueStats', () => {
+  it('asks STATS_PARTITIONS_AT_ONCE partitions at a time, answering in partition order', async () => {
+    const partitions = 100
+    const seen = { inFlight: 0, inFlightMax: 0 }
+    const queue = {
+      stats(
+        request: { target: { partition: number } },
+        _metadata: unknown,
+        _options: unknown,
+        callback: (error: null, response: { partition: number }) => void,
+      ) {
+        seen.inFlight++
+        seen.inFlightMax = Math.max(seen.inFlightMax, seen.inFlight)
+        setImmediate(() => {
+          seen.inFlight--
+          callback(null, { partition: request.target.partition })
+        })
+        return { cancel: () => {} }
+      },
+    }
+    const router = {
+      options: { attemptMs: 1_000 },
+      route: async () => ({
+        partitions: Array.from({ length: partitions }, (_, partition) => ({ partition })),
+      }),
+      partition: async <T>(
+        name: string,
+        partition: number,
+        operation: (c: { queue: typeof queue }, target: object) => Promise<T>,
+      ): Promise<T> => operation({ queue }, { queue: name, partition, routeEpoch: 1 }),
+    }
+    const stats = await new Admin(router as unknown as Router).queueStats('jobs')
+    expect(seen.inFlightMax).toBe(STATS_PARTITIONS_AT_ONCE)
+    expect(stats.map((s) => s.partition)).toEqual(Array.from({ length: partitions }, (_, p) => p))
   })
 })

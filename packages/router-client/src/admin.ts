@@ -42,6 +42,12 @@ const DEAD_PAGE_MAX = 1000
  * may hold 4 MiB of bodies (the server's bound), and a queue has up to 256 partitions.
  */
 export const LISTED_PARTITIONS_AT_ONCE = 8
+/**
+ * Partitions `queueStats` asks at once, at most: each answer is small, but a queue of 256
+ * partitions was 256 calls at once into the leaders' apply chains (each reads every weight's
+ * head), per caller (a console's queue list, a scrape).
+ */
+export const STATS_PARTITIONS_AT_ONCE = 32
 
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
@@ -266,9 +272,13 @@ export class Admin {
     })
   }
 
-  /** Per-partition depth by weight, and target vs achieved shares. */
+  /** Per-partition depth by weight, and target vs achieved shares (STATS_PARTITIONS_AT_ONCE calls at a time). */
   async queueStats(name: string): Promise<PartitionStats[]> {
-    return this.#eachPartition(name, (c, target) => unary(c, c.stats, { target }, this.#attemptMs))
+    return this.#eachPartition(
+      name,
+      (c, target) => unary(c, c.stats, { target }, this.#attemptMs),
+      STATS_PARTITIONS_AT_ONCE,
+    )
   }
 
   /**

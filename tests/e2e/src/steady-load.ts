@@ -1,5 +1,6 @@
 import type { MqClient } from '@mq/router-client'
 import { type CheckReport, check } from './checker'
+import { drainBacklog } from './drain-backlog'
 import { History } from './history'
 import type { Prng } from './prng'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -46,8 +47,12 @@ export function outcomeProblems(o: LoadOutcome): string[] {
 export interface SteadyLoad {
   readonly load: Workload
   readonly history: History
-  /** Stops producing, drains (consumers ack everything) for up to `drainMsMax`, checks the history. */
-  finish(drainMsMax?: number): Promise<LoadOutcome>
+  /**
+   * Stops producing, drains (consumers ack everything) while the backlog shrinks — until
+   * nothing was acked for `drainStallMs` (30 s) or `drainMsMax` (5 min) passed — and checks
+   * the history.
+   */
+  finish(drainMsMax?: number, drainStallMs?: number): Promise<LoadOutcome>
   /** Stops every worker without draining (after a failure). */
   abort(): void
 }
@@ -90,13 +95,13 @@ export function startSteadyLoad(
   return {
     load,
     history,
-    finish: async (drainMsMax = 60_000) => {
+    // The drain goes on while the backlog shrinks (as a fault run's): a fixed 60 s failed as
+    // "not drained" on a slow machine with the backlog still going down.
+    finish: async (drainMsMax = 300_000, drainStallMs = 30_000) => {
       load.producing = false
       await Promise.all(producers)
       load.draining = true
-      const deadline = Date.now() + drainMsMax
-      while (load.unackedCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-      const drained = load.unackedCount === 0
+      const drained = await drainBacklog(() => load.unackedCount, drainStallMs, drainMsMax)
       load.consuming = false
       await Promise.all(consumers)
       return { report: check(history.ops), unacked: load.unacked().length, drained }
