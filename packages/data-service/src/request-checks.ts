@@ -6,6 +6,7 @@ import {
   type NackRequest,
   type PartitionTarget,
   type ProduceRequest,
+  QUEUE_NAME_LENGTH_MAX,
   QUEUE_PARTITIONS_MAX,
 } from '@mq/protocol'
 import { NAME_BYTES_MAX, QUEUE_CONFIG_DEFAULT, WEIGHT_MAX, WEIGHT_MIN } from '@mq/weighted-queue'
@@ -18,11 +19,6 @@ import { NAME_BYTES_MAX, QUEUE_CONFIG_DEFAULT, WEIGHT_MAX, WEIGHT_MIN } from '@m
 // ones. Each throws InvalidArgumentError naming the field (as the wire names it) and its limit,
 // and never echoes a value that may be large.
 
-/**
- * The longest queue name, in characters: meta-service's QUEUE_NAME_LENGTH_MAX, which this
- * package may not import (scripts/check-deps.mjs); no queue has a longer name.
- */
-export const QUEUE_NAME_LENGTH_MAX = 200
 /**
  * The longest lease id, in characters: weighted-queue's parseLeaseId reads none longer (two
  * safe integers and a dot take at most 33); not exported by weighted-queue.

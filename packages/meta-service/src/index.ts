@@ -1,3 +1,4 @@
+export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from '@mq/protocol'
 export { preferredLeaders, transfersFor } from './leader-balance'
 export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
@@ -41,7 +42,6 @@ export {
   resolveQueueConfig,
   STORAGE_ENGINES,
 } from './queue-config'
-export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export type { ReplicaChange, ReplicaInput } from './replica-plan'
 export { replicaActions } from './replica-plan'
 export type { Liveness } from './routes'

@@ -11,12 +11,12 @@ import {
   mqError,
   QueueNotFoundError,
   QueueRoute,
+  queueNameProblem,
   UnavailableError,
   unaryHandler as unary,
 } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord } from './meta-state'
-import { queueNameProblem } from './queue-name'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'

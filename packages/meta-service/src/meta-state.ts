@@ -1,4 +1,4 @@
-import { ErrorCode, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
+import { ErrorCode, FORMAT_LEVEL_PLACE_LIVE_REMOVING, queueNameProblem } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import { isStoreId, storeConflict } from './node-store'
 import {
@@ -7,7 +7,6 @@ import {
   type QueueSettings,
   resolveQueueConfig,
 } from './queue-config'
-import { queueNameProblem } from './queue-name'
 import { type TokenRecord, TokenRegistry } from './token-registry'
 
 export interface NodeRecord {

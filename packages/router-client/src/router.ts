@@ -8,6 +8,7 @@ import {
   type PartitionTarget,
   QueueNotFoundError,
   type QueueRoute,
+  queueNameProblem,
   SequenceGapError,
   StaleRouteError,
   UnavailableError,
@@ -189,7 +190,13 @@ export class Router {
     const promise = this.meta((m) => m.getRoutes, { queues: [queue] }, by)
       .then((response) => {
         const route = response.routes.find((r) => r.queue === queue)
-        if (!route) throw new QueueNotFoundError(`queue ${queue} does not exist`)
+        if (!route) {
+          // A name no queue can have is told as such, not as "does not exist" (which sends a
+          // user looking for a queue to create).
+          const problem = queueNameProblem(queue)
+          if (problem) throw new InvalidArgumentError(problem)
+          throw new QueueNotFoundError(`queue ${queue} does not exist`)
+        }
         this.#routes.set(queue, route)
         return route
       })

@@ -3,7 +3,13 @@ import { MetaService } from '@mq/protocol'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
-import { type AttemptReport, LimitExceededError, QueueNotFoundError, UnavailableError } from '../src/index'
+import {
+  type AttemptReport,
+  InvalidArgumentError,
+  LimitExceededError,
+  QueueNotFoundError,
+  UnavailableError,
+} from '../src/index'
 import { FakeBroker } from './fake-broker'
 
 // The SDK against an in-process stand-in of a cluster (real gRPC over loopback). The
@@ -435,6 +441,15 @@ describe('MqClient', () => {
     await expect(async () => {
       for await (const _ of consumer) break
     }).rejects.toBeInstanceOf(QueueNotFoundError)
+  })
+
+  it('tells a name no queue can have as invalid, not as a queue that does not exist', async () => {
+    const error = await client
+      .producer('bad name')
+      .send({ body: 'x' })
+      .catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(InvalidArgumentError)
+    expect((error as Error).message).toMatch(/may hold only letters, digits/)
   })
 
   it('consumes and acks everything', async () => {

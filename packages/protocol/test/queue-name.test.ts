@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
+import { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from '../src/queue-name'
 
 describe('queueNameProblem', () => {
   it.each(['jobs', 'a', 'orders.v2', 'emails_high-prio', '9lives'])('accepts %s', (n) => {
