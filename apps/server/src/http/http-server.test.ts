@@ -32,6 +32,31 @@ function fakeView(state: { failed: boolean; leader: string }): NodeView {
   }
 }
 
+/**
+ * A server on loopback with a console that answers 204 to every `/api/` path and records each
+ * request it took (`METHOD path`).
+ */
+async function startWithConsole(): Promise<{ server: HttpServer; seen: string[] }> {
+  const seen: string[] = []
+  const server = await startHttpServer({
+    listen: '127.0.0.1:0',
+    metrics: new NodeMetrics('n1'),
+    view: fakeView({ failed: false, leader: 'n1' }),
+    log: silentLogger(),
+    console: {
+      handle: (req, res, path) => {
+        if (!path.startsWith('/api/')) return false
+        seen.push(`${req.method} ${path}`)
+        res.writeHead(204).end()
+        return true
+      },
+      close: async () => {},
+    },
+  })
+  servers.push(server)
+  return { server, seen }
+}
+
 async function start(view: NodeView): Promise<string> {
   const server = await startHttpServer({
     listen: '127.0.0.1:0',
@@ -85,23 +110,7 @@ describe('the operations HTTP server', () => {
   })
 
   it('hands the console its paths (any method) before its own, and keeps /metrics', async () => {
-    const seen: string[] = []
-    const server = await startHttpServer({
-      listen: '127.0.0.1:0',
-      metrics: new NodeMetrics('n1'),
-      view: fakeView({ failed: false, leader: 'n1' }),
-      log: silentLogger(),
-      console: {
-        handle: (req, res, path) => {
-          if (!path.startsWith('/api/')) return false
-          seen.push(`${req.method} ${path}`)
-          res.writeHead(204).end()
-          return true
-        },
-        close: async () => {},
-      },
-    })
-    servers.push(server)
+    const { server, seen } = await startWithConsole()
     const base = `http://127.0.0.1:${server.port}`
     expect((await fetch(`${base}/api/scale?x=1`, { method: 'POST' })).status).toBe(204)
     expect((await fetch(`${base}/metrics`)).status).toBe(200)
@@ -111,23 +120,7 @@ describe('the operations HTTP server', () => {
   })
 
   it('on loopback, answers only requests for a loopback host, on every path, before the console', async () => {
-    const seen: string[] = []
-    const server = await startHttpServer({
-      listen: '127.0.0.1:0',
-      metrics: new NodeMetrics('n1'),
-      view: fakeView({ failed: false, leader: 'n1' }),
-      log: silentLogger(),
-      console: {
-        handle: (_req, res, path) => {
-          if (!path.startsWith('/api/')) return false
-          seen.push(path)
-          res.writeHead(204).end()
-          return true
-        },
-        close: async () => {},
-      },
-    })
-    servers.push(server)
+    const { server, seen } = await startWithConsole()
     const { port } = server
     const allowed = [
       'localhost',
