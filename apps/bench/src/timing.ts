@@ -1,3 +1,5 @@
+import { round } from './histogram'
+
 /**
  * The Raft timing of a cluster: a tick's length and how many ticks make an election timeout and
  * a heartbeat interval. Failover stalls are bound by it (a follower waits an election timeout
@@ -43,8 +45,6 @@ export function timingAgainstDefault(t: RaftTiming): string {
   const relation =
     here === there
       ? 'the same election timeout as'
-      : `elections time out ${ratio > 1 ? `${round2(ratio)}× sooner` : `${round2(1 / ratio)}× later`} than with`
+      : `elections time out ${ratio > 1 ? `${round(ratio, 2)}× sooner` : `${round(1 / ratio, 2)}× later`} than with`
   return `${describeTiming(t)}: ${relation} mq-server's default (${describeTiming(d)})`
 }
-
-const round2 = (x: number): number => Math.round(x * 100) / 100
