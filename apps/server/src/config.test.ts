@@ -111,6 +111,28 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file }).consolePeek).toBe(true)
   })
 
+  it('takes --http-allowed-hosts as a list of names, from a flag or a file, and refuses what is no name', () => {
+    expect(loadConfig(base).httpAllowedHosts).toEqual([])
+    expect(
+      loadConfig({ ...base, httpAllowedHosts: 'mq.example.com, MQ-2.example.com,[::1],fe80::1' })
+        .httpAllowedHosts,
+    ).toEqual(['mq.example.com', 'mq-2.example.com', '::1', 'fe80::1'])
+    expect(loadConfig({ ...base, httpAllowedHosts: '*' }).httpAllowedHosts).toEqual(['*'])
+    const file = join(dir, 'hosts.json')
+    writeFileSync(file, JSON.stringify({ ...base, httpAllowedHosts: ['console.internal', '10.0.0.7'] }))
+    expect(loadConfig({ config: file }).httpAllowedHosts).toEqual(['console.internal', '10.0.0.7'])
+    for (const [value, problem] of [
+      ['mq.example.com:8080', /"mq.example.com:8080" is no host name/],
+      ['http://mq.example.com', /is no host name/],
+      ['*,mq.example.com', /stands alone/],
+      ['[::g]', /"\[::g\]" is no host name/],
+      [7, /httpAllowedHosts must be host names/],
+      [['a', 7], /httpAllowedHosts must be host names/],
+    ] as const) {
+      expect(() => loadConfig({ ...base, httpAllowedHosts: value })).toThrow(problem)
+    }
+  })
+
   it('turns operability and security off by default and resolves their paths', () => {
     expect(loadConfig(base, '/srv')).toMatchObject({
       httpListen: '',

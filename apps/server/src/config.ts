@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, resolve } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
+import { parseAllowedHosts } from './http/loopback-host'
 import { type Member, parseAddress, parseMembers } from './members'
 
 /** Everything one `mq-server` process needs to know, validated. */
@@ -38,6 +39,12 @@ export interface ServerConfig {
   readonly snapshotEntries: number
   /** `host:port` of the HTTP server for /metrics, /healthz and /readyz; '' = none. */
   readonly httpListen: string
+  /**
+   * Host names (or addresses) the HTTP port answers for besides localhost and loopback
+   * addresses, lower-case (IPv6 without brackets); `['*']`: any Host. Empty: a loopback
+   * `httpListen` answers loopback names only, any other answers any Host (http/loopback-host.ts).
+   */
+  readonly httpAllowedHosts: readonly string[]
   /** Serve the web console and its JSON API on the HTTP port (`--no-console` turns it off). */
   readonly console: boolean
   /**
@@ -82,6 +89,7 @@ export const CONFIG_DEFAULTS = {
   peerToken: '',
   snapshotEntries: 50_000,
   httpListen: '',
+  httpAllowedHosts: [],
   console: true,
   consolePeek: false,
   logLevel: 'info',
@@ -114,6 +122,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'peerToken',
   'snapshotEntries',
   'httpListen',
+  'httpAllowedHosts',
   'console',
   'consolePeek',
   'logLevel',
@@ -255,6 +264,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
+    httpAllowedHosts: allowedHosts(raw),
     console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
     consolePeek: bool(raw, 'consolePeek'),
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
@@ -289,6 +299,27 @@ function secret(raw: RawConfig, key: 'peerToken'): string {
 export function weakSecretWarning(config: Pick<ServerConfig, 'peerToken'>): string | undefined {
   if (config.peerToken === '' || config.peerToken.length >= TOKEN_CHARS_MIN) return undefined
   return `the peer secret (--peer-token, or ${PEER_TOKEN_ENV}) has ${config.peerToken.length} characters, fewer than ${TOKEN_CHARS_MIN}: a guessable secret lets any process join the cluster's Raft traffic; replace it on every node (make one with \`openssl rand -hex 24\`)`
+}
+
+/** `httpAllowedHosts`: a comma-separated string (the flag) or an array of strings (a config file). */
+function allowedHosts(raw: RawConfig): string[] {
+  const v = raw.httpAllowedHosts
+  const list =
+    typeof v === 'string'
+      ? v
+      : Array.isArray(v) && v.every((s) => typeof s === 'string')
+        ? v.join(',')
+        : undefined
+  if (list === undefined) {
+    throw new ConfigError(
+      `httpAllowedHosts must be host names separated by commas, or an array of them, got ${JSON.stringify(v)}`,
+    )
+  }
+  try {
+    return parseAllowedHosts(list)
+  } catch (error) {
+    throw new ConfigError(`httpAllowedHosts: ${(error as Error).message}`, { cause: error })
+  }
 }
 
 function path(raw: RawConfig, key: keyof ServerConfig, cwd: string): string {

@@ -44,6 +44,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'shared secret peers must present, 16+ characters (else a warning; required with --auth-file); better in MQ_PEER_TOKEN: a flag shows in ps',
     )
     .option('--http-listen <host:port>', 'serve /metrics, /healthz and /readyz over HTTP here (default: off)')
+    .option(
+      '--http-allowed-hosts <names>',
+      'host names the HTTP port answers for besides localhost (comma-separated; * = any); given, other Host headers get 403 on any listen address',
+    )
     .option('--no-console', 'do not serve the web console (/console/) and its API (/api/) on the HTTP port')
     .option(
       '--console-peek',
@@ -117,6 +121,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           }
           http = await startHttpServer({
             listen: config.httpListen,
+            allowedHosts: config.httpAllowedHosts,
             metrics: node.metrics,
             view: node.view(),
             log,

@@ -6,7 +6,7 @@ import { silentLogger } from '../log'
 import { NodeMetrics } from '../metrics/node-metrics'
 import type { GroupView, NodeView } from '../node-view'
 import { HTTP_LIMITS, type HttpServer, startHttpServer } from './http-server'
-import { isLoopback, loopbackHostAllowed } from './loopback-host'
+import { hostAllowed, isLoopback } from './loopback-host'
 
 const servers: HttpServer[] = []
 afterEach(async () => {
@@ -161,6 +161,30 @@ describe('the operations HTTP server', () => {
     expect(await statusFor(server.port, '/healthz', `10.1.2.3:${server.port}`)).toBe(200)
   })
 
+  it('with allowed hosts, answers only those (and loopback names) on any address, or any Host with *', async () => {
+    const start = async (listen: string, allowedHosts: string[]) => {
+      const server = await startHttpServer({
+        listen,
+        allowedHosts,
+        metrics: new NodeMetrics('n1'),
+        view: fakeView({ failed: false, leader: 'n1' }),
+        log: silentLogger(),
+      })
+      servers.push(server)
+      return server.port
+    }
+    const lan = await start('0.0.0.0:0', ['mq.example.com'])
+    expect(await statusFor(lan, '/healthz', `mq.example.com:${lan}`)).toBe(200)
+    expect(await statusFor(lan, '/healthz', `127.0.0.1:${lan}`)).toBe(200)
+    expect(await statusFor(lan, '/metrics', 'rebound.example.org')).toBe(403)
+    // A reverse proxy on the same host that passes the client's Host on to a loopback port.
+    const proxied = await start('127.0.0.1:0', ['console.example.com'])
+    expect(await statusFor(proxied, '/healthz', 'console.example.com')).toBe(200)
+    expect(await statusFor(proxied, '/healthz', 'other.example.com')).toBe(403)
+    const any = await start('127.0.0.1:0', ['*'])
+    expect(await statusFor(any, '/healthz', 'other.example.com')).toBe(200)
+  })
+
   it('keeps answering probes while one host holds sockets that send nothing, and closes them', async () => {
     const server = await startHttpServer({
       listen: '127.0.0.1:0',
@@ -214,9 +238,18 @@ describe('loopback hosts', () => {
 
   it('allows a Host header of localhost or a loopback address with any port, or none', () => {
     for (const host of [undefined, 'localhost', 'localhost:80', '127.0.0.1:9101', '[::1]:9101', '[::1]'])
-      expect([host, loopbackHostAllowed(host)]).toEqual([host, true])
+      expect([host, hostAllowed(host)]).toEqual([host, true])
     for (const host of ['', 'evil.test', '::1', '[::1', 'localhost:x', 'localhost:9101/x', '[10::1]:80'])
-      expect([host, loopbackHostAllowed(host)]).toEqual([host, false])
+      expect([host, hostAllowed(host)]).toEqual([host, false])
+  })
+
+  it('allows the names given besides loopback ones, case-insensitively, or any with *', () => {
+    const allowed = ['mq.example.com', 'fe80::1']
+    for (const host of ['MQ.example.com', 'mq.example.com:443', '[fe80::1]:9101', 'localhost', undefined])
+      expect([host, hostAllowed(host, allowed)]).toEqual([host, true])
+    for (const host of ['example.com', 'mq.example.com.evil.test', '[fe80::2]', 'fe80::1'])
+      expect([host, hostAllowed(host, allowed)]).toEqual([host, false])
+    expect(hostAllowed('anything.test:1', ['*'])).toBe(true)
   })
 })
 

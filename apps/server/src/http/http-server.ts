@@ -4,7 +4,7 @@ import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
-import { isLoopback, loopbackHostAllowed } from './loopback-host'
+import { hostAllowed, isLoopback } from './loopback-host'
 
 /**
  * The HTTP port's bounds. The port is often reachable more widely than the gRPC port (by
@@ -45,9 +45,10 @@ export interface HttpServer {
  * - `GET /readyz`: 200 when the node is ready (see `readiness`), else 503 with the reasons (readiness).
  * - with `console`: the web console (`/`, `/console/...`) and its JSON API (`/api/...`).
  * Other paths answer 404, other methods 405. When `listen` is a loopback address (or
- * `localhost`), a request whose Host header names anything but localhost or a loopback
- * address is answered 403 on every path (DNS rebinding: see loopbackHostAllowed); on other
- * addresses any Host is answered. Rejects naming the address when it cannot listen.
+ * `localhost`), or `allowedHosts` names hosts (`--http-allowed-hosts`), a request whose Host
+ * header names anything but localhost, a loopback address or one of `allowedHosts` is
+ * answered 403 on every path (DNS rebinding: see hostAllowed); on other addresses without
+ * `allowedHosts` any Host is answered. Rejects naming the address when it cannot listen.
  */
 export async function startHttpServer(options: {
   readonly listen: string
@@ -56,6 +57,8 @@ export async function startHttpServer(options: {
   readonly log: Logger
   readonly console?: ConsoleRoutes
   readonly limits?: HttpLimits
+  /** Host names answered besides loopback ones (parseAllowedHosts); [] = the listen address decides. */
+  readonly allowedHosts?: readonly string[]
 }): Promise<HttpServer> {
   const { metrics, view, log } = options
   const limits = options.limits ?? HTTP_LIMITS
@@ -68,13 +71,20 @@ export async function startHttpServer(options: {
   const colon = options.listen.lastIndexOf(':')
   const host = options.listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1')
   const port = Number(options.listen.slice(colon + 1))
-  const loopbackOnly = isLoopback(host)
+  const allowedHosts = options.allowedHosts ?? []
+  const checkHost = isLoopback(host) || allowedHosts.length > 0
   const server: Server = createServer(serverOptions, (req: IncomingMessage, res: ServerResponse) => {
-    if (loopbackOnly && !loopbackHostAllowed(req.headers.host)) {
+    if (checkHost && !hostAllowed(req.headers.host, allowedHosts)) {
+      const names = [
+        'localhost',
+        '127.0.0.1',
+        '[::1]',
+        ...allowedHosts.map((n) => (n.includes(':') ? `[${n}]` : n)),
+      ]
       return send(
         res,
         403,
-        `this port listens on loopback (${options.listen}): open it as localhost, 127.0.0.1 or [::1] (the Host header named another host)\n`,
+        `the Host header named a host this port does not answer for: open it as ${names.join(', ')}${allowedHosts.length === 0 ? ` (it listens on loopback, ${options.listen}; --http-allowed-hosts adds names)` : ' (--http-allowed-hosts)'}\n`,
       )
     }
     const path = (req.url ?? '/').split('?')[0] ?? '/'
