@@ -4,9 +4,19 @@
  */
 import { measureThroughput } from '../src/sim/throughput'
 
+/** `--name N`: a whole number of at least 1, else `dflt`; anything else ends the run saying so. */
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(`--${name}`)
-  return i < 0 ? dflt : Number(process.argv[i + 1])
+  if (i < 0) return dflt
+  const text = process.argv[i + 1]
+  const n = Number(text)
+  if (text === undefined || !/^\d+$/.test(text) || !Number.isSafeInteger(n) || n < 1) {
+    console.error(
+      `raft-core bench: --${name} takes a whole number of at least 1, got ${JSON.stringify(text ?? '')}`,
+    )
+    process.exit(2)
+  }
+  return n
 }
 
 const entries = arg('entries', 2_000_000)
