@@ -12,12 +12,20 @@ export const DEFAULT_SERVERS = '127.0.0.1:7001'
 export const DEFAULT_TIMEOUT_MS = 10_000
 /** One attempt's deadline, at most (the SDK retries within the overall deadline). */
 const ATTEMPT_MS_MAX = 5_000
+/**
+ * Without --timeout, a command gives up after this long of connections refused on every
+ * attempt (nothing listens at --servers): a wrong port is told at once, not after the whole
+ * default deadline. With --timeout it waits that long (a script waiting for a cluster to start).
+ */
+export const REFUSED_GIVE_UP_MS = 2_000
 
 /** The program-wide flags, resolved. */
 export interface GlobalOptions {
   readonly servers: readonly string[]
   readonly json: boolean
   readonly timeoutMs: number
+  /** Give up once connections were refused this long (0: wait for --timeout; see REFUSED_GIVE_UP_MS). */
+  readonly refusedGiveUpMs: number
   /** --token, else MQ_TOKEN; undefined = none. */
   readonly token: string | undefined
   /** --tls-ca/--tls-cert/--tls-key, else MQ_TLS_CA/MQ_TLS_CERT/MQ_TLS_KEY: file paths. */
@@ -72,7 +80,14 @@ export class Runtime {
             ...(cert !== undefined ? { cert } : {}),
             ...(key !== undefined ? { key } : {}),
           }
-    return { servers, json: o.json === true, timeoutMs: o.timeout ?? DEFAULT_TIMEOUT_MS, token, tls }
+    return {
+      servers,
+      json: o.json === true,
+      timeoutMs: o.timeout ?? DEFAULT_TIMEOUT_MS,
+      refusedGiveUpMs: o.timeout === undefined ? REFUSED_GIVE_UP_MS : 0,
+      token,
+      tls,
+    }
   }
 
   async #readTls(paths: NonNullable<GlobalOptions['tls']>): Promise<TlsOptions> {
@@ -116,6 +131,7 @@ export class Runtime {
       servers: globals.servers,
       deadlineMs: globals.timeoutMs,
       attemptMs: Math.min(globals.timeoutMs, ATTEMPT_MS_MAX),
+      refusedGiveUpMs: globals.refusedGiveUpMs,
       ...(globals.token !== undefined ? { token: globals.token } : {}),
       ...(globals.tls !== undefined ? { tls: await this.#readTls(globals.tls) } : {}),
     })

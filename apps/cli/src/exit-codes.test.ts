@@ -42,6 +42,20 @@ describe('classify', () => {
     )
   })
 
+  it('says nothing listens when every connection was refused', () => {
+    const refused = Object.assign(
+      coded('UNAVAILABLE', true, 'connection refused on every attempt for 2003 ms'),
+      {
+        connectionRefused: true,
+      },
+    )
+    expect(classify(refused, { servers: ['a:1'], timeoutMs: 10_000 })).toEqual({
+      exitCode: ExitCode.Unavailable,
+      message:
+        'nothing listens at a:1: connection refused on every attempt for 2003 ms (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)',
+    })
+  })
+
   it('says what limit held when the SDK gave up on one (the cluster answered)', () => {
     const f = classify(
       coded(

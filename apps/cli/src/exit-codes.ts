@@ -50,6 +50,13 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   const retriable = (error as { retriable?: unknown })?.retriable === true
   // A limit that held until the SDK gave up (a full queue): the cluster answered.
   if (code === 'LIMIT_EXCEEDED') return { exitCode: ExitCode.Unavailable, message }
+  if ((error as { connectionRefused?: unknown })?.connectionRefused === true) {
+    const where = context ? ` at ${context.servers.join(',')}` : ''
+    return {
+      exitCode: ExitCode.Unavailable,
+      message: `nothing listens${where}: ${message} (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)`,
+    }
+  }
   if (code === 'UNAVAILABLE' || retriable) {
     const why = message
       .replace(/^gave up after \d+ attempts in \d+ ms: /, '')

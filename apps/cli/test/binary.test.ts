@@ -113,6 +113,18 @@ describe('the mq binary', () => {
     )
     expect(r.elapsedMs).toBeLessThan(700 + 5_000)
   })
+
+  it('without --timeout, exits 3 after 2 s of refused connections, saying nothing listens there', async () => {
+    const servers = '127.0.0.1:1,127.0.0.1:2'
+    const r = await runMq(['queue', 'list'], { MQ_SERVERS: servers })
+    expect(r.code).toBe(3)
+    expect(r.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(r.stderr).toMatch(
+      /^mq: nothing listens at 127\.0\.0\.1:1,127\.0\.0\.1:2: connection refused on every attempt for \d+ ms .*ECONNREFUSED.*--timeout waits/,
+    )
+    // The default deadline is 10 s: given up at the refusal bound (2 s), not at it.
+    expect(r.elapsedMs).toBeLessThan(6_000)
+  })
   it('creates, produces and consumes through the SDK over gRPC', async () => {
     const env = { MQ_SERVERS: broker.address }
     expect(await runMq(['queue', 'create', 'jobs', '--partitions', '2'], env)).toMatchObject({

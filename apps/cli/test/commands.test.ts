@@ -38,6 +38,8 @@ describe('global flags', () => {
       servers: ['a:1', 'b:2'],
       deadlineMs: 3_000,
       attemptMs: 3_000,
+      // An explicit --timeout waits for a cluster not listening yet (a script waiting for it).
+      refusedGiveUpMs: 0,
     })
   })
 
@@ -79,7 +81,11 @@ describe('global flags', () => {
 
   it('defaults to 127.0.0.1:7001 and 10 s', async () => {
     await mq(['queue', 'list'])
-    expect(cluster.connectOptions).toMatchObject({ servers: ['127.0.0.1:7001'], deadlineMs: 10_000 })
+    expect(cluster.connectOptions).toMatchObject({
+      servers: ['127.0.0.1:7001'],
+      deadlineMs: 10_000,
+      refusedGiveUpMs: 2_000,
+    })
   })
 
   it.each([

@@ -21,6 +21,12 @@ export interface ClientOptions {
    * other replicas, which name the new leader or serve the request (default 700 ms; 0: never).
    */
   readonly leaderSilenceMs?: number
+  /**
+   * Give an operation up once every attempt was refused a connection for this long (a
+   * ConnectionRefusedError: nothing listens at the addresses; the `mq` CLI uses 2 s). Default
+   * 0: retry to the deadline, as for any unavailability (a node restarting refuses too).
+   */
+  readonly refusedGiveUpMs?: number
   readonly backoff?: BackoffPolicy
   /** Hears about every attempt of every operation (see RouterOptions.onAttempt). */
   readonly onAttempt?: (report: AttemptReport) => void
@@ -98,6 +104,7 @@ export class MqClient {
       ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
       ...(options.attemptMs !== undefined ? { attemptMs: options.attemptMs } : {}),
       ...(options.leaderSilenceMs !== undefined ? { leaderSilenceMs: options.leaderSilenceMs } : {}),
+      ...(options.refusedGiveUpMs !== undefined ? { refusedGiveUpMs: options.refusedGiveUpMs } : {}),
       ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
       ...(options.onAttempt !== undefined ? { onAttempt: options.onAttempt } : {}),
     })

@@ -38,4 +38,4 @@ export {
 export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'
 export { DEFAULT_PRODUCER_OPTIONS, Producer } from './producer'
 export type { AttemptReport } from './router'
-export { PartitionNotFoundError } from './router'
+export { ConnectionRefusedError, PartitionNotFoundError } from './router'

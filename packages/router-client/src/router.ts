@@ -35,6 +35,12 @@ export interface RouterOptions {
    */
   readonly leaderSilenceMs: number
   /**
+   * An operation every attempt of which was refused a connection (nothing listens at the
+   * addresses tried) for this long gives up then with a ConnectionRefusedError, before its
+   * deadline. 0 (the default): it retries to the deadline (a node restarting refuses too).
+   */
+  readonly refusedGiveUpMs: number
+  /**
    * Hears about every attempt of every operation when it ends (for tracing why an operation
    * was slow). Called synchronously; it must not throw (a throw is caught and ignored).
    */
@@ -63,6 +69,7 @@ export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
   backoff: DEFAULT_BACKOFF,
   attemptsMax: 50,
   leaderSilenceMs: 700,
+  refusedGiveUpMs: 0,
 }
 
 /** While a leader stays silent, its replicas are asked again this often. */
@@ -87,6 +94,20 @@ export class PartitionNotFoundError extends InvalidArgumentError {
     this.partition = partition
     this.partitions = route.partitions.length
   }
+}
+
+/**
+ * Every attempt of an operation was refused a connection for `refusedGiveUpMs`: nothing
+ * listens at the addresses tried (a wrong port, the cluster not started). Code UNAVAILABLE,
+ * retriable as such; `connectionRefused` tells it from a cluster that did not answer in time.
+ */
+export class ConnectionRefusedError extends UnavailableError {
+  readonly connectionRefused = true
+}
+
+/** Whether `error` is a connection refused by the address (grpc-js names the socket's error). */
+function refusedConnection(error: unknown): boolean {
+  return error instanceof UnavailableError && /\bECONNREFUSED\b/.test(error.message)
 }
 
 /**
@@ -341,6 +362,8 @@ export class Router {
     let backoffs = 0
     let immediate = 0
     let n = 0
+    const refusedGiveUpMs = this.#options.refusedGiveUpMs
+    let allRefused = refusedGiveUpMs > 0
     for (; n < this.#options.attemptsMax; n++) {
       if (this.#closing.signal.aborted)
         throw new UnavailableError('the client is closed', {}, { cause: last })
@@ -350,13 +373,24 @@ export class Router {
         last = error
         if (!(error as MqError).retriable) throw error
       }
+      allRefused &&= refusedConnection(last)
+      const refusedFor = Date.now() - started
+      if (allRefused && refusedFor >= refusedGiveUpMs) {
+        throw new ConnectionRefusedError(
+          `connection refused on every attempt for ${refusedFor} ms (${n + 1} attempts; nothing listens there?): ${(last as Error).message}`,
+          {},
+          { cause: last },
+        )
+      }
       // New information is followed at once: a redirect to a named leader (a failover's new
       // leader), or the first redirect of any kind. Up to 3 in a row, so that two replicas with
       // stale hints cannot bounce a request back and forth without a pause.
       const hinted = last instanceof NotLeaderError && Boolean(last.facts.leaderAddress)
       const redirect =
         hinted || ((last instanceof NotLeaderError || last instanceof StaleRouteError) && n === 0)
-      const wait = redirect && immediate < 3 ? 0 : backoffMs(this.#options.backoff, backoffs++)
+      const backoff = redirect && immediate < 3 ? 0 : backoffMs(this.#options.backoff, backoffs++)
+      // While every attempt was refused, the last one comes when the give-up time does.
+      const wait = allRefused ? Math.min(backoff, started + refusedGiveUpMs - Date.now()) : backoff
       immediate = wait === 0 ? immediate + 1 : 0
       if (Date.now() + wait >= deadline) {
         n++
