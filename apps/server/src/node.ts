@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
@@ -63,7 +63,7 @@ import { FounderGate } from './host/founder-gate'
 import { stopTransferTarget, transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { MetaTermFence } from './host/meta-term-fence'
-import { NodeFacts } from './host/node-facts'
+import { holdsNothing, NodeFacts } from './host/node-facts'
 import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { OwnClient } from './host/own-client'
@@ -319,11 +319,11 @@ export class MqNode {
         { cause: error },
       )
     }
-    // A database that does not exist yet: a new node, or one whose data dir was wiped.
-    const newDatabase = !existsSync(join(this.config.dataDir, 'db', 'CURRENT'))
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
       onCorruption: (error) => this.#damaged(error),
     })
+    // A database holding nothing yet: a new node, or one whose data dir was wiped.
+    const newDatabase = await holdsNothing(this.#engine)
     // Before anything writes: a write-ahead log that lost synced batches (cut short) fails here.
     const mark = await DurabilityMark.open(this.#engine, this.#engine.path)
     this.#mark = mark

@@ -1,6 +1,9 @@
-import { type BatchOp, MemoryEngine, nodeKey } from '@mq/kv-storage'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type BatchOp, DurabilityMark, LevelEngine, LogStore, MemoryEngine, nodeKey } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
-import { NodeFacts, type NodeFactsStore } from './node-facts'
+import { holdsNothing, NodeFacts, type NodeFactsStore } from './node-facts'
 
 /** A store over a MemoryEngine that counts its writes. */
 function store(engine = new MemoryEngine()): NodeFactsStore & { writes: number } {
@@ -96,5 +99,49 @@ describe('NodeFacts', () => {
     expect((await NodeFacts.open(store(engine))).fresh).toBe(false)
     // A database of an earlier version (no store id yet) is given one, but is not fresh.
     expect((await NodeFacts.open(store())).fresh).toBe(false)
+  })
+
+  it('takes a wiped data dir as fresh again after a first start that died before writing anything', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-facts-'))
+    /** mq-server's start up to its facts, in its order; `die`: the process ends before them. */
+    const start = async (die: boolean): Promise<NodeFacts | undefined> => {
+      const engine = await LevelEngine.open(join(dir, 'db'))
+      const empty = await holdsNothing(engine)
+      const mark = await DurabilityMark.open(engine, engine.path)
+      const logs = new LogStore(engine, { mark })
+      await logs.finishRemovals()
+      await logs.groupIdsOnDisk()
+      const facts = die
+        ? undefined
+        : await NodeFacts.open({ get: (k) => engine.get(k), write: (ops) => logs.commit.write(ops) }, empty)
+      await logs.close()
+      await mark.close()
+      await engine.close()
+      return facts
+    }
+    try {
+      // The first start after the wipe creates LevelDB's files, then fails (a full disk, a kill).
+      expect(await start(true)).toBeUndefined()
+      // Restarted, it is still a new store: a founder waits at its gate (its vote may be lost).
+      const facts = await start(false)
+      expect(facts?.fresh).toBe(true)
+      // Once it holds its facts, it is no longer empty: the store id stays, and so does fresh.
+      const again = await start(false)
+      expect(again?.storeId).toBe(facts?.storeId)
+      expect(again?.fresh).toBe(true)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  it('takes a database holding anything, without a store id, as an older store, not fresh', async () => {
+    const engine = new MemoryEngine()
+    expect(await holdsNothing(engine)).toBe(true)
+    await engine.write([{ type: 'put', key: Uint8Array.of(1, 0x21, 0, 4), value: Uint8Array.of(7) }], {
+      sync: true,
+    })
+    expect(await holdsNothing(engine)).toBe(false)
+    const facts = await NodeFacts.open(store(engine), await holdsNothing(engine))
+    expect(facts.fresh).toBe(false)
   })
 })

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { type BatchOp, nodeKey } from '@mq/kv-storage'
+import { type BatchOp, type KvReader, nodeKey } from '@mq/kv-storage'
 import { isStoreId } from '@mq/meta-service'
 
 /** A meta voter's id and address, as a node keeps it to find the meta group again. */
@@ -13,6 +13,18 @@ export interface NodeFactsStore {
   get(key: Uint8Array): Promise<Uint8Array | undefined>
   /** Resolves once `ops` are durable. */
   write(ops: readonly BatchOp[]): Promise<void>
+}
+
+/**
+ * Whether the node's database holds nothing at all: a data dir that was empty (new, or wiped),
+ * or one whose first start died before anything was written (the facts are the first write).
+ * Read right after the database opens, before any write. (The presence of LevelDB's `CURRENT`
+ * file told this before: it is created by the open itself, so a wiped founder whose first
+ * start failed after it — a full disk, a kill — came back as an old store, skipped its founder
+ * gate and bootstrapped the meta group with a forgotten vote.)
+ */
+export async function holdsNothing(engine: Pick<KvReader, 'keys'>): Promise<boolean> {
+  return (await engine.keys({ limit: 1 })).length === 0
 }
 
 /** At most this many meta seeds are kept (the meta group has at most 7 voters). */
