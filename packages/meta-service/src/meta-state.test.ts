@@ -175,6 +175,20 @@ describe('MetaState', () => {
     expect(old.snapshot()).toEqual(s.snapshot())
   })
 
+  it('restores the changed epoch of an image that names it settingsEpoch (before the rename)', () => {
+    const s = cluster(3, 3)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 1 } }, 10)
+    s.apply({ type: 'updateQueue', name: 'jobs', update: { maxDeliveries: 7 } }, 20)
+    expect(s.changedEpoch()).toBeGreaterThan(0)
+    const image = JSON.parse(new TextDecoder().decode(s.snapshot()))
+    image.settingsEpoch = image.changedEpoch
+    delete image.changedEpoch
+    const old = new MetaState()
+    old.restore(new TextEncoder().encode(JSON.stringify(image)))
+    expect(old.changedEpoch()).toBe(s.changedEpoch())
+    expect(old.snapshot()).toEqual(s.snapshot())
+  })
+
   it('rejects bad commands with a clear error and no state change', () => {
     const s = cluster()
     s.apply({ type: 'createQueue', name: 'jobs', config: {} }, 10)

@@ -179,6 +179,8 @@ interface MetaImage {
    */
   readonly growEpoch?: number
   readonly changedEpoch?: number
+  /** `changedEpoch` as images before 2026-12-01 (21e09ca) named it; read when that is absent. */
+  readonly settingsEpoch?: number
   readonly nodes: readonly NodeRecord[]
   readonly groups: readonly GroupRecord[]
   readonly queues: readonly QueueRecord[]
@@ -1119,7 +1121,11 @@ export class MetaState {
     this.#held.clear()
     for (const q of image.queues) for (const p of q.partitions) this.#hold(p.groupId, 1)
     this.#growEpoch = image.growEpoch ?? image.queues.reduce((m, q) => Math.max(m, q.partitionsEpoch ?? 0), 0)
-    this.#changedEpoch = image.changedEpoch ?? 0
+    // An image of a version before the rename keeps the epoch as settingsEpoch (it counted
+    // settings changes only, not deletions): without it, a replica restoring such an image
+    // had 0 where one replaying the same entries had the epoch, and heartbeats from it as
+    // leader asked no node to refresh routes cached before that change.
+    this.#changedEpoch = image.changedEpoch ?? image.settingsEpoch ?? 0
     this.tokens.replace(image.tokens ?? [])
   }
 }
