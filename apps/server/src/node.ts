@@ -52,6 +52,7 @@ import { authInterceptor } from './auth/auth-interceptor'
 import { MetaTokenTable } from './auth/meta-tokens'
 import { loadTokenFile, type TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
+import { grpcServerOptions } from './grpc-limits'
 import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
@@ -83,8 +84,6 @@ import { PeerTransport } from './peer-transport'
 import { RaftEventLog } from './raft-events'
 import { NodeCredentials } from './tls'
 
-/** Bound on one gRPC message, both ways (a produce batch, a Raft batch). */
-const MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 const META_GROUP = 0
 const HEARTBEAT_MS = 500
 const CONTROLLER_MS = 500
@@ -222,8 +221,7 @@ export class MqNode {
       },
     })
     this.#server = new Server({
-      'grpc.max_receive_message_length': MESSAGE_BYTES_MAX,
-      'grpc.max_send_message_length': MESSAGE_BYTES_MAX,
+      ...grpcServerOptions(),
       // Channelz stays on here: grpc-js 1.14's forceShutdown() destroys only the sessions its
       // channelz handler tracked, so without it open peer streams kept a stopped server alive.
       // Outermost first in effect last: the RPC interceptor times and logs what auth refuses too.
