@@ -1,3 +1,4 @@
+import { LimitExceededError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { FakeBroker } from '../test/fake-broker'
 import { MqClient } from './client'
@@ -33,6 +34,93 @@ describe('Producer', () => {
       // The next send of the key goes by the current count.
       expect((await producer.send({ body: 'again', key })).partition).toBe(fnv1a32(key) % 2)
     } finally {
+      await client.close()
+      broker.stop()
+    }
+  })
+
+  it('rejects a send at once when its buffer and its waiting list are full; those it took go through', async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    const client = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    try {
+      broker.addQueue('q', 1)
+      const producer = client.producer('q', { bufferMax: 2, waitingMax: 3, batchMax: 100 })
+      await producer.send({ body: 'warm' }) // the route is cached
+      broker.heldPartitions.add(0) // nothing is acknowledged meanwhile
+      // A caller that does not await: 2 buffered, 3 waiting, and the other 5 refused.
+      const sends = Array.from({ length: 10 }, (_, i) => producer.send({ body: `m${i}` }))
+      const outcomes = sends.map((send) =>
+        send.then(
+          () => 'sent',
+          (error: unknown) => error,
+        ),
+      )
+      const refused = await Promise.all(outcomes.slice(5))
+      for (const error of refused) {
+        expect(error).toBeInstanceOf(LimitExceededError)
+        expect((error as LimitExceededError).retriable).toBe(true)
+      }
+      expect((refused[0] as Error).message).toMatch(
+        /^producer for q: its buffer \(2 of bufferMax 2 messages, .*\(3 of waitingMax 3 sends, .* are full; .*await send\(\)/,
+      )
+      broker.releaseHeld()
+      expect(await Promise.all(outcomes.slice(0, 5))).toEqual(['sent', 'sent', 'sent', 'sent', 'sent'])
+      expect(broker.ready('q', 0).map((m) => Buffer.from(m.body).toString())).toEqual([
+        'warm',
+        'm0',
+        'm1',
+        'm2',
+        'm3',
+        'm4',
+      ])
+      // With room again, sends are taken.
+      await producer.send({ body: 'after' })
+    } finally {
+      broker.releaseHeld()
+      await client.close()
+      broker.stop()
+    }
+  })
+
+  it('bounds the bytes waiting (a big send may wait alone); waitingMax 0 never waits', async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    const client = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
+    try {
+      broker.addQueue('q', 1)
+      const producer = client.producer('q', { bufferMax: 1, waitingBytesMax: 10 })
+      await producer.send({ body: 'warm' })
+      broker.heldPartitions.add(0)
+      const settle = (body: string) =>
+        producer.send({ body }).then(
+          () => 'sent',
+          (error: unknown) => (error instanceof LimitExceededError ? 'refused' : error),
+        )
+      const buffered = settle('b')
+      // 4 + 4 bytes wait; 3 more would pass 10.
+      const waiting = [settle('aaaa'), settle('bbbb'), settle('ccc'), settle('dd')]
+      expect(await waiting[2]).toBe('refused')
+      broker.releaseHeld()
+      expect(await Promise.all([buffered, ...waiting])).toEqual(['sent', 'sent', 'sent', 'refused', 'sent'])
+      broker.heldPartitions.add(0)
+      const held = settle('b')
+      // Alone on the list, a send bigger than waitingBytesMax waits.
+      const big = settle('x'.repeat(50))
+      expect(await settle('y')).toBe('refused')
+      broker.releaseHeld()
+      expect(await Promise.all([held, big])).toEqual(['sent', 'sent'])
+
+      const failFast = client.producer('q', { bufferMax: 1, waitingMax: 0 })
+      broker.heldPartitions.add(0)
+      const first = failFast.send({ body: '1' })
+      await expect(failFast.send({ body: '2' })).rejects.toBeInstanceOf(LimitExceededError)
+      broker.releaseHeld()
+      await first
+      expect(() => client.producer('q', { waitingMax: -1 })).toThrow(/waitingMax/)
+      expect(() => client.producer('q', { waitingBytesMax: 0 })).toThrow(/waitingBytesMax/)
+    } finally {
+      broker.releaseHeld()
       await client.close()
       broker.stop()
     }

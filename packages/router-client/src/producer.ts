@@ -3,6 +3,7 @@ import {
   IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
   InternalError,
   InvalidArgumentError,
+  LimitExceededError,
   type ProduceMessage,
   UnavailableError,
 } from '@mq/protocol'
@@ -67,6 +68,18 @@ export interface ProducerOptions {
    */
   readonly bufferBytesMax: number
   /**
+   * Sends waiting for room in the buffer (first come first served), at most: beyond it `send`
+   * rejects at once with LimitExceededError, so a caller that does not await its sends cannot
+   * grow the list (each holds its message) without bound. 0: `send` never waits, it rejects
+   * when the buffer is full (Kafka's `max.block.ms=0`).
+   */
+  readonly waitingMax: number
+  /**
+   * Their bytes (as `batchBytesMax` counts them), at most; beyond it `send` rejects at once
+   * (a bigger message may still wait when no other send does).
+   */
+  readonly waitingBytesMax: number
+  /**
    * Batches in flight per partition. Idempotent producers: at most
    * IDEMPOTENT_BATCHES_IN_FLIGHT_MAX (5), the batches a broker remembers per producer.
    */
@@ -91,6 +104,8 @@ export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
   batchBytesMax: 1024 * 1024,
   bufferMax: 10_000,
   bufferBytesMax: 64 * 1024 * 1024,
+  waitingMax: 10_000,
+  waitingBytesMax: 64 * 1024 * 1024,
   inFlightMax: 4,
   keyless: 'sticky',
   stallMs: 200,
@@ -148,8 +163,11 @@ export class Producer {
   /**
    * Sends waiting for room, first come first served (a later small one does not pass an
    * earlier big one): each is admitted (true) with its room taken, or refused at close (false).
+   * Invariant: length <= waitingMax, and `#waitingBytes` <= waitingBytesMax unless length is 1.
    */
   readonly #spaceWaiters: { readonly bytes: number; readonly admit: (admitted: boolean) => void }[] = []
+  /** The bytes of the sends in `#spaceWaiters`. */
+  #waitingBytes = 0
   readonly #idle: (() => void)[] = []
   #buffered = 0
   #bufferedBytes = 0
@@ -164,11 +182,14 @@ export class Producer {
       batchMax: o.batchMax,
       bufferMax: o.bufferMax,
       bufferBytesMax: o.bufferBytesMax,
+      waitingBytesMax: o.waitingBytesMax,
       inFlightMax: o.inFlightMax,
     })) {
       if (!Number.isInteger(v) || v < 1)
         throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
     }
+    if (!Number.isInteger(o.waitingMax) || o.waitingMax < 0)
+      throw new RangeError(`producer option waitingMax must be a non-negative integer, got ${o.waitingMax}`)
     if (!(o.batchBytesMax > 0) || o.batchBytesMax > PRODUCE_BATCH_BYTES_MAX)
       throw new RangeError(
         `producer option batchBytesMax must be from 1 to ${PRODUCE_BATCH_BYTES_MAX} (a batch is one Raft entry, and a server takes entries of at most 32 MiB), got ${o.batchBytesMax}`,
@@ -194,12 +215,18 @@ export class Producer {
     this.producerId = o.idempotent ? randomUUID() : ''
   }
 
-  /** Sends one message; resolves when it is durable. */
+  /**
+   * Sends one message; resolves when it is durable. While the buffer is full (`bufferMax`,
+   * `bufferBytesMax`) it waits for room; rejects at once with LimitExceededError (retriable)
+   * when the waiting list is full too (`waitingMax`, `waitingBytesMax`).
+   */
   async send(message: OutgoingMessage): Promise<SendResult> {
     if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
     const wire = toWire(message)
     const bytes = wireBytes(wire)
     if (this.#spaceWaiters.length > 0 || !this.#hasRoom(bytes)) {
+      if (!this.#hasWaitingRoom(bytes)) throw this.#full(bytes)
+      this.#waitingBytes += bytes
       const admitted = await new Promise<boolean>((admit) => this.#spaceWaiters.push({ bytes, admit }))
       if (!admitted) throw new UnavailableError(`producer for ${this.queue} is closed`)
     } else {
@@ -290,6 +317,7 @@ export class Producer {
   async close(): Promise<void> {
     this.#closed = true
     for (const waiter of this.#spaceWaiters.splice(0)) waiter.admit(false)
+    this.#waitingBytes = 0
     await this.flush()
   }
 
@@ -298,6 +326,24 @@ export class Producer {
     if (this.#buffered === 0) return true
     return (
       this.#buffered < this.#options.bufferMax && this.#bufferedBytes + bytes <= this.#options.bufferBytesMax
+    )
+  }
+
+  /**
+   * Whether a send of `bytes` may join the waiting list (one always may join an empty list,
+   * unless waitingMax is 0).
+   */
+  #hasWaitingRoom(bytes: number): boolean {
+    const waiting = this.#spaceWaiters.length
+    if (waiting >= this.#options.waitingMax) return false
+    return waiting === 0 || this.#waitingBytes + bytes <= this.#options.waitingBytesMax
+  }
+
+  /** The error of a send of `bytes` that found the buffer and the waiting list full. */
+  #full(bytes: number): LimitExceededError {
+    const o = this.#options
+    return new LimitExceededError(
+      `producer for ${this.queue}: its buffer (${this.#buffered} of bufferMax ${o.bufferMax} messages, ${this.#bufferedBytes} of bufferBytesMax ${o.bufferBytesMax} bytes) and its list of sends waiting for room (${this.#spaceWaiters.length} of waitingMax ${o.waitingMax} sends, ${this.#waitingBytes} of waitingBytesMax ${o.waitingBytesMax} bytes) are full; this send of ${bytes} bytes was not accepted: await send() (or flush()) before sending more, or raise those limits`,
     )
   }
 
@@ -427,6 +473,7 @@ export class Producer {
     this.#bufferedBytes -= bytes
     for (let head = this.#spaceWaiters[0]; head && this.#hasRoom(head.bytes); head = this.#spaceWaiters[0]) {
       this.#spaceWaiters.shift()
+      this.#waitingBytes -= head.bytes
       this.#buffered++
       this.#bufferedBytes += head.bytes
       head.admit(true)

@@ -2,7 +2,9 @@ import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { FakeBroker } from '../test/fake-broker'
 import { MqClient } from './client'
-import { ConnectionRefusedError, UnavailableError } from './index'
+import { ConnectionPool } from './connections'
+import { ConnectionRefusedError, QueueNotFoundError, UnavailableError } from './index'
+import { DEFAULT_ROUTER_OPTIONS, Router } from './router'
 
 /** An address on loopback where nothing listens (a port bound, then closed). */
 async function refusingAddress(): Promise<string> {
@@ -14,6 +16,55 @@ async function refusingAddress(): Promise<string> {
 }
 
 describe('Router', () => {
+  it('caches at most routesMax routes, forgetting the least recently used; a deleted queue’s goes', async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    const pool = new ConnectionPool()
+    const router = new Router(pool, {
+      ...DEFAULT_ROUTER_OPTIONS,
+      servers: [broker.leaderAddress],
+      routesMax: 3,
+    })
+    try {
+      for (let i = 0; i < 100; i++) broker.addQueue(`q${i}`, 1)
+      const fetches = () => broker.routeRequests.length
+      // A client of few queues fetches each route once, however often it uses them.
+      for (let round = 0; round < 5; round++) for (const q of ['q0', 'q1', 'q2']) await router.route(q)
+      expect(fetches()).toBe(3)
+      // One that touches many names keeps only the last routesMax.
+      for (let i = 0; i < 100; i++) await router.route(`q${i}`)
+      expect(['q96', 'q97', 'q98', 'q99', 'q0'].map((q) => router.cachedRoute(q) !== undefined)).toEqual([
+        false,
+        true,
+        true,
+        true,
+        false,
+      ])
+      // Least recently used, not first cached: q97, used again, outlives q98.
+      await router.route('q97')
+      await router.route('q5')
+      expect(['q97', 'q98', 'q99', 'q5'].map((q) => router.cachedRoute(q) !== undefined)).toEqual([
+        true,
+        false,
+        true,
+        true,
+      ])
+      // A queue deleted: its refresh finds no route, and the cached one goes with it.
+      const before = fetches()
+      await router.meta((m) => m.deleteQueue, { name: 'q5' })
+      await expect(router.route('q5', true)).rejects.toBeInstanceOf(QueueNotFoundError)
+      expect(router.cachedRoute('q5')).toBeUndefined()
+      expect(fetches() - before).toBe(1)
+      expect(() => new Router(pool, { ...DEFAULT_ROUTER_OPTIONS, servers: ['x'], routesMax: 0 })).toThrow(
+        /routesMax/,
+      )
+    } finally {
+      router.close()
+      pool.close()
+      broker.stop()
+    }
+  })
+
   it('keeps one deadline for an operation, the route refresh in one of its attempts included', async () => {
     const broker = new FakeBroker()
     await broker.start()

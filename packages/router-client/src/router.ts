@@ -45,6 +45,12 @@ export interface RouterOptions {
    * was slow). Called synchronously; it must not throw (a throw is caught and ignored).
    */
   readonly onAttempt?: (report: AttemptReport) => void
+  /**
+   * Queue routes cached, at most: past it, the least recently used is forgotten (and fetched
+   * again when next used). A route is a few hundred bytes; 10,000 is more queues than a client
+   * uses at once, and a client of few queues never fetches a route for the bound.
+   */
+  readonly routesMax: number
 }
 
 /** One attempt of an operation, as reported to `onAttempt`. */
@@ -70,6 +76,7 @@ export const DEFAULT_ROUTER_OPTIONS: Omit<RouterOptions, 'servers'> = {
   attemptsMax: 50,
   leaderSilenceMs: 700,
   refusedGiveUpMs: 0,
+  routesMax: 10_000,
 }
 
 /** While a leader stays silent, its replicas are asked again this often. */
@@ -119,6 +126,10 @@ function refusedConnection(error: unknown): boolean {
 export class Router {
   readonly #pool: ConnectionPool
   readonly #options: RouterOptions
+  /**
+   * The cached routes, least recently used first (a Map keeps insertion order; a use moves the
+   * route to the end). Invariant: size <= routesMax.
+   */
   readonly #routes = new Map<string, QueueRoute>()
   /** The route fetch under way per queue, and the deadline it gives up at. */
   readonly #fetching = new Map<string, { readonly promise: Promise<QueueRoute>; readonly deadline: number }>()
@@ -127,6 +138,8 @@ export class Router {
 
   constructor(pool: ConnectionPool, options: RouterOptions) {
     if (options.servers.length === 0) throw new Error('servers: give at least one seed address')
+    if (!Number.isInteger(options.routesMax) || options.routesMax < 1)
+      throw new RangeError(`routesMax must be a positive integer, got ${options.routesMax}`)
     this.#pool = pool
     this.#options = options
     // Every operation waiting out a backoff listens for close on this one signal; more than
@@ -194,7 +207,7 @@ export class Router {
    */
   async route(queue: string, refresh = false, deadline?: number): Promise<QueueRoute> {
     if (!refresh) {
-      const cached = this.#routes.get(queue)
+      const cached = this.#used(queue)
       if (cached) return cached
     }
     const by = deadline ?? Date.now() + this.#options.deadlineMs
@@ -216,9 +229,11 @@ export class Router {
           // user looking for a queue to create).
           const problem = queueNameProblem(queue)
           if (problem) throw new InvalidArgumentError(problem)
+          // Deleted: its old route goes (it would only lead to QUEUE_NOT_FOUND again).
+          this.#routes.delete(queue)
           throw new QueueNotFoundError(`queue ${queue} does not exist`)
         }
-        this.#routes.set(queue, route)
+        this.#cache(route)
         return route
       })
       .finally(() => this.#fetching.delete(queue))
@@ -234,6 +249,26 @@ export class Router {
   /** Forgets the cached route of `queue`. */
   invalidate(queue: string): void {
     this.#routes.delete(queue)
+  }
+
+  /** The cached route of `queue`, if any, made the most recently used. */
+  #used(queue: string): QueueRoute | undefined {
+    const route = this.#routes.get(queue)
+    if (route) {
+      this.#routes.delete(queue)
+      this.#routes.set(queue, route)
+    }
+    return route
+  }
+
+  /** Caches `route` as the most recently used; forgets the least recently used past routesMax. */
+  #cache(route: QueueRoute): void {
+    this.#routes.delete(route.queue)
+    this.#routes.set(route.queue, route)
+    for (const oldest of this.#routes.keys()) {
+      if (this.#routes.size <= this.#options.routesMax) break
+      this.#routes.delete(oldest)
+    }
   }
 
   /**

@@ -1,7 +1,8 @@
 import type { PartitionStats } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
-import type { NodeView } from '../node-view'
-import { NodeMetrics } from './node-metrics'
+import type { NodeView, PartitionView } from '../node-view'
+import { NodeMetrics, QUEUE_OVERFLOW } from './node-metrics'
+import { countQueueOps } from './queue-ops'
 
 const PARTITIONS = 4
 
@@ -69,5 +70,117 @@ describe('NodeMetrics.render', () => {
     // Once it is done, a scrape collects afresh.
     await metrics.render(view)
     expect(statsCalls() - before).toBe(2 * PARTITIONS)
+  })
+})
+
+/** A view leading one partition of each queue in `queues` (mutable), with no stats. */
+function ledView(queues: Set<string>): NodeView {
+  return {
+    nodeId: 'n1',
+    serving: () => true,
+    failed: () => false,
+    groups: () => [],
+    ledPartitions: (): PartitionView[] =>
+      [...queues].map((queue) => ({ groupId: 1, queue, partition: 0, stats: async () => undefined })),
+    metaLeaderId: () => 'n1',
+  }
+}
+
+/** What a successful Produce of `count` messages to `queue` counts. */
+function produced(metrics: NodeMetrics, queue: string, count = 1): void {
+  const ids = Array.from({ length: count }, (_, i) => i)
+  countQueueOps(metrics, '/mq.v1.Queue/Produce', { target: { queue } }, { ids, duplicate: false })
+}
+
+/** The value of `mq_queue_enqueued_total` per queue label in a scrape. */
+function enqueued(text: string): Map<string, number> {
+  const counts = new Map<string, number>()
+  for (const m of text.matchAll(/^mq_queue_enqueued_total\{queue="([^"]*)",node="n1"\} (\d+)$/gm))
+    counts.set(m[1] as string, Number(m[2]))
+  return counts
+}
+
+const queueSeriesLines = (text: string) =>
+  text.split('\n').filter((l) => /^mq_queue_[a-z]+_total\{/.test(l)).length
+
+describe('NodeMetrics queue operation series', () => {
+  const IDLE_MS = 60_000
+
+  it('removes the series of queues deleted (no longer led) once idle, and never resets a led queue', async () => {
+    let nowMs = 0
+    const metrics = new NodeMetrics('n1', { queueSeriesIdleMs: IDLE_MS, now: () => nowMs })
+    const led = new Set(['kept'])
+    const view = ledView(led)
+    produced(metrics, 'kept', 3)
+    // 200 temporary queues: created (led here), used once, deleted.
+    for (let i = 0; i < 200; i++) {
+      led.add(`tmp-${i}`)
+      produced(metrics, `tmp-${i}`)
+      countQueueOps(
+        metrics,
+        '/mq.v1.Queue/Lease',
+        { target: { queue: `tmp-${i}` } },
+        { messages: [{ deliveryCount: 2 }] },
+      )
+    }
+    expect(enqueued(await metrics.render(view)).size).toBe(201)
+    for (let i = 0; i < 200; i++) led.delete(`tmp-${i}`)
+    // Not led for less than the idle time: kept (a leader election ending back here resets nothing).
+    nowMs += IDLE_MS - 1
+    expect(enqueued(await metrics.render(view)).size).toBe(201)
+    // Idle for queueSeriesIdleMs: gone, every counter of theirs; the led queue's count goes on.
+    nowMs += 1
+    const text = await metrics.render(view)
+    expect(enqueued(text)).toEqual(new Map([['kept', 3]]))
+    expect(text).not.toMatch(/queue="tmp-/)
+    expect(queueSeriesLines(text)).toBe(1)
+    // Long after, a led queue without operations keeps its series and its count.
+    nowMs += 10 * IDLE_MS
+    produced(metrics, 'kept')
+    nowMs += 10 * IDLE_MS
+    expect(enqueued(await metrics.render(view))).toEqual(new Map([['kept', 4]]))
+  })
+
+  it('keeps a queue counted here (not led at a scrape) for the idle time after its last operation', async () => {
+    let nowMs = 0
+    const metrics = new NodeMetrics('n1', { queueSeriesIdleMs: IDLE_MS, now: () => nowMs })
+    const view = ledView(new Set())
+    produced(metrics, 'q')
+    nowMs += IDLE_MS - 1
+    produced(metrics, 'q')
+    nowMs += IDLE_MS - 1
+    expect(enqueued(await metrics.render(view))).toEqual(new Map([['q', 2]]))
+    nowMs += 1
+    expect(enqueued(await metrics.render(view)).size).toBe(0)
+  })
+
+  it('counts queues past queueSeriesMax under the overflow label until a scrape removes idle ones', async () => {
+    let nowMs = 0
+    const metrics = new NodeMetrics('n1', {
+      queueSeriesMax: 2,
+      queueSeriesIdleMs: IDLE_MS,
+      now: () => nowMs,
+    })
+    const led = new Set(['a', 'b', 'c', 'd'])
+    const view = ledView(led)
+    for (const queue of ['a', 'b', 'c', 'd', 'a']) produced(metrics, queue)
+    expect(enqueued(await metrics.render(view))).toEqual(
+      new Map([
+        ['a', 2],
+        ['b', 1],
+        [QUEUE_OVERFLOW, 2],
+      ]),
+    )
+    led.delete('b')
+    nowMs += IDLE_MS
+    await metrics.render(view)
+    produced(metrics, 'c')
+    expect(enqueued(await metrics.render(view))).toEqual(
+      new Map([
+        ['a', 2],
+        ['c', 1],
+        [QUEUE_OVERFLOW, 2],
+      ]),
+    )
   })
 })

@@ -1,7 +1,7 @@
 import type { GroupCommitBatch } from '@mq/kv-storage'
 import { Role } from '@mq/raft-core'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import type { NodeView } from '../node-view'
+import type { NodeView, PartitionView } from '../node-view'
 import { readiness } from '../node-view'
 
 /** Seconds; from 100 µs (an fsync on a fast disk) to 10 s (a stuck call). */
@@ -18,6 +18,33 @@ const MISNAMED_DEFAULT_METRICS = [
 ]
 /** Bound on the partitions whose depth one scrape reports (the scrape stays cheap). */
 export const SCRAPE_PARTITIONS_MAX = 1_000
+/**
+ * The `queue` label of operations on a queue that found no room among the queue series
+ * (`queueSeriesMax` taken): no queue name starts with `_` (queue-name.ts).
+ */
+export const QUEUE_OVERFLOW = '_overflow'
+
+/** Bounds on the queue names that the operation counters (`mq_queue_*_total`) carry. */
+export interface QueueSeriesLimits {
+  /**
+   * Queue names with series of their own, at most; operations on any other queue are counted
+   * under QUEUE_OVERFLOW until a name is removed. 6 counters per name: 2,000 names is 12,000
+   * series (OpenTelemetry's default cardinality limit per metric is 2,000 too).
+   */
+  readonly queueSeriesMax: number
+  /**
+   * A queue's series are removed at the first scrape at which this node has led none of its
+   * partitions, nor counted an operation on it, for this long: a queue deleted (or whose
+   * partitions are led elsewhere now) leaves the scrape, and a leader election that ends
+   * back here within it does not reset the counters.
+   */
+  readonly queueSeriesIdleMs: number
+}
+
+export const DEFAULT_QUEUE_SERIES_LIMITS: QueueSeriesLimits = {
+  queueSeriesMax: 2_000,
+  queueSeriesIdleMs: 5 * 60_000,
+}
 
 /**
  * Every Prometheus metric of one node, in its own registry (never prom-client's global one,
@@ -29,6 +56,13 @@ export class NodeMetrics {
   readonly registry = new Registry()
   /** The collection under way, if any (see `render`). */
   #rendering: Promise<string> | undefined
+  readonly #limits: QueueSeriesLimits
+  readonly #now: () => number
+  /**
+   * The queues with operation series, and when this node last led one of their partitions
+   * or counted an operation on them (ms). Invariant: size <= queueSeriesMax.
+   */
+  readonly #queueSeenMs = new Map<string, number>()
 
   // Raft, per group
   readonly raftTerm = this.#gauge('mq_raft_term', 'Current Raft term of this replica', ['group'])
@@ -160,7 +194,11 @@ export class NodeMetrics {
     [],
   )
 
-  constructor(nodeId: string) {
+  /** `now`: the clock of the queue series' idle time (ms; tests give their own). */
+  constructor(nodeId: string, options: Partial<QueueSeriesLimits> & { readonly now?: () => number } = {}) {
+    const { now = Date.now, ...limits } = options
+    this.#limits = { ...DEFAULT_QUEUE_SERIES_LIMITS, ...limits }
+    this.#now = now
     this.registry.setDefaultLabels({ node: nodeId })
     collectDefaultMetrics({ register: this.registry })
     // Gauges that prom-client names like counters (`_total`), which `promtool check metrics` rejects.
@@ -203,6 +241,18 @@ export class NodeMetrics {
         this.set(read())
       },
     })
+  }
+
+  /**
+   * The labels to count an operation on `queue` under (countQueueOps): `{ queue }` while the
+   * queue has series or there is room for them (`queueSeriesMax`), else QUEUE_OVERFLOW. Marks
+   * the queue as seen now (its series are kept for `queueSeriesIdleMs` at least).
+   */
+  queueLabels(queue: string): { queue: string } {
+    if (!this.#queueSeenMs.has(queue) && this.#queueSeenMs.size >= this.#limits.queueSeriesMax)
+      return { queue: QUEUE_OVERFLOW }
+    this.#queueSeenMs.set(queue, this.#now())
+    return { queue }
   }
 
   /** Times `applied` (a proposal's promise) into mq_raft_append_seconds; returns it unchanged. */
@@ -257,8 +307,10 @@ export class NodeMetrics {
       this.dataSweeps.set({ group }, sweeping)
     }
     const nowMs = Date.now()
+    const led = view.ledPartitions()
+    this.#retireQueueSeries(led)
     const read = []
-    for (const p of view.ledPartitions().slice(0, SCRAPE_PARTITIONS_MAX)) {
+    for (const p of led.slice(0, SCRAPE_PARTITIONS_MAX)) {
       // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
       const stats = await Promise.resolve()
         .then(() => p.stats(nowMs))
@@ -290,6 +342,27 @@ export class NodeMetrics {
     }
     this.ready.set(readiness(view).ready ? 1 : 0)
     this.metaLeaderKnown.set(view.metaLeaderId() === '' ? 0 : 1)
+  }
+
+  /**
+   * Marks the queues of `led` (every partition this node leads, not only those a scrape
+   * reports) as seen now, and removes the operation series of the queues not seen for
+   * `queueSeriesIdleMs`: a queue used once and deleted leaves no series for the life of the
+   * process. The series of a queue led here are never removed, so its counters never reset.
+   */
+  #retireQueueSeries(led: readonly PartitionView[]): void {
+    const nowMs = this.#now()
+    for (const p of led) if (this.#queueSeenMs.has(p.queue)) this.#queueSeenMs.set(p.queue, nowMs)
+    for (const [queue, seenMs] of this.#queueSeenMs) {
+      if (nowMs - seenMs < this.#limits.queueSeriesIdleMs) continue
+      this.#queueSeenMs.delete(queue)
+      for (const counter of this.#queueCounters()) counter.remove({ queue })
+    }
+  }
+
+  /** The counters labelled by queue alone (those of countQueueOps). */
+  #queueCounters(): readonly Counter<'queue'>[] {
+    return [this.enqueued, this.leased, this.redelivered, this.acked, this.nacked, this.expired]
   }
 
   #gauge<L extends string>(name: string, help: string, labelNames: readonly L[]): Gauge<L> {

@@ -14,12 +14,14 @@ const QUEUE_SERVICE = '/mq.v1.Queue/'
  * response: enqueued messages (not idempotent retries), leased messages and redeliveries,
  * acks, nacks, and settles that found the lease expired. A call is answered OK only by the
  * leader of the partition's group, so the counts are those of the partitions this node leads.
+ * The queue label is bounded (NodeMetrics.queueLabels): past `queueSeriesMax` queue names,
+ * operations are counted under QUEUE_OVERFLOW.
  */
 export function countQueueOps(metrics: NodeMetrics, path: string, request: unknown, response: unknown): void {
   if (!path.startsWith(QUEUE_SERVICE) || request === undefined || response === undefined) return
   const queue = (request as { target?: PartitionTarget }).target?.queue
   if (!queue) return
-  const labels = { queue }
+  const labels = metrics.queueLabels(queue)
   switch (path.slice(QUEUE_SERVICE.length)) {
     case 'Produce': {
       const r = response as ProduceResponse
