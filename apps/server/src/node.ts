@@ -60,6 +60,7 @@ import { appliedKeyOf, DataMachine, decodeIndex } from './host/data-machine'
 import { DeadLetterForwarder } from './host/dead-letter-forwarder'
 import { DeadLetterLog } from './host/dead-letter-log'
 import { checkedEntry } from './host/entry-size'
+import { EpochCeiling } from './host/epoch-ceiling'
 import { FounderGate } from './host/founder-gate'
 import { stopTransferTarget, transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
@@ -168,6 +169,8 @@ export class MqNode {
   readonly #routes = new RouteCache<QueueRoute>()
   /** Route lookups for queues not in `#routes`: shared while under way, misses remembered briefly. */
   readonly #routeMisses = new RouteMisses<QueueRoute>()
+  /** The highest route epoch known of the meta group: tells made-up request epochs (#route). */
+  readonly #epochCeiling = new EpochCeiling(() => this.#fetchRoutes(['']).then((r) => r.routeEpoch))
   /** The meta terms replica change steps were taken from, per group led here (MetaTermFence). */
   readonly #metaTerms = new MetaTermFence()
   /** The node's own SDK client (dead letters it moves), once started. */
@@ -1154,6 +1157,20 @@ export class MqNode {
     }
     const cached = local === null ? undefined : this.#routes.get(queue)
     if (cached && cached.routeEpoch >= minEpoch) return cached
+    // An epoch above the meta group's, read after the request came, is none of this cluster's
+    // (made up, or from a cluster started again at this address): told to refresh its route,
+    // without a lookup of its own (two GetRoutes calls each before). When the meta group cannot
+    // be read, the lookup decides. Not on a meta follower: one that lags races the meta leader
+    // below, which may be the node that just fell silent (the meta leader reads its own).
+    if (!this.#metaVoter() || this.#raft?.status(META_GROUP).role === Role.Leader) {
+      const ceiling = await this.#epochCeiling.reach(minEpoch).catch(() => undefined)
+      if (ceiling !== undefined && ceiling < minEpoch) {
+        throw new StaleRouteError(
+          `route epoch ${minEpoch} is ahead of this cluster's (${ceiling}): the route is not this cluster's; refresh the route`,
+          { epoch: ceiling },
+        )
+      }
+    }
     const remote = this.#routeMisses.lookup(queue, minEpoch, () =>
       this.#fetchRoutes([queue]).then(
         (response) => ({ epoch: response.routeEpoch, route: response.routes.find((r) => r.queue === queue) }),
@@ -1280,6 +1297,7 @@ export class MqNode {
       c.meta.getRoutes({ queues: [...queues] }, md, opts, cb),
     )
     this.#routes.answered(queues, response.routeEpoch, response.routes)
+    this.#epochCeiling.observe(response.routeEpoch)
     return response
   }
 
