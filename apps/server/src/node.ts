@@ -1306,6 +1306,14 @@ export class MqNode {
       knownRoute: (queue) => this.#routes.get(queue),
       groupFor: async (queue, partition, routeEpoch) => {
         const route = await this.#route(queue, routeEpoch)
+        if (route && route.routeEpoch < routeEpoch) {
+          // The meta group, read after the request came, is behind the request's epoch: no
+          // route of this cluster carries it (#route; on a meta follower, found by its lookup).
+          throw new StaleRouteError(
+            `route epoch ${routeEpoch} is ahead of this cluster's (${route.routeEpoch}): the route is not this cluster's; refresh the route`,
+            { epoch: route.routeEpoch },
+          )
+        }
         const p = route?.partitions.find((x) => x.partition === partition)
         if (route && p && routeEpoch > 0 && routeEpoch < route.partitionsEpoch) {
           // Partitions were added since the client's route: it learns of them in one hop (the

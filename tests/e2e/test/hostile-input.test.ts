@@ -1,6 +1,6 @@
 import { connect } from 'node:net'
 import { credentials, Metadata } from '@grpc/grpc-js'
-import { PeerClient, type RaftBatch } from '@mq/protocol'
+import { fromGrpcError, PeerClient, QueueClient, type RaftBatch, StaleRouteError } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster, waitServing } from '../src/cluster'
@@ -54,6 +54,34 @@ describe('hostile input and meta failover', () => {
     await waitServing(first.address)
     const r = await client.producer('hostile').send({ body: 'still here' })
     expect(r.id).toBeGreaterThan(0)
+  })
+
+  it('answers a route epoch no route of this cluster carries with STALE_ROUTE and its epoch, on every node', async () => {
+    const { routeEpoch } = await client.admin.describeQueue('hostile')
+    for (const node of cluster.nodes) {
+      const queue = new QueueClient(node.address, credentials.createInsecure())
+      try {
+        const stats = (epoch: number) =>
+          new Promise<unknown>((resolve) =>
+            queue.stats(
+              { target: { queue: 'hostile', partition: 0, routeEpoch: epoch } },
+              new Metadata(),
+              { deadline: Date.now() + 10_000 },
+              (error) => resolve(error ? fromGrpcError(error) : 'ok'),
+            ),
+          )
+        // Made up (or another cluster's): the node neither serves it nor keeps asking.
+        const made = await stats(1e12)
+        expect([node.nodeId, made]).toEqual([node.nodeId, expect.any(StaleRouteError)])
+        expect((made as StaleRouteError).facts.epoch).toBeGreaterThanOrEqual(routeEpoch)
+        expect((made as StaleRouteError).facts.epoch).toBeLessThan(1e12)
+        // Leaders and followers alike: 'ok' from the partition's leader, a redirect elsewhere.
+        const real = await stats((made as StaleRouteError).facts.epoch as number)
+        expect(real === 'ok' || !(real instanceof StaleRouteError)).toBe(true)
+      } finally {
+        queue.close()
+      }
+    }
   })
 
   it('drops forged and malformed Raft messages without harm', async () => {
