@@ -417,6 +417,10 @@ export class MqNode {
           `group ${groupId}: its state is too large for a snapshot; the log stays uncompacted (in memory and on disk) until a snapshot fits: ${error.message}`,
         ),
     })
+    const raft = this.#raft
+    this.metrics.addSource('mq_raft_host', 'Raft host of this node (all groups)', () => ({
+      ...raft.stats,
+    }))
     // A founder that never left bootstraps the meta group; a node added to it later finds
     // its replica on disk. A founder whose data dir was empty waits at its gate (it may have
     // lost its data: its vote must not count again) until the cluster is found new or the

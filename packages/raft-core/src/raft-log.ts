@@ -31,6 +31,8 @@ export class RaftLog {
   applied: number
   /** Handed to the caller in a Ready for applying; >= applied. */
   applying: number
+  /** No committed entries are handed out for applying meanwhile (RawNode.pauseApplying). */
+  applyPaused = false
 
   constructor(storage: LogStorage, committed: number, applied: number) {
     this.storage = storage
@@ -172,15 +174,18 @@ export class RaftLog {
     this.committed = index
   }
 
-  /** Entries committed and not yet handed out for applying, at most `bytesMax` bytes. */
+  /**
+   * Entries committed and not yet handed out for applying, at most `bytesMax` bytes; none
+   * while `applyPaused`.
+   */
   nextCommitted(bytesMax: number): Entry[] {
     const lo = Math.max(this.applying + 1, this.firstIndex())
-    if (lo > this.committed || this.unstableSnapshot !== null) return []
+    if (lo > this.committed || this.unstableSnapshot !== null || this.applyPaused) return []
     return this.slice(lo, this.committed + 1, bytesMax)
   }
 
   hasNextCommitted(): boolean {
-    return this.unstableSnapshot === null && this.committed > this.applying
+    return this.unstableSnapshot === null && !this.applyPaused && this.committed > this.applying
   }
 
   /** Unstable entries not yet handed out for persisting (see inProgressTo). */

@@ -206,6 +206,47 @@ describe('RawNode', () => {
   })
 })
 
+describe('RawNode applying paused', () => {
+  it('hands out no committed entries while paused, persists and commits meanwhile, and resumes in order', () => {
+    const { s, raw } = campaigningSolo()
+    let rd = raw.ready()
+    persist(s, rd)
+    raw.advance(rd)
+    while (raw.hasReady()) {
+      rd = raw.ready()
+      persist(s, rd)
+      raw.advance(rd)
+    }
+    raw.pauseApplying(true)
+    const x = raw.propose(new Uint8Array([1]))
+    rd = raw.ready()
+    expect(rd.entries.map((e) => e.index)).toEqual([x]) // persisting goes on
+    persist(s, rd)
+    raw.advance(rd)
+    rd = raw.ready()
+    expect(rd.hardState?.commit).toBe(x) // and committing
+    expect(rd.committedEntries).toEqual([])
+    persist(s, rd)
+    raw.advance(rd)
+    const y = raw.propose(new Uint8Array([2]))
+    rd = raw.ready()
+    persist(s, rd)
+    raw.advance(rd)
+    while (raw.hasReady()) {
+      rd = raw.ready()
+      expect(rd.committedEntries).toEqual([])
+      persist(s, rd)
+      raw.advance(rd)
+    }
+    expect(raw.hasReady()).toBe(false) // nothing to hand out: no busy loop while paused
+    raw.pauseApplying(false)
+    expect(raw.hasReady()).toBe(true)
+    rd = raw.ready()
+    expect(rd.committedEntries.map((e) => e.index)).toEqual([x, y])
+    raw.advance(rd)
+  })
+})
+
 describe('RawNode outbox bound', () => {
   it('drops and counts outgoing messages past outboxMessagesMax, and recovers once drained', () => {
     const s = new MemoryLogStorage(conf)

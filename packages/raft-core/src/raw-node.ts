@@ -193,6 +193,17 @@ export class RawNode {
     return this.#raft.stats
   }
 
+  /**
+   * While paused, Readies carry no committed entries (everything else goes on: entries to
+   * persist, messages, hard states), so a state machine that applies asynchronously and has
+   * fallen behind stops being handed more (back-pressure) without the replica falling silent:
+   * it keeps appending, acknowledging and voting, and a leader keeps its heartbeats. Not
+   * replicated; applying resumes where it stopped when unpaused.
+   */
+  pauseApplying(paused: boolean): void {
+    this.#raft.log.applyPaused = paused
+  }
+
   /** True when ready() would return work (new work only: not what outstanding Readies carry). */
   hasReady(): boolean {
     const r = this.#raft

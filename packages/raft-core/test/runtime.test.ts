@@ -189,13 +189,19 @@ function cluster(
   ids = ['n1', 'n2', 'n3'],
   newMachine: () => ListMachine = () => new ListMachine(),
   extra: { snapshotsOnDemand?: boolean; appliedIndex?: number } = {},
+  hostOptions: Partial<HostOptions> = {},
 ): { net: Net; nodes: Map<string, Node> } {
   const net = new Net()
   const nodes = new Map<string, Node>()
   let seed = 1
   for (const id of ids) {
     const durability = new RecordingDurability()
-    const host = new RaftHost({ transport: net.transport(), durability, clock: { nowMs: () => 1_000 } })
+    const host = new RaftHost({
+      transport: net.transport(),
+      durability,
+      clock: { nowMs: () => 1_000 },
+      ...hostOptions,
+    })
     const node: Node = { host, durability, storages: new Map(), machines: new Map() }
     for (const g of groups) {
       const storage = new MemoryLogStorage(conf(ids))
@@ -267,7 +273,73 @@ async function laggingOnDemand(count: number): Promise<{ net: Net; nodes: Map<st
   return { net, nodes }
 }
 
+/**
+ * A state machine whose applies finish only when the test releases them (writes stuck behind a
+ * slow disk, say); it reports them as its backlog.
+ */
+class GatedListMachine extends ListMachine {
+  readonly #waiting: (() => void)[] = []
+  handed = 0
+  applyBacklog(): number {
+    return this.#waiting.length
+  }
+  override apply(entries: readonly Entry[]): readonly unknown[] {
+    return entries.map((e) => {
+      this.handed++
+      return new Promise((resolve) =>
+        this.#waiting.push(() => resolve(ListMachine.prototype.apply.call(this, [e])[0])),
+      )
+    })
+  }
+  /** Finishes every apply handed so far, in order. */
+  release(): void {
+    for (const finish of this.#waiting.splice(0)) finish()
+  }
+}
+
 describe('RaftHost', () => {
+  it('hands a state machine no more entries while its backlog is at applyBacklogMax; the replica still acknowledges', async () => {
+    const { net, nodes } = cluster(
+      [1],
+      {},
+      undefined,
+      () => new GatedListMachine(),
+      {},
+      { applyBacklogMax: 3 },
+    )
+    const n1 = nodes.get('n1')!
+    n1.host.campaign(1)
+    await net.run()
+    for (const n of nodes.values()) (n.machines.get(1) as GatedListMachine).release()
+    await net.tickAll(1)
+    // One at a time: each commit a Ready of its own (a Ready taken hands all it carries).
+    const proposals: Promise<{ result: unknown }>[] = []
+    for (let i = 0; i < 10; i++) {
+      proposals.push(n1.host.propose(1, enc.encode(`v${i}`)))
+      await net.run()
+    }
+    await net.tickAll(2)
+    const last = nodes.get('n2')!.storages.get(1)!.lastIndex()
+    for (const [id, n] of nodes) {
+      const machine = n.machines.get(1) as GatedListMachine
+      // Persisted and committed everywhere (the followers acknowledged), applied nowhere past 3.
+      expect([id, n.storages.get(1)!.lastIndex()]).toEqual([id, last])
+      expect([id, n.host.status(1).commit]).toEqual([id, last])
+      expect([id, machine.applyBacklog()]).toEqual([id, 3])
+      expect(machine.items).toEqual([])
+      expect(n.host.stats.applyPauses).toBeGreaterThanOrEqual(1)
+    }
+    // Released, the rest is handed a few at a time, in order, and every proposal is answered.
+    for (let round = 0; round < 10; round++) {
+      for (const n of nodes.values()) (n.machines.get(1) as GatedListMachine).release()
+      await net.tickAll(1)
+    }
+    const answered = await Promise.all(proposals)
+    expect(await Promise.all(answered.map((p) => p.result))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    for (const n of nodes.values())
+      expect(n.machines.get(1)!.items).toEqual(Array.from({ length: 10 }, (_, i) => `v${i}`))
+  })
+
   it('answers proposals with the state machine’s result once applied, for many groups', async () => {
     const { net, nodes } = cluster([1, 2])
     const n1 = nodes.get('n1')!.host

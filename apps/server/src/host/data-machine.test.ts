@@ -107,6 +107,26 @@ describe('DataMachine', () => {
     expect(again.apply([{ ...open(), index: 1 }])).toEqual([undefined])
   })
 
+  it('counts as its backlog the entries handed to it whose writes are not stored yet', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    const held: (() => void)[] = []
+    const m = await machineOn(engine, 0, undefined, { writer: heldWriter(engine, held) })
+    expect(m.applyBacklog()).toBe(0)
+    const results = m.apply([open(), enqueue(1), enqueue(2)])
+    expect(m.applyBacklog()).toBe(3)
+    await Promise.all(results) // applied: their writes are still in the (held) group commit
+    expect(m.applyBacklog()).toBe(3)
+    // An entry at or below the applied index is no work.
+    m.apply([{ ...open(), index: 1 }])
+    expect(m.applyBacklog()).toBe(3)
+    for (let i = 0; i < 100 && m.applyBacklog() > 0; i++) {
+      held.shift()?.()
+      await new Promise((r) => setImmediate(r))
+    }
+    expect(m.applyBacklog()).toBe(0)
+  })
+
   it('installs its snapshot on another replica, which then behaves the same', async () => {
     const { engine: leaderEngine, side: leaderSide, dm: leader } = await leaderReplica()
     const results = leader.apply([open(), enqueue(7), enqueue(8), enqueue(9)])

@@ -80,6 +80,8 @@ export class DataMachine implements StateMachine {
   readonly #appliedKey: Uint8Array
   #applied: number
   #tail: Promise<void> = Promise.resolve()
+  /** Entries handed to apply whose apply or write has not finished (applyBacklog). */
+  #backlog = 0
   /** The last write handed to storage (all earlier ones are ordered before it). */
   #lastWrite: Promise<void> = Promise.resolve()
   readonly #reader: SmReader
@@ -117,10 +119,21 @@ export class DataMachine implements StateMachine {
     return this.#machine
   }
 
+  /**
+   * StateMachine.applyBacklog: entries handed to apply whose apply or write has not finished.
+   * The Raft host hands no more while it is at its bound (a slow disk, a follower short of CPU),
+   * so the chain below, each entry holding its data, cannot grow without bound.
+   */
+  applyBacklog(): number {
+    return this.#backlog
+  }
+
   apply(entries: readonly Entry[]): readonly unknown[] {
     return entries.map((e) => {
       if (e.index <= this.#applied) return undefined
       this.#applied = e.index
+      this.#backlog++
+      let written: Promise<unknown> = Promise.resolve()
       const appliedOp: BatchOp = { type: 'put', key: this.#appliedKey, value: encodeIndex(e.index) }
       // One chain for every entry: applies run in log order, and each entry's writes are
       // handed to storage before the next entry's, so the stored applied index never passes
@@ -130,7 +143,7 @@ export class DataMachine implements StateMachine {
         // write would store an applied index past the entry whose writes are missing.
         this.#throwIfFailed()
         if (e.type !== EntryType.Normal || e.data.length === 0) {
-          this.#write([appliedOp])
+          written = this.#write([appliedOp])
           return undefined
         }
         // `written`: the writes of every earlier entry (a fence or an import's end waits for them).
@@ -138,7 +151,8 @@ export class DataMachine implements StateMachine {
         // An earlier write may have failed while this entry applied (the writer's chain fails
         // this one too, when given one: node.ts).
         this.#throwIfFailed()
-        this.#write([...applied.ops, appliedOp]).then(applied.written, () => {})
+        written = this.#write([...applied.ops, appliedOp])
+        written.then(applied.written, () => {})
         if (wakesLongPolls(applied.result)) this.onApplied()
         return applied.result
       })
@@ -146,6 +160,10 @@ export class DataMachine implements StateMachine {
         () => {},
         (error: unknown) => this.#fatal(error),
       )
+      step
+        .then(() => written)
+        .catch(() => {})
+        .finally(() => this.#backlog--)
       return step
     })
   }

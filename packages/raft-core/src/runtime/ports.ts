@@ -44,6 +44,12 @@ export interface StateMachine {
    * its own `appliedIndex` (GroupOptions) instead, and no restore happens.
    */
   restore(snapshot: Snapshot): void | Promise<void>
+  /**
+   * For a state machine that applies asynchronously: the entries handed to `apply` whose work
+   * (and writes) has not finished. At HostOptions.applyBacklogMax the host hands it no more
+   * committed entries until it is below again. Absent: never paused.
+   */
+  applyBacklog?(): number
 }
 
 /** The host's wall clock, read only to stamp entries (the leader's clock, Raft core §timestamps). */

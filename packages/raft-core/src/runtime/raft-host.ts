@@ -92,6 +92,14 @@ export interface HostOptions {
    * appends, apply what a majority made durable and stage the next writes.
    */
   readonly pipelineMax?: number
+  /**
+   * A group whose state machine reports this many entries handed to it and not finished
+   * (StateMachine.applyBacklog) is handed no more until it is below again (default 512): its
+   * replica goes on persisting, acknowledging and voting (RawNode.pauseApplying), so an apply
+   * that falls behind — slow writes, a follower with less CPU — holds back its proposals'
+   * answers (and, through the proposal bounds, new proposals) instead of growing without bound.
+   */
+  readonly applyBacklogMax?: number
 }
 
 /** What a proposal resolves to once its entry is applied. */
@@ -134,6 +142,8 @@ class Group {
   readPrefix = ''
   /** A Ready whose writes the storage refused for now (retriable); `step` writes are staged. */
   stalled: { rd: Ready; step: number } | null = null
+  /** Handing committed entries is paused for the state machine's backlog (#paceApplying). */
+  applyPaused = false
   applied: number
   role: Role = Role.Follower
   lead: ReplicaId = ''
@@ -266,6 +276,7 @@ export class RaftHost {
   readonly #onFatal: (error: unknown) => void
   readonly #onSnapshotTooLarge: (groupId: GroupId, error: SnapshotTooLargeError) => void
   readonly #cyclesPerRunMax: number
+  readonly #applyBacklogMax: number
   readonly #pipelineMax: number
   /** Cycles whose flush has not landed yet, oldest first. */
   readonly #pipeline: PipelinedCycle[] = []
@@ -291,6 +302,8 @@ export class RaftHost {
     stalledWrites: 0,
     snapshotsTooLarge: 0,
     imagesOnDemand: 0,
+    /** Times a group's applying was paused for its state machine's backlog (applyBacklogMax). */
+    applyPauses: 0,
   }
 
   constructor(options: HostOptions) {
@@ -300,6 +313,7 @@ export class RaftHost {
     this.#onFatal = options.onFatal ?? (() => {})
     this.#onSnapshotTooLarge = options.onSnapshotTooLarge ?? (() => {})
     this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
+    this.#applyBacklogMax = options.applyBacklogMax ?? 512
     this.#pipelineMax = options.pipelineMax ?? 4
     if (!Number.isInteger(this.#pipelineMax) || this.#pipelineMax < 1) {
       throw new InvalidArgumentError(`pipelineMax must be a positive integer, got ${options.pipelineMax}`)
@@ -624,6 +638,7 @@ export class RaftHost {
       if (g.onDemand && (g.raw.takeSnapshotWanted() || g.imageWanted)) this.#makeImage(g)
       if (g.restoring) continue
       if (g.stalled === null) {
+        this.#paceApplying(g)
         if (!g.raw.hasReady()) continue
         g.stalled = { rd: g.raw.ready(), step: 0 }
       }
@@ -667,6 +682,18 @@ export class RaftHost {
     this.#pipeline.push(pending)
     if (!this.#drainActive) this.#draining = this.#drain()
     return stalled > 0 ? pending.done.promise : true
+  }
+
+  /**
+   * Pauses handing `g`'s committed entries to its state machine while its backlog is at
+   * applyBacklogMax, resumes below it (checked at every cycle, and ticks run one).
+   */
+  #paceApplying(g: Group): void {
+    if (g.sm.applyBacklog === undefined) return
+    const paused = g.sm.applyBacklog() >= this.#applyBacklogMax
+    if (paused && !g.applyPaused) this.stats.applyPauses++
+    g.applyPaused = paused
+    g.raw.pauseApplying(paused)
   }
 
   /**
