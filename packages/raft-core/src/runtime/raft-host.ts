@@ -94,7 +94,7 @@ export interface HostOptions {
   readonly pipelineMax?: number
   /**
    * A group whose state machine reports this many entries handed to it and not finished
-   * (StateMachine.applyBacklog) is handed no more until it is below again (default 512): its
+   * (StateMachine.applyBacklog) is handed no more until it is below again (default 128): its
    * replica goes on persisting, acknowledging and voting (RawNode.pauseApplying), so an apply
    * that falls behind — slow writes, a follower with less CPU — holds back its proposals'
    * answers (and, through the proposal bounds, new proposals) instead of growing without bound.
@@ -313,7 +313,7 @@ export class RaftHost {
     this.#onFatal = options.onFatal ?? (() => {})
     this.#onSnapshotTooLarge = options.onSnapshotTooLarge ?? (() => {})
     this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
-    this.#applyBacklogMax = options.applyBacklogMax ?? 512
+    this.#applyBacklogMax = options.applyBacklogMax ?? 128
     this.#pipelineMax = options.pipelineMax ?? 4
     if (!Number.isInteger(this.#pipelineMax) || this.#pipelineMax < 1) {
       throw new InvalidArgumentError(`pipelineMax must be a positive integer, got ${options.pipelineMax}`)
