@@ -1051,8 +1051,6 @@ export class MqNode {
     }
     // Images staged for an install that did not happen (the fetch starts over if still needed).
     await images.stager.discard(groupId)
-    const changes = new ChangeSignal()
-    dm.onApplied = () => changes.notify()
     const addressOf = (id: string) => this.#addresses.get(id)
     const port: DataGroupPort = {
       groupId,
@@ -1084,8 +1082,6 @@ export class MqNode {
       },
       settled: () => dm.settled(),
       nowMs: () => Date.now(),
-      changed: (ms, signal, since) => changes.changed(ms, signal, since),
-      changes: () => changes.count,
     }
     raft.addGroup({
       groupId,

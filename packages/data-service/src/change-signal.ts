@@ -1,8 +1,9 @@
 /**
- * Wakes long polls when a data group applies an entry that may have made messages ready. A
- * waiter first reads `count`, then does its work (a lease entry), then waits with that count:
- * a change that came in between (which its lease may have missed) ends the wait at once, so
- * no change is lost to the race between applying and starting to wait.
+ * A broadcast of changes to a few waiters (the server's waits for the meta replica to apply). A
+ * waiter first reads `count`, then does its work, then waits with that count: a change that
+ * came in between (which its work may have missed) ends the wait at once, so no change is lost
+ * to the race between applying and starting to wait. Every change wakes every waiter: not for
+ * many waiters on frequent changes (the lease long polls wait per partition: LongPollWaiters).
  */
 export class ChangeSignal {
   #count = 0

@@ -1,6 +1,6 @@
 import { MemoryEngine } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
-import { encodeDataCommand } from './data-command'
+import { type DataCommand, encodeDataCommand } from './data-command'
 import { type DataApplied, DataGroupMachine, RETIRED_MIN_AGE_MS } from './data-group'
 import { interceptWrites } from './write-interceptor'
 
@@ -337,5 +337,42 @@ describe('DataGroupMachine', () => {
     await applyAndWrite(engine, a, enc({ type: 'open', queue: 'q', partition: 0, config: {} }), 1)
     expect((await DataGroupMachine.open(2, engine)).partitionIds()).toEqual([])
     expect(b.holds('q', 0)).toBe(false)
+  })
+  it('tells ready listeners the partition of an entry that may have made messages ready, and every partition after a reload', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(7, engine)
+    const told: string[] = []
+    const stop = m.watchReady((p) => told.push(p ? `${p.queue}/${p.index}` : '*'))
+    for (const queue of ['a', 'b'])
+      await applyAndWrite(engine, m, enc({ type: 'open', queue, partition: 0, config: {} }), 1)
+    const apply = (command: DataCommand) => applyAndWrite(engine, m, enc(command), 2)
+    await apply({
+      type: 'apply',
+      queue: 'b',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] },
+    })
+    // A lease makes nothing ready: no one is told.
+    await apply({
+      type: 'apply',
+      queue: 'b',
+      partition: 0,
+      command: { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1_000 },
+    })
+    expect(told).toEqual(['a/0', 'b/0', 'b/0'])
+    // A throwing listener fails nothing.
+    m.watchReady(() => {
+      throw new Error('a listener bug')
+    })
+    await m.reload()
+    expect(told).toEqual(['a/0', 'b/0', 'b/0', '*'])
+    stop()
+    await apply({
+      type: 'apply',
+      queue: 'a',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(2), weight: 1 }] },
+    })
+    expect(told).toHaveLength(4)
   })
 })

@@ -17,6 +17,7 @@ import {
 } from '@mq/weighted-queue'
 import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
+import { wakesLongPolls } from './long-poll-wake'
 import { RangeSweeper, type SweepEngine } from './range-sweeper'
 
 /** The outcome of one data-group entry: the same on every replica. */
@@ -44,6 +45,14 @@ interface ImportSession {
   /** The source leader's term (absent: 0, as in sessions stored before it was recorded). */
   readonly sourceTerm?: number
 }
+
+/**
+ * Told, after an applied entry that may have made messages of `queue`'s partition `index`
+ * ready (wakesLongPolls), its partition; after a snapshot's install (`reload`), nothing: every
+ * partition may have changed. Called inside the apply, between the partition's applies (its
+ * in-memory state reads as the entry left it); it must not wait, and what it throws is dropped.
+ */
+export type ReadyListener = (partition?: { readonly queue: string; readonly index: number }) => void
 
 /** The keys of one partition written while the watch is open (see `watchWrites`). */
 export interface WriteWatch {
@@ -143,6 +152,7 @@ export class DataGroupMachine {
   readonly #imports = new Map<string, ImportSession>()
   readonly #imported = new Map<string, number>()
   readonly #watches = new Map<string, Set<WatchState>>()
+  readonly #readyListeners = new Set<ReadyListener>()
   #applying: Promise<unknown> = Promise.resolve()
   /** The largest leader timestamp applied here since open (clockMs). */
   #clockMs = 0
@@ -349,6 +359,32 @@ export class DataGroupMachine {
   }
 
   /**
+   * Calls `listener` for every entry applied from now on that may have made messages ready in
+   * a partition (with that partition), and after every `reload` (without one): the long polls
+   * of that partition look again, not every poll of the group. In memory, on this replica.
+   * Returns the function that stops it.
+   */
+  watchReady(listener: ReadyListener): () => void {
+    this.#readyListeners.add(listener)
+    return () => this.#readyListeners.delete(listener)
+  }
+
+  /**
+   * Tells the ready listeners. A listener's failure is dropped: it is a hint to long polls on
+   * this replica (their periodic recheck covers a missed one), and the replicated apply must not
+   * fail for it.
+   */
+  #tellReady(partition?: { readonly queue: string; readonly index: number }): void {
+    for (const listener of this.#readyListeners) {
+      try {
+        listener(partition)
+      } catch {
+        // dropped (above)
+      }
+    }
+  }
+
+  /**
    * The values at `keys` (relative to the partition's prefix) as the engine holds them now,
    * undefined where absent. With `bytesMax`, those of the first keys only: read until the bytes
    * of keys and values reach `bytesMax` (at least one key's), as `exportChunk` reads them, so
@@ -538,16 +574,28 @@ export class DataGroupMachine {
     this.#imports.clear()
     this.#imported.clear()
     await this.#load()
+    this.#tellReady()
   }
 
   async #apply(data: Uint8Array, nowMs: number, written: () => Promise<void>): Promise<DataApplied> {
     if (nowMs > this.#clockMs) this.#clockMs = nowMs
-    let command: ReturnType<typeof decodeDataCommand>
+    let command: DataCommand
     try {
       command = decodeDataCommand(data)
     } catch (error) {
       return refused('malformed', `malformed data-group entry: ${(error as Error).message}`)
     }
+    const applied = await this.#applyCommand(command, nowMs, written)
+    if (this.#readyListeners.size > 0 && wakesLongPolls(applied.result))
+      this.#tellReady({ queue: command.queue, index: command.partition })
+    return applied
+  }
+
+  async #applyCommand(
+    command: DataCommand,
+    nowMs: number,
+    written: () => Promise<void>,
+  ): Promise<DataApplied> {
     const id = idOf(command.queue, command.partition)
     // A drop, an import or an open replaces the partition's state whole: a watch of it ends
     // (a retirement's drop too: #retire).

@@ -5,7 +5,6 @@ export type { DataApplied, DataResult, RefusalReason, WriteWatch } from './data-
 export { DataGroupMachine } from './data-group'
 export type { KeyPair } from './key-pairs'
 export { decodePairs, encodePairs } from './key-pairs'
-export { wakesLongPolls } from './long-poll-wake'
 export type { PartitionRef } from './partition-key'
 export {
   orphanPartitions,

@@ -2,14 +2,14 @@ import type { DataResult } from './data-group'
 
 /**
  * Whether an applied entry may have made messages ready, so that long-polling leases waiting
- * on its group should look again. Leases, acks, extends and purges never make a message ready
+ * on its partition should look again (DataGroupMachine.watchReady). Leases, acks, extends and purges never make a message ready
  * (the expiry or delayed release an apply may run first is found by the waiters, which look
  * again when the partition's next due time comes, or at their periodic recheck), nor does a
  * refused or rejected entry — unless the apply handed an ordered key's turn on (an ack of its
  * holder, a lease that deleted a holder past its TTL, a purge of a ready holder, a lease
  * expiry that dead-lettered one): the next message of the key is ready then. Waking on the
- * others would loop: a waiter's empty lease is itself an entry, whose apply would wake every
- * other waiter, and so on, for as long as they wait (an empty lease hands no turn on).
+ * others would loop: a waiter's empty lease is itself an entry, whose apply would wake the
+ * other waiters, and so on, for as long as they wait (an empty lease hands no turn on).
  */
 export function wakesLongPolls(result: DataResult): boolean {
   if (result.type === 'refused' || result.type === 'dropped' || result.type === 'fenced') return false

@@ -10,21 +10,21 @@ import {
   type QueueServer,
 } from '@mq/protocol'
 import { describe, expect, it, vi } from 'vitest'
-import { ChangeSignal } from './change-signal'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
-import { wakesLongPolls } from './long-poll-wake'
 import { ProducerOrder } from './producer-order'
 import { type DataGroupPort, type DataNodePort, queueHandlers } from './queue-handlers'
 
-/** One replica that applies proposals at once (the handlers' contract, not Raft's). */
+/**
+ * One replica that applies proposals at once (the handlers' contract, not Raft's). Long polls
+ * learn of changes from the machine itself (`watchReady`): no group-wide signal.
+ */
 async function localGroup(
   leader = true,
   config: Record<string, number> = { messageBytesMax: 100 },
 ): Promise<DataGroupPort & { now: number }> {
   const engine = new MemoryEngine()
   const machine = await DataGroupMachine.open(1, engine)
-  const changes = new ChangeSignal()
   const port = {
     groupId: 1,
     machine,
@@ -39,11 +39,8 @@ async function localGroup(
       const applied = await machine.apply(encodeDataCommand(command), port.now)
       await engine.write(applied.ops, { sync: false })
       applied.written()
-      if (wakesLongPolls(applied.result)) changes.notify()
       return applied.result
     },
-    changed: (ms: number, signal: AbortSignal, since: number) => changes.changed(ms, signal, since),
-    changes: () => changes.count,
     settled: async () => {},
   }
   await port.propose({ type: 'open', queue: 'jobs', partition: 0, config })
@@ -92,6 +89,70 @@ function countLeaseEntries(group: DataGroupPort): () => number {
     return propose(command)
   }
   return () => entries
+}
+
+/** A node holding partition 0 of queues `jobs` and `other`, both in `group`. */
+function nodeOf(group: DataGroupPort): DataNodePort {
+  return {
+    formatLevel: () => 2,
+    groupFor: async (q, p) =>
+      (q === 'jobs' || q === 'other') && p === 0 ? { group, storedAs: q, config: JOBS_CONFIG } : undefined,
+    routeEpoch: () => 4,
+  }
+}
+
+/**
+ * Counts, for `queue`, the handlers' looks at the partition's leasable messages (each round of a
+ * poll, each wake decision) and the polls going to sleep (each looks at its due time once then).
+ */
+function countLooks(group: DataGroupPort, queue: string) {
+  let lookups = 0
+  let sleeps = 0
+  const machine = group.machine
+  const leasable = machine.leasableAtMost.bind(machine)
+  const timed = machine.nextTimedMs.bind(machine)
+  machine.leasableAtMost = (q, i, nowMs) => {
+    if (q === queue) lookups++
+    return leasable(q, i, nowMs)
+  }
+  machine.nextTimedMs = (q, i) => {
+    if (q === queue) sleeps++
+    return timed(q, i)
+  }
+  return {
+    lookups: () => lookups,
+    sleeps: () => sleeps,
+    reset: () => {
+      lookups = 0
+      sleeps = 0
+    },
+  }
+}
+
+/** Lets every callback due now run (a few turns of the event loop). */
+async function settleAll(): Promise<void> {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r))
+}
+
+/** Resolves once `condition` holds; fails after 5 s. */
+async function until(condition: () => boolean): Promise<void> {
+  const started = Date.now()
+  while (!condition()) {
+    if (Date.now() - started > 5_000) throw new Error('the condition did not hold within 5 s')
+    await new Promise((r) => setImmediate(r))
+  }
+}
+
+/** A seeded PRNG (mulberry32): floats in [0, 1). */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
 }
 
 /** The handlers over one group (default limits). */
@@ -601,6 +662,197 @@ describe('queue handlers', () => {
     expect(got.sort()).toEqual([0, 0, 1])
     // One more lease took the message; the other two woke, and at each recheck, and saw nothing.
     expect(leaseEntries()).toBe(4)
+  })
+
+  it('wakes only the long polls of the partition a write changed, and one of them for one message', async () => {
+    const group = await localGroup()
+    await group.propose({ type: 'open', queue: 'other', partition: 0, config: { messageBytesMax: 100 } })
+    const looks = countLooks(group, 'jobs')
+    const h = queueHandlers(nodeOf(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 10_000 })
+    const calls = Array.from({ length: 50 }, () =>
+      fakeCall({ target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 10_000 }),
+    )
+    const answered: number[] = []
+    const polls = calls.map((c, i) =>
+      call(h, 'lease', c.request, c).then((r) => {
+        answered.push(i)
+        return r
+      }),
+    )
+    await until(() => looks.sleeps() === 50) // each poll looked at its due time and sleeps
+    looks.reset()
+    const other = { ...target, queue: 'other' }
+    for (let i = 0; i < 20; i++)
+      await call(h, 'produce', { target: other, producerId: '', sequence: 0, messages: [message(`o${i}`)] })
+    await settleAll()
+    // Not one look at jobs's polls (each of the 20 writes woke all 50 before: 1,000 looks).
+    expect(looks.lookups()).toBe(0)
+    expect(answered).toEqual([])
+    // One message to jobs: one poll wakes and takes it; the 49 others are not looked at.
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('one')] })
+    await until(() => answered.length === 1)
+    await settleAll()
+    expect(answered).toHaveLength(1)
+    expect(looks.lookups()).toBeLessThanOrEqual(4) // the wake, the woken poll's look, its hand-on
+    expect((await polls[answered[0] as number]).messages).toHaveLength(1)
+    for (const c of calls) c.cancel()
+    for (const r of await Promise.all(polls)) expect(r.messages.length).toBeLessThanOrEqual(1)
+  })
+
+  it('bounds the long polls per partition and per group: past them, what is ready at once, else LIMIT_EXCEEDED', async () => {
+    const group = await localGroup()
+    await group.propose({ type: 'open', queue: 'other', partition: 0, config: { messageBytesMax: 100 } })
+    const looks = countLooks(group, 'jobs')
+    const leaseEntries = countLeaseEntries(group)
+    const h = queueHandlers(nodeOf(group), {
+      leaseWaitMsMax: 30_000,
+      leaseRecheckMs: 10_000,
+      waitersPerPartitionMax: 2,
+      waitersPerGroupMax: 2,
+    })
+    const request = { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 10_000 }
+    const calls = [fakeCall(request), fakeCall(request)]
+    const polls = calls.map((c) => call(h, 'lease', request, c))
+    await until(() => looks.sleeps() === 2)
+    const entries = leaseEntries()
+    const refusal = async (r: Promise<unknown>) => {
+      const error = await r.then(
+        () => undefined,
+        (e: unknown) => e,
+      )
+      expect(error, 'the poll is refused').toBeDefined()
+      return fromGrpcError(error as never)
+    }
+    // Nothing ready for them: refused at once, retriable, naming the limit; no lease committed.
+    const started = Date.now()
+    const onJobs = await refusal(call(h, 'lease', { ...request, waitMs: 500 }))
+    expect(onJobs).toMatchObject({ code: 'LIMIT_EXCEEDED', retriable: true })
+    expect(onJobs.message).toMatch(/partition jobs\/0 \(waitersPerPartitionMax 2\)/)
+    const other = { ...target, queue: 'other' }
+    const onOther = await refusal(call(h, 'lease', { ...request, target: other, waitMs: 500 }))
+    expect(onOther).toMatchObject({ code: 'LIMIT_EXCEEDED', retriable: true })
+    expect(onOther.message).toMatch(/data group 1 \(waitersPerGroupMax 2\)/)
+    expect(Date.now() - started).toBeLessThan(400)
+    expect(leaseEntries()).toBe(entries)
+    // A message ready: such a poll gets it at once, without waiting.
+    await call(h, 'produce', { target: other, producerId: '', sequence: 0, messages: [message('o')] })
+    const served = await call(h, 'lease', { ...request, target: other, waitMs: 10_000 })
+    expect(served.messages).toHaveLength(1)
+    expect(Date.now() - started).toBeLessThan(1_000)
+    // A poll that ends makes room.
+    calls[0]?.cancel()
+    expect((await polls[0]).messages).toEqual([])
+    const waiting = call(h, 'lease', { ...request, target: other, waitMs: 10_000 })
+    await call(h, 'produce', { target: other, producerId: '', sequence: 1, messages: [message('p')] })
+    expect((await waiting).messages).toHaveLength(1)
+    calls[1]?.cancel()
+    await polls[1]
+  })
+
+  it('delivers messages falling due together to every waiting poll, not only to the one their due time woke', async () => {
+    const group = await localGroup()
+    Object.defineProperty(group, 'now', { get: () => Date.now() })
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    const poll = () =>
+      call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 4_000 })
+    const polls = [poll(), poll(), poll()]
+    await new Promise((r) => setImmediate(r))
+    const started = Date.now()
+    const delayed = (body: string) => ({ ...message(body), delayMs: 150 })
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [delayed('a'), delayed('b'), delayed('c')],
+    })
+    // The due time wakes one poll; what its lease made ready and left goes on to the others
+    // (its hand-on, the due timer set again).
+    const got = await Promise.all(polls)
+    expect(got.map((r) => r.messages.length)).toEqual([1, 1, 1])
+    expect(Date.now() - started).toBeLessThan(1_500)
+  })
+
+  it('hands the wake of a poll that gives up as it is woken on to the next poll', async () => {
+    const group = await localGroup()
+    const looks = countLooks(group, 'jobs')
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    const request = { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 4_000 }
+    const first = fakeCall(request)
+    const firstPoll = call(h, 'lease', request, first)
+    await until(() => looks.sleeps() === 1)
+    const second = call(h, 'lease', request)
+    await until(() => looks.sleeps() === 2)
+    // The message wakes the oldest poll, whose client gives up in the same turn (before it leases).
+    group.machine.watchReady(() => first.cancel())
+    const started = Date.now()
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('one')] })
+    expect((await firstPoll).messages).toEqual([])
+    expect((await second).messages).toHaveLength(1)
+    expect(Date.now() - started).toBeLessThan(1_000)
+  })
+
+  it('loses no wake-up under interleaved produces, polls, cancels and slow commits (seeded)', async () => {
+    for (const seed of [1, 2, 3]) {
+      const random = mulberry32(seed)
+      const group = await localGroup()
+      await group.propose({ type: 'open', queue: 'other', partition: 0, config: { messageBytesMax: 100 } })
+      const apply = group.propose
+      // Commits take 0-2 ms, so rounds, wakes and leases interleave.
+      group.propose = async (command) => {
+        await new Promise((r) => setTimeout(r, Math.floor(random() * 3)))
+        return apply(command)
+      }
+      // The recheck (10 s) is past every bound below: only the wake-ups deliver in time.
+      const h = queueHandlers(nodeOf(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 10_000 })
+      const total = 60
+      const producedAt = new Map<string, number>()
+      const latencyMs: number[] = []
+      const delivered = new Set<string>()
+      const deadline = Date.now() + 8_000
+      const polling = new Set<ReturnType<typeof fakeCall>>()
+      const consumer = async () => {
+        while (delivered.size < total && Date.now() < deadline) {
+          const max = 1 + Math.floor(random() * 3)
+          const c = fakeCall({ target, consumerId: 'c', max, visibilityMs: 60_000, waitMs: 2_000 })
+          // Some clients give up on their poll after a moment.
+          const giveUp = random() < 0.2 ? setTimeout(() => c.cancel(), Math.floor(random() * 20)) : undefined
+          polling.add(c)
+          const r = await call(h, 'lease', c.request, c)
+          polling.delete(c)
+          clearTimeout(giveUp)
+          for (const m of r.messages as { body: Uint8Array }[]) {
+            const body = new TextDecoder().decode(m.body)
+            expect(delivered.has(body), `seed ${seed}: ${body} delivered twice`).toBe(false)
+            delivered.add(body)
+            latencyMs.push(Date.now() - (producedAt.get(body) ?? 0))
+          }
+          // All delivered: the polls still waiting end.
+          if (delivered.size === total) for (const p of polling) p.cancel()
+        }
+      }
+      const producer = async () => {
+        let n = 0
+        for (let seq = 0; n < total; seq++) {
+          await new Promise((r) => setTimeout(r, Math.floor(random() * 15)))
+          const size = Math.min(total - n, 1 + Math.floor(random() * 4))
+          const batch = Array.from({ length: size }, (_, i) => `m${n + i}`)
+          n += size
+          for (const b of batch) producedAt.set(b, Date.now())
+          await call(h, 'produce', {
+            target,
+            producerId: '',
+            sequence: seq,
+            messages: batch.map((b) => message(b)),
+          })
+          // Writes of another partition of the group in between wake nobody here.
+          if (random() < 0.5)
+            await call(h, 'produce', { target: { ...target, queue: 'other' }, messages: [message('x')] })
+        }
+      }
+      await Promise.all([producer(), ...Array.from({ length: 6 }, consumer)])
+      expect(delivered.size, `seed ${seed}`).toBe(total)
+      expect(Math.max(...latencyMs), `seed ${seed}: latencies ${latencyMs}`).toBeLessThan(1_000)
+    }
   })
 
   it('hands nothing out of a paused queue, commits no lease for it, and resumes within a recheck', async () => {

@@ -7,6 +7,7 @@ import {
   InternalError,
   InvalidArgumentError,
   type LeaseResult,
+  LimitExceededError,
   type PartitionStats,
   type PartitionTarget,
   type QueueConfig,
@@ -26,6 +27,7 @@ import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { DeliveryBuckets } from './delivery-rate'
 import { tagLeaseId, untagLeaseId } from './lease-tag'
+import { type LongPoll, type LongPollRefusal, LongPollWaiters, type PartitionLook } from './long-poll-waiters'
 import { parseStoredQueueName } from './partition-key'
 import { ProducerOrder } from './producer-order'
 import {
@@ -61,14 +63,6 @@ export interface DataGroupPort {
    * ahead).
    */
   nowMs(): number
-  /**
-   * Resolves at the first change (an applied entry that may have made messages ready) after
-   * change number `since` — at once when one has happened — or after `ms`, or when `signal`
-   * aborts, whichever is first (see ChangeSignal).
-   */
-  changed(ms: number, signal: AbortSignal, since: number): Promise<void>
-  /** The number of changes so far (read before a lease, passed to `changed` after it). */
-  changes(): number
 }
 
 /** What the queue RPCs need from the node they run on. */
@@ -110,8 +104,18 @@ export interface DataNodePort {
 export interface QueueHandlerLimits {
   /** Longest long poll a Lease may ask for. */
   readonly leaseWaitMsMax: number
-  /** While long-polling, retry a lease at least this often (expiries make messages ready). */
+  /**
+   * While long-polling, look again at least this often: a safety net (a poll is woken when
+   * its partition's messages become ready or fall due).
+   */
   readonly leaseRecheckMs: number
+  /**
+   * Long polls (Leases with a wait) under way on one partition, at most: past it a poll is
+   * answered what is ready at once, without waiting, or LIMIT_EXCEEDED when nothing is.
+   */
+  readonly waitersPerPartitionMax: number
+  /** Long polls under way on all the partitions of one data group, at most (the same way). */
+  readonly waitersPerGroupMax: number
   /**
    * How long a Purge, PurgeDead or Redrive call commits batches before it answers with `more`
    * (well within a client's attempt deadline, 5 s in the SDK: a call that ran past it would be
@@ -123,6 +127,8 @@ export interface QueueHandlerLimits {
 export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
   leaseWaitMsMax: 30_000,
   leaseRecheckMs: 1_000,
+  waitersPerPartitionMax: 1_000,
+  waitersPerGroupMax: 10_000,
   batchCallMs: 2_000,
 }
 
@@ -131,12 +137,6 @@ export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
  * messages still leasable (it found only messages past their TTL), before it waits.
  */
 export const LEASE_QUICK_RETRIES_MAX = 8
-
-/**
- * The shortest wait of a long poll for its partition's next due time: a due time already past
- * (a lower bound the next apply moves on) does not make it loop on the event loop.
- */
-const DUE_WAIT_MS_MIN = 5
 
 /**
  * The time `group`'s next entry applies at, at the earliest: the leader's clock, or the latest
@@ -195,6 +195,26 @@ function released(formatLevel: number): { readonly release?: true } {
  */
 function ttlRestarted(formatLevel: number): { restartTtl?: true } {
   return formatLevel >= FORMAT_LEVEL_TTL_REDRIVE_LINES ? { restartTtl: true } : {}
+}
+
+/**
+ * The LIMIT_EXCEEDED (retriable) of a long poll refused because `reached` (the limit on polls
+ * per partition, or per group) is full and nothing is ready for it: the client backs off.
+ */
+function pollsLimitError(
+  target: PartitionTarget,
+  group: DataGroupPort,
+  reached: LongPollRefusal,
+  limits: QueueHandlerLimits,
+): LimitExceededError {
+  const where =
+    reached === 'partition'
+      ? `partition ${target.queue}/${target.partition} (waitersPerPartitionMax ${limits.waitersPerPartitionMax})`
+      : `data group ${group.groupId} (waitersPerGroupMax ${limits.waitersPerGroupMax})`
+  return new LimitExceededError(
+    `too many long polls wait on ${where} and no message is ready: retry after a backoff, or run fewer consumers per partition`,
+    { groupId: group.groupId },
+  )
 }
 
 /**
@@ -320,8 +340,37 @@ export function queueHandlers(
     )
     return { removed: taken, more }
   }
-  /** Messages asked for by the leases being committed now, by partition (queue/partition). */
+  /**
+   * Messages asked for by the leases being committed now, by partition (`queue/index`, the
+   * stored queue name).
+   */
   const leasing = new Map<string, number>()
+  /**
+   * What a lease of `queue`'s partition `partition` in `group` could find beyond the leases on
+   * their way, and when something of it may fall due. Infinity (something may be due) with a
+   * lease on its way is 0: that lease's apply makes it known, and its poll hands on.
+   */
+  const look = (group: DataGroupPort, queue: string, partition: number): PartitionLook => {
+    const asked = leasing.get(`${queue}/${partition}`) ?? 0
+    const leasable = group.machine.leasableAtMost(queue, partition, leaderNowMs(group))
+    return {
+      spare: leasable === Number.POSITIVE_INFINITY ? (asked === 0 ? leasable : 0) : leasable - asked,
+      // By the leader's own clock: an entry applies at a time past the group's only once it has reached it.
+      dueInMs: group.machine.nextTimedMs(queue, partition) - group.nowMs(),
+    }
+  }
+  /** The long polls of each group this node has led, by partition (made at a group's first poll). */
+  const waiters = new WeakMap<DataGroupMachine, LongPollWaiters>()
+  const waitersOf = (group: DataGroupPort): LongPollWaiters => {
+    let w = waiters.get(group.machine)
+    if (!w) {
+      const made = new LongPollWaiters((queue, partition) => look(group, queue, partition), limits)
+      group.machine.watchReady((p) => (p ? made.changed(p.queue, p.index) : made.changedAll()))
+      waiters.set(group.machine, made)
+      w = made
+    }
+    return w
+  }
 
   return {
     produce: unary(async (req) => {
@@ -369,7 +418,7 @@ export function queueHandlers(
       checkLease(req)
       const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
       // A monotonic clock: a wall clock stepped back would hold the poll past its wait.
-      const deadline = performance.now() + waitMs
+      let deadline = performance.now() + waitMs
       // The queue's visibility comes from the route the partition was located by (a node
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
@@ -380,6 +429,12 @@ export function queueHandlers(
       const cancelled = call.cancelled
       const stop = () => controller.abort()
       cancelled.addEventListener('abort', stop, { once: true })
+      /** This call's place among its partition's long polls, while it may wait. */
+      let poll: LongPoll | undefined
+      /** The partition last located: a call that ends hands on what it left there. */
+      let at:
+        | { readonly group: DataGroupPort; readonly queue: string; readonly partition: number }
+        | undefined
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
         // interval) until the deadline. The first round commits a lease, unless the queue is
@@ -387,12 +442,25 @@ export function queueHandlers(
         // one commits a lease only when the leader's applied state may hold more messages than
         // the leases already on their way ask for: the waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
         // every replica) for a message one of them takes.
-        const id = `${req.target?.queue}/${req.target?.partition}`
         let quick = 0
         for (let round = 0; ; round++) {
           if (cancelled.aborted) return { messages: [] }
-          // Read before the lease: a change applied while it runs must end the wait below.
           const { group, queue, partition, config } = await locate(req.target)
+          const id = `${queue}/${partition}`
+          at = { group, queue, partition }
+          if (deadline > performance.now() && poll?.partitionId !== id) {
+            // A long poll takes a place among its partition's waiters (again when the queue was
+            // created again since its last round: another partition). Past the limits it is
+            // answered what is ready now, without waiting, or refused when nothing is.
+            poll?.close()
+            poll = undefined
+            const entered = waitersOf(group).enter(queue, partition, req.max)
+            if (typeof entered === 'string') {
+              if (!(look(group, queue, partition).spare > 0))
+                throw pollsLimitError(req.target, group, entered, limits)
+              deadline = performance.now()
+            } else poll = entered
+          }
           if (config?.paused) {
             // A paused queue hands nothing out: the poll looks again at the recheck interval
             // (the pause is in the route, not in an applied entry), not at every change.
@@ -405,7 +473,7 @@ export function queueHandlers(
           }
           // A rate-limited queue: this partition's share of the rate, taken before the lease.
           const ratePerS = config?.deliveryRate ? config.deliveryRate / Math.max(1, config.partitions) : 0
-          const bucket = `${queue}/${partition}`
+          const bucket = id
           let max = req.max
           if (ratePerS > 0) {
             // The lease entry asks for what was taken (the request's own max was checked before).
@@ -422,7 +490,8 @@ export function queueHandlers(
               continue
             }
           }
-          const since = group.changes()
+          // Before the lease: a change applied while it runs must end the wait below.
+          poll?.mark()
           let leases: readonly Lease[] = []
           const asked = leasing.get(id) ?? 0
           // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
@@ -468,7 +537,7 @@ export function queueHandlers(
             return { messages: [] }
           }
           const remaining = deadline - performance.now()
-          if (leases.length > 0 || remaining <= 0) {
+          if (leases.length > 0 || remaining <= 0 || !poll) {
             const queueId = parseStoredQueueName(leasedAt.queue)?.queueId
             const tagged = queueId !== undefined && node.formatLevel() >= FORMAT_LEVEL_LEASE_TAGS
             return {
@@ -487,16 +556,19 @@ export function queueHandlers(
             quick++
             continue
           }
-          // Until a change, the recheck, or the partition's next lease deadline or delayed
-          // message (a nack's delay, a retry backoff, a not-before time) falls due.
-          // By the leader's own clock: an entry applies at a time past the group's only once it has reached it.
-          const untilDue = group.machine.nextTimedMs(queue, partition) - group.nowMs()
-          const wait = Math.min(remaining, limits.leaseRecheckMs, Math.max(untilDue, DUE_WAIT_MS_MIN))
-          await group.changed(wait, controller.signal, since)
+          // Until a change of this partition wakes it, the recheck, or the partition's next lease
+          // deadline or delayed message (a nack's delay, a retry backoff, a not-before time) falls
+          // due (one poll of the partition wakes then, and hands on).
+          const { dueInMs } = look(group, queue, partition)
+          await poll.sleep(Math.min(remaining, limits.leaseRecheckMs), dueInMs, controller.signal)
         }
       } finally {
         cancelled.removeEventListener('abort', stop)
         controller.abort()
+        poll?.close()
+        // Messages this call leaves (it took fewer than were ready, gave up, failed) wake the
+        // polls asleep on them; the partition's due timer is set for what falls due next.
+        if (at) waiters.get(at.group.machine)?.handOn(at.queue, at.partition)
       }
     }),
     ack: unary(async (req) => {

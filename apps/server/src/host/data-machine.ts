@@ -1,10 +1,4 @@
-import {
-  type DataGroupMachine,
-  type DataResult,
-  decodePairs,
-  encodePairs,
-  wakesLongPolls,
-} from '@mq/data-service'
+import { type DataGroupMachine, type DataResult, decodePairs, encodePairs } from '@mq/data-service'
 import { type BatchOp, compareKeys, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
 import { type Entry, EntryType, type Snapshot, type StateMachine } from '@mq/raft-core'
 import { decodeImageHandle } from './image-handle'
@@ -90,8 +84,6 @@ export class DataMachine implements StateMachine {
   #fatal: (error: unknown) => void
   /** The first apply or write that failed (the node is stopping); nothing is durable past it. */
   #failure: { error: unknown } | undefined
-  /** Called after an entry that may have made messages ready is applied (to wake long polls). */
-  onApplied: () => void = () => {}
 
   constructor(
     machine: DataGroupMachine,
@@ -153,7 +145,6 @@ export class DataMachine implements StateMachine {
         this.#throwIfFailed()
         written = this.#write([...applied.ops, appliedOp])
         written.then(applied.written, () => {})
-        if (wakesLongPolls(applied.result)) this.onApplied()
         return applied.result
       })
       this.#tail = step.then(

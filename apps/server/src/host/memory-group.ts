@@ -30,8 +30,6 @@ export async function memoryGroup(groupId: number, leads = true) {
     },
     settled: async () => {},
     nowMs: () => 1_000,
-    changed: async () => {},
-    changes: () => 0,
   }
   const open = async (queue: string, queueId: number, partition: number) => {
     const stored = storedQueueName(queue, queueId)
