@@ -252,6 +252,40 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it('rides out failures whose onError throws (a logger that fails) without an unhandled rejection', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    try {
+      const { router } = fakeRouter([3])
+      // The first leases fail as in a failover (retriable): the loop reports them and goes on.
+      const partition = router.partition.bind(router)
+      let failures = 2
+      ;(router as { partition: unknown }).partition = (...args: Parameters<Router['partition']>) =>
+        failures-- > 0 ? Promise.reject(new UnavailableError('leader gone')) : partition(...args)
+      const reported: unknown[] = []
+      const consumer = new Consumer(router, 'q', {
+        waitMs: 50,
+        onError: (error) => {
+          reported.push(error)
+          throw new Error('logger failed')
+        },
+      })
+      const got: Delivery[] = []
+      for await (const m of consumer) {
+        got.push(m)
+        if (got.length === 3) break
+      }
+      await consumer.close()
+      await new Promise((r) => setImmediate(r))
+      expect(got).toHaveLength(3)
+      expect(reported.length).toBeGreaterThanOrEqual(2)
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+    }
+  })
+
   it('leases from 12 partitions at once without a listener-leak warning', async () => {
     const warnings: string[] = []
     const onWarning = (w: Error) => warnings.push(w.name)

@@ -199,6 +199,17 @@ export class Consumer implements AsyncIterable<Delivery> {
    * The queue's route, asked for until it comes (undefined: closed meanwhile): a consumer
    * started while the meta group is unavailable waits for it, as a running one rides it out.
    */
+  /**
+   * Tells `onError` of a failure the consumer rides out. What `onError` throws is dropped: it
+   * must not end a fetch loop or an extension round (an unhandled rejection ends the process:
+   * an application whose logger threw crashed at the first failover).
+   */
+  #report(error: unknown): void {
+    try {
+      this.#options.onError(error)
+    } catch {}
+  }
+
   async #firstRoute(): Promise<QueueRoute | undefined> {
     for (let failures = 0; !this.#closed; failures++) {
       try {
@@ -206,7 +217,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       } catch (error) {
         if (this.#closed) return undefined
         if (!(error as MqError).retriable) throw error
-        this.#options.onError(error)
+        this.#report(error)
         await delay(backoffMs(this.#router.options.backoff, failures), this.#stop.signal)
       }
     }
@@ -331,7 +342,7 @@ export class Consumer implements AsyncIterable<Delivery> {
           this.#fail(error)
           return
         }
-        this.#options.onError(error)
+        this.#report(error)
         await delay(backoffMs(this.#router.options.backoff, failures++), this.#stop.signal)
       } finally {
         this.#leasing -= reserved
@@ -377,7 +388,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         let retry = false
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') return
-          this.#options.onError(r.reason)
+          this.#report(r.reason)
           if ((r.reason as MqError).retriable && now() < lease.deadlineMs) {
             retry = true
             return
