@@ -116,7 +116,7 @@ interface Outbound {
   stream: ClientWritableStream<RaftBatch> | undefined
   client: PeerClient | undefined
   address: string
-  /** Not before this time may a new stream open (after a failure). */
+  /** Not before this time (performance.now(): a wall clock stepped back held reconnects for the step) may a new stream open (after a failure). */
   retryAtMs: number
   /** The one timer that flushes again at `retryAtMs`. */
   retryTimer: NodeJS.Timeout | undefined
@@ -307,7 +307,7 @@ export class PeerTransport implements Transport {
     }
     if (out.stream && out.address === address) return out.stream
     if (out.stream) this.#reset(out, false)
-    const now = Date.now()
+    const now = performance.now()
     if (now < out.retryAtMs) {
       out.retryTimer ??= setTimeout(() => {
         out.retryTimer = undefined
@@ -356,7 +356,7 @@ export class PeerTransport implements Transport {
     out.waitingDrain = false
     if (failed) {
       this.stats.streamFailures++
-      out.retryAtMs = Date.now() + this.#options.reconnectMs
+      out.retryAtMs = performance.now() + this.#options.reconnectMs
       this.#dropQueued(out)
     }
     if (!failed || this.#closed) {

@@ -1,7 +1,7 @@
 import { Server, ServerCredentials, type ServerReadableStream, type sendUnaryData } from '@grpc/grpc-js'
 import { PeerService, type RaftBatch, type RaftStreamEnd } from '@mq/protocol'
 import { type Entry, EntryType, type Message, MessageType, message } from '@mq/raft-core'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { AccessControl } from '../src/auth/access'
 import { authInterceptor } from '../src/auth/auth-interceptor'
 import { silentLogger } from '../src/log'
@@ -115,6 +115,31 @@ describe('PeerTransport', () => {
       await new Promise((r) => setTimeout(r, 50))
     }
     expect(b.received.length).toBeGreaterThan(0)
+  })
+
+  it('keeps trying to reconnect when the wall clock steps back (reconnects are timed on a monotonic clock)', async () => {
+    const addresses = new Map<string, string>([['b', '127.0.0.1:1']]) // nothing listens there
+    const a = await node('a', '', addresses)
+    const realNow = Date.now.bind(Date)
+    let offset = 0
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offset)
+    try {
+      for (let term = 1; term <= 10; term++) {
+        a.transport.send(1, [heartbeat('b', term)])
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      const before = a.transport.stats.streamFailures
+      expect(before).toBeGreaterThan(0)
+      offset = -60_000 // NTP steps this node's clock back a minute
+      for (let term = 11; term <= 50; term++) {
+        a.transport.send(1, [heartbeat('b', term)])
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      // Still trying (a reconnect at most every reconnectMs): none for a minute before.
+      expect(a.transport.stats.streamFailures - before).toBeGreaterThan(2)
+    } finally {
+      clock.mockRestore()
+    }
   })
 
   it('reports a peer whose connection breaks as down, and as up once it is heard from again', async () => {

@@ -151,9 +151,15 @@ export class Raft {
     return this.conf.voters.includes(this.id) && this.log.unstableSnapshot === null
   }
 
-  /** Advances the clock the leader stamps entries with; never moves it backwards. */
+  /**
+   * Sets the clock the leader stamps entries with, to the host's latest reading. Stamps never
+   * go backwards anyway (max with the last stamp in the log, #appendEntries); the reading is
+   * not kept as a high-water mark, so a clock that stepped forward for a moment and was put
+   * right does not leave its peak behind (a follower then stamped it hours later, when it led:
+   * every lease expired and messages past a TTL of hours were deleted; clock audit).
+   */
   observeClock(nowMs: number): void {
-    if (nowMs > this.#clockMs) this.#clockMs = nowMs
+    this.#clockMs = nowMs
   }
 
   // ---- role transitions -------------------------------------------------------------------

@@ -790,6 +790,22 @@ describe('dissertation §3.10 leadership transfer', () => {
 })
 
 describe('leader-stamped timestamps', () => {
+  it('a clock that stepped forward for a moment and was put right leaves no peak behind', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.elect('a')
+    h.raw('a').tick(10_000)
+    h.raw('a').propose(bytes('x'), 10_000)
+    h.settle()
+    h.raw('b').tick(10_000 + 3 * 3_600_000) // b's clock jumps 3 h ahead for one tick
+    h.raw('b').tick(10_100) // and is put right
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('y'), 10_200)
+    h.settle()
+    const stamps = h.node('c').appliedEntries.filter((e) => e.data.length > 0 && e.type === EntryType.Normal)
+    expect(stamps.map((e) => e.timestampMs)).toEqual([10_000, 10_200])
+  })
+
   it('entries carry the leader’s clock, and a new leader with a slower clock never stamps lower', () => {
     const h = new Harness(['a', 'b', 'c'], classic)
     h.elect('a')
