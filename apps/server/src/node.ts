@@ -1034,6 +1034,7 @@ export class MqNode {
       applied,
       (e) => this.#die(e),
     )
+    dm.onBacklogDown = () => this.#raft?.backlogDown(groupId)
     // A snapshot installed just before a crash may be newer than the state machine's keys:
     // install it again (asynchronously) before the runtime takes over.
     const stored = log.snapshot()
@@ -1160,11 +1161,18 @@ export class MqNode {
     // An epoch above the meta group's, read after the request came, is none of this cluster's
     // (made up, or from a cluster started again at this address): told to refresh its route,
     // without a lookup of its own (two GetRoutes calls each before). When the meta group cannot
-    // be read, the lookup decides. Not on a meta follower: one that lags races the meta leader
-    // below, which may be the node that just fell silent (the meta leader reads its own).
-    if (!this.#metaVoter() || this.#raft?.status(META_GROUP).role === Role.Leader) {
-      const ceiling = await this.#epochCeiling.reach(minEpoch).catch(() => undefined)
-      if (ceiling !== undefined && ceiling < minEpoch) {
+    // be read, the request fails as the lookup would (the same meta leader), retriable. Not on
+    // a meta follower: one that lags races the meta leader below, which may be the node that
+    // just fell silent (the meta leader knows its own epoch).
+    const metaVoter = this.#metaVoter()
+    const metaLeader = metaVoter !== undefined && this.#raft?.status(META_GROUP).role === Role.Leader
+    if (metaLeader) this.#epochCeiling.observe(metaVoter.state.routeEpoch)
+    if (metaVoter === undefined || metaLeader) {
+      const ceiling = await this.#epochCeiling.reach(minEpoch).catch((error: unknown) => {
+        this.#notePossibleLeader(error)
+        throw error
+      })
+      if (ceiling < minEpoch) {
         throw new StaleRouteError(
           `route epoch ${minEpoch} is ahead of this cluster's (${ceiling}): the route is not this cluster's; refresh the route`,
           { epoch: ceiling },
@@ -1180,8 +1188,8 @@ export class MqNode {
         },
       ),
     )
-    const metaVoter = this.#metaVoter()
-    if (!metaVoter || metaVoter.state.routeEpoch >= minEpoch) return remote
+    const voter = this.#metaVoter() // read again: the ceiling's read took time
+    if (!voter || voter.state.routeEpoch >= minEpoch) return remote
     // This node's meta replica lags the request (it restarted, say): the route comes from the
     // meta leader or from the replica once it catches up, whichever is first, since the meta
     // leader may be the node that just fell silent.

@@ -431,6 +431,8 @@ export function queueHandlers(
       cancelled.addEventListener('abort', stop, { once: true })
       /** This call's place among its partition's long polls, while it may wait. */
       let poll: LongPoll | undefined
+      /** The group's long polls `poll` is among (a partition moved between groups here changes them). */
+      let pollWaiters: LongPollWaiters | undefined
       /** The partition last located: a call that ends hands on what it left there. */
       let at:
         | { readonly group: DataGroupPort; readonly queue: string; readonly partition: number }
@@ -448,13 +450,16 @@ export function queueHandlers(
           const { group, queue, partition, config } = await locate(req.target)
           const id = `${queue}/${partition}`
           at = { group, queue, partition }
-          if (deadline > performance.now() && poll?.partitionId !== id) {
+          const groupWaiters = waitersOf(group)
+          if (deadline > performance.now() && (poll?.partitionId !== id || pollWaiters !== groupWaiters)) {
             // A long poll takes a place among its partition's waiters (again when the queue was
-            // created again since its last round: another partition). Past the limits it is
-            // answered what is ready now, without waiting, or refused when nothing is.
+            // created again since its last round: another partition; or when the partition moved
+            // to another group this node leads too: that group's writes must wake it). Past the
+            // limits it is answered what is ready now, without waiting, or refused when nothing is.
             poll?.close()
             poll = undefined
-            const entered = waitersOf(group).enter(queue, partition, req.max)
+            pollWaiters = groupWaiters
+            const entered = groupWaiters.enter(queue, partition, req.max)
             if (typeof entered === 'string') {
               if (!(look(group, queue, partition).spare > 0))
                 throw pollsLimitError(req.target, group, entered, limits)

@@ -196,10 +196,6 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   /**
-   * The queue's route, asked for until it comes (undefined: closed meanwhile): a consumer
-   * started while the meta group is unavailable waits for it, as a running one rides it out.
-   */
-  /**
    * Tells `onError` of a failure the consumer rides out. What `onError` throws is dropped: it
    * must not end a fetch loop or an extension round (an unhandled rejection ends the process:
    * an application whose logger threw crashed at the first failover).
@@ -210,6 +206,10 @@ export class Consumer implements AsyncIterable<Delivery> {
     } catch {}
   }
 
+  /**
+   * The queue's route, asked for until it comes (undefined: closed meanwhile): a consumer
+   * started while the meta group is unavailable waits for it, as a running one rides it out.
+   */
   async #firstRoute(): Promise<QueueRoute | undefined> {
     for (let failures = 0; !this.#closed; failures++) {
       try {

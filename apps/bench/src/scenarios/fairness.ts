@@ -7,6 +7,9 @@ import { Progress } from '../progress'
 import type { FairnessSeries, ScenarioResult, SharePoint } from '../result'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 
+/** Sends awaited in batches of this many while the backlog is built. */
+const SENDS_IN_FLIGHT_MAX = 5_000
+
 export interface FairnessOptions {
   readonly weights: readonly number[]
   /** Each weight w gets a backlog of w × perWeightUnit, so all stay backlogged together. */
@@ -164,6 +167,8 @@ async function clusterOrder(
           left[i] = (left[i] ?? 0) - n
           for (let k = 0; k < n; k++) sends.push(producer.send({ body, weight: w }))
         })
+        // Bounded in flight: the SDK refuses sends past its buffer and waiting list (20,000).
+        if (sends.length >= SENDS_IN_FLIGHT_MAX) await Promise.all(sends.splice(0))
       }
       await Promise.all(sends)
       await producer.flush()

@@ -76,6 +76,8 @@ export class DataMachine implements StateMachine {
   #tail: Promise<void> = Promise.resolve()
   /** Entries handed to apply whose apply or write has not finished (applyBacklog). */
   #backlog = 0
+  /** Called as the backlog goes down (the node wires RaftHost.backlogDown: a paused group resumes). */
+  onBacklogDown: () => void = () => {}
   /** The last write handed to storage (all earlier ones are ordered before it). */
   #lastWrite: Promise<void> = Promise.resolve()
   readonly #reader: SmReader
@@ -154,7 +156,10 @@ export class DataMachine implements StateMachine {
       step
         .then(() => written)
         .catch(() => {})
-        .finally(() => this.#backlog--)
+        .finally(() => {
+          this.#backlog--
+          this.onBacklogDown()
+        })
       return step
     })
   }

@@ -97,4 +97,23 @@ describe('EpochCeiling', () => {
     expect(reads).toBe(2)
     expect(Date.now() - started).toBeGreaterThanOrEqual(35)
   })
+
+  it('does not hold a request behind an earlier read a silent meta leader holds', async () => {
+    const answers: ((e: number) => void)[] = []
+    let now = 0
+    const ceiling = new EpochCeiling(
+      () => new Promise<number>((resolve) => answers.push(resolve)),
+      () => now,
+      20,
+    )
+    void ceiling.reach(5) // its read is never answered (the meta leader it went to is silent)
+    await tick()
+    expect(answers).toHaveLength(1)
+    now = 30
+    const later = ceiling.reach(5)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(answers).toHaveLength(2) // started without waiting for the first
+    answers[1]!(7)
+    expect(await later).toBe(7)
+  })
 })

@@ -10,9 +10,10 @@ export const EPOCH_READ_EVERY_MS = 50
  * while a client kept its routes). Before, each such request cost two GetRoutes calls to the
  * meta leader (the second unshared), on every long-poll recheck too: 200 requests, 400 calls.
  *
- * Every epoch the node hears of is `observe`d (route answers, its meta replica); a request
- * above all of them waits for a read begun after it arrived. Such reads are shared by every
- * request waiting and start at most every EPOCH_READ_EVERY_MS, one at a time.
+ * Every epoch the node hears of is `observe`d (route answers; the meta leader's own state); a
+ * request above all of them waits for a read begun after it arrived. Such reads are shared by
+ * every request waiting and start at most every EPOCH_READ_EVERY_MS (several may be under way
+ * when the meta group answers slower than that: at most its call timeout / that interval).
  */
 export class EpochCeiling {
   readonly #read: () => Promise<number>
@@ -59,8 +60,9 @@ export class EpochCeiling {
     if (this.#next) return this.#next
     const last = this.#last
     this.#next = (async () => {
-      // Not before this function returned: the read is `#next` until it starts.
-      await last?.answer.catch(() => undefined)
+      // Not before this function returned: the read is `#next` until it starts. Not behind the
+      // last read's answer either: one a silent meta leader holds would add its whole timeout.
+      await undefined
       if (last) {
         const wait = last.startedMs + this.#everyMs - this.#nowMs()
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))

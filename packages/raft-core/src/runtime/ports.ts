@@ -47,7 +47,8 @@ export interface StateMachine {
   /**
    * For a state machine that applies asynchronously: the entries handed to `apply` whose work
    * (and writes) has not finished. At HostOptions.applyBacklogMax the host hands it no more
-   * committed entries until it is below again. Absent: never paused.
+   * committed entries until it is below again: call RaftHost.backlogDown as it goes down (else
+   * the host looks again at its next tick). Absent: never paused.
    */
   applyBacklog?(): number
 }

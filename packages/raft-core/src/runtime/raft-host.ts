@@ -314,6 +314,11 @@ export class RaftHost {
     this.#onSnapshotTooLarge = options.onSnapshotTooLarge ?? (() => {})
     this.#cyclesPerRunMax = options.cyclesPerRunMax ?? 64
     this.#applyBacklogMax = options.applyBacklogMax ?? 128
+    if (!Number.isInteger(this.#applyBacklogMax) || this.#applyBacklogMax < 1) {
+      throw new InvalidArgumentError(
+        `applyBacklogMax must be a positive integer, got ${options.applyBacklogMax}`,
+      )
+    }
     this.#pipelineMax = options.pipelineMax ?? 4
     if (!Number.isInteger(this.#pipelineMax) || this.#pipelineMax < 1) {
       throw new InvalidArgumentError(`pipelineMax must be a positive integer, got ${options.pipelineMax}`)
@@ -584,6 +589,16 @@ export class RaftHost {
         cause: this.#fatal,
       })
     }
+  }
+
+  /**
+   * `groupId`'s state machine finished work (its applyBacklog went down): a group paused for
+   * its backlog resumes now once below applyBacklogMax, not at the next tick (a leader whose
+   * clients wait for its answers would idle until then). Cheap when not paused.
+   */
+  backlogDown(groupId: GroupId): void {
+    const g = this.#groups.get(groupId)
+    if (g?.applyPaused && (g.sm.applyBacklog?.() ?? 0) < this.#applyBacklogMax) this.#schedule()
   }
 
   #schedule(): void {
