@@ -74,6 +74,7 @@ import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
 import { RouteCache } from './host/route-cache'
 import { RouteMisses } from './host/route-misses'
+import { steadyClock } from './host/steady-clock'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
@@ -240,7 +241,9 @@ export class MqNode {
     this.#addresses.set(config.nodeId, config.advertise)
     this.#calls = new PeerCalls(config.peerToken, 1_000, () => this.#credentials.peer())
     const founders = config.initialMeta.length
+    const controllerClock = steadyClock()
     this.#controller = new Controller({
+      nowMs: controllerClock,
       nodeId: config.nodeId,
       replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
       dataGroups: config.dataGroups,

@@ -31,6 +31,8 @@ function leading(
     fenceHangs?: number[]
     /** Commands the meta state refuses (as it would one that no longer fits its state). */
     refuse?: (command: MetaCommand) => boolean
+    /** The controller's clock (ControllerHost.nowMs); default the (fake) wall clock. */
+    nowMs?: () => number
   } = {},
 ) {
   const state = new MetaState()
@@ -103,6 +105,7 @@ function leading(
     transferMetaLeader: () => {},
     metaMembership: () => ({ voters: NODES, learners: [] }),
     metaTerm: () => metaTerm,
+    ...(options.nowMs ? { nowMs: options.nowMs } : {}),
     changeMetaMembers: async ({ add, remove, removeFirst, replicas }) => {
       expect(replicas).toEqual(state.metaMembers())
       metaCalls.push([add, remove, removeFirst])
@@ -612,6 +615,27 @@ describe('Controller: removing a replica first', () => {
     await settle()
     expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'dead' })
     expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
+  })
+})
+
+describe('Controller clock', () => {
+  it('times liveness on the clock the host gives: a wall clock stepped an hour ahead kills no node', async () => {
+    // mq-server gives a steady clock (steady-clock.ts): the fake timers advance it, a step of
+    // the wall clock does not.
+    let steadyMs = 1_000_000
+    const c = leading({ nowMs: () => steadyMs })
+    await c.controller.round()
+    for (let t = 0; t < 6_000; t += 500) {
+      vi.advanceTimersByTime(500)
+      steadyMs += 500
+      for (const n of ['n1', 'n2', 'n3']) await c.answer(n, true)
+      await c.controller.round()
+    }
+    expect(c.controller.liveness().alive('n2')).toBe(true)
+    vi.setSystemTime(Date.now() + 3_600_000) // NTP steps the meta leader's wall clock 1 h ahead
+    await c.controller.round()
+    expect(c.controller.liveness().alive('n2')).toBe(true)
+    expect(c.state.node('n2')?.silentSinceMs).toBeUndefined()
   })
 })
 

@@ -105,6 +105,14 @@ export interface ControllerHost {
    */
   metaTerm?(): number
   /**
+   * The controller's clock, ms since the epoch (default Date.now): when nodes were last heard
+   * from, and for how long they have been silent. mq-server gives it a steady clock
+   * (steady-clock.ts): with the wall clock, a forward step on the meta leader made every node
+   * look silent for the step, and past --replace-dead-after-ms had healthy nodes' replicas
+   * replaced (the clock audit).
+   */
+  nowMs?(): number
+  /**
    * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
    * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
    * leads, remove (first, with `removeFirst`: a dead voter); `replicas` are the members the
@@ -159,9 +167,14 @@ export class Controller {
     this.#host = host
   }
 
+  /** The controller's clock (ControllerHost.nowMs). */
+  #now(): number {
+    return this.#host.nowMs?.() ?? Date.now()
+  }
+
   liveness(): Liveness {
     return {
-      alive: (id: string) => Date.now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
+      alive: (id: string) => this.#now() - (this.#lastSeenMs.get(id) ?? 0) < NODE_DEAD_MS,
       // Not heard since this leader took over: when the node went silent, as recorded.
       lastHeartbeatMs: (id: string) =>
         this.#lastSeenMs.get(id) ?? this.#host.leaderState()?.node(id)?.silentSinceMs ?? 0,
@@ -180,7 +193,7 @@ export class Controller {
     const term = state === undefined ? -1 : (this.#host.metaTerm?.() ?? 0)
     if (term !== this.#term) {
       this.#term = term
-      this.#leaderSinceMs = state === undefined ? 0 : Date.now()
+      this.#leaderSinceMs = state === undefined ? 0 : this.#now()
       this.#lastSeenMs.clear()
       this.#stableSinceMs.clear()
       this.#leaderOverrides.clear()
@@ -254,7 +267,7 @@ export class Controller {
         // Only a node this leader has not heard from for as long as it takes to count as dead,
         // having led that long itself: a silence recorded before it took over says nothing of
         // a node that came back since and has not reached this leader yet (as round()'s heardAll).
-        const now = Date.now()
+        const now = this.#now()
         if (
           this.#leaderSinceMs === 0 ||
           now - this.#leaderSinceMs < NODE_DEAD_MS ||
@@ -342,7 +355,7 @@ export class Controller {
       this.#formatLevel(state) >= FORMAT_LEVEL_STORE_ID && isStoreId(req.storeId)
         ? { storeId: req.storeId, fresh: req.freshStore }
         : undefined
-    const seenMs = Date.now()
+    const seenMs = this.#now()
     const conflict = claim && storeConflict(req.nodeId, state.node(req.nodeId), claim, seenMs)
     if (conflict) throw new InvalidArgumentError(conflict)
     const lastMs = this.#lastSeenMs.get(req.nodeId)
@@ -392,7 +405,7 @@ export class Controller {
     // Leadership goes only to nodes heard from within a few heartbeats: a transfer to a node
     // that just died would hold its group's proposals until an election timeout passes.
     // A live node keeps the leaderships it holds even when its heartbeat is a little late.
-    const now = Date.now()
+    const now = this.#now()
     const keepers = new Set([...this.#alive(state)].filter((id) => !state?.draining(id)))
     const leaders = new Set(
       [...keepers].filter((id) => now - (this.#lastSeenMs.get(id) ?? 0) < TRANSFER_TARGET_FRESH_MS),
@@ -472,7 +485,7 @@ export class Controller {
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
       })
-      const now = Date.now()
+      const now = this.#now()
       const level = this.#formatLevel(state)
       const silentSince = new Map(state.nodes().map((n) => [n.nodeId, this.#silentSinceMs(state, n.nodeId)]))
       // A new leader first hears who is alive (a node back from a long silence may not have
