@@ -174,9 +174,7 @@ export function loadConfig(
     try {
       file = JSON.parse(text) as RawConfig
     } catch (error) {
-      throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`, {
-        cause: error,
-      })
+      throw new ConfigError(`config file ${path} is not valid JSON: ${jsonSyntaxProblem(error, text)}`)
     }
     if (typeof file !== 'object' || file === null || Array.isArray(file)) {
       throw new ConfigError(`config file ${path} must hold a JSON object`)
@@ -189,6 +187,25 @@ export function loadConfig(
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
   const fromEnv = env[PEER_TOKEN_ENV] ? { peerToken: env[PEER_TOKEN_ENV] } : {}
   return validate({ ...CONFIG_DEFAULTS, ...fromEnv, ...file, ...defined }, cwd)
+}
+
+/**
+ * What is wrong with JSON that did not parse, without quoting it: V8's messages quote the text
+ * around the fault (`Unexpected token 'T', ..."token":TOPSECRET-"... is not valid JSON`), and
+ * an auth or config file's text may hold a secret, which would go to stderr and the log. Gives
+ * the line and column when the message names a position, else only the kind of fault.
+ */
+export function jsonSyntaxProblem(error: unknown, text: string): string {
+  const message = error instanceof Error ? error.message : String(error)
+  const at = /^(.*?) in JSON at position (\d+)/.exec(message)
+  if (at) {
+    const before = text.slice(0, Number(at[2]))
+    const line = before.split('\n').length
+    const column = before.length - before.lastIndexOf('\n')
+    return `${at[1]} at line ${line}, column ${column}`
+  }
+  const kind = (message.split(/[,'"]/)[0] ?? '').trim() || 'a syntax error'
+  return `${kind} (where is not shown: the text may hold a secret)`
 }
 
 /** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */

@@ -96,6 +96,11 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
         const weak = weakSecretWarning(config)
         if (weak) log.warn(weak)
+        if (config.tlsClientAuth && config.httpListen && config.console) {
+          log.warn(
+            `the HTTP port (${config.httpListen}) has no TLS, and its console calls the cluster with this node's client certificate for whoever reaches it: ${config.authFile ? 'tokens typed into the console cross it in plaintext' : 'without --auth-file it shows the cluster and its queues to callers the gRPC port refuses'}; keep it on loopback behind a TLS proxy, or give --no-console (README "TLS")`,
+          )
+        }
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
         node = new MqNode(config, {
           log,

@@ -100,4 +100,12 @@ describe('access control', () => {
       expect(outcome(() => open.authorize(anonymous, method, target('x')))).toBe('OK')
     }
   })
+
+  it('manages no tokens without --auth-file: one minted there would be an admin token once auth is on', () => {
+    for (const method of ['mq.v1.Meta/CreateToken', 'mq.v1.Meta/DeleteToken', 'mq.v1.Meta/ListTokens']) {
+      expect(outcome(() => open.authorize(anonymous, method))).toBe(ErrorCode.PermissionDenied)
+      expect(() => open.authorize(anonymous, method)).toThrow(/started without --auth-file/)
+      expect(outcome(() => secured.authorize(ops, method))).toBe('OK')
+    }
+  })
 })

@@ -49,6 +49,13 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Meta/ListTokens': 'admin',
 }
 
+/** The token administration methods: refused on a node that checks no tokens (authorize). */
+const TOKEN_METHODS: ReadonlySet<string> = new Set([
+  'mq.v1.Meta/CreateToken',
+  'mq.v1.Meta/DeleteToken',
+  'mq.v1.Meta/ListTokens',
+])
+
 export interface AccessOptions {
   /** The cluster secret peers present ('' = peer calls are not checked: loopback development only). */
   readonly peerToken: string
@@ -128,6 +135,14 @@ export class AccessControl {
         throw new UnauthenticatedError(`${method} is for cluster members: the peer token is missing`)
       }
       return
+    }
+    if (this.#tokens === undefined && TOKEN_METHODS.has(method)) {
+      // A token made here would be kept by the meta group and honoured as soon as auth is on
+      // anywhere: on a node that checks no tokens anyone could mint admin tokens (the security
+      // audit: minted on an open node, then a working admin token once --auth-file was added).
+      throw new PermissionDeniedError(
+        `${method}: this node checks no client tokens (started without --auth-file), so it does not manage them; use a node started with --auth-file and an admin token`,
+      )
     }
     if (principal.kind === 'peer' || this.#tokens === undefined) return
     if (principal.kind === 'anonymous') {

@@ -1,6 +1,9 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ConfigError } from '../config'
-import { parseTokenFile, tokenDigest } from './token-file'
+import { loadTokenFile, parseTokenFile, tokenDigest } from './token-file'
 
 const ok = (roles: unknown[] = ['admin']) => ({ name: 'ops', token: 'a-long-enough-secret', roles })
 
@@ -44,5 +47,24 @@ describe('token file', () => {
   ])('refuses %j naming the problem', (raw, message) => {
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(ConfigError)
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(message)
+  })
+
+  it('says where a file is not valid JSON without quoting it (its text may hold a token)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-tokens-'))
+    try {
+      const unquoted = join(dir, 'unquoted.json')
+      writeFileSync(unquoted, '{"tokens":[{"name":"ops","token":TOPSECRET-0123456789,"roles":["admin"]}]}')
+      expect(() => loadTokenFile(unquoted)).toThrow(ConfigError)
+      expect(() => loadTokenFile(unquoted)).toThrow(
+        /is not valid JSON: Unexpected token \(where is not shown/,
+      )
+      expect(() => loadTokenFile(unquoted)).not.toThrow(/TOPSECRET/)
+      const cut = join(dir, 'cut.json')
+      writeFileSync(cut, '{"tokens": [\n  {"name": "ops", "token": "s3cret-0123456789abcdef" "roles": []}]}')
+      expect(() => loadTokenFile(cut)).toThrow(/is not valid JSON: .* at line 2, column \d+$/)
+      expect(() => loadTokenFile(cut)).not.toThrow(/s3cret/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -7,7 +7,7 @@ import {
   TOKEN_SHA256_PATTERN,
   tokenDigest,
 } from '@mq/meta-service'
-import { ConfigError, TOKEN_CHARS_MIN } from '../config'
+import { ConfigError, jsonSyntaxProblem, TOKEN_CHARS_MIN } from '../config'
 
 export type { Role }
 export { TOKEN_CHARS_MIN, tokenDigest }
@@ -38,11 +38,18 @@ export const TOKENS_MAX = 10_000
  * problem (the server then exits 2).
  */
 export function loadTokenFile(path: string): TokenEntry[] {
-  let raw: unknown
+  let text: string
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'))
+    text = readFileSync(path, 'utf8')
   } catch (error) {
     throw new ConfigError(`auth file ${path}: ${(error as Error).message}`, { cause: error })
+  }
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch (error) {
+    // Not the parser's message as is: it quotes the file, whose text may hold a token.
+    throw new ConfigError(`auth file ${path} is not valid JSON: ${jsonSyntaxProblem(error, text)}`)
   }
   return parseTokenFile(raw, path)
 }
