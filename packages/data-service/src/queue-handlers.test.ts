@@ -1302,4 +1302,34 @@ describe('queue handlers: checks before a proposal', () => {
     ])
     expect(await call(h, 'produce', { target, messages: [message('x')] })).toMatchObject({ ids: [1] })
   })
+  it('puts a long poll whose partition moved to another group of this node among that group’s polls', async () => {
+    // A move between two groups this node leads: a write to the new group must wake the poll
+    // (the review of 2026-12-02: it stayed among the old group's polls, woken by its recheck).
+    const before = await localGroup()
+    const after = await localGroup()
+    let current: DataGroupPort = before
+    const moving: DataNodePort = {
+      formatLevel: () => 2,
+      groupFor: async (q, p) =>
+        q === 'jobs' && p === 0 ? { group: current, storedAs: 'jobs', config: JOBS_CONFIG } : undefined,
+      routeEpoch: () => 4,
+    }
+    const recheckMs = 400
+    const h = queueHandlers(moving, { leaseRecheckMs: recheckMs })
+    const polling = call(h, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 10,
+      visibilityMs: 5_000,
+      waitMs: 10_000,
+    })
+    await new Promise((r) => setTimeout(r, 50))
+    current = after // the move completes
+    await new Promise((r) => setTimeout(r, recheckMs + 100)) // at its recheck the poll finds group 2
+    const sentAt = Date.now()
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('moved')] })
+    const leased = await polling
+    expect(leased.messages).toHaveLength(1)
+    expect(Date.now() - sentAt).toBeLessThan(recheckMs / 2) // woken by the write, not the recheck
+  })
 })
