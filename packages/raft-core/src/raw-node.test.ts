@@ -21,6 +21,17 @@ function campaigningSolo(): { s: MemoryLogStorage; raw: RawNode } {
   return { s, raw }
 }
 
+/** A single-voter group's replica that leads, with every Ready so far persisted and advanced. */
+function leadingSolo(): { s: MemoryLogStorage; raw: RawNode } {
+  const { s, raw } = campaigningSolo()
+  do {
+    const rd = raw.ready()
+    persist(s, rd)
+    raw.advance(rd)
+  } while (raw.hasReady())
+  return { s, raw }
+}
+
 describe('RawNode', () => {
   it('bootstraps: the founding membership is written to the log as committed conf entries', () => {
     const s = new MemoryLogStorage(conf)
@@ -36,15 +47,7 @@ describe('RawNode', () => {
   })
 
   it('pipelines Readies: each carries only new work, advanced oldest first', () => {
-    const { s, raw } = campaigningSolo()
-    let rd = raw.ready()
-    persist(s, rd)
-    raw.advance(rd)
-    while (raw.hasReady()) {
-      rd = raw.ready()
-      persist(s, rd)
-      raw.advance(rd)
-    }
+    const { s, raw } = leadingSolo()
     const x = raw.propose(new Uint8Array([1]))
     const rd1 = raw.ready()
     expect(rd1.entries.map((e) => e.index)).toEqual([x])
@@ -208,18 +211,10 @@ describe('RawNode', () => {
 
 describe('RawNode applying paused', () => {
   it('hands out no committed entries while paused, persists and commits meanwhile, and resumes in order', () => {
-    const { s, raw } = campaigningSolo()
-    let rd = raw.ready()
-    persist(s, rd)
-    raw.advance(rd)
-    while (raw.hasReady()) {
-      rd = raw.ready()
-      persist(s, rd)
-      raw.advance(rd)
-    }
+    const { s, raw } = leadingSolo()
     raw.pauseApplying(true)
     const x = raw.propose(new Uint8Array([1]))
-    rd = raw.ready()
+    let rd = raw.ready()
     expect(rd.entries.map((e) => e.index)).toEqual([x]) // persisting goes on
     persist(s, rd)
     raw.advance(rd)
