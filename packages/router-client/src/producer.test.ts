@@ -1,9 +1,10 @@
-import { LimitExceededError } from '@mq/protocol'
+import { LimitExceededError, UnavailableError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { FakeBroker } from '../test/fake-broker'
 import { MqClient } from './client'
 import { fnv1a32 } from './partitioner'
-import { PartitionNotFoundError } from './router'
+import { Producer } from './producer'
+import { DEFAULT_ROUTER_OPTIONS, PartitionNotFoundError, Router } from './router'
 
 describe('Producer', () => {
   it('sends again on the fresh route what its old one routed to a partition a queue created again with fewer lacks; a keyed send fails at once', async () => {
@@ -124,5 +125,55 @@ describe('Producer', () => {
       await client.close()
       broker.stop()
     }
+  })
+
+  it('sends in call order when route lookups end out of order (a fetch that failed, retried behind a later send)', async () => {
+    // The fault run of seed 25004: sends 2509-2511 waited on a route fetch an earlier operation
+    // started; it failed, they fetched again, and send 2512, called meanwhile, joined that fetch
+    // directly, ended first and took the lower sequence number.
+    const router = new Router({} as never, { ...DEFAULT_ROUTER_OPTIONS, servers: ['meta:1'] })
+    const fetches: { resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = []
+    const stub = router as unknown as { meta: unknown; partition: unknown }
+    stub.meta = () => new Promise((resolve, reject) => fetches.push({ resolve, reject }))
+    const stored: string[] = []
+    stub.partition = async (_q: string, _p: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
+      op(
+        {
+          queue: {
+            produce: (
+              req: { sequence: number; messages: { body: Uint8Array }[] },
+              _md: unknown,
+              _o: unknown,
+              cb: (e: null, r: unknown) => void,
+            ) => {
+              for (const m of req.messages) stored.push(`${new TextDecoder().decode(m.body)}@${req.sequence}`)
+              cb(null, {
+                ids: req.messages.map((_, i) => stored.length + i),
+                duplicate: false,
+                pipelining: true,
+              })
+              return { cancel: () => {} }
+            },
+          },
+        },
+        { queue: 'q', partition: 0, routeEpoch: 1 },
+      )
+    const route = { queue: 'q', routeEpoch: 1, partitions: [{ partition: 0, replicas: [] }] }
+    const tick = () => new Promise((r) => setTimeout(r, 5))
+    const producer = new Producer(router, 'q', { batchMax: 1 })
+    // A fetch under way that an earlier operation (an earlier deadline) started.
+    router.route('q', true, Date.now() + 1_000).catch(() => {})
+    await tick()
+    const sends = ['2509', '2510', '2511'].map((b) => producer.send({ body: b, key: 'k' }))
+    await tick()
+    fetches.shift()?.reject(new UnavailableError('no meta leader yet')) // they fetch again
+    await tick()
+    sends.push(producer.send({ body: '2512', key: 'k' })) // joins the new fetch directly
+    await tick()
+    fetches.shift()?.resolve({ routes: [route] })
+    await Promise.all(sends)
+    expect(stored.map((s) => s.split('@')[0])).toEqual(['2509', '2510', '2511', '2512'])
+    const sequences = stored.map((s) => Number(s.split('@')[1]))
+    expect([...sequences].sort((a, b) => a - b)).toEqual(sequences)
   })
 })
