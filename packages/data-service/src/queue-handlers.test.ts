@@ -9,6 +9,7 @@ import {
   type QueueConfig,
   type QueueServer,
 } from '@mq/protocol'
+import { Prng } from '@mq/raft-core'
 import { describe, expect, it, vi } from 'vitest'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
@@ -140,18 +141,6 @@ async function until(condition: () => boolean): Promise<void> {
   while (!condition()) {
     if (Date.now() - started > 5_000) throw new Error('the condition did not hold within 5 s')
     await new Promise((r) => setImmediate(r))
-  }
-}
-
-/** A seeded PRNG (mulberry32): floats in [0, 1). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
 }
 
@@ -793,7 +782,8 @@ describe('queue handlers', () => {
 
   it('loses no wake-up under interleaved produces, polls, cancels and slow commits (seeded)', async () => {
     for (const seed of [1, 2, 3]) {
-      const random = mulberry32(seed)
+      const prng = new Prng(seed)
+      const random = () => prng.float()
       const group = await localGroup()
       await group.propose({ type: 'open', queue: 'other', partition: 0, config: { messageBytesMax: 100 } })
       const apply = group.propose
