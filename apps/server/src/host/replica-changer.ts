@@ -47,10 +47,10 @@ export interface ReplicaLeader {
  * without `replicas` (an older meta leader) a learner that is neither `add` nor `remove`.
  * When that member leads, it hands the leadership to another voter first.
  *
- * With `removeFirst` (replacing a dead replica) step 3 comes first, and a leader that is
- * `remove` hands the leadership to another voter: the group never needs the new replica for
- * a majority while the dead one still counts (with add-first, voters {dead, a, b, new} need
- * three, so the new node failing in that window stops a group that {dead, a, b} kept running).
+ * With `removeFirst` (replacing a replica whose store is gone for good; the controller decides)
+ * step 3 comes first, and a leader that is `remove` hands the leadership to another voter: the
+ * group never needs the new replica for a majority while the gone one still counts (with
+ * add-first, voters {gone, a, b, new} need three until the removal).
  * Only while the voters left, counting those this leader itself sees caught up, are a majority
  * of the configuration without `remove`: the meta leader's view of who is dead may be wrong
  * (a node cut off from it alone), and removing a live replica while another voter died would
