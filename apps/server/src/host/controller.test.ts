@@ -397,8 +397,8 @@ describe('Controller meta membership', () => {
       await c.controller.round()
     }
     await settle()
-    // A dead voter, which may come back: removed last (see #removeFirst).
-    expect(c.metaCalls).toEqual(Array.from({ length: 5 }, () => ['n4', 'n3', false]))
+    // A dead voter: removed first (see replica-changer).
+    expect(c.metaCalls).toEqual(Array.from({ length: 5 }, () => ['n4', 'n3', true]))
     expect(c.state.metaChange()).toBeUndefined()
     expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n4'])
     // n3 comes back with its old meta replica: it must drop it. n4 keeps its own.
@@ -431,7 +431,7 @@ describe('Controller meta membership', () => {
     await c.controller.round()
     expect(c.state.metaChange()).toMatchObject({ add: 'n5', remove: 'n3', reason: 'dead' })
     await settle()
-    expect(c.metaCalls.at(-1)).toEqual(['n5', 'n3', false])
+    expect(c.metaCalls.at(-1)).toEqual(['n5', 'n3', true])
   })
 })
 
@@ -500,13 +500,12 @@ describe('Controller data-group replica changes', () => {
       await c.controller.round()
     }
     await settle()
-    // Each step names the replicas the meta state records; the dead one, which may come back,
-    // is removed last.
+    // Each step names the replicas the meta state records, the dead one removed first.
     expect(c.dataCalls.at(-1)).toMatchObject({
       groupId,
       add: 'n4',
       remove: 'n3',
-      removeFirst: false,
+      removeFirst: true,
       metaTerm: 1,
     })
     expect(c.dataCalls.at(-1)?.replicas).toEqual(NODES)
@@ -520,7 +519,7 @@ describe('Controller data-group replica changes', () => {
     await settle()
     await c.controller.round()
     await settle()
-    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: false })
+    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: true })
   })
 
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {
@@ -567,12 +566,8 @@ describe('Controller data-group replica changes', () => {
 
 describe('Controller: removing a replica first', () => {
   const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
-  const own = 'a'.repeat(32)
-  const other = 'b'.repeat(32)
 
-  it('adds first for a dead node, which may come back: drained, or lost past the replacement timeout', async () => {
-    // Fault run 25004: n2 dead 20 s was removed first, leaving {n4, n6}; n4 lost for good next
-    // left a group that could never elect, though n2 came back.
+  it('removes a replica first whenever its node is not alive, whatever the reason (a dead node drained)', async () => {
     const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
     await c.controller.round()
     await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
@@ -584,51 +579,33 @@ describe('Controller: removing a replica first', () => {
     }
     await settle()
     expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'drain' })
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
-    expect(c.metaCalls[0]).toEqual(['n4', 'n3', false])
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 30_000, { rounds: true }) // lost long since
-    await settle()
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
-  })
-
-  it('removes first a dead replica whose id came back from another data dir, until it beats from its own', async () => {
-    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting, metaSteps: waiting })
-    await c.controller.round()
-    await c.answer('n3', true, FORMAT_LEVEL, { storeId: own })
-    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 13_000, { rounds: true }) // n3 lost
-    await settle()
-    expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'dead' })
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
-    // n3's data dir was wiped: its id comes back from a new store, refused (the process stops).
-    await expect(c.answer('n3', true, FORMAT_LEVEL, { storeId: other, freshStore: true })).rejects.toThrow(
-      /is registered with another data dir/,
-    )
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 1_000, { rounds: true })
-    await settle()
     expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: true })
-    expect(c.metaCalls.at(-1)).toEqual(['n4', 'n3', true])
-    // A second process had claimed n3's id: n3 itself beats again, from its own store.
-    await c.answer('n3', true, FORMAT_LEVEL, { storeId: own })
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 6_000, { rounds: true })
-    await settle()
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
-    // A new meta leader has not seen the conflicting store: add-first.
-    await c.answer('n3', true, FORMAT_LEVEL, { storeId: other }).catch(() => undefined)
-    c.elect()
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 1_000, { rounds: true })
-    await settle()
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
+    expect(c.metaCalls[0]).toEqual(['n4', 'n3', true])
   })
 
-  it('adds first, store gone or not, when the replicas left would not be a majority of live nodes', async () => {
-    // n3's store gone; n2 silent for 6 s: removing n3 first would leave {n1, n2}, which needs n2.
+  it('adds first while the node is alive, and removes first from the step after it died', async () => {
     const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
     await c.controller.round()
-    await c.answer('n3', true, FORMAT_LEVEL, { storeId: own })
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 6_000)
+    await c.controller.port().drainNode('n3')
+    for (let round = 0; round < 2; round++) {
+      await settle()
+      await c.controller.round()
+    }
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
+    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 6_000)
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: true })
+  })
+
+  it('adds first when the replicas left would not be a majority of live nodes', async () => {
+    // n3 lost; n2 silent for 6 s: removing n3 first would leave {n1, n2}, which needs n2.
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
+    await c.controller.round()
     await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 2_000)
     await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 7_000)
-    await expect(c.answer('n3', true, FORMAT_LEVEL, { storeId: other })).rejects.toThrow(/another data dir/)
     await c.beatNodes(['n1', 'n4', 'n5'], 6_000)
     await c.controller.round()
     for (let round = 0; round < 2; round++) {
@@ -638,9 +615,6 @@ describe('Controller: removing a replica first', () => {
     await settle()
     expect(c.state.replicaChanges()[0]).toMatchObject({ remove: 'n3', reason: 'dead' })
     expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: false })
-    await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 1_000, { rounds: true }) // n2 back
-    await settle()
-    expect(c.dataCalls.at(-1)).toMatchObject({ remove: 'n3', removeFirst: true })
   })
 })
 
@@ -701,7 +675,7 @@ describe('Controller silent nodes', () => {
     await beat(['n1', 'n2', 'n4'], 4_500)
     expect(c.metaCalls).toEqual([])
     await beat(['n1', 'n2', 'n4'], 1_000)
-    expect(c.metaCalls[0]).toEqual(['n4', 'n3', false])
+    expect(c.metaCalls[0]).toEqual(['n4', 'n3', true])
     // n3 heard again: the mark goes.
     await c.answer('n3', true)
     expect(c.state.node('n3')?.silentSinceMs).toBeUndefined()

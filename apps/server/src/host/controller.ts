@@ -10,6 +10,7 @@ import {
   MovePhase,
   metaChangeAction,
   preferredLeaders,
+  ReplicaChangeReason,
   type ReplicaChangeRecord,
   removedNodeMessage,
   replicaActions,
@@ -114,7 +115,7 @@ export interface ControllerHost {
   /**
    * One step of replacing meta voter `remove` by `add` on this node's meta replica (it must
    * lead): add a learner, promote it once caught up, hand the leadership over when `remove`
-   * leads, remove (first, with `removeFirst`: a voter whose store is gone); `replicas` are the members the
+   * leads, remove (before the promotion, with `removeFirst`: a dead voter); `replicas` are the members the
    * meta state records (replica-changer.ts). Rejects with NOT_LEADER (hint) or UNAVAILABLE.
    */
   changeMetaMembers(change: ReplicaStep): Promise<ChangeReplicasResponse>
@@ -136,7 +137,7 @@ export interface ControllerHost {
  * dead is recorded as silent since its last heartbeat (`markSilent`, cleared by `markHeard`),
  * so that a new meta leader goes on counting its replacement timeout instead of starting it
  * again. A new leader makes no choice that depends on liveness (a meta group change, a
- * replica removed first because its store is gone) before it has heard from every node.
+ * replica removed first because its node is silent) before it has heard from every node.
  */
 export class Controller {
   readonly #host: ControllerHost
@@ -156,12 +157,6 @@ export class Controller {
    * be lost after the step was taken.
    */
   readonly #changeVoters = new Map<number, { readonly add: string; readonly voters: readonly string[] }>()
-  /**
-   * Nodes whose id a heartbeat from another data dir claimed (a store conflict) and that have
-   * not beaten since from their own: the replicas their store held are gone for good, so a
-   * change replacing one may remove it first (#removeFirst).
-   */
-  readonly #replacedStores = new Set<string>()
   /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
   #leaderSinceMs = 0
   /** The meta term the soft state belongs to (-1: not leading; 0: leading, term unknown). */
@@ -204,7 +199,6 @@ export class Controller {
       this.#leaderOverrides.clear()
       this.#reports.clear()
       this.#changeVoters.clear()
-      this.#replacedStores.clear()
     }
     return state
   }
@@ -363,11 +357,7 @@ export class Controller {
         : undefined
     const seenMs = this.#now()
     const conflict = claim && storeConflict(req.nodeId, state.node(req.nodeId), claim, seenMs)
-    if (conflict) {
-      this.#replacedStores.add(req.nodeId)
-      throw new InvalidArgumentError(conflict)
-    }
-    this.#replacedStores.delete(req.nodeId)
+    if (conflict) throw new InvalidArgumentError(conflict)
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
     // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
@@ -621,23 +611,23 @@ export class Controller {
   }
 
   /**
-   * Whether `change`'s next step removes its replica before adding the new one: only when its
-   * node's store is known gone for good (#replacedStores: its id came back from another data
-   * dir, and not since from its own), it is not alive, and the other `members` alive are a
-   * majority without it (the group's leader checks that too, from its own replication
-   * progress). Otherwise add-first: a voter that is merely dead may come back, and while the
-   * new node catches up as a learner the group keeps it (voters {dead, a, b}: a's loss is
-   * survived if the dead one returns); removed first, {a, b} could never elect again once a
-   * or b was lost for good (fault run 25004). Add-first's price is the short window between
-   * the promotion and the removal, when {dead, a, b, new} needs three of four. `alive`
-   * undefined (this leader has not heard from every node yet): add-first.
+   * Whether `change`'s next step removes its replica before promoting the new one (added as a
+   * learner first, then the removal once it caught up: replica-changer.ts), decided at each
+   * step: when its node is not alive, whatever the change's reason (a dead node drained,
+   * or one that died during a drain or a balance: added first, {a, b, dead, new} would need
+   * the new node for a majority), and the other `members` alive are a majority without it
+   * (removing a live node cut off from this leader alone while another member is dead would
+   * leave a group that needs the dead one; the group's leader checks it too, from its own
+   * replication progress). `alive` undefined (this leader has not heard from every node yet):
+   * by the reason recorded, as the leader that started the change judged it.
    */
   #removeFirst(
     change: ReplicaChangeRecord,
     members: readonly string[],
     alive: ReadonlySet<string> | undefined,
   ): boolean {
-    if (change.remove === '' || !alive || !this.#replacedStores.has(change.remove)) return false
+    if (change.remove === '') return false
+    if (!alive) return change.reason === ReplicaChangeReason.Dead
     const up = (id: string) => id === this.#host.nodeId || alive.has(id)
     if (up(change.remove)) return false
     const left = members.filter((m) => m !== change.remove)

@@ -47,14 +47,19 @@ export interface ReplicaLeader {
  * without `replicas` (an older meta leader) a learner that is neither `add` nor `remove`.
  * When that member leads, it hands the leadership to another voter first.
  *
- * With `removeFirst` (replacing a replica whose store is gone for good; the controller decides)
- * step 3 comes first, and a leader that is `remove` hands the leadership to another voter: the
- * group never needs the new replica for a majority while the gone one still counts (with
- * add-first, voters {gone, a, b, new} need three until the removal).
- * Only while the voters left, counting those this leader itself sees caught up, are a majority
- * of the configuration without `remove`: the meta leader's view of who is dead may be wrong
- * (a node cut off from it alone), and removing a live replica while another voter died would
- * leave a group that needs the dead one. Otherwise the change goes add-first.
+ * With `removeFirst` (replacing a dead replica) step 3 comes between 1 and 2: the new node is
+ * added as a learner (it counts for nothing), and once it has caught up `remove` goes (a
+ * leader that is `remove` hands the leadership to another voter), then the learner is
+ * promoted. The group never needs the new replica for a majority while the dead one still
+ * counts (added first, voters {dead, a, b, new} need three: the new node failing right after
+ * its promotion stops a group that {dead, a, b} kept running), and while the learner catches
+ * up — the long part — the dead one stays a voter: if a or b is lost for good meanwhile, the
+ * dead one coming back restores a majority (removed before the learner was added, {a, b}
+ * could never elect again: fault run 25004). Only while the voters left, counting those this
+ * leader itself sees caught up, are a majority of the configuration without `remove`: the
+ * meta leader's view of who is dead may be wrong (a node cut off from it alone), and removing
+ * a live replica while another voter died would leave a group that needs the dead one.
+ * Otherwise the change goes add-first.
  *
  * Every answer carries the group's voters as the configuration named them before the step:
  * the meta leader retargets a change whose new node was lost before it became one.
@@ -124,15 +129,17 @@ export async function changeReplicas(
     if (stale === status.id) return handOver(stale)
     return propose({ type: ConfChangeType.Remove, id: stale }, 'remove-stale-member')
   }
-  if (req.removeFirst && member(req.remove) && majorityWithout(req.remove)) {
-    if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
-    return handOver(req.remove)
-  }
   // Shrinking the meta group adds nobody ('').
   if (req.add !== '' && !member(req.add))
     return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
+  const learnerBehind =
+    learners.includes(req.add) && !caughtUp(raft.matchIndex(groupId, req.add), status.commit)
+  if (req.removeFirst && member(req.remove) && !learnerBehind && majorityWithout(req.remove)) {
+    if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
+    return handOver(req.remove)
+  }
   if (learners.includes(req.add)) {
-    if (!caughtUp(raft.matchIndex(groupId, req.add), status.commit)) return wait
+    if (learnerBehind) return wait
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {

@@ -274,9 +274,12 @@ export interface ChangeReplicasRequest {
    */
   addCaughtUp: boolean;
   /**
-   * Remove `remove` before adding `add` (a dead replica): adding first would make the group
-   * need `add` too for a majority until the removal, so losing the new node in that window
-   * could stop a group that could do without it. A live replica (drain, balance) goes last.
+   * Remove `remove` before promoting `add` (a dead replica): `add` joins as a learner, and once
+   * it caught up `remove` goes, then `add` is promoted. Promoted first, the group would need
+   * `add` too for a majority until the removal, so losing the new node in that window could
+   * stop a group that could do without it; removed before the learner is added (leaders
+   * before 2026-12-02), the group has two voters for the whole catch-up. A live replica
+   * (drain, balance) goes last.
    */
   removeFirst: boolean;
   /**
