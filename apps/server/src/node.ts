@@ -28,7 +28,9 @@ import {
   saysStoreReplaced,
 } from '@mq/meta-service'
 import {
+  belowClusterLevelMessage,
   type FencePartitionsRequest,
+  FORMAT_LEVEL,
   FORMAT_LEVEL_RETIRE,
   formatLevelOf,
   HealthService,
@@ -42,6 +44,7 @@ import {
   type QueueRoute,
   QueueService,
   StaleRouteError,
+  saysBelowClusterLevel,
   UnavailableError,
   unaryHandler,
   NotLeaderError as WireNotLeader,
@@ -352,6 +355,15 @@ export class MqNode {
       },
       newDatabase,
     )
+    // The cluster's level this data dir last heard of, above what this process runs (an older
+    // version, or a lower --format-level): its logs may hold entries this version cannot read,
+    // and the cluster refuses it anyway (a level never goes down). Stopped before any group
+    // replays its log.
+    const ownLevel = Math.min(FORMAT_LEVEL, this.config.formatLevel)
+    if (this.#facts.formatLevel > ownLevel)
+      throw new Error(
+        `data dir ${this.config.dataDir}: ${belowClusterLevelMessage(this.config.nodeId, ownLevel, this.#facts.formatLevel)}`,
+      )
     this.#formatLevel = this.#facts.formatLevel
     // The meta voters' last known addresses, newer than the configured ones: a meta replica
     // must reach the other voters before there is a meta leader to learn addresses from.
@@ -916,7 +928,11 @@ export class MqNode {
     } catch (error) {
       if (error instanceof Error && saysNodeRemoved(error.message))
         this.#refused(error, removedNodeMessage(this.config.nodeId))
-      else if (error instanceof Error && saysStoreReplaced(error.message)) this.#refused(error, error.message)
+      else if (
+        error instanceof Error &&
+        (saysStoreReplaced(error.message) || saysBelowClusterLevel(error.message))
+      )
+        this.#refused(error, error.message)
       else {
         this.#notePossibleLeader(error)
         this.#heartbeatFailed(error)

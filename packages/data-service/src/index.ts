@@ -16,4 +16,12 @@ export {
 } from './partition-key'
 export type { DataGroupPort, DataNodePort, QueueHandlerLimits } from './queue-handlers'
 export { DEFAULT_QUEUE_HANDLER_LIMITS, queueHandlers } from './queue-handlers'
-export { enqueueOf, errorOf, leasedMessageOf, leaseOf, outcomeOf, partitionConfigOf } from './wire-map'
+export {
+  configAtLevel,
+  enqueueOf,
+  errorOf,
+  leasedMessageOf,
+  leaseOf,
+  outcomeOf,
+  partitionConfigOf,
+} from './wire-map'

@@ -38,21 +38,45 @@ export function partitionConfigOf(
   formatLevel: number,
   version?: number,
 ): Partial<PartitionConfig> {
+  return configAtLevel(
+    {
+      ...(version === undefined ? {} : { configVersion: version }),
+      scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
+      maxDeliveries: config.maxDeliveries,
+      // Unset only in an answer of a meta leader from before the field was optional, which
+      // leaves a 0 out: 0 (off), not the partition's own default.
+      dedupWindowMs: config.dedupWindowMs ?? 0,
+      messageBytesMax: config.messageBytesMax,
+      queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
+      messageTtlMs: config.messageTtlMs,
+      orderedKeys: config.orderedKeys ? 1 : 0,
+      retryBackoffMinMs: config.retryBackoffMinMs,
+      retryBackoffMaxMs: config.retryBackoffMaxMs,
+    },
+    formatLevel,
+  )
+}
+
+/**
+ * `config` without the fields a replica below `formatLevel` (the cluster's) cannot read: the
+ * message TTL below FORMAT_LEVEL_MESSAGE_TTL, the retry backoff below
+ * FORMAT_LEVEL_RETRY_BACKOFF (from their levels on always, 0 too: turned off reaches the
+ * partitions), ordered keys unless set (a queue has them only when created at a level that
+ * reads them). For every partition config that goes into a Raft entry: a route's
+ * (partitionConfigOf), and a partition's own resolved config shipped by a move — an older
+ * replica refuses a config naming a field it does not know, while newer ones accept it.
+ */
+export function configAtLevel(
+  config: Partial<PartitionConfig>,
+  formatLevel: number,
+): Partial<PartitionConfig> {
+  const { messageTtlMs, orderedKeys, retryBackoffMinMs, retryBackoffMaxMs, ...known } = config
   return {
-    ...(version === undefined ? {} : { configVersion: version }),
-    scheduling: config.strictPriority ? SchedulingMode.Strict : SchedulingMode.Fair,
-    maxDeliveries: config.maxDeliveries,
-    // Unset only in an answer of a meta leader from before the field was optional, which
-    // leaves a 0 out: 0 (off), not the partition's own default.
-    dedupWindowMs: config.dedupWindowMs ?? 0,
-    messageBytesMax: config.messageBytesMax,
-    queueMessagesMax: Math.ceil(config.queueLengthMax / Math.max(1, config.partitions)),
-    ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL ? { messageTtlMs: config.messageTtlMs } : {}),
-    // Only when set: the meta leader creates such a queue only at FORMAT_LEVEL_ORDERED_KEYS.
-    ...(config.orderedKeys ? { orderedKeys: 1 } : {}),
-    // From the level on always, 0 too (a backoff turned off reaches the partitions), as the TTL.
-    ...(formatLevel >= FORMAT_LEVEL_RETRY_BACKOFF
-      ? { retryBackoffMinMs: config.retryBackoffMinMs, retryBackoffMaxMs: config.retryBackoffMaxMs }
+    ...known,
+    ...(formatLevel >= FORMAT_LEVEL_MESSAGE_TTL && messageTtlMs !== undefined ? { messageTtlMs } : {}),
+    ...(orderedKeys ? { orderedKeys } : {}),
+    ...(formatLevel >= FORMAT_LEVEL_RETRY_BACKOFF && retryBackoffMinMs !== undefined
+      ? { retryBackoffMinMs, retryBackoffMaxMs }
       : {}),
   }
 }

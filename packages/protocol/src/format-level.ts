@@ -137,3 +137,20 @@ export const FORMAT_LEVEL_LEASE_TAGS = 20
 export function formatLevelOf(sent: number): number {
   return Math.max(1, sent)
 }
+
+const BELOW_LEVEL_PHRASE = 'is below the cluster format level'
+
+/**
+ * The refusal of a node reporting `level` to a cluster at `clusterLevel` (above it): a node of
+ * an older version, or pinned lower (--format-level) after the level rose, cannot read entries
+ * the cluster writes (its replicas would refuse them and drift from the others'). The node
+ * stops on it (saysBelowClusterLevel).
+ */
+export function belowClusterLevelMessage(nodeId: string, level: number, clusterLevel: number): string {
+  return `node ${nodeId} reports format level ${level}, which ${BELOW_LEVEL_PHRASE} (${clusterLevel}): its version cannot read what the cluster writes. Run a version of level ${clusterLevel} or above, without a lower --format-level (a cluster's level never goes down)`
+}
+
+/** Whether an error's message is belowClusterLevelMessage's (as a heartbeat's refusal carries it). */
+export function saysBelowClusterLevel(message: string): boolean {
+  return message.includes(BELOW_LEVEL_PHRASE)
+}

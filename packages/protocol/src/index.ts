@@ -8,6 +8,7 @@ export type { UnaryCallContext } from './call-context'
 export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {
+  belowClusterLevelMessage,
   FORMAT_LEVEL,
   FORMAT_LEVEL_DEAD_LETTER_QUEUE,
   FORMAT_LEVEL_DELIVERY_RATE,
@@ -32,6 +33,7 @@ export {
   FORMAT_LEVEL_STORE_ID,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   formatLevelOf,
+  saysBelowClusterLevel,
 } from './format-level'
 export { freePort } from './free-port'
 export {

@@ -1,5 +1,6 @@
 import { FRESH_STORE_GRACE_MS, type MetaCommand, MetaState, storeReplacedMessage } from '@mq/meta-service'
 import {
+  belowClusterLevelMessage,
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   type FencePartitionsRequest,
@@ -7,6 +8,7 @@ import {
   FORMAT_LEVEL_STORE_ID,
   type HeartbeatRequest,
   type MovePartitionRequest,
+  saysBelowClusterLevel,
 } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Controller, type ControllerHost } from './controller'
@@ -27,6 +29,8 @@ function leading(
     metaSteps?: ChangeReplicasResponse[]
     dataSteps?: ChangeReplicasResponse[]
     unregistered?: string[]
+    /** The format level each node is registered at (default FORMAT_LEVEL). */
+    levels?: Record<string, number>
     /** Data groups whose leader does not answer FencePartitions (hangs: never calls back). */
     fenceHangs?: number[]
     /** Commands the meta state refuses (as it would one that no longer fits its state). */
@@ -82,7 +86,12 @@ function leading(
   } as unknown as PeerCalls
   const registered = [...NODES, ...(options.extra ?? [])].filter((n) => !options.unregistered?.includes(n))
   for (const n of registered)
-    apply({ type: 'registerNode', nodeId: n, address: `${n}:1`, formatLevel: FORMAT_LEVEL })
+    apply({
+      type: 'registerNode',
+      nodeId: n,
+      address: `${n}:1`,
+      formatLevel: options.levels?.[n] ?? FORMAT_LEVEL,
+    })
   const groupReplicas = NODES.filter((n) => registered.includes(n))
   const groups = options.groups ?? 6
   for (let g = 0; g < groups; g++) apply({ type: 'createGroup', replicas: groupReplicas })
@@ -292,10 +301,10 @@ describe('Controller leader balancing', () => {
 
 describe('Controller format level', () => {
   it('answers the lowest level of the nodes holding replicas, as each node last reported it', async () => {
-    const c = leading()
-    for (const n of NODES) await c.answer(n)
-    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
-    // n3 restarted on a version without levels (it sends 0): level 1 until it is upgraded.
+    const c = leading({ levels: { n3: 1 } })
+    // n3 runs a version without levels (it sends 0): level 1 until it is upgraded.
+    await c.answer('n1')
+    await c.answer('n2')
     await c.answer('n3', false, 0)
     expect(c.state.node('n3')?.formatLevel).toBeUndefined()
     expect((await c.answer('n1')).formatLevel).toBe(1)
@@ -306,6 +315,26 @@ describe('Controller format level', () => {
     expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
     await c.controller.round()
     expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3'])
+  })
+
+  it('refuses a node below the cluster level, registered or new, before it counts: the level never goes down', async () => {
+    const c = leading({ extra: ['n4'] })
+    for (const n of ['n1', 'n2', 'n3', 'n4']) await c.answer(n)
+    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
+    const seen = c.controller.liveness().lastHeartbeatMs('n3')
+    vi.advanceTimersByTime(1_000)
+    // n3 goes back to the previous version (or is pinned lower) after the level rose.
+    await expect(c.answer('n3', true, FORMAT_LEVEL - 1)).rejects.toThrow(
+      belowClusterLevelMessage('n3', FORMAT_LEVEL - 1, FORMAT_LEVEL),
+    )
+    expect(saysBelowClusterLevel(belowClusterLevelMessage('n3', 1, 2))).toBe(true)
+    expect(c.state.node('n3')?.formatLevel).toBe(FORMAT_LEVEL)
+    expect(c.controller.liveness().lastHeartbeatMs('n3')).toBe(seen)
+    // A version without levels, and a new node of an older version, alike.
+    await expect(c.answer('n3', true, 0)).rejects.toThrow(/reports format level 1, which is below/)
+    await expect(c.answer('n5', false, FORMAT_LEVEL - 1)).rejects.toThrow(/is below the cluster format level/)
+    expect(c.state.node('n5')).toBeUndefined()
+    expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
   })
 })
 
@@ -339,7 +368,7 @@ describe('Controller store ids', () => {
   })
 
   it('neither records nor checks stores below their format level', async () => {
-    const c = leading()
+    const c = leading({ levels: { n3: FORMAT_LEVEL_STORE_ID - 1 } })
     await c.answer('n3', false, FORMAT_LEVEL_STORE_ID - 1, { storeId: a })
     expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL_STORE_ID - 1)
     await c.answer('n2', true, FORMAT_LEVEL, { storeId: b, freshStore: true })
@@ -456,8 +485,9 @@ describe('Controller meta group size', () => {
       ['n5', '', false],
     ])
     expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5'])
-    // A node of an older version holding a replica: the size cannot be set.
-    await c.answer('n2', true, 5)
+    // A node of an older version holding a replica (registered so before the level rose: a
+    // heartbeat below the cluster's level is refused now): the size cannot be set.
+    c.apply({ type: 'registerNode', nodeId: 'n2', address: 'n2:1', formatLevel: 5 })
     await expect(c.controller.port().setMetaVoters(3)).rejects.toThrow(
       "the cluster runs format level 5: the meta group's size can be set from level 6, once every node runs a version of it",
     )
@@ -547,7 +577,7 @@ describe('Controller data-group replica changes', () => {
     // A cluster below format level 4 never retargets (its meta replicas may not read it): n1
     // runs a version of level 3.
     const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
-    const old = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting })
+    const old = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: waiting, levels: { n1: 3 } })
     const oldBeat = (nodes: string[], ms: number) =>
       old.beatNodes(nodes, ms, { level: (n) => (n === 'n1' ? 3 : FORMAT_LEVEL) })
     await old.controller.round()
@@ -712,7 +742,7 @@ describe('Controller silent nodes', () => {
   })
 
   it('records no silence below format level 5 (meta replicas of older versions would reject it)', async () => {
-    const c = leading({ extra: ['n4'] })
+    const c = leading({ extra: ['n4'], levels: { n1: 4 } })
     await c.controller.round()
     await c.beatNodes(['n1', 'n2'], 8_000, { rounds: true, level: (n) => (n === 'n1' ? 4 : FORMAT_LEVEL) })
     expect(c.state.nodes().map((n) => n.silentSinceMs)).toEqual([undefined, undefined, undefined, undefined])
@@ -761,7 +791,7 @@ describe('Controller node removal', () => {
     expect(c.state.snapshot()).toEqual(before)
     // While a node holding a replica (n2) runs a version of level 10, no node can be removed.
     c.apply({ type: 'registerNode', nodeId: 'n5', address: 'n5:1', formatLevel: FORMAT_LEVEL })
-    await c.answer('n2', true, 10)
+    c.apply({ type: 'registerNode', nodeId: 'n2', address: 'n2:1', formatLevel: 10 })
     await expect(remove('n5')).rejects.toThrow(
       'the cluster runs format level 10: a node can be removed from level 11, once every node runs a version of it',
     )

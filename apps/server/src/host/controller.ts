@@ -19,6 +19,7 @@ import {
   transfersFor,
 } from '@mq/meta-service'
 import {
+  belowClusterLevelMessage,
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   FORMAT_LEVEL_META_MEMBERS,
@@ -358,6 +359,14 @@ export class Controller {
     const seenMs = this.#now()
     const conflict = claim && storeConflict(req.nodeId, state.node(req.nodeId), claim, seenMs)
     if (conflict) throw new InvalidArgumentError(conflict)
+    // Nor does a node below the cluster's level count (an older version, or pinned lower after
+    // the level rose): registered, it would lower the level after entries of it were written,
+    // and its replicas would refuse what they cannot read while the others apply it. Refused,
+    // it stops (a version that knows this refusal).
+    const formatLevel = formatLevelOf(req.formatLevel)
+    const clusterLevel = this.#formatLevel(state)
+    if (formatLevel < clusterLevel)
+      throw new InvalidArgumentError(belowClusterLevelMessage(req.nodeId, formatLevel, clusterLevel))
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
     // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
@@ -368,7 +377,6 @@ export class Controller {
     // A removed node may not register again: refused here, without an entry per heartbeat.
     if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
     const known = state.node(req.nodeId)
-    const formatLevel = formatLevelOf(req.formatLevel)
     if (
       known?.address !== req.address ||
       (known.formatLevel ?? 1) !== formatLevel ||

@@ -7,7 +7,9 @@ import {
   storedQueueName,
 } from '@mq/data-service'
 import {
+  FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_MOVE_IDS,
+  FORMAT_LEVEL_RETRY_BACKOFF,
   type ImportPartitionRequest,
   type ImportPartitionResponse,
   type MovePartitionRequest,
@@ -179,6 +181,30 @@ describe('PartitionMover copy', () => {
       expect(drop).toEqual({ type: 'drop', queue: QUEUE, partition: 0, ...(named ? { moveId: 7 } : {}) })
       const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
       expect(imports.every((c) => (c.fresh === true) === named)).toBe(true)
+    }
+  })
+
+  it("ships the partition's config with only the fields every replica of the cluster's level reads", async () => {
+    // The source's config is resolved (every field, 0s too); a level-15 replica refuses a
+    // config naming the retry backoff (level 16), so it must not go out below that level.
+    for (const level of [
+      FORMAT_LEVEL_MESSAGE_TTL - 1,
+      FORMAT_LEVEL_RETRY_BACKOFF - 1,
+      FORMAT_LEVEL_RETRY_BACKOFF,
+    ]) {
+      const s = await setup({ formatLevel: level })
+      expect(s.source.port.machine.configOf(QUEUE, 0)).toMatchObject({ retryBackoffMinMs: 0, orderedKeys: 0 })
+      await s.mover.move(s.request)
+      const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+      expect(imports.length).toBeGreaterThan(0)
+      for (const chunk of imports) {
+        const fields = Object.keys(chunk.config)
+        expect(fields.includes('messageTtlMs')).toBe(level >= FORMAT_LEVEL_MESSAGE_TTL)
+        expect(fields.includes('retryBackoffMinMs')).toBe(level >= FORMAT_LEVEL_RETRY_BACKOFF)
+        expect(fields.includes('retryBackoffMaxMs')).toBe(level >= FORMAT_LEVEL_RETRY_BACKOFF)
+        expect(fields).not.toContain('orderedKeys')
+        expect(chunk.config).toMatchObject({ maxDeliveries: expect.any(Number) })
+      }
     }
   })
 

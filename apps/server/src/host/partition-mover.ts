@@ -1,4 +1,5 @@
 import {
+  configAtLevel,
   type DataGroupPort,
   type DataResult,
   decodeDataCommand,
@@ -174,7 +175,10 @@ export class PartitionMover {
         session,
         seq: seq++,
         last,
-        config,
+        // The partition's own config is resolved (every field, 0s too): shipped as is, a
+        // replica of an older version in the target group would refuse the fields it does not
+        // know while the others open the partition (the upgrade audit).
+        config: configAtLevel(config, this.#level()),
         pairs,
         sourceTerm,
         ...(dels && dels.length > 0 ? { dels } : {}),
@@ -304,7 +308,12 @@ export class PartitionMover {
 
   /** Whether every replica reads a move's id in its fence and drop, and `fresh` chunks. */
   #namesMoves(): boolean {
-    return (this.#groups.formatLevel?.() ?? 1) >= FORMAT_LEVEL_MOVE_IDS
+    return this.#level() >= FORMAT_LEVEL_MOVE_IDS
+  }
+
+  /** The cluster's format level (1 when unknown). */
+  #level(): number {
+    return this.#groups.formatLevel?.() ?? 1
   }
 
   /** The move's id for its fence and drop entries, once every replica reads it. */
