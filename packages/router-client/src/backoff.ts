@@ -24,19 +24,19 @@ export function backoffMs(
   return Math.floor(random() * ceiling)
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-export function delay(ms: number, signal?: AbortSignal): Promise<void> {
+/** Resolves after `ms`, or at once when one of `signals` aborts. */
+export function delay(ms: number, ...signals: readonly (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted || ms <= 0) {
+    if (signals.some((s) => s?.aborted) || ms <= 0) {
       resolve()
       return
     }
     const timer = setTimeout(done, ms)
     function done(): void {
       clearTimeout(timer)
-      signal?.removeEventListener('abort', done)
+      for (const s of signals) s?.removeEventListener('abort', done)
       resolve()
     }
-    signal?.addEventListener('abort', done, { once: true })
+    for (const s of signals) s?.addEventListener('abort', done, { once: true })
   })
 }

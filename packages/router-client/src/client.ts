@@ -2,10 +2,12 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 import type { ChannelCredentials, Interceptor } from '@grpc/grpc-js'
 import { Admin } from './admin'
 import type { BackoffPolicy } from './backoff'
+import { ClientClosedError } from './client-closed-error'
 import { ConnectionPool } from './connections'
-import { Consumer, type ConsumerOptions } from './consumer'
+import { Consumer, type ConsumerOptions, PREFETCH_MAX } from './consumer'
 import { channelCredentials, type TlsOptions, tokenInterceptor } from './credentials'
 import type { Delivery } from './delivery'
+import { checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { Producer, type ProducerOptions } from './producer'
 import { type AttemptReport, DEFAULT_ROUTER_OPTIONS, Router } from './router'
 
@@ -54,11 +56,18 @@ export interface ConsumeOptions extends Partial<ConsumerOptions> {
   readonly closeTimeoutMs?: number
 }
 
+/** Most handlers of one `consume` loop at once: its prefetch (PREFETCH_MAX) bounds them. */
+const CONCURRENCY_MAX = PREFETCH_MAX
+
 /** Which `consume` handler is running (its task's token), for a close() called from one. */
 const handlerScope = new AsyncLocalStorage<object>()
 
-/** Resolves when `promise` settles or after `ms`, whichever comes first. */
+/** Resolves when `promise` settles or after `ms` (Infinity: no limit), whichever comes first. */
 async function within(promise: Promise<unknown>, ms: number): Promise<void> {
+  if (ms === Number.POSITIVE_INFINITY) {
+    await promise
+    return
+  }
   let timer: ReturnType<typeof setTimeout> | undefined
   try {
     await Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
@@ -92,22 +101,23 @@ export class MqClient {
   readonly #closeables = new Set<{ close(): Promise<void> }>()
   /** The `consume` loops running: closed first, so that their handlers finish and ack. */
   readonly #subscriptions = new Set<{ close(): Promise<void> }>()
+  /** close() was called: no more producers, consumers or `consume` loops. */
+  #closed = false
 
+  /** Throws a RangeError (or InvalidArgumentError: no servers) for an option out of range. */
   private constructor(options: ClientOptions) {
+    const { deadlineMs, attemptMs, leaderSilenceMs, refusedGiveUpMs, backoff, onAttempt } =
+      definedOnly(options)
+    const routerOptions = {
+      ...DEFAULT_ROUTER_OPTIONS,
+      ...definedOnly({ deadlineMs, attemptMs, leaderSilenceMs, refusedGiveUpMs, backoff, onAttempt }),
+      servers: options.servers,
+    }
     this.#pool = new ConnectionPool(channelCredentials(options), undefined, [
       ...(options.token !== undefined ? [tokenInterceptor(options.token)] : []),
       ...(options.interceptors ?? []),
     ])
-    this.#router = new Router(this.#pool, {
-      ...DEFAULT_ROUTER_OPTIONS,
-      servers: options.servers,
-      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
-      ...(options.attemptMs !== undefined ? { attemptMs: options.attemptMs } : {}),
-      ...(options.leaderSilenceMs !== undefined ? { leaderSilenceMs: options.leaderSilenceMs } : {}),
-      ...(options.refusedGiveUpMs !== undefined ? { refusedGiveUpMs: options.refusedGiveUpMs } : {}),
-      ...(options.backoff !== undefined ? { backoff: options.backoff } : {}),
-      ...(options.onAttempt !== undefined ? { onAttempt: options.onAttempt } : {}),
-    })
+    this.#router = new Router(this.#pool, routerOptions)
     this.admin = new Admin(this.#router)
   }
 
@@ -128,14 +138,26 @@ export class MqClient {
     return client
   }
 
-  /** A producer for `queue` (see ProducerOptions for batching and idempotence). */
+  /**
+   * A producer for `queue` (see ProducerOptions for batching and idempotence). Throws
+   * ClientClosedError once the client is closed, RangeError for an option out of range.
+   */
   producer(queue: string, options: Partial<ProducerOptions> = {}): Producer {
+    this.#checkOpen()
     return this.#track(new Producer(this.#router, queue, options))
   }
 
-  /** A consumer of `queue`: iterate it with `for await`. */
+  /**
+   * A consumer of `queue`: iterate it with `for await`. Throws ClientClosedError once the
+   * client is closed, RangeError for an option out of range.
+   */
   consumer(queue: string, options: Partial<ConsumerOptions> = {}): Consumer {
+    this.#checkOpen()
     return this.#track(new Consumer(this.#router, queue, options))
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw new ClientClosedError('the client is closed: make a new one (MqClient.connect)')
   }
 
   /** Producers and consumers made by this client and not closed yet (`close()` closes them). */
@@ -166,19 +188,16 @@ export class MqClient {
     handler: (message: Delivery) => Promise<void> | void,
     options: ConsumeOptions = {},
   ): Promise<Subscription> {
-    const concurrency = options.concurrency ?? 16
-    if (!Number.isInteger(concurrency) || concurrency < 1) {
-      throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`)
-    }
-    const { concurrency: _, closeTimeoutMs: _close, ...consumerOptions } = options
+    this.#checkOpen()
+    // Checked before the consumer is made: a refused option leaves nothing open.
+    const { concurrency = 16, closeTimeoutMs = 30_000, ...consumerOptions } = definedOnly(options)
+    checkInteger('concurrency', concurrency, 1, CONCURRENCY_MAX)
+    checkInteger('closeTimeoutMs', closeTimeoutMs, 0, TIMER_MS_MAX, true)
     const consumer = this.consumer(queue, {
       ...consumerOptions,
       // At least one message per handler: fewer would leave handlers idle.
       prefetch: Math.max(concurrency, options.prefetch ?? 0),
     })
-    const closeTimeoutMs = options.closeTimeoutMs ?? 30_000
-    if (!(closeTimeoutMs >= 0))
-      throw new RangeError(`closeTimeoutMs must be 0 or more, got ${closeTimeoutMs}`)
     // The running handlers, each under its own token (what handlerScope holds while it runs).
     const running = new Map<object, Promise<void>>()
     const onError = options.onError ?? (() => {})
@@ -239,6 +258,7 @@ export class MqClient {
    * and closes consumers, then the connections.
    */
   async close(): Promise<void> {
+    this.#closed = true
     await Promise.allSettled([...this.#subscriptions].map((s) => s.close()))
     await Promise.allSettled([...this.#closeables].map((c) => c.close()))
     this.#router.close()

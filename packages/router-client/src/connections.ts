@@ -1,5 +1,6 @@
 import { type ChannelCredentials, credentials as grpcCredentials, type Interceptor } from '@grpc/grpc-js'
 import { MetaClient, QueueClient, RECONNECT_CHANNEL_OPTIONS } from '@mq/protocol'
+import { ClientClosedError } from './client-closed-error'
 
 /** The gRPC stubs for one server address, sharing one channel. */
 export interface Connection {
@@ -31,9 +32,9 @@ export class ConnectionPool {
     this.#interceptors = interceptors
   }
 
-  /** Returns the connection to `address`. Throws once the pool is closed. */
+  /** Returns the connection to `address`. Throws ClientClosedError once the pool is closed. */
   get(address: string): Connection {
-    if (this.#closed) throw new Error('the client is closed')
+    if (this.#closed) throw new ClientClosedError()
     const existing = this.#connections.get(address)
     if (existing) {
       this.#connections.delete(address)

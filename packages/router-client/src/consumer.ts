@@ -3,6 +3,7 @@ import { setMaxListeners } from 'node:events'
 import type { LeaseResult, MqError, QueueRoute } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
+import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { PartitionNotFoundError, type Router } from './router'
 import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
@@ -12,7 +13,11 @@ export interface ConsumerOptions {
   readonly prefetch: number
   /** The lease length asked for; 0 takes the queue's visibility timeout. */
   readonly visibilityMs: number
-  /** How long one lease request waits on the broker for a message (long poll). */
+  /**
+   * How long one lease request waits on the broker for a message (long poll; the server caps
+   * it, at 30 s by default). 0: it does not wait, and an idle partition is asked again after a
+   * backoff that grows with each empty answer (the client's `backoff`, 25 ms to 1 s).
+   */
   readonly waitMs: number
   /** Extend held leases before they end, until `extendMaxMs` after the delivery. */
   readonly autoExtend: boolean
@@ -54,6 +59,12 @@ const EXTEND_RETRY_MIN_MS = 100
 /** Most messages one lease asks for (a queue's default lease batch limit). */
 const LEASE_MAX = 1000
 
+/** Most messages a consumer holds (`prefetch`): a hundred leases' worth. */
+export const PREFETCH_MAX = 100 * LEASE_MAX
+
+/** Longest long poll asked for (`waitMs`): a server caps it lower (30 s by default). */
+const WAIT_MS_MAX = 3_600_000
+
 export const DEFAULT_CONSUMER_OPTIONS: Omit<ConsumerOptions, 'consumerId'> = {
   prefetch: 64,
   visibilityMs: 0,
@@ -88,7 +99,8 @@ export class Consumer implements AsyncIterable<Delivery> {
   /** The fewest messages a fetcher leases at a time while the reader still has some buffered. */
   #refillMin = 1
   #wakeScheduled = false
-  #wakeReader: (() => void) | undefined
+  /** The iterators waiting for a message (several `for await` loops may share a consumer). */
+  readonly #readers: (() => void)[] = []
   #wakeFetchers: (() => void)[] = []
   #failure: unknown
   /** No more leasing: stop(), close() or a failure. The iterator ends. */
@@ -109,13 +121,12 @@ export class Consumer implements AsyncIterable<Delivery> {
   /** The route the fetchers follow (the router's cached one when last looked at). */
   #route: QueueRoute | undefined
 
+  /** Throws a RangeError naming the first option out of range (undefined ones take defaults). */
   constructor(router: Router, queue: string, options: Partial<ConsumerOptions> = {}) {
     this.#router = router
     this.queue = queue
-    this.#options = { ...DEFAULT_CONSUMER_OPTIONS, consumerId: randomUUID(), ...options }
-    if (!Number.isInteger(this.#options.prefetch) || this.#options.prefetch < 1) {
-      throw new RangeError(`prefetch must be a positive integer, got ${this.#options.prefetch}`)
-    }
+    this.#options = { ...DEFAULT_CONSUMER_OPTIONS, consumerId: randomUUID(), ...definedOnly(options) }
+    checkConsumerOptions(this.#options)
     // Every lease under way and every fetcher backing off listens for stop on this one signal:
     // one per partition, so more than ten is normal, not a leak (each removes its listener).
     setMaxListeners(0, this.#stop.signal)
@@ -143,9 +154,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         if (this.#closed) return
         // The buffer ran dry: fetchers holding out for a fuller lease ask for what they can.
         this.#wakeFetchersSoon()
-        await new Promise<void>((resolve) => {
-          this.#wakeReader = resolve
-        })
+        await new Promise<void>((resolve) => this.#readers.push(resolve))
       }
     } finally {
       // Leaving the loop (break, return, throw) ends the consumer, unless stop() ended it: then
@@ -213,7 +222,8 @@ export class Consumer implements AsyncIterable<Delivery> {
   async #firstRoute(): Promise<QueueRoute | undefined> {
     for (let failures = 0; !this.#closed; failures++) {
       try {
-        return await this.#router.route(this.queue)
+        // stop() ends the wait at once (the fetch, which others may share, goes on).
+        return await this.#router.route(this.queue, false, undefined, this.#stop.signal)
       } catch (error) {
         if (this.#closed) return undefined
         if (!(error as MqError).retriable) throw error
@@ -272,6 +282,8 @@ export class Consumer implements AsyncIterable<Delivery> {
     // a little (refillMin), holding no room, so that it never keeps the others waiting. Held
     // messages may exceed prefetch by what idle partitions bring at once: (partitions - 1) x refillMin.
     let busy = false
+    // Empty answers in a row to leases that did not wait (waitMs 0): the next one backs off.
+    let empty = 0
     // Until the consumer closes or the partition is gone from the queue's route.
     while (!this.#closed && this.#fetchers.get(partition) === fetcher) {
       const space = this.#options.prefetch - this.#held.size - this.#leasing
@@ -319,6 +331,7 @@ export class Consumer implements AsyncIterable<Delivery> {
             })
           },
           waitMs,
+          this.#stop.signal,
         )
         failures = 0
         this.#followRoute()
@@ -328,8 +341,11 @@ export class Consumer implements AsyncIterable<Delivery> {
           this.#hold(deliveries, visibilityMs, Number.isFinite(sentAt) ? sentAt : requestedAt)
           for (const d of deliveries) this.#buffer.push(d)
         }
-        if (response.messages.length > 0) this.#wakeReader?.()
+        if (response.messages.length > 0) this.#wakeReaders()
         if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.release()))
+        // A lease that did not wait and found nothing would be sent again at once, for ever.
+        empty = response.messages.length === 0 && reserved === 0 && waitMs === 0 ? empty + 1 : 0
+        if (empty > 0) await delay(backoffMs(this.#router.options.backoff, empty - 1), this.#stop.signal)
       } catch (error) {
         if (this.#closed) return
         this.#followRoute()
@@ -475,8 +491,30 @@ export class Consumer implements AsyncIterable<Delivery> {
     this.#wake()
   }
 
+  /**
+   * Wakes every waiting iterator: each takes a message, or waits again, or ends. (One reader
+   * woken alone left a second loop over the consumer waiting for ever, even after close().)
+   */
+  #wakeReaders(): void {
+    for (const wake of this.#readers.splice(0)) wake()
+  }
+
   #wake(): void {
-    this.#wakeReader?.()
+    this.#wakeReaders()
     for (const wake of this.#wakeFetchers.splice(0)) wake()
   }
+}
+
+/** Throws a RangeError naming the first option of `o` out of range. */
+function checkConsumerOptions(o: ConsumerOptions): void {
+  checkInteger('consumer option prefetch', o.prefetch, 1, PREFETCH_MAX)
+  // A lease's timers run for half its visibility: Node's timers go no further than TIMER_MS_MAX.
+  checkInteger('consumer option visibilityMs', o.visibilityMs, 0, TIMER_MS_MAX)
+  checkInteger('consumer option waitMs', o.waitMs, 0, WAIT_MS_MAX)
+  checkInteger('consumer option extendMaxMs', o.extendMaxMs, 0, Number.MAX_SAFE_INTEGER, true)
+  checkBoolean('consumer option autoExtend', o.autoExtend)
+  if (typeof o.consumerId !== 'string' || o.consumerId === '')
+    throw new RangeError(`consumer option consumerId must be a non-empty string, got ${String(o.consumerId)}`)
+  if (typeof o.onError !== 'function')
+    throw new RangeError(`consumer option onError must be a function, got ${String(o.onError)}`)
 }

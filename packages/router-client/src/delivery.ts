@@ -1,9 +1,19 @@
-import { type LeasedMessage, LeaseOutcome, type LeaseResult } from '@mq/protocol'
+import {
+  InvalidArgumentError,
+  type LeasedMessage,
+  LeaseOutcome,
+  type LeaseResult,
+  type MqError,
+} from '@mq/protocol'
 import type { Settlement } from './settle-batcher'
 
 const decoder = new TextDecoder()
 
-/** Thrown by ack/nack/extend when the lease is no longer held (expired or already settled). */
+/**
+ * Thrown by ack/nack/extend when the lease is no longer held (expired or already settled).
+ * Not an MqError: its code, LEASE_LOST, is the SDK's own, not one of the wire's (ErrorCode),
+ * which MqError's `code` is typed as.
+ */
 export class LeaseLostError extends Error {
   override readonly name = 'LeaseLostError'
   readonly code = 'LEASE_LOST'
@@ -69,8 +79,12 @@ export class Delivery {
   /**
    * Returns the message to its queue as a failed delivery: ready again after `delayMs`, or
    * (0) at once or after the queue's retry backoff; dead-lettered past its max deliveries.
+   * Rejects with InvalidArgumentError unless `delayMs` is a non-negative integer (the message
+   * stays unsettled).
    */
   nack(delayMs = 0): Promise<void> {
+    if (!Number.isInteger(delayMs) || delayMs < 0)
+      return Promise.reject(badMs('nack delayMs must be a non-negative integer', delayMs))
     return this.#finish(delayMs === 0 ? NACK_NOW : { kind: 'nack', delayMs })
   }
 
@@ -83,26 +97,45 @@ export class Delivery {
     return this.#finish(RELEASE)
   }
 
-  /** Keeps the message leased for `ms` more from now. */
+  /**
+   * Keeps the message leased for `ms` more from now. Rejects with InvalidArgumentError unless
+   * `ms` is a positive integer.
+   */
   async extend(ms: number): Promise<void> {
+    if (!Number.isInteger(ms) || ms < 1) throw badMs('extend ms must be a positive integer', ms)
     if (this.#settled) throw new LeaseLostError(`message ${this.partition}/${this.id} is already settled`)
     check(await this.#settle(this, { kind: 'extend', extendMs: ms }), this)
   }
 
   // Not async, and one `then`: an ack is made per message, and async frames and their promises
   // were a quarter of a consuming client's allocations.
+  /**
+   * Settled from the call on (a second ack fails at once), and for good once answered or
+   * failed for good; a retriable failure (the router gave up on an unavailable partition)
+   * leaves it unsettled, so that the call can be made again, as the error's `retriable` says.
+   */
   #finish(settlement: Settlement): Promise<void> {
     if (this.#settled) {
       return Promise.reject(new LeaseLostError(`message ${this.partition}/${this.id} is already settled`))
     }
     this.#settled = true
-    return this.#settle(this, settlement).then((result) => check(result, this))
+    return this.#settle(this, settlement).then(
+      (result) => check(result, this),
+      (error: unknown) => {
+        if ((error as MqError).retriable === true) this.#settled = false
+        throw error
+      },
+    )
   }
 }
 
 const ACK: Settlement = Object.freeze({ kind: 'ack' })
 const NACK_NOW: Settlement = Object.freeze({ kind: 'nack', delayMs: 0 })
 const RELEASE: Settlement = Object.freeze({ kind: 'nack', delayMs: 0, release: true })
+
+function badMs(problem: string, value: unknown): InvalidArgumentError {
+  return new InvalidArgumentError(`${problem}, got ${String(value)}`)
+}
 
 function check(result: LeaseResult, d: Delivery): void {
   if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK) return

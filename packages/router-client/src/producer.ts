@@ -7,8 +7,12 @@ import {
   type ProduceMessage,
   UnavailableError,
 } from '@mq/protocol'
+import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
 import { PartitionNotFoundError, type Router } from './router'
+import { type SendDeadline, SendDeadlines } from './send-deadline'
+import { SendGenerations } from './send-generations'
+import { SendTimeoutError } from './send-timeout-error'
 import { unary } from './unary'
 
 /** A message to send. `body` strings are sent as UTF-8. */
@@ -51,6 +55,7 @@ export interface ProducerOptions {
    * How long a batch waits for more messages before it goes. 0 (the default): it goes at the
    * end of the current event-loop turn, so a burst of sends shares a batch without delaying a
    * lone message; under load batches still grow while the previous one is in flight.
+   * Infinity: a batch goes only when full, when the batch before it returns, or on flush().
    */
   readonly lingerMs: number
   /** Messages per batch, at most (1 to 1,000, the messages one Produce may carry). */
@@ -95,6 +100,17 @@ export interface ProducerOptions {
    * so that a partition failing over or slow does not hold every keyless send.
    */
   readonly stallMs: number
+  /**
+   * A send's delivery timeout, from the send() call (Kafka's `delivery.timeout.ms`); default:
+   * twice the client's `deadlineMs` (30 s with its defaults); Infinity: none. A send still
+   * unsent then — waiting for room in the buffer, for its route, or in its partition's queue
+   * behind the batches in flight — leaves the buffer and rejects with SendTimeoutError
+   * (UNAVAILABLE, retriable); it was not stored. A send whose batch was sent by then ends with
+   * that batch (the router gives up on it at `deadlineMs` from its sending), so a send settles
+   * within sendTimeoutMs + deadlineMs at most. Only unsent messages are dropped, and a batch's
+   * sequence number is taken when it is sent: an idempotent producer's order is unaffected.
+   */
+  readonly sendTimeoutMs?: number
 }
 
 export const DEFAULT_PRODUCER_OPTIONS: ProducerOptions = {
@@ -116,6 +132,8 @@ interface Pending {
   readonly bytes: number
   /** Its partition was picked by a key or partition key (else: keyless). */
   readonly keyed: boolean
+  /** Its delivery timeout (stopped when its batch is sent, or when it settles). */
+  readonly deadline: SendDeadline
   readonly resolve: (r: SendResult) => void
   readonly reject: (e: unknown) => void
 }
@@ -162,23 +180,30 @@ export class Producer {
   readonly #lanes = new Map<number, Lane>()
   /**
    * Sends waiting for room, first come first served (a later small one does not pass an
-   * earlier big one): each is admitted (true) with its room taken, or refused at close (false).
+   * earlier big one): each is admitted (true) with its room taken, or refused at close (false),
+   * or leaves when its send expires (sendTimeoutMs).
    * Invariant: length <= waitingMax, and `#waitingBytes` <= waitingBytesMax unless length is 1.
    */
-  readonly #spaceWaiters: { readonly bytes: number; readonly admit: (admitted: boolean) => void }[] = []
+  readonly #spaceWaiters: SpaceWaiter[] = []
   /** The bytes of the sends in `#spaceWaiters`. */
   #waitingBytes = 0
   /** Settles once the latest send called has joined its lane, or failed (send: call order). */
   #joined: Promise<void> = Promise.resolve()
-  readonly #idle: (() => void)[] = []
+  /** The sends each flush() waits for (those called before it). */
+  readonly #generations = new SendGenerations()
+  /** `sendTimeoutMs`, its default resolved. */
+  readonly #sendTimeoutMs: number
+  /** The sends' delivery timeouts (one timer). */
+  readonly #deadlines: SendDeadlines
   #buffered = 0
   #bufferedBytes = 0
   #closed = false
 
+  /** Throws a RangeError naming the first option out of range (undefined ones take defaults). */
   constructor(router: Router, queue: string, options: Partial<ProducerOptions> = {}) {
     this.#router = router
     this.queue = queue
-    this.#options = { ...DEFAULT_PRODUCER_OPTIONS, ...options }
+    this.#options = { ...DEFAULT_PRODUCER_OPTIONS, ...definedOnly(options) }
     const o = this.#options
     for (const [k, v] of Object.entries({
       batchMax: o.batchMax,
@@ -187,12 +212,18 @@ export class Producer {
       waitingBytesMax: o.waitingBytesMax,
       inFlightMax: o.inFlightMax,
     })) {
-      if (!Number.isInteger(v) || v < 1)
-        throw new RangeError(`producer option ${k} must be a positive integer, got ${v}`)
+      checkInteger(`producer option ${k}`, v, 1, Number.MAX_SAFE_INTEGER)
     }
-    if (!Number.isInteger(o.waitingMax) || o.waitingMax < 0)
-      throw new RangeError(`producer option waitingMax must be a non-negative integer, got ${o.waitingMax}`)
-    if (!(o.batchBytesMax > 0) || o.batchBytesMax > PRODUCE_BATCH_BYTES_MAX)
+    checkInteger('producer option waitingMax', o.waitingMax, 0, Number.MAX_SAFE_INTEGER)
+    checkBoolean('producer option idempotent', o.idempotent)
+    // Timers go no further than TIMER_MS_MAX (a longer one fires at once).
+    checkInteger('producer option lingerMs', o.lingerMs, 0, TIMER_MS_MAX, true)
+    checkInteger('producer option stallMs', o.stallMs, 1, TIMER_MS_MAX)
+    this.#sendTimeoutMs =
+      o.sendTimeoutMs ?? Math.min(TIMER_MS_MAX, SEND_TIMEOUT_DEADLINES * router.options.deadlineMs)
+    checkInteger('producer option sendTimeoutMs', this.#sendTimeoutMs, 1, TIMER_MS_MAX, true)
+    this.#deadlines = new SendDeadlines(this.#sendTimeoutMs)
+    if (!Number.isInteger(o.batchBytesMax) || o.batchBytesMax > PRODUCE_BATCH_BYTES_MAX)
       throw new RangeError(
         `producer option batchBytesMax must be from 1 to ${PRODUCE_BATCH_BYTES_MAX} (a batch is one Raft entry, and a server takes entries of at most 32 MiB), got ${o.batchBytesMax}`,
       )
@@ -208,7 +239,6 @@ export class Producer {
       throw new RangeError(
         `producer option keyless must be 'sticky' or 'round-robin', got ${String(o.keyless)}`,
       )
-    if (!(o.stallMs > 0)) throw new RangeError(`producer option stallMs must be positive, got ${o.stallMs}`)
     this.#partitioner = new Partitioner({
       keyless: o.keyless,
       batchMax: o.batchMax,
@@ -220,12 +250,43 @@ export class Producer {
   /**
    * Sends one message; resolves when it is durable. While the buffer is full (`bufferMax`,
    * `bufferBytesMax`) it waits for room; rejects at once with LimitExceededError (retriable)
-   * when the waiting list is full too (`waitingMax`, `waitingBytesMax`).
+   * when the waiting list is full too (`waitingMax`, `waitingBytesMax`), and with
+   * SendTimeoutError when it is still unsent `sendTimeoutMs` after the call.
    */
   async send(message: OutgoingMessage): Promise<SendResult> {
-    if (this.#closed) throw new UnavailableError(`producer for ${this.queue} is closed`)
+    if (this.#closed) throw this.#closedError()
     const wire = toWire(message)
-    const bytes = wireBytes(wire)
+    const key = message.key || message.partitionKey || undefined
+    const generation = this.#generations.begin()
+    try {
+      return await new Promise<SendResult>((resolve, reject) => {
+        const deadline = this.#deadlines.start(() => reject(this.#timedOut()))
+        const pending: Pending = {
+          message: wire,
+          bytes: wireBytes(wire),
+          keyed: key !== undefined,
+          deadline,
+          resolve: (r) => {
+            deadline.stop()
+            resolve(r)
+          },
+          reject: (e) => {
+            deadline.stop()
+            reject(e)
+          },
+        }
+        void this.#accept(pending, key)
+      })
+    } finally {
+      this.#generations.end(generation)
+    }
+  }
+
+  /**
+   * Takes `p` into the buffer (waiting for room if need be), then adds it to its partition's
+   * lane. Fails `p` rather than throwing; one that expired on the way is already failed.
+   */
+  async #accept(p: Pending, key: string | undefined): Promise<void> {
     // Sends join their lanes in call order, whatever order their route lookups end in: a
     // lane's order is the order of its sequence numbers. (Route lookups that wait on a fetch
     // under way can end out of order: one that retried after a failed fetch ended after a
@@ -237,31 +298,70 @@ export class Producer {
       joined = resolve
     })
     try {
-      if (this.#spaceWaiters.length > 0 || !this.#hasRoom(bytes)) {
-        if (!this.#hasWaitingRoom(bytes)) throw this.#full(bytes)
-        this.#waitingBytes += bytes
-        const admitted = await new Promise<boolean>((admit) => this.#spaceWaiters.push({ bytes, admit }))
-        if (!admitted) throw new UnavailableError(`producer for ${this.queue} is closed`)
+      if (this.#spaceWaiters.length > 0 || !this.#hasRoom(p.bytes)) {
+        if (!this.#hasWaitingRoom(p.bytes)) throw this.#full(p.bytes)
+        if (!(await this.#waitForRoom(p))) return
       } else {
-        this.#buffered++
-        this.#bufferedBytes += bytes
+        this.#take(p.bytes)
+        p.deadline.waiting(() => this.#release(1, p.bytes))
       }
       let route: Awaited<ReturnType<Router['route']>>
       try {
         route = await this.#router.route(this.queue)
         await before
       } catch (error) {
-        this.#release(1, bytes)
+        if (!p.deadline.expired) this.#release(1, p.bytes)
         throw error
       }
-      const key = message.key || message.partitionKey || undefined
-      const partition = this.#partitioner.choose(route.partitions.length, key, bytes, (p) => this.#load(p))
-      return new Promise<SendResult>((resolve, reject) => {
-        this.#enqueue(partition, { message: wire, bytes, keyed: key !== undefined, resolve, reject })
-      })
+      // Expired meanwhile: its room went back then.
+      if (p.deadline.expired) return
+      const partition = this.#partitioner.choose(route.partitions.length, key, p.bytes, (q) => this.#load(q))
+      this.#enqueue(partition, p)
+    } catch (error) {
+      p.reject(error)
     } finally {
       joined()
     }
+  }
+
+  /**
+   * Waits, first come first served, until the buffer has room for `p` and takes it: true.
+   * False when `p` expired first (it left the list); rejects when the producer closed.
+   */
+  #waitForRoom(p: Pending): Promise<boolean> {
+    this.#waitingBytes += p.bytes
+    return new Promise<boolean>((resolve, reject) => {
+      const waiter: SpaceWaiter = {
+        bytes: p.bytes,
+        admit: (admitted) => {
+          if (!admitted) {
+            reject(this.#closedError())
+            return
+          }
+          // Its room is taken (#admitWaiters): the deadline gives it back from now on.
+          p.deadline.waiting(() => this.#release(1, p.bytes))
+          resolve(true)
+        },
+      }
+      this.#spaceWaiters.push(waiter)
+      p.deadline.waiting(() => {
+        this.#spaceWaiters.splice(this.#spaceWaiters.indexOf(waiter), 1)
+        this.#waitingBytes -= p.bytes
+        // The sends behind it may fit now (it may have been a big one).
+        this.#admitWaiters()
+        resolve(false)
+      })
+    })
+  }
+
+  #closedError(): UnavailableError {
+    return new UnavailableError(`producer for ${this.queue} is closed`)
+  }
+
+  #timedOut(): SendTimeoutError {
+    return new SendTimeoutError(
+      `producer for ${this.queue}: the message was not sent within sendTimeoutMs (${this.#sendTimeoutMs} ms) — it waited for room in the buffer, for its route, or behind its partition's batches in flight (a partition unavailable or slow); it was not stored`,
+    )
   }
 
   /** Adds `p` to its partition's lane and sees that the lane's batch goes (full: now). */
@@ -269,9 +369,15 @@ export class Producer {
     const lane = this.#lane(partition)
     lane.pending.push(p)
     lane.pendingBytes += p.bytes
-    if (lane.pending.length >= this.#options.batchMax || lane.pendingBytes >= this.#options.batchBytesMax) {
+    p.deadline.waiting(() => this.#drop(lane, p))
+    if (
+      lane.pending.length >= this.#options.batchMax ||
+      lane.pendingBytes >= this.#options.batchBytesMax ||
+      // A flush waits: it must not wait out a linger (nor for ever: lingerMs Infinity).
+      this.#generations.flushing
+    ) {
       this.#dispatch(lane)
-    } else if (!lane.cancel) {
+    } else if (!lane.cancel && this.#options.lingerMs !== Number.POSITIVE_INFINITY) {
       const fire = () => {
         lane.cancel = undefined
         this.#dispatch(lane)
@@ -320,16 +426,29 @@ export class Producer {
     return lost
   }
 
-  /** Sends everything buffered now and resolves when nothing is pending or in flight. */
+  /** `p` expired unsent in `lane`'s queue: it leaves the lane and the buffer. */
+  #drop(lane: Lane, p: Pending): void {
+    lane.pending.splice(lane.pending.indexOf(p), 1)
+    lane.pendingBytes -= p.bytes
+    this.#release(1, p.bytes)
+  }
+
+  /**
+   * Sends everything buffered now (without lingering) and resolves once every send called
+   * before it has settled (acknowledged, failed or timed out: at most `sendTimeoutMs` plus the
+   * deadline). Sends called after it do not hold it up (until 2026-12-02 it waited for an empty
+   * buffer, for ever under senders that kept sending).
+   */
   async flush(): Promise<void> {
+    const flushed = this.#generations.flushed()
     for (const lane of this.#lanes.values()) this.#dispatch(lane)
-    if (this.#buffered === 0) return
-    await new Promise<void>((resolve) => this.#idle.push(resolve))
+    await flushed
   }
 
   /**
    * Refuses further sends (and those still waiting for room), then flushes what was accepted:
-   * resolves once every accepted message is acknowledged or failed, however busy its senders.
+   * resolves once every accepted message is acknowledged or failed (bounded by `sendTimeoutMs`
+   * plus the deadline), however busy its senders.
    */
   async close(): Promise<void> {
     this.#closed = true
@@ -418,6 +537,8 @@ export class Producer {
         count++
       }
       const batch = lane.pending.splice(0, count)
+      // Sent: their outcome is the batch's from now on (see sendTimeoutMs).
+      for (const p of batch) p.deadline.stop()
       lane.pendingBytes -= bytes
       lane.inFlightMessages += batch.length
       const flight = { sentAtMs: performance.now(), sequence: this.#options.idempotent ? ++lane.sequence : 0 }
@@ -485,19 +606,38 @@ export class Producer {
     }
   }
 
+  /** Takes room in the buffer for a message of `bytes`. */
+  #take(bytes: number): void {
+    this.#buffered++
+    this.#bufferedBytes += bytes
+  }
+
+  /** Gives back the room of `count` messages of `bytes` in all; waiting sends may take it. */
   #release(count: number, bytes: number): void {
     this.#buffered -= count
     this.#bufferedBytes -= bytes
+    this.#admitWaiters()
+  }
+
+  /** Lets the sends waiting for room in, first come first served, while they fit. */
+  #admitWaiters(): void {
     for (let head = this.#spaceWaiters[0]; head && this.#hasRoom(head.bytes); head = this.#spaceWaiters[0]) {
       this.#spaceWaiters.shift()
       this.#waitingBytes -= head.bytes
-      this.#buffered++
-      this.#bufferedBytes += head.bytes
+      this.#take(head.bytes)
       head.admit(true)
     }
-    if (this.#buffered === 0) for (const done of this.#idle.splice(0)) done()
   }
 }
+
+/** A send waiting for room: admitted (true) with its room taken, or refused at close (false). */
+interface SpaceWaiter {
+  readonly bytes: number
+  readonly admit: (admitted: boolean) => void
+}
+
+/** The default `sendTimeoutMs`, in the client's deadlines: one for waiting, one for the batch. */
+const SEND_TIMEOUT_DEADLINES = 2
 
 /** The most messages one Produce may carry (a partition's enqueue batch limit). */
 const PRODUCE_BATCH_MAX = 1000

@@ -13,8 +13,11 @@ import {
   StaleRouteError,
   UnavailableError,
 } from '@mq/protocol'
+import { abortable } from './abortable'
 import { type BackoffPolicy, backoffMs, DEFAULT_BACKOFF, delay } from './backoff'
+import { ClientClosedError } from './client-closed-error'
 import type { Connection, ConnectionPool } from './connections'
+import { checkInteger, checkNumber, TIMER_MS_MAX } from './option-checks'
 import { awaitLeader } from './silent-leader'
 import { unary } from './unary'
 
@@ -136,10 +139,14 @@ export class Router {
   #metaAddress: string | undefined
   readonly #closing = new AbortController()
 
+  /**
+   * Throws InvalidArgumentError without servers, RangeError for a timing option that is not an
+   * integer in range (a NaN attempt deadline went to grpc-js as is, and failed every call).
+   */
   constructor(pool: ConnectionPool, options: RouterOptions) {
-    if (options.servers.length === 0) throw new Error('servers: give at least one seed address')
-    if (!Number.isInteger(options.routesMax) || options.routesMax < 1)
-      throw new RangeError(`routesMax must be a positive integer, got ${options.routesMax}`)
+    if (options.servers.length === 0)
+      throw new InvalidArgumentError('servers: give at least one seed address (host:port)')
+    checkRouterOptions(options)
     this.#pool = pool
     this.#options = options
     // Every operation waiting out a backoff listens for close on this one signal; more than
@@ -151,7 +158,7 @@ export class Router {
     return this.#options
   }
 
-  /** Stops every retry loop at its next wait. */
+  /** Stops every retry loop at its next wait: they fail with ClientClosedError. */
   close(): void {
     this.#closing.abort()
   }
@@ -204,12 +211,19 @@ export class Router {
    * Returns the cached route of `queue`, fetching it when absent or when `refresh` is set.
    * `deadline` (ms since the epoch; default `deadlineMs` from now): that of the operation the
    * fetch is part of (a partition operation's route refresh), which it does not outlast.
+   * `signal`: the caller stops waiting when it aborts (rejected with its reason); the fetch,
+   * which other callers may share, goes on.
    */
-  async route(queue: string, refresh = false, deadline?: number): Promise<QueueRoute> {
+  route(queue: string, refresh = false, deadline?: number, signal?: AbortSignal): Promise<QueueRoute> {
     if (!refresh) {
       const cached = this.#used(queue)
-      if (cached) return cached
+      if (cached) return Promise.resolve(cached)
     }
+    return abortable(this.#fetch(queue, deadline), signal)
+  }
+
+  /** Fetches the route of `queue`, or joins the fetch under way (see route). */
+  #fetch(queue: string, deadline?: number): Promise<QueueRoute> {
     const by = deadline ?? Date.now() + this.#options.deadlineMs
     const pending = this.#fetching.get(queue)
     if (pending) {
@@ -218,7 +232,7 @@ export class Router {
       if (pending.deadline > by) return until(pending.promise, by)
       return pending.promise.catch((error: unknown) => {
         if (!(error as MqError).retriable || Date.now() >= by) throw error
-        return this.route(queue, true, by)
+        return this.#fetch(queue, by)
       })
     }
     const promise = this.meta((m) => m.getRoutes, { queues: [queue] }, by)
@@ -276,13 +290,16 @@ export class Router {
    * partition, route epoch) to put in the request. On NOT_LEADER it follows the hint, on
    * STALE_ROUTE it refreshes the route, on other retriable errors it backs off and refreshes.
    * A leader silent for `leaderSilenceMs` plus `waitMs` (a long poll's wait) is asked about
-   * through the other replicas (awaitLeader).
+   * through the other replicas (awaitLeader). `signal` (a consumer's stop): when it aborts,
+   * the operation stops waiting for a route fetch or a backoff and rejects with its reason
+   * (the operation itself should cancel its call with it too).
    */
   partition<T>(
     queue: string,
     partition: number,
     operation: (connection: Connection, target: PartitionTarget) => Promise<T>,
     waitMs = 0,
+    signal?: AbortSignal,
   ): Promise<T> {
     let refresh = false
     // Replicas that could neither serve nor name the leader during this operation (down, no
@@ -291,64 +308,68 @@ export class Router {
     const skip = new Set<string>()
     // One deadline for the whole operation, route refreshes included (their retries stop there).
     const deadline = Date.now() + this.#options.deadlineMs
-    return this.#retry(async () => {
-      // Fetched during this operation (not a route cached before it began).
-      const fresh = refresh || !this.#routes.has(queue)
-      const route = await this.route(queue, refresh, deadline)
-      refresh = false
-      const p = route.partitions.find((x) => x.partition === partition)
-      if (!p) {
-        // A cached route may predate the partition (added since): fetched again, it has it. A
-        // fresh one without it is the queue's current shape: the queue was deleted and created
-        // again with fewer partitions, and no retry can reach this one.
-        if (fresh) throw new PartitionNotFoundError(queue, partition, route)
-        refresh = true
-        throw new StaleRouteError(
-          `queue ${queue} has no partition ${partition} in route epoch ${route.routeEpoch}`,
-        )
-      }
-      const candidates = [p.leaderAddress, ...p.replicas.map((r) => r.address)].filter((a) => a !== '')
-      if (candidates.length === 0) {
-        refresh = true
-        throw new UnavailableError(`partition ${queue}/${partition} has no known replica yet`)
-      }
-      if (candidates.every((a) => skip.has(a))) skip.clear()
-      const address = candidates.find((a) => !skip.has(a)) as string
-      const target = { queue, partition, routeEpoch: route.routeEpoch }
-      const send = (a: string) => operation(this.#pool.get(a), target)
-      const startMs = Date.now()
-      const report = { kind: 'partition', queue, partition, address, startMs } as const
-      try {
-        let servedBy = address
-        const result = await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
-          servedBy = served
-        })
-        // Whoever served leads the partition's group: the next operation starts there (not at
-        // the first replica of the route, which may be down, or back and not knowing the leader).
-        p.leaderAddress = servedBy
-        this.#report({ ...report, servedBy, ms: Date.now() - startMs })
-        return result
-      } catch (error) {
-        this.#report({ ...report, ms: Date.now() - startMs, error: describe(error) })
-        if (error instanceof NotLeaderError && error.facts.leaderAddress) {
-          // Follow the hint.
-          p.leaderId = error.facts.leaderId ?? ''
-          p.leaderAddress = error.facts.leaderAddress
-          skip.delete(error.facts.leaderAddress)
-        } else if (
-          error instanceof NotLeaderError || // knows no leader (an election, or just restarted)
-          error instanceof UnavailableError ||
-          formerReplica(error, address, candidates, skip)
-        ) {
-          skip.add(address)
-          if (address === p.leaderAddress) p.leaderAddress = ''
-        } else if (!(error instanceof SequenceGapError)) {
-          // (A sequence gap comes from the leader: an earlier batch is on its way; no refresh.)
+    return this.#retry(
+      async () => {
+        // Fetched during this operation (not a route cached before it began).
+        const fresh = refresh || !this.#routes.has(queue)
+        const route = await this.route(queue, refresh, deadline, signal)
+        refresh = false
+        const p = route.partitions.find((x) => x.partition === partition)
+        if (!p) {
+          // A cached route may predate the partition (added since): fetched again, it has it. A
+          // fresh one without it is the queue's current shape: the queue was deleted and created
+          // again with fewer partitions, and no retry can reach this one.
+          if (fresh) throw new PartitionNotFoundError(queue, partition, route)
           refresh = true
+          throw new StaleRouteError(
+            `queue ${queue} has no partition ${partition} in route epoch ${route.routeEpoch}`,
+          )
         }
-        throw error
-      }
-    }, deadline)
+        const candidates = [p.leaderAddress, ...p.replicas.map((r) => r.address)].filter((a) => a !== '')
+        if (candidates.length === 0) {
+          refresh = true
+          throw new UnavailableError(`partition ${queue}/${partition} has no known replica yet`)
+        }
+        if (candidates.every((a) => skip.has(a))) skip.clear()
+        const address = candidates.find((a) => !skip.has(a)) as string
+        const target = { queue, partition, routeEpoch: route.routeEpoch }
+        const send = (a: string) => operation(this.#pool.get(a), target)
+        const startMs = Date.now()
+        const report = { kind: 'partition', queue, partition, address, startMs } as const
+        try {
+          let servedBy = address
+          const result = await this.#awaitLeader(address, candidates, send, waitMs, (served) => {
+            servedBy = served
+          })
+          // Whoever served leads the partition's group: the next operation starts there (not at
+          // the first replica of the route, which may be down, or back and not knowing the leader).
+          p.leaderAddress = servedBy
+          this.#report({ ...report, servedBy, ms: Date.now() - startMs })
+          return result
+        } catch (error) {
+          this.#report({ ...report, ms: Date.now() - startMs, error: describe(error) })
+          if (error instanceof NotLeaderError && error.facts.leaderAddress) {
+            // Follow the hint.
+            p.leaderId = error.facts.leaderId ?? ''
+            p.leaderAddress = error.facts.leaderAddress
+            skip.delete(error.facts.leaderAddress)
+          } else if (
+            error instanceof NotLeaderError || // knows no leader (an election, or just restarted)
+            error instanceof UnavailableError ||
+            formerReplica(error, address, candidates, skip)
+          ) {
+            skip.add(address)
+            if (address === p.leaderAddress) p.leaderAddress = ''
+          } else if (!(error instanceof SequenceGapError)) {
+            // (A sequence gap comes from the leader: an earlier batch is on its way; no refresh.)
+            refresh = true
+          }
+          throw error
+        }
+      },
+      deadline,
+      signal,
+    )
   }
 
   #report(report: AttemptReport): void {
@@ -389,9 +410,14 @@ export class Router {
   /**
    * Runs `attempt` until it succeeds, fails with a non-retriable error, or the deadline
    * (`deadline`, ms since the epoch, or `deadlineMs` from now) or the attempt limit passes.
-   * The first redirect is retried at once; later ones back off.
+   * The first redirect is retried at once; later ones back off. Once the router is closed it
+   * fails with ClientClosedError; once `signal` aborts, with its reason.
    */
-  async #retry<T>(attempt: () => Promise<T>, deadline = Date.now() + this.#options.deadlineMs): Promise<T> {
+  async #retry<T>(
+    attempt: () => Promise<T>,
+    deadline = Date.now() + this.#options.deadlineMs,
+    signal?: AbortSignal,
+  ): Promise<T> {
     const started = Date.now()
     let last: unknown
     let backoffs = 0
@@ -400,8 +426,8 @@ export class Router {
     const refusedGiveUpMs = this.#options.refusedGiveUpMs
     let allRefused = refusedGiveUpMs > 0
     for (; n < this.#options.attemptsMax; n++) {
-      if (this.#closing.signal.aborted)
-        throw new UnavailableError('the client is closed', {}, { cause: last })
+      if (this.#closing.signal.aborted) throw new ClientClosedError(undefined, { cause: last })
+      if (signal?.aborted) throw signal.reason
       try {
         return await attempt()
       } catch (error) {
@@ -431,7 +457,7 @@ export class Router {
         n++
         break
       }
-      await delay(wait, this.#closing.signal)
+      await delay(wait, this.#closing.signal, signal)
     }
     const message = last instanceof Error ? last.message : String(last)
     const gaveUp = `gave up after ${n} attempts in ${Date.now() - started} ms: ${message}`
@@ -440,6 +466,19 @@ export class Router {
     if (last instanceof LimitExceededError) throw new LimitExceededError(gaveUp, last.facts, { cause: last })
     throw new UnavailableError(gaveUp, {}, { cause: last })
   }
+}
+
+/** Throws a RangeError naming the first option of `o` out of range. */
+function checkRouterOptions(o: RouterOptions): void {
+  checkInteger('deadlineMs', o.deadlineMs, 1, TIMER_MS_MAX)
+  checkInteger('attemptMs', o.attemptMs, 1, TIMER_MS_MAX)
+  checkInteger('attemptsMax', o.attemptsMax, 1, Number.MAX_SAFE_INTEGER)
+  checkInteger('leaderSilenceMs', o.leaderSilenceMs, 0, TIMER_MS_MAX)
+  checkInteger('refusedGiveUpMs', o.refusedGiveUpMs, 0, TIMER_MS_MAX)
+  checkInteger('routesMax', o.routesMax, 1, Number.MAX_SAFE_INTEGER)
+  checkInteger('backoff.initialMs', o.backoff.initialMs, 0, TIMER_MS_MAX)
+  checkInteger('backoff.maxMs', o.backoff.maxMs, o.backoff.initialMs, TIMER_MS_MAX)
+  checkNumber('backoff.multiplier', o.backoff.multiplier, 1, Number.MAX_VALUE)
 }
 
 /**

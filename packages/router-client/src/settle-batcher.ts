@@ -1,4 +1,4 @@
-import { LeaseOutcome, type LeaseResult } from '@mq/protocol'
+import { InternalError, LeaseOutcome, type LeaseResult } from '@mq/protocol'
 
 /**
  * What to do with a lease: ack it, nack it (with a delay; `release`: a give-back, not a
@@ -127,7 +127,7 @@ export class SettleBatcher {
       for (const item of batch) {
         const r = byId.get(item.leaseId)
         if (r) item.resolve(r)
-        else item.reject(new Error(`the broker returned no result for lease ${item.leaseId}`))
+        else item.reject(new InternalError(`the broker returned no result for lease ${item.leaseId}`))
       }
     }
     const sending = this.#send(

@@ -1125,7 +1125,8 @@ describe('MqClient', () => {
     const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 300, attemptMs: 100 })
     broker.fullQueues.add(q)
     try {
-      const sending = c.producer(q).send({ body: 'x' })
+      // Its own delivery timeout (2 × 300 ms by default) must not end it first on a busy machine.
+      const sending = c.producer(q, { sendTimeoutMs: 10_000 }).send({ body: 'x' })
       await expect(sending).rejects.toBeInstanceOf(LimitExceededError)
       await expect(sending).rejects.toThrow(
         /^gave up after \d+ attempts in \d+ ms: queue .* holds 10 messages/,
