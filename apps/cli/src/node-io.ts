@@ -5,17 +5,26 @@ import type { CliIO } from './io'
 
 /**
  * The real IO of the `mq` binary: the process's streams and environment, the file system,
- * MqClient.connect, and Ctrl-C (or stdout's reader gone: EPIPE) as `interrupt`. Ctrl-C exits
- * at once with 130, unless a command listens on `interrupt` (`consume` stops cleanly); then a
- * second Ctrl-C exits.
+ * MqClient.connect, and Ctrl-C, SIGTERM and SIGHUP (or stdout's reader gone: EPIPE) as
+ * `interrupt`. Each exits at once (130, 143, 129), unless a command listens on `interrupt`
+ * (`consume` stops cleanly); then a second one exits.
  */
 export function nodeIO(): CliIO {
   const interrupt = new AbortController()
-  process.on('SIGINT', () => {
-    if (interrupt.signal.aborted || getEventListeners(interrupt.signal, 'abort').length === 0)
-      process.exit(130)
-    interrupt.abort()
-  })
+  // SIGTERM (systemd, Kubernetes, `timeout`) and SIGHUP (the terminal closed) stop a command
+  // as Ctrl-C does: a consume gives back what it holds (it left 50 messages leased for their
+  // visibility timeout, each a delivery counted: the operator audit). Exit codes 128 + signal.
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+    ['SIGHUP', 129],
+  ] as const) {
+    process.on(signal, () => {
+      if (interrupt.signal.aborted || getEventListeners(interrupt.signal, 'abort').length === 0)
+        process.exit(code)
+      interrupt.abort()
+    })
+  }
   // `mq consume | head -1`: a closed pipe ends mq quietly — a command that handles Ctrl-C
   // (consume) stops as for Ctrl-C, giving back what it holds; any other exits at once.
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {

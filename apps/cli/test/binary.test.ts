@@ -190,4 +190,26 @@ describe('the mq binary', () => {
     expect(broker.acked).toContain(record.id)
     expect(broker.ready('follow')).toEqual([])
   })
+
+  it('stops on SIGTERM as on Ctrl-C, giving back what it holds (systemd and Kubernetes stop with it)', async () => {
+    const env = { MQ_SERVERS: broker.address }
+    expect((await runMq(['queue', 'create', 'term'], env)).code).toBe(0)
+    expect((await runMq(['produce', 'term', 'kept'], env)).code).toBe(0)
+    let stopped = false
+    const r = await runMq(
+      ['consume', 'term', '--follow', '--no-ack', '--max', '10'],
+      env,
+      undefined,
+      (stdout, child) => {
+        if (!stopped && stdout.includes('\n')) {
+          stopped = true
+          child.kill('SIGTERM')
+        }
+      },
+    )
+    expect(r).toMatchObject({ code: 0, stderr: '' })
+    expect(r.stdout).toMatch(/kept/)
+    // Given back at once, not left leased until its visibility timeout.
+    expect(broker.ready('term')).toHaveLength(1)
+  })
 })

@@ -95,6 +95,11 @@ export class FakeCluster {
   readonly acked: number[] = []
   /** Messages given back (released: not counted as a delivery attempt). */
   readonly released: number[] = []
+  /**
+   * Consumers stopping (`stop:<queue>`) and messages given back (`release:<id>`), in order: a
+   * real consumer that still leases takes a message given back again at once.
+   */
+  readonly consumerEvents: string[] = []
   #nextId = 1
   #wakeConsumers: (() => void)[] = []
 
@@ -423,6 +428,7 @@ export class FakeCluster {
           if (kind === 'ack') cluster.acked.push(m.id)
           else {
             cluster.released.push(m.id)
+            cluster.consumerEvents.push(`release:${m.id}`)
             list.unshift(m)
           }
           wake()
@@ -455,6 +461,7 @@ export class FakeCluster {
         }
       },
       stop: async () => {
+        if (!closed) cluster.consumerEvents.push(`stop:${queue}`)
         closed = true
         wake()
       },

@@ -11,7 +11,7 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
-import { InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
+import { fromGrpcError, InvalidArgumentError, NotLeaderError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
 import type { Router } from './router'
 import { unary } from './unary'
@@ -309,24 +309,36 @@ export class Admin {
   }
 
   /**
-   * A meta call whose effect makes a copy of it fail (a removal): the copies sent (retries, and
-   * probes of other seeds while the meta leader is silent) are counted, and when a later copy
-   * fails with what `done` recognises, an earlier one did the work (its answer was lost: a
-   * deadline, say) and the call succeeded.
+   * A meta call whose effect makes a copy of it fail (a removal): when the last copy fails
+   * with what `done` recognises while an earlier copy may have done the work — its answer was
+   * lost (a deadline, a dropped connection), or it was still under way when the call moved on
+   * (probes of other seeds while the meta leader is silent) — the call succeeded. A copy
+   * answered NOT_LEADER, or refused as `done` says, did nothing. (Until 2026-12-02 every copy
+   * counted: `mq queue delete nosuch` through a meta follower, redirected once, said it deleted
+   * the queue.)
    */
   async #resendable<Req, Res>(
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
     request: Req,
     done: (error: unknown) => boolean,
   ): Promise<void> {
-    let sends = 0
+    let mayHaveActed = 0
     try {
       await this.#router.meta((m) => {
-        sends++
-        return pick(m)
+        const method = pick(m)
+        return (req, metadata, options, callback) => {
+          mayHaveActed++
+          return method.call(m, req, metadata, options, (error, response) => {
+            if (error) {
+              const typed = fromGrpcError(error)
+              if (typed instanceof NotLeaderError || done(typed)) mayHaveActed--
+            }
+            callback(error, response)
+          })
+        }
       }, request)
     } catch (error) {
-      if (!(done(error) && sends > 1)) throw error
+      if (!(done(error) && mayHaveActed > 0)) throw error
     }
   }
 

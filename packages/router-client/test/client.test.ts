@@ -892,6 +892,23 @@ describe('MqClient', () => {
     expect(broker.nodes.has('n4')).toBe(false)
   })
 
+  it('refuses an unknown queue or node through a meta follower too (a redirect is no copy that could have done it)', async () => {
+    const viaFollower = await MqClient.connect({ servers: [broker.metaFollowerAddress], deadlineMs: 5_000 })
+    try {
+      await expect(viaFollower.admin.deleteQueue('no-such-queue')).rejects.toThrow(
+        'queue no-such-queue does not exist',
+      )
+      await expect(viaFollower.admin.removeNode('n9')).rejects.toThrow('node n9 is not registered')
+      // A lost answer still counts as done on the retry.
+      broker.dropRemoveReplies = 1
+      const q = freshQueue(1)
+      await viaFollower.admin.deleteQueue(q)
+      await expect(viaFollower.admin.deleteQueue(q)).rejects.toThrow(`queue ${q} does not exist`)
+    } finally {
+      await viaFollower.close()
+    }
+  })
+
   it('deletes a queue, also when the answer of the call that deleted it was lost', async () => {
     const q = freshQueue(1)
     broker.dropRemoveReplies = 1

@@ -50,6 +50,8 @@ export class FakeBroker {
   readonly deadAddress = '127.0.0.1:1'
   /** A replica that knows no leader (just restarted): NOT_LEADER without a hint. */
   lostAddress = ''
+  /** A meta follower: every Meta call is answered NOT_LEADER naming the leader. */
+  metaFollowerAddress = ''
   /** With the former replica routed: list it alone, so that no request can be served. */
   formerOnly = false
   /** Fail this many produce calls with UNAVAILABLE after storing their messages (a lost reply). */
@@ -172,7 +174,19 @@ export class FakeBroker {
     this.followerAddress = await bind(follower)
     this.formerAddress = await bind(former)
     this.lostAddress = await bind(lost)
-    this.#servers.push(leader, follower, former, lost)
+    const metaFollower = new Server()
+    const redirect = (_: unknown, cb: sendUnaryData<never>) =>
+      cb(
+        toGrpcStatus(
+          new NotLeaderError('not the meta leader', { leaderId: 'L', leaderAddress: this.leaderAddress }),
+        ),
+      )
+    metaFollower.addService(
+      MetaService,
+      Object.fromEntries(Object.keys(this.#metaHandlers()).map((name) => [name, redirect])),
+    )
+    this.metaFollowerAddress = await bind(metaFollower)
+    this.#servers.push(leader, follower, former, lost, metaFollower)
   }
 
   stop(): void {

@@ -17,6 +17,16 @@ const LEASE_WAIT_MS_MAX = 1_000
 const LEASE_WAIT_MS_MIN = 50
 /** Acks awaiting their answer, at most. */
 const ACKS_IN_FLIGHT_MAX = 256
+/**
+ * The shortest `--wait`: a lease's round trip. `--wait 0` reported "no message" before the
+ * first lease could answer, with messages ready (the operator audit); it takes what is ready.
+ */
+export const WAIT_MS_MIN = 250
+
+/** The wait `--wait <ms>` stands for (WAIT_MS_MIN at least). */
+export function idleWaitMs(wait: number): number {
+  return Math.max(WAIT_MS_MIN, wait)
+}
 
 interface ConsumeFlags {
   max?: number
@@ -33,7 +43,11 @@ export function registerConsumeCommand(program: Command, runtime: Runtime): void
     .description('lease messages, print them, and ack them (the default) or give them back (--no-ack)')
     .option('-m, --max <n>', 'stop after N messages (default: 1, or no limit with --follow)', integerArg(1))
     .addOption(
-      durationOption('--wait <duration>', 'without --follow: stop when no message came for this long', 5_000),
+      durationOption(
+        '--wait <duration>',
+        'without --follow: stop when no message came for this long (250ms at least)',
+        5_000,
+      ),
     )
     .option(
       '--no-ack',
@@ -100,7 +114,7 @@ async function consume(
   try {
     while (received < flags.max && ackFailure === undefined && !outputGone) {
       pending ??= iterator.next()
-      const next = await nextWithin(pending, follow ? undefined : flags.wait, interrupted)
+      const next = await nextWithin(pending, follow ? undefined : idleWaitMs(flags.wait), interrupted)
       if (next.kind !== 'message') break
       pending = undefined
       const d = next.delivery
@@ -148,12 +162,15 @@ async function consume(
   if (ackFailure !== undefined) throw ackFailure
   if (received === 0 && !follow) {
     if (lastError !== undefined) {
-      throw new CommandError(`no message from ${queue} within ${formatDuration(flags.wait)}`, lastError)
+      throw new CommandError(
+        `no message from ${queue} within ${formatDuration(idleWaitMs(flags.wait))}`,
+        lastError,
+      )
     }
     if (!out.json) {
       const paused = await pausedReason(session, queue)
       io.stderr.write(
-        `mq: no message in ${queue} within ${formatDuration(flags.wait)}${paused ? ` (${paused})` : ''}\n`,
+        `mq: no message in ${queue} within ${formatDuration(idleWaitMs(flags.wait))}${paused ? ` (${paused})` : ''}\n`,
       )
     }
   }

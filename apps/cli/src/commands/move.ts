@@ -5,7 +5,7 @@ import { CommandError, UsageError } from '../errors'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
 import { Progress } from '../progress'
-import { listenForInterrupt, nextWithin, pausedReason } from './consume'
+import { idleWaitMs, listenForInterrupt, nextWithin, pausedReason } from './consume'
 
 /** Messages leased from the source ahead of their copy. */
 const PREFETCH_MAX = 256
@@ -32,7 +32,9 @@ export function registerMoveCommand(queue: Command, runtime: Runtime): void {
       'move at most N messages (default: until FROM has none for --wait)',
       integerArg(1),
     )
-    .addOption(durationOption('--wait <duration>', 'stop when no message came for this long', 2_000))
+    .addOption(
+      durationOption('--wait <duration>', 'stop when no message came for this long (250ms at least)', 2_000),
+    )
     .description(
       'move messages to another queue (e.g. dead letters back to their queue): each is acked in FROM once durable in TO',
     )
@@ -88,6 +90,10 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
         `message ${from} ${d.partition}/${d.id} could not go to ${flags.to}; it stays in ${from}`,
         error,
       )
+      // Leasing stops first: given back while the fetch loop runs, it was leased again at
+      // once and stayed leased for the visibility timeout — a delivery counted, on the way
+      // to the dead-letter list (the operator audit).
+      await consumer.stop().catch(() => {})
       await d.release().catch(() => {})
       return
     }
@@ -105,7 +111,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   try {
     while (taken < max && failure === undefined) {
       pending ??= iterator.next()
-      const next = await nextWithin(pending, flags.wait, interrupted)
+      const next = await nextWithin(pending, idleWaitMs(flags.wait), interrupted)
       if (next.kind !== 'message') break
       pending = undefined
       taken++
@@ -116,6 +122,8 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
     await Promise.all(copies)
   } finally {
     stopListening()
+    // As in consume: leasing stops before what is held goes back.
+    await consumer.stop()
     await consumer.close()
     await producer.close()
     // A message that arrived while we stopped is given back, not held until its lease ends.
@@ -127,7 +135,10 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   }
   if (failure !== undefined) throw failure
   if (moved === 0 && lastError !== undefined) {
-    throw new CommandError(`no message from ${from} within ${formatDuration(flags.wait)}`, lastError)
+    throw new CommandError(
+      `no message from ${from} within ${formatDuration(idleWaitMs(flags.wait))}`,
+      lastError,
+    )
   }
   if (moved === 0) {
     const paused = await pausedReason(session, from)
