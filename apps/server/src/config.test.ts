@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
@@ -35,6 +35,22 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file, tickMs: '10' })).toMatchObject({ tickMs: 10, electionTicks: 20 })
   })
 
+  it("resolves a config file's relative paths against its folder, a flag's against the working directory", () => {
+    const folder = join(dir, 'etc')
+    mkdirSync(folder, { recursive: true })
+    const file = join(folder, 'n1.json')
+    writeFileSync(
+      file,
+      JSON.stringify({ ...base, dataDir: 'data', authFile: 'auth.json', peerToken: 'p'.repeat(20) }),
+    )
+    const c = loadConfig({ config: file }, '/somewhere/else')
+    expect(c.dataDir).toBe(join(folder, 'data'))
+    expect(c.authFile).toBe(join(folder, 'auth.json'))
+    expect(loadConfig({ config: file, dataDir: 'flagged' }, '/somewhere/else').dataDir).toBe(
+      '/somewhere/else/flagged',
+    )
+  })
+
   it('serves the console by default; a config file or --no-console turns it off', () => {
     expect(loadConfig(base).console).toBe(true)
     expect(loadConfig({ ...base, console: false }).console).toBe(false)
@@ -47,7 +63,8 @@ describe('loadConfig', () => {
   it.each([
     [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
     [{ ...base, listen: 'nowhere' }, /listen: address "nowhere"/],
-    [{ ...base, dataDir: undefined }, /dataDir is required/],
+    [{ ...base, dataDir: undefined }, /--data-dir \(config file: "dataDir"\) is required/],
+    [{ ...base, nodeId: 4 }, /--node-id \(config file: "nodeId"\) must be a string, got 4/],
     [{ ...base, initialMeta: undefined }, /--initial-meta to bootstrap a cluster or --join/],
     [{ ...base, join: '127.0.0.1:7009' }, /either --initial-meta or --join/],
     [{ ...base, initialMeta: 'n2=127.0.0.1:7002' }, /does not name this node/],

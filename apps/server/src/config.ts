@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs'
-import { isAbsolute, resolve } from 'node:path'
+import { dirname, isAbsolute, resolve } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
 import { type Member, parseAddress, parseMembers } from './members'
@@ -183,6 +183,14 @@ export function loadConfig(
       if (!KNOWN_KEYS.has(key) || key === 'config')
         throw new ConfigError(`config file ${path}: unknown setting "${key}"`)
     }
+    // A relative path in the file is relative to the file's folder, as an operator reads it
+    // (it was resolved against the working directory: `mq-server start --config /etc/mq/n1.json`
+    // from another folder looked for the certificates there).
+    for (const key of FILE_PATH_KEYS) {
+      const v = file[key]
+      if (typeof v === 'string' && v !== '' && !isAbsolute(v))
+        file = { ...file, [key]: resolve(dirname(path), v) }
+    }
   }
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
   const fromEnv = env[PEER_TOKEN_ENV] ? { peerToken: env[PEER_TOKEN_ENV] } : {}
@@ -361,9 +369,19 @@ function oneOf<T extends string>(raw: RawConfig, key: keyof ServerConfig, allowe
   return v as T
 }
 
+/** The config keys that are file or folder paths. */
+const FILE_PATH_KEYS: readonly (keyof ServerConfig)[] = ['dataDir', 'authFile', 'tlsCert', 'tlsKey', 'tlsCa']
+
+/** How a setting is given: its flag and its config-file key (`--node-id` / "nodeId"). */
+function setting(key: keyof ServerConfig): string {
+  return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} (config file: "${key}")`
+}
+
 function str(raw: RawConfig, key: keyof ServerConfig): string {
   const v = raw[key]
-  if (typeof v !== 'string' || v.length === 0) throw new ConfigError(`${key} is required`)
+  if (v === undefined || v === '') throw new ConfigError(`${setting(key)} is required`)
+  if (typeof v !== 'string')
+    throw new ConfigError(`${setting(key)} must be a string, got ${JSON.stringify(v)}`)
   return v
 }
 

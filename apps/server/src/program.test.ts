@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { FORMAT_LEVEL } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { devNodeArgs, devPortsProblem } from './dev-cluster'
 import { createProgram, type ProgramIo } from './program'
@@ -32,13 +33,21 @@ describe('mq-server program', () => {
     )
   })
 
+  it('prints its version and the format level it writes up to', async () => {
+    const program = createProgram(capture())
+    let printed = ''
+    program.exitOverride().configureOutput({ writeOut: (s) => (printed += s) })
+    await expect(program.parseAsync(['--version'], { from: 'user' })).rejects.toThrow()
+    expect(printed).toMatch(new RegExp(`^\\d+\\.\\d+\\.\\d+ \\(format level ${FORMAT_LEVEL}\\)\\n$`))
+  })
+
   it('exits 2 with the reason on a bad config, before binding anything', async () => {
     const io = capture()
     await createProgram(io).parseAsync(['start', '--node-id', 'n1', '--listen', '127.0.0.1:7001'], {
       from: 'user',
     })
     expect(io.code).toBe(2)
-    expect(io.errors.join('\n')).toMatch(/dataDir is required/)
+    expect(io.errors.join('\n')).toMatch(/--data-dir \(config file: "dataDir"\) is required/)
   })
 
   it('mq-server dev lets its consoles peek at message bodies (no auth, loopback only)', async () => {
@@ -73,7 +82,10 @@ describe('mq-server program', () => {
     await program.parseAsync(['start', '--console-peek', '--node-id', 'n1', '--listen', '127.0.0.1:7001'], {
       from: 'user',
     })
-    expect([io.code, io.errors.join('\n')]).toEqual([2, expect.stringMatching(/dataDir is required/)])
+    expect([io.code, io.errors.join('\n')]).toEqual([
+      2,
+      expect.stringMatching(/--data-dir \(config file: "dataDir"\) is required/),
+    ])
   })
 
   it("lets a config file's console setting stand unless --no-console is given", async () => {

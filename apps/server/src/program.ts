@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { Command, InvalidArgumentError } from 'commander'
@@ -17,6 +18,9 @@ export interface ProgramIo {
   readonly exit: (code: number) => void
 }
 
+/** This build's version (package.json) and the format level it writes up to (FORMAT_LEVEL). */
+const SERVER_VERSION = `${(createRequire(import.meta.url)('../package.json') as { version: string }).version} (format level ${FORMAT_LEVEL})`
+
 const defaultIo: ProgramIo = {
   out: (l) => console.log(l),
   err: (l) => console.error(l),
@@ -27,7 +31,9 @@ const defaultIo: ProgramIo = {
 
 /** Builds the `mq-server` command line. `io` receives what the commands print. */
 export function createProgram(io: ProgramIo = defaultIo): Command {
-  const program = new Command('mq-server').description('mq server: a multi-Raft host of meta and data groups')
+  const program = new Command('mq-server')
+    .description('mq server: a multi-Raft host of meta and data groups')
+    .version(SERVER_VERSION, '-V, --version', 'print the version of mq-server and its format level')
   program
     .command('start')
     .description('run one node')
