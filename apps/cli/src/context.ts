@@ -126,7 +126,7 @@ export class Runtime {
    */
   async run(command: Command, action: (session: Session) => Promise<void>): Promise<void> {
     const globals = this.globals(command)
-    this.target = { servers: globals.servers, timeoutMs: globals.timeoutMs }
+    this.target = { servers: globals.servers, timeoutMs: globals.timeoutMs, tls: globals.tls !== undefined }
     const client = await this.io.connect({
       servers: globals.servers,
       deadlineMs: globals.timeoutMs,

@@ -15,7 +15,12 @@ describe('classify', () => {
     [coded('QUEUE_NOT_FOUND', false), ExitCode.NotFound],
     [coded('UNAVAILABLE', true), ExitCode.Unavailable],
     [coded('LIMIT_EXCEEDED', true), ExitCode.Unavailable],
-    [coded('QUEUE_EXISTS', false), ExitCode.Other],
+    [coded('QUEUE_EXISTS', false), ExitCode.AlreadyExists],
+    [coded('INVALID_ARGUMENT', false, 'node n9 is not registered'), ExitCode.NotFound],
+    [coded('INVALID_ARGUMENT', false, 'data group 99 does not exist'), ExitCode.NotFound],
+    [coded('INVALID_ARGUMENT', false, 'no token is named app'), ExitCode.NotFound],
+    [coded('INVALID_ARGUMENT', false, 'a token named app exists; delete it first'), ExitCode.AlreadyExists],
+    [coded('INVALID_ARGUMENT', false, 'node n1 is not a replica of data group 2 (n2, n3)'), ExitCode.Usage],
     [coded('UNAUTHENTICATED', false), ExitCode.Denied],
     [coded('PERMISSION_DENIED', false), ExitCode.Denied],
     [coded('INTERNAL', false), ExitCode.Other],
@@ -54,6 +59,44 @@ describe('classify', () => {
       message:
         'nothing listens at a:1: connection refused on every attempt for 2003 ms (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)',
     })
+  })
+
+  it('says why in one clean sentence when nothing listens (no grpc-js wrapping, no dangling note)', async () => {
+    const refused = Object.assign(
+      coded(
+        'UNAVAILABLE',
+        true,
+        'connection refused on every attempt for 2002 ms (10 attempts; nothing listens there?): No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:7001. Resolution note: ',
+      ),
+      { connectionRefused: true },
+    )
+    expect(classify(refused, { servers: ['127.0.0.1:7001'], timeoutMs: 10_000 }).message).toBe(
+      'nothing listens at 127.0.0.1:7001: connection refused on every attempt for 2002 ms (10 attempts): connect ECONNREFUSED 127.0.0.1:7001 (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)',
+    )
+  })
+
+  it("hints that TLS settings do not match the server's", () => {
+    const target = { servers: ['127.0.0.1:7001'], timeoutMs: 1_000 }
+    const tlsToPlain = coded(
+      'UNAVAILABLE',
+      true,
+      'No connection established. Last error: Error: 805C64B77A7F0000:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../deps/openssl/openssl/ssl/record/ssl3_record.c:350: .',
+    )
+    expect(classify(tlsToPlain, { ...target, tls: true }).message).toBe(
+      "the cluster at 127.0.0.1:7001 did not answer within 1s: TLS: wrong version number (the server answered in plaintext: your TLS settings probably do not match the server's; leave out --tls-ca and MQ_TLS_CA for a cluster without TLS)",
+    )
+    const plainToTls = coded(
+      'UNAVAILABLE',
+      true,
+      'No connection established. Last error: Failed to connect (2026-12-02T16:40:25.866Z).',
+    )
+    expect(classify(plainToTls, { ...target, tls: false }).message).toBe(
+      "the cluster at 127.0.0.1:7001 did not answer within 1s: Failed to connect (the server closed the connection: if it speaks TLS, your TLS settings probably do not match the server's; give its CA with --tls-ca or MQ_TLS_CA)",
+    )
+    // A plain timeout says nothing of TLS.
+    expect(classify(coded('UNAVAILABLE', true, 'Deadline exceeded'), target).message).toMatch(
+      /\(check --servers or MQ_SERVERS, or raise --timeout\)$/,
+    )
   })
 
   it('says what limit held when the SDK gave up on one (the cluster answered)', () => {

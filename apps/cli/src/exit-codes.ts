@@ -7,12 +7,14 @@ export const ExitCode = {
   Ok: 0,
   /** The command line was wrong (unknown flag, bad value, missing argument). */
   Usage: 1,
-  /** The queue (or other named thing) does not exist. */
+  /** The named thing does not exist: a queue, a node, a Raft group, a token. */
   NotFound: 2,
   /** The cluster did not answer before the deadline, or kept failing with retriable errors. */
   Unavailable: 3,
   /** Anything else: the server refused the request, an internal error, a lost lease. */
   Other: 4,
+  /** A queue or token of that name exists already (shares 4 with Other: scripts had it as such). */
+  AlreadyExists: 4,
   /** No token, a wrong token, or a token whose roles do not allow the command. */
   Denied: 5,
 } as const
@@ -28,7 +30,21 @@ export interface Failure {
 export interface FailureContext {
   readonly servers: readonly string[]
   readonly timeoutMs: number
+  /** Whether the command spoke TLS (--tls-ca or a client certificate), to hint at a mismatch. */
+  readonly tls?: boolean
 }
+
+/**
+ * The servers' INVALID_ARGUMENT refusals that name something missing or already there (the
+ * SDK has no typed error for nodes, groups and tokens, only for queues). Phrased as
+ * packages/meta-service (meta-state.ts, token-registry.ts) and apps/server (controller.ts) word them.
+ */
+const NOT_FOUND_MESSAGES = [
+  /\bnode \S+ is not registered\b/,
+  /\bdata group \d+ does not exist\b/,
+  /\bno token is named\b/,
+]
+const EXISTS_MESSAGES = [/\ba token named \S+ exists\b/]
 
 /**
  * Classifies an error thrown by a command into an exit code and a one-line message. Errors of
@@ -43,30 +59,65 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : ''
   const message = oneLine(error instanceof Error ? error.message : String(error))
   if (code === 'QUEUE_NOT_FOUND') return { exitCode: ExitCode.NotFound, message }
+  if (code === 'QUEUE_EXISTS') return { exitCode: ExitCode.AlreadyExists, message }
   if (code === 'UNAUTHENTICATED' || code === 'PERMISSION_DENIED')
     return { exitCode: ExitCode.Denied, message }
-  // The server rejected a value given on the command line (a bound of the queue config).
-  if (code === 'INVALID_ARGUMENT') return { exitCode: ExitCode.Usage, message }
+  if (code === 'INVALID_ARGUMENT') {
+    if (NOT_FOUND_MESSAGES.some((p) => p.test(message))) return { exitCode: ExitCode.NotFound, message }
+    if (EXISTS_MESSAGES.some((p) => p.test(message))) return { exitCode: ExitCode.AlreadyExists, message }
+    // The server rejected a value given on the command line (a bound of the queue config).
+    return { exitCode: ExitCode.Usage, message }
+  }
   const retriable = (error as { retriable?: unknown })?.retriable === true
   // A limit that held until the SDK gave up (a full queue): the cluster answered.
   if (code === 'LIMIT_EXCEEDED') return { exitCode: ExitCode.Unavailable, message }
   if ((error as { connectionRefused?: unknown })?.connectionRefused === true) {
     const where = context ? ` at ${context.servers.join(',')}` : ''
+    const why = connectionCause(message).replace(/ \((\d+ attempts); nothing listens there\?\)/, ' ($1)')
     return {
       exitCode: ExitCode.Unavailable,
-      message: `nothing listens${where}: ${message} (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)`,
+      message: `nothing listens${where}: ${why} (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)`,
     }
   }
   if (code === 'UNAVAILABLE' || retriable) {
-    const why = message
-      .replace(/^gave up after \d+ attempts in \d+ ms: /, '')
-      .replace(/ Resolution note:\s*$/, '')
+    const why = connectionCause(message)
+    const tlsHint = context ? tlsMismatchHint(why, context.tls === true) : undefined
     const text = context
-      ? `the cluster at ${context.servers.join(',')} did not answer within ${formatDuration(context.timeoutMs)}: ${why} (check --servers or MQ_SERVERS, or raise --timeout)`
+      ? `the cluster at ${context.servers.join(',')} did not answer within ${formatDuration(context.timeoutMs)}: ${why} (${tlsHint ?? 'check --servers or MQ_SERVERS, or raise --timeout'})`
       : `the cluster is unavailable: ${why}`
     return { exitCode: ExitCode.Unavailable, message: text }
   }
   return { exitCode: ExitCode.Other, message }
+}
+
+/**
+ * The cause of a connection failure without the wrapping of the SDK and grpc-js around it:
+ * "gave up after N attempts in M ms: ", "No connection established. Last error: Error: ",
+ * grpc-js's trailing "Resolution note:" and timestamps, OpenSSL's error-stack prefix.
+ */
+export function connectionCause(message: string): string {
+  return message
+    .replace(/^gave up after \d+ attempts in \d+ ms: /, '')
+    .replace(/\s*Resolution note:\s*$/, '')
+    .replace(/No connection established\. Last error: (?:Error: )?/g, '')
+    .replace(/ \(\d{4}-\d\d-\d\dT[\d:.]+Z\)/g, '')
+    .replace(/\b[0-9A-F]+:error:[0-9A-F]+:SSL routines:[^:]*:([^:]+):\S*/g, 'TLS: $1')
+    .replace(/[\s.]+$/, '')
+}
+
+/**
+ * What a connection failure says of TLS settings that do not match the server's: a TLS
+ * client's handshake answered in plaintext ("wrong version number"), or a plaintext client
+ * whose HTTP/2 connection the server dropped ("Failed to connect": it waited for a handshake).
+ */
+function tlsMismatchHint(why: string, tls: boolean): string | undefined {
+  if (tls && /wrong version number|packet length too long|http request/i.test(why)) {
+    return "the server answered in plaintext: your TLS settings probably do not match the server's; leave out --tls-ca and MQ_TLS_CA for a cluster without TLS"
+  }
+  if (!tls && /Failed to connect/.test(why)) {
+    return "the server closed the connection: if it speaks TLS, your TLS settings probably do not match the server's; give its CA with --tls-ca or MQ_TLS_CA"
+  }
+  return undefined
 }
 
 /** Collapses a multi-line message into one line. */

@@ -2,9 +2,12 @@
 import { createRequire } from 'node:module'
 import { nodeIO } from './node-io'
 import { runCli } from './program'
+import { silenceIpServernameWarning } from './warnings'
 
 const { version } = createRequire(import.meta.url)('../package.json') as { version: string }
 
+// TLS to a server given by IP address (as in the dev-certs setup) must not print DEP0123.
+silenceIpServernameWarning()
 process.exitCode = await runCli(process.argv.slice(2), nodeIO(), version)
 // Everything is closed by now; a lingering handle (a reconnecting channel) must not keep mq up.
 setTimeout(() => {

@@ -44,6 +44,8 @@ export function createProgram(io: CliIO, version: string, runtime = new Runtime(
       writeErr: (s) => io.stderr.write(s),
     })
     .showSuggestionAfterError(true)
+    // Each command's --help lists the global flags too (--json, --servers, ...): its examples use them.
+    .configureHelp({ showGlobalOptions: true })
     .addOption(
       new Option(
         '-s, --servers <list>',

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -51,6 +52,56 @@ function runMq(
       resolve({ code, stdout, stderr, elapsedMs: Date.now() - started })
     })
   })
+}
+
+/**
+ * A CA and a certificate for 127.0.0.1 signed by it, made with openssl in `dir` (as
+ * `mq-server dev-certs` makes them); undefined when openssl is not installed.
+ */
+function makeCerts(dir: string): { ca: string; cert: Buffer; key: Buffer } | undefined {
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' })
+  try {
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes']
+    openssl(
+      'req',
+      '-x509',
+      ...ec,
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.crt',
+      '-days',
+      '2',
+      '-subj',
+      '/CN=mq-test-ca',
+    )
+    openssl('req', ...ec, '-keyout', 'node.key', '-out', 'node.csr', '-subj', '/CN=127.0.0.1')
+    writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\n')
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      'node.csr',
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-out',
+      'node.crt',
+      '-days',
+      '2',
+      '-extfile',
+      'ext',
+    )
+  } catch {
+    return undefined
+  }
+  return {
+    ca: join(dir, 'ca.crt'),
+    cert: readFileSync(join(dir, 'node.crt')),
+    key: readFileSync(join(dir, 'node.key')),
+  }
 }
 
 describe('the mq binary', () => {
@@ -120,8 +171,10 @@ describe('the mq binary', () => {
     expect(r.code).toBe(3)
     expect(r.stderr.trimEnd().split('\n')).toHaveLength(1)
     expect(r.stderr).toMatch(
-      /^mq: nothing listens at 127\.0\.0\.1:1,127\.0\.0\.1:2: connection refused on every attempt for \d+ ms .*ECONNREFUSED.*--timeout waits/,
+      /^mq: nothing listens at 127\.0\.0\.1:1,127\.0\.0\.1:2: connection refused on every attempt for \d+ ms \(\d+ attempts\): connect ECONNREFUSED 127\.0\.0\.1:\d \(is the cluster started\? .*--timeout waits that long for it\)\n$/,
     )
+    // One sentence: no grpc-js wrapping, no dangling "Resolution note:".
+    expect(r.stderr).not.toMatch(/Resolution note|Last error|nothing listens there/)
     // The default deadline is 10 s: given up at the refusal bound (2 s), not at it.
     expect(r.elapsedMs).toBeLessThan(6_000)
   })
@@ -211,5 +264,46 @@ describe('the mq binary', () => {
     expect(r.stdout).toMatch(/kept/)
     // Given back at once, not left leased until its visibility timeout.
     expect(broker.ready('term')).toHaveLength(1)
+  })
+})
+
+// After 'the mq binary', whose beforeAll builds it.
+describe('the mq binary over TLS', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mq-cli-tls-'))
+  const certs = makeCerts(dir)
+  const tlsBroker = new FakeBroker()
+  const plainBroker = new FakeBroker()
+  beforeAll(async () => {
+    if (certs) await tlsBroker.start(certs)
+    await plainBroker.start()
+  })
+  afterAll(() => {
+    tlsBroker.stop()
+    plainBroker.stop()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it.skipIf(!certs)('prints no DEP0123 warning for a server given by IP address', async () => {
+    const r = await runMq(['--tls-ca', certs?.ca ?? '', 'queue', 'create', 'secure'], {
+      MQ_SERVERS: tlsBroker.address,
+    })
+    expect(r).toMatchObject({ code: 0, stdout: 'created queue secure (1 partition)\n', stderr: '' })
+  })
+
+  it.skipIf(!certs)("says TLS settings probably do not match the server's, either way", async () => {
+    const plainToTls = await runMq(['--timeout', '1s', 'queue', 'list'], { MQ_SERVERS: tlsBroker.address })
+    expect(plainToTls.code).toBe(3)
+    expect(plainToTls.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(plainToTls.stderr).toMatch(
+      /TLS settings probably do not match the server's; give its CA with --tls-ca/,
+    )
+    const tlsToPlain = await runMq(['--timeout', '1s', '--tls-ca', certs?.ca ?? '', 'queue', 'list'], {
+      MQ_SERVERS: plainBroker.address,
+    })
+    expect(tlsToPlain.code).toBe(3)
+    expect(tlsToPlain.stderr.trimEnd().split('\n')).toHaveLength(1)
+    expect(tlsToPlain.stderr).toMatch(
+      /wrong version number \(the server answered in plaintext: your TLS settings probably do not match the server's/,
+    )
   })
 })

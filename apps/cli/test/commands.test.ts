@@ -1,4 +1,4 @@
-import { InternalError, QueueNotFoundError } from '@mq/router-client'
+import { InternalError, PermissionDeniedError, QueueNotFoundError } from '@mq/router-client'
 import { beforeEach, describe, expect, it } from 'vitest'
 import { runCli } from '../src/index'
 import { FakeCluster } from './fake-cluster'
@@ -196,12 +196,67 @@ describe('cluster, node and group', () => {
     expect(table.stdout).toMatch(/0 +n1 +active +3 +120 +119 +0 +n1,n2\(learner\)/)
   })
 
+  it('lists the meta group (0) first when the status lists only the data groups (as servers answer)', async () => {
+    const data = {
+      ...cluster.status.groups[0],
+      groupId: 1,
+      term: 4,
+      replicas: [],
+    } as (typeof cluster.status.groups)[number]
+    cluster.status = { ...cluster.status, groups: [data] }
+    const table = await mq(['group', 'list'])
+    expect(table.stdout.split('\n').slice(0, 3)).toEqual([
+      expect.stringMatching(/^GROUP +LEADER +STATE +TERM +COMMIT +APPLIED +PARTITIONS +REPLICAS$/),
+      expect.stringMatching(/^ +0 +n1 +changing +- +- +- +0 +n1,n2,n3,n4\(learner\)$/),
+      expect.stringMatching(/^ +1 +n1 +active +4 +120 +119 +0 +-$/),
+    ])
+    const json = jsonLines((await mq(['group', 'list', '--json'])).stdout)
+    expect(json.map((g) => g.groupId)).toEqual([0, 1])
+    expect(json[0]).toMatchObject({
+      groupId: 0,
+      leaderId: 'n1',
+      replicas: [{ nodeId: 'n1', address: '10.0.0.1:7001' }, {}, {}, { nodeId: 'n4', learner: true }],
+    })
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(
+      /\n +0 +n1 +changing +- +- +- +0 +n1,n2,n3,n4\(learner\)\n/,
+    )
+  })
+
+  it("shows the global flags in a command's --help (its examples use --json)", async () => {
+    const r = await mq(['group', 'list', '--help'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/Global Options:[\s\S]*--json/)
+  })
+
   it('drains a node and reports what is left', async () => {
+    // A spare live node: the replicas have somewhere to go.
+    const spare = {
+      ...(cluster.status.nodes[0] as (typeof cluster.status.nodes)[number]),
+      nodeId: 'n5',
+      groupIds: [],
+    }
+    cluster.status = { ...cluster.status, nodes: [...cluster.status.nodes, spare] }
     expect((await mq(['node', 'drain', 'n2'])).stdout).toBe('draining node n2: 3 replicas still to move\n')
     expect((await mq(['node', 'drain', 'n1'])).stdout).toBe('node n1 is drained: it holds no replica\n')
     expect(jsonLines((await mq(['node', 'drain', 'n2', '--json'])).stdout)).toEqual([
       { nodeId: 'n2', replicasRemaining: 3 },
     ])
+  })
+
+  it('says why a drain may not progress when no live node outside its groups can take the replicas', async () => {
+    // n1 is the only other live node, and it holds group 0 already.
+    const r = await mq(['node', 'drain', 'n2'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toBe(
+      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 0 can take n2's replica there; add a node (mq-server with --join), or lower the replication\n",
+    )
+    expect(jsonLines((await mq(['node', 'drain', 'n2', '--json'])).stdout)).toEqual([
+      { nodeId: 'n2', replicasRemaining: 3, groupsWithoutTarget: [0] },
+    ])
+    // Drained: no status asked, no hint.
+    const calls = cluster.calls.length
+    expect((await mq(['node', 'drain', 'n1'])).stdout).toBe('node n1 is drained: it holds no replica\n')
+    expect(cluster.calls.slice(calls)).not.toContain('clusterStatus')
   })
 
   it('removes a stopped node, and says why not when the cluster refuses', async () => {
@@ -246,6 +301,16 @@ describe('cluster, node and group', () => {
     expect(jsonLines(transfer.stdout)).toEqual([{ groupId: 0, toNodeId: 'n2' }])
     expect(cluster.calls).toContain('scaleDataGroups:6')
     expect(cluster.calls).toContain('transferLeader:0:n2')
+  })
+
+  it('exits 2 (not found) for a node or a group that does not exist, as for a queue', async () => {
+    const drain = await mq(['node', 'drain', 'nosuch'])
+    expect(drain.code).toBe(2)
+    expectOneLineError(drain.stderr, /node nosuch is not registered/)
+    const transfer = await mq(['group', 'transfer-leader', '99', 'n1'])
+    expect(transfer.code).toBe(2)
+    expectOneLineError(transfer.stderr, /data group 99 does not exist/)
+    expect((await mq(['queue', 'describe', 'nosuch'])).code).toBe(2)
   })
 
   it('rejects a group count that is not a positive integer', async () => {
@@ -326,6 +391,29 @@ describe('queue', () => {
     expect(cluster.calls.filter((c) => c.startsWith('queueStats'))).toHaveLength(2)
   })
 
+  it('describes the settings when the token may not read the stats, saying so', async () => {
+    cluster.addQueue('other', 2)
+    cluster.statsRefused.set(
+      'other',
+      new PermissionDeniedError('token app may not read queue "other" (mq.v1.Queue/Stats)'),
+    )
+    const r = await mq(['queue', 'describe', 'other'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toMatch(/visibility: +30s/)
+    expect(r.stdout).toMatch(/\nPARTITION +GROUP +LEADER +REPLICAS\n/)
+    expectOneLineError(
+      r.stderr,
+      /depths not shown: this token may not read the stats of other \(.*Queue\/Stats\)/,
+    )
+    const json = jsonLines((await mq(['queue', 'describe', 'other', '--json'])).stdout)
+    expect(json).toHaveLength(1)
+    expect(json[0]).toMatchObject({ queue: 'other' })
+    expect(json[0]).not.toHaveProperty('stats')
+    // Other failures of the stats still fail the command.
+    cluster.statsRefused.set('other', new InternalError('disk on fire'))
+    expect((await mq(['queue', 'describe', 'other'])).code).toBe(4)
+  })
+
   it('exits 2 for a queue that does not exist', async () => {
     for (const argv of [
       ['queue', 'describe', 'nope'],
@@ -349,6 +437,20 @@ describe('queue', () => {
       `updateQueue:jobs:${JSON.stringify({ visibilityTimeoutMs: 120_000, strictPriority: false })}`,
     )
     expect(cluster.queues.get('jobs')?.config.strictPriority).toBe(false)
+  })
+
+  it('refuses --strict-priority with --no-strict-priority, naming both', async () => {
+    cluster.addQueue('jobs')
+    for (const argv of [
+      ['queue', 'update', 'jobs', '--strict-priority', '--no-strict-priority'],
+      ['queue', 'update', 'jobs', '--no-strict-priority', '--visibility', '1m', '--strict-priority'],
+    ]) {
+      const r = await mq(argv)
+      expect(r.code, argv.join(' ')).toBe(1)
+      expectOneLineError(r.stderr, /give --strict-priority or --no-strict-priority, not both/)
+    }
+    expect(cluster.calls.filter((c) => c.startsWith('updateQueue'))).toEqual([])
+    expect((await mq(['queue', 'update', 'jobs', '--strict-priority'])).code).toBe(0)
   })
 
   it('pauses and resumes a queue, and creates one paused', async () => {
@@ -791,6 +893,13 @@ describe('consume', () => {
     expect(cluster.consumerOptions).toMatchObject({ prefetch: 64, waitMs: 50 })
   })
 
+  it("says in --help what --no-ack's give-back does to the delivery count", async () => {
+    const help = (await mq(['consume', '--help'])).stdout.replace(/\s+/g, ' ')
+    expect(help).not.toMatch(/not counted as a delivery attempt/)
+    expect(help).toMatch(/the delivery count the next consumer sees still goes up by one/)
+    expect(help).toMatch(/never dead-letters a message \(the queue's max deliveries is not enforced for it\)/)
+  })
+
   it('refuses --no-ack --follow without a bound', async () => {
     const r = await mq(['consume', 'jobs', '--no-ack', '--follow'])
     expect(r.code).toBe(1)
@@ -820,8 +929,17 @@ describe('mq token', () => {
     ])
     expect(await mq(['token', 'delete', 'app'])).toMatchObject({ code: 0, stdout: 'deleted token app\n' })
     const again = await mq(['token', 'delete', 'app'])
-    expect(again.code).toBe(1)
+    expect(again.code).toBe(2)
     expectOneLineError(again.stderr, /no token is named app/)
+  })
+
+  it('exits 4 for a token that exists, as for a queue that exists', async () => {
+    expect((await mq(['token', 'create', 'app2', '-r', 'admin'])).code).toBe(0)
+    const again = await mq(['token', 'create', 'app2', '-r', 'admin'])
+    expect(again.code).toBe(4)
+    expectOneLineError(again.stderr, /a token named app2 exists/)
+    cluster.addQueue('jobs')
+    expect((await mq(['queue', 'create', 'jobs'])).code).toBe(4)
   })
 
   it('needs at least one --role', async () => {

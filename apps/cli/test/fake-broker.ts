@@ -41,11 +41,15 @@ export class FakeBroker {
   #nextId = 1
   #nextLease = 1
 
-  async start(): Promise<void> {
+  /** Listens on a loopback port; with `tls` (PEM), only for TLS clients. */
+  async start(tls?: { readonly cert: Buffer; readonly key: Buffer }): Promise<void> {
     this.#server.addService(MetaService, this.#meta())
     this.#server.addService(QueueService, this.#queue())
+    const credentials = tls
+      ? ServerCredentials.createSsl(null, [{ cert_chain: tls.cert, private_key: tls.key }], false)
+      : ServerCredentials.createInsecure()
     this.address = await new Promise((resolve, reject) =>
-      this.#server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, port) =>
+      this.#server.bindAsync('127.0.0.1:0', credentials, (e, port) =>
         e ? reject(e) : resolve(`127.0.0.1:${port}`),
       ),
     )

@@ -43,6 +43,8 @@ export class FakeCluster {
   /** Fail produce with this error after this many messages were accepted. */
   produceFailsAfter: { count: number; error: Error } | undefined
   connectOptions: ClientOptions | undefined
+  /** queueStats of these queues fails with this error (a token that may not read them). */
+  readonly statsRefused = new Map<string, Error>()
   consumerOptions: Partial<ConsumerOptions> | undefined
   status: ClusterStatus = {
     metaLeaderId: 'n1',
@@ -93,7 +95,7 @@ export class FakeCluster {
     ],
   }
   readonly acked: number[] = []
-  /** Messages given back (released: not counted as a delivery attempt). */
+  /** Messages given back (released: their delivery count stays one up; max deliveries not enforced). */
   readonly released: number[] = []
   /**
    * Consumers stopping (`stop:<queue>`) and messages given back (`release:<id>`), in order: a
@@ -336,8 +338,10 @@ export class FakeCluster {
           return n
         }),
       queueStats: (name) =>
-        call(`queueStats:${name}`, () =>
-          this.#queue(name).ready.map(
+        call(`queueStats:${name}`, () => {
+          const refused = this.statsRefused.get(name)
+          if (refused) throw refused
+          return this.#queue(name).ready.map(
             (list, partition): PartitionStats =>
               // Only what the CLI reads; the totals of PartitionStats are left out on purpose.
               ({
@@ -356,9 +360,14 @@ export class FakeCluster {
                   achievedShare: 0.25,
                 })),
               }) as PartitionStats,
-          ),
-        ),
-      drainNode: (nodeId) => call(`drainNode:${nodeId}`, () => (nodeId === 'n2' ? 3 : 0)),
+          )
+        }),
+      drainNode: (nodeId) =>
+        call(`drainNode:${nodeId}`, () => {
+          if (!this.status.nodes.some((n) => n.nodeId === nodeId))
+            throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+          return nodeId === 'n2' ? 3 : 0
+        }),
       removeNode: (nodeId) =>
         call(`removeNode:${nodeId}`, () => {
           if (nodeId === 'n1')
@@ -369,9 +378,14 @@ export class FakeCluster {
           this.status = { ...this.status, metaVotersWanted: voters }
           return { voters: [...this.status.metaVoters], votersWanted: voters }
         }),
-      transferLeader: (groupId, toNodeId) => call(`transferLeader:${groupId}:${toNodeId}`, () => undefined),
+      transferLeader: (groupId, toNodeId) =>
+        call(`transferLeader:${groupId}:${toNodeId}`, () => {
+          if (groupId > 5) throw new InvalidArgumentError(`data group ${groupId} does not exist`)
+        }),
       createToken: (name, roles) =>
         call(`createToken:${name}:${roles.join(',')}`, () => {
+          if (this.tokens.has(name))
+            throw new InvalidArgumentError(`a token named ${name} exists; delete it first`)
           this.tokens.set(name, { name, roles: [...roles], createdAtMs: 1_700_000_000_000 })
           return { name, token: `mq_secret_of_${name}` }
         }),

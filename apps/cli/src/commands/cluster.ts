@@ -44,7 +44,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
           ]),
         )
         out.text(`\n${formatTable(status.nodes, nodeColumns(io.now()))}`)
-        out.text(`\n${formatTable(status.groups, groupColumns)}`)
+        out.text(`\n${formatTable(groupRows(status), groupColumns)}`)
         if (status.moves.length > 0) out.text(`\n${formatTable(status.moves, moveColumns(io.now()))}`)
       }),
     )
@@ -87,7 +87,17 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .action((id: string, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const remaining = await client.admin.drainNode(id)
-        out.result(drainResult(id, remaining), { nodeId: id, replicasRemaining: remaining })
+        // The count alone repeats for ever when no node can take the replicas: say why.
+        const stuck = remaining > 0 ? groupsWithoutTarget(await client.admin.clusterStatus(), id) : []
+        const hint =
+          stuck.length === 0
+            ? ''
+            : `\nit may not progress: no live node outside ${stuck.length === 1 ? 'group' : 'groups'} ${stuck.join(', ')} can take ${id}'s replica there; add a node (mq-server with --join), or lower the replication`
+        out.result(`${drainResult(id, remaining)}${hint}`, {
+          nodeId: id,
+          replicasRemaining: remaining,
+          ...(stuck.length > 0 ? { groupsWithoutTarget: stuck } : {}),
+        })
       }),
     )
   node
@@ -112,11 +122,12 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     )
   group
     .command('list')
-    .description('every Raft group: leader, term, commit and applied index, replicas')
+    .description(
+      'every Raft group, the meta group (0) first: leader, term, commit and applied index, replicas (the meta group shows no term or indexes, which the cluster status does not carry)',
+    )
     .action((_opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
-        const { groups } = await client.admin.clusterStatus()
-        out.table(groups, groupColumns, (g) => g)
+        out.table(groupRows(await client.admin.clusterStatus()), groupColumns, (g) => g)
       }),
     )
   group
@@ -157,6 +168,19 @@ function describeGroups(status: ClusterStatus): string {
   return `${meta + data} (${meta} meta, ${data} data)`
 }
 
+/**
+ * The groups holding a replica on `nodeId` that no live node outside them could take over (a
+ * drain's replicas have nowhere to go): every live node that is not draining is a replica of
+ * the group already. The meta group (0) counts by its voters and learners.
+ */
+export function groupsWithoutTarget(status: ClusterStatus, nodeId: string): number[] {
+  const candidates = status.nodes.filter((n) => n.alive && !n.draining && n.nodeId !== nodeId)
+  return groupRows(status)
+    .filter((g) => g.replicas.some((r) => r.nodeId === nodeId))
+    .filter((g) => candidates.every((n) => g.replicas.some((r) => r.nodeId === n.nodeId)))
+    .map((g) => g.groupId)
+}
+
 /** How long ago `atMs` was, for people: `3s ago`, `just now`, `never` (0). */
 export function formatAge(nowMs: number, atMs: number): string {
   if (atMs <= 0) return 'never'
@@ -193,17 +217,57 @@ function moveColumns(nowMs: number) {
   ]
 }
 
+/**
+ * A row of `group list`: a group as the cluster status lists it, or the meta group made from
+ * the status's meta fields (servers list only the data groups), without the term and indexes
+ * the status does not carry for it.
+ */
+type GroupRow =
+  | GroupStatus
+  | (Omit<GroupStatus, 'term' | 'commitIndex' | 'appliedIndex' | 'replicas'> & {
+      readonly replicas: readonly { nodeId: string; address: string; learner: boolean }[]
+      readonly term?: undefined
+      readonly commitIndex?: undefined
+      readonly appliedIndex?: undefined
+    })
+
+/** Every Raft group of `status`, the meta group (0) first even when the status lists only data groups. */
+export function groupRows(status: ClusterStatus): GroupRow[] {
+  if (status.groups.some((g) => g.groupId === 0))
+    return [...status.groups].sort((a, b) => a.groupId - b.groupId)
+  if (status.metaVoters.length === 0 && !status.metaLeaderId) return [...status.groups]
+  const address = (id: string) => status.nodes.find((n) => n.nodeId === id)?.address ?? ''
+  const meta: GroupRow = {
+    groupId: 0,
+    leaderId: status.metaLeaderId,
+    state:
+      status.metaChange?.add || status.metaChange?.remove
+        ? 'changing'
+        : status.metaLeaderId
+          ? 'active'
+          : 'electing',
+    partitions: 0,
+    replicas: [
+      ...status.metaVoters.map((nodeId) => ({ nodeId, address: address(nodeId), learner: false })),
+      ...status.metaLearners.map((nodeId) => ({ nodeId, address: address(nodeId), learner: true })),
+    ],
+  }
+  return [meta, ...status.groups]
+}
+
+const unknown = (n: number | undefined) => n ?? '-'
+
 const groupColumns = [
-  { header: 'GROUP', value: (g: GroupStatus) => g.groupId },
-  { header: 'LEADER', value: (g: GroupStatus) => g.leaderId || '(none)' },
-  { header: 'STATE', value: (g: GroupStatus) => g.state || '-' },
-  { header: 'TERM', value: (g: GroupStatus) => g.term },
-  { header: 'COMMIT', value: (g: GroupStatus) => g.commitIndex },
-  { header: 'APPLIED', value: (g: GroupStatus) => g.appliedIndex },
-  { header: 'PARTITIONS', value: (g: GroupStatus) => g.partitions },
+  { header: 'GROUP', value: (g: GroupRow) => g.groupId },
+  { header: 'LEADER', value: (g: GroupRow) => g.leaderId || '(none)' },
+  { header: 'STATE', value: (g: GroupRow) => g.state || '-' },
+  { header: 'TERM', value: (g: GroupRow) => unknown(g.term) },
+  { header: 'COMMIT', value: (g: GroupRow) => unknown(g.commitIndex) },
+  { header: 'APPLIED', value: (g: GroupRow) => unknown(g.appliedIndex) },
+  { header: 'PARTITIONS', value: (g: GroupRow) => g.partitions },
   {
     header: 'REPLICAS',
-    value: (g: GroupStatus) =>
+    value: (g: GroupRow) =>
       g.replicas.map((r) => (r.learner ? `${r.nodeId}(learner)` : r.nodeId)).join(',') || '-',
   },
 ]

@@ -51,7 +51,7 @@ export function registerConsumeCommand(program: Command, runtime: Runtime): void
     )
     .option(
       '--no-ack',
-      'print without acking: the messages are given back when mq exits (at most 1000), not counted as a delivery attempt',
+      "print without acking: the messages are given back when mq exits (at most 1000); the delivery count the next consumer sees still goes up by one, but a give-back never dead-letters a message (the queue's max deliveries is not enforced for it) nor delays it by the retry backoff",
     )
     .option('-F, --follow', 'keep consuming until --max or Ctrl-C (a counter shows on a terminal)')
     .addHelpText(

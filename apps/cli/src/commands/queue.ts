@@ -8,7 +8,8 @@ import { type Command, Option } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
 import { UsageError } from '../errors'
-import type { CliAdmin } from '../io'
+import { oneLine } from '../exit-codes'
+import type { CliAdmin, CliClient, CliIO } from '../io'
 import { durationArg, durationAtLeast, integerArg } from '../options'
 import { messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
@@ -212,9 +213,9 @@ Examples:
     .description('settings, partitions with their group and leader, and depth by weight')
     .option('--no-stats', 'skip the per-partition depths (asks only the meta group)')
     .action((name: string, flags: { stats: boolean }, command: Command) =>
-      runtime.run(command, async ({ client, out }) => {
+      runtime.run(command, async ({ client, out, io }) => {
         const route = await client.admin.describeQueue(name)
-        const stats = flags.stats ? await client.admin.queueStats(name) : undefined
+        const stats = flags.stats ? await readableStats(client, name, io) : undefined
         if (out.json) {
           out.record({ ...route, ...(stats ? { stats } : {}) })
           return
@@ -229,8 +230,7 @@ Examples:
     )
 
   addSettingFlags(
-    queue
-      .command('update')
+    refuseFlagAndNegation(queue.command('update'), 'strict-priority')
       .argument('<name>', 'the queue name')
       .description('change settings of a queue; the settings not given stay as they are')
       .addOption(new Option('--strict-priority', 'serve higher weights first'))
@@ -483,3 +483,40 @@ const listedColumns = [
     },
   },
 ]
+
+/**
+ * The depths of `name`, or undefined (said on stderr) when the token may not read them: the
+ * settings and partitions are open to every token, the stats only to a producer or consumer
+ * of the queue, so describe shows what it can rather than fail.
+ */
+async function readableStats(
+  client: CliClient,
+  name: string,
+  io: CliIO,
+): Promise<Awaited<ReturnType<CliAdmin['queueStats']>> | undefined> {
+  try {
+    return await client.admin.queueStats(name)
+  } catch (error) {
+    if ((error as { code?: unknown })?.code !== 'PERMISSION_DENIED') throw error
+    io.stderr.write(
+      `mq: depths not shown: this token may not read the stats of ${name} (${oneLine((error as Error).message)}); the settings and partitions follow\n`,
+    )
+    return undefined
+  }
+}
+
+/**
+ * Refuses a command line that gives both `flag` and `--no-` it (commander lets the last win
+ * silently; both on one line is a mistake, a script's default and an override).
+ */
+function refuseFlagAndNegation(command: Command, flag: string): Command {
+  const seen = new Set<string>()
+  return command
+    .on(`option:${flag}`, () => seen.add(`--${flag}`))
+    .on(`option:no-${flag}`, () => seen.add(`--no-${flag}`))
+    .hook('preAction', () => {
+      const both = seen.size === 2
+      seen.clear()
+      if (both) throw new UsageError(`give --${flag} or --no-${flag}, not both`)
+    })
+}
