@@ -1,5 +1,7 @@
 import { TIMER_MS_MAX } from './option-checks'
 
+const NOTHING = () => {}
+
 /**
  * One send's delivery timeout (the producer's `sendTimeoutMs`, from the send() call). Where the
  * send waits decides what its expiry must undo (leave the waiting list, give its buffer room
@@ -10,8 +12,8 @@ import { TIMER_MS_MAX } from './option-checks'
 export class SendDeadline {
   /** When it expires (performance.now() ms). */
   readonly dueMs: number
-  readonly #expire: () => void
-  readonly #stopped: () => void
+  #expire: () => void
+  #stopped: () => void
   #undo: (() => void) | undefined
   #expired = false
   #done = false
@@ -42,7 +44,15 @@ export class SendDeadline {
     if (this.#done) return
     this.#done = true
     this.#undo = undefined
-    this.#stopped()
+    const stopped = this.#stopped
+    this.#release()
+    stopped()
+  }
+
+  /** Lets go of the send (its promise's callbacks): the FIFO may hold this a while longer. */
+  #release(): void {
+    this.#expire = NOTHING
+    this.#stopped = NOTHING
   }
 
   /** The deadline passed (SendDeadlines): undoes the stage, then rejects the send. */
@@ -51,10 +61,13 @@ export class SendDeadline {
     this.#done = true
     this.#expired = true
     const undo = this.#undo
+    const expire = this.#expire
+    const stopped = this.#stopped
     this.#undo = undefined
-    this.#stopped()
+    this.#release()
+    stopped()
     undo?.()
-    this.#expire()
+    expire()
   }
 }
 
@@ -91,6 +104,7 @@ export class SendDeadlines {
     if (this.#ms === Number.POSITIVE_INFINITY)
       return new SendDeadline(Number.POSITIVE_INFINITY, expire, () => {})
     const deadline = new SendDeadline(performance.now() + this.#ms, expire, this.#onStopped)
+    this.#dropDone()
     this.#queue.push(deadline)
     this.#live++
     if (this.#timer === undefined) this.#arm()
@@ -102,13 +116,22 @@ export class SendDeadlines {
     return this.#live
   }
 
-  #arm(): void {
+  /**
+   * Passes the stopped deadlines at the head (sends leave roughly in call order: batches go in
+   * order), and drops those passed once they are half the FIFO: in a steady flow it holds
+   * about the sends under way, not every send since the timer last fired (200,000 of them kept
+   * the sends' promises alive: GC took 42 % of a producing client's CPU).
+   */
+  #dropDone(): void {
     while (this.#head < this.#queue.length && (this.#queue[this.#head] as SendDeadline).done) this.#head++
-    // Drops the entries passed once they are half the FIFO (amortized O(1) per send).
     if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue.splice(0, this.#head)
       this.#head = 0
     }
+  }
+
+  #arm(): void {
+    this.#dropDone()
     const next = this.#queue[this.#head]
     if (!next) return
     this.#timer = setTimeout(() => this.#fire(), Math.max(0, Math.ceil(next.dueMs - performance.now())))
