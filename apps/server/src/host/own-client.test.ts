@@ -58,7 +58,7 @@ function fakeCluster(refused: ReadonlySet<string> = new Set()) {
     },
   }
   const router = {
-    options: { attemptMs: 1_000 },
+    options: { attemptMs: 1_000, deadlineMs: 15_000 },
     route: async () => ({ partitions: [{}] }),
     partition: <T>(
       _queue: string,
