@@ -358,7 +358,7 @@ export class MqNode {
     // The cluster's level this data dir last heard of, above what this process runs (an older
     // version, or a lower --format-level): its logs may hold entries this version cannot read,
     // and the cluster refuses it anyway (a level never goes down). Stopped before any group
-    // replays its log.
+    // takes part in Raft or applies its log (the logs were only read back and checked above).
     const ownLevel = Math.min(FORMAT_LEVEL, this.config.formatLevel)
     if (this.#facts.formatLevel > ownLevel)
       throw new Error(

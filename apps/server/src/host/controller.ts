@@ -352,8 +352,9 @@ export class Controller {
     // From FORMAT_LEVEL_STORE_ID a node id answers only from the store it registered with: a
     // wiped data dir or a second process under the id is refused (the node stops on it) before
     // its heartbeat counts as the node's liveness or its reports as the node's.
+    const clusterLevel = this.#formatLevel(state)
     const claim =
-      this.#formatLevel(state) >= FORMAT_LEVEL_STORE_ID && isStoreId(req.storeId)
+      clusterLevel >= FORMAT_LEVEL_STORE_ID && isStoreId(req.storeId)
         ? { storeId: req.storeId, fresh: req.freshStore }
         : undefined
     const seenMs = this.#now()
@@ -364,7 +365,6 @@ export class Controller {
     // and its replicas would refuse what they cannot read while the others apply it. Refused,
     // it stops (a version that knows this refusal).
     const formatLevel = formatLevelOf(req.formatLevel)
-    const clusterLevel = this.#formatLevel(state)
     if (formatLevel < clusterLevel)
       throw new InvalidArgumentError(belowClusterLevelMessage(req.nodeId, formatLevel, clusterLevel))
     const lastMs = this.#lastSeenMs.get(req.nodeId)
@@ -390,7 +390,7 @@ export class Controller {
         ...(claim ? { storeId: claim.storeId, freshStore: claim.fresh } : {}),
       })
       if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
-    } else if (known.silentSinceMs !== undefined && this.#formatLevel(state) >= FORMAT_LEVEL_SILENCE) {
+    } else if (known.silentSinceMs !== undefined && clusterLevel >= FORMAT_LEVEL_SILENCE) {
       await this.#host.propose({ type: 'markHeard', nodeId: req.nodeId })
     }
     for (const g of req.groups) {
