@@ -25,8 +25,22 @@ describe('loadConfig', () => {
       tickMs: 50,
       replaceDeadAfterMs: 300_000,
       formatLevel: FORMAT_LEVEL,
+      connectionsMax: 4_096,
+      connectionUnsentMaxMb: 256,
+      unsentMaxMb: 1_024,
     })
     expect(c.initialMeta).toHaveLength(3)
+    expect(
+      loadConfig(
+        { ...base, connectionsMax: '100', connectionUnsentMaxMb: '64', unsentMaxMb: '64' },
+        '/srv',
+        {},
+      ),
+    ).toMatchObject({
+      connectionsMax: 100,
+      connectionUnsentMaxMb: 64,
+      unsentMaxMb: 64,
+    })
   })
 
   it('reads a config file under the flags', () => {
@@ -81,6 +95,13 @@ describe('loadConfig', () => {
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
+    [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
+    [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
+    [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],
+    [
+      { ...base, connectionUnsentMaxMb: '2048' },
+      /--connection-unsent-max-mb \(2048\) must not be above --unsent-max-mb \(1024\)/,
+    ],
     [{ ...base, formatLevel: '0' }, new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`)],
     [
       { ...base, formatLevel: String(FORMAT_LEVEL + 1) },

@@ -73,6 +73,12 @@ export interface ServerConfig {
    * to the previous version stays possible until every node reports the new level).
    */
   readonly formatLevel: number
+  /** gRPC connections (clients and peers) open at once; one more is closed as it is accepted. */
+  readonly connectionsMax: number
+  /** MiB of answers one connection may leave unread before it is closed (a slow reader). */
+  readonly connectionUnsentMaxMb: number
+  /** MiB of unread answers of every connection together; past it the largest holders are closed. */
+  readonly unsentMaxMb: number
 }
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace'] as const
@@ -101,6 +107,9 @@ export const CONFIG_DEFAULTS = {
   tlsClientAuth: false,
   replaceDeadAfterMs: 300_000,
   formatLevel: FORMAT_LEVEL,
+  connectionsMax: 4_096,
+  connectionUnsentMaxMb: 256,
+  unsentMaxMb: 1_024,
 } as const
 
 /** The settings as given on the command line or in a config file, before validation. */
@@ -134,6 +143,9 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'tlsClientAuth',
   'replaceDeadAfterMs',
   'formatLevel',
+  'connectionsMax',
+  'connectionUnsentMaxMb',
+  'unsentMaxMb',
 ])
 
 /** A configuration that cannot be used; the message names the setting and what to do. */
@@ -274,6 +286,13 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   if (tlsCert === '' && (tlsCa !== '' || tlsClientAuth)) {
     throw new ConfigError('--tls-ca and --tls-client-auth need --tls-cert and --tls-key')
   }
+  const connectionUnsentMaxMb = int(raw, 'connectionUnsentMaxMb', 32, 65_536)
+  const unsentMaxMb = int(raw, 'unsentMaxMb', 32, 1_048_576)
+  if (connectionUnsentMaxMb > unsentMaxMb) {
+    throw new ConfigError(
+      `--connection-unsent-max-mb (${connectionUnsentMaxMb}) must not be above --unsent-max-mb (${unsentMaxMb}), the bound of every connection's together`,
+    )
+  }
   return {
     nodeId,
     listen,
@@ -301,6 +320,9 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tlsClientAuth,
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
     formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
+    connectionsMax: int(raw, 'connectionsMax', 16, 1_000_000),
+    connectionUnsentMaxMb,
+    unsentMaxMb,
   }
 }
 

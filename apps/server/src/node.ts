@@ -56,6 +56,7 @@ import { MetaTokenTable } from './auth/meta-tokens'
 import { loadTokenFile, type TokenEntry } from './auth/token-file'
 import type { ServerConfig } from './config'
 import { grpcServerOptions } from './grpc-limits'
+import { type GrpcListener, listenGrpc } from './grpc-listener'
 import { HealthRegistry } from './health'
 import { votersConf } from './host/conf'
 import { Controller } from './host/controller'
@@ -88,8 +89,12 @@ import { type NodeView, type PartitionView, parsePartitionId } from './node-view
 import { PeerTransport } from './peer-transport'
 import { RaftEventLog } from './raft-events'
 import { NodeCredentials } from './tls'
+import { UnsentAnswers, unsentAnswersInterceptor } from './unsent-answers'
 
 const META_GROUP = 0
+const MIB = 1024 * 1024
+/** `bytes` in MiB, one decimal. */
+const mib = (bytes: number): string => (bytes / MIB).toFixed(1)
 const HEARTBEAT_MS = 500
 const CONTROLLER_MS = 500
 /** How often a data-group leader looks for partitions of deleted queues to drop. */
@@ -211,6 +216,8 @@ export class MqNode {
   #fatal: unknown
   readonly #onFailStop: ((error: Error) => void) | undefined
   #port = 0
+  readonly #unsent: UnsentAnswers
+  #listener: GrpcListener | undefined
   #serving = false
 
   constructor(config: ServerConfig, options: NodeOptions = {}) {
@@ -227,12 +234,43 @@ export class MqNode {
         return meta ? this.#metaTokens.fromRegistry(meta.state.tokens) : this.#metaTokens.current()
       },
     })
+    this.#unsent = new UnsentAnswers(
+      { connectionBytesMax: config.connectionUnsentMaxMb * MIB, totalBytesMax: config.unsentMaxMb * MIB },
+      (reader) =>
+        this.log.warn(
+          { remote: reader.remote, unsentBytes: reader.unsentBytes },
+          reader.limit === 'connection'
+            ? `mq-server: closed the connection of ${reader.remote}: it left ${mib(reader.unsentBytes)} MiB of answers unread, more than --connection-unsent-max-mb ${config.connectionUnsentMaxMb} (a client that stopped reading; what it had leased is delivered again after its visibility timeout)`
+            : `mq-server: closed the connection of ${reader.remote}: the node's unread answers passed --unsent-max-mb ${config.unsentMaxMb} and it held the most (${mib(reader.unsentBytes)} MiB; what it had leased is delivered again after its visibility timeout)`,
+        ),
+    )
+    this.metrics.addSource('mq_grpc', 'gRPC port', () => ({
+      connectionsRefused: this.#listener?.refused() ?? 0,
+      slowReadersClosed: this.#unsent.closed,
+    }))
+    this.metrics.addGaugeSource(
+      'mq_grpc_connections',
+      'gRPC connections open (clients and peers)',
+      () => this.#listener?.connections() ?? 0,
+    )
+    this.metrics.addGaugeSource(
+      'mq_grpc_unsent_answer_bytes',
+      'Bytes of answers written that clients have not read yet, as last measured',
+      () => this.#unsent.unsentBytes,
+    )
     this.#server = new Server({
       ...grpcServerOptions(),
       // Channelz stays on here: grpc-js 1.14's forceShutdown() destroys only the sessions its
       // channelz handler tracked, so without it open peer streams kept a stopped server alive.
       // Outermost first in effect last: the RPC interceptor times and logs what auth refuses too.
+      // Innermost first (grpc-js wraps the call in them in order): the unsent-answers count
+      // reads the HTTP/2 stream off the call it is given.
       interceptors: [
+        unsentAnswersInterceptor(this.#unsent, () =>
+          this.log.warn(
+            'mq-server: this grpc-js does not show its HTTP/2 streams to interceptors: answers clients leave unread are not bounded (--connection-unsent-max-mb, --unsent-max-mb)',
+          ),
+        ),
         rpcInterceptor(this.metrics, this.log, config.nodeId),
         authInterceptor(this.access, this.log),
       ],
@@ -494,13 +532,18 @@ export class MqNode {
     })
     this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controller.port()))
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
-    this.#port = await new Promise<number>((resolve, reject) =>
-      this.#server.bindAsync(this.config.listen, this.#credentials.server(), (error, port) =>
-        error
-          ? reject(new Error(`cannot listen on ${this.config.listen}: ${error.message}`, { cause: error }))
-          : resolve(port),
-      ),
+    this.#listener = await listenGrpc(
+      this.#server,
+      this.#credentials.server(),
+      this.config.listen,
+      this.config.connectionsMax,
+      (refused, lastRemote) =>
+        this.log.warn(
+          { refused, lastRemote },
+          `mq-server: refused ${refused} connection(s) (the last from ${lastRemote}): --connections-max ${this.config.connectionsMax} are open`,
+        ),
     )
+    this.#port = this.#listener.port
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     const gate = this.#founderGate
@@ -582,6 +625,7 @@ export class MqNode {
     await this.#transferLeadershipAway(transferMs)
     this.health.close()
     for (const t of this.#timers) clearInterval(t)
+    this.#listener?.close()
     await new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         this.#server.forceShutdown()

@@ -75,6 +75,18 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'a node not heard from for this long has its replicas replaced on other nodes (default 300000)',
     )
     .option(
+      '--connections-max <n>',
+      'gRPC connections (clients and peers) open at once; one more is closed as accepted (default 4096)',
+    )
+    .option(
+      '--connection-unsent-max-mb <n>',
+      'MiB of answers one connection may leave unread before it is closed as a slow reader (default 256)',
+    )
+    .option(
+      '--unsent-max-mb <n>',
+      'MiB of unread answers of all connections together; past it the largest holders are closed (default 1024)',
+    )
+    .option(
       '--format-level <n>',
       `replicated entry formats to allow, 1-${FORMAT_LEVEL} (default ${FORMAT_LEVEL}); a lower level pins the cluster's formats during an upgrade, so a rollback stays possible`,
     )

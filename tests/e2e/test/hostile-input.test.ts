@@ -1,6 +1,15 @@
+import { readFileSync } from 'node:fs'
+import { connect as connectHttp2 } from 'node:http2'
 import { connect } from 'node:net'
 import { credentials, Metadata } from '@grpc/grpc-js'
-import { fromGrpcError, PeerClient, QueueClient, type RaftBatch, StaleRouteError } from '@mq/protocol'
+import {
+  fromGrpcError,
+  PeerClient,
+  QueueClient,
+  QueueService,
+  type RaftBatch,
+  StaleRouteError,
+} from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster, waitServing } from '../src/cluster'
@@ -12,7 +21,8 @@ describe('hostile input and meta failover', () => {
   let client: MqClient
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
+    // A low bound on unread answers per connection, so that its test is quick and clear.
+    cluster = await LocalCluster.start({ nodes: 3, serverArgs: ['--connection-unsent-max-mb', '64'] })
     client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000 })
     await client.admin.createQueue('hostile', { partitions: 1 })
   })
@@ -173,6 +183,58 @@ describe('hostile input and meta failover', () => {
     const ids = new Set([...sent, ...more].map((r) => r.id))
     const got = await drainIds('hostile', ids.size + 1) // + the message of the previous test
     for (const id of ids) expect(got.has(id)).toBe(true)
+  })
+
+  it('closes a connection that stops reading its answers; the node stays within its memory bound and serves', async () => {
+    await client.admin.createQueue('unread', { partitions: 1, messageBytesMax: 1024 * 1024 })
+    const producer = client.producer('unread')
+    // ~4 MiB ready: each ListReady answer carries all of it.
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => producer.send({ body: new Uint8Array(200 * 1024).fill(i) })),
+    )
+    const { partitions } = await client.admin.describeQueue('unread')
+    const leader = cluster.nodes.find((n) => n.address === partitions[0]?.leaderAddress)
+    if (leader?.child?.pid === undefined) throw new Error('no running leader for unread/0')
+    const pid = leader.child.pid
+    const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024
+    const before = rssMb()
+    const call = QueueService.listReady
+    const request = Buffer.from(
+      call.requestSerialize({ target: { queue: 'unread', partition: 0, routeEpoch: 0 }, limit: 1000 }),
+    )
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), request])
+    frame.writeUInt32BE(request.length, 1)
+    // 300 answers of ~4 MiB (1.2 GB; a node held it all until 2026-12-02), none of them read.
+    const session = connectHttp2(`http://${leader.listenAddress}`)
+    session.on('error', () => {})
+    const closed = new Promise<void>((resolve) => session.once('close', () => resolve()))
+    for (let i = 0; i < 300; i++) {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': call.path,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      })
+      stream.on('error', () => {})
+      stream.end(frame)
+      stream.pause()
+    }
+    let peakMb = before
+    const sampler = setInterval(() => {
+      peakMb = Math.max(peakMb, rssMb())
+    }, 50)
+    await closed
+    clearInterval(sampler)
+    console.log(
+      `unread answers: rss ${before.toFixed(0)} MB before, peak ${peakMb.toFixed(0)} MB (bound 64 MiB per connection)`,
+    )
+    expect(peakMb - before).toBeLessThan(500)
+    expect(leader.output).toMatch(
+      /closed the connection of 127\.0\.0\.1:\d+: it left \d+\.\d MiB of answers unread, more than --connection-unsent-max-mb 64/,
+    )
+    const r = await producer.send({ body: 'after' })
+    expect(r.id).toBeGreaterThan(0)
+    expect((await client.admin.peek('unread', 100)).length).toBe(21)
   })
 
   it('keeps routing and admin working when the meta leader is killed', async () => {

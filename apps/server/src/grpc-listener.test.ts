@@ -1,0 +1,128 @@
+import { connect, createServer, type Socket } from 'node:net'
+import {
+  credentials,
+  makeGenericClientConstructor,
+  Server,
+  ServerCredentials,
+  type ServiceDefinition,
+} from '@grpc/grpc-js'
+import { afterEach, describe, expect, it } from 'vitest'
+import { type GrpcListener, listenGrpc, listenTarget } from './grpc-listener'
+
+const ECHO: ServiceDefinition = {
+  echo: {
+    path: '/test.Echo/Echo',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: (b: Buffer) => b,
+    requestDeserialize: (b: Buffer) => b,
+    responseSerialize: (b: Buffer) => b,
+    responseDeserialize: (b: Buffer) => b,
+  },
+}
+const EchoClient = makeGenericClientConstructor(ECHO, 'Echo')
+
+const cleanups: (() => void)[] = []
+afterEach(() => {
+  for (const c of cleanups.splice(0).reverse()) c()
+})
+
+async function echoServer(
+  connectionsMax: number,
+  onRefused?: (refused: number, lastRemote: string) => void,
+): Promise<GrpcListener> {
+  const server = new Server()
+  server.addService(ECHO, {
+    echo: (call: { request: Buffer }, cb: (e: null, b: Buffer) => void) => cb(null, call.request),
+  })
+  const listener = await listenGrpc(
+    server,
+    ServerCredentials.createInsecure(),
+    '127.0.0.1:0',
+    connectionsMax,
+    onRefused,
+  )
+  cleanups.push(() => {
+    listener.close()
+    server.forceShutdown()
+  })
+  return listener
+}
+
+/** A TCP connection to `port`, and a promise of its close (resolves with how long it stayed open). */
+function open(port: number): { socket: Socket; closed: Promise<number> } {
+  const started = Date.now()
+  const socket = connect({ host: '127.0.0.1', port })
+  socket.on('error', () => {})
+  socket.resume()
+  cleanups.push(() => socket.destroy())
+  return {
+    socket,
+    closed: new Promise((resolve) => socket.once('close', () => resolve(Date.now() - started))),
+  }
+}
+
+/** Resolves with `ms` unless `p` settles first. */
+function within<T>(p: Promise<T>, ms: number): Promise<T | 'open'> {
+  return Promise.race([p, new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), ms))])
+}
+
+function echo(port: number, text: string): Promise<string> {
+  const client = new EchoClient(`127.0.0.1:${port}`, credentials.createInsecure())
+  cleanups.push(() => client.close())
+  return new Promise((resolve, reject) =>
+    (
+      client as unknown as Record<string, (r: Buffer, cb: (e: Error | null, b?: Buffer) => void) => void>
+    ).echo?.(Buffer.from(text), (error, answer) => (error ? reject(error) : resolve(String(answer)))),
+  )
+}
+
+describe('the gRPC listener', () => {
+  it('splits host:port for listen, IPv6 in brackets', () => {
+    expect(listenTarget('127.0.0.1:7001')).toEqual({ host: '127.0.0.1', port: 7001 })
+    expect(listenTarget('[::1]:7001')).toEqual({ host: '::1', port: 7001 })
+    expect(listenTarget('mq-1.example:0')).toEqual({ host: 'mq-1.example', port: 0 })
+  })
+
+  it('serves gRPC calls on the port it bound', async () => {
+    const listener = await echoServer(8)
+    expect(listener.port).toBeGreaterThan(0)
+    expect(await echo(listener.port, 'hello')).toBe('hello')
+    expect(listener.connections()).toBe(1)
+  })
+
+  it('closes a connection past connectionsMax at once, reports it, and takes one again when one left', async () => {
+    const reports: [number, string][] = []
+    const listener = await echoServer(3, (n, remote) => reports.push([n, remote]))
+    const held = [open(listener.port), open(listener.port), open(listener.port)]
+    await new Promise((r) => setTimeout(r, 200))
+    expect(listener.connections()).toBe(3)
+    const extra = open(listener.port)
+    expect(await within(extra.closed, 2_000)).not.toBe('open')
+    const another = open(listener.port)
+    expect(await within(another.closed, 2_000)).not.toBe('open')
+    expect(listener.refused()).toBe(2)
+    // The first refusal is reported at once; the second within REFUSALS_REPORT_MS waits for a later one.
+    expect(reports).toHaveLength(1)
+    expect(reports[0]?.[0]).toBe(1)
+    expect(reports[0]?.[1]).toMatch(/^127\.0\.0\.1:\d+$/)
+    for (const h of held) expect(await within(h.closed, 100)).toBe('open')
+    held[0]?.socket.destroy()
+    await held[0]?.closed
+    await new Promise((r) => setTimeout(r, 100))
+    expect(listener.connections()).toBe(2)
+    expect(await echo(listener.port, 'again')).toBe('again')
+  })
+
+  it('fails with the address when the port is taken', async () => {
+    const taken = createServer()
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r))
+    cleanups.push(() => taken.close())
+    const port = (taken.address() as { port: number }).port
+    const server = new Server()
+    cleanups.push(() => server.forceShutdown())
+    await expect(
+      listenGrpc(server, ServerCredentials.createInsecure(), `127.0.0.1:${port}`, 8),
+    ).rejects.toThrow(`cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`)
+  })
+})

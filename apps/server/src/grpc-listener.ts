@@ -1,0 +1,93 @@
+import { createServer, type Server as NetServer, type Socket } from 'node:net'
+import type { Server, ServerCredentials } from '@grpc/grpc-js'
+
+/** The gRPC port's listening socket, bound by the node itself (not grpc-js's bindAsync). */
+export interface GrpcListener {
+  /** The port bound (the one asked for, or the one the system chose for port 0). */
+  readonly port: number
+  /** Connections open now. */
+  connections(): number
+  /** Connections refused since the start because `connectionsMax` were open. */
+  refused(): number
+  /** Stops accepting connections; the open ones stay (grpc-js's shutdown ends them). */
+  close(): void
+}
+
+/** Refused connections are reported at most this often (the first at once), with their count since. */
+export const REFUSALS_REPORT_MS = 10_000
+
+/**
+ * Splits `host:port` (IPv6 in brackets) for `net.Server#listen`. The address was checked by
+ * the config (`parseAddress`); the port may be 0 here (tests).
+ */
+export function listenTarget(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':')
+  const host = address.slice(0, colon)
+  return {
+    host: host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host,
+    port: Number(address.slice(colon + 1)),
+  }
+}
+
+/**
+ * Listens on `address` and hands each accepted connection to `server` through a grpc-js
+ * connection injector (the same HTTP/2 server options, interceptors and credentials — TLS
+ * handshakes and certificate reloads included — as `bindAsync`'s). What binding the socket
+ * here adds: at most `connectionsMax` connections open at once; one more is closed as soon as
+ * it is accepted (`net.Server#maxConnections`) and counted in `refused()` and `onRefused`
+ * (at most once per REFUSALS_REPORT_MS, with the count since its last report),
+ * so a client opening connections in a loop cannot take the node's file descriptors and
+ * memory (grpc-js has no such bound). Peers count too: size it well above clients + nodes.
+ */
+export function listenGrpc(
+  server: Server,
+  credentials: ServerCredentials,
+  address: string,
+  connectionsMax: number,
+  onRefused: (refused: number, lastRemote: string) => void = () => {},
+): Promise<GrpcListener> {
+  const injector = server.createConnectionInjector(credentials)
+  let open = 0
+  let refused = 0
+  const net: NetServer = createServer((socket: Socket) => {
+    open++
+    socket.once('close', () => {
+      open--
+    })
+    injector.injectConnection(socket)
+  })
+  net.maxConnections = connectionsMax
+  let unreported = 0
+  let reportedAtMs = Number.NEGATIVE_INFINITY
+  net.on('drop', (data) => {
+    refused++
+    unreported++
+    const now = Date.now()
+    if (now - reportedAtMs < REFUSALS_REPORT_MS) return
+    reportedAtMs = now
+    onRefused(unreported, data?.remoteAddress ? `${data.remoteAddress}:${data.remotePort}` : 'unknown')
+    unreported = 0
+  })
+  const { host, port } = listenTarget(address)
+  return new Promise((resolve, reject) => {
+    const failed = (error: Error) => {
+      injector.destroy()
+      reject(new Error(`cannot listen on ${address}: ${error.message}`, { cause: error }))
+    }
+    net.once('error', failed)
+    net.listen({ host, port }, () => {
+      net.off('error', failed)
+      // After the bind, an accept error (EMFILE) is logged by Node and the server carries on.
+      net.on('error', () => {})
+      const bound = net.address()
+      resolve({
+        port: typeof bound === 'object' && bound ? bound.port : port,
+        connections: () => open,
+        refused: () => refused,
+        close: () => {
+          if (net.listening) net.close()
+        },
+      })
+    })
+  })
+}
