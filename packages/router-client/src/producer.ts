@@ -5,8 +5,8 @@ import {
   InvalidArgumentError,
   LimitExceededError,
   type ProduceMessage,
-  UnavailableError,
 } from '@mq/protocol'
+import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
 import { PartitionNotFoundError, type Router } from './router'
@@ -354,8 +354,8 @@ export class Producer {
     })
   }
 
-  #closedError(): UnavailableError {
-    return new UnavailableError(`producer for ${this.queue} is closed`)
+  #closedError(): ClientClosedError {
+    return new ClientClosedError(`producer for ${this.queue} is closed`)
   }
 
   #timedOut(): SendTimeoutError {

@@ -5,6 +5,7 @@ import { MqClient } from '../src/client'
 import type { Delivery } from '../src/delivery'
 import {
   type AttemptReport,
+  ClientClosedError,
   InvalidArgumentError,
   LimitExceededError,
   QueueNotFoundError,
@@ -422,7 +423,9 @@ describe('MqClient', () => {
     await Promise.all(senders)
     expect(outcomes.filter((o) => o === 'sent').length).toBe(sentAtClose)
     expect(outcomes.filter((o) => o !== 'sent')).toEqual(Array(8).fill(`producer for ${q} is closed`))
-    await expect(producer.send({ body: 'late' })).rejects.toThrow(/closed/)
+    const late = producer.send({ body: 'late' })
+    await expect(late).rejects.toBeInstanceOf(ClientClosedError)
+    await expect(late).rejects.toMatchObject({ retriable: false, message: `producer for ${q} is closed` })
   })
 
   it('rejects bad messages before sending anything', async () => {
