@@ -336,12 +336,16 @@ export async function runNemesis(
       const isolate = step.kind === FaultKind.IsolateDataLeader || step.kind === FaultKind.IsolateMetaLeader
       const slow = step.kind === FaultKind.SlowDataLeader
       const split = PARTITION_KINDS.has(step.kind)
-      // Taken now, before the damage: another loop's corrupt step meanwhile only kills.
+      // Taken now, before the damage: another loop's corrupt step meanwhile only kills. The
+      // slot is checked again after the cluster status is read: both loops of fault run 27001
+      // passed the first check, awaited the status, and damaged n5 and n1 at once (a third
+      // corruption, two replicas of groups 18 and 28 retired for good).
+      const slotFree = () => !shared.corrupting && shared.corruptions < CORRUPTIONS_MAX
       const corrupt =
         step.kind === FaultKind.CorruptDataFollower &&
-        !shared.corrupting &&
-        shared.corruptions < CORRUPTIONS_MAX &&
-        (await retiredHoldNothing(cluster, client))
+        slotFree() &&
+        (await retiredHoldNothing(cluster, client)) &&
+        slotFree()
       if (corrupt) {
         shared.corrupting = true
         holdsCorruption = true
