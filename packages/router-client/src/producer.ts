@@ -371,7 +371,7 @@ export class Producer {
     lane.pendingBytes += p.bytes
     p.deadline.waiting(() => this.#drop(lane, p))
     if (
-      lane.pending.length >= this.#options.batchMax ||
+      lane.pending.length >= this.#batchMax() ||
       lane.pendingBytes >= this.#options.batchBytesMax ||
       // A flush waits: it must not wait out a linger (nor for ever: lingerMs Infinity).
       this.#generations.flushing
@@ -515,7 +515,8 @@ export class Producer {
   #dispatch(lane: Lane): void {
     lane.cancel?.()
     lane.cancel = undefined
-    const { batchMax, batchBytesMax } = this.#options
+    const { batchBytesMax } = this.#options
+    const batchMax = this.#batchMax()
     // An idempotent lane pipelines only towards a partition that said it keeps the order.
     const inFlightMax = this.#options.idempotent && !lane.pipelining ? 1 : this.#options.inFlightMax
     while (lane.pending.length > 0 && lane.inFlight.length < inFlightMax) {
@@ -545,6 +546,18 @@ export class Producer {
       lane.inFlight.push(flight)
       void this.#produce(lane, batch, flight)
     }
+  }
+
+  /**
+   * `batchMax`, or fewer when a partition of the queue holds fewer messages in all (its share
+   * of the queue's `queueLengthMax`, as the route's config says): a larger batch could never
+   * be stored, and the partition refuses it for good.
+   */
+  #batchMax(): number {
+    const config = this.#router.cachedRoute(this.queue)?.config
+    if (!config || !(config.queueLengthMax > 0)) return this.#options.batchMax
+    const room = Math.ceil(config.queueLengthMax / Math.max(1, config.partitions))
+    return Math.max(1, Math.min(this.#options.batchMax, room))
   }
 
   async #produce(lane: Lane, sent: Pending[], flight: InFlight): Promise<void> {

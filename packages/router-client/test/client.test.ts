@@ -428,6 +428,18 @@ describe('MqClient', () => {
     await expect(late).rejects.toMatchObject({ retriable: false, message: `producer for ${q} is closed` })
   })
 
+  it("keeps batches within a partition's whole room (its share of queueLengthMax), which a larger one could never fit", async () => {
+    queue = `q${++queueNo}`
+    broker.addQueue(queue, 2, 30_000, 6) // 3 messages per partition at most
+    const producer = client.producer(queue, { lingerMs: 20, batchMax: 64, keyless: 'round-robin' })
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => producer.send({ body: `m${i}` })))
+    expect(results).toHaveLength(12)
+    const sizes = broker.calls.filter((c) => c.startsWith('produce:')).map((c) => Number(c.slice(8)))
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(12)
+    expect(Math.max(...sizes)).toBe(3)
+    await producer.close()
+  })
+
   it('rejects bad messages before sending anything', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q)

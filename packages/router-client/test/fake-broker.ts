@@ -114,13 +114,13 @@ export class FakeBroker {
   readonly rates = new Map<string, number>()
   rateUnknown = false
   /** Every lease request's max and waitMs, in order. */
-  readonly leaseRequests: { max: number; waitMs: number }[] = []
+  readonly leaseRequests: { max: number; waitMs: number; routeEpoch: number; partition: number }[] = []
   /** A long poll waits at most this long here (a test may raise it). */
   leaseWaitCapMs = 200
   /** Long polls whose client cancelled them while they waited. */
   cancelledLeases = 0
   readonly #servers: Server[] = []
-  readonly #queues = new Map<string, { partitions: number; visibilityMs: number }>()
+  readonly #queues = new Map<string, { partitions: number; visibilityMs: number; lengthMax: number }>()
   readonly #ready = new Map<string, LeasedMessage[]>()
   readonly #leased = new Map<string, { message: LeasedMessage; key: string; deadline: number }>()
   readonly #seen = new Map<string, number[]>()
@@ -141,8 +141,9 @@ export class FakeBroker {
     for (const go of this.#held.splice(0)) go()
   }
 
-  addQueue(name: string, partitions: number, visibilityMs = 30_000): void {
-    this.#queues.set(name, { partitions, visibilityMs })
+  /** `lengthMax`: the queue's queueLengthMax (its partitions share it, as a real queue's do). */
+  addQueue(name: string, partitions: number, visibilityMs = 30_000, lengthMax = 1e6): void {
+    this.#queues.set(name, { partitions, visibilityMs, lengthMax })
   }
 
   /** Messages ready in a partition. */
@@ -226,7 +227,7 @@ export class FakeBroker {
         maxDeliveries: 5,
         deadLetterQueue: '',
         messageBytesMax: 1 << 20,
-        queueLengthMax: 1e6,
+        queueLengthMax: q.lengthMax,
         strictPriority: false,
         dedupWindowMs: 0,
         messageTtlMs: 0,
@@ -345,6 +346,10 @@ export class FakeBroker {
         const key = this.#check(req.target)
         if (req.target && this.fullQueues.has(req.target.queue))
           throw new LimitExceededError(`queue ${req.target.queue} holds 10 messages, its limit`)
+        const queue = req.target ? this.#queues.get(req.target.queue) : undefined
+        const room = queue ? Math.ceil(queue.lengthMax / queue.partitions) : Number.POSITIVE_INFINITY
+        if (req.messages.length > room)
+          throw new InvalidArgumentError(`a batch of ${req.messages.length} new messages can never fit`)
         const seenKey = `${req.producerId}/${key}/${req.sequence}`
         const seen = req.producerId ? this.#seen.get(seenKey) : undefined
         const lose = req.producerId ? (this.loseReplies.get(req.sequence) ?? 0) : 0
@@ -411,7 +416,12 @@ export class FakeBroker {
       }),
       lease: unaryHandler(async (req: LeaseRequest, call) => {
         const key = this.#check(req.target)
-        this.leaseRequests.push({ max: req.max, waitMs: req.waitMs })
+        this.leaseRequests.push({
+          max: req.max,
+          waitMs: req.waitMs,
+          routeEpoch: Number(req.target?.routeEpoch ?? 0),
+          partition: req.target?.partition ?? -1,
+        })
         const until = Date.now() + Math.min(req.waitMs, this.leaseWaitCapMs)
         while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
           if (call.cancelled.aborted) {

@@ -604,6 +604,13 @@ export class QueuePartition {
       }
       if (dedupIds[i] === undefined) fresh++
     }
+    if (fresh > cfg.queueMessagesMax) {
+      // It could never fit, however far consumers catch up: not retriable (a retry of the
+      // same batch waited out its whole deadline).
+      throw new InvalidArgumentError(
+        `a batch of ${fresh} new messages can never fit: the partition holds at most ${cfg.queueMessagesMax} (the queue's length limit over its partitions); send at most ${cfg.queueMessagesMax} at a time`,
+      )
+    }
     if (this.st.messages + fresh > cfg.queueMessagesMax) {
       throw new LimitExceededError(
         `queue holds ${this.st.messages} messages; ${fresh} more would exceed its limit of ${cfg.queueMessagesMax}; retry after consumers catch up`,

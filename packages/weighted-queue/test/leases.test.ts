@@ -652,6 +652,24 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(keys.filter((t) => t === 0x32)).toHaveLength(0)
   })
 
+  it('refuses a batch larger than the whole partition as not retriable, one that does not fit now as retriable', async () => {
+    const q = await queue({ enqueueBatchMax: 10, queueMessagesMax: 4 })
+    await q.apply({ type: 'tick' }, 1)
+    const before = await dump()
+    const five = Array.from({ length: 5 }, (_, i) => ({ body: text(`m${i}`) }))
+    const never = await q.apply({ type: 'enqueue', messages: five }, 1)
+    expect(never.type === 'rejected' && never.error.code).toBe('INVALID_ARGUMENT')
+    expect(never.type === 'rejected' && never.error.retriable).toBe(false)
+    expect(never.type === 'rejected' && never.error.message).toMatch(
+      /a batch of 5 new messages can never fit: the partition holds at most 4 .*send at most 4 at a time/,
+    )
+    expect(await dump()).toEqual(before)
+    expect(idsOf(await enqueue(q, 1, ...five.slice(0, 4)))).toEqual([1, 2, 3, 4])
+    const full = await q.apply({ type: 'enqueue', messages: five.slice(0, 1) }, 1)
+    expect(full.type === 'rejected' && full.error.code).toBe('LIMIT_EXCEEDED')
+    expect(full.type === 'rejected' && full.error.retriable).toBe(true)
+  })
+
   it('rejects over-limit and invalid commands with a clear error and no state change', async () => {
     const q = await queue({ messageBytesMax: 8, enqueueBatchMax: 3, queueMessagesMax: 4, leaseBatchMax: 5 })
     await enqueue(q, 0, { body: text('ok') })

@@ -329,6 +329,7 @@ export class ModelQueue {
           if (m.dedupKey !== undefined) seen.add(m.dedupKey)
           fresh++
         }
+        if (fresh > cfg.queueMessagesMax) throw new InvalidArgumentError('batch over the whole room')
         if (this.messages.size + fresh > cfg.queueMessagesMax) throw new LimitExceededError('length')
         const ids: number[] = []
         const inBatch = new Map<string, number>()

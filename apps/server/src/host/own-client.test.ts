@@ -60,6 +60,7 @@ function fakeCluster(refused: ReadonlySet<string> = new Set()) {
   const router = {
     options: { attemptMs: 1_000, deadlineMs: 15_000 },
     route: async () => ({ partitions: [{}] }),
+    cachedRoute: () => undefined,
     partition: <T>(
       _queue: string,
       _partition: number,
