@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { makeDirs } from './make-dirs'
 
 export interface DevCertsOptions {
   readonly dir: string
@@ -33,7 +34,7 @@ export const DEV_CERT_FILES = {
 export function makeDevCerts(options: DevCertsOptions): Record<keyof typeof DEV_CERT_FILES, string> {
   const openssl = options.openssl ?? 'openssl'
   const path = (k: keyof typeof DEV_CERT_FILES) => join(options.dir, DEV_CERT_FILES[k])
-  mkdirSync(options.dir, { recursive: true })
+  makeDirs(options.dir)
   if (!options.force) {
     const present = Object.keys(DEV_CERT_FILES).filter((k) =>
       existsSync(path(k as keyof typeof DEV_CERT_FILES)),

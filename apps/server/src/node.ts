@@ -1,4 +1,3 @@
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
@@ -82,6 +81,7 @@ import { steadyClock } from './host/steady-clock'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
 import { type Logger, silentLogger } from './log'
+import { makeDirs } from './make-dirs'
 import { NodeMetrics } from './metrics/node-metrics'
 import { observedStateMachine, observedTransport } from './metrics/raft-observer'
 import { rpcInterceptor } from './metrics/rpc-interceptor'
@@ -354,7 +354,7 @@ export class MqNode {
   /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */
   async start(): Promise<void> {
     try {
-      mkdirSync(this.config.dataDir, { recursive: true })
+      makeDirs(this.config.dataDir)
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code
       throw new Error(
