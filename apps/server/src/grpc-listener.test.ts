@@ -1,26 +1,10 @@
 import { connect, createServer, type Socket } from 'node:net'
-import {
-  credentials,
-  makeGenericClientConstructor,
-  Server,
-  ServerCredentials,
-  type ServiceDefinition,
-} from '@grpc/grpc-js'
+import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { afterEach, describe, expect, it } from 'vitest'
+import { bytesClient, bytesService } from '../test/bytes-service'
 import { type GrpcListener, listenGrpc, listenTarget } from './grpc-listener'
 
-const ECHO: ServiceDefinition = {
-  echo: {
-    path: '/test.Echo/Echo',
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (b: Buffer) => b,
-    requestDeserialize: (b: Buffer) => b,
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: (b: Buffer) => b,
-  },
-}
-const EchoClient = makeGenericClientConstructor(ECHO, 'Echo')
+const ECHO = bytesService('/test.Echo/Echo')
 
 const cleanups: (() => void)[] = []
 afterEach(() => {
@@ -33,7 +17,7 @@ async function echoServer(
 ): Promise<GrpcListener> {
   const server = new Server()
   server.addService(ECHO, {
-    echo: (call: { request: Buffer }, cb: (e: null, b: Buffer) => void) => cb(null, call.request),
+    call: (call: { request: Buffer }, cb: (e: null, b: Buffer) => void) => cb(null, call.request),
   })
   const listener = await listenGrpc(
     server,
@@ -67,14 +51,10 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'open'> {
   return Promise.race([p, new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), ms))])
 }
 
-function echo(port: number, text: string): Promise<string> {
-  const client = new EchoClient(`127.0.0.1:${port}`, credentials.createInsecure())
+async function echo(port: number, text: string): Promise<string> {
+  const { client, call } = bytesClient(ECHO, port)
   cleanups.push(() => client.close())
-  return new Promise((resolve, reject) =>
-    (
-      client as unknown as Record<string, (r: Buffer, cb: (e: Error | null, b?: Buffer) => void) => void>
-    ).echo?.(Buffer.from(text), (error, answer) => (error ? reject(error) : resolve(String(answer)))),
-  )
+  return String(await call(Buffer.from(text)))
 }
 
 describe('the gRPC listener', () => {

@@ -1,30 +1,14 @@
 import { type ClientHttp2Session, connect as connectHttp2 } from 'node:http2'
-import {
-  credentials,
-  makeGenericClientConstructor,
-  Server,
-  ServerCredentials,
-  type ServiceDefinition,
-} from '@grpc/grpc-js'
+import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { afterEach, describe, expect, it } from 'vitest'
+import { bytesClient, bytesService } from '../test/bytes-service'
 import { listenGrpc } from './grpc-listener'
 import { type SlowReader, UnsentAnswers, type UnsentLimits, unsentAnswersInterceptor } from './unsent-answers'
 
 const MIB = 1024 * 1024
 const PATH = '/test.Big/Get'
 /** Answers as many bytes as the request's u32 asks for. */
-const BIG: ServiceDefinition = {
-  get: {
-    path: PATH,
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: (b: Buffer) => b,
-    requestDeserialize: (b: Buffer) => b,
-    responseSerialize: (b: Buffer) => b,
-    responseDeserialize: (b: Buffer) => b,
-  },
-}
-const BigClient = makeGenericClientConstructor(BIG, 'Big')
+const BIG = bytesService(PATH)
 
 const cleanups: (() => void)[] = []
 afterEach(() => {
@@ -50,7 +34,7 @@ async function serve(limits: UnsentLimits): Promise<Served> {
     ],
   })
   server.addService(BIG, {
-    get: (call: { request: Buffer }, cb: (e: null, b: Buffer) => void) =>
+    call: (call: { request: Buffer }, cb: (e: null, b: Buffer) => void) =>
       // Answers after a turn of the event loop, as a handler that reads storage does.
       setImmediate(() => cb(null, Buffer.alloc(call.request.readUInt32BE(0), 7))),
   })
@@ -97,19 +81,9 @@ function nonReader(
 }
 
 function reader(port: number): (bytes: number) => Promise<number> {
-  const client = new BigClient(`127.0.0.1:${port}`, credentials.createInsecure(), {
-    'grpc.max_receive_message_length': 64 * MIB,
-  })
+  const { client, call } = bytesClient(BIG, port, { 'grpc.max_receive_message_length': 64 * MIB })
   cleanups.push(() => client.close())
-  const get = (
-    client as unknown as Record<string, (r: Buffer, cb: (e: Error | null, b?: Buffer) => void) => void>
-  ).get as (r: Buffer, cb: (e: Error | null, b?: Buffer) => void) => void
-  return (bytes) =>
-    new Promise((resolve, reject) =>
-      get.call(client, request(bytes), (error, answer) =>
-        error ? reject(error) : resolve(answer?.length ?? -1),
-      ),
-    )
+  return async (bytes) => (await call(request(bytes))).length
 }
 
 async function until(check: () => boolean, ms: number): Promise<void> {
