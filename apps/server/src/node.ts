@@ -474,6 +474,11 @@ export class MqNode {
     this.metrics.addSource('mq_raft_host', 'Raft host of this node (all groups)', () => ({
       ...raft.stats,
     }))
+    this.metrics.addGaugeSource(
+      'mq_raft_host_proposal_bytes',
+      'Bytes of proposals waiting to be applied in all groups of this node (bounded: 512 MiB)',
+      () => raft.inflightBytes,
+    )
     // A founder that never left bootstraps the meta group; a node added to it later finds
     // its replica on disk. A founder whose data dir was empty waits at its gate (it may have
     // lost its data: its vote must not count again) until the cluster is found new or the

@@ -553,6 +553,51 @@ describe('RaftHost', () => {
     await expect(ok).resolves.toMatchObject({ result: 3 })
   })
 
+  it("bounds the bytes of proposals pending in all of a host's groups together", async () => {
+    const { net, nodes } = cluster(
+      [1, 2],
+      { inflightBytesMax: 10 },
+      ['n1', 'n2', 'n3'],
+      undefined,
+      {},
+      {
+        inflightBytesMax: 15,
+      },
+    )
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1, 2])
+    const a = n1.propose(1, new Uint8Array(8))
+    expect(n1.inflightBytes).toBe(8)
+    // Within group 2's own bound (10), past the host's (15) with group 1's 8.
+    await expect(n1.propose(2, new Uint8Array(8))).rejects.toThrow(
+      /this node has 8 bytes of proposals pending in all its groups \(limit 15\)/,
+    )
+    await expect(n1.propose(2, new Uint8Array(8))).rejects.toBeInstanceOf(OverloadedError)
+    const b = n1.propose(2, new Uint8Array(7))
+    expect(n1.inflightBytes).toBe(15)
+    await net.run()
+    await Promise.all([a, b])
+    expect(n1.inflightBytes).toBe(0)
+    const c = n1.propose(2, new Uint8Array(8))
+    await net.run()
+    await expect(c).resolves.toMatchObject({ index: expect.any(Number) })
+    // A removed group's pending bytes leave the host's count.
+    const d = n1.propose(1, new Uint8Array(9)).catch(() => 'dropped')
+    expect(n1.inflightBytes).toBe(9)
+    n1.removeGroup(1)
+    expect(n1.inflightBytes).toBe(0)
+    expect(await d).toBe('dropped')
+    expect(
+      () =>
+        new RaftHost({
+          transport: net.transport(),
+          durability: new RecordingDurability(),
+          clock: { nowMs: () => 0 },
+          inflightBytesMax: 0,
+        }),
+    ).toThrow(/inflightBytesMax must be a positive integer/)
+  })
+
   it('resolves a linearizable read on a follower once it has applied the read index', async () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!.host

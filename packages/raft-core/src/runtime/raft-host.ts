@@ -100,7 +100,17 @@ export interface HostOptions {
    * answers (and, through the proposal bounds, new proposals) instead of growing without bound.
    */
   readonly applyBacklogMax?: number
+  /**
+   * Bytes of proposals waiting to be applied in all the host's groups together (default
+   * 512 MiB); more are refused with OverloadedError. Each group has its own bound too
+   * (GroupLimits.inflightBytesMax, 64 MiB by default), which alone let a host of many groups
+   * hold that much per group.
+   */
+  readonly inflightBytesMax?: number
 }
+
+/** HostOptions.inflightBytesMax when not given. */
+export const HOST_INFLIGHT_BYTES_MAX = 512 * 1024 * 1024
 
 /** What a proposal resolves to once its entry is applied. */
 export interface Applied {
@@ -277,6 +287,9 @@ export class RaftHost {
   readonly #onSnapshotTooLarge: (groupId: GroupId, error: SnapshotTooLargeError) => void
   readonly #cyclesPerRunMax: number
   readonly #applyBacklogMax: number
+  readonly #inflightBytesMax: number
+  /** Bytes of proposals pending in every group (the sum of their `inflightBytes`). */
+  #inflightBytes = 0
   readonly #pipelineMax: number
   /** Cycles whose flush has not landed yet, oldest first. */
   readonly #pipeline: PipelinedCycle[] = []
@@ -306,6 +319,11 @@ export class RaftHost {
     applyPauses: 0,
   }
 
+  /** Bytes of proposals waiting to be applied in all groups (bounded by HostOptions.inflightBytesMax). */
+  get inflightBytes(): number {
+    return this.#inflightBytes
+  }
+
   constructor(options: HostOptions) {
     this.#transport = options.transport
     this.#durability = options.durability
@@ -317,6 +335,12 @@ export class RaftHost {
     if (!Number.isInteger(this.#applyBacklogMax) || this.#applyBacklogMax < 1) {
       throw new InvalidArgumentError(
         `applyBacklogMax must be a positive integer, got ${options.applyBacklogMax}`,
+      )
+    }
+    this.#inflightBytesMax = options.inflightBytesMax ?? HOST_INFLIGHT_BYTES_MAX
+    if (!Number.isSafeInteger(this.#inflightBytesMax) || this.#inflightBytesMax < 1) {
+      throw new InvalidArgumentError(
+        `inflightBytesMax must be a positive integer, got ${options.inflightBytesMax}`,
       )
     }
     this.#pipelineMax = options.pipelineMax ?? 4
@@ -342,6 +366,7 @@ export class RaftHost {
     const g = this.#groups.get(groupId)
     if (g === undefined) return
     this.#groups.delete(groupId)
+    this.#inflightBytes -= g.inflightBytes
     const e = new ProposalDroppedError(`group ${groupId} was removed from this host`)
     for (const p of g.proposals.values()) p.reject(e)
     for (const r of g.reads.values()) r.reject(e)
@@ -410,6 +435,11 @@ export class RaftHost {
           `group ${groupId} has ${g.inflightBytes} bytes of proposals pending (limit ${g.limits.inflightBytesMax}); retry after some are applied`,
         )
       }
+      if (this.#inflightBytes + data.length > this.#inflightBytesMax) {
+        throw new OverloadedError(
+          `this node has ${this.#inflightBytes} bytes of proposals pending in all its groups (limit ${this.#inflightBytesMax}); retry after some are applied`,
+        )
+      }
       const index = g.raw.propose(data, this.#clock.nowMs())
       const term = g.raw.termAt(index)
       this.#forget(g, index)
@@ -423,6 +453,7 @@ export class RaftHost {
         })
       })
       g.inflightBytes += data.length
+      this.#inflightBytes += data.length
       this.#schedule()
       return promise
     } catch (e) {
@@ -536,7 +567,9 @@ export class RaftHost {
       for (const r of g.reads.values()) r.reject(e)
       g.proposals.clear()
       g.reads.clear()
+      g.inflightBytes = 0
     }
+    this.#inflightBytes = 0
   }
 
   /**
@@ -914,6 +947,7 @@ export class RaftHost {
   #settle(g: Group, index: number, p: PendingProposal, error: unknown, value?: Applied): void {
     g.proposals.delete(index)
     g.inflightBytes -= p.bytes
+    this.#inflightBytes -= p.bytes
     if (error !== null) p.reject(error)
     else p.resolve(value!)
   }
