@@ -95,6 +95,14 @@ describe('loadConfig', () => {
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
+    [
+      { ...base, httpTls: true, httpListen: '127.0.0.1:8001' },
+      /--http-tls serves the HTTP port .* give --http-listen and --tls-cert/,
+    ],
+    [
+      { ...base, httpTls: true, tlsCert: 'n1.crt', tlsKey: 'n1.key', tlsCa: 'ca.crt' },
+      /--http-tls serves the HTTP port/,
+    ],
     [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
     [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
     [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],

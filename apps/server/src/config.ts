@@ -45,6 +45,8 @@ export interface ServerConfig {
    * `httpListen` answers loopback names only, any other answers any Host (http/loopback-host.ts).
    */
   readonly httpAllowedHosts: readonly string[]
+  /** Serve the HTTP port over TLS with the node's certificate (`--tls-cert`, `--tls-key`). */
+  readonly httpTls: boolean
   /** Serve the web console and its JSON API on the HTTP port (`--no-console` turns it off). */
   readonly console: boolean
   /**
@@ -96,6 +98,7 @@ export const CONFIG_DEFAULTS = {
   snapshotEntries: 50_000,
   httpListen: '',
   httpAllowedHosts: [],
+  httpTls: false,
   console: true,
   consolePeek: false,
   logLevel: 'info',
@@ -132,6 +135,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'snapshotEntries',
   'httpListen',
   'httpAllowedHosts',
+  'httpTls',
   'console',
   'consolePeek',
   'logLevel',
@@ -286,6 +290,12 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   if (tlsCert === '' && (tlsCa !== '' || tlsClientAuth)) {
     throw new ConfigError('--tls-ca and --tls-client-auth need --tls-cert and --tls-key')
   }
+  const httpTls = bool(raw, 'httpTls')
+  if (httpTls && (tlsCert === '' || raw.httpListen === undefined || raw.httpListen === '')) {
+    throw new ConfigError(
+      '--http-tls serves the HTTP port (--http-listen) with the node certificate: give --http-listen and --tls-cert/--tls-key',
+    )
+  }
   const connectionUnsentMaxMb = int(raw, 'connectionUnsentMaxMb', 32, 65_536)
   const unsentMaxMb = int(raw, 'unsentMaxMb', 32, 1_048_576)
   if (connectionUnsentMaxMb > unsentMaxMb) {
@@ -309,6 +319,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
     httpAllowedHosts: allowedHosts(raw),
+    httpTls,
     console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
     consolePeek: bool(raw, 'consolePeek'),
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),

@@ -80,6 +80,7 @@ import { RouteMisses } from './host/route-misses'
 import { steadyClock } from './host/steady-clock'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
+import type { HttpTls } from './http/http-server'
 import { type Logger, silentLogger } from './log'
 import { makeDirs } from './make-dirs'
 import { NodeMetrics } from './metrics/node-metrics'
@@ -349,6 +350,11 @@ export class MqNode {
     const tls = this.#credentials.reload()
     if (tokens) this.access.replaceTokens(tokens)
     return { tls, tokens: tokens?.length }
+  }
+
+  /** The certificate for the HTTP port with `--http-tls` (the node's own, following reloads). */
+  httpTls(): HttpTls | undefined {
+    return this.#credentials.httpTls()
   }
 
   /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */

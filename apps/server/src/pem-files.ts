@@ -37,6 +37,11 @@ export class PemFiles implements experimental.CertificateProvider {
     this.#pems = readPems(paths)
   }
 
+  /** The certificate and key as last loaded (PEM). */
+  identity(): { readonly cert: Buffer; readonly key: Buffer } {
+    return { cert: this.#pems.cert, key: this.#pems.key }
+  }
+
   /** Reads the files again; on success new connections use them (see the class comment). */
   reload(): void {
     this.#pems = readPems(this.#paths)

@@ -54,6 +54,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       '--http-allowed-hosts <names>',
       'host names the HTTP port answers for besides localhost (comma-separated; * = any); given, other Host headers get 403 on any listen address',
     )
+    .option(
+      '--http-tls',
+      'serve the HTTP port over TLS (HTTPS) with the node certificate (--tls-cert, --tls-key)',
+    )
     .option('--no-console', 'do not serve the web console (/console/) and its API (/api/) on the HTTP port')
     .option(
       '--console-peek',
@@ -114,9 +118,16 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         log = createLogger({ nodeId: config.nodeId, level: config.logLevel, format: config.logFormat })
         const weak = weakSecretWarning(config)
         if (weak) log.warn(weak)
-        if (config.tlsClientAuth && config.httpListen && config.console) {
+        if (
+          config.tlsClientAuth &&
+          config.httpListen &&
+          config.console &&
+          !(config.httpTls && config.authFile)
+        ) {
           log.warn(
-            `the HTTP port (${config.httpListen}) has no TLS, and its console calls the cluster with this node's client certificate for whoever reaches it: ${config.authFile ? 'tokens typed into the console cross it in plaintext' : 'without --auth-file it shows the cluster and its queues to callers the gRPC port refuses'}; keep it on loopback behind a TLS proxy, or give --no-console (README "TLS")`,
+            config.httpTls
+              ? `the HTTP port (${config.httpListen}) asks no client certificate, and its console calls the cluster with this node's client certificate for whoever reaches it: without --auth-file it shows the cluster and its queues to callers the gRPC port refuses; give --auth-file, keep the port on loopback, or give --no-console (README "TLS")`
+              : `the HTTP port (${config.httpListen}) has no TLS, and its console calls the cluster with this node's client certificate for whoever reaches it: ${config.authFile ? 'tokens typed into the console cross it in plaintext' : 'without --auth-file it shows the cluster and its queues to callers the gRPC port refuses'}; give --http-tls, keep it on loopback behind a TLS proxy, or give --no-console (README "TLS")`,
           )
         }
         const tokens = config.authFile ? loadTokenFile(config.authFile) : undefined
@@ -142,9 +153,11 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
               peekWithoutAuth: config.consolePeek,
             })
           }
+          const tls = config.httpTls ? node.httpTls() : undefined
           http = await startHttpServer({
             listen: config.httpListen,
             allowedHosts: config.httpAllowedHosts,
+            ...(tls ? { tls } : {}),
             metrics: node.metrics,
             view: node.view(),
             log,

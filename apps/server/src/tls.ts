@@ -1,4 +1,5 @@
 import { type ChannelCredentials, credentials, experimental, ServerCredentials } from '@grpc/grpc-js'
+import type { HttpTls } from './http/http-server'
 import { PemFiles } from './pem-files'
 
 /** The TLS settings of a node (see ServerConfig); all paths '' = plaintext. */
@@ -50,6 +51,22 @@ export class NodeCredentials {
   /** Credentials for calls to peers (Raft streams, heartbeats, route lookups). */
   peer(): ChannelCredentials {
     return this.#peer
+  }
+
+  /**
+   * The node's certificate for its HTTP port (`--http-tls`), following reloads; undefined
+   * when TLS is off.
+   */
+  httpTls(): HttpTls | undefined {
+    const files = this.#files
+    if (!files) return undefined
+    return {
+      identity: () => files.identity(),
+      onReload: (listener) =>
+        files.addIdentityCertificateListener((update) => {
+          if (update) listener({ cert: update.certificate, key: update.privateKey })
+        }),
+    }
   }
 
   /**

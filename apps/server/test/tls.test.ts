@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { get as getHttps } from 'node:https'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { connect } from 'node:tls'
@@ -99,8 +100,8 @@ function rotateN1Cert(): string {
   return '5EED1234'
 }
 
-/** The serial number of the certificate a new TLS connection to `address` is shown. */
-function presentedSerial(address: string): Promise<string> {
+/** The serial number of the certificate a new TLS connection to `address` is shown (`alpn`: the gRPC port's by default). */
+function presentedSerial(address: string, alpn = 'h2'): Promise<string> {
   const [host, port] = address.split(':') as [string, string]
   return new Promise((resolve, reject) => {
     const socket = connect({
@@ -109,7 +110,7 @@ function presentedSerial(address: string): Promise<string> {
       ca: pem(certs, 'ca.crt'),
       cert: pem(certs, 'client.crt'),
       key: pem(certs, 'client.key'),
-      ALPNProtocols: ['h2'],
+      ALPNProtocols: [alpn],
     })
     socket.once('secureConnect', () => {
       resolve(socket.getPeerCertificate().serialNumber.toUpperCase())
@@ -117,6 +118,36 @@ function presentedSerial(address: string): Promise<string> {
     })
     socket.once('error', reject)
   })
+}
+
+/** Polls a node's /readyz until it answers 200 (n1's over HTTPS, trusting the cluster CA). */
+async function readyz(n: { id: string; http: string }): Promise<number> {
+  if (n.id !== 'n1') return (await httpUntilOk(`http://${n.http}/readyz`, 30_000)).status
+  const [host, port] = n.http.split(':') as [string, string]
+  const once = () =>
+    new Promise<number>((resolve) => {
+      const req = getHttps(
+        {
+          host,
+          port: Number(port),
+          path: '/readyz',
+          ca: pem(certs, 'ca.crt'),
+          servername: 'localhost',
+          agent: false,
+        },
+        (res) => {
+          res.resume()
+          res.on('end', () => resolve(res.statusCode ?? 0))
+        },
+      )
+      req.on('error', () => resolve(0))
+    })
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const code = await once()
+    if (code === 200 || Date.now() > deadline) return code
+    await new Promise((r) => setTimeout(r, 100))
+  }
 }
 
 const clientTls = (ca: Buffer, cert?: Buffer, key?: Buffer): ChannelCredentials =>
@@ -169,6 +200,8 @@ beforeAll(async () => {
       '--tls-ca',
       join(certs, 'ca.crt'),
       '--tls-client-auth',
+      // n1 serves its HTTP port over TLS too (the node certificate, reloaded with it).
+      ...(n.id === 'n1' ? ['--http-tls'] : []),
     ])
   }
   const good = clientTls(pem(certs, 'ca.crt'), pem(certs, 'client.crt'), pem(certs, 'client.key'))
@@ -190,7 +223,7 @@ describe('mq-server TLS', () => {
   })
 
   it('runs a cluster over mutual TLS: peers replicate, and a client with a certificate of the CA is served', async () => {
-    for (const n of nodes) expect((await httpUntilOk(`http://${n.http}/readyz`, 30_000)).status).toBe(200)
+    for (const n of nodes) expect(await readyz(n)).toBe(200)
     const good = clientTls(pem(certs, 'ca.crt'), pem(certs, 'client.crt'), pem(certs, 'client.key'))
     const metas = nodes.map((n) => new MetaClient(n.address, good))
     const queues = new Map(nodes.map((n) => [n.address, new QueueClient(n.address, good)]))
@@ -257,6 +290,7 @@ describe('mq-server TLS', () => {
     expect(before).not.toBe(rotated)
     // Not before the reload: the files are read at start and on SIGHUP only.
     expect(await presentedSerial(n1.address)).toBe(before)
+    expect(await presentedSerial(n1.http, 'http/1.1')).toBe(before)
     n1.server?.child.kill('SIGHUP')
     const reloaded = async (times: number) => {
       const deadline = Date.now() + 10_000
@@ -265,6 +299,8 @@ describe('mq-server TLS', () => {
     }
     await reloaded(1)
     expect(await presentedSerial(n1.address)).toBe(rotated)
+    // Its HTTPS port (--http-tls) too.
+    expect(await presentedSerial(n1.http, 'http/1.1')).toBe(rotated)
     expect(await healthCode(n1.address, good)).toBe(status.OK)
     // n2 read its files at start and was not told to reload.
     const n2 = nodes[1] as (typeof nodes)[number]
@@ -280,6 +316,6 @@ describe('mq-server TLS', () => {
     expect(await presentedSerial(n1.address)).toBe(rotated)
     expect(await healthCode(n1.address, good)).toBe(status.OK)
     // Every node is still ready: its groups have leaders and have applied what they committed.
-    for (const n of nodes) expect((await httpUntilOk(`http://${n.http}/readyz`, 30_000)).status).toBe(200)
+    for (const n of nodes) expect(await readyz(n)).toBe(200)
   }, 60_000)
 })

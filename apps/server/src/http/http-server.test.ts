@@ -1,11 +1,16 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { get, request } from 'node:http'
+import { get as getHttps } from 'node:https'
 import { connect, createServer, type Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
+import { makeDevCerts } from '../dev-certs'
 import { silentLogger } from '../log'
 import { NodeMetrics } from '../metrics/node-metrics'
 import type { GroupView, NodeView } from '../node-view'
-import { HTTP_LIMITS, type HttpServer, startHttpServer } from './http-server'
+import { HTTP_LIMITS, type HttpServer, type HttpTls, startHttpServer } from './http-server'
 import { hostAllowed, isLoopback } from './loopback-host'
 
 const servers: HttpServer[] = []
@@ -217,6 +222,65 @@ describe('the operations HTTP server', () => {
     const started = Date.now()
     const at = await Promise.all(closes)
     expect(Math.max(...at) - started).toBeLessThan(5_000)
+  })
+})
+
+describe('the operations HTTP server with --http-tls', () => {
+  /** A dev CA and node certificate in a fresh folder: [ca, cert, key]. */
+  function devCerts(root: string, name: string): [Buffer, Buffer, Buffer] {
+    const p = makeDevCerts({ dir: join(root, name), hosts: [], days: 2, force: false })
+    return [readFileSync(p.caCert), readFileSync(p.nodeCert), readFileSync(p.nodeKey)]
+  }
+
+  /** GET `path` over HTTPS trusting `ca`: [status, body], or the error's message. */
+  function fetchTls(port: number, path: string, ca: Buffer): Promise<[number, string] | string> {
+    return new Promise((resolve) => {
+      const req = getHttps(
+        { host: '127.0.0.1', port, path, ca, servername: 'localhost', agent: false },
+        (res) => {
+          let body = ''
+          res.on('data', (c) => {
+            body += c
+          })
+          res.on('end', () => resolve([res.statusCode ?? 0, body]))
+        },
+      )
+      req.on('error', (e) => resolve(e.message))
+    })
+  }
+
+  it('answers over HTTPS with the node certificate, refuses plaintext, and presents a reloaded one to new connections', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'http-tls-'))
+    try {
+      const [ca, cert, key] = devCerts(root, 'a')
+      const [ca2, cert2, key2] = devCerts(root, 'b')
+      let identity = { cert, key }
+      const listeners: ((id: { cert: Buffer; key: Buffer }) => void)[] = []
+      const tls: HttpTls = { identity: () => identity, onReload: (l) => listeners.push(l) }
+      const server = await startHttpServer({
+        listen: '127.0.0.1:0',
+        metrics: new NodeMetrics('n1'),
+        view: fakeView({ failed: false, leader: 'n1' }),
+        log: silentLogger(),
+        tls,
+      })
+      servers.push(server)
+      expect(await fetchTls(server.port, '/healthz', ca)).toEqual([200, 'ok\n'])
+      const plain = await new Promise<string>((resolve) => {
+        const req = get({ host: '127.0.0.1', port: server.port, path: '/healthz' }, (res) =>
+          resolve(`answered ${res.statusCode}`),
+        )
+        req.on('error', (e) => resolve(e.message))
+      })
+      expect(plain).not.toMatch(/answered 200/)
+      // A rotation: certificates of another CA from now on.
+      identity = { cert: cert2, key: key2 }
+      for (const l of listeners) l(identity)
+      expect(await fetchTls(server.port, '/healthz', ca2)).toEqual([200, 'ok\n'])
+      expect(await fetchTls(server.port, '/healthz', ca)).toMatch(/self.signed|unable to verify|certificate/i)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
   })
 })
 

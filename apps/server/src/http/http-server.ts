@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { createServer as createHttpsServer } from 'node:https'
 import type { Socket } from 'node:net'
 import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
@@ -32,6 +33,15 @@ export const HTTP_LIMITS: HttpLimits = {
   idleTimeoutMs: 30_000,
 }
 
+/**
+ * The certificate the HTTP port presents with TLS (`--http-tls`): the node's own, as last
+ * loaded, and told again on each reload (SIGHUP), so new connections get a rotated one.
+ */
+export interface HttpTls {
+  identity(): { readonly cert: Buffer; readonly key: Buffer }
+  onReload(listener: (identity: { readonly cert: Buffer; readonly key: Buffer }) => void): void
+}
+
 /** The node's operations HTTP server (see startHttpServer). */
 export interface HttpServer {
   readonly port: number
@@ -59,6 +69,8 @@ export async function startHttpServer(options: {
   readonly limits?: HttpLimits
   /** Host names answered besides loopback ones (parseAllowedHosts); [] = the listen address decides. */
   readonly allowedHosts?: readonly string[]
+  /** Serve HTTPS with this certificate (`--http-tls`); plain HTTP without. */
+  readonly tls?: HttpTls
 }): Promise<HttpServer> {
   const { metrics, view, log } = options
   const limits = options.limits ?? HTTP_LIMITS
@@ -73,7 +85,7 @@ export async function startHttpServer(options: {
   const port = Number(options.listen.slice(colon + 1))
   const allowedHosts = options.allowedHosts ?? []
   const checkHost = isLoopback(host) || allowedHosts.length > 0
-  const server: Server = createServer(serverOptions, (req: IncomingMessage, res: ServerResponse) => {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     if (checkHost && !hostAllowed(req.headers.host, allowedHosts)) {
       const names = [
         'localhost',
@@ -113,7 +125,16 @@ export async function startHttpServer(options: {
           `not found: try /metrics, /healthz or /readyz${options.console ? ' or /console/' : ''}\n`,
         )
     }
-  })
+  }
+  const tls = options.tls
+  let server: Server
+  if (tls) {
+    const secure = createHttpsServer({ ...serverOptions, ...tls.identity() }, handle)
+    tls.onReload((identity) => secure.setSecureContext({ ...identity }))
+    // A handshake that fails (a plaintext request, an unknown CA) is the client's business.
+    secure.on('tlsClientError', () => {})
+    server = secure as unknown as Server
+  } else server = createServer(serverOptions, handle)
   server.maxConnections = limits.connectionsMax
   // No 'timeout' listener: a socket idle this long is destroyed.
   server.setTimeout(limits.idleTimeoutMs)
