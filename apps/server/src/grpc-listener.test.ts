@@ -2,7 +2,7 @@ import { connect, createServer, type Socket } from 'node:net'
 import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { afterEach, describe, expect, it } from 'vitest'
 import { bytesClient, bytesService } from '../test/bytes-service'
-import { type GrpcListener, listenGrpc, listenTarget } from './grpc-listener'
+import { type GrpcListener, listenGrpc, listenTarget, throttledCount } from './grpc-listener'
 
 const ECHO = bytesService('/test.Echo/Echo')
 
@@ -85,13 +85,34 @@ describe('the gRPC listener', () => {
     // The first refusal is reported at once; the second within REFUSALS_REPORT_MS waits for a later one.
     expect(reports).toHaveLength(1)
     expect(reports[0]?.[0]).toBe(1)
-    expect(reports[0]?.[1]).toMatch(/^127\.0\.0\.1:\d+$/)
+    expect(reports[0]?.[1]).toMatch(/^from 127\.0\.0\.1:\d+$/)
     for (const h of held) expect(await within(h.closed, 100)).toBe('open')
     held[0]?.socket.destroy()
     await held[0]?.closed
     await new Promise((r) => setTimeout(r, 100))
     expect(listener.connections()).toBe(2)
     expect(await echo(listener.port, 'again')).toBe('again')
+  })
+
+  it('reports counted events at once, then at most once per period with the count since', () => {
+    let t = 0
+    const reports: [number, string][] = []
+    const note = throttledCount(
+      10_000,
+      (n, last) => reports.push([n, last]),
+      () => t,
+    )
+    note('a')
+    note('b')
+    t = 5_000
+    note('c')
+    expect(reports).toEqual([[1, 'a']])
+    t = 10_000
+    note('d')
+    expect(reports).toEqual([
+      [1, 'a'],
+      [3, 'd'],
+    ])
   })
 
   it('fails with the address when the port is taken', async () => {

@@ -35,7 +35,8 @@ export function listenTarget(address: string): { host: string; port: number } {
  * handshakes and certificate reloads included — as `bindAsync`'s). What binding the socket
  * here adds: at most `connectionsMax` connections open at once; one more is closed as soon as
  * it is accepted (`net.Server#maxConnections`) and counted in `refused()` and `onRefused`
- * (at most once per REFUSALS_REPORT_MS, with the count since its last report),
+ * (at most once per REFUSALS_REPORT_MS, with the count since its last report; a connection
+ * the system would not accept, out of file descriptors, is counted and reported the same way),
  * so a client opening connections in a loop cannot take the node's file descriptors and
  * memory (grpc-js has no such bound). Peers count too: size it well above clients + nodes.
  */
@@ -44,7 +45,7 @@ export function listenGrpc(
   credentials: ServerCredentials,
   address: string,
   connectionsMax: number,
-  onRefused: (refused: number, lastRemote: string) => void = () => {},
+  onRefused: (refused: number, last: string) => void = () => {},
 ): Promise<GrpcListener> {
   const injector = server.createConnectionInjector(credentials)
   let open = 0
@@ -57,16 +58,10 @@ export function listenGrpc(
     injector.injectConnection(socket)
   })
   net.maxConnections = connectionsMax
-  let unreported = 0
-  let reportedAtMs = Number.NEGATIVE_INFINITY
+  const report = throttledCount(REFUSALS_REPORT_MS, onRefused)
   net.on('drop', (data) => {
     refused++
-    unreported++
-    const now = Date.now()
-    if (now - reportedAtMs < REFUSALS_REPORT_MS) return
-    reportedAtMs = now
-    onRefused(unreported, data?.remoteAddress ? `${data.remoteAddress}:${data.remotePort}` : 'unknown')
-    unreported = 0
+    report(data?.remoteAddress ? `from ${data.remoteAddress}:${data.remotePort}` : 'from an unknown address')
   })
   const { host, port } = listenTarget(address)
   return new Promise((resolve, reject) => {
@@ -77,8 +72,12 @@ export function listenGrpc(
     net.once('error', failed)
     net.listen({ host, port }, () => {
       net.off('error', failed)
-      // After the bind, an accept error (EMFILE) is logged by Node and the server carries on.
-      net.on('error', () => {})
+      // After the bind, a failed accept (EMFILE: out of file descriptors, under the process's
+      // `ulimit -n`) refuses that connection; the server carries on.
+      net.on('error', (error) => {
+        refused++
+        report(`not accepted: ${error.message}`)
+      })
       const bound = net.address()
       resolve({
         port: typeof bound === 'object' && bound ? bound.port : port,
@@ -90,4 +89,26 @@ export function listenGrpc(
       })
     })
   })
+}
+
+/**
+ * Counts events and reports them through `report(count since the last report, the last one's
+ * description)`: the first at once, then at most once per `everyMs` (the events between two
+ * reports are counted in the next).
+ */
+export function throttledCount(
+  everyMs: number,
+  report: (count: number, last: string) => void,
+  now: () => number = Date.now,
+): (what: string) => void {
+  let unreported = 0
+  let reportedAtMs = Number.NEGATIVE_INFINITY
+  return (what) => {
+    unreported++
+    const t = now()
+    if (t - reportedAtMs < everyMs) return
+    reportedAtMs = t
+    report(unreported, what)
+    unreported = 0
+  }
 }

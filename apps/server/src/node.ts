@@ -548,10 +548,10 @@ export class MqNode {
       this.#credentials.server(),
       this.config.listen,
       this.config.connectionsMax,
-      (refused, lastRemote) =>
+      (refused, last) =>
         this.log.warn(
-          { refused, lastRemote },
-          `mq-server: refused ${refused} connection(s) (the last from ${lastRemote}): --connections-max ${this.config.connectionsMax} are open`,
+          { refused, last },
+          `mq-server: refused ${refused} connection(s) (the last ${last}); at most --connections-max ${this.config.connectionsMax} are open at once, and the process's open-file limit (ulimit -n) must allow them`,
         ),
     )
     this.#port = this.#listener.port
