@@ -22,7 +22,8 @@ export interface PartitionView {
   /** The queue's name (without the incarnation suffix it is stored under). */
   readonly queue: string
   readonly partition: number
-  readonly stats: (nowMs: number) => Promise<QueueStats | undefined>
+  /** As of the group's clock (DataGroupPort.nowMs). */
+  readonly stats: () => Promise<QueueStats | undefined>
 }
 
 /**

@@ -32,6 +32,7 @@ import {
   FORMAT_LEVEL,
   FORMAT_LEVEL_RETIRE,
   formatLevelOf,
+  GROUP_CLOCK_CATCH_UP,
   HealthService,
   type HeartbeatRequest,
   type HeartbeatResponse,
@@ -468,7 +469,9 @@ export class MqNode {
     this.#raft = new RaftHost({
       transport: observedTransport(transport, this.metrics),
       durability: this.#store.durability,
-      clock: { nowMs: () => Date.now() },
+      // The steady clock lets a new leader continue its predecessor's group clock (raft-core
+      // README, "Timestamps"; "Clocks" in this app's README).
+      clock: { nowMs: () => Date.now(), monoMs: () => performance.now() },
       onFatal: (error) => this.#die(error),
       onSnapshotTooLarge: (groupId, error) =>
         this.log.warn(
@@ -696,6 +699,7 @@ export class MqNode {
       electionTicks: this.config.electionTicks,
       heartbeatTicks: this.config.heartbeatTicks,
       commitBroadcast: group === 'meta',
+      stampCatchUp: GROUP_CLOCK_CATCH_UP,
     }
   }
 
@@ -1156,7 +1160,9 @@ export class MqNode {
         return s.term
       },
       settled: () => dm.settled(),
-      nowMs: () => Date.now(),
+      // The group's clock, which the leader stamps entries with (behind its wall clock while it
+      // catches up with it after a leader change: raft-core README, "Timestamps").
+      nowMs: () => raft.groupClockMs(groupId),
     }
     raft.addGroup({
       groupId,
@@ -1203,7 +1209,7 @@ export class MqNode {
               groupId,
               queue,
               partition,
-              stats: (nowMs) => g.port.machine.stats(storedAs, partition, nowMs),
+              stats: () => g.port.machine.stats(storedAs, partition, g.port.nowMs()),
             })
           }
         }

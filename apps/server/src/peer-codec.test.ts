@@ -16,6 +16,7 @@ describe('peer codec', () => {
       logTerm: 6,
       index: 41,
       commit: 40,
+      leaderTimeMs: 1_700_000_000_125,
       entries: [
         {
           index: 42,
@@ -43,6 +44,7 @@ describe('peer codec', () => {
       rejectHint: 9,
     }),
     message({ type: MessageType.Heartbeat, from: 'n1', to: 'n3', term: 2 ** 40, commit: 5, context: 17 }),
+    message({ type: MessageType.Heartbeat, from: 'n1', to: 'n3', term: 4, leaderTimeMs: 1_700_000_000_999 }),
     message({ type: MessageType.ReadIndex, from: 'n3', to: 'n1', term: 3, requestCtx: 'read-77' }),
     message({
       type: MessageType.Snap,

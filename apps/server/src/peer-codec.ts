@@ -28,6 +28,7 @@ export function messageToWire(groupId: number, m: Message): RaftMessage {
           data: m.snapshot.data,
         }
       : undefined,
+    leaderTimeMs: m.leaderTimeMs,
   }
 }
 
@@ -57,6 +58,7 @@ export function messageFromWire(w: RaftMessage): { groupId: number; message: Mes
             data: snapshot.data,
           }
         : null,
+      leaderTimeMs: w.leaderTimeMs,
     },
   }
 }

@@ -58,7 +58,9 @@ export interface DataGroupPort {
   /** Resolves once every entry applied here so far has its writes in the engine. */
   settled(): Promise<void>
   /**
-   * The leader's clock (ms since the epoch). The handlers fix delays into absolute times, and
+   * The group's clock on its leader (ms since the epoch): the time it would stamp an entry with
+   * now (mq-server: raft-core's group clock, which can be behind the leader's wall clock after
+   * a leader change, while it catches up). The handlers fix delays into absolute times, and
    * look at due times, with `leaderNowMs` (this clock, or the group's applied time when that is
    * ahead).
    */

@@ -138,6 +138,7 @@ export {
   StatsRequest,
   WeightStats,
 } from './generated/mq/v1/queue'
+export { GROUP_CLOCK_CATCH_UP, leaseHoldMs } from './group-clock'
 export { ERROR_DETAIL_KEY, fromGrpcError, toGrpcStatus, unaryHandler } from './grpc-errors'
 export type { ErrorFacts } from './mq-error'
 export {

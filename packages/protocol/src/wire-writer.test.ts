@@ -180,6 +180,7 @@ describe('WireWriter', () => {
         rejectHint: 0,
         context: 0,
         requestCtx: i === 2 ? 'read-1' : '',
+        leaderTimeMs: i === 3 ? 1_796_072_684_999 : 0,
         entries: [
           {
             index: 1001 + i,

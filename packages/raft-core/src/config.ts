@@ -55,6 +55,17 @@ export interface RaftConfig {
    * the storage holds one. False: every stored snapshot is an image.
    */
   readonly snapshotsOnDemand: boolean
+  /**
+   * How much faster than its steady clock a leader's group clock may run to catch up with
+   * its wall clock (a fraction: 0.01 lets 101 ms of group time pass per 100 ms). A new leader
+   * continues the group clock its predecessor told it (Message.leaderTimeMs) at the pace of
+   * its own steady clock, capped by its wall clock, so a leader change to a node whose clock
+   * is ahead, or a wall clock stepped forward, no longer moves the group's time at once; a
+   * group clock left behind its leader's wall clock catches up at 1 + this. Deadlines stamped
+   * in group time (leases) can therefore end this much sooner in real time, never more: a
+   * client counting one on its own steady clock divides it by 1 + this. 0 never catches up.
+   */
+  readonly stampCatchUp: number
 }
 
 export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
@@ -75,6 +86,7 @@ export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
   appliedIndex: 0,
   commitBroadcast: true,
   snapshotsOnDemand: false,
+  stampCatchUp: 0.01,
 }
 
 /** Fills defaults and throws InvalidConfigError for out-of-range options. */
@@ -110,6 +122,9 @@ export function resolveRaftConfig(
   }
   if (typeof c.commitBroadcast !== 'boolean') {
     throw new InvalidConfigError(`commitBroadcast must be true or false, got ${String(c.commitBroadcast)}`)
+  }
+  if (typeof c.stampCatchUp !== 'number' || !(c.stampCatchUp >= 0 && c.stampCatchUp <= 1)) {
+    throw new InvalidConfigError(`stampCatchUp must be a number from 0 to 1, got ${String(c.stampCatchUp)}`)
   }
   if (!Number.isSafeInteger(c.appliedIndex) || c.appliedIndex < 0) {
     throw new InvalidConfigError('appliedIndex must be a non-negative integer')

@@ -21,6 +21,7 @@ describe('malformedReason', () => {
     expect(malformedReason({ ...ok, from: 'b' }, 'b')).toMatch(/sender/)
     expect(malformedReason({ ...ok, term: -1 }, 'b')).toMatch(/number/)
     expect(malformedReason({ ...ok, index: 1.5 }, 'b')).toMatch(/number/)
+    expect(malformedReason({ ...ok, leaderTimeMs: -5 }, 'b')).toMatch(/number/)
     expect(malformedReason({ ...ok, type: 77 as MessageType }, 'b')).toMatch(/type/)
     expect(malformedReason({ ...ok, entries: [entry(6, 3)] }, 'b')).toMatch(/consecutive/)
     expect(malformedReason({ ...ok, entries: [entry(5, 4)] }, 'b')).toMatch(/bad entry/)

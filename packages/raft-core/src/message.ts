@@ -56,6 +56,13 @@ export interface Message {
   readonly context: number
   readonly requestCtx: string
   readonly snapshot: SnapshotChunk | null
+  /**
+   * On a leader's App, Heartbeat and Snap: its group clock when it made the message (what it
+   * would stamp an entry with then), so that a follower that leads next continues that clock
+   * instead of starting from its own (Raft.timelineMs). 0: not told (a peer of an earlier
+   * version, or a host without a steady clock).
+   */
+  readonly leaderTimeMs: number
 }
 
 const EMPTY_ENTRIES: readonly Entry[] = Object.freeze([])
@@ -76,6 +83,7 @@ export function message(fields: Partial<Message> & Pick<Message, 'type' | 'from'
     context: fields.context ?? 0,
     requestCtx: fields.requestCtx ?? '',
     snapshot: fields.snapshot ?? null,
+    leaderTimeMs: fields.leaderTimeMs ?? 0,
   }
 }
 
@@ -93,7 +101,7 @@ export function malformedReason(m: Message, self: ReplicaId): string {
   if (typeof m.from !== 'string' || m.from === '' || m.from === self) return 'bad sender'
   if (m.to !== self) return 'addressed to another replica'
   if (!isCount(m.term) || !isCount(m.logTerm) || !isCount(m.index) || !isCount(m.commit)) return 'bad number'
-  if (!isCount(m.rejectHint) || !isCount(m.context)) return 'bad number'
+  if (!isCount(m.rejectHint) || !isCount(m.context) || !isCount(m.leaderTimeMs)) return 'bad number'
   if (!Array.isArray(m.entries)) return 'bad entries'
   if (m.entries.length > 0) {
     if (m.type !== MessageType.App) return 'entries on a non-App message'

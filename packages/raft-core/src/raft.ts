@@ -84,7 +84,16 @@ export class Raft {
   #readSeq = 0
   readonly #readAcks = new Map<ReplicaId, number>()
   #clockMs = 0
+  /** The host's steady (monotonic) clock as last read; NaN while the host gives none. */
+  #monoMs = Number.NaN
   #lastStampMs = 0
+  /**
+   * The group clock the current leader last told us (Message.leaderTimeMs) and our steady
+   * clock when we heard it; null when it told us none. A leader that steps down keeps its own.
+   */
+  #anchor: ClockReading | null = null
+  /** While leading with a steady clock: the group clock at the election, and the steady clock then. */
+  #leaderBase: ClockReading | null = null
   #appendPending = false
   #commitPending = false
   #snapshotReceipt: SnapshotReceipt | null = null
@@ -158,13 +167,48 @@ export class Raft {
    * right does not leave its peak behind (a follower then stamped it hours later, when it led:
    * every lease expired and messages past a TTL of hours were deleted; clock audit).
    */
-  observeClock(nowMs: number): void {
+  observeClock(nowMs: number, monoMs?: number): void {
     this.#clockMs = nowMs
+    if (monoMs !== undefined) this.#monoMs = monoMs
+  }
+
+  /**
+   * The group clock: what this replica stamps an entry with when it leads. With a steady
+   * clock, a leader continues the clock its predecessor told it (or its own wall clock when it
+   * heard none, e.g. after a restart) at the pace of its steady clock, at most 1 + stampCatchUp
+   * of it, and never past its wall clock: a node whose clock is ahead, or a wall clock stepped
+   * forward, does not move the group's time at once (leases granted before would end early).
+   * Never below the last stamp in the log. Without a steady clock: the wall clock as last
+   * read, or the last stamp when that is later.
+   */
+  timelineMs(): number {
+    const b = this.#leaderBase
+    const clock =
+      b === null
+        ? this.#clockMs
+        : Math.min(
+            this.#clockMs,
+            Math.floor(b.timeMs + (this.#monoMs - b.monoMs) * (1 + this.cfg.stampCatchUp)),
+          )
+    return Math.max(clock, this.#lastStampMs)
+  }
+
+  /** What a leader's App, Heartbeat or Snap of this term told us of its group clock (see #anchor). */
+  #noteLeaderTime(m: Message): void {
+    if (this.role === Role.Leader) return
+    this.#anchor =
+      m.leaderTimeMs > 0 && !Number.isNaN(this.#monoMs)
+        ? { timeMs: m.leaderTimeMs, monoMs: this.#monoMs }
+        : null
   }
 
   // ---- role transitions -------------------------------------------------------------------
 
   becomeFollower(term: number, lead: ReplicaId): void {
+    if (this.role === Role.Leader && this.#leaderBase !== null) {
+      // A leader that steps down continues from its own clock if it leads again unheard.
+      this.#anchor = { timeMs: this.timelineMs(), monoMs: this.#monoMs }
+    }
     this.#reset(term)
     this.lead = lead
     this.role = Role.Follower
@@ -196,6 +240,7 @@ export class Raft {
     this.#reset(this.term)
     this.lead = this.id
     this.role = Role.Leader
+    this.#leaderBase = this.#electionClock()
     this.#stepRole = this.#stepLeader
     this.#tickRole = this.#tickHeartbeat
     for (const pr of this.progress.values()) pr.recentActive = true
@@ -208,7 +253,17 @@ export class Raft {
     this.#appendEntries([EMPTY_DATA], EntryType.Normal)
   }
 
+  /** Where a new leader's group clock starts (see timelineMs); null without a steady clock. */
+  #electionClock(): ClockReading | null {
+    const mono = this.#monoMs
+    if (Number.isNaN(mono)) return null
+    const a = this.#anchor
+    if (a === null) return { timeMs: Math.max(this.#clockMs, this.#lastStampMs), monoMs: mono }
+    return { timeMs: a.timeMs + (mono - a.monoMs), monoMs: mono }
+  }
+
   #reset(term: number): void {
+    this.#leaderBase = null
     if (this.term !== term) {
       this.term = term
       this.vote = ''
@@ -402,6 +457,9 @@ export class Raft {
     if (m.type === MessageType.Vote || m.type === MessageType.PreVote) {
       this.#handleVoteRequest(m)
       return
+    }
+    if (m.type === MessageType.App || m.type === MessageType.Heartbeat || m.type === MessageType.Snap) {
+      this.#noteLeaderTime(m)
     }
     this.#stepRole(m)
   }
@@ -948,7 +1006,7 @@ export class Raft {
 
   #appendEntries(datas: readonly Uint8Array[], type: EntryType): number {
     const first = this.log.lastIndex() + 1
-    const stampMs = Math.max(this.#clockMs, this.#lastStampMs)
+    const stampMs = this.timelineMs()
     this.#lastStampMs = stampMs
     const entries: Entry[] = new Array(datas.length)
     for (let i = 0; i < datas.length; i++) {
@@ -1138,8 +1196,21 @@ export class Raft {
       this.stats.droppedOutbound++
       return
     }
+    if (
+      this.#leaderBase !== null &&
+      (m.type === MessageType.App || m.type === MessageType.Heartbeat || m.type === MessageType.Snap)
+    ) {
+      this.msgs.push({ ...m, leaderTimeMs: this.timelineMs() })
+      return
+    }
     this.msgs.push(m)
   }
+}
+
+/** A clock value and the steady clock's reading when it held. */
+interface ClockReading {
+  readonly timeMs: number
+  readonly monoMs: number
 }
 
 const EMPTY_CONF: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [] }

@@ -54,10 +54,27 @@ export class RawNode {
     this.#prevHard = storage.initialState().hardState
   }
 
-  /** Advances logical time by one tick; `nowMs`, when given, is the clock entries are stamped with. */
-  tick(nowMs?: number): void {
-    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+  /**
+   * Advances logical time by one tick. `nowMs`, when given, is the wall clock entries are
+   * stamped with, `monoMs` a steady (monotonic) clock read at the same moment: with it, a
+   * leader continues the group clock of its predecessor (Raft.timelineMs).
+   */
+  tick(nowMs?: number, monoMs?: number): void {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs, monoMs)
     this.#raft.tick()
+  }
+
+  /**
+   * Reads the host's clocks without a tick: call it before step() with a steady clock, so
+   * that what a leader's message says of its group clock is taken as of when it arrived.
+   */
+  observeClock(nowMs: number, monoMs?: number): void {
+    this.#raft.observeClock(nowMs, monoMs)
+  }
+
+  /** The group clock this replica would stamp an entry with now, were it the leader (Raft.timelineMs). */
+  timelineMs(): number {
+    return this.#raft.timelineMs()
   }
 
   /** Feeds a message from a peer. Malformed or stale messages are dropped and counted in stats. */
@@ -66,8 +83,8 @@ export class RawNode {
   }
 
   /** Appends one entry (see proposeBatch); returns its index. */
-  propose(data: Uint8Array, nowMs?: number): number {
-    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+  propose(data: Uint8Array, nowMs?: number, monoMs?: number): number {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs, monoMs)
     return this.#raft.propose([data])
   }
 
@@ -77,8 +94,8 @@ export class RawNode {
    * Throws NotLeaderError (with the leader hint), ProposalDroppedError (transfer under way,
    * too many uncommitted entries) or InvalidArgumentError (empty data).
    */
-  proposeBatch(datas: readonly Uint8Array[], nowMs?: number): number {
-    if (nowMs !== undefined) this.#raft.observeClock(nowMs)
+  proposeBatch(datas: readonly Uint8Array[], nowMs?: number, monoMs?: number): number {
+    if (nowMs !== undefined) this.#raft.observeClock(nowMs, monoMs)
     return this.#raft.propose(datas)
   }
 

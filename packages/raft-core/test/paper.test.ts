@@ -825,4 +825,97 @@ describe('leader-stamped timestamps', () => {
       expect(stamps[i]!.timestampMs).toBeGreaterThanOrEqual(stamps[i - 1]!.timestampMs)
     }
   })
+
+  // With a steady clock (tick's monoMs): a leader continues the group clock its predecessor
+  // told it, at most 1.01x its steady clock and never past its wall clock.
+  const stampsOf = (h: Harness, id: string) =>
+    h
+      .node(id)
+      .appliedEntries.filter((e) => e.data.length > 0 && e.type === EntryType.Normal)
+      .map((e) => e.timestampMs)
+
+  /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
+  function skewedCluster(steady: boolean): Harness {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    const mono = steady ? 1_000 : undefined
+    h.raw('a').tick(10_000, mono)
+    h.raw('b').tick(20_000, mono)
+    h.raw('c').tick(9_000, mono)
+    h.elect('a')
+    h.raw('a').propose(bytes('x'), 10_000, mono)
+    h.settle()
+    return h
+  }
+
+  it('a leader change to a replica whose clock is ahead continues the group clock, then catches up at 1%', () => {
+    const h = skewedCluster(true)
+    h.raw('b').tick(20_500, 1_500) // 500 ms later
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('y'), 20_500, 1_500)
+    h.settle()
+    h.raw('b').propose(bytes('z'), 120_500, 101_500) // 100 s later: 1 s of the 10 caught up
+    h.settle()
+    h.raw('b').propose(bytes('w'), 1_120_500, 1_101_500) // 1,100 s later: caught up, its wall clock
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 10_500, 111_500, 1_120_500])
+    expect(h.raw('b').timelineMs()).toBe(1_120_500)
+  })
+
+  it('without a steady clock the new leader stamps its own clock (10 s ahead: leases end early)', () => {
+    const h = skewedCluster(false)
+    h.raw('b').tick(20_500)
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('y'), 20_500)
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 20_500])
+  })
+
+  it('a wall clock stepped forward on the leader moves the group clock no faster than its steady clock allows', () => {
+    const h = skewedCluster(true)
+    h.raw('a').propose(bytes('y'), 10_000 + 3 * 3_600_000, 1_100) // 100 ms later, the wall 3 h ahead
+    h.settle()
+    h.raw('a').propose(bytes('z'), 10_200, 1_200) // put right
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 10_101, 10_200])
+  })
+
+  it('a new leader whose clock is behind the group clock freezes it until its clock catches up (as before)', () => {
+    const h = skewedCluster(true)
+    h.raw('c').tick(9_500, 1_500)
+    h.isolate('a')
+    h.elect('c')
+    h.raw('c').propose(bytes('y'), 9_500, 1_500)
+    h.settle()
+    h.raw('c').propose(bytes('z'), 11_000, 3_000)
+    h.settle()
+    expect(stampsOf(h, 'b')).toEqual([10_000, 10_000, 11_000])
+  })
+
+  it('refuses a catch-up rate outside 0..1', () => {
+    for (const bad of [-0.1, 1.5, Number.NaN]) {
+      expect(() => new Harness(['a'], { stampCatchUp: bad })).toThrow(
+        /stampCatchUp must be a number from 0 to 1/,
+      )
+    }
+  })
+
+  it('leaders tell followers their group clock on App and Heartbeat; a replica restarted has heard none', () => {
+    const h = skewedCluster(true)
+    const told = h.delivered.filter(
+      (m) => m.from === 'a' && (m.type === MessageType.App || m.type === MessageType.Heartbeat),
+    )
+    expect(told.length).toBeGreaterThan(0)
+    for (const m of told) expect(m.leaderTimeMs).toBe(10_000)
+    expect(h.delivered.filter((m) => m.from !== 'a').every((m) => m.leaderTimeMs === 0)).toBe(true)
+    // b restarts (its memory of a's clock is gone) and leads before hearing a again: its own clock.
+    h.restart('b')
+    h.raw('b').tick(20_500, 10)
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('y'), 20_500, 10)
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 20_500])
+  })
 })

@@ -46,6 +46,29 @@ describe('simulator', () => {
     for (const v of Object.values(total)) expect(v).toBeGreaterThan(0)
   })
 
+  // Clocks 0-10 s apart, leadership moving (elections, transfers, partitions), no crashes: a
+  // new leader continues its predecessor's group clock (raft-core README, "Timestamps").
+  const skewed = { crashRate: 0, clockRateSpread: 0, clockOffsetMsMax: 10_000, transferRate: 0.02 }
+
+  it('the group clock keeps pace with real time across leader changes between skewed clocks', () => {
+    let elections = 0
+    for (let s = 1; s <= 100; s++) elections += new SimCluster(s, skewed).run().elections
+    expect(elections).toBeGreaterThan(150) // leadership did move
+  }, 120_000)
+
+  it('without a steady clock a leader change to a replica ahead jumps the group clock (the check can fail)', () => {
+    const jumped: number[] = []
+    for (let s = 1; s <= 30; s++) {
+      try {
+        new SimCluster(s, { ...skewed, steadyClock: false }).run()
+      } catch (e) {
+        if (!(e instanceof SimFailure) || !e.message.includes('the group clock jumped')) throw e
+        jumped.push(s)
+      }
+    }
+    expect(jumped.length).toBeGreaterThan(5)
+  }, 120_000)
+
   it('a failure names the seed and the command that replays it', () => {
     const f = new SimFailure(77, 1234, 'election safety: x')
     expect(f.message).toContain('seed 77')

@@ -200,6 +200,29 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it.each([
+    [9_880, true],
+    [9_910, false],
+  ])(
+    'counts a lease of 10 s as 10 s / 1.01 (the group clock may run 1 %% fast): a buffered message taken at %i ms is handed out: %s',
+    (atMs, handedOut) =>
+      withFakeTimers(async () => {
+        const { router } = fakeRouter([2], () => 0)
+        const consumer = new Consumer(router, 'q', {
+          prefetch: 4,
+          waitMs: 50,
+          visibilityMs: 10_000,
+          autoExtend: false,
+        })
+        const it = consumer[Symbol.asyncIterator]()
+        const first = it.next()
+        expect(await settlesWithin(first, 5)).toBe(true)
+        await vi.advanceTimersByTimeAsync(atMs - 5)
+        expect(await settlesWithin(it.next(), 1)).toBe(handedOut)
+        await closeAsTimePasses(consumer)
+      }),
+  )
+
   it('does not hand out a buffered message whose lease ran out while its extension was still being retried', () =>
     withFakeTimers(async () => {
       // Every extension fails, after 1 s (the router retrying through a failover): the one

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
-import type { LeaseResult, MqError, QueueRoute } from '@mq/protocol'
+import { type LeaseResult, leaseHoldMs, type MqError, type QueueRoute } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
@@ -37,9 +37,11 @@ interface HeldLease {
   timer: ReturnType<typeof setTimeout> | undefined
   /**
    * When the earliest lease of the ones still held ends at the latest (performance.now()): the
-   * visibility counted from when the lease request, or the last extension that succeeded for
-   * all of them, was sent. The broker's lease began after that (it counts from when it
-   * applied the request), so this never comes later than the broker's deadline.
+   * visibility, less what the group's clock may take off it in real time (`leaseHoldMs`: a
+   * leader catching the group's clock up runs it up to 1 % fast), counted from when the lease
+   * request, or the last extension that succeeded for all of them, was sent. The broker's
+   * lease began after that (it counts from when it applied the request), so this never comes
+   * later than the broker's deadline.
    */
   deadlineMs: number
 }
@@ -378,7 +380,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       deliveries,
       live: deliveries.length,
       timer: undefined,
-      deadlineMs: sentAt + visibilityMs,
+      deadlineMs: sentAt + leaseHoldMs(visibilityMs),
     }
     // Half the visibility before the lease's end: the next extension is due.
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
@@ -412,7 +414,7 @@ export class Consumer implements AsyncIterable<Delivery> {
           const d = live[i] as Delivery
           if (this.#held.get(d) === lease) this.#release(d, lease)
         })
-        if (!retry) lease.deadlineMs = askedAt + visibilityMs
+        if (!retry) lease.deadlineMs = askedAt + leaseHoldMs(visibilityMs)
         if (lease.live === 0 || this.#ended) return
         const nextMs = retry
           ? Math.max(EXTEND_RETRY_MIN_MS, Math.min(visibilityMs / 2, (lease.deadlineMs - now()) / 2))

@@ -1,41 +1,16 @@
 import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
+import { ensureDebianPackage } from './debian-package'
 
 /** Debian's Chromium, the browser the console tests drive. */
 export const CHROMIUM = '/usr/bin/chromium'
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
 
-/**
- * Makes sure Debian's `chromium` is installed: nothing to do when CHROMIUM exists, else
- * `apt-get install -y chromium` (after `apt-get update` when the first try fails), which needs
- * root and the Debian archive. Throws saying what to install when that is not possible: the
- * browser tests never skip silently.
- */
+/** Makes sure Debian's `chromium` is installed (ensureDebianPackage); returns CHROMIUM. */
 export function ensureChromium(): string {
-  if (existsSync(CHROMIUM)) return CHROMIUM
-  const apt = (args: string[]) =>
-    spawnSync('apt-get', args, {
-      encoding: 'utf8',
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      timeout: 10 * 60_000,
-    })
-  let run = apt(['install', '-y', '--no-install-recommends', 'chromium'])
-  if (run.status !== 0 && !run.error) {
-    apt(['update'])
-    run = apt(['install', '-y', '--no-install-recommends', 'chromium'])
-  }
-  if (run.status !== 0 || !existsSync(CHROMIUM)) {
-    const why = run.error
-      ? run.error.message
-      : (run.stderr || run.stdout).trim().split('\n').slice(-3).join(' | ')
-    throw new Error(
-      `the console tests need Debian's chromium at ${CHROMIUM}, and installing it failed (${why}). ` +
-        'Install it first: `apt-get update && apt-get install -y chromium` (as root).',
-    )
-  }
-  return CHROMIUM
+  return ensureDebianPackage('chromium', CHROMIUM, 'the console tests')
 }
 
 /**

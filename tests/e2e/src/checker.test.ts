@@ -202,6 +202,21 @@ describe('check', () => {
     expect(r.overlaps).toBe(1)
   })
 
+  it("compares a nack's start with when the next lease's answer came, not with the leader's time", () => {
+    // The group's clock 150 ms behind the clients' (a leader change under a slow network): c2's
+    // lease is stamped 150 (its deadline minus the 1 s asked for), answered at 320, after c1's
+    // nack started at 300. Not an overlap; one answered at 200, before the nack, is.
+    const at = (receivedMs: number) =>
+      check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1020 }], 1_000),
+        settle('nack', 'L1', 300),
+        lease('c2', receivedMs, [{ body: 'a', leaseId: 'L2', deadlineMs: 1150, count: 2 }], 1_000),
+      ]).overlaps
+    expect(at(320)).toBe(0)
+    expect(at(200)).toBe(1)
+  })
+
   it('tolerates the stated clock slack at the deadline, and no more', () => {
     const at = (receivedMs: number) =>
       check(

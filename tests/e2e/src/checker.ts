@@ -16,9 +16,14 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   other consumer may get it before A's deadline (a server answers an ack of a lease that
  *   ended `expired`). B overlaps A when B was granted more than `clockToleranceMs` before
  *   A.end. B's grant is the leader's time when it stamped the lease (B's deadline minus the
- *   visibility asked for; the lease call's end when the history lacks the visibility): the
- *   deadlines are the leader's times too, and on one host every clock is the same. The start
- *   of A's nack makes the check conservative: it flags only overlaps that really happened.
+ *   visibility asked for; the lease call's end when the history lacks the visibility, or when
+ *   that is earlier), compared with A's deadline, a leader's time too. A nack's start is the
+ *   client's time, and the group's clock may be behind the clients' (on one host every wall
+ *   clock is the same, but a new leader continues its predecessor's group clock, which its
+ *   messages told it a transit late, and makes that up at 1 %): it is compared with when B's
+ *   lease answer arrived, the client's time too, and the latest B can have been granted. The
+ *   start of A's nack makes the check conservative: it flags only overlaps that really
+ *   happened.
  * - **deliveredAfterAck**: a delivery of a message after an ack returned ok for one of its
  *   leases: one with a higher delivery count (the ack would have been told `expired` had the
  *   message been delivered again before it applied), or granted after the ack returned. The
@@ -165,10 +170,23 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
 
 /** The end of the window in which `d` holds its message (see the module comment). */
 export function holdEndMs(d: DeliveryRecord): number {
+  return Math.min(d.deadlineMs, nackStartMs(d) ?? Number.POSITIVE_INFINITY)
+}
+
+/** When a nack of `d` that may have taken effect started (the client's clock), if one did. */
+function nackStartMs(d: DeliveryRecord): number | undefined {
   const s = d.settle
-  if (!s || s.kind === 'ack' || s.outcome === 'fail') return d.deadlineMs
-  if (s.outcome === 'ok' && s.results?.[d.leaseId] !== 'ok') return d.deadlineMs
-  return Math.min(d.deadlineMs, s.startMs)
+  if (!s || s.kind === 'ack' || s.outcome === 'fail') return undefined
+  if (s.outcome === 'ok' && s.results?.[d.leaseId] !== 'ok') return undefined
+  return s.startMs
+}
+
+/** Whether `b` was granted while `a` held the message (see the module comment: like clocks only). */
+function overlaps(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): boolean {
+  const nackMs = nackStartMs(a)
+  return (
+    b.grantedMs + toleranceMs < a.deadlineMs && (nackMs === undefined || b.receivedMs + toleranceMs < nackMs)
+  )
 }
 
 /** True when an ack of `d` returned ok for its lease (a retried one too: history.ts). */
@@ -229,7 +247,7 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       for (let i = 0; i < j; i++) {
         const a = list[i] as DeliveryRecord
         const endMs = holdEndMs(a)
-        if (b.grantedMs + toleranceMs < endMs) {
+        if (overlaps(b, a, toleranceMs)) {
           anomalies.push({
             kind: AnomalyKind.Overlap,
             body,

@@ -121,6 +121,8 @@ export interface ClusterOptions {
   readonly serverArgs?: readonly string[]
   /** More flags for one node (after `serverArgs`), e.g. its own `--http-listen` port. */
   readonly nodeArgs?: (nodeId: string) => readonly string[]
+  /** More environment for one node's process (e.g. `clockAheadEnv`), over the test's own. */
+  readonly nodeEnv?: (nodeId: string) => Readonly<Record<string, string>> | undefined
   /** Credentials of the health checks that wait for the nodes (TLS clusters; default plaintext). */
   readonly healthCredentials?: ChannelCredentials
   /** How much of each node's output is kept (its end), in characters. Default 20,000. */
@@ -142,6 +144,7 @@ export class LocalCluster {
   readonly #mounts: string[] = []
   readonly #retired = new Set<string>()
   #nodeArgs: (nodeId: string) => readonly string[] = () => []
+  #nodeEnv: (nodeId: string) => Readonly<Record<string, string>> | undefined = () => undefined
   #healthCredentials: ChannelCredentials | undefined
   #outputCharsMax = 20_000
   #joinDiskBytes: number | undefined
@@ -185,6 +188,7 @@ export class LocalCluster {
       cluster.#initialMeta = nodes.map((n) => `${n.nodeId}=${n.address}`).join(',')
       cluster.#healthCredentials = options.healthCredentials
       if (options.nodeArgs) cluster.#nodeArgs = options.nodeArgs
+      if (options.nodeEnv) cluster.#nodeEnv = options.nodeEnv
       if (options.outputCharsMax) cluster.#outputCharsMax = options.outputCharsMax
       cluster.#joinDiskBytes = options.joinDiskBytes
       cluster.#proxied = options.proxied ?? false
@@ -496,7 +500,7 @@ export class LocalCluster {
         ...this.#serverArgs,
         ...this.#nodeArgs(n.nodeId),
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.#nodeEnv(n.nodeId) } },
     )
     n.child = child
     const collect = (c: Buffer) => {

@@ -117,6 +117,7 @@ describe('hostile input and meta failover', () => {
           rejectHint: 0,
           context: 0,
           requestCtx: '',
+          leaderTimeMs: 0,
         },
         // Entries that do not follow their index, for a data group.
         {
@@ -133,6 +134,7 @@ describe('hostile input and meta failover', () => {
           rejectHint: 0,
           context: 0,
           requestCtx: '',
+          leaderTimeMs: 0,
         },
         // A message for another node, and one for a group that does not exist.
         {
@@ -149,6 +151,7 @@ describe('hostile input and meta failover', () => {
           rejectHint: 0,
           context: 0,
           requestCtx: '',
+          leaderTimeMs: 0,
         },
         {
           groupId: 777,
@@ -164,6 +167,7 @@ describe('hostile input and meta failover', () => {
           rejectHint: 0,
           context: 0,
           requestCtx: '',
+          leaderTimeMs: 0,
         },
       ],
     }

@@ -306,14 +306,13 @@ export class NodeMetrics {
       this.dataImports.set({ group }, imports)
       this.dataSweeps.set({ group }, sweeping)
     }
-    const nowMs = Date.now()
     const led = view.ledPartitions()
     this.#retireQueueSeries(led)
     const read = []
     for (const p of led.slice(0, SCRAPE_PARTITIONS_MAX)) {
       // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
       const stats = await Promise.resolve()
-        .then(() => p.stats(nowMs))
+        .then(() => p.stats())
         .catch(() => undefined)
       if (stats) read.push({ p, stats })
     }

@@ -53,7 +53,13 @@ export interface StateMachine {
   applyBacklog?(): number
 }
 
-/** The host's wall clock, read only to stamp entries (the leader's clock, Raft core §timestamps). */
+/**
+ * The host's clocks, read only to stamp entries (Raft core §timestamps): the wall clock, and
+ * a steady one (monotonic, e.g. `performance.now()`) with which a new leader continues the
+ * group clock of its predecessor instead of jumping to its own wall clock. Without `monoMs`,
+ * stamps follow the wall clock (never going back along the log).
+ */
 export interface Clock {
   nowMs(): number
+  monoMs?(): number
 }

@@ -385,6 +385,17 @@ export class RaftHost {
     return this.#group(groupId).raw.matchIndex(id)
   }
 
+  /**
+   * The time an entry proposed to `groupId` now would be stamped with, were this replica its
+   * leader (RawNode.timelineMs), from the clocks as read now: what a leader compares the
+   * group's deadlines with (its wall clock may be ahead of the group's clock).
+   */
+  groupClockMs(groupId: GroupId): number {
+    const g = this.#group(groupId)
+    g.raw.observeClock(this.#clock.nowMs(), this.#clock.monoMs?.())
+    return g.raw.timelineMs()
+  }
+
   /** On the leader of `groupId`: whether `id` answered lately (RawNode.recentlyActive). */
   recentlyActive(groupId: GroupId, id: ReplicaId): boolean | undefined {
     return this.#group(groupId).raw.recentlyActive(id)
@@ -395,8 +406,9 @@ export class RaftHost {
     if (this.#stopped) return
     this.#checkAlive()
     const now = this.#clock.nowMs()
+    const mono = this.#clock.monoMs?.()
     for (const g of this.#groups.values()) {
-      g.raw.tick(now)
+      g.raw.tick(now, mono)
       g.ticks++
       if (g.campaignAtTick >= 0 && g.ticks >= g.campaignAtTick) {
         g.campaignAtTick = -1
@@ -416,6 +428,7 @@ export class RaftHost {
       this.stats.droppedMessages++
       return
     }
+    if (this.#clock.monoMs !== undefined) g.raw.observeClock(this.#clock.nowMs(), this.#clock.monoMs())
     g.raw.step(message)
     this.#schedule()
   }
@@ -440,7 +453,7 @@ export class RaftHost {
           `this node has ${this.#inflightBytes} bytes of proposals pending in all its groups (limit ${this.#inflightBytesMax}); retry after some are applied`,
         )
       }
-      const index = g.raw.propose(data, this.#clock.nowMs())
+      const index = g.raw.propose(data, this.#clock.nowMs(), this.#clock.monoMs?.())
       const term = g.raw.termAt(index)
       this.#forget(g, index)
       const promise = new Promise<Applied>((resolve, reject) => {

@@ -1,4 +1,5 @@
 import { ConfChangeType } from '../conf-change'
+import { DEFAULT_RAFT_CONFIG } from '../config'
 import { RaftError } from '../errors'
 import { MemoryLogStorage } from '../memory-storage'
 import type { Message } from '../message'
@@ -81,6 +82,8 @@ interface PendingReady {
 }
 
 const TICK_MS = 10
+/** Rounding of the group clock's pace check (whole ms, readings at ticks). */
+const CLOCK_PACE_SLACK_MS = 20
 const encoder = new TextEncoder()
 
 /**
@@ -100,6 +103,8 @@ export class SimCluster {
   readonly #blocked = new Map<string, number>()
   readonly checker = new SafetyChecker()
   #nowMs = 0
+  /** The highest group clock a leader read so far, and when (#checkClockPace). */
+  #maxStamp = { ms: 0, atMs: 0 }
   #faultsOn = true
   #proposalSeq = 0
   readonly #reads = new Map<string, number>()
@@ -135,7 +140,7 @@ export class SimCluster {
         this.options.clockRateSpread > 0
           ? 1 + (this.#prng.float() * 2 - 1) * this.options.clockRateSpread
           : 1,
-      clockOffsetMs: this.#prng.below(1000),
+      clockOffsetMs: this.#prng.below(this.options.clockOffsetMsMax),
       pending: [],
       late: 0,
       flushAtMs: 0,
@@ -214,6 +219,11 @@ export class SimCluster {
     return Math.floor(this.#nowMs * node.clockRate) + node.clockOffsetMs
   }
 
+  /** The replica's steady clock (its rate, no offset), or undefined when the seed runs without. */
+  #localMonoMs(node: SimNode): number | undefined {
+    return this.options.steadyClock ? this.#nowMs * node.clockRate : undefined
+  }
+
   #log(line: string): void {
     this.trace?.(`${this.#nowMs.toFixed(1)} ${line}`)
   }
@@ -268,7 +278,8 @@ export class SimCluster {
       case 'tick': {
         const n = ev.node
         if (n.raw === null || ev.incarnation !== n.incarnation) return
-        n.raw.tick(this.#localClockMs(n))
+        n.raw.tick(this.#localClockMs(n), this.#localMonoMs(n))
+        if (n.raw.status().role === Role.Leader) this.#checkClockPace(n.raw.timelineMs())
         this.#pump(n)
         this.#scheduleTick(n)
         return
@@ -285,6 +296,7 @@ export class SimCluster {
           this.#stats.dropped++
           return
         }
+        n.raw.observeClock(this.#localClockMs(n), this.#localMonoMs(n))
         n.raw.step(ev.msg)
         this.#pump(n)
         return
@@ -446,6 +458,33 @@ export class SimCluster {
     }
   }
 
+  /**
+   * The group clock never runs ahead of real time by more than the leaders' catch-up allows:
+   * each new highest reading of a leader's group clock (RawNode.timelineMs, at each of its
+   * ticks: what it stamps entries with) is at most (1 + stampCatchUp) x the real time since
+   * the previous highest, plus CLOCK_PACE_SLACK_MS. A leader change to a replica whose clock
+   * is ahead used to jump by the offset (seeds run with `steadyClock: false` still do).
+   * Checked on seeds without crashes and with clocks at one rate only: a restarted replica
+   * has heard no leader's clock, and one elected before it does starts from its own
+   * (raft-core README, "Timestamps"); a replica whose steady clock runs fast (the seeds'
+   * rates differ by up to half, real ones by millionths) counts its predecessor's clock
+   * forward that much faster.
+   */
+  #checkClockPace(stampMs: number): void {
+    if (stampMs <= this.#maxStamp.ms) return
+    const o = this.options
+    if (o.crashRate === 0 && o.clockRateSpread === 0 && this.#maxStamp.ms > 0) {
+      const rate = 1 + DEFAULT_RAFT_CONFIG.stampCatchUp
+      const allowed = rate * (this.#nowMs - this.#maxStamp.atMs + CLOCK_PACE_SLACK_MS)
+      if (stampMs - this.#maxStamp.ms > allowed) {
+        this.#fail(
+          `the group clock jumped from ${this.#maxStamp.ms} to ${stampMs} in ${(this.#nowMs - this.#maxStamp.atMs).toFixed(1)} ms`,
+        )
+      }
+    }
+    this.#maxStamp = { ms: stampMs, atMs: this.#nowMs }
+  }
+
   /** A malformed copy the core must drop (never a well-formed lie: Raft is not Byzantine-tolerant). */
   #corrupt(m: Message): Message {
     switch (this.#prng.below(4)) {
@@ -596,7 +635,7 @@ export class SimCluster {
         const count = 1 + p.below(3)
         const datas: Uint8Array[] = []
         for (let i = 0; i < count; i++) datas.push(encoder.encode(`p${this.#proposalSeq++}`))
-        raw.proposeBatch(datas, this.#localClockMs(target))
+        raw.proposeBatch(datas, this.#localClockMs(target), this.#localMonoMs(target))
       }
     } catch (e) {
       if (!(e instanceof RaftError)) throw e
@@ -666,7 +705,7 @@ export class SimCluster {
         })
         if (leader !== undefined) {
           try {
-            index = leader.raw!.propose(marker, this.#localClockMs(leader))
+            index = leader.raw!.propose(marker, this.#localClockMs(leader), this.#localMonoMs(leader))
             proposer = leader
             proposedAt = this.#nowMs
             this.#pump(leader)

@@ -29,6 +29,13 @@ export interface SwarmOptions {
   readonly downMsMax: number
   /** Each replica's clock runs at 1 ± up to this (a fraction). */
   readonly clockRateSpread: number
+  /** Each replica's wall clock is ahead by a fixed [0, this) ms. */
+  readonly clockOffsetMsMax: number
+  /**
+   * Replicas read a steady clock as well (RawNode.tick's monoMs, observeClock before each
+   * step), so a new leader continues its predecessor's group clock. False: wall clocks alone.
+   */
+  readonly steadyClock: boolean
   readonly clientIntervalMsMax: number
   readonly confChangeRate: number
   readonly transferRate: number
@@ -72,6 +79,8 @@ export function swarmOptions(p: Prng): SwarmOptions {
     leaderCrashBias: p.float(),
     downMsMax: 20 + p.below(600),
     clockRateSpread: maybe(0.7, 0.5),
+    clockOffsetMsMax: 1000, // fixed, not drawn: every seed keeps the draws it had before
+    steadyClock: true,
     clientIntervalMsMax: 1 + p.below(20),
     confChangeRate: maybe(0.5, 0.05),
     transferRate: maybe(0.5, 0.03),

@@ -91,7 +91,16 @@ export interface RaftMessage {
   rejectHint: number;
   context: number;
   requestCtx: string;
-  snapshot?: RaftSnapshotChunk | undefined;
+  snapshot?:
+    | RaftSnapshotChunk
+    | undefined;
+  /**
+   * On a leader's App, Heartbeat and Snap: its group clock when it made the message (what it
+   * would stamp an entry with), so that the replica that leads next continues it rather than
+   * jumping to its own wall clock (raft-core Message.leaderTimeMs; 0 = not told, as from a
+   * peer of an earlier version, which ignores the field).
+   */
+  leaderTimeMs: number;
 }
 
 export interface RaftBatch {
@@ -967,6 +976,7 @@ function createBaseRaftMessage(): RaftMessage {
     context: 0,
     requestCtx: "",
     snapshot: undefined,
+    leaderTimeMs: 0,
   };
 }
 
@@ -1013,6 +1023,9 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     }
     if (message.snapshot !== undefined) {
       RaftSnapshotChunk.encode(message.snapshot, writer.uint32(114).fork()).join();
+    }
+    if (message.leaderTimeMs !== 0) {
+      writer.uint32(120).uint64(message.leaderTimeMs);
     }
     return writer;
   },
@@ -1136,6 +1149,14 @@ export const RaftMessage: MessageFns<RaftMessage> = {
           message.snapshot = RaftSnapshotChunk.decode(reader, reader.uint32());
           continue;
         }
+        case 15: {
+          if (tag !== 120) {
+            break;
+          }
+
+          message.leaderTimeMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1177,6 +1198,11 @@ export const RaftMessage: MessageFns<RaftMessage> = {
         ? globalThis.String(object.request_ctx)
         : "",
       snapshot: isSet(object.snapshot) ? RaftSnapshotChunk.fromJSON(object.snapshot) : undefined,
+      leaderTimeMs: isSet(object.leaderTimeMs)
+        ? globalThis.Number(object.leaderTimeMs)
+        : isSet(object.leader_time_ms)
+        ? globalThis.Number(object.leader_time_ms)
+        : 0,
     };
   },
 
@@ -1224,6 +1250,9 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     if (message.snapshot !== undefined) {
       obj.snapshot = RaftSnapshotChunk.toJSON(message.snapshot);
     }
+    if (message.leaderTimeMs !== 0) {
+      obj.leaderTimeMs = Math.round(message.leaderTimeMs);
+    }
     return obj;
   },
 
@@ -1248,6 +1277,7 @@ export const RaftMessage: MessageFns<RaftMessage> = {
     message.snapshot = (object.snapshot !== undefined && object.snapshot !== null)
       ? RaftSnapshotChunk.fromPartial(object.snapshot)
       : undefined;
+    message.leaderTimeMs = object.leaderTimeMs ?? 0;
     return message;
   },
 };
