@@ -161,11 +161,12 @@ export class Raft {
   }
 
   /**
-   * Sets the clock the leader stamps entries with, to the host's latest reading. Stamps never
-   * go backwards anyway (max with the last stamp in the log, #appendEntries); the reading is
-   * not kept as a high-water mark, so a clock that stepped forward for a moment and was put
-   * right does not leave its peak behind (a follower then stamped it hours later, when it led:
-   * every lease expired and messages past a TTL of hours were deleted; clock audit).
+   * Sets the host's latest readings of its wall clock and (when it has one) of its steady
+   * clock, from which the group clock is made (timelineMs). Stamps never go backwards anyway
+   * (max with the last stamp in the log); the reading is not kept as a high-water mark, so a
+   * clock that stepped forward for a moment and was put right does not leave its peak behind
+   * (a follower then stamped it hours later, when it led: every lease expired and messages
+   * past a TTL of hours were deleted; clock audit).
    */
   observeClock(nowMs: number, monoMs?: number): void {
     this.#clockMs = nowMs

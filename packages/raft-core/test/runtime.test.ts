@@ -301,6 +301,31 @@ class GatedListMachine extends ListMachine {
 }
 
 describe('RaftHost', () => {
+  it('stamps the group clock when its Clock has a steady clock: a wall clock stepped forward moves it at most 1.01x', async () => {
+    const clock = { wall: 1_000_000, mono: 5_000 }
+    const { net, nodes } = cluster(
+      [1],
+      {},
+      undefined,
+      undefined,
+      {},
+      {
+        clock: { nowMs: () => clock.wall, monoMs: () => clock.mono },
+      },
+    )
+    const n1 = nodes.get('n1')!
+    n1.host.campaign(1)
+    await net.run()
+    expect(n1.host.groupClockMs(1)).toBe(1_000_000)
+    clock.wall += 3_600_000 // stepped an hour forward…
+    clock.mono += 100 // …while 100 ms passed
+    expect(n1.host.groupClockMs(1)).toBe(1_000_101)
+    await proposeAndSpread(net, n1.host, 1, 'x')
+    const log = nodes.get('n2')!.storages.get(1)!
+    expect(log.entries(log.lastIndex(), log.lastIndex() + 1, 1 << 20)[0]!.timestampMs).toBe(1_000_101)
+    expect(n1.host.groupClockMs(99)).toBe(clock.wall) // a group not hosted here: the wall clock
+  })
+
   it('hands a state machine no more entries while its backlog is at applyBacklogMax; the replica still acknowledges', async () => {
     const { net, nodes } = cluster(
       [1],

@@ -388,11 +388,14 @@ export class RaftHost {
   /**
    * The time an entry proposed to `groupId` now would be stamped with, were this replica its
    * leader (RawNode.timelineMs), from the clocks as read now: what a leader compares the
-   * group's deadlines with (its wall clock may be ahead of the group's clock).
+   * group's deadlines with (its wall clock may be ahead of the group's clock). The wall clock
+   * for a group not hosted here (removed while a caller still held it): never throws.
    */
   groupClockMs(groupId: GroupId): number {
-    const g = this.#group(groupId)
-    g.raw.observeClock(this.#clock.nowMs(), this.#clock.monoMs?.())
+    const now = this.#clock.nowMs()
+    const g = this.#groups.get(groupId)
+    if (g === undefined) return now
+    g.raw.observeClock(now, this.#clock.monoMs?.())
     return g.raw.timelineMs()
   }
 
