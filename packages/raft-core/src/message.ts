@@ -59,8 +59,10 @@ export interface Message {
   /**
    * On a leader's App, Heartbeat and Snap: its group clock when it made the message (what it
    * would stamp an entry with then), so that a follower that leads next continues that clock
-   * instead of starting from its own (Raft.timelineMs). 0: not told (a peer of an earlier
-   * version, or a host without a steady clock).
+   * instead of starting from its own (Raft.timelineMs). On a granted VoteResp or PreVoteResp:
+   * the group clock as the voter knows it (its leader's, counted forward), for a candidate that
+   * knows none (it restarted). 0: not told (a peer of an earlier version, or a host without a
+   * steady clock, or a voter that knows none).
    */
   readonly leaderTimeMs: number
 }

@@ -92,6 +92,8 @@ export class Raft {
    * clock when we heard it; null when it told us none. A leader that steps down keeps its own.
    */
   #anchor: ClockReading | null = null
+  /** #anchor came from votes (#noteVoterClock), not from a leader's message or our own leadership. */
+  #anchorFromVotes = false
   /** While leading with a steady clock: the group clock at the election, and the steady clock then. */
   #leaderBase: ClockReading | null = null
   #appendPending = false
@@ -194,6 +196,28 @@ export class Raft {
     return Math.max(clock, this.#lastStampMs)
   }
 
+  /** The group clock as this replica knows it now (#anchor counted forward), 0 when it knows none. */
+  #knownClockMs(): number {
+    const a = this.#anchor
+    if (a === null || Number.isNaN(this.#monoMs)) return 0
+    return Math.floor(a.timeMs + (this.#monoMs - a.monoMs))
+  }
+
+  /**
+   * A voter's grant carried its group clock (#knownClockMs). A candidate that heard a leader
+   * keeps what it heard: it holds every committed entry, so it heard their leader after each
+   * was made, and counting forward from there never ends a lease early (a voter may have heard
+   * that leader before, while the leader's clock stood still, and count ahead of it). One that
+   * heard none (it restarted: its own wall clock would start the clock) takes the lowest a voter
+   * tells it.
+   */
+  #noteVoterClock(timeMs: number): void {
+    if (Number.isNaN(this.#monoMs)) return
+    if (this.#anchor !== null && !(this.#anchorFromVotes && timeMs < this.#knownClockMs())) return
+    this.#anchor = { timeMs, monoMs: this.#monoMs }
+    this.#anchorFromVotes = true
+  }
+
   /** What a leader's App, Heartbeat or Snap of this term told us of its group clock (see #anchor). */
   #noteLeaderTime(m: Message): void {
     if (this.role === Role.Leader) return
@@ -201,6 +225,7 @@ export class Raft {
       m.leaderTimeMs > 0 && !Number.isNaN(this.#monoMs)
         ? { timeMs: m.leaderTimeMs, monoMs: this.#monoMs }
         : null
+    this.#anchorFromVotes = false
   }
 
   // ---- role transitions -------------------------------------------------------------------
@@ -209,6 +234,7 @@ export class Raft {
     if (this.role === Role.Leader && this.#leaderBase !== null) {
       // A leader that steps down continues from its own clock if it leads again unheard.
       this.#anchor = { timeMs: this.timelineMs(), monoMs: this.#monoMs }
+      this.#anchorFromVotes = false
     }
     this.#reset(term)
     this.lead = lead
@@ -473,7 +499,16 @@ export class Raft {
       this.vote === m.from || (this.vote === '' && this.lead === '') || (pre && m.term > this.term)
     const respType = pre ? MessageType.PreVoteResp : MessageType.VoteResp
     if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {
-      this.#send(message({ type: respType, from: this.id, to: m.from, term: m.term }))
+      // With the group clock as we know it: a candidate that heard none (it restarted) starts there.
+      this.#send(
+        message({
+          type: respType,
+          from: this.id,
+          to: m.from,
+          term: m.term,
+          leaderTimeMs: this.#knownClockMs(),
+        }),
+      )
       if (!pre) {
         this.electionElapsed = 0
         this.vote = m.from
@@ -532,6 +567,7 @@ export class Raft {
         this.readStates.push({ index: m.index, requestCtx: m.requestCtx })
         return
       case respType: {
+        if (!m.reject && m.leaderTimeMs > 0) this.#noteVoterClock(m.leaderTimeMs)
         const result = this.#poll(m.from, !m.reject)
         if (result === 'won') {
           if (this.role === Role.PreCandidate) this.#campaign(false, false)

@@ -909,13 +909,42 @@ describe('leader-stamped timestamps', () => {
     expect(told.length).toBeGreaterThan(0)
     for (const m of told) expect(m.leaderTimeMs).toBe(10_000)
     expect(h.delivered.filter((m) => m.from !== 'a').every((m) => m.leaderTimeMs === 0)).toBe(true)
-    // b restarts (its memory of a's clock is gone) and leads before hearing a again: its own clock.
+    // b restarts (its memory of a's clock is gone) and leads before hearing a again: c's vote
+    // tells it the group clock as c knows it (a's, 500 ms on).
     h.restart('b')
     h.raw('b').tick(20_500, 10)
+    h.raw('c').tick(9_500, 1_500)
     h.isolate('a')
+    h.elect('b')
+    expect(h.delivered.some((m) => m.type === MessageType.VoteResp && m.leaderTimeMs === 10_500)).toBe(true)
+    h.raw('b').propose(bytes('y'), 20_500, 10)
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 10_500])
+  })
+
+  it('a group restarted whole starts from its new leader’s wall clock (nobody heard a clock)', () => {
+    const h = skewedCluster(true)
+    for (const id of ['a', 'b', 'c']) h.restart(id)
+    h.raw('b').tick(20_500, 10)
+    h.raw('c').tick(9_500, 10)
     h.elect('b')
     h.raw('b').propose(bytes('y'), 20_500, 10)
     h.settle()
-    expect(stampsOf(h, 'c')).toEqual([10_000, 20_500])
+    expect(stampsOf(h, 'c').at(-1)).toBe(20_500)
+  })
+
+  it('a replica that heard a leader keeps its clock over a voter that counts ahead of it', () => {
+    const h = skewedCluster(true)
+    // c heard a at steady 1 000 (10 000); b heard it too. Both count on: b says 10 900 at 1 900,
+    // c knows 10 900 as well; a vote that says more (a voter that heard a while its clock stood
+    // still) must not move b's start.
+    h.raw('b').tick(20_900, 1_900)
+    h.isolate('a')
+    h.filter = (m) => (m.type === MessageType.VoteResp ? { ...m, leaderTimeMs: 60_000 } : true)
+    h.elect('b')
+    h.filter = null
+    h.raw('b').propose(bytes('y'), 20_900, 1_900)
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_000, 10_900])
   })
 })

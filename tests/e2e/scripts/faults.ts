@@ -16,6 +16,7 @@ import { NetNamespaces } from '../src/netns'
 //  overlap in time (never two on one node, one partition at a time);
 //  --ordered-keys: the queue has ordered keys; p0 sends under 64 keys, each key's order is
 //  checked, and the scaler adds no partitions;
+//  --skew-ms MS: every node but n1 with its wall clock off by up to MS either way (libfaketime),
 //  --keep: save the history and the nodes' output even when the run passes)
 // Without --seed a random one is drawn and printed, so that the run can be replayed.
 
@@ -65,6 +66,7 @@ const orderedKeys = process.argv.includes('--ordered-keys')
 const snapshotEntries = arg('snapshot-entries') === undefined ? undefined : intArg('snapshot-entries', 0)
 if (snapshotEntries !== undefined && snapshotEntries < 10)
   throw new Error(`--snapshot-entries must be at least 10, got ${snapshotEntries}`)
+const skewMs = arg('skew-ms') === undefined ? 0 : intArg('skew-ms', 0)
 const r = await runFaults({
   seed,
   nodes,
@@ -77,6 +79,7 @@ const r = await runFaults({
   overlap,
   keep,
   orderedKeys,
+  skewMs,
   ...(snapshotEntries !== undefined ? { snapshotEntries } : {}),
 })
 // A run that injected nothing proved nothing (every step's target lookup failed, say).

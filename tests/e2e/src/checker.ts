@@ -15,15 +15,14 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   earlier. An ack never ends the hold early: whether it deleted the message or not, no
  *   other consumer may get it before A's deadline (a server answers an ack of a lease that
  *   ended `expired`). B overlaps A when B was granted more than `clockToleranceMs` before
- *   A.end. B's grant is the leader's time when it stamped the lease (B's deadline minus the
- *   visibility asked for; the lease call's end when the history lacks the visibility, or when
- *   that is earlier), compared with A's deadline, a leader's time too. A nack's start is the
- *   client's time, and the group's clock may be behind the clients' (on one host every wall
- *   clock is the same, but a new leader continues its predecessor's group clock, which its
- *   messages told it a transit late, and makes that up at 1 %): it is compared with when B's
- *   lease answer arrived, the client's time too, and the latest B can have been granted. The
- *   start of A's nack makes the check conservative: it flags only overlaps that really
- *   happened.
+ *   A.end, comparing like clocks only: the group's clock is not the clients' (a new leader
+ *   continues its predecessor's group clock, which its messages told it a transit late, and
+ *   makes that up at 1 %; a fault run with `skewMs` runs the nodes' wall clocks apart). B's
+ *   stamp, the leader's time when it stamped the lease (B's deadline minus the visibility
+ *   asked for; the lease call's end when the history lacks the visibility), is compared with
+ *   A's deadline, a leader's time too; a nack's start, the client's time, with when B's lease
+ *   answer arrived, the client's time too and the latest B can have been granted. The start
+ *   of A's nack makes the check conservative: it flags only overlaps that really happened.
  * - **deliveredAfterAck**: a delivery of a message after an ack returned ok for one of its
  *   leases: one with a higher delivery count (the ack would have been told `expired` had the
  *   message been delivered again before it applied), or granted after the ack returned. The
@@ -73,6 +72,11 @@ export interface DeliveryRecord extends LeasedRecord {
   readonly receivedMs: number
   /** When the leader granted it (see the module comment): at most `receivedMs`. */
   readonly grantedMs: number
+  /**
+   * The leader's time when it stamped the lease (its deadline minus the visibility asked for;
+   * `receivedMs` when the history lacks the visibility): the group's clock, as deadlines are.
+   */
+  readonly stampedMs: number
   /** The ack/nack of this lease, when one was sent. */
   readonly settle?: SettleOp
 }
@@ -161,6 +165,7 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
         leaseStartMs: op.startMs,
         receivedMs: op.endMs,
         grantedMs: Math.min(op.endMs, stampedMs),
+        stampedMs,
         ...(settle ? { settle } : {}),
       })
     }
@@ -185,7 +190,7 @@ function nackStartMs(d: DeliveryRecord): number | undefined {
 function overlaps(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): boolean {
   const nackMs = nackStartMs(a)
   return (
-    b.grantedMs + toleranceMs < a.deadlineMs && (nackMs === undefined || b.receivedMs + toleranceMs < nackMs)
+    b.stampedMs + toleranceMs < a.deadlineMs && (nackMs === undefined || b.receivedMs + toleranceMs < nackMs)
   )
 }
 

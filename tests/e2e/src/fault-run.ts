@@ -13,6 +13,7 @@ import {
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
 import { drainBacklog } from './drain-backlog'
+import { clockAheadEnv, skewOf } from './faketime'
 import { ATTEMPT_SLOW_MS, History } from './history'
 import { DEFAULT_SCHEDULE, FaultKind, faultKinds, NemesisShared, runNemesis, schedule } from './nemesis'
 import { Prng } from './prng'
@@ -59,6 +60,12 @@ export interface FaultRunOptions {
    * compact often, so that followers restarted or cut off catch up by snapshot under faults.
    */
   readonly snapshotEntries?: number
+  /**
+   * Run every node but n1 with its wall clock off by a fixed amount in [-skewMs, skewMs]
+   * (libfaketime, `skewOf`; steady clocks are not shifted): leadership then moves between
+   * clocks that disagree, and no lease may end early for it. 0 or absent: one clock.
+   */
+  readonly skewMs?: number
   /**
    * Create the queue with ordered keys: p0 sends under 64 keys in turn, the checker checks each
    * key's order (keyOrder), and the scaler adds no partitions (an ordered queue keeps its count).
@@ -134,6 +141,7 @@ export function replayCommand(
     | 'overlap'
     | 'snapshotEntries'
     | 'orderedKeys'
+    | 'skewMs'
   >,
 ): string {
   const network =
@@ -144,7 +152,8 @@ export function replayCommand(
     (o.disk ? ' --disk' : '') +
     ((o.overlap ?? 1) > 1 ? ` --overlap ${o.overlap}` : '') +
     (o.snapshotEntries !== undefined ? ` --snapshot-entries ${o.snapshotEntries}` : '') +
-    (o.orderedKeys ? ' --ordered-keys' : '')
+    (o.orderedKeys ? ' --ordered-keys' : '') +
+    (o.skewMs ? ` --skew-ms ${o.skewMs}` : '')
   return `pnpm --filter @mq/e2e faults --seconds ${o.faultSeconds} --seed ${o.seed} --nodes ${o.nodes}${network}`
 }
 
@@ -185,8 +194,24 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
   const steps = schedules.flat()
   if (options.corrupt && steps.some((s) => s.kind === FaultKind.CorruptDataFollower) === false)
     log('fault run: this seed draws no corrupt-data-follower step in its time')
+  const skewMs = options.skewMs ?? 0
+  if (skewMs > 0) {
+    const offsets = Array.from(
+      { length: options.nodes },
+      (_, i) => `n${i + 1} ${skewOf(options.seed, `n${i + 1}`, skewMs)} ms`,
+    )
+    log(`fault run: clocks off by ${offsets.join(', ')}`)
+  }
   const cluster = await LocalCluster.start({
     nodes: options.nodes,
+    ...(skewMs > 0
+      ? {
+          nodeEnv: (nodeId: string) => {
+            const offset = skewOf(options.seed, nodeId, skewMs)
+            return offset === 0 ? undefined : clockAheadEnv(offset)
+          },
+        }
+      : {}),
     proxied: options.network ?? false,
     netns: options.netns ?? false,
     // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.

@@ -97,8 +97,9 @@ export interface RaftMessage {
   /**
    * On a leader's App, Heartbeat and Snap: its group clock when it made the message (what it
    * would stamp an entry with), so that the replica that leads next continues it rather than
-   * jumping to its own wall clock (raft-core Message.leaderTimeMs; 0 = not told, as from a
-   * peer of an earlier version, which ignores the field).
+   * jumping to its own wall clock; on a granted vote or pre-vote: the group clock as the voter
+   * knows it, for a candidate that restarted (raft-core Message.leaderTimeMs; 0 = not told, as
+   * from a peer of an earlier version, which ignores the field).
    */
   leaderTimeMs: number;
 }
