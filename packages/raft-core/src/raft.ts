@@ -94,8 +94,8 @@ export class Raft {
   #anchor: ClockReading | null = null
   /** #anchor came from votes (#noteVoterClock), not from a leader's message or our own leadership. */
   #anchorFromVotes = false
-  /** While leading with a steady clock: the group clock at the election, and the steady clock then. */
-  #leaderBase: ClockReading | null = null
+  /** While leading with a steady clock: where its group clock started (see timelineMs). */
+  #leaderBase: LeaderClock | null = null
   #appendPending = false
   #commitPending = false
   #snapshotReceipt: SnapshotReceipt | null = null
@@ -177,23 +177,24 @@ export class Raft {
 
   /**
    * The group clock: what this replica stamps an entry with when it leads. With a steady
-   * clock, a leader continues the clock its predecessor told it (or its own wall clock when it
-   * heard none, e.g. after a restart) at the pace of its steady clock, at most 1 + stampCatchUp
-   * of it, and never past its wall clock: a node whose clock is ahead, or a wall clock stepped
-   * forward, does not move the group's time at once (leases granted before would end early).
-   * Never below the last stamp in the log. Without a steady clock: the wall clock as last
-   * read, or the last stamp when that is later.
+   * clock, a leader continues the clock its predecessor told it (or, when it heard none, its
+   * own wall clock) at the pace of its steady clock, plus what it has caught up with its wall
+   * clock while behind it: at most stampCatchUp of the steady time since its election, never
+   * past the wall clock, never given back. So the group's time runs at 1 to 1 + stampCatchUp
+   * times real time whoever leads: a node whose clock is ahead, or a wall clock stepped forward,
+   * does not move it at once (leases granted before would end early), and a node whose clock is
+   * behind does not stop it (leases, delays and TTLs would wait, and a follower counting the
+   * clock forward would get ahead of it). Never below the last stamp in the log. Without a
+   * steady clock: the wall clock as last read, or the last stamp when that is later.
    */
   timelineMs(): number {
     const b = this.#leaderBase
-    const clock =
-      b === null
-        ? this.#clockMs
-        : Math.min(
-            this.#clockMs,
-            Math.floor(b.timeMs + (this.#monoMs - b.monoMs) * (1 + this.cfg.stampCatchUp)),
-          )
-    return Math.max(clock, this.#lastStampMs)
+    if (b === null) return Math.max(this.#clockMs, this.#lastStampMs)
+    const elapsed = this.#monoMs - b.monoMs
+    const steady = b.timeMs + elapsed
+    const behind = this.#clockMs - steady
+    if (behind > b.caughtUpMs) b.caughtUpMs = Math.min(behind, elapsed * this.cfg.stampCatchUp)
+    return Math.max(Math.floor(steady + b.caughtUpMs), this.#lastStampMs)
   }
 
   /** The group clock as this replica knows it now (#anchor counted forward), 0 when it knows none. */
@@ -281,12 +282,12 @@ export class Raft {
   }
 
   /** Where a new leader's group clock starts (see timelineMs); null without a steady clock. */
-  #electionClock(): ClockReading | null {
+  #electionClock(): LeaderClock | null {
     const mono = this.#monoMs
     if (Number.isNaN(mono)) return null
     const a = this.#anchor
-    if (a === null) return { timeMs: Math.max(this.#clockMs, this.#lastStampMs), monoMs: mono }
-    return { timeMs: a.timeMs + (mono - a.monoMs), monoMs: mono }
+    const timeMs = a === null ? Math.max(this.#clockMs, this.#lastStampMs) : a.timeMs + (mono - a.monoMs)
+    return { timeMs, monoMs: mono, caughtUpMs: 0 }
   }
 
   #reset(term: number): void {
@@ -1248,6 +1249,11 @@ export class Raft {
 interface ClockReading {
   readonly timeMs: number
   readonly monoMs: number
+}
+
+/** A leader's group clock: where it started, and what it caught up with its wall clock since. */
+interface LeaderClock extends ClockReading {
+  caughtUpMs: number
 }
 
 const EMPTY_CONF: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [] }

@@ -176,9 +176,9 @@ describe('check', () => {
     // A slow answer (a commit under faults) no longer hides a lease granted 1.4 s early.
     expect(r(2100, 600)).toBe(1)
     expect(r(2100, 2020)).toBe(0)
-    // A stamp later than its answer (the group's clock ahead of the client's, as in a fault run
-    // with skewed clocks) is compared with the deadline, a stamp too: granted after it, not early.
-    expect(r(900, 5000)).toBe(0)
+    // A stamp later than its answer (a group clock that jumped ahead): by the group's clock B
+    // came after A's deadline, but its answer arrived while c1 could still count on its lease.
+    expect(r(900, 5000)).toBe(1)
   })
 
   it('holds a message to its deadline through an ack, whatever the ack did', () => {
@@ -216,6 +216,20 @@ describe('check', () => {
       ]).overlaps
     expect(at(320)).toBe(0)
     expect(at(200)).toBe(1)
+  })
+
+  it("flags a lease answered while the first consumer could still count on its own, whatever the group's clock says", () => {
+    // The group's clock jumped 60 s forward between the two leases (a new leader with its clock
+    // ahead, before 2026-12-03): c2's stamp is past c1's deadline, but c2's answer came 500 ms
+    // into c1's 2-s lease. A lease answered after c1's 2 s / 1.01 is not flagged.
+    const at = (receivedMs: number) =>
+      check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 2020 }], 2_000),
+        lease('c2', receivedMs, [{ body: 'a', leaseId: 'L2', deadlineMs: 64_000, count: 2 }], 2_000),
+      ]).overlaps
+    expect(at(520)).toBe(1)
+    expect(at(2_100)).toBe(0)
   })
 
   it('tolerates the stated clock slack at the deadline, and no more', () => {

@@ -1,3 +1,4 @@
+import { leaseHoldMs } from '@mq/protocol'
 import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
 
 /**
@@ -21,8 +22,12 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   stamp, the leader's time when it stamped the lease (B's deadline minus the visibility
  *   asked for; the lease call's end when the history lacks the visibility), is compared with
  *   A's deadline, a leader's time too; a nack's start, the client's time, with when B's lease
- *   answer arrived, the client's time too and the latest B can have been granted. The start
- *   of A's nack makes the check conservative: it flags only overlaps that really happened.
+ *   answer arrived, the client's time too and the latest B can have been granted. And by the
+ *   clients' clock alone: B's answer arrived before A's consumer stopped counting on its lease
+ *   (A's lease call start plus the visibility as the group clock may shorten it, protocol's
+ *   `leaseHoldMs`: what the SDK counts) — a group clock that jumped forward (a new leader with
+ *   its clock ahead, until 2026-12-03) agrees with itself and shows only here. The start of
+ *   A's nack makes the check conservative: it flags only overlaps that really happened.
  * - **deliveredAfterAck**: a delivery of a message after an ack returned ok for one of its
  *   leases: one with a higher delivery count (the ack would have been told `expired` had the
  *   message been delivered again before it applied), or granted after the ack returned. The
@@ -77,6 +82,11 @@ export interface DeliveryRecord extends LeasedRecord {
    * `receivedMs` when the history lacks the visibility): the group's clock, as deadlines are.
    */
   readonly stampedMs: number
+  /**
+   * How long from `leaseStartMs` the consumer may count on its lease, by its own clock
+   * (protocol's leaseHoldMs of the visibility asked for); undefined when the history lacks it.
+   */
+  readonly holdMs?: number
   /** The ack/nack of this lease, when one was sent. */
   readonly settle?: SettleOp
 }
@@ -166,6 +176,7 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
         receivedMs: op.endMs,
         grantedMs: Math.min(op.endMs, stampedMs),
         stampedMs,
+        ...(op.visibilityMs === undefined ? {} : { holdMs: leaseHoldMs(op.visibilityMs) }),
         ...(settle ? { settle } : {}),
       })
     }
@@ -188,10 +199,11 @@ function nackStartMs(d: DeliveryRecord): number | undefined {
 
 /** Whether `b` was granted while `a` held the message (see the module comment: like clocks only). */
 function overlaps(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): boolean {
-  const nackMs = nackStartMs(a)
-  return (
-    b.stampedMs + toleranceMs < a.deadlineMs && (nackMs === undefined || b.receivedMs + toleranceMs < nackMs)
-  )
+  const nackMs = nackStartMs(a) ?? Number.POSITIVE_INFINITY
+  // By the group's clock: B stamped before A's deadline (and answered before A's nack began).
+  if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs + toleranceMs < nackMs) return true
+  // By the clients' clock: B answered while A's consumer could still count on its lease.
+  return a.holdMs !== undefined && b.receivedMs + toleranceMs < Math.min(a.leaseStartMs + a.holdMs, nackMs)
 }
 
 /** True when an ack of `d` returned ok for its lease (a retried one too: history.ts). */
