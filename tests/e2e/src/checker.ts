@@ -197,13 +197,23 @@ function nackStartMs(d: DeliveryRecord): number | undefined {
   return s.startMs
 }
 
-/** Whether `b` was granted while `a` held the message (see the module comment: like clocks only). */
-function overlaps(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): boolean {
+/**
+ * How `b` was granted while `a` held the message (see the module comment: like clocks only),
+ * in words; undefined when it was not.
+ */
+function overlap(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): string | undefined {
   const nackMs = nackStartMs(a) ?? Number.POSITIVE_INFINITY
+  const lease = `${a.worker}'s lease ${a.leaseId}`
   // By the group's clock: B stamped before A's deadline (and answered before A's nack began).
-  if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs + toleranceMs < nackMs) return true
+  if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs + toleranceMs < nackMs) {
+    const endMs = Math.min(a.deadlineMs, nackMs)
+    return `${b.worker} was granted lease ${b.leaseId} at ${b.stampedMs} (received ${b.receivedMs}), ${endMs - b.stampedMs} ms before ${lease} (granted ${a.grantedMs}) ended at ${endMs}`
+  }
   // By the clients' clock: B answered while A's consumer could still count on its lease.
-  return a.holdMs !== undefined && b.receivedMs + toleranceMs < Math.min(a.leaseStartMs + a.holdMs, nackMs)
+  if (a.holdMs === undefined) return undefined
+  const countedMs = Math.min(a.leaseStartMs + a.holdMs, nackMs)
+  if (b.receivedMs + toleranceMs >= countedMs) return undefined
+  return `${b.worker} received lease ${b.leaseId} at ${b.receivedMs} (stamped ${b.stampedMs}), ${countedMs - b.receivedMs} ms before ${lease} (asked for at ${a.leaseStartMs}, stamped ${a.stampedMs}, deadline ${a.deadlineMs}) stopped counting at ${countedMs} by the clients' clock`
 }
 
 /** True when an ack of `d` returned ok for its lease (a retried one too: history.ts). */
@@ -263,16 +273,8 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       const b = list[j] as DeliveryRecord
       for (let i = 0; i < j; i++) {
         const a = list[i] as DeliveryRecord
-        const endMs = holdEndMs(a)
-        if (overlaps(b, a, toleranceMs)) {
-          anomalies.push({
-            kind: AnomalyKind.Overlap,
-            body,
-            detail:
-              `${b.worker} was granted lease ${b.leaseId} at ${b.grantedMs} (received ${b.receivedMs}), ` +
-              `${endMs - b.grantedMs} ms before ${a.worker}'s lease ${a.leaseId} (granted ${a.grantedMs}) ended at ${endMs}`,
-          })
-        }
+        const detail = overlap(b, a, toleranceMs)
+        if (detail !== undefined) anomalies.push({ kind: AnomalyKind.Overlap, body, detail })
       }
     }
     for (const a of list) {
