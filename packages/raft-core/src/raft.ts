@@ -283,11 +283,10 @@ export class Raft {
 
   /** Where a new leader's group clock starts (see timelineMs); null without a steady clock. */
   #electionClock(): LeaderClock | null {
-    const mono = this.#monoMs
-    if (Number.isNaN(mono)) return null
-    const a = this.#anchor
-    const timeMs = a === null ? Math.max(this.#clockMs, this.#lastStampMs) : a.timeMs + (mono - a.monoMs)
-    return { timeMs, monoMs: mono, caughtUpMs: 0 }
+    if (Number.isNaN(this.#monoMs)) return null
+    const known = this.#knownClockMs()
+    const timeMs = known > 0 ? known : Math.max(this.#clockMs, this.#lastStampMs)
+    return { timeMs, monoMs: this.#monoMs, caughtUpMs: 0 }
   }
 
   #reset(term: number): void {

@@ -206,7 +206,7 @@ function overlap(b: DeliveryRecord, a: DeliveryRecord, toleranceMs: number): str
   const lease = `${a.worker}'s lease ${a.leaseId}`
   // By the group's clock: B stamped before A's deadline (and answered before A's nack began).
   if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs + toleranceMs < nackMs) {
-    const endMs = Math.min(a.deadlineMs, nackMs)
+    const endMs = holdEndMs(a)
     return `${b.worker} was granted lease ${b.leaseId} at ${b.stampedMs} (received ${b.receivedMs}), ${endMs - b.stampedMs} ms before ${lease} (granted ${a.grantedMs}) ended at ${endMs}`
   }
   // By the clients' clock: B answered while A's consumer could still count on its lease.
