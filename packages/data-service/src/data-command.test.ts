@@ -47,6 +47,18 @@ describe('data commands', () => {
       pairs: [],
       fresh: true,
     },
+    {
+      type: 'import',
+      queue: 'q',
+      partition: 0,
+      moveId: 3,
+      session: 's',
+      seq: 5,
+      last: true,
+      config: {},
+      pairs: [],
+      clockMs: 1_764_000_000_000,
+    },
   ]
 
   it.each(cases.map((c, i) => [c.type, i, c] as const))('round-trips %s (case %i)', (_, _i, c) => {
@@ -73,5 +85,17 @@ describe('data commands', () => {
     expect(() => decodeDataCommand(Uint8Array.of(1, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0x7b, 0x7d))).toThrow(
       /header is malformed/,
     )
+    // A partition clock on a chunk that is not the last, or not a time.
+    const importOf = (header: object) => {
+      const json = new TextEncoder().encode(JSON.stringify(header))
+      const body = new Uint8Array(4 + json.length)
+      new DataView(body.buffer).setUint32(0, json.length)
+      body.set(json, 4)
+      return Uint8Array.of(1, 5, 0, 0, 0, 0, 0, 0, ...body)
+    }
+    const header = { moveId: 1, session: 's', seq: 2, last: true, config: {} }
+    expect(decodeDataCommand(importOf({ ...header, clockMs: 5 }))).toMatchObject({ clockMs: 5 })
+    for (const bad of [{ last: false, clockMs: 5 }, { clockMs: -1 }, { clockMs: 1.5 }, { clockMs: '5' }])
+      expect(() => decodeDataCommand(importOf({ ...header, ...bad }))).toThrow(/header is malformed/)
   })
 })

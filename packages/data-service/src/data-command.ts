@@ -73,6 +73,13 @@ export interface ImportChunk {
    * it held there, unfenced, is a stale one of an earlier move, and is refused.
    */
   readonly fresh?: true
+  /**
+   * On the last chunk (FORMAT_LEVEL_PARTITION_CLOCK): the partition's clock at the source once
+   * it was fenced (the source group's clock plus the partition's offset there). The target
+   * keeps the partition's clock going from it rather than from its own group clock, which may
+   * differ by the skew between the nodes that started the two groups' clocks.
+   */
+  readonly clockMs?: number
 }
 
 const VERSION = 1
@@ -170,6 +177,7 @@ function encodeImport(c: ImportChunk): Uint8Array {
       ...(c.sourceTerm ? { sourceTerm: c.sourceTerm } : {}),
       ...(dels.length > 0 ? { pairsBytes: pairs.length } : {}),
       ...(c.fresh ? { fresh: true } : {}),
+      ...(c.clockMs !== undefined ? { clockMs: c.clockMs } : {}),
     }),
   )
   const out = new Uint8Array(4 + header.length + pairs.length + dels.length)
@@ -198,6 +206,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     h.config === null ||
     (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0)) ||
     (h.fresh !== undefined && h.fresh !== true) ||
+    (h.clockMs !== undefined && (!Number.isSafeInteger(h.clockMs) || h.clockMs < 0 || !h.last)) ||
     (h.pairsBytes !== undefined &&
       (!Number.isSafeInteger(h.pairsBytes) || h.pairsBytes < 0 || h.pairsBytes > tail.length))
   ) {
@@ -213,6 +222,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     config: h.config,
     ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
     ...(h.fresh ? { fresh: true as const } : {}),
+    ...(h.clockMs !== undefined ? { clockMs: h.clockMs } : {}),
     pairs: decodePairs(tail.subarray(0, pairsEnd)),
     ...(dels.length > 0 ? { dels } : {}),
   }

@@ -88,6 +88,7 @@ const IMPORTED = 'imported'
 const DROPPED = 'dropped'
 const RETIRED = 'retired'
 const RETIRED_NEXT = 'retired-next'
+const CLOCK_OFFSET = 'clock-offset'
 /**
  * Partitions of deleted queues a group keeps fenced (its latest retirements): a fence is needed
  * only until every node has let the deleted queue's route go (a heartbeat or two), and keeping
@@ -129,7 +130,9 @@ const NOTHING = (): void => {}
  * or imported again here (those entries wait for the sweep);
  * (group, 16, 'retired', seq) → [queue, index, leader time]: the fence of a deleted queue's
  * partition, the group's seq-th retirement (`#retire`: the fences of old ones beyond
- * `retiredMax` are lifted; moves' fences stay); (group, 16, 'retired-next') → [next seq].
+ * `retiredMax` are lifted; moves' fences stay); (group, 16, 'retired-next') → [next seq];
+ * (group, 16, 'clock-offset', queue, index) → ms in decimal (may be negative): how far the partition's clock is from the
+ * group's (`partitionTimeMs`), set by the import that brought it here (absent: 0).
  */
 export class DataGroupMachine {
   readonly groupId: number
@@ -151,6 +154,8 @@ export class DataGroupMachine {
   readonly #retiredMax: number
   readonly #imports = new Map<string, ImportSession>()
   readonly #imported = new Map<string, number>()
+  /** The partitions whose clock is not the group's: partition time = group time + offset. */
+  readonly #clockOffsets = new Map<string, number>()
   readonly #watches = new Map<string, Set<WatchState>>()
   readonly #readyListeners = new Set<ReadyListener>()
   #applying: Promise<unknown> = Promise.resolve()
@@ -450,16 +455,37 @@ export class DataGroupMachine {
    * not open here.
    */
   leasableAtMost(queue: string, index: number, nowMs: number): number {
-    return this.#partitions.get(idOf(queue, index))?.leasableAtMost(nowMs) ?? Number.POSITIVE_INFINITY
+    const id = idOf(queue, index)
+    return this.#partitions.get(id)?.leasableAtMost(this.#timeOf(id, nowMs)) ?? Number.POSITIVE_INFINITY
   }
 
   /**
-   * The earliest time a lease deadline or a delayed message of `queue`'s partition `index` may
-   * fall due, as this replica has applied it (QueuePartition.nextTimedMs); Infinity when none
-   * or when the partition is not open here.
+   * The earliest group time a lease deadline or a delayed message of `queue`'s partition `index`
+   * may fall due, as this replica has applied it (QueuePartition.nextTimedMs); Infinity when
+   * none or when the partition is not open here.
    */
   nextTimedMs(queue: string, index: number): number {
-    return this.#partitions.get(idOf(queue, index))?.nextTimedMs() ?? Number.POSITIVE_INFINITY
+    const id = idOf(queue, index)
+    return this.#nextTimedMs(id, this.#partitions.get(id))
+  }
+
+  #nextTimedMs(id: string, p: QueuePartition | undefined): number {
+    return p ? p.nextTimedMs() - (this.#clockOffsets.get(id) ?? 0) : Number.POSITIVE_INFINITY
+  }
+
+  /**
+   * The time of `queue`'s partition `index` at group time `groupMs`: the group's clock plus the
+   * partition's offset (0 unless an import set one). Every time in the partition's state (enqueue
+   * times, deadlines, delays) is a partition time; the group's entries apply to it at their
+   * leader timestamp plus the offset, and a time a leader puts in a command (a delay's end) must
+   * be one too. The other methods here take and give group times.
+   */
+  partitionTimeMs(queue: string, index: number, groupMs: number): number {
+    return this.#timeOf(idOf(queue, index), groupMs)
+  }
+
+  #timeOf(id: string, groupMs: number): number {
+    return groupMs + (this.#clockOffsets.get(id) ?? 0)
   }
 
   /**
@@ -471,7 +497,7 @@ export class DataGroupMachine {
   timedPartitionIds(nowMs: number): string[] {
     const ids: string[] = []
     for (const [id, p] of this.#partitions)
-      if (p.nextTimedMs() <= nowMs && !this.#fenced.has(id)) ids.push(id)
+      if (this.#nextTimedMs(id, p) <= nowMs && !this.#fenced.has(id)) ids.push(id)
     return ids.sort()
   }
 
@@ -481,8 +507,7 @@ export class DataGroupMachine {
    * moves its clock back, so every entry proposed from now on applies at this time or later,
    * whatever the proposing leader's own clock says: a leader whose clock is behind its
    * predecessor's measures delays and due times from max(its clock, this). In memory: after a
-   * restart it knows only what it applied since; a partition imported from another group may
-   * have a clock ahead of it.
+   * restart it knows only what it applied since. A group time (see `partitionTimeMs`).
    */
   clockMs(): number {
     return this.#clockMs
@@ -513,11 +538,14 @@ export class DataGroupMachine {
    * outlived its TTL (QueuePartition.ttlDue); false when the partition is not held here.
    */
   async ttlDue(queue: string, index: number, nowMs: number): Promise<boolean> {
-    return (await this.#read(queue, index, (p) => p.ttlDue(nowMs))) ?? false
+    const at = this.partitionTimeMs(queue, index, nowMs)
+    return (await this.#read(queue, index, (p) => p.ttlDue(at))) ?? false
   }
 
+  /** The partition's stats at group time `nowMs` (its times are partition times). */
   stats(queue: string, index: number, nowMs: number): Promise<QueueStats | undefined> {
-    return this.#read(queue, index, (p) => p.stats(nowMs))
+    const at = this.partitionTimeMs(queue, index, nowMs)
+    return this.#read(queue, index, (p) => p.stats(at))
   }
 
   listDead(queue: string, index: number, max: number, cursor?: number): Promise<DeadMessage[] | undefined> {
@@ -573,6 +601,7 @@ export class DataGroupMachine {
     this.#retiredNext = 1
     this.#imports.clear()
     this.#imported.clear()
+    this.#clockOffsets.clear()
     await this.#load()
     this.#tellReady()
   }
@@ -643,7 +672,7 @@ export class DataGroupMachine {
         if (this.#fenced.has(id)) return refused('fenced', `${id} moved away from group ${this.groupId}`)
         const partition = this.#partitions.get(id)
         if (!partition) return refused('not-held', `group ${this.groupId} does not hold ${id}`)
-        const applied = await partition.apply(command.command, nowMs)
+        const applied = await partition.apply(command.command, this.#timeOf(id, nowMs))
         this.#noteWrites(id, applied.ops)
         return {
           result: {
@@ -674,7 +703,7 @@ export class DataGroupMachine {
       case 'retire':
         return this.#retire(command.queue, command.partition, id, nowMs)
       case 'import':
-        return this.#import(command, id, written)
+        return this.#import(command, id, nowMs, written)
     }
   }
 
@@ -728,6 +757,7 @@ export class DataGroupMachine {
   #drop(queue: string, index: number, id: string): { ops: BatchOp[]; written: () => void } {
     this.#partitions.delete(id)
     const importing = this.#imports.delete(id)
+    const offset = this.#clockOffsets.delete(id)
     let written = NOTHING
     const ready = new Promise<void>((resolve) => {
       written = resolve
@@ -737,6 +767,7 @@ export class DataGroupMachine {
       ops: [
         { type: 'del', key: this.#registryKey(queue, index) },
         ...(importing ? [{ type: 'del' as const, key: this.#key(IMPORTING, queue, index) }] : []),
+        ...(offset ? [{ type: 'del' as const, key: this.#key(CLOCK_OFFSET, queue, index) }] : []),
         { type: 'put', key: this.#key(DROPPED, queue, index), value: EMPTY },
       ],
       written,
@@ -746,6 +777,7 @@ export class DataGroupMachine {
   async #import(
     c: Extract<DataCommand, { type: 'import' }>,
     id: string,
+    nowMs: number,
     written: () => Promise<void>,
   ): Promise<DataApplied> {
     if (this.#imported.get(id) === c.moveId)
@@ -825,6 +857,17 @@ export class DataGroupMachine {
     this.#fenced.delete(id)
     this.#fencedBy.delete(id)
     this.#imported.set(id, c.moveId)
+    // The partition's clock goes on from the source's: its leases' deadlines, delays and TTLs
+    // keep their real length whatever the two groups' clocks differ by (they may by the skew
+    // of the nodes that started them). The time the move took counts as none (their ends move
+    // later by it, never sooner). Without the source's clock (below the format level), the
+    // group's clock, as before.
+    const offset = c.clockMs !== undefined ? c.clockMs - nowMs : 0
+    const offsetKey = this.#key(CLOCK_OFFSET, c.queue, c.partition)
+    if (offset !== 0) {
+      this.#clockOffsets.set(id, offset)
+      ops.push({ type: 'put', key: offsetKey, value: encoder.encode(String(offset)) })
+    } else if (this.#clockOffsets.delete(id)) ops.push({ type: 'del', key: offsetKey })
     ops.push(
       {
         type: 'put',
@@ -894,6 +937,10 @@ export class DataGroupMachine {
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTED]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#imported.set(idOf(queue, index), Number(decoder.decode(value)))
+    }
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [CLOCK_OFFSET]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#clockOffsets.set(idOf(queue, index), Number(decoder.decode(value)))
     }
     const registry = stateMachineRange(this.groupId, [REGISTRY])
     for (const [key, value] of await this.#reader.range({ gte: registry.gte, lt: registry.lt })) {

@@ -15,7 +15,7 @@ export {
   storedQueueName,
 } from './partition-key'
 export type { DataGroupPort, DataNodePort, QueueHandlerLimits } from './queue-handlers'
-export { DEFAULT_QUEUE_HANDLER_LIMITS, queueHandlers } from './queue-handlers'
+export { DEFAULT_QUEUE_HANDLER_LIMITS, partitionNowMs, queueHandlers } from './queue-handlers'
 export {
   configAtLevel,
   enqueueOf,

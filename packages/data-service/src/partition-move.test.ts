@@ -39,8 +39,18 @@ class Replica {
   }
 }
 
-/** Ships every key of q/0 from `source` into `target` in chunks of about `bytesMax` bytes. */
-async function ship(source: Replica, target: Replica, moveId: number, session: string, bytesMax: number) {
+/**
+ * Ships every key of q/0 from `source` into `target` in chunks of about `bytesMax` bytes; the
+ * last chunk with the partition's clock `end.clockMs` if given, applied at the target's `end.nowMs`.
+ */
+async function ship(
+  source: Replica,
+  target: Replica,
+  moveId: number,
+  session: string,
+  bytesMax: number,
+  end: { readonly clockMs?: number; readonly nowMs?: number } = {},
+) {
   const chunk = (seq: number, last: boolean, pairs: readonly KeyPair[]): ImportChunk => ({
     moveId,
     session,
@@ -60,7 +70,8 @@ async function ship(source: Replica, target: Replica, moveId: number, session: s
     after = pairs.length > 0 ? (pairs[pairs.length - 1] as KeyPair)[0] : after
     if (done) break
   }
-  results.push(await target.apply({ type: 'import', queue: 'q', partition: 0, ...chunk(seq, true, []) }))
+  const last = { ...chunk(seq, true, []), ...(end.clockMs !== undefined ? { clockMs: end.clockMs } : {}) }
+  results.push(await target.apply({ type: 'import', queue: 'q', partition: 0, ...last }, end.nowMs))
   return { results, chunks: seq + 1 }
 }
 
@@ -501,5 +512,84 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     await g.apply({ type: 'drop', queue: 'q', partition: 0 })
     expect(watch.keys()).toBeUndefined()
     watch.close()
+  })
+})
+
+describe('a moved partition keeps its clock (FORMAT_LEVEL_PARTITION_CLOCK)', () => {
+  /** Source group at 1,000 ms: q/0 with one message leased for 10 s (deadline 11,000), fenced at 2,000. */
+  async function leasedThenFenced() {
+    const source = await Replica.open(1)
+    await source.apply({ type: 'open', queue: 'q', partition: 0, config: {} }, 1_000)
+    await source.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] }, 1_000)
+    const leased = await source.run({ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 10_000 }, 1_000)
+    expect(leased.type === 'lease' && leased.leases[0]?.deadlineMs).toBe(11_000)
+    await source.apply({ type: 'fence', queue: 'q', partition: 0 }, 2_000)
+    return source
+  }
+  const leaseOnce = async (r: Replica, nowMs: number) => {
+    await r.run({ type: 'tick' }, nowMs)
+    const got = await r.run({ type: 'lease', consumerId: 'd', max: 1, visibilityMs: 10_000 }, nowMs)
+    return got.type === 'lease' ? got.leases.length : -1
+  }
+
+  it('a lease granted before a move into a group a minute ahead runs its real length there', async () => {
+    const source = await leasedThenFenced()
+    const target = await Replica.open(2)
+    // The target group's clock is a minute ahead: the partition's clock (2,000 at the fence) goes
+    // on from the last chunk's entry, stamped 62,000 there.
+    await ship(source, target, 1, 's', 1 << 20, { clockMs: 2_000, nowMs: 62_000 })
+    expect(target.machine.partitionTimeMs('q', 0, 62_000)).toBe(2_000)
+    // The deadline (11,000 in the partition's time) falls due at group time 71,000.
+    expect(target.machine.nextTimedMs('q', 0)).toBe(71_000)
+    expect(target.machine.timedPartitionIds(70_999)).toEqual([])
+    expect(target.machine.timedPartitionIds(71_000)).toEqual(['q/0'])
+    expect(await leaseOnce(target, 70_000)).toBe(0) // 8 s into the move's partition time: still held
+    expect(await leaseOnce(target, 71_000)).toBe(1) // its deadline: redelivered
+    // Stats and new messages are in the partition's time.
+    await target.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(2), weight: 1 }] }, 72_000)
+    expect((await target.machine.stats('q', 0, 75_000))?.weights[0]?.oldestAgeMs).toBe(3_000)
+    const got = await target.run({ type: 'lease', consumerId: 'e', max: 1, visibilityMs: 1_000 }, 72_000)
+    expect(got.type === 'lease' && got.leases[0]?.enqueuedAtMs).toBe(12_000)
+  })
+
+  it('without the source clock (below the level) the partition takes the group clock: the lease ends a minute early', async () => {
+    const source = await leasedThenFenced()
+    const target = await Replica.open(2)
+    await ship(source, target, 1, 's', 1 << 20, { nowMs: 62_000 })
+    expect(target.machine.partitionTimeMs('q', 0, 62_000)).toBe(62_000)
+    expect(await leaseOnce(target, 62_000)).toBe(1)
+  })
+
+  it('a move into a group behind keeps it too (no wait for the group to catch up)', async () => {
+    const source = await leasedThenFenced()
+    const target = await Replica.open(2)
+    await ship(source, target, 1, 's', 1 << 20, { clockMs: 2_000, nowMs: 500 })
+    expect(target.machine.nextTimedMs('q', 0)).toBe(9_500)
+    expect(await leaseOnce(target, 9_499)).toBe(0)
+    expect(await leaseOnce(target, 9_500)).toBe(1)
+  })
+
+  it('the offset is replicated state: kept over a reopen, gone with a drop, replaced by the next import', async () => {
+    const source = await leasedThenFenced()
+    const engine = new MemoryEngine()
+    const target = await Replica.open(2, engine)
+    await ship(source, target, 1, 's', 1 << 20, { clockMs: 2_000, nowMs: 62_000 })
+    const reopened = await Replica.open(2, engine)
+    expect(reopened.machine.partitionTimeMs('q', 0, 62_000)).toBe(2_000)
+    expect(reopened.machine.nextTimedMs('q', 0)).toBe(71_000)
+    // Moved on (fenced, dropped), then moved back without a clock: the group's own.
+    await reopened.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 2 }, 63_000)
+    await reopened.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 2 }, 63_000)
+    expect(reopened.machine.partitionTimeMs('q', 0, 63_000)).toBe(63_000)
+    const again = await Replica.open(2, engine)
+    expect(again.machine.partitionTimeMs('q', 0, 63_000)).toBe(63_000)
+    // An import with a clock over one that set another replaces it.
+    const source2 = await leasedThenFenced()
+    await ship(source2, again, 3, 's3', 1 << 20, { clockMs: 2_000, nowMs: 64_000 })
+    await ship(source2, again, 4, 's4', 1 << 20, { clockMs: 3_000, nowMs: 64_000 })
+    expect(again.machine.partitionTimeMs('q', 0, 64_000)).toBe(3_000)
+    await ship(source2, again, 5, 's5', 1 << 20, { nowMs: 64_000 })
+    expect(again.machine.partitionTimeMs('q', 0, 64_000)).toBe(64_000)
+    expect((await Replica.open(2, engine)).machine.partitionTimeMs('q', 0, 64_000)).toBe(64_000)
   })
 })

@@ -484,6 +484,39 @@ describe('queue handlers', () => {
     expect((await lease()).map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['d'])
   })
 
+  it("fixes a delay in the partition's time when a move gave it a clock apart from the group's", async () => {
+    const group = await localGroup()
+    const h = h0(group)
+    const lease = async () =>
+      (await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })).messages
+    // jobs/0 moved in from a group whose clock is 500 s ahead of this one's (now 1,000).
+    await group.propose({ type: 'drop', queue: 'jobs', partition: 0 })
+    const chunk = { moveId: 1, session: 's', config: { messageBytesMax: 100 }, pairs: [] }
+    await group.propose({ type: 'import', queue: 'jobs', partition: 0, ...chunk, seq: 0, last: false })
+    await group.propose({
+      type: 'import',
+      queue: 'jobs',
+      partition: 0,
+      ...chunk,
+      seq: 1,
+      last: true,
+      clockMs: 501_000,
+    })
+    await call(h, 'produce', {
+      target,
+      producerId: '',
+      sequence: 0,
+      messages: [{ ...message('d'), delayMs: 2_000 }],
+    })
+    // Fixed from the group's clock (a delay ending at 3,000), it would be long past for the partition.
+    group.now = 2_999
+    expect(await lease()).toEqual([])
+    group.now = 3_000
+    const [leased] = await lease()
+    expect(new TextDecoder().decode(leased.body)).toBe('d')
+    expect(leased.deadlineMs).toBe(508_000)
+  })
+
   it('gives a released lease back uncounted from format level 16, as a plain nack below it', async () => {
     for (const [level, dead] of [
       [FORMAT_LEVEL_RETRY_BACKOFF, 0],

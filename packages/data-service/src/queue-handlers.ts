@@ -150,6 +150,15 @@ function leaderNowMs(group: DataGroupPort): number {
   return Math.max(group.nowMs(), group.machine.clockMs())
 }
 
+/**
+ * The time of `queue`'s partition `index` (DataGroupMachine.partitionTimeMs) at which `group`'s
+ * next entry applies to it, at the earliest: what a leader puts in its commands (a delay's end)
+ * and what a move hands on to the group the partition moves into.
+ */
+export function partitionNowMs(group: DataGroupPort, queue: string, index: number): number {
+  return group.machine.partitionTimeMs(queue, index, leaderNowMs(group))
+}
+
 /** Messages one ListDead or ListReady answers, at most (and 4 MiB of bodies: LIST_BYTES_MAX). */
 const LIST_LIMIT_MAX = 1000
 /**
@@ -269,6 +278,7 @@ export function queueHandlers(
   const run = async (
     target: PartitionTarget | undefined,
     command: (
+      /** The partition's time the entry applies at, at the earliest (partitionNowMs). */
       nowMs: number,
       config: QueueConfig | undefined,
       /** The partition the request was located at (its stored queue name and index). */
@@ -287,7 +297,7 @@ export function queueHandlers(
       type: 'apply',
       queue,
       partition,
-      command: command(leaderNowMs(group), config, { queue, partition }),
+      command: command(partitionNowMs(group, queue, partition), config, { queue, partition }),
     })
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal

@@ -64,8 +64,12 @@
  *    would drop the store id. Lease ids on the wire carry their partition and its queue's
  *    incarnation (`<queueId>.<partition>.<messageId>.<delivery>`; data-service lease-tag.ts),
  *    which a leader of an earlier version cannot settle.
+ * 21. a move's last import chunk carries the partition's clock at the source (`clockMs`), and
+ *    the target keeps the partition's offset from its own group clock (its `clock-offset` key):
+ *    a replica of an earlier version would apply the partition's entries at the group's time,
+ *    its leases ending sooner or later than on the other replicas.
  */
-export const FORMAT_LEVEL = 20
+export const FORMAT_LEVEL = 21
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -132,6 +136,9 @@ export const FORMAT_LEVEL_STORE_ID = 20
 
 /** The level from which lease ids on the wire name their partition and its queue's incarnation (level 20 above). */
 export const FORMAT_LEVEL_LEASE_TAGS = 20
+
+/** The level from which a moved partition keeps its clock in the group it moves into (level 21 above). */
+export const FORMAT_LEVEL_PARTITION_CLOCK = 21
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

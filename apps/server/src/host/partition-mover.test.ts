@@ -9,6 +9,7 @@ import {
 import {
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_MOVE_IDS,
+  FORMAT_LEVEL_PARTITION_CLOCK,
   FORMAT_LEVEL_RETRY_BACKOFF,
   type ImportPartitionRequest,
   type ImportPartitionResponse,
@@ -181,6 +182,21 @@ describe('PartitionMover copy', () => {
       expect(drop).toEqual({ type: 'drop', queue: QUEUE, partition: 0, ...(named ? { moveId: 7 } : {}) })
       const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
       expect(imports.every((c) => (c.fresh === true) === named)).toBe(true)
+    }
+  })
+
+  it("hands the partition's clock on in its last chunk once every replica keeps it: leases keep their length", async () => {
+    for (const level of [FORMAT_LEVEL_PARTITION_CLOCK - 1, FORMAT_LEVEL_PARTITION_CLOCK]) {
+      const s = await setup({ formatLevel: level })
+      // The target group's clock is a minute ahead of the source's (1,000); the 50 leases end at 61,000.
+      s.target.port.nowMs = () => 61_000
+      await s.mover.move(s.request)
+      const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+      const kept = level >= FORMAT_LEVEL_PARTITION_CLOCK
+      expect(imports.map((c) => c.clockMs)).toEqual(imports.map((c) => (kept && c.last ? 1_000 : undefined)))
+      // Kept, the leases fall due a minute after the move (the target's 121,000); not kept, at once.
+      expect(s.target.port.machine.nextTimedMs(QUEUE, 0)).toBe(kept ? 121_000 : 61_000)
+      expect(s.target.port.machine.timedPartitionIds(61_000)).toEqual(kept ? [] : [`${QUEUE}/0`])
     }
   })
 

@@ -6,9 +6,11 @@ import {
   encodeDataCommand,
   type ImportChunk,
   type KeyPair,
+  partitionNowMs,
 } from '@mq/data-service'
 import {
   FORMAT_LEVEL_MOVE_IDS,
+  FORMAT_LEVEL_PARTITION_CLOCK,
   type ImportPartitionRequest,
   type ImportPartitionResponse,
   InternalError,
@@ -60,7 +62,8 @@ export interface LocalDataGroups {
  *   controller asks for: "copy" commits a `fence` entry (from then on the partition answers
  *   STALE_ROUTE there, and its keys are frozen on every replica), then reads the partition's
  *   keys in chunks of `IMPORT_CHUNK_BYTES` and ships them to the target group's leader, then
- *   a last chunk; "drop" commits a `drop` entry (the fence stays);
+ *   a last chunk with the partition's clock (FORMAT_LEVEL_PARTITION_CLOCK), from which the
+ *   target's clock for it goes on; "drop" commits a `drop` entry (the fence stays);
  * - on the leader of the target group, `import` proposes one chunk into the group's log.
  *
  * Every step is idempotent and restartable: a repeated fence is a no-op, a new import
@@ -183,6 +186,11 @@ export class PartitionMover {
         sourceTerm,
         ...(dels && dels.length > 0 ? { dels } : {}),
         ...(this.#namesMoves() ? { fresh: true as const } : {}),
+        // Read once the fence applied (the last chunk comes after it): no entry of the partition
+        // applied here at a later time, and the target's clock for it goes on from this.
+        ...(last && this.#level() >= FORMAT_LEVEL_PARTITION_CLOCK
+          ? { clockMs: partitionNowMs(port, queue, partition) }
+          : {}),
       }
       const command = encodeDataCommand({ type: 'import', queue, partition, ...chunk })
       bytes += command.length
