@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { Delivery } from '@mq/router-client'
 import { describe, expect, it } from 'vitest'
 import { clockAheadEnv } from '../src/faketime'
@@ -69,4 +72,83 @@ describe('a node whose wall clock is a minute ahead', () => {
     await fresh.ack()
     await later.close()
   }, 90_000)
+})
+
+/** Leases `count` messages with `consumer`: each one's delivery, in the order they came. */
+async function leaseEach(iterator: AsyncIterator<Delivery>, count: number): Promise<Delivery[]> {
+  const out: Delivery[] = []
+  while (out.length < count) out.push((await iterator.next()).value as Delivery)
+  return out
+}
+
+// A partition moves into a data group whose clock is a minute ahead of the one it leaves while a
+// consumer holds its message. Each data group has its own clock, started by its first leader's
+// wall clock: with single-replica groups, the group the scale-out creates is started by the node
+// it is placed on, which runs a minute ahead by then. Until 2026-12-03 a moved partition took the
+// target group's clock: its lease was a minute old at once and the message went to a second
+// consumer. Now the partition's clock goes on from the source's (format level 21; apps/server
+// README, "Clocks").
+describe('a partition moved into a data group whose clock is a minute ahead', () => {
+  const skewed = new Set<string>()
+  const configDir = mkdtempSync(join(tmpdir(), 'mq-skew-move-'))
+  const configFile = join(configDir, 'server.json')
+  writeFileSync(configFile, JSON.stringify({ replicationFactor: 1, dataGroups: 1 }))
+  const suite = suiteCluster({
+    nodes: 3,
+    nodeArgs: () => ['--config', configFile],
+    nodeEnv: (nodeId) => (skewed.has(nodeId) ? clockAheadEnv(AHEAD_MS) : undefined),
+  })
+
+  it("keeps the partition's clock: its leases run their length, new messages are stamped on time", async () => {
+    const { client, cluster } = suite
+    const route = await client.admin.createQueue('moved', { partitions: 2, visibilityTimeoutMs: 30_000 })
+    const source = route.partitions[0]?.groupId as number
+    expect(route.partitions.map((p) => p.groupId)).toEqual([source, source])
+    const producer = client.producer('moved', { keyless: 'round-robin' })
+    for (const body of ['a', 'b', 'c', 'd']) await producer.send({ body })
+    const first = client.consumer('moved', { prefetch: 4, waitMs: 1_000, autoExtend: false })
+    const held = await leaseEach(first[Symbol.asyncIterator](), 4)
+    const leasedAt = performance.now()
+
+    // The two nodes without the group run a minute ahead from now on; the scale-out puts the new
+    // group on one of them, which leads it first, and moves one partition there.
+    const host = (await client.admin.describeQueue('moved')).partitions[0]?.leaderId as string
+    for (const node of cluster.nodes.map((n) => n.nodeId).filter((id) => id !== host)) {
+      skewed.add(node)
+      await cluster.kill(node)
+      await cluster.restart(node)
+    }
+    await client.admin.scaleDataGroups(2)
+    const moved = async () => {
+      const partitions = (await client.admin.describeQueue('moved')).partitions
+      return new Set(partitions.map((p) => p.groupId)).size === 2
+    }
+    expect(await waitFor(moved, 20_000, 200)).toBe(true)
+    // The new group's leader as the meta state knows it (reported once the group elected one).
+    const targetLeader = async () =>
+      (await client.admin.describeQueue('moved')).partitions.find((p) => p.groupId !== source)?.leaderId ?? ''
+    expect(await waitFor(async () => (await targetLeader()) !== '', 10_000, 200)).toBe(true)
+    expect([...skewed]).toContain(await targetLeader())
+
+    const second = client.consumer('moved', { prefetch: 10, waitMs: 1_000 })
+    const stolen: string[] = []
+    const timer = setTimeout(() => void second.close(), WATCH_MS)
+    for await (const m of second) stolen.push(m.text())
+    clearTimeout(timer)
+    expect(stolen).toEqual([]) // not handed to another consumer while the leases run
+    expect(performance.now() - leasedAt).toBeLessThan(30_000 - 2_000) // they still run
+    for (const m of held) await m.ack() // ok, not `expired` (LeaseLostError)
+    await first.close()
+
+    // New messages in both partitions are stamped on time: the moved one's clock went on from the
+    // source group's, not from the target's a minute ahead.
+    for (let i = 0; i < 8; i++) await producer.send({ body: `n${i}` })
+    const later = client.consumer('moved', { prefetch: 8, waitMs: 1_000 })
+    const fresh = await leaseEach(later[Symbol.asyncIterator](), 8)
+    expect(new Set(fresh.map((m) => m.partition)).size).toBe(2)
+    for (const m of fresh) expect(Math.abs(m.enqueuedAtMs - Date.now())).toBeLessThan(5_000)
+    for (const m of fresh) await m.ack()
+    await later.close()
+    await producer.close()
+  }, 120_000)
 })
