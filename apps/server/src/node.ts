@@ -284,9 +284,13 @@ export class MqNode {
     this.#addresses.set(config.nodeId, config.advertise)
     this.#calls = new PeerCalls(config.peerToken, 1_000, () => this.#credentials.peer())
     const founders = config.initialMeta.length
-    const controllerClock = steadyClock()
+    const steady = steadyClock()
     this.#controller = new Controller({
-      nowMs: controllerClock,
+      // The meta group's clock (raft-core's group clock; the controller acts only while this node
+      // leads the meta group): the times a meta leader records (a node's silence, markSilent) and
+      // the next one compares with its own are then of one clock, however far apart the two
+      // nodes' clocks are. Before the Raft host exists: a steady clock.
+      nowMs: () => this.#raft?.groupClockMs(META_GROUP) ?? steady(),
       nodeId: config.nodeId,
       replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
       dataGroups: config.dataGroups,

@@ -152,3 +152,54 @@ describe('a partition moved into a data group whose clock is a minute ahead', ()
     await producer.close()
   }, 120_000)
 })
+
+/** How long a dead node's replicas wait to be replaced in the cluster below. */
+const REPLACE_AFTER_MS = 30_000
+
+// A meta leader recorded a dead node's silence (markSilent) by its clock, then the meta
+// leadership moves to a node whose clock is ten minutes ahead. Until 2026-12-03 each meta leader
+// timed silences on its own steady clock (its wall clock at start, plus monotonic time): the new
+// leader counted the silence ten minutes longer and replaced the node's replicas at once. Now the
+// controller times on the meta group's clock, continued from leader to leader (apps/server
+// README, "Clocks").
+describe('a meta leader whose wall clock is ten minutes ahead', () => {
+  const skewed = new Set<string>()
+  const suite = suiteCluster({
+    nodes: 4,
+    serverArgs: ['--replace-dead-after-ms', String(REPLACE_AFTER_MS)],
+    nodeEnv: (nodeId) => (skewed.has(nodeId) ? clockAheadEnv(10 * 60_000) : undefined),
+  })
+
+  it("replaces a dead node's replicas after the timeout, not at once", async () => {
+    const { client, cluster } = suite
+    const dataGroups = async () => (await client.admin.clusterStatus()).groups.filter((g) => g.groupId !== 0)
+    expect(await waitFor(async () => (await dataGroups()).length >= 4, 30_000, 200)).toBe(true)
+    const metaLeaderIs = async (nodeId: string) =>
+      (await client.admin.clusterStatus()).metaLeaderId === nodeId
+    const metaTo = async (nodeId: string) => {
+      if (await metaLeaderIs(nodeId)) return
+      await client.admin.transferLeader(0, nodeId).catch(() => {})
+      expect(await waitFor(() => metaLeaderIs(nodeId), 15_000, 100)).toBe(true)
+    }
+    skewed.add('n2')
+    await cluster.kill('n2')
+    await cluster.restart('n2')
+    await metaTo('n1')
+    const hasN4 = async () => (await dataGroups()).some((g) => g.replicas.some((r) => r.nodeId === 'n4'))
+    expect(await hasN4()).toBe(true)
+    const killedAt = performance.now()
+    await cluster.kill('n4')
+    // n1 counts n4 dead after 5 s and records since when it is silent; then n2 leads.
+    await new Promise((resolve) => setTimeout(resolve, 8_000))
+    await metaTo('n2')
+    const replaced = await waitFor(async () => !(await hasN4()), 60_000, 250)
+    const replacedAfterMs = performance.now() - killedAt
+    console.log(
+      `skewed meta leader: n4's replicas replaced ${Math.round(replacedAfterMs)} ms after its SIGKILL`,
+    )
+    expect(replaced).toBe(true)
+    // Its silence ran at least the timeout (less the 1 % a group clock may run fast, and the
+    // heartbeat interval before the kill), not ten minutes the moment n2 took over.
+    expect(replacedAfterMs).toBeGreaterThan(REPLACE_AFTER_MS - 3_000)
+  }, 150_000)
+})
