@@ -2,8 +2,8 @@
  * A clock in ms since the epoch that does not step: the wall clock as it read when the clock
  * was made, plus the monotonic time since. A wall clock stepped forward or back (NTP stepping,
  * a VM resumed) does not move it; slewing (which also paces the monotonic clock on Linux) does.
- * For durations a node measures itself but that are compared with wall-clock times other nodes
- * recorded (the controller's liveness against a node's recorded silence). Whole milliseconds.
+ * The controller's clock until the node's Raft host exists (it then times on the meta group's
+ * clock, which meta leaders continue from one another). Whole milliseconds.
  */
 export function steadyClock(
   wallNowMs: () => number = Date.now,
