@@ -150,6 +150,13 @@ describe('mq-server operability', () => {
     expect(sampleSum(after.samples, 'mq_queue_nacked_total', { queue: 'jobs' })).toBe(1)
     expect(sampleSum(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'leased' })).toBe(1)
     expect(sampleSum(after.samples, 'mq_queue_messages', { queue: 'jobs', state: 'ready' })).toBe(3)
+    // The partition's replicated counts.
+    const events = ['enqueued', 'delivered', 'acked', 'nacked', 'expired', 'dead_lettered', 'discarded']
+    expect(
+      events.map((event) =>
+        sampleSum(after.samples, 'mq_partition_messages_total', { queue: 'jobs', event }),
+      ),
+    ).toEqual([5, 3, 1, 1, 0, 0, 0])
 
     const check = promtoolCheck(after.text)
     expect(check.output).toBe('')

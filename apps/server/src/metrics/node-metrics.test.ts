@@ -31,6 +31,15 @@ function fakeView(): { view: NodeView; statsCalls: () => number } {
       messages: 5,
       waiting: 0,
       windowLeases: 0,
+      counters: {
+        enqueued: 7,
+        delivered: 3,
+        acked: 2,
+        nacked: 0,
+        expired: 1,
+        deadLettered: 1,
+        discarded: 0,
+      },
     } as unknown as PartitionStats
   }
   const partitions = Array.from({ length: PARTITIONS }, (_, partition) => ({
@@ -54,6 +63,29 @@ const readySeries = (text: string) =>
   text.split('\n').filter((l) => l.startsWith('mq_queue_messages{') && l.includes('state="ready"')).length
 
 describe('NodeMetrics.render', () => {
+  it("exports each led partition's replicated counts, set afresh at each scrape", async () => {
+    const metrics = new NodeMetrics('n1')
+    const { view } = fakeView()
+    const scrape = async () => {
+      const text = await metrics.render(view)
+      return text
+        .split('\n')
+        .filter((l) => l.startsWith('mq_partition_messages_total{') && l.includes('partition="2"'))
+    }
+    const expected = [
+      'mq_partition_messages_total{queue="q",partition="2",event="enqueued",node="n1"} 7',
+      'mq_partition_messages_total{queue="q",partition="2",event="delivered",node="n1"} 3',
+      'mq_partition_messages_total{queue="q",partition="2",event="acked",node="n1"} 2',
+      'mq_partition_messages_total{queue="q",partition="2",event="nacked",node="n1"} 0',
+      'mq_partition_messages_total{queue="q",partition="2",event="expired",node="n1"} 1',
+      'mq_partition_messages_total{queue="q",partition="2",event="dead_lettered",node="n1"} 1',
+      'mq_partition_messages_total{queue="q",partition="2",event="discarded",node="n1"} 0',
+    ]
+    expect(await scrape()).toEqual(expected)
+    // Not added up from one scrape to the next: the partition's own counts each time.
+    expect(await scrape()).toEqual(expected)
+  })
+
   it('gives concurrent scrapes every series: they share one collection', async () => {
     const metrics = new NodeMetrics('n1')
     const { view, statsCalls } = fakeView()

@@ -24,6 +24,9 @@ export const SCRAPE_PARTITIONS_MAX = 1_000
  */
 export const QUEUE_OVERFLOW = '_overflow'
 
+/** `mq_partition_messages_total`'s `event` label for each of a partition's counters. */
+const EVENT_NAMES: Readonly<Record<string, string>> = { deadLettered: 'dead_lettered' }
+
 /** Bounds on the queue names that the operation counters (`mq_queue_*_total`) carry. */
 export interface QueueSeriesLimits {
   /**
@@ -158,6 +161,16 @@ export class NodeMetrics {
     'mq_queue_achieved_share',
     'Share of the recent leases this weight got',
     ['queue', 'partition', 'weight'],
+  )
+  /**
+   * The partitions' own counts (replicated: the same on every replica, carried by moves and
+   * leader changes), set from their stats at each scrape: unlike the operation counters below,
+   * they do not start again on a new leader.
+   */
+  readonly partitionMessages = this.#counter(
+    'mq_partition_messages_total',
+    'What happened to messages in the partitions this node leads since each was created (replicated counts): enqueued, delivered (leases handed out), acked, nacked, expired (leases past their deadline), dead_lettered, discarded (outlived the TTL)',
+    ['queue', 'partition', 'event'],
   )
   readonly enqueued = this.#counter(
     'mq_queue_enqueued_total',
@@ -323,11 +336,14 @@ export class NodeMetrics {
       this.queueOldestAge,
       this.queueTargetShare,
       this.queueAchievedShare,
+      this.partitionMessages,
     ])
       g.reset()
     for (const { p, stats } of read) {
       const partition = String(p.partition)
       this.queueWaiting.set({ queue: p.queue, partition }, stats.waiting)
+      for (const [key, count] of Object.entries(stats.counters ?? {}))
+        this.partitionMessages.inc({ queue: p.queue, partition, event: EVENT_NAMES[key] ?? key }, count)
       for (const w of stats.weights) {
         const labels = { queue: p.queue, partition, weight: String(w.weight) }
         this.queueMessages.set({ ...labels, state: 'ready' }, w.ready)
