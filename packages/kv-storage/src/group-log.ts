@@ -17,11 +17,13 @@ import { decodeTuple } from './key-codec'
 import {
   type Decoded,
   decodeChunk,
+  decodeClockOffset,
   decodeEntry,
   decodeHardState,
   decodeLogStart,
   decodeSnapshotMeta,
   encodeChunk,
+  encodeClockOffset,
   encodeEntry,
   encodeHardState,
   encodeLogStart,
@@ -29,6 +31,7 @@ import {
   type LogStart,
 } from './log-codec'
 import {
+  clockOffsetKey,
   entriesRange,
   entryKey,
   entryKeyAt,
@@ -86,6 +89,8 @@ export class GroupLog implements WritableLogStorage {
     private readonly commit: GroupCommit,
     private readonly limits: GroupLogLimits,
     private hardState: HardState,
+    /** The recorded clock offset (setClockOffset), undefined while none is. */
+    private clockOffsetMs: number | undefined,
     private snap: Snapshot,
     /** Chunks the stored snapshot data occupies on disk. */
     private snapChunks: number,
@@ -111,12 +116,14 @@ export class GroupLog implements WritableLogStorage {
     limits: GroupLogLimits,
     initialConf: ConfState = EMPTY_CONF,
   ): Promise<GroupLog> {
-    const [hsRec, metaRec, startRec] = await reader.getMany([
+    const [hsRec, metaRec, startRec, offsetRec] = await reader.getMany([
       hardStateKey(groupId),
       snapshotMetaKey(groupId),
       logStartKey(groupId),
+      clockOffsetKey(groupId),
     ])
     const hardState = hsRec ? must(decodeHardState(hsRec), groupId, 'hard state') : EMPTY_HARD_STATE
+    const clockOffsetMs = offsetRec ? must(decodeClockOffset(offsetRec), groupId, 'clock offset') : undefined
     const start = startRec ? must(decodeLogStart(startRec), groupId, 'log start') : { index: 0, term: 0 }
     let snap = EMPTY_SNAPSHOT
     let snapChunks = 0
@@ -211,6 +218,7 @@ export class GroupLog implements WritableLogStorage {
       commit,
       limits,
       hardState,
+      clockOffsetMs,
       snap,
       snapChunks,
       start,
@@ -225,12 +233,12 @@ export class GroupLog implements WritableLogStorage {
    * (index 0), the `initialConf` the group was opened with (its bootstrap membership).
    * Membership changes after the snapshot are in the log; the core replays them.
    */
-  initialState(): { hardState: HardState; conf: ConfState } {
+  initialState(): { hardState: HardState; conf: ConfState; clockOffsetMs?: number } {
     this.checkOpen()
-    return {
-      hardState: this.hardState,
-      conf: this.snap.meta.index > 0 ? this.snap.meta.conf : this.initialConf,
-    }
+    const conf = this.snap.meta.index > 0 ? this.snap.meta.conf : this.initialConf
+    return this.clockOffsetMs === undefined
+      ? { hardState: this.hardState, conf }
+      : { hardState: this.hardState, conf, clockOffsetMs: this.clockOffsetMs }
   }
 
   entries(lo: number, hi: number, bytesMax: number): Entry[] {
@@ -347,6 +355,17 @@ export class GroupLog implements WritableLogStorage {
     this.checkOpen()
     this.commit.stage([{ type: 'put', key: hardStateKey(this.groupId), value: encodeHardState(hardState) }])
     this.hardState = hardState
+  }
+
+  setClockOffset(clockOffsetMs: number): void {
+    this.checkOpen()
+    if (!Number.isSafeInteger(clockOffsetMs)) {
+      throw new InvalidArgumentError(`a clock offset is a whole number of milliseconds, got ${clockOffsetMs}`)
+    }
+    this.commit.stage([
+      { type: 'put', key: clockOffsetKey(this.groupId), value: encodeClockOffset(clockOffsetMs) },
+    ])
+    this.clockOffsetMs = clockOffsetMs
   }
 
   applySnapshot(snapshot: Snapshot): void {

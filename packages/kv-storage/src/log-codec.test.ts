@@ -1,12 +1,15 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { crc32c } from './crc32c'
 import {
   decodeChunk,
+  decodeClockOffset,
   decodeEntry,
   decodeHardState,
   decodeLogStart,
   decodeSnapshotMeta,
   encodeChunk,
+  encodeClockOffset,
   encodeEntry,
   encodeHardState,
   encodeLogStart,
@@ -39,6 +42,9 @@ describe('log record codec', () => {
           expect(decodeEntry(encodeEntry(e))).toEqual({ ok: true, value: e })
           const hs = { term: a, vote: s, commit: b }
           expect(decodeHardState(encodeHardState(hs))).toEqual({ ok: true, value: hs })
+          for (const ms of [a, -a, b - a]) {
+            expect(decodeClockOffset(encodeClockOffset(ms))).toEqual({ ok: true, value: ms === 0 ? 0 : ms })
+          }
           expect(decodeLogStart(encodeLogStart({ index: a, term: b }))).toEqual({
             ok: true,
             value: { index: a, term: b },
@@ -58,6 +64,16 @@ describe('log record codec', () => {
         },
       ),
     )
+  })
+
+  it('refuses a clock offset whose sign byte is neither 0 nor 1, or with bytes after it', () => {
+    const rec = encodeClockOffset(-1234)
+    expect(decodeClockOffset(rec)).toEqual({ ok: true, value: -1234 })
+    const w = rec.slice()
+    w[5] = 2 // the sign byte; then the checksum is made right again, so only the body is wrong
+    const fixed = reseal(w)
+    expect(decodeClockOffset(fixed)).toMatchObject({ ok: false, reason: /sign byte 2/ })
+    expect(decodeClockOffset(reseal(concat(rec, new Uint8Array([0]))))).toMatchObject({ ok: false })
   })
 
   it('detects any single flipped bit, and truncation', () => {
@@ -81,3 +97,21 @@ describe('log record codec', () => {
     })
   })
 })
+
+/** The record with its crc recomputed (to test the body's own checks). */
+function reseal(rec: Uint8Array): Uint8Array {
+  const out = rec.slice()
+  const crc = crc32c(out, 4, out.length)
+  out[0] = crc >>> 24
+  out[1] = (crc >>> 16) & 0xff
+  out[2] = (crc >>> 8) & 0xff
+  out[3] = crc & 0xff
+  return out
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length)
+  out.set(a)
+  out.set(b, a.length)
+  return out
+}

@@ -15,6 +15,7 @@ import { crc32c } from './crc32c'
  *   entry          format 1 | type u8 | index | term | timestampMs | data (the rest)
  *   hard state     format 1 | term | commit | vote (string)
  *   log start      format 1 | index | term            (the last discarded entry)
+ *   clock offset   format 1 | sign u8 (0: +, 1: −) | magnitude   (milliseconds)
  *   snapshot meta  format 1 | index | term | voters | learners | votersOutgoing |
  *                  learnersNext (each: count, then strings) | dataBytes | chunkCount | dataCrc
  *   snapshot chunk format 1 | bytes (the rest)
@@ -210,6 +211,24 @@ export function decodeHardState(rec: Uint8Array): Decoded<HardState> {
     const vote = r.string()
     r.end()
     return { term, vote, commit }
+  })
+}
+
+/** A group clock offset: a signed whole number of milliseconds. */
+export function encodeClockOffset(ms: number): Uint8Array {
+  const w = new Writer(16)
+  w.u8(ms < 0 ? 1 : 0)
+  w.varint(Math.abs(ms))
+  return w.finish()
+}
+
+export function decodeClockOffset(rec: Uint8Array): Decoded<number> {
+  return decodeWith(rec, (r) => {
+    const sign = r.u8()
+    if (sign !== 0 && sign !== 1) throw `bad sign byte ${sign}`
+    const magnitude = r.varint()
+    r.end()
+    return sign === 1 ? -magnitude : magnitude
   })
 }
 

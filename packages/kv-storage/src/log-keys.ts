@@ -10,6 +10,7 @@ import { appendUint, encodeTuple, prefixRange, type Tuple } from './key-codec'
  *   (1, g, 3, chunk)       snapshot data, chunk 0, 1, …
  *   (1, g, 4, index)       log entry
  *   (1, g, 5)              log start: the last discarded entry's index and term
+ *   (1, g, 6)              clock offset: the group clock minus this node's wall clock, as last recorded
  *   (1, g, 16, …)          the group's state machine's own keys (`stateMachineKey`)
  *   (1, g, 17, …)          a snapshot image being received for the group (`stagedImageKey`)
  *   (2, 'batch-seq')       the sequence number of the last stamped group-commit batch (durability-mark.ts)
@@ -30,6 +31,7 @@ export const GroupKeyKind = {
   SnapshotChunk: 3,
   Entry: 4,
   LogStart: 5,
+  ClockOffset: 6,
   StateMachine: 16,
   StagedImage: 17,
 } as const
@@ -98,6 +100,11 @@ export function entriesRange(groupId: number): { gte: Uint8Array; lt: Uint8Array
 
 export function logStartKey(groupId: number): Uint8Array {
   return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.LogStart])
+}
+
+/** Where a group's clock offset is recorded (raft-core WritableLogStorage.setClockOffset). */
+export function clockOffsetKey(groupId: number): Uint8Array {
+  return encodeTuple([KeySpace.Group, groupId, GroupKeyKind.ClockOffset])
 }
 
 /** Every key of a group: its log, hard state, snapshot and state machine keys. */

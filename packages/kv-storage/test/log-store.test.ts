@@ -143,6 +143,21 @@ for (const [name, makeEnv] of envs) {
       check(log)
     })
 
+    it('records the clock offset and gives it back after a restart; none before one is recorded', async () => {
+      let log = await store.openGroup(4)
+      expect(log.initialState().clockOffsetMs).toBeUndefined()
+      log.setClockOffset(-12_345)
+      expect(log.initialState().clockOffsetMs).toBe(-12_345)
+      log = await restart(4)
+      expect(log.initialState().clockOffsetMs).toBe(-12_345)
+      log.setClockOffset(678)
+      log = await restart(4)
+      expect(log.initialState().clockOffsetMs).toBe(678)
+      expect(() => log.setClockOffset(1.5)).toThrow(InvalidArgumentError)
+      expect(() => log.setClockOffset(Number.NaN)).toThrow(/whole number of milliseconds, got NaN/)
+      expect(log.initialState().clockOffsetMs).toBe(678)
+    })
+
     it('truncates a conflicting suffix (Raft §5.3), also after a restart', async () => {
       let log = await store.openGroup(3)
       log.append(entries(1, 8, 1))

@@ -15,6 +15,7 @@ class LogImage {
   entries: Entry[]
   hardState: HardState
   snapshot: Snapshot
+  clockOffsetMs: number | undefined = undefined
 
   constructor(
     floorIndex: number,
@@ -31,7 +32,15 @@ class LogImage {
   }
 
   clone(): LogImage {
-    return new LogImage(this.floorIndex, this.floorTerm, this.entries.slice(), this.hardState, this.snapshot)
+    const c = new LogImage(
+      this.floorIndex,
+      this.floorTerm,
+      this.entries.slice(),
+      this.hardState,
+      this.snapshot,
+    )
+    c.clockOffsetMs = this.clockOffsetMs
+    return c
   }
 
   lastIndex(): number {
@@ -78,6 +87,7 @@ class LogImage {
 type StagedWrite =
   | { kind: 'append'; entries: readonly Entry[] }
   | { kind: 'hardState'; hardState: HardState }
+  | { kind: 'clockOffset'; clockOffsetMs: number }
   | { kind: 'snapshot'; snapshot: Snapshot }
   | { kind: 'compact'; snapshot: Snapshot; compactIndex: number }
 
@@ -109,9 +119,12 @@ export class MemoryLogStorage implements WritableLogStorage {
     this.#stagedWritesMax = options.stagedWritesMax ?? 1_000_000
   }
 
-  initialState(): { hardState: HardState; conf: ConfState } {
-    const snap = this.#live.snapshot
-    return { hardState: this.#live.hardState, conf: snap.meta.index > 0 ? snap.meta.conf : this.#conf }
+  initialState(): { hardState: HardState; conf: ConfState; clockOffsetMs?: number } {
+    const live = this.#live
+    const conf = live.snapshot.meta.index > 0 ? live.snapshot.meta.conf : this.#conf
+    return live.clockOffsetMs === undefined
+      ? { hardState: live.hardState, conf }
+      : { hardState: live.hardState, conf, clockOffsetMs: live.clockOffsetMs }
   }
 
   entries(lo: number, hi: number, bytesMax: number): Entry[] {
@@ -161,6 +174,11 @@ export class MemoryLogStorage implements WritableLogStorage {
     this.#live.hardState = hardState
   }
 
+  setClockOffset(clockOffsetMs: number): void {
+    this.#stage({ kind: 'clockOffset', clockOffsetMs })
+    this.#live.clockOffsetMs = clockOffsetMs
+  }
+
   applySnapshot(snapshot: Snapshot): void {
     this.#stage({ kind: 'snapshot', snapshot })
     this.#live.applySnapshot(snapshot)
@@ -200,6 +218,7 @@ export class MemoryLogStorage implements WritableLogStorage {
       if (this.#syncedCount + n >= mark) break
       if (w.kind === 'append') d.append(w.entries)
       else if (w.kind === 'hardState') d.hardState = w.hardState
+      else if (w.kind === 'clockOffset') d.clockOffsetMs = w.clockOffsetMs
       else if (w.kind === 'snapshot') d.applySnapshot(w.snapshot)
       else d.compact(w.snapshot, w.compactIndex)
       n++

@@ -96,6 +96,11 @@ export class Raft {
   #anchorFromVotes = false
   /** While leading with a steady clock: where its group clock started (see timelineMs). */
   #leaderBase: LeaderClock | null = null
+  /**
+   * The group clock minus our wall clock as last handed to the host to record
+   * (takeClockOffset), or as restored from storage at start; undefined while there is none.
+   */
+  #recordedOffsetMs: number | undefined
   #appendPending = false
   #commitPending = false
   #snapshotReceipt: SnapshotReceipt | null = null
@@ -111,7 +116,8 @@ export class Raft {
   constructor(cfg: RaftConfig, storage: LogStorage) {
     this.id = cfg.id
     this.cfg = cfg
-    const { hardState, conf } = storage.initialState()
+    const { hardState, conf, clockOffsetMs } = storage.initialState()
+    this.#recordedOffsetMs = clockOffsetMs
     const snap = storage.snapshot()
     this.#baseConf = snap.meta.index > 0 ? snap.meta.conf : conf
     const fresh = storage.lastIndex() === 0
@@ -197,11 +203,49 @@ export class Raft {
     return Math.max(Math.floor(steady + b.caughtUpMs), this.#lastStampMs)
   }
 
-  /** The group clock as this replica knows it now (#anchor counted forward), 0 when it knows none. */
+  /**
+   * The group clock as this replica knows it now: #anchor counted forward, or, when it heard
+   * none since it restarted, its estimate (#estimateMs); 0 when it knows none.
+   */
   #knownClockMs(): number {
     const a = this.#anchor
-    if (a === null || Number.isNaN(this.#monoMs)) return 0
+    if (a === null) return this.#estimateMs()
+    if (Number.isNaN(this.#monoMs)) return 0
     return Math.floor(a.timeMs + (this.#monoMs - a.monoMs))
+  }
+
+  /**
+   * The group clock as a replica that heard none since it restarted takes it to be: its wall
+   * clock plus the offset it recorded before (takeClockOffset), 0 when none was recorded. As
+   * right as that wall clock kept pace while the node was down, whatever the skew between
+   * nodes (the offset takes it out).
+   */
+  #estimateMs(): number {
+    const rec = this.#recordedOffsetMs
+    if (rec === undefined || Number.isNaN(this.#monoMs) || this.#clockMs <= 0) return 0
+    return Math.max(1, this.#clockMs + rec)
+  }
+
+  /**
+   * The group clock minus the wall clock to record, or null when the recorded one is still
+   * close enough: at most CLOCK_OFFSET_ABOVE_MS above what this replica knows now (a recorded
+   * offset above the truth would start a restarted replica's clock ahead: leases granted
+   * before would end early) and at most CLOCK_OFFSET_BELOW_MS below it (below only delays
+   * deadlines). Nothing while it knows no clock of its own (it heard none since it restarted).
+   */
+  takeClockOffset(): number | null {
+    if (Number.isNaN(this.#monoMs) || this.#clockMs <= 0) return null
+    let known: number
+    if (this.#leaderBase !== null) known = this.timelineMs()
+    else if (this.#anchor !== null) known = this.#knownClockMs()
+    else return null
+    const off = Math.round(known - this.#clockMs)
+    const rec = this.#recordedOffsetMs
+    if (rec !== undefined && off >= rec - CLOCK_OFFSET_ABOVE_MS && off <= rec + CLOCK_OFFSET_BELOW_MS) {
+      return null
+    }
+    this.#recordedOffsetMs = off
+    return off
   }
 
   /**
@@ -285,7 +329,12 @@ export class Raft {
   #electionClock(): LeaderClock | null {
     if (Number.isNaN(this.#monoMs)) return null
     const known = this.#knownClockMs()
-    const timeMs = known > 0 ? known : Math.max(this.#clockMs, this.#lastStampMs)
+    let timeMs = known > 0 ? known : Math.max(this.#clockMs, this.#lastStampMs)
+    if (this.#anchorFromVotes) {
+      // Voters' clocks and our own estimate are all guesses: the lowest ends no lease early.
+      const own = this.#estimateMs()
+      if (own > 0 && own < timeMs) timeMs = own
+    }
     return { timeMs, monoMs: this.#monoMs, caughtUpMs: 0 }
   }
 
@@ -1245,6 +1294,16 @@ export class Raft {
 }
 
 /** A clock value and the steady clock's reading when it held. */
+/** How far above what a replica knows of the group clock its recorded offset may be (takeClockOffset). */
+const CLOCK_OFFSET_ABOVE_MS = 5
+/**
+ * How far below it. Below is safe for the restarted replica's own leases, but another replica
+ * that kept the true clock may lead next and continue from it: the group's time then jumps by
+ * the difference (simulator seed 2840, with a bound of 1 s). A leader catching up with its wall
+ * clock raises the offset by up to 10 ms a second: about one record a second while it does.
+ */
+const CLOCK_OFFSET_BELOW_MS = 10
+
 interface ClockReading {
   readonly timeMs: number
   readonly monoMs: number

@@ -266,7 +266,17 @@ export class RawNode {
       snapshot = log.unstableSnapshot
       log.snapshotInProgress = true
     }
-    const rd: Ready = { softState, hardState, entries, snapshot, committedEntries, messages, readStates }
+    const clockOffsetMs = r.takeClockOffset()
+    const rd: Ready = {
+      softState,
+      hardState,
+      entries,
+      snapshot,
+      committedEntries,
+      messages,
+      readStates,
+      clockOffsetMs,
+    }
     this.#outstanding.push(rd)
     return rd
   }

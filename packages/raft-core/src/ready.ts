@@ -35,4 +35,11 @@ export interface Ready {
   readonly messages: readonly Message[]
   /** Answers to readIndex() requests (§8). */
   readonly readStates: readonly ReadState[]
+  /**
+   * The group clock minus this node's wall clock, to record (WritableLogStorage.setClockOffset)
+   * with this Ready's writes, or null when the recorded one is still close enough. A replica
+   * restarted into a group that no running replica heard a leader of continues the group
+   * clock from its wall clock plus this offset (raft-core README, "Timestamps").
+   */
+  readonly clockOffsetMs: number | null
 }

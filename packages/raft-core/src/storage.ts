@@ -16,9 +16,10 @@ export interface LogStorage {
    * group (empty log, no snapshot) `conf` is the founding membership: the core then writes it
    * into the log as ConfChange entries 1..n of term 1 (etcd's bootstrap) in its first Ready,
    * so replicas added later learn it from the log. Afterwards the core takes membership from
-   * snapshot().meta.conf plus the ConfChange entries in the log.
+   * snapshot().meta.conf plus the ConfChange entries in the log. `clockOffsetMs`: the last
+   * clock offset recorded (setClockOffset), absent when none was.
    */
-  initialState(): { hardState: HardState; conf: ConfState }
+  initialState(): { hardState: HardState; conf: ConfState; clockOffsetMs?: number }
   /**
    * Returns the entries in [lo, hi), at least one if lo < hi, and no more than `bytesMax`
    * bytes of data beyond the first. Throws CompactedError when lo < firstIndex() and
@@ -57,6 +58,12 @@ export interface WritableLogStorage extends LogStorage {
   append(entries: readonly Entry[]): void
   /** Records the hard state. */
   setHardState(hardState: HardState): void
+  /**
+   * Records the group clock minus this node's wall clock, as this replica last knew it
+   * (Ready.clockOffsetMs), for initialState() after a restart. Need not be durable before
+   * anything: it rides along with the next flush.
+   */
+  setClockOffset(clockOffsetMs: number): void
   /**
    * Installs `snapshot`: entries up to its index are discarded (all of them when the log
    * does not hold an entry of its index and term), and firstIndex() becomes index + 1.

@@ -40,6 +40,8 @@ export class Harness {
   readonly delivered: Message[] = []
   /** Optional filter: return false to drop a message, or a message to deliver instead. */
   filter: ((m: Message) => boolean | Message) | null = null
+  /** Whether replicas record their clock offsets (Ready.clockOffsetMs), as RaftHost does. */
+  recordClockOffset = true
   #seed = 1
 
   constructor(ids: ReplicaId[], options: Partial<RawNodeOptions> = {}, learners: ReplicaId[] = []) {
@@ -118,6 +120,7 @@ export class Harness {
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot)
     if (rd.entries.length > 0) n.storage.append(rd.entries)
     if (rd.hardState !== null) n.storage.setHardState(rd.hardState)
+    if (rd.clockOffsetMs !== null && this.recordClockOffset) n.storage.setClockOffset(rd.clockOffsetMs)
     n.storage.sync()
     if (rd.snapshot !== null) {
       n.applied = JSON.parse(decoder.decode(rd.snapshot.data)) as string[]

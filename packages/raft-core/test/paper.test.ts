@@ -923,15 +923,69 @@ describe('leader-stamped timestamps', () => {
     expect(stampsOf(h, 'c')).toEqual([10_000, 10_500])
   })
 
-  it('a group restarted whole starts from its new leader’s wall clock (nobody heard a clock)', () => {
+  it('a group restarted whole continues the group clock from the offsets its replicas recorded', () => {
     const h = skewedCluster(true)
+    // b heard 10 000 at its wall 20 000 (offset −10 000), c at 9 000 (+1 000); a's own is 0.
     for (const id of ['a', 'b', 'c']) h.restart(id)
+    expect(h.node('b').storage.initialState().clockOffsetMs).toBe(-10_000)
+    expect(h.node('c').storage.initialState().clockOffsetMs).toBe(1_000)
+    h.raw('b').tick(20_500, 10) // 500 ms later, steady clocks restarted
+    h.raw('c').tick(9_500, 10)
+    h.elect('b')
+    // c's vote tells its estimate (9 500 + 1 000), b's own is the same: not b's wall clock.
+    expect(h.delivered.some((m) => m.type === MessageType.VoteResp && m.leaderTimeMs === 10_500)).toBe(true)
+    h.raw('b').propose(bytes('y'), 20_500, 10)
+    h.settle()
+    expect(stampsOf(h, 'c').at(-1)).toBe(10_500)
+  })
+
+  it('a whole group restarted without recorded offsets starts from its new leader’s wall clock', () => {
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.recordClockOffset = false
+    h.raw('a').tick(10_000, 1_000)
+    h.raw('b').tick(20_000, 1_000)
+    h.raw('c').tick(9_000, 1_000)
+    h.elect('a')
+    h.raw('a').propose(bytes('x'), 10_000, 1_000)
+    h.settle()
+    for (const id of ['a', 'b', 'c']) h.restart(id)
+    expect(h.node('b').storage.initialState().clockOffsetMs).toBeUndefined()
     h.raw('b').tick(20_500, 10)
     h.raw('c').tick(9_500, 10)
     h.elect('b')
     h.raw('b').propose(bytes('y'), 20_500, 10)
     h.settle()
     expect(stampsOf(h, 'c').at(-1)).toBe(20_500)
+  })
+
+  it('a restarted replica takes the lower of its own estimate and the clocks its voters tell', () => {
+    const h = skewedCluster(true)
+    for (const id of ['a', 'b', 'c']) h.restart(id)
+    h.raw('b').tick(20_500, 10)
+    h.raw('c').tick(9_400, 10) // c's wall went back 100 ms while it was down: it tells 10 400
+    h.isolate('a') // b needs c's vote
+    h.elect('b')
+    h.heal()
+    h.raw('b').propose(bytes('y'), 20_500, 10)
+    h.settle()
+    expect(stampsOf(h, 'c').at(-1)).toBe(10_400)
+  })
+
+  it('records the offset again once the group clock moved from it (5 ms above, 10 ms below)', () => {
+    const h = skewedCluster(true)
+    const recorded = () => h.node('b').storage.initialState().clockOffsetMs
+    expect(recorded()).toBe(-10_000)
+    h.raw('b').tick(20_500, 1_500)
+    h.isolate('a')
+    h.elect('b') // b leads: its group clock catches up with its wall clock at 1 % of steady time
+    expect(recorded()).toBe(-10_000)
+    h.heal()
+    h.raw('b').tick(21_500, 2_500) // 1 000 ms later: 10 ms caught up, not yet past the bound
+    h.heartbeat('b')
+    expect(recorded()).toBe(-10_000)
+    h.raw('b').tick(22_700, 3_700) // 22 ms caught up in all: recorded
+    h.heartbeat('b')
+    expect(recorded()).toBe(-9_978)
   })
 
   it('a replica that heard a leader keeps its clock over a voter that counts ahead of it', () => {

@@ -324,6 +324,11 @@ describe('RaftHost', () => {
     const log = nodes.get('n2')!.storages.get(1)!
     expect(log.entries(log.lastIndex(), log.lastIndex() + 1, 1 << 20)[0]!.timestampMs).toBe(1_000_101)
     expect(n1.host.groupClockMs(99)).toBe(clock.wall) // a group not hosted here: the wall clock
+    // Each replica recorded the group clock minus its wall clock with its Ready's writes (the
+    // followers at what the leader told them): −3 599 899 ms on every node, one wall clock here.
+    for (const n of nodes.values()) {
+      expect(n.storages.get(1)!.initialState().clockOffsetMs).toBe(1_000_101 - clock.wall)
+    }
   })
 
   it('hands a state machine no more entries while its backlog is at applyBacklogMax; the replica still acknowledges', async () => {

@@ -69,6 +69,30 @@ describe('simulator', () => {
     expect(jumped.length).toBeGreaterThan(5)
   }, 120_000)
 
+  // The same with crashes: a replica restarted into a group whose running majority heard no
+  // leader since (all of it restarted) continues the clock from its wall clock plus the offset
+  // it recorded before (Ready.clockOffsetMs), not from its wall clock alone.
+  const crashing = { ...skewed, crashRate: 0.02, clockPaceWithCrashes: true }
+
+  it('replicas restarted with their recorded clock offsets keep the group clock at pace', () => {
+    let crashes = 0
+    for (let s = 1; s <= 300; s++) crashes += new SimCluster(s, crashing).run().crashes
+    expect(crashes).toBeGreaterThan(500)
+  }, 120_000)
+
+  it('without recorded offsets a restarted leader starts the clock from its own and it jumps (the check can fail)', () => {
+    const jumped: number[] = []
+    for (let s = 1; s <= 300; s++) {
+      try {
+        new SimCluster(s, { ...crashing, recordClockOffset: false }).run()
+      } catch (e) {
+        if (!(e instanceof SimFailure) || !e.message.includes('the group clock jumped')) throw e
+        jumped.push(s)
+      }
+    }
+    expect(jumped).toEqual([16, 95, 153])
+  }, 120_000)
+
   it('a failure names the seed and the command that replays it', () => {
     const f = new SimFailure(77, 1234, 'election safety: x')
     expect(f.message).toContain('seed 77')

@@ -153,6 +153,64 @@ describe('a partition moved into a data group whose clock is a minute ahead', ()
   }, 120_000)
 })
 
+// A whole cluster restarts while a consumer holds a lease, and the node whose wall clock is a
+// minute ahead leads the data group first (n1 and n2 restart with a 3-s election timeout, n3
+// with the default 0.5 s), having heard no leader since it restarted, nor its voters. Until
+// 2026-12-03 it started the group clock from its own wall clock: the lease was a minute old at
+// once and the message went to a second consumer. Now each replica records the group clock
+// minus its wall clock as it goes (raft-core Ready.clockOffsetMs, kv-storage key (1, g, 6)) and
+// one restarted continues from its wall clock plus that (raft-core README, "Timestamps").
+describe('a whole cluster restarted, led first by the node a minute ahead', () => {
+  const skewed = new Set<string>()
+  const slow = new Set<string>()
+  const configDir = mkdtempSync(join(tmpdir(), 'mq-skew-restart-'))
+  const slowConfig = join(configDir, 'slow.json')
+  writeFileSync(slowConfig, JSON.stringify({ electionTicks: 60 }))
+  const suite = suiteCluster({
+    nodes: 3,
+    nodeArgs: (nodeId) => (slow.has(nodeId) ? ['--config', slowConfig] : []),
+    nodeEnv: (nodeId) => (skewed.has(nodeId) ? clockAheadEnv(AHEAD_MS) : undefined),
+  })
+
+  it('continues the group clock from the recorded offsets: the lease runs its length', async () => {
+    const { client, cluster } = suite
+    const route = await client.admin.createQueue('whole', { partitions: 1, visibilityTimeoutMs: 45_000 })
+    const groupId = route.partitions[0]?.groupId as number
+    const leaderIs = async (nodeId: string) =>
+      (await client.admin.describeQueue('whole')).partitions[0]?.leaderId === nodeId
+    // n3 runs a minute ahead from now on, in a group whose clock n1, n2 and n3 started on time.
+    skewed.add('n3')
+    await cluster.kill('n3')
+    await cluster.restart('n3')
+    if (!(await leaderIs('n1'))) {
+      await client.admin.transferLeader(groupId, 'n1')
+      expect(await waitFor(() => leaderIs('n1'), 15_000, 100)).toBe(true)
+    }
+    await client.producer('whole').send({ body: 'held' })
+    const first = client.consumer('whole', { prefetch: 1, waitMs: 1_000, autoExtend: false })
+    const held = (await first[Symbol.asyncIterator]().next()).value as Delivery
+    const leasedAt = performance.now()
+    expect(held.text()).toBe('held')
+    await new Promise((r) => setTimeout(r, 2_000)) // n3 holds every entry (heartbeats)
+
+    for (const n of ['n1', 'n2', 'n3']) await cluster.kill(n)
+    slow.add('n1')
+    slow.add('n2')
+    await Promise.all(['n1', 'n2', 'n3'].map((n) => cluster.restart(n)))
+    expect(await waitFor(() => leaderIs('n3'), 20_000, 200)).toBe(true)
+
+    const second = client.consumer('whole', { prefetch: 10, waitMs: 1_000 })
+    const stolen: string[] = []
+    const timer = setTimeout(() => void second.close(), WATCH_MS)
+    for await (const m of second) stolen.push(m.text())
+    clearTimeout(timer)
+    expect(stolen).toEqual([]) // not handed to another consumer while the lease runs
+    expect(performance.now() - leasedAt).toBeLessThan(45_000 - 2_000) // it still runs
+    await held.ack() // ok, not `expired` (LeaseLostError)
+    await first.close()
+  }, 120_000)
+})
+
 /** How long a dead node's replicas wait to be replaced in the cluster below. */
 const REPLACE_AFTER_MS = 30_000
 

@@ -826,6 +826,10 @@ export class RaftHost {
         }
         st.step = 3
       }
+      if (st.step === 3) {
+        if (rd.clockOffsetMs !== null) g.storage.setClockOffset(rd.clockOffsetMs)
+        st.step = 4
+      }
       return true
     } catch (e) {
       if (storageBusy(e)) {

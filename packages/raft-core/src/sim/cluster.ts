@@ -317,6 +317,7 @@ export class SimCluster {
         return
       case 'restart':
         if (ev.node.raw === null) {
+          this.#log(`${ev.node.id} restart`)
           this.#start(ev.node)
           this.#pump(ev.node)
         }
@@ -374,6 +375,8 @@ export class SimCluster {
       this.checker.persisted(n.id, rd.entries, n.storage.term(rd.entries[0]!.index - 1))
     }
     if (rd.hardState !== null) n.storage.setHardState(rd.hardState)
+    if (rd.clockOffsetMs !== null && this.options.recordClockOffset)
+      n.storage.setClockOffset(rd.clockOffsetMs)
     n.pending.push({ rd, early, mark: n.storage.stageMark() })
     if (early) this.#sendAndApply(n, rd)
     else n.late++
@@ -464,16 +467,17 @@ export class SimCluster {
    * ticks: what it stamps entries with) is at most (1 + stampCatchUp) x the real time since
    * the previous highest, plus CLOCK_PACE_SLACK_MS. A leader change to a replica whose clock
    * is ahead used to jump by the offset (seeds run with `steadyClock: false` still do).
-   * Checked on seeds without crashes and with clocks at one rate only: a restarted replica
-   * has heard no leader's clock, and one elected before it does starts from its own
-   * (raft-core README, "Timestamps"); a replica whose steady clock runs fast (the seeds'
+   * Checked on seeds with clocks at one rate only, and with crashes only when asked
+   * (`clockPaceWithCrashes`: see there why not always; a replica restarted with a recorded
+   * clock offset continues the group clock from it, one without starts from its own wall
+   * clock: raft-core README, "Timestamps"); a replica whose steady clock runs fast (the seeds'
    * rates differ by up to half, real ones by millionths) counts its predecessor's clock
    * forward that much faster.
    */
   #checkClockPace(stampMs: number): void {
     if (stampMs <= this.#maxStamp.ms) return
     const o = this.options
-    if (o.crashRate === 0 && o.clockRateSpread === 0 && this.#maxStamp.ms > 0) {
+    if ((o.crashRate === 0 || o.clockPaceWithCrashes) && o.clockRateSpread === 0 && this.#maxStamp.ms > 0) {
       const rate = 1 + DEFAULT_RAFT_CONFIG.stampCatchUp
       const allowed = rate * (this.#nowMs - this.#maxStamp.atMs + CLOCK_PACE_SLACK_MS)
       if (stampMs - this.#maxStamp.ms > allowed) {
@@ -588,6 +592,7 @@ export class SimCluster {
   }
 
   #crash(n: SimNode): void {
+    this.#log(`${n.id} crash`)
     n.raw = null
     n.pending = []
     n.late = 0
