@@ -73,13 +73,18 @@ class Writer {
   finish(): Uint8Array {
     const out = this.at === this.buf.length ? this.buf : this.buf.subarray(0, this.at)
     out[4] = RECORD_FORMAT
-    const crc = crc32c(out, 4, out.length)
-    out[0] = crc >>> 24
-    out[1] = (crc >>> 16) & 0xff
-    out[2] = (crc >>> 8) & 0xff
-    out[3] = crc & 0xff
-    return out
+    return sealRecord(out)
   }
+}
+
+/** Writes the crc of every byte after it into a record's first 4 bytes, in place; returns it. */
+export function sealRecord(out: Uint8Array): Uint8Array {
+  const crc = crc32c(out, 4, out.length)
+  out[0] = crc >>> 24
+  out[1] = (crc >>> 16) & 0xff
+  out[2] = (crc >>> 8) & 0xff
+  out[3] = crc & 0xff
+  return out
 }
 
 /** A reader over one record's body; throws a plain string on malformed input. */

@@ -835,8 +835,9 @@ describe('leader-stamped timestamps', () => {
       .map((e) => e.timestampMs)
 
   /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
-  function skewedCluster(steady: boolean): Harness {
+  function skewedCluster(steady: boolean, recordClockOffset = true): Harness {
     const h = new Harness(['a', 'b', 'c'], classic)
+    h.recordClockOffset = recordClockOffset
     const mono = steady ? 1_000 : undefined
     h.raw('a').tick(10_000, mono)
     h.raw('b').tick(20_000, mono)
@@ -940,14 +941,7 @@ describe('leader-stamped timestamps', () => {
   })
 
   it('a whole group restarted without recorded offsets starts from its new leader’s wall clock', () => {
-    const h = new Harness(['a', 'b', 'c'], classic)
-    h.recordClockOffset = false
-    h.raw('a').tick(10_000, 1_000)
-    h.raw('b').tick(20_000, 1_000)
-    h.raw('c').tick(9_000, 1_000)
-    h.elect('a')
-    h.raw('a').propose(bytes('x'), 10_000, 1_000)
-    h.settle()
+    const h = skewedCluster(true, false)
     for (const id of ['a', 'b', 'c']) h.restart(id)
     expect(h.node('b').storage.initialState().clockOffsetMs).toBeUndefined()
     h.raw('b').tick(20_500, 10)

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { Delivery } from '@mq/router-client'
+import type { Delivery, MqClient } from '@mq/router-client'
 import { describe, expect, it } from 'vitest'
 import { clockAheadEnv } from '../src/faketime'
 import { waitFor } from '../src/scale-run'
@@ -53,12 +53,7 @@ describe('a node whose wall clock is a minute ahead', () => {
     expect(held.text()).toBe('held')
 
     await moveTo('n3')
-    const second = client.consumer('skew', { prefetch: 10, waitMs: 1_000 })
-    const stolen: string[] = []
-    const timer = setTimeout(() => void second.close(), WATCH_MS)
-    for await (const m of second) stolen.push(m.text())
-    clearTimeout(timer)
-    expect(stolen).toEqual([]) // not handed to another consumer while the lease runs
+    expect(await takenWithin(client, 'skew', WATCH_MS)).toEqual([]) // not handed to another consumer while the lease runs
     expect(performance.now() - leasedAt).toBeLessThan(VISIBILITY_MS - 2_000) // it still runs
     await held.ack() // ok, not `expired` (LeaseLostError)
     await first.close()
@@ -73,6 +68,16 @@ describe('a node whose wall clock is a minute ahead', () => {
     await later.close()
   }, 90_000)
 })
+
+/** What a second consumer of `queue` gets within `ms` (its bodies as text; nothing is acked). */
+async function takenWithin(client: MqClient, queue: string, ms: number): Promise<string[]> {
+  const second = client.consumer(queue, { prefetch: 10, waitMs: 1_000 })
+  const taken: string[] = []
+  const timer = setTimeout(() => void second.close(), ms)
+  for await (const m of second) taken.push(m.text())
+  clearTimeout(timer)
+  return taken
+}
 
 /** Leases `count` messages with `consumer`: each one's delivery, in the order they came. */
 async function leaseEach(iterator: AsyncIterator<Delivery>, count: number): Promise<Delivery[]> {
@@ -130,12 +135,7 @@ describe('a partition moved into a data group whose clock is a minute ahead', ()
     expect(await waitFor(async () => (await targetLeader()) !== '', 10_000, 200)).toBe(true)
     expect([...skewed]).toContain(await targetLeader())
 
-    const second = client.consumer('moved', { prefetch: 10, waitMs: 1_000 })
-    const stolen: string[] = []
-    const timer = setTimeout(() => void second.close(), WATCH_MS)
-    for await (const m of second) stolen.push(m.text())
-    clearTimeout(timer)
-    expect(stolen).toEqual([]) // not handed to another consumer while the leases run
+    expect(await takenWithin(client, 'moved', WATCH_MS)).toEqual([]) // not handed to another consumer while the leases run
     expect(performance.now() - leasedAt).toBeLessThan(30_000 - 2_000) // they still run
     for (const m of held) await m.ack() // ok, not `expired` (LeaseLostError)
     await first.close()
@@ -199,12 +199,7 @@ describe('a whole cluster restarted, led first by the node a minute ahead', () =
     await Promise.all(['n1', 'n2', 'n3'].map((n) => cluster.restart(n)))
     expect(await waitFor(() => leaderIs('n3'), 20_000, 200)).toBe(true)
 
-    const second = client.consumer('whole', { prefetch: 10, waitMs: 1_000 })
-    const stolen: string[] = []
-    const timer = setTimeout(() => void second.close(), WATCH_MS)
-    for await (const m of second) stolen.push(m.text())
-    clearTimeout(timer)
-    expect(stolen).toEqual([]) // not handed to another consumer while the lease runs
+    expect(await takenWithin(client, 'whole', WATCH_MS)).toEqual([]) // not handed to another consumer while the lease runs
     expect(performance.now() - leasedAt).toBeLessThan(45_000 - 2_000) // it still runs
     await held.ack() // ok, not `expired` (LeaseLostError)
     await first.close()
