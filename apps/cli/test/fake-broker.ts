@@ -163,6 +163,11 @@ export class FakeBroker {
         }
         const answer = () => {
           clearTimeout(timer)
+          p.waiters = p.waiters.filter((w) => w !== answer)
+          // A lease cancelled by its client (a consumer stopping) takes nothing, as the real
+          // server gives back what a cancelled lease took: a message given back after the
+          // cancel must stay ready, not go to a call nobody reads.
+          if (call.cancelled) return
           const messages = p.ready.splice(0, call.request.max).map((m) => {
             const leased = { ...m, leaseId: `l${this.#nextLease++}`, deliveryCount: m.deliveryCount + 1 }
             this.#leased.set(leased.leaseId, { message: leased, partition: p })
@@ -170,10 +175,8 @@ export class FakeBroker {
           })
           cb(null, { messages })
         }
-        const timer = setTimeout(() => {
-          p.waiters = p.waiters.filter((w) => w !== answer)
-          answer()
-        }, call.request.waitMs)
+        const timer = setTimeout(answer, call.request.waitMs)
+        call.on('cancelled', answer)
         if (p.ready.length > 0) answer()
         else p.waiters.push(answer)
       },
