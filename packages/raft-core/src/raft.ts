@@ -231,13 +231,18 @@ export class Raft {
    * close enough: at most CLOCK_OFFSET_ABOVE_MS above what this replica knows now (a recorded
    * offset above the truth would start a restarted replica's clock ahead: leases granted
    * before would end early) and at most CLOCK_OFFSET_BELOW_MS below it (below only delays
-   * deadlines). Nothing while it knows no clock of its own (it heard none since it restarted).
+   * deadlines). Nothing while it knows no clock of its own (it heard none since it restarted),
+   * nor while all it knows is what voters told it: their clocks are guesses, of which an
+   * election takes the lowest with this replica's own estimate (#electionClock); recorded, the
+   * first grant's clock replaced that estimate before the election looked at it, and a grant
+   * from a replica whose recorded offset was older than a lowering of the clock started the
+   * group clock 65 ms ahead (simulator, seed 1040 of the crash sweep, until 2026-12-04).
    */
   takeClockOffset(): number | null {
     if (Number.isNaN(this.#monoMs) || this.#clockMs <= 0) return null
     let known: number
     if (this.#leaderBase !== null) known = this.timelineMs()
-    else if (this.#anchor !== null) known = this.#knownClockMs()
+    else if (this.#anchor !== null && !this.#anchorFromVotes) known = this.#knownClockMs()
     else return null
     const off = Math.round(known - this.#clockMs)
     const rec = this.#recordedOffsetMs
@@ -694,6 +699,7 @@ export class Raft {
         const truncatedFrom = log.truncateAndAppend(fresh)
         this.#dropConfsFrom(truncatedFrom)
         for (const e of fresh) this.#noteAppended(e)
+        this.#stampsReplacedBy(fresh)
         this.#setConf(this.#confLog.at(-1)?.conf ?? this.#baseConf)
       }
       // §5.3: commit up to min(leaderCommit, index of last new entry).
@@ -826,8 +832,22 @@ export class Raft {
     this.#baseConf = snapshot.meta.conf
     this.#confLog = []
     this.#setConf(this.#baseConf)
-    if ((snapshot.meta.timestampMs ?? 0) > this.#lastStampMs)
-      this.#lastStampMs = snapshot.meta.timestampMs ?? 0
+    // The log is the snapshot now: the stamps of the entries it replaced no longer count.
+    if ((snapshot.meta.timestampMs ?? 0) > 0) this.#lastStampMs = snapshot.meta.timestampMs ?? 0
+  }
+
+  /**
+   * `fresh`, a leader's entries, now end the log: its last stamp is the log's last (a leader's
+   * stamps never decrease along its log), whatever the entries they replaced carried. Stamps of
+   * entries a deposed leader made and that were then overwritten are not part of the group's
+   * clock: kept as a floor (as until 2026-12-04), the peak of a leader cut off on a clock ahead
+   * of the committed one (its entries never committed) made it, elected later, jump the group
+   * clock by that lead and end every lease granted before early (simulator, seed 326 of the
+   * crash sweep with clocks 10 s apart). An unstamped entry (0) leaves the floor as it was.
+   */
+  #stampsReplacedBy(fresh: readonly Entry[]): void {
+    const last = fresh.at(-1)?.timestampMs ?? 0
+    if (last > 0) this.#lastStampMs = last
   }
 
   // ---- replication, leader side (§5.3) --------------------------------------------------------

@@ -835,8 +835,8 @@ describe('leader-stamped timestamps', () => {
       .map((e) => e.timestampMs)
 
   /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
-  function skewedCluster(steady: boolean, recordClockOffset = true): Harness {
-    const h = new Harness(['a', 'b', 'c'], classic)
+  function skewedCluster(steady: boolean, recordClockOffset = true, options = classic): Harness {
+    const h = new Harness(['a', 'b', 'c'], options)
     h.recordClockOffset = recordClockOffset
     const mono = steady ? 1_000 : undefined
     h.raw('a').tick(10_000, mono)
@@ -980,6 +980,57 @@ describe('leader-stamped timestamps', () => {
     h.raw('b').tick(22_700, 3_700) // 22 ms caught up in all: recorded
     h.heartbeat('b')
     expect(recorded()).toBe(-9_978)
+  })
+
+  it('a deposed leader whose entries were overwritten continues the committed clock, not its own stamps', () => {
+    // b leads first, on its own wall clock (10 s ahead), but is cut off at once: its entries
+    // (stamped 20 000 and 20 500) never reach anyone. a leads next on its own clock and commits.
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.raw('a').tick(10_000, 1_000)
+    h.raw('b').tick(20_000, 1_000)
+    h.raw('c').tick(9_000, 1_000)
+    const fromB = (m: Message) =>
+      m.from === 'b' && (m.type === MessageType.App || m.type === MessageType.Heartbeat)
+    h.filter = (m) => !fromB(m)
+    h.elect('b')
+    h.raw('b').propose(bytes('lost'), 20_500, 1_500)
+    h.settle()
+    h.isolate('b')
+    h.filter = null
+    h.raw('a').tick(10_600, 1_600)
+    h.elect('a')
+    h.raw('a').propose(bytes('x'), 10_600, 1_600)
+    h.settle()
+    // b comes back: a's entries replace its own, and a's heartbeats tell it the group clock.
+    h.heal()
+    h.raw('b').tick(20_700, 1_700)
+    h.heartbeat('a')
+    h.propose('a', 'y')
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+    // b leads again 100 ms later: it continues a's clock (10 600, heard at its steady 1 700),
+    // not the 20 500 it once stamped on entries that are gone.
+    h.raw('b').tick(20_800, 1_800)
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('z'), 20_800, 1_800)
+    h.settle()
+    expect(stampsOf(h, 'c')).toEqual([10_600, 10_600, 10_700])
+  })
+
+  it('a restarted candidate does not record the clock a pre-vote tells (its own estimate may be lower)', () => {
+    // With pre-vote, a Ready falls between c's pre-vote grant and the election.
+    const h = skewedCluster(true, true, { preVote: true, checkQuorum: false })
+    for (const id of ['a', 'b', 'c']) h.restart(id)
+    h.raw('b').tick(20_500, 10) // b's estimate: 10 500
+    h.raw('c').tick(9_700, 10) // c's wall went forward 200 ms while it was down: it tells 10 700
+    h.isolate('a')
+    h.elect('b')
+    h.heal()
+    h.raw('b').propose(bytes('y'), 20_500, 10)
+    h.settle()
+    expect(stampsOf(h, 'c').at(-1)).toBe(10_500)
+    // What b recorded is its own clock as leader, not c's grant.
+    expect(h.node('b').storage.initialState().clockOffsetMs).toBe(-10_000)
   })
 
   it('a replica that heard a leader keeps its clock over a voter that counts ahead of it', () => {

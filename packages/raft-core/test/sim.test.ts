@@ -48,7 +48,14 @@ describe('simulator', () => {
 
   // Clocks 0-10 s apart, leadership moving (elections, transfers, partitions), no crashes: a
   // new leader continues its predecessor's group clock (raft-core README, "Timestamps").
-  const skewed = { crashRate: 0, clockRateSpread: 0, clockOffsetMsMax: 10_000, transferRate: 0.02 }
+  // Every leader's readings are checked (leaderClockPace), not only the committed stamps.
+  const skewed = {
+    crashRate: 0,
+    clockRateSpread: 0,
+    clockOffsetMsMax: 10_000,
+    transferRate: 0.02,
+    leaderClockPace: true,
+  }
 
   it('the group clock keeps pace with real time across leader changes between skewed clocks', () => {
     let elections = 0
@@ -62,7 +69,12 @@ describe('simulator', () => {
       try {
         new SimCluster(s, { ...skewed, steadyClock: false }).run()
       } catch (e) {
-        if (!(e instanceof SimFailure) || !e.message.includes('the group clock jumped')) throw e
+        // Either check may see it first: a leader's reading, or the stamp once committed.
+        if (
+          !(e instanceof SimFailure) ||
+          !/the group clock jumped|the committed group clock ran ahead/.test(e.message)
+        )
+          throw e
         jumped.push(s)
       }
     }
@@ -72,7 +84,7 @@ describe('simulator', () => {
   // The same with crashes: a replica restarted into a group whose running majority heard no
   // leader since (all of it restarted) continues the clock from its wall clock plus the offset
   // it recorded before (Ready.clockOffsetMs), not from its wall clock alone.
-  const crashing = { ...skewed, crashRate: 0.02, clockPaceWithCrashes: true }
+  const crashing = { ...skewed, crashRate: 0.02 }
 
   it('replicas restarted with their recorded clock offsets keep the group clock at pace', () => {
     let crashes = 0
@@ -91,6 +103,26 @@ describe('simulator', () => {
       }
     }
     expect(jumped).toEqual([16, 95, 153])
+  }, 120_000)
+
+  // What leases rest on, the committed stamps (checked on every seed whose clocks run at one
+  // rate), over more crash seeds: 326 (a deposed leader's overwritten stamps kept as a floor)
+  // and 1040 (a pre-vote's clock recorded as the offset) ran ahead before 2026-12-04.
+  it('with crashes, committed stamps keep pace over 1,000 more seeds; without recorded offsets they jump', () => {
+    const committedOnly = { ...crashing, leaderClockPace: false }
+    let crashes = 0
+    for (let s = 301; s <= 1300; s++) crashes += new SimCluster(s, committedOnly).run().crashes
+    expect(crashes).toBeGreaterThan(3000)
+    const jumped: number[] = []
+    for (const s of [326, 372, 390, 410, 489]) {
+      try {
+        new SimCluster(s, { ...committedOnly, recordClockOffset: false }).run()
+      } catch (e) {
+        if (!(e instanceof SimFailure) || !e.message.includes('the committed group clock ran ahead')) throw e
+        jumped.push(s)
+      }
+    }
+    expect(jumped).toEqual([372, 390, 410, 489])
   }, 120_000)
 
   it('a failure names the seed and the command that replays it', () => {

@@ -7,7 +7,7 @@ import { Prng } from '../prng'
 import { RawNode } from '../raw-node'
 import { Role } from '../read-state'
 import type { Ready } from '../ready'
-import { type ConfState, EntryType, type ReplicaId, type Snapshot } from '../types'
+import { type ConfState, type Entry, EntryType, type ReplicaId, type Snapshot } from '../types'
 import { hashBytes, SafetyChecker, SafetyViolation } from './checker'
 import { EventQueue } from './event-queue'
 import { type SwarmOptions, swarmOptions } from './swarm'
@@ -105,6 +105,12 @@ export class SimCluster {
   #nowMs = 0
   /** The highest group clock a leader read so far, and when (#checkClockPace). */
   #maxStamp = { ms: 0, atMs: 0 }
+  /** When each entry (`index:term`) was first handed to a replica to persist (#checkCommittedPace). */
+  readonly #firstSeenMs = new Map<string, number>()
+  /** The highest index any replica applied (the first apply of the next is checked). */
+  #firstAppliedIndex = 0
+  /** The lowest `stamp − rate × first seen` over the entries applied so far (#checkCommittedPace). */
+  #committedPaceMin = Number.POSITIVE_INFINITY
   #faultsOn = true
   #proposalSeq = 0
   readonly #reads = new Map<string, number>()
@@ -371,6 +377,10 @@ export class SimCluster {
     // Persist (staged: durable only at the flush below).
     if (rd.snapshot !== null) n.storage.applySnapshot(rd.snapshot)
     if (rd.entries.length > 0) {
+      for (const e of rd.entries) {
+        const key = `${e.index}:${e.term}`
+        if (!this.#firstSeenMs.has(key)) this.#firstSeenMs.set(key, this.#nowMs)
+      }
       n.storage.append(rd.entries)
       this.checker.persisted(n.id, rd.entries, n.storage.term(rd.entries[0]!.index - 1))
     }
@@ -418,6 +428,7 @@ export class SimCluster {
       }
       n.appliedIndex = e.index
       n.lastTimestampMs = e.timestampMs
+      if (e.index > this.#firstAppliedIndex) this.#checkCommittedPace(e)
       n.stateHash = hashBytes(
         e.data,
         (n.stateHash ^ e.term ^ (e.type === EntryType.ConfChange ? 0x100 : 0)) >>> 0,
@@ -462,22 +473,19 @@ export class SimCluster {
   }
 
   /**
-   * The group clock never runs ahead of real time by more than the leaders' catch-up allows:
-   * each new highest reading of a leader's group clock (RawNode.timelineMs, at each of its
-   * ticks: what it stamps entries with) is at most (1 + stampCatchUp) x the real time since
-   * the previous highest, plus CLOCK_PACE_SLACK_MS. A leader change to a replica whose clock
-   * is ahead used to jump by the offset (seeds run with `steadyClock: false` still do).
-   * Checked on seeds with clocks at one rate only, and with crashes only when asked
-   * (`clockPaceWithCrashes`: see there why not always; a replica restarted with a recorded
-   * clock offset continues the group clock from it, one without starts from its own wall
-   * clock: raft-core README, "Timestamps"); a replica whose steady clock runs fast (the seeds'
-   * rates differ by up to half, real ones by millionths) counts its predecessor's clock
-   * forward that much faster.
+   * With `leaderClockPace`: every leader's group clock keeps pace with real time, not only the
+   * stamps that commit (#checkCommittedPace). Each new highest reading of a leader's group
+   * clock (RawNode.timelineMs, at each of its ticks: what it stamps entries with) is at most
+   * (1 + stampCatchUp) x the real time since the previous highest, plus CLOCK_PACE_SLACK_MS.
+   * A leader change to a replica whose clock is ahead used to jump by the offset (seeds run
+   * with `steadyClock: false` still do). Only where clocks run at one rate: a replica whose
+   * steady clock runs fast (the seeds' rates differ by up to half, real ones by millionths)
+   * counts its predecessor's clock forward that much faster.
    */
   #checkClockPace(stampMs: number): void {
     if (stampMs <= this.#maxStamp.ms) return
     const o = this.options
-    if ((o.crashRate === 0 || o.clockPaceWithCrashes) && o.clockRateSpread === 0 && this.#maxStamp.ms > 0) {
+    if (o.leaderClockPace && o.clockRateSpread === 0 && this.#maxStamp.ms > 0) {
       const rate = 1 + DEFAULT_RAFT_CONFIG.stampCatchUp
       const allowed = rate * (this.#nowMs - this.#maxStamp.atMs + CLOCK_PACE_SLACK_MS)
       if (stampMs - this.#maxStamp.ms > allowed) {
@@ -487,6 +495,36 @@ export class SimCluster {
       }
     }
     this.#maxStamp = { ms: stampMs, atMs: this.#nowMs }
+  }
+
+  /**
+   * What leases rest on: the committed log's stamps never run ahead of real time by more than
+   * the leaders' catch-up allows, whoever stamped them, with crashes too. For every applied
+   * entry j and every entry i before it, `stamp(j) − stamp(i) ≤ rate × (applied(j) −
+   * seen(i)) + CLOCK_PACE_SLACK_MS`, where applied(j) is when any replica first applied j and
+   * seen(i) when i was first handed to a replica to persist (at or after its leader stamped
+   * it, so the bound is the strict side): a lease granted by entry i (its deadline its stamp
+   * plus the visibility, counted by the consumer from a send before i existed) is then never
+   * found expired by an entry applied before that visibility has passed in real time. Entries
+   * a leader stamped and that never committed are not looked at (#checkClockPace, with
+   * `leaderClockPace`, is the stricter check of every leader's readings). Linear: the bound for
+   * all i < j is one running minimum of `stamp(i) − rate × seen(i)`.
+   */
+  #checkCommittedPace(e: Entry): void {
+    this.#firstAppliedIndex = e.index
+    const key = `${e.index}:${e.term}`
+    const seenMs = this.#firstSeenMs.get(key) ?? this.#nowMs
+    this.#firstSeenMs.delete(key)
+    // Entries stamped 0 carry no clock (written before any leader read one).
+    if (this.options.clockRateSpread !== 0 || e.timestampMs === 0) return
+    const rate = 1 + DEFAULT_RAFT_CONFIG.stampCatchUp
+    if (e.timestampMs - rate * this.#nowMs > this.#committedPaceMin + CLOCK_PACE_SLACK_MS) {
+      const over = e.timestampMs - rate * this.#nowMs - this.#committedPaceMin - CLOCK_PACE_SLACK_MS
+      this.#fail(
+        `the committed group clock ran ahead: entry ${e.index} (stamped ${e.timestampMs}, applied at ${this.#nowMs.toFixed(1)} ms) is ${over.toFixed(1)} ms past the pace allowed since an earlier entry`,
+      )
+    }
+    this.#committedPaceMin = Math.min(this.#committedPaceMin, e.timestampMs - rate * seenMs)
   }
 
   /** A malformed copy the core must drop (never a well-formed lie: Raft is not Byzantine-tolerant). */
