@@ -111,6 +111,8 @@ export class SimCluster {
   #firstAppliedIndex = 0
   /** The lowest `stamp − rate × first seen` over the entries applied so far (#checkCommittedPace). */
   #committedPaceMin = Number.POSITIVE_INFINITY
+  /** The highest clock rate of any replica so far (#checkCommittedPace). */
+  #fastestClockRate = 1
   #faultsOn = true
   #proposalSeq = 0
   readonly #reads = new Map<string, number>()
@@ -157,6 +159,7 @@ export class SimCluster {
       wasLeaderTerm: 0,
     }
     this.#nodes.set(id, node)
+    this.#fastestClockRate = Math.max(this.#fastestClockRate, node.clockRate)
     this.#start(node)
     return node
   }
@@ -501,7 +504,8 @@ export class SimCluster {
    * What leases rest on: the committed log's stamps never run ahead of real time by more than
    * the leaders' catch-up allows, whoever stamped them, with crashes too. For every applied
    * entry j and every entry i before it, `stamp(j) − stamp(i) ≤ rate × (applied(j) −
-   * seen(i)) + CLOCK_PACE_SLACK_MS`, where applied(j) is when any replica first applied j and
+   * seen(i)) + CLOCK_PACE_SLACK_MS` (rate: 1 + stampCatchUp, times the fastest replica's
+   * clock rate where they differ), where applied(j) is when any replica first applied j and
    * seen(i) when i was first handed to a replica to persist (at or after its leader stamped
    * it, so the bound is the strict side): a lease granted by entry i (its deadline its stamp
    * plus the visibility, counted by the consumer from a send before i existed) is then never
@@ -516,8 +520,9 @@ export class SimCluster {
     const seenMs = this.#firstSeenMs.get(key) ?? this.#nowMs
     this.#firstSeenMs.delete(key)
     // Entries stamped 0 carry no clock (written before any leader read one).
-    if (this.options.clockRateSpread !== 0 || e.timestampMs === 0) return
-    const rate = 1 + DEFAULT_RAFT_CONFIG.stampCatchUp
+    if (e.timestampMs === 0) return
+    // Where clocks run at different rates, the fastest counts group time that much faster.
+    const rate = (1 + DEFAULT_RAFT_CONFIG.stampCatchUp) * this.#fastestClockRate
     if (e.timestampMs - rate * this.#nowMs > this.#committedPaceMin + CLOCK_PACE_SLACK_MS) {
       const over = e.timestampMs - rate * this.#nowMs - this.#committedPaceMin - CLOCK_PACE_SLACK_MS
       this.#fail(
