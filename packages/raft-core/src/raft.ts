@@ -88,6 +88,11 @@ export class Raft {
   #monoMs = Number.NaN
   #lastStampMs = 0
   /**
+   * Our steady clock when the log's last entry reached it (our own proposal, a leader's App, a
+   * snapshot); NaN when none did since this replica started (see #electionClock).
+   */
+  #lastAppendMonoMs = Number.NaN
+  /**
    * The group clock the current leader last told us (Message.leaderTimeMs) and our steady
    * clock when we heard it; null when it told us none. A leader that steps down keeps its own.
    */
@@ -339,6 +344,15 @@ export class Raft {
       // Voters' clocks and our own estimate are all guesses: the lowest ends no lease early.
       const own = this.#estimateMs()
       if (own > 0 && own < timeMs) timeMs = own
+    }
+    // No further than the log's last stamp counted forward from when that entry reached us:
+    // it was stamped before, so that never runs ahead of real time. The clock we heard may:
+    // a leader whose entries never reached us (our log conflicted with its), leading on its
+    // own clock 450 ms ahead of the one our log's uncommitted entries carry, whose clock we
+    // would continue while committing those entries (simulator seed 30,804: a 600-ms jump).
+    if (this.#lastStampMs > 0 && !Number.isNaN(this.#lastAppendMonoMs)) {
+      const bound = this.#lastStampMs + Math.max(0, this.#monoMs - this.#lastAppendMonoMs)
+      if (bound < timeMs) timeMs = Math.floor(bound)
     }
     return { timeMs, monoMs: this.#monoMs, caughtUpMs: 0 }
   }
@@ -834,6 +848,7 @@ export class Raft {
     this.#setConf(this.#baseConf)
     // The log is the snapshot now: the stamps of the entries it replaced no longer count.
     if ((snapshot.meta.timestampMs ?? 0) > 0) this.#lastStampMs = snapshot.meta.timestampMs ?? 0
+    this.#lastAppendMonoMs = this.#monoMs
   }
 
   /**
@@ -848,6 +863,7 @@ export class Raft {
   #stampsReplacedBy(fresh: readonly Entry[]): void {
     const last = fresh.at(-1)?.timestampMs ?? 0
     if (last > 0) this.#lastStampMs = last
+    this.#lastAppendMonoMs = this.#monoMs
   }
 
   // ---- replication, leader side (§5.3) --------------------------------------------------------
@@ -1114,6 +1130,7 @@ export class Raft {
     const first = this.log.lastIndex() + 1
     const stampMs = this.timelineMs()
     this.#lastStampMs = stampMs
+    this.#lastAppendMonoMs = this.#monoMs
     const entries: Entry[] = new Array(datas.length)
     for (let i = 0; i < datas.length; i++) {
       entries[i] = { index: first + i, term: this.term, type, timestampMs: stampMs, data: datas[i]! }

@@ -1017,6 +1017,37 @@ describe('leader-stamped timestamps', () => {
     expect(stampsOf(h, 'c')).toEqual([10_600, 10_600, 10_700])
   })
 
+  it('a leader committing its own older entries starts no further than their stamp plus the steady time since', () => {
+    // a leads first, on its own clock (10 000), and its entry 'x' reaches no one. b leads next
+    // on its own clock, 10 s ahead, and its entries reach no one either; a hears b's
+    // heartbeats (b's clock) but not its entries.
+    const h = new Harness(['a', 'b', 'c'], classic)
+    h.raw('a').tick(10_000, 1_000)
+    h.raw('b').tick(20_000, 1_000)
+    h.raw('c').tick(9_000, 1_000)
+    h.filter = (m) => !(m.from === 'a' && (m.type === MessageType.App || m.type === MessageType.Heartbeat))
+    h.elect('a')
+    h.raw('a').propose(bytes('x'), 10_000, 1_000)
+    h.settle()
+    h.filter = (m) => !(m.from === 'b' && m.type === MessageType.App)
+    h.raw('b').tick(20_100, 1_100)
+    h.isolate('a') // a would refuse b its vote (a's log is longer): c grants it
+    h.elect('b')
+    h.heal()
+    h.raw('a').tick(10_100, 1_100)
+    h.heartbeat('b')
+    expect(h.raw('a').status().lead).toBe('b')
+    // a leads again 100 ms on, with c's vote, and commits 'x' with its no-op, then 'y'.
+    h.filter = null
+    h.isolate('b')
+    h.raw('a').tick(10_200, 1_200)
+    h.elect('a')
+    h.raw('a').propose(bytes('y'), 10_200, 1_200)
+    h.settle()
+    // 'x' was stamped 10 000 at a's steady 1 000: 10 200 at 1 200, not b's clock (~20 200).
+    expect(stampsOf(h, 'c')).toEqual([10_000, 10_200])
+  })
+
   it('a restarted candidate does not record the clock a pre-vote tells (its own estimate may be lower)', () => {
     // With pre-vote, a Ready falls between c's pre-vote grant and the election.
     const h = skewedCluster(true, true, { preVote: true, checkQuorum: false })

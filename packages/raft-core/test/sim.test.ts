@@ -125,6 +125,13 @@ describe('simulator', () => {
     expect(jumped).toEqual([372, 390, 410, 489])
   }, 120_000)
 
+  // Seed 30,804 of the default swarm (clocks at different rates, crashes): a leader committing
+  // its own entries of an earlier term continued the clock of a leader whose entries it never
+  // held, 450 ms ahead of theirs, until 2026-12-04 (raft-core README, "Timestamps").
+  it('a leader committing its older entries does not continue a clock heard from a leader it never followed', () => {
+    expect(new SimCluster(30_804).run().committed).toBeGreaterThan(10)
+  })
+
   it('a failure names the seed and the command that replays it', () => {
     const f = new SimFailure(77, 1234, 'election safety: x')
     expect(f.message).toContain('seed 77')
