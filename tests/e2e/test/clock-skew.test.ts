@@ -117,12 +117,27 @@ describe('a partition moved into a data group whose clock is a minute ahead', ()
 
     // The two nodes without the group run a minute ahead from now on; the scale-out puts the new
     // group on one of them, which leads it first, and moves one partition there.
-    const host = (await client.admin.describeQueue('moved')).partitions[0]?.leaderId as string
+    // The group's leader as the meta state knows it: empty until the group reported one, and
+    // then every node was skewed, the group's own too, which restarted a minute ahead (a clock
+    // stepped while its node was down: the known gap, apps/server README) and ended the leases.
+    let host = ''
+    const hostKnown = async () => {
+      host = (await client.admin.describeQueue('moved')).partitions[0]?.leaderId ?? ''
+      return host !== ''
+    }
+    expect(await waitFor(hostKnown, 10_000, 200)).toBe(true)
     for (const node of cluster.nodes.map((n) => n.nodeId).filter((id) => id !== host)) {
       skewed.add(node)
       await cluster.kill(node)
       await cluster.restart(node)
     }
+    // Placed on the least loaded live node: the restarted ones must count as live by then (else
+    // the new group went on the host, whose clock is not ahead).
+    const allAlive = async () => {
+      const s = await client.admin.clusterStatus()
+      return s.nodes.length === 3 && s.nodes.every((n) => n.alive)
+    }
+    expect(await waitFor(allAlive, 15_000, 200)).toBe(true)
     await client.admin.scaleDataGroups(2)
     const moved = async () => {
       const partitions = (await client.admin.describeQueue('moved')).partitions
