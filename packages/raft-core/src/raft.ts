@@ -713,7 +713,8 @@ export class Raft {
         const truncatedFrom = log.truncateAndAppend(fresh)
         this.#dropConfsFrom(truncatedFrom)
         for (const e of fresh) this.#noteAppended(e)
-        this.#stampsReplacedBy(fresh)
+        // A leader's stamps never decrease along its log: its last entry's is the log's last.
+        this.#logEndsWith(fresh.at(-1)?.timestampMs ?? 0)
         this.#setConf(this.#confLog.at(-1)?.conf ?? this.#baseConf)
       }
       // §5.3: commit up to min(leaderCommit, index of last new entry).
@@ -847,22 +848,21 @@ export class Raft {
     this.#confLog = []
     this.#setConf(this.#baseConf)
     // The log is the snapshot now: the stamps of the entries it replaced no longer count.
-    if ((snapshot.meta.timestampMs ?? 0) > 0) this.#lastStampMs = snapshot.meta.timestampMs ?? 0
-    this.#lastAppendMonoMs = this.#monoMs
+    this.#logEndsWith(snapshot.meta.timestampMs ?? 0)
   }
 
   /**
-   * `fresh`, a leader's entries, now end the log: its last stamp is the log's last (a leader's
-   * stamps never decrease along its log), whatever the entries they replaced carried. Stamps of
-   * entries a deposed leader made and that were then overwritten are not part of the group's
-   * clock: kept as a floor (as until 2026-12-04), the peak of a leader cut off on a clock ahead
-   * of the committed one (its entries never committed) made it, elected later, jump the group
-   * clock by that lead and end every lease granted before early (simulator, seed 326 of the
-   * crash sweep with clocks 10 s apart). An unstamped entry (0) leaves the floor as it was.
+   * The log now ends, as of our steady clock now, with an entry (or snapshot) stamped
+   * `stampMs`: the floor of our stamps (#lastStampMs) and where #electionClock counts from.
+   * Whatever the entries it replaced carried: stamps of entries a deposed leader made and that
+   * were then overwritten are not part of the group's clock. Kept as a floor (as until
+   * 2026-12-04), the peak of a leader cut off on a clock ahead of the committed one (its
+   * entries never committed) made it, elected later, jump the group clock by that lead and end
+   * every lease granted before early (simulator, seed 326 of the crash sweep with clocks 10 s
+   * apart). An unstamped entry (0) leaves the floor as it was.
    */
-  #stampsReplacedBy(fresh: readonly Entry[]): void {
-    const last = fresh.at(-1)?.timestampMs ?? 0
-    if (last > 0) this.#lastStampMs = last
+  #logEndsWith(stampMs: number): void {
+    if (stampMs > 0) this.#lastStampMs = stampMs
     this.#lastAppendMonoMs = this.#monoMs
   }
 
@@ -1129,8 +1129,7 @@ export class Raft {
   #appendEntries(datas: readonly Uint8Array[], type: EntryType): number {
     const first = this.log.lastIndex() + 1
     const stampMs = this.timelineMs()
-    this.#lastStampMs = stampMs
-    this.#lastAppendMonoMs = this.#monoMs
+    this.#logEndsWith(stampMs)
     const entries: Entry[] = new Array(datas.length)
     for (let i = 0; i < datas.length; i++) {
       entries[i] = { index: first + i, term: this.term, type, timestampMs: stampMs, data: datas[i]! }

@@ -834,6 +834,12 @@ describe('leader-stamped timestamps', () => {
       .appliedEntries.filter((e) => e.data.length > 0 && e.type === EntryType.Normal)
       .map((e) => e.timestampMs)
 
+  /** A Harness filter: `id`'s entries and heartbeats (its clock) reach no one. */
+  const unheard =
+    (id: string) =>
+    (m: Message): boolean =>
+      !(m.from === id && (m.type === MessageType.App || m.type === MessageType.Heartbeat))
+
   /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
   function skewedCluster(steady: boolean, recordClockOffset = true, options = classic): Harness {
     const h = new Harness(['a', 'b', 'c'], options)
@@ -989,9 +995,7 @@ describe('leader-stamped timestamps', () => {
     h.raw('a').tick(10_000, 1_000)
     h.raw('b').tick(20_000, 1_000)
     h.raw('c').tick(9_000, 1_000)
-    const fromB = (m: Message) =>
-      m.from === 'b' && (m.type === MessageType.App || m.type === MessageType.Heartbeat)
-    h.filter = (m) => !fromB(m)
+    h.filter = unheard('b')
     h.elect('b')
     h.raw('b').propose(bytes('lost'), 20_500, 1_500)
     h.settle()
@@ -1025,7 +1029,7 @@ describe('leader-stamped timestamps', () => {
     h.raw('a').tick(10_000, 1_000)
     h.raw('b').tick(20_000, 1_000)
     h.raw('c').tick(9_000, 1_000)
-    h.filter = (m) => !(m.from === 'a' && (m.type === MessageType.App || m.type === MessageType.Heartbeat))
+    h.filter = unheard('a')
     h.elect('a')
     h.raw('a').propose(bytes('x'), 10_000, 1_000)
     h.settle()
