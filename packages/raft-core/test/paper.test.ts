@@ -840,14 +840,27 @@ describe('leader-stamped timestamps', () => {
     (m: Message): boolean =>
       !(m.from === id && (m.type === MessageType.App || m.type === MessageType.Heartbeat))
 
-  /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
-  function skewedCluster(steady: boolean, recordClockOffset = true, options = classic): Harness {
-    const h = new Harness(['a', 'b', 'c'], options)
-    h.recordClockOffset = recordClockOffset
-    const mono = steady ? 1_000 : undefined
+  /** a's wall clock reads 10 000, b's 20 000, c's 9 000 (all at steady `mono`). */
+  function skewedClocks(h: Harness, mono?: number): Harness {
     h.raw('a').tick(10_000, mono)
     h.raw('b').tick(20_000, mono)
     h.raw('c').tick(9_000, mono)
+    return h
+  }
+
+  /** `id` is elected first, on its own clock (skewedClocks), and no one hears from it. */
+  function unheardLeader(id: string): Harness {
+    const h = skewedClocks(new Harness(['a', 'b', 'c'], classic), 1_000)
+    h.filter = unheard(id)
+    h.elect(id)
+    return h
+  }
+
+  /** a leads at wall 10 000 (steady 1 000); b's wall is 10 s ahead, c's 1 s behind. */
+  function skewedCluster(steady: boolean, recordClockOffset = true, options = classic): Harness {
+    const mono = steady ? 1_000 : undefined
+    const h = skewedClocks(new Harness(['a', 'b', 'c'], options), mono)
+    h.recordClockOffset = recordClockOffset
     h.elect('a')
     h.raw('a').propose(bytes('x'), 10_000, mono)
     h.settle()
@@ -991,12 +1004,7 @@ describe('leader-stamped timestamps', () => {
   it('a deposed leader whose entries were overwritten continues the committed clock, not its own stamps', () => {
     // b leads first, on its own wall clock (10 s ahead), but is cut off at once: its entries
     // (stamped 20 000 and 20 500) never reach anyone. a leads next on its own clock and commits.
-    const h = new Harness(['a', 'b', 'c'], classic)
-    h.raw('a').tick(10_000, 1_000)
-    h.raw('b').tick(20_000, 1_000)
-    h.raw('c').tick(9_000, 1_000)
-    h.filter = unheard('b')
-    h.elect('b')
+    const h = unheardLeader('b')
     h.raw('b').propose(bytes('lost'), 20_500, 1_500)
     h.settle()
     h.isolate('b')
@@ -1025,12 +1033,7 @@ describe('leader-stamped timestamps', () => {
     // a leads first, on its own clock (10 000), and its entry 'x' reaches no one. b leads next
     // on its own clock, 10 s ahead, and its entries reach no one either; a hears b's
     // heartbeats (b's clock) but not its entries.
-    const h = new Harness(['a', 'b', 'c'], classic)
-    h.raw('a').tick(10_000, 1_000)
-    h.raw('b').tick(20_000, 1_000)
-    h.raw('c').tick(9_000, 1_000)
-    h.filter = unheard('a')
-    h.elect('a')
+    const h = unheardLeader('a')
     h.raw('a').propose(bytes('x'), 10_000, 1_000)
     h.settle()
     h.filter = (m) => !(m.from === 'b' && m.type === MessageType.App)
