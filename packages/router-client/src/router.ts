@@ -288,7 +288,8 @@ export class Router {
   /**
    * Runs `operation` against the leader of `queue`'s `partition`, with the target (queue,
    * partition, route epoch) to put in the request. On NOT_LEADER it follows the hint, on
-   * STALE_ROUTE it refreshes the route, on other retriable errors it backs off and refreshes.
+   * STALE_ROUTE it refreshes the route, on a limit (LIMIT_EXCEEDED) or a sequence gap it backs
+   * off, on other retriable errors it backs off and refreshes.
    * A leader silent for `leaderSilenceMs` plus `waitMs` (a long poll's wait) is asked about
    * through the other replicas (awaitLeader). `signal` (a consumer's stop): when it aborts,
    * the operation stops waiting for a route fetch or a backoff and rejects with its reason
@@ -360,8 +361,9 @@ export class Router {
           ) {
             skip.add(address)
             if (address === p.leaderAddress) p.leaderAddress = ''
-          } else if (!(error instanceof SequenceGapError)) {
-            // (A sequence gap comes from the leader: an earlier batch is on its way; no refresh.)
+          } else if (!(error instanceof SequenceGapError || error instanceof LimitExceededError)) {
+            // (A sequence gap or a limit comes from the leader, which the route found: an earlier
+            // batch is on its way, or the queue is full; a route fetch would change nothing.)
             refresh = true
           }
           throw error

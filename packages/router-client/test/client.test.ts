@@ -1154,7 +1154,9 @@ describe('MqClient', () => {
 
   it('gives up on a queue that stays full with a LimitExceededError that says so', async () => {
     const q = freshQueue(1)
-    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 300, attemptMs: 100 })
+    // Each attempt may take its time on a busy machine (one that timed out would be the last
+    // error, an UnavailableError); the deadline ends the retries.
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 300, attemptMs: 5_000 })
     broker.fullQueues.add(q)
     try {
       // Its own delivery timeout (2 × 300 ms by default) must not end it first on a busy machine.
@@ -1163,6 +1165,9 @@ describe('MqClient', () => {
       await expect(sending).rejects.toThrow(
         /^gave up after \d+ attempts in \d+ ms: queue .* holds 10 messages/,
       )
+      // The leader the route named answered each time: the route was fetched once, not again
+      // after every refusal.
+      expect(broker.routeRequests.filter((r) => r.includes(q))).toEqual([[q]])
     } finally {
       broker.fullQueues.clear()
       await c.close()
