@@ -1178,8 +1178,9 @@ describe('MqClient', () => {
     broker.routeRequests.length = 0
     const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 5_000 })
     await c.close()
-    // One GetRoutes naming one queue that cannot exist, not the empty list (every queue).
-    expect(broker.routeRequests).toEqual([['']])
+    // One GetRoutes naming one queue that cannot exist, not the empty list (every queue). (A
+    // late request of an earlier test's client, for its own queue, may arrive meanwhile.)
+    expect(broker.routeRequests.filter((r) => r.length === 0 || r.includes(''))).toEqual([['']])
   })
 
   it('gives up on an unreachable cluster with a retriable UnavailableError', async () => {
