@@ -13,6 +13,8 @@ describe('parseDuration', () => {
     ['2h15m', 8_100_000],
     [' 10s ', 10_000],
     ['0s', 0],
+    ['7d', 604_800_000],
+    ['1d12h', 129_600_000],
   ])('reads %s as %d ms', (text, ms) => {
     expect(parseDuration(text)).toBe(ms)
   })
@@ -22,13 +24,19 @@ describe('parseDuration', () => {
     ['10', /no unit/],
     ['-5s', /not a duration/],
     ['5 s', /not a duration/],
-    ['5d', /not a duration/],
+    ['5w', /not a duration/],
+    ['30d', /longer than the maximum of 596h31m23s647ms/],
     ['abc', /not a duration/],
     ['s', /not a duration/],
     ['1.5ms', /whole number of milliseconds/],
     ['1000h', /longer than the maximum/],
   ])('rejects %j with a message that says why', (text, why) => {
     expect(() => parseDuration(text)).toThrow(why)
+  })
+
+  it('takes a larger maximum when given one', () => {
+    expect(parseDuration('365d', Number.MAX_SAFE_INTEGER)).toBe(31_536_000_000)
+    expect(() => parseDuration('2h', 3_600_000)).toThrow(/longer than the maximum of 1h/)
   })
 
   it('says what a duration looks like', () => {

@@ -1,18 +1,19 @@
 /** Milliseconds per duration unit accepted on the command line. */
-const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
 /** The longest duration accepted: the largest delay a Node.js timer can wait (~24.8 days). */
 export const DURATION_MS_MAX = 2 ** 31 - 1
 
-const TERM = /(\d+(?:\.\d+)?)(ms|s|m|h)/y
+const TERM = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y
 
 /**
- * Parses a duration such as `500ms`, `30s`, `5m`, `1h`, `1.5s` or `1m30s` into whole
+ * Parses a duration such as `500ms`, `30s`, `5m`, `1h`, `7d`, `1.5s` or `1m30s` into whole
  * milliseconds. `0` alone is accepted. Throws a RangeError that says what is wrong and what is
  * expected for anything else: a number without a unit, an unknown unit, a negative value, a
- * fraction of a millisecond, or more than DURATION_MS_MAX.
+ * fraction of a millisecond, or more than `maxMs` (a timer's maximum by default; a token's
+ * lifetime is no timer).
  */
-export function parseDuration(text: string): number {
+export function parseDuration(text: string, maxMs: number = DURATION_MS_MAX): number {
   const input = text.trim()
   if (input === '0') return 0
   if (input === '') throw new RangeError(durationHint('an empty duration'))
@@ -30,8 +31,7 @@ export function parseDuration(text: string): number {
     throw new RangeError(`"${text}" is not a whole number of milliseconds`)
   }
   ms = Math.round(ms)
-  if (ms > DURATION_MS_MAX)
-    throw new RangeError(`"${text}" is longer than the maximum of ${formatDuration(DURATION_MS_MAX)}`)
+  if (ms > maxMs) throw new RangeError(`"${text}" is longer than the maximum of ${formatDuration(maxMs)}`)
   return ms
 }
 
@@ -53,5 +53,5 @@ export function formatDuration(ms: number): string {
 }
 
 function durationHint(what: string): string {
-  return `${what}: give a number with a unit, e.g. 500ms, 30s, 5m, 1h or 1m30s`
+  return `${what}: give a number with a unit, e.g. 500ms, 30s, 5m, 1h, 7d or 1m30s`
 }

@@ -1,10 +1,22 @@
 import { InvalidArgumentError, Option } from 'commander'
-import { formatDuration, parseDuration } from './durations'
+import { DURATION_MS_MAX, formatDuration, parseDuration } from './durations'
 
 /** Reads a duration flag (`500ms`, `30s`, `5m`, `1h`); commander reports a bad one as a usage error. */
 export function durationArg(value: string): number {
+  return durationUpTo(value, DURATION_MS_MAX)
+}
+
+/**
+ * Reads a duration flag that is no timer (a token's lifetime: `90d`), so it may pass a
+ * timer's maximum (the server checks its own bound).
+ */
+export function lifetimeArg(value: string): number {
+  return durationUpTo(value, Number.MAX_SAFE_INTEGER)
+}
+
+function durationUpTo(value: string, maxMs: number): number {
   try {
-    return parseDuration(value)
+    return parseDuration(value, maxMs)
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message)
   }

@@ -919,13 +919,18 @@ describe('mq token', () => {
       'consumer:orders.*',
     ])
     expect(created).toMatchObject({ code: 0, stdout: 'mq_secret_of_app\n' })
-    expect(cluster.calls).toContain('createToken:app:producer:orders.*,consumer:orders.*')
+    expect(cluster.calls).toContain('createToken:app:producer:orders.*,consumer:orders.*:0')
     const listed = await mq(['token', 'list'])
     expect(listed.stdout).toMatch(
-      /^NAME +ROLES +CREATED\napp +producer:orders\.\*,consumer:orders\.\* +2023-11-14T22:13:20.000Z\n$/,
+      /^NAME +ROLES +CREATED +EXPIRES\napp +producer:orders\.\*,consumer:orders\.\* +2023-11-14T22:13:20.000Z +never\n$/,
     )
     expect(jsonLines((await mq(['token', 'list', '--json'])).stdout)).toEqual([
-      { name: 'app', roles: ['producer:orders.*', 'consumer:orders.*'], createdAtMs: 1_700_000_000_000 },
+      {
+        name: 'app',
+        roles: ['producer:orders.*', 'consumer:orders.*'],
+        createdAtMs: 1_700_000_000_000,
+        expiresAtMs: 0,
+      },
     ])
     expect(await mq(['token', 'delete', 'app'])).toMatchObject({ code: 0, stdout: 'deleted token app\n' })
     const again = await mq(['token', 'delete', 'app'])
@@ -940,6 +945,26 @@ describe('mq token', () => {
     expectOneLineError(again.stderr, /a token named app2 exists/)
     cluster.addQueue('jobs')
     expect((await mq(['queue', 'create', 'jobs'])).code).toBe(4)
+  })
+
+  it('gives a token a lifetime with --expires-in (days too), and lists when it expires or expired', async () => {
+    const created = await mq(['token', 'create', 'ci', '-r', 'admin', '--expires-in', '30d', '--json'])
+    expect(cluster.calls).toContain('createToken:ci:admin:2592000000')
+    expect(jsonLines(created.stdout)).toEqual([
+      {
+        name: 'ci',
+        token: 'mq_secret_of_ci',
+        roles: ['admin'],
+        expiresAtMs: 1_700_000_000_000 + 2_592_000_000,
+      },
+    ])
+    // (The fake's tokens were made in 2023: this one's 30 days are over.)
+    expect((await mq(['token', 'list'])).stdout).toMatch(
+      /\nci +admin +2023-11-14T22:13:20.000Z +2023-12-14T22:13:20.000Z \(expired\)\n/,
+    )
+    const bad = await mq(['token', 'create', 'x', '-r', 'admin', '--expires-in', '30'])
+    expect(bad.code).toBe(1)
+    expectOneLineError(bad.stderr, /"30" has no unit/)
   })
 
   it('needs at least one --role', async () => {

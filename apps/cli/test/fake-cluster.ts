@@ -36,7 +36,10 @@ interface FakeQueue {
  */
 export class FakeCluster {
   readonly queues = new Map<string, FakeQueue>()
-  readonly tokens = new Map<string, { name: string; roles: string[]; createdAtMs: number }>()
+  readonly tokens = new Map<
+    string,
+    { name: string; roles: string[]; createdAtMs: number; expiresAtMs: number }
+  >()
   readonly calls: string[] = []
   /** Every call fails with UnavailableError (a retriable error) while set. */
   unavailable = false
@@ -382,12 +385,14 @@ export class FakeCluster {
         call(`transferLeader:${groupId}:${toNodeId}`, () => {
           if (groupId > 5) throw new InvalidArgumentError(`data group ${groupId} does not exist`)
         }),
-      createToken: (name, roles) =>
-        call(`createToken:${name}:${roles.join(',')}`, () => {
+      createToken: (name, roles, options = {}) =>
+        call(`createToken:${name}:${roles.join(',')}:${options.ttlMs ?? 0}`, () => {
           if (this.tokens.has(name))
             throw new InvalidArgumentError(`a token named ${name} exists; delete it first`)
-          this.tokens.set(name, { name, roles: [...roles], createdAtMs: 1_700_000_000_000 })
-          return { name, token: `mq_secret_of_${name}` }
+          const createdAtMs = 1_700_000_000_000
+          const expiresAtMs = options.ttlMs ? createdAtMs + options.ttlMs : 0
+          this.tokens.set(name, { name, roles: [...roles], createdAtMs, expiresAtMs })
+          return { name, token: `mq_secret_of_${name}`, expiresAtMs }
         }),
       deleteToken: (name) =>
         call(`deleteToken:${name}`, () => {

@@ -226,26 +226,51 @@ describe('mq-server authentication and authorization', () => {
     const joinerMeta = new MetaClient(joinerAddress, credentials.createInsecure())
     try {
       await waitServing(joinerAddress)
-      const forbidden = await call(meta, meta.createToken, { name: 'late', roles: ['admin'] }, ORDERS_APP)
+      const forbidden = await call(
+        meta,
+        meta.createToken,
+        { name: 'late', roles: ['admin'], ttlMs: 0 },
+        ORDERS_APP,
+      )
       expect(forbidden).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
-      const bad = await call(meta, meta.createToken, { name: 'late', roles: ['root'] }, ADMIN)
+      const bad = await call(meta, meta.createToken, { name: 'late', roles: ['root'], ttlMs: 0 }, ADMIN)
       expect(bad).toMatchObject({
         ok: false,
         code: status.INVALID_ARGUMENT,
         details: expect.stringMatching(/"root"/),
       })
+      const tooLong = await call(
+        meta,
+        meta.createToken,
+        { name: 'brief', roles: ['admin'], ttlMs: 11 * 365 * 86_400_000 },
+        ADMIN,
+      )
+      expect(tooLong).toMatchObject({ ok: false, code: status.INVALID_ARGUMENT, details: /10 years/ })
+      // A token with a lifetime (made first, so the joiner's table has it with 'late').
+      const brief = await call(
+        meta,
+        meta.createToken,
+        { name: 'brief', roles: ['admin'], ttlMs: 6_000 },
+        ADMIN,
+      )
+      if (!brief.ok) throw new Error(brief.details)
+      expect(brief.response.expiresAtMs).toBeGreaterThan(Date.now() + 3_000)
+      const briefAuth = { authorization: `Bearer ${brief.response.token}` }
       const created = await call(
         meta,
         meta.createToken,
-        { name: 'late', roles: ['consumer:orders.*'] },
+        { name: 'late', roles: ['consumer:orders.*'], ttlMs: 0 },
         ADMIN,
       )
       if (!created.ok) throw new Error(created.details)
+      expect(created.response.expiresAtMs).toBe(0)
       const late = { authorization: `Bearer ${created.response.token}` }
       const listed = await call(meta, meta.listTokens, {}, ADMIN)
-      expect(listed.ok && listed.response.tokens.map((t) => [t.name, t.roles])).toEqual([
-        ['late', ['consumer:orders.*']],
+      expect(listed.ok && listed.response.tokens.map((t) => [t.name, t.roles, t.expiresAtMs])).toEqual([
+        ['brief', ['admin'], brief.response.expiresAtMs],
+        ['late', ['consumer:orders.*'], 0],
       ])
+      expect((await call(meta, meta.listTokens, {}, briefAuth)).ok).toBe(true)
       // The meta replica knows it at once: a client call with it passes, a producer call is refused.
       expect((await call(meta, meta.getRoutes, GetRoutesRequest.fromPartial({}), late)).ok).toBe(true)
       expect(await produce('orders.eu', late)).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
@@ -262,6 +287,18 @@ describe('mq-server authentication and authorization', () => {
         }
       }
       expect(await until((c) => c !== status.UNAUTHENTICATED)).toBe(status.UNAVAILABLE)
+      const onJoinerBrief = () =>
+        call(joinerMeta, joinerMeta.getRoutes, GetRoutesRequest.fromPartial({}), briefAuth)
+      expect(await onJoinerBrief()).toMatchObject({ ok: false, code: status.UNAVAILABLE })
+      // Once it expires, both nodes refuse it, saying so (not as an unknown token).
+      await new Promise((res) => setTimeout(res, Math.max(0, brief.response.expiresAtMs - Date.now() + 50)))
+      const expired = { ok: false, code: status.UNAUTHENTICATED, details: /token brief expired at/ }
+      expect(await call(meta, meta.listTokens, {}, briefAuth)).toMatchObject(expired)
+      expect(await onJoinerBrief()).toMatchObject(expired)
+      // It stays listed until deleted.
+      const after = await call(meta, meta.listTokens, {}, ADMIN)
+      expect(after.ok && after.response.tokens.map((t) => t.name)).toEqual(['brief', 'late'])
+      expect((await call(meta, meta.deleteToken, { name: 'brief' }, ADMIN)).ok).toBe(true)
       expect((await call(meta, meta.deleteToken, { name: 'late' }, ADMIN)).ok).toBe(true)
       expect(await call(meta, meta.getRoutes, GetRoutesRequest.fromPartial({}), late)).toMatchObject({
         ok: false,

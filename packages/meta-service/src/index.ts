@@ -50,7 +50,7 @@ export type { ControlAction, ControlInput, ScaleProgress } from './scale-plan'
 export { controlActions, planMoves, scaleProgress } from './scale-plan'
 export { tokenDigest } from './token-handlers'
 export type { TokenRecord } from './token-registry'
-export { TOKENS_MAX, TokenRegistry } from './token-registry'
+export { TOKEN_TTL_MS_MAX, TOKENS_MAX, TokenRegistry } from './token-registry'
 export type { Role } from './token-roles'
 export {
   formatRole,

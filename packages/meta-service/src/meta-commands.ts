@@ -30,12 +30,14 @@ export type MetaCommand =
   | { readonly type: 'createQueue'; readonly name: string; readonly config: Partial<QueueConfig> }
   | { readonly type: 'updateQueue'; readonly name: string; readonly update: QueueConfigUpdate }
   | { readonly type: 'deleteQueue'; readonly name: string }
-  /** A client token: its name, the SHA-256 of its secret (never the secret) and its roles. */
+  /** A client token: its name, the SHA-256 of its secret (never the secret), its roles and lifetime. */
   | {
       readonly type: 'putToken'
       readonly name: string
       readonly sha256: string
       readonly roles: readonly string[]
+      /** How long it is valid from the entry's time; 0 or absent = it never expires. */
+      readonly ttlMs?: number
     }
   | { readonly type: 'deleteToken'; readonly name: string }
   /** Sets the wanted number of data groups; the controller carries the plan out. */

@@ -440,7 +440,7 @@ export class MetaState {
       case 'deleteQueue':
         return this.#deleteQueue(command.name)
       case 'putToken':
-        return this.tokens.put(command.name, command.sha256, command.roles, nowMs)
+        return this.tokens.put(command.name, command.sha256, command.roles, nowMs, command.ttlMs ?? 0)
       case 'deleteToken':
         return this.tokens.remove(command.name)
       case 'scaleDataGroups':

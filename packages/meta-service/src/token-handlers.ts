@@ -27,9 +27,11 @@ export function tokenHandlers(
         name: req.name,
         sha256: tokenDigest(token),
         roles: req.roles,
+        ttlMs: req.ttlMs,
       })
       if (!r.ok) throw mqError(r.code, r.message)
-      return { name: (r.value as TokenRecord).name, token }
+      const record = r.value as TokenRecord
+      return { name: record.name, token, expiresAtMs: record.expiresAtMs }
     }),
     deleteToken: unary(async (req) => {
       const r = await meta.propose({ type: 'deleteToken', name: req.name })
@@ -39,9 +41,12 @@ export function tokenHandlers(
     listTokens: unary(async () => {
       const state = await meta.read()
       return {
-        tokens: state.tokens
-          .list()
-          .map((t) => ({ name: t.name, roles: [...t.roles], createdAtMs: t.createdAtMs })),
+        tokens: state.tokens.list().map((t) => ({
+          name: t.name,
+          roles: [...t.roles],
+          createdAtMs: t.createdAtMs,
+          expiresAtMs: t.expiresAtMs,
+        })),
       }
     }),
   }

@@ -8,7 +8,12 @@ export interface TokenRecord {
   readonly sha256: string
   readonly roles: readonly string[]
   readonly createdAtMs: number
+  /** When it expires (ms since the epoch, the group's clock at creation + its TTL); 0 = never. */
+  readonly expiresAtMs: number
 }
+
+/** The longest lifetime a token may be given: 10 years (0 = it never expires). */
+export const TOKEN_TTL_MS_MAX = 10 * 365 * 24 * 3_600_000
 
 /** Tokens the meta group keeps, at most. */
 export const TOKENS_MAX = 10_000
@@ -30,7 +35,17 @@ export class TokenRegistry {
     return [...this.#tokens.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
   }
 
-  put(name: unknown, sha256: unknown, roles: unknown, nowMs: number): MetaResult<TokenRecord> {
+  /**
+   * Adds a token made at `nowMs` (the entry's time) valid for `ttlMs` (0 = for ever). An
+   * expired token is kept (listed as such, refused by the servers) until it is deleted.
+   */
+  put(
+    name: unknown,
+    sha256: unknown,
+    roles: unknown,
+    nowMs: number,
+    ttlMs: unknown = 0,
+  ): MetaResult<TokenRecord> {
     if (typeof name !== 'string' || !TOKEN_NAME_PATTERN.test(name)) {
       return fail(`token name ${JSON.stringify(name)} must be 1-64 letters, digits, '.', '_' or '-'`)
     }
@@ -45,6 +60,11 @@ export class TokenRegistry {
     if (bad !== undefined) {
       return fail(`role ${JSON.stringify(bad)} is not admin, producer:PATTERN or consumer:PATTERN`)
     }
+    if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 0 || ttlMs > TOKEN_TTL_MS_MAX) {
+      return fail(
+        `a token's lifetime must be 0 (it never expires) or 1-${TOKEN_TTL_MS_MAX} ms (10 years), not ${String(ttlMs)}`,
+      )
+    }
     if ([...this.#tokens.values()].some((t) => t.sha256 === sha256))
       return fail('that secret is in use by another token')
     if (this.#tokens.size >= TOKENS_MAX) {
@@ -54,7 +74,13 @@ export class TokenRegistry {
         message: `the cluster already has ${TOKENS_MAX} tokens`,
       }
     }
-    const record: TokenRecord = { name, sha256, roles: [...(roles as string[])], createdAtMs: nowMs }
+    const record: TokenRecord = {
+      name,
+      sha256,
+      roles: [...(roles as string[])],
+      createdAtMs: nowMs,
+      expiresAtMs: ttlMs === 0 ? 0 : nowMs + ttlMs,
+    }
     this.#tokens.set(name, record)
     this.#version++
     return { ok: true, value: record }
@@ -70,7 +96,8 @@ export class TokenRegistry {
   /** Replaces every token (restoring a snapshot). */
   replace(records: readonly TokenRecord[]): void {
     this.#tokens.clear()
-    for (const r of records) this.#tokens.set(r.name, r)
+    // (Images of versions before token lifetimes have no expiresAtMs: those never expire.)
+    for (const r of records) this.#tokens.set(r.name, { ...r, expiresAtMs: r.expiresAtMs ?? 0 })
     this.#version++
   }
 }

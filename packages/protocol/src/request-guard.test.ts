@@ -482,7 +482,11 @@ describe('request guard: normal requests decode exactly as before', () => {
     ['listQueues', ListQueuesRequest, { prefix: 'o', limit: 10, pageToken: 't' }],
     ['clusterStatus', ClusterStatusRequest, {}],
     ['transferLeader', TransferLeaderRequest, { groupId: 3, toNodeId: 'n2' }],
-    ['createToken', CreateTokenRequest, { name: 't', roles: ['producer:orders*', 'admin'] }],
+    [
+      'createToken',
+      CreateTokenRequest,
+      { name: 't', roles: ['producer:orders*', 'admin'], ttlMs: 86_400_000 },
+    ],
   ]
   it.each(metaRequests)('Meta.%s', (method, codec, request) => {
     const bytes = codec.encode(request as never).finish()

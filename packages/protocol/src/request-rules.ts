@@ -154,6 +154,7 @@ export const META_REQUEST_RULES = {
   createToken: messageRule('CreateTokenRequest', {
     1: stringField('name'),
     2: repeated(stringField('roles'), { max: CREATE_TOKEN_ROLES_MAX, what: 'roles' }),
+    3: uint64Field('ttl_ms'),
   }),
   deleteToken: named('DeleteTokenRequest'),
   listTokens: messageRule('ListTokensRequest', {}),

@@ -13,6 +13,7 @@ import type {
 } from '@mq/protocol'
 import { fromGrpcError, InvalidArgumentError, NotLeaderError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
+import { checkInteger } from './option-checks'
 import type { Router } from './router'
 import { unary } from './unary'
 
@@ -418,11 +419,20 @@ export class Admin {
   /**
    * Creates a client token kept in the meta group, with `roles` (`admin`, `producer:PATTERN`,
    * `consumer:PATTERN`), and returns its secret: shown this once, only its SHA-256 is stored.
-   * Needs an admin token. A retry after a lost answer may find the name taken (delete it and
-   * create again).
+   * Needs an admin token. With `ttlMs` the token expires that long after its creation (then
+   * calls with it fail UNAUTHENTICATED, saying so; at most 10 years); without, never.
+   * `expiresAtMs` is 0 for a token that never expires. A retry after a lost answer may find
+   * the name taken (delete it and create again).
    */
-  async createToken(name: string, roles: readonly string[]): Promise<{ name: string; token: string }> {
-    return this.#router.meta((m) => m.createToken, { name, roles: [...roles] })
+  async createToken(
+    name: string,
+    roles: readonly string[],
+    options: { readonly ttlMs?: number } = {},
+  ): Promise<{ name: string; token: string; expiresAtMs: number }> {
+    const ttlMs = options.ttlMs ?? 0
+    // (The meta group refuses one past its maximum, 10 years, with InvalidArgumentError.)
+    checkInteger('ttlMs', ttlMs, 0, Number.MAX_SAFE_INTEGER)
+    return this.#router.meta((m) => m.createToken, { name, roles: [...roles], ttlMs })
   }
 
   /** Deletes the meta group's token `name`: calls with it fail UNAUTHENTICATED from then on. */
@@ -430,7 +440,7 @@ export class Admin {
     await this.#router.meta((m) => m.deleteToken, { name })
   }
 
-  /** The meta group's tokens: names, roles, creation times (never secrets). */
+  /** The meta group's tokens: names, roles, creation and expiry times (never secrets). */
   async listTokens(): Promise<TokenInfo[]> {
     return (await this.#router.meta((m) => m.listTokens, {})).tokens
   }

@@ -3,7 +3,7 @@ import { ErrorCode, type MqError, PeerService } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { AccessControl, AUTHORIZATION_KEY, type Principal } from './access'
-import { parseTokenFile } from './token-file'
+import { parseTokenFile, tokenDigest } from './token-file'
 
 const tokens = parseTokenFile(
   {
@@ -53,6 +53,42 @@ describe('access control', () => {
     expect(outcome(() => secured.authenticate(md({ [AUTHORIZATION_KEY]: 'app-secret-0123456789' })))).toBe(
       ErrorCode.Unauthenticated,
     )
+  })
+
+  it('refuses an expired token, file or meta, saying so; takes it until then', () => {
+    let now = Date.UTC(2027, 0, 1)
+    const [file] = parseTokenFile(
+      {
+        tokens: [
+          { name: 'temp', token: 'temp-secret-0123456789', roles: ['admin'], expiresAt: '2027-01-02' },
+        ],
+      },
+      'test',
+    )
+    const meta = new Map([
+      [
+        tokenDigest('meta-secret'),
+        { name: 'm', sha256: tokenDigest('meta-secret'), roles: [], expiresAtMs: now + 1 },
+      ],
+    ])
+    const access = new AccessControl({
+      peerToken: '',
+      tokens: file ? [file] : [],
+      metaTokens: () => meta,
+      now: () => now,
+    })
+    const temp = md({ [AUTHORIZATION_KEY]: 'Bearer temp-secret-0123456789' })
+    const m = md({ [AUTHORIZATION_KEY]: 'Bearer meta-secret' })
+    expect(access.authenticate(temp)).toMatchObject({ kind: 'token', name: 'temp' })
+    expect(access.authenticate(m)).toMatchObject({ kind: 'token', name: 'm' })
+    now += 1
+    expect(access.authenticate(temp)).toMatchObject({ kind: 'token', name: 'temp' })
+    expect(() => access.authenticate(m)).toThrow(
+      /^the token m expired at 2027-01-01T00:00:00.001Z; an admin can make a new one/,
+    )
+    now = Date.UTC(2027, 0, 2)
+    expect(outcome(() => access.authenticate(temp))).toBe(ErrorCode.Unauthenticated)
+    expect(() => access.authenticate(temp)).toThrow(/token temp expired at 2027-01-02T00:00:00.000Z/)
   })
 
   it.each([

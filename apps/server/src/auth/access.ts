@@ -63,6 +63,8 @@ export interface AccessOptions {
   readonly tokens: readonly TokenEntry[] | undefined
   /** The tokens kept in the meta group, by digest (looked up after the file's). */
   readonly metaTokens?: () => ReadonlyMap<string, TokenEntry>
+  /** The clock tokens' expiry is checked against (ms since the epoch; Date.now by default). */
+  readonly now?: () => number
 }
 
 /**
@@ -76,8 +78,10 @@ export class AccessControl {
   readonly #peerDigest: Buffer | undefined
   #tokens: Map<string, TokenEntry> | undefined
   readonly #metaTokens: () => ReadonlyMap<string, TokenEntry>
+  readonly #now: () => number
 
   constructor(options: AccessOptions) {
+    this.#now = options.now ?? Date.now
     this.#peerDigest = options.peerToken ? Buffer.from(tokenDigest(options.peerToken), 'hex') : undefined
     this.#tokens = options.tokens ? new Map(options.tokens.map((t) => [t.sha256, t])) : undefined
     this.#metaTokens = options.metaTokens ?? (() => new Map())
@@ -98,7 +102,10 @@ export class AccessControl {
     this.#tokens = new Map(tokens.map((t) => [t.sha256, t]))
   }
 
-  /** Identifies the caller from the call's metadata. Throws UnauthenticatedError for a wrong secret or token. */
+  /**
+   * Identifies the caller from the call's metadata. Throws UnauthenticatedError for a wrong
+   * secret, an unknown token or an expired one.
+   */
   authenticate(metadata: Metadata): Principal {
     const peer = metadata.get(PEER_TOKEN_KEY)[0]
     if (typeof peer === 'string' && this.#peerDigest) {
@@ -111,6 +118,11 @@ export class AccessControl {
       const digest = match ? tokenDigest(match[1] as string) : ''
       const entry = this.#tokens.get(digest) ?? this.#metaTokens().get(digest)
       if (!entry) throw new UnauthenticatedError('the token is not recognised; check --token or MQ_TOKEN')
+      if (entry.expiresAtMs > 0 && this.#now() >= entry.expiresAtMs) {
+        throw new UnauthenticatedError(
+          `the token ${entry.name} expired at ${new Date(entry.expiresAtMs).toISOString()}; an admin can make a new one (mq token create)`,
+        )
+      }
       return { kind: 'token', name: entry.name, roles: entry.roles }
     }
     return { kind: 'anonymous' }

@@ -10,7 +10,9 @@ describe('the meta-group token table', () => {
     const node = new MetaTokenTable()
     expect(node.fingerprint).toBe('')
     const first = leader.forHeartbeat(registry, node.fingerprint)
-    expect(first.tokens).toEqual([{ name: 'app', sha256: tokenDigest('s1'), roles: ['producer:orders.*'] }])
+    expect(first.tokens).toEqual([
+      { name: 'app', sha256: tokenDigest('s1'), roles: ['producer:orders.*'], expiresAtMs: 0 },
+    ])
     node.fromHeartbeat(first.tokens, first.tokensFingerprint)
     expect(node.fingerprint).toBe(first.tokensFingerprint)
     expect(node.current().get(tokenDigest('s1'))).toMatchObject({
@@ -28,6 +30,19 @@ describe('the meta-group token table', () => {
     expect(after.tokensFingerprint).not.toBe(first.tokensFingerprint)
     node.fromHeartbeat(after.tokens, after.tokensFingerprint)
     expect(node.current().size).toBe(0)
+  })
+
+  it("carries each token's expiry to the nodes, and an expiry is part of the fingerprint", () => {
+    const registry = new TokenRegistry()
+    registry.put('temp', tokenDigest('s'), ['admin'], 1_000, 60_000)
+    const leader = new MetaTokenTable()
+    const node = new MetaTokenTable()
+    const sent = leader.forHeartbeat(registry, node.fingerprint)
+    node.fromHeartbeat(sent.tokens, sent.tokensFingerprint)
+    expect(node.current().get(tokenDigest('s'))?.expiresAtMs).toBe(61_000)
+    const lasting = new TokenRegistry()
+    lasting.put('temp', tokenDigest('s'), ['admin'], 1_000)
+    expect(new MetaTokenTable().forHeartbeat(lasting, '').tokensFingerprint).not.toBe(sent.tokensFingerprint)
   })
 
   it('gives the same fingerprint for the same tokens on any replica', () => {

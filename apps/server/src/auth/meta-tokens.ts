@@ -47,19 +47,23 @@ export class MetaTokenTable {
   ): { tokens: StoredToken[]; tokensFingerprint: string } {
     this.fromRegistry(registry)
     if (fingerprint === this.#fingerprint) return { tokens: [], tokensFingerprint: this.#fingerprint }
-    const tokens = registry.list().map((t) => ({ name: t.name, sha256: t.sha256, roles: [...t.roles] }))
+    const tokens = registry
+      .list()
+      .map((t) => ({ name: t.name, sha256: t.sha256, roles: [...t.roles], expiresAtMs: t.expiresAtMs }))
     return { tokens, tokensFingerprint: this.#fingerprint }
   }
 
   #set(
-    tokens: readonly (Pick<TokenRecord, 'name' | 'sha256'> & { readonly roles: readonly string[] })[],
+    tokens: readonly (Pick<TokenRecord, 'name' | 'sha256' | 'expiresAtMs'> & {
+      readonly roles: readonly string[]
+    })[],
   ): void {
     const table = new Map<string, TokenEntry>()
     const hash = createHash('sha256')
     for (const t of [...tokens].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-      hash.update(`${t.name}\0${t.sha256}\0${t.roles.join('\0')}\n`)
+      hash.update(`${t.name}\0${t.sha256}\0${t.expiresAtMs}\0${t.roles.join('\0')}\n`)
       const roles = t.roles.map(parseRole).filter((r): r is Role => r !== undefined)
-      table.set(t.sha256, { name: t.name, sha256: t.sha256, roles })
+      table.set(t.sha256, { name: t.name, sha256: t.sha256, roles, expiresAtMs: t.expiresAtMs })
     }
     this.#table = table
     this.#fingerprint = hash.digest('hex')

@@ -33,6 +33,27 @@ describe('token file', () => {
     expect(producer?.role === 'producer' && producer.matches('billing')).toBe(false)
   })
 
+  it('reads an expiry as an ISO 8601 date (a day alone is midnight UTC); none = never', () => {
+    const [day, zoned, never] = parseTokenFile(
+      {
+        tokens: [
+          { ...ok(), expiresAt: '2027-06-30' },
+          {
+            name: 'b',
+            token: 'b-long-enough-secret',
+            roles: ['admin'],
+            expiresAt: '2027-06-30T12:00:00+02:00',
+          },
+          { name: 'c', token: 'c-long-enough-secret', roles: ['admin'] },
+        ],
+      },
+      'f',
+    )
+    expect(day?.expiresAtMs).toBe(Date.UTC(2027, 5, 30))
+    expect(zoned?.expiresAtMs).toBe(Date.UTC(2027, 5, 30, 10))
+    expect(never?.expiresAtMs).toBe(0)
+  })
+
   it.each([
     [{}, /expected \{ "tokens"/],
     [{ tokens: [{ ...ok(), name: 'bad name' }] }, /"name" must be/],
@@ -44,6 +65,13 @@ describe('token file', () => {
     [{ tokens: [ok([])] }, /"roles" must list/],
     [{ tokens: [ok(['root'])] }, /role "root" is not admin, producer:PATTERN/],
     [{ tokens: [ok(['producer:'])] }, /role "producer:" is not/],
+    [
+      { tokens: [{ ...ok(), expiresAt: 'next week' }] },
+      /"expiresAt" must be an ISO 8601 date .* not "next week"/,
+    ],
+    [{ tokens: [{ ...ok(), expiresAt: '2027-02-30' }] }, /"expiresAt" must be/],
+    [{ tokens: [{ ...ok(), expiresAt: 1_800_000_000_000 }] }, /"expiresAt" must be/],
+    [{ tokens: [{ ...ok(), expiresAt: '2027-06-30T10:00' }] }, /"expiresAt" must be/],
   ])('refuses %j naming the problem', (raw, message) => {
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(ConfigError)
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(message)

@@ -12,12 +12,17 @@ import { ConfigError, jsonSyntaxProblem, TOKEN_CHARS_MIN } from '../config'
 export type { Role }
 export { TOKEN_CHARS_MIN, tokenDigest }
 
-/** One client token: a name for logs, the SHA-256 of its secret, and its roles. */
+/** One client token: a name for logs, the SHA-256 of its secret, its roles and expiry. */
 export interface TokenEntry {
   readonly name: string
   readonly sha256: string
   readonly roles: readonly Role[]
+  /** When calls with it start to be refused (ms since the epoch); 0 = never. */
+  readonly expiresAtMs: number
 }
+
+/** How a token file gives an expiry: an ISO 8601 date, with a time and zone or a day (UTC). */
+const EXPIRES_AT_PATTERN = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/
 
 /** Tokens in the file, at most. */
 export const TOKENS_MAX = 10_000
@@ -28,13 +33,15 @@ export const TOKENS_MAX = 10_000
  * ```json
  * { "tokens": [
  *   { "name": "ops", "sha256": "<hex of sha256(token)>", "roles": ["admin"] },
- *   { "name": "orders-app", "token": "<secret>", "roles": ["producer:orders.*", "consumer:orders.*"] }
+ *   { "name": "orders-app", "token": "<secret>", "roles": ["producer:orders.*", "consumer:orders.*"],
+ *     "expiresAt": "2027-06-30T00:00:00Z" }
  * ] }
  * ```
  *
  * Each entry gives its secret as `sha256` (preferred: the file then holds no secret) or as
  * `token`. Roles: `admin`, `producer:PATTERN`, `consumer:PATTERN`, where PATTERN is a queue
- * name in which `*` matches any run of characters. Throws ConfigError naming the first
+ * name in which `*` matches any run of characters. `expiresAt` (optional; none = never): from
+ * then on calls with the token are refused. Throws ConfigError naming the first
  * problem (the server then exits 2).
  */
 export function loadTokenFile(path: string): TokenEntry[] {
@@ -63,7 +70,13 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
   const digests = new Set<string>()
   return tokens.map((t: unknown, i) => {
     const at = `auth file ${where}, token ${i + 1}`
-    const entry = t as { name?: unknown; token?: unknown; sha256?: unknown; roles?: unknown }
+    const entry = t as {
+      name?: unknown
+      token?: unknown
+      sha256?: unknown
+      roles?: unknown
+      expiresAt?: unknown
+    }
     if (typeof entry?.name !== 'string' || !TOKEN_NAME_PATTERN.test(entry.name)) {
       throw new ConfigError(`${at}: "name" must be 1-64 letters, digits, '.', '_' or '-'`)
     }
@@ -91,8 +104,21 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
       name: entry.name,
       sha256,
       roles: entry.roles.map((r) => roleOf(r, `${at} ("${entry.name}")`)),
+      expiresAtMs: expiryOf(entry.expiresAt, `${at} ("${entry.name}")`),
     }
   })
+}
+
+/** The ms since the epoch of a token's `expiresAt` (0 when absent); throws ConfigError naming `at`. */
+function expiryOf(text: unknown, at: string): number {
+  if (text === undefined) return 0
+  const ms = typeof text === 'string' && EXPIRES_AT_PATTERN.test(text) ? Date.parse(text) : Number.NaN
+  if (!Number.isFinite(ms) || ms <= 0 || !isCalendarDay((text as string).slice(0, 10))) {
+    throw new ConfigError(
+      `${at}: "expiresAt" must be an ISO 8601 date such as "2027-06-30T00:00:00Z" or "2027-06-30" (UTC), not ${JSON.stringify(text)}`,
+    )
+  }
+  return ms
 }
 
 /** Parses a role of the token file; throws ConfigError naming `at` when it is not one. */
@@ -103,4 +129,11 @@ function roleOf(text: unknown, at: string): Role {
       `${at}: role ${JSON.stringify(text)} is not admin, producer:PATTERN or consumer:PATTERN`,
     )
   return role
+}
+
+/** Whether `yyyy-mm-dd` is a day of the calendar (Date.parse takes 2027-02-30 as March 2). */
+function isCalendarDay(day: string): boolean {
+  const [y, m, d] = day.split('-').map(Number) as [number, number, number]
+  const date = new Date(Date.UTC(y, m - 1, d))
+  return date.getUTCMonth() === m - 1 && date.getUTCDate() === d
 }

@@ -323,12 +323,19 @@ export interface CreateTokenRequest {
   name: string;
   /** "admin", "producer:PATTERN" or "consumer:PATTERN" (`*` matches any run of characters). */
   roles: string[];
+  /**
+   * How long the token is valid from its creation, in ms; 0 = it never expires. Calls with
+   * an expired token fail UNAUTHENTICATED, saying so.
+   */
+  ttlMs: number;
 }
 
 export interface CreateTokenResponse {
   name: string;
   /** The secret: shown once, never stored. */
   token: string;
+  /** When the token expires (ms since the epoch); 0 = never. */
+  expiresAtMs: number;
 }
 
 export interface DeleteTokenRequest {
@@ -345,6 +352,8 @@ export interface TokenInfo {
   name: string;
   roles: string[];
   createdAtMs: number;
+  /** When it expires (ms since the epoch); 0 = never. Expired tokens stay listed until deleted. */
+  expiresAtMs: number;
 }
 
 export interface ListTokensResponse {
@@ -3764,7 +3773,7 @@ export const RemoveNodeResponse: MessageFns<RemoveNodeResponse> = {
 };
 
 function createBaseCreateTokenRequest(): CreateTokenRequest {
-  return { name: "", roles: [] };
+  return { name: "", roles: [], ttlMs: 0 };
 }
 
 export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
@@ -3774,6 +3783,9 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     }
     for (const v of message.roles) {
       writer.uint32(18).string(v!);
+    }
+    if (message.ttlMs !== 0) {
+      writer.uint32(24).uint64(message.ttlMs);
     }
     return writer;
   },
@@ -3801,6 +3813,14 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
           message.roles.push(reader.string());
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.ttlMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3814,6 +3834,11 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => globalThis.String(e)) : [],
+      ttlMs: isSet(object.ttlMs)
+        ? globalThis.Number(object.ttlMs)
+        : isSet(object.ttl_ms)
+        ? globalThis.Number(object.ttl_ms)
+        : 0,
     };
   },
 
@@ -3825,6 +3850,9 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     if (message.roles?.length) {
       obj.roles = message.roles;
     }
+    if (message.ttlMs !== 0) {
+      obj.ttlMs = Math.round(message.ttlMs);
+    }
     return obj;
   },
 
@@ -3835,12 +3863,13 @@ export const CreateTokenRequest: MessageFns<CreateTokenRequest> = {
     const message = createBaseCreateTokenRequest();
     message.name = object.name ?? "";
     message.roles = object.roles?.map((e) => e) || [];
+    message.ttlMs = object.ttlMs ?? 0;
     return message;
   },
 };
 
 function createBaseCreateTokenResponse(): CreateTokenResponse {
-  return { name: "", token: "" };
+  return { name: "", token: "", expiresAtMs: 0 };
 }
 
 export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
@@ -3850,6 +3879,9 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     }
     if (message.token !== "") {
       writer.uint32(18).string(message.token);
+    }
+    if (message.expiresAtMs !== 0) {
+      writer.uint32(24).uint64(message.expiresAtMs);
     }
     return writer;
   },
@@ -3877,6 +3909,14 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
           message.token = reader.string();
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.expiresAtMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3890,6 +3930,11 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     return {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       token: isSet(object.token) ? globalThis.String(object.token) : "",
+      expiresAtMs: isSet(object.expiresAtMs)
+        ? globalThis.Number(object.expiresAtMs)
+        : isSet(object.expires_at_ms)
+        ? globalThis.Number(object.expires_at_ms)
+        : 0,
     };
   },
 
@@ -3901,6 +3946,9 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     if (message.token !== "") {
       obj.token = message.token;
     }
+    if (message.expiresAtMs !== 0) {
+      obj.expiresAtMs = Math.round(message.expiresAtMs);
+    }
     return obj;
   },
 
@@ -3911,6 +3959,7 @@ export const CreateTokenResponse: MessageFns<CreateTokenResponse> = {
     const message = createBaseCreateTokenResponse();
     message.name = object.name ?? "";
     message.token = object.token ?? "";
+    message.expiresAtMs = object.expiresAtMs ?? 0;
     return message;
   },
 };
@@ -4060,7 +4109,7 @@ export const ListTokensRequest: MessageFns<ListTokensRequest> = {
 };
 
 function createBaseTokenInfo(): TokenInfo {
-  return { name: "", roles: [], createdAtMs: 0 };
+  return { name: "", roles: [], createdAtMs: 0, expiresAtMs: 0 };
 }
 
 export const TokenInfo: MessageFns<TokenInfo> = {
@@ -4073,6 +4122,9 @@ export const TokenInfo: MessageFns<TokenInfo> = {
     }
     if (message.createdAtMs !== 0) {
       writer.uint32(24).uint64(message.createdAtMs);
+    }
+    if (message.expiresAtMs !== 0) {
+      writer.uint32(32).uint64(message.expiresAtMs);
     }
     return writer;
   },
@@ -4108,6 +4160,14 @@ export const TokenInfo: MessageFns<TokenInfo> = {
           message.createdAtMs = longToNumber(reader.uint64());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.expiresAtMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -4126,6 +4186,11 @@ export const TokenInfo: MessageFns<TokenInfo> = {
         : isSet(object.created_at_ms)
         ? globalThis.Number(object.created_at_ms)
         : 0,
+      expiresAtMs: isSet(object.expiresAtMs)
+        ? globalThis.Number(object.expiresAtMs)
+        : isSet(object.expires_at_ms)
+        ? globalThis.Number(object.expires_at_ms)
+        : 0,
     };
   },
 
@@ -4140,6 +4205,9 @@ export const TokenInfo: MessageFns<TokenInfo> = {
     if (message.createdAtMs !== 0) {
       obj.createdAtMs = Math.round(message.createdAtMs);
     }
+    if (message.expiresAtMs !== 0) {
+      obj.expiresAtMs = Math.round(message.expiresAtMs);
+    }
     return obj;
   },
 
@@ -4151,6 +4219,7 @@ export const TokenInfo: MessageFns<TokenInfo> = {
     message.name = object.name ?? "";
     message.roles = object.roles?.map((e) => e) || [];
     message.createdAtMs = object.createdAtMs ?? 0;
+    message.expiresAtMs = object.expiresAtMs ?? 0;
     return message;
   },
 };

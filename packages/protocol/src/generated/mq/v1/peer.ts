@@ -329,6 +329,8 @@ export interface StoredToken {
   /** Hex SHA-256 of the secret. */
   sha256: string;
   roles: string[];
+  /** When it expires (ms since the epoch); 0 = never. */
+  expiresAtMs: number;
 }
 
 export interface FencePartitionsRequest {
@@ -3238,7 +3240,7 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
 };
 
 function createBaseStoredToken(): StoredToken {
-  return { name: "", sha256: "", roles: [] };
+  return { name: "", sha256: "", roles: [], expiresAtMs: 0 };
 }
 
 export const StoredToken: MessageFns<StoredToken> = {
@@ -3251,6 +3253,9 @@ export const StoredToken: MessageFns<StoredToken> = {
     }
     for (const v of message.roles) {
       writer.uint32(26).string(v!);
+    }
+    if (message.expiresAtMs !== 0) {
+      writer.uint32(32).uint64(message.expiresAtMs);
     }
     return writer;
   },
@@ -3286,6 +3291,14 @@ export const StoredToken: MessageFns<StoredToken> = {
           message.roles.push(reader.string());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.expiresAtMs = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3300,6 +3313,11 @@ export const StoredToken: MessageFns<StoredToken> = {
       name: isSet(object.name) ? globalThis.String(object.name) : "",
       sha256: isSet(object.sha256) ? globalThis.String(object.sha256) : "",
       roles: globalThis.Array.isArray(object?.roles) ? object.roles.map((e: any) => globalThis.String(e)) : [],
+      expiresAtMs: isSet(object.expiresAtMs)
+        ? globalThis.Number(object.expiresAtMs)
+        : isSet(object.expires_at_ms)
+        ? globalThis.Number(object.expires_at_ms)
+        : 0,
     };
   },
 
@@ -3314,6 +3332,9 @@ export const StoredToken: MessageFns<StoredToken> = {
     if (message.roles?.length) {
       obj.roles = message.roles;
     }
+    if (message.expiresAtMs !== 0) {
+      obj.expiresAtMs = Math.round(message.expiresAtMs);
+    }
     return obj;
   },
 
@@ -3325,6 +3346,7 @@ export const StoredToken: MessageFns<StoredToken> = {
     message.name = object.name ?? "";
     message.sha256 = object.sha256 ?? "";
     message.roles = object.roles?.map((e) => e) || [];
+    message.expiresAtMs = object.expiresAtMs ?? 0;
     return message;
   },
 };
