@@ -92,6 +92,10 @@ describe('loadConfig', () => {
     [{ ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key' }, /--tls-cert needs --tls-ca/],
     [{ ...base, tlsClientAuth: true }, /need --tls-cert and --tls-key/],
     [{ ...base, tlsClientAuth: 'yes' }, /tlsClientAuth must be true or false/],
+    [
+      { ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key', tlsCa: 'ca.crt', tlsPeerIds: true },
+      /--tls-peer-ids checks the node ids .* needs --tls-client-auth/,
+    ],
     [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
     [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
@@ -187,6 +191,7 @@ describe('loadConfig', () => {
       authFile: '',
       tlsCert: '',
       tlsClientAuth: false,
+      tlsPeerIds: false,
     })
     const secure = loadConfig(
       {
@@ -198,6 +203,7 @@ describe('loadConfig', () => {
         tlsKey: 'n1.key',
         tlsCa: '/etc/mq/ca.crt',
         tlsClientAuth: true,
+        tlsPeerIds: true,
       },
       '/srv',
     )
@@ -207,6 +213,7 @@ describe('loadConfig', () => {
       tlsCert: '/srv/n1.crt',
       tlsCa: '/etc/mq/ca.crt',
       tlsClientAuth: true,
+      tlsPeerIds: true,
     })
   })
 

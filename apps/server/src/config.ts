@@ -67,6 +67,12 @@ export interface ServerConfig {
   readonly tlsCa: string
   /** Mutual TLS: callers (clients and peers) must present a certificate signed by `tlsCa`. */
   readonly tlsClientAuth: boolean
+  /**
+   * Peer calls that speak for a node (Raft streams, heartbeats) must come with a client
+   * certificate naming that node (its CN, or a DNS name of its subject alternative names):
+   * a member holding the peer secret cannot pass for another node. Needs `tlsClientAuth`.
+   */
+  readonly tlsPeerIds: boolean
   /** A node not heard from for this long has its data-group replicas replaced on other nodes. */
   readonly replaceDeadAfterMs: number
   /**
@@ -108,6 +114,7 @@ export const CONFIG_DEFAULTS = {
   tlsKey: '',
   tlsCa: '',
   tlsClientAuth: false,
+  tlsPeerIds: false,
   replaceDeadAfterMs: 300_000,
   formatLevel: FORMAT_LEVEL,
   connectionsMax: 4_096,
@@ -145,6 +152,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'tlsKey',
   'tlsCa',
   'tlsClientAuth',
+  'tlsPeerIds',
   'replaceDeadAfterMs',
   'formatLevel',
   'connectionsMax',
@@ -290,6 +298,12 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   if (tlsCert === '' && (tlsCa !== '' || tlsClientAuth)) {
     throw new ConfigError('--tls-ca and --tls-client-auth need --tls-cert and --tls-key')
   }
+  const tlsPeerIds = bool(raw, 'tlsPeerIds')
+  if (tlsPeerIds && !tlsClientAuth) {
+    throw new ConfigError(
+      '--tls-peer-ids checks the node ids in peer certificates: it needs --tls-client-auth (else peers present none)',
+    )
+  }
   const httpTls = bool(raw, 'httpTls')
   if (httpTls && (tlsCert === '' || raw.httpListen === undefined || raw.httpListen === '')) {
     throw new ConfigError(
@@ -329,6 +343,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tlsKey,
     tlsCa,
     tlsClientAuth,
+    tlsPeerIds,
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
     formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
     connectionsMax: int(raw, 'connectionsMax', 16, 1_000_000),

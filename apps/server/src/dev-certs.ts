@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
+import { NODE_ID_PATTERN } from './config'
 import { makeDirs } from './make-dirs'
 
 export interface DevCertsOptions {
@@ -10,6 +11,11 @@ export interface DevCertsOptions {
   readonly days: number
   /** Replace files already there. */
   readonly force: boolean
+  /**
+   * Also one certificate per node, `node-ID.crt`/`node-ID.key`, naming the node (CN and a DNS
+   * name), for `--tls-peer-ids`.
+   */
+  readonly nodeIds?: readonly string[]
   /** The openssl binary. */
   readonly openssl?: string
 }
@@ -26,22 +32,29 @@ export const DEV_CERT_FILES = {
 
 /**
  * Makes a development CA and, signed by it, one node certificate (server and client use, for
- * every node of a local cluster: localhost, 127.0.0.1, ::1 and `hosts`) and one client
- * certificate (for mutual TLS), with P-256 keys, through the `openssl` command line. Refuses
+ * every node of a local cluster: localhost, 127.0.0.1, ::1 and `hosts`), one client
+ * certificate (for mutual TLS) and, for each of `nodeIds`, a node certificate naming that
+ * node (for `--tls-peer-ids`), with P-256 keys, through the `openssl` command line. Refuses
  * to overwrite existing files unless `force`. Returns the paths written. Not for production:
  * the CA key sits beside the certificates.
  */
-export function makeDevCerts(options: DevCertsOptions): Record<keyof typeof DEV_CERT_FILES, string> {
+export function makeDevCerts(options: DevCertsOptions): DevCertPaths {
   const openssl = options.openssl ?? 'openssl'
   const path = (k: keyof typeof DEV_CERT_FILES) => join(options.dir, DEV_CERT_FILES[k])
+  const nodeIds = [...new Set(options.nodeIds ?? [])]
+  const bad = nodeIds.find((id) => !NODE_ID_PATTERN.test(id))
+  if (bad !== undefined)
+    throw new Error(`${JSON.stringify(bad)} is not a node id (1-64 letters, digits, '_' or '-')`)
+  const nodeFiles = new Map(nodeIds.map((id) => [id, nodeCertFiles(options.dir, id)]))
   makeDirs(options.dir)
   if (!options.force) {
-    const present = Object.keys(DEV_CERT_FILES).filter((k) =>
-      existsSync(path(k as keyof typeof DEV_CERT_FILES)),
-    )
+    const present = [
+      ...Object.keys(DEV_CERT_FILES).map((k) => path(k as keyof typeof DEV_CERT_FILES)),
+      ...[...nodeFiles.values()].flatMap((f) => [f.cert, f.key]),
+    ].filter((f) => existsSync(f))
     if (present.length > 0) {
       throw new Error(
-        `${options.dir} already holds ${present.map((k) => DEV_CERT_FILES[k as keyof typeof DEV_CERT_FILES]).join(', ')}; pass --force to replace them`,
+        `${options.dir} already holds ${present.map((f) => basename(f)).join(', ')}; pass --force to replace them`,
       )
     }
   }
@@ -69,12 +82,12 @@ export function makeDevCerts(options: DevCertsOptions): Record<keyof typeof DEV_
     '/CN=mq dev CA',
   ])
   const sans = ['DNS:localhost', 'IP:127.0.0.1', 'IP:::1', ...options.hosts.map(san)]
-  const sign = (name: 'node' | 'client', subject: string, ext: string) => {
-    const csr = join(options.dir, `${name}.csr`)
-    const extFile = join(options.dir, `${name}.ext`)
+  const sign = (files: { cert: string; key: string }, subject: string, ext: string) => {
+    const csr = `${files.cert}.csr`
+    const extFile = `${files.cert}.ext`
     writeFileSync(extFile, ext)
     try {
-      run(['req', ...ec, '-keyout', path(`${name}Key`), '-out', csr, '-subj', subject])
+      run(['req', ...ec, '-keyout', files.key, '-out', csr, '-subj', subject])
       run([
         'x509',
         '-req',
@@ -90,27 +103,37 @@ export function makeDevCerts(options: DevCertsOptions): Record<keyof typeof DEV_
         '-extfile',
         extFile,
         '-out',
-        path(`${name}Cert`),
+        files.cert,
       ])
     } finally {
       rmSync(csr, { force: true })
       rmSync(extFile, { force: true })
     }
   }
+  const nodeExt = (names: readonly string[]) =>
+    `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${[...new Set(names)].join(',')}\n`
+  sign({ cert: path('nodeCert'), key: path('nodeKey') }, '/CN=mq node', nodeExt(sans))
   sign(
-    'node',
-    '/CN=mq node',
-    `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${[...new Set(sans)].join(',')}\n`,
-  )
-  sign(
-    'client',
+    { cert: path('clientCert'), key: path('clientKey') },
     '/CN=mq client',
     'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n',
   )
+  for (const [id, files] of nodeFiles) sign(files, `/CN=${id}`, nodeExt([`DNS:${id}`, ...sans]))
   rmSync(join(options.dir, 'ca.srl'), { force: true })
-  return Object.fromEntries(
+  const shared = Object.fromEntries(
     Object.keys(DEV_CERT_FILES).map((k) => [k, path(k as keyof typeof DEV_CERT_FILES)]),
   ) as Record<keyof typeof DEV_CERT_FILES, string>
+  return { ...shared, nodes: Object.fromEntries(nodeFiles) }
+}
+
+/** The paths dev-certs wrote: the shared files by role, and each node's own (`nodes`, by id). */
+export type DevCertPaths = Record<keyof typeof DEV_CERT_FILES, string> & {
+  readonly nodes: Readonly<Record<string, { readonly cert: string; readonly key: string }>>
+}
+
+/** Where dev-certs writes node `id`'s own certificate and key. */
+export function nodeCertFiles(dir: string, id: string): { cert: string; key: string } {
+  return { cert: join(dir, `node-${id}.crt`), key: join(dir, `node-${id}.key`) }
 }
 
 function san(host: string): string {

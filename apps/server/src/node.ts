@@ -230,6 +230,7 @@ export class MqNode {
     this.#credentials = new NodeCredentials(config)
     this.access = new AccessControl({
       peerToken: config.peerToken,
+      peerIds: config.tlsPeerIds,
       tokens: options.tokens,
       metaTokens: () => {
         const meta = this.#metaVoter()

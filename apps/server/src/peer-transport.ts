@@ -213,7 +213,9 @@ export class PeerTransport implements Transport {
         // thrown into grpc-js's stream handling, which would end the process.
         try {
           const { groupId, message } = messageFromWire(wire)
-          if (message.to !== this.#options.nodeId) {
+          // Addressed elsewhere, or not from the batch's sender (whose identity the access
+          // control checks, with --tls-peer-ids against its certificate).
+          if (message.to !== this.#options.nodeId || message.from !== batch.fromNode) {
             this.stats.rejected++
             continue
           }

@@ -71,6 +71,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--tls-ca <file>', 'the CA that signs the cluster certificates (PEM)')
     .option('--tls-client-auth', 'mutual TLS: callers must present a certificate signed by --tls-ca')
     .option(
+      '--tls-peer-ids',
+      "peers' certificates must name the node they speak for (CN or DNS name); needs --tls-client-auth",
+    )
+    .option(
       '--snapshot-entries <n>',
       'data groups snapshot and compact their log every n entries (default 50000)',
     )
@@ -253,13 +257,19 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'more host names or IPs the node certificate is valid for (comma-separated)',
       '',
     )
+    .option(
+      '--node-ids <ids>',
+      'also one certificate per node naming it, node-ID.crt/.key, for --tls-peer-ids (comma-separated)',
+      '',
+    )
     .option('--days <n>', 'validity in days', parsePositiveInt, 365)
     .option('--force', 'replace files already in <dir>', false)
-    .action((dir: string, opts: { hosts: string; days: number; force: boolean }) => {
+    .action((dir: string, opts: { hosts: string; nodeIds: string; days: number; force: boolean }) => {
       try {
         const files = makeDevCerts({
           dir,
           hosts: opts.hosts.split(',').filter((h) => h.length > 0),
+          nodeIds: opts.nodeIds.split(',').filter((h) => h.length > 0),
           days: opts.days,
           force: opts.force,
         })
@@ -267,6 +277,11 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         io.out(
           `  mq-server start … --tls-cert ${files.nodeCert} --tls-key ${files.nodeKey} --tls-ca ${files.caCert} [--tls-client-auth]`,
         )
+        for (const [id, own] of Object.entries(files.nodes)) {
+          io.out(
+            `  mq-server start --node-id ${id} … --tls-cert ${own.cert} --tls-key ${own.key} --tls-ca ${files.caCert} --tls-client-auth --tls-peer-ids`,
+          )
+        }
         io.out(
           `  mq --tls-ca ${files.caCert} [--tls-cert ${files.clientCert} --tls-key ${files.clientKey}] …`,
         )

@@ -277,6 +277,11 @@ describe('PeerTransport', () => {
       await until(() => delivered.length === 2)
       expect(delivered).toEqual([1, 3])
       expect(b.stats.rejected).toBe(1)
+      // A message whose sender is not the batch's ('a' passing one off as from 'c') is dropped.
+      a.transport.send(1, [{ ...heartbeat('b', 4), from: 'c' }, heartbeat('b', 5)])
+      await until(() => delivered.length === 3)
+      expect(delivered).toEqual([1, 3, 5])
+      expect(b.stats.rejected).toBe(2)
     } finally {
       b.close()
       server.forceShutdown()

@@ -65,6 +65,8 @@ export interface AccessOptions {
   readonly metaTokens?: () => ReadonlyMap<string, TokenEntry>
   /** The clock tokens' expiry is checked against (ms since the epoch; Date.now by default). */
   readonly now?: () => number
+  /** `--tls-peer-ids`: peer calls must carry a certificate naming the node they speak for. */
+  readonly peerIds?: boolean
 }
 
 /**
@@ -79,9 +81,12 @@ export class AccessControl {
   #tokens: Map<string, TokenEntry> | undefined
   readonly #metaTokens: () => ReadonlyMap<string, TokenEntry>
   readonly #now: () => number
+  /** Whether peer calls must carry a certificate naming the node they speak for (peer-identity.ts). */
+  readonly peerIds: boolean
 
   constructor(options: AccessOptions) {
     this.#now = options.now ?? Date.now
+    this.peerIds = options.peerIds ?? false
     this.#peerDigest = options.peerToken ? Buffer.from(tokenDigest(options.peerToken), 'hex') : undefined
     this.#tokens = options.tokens ? new Map(options.tokens.map((t) => [t.sha256, t])) : undefined
     this.#metaTokens = options.metaTokens ?? (() => new Map())

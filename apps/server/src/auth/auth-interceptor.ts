@@ -2,12 +2,15 @@ import { ServerInterceptingCall, type ServerInterceptor, status } from '@grpc/gr
 import { MqError, toGrpcStatus } from '@mq/protocol'
 import type { Logger } from '../log'
 import type { AccessControl, Principal } from './access'
+import { checkPeerIdentity } from './peer-identity'
 
 /**
  * The server interceptor that enforces AccessControl on every call before its handler sees
  * it: the caller is authenticated from the call's metadata, and authorized then (or, for a
  * queue-scoped method, on its request message). A refused call ends with the typed
  * UNAUTHENTICATED or PERMISSION_DENIED status and reaches no handler, so nothing changes.
+ * With `access.peerIds`, a peer call that speaks for a node must carry a certificate naming
+ * it (checkPeerIdentity), each message of a Raft stream included.
  */
 export function authInterceptor(access: AccessControl, log: Logger): ServerInterceptor {
   return (descriptor, call) => {
@@ -40,13 +43,13 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
           },
           onReceiveMessage: (message, nextMessage) => {
             if (refused) return
-            if (access.needsRequest(method)) {
-              try {
-                access.authorize(principal, method, message)
-              } catch (error) {
-                refuse(error)
-                return
-              }
+            try {
+              if (access.needsRequest(method)) access.authorize(principal, method, message)
+              // Every message of a stream (each Raft batch names its sender).
+              if (access.peerIds) checkPeerIdentity(method, message, call.getAuthContext().sslPeerCertificate)
+            } catch (error) {
+              refuse(error)
+              return
             }
             nextMessage(message)
           },
