@@ -15,15 +15,22 @@ import {
 } from '@mq/protocol'
 import { MessageType } from '@mq/raft-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createProgram } from '../src/program'
+import { devCerts } from './dev-certs-run'
 import { call, callUntilOk, httpUntilOk, type Outcome } from './grpc-calls'
-import { freePort, type ServerProcess, startServer, waitServing } from './processes'
+import {
+  clusterNodeArgs,
+  type ServerProcess,
+  startServer,
+  type TestNode,
+  testNodes,
+  waitServing,
+} from './processes'
 
 const PEER_SECRET = 'peer-secret-0123456789'
 const dir = mkdtempSync(join(tmpdir(), 'mq-peer-ids-'))
 const certs = join(dir, 'certs')
 const pem = (f: string) => readFileSync(join(certs, f))
-const nodes: { id: string; address: string; http: string; server?: ServerProcess }[] = []
+const nodes: (TestNode & { server?: ServerProcess })[] = []
 
 /** TLS credentials of the cluster CA with the certificate `name`.crt/.key of the dev-certs dir. */
 const tlsAs = (name: string): ChannelCredentials =>
@@ -31,50 +38,25 @@ const tlsAs = (name: string): ChannelCredentials =>
 const PEER = { 'mq-peer-token': PEER_SECRET }
 
 beforeAll(async () => {
-  const io = { errors: [] as string[], lines: [] as string[], code: undefined as number | undefined }
-  await createProgram({
-    out: (l) => io.lines.push(l),
-    err: (l) => io.errors.push(l),
-    exit: (c) => {
-      io.code = c
-    },
-  }).parseAsync(['dev-certs', certs, '--node-ids', 'n1,n2,n3'], { from: 'user' })
+  const io = await devCerts([certs, '--node-ids', 'n1,n2,n3'])
   expect(io.code).toBeUndefined()
   expect(io.lines.join('\n')).toMatch(/--node-id n2 … --tls-cert .*node-n2\.crt .*--tls-peer-ids/)
-  for (let i = 1; i <= 3; i++) {
-    nodes.push({
-      id: `n${i}`,
-      address: `127.0.0.1:${await freePort()}`,
-      http: `127.0.0.1:${await freePort()}`,
-    })
-  }
-  const initialMeta = nodes.map((n) => `${n.id}=${n.address}`).join(',')
+  nodes.push(...(await testNodes(3)))
   for (const n of nodes) {
-    n.server = startServer([
-      'start',
-      '--node-id',
-      n.id,
-      '--listen',
-      n.address,
-      '--data-dir',
-      join(dir, n.id),
-      '--initial-meta',
-      initialMeta,
-      '--tick-ms',
-      '20',
-      '--http-listen',
-      n.http,
-      '--peer-token',
-      PEER_SECRET,
-      '--tls-cert',
-      join(certs, `node-${n.id}.crt`),
-      '--tls-key',
-      join(certs, `node-${n.id}.key`),
-      '--tls-ca',
-      join(certs, 'ca.crt'),
-      '--tls-client-auth',
-      '--tls-peer-ids',
-    ])
+    n.server = startServer(
+      clusterNodeArgs(n, nodes, dir, [
+        '--peer-token',
+        PEER_SECRET,
+        '--tls-cert',
+        join(certs, `node-${n.id}.crt`),
+        '--tls-key',
+        join(certs, `node-${n.id}.key`),
+        '--tls-ca',
+        join(certs, 'ca.crt'),
+        '--tls-client-auth',
+        '--tls-peer-ids',
+      ]),
+    )
   }
   await Promise.all(nodes.map((n) => waitServing(n.address, 30_000, tlsAs('client'))))
 }, 90_000)

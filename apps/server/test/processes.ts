@@ -46,6 +46,51 @@ export function singleNodeArgs(
   dir: string,
   extra: readonly string[] = [],
 ): string[] {
+  return [...startArgs(nodeId, address, dir, `${nodeId}=${address}`), ...extra]
+}
+
+/** A node of a test cluster: its id, gRPC address and HTTP address. */
+export interface TestNode {
+  readonly id: string
+  readonly address: string
+  readonly http: string
+}
+
+/** `count` test nodes n1…nN on free loopback ports. */
+export async function testNodes(count: number): Promise<TestNode[]> {
+  const nodes: TestNode[] = []
+  for (let i = 1; i <= count; i++) {
+    nodes.push({
+      id: `n${i}`,
+      address: `127.0.0.1:${await freePort()}`,
+      http: `127.0.0.1:${await freePort()}`,
+    })
+  }
+  return nodes
+}
+
+/**
+ * `start` arguments of `node` in a cluster founded by `nodes` (20-ms ticks, its HTTP port
+ * on), its data under `dir`, then `extra`.
+ */
+export function clusterNodeArgs(
+  node: TestNode,
+  nodes: readonly TestNode[],
+  dir: string,
+  extra: readonly string[] = [],
+): string[] {
+  return [
+    ...startArgs(node.id, node.address, dir, nodes.map((n) => `${n.id}=${n.address}`).join(',')),
+    '--tick-ms',
+    '20',
+    '--http-listen',
+    node.http,
+    ...extra,
+  ]
+}
+
+/** `start` of node `nodeId` at `address`, its data under `dir`, founded by `initialMeta`. */
+function startArgs(nodeId: string, address: string, dir: string, initialMeta: string): string[] {
   return [
     'start',
     '--node-id',
@@ -55,8 +100,7 @@ export function singleNodeArgs(
     '--data-dir',
     join(dir, nodeId),
     '--initial-meta',
-    `${nodeId}=${address}`,
-    ...extra,
+    initialMeta,
   ]
 }
 

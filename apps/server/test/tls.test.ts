@@ -15,9 +15,16 @@ import {
   QueueClient,
 } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { createProgram } from '../src/program'
+import { devCerts } from './dev-certs-run'
 import { call, callUntilOk, httpUntilOk } from './grpc-calls'
-import { freePort, type ServerProcess, startServer, waitServing } from './processes'
+import {
+  clusterNodeArgs,
+  type ServerProcess,
+  startServer,
+  type TestNode,
+  testNodes,
+  waitServing,
+} from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-tls-'))
 const certs = join(dir, 'certs')
@@ -25,20 +32,7 @@ const rogue = join(dir, 'rogue')
 /** n1's own copies of the node certificate and key, which the rotation test replaces. */
 const n1Tls = join(dir, 'n1-tls')
 const pem = (d: string, f: string) => readFileSync(join(d, f))
-const nodes: { id: string; address: string; http: string; server?: ServerProcess }[] = []
-
-/** Runs `mq-server dev-certs` in process; returns its exit code (undefined = 0) and what it printed. */
-async function devCerts(args: string[]) {
-  const io = { lines: [] as string[], errors: [] as string[], code: undefined as number | undefined }
-  await createProgram({
-    out: (l) => io.lines.push(l),
-    err: (l) => io.errors.push(l),
-    exit: (c) => {
-      io.code = c
-    },
-  }).parseAsync(['dev-certs', ...args], { from: 'user' })
-  return io
-}
+const nodes: (TestNode & { server?: ServerProcess })[] = []
 
 /** A client certificate signed by the dev CA that expired yesterday. */
 function expiredClientCert(): { cert: Buffer; key: Buffer } {
@@ -170,39 +164,21 @@ beforeAll(async () => {
   mkdirSync(n1Tls)
   copyFileSync(join(certs, 'node.crt'), join(n1Tls, 'node.crt'))
   copyFileSync(join(certs, 'node.key'), join(n1Tls, 'node.key'))
-  for (let i = 1; i <= 3; i++) {
-    nodes.push({
-      id: `n${i}`,
-      address: `127.0.0.1:${await freePort()}`,
-      http: `127.0.0.1:${await freePort()}`,
-    })
-  }
-  const initialMeta = nodes.map((n) => `${n.id}=${n.address}`).join(',')
+  nodes.push(...(await testNodes(3)))
   for (const n of nodes) {
-    n.server = startServer([
-      'start',
-      '--node-id',
-      n.id,
-      '--listen',
-      n.address,
-      '--data-dir',
-      join(dir, n.id),
-      '--initial-meta',
-      initialMeta,
-      '--tick-ms',
-      '20',
-      '--http-listen',
-      n.http,
-      '--tls-cert',
-      join(n.id === 'n1' ? n1Tls : certs, 'node.crt'),
-      '--tls-key',
-      join(n.id === 'n1' ? n1Tls : certs, 'node.key'),
-      '--tls-ca',
-      join(certs, 'ca.crt'),
-      '--tls-client-auth',
-      // n1 serves its HTTP port over TLS too (the node certificate, reloaded with it).
-      ...(n.id === 'n1' ? ['--http-tls'] : []),
-    ])
+    n.server = startServer(
+      clusterNodeArgs(n, nodes, dir, [
+        '--tls-cert',
+        join(n.id === 'n1' ? n1Tls : certs, 'node.crt'),
+        '--tls-key',
+        join(n.id === 'n1' ? n1Tls : certs, 'node.key'),
+        '--tls-ca',
+        join(certs, 'ca.crt'),
+        '--tls-client-auth',
+        // n1 serves its HTTP port over TLS too (the node certificate, reloaded with it).
+        ...(n.id === 'n1' ? ['--http-tls'] : []),
+      ]),
+    )
   }
   const good = clientTls(pem(certs, 'ca.crt'), pem(certs, 'client.crt'), pem(certs, 'client.key'))
   await Promise.all(nodes.map((n) => waitServing(n.address, 30_000, good)))
