@@ -35,8 +35,8 @@ describe('parseDuration', () => {
   })
 
   it('takes a larger maximum when given one', () => {
-    expect(parseDuration('365d', Number.MAX_SAFE_INTEGER)).toBe(31_536_000_000)
-    expect(() => parseDuration('2h', 3_600_000)).toThrow(/longer than the maximum of 1h/)
+    expect(parseDuration('365d', { maxMs: Number.MAX_SAFE_INTEGER })).toBe(31_536_000_000)
+    expect(() => parseDuration('2h', { maxMs: 3_600_000 })).toThrow(/longer than the maximum of 1h/)
   })
 
   it('says what a duration looks like', () => {

@@ -10,10 +10,12 @@ const TERM = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/y
  * Parses a duration such as `500ms`, `30s`, `5m`, `1h`, `7d`, `1.5s` or `1m30s` into whole
  * milliseconds. `0` alone is accepted. Throws a RangeError that says what is wrong and what is
  * expected for anything else: a number without a unit, an unknown unit, a negative value, a
- * fraction of a millisecond, or more than `maxMs` (a timer's maximum by default; a token's
- * lifetime is no timer).
+ * fraction of a millisecond, or more than `options.maxMs` (a timer's maximum by default; a
+ * token's lifetime is no timer). (An options object, so that a commander argParser's second
+ * argument, the previous value, cannot pass for a maximum.)
  */
-export function parseDuration(text: string, maxMs: number = DURATION_MS_MAX): number {
+export function parseDuration(text: string, options: { readonly maxMs?: number } = {}): number {
+  const maxMs = options.maxMs ?? DURATION_MS_MAX
   const input = text.trim()
   if (input === '0') return 0
   if (input === '') throw new RangeError(durationHint('an empty duration'))

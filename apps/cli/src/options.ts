@@ -7,16 +7,20 @@ export function durationArg(value: string): number {
 }
 
 /**
- * Reads a duration flag that is no timer (a token's lifetime: `90d`), so it may pass a
- * timer's maximum (the server checks its own bound).
+ * Reads a lifetime flag (a token's: `90d`): no timer, so it may pass a timer's maximum (the
+ * server checks its own bound), and above 0 (`0` would read as "no lifetime": leave the flag
+ * out for that).
  */
 export function lifetimeArg(value: string): number {
-  return durationUpTo(value, Number.MAX_SAFE_INTEGER)
+  const ms = durationUpTo(value, Number.MAX_SAFE_INTEGER)
+  if (ms === 0)
+    throw new InvalidArgumentError(`a lifetime must be above 0, not ${value} (leave the flag out for none)`)
+  return ms
 }
 
 function durationUpTo(value: string, maxMs: number): number {
   try {
-    return parseDuration(value, maxMs)
+    return parseDuration(value, { maxMs })
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message)
   }

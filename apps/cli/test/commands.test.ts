@@ -965,6 +965,9 @@ describe('mq token', () => {
     const bad = await mq(['token', 'create', 'x', '-r', 'admin', '--expires-in', '30'])
     expect(bad.code).toBe(1)
     expectOneLineError(bad.stderr, /"30" has no unit/)
+    const never = await mq(['token', 'create', 'x', '-r', 'admin', '--expires-in', '0'])
+    expect(never.code).toBe(1)
+    expectOneLineError(never.stderr, /a lifetime must be above 0, not 0 \(leave the flag out for none\)/)
   })
 
   it('needs at least one --role', async () => {

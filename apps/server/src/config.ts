@@ -69,7 +69,7 @@ export interface ServerConfig {
   readonly tlsClientAuth: boolean
   /**
    * Peer calls that speak for a node (Raft streams, heartbeats) must come with a client
-   * certificate naming that node (its CN, or a DNS name of its subject alternative names):
+   * certificate naming that node (its subject CN):
    * a member holding the peer secret cannot pass for another node. Needs `tlsClientAuth`.
    */
   readonly tlsPeerIds: boolean

@@ -72,7 +72,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--tls-client-auth', 'mutual TLS: callers must present a certificate signed by --tls-ca')
     .option(
       '--tls-peer-ids',
-      "peers' certificates must name the node they speak for (CN or DNS name); needs --tls-client-auth",
+      "peers' certificates must name the node they speak for (CN = node id); needs --tls-client-auth",
     )
     .option(
       '--snapshot-entries <n>',

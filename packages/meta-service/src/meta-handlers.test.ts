@@ -6,6 +6,7 @@ import {
   FORMAT_LEVEL_ORDERED_KEYS,
   FORMAT_LEVEL_PAUSE,
   FORMAT_LEVEL_RETRY_BACKOFF,
+  FORMAT_LEVEL_TOKEN_TTL,
   type MetaServer,
   NotLeaderError,
   QueueRoute,
@@ -395,6 +396,46 @@ describe('meta handlers', () => {
     })) as QueueRoute
     expect(limited.config?.deliveryRate).toBe(10)
     expect(meta.state.changedEpoch()).toBe(limited.routeEpoch)
+  })
+
+  it('gives a token a lifetime only once every node keeps it (format level 22); a lasting one at any level', async () => {
+    const meta = singleReplica()
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n1',
+      address: 'n1:1',
+      formatLevel: FORMAT_LEVEL_TOKEN_TTL,
+    })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_TOKEN_TTL - 1,
+    })
+    const h = metaHandlers(meta, controller)
+    await expect(
+      call(h, 'createToken', { name: 'ci', roles: ['admin'], ttlMs: 60_000 }),
+    ).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/format level 21: a token can expire from level 22/),
+    })
+    expect(meta.state.tokens.list()).toEqual([])
+    expect(await call(h, 'createToken', { name: 'app', roles: ['admin'], ttlMs: 0 })).toMatchObject({
+      name: 'app',
+      expiresAtMs: 0,
+    })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_TOKEN_TTL,
+    })
+    const made = (await call(h, 'createToken', { name: 'ci', roles: ['admin'], ttlMs: 60_000 })) as {
+      expiresAtMs: number
+    }
+    expect(made.expiresAtMs).toBe(
+      (meta.state.tokens.list().find((t) => t.name === 'ci')?.createdAtMs ?? 0) + 60_000,
+    )
   })
 
   it('deletes a queue, then has its partitions fenced before answering', async () => {

@@ -12,9 +12,9 @@ import {
   QueueNotFoundError,
   QueueRoute,
   queueNameProblem,
-  UnavailableError,
   unaryHandler as unary,
 } from '@mq/protocol'
+import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
@@ -131,20 +131,7 @@ export function metaHandlers(
     )
       return
     const state = await meta.read()
-    const level = state.formatLevel()
-    const refuse = (what: string, needed: number): void => {
-      if (level >= needed) return
-      // Not known yet (a new cluster's founders before their first heartbeat): retriable.
-      const unknown = state.formatLevelUnknown()
-      if (unknown !== undefined) {
-        throw new UnavailableError(
-          `the cluster's format level is not known yet (${unknown}): ${what} from level ${needed}; retry in a moment`,
-        )
-      }
-      throw new InvalidArgumentError(
-        `the cluster runs format level ${level}: ${what} from level ${needed}, once every node runs a version of it`,
-      )
-    }
+    const refuse = (what: string, needed: number): void => requireFormatLevel(state, what, needed)
     if (wanted.messageTtlMs) refuse('a message TTL can be set', FORMAT_LEVEL_MESSAGE_TTL)
     if (wanted.partitions !== undefined && wanted.partitions !== state.queue(name)?.config.partitions)
       refuse('partitions can be added', FORMAT_LEVEL_GROW_PARTITIONS)

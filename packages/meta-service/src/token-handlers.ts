@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { type MetaServer, mqError, unaryHandler as unary } from '@mq/protocol'
+import { FORMAT_LEVEL_TOKEN_TTL, type MetaServer, mqError, unaryHandler as unary } from '@mq/protocol'
+import { requireFormatLevel } from './format-gate'
 import type { MetaGroupPort } from './meta-handlers'
 import type { TokenRecord } from './token-registry'
 
@@ -21,6 +22,8 @@ export function tokenHandlers(
 ): Pick<MetaServer, 'createToken' | 'deleteToken' | 'listTokens'> {
   return {
     createToken: unary(async (req) => {
+      // A meta replica of an earlier version would keep the token for ever (format-level.ts).
+      if (req.ttlMs > 0) requireFormatLevel(await meta.read(), 'a token can expire', FORMAT_LEVEL_TOKEN_TTL)
       const token = `mq_${randomBytes(SECRET_BYTES).toString('base64url')}`
       const r = await meta.propose({
         type: 'putToken',

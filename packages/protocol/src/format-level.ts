@@ -68,8 +68,12 @@
  *    the target keeps the partition's offset from its own group clock (its `clock-offset` key):
  *    a replica of an earlier version would apply the partition's entries at the group's time,
  *    its leases ending sooner or later than on the other replicas.
+ * 22. a client token's lifetime (`ttlMs` of a `putToken` entry, `expiresAtMs` of the token
+ *    records in the meta state and its images, and of the tokens a heartbeat answer carries):
+ *    a meta replica of an earlier version would keep the token for ever, and a meta leader of
+ *    an earlier version would send it to the nodes without its expiry.
  */
-export const FORMAT_LEVEL = 21
+export const FORMAT_LEVEL = 22
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -139,6 +143,9 @@ export const FORMAT_LEVEL_LEASE_TAGS = 20
 
 /** The level from which a moved partition keeps its clock in the group it moves into (level 21 above). */
 export const FORMAT_LEVEL_PARTITION_CLOCK = 21
+
+/** The level from which a client token may have a lifetime (level 22 above). */
+export const FORMAT_LEVEL_TOKEN_TTL = 22
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

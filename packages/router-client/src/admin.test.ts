@@ -136,3 +136,42 @@ describe('Admin.queueStats', () => {
     expect(stats.map((s) => s.partition)).toEqual(Array.from({ length: partitions }, (_, p) => p))
   })
 })
+
+describe('Admin.createToken', () => {
+  /** A router whose meta calls answer as a meta leader that does (or, an older version, does not) keep lifetimes. */
+  function metaRouter(keepsLifetimes: boolean) {
+    const calls: string[] = []
+    const router = {
+      meta: async (_pick: unknown, request: { name: string; ttlMs?: number }) => {
+        if (request.ttlMs === undefined) {
+          calls.push(`delete:${request.name}`)
+          return {}
+        }
+        calls.push(`create:${request.name}:${request.ttlMs}`)
+        const expiresAtMs = keepsLifetimes && request.ttlMs > 0 ? 1_000 + request.ttlMs : 0
+        return { name: request.name, token: 'mq_x', expiresAtMs }
+      },
+    }
+    return { admin: new Admin(router as unknown as Router), calls }
+  }
+
+  it('returns the expiry the cluster set; no lifetime means none', async () => {
+    const { admin, calls } = metaRouter(true)
+    expect(await admin.createToken('ci', ['admin'], { ttlMs: 60_000 })).toEqual({
+      name: 'ci',
+      token: 'mq_x',
+      expiresAtMs: 61_000,
+    })
+    expect((await admin.createToken('app', ['admin'])).expiresAtMs).toBe(0)
+    expect(calls).toEqual(['create:ci:60000', 'create:app:0'])
+    await expect(admin.createToken('bad', ['admin'], { ttlMs: -1 })).rejects.toThrow(RangeError)
+  })
+
+  it('deletes a token an older meta leader made without its lifetime, and says so', async () => {
+    const { admin, calls } = metaRouter(false)
+    await expect(admin.createToken('ci', ['admin'], { ttlMs: 60_000 })).rejects.toThrow(
+      /made token ci without its lifetime .* so it was deleted again/,
+    )
+    expect(calls).toEqual(['create:ci:60000', 'delete:ci'])
+  })
+})

@@ -432,7 +432,16 @@ export class Admin {
     const ttlMs = options.ttlMs ?? 0
     // (The meta group refuses one past its maximum, 10 years, with InvalidArgumentError.)
     checkInteger('ttlMs', ttlMs, 0, Number.MAX_SAFE_INTEGER)
-    return this.#router.meta((m) => m.createToken, { name, roles: [...roles], ttlMs })
+    const created = await this.#router.meta((m) => m.createToken, { name, roles: [...roles], ttlMs })
+    if (ttlMs > 0 && created.expiresAtMs === 0) {
+      // A meta leader of a version before token lifetimes ignores the field: the token it made
+      // never expires, which is not what was asked for. Undone, as far as it can be.
+      await this.deleteToken(created.name).catch(() => undefined)
+      throw new InvalidArgumentError(
+        `the cluster made token ${created.name} without its lifetime (its meta leader runs a version before token lifetimes), so it was deleted again; create it without a lifetime, or after the upgrade`,
+      )
+    }
+    return created
   }
 
   /** Deletes the meta group's token `name`: calls with it fail UNAUTHENTICATED from then on. */

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { TokenRegistry, tokenDigest } from '@mq/meta-service'
 import { describe, expect, it } from 'vitest'
 import { MetaTokenTable } from './meta-tokens'
@@ -43,6 +44,15 @@ describe('the meta-group token table', () => {
     const lasting = new TokenRegistry()
     lasting.put('temp', tokenDigest('s'), ['admin'], 1_000)
     expect(new MetaTokenTable().forHeartbeat(lasting, '').tokensFingerprint).not.toBe(sent.tokensFingerprint)
+  })
+
+  it('fingerprints tokens without an expiry as versions before lifetimes did (rolling upgrades agree)', () => {
+    const registry = new TokenRegistry()
+    registry.put('app', tokenDigest('s1'), ['producer:orders.*', 'consumer:jobs'], 1)
+    const before = createHash('sha256')
+      .update(`app\0${tokenDigest('s1')}\0producer:orders.*\0consumer:jobs\n`)
+      .digest('hex')
+    expect(new MetaTokenTable().forHeartbeat(registry, '').tokensFingerprint).toBe(before)
   })
 
   it('gives the same fingerprint for the same tokens on any replica', () => {

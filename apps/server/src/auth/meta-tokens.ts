@@ -61,7 +61,11 @@ export class MetaTokenTable {
     const table = new Map<string, TokenEntry>()
     const hash = createHash('sha256')
     for (const t of [...tokens].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-      hash.update(`${t.name}\0${t.sha256}\0${t.expiresAtMs}\0${t.roles.join('\0')}\n`)
+      // The expiry only when there is one: the same fingerprint as before lifetimes for the
+      // same tokens (a node and a meta leader of two versions would otherwise never agree, and
+      // every heartbeat answer would carry the whole list during a rolling upgrade).
+      const expiry = t.expiresAtMs ? `\x01${t.expiresAtMs}` : ''
+      hash.update(`${t.name}\0${t.sha256}\0${t.roles.join('\0')}${expiry}\n`)
       const roles = t.roles.map(parseRole).filter((r): r is Role => r !== undefined)
       table.set(t.sha256, { name: t.name, sha256: t.sha256, roles, expiresAtMs: t.expiresAtMs })
     }

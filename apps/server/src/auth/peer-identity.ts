@@ -2,20 +2,14 @@ import type { PeerCertificate } from 'node:tls'
 import { PermissionDeniedError } from '@mq/protocol'
 
 /**
- * The names a peer's certificate gives its holder: the subject's common name and the DNS
- * names of its subject alternative names. `mq-server dev-certs --node-ids` writes each
- * node's certificate with its id as both.
+ * The node ids a peer's certificate names: its subject's common name(s). Not its subject
+ * alternative names: those name hosts (localhost, shared host names), which a node id may
+ * equal, so every certificate valid for that host would speak for that node.
+ * `mq-server dev-certs --node-ids` writes each node's certificate with CN = its id.
  */
 export function certificateNames(cert: PeerCertificate | undefined): Set<string> {
-  const names = new Set<string>()
-  if (!cert) return names
-  const cn = cert.subject?.CN
-  for (const name of Array.isArray(cn) ? cn : cn ? [cn] : []) names.add(name)
-  // Node's form: "DNS:n1, IP Address:127.0.0.1, DNS:localhost" (a name with a comma is quoted).
-  for (const part of (cert.subjectaltname ?? '').split(', ')) {
-    if (part.startsWith('DNS:')) names.add(part.slice(4))
-  }
-  return names
+  const cn = cert?.subject?.CN
+  return new Set(Array.isArray(cn) ? cn : cn ? [cn] : [])
 }
 
 /**
@@ -48,6 +42,6 @@ export function checkPeerIdentity(method: string, message: unknown, cert: PeerCe
   const held =
     names.size > 0 ? [...names].map((n) => JSON.stringify(n)).join(', ') : 'no name (or no certificate)'
   throw new PermissionDeniedError(
-    `${method} speaks for node ${JSON.stringify(foreign)}, but the caller's certificate names ${held} (--tls-peer-ids: each node needs a certificate of its own id)`,
+    `${method} speaks for node ${JSON.stringify(foreign)}, but the caller's certificate names ${held} (--tls-peer-ids: each node needs a certificate whose CN is its id)`,
   )
 }
