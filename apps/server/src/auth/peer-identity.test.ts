@@ -26,6 +26,8 @@ describe('peer identity (--tls-peer-ids)', () => {
       'n2',
     ])
     expect(claimedNodes(HEARTBEAT, { nodeId: 'n3' })).toEqual(['n3'])
+    expect(claimedNodes('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: 'n2' })).toEqual(['n2'])
+    expect(claimedNodes('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: '' })).toEqual([])
     expect(claimedNodes('mq.v1.Peer/Probe', { nodeId: 'n3' })).toEqual([])
     // A malformed message claims '' (which no certificate names), never throws.
     expect(claimedNodes(RAFT, null)).toEqual([''])

@@ -14,8 +14,8 @@ export function certificateNames(cert: PeerCertificate | undefined): Set<string>
 
 /**
  * The node ids a peer call speaks for, read from its request message: a Raft batch's sender
- * and the sender of each of its messages, a heartbeat's node. Empty for other methods (they
- * act for the cluster, not for one node).
+ * and the sender of each of its messages, a heartbeat's node, an image fetch's asker. Empty
+ * for other methods (they act for the cluster, not for one node).
  */
 export function claimedNodes(method: string, message: unknown): string[] {
   if (method === 'mq.v1.Peer/Raft') {
@@ -25,6 +25,11 @@ export function claimedNodes(method: string, message: unknown): string[] {
     return [...ids]
   }
   if (method === 'mq.v1.Peer/Heartbeat') return [String((message as { nodeId?: unknown })?.nodeId ?? '')]
+  if (method === 'mq.v1.Peer/FetchImage') {
+    // The asking follower, when named: its replica is sent a new image when this one is gone.
+    const asker = (message as { nodeId?: unknown })?.nodeId
+    return typeof asker === 'string' && asker !== '' ? [asker] : []
+  }
   return []
 }
 
