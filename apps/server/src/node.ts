@@ -451,7 +451,7 @@ export class MqNode {
         resolve: (id) => this.#addresses.get(id),
         // A peer whose connections close is most likely dead: the groups it led elect at once.
         onPeerDown: (id) => this.#raft?.leaderGone(id),
-        credentials: this.#credentials.peer(),
+        credentials: (id) => this.#credentials.peerFor(id),
       },
       (groupId, message, fromNode) => {
         // A data group's Snap carrying an image handle waits until the image is staged (a

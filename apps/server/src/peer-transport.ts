@@ -59,8 +59,11 @@ export interface PeerTransportOptions {
    * looks like. (The server side cannot tell: grpc-js reports an orderly end and a reset alike.)
    */
   readonly onPeerDown: (nodeId: string) => void
-  /** How to reach peers (TLS, see src/tls.ts); default plaintext. */
-  readonly credentials?: ChannelCredentials
+  /**
+   * How to reach peer `nodeId` (TLS, see src/tls.ts; with --tls-peer-ids its certificate must
+   * name that node); default plaintext.
+   */
+  readonly credentials?: (nodeId: string) => ChannelCredentials
 }
 
 export const DEFAULT_PEER_TRANSPORT_OPTIONS = {
@@ -324,7 +327,7 @@ export class PeerTransport implements Transport {
     }
     out.client ??= new PeerClient(
       address,
-      this.#options.credentials ?? credentials.createInsecure(),
+      this.#options.credentials?.(out.nodeId) ?? credentials.createInsecure(),
       PEER_CHANNEL_OPTIONS,
     )
     const metadata = new Metadata()

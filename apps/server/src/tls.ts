@@ -1,4 +1,6 @@
+import type { PeerCertificate } from 'node:tls'
 import { type ChannelCredentials, credentials, experimental, ServerCredentials } from '@grpc/grpc-js'
+import { certificateNames } from './auth/peer-identity'
 import type { HttpTls } from './http/http-server'
 import { PemFiles } from './pem-files'
 
@@ -8,6 +10,8 @@ export interface TlsSettings {
   readonly tlsKey: string
   readonly tlsCa: string
   readonly tlsClientAuth: boolean
+  /** --tls-peer-ids: a peer's certificate must name the node it is reached as (peerFor). */
+  readonly tlsPeerIds?: boolean
 }
 
 /**
@@ -21,8 +25,12 @@ export class NodeCredentials {
   readonly #files: PemFiles | undefined
   readonly #server: ServerCredentials
   readonly #peer: ChannelCredentials
+  readonly #peerIds: boolean
+  /** Credentials per peer node id that check its certificate names it (with --tls-peer-ids). */
+  readonly #peerFor = new Map<string, ChannelCredentials>()
 
   constructor(settings: TlsSettings) {
+    this.#peerIds = settings.tlsPeerIds ?? false
     if (settings.tlsCert === '') {
       this.#files = undefined
       this.#server = ServerCredentials.createInsecure()
@@ -54,6 +62,24 @@ export class NodeCredentials {
   }
 
   /**
+   * Credentials for calls to peer `nodeId` (its Raft stream): with --tls-peer-ids, a server
+   * whose certificate's CN is not `nodeId` is refused after the usual host name check (an
+   * address given out for the node by mistake, or by a member that is not it). Else peer().
+   */
+  peerFor(nodeId: string): ChannelCredentials {
+    const files = this.#files
+    if (!files || !this.#peerIds) return this.#peer
+    let c = this.#peerFor.get(nodeId)
+    if (!c) {
+      c = experimental.createCertificateProviderChannelCredentials(files, files, {
+        checkServerIdentity: (_host, cert) => serverNamesNode(nodeId, cert),
+      })
+      this.#peerFor.set(nodeId, c)
+    }
+    return c
+  }
+
+  /**
    * The node's certificate for its HTTP port (`--http-tls`), following reloads; undefined
    * when TLS is off.
    */
@@ -79,4 +105,13 @@ export class NodeCredentials {
     this.#files.reload()
     return true
   }
+}
+
+/** Undefined when `cert` names node `nodeId` (its CN, see peer-identity.ts), else the error saying why not. */
+export function serverNamesNode(nodeId: string, cert: PeerCertificate): Error | undefined {
+  const names = certificateNames(cert)
+  if (names.has(nodeId)) return undefined
+  return new Error(
+    `the server reached as node ${JSON.stringify(nodeId)} presents a certificate for ${[...names].map((n) => JSON.stringify(n)).join(', ') || 'no node'} (--tls-peer-ids)`,
+  )
 }

@@ -1,0 +1,80 @@
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Metadata, Server, status } from '@grpc/grpc-js'
+import {
+  HealthCheckRequest,
+  HealthCheckResponse_ServingStatus,
+  HealthClient,
+  HealthService,
+} from '@mq/protocol'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { makeDevCerts } from './dev-certs'
+import { NodeCredentials } from './tls'
+
+const dir = mkdtempSync(join(tmpdir(), 'mq-tls-unit-'))
+let certs: ReturnType<typeof makeDevCerts>
+const server = new Server()
+let address = ''
+
+/** TLS settings of node `id` with its own dev certificate. */
+const settingsOf = (id: string, tlsPeerIds: boolean) => ({
+  tlsCert: certs.nodes[id]?.cert ?? '',
+  tlsKey: certs.nodes[id]?.key ?? '',
+  tlsCa: certs.caCert,
+  tlsClientAuth: false,
+  tlsPeerIds,
+})
+
+beforeAll(async () => {
+  certs = makeDevCerts({ dir, hosts: [], days: 2, force: false, nodeIds: ['n1', 'n2'] })
+  // n2's server.
+  server.addService(HealthService, {
+    check: (_: unknown, cb: (e: null, r: object) => void) =>
+      cb(null, { status: HealthCheckResponse_ServingStatus.SERVING }),
+    watch: () => {},
+  })
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', new NodeCredentials(settingsOf('n2', false)).server(), (e, p) =>
+      e ? rej(e) : res(p),
+    ),
+  )
+  address = `127.0.0.1:${port}`
+})
+
+afterAll(() => {
+  server.forceShutdown()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+/** A health check of n2's server from n1 with `credentials`: OK or the failure's code. */
+async function check(c: ReturnType<NodeCredentials['peer']>): Promise<number> {
+  const client = new HealthClient(address, c)
+  try {
+    return await new Promise<number>((resolve) =>
+      client.check(
+        HealthCheckRequest.fromPartial({}),
+        new Metadata(),
+        { deadline: Date.now() + 5_000 },
+        (e) => resolve(e ? e.code : status.OK),
+      ),
+    )
+  } finally {
+    client.close()
+  }
+}
+
+describe('NodeCredentials.peerFor', () => {
+  it('with --tls-peer-ids reaches a peer only when its certificate names the node it is reached as', async () => {
+    const n1 = new NodeCredentials(settingsOf('n1', true))
+    expect(await check(n1.peerFor('n2'))).toBe(status.OK)
+    expect(await check(n1.peerFor('n3'))).toBe(status.UNAVAILABLE)
+    expect(n1.peerFor('n2')).toBe(n1.peerFor('n2'))
+  })
+
+  it('without it reaches any server of the CA, as peer() does', async () => {
+    const n1 = new NodeCredentials(settingsOf('n1', false))
+    expect(n1.peerFor('n3')).toBe(n1.peer())
+    expect(await check(n1.peerFor('n3'))).toBe(status.OK)
+  })
+})
