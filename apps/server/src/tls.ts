@@ -1,6 +1,6 @@
 import type { PeerCertificate } from 'node:tls'
 import { type ChannelCredentials, credentials, experimental, ServerCredentials } from '@grpc/grpc-js'
-import { certificateNames } from './auth/peer-identity'
+import { certificateNames, quotedNames } from './auth/peer-identity'
 import type { HttpTls } from './http/http-server'
 import { PemFiles } from './pem-files'
 
@@ -112,6 +112,6 @@ export function serverNamesNode(nodeId: string, cert: PeerCertificate): Error | 
   const names = certificateNames(cert)
   if (names.has(nodeId)) return undefined
   return new Error(
-    `the server reached as node ${JSON.stringify(nodeId)} presents a certificate for ${[...names].map((n) => JSON.stringify(n)).join(', ') || 'no node'} (--tls-peer-ids)`,
+    `the server reached as node ${JSON.stringify(nodeId)} presents a certificate for ${quotedNames(names) || 'no node'} (--tls-peer-ids)`,
   )
 }

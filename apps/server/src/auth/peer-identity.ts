@@ -44,9 +44,13 @@ export function checkPeerIdentity(method: string, message: unknown, cert: PeerCe
   const names = certificateNames(cert)
   const foreign = claimed.find((id) => !names.has(id))
   if (foreign === undefined) return
-  const held =
-    names.size > 0 ? [...names].map((n) => JSON.stringify(n)).join(', ') : 'no name (or no certificate)'
+  const held = quotedNames(names) || 'no name (or no certificate)'
   throw new PermissionDeniedError(
     `${method} speaks for node ${JSON.stringify(foreign)}, but the caller's certificate names ${held} (--tls-peer-ids: each node needs a certificate whose CN is its id)`,
   )
+}
+
+/** The names, each quoted, comma-separated ('' for none): how refusals show a certificate's names. */
+export function quotedNames(names: ReadonlySet<string>): string {
+  return [...names].map((n) => JSON.stringify(n)).join(', ')
 }
