@@ -37,14 +37,27 @@ describe('replacing a dead node', () => {
     // the 10 s still run out (when every new leader started the timeout again, n4 was never
     // replaced).
     let transfers = 0
+    // What the groups went through, for the failure message: each change of leader or replicas.
+    const timeline: string[] = []
+    const note = (line: string) => {
+      if (timeline.at(-1)?.endsWith(line)) return
+      timeline.push(`${Date.now() - killedAt} ms: ${line}`)
+    }
     const replaced = await waitFor(
       async () => {
         const s = await client.admin.clusterStatus()
         const groups = s.groups.filter((g) => g.groupId !== 0)
+        note(
+          `meta leader ${s.metaLeaderId}; ${groups.map((g) => `g${g.groupId} ${g.state} ${g.replicas.map((r) => r.nodeId).join(',')}`).join('; ')}`,
+        )
         if (Date.now() - killedAt > 6_000 * (transfers + 1)) {
           transfers++
           const to = s.metaVoters.find((v) => v !== s.metaLeaderId && v !== 'n4')
-          if (to) await client.admin.transferLeader(0, to).catch(() => {})
+          if (to)
+            await client.admin
+              .transferLeader(0, to)
+              .then(() => note(`meta leadership moved to ${to}`))
+              .catch((e: Error) => note(`meta leadership not moved to ${to}: ${e.message}`))
         }
         return groups.every((g) => !g.replicas.some((r) => r.nodeId === 'n4') && g.state !== 'changing')
       },
@@ -53,7 +66,7 @@ describe('replacing a dead node', () => {
     )
     console.log(`dead node: ${transfers} meta leadership transfers meanwhile`)
     console.log(`dead node: ${hadN4} replicas of n4 replaced ${Date.now() - killedAt} ms after its SIGKILL`)
-    expect(replaced).toBe(true)
+    expect(replaced, `n4 not replaced; what the groups went through:\n${timeline.join('\n')}`).toBe(true)
     for (const g of await dataGroups()) expect(new Set(g.replicas.map((r) => r.nodeId)).size).toBe(3)
     const received = await consumeAll(client, 'survivors', sent.length, 20_000)
     expect(received.size).toBe(sent.length)
