@@ -549,7 +549,12 @@ export class MqNode {
         )
       }),
     })
-    this.#server.addService(MetaService, metaHandlers(this.#metaPort(), this.#controller.port()))
+    this.#server.addService(
+      MetaService,
+      metaHandlers(this.#metaPort(), this.#controller.port(), {
+        queueScope: (ctx) => this.access.queueScope(ctx.metadata),
+      }),
+    )
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
     this.#listener = await listenGrpc(
       this.#server,

@@ -6,10 +6,12 @@ import {
   ClusterStatusRequest,
   CreateQueueRequest,
   DeleteQueueRequest,
+  DescribeQueueRequest,
   FencePartitionsRequest,
   GetRoutesRequest,
   HeartbeatRequest,
   LeaseRequest,
+  ListQueuesRequest,
   MetaClient,
   PeerClient,
   ProduceRequest,
@@ -201,6 +203,36 @@ describe('mq-server authentication and authorization', () => {
     expect(lease.ok && lease.response.messages).toHaveLength(1)
     expect((await produce('billing', ADMIN)).ok).toBe(true)
     expect(await depth('billing')).toBe(1)
+  }, 30_000)
+
+  it('shows a token only its queues: listings skip the others, describing one is PERMISSION_DENIED', async () => {
+    const listed = async (headers: Record<string, string>) => {
+      const r = await call(meta, meta.listQueues, ListQueuesRequest.fromPartial({ limit: 1 }), headers)
+      if (!r.ok) throw new Error(r.details)
+      return [r.response.queues.map((q) => q.queue), r.response.nextPageToken]
+    }
+    // One per page: the admin's first page ends at billing; the orders app's never names it.
+    expect(await listed(ADMIN)).toEqual([['billing'], 'billing'])
+    expect(await listed(ORDERS_APP)).toEqual([['orders.eu'], ''])
+    expect(await listed(READER)).toEqual([['orders.eu'], ''])
+    const unnamed = await call(meta, meta.getRoutes, GetRoutesRequest.fromPartial({}), ORDERS_APP)
+    expect(unnamed.ok && unnamed.response.routes.map((r) => r.queue)).toEqual(['orders.eu'])
+    const named = await call(
+      meta,
+      meta.getRoutes,
+      GetRoutesRequest.fromPartial({ queues: ['billing'] }),
+      READER,
+    )
+    expect(named).toMatchObject({
+      ok: false,
+      code: status.PERMISSION_DENIED,
+      details: expect.stringMatching(/token "reader" may not read queue "billing"/),
+    })
+    const describe = async (name: string, headers: Record<string, string>) =>
+      call(meta, meta.describeQueue, DescribeQueueRequest.fromPartial({ name }), headers)
+    expect(await describe('billing', ORDERS_APP)).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
+    expect(await describe('billing', ADMIN)).toMatchObject({ ok: true, response: { queue: 'billing' } })
+    expect(await describe('orders.eu', READER)).toMatchObject({ ok: true, response: { queue: 'orders.eu' } })
   }, 30_000)
 
   it('takes tokens made through the meta group, on every node, until they are deleted', async () => {

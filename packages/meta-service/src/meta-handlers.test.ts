@@ -51,10 +51,18 @@ const controller: ControllerPort = {
   fenceDeletedQueue: async () => {},
 }
 
-function call<K extends keyof MetaServer>(h: MetaServer, method: K, request: unknown): Promise<unknown> {
+/** Calls `method` with `request`; `who` stands for the caller's credentials (metadata key `who`). */
+function call<K extends keyof MetaServer>(
+  h: MetaServer,
+  method: K,
+  request: unknown,
+  who?: string,
+): Promise<unknown> {
+  const metadata = { get: (key: string) => (key === 'who' && who !== undefined ? [who] : []) }
   return new Promise((resolve, reject) =>
-    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)({ request }, (e, r) =>
-      e ? reject(e) : resolve(r),
+    (h[method] as (c: unknown, cb: (e: unknown, r: unknown) => void) => void)(
+      { request, metadata },
+      (e, r) => (e ? reject(e) : resolve(r)),
     ),
   )
 }
@@ -536,7 +544,7 @@ describe('meta handlers', () => {
     for (const q of ['a', 'b', 'c', 'd', 'e'])
       await meta.propose({ type: 'createQueue', name: q, config: { partitions: 8 } })
     const one = QueueRoute.encode(routeOf(meta.state, meta.state.queue('a') as QueueRecord)).finish().length
-    const h = metaHandlers(meta, controller, one + 1) // a page holds one route, a GetRoutes three
+    const h = metaHandlers(meta, controller, { routesBytesMax: one + 1 }) // a page holds one route, a GetRoutes three
     const pages: string[][] = []
     let pageToken = ''
     do {
@@ -553,7 +561,7 @@ describe('meta handlers', () => {
       details: expect.stringMatching(/ask for fewer queues at once/),
     })
     // A route larger than the whole budget still comes, alone on its page.
-    const tiny = metaHandlers(meta, controller, 1)
+    const tiny = metaHandlers(meta, controller, { routesBytesMax: 1 })
     expect(await call(tiny, 'listQueues', { prefix: '', limit: 1000, pageToken: '' })).toMatchObject({
       queues: [{ queue: 'a' }],
       nextPageToken: 'a',
@@ -583,6 +591,48 @@ describe('meta handlers', () => {
       details: 'GetRoutes names 100001 queues; the limit is 100000: ask in parts',
     })
     expect(await routes(many.slice(1))).toEqual([])
+  })
+
+  it("shows a scoped caller only its queues: ListQueues pages, an unnamed GetRoutes, ClusterStatus's moves", async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const names = ['billing', 'jobs', 'orders.a', 'orders.b', 'ordersx', 'orders.c', 'zeta']
+    for (const name of names) await meta.propose({ type: 'createQueue', name, config: { partitions: 1 } })
+    for (const queue of ['billing', 'orders.b']) {
+      const from = meta.state.queue(queue)?.partitions[0]?.groupId
+      await meta.propose({ type: 'startMove', queue, partition: 0, toGroup: from === 1 ? 2 : 1 })
+    }
+    // The caller "orders" sees orders.*; any other caller (no scope) sees every queue.
+    const h = metaHandlers(meta, controller, {
+      queueScope: (ctx) =>
+        ctx.metadata.get('who')[0] === 'orders' ? (q) => q.startsWith('orders.') : undefined,
+    })
+    type Page = { queues: QueueRoute[]; nextPageToken: string }
+    const pages: [string[], string][] = []
+    let pageToken = ''
+    do {
+      const page = (await call(h, 'listQueues', { prefix: '', limit: 2, pageToken }, 'orders')) as Page
+      pages.push([page.queues.map((q) => q.queue), page.nextPageToken])
+      pageToken = page.nextPageToken
+    } while (pageToken !== '')
+    // Each page is filled from further on, and its token is a name the caller sees.
+    expect(pages).toEqual([
+      [['orders.a', 'orders.b'], 'orders.b'],
+      [['orders.c'], ''],
+    ])
+    const all = (await call(h, 'listQueues', { prefix: '', limit: 100, pageToken: '' }, 'ops')) as Page
+    expect(all.queues.map((q) => q.queue)).toEqual([...names].sort())
+    const routes = async (queues: string[], who: string) =>
+      ((await call(h, 'getRoutes', { queues }, who)) as { routes: QueueRoute[] }).routes.map((r) => r.queue)
+    expect(await routes([], 'orders')).toEqual(['orders.a', 'orders.b', 'orders.c'])
+    expect(await routes(['billing', 'orders.c'], 'orders')).toEqual(['orders.c'])
+    expect(await routes(['billing'], 'ops')).toEqual(['billing'])
+    const moves = async (who: string) =>
+      ((await call(h, 'clusterStatus', {}, who)) as { moves: { queue: string }[] }).moves.map((m) => m.queue)
+    expect(await moves('orders')).toEqual(['orders.b'])
+    expect(await moves('ops')).toEqual(['billing', 'orders.b'])
   })
 
   it('answers errors with their typed status', async () => {

@@ -12,6 +12,7 @@ import {
   QueueNotFoundError,
   QueueRoute,
   queueNameProblem,
+  type UnaryCallContext,
   unaryHandler as unary,
 } from '@mq/protocol'
 import { requireFormatLevel } from './format-gate'
@@ -80,13 +81,29 @@ export const GET_ROUTES_UNNAMED_MAX = 100
  */
 export const ROUTES_BYTES_MAX = 16 * 1024 * 1024
 
+/** Which queue names a caller may see (see MetaHandlerOptions.queueScope). */
+export type QueueScope = (queue: string) => boolean
+
+export interface MetaHandlerOptions {
+  /** Bytes of routes one answer carries at most (tests make it small). Default ROUTES_BYTES_MAX. */
+  readonly routesBytesMax?: number
+  /**
+   * The queues a call's caller may see, from its credentials (`ctx.metadata`); undefined: all
+   * of them. ListQueues, a GetRoutes that names no queue, and ClusterStatus's moves show only
+   * those; a page of ListQueues is filled from further on, so its next-page token is a name
+   * the caller sees (the authorization of named queues is the server's, before the handler).
+   */
+  readonly queueScope?: (ctx: UnaryCallContext) => QueueScope | undefined
+}
+
 /** The Meta service's gRPC handlers over a meta group replica. */
 export function metaHandlers(
   meta: MetaGroupPort,
   controller: ControllerPort,
-  /** Bytes of routes one answer carries at most (tests make it small). */
-  routesBytesMax = ROUTES_BYTES_MAX,
+  options: MetaHandlerOptions = {},
 ): MetaServer {
+  const routesBytesMax = options.routesBytesMax ?? ROUTES_BYTES_MAX
+  const scopeOf = options.queueScope ?? (() => undefined)
   const committed = async (command: MetaCommand): Promise<unknown> => {
     const r = await meta.propose(command)
     if (!r.ok) throw mqError(r.code, r.message)
@@ -158,7 +175,7 @@ export function metaHandlers(
     }
   }
   return {
-    getRoutes: unary(async (req) => {
+    getRoutes: unary(async (req, ctx) => {
       // Counted as sent, answered once per name: a name repeated would repeat its route.
       if (req.queues.length > GET_ROUTES_QUEUES_MAX) {
         throw new InvalidArgumentError(
@@ -166,10 +183,11 @@ export function metaHandlers(
         )
       }
       const state = await meta.read()
+      const scope = scopeOf(ctx)
       const queues =
         req.queues.length > 0
-          ? [...new Set(req.queues)].flatMap((n) => state.queue(n) ?? [])
-          : state.queues('', '', GET_ROUTES_UNNAMED_MAX)
+          ? [...new Set(req.queues)].flatMap((n) => (scope && !scope(n) ? [] : (state.queue(n) ?? [])))
+          : state.queues('', '', GET_ROUTES_UNNAMED_MAX, scope)
       const routes = queues.map((q) => routeOf(state, q))
       // Three pages' worth (48 MiB by default, still under the 64 MiB a call carries): nodes
       // before 2026-12-02 ask for every hosted queue's route in one call.
@@ -218,10 +236,10 @@ export function metaHandlers(
       return {}
     }),
     describeQueue: unary(async (req) => routeNow(req.name)),
-    listQueues: unary(async (req) => {
+    listQueues: unary(async (req, ctx) => {
       const limit = Math.min(req.limit || LIST_LIMIT_MAX, LIST_LIMIT_MAX)
       const state = await meta.read()
-      const page = state.queues(req.prefix, req.pageToken, limit + 1)
+      const page = state.queues(req.prefix, req.pageToken, limit + 1, scopeOf(ctx))
       // A page ends at `limit` queues or ROUTES_BYTES_MAX bytes of routes (1,000 queues of 256
       // partitions passed the 64 MiB a call carries), whichever comes first; one route at least.
       const routes: QueueRoute[] = []
@@ -238,8 +256,9 @@ export function metaHandlers(
         nextPageToken: more ? (routes[routes.length - 1]?.queue ?? '') : '',
       }
     }),
-    clusterStatus: unary(async () => {
+    clusterStatus: unary(async (_req, ctx) => {
       const state = await meta.read()
+      const scope = scopeOf(ctx)
       const liveness = meta.liveness()
       const { voters, learners } = meta.membership()
       const change = state.metaChange()
@@ -263,15 +282,18 @@ export function metaHandlers(
         nodes: nodeStatusesOf(state, liveness),
         groups: groupStatusesOf(state, liveness),
         ...(state.scale ? { scale: scaleProgress(state) } : {}),
-        moves: state.moves().map((m) => ({
-          moveId: m.moveId,
-          queue: m.queue,
-          partition: m.partition,
-          fromGroup: m.fromGroup,
-          toGroup: m.toGroup,
-          phase: m.phase,
-          startedAtMs: m.startedAtMs,
-        })),
+        moves: state
+          .moves()
+          .filter((m) => !scope || scope(m.queue))
+          .map((m) => ({
+            moveId: m.moveId,
+            queue: m.queue,
+            partition: m.partition,
+            fromGroup: m.fromGroup,
+            toGroup: m.toGroup,
+            phase: m.phase,
+            startedAtMs: m.startedAtMs,
+          })),
       }
     }),
     scaleDataGroups: unary(async (req) => {

@@ -276,8 +276,16 @@ export class MetaState {
     return this.#queues.get(name)
   }
 
-  /** Queues whose name starts with `prefix`, after `after`, in name order, at most `limit`. */
-  queues(prefix = '', after = '', limit = Number.POSITIVE_INFINITY): QueueRecord[] {
+  /**
+   * Queues whose name starts with `prefix`, after `after`, in name order, at most `limit`;
+   * with `visible`, only those it accepts (the scan goes on past the others).
+   */
+  queues(
+    prefix = '',
+    after = '',
+    limit = Number.POSITIVE_INFINITY,
+    visible?: (name: string) => boolean,
+  ): QueueRecord[] {
     const out: QueueRecord[] = []
     // The first name ≥ prefix and > after.
     let i = firstAtLeast(this.#names, prefix)
@@ -287,6 +295,7 @@ export class MetaState {
     for (; i < this.#names.length && out.length < limit; i++) {
       const name = this.#names[i] as string
       if (!name.startsWith(prefix)) break
+      if (visible && !visible(name)) continue
       out.push(this.#queues.get(name) as QueueRecord)
     }
     return out

@@ -1,4 +1,4 @@
-import type { ServerUnaryCall } from '@grpc/grpc-js'
+import type { Metadata, ServerUnaryCall } from '@grpc/grpc-js'
 
 /** What a unary handler may know of its call besides the request (see unaryHandler). */
 export interface UnaryCallContext {
@@ -7,6 +7,8 @@ export interface UnaryCallContext {
    * first use (most handlers never look).
    */
   readonly cancelled: AbortSignal
+  /** The metadata the caller sent (its credentials among them: a handler may scope its answer by them). */
+  readonly metadata: Metadata
 }
 
 export class CallContext implements UnaryCallContext {
@@ -24,5 +26,9 @@ export class CallContext implements UnaryCallContext {
     if (this.#call.cancelled) controller.abort()
     else this.#call.once('cancelled', () => controller.abort())
     return this.#signal
+  }
+
+  get metadata(): Metadata {
+    return this.#call.metadata
   }
 }

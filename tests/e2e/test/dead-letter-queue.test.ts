@@ -83,8 +83,10 @@ describe('a dead-letter queue', () => {
       maxDeliveries: 2,
       deadLetterQueue: 'dead-orders',
     })
-    // The app may not touch the dead-letter queue itself.
-    await expect(app.producer('dead-orders').send({ body: 'x' })).rejects.toThrow(/may not produce/)
+    // The app may not touch the dead-letter queue itself (not even see its route).
+    await expect(app.producer('dead-orders').send({ body: 'x' })).rejects.toThrow(
+      /token "orders-app" may not read queue "dead-orders"/,
+    )
 
     const producer = app.producer('orders', { keyless: 'round-robin' })
     const sent = await Promise.all(

@@ -125,8 +125,11 @@ describe('a secured cluster through the SDK and the CLI', () => {
       'x',
     ])
     expect(denied.code).toBe(5)
-    // (Node warns once that TLS to an IP address sends no SNI: the line before ours.)
-    expect(denied.err).toMatch(/^mq: .*may not produce queue "billing"/m)
+    // (Node warns once that TLS to an IP address sends no SNI: the line before ours.) Refused
+    // at the route lookup: a token sees only its queues' routes.
+    expect(denied.err).toMatch(
+      /^mq: .*token "orders-app" may not read queue "billing" \(mq\.v1\.Meta\/GetRoutes\)/m,
+    )
     const listed = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'list'], {
       env: { MQ_TOKEN: ADMIN, MQ_TLS_CA: caPath },
     })

@@ -110,6 +110,33 @@ describe('access control', () => {
     expect(outcome(() => secured.authorize(app, method, target(queue)))).toBe(expected)
   })
 
+  it("keeps a scoped token to its queues' routes and descriptions, and lists only its queues", () => {
+    const routes = (...queues: string[]) => secured.authorize(app, 'mq.v1.Meta/GetRoutes', { queues })
+    expect(outcome(() => routes('orders.eu', 'jobs'))).toBe('OK')
+    expect(outcome(() => routes('orders.eu', 'billing'))).toBe(ErrorCode.PermissionDenied)
+    // No name, or names no queue can have (the SDK's connect asks for ''): the handler answers.
+    expect(outcome(() => routes())).toBe('OK')
+    expect(outcome(() => routes('', 'not a name'))).toBe('OK')
+    const describe = (name: string) => secured.authorize(app, 'mq.v1.Meta/DescribeQueue', { name })
+    expect(outcome(() => describe('jobs'))).toBe('OK')
+    expect(() => describe('billing')).toThrow(
+      /token "app" may not read queue "billing" \(mq.v1.Meta\/DescribeQueue\)/,
+    )
+    expect(outcome(() => secured.authorize(ops, 'mq.v1.Meta/DescribeQueue', { name: 'billing' }))).toBe('OK')
+    expect(secured.needsRequest('mq.v1.Meta/GetRoutes')).toBe(true)
+    expect(secured.needsRequest('mq.v1.Meta/ListQueues')).toBe(false)
+
+    const scope = secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer app-secret-0123456789' }))
+    expect(['orders.eu', 'jobs', 'billing', 'jobs2'].filter((q) => scope?.(q))).toEqual(['orders.eu', 'jobs'])
+    // Every queue: admin, a peer, a node that checks no tokens.
+    expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer admin-secret-0123456789' }))).toBeUndefined()
+    expect(secured.queueScope(md({ [PEER_TOKEN_KEY]: 'peer-secret' }))).toBeUndefined()
+    expect(open.queueScope(md({}))).toBeUndefined()
+    // None: a caller it cannot authenticate.
+    expect(secured.queueScope(md({}))?.('jobs')).toBe(false)
+    expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer nope' }))?.('jobs')).toBe(false)
+  })
+
   it('lets admin do every client call, peers everything, and nobody only health checks', () => {
     for (const method of ['mq.v1.Queue/Purge', 'mq.v1.Meta/CreateQueue', 'mq.v1.Meta/SomethingNew']) {
       expect(outcome(() => secured.authorize(ops, method, target('x')))).toBe('OK')

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto'
 import type { Metadata } from '@grpc/grpc-js'
-import { formatRole } from '@mq/meta-service'
+import { formatRole, type QueueScope, queueNameProblem } from '@mq/meta-service'
 import { PermissionDeniedError, UnauthenticatedError } from '@mq/protocol'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { type Role, type TokenEntry, tokenDigest } from './token-file'
@@ -15,8 +15,8 @@ export type Principal =
   | { readonly kind: 'anonymous' }
 
 /**
- * What a method needs. `produce`/`consume`/`read` are checked against the request's queue
- * (`target.queue`); `read` is allowed to a producer or a consumer of the queue.
+ * What a method needs. `produce`/`consume`/`read` are checked against the request's queues
+ * (`queuesOf`); `read` is allowed to a producer or a consumer of the queue.
  */
 type Need = 'none' | 'peer' | 'client' | 'admin' | 'produce' | 'consume' | 'read'
 
@@ -32,9 +32,11 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Peer/FetchImage': 'peer',
   'mq.v1.Peer/FencePartitions': 'peer',
   'mq.v1.Peer/Probe': 'peer',
-  'mq.v1.Meta/GetRoutes': 'client',
+  // Each queue named; an unnamed GetRoutes and ListQueues answer only the caller's queues
+  // (queueScope, applied by the Meta handlers).
+  'mq.v1.Meta/GetRoutes': 'read',
   'mq.v1.Meta/ListQueues': 'client',
-  'mq.v1.Meta/DescribeQueue': 'client',
+  'mq.v1.Meta/DescribeQueue': 'read',
   'mq.v1.Meta/ClusterStatus': 'client',
   'mq.v1.Queue/Produce': 'produce',
   'mq.v1.Queue/Lease': 'consume',
@@ -47,6 +49,22 @@ const NEEDS: Readonly<Record<string, Need>> = {
   'mq.v1.Meta/CreateToken': 'admin',
   'mq.v1.Meta/DeleteToken': 'admin',
   'mq.v1.Meta/ListTokens': 'admin',
+}
+
+/**
+ * The queues a queue-scoped call names: a Queue method's target, a DescribeQueue's name, each
+ * of a GetRoutes's names. Of the Meta methods, only names a queue could have: the others
+ * match no queue (the SDK's connect asks for the routes of '' to reach the meta group), and
+ * the handler answers them as it would anyone.
+ */
+function queuesOf(method: string, request: unknown): string[] {
+  const r = request as { target?: { queue?: unknown }; name?: unknown; queues?: unknown } | undefined
+  const possible = (names: unknown[]): string[] =>
+    names.filter((n): n is string => typeof n === 'string' && queueNameProblem(n) === undefined)
+  if (method === 'mq.v1.Meta/DescribeQueue') return possible([r?.name])
+  if (method === 'mq.v1.Meta/GetRoutes') return possible(Array.isArray(r?.queues) ? r.queues : [])
+  const queue = r?.target?.queue
+  return [typeof queue === 'string' ? queue : '']
 }
 
 /** The token administration methods: refused on a node that checks no tokens (authorize). */
@@ -168,19 +186,35 @@ export class AccessControl {
     if (principal.roles.some((r) => r.role === 'admin') || need === 'client') return
     if (need === 'admin')
       throw new PermissionDeniedError(`token "${principal.name}" may not call ${method}: needs admin`)
-    const queue = (request as { target?: { queue?: unknown } } | undefined)?.target?.queue
-    const name = typeof queue === 'string' ? queue : ''
-    const allowed = principal.roles.some(
-      (r) =>
-        r.role !== 'admin' &&
-        (need === 'read' || r.role === (need === 'produce' ? 'producer' : 'consumer')) &&
-        r.matches(name),
-    )
-    if (!allowed) {
+    const role = need === 'produce' ? 'producer' : need === 'consume' ? 'consumer' : undefined
+    for (const name of queuesOf(method, request)) {
+      if (principal.roles.some((r) => r.role !== 'admin' && (!role || r.role === role) && r.matches(name)))
+        continue
       const held = principal.roles.map(formatRole).join(', ')
       throw new PermissionDeniedError(
         `token "${principal.name}" may not ${need} queue "${name}" (${method}); its roles: ${held}`,
       )
     }
+  }
+
+  /**
+   * The queues the caller of a call with `metadata` may see (a token's producer and consumer
+   * patterns), for the answers that list queues; undefined when it may see all of them (admin,
+   * a peer, or clients not authenticated). A caller this cannot authenticate sees none (the
+   * interceptor refused its call before any handler anyway).
+   */
+  queueScope(metadata: Metadata): QueueScope | undefined {
+    if (this.#tokens === undefined) return undefined
+    let principal: Principal
+    try {
+      principal = this.authenticate(metadata)
+    } catch {
+      return () => false
+    }
+    if (principal.kind === 'peer') return undefined
+    if (principal.kind === 'anonymous') return () => false
+    if (principal.roles.some((r) => r.role === 'admin')) return undefined
+    const roles = principal.roles
+    return (queue) => roles.some((r) => r.role !== 'admin' && r.matches(queue))
   }
 }
