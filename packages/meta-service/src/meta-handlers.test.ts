@@ -13,7 +13,7 @@ import {
 } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
-import { MetaState, type QueueRecord } from './meta-state'
+import { MetaState, narrowedPrefixes, type QueueRecord } from './meta-state'
 import { routeOf } from './routes'
 
 /** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
@@ -605,9 +605,16 @@ describe('meta handlers', () => {
       await meta.propose({ type: 'startMove', queue, partition: 0, toGroup: from === 1 ? 2 : 1 })
     }
     // The caller "orders" sees orders.*; any other caller (no scope) sees every queue.
+    const asked: string[] = [] // the names the scope was asked about
+    const orders = {
+      sees: (q: string) => {
+        asked.push(q)
+        return q.startsWith('orders.')
+      },
+      prefixes: ['orders.'],
+    }
     const h = metaHandlers(meta, controller, {
-      queueScope: (ctx) =>
-        ctx.metadata.get('who')[0] === 'orders' ? (q) => q.startsWith('orders.') : undefined,
+      queueScope: (ctx) => (ctx.metadata.get('who')[0] === 'orders' ? orders : undefined),
     })
     type Page = { queues: QueueRoute[]; nextPageToken: string }
     const pages: [string[], string][] = []
@@ -622,6 +629,22 @@ describe('meta handlers', () => {
       [['orders.a', 'orders.b'], 'orders.b'],
       [['orders.c'], ''],
     ])
+    // Read under the scope's prefix alone: never asked about billing, jobs, ordersx or zeta.
+    expect(new Set(asked)).toEqual(new Set(['orders.a', 'orders.b', 'orders.c']))
+    // A request's prefix narrows it further; a page token the caller cannot see (or that names
+    // no queue) only says where to start.
+    const list = async (prefix: string, token: string) =>
+      ((await call(h, 'listQueues', { prefix, limit: 10, pageToken: token }, 'orders')) as Page).queues.map(
+        (q) => q.queue,
+      )
+    expect(await list('orders.b', '')).toEqual(['orders.b'])
+    expect(await list('', 'billing')).toEqual(['orders.a', 'orders.b', 'orders.c'])
+    expect(await list('', 'orders.aa')).toEqual(['orders.b', 'orders.c'])
+    expect(await list('jobs', '')).toEqual([])
+    await expect(call(h, 'describeQueue', { name: 'billing' }, 'orders')).rejects.toMatchObject({ code: 7 })
+    expect(await call(h, 'describeQueue', { name: 'orders.c' }, 'orders')).toMatchObject({
+      queue: 'orders.c',
+    })
     const all = (await call(h, 'listQueues', { prefix: '', limit: 100, pageToken: '' }, 'ops')) as Page
     expect(all.queues.map((q) => q.queue)).toEqual([...names].sort())
     const routes = async (queues: string[], who: string) =>
@@ -633,6 +656,15 @@ describe('meta handlers', () => {
       ((await call(h, 'clusterStatus', {}, who)) as { moves: { queue: string }[] }).moves.map((m) => m.queue)
     expect(await moves('orders')).toEqual(['orders.b'])
     expect(await moves('ops')).toEqual(['billing', 'orders.b'])
+  })
+
+  it('narrows a scope to the prefixes to read under: disjoint, ascending, within the request', () => {
+    expect(narrowedPrefixes(['orders.', 'jobs', 'orders.eu'], '')).toEqual(['jobs', 'orders.'])
+    expect(narrowedPrefixes(['orders.', 'jobs', ''], '')).toEqual([''])
+    expect(narrowedPrefixes(['orders.', 'jobs'], 'orders.e')).toEqual(['orders.e'])
+    expect(narrowedPrefixes(['orders.', 'jobs'], 'o')).toEqual(['orders.'])
+    expect(narrowedPrefixes(['orders.'], 'x')).toEqual([])
+    expect(narrowedPrefixes([], '')).toEqual([])
   })
 
   it('answers errors with their typed status', async () => {

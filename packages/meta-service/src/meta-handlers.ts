@@ -9,6 +9,7 @@ import {
   LimitExceededError,
   type MetaServer,
   mqError,
+  PermissionDeniedError,
   QueueNotFoundError,
   QueueRoute,
   queueNameProblem,
@@ -17,7 +18,7 @@ import {
 } from '@mq/protocol'
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
-import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord } from './meta-state'
+import { META_LIMITS, type MetaResult, type MetaState, type NameScope, type QueueRecord } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -82,16 +83,16 @@ export const GET_ROUTES_UNNAMED_MAX = 100
 export const ROUTES_BYTES_MAX = 16 * 1024 * 1024
 
 /** Which queue names a caller may see (see MetaHandlerOptions.queueScope). */
-export type QueueScope = (queue: string) => boolean
+export type QueueScope = NameScope
 
 export interface MetaHandlerOptions {
   /** Bytes of routes one answer carries at most (tests make it small). Default ROUTES_BYTES_MAX. */
   readonly routesBytesMax?: number
   /**
    * The queues a call's caller may see, from its credentials (`ctx.metadata`); undefined: all
-   * of them. ListQueues, a GetRoutes that names no queue, and ClusterStatus's moves show only
-   * those; a page of ListQueues is filled from further on, so its next-page token is a name
-   * the caller sees (the authorization of named queues is the server's, before the handler).
+   * of them. ListQueues, GetRoutes and ClusterStatus's moves show only those, and
+   * DescribeQueue refuses the others; a page of ListQueues is filled from further on (read
+   * under the scope's prefixes alone), so its next-page token is a name the caller sees.
    */
   readonly queueScope?: (ctx: UnaryCallContext) => QueueScope | undefined
 }
@@ -186,7 +187,7 @@ export function metaHandlers(
       const scope = scopeOf(ctx)
       const queues =
         req.queues.length > 0
-          ? [...new Set(req.queues)].flatMap((n) => (scope && !scope(n) ? [] : (state.queue(n) ?? [])))
+          ? [...new Set(req.queues)].flatMap((n) => (scope && !scope.sees(n) ? [] : (state.queue(n) ?? [])))
           : state.queues('', '', GET_ROUTES_UNNAMED_MAX, scope)
       const routes = queues.map((q) => routeOf(state, q))
       // Three pages' worth (48 MiB by default, still under the 64 MiB a call carries): nodes
@@ -235,7 +236,15 @@ export function metaHandlers(
       await controller.fenceDeletedQueue(deleted)
       return {}
     }),
-    describeQueue: unary(async (req) => routeNow(req.name)),
+    describeQueue: unary(async (req, ctx) => {
+      // The server refuses a queue the caller may not see before this runs; this is the
+      // handler's own guard, whatever calls it.
+      if (scopeOf(ctx)?.sees(req.name) === false)
+        throw new PermissionDeniedError(
+          `queue ${JSON.stringify(req.name)} is not among the queues this caller may see`,
+        )
+      return routeNow(req.name)
+    }),
     listQueues: unary(async (req, ctx) => {
       const limit = Math.min(req.limit || LIST_LIMIT_MAX, LIST_LIMIT_MAX)
       const state = await meta.read()
@@ -284,7 +293,7 @@ export function metaHandlers(
         ...(state.scale ? { scale: scaleProgress(state) } : {}),
         moves: state
           .moves()
-          .filter((m) => !scope || scope(m.queue))
+          .filter((m) => !scope || scope.sees(m.queue))
           .map((m) => ({
             moveId: m.moveId,
             queue: m.queue,

@@ -278,25 +278,23 @@ export class MetaState {
 
   /**
    * Queues whose name starts with `prefix`, after `after`, in name order, at most `limit`;
-   * with `visible`, only those it accepts (the scan goes on past the others).
+   * with `scope`, only those it sees, read from the names under its prefixes alone (so a
+   * caller who sees few queues of many does not scan them all).
    */
-  queues(
-    prefix = '',
-    after = '',
-    limit = Number.POSITIVE_INFINITY,
-    visible?: (name: string) => boolean,
-  ): QueueRecord[] {
+  queues(prefix = '', after = '', limit = Number.POSITIVE_INFINITY, scope?: NameScope): QueueRecord[] {
     const out: QueueRecord[] = []
-    // The first name ≥ prefix and > after.
-    let i = firstAtLeast(this.#names, prefix)
-    const j = firstAtLeast(this.#names, after)
-    if (j > i) i = j
-    if (this.#names[i] === after) i++
-    for (; i < this.#names.length && out.length < limit; i++) {
-      const name = this.#names[i] as string
-      if (!name.startsWith(prefix)) break
-      if (visible && !visible(name)) continue
-      out.push(this.#queues.get(name) as QueueRecord)
+    for (const start of scope ? narrowedPrefixes(scope.prefixes, prefix) : [prefix]) {
+      // The first name ≥ start and > after.
+      let i = firstAtLeast(this.#names, start)
+      const j = firstAtLeast(this.#names, after)
+      if (j > i) i = j
+      if (this.#names[i] === after) i++
+      for (; i < this.#names.length && out.length < limit; i++) {
+        const name = this.#names[i] as string
+        if (!name.startsWith(start)) break
+        if (scope && !scope.sees(name)) continue
+        out.push(this.#queues.get(name) as QueueRecord)
+      }
     }
     return out
   }
@@ -1166,6 +1164,24 @@ function fail(code: ErrorCode, message: string): MetaResult<never> {
 
 function compare(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0
+}
+
+/** Which queue names a caller sees: every name it sees starts with one of `prefixes`. */
+export interface NameScope {
+  sees(name: string): boolean
+  readonly prefixes: readonly string[]
+}
+
+/**
+ * The prefixes to read under for names that start with `prefix` and with one of `scoped`: in
+ * name order, none under another (so the ranges they start are disjoint and ascending).
+ */
+export function narrowedPrefixes(scoped: readonly string[], prefix: string): string[] {
+  const starts = scoped.flatMap((p) => (p.startsWith(prefix) ? [p] : prefix.startsWith(p) ? [prefix] : []))
+  starts.sort()
+  const out: string[] = []
+  for (const s of starts) if (!out.some((o) => s.startsWith(o))) out.push(s)
+  return out
 }
 
 /** The index of the first of `sorted` (ascending) that is ≥ `name` (its length when none is). */

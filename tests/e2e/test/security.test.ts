@@ -92,7 +92,12 @@ describe('a secured cluster through the SDK and the CLI', () => {
     const status = (await (await get('/api/cluster', APP)).json()) as { nodes: { alive: boolean }[] }
     expect(status.nodes).toMatchObject([{ alive: true }])
     expect((await get('/api/queues/orders', APP)).status).toBe(200)
-    // Queue stats need a role on the queue: the gRPC server's check, passed through.
+    // The queues view lists the queues the token sees.
+    const names = async (token: string) =>
+      ((await (await get('/api/queues', token)).json()) as { name: string }[]).map((q) => q.name)
+    expect(await names(APP)).toEqual(['orders'])
+    expect(await names(ADMIN)).toEqual(['billing', 'orders'])
+    // A queue outside the token's roles: the gRPC server's check, passed through.
     const refused = await get('/api/queues/billing', APP)
     expect([refused.status, ((await refused.json()) as { error: { code: string } }).error.code]).toEqual([
       403,
@@ -135,6 +140,15 @@ describe('a secured cluster through the SDK and the CLI', () => {
     })
     expect(listed.code, listed.err).toBe(0)
     expect(listed.out).toMatch(/billing/)
+    // The orders app's token lists only its queues, and may not describe another's.
+    const env = { MQ_TOKEN: APP, MQ_TLS_CA: caPath }
+    const own = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'list'], { env })
+    expect(own.code, own.err).toBe(0)
+    expect(own.out).toMatch(/orders/)
+    expect(own.out).not.toMatch(/billing/)
+    const other = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'describe', 'billing'], { env })
+    expect(other.code).toBe(5)
+    expect(other.err).toMatch(/may not read queue "billing"/)
   }, 30_000)
 
   it('mq token create makes a token the SDK can use at once, and mq token delete revokes it', async () => {

@@ -127,14 +127,18 @@ describe('access control', () => {
     expect(secured.needsRequest('mq.v1.Meta/ListQueues')).toBe(false)
 
     const scope = secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer app-secret-0123456789' }))
-    expect(['orders.eu', 'jobs', 'billing', 'jobs2'].filter((q) => scope?.(q))).toEqual(['orders.eu', 'jobs'])
+    expect(['orders.eu', 'jobs', 'billing', 'jobs2'].filter((q) => scope?.sees(q))).toEqual([
+      'orders.eu',
+      'jobs',
+    ])
+    expect(scope?.prefixes).toEqual(['orders.', 'jobs'])
     // Every queue: admin, a peer, a node that checks no tokens.
     expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer admin-secret-0123456789' }))).toBeUndefined()
     expect(secured.queueScope(md({ [PEER_TOKEN_KEY]: 'peer-secret' }))).toBeUndefined()
     expect(open.queueScope(md({}))).toBeUndefined()
     // None: a caller it cannot authenticate.
-    expect(secured.queueScope(md({}))?.('jobs')).toBe(false)
-    expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer nope' }))?.('jobs')).toBe(false)
+    expect(secured.queueScope(md({}))).toEqual({ sees: expect.any(Function), prefixes: [] })
+    expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer nope' }))?.sees('jobs')).toBe(false)
   })
 
   it('lets admin do every client call, peers everything, and nobody only health checks', () => {

@@ -67,6 +67,9 @@ function queuesOf(method: string, request: unknown): string[] {
   return [typeof queue === 'string' ? queue : '']
 }
 
+/** The scope of a caller who may see no queue. */
+const NO_QUEUES: QueueScope = { sees: () => false, prefixes: [] }
+
 /** The token administration methods: refused on a node that checks no tokens (authorize). */
 const TOKEN_METHODS: ReadonlySet<string> = new Set([
   'mq.v1.Meta/CreateToken',
@@ -209,12 +212,16 @@ export class AccessControl {
     try {
       principal = this.authenticate(metadata)
     } catch {
-      return () => false
+      return NO_QUEUES
     }
     if (principal.kind === 'peer') return undefined
-    if (principal.kind === 'anonymous') return () => false
+    if (principal.kind === 'anonymous') return NO_QUEUES
     if (principal.roles.some((r) => r.role === 'admin')) return undefined
-    const roles = principal.roles
-    return (queue) => roles.some((r) => r.role !== 'admin' && r.matches(queue))
+    const patterns = principal.roles.flatMap((r) => (r.role === 'admin' ? [] : [r]))
+    return {
+      sees: (queue) => patterns.some((r) => r.matches(queue)),
+      // What a pattern's names start with: its text before the first `*`.
+      prefixes: patterns.map((r) => r.pattern.split('*')[0] as string),
+    }
   }
 }
