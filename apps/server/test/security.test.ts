@@ -32,6 +32,7 @@ const PEER_SECRET = 'cluster-secret-0123456789'
 const ADMIN = { authorization: 'Bearer admin-secret-0123456789' }
 const ORDERS_APP = { authorization: 'Bearer orders-secret-0123456789' }
 const READER = { authorization: 'Bearer reader-secret-0123456789' }
+const VIEWER = { authorization: 'Bearer viewer-secret-0123456789' }
 let server: ServerProcess
 let address = ''
 let http = ''
@@ -48,6 +49,7 @@ const FILE_TOKENS = [
     roles: ['producer:orders.*', 'consumer:orders.*'],
   },
   { name: 'reader', token: 'reader-secret-0123456789', roles: ['consumer:orders.eu'] },
+  { name: 'dashboard', token: 'viewer-secret-0123456789', roles: ['viewer:orders.*'] },
 ]
 
 beforeAll(async () => {
@@ -233,6 +235,28 @@ describe('mq-server authentication and authorization', () => {
     expect(await describe('billing', ORDERS_APP)).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
     expect(await describe('billing', ADMIN)).toMatchObject({ ok: true, response: { queue: 'billing' } })
     expect(await describe('orders.eu', READER)).toMatchObject({ ok: true, response: { queue: 'orders.eu' } })
+    // A viewer sees the same, reads the depths, and neither sends nor takes.
+    expect(await listed(VIEWER)).toEqual([['orders.eu'], ''])
+    expect(await describe('orders.eu', VIEWER)).toMatchObject({ ok: true })
+    const stats = await call(
+      queue,
+      queue.stats,
+      StatsRequest.fromPartial({ target: await targetOf('orders.eu') }),
+      VIEWER,
+    )
+    expect(stats.ok).toBe(true)
+    expect(await produce('orders.eu', VIEWER)).toMatchObject({
+      ok: false,
+      code: status.PERMISSION_DENIED,
+      details: expect.stringMatching(/token "dashboard" may not produce queue "orders.eu"/),
+    })
+    const lease = await call(
+      queue,
+      queue.lease,
+      LeaseRequest.fromPartial({ target: await targetOf('orders.eu'), consumerId: 'v', max: 1 }),
+      VIEWER,
+    )
+    expect(lease).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
   }, 30_000)
 
   it('takes tokens made through the meta group, on every node, until they are deleted', async () => {
@@ -362,7 +386,7 @@ describe('mq-server authentication and authorization', () => {
       }),
     )
     server.child.kill('SIGHUP')
-    expect(await waitUntil(logged('reloaded 3 file tokens'))).toBe(true)
+    expect(await waitUntil(logged(`reloaded ${FILE_TOKENS.length} file tokens`))).toBe(true)
     expect((await produce('billing', BILLING)).ok).toBe(true)
     const target = await targetOf('orders.eu')
     const lease = await call(queue, queue.lease, LeaseRequest.fromPartial({ target, max: 1 }), READER)
@@ -375,7 +399,7 @@ describe('mq-server authentication and authorization', () => {
     expect((await produce('orders.eu', ORDERS_APP)).ok).toBe(true)
     writeFileSync(authFile, JSON.stringify({ tokens: FILE_TOKENS }))
     server.child.kill('SIGHUP')
-    expect(await waitUntil(logged('reloaded 3 file tokens', 2))).toBe(true)
+    expect(await waitUntil(logged(`reloaded ${FILE_TOKENS.length} file tokens`, 2))).toBe(true)
     expect(await produce('billing', BILLING)).toMatchObject({ ok: false, code: status.UNAUTHENTICATED })
   })
 

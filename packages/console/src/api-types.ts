@@ -12,7 +12,7 @@ export interface SessionInfo {
   readonly auth: boolean
   /** The token's name ('' = no token given). */
   readonly tokenName: string
-  /** The token's roles, as `admin`, `producer:PATTERN`, `consumer:PATTERN`. */
+  /** The token's roles, as `admin`, `producer:PATTERN`, `consumer:PATTERN`, `viewer:PATTERN`. */
   readonly roles: readonly string[]
   /** True when admin actions are allowed: auth is on and the token has the admin role. */
   readonly admin: boolean

@@ -7,6 +7,7 @@ import {
   FORMAT_LEVEL_PAUSE,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_TOKEN_TTL,
+  FORMAT_LEVEL_VIEWER_ROLE,
   type MetaServer,
   NotLeaderError,
   QueueRoute,
@@ -444,6 +445,36 @@ describe('meta handlers', () => {
     expect(made.expiresAtMs).toBe(
       (meta.state.tokens.list().find((t) => t.name === 'ci')?.createdAtMs ?? 0) + 60_000,
     )
+  })
+
+  it('gives a token a viewer role only once every meta replica reads it (format level 23)', async () => {
+    const meta = singleReplica()
+    for (const [nodeId, formatLevel] of [
+      ['n1', FORMAT_LEVEL_VIEWER_ROLE],
+      ['n2', FORMAT_LEVEL_VIEWER_ROLE - 1],
+    ] as const)
+      await meta.propose({ type: 'registerNode', nodeId, address: `${nodeId}:1`, formatLevel })
+    const h = metaHandlers(meta, controller)
+    const dash = { name: 'dash', roles: ['viewer:orders.*'], ttlMs: 0 }
+    await expect(call(h, 'createToken', dash)).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/format level 22: a token can have a viewer role from level 23/),
+    })
+    expect(meta.state.tokens.list()).toEqual([])
+    // Other roles at any level.
+    expect(
+      await call(h, 'createToken', { name: 'app', roles: ['consumer:orders.*'], ttlMs: 0 }),
+    ).toMatchObject({
+      name: 'app',
+    })
+    await meta.propose({
+      type: 'registerNode',
+      nodeId: 'n2',
+      address: 'n2:1',
+      formatLevel: FORMAT_LEVEL_VIEWER_ROLE,
+    })
+    expect(await call(h, 'createToken', dash)).toMatchObject({ name: 'dash' })
+    expect(meta.state.tokens.list().find((t) => t.name === 'dash')?.roles).toEqual(['viewer:orders.*'])
   })
 
   it('deletes a queue, then has its partitions fenced before answering', async () => {

@@ -1,5 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { FORMAT_LEVEL_TOKEN_TTL, type MetaServer, mqError, unaryHandler as unary } from '@mq/protocol'
+import {
+  FORMAT_LEVEL_TOKEN_TTL,
+  FORMAT_LEVEL_VIEWER_ROLE,
+  type MetaServer,
+  mqError,
+  unaryHandler as unary,
+} from '@mq/protocol'
 import { requireFormatLevel } from './format-gate'
 import type { MetaGroupPort } from './meta-handlers'
 import type { TokenRecord } from './token-registry'
@@ -24,6 +30,9 @@ export function tokenHandlers(
     createToken: unary(async (req) => {
       // A meta replica of an earlier version would keep the token for ever (format-level.ts).
       if (req.ttlMs > 0) requireFormatLevel(await meta.read(), 'a token can expire', FORMAT_LEVEL_TOKEN_TTL)
+      // One of an earlier version would refuse the entry that the others apply.
+      if (req.roles.some((r) => r.startsWith('viewer:')))
+        requireFormatLevel(await meta.read(), 'a token can have a viewer role', FORMAT_LEVEL_VIEWER_ROLE)
       const token = `mq_${randomBytes(SECRET_BYTES).toString('base64url')}`
       const r = await meta.propose({
         type: 'putToken',

@@ -118,10 +118,12 @@ describe('tokens in the meta state', () => {
 })
 
 describe('token roles', () => {
-  it('parses admin, producer:PATTERN and consumer:PATTERN only', () => {
+  it('parses admin, producer:PATTERN, consumer:PATTERN and viewer:PATTERN only', () => {
     expect(parseRole('admin')).toEqual({ role: 'admin' })
     expect(parseRole('consumer:jobs')).toMatchObject({ role: 'consumer', pattern: 'jobs' })
-    for (const bad of ['root', 'producer:', 'producer', 42, undefined]) expect(parseRole(bad)).toBeUndefined()
+    expect(parseRole('viewer:jobs*')).toMatchObject({ role: 'viewer', pattern: 'jobs*' })
+    for (const bad of ['root', 'producer:', 'producer', 'viewer:', 'reader:jobs', 42, undefined])
+      expect(parseRole(bad)).toBeUndefined()
   })
 
   it.each([

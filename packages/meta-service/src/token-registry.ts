@@ -58,7 +58,9 @@ export class TokenRegistry {
     }
     const bad = roles.find((r) => parseRole(r) === undefined)
     if (bad !== undefined) {
-      return fail(`role ${JSON.stringify(bad)} is not admin, producer:PATTERN or consumer:PATTERN`)
+      return fail(
+        `role ${JSON.stringify(bad)} is not admin, producer:PATTERN, consumer:PATTERN or viewer:PATTERN`,
+      )
     }
     if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 0 || ttlMs > TOKEN_TTL_MS_MAX) {
       return fail(

@@ -1,12 +1,14 @@
 /**
  * The grammar of client-token roles, shared by the servers' token file and the tokens the
  * meta group keeps: `admin` may do everything; `producer:PATTERN` and `consumer:PATTERN`
- * only on queues whose names match PATTERN, where `*` matches any run of characters.
+ * only on queues whose names match PATTERN, where `*` matches any run of characters;
+ * `viewer:PATTERN` only sees those queues (lists, describes and reads their stats: a
+ * dashboard's or a monitor's token, which neither sends nor takes messages).
  */
 export type Role =
   | { readonly role: 'admin' }
   | {
-      readonly role: 'producer' | 'consumer'
+      readonly role: 'producer' | 'consumer' | 'viewer'
       readonly pattern: string
       readonly matches: (queue: string) => boolean
     }
@@ -18,14 +20,17 @@ export const TOKEN_SHA256_PATTERN = /^[0-9a-f]{64}$/
 /** Roles of one token, at most. */
 export const ROLES_PER_TOKEN_MAX = 100
 
-/** Parses one role (`admin`, `producer:PATTERN`, `consumer:PATTERN`); undefined when it is none of them. */
+/**
+ * Parses one role (`admin`, `producer:PATTERN`, `consumer:PATTERN`, `viewer:PATTERN`);
+ * undefined when it is none of them.
+ */
 export function parseRole(text: unknown): Role | undefined {
   if (text === 'admin') return { role: 'admin' }
-  const match = typeof text === 'string' ? /^(producer|consumer):(.{1,256})$/s.exec(text) : null
+  const match = typeof text === 'string' ? /^(producer|consumer|viewer):(.{1,256})$/s.exec(text) : null
   if (!match) return undefined
   const pattern = match[2] as string
   return {
-    role: match[1] as 'producer' | 'consumer',
+    role: match[1] as 'producer' | 'consumer' | 'viewer',
     pattern,
     matches: (queue) => globMatches(pattern, queue),
   }

@@ -72,8 +72,10 @@
  *    records in the meta state and its images, and of the tokens a heartbeat answer carries):
  *    a meta replica of an earlier version would keep the token for ever, and a meta leader of
  *    an earlier version would send it to the nodes without its expiry.
+ * 23. the `viewer:PATTERN` role of a client token (`putToken`): a meta replica of an earlier
+ *    version would refuse the entry the others apply.
  */
-export const FORMAT_LEVEL = 22
+export const FORMAT_LEVEL = 23
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -146,6 +148,9 @@ export const FORMAT_LEVEL_PARTITION_CLOCK = 21
 
 /** The level from which a client token may have a lifetime (level 22 above). */
 export const FORMAT_LEVEL_TOKEN_TTL = 22
+
+/** The level from which a client token may have a `viewer:PATTERN` role (level 23 above). */
+export const FORMAT_LEVEL_VIEWER_ROLE = 23
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -34,6 +34,7 @@ export {
   FORMAT_LEVEL_STORE_ID,
   FORMAT_LEVEL_TOKEN_TTL,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
+  FORMAT_LEVEL_VIEWER_ROLE,
   formatLevelOf,
   saysBelowClusterLevel,
 } from './format-level'

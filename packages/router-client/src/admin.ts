@@ -418,7 +418,8 @@ export class Admin {
 
   /**
    * Creates a client token kept in the meta group, with `roles` (`admin`, `producer:PATTERN`,
-   * `consumer:PATTERN`), and returns its secret: shown this once, only its SHA-256 is stored.
+   * `consumer:PATTERN`, `viewer:PATTERN`; a viewer role needs the cluster at format level 23),
+   * and returns its secret: shown this once, only its SHA-256 is stored.
    * Needs an admin token. With `ttlMs` the token expires that long after its creation (then
    * calls with it fail UNAUTHENTICATED, saying so; at most 10 years); without, never.
    * `expiresAtMs` is 0 for a token that never expires. A retry after a lost answer may find

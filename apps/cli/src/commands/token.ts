@@ -20,7 +20,7 @@ export function registerTokenCommands(program: Command, runtime: Runtime): void 
     .argument('<name>', "the token's name (letters, digits, '.', '_', '-')")
     .requiredOption(
       '-r, --role <role>',
-      'admin, producer:PATTERN or consumer:PATTERN (* matches any run of characters); repeat for more',
+      'admin, producer:PATTERN, consumer:PATTERN or viewer:PATTERN (sees the queues, takes and sends nothing; * matches any run of characters); repeat for more',
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     )
     .option(

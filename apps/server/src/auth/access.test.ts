@@ -10,6 +10,7 @@ const tokens = parseTokenFile(
     tokens: [
       { name: 'ops', token: 'admin-secret-0123456789', roles: ['admin'] },
       { name: 'app', token: 'app-secret-0123456789', roles: ['producer:orders.*', 'consumer:jobs'] },
+      { name: 'dash', token: 'dash-secret-0123456789', roles: ['viewer:orders.*'] },
     ],
   },
   'test',
@@ -139,6 +140,28 @@ describe('access control', () => {
     // None: a caller it cannot authenticate.
     expect(secured.queueScope(md({}))).toEqual({ sees: expect.any(Function), prefixes: [] })
     expect(secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer nope' }))?.sees('jobs')).toBe(false)
+  })
+
+  it('lets a viewer see its queues (list, describe, routes, stats) and neither send nor take', () => {
+    const dash = secured.authenticate(md({ [AUTHORIZATION_KEY]: 'Bearer dash-secret-0123456789' }))
+    const can = (method: string, request: unknown) => outcome(() => secured.authorize(dash, method, request))
+    expect(can('mq.v1.Queue/Stats', target('orders.eu'))).toBe('OK')
+    expect(can('mq.v1.Meta/DescribeQueue', { name: 'orders.eu' })).toBe('OK')
+    expect(can('mq.v1.Meta/GetRoutes', { queues: ['orders.eu'] })).toBe('OK')
+    expect(can('mq.v1.Meta/ListQueues', {})).toBe('OK')
+    for (const method of [
+      'mq.v1.Queue/Produce',
+      'mq.v1.Queue/Lease',
+      'mq.v1.Queue/Ack',
+      'mq.v1.Queue/ListReady',
+    ])
+      expect(can(method, target('orders.eu'))).toBe(ErrorCode.PermissionDenied)
+    expect(can('mq.v1.Queue/Stats', target('billing'))).toBe(ErrorCode.PermissionDenied)
+    expect(() => secured.authorize(dash, 'mq.v1.Queue/Produce', target('orders.eu'))).toThrow(
+      /token "dash" may not produce queue "orders.eu" \(mq.v1.Queue\/Produce\); its roles: viewer:orders.\*/,
+    )
+    const scope = secured.queueScope(md({ [AUTHORIZATION_KEY]: 'Bearer dash-secret-0123456789' }))
+    expect(['orders.eu', 'billing'].filter((q) => scope?.sees(q))).toEqual(['orders.eu'])
   })
 
   it('lets admin do every client call, peers everything, and nobody only health checks', () => {

@@ -16,7 +16,7 @@ describe('token file', () => {
           {
             name: 'app',
             sha256: tokenDigest('another-long-secret'),
-            roles: ['producer:orders.*', 'consumer:jobs'],
+            roles: ['producer:orders.*', 'consumer:jobs', 'viewer:*'],
           },
         ],
       },
@@ -27,7 +27,7 @@ describe('token file', () => {
       sha256: tokenDigest('a-long-enough-secret'),
       roles: [{ role: 'admin' }],
     })
-    expect(b?.roles.map((r) => r.role)).toEqual(['producer', 'consumer'])
+    expect(b?.roles.map((r) => r.role)).toEqual(['producer', 'consumer', 'viewer'])
     const producer = b?.roles[0]
     expect(producer?.role === 'producer' && producer.matches('orders.eu')).toBe(true)
     expect(producer?.role === 'producer' && producer.matches('billing')).toBe(false)

@@ -39,7 +39,7 @@ export const TOKENS_MAX = 10_000
  * ```
  *
  * Each entry gives its secret as `sha256` (preferred: the file then holds no secret) or as
- * `token`. Roles: `admin`, `producer:PATTERN`, `consumer:PATTERN`, where PATTERN is a queue
+ * `token`. Roles: `admin`, `producer:PATTERN`, `consumer:PATTERN`, `viewer:PATTERN`, where PATTERN is a queue
  * name in which `*` matches any run of characters. `expiresAt` (optional; none = never): from
  * then on calls with the token are refused. Throws ConfigError naming the first
  * problem (the server then exits 2).
@@ -126,7 +126,7 @@ function roleOf(text: unknown, at: string): Role {
   const role = parseRole(text)
   if (!role)
     throw new ConfigError(
-      `${at}: role ${JSON.stringify(text)} is not admin, producer:PATTERN or consumer:PATTERN`,
+      `${at}: role ${JSON.stringify(text)} is not admin, producer:PATTERN, consumer:PATTERN or viewer:PATTERN`,
     )
   return role
 }

@@ -321,7 +321,10 @@ export interface RemoveNodeResponse {
 
 export interface CreateTokenRequest {
   name: string;
-  /** "admin", "producer:PATTERN" or "consumer:PATTERN" (`*` matches any run of characters). */
+  /**
+   * "admin", "producer:PATTERN", "consumer:PATTERN" or "viewer:PATTERN" (`*` matches any run
+   * of characters; a viewer role needs format level 23).
+   */
   roles: string[];
   /**
    * How long the token is valid from its creation, in ms; 0 = it never expires. Calls with
