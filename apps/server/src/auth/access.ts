@@ -154,6 +154,14 @@ export class AccessControl {
     return { kind: 'anonymous' }
   }
 
+  /**
+   * Whether calls of `method` are administrative (they need the admin role: changes to queues,
+   * the cluster and tokens, and the listing of tokens), so each leaves an audit line.
+   */
+  audits(method: string): boolean {
+    return (NEEDS[method] ?? 'admin') === 'admin'
+  }
+
   /** Whether `authorize` for `method` needs the request message (a queue-scoped method). */
   needsRequest(method: string): boolean {
     const need = NEEDS[method] ?? 'admin'

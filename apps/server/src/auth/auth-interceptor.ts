@@ -2,6 +2,7 @@ import { ServerInterceptingCall, type ServerInterceptor, status } from '@grpc/gr
 import { MqError, toGrpcStatus } from '@mq/protocol'
 import type { Logger } from '../log'
 import type { AccessControl, Principal } from './access'
+import { AuditRecord, principalName } from './audit-log'
 import { checkPeerIdentity } from './peer-identity'
 
 /**
@@ -10,18 +11,28 @@ import { checkPeerIdentity } from './peer-identity'
  * queue-scoped method, on its request message). A refused call ends with the typed
  * UNAUTHENTICATED or PERMISSION_DENIED status and reaches no handler, so nothing changes.
  * With `access.peerIds`, a peer call that speaks for a node must carry a certificate naming
- * it (checkPeerIdentity), each message of a Raft stream included.
+ * it (checkPeerIdentity), each message of a Raft stream included. Every administrative call
+ * (AccessControl.audits) leaves one audit line when it ends, refused or not (audit-log.ts).
  */
 export function authInterceptor(access: AccessControl, log: Logger): ServerInterceptor {
   return (descriptor, call) => {
     const method = descriptor.path.slice(1)
     let principal: Principal = { kind: 'anonymous' }
     let refused = false
+    const audit = access.audits(method) ? new AuditRecord(log, method, call.getPeer()) : undefined
+    // Authorized on the request message: a queue-scoped method (its queue is in it), and an
+    // audited one (so that its audit line, refused or not, says what it asked for).
+    const onMessage = access.needsRequest(method) || audit !== undefined
+    let authorized = false
     const refuse = (error: unknown): void => {
       refused = true
       if (!(error instanceof MqError)) throw error
-      log.info({ method, code: error.code, principal: describe(principal) }, `call refused: ${error.message}`)
+      log.info(
+        { method, code: error.code, principal: principalName(principal) },
+        `call refused: ${error.message}`,
+      )
       const s = toGrpcStatus(error)
+      audit?.end(s.code ?? status.UNKNOWN, error.message)
       call.sendStatus({
         code: s.code ?? status.UNKNOWN,
         details: s.details ?? error.message,
@@ -34,7 +45,8 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
           onReceiveMetadata: (metadata, nextMetadata) => {
             try {
               principal = access.authenticate(metadata)
-              if (!access.needsRequest(method)) access.authorize(principal, method)
+              audit?.by(principal)
+              if (!onMessage) access.authorize(principal, method)
             } catch (error) {
               refuse(error)
               return
@@ -43,8 +55,10 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
           },
           onReceiveMessage: (message, nextMessage) => {
             if (refused) return
+            audit?.request(message)
             try {
-              if (access.needsRequest(method)) access.authorize(principal, method, message)
+              if (onMessage) access.authorize(principal, method, message)
+              authorized = true
               // Every message of a stream (each Raft batch names its sender).
               if (access.peerIds) checkPeerIdentity(method, message, call.getAuthContext().sslPeerCertificate)
             } catch (error) {
@@ -54,13 +68,23 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
             nextMessage(message)
           },
           onReceiveHalfClose: (next) => {
-            if (!refused) next()
+            if (refused) return
+            // A stream that sent no message still needs the caller's authorization.
+            if (onMessage && !authorized) {
+              try {
+                access.authorize(principal, method)
+              } catch (error) {
+                refuse(error)
+                return
+              }
+            }
+            next()
           },
         }),
+      sendStatus: (s, next) => {
+        audit?.end(s.code, s.details)
+        next(s)
+      },
     })
   }
-}
-
-function describe(p: Principal): string {
-  return p.kind === 'token' ? `token:${p.name}` : p.kind
 }

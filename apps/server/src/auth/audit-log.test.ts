@@ -1,0 +1,70 @@
+import { status } from '@grpc/grpc-js'
+import { describe, expect, it } from 'vitest'
+import { createLogger } from '../log'
+import { AuditRecord, auditedRequest } from './audit-log'
+
+/** A JSON logger whose lines are kept, parsed. */
+function capture(): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = []
+  const log = createLogger({
+    nodeId: 'n1',
+    level: 'info',
+    format: 'json',
+    destination: { write: (line: string) => void lines.push(JSON.parse(line)) },
+  })
+  return { log, lines }
+}
+
+describe('audit log', () => {
+  it('keeps what a call was about: its queue and partition and the known fields, nothing else', () => {
+    expect(
+      auditedRequest({
+        target: { queue: 'jobs', partition: 2, routeEpoch: 9 },
+        max: 100,
+        body: 'never kept',
+        token: 'never kept',
+      }),
+    ).toEqual({ queue: 'jobs', partition: 2, max: 100 })
+    expect(auditedRequest({ name: 'ci', roles: ['admin'], ttlMs: 60_000 })).toEqual({
+      name: 'ci',
+      roles: ['admin'],
+      ttlMs: 60_000,
+    })
+    expect(auditedRequest({ name: 'jobs', update: { visibilityTimeoutMs: 5_000 } })).toEqual({
+      name: 'jobs',
+      update: { visibilityTimeoutMs: 5_000 },
+    })
+    expect(auditedRequest(undefined)).toEqual({})
+    expect(auditedRequest('garbage')).toEqual({})
+  })
+
+  it('writes one line per call when it ends: who, from where, what, the outcome', () => {
+    const { log, lines } = capture()
+    const ok = new AuditRecord(log, 'mq.v1.Meta/DeleteQueue', 'ipv4:127.0.0.1:5555')
+    ok.by({ kind: 'token', name: 'ops', roles: [{ role: 'admin' }] })
+    ok.request({ name: 'jobs' })
+    ok.end(status.OK, 'OK')
+    ok.end(status.CANCELLED, 'twice') // a call ends once
+    const refused = new AuditRecord(log, 'mq.v1.Meta/CreateToken', 'ipv4:127.0.0.1:6666')
+    refused.end(status.UNAUTHENTICATED, 'this cluster requires a token')
+    expect(lines).toHaveLength(2)
+    expect(lines[0]).toMatchObject({
+      level: 'info',
+      node: 'n1',
+      msg: 'audit: mq.v1.Meta/DeleteQueue by token:ops: OK',
+      audit: {
+        method: 'mq.v1.Meta/DeleteQueue',
+        principal: 'token:ops',
+        peer: 'ipv4:127.0.0.1:5555',
+        code: 'OK',
+        name: 'jobs',
+        ms: expect.any(Number),
+      },
+    })
+    expect(lines[0]?.audit).not.toHaveProperty('details')
+    expect(lines[1]).toMatchObject({
+      msg: 'audit: mq.v1.Meta/CreateToken by anonymous: UNAUTHENTICATED',
+      audit: { principal: 'anonymous', code: 'UNAUTHENTICATED', details: 'this cluster requires a token' },
+    })
+  })
+})
