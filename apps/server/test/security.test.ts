@@ -185,12 +185,16 @@ describe('mq-server authentication and authorization', () => {
       ORDERS_APP,
     )
     expect(del).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
-    // Each administrative call left an audit line: who, what, the outcome.
-    const output = server.output()
-    expect(output).toMatch(/audit: mq\.v1\.Meta\/CreateQueue by token:ops: OK/)
-    expect(output).toMatch(/audit: mq\.v1\.Meta\/CreateQueue by token:orders-app: PERMISSION_DENIED/)
-    expect(output).toMatch(/audit: mq\.v1\.Meta\/DeleteQueue by token:orders-app: PERMISSION_DENIED/)
-    const line = output
+    // Each administrative call left an audit line: who, what, the outcome (the child's output
+    // reaches this process a moment after the answer).
+    const audited = [
+      /audit: mq\.v1\.Meta\/CreateQueue by token:ops: OK/,
+      /audit: mq\.v1\.Meta\/CreateQueue by token:orders-app: PERMISSION_DENIED/,
+      /audit: mq\.v1\.Meta\/DeleteQueue by token:orders-app: PERMISSION_DENIED/,
+    ]
+    expect(await waitUntil(async () => audited.every((l) => l.test(server.output())))).toBe(true)
+    const line = server
+      .output()
       .split('\n')
       .find((l) => l.includes('by token:orders-app') && l.includes('CreateQueue'))
     expect(line).toContain('orders.us')

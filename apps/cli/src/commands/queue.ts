@@ -485,9 +485,9 @@ const listedColumns = [
 ]
 
 /**
- * The depths of `name`, or undefined (said on stderr) when the token may not read them: the
- * settings and partitions are open to every token, the stats only to a producer or consumer
- * of the queue, so describe shows what it can rather than fail.
+ * The depths of `name`, or undefined (said on stderr) when the token may not read them: a
+ * server before 2026-12-04 shows every token the settings and partitions, the stats only to a
+ * producer or consumer of the queue, so describe shows what it can rather than fail.
  */
 async function readableStats(
   client: CliClient,

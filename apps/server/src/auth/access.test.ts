@@ -150,12 +150,17 @@ describe('access control', () => {
     expect(can('mq.v1.Meta/GetRoutes', { queues: ['orders.eu'] })).toBe('OK')
     expect(can('mq.v1.Meta/ListQueues', {})).toBe('OK')
     for (const method of [
-      'mq.v1.Queue/Produce',
-      'mq.v1.Queue/Lease',
-      'mq.v1.Queue/Ack',
-      'mq.v1.Queue/ListReady',
+      'Produce',
+      'Lease',
+      'Ack',
+      'Nack',
+      'Extend',
+      'ListDead',
+      'ListReady',
+      'Purge',
+      'Redrive',
     ])
-      expect(can(method, target('orders.eu'))).toBe(ErrorCode.PermissionDenied)
+      expect(can(`mq.v1.Queue/${method}`, target('orders.eu'))).toBe(ErrorCode.PermissionDenied)
     expect(can('mq.v1.Queue/Stats', target('billing'))).toBe(ErrorCode.PermissionDenied)
     expect(() => secured.authorize(dash, 'mq.v1.Queue/Produce', target('orders.eu'))).toThrow(
       /token "dash" may not produce queue "orders.eu" \(mq.v1.Queue\/Produce\); its roles: viewer:orders.\*/,

@@ -16,7 +16,7 @@ export type Principal =
 
 /**
  * What a method needs. `produce`/`consume`/`read` are checked against the request's queues
- * (`queuesOf`); `read` is allowed to a producer or a consumer of the queue.
+ * (`queuesOf`); `read` is allowed to a producer, a consumer or a viewer of the queue.
  */
 type Need = 'none' | 'peer' | 'client' | 'admin' | 'produce' | 'consume' | 'read'
 
@@ -209,8 +209,8 @@ export class AccessControl {
   }
 
   /**
-   * The queues the caller of a call with `metadata` may see (a token's producer and consumer
-   * patterns), for the answers that list queues; undefined when it may see all of them (admin,
+   * The queues the caller of a call with `metadata` may see (a token's producer, consumer and
+   * viewer patterns), for the answers that list queues; undefined when it may see all of them (admin,
    * a peer, or clients not authenticated). A caller this cannot authenticate sees none (the
    * interceptor refused its call before any handler anyway).
    */

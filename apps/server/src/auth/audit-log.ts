@@ -20,16 +20,31 @@ const AUDITED_FIELDS = [
   'max',
 ] as const
 
+/**
+ * Characters of JSON one field of an audit line keeps at most: the request is read before
+ * its caller's role is checked, and a line must not grow with what a caller sends (a name of
+ * 100 KB once made a line of 100 KB).
+ */
+export const AUDIT_FIELD_CHARS_MAX = 512
+
+/** `value`, or the start of its JSON (cut, with `…` and its length) when that is too long. */
+function bounded(value: unknown): unknown {
+  const json = JSON.stringify(value) ?? ''
+  return json.length <= AUDIT_FIELD_CHARS_MAX
+    ? value
+    : `${json.slice(0, AUDIT_FIELD_CHARS_MAX)}… (${json.length} chars)`
+}
+
 /** What an audit line says of the request: its queue and partition, and the fields above that it has. */
 export function auditedRequest(request: unknown): Record<string, unknown> {
   const r = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>
   const out: Record<string, unknown> = {}
   const target = r.target as { queue?: unknown; partition?: unknown } | undefined
   if (target && typeof target === 'object') {
-    out.queue = target.queue
-    out.partition = target.partition
+    out.queue = bounded(target.queue)
+    out.partition = bounded(target.partition)
   }
-  for (const field of AUDITED_FIELDS) if (r[field] !== undefined) out[field] = r[field]
+  for (const field of AUDITED_FIELDS) if (r[field] !== undefined) out[field] = bounded(r[field])
   return out
 }
 
@@ -41,8 +56,9 @@ export function principalName(p: Principal): string {
 /**
  * One administrative call's audit line, written once when the call ends (answered, refused or
  * failed): `{"audit":{"method","principal","peer","code","ms",…request fields}}` at info level,
- * with the message `audit: METHOD by PRINCIPAL: CODE`. Operators keep them with the node's log
- * (`jq 'select(.audit)'`).
+ * with the message `audit: METHOD by PRINCIPAL: CODE`; `"cancelled":true` when the caller had
+ * gone (cancelled, or past its deadline) before the handler answered. Operators keep them
+ * with the node's log (`jq 'select(.audit)'`).
  */
 export class AuditRecord {
   readonly #log: Logger
@@ -52,6 +68,8 @@ export class AuditRecord {
   #principal = 'anonymous'
   #request: Record<string, unknown> = {}
   #ended = false
+  #cancelled = false
+  #answered = false
 
   constructor(log: Logger, method: string, peer: string) {
     this.#log = log
@@ -67,6 +85,22 @@ export class AuditRecord {
     this.#request = auditedRequest(message)
   }
 
+  /**
+   * The caller went away while the handler had the request. grpc-js then drops the handler's
+   * answer without a status: its answer message (`answered`) ends the line as OK.
+   */
+  cancelled(): void {
+    if (this.#ended) return
+    this.#cancelled = true
+    if (this.#answered) this.end(status.OK, 'OK')
+  }
+
+  /** The handler of a unary call answered: the call succeeded, whether or not its caller is still there. */
+  answered(): void {
+    this.#answered = true
+    if (this.#cancelled) this.end(status.OK, 'OK')
+  }
+
   /** Writes the line (only the first time): `code` is the call's gRPC status code. */
   end(code: number, details: string): void {
     if (this.#ended) return
@@ -79,7 +113,8 @@ export class AuditRecord {
           principal: this.#principal,
           peer: this.#peer,
           code: codeName,
-          ...(code === status.OK ? {} : { details }),
+          ...(code === status.OK ? {} : { details: bounded(details) }),
+          ...(this.#cancelled ? { cancelled: true } : {}),
           ms: Math.round(performance.now() - this.#startMs),
           ...this.#request,
         },
