@@ -461,6 +461,21 @@ describe('the console API', () => {
     expect(calls).not.toContain('list')
   })
 
+  it("names a scoped token's partitions however many the cluster holds; an admin's only counted", async () => {
+    const many = { groupPartitions: NAMED_PARTITIONS_MAX + 1 }
+    const scoped = await serve(true, many)
+    const mine = (await (
+      await fetch(`${scoped.base}/api/cluster`, { headers: bearer(APP) })
+    ).json()) as ClusterInfo
+    expect(mine.groups[0]).toMatchObject({ partitionCount: NAMED_PARTITIONS_MAX + 1, partitions: ['jobs/0'] })
+    const admin = await serve(true, many)
+    const all = (await (
+      await fetch(`${admin.base}/api/cluster`, { headers: bearer(ADMIN) })
+    ).json()) as ClusterInfo
+    expect(all.groups[0]).toMatchObject({ partitions: [] })
+    expect(admin.calls).not.toContain('list')
+  })
+
   it('with auth: admin actions need the admin role, and pass the admin token on to the cluster', async () => {
     const { base, calls, opened } = await serve(true)
     const denied = await fetch(`${base}/api/queues/jobs/purge`, post(APP, {}))

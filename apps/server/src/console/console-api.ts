@@ -154,7 +154,8 @@ export class ConsoleApi {
     const [first, second, third] = parts
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (parts.length === 1 && first === 'session') return this.#session(caller)
-      if (parts.length === 1 && first === 'cluster') return this.#call(caller, (c) => this.#cluster(c))
+      if (parts.length === 1 && first === 'cluster')
+        return this.#call(caller, (c) => this.#cluster(c, this.#scoped(caller.principal)))
       if (parts.length === 1 && first === 'queues') return this.#call(caller, (c) => this.#queues(c))
       if (parts.length === 2 && first === 'queues') {
         const queue = name(second)
@@ -289,12 +290,20 @@ export class ConsoleApi {
     }
   }
 
-  async #cluster(client: MqClient): Promise<ClusterInfo> {
+  /** Whether `p` sees only some queues (a token without admin, on a node that checks tokens). */
+  #scoped(p: Principal): boolean {
+    return this.#options.access.clientAuth && !isAdmin(p)
+  }
+
+  async #cluster(client: MqClient, scoped: boolean): Promise<ClusterInfo> {
     const status = await client.admin.clusterStatus()
     // Partitions are named only in a small cluster: naming them lists every queue at each poll.
+    // A token that sees only some queues lists those alone (the cluster reads only the names
+    // under its patterns), so its own are named while they are few, however many the others.
     const total = status.groups.reduce((n, g) => n + g.partitions, 0)
-    const queues =
-      total <= NAMED_PARTITIONS_MAX ? await client.admin.listQueues('', NAMED_PARTITIONS_MAX) : []
+    const listed =
+      total <= NAMED_PARTITIONS_MAX || scoped ? await client.admin.listQueues('', NAMED_PARTITIONS_MAX) : []
+    const queues = listed.reduce((n, q) => n + q.partitions.length, 0) <= NAMED_PARTITIONS_MAX ? listed : []
     const held = new Map<number, string[]>()
     for (const q of queues) {
       for (const p of q.partitions) {
