@@ -2,7 +2,7 @@ export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from '@mq/protocol'
 export { preferredLeaders, transfersFor } from './leader-balance'
 export type { MetaCommand, MetaCommandType } from './meta-commands'
 export { decodeMetaCommand, encodeMetaCommand } from './meta-commands'
-export type { ControllerPort, MetaGroupPort, MetaHandlerOptions, QueueScope } from './meta-handlers'
+export type { ControllerPort, MetaGroupPort, MetaHandlerOptions } from './meta-handlers'
 export { metaHandlers } from './meta-handlers'
 export type { MetaChange, MetaPlanInput } from './meta-plan'
 export { metaChangeAction } from './meta-plan'
@@ -13,6 +13,7 @@ export type {
   NodeRecord,
   PartitionRecord,
   QueueRecord,
+  QueueScope,
   ReplicaChangeRecord,
   ScaleRecord,
 } from './meta-state'

@@ -18,7 +18,7 @@ import {
 } from '@mq/protocol'
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
-import { META_LIMITS, type MetaResult, type MetaState, type NameScope, type QueueRecord } from './meta-state'
+import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -81,9 +81,6 @@ export const GET_ROUTES_UNNAMED_MAX = 100
  * (apps/server node.ts).
  */
 export const ROUTES_BYTES_MAX = 16 * 1024 * 1024
-
-/** Which queue names a caller may see (see MetaHandlerOptions.queueScope). */
-export type QueueScope = NameScope
 
 export interface MetaHandlerOptions {
   /** Bytes of routes one answer carries at most (tests make it small). Default ROUTES_BYTES_MAX. */

@@ -281,14 +281,14 @@ export class MetaState {
    * with `scope`, only those it sees, read from the names under its prefixes alone (so a
    * caller who sees few queues of many does not scan them all).
    */
-  queues(prefix = '', after = '', limit = Number.POSITIVE_INFINITY, scope?: NameScope): QueueRecord[] {
+  queues(prefix = '', after = '', limit = Number.POSITIVE_INFINITY, scope?: QueueScope): QueueRecord[] {
     const out: QueueRecord[] = []
+    // The first name > after.
+    let first = firstAtLeast(this.#names, after)
+    if (this.#names[first] === after) first++
     for (const start of scope ? narrowedPrefixes(scope.prefixes, prefix) : [prefix]) {
       // The first name ≥ start and > after.
-      let i = firstAtLeast(this.#names, start)
-      const j = firstAtLeast(this.#names, after)
-      if (j > i) i = j
-      if (this.#names[i] === after) i++
+      let i = Math.max(firstAtLeast(this.#names, start), first)
       for (; i < this.#names.length && out.length < limit; i++) {
         const name = this.#names[i] as string
         if (!name.startsWith(start)) break
@@ -1167,7 +1167,7 @@ function compare(a: string, b: string): number {
 }
 
 /** Which queue names a caller sees: every name it sees starts with one of `prefixes`. */
-export interface NameScope {
+export interface QueueScope {
   sees(name: string): boolean
   readonly prefixes: readonly string[]
 }

@@ -9,6 +9,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaGroupPort } from './meta-handlers'
 import type { TokenRecord } from './token-registry'
+import { parseRole } from './token-roles'
 
 /** Random bytes of a new token's secret (192 bits), sent as `mq_` + base64url. */
 const SECRET_BYTES = 24
@@ -28,11 +29,14 @@ export function tokenHandlers(
 ): Pick<MetaServer, 'createToken' | 'deleteToken' | 'listTokens'> {
   return {
     createToken: unary(async (req) => {
-      // A meta replica of an earlier version would keep the token for ever (format-level.ts).
-      if (req.ttlMs > 0) requireFormatLevel(await meta.read(), 'a token can expire', FORMAT_LEVEL_TOKEN_TTL)
-      // One of an earlier version would refuse the entry that the others apply.
-      if (req.roles.some((r) => r.startsWith('viewer:')))
-        requireFormatLevel(await meta.read(), 'a token can have a viewer role', FORMAT_LEVEL_VIEWER_ROLE)
+      const viewer = req.roles.some((r) => parseRole(r)?.role === 'viewer')
+      if (req.ttlMs > 0 || viewer) {
+        const state = await meta.read()
+        // A meta replica of an earlier version would keep the token for ever (format-level.ts).
+        if (req.ttlMs > 0) requireFormatLevel(state, 'a token can expire', FORMAT_LEVEL_TOKEN_TTL)
+        // One of an earlier version would refuse the entry that the others apply.
+        if (viewer) requireFormatLevel(state, 'a token can have a viewer role', FORMAT_LEVEL_VIEWER_ROLE)
+      }
       const token = `mq_${randomBytes(SECRET_BYTES).toString('base64url')}`
       const r = await meta.propose({
         type: 'putToken',

@@ -163,8 +163,7 @@ describe('the auth interceptor', () => {
     expect(ran).toEqual(['newStream'])
     lines.length = 0
     expect(await deleteQueue({ name: 'jobs', slowMs: 300 }, ADMIN, 50)).toBe(status.DEADLINE_EXCEEDED)
-    // The handler went on and answered: the queue is gone, and the line says so.
-    await new Promise((r) => setTimeout(r, 400))
+    // The handler went on and answered: the queue is gone, and the line (awaited) says so.
     expect(await auditLine('mq.v1.Meta/DeleteQueue', 'token:ops')).toMatchObject({
       code: 'OK',
       cancelled: true,
