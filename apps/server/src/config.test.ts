@@ -88,6 +88,7 @@ describe('loadConfig', () => {
     [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
     [{ ...base, peerToken: 1234567890123456 }, /peerToken .* must be a string/],
     [{ ...base, consolePeek: 'yes' }, /consolePeek must be true or false/],
+    [{ ...base, metricsOpen: 1 }, /metricsOpen must be true or false/],
     [{ ...base, tlsCert: 'n1.crt' }, /--tls-cert and --tls-key together/],
     [{ ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key' }, /--tls-cert needs --tls-ca/],
     [{ ...base, tlsClientAuth: true }, /need --tls-cert and --tls-key/],
@@ -151,6 +152,11 @@ describe('loadConfig', () => {
       loadConfig({ ...base, authFile: 'tokens.json' }, '/srv', { MQ_PEER_TOKEN: fromEnv }).authFile,
     ).toBe('/srv/tokens.json')
     expect(weakSecretWarning(loadConfig(base, '/srv', { MQ_PEER_TOKEN: 'short' }))).toMatch(/MQ_PEER_TOKEN\)/)
+  })
+
+  it('serves /metrics without a token on an auth node only when metricsOpen is set', () => {
+    expect(loadConfig(base).metricsOpen).toBe(false)
+    expect(loadConfig({ ...base, metricsOpen: true }).metricsOpen).toBe(true)
   })
 
   it('shows message bodies to the console without auth only when consolePeek is set', () => {

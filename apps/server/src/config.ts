@@ -55,6 +55,12 @@ export interface ServerConfig {
    * token that may consume the queue either way.
    */
   readonly consolePeek: boolean
+  /**
+   * Serve `/metrics` without a token on a node with `authFile` (a scraper on a network only
+   * monitoring reaches); without it such a node asks a token, and shows a token that is not
+   * admin only its own queues' series.
+   */
+  readonly metricsOpen: boolean
   /** The least severe log level written. */
   readonly logLevel: LogLevel
   /** `json` (one object per line, for machines) or `pretty` (for people, in dev). */
@@ -107,6 +113,7 @@ export const CONFIG_DEFAULTS = {
   httpTls: false,
   console: true,
   consolePeek: false,
+  metricsOpen: false,
   logLevel: 'info',
   logFormat: 'json',
   authFile: '',
@@ -145,6 +152,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'httpTls',
   'console',
   'consolePeek',
+  'metricsOpen',
   'logLevel',
   'logFormat',
   'authFile',
@@ -336,6 +344,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     httpTls,
     console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
     consolePeek: bool(raw, 'consolePeek'),
+    metricsOpen: bool(raw, 'metricsOpen'),
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
     logFormat: oneOf(raw, 'logFormat', LOG_FORMATS),
     authFile,

@@ -8,6 +8,7 @@ import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
 import { makeDevCerts } from './dev-certs'
 import { devPortsProblem, runDevCluster } from './dev-cluster'
 import { type HttpServer, startHttpServer } from './http/http-server'
+import { metricsReader } from './http/metrics-scope'
 import { createLogger, type Logger } from './log'
 import { MqNode } from './node'
 
@@ -62,6 +63,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option(
       '--console-peek',
       'without --auth-file, let the console show message bodies to anyone who reaches the HTTP port',
+    )
+    .option(
+      '--metrics-open',
+      'with --auth-file, serve /metrics without a token (by default it asks one: admin reads all, other tokens their queues)',
     )
     .option('--log-level <level>', 'fatal, error, warn, info (default), debug or trace')
     .option('--log-format <format>', 'json (default) or pretty')
@@ -163,6 +168,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
             allowedHosts: config.httpAllowedHosts,
             ...(tls ? { tls } : {}),
             metrics: node.metrics,
+            metricsReader: metricsReader(node.access, config.metricsOpen),
             view: node.view(),
             log,
             ...(webConsole ? { console: webConsole } : {}),

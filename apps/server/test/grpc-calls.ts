@@ -45,8 +45,11 @@ export async function callUntilOk<Res>(
 }
 
 /** Fetches `url` and returns its status and body. */
-export async function httpGet(url: string): Promise<{ status: number; body: string }> {
-  const res = await fetch(url)
+export async function httpGet(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(url, { headers })
   return { status: res.status, body: await res.text() }
 }
 

@@ -1,5 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
+import { parseSample } from '../src/http/metrics-scope'
 
 /** One sample of a Prometheus text exposition. */
 export interface Sample {
@@ -16,17 +17,18 @@ export function parseExposition(text: string): Sample[] {
   const samples: Sample[] = []
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/.exec(line)
-    if (!m) throw new Error(`not a Prometheus sample line: ${line}`)
-    const labels: Record<string, string> = {}
-    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
-      labels[l[1] as string] = (l[2] as string).replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c))
-    }
+    const sample = parseSample(line)
+    if (!sample) throw new Error(`not a Prometheus sample line: ${line}`)
+    const { name, labels } = sample
     const value =
-      m[4] === '+Inf' ? Number.POSITIVE_INFINITY : m[4] === '-Inf' ? Number.NEGATIVE_INFINITY : Number(m[4])
-    if (Number.isNaN(value) && (m[4] as string).toLowerCase() !== 'nan')
+      sample.value === '+Inf'
+        ? Number.POSITIVE_INFINITY
+        : sample.value === '-Inf'
+          ? Number.NEGATIVE_INFINITY
+          : Number(sample.value)
+    if (Number.isNaN(value) && sample.value.toLowerCase() !== 'nan')
       throw new Error(`bad sample value: ${line}`)
-    samples.push({ name: m[1] as string, labels, value })
+    samples.push({ name, labels, value })
   }
   return samples
 }

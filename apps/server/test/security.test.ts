@@ -131,7 +131,7 @@ async function waitUntil(check: () => Promise<boolean>): Promise<boolean> {
 }
 
 const term = async (group: string) =>
-  sampleSum(parseExposition((await httpGet(`http://${http}/metrics`)).body), 'mq_raft_term', { group })
+  sampleSum(parseExposition((await httpGet(`http://${http}/metrics`, ADMIN)).body), 'mq_raft_term', { group })
 
 // One real mq-server process with --auth-file and --peer-token.
 describe('mq-server authentication and authorization', () => {
@@ -271,6 +271,20 @@ describe('mq-server authentication and authorization', () => {
     )
     expect(lease).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
   }, 30_000)
+
+  it("asks a token for /metrics, and shows a token that is not admin only its queues' series", async () => {
+    const none = await httpGet(`http://${http}/metrics`)
+    expect(none.status).toBe(401)
+    expect(none.body).toMatch(/requires a token for \/metrics/)
+    const queuesOf = async (headers: Record<string, string>) => {
+      const r = await httpGet(`http://${http}/metrics`, headers)
+      expect(r.status).toBe(200)
+      const samples = parseExposition(r.body).filter((s) => s.name === 'mq_queue_messages')
+      return [...new Set(samples.map((s) => s.labels.queue))].sort()
+    }
+    expect(await queuesOf(ADMIN)).toEqual(['billing', 'orders.eu'])
+    expect(await queuesOf(VIEWER)).toEqual(['orders.eu'])
+  })
 
   it('takes tokens made through the meta group, on every node, until they are deleted', async () => {
     // A second node without a meta replica: it learns the tokens from heartbeat answers.

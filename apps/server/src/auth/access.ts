@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto'
-import type { Metadata } from '@grpc/grpc-js'
+import { Metadata } from '@grpc/grpc-js'
 import { formatRole, type QueueScope, queueNameProblem } from '@mq/meta-service'
 import { PermissionDeniedError, UnauthenticatedError } from '@mq/protocol'
 import { PEER_TOKEN_KEY } from '../peer-transport'
@@ -66,6 +66,9 @@ function queuesOf(method: string, request: unknown): string[] {
   const queue = r?.target?.queue
   return [typeof queue === 'string' ? queue : '']
 }
+
+/** What an HTTP header value may hold (grpc-js's metadata takes printable ASCII only). */
+const HEADER_VALUE = /^[ -~]*$/
 
 /** The scope of a caller who may see no queue. */
 const NO_QUEUES: QueueScope = { sees: () => false, prefixes: [] }
@@ -209,6 +212,24 @@ export class AccessControl {
   }
 
   /**
+   * Identifies the caller of an HTTP request (the console's API, `/metrics`) from its
+   * `Authorization` header, as `authenticate` does a gRPC call's: UnauthenticatedError for a
+   * header with characters a token never has (printable ASCII only), an unknown token or an
+   * expired one; anonymous without a header.
+   */
+  authenticateHttp(header: string | undefined): Principal {
+    // Checked here: grpc-js's Metadata would throw for it (a message that echoed the header).
+    if (header !== undefined && !HEADER_VALUE.test(header)) {
+      throw new UnauthenticatedError(
+        'the Authorization header holds characters a token never has: send "Bearer <token>" in printable ASCII',
+      )
+    }
+    const metadata = new Metadata()
+    if (header) metadata.set(AUTHORIZATION_KEY, header)
+    return this.authenticate(metadata)
+  }
+
+  /**
    * The queues the caller of a call with `metadata` may see (a token's producer, consumer and
    * viewer patterns), for the answers that list queues; undefined when it may see all of them (admin,
    * a peer, or clients not authenticated). A caller this cannot authenticate sees none (the
@@ -222,7 +243,12 @@ export class AccessControl {
     } catch {
       return NO_QUEUES
     }
-    if (principal.kind === 'peer') return undefined
+    return this.scopeOf(principal)
+  }
+
+  /** The queues `principal` may see (see queueScope); undefined when it may see all of them. */
+  scopeOf(principal: Principal): QueueScope | undefined {
+    if (this.#tokens === undefined || principal.kind === 'peer') return undefined
     if (principal.kind === 'anonymous') return NO_QUEUES
     if (principal.roles.some((r) => r.role === 'admin')) return undefined
     const patterns = principal.roles.flatMap((r) => (r.role === 'admin' ? [] : [r]))

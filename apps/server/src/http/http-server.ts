@@ -6,6 +6,7 @@ import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
 import { hostAllowed, isLoopback } from './loopback-host'
+import { scopeExposition } from './metrics-scope'
 
 /**
  * The HTTP port's bounds. The port is often reachable more widely than the gRPC port (by
@@ -50,7 +51,8 @@ export interface HttpServer {
 
 /**
  * Serves, on `listen` (`host:port`):
- * - `GET /metrics`: Prometheus text exposition of the node's metrics;
+ * - `GET /metrics`: Prometheus text exposition of the node's metrics (with `metricsReader`, of
+ *   what the caller's token may read; 401 when it may read nothing);
  * - `GET /healthz`: 200 while the process is alive and has not stopped after a fatal error (liveness);
  * - `GET /readyz`: 200 when the node is ready (see `readiness`), else 503 with the reasons (readiness).
  * - with `console`: the web console (`/`, `/console/...`) and its JSON API (`/api/...`).
@@ -71,6 +73,8 @@ export async function startHttpServer(options: {
   readonly allowedHosts?: readonly string[]
   /** Serve HTTPS with this certificate (`--http-tls`); plain HTTP without. */
   readonly tls?: HttpTls
+  /** Who may read `/metrics`, and which queues' series (metricsReader); everyone everything without. */
+  readonly metricsReader?: (authorization: string | undefined) => ((queue: string) => boolean) | undefined
 }): Promise<HttpServer> {
   const { metrics, view, log } = options
   const limits = options.limits ?? HTTP_LIMITS
@@ -103,15 +107,23 @@ export async function startHttpServer(options: {
     if (options.console?.handle(req, res, path)) return
     if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n')
     switch (path) {
-      case '/metrics':
+      case '/metrics': {
+        let sees: ((queue: string) => boolean) | undefined
+        try {
+          sees = options.metricsReader?.(req.headers.authorization)
+        } catch (error) {
+          res.setHeader('www-authenticate', 'Bearer realm="mq"')
+          return send(res, 401, `${(error as Error).message}\n`)
+        }
         metrics.render(view).then(
-          (text) => send(res, 200, text, metrics.contentType),
+          (text) => send(res, 200, sees ? scopeExposition(text, sees) : text, metrics.contentType),
           (error: unknown) => {
             log.error({ err: error }, 'metrics scrape failed')
             send(res, 500, `metrics failed: ${(error as Error).message}\n`)
           },
         )
         return
+      }
       case '/healthz':
         return view.failed() ? send(res, 503, 'failed\n') : send(res, 200, 'ok\n')
       case '/readyz': {
