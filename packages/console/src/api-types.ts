@@ -230,6 +230,11 @@ export interface QueueDetail {
   readonly counters: Counters
   /** Each counter's change per second over the last minute of the history. */
   readonly ratesPerS: Counters
+  /**
+   * Whether this caller may peek at the queue's ready messages (`GET …/peek`): a token that
+   * may consume it on a cluster with auth, anyone on a node started with `--console-peek`.
+   */
+  readonly mayPeek: boolean
 }
 
 /** The body of every error answer. */

@@ -10,6 +10,7 @@ import { securedNode } from '../src/secured-cluster'
 
 const ADMIN = 'console-admin-0123456789'
 const VIEWER = 'console-viewer-0123456789'
+const WATCHER = 'console-watcher-0123456789'
 const SCREENSHOTS = join(import.meta.dirname, '..', 'console-screenshots')
 const QUEUE = 'jobs'
 
@@ -109,6 +110,7 @@ describe('the web console in a browser', () => {
       [
         { name: 'ops', token: ADMIN, roles: ['admin'] },
         { name: 'viewer', token: VIEWER, roles: [`consumer:${QUEUE}`] },
+        { name: 'watcher', token: WATCHER, roles: [`viewer:${QUEUE}`] },
       ],
       { tls: false, peerToken: 'console-peer-secret-0123456789' },
     )
@@ -264,6 +266,14 @@ describe('the web console in a browser', () => {
       body: '{}',
     })
     expect(refused.status).toBe(403)
+    // A token that may only look is offered no peek, and told why.
+    await page.getByTestId('token').fill(WATCHER)
+    await page.getByTestId('use-token').click()
+    await expect.poll(() => page.getByTestId('session').textContent()).toMatch(/token "watcher"/)
+    await expect
+      .poll(() => page.getByTestId('no-peek').textContent())
+      .toMatch(/a token that may consume this queue; token "watcher" may not/)
+    expect(await page.getByTestId('peek').count()).toBe(0)
 
     await page.getByTestId('token').fill(ADMIN)
     await page.getByTestId('use-token').click()

@@ -33,11 +33,13 @@ import { ConsoleClients } from './console-clients'
 
 const ADMIN = 'admin-secret-0123456789'
 const APP = 'app-secret-0123456789'
+const DASH = 'dash-secret-0123456789'
 const tokens = parseTokenFile(
   {
     tokens: [
       { name: 'ops', token: ADMIN, roles: ['admin'] },
       { name: 'app', token: APP, roles: ['consumer:jobs'] },
+      { name: 'dash', token: DASH, roles: ['viewer:jobs'] },
     ],
   },
   'test',
@@ -280,6 +282,8 @@ describe('the console API', () => {
     expect(error.code).toBe('PEEK_DISABLED')
     expect(error.message).toMatch(/--auth-file.*--console-peek/)
     expect(calls.filter((c) => c.startsWith('peek'))).toEqual([])
+    // The page is told so, and offers no peek.
+    expect(((await (await fetch(`${base}/api/queues/jobs`)).json()) as QueueDetail).mayPeek).toBe(false)
     const refused = await fetch(`${base}/api/queues/jobs/purge`, post('', {}))
     expect(refused.status).toBe(403)
     expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('READ_ONLY')
@@ -288,6 +292,7 @@ describe('the console API', () => {
 
   it('without auth, peeks with --console-peek: ready messages, bodies as text, base64 when not UTF-8, cut', async () => {
     const { base, calls } = await serve(false, { peekWithoutAuth: true })
+    expect(((await (await fetch(`${base}/api/queues/jobs`)).json()) as QueueDetail).mayPeek).toBe(true)
     const peeked = (await (await fetch(`${base}/api/queues/jobs/peek`)).json()) as PeekedMessage[]
     expect(calls).toContain(`peek jobs ${PEEK_PER_PARTITION}`)
     expect(
@@ -306,6 +311,11 @@ describe('the console API', () => {
     const peeked = await fetch(`${base}/api/queues/jobs/peek`, { headers: bearer(APP) })
     expect(peeked.status).toBe(200)
     expect(calls).toEqual([`peek jobs ${PEEK_PER_PARTITION}`])
+    // The queue's page offers a peek to a token that may consume it (or admin), not to a viewer.
+    const mayPeek = async (token: string) =>
+      ((await (await fetch(`${base}/api/queues/jobs`, { headers: bearer(token) })).json()) as QueueDetail)
+        .mayPeek
+    expect([await mayPeek(APP), await mayPeek(ADMIN), await mayPeek(DASH)]).toEqual([true, true, false])
   })
 
   it('keeps of each peeked message only what the page shows, cut as its answer arrives', async () => {

@@ -62,6 +62,8 @@ export const PEEK_BODY_BYTES_MAX = 4 * PEEK_BODY_CHARS
  * is read alone. Without it, 50 queues of 256 partitions were 12,800 calls at once.
  */
 export const QUEUES_STATS_CALLS_AT_ONCE = 64
+/** The cluster method a peek calls (its roles decide `mayPeek`). */
+const PEEK_METHOD = 'mq.v1.Queue/ListReady'
 
 const NUMBER_KEYS = [
   'partitions',
@@ -156,7 +158,7 @@ export class ConsoleApi {
       if (parts.length === 1 && first === 'queues') return this.#call(caller, (c) => this.#queues(c))
       if (parts.length === 2 && first === 'queues') {
         const queue = name(second)
-        return this.#call(caller, (c) => this.#queue(c, queue))
+        return this.#call(caller, (c) => this.#queue(c, queue, this.#mayPeek(caller, queue)))
       }
       if (parts.length === 3 && first === 'queues' && third === 'peek') {
         const queue = name(second)
@@ -259,6 +261,21 @@ export class ConsoleApi {
       'PEEK_DISABLED',
       'message bodies are shown only to a token that may consume the queue: start the servers with --auth-file, or start this node with --console-peek to show them to anyone who reaches its HTTP port',
     )
+  }
+
+  /**
+   * Whether `caller` may peek at `queue` (#requirePeek, then the cluster's own check of
+   * ListReady, which the page is told beforehand so it offers no peek that would be refused).
+   */
+  #mayPeek(caller: Caller, queue: string): boolean {
+    const access = this.#options.access
+    if (!access.clientAuth) return this.#options.peekWithoutAuth === true
+    try {
+      access.authorize(caller.principal, PEEK_METHOD, { target: { queue } })
+      return true
+    } catch {
+      return false
+    }
   }
 
   /** Runs `call` with the caller's client in one of the cluster-call slots (429 when none is free). */
@@ -378,7 +395,7 @@ export class ConsoleApi {
     )
   }
 
-  async #queue(client: MqClient, queue: string): Promise<QueueDetail> {
+  async #queue(client: MqClient, queue: string, mayPeek: boolean): Promise<QueueDetail> {
     const route = await client.admin.describeQueue(queue)
     const figures = queueFigures(await client.admin.queueStats(queue), route)
     const history = this.#history.record(`${route.queue}#${route.queueId}`, {
@@ -401,6 +418,7 @@ export class ConsoleApi {
       history,
       netRatePerS: netRatePerS(history),
       ratesPerS: counterRatesPerS(history),
+      mayPeek,
     }
   }
 

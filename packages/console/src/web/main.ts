@@ -15,6 +15,7 @@ import {
   createQueueForm,
   groupsView,
   metaVotersForm,
+  noPeek,
   peekPanel,
   queuesView,
   queueView,
@@ -142,7 +143,9 @@ async function render(route: Route, forms: boolean): Promise<void> {
     case 'queue': {
       const detail = await api<QueueDetail>(`/api/queues/${q(route.name)}`)
       view = queueView(detail, session, actions)
-      const peek = peekPanel(() => api<PeekedMessage[]>(`/api/queues/${q(detail.name)}/peek`))
+      const peek = detail.mayPeek
+        ? peekPanel(() => api<PeekedMessage[]>(`/api/queues/${q(detail.name)}/peek`))
+        : noPeek(session)
       form = session.admin ? h('div', {}, peek, updateQueueForm(detail.name, detail.config, actions)) : peek
       break
     }

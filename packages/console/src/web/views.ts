@@ -619,6 +619,17 @@ export function peekPanel(peek: () => Promise<readonly PeekedMessage[]>): HTMLEl
   )
 }
 
+/** In place of the peek panel, for a caller who may not read bodies: why, and what would let it. */
+export function noPeek(session: SessionInfo): HTMLElement {
+  return h(
+    'p',
+    { class: 'hint', 'data-testid': 'no-peek' },
+    session.auth
+      ? `Message bodies are shown to a token that may consume this queue; ${session.tokenName ? `token "${session.tokenName}" may not` : 'this one may not'}.`
+      : 'Message bodies are not shown: this node was started without --auth-file and without --console-peek.',
+  )
+}
+
 /**
  * The admin form that updates a queue's settings (rendered once per visit): it sends only the
  * fields changed from the values drawn (changedSettings), an emptied field staying as it is.
