@@ -10,8 +10,9 @@ import { NetNamespaces } from '../src/netns'
 //  --scale: scaleDataGroups up and down among the faults;
 //  --corrupt: once per run, a data follower whose write-ahead log is cut short or has flipped
 //  bits must refuse to start, and is replaced by a fresh node under a new id;
-//  --disk: every node's data dir on a 512 MiB tmpfs (root), and a data follower's disk filled
-//  up among the faults: it stops serving on ENOSPC, then is freed and restarted;
+//  --disk: every node's data dir on a 512 MiB tmpfs (root), and a data follower's or a data
+//  group leader's disk filled up among the faults: it stops serving on ENOSPC, then is freed
+//  and restarted;
 //  --overlap N: N nemesis loops (2 or 3) on their own schedules at once, so that faults
 //  overlap in time (never two on one node, one partition at a time);
 //  --ordered-keys: the queue has ordered keys; p0 sends under 64 keys, each key's order is

@@ -46,7 +46,7 @@ export interface FaultRunOptions {
   readonly corrupt?: boolean
   /**
    * Put every node's data dir on a small tmpfs (root only) and add full disks to the faults
-   * (fill-disk-follower). Combines with the other modes.
+   * (fill-disk-follower, fill-disk-leader). Combines with the other modes.
    */
   readonly disk?: boolean
   /**

@@ -49,7 +49,11 @@ describe('faultKinds', () => {
       FaultKind.PartitionMetaLeader,
       FaultKind.BridgeDataLeader,
     ])
-    expect(faultKinds({ disk: true })).toEqual([...PROCESS_FAULTS, FaultKind.FillDiskFollower])
+    expect(faultKinds({ disk: true })).toEqual([
+      ...PROCESS_FAULTS,
+      FaultKind.FillDiskFollower,
+      FaultKind.FillDiskLeader,
+    ])
   })
 
   it('combines modes: partitions, a damaged follower and full disks in one schedule', () => {
@@ -61,6 +65,7 @@ describe('faultKinds', () => {
       FaultKind.BridgeDataLeader,
       FaultKind.CorruptDataFollower,
       FaultKind.FillDiskFollower,
+      FaultKind.FillDiskLeader,
     ])
     const drawn = new Set(schedule(11, 600_000, { ...DEFAULT_SCHEDULE, kinds }).map((s) => s.kind))
     expect(drawn).toEqual(new Set(kinds))

@@ -47,8 +47,17 @@ export const FaultKind = {
    * space is freed and the node restarted from its data dir, and it catches up.
    */
   FillDiskFollower: 'fill-disk-follower',
+  /**
+   * The same for a data group's leader: its next durable write (a log append, an apply) fails
+   * with ENOSPC while it leads, with entries in flight to its followers and answers owed to
+   * clients; it stops serving, a follower takes over, and what it acknowledged must survive.
+   */
+  FillDiskLeader: 'fill-disk-leader',
 } as const
 export type FaultKind = (typeof FaultKind)[keyof typeof FaultKind]
+
+/** The faults that fill a node's disk (a small tmpfs: the run's `--disk`). */
+const FILL_KINDS: ReadonlySet<FaultKind> = new Set([FaultKind.FillDiskFollower, FaultKind.FillDiskLeader])
 
 /** The process faults: any cluster. */
 export const PROCESS_FAULTS: readonly FaultKind[] = [
@@ -86,7 +95,7 @@ export function faultKinds(modes: FaultModes): FaultKind[] {
       ? [FaultKind.PartitionDataLeader, FaultKind.PartitionMetaLeader, FaultKind.BridgeDataLeader]
       : []),
     ...(modes.corrupt ? [FaultKind.CorruptDataFollower] : []),
-    ...(modes.disk ? [FaultKind.FillDiskFollower] : []),
+    ...(modes.disk ? [FaultKind.FillDiskFollower, FaultKind.FillDiskLeader] : []),
   ]
 }
 
@@ -315,8 +324,7 @@ export async function runNemesis(
     // until the next heal) is no target (a run stopped on "SIGSTOP to n3 failed").
     if (nodeId && PAUSE_KINDS.has(step.kind) && !cluster.isRunning(nodeId)) nodeId = undefined
     // Only a small tmpfs is ever filled, never the disk the temp dir is on.
-    if (nodeId && step.kind === FaultKind.FillDiskFollower && !cluster.hasSmallDisk(nodeId))
-      nodeId = undefined
+    if (nodeId && FILL_KINDS.has(step.kind) && !cluster.hasSmallDisk(nodeId)) nodeId = undefined
     if (!nodeId) {
       log(`${worker}: no node found for ${step.kind}; skipped`)
       skipped++
@@ -351,8 +359,8 @@ export async function runNemesis(
         holdsCorruption = true
         shared.corruptions++
       }
-      const fill = step.kind === FaultKind.FillDiskFollower
-      /** Filler bytes written by this step (fill-disk-follower). */
+      const fill = FILL_KINDS.has(step.kind)
+      /** Filler bytes written by this step (fill-disk-follower, fill-disk-leader). */
       let filled = 0
       const delayMs = 50 + (step.choice % 351)
       const sides = split
