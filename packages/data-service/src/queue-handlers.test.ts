@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import {
   FORMAT_LEVEL_LEASE_TAGS,
+  FORMAT_LEVEL_REDRIVE_SPAN,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   fromGrpcError,
@@ -381,8 +382,12 @@ describe('queue handlers', () => {
     const page2 = await call(h, 'listDead', { target, limit: 1_000, afterId: 1_000 })
     expect(page2.messages).toHaveLength(500)
     expect(page2.messages[0]).toMatchObject({ deadPlace: 1_001, id: page1.messages[999].id + 1 })
-    expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({ moved: 1_200, more: false })
-    expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300, more: false }) // 0: up to 1,000
+    expect(await call(h, 'redrive', { target, max: 1_200 })).toEqual({
+      moved: 1_200,
+      more: false,
+      throughPlace: 0,
+    })
+    expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 300, more: false, throughPlace: 0 }) // 0: up to 1,000
     for (const max of [1_000, 200]) {
       const again = await call(h, 'lease', { target, consumerId: 'c', max, visibilityMs: 5_000, waitMs: 0 })
       await call(h, 'nack', { target, leaseIds: again.messages.map((m: { leaseId: string }) => m.leaseId) })
@@ -406,7 +411,7 @@ describe('queue handlers', () => {
       })
       await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
       group.now += 5_000 // dead for 5 s: older than its TTL
-      expect(await call(h, 'redrive', { target, max: 0 })).toEqual({ moved: 1, more: false })
+      expect(await call(h, 'redrive', { target, max: 0 })).toMatchObject({ moved: 1, more: false })
       const again = await call(h, 'lease', {
         target,
         consumerId: 'c',
@@ -439,8 +444,70 @@ describe('queue handlers', () => {
     const leased = await call(h, 'lease', { target, consumerId: 'c', max: 2, visibilityMs: 5_000, waitMs: 0 })
     await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
     // Two dead: a redrive of up to 1,000 moves those two, not more.
-    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 2, more: false })
-    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({ moved: 0, more: false })
+    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({
+      moved: 2,
+      more: false,
+      throughPlace: 0,
+    })
+    expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({
+      moved: 0,
+      more: false,
+      throughPlace: 0,
+    })
+  })
+
+  it('redrives, across calls, only the dead at its first call (from format level 24): one that died again stays', async () => {
+    const redriven = async (formatLevel: number) => {
+      const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })
+      const h = queueHandlers(node(group, formatLevel), { batchCallMs: 0 })
+      const messages = Array.from({ length: 1_500 }, (_, i) => message(`m${i}`))
+      for (let i = 0; i < 3; i++) {
+        await call(h, 'produce', {
+          target,
+          producerId: '',
+          sequence: 0,
+          messages: messages.slice(i * 500, i * 500 + 500),
+        })
+      }
+      const kill = async (max: number) => {
+        const leased = await call(h, 'lease', {
+          target,
+          consumerId: 'c',
+          max,
+          visibilityMs: 5_000,
+          waitMs: 0,
+        })
+        await call(h, 'nack', {
+          target,
+          leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId),
+        })
+      }
+      await kill(1_000)
+      await kill(500)
+      // A time bound of 0: the first call takes one entry of 1,000 and answers more.
+      const first = await call(h, 'redrive', { target, max: 2_000 })
+      expect(first).toMatchObject({ moved: 1_000, more: true })
+      // The 1,000 redriven fail at once and die again, behind the 500 still dead.
+      await kill(1_000)
+      const next = await call(h, 'redrive', { target, max: 1_000, throughPlace: first.throughPlace })
+      return {
+        throughPlace: first.throughPlace,
+        moved: next.moved,
+        dead: (await call(h, 'stats', { target })).weights[0].dead,
+      }
+    }
+    // The next call moves the 500 left of the first call's, not the 1,000 that died again.
+    expect(await redriven(FORMAT_LEVEL_REDRIVE_SPAN)).toEqual({
+      throughPlace: 1_500,
+      moved: 500,
+      dead: 1_000,
+    })
+    // Below the level it counts afresh: it takes the 1,000 that died again before the 500 left.
+    expect(await redriven(FORMAT_LEVEL_REDRIVE_SPAN - 1)).toEqual({
+      throughPlace: 0,
+      moved: 1_000,
+      dead: 500,
+    })
   })
 
   it('keeps a purge to its time bound when the wall clock steps back', async () => {

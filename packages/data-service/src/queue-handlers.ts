@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import {
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_PIPELINING,
+  FORMAT_LEVEL_REDRIVE_SPAN,
   FORMAT_LEVEL_RELEASE,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   InternalError,
@@ -623,21 +624,32 @@ export function queueHandlers(
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
     redrive: unary(async (req, call) => {
-      // At most as many as were dead when the call began (a count, not a place in the list:
-      // the SDK's next call, after `more`, counts afresh — messages that died again since are
-      // among them).
+      // The messages dead when the redrive began: through the request's place (a later call of
+      // the same redrive), else the last one dead now — one that dies again meanwhile, behind
+      // it, stays, in this call's later entries, the SDK's next calls and a retried call alike.
+      // Below FORMAT_LEVEL_REDRIVE_SPAN, at most as many as were dead when the call began (a
+      // count: a next call counts afresh, messages that died again since among them).
       const { group, queue, partition } = await locate(req.target)
+      const spans = node.formatLevel() >= FORMAT_LEVEL_REDRIVE_SPAN
+      // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
+      const through = !spans
+        ? undefined
+        : req.throughPlace > 0
+          ? req.throughPlace - 1
+          : group.machine.deadEnd(queue, partition)
+      const throughPlace = through === undefined ? 0 : through + 1
       const max = Math.min(req.max || BATCH_MAX, group.machine.deadCount(queue, partition))
-      if (max === 0) return { moved: 0, more: false }
+      if (max === 0 || (spans && throughPlace === 0)) return { moved: 0, more: false, throughPlace }
       const { taken, more } = await inBatches(max, limits.batchCallMs, call.cancelled, async (n) => {
         const r = await run(req.target, () => ({
           type: 'redriveDead',
           max: n,
           ...ttlRestarted(node.formatLevel()),
+          ...(through === undefined ? {} : { through }),
         }))
         return r.type === 'redriveDead' ? r.ids.length : 0
       })
-      return { moved: taken, more }
+      return { moved: taken, more, throughPlace }
     }),
     purgeDead: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeDead')),
     stats: unary(async (req): Promise<PartitionStats> => {

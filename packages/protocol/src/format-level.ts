@@ -74,8 +74,10 @@
  *    an earlier version would send it to the nodes without its expiry.
  * 23. the `viewer:PATTERN` role of a client token (`putToken`): a meta replica of an earlier
  *    version would refuse the entry the others apply.
+ * 24. a `redriveDead` bounded to a place in the dead-letter list (`through`: the messages dead
+ *    when the Redrive began), which a replica of an earlier version cannot read.
  */
-export const FORMAT_LEVEL = 23
+export const FORMAT_LEVEL = 24
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -151,6 +153,9 @@ export const FORMAT_LEVEL_TOKEN_TTL = 22
 
 /** The level from which a client token may have a `viewer:PATTERN` role (level 23 above). */
 export const FORMAT_LEVEL_VIEWER_ROLE = 23
+
+/** The level from which a redrive moves only the messages dead when it began (level 24 above). */
+export const FORMAT_LEVEL_REDRIVE_SPAN = 24
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

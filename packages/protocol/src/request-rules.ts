@@ -81,7 +81,11 @@ export const QUEUE_REQUEST_RULES = {
     3: uint64Field('after_id'),
   }),
   listReady: messageRule('ListReadyRequest', { 1: target, 2: varintField('limit') }),
-  redrive: messageRule('RedriveRequest', { 1: target, 2: varintField('max') }),
+  redrive: messageRule('RedriveRequest', {
+    1: target,
+    2: varintField('max'),
+    3: uint64Field('through_place'),
+  }),
   purgeDead: messageRule('PurgeRequest', { 1: target }),
   stats: messageRule('StatsRequest', { 1: target }),
 } as const satisfies Record<string, MessageRule>

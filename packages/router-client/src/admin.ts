@@ -257,10 +257,19 @@ export class Admin {
     return lists.flat()
   }
 
-  /** Moves up to `max` dead-lettered messages of each partition back to ready; returns how many. */
+  /**
+   * Moves up to `max` dead-lettered messages of each partition back to ready; returns how many.
+   * Only those dead when each partition's first call began: its later calls, retried ones
+   * too, pass on the place that call answered, so a message that fails again at once and dies
+   * again is not redriven twice (a cluster below format level 24 answers no place: its calls
+   * count afresh).
+   */
   async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
+    const throughPlaces = new Map<number, number>()
     return this.#inSteps(name, async (c, target, done) => {
-      const r = await unary(c, c.redrive, { target, max: max - done }, this.#attemptMs)
+      const throughPlace = throughPlaces.get(target.partition) ?? 0
+      const r = await unary(c, c.redrive, { target, max: max - done, throughPlace }, this.#attemptMs)
+      if (r.throughPlace > 0) throughPlaces.set(target.partition, r.throughPlace)
       return { n: r.moved, more: r.more && done + r.moved < max }
     })
   }

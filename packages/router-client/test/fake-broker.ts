@@ -110,6 +110,9 @@ export class FakeBroker {
   /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
   readonly leaseVisibilities: number[] = []
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
+  /** Every Redrive request, in order; answered from `redriveAnswers` ('fail': UNAVAILABLE, unapplied). */
+  readonly redriveRequests: { partition: number; max: number; throughPlace: number }[] = []
+  readonly redriveAnswers: ({ moved: number; more: boolean; throughPlace: number } | 'fail')[] = []
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
   rateUnknown = false
@@ -469,6 +472,17 @@ export class FakeBroker {
             ...(this.placesUnknown ? {} : { deadPlace: place }),
           })),
         }
+      }),
+      redrive: handle((req: { target?: PartitionTarget; max: number; throughPlace: number }) => {
+        this.#check(req.target)
+        this.redriveRequests.push({
+          partition: req.target?.partition ?? 0,
+          max: req.max,
+          throughPlace: req.throughPlace,
+        })
+        const answer = this.redriveAnswers.shift() ?? { moved: 0, more: false, throughPlace: 0 }
+        if (answer === 'fail') throw new UnavailableError('the partition is failing over')
+        return answer
       }),
       purge: handle((req: { target?: PartitionTarget }) => {
         const key = this.#check(req.target)

@@ -22,6 +22,8 @@ describe('command codec', () => {
       [{ type: 'extend', leaseIds: ['7.2'], visibilityMs: 5 }, '0105' + '01' + '03372e32' + '05'],
       [{ type: 'redriveDead', max: 10 }, '01070a'],
       [{ type: 'redriveDead', max: 10, restartTtl: true }, '01070a01'],
+      [{ type: 'redriveDead', max: 10, through: 5 }, '01070a0005'],
+      [{ type: 'redriveDead', max: 10, restartTtl: true, through: 5 }, '01070a0105'],
       [{ type: 'tick', ttlWaiting: true }, '010601'],
       [{ type: 'purgeDead', max: 1 }, '010801'],
       [{ type: 'purgeDead', max: 1, through: 5 }, '01080105'],
@@ -134,6 +136,13 @@ describe('command codec', () => {
         max: nat,
       }),
       fc.record({ type: fc.constant('redriveDead' as const), max: nat, restartTtl: fc.constant(true) }),
+      fc.record({ type: fc.constant('redriveDead' as const), max: nat, through: nat }),
+      fc.record({
+        type: fc.constant('redriveDead' as const),
+        max: nat,
+        restartTtl: fc.constant(true),
+        through: nat,
+      }),
       fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat }),
       fc.record({ type: fc.constant('purgeDead' as const), max: nat, through: nat, after: nat }),
       fc.record({
@@ -166,7 +175,7 @@ describe('command codec', () => {
       '010600',
       '01060101',
       '01070a00',
-      '01070a0101',
+      '01070a010100',
       '0103ffffffffffffffffff01',
       '010103',
     ]) {
@@ -262,6 +271,15 @@ describe('config versions', () => {
     const bad = encodeCommand(release)
     bad[bad.length - 1] = 2
     expect(() => decodeCommand(bad)).toThrow(/malformed nack: release flag/)
+  })
+
+  it('writes a redrive flag byte only when the TTL restarts or a span is given; 0 needs the span', () => {
+    expect(() => decodeCommand(Uint8Array.from([1, 7, 10, 0]))).toThrow(
+      /malformed redriveDead: restartTtl flag/,
+    )
+    expect(() => decodeCommand(Uint8Array.from([1, 7, 10, 2, 5]))).toThrow(
+      /malformed redriveDead: restartTtl flag/,
+    )
   })
 
   it('writes the discarded counter of the state record only once nonzero: before, the bytes of before', () => {

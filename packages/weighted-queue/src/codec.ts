@@ -82,8 +82,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
       break
     case CommandType.RedriveDead:
       w.varint(cmd.max)
-      // Trailing, only when set: a redrive without it is the bytes of before.
-      if (cmd.restartTtl) w.u8(1)
+      // Trailing, only when set: a redrive without them is the bytes of before. `through`
+      // needs the flag's byte before it (0 when the TTL is not restarted).
+      if (cmd.restartTtl || cmd.through !== undefined) w.u8(cmd.restartTtl ? 1 : 0)
+      if (cmd.through !== undefined) w.varint(cmd.through)
       break
     case CommandType.PurgeReady:
       w.varint(cmd.max)
@@ -180,9 +182,15 @@ export function decodeCommand(bytes: Uint8Array): Command {
     }
     case CommandType.RedriveDead: {
       const max = r.varint()
-      if (r.done) cmd = { type, max }
-      else if (r.u8() === 1) cmd = { type, max, restartTtl: true }
-      else throw new InvalidArgumentError('malformed redriveDead: restartTtl flag')
+      if (r.done) {
+        cmd = { type, max }
+        break
+      }
+      const flag = r.u8()
+      if (flag > 1 || (flag === 0 && r.done))
+        throw new InvalidArgumentError('malformed redriveDead: restartTtl flag')
+      const restart = flag === 1 ? { restartTtl: true as const } : {}
+      cmd = r.done ? { type, max, ...restart } : { type, max, ...restart, through: r.varint() }
       break
     }
     case CommandType.PurgeReady:

@@ -117,6 +117,13 @@ export interface RedriveDeadCommand {
    * cannot read it, nor the message records it writes (a format level).
    */
   readonly restartTtl?: boolean
+  /**
+   * Only those whose place in the dead-letter list (`DeadMessage.cursor`) is at most `through`:
+   * the messages dead when a redrive began (`Partition.deadEnd`), not one that died again
+   * since — a redrive in several entries and calls moves each of them once. Encoded only when
+   * set: a replica of an earlier version cannot read it (a format level).
+   */
+  readonly through?: number
 }
 /**
  * Deletes up to `max` dead-lettered messages, oldest first; with `through` (and `after`), only

@@ -61,6 +61,11 @@ export class DirectPartition {
     return this.partition.deadCount()
   }
 
+  /** See QueuePartition.deadEnd. */
+  deadEnd(): number {
+    return this.partition.deadEnd()
+  }
+
   listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
     return this.partition.listDead(max, cursor)
   }

@@ -421,6 +421,15 @@ export class QueuePartition {
     return this.deadTotal
   }
 
+  /**
+   * The place in the dead-letter list (`DeadMessage.cursor`) of the last message that died so
+   * far, or -1 when none ever did: a redrive `through` it moves the messages dead now, and none
+   * that dies later.
+   */
+  deadEnd(): number {
+    return this.st.deadOrder - 1
+  }
+
   /** Up to `max` dead-lettered messages, oldest first, after `cursor` when given. */
   async listDead(max: number, cursor?: number): Promise<DeadMessage[]> {
     invariant(Number.isInteger(max) && max >= 0, 'listDead max is a non-negative integer')
@@ -493,7 +502,10 @@ export class QueuePartition {
         await this.expireTtl(now)
         return { type: 'tick' }
       case CommandType.RedriveDead:
-        return { type: 'redriveDead', ids: await this.redrive(cmd.max, cmd.restartTtl === true, now) }
+        return {
+          type: 'redriveDead',
+          ids: await this.redrive(cmd.max, cmd.restartTtl === true, now, cmd.through),
+        }
       case CommandType.PurgeDead:
         return { type: 'purgeDead', ids: await this.purge(cmd.max, cmd.through, cmd.after) }
       case CommandType.PurgeReady:
@@ -989,10 +1001,18 @@ export class QueuePartition {
     }
   }
 
-  /** Redrives up to `max` dead letters; with `restartTtl` their message TTL counts from `now`. */
-  private async redrive(max: number, restartTtl: boolean, now: number): Promise<number[]> {
+  /**
+   * Redrives up to `max` dead letters, oldest first (with `through`, only those at most that
+   * place in the list); with `restartTtl` their message TTL counts from `now`.
+   */
+  private async redrive(max: number, restartTtl: boolean, now: number, through?: number): Promise<number[]> {
     checkInt('redrive max', max, 1, this.configValue.leaseBatchMax)
-    const entries = await this.overlay.range(this.keys.tagSpan(KeyTag.Dead), max)
+    if (through !== undefined) checkInt('redrive through', through, 0, Number.MAX_SAFE_INTEGER)
+    const span = this.keys.tagSpan(KeyTag.Dead)
+    const entries = await this.overlay.range(
+      through === undefined ? span : { gte: span.gte, lt: this.keys.dead(through + 1) },
+      max,
+    )
     const ids = entries.map(([, v]) => idOf(v))
     const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
     const metas = got.map((b) => decodeMeta(b as Uint8Array))

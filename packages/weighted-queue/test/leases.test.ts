@@ -492,6 +492,27 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect((await q.stats(25)).messages).toBe(1)
   })
 
+  it('redrives only the dead up to a place in the list (through): one that died again since stays', async () => {
+    const q = await queue({ maxDeliveries: 1 })
+    expect(q.deadEnd()).toBe(-1)
+    await q.apply({ type: 'enqueue', messages: ['a', 'b', 'c'].map((b) => ({ body: text(b) })) }, 0)
+    const first = await lease(q, 1, 3, 10)
+    await q.apply({ type: 'nack', leaseIds: first.map((l) => l.leaseId) }, 2)
+    // A redrive begins with three dead: through the last of them.
+    const through = q.deadEnd()
+    expect(through).toBe(2)
+    expect(idsOf(await q.apply({ type: 'redriveDead', max: 1, through }, 3))).toEqual([1])
+    // Message 1 fails again at once and dies again, behind 2 and 3.
+    const [again] = await lease(q, 4, 1, 10)
+    expect(again?.messageId).toBe(1)
+    await q.apply({ type: 'nack', leaseIds: [again?.leaseId as string] }, 5)
+    expect(q.deadEnd()).toBe(3)
+    // The redrive's next entries take 2 and 3, never 1 a second time.
+    expect(idsOf(await q.apply({ type: 'redriveDead', max: 10, through }, 6))).toEqual([2, 3])
+    expect(idsOf(await q.apply({ type: 'redriveDead', max: 10, through }, 7))).toEqual([])
+    expect((await q.listDead(10)).map((d) => d.messageId)).toEqual([1])
+  })
+
   it('purges only the dead listed up to a place in the list (through), and counts the dead', async () => {
     const q = await queue({ maxDeliveries: 1 })
     await q.apply({ type: 'enqueue', messages: ['a', 'b', 'c'].map((b) => ({ body: text(b) })) }, 0)

@@ -506,7 +506,7 @@ export class ModelQueue {
       case 'redriveDead':
       case 'purgeDead': {
         int(cmd.max, 1, cfg.leaseBatchMax)
-        const through = cmd.type === 'purgeDead' ? cmd.through : undefined
+        const through = cmd.through
         const after = cmd.type === 'purgeDead' ? cmd.after : undefined
         if (through !== undefined) int(through, 0, Number.MAX_SAFE_INTEGER)
         if (after !== undefined) int(after, 0, Number.MAX_SAFE_INTEGER - 1)

@@ -286,6 +286,23 @@ const [
           ...(after === undefined ? {} : { after }),
         })),
     ),
+  // A redrive of the dead up to a place in the list (what a Redrive call sends from level 24).
+  fc
+    .record({
+      dt,
+      max: fc.integer({ min: 1, max: 3 }),
+      through: fc.integer({ min: 0, max: 12 }),
+      restartTtl: fc.boolean(),
+    })
+    .map(
+      ({ dt, max, through, restartTtl }) =>
+        new Step('redriveSpan', dt, () => ({
+          type: 'redriveDead',
+          max,
+          through,
+          ...(restartTtl ? { restartTtl } : {}),
+        })),
+    ),
   fc
     .record({ dt, max: rarely(fc.integer({ min: 1, max: 4 }), fc.constant(0)) })
     .map(({ dt, max }) => new Step('purgeReady', dt, () => ({ type: 'purgeReady', max }))),

@@ -228,15 +228,28 @@ export interface ListReadyRequest {
 export interface RedriveRequest {
   target?: PartitionTarget | undefined;
   max: number;
+  /**
+   * Only the dead letters at most this place in the dead-letter list (a ListDead dead_place;
+   * the through_place of this redrive's first call, when it answered `more`): a message that
+   * died again since, behind it, stays. 0: through the last one dead when the call begins.
+   * From format level 24; a cluster below it counts instead (see RedriveResponse).
+   */
+  throughPlace: number;
 }
 
 export interface RedriveResponse {
   moved: number;
   /**
    * The call stopped at its time bound (about 2 s of entries) below `max` with dead messages
-   * left: call again for the rest.
+   * left: call again for the rest, with through_place.
    */
   more: boolean;
+  /**
+   * The place the call redrove through (pass it on to the next call); 0 when the call did not
+   * bound itself so (a cluster below format level 24, or a server of an earlier version): it
+   * moved at most as many as were dead when it began, and a next call counts afresh.
+   */
+  throughPlace: number;
 }
 
 export interface StatsRequest {
@@ -2189,7 +2202,7 @@ export const ListReadyRequest: MessageFns<ListReadyRequest> = {
 };
 
 function createBaseRedriveRequest(): RedriveRequest {
-  return { target: undefined, max: 0 };
+  return { target: undefined, max: 0, throughPlace: 0 };
 }
 
 export const RedriveRequest: MessageFns<RedriveRequest> = {
@@ -2199,6 +2212,9 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
     }
     if (message.max !== 0) {
       writer.uint32(16).uint32(message.max);
+    }
+    if (message.throughPlace !== 0) {
+      writer.uint32(24).uint64(message.throughPlace);
     }
     return writer;
   },
@@ -2226,6 +2242,14 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
           message.max = reader.uint32();
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.throughPlace = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2239,6 +2263,11 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
     return {
       target: isSet(object.target) ? PartitionTarget.fromJSON(object.target) : undefined,
       max: isSet(object.max) ? globalThis.Number(object.max) : 0,
+      throughPlace: isSet(object.throughPlace)
+        ? globalThis.Number(object.throughPlace)
+        : isSet(object.through_place)
+        ? globalThis.Number(object.through_place)
+        : 0,
     };
   },
 
@@ -2249,6 +2278,9 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
     }
     if (message.max !== 0) {
       obj.max = Math.round(message.max);
+    }
+    if (message.throughPlace !== 0) {
+      obj.throughPlace = Math.round(message.throughPlace);
     }
     return obj;
   },
@@ -2262,12 +2294,13 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
       ? PartitionTarget.fromPartial(object.target)
       : undefined;
     message.max = object.max ?? 0;
+    message.throughPlace = object.throughPlace ?? 0;
     return message;
   },
 };
 
 function createBaseRedriveResponse(): RedriveResponse {
-  return { moved: 0, more: false };
+  return { moved: 0, more: false, throughPlace: 0 };
 }
 
 export const RedriveResponse: MessageFns<RedriveResponse> = {
@@ -2277,6 +2310,9 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
     }
     if (message.more !== false) {
       writer.uint32(16).bool(message.more);
+    }
+    if (message.throughPlace !== 0) {
+      writer.uint32(24).uint64(message.throughPlace);
     }
     return writer;
   },
@@ -2304,6 +2340,14 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
           message.more = reader.bool();
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.throughPlace = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2317,6 +2361,11 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
     return {
       moved: isSet(object.moved) ? globalThis.Number(object.moved) : 0,
       more: isSet(object.more) ? globalThis.Boolean(object.more) : false,
+      throughPlace: isSet(object.throughPlace)
+        ? globalThis.Number(object.throughPlace)
+        : isSet(object.through_place)
+        ? globalThis.Number(object.through_place)
+        : 0,
     };
   },
 
@@ -2328,6 +2377,9 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
     if (message.more !== false) {
       obj.more = message.more;
     }
+    if (message.throughPlace !== 0) {
+      obj.throughPlace = Math.round(message.throughPlace);
+    }
     return obj;
   },
 
@@ -2338,6 +2390,7 @@ export const RedriveResponse: MessageFns<RedriveResponse> = {
     const message = createBaseRedriveResponse();
     message.moved = object.moved ?? 0;
     message.more = object.more ?? false;
+    message.throughPlace = object.throughPlace ?? 0;
     return message;
   },
 };
