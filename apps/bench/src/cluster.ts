@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ClusterStatusResponse, freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
@@ -132,6 +132,20 @@ export class BenchCluster {
     return n
   }
 
+  /**
+   * CPU time (user + system, ms) the nodes' processes have used so far, from /proc/PID/stat;
+   * undefined where that cannot be read (not Linux, a node not running).
+   */
+  serverCpuMs(): number | undefined {
+    let total = 0
+    for (const n of this.nodes) {
+      const used = n.child?.pid === undefined ? undefined : processCpuMs(n.child.pid)
+      if (used === undefined) return undefined
+      total += used
+    }
+    return total
+  }
+
   /** SIGSTOP to the node's PID: it falls silent (its sockets stay open) until resume(). */
   pause(nodeId: string): void {
     this.node(nodeId).child?.kill('SIGSTOP')
@@ -242,6 +256,28 @@ export class BenchCluster {
       await client.close()
     }
   }
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux build it runs on). */
+const CLOCK_TICKS_PER_S = 100
+
+/**
+ * User + system CPU time (ms) process `pid` has used, from /proc/PID/stat (fields 14 and 15,
+ * after the command's closing parenthesis), or undefined when it cannot be read.
+ */
+export function processCpuMs(pid: number): number | undefined {
+  let stat: string
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return undefined
+  }
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  // fields[0] is the state (field 3): utime and stime are fields 14 and 15.
+  const utime = Number(fields[11])
+  const stime = Number(fields[12])
+  if (!Number.isFinite(utime) || !Number.isFinite(stime)) return undefined
+  return ((utime + stime) * 1000) / CLOCK_TICKS_PER_S
 }
 
 /** How long a new local cluster may take to spread its leaderships before the run starts anyway. */

@@ -17,6 +17,8 @@ export interface Target {
    * own local cluster's facts with its addresses.
    */
   readonly facts?: ClusterFacts
+  /** The CPU time `servers` used so far (the suite passes its local cluster's); none: unknown. */
+  readonly serverCpuMs?: () => number | undefined
 }
 
 export interface Env {
@@ -24,19 +26,31 @@ export interface Env {
   readonly cluster: BenchCluster | undefined
   /** What the report says about the cluster (ScenarioResult params and notes). */
   readonly facts: ClusterFacts
+  /** The CPU time the servers used so far (CpuMeter), when the bench knows their processes. */
+  readonly serverCpuMs: (() => number | undefined) | undefined
 }
 
 /** Runs `fn` against `target`, starting (and always stopping) a local cluster when needed. */
 export async function withTarget<T>(target: Target, fn: (env: Env) => Promise<T>): Promise<T> {
   if (target.servers && target.servers.length > 0) {
-    return fn({ servers: target.servers, cluster: undefined, facts: target.facts ?? GIVEN_CLUSTER_FACTS })
+    return fn({
+      servers: target.servers,
+      cluster: undefined,
+      facts: target.facts ?? GIVEN_CLUSTER_FACTS,
+      serverCpuMs: target.serverCpuMs,
+    })
   }
   const cluster = await BenchCluster.start({
     fromSource: target.fromSource ?? false,
     ...(target.timing ? { timing: target.timing } : {}),
   })
   try {
-    return await fn({ servers: cluster.servers, cluster, facts: cluster.facts() })
+    return await fn({
+      servers: cluster.servers,
+      cluster,
+      facts: cluster.facts(),
+      serverCpuMs: () => cluster.serverCpuMs(),
+    })
   } finally {
     await cluster.stop()
   }

@@ -3,6 +3,7 @@ import { round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
 import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
+import { CpuMeter } from './cpu-meter'
 import { PRODUCE_DEFAULTS, produceInto } from './produce'
 
 export interface ConsumeOptions {
@@ -89,7 +90,7 @@ export async function drain(
 
 /** The `consume` scenario: a backlog of `count` messages, then drained and acked. */
 export async function runConsume(target: Target, o: ConsumeOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers, facts }) => {
+  return withTarget(target, async ({ servers, facts, serverCpuMs }) => {
     const admin = await connect(servers)
     const queue = queueName('consume')
     try {
@@ -105,7 +106,9 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
         timeLimitMs: o.timeLimitMs,
         ...(o.orderedKeys > 0 ? { keys: o.orderedKeys } : {}),
       })
+      const cpu = CpuMeter.start(serverCpuMs)
       const run = await drain(servers, queue, o, undefined, new Progress('consume'))
+      const cpuPerMessage = cpu.perMessage(run.acked)
       const seconds = run.elapsedMs / 1000
       return withFacts(
         {
@@ -116,6 +119,7 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
             acked: run.acked,
             msgsPerS: round(run.acked / seconds, 0),
             elapsedS: round(seconds, 2),
+            ...cpuPerMessage,
           },
           latency: {},
           timeline: run.timeline.points(run.elapsedMs),

@@ -3,6 +3,7 @@ import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
 import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
+import { CpuMeter } from './cpu-meter'
 import { grpcFloor } from './grpc-floor'
 
 export interface ProduceOptions {
@@ -100,12 +101,14 @@ export async function produceInto(
 
 /** The `produce` scenario: msgs/s, MB/s and ack latency of a fresh queue. */
 export async function runProduce(target: Target, o: ProduceOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers, facts }) => {
+  return withTarget(target, async ({ servers, facts, serverCpuMs }) => {
     const admin = await connect(servers)
     const queue = queueName('produce')
     try {
       await admin.admin.createQueue(queue, { partitions: o.partitions })
+      const cpu = CpuMeter.start(serverCpuMs)
       const run = await produceInto(servers, queue, o, new Progress('produce'))
+      const cpuPerMessage = cpu.perMessage(run.acked)
       const seconds = run.elapsedMs / 1000
       // One at a time: the same number of bare gRPC round trips to partition 0's leader, the
       // floor under the ack latency in these minutes (grpc-floor.ts).
@@ -125,6 +128,7 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
             msgsPerS: round(run.acked / seconds, 0),
             mbPerS: round((run.acked * o.sizeBytes) / 1e6 / seconds, 2),
             elapsedS: round(seconds, 2),
+            ...cpuPerMessage,
           },
           latency: latencyOf(floor ? { ack: run.ack, grpcRoundTrip: floor } : { ack: run.ack }),
           timeline: run.timeline.points(run.elapsedMs),
