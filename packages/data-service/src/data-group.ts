@@ -526,14 +526,6 @@ export class DataGroupMachine {
     return this.#partitions.get(idOf(queue, index))?.deadCount() ?? 0
   }
 
-  /**
-   * The place in the dead-letter list of the last message of `queue`'s partition `index` that
-   * died so far, as applied here (QueuePartition.deadEnd); -1 when none did, or not held.
-   */
-  deadEnd(queue: string, index: number): number {
-    return this.#partitions.get(idOf(queue, index))?.deadEnd() ?? -1
-  }
-
   /** The partitions held here (not fenced) with dead-lettered messages, sorted. */
   deadPartitionIds(): string[] {
     const ids: string[] = []

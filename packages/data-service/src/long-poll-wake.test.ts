@@ -9,7 +9,7 @@ describe('wakesLongPolls', () => {
     for (const r of [
       applied({ type: 'enqueue', ids: [1], duplicate: false }),
       applied({ type: 'nack', statuses: ['ok'] }),
-      applied({ type: 'redriveDead', ids: [3] }),
+      applied({ type: 'redriveDead', ids: [3], deadEnd: 0 }),
       applied({ type: 'tick' }),
       applied({ type: 'configure' }),
       { type: 'opened' } as DataResult,

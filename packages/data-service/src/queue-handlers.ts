@@ -624,22 +624,20 @@ export function queueHandlers(
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
     redrive: unary(async (req, call) => {
-      // The messages dead when the redrive began: through the request's place (a later call of
-      // the same redrive), else the last one dead now — one that dies again meanwhile, behind
-      // it, stays, in this call's later entries, the SDK's next calls and a retried call alike.
-      // Below FORMAT_LEVEL_REDRIVE_SPAN, at most as many as were dead when the call began (a
-      // count: a next call counts afresh, messages that died again since among them).
+      // From FORMAT_LEVEL_REDRIVE_SPAN, the messages dead when the redrive began: through the
+      // request's place (a later call of the same redrive), else the end of the dead-letter
+      // list as the call's first entry applies (its result's deadEnd: the log's state, not
+      // this leader's, which may still be applying) — one that dies again meanwhile, behind
+      // it, stays, in this call's later entries and the SDK's later calls alike. Below the
+      // level, at most as many as were dead when the call began (a count: a next call counts
+      // afresh, messages that died again since among them).
       const { group, queue, partition } = await locate(req.target)
       const spans = node.formatLevel() >= FORMAT_LEVEL_REDRIVE_SPAN
+      const dead = group.machine.deadCount(queue, partition)
+      if (dead === 0) return { moved: 0, more: false, throughPlace: spans ? req.throughPlace : 0 }
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
-      const through = !spans
-        ? undefined
-        : req.throughPlace > 0
-          ? req.throughPlace - 1
-          : group.machine.deadEnd(queue, partition)
-      const throughPlace = through === undefined ? 0 : through + 1
-      const max = Math.min(req.max || BATCH_MAX, group.machine.deadCount(queue, partition))
-      if (max === 0 || (spans && throughPlace === 0)) return { moved: 0, more: false, throughPlace }
+      let through = spans && req.throughPlace > 0 ? req.throughPlace - 1 : undefined
+      const max = spans ? req.max || BATCH_MAX : Math.min(req.max || BATCH_MAX, dead)
       const { taken, more } = await inBatches(max, limits.batchCallMs, call.cancelled, async (n) => {
         const r = await run(req.target, () => ({
           type: 'redriveDead',
@@ -647,9 +645,11 @@ export function queueHandlers(
           ...ttlRestarted(node.formatLevel()),
           ...(through === undefined ? {} : { through }),
         }))
-        return r.type === 'redriveDead' ? r.ids.length : 0
+        if (r.type !== 'redriveDead') return 0
+        if (spans && through === undefined) through = r.deadEnd
+        return r.ids.length
       })
-      return { moved: taken, more, throughPlace }
+      return { moved: taken, more, throughPlace: through === undefined ? 0 : through + 1 }
     }),
     purgeDead: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeDead')),
     stats: unary(async (req): Promise<PartitionStats> => {

@@ -201,7 +201,17 @@ export type CommandResult =
       readonly deadlinesMs: readonly (number | undefined)[]
     }
   | { readonly type: 'tick' | 'configure' }
-  | { readonly type: 'redriveDead' | 'purgeDead' | 'purgeReady'; readonly ids: readonly number[] }
+  | {
+      readonly type: 'redriveDead'
+      readonly ids: readonly number[]
+      /**
+       * The place in the dead-letter list of the last message dead when this entry applied,
+       * before it moved any (`deadEnd`; -1: none ever died): a redrive's first entry tells its
+       * later ones where to stop, as of the log, not of a leader's possibly lagging state.
+       */
+      readonly deadEnd: number
+    }
+  | { readonly type: 'purgeDead' | 'purgeReady'; readonly ids: readonly number[] }
   /** The command changed nothing; `error` says why (InvalidArgument, LimitExceeded, ...). */
   | { readonly type: 'rejected'; readonly error: QueueError }
 

@@ -501,11 +501,11 @@ export class QueuePartition {
       case CommandType.Tick:
         await this.expireTtl(now)
         return { type: 'tick' }
-      case CommandType.RedriveDead:
-        return {
-          type: 'redriveDead',
-          ids: await this.redrive(cmd.max, cmd.restartTtl === true, now, cmd.through),
-        }
+      case CommandType.RedriveDead: {
+        const deadEnd = this.deadEnd()
+        const ids = await this.redrive(cmd.max, cmd.restartTtl === true, now, cmd.through)
+        return { type: 'redriveDead', ids, deadEnd }
+      }
       case CommandType.PurgeDead:
         return { type: 'purgeDead', ids: await this.purge(cmd.max, cmd.through, cmd.after) }
       case CommandType.PurgeReady:

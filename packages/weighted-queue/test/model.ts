@@ -508,6 +508,7 @@ export class ModelQueue {
         int(cmd.max, 1, cfg.leaseBatchMax)
         const through = cmd.through
         const after = cmd.type === 'purgeDead' ? cmd.after : undefined
+        const deadEnd = this.deadOrder - 1
         if (through !== undefined) int(through, 0, Number.MAX_SAFE_INTEGER)
         if (after !== undefined) int(after, 0, Number.MAX_SAFE_INTEGER - 1)
         const dead = this.deadList()
@@ -526,7 +527,8 @@ export class ModelQueue {
           }
         }
         this.syncBacklog()
-        return { type: cmd.type, ids: dead.map((m) => m.id) }
+        const ids = dead.map((m) => m.id)
+        return cmd.type === 'redriveDead' ? { type: cmd.type, ids, deadEnd } : { type: cmd.type, ids }
       }
       case 'purgeReady': {
         int(cmd.max, 1, cfg.leaseBatchMax)

@@ -83,7 +83,9 @@ export interface FaultModes {
 /**
  * The kinds a schedule draws from: the process faults, then those of each mode in a fixed
  * order, so that one mode alone draws exactly what it drew before modes could be combined
- * (a seed's recorded runs replay). `network` and `netns` exclude each other (the cluster).
+ * (a seed's recorded runs replay) — but for `disk`, which draws fill-disk-leader too since
+ * 2026-12-04 (a `--disk` seed recorded before draws otherwise). `network` and `netns` exclude
+ * each other (the cluster).
  */
 export function faultKinds(modes: FaultModes): FaultKind[] {
   return [

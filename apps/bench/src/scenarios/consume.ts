@@ -106,7 +106,7 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
         timeLimitMs: o.timeLimitMs,
         ...(o.orderedKeys > 0 ? { keys: o.orderedKeys } : {}),
       })
-      const cpu = CpuMeter.start(serverCpuMs)
+      const cpu = await CpuMeter.startSettled(serverCpuMs)
       const run = await drain(servers, queue, o, undefined, new Progress('consume'))
       const cpuPerMessage = cpu.perMessage(run.acked)
       const seconds = run.elapsedMs / 1000

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { processCpuMs } from '../cluster'
-import { CpuMeter } from './cpu-meter'
+import { CpuMeter, SERVER_CPU_MIN_MS } from './cpu-meter'
 
 /** Spins for `ms` of wall time (CPU time for this process). */
 function spin(ms: number): void {
@@ -21,12 +21,34 @@ describe('CpuMeter', () => {
   it("divides the servers' and the client's CPU time of the phase by its messages", () => {
     let serverMs = 1_000
     const meter = CpuMeter.start(() => serverMs)
-    serverMs += 50 // 50 ms over 1,000 messages: 50 µs each
+    serverMs += 5_000 // 5 s over 100,000 messages: 50 µs each
     spin(20)
-    const m = meter.perMessage(1_000)
+    const m = meter.perMessage(100_000)
     expect(m.serverCpuUsPerMsg).toBe(50)
-    expect(m.clientCpuUsPerMsg).toBeGreaterThanOrEqual(10)
+    expect(m.clientCpuUsPerMsg).toBeGreaterThanOrEqual(0.1)
     expect(meter.perMessage(0)).toEqual({})
+  })
+
+  it('leaves the server figure out when the phase took less CPU than the ticks can tell', () => {
+    let serverMs = 0
+    const meter = CpuMeter.start(() => serverMs)
+    serverMs += SERVER_CPU_MIN_MS - 10
+    expect(meter.perMessage(300).serverCpuUsPerMsg).toBeUndefined()
+  })
+
+  it('starts once the servers have gone quiet, or after its bound', async () => {
+    let serverMs = 0
+    let reads = 0
+    // Busy for the first four reads (a core each 250 ms), then quiet.
+    const read = () => {
+      reads++
+      serverMs += reads <= 4 ? 250 : 1
+      return serverMs
+    }
+    const t0 = performance.now()
+    await CpuMeter.startSettled(read)
+    expect(reads).toBeGreaterThanOrEqual(5)
+    expect(performance.now() - t0).toBeLessThan(5_000)
   })
 
   it('leaves the server figure out when the servers cannot be read', () => {

@@ -52,7 +52,7 @@ export interface HttpServer {
 /**
  * Serves, on `listen` (`host:port`):
  * - `GET /metrics`: Prometheus text exposition of the node's metrics (with `metricsReader`, of
- *   what the caller's token may read; 401 when it may read nothing);
+ *   what the caller's token may read; 401 without a token it knows);
  * - `GET /healthz`: 200 while the process is alive and has not stopped after a fatal error (liveness);
  * - `GET /readyz`: 200 when the node is ready (see `readiness`), else 503 with the reasons (readiness).
  * - with `console`: the web console (`/`, `/console/...`) and its JSON API (`/api/...`).
