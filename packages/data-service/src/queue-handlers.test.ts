@@ -456,6 +456,40 @@ describe('queue handlers', () => {
     })
   })
 
+  it('answers where a redrive starting now ends, moving nothing (placeOnly, from format level 24)', async () => {
+    const asked = async (formatLevel: number) => {
+      const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })
+      const h = queueHandlers(node(group, formatLevel))
+      const none = await call(h, 'redrive', { target, max: 10, placeOnly: true })
+      await call(h, 'produce', {
+        target,
+        producerId: '',
+        sequence: 0,
+        messages: [message('a'), message('b')],
+      })
+      const leased = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 2,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+      const two = await call(h, 'redrive', { target, max: 10, placeOnly: true })
+      return { none, two, dead: (await call(h, 'stats', { target })).weights[0].dead }
+    }
+    expect(await asked(FORMAT_LEVEL_REDRIVE_SPAN)).toEqual({
+      none: { moved: 0, more: false, throughPlace: 0 },
+      two: { moved: 0, more: false, throughPlace: 2 },
+      dead: 2,
+    })
+    // Below the level it is a redrive like any (as a server of an earlier version does).
+    expect(await asked(FORMAT_LEVEL_REDRIVE_SPAN - 1)).toMatchObject({
+      two: { moved: 2, throughPlace: 0 },
+      dead: 0,
+    })
+  })
+
   it('redrives, across calls, only the dead at its first call (from format level 24): one that died again stays', async () => {
     const redriven = async (formatLevel: number) => {
       const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })

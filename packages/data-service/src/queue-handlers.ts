@@ -628,11 +628,18 @@ export function queueHandlers(
       // request's place (a later call of the same redrive), else the end of the dead-letter
       // list as the call's first entry applies (its result's deadEnd: the log's state, not
       // this leader's, which may still be applying) — one that dies again meanwhile, behind
-      // it, stays, in this call's later entries and the SDK's later calls alike. Below the
+      // it, stays, in this call's later entries and the SDK's later calls alike (the SDK asks
+      // the place first, `place_only`, so that a retried first call is bounded too). Below the
       // level, at most as many as were dead when the call began (a count: a next call counts
       // afresh, messages that died again since among them).
       const { group, queue, partition } = await locate(req.target)
       const spans = node.formatLevel() >= FORMAT_LEVEL_REDRIVE_SPAN
+      if (spans && req.placeOnly) {
+        // An entry that moves nothing: the end as the log has it (a new leader's applied
+        // state may still lag its log).
+        const r = await run(req.target, () => ({ type: 'redriveDead', max: 0 }))
+        return { moved: 0, more: false, throughPlace: r.type === 'redriveDead' ? r.deadEnd + 1 : 0 }
+      }
       const dead = group.machine.deadCount(queue, partition)
       if (dead === 0) return { moved: 0, more: false, throughPlace: spans ? req.throughPlace : 0 }
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.

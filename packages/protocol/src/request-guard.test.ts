@@ -433,7 +433,7 @@ describe('request guard: normal requests decode exactly as before', () => {
     ['purge', PurgeRequest, { target }],
     ['listDead', ListDeadRequest, { target, limit: 100, afterId: 2 ** 50 }],
     ['listReady', ListReadyRequest, { target, limit: 10 }],
-    ['redrive', RedriveRequest, { target, max: 1_000, throughPlace: 2 ** 40 }],
+    ['redrive', RedriveRequest, { target, max: 1_000, throughPlace: 2 ** 40, placeOnly: true }],
     ['purgeDead', PurgeRequest, { target }],
     ['stats', StatsRequest, { target }],
     ['produce', ProduceRequest, { producerId: '', sequence: 0, messages: [] }],

@@ -85,6 +85,7 @@ export const QUEUE_REQUEST_RULES = {
     1: target,
     2: varintField('max'),
     3: uint64Field('through_place'),
+    4: varintField('place_only'),
   }),
   purgeDead: messageRule('PurgeRequest', { 1: target }),
   stats: messageRule('StatsRequest', { 1: target }),

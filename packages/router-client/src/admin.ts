@@ -259,18 +259,28 @@ export class Admin {
 
   /**
    * Moves up to `max` dead-lettered messages of each partition back to ready; returns how many.
-   * Only those dead when each partition's first call began: its later calls, retried ones
-   * too, pass on the place that call answered, so a message that fails again at once and dies
-   * again is not redriven twice. Not covered: a first call retried after its entries applied
-   * and its answer was lost takes the list's end anew. A cluster below format level 24
-   * answers no place: its calls count afresh.
+   * Only those dead when it began: it first asks each partition where its dead-letter list
+   * ends (a call that moves nothing, `placeOnly`) and passes that place to every call after,
+   * retried ones included, so a message that fails again at once and dies again is not
+   * redriven twice. A cluster below format level 24 does not answer the place (it redrives
+   * at that first call, as it would any): its calls count afresh.
    */
   async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
+    /** Each partition's place, once asked; 0 = none (nothing ever died, or an older cluster). */
     const throughPlaces = new Map<number, number>()
     return this.#inSteps(name, async (c, target, done) => {
-      const throughPlace = throughPlaces.get(target.partition) ?? 0
-      const r = await unary(c, c.redrive, { target, max: max - done, throughPlace }, this.#attemptMs)
-      if (r.throughPlace > 0) throughPlaces.set(target.partition, r.throughPlace)
+      const asked = throughPlaces.get(target.partition)
+      const r = await unary(
+        c,
+        c.redrive,
+        { target, max: max - done, throughPlace: asked ?? 0, placeOnly: asked === undefined },
+        this.#attemptMs,
+      )
+      if (asked === undefined) {
+        throughPlaces.set(target.partition, r.throughPlace)
+        // The place, nothing moved: now the redrive itself.
+        if (r.throughPlace > 0 && r.moved === 0) return { n: 0, more: true }
+      }
       return { n: r.moved, more: r.more && done + r.moved < max }
     })
   }

@@ -1093,30 +1093,41 @@ describe('MqClient', () => {
     expect(broker.purgeFailCalls).toBe(0)
   })
 
-  it("redrives a partition in steps through its first call's place, retried steps too", async () => {
+  it('redrives a partition in steps through the place it asked first, every step and retry bounded by it', async () => {
     const q = freshQueue(1)
     await client.producer(q).send({ body: 'x' })
     broker.redriveAnswers.push(
+      'fail', // the question of the place, retried
+      { moved: 0, more: false, throughPlace: 1_500 },
+      'fail', // the first step, retried with the place
       { moved: 1_000, more: true, throughPlace: 1_500 },
-      'fail',
-      { moved: 400, more: true, throughPlace: 1_500 },
-      { moved: 100, more: false, throughPlace: 1_500 },
+      { moved: 500, more: false, throughPlace: 1_500 },
     )
     expect(await client.admin.redriveDeadLetters(q, 5_000)).toBe(1_500)
     expect(broker.redriveRequests).toEqual([
-      { partition: 0, max: 5_000, throughPlace: 0 },
-      { partition: 0, max: 4_000, throughPlace: 1_500 },
-      { partition: 0, max: 4_000, throughPlace: 1_500 },
-      { partition: 0, max: 3_600, throughPlace: 1_500 },
+      { partition: 0, max: 5_000, throughPlace: 0, placeOnly: true },
+      { partition: 0, max: 5_000, throughPlace: 0, placeOnly: true },
+      { partition: 0, max: 5_000, throughPlace: 1_500, placeOnly: false },
+      { partition: 0, max: 5_000, throughPlace: 1_500, placeOnly: false },
+      { partition: 0, max: 4_000, throughPlace: 1_500, placeOnly: false },
     ])
-    // A server below format level 24 answers no place: every call counts afresh.
+    // Nothing ever died: no place, nothing to do.
+    broker.redriveRequests.length = 0
+    broker.redriveAnswers.push({ moved: 0, more: false, throughPlace: 0 })
+    expect(await client.admin.redriveDeadLetters(q)).toBe(0)
+    expect(broker.redriveRequests).toHaveLength(1)
+    // A server below format level 24 ignores placeOnly and redrives: counted, and its calls
+    // count afresh.
     broker.redriveRequests.length = 0
     broker.redriveAnswers.push(
       { moved: 1_000, more: true, throughPlace: 0 },
       { moved: 3, more: false, throughPlace: 0 },
     )
     expect(await client.admin.redriveDeadLetters(q)).toBe(1_003)
-    expect(broker.redriveRequests.map((r) => r.throughPlace)).toEqual([0, 0])
+    expect(broker.redriveRequests.map((r) => [r.throughPlace, r.placeOnly])).toEqual([
+      [0, true],
+      [0, false],
+    ])
   })
 
   it('asks the other seeds when the meta leader it knows falls silent, instead of waiting out the attempt', async () => {

@@ -111,7 +111,8 @@ export class FakeBroker {
   readonly leaseVisibilities: number[] = []
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
   /** Every Redrive request, in order; answered from `redriveAnswers` ('fail': UNAVAILABLE, unapplied). */
-  readonly redriveRequests: { partition: number; max: number; throughPlace: number }[] = []
+  readonly redriveRequests: { partition: number; max: number; throughPlace: number; placeOnly: boolean }[] =
+    []
   readonly redriveAnswers: ({ moved: number; more: boolean; throughPlace: number } | 'fail')[] = []
   /** Delivery rates set by UpdateQueue; `rateUnknown`: drops them unread (an older meta leader). */
   readonly rates = new Map<string, number>()
@@ -473,17 +474,20 @@ export class FakeBroker {
           })),
         }
       }),
-      redrive: handle((req: { target?: PartitionTarget; max: number; throughPlace: number }) => {
-        this.#check(req.target)
-        this.redriveRequests.push({
-          partition: req.target?.partition ?? 0,
-          max: req.max,
-          throughPlace: req.throughPlace,
-        })
-        const answer = this.redriveAnswers.shift() ?? { moved: 0, more: false, throughPlace: 0 }
-        if (answer === 'fail') throw new UnavailableError('the partition is failing over')
-        return answer
-      }),
+      redrive: handle(
+        (req: { target?: PartitionTarget; max: number; throughPlace: number; placeOnly: boolean }) => {
+          this.#check(req.target)
+          this.redriveRequests.push({
+            partition: req.target?.partition ?? 0,
+            max: req.max,
+            throughPlace: req.throughPlace,
+            placeOnly: req.placeOnly,
+          })
+          const answer = this.redriveAnswers.shift() ?? { moved: 0, more: false, throughPlace: 0 }
+          if (answer === 'fail') throw new UnavailableError('the partition is failing over')
+          return answer
+        },
+      ),
       purge: handle((req: { target?: PartitionTarget }) => {
         const key = this.#check(req.target)
         if (this.purgeMoreCalls > 0) {

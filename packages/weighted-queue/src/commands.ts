@@ -105,7 +105,10 @@ export interface TickCommand {
    */
   readonly ttlWaiting?: boolean
 }
-/** Moves up to `max` dead-lettered messages (oldest first) back to the tail of their weight. */
+/**
+ * Moves up to `max` dead-lettered messages (oldest first) back to the tail of their weight; 0
+ * moves none (from format level 24: the entry reports the list's end, `deadEnd`, as of the log).
+ */
 export interface RedriveDeadCommand {
   readonly type: typeof CommandType.RedriveDead
   readonly max: number

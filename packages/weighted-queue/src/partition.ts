@@ -1003,11 +1003,13 @@ export class QueuePartition {
 
   /**
    * Redrives up to `max` dead letters, oldest first (with `through`, only those at most that
-   * place in the list); with `restartTtl` their message TTL counts from `now`.
+   * place in the list; 0: none); with `restartTtl` their message TTL counts from `now`.
    */
   private async redrive(max: number, restartTtl: boolean, now: number, through?: number): Promise<number[]> {
-    checkInt('redrive max', max, 1, this.configValue.leaseBatchMax)
+    // 0 moves nothing: the entry only reports the list's end (deadEnd) as of the log.
+    checkInt('redrive max', max, 0, this.configValue.leaseBatchMax)
     if (through !== undefined) checkInt('redrive through', through, 0, Number.MAX_SAFE_INTEGER)
+    if (max === 0) return []
     const span = this.keys.tagSpan(KeyTag.Dead)
     const entries = await this.overlay.range(
       through === undefined ? span : { gte: span.gte, lt: this.keys.dead(through + 1) },

@@ -498,7 +498,12 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     await q.apply({ type: 'enqueue', messages: ['a', 'b', 'c'].map((b) => ({ body: text(b) })) }, 0)
     const first = await lease(q, 1, 3, 10)
     await q.apply({ type: 'nack', leaseIds: first.map((l) => l.leaseId) }, 2)
-    // A redrive begins with three dead: through the last of them.
+    // A redrive begins with three dead: through the last of them, as an entry of max 0 reports.
+    expect(await q.apply({ type: 'redriveDead', max: 0 }, 2)).toEqual({
+      type: 'redriveDead',
+      ids: [],
+      deadEnd: 2,
+    })
     const through = q.deadEnd()
     expect(through).toBe(2)
     expect(idsOf(await q.apply({ type: 'redriveDead', max: 1, through }, 3))).toEqual([1])
@@ -729,7 +734,7 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       [{ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 0 }, 'INVALID_ARGUMENT', /visibilityMs/],
       [{ type: 'ack', leaseIds: Array(6).fill('1.1') }, 'INVALID_ARGUMENT', /limit of 5/],
       [{ type: 'nack', leaseIds: ['1.1'], delayMs: -1 }, 'INVALID_ARGUMENT', /delayMs/],
-      [{ type: 'redriveDead', max: 0 }, 'INVALID_ARGUMENT', /redrive max/],
+      [{ type: 'redriveDead', max: 6 }, 'INVALID_ARGUMENT', /redrive max/],
       [{ type: 'configure', config: { maxDeliveries: 0 } }, 'INVALID_ARGUMENT', /maxDeliveries/],
       [{ type: 'configure', config: { scheduling: 'lottery' } }, 'INVALID_ARGUMENT', /scheduling/],
       [{ type: 'bogus' }, 'INVALID_ARGUMENT', /unknown command type/],

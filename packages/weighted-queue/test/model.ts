@@ -505,7 +505,7 @@ export class ModelQueue {
       }
       case 'redriveDead':
       case 'purgeDead': {
-        int(cmd.max, 1, cfg.leaseBatchMax)
+        int(cmd.max, cmd.type === 'redriveDead' ? 0 : 1, cfg.leaseBatchMax)
         const through = cmd.through
         const after = cmd.type === 'purgeDead' ? cmd.after : undefined
         const deadEnd = this.deadOrder - 1

@@ -290,7 +290,7 @@ const [
   fc
     .record({
       dt,
-      max: fc.integer({ min: 1, max: 3 }),
+      max: fc.integer({ min: 0, max: 3 }),
       through: fc.integer({ min: 0, max: 12 }),
       restartTtl: fc.boolean(),
     })

@@ -230,11 +230,20 @@ export interface RedriveRequest {
   max: number;
   /**
    * Only the dead letters at most this place in the dead-letter list (a ListDead dead_place;
-   * the through_place of this redrive's first call, when it answered `more`): a message that
-   * died again since, behind it, stays. 0: through the last one dead when the call begins.
+   * the through_place of a place_only call, or of this redrive's first call): a message that
+   * died again since, behind it, stays. 0: through the last one dead as the call's first
+   * entry applies.
    * From format level 24; a cluster below it counts instead (see RedriveResponse).
    */
   throughPlace: number;
+  /**
+   * Move nothing: answer only the through_place a redrive starting now has (the end of the
+   * dead-letter list as the log has it; 0 when none ever died), for a client to pass to every
+   * call of the redrive, its first and a retried one included. From format level 24: a cluster
+   * below it, or a server of an earlier version, ignores it and redrives (its answer says
+   * through_place 0).
+   */
+  placeOnly: boolean;
 }
 
 export interface RedriveResponse {
@@ -2202,7 +2211,7 @@ export const ListReadyRequest: MessageFns<ListReadyRequest> = {
 };
 
 function createBaseRedriveRequest(): RedriveRequest {
-  return { target: undefined, max: 0, throughPlace: 0 };
+  return { target: undefined, max: 0, throughPlace: 0, placeOnly: false };
 }
 
 export const RedriveRequest: MessageFns<RedriveRequest> = {
@@ -2215,6 +2224,9 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
     }
     if (message.throughPlace !== 0) {
       writer.uint32(24).uint64(message.throughPlace);
+    }
+    if (message.placeOnly !== false) {
+      writer.uint32(32).bool(message.placeOnly);
     }
     return writer;
   },
@@ -2250,6 +2262,14 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
           message.throughPlace = longToNumber(reader.uint64());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.placeOnly = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2268,6 +2288,11 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
         : isSet(object.through_place)
         ? globalThis.Number(object.through_place)
         : 0,
+      placeOnly: isSet(object.placeOnly)
+        ? globalThis.Boolean(object.placeOnly)
+        : isSet(object.place_only)
+        ? globalThis.Boolean(object.place_only)
+        : false,
     };
   },
 
@@ -2282,6 +2307,9 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
     if (message.throughPlace !== 0) {
       obj.throughPlace = Math.round(message.throughPlace);
     }
+    if (message.placeOnly !== false) {
+      obj.placeOnly = message.placeOnly;
+    }
     return obj;
   },
 
@@ -2295,6 +2323,7 @@ export const RedriveRequest: MessageFns<RedriveRequest> = {
       : undefined;
     message.max = object.max ?? 0;
     message.throughPlace = object.throughPlace ?? 0;
+    message.placeOnly = object.placeOnly ?? false;
     return message;
   },
 };
