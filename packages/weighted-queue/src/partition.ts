@@ -1008,13 +1008,9 @@ export class QueuePartition {
   private async redrive(max: number, restartTtl: boolean, now: number, through?: number): Promise<number[]> {
     // 0 moves nothing: the entry only reports the list's end (deadEnd) as of the log.
     checkInt('redrive max', max, 0, this.configValue.leaseBatchMax)
-    if (through !== undefined) checkInt('redrive through', through, 0, Number.MAX_SAFE_INTEGER)
+    const span = this.deadSpan('redrive', through)
     if (max === 0) return []
-    const span = this.keys.tagSpan(KeyTag.Dead)
-    const entries = await this.overlay.range(
-      through === undefined ? span : { gte: span.gte, lt: this.keys.dead(through + 1) },
-      max,
-    )
+    const entries = await this.overlay.range(span, max)
     const ids = entries.map(([, v]) => idOf(v))
     const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
     const metas = got.map((b) => decodeMeta(b as Uint8Array))
@@ -1039,20 +1035,24 @@ export class QueuePartition {
     return ids
   }
 
+  /**
+   * The keys of places (after, through] of the dead-letter list, each bound checked (named by
+   * `command` when out of range); the whole list without them (MAX_SAFE_INTEGER: through its
+   * end; 2^53 is still an exact u64 key, above every order).
+   */
+  private deadSpan(command: string, through?: number, after?: number): KeySpan {
+    const span = this.keys.tagSpan(KeyTag.Dead)
+    if (through !== undefined) checkInt(`${command} through`, through, 0, Number.MAX_SAFE_INTEGER)
+    if (after !== undefined) checkInt(`${command} after`, after, 0, Number.MAX_SAFE_INTEGER - 1)
+    return {
+      gte: after === undefined ? span.gte : this.keys.dead(after + 1),
+      lt: through === undefined ? span.lt : this.keys.dead(through + 1),
+    }
+  }
+
   private async purge(max: number, through?: number, after?: number): Promise<number[]> {
     checkInt('purge max', max, 1, this.configValue.leaseBatchMax)
-    const span = this.keys.tagSpan(KeyTag.Dead)
-    // (after, through] of the dead-letter list (MAX_SAFE_INTEGER: through its end; 2^53 is
-    // still an exact u64 key, above every order).
-    if (through !== undefined) checkInt('purge through', through, 0, Number.MAX_SAFE_INTEGER)
-    if (after !== undefined) checkInt('purge after', after, 0, Number.MAX_SAFE_INTEGER - 1)
-    const entries = await this.overlay.range(
-      {
-        gte: after === undefined ? span.gte : this.keys.dead(after + 1),
-        lt: through === undefined ? span.lt : this.keys.dead(through + 1),
-      },
-      max,
-    )
+    const entries = await this.overlay.range(this.deadSpan('purge', through, after), max)
     const ids = entries.map(([, v]) => idOf(v))
     const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
     entries.forEach(([k], i) => {

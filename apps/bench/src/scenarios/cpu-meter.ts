@@ -16,10 +16,12 @@ const SETTLE_MAX_MS = 5_000
  * it takes fewer runs than by msgs/s.
  */
 export class CpuMeter {
+  readonly #serverCpuMs: (() => number | undefined) | undefined
   readonly #serverStartMs: number | undefined
   readonly #clientStart: NodeJS.CpuUsage
 
-  private constructor(readonly serverCpuMs: (() => number | undefined) | undefined) {
+  private constructor(serverCpuMs: (() => number | undefined) | undefined) {
+    this.#serverCpuMs = serverCpuMs
     this.#serverStartMs = serverCpuMs?.()
     this.#clientStart = process.cpuUsage()
   }
@@ -57,7 +59,7 @@ export class CpuMeter {
     const metrics: Record<string, number> = {
       clientCpuUsPerMsg: round((client.user + client.system) / messages, 1),
     }
-    const end = this.serverCpuMs?.()
+    const end = this.#serverCpuMs?.()
     // /proc counts in 10 ms ticks per process: below SERVER_CPU_MIN_MS the figure would be
     // mostly rounding (the suite's 300 one-at-a-time sends), so it is left out.
     if (

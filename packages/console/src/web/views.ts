@@ -625,7 +625,7 @@ export function noPeek(session: SessionInfo): HTMLElement {
     'p',
     { class: 'hint', 'data-testid': 'no-peek' },
     session.auth
-      ? `Message bodies are shown to a token that may consume this queue; ${session.tokenName ? `token "${session.tokenName}" may not` : 'this one may not'}.`
+      ? `Message bodies are shown to a token that may consume this queue; token "${session.tokenName}" may not.`
       : 'Message bodies are not shown: this node was started without --auth-file and without --console-peek.',
   )
 }
