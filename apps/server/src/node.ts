@@ -32,6 +32,7 @@ import {
   FORMAT_LEVEL,
   FORMAT_LEVEL_RETIRE,
   formatLevelOf,
+  type GetRoutesResponse,
   GROUP_CLOCK_CATCH_UP,
   HealthService,
   type HeartbeatRequest,
@@ -538,12 +539,8 @@ export class MqNode {
       }),
       changeReplicas: unaryHandler(async (req) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
-        if (!this.#metaTerms.admit(req.groupId, req.metaTerm)) {
-          throw new UnavailableError(
-            `a replica change step of group ${req.groupId} from meta term ${req.metaTerm}, below ${this.#metaTerms.highest(req.groupId)} already stepped from: a deposed meta leader's, ignored`,
-            { groupId: req.groupId },
-          )
-        }
+        const refused = await this.#metaTerms.refusal(req.groupId, req.metaTerm, () => this.#metaTermNow())
+        if (refused) throw new UnavailableError(refused, { groupId: req.groupId })
         return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
           this.#addresses.get(id),
         )
@@ -905,6 +902,7 @@ export class MqNode {
         }
         return this.#meta.state
       },
+      term: () => (this.#meta ? (this.#raft?.status(META_GROUP).term ?? 0) : 0),
       leaderId: () => (this.#meta ? this.#raft?.status(META_GROUP).lead : this.#metaLeaderId) ?? '',
       membership: () => this.#metaMembership(),
       liveness: () => {
@@ -1034,6 +1032,23 @@ export class MqNode {
     this.log.fatal({ err: error }, `mq-server: ${why}; it stops`)
     this.#die(error)
     this.#onFailStop?.(error)
+  }
+
+  /**
+   * The meta group's term now: a linearizable read on a meta replica (GetRoutes of no queue;
+   * 0 from a version that does not say). Rejects with UNAVAILABLE when no meta replica answers.
+   */
+  async #metaTermNow(): Promise<number> {
+    try {
+      const r = await this.#call<GetRoutesResponse>((c, md, opts, cb) =>
+        c.meta.getRoutes({ queues: [''] }, md, opts, cb),
+      )
+      return r.metaTerm
+    } catch (error) {
+      throw new UnavailableError(
+        `could not ask the meta group its term, which a replica change step is checked against: ${(error as Error).message}; retry shortly`,
+      )
+    }
   }
 
   /** One call to the meta leader (or a seed), with a deadline and the peer token. */

@@ -29,6 +29,7 @@ function singleReplica(leader = true): MetaGroupPort & { state: MetaState } {
       return state.apply(c, ++now)
     },
     read: async () => state,
+    term: () => 7,
     leaderId: () => (leader ? 'n1' : 'n2'),
     membership: () => ({ voters: ['n2', 'n1'], learners: ['n4'] }),
     liveness: () => ({
@@ -119,8 +120,13 @@ describe('meta handlers', () => {
       engine: 'leveldb',
     })
     expect(route.partitions[0]?.replicas.map((r) => r.nodeId)).toEqual(['n1', 'n2', 'n3'])
-    const routes = (await call(h, 'getRoutes', { queues: ['jobs', 'missing'] })) as { routes: QueueRoute[] }
+    const routes = (await call(h, 'getRoutes', { queues: ['jobs', 'missing'] })) as {
+      routes: QueueRoute[]
+      metaTerm: number
+    }
     expect(routes.routes.map((r) => r.queue)).toEqual(['jobs'])
+    // The meta term as of the read: data group leaders fence replica change steps with it.
+    expect(routes.metaTerm).toBe(7)
     const status = (await call(h, 'clusterStatus', {})) as {
       nodes: { nodeId: string; alive: boolean }[]
       groups: {

@@ -35,6 +35,12 @@ export interface MetaGroupPort {
    * call (a linearizable read through ReadIndex). Rejects like `propose`.
    */
   read(): Promise<MetaState>
+  /**
+   * The meta group's Raft term as this replica knows it: once `read()` resolved, at least the
+   * term of every leader elected before that read began (the read was confirmed by a quorum
+   * that had heard of them).
+   */
+  term(): number
   /** The meta leader's node id as this replica knows it ('' when unknown). */
   leaderId(): string
   liveness(): Liveness
@@ -195,7 +201,7 @@ export function metaHandlers(
           `the routes of the ${routes.length} queues asked for take ${bytes} bytes, over the ${3 * routesBytesMax} an answer carries: ask for fewer queues at once`,
         )
       }
-      return { routeEpoch: state.routeEpoch, routes }
+      return { routeEpoch: state.routeEpoch, routes, metaTerm: meta.term() }
     }),
     createQueue: unary(async (req) => {
       await checkLevel(req.name, {

@@ -155,6 +155,13 @@ export interface GetRoutesRequest {
 export interface GetRoutesResponse {
   routeEpoch: number;
   routes: QueueRoute[];
+  /**
+   * The meta group's Raft term as the answering replica knows it once the read is confirmed
+   * (ReadIndex): at least the term of every meta leader elected before the call (0 from a
+   * version before 2026-12-04). A data group's leader asks it before a replica change step, and
+   * refuses a step sent in a lower term: a deposed meta leader's, delayed in flight.
+   */
+  metaTerm: number;
 }
 
 export interface CreateQueueRequest {
@@ -1506,7 +1513,7 @@ export const GetRoutesRequest: MessageFns<GetRoutesRequest> = {
 };
 
 function createBaseGetRoutesResponse(): GetRoutesResponse {
-  return { routeEpoch: 0, routes: [] };
+  return { routeEpoch: 0, routes: [], metaTerm: 0 };
 }
 
 export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
@@ -1516,6 +1523,9 @@ export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
     }
     for (const v of message.routes) {
       QueueRoute.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.metaTerm !== 0) {
+      writer.uint32(24).uint64(message.metaTerm);
     }
     return writer;
   },
@@ -1543,6 +1553,14 @@ export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
           message.routes.push(QueueRoute.decode(reader, reader.uint32()));
           continue;
         }
+        case 3: {
+          if (tag !== 24) {
+            break;
+          }
+
+          message.metaTerm = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1560,6 +1578,11 @@ export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
         ? globalThis.Number(object.route_epoch)
         : 0,
       routes: globalThis.Array.isArray(object?.routes) ? object.routes.map((e: any) => QueueRoute.fromJSON(e)) : [],
+      metaTerm: isSet(object.metaTerm)
+        ? globalThis.Number(object.metaTerm)
+        : isSet(object.meta_term)
+        ? globalThis.Number(object.meta_term)
+        : 0,
     };
   },
 
@@ -1571,6 +1594,9 @@ export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
     if (message.routes?.length) {
       obj.routes = message.routes.map((e) => QueueRoute.toJSON(e));
     }
+    if (message.metaTerm !== 0) {
+      obj.metaTerm = Math.round(message.metaTerm);
+    }
     return obj;
   },
 
@@ -1581,6 +1607,7 @@ export const GetRoutesResponse: MessageFns<GetRoutesResponse> = {
     const message = createBaseGetRoutesResponse();
     message.routeEpoch = object.routeEpoch ?? 0;
     message.routes = object.routes?.map((e) => QueueRoute.fromPartial(e)) || [];
+    message.metaTerm = object.metaTerm ?? 0;
     return message;
   },
 };

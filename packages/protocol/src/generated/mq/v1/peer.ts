@@ -302,8 +302,10 @@ export interface ChangeReplicasRequest {
   /**
    * The term of the meta group in which its leader sent this step (0 from a version before
    * it). A group's leader refuses a step of a term lower than one it has already taken a step
-   * of: a deposed meta leader's step, delayed in flight, would otherwise act on a change a
-   * later leader retargeted or finished (removing the replica that replaced its `add`).
+   * of, or than the meta group's term, which it asks first (GetRoutesResponse.meta_term): a
+   * deposed meta leader's step, delayed in flight, would otherwise act on a change a later
+   * leader retargeted or finished (removing the replica that replaced its `add`). A term
+   * above the meta group's was sent by no meta leader, and is refused too.
    */
   metaTerm: number;
 }
