@@ -1185,6 +1185,13 @@ export class MqNode {
         return s.term
       },
       settled: () => dm.settled(),
+      readBarrier: async () => {
+        try {
+          await raft.readIndex(groupId)
+        } catch (error) {
+          throw toWireError(error, groupId, addressOf)
+        }
+      },
       // The group's clock, which the leader stamps entries with (behind its wall clock while it
       // catches up with it after a leader change: raft-core README, "Timestamps").
       nowMs: () => raft.groupClockMs(groupId),

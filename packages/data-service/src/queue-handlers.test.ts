@@ -44,6 +44,7 @@ async function localGroup(
       return applied.result
     },
     settled: async () => {},
+    readBarrier: async () => {},
   }
   await port.propose({ type: 'open', queue: 'jobs', partition: 0, config })
   return port
@@ -356,6 +357,58 @@ describe('queue handlers', () => {
     })
     expect(leased.messages).toHaveLength(3)
     expect((await call(h, 'listReady', { target, limit: 10 })).messages).toEqual([])
+  })
+
+  it("reads a partition (stats, listings, a redrive's count) past the read barrier: a new leader applies what it committed first", async () => {
+    const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })
+    const h = queueHandlers(node(group))
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a'), message('b')] })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    // Committed, acknowledged and not yet applied here (this replica just became the leader):
+    // the barrier resolves once it is.
+    const lagging: Parameters<DataGroupPort['propose']>[0][] = [
+      {
+        type: 'apply',
+        queue: 'jobs',
+        partition: 0,
+        command: { type: 'enqueue', messages: [{ body: Uint8Array.of(7), weight: 3 }] },
+      },
+    ]
+    const propose = group.propose
+    const reads: string[] = []
+    group.readBarrier = async () => {
+      reads.push('barrier')
+      for (const command of lagging.splice(0)) await propose(command)
+    }
+    expect((await call(h, 'stats', { target })).messages).toBe(3)
+    lagging.push({
+      type: 'apply',
+      queue: 'jobs',
+      partition: 0,
+      command: { type: 'enqueue', messages: [{ body: Uint8Array.of(8), weight: 9 }] },
+    })
+    expect(
+      (await call(h, 'listReady', { target, limit: 10 })).messages.map((m: { weight: number }) => m.weight),
+    ).toEqual([9, 3, 1])
+    lagging.push({
+      type: 'apply',
+      queue: 'jobs',
+      partition: 0,
+      command: { type: 'nack', leaseIds: [leased.messages[0].leaseId] },
+    })
+    expect((await call(h, 'listDead', { target, limit: 10, afterId: 0 })).messages).toHaveLength(1)
+    expect(reads).toEqual(['barrier', 'barrier', 'barrier'])
+    // A redrive counts the dead past the barrier too (below the level that bounds it by place).
+    expect(await call(h, 'redrive', { target, max: 10 })).toMatchObject({ moved: 1 })
+    expect(reads).toHaveLength(4)
+    // A barrier that fails (deposed: no quorum confirms the leader) fails the read.
+    group.readBarrier = async () => {
+      throw new NotLeaderError('not the leader of group 1', { leaderId: 'n2', leaderAddress: 'n2:1' })
+    }
+    await expect(call(h, 'stats', { target })).rejects.toMatchObject({
+      code: 14,
+      details: expect.stringMatching(/not the leader of group 1/),
+    })
   })
 
   it('lists dead letters in pages by place; redrives, purges and purges them past the one-entry limit of 1,000, in batches', async () => {

@@ -59,6 +59,13 @@ export interface DataGroupPort {
   /** Resolves once every entry applied here so far has its writes in the engine. */
   settled(): Promise<void>
   /**
+   * A read barrier (Raft's ReadIndex): resolves once this replica, confirmed by a quorum as the
+   * leader, has applied every entry committed before the call, so that a read of `machine` then
+   * sees every acknowledged change (a new leader may still be applying what it committed).
+   * Rejects like `propose`.
+   */
+  readBarrier(): Promise<void>
+  /**
    * The group's clock on its leader (ms since the epoch): the time it would stamp an entry with
    * now (mq-server: raft-core's group clock, which can be behind the leader's wall clock after
    * a leader change, while it catches up). The handlers fix delays into absolute times, and
@@ -271,6 +278,12 @@ export function queueHandlers(
     }
     found.group.assertLeader()
     return { group: found.group, queue: found.storedAs, partition: target.partition, config: found.config }
+  }
+  /** `locate`, for a read of the partition's state: once past the group's read barrier. */
+  const locateRead = async (target: PartitionTarget | undefined) => {
+    const found = await locate(target)
+    await found.group.readBarrier()
+    return found
   }
   /** Pipelining producers' batches, put back in sequence order before they are proposed. */
   const producerOrder = parts.producerOrder ?? new ProducerOrder()
@@ -611,7 +624,7 @@ export function queueHandlers(
     }),
     purge: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeReady')),
     listDead: unary(async (req) => {
-      const { group, queue, partition } = await locate(req.target)
+      const { group, queue, partition } = await locateRead(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
       const after = req.afterId ? req.afterId - 1 : undefined
@@ -619,7 +632,7 @@ export function queueHandlers(
       return { messages: dead.map((m) => ({ ...listedOf(m), deadPlace: m.cursor + 1 })) }
     }),
     listReady: unary(async (req) => {
-      const { group, queue, partition } = await locate(req.target)
+      const { group, queue, partition } = await locateRead(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
       return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
     }),
@@ -640,6 +653,7 @@ export function queueHandlers(
         const r = await run(req.target, () => ({ type: 'redriveDead', max: 0 }))
         return { moved: 0, more: false, throughPlace: r.type === 'redriveDead' ? r.deadEnd + 1 : 0 }
       }
+      await group.readBarrier()
       const dead = group.machine.deadCount(queue, partition)
       if (dead === 0) return { moved: 0, more: false, throughPlace: spans ? req.throughPlace : 0 }
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
@@ -660,7 +674,7 @@ export function queueHandlers(
     }),
     purgeDead: unary((req, call) => purgeAll(req.target, call.cancelled, 'purgeDead')),
     stats: unary(async (req): Promise<PartitionStats> => {
-      const { group, queue, partition } = await locate(req.target)
+      const { group, queue, partition } = await locateRead(req.target)
       const s = await group.machine.stats(queue, partition, leaderNowMs(group))
       return {
         queue: req.target?.queue ?? '',

@@ -29,6 +29,7 @@ export async function memoryGroup(groupId: number, leads = true) {
       return 1
     },
     settled: async () => {},
+    readBarrier: async () => {},
     nowMs: () => 1_000,
   }
   const open = async (queue: string, queueId: number, partition: number) => {
