@@ -1,5 +1,5 @@
 import { status } from '@grpc/grpc-js'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createLogger } from '../log'
 import { AuditRecord, auditedRequest } from './audit-log'
 
@@ -66,5 +66,35 @@ describe('audit log', () => {
       msg: 'audit: mq.v1.Meta/CreateToken by anonymous: UNAUTHENTICATED',
       audit: { principal: 'anonymous', code: 'UNAUTHENTICATED', details: 'this cluster requires a token' },
     })
+  })
+
+  it('writes the line of a call whose caller went away once its handler answers, or without the outcome when it never does', () => {
+    vi.useFakeTimers()
+    try {
+      const { log, lines } = capture()
+      const late = new AuditRecord(log, 'mq.v1.Meta/DrainNode', 'ipv4:127.0.0.1:5555', 10_000)
+      late.cancelled()
+      vi.advanceTimersByTime(9_000)
+      late.answered() // within the wait: the real outcome
+      const silent = new AuditRecord(log, 'mq.v1.Meta/DeleteQueue', 'ipv4:127.0.0.1:6666', 10_000)
+      silent.request({ name: 'jobs' })
+      silent.cancelled()
+      silent.cancelled() // one wait
+      vi.advanceTimersByTime(10_000)
+      silent.answered() // too late: the line is written already
+      vi.advanceTimersByTime(60_000)
+      expect(lines.map((l) => l.audit)).toMatchObject([
+        { method: 'mq.v1.Meta/DrainNode', code: 'OK', cancelled: true },
+        {
+          method: 'mq.v1.Meta/DeleteQueue',
+          code: 'CANCELLED',
+          cancelled: true,
+          name: 'jobs',
+          details: 'the caller went away and the handler had not answered 10 s later: the outcome is unknown',
+        },
+      ])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 })

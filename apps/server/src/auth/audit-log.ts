@@ -54,11 +54,19 @@ export function principalName(p: Principal): string {
 }
 
 /**
+ * How long after its caller went away a handler may still answer into its call's audit line;
+ * past it the line is written without the outcome (a handler that never answers left none).
+ */
+export const AUDIT_ANSWER_WAIT_MS = 60_000
+
+/**
  * One administrative call's audit line, written once when the call ends (answered, refused or
  * failed): `{"audit":{"method","principal","peer","code","ms",…request fields}}` at info level,
  * with the message `audit: METHOD by PRINCIPAL: CODE`; `"cancelled":true` when the caller had
- * gone (cancelled, or past its deadline) before the handler answered. Operators keep them
- * with the node's log (`jq 'select(.audit)'`).
+ * gone (cancelled, or past its deadline) before the handler answered — then the handler's
+ * answer still ends the line, or, `answerWaitMs` later without one, the line is written as
+ * CANCELLED saying the outcome is unknown. Operators keep them with the node's log
+ * (`jq 'select(.audit)'`).
  */
 export class AuditRecord {
   readonly #log: Logger
@@ -70,11 +78,14 @@ export class AuditRecord {
   #ended = false
   #cancelled = false
   #answered = false
+  readonly #answerWaitMs: number
+  #noAnswer: ReturnType<typeof setTimeout> | undefined
 
-  constructor(log: Logger, method: string, peer: string) {
+  constructor(log: Logger, method: string, peer: string, answerWaitMs = AUDIT_ANSWER_WAIT_MS) {
     this.#log = log
     this.#method = method
     this.#peer = peer
+    this.#answerWaitMs = answerWaitMs
   }
 
   by(principal: Principal): void {
@@ -92,7 +103,19 @@ export class AuditRecord {
   cancelled(): void {
     if (this.#ended) return
     this.#cancelled = true
-    if (this.#answered) this.end(status.OK, 'OK')
+    if (this.#answered) {
+      this.end(status.OK, 'OK')
+      return
+    }
+    this.#noAnswer ??= setTimeout(
+      () =>
+        this.end(
+          status.CANCELLED,
+          `the caller went away and the handler had not answered ${Math.round(this.#answerWaitMs / 1000)} s later: the outcome is unknown`,
+        ),
+      this.#answerWaitMs,
+    )
+    this.#noAnswer.unref?.()
   }
 
   /** The handler of a unary call answered: the call succeeded, whether or not its caller is still there. */
@@ -105,6 +128,7 @@ export class AuditRecord {
   end(code: number, details: string): void {
     if (this.#ended) return
     this.#ended = true
+    clearTimeout(this.#noAnswer)
     const codeName = status[code] ?? String(code)
     this.#log.info(
       {

@@ -88,8 +88,8 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
           onCancel: () => {
             // Ended without an answer from the handler: grpc-js refused the request (too large,
             // undecodable), or the client went away or its deadline passed before the handler
-            // had it. After the handler has it, its answer (which no one reads) ends the line;
-            // a handler that never answers leaves none.
+            // had it. After the handler has it, its answer (which no one reads) ends the line,
+            // or, without one for AUDIT_ANSWER_WAIT_MS, a line saying the outcome is unknown.
             if (handedOn) audit?.cancelled()
             else audit?.end(status.CANCELLED, 'the call ended before its handler had the request')
           },
