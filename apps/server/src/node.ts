@@ -539,11 +539,13 @@ export class MqNode {
       }),
       changeReplicas: unaryHandler(async (req) => {
         if (!this.#raft) throw new UnavailableError('the node is starting')
-        const refused = await this.#metaTerms.refusal(req.groupId, req.metaTerm, () => this.#metaTermNow())
+        const port = this.#dataGroups.get(req.groupId)?.port
+        // A replica that does not lead answers NOT_LEADER (with its hint) before any meta read.
+        port?.assertLeader()
+        const refused =
+          port && (await this.#metaTerms.refusal(req.groupId, req.metaTerm, () => this.#metaTermNow()))
         if (refused) throw new UnavailableError(refused, { groupId: req.groupId })
-        return changeReplicas(this.#raft, this.#dataGroups.get(req.groupId)?.port, req, (id) =>
-          this.#addresses.get(id),
-        )
+        return changeReplicas(this.#raft, port, req, (id) => this.#addresses.get(id))
       }),
     })
     this.#server.addService(
@@ -1035,15 +1037,27 @@ export class MqNode {
   }
 
   /**
-   * The meta group's term now: a linearizable read on a meta replica (GetRoutes of no queue;
-   * 0 from a version that does not say). Rejects with UNAVAILABLE when no meta replica answers.
+   * The meta group's term now: a linearizable read on a meta replica — this node's own when it
+   * holds one (a follower's read goes to its leader), else the meta leader's (GetRoutes of no
+   * queue; 0 from a version that does not say). Rejects with UNAVAILABLE when the read fails;
+   * a NOT_LEADER hint, or none, moves the node's next meta calls on, as a heartbeat's failure does.
    */
   async #metaTermNow(): Promise<number> {
     try {
-      const r = await this.#call<GetRoutesResponse>((c, md, opts, cb) =>
-        c.meta.getRoutes({ queues: [''] }, md, opts, cb),
-      )
-      return r.metaTerm
+      if (this.#meta) {
+        const port = this.#metaPort()
+        await port.read()
+        return port.term()
+      }
+      try {
+        const r = await this.#call<GetRoutesResponse>((c, md, opts, cb) =>
+          c.meta.getRoutes({ queues: [''] }, md, opts, cb),
+        )
+        return r.metaTerm
+      } catch (error) {
+        this.#notePossibleLeader(error)
+        throw error
+      }
     } catch (error) {
       throw new UnavailableError(
         `could not ask the meta group its term, which a replica change step is checked against: ${(error as Error).message}; retry shortly`,
@@ -1191,6 +1205,8 @@ export class MqNode {
         } catch (error) {
           throw toWireError(error, groupId, addressOf)
         }
+        // The read index is handed to the machine; its apply chain may still be running it.
+        await dm.caughtUp()
       },
       // The group's clock, which the leader stamps entries with (behind its wall clock while it
       // catches up with it after a leader change: raft-core README, "Timestamps").

@@ -76,6 +76,7 @@ describe('audit log', () => {
       late.cancelled()
       vi.advanceTimersByTime(9_000)
       late.answered() // within the wait: the real outcome
+      expect(vi.getTimerCount()).toBe(0) // and its wait is over
       const silent = new AuditRecord(log, 'mq.v1.Meta/DeleteQueue', 'ipv4:127.0.0.1:6666', 10_000)
       silent.request({ name: 'jobs' })
       silent.cancelled()

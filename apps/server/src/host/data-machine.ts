@@ -175,6 +175,17 @@ export class DataMachine implements StateMachine {
   }
 
   /**
+   * Resolves once every entry handed to apply so far has applied (its writes may still be on
+   * their way to storage): what a read of the machine past Raft's read index waits for, since
+   * the Raft host counts an entry applied once it is handed over. Rejects once an apply or a
+   * write failed.
+   */
+  async caughtUp(): Promise<void> {
+    await this.#tail
+    if (this.#failure) throw this.#failure.error
+  }
+
+  /**
    * Resolves once every entry handed to apply is applied and its writes are durable; rejects
    * once an apply or a write failed (the chain goes on after a failure, to fail what follows).
    */

@@ -32,13 +32,15 @@ describe('MetaTermFence', () => {
       "a replica change step of group 1 from meta term 5, below the meta group's term 6: a deposed meta leader's, ignored",
     )
     expect(fence.highest(1)).toBe(6) // the floor now: no need to ask for a lower term again
-    expect(await fence.refusal(1, 5, metaAt(6))).toMatch(/below the meta group's term 6/)
+    expect(await fence.refusal(1, 5, metaAt(6))).toMatch(
+      /below meta term 6, which this group's leader has seen/,
+    )
     expect(asked).toEqual([6])
     // The current leader's step passes.
     expect(await fence.refusal(1, 6, metaAt(6))).toBeUndefined()
     // A meta replica of a version that does not say (0): the fence alone.
     expect(await fence.refusal(2, 3, metaAt(0))).toBeUndefined()
-    expect(await fence.refusal(2, 2, metaAt(0))).toMatch(/from meta term 2, below the meta group's term 3/)
+    expect(await fence.refusal(2, 2, metaAt(0))).toMatch(/from meta term 2, below meta term 3, which/)
     // A sender of a version that sends no term: nothing asked.
     asked.length = 0
     expect(await fence.refusal(3, 0, metaAt(9))).toBeUndefined()

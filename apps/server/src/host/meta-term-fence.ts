@@ -7,7 +7,7 @@ export const FENCED_GROUPS_MAX = 10_000
  * later leader retargeted or finished the change — is refused instead of acting on a change
  * that no longer is (it would remove, as a leftover member, the replica that replaced its
  * `add`). The terms are in memory: a group's new leader, or this node after a restart, knows
- * none yet, so `admitConfirmed` also asks the meta group its term now before a step.
+ * none yet, so `refusal` also asks the meta group its term now before a step.
  */
 export class MetaTermFence {
   readonly #highest = new Map<number, number>()
@@ -46,18 +46,19 @@ export class MetaTermFence {
     currentTerm: () => Promise<number>,
   ): Promise<string | undefined> {
     if (term === 0) return undefined
-    const deposed = (floor: number) =>
-      `a replica change step of group ${groupId} from meta term ${term}, below the meta group's term ${floor}: a deposed meta leader's, ignored`
-    if (term < this.highest(groupId)) return deposed(this.highest(groupId))
+    const deposed = (floor: string) =>
+      `a replica change step of group ${groupId} from meta term ${term}, below ${floor}: a deposed meta leader's, ignored`
+    const known = () => `meta term ${this.highest(groupId)}, which this group's leader has seen`
+    if (term < this.highest(groupId)) return deposed(known())
     const current = await currentTerm()
     if (current > term) {
       this.admit(groupId, current)
-      return deposed(current)
+      return deposed(`the meta group's term ${current}`)
     }
     if (current > 0 && term > current) {
       return `a replica change step of group ${groupId} from meta term ${term}, above the meta group's term ${current}: no meta leader sent it, ignored`
     }
-    return this.admit(groupId, term) ? undefined : deposed(this.highest(groupId))
+    return this.admit(groupId, term) ? undefined : deposed(known())
   }
 
   /** The highest term a step of `groupId` was taken from (0: none yet). */
