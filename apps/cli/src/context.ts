@@ -1,4 +1,4 @@
-import type { TlsOptions } from '@mq/router-client'
+import { type TlsOptions, tokenProblem } from '@mq/router-client'
 import type { Command } from 'commander'
 import { UsageError } from './errors'
 import type { FailureContext } from './exit-codes'
@@ -66,6 +66,8 @@ export class Runtime {
     const servers = o.servers ?? this.#envServers()
     const env = this.io.env
     const token = o.token ?? (env.MQ_TOKEN || undefined)
+    const problem = token === undefined ? undefined : tokenProblem(token)
+    if (problem) throw new UsageError(`${o.token !== undefined ? '--token' : 'MQ_TOKEN'}: ${problem}`)
     const ca = o.tlsCa ?? (env.MQ_TLS_CA || undefined)
     const cert = o.tlsCert ?? (env.MQ_TLS_CERT || undefined)
     const key = o.tlsKey ?? (env.MQ_TLS_KEY || undefined)

@@ -1,12 +1,24 @@
 import { InvalidArgumentError } from 'commander'
 import { describe, expect, it } from 'vitest'
-import { durationArg, durationOption, headerArg, integerArg, parseServers } from './options'
+import {
+  durationArg,
+  durationOption,
+  headerArg,
+  integerArg,
+  parseServers,
+  settingDurationArg,
+} from './options'
 
 describe('flag readers', () => {
   it('reads durations and reports bad ones as commander argument errors', () => {
     expect(durationArg('2m')).toBe(120_000)
     expect(() => durationArg('2')).toThrow(InvalidArgumentError)
     expect(() => durationArg('2')).toThrow(/no unit/)
+    // A timer's maximum (~24.8 days) bounds what the CLI waits for, not a setting it sends:
+    // a 30-day message TTL is the server's to judge (it allows a year).
+    expect(() => durationArg('30d')).toThrow(/longer than the maximum/)
+    expect(settingDurationArg('30d')).toBe(30 * 86_400_000)
+    expect(() => settingDurationArg('30')).toThrow(/no unit/)
   })
 
   it('shows a duration default as a duration and parses given values', () => {

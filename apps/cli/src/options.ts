@@ -7,6 +7,15 @@ export function durationArg(value: string): number {
 }
 
 /**
+ * Reads a duration flag that the CLI hands to the server and never waits for itself (a message
+ * TTL, a delay): not bounded by a timer's maximum (~24.8 days) but by the server's own (a year),
+ * which refuses a longer one saying so.
+ */
+export function settingDurationArg(value: string): number {
+  return durationUpTo(value, Number.MAX_SAFE_INTEGER)
+}
+
+/**
  * Reads a lifetime flag (a token's: `90d`): no timer, so it may pass a timer's maximum (the
  * server checks its own bound), and above 0 (`0` would read as "no lifetime": leave the flag
  * out for that).

@@ -70,6 +70,16 @@ describe('global flags', () => {
     expect(cluster.connectOptions).not.toHaveProperty('tls')
   })
 
+  it('refuses a token that cannot travel in a header as a usage error, never printing it', async () => {
+    const flag = await mq(['--token', 'mq_secrété', 'queue', 'list'])
+    expect(flag.code).toBe(1)
+    expectOneLineError(flag.stderr, /^mq: --token: token must be non-empty printable ASCII/)
+    expect(flag.stderr).not.toContain('secr')
+    const env = await mq(['queue', 'list'], { env: { MQ_TOKEN: 'mq_a\tb' } })
+    expect(env.code).toBe(1)
+    expectOneLineError(env.stderr, /^mq: MQ_TOKEN: token must be/)
+  })
+
   it('refuses a client certificate without its key, and a TLS file it cannot read', async () => {
     const r = await mq(['--tls-cert', '/c.pem', 'queue', 'list'])
     expect(r.code).toBe(1)

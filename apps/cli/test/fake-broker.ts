@@ -113,6 +113,7 @@ export class FakeBroker {
       getRoutes: handle((req: GetRoutesRequest) => ({
         routeEpoch: 1,
         routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),
+        metaTerm: 1,
       })),
       createQueue: handle((req: CreateQueueRequest) => {
         if (this.#queues.has(req.name)) throw new QueueExistsError(`queue ${req.name} exists`)

@@ -82,6 +82,13 @@ describe('loadConfig', () => {
     [{ ...base, initialMeta: undefined }, /--initial-meta to bootstrap a cluster or --join/],
     [{ ...base, join: '127.0.0.1:7009' }, /either --initial-meta or --join/],
     [{ ...base, initialMeta: 'n2=127.0.0.1:7002' }, /does not name this node/],
+    [
+      {
+        ...base,
+        initialMeta: Array.from({ length: 8 }, (_, i) => `n${i + 1}=127.0.0.1:${7001 + i}`).join(','),
+      },
+      /--initial-meta names 8 nodes; the meta group has at most 7 voters/,
+    ],
     [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
     [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],

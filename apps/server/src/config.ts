@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
+import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
 import { type Member, parseAddress, parseMembers } from './members'
@@ -274,6 +275,13 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   }
   if (initialMeta.length > 0 && join !== '')
     throw new ConfigError('give either --initial-meta or --join, not both')
+  if (initialMeta.length > META_LIMITS.replicasPerGroupMax) {
+    // The meta group would never record its members (it has 1 to 7 voters): a lost voter would
+    // never be replaced, nor a node removed.
+    throw new ConfigError(
+      `--initial-meta names ${initialMeta.length} nodes; the meta group has at most ${META_LIMITS.replicasPerGroupMax} voters (start with 3 or 5, and let more join)`,
+    )
+  }
   if (initialMeta.length > 0) {
     const self = initialMeta.find((m) => m.nodeId === nodeId)
     if (!self) throw new ConfigError(`--initial-meta does not name this node (${nodeId})`)

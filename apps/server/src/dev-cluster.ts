@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { resolve } from 'node:path'
+import { META_LIMITS } from '@mq/meta-service'
 import { SERVER_NODE_FLAGS } from '@mq/protocol'
 
 export interface DevClusterOptions {
@@ -54,8 +55,16 @@ export function devNodeArgs(
     m.address,
     '--data-dir',
     resolve(options.dataDir, m.nodeId),
-    '--initial-meta',
-    members.map((x) => `${x.nodeId}=${x.address}`).join(','),
+    // The meta group has at most 7 voters: a larger cluster's other nodes join through the first.
+    ...(index < META_LIMITS.replicasPerGroupMax
+      ? [
+          '--initial-meta',
+          members
+            .slice(0, META_LIMITS.replicasPerGroupMax)
+            .map((x) => `${x.nodeId}=${x.address}`)
+            .join(','),
+        ]
+      : ['--join', (members[0] as (typeof members)[number]).address]),
     '--log-format',
     'pretty',
     ...(options.httpBasePort > 0

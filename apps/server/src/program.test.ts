@@ -75,6 +75,16 @@ describe('mq-server program', () => {
       '--console-peek',
     ])
     expect(devNodeArgs({ ...options, httpBasePort: 0 }, members, 0)).not.toContain('--console-peek')
+    // Past 7 nodes (the meta group's most voters), the others join through the first.
+    const nine = Array.from({ length: 9 }, (_, i) => ({
+      nodeId: `n${i + 1}`,
+      address: `127.0.0.1:${7001 + i}`,
+    }))
+    const founder = devNodeArgs(options, nine, 6)
+    expect(founder[founder.indexOf('--initial-meta') + 1]?.split(',')).toHaveLength(7)
+    const joiner = devNodeArgs(options, nine, 8)
+    expect(joiner).not.toContain('--initial-meta')
+    expect(joiner[joiner.indexOf('--join') + 1]).toBe('127.0.0.1:7001')
     // `start` knows the flag: the config is refused for what it lacks, not for an unknown option.
     const io = capture()
     const program = createProgram(io)

@@ -1420,6 +1420,13 @@ describe('queue handlers: checks before a proposal', () => {
       'INVALID_ARGUMENT',
       'target.queue is 4194304 characters long; no queue name is longer than 200',
     ])
+    const invalid = await failure(
+      call(h, 'ack', { target: { ...target, queue: 'no such queue!' }, leaseIds: ['1.1'] }),
+    )
+    expect([invalid.code, invalid.message]).toEqual([
+      'INVALID_ARGUMENT',
+      `target.queue: queue name "no such queue!" may hold only letters, digits, '.', '_' and '-', and must start with a letter or digit`,
+    ])
     const beyond = await failure(call(h, 'stats', { target: { ...target, partition: 256 } }))
     expect([beyond.code, beyond.message]).toEqual([
       'INVALID_ARGUMENT',

@@ -8,6 +8,7 @@ import {
   type ProduceRequest,
   QUEUE_NAME_LENGTH_MAX,
   QUEUE_PARTITIONS_MAX,
+  queueNameProblem,
 } from '@mq/protocol'
 import { NAME_BYTES_MAX, QUEUE_CONFIG_DEFAULT, WEIGHT_MAX, WEIGHT_MIN } from '@mq/weighted-queue'
 
@@ -67,9 +68,10 @@ function refuse(problem: string | undefined, messageIndex?: number): void {
 }
 
 /**
- * Checks a request's target: a queue name of 1 to QUEUE_NAME_LENGTH_MAX characters (so that it
- * can be echoed in messages and key leader-side maps) and a partition from 0 to
- * QUEUE_PARTITIONS_MAX − 1. Throws InvalidArgumentError otherwise.
+ * Checks a request's target: a valid queue name (queueNameProblem: 1 to QUEUE_NAME_LENGTH_MAX
+ * characters, so that it can be echoed in messages and key leader-side maps; a name no queue
+ * can have is refused as such, not looked up and answered STALE_ROUTE, which a client retries)
+ * and a partition from 0 to QUEUE_PARTITIONS_MAX − 1. Throws InvalidArgumentError otherwise.
  */
 export function checkTarget(target: PartitionTarget | undefined): asserts target is PartitionTarget {
   if (!target?.queue) throw new InvalidArgumentError('the request names no queue (target.queue)')
@@ -78,6 +80,7 @@ export function checkTarget(target: PartitionTarget | undefined): asserts target
       `target.queue is ${target.queue.length} characters long; no queue name is longer than ${QUEUE_NAME_LENGTH_MAX}`,
     )
   }
+  refuse(queueNameProblem(target.queue) && `target.queue: ${queueNameProblem(target.queue)}`)
   refuse(
     intProblem(
       `target.partition of queue ${target.queue}`,

@@ -104,6 +104,36 @@ describe('meta handlers', () => {
     expect(set.config?.dedupWindowMs).toBe(90_000)
   })
 
+  it('refuses a queue or token name no queue or token can have before proposing anything', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const proposed: string[] = []
+    const propose = meta.propose
+    meta.propose = (c) => {
+      proposed.push(c.type)
+      return propose(c)
+    }
+    const h = metaHandlers(meta, controller)
+    const huge = 'q'.repeat(1 << 20)
+    for (const [method, request] of [
+      ['createQueue', { name: 'bad name!', config: {} }],
+      ['updateQueue', { name: huge, update: {} }],
+      ['deleteQueue', { name: '' }],
+      ['createToken', { name: 'no spaces please', roles: ['admin'], ttlMs: 0 }],
+      ['deleteToken', { name: huge }],
+    ] as const) {
+      await expect(call(h, method, request)).rejects.toMatchObject({ code: 3 })
+    }
+    await expect(call(h, 'createQueue', { name: 'bad name!', config: {} })).rejects.toMatchObject({
+      details: `queue name "bad name!" may hold only letters, digits, '.', '_' and '-', and must start with a letter or digit`,
+    })
+    await expect(call(h, 'deleteToken', { name: huge })).rejects.toMatchObject({
+      details: expect.stringMatching(/^token name "q+… \(1048635 chars\)$/),
+    })
+    expect(proposed).toEqual([])
+  })
+
   it('creates a queue and routes it to its groups leaders', async () => {
     const meta = singleReplica()
     for (const n of ['n1', 'n2', 'n3'])

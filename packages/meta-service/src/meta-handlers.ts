@@ -168,6 +168,14 @@ export function metaHandlers(
    * go round). Checked here, before the command: an update's name is not checked when applied,
    * and a replica of an earlier version would not refuse a queue of its own.
    */
+  /**
+   * A queue's name, checked before its command is proposed: a name no queue can have (of
+   * megabytes, say) is refused without being replicated and fsynced on every meta voter.
+   */
+  const checkName = (name: string): void => {
+    const problem = queueNameProblem(name)
+    if (problem) throw new InvalidArgumentError(problem)
+  }
   const checkDeadLetterQueue = (name: string, deadLetterQueue: string | undefined): void => {
     if (!deadLetterQueue) return
     const problem = queueNameProblem(deadLetterQueue)
@@ -204,6 +212,7 @@ export function metaHandlers(
       return { routeEpoch: state.routeEpoch, routes, metaTerm: meta.term() }
     }),
     createQueue: unary(async (req) => {
+      checkName(req.name)
       await checkLevel(req.name, {
         messageTtlMs: req.config?.messageTtlMs,
         paused: req.config?.paused,
@@ -221,6 +230,7 @@ export function metaHandlers(
       return routeOf(await meta.read(), record)
     }),
     updateQueue: unary(async (req) => {
+      checkName(req.name)
       await checkLevel(req.name, req.update ?? {})
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
       // The queue as this update left it (a later change, read back, would misreport this one).
@@ -232,6 +242,7 @@ export function metaHandlers(
       return routeOf(await meta.read(), record)
     }),
     deleteQueue: unary(async (req) => {
+      checkName(req.name)
       const deleted = (await committed({ type: 'deleteQueue', name: req.name })) as QueueRecord
       // Answered once no data group serves the queue any more: a producer routed before the
       // deletion cannot have a message acknowledged into it after this answer (into a queue

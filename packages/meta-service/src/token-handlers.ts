@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import {
   FORMAT_LEVEL_TOKEN_TTL,
   FORMAT_LEVEL_VIEWER_ROLE,
+  InvalidArgumentError,
   type MetaServer,
   mqError,
   unaryHandler as unary,
@@ -9,7 +10,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaGroupPort } from './meta-handlers'
 import type { TokenRecord } from './token-registry'
-import { parseRole } from './token-roles'
+import { parseRole, tokenNameProblem } from './token-roles'
 
 /** Random bytes of a new token's secret (192 bits), sent as `mq_` + base64url. */
 const SECRET_BYTES = 24
@@ -27,8 +28,14 @@ export function tokenDigest(token: string): string {
 export function tokenHandlers(
   meta: MetaGroupPort,
 ): Pick<MetaServer, 'createToken' | 'deleteToken' | 'listTokens'> {
+  /** A token's name, checked before its command is proposed (not replicated when it is no name). */
+  const checkName = (name: string): void => {
+    const problem = tokenNameProblem(name)
+    if (problem) throw new InvalidArgumentError(problem)
+  }
   return {
     createToken: unary(async (req) => {
+      checkName(req.name)
       const viewer = req.roles.some((r) => parseRole(r)?.role === 'viewer')
       if (req.ttlMs > 0 || viewer) {
         const state = await meta.read()
@@ -50,6 +57,7 @@ export function tokenHandlers(
       return { name: record.name, token, expiresAtMs: record.expiresAtMs }
     }),
     deleteToken: unary(async (req) => {
+      checkName(req.name)
       const r = await meta.propose({ type: 'deleteToken', name: req.name })
       if (!r.ok) throw mqError(r.code, r.message)
       return {}

@@ -1,6 +1,6 @@
 import { ErrorCode } from '@mq/protocol'
 import type { MetaResult } from './meta-state'
-import { parseRole, ROLES_PER_TOKEN_MAX, TOKEN_NAME_PATTERN, TOKEN_SHA256_PATTERN } from './token-roles'
+import { parseRole, ROLES_PER_TOKEN_MAX, TOKEN_SHA256_PATTERN, tokenNameProblem } from './token-roles'
 
 /** A client token as the meta group keeps it: never the secret, only its SHA-256. */
 export interface TokenRecord {
@@ -46,9 +46,7 @@ export class TokenRegistry {
     nowMs: number,
     ttlMs: unknown = 0,
   ): MetaResult<TokenRecord> {
-    if (typeof name !== 'string' || !TOKEN_NAME_PATTERN.test(name)) {
-      return fail(`token name ${JSON.stringify(name)} must be 1-64 letters, digits, '.', '_' or '-'`)
-    }
+    if (typeof name !== 'string' || tokenNameProblem(name)) return fail(tokenNameProblem(name) as string)
     if (this.#tokens.has(name)) return fail(`a token named ${name} exists; delete it first`)
     if (typeof sha256 !== 'string' || !TOKEN_SHA256_PATTERN.test(sha256)) {
       return fail('a token is stored as the 64 hex digits of its SHA-256')

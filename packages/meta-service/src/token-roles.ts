@@ -15,6 +15,12 @@ export type Role =
 
 /** Names of tokens: 1-64 letters, digits, '.', '_' or '-'. */
 export const TOKEN_NAME_PATTERN = /^[A-Za-z0-9._-]{1,64}$/
+
+/** Undefined when `name` is a valid token name, else a sentence saying what is wrong with it. */
+export function tokenNameProblem(name: unknown): string | undefined {
+  if (typeof name === 'string' && TOKEN_NAME_PATTERN.test(name)) return undefined
+  return `token name ${JSON.stringify(name)} must be 1-64 letters, digits, '.', '_' or '-'`
+}
 /** A stored token's secret: the hex SHA-256 of it. */
 export const TOKEN_SHA256_PATTERN = /^[0-9a-f]{64}$/
 /** Roles of one token, at most. */

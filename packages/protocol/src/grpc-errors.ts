@@ -15,8 +15,28 @@ import { isRefusedRequest } from './request-guard'
 export const ERROR_DETAIL_KEY = 'mq-error-bin'
 
 /**
+ * Characters of an error's message its gRPC status carries at most. A message may quote what
+ * the caller sent (a name of 100,000 characters): grpc-js sends the message as a header, and
+ * past ~70 KB the client got no status at all (its call ran to its deadline, or hung without
+ * one), so a longer one is cut (`boundedText`).
+ */
+export const ERROR_DETAILS_CHARS_MAX = 1024
+
+/**
+ * `text`, or its first `max` characters followed by `… (N chars)` when it is longer (never
+ * cutting a surrogate pair in two: a lone surrogate cannot be sent in a header).
+ */
+export function boundedText(text: string, max: number): string {
+  if (text.length <= max) return text
+  const code = text.charCodeAt(max - 1)
+  const end = code >= 0xd800 && code <= 0xdbff ? max - 1 : max
+  return `${text.slice(0, end)}… (${text.length} chars)`
+}
+
+/**
  * Turns an MqError into what a grpc-js handler passes to its callback (or `emit('error')`):
- * the code's gRPC status, the message, and the typed detail in trailing metadata.
+ * the code's gRPC status, the message (at most ERROR_DETAILS_CHARS_MAX characters of it), and
+ * the typed detail in trailing metadata.
  */
 export function toGrpcStatus(error: MqError): Partial<StatusObject> {
   const metadata = new Metadata()
@@ -30,7 +50,11 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
     ...(error.facts.messageIndex !== undefined ? { messageIndex: error.facts.messageIndex } : {}),
   }
   metadata.set(ERROR_DETAIL_KEY, Buffer.from(ErrorDetail.encode(detail).finish()))
-  return { code: ERROR_CODES[error.code].status, details: error.message, metadata }
+  return {
+    code: ERROR_CODES[error.code].status,
+    details: boundedText(error.message, ERROR_DETAILS_CHARS_MAX),
+    metadata,
+  }
 }
 
 /** grpc-js's INTERNAL messages for a request it could not encode or an answer it could not decode. */

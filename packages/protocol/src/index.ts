@@ -143,7 +143,14 @@ export {
   WeightStats,
 } from './generated/mq/v1/queue'
 export { GROUP_CLOCK_CATCH_UP, leaseHoldMs } from './group-clock'
-export { ERROR_DETAIL_KEY, fromGrpcError, toGrpcStatus, unaryHandler } from './grpc-errors'
+export {
+  boundedText,
+  ERROR_DETAIL_KEY,
+  ERROR_DETAILS_CHARS_MAX,
+  fromGrpcError,
+  toGrpcStatus,
+  unaryHandler,
+} from './grpc-errors'
 export type { ErrorFacts } from './mq-error'
 export {
   InternalError,

@@ -37,11 +37,22 @@ export function channelCredentials(options: {
 }
 
 /**
+ * Undefined when `token` can be sent, else what is wrong with it (never repeating it): printable
+ * ASCII alone can travel in a header (grpc-js refuses the call otherwise, quoting the secret).
+ */
+export function tokenProblem(token: string): string | undefined {
+  return /^[\x21-\x7e]+$/.test(token)
+    ? undefined
+    : 'token must be non-empty printable ASCII, without spaces (as `mq token create` prints it)'
+}
+
+/**
  * A client interceptor that sends `token` with every call. Works over plaintext too (grpc-js
  * call credentials need TLS), which is what a loopback development cluster uses.
  */
 export function tokenInterceptor(token: string): Interceptor {
-  if (token.length === 0 || /[\r\n]/.test(token)) throw new RangeError('token must be non-empty, on one line')
+  const problem = tokenProblem(token)
+  if (problem) throw new RangeError(problem)
   const value = `Bearer ${token}`
   return (options, nextCall) =>
     new InterceptingCall(nextCall(options), {

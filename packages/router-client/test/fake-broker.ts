@@ -262,6 +262,7 @@ export class FakeBroker {
         return {
           routeEpoch: this.epoch,
           routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),
+          metaTerm: 1,
         }
       }),
       createQueue: handle((req: CreateQueueRequest) => {

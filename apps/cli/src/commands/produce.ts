@@ -3,7 +3,7 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { CommandError, UsageError } from '../errors'
 import { readLines } from '../lines'
-import { durationArg, headerArg, integerArg } from '../options'
+import { headerArg, integerArg, settingDurationArg } from '../options'
 import { Progress } from '../progress'
 
 /** Sends awaiting their result, at most; the SDK's own buffer applies back-pressure beneath. */
@@ -36,7 +36,11 @@ export function registerProduceCommand(program: Command, runtime: Runtime): void
       integerArg(1, 1000),
     )
     .option('-k, --key <key>', 'messages with one key go to one partition, in order')
-    .option('--delay <duration>', 'not deliverable before this long from now (e.g. 10s)', durationArg)
+    .option(
+      '--delay <duration>',
+      'not deliverable before this long from now (e.g. 10s, 30d; the queue bounds it)',
+      settingDurationArg,
+    )
     .option('-H, --header <k=v>', 'a header; repeat for more', headerArg)
     .option('-f, --file <path>', 'send the bytes of this file as the body')
     .option(

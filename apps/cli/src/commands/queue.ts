@@ -10,7 +10,7 @@ import { formatDuration } from '../durations'
 import { UsageError } from '../errors'
 import { oneLine } from '../exit-codes'
 import type { CliAdmin, CliClient, CliIO } from '../io'
-import { durationArg, durationAtLeast, integerArg } from '../options'
+import { durationArg, durationAtLeast, integerArg, settingDurationArg } from '../options'
 import { messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
@@ -63,8 +63,8 @@ function addSettingFlags(command: Command): Command {
     )
     .option(
       '--message-ttl <duration>',
-      'how long a message may wait to be delivered; older ones are deleted (e.g. 1h; 0 = until consumed)',
-      durationArg,
+      'how long a message may wait to be delivered; older ones are deleted (e.g. 1h, 30d; 0 = until consumed; at most 365d)',
+      settingDurationArg,
     )
     .option(
       '--max-message-bytes <n>',

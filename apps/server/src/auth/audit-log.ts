@@ -1,4 +1,5 @@
 import { status } from '@grpc/grpc-js'
+import { boundedText } from '@mq/protocol'
 import type { Logger } from '../log'
 import type { Principal } from './access'
 
@@ -30,9 +31,7 @@ export const AUDIT_FIELD_CHARS_MAX = 512
 /** `value`, or the start of its JSON (cut, with `…` and its length) when that is too long. */
 function bounded(value: unknown): unknown {
   const json = JSON.stringify(value) ?? ''
-  return json.length <= AUDIT_FIELD_CHARS_MAX
-    ? value
-    : `${json.slice(0, AUDIT_FIELD_CHARS_MAX)}… (${json.length} chars)`
+  return json.length <= AUDIT_FIELD_CHARS_MAX ? value : boundedText(json, AUDIT_FIELD_CHARS_MAX)
 }
 
 /** What an audit line says of the request: its queue and partition, and the fields above that it has. */

@@ -1,5 +1,5 @@
 import { ServerInterceptingCall, type ServerInterceptor, status } from '@grpc/grpc-js'
-import { MqError, toGrpcStatus } from '@mq/protocol'
+import { boundedText, ERROR_DETAILS_CHARS_MAX, MqError, toGrpcStatus } from '@mq/protocol'
 import type { Logger } from '../log'
 import type { AccessControl, Principal } from './access'
 import { AuditRecord, principalName } from './audit-log'
@@ -31,7 +31,7 @@ export function authInterceptor(access: AccessControl, log: Logger): ServerInter
       if (!(error instanceof MqError)) throw error
       log.info(
         { method, code: error.code, principal: principalName(principal) },
-        `call refused: ${error.message}`,
+        `call refused: ${boundedText(error.message, ERROR_DETAILS_CHARS_MAX)}`,
       )
       const s = toGrpcStatus(error)
       audit?.end(s.code ?? status.UNKNOWN, error.message)

@@ -676,6 +676,13 @@ describe('Controller soft state', () => {
     await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 6_000)
     await c.controller.port().transferLeader(1, 'n2')
     expect(await c.beat('n1')).toContainEqual({ groupId: 1, toNodeId: 'n2' })
+    // The meta group's leadership goes only to one of its voters: a typo is bad input, not
+    // a transfer that fails (retriably) in raft-core.
+    await expect(c.controller.port().transferLeader(0, 'typo')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'node typo is not a voter of the meta group (n1, n2, n3)',
+    })
+    await c.controller.port().transferLeader(0, 'n2')
     await c.beatNodes(['n1', 'n2', 'n3'], 5_500) // n4 stops
     expect(c.controller.liveness().alive('n2')).toBe(true)
     // Re-elected in a new term (another leader may have led in between): what it knew is stale.

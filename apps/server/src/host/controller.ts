@@ -328,6 +328,12 @@ export class Controller {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         if (groupId === 0) {
+          const { voters } = this.#host.metaMembership()
+          if (!voters.includes(toNodeId)) {
+            throw new InvalidArgumentError(
+              `node ${toNodeId} is not a voter of the meta group (${[...voters].sort().join(', ')})`,
+            )
+          }
           this.#host.transferMetaLeader(toNodeId)
           return
         }

@@ -1,0 +1,84 @@
+import {
+  type Client,
+  credentials,
+  makeGenericClientConstructor,
+  Server,
+  ServerCredentials,
+  type ServiceDefinition,
+  type ServiceError,
+} from '@grpc/grpc-js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { boundedText, ERROR_DETAILS_CHARS_MAX, fromGrpcError, unaryHandler } from './grpc-errors'
+import { InvalidArgumentError } from './mq-error'
+
+const json = {
+  serialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
+  deserialize: (b: Buffer) => JSON.parse(b.toString()) as unknown,
+}
+const service: ServiceDefinition = {
+  fail: {
+    path: '/test.Errors/Fail',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: json.serialize,
+    requestDeserialize: json.deserialize,
+    responseSerialize: json.serialize,
+    responseDeserialize: json.deserialize,
+  },
+}
+
+let server: Server
+let client: Client & { fail: (...a: unknown[]) => unknown }
+
+beforeAll(async () => {
+  server = new Server()
+  server.addService(service, {
+    // Quotes what the caller sent, as a handler refusing a name does.
+    fail: unaryHandler(async (req: { name: string }) => {
+      throw new InvalidArgumentError(`queue ${JSON.stringify(req.name)} is not a valid name`)
+    }),
+  })
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
+  )
+  const Ctor = makeGenericClientConstructor(service, 'Errors')
+  client = new Ctor(`127.0.0.1:${port}`, credentials.createInsecure()) as unknown as typeof client
+})
+afterAll(() => {
+  client.close()
+  server.forceShutdown()
+})
+
+const fail = (name: string) =>
+  new Promise<ServiceError>((resolve) =>
+    client.fail({ name }, { deadline: Date.now() + 5_000 }, (e: ServiceError | null) =>
+      resolve(e as ServiceError),
+    ),
+  )
+
+describe('error statuses', () => {
+  it('cut a message that quotes a long input, so that the caller gets its status at all', async () => {
+    const name = 'q'.repeat(100_000)
+    const e = await fail(name)
+    const whole = `queue ${JSON.stringify(name)} is not a valid name`
+    expect(e.code).toBe(3) // INVALID_ARGUMENT, not a deadline
+    expect(e.details).toMatch(/^queue "qqq/)
+    expect(e.details).toBe(`${whole.slice(0, ERROR_DETAILS_CHARS_MAX)}… (${whole.length} chars)`)
+    expect(e.details.length).toBeLessThan(ERROR_DETAILS_CHARS_MAX + 32)
+    expect(fromGrpcError(e)).toMatchObject({ code: 'INVALID_ARGUMENT', retriable: false })
+    // A short one travels whole.
+    expect((await fail('jobs!')).details).toBe('queue "jobs!" is not a valid name')
+  })
+
+  it('never cut a character in two', async () => {
+    // 😀 is two UTF-16 units: with the cut inside one, a lone surrogate could not be sent.
+    const name = `${'a'.repeat(ERROR_DETAILS_CHARS_MAX - 9)}${'😀'.repeat(50_000)}`
+    const e = await fail(name)
+    expect(e.code).toBe(3)
+    expect(e.details).toMatch(/😀… \(\d+ chars\)$/)
+    expect(boundedText('ab😀', 3)).toBe('ab… (4 chars)')
+    expect(boundedText('abc', 3)).toBe('abc')
+  })
+})
