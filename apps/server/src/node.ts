@@ -42,6 +42,7 @@ import {
   MetaService,
   PeerService,
   type ProbeResponse,
+  QUEUE_PARTITIONS_MAX,
   type QueueRoute,
   QueueService,
   StaleRouteError,
@@ -522,6 +523,13 @@ export class MqNode {
           throw new InvalidArgumentError(
             `${JSON.stringify(req.storedAs)} is not a stored queue name (name#id)`,
           )
+        const partitions = [...new Set(req.partitions)]
+        const outside = partitions.find((p) => !Number.isInteger(p) || p < 0 || p >= QUEUE_PARTITIONS_MAX)
+        if (outside !== undefined) {
+          throw new InvalidArgumentError(
+            `partition ${outside} of ${req.storedAs} is outside 0-${QUEUE_PARTITIONS_MAX - 1}: nothing fenced`,
+          )
+        }
         const group = this.#dataGroups.get(req.groupId)?.port
         if (!group) throw new UnavailableError(`this node holds no replica of data group ${req.groupId}`)
         group.assertLeader()
@@ -531,7 +539,7 @@ export class MqNode {
         // cannot read it) a plain fence, kept for good.
         const type = this.#formatLevel >= FORMAT_LEVEL_RETIRE ? 'retire' : 'fence'
         const results = await Promise.all(
-          req.partitions.map((partition) => group.propose({ type, queue: req.storedAs, partition })),
+          partitions.map((partition) => group.propose({ type, queue: req.storedAs, partition })),
         )
         const failed = results.find((r) => r.type !== 'fenced')
         if (failed) throw new InternalError(`fencing ${req.storedAs} in group ${req.groupId}: ${failed.type}`)

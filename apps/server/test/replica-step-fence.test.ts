@@ -96,6 +96,14 @@ describe('replica change steps of a deposed meta leader', () => {
         ),
       )
       expect(await step(now)).toMatchObject({ ok: true })
+      // Another peer call on the same node: a fence of partitions no queue has is refused whole.
+      const fence = await call(peer, peer.fencePartitions, {
+        groupId: 1,
+        storedAs: 'q#1',
+        partitions: [0, 999],
+      })
+      expect(fence).toMatchObject({ ok: false, code: 3 })
+      expect(fence.ok ? '' : fence.details).toBe('partition 999 of q#1 is outside 0-255: nothing fenced')
       expect(server.output()).not.toMatch(/"level":(50|60)/)
     } finally {
       peer.close()
