@@ -31,7 +31,12 @@ export interface OutgoingMessage {
   readonly headers?: Readonly<Record<string, string>>
   /** Not deliverable before this many ms from now. */
   readonly delayMs?: number
-  /** Within the queue's dedup window, a repeated key is enqueued once. */
+  /**
+   * Within the queue's dedup window, a repeated key is enqueued once. The server remembers it
+   * per partition, so without `key` or `partitionKey` the dedup key picks the partition as a
+   * partition key would: every send of it, from any producer, lands where the first did (while
+   * the partition count holds: a partition added in between may send a repeat elsewhere).
+   */
   readonly dedupKey?: string
 }
 
@@ -256,7 +261,7 @@ export class Producer {
   async send(message: OutgoingMessage): Promise<SendResult> {
     if (this.#closed) throw this.#closedError()
     const wire = toWire(message)
-    const key = message.key || message.partitionKey || undefined
+    const key = message.key || message.partitionKey || message.dedupKey || undefined
     const generation = this.#generations.begin()
     try {
       return await new Promise<SendResult>((resolve, reject) => {
@@ -396,7 +401,7 @@ export class Producer {
    * The lane's partition is gone (PartitionNotFoundError: the queue was deleted and created
    * again with fewer partitions since these messages were routed by its cached route): the
    * batch that found it so (`failed`) and what waits in the lane leave it. Keyless messages go
-   * again to partitions of the current route; keyed ones (key or partition key) fail with the
+   * again to partitions of the current route; keyed ones (key, partition key or dedup key) fail with the
    * error: their key, hashed on the old count, picked the partition, and the application
    * decides where (and in which order) they go now. Returns those of `failed` that failed.
    */

@@ -286,6 +286,29 @@ describe('MqClient', () => {
     )
   })
 
+  it('routes by a dedup key as by a partition key, so that a repeat reaches the partition that remembers it', async () => {
+    const q = freshQueue(4)
+    // Two producers, each as a keyless sender would spread: every send of one dedup key still
+    // lands on one partition (the server's dedup window is per partition).
+    const a = client.producer(q, { keyless: 'round-robin' })
+    const b = client.producer(q)
+    const sent = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).send({ body: `try ${i}`, dedupKey: 'order-7' })),
+    )
+    const partitions = new Set(sent.map((r) => r.partition))
+    expect(partitions.size).toBe(1)
+    expect((await a.send({ body: 'p', partitionKey: 'order-7' })).partition).toBe([...partitions][0])
+    // Distinct dedup keys spread over the partitions; a key or a partition key wins.
+    const spread = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => a.send({ body: 'x', dedupKey: `order-${i}` })),
+    )
+    expect(new Set(spread.map((r) => r.partition)).size).toBeGreaterThan(1)
+    const keyed = (await a.send({ body: 'k', key: 'user-42' })).partition
+    // (order-1 alone would go to partition 1, user-42 to 3.)
+    expect((await a.send({ body: 'kd', key: 'user-42', dedupKey: 'order-1' })).partition).toBe(keyed)
+    expect((await a.send({ body: 'd', dedupKey: 'order-1' })).partition).not.toBe(keyed)
+  })
+
   it('sends keyless messages a batch at a time to one partition (sticky), with even shares over time', async () => {
     const q = freshQueue(4)
     const producer = client.producer(q, { batchMax: 50 })
