@@ -80,7 +80,8 @@ export function checkTarget(target: PartitionTarget | undefined): asserts target
       `target.queue is ${target.queue.length} characters long; no queue name is longer than ${QUEUE_NAME_LENGTH_MAX}`,
     )
   }
-  refuse(queueNameProblem(target.queue) && `target.queue: ${queueNameProblem(target.queue)}`)
+  const nameProblem = queueNameProblem(target.queue)
+  if (nameProblem) throw new InvalidArgumentError(`target.queue: ${nameProblem}`)
   refuse(
     intProblem(
       `target.partition of queue ${target.queue}`,

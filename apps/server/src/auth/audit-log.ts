@@ -64,8 +64,8 @@ export const AUDIT_ANSWER_WAIT_MS = 60_000
  * with the message `audit: METHOD by PRINCIPAL: CODE`; `"cancelled":true` when the caller had
  * gone (cancelled, or past its deadline) before the handler answered — then the handler's
  * answer still ends the line, or, `answerWaitMs` later without one, the line is written as
- * CANCELLED saying the outcome is unknown (its `ms` then counts the wait). Operators keep them with the node's log
- * (`jq 'select(.audit)'`).
+ * CANCELLED saying the outcome is unknown (its `ms` then counts the wait). Operators keep them
+ * with the node's log (`jq 'select(.audit)'`).
  */
 export class AuditRecord {
   readonly #log: Logger
