@@ -642,6 +642,81 @@ describe('RaftHost', () => {
     expect(nodes.get('n3')!.machines.get(1)!.items).toContain('w')
   })
 
+  it('reads that arrive before a cycle share one read index: one ReadIndex asked, one heartbeat round', async () => {
+    const { net, nodes } = cluster([1], { pendingReadsMax: 6 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const p = n1.propose(1, enc.encode('w'))
+    await net.run()
+    const { index } = await p
+    const n3 = nodes.get('n3')!.host
+    const forwarded = () => net.sent.filter((m) => m.type === MessageType.ReadIndex && m.from === 'n3').length
+    const rounds = () =>
+      new Set(net.sent.filter((m) => m.type === MessageType.Heartbeat && m.context > 0).map((m) => m.context))
+        .size
+    // Five reads in one turn on a follower: one forwarded ReadIndex; at the leader, one round.
+    const first = Array.from({ length: 5 }, () => n3.readIndex(1))
+    // Past the bound on waiting reads (6), however many share a context.
+    const sixth = n3.readIndex(1)
+    await expect(n3.readIndex(1)).rejects.toThrow(/group 1 has 6 reads pending/)
+    await net.run()
+    await net.tickAll(1)
+    for (const read of [...first, sixth]) expect(await read).toBeGreaterThanOrEqual(index)
+    expect(forwarded()).toBe(1)
+    expect(rounds()).toBe(1)
+    // A read after the ask is not answered with the earlier context's index: it asks again.
+    const q = n1.propose(1, enc.encode('x'))
+    await net.run()
+    const later = await q
+    const again = n3.readIndex(1)
+    await net.run()
+    await net.tickAll(1)
+    expect(await again).toBeGreaterThanOrEqual(later.index)
+    expect(forwarded()).toBe(2)
+    // On the leader too: four reads in one turn, one heartbeat round more.
+    const onLeader = Array.from({ length: 4 }, () => n1.readIndex(1))
+    await net.run()
+    await net.tickAll(1)
+    for (const read of onLeader) expect(await read).toBeGreaterThanOrEqual(later.index)
+    expect(rounds()).toBe(3)
+  })
+
+  it('reads that come while a read index is being confirmed wait for it, then share the next one', async () => {
+    const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const n3 = nodes.get('n3')!.host
+    const forwarded = () => net.sent.filter((m) => m.type === MessageType.ReadIndex && m.from === 'n3').length
+    const first = n3.readIndex(1)
+    await n3.idle()
+    expect(forwarded()).toBe(1)
+    // Three reads, each in its own turn, while the first is unanswered: none is asked yet.
+    const waiting: Promise<number>[] = []
+    for (let i = 0; i < 3; i++) {
+      waiting.push(n3.readIndex(1))
+      await n3.idle()
+    }
+    expect(forwarded()).toBe(1)
+    // The first is answered: the three ask once, together.
+    await net.run()
+    await net.tickAll(1)
+    await first
+    await Promise.all(waiting)
+    expect(forwarded()).toBe(2)
+    // A read index lost on the way (the leader cut off) holds the next reads 2 ticks at most.
+    net.cut.add('n1')
+    void n3.readIndex(1).catch(() => {})
+    await n3.idle()
+    const held = n3.readIndex(1)
+    held.catch(() => {})
+    await n3.idle()
+    expect(forwarded()).toBe(3)
+    await net.tickAll(1)
+    expect(forwarded()).toBe(3)
+    await net.tickAll(1)
+    expect(forwarded()).toBe(4)
+  })
+
   it("a late answer to a read of a replica's earlier incarnation resolves no read of the new one", async () => {
     const { net, nodes } = cluster([1], { proposalTimeoutTicks: 10_000 })
     const n1 = nodes.get('n1')!.host

@@ -126,11 +126,35 @@ interface PendingProposal {
   readonly reject: (e: unknown) => void
 }
 
-interface PendingRead {
-  index: number
+/**
+ * One read index asked of Raft for every read that came while it was not yet asked: reads
+ * arriving before a cycle share one ReadIndex (one heartbeat round), each still answered
+ * with an index taken after it arrived.
+ */
+class PendingRead {
+  index = -1
   readonly deadlineTick: number
-  readonly resolve: (index: number) => void
-  readonly reject: (e: unknown) => void
+  readonly #waiters: Array<{ resolve: (index: number) => void; reject: (e: unknown) => void }> = []
+
+  constructor(deadlineTick: number) {
+    this.deadlineTick = deadlineTick
+  }
+
+  get waiters(): number {
+    return this.#waiters.length
+  }
+
+  wait(): Promise<number> {
+    return new Promise<number>((resolve, reject) => this.#waiters.push({ resolve, reject }))
+  }
+
+  resolve(index: number): void {
+    for (const w of this.#waiters) w.resolve(index)
+  }
+
+  reject(e: unknown): void {
+    for (const w of this.#waiters) w.reject(e)
+  }
 }
 
 class Group {
@@ -141,6 +165,12 @@ class Group {
   readonly limits: GroupLimits
   readonly proposals = new Map<number, PendingProposal>()
   readonly reads = new Map<string, PendingRead>()
+  /** Reads waiting in `reads` (several may share one entry). */
+  readWaiters = 0
+  /** The read context that new reads join: not yet asked of Raft (#askRead asks it). */
+  openRead: string | null = null
+  /** The last read context asked of Raft and not yet answered with an index, and when. */
+  askedRead: { ctx: string; tick: number } | null = null
   inflightBytes = 0
   ticks = 0
   readSeq = 0
@@ -180,6 +210,23 @@ class Group {
   imageAfterTick = 0
   /** Bytes of data of the applied entries still in the log (counted with snapshots on demand). */
   appliedBytes = 0
+
+  /** Ends the read `ctx` (after it resolved or failed its waiters). */
+  endRead(ctx: string, read: PendingRead): void {
+    this.reads.delete(ctx)
+    this.readWaiters -= read.waiters
+    if (this.openRead === ctx) this.openRead = null
+    if (this.askedRead?.ctx === ctx) this.askedRead = null
+  }
+
+  /** Fails every pending read with `e`. */
+  failReads(e: unknown): void {
+    for (const r of this.reads.values()) r.reject(e)
+    this.reads.clear()
+    this.readWaiters = 0
+    this.openRead = null
+    this.askedRead = null
+  }
 
   constructor(o: GroupOptions) {
     this.id = o.groupId
@@ -245,6 +292,21 @@ function sameVote(a: HardState, b: HardState): boolean {
 }
 
 /** Whether the group leads once `rd` is applied (its soft state, when it carries one, is newer). */
+/**
+ * How many ticks reads that joined a context wait for the one asked before it to be answered
+ * before they are asked anyway (a ReadIndex lost with its message is answered by none).
+ */
+const READ_ASK_WAIT_TICKS = 2
+
+/**
+ * Whether `g`'s open read may be asked now: one ReadIndex in flight at a time, so the reads
+ * that come while it is confirmed share the next one, as etcd's read loop does; unless the one
+ * in flight has waited READ_ASK_WAIT_TICKS.
+ */
+function readMayAsk(g: Group): boolean {
+  return g.askedRead === null || g.ticks - g.askedRead.tick >= READ_ASK_WAIT_TICKS
+}
+
 function leads(g: Group, rd: Ready): boolean {
   return (rd.softState?.role ?? g.role) === Role.Leader
 }
@@ -369,7 +431,7 @@ export class RaftHost {
     this.#inflightBytes -= g.inflightBytes
     const e = new ProposalDroppedError(`group ${groupId} was removed from this host`)
     for (const p of g.proposals.values()) p.reject(e)
-    for (const r of g.reads.values()) r.reject(e)
+    g.failReads(e)
   }
 
   groupIds(): GroupId[] {
@@ -510,19 +572,18 @@ export class RaftHost {
     try {
       this.#checkAlive()
       const g = this.#group(groupId)
-      if (g.reads.size >= g.limits.pendingReadsMax) {
-        throw new OverloadedError(`group ${groupId} has ${g.reads.size} reads pending; retry shortly`)
+      if (g.readWaiters >= g.limits.pendingReadsMax) {
+        throw new OverloadedError(`group ${groupId} has ${g.readWaiters} reads pending; retry shortly`)
       }
-      const ctx = `${g.readPrefix}:${++g.readSeq}`
-      g.raw.readIndex(ctx)
-      const promise = new Promise<number>((resolve, reject) => {
-        g.reads.set(ctx, {
-          index: -1,
-          deadlineTick: g.ticks + g.limits.proposalTimeoutTicks,
-          resolve,
-          reject,
-        })
-      })
+      let read = g.openRead === null ? undefined : g.reads.get(g.openRead)
+      if (read === undefined) {
+        const ctx = `${g.readPrefix}:${++g.readSeq}`
+        read = new PendingRead(g.ticks + g.limits.proposalTimeoutTicks)
+        g.reads.set(ctx, read)
+        g.openRead = ctx
+      }
+      g.readWaiters++
+      const promise = read.wait()
       this.#schedule()
       return promise
     } catch (e) {
@@ -580,9 +641,8 @@ export class RaftHost {
     const e = new ProposalDroppedError('the host stopped; the outcome is unknown, retry')
     for (const g of this.#groups.values()) {
       for (const p of g.proposals.values()) p.reject(e)
-      for (const r of g.reads.values()) r.reject(e)
+      g.failReads(e)
       g.proposals.clear()
-      g.reads.clear()
       g.inflightBytes = 0
     }
     this.#inflightBytes = 0
@@ -699,6 +759,7 @@ export class RaftHost {
     let mustFlush = false
     let stalled = 0
     for (const g of this.#groups.values()) {
+      if (g.openRead !== null && readMayAsk(g)) this.#askRead(g, g.openRead)
       if (g.onDemand && (g.raw.takeSnapshotWanted() || g.imageWanted)) this.#makeImage(g)
       if (g.restoring) continue
       if (g.stalled === null) {
@@ -883,6 +944,23 @@ export class RaftHost {
   }
 
   /**
+   * Asks Raft for the read index of the reads that joined `ctx` since the last cycle (one
+   * ReadIndex, one heartbeat round for all of them); new reads start a new context.
+   */
+  #askRead(g: Group, ctx: string): void {
+    g.openRead = null
+    const read = g.reads.get(ctx)
+    if (read === undefined) return
+    try {
+      g.raw.readIndex(ctx)
+      g.askedRead = { ctx, tick: g.ticks }
+    } catch (e) {
+      g.endRead(ctx, read)
+      read.reject(e)
+    }
+  }
+
+  /**
    * A new leader is known: reads still waiting for their read index asked the old one (a
    * follower forwards ReadIndex to the leader it knows; a leader that stepped down drops the
    * reads it was confirming), which may be gone or silent. Each asks again, of the new leader,
@@ -892,12 +970,12 @@ export class RaftHost {
   #reissueReads(g: Group): void {
     let asked = false
     for (const [ctx, r] of g.reads) {
-      if (r.index >= 0) continue
+      if (r.index >= 0 || ctx === g.openRead) continue // the open read is asked at the next cycle
       try {
         g.raw.readIndex(ctx)
         asked = true
       } catch (e) {
-        g.reads.delete(ctx)
+        g.endRead(ctx, r)
         r.reject(e)
       }
     }
@@ -943,10 +1021,14 @@ export class RaftHost {
     for (const rs of rd.readStates) {
       const r = g.reads.get(rs.requestCtx)
       if (r !== undefined) r.index = rs.index
+      if (g.askedRead?.ctx === rs.requestCtx) {
+        g.askedRead = null
+        if (g.openRead !== null) this.#schedule() // the reads that waited for it ask now
+      }
     }
     for (const [ctx, r] of g.reads) {
       if (r.index >= 0 && r.index <= g.applied) {
-        g.reads.delete(ctx)
+        g.endRead(ctx, r)
         r.resolve(r.index)
       }
     }
@@ -986,7 +1068,7 @@ export class RaftHost {
     }
     for (const [ctx, r] of g.reads) {
       if (r.deadlineTick > g.ticks) continue
-      g.reads.delete(ctx)
+      g.endRead(ctx, r)
       r.reject(
         g.role === Role.Leader
           ? new ProposalDroppedError('read not confirmed in time; retry')
@@ -1113,9 +1195,8 @@ export class RaftHost {
     this.#fatal = e
     for (const g of this.#groups.values()) {
       for (const p of g.proposals.values()) p.reject(e)
-      for (const r of g.reads.values()) r.reject(e)
+      g.failReads(e)
       g.proposals.clear()
-      g.reads.clear()
     }
     this.#onFatal(e)
   }
