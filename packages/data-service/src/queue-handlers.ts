@@ -11,6 +11,7 @@ import {
   LimitExceededError,
   type PartitionStats,
   type PartitionTarget,
+  QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueConfig,
   type QueueServer,
   SequenceGapError,
@@ -449,7 +450,11 @@ export function queueHandlers(
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
       const command = (max: number) => (_nowMs: number, config: QueueConfig | undefined) =>
-        leaseOf({ ...req, max }, config?.visibilityTimeoutMs || 30_000, node.formatLevel())
+        leaseOf(
+          { ...req, max },
+          config?.visibilityTimeoutMs || QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+          node.formatLevel(),
+        )
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled

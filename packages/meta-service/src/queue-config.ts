@@ -1,6 +1,7 @@
 import {
   QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
+  QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueConfig,
   type QueueConfigUpdate,
 } from '@mq/protocol'
@@ -32,7 +33,7 @@ export const QUEUE_LIMITS = {
 /** What a setting is when a create request leaves it 0 or empty. */
 export const QUEUE_DEFAULTS: Readonly<QueueSettings> = {
   partitions: 4,
-  visibilityTimeoutMs: 30_000,
+  visibilityTimeoutMs: QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   maxDeliveries: 5,
   deadLetterQueue: '',
   messageBytesMax: 256 * 1024,

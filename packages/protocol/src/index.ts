@@ -168,7 +168,11 @@ export {
   UnavailableError,
 } from './mq-error'
 export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
-export { QUEUE_MAX_DELIVERIES_MAX, QUEUE_PARTITIONS_MAX } from './queue-limits'
+export {
+  QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_PARTITIONS_MAX,
+  QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+} from './queue-limits'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export { isRefusedRequest, RefusedRequest } from './request-guard'
 export {

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
-import { type LeaseResult, leaseHoldMs, type MqError, type QueueRoute } from '@mq/protocol'
+import {
+  type LeaseResult,
+  leaseHoldMs,
+  type MqError,
+  QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+  type QueueRoute,
+} from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
@@ -301,7 +307,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       const visibilityMs =
         this.#options.visibilityMs ||
         (this.#router.cachedRoute(this.queue) ?? route).config?.visibilityTimeoutMs ||
-        30_000
+        QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS
       this.#leasing += reserved
       // When the request that was answered was sent (the earliest of those answered, should
       // more be: retries, probes of other replicas): the leases began after it.
