@@ -3,7 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
-import { type Member, parseAddress, parseMembers } from './members'
+import { type Member, NODE_ID_PATTERN, parseAddress, parseMembers } from './members'
 
 /** Everything one `mq-server` process needs to know, validated. */
 export interface ServerConfig {
@@ -248,9 +248,6 @@ export function jsonSyntaxProblem(error: unknown, text: string): string {
   const kind = (message.split(/[,'"]/)[0] ?? '').trim() || 'a syntax error'
   return `${kind} (where is not shown: the text may hold a secret)`
 }
-
-/** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */
-export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 
 function validate(raw: RawConfig, cwd: string): ServerConfig {
   const nodeId = str(raw, 'nodeId')

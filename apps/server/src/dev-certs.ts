@@ -1,8 +1,8 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, join } from 'node:path'
-import { NODE_ID_PATTERN } from './config'
 import { makeDirs } from './make-dirs'
+import { NODE_ID_PATTERN } from './members'
 
 export interface DevCertsOptions {
   readonly dir: string

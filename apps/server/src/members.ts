@@ -4,7 +4,8 @@ export interface Member {
   readonly address: string
 }
 
-const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
+/** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */
+export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 const ADDRESS_PATTERN = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})$/
 
 /**

@@ -22,7 +22,7 @@ import {
   metaVotersResult,
 } from '@mq/router-client'
 import type { AccessControl, Principal } from '../auth/access'
-import { NODE_ID_PATTERN } from '../config'
+import { NODE_ID_PATTERN } from '../members'
 import { ApiRequestError, httpError } from './api-errors'
 import { CallSlots } from './call-slots'
 import type { ConsoleClients } from './console-clients'

@@ -594,6 +594,22 @@ describe('Controller data-group replica changes', () => {
   })
 })
 
+describe('Controller: draining a node', () => {
+  it('refuses an unknown node before proposing anything', async () => {
+    const proposed: MetaCommand[] = []
+    const c = leading({
+      refuse: (command) => {
+        proposed.push(command)
+        return false
+      },
+    })
+    await expect(c.controller.port().drainNode('n9')).rejects.toThrow(/node n9 is not registered/)
+    expect(proposed).toEqual([])
+    expect(await c.controller.port().drainNode('n3')).toBeGreaterThan(0)
+    expect(proposed[0]).toMatchObject({ type: 'drainNode', nodeId: 'n3' })
+  })
+})
+
 describe('Controller: removing a replica first', () => {
   const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
 

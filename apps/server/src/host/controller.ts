@@ -241,7 +241,10 @@ export class Controller {
         return { voters: [...(this.#leading()?.metaMembers() ?? [])], votersWanted: voters }
       },
       drainNode: async (nodeId) => {
-        if (!this.#leading()) throw this.#host.notLeader()
+        const state = this.#leading()
+        if (!state) throw this.#host.notLeader()
+        // Checked before proposing, as removeNode: an unknown id would cost a Raft entry.
+        if (!state.node(nodeId)) throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         const r = await this.#host.propose({ type: 'drainNode', nodeId })
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
