@@ -85,7 +85,8 @@ export interface ImportChunk {
 const VERSION = 1
 const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5, retire: 6 } as const
 const encoder = new TextEncoder()
-const decoder = new TextDecoder('utf-8', { fatal: true })
+/** `ignoreBOM`: a string that starts with U+FEFF keeps it (by default decode drops it, and two names that differ by it become one). */
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /**
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue

@@ -110,7 +110,7 @@ const VALUES_READ_BYTES_MAX = 4 * 1024 * 1024
 /** The largest message size limit a partition config may set (weighted-queue's bound). */
 const MESSAGE_BYTES_LIMIT_MAX = 16 * 1024 * 1024
 const encoder = new TextEncoder()
-const decoder = new TextDecoder()
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 const NOTHING = (): void => {}
 
 /**

@@ -55,6 +55,11 @@ describe('key codec: properties', () => {
     )
   })
 
+  it('keeps a string that starts with U+FEFF (decode drops it by default)', () => {
+    const t = ['\uFEFFa', '\uFEFF', 7]
+    expect(decodeTuple(encodeTuple(t))).toEqual(t)
+  })
+
   it('order is preserved: sign(compareKeys(enc a, enc b)) = sign(compareTuples(a, b))', () => {
     fc.assert(
       fc.property(tuple, tuple, (a, b) => {

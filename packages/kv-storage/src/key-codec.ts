@@ -36,7 +36,8 @@ const UINT_BYTES_MAX = 7
 /** In `u` mode a paired surrogate is one code point, so this matches only lone ones. */
 const LONE_SURROGATE = /\p{Surrogate}/u
 const utf8 = new TextEncoder()
-const utf8Strict = new TextDecoder('utf-8', { fatal: true })
+/** `ignoreBOM`: a string that starts with U+FEFF keeps it (by default decode drops it, and two names that differ by it become one). */
+const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** Number of big-endian bytes needed for n (0 for 0). */
 function uintLength(n: number): number {

@@ -66,6 +66,11 @@ describe('log record codec', () => {
     )
   })
 
+  it('keeps a vote for an id that starts with U+FEFF (decode drops it by default)', () => {
+    const hs = { term: 3, vote: '\uFEFFn1', commit: 2 }
+    expect(decodeHardState(encodeHardState(hs))).toEqual({ ok: true, value: hs })
+  })
+
   it('refuses a clock offset whose sign byte is neither 0 nor 1, or with bytes after it', () => {
     const rec = encodeClockOffset(-1234)
     expect(decodeClockOffset(rec)).toEqual({ ok: true, value: -1234 })

@@ -26,7 +26,8 @@ export const RECORD_FORMAT = 1
 export const RECORD_HEADER_BYTES = 5
 
 const utf8 = new TextEncoder()
-const utf8Strict = new TextDecoder('utf-8', { fatal: true })
+/** `ignoreBOM`: a string that starts with U+FEFF keeps it (by default decode drops it, and two names that differ by it become one). */
+const utf8Strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** A growable output buffer for one record. */
 class Writer {

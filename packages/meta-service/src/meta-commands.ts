@@ -123,7 +123,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
 ])
 
 const encoder = new TextEncoder()
-const decoder = new TextDecoder('utf-8', { fatal: true })
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** Encodes a command as the bytes of a Raft entry (UTF-8 JSON). */
 export function encodeMetaCommand(command: MetaCommand): Uint8Array {

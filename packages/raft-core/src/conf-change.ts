@@ -25,7 +25,7 @@ export interface ConfChange {
 }
 
 const encoder = new TextEncoder()
-const decoder = new TextDecoder()
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
 /** Encodes a change as the data of a ConfChange entry (UTF-8 `type:id`). */
 export function encodeConfChange(change: ConfChange): Uint8Array {

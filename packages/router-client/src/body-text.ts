@@ -1,4 +1,4 @@
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true })
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** A body as text can carry it: UTF-8 text when it is valid UTF-8, else base64. */
 export interface EncodedBody {

@@ -7,7 +7,7 @@ import {
 } from '@mq/protocol'
 import type { Settlement } from './settle-batcher'
 
-const decoder = new TextDecoder()
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
 /**
  * Thrown by ack/nack/extend when the lease is no longer held (expired or already settled).

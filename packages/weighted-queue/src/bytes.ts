@@ -2,7 +2,8 @@ import { InvalidArgumentError } from './errors'
 
 const TWO_POW_32 = 0x1_0000_0000
 const utf8Encoder = new TextEncoder()
-const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
+/** `ignoreBOM`: a string that starts with U+FEFF keeps it (by default decode drops it, and two names that differ by it become one). */
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 
 /** Strings of up to this many bytes are decoded without TextDecoder when they are ASCII. */
 const ASCII_FAST_BYTES_MAX = 64

@@ -108,8 +108,11 @@ export const MESSAGE_META_CACHED_BYTES_MAX = 320
  */
 export const TURNS_CACHED_MAX = 4_096
 
-/** Decodes UTF-8 names (producer ids, ordered keys) read back from keys. */
-const TEXT = new TextDecoder()
+/**
+ * Decodes UTF-8 names (producer ids, ordered keys) read back from keys; a leading U+FEFF is
+ * kept (`ignoreBOM`: by default decode drops it, and two keys that differ by it became one).
+ */
+const TEXT = new TextDecoder('utf-8', { ignoreBOM: true })
 
 /** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256

@@ -579,6 +579,26 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     })
   })
 
+  it('keeps producers whose ids differ by a leading U+FEFF apart, also when one record expires', async () => {
+    const q = await queue({ producerWindowMs: 1000 })
+    const send = (producerId: string, producerSeq: number, nowMs: number) =>
+      q.apply({ type: 'enqueue', producerId, producerSeq, messages: [{ body: text(producerId) }] }, nowMs)
+    expect(idsOf(await send('\uFEFFp', 1, 0))).toEqual([1])
+    expect(idsOf(await send('p', 1, 0))).toEqual([2])
+    expect(idsOf(await send('p', 2, 500))).toEqual([3])
+    // The first producer's record expires; the other's (renewed at 500) must stay.
+    await q.apply({ type: 'tick' }, 1000)
+    const retry = {
+      type: 'enqueue',
+      producerId: 'p',
+      producerSeq: 2,
+      messages: [{ body: text('p') }],
+    } as const
+    expect(await q.apply(retry, 1100)).toEqual({ type: 'enqueue', ids: [3], duplicate: true })
+    const reopened = await queue({ producerWindowMs: 1000 })
+    expect(await reopened.apply(retry, 1100)).toEqual({ type: 'enqueue', ids: [3], duplicate: true })
+  })
+
   it('keeps a pipelining producer in order: a batch that overtakes an earlier one is refused, retriable', async () => {
     const q = await queue({ producerWindowMs: 10_000 })
     const batch = (seq: number, base: number) =>

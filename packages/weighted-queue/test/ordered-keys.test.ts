@@ -43,6 +43,22 @@ describe.each(ENGINES)('ordered keys on $name', ({ open }) => {
   const tagged = async (tag: number) =>
     (await engine.range(partitionKeySpan(PREFIX))).filter(([k]) => k[PREFIX.length] === tag)
 
+  it('keeps keys that differ by a leading U+FEFF apart, through the entry codec', async () => {
+    const q = await queue()
+    const viaLog = (nowMs: number, command: Parameters<DirectPartition['apply']>[0]) =>
+      q.apply(decodeCommand(encodeCommand(command)), nowMs)
+    await viaLog(1000, { type: 'enqueue', messages: [msg('a1', 'abc')] })
+    await viaLog(1001, { type: 'enqueue', messages: [msg('b1', '\uFEFF\uFEFFabc'), msg('c1', '\uFEFFabc')] })
+    const leased = leasesOf(
+      await viaLog(1002, { type: 'lease', consumerId: 'c1', max: 10, visibilityMs: 100 }),
+    )
+    expect(leased.map(bodyOf)).toEqual(['a1', 'b1', 'c1']) // three keys: none waits for another
+    expect(await viaLog(1003, { type: 'ack', leaseIds: leased.map((l) => l.leaseId) })).toMatchObject({
+      type: 'ack',
+    })
+    expect((await q.partition.stats(1003)).messages).toBe(0)
+  })
+
   it("delivers a key's messages one at a time, in order; other keys and keyless ones go on", async () => {
     const q = await queue()
     await enqueue(q, 1000, msg('a1', 'a'), msg('a2', 'a'), msg('b1', 'b'), msg('n1'), msg('a3', 'a'))

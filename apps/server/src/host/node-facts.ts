@@ -36,7 +36,7 @@ const FORMAT_LEVEL = nodeKey('format-level')
 const STORE_ID = nodeKey('store-id')
 const STORE_FRESH = nodeKey('store-fresh')
 const encoder = new TextEncoder()
-const decoder = new TextDecoder()
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
 /**
  * Facts a node keeps about itself in its database, outside every group (removing a group's
