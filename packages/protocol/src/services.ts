@@ -1,4 +1,4 @@
-import type { BinaryReader, BinaryWriter } from '@bufbuild/protobuf/wire'
+import { BinaryReader, type BinaryWriter } from '@bufbuild/protobuf/wire'
 import { makeGenericClientConstructor } from '@grpc/grpc-js'
 import {
   ClusterStatusRequest,
@@ -99,7 +99,18 @@ export function encodeWire<T>(codec: Codec<T>, message: T): Buffer {
   }
 }
 
-/** `service` with every method's messages serialised through a WireWriter (same bytes). */
+/**
+ * Decodes a response's strings as they were sent: a leading U+FEFF kept (protobuf-es's
+ * default decoder drops it, so a message key or header value starting with a byte-order mark
+ * reached consumers without it). Not fatal: a server's strings are valid UTF-8.
+ */
+const utf8Kept = new TextDecoder('utf-8', { ignoreBOM: true })
+const decodeUtf8Kept = (bytes: Uint8Array): string => utf8Kept.decode(bytes)
+
+/**
+ * `service` with every method's messages serialised through a WireWriter (same bytes), and
+ * its responses decoded with their strings kept exactly (decodeUtf8Kept).
+ */
 function withWireWriter<S extends Record<string, MethodShape>>(service: S, codecs: CodecTable<S>): S {
   const out: Record<string, unknown> = {}
   for (const name of Object.keys(service) as (keyof S & string)[]) {
@@ -108,6 +119,7 @@ function withWireWriter<S extends Record<string, MethodShape>>(service: S, codec
       ...service[name],
       requestSerialize: (value: RequestOf<S[typeof name]>) => encodeWire(request, value),
       responseSerialize: (value: ResponseOf<S[typeof name]>) => encodeWire(response, value),
+      responseDeserialize: (bytes: Buffer) => response.decode(new BinaryReader(bytes, decodeUtf8Kept)),
     }
   }
   return out as S

@@ -212,6 +212,28 @@ describe('WireWriter', () => {
     )
   })
 
+  it("decodes a response's strings as sent: a leading U+FEFF kept (the generated decoder drops it)", () => {
+    const bom = '\uFEFF'
+    const response = LeaseResponse.fromPartial({
+      messages: [
+        {
+          id: 1,
+          leaseId: '1.1',
+          key: `${bom}k`,
+          headers: { [`${bom}h`]: `${bom}v` },
+          body: Uint8Array.of(1),
+        },
+      ],
+    })
+    const method = QueueService.lease
+    const back = method.responseDeserialize(method.responseSerialize(response))
+    expect(back.messages[0]).toMatchObject({ key: `${bom}k`, headers: { [`${bom}h`]: `${bom}v` } })
+    // What the generated decoder alone makes of the same bytes.
+    expect(
+      GeneratedQueueService.lease.responseDeserialize(method.responseSerialize(response)).messages[0]?.key,
+    ).toBe('k')
+  })
+
   it('hands out results of their own: later writers, at once or after, and a failed encode leave them intact', () => {
     const first = new WireWriter()
     const second = new WireWriter() // the scratch is taken: a buffer of its own
