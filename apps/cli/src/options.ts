@@ -1,3 +1,4 @@
+import { MESSAGE_DELAY_MS_MAX } from '@mq/router-client'
 import { InvalidArgumentError, Option } from 'commander'
 import { DURATION_MS_MAX, formatDuration, parseDuration } from './durations'
 
@@ -8,11 +9,16 @@ export function durationArg(value: string): number {
 
 /**
  * Reads a duration flag that the CLI hands to the server and never waits for itself (a message
- * TTL, a delay): not bounded by a timer's maximum (~24.8 days) but by the server's own (a year),
+ * TTL): not bounded by a timer's maximum (~24.8 days) but by the server's own (a year),
  * which refuses a longer one saying so.
  */
 export function settingDurationArg(value: string): number {
   return durationUpTo(value, Number.MAX_SAFE_INTEGER)
+}
+
+/** Reads `produce --delay`: up to the server's bound on a message's delay (7 days). */
+export function delayArg(value: string): number {
+  return durationUpTo(value, MESSAGE_DELAY_MS_MAX)
 }
 
 /**

@@ -746,6 +746,7 @@ describe('produce', () => {
       [['produce', 'jobs', '--count', '3'], /does not apply to stdin lines/],
       [['produce', 'jobs', '--header', 'nokv', 'x'], /key=value/],
       [['produce', 'jobs', '--delay', '10', 'x'], /"10" has no unit/],
+      [['produce', 'jobs', '--delay', '8d', 'x'], /"8d" is longer than the maximum of 168h/],
     ] as const) {
       const r = await mq([...argv])
       expect(r.code, argv.join(' ')).toBe(1)

@@ -6,11 +6,14 @@ import {
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   fromGrpcError,
+  LEASE_VISIBILITY_MS_MAX,
+  MESSAGE_DELAY_MS_MAX,
   NotLeaderError,
   type QueueConfig,
   type QueueServer,
 } from '@mq/protocol'
 import { Prng } from '@mq/raft-core'
+import { QUEUE_CONFIG_DEFAULT } from '@mq/weighted-queue'
 import { describe, expect, it, vi } from 'vitest'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
@@ -1515,5 +1518,12 @@ describe('queue handlers: checks before a proposal', () => {
     const leased = await polling
     expect(leased.messages).toHaveLength(1)
     expect(Date.now() - sentAt).toBeLessThan(recheckMs / 2) // woken by the write, not the recheck
+  })
+})
+
+describe('request bounds', () => {
+  it("are the partitions' own (the protocol's constants, which clients check, match weighted-queue's defaults)", () => {
+    expect(LEASE_VISIBILITY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.visibilityMsMax)
+    expect(MESSAGE_DELAY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.delayMsMax)
   })
 })

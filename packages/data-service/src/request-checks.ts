@@ -2,7 +2,9 @@ import {
   type AckRequest,
   type ExtendRequest,
   InvalidArgumentError,
+  LEASE_VISIBILITY_MS_MAX,
   type LeaseRequest,
+  MESSAGE_DELAY_MS_MAX,
   type NackRequest,
   type PartitionTarget,
   type ProduceRequest,
@@ -32,10 +34,10 @@ export const LEASE_ID_LENGTH_MAX = 64
 const ENQUEUE_BATCH_MAX = QUEUE_CONFIG_DEFAULT.enqueueBatchMax
 /** Most messages one Lease asks for; most lease ids in one Ack, Nack or Extend (leaseBatchMax). */
 const LEASE_BATCH_MAX = QUEUE_CONFIG_DEFAULT.leaseBatchMax
-/** Longest delay of a message or a nack (delayMsMax). */
-const DELAY_MS_MAX = QUEUE_CONFIG_DEFAULT.delayMsMax
-/** Longest visibility of a lease or an extend (visibilityMsMax). */
-const VISIBILITY_MS_MAX = QUEUE_CONFIG_DEFAULT.visibilityMsMax
+/** Longest delay of a message or a nack (delayMsMax; clients check it too). */
+const DELAY_MS_MAX = MESSAGE_DELAY_MS_MAX
+/** Longest visibility of a lease or an extend (visibilityMsMax; clients check it too). */
+const VISIBILITY_MS_MAX = LEASE_VISIBILITY_MS_MAX
 
 /** UTF-8 bytes of `text`, or more than NAME_BYTES_MAX when it has more characters than that. */
 function nameBytes(text: string): number {

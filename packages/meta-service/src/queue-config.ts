@@ -1,9 +1,11 @@
 import {
+  LEASE_VISIBILITY_MS_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueConfig,
   type QueueConfigUpdate,
+  VISIBILITY_MS_MIN,
 } from '@mq/protocol'
 
 /** The storage engines a queue can live in (claim 5: the storage address names one). */
@@ -19,7 +21,7 @@ export type QueueSettings = Required<QueueConfig>
 /** Bounds on every queue setting: [min, max] inclusive. */
 export const QUEUE_LIMITS = {
   partitions: [1, QUEUE_PARTITIONS_MAX],
-  visibilityTimeoutMs: [100, 12 * 3600_000],
+  visibilityTimeoutMs: [VISIBILITY_MS_MIN, LEASE_VISIBILITY_MS_MAX],
   maxDeliveries: [1, QUEUE_MAX_DELIVERIES_MAX],
   messageBytesMax: [1, 4 * 1024 * 1024],
   queueLengthMax: [1, 1_000_000_000],

@@ -169,9 +169,12 @@ export {
 } from './mq-error'
 export { IDEMPOTENT_BATCHES_IN_FLIGHT_MAX } from './producer-window'
 export {
+  LEASE_VISIBILITY_MS_MAX,
+  MESSAGE_DELAY_MS_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+  VISIBILITY_MS_MIN,
 } from './queue-limits'
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export { isRefusedRequest, RefusedRequest } from './request-guard'

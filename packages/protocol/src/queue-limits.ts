@@ -10,5 +10,17 @@ export const QUEUE_PARTITIONS_MAX = 256
  */
 export const QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS = 30_000
 
+/**
+ * The longest visibility a Lease or an Extend may ask for (a partition's visibilityMsMax): 12 h.
+ * Longer is refused (INVALID_ARGUMENT), so clients check it before asking.
+ */
+export const LEASE_VISIBILITY_MS_MAX = 12 * 3600_000
+
+/** The shortest visibility timeout a queue may have, and a consumer may ask for: 100 ms. */
+export const VISIBILITY_MS_MIN = 100
+
+/** The longest delay a message or a Nack may ask for (a partition's delayMsMax): 7 days. */
+export const MESSAGE_DELAY_MS_MAX = 7 * 24 * 3600_000
+
 /** The most deliveries a queue may allow before it dead-letters a message (`max_deliveries`). */
 export const QUEUE_MAX_DELIVERIES_MAX = 1000

@@ -1,9 +1,10 @@
 import {
   InvalidArgumentError,
+  LEASE_VISIBILITY_MS_MAX,
   type LeasedMessage,
   LeaseOutcome,
   type LeaseResult,
-  type MqError,
+  MESSAGE_DELAY_MS_MAX,
 } from '@mq/protocol'
 import type { Settlement } from './settle-batcher'
 
@@ -79,12 +80,14 @@ export class Delivery {
   /**
    * Returns the message to its queue as a failed delivery: ready again after `delayMs`, or
    * (0) at once or after the queue's retry backoff; dead-lettered past its max deliveries.
-   * Rejects with InvalidArgumentError unless `delayMs` is a non-negative integer (the message
-   * stays unsettled).
+   * Rejects with InvalidArgumentError unless `delayMs` is an integer from 0 to 7 days
+   * (MESSAGE_DELAY_MS_MAX, the server's bound; the message stays unsettled).
    */
   nack(delayMs = 0): Promise<void> {
-    if (!Number.isInteger(delayMs) || delayMs < 0)
-      return Promise.reject(badMs('nack delayMs must be a non-negative integer', delayMs))
+    if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > MESSAGE_DELAY_MS_MAX)
+      return Promise.reject(
+        badMs(`nack delayMs must be an integer from 0 to ${MESSAGE_DELAY_MS_MAX} (7 days)`, delayMs),
+      )
     return this.#finish(delayMs === 0 ? NACK_NOW : { kind: 'nack', delayMs })
   }
 
@@ -99,10 +102,11 @@ export class Delivery {
 
   /**
    * Keeps the message leased for `ms` more from now. Rejects with InvalidArgumentError unless
-   * `ms` is a positive integer.
+   * `ms` is an integer from 1 to 12 h (LEASE_VISIBILITY_MS_MAX, the server's bound).
    */
   async extend(ms: number): Promise<void> {
-    if (!Number.isInteger(ms) || ms < 1) throw badMs('extend ms must be a positive integer', ms)
+    if (!Number.isInteger(ms) || ms < 1 || ms > LEASE_VISIBILITY_MS_MAX)
+      throw badMs(`extend ms must be an integer from 1 to ${LEASE_VISIBILITY_MS_MAX} (12 h)`, ms)
     if (this.#settled) throw new LeaseLostError(`message ${this.partition}/${this.id} is already settled`)
     check(await this.#settle(this, { kind: 'extend', extendMs: ms }), this)
   }
@@ -110,9 +114,12 @@ export class Delivery {
   // Not async, and one `then`: an ack is made per message, and async frames and their promises
   // were a quarter of a consuming client's allocations.
   /**
-   * Settled from the call on (a second ack fails at once), and for good once answered or
-   * failed for good; a retriable failure (the router gave up on an unavailable partition)
-   * leaves it unsettled, so that the call can be made again, as the error's `retriable` says.
+   * Settled from the call on (a second ack fails at once), and for good once answered (a
+   * lease result: done, or the lease lost). A call that failed without an answer (the router
+   * gave up on an unavailable partition; the server refused the request, as a delay past its
+   * bound) leaves it unsettled, so that it can be settled again (until 2026-12-04 a refusal
+   * left it settled: a later ack or nack failed "already settled", and consume() did not nack
+   * it when the handler threw).
    */
   #finish(settlement: Settlement): Promise<void> {
     if (this.#settled) {
@@ -122,7 +129,7 @@ export class Delivery {
     return this.#settle(this, settlement).then(
       (result) => check(result, this),
       (error: unknown) => {
-        if ((error as MqError).retriable === true) this.#settled = false
+        this.#settled = false
         throw error
       },
     )

@@ -2,7 +2,9 @@ export {
   ErrorCode,
   InternalError,
   InvalidArgumentError,
+  LEASE_VISIBILITY_MS_MAX,
   LimitExceededError,
+  MESSAGE_DELAY_MS_MAX,
   MqError,
   NotLeaderError,
   PermissionDeniedError,
@@ -13,6 +15,7 @@ export {
   StaleRouteError,
   UnauthenticatedError,
   UnavailableError,
+  VISIBILITY_MS_MIN,
 } from '@mq/protocol'
 export type { ListedMessage, QueueOptions } from './admin'
 export { Admin } from './admin'

@@ -4,6 +4,7 @@ import {
   InternalError,
   InvalidArgumentError,
   LimitExceededError,
+  MESSAGE_DELAY_MS_MAX,
   type ProduceMessage,
 } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
@@ -685,8 +686,10 @@ function toWire(message: OutgoingMessage): ProduceMessage {
     throw new InvalidArgumentError(`partitionKey must be a string, got ${typeof message.partitionKey}`)
   }
   const delayMs = message.delayMs ?? 0
-  if (!Number.isInteger(delayMs) || delayMs < 0) {
-    throw new InvalidArgumentError(`delayMs must be a non-negative integer, got ${String(message.delayMs)}`)
+  if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > MESSAGE_DELAY_MS_MAX) {
+    throw new InvalidArgumentError(
+      `delayMs must be an integer from 0 to ${MESSAGE_DELAY_MS_MAX} (7 days), got ${String(message.delayMs)}`,
+    )
   }
   return {
     body,

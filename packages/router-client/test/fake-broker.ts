@@ -105,6 +105,8 @@ export class FakeBroker {
   readonly fullQueues = new Set<string>()
   /** Purge calls to fail with UNAVAILABLE (unapplied) once the `more` ones are used up. */
   purgeFailCalls = 0
+  /** Refuse this many nack calls with INVALID_ARGUMENT, applying nothing (as a bad request is). */
+  refuseNacks = 0
   /** The release flag of every nack request (true: a give-back). */
   readonly nackReleases: boolean[] = []
   /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
@@ -505,6 +507,10 @@ export class FakeBroker {
       }),
       ack: handle((req: AckRequest) => this.#settle(req, () => {})),
       nack: handle((req: NackRequest) => {
+        if (this.refuseNacks > 0) {
+          this.refuseNacks--
+          throw new InvalidArgumentError('delay_ms is out of bounds')
+        }
         this.nackReleases.push(req.release)
         return this.#settle(req, (l) => this.#ready.get(l.key)?.unshift({ ...l.message, leaseId: '' }))
       }),

@@ -59,6 +59,12 @@ describe('options', () => {
     const q = freshQueue()
     const consumerBad = [
       [{ visibilityMs: -1 }, /consumer option visibilityMs .* got -1/],
+      // The server takes 100 ms to 12 h (0: the queue's); it refused longer, failing the consumer.
+      [{ visibilityMs: 50 }, /consumer option visibilityMs must be an integer from 100 to 43200000, got 50/],
+      [
+        { visibilityMs: 13 * 3_600_000 },
+        /consumer option visibilityMs must be an integer from 100 to 43200000/,
+      ],
       [{ waitMs: Number.NaN }, /consumer option waitMs .* got NaN/],
       [{ waitMs: -5 }, /consumer option waitMs/],
       [{ extendMaxMs: -1 }, /consumer option extendMaxMs/],

@@ -66,12 +66,36 @@ describe('settlements and typed errors', () => {
       for (const call of [() => a.nack(-1), () => a.nack(Number.NaN), () => a.nack(1.5)]) {
         await expect(call()).rejects.toThrow(InvalidArgumentError)
       }
+      // Past the server's bounds (7 days, 12 h): refused here, where the server would refuse it.
+      await expect(a.nack(8 * 86_400_000)).rejects.toThrow(
+        /nack delayMs must be an integer from 0 to 604800000/,
+      )
       await expect(b.extend(Number.NaN)).rejects.toThrow(InvalidArgumentError)
-      await expect(b.extend(-5)).rejects.toThrow(/extend ms must be a positive integer, got -5/)
+      await expect(b.extend(-5)).rejects.toThrow(
+        /extend ms must be an integer from 1 to 43200000 \(12 h\), got -5/,
+      )
+      await expect(b.extend(13 * 3_600_000)).rejects.toThrow(InvalidArgumentError)
       expect(a.settled || b.settled).toBe(false)
       await a.nack(10)
       await b.ack()
     } finally {
+      await client.close()
+    }
+  })
+
+  it('leaves a message unsettled when the broker refuses the call (no lease result): it can be settled again', async () => {
+    const { client, deliveries } = await leased(1)
+    const [a] = deliveries as [Delivery]
+    try {
+      const nacks = broker.nackReleases.length
+      broker.refuseNacks = 1
+      await expect(a.nack(1_000)).rejects.toThrow(InvalidArgumentError)
+      expect(a.settled).toBe(false)
+      await a.nack(10)
+      expect(a.settled).toBe(true)
+      expect(broker.nackReleases).toHaveLength(nacks + 1) // the refused one applied nothing
+    } finally {
+      broker.refuseNacks = 0
       await client.close()
     }
   })

@@ -3,7 +3,7 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { CommandError, UsageError } from '../errors'
 import { readLines } from '../lines'
-import { headerArg, integerArg, settingDurationArg } from '../options'
+import { delayArg, headerArg, integerArg } from '../options'
 import { Progress } from '../progress'
 
 /** Sends awaiting their result, at most; the SDK's own buffer applies back-pressure beneath. */
@@ -38,8 +38,8 @@ export function registerProduceCommand(program: Command, runtime: Runtime): void
     .option('-k, --key <key>', 'messages with one key go to one partition, in order')
     .option(
       '--delay <duration>',
-      'not deliverable before this long from now (e.g. 10s, 30d; the queue bounds it)',
-      settingDurationArg,
+      'not deliverable before this long from now (e.g. 10s, 2d; at most 7d)',
+      delayArg,
     )
     .option('-H, --header <k=v>', 'a header; repeat for more', headerArg)
     .option('-f, --file <path>', 'send the bytes of this file as the body')

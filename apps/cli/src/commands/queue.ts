@@ -3,6 +3,7 @@ import {
   QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
+  VISIBILITY_MS_MIN,
 } from '@mq/router-client'
 import { type Command, Option } from 'commander'
 import type { Runtime } from '../context'
@@ -21,8 +22,6 @@ type PartitionStats = Awaited<ReturnType<CliAdmin['queueStats']>>[number]
 type Listed = Awaited<ReturnType<CliAdmin['deadLetters']>>[number]
 
 const U32_MAX = 2 ** 32 - 1
-/** The shortest lease visibility a queue may have (the server's bound; 0 would mean its default). */
-const VISIBILITY_MS_MIN = 100
 
 /** The settings flags shared by `queue create` and `queue update`. */
 interface SettingFlags {
