@@ -306,6 +306,11 @@ export class Producer {
     try {
       if (this.#spaceWaiters.length > 0 || !this.#hasRoom(p.bytes)) {
         if (!this.#hasWaitingRoom(p.bytes)) throw this.#full(p.bytes)
+        // With lingerMs Infinity a partial batch goes only when full: a buffer full of partial
+        // batches (bufferMax below batchMax, or below partitions × batchMax) waited for sends
+        // that waited for room, and every send timed out. They go now, as flush() sends them.
+        if (this.#options.lingerMs === Number.POSITIVE_INFINITY)
+          for (const lane of this.#lanes.values()) this.#dispatch(lane)
         if (!(await this.#waitForRoom(p))) return
       } else {
         this.#take(p.bytes)
@@ -380,7 +385,9 @@ export class Producer {
       lane.pending.length >= this.#batchMax() ||
       lane.pendingBytes >= this.#options.batchBytesMax ||
       // A flush waits: it must not wait out a linger (nor for ever: lingerMs Infinity).
-      this.#generations.flushing
+      this.#generations.flushing ||
+      // Sends wait for room that only this batch's going can free (lingerMs Infinity: #accept).
+      (this.#spaceWaiters.length > 0 && this.#options.lingerMs === Number.POSITIVE_INFINITY)
     ) {
       this.#dispatch(lane)
     } else if (!lane.cancel && this.#options.lingerMs !== Number.POSITIVE_INFINITY) {

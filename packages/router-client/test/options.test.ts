@@ -11,9 +11,9 @@ describe('options', () => {
   const broker = new FakeBroker()
   let client: MqClient
   let queueNo = 0
-  const freshQueue = (): string => {
+  const freshQueue = (partitions = 1): string => {
     const q = `o${++queueNo}`
-    broker.addQueue(q, 1)
+    broker.addQueue(q, partitions)
     return q
   }
   beforeAll(async () => {
@@ -156,5 +156,45 @@ describe('options', () => {
     // A full batch goes at once.
     await Promise.all(['c', 'd', 'e'].map((body) => producer.send({ body })))
     expect(broker.ready(q, 0)).toHaveLength(5)
+  })
+
+  it('with lingerMs: Infinity, sends partial batches while sends wait for room (no batch could fill)', async () => {
+    const stored = (q: string, partitions: number) =>
+      Array.from({ length: partitions }, (_, p) => broker.ready(q, p).length).reduce((a, b) => a + b, 0)
+    // bufferMax below batchMax: no batch can fill before the buffer does.
+    const q = freshQueue()
+    const small = client.producer(q, { lingerMs: Number.POSITIVE_INFINITY, bufferMax: 10, batchMax: 20 })
+    const sends = Promise.allSettled(Array.from({ length: 20 }, (_, i) => small.send({ body: `m${i}` })))
+    await new Promise((r) => setTimeout(r, 200))
+    // Those the buffer held went for the sends waiting for room (they waited for ever: timed out).
+    expect(stored(q, 1)).toBeGreaterThanOrEqual(10)
+    await small.flush() // the rest: a partial batch, which lingers until flushed
+    expect((await sends).filter((r) => r.status === 'rejected')).toEqual([])
+    expect(stored(q, 1)).toBe(20)
+    // A buffer already full of a lingering batch when a send comes: it goes for that send.
+    const lingering = Promise.allSettled(Array.from({ length: 10 }, (_, i) => small.send({ body: `n${i}` })))
+    await new Promise((r) => setTimeout(r, 50))
+    expect(stored(q, 1)).toBe(20)
+    const late = small.send({ body: 'late' })
+    await new Promise((r) => setTimeout(r, 200))
+    expect(stored(q, 1)).toBe(30)
+    await small.flush()
+    await late
+    expect((await lingering).filter((r) => r.status === 'rejected')).toEqual([])
+    // Keyed sends spread over 4 partitions: the buffer fills with 4 partial batches.
+    const spread = freshQueue(4)
+    const keyed = client.producer(spread, {
+      lingerMs: Number.POSITIVE_INFINITY,
+      bufferMax: 100,
+      batchMax: 50,
+    })
+    const all = Promise.allSettled(
+      Array.from({ length: 400 }, (_, i) => keyed.send({ body: `k${i}`, key: `k${i}` })),
+    )
+    await new Promise((r) => setTimeout(r, 300))
+    expect(stored(spread, 4)).toBeGreaterThanOrEqual(300)
+    await keyed.flush()
+    expect((await all).filter((r) => r.status === 'rejected')).toEqual([])
+    expect(stored(spread, 4)).toBe(400)
   })
 })
