@@ -6,13 +6,15 @@ import {
   LimitExceededError,
   MESSAGE_DELAY_MS_MAX,
   type ProduceMessage,
+  UnavailableError,
 } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
-import { PartitionNotFoundError, type Router } from './router'
+import { ConnectionRefusedError, PartitionNotFoundError, type Router } from './router'
 import { type SendDeadline, SendDeadlines } from './send-deadline'
 import { SendGenerations } from './send-generations'
+import { SendOutcomeUnknownError } from './send-outcome-unknown-error'
 import { SendTimeoutError } from './send-timeout-error'
 import { unary } from './unary'
 
@@ -620,7 +622,8 @@ export class Producer {
         lane.pending.unshift(...others)
         lane.pendingBytes += others.reduce((n, p) => n + p.bytes, 0)
       }
-      for (const p of batch) p.reject(error)
+      const failure = outcomeOf(error)
+      for (const p of batch) p.reject(failure)
     } finally {
       lane.inFlightMessages -= messages.length
       lane.inFlight.splice(lane.inFlight.indexOf(flight), 1)
@@ -706,4 +709,19 @@ function toWire(message: OutgoingMessage): ProduceMessage {
     delayMs,
     dedupKey: message.dedupKey ?? '',
   }
+}
+
+/**
+ * What a sent batch's failure says of its messages: an answer that refused it (not retriable),
+ * or a connection refused on every attempt, stored nothing; any other retriable failure (the
+ * router gave up, replies lost) may have stored it, and says so (SendOutcomeUnknownError).
+ */
+function outcomeOf(error: unknown): unknown {
+  if (!(error instanceof UnavailableError) || error instanceof ConnectionRefusedError) return error
+  if (error instanceof SendOutcomeUnknownError) return error
+  return new SendOutcomeUnknownError(
+    `${error.message}; the batch was sent, so it may have been stored: sending it again may store it twice (a dedupKey makes a resend safe)`,
+    error.facts,
+    { cause: error },
+  )
 }

@@ -6,9 +6,11 @@ import type { Delivery } from '../src/delivery'
 import {
   type AttemptReport,
   ClientClosedError,
+  ErrorCode,
   InvalidArgumentError,
   LimitExceededError,
   QueueNotFoundError,
+  SendOutcomeUnknownError,
   UnavailableError,
 } from '../src/index'
 import { FakeBroker } from './fake-broker'
@@ -231,6 +233,30 @@ describe('MqClient', () => {
     const twoAnswered = log.findIndex((c) => c.seq === 2 && c.answered)
     expect(log.findIndex((c) => c.seq === 6)).toBeLessThan(twoAnswered)
     expect(log.findIndex((c) => c.seq === 7)).toBeGreaterThan(twoAnswered)
+  })
+
+  it('says a sent batch whose replies were all lost may have been stored (SendOutcomeUnknownError)', async () => {
+    const q = freshQueue(1)
+    const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 500 })
+    try {
+      const producer = c.producer(q, { batchMax: 1 })
+      broker.loseReplies.set(1, 1_000) // stored, every reply lost
+      const error = await producer.send({ body: 'x' }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(SendOutcomeUnknownError)
+      expect(error).toMatchObject({ outcomeUnknown: true, retriable: true, code: ErrorCode.Unavailable })
+      expect((error as Error).message).toMatch(/the batch was sent, so it may have been stored/)
+      expect(broker.ready(q, 0)).toHaveLength(1)
+      // A batch the broker refused stored nothing, and says no more than the refusal.
+      broker.loseReplies.clear()
+      broker.refusedBodies.add('y')
+      const refused = await producer.send({ body: 'y' }).catch((e: unknown) => e)
+      expect(refused).toBeInstanceOf(InvalidArgumentError)
+      expect(refused).not.toBeInstanceOf(SendOutcomeUnknownError)
+    } finally {
+      broker.refusedBodies.delete('y')
+      broker.loseReplies.clear()
+      await c.close()
+    }
   })
 
   it('lets later idempotent batches through once an earlier one has failed for good', async () => {
