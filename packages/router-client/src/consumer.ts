@@ -394,7 +394,17 @@ export class Consumer implements AsyncIterable<Delivery> {
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
     for (const d of deliveries) this.#held.set(d, lease)
     const lapse = (): void => {
-      // The leases ran out unsettled: the broker will deliver the messages again.
+      // The leases ran out unsettled: the broker will deliver the messages again. Those never
+      // handed out are given back first (the local bound ends before the broker's lease, so
+      // the release still finds it): their lapse would count as a delivery the application
+      // never saw, towards the queue's max deliveries and retry backoff (without autoExtend a
+      // slow handler let every buffered message lapse so, and dead-lettered them in the end).
+      const held = new Set(lease.deliveries.filter((d) => this.#held.get(d) === lease))
+      const kept = this.#buffer.filter((d) => !held.has(d))
+      if (kept.length < this.#buffer.length) {
+        for (const d of this.#buffer) if (held.has(d)) void d.release().catch(() => {})
+        this.#buffer.splice(0, this.#buffer.length, ...kept)
+      }
       for (const d of lease.deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
     }
     const extend = (): void => {

@@ -940,9 +940,25 @@ describe('MqClient', () => {
       }
       break
     }
-    // b was dropped, not handed out late (the broker delivers it again; another consumer of an
-    // ordered key may already hold it).
-    expect(seen).toEqual(['a', 'c'])
+    // b was not handed out on its lapsed lease: it was given back before the lease ended (a
+    // release: no delivery counted), and came again on a fresh lease, in its key's order.
+    expect(seen).toEqual(['a', 'b'])
+  })
+
+  it('gives back buffered deliveries before their leases lapse without autoExtend (none counted as delivered)', async () => {
+    const q = freshQueue(1, 300)
+    const producer = client.producer(q)
+    await Promise.all(Array.from({ length: 10 }, (_, i) => producer.send({ body: `m${i}` })))
+    const releases = broker.nackReleases.filter(Boolean).length
+    const consumer = client.consumer(q, { prefetch: 3, autoExtend: false, waitMs: 50 })
+    const iterator = consumer[Symbol.asyncIterator]()
+    const first = (await iterator.next()).value as Delivery
+    await new Promise((r) => setTimeout(r, 1_000)) // a slow handler: the other two lapse, again and again
+    // Given back each time, where they were let lapse on the broker (each lapse a delivery
+    // counted towards max deliveries: a slow handler dead-lettered messages it never saw).
+    expect(broker.nackReleases.filter(Boolean).length - releases).toBeGreaterThanOrEqual(2)
+    await first.ack().catch(() => {})
+    await consumer.close()
   })
 
   it('removes a node, also when the answer of the call that removed it was lost', async () => {
