@@ -164,21 +164,6 @@ describe('command codec', () => {
     )
   })
 
-  it('keeps a leading U+FEFF in every string (decode drops it by default)', () => {
-    const bom = '\uFEFF'
-    const command: Command = {
-      type: 'enqueue',
-      producerId: `${bom}p`,
-      producerSeq: 1,
-      messages: [
-        { body: Uint8Array.of(1), key: `${bom}k`, dedupKey: `${bom}d`, headers: { [`${bom}h`]: `${bom}v` } },
-      ],
-    }
-    expect(decodeCommand(encodeCommand(command))).toEqual(command)
-    const ack: Command = { type: 'ack', leaseIds: [`${bom}1.1`] }
-    expect(decodeCommand(encodeCommand(ack))).toEqual(ack)
-  })
-
   it('rejects malformed bytes with InvalidArgumentError', () => {
     for (const bad of [
       '',

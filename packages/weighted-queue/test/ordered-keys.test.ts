@@ -43,16 +43,18 @@ describe.each(ENGINES)('ordered keys on $name', ({ open }) => {
   const tagged = async (tag: number) =>
     (await engine.range(partitionKeySpan(PREFIX))).filter(([k]) => k[PREFIX.length] === tag)
 
-  it('keeps keys that differ by a leading U+FEFF apart, through the entry codec', async () => {
+  it('keeps keys whose bytes differ by a leading U+FEFF apart (through the entry codec, which drops one)', async () => {
     const q = await queue()
     const viaLog = (nowMs: number, command: Parameters<DirectPartition['apply']>[0]) =>
       q.apply(decodeCommand(encodeCommand(command)), nowMs)
+    // Stored as `abc` and `\uFEFFabc`: their turns were both looked up as `abc`, and the ack of
+    // the first threw an invariant violation (the head of a key's line not stored).
     await viaLog(1000, { type: 'enqueue', messages: [msg('a1', 'abc')] })
-    await viaLog(1001, { type: 'enqueue', messages: [msg('b1', '\uFEFF\uFEFFabc'), msg('c1', '\uFEFFabc')] })
+    await viaLog(1001, { type: 'enqueue', messages: [msg('b1', '\uFEFF\uFEFFabc')] })
     const leased = leasesOf(
       await viaLog(1002, { type: 'lease', consumerId: 'c1', max: 10, visibilityMs: 100 }),
     )
-    expect(leased.map(bodyOf)).toEqual(['a1', 'b1', 'c1']) // three keys: none waits for another
+    expect(leased.map(bodyOf)).toEqual(['a1', 'b1']) // two keys: neither waits for the other
     expect(await viaLog(1003, { type: 'ack', leaseIds: leased.map((l) => l.leaseId) })).toMatchObject({
       type: 'ack',
     })
