@@ -7,7 +7,6 @@ import {
   type MqError,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueRoute,
-  VISIBILITY_MS_MIN,
 } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
@@ -528,10 +527,9 @@ export class Consumer implements AsyncIterable<Delivery> {
 /** Throws a RangeError naming the first option of `o` out of range. */
 function checkConsumerOptions(o: ConsumerOptions): void {
   checkInteger('consumer option prefetch', o.prefetch, 1, PREFETCH_MAX)
-  // 0 (the queue's), or what the server takes: a queue's shortest visibility, at most its
-  // longest (a longer one is refused, which failed the consumer's first lease for good).
-  if (o.visibilityMs !== 0)
-    checkInteger('consumer option visibilityMs', o.visibilityMs, VISIBILITY_MS_MIN, LEASE_VISIBILITY_MS_MAX)
+  // 0 (the queue's), or what the server takes: at most 12 h (a longer one was refused, which
+  // failed the consumer's first lease for good).
+  checkInteger('consumer option visibilityMs', o.visibilityMs, 0, LEASE_VISIBILITY_MS_MAX)
   checkInteger('consumer option waitMs', o.waitMs, 0, WAIT_MS_MAX)
   checkInteger('consumer option extendMaxMs', o.extendMaxMs, 0, Number.MAX_SAFE_INTEGER, true)
   checkBoolean('consumer option autoExtend', o.autoExtend)

@@ -5,13 +5,14 @@ import {
   InvalidArgumentError,
   LimitExceededError,
   MESSAGE_DELAY_MS_MAX,
+  MqError,
   type ProduceMessage,
   UnavailableError,
 } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
-import { ConnectionRefusedError, PartitionNotFoundError, type Router } from './router'
+import { PartitionNotFoundError, type Router, refusedConnection } from './router'
 import { type SendDeadline, SendDeadlines } from './send-deadline'
 import { SendGenerations } from './send-generations'
 import { SendOutcomeUnknownError } from './send-outcome-unknown-error'
@@ -307,12 +308,13 @@ export class Producer {
     })
     try {
       if (this.#spaceWaiters.length > 0 || !this.#hasRoom(p.bytes)) {
-        if (!this.#hasWaitingRoom(p.bytes)) throw this.#full(p.bytes)
         // With lingerMs Infinity a partial batch goes only when full: a buffer full of partial
         // batches (bufferMax below batchMax, or below partitions × batchMax) waited for sends
-        // that waited for room, and every send timed out. They go now, as flush() sends them.
+        // that waited for room (or refused them all: waitingMax 0), and every send timed out.
+        // They go now, as flush() sends them.
         if (this.#options.lingerMs === Number.POSITIVE_INFINITY)
           for (const lane of this.#lanes.values()) this.#dispatch(lane)
+        if (!this.#hasWaitingRoom(p.bytes)) throw this.#full(p.bytes)
         if (!(await this.#waitForRoom(p))) return
       } else {
         this.#take(p.bytes)
@@ -388,8 +390,10 @@ export class Producer {
       lane.pendingBytes >= this.#options.batchBytesMax ||
       // A flush waits: it must not wait out a linger (nor for ever: lingerMs Infinity).
       this.#generations.flushing ||
-      // Sends wait for room that only this batch's going can free (lingerMs Infinity: #accept).
-      (this.#spaceWaiters.length > 0 && this.#options.lingerMs === Number.POSITIVE_INFINITY)
+      // The buffer is full (sends wait for room, or would be refused: waitingMax 0), and only
+      // this batch's going can free it (lingerMs Infinity: #accept).
+      (this.#options.lingerMs === Number.POSITIVE_INFINITY &&
+        (this.#spaceWaiters.length > 0 || !this.#hasRoom(1)))
     ) {
       this.#dispatch(lane)
     } else if (!lane.cancel && this.#options.lingerMs !== Number.POSITIVE_INFINITY) {
@@ -579,23 +583,30 @@ export class Producer {
     let batch = sent
     const messages = batch.map((p) => p.message)
     const { sequence } = flight
+    // Whether an attempt went out and ended without an answer that says it stored nothing.
+    let uncertain = false
     try {
       const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
-        unary(
-          connection.queue,
-          connection.queue.produce,
-          // The base is read at each attempt: a batch before this one that failed for good
-          // leaves the window, and the broker then accepts this one after the gap.
-          sequence > 0
-            ? {
-                target,
-                producerId: this.producerId,
-                sequence,
-                sequenceBase: (lane.inFlight[0] as InFlight).sequence,
-                messages,
-              }
-            : { target, producerId: this.producerId, sequence, messages },
-          this.#router.options.attemptMs,
+        noteUnanswered(
+          () => {
+            uncertain = true
+          },
+          unary(
+            connection.queue,
+            connection.queue.produce,
+            // The base is read at each attempt: a batch before this one that failed for good
+            // leaves the window, and the broker then accepts this one after the gap.
+            sequence > 0
+              ? {
+                  target,
+                  producerId: this.producerId,
+                  sequence,
+                  sequenceBase: (lane.inFlight[0] as InFlight).sequence,
+                  messages,
+                }
+              : { target, producerId: this.producerId, sequence, messages },
+            this.#router.options.attemptMs,
+          ),
         ),
       )
       if (response.ids.length !== batch.length) {
@@ -622,7 +633,7 @@ export class Producer {
         lane.pending.unshift(...others)
         lane.pendingBytes += others.reduce((n, p) => n + p.bytes, 0)
       }
-      const failure = outcomeOf(error)
+      const failure = uncertain ? outcomeUnknown(error) : error
       for (const p of batch) p.reject(failure)
     } finally {
       lane.inFlightMessages -= messages.length
@@ -712,16 +723,27 @@ function toWire(message: OutgoingMessage): ProduceMessage {
 }
 
 /**
- * What a sent batch's failure says of its messages: an answer that refused it (not retriable),
- * or a connection refused on every attempt, stored nothing; any other retriable failure (the
- * router gave up, replies lost) may have stored it, and says so (SendOutcomeUnknownError).
+ * `attempt` with `unanswered` called when it fails without an answer that says it stored
+ * nothing: UNAVAILABLE (a lost reply, a timeout, a proposal dropped after it was made) but for
+ * a connection refused (nothing was sent). Any other error is the broker's refusal.
  */
-function outcomeOf(error: unknown): unknown {
-  if (!(error instanceof UnavailableError) || error instanceof ConnectionRefusedError) return error
+function noteUnanswered<T>(unanswered: () => void, attempt: Promise<T>): Promise<T> {
+  return attempt.catch((error: unknown) => {
+    if (error instanceof UnavailableError && !refusedConnection(error)) unanswered()
+    throw error
+  })
+}
+
+/**
+ * The failure of a batch an attempt of which went out and was not answered: it may have been
+ * stored, whatever the last attempt said (a limit, a closed client), and says so.
+ */
+function outcomeUnknown(error: unknown): SendOutcomeUnknownError {
   if (error instanceof SendOutcomeUnknownError) return error
+  const message = error instanceof Error ? error.message : String(error)
   return new SendOutcomeUnknownError(
-    `${error.message}; the batch was sent, so it may have been stored: sending it again may store it twice (a dedupKey makes a resend safe)`,
-    error.facts,
+    `${message}; the batch was sent and an attempt went unanswered, so it may have been stored: sending it again may store it twice (a dedupKey makes a resend safe)`,
+    error instanceof MqError ? error.facts : {},
     { cause: error },
   )
 }

@@ -116,7 +116,7 @@ export class ConnectionRefusedError extends UnavailableError {
 }
 
 /** Whether `error` is a connection refused by the address (grpc-js names the socket's error). */
-function refusedConnection(error: unknown): boolean {
+export function refusedConnection(error: unknown): boolean {
   return error instanceof UnavailableError && /\bECONNREFUSED\b/.test(error.message)
 }
 

@@ -189,6 +189,17 @@ export class Controller {
    * re-elected after another led meanwhile would otherwise count a node it heard from long
    * ago as alive, and apply an operator's leader override its successor may have undone.
    */
+  /**
+   * Whether `nodeId` is registered in the meta state, read again past a barrier when the
+   * leader's applied state does not know it (a new leader may not have applied its
+   * predecessor's last entries yet: a registration among them).
+   */
+  async #registered(state: MetaState, nodeId: string): Promise<boolean> {
+    if (state.node(nodeId)) return true
+    await this.#host.barrier()
+    return Boolean(state.node(nodeId))
+  }
+
   #leading(): MetaState | undefined {
     const state = this.#host.leaderState()
     const term = state === undefined ? -1 : (this.#host.metaTerm?.() ?? 0)
@@ -244,7 +255,8 @@ export class Controller {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         // Checked before proposing, as removeNode: an unknown id would cost a Raft entry.
-        if (!state.node(nodeId)) throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+        if (!(await this.#registered(state, nodeId)))
+          throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         const r = await this.#host.propose({ type: 'drainNode', nodeId })
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
@@ -259,7 +271,8 @@ export class Controller {
             `the cluster runs format level ${level}: a node can be removed from level ${FORMAT_LEVEL_REMOVE_NODE}, once every node runs a version of it`,
           )
         }
-        if (!state.node(nodeId)) throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+        if (!(await this.#registered(state, nodeId)))
+          throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         // The meta group's Raft configuration may name it before the meta state does (a change
         // under way): the state's own check covers the rest.
         const { voters, learners } = this.#host.metaMembership()
