@@ -16,7 +16,7 @@ export const QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS = 30_000
  */
 export const LEASE_VISIBILITY_MS_MAX = 12 * 3600_000
 
-/** The shortest visibility timeout a queue may have, and a consumer may ask for: 100 ms. */
+/** The shortest visibility timeout a queue may have: 100 ms (a lease may ask for less). */
 export const VISIBILITY_MS_MIN = 100
 
 /** The longest delay a message or a Nack may ask for (a partition's delayMsMax): 7 days. */

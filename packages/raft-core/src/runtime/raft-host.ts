@@ -127,9 +127,9 @@ interface PendingProposal {
 }
 
 /**
- * One read index asked of Raft for every read that came while it was not yet asked: reads
- * arriving before a cycle share one ReadIndex (one heartbeat round), each still answered
- * with an index taken after it arrived.
+ * One read index asked of Raft for every read that joined it before it was asked (while the
+ * group's previous one was being confirmed: readMayAsk): one ReadIndex, one heartbeat round,
+ * each read still answered with an index taken after it arrived.
  */
 class PendingRead {
   index = -1
@@ -291,7 +291,6 @@ function sameVote(a: HardState, b: HardState): boolean {
   return a.term === b.term && a.vote === b.vote
 }
 
-/** Whether the group leads once `rd` is applied (its soft state, when it carries one, is newer). */
 /**
  * How many ticks reads that joined a context wait for the one asked before it to be answered
  * before they are asked anyway (a ReadIndex lost with its message is answered by none).
@@ -307,6 +306,7 @@ function readMayAsk(g: Group): boolean {
   return g.askedRead === null || g.ticks - g.askedRead.tick >= READ_ASK_WAIT_TICKS
 }
 
+/** Whether the group leads once `rd` is applied (its soft state, when it carries one, is newer). */
 function leads(g: Group, rd: Ready): boolean {
   return (rd.softState?.role ?? g.role) === Role.Leader
 }
@@ -944,8 +944,8 @@ export class RaftHost {
   }
 
   /**
-   * Asks Raft for the read index of the reads that joined `ctx` since the last cycle (one
-   * ReadIndex, one heartbeat round for all of them); new reads start a new context.
+   * Asks Raft for the read index of the reads that joined `ctx` (one ReadIndex, one heartbeat
+   * round for all of them); reads that come after it start a new context.
    */
   #askRead(g: Group, ctx: string): void {
     g.openRead = null
