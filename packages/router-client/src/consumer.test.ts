@@ -201,10 +201,10 @@ describe('Consumer', () => {
     }))
 
   it.each([
-    [9_880, true],
-    [9_910, false],
+    [8_880, true],
+    [8_910, false],
   ])(
-    'counts a lease of 10 s as 10 s / 1.01 (the group clock may run 1 %% fast): a buffered message taken at %i ms is handed out: %s',
+    'counts a lease of 10 s as 10 s / 1.01 (the group clock may run 1 percent fast), less the 1 s give-back margin: a buffered message taken at %i ms is handed out: %s',
     (atMs, handedOut) =>
       withFakeTimers(async () => {
         const { router } = fakeRouter([2], () => 0)
@@ -222,6 +222,30 @@ describe('Consumer', () => {
         await closeAsTimePasses(consumer)
       }),
   )
+
+  it('gives back an unextended lease’s buffered messages a margin before its end, not at it', () =>
+    withFakeTimers(async () => {
+      // 30 s leases: the local deadline is 29.70 s (1 % early), the give-back 1 s before it.
+      // The reader holds a and never takes b; b goes back with release() by 28.8 s.
+      const { router, settles } = fakeRouter([2], () => 1)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 4,
+        waitMs: 50,
+        visibilityMs: 30_000,
+        autoExtend: false,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 5)).toBe(true)
+      const a = (await first).value as Delivery
+      await vi.advanceTimersByTimeAsync(28_600)
+      expect(settles.filter((c) => c.kind === 'nack')).toHaveLength(0)
+      await vi.advanceTimersByTimeAsync(200)
+      expect(settles).toContainEqual({ kind: 'nack', leaseIds: [`${a.id + 1}.1`], release: true })
+      // Gone from the buffer: not handed out, though its lease still runs.
+      expect(await settlesWithin(it.next(), 500)).toBe(false)
+      await closeAsTimePasses(consumer)
+    }))
 
   it('does not hand out a buffered message whose lease ran out while its extension was still being retried', () =>
     withFakeTimers(async () => {

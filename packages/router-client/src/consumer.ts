@@ -64,6 +64,13 @@ const now = (): number => performance.now()
 
 /** The soonest an extension that failed for a passing reason (a failover) is tried again. */
 const EXTEND_RETRY_MIN_MS = 100
+/**
+ * How long before a lease's local deadline its buffered deliveries (never handed out) are given
+ * back when it is not extended: a tenth of the visibility, at most this. The release must reach
+ * the broker before the lease ends there, through a settle batch that may be under way; the
+ * local deadline alone is only ~1 % early (`leaseHoldMs`).
+ */
+const GIVE_BACK_MARGIN_MS_MAX = 1_000
 
 /** Most messages one lease asks for (a queue's default lease batch limit). */
 const LEASE_MAX = 1000
@@ -392,19 +399,32 @@ export class Consumer implements AsyncIterable<Delivery> {
     // Half the visibility before the lease's end: the next extension is due.
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
     for (const d of deliveries) this.#held.set(d, lease)
-    const lapse = (): void => {
-      // The leases ran out unsettled: the broker will deliver the messages again. Those never
-      // handed out are given back first (the local bound ends before the broker's lease, so
-      // the release still finds it): their lapse would count as a delivery the application
-      // never saw, towards the queue's max deliveries and retry backoff (without autoExtend a
-      // slow handler let every buffered message lapse so, and dead-lettered them in the end).
+    const giveBack = (): void => {
+      // Those never handed out are given back before the leases end (GIVE_BACK_MARGIN_MS_MAX):
+      // their lapse would count as a delivery the application never saw, towards the queue's
+      // max deliveries and retry backoff (without autoExtend a slow handler let every buffered
+      // message lapse so, and dead-lettered them in the end).
       const held = new Set(lease.deliveries.filter((d) => this.#held.get(d) === lease))
       const kept = this.#buffer.filter((d) => !held.has(d))
-      if (kept.length < this.#buffer.length) {
-        for (const d of this.#buffer) if (held.has(d)) void d.release().catch(() => {})
-        this.#buffer.splice(0, this.#buffer.length, ...kept)
-      }
+      if (kept.length === this.#buffer.length) return
+      for (const d of this.#buffer) if (held.has(d)) void d.release().catch(() => {})
+      this.#buffer.splice(0, this.#buffer.length, ...kept)
+    }
+    const lapse = (): void => {
+      // The leases ran out unsettled: the broker will deliver the messages again.
+      giveBack()
       for (const d of lease.deliveries) if (this.#held.get(d) === lease) this.#release(d, lease)
+    }
+    // Unextended: the buffered ones go back a margin before the end, the rest lapse at it.
+    const lapseLater = (): void => {
+      const margin = Math.min(GIVE_BACK_MARGIN_MS_MAX, Math.floor(visibilityMs / 10))
+      lease.timer = setTimeout(
+        () => {
+          giveBack()
+          if (lease.live > 0) lease.timer = setTimeout(lapse, Math.max(0, lease.deadlineMs - now()))
+        },
+        Math.max(0, lease.deadlineMs - margin - now()),
+      )
     }
     const extend = (): void => {
       const live = lease.deliveries.filter((d) => this.#held.get(d) === lease && !d.settled)
@@ -413,7 +433,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       if (live.length === 0 || this.#ended) return
       if (now() - sentAt > this.#options.extendMaxMs) {
         // No more extensions: they are let go when their leases end (not a visibility from now).
-        lease.timer = setTimeout(lapse, Math.max(0, lease.deadlineMs - now()))
+        lapseLater()
         return
       }
       const askedAt = now()
@@ -439,9 +459,8 @@ export class Consumer implements AsyncIterable<Delivery> {
         lease.timer = setTimeout(extend, nextMs)
       })
     }
-    lease.timer = this.#options.autoExtend
-      ? setTimeout(extend, extendAfter())
-      : setTimeout(lapse, Math.max(0, lease.deadlineMs - now()))
+    if (this.#options.autoExtend) lease.timer = setTimeout(extend, extendAfter())
+    else lapseLater()
   }
 
   /** `d` is no longer held (settled or lapsed); its lease's timer goes with its last one. */
