@@ -247,6 +247,50 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it('keeps counting a delivery the application extended against prefetch until that extension ends', () =>
+    withFakeTimers(async () => {
+      // prefetch 1, 1 s leases, no auto-extension: the reader extends a by 5 s at 0.5 s. b is
+      // leased only once a's extension runs out (~5.45 s), not at a's first deadline (~0.99 s).
+      const { router, requests } = fakeRouter([2], () => 1)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 1,
+        waitMs: 50,
+        visibilityMs: 1_000,
+        autoExtend: false,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 5)).toBe(true)
+      const a = (await first).value as Delivery
+      await vi.advanceTimersByTimeAsync(500)
+      expect(await settlesWithin(a.extend(5_000), 10)).toBe(true)
+      const leases = requests.length
+      const second = it.next()
+      expect(await settlesWithin(second, 3_000)).toBe(false)
+      expect(requests.length).toBe(leases)
+      expect(await settlesWithin(second, 2_500)).toBe(true)
+      await closeAsTimePasses(consumer)
+    }))
+
+  it('extends an application-extended delivery by its own length from then on (autoExtend)', () =>
+    withFakeTimers(async () => {
+      const { router, settles } = fakeRouter([1], () => 1)
+      const consumer = new Consumer(router, 'q', { prefetch: 1, waitMs: 50, visibilityMs: 1_000 })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 5)).toBe(true)
+      const a = (await first).value as Delivery
+      expect(await settlesWithin(a.extend(10_000), 10)).toBe(true)
+      const extends0 = settles.filter((c) => c.kind === 'extend').length
+      // Its response's group was extended every 0.5 s; a's own is due ~5 s after its extension.
+      await vi.advanceTimersByTimeAsync(4_000)
+      expect(settles.filter((c) => c.kind === 'extend').length).toBe(extends0)
+      await vi.advanceTimersByTimeAsync(1_500)
+      expect(settles.filter((c) => c.kind === 'extend').length).toBe(extends0 + 1)
+      expect(await settlesWithin(a.ack(), 10)).toBe(true)
+      await closeAsTimePasses(consumer)
+    }))
+
   it('does not hand out a buffered message whose lease ran out while its extension was still being retried', () =>
     withFakeTimers(async () => {
       // Every extension fails, after 1 s (the router retrying through a failover): the one

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import {
   LEASE_VISIBILITY_MS_MAX,
+  LeaseOutcome,
   type LeaseResult,
   leaseHoldMs,
   type MqError,
@@ -51,6 +52,8 @@ interface HeldLease {
    * later than the broker's deadline.
    */
   deadlineMs: number
+  /** When the lease request was sent (extendMaxMs counts from it). */
+  readonly leasedAt: number
 }
 
 /** One partition's fetch loop. */
@@ -108,6 +111,11 @@ export class Consumer implements AsyncIterable<Delivery> {
    * timer runs while one of its deliveries is held here).
    */
   readonly #held = new Map<Delivery, HeldLease>()
+  /**
+   * True while the consumer's own extension round calls `Delivery.extend` (synchronously,
+   * so #settleOne tells them from the application's extensions, which it follows).
+   */
+  #ownExtension = false
   /** Settles one delivery (one function for all of them). */
   readonly #settle = (d: Delivery, s: Settlement): Promise<LeaseResult> => this.#settleOne(d, s)
   /** Messages asked for by the lease requests in flight (counted against prefetch too). */
@@ -389,12 +397,13 @@ export class Consumer implements AsyncIterable<Delivery> {
    * next extension of the ones still held, or (without extension) the moment their leases
    * lapse and they stop counting against prefetch. One timer per response, not per message.
    */
-  #hold(deliveries: readonly Delivery[], visibilityMs: number, sentAt: number): void {
+  #hold(deliveries: readonly Delivery[], visibilityMs: number, sentAt: number, leasedAt = sentAt): void {
     const lease: HeldLease = {
       deliveries,
       live: deliveries.length,
       timer: undefined,
       deadlineMs: sentAt + leaseHoldMs(visibilityMs),
+      leasedAt,
     }
     // Half the visibility before the lease's end: the next extension is due.
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
@@ -431,13 +440,20 @@ export class Consumer implements AsyncIterable<Delivery> {
       // Settled ones are let go: one message held for long keeps only the others still held.
       lease.deliveries = live
       if (live.length === 0 || this.#ended) return
-      if (now() - sentAt > this.#options.extendMaxMs) {
+      if (now() - leasedAt > this.#options.extendMaxMs) {
         // No more extensions: they are let go when their leases end (not a visibility from now).
         lapseLater()
         return
       }
       const askedAt = now()
-      void Promise.allSettled(live.map((d) => d.extend(visibilityMs))).then((results) => {
+      this.#ownExtension = true
+      let extending: Promise<void>[]
+      try {
+        extending = live.map((d) => d.extend(visibilityMs))
+      } finally {
+        this.#ownExtension = false
+      }
+      void Promise.allSettled(extending).then((results) => {
         // Failed for a passing reason (a failover outlasting the router's deadline) while the
         // lease still runs: kept, and tried again sooner. Any other failure lets it go.
         let retry = false
@@ -475,8 +491,33 @@ export class Consumer implements AsyncIterable<Delivery> {
     if (settlement.kind !== 'extend') {
       const lease = this.#held.get(d)
       if (lease) this.#release(d, lease)
+    } else if (!this.#ownExtension) {
+      // The application's own extension: once it holds, the delivery is held to its new end.
+      const askedAt = now()
+      return this.#batcher(d.partition)
+        .settle(d.leaseId, settlement)
+        .then((result) => {
+          if (result.outcome === LeaseOutcome.LEASE_OUTCOME_OK)
+            this.#holdAgain(d, settlement.extendMs, askedAt)
+          return result
+        })
     }
     return this.#batcher(d.partition).settle(d.leaseId, settlement)
+  }
+
+  /**
+   * `d`, extended by the application for `ms` from `askedAt`, leaves its response's group for
+   * one of its own: held until that extension's end (it kept counting against prefetch), and
+   * extended from then on by `ms` (with autoExtend, up to `extendMaxMs` after its lease). Until
+   * 2026-12-04 the consumer did not follow it: a delivery the application extended stopped
+   * counting at its first deadline, and the consumer leased more than its prefetch.
+   */
+  #holdAgain(d: Delivery, ms: number, askedAt: number): void {
+    const lease = this.#held.get(d)
+    if (!lease || d.settled || this.#ended) return
+    this.#held.delete(d)
+    if (--lease.live === 0) clearTimeout(lease.timer)
+    this.#hold([d], ms, askedAt, lease.leasedAt)
   }
 
   /**
