@@ -676,7 +676,11 @@ export class Raft {
           pr.abortSnapshot()
           return
         }
-        if (m.context <= pr.snapshot.data.length) pr.snapshotOffset = m.context
+        // The offset the follower holds. Unchanged: the answer to a duplicate (a heartbeat's
+        // resend) of the chunk in flight, which goes on by itself; sending again would add one
+        // more chunk in flight for good (until 2026-12-04: one more per heartbeat).
+        if (m.context === pr.snapshotOffset || m.context > pr.snapshot.data.length) return
+        pr.snapshotOffset = m.context // forward, or back when the follower lost its receipt
         if (pr.snapshotOffset < pr.snapshot.data.length) this.#sendSnapshotChunk(m.from, pr)
         return
       case MessageType.ReadIndex:

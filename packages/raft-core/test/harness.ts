@@ -89,15 +89,18 @@ export class Harness {
 
   /** Runs every node's Ready loop and delivers messages until quiet (bounded). */
   settle(roundsMax = 10_000): void {
-    for (let round = 0; round < roundsMax; round++) {
-      const outbox: Message[] = []
-      for (const [, n] of this.nodes) {
-        while (n.raw.hasReady()) outbox.push(...this.#handleReady(n))
-      }
-      if (outbox.length === 0) return
-      for (const m of outbox) this.deliver(m)
-    }
+    for (let round = 0; round < roundsMax; round++) if (this.hop().length === 0) return
     throw new Error('Harness.settle: cluster did not go quiet')
+  }
+
+  /** Runs every node's Ready loop once and delivers what it sent (one network hop); returns those messages. */
+  hop(): readonly Message[] {
+    const outbox: Message[] = []
+    for (const [, n] of this.nodes) {
+      while (n.raw.hasReady()) outbox.push(...this.#handleReady(n))
+    }
+    for (const m of outbox) this.deliver(m)
+    return outbox
   }
 
   deliver(original: Message): void {

@@ -545,6 +545,26 @@ describe('§7 log compaction and InstallSnapshot', () => {
     expect(h.node('c').applied.length).toBe(10)
   })
 
+  it('keeps one snapshot chunk in flight while heartbeats go on during the transfer', () => {
+    // Each heartbeat's reply makes the leader send the chunk at its offset again (a lost chunk
+    // is recovered so). Until 2026-12-04 the follower's answer to such a duplicate made the
+    // leader send the next chunk once more: every heartbeat started one more chain of chunks
+    // for good, and a long transfer sent each chunk as many times as heartbeats had passed.
+    const h = new Harness(['a', 'b', 'c'], { ...classic, snapshotChunkBytes: 64 })
+    h.elect('a')
+    h.isolate('c')
+    for (let i = 0; i < 20; i++) h.propose('a', `v${i}-${'x'.repeat(100)}`) // ~40 chunks
+    h.compact('a')
+    h.heal()
+    const perHop: number[] = []
+    for (let round = 0; round < 400 && h.node('c').applied.length < 20; round++) {
+      h.raw('a').tick() // one heartbeat per hop
+      perHop.push(h.hop().filter((m) => m.type === MessageType.Snap).length)
+    }
+    expect(h.node('c').applied.length).toBe(20)
+    expect(Math.max(...perHop)).toBeLessThanOrEqual(2)
+  })
+
   it('a new replica with an empty log joins through a snapshot (Reference: §7)', () => {
     const h = new Harness(['a', 'b', 'c'], classic)
     h.elect('a')
