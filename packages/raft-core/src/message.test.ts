@@ -27,5 +27,31 @@ describe('malformedReason', () => {
     expect(malformedReason({ ...ok, entries: [entry(5, 4)] }, 'b')).toMatch(/bad entry/)
     expect(malformedReason({ ...ok, entries: [entry(5, 1)] }, 'b')).toMatch(/below/)
     expect(malformedReason({ ...ok, type: MessageType.Snap }, 'b')).toMatch(/snapshot/)
+    expect(malformedReason({ ...ok, entries: [{ ...entry(5, 3), timestampMs: Number.NaN }] }, 'b')).toMatch(
+      /timestamp/,
+    )
+  })
+
+  // Until 2026-12-04 a chunk without meta threw a TypeError out of step(), and one whose meta had
+  // no configuration threw after the log had taken the snapshot (a helper's audit).
+  it('names a snapshot chunk without meta, or whose configuration is not one', () => {
+    const conf = { voters: ['a', 'b'], learners: [], votersOutgoing: [], learnersNext: [] }
+    const snap = (meta: unknown) =>
+      message({
+        type: MessageType.Snap,
+        from: 'a',
+        to: 'b',
+        term: 3,
+        snapshot: { meta, offset: 0, totalBytes: 1, data: new Uint8Array(1) } as never,
+      })
+    expect(malformedReason(snap({ index: 4, term: 2, conf }), 'b')).toBe('')
+    expect(malformedReason(snap(undefined), 'b')).toMatch(/snapshot meta/)
+    expect(malformedReason(snap({ index: 4, term: 2 }), 'b')).toMatch(/snapshot configuration/)
+    expect(malformedReason(snap({ index: 4, term: 2, conf: { ...conf, voters: 'a' } }), 'b')).toMatch(
+      /configuration/,
+    )
+    expect(malformedReason(snap({ index: 4, term: 2, conf: { ...conf, learners: [''] } }), 'b')).toMatch(
+      /configuration/,
+    )
   })
 })

@@ -93,6 +93,15 @@ function isCount(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0
 }
 
+/** Whether `c` is a configuration: four lists of replica ids (non-empty strings). */
+function isConf(c: unknown): boolean {
+  if (c === null || typeof c !== 'object') return false
+  const { voters, learners, votersOutgoing, learnersNext } = c as Record<string, unknown>
+  return [voters, learners, votersOutgoing, learnersNext].every(
+    (ids) => Array.isArray(ids) && ids.every((id) => typeof id === 'string' && id !== ''),
+  )
+}
+
 /**
  * Returns '' when `m` is well formed for a replica `self`, or why it is not. A malformed
  * message is dropped and counted by the core, never applied.
@@ -115,6 +124,9 @@ export function malformedReason(m: Message, self: ReplicaId): string {
       if (e.term > m.term || !(e.data instanceof Uint8Array) || (e.type !== 0 && e.type !== 1)) {
         return 'bad entry'
       }
+      if (typeof e.timestampMs !== 'number' || !(e.timestampMs >= 0) || !Number.isFinite(e.timestampMs)) {
+        return 'bad entry timestamp'
+      }
       expected++
     }
     if (m.entries[0]!.term < m.logTerm) return 'entry term below previous term'
@@ -126,9 +138,12 @@ export function malformedReason(m: Message, self: ReplicaId): string {
     if (!isCount(s.offset) || !isCount(s.totalBytes) || s.offset + s.data.length > s.totalBytes) {
       return 'bad snapshot chunk'
     }
-    if (!isCount(s.meta.index) || s.meta.index < 1 || !isCount(s.meta.term) || s.meta.term > m.term) {
+    const meta = s.meta
+    if (meta === null || typeof meta !== 'object') return 'bad snapshot meta'
+    if (!isCount(meta.index) || meta.index < 1 || !isCount(meta.term) || meta.term > m.term) {
       return 'bad snapshot meta'
     }
+    if (!isConf(meta.conf)) return 'bad snapshot configuration'
   }
   return ''
 }

@@ -35,6 +35,9 @@ export interface StateMachine {
    * For snapshots on demand (GroupOptions.snapshotsOnDemand): resolves once the state of
    * every entry handed to `apply` so far is durable. A compaction then records only the
    * snapshot's metadata, and `snapshot()` is called only when a follower needs an image.
+   * Such an image must not be empty: an empty one is taken as "metadata only", so the follower
+   * would never get it and an image would be made again at every heartbeat (mq's images are
+   * handles, never empty; a flag for "metadata only" would lift this, not done).
    */
   persisted?(): Promise<void>
   /**
