@@ -54,6 +54,8 @@ interface HeldLease {
   deadlineMs: number
   /** When the lease request was sent (extendMaxMs counts from it). */
   readonly leasedAt: number
+  /** Whether the consumer still extends it (autoExtend, within extendMaxMs). */
+  extending: boolean
 }
 
 /** One partition's fetch loop. */
@@ -111,11 +113,6 @@ export class Consumer implements AsyncIterable<Delivery> {
    * timer runs while one of its deliveries is held here).
    */
   readonly #held = new Map<Delivery, HeldLease>()
-  /**
-   * True while the consumer's own extension round calls `Delivery.extend` (synchronously,
-   * so #settleOne tells them from the application's extensions, which it follows).
-   */
-  #ownExtension = false
   /** Settles one delivery (one function for all of them). */
   readonly #settle = (d: Delivery, s: Settlement): Promise<LeaseResult> => this.#settleOne(d, s)
   /** Messages asked for by the lease requests in flight (counted against prefetch too). */
@@ -397,13 +394,20 @@ export class Consumer implements AsyncIterable<Delivery> {
    * next extension of the ones still held, or (without extension) the moment their leases
    * lapse and they stop counting against prefetch. One timer per response, not per message.
    */
-  #hold(deliveries: readonly Delivery[], visibilityMs: number, sentAt: number, leasedAt = sentAt): void {
+  #hold(
+    deliveries: readonly Delivery[],
+    visibilityMs: number,
+    sentAt: number,
+    leasedAt = sentAt,
+    extending = this.#options.autoExtend,
+  ): void {
     const lease: HeldLease = {
       deliveries,
       live: deliveries.length,
       timer: undefined,
       deadlineMs: sentAt + leaseHoldMs(visibilityMs),
       leasedAt,
+      extending,
     }
     // Half the visibility before the lease's end: the next extension is due.
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
@@ -426,6 +430,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     }
     // Unextended: the buffered ones go back a margin before the end, the rest lapse at it.
     const lapseLater = (): void => {
+      lease.extending = false
       const margin = Math.min(GIVE_BACK_MARGIN_MS_MAX, Math.floor(visibilityMs / 10))
       lease.timer = setTimeout(
         () => {
@@ -446,14 +451,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         return
       }
       const askedAt = now()
-      this.#ownExtension = true
-      let extending: Promise<void>[]
-      try {
-        extending = live.map((d) => d.extend(visibilityMs))
-      } finally {
-        this.#ownExtension = false
-      }
-      void Promise.allSettled(extending).then((results) => {
+      void Promise.allSettled(live.map((d) => d.extend(visibilityMs))).then((results) => {
         // Failed for a passing reason (a failover outlasting the router's deadline) while the
         // lease still runs: kept, and tried again sooner. Any other failure lets it go.
         let retry = false
@@ -475,7 +473,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         lease.timer = setTimeout(extend, nextMs)
       })
     }
-    if (this.#options.autoExtend) lease.timer = setTimeout(extend, extendAfter())
+    if (extending) lease.timer = setTimeout(extend, extendAfter())
     else lapseLater()
   }
 
@@ -491,8 +489,8 @@ export class Consumer implements AsyncIterable<Delivery> {
     if (settlement.kind !== 'extend') {
       const lease = this.#held.get(d)
       if (lease) this.#release(d, lease)
-    } else if (!this.#ownExtension) {
-      // The application's own extension: once it holds, the delivery is held to its new end.
+    } else if (this.#held.get(d)?.extending === false) {
+      // Extended by the application (the consumer extends only groups it still extends).
       const askedAt = now()
       return this.#batcher(d.partition)
         .settle(d.leaseId, settlement)
@@ -506,18 +504,21 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   /**
-   * `d`, extended by the application for `ms` from `askedAt`, leaves its response's group for
-   * one of its own: held until that extension's end (it kept counting against prefetch), and
-   * extended from then on by `ms` (with autoExtend, up to `extendMaxMs` after its lease). Until
-   * 2026-12-04 the consumer did not follow it: a delivery the application extended stopped
-   * counting at its first deadline, and the consumer leased more than its prefetch.
+   * `d`, extended by the application for `ms` from `askedAt`, and held by a group the
+   * consumer no longer extends (without autoExtend, or past extendMaxMs), leaves it for one of
+   * its own, held until that extension's end (it kept counting against prefetch). One the
+   * consumer still extends stays in its group: those extensions keep it (and one of them may
+   * follow the application's on the broker, which keeps the last; so the application's end
+   * would not be the lease's). Until 2026-12-04 the consumer did not follow the application's
+   * extensions: such a delivery stopped counting at its first deadline, and the consumer
+   * leased more than its prefetch.
    */
   #holdAgain(d: Delivery, ms: number, askedAt: number): void {
     const lease = this.#held.get(d)
-    if (!lease || d.settled || this.#ended) return
+    if (lease === undefined || lease.extending || d.settled || this.#ended) return
     this.#held.delete(d)
     if (--lease.live === 0) clearTimeout(lease.timer)
-    this.#hold([d], ms, askedAt, lease.leasedAt)
+    this.#hold([d], ms, askedAt, lease.leasedAt, false)
   }
 
   /**
