@@ -124,9 +124,7 @@ export function malformedReason(m: Message, self: ReplicaId): string {
       if (e.term > m.term || !(e.data instanceof Uint8Array) || (e.type !== 0 && e.type !== 1)) {
         return 'bad entry'
       }
-      if (typeof e.timestampMs !== 'number' || !(e.timestampMs >= 0) || !Number.isFinite(e.timestampMs)) {
-        return 'bad entry timestamp'
-      }
+      if (!Number.isFinite(e.timestampMs) || e.timestampMs < 0) return 'bad entry timestamp'
       expected++
     }
     if (m.entries[0]!.term < m.logTerm) return 'entry term below previous term'

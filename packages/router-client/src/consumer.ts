@@ -52,8 +52,6 @@ interface HeldLease {
    * later than the broker's deadline.
    */
   deadlineMs: number
-  /** When the lease request was sent (extendMaxMs counts from it). */
-  readonly leasedAt: number
   /** Whether the consumer still extends it (autoExtend, within extendMaxMs). */
   extending: boolean
 }
@@ -398,7 +396,6 @@ export class Consumer implements AsyncIterable<Delivery> {
     deliveries: readonly Delivery[],
     visibilityMs: number,
     sentAt: number,
-    leasedAt = sentAt,
     extending = this.#options.autoExtend,
   ): void {
     const lease: HeldLease = {
@@ -406,7 +403,6 @@ export class Consumer implements AsyncIterable<Delivery> {
       live: deliveries.length,
       timer: undefined,
       deadlineMs: sentAt + leaseHoldMs(visibilityMs),
-      leasedAt,
       extending,
     }
     // Half the visibility before the lease's end: the next extension is due.
@@ -445,7 +441,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       // Settled ones are let go: one message held for long keeps only the others still held.
       lease.deliveries = live
       if (live.length === 0 || this.#ended) return
-      if (now() - leasedAt > this.#options.extendMaxMs) {
+      if (now() - sentAt > this.#options.extendMaxMs) {
         // No more extensions: they are let go when their leases end (not a visibility from now).
         lapseLater()
         return
@@ -516,9 +512,8 @@ export class Consumer implements AsyncIterable<Delivery> {
   #holdAgain(d: Delivery, ms: number, askedAt: number): void {
     const lease = this.#held.get(d)
     if (lease === undefined || lease.extending || d.settled || this.#ended) return
-    this.#held.delete(d)
-    if (--lease.live === 0) clearTimeout(lease.timer)
-    this.#hold([d], ms, askedAt, lease.leasedAt, false)
+    this.#release(d, lease)
+    this.#hold([d], ms, askedAt, false)
   }
 
   /**
