@@ -41,6 +41,11 @@ function leading(
 ) {
   const state = new MetaState()
   const apply = (command: MetaCommand) => state.apply(command, Date.now())
+  /** Entries committed before this leader's term that it has not applied yet (see `committed`). */
+  const unapplied: MetaCommand[] = []
+  const applyCommitted = () => {
+    for (let c = unapplied.shift(); c; c = unapplied.shift()) apply(c)
+  }
   const metaCalls: [string, string, boolean][] = []
   const dataCalls: ChangeReplicasRequest[] = []
   const fenceCalls: FencePartitionsRequest[] = []
@@ -105,11 +110,14 @@ function leading(
     replaceDeadAfterMs: 10_000,
     calls,
     leaderState: () => state,
-    barrier: async () => {},
-    propose: async (command) =>
-      options.refuse?.(command)
+    barrier: async () => applyCommitted(),
+    // A proposal is applied after every entry committed before it.
+    propose: async (command) => {
+      applyCommitted()
+      return options.refuse?.(command)
         ? { ok: false, code: 'INVALID_ARGUMENT', message: 'refused' }
-        : apply(command),
+        : apply(command)
+    },
     notLeader: () => new Error('not the leader'),
     transferMetaLeader: () => {},
     metaMembership: () => ({ voters: NODES, learners: [] }),
@@ -194,6 +202,13 @@ function leading(
       return controller
     },
     takeOver,
+    /**
+     * Entries a predecessor committed that this leader applies only past a barrier (or before
+     * its own proposal): what a new meta leader's state lacks at first.
+     */
+    committed: (...commands: MetaCommand[]) => {
+      unapplied.push(...commands)
+    },
     /** This node is elected meta leader again, in a new term (no round saw it follow). */
     elect: () => {
       metaTerm++
@@ -550,6 +565,24 @@ describe('Controller data-group replica changes', () => {
     await c.controller.round()
     await settle()
     expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: true })
+  })
+
+  it("steps the change a new meta leader's committed state records, not one its applied state has not seen finish", async () => {
+    const c = leading({ extra: ['n4', 'n5'], groups: 1 })
+    const groupId = c.state.groups()[0]?.groupId as number
+    c.apply({ type: 'initMetaMembers', voters: NODES }) // (else the round proposes it first)
+    c.apply({ type: 'startReplicaChange', groupId, add: 'n4', remove: 'n3', reason: 'balance' })
+    // The predecessor finished that change and started the next; this leader has not applied it.
+    c.committed(
+      { type: 'finishReplicaChange', groupId },
+      { type: 'startReplicaChange', groupId, add: 'n5', remove: 'n1', reason: 'balance' },
+    )
+    await c.controller.round()
+    await settle()
+    // Stepping the finished change again would have the group's leader remove n5, the next
+    // change's learner, as a stale member.
+    expect(c.dataCalls[0]).toMatchObject({ groupId, add: 'n5', remove: 'n1' })
+    expect(c.dataCalls.some((call) => call.add === 'n4')).toBe(false)
   })
 
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {

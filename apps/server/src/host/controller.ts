@@ -162,6 +162,8 @@ export class Controller {
   #leaderSinceMs = 0
   /** The meta term the soft state belongs to (-1: not leading; 0: leading, term unknown). */
   #term = -1
+  /** The term in which this leader's meta state was last brought up to its commit (a barrier). */
+  #caughtUpTerm = -1
   #busy = false
 
   constructor(host: ControllerHost) {
@@ -504,6 +506,7 @@ export class Controller {
     if (this.#busy) return
     this.#busy = true
     try {
+      if (!(await this.#caughtUp())) return
       this.#driveMoves()
       const state = this.#leading()
       if (!state) return
@@ -572,6 +575,21 @@ export class Controller {
     } finally {
       this.#busy = false
     }
+  }
+
+  /**
+   * Whether this leader's meta state holds every entry committed before its term's first round:
+   * a new leader may not have applied its predecessor's last entries yet, and a round on that
+   * state would step a replica change already finished (its group's leader then removing the
+   * learner of the change after it) or start one the predecessor started. One barrier a term.
+   */
+  async #caughtUp(): Promise<boolean> {
+    const term = this.#term
+    if (this.#caughtUpTerm === term) return true
+    await this.#host.barrier()
+    if (!this.#leading() || this.#term !== term) return false
+    this.#caughtUpTerm = term
+    return true
   }
 
   #driveMoves(): void {
