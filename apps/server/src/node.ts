@@ -295,7 +295,10 @@ export class MqNode {
       // nodes' clocks are. Before the Raft host exists: a steady clock.
       nowMs: () => this.#raft?.groupClockMs(META_GROUP) ?? steady(),
       nodeId: config.nodeId,
+      // A cluster founded by fewer nodes than the replication factor creates its groups on the
+      // founders, then grows them as nodes join.
       replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
+      replicationFactor: config.replicationFactor,
       dataGroups: config.dataGroups,
       replaceDeadAfterMs: config.replaceDeadAfterMs,
       calls: this.#calls,

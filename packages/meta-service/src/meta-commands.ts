@@ -63,7 +63,7 @@ export type MetaCommand =
   | { readonly type: 'drainNode'; readonly nodeId: string }
   /** Forgets a node that holds nothing (no replica, no meta vote, in no change). */
   | { readonly type: 'removeNode'; readonly nodeId: string }
-  /** Records a membership change of a data group: `add` replaces `remove`. */
+  /** Records a membership change of a data group: `add` replaces `remove` ('' when growing). */
   | {
       readonly type: 'startReplicaChange'
       readonly groupId: number

@@ -557,8 +557,12 @@ describe('MetaState', () => {
         'unknown meta change reason balance',
       ],
       [
-        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'grow' as 'drain' },
-        'unknown replica change reason grow',
+        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'grow' },
+        'a change growing data group 1 removes no replica',
+      ],
+      [
+        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'shrink' as 'drain' },
+        'unknown replica change reason shrink',
       ],
     ]
     for (const [c, message] of bad)

@@ -98,17 +98,21 @@ export const ReplicaChangeReason = {
   Dead: 'dead',
   /** Spreads replicas evenly over the nodes (a node joined). */
   Balance: 'balance',
-  /** The meta group only: a voter is added (`remove` is ''), up to the size wanted. */
+  /**
+   * A replica or voter is added and none removed (`remove` is ''): the meta group up to the
+   * size wanted; a data group up to the replication factor (from format level 25).
+   */
   Grow: 'grow',
   /** The meta group only: a voter is removed (`add` is ''), down to the size wanted. */
   Shrink: 'shrink',
 } as const
 
-/** The reasons a data group's replica changes for (the meta group's may also grow or shrink). */
+/** The reasons a data group's replica changes for (the meta group's may also shrink). */
 const DATA_CHANGE_REASONS: readonly string[] = [
   ReplicaChangeReason.Drain,
   ReplicaChangeReason.Dead,
   ReplicaChangeReason.Balance,
+  ReplicaChangeReason.Grow,
 ]
 
 /** The meta group sizes an operator may ask for (an even size tolerates no more failures). */
@@ -1006,7 +1010,14 @@ export class MetaState {
     if (this.#replicaChanges.has(group.groupId)) {
       return fail(ErrorCode.InvalidArgument, `data group ${group.groupId} is changing its replicas already`)
     }
-    if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
+    // Growing adds a replica and removes none; every other change replaces one.
+    if (c.reason === ReplicaChangeReason.Grow) {
+      if (c.remove !== '')
+        return fail(
+          ErrorCode.InvalidArgument,
+          `a change growing data group ${group.groupId} removes no replica`,
+        )
+    } else if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
       return fail(
         ErrorCode.InvalidArgument,
         `node ${String(c.remove)} is not a replica of data group ${group.groupId}`,

@@ -93,6 +93,35 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     for (const g of s.groups()) expect(new Set(g.replicas).size).toBe(3)
   })
 
+  it('grows groups created with fewer replicas up to the number wanted, one new replica per node at a time', () => {
+    // A cluster founded by one node: its groups have one replica each; two nodes joined.
+    const s = cluster(3, [['n1'], ['n1'], ['n1']])
+    const input = { alive: all(3), lost: new Set<string>(), changesMax: 3, replicasWanted: 3 }
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: 'n2', remove: '', reason: 'grow' },
+      { type: 'startReplicaChange', groupId: 2, add: 'n3', remove: '', reason: 'grow' },
+    ])
+    settle(s, input)
+    for (const g of s.groups()) expect([...g.replicas].sort()).toEqual(G)
+    // Without the number wanted (a cluster below format level 25), nothing grows.
+    const old = cluster(3, [['n1']])
+    expect(replicaActions(old, { ...input, replicasWanted: undefined })).toEqual([])
+  })
+
+  it('grows a group only as far as live, non-draining nodes allow, and replaces a lost replica first', () => {
+    const s = cluster(4, [['n1', 'n2']])
+    must(s, { type: 'drainNode', nodeId: 'n4' })
+    const input = { alive: all(3), lost: new Set<string>(), changesMax: 3, replicasWanted: 5 }
+    settle(s, input)
+    expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n3'])
+    // n2 lost: replaced (by the joined n5), not grown around.
+    must(s, { type: 'registerNode', nodeId: 'n5', address: 'n5:1' })
+    const lost = { ...input, alive: new Set(['n1', 'n3', 'n5']), lost: new Set(['n2']) }
+    expect(replicaActions(s, lost)).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: 'n5', remove: 'n2', reason: 'dead' },
+    ])
+  })
+
   it('records changes in the meta state and refuses bad ones with no state change', () => {
     const s = cluster(4, [G])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'balance' })

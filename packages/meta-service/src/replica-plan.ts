@@ -16,6 +16,12 @@ export interface ReplicaInput {
    * level 4, whose meta replicas may not read `retargetReplicaChange`).
    */
   readonly groupVoters?: ReadonlyMap<number, readonly string[]>
+  /**
+   * Replicas wanted per data group (the replication factor): a group created with fewer (a
+   * cluster founded by fewer nodes) grows as live nodes allow. Without it no group grows (a
+   * cluster below format level 25, whose meta replicas refuse a change that removes nobody).
+   */
+  readonly replicasWanted?: number
 }
 
 export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
@@ -27,7 +33,9 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 
  * 1. every replica on a draining node, or on a node lost for longer than the timeout, is
  *    replaced by the live, non-draining node holding the fewest replicas that is not in the
  *    group yet (node id order on a tie);
- * 2. once nothing is being replaced or changed, replicas are spread evenly over the live,
+ * 2. a group with fewer replicas than `replicasWanted` gets one more (`grow`, removing none),
+ *    on the live, non-draining node holding the fewest replicas that is not in the group yet;
+ * 3. once nothing is being replaced or changed, replicas are spread evenly over the live,
  *    non-draining nodes: a replica moves from the node holding the most to the one holding
  *    the fewest while they differ by more than one (a joined node fills up this way). Of the
  *    groups that could make that move, the one holding the fewest partitions goes (the
@@ -98,6 +106,14 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const add = target(g.replicas)
     if (add === undefined) continue
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
+  }
+  const wanted = input.replicasWanted ?? 0
+  for (const g of state.groups()) {
+    if (slots <= 0) return actions
+    if (g.replicas.length >= wanted || state.replicaChange(g.groupId) || emptied.has(g.groupId)) continue
+    if (actions.some((a) => a.groupId === g.groupId)) continue
+    const add = target(g.replicas)
+    if (add !== undefined) take(g.groupId, add, '', ReplicaChangeReason.Grow)
   }
   if (actions.length > 0 || pending.length > 0) return actions
   if (state.scale?.running || state.moves().length > 0) return actions

@@ -76,8 +76,12 @@
  *    version would refuse the entry the others apply.
  * 24. a `redriveDead` bounded to a place in the dead-letter list (`through`: the messages dead
  *    when the Redrive began), which a replica of an earlier version cannot read.
+ * 25. a data group's replica change that adds a replica and removes none (`startReplicaChange`
+ *    with reason `grow` and no `remove`): a group created with fewer replicas than the
+ *    replication factor (a cluster founded by fewer nodes) grows as nodes join. A meta replica
+ *    of an earlier version would refuse the entry the others apply.
  */
-export const FORMAT_LEVEL = 24
+export const FORMAT_LEVEL = 25
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -156,6 +160,9 @@ export const FORMAT_LEVEL_VIEWER_ROLE = 23
 
 /** The level from which a redrive moves only the messages dead when it began (level 24 above). */
 export const FORMAT_LEVEL_REDRIVE_SPAN = 24
+
+/** The level from which a data group grows to the replication factor (level 25 above). */
+export const FORMAT_LEVEL_GROW_DATA_GROUPS = 25
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

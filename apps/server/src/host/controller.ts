@@ -22,6 +22,7 @@ import {
   belowClusterLevelMessage,
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
+  FORMAT_LEVEL_GROW_DATA_GROUPS,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
   FORMAT_LEVEL_REMOVE_NODE,
@@ -78,6 +79,11 @@ export interface ControllerHost {
   readonly nodeId: string
   /** Replicas of a new data group. */
   readonly replicas: number
+  /**
+   * Replicas wanted per data group (default `replicas`): a group created with fewer (a cluster
+   * founded by fewer nodes) grows to it as live nodes allow (from format level 25).
+   */
+  readonly replicationFactor?: number
   /** Data groups wanted while no scale plan was asked for (0: one per live node). */
   readonly dataGroups: number
   /** A node not heard from for this long has its data-group replicas replaced. */
@@ -544,6 +550,10 @@ export class Controller {
           changesMax: REPLICA_CHANGES_MAX,
           // Retargeting a stuck change needs every meta replica to read it (format level 4).
           ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
+          // A change that removes nobody needs every meta replica to read it (format level 25).
+          ...(level >= FORMAT_LEVEL_GROW_DATA_GROUPS
+            ? { replicasWanted: this.#host.replicationFactor ?? this.#host.replicas }
+            : {}),
         }),
       )
       // The first meta leader records the founders (its Raft configuration: no change of the
