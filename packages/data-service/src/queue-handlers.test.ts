@@ -512,6 +512,63 @@ describe('queue handlers', () => {
     })
   })
 
+  it('ends a purge or redrive whose queue was deleted and created again meanwhile, touching nothing of the new one', async () => {
+    const config = { messageBytesMax: 100, maxDeliveries: 1 }
+    const group = await localGroup(true, config)
+    await group.propose({ type: 'open', queue: 'jobs-2', partition: 0, config })
+    /** A node where `jobs` is stored as `jobs` for its first `first` lookups, then as `jobs-2`. */
+    const recreatedAfter = (first: number): DataNodePort => {
+      let looked = 0
+      return {
+        formatLevel: () => 2,
+        groupFor: async (q, p) =>
+          q === 'jobs' && p === 0
+            ? { group, storedAs: looked++ < first ? 'jobs' : 'jobs-2', config: JOBS_CONFIG }
+            : undefined,
+        routeEpoch: () => 4,
+      }
+    }
+    const old = queueHandlers(recreatedAfter(Number.POSITIVE_INFINITY))
+    const fresh = queueHandlers(recreatedAfter(0))
+    const produce = async (h: ReturnType<typeof queueHandlers>, bodies: string[]) =>
+      call(h, 'produce', { target, producerId: '', sequence: 0, messages: bodies.map((b) => message(b)) })
+    for (let batch = 0; batch < 3; batch++)
+      await produce(
+        old,
+        Array.from({ length: 500 }, (_, i) => `m${batch}.${i}`),
+      )
+    await produce(fresh, ['n1', 'n2', 'n3'])
+    // The first entry (a full batch) purges the old queue; the next would be the new one's.
+    expect(await call(queueHandlers(recreatedAfter(1)), 'purge', { target })).toEqual({
+      removed: 1_000,
+      more: false,
+    })
+    expect((await call(fresh, 'stats', { target })).messages).toBe(3)
+    // Dead letters in both; the redrive located the old queue, its first entry the new one.
+    const kill = async (h: ReturnType<typeof queueHandlers>) => {
+      const leased = await call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 2,
+        visibilityMs: 5_000,
+        waitMs: 0,
+      })
+      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+    }
+    await call(old, 'purge', { target })
+    await produce(old, ['d1', 'd2'])
+    await kill(old)
+    await kill(fresh)
+    expect(group.machine.deadCount('jobs-2', 0)).toBe(2)
+    expect(await call(queueHandlers(recreatedAfter(1)), 'redrive', { target, max: 1_000 })).toEqual({
+      moved: 0,
+      more: false,
+      throughPlace: 0,
+    })
+    expect(group.machine.deadCount('jobs-2', 0)).toBe(2)
+    expect(group.machine.deadCount('jobs', 0)).toBe(2)
+  })
+
   it('answers where a redrive starting now ends, moving nothing (placeOnly, from format level 24)', async () => {
     const asked = async (formatLevel: number) => {
       const group = await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })

@@ -175,6 +175,9 @@ const LIST_LIMIT_MAX = 1000
  * of them, their default lease batch limit).
  */
 const BATCH_MAX = QUEUE_CONFIG_DEFAULT.leaseBatchMax
+/** Stops a batch located at another incarnation of its queue than its call's first (runBatch). */
+const ANOTHER_INCARNATION = new Error('the queue was deleted and created again during the call')
+
 /**
  * Runs `entry(n)` (one entry that takes up to n messages, answering how many it took) for
  * batches of at most BATCH_MAX until `max` messages are taken, a batch takes fewer than it
@@ -300,11 +303,11 @@ export function queueHandlers(
       at: { readonly queue: string; readonly partition: number },
     ) => Command,
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
-    /** Checks of the request that need the queue's config: before the lane or the proposal. */
-    check?: (config: QueueConfig | undefined) => void,
+    /** Checks of the request that need the queue's config (or where it was located): before the lane or the proposal. */
+    check?: (config: QueueConfig | undefined, at: { readonly queue: string }) => void,
   ): Promise<CommandResult> => {
     const { group, queue, partition, config } = await locate(target)
-    check?.(config)
+    check?.(config, { queue })
     const lane = producer ? `${producer.id} ${queue}/${partition}` : ''
     const wait = producer && producerOrder.turn(lane, producer.seq, producer.base)
     if (wait) await wait
@@ -350,19 +353,43 @@ export function queueHandlers(
       })),
     }
   }
+  /**
+   * One batch of a call that proposes several (Purge, PurgeDead, Redrive): `run`, only in the
+   * partition `batches.storedAs` names (the stored queue name the call located first, else
+   * this batch's, recorded). A queue deleted and created again while the call runs is another
+   * partition under the same name: the batch proposes nothing there and answers undefined, and
+   * the call ends with what it did (it purged the new queue's messages, or redrove its dead
+   * letters up to the old list's place).
+   */
+  const runBatch = async (
+    target: PartitionTarget | undefined,
+    batches: { storedAs?: string },
+    command: (nowMs: number) => Command,
+  ): Promise<CommandResult | undefined> => {
+    try {
+      return await run(target, command, undefined, (_config, at) => {
+        batches.storedAs ??= at.queue
+        if (at.queue !== batches.storedAs) throw ANOTHER_INCARNATION
+      })
+    } catch (error) {
+      if (error === ANOTHER_INCARNATION) return undefined
+      throw error
+    }
+  }
   /** Purge or PurgeDead: entries of `type` until none finds a full batch (or the time bound: more). */
   const purgeAll = async (
     target: PartitionTarget | undefined,
     signal: AbortSignal,
     type: 'purgeReady' | 'purgeDead',
   ): Promise<{ removed: number; more: boolean }> => {
+    const batches = {}
     const { taken, more } = await inBatches(
       Number.POSITIVE_INFINITY,
       limits.batchCallMs,
       signal,
       async (max) => {
-        const r = await run(target, () => ({ type, max }))
-        return r.type === type ? r.ids.length : 0
+        const r = await runBatch(target, batches, () => ({ type, max }))
+        return r?.type === type ? r.ids.length : 0
       },
     )
     return { removed: taken, more }
@@ -664,14 +691,15 @@ export function queueHandlers(
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
       let through = spans && req.throughPlace > 0 ? req.throughPlace - 1 : undefined
       const max = spans ? req.max || BATCH_MAX : Math.min(req.max || BATCH_MAX, dead)
+      const batches = { storedAs: queue }
       const { taken, more } = await inBatches(max, limits.batchCallMs, call.cancelled, async (n) => {
-        const r = await run(req.target, () => ({
+        const r = await runBatch(req.target, batches, () => ({
           type: 'redriveDead',
           max: n,
           ...ttlRestarted(node.formatLevel()),
           ...(through === undefined ? {} : { through }),
         }))
-        if (r.type !== 'redriveDead') return 0
+        if (r?.type !== 'redriveDead') return 0
         if (spans && through === undefined) through = r.deadEnd
         return r.ids.length
       })
