@@ -131,17 +131,29 @@ export function encodeMetaCommand(command: MetaCommand): Uint8Array {
 }
 
 /**
+ * Keys no command has: an object decoded with one of them as a value that is not a function
+ * (`{"toString": 0}`) throws when made a string, as apply's refusals do with what they name,
+ * and a throw in apply would stop every meta replica on the same entry.
+ */
+const CONVERSION_KEYS = new Set(['toString', 'valueOf', 'toJSON'])
+
+/**
  * Decodes a Raft entry's bytes into a command. Returns undefined when the bytes are not a
  * command this version knows (the state machine then records the entry as rejected, the
  * same way on every replica).
  */
 export function decodeMetaCommand(bytes: Uint8Array): MetaCommand | undefined {
   let value: unknown
+  let convertible = true
   try {
-    value = JSON.parse(decoder.decode(bytes))
+    value = JSON.parse(decoder.decode(bytes), (key, v: unknown) => {
+      if (CONVERSION_KEYS.has(key)) convertible = false
+      return v
+    })
   } catch {
     return undefined
   }
+  if (!convertible) return undefined
   if (typeof value !== 'object' || value === null) return undefined
   const type = (value as { type?: unknown }).type
   return typeof type === 'string' && COMMAND_TYPES.has(type) ? (value as MetaCommand) : undefined

@@ -5,6 +5,7 @@ import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-c
 import { META_LIMITS, MetaState, removedNodeMessage, saysNodeRemoved } from './meta-state'
 import { FRESH_STORE_GRACE_MS, saysStoreReplaced, storeReplacedMessage } from './node-store'
 import { chooseReplicaNodes } from './placement'
+import { stateWith } from './test-state'
 
 function cluster(nodes = 3, groups = 2): MetaState {
   const s = new MetaState()
@@ -804,5 +805,27 @@ describe('MetaState', () => {
     expect(decodeMetaCommand(new TextEncoder().encode('{"type":"dropEverything"}'))).toBeUndefined()
     expect(decodeMetaCommand(Uint8Array.of(0xff, 0xfe))).toBeUndefined()
     expect(decodeMetaCommand(new TextEncoder().encode('null'))).toBeUndefined()
+    // An object that throws when made a string (as a refusal naming it would): no command.
+    for (const json of [
+      '{"type":"removeGroup","groupId":{"toString":0}}',
+      '{"type":"createQueue","name":"q","config":{"partitions":{"valueOf":1,"toString":2}}}',
+    ]) {
+      expect(decodeMetaCommand(new TextEncoder().encode(json)), json).toBeUndefined()
+    }
+  })
+
+  it('refuses queue settings of the wrong type, and a grown group past 7 replicas', () => {
+    const s = stateWith(8, [['n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7']])
+    const before = s.snapshot()
+    expect(
+      s.apply({ type: 'createQueue', name: 'q', config: { strictPriority: 'yes' as unknown as boolean } }, 2),
+    ).toMatchObject({ ok: false, message: 'strictPriority must be true or false, got yes' })
+    expect(
+      s.apply({ type: 'createQueue', name: 'q', config: { deadLetterQueue: ['x'] as unknown as string } }, 2),
+    ).toMatchObject({ ok: false, message: 'deadLetterQueue must be a queue name or empty, got x' })
+    expect(
+      s.apply({ type: 'startReplicaChange', groupId: 1, add: 'n8', remove: '', reason: 'grow' }, 3),
+    ).toMatchObject({ ok: false, message: 'data group 1 has 7 replicas, the most a group may have' })
+    expect(s.snapshot()).toEqual(before)
   })
 })

@@ -1017,6 +1017,12 @@ export class MetaState {
           ErrorCode.InvalidArgument,
           `a change growing data group ${group.groupId} removes no replica`,
         )
+      if (group.replicas.length >= META_LIMITS.replicasPerGroupMax) {
+        return fail(
+          ErrorCode.InvalidArgument,
+          `data group ${group.groupId} has ${META_LIMITS.replicasPerGroupMax} replicas, the most a group may have`,
+        )
+      }
     } else if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
       return fail(
         ErrorCode.InvalidArgument,

@@ -146,6 +146,12 @@ function configProblem(config: QueueSettings): string | undefined {
     }
   }
   if (typeof config.paused !== 'boolean') return `paused must be true or false, got ${String(config.paused)}`
+  if (typeof config.strictPriority !== 'boolean') {
+    return `strictPriority must be true or false, got ${String(config.strictPriority)}`
+  }
+  if (typeof config.deadLetterQueue !== 'string') {
+    return `deadLetterQueue must be a queue name or empty, got ${String(config.deadLetterQueue)}`
+  }
   if (typeof config.orderedKeys !== 'boolean') {
     return `orderedKeys must be true or false, got ${String(config.orderedKeys)}`
   }

@@ -37,6 +37,9 @@ function leading(
     refuse?: (command: MetaCommand) => boolean
     /** The controller's clock (ControllerHost.nowMs); default the (fake) wall clock. */
     nowMs?: () => number
+    /** ControllerHost.replicas (default 3) and replicationFactor (default none). */
+    replicas?: number
+    replicationFactor?: number
   } = {},
 ) {
   const state = new MetaState()
@@ -105,7 +108,8 @@ function leading(
   let metaTerm = 1
   const host: ControllerHost = {
     nodeId: 'n1',
-    replicas: 3,
+    replicas: options.replicas ?? 3,
+    ...(options.replicationFactor ? { replicationFactor: options.replicationFactor } : {}),
     dataGroups: groups,
     replaceDeadAfterMs: 10_000,
     calls,
@@ -583,6 +587,20 @@ describe('Controller data-group replica changes', () => {
     // change's learner, as a stale member.
     expect(c.dataCalls[0]).toMatchObject({ groupId, add: 'n5', remove: 'n1' })
     expect(c.dataCalls.some((call) => call.add === 'n4')).toBe(false)
+  })
+
+  it('creates a group with as many replicas as live nodes allow, from the founders count up to the factor', async () => {
+    // Founded by one node (replicas 1), a factor of 3.
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, replicas: 1, replicationFactor: 3 })
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'scaleDataGroups', groups: 3 })
+    const created = () => c.state.groups().slice(1)
+    await c.beatNodes(['n1'], 500)
+    await c.controller.round() // n1 alone heard of: a group of one
+    expect(created().map((g) => g.replicas.length)).toEqual([1])
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 1_000)
+    await c.controller.round()
+    expect(created().map((g) => g.replicas.length)).toEqual([1, 3])
   })
 
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {

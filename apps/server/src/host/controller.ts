@@ -77,11 +77,12 @@ export type ReplicaStep = Pick<ChangeReplicasRequest, 'add' | 'remove' | 'remove
 /** What the controller needs from the node it runs on. */
 export interface ControllerHost {
   readonly nodeId: string
-  /** Replicas of a new data group. */
+  /** Replicas of a new data group, at least (the founders' count, up to the replication factor). */
   readonly replicas: number
   /**
-   * Replicas wanted per data group (default `replicas`): a group created with fewer (a cluster
-   * founded by fewer nodes) grows to it as live nodes allow (from format level 25).
+   * Replicas wanted per data group (default `replicas`): a new group gets as many as live
+   * nodes allow, and one created with fewer (a cluster founded by fewer nodes) grows to it as
+   * nodes join (from format level 25).
    */
   readonly replicationFactor?: number
   /** Data groups wanted while no scale plan was asked for (0: one per live node). */
@@ -517,10 +518,16 @@ export class Controller {
       const state = this.#leading()
       if (!state) return
       const alive = this.#alive(state)
+      // New groups go to live nodes that are not being drained.
+      const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const actions: MetaCommand[] = controlActions(state, {
-        // New groups go to live nodes that are not being drained.
-        alive: new Set([...alive].filter((id) => !state.draining(id))),
-        replicas: this.#host.replicas,
+        alive: placeable,
+        // A cluster founded by fewer nodes than the replication factor: as many as are alive,
+        // never fewer than the founders (a new leader has not heard from every node yet).
+        replicas: Math.max(
+          this.#host.replicas,
+          Math.min(this.#host.replicationFactor ?? this.#host.replicas, placeable.size),
+        ),
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
       })
