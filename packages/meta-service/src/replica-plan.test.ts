@@ -106,6 +106,14 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     // Without the number wanted (a cluster below format level 25), nothing grows.
     const old = cluster(3, [['n1']])
     expect(replicaActions(old, { ...input, replicasWanted: undefined })).toEqual([])
+    // A group a running scale plan removes does not grow.
+    const shrinking = cluster(3, [['n1'], ['n1']])
+    must(shrinking, { type: 'createQueue', name: 'q', config: { partitions: 2 } })
+    must(shrinking, { type: 'scaleDataGroups', groups: 1 })
+    const removing = shrinking.scale?.removing ?? []
+    expect(removing).toHaveLength(1)
+    const grown = replicaActions(shrinking, input)
+    expect(grown.map((a) => a.groupId)).toEqual([1, 2].filter((g) => !removing.includes(g)))
   })
 
   it('grows a group only as far as live, non-draining nodes allow, and replaces a lost replica first', () => {

@@ -34,7 +34,8 @@ export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 
  *    replaced by the live, non-draining node holding the fewest replicas that is not in the
  *    group yet (node id order on a tie);
  * 2. a group with fewer replicas than `replicasWanted` gets one more (`grow`, removing none),
- *    on the live, non-draining node holding the fewest replicas that is not in the group yet;
+ *    on the live, non-draining node holding the fewest replicas that is not in the group yet
+ *    (not a group a running scale plan removes);
  * 3. once nothing is being replaced or changed, replicas are spread evenly over the live,
  *    non-draining nodes: a replica moves from the node holding the most to the one holding
  *    the fewest while they differ by more than one (a joined node fills up this way). Of the
@@ -108,9 +109,11 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
   }
   const wanted = input.replicasWanted ?? 0
+  // Nor does a group a running scale plan removes grow (a copy of its state, for nothing).
+  const removing = new Set(state.scale?.running ? state.scale.removing : [])
   for (const g of state.groups()) {
     if (slots <= 0) return actions
-    if (g.replicas.length >= wanted || state.replicaChange(g.groupId) || emptied.has(g.groupId)) continue
+    if (g.replicas.length >= wanted || state.replicaChange(g.groupId) || removing.has(g.groupId)) continue
     if (actions.some((a) => a.groupId === g.groupId)) continue
     const add = target(g.replicas)
     if (add !== undefined) take(g.groupId, add, '', ReplicaChangeReason.Grow)
