@@ -14,7 +14,7 @@ import type {
 import { fromGrpcError, InvalidArgumentError, NotLeaderError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
 import { checkInteger } from './option-checks'
-import type { Router } from './router'
+import { neverSent, type Router } from './router'
 import { unary } from './unary'
 
 /** Calls one partition's purge or redrive makes at most (each of ~2 s and ≥ 1,000 messages when more). */
@@ -334,7 +334,8 @@ export class Admin {
    * with what `done` recognises while an earlier copy may have done the work — its answer was
    * lost (a deadline, a dropped connection), or it was still under way when the call moved on
    * (probes of other seeds while the meta leader is silent) — the call succeeded. A copy
-   * answered NOT_LEADER, or refused as `done` says, did nothing. (Until 2026-12-02 every copy
+   * answered NOT_LEADER, refused as `done` says, or never sent (a seed that is down: its
+   * connection refused), did nothing. (Until 2026-12-02 every copy
    * counted: `mq queue delete nosuch` through a meta follower, redirected once, said it deleted
    * the queue.)
    */
@@ -352,7 +353,8 @@ export class Admin {
           return method.call(m, req, metadata, options, (error, response) => {
             if (error) {
               const typed = fromGrpcError(error)
-              if (typed instanceof NotLeaderError || done(typed)) mayHaveActed--
+              // Nor did a copy that was never sent (a seed that is down).
+              if (typed instanceof NotLeaderError || done(typed) || neverSent(typed)) mayHaveActed--
             }
             callback(error, response)
           })

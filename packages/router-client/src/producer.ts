@@ -12,7 +12,7 @@ import {
 import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
-import { PartitionNotFoundError, type Router, refusedConnection } from './router'
+import { neverSent, PartitionNotFoundError, type Router } from './router'
 import { type SendDeadline, SendDeadlines } from './send-deadline'
 import { SendGenerations } from './send-generations'
 import { SendOutcomeUnknownError } from './send-outcome-unknown-error'
@@ -626,8 +626,16 @@ export class Producer {
       const bad = error instanceof InvalidArgumentError ? error.facts.messageIndex : undefined
       // The partition refused the batch whole for one message (over the queue's size limit,
       // say), storing none of it, and named it: that send fails, the others go again ahead of
-      // what waits — when no later batch is in flight, which could be stored before them.
-      if (bad !== undefined && bad < batch.length && batch.length > 1 && lane.inFlight.length === 1) {
+      // what waits — when no later batch is in flight, which could be stored before them, and
+      // no attempt of it went unanswered: one may have been stored before the queue's limits
+      // were lowered, and the others sent again under a new sequence would be stored twice.
+      if (
+        bad !== undefined &&
+        bad < batch.length &&
+        batch.length > 1 &&
+        lane.inFlight.length === 1 &&
+        !uncertain
+      ) {
         const others = batch.filter((_, i) => i !== bad)
         batch = [batch[bad] as Pending]
         lane.pending.unshift(...others)
@@ -725,11 +733,11 @@ function toWire(message: OutgoingMessage): ProduceMessage {
 /**
  * `attempt` with `unanswered` called when it fails without an answer that says it stored
  * nothing: UNAVAILABLE (a lost reply, a timeout, a proposal dropped after it was made) but for
- * a connection refused (nothing was sent). Any other error is the broker's refusal.
+ * a call never sent (its connection refused, or none to send it on). Any other error is the broker's refusal.
  */
 function noteUnanswered<T>(unanswered: () => void, attempt: Promise<T>): Promise<T> {
   return attempt.catch((error: unknown) => {
-    if (error instanceof UnavailableError && !refusedConnection(error)) unanswered()
+    if (error instanceof UnavailableError && !neverSent(error)) unanswered()
     throw error
   })
 }

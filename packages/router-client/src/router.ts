@@ -121,6 +121,18 @@ export function refusedConnection(error: unknown): boolean {
 }
 
 /**
+ * Whether the call that failed with `error` never left this process: its connection was
+ * refused, or grpc-js had no connection to send it on (a channel in transient failure after
+ * earlier refusals fails its calls with "No connection established", whatever it last saw).
+ */
+export function neverSent(error: unknown): boolean {
+  return (
+    refusedConnection(error) ||
+    (error instanceof UnavailableError && error.message.startsWith('No connection established'))
+  )
+}
+
+/**
  * Knows where things are: which node leads the meta group, and for each queue its route
  * (partitions → data group leader), cached by route epoch. Runs an operation against the
  * right node and retries it in one hop on a typed redirect (NOT_LEADER with a leader hint,
@@ -361,6 +373,10 @@ export class Router {
           ) {
             skip.add(address)
             if (address === p.leaderAddress) p.leaderAddress = ''
+            // Every address the route names failed: the group may have moved, or its nodes come
+            // back at other addresses; the next round asks for the route again (else a cached
+            // route of dead addresses was retried until the process restarted).
+            if (candidates.every((a) => skip.has(a))) refresh = true
           } else if (!(error instanceof SequenceGapError || error instanceof LimitExceededError)) {
             // (A sequence gap or a limit comes from the leader, which the route found: an earlier
             // batch is on its way, or the queue is full; a route fetch would change nothing.)

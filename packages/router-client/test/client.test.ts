@@ -144,6 +144,25 @@ describe('MqClient', () => {
     expect(await twoSends('former')).toBe(1)
   })
 
+  it('fetches its route again once every address it names failed (the group moved, or came back elsewhere)', async () => {
+    const q = freshQueue(1)
+    const live = broker.leaderAddress
+    // The route names only addresses where nothing answers; GetRoutes then names the live leader.
+    broker.routedLeader = 'dead'
+    broker.leaderAddress = broker.deadAddress
+    try {
+      const sent = client.producer(q).send({ body: 'a' })
+      await new Promise((r) => setTimeout(r, 100))
+      broker.routedLeader = 'leader'
+      broker.leaderAddress = live
+      await sent
+    } finally {
+      broker.leaderAddress = live
+    }
+    expect(broker.ready(q, 0)).toHaveLength(1)
+    expect(broker.calls.filter((c) => c === 'getRoutes').length).toBeGreaterThanOrEqual(2)
+  })
+
   it('retries a batch whose reply was lost without enqueuing it twice (idempotence)', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q, { idempotent: true })
@@ -497,6 +516,21 @@ describe('MqClient', () => {
     )
     await expect(producer.send({ body: 'x', delayMs: -1 })).rejects.toThrow(/delayMs/)
     expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([])
+  })
+
+  it('says a queue or node that never existed is not there, also when the first seed is down', async () => {
+    const other = await MqClient.connect({
+      servers: [broker.deadAddress, broker.leaderAddress],
+      deadlineMs: 3_000,
+    })
+    try {
+      // (A failed call forgets the meta leader: the next starts at the dead seed.)
+      await expect(other.admin.describeQueue('nosuch')).rejects.toThrow(/does not exist/)
+      await expect(other.admin.deleteQueue('nosuch')).rejects.toThrow(/does not exist/)
+      await expect(other.admin.removeNode('n99')).rejects.toThrow(/not registered/)
+    } finally {
+      await other.close()
+    }
   })
 
   it('fails with QueueNotFoundError for an unknown queue', async () => {
