@@ -44,7 +44,7 @@ export {
   STORAGE_ENGINES,
 } from './queue-config'
 export type { ReplicaChange, ReplicaInput } from './replica-plan'
-export { replicaActions } from './replica-plan'
+export { replicaActions, replicasFor } from './replica-plan'
 export type { Liveness } from './routes'
 export { groupStatusesOf, nodeStatusesOf, replicasOf, routeOf } from './routes'
 export type { ControlAction, ControlInput, ScaleProgress } from './scale-plan'

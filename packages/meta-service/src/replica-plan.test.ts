@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { MetaCommand } from './meta-commands'
 import { MetaState } from './meta-state'
-import { type ReplicaInput, replicaActions } from './replica-plan'
+import { type ReplicaInput, replicaActions, replicasFor } from './replica-plan'
 import { stateWith } from './test-state'
 
 const cluster = stateWith
@@ -114,6 +114,18 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(removing).toHaveLength(1)
     const grown = replicaActions(shrinking, input)
     expect(grown.map((a) => a.groupId)).toEqual([1, 2].filter((g) => !removing.includes(g)))
+  })
+
+  it('wants the factor, or as many replicas as nodes, never an even count below the factor', () => {
+    expect([1, 2, 3, 4, 5, 6].map((nodes) => replicasFor(3, nodes))).toEqual([1, 1, 3, 3, 3, 3])
+    expect([1, 2, 3, 4, 5, 6].map((nodes) => replicasFor(5, nodes))).toEqual([1, 1, 3, 3, 5, 5])
+    expect(replicasFor(2, 1)).toBe(1)
+    expect(replicasFor(2, 2)).toBe(2)
+    // A cluster of two nodes does not grow its one-replica groups (two would need both).
+    const two = cluster(2, [['n1']])
+    expect(replicaActions(two, { alive: all(2), lost: new Set(), changesMax: 3, replicasWanted: 3 })).toEqual(
+      [],
+    )
   })
 
   it('grows a group only as far as live, non-draining nodes allow, and replaces a lost replica first', () => {

@@ -27,13 +27,26 @@ export interface ReplicaInput {
 export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
 
 /**
+ * The replicas a data group should have with replication factor `factor` and `nodes` nodes to
+ * hold them: the factor, or as many as there are nodes, one fewer when that is an even number
+ * below the factor. Two replicas need both for a majority: a group grown from one to two on a
+ * cluster of two nodes would stop when either failed, where one replica stopped only with its
+ * own node (the even count is only passed through, once a third node can take a replica).
+ */
+export function replicasFor(factor: number, nodes: number): number {
+  if (nodes >= factor) return factor
+  return Math.max(1, nodes % 2 === 0 ? nodes - 1 : nodes)
+}
+
+/**
  * The data-group membership changes to start (pure, deterministic), at most `changesMax`
  * under way in all:
  *
  * 1. every replica on a draining node, or on a node lost for longer than the timeout, is
  *    replaced by the live, non-draining node holding the fewest replicas that is not in the
  *    group yet (node id order on a tie);
- * 2. a group with fewer replicas than `replicasWanted` gets one more (`grow`, removing none),
+ * 2. a group with fewer replicas than `replicasWanted` allows on the eligible nodes
+ *    (`replicasFor`: no even count below it) gets one more (`grow`, removing none),
  *    on the live, non-draining node holding the fewest replicas that is not in the group yet
  *    (not a group a running scale plan removes);
  * 3. once nothing is being replaced or changed, replicas are spread evenly over the live,
@@ -108,7 +121,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (add === undefined) continue
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
   }
-  const wanted = input.replicasWanted ?? 0
+  const wanted = input.replicasWanted === undefined ? 0 : replicasFor(input.replicasWanted, eligible.length)
   // Nor does a group a running scale plan removes grow (a copy of its state, for nothing).
   const removing = new Set(state.scale?.running ? state.scale.removing : [])
   for (const g of state.groups()) {

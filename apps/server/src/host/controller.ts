@@ -14,6 +14,7 @@ import {
   type ReplicaChangeRecord,
   removedNodeMessage,
   replicaActions,
+  replicasFor,
   scaleProgress,
   storeConflict,
   transfersFor,
@@ -522,11 +523,12 @@ export class Controller {
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const actions: MetaCommand[] = controlActions(state, {
         alive: placeable,
-        // A cluster founded by fewer nodes than the replication factor: as many as are alive,
-        // never fewer than the founders (a new leader has not heard from every node yet).
+        // A cluster founded by fewer nodes than the replication factor: as many as the live
+        // nodes allow (no even count below the factor), never fewer than the founders (a new
+        // leader has not heard from every node yet).
         replicas: Math.max(
           this.#host.replicas,
-          Math.min(this.#host.replicationFactor ?? this.#host.replicas, placeable.size),
+          replicasFor(this.#host.replicationFactor ?? this.#host.replicas, placeable.size),
         ),
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
