@@ -38,6 +38,26 @@ describe('raft observers', () => {
     expect(sent).toHaveLength(7)
   })
 
+  it('passes every optional member of the state machine through (the host reads their presence)', async () => {
+    const metrics = new NodeMetrics('n1')
+    const full: Required<StateMachine> = {
+      apply: () => [],
+      snapshot: () => new Uint8Array(),
+      restore: () => {},
+      persisted: async () => {},
+      applyBacklog: () => 7,
+    }
+    const sm = observedStateMachine(1, full, metrics)
+    expect(Object.keys(sm).sort()).toEqual(Object.keys(full).sort())
+    expect(sm.applyBacklog?.()).toBe(7)
+    const bare = observedStateMachine(
+      1,
+      { apply: () => [], snapshot: () => new Uint8Array(), restore: () => {} },
+      metrics,
+    )
+    expect(Object.keys(bare).sort()).toEqual(['apply', 'restore', 'snapshot'])
+  })
+
   it('times an asynchronous apply until its results settle, and returns them unchanged', async () => {
     const metrics = new NodeMetrics('n1')
     let release = () => {}

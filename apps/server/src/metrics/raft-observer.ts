@@ -47,6 +47,10 @@ export function observedStateMachine(
     },
     snapshot: () => inner.snapshot(),
     restore: (snapshot) => inner.restore(snapshot),
+    // Every optional member passes through: the host reads their presence (without
+    // applyBacklog it never paused a data group's applying, whatever its backlog: the
+    // back-pressure on a slow follower's apply chain was off in mq-server until 2026-12-04).
     ...(inner.persisted ? { persisted: () => (inner.persisted as () => Promise<void>)() } : {}),
+    ...(inner.applyBacklog ? { applyBacklog: () => (inner.applyBacklog as () => number)() } : {}),
   }
 }
