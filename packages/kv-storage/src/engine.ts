@@ -21,6 +21,12 @@ export interface KeyRange {
   readonly reverse?: boolean
   /** At most this many entries; absent means no limit. */
   readonly limit?: number
+  /**
+   * `range` stops after the entry that brings the keys and values read to this many bytes (at
+   * least one entry is read): pages of a range of large values bounded in bytes, whatever
+   * their count. Absent means no limit.
+   */
+  readonly bytesMax?: number
 }
 
 export type KeyValue = readonly [key: Uint8Array, value: Uint8Array]

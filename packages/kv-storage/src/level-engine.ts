@@ -355,11 +355,30 @@ async function readRange(
 ): Promise<KeyValue[]> {
   const opts = iteratorOptions(range, snapshot)
   if (opts === undefined) return []
-  const rows = await db.iterator(opts).all()
-  return rows.map(([k, v]) => {
+  const entry = ([k, v]: readonly [Uint8Array | undefined, Uint8Array | undefined]): KeyValue => {
     const key = plain(k) as Uint8Array
     return [key, guard.value(key, v) as Uint8Array] as const
-  })
+  }
+  if (range.bytesMax === undefined) return (await db.iterator(opts).all()).map(entry)
+  // Bounded in bytes: trips of at most READ_CHUNK_BYTES (and one entry), until the entries
+  // read hold bytesMax.
+  const out: KeyValue[] = []
+  let bytes = 0
+  const iterator = db.iterator(opts)
+  try {
+    for (;;) {
+      const rows = await iterator.nextv(1_000)
+      for (const row of rows) {
+        const kv = entry(row)
+        out.push(kv)
+        bytes += kv[0].length + kv[1].length
+        if (bytes >= range.bytesMax) return out
+      }
+      if (rows.length === 0) return out
+    }
+  } finally {
+    await iterator.close()
+  }
 }
 
 /** The keys of `range` (a keys-only iterator: LevelDB's values are not copied out). */

@@ -190,10 +190,13 @@ export class OrderedMap {
   static collect(root: Node, range: KeyRange): KeyValue[] {
     const out: KeyValue[] = []
     const limit = range.limit ?? Number.POSITIVE_INFINITY
+    const bytesMax = range.bytesMax ?? Number.POSITIVE_INFINITY
     if (limit <= 0) return out
+    let bytes = 0
     OrderedMap.scan(root, range, (k, v) => {
       out.push([k, v])
-      return out.length < limit
+      bytes += k.length + v.length
+      return out.length < limit && bytes < bytesMax
     })
     return out
   }

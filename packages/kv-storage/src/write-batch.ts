@@ -97,6 +97,7 @@ export function checkRange(range: {
   lte?: unknown
   lt?: unknown
   limit?: unknown
+  bytesMax?: unknown
 }): void {
   for (const b of ['gte', 'gt', 'lte', 'lt'] as const) {
     const v = range[b]
@@ -107,5 +108,9 @@ export function checkRange(range: {
   const { limit } = range
   if (limit !== undefined && !(typeof limit === 'number' && Number.isInteger(limit) && limit >= 0)) {
     throw new InvalidArgumentError(`range: limit must be an integer >= 0 when given, got ${String(limit)}`)
+  }
+  const { bytesMax } = range
+  if (bytesMax !== undefined && !(typeof bytesMax === 'number' && bytesMax > 0)) {
+    throw new InvalidArgumentError(`range: bytesMax must be a number > 0 when given, got ${String(bytesMax)}`)
   }
 }

@@ -147,10 +147,36 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       expect(await keysOf({ gt: b(0), lte: b(2, 0) })).toEqual([1, 2])
     })
 
-    it('rejects a negative or fractional limit', async () => {
+    it('rejects a negative or fractional limit, and a bytesMax not above 0', async () => {
       await expect(engine.range({ limit: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(engine.range({ limit: 1.5 })).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(engine.keys({ limit: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
+      await expect(engine.range({ bytesMax: 0 })).rejects.toBeInstanceOf(InvalidArgumentError)
+    })
+
+    it('stops a range at the entry that brings it to bytesMax, whatever the sizes, on snapshots too', async () => {
+      // Keys of 1 byte: 10 values of 100 bytes, then 5 of 3 MiB, then small ones again.
+      const sizes = [...Array(10).fill(100), ...Array(5).fill(3 << 20), ...Array(5).fill(100)]
+      await engine.write(
+        sizes.map((n, i) => ({ type: 'put' as const, key: b(i + 1), value: new Uint8Array(n).fill(i) })),
+        { sync: false },
+      )
+      const read = async (reader: typeof engine | Awaited<ReturnType<typeof engine.snapshot>>, r: object) =>
+        (await reader.range(r)).map(([k]) => k[0])
+      // 10 × 101 bytes, then one large value passes 2,000 bytes.
+      expect(await read(engine, { bytesMax: 2_000 })).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+      // At least one entry, however large.
+      expect(await read(engine, { gte: b(11), bytesMax: 1 })).toEqual([11])
+      expect(await read(engine, { gte: b(11), bytesMax: 7 << 20 })).toEqual([11, 12, 13])
+      expect(await read(engine, { gte: b(11), bytesMax: 7 << 20, limit: 2 })).toEqual([11, 12])
+      expect(await read(engine, { gte: b(15), bytesMax: 1e12 })).toEqual([15, 16, 17, 18, 19, 20])
+      expect(await read(engine, { reverse: true, bytesMax: 250 })).toEqual([20, 19, 18])
+      const snap = await engine.snapshot()
+      try {
+        expect(await read(snap, { gte: b(11), bytesMax: 7 << 20 })).toEqual([11, 12, 13])
+      } finally {
+        await snap.close()
+      }
     })
 
     it('a snapshot does not see writes made after it, the engine does', async () => {

@@ -1184,6 +1184,27 @@ describe('RaftHost', () => {
     expect((err as ProposalDroppedError).retriable).toBe(true)
   })
 
+  it('fails an appended proposal that times out after its leader stepped down as outcome unknown, not NotLeaderError', async () => {
+    // A majority may have stored and, under a new leader, committed it: "not the leader"
+    // would tell a client it was not stored, and a plain producer would send it again.
+    const { net, nodes } = cluster([1], { proposalTimeoutTicks: 40 })
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    const p = n1.propose(1, enc.encode('x')).catch((e: unknown) => e)
+    await n1.idle()
+    // Its App reaches n2 and n3, which store it; their answers are lost; then n1 is cut off.
+    for (const { groupId, m } of net.queue.splice(0)) net.hosts.get(m.to)?.receive(groupId, m)
+    for (const id of ['n2', 'n3']) await net.hosts.get(id)!.idle()
+    net.queue.splice(0)
+    net.cut.add('n1')
+    await net.tickAll(60)
+    expect(nodes.get('n2')!.machines.get(1)!.items).toEqual(['x'])
+    expect(n1.status(1).role).not.toBe(Role.Leader)
+    const err = await p
+    expect(err).toBeInstanceOf(ProposalDroppedError)
+    expect((err as Error).message).toMatch(/outcome unknown/)
+  })
+
   it('stops on a storage failure: pending work fails and later calls get HostStoppedError', async () => {
     let fatal: unknown = null
     const { net, nodes } = cluster([1])

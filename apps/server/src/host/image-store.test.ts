@@ -47,13 +47,34 @@ describe('ImageStore', () => {
     )
     const pages = await readAll(store, handle?.imageId ?? 0, 100_000)
     expect(pages.flat()).toEqual(before)
-    // ~100 kB per page: at most one engine call's worth of values past it (64 × ~1 kB).
+    // ~100 kB per page: at most one value past it.
     for (const page of pages.slice(0, -1)) {
       const bytes = page.reduce((n, [k, v]) => n + k.length + v.length, 0)
       expect(bytes).toBeGreaterThanOrEqual(100_000)
-      expect(bytes).toBeLessThan(100_000 + 64 * 1100)
+      expect(bytes).toBeLessThan(100_000 + 1100)
     }
     expect(pages.length).toBeGreaterThanOrEqual(4)
+  })
+
+  it('passes a page bound by one value at most, with large values after small ones', async () => {
+    // Small records, then 70 values of 1.1 MiB (message bodies), then small ones again: 64 of
+    // the large ones in one engine call made a page of ~70 MiB, past the peers' message limit.
+    const engine = new MemoryEngine()
+    const sizes = [
+      ...Array(100).fill(200),
+      ...Array(70).fill(Math.floor(1.1 * 1024 * 1024)),
+      ...Array(30).fill(200),
+    ]
+    await engine.write(
+      sizes.map((n, i) => ({ type: 'put' as const, key: key(i), value: new Uint8Array(n).fill(i % 251) })),
+      { sync: false },
+    )
+    const store = new ImageStore(engine)
+    const handle = decodeImageHandle(await store.take(1, 42, []))
+    const pages = await readAll(store, handle?.imageId ?? 0, 1 << 20)
+    const largest = Math.max(...pages.map((page) => page.reduce((n, [k, v]) => n + k.length + v.length, 0)))
+    expect(largest).toBeLessThan((1 << 20) + 1.2 * 1024 * 1024)
+    expect(pages.flat()).toHaveLength(sizes.length)
   })
 
   it('leaves the garbage ranges out', async () => {

@@ -13,7 +13,7 @@ export type Pair = readonly [Uint8Array, Uint8Array]
 
 /** A range read (a kv-storage engine, an engine snapshot, or a test's stand-in). */
 export interface RangeReader {
-  range(range: Start & { lt: Uint8Array; limit: number }): Promise<readonly Pair[]>
+  range(range: Start & { lt: Uint8Array; limit: number; bytesMax?: number }): Promise<readonly Pair[]>
 }
 
 /** A keys-only range read (a kv-storage engine or snapshot). */
@@ -26,8 +26,8 @@ export interface PageLimits {
   /** At most this many keys. */
   readonly keys: number
   /**
-   * Stop once the page holds this many bytes of keys and values (checked after each engine
-   * call of at most `READ_KEYS` keys, so a page may pass it by that many values).
+   * Stop once the page holds this many bytes of keys and values: it passes them by one value
+   * at most (each engine call stops at the bytes left, `KeyRange.bytesMax`).
    */
   readonly bytes: number
   /** Ranges whose keys are left out (garbage still being swept); the read jumps past them. */
@@ -35,9 +35,9 @@ export interface PageLimits {
 }
 
 /**
- * Keys per engine call of a page read. Small enough that a page passes its byte bound by at
- * most this many values (a message body is at most 256 KiB), large enough that a page of small
- * values costs few calls.
+ * Keys per engine call of a page read (each call also stops at the page's bytes left: until
+ * 2026-12-04 it did not, and 64 message bodies of up to 16 MiB made a page of up to 1 GiB,
+ * past the peers' 64 MiB message limit, so a follower fetching that image never caught up).
  */
 export const READ_KEYS = 64
 
@@ -59,7 +59,8 @@ export async function readPage(
     // Unbounded in bytes (keys only wanted, say): no reason to read in small steps.
     const step = Number.isFinite(limits.bytes) ? READ_KEYS : limits.keys
     const want = Math.min(step, limits.keys - pairs.length)
-    const got = await reader.range({ ...at, lt, limit: want })
+    const bounded = Number.isFinite(limits.bytes) ? { bytesMax: limits.bytes - bytes } : {}
+    const got = await reader.range({ ...at, lt, limit: want, ...bounded })
     let jump: Start | undefined
     for (const pair of got) {
       const garbage = limits.skip?.find((g) => inRange(pair[0], g))
@@ -70,11 +71,19 @@ export async function readPage(
       pairs.push(pair)
       bytes += pair[0].length + pair[1].length
     }
+    // A call cut by its bytes returns fewer than asked without the range being read.
+    const cut = bounded.bytesMax !== undefined && got.length < want && readBytes(got) >= bounded.bytesMax
     if (jump) at = jump
-    else if (got.length < want) return { pairs, next: undefined }
+    else if (got.length < want && !cut) return { pairs, next: undefined }
     else at = { gt: (got[got.length - 1] as Pair)[0] }
     if (pairs.length >= limits.keys || bytes >= limits.bytes) return { pairs, next: at }
   }
+}
+
+function readBytes(pairs: readonly Pair[]): number {
+  let n = 0
+  for (const [k, v] of pairs) n += k.length + v.length
+  return n
 }
 
 /**

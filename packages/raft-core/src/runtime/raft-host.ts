@@ -335,8 +335,10 @@ function leads(g: Group, rd: Ready): boolean {
  * other storage or state machine error is fatal: the host stops (HostStoppedError).
  *
  * Proposals resolve when their entry is applied, or fail with NotLeaderError (retriable, with
- * the leader hint), ProposalDroppedError (retriable: overwritten by a new leader, timed out,
- * transfer under way) or OverloadedError (back-pressure: too many proposals or bytes pending).
+ * the leader hint: refused by a non-leader, nothing appended), ProposalDroppedError (retriable,
+ * outcome unknown: overwritten by a new leader, timed out, on a leader or after it stepped
+ * down, transfer under way) or OverloadedError (back-pressure: too many proposals or bytes
+ * pending).
  */
 export class RaftHost {
   readonly #groups = new Map<GroupId, Group>()
@@ -1054,17 +1056,26 @@ export class RaftHost {
     else p.resolve(value!)
   }
 
-  /** Fails proposals and reads past their deadline (pending entries are index-ordered, so is time). */
+  /**
+   * Fails proposals and reads past their deadline (pending entries are index-ordered, so is
+   * time). A proposal is pending only once its entry is in this replica's log, and others may
+   * have stored it: its outcome is unknown, also on a replica that no longer leads (a new
+   * leader may have committed it; NotLeaderError would say it was not stored, and a client
+   * that cannot tell a repeat would store it twice).
+   */
   #expire(g: Group): void {
     for (const [index, p] of g.proposals) {
       if (p.deadlineTick > g.ticks) break
-      const err =
-        g.role === Role.Leader
-          ? new ProposalDroppedError(
-              `not applied within ${g.limits.proposalTimeoutTicks} ticks; outcome unknown`,
-            )
-          : new NotLeaderError(g.lead)
-      this.#settle(g, index, p, err)
+      const where =
+        g.role === Role.Leader ? '' : ` (this replica no longer leads${g.lead ? `; ${g.lead} does` : ''})`
+      this.#settle(
+        g,
+        index,
+        p,
+        new ProposalDroppedError(
+          `not applied within ${g.limits.proposalTimeoutTicks} ticks${where}; outcome unknown`,
+        ),
+      )
     }
     for (const [ctx, r] of g.reads) {
       if (r.deadlineTick > g.ticks) continue
