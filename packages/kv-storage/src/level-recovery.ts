@@ -1,5 +1,6 @@
-import { open, readFile, stat, writeFile } from 'node:fs/promises'
+import { open, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { pathExists } from './path-exists'
 
 /**
  * The file that quarantines a database whose recovery dropped damaged data. While it exists
@@ -37,7 +38,7 @@ export async function droppedOnRecovery(path: string): Promise<string[]> {
 /** The quarantine marker's text, or undefined when the database at `path` has none. */
 export async function quarantined(path: string): Promise<string | undefined> {
   const marker = join(path, CORRUPT_MARKER)
-  if (!(await stat(marker).catch(() => undefined))) return undefined
+  if (!(await pathExists(marker))) return undefined
   return (await readFile(marker, 'utf8')).slice(0, 4_000)
 }
 

@@ -1,6 +1,7 @@
-import { rm, stat, writeFile } from 'node:fs/promises'
+import { rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from './crc32c'
+import { pathExists } from './path-exists'
 
 /**
  * Checksums on the values a LevelEngine stores. LevelDB checks its table blocks' checksums
@@ -81,7 +82,7 @@ export function unsealValue(key: Uint8Array, stored: Uint8Array): Uint8Array | u
  */
 export async function valueChecksumsOf(dir: string, isNew: boolean, wanted: boolean): Promise<boolean> {
   const path = join(dir, VALUE_FORMAT_FILE)
-  if (!isNew) return (await stat(path).catch(() => undefined)) !== undefined
+  if (!isNew) return pathExists(path)
   if (wanted) await writeFile(path, FORMAT_TEXT, { flush: true })
   else await rm(path, { force: true }) // left by an open that failed before LevelDB created the database
   return wanted

@@ -433,6 +433,10 @@ export class RaftHost {
     this.#inflightBytes -= g.inflightBytes
     const e = new ProposalDroppedError(`group ${groupId} was removed from this host`)
     for (const p of g.proposals.values()) p.reject(e)
+    // Settled here: a restore of the group still running would settle them again, and take
+    // their bytes off the host's count a second time.
+    g.proposals.clear()
+    g.inflightBytes = 0
     g.failReads(e)
   }
 
