@@ -124,6 +124,11 @@ interface Outbound {
   /** The one timer that flushes again at `retryAtMs`. */
   retryTimer: NodeJS.Timeout | undefined
   waitingDrain: boolean
+  /**
+   * Bytes written to the stream whose write has not completed yet (grpc-js buffers ~16
+   * batches before `write` says to wait): they count against `queueBytesMax` too.
+   */
+  writing: number
 }
 
 /**
@@ -177,6 +182,7 @@ export class PeerTransport implements Transport {
         retryAtMs: 0,
         retryTimer: undefined,
         waitingDrain: false,
+        writing: 0,
       }
       this.#outbound.set(message.to, out)
     }
@@ -186,7 +192,9 @@ export class PeerTransport implements Transport {
     // the node's ENTRY_BYTES_MAX) would otherwise never be sent, holding its group for good.
     if (
       out.queue.length >= this.#options.queueMax ||
-      (carriesData && out.bytes > 0 && out.bytes + bytes > this.#options.queueBytesMax)
+      (carriesData &&
+        out.bytes + out.writing > 0 &&
+        out.bytes + out.writing + bytes > this.#options.queueBytesMax)
     ) {
       this.stats.dropped++
       return
@@ -233,7 +241,7 @@ export class PeerTransport implements Transport {
     stream.on('error', () => {})
   }
 
-  /** Bytes (`wireBytes`) waiting to be written, to every destination (a gauge, not a count). */
+  /** Bytes (`wireBytes`) queued or being written, to every destination (a gauge, not a count). */
   get queuedBytes(): number {
     return this.#queuedBytes
   }
@@ -266,10 +274,19 @@ export class PeerTransport implements Transport {
       return
     const stream = this.#stream(out)
     if (!stream) return
-    while (out.queue.length > 0) {
-      const messages = this.#nextBatch(out)
+    // At most a batch's worth being written at once: what grpc-js buffers beyond is bounded
+    // here, not by its stream's count of ~16 batches (up to 128 MiB a peer).
+    while (out.queue.length > 0 && out.writing < this.#options.batchBytesMax) {
+      const { messages, bytes } = this.#nextBatch(out)
       this.stats.sent += messages.length
-      if (!stream.write({ fromNode: this.#options.nodeId, messages })) {
+      out.writing += bytes
+      const written = () => {
+        if (out.stream !== stream) return // reset: counted off then
+        out.writing -= bytes
+        this.#queuedBytes -= bytes
+        this.#flush(out)
+      }
+      if (!stream.write({ fromNode: this.#options.nodeId, messages }, written)) {
         out.waitingDrain = true
         stream.once('drain', () => {
           out.waitingDrain = false
@@ -280,8 +297,11 @@ export class PeerTransport implements Transport {
     }
   }
 
-  /** Takes the next batch off the queue: up to `batchMax` messages and `batchBytesMax` bytes (one at least). */
-  #nextBatch(out: Outbound): RaftMessage[] {
+  /**
+   * Takes the next batch off the queue: up to `batchMax` messages and `batchBytesMax` bytes
+   * (one at least). Its bytes stay in the gauge until their write completes.
+   */
+  #nextBatch(out: Outbound): { messages: RaftMessage[]; bytes: number } {
     let n = 0
     let bytes = 0
     const max = Math.min(this.#options.batchMax, out.queue.length)
@@ -291,8 +311,7 @@ export class PeerTransport implements Transport {
     }
     out.sizes.splice(0, n)
     out.bytes -= bytes
-    this.#queuedBytes -= bytes
-    return out.queue.splice(0, n)
+    return { messages: out.queue.splice(0, n), bytes }
   }
 
   /** Drops every queued message of `out` (counted). */
@@ -359,6 +378,9 @@ export class PeerTransport implements Transport {
     }
     out.stream = undefined
     out.waitingDrain = false
+    // What the old stream was writing is its own now (its callbacks are ignored).
+    this.#queuedBytes -= out.writing
+    out.writing = 0
     if (failed) {
       this.stats.streamFailures++
       out.retryAtMs = performance.now() + this.#options.reconnectMs

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
 import { Server, ServerCredentials, type ServerReadableStream, type sendUnaryData } from '@grpc/grpc-js'
 import { PeerService, type RaftBatch, type RaftStreamEnd } from '@mq/protocol'
 import { type Entry, EntryType, type Message, MessageType, message } from '@mq/raft-core'
@@ -13,6 +15,9 @@ interface Node {
   address: string
   received: { groupId: number; message: Message; from: string }[]
 }
+
+/** Node runs a test's peer process with tsx's loader directly. */
+const tsxLoader = import.meta.resolve('tsx')
 
 const nodes: Node[] = []
 afterEach(() => {
@@ -209,6 +214,45 @@ describe('PeerTransport', () => {
     expect(alone.stats.dropped).toBe(1)
     alone.close()
   })
+
+  it('counts what its stream is writing against the byte bound: a stopped peer holds ~queueBytesMax, not ~16 batches more', async () => {
+    // The peer in a process of its own, stopped (SIGSTOP): nothing it is sent completes.
+    const child = spawn(
+      process.execPath,
+      ['--import', tsxLoader, '--conditions=source', join(import.meta.dirname, 'peer-server-process.ts')],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    )
+    try {
+      const port = await new Promise<number>((resolve, reject) => {
+        child.once('exit', () => reject(new Error('the peer process exited')))
+        child.stdout?.on('data', (d) => {
+          const m = /PORT (\d+)/.exec(String(d))
+          if (m) resolve(Number(m[1]))
+        })
+      })
+      const t = new PeerTransport({ nodeId: 'a', token: '', resolve: () => `127.0.0.1:${port}` }, () => {})
+      try {
+        t.send(1, [heartbeat('b', 1)])
+        await vi.waitFor(() => expect(t.stats.sent).toBe(1))
+        child.kill('SIGSTOP')
+        const MiB = 1024 * 1024
+        for (let round = 0, i = 1; round < 40; round++) {
+          for (let k = 0; k < 16; k++) t.send(1, [app('b', ++i, MiB)])
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        await new Promise((r) => setTimeout(r, 300))
+        // Queued and being written: the 64 MiB bound (one message past it at most).
+        expect(t.queuedBytes).toBeLessThanOrEqual(65 * MiB)
+        // Handed to grpc-js: one batch being written (8 MiB) and what the sockets and HTTP/2
+        // windows took; before, ~16 batches more waited in grpc-js's stream (88 messages).
+        expect(t.stats.sent).toBeLessThan(40)
+      } finally {
+        t.close()
+      }
+    } finally {
+      child.kill('SIGKILL')
+    }
+  }, 30_000)
 
   it("moves a stream waiting for a peer that stopped reading to the peer's new address", async () => {
     const addresses = new Map<string, string>()
