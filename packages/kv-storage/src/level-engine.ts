@@ -532,8 +532,11 @@ async function syncDirectory(dir: string): Promise<void> {
   if (!handle) return
   try {
     await handle.sync()
-  } catch {
-    // Some platforms and filesystems refuse fsync on a directory; LevelDB syncs its own files.
+  } catch (error) {
+    // Some platforms and filesystems refuse fsync on a directory (EINVAL, ENOTSUP; LevelDB
+    // syncs its own files); an I/O error is the disk's, and the new database's entry in its
+    // parent may not be durable: the open fails.
+    if ((error as NodeJS.ErrnoException).code === 'EIO') throw error
   } finally {
     await handle.close()
   }
