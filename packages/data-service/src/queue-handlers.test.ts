@@ -180,6 +180,12 @@ function call<K extends keyof QueueServer>(
 }
 
 const target = { queue: 'jobs', partition: 0, routeEpoch: 4 }
+
+/** Leases up to `max` messages of `target` and nacks them (with maxDeliveries 1: they die). */
+async function leaseAndNack(h: ReturnType<typeof queueHandlers>, max: number): Promise<void> {
+  const leased = await call(h, 'lease', { target, consumerId: 'c', max, visibilityMs: 5_000, waitMs: 0 })
+  await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+}
 const message = (body: string, weight = 1) => ({
   body: new TextEncoder().encode(body),
   weight,
@@ -497,8 +503,7 @@ describe('queue handlers', () => {
       sequence: 0,
       messages: [message('d1'), message('d2')],
     })
-    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 2, visibilityMs: 5_000, waitMs: 0 })
-    await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+    await leaseAndNack(h, 2)
     // Two dead: a redrive of up to 1,000 moves those two, not more.
     expect(await call(h, 'redrive', { target, max: 1_000 })).toEqual({
       moved: 2,
@@ -545,20 +550,10 @@ describe('queue handlers', () => {
     })
     expect((await call(fresh, 'stats', { target })).messages).toBe(3)
     // Dead letters in both; the redrive located the old queue, its first entry the new one.
-    const kill = async (h: ReturnType<typeof queueHandlers>) => {
-      const leased = await call(h, 'lease', {
-        target,
-        consumerId: 'c',
-        max: 2,
-        visibilityMs: 5_000,
-        waitMs: 0,
-      })
-      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
-    }
     await call(old, 'purge', { target })
     await produce(old, ['d1', 'd2'])
-    await kill(old)
-    await kill(fresh)
+    await leaseAndNack(old, 2)
+    await leaseAndNack(fresh, 2)
     expect(group.machine.deadCount('jobs-2', 0)).toBe(2)
     expect(await call(queueHandlers(recreatedAfter(1)), 'redrive', { target, max: 1_000 })).toEqual({
       moved: 0,
@@ -580,14 +575,7 @@ describe('queue handlers', () => {
         sequence: 0,
         messages: [message('a'), message('b')],
       })
-      const leased = await call(h, 'lease', {
-        target,
-        consumerId: 'c',
-        max: 2,
-        visibilityMs: 5_000,
-        waitMs: 0,
-      })
-      await call(h, 'nack', { target, leaseIds: leased.messages.map((m: { leaseId: string }) => m.leaseId) })
+      await leaseAndNack(h, 2)
       const two = await call(h, 'redrive', { target, max: 10, placeOnly: true })
       return { none, two, dead: (await call(h, 'stats', { target })).weights[0].dead }
     }
