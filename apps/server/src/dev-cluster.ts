@@ -113,17 +113,25 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   }
   options.out('  stop:     Ctrl-C')
   const stop = () => {
-    for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM')
   }
-  process.once('SIGINT', stop)
-  process.once('SIGTERM', stop)
+  // SIGHUP too (the terminal closed): the nodes take it for "reload the token and TLS files",
+  // and would be left running without their parent.
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
+  for (const s of signals) process.on(s, stop)
   const codes = await Promise.all(
     children.map(
-      (c) => new Promise<number>((done) => c.once('exit', (code, signal) => done(code ?? (signal ? 1 : 0)))),
+      (c) =>
+        new Promise<number>((done) =>
+          c.once('exit', (code, signal) => {
+            const exitCode = code ?? (signal ? 1 : 0)
+            // One node failing brings the dev cluster down rather than leaving it half up.
+            if (exitCode !== 0) stop()
+            done(exitCode)
+          }),
+        ),
     ),
   )
-  // One node failing brings the dev cluster down rather than leaving it half up.
-  process.off('SIGINT', stop)
-  process.off('SIGTERM', stop)
+  for (const s of signals) process.off(s, stop)
   return Math.max(0, ...codes)
 }

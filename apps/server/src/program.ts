@@ -199,12 +199,23 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       )
       serving = true
       if (failed) stopFailed()
+      // Once: a second signal while stopping (a dev node gets SIGINT from the terminal and
+      // SIGTERM from `mq-server dev`) does not stop the node a second time meanwhile.
+      let stopping = false
       const shutdown = () => {
+        if (stopping) return
+        stopping = true
         log.info(`mq-server: node ${c.nodeId} stopping`)
-        void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(() => io.exit(0))
+        void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(
+          () => io.exit(0),
+          (error: unknown) => {
+            log.error({ err: error }, `mq-server: node ${c.nodeId} failed to stop cleanly`)
+            io.exit(1)
+          },
+        )
       }
-      process.once('SIGTERM', shutdown)
-      process.once('SIGINT', shutdown)
+      process.on('SIGTERM', shutdown)
+      process.on('SIGINT', shutdown)
       // SIGHUP: the token file and the TLS files are read again (rotation without a restart).
       process.on('SIGHUP', () => {
         try {

@@ -125,4 +125,45 @@ describe('mq-server processes', () => {
     expect(dev.output()).toMatch(/\[n1\] \[[0-9:.]+\] INFO: mq-server: node n1 listening/)
     expect(dev.output()).toMatch(/\[n2\] .*INFO.*mq-server: node n2 stopping/)
   }, 60_000)
+
+  it('stops the whole dev cluster when one node fails, and on SIGHUP', async () => {
+    const base = await freePort()
+    // n2's port is taken: n2 fails at start, and n1 must not be left running.
+    const taken = createServer().listen(base + 1, '127.0.0.1')
+    await new Promise((r) => taken.once('listening', r))
+    try {
+      const dev = startServer([
+        'dev',
+        '--nodes',
+        '2',
+        '--base-port',
+        String(base),
+        '--http-base-port',
+        '0',
+        '--data-dir',
+        join(dir, 'dev-fail'),
+      ])
+      // dev returns once every node exited: n1 too (stopped, or ended while it was starting).
+      expect((await dev.exited).code).not.toBe(0)
+      expect(dev.output()).toMatch(/\[n2\] .*EADDRINUSE/)
+    } finally {
+      taken.close()
+    }
+    const hupBase = await freePort()
+    const hup = startServer([
+      'dev',
+      '--nodes',
+      '1',
+      '--base-port',
+      String(hupBase),
+      '--http-base-port',
+      '0',
+      '--data-dir',
+      join(dir, 'dev-hup'),
+    ])
+    await waitServing(`127.0.0.1:${hupBase}`)
+    hup.child.kill('SIGHUP')
+    expect((await hup.exited).code).toBe(0)
+    expect(hup.output()).toMatch(/\[n1\] .*mq-server: node n1 stopping/)
+  }, 60_000)
 })
