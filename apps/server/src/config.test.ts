@@ -118,6 +118,12 @@ describe('loadConfig', () => {
     [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
     [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
     [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],
+    // Not numbers as a flag's text: empty, hexadecimal, exponent.
+    [{ ...base, dataGroups: '' }, /dataGroups must be an integer from 0/],
+    [{ ...base, unsentMaxMb: '0x100' }, /unsentMaxMb must be an integer from 32/],
+    [{ ...base, unsentMaxMb: '1e3' }, /unsentMaxMb must be an integer from 32/],
+    // An empty join is "not given": the error says what is missing.
+    [{ ...base, initialMeta: undefined, join: '' }, /give --initial-meta to bootstrap a cluster or --join/],
     [
       { ...base, connectionUnsentMaxMb: '2048' },
       /--connection-unsent-max-mb \(2048\) must not be above --unsent-max-mb \(1024\)/,

@@ -255,7 +255,8 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
   }
   const listen = address(raw, 'listen')
-  const advertise = raw.advertise === undefined ? listen : address(raw, 'advertise')
+  // An empty string in a config file is "not given", as for httpListen.
+  const advertise = raw.advertise === undefined || raw.advertise === '' ? listen : address(raw, 'advertise')
   const dataDirRaw = str(raw, 'dataDir')
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
   let initialMeta: Member[] = []
@@ -266,7 +267,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
       throw new ConfigError((error as Error).message, { cause: error })
     }
   }
-  const join = raw.join === undefined ? '' : address(raw, 'join')
+  const join = raw.join === undefined || raw.join === '' ? '' : address(raw, 'join')
   if (initialMeta.length === 0 && join === '') {
     throw new ConfigError('give --initial-meta to bootstrap a cluster or --join ADDRESS to join one')
   }
@@ -456,7 +457,9 @@ function address(raw: RawConfig, key: keyof ServerConfig): string {
 }
 
 function int(raw: RawConfig, key: keyof ServerConfig, min: number, max: number): number {
-  const v = typeof raw[key] === 'string' ? Number(raw[key]) : raw[key]
+  // A flag's text must be plain digits ('' is not 0, nor are '0x10' and '1e3' numbers here).
+  const text = raw[key]
+  const v = typeof text === 'string' ? (/^-?\d+$/.test(text) ? Number(text) : Number.NaN) : text
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
     throw new ConfigError(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw[key])}`)
   }
