@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { Server, ServerCredentials, type ServerReadableStream, type sendUnaryData } from '@grpc/grpc-js'
 import { PeerService, type RaftBatch, type RaftStreamEnd } from '@mq/protocol'
@@ -8,6 +7,7 @@ import { AccessControl } from '../src/auth/access'
 import { authInterceptor } from '../src/auth/auth-interceptor'
 import { silentLogger } from '../src/log'
 import { PeerTransport } from '../src/peer-transport'
+import { startScript } from './processes'
 
 interface Node {
   transport: PeerTransport
@@ -15,9 +15,6 @@ interface Node {
   address: string
   received: { groupId: number; message: Message; from: string }[]
 }
-
-/** Node runs a test's peer process with tsx's loader directly. */
-const tsxLoader = import.meta.resolve('tsx')
 
 const nodes: Node[] = []
 afterEach(() => {
@@ -217,19 +214,17 @@ describe('PeerTransport', () => {
 
   it('counts what its stream is writing against the byte bound: a stopped peer holds ~queueBytesMax, not ~16 batches more', async () => {
     // The peer in a process of its own, stopped (SIGSTOP): nothing it is sent completes.
-    const child = spawn(
-      process.execPath,
-      ['--import', tsxLoader, '--conditions=source', join(import.meta.dirname, 'peer-server-process.ts')],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
-    )
+    const peer = startScript(join(import.meta.dirname, 'peer-server-process.ts'))
+    const child = peer.child
     try {
-      const port = await new Promise<number>((resolve, reject) => {
-        child.once('exit', () => reject(new Error('the peer process exited')))
-        child.stdout?.on('data', (d) => {
-          const m = /PORT (\d+)/.exec(String(d))
-          if (m) resolve(Number(m[1]))
-        })
-      })
+      const port = await vi.waitFor(
+        () => {
+          const m = /PORT (\d+)/.exec(peer.output())
+          if (!m) throw new Error(`the peer process has not bound yet: ${peer.output()}`)
+          return Number(m[1])
+        },
+        { timeout: 15_000, interval: 50 },
+      )
       const t = new PeerTransport({ nodeId: 'a', token: '', resolve: () => `127.0.0.1:${port}` }, () => {})
       try {
         t.send(1, [heartbeat('b', 1)])

@@ -9,6 +9,21 @@ import { freePort, singleNodeArgs, startServer, waitServing } from './processes'
 const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
+/** `mq-server dev` of `nodes` nodes from `basePort` (HTTP from `httpBasePort`, 0: none), data under `dir/name`. */
+function startDev(nodes: number, basePort: number, httpBasePort: number, name: string) {
+  return startServer([
+    'dev',
+    '--nodes',
+    String(nodes),
+    '--base-port',
+    String(basePort),
+    '--http-base-port',
+    String(httpBasePort),
+    '--data-dir',
+    join(dir, name),
+  ])
+}
+
 // Real mq-server processes on loopback, each ended by its PID.
 describe('mq-server processes', () => {
   it('starts, serves health, and exits 0 on SIGTERM', async () => {
@@ -103,17 +118,7 @@ describe('mq-server processes', () => {
   it('runs a dev cluster of separate processes and stops them all', async () => {
     const base = await freePort()
     const httpBase = await freePort()
-    const dev = startServer([
-      'dev',
-      '--nodes',
-      '2',
-      '--base-port',
-      String(base),
-      '--http-base-port',
-      String(httpBase),
-      '--data-dir',
-      join(dir, 'dev'),
-    ])
+    const dev = startDev(2, base, httpBase, 'dev')
     try {
       await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
       expect(await httpGet(`http://127.0.0.1:${httpBase + 1}/healthz`)).toEqual({ status: 200, body: 'ok\n' })
@@ -132,17 +137,7 @@ describe('mq-server processes', () => {
     const taken = createServer().listen(base + 1, '127.0.0.1')
     await new Promise((r) => taken.once('listening', r))
     try {
-      const dev = startServer([
-        'dev',
-        '--nodes',
-        '2',
-        '--base-port',
-        String(base),
-        '--http-base-port',
-        '0',
-        '--data-dir',
-        join(dir, 'dev-fail'),
-      ])
+      const dev = startDev(2, base, 0, 'dev-fail')
       // dev returns once every node exited: n1 too (stopped, or ended while it was starting).
       expect((await dev.exited).code).not.toBe(0)
       expect(dev.output()).toMatch(/\[n2\] .*EADDRINUSE/)
@@ -150,19 +145,12 @@ describe('mq-server processes', () => {
       taken.close()
     }
     const hupBase = await freePort()
-    const hup = startServer([
-      'dev',
-      '--nodes',
-      '1',
-      '--base-port',
-      String(hupBase),
-      '--http-base-port',
-      '0',
-      '--data-dir',
-      join(dir, 'dev-hup'),
-    ])
-    await waitServing(`127.0.0.1:${hupBase}`)
-    hup.child.kill('SIGHUP')
+    const hup = startDev(1, hupBase, 0, 'dev-hup')
+    try {
+      await waitServing(`127.0.0.1:${hupBase}`)
+    } finally {
+      hup.child.kill('SIGHUP')
+    }
     expect((await hup.exited).code).toBe(0)
     expect(hup.output()).toMatch(/\[n1\] .*mq-server: node n1 stopping/)
   }, 60_000)

@@ -17,13 +17,14 @@ export interface ServerProcess {
 
 /** Starts `mq-server <args>` as its own process. End it by its PID (`child.kill`). */
 export function startServer(args: readonly string[]): ServerProcess {
-  const child = spawn(
-    process.execPath,
-    ['--import', tsxLoader, '--conditions=source', join(serverDir, 'src', 'main.ts'), ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  )
+  return startScript(join(serverDir, 'src', 'main.ts'), args)
+}
+
+/** Starts the TypeScript file `file` (from source, through tsx) as its own process. End it by its PID. */
+export function startScript(file: string, args: readonly string[] = []): ServerProcess {
+  const child = spawn(process.execPath, ['--import', tsxLoader, '--conditions=source', file, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   let output = ''
   let stderr = ''
   child.stdout?.on('data', (c: Buffer) => {

@@ -71,19 +71,12 @@ export async function readPage(
       pairs.push(pair)
       bytes += pair[0].length + pair[1].length
     }
-    // A call cut by its bytes returns fewer than asked without the range being read.
-    const cut = bounded.bytesMax !== undefined && got.length < want && readBytes(got) >= bounded.bytesMax
     if (jump) at = jump
-    else if (got.length < want && !cut) return { pairs, next: undefined }
+    // Fewer than asked: the range's end, unless the call stopped at the page's bytes.
+    else if (got.length < want && bytes < limits.bytes) return { pairs, next: undefined }
     else at = { gt: (got[got.length - 1] as Pair)[0] }
     if (pairs.length >= limits.keys || bytes >= limits.bytes) return { pairs, next: at }
   }
-}
-
-function readBytes(pairs: readonly Pair[]): number {
-  let n = 0
-  for (const [k, v] of pairs) n += k.length + v.length
-  return n
 }
 
 /**
