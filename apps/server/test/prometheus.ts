@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
-import { parseSample } from '../src/http/metrics-scope'
+import { parseSample } from '../src/metrics/scope-exposition'
 
 /** One sample of a Prometheus text exposition. */
 export interface Sample {

@@ -1,4 +1,5 @@
 import type { Counters, QueueSample } from '@mq/console'
+import { largestTargets } from '../metrics/largest-targets'
 import { NO_COUNTS, storedMessages } from './queue-depth'
 
 export interface QueueHistoryLimits {
@@ -70,15 +71,6 @@ export class QueueHistory {
   get size(): number {
     return this.#tracks.size
   }
-}
-
-/** The `max` weights of `weights` with the largest target share (ties: the heavier), in their order. */
-function largestTargets(weights: QueueSample['weights'], max: number): QueueSample['weights'] {
-  if (weights.length <= max) return weights
-  const kept = new Set(
-    [...weights].sort((a, b) => b.targetShare - a.targetShare || b.weight - a.weight).slice(0, max),
-  )
-  return weights.filter((w) => kept.has(w))
 }
 
 /**

@@ -284,6 +284,35 @@ describe('the operations HTTP server with --http-tls', () => {
   })
 })
 
+describe('the operations HTTP server with --http-tls, against silent sockets', () => {
+  it('closes a socket that never starts its handshake once the headers are late', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'http-tls-'))
+    try {
+      const p = makeDevCerts({ dir: root, hosts: [], days: 2, force: false })
+      const identity = { cert: readFileSync(p.nodeCert), key: readFileSync(p.nodeKey) }
+      const server = await startHttpServer({
+        listen: '127.0.0.1:0',
+        metrics: new NodeMetrics('n1'),
+        view: fakeView({ failed: false, leader: 'n1' }),
+        log: silentLogger(),
+        limits: { ...HTTP_LIMITS, headersTimeoutMs: 400, checkEveryMs: 100 },
+        tls: { identity: () => identity, onReload: () => {} },
+      })
+      servers.push(server)
+      const started = Date.now()
+      const closedAt = await new Promise<number>((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port: server.port })
+        s.once('error', reject)
+        s.once('close', () => resolve(Date.now()))
+      })
+      // Node's default handshakeTimeout held it 120 s.
+      expect(closedAt - started).toBeLessThan(5_000)
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
+
 describe('loopback hosts', () => {
   it('knows the loopback listen addresses', () => {
     for (const host of [

@@ -6,7 +6,6 @@ import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
 import { hostAllowed, isLoopback } from './loopback-host'
-import { scopeExposition } from './metrics-scope'
 
 /**
  * The HTTP port's bounds. The port is often reachable more widely than the gRPC port (by
@@ -115,8 +114,8 @@ export async function startHttpServer(options: {
           res.setHeader('www-authenticate', 'Bearer realm="mq"')
           return send(res, 401, `${(error as Error).message}\n`)
         }
-        metrics.render(view).then(
-          (text) => send(res, 200, sees ? scopeExposition(text, sees) : text, metrics.contentType),
+        metrics.render(view, sees).then(
+          (text) => send(res, 200, text, metrics.contentType),
           (error: unknown) => {
             log.error({ err: error }, 'metrics scrape failed')
             send(res, 500, `metrics failed: ${(error as Error).message}\n`)
@@ -141,7 +140,11 @@ export async function startHttpServer(options: {
   const tls = options.tls
   let server: Server
   if (tls) {
-    const secure = createHttpsServer({ ...serverOptions, ...tls.identity() }, handle)
+    // A handshake gets the headers' time (Node's default, 120 s, held a silent socket that long).
+    const secure = createHttpsServer(
+      { ...serverOptions, handshakeTimeout: limits.headersTimeoutMs, ...tls.identity() },
+      handle,
+    )
     tls.onReload((identity) => secure.setSecureContext({ ...identity }))
     // A handshake that fails (a plaintext request, an unknown CA) is the client's business.
     secure.on('tlsClientError', () => {})

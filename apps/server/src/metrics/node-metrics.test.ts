@@ -1,7 +1,9 @@
 import type { PartitionStats } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
+import { parseExposition, sampleSum } from '../../test/prometheus'
 import type { NodeView, PartitionView } from '../node-view'
 import { NodeMetrics, QUEUE_OVERFLOW } from './node-metrics'
+import { OTHER_WEIGHTS, WEIGHT_SERIES_MAX } from './partition-series'
 import { countQueueOps } from './queue-ops'
 
 const PARTITIONS = 4
@@ -102,6 +104,74 @@ describe('NodeMetrics.render', () => {
     // Once it is done, a scrape collects afresh.
     await metrics.render(view)
     expect(statsCalls() - before).toBe(2 * PARTITIONS)
+  })
+})
+
+/** A view leading `partitions` partitions of queues a and b (alternately), each holding `weights` weights, its stats answered at once. */
+function wideView(partitions: number, weights: number): NodeView {
+  const stats = async () => ({
+    weights: Array.from({ length: weights }, (_, i) => ({
+      weight: i + 1,
+      ready: 2,
+      delayed: 1,
+      leased: 0,
+      dead: 0,
+      oldestAgeMs: (i + 1) * 1000,
+      targetShare: (i + 1) / ((weights * (weights + 1)) / 2),
+      achievedShare: 0,
+    })),
+    messages: 3 * weights,
+    waiting: 0,
+    windowLeases: 0,
+  })
+  const led = Array.from({ length: partitions }, (_, partition) => ({
+    groupId: 1,
+    queue: partition % 2 === 0 ? 'a' : 'b',
+    partition,
+    stats,
+  }))
+  return { ...fakeView().view, ledPartitions: () => led } as unknown as NodeView
+}
+
+describe('NodeMetrics.render of many weights and partitions', () => {
+  it(`shows a partition's ${WEIGHT_SERIES_MAX} weights of largest target share and sums the others under weight="${OTHER_WEIGHTS}"`, async () => {
+    const samples = parseExposition(await new NodeMetrics('n1').render(wideView(1, 1000)))
+    const weights = new Set(samples.filter((s) => s.name === 'mq_queue_messages').map((s) => s.labels.weight))
+    expect([...weights]).toEqual([
+      ...Array.from({ length: WEIGHT_SERIES_MAX }, (_, i) => String(1000 - WEIGHT_SERIES_MAX + 1 + i)),
+      OTHER_WEIGHTS,
+    ])
+    // Sums over weights are still the partition's.
+    expect(sampleSum(samples, 'mq_queue_messages', { state: 'ready' })).toBe(2000)
+    expect(sampleSum(samples, 'mq_queue_messages', { state: 'delayed' })).toBe(1000)
+    expect(sampleSum(samples, 'mq_queue_target_share')).toBeCloseTo(1)
+    expect(sampleSum(samples, 'mq_queue_oldest_age_seconds', { weight: OTHER_WEIGHTS })).toBe(
+      1000 - WEIGHT_SERIES_MAX,
+    )
+  })
+
+  it('renders a large scrape over many event-loop turns (the Raft ticks are not held up)', async () => {
+    let turns = 0
+    let rendering = true
+    const count = () => {
+      turns++
+      if (rendering) setImmediate(count)
+    }
+    setImmediate(count)
+    // 200 partitions of 17 weight series: 25,000 lines, and stats answered with no turn between.
+    const text = await new NodeMetrics('n1').render(wideView(200, 40))
+    rendering = false
+    expect(text.split('\n').filter((l) => l.startsWith('mq_queue_messages{')).length).toBe(200 * 17 * 4)
+    expect(turns).toBeGreaterThanOrEqual(10)
+  })
+
+  it('leaves the partitions of queues a scoped caller does not see out of its scrape', async () => {
+    const metrics = new NodeMetrics('n1')
+    const view = wideView(4, 2)
+    const queues = (text: string) =>
+      new Set(parseExposition(text).flatMap((s) => (s.labels.queue === undefined ? [] : [s.labels.queue])))
+    expect(queues(await metrics.render(view))).toEqual(new Set(['a', 'b']))
+    expect(queues(await metrics.render(view, (q) => q === 'b'))).toEqual(new Set(['b']))
   })
 })
 

@@ -3,6 +3,9 @@ import { Role } from '@mq/raft-core'
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
 import type { NodeView, PartitionView } from '../node-view'
 import { readiness } from '../node-view'
+import { escapeLabel, type PartitionSample, renderPartitionSeries, samplePartition } from './partition-series'
+import { QUEUE_OVERFLOW } from './queue-overflow'
+import { scopeExposition } from './scope-exposition'
 
 /** Seconds; from 100 µs (an fsync on a fast disk) to 10 s (a stuck call). */
 const LATENCY_BUCKETS_S = [
@@ -18,14 +21,7 @@ const MISNAMED_DEFAULT_METRICS = [
 ]
 /** Bound on the partitions whose depth one scrape reports (the scrape stays cheap). */
 export const SCRAPE_PARTITIONS_MAX = 1_000
-/**
- * The `queue` label of operations on a queue that found no room among the queue series
- * (`queueSeriesMax` taken): no queue name starts with `_` (queue-name.ts).
- */
-export const QUEUE_OVERFLOW = '_overflow'
-
-/** `mq_partition_messages_total`'s `event` label for each of a partition's counters. */
-const EVENT_NAMES: Readonly<Record<string, string>> = { deadLettered: 'dead_lettered' }
+export { QUEUE_OVERFLOW }
 
 /** Bounds on the queue names that the operation counters (`mq_queue_*_total`) carry. */
 export interface QueueSeriesLimits {
@@ -58,7 +54,9 @@ export const DEFAULT_QUEUE_SERIES_LIMITS: QueueSeriesLimits = {
 export class NodeMetrics {
   readonly registry = new Registry()
   /** The collection under way, if any (see `render`). */
-  #rendering: Promise<string> | undefined
+  #collecting: Promise<readonly PartitionSample[]> | undefined
+  /** The labels every sample ends with (prom-client's default labels). */
+  readonly #labelsAfter: string
   readonly #limits: QueueSeriesLimits
   readonly #now: () => number
   /**
@@ -136,42 +134,8 @@ export class NodeMetrics {
     BYTES_BUCKETS,
   )
 
-  // Queues: depth of the partitions this node leads (refreshed per scrape) and operation counts
-  readonly queueMessages = this.#gauge(
-    'mq_queue_messages',
-    'Messages per state (ready, delayed, leased, dead) and weight, in the partitions this node leads',
-    ['queue', 'partition', 'weight', 'state'],
-  )
-  readonly queueWaiting = this.#gauge(
-    'mq_queue_waiting_messages',
-    'Messages waiting behind an earlier message of their key (ordered keys), in the partitions this node leads',
-    ['queue', 'partition'],
-  )
-  readonly queueOldestAge = this.#gauge(
-    'mq_queue_oldest_age_seconds',
-    'Age of the oldest ready message per weight, in the partitions this node leads',
-    ['queue', 'partition', 'weight'],
-  )
-  readonly queueTargetShare = this.#gauge(
-    'mq_queue_target_share',
-    'Share of leases the weighted scheduler aims to give this weight (weight / sum of backlogged weights)',
-    ['queue', 'partition', 'weight'],
-  )
-  readonly queueAchievedShare = this.#gauge(
-    'mq_queue_achieved_share',
-    'Share of the recent leases this weight got',
-    ['queue', 'partition', 'weight'],
-  )
-  /**
-   * The partitions' own counts (replicated: the same on every replica, carried by moves and
-   * leader changes), set from their stats at each scrape: unlike the operation counters below,
-   * they do not start again on a new leader.
-   */
-  readonly partitionMessages = this.#counter(
-    'mq_partition_messages_total',
-    'What happened to messages in the partitions this node leads since each was created (replicated counts): enqueued, delivered (leases handed out), acked, nacked, expired (leases past their deadline), dead_lettered, discarded (outlived the TTL)',
-    ['queue', 'partition', 'event'],
-  )
+  // Queues: operation counts. The depth of the partitions this node leads is rendered per
+  // scrape by partition-series.ts.
   readonly enqueued = this.#counter(
     'mq_queue_enqueued_total',
     'Messages enqueued (new, not idempotent retries)',
@@ -213,6 +177,7 @@ export class NodeMetrics {
     this.#limits = { ...DEFAULT_QUEUE_SERIES_LIMITS, ...limits }
     this.#now = now
     this.registry.setDefaultLabels({ node: nodeId })
+    this.#labelsAfter = `,node="${escapeLabel(nodeId)}"`
     collectDefaultMetrics({ register: this.registry })
     // Gauges that prom-client names like counters (`_total`), which `promtool check metrics` rejects.
     for (const name of MISNAMED_DEFAULT_METRICS) this.registry.removeSingleMetric(name)
@@ -279,26 +244,31 @@ export class NodeMetrics {
   }
 
   /**
-   * Refreshes the gauges from `view` and returns the Prometheus text exposition. Calls while
-   * one is under way share its collection and its text (the node's one view): two collections
-   * at once reset each other's gauges, and a scrape lost the series the other reset.
+   * Refreshes the gauges from `view` and returns the Prometheus text exposition: all of it, or
+   * with `sees` the series that name no queue and those of the queues it accepts. Calls while
+   * a collection is under way share it (the node's one view): two collections at once reset
+   * each other's gauges, and a scrape lost the series the other reset.
    */
-  render(view: NodeView): Promise<string> {
-    if (this.#rendering) return this.#rendering
-    const rendering = this.#refresh(view)
-      .then(() => this.registry.metrics())
-      .finally(() => {
-        this.#rendering = undefined
+  render(view: NodeView, sees?: (queue: string) => boolean): Promise<string> {
+    if (!this.#collecting) {
+      this.#collecting = this.#refresh(view).finally(() => {
+        this.#collecting = undefined
       })
-    this.#rendering = rendering
-    return rendering
+    }
+    return this.#collecting.then(async (partitions) => {
+      const registered = await this.registry.metrics()
+      const own = sees ? scopeExposition(registered, sees) : registered
+      const separator = own.endsWith('\n') ? '' : '\n'
+      return own + separator + (await renderPartitionSeries(partitions, this.#labelsAfter, sees))
+    })
   }
 
   get contentType(): string {
     return this.registry.contentType
   }
 
-  async #refresh(view: NodeView): Promise<void> {
+  /** Sets the gauges from `view`; returns what the scrape shows of the partitions it leads. */
+  async #refresh(view: NodeView): Promise<readonly PartitionSample[]> {
     for (const g of [
       this.raftTerm,
       this.raftRole,
@@ -321,42 +291,17 @@ export class NodeMetrics {
     }
     const led = view.ledPartitions()
     this.#retireQueueSeries(led)
-    const read = []
+    const read: PartitionSample[] = []
     for (const p of led.slice(0, SCRAPE_PARTITIONS_MAX)) {
       // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
       const stats = await Promise.resolve()
         .then(() => p.stats())
         .catch(() => undefined)
-      if (stats) read.push({ p, stats })
-    }
-    // Reset and set with no wait between: the queue gauges are never seen half set.
-    for (const g of [
-      this.queueMessages,
-      this.queueWaiting,
-      this.queueOldestAge,
-      this.queueTargetShare,
-      this.queueAchievedShare,
-      this.partitionMessages,
-    ])
-      g.reset()
-    for (const { p, stats } of read) {
-      const partition = String(p.partition)
-      this.queueWaiting.set({ queue: p.queue, partition }, stats.waiting)
-      for (const [key, count] of Object.entries(stats.counters ?? {}))
-        this.partitionMessages.inc({ queue: p.queue, partition, event: EVENT_NAMES[key] ?? key }, count)
-      for (const w of stats.weights) {
-        const labels = { queue: p.queue, partition, weight: String(w.weight) }
-        this.queueMessages.set({ ...labels, state: 'ready' }, w.ready)
-        this.queueMessages.set({ ...labels, state: 'delayed' }, w.delayed)
-        this.queueMessages.set({ ...labels, state: 'leased' }, w.leased)
-        this.queueMessages.set({ ...labels, state: 'dead' }, w.dead)
-        this.queueOldestAge.set(labels, w.oldestAgeMs / 1000)
-        this.queueTargetShare.set(labels, w.targetShare)
-        this.queueAchievedShare.set(labels, w.achievedShare)
-      }
+      if (stats) read.push(samplePartition(p.queue, p.partition, stats))
     }
     this.ready.set(readiness(view).ready ? 1 : 0)
     this.metaLeaderKnown.set(view.metaLeaderId() === '' ? 0 : 1)
+    return read
   }
 
   /**
