@@ -17,17 +17,8 @@ const LINES_PER_TURN = 2_000
 const EVENT_NAMES: Readonly<Record<string, string>> = { deadLettered: 'dead_lettered' }
 const STATES = ['ready', 'delayed', 'leased', 'dead'] as const
 
-interface WeightSample {
-  /** The `weight` label: the weight, or OTHER_WEIGHTS. */
-  readonly weight: string
-  readonly ready: number
-  readonly delayed: number
-  readonly leased: number
-  readonly dead: number
-  readonly oldestAgeMs: number
-  readonly targetShare: number
-  readonly achievedShare: number
-}
+/** A weight's stats with its `weight` label: the weight, or OTHER_WEIGHTS. */
+type WeightSample = Omit<Readonly<WeightStats>, 'weight'> & { readonly weight: string }
 
 /** What a scrape keeps of one led partition's stats (weights cut to WEIGHT_SERIES_MAX + 1). */
 export interface PartitionSample {
