@@ -1,4 +1,4 @@
-import { credentials, Server, ServerCredentials, type ServiceError } from '@grpc/grpc-js'
+import { credentials, Server, ServerCredentials, type ServiceError, status } from '@grpc/grpc-js'
 import { HealthClient, HealthService, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HealthRegistry } from './health'
@@ -47,5 +47,46 @@ describe('HealthRegistry over gRPC', () => {
     })
     stream.cancel()
     expect(seen).toEqual([Serving.NOT_SERVING, Serving.SERVING])
+  })
+})
+
+describe('HealthRegistry bounds on Watch streams', () => {
+  it('refuses a watcher past the bound per remote address, naming it, and frees the slot a cancel ends', async () => {
+    const registry = new HealthRegistry({ watchersMax: 10, watchersPerAddressMax: 2 })
+    const server = new Server()
+    server.addService(HealthService, registry.handlers())
+    const port = await new Promise<number>((res, rej) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+    )
+    const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure())
+    try {
+      /** Opens a Watch: its first status, or the error that ended it. */
+      const watch = () => {
+        const stream = client.watch({ service: '' })
+        const first = new Promise<Serving | ServiceError>((resolve) => {
+          stream.once('data', (r: { status: Serving }) => resolve(r.status))
+          stream.once('error', (e: ServiceError) => resolve(e))
+        })
+        return { stream, first }
+      }
+      const [a, b] = [watch(), watch()]
+      expect([await a.first, await b.first]).toEqual([Serving.NOT_SERVING, Serving.NOT_SERVING])
+      const third = (await watch().first) as ServiceError
+      expect(third.code).toBe(status.RESOURCE_EXHAUSTED)
+      expect(third.details).toMatch(/too many health watchers from 127\.0\.0\.1 \(2 open\)/)
+      a.stream.on('error', () => {}) // the CANCELLED status of our own cancel()
+      a.stream.cancel()
+      // The server learns of the cancel a moment later.
+      let next = await watch().first
+      for (let i = 0; i < 50 && next !== Serving.NOT_SERVING; i++) {
+        await new Promise((r) => setTimeout(r, 20))
+        next = await watch().first
+      }
+      expect(next).toBe(Serving.NOT_SERVING)
+    } finally {
+      registry.close()
+      client.close()
+      server.forceShutdown()
+    }
   })
 })

@@ -6,8 +6,15 @@ import {
   HealthCheckResponse_ServingStatus as Serving,
 } from '@mq/protocol'
 
-/** Bound on concurrent Watch streams, so a misbehaving client cannot pile them up. */
-const WATCHERS_MAX = 1_000
+/** Bounds on open Watch streams: the health service asks no token, so anyone reaching the port may open them. */
+export interface HealthLimits {
+  /** In all, so a misbehaving client cannot pile them up. */
+  readonly watchersMax: number
+  /** From one remote address, so one host cannot take every slot from the others' probes. */
+  readonly watchersPerAddressMax: number
+}
+
+export const HEALTH_LIMITS: HealthLimits = { watchersMax: 1_000, watchersPerAddressMax: 100 }
 
 /**
  * The standard gRPC health service (grpc.health.v1). '' is the whole server; other names are
@@ -19,6 +26,13 @@ export class HealthRegistry {
     service: string
     stream: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>
   }>()
+  /** Open Watch streams per remote address (no port). */
+  readonly #perAddress = new Map<string, number>()
+  readonly #limits: HealthLimits
+
+  constructor(limits: HealthLimits = HEALTH_LIMITS) {
+    this.#limits = limits
+  }
 
   set(service: string, serving: boolean): void {
     const next = serving ? Serving.SERVING : Serving.NOT_SERVING
@@ -35,6 +49,7 @@ export class HealthRegistry {
   close(): void {
     for (const w of this.#watchers) w.stream.end()
     this.#watchers.clear()
+    this.#perAddress.clear()
   }
 
   handlers(): HealthServer {
@@ -49,15 +64,34 @@ export class HealthRegistry {
         else cb(null, { status: s })
       },
       watch: (stream: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
-        if (this.#watchers.size >= WATCHERS_MAX) {
-          stream.emit('error', { code: status.RESOURCE_EXHAUSTED, details: 'too many health watchers' })
+        const address = remoteAddress(stream.getPeer())
+        const fromAddress = this.#perAddress.get(address) ?? 0
+        const refusal =
+          this.#watchers.size >= this.#limits.watchersMax
+            ? `too many health watchers (${this.#limits.watchersMax} open)`
+            : fromAddress >= this.#limits.watchersPerAddressMax
+              ? `too many health watchers from ${address} (${this.#limits.watchersPerAddressMax} open)`
+              : undefined
+        if (refusal) {
+          stream.emit('error', { code: status.RESOURCE_EXHAUSTED, details: refusal })
           return
         }
         const watcher = { service: stream.request.service, stream }
         this.#watchers.add(watcher)
+        this.#perAddress.set(address, fromAddress + 1)
         stream.write({ status: this.status(watcher.service) })
-        stream.on('cancelled', () => this.#watchers.delete(watcher))
+        stream.on('cancelled', () => {
+          if (!this.#watchers.delete(watcher)) return
+          const left = (this.#perAddress.get(address) ?? 1) - 1
+          if (left > 0) this.#perAddress.set(address, left)
+          else this.#perAddress.delete(address)
+        })
       },
     }
   }
+}
+
+/** The address of a grpc-js peer (`127.0.0.1:5000`, `[::1]:5000`) without its port. */
+function remoteAddress(peer: string): string {
+  return peer.replace(/:\d+$/, '')
 }
