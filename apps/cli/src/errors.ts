@@ -25,3 +25,20 @@ export class CommandError extends Error {
     this.retriable = c?.retriable === true
   }
 }
+
+/**
+ * A command stopped by Ctrl-C, a signal or stdout's reader gone before its end, with what it
+ * had done: exits with the interrupt's code (130 for Ctrl-C, 0 for EPIPE).
+ */
+export class InterruptedError extends Error {
+  override readonly name = 'InterruptedError'
+  readonly code = 'INTERRUPTED'
+  readonly retriable = false
+
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message)
+  }
+}

@@ -1,6 +1,6 @@
 import { CommanderError } from 'commander'
 import { formatDuration } from './durations'
-import { UsageError } from './errors'
+import { InterruptedError, UsageError } from './errors'
 
 /** The exit status of `mq`: what scripts can branch on. */
 export const ExitCode = {
@@ -22,7 +22,8 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode]
 
 /** What `mq` reports for a failure: its exit code and a one-line message for stderr. */
 export interface Failure {
-  readonly exitCode: ExitCode
+  /** An ExitCode, or an interrupt's (128 + signal number, InterruptedError). */
+  readonly exitCode: number
   readonly message: string
 }
 
@@ -56,6 +57,7 @@ export function classify(error: unknown, context?: FailureContext): Failure {
     return { exitCode: error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage, message: oneLine(error.message) }
   }
   if (error instanceof UsageError) return { exitCode: ExitCode.Usage, message: oneLine(error.message) }
+  if (error instanceof InterruptedError) return { exitCode: error.exitCode, message: oneLine(error.message) }
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : ''
   const message = oneLine(error instanceof Error ? error.message : String(error))
   if (code === 'QUEUE_NOT_FOUND') return { exitCode: ExitCode.NotFound, message }

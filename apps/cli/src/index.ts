@@ -7,10 +7,21 @@ export { registerQueueCommands } from './commands/queue'
 export type { GlobalOptions, Session } from './context'
 export { DEFAULT_SERVERS, DEFAULT_TIMEOUT_MS, Runtime } from './context'
 export { DURATION_MS_MAX, formatDuration, parseDuration } from './durations'
-export { CommandError, UsageError } from './errors'
+export { CommandError, InterruptedError, UsageError } from './errors'
 export type { Failure, FailureContext } from './exit-codes'
 export { classify, ExitCode, oneLine } from './exit-codes'
-export type { CliAdmin, CliClient, CliConsumer, CliDelivery, CliIO, CliProducer, OutputStream } from './io'
+export { handleInterrupts, INTERRUPTED, untilInterrupted } from './interrupt'
+export type {
+  CliAdmin,
+  CliClient,
+  CliConsumer,
+  CliDelivery,
+  CliIO,
+  CliProducer,
+  InterruptReason,
+  OutputStream,
+} from './io'
+export { interruptReason } from './io'
 export { LINE_CHARS_MAX, readLines } from './lines'
 export { nodeIO } from './node-io'
 export { durationArg, headerArg, integerArg, parseServers, serversArg } from './options'

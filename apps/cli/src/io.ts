@@ -78,6 +78,25 @@ export interface CliIO {
   readFile(path: string): Promise<Uint8Array>
   /** Wall-clock milliseconds since the epoch: heartbeat ages, rates, progress throttling. */
   now(): number
-  /** Aborts on Ctrl-C: long-running commands (`consume --follow`) stop cleanly. */
+  /**
+   * Aborts on Ctrl-C: long-running commands (`consume --follow`) stop cleanly. Its `reason`
+   * is an InterruptReason (the binary's nodeIO), or anything else (a test's plain abort()).
+   */
   readonly interrupt?: AbortSignal
+}
+
+/** Why `interrupt` aborted, and the exit code of a command it stopped before its end. */
+export interface InterruptReason {
+  /** E.g. `Ctrl-C`, `SIGTERM`, `stdout's reader left (EPIPE)`. */
+  readonly why: string
+  /** 128 + the signal's number; 0 for stdout's reader gone (mq ends quietly, as for `head`). */
+  readonly exitCode: number
+}
+
+/** The reason of an aborted `interrupt`, as an InterruptReason (a plain abort() counts as Ctrl-C). */
+export function interruptReason(signal: AbortSignal | undefined): InterruptReason {
+  const r = signal?.reason as Partial<InterruptReason> | undefined
+  return typeof r?.why === 'string' && typeof r.exitCode === 'number'
+    ? { why: r.why, exitCode: r.exitCode }
+    : { why: 'Ctrl-C', exitCode: 130 }
 }

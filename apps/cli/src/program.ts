@@ -86,7 +86,7 @@ function pointErrorsAtHelp(command: Command, path = command.name()): void {
  * Runs `mq` with `argv` (the arguments after the program name) and returns the exit code.
  * Every failure writes one line to stderr: `mq: what was wrong`.
  */
-export async function runCli(argv: readonly string[], io: CliIO, version: string): Promise<ExitCode> {
+export async function runCli(argv: readonly string[], io: CliIO, version: string): Promise<number> {
   const runtime = new Runtime(io)
   const program = createProgram(io, version, runtime)
   try {

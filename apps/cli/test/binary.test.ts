@@ -244,6 +244,61 @@ describe('the mq binary', () => {
     expect(broker.ready('follow')).toEqual([])
   })
 
+  it('stops produce on Ctrl-C with its stdin still open, saying what it produced, and exits 130', async () => {
+    const env = { MQ_SERVERS: broker.address }
+    expect((await runMq(['queue', 'create', 'piped'], env)).code).toBe(0)
+    const started = Date.now()
+    const child = spawn(process.execPath, [main, 'produce', 'piped', '--json'], {
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    const killer = setTimeout(() => child.kill('SIGKILL'), 15_000)
+    let stdout = ''
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString()
+      // Three lines produced; the pipe stays open (as from tail -f).
+      if (stdout.split('\n').length === 4) child.kill('SIGINT')
+    })
+    child.stdin.write('one\ntwo\nthree\n')
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    clearTimeout(killer)
+    expect(code).toBe(130)
+    expect(stderr).toMatch(
+      /^mq: produce to piped stopped \(Ctrl-C\): 3 of 3 messages produced; the rest of stdin was not read\n$/,
+    )
+    expect(broker.ready('piped')).toHaveLength(3)
+    // Not held up by the open stdin (nor by the 2 s fallback exit).
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(stderr).not.toMatch(/still open/)
+  })
+
+  it("stops produce quietly (exit 0) once stdout's reader left, after the sends under way", async () => {
+    const env = { MQ_SERVERS: broker.address }
+    expect((await runMq(['queue', 'create', 'headed'], env)).code).toBe(0)
+    const child = spawn(process.execPath, [main, 'produce', 'headed', '--json'], {
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    })
+    const killer = setTimeout(() => child.kill('SIGKILL'), 15_000)
+    let stderr = ''
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+    // `mq produce --json | head -1`: the reader leaves after the first line; more lines follow.
+    child.stdout.once('data', () => {
+      child.stdout.destroy()
+      child.stdin.write('two\n')
+    })
+    child.stdin.write('one\n')
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    clearTimeout(killer)
+    expect(code).toBe(0)
+    expect(stderr).toMatch(
+      /^mq: produce to headed stopped \(stdout's reader left \(EPIPE\)\): 2 of 2 messages produced; the rest of stdin was not read\n$/,
+    )
+    expect(broker.ready('headed')).toHaveLength(2)
+  })
+
   it('stops on SIGTERM as on Ctrl-C, giving back what it holds (systemd and Kubernetes stop with it)', async () => {
     const env = { MQ_SERVERS: broker.address }
     expect((await runMq(['queue', 'create', 'term'], env)).code).toBe(0)

@@ -1,6 +1,6 @@
 import { InternalError, PermissionDeniedError, QueueNotFoundError } from '@mq/router-client'
 import { beforeEach, describe, expect, it } from 'vitest'
-import { runCli } from '../src/index'
+import { type CliIO, runCli } from '../src/index'
 import { FakeCluster } from './fake-cluster'
 
 // The commands run in process against FakeCluster through the injected IO: what they call,
@@ -753,6 +753,85 @@ describe('produce', () => {
       expectOneLineError(r.stderr, why)
     }
     expect(cluster.ready('jobs')).toEqual([])
+  })
+
+  /**
+   * A CliIO of `h` whose producer's sends wait for `gate`, each calling `onSend(n)` first
+   * (n: sends so far), reading `stdin` when given.
+   */
+  function gatedIO(
+    h: ReturnType<FakeCluster['io']>,
+    gate: Promise<void>,
+    onSend: (n: number) => void,
+    stdin?: CliIO['stdin'],
+  ): CliIO {
+    let sends = 0
+    return {
+      ...h.io,
+      ...(stdin ? { stdin } : {}),
+      connect: async (options) => {
+        const client = await h.io.connect(options)
+        return {
+          ...client,
+          producer: (queue) => {
+            const p = client.producer(queue)
+            return {
+              ...p,
+              send: async (m) => {
+                onSend(++sends)
+                await gate
+                return p.send(m)
+              },
+            }
+          },
+        }
+      },
+    }
+  }
+
+  it('on Ctrl-C stops reading stdin, waits for the sends under way, says what was produced and exits 130', async () => {
+    const h = cluster.io()
+    let release = () => {}
+    const gate = new Promise<void>((r) => (release = r))
+    const stdin = (async function* () {
+      yield 'a\nb\nc\n'
+      await new Promise(() => {}) // a pipe that stays open (tail -f)
+    })()
+    const io = gatedIO(
+      h,
+      gate,
+      (n) => {
+        if (n === 3)
+          setImmediate(() => {
+            h.interrupt.abort()
+            setImmediate(release)
+          })
+      },
+      stdin,
+    )
+    const code = await runCli(['produce', 'jobs'], io, '0')
+    expect(code).toBe(130)
+    expectOneLineError(
+      h.stderr(),
+      /produce to jobs stopped \(Ctrl-C\): 3 of 3 messages produced; the rest of stdin was not read/,
+    )
+    expect(cluster.ready('jobs')).toHaveLength(3)
+  })
+
+  it("on SIGTERM stops a --count run, and exits with the signal's code", async () => {
+    const h = cluster.io()
+    let release = () => {}
+    const gate = new Promise<void>((r) => (release = r))
+    const io = gatedIO(h, gate, (n) => {
+      if (n === 5) {
+        h.interrupt.abort({ why: 'SIGTERM', exitCode: 143 })
+        setImmediate(release)
+      }
+    })
+    const code = await runCli(['produce', 'jobs', '--count', '1000', 'x'], io, '0')
+    expect(code).toBe(143)
+    expectOneLineError(h.stderr(), /stopped \(SIGTERM\): 5 of 5 messages produced; 995 were not sent/)
+    expect(cluster.ready('jobs')).toHaveLength(5)
   })
 
   it('stops at the first failure and says how many messages were sent', async () => {

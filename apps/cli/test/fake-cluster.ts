@@ -180,7 +180,9 @@ export class FakeCluster {
             const error = gone ? Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }) : null
             setImmediate(() => {
               done?.(error)
-              if (error && !interrupt.signal.aborted) interrupt.abort() // as the binary's nodeIO does
+              // as the binary's nodeIO does
+              if (error && !interrupt.signal.aborted)
+                interrupt.abort({ why: "stdout's reader left (EPIPE)", exitCode: 0 })
             })
             return !gone
           }

@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
+import { handleInterrupts, INTERRUPTED, untilInterrupted } from '../interrupt'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
 import { messageLine, messageRecord } from '../output'
@@ -110,11 +111,11 @@ async function consume(
   /** A line could not be written (the pipe's reader left): stop, give back what is held. */
   let outputGone = false
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
-  const { interrupted, stopListening } = listenForInterrupt(io)
+  const stopListening = handleInterrupts(io.interrupt)
   try {
     while (received < flags.max && ackFailure === undefined && !outputGone) {
       pending ??= iterator.next()
-      const next = await nextWithin(pending, follow ? undefined : idleWaitMs(flags.wait), interrupted)
+      const next = await nextWithin(pending, follow ? undefined : idleWaitMs(flags.wait), io.interrupt)
       if (next.kind !== 'message') break
       pending = undefined
       const d = next.delivery
@@ -187,43 +188,22 @@ export async function pausedReason(session: Session, queue: string): Promise<str
     : undefined
 }
 
-/**
- * Ctrl-C as a `Next`, for a command that leases: listening for the whole run tells the binary
- * that Ctrl-C is handled here (see nodeIO); `stopListening()` when the run ends.
- */
-export function listenForInterrupt(io: Session['io']): {
-  readonly interrupted: Promise<Next>
-  readonly stopListening: () => void
-} {
-  let onInterrupt: (() => void) | undefined
-  const interrupted = new Promise<Next>((resolve) => {
-    onInterrupt = () => resolve({ kind: 'interrupted' })
-    io.interrupt?.addEventListener('abort', onInterrupt, { once: true })
-  })
-  return {
-    interrupted,
-    stopListening: () => {
-      if (onInterrupt) io.interrupt?.removeEventListener('abort', onInterrupt)
-    },
-  }
-}
-
 /** Waits for the iterator's next result, `idleMs` at most (undefined: no limit), or Ctrl-C. */
 export async function nextWithin(
   pending: Promise<IteratorResult<CliDelivery>>,
   idleMs: number | undefined,
-  interrupted: Promise<Next>,
+  interrupt: AbortSignal | undefined,
 ): Promise<Next> {
   let timer: ReturnType<typeof setTimeout> | undefined
-  const stops: Promise<Next>[] = [interrupted]
+  const racers: Promise<Next>[] = [
+    pending.then((r): Next => (r.done ? { kind: 'end' } : { kind: 'message', delivery: r.value })),
+  ]
   if (idleMs !== undefined) {
-    stops.push(new Promise((resolve) => (timer = setTimeout(() => resolve({ kind: 'idle' }), idleMs))))
+    racers.push(new Promise((resolve) => (timer = setTimeout(() => resolve({ kind: 'idle' }), idleMs))))
   }
   try {
-    return await Promise.race([
-      ...stops,
-      pending.then((r): Next => (r.done ? { kind: 'end' } : { kind: 'message', delivery: r.value })),
-    ])
+    const next = await untilInterrupted(Promise.race(racers), interrupt)
+    return next === INTERRUPTED ? { kind: 'interrupted' } : next
   } finally {
     if (timer) clearTimeout(timer)
   }

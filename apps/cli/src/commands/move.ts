@@ -2,10 +2,11 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
+import { handleInterrupts } from '../interrupt'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
 import { Progress } from '../progress'
-import { idleWaitMs, listenForInterrupt, nextWithin, pausedReason } from './consume'
+import { idleWaitMs, nextWithin, pausedReason } from './consume'
 
 /** Messages leased from the source ahead of their copy. */
 const PREFETCH_MAX = 256
@@ -75,7 +76,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   let taken = 0
   let moved = 0
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
-  const { interrupted, stopListening } = listenForInterrupt(io)
+  const stopListening = handleInterrupts(io.interrupt)
   /** Copies `d` to the target, then acks it in the source; a refused copy gives `d` back. */
   const copy = async (d: CliDelivery): Promise<void> => {
     try {
@@ -111,7 +112,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   try {
     while (taken < max && failure === undefined) {
       pending ??= iterator.next()
-      const next = await nextWithin(pending, idleWaitMs(flags.wait), interrupted)
+      const next = await nextWithin(pending, idleWaitMs(flags.wait), io.interrupt)
       if (next.kind !== 'message') break
       pending = undefined
       taken++

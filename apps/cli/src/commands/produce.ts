@@ -1,7 +1,9 @@
 import type { OutgoingMessage, SendResult } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
-import { CommandError, UsageError } from '../errors'
+import { CommandError, InterruptedError, UsageError } from '../errors'
+import { handleInterrupts, INTERRUPTED, untilInterrupted } from '../interrupt'
+import { interruptReason } from '../io'
 import { readLines } from '../lines'
 import { delayArg, headerArg, integerArg } from '../options'
 import { Progress } from '../progress'
@@ -115,29 +117,51 @@ async function produce(
   let sent = 0
   let last: SendResult | undefined
   let failure: unknown
-  for await (const next of source) {
-    if (failure !== undefined) break
-    const seq = read++
-    const sending = producer.send({ ...template, body: next }).then(
-      (result) => {
-        sent++
-        last = result
-        if (out.json) progress?.clear()
-        out.record({ seq, id: result.id, partition: result.partition, duplicate: result.duplicate })
-        progress?.update(sent)
-      },
-      (error: unknown) => {
-        failure ??= error
-      },
-    )
-    const tracked = sending.finally(() => inFlight.delete(tracked))
-    inFlight.add(tracked)
-    if (inFlight.size >= SENDS_IN_FLIGHT_MAX) await Promise.race(inFlight)
+  // Ctrl-C (or stdout's reader gone) stops the reading, then waits for the sends under way,
+  // so that what was stored is known: a second Ctrl-C exits at once (nodeIO).
+  const stopListening = handleInterrupts(io.interrupt)
+  const lines = source[Symbol.asyncIterator]()
+  let stopped = false
+  try {
+    while (failure === undefined) {
+      const next = await untilInterrupted(lines.next(), io.interrupt)
+      if (next === INTERRUPTED) {
+        stopped = true
+        break
+      }
+      if (next.done) break
+      const seq = read++
+      const sending = producer.send({ ...template, body: next.value }).then(
+        (result) => {
+          sent++
+          last = result
+          if (out.json) progress?.clear()
+          out.record({ seq, id: result.id, partition: result.partition, duplicate: result.duplicate })
+          progress?.update(sent)
+        },
+        (error: unknown) => {
+          failure ??= error
+        },
+      )
+      const tracked = sending.finally(() => inFlight.delete(tracked))
+      inFlight.add(tracked)
+      if (inFlight.size >= SENDS_IN_FLIGHT_MAX) await Promise.race(inFlight)
+    }
+    await Promise.all(inFlight)
+  } finally {
+    stopListening()
   }
-  await Promise.all(inFlight)
   progress?.finish()
   if (failure !== undefined) {
     throw new CommandError(`produce to ${queue} failed after ${sent} of ${read} messages were sent`, failure)
+  }
+  if (stopped) {
+    const { why, exitCode } = interruptReason(io.interrupt)
+    const rest = fromStdin ? 'the rest of stdin was not read' : `${(total ?? 0) - read} were not sent`
+    throw new InterruptedError(
+      `produce to ${queue} stopped (${why}): ${sent} of ${read} messages produced; ${rest}`,
+      exitCode,
+    )
   }
   if (sent === 1 && last) {
     out.text(`produced 1 message to ${queue} (partition ${last.partition}, id ${last.id})\n`)
