@@ -21,7 +21,8 @@ const PORT_MAX = 65_535
 /**
  * Why the dev cluster's ports do not fit (its gRPC ports `basePort`.., its HTTP ports
  * `httpBasePort`.. unless 0, one per node), or undefined when they do: a base port near the
- * top started children that failed one by one.
+ * top started children that failed one by one, and overlapping ranges a node whose HTTP port
+ * another's gRPC port had taken.
  */
 export function devPortsProblem(
   options: Pick<DevClusterOptions, 'nodes' | 'basePort' | 'httpBasePort'>,
@@ -31,6 +32,9 @@ export function devPortsProblem(
     return `--base-port ${options.basePort} with ${options.nodes} nodes needs ports ${options.basePort}-${last(options.basePort)}; ports go from 1 to ${PORT_MAX}`
   if (options.httpBasePort > 0 && last(options.httpBasePort) > PORT_MAX)
     return `the HTTP ports from ${options.httpBasePort} for ${options.nodes} nodes go past ${PORT_MAX}: give a lower --http-base-port, or 0 for none`
+  const { basePort, httpBasePort } = options
+  if (httpBasePort > 0 && httpBasePort <= last(basePort) && basePort <= last(httpBasePort))
+    return `the gRPC ports ${basePort}-${last(basePort)} and the HTTP ports ${httpBasePort}-${last(httpBasePort)} overlap: give --base-port and --http-base-port at least ${options.nodes} apart, or --http-base-port 0 for none`
   return undefined
 }
 

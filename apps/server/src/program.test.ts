@@ -135,4 +135,14 @@ describe('devPortsProblem', () => {
     expect(devPortsProblem({ nodes: 3, basePort: 64535, httpBasePort: 65535 })).toMatch(/--http-base-port/)
     expect(devPortsProblem({ nodes: 3, basePort: 64535, httpBasePort: 0 })).toBeUndefined()
   })
+
+  it('refuses gRPC and HTTP port ranges that overlap, naming both', () => {
+    expect(devPortsProblem({ nodes: 3, basePort: 7001, httpBasePort: 7003 })).toMatch(
+      /the gRPC ports 7001-7003 and the HTTP ports 7003-7005 overlap: give --base-port and --http-base-port at least 3 apart/,
+    )
+    expect(devPortsProblem({ nodes: 3, basePort: 7003, httpBasePort: 7001 })).toMatch(/overlap/)
+    expect(devPortsProblem({ nodes: 3, basePort: 7001, httpBasePort: 7001 })).toMatch(/overlap/)
+    expect(devPortsProblem({ nodes: 3, basePort: 7001, httpBasePort: 7004 })).toBeUndefined()
+    expect(devPortsProblem({ nodes: 3, basePort: 7004, httpBasePort: 7001 })).toBeUndefined()
+  })
 })
