@@ -1,4 +1,4 @@
 #!/usr/bin/env -S node --max-semi-space-size=32 --initial-old-space-size=256
-import { createProgram } from './program'
+import { runProgram } from './program'
 
-await createProgram().parseAsync(process.argv)
+await runProgram(process.argv)

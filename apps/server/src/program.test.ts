@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { devNodeArgs, devPortsProblem } from './dev-cluster'
-import { createProgram, type ProgramIo } from './program'
+import { createProgram, type ProgramIo, runProgram } from './program'
 
 function capture(): ProgramIo & { lines: string[]; errors: string[]; code: number | undefined } {
   const io = {
@@ -31,6 +31,32 @@ describe('mq-server program', () => {
     await expect(program.parseAsync(['dev', '--nodes', 'zero'], { from: 'user' })).rejects.toThrow(
       /positive integer/,
     )
+  })
+
+  it('exits 2 for a command line the parser refuses, as for a refused config, and 0 for help', async () => {
+    for (const argv of [
+      ['start', '--bogus'],
+      ['dev', '--nodes', 'zero'],
+      ['dev', '--base-port', 'x'],
+      ['nonsense'],
+    ]) {
+      const io = capture()
+      const stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true)
+      try {
+        await runProgram(['node', 'mq-server', ...argv], io)
+      } finally {
+        stderr.mockRestore()
+      }
+      expect(io.code, argv.join(' ')).toBe(2)
+    }
+    const io = capture()
+    const stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true)
+    try {
+      await runProgram(['node', 'mq-server', '--help'], io)
+    } finally {
+      stdout.mockRestore()
+    }
+    expect(io.code).toBe(0)
   })
 
   it('prints its version and the format level it writes up to', async () => {

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { FORMAT_LEVEL } from '@mq/protocol'
-import { Command, InvalidArgumentError } from 'commander'
+import { Command, CommanderError, InvalidArgumentError } from 'commander'
 import { loadTokenFile } from './auth/token-file'
 import { ConfigError, loadConfig, weakSecretWarning } from './config'
 import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
@@ -30,9 +30,28 @@ const defaultIo: ProgramIo = {
   },
 }
 
-/** Builds the `mq-server` command line. `io` receives what the commands print. */
+/**
+ * Runs `mq-server` with `argv` (node's, from: 'node'). A command line the parser refuses (an
+ * unknown flag, a bad value) exits 2, as a refused configuration does: it exited 1, the code
+ * of a node that failed while running. Help and the version exit 0.
+ */
+export async function runProgram(argv: readonly string[], io: ProgramIo = defaultIo): Promise<void> {
+  try {
+    await createProgram(io).parseAsync([...argv])
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error
+    // Commander has written its message.
+    io.exit(error.exitCode === 0 ? 0 : 2)
+  }
+}
+
+/**
+ * Builds the `mq-server` command line. `io` receives what the commands print. A command line
+ * the parser refuses throws its CommanderError (runProgram sets the exit code).
+ */
 export function createProgram(io: ProgramIo = defaultIo): Command {
   const program = new Command('mq-server')
+    .exitOverride()
     .description('mq server: a multi-Raft host of meta and data groups')
     .version(SERVER_VERSION, '-V, --version', 'print the version of mq-server and its format level')
   program
