@@ -242,7 +242,10 @@ export interface WeightStats {
   readonly delayed: number
   readonly leased: number
   readonly dead: number
-  /** now − enqueue time of the next message this weight will deliver; 0 when none is ready. */
+  /**
+   * now − enqueue time of the next message this weight will deliver; 0 when none is ready, or
+   * when it is not among the STATS_AGES_MAX heaviest ready weights (not read).
+   */
   readonly oldestAgeMs: number
   /** This weight's share of the leases if all backlogged weights stay backlogged. */
   readonly targetShare: number

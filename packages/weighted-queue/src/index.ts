@@ -42,6 +42,7 @@ export {
   PENDING_APPLIES_MAX,
   PRODUCERS_CACHED_MAX,
   QueuePartition,
+  STATS_AGES_MAX,
   TURNS_CACHED_MAX,
 } from './partition'
 export { PRODUCER_BATCHES_KEPT } from './records'

@@ -24,6 +24,7 @@ import {
   type QueueConfig,
   QueueError,
   SequenceGapError,
+  STATS_AGES_MAX,
 } from '../src/index'
 
 type State = 'ready' | 'delayed' | 'leased' | 'dead' | 'waiting'
@@ -603,6 +604,8 @@ export class ModelQueue {
     const total = backlogged.reduce((a, w) => a + w, 0)
     const top = Math.max(0, ...backlogged)
     const weights: WeightStats[] = []
+    // Ages are read for the STATS_AGES_MAX heaviest ready weights only.
+    const aged = new Set([...backlogged].sort((a, b) => b - a).slice(0, STATS_AGES_MAX))
     for (let w = 1; w <= 1000; w++) {
       const mine = all.filter((m) => m.weight === w && m.state !== 'waiting')
       const hits = this.window.filter((x) => x === w).length
@@ -616,7 +619,7 @@ export class ModelQueue {
         delayed: mine.filter((m) => m.state === 'delayed').length,
         leased: mine.filter((m) => m.state === 'leased').length,
         dead: mine.filter((m) => m.state === 'dead').length,
-        oldestAgeMs: ready[0] ? Math.max(0, nowMs - ready[0].enqueuedAtMs) : 0,
+        oldestAgeMs: ready[0] && aged.has(w) ? Math.max(0, nowMs - ready[0].enqueuedAtMs) : 0,
         targetShare:
           ready.length === 0 ? 0 : this.config.scheduling === 'strict' ? (w === top ? 1 : 0) : w / total,
         achievedShare: this.window.length === 0 ? 0 : hits / this.window.length,
