@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
+import { InFlight } from '../in-flight'
 import { handleInterrupts, INTERRUPTED, untilInterrupted } from '../interrupt'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
@@ -105,7 +106,7 @@ async function consume(
   const iterator = consumer[Symbol.asyncIterator]()
   const progress = follow ? new Progress(io.stderr, () => io.now(), `consume ${queue}`) : undefined
   const held: CliDelivery[] = []
-  const acks = new Set<Promise<void>>()
+  const acks = new InFlight(ACKS_IN_FLIGHT_MAX)
   let ackFailure: unknown
   let received = 0
   /** A line could not be written (the pipe's reader left): stop, give back what is held. */
@@ -140,11 +141,9 @@ async function consume(
           ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
         })
       })
-      const tracked = acking.finally(() => acks.delete(tracked))
-      acks.add(tracked)
-      if (acks.size >= ACKS_IN_FLIGHT_MAX) await Promise.race(acks)
+      await acks.add(acking)
     }
-    await Promise.all(acks)
+    await acks.drained()
   } finally {
     stopListening()
     // Leasing stops first (what was leased and not handed out goes back): the messages given

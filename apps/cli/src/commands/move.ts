@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
 import { CommandError, UsageError } from '../errors'
+import { InFlight } from '../in-flight'
 import { handleInterrupts } from '../interrupt'
 import type { CliDelivery } from '../io'
 import { durationOption, integerArg } from '../options'
@@ -71,7 +72,7 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   const producer = client.producer(flags.to)
   const iterator = consumer[Symbol.asyncIterator]()
   const progress = new Progress(io.stderr, () => io.now(), `move ${from} to ${flags.to}`)
-  const copies = new Set<Promise<void>>()
+  const copies = new InFlight(COPIES_IN_FLIGHT_MAX)
   let failure: unknown
   let taken = 0
   let moved = 0
@@ -116,11 +117,9 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
       if (next.kind !== 'message') break
       pending = undefined
       taken++
-      const tracked: Promise<void> = copy(next.delivery).finally(() => copies.delete(tracked))
-      copies.add(tracked)
-      if (copies.size >= COPIES_IN_FLIGHT_MAX) await Promise.race(copies)
+      await copies.add(copy(next.delivery))
     }
-    await Promise.all(copies)
+    await copies.drained()
   } finally {
     stopListening()
     // As in consume: leasing stops before what is held goes back.

@@ -2,6 +2,7 @@ import type { OutgoingMessage, SendResult } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { CommandError, InterruptedError, UsageError } from '../errors'
+import { InFlight } from '../in-flight'
 import { handleInterrupts, INTERRUPTED, untilInterrupted } from '../interrupt'
 import { interruptReason } from '../io'
 import { readLines } from '../lines'
@@ -112,7 +113,7 @@ async function produce(
   const progress =
     total === 1 ? undefined : new Progress(io.stderr, () => io.now(), `produce ${queue}`, total)
   const startedAt = io.now()
-  const inFlight = new Set<Promise<void>>()
+  const inFlight = new InFlight(SENDS_IN_FLIGHT_MAX)
   let read = 0
   let sent = 0
   let last: SendResult | undefined
@@ -143,11 +144,9 @@ async function produce(
           failure ??= error
         },
       )
-      const tracked = sending.finally(() => inFlight.delete(tracked))
-      inFlight.add(tracked)
-      if (inFlight.size >= SENDS_IN_FLIGHT_MAX) await Promise.race(inFlight)
+      await inFlight.add(sending)
     }
-    await Promise.all(inFlight)
+    await inFlight.drained()
   } finally {
     stopListening()
   }
