@@ -1,5 +1,6 @@
 import type { Counters, Depth, PartitionInfo, WeightInfo } from '@mq/console'
 import type { PartitionStats, QueueRoute } from '@mq/protocol'
+import { addWeightFigures, noWeightFigures } from '../metrics/weight-figures'
 
 /** A queue's figures summed over its partitions. */
 export interface QueueFigures {
@@ -38,25 +39,10 @@ export function queueFigures(stats: readonly PartitionStats[], route?: QueueRout
     for (const w of p.weights) {
       let sum = byWeight.get(w.weight)
       if (!sum) {
-        sum = {
-          weight: w.weight,
-          ready: 0,
-          delayed: 0,
-          leased: 0,
-          dead: 0,
-          oldestAgeMs: 0,
-          targetShare: 0,
-          achievedShare: 0,
-        }
+        sum = { weight: w.weight, ...noWeightFigures() }
         byWeight.set(w.weight, sum)
       }
-      sum.ready += w.ready
-      sum.delayed += w.delayed
-      sum.leased += w.leased
-      sum.dead += w.dead
-      sum.oldestAgeMs = Math.max(sum.oldestAgeMs, w.oldestAgeMs)
-      sum.targetShare += w.targetShare * share
-      sum.achievedShare += w.achievedShare * share
+      addWeightFigures(sum, w, share)
     }
   }
   const weights = [...byWeight.values()].sort((a, b) => a.weight - b.weight)

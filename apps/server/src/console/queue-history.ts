@@ -1,5 +1,5 @@
 import type { Counters, QueueSample } from '@mq/console'
-import { largestTargets } from '../metrics/largest-targets'
+import { largestTargets } from '../metrics/weight-figures'
 import { NO_COUNTS, storedMessages } from './queue-depth'
 
 export interface QueueHistoryLimits {

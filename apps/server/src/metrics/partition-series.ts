@@ -1,5 +1,5 @@
 import type { WeightStats } from '@mq/protocol'
-import { largestTargets } from './largest-targets'
+import { addWeightFigures, largestTargets, noWeightFigures } from './weight-figures'
 
 /**
  * Per-weight series of one partition in a scrape, at most: those of the weights with the
@@ -41,22 +41,8 @@ export function samplePartition(queue: string, partition: number, stats: StatsRe
   const weights: WeightSample[] = kept.map((w) => ({ ...w, weight: String(w.weight) }))
   if (kept.length < stats.weights.length) {
     const shown = new Set(kept)
-    const other = {
-      ready: 0,
-      delayed: 0,
-      leased: 0,
-      dead: 0,
-      oldestAgeMs: 0,
-      targetShare: 0,
-      achievedShare: 0,
-    }
-    for (const w of stats.weights) {
-      if (shown.has(w)) continue
-      for (const state of STATES) other[state] += w[state]
-      other.oldestAgeMs = Math.max(other.oldestAgeMs, w.oldestAgeMs)
-      other.targetShare += w.targetShare
-      other.achievedShare += w.achievedShare
-    }
+    const other = noWeightFigures()
+    for (const w of stats.weights) if (!shown.has(w)) addWeightFigures(other, w)
     weights.push({ weight: OTHER_WEIGHTS, ...other })
   }
   const counters: Record<string, number> = {}
