@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { SERVER_NODE_FLAGS } from '@mq/protocol'
+import { EXIT_WITH_PARENT_ENV } from './parent-watch'
 
 export interface DevClusterOptions {
   readonly nodes: number
@@ -80,8 +81,9 @@ export function devNodeArgs(
 /**
  * Runs a local cluster of `nodes` separate `mq-server start` processes on consecutive ports,
  * each with its own data dir under `dataDir`, their output prefixed with the node id. Ends
- * them with SIGTERM when this process gets SIGINT or SIGTERM, and resolves with the worst
- * exit code once all have exited.
+ * them with SIGTERM when this process gets SIGINT, SIGTERM or SIGHUP (and they stop
+ * themselves when it is killed outright), and resolves with the worst exit code once all
+ * have exited.
  */
 export async function runDevCluster(options: DevClusterOptions): Promise<number> {
   const members = Array.from({ length: options.nodes }, (_, i) => ({
@@ -89,8 +91,11 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     address: `${options.host}:${options.basePort + i}`,
   }))
   const children: ChildProcess[] = members.map((m, i) => {
+    // An IPC channel the node watches: this process killed outright (SIGKILL, no handler
+    // runs) closes it, and the node stops itself instead of running on unsupervised.
     const child = spawn(process.execPath, devNodeArgs(options, members, i), {
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      env: { ...process.env, [EXIT_WITH_PARENT_ENV]: '1' },
     })
     const prefix = (chunk: Buffer) => {
       for (const line of chunk.toString().split('\n')) if (line) options.out(`[${m.nodeId}] ${line}`)
@@ -100,7 +105,7 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     return child
   })
   options.out(
-    `mq dev cluster: ${options.nodes} nodes (${members.map((m) => m.address).join(', ')}), data in ${resolve(options.dataDir)}`,
+    `mq dev cluster: ${options.nodes} nodes (${members.map((m, i) => `${m.nodeId} ${m.address} pid ${children[i]?.pid}`).join(', ')}), data in ${resolve(options.dataDir)}`,
   )
   options.out(
     `  create:   mq --servers ${members[0]?.address} queue create jobs --partitions ${options.nodes}`,

@@ -11,6 +11,7 @@ import { type HttpServer, startHttpServer } from './http/http-server'
 import { metricsReader } from './http/metrics-scope'
 import { createLogger, type Logger } from './log'
 import { MqNode } from './node'
+import { watchParent } from './parent-watch'
 
 export interface ProgramIo {
   readonly out: (line: string) => void
@@ -138,6 +139,14 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       const stopFailed = () => {
         void Promise.all([node.stop(0, 0), http?.close(), webConsole?.close()]).then(() => io.exit(1))
       }
+      // A dev node whose `mq-server dev` is gone (killed outright, say) stops as on SIGTERM,
+      // once it serves: nobody would stop it otherwise. Its output has nowhere to go by then.
+      let parentGone = false
+      let shutdown: (() => void) | undefined
+      watchParent(() => {
+        parentGone = true
+        shutdown?.()
+      })
       try {
         // Commander sets `console: true` unless --no-console is given: only `false` is a choice
         // (so that a config file's `"console": false` holds).
@@ -221,10 +230,12 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       // Once: a second signal while stopping (a dev node gets SIGINT from the terminal and
       // SIGTERM from `mq-server dev`) does not stop the node a second time meanwhile.
       let stopping = false
-      const shutdown = () => {
+      shutdown = () => {
         if (stopping) return
         stopping = true
-        log.info(`mq-server: node ${c.nodeId} stopping`)
+        log.info(
+          `mq-server: node ${c.nodeId} stopping${parentGone ? ' (the process that started it is gone)' : ''}`,
+        )
         void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(
           () => io.exit(0),
           (error: unknown) => {
@@ -235,6 +246,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       }
       process.on('SIGTERM', shutdown)
       process.on('SIGINT', shutdown)
+      if (parentGone) shutdown()
       // SIGHUP: the token file and the TLS files are read again (rotation without a restart).
       process.on('SIGHUP', () => {
         try {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -131,6 +131,32 @@ describe('mq-server processes', () => {
     expect(dev.output()).toMatch(/\[n2\] .*INFO.*mq-server: node n2 stopping/)
   }, 60_000)
 
+  it('leaves no node running when mq-server dev is killed outright (SIGKILL)', async () => {
+    const base = await freePort()
+    const dev = startDev(2, base, 0, 'dev-kill')
+    await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
+    const pids = [...dev.output().matchAll(/n\d 127\.0\.0\.1:\d+ pid (\d+)/g)].map((m) => Number(m[1]))
+    expect(pids).toHaveLength(2)
+    try {
+      dev.child.kill('SIGKILL')
+      await dev.exited
+      // No handler ran in dev: each node saw its IPC channel close and stopped itself.
+      const deadline = Date.now() + 30_000
+      while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+      expect(pids.filter(running)).toEqual([])
+    } finally {
+      for (const pid of pids.filter(running)) process.kill(pid, 'SIGKILL')
+    }
+    // They stopped cleanly enough to start again on the same data (ports and locks free).
+    const again = startDev(2, base, 0, 'dev-kill')
+    try {
+      await Promise.all([waitServing(`127.0.0.1:${base}`), waitServing(`127.0.0.1:${base + 1}`)])
+    } finally {
+      again.child.kill('SIGTERM')
+    }
+    expect((await again.exited).code).toBe(0)
+  }, 90_000)
+
   it('stops the whole dev cluster when one node fails, and on SIGHUP', async () => {
     const base = await freePort()
     // n2's port is taken: n2 fails at start, and n1 must not be left running.
@@ -155,3 +181,18 @@ describe('mq-server processes', () => {
     expect(hup.output()).toMatch(/\[n1\] .*mq-server: node n1 stopping/)
   }, 60_000)
 })
+
+/** Whether `pid` is a live process (an exited one not yet reaped, a zombie, is not). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  try {
+    // The state field follows the parenthesised command name.
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z'
+  } catch {
+    return false
+  }
+}
