@@ -146,6 +146,20 @@ export class BenchCluster {
     return total
   }
 
+  /**
+   * The resident set (bytes) of the largest node process now, from /proc/PID/status;
+   * undefined where that cannot be read (not Linux, a node not running).
+   */
+  serverRssBytes(): number | undefined {
+    let largest = 0
+    for (const n of this.nodes) {
+      const rss = n.child?.pid === undefined ? undefined : processRssBytes(n.child.pid)
+      if (rss === undefined) return undefined
+      largest = Math.max(largest, rss)
+    }
+    return largest
+  }
+
   /** SIGSTOP to the node's PID: it falls silent (its sockets stay open) until resume(). */
   pause(nodeId: string): void {
     this.node(nodeId).child?.kill('SIGSTOP')
@@ -278,6 +292,18 @@ export function processCpuMs(pid: number): number | undefined {
   const stime = Number(fields[12])
   if (!Number.isFinite(utime) || !Number.isFinite(stime)) return undefined
   return ((utime + stime) * 1000) / CLOCK_TICKS_PER_S
+}
+
+/** The resident set of process `pid` in bytes (VmRSS of /proc/PID/status), or undefined. */
+export function processRssBytes(pid: number): number | undefined {
+  let status: string
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  } catch {
+    return undefined
+  }
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]
+  return kb === undefined ? undefined : Number(kb) * 1024
 }
 
 /** How long a new local cluster may take to spread its leaderships before the run starts anyway. */

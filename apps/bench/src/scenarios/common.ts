@@ -19,6 +19,8 @@ export interface Target {
   readonly facts?: ClusterFacts
   /** The CPU time `servers` used so far (the suite passes its local cluster's); none: unknown. */
   readonly serverCpuMs?: () => number | undefined
+  /** The resident set of the largest of `servers` now (the suite passes its local cluster's); none: unknown. */
+  readonly serverRssBytes?: () => number | undefined
 }
 
 export interface Env {
@@ -28,6 +30,8 @@ export interface Env {
   readonly facts: ClusterFacts
   /** The CPU time the servers used so far (CpuMeter), when the bench knows their processes. */
   readonly serverCpuMs: (() => number | undefined) | undefined
+  /** The largest server's resident set now (bytes), when the bench knows their processes. */
+  readonly serverRssBytes: (() => number | undefined) | undefined
 }
 
 /** Runs `fn` against `target`, starting (and always stopping) a local cluster when needed. */
@@ -38,6 +42,7 @@ export async function withTarget<T>(target: Target, fn: (env: Env) => Promise<T>
       cluster: undefined,
       facts: target.facts ?? GIVEN_CLUSTER_FACTS,
       serverCpuMs: target.serverCpuMs,
+      serverRssBytes: target.serverRssBytes,
     })
   }
   const cluster = await BenchCluster.start({
@@ -50,6 +55,7 @@ export async function withTarget<T>(target: Target, fn: (env: Env) => Promise<T>
       cluster,
       facts: cluster.facts(),
       serverCpuMs: () => cluster.serverCpuMs(),
+      serverRssBytes: () => cluster.serverRssBytes(),
     })
   } finally {
     await cluster.stop()

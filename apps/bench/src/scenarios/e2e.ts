@@ -3,6 +3,7 @@ import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 import { paced } from './pacer'
+import { RssMeter } from './rss-meter'
 
 export interface E2eOptions {
   readonly ratePerS: number
@@ -23,7 +24,7 @@ const nowMs = (): number => performance.timeOrigin + performance.now()
  * receipt (e2e) and to the ack (ack). `sendLag` is how late the client issued the sends.
  */
 export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioResult> {
-  return withTarget(target, async ({ servers, facts }) => {
+  return withTarget(target, async ({ servers, facts, serverRssBytes }) => {
     const admin = await connect(servers)
     const producerClient = await connect(servers)
     const consumerClient = await connect(servers)
@@ -38,9 +39,11 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       const progress = new Progress('e2e')
       let received = 0
       const start = performance.now()
+      const rss = RssMeter.start(serverRssBytes)
       const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
       const receiving = (async () => {
-        const acks: Promise<void>[] = []
+        // The acks under way only (a long run acks millions).
+        const acks = new Set<Promise<void>>()
         for await (const m of consumer) {
           const sentAt = new DataView(m.body.buffer, m.body.byteOffset, 8).getFloat64(0)
           const latency = nowMs() - sentAt
@@ -48,7 +51,11 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           timeline.record(performance.now() - start, latency)
           received++
           progress.update(received, count, 'received')
-          acks.push(m.ack().catch(() => {}))
+          const acking: Promise<void> = m.ack().then(
+            () => void acks.delete(acking),
+            () => void acks.delete(acking),
+          )
+          acks.add(acking)
           if (received >= count) break
         }
         await Promise.all(acks)
@@ -67,6 +74,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       await receiving.finally(() => clearTimeout(timer))
       progress.end()
       await consumer.close()
+      const memory = rss?.stop() ?? {}
       const elapsedS = (performance.now() - start) / 1000
       return withFacts(
         {
@@ -77,6 +85,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
             received,
             receivedPerS: round(received / elapsedS, 0),
             elapsedS: round(elapsedS, 2),
+            ...memory,
           },
           latency: latencyOf({ e2e, ack, sendLag }),
           timeline: timeline.points(performance.now() - start),

@@ -25,8 +25,13 @@ export async function runSuite(
     results.push(...(Array.isArray(r) ? r : [r]))
     log(`suite: ${name} done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
   }
-  await withTarget(target, async ({ servers, facts, serverCpuMs }) => {
-    const shared: Target = { servers, facts, ...(serverCpuMs ? { serverCpuMs } : {}) }
+  await withTarget(target, async ({ servers, facts, serverCpuMs, serverRssBytes }) => {
+    const shared: Target = {
+      servers,
+      facts,
+      ...(serverCpuMs ? { serverCpuMs } : {}),
+      ...(serverRssBytes ? { serverRssBytes } : {}),
+    }
     await step('produce', () =>
       runProduce(shared, { ...PRODUCE_DEFAULTS, count: 20_000, timeLimitMs: 30_000 }),
     )
