@@ -280,12 +280,8 @@ const CLOCK_TICKS_PER_S = 100
  * after the command's closing parenthesis), or undefined when it cannot be read.
  */
 export function processCpuMs(pid: number): number | undefined {
-  let stat: string
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-  } catch {
-    return undefined
-  }
+  const stat = procFile(pid, 'stat')
+  if (stat === undefined) return undefined
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
   // fields[0] is the state (field 3): utime and stime are fields 14 and 15.
   const utime = Number(fields[11])
@@ -296,14 +292,17 @@ export function processCpuMs(pid: number): number | undefined {
 
 /** The resident set of process `pid` in bytes (VmRSS of /proc/PID/status), or undefined. */
 export function processRssBytes(pid: number): number | undefined {
-  let status: string
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(procFile(pid, 'status') ?? '')?.[1]
+  return kb === undefined ? undefined : Number(kb) * 1024
+}
+
+/** The text of /proc/PID/`name`, or undefined where it cannot be read (not Linux, no such process). */
+function procFile(pid: number, name: string): string | undefined {
   try {
-    status = readFileSync(`/proc/${pid}/status`, 'utf8')
+    return readFileSync(`/proc/${pid}/${name}`, 'utf8')
   } catch {
     return undefined
   }
-  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]
-  return kb === undefined ? undefined : Number(kb) * 1024
 }
 
 /** How long a new local cluster may take to spread its leaderships before the run starts anyway. */
