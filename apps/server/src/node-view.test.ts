@@ -15,6 +15,7 @@ function view(groups: Partial<GroupView['status']>[], metaLeaderId = 'n1', servi
         status: { role: Role.Follower, lead: 'n2', commit: 10, applied: 10, ...s } as GroupView['status'],
         imports: 0,
         sweeping: 0,
+        logTail: { entries: 0, bytes: 0 },
       })),
   }
 }

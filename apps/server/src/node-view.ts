@@ -14,6 +14,11 @@ export interface GroupView {
   readonly imports: number
   /** Dropped partitions whose keys this data-group replica is still deleting; 0 for the meta group. */
   readonly sweeping: number
+  /**
+   * The Raft log held in memory: every entry since the last compaction (kv-storage's
+   * `tailStats()`; data bytes plus 64 per entry). Compactions behind snapshots bound it.
+   */
+  readonly logTail: { readonly entries: number; readonly bytes: number }
 }
 
 /** One queue partition held by a data group this node leads. */

@@ -1254,6 +1254,7 @@ export class MqNode {
             status: raft.status(groupId),
             imports: machine?.importIds().length ?? 0,
             sweeping: machine?.garbageRanges().length ?? 0,
+            logTail: this.#store?.group(groupId)?.tailStats() ?? { entries: 0, bytes: 0 },
           }
         })
       },

@@ -128,6 +128,13 @@ describe('mq-server operability', () => {
     expect(sampleSum(mid.samples, 'mq_raft_commit_index', { group: '1' })).toBeGreaterThan(
       sampleSum(before.samples, 'mq_raft_commit_index', { group: '1' }),
     )
+    // The produces' entries are in the in-memory log tail (no compaction this early).
+    expect(sampleSum(mid.samples, 'mq_raft_log_tail_entries', { group: '1' })).toBeGreaterThan(
+      sampleSum(before.samples, 'mq_raft_log_tail_entries', { group: '1' }),
+    )
+    expect(sampleSum(mid.samples, 'mq_raft_log_tail_bytes', { group: '1' })).toBeGreaterThan(
+      sampleSum(before.samples, 'mq_raft_log_tail_bytes', { group: '1' }),
+    )
 
     const leased = await call(
       queue,

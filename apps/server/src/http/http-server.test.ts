@@ -31,7 +31,7 @@ function fakeView(state: { failed: boolean; leader: string }): NodeView {
     nodeId: 'n1',
     serving: () => !state.failed,
     failed: () => state.failed,
-    groups: () => [{ groupId: 0, status, imports: 2, sweeping: 1 }],
+    groups: () => [{ groupId: 0, status, imports: 2, sweeping: 1, logTail: { entries: 5, bytes: 420 } }],
     ledPartitions: () => [],
     metaLeaderId: () => state.leader,
   }
@@ -89,6 +89,8 @@ describe('the operations HTTP server', () => {
     expect(text).toMatch(/^mq_raft_term\{group="0",node="n1"\} 3$/m)
     expect(text).toMatch(/^mq_data_imports\{group="0",node="n1"\} 2$/m)
     expect(text).toMatch(/^mq_data_sweeps\{group="0",node="n1"\} 1$/m)
+    expect(text).toMatch(/^mq_raft_log_tail_entries\{group="0",node="n1"\} 5$/m)
+    expect(text).toMatch(/^mq_raft_log_tail_bytes\{group="0",node="n1"\} 420$/m)
     expect((await fetch(`${base}/nope`)).status).toBe(404)
     expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405)
     state.failed = true

@@ -81,6 +81,16 @@ export class NodeMetrics {
     ['group'],
   )
   readonly raftLastIndex = this.#gauge('mq_raft_last_index', 'Last index of the local Raft log', ['group'])
+  readonly raftLogTailEntries = this.#gauge(
+    'mq_raft_log_tail_entries',
+    'Raft log entries held in memory: those since the last compaction (each snapshot compacts the log behind it)',
+    ['group'],
+  )
+  readonly raftLogTailBytes = this.#gauge(
+    'mq_raft_log_tail_bytes',
+    'Bytes of the Raft log entries held in memory (their data plus an estimate of 64 bytes each)',
+    ['group'],
+  )
   readonly dataImports = this.#gauge(
     'mq_data_imports',
     'Partitions being imported into this data group replica, their copies partly written (a move under way, or one abandoned when its queue was deleted, until the orphan sweeper drops it)',
@@ -275,17 +285,21 @@ export class NodeMetrics {
       this.raftCommitIndex,
       this.raftAppliedIndex,
       this.raftLastIndex,
+      this.raftLogTailEntries,
+      this.raftLogTailBytes,
       this.dataImports,
       this.dataSweeps,
     ])
       g.reset()
-    for (const { groupId, status, imports, sweeping } of view.groups()) {
+    for (const { groupId, status, imports, sweeping, logTail } of view.groups()) {
       const group = String(groupId)
       this.raftTerm.set({ group }, status.term)
       for (const role of ROLES) this.raftRole.set({ group, role }, status.role === role ? 1 : 0)
       this.raftCommitIndex.set({ group }, status.commit)
       this.raftAppliedIndex.set({ group }, status.applied)
       this.raftLastIndex.set({ group }, status.lastIndex)
+      this.raftLogTailEntries.set({ group }, logTail.entries)
+      this.raftLogTailBytes.set({ group }, logTail.bytes)
       this.dataImports.set({ group }, imports)
       this.dataSweeps.set({ group }, sweeping)
     }
