@@ -15,6 +15,29 @@ describe('untilInterrupted', () => {
     expect(await untilInterrupted(Promise.resolve(1), interrupt.signal)).toBe(INTERRUPTED)
   })
 
+  it('leaves no unhandled rejection when what it waited on fails after the interrupt', async () => {
+    const unhandled: unknown[] = []
+    const record = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', record)
+    try {
+      const interrupt = new AbortController()
+      interrupt.abort()
+      // A stdin read the interrupt closed: it rejects after the interrupt was seen.
+      let fail: (e: Error) => void = () => {}
+      const read = new Promise<string>((_, reject) => {
+        fail = reject
+      })
+      expect(await untilInterrupted(read, interrupt.signal)).toBe(INTERRUPTED)
+      fail(new Error('premature close'))
+      // And one rejected already when it is handed over.
+      expect(await untilInterrupted(Promise.reject(new Error('closed')), interrupt.signal)).toBe(INTERRUPTED)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', record)
+    }
+  })
+
   it('marks the command as handling interrupts until it says it is done', () => {
     const interrupt = new AbortController()
     const done = handleInterrupts(interrupt.signal)

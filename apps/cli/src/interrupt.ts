@@ -15,13 +15,18 @@ export function handleInterrupts(signal: AbortSignal | undefined): () => void {
  * `pending`'s value, or INTERRUPTED once `signal` aborts (at once when it has). Its listener is
  * removed when either comes: racing each wait with one long-lived "interrupted" promise left a
  * reaction on it per wait, which a `consume --follow` of millions of messages never freed.
+ * `pending` is observed in every case: one that fails after the interrupt won (a stdin read
+ * that the interrupt closed) is ignored, not an unhandled rejection that ends the process.
  */
 export function untilInterrupted<T>(
   pending: Promise<T>,
   signal: AbortSignal | undefined,
 ): Promise<T | typeof INTERRUPTED> {
   if (!signal) return pending
-  if (signal.aborted) return Promise.resolve(INTERRUPTED)
+  if (signal.aborted) {
+    pending.catch(() => {})
+    return Promise.resolve(INTERRUPTED)
+  }
   return new Promise((resolve, reject) => {
     const onAbort = () => resolve(INTERRUPTED)
     signal.addEventListener('abort', onAbort, { once: true })

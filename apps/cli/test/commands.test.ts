@@ -818,6 +818,37 @@ describe('produce', () => {
     expect(cluster.ready('jobs')).toHaveLength(3)
   })
 
+  it('on Ctrl-C while its window of sends is full, reads no more of the closed stdin and exits 130', async () => {
+    const h = cluster.io()
+    let release = () => {}
+    const gate = new Promise<void>((r) => (release = r))
+    const window = 10_000 // SENDS_IN_FLIGHT_MAX: the loop waits for room, not on stdin
+    const stdin = (async function* () {
+      yield 'x\n'.repeat(window)
+      // nodeIO destroys stdin on the interrupt: a read after it fails.
+      throw new Error('Premature close')
+    })()
+    const io = gatedIO(
+      h,
+      gate,
+      (n) => {
+        if (n === window)
+          setImmediate(() => {
+            h.interrupt.abort()
+            setImmediate(release)
+          })
+      },
+      stdin,
+    )
+    const code = await runCli(['produce', 'jobs'], io, '0')
+    expect(code).toBe(130)
+    expectOneLineError(
+      h.stderr(),
+      /stopped \(Ctrl-C\): 10000 of 10000 messages produced; the rest of stdin was not read/,
+    )
+    expect(cluster.ready('jobs')).toHaveLength(window)
+  })
+
   it("on SIGTERM stops a --count run, and exits with the signal's code", async () => {
     const h = cluster.io()
     let release = () => {}

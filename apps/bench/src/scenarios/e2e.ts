@@ -29,6 +29,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
     const producerClient = await connect(servers)
     const consumerClient = await connect(servers)
     const queue = queueName('e2e')
+    let rss: RssMeter | undefined
     try {
       await admin.admin.createQueue(queue, { partitions: o.partitions })
       const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
@@ -39,7 +40,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       const progress = new Progress('e2e')
       let received = 0
       const start = performance.now()
-      const rss = RssMeter.start(serverRssBytes)
+      rss = RssMeter.start(serverRssBytes)
       const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
       const receiving = (async () => {
         // The acks under way only (a long run acks millions).
@@ -94,6 +95,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
         facts,
       )
     } finally {
+      rss?.stop() // a run that failed stops sampling too
       await admin.admin.deleteQueue(queue).catch(() => {})
       await closeAll([admin, producerClient, consumerClient])
     }

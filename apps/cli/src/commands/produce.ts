@@ -125,6 +125,11 @@ async function produce(
   let stopped = false
   try {
     while (failure === undefined) {
+      // Interrupted while the window was full: stdin is closed by now, read no more of it.
+      if (io.interrupt?.aborted) {
+        stopped = true
+        break
+      }
       const next = await untilInterrupted(lines.next(), io.interrupt)
       if (next === INTERRUPTED) {
         stopped = true
