@@ -244,7 +244,8 @@ export interface WeightStats {
   readonly dead: number
   /**
    * now − enqueue time of the next message this weight will deliver; 0 when none is ready, or
-   * when it is not among the STATS_AGES_MAX heaviest ready weights (not read).
+   * when it is not among the STATS_AGES_MAX ready weights read (the lightest and the heaviest
+   * half: Partition.stats).
    */
   readonly oldestAgeMs: number
   /** This weight's share of the leases if all backlogged weights stay backlogged. */

@@ -378,8 +378,10 @@ export class QueuePartition {
   }
 
   /**
-   * Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key for each of the
-   * STATS_AGES_MAX heaviest ready weights: a lighter one's `oldestAgeMs` is 0 (not read).
+   * Per-weight counts, oldest ages and shares as of `nowMs`. Reads one key for each of at most
+   * STATS_AGES_MAX ready weights — the lightest half and the heaviest half of them: the
+   * lightest get the smallest share (in strict mode none), so their heads are the likeliest to
+   * be old — and a weight in between, past that bound, has `oldestAgeMs` 0 (not read).
    */
   async stats(nowMs: number): Promise<QueueStats> {
     const inWindow = new Map<number, number>()
@@ -392,13 +394,13 @@ export class QueuePartition {
     const top = backlogged.reduce((a, w) => Math.max(a, w), 0)
     const strict = this.configValue.scheduling === SchedulingMode.Strict
     const weights: WeightStats[] = []
-    // The lightest ready weight whose age is read (the heaviest STATS_AGES_MAX ready ones are).
-    let agedFrom = WEIGHT_MIN
-    for (let w = WEIGHT_MAX, aged = 0; w >= WEIGHT_MIN && aged < STATS_AGES_MAX; w--) {
-      if ((this.ready[w] as number) === 0) continue
-      aged++
-      agedFrom = w
-    }
+    // The ready weights whose age is read: up to half the bound from the light end, the rest
+    // from the heavy end (all of them while there are no more than the bound).
+    const aged = new Set<number>()
+    for (let w = WEIGHT_MIN; w <= WEIGHT_MAX && aged.size < STATS_AGES_MAX / 2; w++)
+      if ((this.ready[w] as number) > 0) aged.add(w)
+    for (let w = WEIGHT_MAX; w >= WEIGHT_MIN && aged.size < STATS_AGES_MAX; w--)
+      if ((this.ready[w] as number) > 0) aged.add(w)
     for (let w = WEIGHT_MIN; w <= WEIGHT_MAX; w++) {
       const ready = this.ready[w] as number
       const delayed = this.delayed[w] as number
@@ -407,7 +409,7 @@ export class QueuePartition {
       const hits = inWindow.get(w) ?? 0
       if (ready + delayed + leased + dead + hits === 0) continue
       let oldestAgeMs = 0
-      if (ready > 0 && w >= agedFrom) {
+      if (ready > 0 && aged.has(w)) {
         const [head] = await this.overlay.range(this.readyFrom(w), 1)
         invariant(head, `weight ${w} has a ready head`)
         const entry = decodeReadyValue(head[1])

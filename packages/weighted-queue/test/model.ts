@@ -604,8 +604,10 @@ export class ModelQueue {
     const total = backlogged.reduce((a, w) => a + w, 0)
     const top = Math.max(0, ...backlogged)
     const weights: WeightStats[] = []
-    // Ages are read for the STATS_AGES_MAX heaviest ready weights only.
-    const aged = new Set([...backlogged].sort((a, b) => b - a).slice(0, STATS_AGES_MAX))
+    // Ages are read for STATS_AGES_MAX ready weights: the lightest half, then the heaviest.
+    const ascending = [...backlogged].sort((a, b) => a - b)
+    const light = ascending.slice(0, STATS_AGES_MAX / 2)
+    const aged = new Set([...light, ...ascending.slice(light.length).slice(-(STATS_AGES_MAX - light.length))])
     for (let w = 1; w <= 1000; w++) {
       const mine = all.filter((m) => m.weight === w && m.state !== 'waiting')
       const hits = this.window.filter((x) => x === w).length
