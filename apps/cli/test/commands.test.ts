@@ -789,26 +789,27 @@ describe('produce', () => {
     }
   }
 
-  it('on Ctrl-C stops reading stdin, waits for the sends under way, says what was produced and exits 130', async () => {
-    const h = cluster.io()
+  /** gatedIO reading `stdin`, whose sends go on once Ctrl-C came, right after send `at`. */
+  function ctrlCAfterSend(h: ReturnType<FakeCluster['io']>, at: number, stdin: CliIO['stdin']): CliIO {
     let release = () => {}
     const gate = new Promise<void>((r) => (release = r))
+    const onSend = (n: number) => {
+      if (n !== at) return
+      setImmediate(() => {
+        h.interrupt.abort()
+        setImmediate(release)
+      })
+    }
+    return gatedIO(h, gate, onSend, stdin)
+  }
+
+  it('on Ctrl-C stops reading stdin, waits for the sends under way, says what was produced and exits 130', async () => {
+    const h = cluster.io()
     const stdin = (async function* () {
       yield 'a\nb\nc\n'
       await new Promise(() => {}) // a pipe that stays open (tail -f)
     })()
-    const io = gatedIO(
-      h,
-      gate,
-      (n) => {
-        if (n === 3)
-          setImmediate(() => {
-            h.interrupt.abort()
-            setImmediate(release)
-          })
-      },
-      stdin,
-    )
+    const io = ctrlCAfterSend(h, 3, stdin)
     const code = await runCli(['produce', 'jobs'], io, '0')
     expect(code).toBe(130)
     expectOneLineError(
@@ -820,26 +821,13 @@ describe('produce', () => {
 
   it('on Ctrl-C while its window of sends is full, reads no more of the closed stdin and exits 130', async () => {
     const h = cluster.io()
-    let release = () => {}
-    const gate = new Promise<void>((r) => (release = r))
     const window = 10_000 // SENDS_IN_FLIGHT_MAX: the loop waits for room, not on stdin
     const stdin = (async function* () {
       yield 'x\n'.repeat(window)
       // nodeIO destroys stdin on the interrupt: a read after it fails.
       throw new Error('Premature close')
     })()
-    const io = gatedIO(
-      h,
-      gate,
-      (n) => {
-        if (n === window)
-          setImmediate(() => {
-            h.interrupt.abort()
-            setImmediate(release)
-          })
-      },
-      stdin,
-    )
+    const io = ctrlCAfterSend(h, window, stdin)
     const code = await runCli(['produce', 'jobs'], io, '0')
     expect(code).toBe(130)
     expectOneLineError(
