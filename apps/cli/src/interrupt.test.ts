@@ -31,7 +31,8 @@ describe('untilInterrupted', () => {
       fail(new Error('premature close'))
       // And one rejected already when it is handed over.
       expect(await untilInterrupted(Promise.reject(new Error('closed')), interrupt.signal)).toBe(INTERRUPTED)
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      // Unhandled rejections are reported once the microtasks of a turn have run.
+      await new Promise((resolve) => setImmediate(resolve))
       expect(unhandled).toEqual([])
     } finally {
       process.off('unhandledRejection', record)

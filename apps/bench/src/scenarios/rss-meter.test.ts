@@ -18,6 +18,9 @@ describe('RssMeter', () => {
     for (second = 1; second < 30; second++) vi.advanceTimersByTime(1_000)
     second = 29
     expect(meter?.stop()).toEqual({ serverRssMbAtThird: 300, serverRssMbPeak: 400, serverRssMbEnd: 310 })
+    // A second stop (the run's `finally`) samples nothing more and gives the same figures.
+    second = 40
+    expect(meter?.stop()).toEqual({ serverRssMbAtThird: 300, serverRssMbPeak: 400, serverRssMbEnd: 310 })
   })
 
   it('gives no figures when the servers cannot be read, or a node went away', () => {

@@ -12,11 +12,10 @@ interface Sample {
 
 /**
  * The largest server's resident set over a run, sampled at an interval: where it stands a
- * third of the way in (past the warm-up: heaps grown, caches filled), its peak, and at the
- * end (the peak of the samples kept). A plateau has the end near the third; a leak keeps
- * climbing after it. Bounded: at most
- * RSS_SAMPLES_MAX samples, thinned (every other one kept, the interval doubled) as a long run
- * fills them.
+ * third of the way in (past the warm-up: heaps grown, caches filled), its peak (of the samples
+ * kept) and at the end. A plateau has the end near the third; a leak keeps climbing after it.
+ * Bounded: at most RSS_SAMPLES_MAX samples, thinned (every other one kept, the interval
+ * doubled) as a long run fills them.
  */
 export class RssMeter {
   readonly #read: () => number | undefined
@@ -25,6 +24,8 @@ export class RssMeter {
   #intervalMs: number
   #timer: ReturnType<typeof setTimeout> | undefined
   #unknown = false
+  /** What stop() returned: a later call (a run's `finally`) reads and samples nothing more. */
+  #figures: Record<string, number> | undefined
 
   private constructor(read: () => number | undefined, intervalMs: number) {
     this.#read = read
@@ -39,8 +40,13 @@ export class RssMeter {
     return meter
   }
 
-  /** Takes the last sample, stops, and returns the figures (none when a read failed). */
+  /** Takes the last sample, stops, and returns the figures (none when a read failed); once. */
   stop(): Record<string, number> {
+    this.#figures ??= this.#finish()
+    return this.#figures
+  }
+
+  #finish(): Record<string, number> {
     clearTimeout(this.#timer)
     this.#timer = undefined
     this.#take()
