@@ -28,7 +28,9 @@ describe('loadConfig', () => {
       connectionsMax: 4_096,
       connectionUnsentMaxMb: 256,
       unsentMaxMb: 1_024,
+      logMemoryMb: 128,
     })
+    expect(loadConfig({ ...base, logMemoryMb: '32' }, '/srv', {}).logMemoryMb).toBe(32)
     expect(c.initialMeta).toHaveLength(3)
     expect(
       loadConfig(
@@ -117,6 +119,7 @@ describe('loadConfig', () => {
     ],
     [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
     [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
+    [{ ...base, logMemoryMb: '8' }, /logMemoryMb must be an integer from 16 to 1048576, got "8"/],
     [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],
     // Not numbers as a flag's text: empty, hexadecimal, exponent.
     [{ ...base, dataGroups: '' }, /dataGroups must be an integer from 0/],

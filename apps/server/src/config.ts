@@ -38,6 +38,12 @@ export interface ServerConfig {
    * keeping the last tenth so that a briefly lagging follower catches up from the log.
    */
   readonly snapshotEntries: number
+  /**
+   * MiB of applied Raft log entries the node's data groups may hold in memory together (the log
+   * since each group's last compaction): past it the group holding the most compacts, whatever
+   * its own thresholds (raft-core HostOptions.logBytesMax).
+   */
+  readonly logMemoryMb: number
   /** `host:port` of the HTTP server for /metrics, /healthz and /readyz; '' = none. */
   readonly httpListen: string
   /**
@@ -109,6 +115,7 @@ export const CONFIG_DEFAULTS = {
   dataGroups: 0,
   peerToken: '',
   snapshotEntries: 50_000,
+  logMemoryMb: 128,
   httpListen: '',
   httpAllowedHosts: [],
   httpTls: false,
@@ -148,6 +155,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'dataGroups',
   'peerToken',
   'snapshotEntries',
+  'logMemoryMb',
   'httpListen',
   'httpAllowedHosts',
   'httpTls',
@@ -345,6 +353,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     dataGroups: int(raw, 'dataGroups', 0, 10_000),
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
+    logMemoryMb: int(raw, 'logMemoryMb', 16, 1_048_576),
     httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
     httpAllowedHosts: allowedHosts(raw),
     httpTls,

@@ -483,6 +483,7 @@ export class MqNode {
       // README, "Timestamps"; "Clocks" in this app's README).
       clock: { nowMs: () => Date.now(), monoMs: () => performance.now() },
       onFatal: (error) => this.#die(error),
+      logBytesMax: this.config.logMemoryMb * 1024 * 1024,
       onSnapshotTooLarge: (groupId, error) =>
         this.log.warn(
           { group: groupId, err: error },

@@ -104,6 +104,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'data groups snapshot and compact their log every n entries (default 50000)',
     )
     .option(
+      '--log-memory-mb <n>',
+      "MiB of Raft log all of this node's data groups keep in memory together; past it the largest compacts (default 128)",
+    )
+    .option(
       '--replace-dead-after-ms <ms>',
       'a node not heard from for this long has its replicas replaced on other nodes (default 300000)',
     )

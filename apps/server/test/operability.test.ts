@@ -86,6 +86,8 @@ describe('mq-server operability', () => {
     expect(sampleSum(before.samples, 'mq_raft_role', { group: '0', role: 'leader' })).toBe(1)
     expect(sampleSum(before.samples, 'mq_node_ready')).toBe(1)
     expect(before.text).toMatch(/^mq_peer_queued_bytes\{node="n1"\} 0$/m) // one node: no peer
+    // The host-wide bound on the groups' log tails (--log-memory-mb) has had nothing to do.
+    expect(before.text).toMatch(/^mq_raft_host_log_bound_compactions_total\{node="n1"\} 0$/m)
 
     const created = await callUntilOk(() =>
       call(

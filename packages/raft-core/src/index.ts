@@ -26,7 +26,12 @@ export { Role } from './read-state'
 export type { Ready } from './ready'
 export type { Clock, GroupId, StateMachine, Transport } from './runtime/ports'
 export type { Applied, GroupLimits, GroupOptions, HostOptions } from './runtime/raft-host'
-export { DEFAULT_GROUP_LIMITS, HOST_INFLIGHT_BYTES_MAX, RaftHost } from './runtime/raft-host'
+export {
+  DEFAULT_GROUP_LIMITS,
+  HOST_INFLIGHT_BYTES_MAX,
+  HOST_LOG_BYTES_MAX,
+  RaftHost,
+} from './runtime/raft-host'
 export type { Durability, LogStorage, WritableLogStorage } from './storage'
 export type { ConfState, Entry, HardState, ReplicaId, Snapshot, SnapshotMeta } from './types'
 export { EMPTY_HARD_STATE, EntryType } from './types'

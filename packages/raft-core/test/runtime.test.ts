@@ -1143,6 +1143,89 @@ describe('RaftHost', () => {
     expect(storage.snapshot().data.length).toBe(0)
   })
 
+  /** Three single-replica groups with snapshots on demand whose own thresholds never compact. */
+  function threeGroups(options: Partial<HostOptions>): { host: RaftHost; storages: MemoryLogStorage[] } {
+    const storages = [1, 2, 3].map(() => new MemoryLogStorage(conf(['n1'])))
+    const host = new RaftHost({
+      transport: { send: () => {} },
+      durability: {
+        flush: async () => {
+          for (const s of storages) s.sync()
+        },
+      },
+      clock: { nowMs: () => 0 },
+      ...options,
+    })
+    storages.forEach((storage, i) => {
+      host.addGroup({
+        groupId: i + 1,
+        raft: { id: 'n1', prng: new Prng(11 + i), electionTicks: 10 },
+        storage,
+        stateMachine: Object.assign(new ListMachine(), { persisted: async () => {} }),
+        appliedIndex: 0,
+        snapshotsOnDemand: true,
+        limits: { compactEntries: 1_000_000, compactBytes: 5_000, compactKeepEntries: 1 },
+      })
+      host.campaign(i + 1)
+    })
+    return { host, storages }
+  }
+
+  async function fill(host: RaftHost, groupId: GroupId, entries: number): Promise<void> {
+    for (let i = 0; i < entries; i++) await host.propose(groupId, enc.encode('x'.repeat(100)))
+    await host.idle()
+  }
+
+  const tail = (s: MemoryLogStorage): number => s.lastIndex() - s.firstIndex() + 1
+
+  it('bounds the applied entries all groups hold together (logBytesMax): a tick compacts the one holding the most, an idle one too', async () => {
+    const { host, storages } = threeGroups({ logBytesMax: 3_000 })
+    await host.idle()
+    await fill(host, 1, 20) // 2,000 bytes, then idle
+    await fill(host, 2, 15) // 1,500: 3,500 in all
+    const before = storages.map(tail)
+    host.tick()
+    await host.idle()
+    // Group 1 held the most; its own threshold (5,000 bytes) would not have compacted it.
+    expect(tail(storages[0]!)).toBeLessThan(3)
+    expect(storages.slice(1).map(tail)).toEqual(before.slice(1))
+    expect(host.stats.logBoundCompactions).toBe(1)
+    // Under the bound now: more ticks compact nothing.
+    for (let i = 0; i < 5; i++) host.tick()
+    await host.idle()
+    expect(host.stats.logBoundCompactions).toBe(1)
+    // Past it again, by entries into group 3 (1,200 bytes) and group 2 (now 1,800): group 2
+    // holds the most and is compacted, not the group that took the latest entries.
+    await fill(host, 3, 12)
+    await fill(host, 2, 3)
+    host.tick()
+    await host.idle()
+    expect(tail(storages[2]!)).toBeGreaterThan(12)
+    expect(tail(storages[1]!)).toBeLessThan(3)
+    expect(host.stats.logBoundCompactions).toBe(2)
+  })
+
+  it('leaves each group to its own thresholds with logBytesMax Infinity, and refuses a bound that is not a positive integer', async () => {
+    const { host, storages } = threeGroups({ logBytesMax: Infinity })
+    await host.idle()
+    await fill(host, 1, 20)
+    await fill(host, 2, 20)
+    for (let i = 0; i < 5; i++) host.tick()
+    await host.idle()
+    expect(
+      storages
+        .map(tail)
+        .slice(0, 2)
+        .every((n) => n > 20),
+    ).toBe(true)
+    expect(host.stats.logBoundCompactions).toBe(0)
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(() => threeGroups({ logBytesMax: bad })).toThrow(
+        /logBytesMax must be a positive integer or Infinity/,
+      )
+    }
+  })
+
   it('refuses snapshots on demand without persisted() and an appliedIndex', () => {
     const storage = new MemoryLogStorage(conf(['n1']))
     const host = soloHost(storage)

@@ -107,10 +107,22 @@ export interface HostOptions {
    * hold that much per group.
    */
   readonly inflightBytesMax?: number
+  /**
+   * Bytes of data of the applied entries that the logs of all the host's groups with snapshots
+   * on demand hold together (default 128 MiB). Each such group compacts at its own
+   * `compactBytes` (64 MiB by default), which alone let a host of many groups keep that much in
+   * memory per group; past this bound, each tick compacts the group holding the most (one at a
+   * time, and only one holding more than a fifth of its `compactBytes`, since a compaction keeps
+   * up to a tenth of them for slow followers). Infinity: no host-wide bound.
+   */
+  readonly logBytesMax?: number
 }
 
 /** HostOptions.inflightBytesMax when not given. */
 export const HOST_INFLIGHT_BYTES_MAX = 512 * 1024 * 1024
+
+/** HostOptions.logBytesMax when not given. */
+export const HOST_LOG_BYTES_MAX = 128 * 1024 * 1024
 
 /** What a proposal resolves to once its entry is applied. */
 export interface Applied {
@@ -352,6 +364,7 @@ export class RaftHost {
   readonly #cyclesPerRunMax: number
   readonly #applyBacklogMax: number
   readonly #inflightBytesMax: number
+  readonly #logBytesMax: number
   /** Bytes of proposals pending in every group (the sum of their `inflightBytes`). */
   #inflightBytes = 0
   readonly #pipelineMax: number
@@ -381,6 +394,8 @@ export class RaftHost {
     imagesOnDemand: 0,
     /** Times a group's applying was paused for its state machine's backlog (applyBacklogMax). */
     applyPauses: 0,
+    /** Compactions started because the host's groups held more than HostOptions.logBytesMax. */
+    logBoundCompactions: 0,
   }
 
   /** Bytes of proposals waiting to be applied in all groups (bounded by HostOptions.inflightBytesMax). */
@@ -402,6 +417,14 @@ export class RaftHost {
       )
     }
     this.#inflightBytesMax = options.inflightBytesMax ?? HOST_INFLIGHT_BYTES_MAX
+    this.#logBytesMax = options.logBytesMax ?? HOST_LOG_BYTES_MAX
+    if (
+      !(this.#logBytesMax === Infinity || (Number.isSafeInteger(this.#logBytesMax) && this.#logBytesMax >= 1))
+    ) {
+      throw new InvalidArgumentError(
+        `logBytesMax must be a positive integer or Infinity, got ${this.#logBytesMax}`,
+      )
+    }
     if (!Number.isSafeInteger(this.#inflightBytesMax) || this.#inflightBytesMax < 1) {
       throw new InvalidArgumentError(
         `inflightBytesMax must be a positive integer, got ${options.inflightBytesMax}`,
@@ -488,7 +511,29 @@ export class RaftHost {
       }
       this.#expire(g)
     }
+    this.#boundLogBytes()
     this.#schedule()
+  }
+
+  /**
+   * Past HostOptions.logBytesMax of applied entries in the logs of all groups with snapshots
+   * on demand, compacts the one holding the most (not snapshotting or restoring), when that frees
+   * more than a compaction keeps. Checked once a tick: a group that takes no more entries
+   * (idle, or applying slowly) is compacted too, which its own threshold would never do.
+   */
+  #boundLogBytes(): void {
+    if (this.#logBytesMax === Infinity) return
+    let total = 0
+    let largest: Group | undefined
+    for (const g of this.#groups.values()) {
+      if (!g.onDemand) continue
+      total += g.appliedBytes
+      const free = !g.snapshotting && !g.restoring
+      if (free && (largest === undefined || g.appliedBytes > largest.appliedBytes)) largest = g
+    }
+    if (total <= this.#logBytesMax || largest === undefined) return
+    if (largest.appliedBytes <= largest.limits.compactBytes / 5) return
+    if (this.#maybeCompact(largest, true)) this.stats.logBoundCompactions++
   }
 
   /** Feeds a message received from the transport. Messages for unknown groups are dropped and counted. */
@@ -1099,14 +1144,15 @@ export class RaftHost {
    * seconds to read, and awaiting it here held every group's cycles on this node (no
    * heartbeats, no appends: measured, 41 leaderships won in a 60 s load with snapshots every
    * 2,000 entries). The log grows meanwhile; a snapshot installed meanwhile makes the
-   * compaction a no-op (the storage keeps the newer one).
+   * compaction a no-op (the storage keeps the newer one). `now`: past the host's bound
+   * (#boundLogBytes), whatever the group's own thresholds. Returns whether it started one.
    */
-  #maybeCompact(g: Group): void {
-    if (g.snapshotting || g.applied < g.compactAfter) return
+  #maybeCompact(g: Group, now = false): boolean {
+    if (g.snapshotting || g.applied < g.compactAfter) return false
     const first = g.storage.firstIndex()
-    const byBytes = g.onDemand && g.appliedBytes >= g.limits.compactBytes
-    if (g.applied - first + 1 < g.limits.compactEntries && !byBytes) return
-    if (g.raw.termAt(g.applied) < 0) return // a received snapshot is about to replace the log
+    const byBytes = now || (g.onDemand && g.appliedBytes >= g.limits.compactBytes)
+    if (g.applied - first + 1 < g.limits.compactEntries && !byBytes) return false
+    if (g.raw.termAt(g.applied) < 0) return false // a received snapshot is about to replace the log
     const meta = g.raw.snapshotMeta(g.applied)
     const kept = this.#keptAfterCompaction(g, first)
     const compactIndex = g.applied - kept.entries
@@ -1126,6 +1172,7 @@ export class RaftHost {
         // Busy: compact after a later cycle.
       }),
     )
+    return true
   }
 
   /**
