@@ -14,6 +14,8 @@ export interface DevClusterOptions {
   /** The command that runs `mq-server`: node's flags and the entry script (this process's own). */
   readonly serverCommand: readonly string[]
   readonly out: (line: string) => void
+  /** The Node.js binary that runs the nodes (default: this process's, `process.execPath`). */
+  readonly execPath?: string
 }
 
 /** The highest TCP port. */
@@ -93,7 +95,8 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   const children: ChildProcess[] = members.map((m, i) => {
     // An IPC channel the node watches: this process killed outright (SIGKILL, no handler
     // runs) closes it, and the node stops itself instead of running on unsupervised.
-    const child = spawn(process.execPath, devNodeArgs(options, members, i), {
+    const execPath = options.execPath ?? process.execPath
+    const child = spawn(execPath, devNodeArgs(options, members, i), {
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       env: { ...process.env, [EXIT_WITH_PARENT_ENV]: '1' },
     })
@@ -102,10 +105,17 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     }
     child.stdout?.on('data', prefix)
     child.stderr?.on('data', prefix)
+    // Without a listener a failed spawn (no such binary, no processes left: EAGAIN) would
+    // throw from the event loop and take this process down with a stack trace.
+    child.on('error', (e) =>
+      options.out(
+        `[${m.nodeId}] ${child.pid === undefined ? `could not start ${execPath}` : 'error'}: ${e.message}`,
+      ),
+    )
     return child
   })
   options.out(
-    `mq dev cluster: ${options.nodes} nodes (${members.map((m, i) => `${m.nodeId} ${m.address} pid ${children[i]?.pid}`).join(', ')}), data in ${resolve(options.dataDir)}`,
+    `mq dev cluster: ${options.nodes} nodes (${members.map((m, i) => `${m.nodeId} ${m.address} ${children[i]?.pid === undefined ? 'not started' : `pid ${children[i]?.pid}`}`).join(', ')}), data in ${resolve(options.dataDir)}`,
   )
   options.out(
     `  create:   mq --servers ${members[0]?.address} queue create jobs --partitions ${options.nodes}`,
@@ -131,14 +141,19 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   const codes = await Promise.all(
     children.map(
       (c) =>
-        new Promise<number>((done) =>
+        new Promise<number>((done) => {
           c.once('exit', (code, signal) => {
             const exitCode = code ?? (signal ? 1 : 0)
             // One node failing brings the dev cluster down rather than leaving it half up.
             if (exitCode !== 0) stop()
             done(exitCode)
-          }),
-        ),
+          })
+          // A node that never started has no exit to wait for.
+          if (c.pid === undefined) {
+            stop()
+            done(1)
+          }
+        }),
     ),
   )
   for (const s of signals) process.off(s, stop)
