@@ -132,7 +132,10 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
   }
   options.out('  stop:     Ctrl-C')
   const stop = () => {
-    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM')
+    // Never kill() a child that did not start: with no pid, Node 20 signals pid 0 — this
+    // whole process group, dev itself and whatever ran it (measured: a test runner killed).
+    for (const c of children)
+      if (c.pid !== undefined && c.exitCode === null && c.signalCode === null) c.kill('SIGTERM')
   }
   // SIGHUP too (the terminal closed): the nodes take it for "reload the token and TLS files",
   // and would be left running without their parent.
