@@ -1205,6 +1205,21 @@ describe('RaftHost', () => {
     expect(host.stats.logBoundCompactions).toBe(2)
   })
 
+  it('passes over a group whose compaction would free little (one large entry), instead of compacting it every tick', async () => {
+    const { host, storages } = threeGroups({ logBytesMax: 3_000 })
+    await host.idle()
+    await host.propose(1, enc.encode('x'.repeat(3_000))) // kept whole by a compaction (its last entry)
+    await host.idle()
+    await fill(host, 2, 15) // 1,500: 4,500 in all
+    const before = storages.map(tail)
+    for (let i = 0; i < 5; i++) host.tick()
+    await host.idle()
+    // Group 2 was compacted once; group 1, the largest, never (it would have freed nothing).
+    expect(tail(storages[0]!)).toBe(before[0])
+    expect(tail(storages[1]!)).toBeLessThan(3)
+    expect(host.stats.logBoundCompactions).toBe(1)
+  })
+
   it('leaves each group to its own thresholds with logBytesMax Infinity, and refuses a bound that is not a positive integer', async () => {
     const { host, storages } = threeGroups({ logBytesMax: Infinity })
     await host.idle()

@@ -112,8 +112,9 @@ export interface HostOptions {
    * on demand hold together (default 128 MiB). Each such group compacts at its own
    * `compactBytes` (64 MiB by default), which alone let a host of many groups keep that much in
    * memory per group; past this bound, each tick compacts the group holding the most (one at a
-   * time, and only one holding more than a fifth of its `compactBytes`, since a compaction keeps
-   * up to a tenth of them for slow followers). Infinity: no host-wide bound.
+   * time, among those holding more than a fifth of their `compactBytes` whose compaction frees a
+   * tenth of them or more: a compaction keeps up to a tenth for slow followers, and always the
+   * last entry). Infinity: no host-wide bound.
    */
   readonly logBytesMax?: number
 }
@@ -517,23 +518,29 @@ export class RaftHost {
 
   /**
    * Past HostOptions.logBytesMax of applied entries in the logs of all groups with snapshots
-   * on demand, compacts the one holding the most (not snapshotting or restoring), when that frees
-   * more than a compaction keeps. Checked once a tick: a group that takes no more entries
+   * on demand, compacts the one holding the most (not snapshotting or restoring) whose
+   * compaction frees a tenth of its compactBytes or more. Checked once a tick: a group that takes no more entries
    * (idle, or applying slowly) is compacted too, which its own threshold would never do.
    */
   #boundLogBytes(): void {
     if (this.#logBytesMax === Infinity) return
     let total = 0
-    let largest: Group | undefined
+    const candidates: Group[] = []
     for (const g of this.#groups.values()) {
       if (!g.onDemand) continue
       total += g.appliedBytes
-      const free = !g.snapshotting && !g.restoring
-      if (free && (largest === undefined || g.appliedBytes > largest.appliedBytes)) largest = g
+      if (!g.snapshotting && !g.restoring && g.appliedBytes > g.limits.compactBytes / 5) candidates.push(g)
     }
-    if (total <= this.#logBytesMax || largest === undefined) return
-    if (largest.appliedBytes <= largest.limits.compactBytes / 5) return
-    if (this.#maybeCompact(largest, true)) this.stats.logBoundCompactions++
+    if (total <= this.#logBytesMax) return
+    // The largest first; one that would free little (its tail is what a compaction keeps:
+    // one large entry, say) is passed over, or it would be compacted again every tick.
+    candidates.sort((a, b) => b.appliedBytes - a.appliedBytes)
+    for (const g of candidates) {
+      if (this.#maybeCompact(g, true)) {
+        this.stats.logBoundCompactions++
+        return
+      }
+    }
   }
 
   /** Feeds a message received from the transport. Messages for unknown groups are dropped and counted. */
@@ -1153,8 +1160,10 @@ export class RaftHost {
     const byBytes = now || (g.onDemand && g.appliedBytes >= g.limits.compactBytes)
     if (g.applied - first + 1 < g.limits.compactEntries && !byBytes) return false
     if (g.raw.termAt(g.applied) < 0) return false // a received snapshot is about to replace the log
-    const meta = g.raw.snapshotMeta(g.applied)
     const kept = this.#keptAfterCompaction(g, first)
+    // For the host's bound, only a compaction that frees a tenth of compactBytes or more.
+    if (now && g.appliedBytes - kept.bytes < g.limits.compactBytes / 10) return false
+    const meta = g.raw.snapshotMeta(g.applied)
     const compactIndex = g.applied - kept.entries
     const bytesThen = g.appliedBytes
     g.snapshotting = true
