@@ -105,7 +105,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     )
     .option(
       '--log-memory-mb <n>',
-      "MiB of Raft log all of this node's data groups keep in memory together; past it the largest compacts (default 128)",
+      "MiB of applied Raft log data this node's data groups keep in memory together; past it the largest compacts (default 128; each group may keep up to 12.8 MiB)",
     )
     .option(
       '--replace-dead-after-ms <ms>',

@@ -1220,6 +1220,37 @@ describe('RaftHost', () => {
     expect(host.stats.logBoundCompactions).toBe(1)
   })
 
+  it('counts the applied tail a restarted replica holds again, so the bound compacts it though idle', async () => {
+    const first = threeGroups({ logBytesMax: 100_000 })
+    await first.host.idle()
+    await fill(first.host, 1, 20)
+    await fill(first.host, 2, 20)
+    await first.host.stop()
+    const applied = first.storages.map((st) => st.lastIndex())
+    // The same logs under a new host with a bound they exceed: no entry is proposed.
+    const host = new RaftHost({
+      transport: { send: () => {} },
+      durability: { flush: async () => {} },
+      clock: { nowMs: () => 0 },
+      logBytesMax: 3_000,
+    })
+    first.storages.forEach((storage, i) => {
+      host.addGroup({
+        groupId: i + 1,
+        raft: { id: 'n1', prng: new Prng(21 + i), electionTicks: 10 },
+        storage,
+        stateMachine: Object.assign(new ListMachine(), { persisted: async () => {} }),
+        appliedIndex: applied[i]!,
+        snapshotsOnDemand: true,
+        limits: { compactEntries: 1_000_000, compactBytes: 5_000, compactKeepEntries: 1 },
+      })
+    })
+    host.tick()
+    await host.idle()
+    expect(host.stats.logBoundCompactions).toBe(1)
+    expect(tail(first.storages[0]!)).toBeLessThan(3)
+  })
+
   it('leaves each group to its own thresholds with logBytesMax Infinity, and refuses a bound that is not a positive integer', async () => {
     const { host, storages } = threeGroups({ logBytesMax: Infinity })
     await host.idle()

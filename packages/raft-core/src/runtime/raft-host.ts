@@ -265,6 +265,13 @@ class Group {
     this.raw = new RawNode({ ...o.raft, appliedIndex: applied, snapshotsOnDemand: this.onDemand }, o.storage)
     this.hardState = o.storage.initialState().hardState
     this.applied = applied
+    // A restarted replica holds its applied tail in memory again: count it (for the host's bound).
+    if (this.onDemand) {
+      const hi = Math.min(applied, o.storage.lastIndex()) + 1
+      const lo = o.storage.firstIndex()
+      if (lo < hi)
+        for (const e of o.storage.entries(lo, hi, Number.MAX_SAFE_INTEGER)) this.appliedBytes += e.data.length
+    }
   }
 }
 
