@@ -3,9 +3,9 @@
  * crashes: whatever a proposal's outcome, every resolved proposal is applied at its index on
  * every replica, and all replicas of a group end with the same state. Seeded; no sleeps. The
  * second mode runs the groups with snapshots on demand (a state machine that keeps its own
- * state, written with the log at each flush, as mq's data groups do) under tiny per-group and
- * host-wide log bounds, so that compactions by bytes and by the host's bound happen all the
- * time, between crashes and lost messages.
+ * state, written lazily with some of the log's flushes, as mq's data groups do) under tiny
+ * per-group and host-wide log bounds, so that compactions by bytes and by the host's bound
+ * happen all the time, between crashes and lost messages.
  */
 import { describe, expect, it } from 'vitest'
 import {

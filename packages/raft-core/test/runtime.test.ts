@@ -1143,9 +1143,15 @@ describe('RaftHost', () => {
     expect(storage.snapshot().data.length).toBe(0)
   })
 
-  /** Three single-replica groups with snapshots on demand whose own thresholds never compact. */
-  function threeGroups(options: Partial<HostOptions>): { host: RaftHost; storages: MemoryLogStorage[] } {
-    const storages = [1, 2, 3].map(() => new MemoryLogStorage(conf(['n1'])))
+  /**
+   * Three single-replica groups with snapshots on demand whose own thresholds never compact;
+   * `restartFrom`: on those logs (a restart: each group applied to its last index, no campaign).
+   */
+  function threeGroups(
+    options: Partial<HostOptions>,
+    restartFrom?: MemoryLogStorage[],
+  ): { host: RaftHost; storages: MemoryLogStorage[] } {
+    const storages = restartFrom ?? [1, 2, 3].map(() => new MemoryLogStorage(conf(['n1'])))
     const host = new RaftHost({
       transport: { send: () => {} },
       durability: {
@@ -1162,11 +1168,11 @@ describe('RaftHost', () => {
         raft: { id: 'n1', prng: new Prng(11 + i), electionTicks: 10 },
         storage,
         stateMachine: Object.assign(new ListMachine(), { persisted: async () => {} }),
-        appliedIndex: 0,
+        appliedIndex: restartFrom ? storage.lastIndex() : 0,
         snapshotsOnDemand: true,
         limits: { compactEntries: 1_000_000, compactBytes: 5_000, compactKeepEntries: 1 },
       })
-      host.campaign(i + 1)
+      if (!restartFrom) host.campaign(i + 1)
     })
     return { host, storages }
   }
@@ -1226,25 +1232,8 @@ describe('RaftHost', () => {
     await fill(first.host, 1, 20)
     await fill(first.host, 2, 20)
     await first.host.stop()
-    const applied = first.storages.map((st) => st.lastIndex())
     // The same logs under a new host with a bound they exceed: no entry is proposed.
-    const host = new RaftHost({
-      transport: { send: () => {} },
-      durability: { flush: async () => {} },
-      clock: { nowMs: () => 0 },
-      logBytesMax: 3_000,
-    })
-    first.storages.forEach((storage, i) => {
-      host.addGroup({
-        groupId: i + 1,
-        raft: { id: 'n1', prng: new Prng(21 + i), electionTicks: 10 },
-        storage,
-        stateMachine: Object.assign(new ListMachine(), { persisted: async () => {} }),
-        appliedIndex: applied[i]!,
-        snapshotsOnDemand: true,
-        limits: { compactEntries: 1_000_000, compactBytes: 5_000, compactKeepEntries: 1 },
-      })
-    })
+    const { host } = threeGroups({ logBytesMax: 3_000 }, first.storages)
     host.tick()
     await host.idle()
     expect(host.stats.logBoundCompactions).toBe(1)

@@ -12,7 +12,7 @@ import { type RaftStatus, RawNode, type RawNodeOptions } from '../raw-node'
 import { Role } from '../read-state'
 import type { Ready } from '../ready'
 import type { Durability, WritableLogStorage } from '../storage'
-import type { HardState, ReplicaId, Snapshot } from '../types'
+import type { Entry, HardState, ReplicaId, Snapshot } from '../types'
 import type { Clock, GroupId, StateMachine, Transport } from './ports'
 
 /** Bounds of one group in a host. */
@@ -124,6 +124,13 @@ export const HOST_INFLIGHT_BYTES_MAX = 512 * 1024 * 1024
 
 /** HostOptions.logBytesMax when not given. */
 export const HOST_LOG_BYTES_MAX = 128 * 1024 * 1024
+
+/** Bytes of data of `entries` (what a group's `appliedBytes` counts). */
+function dataBytes(entries: readonly Entry[]): number {
+  let n = 0
+  for (const e of entries) n += e.data.length
+  return n
+}
 
 /** What a proposal resolves to once its entry is applied. */
 export interface Applied {
@@ -269,8 +276,7 @@ class Group {
     if (this.onDemand) {
       const hi = Math.min(applied, o.storage.lastIndex()) + 1
       const lo = o.storage.firstIndex()
-      if (lo < hi)
-        for (const e of o.storage.entries(lo, hi, Number.MAX_SAFE_INTEGER)) this.appliedBytes += e.data.length
+      if (lo < hi) this.appliedBytes = dataBytes(o.storage.entries(lo, hi, Number.MAX_SAFE_INTEGER))
     }
   }
 }
@@ -526,8 +532,9 @@ export class RaftHost {
   /**
    * Past HostOptions.logBytesMax of applied entries in the logs of all groups with snapshots
    * on demand, compacts the one holding the most (not snapshotting or restoring) whose
-   * compaction frees a tenth of its compactBytes or more. Checked once a tick: a group that takes no more entries
-   * (idle, or applying slowly) is compacted too, which its own threshold would never do.
+   * compaction frees a tenth of its compactBytes or more. Checked once a tick: a group that
+   * takes no more entries (idle, or applying slowly) is compacted too, which its own threshold
+   * would never do.
    */
   #boundLogBytes(): void {
     if (this.#logBytesMax === Infinity) return
@@ -1081,7 +1088,7 @@ export class RaftHost {
           )
       }
       g.applied = rd.committedEntries.at(-1)!.index
-      if (g.onDemand) for (const e of rd.committedEntries) g.appliedBytes += e.data.length
+      if (g.onDemand) g.appliedBytes += dataBytes(rd.committedEntries)
     }
     for (const rs of rd.readStates) {
       const r = g.reads.get(rs.requestCtx)
