@@ -156,6 +156,23 @@ async function runSeed(
   const resolved: { g: GroupId; index: number; result: unknown; data: string }[] = []
   const pending: Promise<void>[] = []
   let n = 0
+  /**
+   * What each replica counts towards the host's bound is what its log holds of applied
+   * entries, whatever compactions, restarts and received snapshots came before (checked idle).
+   */
+  const checkAppliedBytes = async (): Promise<void> => {
+    for (const h of hosts.values()) await h.idle()
+    for (const id of ids) {
+      for (const g of groups) {
+        const storage = storages.get(`${id}/${g}`)!
+        const applied = (machines.get(`${id}/${g}`) as DurableLog).applied
+        const held = storage
+          .entries(storage.firstIndex(), applied + 1, Number.MAX_SAFE_INTEGER)
+          .reduce((n, e) => n + e.data.length, 0)
+        expect(hosts.get(id)!.appliedLogBytes(g), `${id}/${g}`).toBe(held)
+      }
+    }
+  }
   const step = async (faults: boolean, proposals = 3): Promise<void> => {
     for (const h of hosts.values()) h.tick()
     if (faults && p.chance(0.02)) {
@@ -197,6 +214,7 @@ async function runSeed(
       }
       for (const { groupId, m } of batch) hosts.get(m.to)!.receive(groupId, m)
     }
+    if (onDemand) await checkAppliedBytes()
   }
   for (let t = 0; t < 150; t++) await step(true)
   for (let t = 0; t < 60; t++) await step(false)

@@ -167,11 +167,13 @@ interface Node {
 /**
  * Keeps its state "durably" (persisted waits for the applies, as a state machine over an
  * engine does); records each image it takes, a distinct byte array whatever the state (so a
- * transfer can be told apart), and returns it only once `hold` resolves.
+ * transfer can be told apart), and returns it only once `hold` resolves; `persisted()` waits
+ * for `persistHold` too.
  */
 class DurableListMachine extends AsyncListMachine {
   readonly images: Uint8Array[] = []
   hold: Promise<void> = Promise.resolve()
+  persistHold: Promise<void> = Promise.resolve()
   override async snapshot(): Promise<Uint8Array> {
     const image = new Uint8Array(await super.snapshot())
     this.images.push(image)
@@ -179,6 +181,7 @@ class DurableListMachine extends AsyncListMachine {
     return image
   }
   async persisted(): Promise<void> {
+    await this.persistHold
     await AsyncListMachine.prototype.snapshot.call(this)
   }
 }
@@ -1055,6 +1058,56 @@ describe('RaftHost', () => {
     expect(n3.items.at(-1)).toBe('v60')
   })
 
+  it('a snapshot restored while a compaction waits for persisted(): the compaction, recorded later, leaves the count of entries applied since', async () => {
+    const { net, nodes } = cluster(
+      [1],
+      { compactEntries: 20, compactKeepEntries: 2 },
+      undefined,
+      () => new DurableListMachine(),
+      { snapshotsOnDemand: true, appliedIndex: 0 },
+    )
+    const n1 = nodes.get('n1')!
+    const n3 = nodes.get('n3')!
+    await electAll(net, n1.host, [1])
+    // n3's state machine persists nothing for now: its compaction at 20 entries waits.
+    let release = (): void => {}
+    ;(n3.machines.get(1) as DurableListMachine).persistHold = new Promise<void>((r) => {
+      release = r
+    })
+    net.halted.add('n3') // still sent messages, but not awaited
+    let v = 0
+    const propose = async (count: number): Promise<void> => {
+      const ps = Array.from({ length: count }, () => n1.host.propose(1, enc.encode(`v${v++}`)))
+      await net.run()
+      await Promise.all(ps)
+      await net.tickAll(1)
+    }
+    await propose(25)
+    // Cut off, n3 falls behind the leader's compactions; back, it restores the leader's image.
+    net.cut.add('n3')
+    await propose(60)
+    net.cut.delete('n3')
+    await net.tickAll(3)
+    await propose(3)
+    // n3 restores the image (in the background: not awaited while halted) and applies the rest.
+    const leaderApplied = n1.host.status(1).applied
+    for (let i = 0; i < 1_000 && n3.host.status(1).applied < leaderApplied; i++)
+      await new Promise((r) => setImmediate(r))
+    const storage = n3.storages.get(1)!
+    expect(storage.snapshot().meta.index).toBeGreaterThan(25)
+    const held = (): number =>
+      storage
+        .entries(storage.firstIndex(), n3.host.status(1).applied + 1, Number.MAX_SAFE_INTEGER)
+        .reduce((n, e) => n + e.data.length, 0)
+    expect(held()).toBeGreaterThan(0)
+    expect(n3.host.appliedLogBytes(1)).toBe(held())
+    // The old compaction goes on now; the image replaced the log it was for.
+    release()
+    net.halted.delete('n3')
+    await n3.host.idle()
+    expect(n3.host.appliedLogBytes(1)).toBe(held())
+  })
+
   it('refreshImage: an image the follower cannot fetch is replaced, and the follower gets the new one', async () => {
     const { net, nodes } = await laggingOnDemand(40)
     net.cut.clear()
@@ -1145,11 +1198,13 @@ describe('RaftHost', () => {
 
   /**
    * Three single-replica groups with snapshots on demand whose own thresholds never compact;
-   * `restartFrom`: on those logs (a restart: each group applied to its last index, no campaign).
+   * `restartFrom`: on those logs (a restart: each group applied to its last index, no campaign);
+   * `persisted`: the state machines' (by default at once).
    */
   function threeGroups(
     options: Partial<HostOptions>,
     restartFrom?: MemoryLogStorage[],
+    persisted: () => Promise<void> = async () => {},
   ): { host: RaftHost; storages: MemoryLogStorage[] } {
     const storages = restartFrom ?? [1, 2, 3].map(() => new MemoryLogStorage(conf(['n1'])))
     const host = new RaftHost({
@@ -1167,7 +1222,7 @@ describe('RaftHost', () => {
         groupId: i + 1,
         raft: { id: 'n1', prng: new Prng(11 + i), electionTicks: 10 },
         storage,
-        stateMachine: Object.assign(new ListMachine(), { persisted: async () => {} }),
+        stateMachine: Object.assign(new ListMachine(), { persisted }),
         appliedIndex: restartFrom ? storage.lastIndex() : 0,
         snapshotsOnDemand: true,
         limits: { compactEntries: 1_000_000, compactBytes: 5_000, compactKeepEntries: 1 },
@@ -1224,6 +1279,32 @@ describe('RaftHost', () => {
     expect(tail(storages[0]!)).toBe(before[0])
     expect(tail(storages[1]!)).toBeLessThan(3)
     expect(host.stats.logBoundCompactions).toBe(1)
+  })
+
+  it('does not count what a compaction under way will free: a slow persisted() starts no second one the bound does not need', async () => {
+    let release = (): void => {}
+    let slow = false
+    const gate = (): Promise<void> =>
+      slow ? new Promise<void>((resolve) => (release = resolve)) : Promise.resolve()
+    const { host, storages } = threeGroups({ logBytesMax: 3_000 }, undefined, gate)
+    await host.idle()
+    await fill(host, 1, 20) // 2,000 bytes
+    await fill(host, 2, 15) // 1,500: 3,500 in all
+    slow = true
+    host.tick() // group 1's compaction starts and waits for its state machine
+    expect(host.stats.logBoundCompactions).toBe(1)
+    // Its 20 entries (and its first, configuration entry).
+    expect(host.appliedLogBytes(1)).toBeGreaterThanOrEqual(2_000)
+    const group2Bytes = host.appliedLogBytes(2)
+    // Once group 1's ~1,900 bytes are freed, 1,600 remain: group 2 needs no compaction.
+    for (let i = 0; i < 5; i++) host.tick()
+    expect(host.stats.logBoundCompactions).toBe(1)
+    release()
+    await host.idle()
+    expect(tail(storages[0]!)).toBeLessThan(3)
+    expect(tail(storages[1]!)).toBeGreaterThan(15)
+    expect(host.appliedLogBytes(1)).toBeLessThanOrEqual(200)
+    expect(host.appliedLogBytes(2)).toBe(group2Bytes)
   })
 
   it('counts the applied tail a restarted replica holds again, so the bound compacts it though idle', async () => {

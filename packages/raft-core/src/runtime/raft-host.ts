@@ -230,6 +230,11 @@ class Group {
   imageAfterTick = 0
   /** Bytes of data of the applied entries still in the log (counted with snapshots on demand). */
   appliedBytes = 0
+  /**
+   * Of appliedBytes, those the compaction under way will free (0 when none is, or once a
+   * restored snapshot has replaced the log it was for).
+   */
+  compactingBytes = 0
 
   /** Ends the read `ctx` (after it resolved or failed its waiters). */
   endRead(ctx: string, read: PendingRead): void {
@@ -485,6 +490,14 @@ export class RaftHost {
     return this.#group(groupId).raw.status()
   }
 
+  /**
+   * Bytes of data of the applied entries `groupId`'s log holds, as counted towards
+   * HostOptions.logBytesMax (0 without snapshots on demand: those groups are not counted).
+   */
+  appliedLogBytes(groupId: GroupId): number {
+    return this.#group(groupId).appliedBytes
+  }
+
   /** On the leader of `groupId`: how far `id`'s log is known to match (RawNode.matchIndex). */
   matchIndex(groupId: GroupId, id: ReplicaId): number | undefined {
     return this.#group(groupId).raw.matchIndex(id)
@@ -534,7 +547,8 @@ export class RaftHost {
    * on demand, compacts the one holding the most (not snapshotting or restoring) whose
    * compaction frees a tenth of its compactBytes or more. Checked once a tick: a group that
    * takes no more entries (idle, or applying slowly) is compacted too, which its own threshold
-   * would never do.
+   * would never do. The bytes a compaction under way will free are not counted: under a slow
+   * `persisted()`, the next ticks would otherwise compact more groups than the bound needs.
    */
   #boundLogBytes(): void {
     if (this.#logBytesMax === Infinity) return
@@ -542,7 +556,7 @@ export class RaftHost {
     const candidates: Group[] = []
     for (const g of this.#groups.values()) {
       if (!g.onDemand) continue
-      total += g.appliedBytes
+      total += g.appliedBytes - g.compactingBytes
       if (!g.snapshotting && !g.restoring && g.appliedBytes > g.limits.compactBytes / 5) candidates.push(g)
     }
     if (total <= this.#logBytesMax) return
@@ -1058,6 +1072,7 @@ export class RaftHost {
     await g.sm.restore(snapshot)
     g.applied = snapshot.meta.index
     g.appliedBytes = 0
+    g.compactingBytes = 0
     // Proposals at or below the snapshot were decided elsewhere; their outcome here is unknown.
     for (const [index, p] of g.proposals) {
       if (index > g.applied) continue
@@ -1179,17 +1194,20 @@ export class RaftHost {
     if (now && g.appliedBytes - kept.bytes < g.limits.compactBytes / 10) return false
     const meta = g.raw.snapshotMeta(g.applied)
     const compactIndex = g.applied - kept.entries
-    const bytesThen = g.appliedBytes
+    g.compactingBytes = g.appliedBytes - kept.bytes
     g.snapshotting = true
     // On demand: metadata only, once the state it stands for is durable in the state machine.
     const image = g.onDemand ? g.sm.persisted!().then(() => NO_IMAGE) : Promise.resolve(g.sm.snapshot())
     this.#inBackground(
       image.then((data) => {
         g.snapshotting = false
+        const freed = g.compactingBytes
+        g.compactingBytes = 0
         if (this.#fatal !== null || this.#stopped || this.#groups.get(g.id) !== g) return
         const outcome = this.#record(g, { meta, data }, compactIndex)
-        // Less the compacted entries' bytes (entries applied meanwhile stay counted).
-        if (outcome === 'done') g.appliedBytes = Math.max(0, g.appliedBytes - (bytesThen - kept.bytes))
+        // Less the compacted entries' bytes (entries applied meanwhile stay counted; none if a
+        // snapshot restored meanwhile replaced the log and reset the count).
+        if (outcome === 'done') g.appliedBytes = Math.max(0, g.appliedBytes - freed)
         // Too large: the log stays as it is, and a later snapshot may fit.
         else if (outcome === 'too large') g.compactAfter = meta.index + g.limits.compactEntries
         // Busy: compact after a later cycle.
