@@ -52,8 +52,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
     }
     case CommandType.Lease:
       w.string(cmd.consumerId).varint(cmd.max).varint(cmd.visibilityMs)
-      // Trailing, only when set: a lease without it is the bytes of before.
-      if (cmd.bytesMax !== undefined) w.varint(cmd.bytesMax)
+      // Trailing, only when set: a lease without them is the bytes of before (bytesMax 0:
+      // none, ahead of an attempt).
+      if (cmd.bytesMax !== undefined || cmd.attempt !== undefined) w.varint(cmd.bytesMax ?? 0)
+      if (cmd.attempt !== undefined) w.string(cmd.attempt)
       break
     case CommandType.Ack:
       encodeIds(w, cmd.leaseIds)
@@ -148,7 +150,13 @@ export function decodeCommand(bytes: Uint8Array): Command {
     }
     case CommandType.Lease: {
       const lease = { type, consumerId: r.string(), max: r.varint(), visibilityMs: r.varint() }
-      cmd = r.done ? lease : { ...lease, bytesMax: r.varint() }
+      if (r.done) cmd = lease
+      else {
+        const bytesMax = r.varint()
+        // Without an attempt, the form of level 16 (a bytesMax 0 stays, and is refused as before).
+        if (r.done) cmd = { ...lease, bytesMax }
+        else cmd = { ...lease, ...(bytesMax > 0 ? { bytesMax } : {}), attempt: r.string() }
+      }
       break
     }
     case CommandType.Ack:

@@ -62,6 +62,15 @@ export interface LeaseCommand {
    * version cannot read it (format level 16).
    */
   readonly bytesMax?: number
+  /**
+   * The consumer's id for this lease attempt, which it repeats when it did not get the answer
+   * (a deadline, a lost connection, a failover). A lease whose attempt made leases that are
+   * still held answers those again (with their lease ids, deadlines unchanged) and leases
+   * nothing more; else it leases as usual, and its leases (if any) are remembered under the
+   * attempt until their deadline. A non-empty string of at most NAME_BYTES_MAX UTF-8 bytes.
+   * Encoded only when set: a replica of an earlier version cannot read it (format level 26).
+   */
+  readonly attempt?: string
 }
 export interface AckCommand {
   readonly type: typeof CommandType.Ack

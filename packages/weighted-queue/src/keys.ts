@@ -24,7 +24,8 @@ import { getU64, putU64, slab } from './bytes'
  * | 0x26 | key length u16, key, seq u64    | id (+ MessageMeta)    | an ordered key's line: seq in [head, tail) |
  * | 0x30 | dedup key (utf-8)               | DedupRecord           | dedup window                |
  * | 0x31 | producer id (utf-8)             | ProducerRecord        | idempotent producers        |
- * | 0x32 | expiresAtMs u64, kind u8, name  | (empty)               | dedup/producer expiry       |
+ * | 0x32 | expiresAtMs u64, kind u8, name  | (empty)               | dedup/producer/attempt expiry |
+ * | 0x33 | lease attempt id (utf-8)        | AttemptRecord         | a lease attempt's lease group |
  */
 export const KeyTag = {
   State: 0x01,
@@ -43,6 +44,7 @@ export const KeyTag = {
   Dedup: 0x30,
   Producer: 0x31,
   Expiry: 0x32,
+  Attempt: 0x33,
 } as const
 export type KeyTag = (typeof KeyTag)[keyof typeof KeyTag]
 
@@ -51,7 +53,7 @@ export const ReadyBand = { Returned: 0, Fresh: 1 } as const
 export type ReadyBand = (typeof ReadyBand)[keyof typeof ReadyBand]
 
 /** What an expiry-index entry expires. */
-export const ExpiryKind = { Dedup: 0, Producer: 1 } as const
+export const ExpiryKind = { Dedup: 0, Producer: 1, Attempt: 2 } as const
 export type ExpiryKind = (typeof ExpiryKind)[keyof typeof ExpiryKind]
 
 /** A half-open key range [gte, lt). */
@@ -224,6 +226,11 @@ export class PartitionKeys {
   }
   producer(name: Uint8Array): Uint8Array {
     const k = this.make(KeyTag.Producer, name.length)
+    k.set(name, this.p + 1)
+    return k
+  }
+  attempt(name: Uint8Array): Uint8Array {
+    const k = this.make(KeyTag.Attempt, name.length)
     k.set(name, this.p + 1)
     return k
   }

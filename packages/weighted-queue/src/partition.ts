@@ -32,6 +32,7 @@ import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } f
 import { parseLeaseId } from './lease-id'
 import { Overlay } from './overlay'
 import {
+  decodeAttempt,
   decodeBody,
   decodeConfig,
   decodeCount,
@@ -43,6 +44,7 @@ import {
   decodeState,
   decodeWeight,
   decodeWindowHeader,
+  encodeAttempt,
   encodeBody,
   encodeConfig,
   encodeCount,
@@ -114,7 +116,7 @@ export const TURNS_CACHED_MAX = 4_096
  */
 const TEXT = new TextDecoder('utf-8', { ignoreBOM: true })
 
-/** Longest consumer id, producer id, dedup key or message key, in UTF-8 bytes. */
+/** Longest consumer id, producer id, dedup key, message key or lease attempt, in UTF-8 bytes. */
 export const NAME_BYTES_MAX = 256
 /** Body bytes one listing (listReady, listDead) returns, at most (beyond its first message). */
 export const LIST_BYTES_MAX = 4 * 1024 * 1024
@@ -503,7 +505,7 @@ export class QueuePartition {
       case CommandType.Enqueue:
         return this.enqueue(cmd, now)
       case CommandType.Lease:
-        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now, cmd.bytesMax)
+        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now, cmd.bytesMax, cmd.attempt)
       case CommandType.Ack:
         return { type: 'ack', statuses: await this.settle(cmd.leaseIds, now, 'ack', 0) }
       case CommandType.Nack: {
@@ -719,9 +721,11 @@ export class QueuePartition {
     visibilityMs: number,
     now: number,
     bytesMax: number | undefined,
+    attempt: string | undefined,
   ): Promise<CommandResult> {
     const cfg = this.configValue
     checkName('consumerId', consumerId)
+    if (attempt !== undefined) checkName('lease attempt', attempt)
     checkInt('lease max', max, 1, Number.MAX_SAFE_INTEGER)
     if (max > cfg.leaseBatchMax) {
       throw new InvalidArgumentError(
@@ -730,6 +734,12 @@ export class QueuePartition {
     }
     checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
+    const attemptName = attempt === undefined ? undefined : utf8(attempt)
+    if (attemptName !== undefined) {
+      // A repeated attempt whose leases are still held gets them again, and nothing more.
+      const again = await this.attemptLeases(attemptName, now)
+      if (again.length > 0) return { type: 'lease', leases: again }
+    }
 
     // Decide first (in memory), then read each chosen weight's head run in one range. With a
     // byte budget the decisions can be taken back to where it cuts the lease short (whatever
@@ -836,17 +846,7 @@ export class QueuePartition {
       this.leased[w] = (this.leased[w] as number) + 1
       this.dirtyWeights.add(w)
       this.recordDecision(w)
-      leases.push({
-        leaseId: `${id}.${meta.deliveries}`,
-        messageId: id,
-        weight: w,
-        body: body.body,
-        headers: body.headers,
-        key: body.key,
-        deliveryCount: meta.deliveries,
-        deadlineMs,
-        enqueuedAtMs: meta.enqueuedAtMs,
-      })
+      leases.push(leaseOf(id, meta, body))
     }
     if (p < picks.length) {
       // Cut at the budget: the decisions go back to the mark and the first p are made again
@@ -862,7 +862,52 @@ export class QueuePartition {
     }
     for (const [w, key] of taken) this.raiseReadyFloor(w, key)
     this.addLeaseGroup(deadlineMs, group)
+    if (attemptName !== undefined && group.length > 0) {
+      this.put(this.keys.attempt(attemptName), encodeAttempt({ deadlineMs, group: groupSeq }))
+      this.addExpiry(deadlineMs, ExpiryKind.Attempt, attemptName)
+    }
     return { type: 'lease', leases }
+  }
+
+  /**
+   * The leases that attempt `name` made which are still held (not settled, extended, expired
+   * or delivered again), as its lease answered them but for deadlines a nack or expiry has not
+   * touched; none when the attempt is unknown or its lease group is gone.
+   */
+  private async attemptLeases(name: Uint8Array, now: number): Promise<Lease[]> {
+    const record = await this.overlay.get(this.keys.attempt(name))
+    if (record === undefined) return []
+    const { deadlineMs, group } = decodeAttempt(record)
+    if (deadlineMs <= now) return []
+    const list = await this.overlay.get(this.keys.leaseGroup(deadlineMs, group))
+    if (list === undefined) return []
+    const members = decodeIdList(list)
+    const ids: number[] = []
+    const deliveries: number[] = []
+    for (let j = 0; j < members.length; j += 2) {
+      ids.push(members[j] as number)
+      deliveries.push(members[j + 1] as number)
+    }
+    const metas = new Array<MessageMeta | undefined>(ids.length)
+    const got = await this.overlay.getMany(ids.map((id) => this.keys.message(id)))
+    const held: number[] = []
+    got.forEach((b, i) => {
+      const meta = b === undefined ? undefined : decodeMeta(b)
+      metas[i] = meta
+      if (
+        meta !== undefined &&
+        meta.state === MessageState.Leased &&
+        meta.deliveries === deliveries[i] &&
+        meta.group === group &&
+        meta.slot > now
+      )
+        held.push(i)
+    })
+    const bodies = await this.bodies(
+      held.map((i) => ids[i] as number),
+      held.map((i) => metas[i] as MessageMeta),
+    )
+    return held.map((i, k) => leaseOf(ids[i] as number, metas[i] as MessageMeta, bodies[k] as MessageBody))
   }
 
   /** Ack, nack or extend each lease id; per-id status, no change for a non-ok one. */
@@ -1199,19 +1244,22 @@ export class QueuePartition {
       this.nextExpiryMs = due.nextMs
       const recordKeys = due.keys.map((k) => {
         const name = this.keys.expiryNameOf(k)
-        return this.keys.expiryKindOf(k) === ExpiryKind.Dedup
-          ? this.keys.dedup(name)
-          : this.keys.producer(name)
+        const kind = this.keys.expiryKindOf(k)
+        if (kind === ExpiryKind.Dedup) return this.keys.dedup(name)
+        return kind === ExpiryKind.Producer ? this.keys.producer(name) : this.keys.attempt(name)
       })
       const got = await this.overlay.getMany(recordKeys)
       due.keys.forEach((k, i) => {
         this.del(k)
         const bytes = got[i]
         if (!bytes) return
+        const kind = this.keys.expiryKindOf(k)
         const expiresAtMs =
-          this.keys.expiryKindOf(k) === ExpiryKind.Dedup
+          kind === ExpiryKind.Dedup
             ? decodeDedup(bytes).expiresAtMs
-            : decodeProducer(bytes).expiresAtMs
+            : kind === ExpiryKind.Producer
+              ? decodeProducer(bytes).expiresAtMs
+              : decodeAttempt(bytes).deadlineMs
         // A record renewed later has a later expiry entry of its own.
         if (expiresAtMs === this.keys.timeOf(k)) {
           this.del(recordKeys[i] as Uint8Array)
@@ -1927,6 +1975,21 @@ function checkName(what: string, value: unknown): void {
     throw new InvalidArgumentError(
       `${what} must be a non-empty string of at most ${NAME_BYTES_MAX} UTF-8 bytes`,
     )
+  }
+}
+
+/** The lease of leased message `id` (its deadline is the record's slot). */
+function leaseOf(id: number, meta: MessageMeta, body: MessageBody): Lease {
+  return {
+    leaseId: `${id}.${meta.deliveries}`,
+    messageId: id,
+    weight: meta.weight,
+    body: body.body,
+    headers: body.headers,
+    key: body.key,
+    deliveryCount: meta.deliveries,
+    deadlineMs: meta.slot,
+    enqueuedAtMs: meta.enqueuedAtMs,
   }
 }
 

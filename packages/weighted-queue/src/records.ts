@@ -325,6 +325,26 @@ export function decodeDedup(b: Uint8Array): DedupRecord {
 }
 
 /**
+ * A lease attempt (LeaseCommand.attempt): the lease group its lease made, whose key is
+ * (deadlineMs, group); the record expires at that deadline.
+ */
+export interface AttemptRecord {
+  readonly deadlineMs: number
+  readonly group: number
+}
+
+export function encodeAttempt(a: AttemptRecord): Uint8Array {
+  return scratch.reset().varint(a.deadlineMs).varint(a.group).finishInSlab()
+}
+
+export function decodeAttempt(b: Uint8Array): AttemptRecord {
+  const r = new ByteReader(b)
+  const a = { deadlineMs: r.varint(), group: r.varint() }
+  invariant(r.done, 'attempt record decodes')
+  return a
+}
+
+/**
  * One batch of an idempotent producer: its sequence and the ids it was given, as runs of
  * consecutive ids (`[first, length, first, length, …]`; see `idRuns`). A batch's ids are
  * consecutive but for repeated dedup keys, so a batch of any size is usually one run: five

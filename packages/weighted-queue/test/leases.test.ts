@@ -916,6 +916,48 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(await dump()).toHaveLength(5)
   })
 
+  it('answers a repeated lease attempt with its leases still held and nothing more; once none are, it leases anew', async () => {
+    const attemptKeys = async () => (await dump()).filter(([k]) => k[PREFIX.length] === KeyTag.Attempt).length
+    const byAttempt = async (q: DirectPartition, nowMs: number, attempt: string, max = 10) =>
+      leasesOf(await q.apply({ type: 'lease', consumerId: 'c1', max, visibilityMs: 100, attempt }, nowMs))
+    const q = await queue()
+    await enqueue(q, 0, ...['a', 'b', 'c', 'd'].map((b) => ({ body: text(b) })))
+    const first = await byAttempt(q, 1_000, 'x1', 2)
+    expect(first.map((l) => l.leaseId)).toEqual(['1.1', '2.1'])
+    expect(await attemptKeys()).toBe(1)
+    // Repeated (the answer was lost): the same leases, bodies and deadlines; nothing more.
+    expect(await byAttempt(q, 1_010, 'x1')).toEqual(first)
+    // Also after a reopen: the attempt is in the engine, not only in memory.
+    const reopened = await queue()
+    expect(await byAttempt(reopened, 1_020, 'x1')).toEqual(first)
+    // What was settled or extended since is not answered again.
+    await reopened.apply({ type: 'ack', leaseIds: ['1.1'] }, 1_030)
+    expect((await byAttempt(reopened, 1_040, 'x1')).map((l) => l.leaseId)).toEqual(['2.1'])
+    await reopened.apply({ type: 'extend', leaseIds: ['2.1'], visibilityMs: 100 }, 1_050)
+    // None held by the attempt any more: it leases anew, and remembers the new leases.
+    const second = await byAttempt(reopened, 1_060, 'x1', 1)
+    expect(second.map((l) => l.leaseId)).toEqual(['3.1'])
+    expect(await byAttempt(reopened, 1_070, 'x1', 5)).toEqual(second)
+    // Another attempt, or none, is a lease as ever.
+    expect((await lease(reopened, 1_080, 5)).map((l) => l.leaseId)).toEqual(['4.1'])
+    // Past the deadlines every lease expired (back at the head): the attempt leases anew.
+    const late = await byAttempt(reopened, 1_200, 'x1', 1)
+    expect(late.map((l) => l.leaseId)).toEqual(['2.2'])
+    // The records go at their deadline.
+    await reopened.apply({ type: 'ack', leaseIds: ['2.2'] }, 1_210)
+    await reopened.apply({ type: 'tick' }, 5_000)
+    expect(await attemptKeys()).toBe(0)
+    // An attempt id that is not a name is refused, and changes nothing.
+    for (const bad of ['', 'x'.repeat(257)]) {
+      const r = await reopened.apply(
+        { type: 'lease', consumerId: 'c1', max: 1, visibilityMs: 100, attempt: bad },
+        5_010,
+      )
+      expect(r.type).toBe('rejected')
+      expect((r as { error: Error }).error.message).toMatch(/lease attempt must be a non-empty string/)
+    }
+  })
+
   it('survives a reopen from the engine with identical behaviour', async () => {
     const q = await queue({ maxDeliveries: 3 })
     await enqueue(
