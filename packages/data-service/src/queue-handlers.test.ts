@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import {
+  FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_REDRIVE_SPAN,
   FORMAT_LEVEL_RETRY_BACKOFF,
@@ -342,6 +343,31 @@ describe('queue handlers', () => {
     expect(nacks).toEqual(['jobs#8 [""]']) // an id no partition knows: nothing settled
     const acked = await call(queueHandlers(lookups('jobs#8')), 'ack', { target, leaseIds: ['8.0.1.1'] })
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1])
+  })
+
+  it('answers a repeated lease attempt with the leases it still holds, at once, also to a long poll', async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS))
+    await call(h, 'produce', { target, messages: [message('a'), message('b'), message('c')] })
+    const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    const first = (await call(h, 'lease', ask)).messages
+    expect(first.map((m: { id: number }) => m.id)).toEqual([1, 2])
+    // Its answer was lost: asked again (a long poll this time), the same leases, and nothing more.
+    const started = Date.now()
+    const again = (await call(h, 'lease', { ...ask, max: 10, waitMs: 5_000 })).messages
+    expect(again).toEqual(first)
+    expect(Date.now() - started).toBeLessThan(2_000)
+    // Another attempt leases what is left.
+    const other = (await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages
+    expect(other.map((m: { id: number }) => m.id)).toEqual([3])
+    // An attempt id that is not a name is refused before anything is proposed.
+    await expect(call(h, 'lease', { ...ask, attempt: 'x'.repeat(300) })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/attempt is 300 characters long; the limit is 256 UTF-8 bytes/),
+    })
+    // Below the level the attempt is dropped: a repeat is a lease as before (nothing is left).
+    const below = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS - 1))
+    expect((await call(below, 'lease', ask)).messages).toEqual([])
   })
 
   it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {

@@ -156,6 +156,7 @@ export function checkMessageSizes(req: ProduceRequest, messageBytesMax: number):
  */
 export function checkLease(req: LeaseRequest): void {
   refuse(nameProblem('consumer_id', req.consumerId, true))
+  refuse(nameProblem('attempt', req.attempt, false))
   refuse(intProblem('max', req.max ?? 0, 1, LEASE_BATCH_MAX))
   const visibilityMs = req.visibilityMs ?? 0
   if (visibilityMs !== 0)

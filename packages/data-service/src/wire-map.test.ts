@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_RETRY_BACKOFF,
@@ -130,12 +131,19 @@ describe('wire mapping', () => {
   })
 
   it('fills the default visibility', () => {
-    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0 }
+    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0, attempt: '' }
     expect(leaseOf(req, 30_000, 2).visibilityMs).toBe(30_000)
     expect(leaseOf({ ...req, visibilityMs: 10 }, 30_000, 2).visibilityMs).toBe(10)
     // The byte budget from its level on only: a replica of an earlier version cannot read it.
     expect(leaseOf(req, 30_000, FORMAT_LEVEL_LEASE_BYTES - 1)).not.toHaveProperty('bytesMax')
     expect(leaseOf(req, 30_000, FORMAT_LEVEL_LEASE_BYTES).bytesMax).toBe(LEASE_BYTES_MAX)
+    // The attempt likewise, and only when the request has one (empty: none).
+    const attempt = { ...req, attempt: 'a1' }
+    expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS - 1)).not.toHaveProperty('attempt')
+    expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS).attempt).toBe('a1')
+    expect(leaseOf({ ...req, attempt: '' }, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS)).not.toHaveProperty(
+      'attempt',
+    )
   })
 
   it('maps leases, statuses and rejections', () => {

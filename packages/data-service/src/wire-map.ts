@@ -1,4 +1,5 @@
 import {
+  FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_RETRY_BACKOFF,
@@ -131,6 +132,8 @@ export function leaseOf(
     max: request.max,
     visibilityMs: request.visibilityMs || defaultVisibilityMs,
     ...(formatLevel >= FORMAT_LEVEL_LEASE_BYTES ? { bytesMax: LEASE_BYTES_MAX } : {}),
+    // Below its level the attempt is dropped: the lease is one as before (a repeat leases anew).
+    ...(request.attempt && formatLevel >= FORMAT_LEVEL_LEASE_ATTEMPTS ? { attempt: request.attempt } : {}),
   }
 }
 

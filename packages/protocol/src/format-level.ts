@@ -80,8 +80,12 @@
  *    with reason `grow` and no `remove`): a group created with fewer replicas than the
  *    replication factor (a cluster founded by fewer nodes) grows as nodes join. A meta replica
  *    of an earlier version would refuse the entry the others apply.
+ * 26. a lease's attempt id (`attempt` of a `lease` entry, and the partition's attempt records
+ *    and their expiry entries): a consumer that did not get a lease's answer asks again under
+ *    the same attempt and gets the leases still held. A replica of an earlier version cannot
+ *    read the entry.
  */
-export const FORMAT_LEVEL = 25
+export const FORMAT_LEVEL = 26
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -163,6 +167,9 @@ export const FORMAT_LEVEL_REDRIVE_SPAN = 24
 
 /** The level from which a data group grows to the replication factor (level 25 above). */
 export const FORMAT_LEVEL_GROW_DATA_GROUPS = 25
+
+/** The level from which a lease may carry its consumer's attempt id (level 26 above). */
+export const FORMAT_LEVEL_LEASE_ATTEMPTS = 26
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

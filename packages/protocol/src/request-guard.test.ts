@@ -426,7 +426,11 @@ describe('request guard: normal requests decode exactly as before', () => {
         ],
       },
     ],
-    ['lease', LeaseRequest, { target, consumerId: 'c', max: 500, visibilityMs: 30_000, waitMs: 1_000 }],
+    [
+      'lease',
+      LeaseRequest,
+      { target, consumerId: 'c', max: 500, visibilityMs: 30_000, waitMs: 1_000, attempt: 'a-1' },
+    ],
     ['ack', AckRequest, { target, leaseIds: ['a', 'b', 'ç'] }],
     ['nack', NackRequest, { target, leaseIds: ['a'], delayMs: 10, release: true }],
     ['extend', ExtendRequest, { target, leaseIds: ['a', 'b'], extendMs: 60_000 }],

@@ -65,6 +65,7 @@ export const QUEUE_REQUEST_RULES = {
     3: varintField('max'),
     4: uint64Field('visibility_ms'),
     5: varintField('wait_ms'),
+    6: stringField('attempt'),
   }),
   ack: messageRule('AckRequest', { 1: target, 2: leaseIds }),
   nack: messageRule('NackRequest', {

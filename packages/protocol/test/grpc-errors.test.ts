@@ -76,7 +76,9 @@ describe('typed errors over gRPC', () => {
   })
 
   it('carries STALE_ROUTE with the current epoch', async () => {
-    const raw = await call((cb) => client.lease({ consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0 }, cb))
+    const raw = await call((cb) =>
+      client.lease({ consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0, attempt: '' }, cb),
+    )
     const error = fromGrpcError(raw)
     expect(error).toBeInstanceOf(StaleRouteError)
     expect(error.facts.epoch).toBe(9)

@@ -34,11 +34,11 @@ function fakeRouter(
   latencyMs: (waitMs: number) => number = (waitMs) => (waitMs === 0 ? 200 : 30),
   settle: (call: SettleCall) => Promise<MqError | undefined> = async () => undefined,
 ) {
-  const requests: { partition: number; max: number; waitMs: number }[] = []
+  const requests: { partition: number; max: number; waitMs: number; attempt: string }[] = []
   const settles: SettleCall[] = []
   let id = 1
   const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
-    requests.push({ partition, max: req.max, waitMs: req.waitMs })
+    requests.push({ partition, max: req.max, waitMs: req.waitMs, attempt: req.attempt })
     await sleep(latencyMs(req.waitMs))
     const deadline = Date.now() + req.waitMs
     while ((ready[partition] ?? 0) === 0 && Date.now() < deadline) await sleep(5)
@@ -375,6 +375,30 @@ describe('Consumer', () => {
     } finally {
       process.off('unhandledRejection', onUnhandled)
     }
+  })
+
+  it('asks again under the same lease attempt after a lease failed (its answer may be lost), under a new one once answered', async () => {
+    const { router, requests } = fakeRouter([100], () => 5)
+    // The first lease is made, but its answer is lost (a deadline, a failover).
+    const partition = router.partition.bind(router)
+    let lost = 1
+    ;(router as { partition: unknown }).partition = (...args: Parameters<Router['partition']>) => {
+      const answer = partition(...args)
+      return lost-- > 0 ? answer.then(() => Promise.reject(new UnavailableError('answer lost'))) : answer
+    }
+    const consumer = new Consumer(router, 'q', { prefetch: 4, waitMs: 50, onError: () => {} })
+    let got = 0
+    for await (const m of consumer) {
+      await m.ack()
+      if (++got === 6) break
+    }
+    await consumer.close()
+    expect(requests.length).toBeGreaterThanOrEqual(3)
+    const [lostOne, again, next] = requests.map((r) => r.attempt)
+    expect(lostOne).toMatch(/^[0-9a-f-]{36}$/)
+    expect(again).toBe(lostOne)
+    expect(next).not.toBe(again)
+    expect(new Set(requests.slice(1).map((r) => r.attempt)).size).toBe(requests.length - 1)
   })
 
   it('leases from 12 partitions at once without a listener-leak warning', async () => {

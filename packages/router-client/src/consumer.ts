@@ -303,6 +303,13 @@ export class Consumer implements AsyncIterable<Delivery> {
     let busy = false
     // Empty answers in a row to leases that did not wait (waitMs 0): the next one backs off.
     let empty = 0
+    // This loop's lease attempt: kept while its leases fail, since a lease may have been made
+    // and its answer lost (a deadline, a failover): asked again under it, the broker answers
+    // the leases it made that are still held instead of leaving them until their visibility
+    // timeout. A new one once a lease is answered.
+    let attempt = randomUUID()
+    // When a lease under `attempt` was first sent, once one failed: its leases may date from then.
+    let attemptSentAt: number | undefined
     // Until the consumer closes or the partition is gone from the queue's route.
     while (!this.#closed && this.#fetchers.get(partition) === fetcher) {
       const space = this.#options.prefetch - this.#held.size - this.#leasing
@@ -339,6 +346,7 @@ export class Consumer implements AsyncIterable<Delivery> {
                 max,
                 visibilityMs,
                 waitMs,
+                attempt,
               },
               this.#router.options.attemptMs + waitMs,
               // close() cancels a lease under way: a long poll ends at once, and the server
@@ -353,11 +361,15 @@ export class Consumer implements AsyncIterable<Delivery> {
           this.#stop.signal,
         )
         failures = 0
+        const answeredSentAt = Number.isFinite(sentAt) ? sentAt : requestedAt
+        const leasedSince = Math.min(attemptSentAt ?? answeredSentAt, answeredSentAt)
+        attempt = randomUUID()
+        attemptSentAt = undefined
         this.#followRoute()
         busy = response.messages.length > 0
         if (response.messages.length > 0) {
           const deliveries = response.messages.map((m) => new Delivery(partition, m, this.#settle))
-          this.#hold(deliveries, visibilityMs, Number.isFinite(sentAt) ? sentAt : requestedAt)
+          this.#hold(deliveries, visibilityMs, leasedSince)
           for (const d of deliveries) this.#buffer.push(d)
         }
         if (response.messages.length > 0) this.#wakeReaders()
@@ -367,6 +379,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         if (empty > 0) await delay(backoffMs(this.#router.options.backoff, empty - 1), this.#stop.signal)
       } catch (error) {
         if (this.#closed) return
+        attemptSentAt ??= requestedAt
         this.#followRoute()
         if (error instanceof PartitionNotFoundError) {
           // The queue was deleted and created again with fewer partitions: this loop's

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { credentials, Metadata, type ServiceError } from '@grpc/grpc-js'
 import {
   fromGrpcError,
@@ -363,6 +364,9 @@ export async function runConsumer(
   }
   const loop = async (partition: number): Promise<void> => {
     let failures = 0
+    // Kept while leases fail (the answer of one may have been lost), as the SDK does: the
+    // broker answers again the leases it made under it that are still held.
+    let attempt = randomUUID()
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
       const startMs = Date.now()
       let response: LeaseResponse
@@ -379,9 +383,11 @@ export async function runConsumer(
             max: options.leaseMax,
             visibilityMs: options.visibilityMs,
             waitMs: options.waitMs,
+            attempt,
           },
           options.attemptMs + options.waitMs,
         )
+        attempt = randomUUID()
       } catch (error) {
         load.history.add({
           kind: 'lease',

@@ -125,6 +125,12 @@ export interface LeaseRequest {
   visibilityMs: number;
   /** Long poll: wait up to this long for a message when none is ready (0 = do not wait). */
   waitMs: number;
+  /**
+   * The consumer's id for this try (at most 256 UTF-8 bytes; empty: none), repeated when it did
+   * not get the answer: while leases made by that attempt are still held, the answer is those
+   * again (same lease ids and deadlines) and nothing more. Ignored below format level 26.
+   */
+  attempt: string;
 }
 
 export interface LeasedMessage {
@@ -901,7 +907,7 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
 };
 
 function createBaseLeaseRequest(): LeaseRequest {
-  return { target: undefined, consumerId: "", max: 0, visibilityMs: 0, waitMs: 0 };
+  return { target: undefined, consumerId: "", max: 0, visibilityMs: 0, waitMs: 0, attempt: "" };
 }
 
 export const LeaseRequest: MessageFns<LeaseRequest> = {
@@ -920,6 +926,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     }
     if (message.waitMs !== 0) {
       writer.uint32(40).uint32(message.waitMs);
+    }
+    if (message.attempt !== "") {
+      writer.uint32(50).string(message.attempt);
     }
     return writer;
   },
@@ -971,6 +980,14 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
           message.waitMs = reader.uint32();
           continue;
         }
+        case 6: {
+          if (tag !== 50) {
+            break;
+          }
+
+          message.attempt = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -999,6 +1016,7 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
         : isSet(object.wait_ms)
         ? globalThis.Number(object.wait_ms)
         : 0,
+      attempt: isSet(object.attempt) ? globalThis.String(object.attempt) : "",
     };
   },
 
@@ -1019,6 +1037,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     if (message.waitMs !== 0) {
       obj.waitMs = Math.round(message.waitMs);
     }
+    if (message.attempt !== "") {
+      obj.attempt = message.attempt;
+    }
     return obj;
   },
 
@@ -1034,6 +1055,7 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     message.max = object.max ?? 0;
     message.visibilityMs = object.visibilityMs ?? 0;
     message.waitMs = object.waitMs ?? 0;
+    message.attempt = object.attempt ?? "";
     return message;
   },
 };
