@@ -47,6 +47,8 @@ interface ModelMessage {
   deadlineMs: number
   dueMs: number
   deadOrder: number
+  /** Leased: the lease or extend command that set its deadline last (the partition's lease group). */
+  leaseCommand?: number
 }
 
 const utf8Len = (s: string) => new TextEncoder().encode(s).length
@@ -84,6 +86,13 @@ export class ModelQueue {
 
   /** Every lease id ever handed out, for command generators. */
   readonly issuedLeaseIds: string[] = []
+  /** Lease attempts: the leases each one's last lease made (message id, delivery) and their deadline. */
+  private readonly attempts = new Map<
+    string,
+    { deadlineMs: number; leaseCommand: number; members: [number, number][] }
+  >()
+  /** Lease and extend commands so far. */
+  private leaseCommands = 0
 
   /** Messages the TTL may still delete in this apply (heads by a tick, lines with ttlWaiting). */
   private ttlBudget = 0
@@ -165,6 +174,20 @@ export class ModelQueue {
   }
 
   /** Weight w's ready messages in delivery order. */
+  private leaseOf(m: ModelMessage): Lease {
+    return {
+      leaseId: `${m.id}.${m.deliveries}`,
+      messageId: m.id,
+      weight: m.weight,
+      body: m.body,
+      headers: m.headers,
+      key: m.key,
+      deliveryCount: m.deliveries,
+      deadlineMs: m.deadlineMs,
+      enqueuedAtMs: m.enqueuedAtMs,
+    }
+  }
+
   private readyOf(w: number): ModelMessage[] {
     return [...this.messages.values()]
       .filter((m) => m.state === 'ready' && m.weight === w)
@@ -381,11 +404,31 @@ export class ModelQueue {
       }
       case 'lease': {
         name(cmd.consumerId)
+        if (cmd.attempt !== undefined) name(cmd.attempt)
         int(cmd.max, 1, Number.MAX_SAFE_INTEGER)
         if (cmd.max > cfg.leaseBatchMax) throw new InvalidArgumentError('lease max')
         int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
         if (cmd.bytesMax !== undefined) int(cmd.bytesMax, 1, Number.MAX_SAFE_INTEGER)
+        const made = cmd.attempt === undefined ? undefined : this.attempts.get(cmd.attempt)
+        if (made !== undefined && made.deadlineMs > now) {
+          // A repeated attempt: the leases it made that are still held as they were, or a lease anew.
+          const held: Lease[] = []
+          for (const [id, delivery] of made.members) {
+            const m = this.messages.get(id)
+            if (
+              !m ||
+              m.state !== 'leased' ||
+              m.deliveries !== delivery ||
+              m.leaseCommand !== made.leaseCommand ||
+              m.deadlineMs <= now
+            )
+              continue
+            held.push(this.leaseOf(m))
+          }
+          if (held.length > 0) return { type: 'lease', leases: held }
+        }
         const leases: Lease[] = []
+        const leaseCommand = ++this.leaseCommands
         let bytes = 0
         for (let i = 0; i < cmd.max; i++) {
           const before = { passNum: new Map(this.passNum), vNum: this.vNum, vDen: this.vDen }
@@ -421,21 +464,18 @@ export class ModelQueue {
           head.attempts++
           this.counters.delivered++
           head.deadlineMs = now + cmd.visibilityMs
+          head.leaseCommand = leaseCommand
           if (this.readyCount(w) === 0) this.backlogged.delete(w)
           this.window.push(w)
           if (this.window.length > cfg.shareWindowLeases) this.window.shift()
-          const leaseId = `${head.id}.${head.deliveries}`
-          this.issuedLeaseIds.push(leaseId)
-          leases.push({
-            leaseId,
-            messageId: head.id,
-            weight: w,
-            body: head.body,
-            headers: head.headers,
-            key: head.key,
-            deliveryCount: head.deliveries,
-            deadlineMs: head.deadlineMs,
-            enqueuedAtMs: head.enqueuedAtMs,
+          this.issuedLeaseIds.push(`${head.id}.${head.deliveries}`)
+          leases.push(this.leaseOf(head))
+        }
+        if (cmd.attempt !== undefined && leases.length > 0) {
+          this.attempts.set(cmd.attempt, {
+            deadlineMs: now + cmd.visibilityMs,
+            leaseCommand,
+            members: leases.map((l) => [l.messageId, l.deliveryCount]),
           })
         }
         return { type: 'lease', leases }
@@ -448,6 +488,7 @@ export class ModelQueue {
         if (cmd.type === 'nack') int(ms, 0, cfg.delayMsMax)
         if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
         const statuses: LeaseStatus[] = []
+        const extendCommand = cmd.type === 'extend' ? ++this.leaseCommands : 0
         for (const leaseId of cmd.leaseIds) {
           const match = /^([1-9][0-9]*)\.([1-9][0-9]*)$/.exec(leaseId)
           const m = match ? this.messages.get(Number(match[1])) : undefined
@@ -463,8 +504,11 @@ export class ModelQueue {
           statuses.push('ok')
           if (cmd.type === 'ack') this.counters.acked++
           if (cmd.type === 'nack') this.counters.nacked++
-          if (cmd.type === 'extend') m.deadlineMs = now + ms
-          else if (cmd.type === 'ack') {
+          if (cmd.type === 'extend') {
+            // A new deadline: the lease leaves its group for the extend's own.
+            if (m.deadlineMs !== now + ms) m.leaseCommand = extendCommand
+            m.deadlineMs = now + ms
+          } else if (cmd.type === 'ack') {
             this.messages.delete(m.id)
             this.depart(m)
           } else if (cmd.type === 'nack' && cmd.release === true) {

@@ -204,15 +204,18 @@ const [
       vis: rarely(fc.constantFrom(30, 100, 250), fc.constant(0)),
       // A byte budget (bodies are up to 24 bytes): cut after the first, second or third one.
       bytesMax: fc.option(rarely(fc.constantFrom(1, 12, 30, 60), fc.constant(0)), { freq: 3 }),
+      // An attempt id from a small pool, so that attempts are repeated (rarely not a name).
+      attempt: fc.option(rarely(fc.constantFrom('a1', 'a2', 'a3'), fc.constant('')), { freq: 2 }),
     })
     .map(
-      ({ dt, max, vis, bytesMax }) =>
+      ({ dt, max, vis, bytesMax, attempt }) =>
         new Step('lease', dt, () => ({
           type: 'lease',
           consumerId: 'c',
           max,
           visibilityMs: vis,
           ...(bytesMax !== null ? { bytesMax } : {}),
+          ...(attempt !== null ? { attempt } : {}),
         })),
     ),
   fc
