@@ -370,6 +370,39 @@ describe('queue handlers', () => {
     expect((await call(below, 'lease', ask)).messages).toEqual([])
   })
 
+  it("does not give back a cancelled call's leases once a repeat of its attempt was answered them", async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS))
+    await call(h, 'produce', { target, messages: [message('a'), message('b')] })
+    const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    // The first call is cancelled (its client gave up) while its lease is committed; its
+    // give-back is proposed only after the client's repeat was answered.
+    const cancelled = fakeCall(ask)
+    const propose = group.propose
+    const giveBacks: Promise<unknown>[] = []
+    let repeat: Promise<{ messages: { leaseId: string }[] }> | undefined
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease' && !cancelled.cancelled)
+        cancelled.cancel()
+      if (command.type === 'apply' && command.command.type === 'nack') {
+        repeat ??= call(h, 'lease', ask)
+        const after = repeat.then(() => propose(command))
+        giveBacks.push(after)
+        return after as ReturnType<typeof propose>
+      }
+      return propose(command)
+    }
+    expect((await call(h, 'lease', ask, cancelled)).messages).toEqual([])
+    const repeated = await (repeat as Promise<{ messages: { leaseId: string }[] }>)
+    await Promise.all(giveBacks)
+    group.propose = propose
+    expect(repeated.messages.map((m) => m.leaseId)).toHaveLength(2)
+    // They stay the repeat's: another attempt finds nothing to lease, and they settle.
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages).toEqual([])
+    const acked = await call(h, 'ack', { target, leaseIds: repeated.messages.map((m) => m.leaseId) })
+    expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
+  })
+
   it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {
     const h = queueHandlers(node(await localGroup()))
     await call(h, 'produce', {

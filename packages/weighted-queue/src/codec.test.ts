@@ -283,6 +283,16 @@ describe('config versions', () => {
     const bad = encodeCommand(release)
     bad[bad.length - 1] = 2
     expect(() => decodeCommand(bad)).toThrow(/malformed nack: release flag/)
+    bad[bad.length - 1] = 0 // a 0 flag only ahead of an attempt
+    expect(() => decodeCommand(bad)).toThrow(/malformed nack: release flag/)
+    // A give-back of an attempt's answer: after the flag (0 or 1).
+    for (const c of [
+      { ...plain, attempt: 'a1', attemptAnswer: 0 },
+      { ...release, attempt: 'a1', attemptAnswer: 3 },
+    ] as Command[]) {
+      expect(decodeCommand(encodeCommand(c))).toEqual(c)
+      expect(encodeCommand(c).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))
+    }
   })
 
   it('writes a redrive flag byte only when the TTL restarts or a span is given; 0 needs the span', () => {

@@ -63,8 +63,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
     case CommandType.Nack:
       encodeIds(w, cmd.leaseIds)
       w.varint(cmd.delayMs ?? 0)
-      // Trailing, only when set: a nack without it is the bytes of before.
-      if (cmd.release) w.u8(1)
+      // Trailing, only when set: a nack without them is the bytes of before (the flag 0
+      // ahead of an attempt).
+      if (cmd.release || cmd.attempt !== undefined) w.u8(cmd.release ? 1 : 0)
+      if (cmd.attempt !== undefined) w.string(cmd.attempt).varint(cmd.attemptAnswer ?? 0)
       break
     case CommandType.Extend:
       encodeIds(w, cmd.leaseIds)
@@ -167,8 +169,12 @@ export function decodeCommand(bytes: Uint8Array): Command {
       const delayMs = r.varint()
       const nack = delayMs === 0 ? { type, leaseIds } : { type, leaseIds, delayMs }
       if (r.done) cmd = nack
-      else if (r.u8() === 1) cmd = { ...nack, release: true }
-      else throw new InvalidArgumentError('malformed nack: release flag')
+      else {
+        const flag = r.u8()
+        if (flag > 1 || (flag === 0 && r.done)) throw new InvalidArgumentError('malformed nack: release flag')
+        const released = flag === 1 ? { ...nack, release: true } : nack
+        cmd = r.done ? released : { ...released, attempt: r.string(), attemptAnswer: r.varint() }
+      }
       break
     }
     case CommandType.Extend:

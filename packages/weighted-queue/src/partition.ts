@@ -32,6 +32,7 @@ import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } f
 import { parseLeaseId } from './lease-id'
 import { Overlay } from './overlay'
 import {
+  type AttemptRecord,
   decodeAttempt,
   decodeBody,
   decodeConfig,
@@ -511,9 +512,17 @@ export class QueuePartition {
       case CommandType.Nack: {
         const delayMs = cmd.delayMs ?? 0
         checkInt('nack delayMs', delayMs, 0, this.configValue.delayMsMax)
+        let superseded = false
+        if (cmd.attempt !== undefined || cmd.attemptAnswer !== undefined) {
+          checkName('nack attempt', cmd.attempt)
+          checkInt('nack attemptAnswer', cmd.attemptAnswer, 0, Number.MAX_SAFE_INTEGER)
+          // A give-back of an answer the attempt has answered again since: not its to return.
+          const made = await this.attemptRecord(utf8(cmd.attempt as string), now)
+          superseded = made !== undefined && made.answers !== cmd.attemptAnswer
+        }
         return {
           type: 'nack',
-          statuses: await this.settle(cmd.leaseIds, now, 'nack', delayMs, cmd.release === true),
+          statuses: await this.settle(cmd.leaseIds, now, 'nack', delayMs, cmd.release === true, superseded),
         }
       }
       case CommandType.Extend: {
@@ -736,9 +745,15 @@ export class QueuePartition {
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
     const attemptName = attempt === undefined ? undefined : utf8(attempt)
     if (attemptName !== undefined) {
-      // A repeated attempt whose leases are still held gets them again, and nothing more.
-      const again = await this.attemptLeases(attemptName, now)
-      if (again.length > 0) return { type: 'lease', leases: again }
+      // A repeated attempt whose leases are still held gets them again, and nothing more: a
+      // later answer, which a give-back of an earlier one no longer undoes (settle).
+      const made = await this.attemptRecord(attemptName, now)
+      const again = made === undefined ? [] : await this.attemptLeases(made, now)
+      if (made !== undefined && again.length > 0) {
+        const answers = made.answers + 1
+        this.put(this.keys.attempt(attemptName), encodeAttempt({ ...made, answers }))
+        return { type: 'lease', leases: again, attemptAnswer: answers }
+      }
     }
 
     // Decide first (in memory), then read each chosen weight's head run in one range. With a
@@ -863,22 +878,26 @@ export class QueuePartition {
     for (const [w, key] of taken) this.raiseReadyFloor(w, key)
     this.addLeaseGroup(deadlineMs, group)
     if (attemptName !== undefined && group.length > 0) {
-      this.put(this.keys.attempt(attemptName), encodeAttempt({ deadlineMs, group: groupSeq }))
+      this.put(this.keys.attempt(attemptName), encodeAttempt({ deadlineMs, group: groupSeq, answers: 0 }))
       this.addExpiry(deadlineMs, ExpiryKind.Attempt, attemptName)
+      return { type: 'lease', leases, attemptAnswer: 0 }
     }
     return { type: 'lease', leases }
   }
 
+  /** Attempt `name`'s record while its leases' deadline is ahead. */
+  private async attemptRecord(name: Uint8Array, now: number): Promise<AttemptRecord | undefined> {
+    const bytes = await this.overlay.get(this.keys.attempt(name))
+    if (bytes === undefined) return undefined
+    const record = decodeAttempt(bytes)
+    return record.deadlineMs > now ? record : undefined
+  }
+
   /**
-   * The leases that attempt `name` made which are still held (not settled, extended, expired
-   * or delivered again), as its lease answered them but for deadlines a nack or expiry has not
-   * touched; none when the attempt is unknown or its lease group is gone.
+   * The leases of an attempt's lease group that are still held (not settled, extended, expired
+   * or delivered again), as its lease answered them; none once the group is gone.
    */
-  private async attemptLeases(name: Uint8Array, now: number): Promise<Lease[]> {
-    const record = await this.overlay.get(this.keys.attempt(name))
-    if (record === undefined) return []
-    const { deadlineMs, group } = decodeAttempt(record)
-    if (deadlineMs <= now) return []
+  private async attemptLeases({ deadlineMs, group }: AttemptRecord, now: number): Promise<Lease[]> {
     const list = await this.overlay.get(this.keys.leaseGroup(deadlineMs, group))
     if (list === undefined) return []
     const members = decodeIdList(list)
@@ -917,6 +936,7 @@ export class QueuePartition {
     action: 'ack' | 'nack' | 'extend',
     ms: number,
     release = false,
+    superseded = false,
   ): Promise<LeaseStatus[]> {
     if (!Array.isArray(leaseIds)) throw new InvalidArgumentError(`${action} needs an array of lease ids`)
     if (leaseIds.length > this.configValue.leaseBatchMax) {
@@ -924,6 +944,8 @@ export class QueuePartition {
         `${action} of ${leaseIds.length} lease ids exceeds the limit of ${this.configValue.leaseBatchMax}; split it`,
       )
     }
+    // Leases that are no longer the settlement's to settle (NackCommand.attemptAnswer).
+    if (superseded) return leaseIds.map(() => Status.Expired)
     const parsed = leaseIds.map(parseLeaseId)
     const uniqueIds: number[] = []
     const metaKeys: Uint8Array[] = []

@@ -331,15 +331,17 @@ export function decodeDedup(b: Uint8Array): DedupRecord {
 export interface AttemptRecord {
   readonly deadlineMs: number
   readonly group: number
+  /** The answers after the first that handed its leases out again (see NackCommand.attemptAnswer). */
+  readonly answers: number
 }
 
 export function encodeAttempt(a: AttemptRecord): Uint8Array {
-  return scratch.reset().varint(a.deadlineMs).varint(a.group).finishInSlab()
+  return scratch.reset().varint(a.deadlineMs).varint(a.group).varint(a.answers).finishInSlab()
 }
 
 export function decodeAttempt(b: Uint8Array): AttemptRecord {
   const r = new ByteReader(b)
-  const a = { deadlineMs: r.varint(), group: r.varint() }
+  const a = { deadlineMs: r.varint(), group: r.varint(), answers: r.varint() }
   invariant(r.done, 'attempt record decodes')
   return a
 }

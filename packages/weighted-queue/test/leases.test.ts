@@ -926,7 +926,18 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(first.map((l) => l.leaseId)).toEqual(['1.1', '2.1'])
     expect(await attemptKeys()).toBe(1)
     // Repeated (the answer was lost): the same leases, bodies and deadlines; nothing more.
-    expect(await byAttempt(q, 1_010, 'x1')).toEqual(first)
+    const repeated = await q.apply(
+      { type: 'lease', consumerId: 'c1', max: 10, visibilityMs: 100, attempt: 'x1' },
+      1_010,
+    )
+    expect(repeated).toEqual({ type: 'lease', leases: first, attemptAnswer: 1 })
+    // A give-back of the first answer (its call was cancelled) comes after the repeat: the
+    // leases are the repeat's now, and stay leased.
+    const giveBack = { type: 'nack', leaseIds: ['1.1', '2.1'], release: true, attempt: 'x1' } as const
+    expect(await q.apply({ ...giveBack, attemptAnswer: 0 }, 1_011)).toEqual({
+      type: 'nack',
+      statuses: ['expired', 'expired'],
+    })
     // Also after a reopen: the attempt is in the engine, not only in memory.
     const reopened = await queue()
     expect(await byAttempt(reopened, 1_020, 'x1')).toEqual(first)
@@ -956,6 +967,32 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       expect(r.type).toBe('rejected')
       expect((r as { error: Error }).error.message).toMatch(/lease attempt must be a non-empty string/)
     }
+  })
+
+  it("gives back an attempt's latest answer, and not one answered again since", async () => {
+    const q = await queue()
+    await enqueue(q, 0, ...['a', 'b'].map((b) => ({ body: text(b) })))
+    const ask = { type: 'lease', consumerId: 'c1', max: 1, visibilityMs: 100, attempt: 'y' } as const
+    expect(await q.apply(ask, 1_000)).toMatchObject({ attemptAnswer: 0, leases: [{ leaseId: '1.1' }] })
+    const giveBack = { type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'y' } as const
+    // The latest answer (no repeat since): given back, ready again at the head.
+    expect(await q.apply({ ...giveBack, attemptAnswer: 0 }, 1_010)).toEqual({
+      type: 'nack',
+      statuses: ['ok'],
+    })
+    expect(await q.apply(ask, 1_020)).toMatchObject({ attemptAnswer: 0, leases: [{ leaseId: '1.2' }] })
+    expect(await q.apply(ask, 1_030)).toMatchObject({ attemptAnswer: 1, leases: [{ leaseId: '1.2' }] })
+    expect(await q.apply({ ...giveBack, leaseIds: ['1.2'], attemptAnswer: 0 }, 1_040)).toEqual({
+      type: 'nack',
+      statuses: ['expired'],
+    })
+    expect(await q.apply({ ...giveBack, leaseIds: ['1.2'], attemptAnswer: 1 }, 1_050)).toEqual({
+      type: 'nack',
+      statuses: ['ok'],
+    })
+    // Both or neither, checked.
+    const half = await q.apply({ type: 'nack', leaseIds: ['1.3'], attempt: 'y' }, 1_060)
+    expect(half.type).toBe('rejected')
   })
 
   it('survives a reopen from the engine with identical behaviour', async () => {

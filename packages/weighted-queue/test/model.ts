@@ -89,7 +89,7 @@ export class ModelQueue {
   /** Lease attempts: the leases each one's last lease made (message id, delivery) and their deadline. */
   private readonly attempts = new Map<
     string,
-    { deadlineMs: number; leaseCommand: number; members: [number, number][] }
+    { deadlineMs: number; leaseCommand: number; members: [number, number][]; answers: number }
   >()
   /** Lease and extend commands so far. */
   private leaseCommands = 0
@@ -416,8 +416,7 @@ export class ModelQueue {
           for (const [id, delivery] of made.members) {
             const m = this.messages.get(id)
             if (
-              !m ||
-              m.state !== 'leased' ||
+              m?.state !== 'leased' ||
               m.deliveries !== delivery ||
               m.leaseCommand !== made.leaseCommand ||
               m.deadlineMs <= now
@@ -425,7 +424,10 @@ export class ModelQueue {
               continue
             held.push(this.leaseOf(m))
           }
-          if (held.length > 0) return { type: 'lease', leases: held }
+          if (held.length > 0) {
+            made.answers++
+            return { type: 'lease', leases: held, attemptAnswer: made.answers }
+          }
         }
         const leases: Lease[] = []
         const leaseCommand = ++this.leaseCommands
@@ -476,7 +478,9 @@ export class ModelQueue {
             deadlineMs: now + cmd.visibilityMs,
             leaseCommand,
             members: leases.map((l) => [l.messageId, l.deliveryCount]),
+            answers: 0,
           })
+          return { type: 'lease', leases, attemptAnswer: 0 }
         }
         return { type: 'lease', leases }
       }
@@ -487,6 +491,14 @@ export class ModelQueue {
         const ms = cmd.type === 'nack' ? (cmd.delayMs ?? 0) : cmd.type === 'extend' ? cmd.visibilityMs : 0
         if (cmd.type === 'nack') int(ms, 0, cfg.delayMsMax)
         if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
+        if (cmd.type === 'nack' && (cmd.attempt !== undefined || cmd.attemptAnswer !== undefined)) {
+          name(cmd.attempt as string)
+          int(cmd.attemptAnswer as number, 0, Number.MAX_SAFE_INTEGER)
+          // A give-back of an answer the attempt answered again since changes nothing.
+          const made = this.attempts.get(cmd.attempt as string)
+          if (made && made.deadlineMs > now && made.answers !== cmd.attemptAnswer)
+            return { type: 'nack', statuses: cmd.leaseIds.map(() => 'expired') }
+        }
         const statuses: LeaseStatus[] = []
         const extendCommand = cmd.type === 'extend' ? ++this.leaseCommands : 0
         for (const leaseId of cmd.leaseIds) {

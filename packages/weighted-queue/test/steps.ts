@@ -227,14 +227,17 @@ const [
       refs: fc.array(leaseRef, { maxLength: 4 }),
       delay: rarely(fc.constantFrom(undefined, 0, 50, 300), fc.constant(500)),
       release: fc.boolean(),
+      // A give-back of one answer of a lease attempt (see the lease step's pool).
+      attempt: fc.option(fc.record({ id: fc.constantFrom('a1', 'a2'), answer: fc.nat(2) }), { freq: 3 }),
     })
     .map(
-      ({ dt, refs, delay, release }) =>
+      ({ dt, refs, delay, release, attempt }) =>
         new Step('nack', dt, (m) => ({
           type: 'nack',
           leaseIds: pickIds(refs, m),
           ...(delay === undefined ? {} : { delayMs: delay }),
           ...(release ? { release: true } : {}),
+          ...(attempt !== null ? { attempt: attempt.id, attemptAnswer: attempt.answer } : {}),
         })),
     ),
   fc
