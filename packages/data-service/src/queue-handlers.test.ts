@@ -403,6 +403,37 @@ describe('queue handlers', () => {
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
   })
 
+  it("does not give back what a late call's lease answered again of its attempt", async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS))
+    await call(h, 'produce', { target, messages: [message('a'), message('b')] })
+    const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    // The first call is slow: the client gave up and asked again, and the repeat's lease is
+    // committed (and answered) first; the late call's lease then answers the same leases again,
+    // and its cancel is noticed only then.
+    const late = fakeCall(ask)
+    const propose = group.propose
+    let repeat: Promise<{ messages: { leaseId: string }[] }> | undefined
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease' && repeat === undefined) {
+        repeat = call(h, 'lease', ask)
+        return repeat.then(() => {
+          late.cancel()
+          return propose(command)
+        }) as ReturnType<typeof propose>
+      }
+      return propose(command)
+    }
+    expect((await call(h, 'lease', ask, late)).messages).toEqual([])
+    const repeated = await (repeat as Promise<{ messages: { leaseId: string }[] }>)
+    group.propose = propose
+    expect(repeated.messages).toHaveLength(2)
+    // They stay the repeat's: another attempt finds nothing to lease, and they settle.
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages).toEqual([])
+    const acked = await call(h, 'ack', { target, leaseIds: repeated.messages.map((m) => m.leaseId) })
+    expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
+  })
+
   it('lists ready messages without leasing them, within the limit, as a leased message without a lease', async () => {
     const h = queueHandlers(node(await localGroup()))
     await call(h, 'produce', {

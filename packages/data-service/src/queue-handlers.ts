@@ -556,8 +556,8 @@ export function queueHandlers(
           // Before the lease: a change applied while it runs must end the wait below.
           poll?.mark()
           let leases: readonly Lease[] = []
-          /** Which answer of the request's attempt `leases` is (weighted-queue's lease result). */
-          let attemptAnswer: number | undefined
+          /** The attempt the lease entry carried (from format level 26, when the request has one). */
+          let leasedAttempt: string | undefined
           const asked = leasing.get(id) ?? 0
           // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
           // stale: the lease group was settled). One lease at a time looks: its apply moves the
@@ -573,11 +573,12 @@ export function queueHandlers(
             try {
               const r = await run(req.target, (nowMs, config, at) => {
                 leasedAt = at
-                return command(max)(nowMs, config)
+                const lease = command(max)(nowMs, config)
+                leasedAttempt = lease.attempt
+                return lease
               })
               if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
               leases = r.leases
-              attemptAnswer = r.attemptAnswer
             } finally {
               const left = (leasing.get(id) ?? max) - max
               if (left > 0) leasing.set(id, left)
@@ -597,14 +598,13 @@ export function queueHandlers(
               leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
             )
             if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
-            // Of this answer only: once the client asked again under the attempt and got these
-            // leases (this call's cancel may come after that repeat's lease), they stay its.
-            const answer = attemptAnswer === undefined ? {} : { attempt: req.attempt, attemptAnswer }
+            // Under its attempt: once the attempt answered these leases again (the client's
+            // repeat, whose lease this call's cancel may come after), they stay leased.
             await settle(req.target, {
               type: 'nack',
               leaseIds,
               ...released(node.formatLevel()),
-              ...answer,
+              ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt }),
             }).catch(() => {})
             return { messages: [] }
           }

@@ -66,7 +66,7 @@ export function encodeCommand(cmd: Command): Uint8Array {
       // Trailing, only when set: a nack without them is the bytes of before (the flag 0
       // ahead of an attempt).
       if (cmd.release || cmd.attempt !== undefined) w.u8(cmd.release ? 1 : 0)
-      if (cmd.attempt !== undefined) w.string(cmd.attempt).varint(cmd.attemptAnswer ?? 0)
+      if (cmd.attempt !== undefined) w.string(cmd.attempt)
       break
     case CommandType.Extend:
       encodeIds(w, cmd.leaseIds)
@@ -173,7 +173,7 @@ export function decodeCommand(bytes: Uint8Array): Command {
         const flag = r.u8()
         if (flag > 1 || (flag === 0 && r.done)) throw new InvalidArgumentError('malformed nack: release flag')
         const released = flag === 1 ? { ...nack, release: true } : nack
-        cmd = r.done ? released : { ...released, attempt: r.string(), attemptAnswer: r.varint() }
+        cmd = r.done ? released : { ...released, attempt: r.string() }
       }
       break
     }

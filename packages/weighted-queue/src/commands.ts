@@ -92,14 +92,13 @@ export interface NackCommand {
    */
   readonly release?: boolean
   /**
-   * A give-back of the leases one answer of a lease attempt handed out (`attemptAnswer`: that
-   * answer's number, CommandResult `lease`): while the attempt has had a later answer (the
-   * consumer asked again and got these leases), it changes nothing and reports each lease
-   * expired, since they are no longer the give-back's to return. Both or neither; encoded
-   * only when set (format level 26).
+   * A give-back of what a lease under this attempt handed out (a server gives back what it
+   * leased for a call cancelled meanwhile): once the attempt has answered its leases more than
+   * once, it changes nothing and reports each lease expired — another call under the attempt
+   * may have handed them to the consumer (its repeat, or the repeat's own lease answered
+   * again by a late call). Encoded only when set (format level 26).
    */
   readonly attempt?: string
-  readonly attemptAnswer?: number
 }
 export interface ExtendCommand {
   readonly type: typeof CommandType.Extend
@@ -213,15 +212,7 @@ export type LeaseStatus = (typeof LeaseStatus)[keyof typeof LeaseStatus]
 
 export type CommandResult =
   | { readonly type: 'enqueue'; readonly ids: readonly number[]; readonly duplicate: boolean }
-  | {
-      readonly type: 'lease'
-      readonly leases: readonly Lease[]
-      /**
-       * With an attempt whose leases this answer holds: which answer of it this is (0 the
-       * lease that made them, then 1, 2, … for each repeat that answered them again).
-       */
-      readonly attemptAnswer?: number
-    }
+  | { readonly type: 'lease'; readonly leases: readonly Lease[] }
   | { readonly type: 'ack' | 'nack'; readonly statuses: readonly LeaseStatus[] }
   | {
       readonly type: 'extend'

@@ -513,12 +513,12 @@ export class QueuePartition {
         const delayMs = cmd.delayMs ?? 0
         checkInt('nack delayMs', delayMs, 0, this.configValue.delayMsMax)
         let superseded = false
-        if (cmd.attempt !== undefined || cmd.attemptAnswer !== undefined) {
+        if (cmd.attempt !== undefined) {
           checkName('nack attempt', cmd.attempt)
-          checkInt('nack attemptAnswer', cmd.attemptAnswer, 0, Number.MAX_SAFE_INTEGER)
-          // A give-back of an answer the attempt has answered again since: not its to return.
-          const made = await this.attemptRecord(utf8(cmd.attempt as string), now)
-          superseded = made !== undefined && made.answers !== cmd.attemptAnswer
+          // A give-back under an attempt that answered its leases more than once: another call
+          // may have handed them out, so they are not the give-back's to return.
+          const made = await this.attemptRecord(utf8(cmd.attempt), now)
+          superseded = made !== undefined && made.answers > 0
         }
         return {
           type: 'nack',
@@ -745,14 +745,14 @@ export class QueuePartition {
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
     const attemptName = attempt === undefined ? undefined : utf8(attempt)
     if (attemptName !== undefined) {
-      // A repeated attempt whose leases are still held gets them again, and nothing more: a
-      // later answer, which a give-back of an earlier one no longer undoes (settle).
+      // A repeated attempt whose leases are still held gets them again, and nothing more;
+      // counted: a give-back under the attempt no longer undoes any answer (NackCommand.attempt).
       const made = await this.attemptRecord(attemptName, now)
       const again = made === undefined ? [] : await this.attemptLeases(made, now)
       if (made !== undefined && again.length > 0) {
         const answers = made.answers + 1
         this.put(this.keys.attempt(attemptName), encodeAttempt({ ...made, answers }))
-        return { type: 'lease', leases: again, attemptAnswer: answers }
+        return { type: 'lease', leases: again }
       }
     }
 
@@ -880,7 +880,6 @@ export class QueuePartition {
     if (attemptName !== undefined && group.length > 0) {
       this.put(this.keys.attempt(attemptName), encodeAttempt({ deadlineMs, group: groupSeq, answers: 0 }))
       this.addExpiry(deadlineMs, ExpiryKind.Attempt, attemptName)
-      return { type: 'lease', leases, attemptAnswer: 0 }
     }
     return { type: 'lease', leases }
   }
@@ -944,7 +943,7 @@ export class QueuePartition {
         `${action} of ${leaseIds.length} lease ids exceeds the limit of ${this.configValue.leaseBatchMax}; split it`,
       )
     }
-    // Leases that are no longer the settlement's to settle (NackCommand.attemptAnswer).
+    // Leases that are not the settlement's to settle (NackCommand.attempt).
     if (superseded) return leaseIds.map(() => Status.Expired)
     const parsed = leaseIds.map(parseLeaseId)
     const uniqueIds: number[] = []

@@ -331,7 +331,7 @@ export function decodeDedup(b: Uint8Array): DedupRecord {
 export interface AttemptRecord {
   readonly deadlineMs: number
   readonly group: number
-  /** The answers after the first that handed its leases out again (see NackCommand.attemptAnswer). */
+  /** The answers after the first that handed its leases out again (see NackCommand.attempt). */
   readonly answers: number
 }
 

@@ -426,7 +426,7 @@ export class ModelQueue {
           }
           if (held.length > 0) {
             made.answers++
-            return { type: 'lease', leases: held, attemptAnswer: made.answers }
+            return { type: 'lease', leases: held }
           }
         }
         const leases: Lease[] = []
@@ -480,7 +480,6 @@ export class ModelQueue {
             members: leases.map((l) => [l.messageId, l.deliveryCount]),
             answers: 0,
           })
-          return { type: 'lease', leases, attemptAnswer: 0 }
         }
         return { type: 'lease', leases }
       }
@@ -491,12 +490,11 @@ export class ModelQueue {
         const ms = cmd.type === 'nack' ? (cmd.delayMs ?? 0) : cmd.type === 'extend' ? cmd.visibilityMs : 0
         if (cmd.type === 'nack') int(ms, 0, cfg.delayMsMax)
         if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
-        if (cmd.type === 'nack' && (cmd.attempt !== undefined || cmd.attemptAnswer !== undefined)) {
-          name(cmd.attempt as string)
-          int(cmd.attemptAnswer as number, 0, Number.MAX_SAFE_INTEGER)
-          // A give-back of an answer the attempt answered again since changes nothing.
-          const made = this.attempts.get(cmd.attempt as string)
-          if (made && made.deadlineMs > now && made.answers !== cmd.attemptAnswer)
+        if (cmd.type === 'nack' && cmd.attempt !== undefined) {
+          name(cmd.attempt)
+          // A give-back under an attempt that answered its leases more than once changes nothing.
+          const made = this.attempts.get(cmd.attempt)
+          if (made && made.deadlineMs > now && made.answers > 0)
             return { type: 'nack', statuses: cmd.leaseIds.map(() => 'expired') }
         }
         const statuses: LeaseStatus[] = []

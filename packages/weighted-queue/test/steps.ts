@@ -228,7 +228,7 @@ const [
       delay: rarely(fc.constantFrom(undefined, 0, 50, 300), fc.constant(500)),
       release: fc.boolean(),
       // A give-back of one answer of a lease attempt (see the lease step's pool).
-      attempt: fc.option(fc.record({ id: fc.constantFrom('a1', 'a2'), answer: fc.nat(2) }), { freq: 3 }),
+      attempt: fc.option(fc.constantFrom('a1', 'a2'), { freq: 3 }),
     })
     .map(
       ({ dt, refs, delay, release, attempt }) =>
@@ -237,7 +237,7 @@ const [
           leaseIds: pickIds(refs, m),
           ...(delay === undefined ? {} : { delayMs: delay }),
           ...(release ? { release: true } : {}),
-          ...(attempt !== null ? { attempt: attempt.id, attemptAnswer: attempt.answer } : {}),
+          ...(attempt !== null ? { attempt } : {}),
         })),
     ),
   fc
