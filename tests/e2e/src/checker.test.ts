@@ -342,6 +342,14 @@ describe('check', () => {
     ])
     expect(outOfOrder.fifoViolations).toBe(1)
     expect(outOfOrder.anomalies[0]).toMatchObject({ kind: 'fifo', body: 'b' })
+    // Unless that call repeated a lease attempt whose first call started before b was
+    // received: a may have been leased then, and only answered now.
+    const repeated = check([
+      ...base,
+      lease('c2', 20, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+      { ...lease('c1', 100, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]), attemptStartMs: 10 },
+    ])
+    expect(repeated.fifoViolations).toBe(0)
     // Other weights are other sub-queues; redeliveries (count 2) do not take part.
     const otherWeight = check([
       ...base,

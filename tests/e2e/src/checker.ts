@@ -37,7 +37,7 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  * - **leaseReused**: one lease id of a partition handed out by two lease calls.
  * - **fifo**: within one partition and weight, message x (smaller id, so enqueued first) and
  *   y: y's first delivery (delivery count 1) was received before the lease call that first
- *   delivered x had started. Messages whose first delivery the history did not see (a lease
+ *   delivered x had started (the first call under its lease attempt, when a repeat did). Messages whose first delivery the history did not see (a lease
  *   call of unknown outcome) are left out.
  * - **producerOrder**: one producer's messages stored in a partition out of the order it sent
  *   them: among its enqueues that returned ok (with a send number), one sent later got a
@@ -72,7 +72,10 @@ export const DEFAULT_CLOCK_TOLERANCE_MS = 50
 /** One message handed out to one consumer. */
 export interface DeliveryRecord extends LeasedRecord {
   readonly worker: string
-  /** When the lease call that handed it out started and ended. */
+  /**
+   * When the lease call that handed it out started (or the first call under its attempt: it
+   * may have made the leases a repeat was answered), and ended.
+   */
   readonly leaseStartMs: number
   readonly receivedMs: number
   /** When the leader granted it (see the module comment): at most `receivedMs`. */
@@ -172,7 +175,7 @@ export function deliveries(ops: readonly Op[]): DeliveryRecord[] {
       out.push({
         ...m,
         worker: op.worker,
-        leaseStartMs: op.startMs,
+        leaseStartMs: op.attemptStartMs ?? op.startMs,
         receivedMs: op.endMs,
         grantedMs: Math.min(op.endMs, stampedMs),
         stampedMs,

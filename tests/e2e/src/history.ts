@@ -56,6 +56,11 @@ export interface LeaseOp {
    * it granted the lease plus this (the checker's grant times).
    */
   readonly visibilityMs?: number
+  /**
+   * When the first call under this call's lease attempt started, if an earlier one failed: the
+   * broker answers a repeated attempt with the leases it made, so they may date from then.
+   */
+  readonly attemptStartMs?: number
   readonly error?: string
 }
 

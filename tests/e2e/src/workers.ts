@@ -367,6 +367,8 @@ export async function runConsumer(
     // Kept while leases fail (the answer of one may have been lost), as the SDK does: the
     // broker answers again the leases it made under it that are still held.
     let attempt = randomUUID()
+    /** When the first call under `attempt` started, once one failed. */
+    let attemptStartMs: number | undefined
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
       const startMs = Date.now()
       let response: LeaseResponse
@@ -387,8 +389,8 @@ export async function runConsumer(
           },
           options.attemptMs + options.waitMs,
         )
-        attempt = randomUUID()
       } catch (error) {
+        attemptStartMs ??= startMs
         load.history.add({
           kind: 'lease',
           worker: options.worker,
@@ -404,6 +406,9 @@ export async function runConsumer(
         continue
       }
       failures = 0
+      const since = attemptStartMs
+      attempt = randomUUID()
+      attemptStartMs = undefined
       const messages: LeasedRecord[] = response.messages.map((m) => ({
         body: decoder.decode(m.body),
         partition,
@@ -422,6 +427,7 @@ export async function runConsumer(
         outcome: 'ok',
         messages,
         visibilityMs: options.visibilityMs,
+        ...(since === undefined ? {} : { attemptStartMs: since }),
       })
       const acks: LeasedRecord[] = []
       const nacks: LeasedRecord[] = []
