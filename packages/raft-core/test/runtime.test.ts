@@ -254,11 +254,8 @@ async function electAll(net: Net, leader: RaftHost, groups: GroupId[]): Promise<
   await net.run()
 }
 
-/**
- * A 3-node cluster with snapshots on demand (compacting every 20 entries) in which n3 was cut
- * off while `count` entries were committed: the leader n1 compacted past it. n3 is still cut.
- */
-async function laggingOnDemand(count: number): Promise<{ net: Net; nodes: Map<string, Node> }> {
+/** A 3-node cluster with snapshots on demand (compacting every 20 entries), n1 elected. */
+async function electedOnDemand(): Promise<{ net: Net; nodes: Map<string, Node> }> {
   const { net, nodes } = cluster(
     [1],
     { compactEntries: 20, compactKeepEntries: 2 },
@@ -266,8 +263,17 @@ async function laggingOnDemand(count: number): Promise<{ net: Net; nodes: Map<st
     () => new DurableListMachine(),
     { snapshotsOnDemand: true, appliedIndex: 0 },
   )
+  await electAll(net, nodes.get('n1')!.host, [1])
+  return { net, nodes }
+}
+
+/**
+ * A 3-node cluster with snapshots on demand (compacting every 20 entries) in which n3 was cut
+ * off while `count` entries were committed: the leader n1 compacted past it. n3 is still cut.
+ */
+async function laggingOnDemand(count: number): Promise<{ net: Net; nodes: Map<string, Node> }> {
+  const { net, nodes } = await electedOnDemand()
   const n1 = nodes.get('n1')!
-  await electAll(net, n1.host, [1])
   net.cut.add('n3')
   const ps = Array.from({ length: count }, (_, i) => n1.host.propose(1, enc.encode(`v${i}`)))
   await net.run()
@@ -1059,16 +1065,9 @@ describe('RaftHost', () => {
   })
 
   it('a snapshot restored while a compaction waits for persisted(): the compaction, recorded later, leaves the count of entries applied since', async () => {
-    const { net, nodes } = cluster(
-      [1],
-      { compactEntries: 20, compactKeepEntries: 2 },
-      undefined,
-      () => new DurableListMachine(),
-      { snapshotsOnDemand: true, appliedIndex: 0 },
-    )
+    const { net, nodes } = await electedOnDemand()
     const n1 = nodes.get('n1')!
     const n3 = nodes.get('n3')!
-    await electAll(net, n1.host, [1])
     // n3's state machine persists nothing for now: its compaction at 20 entries waits.
     let release = (): void => {}
     ;(n3.machines.get(1) as DurableListMachine).persistHold = new Promise<void>((r) => {

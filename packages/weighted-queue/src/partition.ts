@@ -2001,17 +2001,7 @@ function checkName(what: string, value: unknown): void {
 
 /** The lease of leased message `id` (its deadline is the record's slot). */
 function leaseOf(id: number, meta: MessageMeta, body: MessageBody): Lease {
-  return {
-    leaseId: `${id}.${meta.deliveries}`,
-    messageId: id,
-    weight: meta.weight,
-    body: body.body,
-    headers: body.headers,
-    key: body.key,
-    deliveryCount: meta.deliveries,
-    deadlineMs: meta.slot,
-    enqueuedAtMs: meta.enqueuedAtMs,
-  }
+  return { leaseId: `${id}.${meta.deliveries}`, ...storedMessage(id, meta, body), deadlineMs: meta.slot }
 }
 
 /** A listed message: its record and body as stored. */

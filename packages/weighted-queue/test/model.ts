@@ -175,17 +175,7 @@ export class ModelQueue {
 
   /** Weight w's ready messages in delivery order. */
   private leaseOf(m: ModelMessage): Lease {
-    return {
-      leaseId: `${m.id}.${m.deliveries}`,
-      messageId: m.id,
-      weight: m.weight,
-      body: m.body,
-      headers: m.headers,
-      key: m.key,
-      deliveryCount: m.deliveries,
-      deadlineMs: m.deadlineMs,
-      enqueuedAtMs: m.enqueuedAtMs,
-    }
+    return { leaseId: `${m.id}.${m.deliveries}`, ...storedOf(m), deadlineMs: m.deadlineMs }
   }
 
   private readyOf(w: number): ModelMessage[] {
