@@ -354,7 +354,7 @@ describe('queue handlers', () => {
     expect(first.map((m: { id: number }) => m.id)).toEqual([1, 2])
     // Its answer was lost: asked again (a long poll this time), the same leases, and nothing more.
     const started = Date.now()
-    const again = (await call(h, 'lease', { ...ask, max: 10, waitMs: 5_000 })).messages
+    const again = (await call(h, 'lease', { ...ask, max: 10, waitMs: 5_000, attemptRepeat: true })).messages
     expect(again).toEqual(first)
     expect(Date.now() - started).toBeLessThan(2_000)
     // Another attempt leases what is left.
@@ -385,7 +385,7 @@ describe('queue handlers', () => {
       if (command.type === 'apply' && command.command.type === 'lease' && !cancelled.cancelled)
         cancelled.cancel()
       if (command.type === 'apply' && command.command.type === 'nack') {
-        repeat ??= call(h, 'lease', ask)
+        repeat ??= call(h, 'lease', { ...ask, attemptRepeat: true })
         const after = repeat.then(() => propose(command))
         giveBacks.push(after)
         return after as ReturnType<typeof propose>
@@ -403,20 +403,20 @@ describe('queue handlers', () => {
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
   })
 
-  it("does not give back what a late call's lease answered again of its attempt", async () => {
+  it("gives back only its own leases when a late call's lease comes after its attempt's repeat", async () => {
     const group = await localGroup()
     const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS))
-    await call(h, 'produce', { target, messages: [message('a'), message('b')] })
+    await call(h, 'produce', { target, messages: [message('a'), message('b'), message('c')] })
     const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
     // The first call is slow: the client gave up and asked again, and the repeat's lease is
-    // committed (and answered) first; the late call's lease then answers the same leases again,
-    // and its cancel is noticed only then.
+    // committed (and answered) first; the late call's own lease then takes what is left, and
+    // its cancel is noticed only then: it gives that back, not the repeat's.
     const late = fakeCall(ask)
     const propose = group.propose
     let repeat: Promise<{ messages: { leaseId: string }[] }> | undefined
     group.propose = (command) => {
       if (command.type === 'apply' && command.command.type === 'lease' && repeat === undefined) {
-        repeat = call(h, 'lease', ask)
+        repeat = call(h, 'lease', { ...ask, attemptRepeat: true })
         return repeat.then(() => {
           late.cancel()
           return propose(command)
@@ -428,8 +428,9 @@ describe('queue handlers', () => {
     const repeated = await (repeat as Promise<{ messages: { leaseId: string }[] }>)
     group.propose = propose
     expect(repeated.messages).toHaveLength(2)
-    // They stay the repeat's: another attempt finds nothing to lease, and they settle.
-    expect((await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages).toEqual([])
+    // The repeat's stay its: another attempt finds only what the late call gave back, and they settle.
+    const rest = (await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages
+    expect(rest.map((m: { id: number }) => m.id)).toEqual([3])
     const acked = await call(h, 'ack', { target, leaseIds: repeated.messages.map((m) => m.leaseId) })
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
   })

@@ -131,7 +131,7 @@ describe('wire mapping', () => {
   })
 
   it('fills the default visibility', () => {
-    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0, attempt: '' }
+    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0, attempt: '', attemptRepeat: false }
     expect(leaseOf(req, 30_000, 2).visibilityMs).toBe(30_000)
     expect(leaseOf({ ...req, visibilityMs: 10 }, 30_000, 2).visibilityMs).toBe(10)
     // The byte budget from its level on only: a replica of an earlier version cannot read it.
@@ -141,6 +141,10 @@ describe('wire mapping', () => {
     const attempt = { ...req, attempt: 'a1' }
     expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS - 1)).not.toHaveProperty('attempt')
     expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS).attempt).toBe('a1')
+    expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS)).not.toHaveProperty('repeat')
+    expect(leaseOf({ ...attempt, attemptRepeat: true }, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS).repeat).toBe(
+      true,
+    )
     expect(leaseOf({ ...req, attempt: '' }, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS)).not.toHaveProperty(
       'attempt',
     )

@@ -133,7 +133,9 @@ export function leaseOf(
     visibilityMs: request.visibilityMs || defaultVisibilityMs,
     ...(formatLevel >= FORMAT_LEVEL_LEASE_BYTES ? { bytesMax: LEASE_BYTES_MAX } : {}),
     // Below its level the attempt is dropped: the lease is one as before (a repeat leases anew).
-    ...(request.attempt && formatLevel >= FORMAT_LEVEL_LEASE_ATTEMPTS ? { attempt: request.attempt } : {}),
+    ...(request.attempt && formatLevel >= FORMAT_LEVEL_LEASE_ATTEMPTS
+      ? { attempt: request.attempt, ...(request.attemptRepeat ? { repeat: true } : {}) }
+      : {}),
   }
 }
 

@@ -429,7 +429,15 @@ describe('request guard: normal requests decode exactly as before', () => {
     [
       'lease',
       LeaseRequest,
-      { target, consumerId: 'c', max: 500, visibilityMs: 30_000, waitMs: 1_000, attempt: 'a-1' },
+      {
+        target,
+        consumerId: 'c',
+        max: 500,
+        visibilityMs: 30_000,
+        waitMs: 1_000,
+        attempt: 'a-1',
+        attemptRepeat: true,
+      },
     ],
     ['ack', AckRequest, { target, leaseIds: ['a', 'b', 'ç'] }],
     ['nack', NackRequest, { target, leaseIds: ['a'], delayMs: 10, release: true }],

@@ -66,6 +66,7 @@ export const QUEUE_REQUEST_RULES = {
     4: uint64Field('visibility_ms'),
     5: varintField('wait_ms'),
     6: stringField('attempt'),
+    7: varintField('attempt_repeat'),
   }),
   ack: messageRule('AckRequest', { 1: target, 2: leaseIds }),
   nack: messageRule('NackRequest', {

@@ -77,7 +77,10 @@ describe('typed errors over gRPC', () => {
 
   it('carries STALE_ROUTE with the current epoch', async () => {
     const raw = await call((cb) =>
-      client.lease({ consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0, attempt: '' }, cb),
+      client.lease(
+        { consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0, attempt: '', attemptRepeat: false },
+        cb,
+      ),
     )
     const error = fromGrpcError(raw)
     expect(error).toBeInstanceOf(StaleRouteError)

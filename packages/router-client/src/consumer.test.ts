@@ -34,11 +34,17 @@ function fakeRouter(
   latencyMs: (waitMs: number) => number = (waitMs) => (waitMs === 0 ? 200 : 30),
   settle: (call: SettleCall) => Promise<MqError | undefined> = async () => undefined,
 ) {
-  const requests: { partition: number; max: number; waitMs: number; attempt: string }[] = []
+  const requests: { partition: number; max: number; waitMs: number; attempt: string; repeat: boolean }[] = []
   const settles: SettleCall[] = []
   let id = 1
   const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
-    requests.push({ partition, max: req.max, waitMs: req.waitMs, attempt: req.attempt })
+    requests.push({
+      partition,
+      max: req.max,
+      waitMs: req.waitMs,
+      attempt: req.attempt,
+      repeat: req.attemptRepeat,
+    })
     await sleep(latencyMs(req.waitMs))
     const deadline = Date.now() + req.waitMs
     while ((ready[partition] ?? 0) === 0 && Date.now() < deadline) await sleep(5)
@@ -399,6 +405,8 @@ describe('Consumer', () => {
     expect(again).toBe(lostOne)
     expect(next).not.toBe(again)
     expect(new Set(requests.slice(1).map((r) => r.attempt)).size).toBe(requests.length - 1)
+    // Only the repeat says so (the broker looks for the attempt's leases only then).
+    expect(requests.map((r) => r.repeat)).toEqual(requests.map((_, i) => i === 1))
   })
 
   it('leases from 12 partitions at once without a listener-leak warning', async () => {

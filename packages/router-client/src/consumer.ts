@@ -331,12 +331,17 @@ export class Consumer implements AsyncIterable<Delivery> {
       // more be: retries, probes of other replicas): the leases began after it.
       const requestedAt = now()
       let sentAt = Number.POSITIVE_INFINITY
+      // A repeat once a request under the attempt went out: a lease that failed, or the
+      // router's retry of this one (at another replica, after a deadline).
+      let repeat = attemptSentAt !== undefined
       try {
         const response = await this.#router.partition(
           this.queue,
           partition,
           (connection, target) => {
             const at = now()
+            const attemptRepeat = repeat
+            repeat = true
             return unary(
               connection.queue,
               connection.queue.lease,
@@ -347,6 +352,7 @@ export class Consumer implements AsyncIterable<Delivery> {
                 visibilityMs,
                 waitMs,
                 attempt,
+                attemptRepeat,
               },
               this.#router.options.attemptMs + waitMs,
               // close() cancels a lease under way: a long poll ends at once, and the server

@@ -266,7 +266,7 @@ describe('config versions', () => {
   it("writes a lease's attempt only when set, after its byte budget or a 0 in its place", () => {
     const plain: Command = { type: 'lease', consumerId: 'c', max: 10, visibilityMs: 500 }
     const attempt: Command = { ...plain, attempt: 'a1b2c3' }
-    const both: Command = { ...plain, bytesMax: 4_096, attempt: 'a1b2c3' }
+    const both: Command = { ...plain, bytesMax: 4_096, attempt: 'a1b2c3', repeat: true }
     const zero: Command = { ...plain, bytesMax: 0 } // level 16's form: refused at apply, as before
     for (const c of [attempt, both, zero]) expect(decodeCommand(encodeCommand(c))).toEqual(c)
     expect(encodeCommand(attempt).subarray(0, encodeCommand(plain).length)).toEqual(encodeCommand(plain))

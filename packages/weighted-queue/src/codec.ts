@@ -55,7 +55,7 @@ export function encodeCommand(cmd: Command): Uint8Array {
       // Trailing, only when set: a lease without them is the bytes of before (bytesMax 0:
       // none, ahead of an attempt).
       if (cmd.bytesMax !== undefined || cmd.attempt !== undefined) w.varint(cmd.bytesMax ?? 0)
-      if (cmd.attempt !== undefined) w.string(cmd.attempt)
+      if (cmd.attempt !== undefined) w.string(cmd.attempt).u8(cmd.repeat ? 1 : 0)
       break
     case CommandType.Ack:
       encodeIds(w, cmd.leaseIds)
@@ -157,7 +157,17 @@ export function decodeCommand(bytes: Uint8Array): Command {
         const bytesMax = r.varint()
         // Without an attempt, the form of level 16 (a bytesMax 0 stays, and is refused as before).
         if (r.done) cmd = { ...lease, bytesMax }
-        else cmd = { ...lease, ...(bytesMax > 0 ? { bytesMax } : {}), attempt: r.string() }
+        else {
+          const attempt = r.string()
+          const repeat = r.u8()
+          if (repeat > 1) throw new InvalidArgumentError('malformed lease: repeat flag')
+          cmd = {
+            ...lease,
+            ...(bytesMax > 0 ? { bytesMax } : {}),
+            attempt,
+            ...(repeat ? { repeat: true } : {}),
+          }
+        }
       }
       break
     }

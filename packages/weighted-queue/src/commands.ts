@@ -71,6 +71,12 @@ export interface LeaseCommand {
    * Encoded only when set: a replica of an earlier version cannot read it (format level 26).
    */
   readonly attempt?: string
+  /**
+   * With `attempt`: this lease repeats it (an earlier one under it got no answer). Only a
+   * repeat looks for the attempt's leases (a read); a first lease leases at once and records
+   * its leases under the attempt, replacing what the attempt held.
+   */
+  readonly repeat?: boolean
 }
 export interface AckCommand {
   readonly type: typeof CommandType.Ack

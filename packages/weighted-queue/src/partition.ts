@@ -7,6 +7,7 @@ import type {
   DeadMessage,
   EnqueueCommand,
   Lease,
+  LeaseCommand,
   LeaseStatus,
   QueueStats,
   StoredMessage,
@@ -506,7 +507,7 @@ export class QueuePartition {
       case CommandType.Enqueue:
         return this.enqueue(cmd, now)
       case CommandType.Lease:
-        return this.lease(cmd.consumerId, cmd.max, cmd.visibilityMs, now, cmd.bytesMax, cmd.attempt)
+        return this.lease(cmd, now)
       case CommandType.Ack:
         return { type: 'ack', statuses: await this.settle(cmd.leaseIds, now, 'ack', 0) }
       case CommandType.Nack: {
@@ -724,14 +725,8 @@ export class QueuePartition {
     return { type: 'enqueue', ids, duplicate: false }
   }
 
-  private async lease(
-    consumerId: string,
-    max: number,
-    visibilityMs: number,
-    now: number,
-    bytesMax: number | undefined,
-    attempt: string | undefined,
-  ): Promise<CommandResult> {
+  private async lease(cmd: LeaseCommand, now: number): Promise<CommandResult> {
+    const { consumerId, max, visibilityMs, bytesMax, attempt } = cmd
     const cfg = this.configValue
     checkName('consumerId', consumerId)
     if (attempt !== undefined) checkName('lease attempt', attempt)
@@ -744,7 +739,7 @@ export class QueuePartition {
     checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
     const attemptName = attempt === undefined ? undefined : utf8(attempt)
-    if (attemptName !== undefined) {
+    if (attemptName !== undefined && cmd.repeat === true) {
       // A repeated attempt whose leases are still held gets them again, and nothing more;
       // counted: a give-back under the attempt no longer undoes any answer (NackCommand.attempt).
       const made = await this.attemptRecord(attemptName, now)

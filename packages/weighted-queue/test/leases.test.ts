@@ -919,7 +919,12 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
   it('answers a repeated lease attempt with its leases still held and nothing more; once none are, it leases anew', async () => {
     const attemptKeys = async () => (await dump()).filter(([k]) => k[PREFIX.length] === KeyTag.Attempt).length
     const byAttempt = async (q: DirectPartition, nowMs: number, attempt: string, max = 10) =>
-      leasesOf(await q.apply({ type: 'lease', consumerId: 'c1', max, visibilityMs: 100, attempt }, nowMs))
+      leasesOf(
+        await q.apply(
+          { type: 'lease', consumerId: 'c1', max, visibilityMs: 100, attempt, repeat: true },
+          nowMs,
+        ),
+      )
     const q = await queue()
     await enqueue(q, 0, ...['a', 'b', 'c', 'd'].map((b) => ({ body: text(b) })))
     const first = await byAttempt(q, 1_000, 'x1', 2)
@@ -927,7 +932,7 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(await attemptKeys()).toBe(1)
     // Repeated (the answer was lost): the same leases, bodies and deadlines; nothing more.
     const repeated = await q.apply(
-      { type: 'lease', consumerId: 'c1', max: 10, visibilityMs: 100, attempt: 'x1' },
+      { type: 'lease', consumerId: 'c1', max: 10, visibilityMs: 100, attempt: 'x1', repeat: true },
       1_010,
     )
     expect(repeated).toEqual({ type: 'lease', leases: first })
@@ -972,7 +977,14 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
   it('gives back what an attempt leased while it answered once, not once it answered again', async () => {
     const q = await queue()
     await enqueue(q, 0, ...['a', 'b'].map((b) => ({ body: text(b) })))
-    const ask = { type: 'lease', consumerId: 'c1', max: 1, visibilityMs: 100, attempt: 'y' } as const
+    const ask = {
+      type: 'lease',
+      consumerId: 'c1',
+      max: 1,
+      visibilityMs: 100,
+      attempt: 'y',
+      repeat: true,
+    } as const
     expect(leasesOf(await q.apply(ask, 1_000)).map((l) => l.leaseId)).toEqual(['1.1'])
     const giveBack = { type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'y' } as const
     // Answered once: given back, ready again at the head.
@@ -992,6 +1004,11 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     // The attempt must be a name.
     const bad = await q.apply({ ...giveBack, attempt: '' }, 1_060)
     expect(bad.type).toBe('rejected')
+    // A first lease under an attempt (not a repeat) looks for nothing: it leases at once, and
+    // its leases replace what the attempt held.
+    expect(leasesOf(await q.apply(ask, 1_070)).map((l) => l.leaseId)).toEqual(['1.3'])
+    expect(leasesOf(await q.apply({ ...ask, repeat: false }, 1_080)).map((l) => l.leaseId)).toEqual(['2.1'])
+    expect(leasesOf(await q.apply(ask, 1_090)).map((l) => l.leaseId)).toEqual(['2.1'])
   })
 
   it('survives a reopen from the engine with identical behaviour', async () => {

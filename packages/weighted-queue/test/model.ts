@@ -399,7 +399,7 @@ export class ModelQueue {
         if (cmd.max > cfg.leaseBatchMax) throw new InvalidArgumentError('lease max')
         int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
         if (cmd.bytesMax !== undefined) int(cmd.bytesMax, 1, Number.MAX_SAFE_INTEGER)
-        const made = cmd.attempt === undefined ? undefined : this.attempts.get(cmd.attempt)
+        const made = cmd.attempt === undefined || !cmd.repeat ? undefined : this.attempts.get(cmd.attempt)
         if (made !== undefined && made.deadlineMs > now) {
           // A repeated attempt: the leases it made that are still held as they were, or a lease anew.
           const held: Lease[] = []

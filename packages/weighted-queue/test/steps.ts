@@ -206,16 +206,17 @@ const [
       bytesMax: fc.option(rarely(fc.constantFrom(1, 12, 30, 60), fc.constant(0)), { freq: 3 }),
       // An attempt id from a small pool, so that attempts are repeated (rarely not a name).
       attempt: fc.option(rarely(fc.constantFrom('a1', 'a2', 'a3'), fc.constant('')), { freq: 2 }),
+      repeat: fc.boolean(),
     })
     .map(
-      ({ dt, max, vis, bytesMax, attempt }) =>
+      ({ dt, max, vis, bytesMax, attempt, repeat }) =>
         new Step('lease', dt, () => ({
           type: 'lease',
           consumerId: 'c',
           max,
           visibilityMs: vis,
           ...(bytesMax !== null ? { bytesMax } : {}),
-          ...(attempt !== null ? { attempt } : {}),
+          ...(attempt !== null ? { attempt, ...(repeat ? { repeat } : {}) } : {}),
         })),
     ),
   fc

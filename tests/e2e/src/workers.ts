@@ -386,6 +386,7 @@ export async function runConsumer(
             visibilityMs: options.visibilityMs,
             waitMs: options.waitMs,
             attempt,
+            attemptRepeat: attemptStartMs !== undefined,
           },
           options.attemptMs + options.waitMs,
         )

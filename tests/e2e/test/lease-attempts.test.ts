@@ -18,7 +18,7 @@ describe('lease attempts across a leader death', () => {
   })
 
   /** One Lease call to whichever live node leads the partition, for up to 20 s. */
-  const lease = async (attempt: string, max: number): Promise<LeaseResponse> => {
+  const lease = async (attempt: string, max: number, attemptRepeat = false): Promise<LeaseResponse> => {
     let last: unknown
     const deadline = Date.now() + 20_000
     while (Date.now() < deadline) {
@@ -30,6 +30,7 @@ describe('lease attempts across a leader death', () => {
         visibilityMs: 120_000,
         waitMs: 0,
         attempt,
+        attemptRepeat,
       }
       for (const address of suite.cluster.servers) {
         let q = queues.get(address)
@@ -71,7 +72,7 @@ describe('lease attempts across a leader death', () => {
     await suite.cluster.kill(leader)
 
     // The same attempt on the next leader: the same leases (ids, bodies, deadlines), no more.
-    const again = (await lease('attempt-1', 10)).messages
+    const again = (await lease('attempt-1', 10, true)).messages
     expect(again.map((m) => [m.leaseId, Buffer.from(m.body).toString(), m.deadlineMs])).toEqual(
       first.map((m) => [m.leaseId, Buffer.from(m.body).toString(), m.deadlineMs]),
     )

@@ -131,6 +131,11 @@ export interface LeaseRequest {
    * again (same lease ids and deadlines) and nothing more. Ignored below format level 26.
    */
   attempt: string;
+  /**
+   * This request repeats its attempt (an earlier request under it got no answer): only then
+   * does the broker look for the attempt's leases; a first request leases at once.
+   */
+  attemptRepeat: boolean;
 }
 
 export interface LeasedMessage {
@@ -907,7 +912,7 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
 };
 
 function createBaseLeaseRequest(): LeaseRequest {
-  return { target: undefined, consumerId: "", max: 0, visibilityMs: 0, waitMs: 0, attempt: "" };
+  return { target: undefined, consumerId: "", max: 0, visibilityMs: 0, waitMs: 0, attempt: "", attemptRepeat: false };
 }
 
 export const LeaseRequest: MessageFns<LeaseRequest> = {
@@ -929,6 +934,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     }
     if (message.attempt !== "") {
       writer.uint32(50).string(message.attempt);
+    }
+    if (message.attemptRepeat !== false) {
+      writer.uint32(56).bool(message.attemptRepeat);
     }
     return writer;
   },
@@ -988,6 +996,14 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
           message.attempt = reader.string();
           continue;
         }
+        case 7: {
+          if (tag !== 56) {
+            break;
+          }
+
+          message.attemptRepeat = reader.bool();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1017,6 +1033,11 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
         ? globalThis.Number(object.wait_ms)
         : 0,
       attempt: isSet(object.attempt) ? globalThis.String(object.attempt) : "",
+      attemptRepeat: isSet(object.attemptRepeat)
+        ? globalThis.Boolean(object.attemptRepeat)
+        : isSet(object.attempt_repeat)
+        ? globalThis.Boolean(object.attempt_repeat)
+        : false,
     };
   },
 
@@ -1040,6 +1061,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     if (message.attempt !== "") {
       obj.attempt = message.attempt;
     }
+    if (message.attemptRepeat !== false) {
+      obj.attemptRepeat = message.attemptRepeat;
+    }
     return obj;
   },
 
@@ -1056,6 +1080,7 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     message.visibilityMs = object.visibilityMs ?? 0;
     message.waitMs = object.waitMs ?? 0;
     message.attempt = object.attempt ?? "";
+    message.attemptRepeat = object.attemptRepeat ?? false;
     return message;
   },
 };
