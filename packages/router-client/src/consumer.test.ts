@@ -206,6 +206,47 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it("counts a lease answered to a repeat of its attempt from the attempt's first request", () =>
+    withFakeTimers(async () => {
+      // The router asks twice in one operation (the first request's answer lost at a deadline,
+      // say): the repeat's answer, at 300 ms, may hold leases the first request made at 0, 400
+      // ms long. The reader takes b at 400 ms: by then it may have ended (counted from the
+      // repeat, at 150 ms, it would run until 550 ms).
+      const { router, requests } = fakeRouter([4], () => 150)
+      const partition = router.partition.bind(router)
+      type Op = Parameters<Router['partition']>[2]
+      type Callback = (e: unknown, r?: unknown) => void
+      // The first request's answer is lost (DEADLINE_EXCEEDED after the lease was made).
+      const losing =
+        (op: Op): Op =>
+        (connection, target) => {
+          const c = connection as unknown as { queue: { lease: (...a: unknown[]) => unknown } }
+          const queue = {
+            ...c.queue,
+            lease: (req: unknown, md: unknown, o: unknown, cb: Callback) =>
+              c.queue.lease(req, md, o, () => cb({ code: 4, details: 'deadline exceeded' })),
+          }
+          return op({ ...c, queue } as unknown as typeof connection, target)
+        }
+      ;(router as { partition: unknown }).partition = (q: string, p: number, op: Op, ...rest: unknown[]) =>
+        (partition as (...a: unknown[]) => Promise<unknown>)(q, p, losing(op), ...rest).catch(() =>
+          (partition as (...a: unknown[]) => Promise<unknown>)(q, p, op, ...rest),
+        )
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 4,
+        waitMs: 50,
+        visibilityMs: 400,
+        autoExtend: false,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 310)).toBe(true)
+      await vi.advanceTimersByTimeAsync(90)
+      expect(await settlesWithin(it.next(), 1_000)).toBe(false)
+      expect(requests.slice(0, 2).map((r) => r.repeat)).toEqual([false, true])
+      await closeAsTimePasses(consumer)
+    }))
+
   it.each([
     [8_880, true],
     [8_910, false],

@@ -334,6 +334,8 @@ export class Consumer implements AsyncIterable<Delivery> {
       // A repeat once a request under the attempt went out: a lease that failed, or the
       // router's retry of this one (at another replica, after a deadline).
       let repeat = attemptSentAt !== undefined
+      // The answer was to a repeat: its leases may have been made by an earlier request.
+      let answeredRepeat = false
       try {
         const response = await this.#router.partition(
           this.queue,
@@ -360,6 +362,7 @@ export class Consumer implements AsyncIterable<Delivery> {
               this.#stop.signal,
             ).then((answer) => {
               sentAt = Math.min(sentAt, at)
+              answeredRepeat ||= attemptRepeat
               return answer
             })
           },
@@ -368,7 +371,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         )
         failures = 0
         const answeredSentAt = Number.isFinite(sentAt) ? sentAt : requestedAt
-        const leasedSince = Math.min(attemptSentAt ?? answeredSentAt, answeredSentAt)
+        const leasedSince = answeredRepeat ? (attemptSentAt ?? requestedAt) : answeredSentAt
         attempt = randomUUID()
         attemptSentAt = undefined
         this.#followRoute()
