@@ -138,6 +138,27 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
   return settled
 }
 
+/**
+ * Under fake timers: a consumer of 400 ms leases, not extended, is handed message `firstId`
+ * within 310 ms; `laterMs` after, the buffered next one is dropped (its lease may have ended),
+ * not handed out, and nothing else comes.
+ */
+async function expectSecondDropped(router: Router, firstId: number, laterMs: number): Promise<void> {
+  const consumer = new Consumer(router, 'q', {
+    prefetch: 4,
+    waitMs: 50,
+    visibilityMs: 400,
+    autoExtend: false,
+  })
+  const it = consumer[Symbol.asyncIterator]()
+  const first = it.next()
+  expect(await settlesWithin(first, 310)).toBe(true)
+  expect(((await first).value as Delivery).id).toBe(firstId)
+  await vi.advanceTimersByTimeAsync(laterMs)
+  expect(await settlesWithin(it.next(), 1_000)).toBe(false)
+  await closeAsTimePasses(consumer)
+}
+
 /** Closes `consumer` while fake time runs (its fake leases end only as time passes). */
 async function closeAsTimePasses(consumer: Consumer): Promise<void> {
   const closing = consumer.close()
@@ -190,20 +211,7 @@ describe('Consumer', () => {
       // long, began at most 100 ms before it came. The reader takes b at 450 ms: its lease
       // may have ended (counted from the answer it would run until 700 ms).
       const { router } = fakeRouter([2], () => 300)
-      const consumer = new Consumer(router, 'q', {
-        prefetch: 4,
-        waitMs: 50,
-        visibilityMs: 400,
-        autoExtend: false,
-      })
-      const it = consumer[Symbol.asyncIterator]()
-      const first = it.next()
-      expect(await settlesWithin(first, 310)).toBe(true)
-      expect(((await first).value as Delivery).id).toBe(1)
-      await vi.advanceTimersByTimeAsync(140)
-      // Dropped, not handed out (the broker delivers it again); nothing else comes.
-      expect(await settlesWithin(it.next(), 1_000)).toBe(false)
-      await closeAsTimePasses(consumer)
+      await expectSecondDropped(router, 1, 140)
     }))
 
   it("counts a lease answered to a repeat of its attempt from the attempt's first request", () =>
@@ -232,19 +240,9 @@ describe('Consumer', () => {
         (partition as (...a: unknown[]) => Promise<unknown>)(q, p, losing(op), ...rest).catch(() =>
           (partition as (...a: unknown[]) => Promise<unknown>)(q, p, op, ...rest),
         )
-      const consumer = new Consumer(router, 'q', {
-        prefetch: 4,
-        waitMs: 50,
-        visibilityMs: 400,
-        autoExtend: false,
-      })
-      const it = consumer[Symbol.asyncIterator]()
-      const first = it.next()
-      expect(await settlesWithin(first, 310)).toBe(true)
-      await vi.advanceTimersByTimeAsync(90)
-      expect(await settlesWithin(it.next(), 1_000)).toBe(false)
+      // Messages 1 and 2 went with the lost answer.
+      await expectSecondDropped(router, 3, 90)
       expect(requests.slice(0, 2).map((r) => r.repeat)).toEqual([false, true])
-      await closeAsTimePasses(consumer)
     }))
 
   it.each([
