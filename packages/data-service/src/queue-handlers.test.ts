@@ -4,6 +4,7 @@ import {
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_REDRIVE_SPAN,
+  FORMAT_LEVEL_REPEAT_ONLY,
   FORMAT_LEVEL_RETRY_BACKOFF,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   fromGrpcError,
@@ -368,6 +369,44 @@ describe('queue handlers', () => {
     // Below the level the attempt is dropped: a repeat is a lease as before (nothing is left).
     const below = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS - 1))
     expect((await call(below, 'lease', ask)).messages).toEqual([])
+  })
+
+  it('answers a repeat the leases its attempt holds on a paused queue, or one out of delivery tokens, and nothing new', async () => {
+    const group = await localGroup()
+    const leaseEntries = countLeaseEntries(group)
+    let config = JOBS_CONFIG
+    const at = (level: number) =>
+      queueHandlers(
+        node(group, level, () => config),
+        { leaseWaitMsMax: 30_000, leaseRecheckMs: 50 },
+      )
+    const h = at(FORMAT_LEVEL_REPEAT_ONLY)
+    await call(h, 'produce', { target, messages: ['a', 'b', 'c', 'd'].map((b) => message(b)) })
+    const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    const ids = (r: { messages: { id: number }[] }) => r.messages.map((m) => m.id)
+    const first = (await call(h, 'lease', ask)).messages
+    expect(ids({ messages: first })).toEqual([1, 2])
+    // Paused since (the answer was lost): the repeat gets the same leases at once.
+    config = { ...JOBS_CONFIG, paused: true }
+    const repeat = { ...ask, attemptRepeat: true }
+    expect((await call(h, 'lease', { ...repeat, waitMs: 5_000 })).messages).toEqual(first)
+    // Nothing held under another attempt: nothing new is leased, and a long poll waits on.
+    const entries = leaseEntries()
+    const started = Date.now()
+    expect((await call(h, 'lease', { ...repeat, attempt: 'at-2', waitMs: 200 })).messages).toEqual([])
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190)
+    expect(leaseEntries()).toBe(entries + 1) // the one that only repeats; none while paused
+    // Below the level, a repeat to a paused queue waits for the resume, as any lease.
+    expect((await call(at(FORMAT_LEVEL_REPEAT_ONLY - 1), 'lease', repeat)).messages).toEqual([])
+    // Out of delivery tokens (1 a second, taken by the lease of message 3): the same.
+    config = { ...JOBS_CONFIG, deliveryRate: 1 }
+    const third = (await call(h, 'lease', { ...ask, max: 1, attempt: 'at-3' })).messages
+    expect(ids({ messages: third })).toEqual([3])
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-4' })).messages).toEqual([])
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-3', attemptRepeat: true })).messages).toEqual(third)
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-5', attemptRepeat: true })).messages).toEqual([])
+    // No token went back for what was answered again: message 4 waits for the next one.
+    expect((await call(h, 'lease', { ...ask, attempt: 'at-6' })).messages).toEqual([])
   })
 
   it("does not give back a cancelled call's leases once a repeat of its attempt was answered them", async () => {

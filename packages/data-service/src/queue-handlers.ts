@@ -41,7 +41,7 @@ import {
   checkProduce,
   checkTarget,
 } from './request-checks'
-import { enqueueOf, errorOf, leasedMessageOf, leaseOf, listedOf, outcomeOf } from './wire-map'
+import { canOnlyRepeat, enqueueOf, errorOf, leasedMessageOf, leaseOf, listedOf, outcomeOf } from './wire-map'
 
 /** A data group replica as the queue RPCs see it. */
 export interface DataGroupPort {
@@ -476,12 +476,14 @@ export function queueHandlers(
       // The queue's visibility comes from the route the partition was located by (a node
       // that had none cached, just started or after partitions were added to a queue, would
       // otherwise lease for the default 30 s).
-      const command = (max: number) => (_nowMs: number, config: QueueConfig | undefined) =>
-        leaseOf(
-          { ...req, max },
-          config?.visibilityTimeoutMs || QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
-          node.formatLevel(),
-        )
+      const command =
+        (max: number, repeatOnly: boolean) => (_nowMs: number, config: QueueConfig | undefined) =>
+          leaseOf(
+            { ...req, max },
+            config?.visibilityTimeoutMs || QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+            node.formatLevel(),
+            repeatOnly,
+          )
       const controller = new AbortController()
       // A client that gives up on the call (a consumer closing) ends the wait at once.
       const cancelled = call.cancelled
@@ -498,7 +500,8 @@ export function queueHandlers(
       try {
         // Bounded: each round either returns messages or waits for a change (or the recheck
         // interval) until the deadline. The first round commits a lease, unless the queue is
-        // paused or out of delivery tokens (the request was checked before: checkLease). A later
+        // paused or out of delivery tokens (the request was checked before: checkLease); then a
+        // repeat of an attempt commits one that only answers the attempt's leases. A later
         // one commits a lease only when the leader's applied state may hold more messages than
         // the leases already on their way ask for: the waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
         // every replica) for a message one of them takes.
@@ -524,7 +527,13 @@ export function queueHandlers(
               deadline = performance.now()
             } else poll = entered
           }
-          if (config?.paused) {
+          // A repeat of an attempt whose answer was lost gets the leases still held even while
+          // the queue hands nothing new out (paused, or out of delivery tokens): in the first
+          // round, by a lease that leases nothing new; then it waits as any other.
+          const mayOnlyRepeat = round === 0 && canOnlyRepeat(req, node.formatLevel())
+          let onlyRepeat = false
+          if (config?.paused && mayOnlyRepeat) onlyRepeat = true
+          else if (config?.paused) {
             // A paused queue hands nothing out: the poll looks again at the recheck interval
             // (the pause is in the route, not in an applied entry), not at every change.
             const remaining = deadline - performance.now()
@@ -538,10 +547,13 @@ export function queueHandlers(
           const ratePerS = config?.deliveryRate ? config.deliveryRate / Math.max(1, config.partitions) : 0
           const bucket = id
           let max = req.max
-          if (ratePerS > 0) {
+          if (ratePerS > 0 && !onlyRepeat) {
             // The lease entry asks for what was taken (the request's own max was checked before).
             max = buckets.take(bucket, ratePerS, req.max)
-            if (max === 0) {
+            if (max === 0 && mayOnlyRepeat) {
+              onlyRepeat = true
+              max = req.max
+            } else if (max === 0) {
               const remaining = deadline - performance.now()
               if (remaining <= 0) return { messages: [] }
               const wait = Math.min(
@@ -553,6 +565,8 @@ export function queueHandlers(
               continue
             }
           }
+          /** Whether this round took delivery tokens (a lease that only repeats takes none). */
+          const took = ratePerS > 0 && !onlyRepeat
           // Before the lease: a change applied while it runs must end the wait below.
           poll?.mark()
           let leases: readonly Lease[] = []
@@ -573,7 +587,7 @@ export function queueHandlers(
             try {
               const r = await run(req.target, (nowMs, config, at) => {
                 leasedAt = at
-                const lease = command(max)(nowMs, config)
+                const lease = command(max, onlyRepeat)(nowMs, config)
                 leasedAttempt = lease.attempt
                 return lease
               })
@@ -584,9 +598,9 @@ export function queueHandlers(
               if (left > 0) leasing.set(id, left)
               else leasing.delete(id)
               // What the lease did not hand out (or all of it, when it failed) goes back.
-              if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, max - leases.length)
+              if (took) buckets.giveBack(bucket, ratePerS, max - leases.length)
             }
-          } else if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, max)
+          } else if (took) buckets.giveBack(bucket, ratePerS, max)
           if (leases.length > 0 && cancelled.aborted) {
             // Nobody will read the answer: the messages are given back now rather than at the
             // end of their visibility timeout. (A cancel that comes after this check, while the
@@ -597,7 +611,7 @@ export function queueHandlers(
             const leaseIds = leases.map((l) =>
               leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
             )
-            if (ratePerS > 0) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
+            if (took) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
             // Under its attempt: once the attempt answered these leases again (the client's
             // repeat, whose lease this call's cancel may come after), they stay leased.
             await settle(req.target, {
@@ -608,6 +622,8 @@ export function queueHandlers(
             }).catch(() => {})
             return { messages: [] }
           }
+          // Nothing held under the attempt: the next round waits for the pause or the tokens.
+          if (onlyRepeat && leases.length === 0) continue
           const remaining = deadline - performance.now()
           if (leases.length > 0 || remaining <= 0 || !poll) {
             const queueId = parseStoredQueueName(leasedAt.queue)?.queueId

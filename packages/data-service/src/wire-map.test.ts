@@ -2,6 +2,7 @@ import {
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_REPEAT_ONLY,
   FORMAT_LEVEL_RETRY_BACKOFF,
   IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
   LeaseOutcome,
@@ -16,6 +17,7 @@ import {
 } from '@mq/weighted-queue'
 import { describe, expect, it } from 'vitest'
 import {
+  canOnlyRepeat,
   enqueueOf,
   errorOf,
   LEASE_BYTES_MAX,
@@ -148,6 +150,19 @@ describe('wire mapping', () => {
     expect(leaseOf({ ...req, attempt: '' }, 30_000, FORMAT_LEVEL_LEASE_ATTEMPTS)).not.toHaveProperty(
       'attempt',
     )
+    // Repeat-only from its level, for a repeat of an attempt only.
+    const repeat = { ...attempt, attemptRepeat: true }
+    expect(leaseOf(repeat, 30_000, FORMAT_LEVEL_REPEAT_ONLY, true).repeatOnly).toBe(true)
+    expect(leaseOf(repeat, 30_000, FORMAT_LEVEL_REPEAT_ONLY)).not.toHaveProperty('repeatOnly')
+    expect(leaseOf(repeat, 30_000, FORMAT_LEVEL_REPEAT_ONLY - 1, true)).not.toHaveProperty('repeatOnly')
+    expect(leaseOf(attempt, 30_000, FORMAT_LEVEL_REPEAT_ONLY, true)).not.toHaveProperty('repeatOnly')
+    expect(canOnlyRepeat(repeat, FORMAT_LEVEL_REPEAT_ONLY)).toBe(true)
+    for (const [r, level] of [
+      [repeat, FORMAT_LEVEL_REPEAT_ONLY - 1],
+      [attempt, FORMAT_LEVEL_REPEAT_ONLY],
+      [{ ...repeat, attempt: '' }, FORMAT_LEVEL_REPEAT_ONLY],
+    ] as const)
+      expect(canOnlyRepeat(r, level)).toBe(false)
   })
 
   it('maps leases, statuses and rejections', () => {

@@ -2,6 +2,7 @@ import {
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_BYTES,
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_REPEAT_ONLY,
   FORMAT_LEVEL_RETRY_BACKOFF,
   InvalidArgumentError,
   type LeasedMessage,
@@ -119,12 +120,14 @@ export const LEASE_BYTES_MAX = 16 * 1024 * 1024
 
 /**
  * The lease command of a Lease request: 0 visibility takes the queue's default; with the byte
- * budget from format level 16.
+ * budget from format level 16. `repeatOnly`: a repeat of the request's attempt that leases
+ * nothing new (from format level 27; undefined below it, or without an attempt marked repeat).
  */
 export function leaseOf(
   request: LeaseRequest,
   defaultVisibilityMs: number,
   formatLevel: number,
+  repeatOnly = false,
 ): LeaseCommand {
   return {
     type: 'lease',
@@ -134,9 +137,18 @@ export function leaseOf(
     ...(formatLevel >= FORMAT_LEVEL_LEASE_BYTES ? { bytesMax: LEASE_BYTES_MAX } : {}),
     // Below its level the attempt is dropped: the lease is one as before (a repeat leases anew).
     ...(request.attempt && formatLevel >= FORMAT_LEVEL_LEASE_ATTEMPTS
-      ? { attempt: request.attempt, ...(request.attemptRepeat ? { repeat: true } : {}) }
+      ? {
+          attempt: request.attempt,
+          ...(request.attemptRepeat ? { repeat: true } : {}),
+          ...(repeatOnly && canOnlyRepeat(request, formatLevel) ? { repeatOnly: true } : {}),
+        }
       : {}),
   }
+}
+
+/** Whether a lease of `request` may only repeat its attempt (leaseOf's `repeatOnly`). */
+export function canOnlyRepeat(request: LeaseRequest, formatLevel: number): boolean {
+  return request.attempt !== '' && request.attemptRepeat && formatLevel >= FORMAT_LEVEL_REPEAT_ONLY
 }
 
 /** A leased message on the wire; `leaseId` its wire form (lease-tag.ts; default: the partition's own). */

@@ -84,8 +84,12 @@
  *    and their expiry entries): a consumer that did not get a lease's answer asks again under
  *    the same attempt and gets the leases still held. A replica of an earlier version cannot
  *    read the entry.
+ * 27. a lease that only repeats its attempt (the `repeat` flag 2 of a `lease` entry: answer the
+ *    attempt's leases still held, lease nothing new): a repeat to a paused queue, or to one out
+ *    of delivery tokens, gets its lost answer at once instead of when the pause or the tokens
+ *    end. A replica of an earlier version cannot read the entry.
  */
-export const FORMAT_LEVEL = 26
+export const FORMAT_LEVEL = 27
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -170,6 +174,9 @@ export const FORMAT_LEVEL_GROW_DATA_GROUPS = 25
 
 /** The level from which a lease may carry its consumer's attempt id (level 26 above). */
 export const FORMAT_LEVEL_LEASE_ATTEMPTS = 26
+
+/** The level from which a lease may only repeat its attempt, leasing nothing new (level 27 above). */
+export const FORMAT_LEVEL_REPEAT_ONLY = 27
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

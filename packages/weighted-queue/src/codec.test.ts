@@ -275,6 +275,29 @@ describe('config versions', () => {
     )
   })
 
+  it('writes a repeat-only lease as repeat flag 2, which needs its attempt; a flag past 2 is malformed', () => {
+    const repeat: Command = {
+      type: 'lease',
+      consumerId: 'c',
+      max: 10,
+      visibilityMs: 500,
+      attempt: 'a1',
+      repeat: true,
+    }
+    const only: Command = { ...repeat, repeatOnly: true }
+    expect(decodeCommand(encodeCommand(only))).toEqual(only)
+    expect(encodeCommand(only).subarray(0, -1)).toEqual(encodeCommand(repeat).subarray(0, -1))
+    expect(encodeCommand(only).at(-1)).toBe(2)
+    // Repeat-only is a repeat, whatever `repeat` says.
+    expect(decodeCommand(encodeCommand({ ...only, repeat: undefined }))).toEqual(only)
+    expect(() => encodeCommand({ ...only, attempt: undefined })).toThrow(
+      /repeat-only lease needs the attempt/,
+    )
+    const bad = encodeCommand(only)
+    bad[bad.length - 1] = 3
+    expect(() => decodeCommand(bad)).toThrow(/malformed lease: repeat flag/)
+  })
+
   it('writes a release flag only when set: without it, a nack is the bytes of before', () => {
     const plain: Command = { type: 'nack', leaseIds: ['1.1'], delayMs: 5 }
     const release: Command = { ...plain, release: true }

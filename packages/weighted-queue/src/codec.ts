@@ -55,7 +55,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
       // Trailing, only when set: a lease without them is the bytes of before (bytesMax 0:
       // none, ahead of an attempt).
       if (cmd.bytesMax !== undefined || cmd.attempt !== undefined) w.varint(cmd.bytesMax ?? 0)
-      if (cmd.attempt !== undefined) w.string(cmd.attempt).u8(cmd.repeat ? 1 : 0)
+      if (cmd.repeatOnly && cmd.attempt === undefined)
+        throw new InvalidArgumentError('a repeat-only lease needs the attempt it repeats')
+      // A repeat-only lease is a repeat.
+      if (cmd.attempt !== undefined) w.string(cmd.attempt).u8(cmd.repeatOnly ? 2 : cmd.repeat ? 1 : 0)
       break
     case CommandType.Ack:
       encodeIds(w, cmd.leaseIds)
@@ -160,12 +163,13 @@ export function decodeCommand(bytes: Uint8Array): Command {
         else {
           const attempt = r.string()
           const repeat = r.u8()
-          if (repeat > 1) throw new InvalidArgumentError('malformed lease: repeat flag')
+          if (repeat > 2) throw new InvalidArgumentError('malformed lease: repeat flag')
           cmd = {
             ...lease,
             ...(bytesMax > 0 ? { bytesMax } : {}),
             attempt,
             ...(repeat ? { repeat: true } : {}),
+            ...(repeat === 2 ? { repeatOnly: true } : {}),
           }
         }
       }

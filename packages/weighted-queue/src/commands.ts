@@ -77,6 +77,13 @@ export interface LeaseCommand {
    * its leases under the attempt, replacing what the attempt held.
    */
   readonly repeat?: boolean
+  /**
+   * With `repeat`: answer the attempt's leases still held and lease nothing new (an empty
+   * answer when none are): a repeat to a queue that hands nothing out now (paused, or out of
+   * delivery tokens) still gets the answer it lost. Encoded as repeat flag 2; a replica of an
+   * earlier version cannot read it (format level 27).
+   */
+  readonly repeatOnly?: boolean
 }
 export interface AckCommand {
   readonly type: typeof CommandType.Ack

@@ -738,8 +738,11 @@ export class QueuePartition {
     }
     checkInt('lease visibilityMs', visibilityMs, 1, cfg.visibilityMsMax)
     if (bytesMax !== undefined) checkInt('lease bytesMax', bytesMax, 1, Number.MAX_SAFE_INTEGER)
+    if (cmd.repeatOnly === true && attempt === undefined)
+      throw new InvalidArgumentError('a repeat-only lease needs the attempt it repeats')
     const attemptName = attempt === undefined ? undefined : utf8(attempt)
-    if (attemptName !== undefined && cmd.repeat === true) {
+    // A repeat-only lease is a repeat (the codec writes it as one).
+    if (attemptName !== undefined && (cmd.repeat === true || cmd.repeatOnly === true)) {
       // A repeated attempt whose leases are still held gets them again, and nothing more;
       // counted: a give-back under the attempt no longer undoes any answer (NackCommand.attempt).
       const made = await this.attemptRecord(attemptName, now)
@@ -750,6 +753,7 @@ export class QueuePartition {
         return { type: 'lease', leases: again }
       }
     }
+    if (cmd.repeatOnly === true) return { type: 'lease', leases: [] }
 
     // Decide first (in memory), then read each chosen weight's head run in one range. With a
     // byte budget the decisions can be taken back to where it cuts the lease short (whatever

@@ -1011,6 +1011,32 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(leasesOf(await q.apply(ask, 1_090)).map((l) => l.leaseId)).toEqual(['2.1'])
   })
 
+  it("answers a repeat-only lease with its attempt's leases still held, and otherwise leases nothing", async () => {
+    const q = await queue()
+    await enqueue(q, 0, ...['a', 'b', 'c'].map((b) => ({ body: text(b) })))
+    const ask = { type: 'lease', consumerId: 'c1', max: 2, visibilityMs: 100, attempt: 'z' } as const
+    const only = { ...ask, repeatOnly: true } as const
+    // Nothing leased under the attempt yet: an empty answer, and no record made.
+    expect(await q.apply(only, 1_000)).toEqual({ type: 'lease', leases: [] })
+    const first = leasesOf(await q.apply(ask, 1_010))
+    expect(first.map((l) => l.leaseId)).toEqual(['1.1', '2.1'])
+    // The same leases again, whatever its max, and nothing more; counted as an answer (its
+    // give-back no longer releases them).
+    expect(await q.apply({ ...only, max: 1 }, 1_020)).toEqual({ type: 'lease', leases: first })
+    expect(await q.apply({ type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'z' }, 1_030)).toEqual({
+      type: 'nack',
+      statuses: ['expired'],
+    })
+    // Once they are settled, nothing: message 3 stays ready for the next lease.
+    await q.apply({ type: 'ack', leaseIds: ['1.1', '2.1'] }, 1_040)
+    expect(await q.apply(only, 1_050)).toEqual({ type: 'lease', leases: [] })
+    expect((await lease(q, 1_060, 5)).map((l) => l.leaseId)).toEqual(['3.1'])
+    // It repeats an attempt: without one it is refused, and changes nothing.
+    const r = await q.apply({ ...only, attempt: undefined }, 1_070)
+    expect(r.type).toBe('rejected')
+    expect((r as { error: Error }).error.message).toMatch(/repeat-only lease needs the attempt/)
+  })
+
   it('survives a reopen from the engine with identical behaviour', async () => {
     const q = await queue({ maxDeliveries: 3 })
     await enqueue(

@@ -399,7 +399,9 @@ export class ModelQueue {
         if (cmd.max > cfg.leaseBatchMax) throw new InvalidArgumentError('lease max')
         int(cmd.visibilityMs, 1, cfg.visibilityMsMax)
         if (cmd.bytesMax !== undefined) int(cmd.bytesMax, 1, Number.MAX_SAFE_INTEGER)
-        const made = cmd.attempt === undefined || !cmd.repeat ? undefined : this.attempts.get(cmd.attempt)
+        if (cmd.repeatOnly && cmd.attempt === undefined) throw new InvalidArgumentError('repeat-only')
+        const repeat = cmd.repeat === true || cmd.repeatOnly === true
+        const made = cmd.attempt === undefined || !repeat ? undefined : this.attempts.get(cmd.attempt)
         if (made !== undefined && made.deadlineMs > now) {
           // A repeated attempt: the leases it made that are still held as they were, or a lease anew.
           const held: Lease[] = []
@@ -419,6 +421,8 @@ export class ModelQueue {
             return { type: 'lease', leases: held }
           }
         }
+        // Only repeating: nothing new.
+        if (cmd.repeatOnly) return { type: 'lease', leases: [] }
         const leases: Lease[] = []
         const leaseCommand = ++this.leaseCommands
         let bytes = 0

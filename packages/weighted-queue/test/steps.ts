@@ -206,7 +206,8 @@ const [
       bytesMax: fc.option(rarely(fc.constantFrom(1, 12, 30, 60), fc.constant(0)), { freq: 3 }),
       // An attempt id from a small pool, so that attempts are repeated (rarely not a name).
       attempt: fc.option(rarely(fc.constantFrom('a1', 'a2', 'a3'), fc.constant('')), { freq: 2 }),
-      repeat: fc.boolean(),
+      // A repeat, or one that only repeats (leases nothing new).
+      repeat: fc.constantFrom(false, true, 'only' as const),
     })
     .map(
       ({ dt, max, vis, bytesMax, attempt, repeat }) =>
@@ -216,7 +217,12 @@ const [
           max,
           visibilityMs: vis,
           ...(bytesMax !== null ? { bytesMax } : {}),
-          ...(attempt !== null ? { attempt, ...(repeat ? { repeat } : {}) } : {}),
+          ...(attempt !== null
+            ? {
+                attempt,
+                ...(repeat === 'only' ? { repeat: true, repeatOnly: true } : repeat ? { repeat } : {}),
+              }
+            : {}),
         })),
     ),
   fc

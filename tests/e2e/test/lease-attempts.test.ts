@@ -18,13 +18,18 @@ describe('lease attempts across a leader death', () => {
   })
 
   /** One Lease call to whichever live node leads the partition, for up to 20 s. */
-  const lease = async (attempt: string, max: number, attemptRepeat = false): Promise<LeaseResponse> => {
+  const lease = async (
+    attempt: string,
+    max: number,
+    attemptRepeat = false,
+    queue = 'attempts',
+  ): Promise<LeaseResponse> => {
     let last: unknown
     const deadline = Date.now() + 20_000
     while (Date.now() < deadline) {
-      const route = await suite.client.admin.describeQueue('attempts')
+      const route = await suite.client.admin.describeQueue(queue)
       const request: LeaseRequest = {
-        target: { queue: 'attempts', partition: 0, routeEpoch: route.routeEpoch },
+        target: { queue, partition: 0, routeEpoch: route.routeEpoch },
         consumerId: 'e2e',
         max,
         visibilityMs: 120_000,
@@ -81,5 +86,34 @@ describe('lease attempts across a leader death', () => {
     expect(rest.map((m) => Buffer.from(m.body).toString())).toEqual(['m3', 'm4'])
     expect((await lease('attempt-3', 10)).messages).toEqual([])
     await suite.cluster.restart(leader)
+  })
+
+  it('answers a repeated attempt its leases on a paused queue, and leases nothing new there', async () => {
+    await suite.client.admin.createQueue('paused-attempts', { partitions: 1 })
+    const producer = suite.client.producer('paused-attempts')
+    const ask = (attempt: string, max: number, repeat = false) =>
+      lease(attempt, max, repeat, 'paused-attempts')
+    await Promise.all(['m0', 'm1', 'm2'].map((body) => producer.send({ body })))
+    const first = (await ask('attempt-1', 2)).messages
+    expect(first.map((m) => Buffer.from(m.body).toString())).toEqual(['m0', 'm1'])
+    await suite.client.admin.updateQueue('paused-attempts', { paused: true })
+    // The leader hears of the pause by a heartbeat: until then a probe leases what is ready,
+    // and one more message is sent for the next probe (bounded: 100 probes).
+    let pausedThere = false
+    for (let i = 0; i < 100 && !pausedThere; i++) {
+      const probed = (await ask(`probe-${i}`, 1)).messages
+      if (probed.length === 0) pausedThere = true
+      else await producer.send({ body: `p${i}` })
+    }
+    await producer.close()
+    expect(pausedThere).toBe(true)
+    expect((await suite.client.admin.peek('paused-attempts', 10)).length).toBeGreaterThan(0)
+    // The answer to attempt-1 was lost: repeated on the paused queue, the same leases at once.
+    const again = (await ask('attempt-1', 10, true)).messages
+    expect(again.map((m) => [m.leaseId, Buffer.from(m.body).toString(), m.deadlineMs])).toEqual(
+      first.map((m) => [m.leaseId, Buffer.from(m.body).toString(), m.deadlineMs]),
+    )
+    // A repeat of an attempt that holds nothing gets nothing new while paused.
+    expect((await ask('attempt-2', 10, true)).messages).toEqual([])
   })
 })
