@@ -382,7 +382,7 @@ export class MqNode {
       )
     }
     this.#engine = await LevelEngine.open(join(this.config.dataDir, 'db'), {
-      onCorruption: (error) => this.#damaged(error),
+      onCorruption: (error, quarantineFailure) => this.#damaged(error, quarantineFailure),
     })
     // A database holding nothing yet: a new node, or one whose data dir was wiped.
     const newDatabase = await holdsNothing(this.#engine)
@@ -734,10 +734,15 @@ export class MqNode {
   }
 
   /** A read found damaged data; the database is quarantined by now. Stops serving from it. */
-  #damaged(error: Error): void {
+  #damaged(error: Error, quarantineFailure?: Error): void {
+    // Without the marker (the disk refused it) a restart would serve from the damaged data.
+    const quarantined =
+      quarantineFailure === undefined
+        ? 'its database is quarantined'
+        : `its database could NOT be quarantined (${quarantineFailure.message}): do not start it again on this data dir`
     this.log.fatal(
       { err: error },
-      `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); its database is quarantined and the node stops: replace it under a new node id (README, "Damaged data files")`,
+      `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); ${quarantined} and the node stops: replace it under a new node id (README, "Damaged data files")`,
     )
     this.#die(error)
     this.#onFailStop?.(error)

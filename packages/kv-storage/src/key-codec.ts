@@ -145,15 +145,17 @@ function writeUint(out: Uint8Array, at: number, n: number): number {
 }
 
 /**
- * Decodes a key made by `encodeTuple`. Throws InvalidArgumentError when `key` is not a
- * well-formed encoding (unknown tag, truncated, non-canonical integer, bad escape or UTF-8).
+ * Decodes a key made by `encodeTuple` (its first `elementsMax` elements: what follows them is
+ * not read, and may be raw bytes, as `appendBytes` makes). Throws InvalidArgumentError when
+ * `key` is not a well-formed encoding (unknown tag, truncated, non-canonical integer, bad
+ * escape or UTF-8).
  */
-export function decodeTuple(key: Uint8Array): TupleElement[] {
+export function decodeTuple(key: Uint8Array, elementsMax = Number.POSITIVE_INFINITY): TupleElement[] {
   const out: TupleElement[] = []
   let at = 0
   const bad = (why: string) =>
     new InvalidArgumentError(`key codec: not an encoded tuple at byte ${at}: ${why} (key ${hexOf(key)})`)
-  while (at < key.length) {
+  while (at < key.length && out.length < elementsMax) {
     const tag = key[at] as number
     if (tag >= KeyTag.Uint && tag <= KeyTag.Uint + UINT_BYTES_MAX) {
       const len = tag - KeyTag.Uint

@@ -26,7 +26,13 @@ import {
   OverloadedError,
   WriteFailedError,
 } from './errors'
-import { CORRUPT_MARKER, droppedOnRecovery, quarantine, quarantined } from './level-recovery'
+import {
+  CORRUPT_MARKER,
+  dataFilesWithoutCurrent,
+  droppedOnRecovery,
+  quarantine,
+  quarantined,
+} from './level-recovery'
 import { type CorruptionHandler, isNotOpen, type LevelOp, plain, ReadGuard } from './read-guard'
 import { valueChecksumsOf } from './value-checksum'
 import { checkOps, checkRange } from './write-batch'
@@ -152,6 +158,13 @@ export class LevelEngine implements Engine {
       throw new DatabaseCorruptError(
         abs,
         `cannot open database at ${path}: it was quarantined (${CORRUPT_MARKER}) when an earlier open found damaged data: ${marker.trim()}`,
+      )
+    }
+    const orphans = dataFilesWithoutCurrent(before)
+    if (orphans.length > 0) {
+      throw new DatabaseCorruptError(
+        abs,
+        `cannot open database at ${path}: it holds LevelDB data (${orphans.slice(0, 5).join(', ')}${orphans.length > 5 ? ', …' : ''}) but no CURRENT file, and opening it would start an empty database over them (LevelDB deletes the tables it does not know): restore CURRENT (one line naming the newest MANIFEST-* file), or rebuild the node from a replica`,
       )
     }
     let checksums: boolean

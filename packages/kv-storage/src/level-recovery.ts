@@ -35,6 +35,22 @@ export async function droppedOnRecovery(path: string): Promise<string[]> {
     .slice(0, 20)
 }
 
+/** Files of a database's data: tables, write-ahead logs, and the durability mark (MQ-DURABLE). */
+const DATA_FILE = /^(\d+\.(ldb|sst|log)|MQ-DURABLE)$/
+
+/**
+ * The data files of a directory listing (`names`) that has no `CURRENT`: a database whose
+ * `CURRENT` was lost (deleted, or damaged outside LevelDB; LevelDB itself replaces it by a
+ * rename). Opened as it is, LevelDB would start an empty database over them, replay its
+ * write-ahead log and delete every table the new manifest does not list. Empty when the
+ * directory holds none (a new database, or one whose creation stopped after its first
+ * manifest, before its first write).
+ */
+export function dataFilesWithoutCurrent(names: readonly string[]): string[] {
+  if (names.includes('CURRENT')) return []
+  return names.filter((n) => DATA_FILE.test(n)).sort()
+}
+
 /** The quarantine marker's text, or undefined when the database at `path` has none. */
 export async function quarantined(path: string): Promise<string | undefined> {
   const marker = join(path, CORRUPT_MARKER)

@@ -60,6 +60,9 @@ describe('log record codec', () => {
             dataCrc: 0xffffffff,
           }
           expect(decodeSnapshotMeta(encodeSnapshotMeta(meta))).toEqual({ ok: true, value: meta })
+          // With the timestamp of its last entry (trailing: a record without it reads as before).
+          const stamped = { ...meta, meta: { ...meta.meta, timestampMs: b } }
+          expect(decodeSnapshotMeta(encodeSnapshotMeta(stamped))).toEqual({ ok: true, value: stamped })
           expect(decodeChunk(encodeChunk(data))).toEqual({ ok: true, value: data })
         },
       ),

@@ -17,7 +17,8 @@ import { crc32c } from './crc32c'
  *   log start      format 1 | index | term            (the last discarded entry)
  *   clock offset   format 1 | sign u8 (0: +, 1: −) | magnitude   (milliseconds)
  *   snapshot meta  format 1 | index | term | voters | learners | votersOutgoing |
- *                  learnersNext (each: count, then strings) | dataBytes | chunkCount | dataCrc
+ *                  learnersNext (each: count, then strings) | dataBytes | chunkCount | dataCrc |
+ *                  [timestampMs]   (when the snapshot has one; records before 2026-12-05 lack it)
  *   snapshot chunk format 1 | bytes (the rest)
  */
 
@@ -122,8 +123,12 @@ class Reader {
     this.at = this.buf.length
     return out
   }
+  /** Whether the body is read to its end. */
+  get done(): boolean {
+    return this.at === this.buf.length
+  }
   end(): void {
-    if (this.at !== this.buf.length) throw 'trailing bytes'
+    if (!this.done) throw 'trailing bytes'
   }
 }
 
@@ -280,6 +285,9 @@ export function encodeSnapshotMeta(s: StoredSnapshotMeta): Uint8Array {
   w.varint(s.dataBytes)
   w.varint(s.chunkCount)
   w.varint(s.dataCrc)
+  // Trailing, when set: the stamp floor of a log compacted to this snapshot (raft-core).
+  const stamp = s.meta.timestampMs
+  if (stamp !== undefined && Number.isSafeInteger(stamp) && stamp >= 0) w.varint(stamp)
   return w.finish()
 }
 
@@ -299,9 +307,15 @@ export function decodeSnapshotMeta(rec: Uint8Array): Decoded<StoredSnapshotMeta>
     const dataBytes = r.varint()
     const chunkCount = r.varint()
     const dataCrc = r.varint()
+    const timestampMs = r.done ? undefined : r.varint()
     r.end()
     return {
-      meta: { index, term, conf: { voters, learners, votersOutgoing, learnersNext } },
+      meta: {
+        index,
+        term,
+        conf: { voters, learners, votersOutgoing, learnersNext },
+        ...(timestampMs === undefined ? {} : { timestampMs }),
+      },
       dataBytes,
       chunkCount,
       dataCrc,

@@ -9,7 +9,7 @@ import {
 } from './errors'
 import { GroupCommit, type GroupCommitOptions, type GroupCommitStats } from './group-commit'
 import { GroupLog } from './group-log'
-import { decodeTuple, encodeTuple } from './key-codec'
+import { decodeTuple, encodeTuple, prefixRange } from './key-codec'
 import { groupRange, groupRemovingKey, groupRemovingRange, KeySpace } from './log-keys'
 
 export interface LogStoreOptions extends GroupCommitOptions {
@@ -139,10 +139,12 @@ export class LogStore {
     for (let i = 0; i < this.groupsMax * 10; i++) {
       const [row] = await this.engine.range({ gte: from, lt: end, limit: 1 })
       if (!row) return ids
-      const id = decodeTuple(row[0])[1]
+      // Only the space and the id: what follows may be a state machine's own bytes (appendBytes).
+      const id = decodeTuple(row[0], 2)[1]
       if (typeof id !== 'number') return ids
       ids.push(id)
-      from = encodeTuple([KeySpace.Group, id + 1])
+      // Past every key of the group (id + 1 would leave the codec's range at the largest id).
+      from = prefixRange([KeySpace.Group, id]).lt
     }
     return ids
   }
@@ -182,8 +184,9 @@ export class LogStore {
     // Until it ends (or, after a failed write, until the store is opened again and
     // finishRemovals completes it), the group is not opened half deleted.
     this.removing.add(groupId)
-    this.commit.stage([{ type: 'put', key: groupRemovingKey(groupId), value: new Uint8Array(0) }])
-    await this.commit.flush()
+    // Waiting for room (an overloaded commit refuses a stage): given up here, the group would
+    // stay closed and refused, with nothing on disk to finish its removal.
+    await this.writeWhenRoom([{ type: 'put', key: groupRemovingKey(groupId), value: new Uint8Array(0) }])
     await this.clearInPages(groupId)
     this.removing.delete(groupId)
   }
@@ -218,11 +221,10 @@ export class LogStore {
       after = keys[keys.length - 1]
     }
     // What was staged for the group and not yet in the engine, and the marker.
-    this.commit.stage([
+    await this.writeWhenRoom([
       { type: 'clear', gte: range.gte, lt: range.lt },
       { type: 'del', key: groupRemovingKey(groupId) },
     ])
-    await this.commit.flush()
   }
 
   /**

@@ -7,8 +7,15 @@ export type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { ty
 
 const keepValue = (_key: Uint8Array, value: Uint8Array): Uint8Array => value
 
-/** Called once, after the database is quarantined, when a read finds damaged data. */
-export type CorruptionHandler = (error: CorruptRecordError) => void
+/**
+ * Called once when a read finds damaged data, after the database is quarantined; with
+ * `quarantineFailure` when the marker could not be written (a full or failing disk): the
+ * database would then open again, so its owner must say it is not to be used.
+ */
+export type CorruptionHandler = (error: CorruptRecordError, quarantineFailure?: Error) => void
+
+/** Tries at writing the quarantine marker before the failure is reported. */
+const QUARANTINE_TRIES = 3
 
 /**
  * What a LevelEngine does to the values it writes and reads, and to the failures of its reads:
@@ -19,7 +26,8 @@ export type CorruptionHandler = (error: CorruptRecordError) => void
  * owner once (`onCorruption`), so that a node stops serving from it.
  */
 export class ReadGuard {
-  private quarantining: Promise<void> | undefined
+  /** The quarantine under way or done: its failure, undefined when the marker was written. */
+  private quarantining: Promise<Error | undefined> | undefined
 
   constructor(
     private readonly path: string,
@@ -82,16 +90,31 @@ export class ReadGuard {
 
   private async damaged(err: CorruptRecordError): Promise<CorruptRecordError> {
     if (!this.quarantining) {
-      this.quarantining = quarantine(this.path, [err.message], 'a read found damaged data').catch(() => {})
-      await this.quarantining
+      this.quarantining = this.quarantine(err)
+      const failure = await this.quarantining
       try {
-        this.onCorruption?.(err)
+        this.onCorruption?.(err, failure)
       } catch {
         // The owner's handler must not turn a corruption report into another failure.
       }
     }
     await this.quarantining
     return err
+  }
+
+  /** Writes the quarantine marker (a few tries, 50 ms apart); its last failure when none took. */
+  private async quarantine(err: CorruptRecordError): Promise<Error | undefined> {
+    let failure: Error | undefined
+    for (let i = 0; i < QUARANTINE_TRIES; i++) {
+      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 50))
+      try {
+        await quarantine(this.path, [err.message], 'a read found damaged data')
+        return undefined
+      } catch (e) {
+        failure = e instanceof Error ? e : new Error(String(e))
+      }
+    }
+    return failure
   }
 }
 

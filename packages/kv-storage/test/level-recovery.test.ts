@@ -1,9 +1,9 @@
-import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
-import { CORRUPT_MARKER, droppedOnRecovery } from '../src/level-recovery'
+import { CORRUPT_MARKER, dataFilesWithoutCurrent, droppedOnRecovery } from '../src/level-recovery'
 import { useTempDir } from './helpers'
 
 /** Writes 200 synced records of 1 KiB (they stay in LevelDB's write-ahead log) and closes. */
@@ -63,6 +63,37 @@ describe('LevelEngine recovery checks', () => {
     const again = await LevelEngine.open(path).catch((e: unknown) => e)
     expect(again).toBeInstanceOf(DatabaseCorruptError)
     expect((again as Error).message).toMatch(/quarantined/)
+  })
+
+  it('refuses a database that lost its CURRENT file, touching nothing, and opens it again once CURRENT is back', async () => {
+    const path = join(dir.path, 'db')
+    await fill(path)
+    // Some records in a table too (written at the next open's recovery), the rest in the log.
+    await (await LevelEngine.open(path)).close()
+    await fill(path)
+    const current = await readFile(join(path, 'CURRENT'))
+    await rm(join(path, 'CURRENT'))
+    const files = (await readdir(path)).sort()
+    expect(files.some((f) => f.endsWith('.ldb'))).toBe(true)
+    const refused = await LevelEngine.open(path).catch((e: unknown) => e)
+    expect(refused).toBeInstanceOf(DatabaseCorruptError)
+    expect((refused as Error).message).toMatch(/holds LevelDB data \(\d+\.ldb, .*\) but no CURRENT file/)
+    expect((await readdir(path)).sort()).toEqual(files)
+    await writeFile(join(path, 'CURRENT'), current)
+    const engine = await LevelEngine.open(path)
+    try {
+      expect((await engine.range({})).length).toBe(200)
+    } finally {
+      await engine.close()
+    }
+    // A database whose creation stopped before its first write (a manifest, no CURRENT yet)
+    // holds no data: it opens as a new one.
+    expect(dataFilesWithoutCurrent(['MANIFEST-000001', 'LOCK', 'LOG'])).toEqual([])
+    expect(dataFilesWithoutCurrent(['CURRENT', '000005.ldb'])).toEqual([])
+    expect(dataFilesWithoutCurrent(['MQ-DURABLE', '000003.log', 'MANIFEST-000002'])).toEqual([
+      '000003.log',
+      'MQ-DURABLE',
+    ])
   })
 
   it('does not take a LOG it cannot read for one that reports nothing dropped', async () => {

@@ -16,6 +16,7 @@ import {
   OverloadedError,
 } from '../src/errors'
 import type { GroupLog } from '../src/group-log'
+import { appendBytes } from '../src/key-codec'
 import { LevelEngine } from '../src/level-engine'
 import { entryKey, groupRemovingKey, hardStateKey, stateMachineKey } from '../src/log-keys'
 import { LogStore } from '../src/log-store'
@@ -205,6 +206,25 @@ for (const [name, makeEnv] of envs) {
       expect(await env.engine.get(entryKey(2, 13))).toBeDefined()
     })
 
+    it("keeps a snapshot's timestamp across a restart: a log compacted to its end has no other stamp floor", async () => {
+      let log = await store.openGroup(3)
+      log.append(entries(1, 6, 1))
+      log.compact(
+        { ...snapshotAt(5, 1), meta: { index: 5, term: 1, conf, timestampMs: 1_700_000_000_005 } },
+        5,
+      )
+      log = await restart(3)
+      expect(log.firstIndex()).toBe(6) // no entry left to carry a stamp
+      expect(log.snapshot().meta).toEqual({ index: 5, term: 1, conf, timestampMs: 1_700_000_000_005 })
+      // Received from a leader too.
+      log.applySnapshot({
+        ...snapshotAt(9, 2),
+        meta: { index: 9, term: 2, conf, timestampMs: 1_700_000_000_009 },
+      })
+      log = await restart(3)
+      expect(log.snapshot().meta.timestampMs).toBe(1_700_000_000_009)
+    })
+
     it('applySnapshot keeps the entries after it when the log holds its index and term', async () => {
       let log = await store.openGroup(4)
       log.append(entries(1, 11, 2))
@@ -330,6 +350,59 @@ for (const [name, makeEnv] of envs) {
       expect(await env.engine.get(marker)).toBeUndefined()
       expect(await store.finishRemovals()).toEqual([])
       expect((await store.openGroup(1)).lastIndex()).toBe(2)
+    })
+
+    it('lists the groups on disk whatever their first key holds, up to the largest id', async () => {
+      const log = await store.openGroup(Number.MAX_SAFE_INTEGER)
+      log.append(entries(1, 2, 1))
+      // A group whose first key is a state machine's, with raw bytes after its tuple.
+      store.stage([
+        {
+          type: 'put',
+          key: appendBytes(stateMachineKey(5, ['p', 0]), Uint8Array.of(1)),
+          value: Uint8Array.of(1),
+        },
+      ])
+      await store.durability.flush()
+      expect(await store.groupIdsOnDisk()).toEqual([5, Number.MAX_SAFE_INTEGER])
+    })
+
+    it('a removal in pages waits for room when the commit is overloaded, and ends', async () => {
+      await store.close()
+      const gated = new GatedEngine(env.engine)
+      store = new LogStore(gated, { stagedOpsMax: 4, removePageKeys: 100 })
+      const log = await store.openGroup(2)
+      log.append(entries(1, 3, 1))
+      await store.durability.flush()
+      // A batch in flight and the staging queue at its hard bound (twice stagedOpsMax): a
+      // slow disk. The removal's marker cannot be staged now.
+      gated.hold()
+      store.stage([{ type: 'put', key: stateMachineKey(9, ['x']), value: Uint8Array.of(1) }])
+      const inFlight = store.durability.flush()
+      await gated.arrived(gated.writes.length + 1)
+      store.stage(
+        Array.from({ length: 8 }, (_, i) => ({
+          type: 'put' as const,
+          key: stateMachineKey(9, ['y', i]),
+          value: Uint8Array.of(1),
+        })),
+      )
+      expect(() =>
+        store.stage([{ type: 'put', key: stateMachineKey(9, ['z']), value: Uint8Array.of(1) }]),
+      ).toThrow(OverloadedError)
+      let settled: unknown = 'pending'
+      const removal = store.removeGroupInPages(2).then(
+        () => (settled = 'done'),
+        (e: unknown) => (settled = e),
+      )
+      await new Promise((r) => setTimeout(r, 30))
+      expect(settled).toBe('pending') // not refused: it waits for room
+      gated.release()
+      await inFlight
+      await removal
+      expect(settled).toBe('done')
+      expect(await store.groupIdsOnDisk()).toEqual([9])
+      expect((await store.openGroup(2)).lastIndex()).toBe(0)
     })
 
     it('writes are visible at once and reach the engine only at the next flush', async () => {

@@ -1,0 +1,64 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { describe, expect, it, vi } from 'vitest'
+import { CorruptRecordError, DatabaseCorruptError } from '../src/errors'
+import { LevelEngine } from '../src/level-engine'
+import { CORRUPT_MARKER } from '../src/level-recovery'
+import { fillTable, flipInTable, key } from './damaged-table'
+import { useTempDir } from './helpers'
+
+// The disk refuses the quarantine marker (EIO) the first `failures.left` times; every other
+// file write goes through.
+const failures = { left: 0 }
+vi.mock('node:fs/promises', async (original) => {
+  const fs = await original<typeof import('node:fs/promises')>()
+  return {
+    ...fs,
+    writeFile: (async (path: unknown, ...rest: unknown[]) => {
+      if (failures.left > 0 && String(path).endsWith('MQ-CORRUPT')) {
+        failures.left--
+        throw Object.assign(new Error('EIO: i/o error, open MQ-CORRUPT'), { code: 'EIO' })
+      }
+      return (fs.writeFile as (...a: unknown[]) => Promise<void>)(path, ...rest)
+    }) as typeof fs.writeFile,
+  }
+})
+
+describe('a quarantine the disk refuses', () => {
+  const dir = useTempDir('kv-quarantine')
+
+  /** A read of the damaged value, with `failing` refused marker writes; what the owner heard. */
+  async function readDamaged(path: string, failing: number) {
+    const values = await fillTable(path)
+    await flipInTable(path, values[20] as Uint8Array)
+    const reports: { error: CorruptRecordError; failure: Error | undefined }[] = []
+    const engine = await LevelEngine.open(path, {
+      onCorruption: (error, failure) => reports.push({ error, failure }),
+    })
+    failures.left = failing
+    try {
+      expect(await engine.get(key(20)).catch((e: unknown) => e)).toBeInstanceOf(CorruptRecordError)
+    } finally {
+      failures.left = 0
+      await engine.close()
+    }
+    return reports
+  }
+
+  it('is tried again, and the database stays quarantined', async () => {
+    const path = join(dir.path, 'db')
+    const reports = await readDamaged(path, 2)
+    expect(reports).toHaveLength(1)
+    expect(reports[0]?.failure).toBeUndefined()
+    expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/a read found damaged data/)
+    await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
+  })
+
+  it('is reported to the owner when every try fails (the database would open again)', async () => {
+    const path = join(dir.path, 'db')
+    const reports = await readDamaged(path, 1_000)
+    expect(reports).toHaveLength(1)
+    expect(reports[0]?.error).toBeInstanceOf(CorruptRecordError)
+    expect(reports[0]?.failure?.message).toMatch(/EIO/)
+  })
+})
