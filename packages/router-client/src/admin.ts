@@ -38,6 +38,9 @@ async function untilDone(step: (done: number) => Promise<{ n: number; more: bool
 /** The most dead-lettered messages one ListDead answers. */
 const DEAD_PAGE_MAX = 1000
 
+/** The largest uint32 a request field carries. */
+const UINT32_MAX = 0xffff_ffff
+
 /**
  * Partitions a listing of messages (a peek, dead letters) reads at once, at most: each answer
  * may hold 4 MiB of bodies (the server's bound), and a queue has up to 256 partitions.
@@ -157,7 +160,9 @@ export class Admin {
 
   /** Lists the queues whose names start with `prefix`, following pages up to `limit` queues. */
   async listQueues(prefix = '', limit = 10_000): Promise<QueueRoute[]> {
+    checkInteger('limit', limit, 0, Number.MAX_SAFE_INTEGER)
     const queues: QueueRoute[] = []
+    if (limit === 0) return queues
     let pageToken = ''
     do {
       const page = await this.#router.meta((m) => m.listQueues, {
@@ -177,6 +182,7 @@ export class Admin {
 
   /** Asks the meta leader to grow or shrink the data groups to `groups`; returns the plan. */
   async scaleDataGroups(groups: number): Promise<ScalePlan | undefined> {
+    checkInteger('groups', groups, 0, UINT32_MAX)
     return (await this.#router.meta((m) => m.scaleDataGroups, { groups })).plan
   }
 
@@ -196,6 +202,7 @@ export class Admin {
    * at most 1,000 (what one ListDead answers), each from the last one's place on.
    */
   async deadLetters(name: string, limit = 100): Promise<ListedMessage[]> {
+    checkInteger('limit', limit, 0, Number.MAX_SAFE_INTEGER)
     return this.#listed(name, async (c, target) => {
       const messages: LeasedMessage[] = []
       let afterId = 0
@@ -231,6 +238,9 @@ export class Admin {
     limit = 100,
     options?: { readonly map: (message: ListedMessage) => T },
   ): Promise<(T | ListedMessage)[]> {
+    // 0 asks for nothing (on the wire, 0 is the server's default).
+    checkInteger('limit', limit, 0, UINT32_MAX)
+    if (limit === 0) return []
     return this.#listed(
       name,
       (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs),
@@ -266,6 +276,9 @@ export class Admin {
    * at that first call, as it would any): its calls count afresh.
    */
   async redriveDeadLetters(name: string, max = 1_000_000): Promise<number> {
+    // 0 moves nothing (on the wire, 0 is a whole step: until an audit, 0 moved up to 1,000).
+    checkInteger('max', max, 0, Number.MAX_SAFE_INTEGER)
+    if (max === 0) return 0
     /** Each partition's place, once asked; 0 = none (nothing ever died, or an older cluster). */
     const throughPlaces = new Map<number, number>()
     return this.#inSteps(name, async (c, target, done) => {
@@ -273,7 +286,12 @@ export class Admin {
       const r = await unary(
         c,
         c.redrive,
-        { target, max: max - done, throughPlace: asked ?? 0, placeOnly: asked === undefined },
+        {
+          target,
+          max: Math.min(max - done, UINT32_MAX),
+          throughPlace: asked ?? 0,
+          placeOnly: asked === undefined,
+        },
         this.#attemptMs,
       )
       if (asked === undefined) {
@@ -308,6 +326,7 @@ export class Admin {
    * the voters now and the size wanted.
    */
   async setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }> {
+    checkInteger('voters', voters, 0, UINT32_MAX)
     return this.#router.meta((m) => m.setMetaVoters, { voters })
   }
 
@@ -435,6 +454,7 @@ export class Admin {
 
   /** Moves the leadership of a group (0 = meta) to `toNodeId`. */
   async transferLeader(groupId: number, toNodeId: string): Promise<void> {
+    checkInteger('groupId', groupId, 0, Number.MAX_SAFE_INTEGER)
     await this.#router.meta((m) => m.transferLeader, { groupId, toNodeId })
   }
 

@@ -34,7 +34,14 @@ function fakeRouter(
   latencyMs: (waitMs: number) => number = (waitMs) => (waitMs === 0 ? 200 : 30),
   settle: (call: SettleCall) => Promise<MqError | undefined> = async () => undefined,
 ) {
-  const requests: { partition: number; max: number; waitMs: number; attempt: string; repeat: boolean }[] = []
+  const requests: {
+    partition: number
+    max: number
+    waitMs: number
+    visibilityMs: number
+    attempt: string
+    repeat: boolean
+  }[] = []
   const settles: SettleCall[] = []
   let id = 1
   const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
@@ -42,6 +49,7 @@ function fakeRouter(
       partition,
       max: req.max,
       waitMs: req.waitMs,
+      visibilityMs: req.visibilityMs,
       attempt: req.attempt,
       repeat: req.attemptRepeat,
     })
@@ -422,6 +430,41 @@ describe('Consumer', () => {
     }
   })
 
+  it('counts a delivery whose ack failed without a result against prefetch again, until its lease ends', () =>
+    withFakeTimers(async () => {
+      // The ack of message 1 fails (the router gave up during a failover); the others succeed.
+      const { router } = fakeRouter(
+        [3],
+        () => 0,
+        async (call) =>
+          call.kind === 'ack' && call.leaseIds.includes('1.1') ? new UnavailableError('electing') : undefined,
+      )
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 1,
+        waitMs: 50,
+        visibilityMs: 400,
+        autoExtend: false,
+      })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 10)).toBe(true)
+      const one = (await first).value as Delivery
+      const failed = one.ack().catch((e: unknown) => e)
+      expect(await settlesWithin(failed, 10)).toBe(true)
+      expect(await failed).toBeInstanceOf(UnavailableError)
+      expect(one.settled).toBe(false)
+      // Message 2 was leased while the ack was on its way (its room was freed at the call).
+      const second = it.next()
+      expect(await settlesWithin(second, 10)).toBe(true)
+      expect(await settlesWithin(((await second).value as Delivery).ack(), 10)).toBe(true)
+      // Message 1 is leased and unsettled again: no room for message 3 until its lease ends
+      // (400 ms from its request, less the 1 percent the group clock may run fast).
+      const third = it.next()
+      expect(await settlesWithin(third, 300)).toBe(false)
+      expect(await settlesWithin(third, 200)).toBe(true)
+      await closeAsTimePasses(consumer)
+    }))
+
   it('asks again under the same lease attempt after a lease failed (its answer may be lost), under a new one once answered', async () => {
     const { router, requests } = fakeRouter([100], () => 5)
     // The first lease is made, but its answer is lost (a deadline, a failover).
@@ -429,7 +472,11 @@ describe('Consumer', () => {
     let lost = 1
     ;(router as { partition: unknown }).partition = (...args: Parameters<Router['partition']>) => {
       const answer = partition(...args)
-      return lost-- > 0 ? answer.then(() => Promise.reject(new UnavailableError('answer lost'))) : answer
+      if (lost-- <= 0) return answer
+      // Meanwhile the queue's visibility timeout was raised, and the route refreshed.
+      const config = router.cachedRoute('q')?.config as { visibilityTimeoutMs: number }
+      config.visibilityTimeoutMs = 120_000
+      return answer.then(() => Promise.reject(new UnavailableError('answer lost')))
     }
     const consumer = new Consumer(router, 'q', { prefetch: 4, waitMs: 50, onError: () => {} })
     let got = 0
@@ -446,6 +493,9 @@ describe('Consumer', () => {
     expect(new Set(requests.slice(1).map((r) => r.attempt)).size).toBe(requests.length - 1)
     // Only the repeat says so (the broker looks for the attempt's leases only then).
     expect(requests.map((r) => r.repeat)).toEqual(requests.map((_, i) => i === 1))
+    // The repeat asks for (and holds its answer by) the attempt's visibility: the leases it is
+    // answered are those the first request made. A new attempt asks for the new one.
+    expect(requests.slice(0, 3).map((r) => r.visibilityMs)).toEqual([30_000, 30_000, 120_000])
   })
 
   it('leases from 12 partitions at once without a listener-leak warning', async () => {

@@ -12,7 +12,7 @@ import {
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
 import { checkBoolean, checkInteger, definedOnly } from './option-checks'
-import { PartitionNotFoundError, type Router } from './router'
+import { neverSent, PartitionNotFoundError, type Router } from './router'
 import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
 
@@ -310,6 +310,11 @@ export class Consumer implements AsyncIterable<Delivery> {
     let attempt = randomUUID()
     // When a lease under `attempt` was first sent, once one failed: its leases may date from then.
     let attemptSentAt: number | undefined
+    // The visibility the attempt's first request asked for, once one failed: its repeats ask for
+    // (and are held by) the same, since the broker answers them the leases that request made,
+    // as they were (a raised visibility in a route refreshed meanwhile made the consumer hold
+    // 30-s leases as 120-s ones and hand out messages past their end; found by an audit).
+    let attemptVisibilityMs: number | undefined
     // Until the consumer closes or the partition is gone from the queue's route.
     while (!this.#closed && this.#fetchers.get(partition) === fetcher) {
       const space = this.#options.prefetch - this.#held.size - this.#leasing
@@ -323,9 +328,10 @@ export class Consumer implements AsyncIterable<Delivery> {
       // Sent, not left to the server's default: the extensions are timed by it, so both sides
       // must agree (the queue's visibility may have changed since the loop began).
       const visibilityMs =
-        this.#options.visibilityMs ||
-        (this.#router.cachedRoute(this.queue) ?? route).config?.visibilityTimeoutMs ||
-        QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS
+        attemptVisibilityMs ??
+        (this.#options.visibilityMs ||
+          (this.#router.cachedRoute(this.queue) ?? route).config?.visibilityTimeoutMs ||
+          QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS)
       this.#leasing += reserved
       // When the request that was answered was sent (the earliest of those answered, should
       // more be: retries, probes of other replicas): the leases began after it.
@@ -374,6 +380,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         const leasedSince = answeredRepeat ? (attemptSentAt ?? requestedAt) : answeredSentAt
         attempt = randomUUID()
         attemptSentAt = undefined
+        attemptVisibilityMs = undefined
         this.#followRoute()
         busy = response.messages.length > 0
         if (response.messages.length > 0) {
@@ -389,6 +396,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       } catch (error) {
         if (this.#closed) return
         attemptSentAt ??= requestedAt
+        attemptVisibilityMs ??= visibilityMs
         this.#followRoute()
         if (error instanceof PartitionNotFoundError) {
           // The queue was deleted and created again with fewer partitions: this loop's
@@ -506,7 +514,16 @@ export class Consumer implements AsyncIterable<Delivery> {
   #settleOne(d: Delivery, settlement: Settlement): Promise<LeaseResult> {
     if (settlement.kind !== 'extend') {
       const lease = this.#held.get(d)
-      if (lease) this.#release(d, lease)
+      if (lease) {
+        this.#release(d, lease)
+        const { deadlineMs } = lease
+        return this.#batcher(d.partition)
+          .settle(d.leaseId, settlement)
+          .catch((error: unknown) => {
+            this.#holdUntil(d, deadlineMs)
+            throw error
+          })
+      }
     } else if (this.#held.get(d)?.extending === false) {
       // Extended by the application (the consumer extends only groups it still extends).
       const askedAt = now()
@@ -539,6 +556,22 @@ export class Consumer implements AsyncIterable<Delivery> {
   }
 
   /**
+   * Holds `d` again, unextended, until `deadlineMs` (its lease's end as it was held): an ack or
+   * nack of it failed without a result, so it is leased and unsettled again (the application
+   * may settle it again) and counts against prefetch until then. Until an audit it did not: a
+   * consumer whose acks failed through a failover leased past its prefetch. Not once the
+   * consumer stopped leasing.
+   */
+  #holdUntil(d: Delivery, deadlineMs: number): void {
+    if (this.#closed || this.#held.has(d) || now() >= deadlineMs) return
+    const lease: HeldLease = { deliveries: [d], live: 1, timer: undefined, deadlineMs, extending: false }
+    this.#held.set(d, lease)
+    lease.timer = setTimeout(() => {
+      if (this.#held.get(d) === lease) this.#release(d, lease)
+    }, deadlineMs - now())
+  }
+
+  /**
    * Wakes the waiting fetchers at the end of this event-loop turn, once: the room freed by a
    * burst of settlements then goes out as one lease instead of one per settled message.
    */
@@ -561,17 +594,24 @@ export class Consumer implements AsyncIterable<Delivery> {
           sends++
           const q = connection.queue
           const ms = this.#router.options.attemptMs
-          const response =
+          const call =
             settlement.kind === 'ack'
-              ? await unary(q, q.ack, { target, leaseIds }, ms)
+              ? unary(q, q.ack, { target, leaseIds }, ms)
               : settlement.kind === 'nack'
-                ? await unary(
+                ? unary(
                     q,
                     q.nack,
                     { target, leaseIds, delayMs: settlement.delayMs, release: settlement.release === true },
                     ms,
                   )
-                : await unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
+                : unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
+          const response = await call.catch((error: unknown) => {
+            // A copy that never left this process (its connection refused) is no resend: an
+            // UNKNOWN answered to the one copy that went out means the lease is gone (until an
+            // audit, that ack resolved as done).
+            if (neverSent(error)) sends--
+            throw error
+          })
           return response.results
         })
         return sends > 1 ? resentResults(settlement, results) : results

@@ -264,7 +264,9 @@ export class Producer {
    */
   async send(message: OutgoingMessage): Promise<SendResult> {
     if (this.#closed) throw this.#closedError()
+    // Checked and sized before its deadline starts: a bad message leaves no timer behind.
     const wire = toWire(message)
+    const bytes = wireBytes(wire)
     const key = message.key || message.partitionKey || message.dedupKey || undefined
     const generation = this.#generations.begin()
     try {
@@ -272,7 +274,7 @@ export class Producer {
         const deadline = this.#deadlines.start(() => reject(this.#timedOut()))
         const pending: Pending = {
           message: wire,
-          bytes: wireBytes(wire),
+          bytes,
           keyed: key !== undefined,
           deadline,
           resolve: (r) => {
@@ -585,27 +587,40 @@ export class Producer {
     const { sequence } = flight
     // Whether an attempt went out and ended without an answer that says it stored nothing.
     let uncertain = false
+    // Attempts sent and not answered yet. One the router left behind (a silent leader's, when
+    // a replica probed meanwhile named another leader) may still store the batch: the
+    // outcome is as uncertain as after a lost answer (found by an audit: the other messages
+    // of a batch the next leader refused for one were sent again under a new sequence).
+    let outstanding = 0
+    const counted = <T>(attempt: Promise<T>): Promise<T> => {
+      outstanding++
+      return attempt.finally(() => {
+        outstanding--
+      })
+    }
     try {
       const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
         noteUnanswered(
           () => {
             uncertain = true
           },
-          unary(
-            connection.queue,
-            connection.queue.produce,
-            // The base is read at each attempt: a batch before this one that failed for good
-            // leaves the window, and the broker then accepts this one after the gap.
-            sequence > 0
-              ? {
-                  target,
-                  producerId: this.producerId,
-                  sequence,
-                  sequenceBase: (lane.inFlight[0] as InFlight).sequence,
-                  messages,
-                }
-              : { target, producerId: this.producerId, sequence, messages },
-            this.#router.options.attemptMs,
+          counted(
+            unary(
+              connection.queue,
+              connection.queue.produce,
+              // The base is read at each attempt: a batch before this one that failed for good
+              // leaves the window, and the broker then accepts this one after the gap.
+              sequence > 0
+                ? {
+                    target,
+                    producerId: this.producerId,
+                    sequence,
+                    sequenceBase: (lane.inFlight[0] as InFlight).sequence,
+                    messages,
+                  }
+                : { target, producerId: this.producerId, sequence, messages },
+              this.#router.options.attemptMs,
+            ),
           ),
         ),
       )
@@ -619,6 +634,7 @@ export class Producer {
         p.resolve({ id: response.ids[i] as number, partition: lane.partition, duplicate: response.duplicate })
       }
     } catch (error) {
+      if (outstanding > 0) uncertain = true
       if (error instanceof PartitionNotFoundError) {
         batch = this.#reroute(lane, batch, error)
         return
@@ -711,8 +727,17 @@ function toWire(message: OutgoingMessage): ProduceMessage {
   if (!Number.isInteger(weight) || weight < 1 || weight > 1000) {
     throw new InvalidArgumentError(`weight must be an integer from 1 to 1000, got ${String(message.weight)}`)
   }
-  if (message.partitionKey !== undefined && typeof message.partitionKey !== 'string') {
-    throw new InvalidArgumentError(`partitionKey must be a string, got ${typeof message.partitionKey}`)
+  for (const field of ['key', 'partitionKey', 'dedupKey'] as const) {
+    const value = message[field]
+    if (value !== undefined && typeof value !== 'string')
+      throw new InvalidArgumentError(`${field} must be a string, got ${typeof value}`)
+  }
+  const headers = message.headers ?? {}
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers))
+    throw new InvalidArgumentError(`headers must be an object of strings, got ${typeof headers}`)
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value !== 'string')
+      throw new InvalidArgumentError(`header ${JSON.stringify(name)} must be a string, got ${typeof value}`)
   }
   const delayMs = message.delayMs ?? 0
   if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > MESSAGE_DELAY_MS_MAX) {
@@ -723,7 +748,7 @@ function toWire(message: OutgoingMessage): ProduceMessage {
   return {
     body,
     weight,
-    headers: { ...message.headers },
+    headers: { ...headers },
     key: message.key ?? '',
     delayMs,
     dedupKey: message.dedupKey ?? '',

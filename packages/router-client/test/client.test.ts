@@ -515,6 +515,20 @@ describe('MqClient', () => {
       /weight must be an integer from 1 to 1000/,
     )
     await expect(producer.send({ body: 'x', delayMs: -1 })).rejects.toThrow(/delayMs/)
+    // Not strings where strings go: a clear InvalidArgumentError, and no timer left running.
+    const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length
+    const before = timers()
+    for (const [bad, why] of [
+      [{ key: 5 }, /key must be a string, got number/],
+      [{ dedupKey: {} }, /dedupKey must be a string, got object/],
+      [{ headers: { trace: 7 } }, /header "trace" must be a string, got number/],
+      [{ headers: 'x' }, /headers must be an object of strings, got string/],
+    ] as const) {
+      const error = await producer.send({ body: 'x', ...(bad as object) }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect((error as Error).message).toMatch(why)
+    }
+    expect(timers()).toBe(before)
     expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([])
   })
 
@@ -1229,6 +1243,22 @@ describe('MqClient', () => {
       [0, true],
       [0, false],
     ])
+    // 0 moves nothing and asks nothing (0 on the wire is a whole step); a bad count is refused
+    // before anything is sent, with a RangeError naming it (not a serialization failure).
+    broker.redriveRequests.length = 0
+    expect(await client.admin.redriveDeadLetters(q, 0)).toBe(0)
+    for (const bad of [-1, 1.5, Number.NaN])
+      await expect(client.admin.redriveDeadLetters(q, bad)).rejects.toThrow(
+        /max must be an integer of at least 0/,
+      )
+    await expect(client.admin.peek(q, -1)).rejects.toThrow(/limit must be an integer from 0 to 4294967295/)
+    expect(await client.admin.peek(q, 0)).toEqual([])
+    await expect(client.admin.deadLetters(q, 2.5)).rejects.toThrow(/limit must be an integer/)
+    await expect(client.admin.scaleDataGroups(-2)).rejects.toThrow(/groups must be an integer/)
+    await expect(client.admin.setMetaVoters(-1)).rejects.toThrow(/voters must be an integer/)
+    await expect(client.admin.transferLeader(-1, 'n1')).rejects.toThrow(/groupId must be an integer/)
+    expect(await client.admin.listQueues('', 0)).toEqual([])
+    expect(broker.redriveRequests).toEqual([])
   })
 
   it('asks the other seeds when the meta leader it knows falls silent, instead of waiting out the attempt', async () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { ByteReader, ByteWriter, SLAB_BYTES, slab } from './bytes'
+import { ByteReader, ByteWriter, SLAB_BYTES, slab, utf8, utf8Length } from './bytes'
 
 describe('ByteWriter / ByteReader', () => {
   it('round-trips varints over [0, 2^53), the 31-bit fast path and past it', () => {
@@ -71,5 +71,11 @@ describe('ByteWriter / ByteReader', () => {
       expect(new ByteReader(bytes).string()).toBe(text)
     }
     expect(() => new ByteReader(Uint8Array.of(2, 0x61, 0xff)).string()).toThrow()
+  })
+
+  it('counts UTF-8 bytes as the encoder writes them, lone surrogates (U+FFFD, 3 bytes) too', () => {
+    for (const text of ['', 'abc', 'é', '中', '😀', '\uD800\u4E00', '\uD800', '\uDC00x', 'a\uD83D'])
+      expect(utf8Length(text), JSON.stringify(text)).toBe(utf8(text).length)
+    fc.assert(fc.property(fc.string({ unit: 'binary' }), (text) => utf8Length(text) === utf8(text).length))
   })
 })

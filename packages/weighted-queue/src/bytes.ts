@@ -52,17 +52,21 @@ export function utf8(text: string): Uint8Array {
   return utf8Encoder.encode(text)
 }
 
-/** The number of UTF-8 bytes of `text`, without allocating for ASCII. */
+function isLowSurrogate(c: number): boolean {
+  return c >= 0xdc00 && c <= 0xdfff
+}
+
+/** The number of UTF-8 bytes of `text` (as `utf8` encodes it), without allocating for ASCII. */
 export function utf8Length(text: string): number {
   let n = 0
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i)
     if (c < 0x80) n += 1
     else if (c < 0x800) n += 2
-    else if (c >= 0xd800 && c <= 0xdbff) {
-      n += 4
+    else if (c >= 0xd800 && c <= 0xdbff && isLowSurrogate(text.charCodeAt(i + 1))) {
+      n += 4 // a pair: one code point
       i++
-    } else n += 3
+    } else n += 3 // a lone surrogate is encoded as U+FFFD, 3 bytes
   }
   return n
 }

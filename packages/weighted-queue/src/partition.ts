@@ -1991,12 +1991,23 @@ function checkInt(what: string, value: unknown, min: number, max: number): void 
 }
 
 function checkName(what: string, value: unknown): void {
-  if (typeof value !== 'string' || value.length === 0 || utf8Length(value) > NAME_BYTES_MAX) {
+  // Well-formed: a lone surrogate is stored as U+FFFD, so two names would share one record
+  // while the caches keyed by the string kept them apart (a replica that restarted answered
+  // otherwise). The command codec never decodes one; a direct caller could pass one.
+  if (
+    typeof value !== 'string' ||
+    value.length === 0 ||
+    utf8Length(value) > NAME_BYTES_MAX ||
+    LONE_SURROGATE.test(value)
+  ) {
     throw new InvalidArgumentError(
-      `${what} must be a non-empty string of at most ${NAME_BYTES_MAX} UTF-8 bytes`,
+      `${what} must be a non-empty, well-formed string of at most ${NAME_BYTES_MAX} UTF-8 bytes`,
     )
   }
 }
+
+/** In `u` mode a surrogate pair is one code point: this matches lone surrogates only. */
+const LONE_SURROGATE = /\p{Surrogate}/u
 
 /** The lease of leased message `id` (its deadline is the record's slot). */
 function leaseOf(id: number, meta: MessageMeta, body: MessageBody): Lease {

@@ -963,14 +963,17 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     await reopened.apply({ type: 'ack', leaseIds: ['2.2'] }, 1_210)
     await reopened.apply({ type: 'tick' }, 5_000)
     expect(await attemptKeys()).toBe(0)
-    // An attempt id that is not a name is refused, and changes nothing.
-    for (const bad of ['', 'x'.repeat(257)]) {
+    // An attempt id that is not a name is refused, and changes nothing (a lone surrogate too:
+    // stored as U+FFFD, it would share its record with another name).
+    for (const bad of ['', 'x'.repeat(257), 'a\uD800']) {
       const r = await reopened.apply(
         { type: 'lease', consumerId: 'c1', max: 1, visibilityMs: 100, attempt: bad },
         5_010,
       )
       expect(r.type).toBe('rejected')
-      expect((r as { error: Error }).error.message).toMatch(/lease attempt must be a non-empty string/)
+      expect((r as { error: Error }).error.message).toMatch(
+        /lease attempt must be a non-empty, well-formed string/,
+      )
     }
   })
 
