@@ -142,6 +142,10 @@ export function malformedReason(m: Message, self: ReplicaId): string {
       return 'bad snapshot meta'
     }
     if (!isConf(meta.conf)) return 'bad snapshot configuration'
+    // The floor of the stamps a replica that installs it makes (an audit: Infinity or NaN
+    // there stopped every later entry of its lead from being accepted).
+    if (meta.timestampMs !== undefined && (!Number.isFinite(meta.timestampMs) || meta.timestampMs < 0))
+      return 'bad snapshot timestamp'
   }
   return ''
 }

@@ -660,6 +660,12 @@ export class Raft {
         return
       case MessageType.HeartbeatResp:
         if (pr === undefined) break
+        if (m.context > this.#readSeq) {
+          // An acknowledgement of a read this leader never asked for: it would confirm reads
+          // no quorum did (an audit's stale read). Malformed.
+          this.stats.droppedMalformed++
+          return
+        }
         pr.recentActive = true
         pr.probeSent = false
         if (pr.state === ProgressState.Replicate && pr.inflights.full()) pr.inflights.freeFirstOne()
@@ -789,8 +795,13 @@ export class Raft {
       return
     }
     let r = this.#snapshotReceipt
+    // A chunk at offset 0 starts a receipt again: it begins a transfer, maybe of another image
+    // of the same index, term and length (RaftHost.refreshImage makes one at the same applied
+    // index), whose chunks must not finish what an earlier image began (an audit installed such
+    // a splice). A duplicate of the first chunk costs only its resend.
     if (
       r === null ||
+      c.offset === 0 ||
       r.meta.index !== c.meta.index ||
       r.meta.term !== c.meta.term ||
       r.totalBytes !== c.totalBytes
@@ -873,6 +884,12 @@ export class Raft {
   // ---- replication, leader side (§5.3) --------------------------------------------------------
 
   #handleAppendResponse(m: Message, pr: Progress): void {
+    if (m.index > this.log.lastIndex()) {
+      // It holds (or refused at) an index past anything this leader sent: counted, it would
+      // commit entries no quorum holds (an audit's commit by one replica). Malformed.
+      this.stats.droppedMalformed++
+      return
+    }
     if (m.reject) {
       if (pr.state === ProgressState.Snapshot) return
       let nextProbe = m.rejectHint

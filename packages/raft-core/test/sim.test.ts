@@ -107,7 +107,7 @@ describe('simulator', () => {
         jumped.push(s)
       }
     }
-    expect(jumped).toEqual([16, 28, 128, 153, 156, 209, 238])
+    expect(jumped).toEqual([16, 28, 153, 209, 245]) // pinned: trajectories change with the code
   }, 120_000)
 
   // What leases rest on, the committed stamps (checked on every seed whose clocks run at one
