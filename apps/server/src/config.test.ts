@@ -248,4 +248,42 @@ describe('loadConfig', () => {
     writeFileSync(unknown, JSON.stringify({ ...base, colour: 'blue' }))
     expect(() => loadConfig({ config: unknown })).toThrow(/unknown setting "colour"/)
   })
+
+  it('refuses a wildcard as an address others dial, and the HTTP listener on the gRPC port', () => {
+    const joining = { nodeId: 'n4', dataDir: '/tmp/x', join: '10.0.0.1:7001' }
+    for (const wildcard of ['0.0.0.0:7004', '[::]:7004']) {
+      // Listening on a wildcard is fine with an address to advertise; alone it is not.
+      expect(
+        loadConfig({ ...joining, listen: wildcard, advertise: '10.0.0.4:7004' }, '/srv', {}).advertise,
+      ).toBe('10.0.0.4:7004')
+      expect(() => loadConfig({ ...joining, listen: wildcard }, '/srv', {})).toThrow(
+        /is a wildcard: give --advertise HOST:PORT/,
+      )
+      expect(() =>
+        loadConfig({ ...joining, listen: '10.0.0.4:7004', advertise: wildcard }, '/srv', {}),
+      ).toThrow(ConfigError)
+      expect(() => loadConfig({ ...joining, listen: '10.0.0.4:7004', join: wildcard }, '/srv', {})).toThrow(
+        /--join names .* a wildcard/,
+      )
+    }
+    expect(() => loadConfig({ ...base, initialMeta: 'n1=0.0.0.0:7001' }, '/srv', {})).toThrow(
+      /--initial-meta names 0.0.0.0:7001, a wildcard/,
+    )
+    for (const [listen, httpListen] of [
+      ['127.0.0.1:7001', '127.0.0.1:7001'],
+      ['0.0.0.0:7001', '127.0.0.1:7001'],
+      ['127.0.0.1:7001', '[::]:7001'],
+    ]) {
+      expect(() =>
+        loadConfig({ ...base, listen, advertise: '127.0.0.1:7001', httpListen }, '/srv', {}),
+      ).toThrow(/--http-listen .* and --listen .* take the same port/)
+    }
+    // Another port, or the same port on another host, is fine.
+    expect(loadConfig({ ...base, httpListen: '127.0.0.1:8001' }, '/srv', {}).httpListen).toBe(
+      '127.0.0.1:8001',
+    )
+    expect(loadConfig({ ...base, httpListen: '127.0.0.2:7001' }, '/srv', {}).httpListen).toBe(
+      '127.0.0.2:7001',
+    )
+  })
 })

@@ -3,7 +3,14 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
-import { type Member, NODE_ID_PATTERN, parseAddress, parseMembers } from './members'
+import {
+  hostAndPort,
+  isWildcardHost,
+  type Member,
+  NODE_ID_PATTERN,
+  parseAddress,
+  parseMembers,
+} from './members'
 
 /** Everything one `mq-server` process needs to know, validated. */
 export interface ServerConfig {
@@ -265,6 +272,12 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   const listen = address(raw, 'listen')
   // An empty string in a config file is "not given", as for httpListen.
   const advertise = raw.advertise === undefined || raw.advertise === '' ? listen : address(raw, 'advertise')
+  if (isWildcardHost(hostAndPort(advertise).host)) {
+    // It is what the node registers for every peer and client to dial.
+    throw new ConfigError(
+      `the address other nodes and clients dial, ${advertise} (${raw.advertise ? '--advertise' : '--listen, as no --advertise is given'}), is a wildcard: give --advertise HOST:PORT with an address of this node they can reach (--listen may stay ${listen})`,
+    )
+  }
   const dataDirRaw = str(raw, 'dataDir')
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
   let initialMeta: Member[] = []
@@ -276,6 +289,28 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     }
   }
   const join = raw.join === undefined || raw.join === '' ? '' : address(raw, 'join')
+  const httpListen = raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen')
+  if (httpListen !== '') {
+    const grpc = hostAndPort(listen)
+    const http = hostAndPort(httpListen)
+    if (
+      grpc.port === http.port &&
+      (grpc.host === http.host || isWildcardHost(grpc.host) || isWildcardHost(http.host))
+    ) {
+      // The HTTP server binds first: the node then failed on its own gRPC port, as if another
+      // process held it.
+      throw new ConfigError(
+        `--http-listen ${httpListen} and --listen ${listen} take the same port: give them different ports`,
+      )
+    }
+  }
+  for (const [flag, dialed] of [
+    ['--join', join],
+    ...initialMeta.map((m) => ['--initial-meta', m.address]),
+  ] as const) {
+    if (dialed !== '' && isWildcardHost(hostAndPort(dialed).host))
+      throw new ConfigError(`${flag} names ${dialed}, a wildcard: give an address of the node to dial`)
+  }
   if (initialMeta.length === 0 && join === '') {
     throw new ConfigError('give --initial-meta to bootstrap a cluster or --join ADDRESS to join one')
   }
@@ -354,7 +389,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     logMemoryMb: int(raw, 'logMemoryMb', 16, 1_048_576),
-    httpListen: raw.httpListen === undefined || raw.httpListen === '' ? '' : address(raw, 'httpListen'),
+    httpListen,
     httpAllowedHosts: allowedHosts(raw),
     httpTls,
     console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),

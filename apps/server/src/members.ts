@@ -46,3 +46,18 @@ export function parseAddress(address: string): string {
   }
   return address
 }
+
+/** The host and port of an address `parseAddress` took (an IPv6 host keeps its brackets). */
+export function hostAndPort(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':')
+  return { host: address.slice(0, colon), port: Number(address.slice(colon + 1)) }
+}
+
+/**
+ * Whether `host` is a wildcard (0.0.0.0, [::]): a node may listen on one, but it is no
+ * address another node or a client can dial (on Linux, dialing 0.0.0.0:P reaches the
+ * dialer's own port P).
+ */
+export function isWildcardHost(host: string): boolean {
+  return host === '0.0.0.0' || host === '[::]' || host === '[0:0:0:0:0:0:0:0]' || host === '*'
+}

@@ -90,6 +90,25 @@ describe('ImageStore', () => {
     )
   })
 
+  it("serves only its group's keys, whatever place a peer asks to read after", async () => {
+    const engine = new MemoryEngine()
+    await engine.write(
+      [
+        { type: 'put', key: stateMachineKey(1, ['secret', 1]), value: Uint8Array.of(7) },
+        { type: 'put', key: stateMachineKey(2, ['k', 1]), value: Uint8Array.of(1) },
+        { type: 'put', key: stateMachineKey(3, ['other', 1]), value: Uint8Array.of(9) },
+      ],
+      { sync: false },
+    )
+    const store = new ImageStore(engine)
+    const imageId = decodeImageHandle(await store.take(2, 10, []))?.imageId ?? 0
+    for (const after of [Uint8Array.of(0), stateMachineKey(1, ['secret', 1]), undefined]) {
+      const page = await store.page(2, imageId, after, 1 << 20)
+      expect(page?.pairs.map(([k]) => k)).toEqual([stateMachineKey(2, ['k', 1])])
+    }
+    expect((await store.page(2, imageId, stateMachineKey(3, []), 1 << 20))?.pairs).toEqual([])
+  })
+
   it('answers undefined for an unknown image, another group, or one closed after its idle time', async () => {
     const engine = new MemoryEngine()
     await fill(engine, 10, 10)

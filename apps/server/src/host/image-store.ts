@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto'
-import { type EngineSnapshot, stateMachineRange } from '@mq/kv-storage'
+import { compareKeys, type EngineSnapshot, stateMachineRange } from '@mq/kv-storage'
 import { encodeImageHandle } from './image-handle'
 import { type KeySpan, type Pair, readPage } from './key-pages'
 
@@ -87,7 +87,10 @@ export class ImageStore {
     this.#images.set(imageId, image)
     const { gte, lt } = stateMachineRange(groupId)
     const bytes = Math.max(1, Math.min(maxBytes, IMAGE_PAGE_BYTES_MAX))
-    const { pairs, next } = await readPage(image.snapshot, after ? { gt: after } : { gte }, lt, {
+    // An `after` outside the group's range (a peer's bad or hostile ask) reads from its start,
+    // never other groups' keys (an audit: one below it served them).
+    const from = after && compareKeys(after, gte) >= 0 ? { gt: after } : { gte }
+    const { pairs, next } = await readPage(image.snapshot, from, lt, {
       keys: IMAGE_PAGE_KEYS_MAX,
       bytes,
       skip: image.garbage,

@@ -18,6 +18,7 @@ function leader(commit: number, match: Record<string, number>) {
         conf: { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] },
       }) as unknown as RaftStatus,
     matchIndex: (_groupId, id) => match[id],
+    recentlyActive: () => true,
     proposeConfChange: async (_groupId, change) => {
       proposed.push(change)
       return { index: 1, result: undefined }
@@ -39,6 +40,8 @@ function group(o: {
   commit: number
   match: Record<string, number>
   confIndex?: number
+  /** Voters the leader has not heard from lately (default none). */
+  silent?: string[]
 }) {
   const proposed: ConfChange[] = []
   const transfers: string[] = []
@@ -52,6 +55,7 @@ function group(o: {
         conf: { voters: o.voters, learners: o.learners ?? [], votersOutgoing: [], learnersNext: [] },
       }) as unknown as RaftStatus,
     matchIndex: (_groupId, id) => (id === o.id ? o.commit : o.match[id]),
+    recentlyActive: (_groupId, id) => !(o.silent ?? []).includes(id),
     proposeConfChange: async (_groupId, change) => {
       proposed.push(change)
       return { index: 1, result: undefined }
@@ -81,6 +85,7 @@ function member(id: string, conf: { voters: string[]; learners: string[] }) {
   const raft: ReplicaChangeRaft = {
     status: () => ({ id, role: Role.Leader, commit: 100, confIndex: 0, conf }) as unknown as RaftStatus,
     matchIndex: () => 100,
+    recentlyActive: () => true,
     proposeConfChange: async (_groupId, change) => {
       proposed.push(change)
       return { index: 1, result: undefined }
@@ -369,5 +374,34 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       step: '',
       voters,
     })
+  })
+
+  it('counts a voter the leader has not heard from lately as down, however far its log matches (an idle group)', async () => {
+    // n3 is cut off from the meta leader only (removeFirst), and alive; n2 died a moment ago.
+    // Idle, n2's log still matches the commit index: removing n3 would leave {n1, n2}, which
+    // needs the dead n2.
+    const cut = group({
+      id: 'n1',
+      voters: ['n1', 'n2', 'n3'],
+      learners: ['n4'],
+      commit: 5_000,
+      match: { n2: 5_000, n3: 5_000, n4: 5_000 },
+      silent: ['n2'],
+    })
+    await changeReplicas(cut.raft, port, { ...request, removeFirst: true }, () => undefined)
+    expect(cut.proposed).not.toContainEqual({ type: ConfChangeType.Remove, id: 'n3' })
+    // A drained leader does not hand its leadership to the new voter that crashed after its
+    // promotion (each round would start that transfer again); it hands it to a live one.
+    const drained = group({
+      id: 'n3',
+      voters: ['n1', 'n2', 'n3', 'n4'],
+      commit: 5_000,
+      match: { n1: 5_000, n2: 5_000, n4: 5_000 },
+      silent: ['n4'],
+    })
+    for (let round = 0; round < 3; round++)
+      await changeReplicas(drained.raft, port, { ...request, add: 'n4', remove: 'n3' }, () => undefined)
+    expect(drained.transfers).not.toContain('n4')
+    expect(drained.transfers.length).toBeGreaterThan(0)
   })
 })

@@ -7,7 +7,7 @@ import { toWireError } from './wire-errors'
 /** What of the Raft host a replica change uses. */
 export type ReplicaChangeRaft = Pick<
   RaftHost,
-  'status' | 'matchIndex' | 'proposeConfChange' | 'transferLeader'
+  'status' | 'matchIndex' | 'recentlyActive' | 'proposeConfChange' | 'transferLeader'
 >
 
 /** The group's replica on this node: `assertLeader` throws NOT_LEADER (with the hint) on a non-leader. */
@@ -83,7 +83,14 @@ export async function changeReplicas(
   const { learners } = status.conf
   const voters = [...status.conf.voters]
   const wait: ChangeReplicasResponse = { done: false, step: '', voters }
-  const current = (id: string) => id === status.id || caughtUp(raft.matchIndex(groupId, id), status.commit)
+  // Caught up, and heard from lately: in an idle group a voter that died still matches the
+  // commit index for ever, and counting it removed a live replica a quorum then needed, or
+  // handed a leaving leadership to a dead voter round after round (an audit; the leadership
+  // transfer's own check allows for it likewise). Right after a quorum check a live voter may
+  // count as silent until its next answer: a step waits a round then.
+  const current = (id: string) =>
+    id === status.id ||
+    (caughtUp(raft.matchIndex(groupId, id), status.commit) && raft.recentlyActive(groupId, id) !== false)
   const propose = async (change: ConfChange, step: string): Promise<ChangeReplicasResponse> => {
     try {
       await raft.proposeConfChange(groupId, change)
