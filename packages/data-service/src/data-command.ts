@@ -131,13 +131,13 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
   const queue = decoder.decode(bytes.subarray(8, 8 + nameLength))
   const body = bytes.subarray(8 + nameLength)
   switch (bytes[1]) {
-    case TYPE_CODE.open:
-      return {
-        type: 'open',
-        queue,
-        partition,
-        config: JSON.parse(decoder.decode(body)) as Partial<PartitionConfig>,
-      }
+    case TYPE_CODE.open: {
+      const config: unknown = JSON.parse(decoder.decode(body))
+      // An object, as an import's: `null` threw out of apply (an audit), which stops a replica.
+      if (typeof config !== 'object' || config === null || Array.isArray(config))
+        throw new Error('open entry config is not an object')
+      return { type: 'open', queue, partition, config: config as Partial<PartitionConfig> }
+    }
     case TYPE_CODE.drop:
       return { type: 'drop', queue, partition, ...moveIdOf(body) }
     case TYPE_CODE.apply:

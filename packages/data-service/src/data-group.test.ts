@@ -1,4 +1,4 @@
-import { MemoryEngine } from '@mq/kv-storage'
+import { MemoryEngine, stateMachineRange } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { type DataCommand, encodeDataCommand } from './data-command'
 import { type DataApplied, DataGroupMachine, RETIRED_MIN_AGE_MS } from './data-group'
@@ -153,6 +153,39 @@ describe('DataGroupMachine', () => {
     expect(m.needsConfig('jobs', 0, { maxDeliveries: 3, configVersion: 9 })).toBe(false)
   })
 
+  it('runs a read queued during a snapshot install after it, not against the partitions it replaces', async () => {
+    const engine = new MemoryEngine()
+    const m = await DataGroupMachine.open(7, engine)
+    await applyAndWrite(engine, m, enc({ type: 'open', queue: 'jobs', partition: 0, config: {} }), 1)
+    const enqueue = { type: 'enqueue', messages: [{ body: Uint8Array.of(1), weight: 1 }] } as const
+    await applyAndWrite(engine, m, enc({ type: 'apply', queue: 'jobs', partition: 0, command: enqueue }), 2)
+    // The image installed holds an empty group; its install goes on until `release`.
+    let release = () => {}
+    const installing = new Promise<void>((r) => {
+      release = r
+    })
+    const reloaded = m.reload(async () => {
+      const keys = await engine.keys(stateMachineRange(7))
+      await engine.write(
+        keys.map((key) => ({ type: 'del' as const, key })),
+        { sync: false },
+      )
+      await installing
+    })
+    await new Promise((r) => setImmediate(r))
+    let read: unknown = 'pending'
+    const reading = m.stats('jobs', 0, 3).then(
+      (s) => (read = s),
+      (e: unknown) => (read = e),
+    )
+    await new Promise((r) => setTimeout(r, 20))
+    expect(read).toBe('pending') // not against the old partition over the keys being replaced
+    release()
+    await reloaded
+    await reading
+    expect(read).toBeUndefined() // the group holds no partition after the install
+  })
+
   it('refuses entries for partitions it does not hold, and malformed ones, changing nothing', async () => {
     const engine = new MemoryEngine()
     const m = await DataGroupMachine.open(1, engine)
@@ -178,6 +211,14 @@ describe('DataGroupMachine', () => {
     expect(open.result).toMatchObject({ type: 'refused', reason: 'malformed', message: /maxDeliveries/ })
     expect(open.ops).toEqual([])
     expect(m.holds('q', 0)).toBe(false)
+    // A config that is no object at all (JSON null threw out of apply: an audit).
+    for (const config of [null, [1], 'abc']) {
+      const odd = enc({ type: 'open', queue: 'q', partition: 0, config: config as unknown as object })
+      expect((await applyAndWrite(engine, m, odd, 1)).result).toMatchObject({
+        type: 'refused',
+        reason: 'malformed',
+      })
+    }
     expect(
       (await applyAndWrite(engine, m, enc({ type: 'open', queue: 'q', partition: 0, config: {} }), 2)).result,
     ).toEqual({ type: 'opened' })

@@ -589,21 +589,26 @@ export class DataGroupMachine {
    * snapshot) rewrote the group's keys: sweeping stops before it, so no sweep deletes a key it
    * writes, and starts again from the tombstones it leaves.
    */
-  async reload(replace: () => Promise<void> = settled): Promise<void> {
-    await this.#applying
-    await this.#sweeper.stop()
-    await replace()
-    this.#sweeper.resume()
-    this.#partitions.clear()
-    this.#fenced.clear()
-    this.#fencedBy.clear()
-    this.#retired.clear()
-    this.#retiredNext = 1
-    this.#imports.clear()
-    this.#imported.clear()
-    this.#clockOffsets.clear()
-    await this.#load()
-    this.#tellReady()
+  reload(replace: () => Promise<void> = settled): Promise<void> {
+    // In the chain of applies and reads: a read queued meanwhile waits for the reload (it ran
+    // against the old partitions while the install rewrote their keys; an audit).
+    const next = this.#applying.then(async () => {
+      await this.#sweeper.stop()
+      await replace()
+      this.#sweeper.resume()
+      this.#partitions.clear()
+      this.#fenced.clear()
+      this.#fencedBy.clear()
+      this.#retired.clear()
+      this.#retiredNext = 1
+      this.#imports.clear()
+      this.#imported.clear()
+      this.#clockOffsets.clear()
+      await this.#load()
+      this.#tellReady()
+    })
+    this.#applying = next.catch(() => {})
+    return next
   }
 
   async #apply(data: Uint8Array, nowMs: number, written: () => Promise<void>): Promise<DataApplied> {
