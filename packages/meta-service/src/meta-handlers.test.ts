@@ -1,5 +1,6 @@
 import {
   CreateQueueRequest,
+  FORMAT_LEVEL,
   FORMAT_LEVEL_DELIVERY_RATE,
   FORMAT_LEVEL_GROW_PARTITIONS,
   FORMAT_LEVEL_MESSAGE_TTL,
@@ -12,9 +13,9 @@ import {
   NotLeaderError,
   QueueRoute,
 } from '@mq/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
-import { MetaState, narrowedPrefixes, type QueueRecord } from './meta-state'
+import { META_LIMITS, MetaState, narrowedPrefixes, type QueueRecord } from './meta-state'
 import { routeOf } from './routes'
 
 /** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
@@ -102,6 +103,39 @@ describe('meta handlers', () => {
     expect(off.config?.dedupWindowMs).toBe(0)
     const set = (await call(h, 'createQueue', wire('set', 90_000))) as QueueRoute
     expect(set.config?.dedupWindowMs).toBe(90_000)
+  })
+
+  it("refuses partitions past the cluster's bound, and a token whose roles take too many bytes, before proposing", async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: FORMAT_LEVEL })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const h = metaHandlers(meta, controller)
+    await call(h, 'createQueue', { name: 'small', config: { partitions: 2 } })
+    // The other queues hold all but 5 of the bound.
+    vi.spyOn(meta.state, 'partitionCounts').mockImplementation(
+      () => new Map([[1, META_LIMITS.partitionsMax - 5]]),
+    )
+    const refused = {
+      code: 8,
+      details: expect.stringMatching(/past the limit of 1000000 \(all queues together\)/),
+    }
+    await expect(call(h, 'createQueue', { name: 'big', config: { partitions: 8 } })).rejects.toMatchObject(
+      refused,
+    )
+    await expect(call(h, 'updateQueue', { name: 'small', update: { partitions: 8 } })).rejects.toMatchObject(
+      refused,
+    )
+    expect(meta.state.queue('big')).toBeUndefined()
+    expect(meta.state.queue('small')?.partitions).toHaveLength(2)
+    await call(h, 'createQueue', { name: 'fits', config: { partitions: 5 } })
+    await call(h, 'updateQueue', { name: 'small', update: { partitions: 7 } })
+    // A token's roles: 4,096 bytes at most, together.
+    const roles = Array.from({ length: 20 }, (_, i) => `consumer:${String(i).padStart(250, 'q')}`)
+    await expect(call(h, 'createToken', { name: 'wide', roles, ttlMs: 0 })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/roles take 5\d{3} bytes, over the 4096/),
+    })
+    expect(meta.state.tokens.list()).toEqual([])
   })
 
   it('refuses a queue or token name no queue or token can have before proposing anything', async () => {

@@ -19,6 +19,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
+import { QUEUE_DEFAULTS } from './queue-config'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -186,6 +187,17 @@ export function metaHandlers(
       )
     }
   }
+  /** Refuses `adding` more partitions past META_LIMITS.partitionsMax (all queues together). */
+  const checkPartitionsRoom = async (name: string, adding: number): Promise<void> => {
+    if (adding <= 0) return
+    let total = 0
+    for (const n of (await meta.read()).partitionCounts().values()) total += n
+    if (total + adding > META_LIMITS.partitionsMax) {
+      throw new LimitExceededError(
+        `queue ${name} would take the cluster's partitions to ${total + adding}, past the limit of ${META_LIMITS.partitionsMax} (all queues together): delete queues, or give this one fewer`,
+      )
+    }
+  }
   return {
     getRoutes: unary(async (req, ctx) => {
       // Counted as sent, answered once per name: a name repeated would repeat its route.
@@ -222,6 +234,7 @@ export function metaHandlers(
         retryBackoffMaxMs: req.config?.retryBackoffMaxMs,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
+      await checkPartitionsRoom(req.name, req.config?.partitions || QUEUE_DEFAULTS.partitions)
       const record = (await committed({
         type: 'createQueue',
         name: req.name,
@@ -233,6 +246,11 @@ export function metaHandlers(
       checkName(req.name)
       await checkLevel(req.name, req.update ?? {})
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
+      const wanted = req.update?.partitions
+      if (wanted !== undefined && wanted > 0) {
+        const queue = (await meta.read()).queue(req.name)
+        if (queue) await checkPartitionsRoom(req.name, wanted - queue.partitions.length)
+      }
       // The queue as this update left it (a later change, read back, would misreport this one).
       const record = (await committed({
         type: 'updateQueue',

@@ -10,7 +10,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaGroupPort } from './meta-handlers'
 import type { TokenRecord } from './token-registry'
-import { parseRole, tokenNameProblem } from './token-roles'
+import { parseRole, ROLES_BYTES_MAX, tokenNameProblem } from './token-roles'
 
 /** Random bytes of a new token's secret (192 bits), sent as `mq_` + base64url. */
 const SECRET_BYTES = 24
@@ -36,6 +36,12 @@ export function tokenHandlers(
   return {
     createToken: unary(async (req) => {
       checkName(req.name)
+      const rolesBytes = req.roles.reduce((n, r) => n + Buffer.byteLength(r), 0)
+      if (rolesBytes > ROLES_BYTES_MAX) {
+        throw new InvalidArgumentError(
+          `the token's roles take ${rolesBytes} bytes, over the ${ROLES_BYTES_MAX} a token may have: give fewer or shorter patterns (a pattern's * matches many queues)`,
+        )
+      }
       const viewer = req.roles.some((r) => parseRole(r)?.role === 'viewer')
       if (req.ttlMs > 0 || viewer) {
         const state = await meta.read()

@@ -27,6 +27,13 @@ export const TOKEN_SHA256_PATTERN = /^[0-9a-f]{64}$/
 export const ROLES_PER_TOKEN_MAX = 100
 
 /**
+ * UTF-8 bytes of one token's roles together, at most (checked by CreateToken before it
+ * proposes): 10,000 tokens of 100 roles of 256-character patterns made a 256-MiB token list,
+ * past what a ListTokens answer, a heartbeat's or the meta image carry (an audit).
+ */
+export const ROLES_BYTES_MAX = 4_096
+
+/**
  * Parses one role (`admin`, `producer:PATTERN`, `consumer:PATTERN`, `viewer:PATTERN`);
  * undefined when it is none of them.
  */

@@ -40,6 +40,8 @@ function leading(
     /** ControllerHost.replicas (default 3) and replicationFactor (default none). */
     replicas?: number
     replicationFactor?: number
+    /** Awaited before each proposal is applied (a slow commit). */
+    beforePropose?: (command: MetaCommand) => Promise<void>
   } = {},
 ) {
   const state = new MetaState()
@@ -117,6 +119,7 @@ function leading(
     barrier: async () => applyCommitted(),
     // A proposal is applied after every entry committed before it.
     propose: async (command) => {
+      await options.beforePropose?.(command)
       applyCommitted()
       return options.refuse?.(command)
         ? { ok: false, code: 'INVALID_ARGUMENT', message: 'refused' }
@@ -587,6 +590,31 @@ describe('Controller data-group replica changes', () => {
     // change's learner, as a stale member.
     expect(c.dataCalls[0]).toMatchObject({ groupId, add: 'n5', remove: 'n1' })
     expect(c.dataCalls.some((call) => call.add === 'n4')).toBe(false)
+  })
+
+  it("proposes an operator's scale in turn with the rounds: a round's actions never land after it and undo it", async () => {
+    // The round reads plan P1 (4 groups, nothing left to do) and proposes its finishScale, which
+    // commits slowly; meanwhile the operator asks for 2 groups.
+    let release = () => {}
+    const slow = new Promise<void>((r) => {
+      release = r
+    })
+    const c = leading({
+      groups: 4,
+      beforePropose: (command) => (command.type === 'finishScale' ? slow : Promise.resolve()),
+    })
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'scaleDataGroups', groups: 4 })
+    await c.beatNodes(NODES, 500)
+    const round = c.controller.round()
+    await vi.advanceTimersByTimeAsync(0)
+    const scaling = c.controller.port().scaleDataGroups(2)
+    await vi.advanceTimersByTimeAsync(0)
+    release()
+    await round
+    await scaling
+    // The finishScale ended P1, before P2 was proposed: P2 runs, to 2 groups.
+    expect(c.state.scale).toMatchObject({ targetGroups: 2, running: true })
   })
 
   it('creates a group with as many replicas as live nodes allow, from the founders count up to the factor', async () => {

@@ -173,6 +173,8 @@ export class Controller {
   /** The term in which this leader's meta state was last brought up to its commit (a barrier). */
   #caughtUpTerm = -1
   #busy = false
+  /** What runs in turn (#inTurn): a round, the ScaleDataGroups RPC's proposal. */
+  #turn: Promise<void> = Promise.resolve()
 
   constructor(host: ControllerHost) {
     this.#host = host
@@ -240,7 +242,10 @@ export class Controller {
     return {
       scaleDataGroups: async (groups) => {
         if (!this.#leading()) throw this.#host.notLeader()
-        const r = await this.#host.propose({ type: 'scaleDataGroups', groups })
+        // In turn with the rounds: a round's actions, computed from the plan it read, landed
+        // after a new plan and ended it (its finishScale) or outlived it (its createGroup)
+        // when this proposal came between its reading and its proposals (an audit).
+        const r = await this.#inTurn(() => this.#host.propose({ type: 'scaleDataGroups', groups }))
         if (!r.ok) throw mqError(r.code, r.message)
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
@@ -514,6 +519,25 @@ export class Controller {
     if (this.#busy) return
     this.#busy = true
     try {
+      await this.#inTurn(() => this.#roundInTurn())
+    } finally {
+      this.#busy = false
+    }
+  }
+
+  /** Runs `fn` once what runs in turn before it ended (however it ended). */
+  #inTurn<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#turn.then(fn)
+    this.#turn = run.then(
+      () => {},
+      () => {},
+    )
+    return run
+  }
+
+  /** A round's work: what it reads and proposes (in turn: see port().scaleDataGroups). */
+  async #roundInTurn(): Promise<void> {
+    try {
       if (!(await this.#caughtUp())) return
       this.#driveMoves()
       const state = this.#leading()
@@ -591,8 +615,6 @@ export class Controller {
       this.#driveReplicaChanges(heardAll ? alive : undefined)
     } catch {
       // Not the leader any more, or the meta group is busy: the next round tries again.
-    } finally {
-      this.#busy = false
     }
   }
 
