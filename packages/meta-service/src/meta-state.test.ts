@@ -1,4 +1,4 @@
-import { FORMAT_LEVEL, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
+import { FORMAT_LEVEL, FORMAT_LEVEL_META_APPLY_CHECKS, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
@@ -451,6 +451,33 @@ describe('MetaState', () => {
     // The property saw moves complete (it would prove little otherwise).
     expect(moved).toBeGreaterThan(0)
   })
+
+  it.each([
+    [FORMAT_LEVEL_META_APPLY_CHECKS, false],
+    [FORMAT_LEVEL_META_APPLY_CHECKS - 1, true],
+  ])(
+    'at format level %i refuses (as its handlers do) a meta group grown past 7 voters and a dead-letter queue that is no name: applied %s',
+    (level, applied) => {
+      const s = new MetaState()
+      for (let i = 1; i <= 8; i++)
+        s.apply(
+          { type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:700${i}`, formatLevel: level },
+          1,
+        )
+      s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+      s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3', 'n4', 'n5', 'n6', 'n7'] }, 3)
+      const grow = s.apply({ type: 'startMetaChange', add: 'n8', remove: '', reason: 'grow' }, 4)
+      expect(grow.ok).toBe(applied)
+      if (!applied) expect(grow).toMatchObject({ message: /has 7 voters, the most it may have \(7\)/ })
+      s.apply({ type: 'createQueue', name: 'q', config: {} }, 5)
+      const dlq = s.apply(
+        { type: 'updateQueue', name: 'q', update: { deadLetterQueue: 'x'.repeat(1_000) } },
+        6,
+      )
+      expect(dlq.ok).toBe(applied)
+      expect(s.queue('q')?.config.deadLetterQueue.length).toBe(applied ? 1_000 : 0)
+    },
+  )
 
   it("records the meta group's founders once, then changes its members one at a time", () => {
     const s = cluster(4, 1)

@@ -1,4 +1,9 @@
-import { ErrorCode, FORMAT_LEVEL_PLACE_LIVE_REMOVING, queueNameProblem } from '@mq/protocol'
+import {
+  ErrorCode,
+  FORMAT_LEVEL_META_APPLY_CHECKS,
+  FORMAT_LEVEL_PLACE_LIVE_REMOVING,
+  queueNameProblem,
+} from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import { isStoreId, storeConflict } from './node-store'
 import {
@@ -698,6 +703,15 @@ export class MetaState {
     const update = typeof command.update === 'object' && command.update !== null ? command.update : {}
     const config = applyQueueConfigUpdate(queue.config, update)
     if (typeof config === 'string') return fail(ErrorCode.InvalidArgument, config)
+    // As createQueue's (the handler checks it before proposing; an entry from another source).
+    if (
+      config.deadLetterQueue !== queue.config.deadLetterQueue &&
+      config.deadLetterQueue &&
+      this.formatLevel() >= FORMAT_LEVEL_META_APPLY_CHECKS
+    ) {
+      const dlqProblem = queueNameProblem(config.deadLetterQueue)
+      if (dlqProblem) return fail(ErrorCode.InvalidArgument, `dead-letter ${dlqProblem}`)
+    }
     if (config.partitions > queue.partitions.length && this.#groups.size === 0) {
       return fail(ErrorCode.Unavailable, 'the cluster has no data groups to place partitions on')
     }
@@ -952,6 +966,16 @@ export class MetaState {
     }
     if (!adds && members.length <= 1) {
       return fail(ErrorCode.InvalidArgument, 'the meta group keeps at least one voter')
+    }
+    if (
+      !removes &&
+      members.length >= META_LIMITS.replicasPerGroupMax &&
+      this.formatLevel() >= FORMAT_LEVEL_META_APPLY_CHECKS
+    ) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `the meta group has ${members.length} voters, the most it may have (${META_LIMITS.replicasPerGroupMax})`,
+      )
     }
     this.#metaChange = {
       groupId: 0,

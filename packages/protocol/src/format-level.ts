@@ -88,8 +88,12 @@
  *    attempt's leases still held, lease nothing new): a repeat to a paused queue, or to one out
  *    of delivery tokens, gets its lost answer at once instead of when the pause or the tokens
  *    end. A replica of an earlier version cannot read the entry.
+ * 28. the meta state's apply refuses what its handlers already refuse, for an entry from another
+ *    source: a meta group grown past 7 voters (`startMetaChange` of reason `grow`), and an
+ *    `updateQueue` naming a dead-letter queue that is no queue name. A meta replica of an
+ *    earlier version would apply what the others refuse.
  */
-export const FORMAT_LEVEL = 27
+export const FORMAT_LEVEL = 28
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -177,6 +181,9 @@ export const FORMAT_LEVEL_LEASE_ATTEMPTS = 26
 
 /** The level from which a lease may only repeat its attempt, leasing nothing new (level 27 above). */
 export const FORMAT_LEVEL_REPEAT_ONLY = 27
+
+/** The level from which the meta state's apply re-checks a grow's size and a dead-letter name (level 28 above). */
+export const FORMAT_LEVEL_META_APPLY_CHECKS = 28
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {
