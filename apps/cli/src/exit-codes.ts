@@ -60,6 +60,8 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   if (error instanceof InterruptedError) return { exitCode: error.exitCode, message: oneLine(error.message) }
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : ''
   const message = oneLine(error instanceof Error ? error.message : String(error))
+  // A command's failure caused by bad input it read (a stdin line too long, say).
+  if (code === 'USAGE') return { exitCode: ExitCode.Usage, message }
   if (code === 'QUEUE_NOT_FOUND') return { exitCode: ExitCode.NotFound, message }
   if (code === 'QUEUE_EXISTS') return { exitCode: ExitCode.AlreadyExists, message }
   if (code === 'UNAUTHENTICATED' || code === 'PERMISSION_DENIED')

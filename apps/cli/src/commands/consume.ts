@@ -112,12 +112,19 @@ async function consume(
   /** A line could not be written (the pipe's reader left): stop, give back what is held. */
   let outputGone = false
   let pending: Promise<IteratorResult<CliDelivery>> | undefined
+  /** Ctrl-C (or a signal) ended the wait: no "no message within" then. */
+  let interrupted = false
+  /** What could not be given back (--no-ack, a pipe gone, an interrupt): said, not hidden. */
+  let giveBackFailure: unknown
   const stopListening = handleInterrupts(io.interrupt)
   try {
     while (received < flags.max && ackFailure === undefined && !outputGone) {
       pending ??= iterator.next()
       const next = await nextWithin(pending, follow ? undefined : idleWaitMs(flags.wait), io.interrupt)
-      if (next.kind !== 'message') break
+      if (next.kind !== 'message') {
+        interrupted = next.kind === 'interrupted'
+        break
+      }
       pending = undefined
       const d = next.delivery
       received++
@@ -150,7 +157,16 @@ async function consume(
     // back below would otherwise be leased again at once by this consumer's own fetch loop, and
     // stay leased for the queue's visibility timeout.
     await consumer.stop()
-    await Promise.allSettled(held.map((d) => d.release()))
+    const givenBack = await Promise.allSettled(held.map((d) => d.release()))
+    const failed = givenBack.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+    if (failed.length > 0) {
+      // They stay leased, a delivery counted, until the visibility timeout (an audit: exit 0
+      // and nothing said).
+      giveBackFailure = new CommandError(
+        `${failed.length} of ${held.length} message(s) of ${queue} could not be given back (they return after the queue's visibility timeout)`,
+        failed[0]?.reason,
+      )
+    }
     await consumer.close()
     // A message that arrived while we stopped is given back, not lost until its lease ends.
     if (pending) {
@@ -160,7 +176,8 @@ async function consume(
     progress?.finish()
   }
   if (ackFailure !== undefined) throw ackFailure
-  if (received === 0 && !follow) {
+  if (giveBackFailure !== undefined) throw giveBackFailure
+  if (received === 0 && !follow && !interrupted) {
     if (lastError !== undefined) {
       throw new CommandError(
         `no message from ${queue} within ${formatDuration(idleWaitMs(flags.wait))}`,

@@ -1,10 +1,10 @@
 import type { Command } from 'commander'
 import type { Runtime, Session } from '../context'
 import { formatDuration } from '../durations'
-import { CommandError, UsageError } from '../errors'
+import { CommandError, InterruptedError, UsageError } from '../errors'
 import { InFlight } from '../in-flight'
 import { handleInterrupts } from '../interrupt'
-import type { CliDelivery } from '../io'
+import { type CliDelivery, interruptReason } from '../io'
 import { durationOption, integerArg } from '../options'
 import { Progress } from '../progress'
 import { idleWaitMs, nextWithin, pausedReason } from './consume'
@@ -110,11 +110,16 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
       )
     }
   }
+  /** Ctrl-C or a signal stopped it (not the end of the queue, nor --max): said, as produce does. */
+  let stopped = false
   try {
     while (taken < max && failure === undefined) {
       pending ??= iterator.next()
       const next = await nextWithin(pending, idleWaitMs(flags.wait), io.interrupt)
-      if (next.kind !== 'message') break
+      if (next.kind !== 'message') {
+        stopped = next.kind === 'interrupted'
+        break
+      }
       pending = undefined
       taken++
       await copies.add(copy(next.delivery))
@@ -134,6 +139,11 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
     progress.finish()
   }
   if (failure !== undefined) throw failure
+  if (stopped) {
+    // Until an audit it said "moved N messages" with exit 0, as for a finished move.
+    const { why, exitCode } = interruptReason(io.interrupt)
+    throw new InterruptedError(`move from ${from} to ${flags.to} stopped (${why}): ${moved} moved`, exitCode)
+  }
   if (moved === 0 && lastError !== undefined) {
     throw new CommandError(
       `no message from ${from} within ${formatDuration(idleWaitMs(flags.wait))}`,

@@ -130,7 +130,14 @@ async function produce(
         stopped = true
         break
       }
-      const next = await untilInterrupted(lines.next(), io.interrupt)
+      // A read that fails (a line too long, stdin's error) ends the sending as a failed send
+      // does: the sends under way are waited for, and how many were sent is said (an audit:
+      // it left the loop at once, saying only why).
+      const next = await untilInterrupted(lines.next(), io.interrupt).catch((error: unknown) => {
+        failure ??= error
+        return undefined
+      })
+      if (next === undefined) break
       if (next === INTERRUPTED) {
         stopped = true
         break

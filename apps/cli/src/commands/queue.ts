@@ -345,6 +345,12 @@ Examples:
       if (flags.redrive !== undefined && flags.purge) {
         throw new UsageError('queue dlq: give --redrive or --purge, not both')
       }
+      // --limit bounds a listing: with --purge every dead letter went, whatever it said.
+      if ((flags.redrive !== undefined || flags.purge) && command.getOptionValueSource('limit') === 'cli') {
+        throw new UsageError(
+          `queue dlq: --limit bounds the listing only; ${flags.purge ? '--purge deletes every dead-lettered message' : '--redrive N bounds a redrive'}`,
+        )
+      }
       return runtime.run(command, async ({ client, out }) => {
         if (flags.redrive !== undefined) {
           const moved = await client.admin.redriveDeadLetters(name, flags.redrive)

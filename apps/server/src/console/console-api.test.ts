@@ -578,6 +578,15 @@ describe('the console API', () => {
       body: '{',
     })
     expect(notJson.status).toBe(400)
+    // A value nested deep enough to overflow the stack if serialized (under the body's bound):
+    // 400 with its kind, not a 502 (an audit).
+    const deep = await fetch(`${base}/api/scale`, {
+      method: 'POST',
+      headers: { ...bearer(ADMIN), 'content-type': 'application/json' },
+      body: `{"groups":${'['.repeat(32_000)}${']'.repeat(32_000)}}`,
+    })
+    expect(deep.status).toBe(400)
+    expect(((await deep.json()) as { error: { message: string } }).error.message).toMatch(/got an array/)
     const big = await fetch(`${base}/api/scale`, post(ADMIN, { groups: 1, pad: 'x'.repeat(70_000) }))
     expect(big.status).toBe(413)
     expect(calls).toEqual([])

@@ -583,9 +583,20 @@ const UINT32_MAX = 2 ** 32 - 1
 function count(value: unknown, key: string): number {
   const max = UINT64_KEYS.has(key) ? Number.MAX_SAFE_INTEGER : UINT32_MAX
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > max) {
-    throw badRequest(`${key} must be a whole number from 0 to ${max}, got ${JSON.stringify(value)}`)
+    throw badRequest(`${key} must be a whole number from 0 to ${max}, got ${shown(value)}`)
   }
   return value
+}
+
+/**
+ * A value of a request body in a message: an array or object by its kind only (a deeply nested
+ * one overflowed JSON.stringify's stack, and a 400 became a 502; an audit), a string cut short.
+ */
+function shown(value: unknown): string {
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object' && value !== null) return 'an object'
+  const text = typeof value === 'string' ? JSON.stringify(value.slice(0, 64)) : String(value)
+  return typeof value === 'string' && value.length > 64 ? `${text}…` : text
 }
 
 function text(value: unknown, key: string): string {
