@@ -57,8 +57,13 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
   }
 }
 
-/** grpc-js's INTERNAL messages for a request it could not encode or an answer it could not decode. */
-const LOCAL_CODEC_FAILURE = /^(Request message serialization failure|Response message parsing error)/
+/**
+ * grpc-js's INTERNAL messages for a message it could not encode or decode: this side's (a
+ * request, an answer) or the server's (its answer, our request; until 2026-12-05, an audit,
+ * those were retried as transport errors, each retry failing alike).
+ */
+const LOCAL_CODEC_FAILURE =
+  /^(Request message serialization failure|Response message parsing error|Error serializing response|Error deserializing request)/
 
 /**
  * Turns a failed call's error into the typed MqError it stands for. With an `mq-error-bin`
@@ -89,6 +94,13 @@ export function fromGrpcError(error: ServiceError): MqError {
         ...(detail.messageIndex !== undefined ? { messageIndex: detail.messageIndex } : {}),
       }
       return mqError(detail.code, message, facts, { cause: error })
+    }
+    // A detail whose code this version does not know (a newer server's): its retriable flag
+    // stands (until 2026-12-05, an audit, the status alone decided, and a retriable refusal
+    // sent with RESOURCE_EXHAUSTED failed for good).
+    if (detail && detail.code !== '') {
+      const code = detail.retriable ? ErrorCode.Unavailable : ErrorCode.Internal
+      return mqError(code, `${detail.code}: ${message}`, {}, { cause: error })
     }
   }
   switch (error.code) {

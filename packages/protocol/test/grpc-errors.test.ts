@@ -8,8 +8,9 @@ import {
 } from '@grpc/grpc-js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ErrorCode, GrpcStatus } from '../src/errors'
+import { ErrorDetail } from '../src/generated/mq/v1/errors'
 import { QueueClient, QueueService } from '../src/generated/mq/v1/queue'
-import { fromGrpcError, toGrpcStatus, unaryHandler } from '../src/grpc-errors'
+import { ERROR_DETAIL_KEY, fromGrpcError, toGrpcStatus, unaryHandler } from '../src/grpc-errors'
 import {
   InternalError,
   InvalidArgumentError,
@@ -111,11 +112,40 @@ describe('typed errors over gRPC', () => {
       metadata: new Metadata(),
     } as unknown as ServiceError)
     expect([local.code, local.retriable]).toEqual([ErrorCode.Internal, false])
+    // Likewise the server's (grpc-js's messages there).
+    for (const details of [
+      'Error serializing response: invalid uint32: -1',
+      'Error deserializing request: index out of range',
+    ]) {
+      const remote = fromGrpcError({ code: GrpcStatus.Internal, details, metadata: new Metadata() } as never)
+      expect([remote.code, remote.retriable]).toEqual([ErrorCode.Internal, false])
+    }
     // An mq server's own fault carries its detail: not retried.
     const typed = fromGrpcError(
       toGrpcStatus(new InternalError('internal error: x is undefined')) as ServiceError,
     )
     expect(typed.retriable).toBe(false)
+  })
+
+  it("keeps the retriable flag of a detail whose code this version does not know (a newer server's)", () => {
+    const withDetail = (code: string, retriable: boolean) => {
+      const metadata = new Metadata()
+      metadata.set(
+        ERROR_DETAIL_KEY,
+        Buffer.from(ErrorDetail.encode(ErrorDetail.fromPartial({ code, retriable })).finish()),
+      )
+      return fromGrpcError({ code: GrpcStatus.ResourceExhausted, details: 'throttled', metadata } as never)
+    }
+    const later = withDetail('THROTTLED', true)
+    expect([later.code, later.retriable, later.message]).toEqual([
+      ErrorCode.Unavailable,
+      true,
+      'THROTTLED: throttled',
+    ])
+    expect([withDetail('THROTTLED', false).code, withDetail('THROTTLED', false).retriable]).toEqual([
+      ErrorCode.Internal,
+      false,
+    ])
   })
 
   it('maps an untyped failure by its status', async () => {
