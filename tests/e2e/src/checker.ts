@@ -283,7 +283,16 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
     for (const a of list) {
       if (!ackedOk(a) || !a.settle) continue
       for (const b of list) {
-        if (b === a || (b.deliveryCount <= a.deliveryCount && b.grantedMs <= a.settle.endMs)) continue
+        // Also by the clients' clock alone: a lease call (its attempt's first) that started
+        // after the ack returned was granted after it, whatever the group clock says (it may
+        // run behind the clients' in a skewed run; an audit).
+        if (
+          b === a ||
+          (b.deliveryCount <= a.deliveryCount &&
+            b.grantedMs <= a.settle.endMs &&
+            b.leaseStartMs <= a.settle.endMs)
+        )
+          continue
         anomalies.push({
           kind: AnomalyKind.DeliveredAfterAck,
           body,
@@ -292,9 +301,19 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
       }
     }
   }
+  anomalies.push(...sharedIdAnomalies(enqueues.values(), all))
   const keyed = (d: DeliveryRecord) => enqueues.get(d.body)?.key !== undefined
   anomalies.push(...fifoAnomalies(options.orderedKeys ? all.filter((d) => !keyed(d)) : all))
-  anomalies.push(...producerOrderAnomalies(enqueues.values()))
+  // An enqueue of unknown outcome that was stored (delivered) takes part in its producer's
+  // order too, where its first delivery found it (a timed-out batch during a failover is what
+  // the check is for; only those that returned ok took part until an audit).
+  const firstDelivery = new Map<string, DeliveryRecord>()
+  for (const d of all) if (!firstDelivery.has(d.body)) firstDelivery.set(d.body, d)
+  const located = [...enqueues.values()].map((e) => {
+    const d = firstDelivery.get(e.body)
+    return e.outcome === 'info' && d ? { ...e, outcome: 'ok' as const, partition: d.partition, id: d.id } : e
+  })
+  anomalies.push(...producerOrderAnomalies(located))
   if (options.orderedKeys) anomalies.push(...keyOrderAnomalies(all, enqueues, ops))
   const countOf = (kind: AnomalyKind) => anomalies.filter((a) => a.kind === kind).length
   return {
@@ -329,6 +348,37 @@ function groupBy<T>(items: Iterable<T>, keyOf: (item: T) => string | undefined):
     else groups.set(key, [item])
   }
   return groups
+}
+
+/**
+ * One partition/id, or one lease id, names one body (the per-body checks cannot see two bodies
+ * sharing one: a next-id counter rolled back, and an ack of one's stale lease deletes the
+ * other; an audit). Stored twice, resp. lease reused.
+ */
+function sharedIdAnomalies(enqueues: Iterable<EnqueueOp>, all: readonly DeliveryRecord[]): Anomaly[] {
+  const bodiesOf = new Map<string, Set<string>>()
+  const note = (key: string, body: string) => {
+    const bodies = bodiesOf.get(key) ?? new Set<string>()
+    bodies.add(body)
+    bodiesOf.set(key, bodies)
+  }
+  for (const e of enqueues)
+    if (e.outcome === 'ok' && e.partition !== undefined && e.id !== undefined)
+      note(`id ${e.partition}/${e.id}`, e.body)
+  for (const d of all) {
+    note(`id ${d.partition}/${d.id}`, d.body)
+    note(`lease ${leaseKey(d.partition, d.leaseId)}`, d.body)
+  }
+  const out: Anomaly[] = []
+  for (const [key, bodies] of bodiesOf) {
+    if (bodies.size < 2) continue
+    out.push({
+      kind: key.startsWith('lease') ? AnomalyKind.LeaseReused : AnomalyKind.StoredTwice,
+      body: [...bodies][1] as string,
+      detail: `${key} names bodies ${[...bodies].join(', ')}`,
+    })
+  }
+  return out
 }
 
 /** FIFO of first deliveries within a partition and weight (see the module comment). */
