@@ -59,5 +59,5 @@ export function hostAndPort(address: string): { host: string; port: number } {
  * dialer's own port P).
  */
 export function isWildcardHost(host: string): boolean {
-  return host === '0.0.0.0' || host === '[::]' || host === '[0:0:0:0:0:0:0:0]' || host === '*'
+  return host === '0.0.0.0' || host === '[::]' || host === '[0:0:0:0:0:0:0:0]'
 }

@@ -563,10 +563,15 @@ export class DataGroupMachine {
    * when the partition is not held here by then.
    */
   #read<T>(queue: string, index: number, read: (p: QueuePartition) => Promise<T>): Promise<T | undefined> {
-    const next = this.#applying.then(() => {
+    return this.#inOrder(() => {
       const p = this.#partitions.get(idOf(queue, index))
       return p ? read(p) : undefined
     })
+  }
+
+  /** Runs `fn` after every apply, read and reload queued before it, and before those after. */
+  #inOrder<T>(fn: () => T | Promise<T>): Promise<T> {
+    const next = this.#applying.then(fn)
     this.#applying = next.catch(() => {})
     return next
   }
@@ -579,9 +584,7 @@ export class DataGroupMachine {
    * partition from the imported keys).
    */
   apply(data: Uint8Array, nowMs: number, written: () => Promise<void> = settled): Promise<DataApplied> {
-    const next = this.#applying.then(() => this.#apply(data, nowMs, written))
-    this.#applying = next.catch(() => {})
-    return next
+    return this.#inOrder(() => this.#apply(data, nowMs, written))
   }
 
   /**
@@ -592,7 +595,7 @@ export class DataGroupMachine {
   reload(replace: () => Promise<void> = settled): Promise<void> {
     // In the chain of applies and reads: a read queued meanwhile waits for the reload (it ran
     // against the old partitions while the install rewrote their keys; an audit).
-    const next = this.#applying.then(async () => {
+    return this.#inOrder(async () => {
       await this.#sweeper.stop()
       await replace()
       this.#sweeper.resume()
@@ -607,8 +610,6 @@ export class DataGroupMachine {
       await this.#load()
       this.#tellReady()
     })
-    this.#applying = next.catch(() => {})
-    return next
   }
 
   async #apply(data: Uint8Array, nowMs: number, written: () => Promise<void>): Promise<DataApplied> {

@@ -187,11 +187,11 @@ export function metaHandlers(
       )
     }
   }
-  /** Refuses `adding` more partitions past META_LIMITS.partitionsMax (all queues together). */
-  const checkPartitionsRoom = async (name: string, adding: number): Promise<void> => {
+  /** Refuses `adding` more partitions past META_LIMITS.partitionsMax (all queues together, in `state`). */
+  const checkPartitionsRoom = (state: MetaState, name: string, adding: number): void => {
     if (adding <= 0) return
     let total = 0
-    for (const n of (await meta.read()).partitionCounts().values()) total += n
+    for (const n of state.partitionCounts().values()) total += n
     if (total + adding > META_LIMITS.partitionsMax) {
       throw new LimitExceededError(
         `queue ${name} would take the cluster's partitions to ${total + adding}, past the limit of ${META_LIMITS.partitionsMax} (all queues together): delete queues, or give this one fewer`,
@@ -234,7 +234,7 @@ export function metaHandlers(
         retryBackoffMaxMs: req.config?.retryBackoffMaxMs,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
-      await checkPartitionsRoom(req.name, req.config?.partitions || QUEUE_DEFAULTS.partitions)
+      checkPartitionsRoom(await meta.read(), req.name, req.config?.partitions || QUEUE_DEFAULTS.partitions)
       const record = (await committed({
         type: 'createQueue',
         name: req.name,
@@ -248,8 +248,10 @@ export function metaHandlers(
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
       const wanted = req.update?.partitions
       if (wanted !== undefined && wanted > 0) {
-        const queue = (await meta.read()).queue(req.name)
-        if (queue) await checkPartitionsRoom(req.name, wanted - queue.partitions.length)
+        // One read for the queue and the count (a read is a ReadIndex round on the meta group).
+        const state = await meta.read()
+        const queue = state.queue(req.name)
+        if (queue) checkPartitionsRoom(state, req.name, wanted - queue.partitions.length)
       }
       // The queue as this update left it (a later change, read back, would misreport this one).
       const record = (await committed({
