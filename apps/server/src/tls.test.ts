@@ -16,6 +16,9 @@ const dir = mkdtempSync(join(tmpdir(), 'mq-tls-unit-'))
 let certs: ReturnType<typeof makeDevCerts>
 const server = new Server()
 let address = ''
+/** n2's server again, bound to 127.0.0.2: an address its certificate does not carry. */
+const unnamed = new Server()
+let unnamedAddress = ''
 
 /** TLS settings of node `id` with its own dev certificate. */
 const settingsOf = (id: string, tlsPeerIds: boolean) => ({
@@ -40,16 +43,28 @@ beforeAll(async () => {
     ),
   )
   address = `127.0.0.1:${port}`
+  unnamed.addService(HealthService, {
+    check: (_: unknown, cb: (e: null, r: object) => void) =>
+      cb(null, { status: HealthCheckResponse_ServingStatus.SERVING }),
+    watch: () => {},
+  })
+  const unnamedPort = await new Promise<number>((res, rej) =>
+    unnamed.bindAsync('127.0.0.2:0', new NodeCredentials(settingsOf('n2', false)).server(), (e, p) =>
+      e ? rej(e) : res(p),
+    ),
+  )
+  unnamedAddress = `127.0.0.2:${unnamedPort}`
 })
 
 afterAll(() => {
   server.forceShutdown()
+  unnamed.forceShutdown()
   rmSync(dir, { recursive: true, force: true })
 })
 
 /** A health check of n2's server from n1 with `credentials`: OK or the failure's code. */
-async function check(c: ReturnType<NodeCredentials['peer']>): Promise<number> {
-  const client = new HealthClient(address, c)
+async function check(c: ReturnType<NodeCredentials['peer']>, at = address): Promise<number> {
+  const client = new HealthClient(at, c)
   try {
     return await new Promise<number>((resolve) =>
       client.check(
@@ -70,6 +85,13 @@ describe('NodeCredentials.peerFor', () => {
     expect(await check(n1.peerFor('n2'))).toBe(status.OK)
     expect(await check(n1.peerFor('n3'))).toBe(status.UNAVAILABLE)
     expect(n1.peerFor('n2')).toBe(n1.peerFor('n2'))
+  })
+
+  it('with --tls-peer-ids still checks the host name: a certificate naming the node but not the address is refused', async () => {
+    const n1 = new NodeCredentials(settingsOf('n1', true))
+    // n2's certificate names localhost, 127.0.0.1, ::1 and n2, not 127.0.0.2: refused as by peer().
+    expect(await check(n1.peer(), unnamedAddress)).toBe(status.UNAVAILABLE)
+    expect(await check(n1.peerFor('n2'), unnamedAddress)).toBe(status.UNAVAILABLE)
   })
 
   it('without it reaches any server of the CA, as peer() does', async () => {

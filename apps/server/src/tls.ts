@@ -1,4 +1,4 @@
-import type { PeerCertificate } from 'node:tls'
+import { checkServerIdentity, type PeerCertificate } from 'node:tls'
 import { type ChannelCredentials, credentials, experimental, ServerCredentials } from '@grpc/grpc-js'
 import { certificateNames, quotedNames } from './auth/peer-identity'
 import type { HttpTls } from './http/http-server'
@@ -72,7 +72,8 @@ export class NodeCredentials {
     let c = this.#peerFor.get(nodeId)
     if (!c) {
       c = experimental.createCertificateProviderChannelCredentials(files, files, {
-        checkServerIdentity: (_host, cert) => serverNamesNode(nodeId, cert),
+        // A checkServerIdentity replaces Node's host name check: it is called first here.
+        checkServerIdentity: (host, cert) => checkServerIdentity(host, cert) ?? serverNamesNode(nodeId, cert),
       })
       this.#peerFor.set(nodeId, c)
     }

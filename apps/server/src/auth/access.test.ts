@@ -1,5 +1,5 @@
 import { Metadata } from '@grpc/grpc-js'
-import { ErrorCode, type MqError, PeerService } from '@mq/protocol'
+import { ErrorCode, type MqError, PeerService, QUEUE_NAME_LENGTH_MAX } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { AccessControl, AUTHORIZATION_KEY, type Principal } from './access'
@@ -213,5 +213,40 @@ describe('access control', () => {
       expect(() => open.authorize(anonymous, method)).toThrow(/started without --auth-file/)
       expect(outcome(() => secured.authorize(ops, method))).toBe('OK')
     }
+  })
+
+  it('refuses a queue name longer than any queue can have, and sees none, without matching it to each pattern', () => {
+    // A 64 MiB message may carry a name of 64 M characters: each pattern took a fraction of a
+    // second over it, the node's event loop (its Raft ticks) held meanwhile. Such a name is
+    // granted by no pattern, even one it matches, and none is tried on it.
+    const many = new AccessControl({
+      peerToken: 'peer-secret',
+      tokens: parseTokenFile(
+        {
+          tokens: [
+            {
+              name: 'regions',
+              token: 'regions-secret-0123456789',
+              roles: [...Array.from({ length: 10 }, (_, i) => `producer:*.region-${i}`), 'producer:orders.*'],
+            },
+          ],
+        },
+        'test',
+      ),
+    })
+    const regions = many.authenticate(md({ [AUTHORIZATION_KEY]: 'Bearer regions-secret-0123456789' }))
+    expect(outcome(() => many.authorize(regions, 'mq.v1.Queue/Produce', target('orders.region-3')))).toBe(
+      'OK',
+    )
+    const huge = `orders.${'x'.repeat(QUEUE_NAME_LENGTH_MAX)}`
+    expect(outcome(() => many.authorize(regions, 'mq.v1.Queue/Produce', target(huge)))).toBe(
+      ErrorCode.PermissionDenied,
+    )
+    // Nor does the scope the Meta handlers filter by (GetRoutes, DescribeQueue: names no queue
+    // can have reach them unrefused) match one.
+    const scope = many.scopeOf(regions)
+    expect(scope?.sees('orders.region-3')).toBe(true)
+    expect(scope?.sees(`orders.${'x'.repeat(QUEUE_NAME_LENGTH_MAX - 7)}`)).toBe(true)
+    expect(scope?.sees(huge)).toBe(false)
   })
 })

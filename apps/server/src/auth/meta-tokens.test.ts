@@ -69,4 +69,19 @@ describe('the meta-group token table', () => {
     expect(ta.fingerprint).toBe(tb.fingerprint)
     expect(ta.fingerprint).toMatch(/^[0-9a-f]{64}$/)
   })
+
+  it("reads a new replica's registry, though its version is the one last read from the replica before", () => {
+    // A node that left the meta group and hosts a new replica of it: that replica's registry
+    // counts its versions from 0 again.
+    const old = new TokenRegistry()
+    old.put('leaked', tokenDigest('s1'), ['admin'], 1)
+    const table = new MetaTokenTable()
+    expect(table.fromRegistry(old).has(tokenDigest('s1'))).toBe(true)
+    const fresh = new TokenRegistry()
+    fresh.put('app', tokenDigest('s2'), ['consumer:jobs'], 2)
+    expect(fresh.version).toBe(old.version)
+    const now = table.fromRegistry(fresh)
+    expect(now.has(tokenDigest('s1'))).toBe(false)
+    expect(now.has(tokenDigest('s2'))).toBe(true)
+  })
 })

@@ -13,6 +13,8 @@ import type { TokenEntry } from './token-file'
 export class MetaTokenTable {
   #table: ReadonlyMap<string, TokenEntry> = new Map()
   #fingerprint = ''
+  /** The registry last read, and its version then (a new replica's registry counts from 0 again). */
+  #registry: TokenRegistry | undefined
   #registryVersion = -1
 
   /** The fingerprint of the tokens held ('' = none received yet). */
@@ -22,7 +24,8 @@ export class MetaTokenTable {
 
   /** The table from a local meta replica's registry. */
   fromRegistry(registry: TokenRegistry): ReadonlyMap<string, TokenEntry> {
-    if (registry.version !== this.#registryVersion) {
+    if (registry !== this.#registry || registry.version !== this.#registryVersion) {
+      this.#registry = registry
       this.#registryVersion = registry.version
       this.#set(registry.list())
     }
