@@ -67,8 +67,18 @@ function entryToWire(e: Entry): RaftEntry {
   return { index: e.index, term: e.term, type: e.type, timestampMs: e.timestampMs, data: e.data }
 }
 
+/**
+ * The entry's data is copied: the decoder's is a view into the whole RaftBatch it came in, which
+ * it would keep alive (megabytes for a few bytes) as long as the entry stays in its group's log.
+ */
 function entryFromWire(e: RaftEntry): Entry {
-  return { index: e.index, term: e.term, type: e.type as EntryType, timestampMs: e.timestampMs, data: e.data }
+  return {
+    index: e.index,
+    term: e.term,
+    type: e.type as EntryType,
+    timestampMs: e.timestampMs,
+    data: new Uint8Array(e.data),
+  }
 }
 
 function metaToWire(m: SnapshotMeta): RaftSnapshotMeta {

@@ -187,6 +187,21 @@ describe('PeerTransport', () => {
     expect(a.transport.queuedBytes).toBe(0)
   })
 
+  it("keeps a received entry's own bytes, not the whole batch it came in", async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    const b = await node('b', '', addresses)
+    // One turn: a 4 MiB entry of group 1 and a 10-byte one of group 2 go in one batch.
+    a.transport.send(1, [app('b', 1, 4 * MiB)])
+    a.transport.send(2, [app('b', 1, 10)])
+    await until(() => b.received.length === 2)
+    const small = b.received.find((r) => r.groupId === 2)?.message.entries[0]?.data
+    expect(small?.length).toBe(10)
+    // A view into the batch's buffer kept all of it alive while the entry stayed in its group's
+    // in-memory log (until a compaction), which counts the entry's 10 bytes only.
+    expect(small?.buffer.byteLength).toBeLessThan(64 * 1024)
+  })
+
   it('bounds the bytes queued per destination, and lets messages without data pass', async () => {
     const addresses = new Map<string, string>([['b', '127.0.0.1:1']])
     const t = new PeerTransport(

@@ -1,5 +1,5 @@
 import { MemoryEngine, stateMachineKey, stateMachineRange } from '@mq/kv-storage'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { decodeImageHandle } from './image-handle'
 import { ImageStore } from './image-store'
 import type { Pair } from './key-pages'
@@ -126,6 +126,39 @@ describe('ImageStore', () => {
     await store.sweep()
     expect(store.size).toBe(0)
     expect(await store.page(1, imageId, undefined, 1_000)).toBeUndefined()
+  })
+
+  it('times idle images on a monotonic clock: a wall clock stepped back keeps none open past its idle time, one stepped forward closes none being read', async () => {
+    const engine = new MemoryEngine()
+    await fill(engine, 10, 10)
+    let wall = 0
+    let steady = 0
+    const realDate = Date.now.bind(Date)
+    const realSteady = performance.now.bind(performance)
+    const dateNow = vi.spyOn(Date, 'now').mockImplementation(() => realDate() + wall)
+    const steadyNow = vi.spyOn(performance, 'now').mockImplementation(() => realSteady() + steady)
+    try {
+      const store = new ImageStore(engine, { idleMs: 60_000 })
+      const stepped = decodeImageHandle(await store.take(1, 1, []))?.imageId ?? 0
+      // NTP steps the wall clock back an hour; two idle minutes later the image is closed (it
+      // pinned the engine's old data on disk for the hour).
+      wall = -3_600_000 + 120_000
+      steady = 120_000
+      await store.sweep()
+      expect(store.size).toBe(0)
+      expect(await store.page(1, stepped, undefined, 1_000)).toBeUndefined()
+      // Stepped forward an hour, a second after its last read: the image being read stays.
+      const read = decodeImageHandle(await store.take(1, 2, []))?.imageId ?? 0
+      expect(await store.page(1, read, undefined, 1_000)).toBeDefined()
+      wall += 3_600_000
+      steady += 1_000
+      await store.sweep()
+      expect(store.size).toBe(1)
+      expect(await store.page(1, read, undefined, 1_000)).toBeDefined()
+    } finally {
+      dateNow.mockRestore()
+      steadyNow.mockRestore()
+    }
   })
 
   it('keeps at most imagesMax open, closing the least recently read', async () => {

@@ -42,7 +42,9 @@ export class ImageStore {
     this.#engine = engine
     this.#idleMs = options.idleMs ?? IMAGE_IDLE_MS
     this.#imagesMax = options.imagesMax ?? IMAGES_MAX
-    this.#now = options.now ?? Date.now
+    // Monotonic: a wall clock stepped back kept images open (their engine snapshots pinning old
+    // data on disk) for the step, and one stepped forward closed those being read.
+    this.#now = options.now ?? (() => performance.now())
   }
 
   /** Images open now. */
