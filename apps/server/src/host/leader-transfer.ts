@@ -8,16 +8,22 @@ export type LeaderTransferRaft = Pick<RaftHost, 'status' | 'matchIndex' | 'trans
 /**
  * Starts a leadership transfer of data group `groupId` to `toNodeId` (leader balancing) when
  * this node leads the group and the target's log is caught up (within CAUGHT_UP_ENTRIES of
- * the commit index, as this leader knows it). A transfer holds the group's proposals until
- * the target takes over, so one to a lagging replica — a node just restarted, still catching
- * up or not yet reachable — would stall the group's writes until it caught up or the transfer
- * timed out; the meta leader asks again with the next heartbeat. Returns whether a transfer
+ * the commit index, as this leader knows it) and the target answered lately
+ * (`recentlyActive`). A transfer holds the group's proposals until the target takes over, so
+ * one to a lagging replica — a node just restarted, still catching up or not yet reachable —
+ * or to one this leader cannot reach would stall the group's writes until it caught up or the
+ * transfer timed out; the meta leader asks again with the next heartbeat. Returns whether a transfer
  * started (false also when one is under way already).
  */
 export function transferWhenCaughtUp(raft: LeaderTransferRaft, groupId: number, toNodeId: string): boolean {
   const status = raft.status(groupId)
   if (status.role !== Role.Leader) return false
   if (!caughtUp(raft.matchIndex(groupId, toNodeId), status.commit)) return false
+  // Heard from lately too: a voter this leader cannot reach still matches the commit index of
+  // a quiet group (its proposals refused by the transfer, it stays quiet), and the transfer,
+  // asked again with every heartbeat while the meta leader hears that node, held the group's
+  // writes for good.
+  if (raft.recentlyActive?.(groupId, toNodeId) === false) return false
   try {
     raft.transferLeader(groupId, toNodeId)
     return true

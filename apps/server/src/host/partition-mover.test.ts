@@ -252,6 +252,16 @@ describe('PartitionMover copy', () => {
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 - 20 + 1)
   })
 
+  it('answers every chunk it shipped when it copies everything again, the first session too', async () => {
+    const s = await setup({ dirtyKeysMax: 10 }, serve)
+    const response = await s.mover.move(s.request)
+    const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+    expect(new Set(imports.map((c) => c.session)).size).toBe(2)
+    // Counted over both sessions, as the bytes are (the second's seq starts at 0 again).
+    expect(response.chunks).toBe(imports.length)
+    expect(response.bytes).toBe(imports.reduce((n, c) => n + encodeDataCommand(c).length, 0))
+  })
+
   it('sends what was written meanwhile in chunks of about a MiB, however big the messages', async () => {
     const big = new Uint8Array(200 * 1024).fill(5)
     const s = await setup({}, async (t) => {
@@ -431,5 +441,111 @@ describe('PartitionMover: a late request of an earlier move', () => {
     expect(await t.messages(t.g1)).toBe(10)
     await t.move(5, 1, 2) // the next move goes as usual
     expect(await t.messages(t.g2)).toBe(10)
+  })
+})
+
+describe('PartitionMover: a copy begun again after the node restarted', () => {
+  it("takes no late chunk of the copy the node ran before it restarted for one of the new copy's", async () => {
+    const source = await memoryGroup(1)
+    const target = await memoryGroup(2)
+    let term = 1
+    source.port.assertLeader = () => term
+    const run = async (command: Extract<DataCommand, { type: 'apply' }>['command']) => {
+      const r = await source.port.propose({ type: 'apply', queue: QUEUE, partition: 0, command })
+      if (r.type !== 'applied' || r.result.type === 'rejected')
+        throw new Error(`refused: ${JSON.stringify(r)}`)
+      return r.result
+    }
+    const enqueue = (n: number, fill: number) =>
+      run({
+        type: 'enqueue',
+        messages: Array.from({ length: n }, () => ({ body: new Uint8Array(50).fill(fill), weight: 1 })),
+      })
+    await source.port.propose({ type: 'open', queue: QUEUE, partition: 0, config: {} })
+    await enqueue(20, 1)
+    const leased = await run({ type: 'lease', consumerId: 'c', max: 10, visibilityMs: 60_000 })
+    const leases = leased.type === 'lease' ? leased.leases.map((l) => l.leaseId) : []
+    const groups = {
+      port: (id: number) => (id === 1 ? source.port : id === 2 ? target.port : undefined),
+      formatLevel: () => FORMAT_LEVEL_MOVE_IDS,
+    }
+    // The target's side: its import proposes the chunk into the local target group.
+    const importer = new PartitionMover(groups, {} as PeerCalls, 'n2')
+    /** Import calls that go to `importer` once `before` says so ('hold': never answered). */
+    const callsWith = (
+      before: (req: ImportPartitionRequest, chunk: ImportCommand) => Promise<'send' | 'hold'>,
+    ) =>
+      ({
+        callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
+          new Promise<T>((resolve, reject) => {
+            const client = {
+              peer: {
+                importPartition: (
+                  req: ImportPartitionRequest,
+                  _md: Metadata,
+                  _opts: unknown,
+                  cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+                ) => {
+                  void before(req, decodeDataCommand(req.command) as ImportCommand).then((what) => {
+                    if (what === 'send') importer.import(req).then((r) => cb(null, r), cb)
+                  })
+                },
+              },
+            }
+            fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r)))
+          }),
+      }) as unknown as PeerCalls
+    const request: MovePartitionRequest = {
+      moveId: 7,
+      storedAs: QUEUE,
+      partition: 0,
+      fromGroup: 1,
+      toGroup: 2,
+      phase: 'copy',
+      targetReplicas: [],
+      configJson: '{}',
+    }
+    // Before the restart: node n1 leads the source in term 1 and copies; 5 acks during its
+    // first chunk make a second one, whose call is still on its way when the node goes down.
+    let late: ImportPartitionRequest | undefined
+    const before = new PartitionMover(
+      groups,
+      callsWith(async (req, chunk) => {
+        if (chunk.seq === 0) {
+          await run({ type: 'ack', leaseIds: leases.slice(0, 5) })
+          return 'send'
+        }
+        late = req
+        return 'hold'
+      }),
+      'n1',
+    )
+    void before.move(request)
+    while (!late) await new Promise((r) => setTimeout(r, 1))
+    // Restarted, n1 leads the source again (term 2) and copies again; the partition serves on:
+    // during the new copy's first chunk 5 messages come and 3 more are acked, so it has a second
+    // chunk too. The first copy's second chunk arrives at the target just before it.
+    term = 2
+    let lateAnswer: ImportPartitionResponse | Error | undefined
+    const after = new PartitionMover(
+      groups,
+      callsWith(async (_req, chunk) => {
+        if (chunk.seq === 0 && !chunk.last) {
+          await enqueue(5, 2)
+          await run({ type: 'ack', leaseIds: leases.slice(5, 8) })
+        }
+        if (chunk.seq === 1 && !chunk.last)
+          lateAnswer = await importer.import(late as ImportPartitionRequest).catch((e: Error) => e)
+        return 'send'
+      }),
+      'n1',
+    )
+    await after.move(request)
+    // The late chunk is refused: its session is not the new copy's, though the same node began both.
+    expect(lateAnswer).toBeInstanceOf(Error)
+    expect((lateAnswer as Error).message).toMatch(/out of order/)
+    // The target holds exactly the frozen source: 20 - 8 acked + 5.
+    expect(await keysOf(target)).toEqual(await keysOf(source))
+    expect((await target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(17)
   })
 })

@@ -156,8 +156,14 @@ export class PartitionMover {
     const stale = staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
     if (stale) throw new InvalidArgumentError(stale)
     let config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
-    let session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
+    // Named with the term too: `#sessions` starts again when the process does, and a chunk of
+    // a session this node began before it restarted, arriving late, would be taken for one of a
+    // new session of the same name (the target continues a session by its name and seq).
+    const newSession = () => `${this.#nodeId}:${sourceTerm}:${req.moveId}:${++this.#sessions}`
+    let session = newSession()
     let seq = 0
+    /** Chunks shipped by this call, over every session (`seq` starts again with a new one). */
+    let chunks = 0
     let bytes = 0
     const leadingStill = (): boolean => {
       try {
@@ -193,6 +199,7 @@ export class PartitionMover {
           : {}),
       }
       const command = encodeDataCommand({ type: 'import', queue, partition, ...chunk })
+      chunks++
       bytes += command.length
       const r = await this.#calls.callLeader<ImportPartitionResponse>(
         req.targetReplicas,
@@ -261,7 +268,7 @@ export class PartitionMover {
     let fencedAtMs: number
     let dirty: Uint8Array[] | undefined
     try {
-      if (await shipAll()) return { chunks: seq, bytes }
+      if (await shipAll()) return { chunks, bytes }
       while (rounds < PRECOPY_ROUNDS_MAX) {
         const next = await watchFromNow()
         const written = watch.keys()
@@ -273,7 +280,7 @@ export class PartitionMover {
         watch.close()
         watch = next
         rounds++
-        if (await shipKeys(written)) return { chunks: seq, bytes }
+        if (await shipKeys(written)) return { chunks, bytes }
         if (written.length <= this.#settledKeys) break
       }
       // 2. The fence: from its entry on, the partition answers STALE_ROUTE and is frozen.
@@ -285,22 +292,22 @@ export class PartitionMover {
       watch.close()
     }
     config = port.machine.configOf(queue, partition) ?? config
-    const precopy = { chunks: seq, bytes }
+    const precopy = { chunks, bytes }
     if (dirty === undefined) {
       // 3a. Too much changed to track: everything again, in a new session.
-      session = `${this.#nodeId}:${req.moveId}:${++this.#sessions}`
+      session = newSession()
       seq = 0
-      if (await shipAll()) return { chunks: seq, bytes }
+      if (await shipAll()) return { chunks, bytes }
     } else if (await shipKeys(dirty)) {
       // 3b. The keys written since the last round began, as they are now.
-      return { chunks: seq, bytes }
+      return { chunks, bytes }
     }
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
     console.log(
-      `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving (${rounds} correction rounds), then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${seq - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
+      `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving (${rounds} correction rounds), then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${chunks - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
     )
-    return { chunks: seq, bytes }
+    return { chunks, bytes }
   }
 
   async #drop(port: DataGroupPort, req: MovePartitionRequest): Promise<MovePartitionResponse> {

@@ -404,4 +404,27 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     expect(drained.transfers).not.toContain('n4')
     expect(drained.transfers.length).toBeGreaterThan(0)
   })
+
+  it('does not promote a learner the leader has not heard from lately, however far its log matches (an idle group)', async () => {
+    // n4 caught up, then died; idle, its log still matches the commit index. Promoted, the
+    // group {n1, n2, n3, n4} needs three of n1..n3 (one more failure stops it), and the meta
+    // leader, which retargets a change only while its new node is no voter, can no longer
+    // replace n4 by a live node.
+    for (const removeFirst of [false, true]) {
+      const idle = group({
+        id: 'n1',
+        voters: ['n1', 'n2', 'n3'],
+        learners: ['n4'],
+        commit: 5_000,
+        match: { n2: 5_000, n3: 5_000, n4: 5_000 },
+        silent: ['n4'],
+      })
+      expect(await changeReplicas(idle.raft, port, { ...request, removeFirst }, () => undefined)).toEqual({
+        done: false,
+        step: '',
+        voters: ['n1', 'n2', 'n3'],
+      })
+      expect(idle.proposed).toEqual([])
+    }
+  })
 })

@@ -24,9 +24,10 @@ export interface ReplicaLeader {
  *    does not count towards a quorum;
  * 2. `add` is a learner: once it caught up, propose AddVoter(add). This leader judges that
  *    from its own replication progress (the learner's log matches to within
- *    `CAUGHT_UP_ENTRIES` of the commit index), not from heartbeat reports: the learner's and
- *    the leader's reports are taken up to a heartbeat apart, and under load that gap alone
- *    can exceed any fixed margin, so a learner judged that way might never be promoted;
+ *    `CAUGHT_UP_ENTRIES` of the commit index, and it answered lately), not from heartbeat
+ *    reports: the learner's and the leader's reports are taken up to a heartbeat apart, and
+ *    under load that gap alone can exceed any fixed margin, so a learner judged that way
+ *    might never be promoted;
  * 3. `remove` is a member: when it is this leader, hand the leadership over first (the next
  *    call goes to the new leader); else propose Remove(remove);
  * 4. otherwise: done, once the configuration read here is committed (a new leader's log may
@@ -139,8 +140,10 @@ export async function changeReplicas(
   // Shrinking the meta group adds nobody ('').
   if (req.add !== '' && !member(req.add))
     return propose({ type: ConfChangeType.AddLearner, id: req.add }, 'add-learner')
-  const learnerBehind =
-    learners.includes(req.add) && !caughtUp(raft.matchIndex(groupId, req.add), status.commit)
+  // Caught up and heard from lately, as a voter counts (`current`): in an idle group a learner
+  // that died once caught up matches the commit index for ever, and promoted it is a voter the
+  // group needs for a majority, which the meta leader no longer retargets.
+  const learnerBehind = learners.includes(req.add) && !current(req.add)
   if (req.removeFirst && member(req.remove) && !learnerBehind && majorityWithout(req.remove)) {
     if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
     return handOver(req.remove)
