@@ -28,6 +28,8 @@ function leading(
     groups?: number
     metaSteps?: ChangeReplicasResponse[]
     dataSteps?: ChangeReplicasResponse[]
+    /** Awaited before each Peer.ChangeReplicas call is answered (a slow group leader). */
+    beforeDataAnswer?: (req: ChangeReplicasRequest) => Promise<void>
     unregistered?: string[]
     /** The format level each node is registered at (default FORMAT_LEVEL). */
     levels?: Record<string, number>
@@ -79,7 +81,9 @@ function leading(
           ) => {
             dataCalls.push(req)
             dataCallsWanted.push(callOptions.stillWanted)
-            cb(null, options.dataSteps?.[dataCalls.length - 1] ?? done)
+            const answer = options.dataSteps?.[dataCalls.length - 1] ?? done
+            if (!options.beforeDataAnswer) cb(null, answer)
+            else void options.beforeDataAnswer(req).then(() => cb(null, answer))
           },
           fencePartitions: (
             req: FencePartitionsRequest,
@@ -592,6 +596,69 @@ describe('Controller data-group replica changes', () => {
     expect(c.dataCalls.some((call) => call.add === 'n4')).toBe(false)
   })
 
+  it('takes the barrier of the term a round runs in, not of the one it read before waiting its turn', async () => {
+    let fail = (_error: Error) => {}
+    const failing = new Promise<void>((_resolve, reject) => {
+      fail = reject
+    })
+    const waiting = Array.from({ length: 10 }, () => ({ done: false, step: '', voters: NODES }))
+    const c = leading({
+      extra: ['n4', 'n5'],
+      groups: 1,
+      dataSteps: waiting,
+      beforePropose: (command) => (command.type === 'scaleDataGroups' ? failing : Promise.resolve()),
+    })
+    const groupId = c.state.groups()[0]?.groupId as number
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'startReplicaChange', groupId, add: 'n4', remove: 'n3', reason: 'balance' })
+    await c.controller.round() // caught up in term 1
+    await settle()
+    const before = c.dataCalls.length
+    // A round waits its turn behind an operator's scale; meanwhile this node is elected again
+    // (another leader finished the change and started the next), and the scale's entry is lost.
+    const scaling = c.controller
+      .port()
+      .scaleDataGroups(1)
+      .catch(() => undefined)
+    const round = c.controller.round()
+    c.elect()
+    c.committed(
+      { type: 'finishReplicaChange', groupId },
+      { type: 'startReplicaChange', groupId, add: 'n5', remove: 'n1', reason: 'balance' },
+    )
+    fail(new Error('the entry was overwritten by a new leader; retry'))
+    await scaling
+    await round
+    await settle()
+    // Stepping the finished change in term 2 would have the group's leader remove n5.
+    expect(c.dataCalls.slice(before).some((call) => call.add === 'n4')).toBe(false)
+    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n1', metaTerm: 2 })
+  })
+
+  it('finishes only the change it stepped: a late answer does not finish the one a later leader started', async () => {
+    let answer = () => {}
+    const late = new Promise<void>((r) => {
+      answer = r
+    })
+    const c = leading({ extra: ['n4', 'n5'], groups: 1, beforeDataAnswer: () => late })
+    const groupId = c.state.groups()[0]?.groupId as number
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'startReplicaChange', groupId, add: 'n4', remove: 'n3', reason: 'balance' })
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls).toHaveLength(1) // its answer (done) is late
+    // Meanwhile another meta leader finished that change and started the next of the group;
+    // this node leads again, and the answer arrives.
+    c.apply({ type: 'finishReplicaChange', groupId })
+    c.apply({ type: 'startReplicaChange', groupId, add: 'n5', remove: 'n1', reason: 'balance' })
+    c.elect()
+    answer()
+    await settle()
+    // Finished, n5 would count as a replica it is not, and n1, still a voter, would delete its own.
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n5', remove: 'n1' })
+    expect(c.state.group(groupId)?.replicas).toEqual(['n1', 'n2', 'n4'])
+  })
+
   it("proposes an operator's scale in turn with the rounds: a round's actions never land after it and undo it", async () => {
     // The round reads plan P1 (4 groups, nothing left to do) and proposes its finishScale, which
     // commits slowly; meanwhile the operator asks for 2 groups.
@@ -686,6 +753,33 @@ describe('Controller: draining a node', () => {
     expect(proposed).toEqual([])
     expect(await c.controller.port().drainNode('n3')).toBeGreaterThan(0)
     expect(proposed[0]).toMatchObject({ type: 'drainNode', nodeId: 'n3' })
+  })
+
+  it("is proposed in turn with the rounds: never answered drained while a round's placement on it lands after", async () => {
+    // A round places a new group on n4 (it holds the fewest replicas); its createGroup commits
+    // slowly, and meanwhile the operator drains n4.
+    let release = () => {}
+    const slow = new Promise<void>((r) => {
+      release = r
+    })
+    const c = leading({
+      extra: ['n4'],
+      groups: 1,
+      beforePropose: (command) => (command.type === 'createGroup' ? slow : Promise.resolve()),
+    })
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'scaleDataGroups', groups: 2 })
+    await c.beatNodes([...NODES, 'n4'], 500)
+    const round = c.controller.round()
+    await vi.advanceTimersByTimeAsync(0)
+    const draining = c.controller.port().drainNode('n4')
+    await vi.advanceTimersByTimeAsync(0)
+    release()
+    await round
+    const left = await draining
+    expect(c.state.groupsOf('n4').map((g) => g.replicas)).toEqual([['n4', 'n1', 'n2']])
+    // Answered 0 before ("node n4 is drained: it holds no replica"), and the operator stopped it.
+    expect(left).toBe(1)
   })
 })
 

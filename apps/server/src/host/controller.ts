@@ -272,7 +272,9 @@ export class Controller {
         // Checked before proposing, as removeNode: an unknown id would cost a Raft entry.
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
-        const r = await this.#host.propose({ type: 'drainNode', nodeId })
+        // In turn with the rounds, as scaleDataGroups: a round's createGroup or replica change
+        // computed before the drain landed after it, on the node just answered drained.
+        const r = await this.#inTurn(() => this.#host.propose({ type: 'drainNode', nodeId }))
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
         return r.value as number
@@ -625,6 +627,9 @@ export class Controller {
    * learner of the change after it) or start one the predecessor started. One barrier a term.
    */
   async #caughtUp(): Promise<boolean> {
+    // The term this round runs in: round() read it before waiting its turn, which may have
+    // outlasted that term (a ScaleDataGroups proposal failing once this node led again).
+    if (!this.#leading()) return false
     const term = this.#term
     if (this.#caughtUpTerm === term) return true
     await this.#host.barrier()
@@ -723,12 +728,13 @@ export class Controller {
     return left.filter(up).length >= Math.floor(left.length / 2) + 1
   }
 
-  /** Whether data-group replica change `change` is still the one under way for its group. */
+  /** Whether replica change `change` is still the one under way for its group (0: the meta group's). */
   #underWay(change: ReplicaChangeRecord): boolean {
-    const now = this.#host
-      .leaderState()
-      ?.replicaChanges()
-      .find((c) => c.groupId === change.groupId)
+    const state = this.#host.leaderState()
+    const now =
+      change.groupId === 0
+        ? state?.metaChange()
+        : state?.replicaChanges().find((c) => c.groupId === change.groupId)
     return now?.add === change.add && now.remove === change.remove
   }
 
@@ -752,7 +758,9 @@ export class Controller {
           console.log(
             `mq-server: group ${groupId}: ${r.step} (${change.remove || '∅'} → ${change.add || '∅'})`,
           )
-        if (!r.done) return
+        // Only the change stepped: an answer that came late (this node leads again, another
+        // leader having finished that change and started the group's next) finished the next.
+        if (!r.done || !this.#underWay(change)) return
         const finished = await this.#host.propose(finish)
         if (finished.ok) {
           const what =

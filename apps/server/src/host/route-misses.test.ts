@@ -51,7 +51,7 @@ describe('RouteMisses', () => {
     expect(misses.size).toBe(0)
   })
 
-  it('asks again, on its own, when the shared answer is older than the request', async () => {
+  it('asks again when the shared answer is older than the request', async () => {
     const misses = new RouteMisses<Route>(() => 0)
     let release: (a: RouteAnswer<Route>) => void = () => {}
     let calls = 0
@@ -68,6 +68,28 @@ describe('RouteMisses', () => {
     release({ epoch: 10, route: undefined })
     expect(await early).toBeUndefined()
     expect(await late).toEqual({ queue: 'q' })
+    expect(calls).toBe(2)
+  })
+
+  it('asks again once for all the requests the shared answer is older than (a burst on a new queue)', async () => {
+    const misses = new RouteMisses<Route>(() => 0)
+    const releases: ((a: RouteAnswer<Route>) => void)[] = []
+    let calls = 0
+    const fetch = () => {
+      calls++
+      return new Promise<RouteAnswer<Route>>((r) => {
+        releases.push(r)
+      })
+    }
+    const early = misses.lookup('q', 0, fetch)
+    // 50 requests routed at the queue's creation join the lookup started before it.
+    const late = Array.from({ length: 50 }, () => misses.lookup('q', 11, fetch))
+    releases[0]?.({ epoch: 10, route: undefined })
+    expect(await early).toBeUndefined()
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(calls).toBe(2) // 51 before: each asked again on its own
+    releases[1]?.({ epoch: 12, route: { queue: 'q' } })
+    expect(await Promise.all(late)).toEqual(Array(50).fill({ queue: 'q' }))
     expect(calls).toBe(2)
   })
 

@@ -40,17 +40,24 @@ export class RouteMisses<Route> {
     fetch: () => Promise<RouteAnswer<Route>>,
   ): Promise<Route | undefined> {
     if (this.#missing(queue, minEpoch)) return undefined
+    let answer = await this.#shared(queue, fetch)
+    // Asked before the client's epoch was committed: the answer may predate the queue. Asked
+    // again, with the others so answered: a lookup under way now began after the first ended,
+    // so after this request came (each asked on its own before: a burst, as many calls).
+    if (answer.epoch < minEpoch) answer = await this.#shared(queue, fetch)
+    if (answer.route === undefined) this.#remember(queue, answer.epoch)
+    else this.#missed.delete(queue)
+    return answer.route
+  }
+
+  /** The lookup of `queue` under way, else one started with `fetch()`. */
+  #shared(queue: string, fetch: () => Promise<RouteAnswer<Route>>): Promise<RouteAnswer<Route>> {
     let pending = this.#lookups.get(queue)
     if (!pending) {
       pending = fetch().finally(() => this.#lookups.delete(queue))
       this.#lookups.set(queue, pending)
     }
-    let answer = await pending
-    // Asked before the client's epoch was committed: the answer may predate the queue.
-    if (answer.epoch < minEpoch) answer = await fetch()
-    if (answer.route === undefined) this.#remember(queue, answer.epoch)
-    else this.#missed.delete(queue)
-    return answer.route
+    return pending
   }
 
   /** Queue names remembered as missing (for tests and metrics). */
