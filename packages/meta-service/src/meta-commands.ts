@@ -19,7 +19,11 @@ export type MetaCommand =
       readonly storeId?: string
       readonly freshStore?: boolean
     }
-  | { readonly type: 'createGroup'; readonly replicas: readonly string[] }
+  /**
+   * A new data group on `replicas`. `groupId` (format level 29): the id it is to take, the
+   * state's next one when the controller decided it; refused when another group took it.
+   */
+  | { readonly type: 'createGroup'; readonly replicas: readonly string[]; readonly groupId?: number }
   | { readonly type: 'removeGroup'; readonly groupId: number }
   | {
       readonly type: 'reportLeader'

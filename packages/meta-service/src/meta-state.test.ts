@@ -1,4 +1,9 @@
-import { FORMAT_LEVEL, FORMAT_LEVEL_META_APPLY_CHECKS, FORMAT_LEVEL_PLACE_LIVE_REMOVING } from '@mq/protocol'
+import {
+  FORMAT_LEVEL,
+  FORMAT_LEVEL_CREATE_GROUP_ID,
+  FORMAT_LEVEL_META_APPLY_CHECKS,
+  FORMAT_LEVEL_PLACE_LIVE_REMOVING,
+} from '@mq/protocol'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
@@ -451,6 +456,40 @@ describe('MetaState', () => {
     // The property saw moves complete (it would prove little otherwise).
     expect(moved).toBeGreaterThan(0)
   })
+
+  it.each([
+    [FORMAT_LEVEL_CREATE_GROUP_ID, false],
+    [FORMAT_LEVEL_CREATE_GROUP_ID - 1, true],
+  ])(
+    'at format level %i refuses a createGroup naming an id another group took (a create decided again after one committed late): applied %s',
+    (level, applied) => {
+      const s = new MetaState()
+      for (let i = 1; i <= 3; i++)
+        s.apply(
+          { type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:700${i}`, formatLevel: level },
+          1,
+        )
+      const replicas = ['n1', 'n2', 'n3']
+      expect(s.nextGroupId()).toBe(1)
+      expect(s.apply({ type: 'createGroup', replicas, groupId: 1 }, 2)).toMatchObject({
+        ok: true,
+        value: { groupId: 1 },
+      })
+      // Decided while group 1's create had an unknown outcome: it named id 1 again.
+      const again = s.apply({ type: 'createGroup', replicas, groupId: 1 }, 3)
+      expect(again.ok).toBe(applied)
+      if (!applied)
+        expect(again).toMatchObject({ message: /data group 1 was to be created, but the next group id is 2/ })
+      expect(s.groups()).toHaveLength(applied ? 2 : 1)
+      // Named right, or not named (a controller below the level), it is created.
+      expect(s.apply({ type: 'createGroup', replicas, groupId: s.nextGroupId() }, 4).ok).toBe(true)
+      expect(s.apply({ type: 'createGroup', replicas }, 5).ok).toBe(true)
+      // An image keeps the next id.
+      const restored = new MetaState()
+      restored.restore(s.snapshot())
+      expect(restored.nextGroupId()).toBe(s.nextGroupId())
+    },
+  )
 
   it.each([
     [FORMAT_LEVEL_META_APPLY_CHECKS, false],

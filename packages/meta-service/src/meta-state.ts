@@ -1,5 +1,6 @@
 import {
   ErrorCode,
+  FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_META_APPLY_CHECKS,
   FORMAT_LEVEL_PLACE_LIVE_REMOVING,
   queueNameProblem,
@@ -288,6 +289,11 @@ export class MetaState {
     return [...this.#groups.values()].sort((a, b) => a.groupId - b.groupId)
   }
 
+  /** The id the next data group created will take (ids are never reused). */
+  nextGroupId(): number {
+    return this.#nextGroupId
+  }
+
   queue(name: string): QueueRecord | undefined {
     return this.#queues.get(name)
   }
@@ -451,7 +457,7 @@ export class MetaState {
       case 'registerNode':
         return this.#registerNode(command, nowMs)
       case 'createGroup':
-        return this.#createGroup(command.replicas, nowMs)
+        return this.#createGroup(command.replicas, nowMs, command.groupId)
       case 'removeGroup':
         return this.#removeGroup(command.groupId)
       case 'reportLeader':
@@ -560,7 +566,19 @@ export class MetaState {
     return ok(record)
   }
 
-  #createGroup(replicas: unknown, nowMs: number): MetaResult<GroupRecord> {
+  #createGroup(replicas: unknown, nowMs: number, groupId: unknown): MetaResult<GroupRecord> {
+    // Decided from a state another create then changed (one whose proposal timed out, its
+    // outcome unknown, committed late): it would make one group more than wanted.
+    if (
+      groupId !== undefined &&
+      this.formatLevel() >= FORMAT_LEVEL_CREATE_GROUP_ID &&
+      groupId !== this.#nextGroupId
+    ) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `data group ${String(groupId)} was to be created, but the next group id is ${this.#nextGroupId}: the groups changed since`,
+      )
+    }
     if (
       !Array.isArray(replicas) ||
       replicas.length === 0 ||

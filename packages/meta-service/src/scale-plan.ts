@@ -11,11 +11,16 @@ export interface ControlInput {
   readonly defaultGroups: number
   /** Partition moves to keep under way at once. */
   readonly movesMax: number
+  /**
+   * A new group's create names the id it is to take (format level 29), so that a create
+   * decided again after one of unknown outcome committed is refused instead of making one more.
+   */
+  readonly namesGroupIds?: boolean
 }
 
 /** One step the controller proposes to the meta group. */
 export type ControlAction =
-  | { readonly type: 'createGroup'; readonly replicas: readonly string[] }
+  | { readonly type: 'createGroup'; readonly replicas: readonly string[]; readonly groupId?: number }
   | {
       readonly type: 'startMove'
       readonly queue: string
@@ -54,7 +59,14 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   if (active.length < wanted) {
     if (input.alive.size < input.replicas) return []
     const chosen = chooseReplicaNodes(state, input.replicas, input.alive)
-    return chosen.length === input.replicas ? [{ type: 'createGroup', replicas: chosen }] : []
+    if (chosen.length !== input.replicas) return []
+    return [
+      {
+        type: 'createGroup',
+        replicas: chosen,
+        ...(input.namesGroupIds ? { groupId: state.nextGroupId() } : {}),
+      },
+    ]
   }
   if (!scale) return []
   const actions: ControlAction[] = []

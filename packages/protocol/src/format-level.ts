@@ -92,8 +92,12 @@
  *    source: a meta group grown past 7 voters (`startMetaChange` of reason `grow`), and an
  *    `updateQueue` naming a dead-letter queue that is no queue name. A meta replica of an
  *    earlier version would apply what the others refuse.
+ * 29. a `createGroup` names the group id it is to take (`groupId`, the meta state's next one
+ *    when the controller decided it), and the meta state refuses it when another group took
+ *    that id: a create whose proposal timed out (outcome unknown) and committed late made one
+ *    group more than wanted, each time. A meta replica of an earlier version would create it.
  */
-export const FORMAT_LEVEL = 28
+export const FORMAT_LEVEL = 29
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -184,6 +188,9 @@ export const FORMAT_LEVEL_REPEAT_ONLY = 27
 
 /** The level from which the meta state's apply re-checks a grow's size and a dead-letter name (level 28 above). */
 export const FORMAT_LEVEL_META_APPLY_CHECKS = 28
+
+/** The level from which a `createGroup` names the group id it is to take (level 29 above). */
+export const FORMAT_LEVEL_CREATE_GROUP_ID = 29
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

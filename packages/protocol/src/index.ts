@@ -10,6 +10,7 @@ export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {
   belowClusterLevelMessage,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_DEAD_LETTER_QUEUE,
   FORMAT_LEVEL_DELIVERY_RATE,
   FORMAT_LEVEL_DROP_IMPORT,

@@ -5,6 +5,7 @@ import {
   type ChangeReplicasResponse,
   type FencePartitionsRequest,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_STORE_ID,
   type HeartbeatRequest,
   type MovePartitionRequest,
@@ -738,6 +739,38 @@ describe('Controller data-group replica changes', () => {
     await settle()
     expect(old.state.replicaChanges()[0]).toMatchObject({ add: 'n4' })
   })
+})
+
+describe('Controller: creating data groups', () => {
+  it.each([
+    [FORMAT_LEVEL, 2],
+    [FORMAT_LEVEL_CREATE_GROUP_ID - 1, 3],
+  ])(
+    'at format level %i, a create whose proposal timed out (outcome unknown) and committed late leaves %i groups where 2 are wanted',
+    async (level, groups) => {
+      let late: ((command: MetaCommand) => void) | undefined
+      let first = true
+      const c = leading({
+        groups: 1,
+        levels: { n1: level, n2: level, n3: level },
+        beforePropose: async (command) => {
+          if (command.type !== 'createGroup' || !first) return
+          first = false
+          late?.(command) // in the leader's log: it commits after its proposal timed out
+          throw new Error('not applied within 100 ticks; outcome unknown')
+        },
+      })
+      late = (command) => c.committed(command)
+      c.apply({ type: 'initMetaMembers', voters: NODES })
+      c.apply({ type: 'scaleDataGroups', groups: 2 })
+      for (let i = 0; i < 3; i++) {
+        await c.beatNodes(NODES, 500, { level: () => level })
+        await c.controller.round()
+      }
+      // Below the level a create names no id, and the one decided again made a third group.
+      expect(c.state.groups()).toHaveLength(groups)
+    },
+  )
 })
 
 describe('Controller: draining a node', () => {

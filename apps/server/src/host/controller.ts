@@ -23,6 +23,7 @@ import {
   belowClusterLevelMessage,
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
+  FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_GROW_DATA_GROUPS,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
@@ -545,6 +546,7 @@ export class Controller {
       const state = this.#leading()
       if (!state) return
       const alive = this.#alive(state)
+      const level = this.#formatLevel(state)
       // New groups go to live nodes that are not being drained.
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const actions: MetaCommand[] = controlActions(state, {
@@ -558,9 +560,9 @@ export class Controller {
         ),
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
+        namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
       })
       const now = this.#now()
-      const level = this.#formatLevel(state)
       const silentSince = new Map(state.nodes().map((n) => [n.nodeId, this.#silentSinceMs(state, n.nodeId)]))
       // A new leader first hears who is alive (a node back from a long silence may not have
       // told any meta leader yet: its recorded silence alone would have it replaced).
