@@ -29,19 +29,30 @@ const steps = (arg('steps') ?? '6,2,5,3').split(',').map((x) => {
   return n
 })
 const seed = intArg('seed', Math.floor(Math.random() * 2 ** 31), 0, 2 ** 31)
+const joinAndDrain = !process.argv.includes('--no-join')
 const r = await runScale({
   seed,
   nodes: intArg('nodes', 3, 3, 7),
   steps,
   partitions: intArg('partitions', 12, 1, 256),
   killMetaLeader: !process.argv.includes('--no-kill'),
-  joinAndDrain: !process.argv.includes('--no-join'),
+  joinAndDrain,
   stepMsMax: 180_000,
 })
 const problems = [...outcomeProblems(r), ...r.notDeleted.map((x) => `not deleted: ${x}`), ...r.crashes]
 const reached = r.groupsAfterStep.map((g) => g.length)
 if (reached.join(',') !== steps.join(','))
   problems.push(`groups after each step ${reached.join(',')}, wanted ${steps.join(',')}`)
+// The join and n3's drain and removal (runScale leaves out what timed out) are claims too.
+if (joinAndDrain) {
+  const removal = r.removal
+  if (!r.afterJoin) problems.push('the joined node was not given its share of the replicas')
+  if (!r.afterDrain) problems.push('n3 was not drained')
+  else if (removal?.refusedWhileAlive === 'removed while alive') problems.push('n3 was removed while it ran')
+  else if (removal?.removedAfterStopMs === undefined) problems.push('n3 was not removed once stopped')
+  else if (removal.restartExit !== 1)
+    problems.push(`n3, started again after its removal, was not refused (exit ${removal.restartExit})`)
+}
 const pauses = r.moves.map((m) => m.pauseMs).sort((a, b) => a - b)
 console.log(
   `seed ${seed}: ${r.moves.length} moves, pause per move median ${pauses[Math.floor(pauses.length / 2)] ?? 0} ms, max ${pauses.at(-1) ?? 0} ms; ${r.report.ackedEnqueues} acknowledged enqueues, ${r.report.redeliveries} redeliveries; ${Math.round(r.elapsedMs / 1000)} s`,

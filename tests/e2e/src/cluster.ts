@@ -429,7 +429,8 @@ export class LocalCluster {
   /**
    * Stops every node (SIGTERM, then SIGKILL after 10 s), removes the network namespaces and
    * the tmpfs mounts, and removes the data; with `keepDataIn`, each node's data dir is first
-   * copied there (`<keepDataIn>/<node id>`), to be examined offline.
+   * copied there (`<keepDataIn>/<node id>`), to be examined offline (when that copy throws,
+   * the namespaces and mounts are still removed, the data left in place).
    */
   async stop(keepDataIn?: string): Promise<void> {
     await Promise.all(
@@ -446,11 +447,16 @@ export class LocalCluster {
       }),
     )
     await Promise.all(this.nodes.map((n) => n.proxy?.close()))
-    if (keepDataIn !== undefined)
-      for (const n of this.nodes)
-        cpSync(n.dataDir, join(keepDataIn, n.nodeId), { recursive: true, errorOnExist: false })
-    this.#netns?.destroy()
-    for (const dir of this.#mounts.splice(0)) unmount(dir)
+    try {
+      if (keepDataIn !== undefined)
+        for (const n of this.nodes)
+          cpSync(n.dataDir, join(keepDataIn, n.nodeId), { recursive: true, errorOnExist: false })
+    } finally {
+      // A copy that failed (a full disk, say) still gives back the namespaces and the mounts,
+      // which outlive the process; the data dirs are then left where they are.
+      this.#netns?.destroy()
+      for (const dir of this.#mounts.splice(0)) unmount(dir)
+    }
     rmSync(this.dir, { recursive: true, force: true })
   }
 

@@ -1,3 +1,5 @@
+import type { MqClient } from '@mq/router-client'
+
 /**
  * Waits until `left()` is 0: true then; false once it has not gone down for `stallMs`, or
  * `maxMs` passed. Polls every 200 ms; an undefined count (a failed read) is no progress.
@@ -21,4 +23,17 @@ export async function drainBacklog(
     }
   }
   return true
+}
+
+/**
+ * The messages still stored in `queue` and not dead-lettered (ready, delayed, leased, waiting
+ * behind their key), by its partitions' leaders; undefined when a leader does not answer.
+ */
+export async function messagesLeft(client: MqClient, queue: string): Promise<number | undefined> {
+  try {
+    const stats = await client.admin.queueStats(queue)
+    return stats.reduce((n, p) => n + p.messages - p.weights.reduce((d, w) => d + w.dead, 0), 0)
+  } catch {
+    return undefined
+  }
 }

@@ -12,7 +12,7 @@ import {
   summarize,
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
-import { drainBacklog } from './drain-backlog'
+import { drainBacklog, messagesLeft } from './drain-backlog'
 import { clockAheadEnv, skewOf } from './faketime'
 import { ATTEMPT_SLOW_MS, History } from './history'
 import { DEFAULT_SCHEDULE, FaultKind, faultKinds, NemesisShared, runNemesis, schedule } from './nemesis'
@@ -158,19 +158,6 @@ export function replayCommand(
 }
 
 /**
- * The messages still stored in `queue` and not dead-lettered (ready, delayed, leased, waiting
- * behind their key), by its partitions' leaders; undefined when a leader does not answer.
- */
-async function messagesLeft(client: MqClient, queue: string): Promise<number | undefined> {
-  try {
-    const stats = await client.admin.queueStats(queue)
-    return stats.reduce((n, p) => n + p.messages - p.weights.reduce((d, w) => d + w.dead, 0), 0)
-  } catch {
-    return undefined
-  }
-}
-
-/**
  * One fault run: starts a cluster of `nodes`, runs producers and consumers while the nemesis
  * follows the seed's schedule for `faultSeconds`, heals every node, drains the queue with no
  * faults, and checks the history. Ends every process it started (by PID) before returning.
@@ -256,6 +243,10 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         ...(r.error !== undefined ? { error: r.error.slice(0, 300) } : {}),
       })
     },
+  }).catch(async (error: unknown) => {
+    // No client (no meta leader within its deadline, say): the nodes must not outlive the run.
+    await cluster.stop()
+    throw error
   })
   const queue = 'faults'
   const load = new Workload(history, queue)

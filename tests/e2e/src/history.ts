@@ -57,8 +57,9 @@ export interface LeaseOp {
    */
   readonly visibilityMs?: number
   /**
-   * When the first call under this call's lease attempt started, if an earlier one failed: the
-   * broker answers a repeated attempt with the leases it made, so they may date from then.
+   * When the first call under this call's lease attempt started, if an earlier one failed after
+   * it went out (one that could not be sent made nothing): the broker answers a repeated attempt
+   * with the leases it made, so they may date from then.
    */
   readonly attemptStartMs?: number
   readonly error?: string

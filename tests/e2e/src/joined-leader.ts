@@ -2,15 +2,24 @@ import { MqClient } from '@mq/router-client'
 import { LocalCluster } from './cluster'
 import { waitFor } from './scale-run'
 
-/** A cluster of 3 nodes and a joined n4 (no meta replica), and `count` clients of it. */
+/**
+ * A cluster of 3 nodes and a joined n4 (no meta replica), and `count` clients of it. On failure
+ * it ends what it started and throws.
+ */
 export async function clusterWithJoinedNode(
   count: number,
 ): Promise<{ cluster: LocalCluster; clients: MqClient[] }> {
   const cluster = await LocalCluster.start({ nodes: 3 })
-  await cluster.join()
   const clients: MqClient[] = []
-  for (let i = 0; i < count; i++)
-    clients.push(await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000 }))
+  try {
+    await cluster.join()
+    for (let i = 0; i < count; i++)
+      clients.push(await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000 }))
+  } catch (error) {
+    // The caller gets nothing to stop: what was started must not outlive the failure.
+    await stopAll(cluster, clients)
+    throw error
+  }
   return { cluster, clients }
 }
 

@@ -1,6 +1,6 @@
 import type { MqClient } from '@mq/router-client'
 import { type CheckReport, check } from './checker'
-import { drainBacklog } from './drain-backlog'
+import { drainBacklog, messagesLeft } from './drain-backlog'
 import { History } from './history'
 import type { Prng } from './prng'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -49,8 +49,8 @@ export interface SteadyLoad {
   readonly history: History
   /**
    * Stops producing, drains (consumers ack everything) while the backlog shrinks — until
-   * nothing was acked for `drainStallMs` (30 s) or `drainMsMax` (5 min) passed — and checks
-   * the history.
+   * nothing was acked for `drainStallMs` (30 s) or `drainMsMax` (5 min) passed — then until
+   * the queue holds nothing but dead letters (as a fault run's drain), and checks the history.
    */
   finish(drainMsMax?: number, drainStallMs?: number): Promise<LoadOutcome>
   /** Stops every worker without draining (after a failure). */
@@ -101,7 +101,18 @@ export function startSteadyLoad(
       load.producing = false
       await Promise.all(producers)
       load.draining = true
-      const drained = await drainBacklog(() => load.unackedCount, drainStallMs, drainMsMax)
+      const drainStart = Date.now()
+      const backlogDrained = await drainBacklog(() => load.unackedCount, drainStallMs, drainMsMax)
+      // Then until the queue is empty, as a fault run's drain: a message whose enqueue's
+      // outcome was unknown, one whose ack of unknown outcome did not apply, one stored twice
+      // must be delivered (and checked) too, not left unseen when the consumers stop.
+      const drained =
+        backlogDrained &&
+        (await drainBacklog(
+          () => messagesLeft(client, queue),
+          drainStallMs,
+          Math.max(0, drainMsMax - (Date.now() - drainStart)),
+        ))
       load.consuming = false
       await Promise.all(consumers)
       return { report: check(history.ops), unacked: load.unacked().length, drained }

@@ -306,11 +306,14 @@ export async function runConsumer(
     let lastError: unknown
     for (let attempt = 0; attempt < 5; attempt++) {
       const stub = router.stub(partition)
+      /** This attempt's call went out: only then may its failure have left an effect. */
+      let sent = false
       try {
         if (!stub) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
         const request = { target: router.target(partition), leaseIds, delayMs: 0, release: false }
+        sent = true
         const response: LeaseResultsResponse =
           kind === 'ack'
             ? await call(s, s.ack, request, options.attemptMs)
@@ -339,7 +342,8 @@ export async function runConsumer(
         return
       } catch (error) {
         lastError = error
-        if (outcomeOf(error) === 'info') indeterminate = true
+        // A route that could not be read, or no leader to ask, sent nothing: no effect.
+        if (sent && outcomeOf(error) === 'info') indeterminate = true
         router.onError(partition, error as MqError)
         await pauseMs(backoffMs(attempt))
       }
@@ -372,10 +376,13 @@ export async function runConsumer(
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
       const startMs = Date.now()
       let response: LeaseResponse
+      /** This call went out: only then may it have made leases under `attempt`. */
+      let sent = false
       try {
         if (!router.stub(partition)) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
+        sent = true
         response = await call(
           s,
           s.lease,
@@ -391,7 +398,8 @@ export async function runConsumer(
           options.attemptMs + options.waitMs,
         )
       } catch (error) {
-        attemptStartMs ??= startMs
+        // A route that could not be read, or no leader to ask, sent nothing: no lease dates from it.
+        if (sent) attemptStartMs ??= startMs
         load.history.add({
           kind: 'lease',
           worker: options.worker,
