@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { parseAddress, parseMembers } from './members'
+import { isWildcardHost, parseAddress, parseMembers } from './members'
 
 describe('parseMembers', () => {
   it('parses a three-node list', () => {
@@ -19,5 +19,26 @@ describe('parseMembers', () => {
   })
   it('accepts IPv6 literals', () => {
     expect(parseAddress('[::1]:7001')).toBe('[::1]:7001')
+  })
+})
+
+describe('isWildcardHost', () => {
+  it('knows every spelling of a wildcard that parseAddress admits, and no other host', () => {
+    // Dialing any of them reaches the dialer's own port, as 0.0.0.0 and [::] do.
+    for (const host of [
+      '0.0.0.0',
+      '[::]',
+      '[0:0:0:0:0:0:0:0]',
+      '[::0]',
+      '[0::]',
+      '[0:0::0]',
+      '0',
+      '0.0',
+      '00.0.0.0',
+      '0x0',
+    ])
+      expect(isWildcardHost(host), host).toBe(true)
+    for (const host of ['127.0.0.1', '10.0.0.0', '[::1]', '[1::]', 'localhost', 'o', '0.0.0.0.0', '0a'])
+      expect(isWildcardHost(host), host).toBe(false)
   })
 })

@@ -1,3 +1,5 @@
+import { isIPv6 } from 'node:net'
+
 /** One member of an initial cluster: a node id and its `host:port` address. */
 export interface Member {
   readonly nodeId: string
@@ -53,11 +55,20 @@ export function hostAndPort(address: string): { host: string; port: number } {
   return { host: address.slice(0, colon), port: Number(address.slice(colon + 1)) }
 }
 
+/** A part of an IPv4 address, in a form the resolver reads (inet_aton: decimal, octal, hex), that is zero. */
+const ZERO_IPV4_PART = /^(0+|0x0+)$/i
+
 /**
- * Whether `host` is a wildcard (0.0.0.0, [::]): a node may listen on one, but it is no
- * address another node or a client can dial (on Linux, dialing 0.0.0.0:P reaches the
- * dialer's own port P).
+ * Whether `host` is a wildcard (0.0.0.0, [::]), however it is spelt ([::0], [0::], 0, 0.0,
+ * 0x0: the resolver reads them all as one): a node may listen on one, but it is no address
+ * another node or a client can dial (on Linux, dialing 0.0.0.0:P reaches the dialer's own
+ * port P). Until 2026-12-05 only 0.0.0.0, [::] and [0:0:0:0:0:0:0:0] were known.
  */
 export function isWildcardHost(host: string): boolean {
-  return host === '0.0.0.0' || host === '[::]' || host === '[0:0:0:0:0:0:0:0]'
+  if (host.startsWith('[') && host.endsWith(']')) {
+    const ip = host.slice(1, -1)
+    return isIPv6(ip) && /^[0:]+$/.test(ip)
+  }
+  const parts = host.split('.')
+  return parts.length <= 4 && parts.every((part) => ZERO_IPV4_PART.test(part))
 }

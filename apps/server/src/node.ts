@@ -1138,9 +1138,14 @@ export class MqNode {
         // A page of keys per write (a replica replaced with its backlog holds millions), under
         // a marker that has the next start finish a removal a crash cut short.
         await this.#store?.removeGroupInPages(groupId)
-        console.log(`mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`)
+        this.log.info(
+          { group: groupId },
+          `mq-server: node ${this.config.nodeId} removed data group ${groupId} and its storage`,
+        )
       })()
-        .catch((error: unknown) => console.error(`mq-server: cannot remove data group ${groupId}:`, error))
+        .catch((error: unknown) =>
+          this.log.error({ err: error, group: groupId }, `mq-server: cannot remove data group ${groupId}`),
+        )
         .finally(() => this.#removingGroups.delete(groupId))
       this.#removingGroups.set(groupId, removing)
     }
@@ -1314,10 +1319,9 @@ export class MqNode {
     const metaLeader = metaVoter !== undefined && this.#raft?.status(META_GROUP).role === Role.Leader
     if (metaLeader) this.#epochCeiling.observe(metaVoter.state.routeEpoch)
     if (metaVoter === undefined || metaLeader) {
-      const ceiling = await this.#epochCeiling.reach(minEpoch).catch((error: unknown) => {
-        this.#notePossibleLeader(error)
-        throw error
-      })
+      const ceiling = await this.#epochCeiling
+        .reach(minEpoch)
+        .catch((error: unknown) => this.#routeLookupFailed(queue, error))
       if (ceiling < minEpoch) {
         throw new StaleRouteError(
           `route epoch ${minEpoch} is ahead of this cluster's (${ceiling}): the route is not this cluster's; refresh the route`,
@@ -1328,10 +1332,7 @@ export class MqNode {
     const remote = this.#routeMisses.lookup(queue, minEpoch, () =>
       this.#fetchRoutes([queue]).then(
         (response) => ({ epoch: response.routeEpoch, route: response.routes.find((r) => r.queue === queue) }),
-        (error: unknown) => {
-          this.#notePossibleLeader(error)
-          throw error
-        },
+        (error: unknown) => this.#routeLookupFailed(queue, error),
       ),
     )
     const voter = this.#metaVoter() // read again: the ceiling's read took time
@@ -1360,6 +1361,22 @@ export class MqNode {
     } finally {
       ended.abort()
     }
+  }
+
+  /**
+   * Throws what a data request gets when the meta group did not answer `queue`'s route: a meta
+   * NOT_LEADER becomes UNAVAILABLE (retriable), since its hint names the meta leader, which is
+   * no leader of the partition's group (a client followed it there, and took it for the
+   * partition's leader); the node's next meta call goes to the hinted leader.
+   */
+  #routeLookupFailed(queue: string, error: unknown): never {
+    this.#notePossibleLeader(error)
+    if (!(error instanceof WireNotLeader)) throw error
+    throw new UnavailableError(
+      `could not look up the route of ${queue}: the meta group answered "${error.message}"; retry shortly`,
+      {},
+      { cause: error },
+    )
   }
 
   /**

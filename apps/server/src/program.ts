@@ -241,7 +241,9 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           `mq-server: node ${c.nodeId} stopping${parentGone ? ' (the process that started it is gone)' : ''}`,
         )
         void Promise.all([node.stop(), http?.close(), webConsole?.close()]).then(
-          () => io.exit(0),
+          // A node that stopped serving for good meanwhile (removed from the cluster, damaged
+          // data: stopFailed) exits 1, whichever of the two stops ends last.
+          () => io.exit(failed ? 1 : 0),
           (error: unknown) => {
             log.error({ err: error }, `mq-server: node ${c.nodeId} failed to stop cleanly`)
             io.exit(1)

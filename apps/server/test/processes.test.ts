@@ -2,6 +2,21 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { credentials, Server, ServerCredentials } from '@grpc/grpc-js'
+import { removedNodeMessage } from '@mq/meta-service'
+import {
+  fromGrpcError,
+  HeartbeatResponse,
+  InvalidArgumentError,
+  MetaService,
+  type MqError,
+  NotLeaderError,
+  PeerService,
+  ProduceRequest,
+  QueueClient,
+  UnavailableError,
+  unaryHandler,
+} from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
 import { httpGet } from './grpc-calls'
 import { freePort, singleNodeArgs, startServer, waitServing } from './processes'
@@ -22,6 +37,15 @@ function startDev(nodes: number, basePort: number, httpBasePort: number, name: s
     '--data-dir',
     join(dir, name),
   ])
+}
+
+/** Binds `server` to a free loopback port; resolves with its address. */
+function listenLoopback(server: Server): Promise<string> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, port) =>
+      e ? reject(e) : resolve(`127.0.0.1:${port}`),
+    ),
+  )
 }
 
 // Real mq-server processes on loopback, each ended by its PID.
@@ -82,6 +106,152 @@ describe('mq-server processes', () => {
     } finally {
       server.child.kill('SIGTERM')
       await server.exited
+    }
+  }, 60_000)
+
+  it("answers a data request whose route lookup the meta group redirected UNAVAILABLE, not with the meta group's NOT_LEADER", async () => {
+    // A meta member that no longer leads the meta group: it names the new meta leader, m2.
+    const metaLeader = `127.0.0.1:${await freePort()}`
+    const stale = new Server()
+    stale.addService(MetaService, {
+      getRoutes: unaryHandler(async () => {
+        throw new NotLeaderError(`not the meta leader; it is m2 at ${metaLeader}`, {
+          leaderId: 'm2',
+          leaderAddress: metaLeader,
+          groupId: 0,
+        })
+      }),
+    })
+    const staleAddress = await listenLoopback(stale)
+    const address = `127.0.0.1:${await freePort()}`
+    const server = startServer([
+      'start',
+      '--node-id',
+      'r1',
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, 'r1'),
+      '--join',
+      staleAddress,
+    ])
+    const client = new QueueClient(address, credentials.createInsecure())
+    try {
+      await waitServing(address)
+      const target = { queue: 'jobs', partition: 0, routeEpoch: 0 }
+      const messages = [{ body: Buffer.from('m'), weight: 1 }]
+      const error = await new Promise<MqError | undefined>((resolve) =>
+        client.produce(ProduceRequest.fromPartial({ target, messages }), (e) =>
+          resolve(e ? fromGrpcError(e) : undefined),
+        ),
+      )
+      // The hint names the meta leader, which is no leader of the partition's group: a client
+      // followed it there (and took it for the partition's leader) instead of retrying.
+      expect(error).not.toBeInstanceOf(NotLeaderError)
+      expect(error).toBeInstanceOf(UnavailableError)
+      expect(error?.retriable).toBe(true)
+      expect(error?.message).toMatch(/route of jobs.*meta/)
+    } finally {
+      client.close()
+      server.child.kill('SIGTERM')
+      await server.exited
+      stale.forceShutdown()
+    }
+  }, 60_000)
+
+  it('exits 1 when the cluster removes the node while it stops on SIGTERM', async () => {
+    // A stand-in meta leader: it gives r1 a data group of its own (so that r1's stop waits,
+    // with heartbeats still going, for a leadership transfer it cannot make), then, once r1
+    // stops, answers its heartbeats that the cluster removed it.
+    let removed = false
+    const meta = new Server()
+    meta.addService(PeerService, {
+      heartbeat: unaryHandler(async () => {
+        if (removed) throw new InvalidArgumentError(removedNodeMessage('r1'))
+        return HeartbeatResponse.fromPartial({
+          metaLeaderId: 'm1',
+          groups: [{ groupId: 1, replicas: ['r1'] }],
+        })
+      }),
+    })
+    const metaAddress = await listenLoopback(meta)
+    const address = `127.0.0.1:${await freePort()}`
+    const server = startServer([
+      'start',
+      '--node-id',
+      'r1',
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, 'removed'),
+      '--join',
+      metaAddress,
+      '--tick-ms',
+      '20',
+    ])
+    try {
+      const deadline = Date.now() + 30_000
+      while (!/group 1: leader r1/.test(server.output()) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100))
+      expect(server.output()).toMatch(/group 1: leader r1/)
+      removed = true
+      server.child.kill('SIGTERM')
+      const exited = await server.exited
+      // It heard that the cluster removed it (mq node remove), and said so.
+      expect(server.output()).toMatch(/node r1 was removed from the cluster.*; it stops/)
+      expect(exited).toEqual({ code: 1, signal: null })
+    } finally {
+      server.child.kill('SIGKILL')
+      meta.forceShutdown()
+    }
+  }, 60_000)
+
+  it('logs the removal of a data group the cluster removed as a JSON line, as every event', async () => {
+    // A stand-in meta leader: it gives r2 a data group of its own, then removes it.
+    let removed = false
+    const meta = new Server()
+    meta.addService(PeerService, {
+      heartbeat: unaryHandler(async () =>
+        HeartbeatResponse.fromPartial({
+          metaLeaderId: 'm1',
+          ...(removed ? { removedGroupIds: [1] } : { groups: [{ groupId: 1, replicas: ['r2'] }] }),
+        }),
+      ),
+    })
+    const metaAddress = await listenLoopback(meta)
+    const address = `127.0.0.1:${await freePort()}`
+    const server = startServer([
+      'start',
+      '--node-id',
+      'r2',
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, 'group-removed'),
+      '--join',
+      metaAddress,
+      '--tick-ms',
+      '20',
+    ])
+    const until = async (pattern: RegExp) => {
+      const deadline = Date.now() + 30_000
+      while (!pattern.test(server.output()) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100))
+      expect(server.output()).toMatch(pattern)
+    }
+    try {
+      await until(/hosts a replica of data group 1/)
+      removed = true
+      await until(/removed data group 1 and its storage/)
+      const line = server
+        .output()
+        .split('\n')
+        .find((l) => l.includes('removed data group 1 and its storage')) as string
+      expect(JSON.parse(line)).toMatchObject({ level: 'info', node: 'r2', group: 1 })
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+      meta.forceShutdown()
     }
   }, 60_000)
 

@@ -286,3 +286,49 @@ describe('NodeMetrics queue operation series', () => {
     )
   })
 })
+
+/** A view hosting the groups in `groups` (a replica of each, following a leader) and leading no partition. */
+function groupsView(groups: Set<number>): NodeView {
+  return {
+    nodeId: 'n1',
+    serving: () => true,
+    failed: () => false,
+    groups: () =>
+      [...groups].map((groupId) => ({
+        groupId,
+        status: { term: 2, role: 'follower', lead: 'n2', commit: 9, applied: 9, lastIndex: 9 },
+        imports: 0,
+        sweeping: 0,
+        logTail: { entries: 0, bytes: 0 },
+      })) as unknown as ReturnType<NodeView['groups']>,
+    ledPartitions: () => [],
+    metaLeaderId: () => 'n2',
+  }
+}
+
+/** The `group` labels of a scrape's samples. */
+const groupLabels = (text: string) => new Set([...text.matchAll(/group="([^"]*)"/g)].map((m) => m[1]))
+
+describe('NodeMetrics group series', () => {
+  it('removes the series of data groups no longer hosted here (removed, or their replica moved away)', async () => {
+    const metrics = new NodeMetrics('n1')
+    const hosted = new Set([1])
+    const view = groupsView(hosted)
+    metrics.raftElections.inc({ group: '1' })
+    // 50 data groups hosted for a while, each of which elected, sent a snapshot, committed and applied here.
+    for (let groupId = 2; groupId < 52; groupId++) {
+      hosted.add(groupId)
+      const group = String(groupId)
+      metrics.raftElections.inc({ group })
+      metrics.raftSnapshotSends.inc({ group })
+      metrics.raftApplySeconds.observe({ group }, 0.001)
+      await metrics.timeAppend(groupId, Promise.resolve())
+    }
+    expect(groupLabels(await metrics.render(view)).size).toBe(51)
+    // Removed (the cluster shrank its data groups, or moved their replicas to other nodes).
+    for (let groupId = 2; groupId < 52; groupId++) hosted.delete(groupId)
+    const text = await metrics.render(view)
+    expect(groupLabels(text)).toEqual(new Set(['1']))
+    expect(sampleSum(parseExposition(text), 'mq_raft_elections_total', { group: '1' })).toBe(1)
+  })
+})
