@@ -55,7 +55,8 @@ export function messageFromWire(w: RaftMessage): { groupId: number; message: Mes
             meta: metaFromWire(snapshot.meta),
             offset: snapshot.offset,
             totalBytes: snapshot.totalBytes,
-            data: snapshot.data,
+            // Copied, as an entry's data: the image stager keeps the message while it fetches.
+            data: new Uint8Array(snapshot.data),
           }
         : null,
       leaderTimeMs: w.leaderTimeMs,

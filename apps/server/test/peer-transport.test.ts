@@ -202,6 +202,37 @@ describe('PeerTransport', () => {
     expect(small?.buffer.byteLength).toBeLessThan(64 * 1024)
   })
 
+  it("keeps a received snapshot chunk's own bytes, not the whole batch it came in", async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', '', addresses)
+    const b = await node('b', '', addresses)
+    // One turn: a 4 MiB entry of group 1 and a snapshot chunk (an image's 31-byte handle) of
+    // group 2 go in one batch; the image stager keeps the chunk's message while it fetches.
+    a.transport.send(1, [app('b', 1, 4 * MiB)])
+    a.transport.send(2, [
+      message({
+        type: MessageType.Snap,
+        from: 'a',
+        to: 'b',
+        term: 1,
+        snapshot: {
+          meta: {
+            index: 5,
+            term: 1,
+            conf: { voters: ['a', 'b'], learners: [], votersOutgoing: [], learnersNext: [] },
+          },
+          offset: 0,
+          totalBytes: 31,
+          data: new Uint8Array(31),
+        },
+      }),
+    ])
+    await until(() => b.received.length === 2)
+    const chunk = b.received.find((r) => r.groupId === 2)?.message.snapshot?.data
+    expect(chunk?.length).toBe(31)
+    expect(chunk?.buffer.byteLength).toBeLessThan(64 * 1024)
+  })
+
   it('bounds the bytes queued per destination, and lets messages without data pass', async () => {
     const addresses = new Map<string, string>([['b', '127.0.0.1:1']])
     const t = new PeerTransport(
