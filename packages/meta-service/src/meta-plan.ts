@@ -23,9 +23,11 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
  * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
  * forever for a node that is gone.
  *
- * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a draining or
- * lost voter first, then one not heard from, then the one holding the most data-group
- * replicas (the leader last) — and grows to it by the same candidates as a replacement
+ * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a voter not
+ * heard from first (a lost one before one briefly away), then a draining one, then the one
+ * holding the most data-group replicas (the leader last): a live voter removed while others are
+ * away could leave those alive short of a majority ({a, b, draining c, away d, away e} without
+ * c needs 3 of 4) — and grows to it by the same candidates as a replacement
  * (reasons shrink and grow: one side of the change is ''), but not while a voter is not alive.
  * A group above its size removes a bad voter instead of replacing it.
  *
@@ -35,7 +37,14 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
 export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaChange | undefined {
   const members = state.metaMembers()
   if (!members) return undefined
-  const load = (id: string) => state.groupsOf(id).length
+  // The data groups each node hosts (`groupsOf`), counted in one pass over the groups when first
+  // asked: counted per comparison of a sort over every node, a replacement took up to seconds on the
+  // meta leader of 1,000 nodes and 10,000 groups, longer than an election timeout.
+  let hosted: Map<string, number> | undefined
+  const load = (id: string) => {
+    hosted ??= groupsPerNode(state)
+    return hosted.get(id) ?? 0
+  }
   const candidate = (except: readonly string[]) =>
     state
       .nodes()
@@ -58,7 +67,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
   const isBad = (m: string) => state.draining(m) || input.lost.has(m)
   const wanted = state.metaVotersWanted() ?? members.length
   if (members.length > wanted) {
-    const rank = (m: string) => [Number(!isBad(m)), Number(input.alive.has(m)), Number(m === input.leaderId)]
+    const rank = (m: string) => [Number(input.alive.has(m)), Number(!isBad(m)), Number(m === input.leaderId)]
     const remove = [...members].sort((a, b) => {
       const [ra, rb] = [rank(a), rank(b)]
       for (let i = 0; i < ra.length; i++) if (ra[i] !== rb[i]) return (ra[i] as number) - (rb[i] as number)
@@ -85,4 +94,15 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       return { type: 'startMetaChange', add, remove: '', reason: ReplicaChangeReason.Grow }
   }
   return undefined
+}
+
+/** How many data groups each node hosts: is a replica of, or is being added to (`groupsOf`). */
+function groupsPerNode(state: MetaState): Map<string, number> {
+  const counts = new Map<string, number>()
+  for (const g of state.groups()) {
+    const add = state.replicaChange(g.groupId)?.add
+    for (const id of new Set(add ? [...g.replicas, add] : g.replicas))
+      counts.set(id, (counts.get(id) ?? 0) + 1)
+  }
+  return counts
 }

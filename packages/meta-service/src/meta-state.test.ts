@@ -319,10 +319,40 @@ describe('MetaState', () => {
         address: fc.constantFrom('a:1', 'a:2', 'a:3'),
         formatLevel: fc.constantFrom(0, 1, 2, 3),
       }),
+      // Later levels (placement, apply checks, named group ids) and store ids.
+      fc.record(
+        {
+          type: fc.constant('registerNode' as const),
+          nodeId: node,
+          address: fc.constantFrom('a:1', 'a:2', 'a:3'),
+          formatLevel: fc.constantFrom(
+            FORMAT_LEVEL_PLACE_LIVE_REMOVING,
+            FORMAT_LEVEL_META_APPLY_CHECKS,
+            FORMAT_LEVEL_CREATE_GROUP_ID,
+          ),
+          storeId: fc.constantFrom('0'.repeat(32), 'f'.repeat(32)),
+          freshStore: fc.boolean(),
+        },
+        { requiredKeys: ['type', 'nodeId', 'address', 'formatLevel'] },
+      ),
       fc.record({
         type: fc.constant('createGroup' as const),
         replicas: fc.uniqueArray(node, { minLength: 1, maxLength: 3 }),
       }),
+      fc.record({
+        type: fc.constant('createGroup' as const),
+        replicas: fc.uniqueArray(node, { minLength: 1, maxLength: 3 }),
+        groupId: fc.integer({ min: 1, max: 5 }),
+      }),
+      fc.record({
+        type: fc.constant('putToken' as const),
+        name: fc.constantFrom('t1', 't2'),
+        sha256: fc.constantFrom('a'.repeat(64), 'b'.repeat(64)),
+        roles: fc.constantFrom(['admin'], ['viewer:q*']),
+        ttlMs: fc.integer({ min: 0, max: 50 }),
+      }),
+      fc.record({ type: fc.constant('deleteToken' as const), name: fc.constantFrom('t1', 't2') }),
+      fc.record({ type: fc.constant('finishScale' as const) }),
       fc.record({ type: fc.constant('removeGroup' as const), groupId: fc.integer({ min: 1, max: 4 }) }),
       fc.record({
         type: fc.constant('reportLeader' as const),
@@ -341,6 +371,16 @@ describe('MetaState', () => {
         update: fc.oneof(
           fc.record({ maxDeliveries: fc.integer({ min: 0, max: 9 }) }),
           fc.record({ partitions: fc.integer({ min: 0, max: 8 }) }),
+          fc.record(
+            {
+              paused: fc.boolean(),
+              deadLetterQueue: fc.constantFrom('', 'q2', 'bad name'),
+              retryBackoffMinMs: fc.constantFrom(0, 1_000, 700_000),
+              retryBackoffMaxMs: fc.constantFrom(0, 5_000),
+              messageTtlMs: fc.integer({ min: 0, max: 9 }),
+            },
+            { requiredKeys: [] },
+          ),
         ),
       }),
       fc.record({ type: fc.constant('deleteQueue' as const), name }),
