@@ -52,6 +52,17 @@ describe('reports', () => {
     }
   })
 
+  // The audit's case: figures were printed to 3 decimals, but the fairness deviations and
+  // targets have 4: a worst window of 0.0504, past a 0.05 tolerance (exit 1), read 0.05 in the
+  // table, and one of 0.0004 read 0, while the JSON and the HTML held the figure.
+  it('prints every decimal a figure has, as the JSON does', () => {
+    const md = toMarkdown(
+      newReport([{ ...fairness, metrics: { deviationMax: 0.0504, overallDeviation: 0.0004 } }]),
+    )
+    expect(md).toContain('| fair<ness>& | deviationMax | 0.0504 |')
+    expect(md).toContain('| fair<ness>& | overallDeviation | 0.0004 |')
+  })
+
   it('renders self-contained HTML with one SVG chart per series kind, text escaped', () => {
     const html = toHtml(newReport([produce, fairness]), 'md <b>')
     expect(html.startsWith('<!DOCTYPE html>')).toBe(true)

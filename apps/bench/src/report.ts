@@ -2,8 +2,9 @@ import type { Percentiles } from './percentiles'
 import type { BenchReport, ScenarioResult } from './result'
 import { type RaftTiming, timingAgainstDefault } from './timing'
 
+/** A figure with its thousands separated and every decimal it was rounded to (up to 4: the shares). */
 const fmt = (x: number): string =>
-  Number.isInteger(x) ? x.toLocaleString('en-US') : x.toLocaleString('en-US', { maximumFractionDigits: 3 })
+  Number.isInteger(x) ? x.toLocaleString('en-US') : x.toLocaleString('en-US', { maximumFractionDigits: 4 })
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
   const esc = (s: string) => s.replaceAll('|', '\\|')

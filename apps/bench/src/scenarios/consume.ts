@@ -63,12 +63,16 @@ export async function drain(
               received++
               onMessage(m.body, since(start))
               acks.push(
-                m.ack().then(() => {
-                  acked++
-                  lastAckMs = since(start)
-                  timeline.record(lastAckMs)
-                  progress?.update(acked, o.count, 'acked')
-                }),
+                m.ack().then(
+                  () => {
+                    acked++
+                    lastAckMs = since(start)
+                    timeline.record(lastAckMs)
+                    progress?.update(acked, o.count, 'acked')
+                  },
+                  // A failed ack is not counted (and, handled here, does not end the process).
+                  () => {},
+                ),
               )
               if (received >= o.count || performance.now() > deadline) break
             }

@@ -62,11 +62,19 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
         await Promise.all(acks)
       })()
       const producer = producerClient.producer(queue)
+      let failed = 0
+      let firstFailure = ''
       const sends = await paced(o.ratePerS, count, async (_, intendedAtMs) => {
         sendLag.record(performance.now() - intendedAtMs)
         const body = new Uint8Array(o.sizeBytes)
         new DataView(body.buffer).setFloat64(0, performance.timeOrigin + intendedAtMs)
-        await producer.send({ body })
+        try {
+          await producer.send({ body })
+        } catch (error) {
+          // Counted here: a rejection left for allSettled at the schedule's end ended the process.
+          if (failed++ === 0) firstFailure = (error as Error).message
+          return
+        }
         ack.record(performance.now() - intendedAtMs)
       })
       await Promise.allSettled(sends)
@@ -83,6 +91,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           params: { ...o },
           metrics: {
             sent: count,
+            failedSends: failed,
             received,
             receivedPerS: round(received / elapsedS, 0),
             elapsedS: round(elapsedS, 2),
@@ -90,7 +99,10 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           },
           latency: latencyOf({ e2e, ack, sendLag }),
           timeline: timeline.points(performance.now() - start),
-          notes: received < count ? [`received ${received} of ${count}`] : [],
+          notes: [
+            ...(received < count ? [`received ${received} of ${count}`] : []),
+            ...(failed > 0 ? [`${failed} sends failed (the first: ${firstFailure})`] : []),
+          ],
         },
         facts,
       )

@@ -1,6 +1,66 @@
-import { describe, expect, it } from 'vitest'
+import type { MqClient } from '@mq/router-client'
+import { describe, expect, it, vi } from 'vitest'
+import { BenchCluster } from '../cluster'
 import type { ScenarioResult } from '../result'
-import { failoverFailures } from './failover'
+import { connect } from './common'
+import { failoverFailures, runFailover } from './failover'
+
+// runFailover starts its own cluster and clients: in the run below they are fakes.
+vi.mock('../cluster', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('../cluster')>()),
+  BenchCluster: { start: vi.fn() },
+}))
+vi.mock('./common', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./common')>()),
+  connect: vi.fn(),
+}))
+
+/** A cluster that is never there: the fault hits nothing. */
+function fakeCluster(): BenchCluster {
+  const timing = { tickMs: 20, electionTicks: 10, heartbeatTicks: 2 }
+  return {
+    servers: ['127.0.0.1:1'],
+    nodes: [{ nodeId: 'n1', address: '127.0.0.1:1', child: {} }],
+    timing,
+    facts: () => ({ params: { cluster: 'local', nodes: 1, ...timing }, notes: [] }),
+    kill: async () => {},
+    pause: () => {},
+    resume: () => {},
+    stop: async () => {},
+  } as unknown as BenchCluster
+}
+
+/** A client over an in-memory queue of 2 partitions whose sends are acked `ackMs` later. */
+function fakeClient(ackMs: number): MqClient {
+  const queue: Uint8Array[] = []
+  let sends = 0
+  const consumer = {
+    async *[Symbol.asyncIterator]() {
+      for (let body = queue.shift(); body; body = queue.shift()) yield { body, ack: () => Promise.resolve() }
+    },
+    close: async () => {},
+  }
+  const route = { partitions: [0, 1].map((partition) => ({ partition, leaderId: 'n1' })) }
+  return {
+    admin: {
+      createQueue: async () => route,
+      describeQueue: async () => route,
+      clusterStatus: async () => ({ metaLeaderId: 'n1' }),
+      deleteQueue: async () => {},
+    },
+    producer: () => ({
+      send: async ({ body }: { body: Uint8Array }) => {
+        const partition = sends++ % 2
+        await new Promise((resolve) => setTimeout(resolve, ackMs))
+        queue.push(body)
+        return { partition }
+      },
+      close: async () => {},
+    }),
+    consumer: () => consumer,
+    close: async () => {},
+  } as unknown as MqClient
+}
 
 const result = (metrics: Record<string, number>): ScenarioResult => ({
   scenario: 'failover',
@@ -29,5 +89,24 @@ describe('failoverFailures', () => {
     expect(failoverFailures({ ...result({}), metrics: { ...capped, unseenAtDrainEnd: 40 } })).toEqual([
       'loss not determined: the drain stopped with 40 acknowledged messages not yet seen',
     ])
+  })
+})
+
+describe('failover scenario, its timeline', () => {
+  // The audit's case: the timeline's rates were computed as if the run ended at the end of
+  // the schedule (durationMs), but the last sends are acked after it: the bucket holding those
+  // acks was rated over a whole 250 ms instead of the few ms the run still lasted, so every
+  // failover chart ended in a false cliff (4 acks in 20 ms read as 16 msgs/s, not 200).
+  it('rates the last bucket over the time the run lasted past the schedule', async () => {
+    vi.mocked(BenchCluster.start).mockResolvedValue(fakeCluster())
+    vi.mocked(connect).mockResolvedValue(fakeClient(20))
+    const r = await runFailover(
+      {},
+      { ratePerS: 200, durationMs: 1_500, partitions: 2, kill: 'data', fault: 'kill' },
+    )
+    expect(r.metrics).toMatchObject({ sent: 300, acked: 300, lost: 0 })
+    const last = r.timeline?.at(-1)
+    expect(last?.tS).toBe(1.5)
+    expect(last?.perS).toBeGreaterThan(100)
   })
 })

@@ -117,7 +117,8 @@ export async function runFailover(local: FailoverCluster, o: FailoverOptions): P
       stalls.ack(partition, t1)
     })
     await Promise.allSettled(sends)
-    const stall = stalls.end(performance.now())
+    const endMs = performance.now()
+    const stall = stalls.end(endMs)
     await killer
     progress.end()
     await producer.close().catch(() => {})
@@ -162,7 +163,8 @@ export async function runFailover(local: FailoverCluster, o: FailoverOptions): P
         ...(conclusive ? { lost: drain.unseen } : { unseenAtDrainEnd: drain.unseen }),
       },
       latency: latencyOf({ ack, sendLag }),
-      timeline: timeline.points(o.durationMs),
+      // The run ends when the last send settled, past the schedule's end (its last acks).
+      timeline: timeline.points(endMs - start),
       notes: [
         ...timingNotes(cluster.timing),
         faultNote(o, hit.node, hit.partitions, sec(hit.atMs)),

@@ -1,5 +1,47 @@
-import { describe, expect, it } from 'vitest'
+import type { MqClient } from '@mq/router-client'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { connect } from './common'
 import { analyseShares, FAIRNESS_DEFAULTS, parseWeights, runFairness } from './fairness'
+
+// The cluster run connects its own clients: in the test of a failed ack, they are fakes.
+vi.mock('./common', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./common')>()),
+  connect: vi.fn(),
+}))
+
+/** A client over an in-memory queue, leased in send order; every `failEvery`-th ack fails. */
+function fakeClient(failEvery: number): MqClient {
+  const queue: { body: Uint8Array; weight: number }[] = []
+  let closed = false
+  let acks = 0
+  const consumer = {
+    async *[Symbol.asyncIterator]() {
+      while (!closed) {
+        const m = queue.shift()
+        if (!m) return
+        await new Promise((resolve) => setTimeout(resolve, 1))
+        const fails = ++acks % failEvery === 0
+        yield { ...m, ack: () => (fails ? Promise.reject(new Error('lease lost')) : Promise.resolve()) }
+      }
+    },
+    close: async () => {
+      closed = true
+    },
+  }
+  const producer = {
+    send: async (m: { body: Uint8Array; weight: number }) => {
+      queue.push(m)
+      return { partition: 0 }
+    },
+    flush: async () => {},
+  }
+  return {
+    admin: { createQueue: async () => ({}), deleteQueue: async () => {} },
+    producer: () => producer,
+    consumer: () => consumer,
+    close: async () => {},
+  } as unknown as MqClient
+}
 
 describe('analyseShares', () => {
   it('finds no deviation in an ideal interleaving', () => {
@@ -22,6 +64,18 @@ describe('analyseShares', () => {
     expect(a.deviationMax).toBeCloseTo(0.25, 4)
   })
 
+  // The audit's case: with fewer measured leases than a window (`--window 2000` on a backlog of
+  // 1,3,9 × 200, or a scheduler that exhausts a weight early) no window was sampled, so the
+  // worst deviation read 0 and the run passed however unfair the order was.
+  it('measures a scheduler that serves one weight first even when the window is longer than the measured leases', () => {
+    const order = [...Array(300).fill(3), ...Array(100).fill(1)]
+    const a = analyseShares(order, [1, 3], [100, 300], 1_000)
+    expect(a.measured).toBe(300)
+    expect(a.samples.length).toBeGreaterThan(0)
+    expect(a.deviationMax).toBeCloseTo(0.25, 4)
+    expect(analyseShares([], [1, 3], [100, 300], 40).deviationMax).toBe(0)
+  })
+
   it('refuses a lease of an unknown weight', () => {
     expect(() => analyseShares([5], [1, 3], [1, 3], 1)).toThrow(/weight 5/)
   })
@@ -40,5 +94,27 @@ describe('fairness scenario, in process', () => {
     expect(r.metrics.deviationMax).toBeLessThanOrEqual(0.05)
     expect(r.fairness?.targets).toEqual([0.0769, 0.2308, 0.6923])
     expect(r.fairness?.samples.length).toBeGreaterThan(10)
+  })
+})
+
+describe('fairness scenario, on a cluster', () => {
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+  afterEach(() => {
+    process.off('unhandledRejection', onUnhandled)
+  })
+
+  // The audit's case: a failed ack was a rejected promise nobody listened to until the leasing
+  // ended, so Node ended the whole bench with an unhandled rejection instead of reporting.
+  it('takes a failed ack in its stride instead of ending the process', async () => {
+    process.on('unhandledRejection', onUnhandled)
+    vi.mocked(connect).mockResolvedValue(fakeClient(20))
+    const r = await runFairness(
+      { servers: ['127.0.0.1:1'] },
+      { ...FAIRNESS_DEFAULTS, weights: [1, 3], perWeightUnit: 20, windowLeases: 40 },
+    )
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(unhandled).toEqual([])
+    expect(r.metrics.leased).toBe(80)
   })
 })

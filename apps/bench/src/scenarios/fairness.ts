@@ -53,7 +53,8 @@ export interface FairnessAnalysis extends FairnessSeries {
 /**
  * Analyses a lease order (the weight of each lease, in order). Only the leases made while
  * every weight was backlogged count: up to the point where the first weight's backlog
- * (`backlog[i]`) is exhausted. Windows of `window` leases slide by window/4.
+ * (`backlog[i]`) is exhausted. Windows of `window` leases (all of them when fewer) slide by a
+ * quarter window.
  */
 export function analyseShares(
   order: readonly number[],
@@ -79,14 +80,17 @@ export function analyseShares(
   }
   const samples: SharePoint[] = []
   let deviationMax = 0
-  const step = Math.max(1, Math.floor(window / 4))
-  for (let end = window; end <= measured; end += step) {
+  // Fewer measured leases than a window: one window of them all (no window at all read as no
+  // deviation, a pass however unfair the order).
+  const size = Math.min(window, measured)
+  const step = Math.max(1, Math.floor(size / 4))
+  for (let end = size; size > 0 && end <= measured; end += step) {
     const counts = weights.map(() => 0)
-    for (let k = end - window; k < end; k++) {
+    for (let k = end - size; k < end; k++) {
       const i = index.get(order[k] as number) as number
       counts[i] = (counts[i] ?? 0) + 1
     }
-    const shares = counts.map((c) => round(c / window, 4))
+    const shares = counts.map((c) => round(c / size, 4))
     shares.forEach((s, i) => {
       deviationMax = Math.max(deviationMax, Math.abs(s - (targets[i] ?? 0)))
     })
@@ -181,7 +185,8 @@ async function clusterOrder(
       try {
         for await (const m of consumer) {
           order.push(m.weight)
-          acks.push(m.ack())
+          // Handled at once: a failed ack left for allSettled at the end ended the process.
+          acks.push(m.ack().catch(() => {}))
           progress.update(order.length, total, 'leased')
           if (order.length >= total) break
         }

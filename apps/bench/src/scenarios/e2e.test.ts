@@ -1,0 +1,69 @@
+import type { MqClient } from '@mq/router-client'
+import { afterEach, describe, expect, it, vi } from 'vitest'
+import { connect } from './common'
+import { runE2e } from './e2e'
+
+// runE2e connects its own clients: here one fake serves them all, so that a send can fail on cue.
+vi.mock('./common', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./common')>()),
+  connect: vi.fn(),
+}))
+
+/**
+ * A client over an in-memory queue. Every `failEvery`-th send reaches the queue but fails
+ * (its outcome unknown to the client: the answer was lost); the consumer receives them all.
+ */
+function fakeClient(failEvery: number): MqClient {
+  const queue: Uint8Array[] = []
+  let closed = false
+  let sends = 0
+  const consumer = {
+    async *[Symbol.asyncIterator]() {
+      while (!closed) {
+        const body = queue.shift()
+        if (body) yield { body, ack: () => Promise.resolve() }
+        else await new Promise((resolve) => setTimeout(resolve, 1))
+      }
+    },
+    close: async () => {
+      closed = true
+    },
+  }
+  const producer = {
+    send: async ({ body }: { body: Uint8Array }) => {
+      queue.push(body)
+      if (++sends % failEvery === 0) throw new Error('outcome unknown')
+      return { partition: 0 }
+    },
+  }
+  return {
+    admin: { createQueue: async () => ({}), deleteQueue: async () => {} },
+    producer: () => producer,
+    consumer: () => consumer,
+    close: async () => {},
+  } as unknown as MqClient
+}
+
+describe('e2e scenario', () => {
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown) => void unhandled.push(reason)
+  afterEach(() => {
+    process.off('unhandledRejection', onUnhandled)
+  })
+
+  // The audit's case: a send that failed was a rejected promise nobody listened to until the
+  // schedule ended, so Node ended the whole bench with an unhandled rejection instead of
+  // reporting the run (and the failure).
+  it('reports a failed send instead of ending the process', async () => {
+    process.on('unhandledRejection', onUnhandled)
+    vi.mocked(connect).mockResolvedValue(fakeClient(10))
+    const r = await runE2e(
+      { servers: ['127.0.0.1:1'] },
+      { ratePerS: 200, durationMs: 500, sizeBytes: 8, partitions: 1 },
+    )
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(unhandled).toEqual([])
+    expect(r.metrics).toMatchObject({ sent: 100, received: 100, failedSends: 10 })
+    expect(r.latency.ack?.count).toBe(90)
+  })
+})
