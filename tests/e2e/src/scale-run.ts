@@ -127,7 +127,15 @@ export async function runScale(options: ScaleRunOptions): Promise<ScaleRunResult
   const stepMsMax = options.stepMsMax ?? 60_000
   const prng = new Prng(options.seed)
   const cluster = await LocalCluster.start({ nodes: options.nodes })
-  const client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
+  // A client that cannot connect must not leave the cluster's processes running.
+  const client = await MqClient.connect({
+    servers: cluster.servers,
+    deadlineMs: 20_000,
+    attemptMs: 1_500,
+  }).catch(async (error: unknown) => {
+    await cluster.stop()
+    throw error
+  })
   const queue = 'scale'
   let steady: ReturnType<typeof startSteadyLoad> | undefined
   const flips: {

@@ -47,6 +47,10 @@ describe('a data-group image of large messages', () => {
       if (got.size === ids.size) break
     }
     expect(got).toEqual(ids)
+    // By the group's image (not by the entries it missed: the log was compacted past them).
+    expect(cluster.node(follower).output).toMatch(
+      new RegExp(`group ${route.partitions[0]?.groupId}: staged snapshot image \\d+ at index \\d+`),
+    )
     await cluster.restart(other)
   }, 180_000)
 })

@@ -43,6 +43,10 @@ describe('data-group snapshots', () => {
       if (got.size === ids.size) break
     }
     expect(got).toEqual(ids)
+    // By a snapshot (its image fetched from the leader), not by the entries it missed.
+    expect(cluster.node(follower).output).toMatch(
+      new RegExp(`group ${route.partitions[0]?.groupId}: staged snapshot image \\d+ at index \\d+`),
+    )
     expect(cluster.node(follower).output).not.toMatch(/fatal/i)
     await cluster.restart(other)
   })
