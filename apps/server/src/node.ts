@@ -694,17 +694,36 @@ export class MqNode {
     const raft = this.#raft
     if (!raft || this.#fatal !== undefined) return
     const led = (): number[] => raft.groupIds().filter((g) => raft.status(g).role === Role.Leader)
-    for (const groupId of led()) {
-      const to = stopTransferTarget(raft, groupId)
-      if (!to) continue
-      try {
-        raft.transferLeader(groupId, to)
-      } catch {
-        // Lost the leadership meanwhile, or a transfer is under way: nothing to do.
+    const handOver = (groups: readonly number[]): void => {
+      for (const groupId of groups) {
+        // One under way is left to finish (switching targets would start it over).
+        if (raft.status(groupId).leadTransferee !== '') continue
+        const to = stopTransferTarget(raft, groupId)
+        if (!to) continue
+        try {
+          raft.transferLeader(groupId, to)
+        } catch {
+          // Lost the leadership meanwhile: nothing to do.
+        }
       }
     }
-    const deadline = Date.now() + timeoutMs
-    while (led().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+    const leading = led()
+    handOver(leading)
+    const startMs = Date.now()
+    const deadline = startMs + timeoutMs
+    for (let now = led(); now.length > 0 && Date.now() < deadline; now = led()) {
+      // One led again (the meta leader's balancing handed it back meanwhile) is handed over
+      // again, once its earlier transfer ended.
+      handOver(now)
+      await new Promise((r) => setTimeout(r, 20))
+    }
+    if (leading.length > 0) {
+      const still = led().length
+      this.log.info(
+        { handedOver: leading.length, stillLed: still, ms: Date.now() - startMs },
+        `mq-server: node ${this.config.nodeId} handed the leadership of ${leading.length} group(s) away (${still} still led)`,
+      )
+    }
   }
 
   /**

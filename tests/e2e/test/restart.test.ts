@@ -50,6 +50,8 @@ describe('restarts', () => {
     await cluster.kill(leader, 'SIGTERM')
     expect(await exit).toBe(0)
     expect(node.output).toMatch(/stopping/)
+    // It led the queue's group at least: handed away before it stopped, none left led.
+    expect(node.output).toMatch(/handed the leadership of [1-9]\d* group\(s\) away \(0 still led\)/)
     const r = await client.producer('restarts').send({ body: 'after' })
     expect(r.id).toBeGreaterThan(0)
     await cluster.restart(leader)
