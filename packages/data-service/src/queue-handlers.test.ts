@@ -940,6 +940,24 @@ describe('queue handlers', () => {
     expect(Date.now() - started).toBeLessThan(2_500)
   })
 
+  it('wakes a long poll when a lease an extend shortened expires, not at its recheck', async () => {
+    const group = await localGroup()
+    Object.defineProperty(group, 'now', { get: () => Date.now() })
+    const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 5_000 })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('m')] })
+    const held = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 20_000, waitMs: 0 })
+    const looks = countLooks(group, 'jobs')
+    const started = Date.now()
+    const polling = call(h, 'lease', { target, consumerId: 'w', max: 1, visibilityMs: 5_000, waitMs: 4_000 })
+    await until(() => looks.sleeps() > 0) // asleep, its partition's due timer at the 20 s deadline
+    // The holder shortens its lease to 100 ms (and crashes): the poll gets the message then.
+    const extended = await call(h, 'extend', { target, leaseIds: [held.messages[0].leaseId], extendMs: 100 })
+    expect(extended.results[0].deadlineMs).toBeLessThan(Date.now() + 1_000)
+    const leased = await polling
+    expect(leased.messages.map((m: { deliveryCount: number }) => m.deliveryCount)).toEqual([2])
+    expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
   it('commits one lease per stale due time, not one per waiter, while a held lease is extended', async () => {
     const group = await localGroup()
     Object.defineProperty(group, 'now', { get: () => Date.now() })

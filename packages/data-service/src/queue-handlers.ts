@@ -299,8 +299,8 @@ export function queueHandlers(
       /** The partition's time the entry applies at, at the earliest (partitionNowMs). */
       nowMs: number,
       config: QueueConfig | undefined,
-      /** The partition the request was located at (its stored queue name and index). */
-      at: { readonly queue: string; readonly partition: number },
+      /** The partition the request was located at (its group, stored queue name and index). */
+      at: { readonly group: DataGroupPort; readonly queue: string; readonly partition: number },
     ) => Command,
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
     /** Checks of the request that need the queue's config (or where it was located): before the lane or the proposal. */
@@ -315,7 +315,7 @@ export function queueHandlers(
       type: 'apply',
       queue,
       partition,
-      command: command(partitionNowMs(group, queue, partition), config, { queue, partition }),
+      command: command(partitionNowMs(group, queue, partition), config, { group, queue, partition }),
     })
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
@@ -334,8 +334,12 @@ export function queueHandlers(
     command: Command,
   ): Promise<{ results: LeaseResult[] }> => {
     const leaseIds = (command as { leaseIds: readonly string[] }).leaseIds
+    let settledAt:
+      | { readonly group: DataGroupPort; readonly queue: string; readonly partition: number }
+      | undefined
     // Tagged ids settle only in the partition and queue incarnation that leased them.
     const r = await run(target, (_nowMs, _config, at) => {
+      settledAt = at
       const queueId = parseStoredQueueName(at.queue)?.queueId
       return {
         ...command,
@@ -344,6 +348,11 @@ export function queueHandlers(
     })
     if (r.type !== 'ack' && r.type !== 'nack' && r.type !== 'extend')
       throw new InternalError(`unexpected result ${r.type}`)
+    // An extend may bring a lease's deadline before the partition's due timer (set for the old
+    // one; an extend wakes no poll: wakesLongPolls): set it again, so that the polls asleep there
+    // get the message when the shortened lease expires, not at their recheck.
+    if (r.type === 'extend' && settledAt)
+      waiters.get(settledAt.group.machine)?.handOn(settledAt.queue, settledAt.partition)
     const deadlines = r.type === 'extend' ? r.deadlinesMs : []
     return {
       results: r.statuses.map((s: LeaseStatus, i: number) => ({
