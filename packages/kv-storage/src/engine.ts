@@ -42,6 +42,7 @@ export interface KvReader {
   /**
    * Returns the keys of `range`, like `range` without the values: what a page of deletes
    * needs, in memory bounded by the keys (a page of 1,024 large values could be a GiB).
+   * Bounded by `limit`; `bytesMax` does not apply (no values are read).
    */
   keys(range: KeyRange): Promise<Uint8Array[]>
 }

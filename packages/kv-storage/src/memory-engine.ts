@@ -43,7 +43,7 @@ export class MemoryEngine implements Engine {
   async keys(range: KeyRange): Promise<Uint8Array[]> {
     this.checkOpen()
     checkRange(range)
-    return copyAllOut(this.map.range(range).map(([key]) => key))
+    return copyAllOut(this.map.range(keysOnly(range)).map(([key]) => key))
   }
 
   async write(ops: readonly BatchOp[], _options: WriteOptions): Promise<void> {
@@ -110,7 +110,7 @@ class MemorySnapshot implements EngineSnapshot {
   async keys(range: KeyRange): Promise<Uint8Array[]> {
     this.checkOpen()
     checkRange(range)
-    return copyAllOut(OrderedMap.collect(this.view.root, range).map(([key]) => key))
+    return copyAllOut(OrderedMap.collect(this.view.root, keysOnly(range)).map(([key]) => key))
   }
 
   async close(): Promise<void> {
@@ -122,6 +122,11 @@ class MemorySnapshot implements EngineSnapshot {
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('snapshot is closed (or its engine is); take a new one')
   }
+}
+
+/** `range` for `keys()`: no values are read, so `bytesMax` (a bound of `range()`) does not apply, as in LevelEngine. */
+function keysOnly(range: KeyRange): KeyRange {
+  return range.bytesMax === undefined ? range : { ...range, bytesMax: undefined }
 }
 
 function checkKey(key: Uint8Array): void {

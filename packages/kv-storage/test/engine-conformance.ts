@@ -179,6 +179,21 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       }
     })
 
+    it('keys reads no values: bytesMax bounds range only, keys is bounded by its limit', async () => {
+      await engine.write(
+        [1, 2, 3].map((i) => ({ type: 'put' as const, key: b(i), value: new Uint8Array(10) })),
+        { sync: false },
+      )
+      expect((await engine.keys({ bytesMax: 5 })).map((k) => k[0])).toEqual([1, 2, 3])
+      expect((await engine.keys({ bytesMax: 5, limit: 2 })).map((k) => k[0])).toEqual([1, 2])
+      const snap = await engine.snapshot()
+      try {
+        expect((await snap.keys({ bytesMax: 5 })).map((k) => k[0])).toEqual([1, 2, 3])
+      } finally {
+        await snap.close()
+      }
+    })
+
     it('a snapshot does not see writes made after it, the engine does', async () => {
       await fill([1, 2, 3])
       const snap = await engine.snapshot()

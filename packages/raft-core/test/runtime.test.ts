@@ -1454,6 +1454,44 @@ describe('RaftHost', () => {
     await expect(n2.host.idle()).rejects.toBe(failure)
   })
 
+  it('halt: a flush that lands after the halt sends nothing and applies nothing', async () => {
+    const { net, nodes } = cluster([1])
+    const n1 = nodes.get('n1')!.host
+    await electAll(net, n1, [1])
+    await proposeAndSpread(net, n1, 1, 'a')
+    const n2 = nodes.get('n2')!
+    const open = n2.durability.hold()
+    const p = n1.propose(1, enc.encode('b')).catch((e: unknown) => e)
+    // n3 acknowledges 'b' and n1 commits it; then n2 gets the append and the commit together:
+    // one Ready stores, acknowledges and applies 'b', and waits for the held flush.
+    const toN2: { groupId: GroupId; m: Message }[] = []
+    for (let round = 0; round < 10; round++) {
+      await new Promise((r) => setImmediate(r))
+      for (const q of net.queue.splice(0)) {
+        if (q.m.to === 'n2') toN2.push(q)
+        else net.hosts.get(q.m.to)!.receive(q.groupId, q.m)
+      }
+    }
+    expect(n1.status(1).commit).toBe(n2.host.status(1).commit + 1)
+    for (const { groupId, m } of toN2) n2.host.receive(groupId, m)
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r))
+    expect(n2.host.status(1).commit).toBe(n1.status(1).commit)
+    const failure = new Error('state machine write failed')
+    n2.host.halt(failure)
+    net.halted.add('n2')
+    const before = net.sent.length
+    open()
+    await expect(n2.host.idle()).rejects.toBe(failure)
+    // n2 neither acknowledged the append nor applied 'b'.
+    const sent = net.sent.slice(before).filter((m) => m.from === 'n2')
+    expect({ sent: sent.map((m) => m.type), items: n2.machines.get(1)!.items }).toEqual({
+      sent: [],
+      items: ['a'],
+    })
+    await net.run()
+    expect(await p).toEqual({ index: n1.status(1).commit, result: 2 })
+  })
+
   it('halt: a run already scheduled takes no Ready (a leader neither stores nor sends the proposal)', async () => {
     const { net, nodes } = cluster([1])
     const n1 = nodes.get('n1')!.host

@@ -919,6 +919,8 @@ export class RaftHost {
       while (this.#pipeline.length > 0 && this.#fatal === null) {
         const p = this.#pipeline[0]!
         if (p.flushed !== null) await p.flushed
+        // Halted (or failed elsewhere) while the flush ran: nothing more is sent or applied.
+        if (this.#fatal !== null) break
         // The replica itself, not its id: a group removed and added again while the flush
         // ran is a new replica (a new state machine, a new log), and the removed one's Ready
         // must neither reach it nor go out in its name.
