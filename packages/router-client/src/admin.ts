@@ -11,7 +11,7 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
-import { fromGrpcError, InvalidArgumentError, NotLeaderError, QueueNotFoundError } from '@mq/protocol'
+import { fromGrpcError, InvalidArgumentError, QueueNotFoundError, UnavailableError } from '@mq/protocol'
 import type { Connection } from './connections'
 import { checkInteger } from './option-checks'
 import { neverSent, type Router } from './router'
@@ -353,10 +353,12 @@ export class Admin {
    * with what `done` recognises while an earlier copy may have done the work — its answer was
    * lost (a deadline, a dropped connection), or it was still under way when the call moved on
    * (probes of other seeds while the meta leader is silent) — the call succeeded. A copy
-   * answered NOT_LEADER, refused as `done` says, or never sent (a seed that is down: its
-   * connection refused), did nothing. (Until 2026-12-02 every copy
+   * refused (NOT_LEADER, as `done` says, a limit: an overloaded meta leader proposed nothing;
+   * any answer but UNAVAILABLE), or never sent (a seed that is down: its connection refused),
+   * did nothing. (Until 2026-12-02 every copy
    * counted: `mq queue delete nosuch` through a meta follower, redirected once, said it deleted
-   * the queue.)
+   * the queue; until an audit a refused copy but NOT_LEADER did: `mq node remove n9` of no such
+   * node, its first copy refused overloaded, said it removed it.)
    */
   async #resendable<Req, Res>(
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
@@ -372,8 +374,9 @@ export class Admin {
           return method.call(m, req, metadata, options, (error, response) => {
             if (error) {
               const typed = fromGrpcError(error)
-              // Nor did a copy that was never sent (a seed that is down).
-              if (typed instanceof NotLeaderError || done(typed) || neverSent(typed)) mayHaveActed--
+              // Only a copy lost after it went out (UNAVAILABLE: a deadline, a dropped
+              // connection) may have acted; not one refused, nor one never sent (a seed down).
+              if (!(typed instanceof UnavailableError) || neverSent(typed)) mayHaveActed--
             }
             callback(error, response)
           })

@@ -2,6 +2,7 @@ import {
   type LeasedMessage,
   LeaseOutcome,
   type LeaseRequest,
+  LimitExceededError,
   type MqError,
   toGrpcStatus,
   UnavailableError,
@@ -462,6 +463,33 @@ describe('Consumer', () => {
       const third = it.next()
       expect(await settlesWithin(third, 300)).toBe(false)
       expect(await settlesWithin(third, 200)).toBe(true)
+      await closeAsTimePasses(consumer)
+    }))
+
+  it('dates a lease from its own request after leases refused for longer than the visibility (nothing was leased)', () =>
+    withFakeTimers(async () => {
+      const { router, requests, settles } = fakeRouter([1], () => 0)
+      // For 1 s every lease is refused before anything is leased (too many long polls, an
+      // overloaded leader: LIMIT_EXCEEDED); then one is answered with the message.
+      const partition = router.partition.bind(router)
+      const refusedUntil = Date.now() + 1_000
+      ;(router as { partition: unknown }).partition = (...args: Parameters<Router['partition']>) =>
+        Date.now() < refusedUntil
+          ? Promise.reject(new LimitExceededError('too many long polls'))
+          : partition(...args)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 1,
+        waitMs: 50,
+        visibilityMs: 400,
+        onError: () => {},
+      })
+      const first = consumer[Symbol.asyncIterator]().next()
+      // Handed out: its lease began with the request that made it, not 1 s before with the
+      // first one refused (it was dropped as lapsed and given back).
+      expect(await settlesWithin(first, 1_500)).toBe(true)
+      expect(settles.filter((s) => s.kind === 'nack')).toEqual([])
+      expect(requests.at(-1)?.repeat).toBe(false)
+      expect(await settlesWithin(((await first).value as Delivery).ack(), 10)).toBe(true)
       await closeAsTimePasses(consumer)
     }))
 

@@ -8,6 +8,7 @@ import {
   type MqError,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueRoute,
+  UnavailableError,
 } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
@@ -342,6 +343,11 @@ export class Consumer implements AsyncIterable<Delivery> {
       let repeat = attemptSentAt !== undefined
       // The answer was to a repeat: its leases may have been made by an earlier request.
       let answeredRepeat = false
+      // A copy of this request may have leased: one answered, or lost after it went out
+      // (UNAVAILABLE), or still under way when the call moved on (a silent leader's). One
+      // refused (a limit, NOT_LEADER) or never sent leased nothing.
+      let mayHaveLeased = false
+      let outstanding = 0
       try {
         const response = await this.#router.partition(
           this.queue,
@@ -350,6 +356,7 @@ export class Consumer implements AsyncIterable<Delivery> {
             const at = now()
             const attemptRepeat = repeat
             repeat = true
+            outstanding++
             return unary(
               connection.queue,
               connection.queue.lease,
@@ -366,11 +373,22 @@ export class Consumer implements AsyncIterable<Delivery> {
               // close() cancels a lease under way: a long poll ends at once, and the server
               // gives back what a lease took after the cancel.
               this.#stop.signal,
-            ).then((answer) => {
-              sentAt = Math.min(sentAt, at)
-              answeredRepeat ||= attemptRepeat
-              return answer
-            })
+            )
+              .then(
+                (answer) => {
+                  mayHaveLeased = true
+                  sentAt = Math.min(sentAt, at)
+                  answeredRepeat ||= attemptRepeat
+                  return answer
+                },
+                (error: unknown) => {
+                  if (error instanceof UnavailableError && !neverSent(error)) mayHaveLeased = true
+                  throw error
+                },
+              )
+              .finally(() => {
+                outstanding--
+              })
           },
           waitMs,
           this.#stop.signal,
@@ -395,8 +413,14 @@ export class Consumer implements AsyncIterable<Delivery> {
         if (empty > 0) await delay(backoffMs(this.#router.options.backoff, empty - 1), this.#stop.signal)
       } catch (error) {
         if (this.#closed) return
-        attemptSentAt ??= requestedAt
-        attemptVisibilityMs ??= visibilityMs
+        // Its leases, if any, may date from this request: the next asks again under the attempt.
+        // (Refused, it leased nothing: until an audit, leases refused for longer than the
+        // visibility dated the next one's answer from the first refused, already lapsed, and
+        // it was dropped and given back.)
+        if (mayHaveLeased || outstanding > 0) {
+          attemptSentAt ??= requestedAt
+          attemptVisibilityMs ??= visibilityMs
+        }
         this.#followRoute()
         if (error instanceof PartitionNotFoundError) {
           // The queue was deleted and created again with fewer partitions: this loop's
@@ -483,13 +507,17 @@ export class Consumer implements AsyncIterable<Delivery> {
         let retry = false
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') return
+          const d = live[i] as Delivery
+          // Settled meanwhile (acked, nacked, given back): its extension, sent behind another
+          // one after the ack was applied, finds no lease, and no lease was lost (until an
+          // audit, onError heard of a LeaseLostError for a message acked without fault).
+          if (this.#held.get(d) !== lease) return
           this.#report(r.reason)
           if ((r.reason as MqError).retriable && now() < lease.deadlineMs) {
             retry = true
             return
           }
-          const d = live[i] as Delivery
-          if (this.#held.get(d) === lease) this.#release(d, lease)
+          this.#release(d, lease)
         })
         if (!retry) lease.deadlineMs = askedAt + leaseHoldMs(visibilityMs)
         if (lease.live === 0 || this.#ended) return
@@ -606,10 +634,13 @@ export class Consumer implements AsyncIterable<Delivery> {
                   )
                 : unary(q, q.extend, { target, leaseIds, extendMs: settlement.extendMs }, ms)
           const response = await call.catch((error: unknown) => {
-            // A copy that never left this process (its connection refused) is no resend: an
-            // UNKNOWN answered to the one copy that went out means the lease is gone (until an
-            // audit, that ack resolved as done).
-            if (neverSent(error)) sends--
+            // Only a copy that may have been applied is a send: answered, or lost (UNAVAILABLE:
+            // a deadline, a dropped connection) after it went out. One that never left this
+            // process (its connection refused), or that a replica refused (NOT_LEADER, STALE_ROUTE,
+            // a limit: nothing appended, as the producer takes it) is no resend: an UNKNOWN
+            // answered to the one copy applied means the lease is gone (until audits, that ack
+            // resolved as done; after a failover's redirect too).
+            if (!(error instanceof UnavailableError) || neverSent(error)) sends--
             throw error
           })
           return response.results
