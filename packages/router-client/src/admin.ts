@@ -1,5 +1,6 @@
 import type {
   ClusterStatusResponse,
+  CreateQueueRequest,
   LeasedMessage,
   LeaseResponse,
   MetaClient,
@@ -11,7 +12,13 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
-import { fromGrpcError, InvalidArgumentError, QueueNotFoundError, UnavailableError } from '@mq/protocol'
+import {
+  fromGrpcError,
+  InvalidArgumentError,
+  QueueExistsError,
+  QueueNotFoundError,
+  UnavailableError,
+} from '@mq/protocol'
 import type { Connection } from './connections'
 import { checkInteger } from './option-checks'
 import { neverSent, type Router } from './router'
@@ -133,8 +140,31 @@ export class Admin {
       retryBackoffMaxMs: 0,
       ...options,
     }
-    const route = await this.#router.meta((m) => m.createQueue, { name, config })
-    return settingsHeeded(route, options)
+    const route = await this.#resendable<CreateQueueRequest, QueueRoute>(
+      (m) => m.createQueue,
+      { name, config },
+      (error) => error instanceof QueueExistsError,
+    )
+    // None: a copy whose answer was lost (a deadline, a meta failover) created it, and the
+    // retry found the name taken.
+    return settingsHeeded(route ?? (await this.#createdEarlier(name, options)), options)
+  }
+
+  /**
+   * `name` as it is now, for a createQueue whose lost copy may have made it: the queue when it
+   * has every setting `options` gives, else QueueExistsError (another's queue of that name).
+   * Until an audit the call failed with QueueExistsError for the queue it had created.
+   */
+  async #createdEarlier(name: string, options: QueueOptions): Promise<QueueRoute> {
+    const route = await this.describeQueue(name)
+    for (const [key, wanted] of Object.entries(options)) {
+      const held = route.config?.[key as keyof QueueConfig]
+      if (wanted !== undefined && held !== wanted)
+        throw new QueueExistsError(
+          `queue ${name} already exists, with ${key} ${JSON.stringify(held)}, not ${JSON.stringify(wanted)}`,
+        )
+    }
+    return route
   }
 
   /** Changes the settings given in `update`; the rest stay. */
@@ -364,10 +394,10 @@ export class Admin {
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
     request: Req,
     done: (error: unknown) => boolean,
-  ): Promise<void> {
+  ): Promise<Res | undefined> {
     let mayHaveActed = 0
     try {
-      await this.#router.meta((m) => {
+      return await this.#router.meta<Req, Res>((m) => {
         const method = pick(m)
         return (req, metadata, options, callback) => {
           mayHaveActed++
@@ -384,6 +414,7 @@ export class Admin {
       }, request)
     } catch (error) {
       if (!(done(error) && mayHaveActed > 0)) throw error
+      return undefined
     }
   }
 
