@@ -600,6 +600,23 @@ describe('queue', () => {
     expect((await mq(['queue', 'peek', 'jobs', '--limit', '0'])).code).toBe(1)
   })
 
+  it('escapes control characters in the KEY column of peek and dlq, one message a line', async () => {
+    cluster.addQueue('jobs', 1)
+    cluster.put('jobs', 0, { body: 'b', key: 'user\n42\u001b[2J' })
+    const table = await mq(['queue', 'peek', 'jobs'])
+    expect(table.stdout.split('\n')).toEqual([
+      'PARTITION  ID  WEIGHT  DELIVERIES  KEY                BODY',
+      '        0   1       1           0  user\\n42\\u001b[2J  b',
+      '',
+    ])
+    cluster.bury('jobs', 0, 'dead')
+    const dead = cluster.queues.get('jobs')?.dead[0]?.[0]
+    if (dead) dead.key = 'k\rx'
+    const list = await mq(['queue', 'dlq', 'jobs'])
+    expect(list.stdout).not.toMatch(/\r/)
+    expect(list.stdout).toContain('k\\rx')
+  })
+
   it('lists, redrives and purges dead letters', async () => {
     cluster.addQueue('jobs', 2)
     cluster.bury('jobs', 0, 'poison\nline')

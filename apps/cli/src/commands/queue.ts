@@ -12,7 +12,7 @@ import { UsageError } from '../errors'
 import { oneLine } from '../exit-codes'
 import type { CliAdmin, CliClient, CliIO } from '../io'
 import { durationArg, durationAtLeast, integerArg, settingDurationArg } from '../options'
-import { messageRecord } from '../output'
+import { escapeControl, messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
 
@@ -478,7 +478,9 @@ const listedColumns = [
   { header: 'ID', value: (m: Listed) => m.id },
   { header: 'WEIGHT', value: (m: Listed) => m.weight },
   { header: 'DELIVERIES', value: (m: Listed) => m.deliveryCount },
-  { header: 'KEY', value: (m: Listed) => m.key || '-' },
+  // Escaped as in consume's lines: a key is any string, and a newline or an escape sequence in
+  // it split the table's row and reached the terminal.
+  { header: 'KEY', value: (m: Listed) => (m.key ? escapeControl(m.key) : '-') },
   {
     header: 'BODY',
     value: (m: Listed) => {

@@ -32,6 +32,10 @@ let session: SessionInfo | null = null
 let timer: ReturnType<typeof setTimeout> | undefined
 /** Bumped on navigation: an answer for an older view is dropped. */
 let generation = 0
+/** Bumped by each refresh: only the latest one schedules the next poll. */
+let refreshes = 0
+/** The next navigation keeps the notice: an action's own (a deleted queue's view is left). */
+let keepNotice = false
 
 function notice(text: string, kind: 'ok' | 'bad'): void {
   byId('notice').replaceChildren(
@@ -103,7 +107,11 @@ const actions: AdminActions = {
   deleteQueue: (name) =>
     confirmThen(`Delete queue "${name}" and all its messages? This cannot be undone.`, async () => {
       const r = await api<ActionResult>(`/api/queues/${q(name)}/delete`, {})
-      location.hash = '#/queues'
+      // Its hashchange comes after the result's notice is shown, and cleared it.
+      if (location.hash !== '#/queues') {
+        keepNotice = true
+        location.hash = '#/queues'
+      }
       return r
     }),
   purgeQueue: (name) =>
@@ -163,6 +171,7 @@ async function render(route: Route, forms: boolean): Promise<void> {
 /** Redraws now and schedules the next poll; `forms` after navigation or an action. */
 function refresh(forms: boolean): void {
   clearTimeout(timer)
+  const mine = ++refreshes
   const route = parseRoute(location.hash)
   for (const a of document.querySelectorAll('nav a')) {
     a.classList.toggle(
@@ -184,6 +193,9 @@ function refresh(forms: boolean): void {
       )
     })
     .finally(() => {
+      // A refresh overtaken by another (a navigation or an action while it was under way) schedules
+      // nothing: its timer was a second poll loop, for good while the server was slow.
+      if (mine !== refreshes) return
       timer = setTimeout(() => refresh(false), document.hidden ? POLL_MS * 5 : POLL_MS)
     })
 }
@@ -199,7 +211,8 @@ function start(): void {
   })
   window.addEventListener('hashchange', () => {
     generation++
-    byId('notice').replaceChildren()
+    if (!keepNotice) byId('notice').replaceChildren()
+    keepNotice = false
     refresh(true)
   })
   refresh(true)

@@ -1,0 +1,162 @@
+import { afterEach, describe, expect, it, vi } from 'vitest'
+
+// The page (main.ts) driven in Node on fake timers, with a stand-in for the few DOM objects it
+// and h() touch, and a fetch whose answers come from the test after `answerMs`.
+
+interface FakeElement {
+  value: string
+  textContent: string
+  returnValue: string
+  onclose: (() => void) | null
+  readonly dataset: Record<string, string>
+  readonly attrs: Map<string, string>
+  readonly listeners: Map<string, (event: unknown) => void>
+  children: unknown[]
+}
+
+function fakeElement(created: FakeElement[]): FakeElement & Record<string, unknown> {
+  const el = {
+    value: '',
+    textContent: '',
+    returnValue: '',
+    onclose: null,
+    dataset: {},
+    attrs: new Map<string, string>(),
+    listeners: new Map<string, (event: unknown) => void>(),
+    children: [] as unknown[],
+    classList: { toggle: () => {} },
+    addEventListener: (type: string, fn: (event: unknown) => void) => el.listeners.set(type, fn),
+    setAttribute: (key: string, value: string) => el.attrs.set(key, value),
+    append: (...children: unknown[]) => el.children.push(...children),
+    replaceChildren: (...children: unknown[]) => {
+      el.children = children
+    },
+    contains: () => false,
+    showModal: () => {},
+  }
+  created.push(el)
+  return el
+}
+
+/** Opens the page at `hash`; `answer` gives each API call's JSON body. */
+async function openPage(hash: string, answerMs: number, answer: (path: string) => unknown) {
+  vi.useFakeTimers()
+  vi.resetModules()
+  const created: FakeElement[] = []
+  const byId = new Map<string, FakeElement>()
+  const windowListeners = new Map<string, () => void>()
+  const fetches = { inFlight: 0, mostInFlight: 0, sessions: 0, paths: [] as string[] }
+  let currentHash = hash
+  vi.stubGlobal('document', {
+    getElementById: (id: string) => {
+      if (!byId.has(id)) byId.set(id, fakeElement(created))
+      return byId.get(id)
+    },
+    createElement: () => fakeElement(created),
+    createElementNS: () => fakeElement(created),
+    querySelectorAll: () => [],
+    activeElement: null,
+    hidden: false,
+  })
+  vi.stubGlobal('HTMLSelectElement', class {})
+  vi.stubGlobal('sessionStorage', { getItem: () => null, setItem: () => {}, removeItem: () => {} })
+  vi.stubGlobal('location', {
+    get hash() {
+      return currentHash
+    },
+    // As a browser does: the hashchange event comes in a task of its own, after the setter.
+    set hash(value: string) {
+      if (value === currentHash) return
+      currentHash = value
+      setTimeout(() => windowListeners.get('hashchange')?.(), 0)
+    },
+  })
+  vi.stubGlobal('window', {
+    addEventListener: (type: string, fn: () => void) => windowListeners.set(type, fn),
+  })
+  vi.stubGlobal('fetch', (path: string) => {
+    if (path === '/api/session') fetches.sessions++
+    fetches.paths.push(path)
+    fetches.inFlight++
+    fetches.mostInFlight = Math.max(fetches.mostInFlight, fetches.inFlight)
+    const body = answer(path)
+    return new Promise((resolve) =>
+      setTimeout(() => {
+        fetches.inFlight--
+        resolve({ ok: true, status: 200, text: async () => JSON.stringify(body) })
+      }, answerMs),
+    )
+  })
+  await import('./main')
+  return {
+    fetches,
+    byId: (id: string) => byId.get(id) as FakeElement,
+    byTestId: (id: string) => created.filter((el) => el.attrs.get('data-testid') === id).at(-1),
+    navigate: () => windowListeners.get('hashchange')?.(),
+  }
+}
+
+afterEach(() => {
+  vi.useRealTimers()
+  vi.unstubAllGlobals()
+})
+
+const READ_ONLY = { nodeId: 'n1', auth: false, tokenName: '', roles: [], admin: false }
+const ADMIN = { nodeId: 'n1', auth: true, tokenName: 'ops', roles: ['admin'], admin: true }
+
+describe('polling', () => {
+  it('keeps one poll loop after a navigation while a poll was under way (a slow server)', async () => {
+    const answerMs = 3_000
+    const page = await openPage('#/queues', answerMs, (path) => (path === '/api/session' ? READ_ONLY : []))
+    // The first poll is under way (its session answered, its queues not yet): the user navigates.
+    await vi.advanceTimersByTimeAsync(1.5 * answerMs)
+    page.navigate()
+    await vi.advanceTimersByTimeAsync(30_000)
+    // From now on: one poll at a time, each a session and a queues call (6 s) then 2 s idle.
+    page.fetches.mostInFlight = page.fetches.inFlight
+    const before = page.fetches.sessions
+    await vi.advanceTimersByTimeAsync(80_000)
+    expect(page.fetches.mostInFlight).toBe(1)
+    expect(page.fetches.sessions - before).toBeLessThanOrEqual(11)
+  })
+})
+
+describe('admin actions', () => {
+  it("shows a deleted queue's result after going back to the queues", async () => {
+    const counts = { ready: 0, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 }
+    const rates = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 }
+    const detail = {
+      name: 'jobs',
+      queueId: 1,
+      routeEpoch: 1,
+      config: { partitions: 1, visibilityTimeoutMs: 30_000, paused: false, orderedKeys: false },
+      depth: counts,
+      weights: [],
+      partitions: [],
+      counters: { ...rates, discarded: 0 },
+      history: [],
+      netRatePerS: 0,
+      ratesPerS: { ...rates, discarded: 0 },
+      mayPeek: false,
+    }
+    const page = await openPage('#/queues/jobs', 10, (path) =>
+      path === '/api/session'
+        ? ADMIN
+        : path === '/api/queues/jobs'
+          ? detail
+          : path === '/api/queues/jobs/delete'
+            ? { ok: true, message: 'deleted queue jobs' }
+            : [],
+    )
+    await vi.advanceTimersByTimeAsync(100)
+    page.byTestId('delete')?.listeners.get('click')?.({})
+    const dialog = page.byId('confirm')
+    dialog.returnValue = 'yes'
+    dialog.onclose?.()
+    await vi.advanceTimersByTimeAsync(1_000)
+    expect(page.fetches.paths).toContain('/api/queues/jobs/delete')
+    expect(location.hash).toBe('#/queues')
+    const shown = page.byId('notice').children as FakeElement[]
+    expect(shown.map((el) => el.children.join(''))).toEqual(['deleted queue jobs'])
+  })
+})
