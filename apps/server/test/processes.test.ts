@@ -49,6 +49,21 @@ function listenLoopback(server: Server): Promise<string> {
 }
 
 // Real mq-server processes on loopback, each ended by its PID.
+/** Starts node `nodeId` (data under `dir/<data>`) joining through `joinAddress`, with `extra` flags. */
+async function startJoining(nodeId: string, data: string, joinAddress: string, ...extra: string[]) {
+  const address = `127.0.0.1:${await freePort()}`
+  const args = ['start', '--node-id', nodeId, '--listen', address, '--data-dir', join(dir, data)]
+  return { address, server: startServer([...args, '--join', joinAddress, ...extra]) }
+}
+
+/** Waits up to 30 s for `pattern` in the output of `server`, then expects it there. */
+async function untilOutput(server: { output(): string }, pattern: RegExp, pollMs = 100): Promise<void> {
+  const deadline = Date.now() + 30_000
+  while (!pattern.test(server.output()) && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, pollMs))
+  expect(server.output()).toMatch(pattern)
+}
+
 describe('mq-server processes', () => {
   it('starts, serves health, and exits 0 on SIGTERM', async () => {
     const port = await freePort()
@@ -80,28 +95,13 @@ describe('mq-server processes', () => {
   }, 60_000)
 
   it('warns when no meta leader answers its heartbeats (a --join address nobody serves)', async () => {
-    const address = `127.0.0.1:${await freePort()}`
     const nowhere = `127.0.0.1:${await freePort()}`
-    const server = startServer([
-      'start',
-      '--node-id',
-      'j1',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'j1'),
-      '--join',
-      nowhere,
-    ])
+    const { server } = await startJoining('j1', 'j1', nowhere)
     try {
-      const deadline = Date.now() + 30_000
-      while (
-        !/no meta leader has answered node j1's heartbeats/.test(server.output()) &&
-        Date.now() < deadline
-      )
-        await new Promise((r) => setTimeout(r, 250))
-      expect(server.output()).toMatch(
+      await untilOutput(
+        server,
         /no meta leader has answered node j1's heartbeats for \d+ s .*check the --join or --initial-meta addresses/,
+        250,
       )
     } finally {
       server.child.kill('SIGTERM')
@@ -122,19 +122,7 @@ describe('mq-server processes', () => {
         })
       }),
     })
-    const staleAddress = await listenLoopback(stale)
-    const address = `127.0.0.1:${await freePort()}`
-    const server = startServer([
-      'start',
-      '--node-id',
-      'r1',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'r1'),
-      '--join',
-      staleAddress,
-    ])
+    const { address, server } = await startJoining('r1', 'r1', await listenLoopback(stale))
     const client = new QueueClient(address, credentials.createInsecure())
     try {
       await waitServing(address)
@@ -174,26 +162,9 @@ describe('mq-server processes', () => {
         })
       }),
     })
-    const metaAddress = await listenLoopback(meta)
-    const address = `127.0.0.1:${await freePort()}`
-    const server = startServer([
-      'start',
-      '--node-id',
-      'r1',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'removed'),
-      '--join',
-      metaAddress,
-      '--tick-ms',
-      '20',
-    ])
+    const { server } = await startJoining('r1', 'removed', await listenLoopback(meta), '--tick-ms', '20')
     try {
-      const deadline = Date.now() + 30_000
-      while (!/group 1: leader r1/.test(server.output()) && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 100))
-      expect(server.output()).toMatch(/group 1: leader r1/)
+      await untilOutput(server, /group 1: leader r1/)
       removed = true
       server.child.kill('SIGTERM')
       const exited = await server.exited
@@ -218,31 +189,17 @@ describe('mq-server processes', () => {
         }),
       ),
     })
-    const metaAddress = await listenLoopback(meta)
-    const address = `127.0.0.1:${await freePort()}`
-    const server = startServer([
-      'start',
-      '--node-id',
+    const { server } = await startJoining(
       'r2',
-      '--listen',
-      address,
-      '--data-dir',
-      join(dir, 'group-removed'),
-      '--join',
-      metaAddress,
+      'group-removed',
+      await listenLoopback(meta),
       '--tick-ms',
       '20',
-    ])
-    const until = async (pattern: RegExp) => {
-      const deadline = Date.now() + 30_000
-      while (!pattern.test(server.output()) && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 100))
-      expect(server.output()).toMatch(pattern)
-    }
+    )
     try {
-      await until(/hosts a replica of data group 1/)
+      await untilOutput(server, /hosts a replica of data group 1/)
       removed = true
-      await until(/removed data group 1 and its storage/)
+      await untilOutput(server, /removed data group 1 and its storage/)
       const line = server
         .output()
         .split('\n')

@@ -37,3 +37,16 @@ export async function messagesLeft(client: MqClient, queue: string): Promise<num
     return undefined
   }
 }
+
+/**
+ * Waits until `queue` holds nothing but dead letters (messagesLeft), as drainBacklog: false
+ * once the count has not gone down for `stallMs`, or at `deadlineMs` (a Date.now() reading).
+ */
+export function drainQueue(
+  client: MqClient,
+  queue: string,
+  stallMs: number,
+  deadlineMs: number,
+): Promise<boolean> {
+  return drainBacklog(() => messagesLeft(client, queue), stallMs, Math.max(0, deadlineMs - Date.now()))
+}

@@ -12,7 +12,7 @@ import {
   summarize,
 } from './checker'
 import { LocalCluster, serverSourceChangedSince } from './cluster'
-import { drainBacklog, messagesLeft } from './drain-backlog'
+import { drainBacklog, drainQueue, messagesLeft } from './drain-backlog'
 import { clockAheadEnv, skewOf } from './faketime'
 import { ATTEMPT_SLOW_MS, History } from './history'
 import { DEFAULT_SCHEDULE, FaultKind, faultKinds, NemesisShared, runNemesis, schedule } from './nemesis'
@@ -331,13 +331,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     // unknown, one whose ack of unknown outcome did not apply, or one stored twice — each must
     // be delivered (and checked) too, not left unseen when the consumers stop.
     const left = await messagesLeft(client, queue)
-    const drained =
-      backlogDrained &&
-      (await drainBacklog(
-        () => messagesLeft(client, queue),
-        drainStallMs,
-        Math.max(0, drainMsMax - (Date.now() - drainStart)),
-      ))
+    const drained = backlogDrained && (await drainQueue(client, queue, drainStallMs, drainStart + drainMsMax))
     if (backlogDrained)
       log(`fault run: drain of the ${left ?? '?'} messages left in the queue ${drained ? 'done' : 'FAILED'}`)
     load.consuming = false

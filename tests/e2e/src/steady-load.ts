@@ -1,6 +1,6 @@
 import type { MqClient } from '@mq/router-client'
 import { type CheckReport, check } from './checker'
-import { drainBacklog, messagesLeft } from './drain-backlog'
+import { drainBacklog, drainQueue } from './drain-backlog'
 import { History } from './history'
 import type { Prng } from './prng'
 import { runConsumer, runProducer, Workload } from './workers'
@@ -107,12 +107,7 @@ export function startSteadyLoad(
       // outcome was unknown, one whose ack of unknown outcome did not apply, one stored twice
       // must be delivered (and checked) too, not left unseen when the consumers stop.
       const drained =
-        backlogDrained &&
-        (await drainBacklog(
-          () => messagesLeft(client, queue),
-          drainStallMs,
-          Math.max(0, drainMsMax - (Date.now() - drainStart)),
-        ))
+        backlogDrained && (await drainQueue(client, queue, drainStallMs, drainStart + drainMsMax))
       load.consuming = false
       await Promise.all(consumers)
       return { report: check(history.ops), unacked: load.unacked().length, drained }

@@ -50,29 +50,34 @@ async function queueServer(
   return { address, close: () => server.forceShutdown() }
 }
 
+/** A Lease handler that answers message `p0-0` (lease 1.1, 2 s) once, then nothing after 50 ms. */
+function oneMessageThenNone() {
+  let leases = 0
+  return unaryHandler(async (): Promise<LeaseResponse> => {
+    if (leases++ > 0) {
+      await new Promise((r) => setTimeout(r, 50))
+      return { messages: [] }
+    }
+    const message: LeasedMessage = {
+      id: 1,
+      leaseId: '1.1',
+      body: new TextEncoder().encode('p0-0'),
+      weight: 1,
+      headers: {},
+      key: '',
+      deliveryCount: 1,
+      deadlineMs: Date.now() + 2_000,
+      enqueuedAtMs: Date.now(),
+    }
+    return { messages: [message] }
+  })
+}
+
 describe('runConsumer', () => {
   it('records a settle whose only other attempt was refused as ok: a retry that could not be sent (no route) applied nothing', async () => {
-    let leases = 0
     let nacks = 0
     const server = await queueServer({
-      lease: unaryHandler(async (): Promise<LeaseResponse> => {
-        if (leases++ > 0) {
-          await new Promise((r) => setTimeout(r, 50))
-          return { messages: [] }
-        }
-        const message: LeasedMessage = {
-          id: 1,
-          leaseId: '1.1',
-          body: new TextEncoder().encode('p0-0'),
-          weight: 1,
-          headers: {},
-          key: '',
-          deliveryCount: 1,
-          deadlineMs: Date.now() + 2_000,
-          enqueuedAtMs: Date.now(),
-        }
-        return { messages: [message] }
-      }),
+      lease: oneMessageThenNone(),
       nack: unaryHandler(async (req: NackRequest): Promise<LeaseResultsResponse> => {
         // First refused by a replica that knows no leader (nothing applied), then answered.
         if (nacks++ === 0) throw new NotLeaderError('no leader yet', {})
@@ -127,26 +132,8 @@ describe('runConsumer', () => {
 
 describe('runConsumer lease attempts', () => {
   it('dates a lease from its own call when the call before it could not be sent (no route): that call made no lease', async () => {
-    let leases = 0
     const server = await queueServer({
-      lease: unaryHandler(async (): Promise<LeaseResponse> => {
-        if (leases++ > 0) {
-          await new Promise((r) => setTimeout(r, 50))
-          return { messages: [] }
-        }
-        const message: LeasedMessage = {
-          id: 1,
-          leaseId: '1.1',
-          body: new TextEncoder().encode('p0-0'),
-          weight: 1,
-          headers: {},
-          key: '',
-          deliveryCount: 1,
-          deadlineMs: Date.now() + 2_000,
-          enqueuedAtMs: Date.now(),
-        }
-        return { messages: [message] }
-      }),
+      lease: oneMessageThenNone(),
       ack: unaryHandler(
         async (req: AckRequest): Promise<LeaseResultsResponse> => ({
           results: req.leaseIds.map((leaseId) => ({
