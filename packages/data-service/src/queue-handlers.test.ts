@@ -969,14 +969,16 @@ describe('queue handlers', () => {
     }
     const h = queueHandlers(node(group), { leaseWaitMsMax: 30_000, leaseRecheckMs: 1_000 })
     await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('held')] })
-    const held = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 100, waitMs: 0 })
+    // Leased for 250 ms, extended every ~20 ms: a busy machine may hold the extender up for
+    // 200 ms without the lease ending (at 100 ms a loaded CI run saw it end, the message leased).
+    const held = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 250, waitMs: 0 })
     const leaseEntries = countLeaseEntries(group)
     // Every extend leaves the partition's next deadline behind (a lower bound) until an apply
     // looks: each stale one wakes the waiters.
     let extending = true
     const extender = (async () => {
       while (extending) {
-        await call(h, 'extend', { target, leaseIds: [held.messages[0].leaseId], extendMs: 100 })
+        await call(h, 'extend', { target, leaseIds: [held.messages[0].leaseId], extendMs: 250 })
         await new Promise((r) => setTimeout(r, 20))
       }
     })()
@@ -986,8 +988,8 @@ describe('queue handlers', () => {
     for (const w of await Promise.all(waiters)) expect(w.messages).toEqual([])
     extending = false
     await extender
-    // 20 first rounds, and about one per stale deadline (every ~80 ms): hundreds when every
-    // waiter committed its own at each.
+    // 20 first rounds, and about one per stale deadline (every ~230 ms): 20 at each, some 200,
+    // when every waiter committed its own.
     expect(leaseEntries()).toBeLessThan(80)
   })
 
