@@ -1,4 +1,4 @@
-import { credentials, Server, ServerCredentials, type ServiceError, status } from '@grpc/grpc-js'
+import { credentials, Metadata, Server, ServerCredentials, type ServiceError, status } from '@grpc/grpc-js'
 import { HealthClient, HealthService, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HealthRegistry } from './health'
@@ -31,6 +31,20 @@ describe('HealthRegistry over gRPC', () => {
     registry.set('', true)
     expect((await check('')).status).toBe(Serving.SERVING)
     expect((await check('mq.v1.Nope')).error?.code).toBe(5)
+  })
+
+  it('names an unknown service of any length in a status the caller can read', async () => {
+    // Echoed whole, a name of 100 KB made a grpc-message header past the client's bound: the
+    // caller's call hung until its deadline, and its connection stopped answering.
+    const long = `mq.v1.${'x'.repeat(100_000)}`
+    const deadline = new Date(Date.now() + 5_000)
+    const error = await new Promise<ServiceError | undefined>((resolve) =>
+      client.check({ service: long }, new Metadata(), { deadline }, (e) => resolve(e ?? undefined)),
+    )
+    expect(error?.code).toBe(status.NOT_FOUND)
+    expect(error?.details).toMatch(/^unknown service mq\.v1\.x+… \(100022 chars\)$/)
+    expect(error?.details.length).toBeLessThan(1_100)
+    expect((await check('')).status).toBeDefined()
   })
 
   it('streams changes to a watcher', async () => {

@@ -1,5 +1,7 @@
 import { type ServerUnaryCall, type ServerWritableStream, type sendUnaryData, status } from '@grpc/grpc-js'
 import {
+  boundedText,
+  ERROR_DETAILS_CHARS_MAX,
   type HealthCheckRequest,
   type HealthCheckResponse,
   type HealthServer,
@@ -60,7 +62,12 @@ export class HealthRegistry {
       ) => {
         const s = this.#statuses.get(call.request.service)
         if (s === undefined)
-          cb({ code: status.NOT_FOUND, details: `unknown service ${call.request.service}` })
+          // Bounded as every mq error's message (toGrpcStatus): echoed whole, a name of 100 KB
+          // made a grpc-message header past the caller's bound, its call hung to its deadline.
+          cb({
+            code: status.NOT_FOUND,
+            details: boundedText(`unknown service ${call.request.service}`, ERROR_DETAILS_CHARS_MAX),
+          })
         else cb(null, { status: s })
       },
       watch: (stream: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
