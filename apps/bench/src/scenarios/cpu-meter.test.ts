@@ -59,6 +59,15 @@ describe('CpuMeter', () => {
     expect(performance.now() - t0).toBeLessThan(5_000)
   })
 
+  it("counts an idle cluster at the bench's tick as quiet: it starts at the first look", async () => {
+    let reads = 0
+    // 0.2 of a core in all (3 nodes' ticks and heartbeats at 20 ms): 50 ms each 250 ms.
+    const read = () => 50 * ++reads
+    await CpuMeter.startSettled(read)
+    // The first read, one window, and the start's own read: it waited no longer.
+    expect(reads).toBe(3)
+  })
+
   it('leaves the server figure out when the servers cannot be read', () => {
     expect(Object.keys(CpuMeter.start().perMessage(10))).toEqual(['clientCpuUsPerMsg'])
     let readable = true

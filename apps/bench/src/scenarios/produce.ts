@@ -106,7 +106,9 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
     const queue = queueName('produce')
     try {
       await admin.admin.createQueue(queue, { partitions: o.partitions })
-      const cpu = CpuMeter.start(serverCpuMs)
+      // Settled first, as consume's: the phase before (a produce of the suite, its queue's
+      // deletion) left the servers busy, and that was counted against this one's messages.
+      const cpu = await CpuMeter.startSettled(serverCpuMs)
       const run = await produceInto(servers, queue, o, new Progress('produce'))
       const cpuPerMessage = cpu.perMessage(run.acked)
       const seconds = run.elapsedMs / 1000
