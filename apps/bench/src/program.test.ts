@@ -40,6 +40,7 @@ describe('command line', () => {
     [['fairness', '--weights', '1,x'], /weights 1\.\.1000/],
     [['fairness', '--weights', '3,3'], /distinct/],
     [['fairness', '--tolerance', '2'], /share between 0 and 1/],
+    [['scale', '--partitions', '1,2,1'], /distinct counts/],
     [['produce', '--bogus'], /unknown option '--bogus'/],
     [['produce', '--tick-ms', '0'], /integer from 1 to 10000/],
     [['failover', '--tick-ms', 'x'], /integer from 1 to 10000/],

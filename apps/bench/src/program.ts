@@ -401,7 +401,10 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
 
 function partitionList(value: string): number[] {
   const parse = intIn(1, 256)
-  return value.split(',').map((s) => parse(s.trim()))
+  const counts = value.split(',').map((s) => parse(s.trim()))
+  // One run per count: a count twice made two runs whose figures the report keeps one of.
+  if (new Set(counts).size !== counts.length) throw new InvalidArgumentError('expected distinct counts.')
+  return counts
 }
 
 function parseShare(value: string): number {
