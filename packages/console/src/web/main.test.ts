@@ -45,7 +45,13 @@ async function openPage(hash: string, answerMs: number, answer: (path: string) =
   const created: FakeElement[] = []
   const byId = new Map<string, FakeElement>()
   const windowListeners = new Map<string, () => void>()
-  const fetches = { inFlight: 0, mostInFlight: 0, sessions: 0, paths: [] as string[] }
+  const fetches = {
+    inFlight: 0,
+    mostInFlight: 0,
+    sessions: 0,
+    paths: [] as string[],
+    bodies: new Map<string, unknown>(),
+  }
   let currentHash = hash
   vi.stubGlobal('document', {
     getElementById: (id: string) => {
@@ -74,9 +80,10 @@ async function openPage(hash: string, answerMs: number, answer: (path: string) =
   vi.stubGlobal('window', {
     addEventListener: (type: string, fn: () => void) => windowListeners.set(type, fn),
   })
-  vi.stubGlobal('fetch', (path: string) => {
+  vi.stubGlobal('fetch', (path: string, init?: { body?: string }) => {
     if (path === '/api/session') fetches.sessions++
     fetches.paths.push(path)
+    if (init?.body !== undefined) fetches.bodies.set(path, JSON.parse(init.body))
     fetches.inFlight++
     fetches.mostInFlight = Math.max(fetches.mostInFlight, fetches.inFlight)
     const body = answer(path)
@@ -158,5 +165,26 @@ describe('admin actions', () => {
     expect(location.hash).toBe('#/queues')
     const shown = page.byId('notice').children as FakeElement[]
     expect(shown.map((el) => el.children.join(''))).toEqual(['deleted queue jobs'])
+  })
+
+  it('creates a queue with the cluster default for a field left empty, and says so', async () => {
+    const page = await openPage('#/queues', 10, (path) => (path === '/api/session' ? ADMIN : []))
+    await vi.advanceTimersByTimeAsync(100)
+    const name = page.byTestId('new-queue-name') as FakeElement
+    name.value = 'jobs'
+    const partitions = page.byTestId('new-queue-partitions') as FakeElement
+    partitions.value = ''
+    ;(page.byTestId('new-queue-max-deliveries') as FakeElement).value = '7'
+    const form = page.byTestId('create-queue-form')
+    form?.listeners.get('submit')?.({ preventDefault: () => {} })
+    // It asked "with 0 partitions?" and sent 0 (which the cluster reads as its default, 4).
+    expect(page.byId('confirm-text').textContent).toBe(
+      'Create queue "jobs" with the default number of partitions?',
+    )
+    const dialog = page.byId('confirm')
+    dialog.returnValue = 'yes'
+    dialog.onclose?.()
+    await vi.advanceTimersByTimeAsync(100)
+    expect(page.fetches.bodies.get('/api/queues')).toEqual({ name: 'jobs', config: { maxDeliveries: 7 } })
   })
 })

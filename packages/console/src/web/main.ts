@@ -90,7 +90,7 @@ const actions: AdminActions = {
     ),
   createQueue: (name, config) =>
     confirmThen(
-      `Create queue "${name}" with ${config.partitions} partitions${config.orderedKeys ? ' and ordered keys' : ''}?`,
+      `Create queue "${name}" with ${config.partitions ? `${config.partitions} partitions` : 'the default number of partitions'}${config.orderedKeys ? ' and ordered keys' : ''}?`,
       () => api('/api/queues', { name, config }),
     ),
   updateQueue: (name, update) =>

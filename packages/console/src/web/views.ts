@@ -371,17 +371,26 @@ export function createQueueForm(actions: AdminActions): HTMLElement {
     value: 4,
     'data-testid': 'new-queue-partitions',
   }) as HTMLInputElement
-  const maxDeliveries = h('input', { type: 'number', min: 1, value: 5 }) as HTMLInputElement
+  const maxDeliveries = h('input', {
+    type: 'number',
+    min: 1,
+    value: 5,
+    'data-testid': 'new-queue-max-deliveries',
+  }) as HTMLInputElement
   const orderedKeys = h('input', { type: 'checkbox', 'data-testid': 'new-queue-ordered' }) as HTMLInputElement
+  /** A field left empty is left out: the cluster's default (it was sent as 0, asked as "0 partitions"). */
+  const given = (key: 'partitions' | 'maxDeliveries', input: HTMLInputElement) =>
+    input.value.trim() === '' ? {} : { [key]: Number(input.value) }
   return h(
     'form',
     {
       class: 'admin',
+      'data-testid': 'create-queue-form',
       onsubmit: (e) => {
         e.preventDefault()
         actions.createQueue(name.value.trim(), {
-          partitions: Number(partitions.value),
-          maxDeliveries: Number(maxDeliveries.value),
+          ...given('partitions', partitions),
+          ...given('maxDeliveries', maxDeliveries),
           ...(orderedKeys.checked ? { orderedKeys: true } : {}),
         })
       },
