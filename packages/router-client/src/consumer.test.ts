@@ -97,7 +97,7 @@ function fakeRouter(
     config: { visibilityTimeoutMs: 30_000 },
   }
   const router = {
-    options: { attemptMs: 1_000, backoff: { baseMs: 10, maxMs: 100 } },
+    options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
     route: async () => route,
     cachedRoute: () => route,
     partition: (_queue: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
@@ -201,6 +201,41 @@ describe('Consumer', () => {
     expect(got.length).toBe(5)
     await consumer.close()
   })
+
+  it('backs off after long polls the server answers empty at once (past its poll limit, on a stale estimate)', () =>
+    withFakeTimers(async () => {
+      // A server past its long-poll limit answers at once when the partition may have messages:
+      // empty while the queue is paused or out of delivery tokens with messages ready, or when
+      // a lease (a Raft entry) finds none. Until an audit the consumer polled again at once,
+      // here 1,000 requests a second, for as long as that lasted.
+      const requests: number[] = []
+      const router = {
+        options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
+        route: async () => ({ queue: 'q', queueId: 1, routeEpoch: 1, partitions: [{ partition: 0 }] }),
+        cachedRoute: () => undefined,
+        partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
+          op(
+            {
+              queue: {
+                lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
+                  requests.push(req.waitMs)
+                  setTimeout(() => cb(null, { messages: [] }), 1)
+                  return { cancel: () => {} }
+                },
+              },
+            },
+            { queue: 'q', partition, routeEpoch: 1 },
+          ),
+      } as unknown as Router
+      const consumer = new Consumer(router, 'q', { waitMs: 5_000, autoExtend: false })
+      const next = consumer[Symbol.asyncIterator]().next()
+      expect(await settlesWithin(next, 2_000)).toBe(false)
+      expect(requests.every((w) => w === 5_000)).toBe(true)
+      // Backing off up to 10, 20, 40, 80, then 100 ms (full jitter): some 45 requests in 2 s,
+      // not some 2,000.
+      expect(requests.length).toBeLessThan(200)
+      await closeAsTimePasses(consumer)
+    }))
 
   it('never asks for more than 1,000 messages in one lease, however large prefetch is', async () => {
     const ready = [5_000, 0]

@@ -25,7 +25,8 @@ export interface ConsumerOptions {
   /**
    * How long one lease request waits on the broker for a message (long poll; the server caps
    * it, at 30 s by default). 0: it does not wait, and an idle partition is asked again after a
-   * backoff that grows with each empty answer (the client's `backoff`, 25 ms to 1 s).
+   * backoff that grows with each empty answer (the client's `backoff`, 25 ms to 1 s); so is
+   * one answered empty in less than half its wait (a server past its long-poll limit).
    */
   readonly waitMs: number
   /** Extend held leases before they end, until `extendMaxMs` after the delivery. */
@@ -302,7 +303,9 @@ export class Consumer implements AsyncIterable<Delivery> {
     // a little (refillMin), holding no room, so that it never keeps the others waiting. Held
     // messages may exceed prefetch by what idle partitions bring at once: (partitions - 1) x refillMin.
     let busy = false
-    // Empty answers in a row to leases that did not wait (waitMs 0): the next one backs off.
+    // Empty answers in a row to leases that did not wait (waitMs 0), or that a long poll got
+    // much sooner than its wait (a server past its poll limit answers at once): the next one
+    // backs off.
     let empty = 0
     // This loop's lease attempt: kept while its leases fail, since a lease may have been made
     // and its answer lost (a deadline, a failover): asked again under it, the broker answers
@@ -408,8 +411,10 @@ export class Consumer implements AsyncIterable<Delivery> {
         }
         if (response.messages.length > 0) this.#wakeReaders()
         if (this.#closed) await Promise.allSettled(this.#buffer.splice(0).map((d) => d.release()))
-        // A lease that did not wait and found nothing would be sent again at once, for ever.
-        empty = response.messages.length === 0 && reserved === 0 && waitMs === 0 ? empty + 1 : 0
+        // A lease that did not wait and found nothing would be sent again at once, for ever; so
+        // would a long poll answered empty at once (until an audit: one per round trip).
+        const early = waitMs === 0 || now() - requestedAt < waitMs / 2
+        empty = response.messages.length === 0 && reserved === 0 && early ? empty + 1 : 0
         if (empty > 0) await delay(backoffMs(this.#router.options.backoff, empty - 1), this.#stop.signal)
       } catch (error) {
         if (this.#closed) return
