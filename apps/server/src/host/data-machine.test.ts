@@ -481,6 +481,32 @@ describe('DataMachine', () => {
     expect(failures.length).toBeGreaterThan(0)
   })
 
+  it('takes no snapshot once a write failed (its image would lack the failed entry it is labelled with)', async () => {
+    const engine = new MemoryEngine()
+    index = 0
+    let fail = false
+    const failures: unknown[] = []
+    const writer: SmWriter = {
+      write: async (ops) => {
+        if (fail) throw new Error('no space left on device')
+        await engine.write(ops, { sync: false })
+      },
+    }
+    const peer = imagePeer(engine)
+    const take = vi.spyOn(peer.port, 'take')
+    const dm = await machineOn(engine, 0, undefined, {
+      writer,
+      images: peer.port,
+      fatal: (e) => failures.push(e),
+    })
+    await Promise.all(dm.apply([open(), enqueue(1)]))
+    fail = true
+    await Promise.allSettled(dm.apply([enqueue(2)]))
+    await expect(dm.snapshot()).rejects.toThrow('no space left')
+    expect(take).not.toHaveBeenCalled()
+    expect(failures.length).toBeGreaterThan(0)
+  })
+
   it("writes nothing for an entry whose apply ends after an earlier entry's write failed", async () => {
     const engine = new MemoryEngine()
     index = 0

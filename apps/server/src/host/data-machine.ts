@@ -219,6 +219,8 @@ export class DataMachine implements StateMachine {
     const index = this.#applied
     const taken = this.#tail.then(async () => {
       await this.#lastWrite
+      // After a failed write the stored state lacks entries at or below `index`.
+      this.#throwIfFailed()
       return this.#images.take(this.#machine.groupId, index, this.#machine.garbageRanges())
     })
     this.#tail = taken.then(
