@@ -12,16 +12,10 @@ import type {
   ScalePlan,
   TokenInfo,
 } from '@mq/protocol'
-import {
-  fromGrpcError,
-  InvalidArgumentError,
-  QueueExistsError,
-  QueueNotFoundError,
-  UnavailableError,
-} from '@mq/protocol'
+import { fromGrpcError, InvalidArgumentError, QueueExistsError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
 import { checkInteger } from './option-checks'
-import { neverSent, type Router } from './router'
+import { mayHaveActed, type Router } from './router'
 import { unary } from './unary'
 
 /** Calls one partition's purge or redrive makes at most (each of ~2 s and ≥ 1,000 messages when more). */
@@ -395,25 +389,25 @@ export class Admin {
     request: Req,
     done: (error: unknown) => boolean,
   ): Promise<Res | undefined> {
-    let mayHaveActed = 0
+    let mayHaveApplied = 0
     try {
       return await this.#router.meta<Req, Res>((m) => {
         const method = pick(m)
         return (req, metadata, options, callback) => {
-          mayHaveActed++
+          mayHaveApplied++
           return method.call(m, req, metadata, options, (error, response) => {
             if (error) {
               const typed = fromGrpcError(error)
               // Only a copy lost after it went out (UNAVAILABLE: a deadline, a dropped
               // connection) may have acted; not one refused, nor one never sent (a seed down).
-              if (!(typed instanceof UnavailableError) || neverSent(typed)) mayHaveActed--
+              if (!mayHaveActed(typed)) mayHaveApplied--
             }
             callback(error, response)
           })
         }
       }, request)
     } catch (error) {
-      if (!(done(error) && mayHaveActed > 0)) throw error
+      if (!(done(error) && mayHaveApplied > 0)) throw error
       return undefined
     }
   }

@@ -8,12 +8,11 @@ import {
   type MqError,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueRoute,
-  UnavailableError,
 } from '@mq/protocol'
 import { backoffMs, delay } from './backoff'
 import { Delivery } from './delivery'
 import { checkBoolean, checkInteger, definedOnly } from './option-checks'
-import { neverSent, PartitionNotFoundError, type Router } from './router'
+import { mayHaveActed, PartitionNotFoundError, type Router } from './router'
 import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
 
@@ -385,7 +384,7 @@ export class Consumer implements AsyncIterable<Delivery> {
                   return answer
                 },
                 (error: unknown) => {
-                  if (error instanceof UnavailableError && !neverSent(error)) mayHaveLeased = true
+                  if (mayHaveActed(error)) mayHaveLeased = true
                   throw error
                 },
               )
@@ -645,7 +644,7 @@ export class Consumer implements AsyncIterable<Delivery> {
             // a limit: nothing appended, as the producer takes it) is no resend: an UNKNOWN
             // answered to the one copy applied means the lease is gone (until audits, that ack
             // resolved as done; after a failover's redirect too).
-            if (!(error instanceof UnavailableError) || neverSent(error)) sends--
+            if (!mayHaveActed(error)) sends--
             throw error
           })
           return response.results

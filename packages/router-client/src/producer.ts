@@ -7,12 +7,11 @@ import {
   MESSAGE_DELAY_MS_MAX,
   MqError,
   type ProduceMessage,
-  UnavailableError,
 } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
 import { type KeylessPartitioning, type LaneLoad, Partitioner } from './partitioner'
-import { neverSent, PartitionNotFoundError, type Router } from './router'
+import { mayHaveActed, PartitionNotFoundError, type Router } from './router'
 import { type SendDeadline, SendDeadlines } from './send-deadline'
 import { SendGenerations } from './send-generations'
 import { SendOutcomeUnknownError } from './send-outcome-unknown-error'
@@ -762,7 +761,7 @@ function toWire(message: OutgoingMessage): ProduceMessage {
  */
 function noteUnanswered<T>(unanswered: () => void, attempt: Promise<T>): Promise<T> {
   return attempt.catch((error: unknown) => {
-    if (error instanceof UnavailableError && !neverSent(error)) unanswered()
+    if (mayHaveActed(error)) unanswered()
     throw error
   })
 }

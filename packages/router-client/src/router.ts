@@ -133,6 +133,15 @@ export function neverSent(error: unknown): boolean {
 }
 
 /**
+ * Whether a copy of a call that failed with `error` may have been applied: it went out and its
+ * answer was lost (UNAVAILABLE: a deadline, a dropped connection). One the server refused
+ * (NOT_LEADER, STALE_ROUTE, a limit: nothing appended) or that never left this process was not.
+ */
+export function mayHaveActed(error: unknown): boolean {
+  return error instanceof UnavailableError && !neverSent(error)
+}
+
+/**
  * Knows where things are: which node leads the meta group, and for each queue its route
  * (partitions → data group leader), cached by route epoch. Runs an operation against the
  * right node and retries it in one hop on a typed redirect (NOT_LEADER with a leader hint,
