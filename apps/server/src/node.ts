@@ -708,12 +708,11 @@ export class MqNode {
       }
     }
     const leading = led()
-    handOver(leading)
     const startMs = Date.now()
     const deadline = startMs + timeoutMs
-    for (let now = led(); now.length > 0 && Date.now() < deadline; now = led()) {
-      // One led again (the meta leader's balancing handed it back meanwhile) is handed over
-      // again, once its earlier transfer ended.
+    for (let now = leading; now.length > 0 && Date.now() < deadline; now = led()) {
+      // Each pass: one led again (the meta leader's balancing handed it back meanwhile) is
+      // handed over again, once its earlier transfer ended.
       handOver(now)
       await new Promise((r) => setTimeout(r, 20))
     }

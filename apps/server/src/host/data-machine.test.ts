@@ -87,6 +87,18 @@ async function leaderReplica(): Promise<{ engine: MemoryEngine; side: ImagePeer;
   return { engine, side, dm: await machineOn(engine, 0, undefined, { images: side.port }) }
 }
 
+/** A writer to `engine` that fails every write while `disk.full` ("no space left on device"). */
+function writerTo(engine: MemoryEngine): { writer: SmWriter; disk: { full: boolean } } {
+  const disk = { full: false }
+  const writer: SmWriter = {
+    write: async (ops) => {
+      if (disk.full) throw new Error('no space left on device')
+      await engine.write(ops, { sync: false })
+    },
+  }
+  return { writer, disk }
+}
+
 describe('DataMachine', () => {
   it('round-trips key/value pairs', () => {
     const pairs: [Uint8Array, Uint8Array][] = [
@@ -459,21 +471,15 @@ describe('DataMachine', () => {
   it('never says its state is persisted once a write failed', async () => {
     const engine = new MemoryEngine()
     index = 0
-    let fail = false
     const failures: unknown[] = []
-    const writer: SmWriter = {
-      write: async (ops) => {
-        if (fail) throw new Error('no space left on device')
-        await engine.write(ops, { sync: false })
-      },
-    }
+    const { writer, disk } = writerTo(engine)
     const dm = await machineOn(engine, 0, undefined, { writer, fatal: (e) => failures.push(e) })
     await Promise.all(dm.apply([open(), enqueue(1)]))
     await dm.persisted()
-    fail = true
+    disk.full = true
     await Promise.allSettled(dm.apply([enqueue(2)]))
     await expect(dm.persisted()).rejects.toThrow('no space left')
-    fail = false
+    disk.full = false
     const [later] = dm.apply([enqueue(3)])
     await expect(later).rejects.toThrow('no space left') // nothing is applied or written after it
     await expect(dm.persisted()).rejects.toThrow('no space left')
@@ -484,14 +490,8 @@ describe('DataMachine', () => {
   it('takes no snapshot once a write failed (its image would lack the failed entry it is labelled with)', async () => {
     const engine = new MemoryEngine()
     index = 0
-    let fail = false
     const failures: unknown[] = []
-    const writer: SmWriter = {
-      write: async (ops) => {
-        if (fail) throw new Error('no space left on device')
-        await engine.write(ops, { sync: false })
-      },
-    }
+    const { writer, disk } = writerTo(engine)
     const peer = imagePeer(engine)
     const take = vi.spyOn(peer.port, 'take')
     const dm = await machineOn(engine, 0, undefined, {
@@ -500,7 +500,7 @@ describe('DataMachine', () => {
       fatal: (e) => failures.push(e),
     })
     await Promise.all(dm.apply([open(), enqueue(1)]))
-    fail = true
+    disk.full = true
     await Promise.allSettled(dm.apply([enqueue(2)]))
     await expect(dm.snapshot()).rejects.toThrow('no space left')
     expect(take).not.toHaveBeenCalled()
