@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { preferredLeaders, transfersFor } from './leader-balance'
-import { MetaState } from './meta-state'
+import { type LeaderBalanceOptions, preferredLeaders, transfersFor } from './leader-balance'
+import { type GroupRecord, MetaState } from './meta-state'
 
 function state(groups: number): MetaState {
   const s = new MetaState()
@@ -129,4 +129,101 @@ describe('leader balance', () => {
     const first = groups[0] as number
     expect(preferredLeaders(s, alive, { stable, overrides: new Map([[first, 'n3']]) }).get(first)).toBe('n3')
   })
+
+  it('chooses as the plain scan of every group each round did, over random clusters', () => {
+    let seed = 7
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return Math.floor((seed / 2147483648) * n)
+    }
+    for (let run = 0; run < 2000; run++) {
+      const nodes = Array.from({ length: 1 + random(9) }, (_, i) => `n${i + 1}`)
+      const s = new MetaState()
+      for (const n of nodes) s.apply({ type: 'registerNode', nodeId: n, address: `${n}:1` }, 1)
+      const groups = 1 + random(40)
+      for (let g = 0; g < groups; g++) {
+        const replicas = nodes.filter(() => random(2) === 0).slice(0, 1 + random(5))
+        s.apply({ type: 'createGroup', replicas: replicas.length > 0 ? replicas : [nodes[0] as string] }, 1)
+      }
+      for (const g of s.groups()) {
+        if (random(5) === 0) continue
+        const leaderId = g.replicas[random(g.replicas.length)] as string
+        s.apply({ type: 'reportLeader', groupId: g.groupId, leaderId, term: 2 }, 2)
+      }
+      const some = () => new Set(nodes.filter(() => random(5) !== 0))
+      const alive = some()
+      const overrides = new Map<number, string>()
+      for (const g of s.groups())
+        if (random(8) === 0) overrides.set(g.groupId, nodes[random(nodes.length)] as string)
+      const options = { overrides, keepers: some(), stable: some() }
+      expect(preferredLeaders(s, alive, options), `run ${run}`).toEqual(plainScan(s, alive, options))
+    }
+  })
 })
+
+/**
+ * The balancing as it was before rounds looked only at the most loaded nodes (each round
+ * scanned every group's replicas): the reference its choices must match.
+ */
+function plainScan(
+  state: MetaState,
+  alive: ReadonlySet<string>,
+  options: LeaderBalanceOptions,
+): Map<number, string> {
+  const overrides = options.overrides ?? new Map<number, string>()
+  const keepers = options.keepers ?? alive
+  const stable = options.stable ?? alive
+  const target = (node: string) => alive.has(node) && stable.has(node)
+  const rotation = (group: GroupRecord) =>
+    group.replicas.map((_, i) => group.replicas[(group.groupId + i) % group.replicas.length] as string)
+  const preferred = new Map<number, string>()
+  const load = new Map<string, number>()
+  const assign = (groupId: number, node: string): void => {
+    const before = preferred.get(groupId)
+    if (before !== undefined) load.set(before, (load.get(before) ?? 1) - 1)
+    preferred.set(groupId, node)
+    load.set(node, (load.get(node) ?? 0) + 1)
+  }
+  const pinned = new Set<number>()
+  const movable: GroupRecord[] = []
+  const unled: GroupRecord[] = []
+  for (const group of state.groups()) {
+    const override = overrides.get(group.groupId)
+    if (override !== undefined && alive.has(override) && group.replicas.includes(override)) {
+      assign(group.groupId, override)
+      pinned.add(group.groupId)
+    } else if (
+      group.leaderId !== '' &&
+      keepers.has(group.leaderId) &&
+      group.replicas.includes(group.leaderId)
+    ) {
+      assign(group.groupId, group.leaderId)
+      movable.push(group)
+    } else if (group.replicas.some(target)) {
+      unled.push(group)
+    }
+  }
+  for (const group of unled) {
+    const live = rotation(group).filter(target)
+    let choice = live[0] as string
+    for (const candidate of live) if ((load.get(candidate) ?? 0) < (load.get(choice) ?? 0)) choice = candidate
+    assign(group.groupId, choice)
+    movable.push(group)
+  }
+  movable.sort((a, b) => a.groupId - b.groupId)
+  for (let round = 0; round < movable.length * Math.max(alive.size, 1); round++) {
+    let best: { groupId: number; to: string; gap: number } | undefined
+    for (const group of movable) {
+      if (pinned.has(group.groupId)) continue
+      const from = preferred.get(group.groupId) as string
+      for (const to of rotation(group)) {
+        if (to === from || !target(to)) continue
+        const gap = (load.get(from) ?? 0) - (load.get(to) ?? 0)
+        if (gap >= 2 && (best === undefined || gap > best.gap)) best = { groupId: group.groupId, to, gap }
+      }
+    }
+    if (best === undefined) break
+    assign(best.groupId, best.to)
+  }
+  return preferred
+}

@@ -59,6 +59,21 @@ function pagesAgree(s: MetaState): void {
 }
 
 /** Partitions per data group counted afresh, as partitionCounts() must always answer. */
+/**
+ * `groups()` and `groupsOf()` (kept until the next apply or restore) against the groups read
+ * one by one: a cached answer that outlived a change fails it.
+ */
+function groupsAgree(s: MetaState): void {
+  const groups = Array.from({ length: s.nextGroupId() - 1 }, (_, i) => s.group(i + 1)).filter(
+    (g) => g !== undefined,
+  )
+  expect(s.groups()).toEqual(groups)
+  for (const n of ['n1', 'n2', 'n3', 'n4'])
+    expect(s.groupsOf(n)).toEqual(
+      groups.filter((g) => g.replicas.includes(n) || s.replicaChange(g.groupId)?.add === n),
+    )
+}
+
 function recount(s: MetaState): Map<number, number> {
   const counts = new Map(s.groups().map((g) => [g.groupId, 0]))
   for (const q of s.queues())
@@ -439,16 +454,27 @@ describe('MetaState', () => {
           expect(decoded).toEqual(c)
           const ra = a.apply(c, i)
           expect(a.partitionCounts()).toEqual(recount(a))
+          groupsAgree(a)
           if (i === cut) b.restore(a.snapshot())
           if (i > cut) {
             expect(b.apply(c, i)).toEqual(ra)
             expect(b.partitionCounts()).toEqual(recount(b))
+            groupsAgree(b)
           }
         })
         if (cut < commands.length) expect(b.snapshot()).toEqual(a.snapshot())
       }),
       { numRuns: 300 },
     )
+  })
+
+  it('answers groups() and groupsOf() from a restored image, not from what it held before', () => {
+    const s = stateWith(3, [['n1', 'n2']])
+    expect(s.groupsOf('n3')).toEqual([])
+    const other = stateWith(3, [['n1', 'n2'], ['n3']])
+    s.restore(other.snapshot())
+    expect(s.groups().map((g) => g.groupId)).toEqual([1, 2])
+    expect(s.groupsOf('n3').map((g) => g.groupId)).toEqual([2])
   })
 
   it("keeps each data group's partition count exact as queues come, go and move (property)", () => {

@@ -3,13 +3,13 @@ import {
   type ControllerPort,
   controlActions,
   isStoreId,
+  LeaderBalanceCache,
   type Liveness,
   type MetaCommand,
   type MetaResult,
   type MetaState,
   MovePhase,
   metaChangeAction,
-  preferredLeaders,
   ReplicaChangeReason,
   type ReplicaChangeRecord,
   removedNodeMessage,
@@ -17,7 +17,6 @@ import {
   replicasFor,
   scaleProgress,
   storeConflict,
-  transfersFor,
 } from '@mq/meta-service'
 import {
   belowClusterLevelMessage,
@@ -156,6 +155,7 @@ export class Controller {
   readonly #stableSinceMs = new Map<string, number>()
   /** Operators' TransferLeader choices (group → node). */
   readonly #leaderOverrides = new Map<number, string>()
+  readonly #balance = new LeaderBalanceCache()
   readonly #driving = new Map<number, Promise<void>>()
   /** Each node's last report of each group it hosts (applied and commit indexes). */
   readonly #reports = new Map<string, Map<number, GroupReport>>()
@@ -461,7 +461,6 @@ export class Controller {
     const stable = new Set(
       [...leaders].filter((id) => now - (this.#stableSinceMs.get(id) ?? now) >= TRANSFER_TARGET_STABLE_MS),
     )
-    const preferred = preferredLeaders(state, leaders, { overrides: this.#leaderOverrides, keepers, stable })
     // A group being copied from or into keeps its leader: a transfer would restart the copy.
     const moving = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
     let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
@@ -476,7 +475,9 @@ export class Controller {
     const current = state
     const metaMembers = current.metaMembers() ?? this.#host.metaMembership().voters
     return {
-      transfers: transfersFor(state, req.nodeId, preferred).filter((t) => !moving.has(t.groupId)),
+      transfers: this.#balance
+        .transfersFor(state, req.nodeId, { leaders, keepers, stable, overrides: this.#leaderOverrides })
+        .filter((t) => !moving.has(t.groupId)),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
       nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
