@@ -175,6 +175,8 @@ export class MqNode {
   readonly #metaTokens = new MetaTokenTable()
   readonly #server: Server
   readonly #addresses = new Map<string, string>()
+  /** The fingerprint of the node list the last heartbeat answer carried ('' = none yet). */
+  #nodesFingerprint = ''
   readonly #dataGroups = new Map<number, LocalDataGroup>()
   readonly #addingGroups = new Map<number, Promise<void>>()
   readonly #removingGroups = new Map<number, Promise<void>>()
@@ -991,6 +993,7 @@ export class MqNode {
       formatLevel: this.config.formatLevel,
       storeId: this.#facts?.storeId ?? '',
       freshStore: this.#facts?.fresh ?? false,
+      nodesFingerprint: this.#nodesFingerprint,
     }
     try {
       const response = await this.#call<HeartbeatResponse>((c, md, opts, cb) =>
@@ -1014,7 +1017,9 @@ export class MqNode {
         this.#routes.forgetBefore(response.growEpoch)
         this.#refreshCachedRoutes(response.changedEpoch)
       } else this.#forgetDeletedRoutes(response.changedEpoch)
+      // An empty list: the meta leader's is the one this node received last (it never shrinks here).
       for (const n of response.nodes) this.#addresses.set(n.nodeId, n.address)
+      if (response.nodes.length > 0) this.#nodesFingerprint = response.nodesFingerprint
       if (response.hostMeta)
         this.#hostMeta(false).catch((error: unknown) =>
           this.log.error({ err: error }, 'cannot host a replica of the meta group'),

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import {
   ErrorCode,
   FORMAT_LEVEL_CREATE_GROUP_ID,
@@ -249,11 +250,17 @@ export class MetaState {
   /** Counts applied commands and restores: what anything derived from this state is cached by. */
   #revision = 0
   /**
-   * What `groups()` and `groupsOf()` derive, kept until the next apply or restore: the meta
-   * leader answers every node's heartbeat with its groups, and sorting and filtering 10,000
-   * groups per heartbeat cost ~1–2 ms each (an audit), ~2,000 heartbeats a second at 1,000 nodes.
+   * What `groups()`, `groupsOf()`, `nodes()` and `nodesFingerprint()` derive, kept until the
+   * next apply or restore: the meta leader answers every node's heartbeat from them, and sorting
+   * and filtering 10,000 groups cost ~1–2 ms per heartbeat (an audit), ~2,000 heartbeats a
+   * second at 1,000 nodes.
    */
-  #derived: { groups?: readonly GroupRecord[]; byNode?: Map<string, GroupRecord[]> } = {}
+  #derived: {
+    groups?: readonly GroupRecord[]
+    byNode?: Map<string, GroupRecord[]>
+    nodes?: readonly NodeRecord[]
+    nodesFingerprint?: string
+  } = {}
 
   get routeEpoch(): number {
     return this.#routeEpoch
@@ -280,8 +287,22 @@ export class MetaState {
     return this.#nodes.get(nodeId)
   }
 
-  nodes(): NodeRecord[] {
-    return [...this.#nodes.values()].sort((a, b) => compare(a.nodeId, b.nodeId))
+  nodes(): readonly NodeRecord[] {
+    this.#derived.nodes ??= [...this.#nodes.values()].sort((a, b) => compare(a.nodeId, b.nodeId))
+    return this.#derived.nodes
+  }
+
+  /**
+   * A fingerprint of every node's id and address: the meta leader leaves the node list out of
+   * a heartbeat answer to a node that holds it already (Peer.Heartbeat `nodes_fingerprint`).
+   */
+  nodesFingerprint(): string {
+    if (this.#derived.nodesFingerprint === undefined) {
+      const hash = createHash('sha256')
+      for (const n of this.nodes()) hash.update(`${n.nodeId}\0${n.address}\n`)
+      this.#derived.nodesFingerprint = hash.digest('base64url')
+    }
+    return this.#derived.nodesFingerprint
   }
 
   group(groupId: number): GroupRecord | undefined {

@@ -155,7 +155,12 @@ function leading(
     nodeId: string,
     hostsMeta = false,
     formatLevel = FORMAT_LEVEL,
-    store: { storeId?: string; freshStore?: boolean; groups?: HeartbeatRequest['groups'] } = {},
+    store: {
+      storeId?: string
+      freshStore?: boolean
+      groups?: HeartbeatRequest['groups']
+      nodesFingerprint?: string
+    } = {},
   ) => {
     const groups =
       store.groups ??
@@ -172,6 +177,7 @@ function leading(
       formatLevel,
       storeId: store.storeId ?? '',
       freshStore: store.freshStore ?? false,
+      nodesFingerprint: store.nodesFingerprint ?? '',
     })
   }
   /**
@@ -327,6 +333,21 @@ describe('Controller leader balancing', () => {
 })
 
 describe('Controller format level', () => {
+  it('leaves the node list out of the answer to a node that holds it, and sends it again once it changed', async () => {
+    const c = leading()
+    const first = await c.answer('n1')
+    expect(first.nodes.map((n) => n.nodeId)).toEqual(['n1', 'n2', 'n3'])
+    expect(first.nodesFingerprint).not.toBe('')
+    const again = await c.answer('n1', false, FORMAT_LEVEL, { nodesFingerprint: first.nodesFingerprint })
+    expect(again.nodes).toEqual([])
+    expect(again.nodesFingerprint).toBe(first.nodesFingerprint)
+    // n2 comes back at another address: every node gets the list again.
+    c.state.apply({ type: 'registerNode', nodeId: 'n2', address: 'n2:2', formatLevel: FORMAT_LEVEL }, 5)
+    const changed = await c.answer('n1', false, FORMAT_LEVEL, { nodesFingerprint: first.nodesFingerprint })
+    expect(changed.nodes).toContainEqual({ nodeId: 'n2', address: 'n2:2' })
+    expect(changed.nodesFingerprint).not.toBe(first.nodesFingerprint)
+  })
+
   it('answers the lowest level of the nodes holding replicas, as each node last reported it', async () => {
     const c = leading({ levels: { n3: 1 } })
     // n3 runs a version without levels (it sends 0): level 1 until it is upgraded.

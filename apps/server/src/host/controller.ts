@@ -480,7 +480,12 @@ export class Controller {
         .filter((t) => !moving.has(t.groupId)),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
-      nodes: state.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
+      // Left out for a node that holds this list already.
+      nodes:
+        req.nodesFingerprint === current.nodesFingerprint()
+          ? []
+          : current.nodes().map((n) => ({ nodeId: n.nodeId, address: n.address })),
+      nodesFingerprint: current.nodesFingerprint(),
       // A founder that never left bootstraps with the founding membership (its log's first
       // entries); any other replica (one being added) starts with none and learns it from the
       // leader's log.

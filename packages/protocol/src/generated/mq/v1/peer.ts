@@ -146,6 +146,11 @@ export interface HeartbeatRequest {
    * with it (it lost its data).
    */
   freshStore: boolean;
+  /**
+   * The fingerprint of the node list this node last received ("" = none yet, or from versions
+   * before it): a meta leader leaves `nodes` out of its answer when it is its own.
+   */
+  nodesFingerprint: string;
 }
 
 export interface GroupAssignment {
@@ -219,6 +224,13 @@ export interface HeartbeatResponse {
    * and stop serving a deleted queue (or a deleted incarnation of a name), within a heartbeat.
    */
   changedEpoch: number;
+  /**
+   * The fingerprint of every node's id and address in the meta state ("" from versions before
+   * it). `nodes` is empty when the request's `nodes_fingerprint` is this one: at 1,000 nodes the
+   * whole list is ~28 KB, 4.7 ms to encode on a busy 2-core machine, in each of ~2,000 answers
+   * a second.
+   */
+  nodesFingerprint: string;
 }
 
 export interface MovePartitionRequest {
@@ -1562,6 +1574,7 @@ function createBaseHeartbeatRequest(): HeartbeatRequest {
     formatLevel: 0,
     storeId: "",
     freshStore: false,
+    nodesFingerprint: "",
   };
 }
 
@@ -1590,6 +1603,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     }
     if (message.freshStore !== false) {
       writer.uint32(64).bool(message.freshStore);
+    }
+    if (message.nodesFingerprint !== "") {
+      writer.uint32(74).string(message.nodesFingerprint);
     }
     return writer;
   },
@@ -1665,6 +1681,14 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
           message.freshStore = reader.bool();
           continue;
         }
+        case 9: {
+          if (tag !== 74) {
+            break;
+          }
+
+          message.nodesFingerprint = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1708,6 +1732,11 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
         : isSet(object.fresh_store)
         ? globalThis.Boolean(object.fresh_store)
         : false,
+      nodesFingerprint: isSet(object.nodesFingerprint)
+        ? globalThis.String(object.nodesFingerprint)
+        : isSet(object.nodes_fingerprint)
+        ? globalThis.String(object.nodes_fingerprint)
+        : "",
     };
   },
 
@@ -1737,6 +1766,9 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     if (message.freshStore !== false) {
       obj.freshStore = message.freshStore;
     }
+    if (message.nodesFingerprint !== "") {
+      obj.nodesFingerprint = message.nodesFingerprint;
+    }
     return obj;
   },
 
@@ -1753,6 +1785,7 @@ export const HeartbeatRequest: MessageFns<HeartbeatRequest> = {
     message.formatLevel = object.formatLevel ?? 0;
     message.storeId = object.storeId ?? "";
     message.freshStore = object.freshStore ?? false;
+    message.nodesFingerprint = object.nodesFingerprint ?? "";
     return message;
   },
 };
@@ -2017,6 +2050,7 @@ function createBaseHeartbeatResponse(): HeartbeatResponse {
     formatLevel: 0,
     growEpoch: 0,
     changedEpoch: 0,
+    nodesFingerprint: "",
   };
 }
 
@@ -2065,6 +2099,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     }
     if (message.changedEpoch !== 0) {
       writer.uint32(112).uint64(message.changedEpoch);
+    }
+    if (message.nodesFingerprint !== "") {
+      writer.uint32(122).string(message.nodesFingerprint);
     }
     return writer;
   },
@@ -2198,6 +2235,14 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
           message.changedEpoch = longToNumber(reader.uint64());
           continue;
         }
+        case 15: {
+          if (tag !== 122) {
+            break;
+          }
+
+          message.nodesFingerprint = reader.string();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2267,6 +2312,11 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
         : isSet(object.changed_epoch)
         ? globalThis.Number(object.changed_epoch)
         : 0,
+      nodesFingerprint: isSet(object.nodesFingerprint)
+        ? globalThis.String(object.nodesFingerprint)
+        : isSet(object.nodes_fingerprint)
+        ? globalThis.String(object.nodes_fingerprint)
+        : "",
     };
   },
 
@@ -2314,6 +2364,9 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     if (message.changedEpoch !== 0) {
       obj.changedEpoch = Math.round(message.changedEpoch);
     }
+    if (message.nodesFingerprint !== "") {
+      obj.nodesFingerprint = message.nodesFingerprint;
+    }
     return obj;
   },
 
@@ -2336,6 +2389,7 @@ export const HeartbeatResponse: MessageFns<HeartbeatResponse> = {
     message.formatLevel = object.formatLevel ?? 0;
     message.growEpoch = object.growEpoch ?? 0;
     message.changedEpoch = object.changedEpoch ?? 0;
+    message.nodesFingerprint = object.nodesFingerprint ?? "";
     return message;
   },
 };
