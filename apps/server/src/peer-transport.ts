@@ -54,6 +54,13 @@ export interface PeerTransportOptions {
   /** After a stream fails, wait this long before opening another to that peer. */
   readonly reconnectMs: number
   /**
+   * Destinations kept at most (each with its queue, stream and channel): the one sent to least
+   * recently is forgotten beyond it. Nodes come and go (replaced under new ids, removed): each
+   * one ever sent to was kept, its channel open, for the life of the process. The meta group
+   * registers at most 1,000 nodes (META_LIMITS.nodesMax).
+   */
+  readonly peersMax: number
+  /**
    * A failure detector: called with a peer's node id when our stream to it breaks (its
    * connection reset or refused, or cut off by its shutdown), which is what a killed process
    * looks like. (The server side cannot tell: grpc-js reports an orderly end and a reset alike.)
@@ -72,6 +79,7 @@ export const DEFAULT_PEER_TRANSPORT_OPTIONS = {
   batchMax: 512,
   batchBytesMax: 8 * 1024 * 1024,
   reconnectMs: 100,
+  peersMax: 1_000,
   onPeerDown: () => {},
 } as const
 
@@ -123,6 +131,8 @@ interface Outbound {
   retryAtMs: number
   /** The one timer that flushes again at `retryAtMs`. */
   retryTimer: NodeJS.Timeout | undefined
+  /** When a message for it was last queued (the transport's count of sends): the least recent is forgotten first. */
+  usedAt: number
   waitingDrain: boolean
   /**
    * Bytes written to the stream whose write has not completed yet (grpc-js buffers ~16
@@ -153,6 +163,8 @@ export class PeerTransport implements Transport {
   #flushScheduled = false
   #closed = false
   #queuedBytes = 0
+  /** Messages queued so far (Outbound.usedAt). */
+  #sends = 0
 
   constructor(
     options: Pick<PeerTransportOptions, 'nodeId' | 'resolve' | 'token'> & Partial<PeerTransportOptions>,
@@ -181,11 +193,14 @@ export class PeerTransport implements Transport {
         address: '',
         retryAtMs: 0,
         retryTimer: undefined,
+        usedAt: 0,
         waitingDrain: false,
         writing: 0,
       }
       this.#outbound.set(message.to, out)
+      if (this.#outbound.size > this.#options.peersMax) this.#forgetLeastUsed(out)
     }
+    out.usedAt = ++this.#sends
     const bytes = wireBytes(message)
     const carriesData = message.entries.length > 0 || message.snapshot !== null
     // An empty queue takes any message: one bigger than the byte bound alone (an entry near
@@ -259,6 +274,23 @@ export class PeerTransport implements Transport {
       this.#reset(out, false)
     }
     this.#outbound.clear()
+  }
+
+  /**
+   * Forgets the destination sent to least recently but `kept` (a node gone for good, most
+   * likely): its queue is dropped (counted), its stream ended and its channel closed. Scans
+   * them all, but only when a new destination passes `peersMax`.
+   */
+  #forgetLeastUsed(kept: Outbound): void {
+    let oldest: Outbound | undefined
+    for (const out of this.#outbound.values())
+      if (out !== kept && (oldest === undefined || out.usedAt < oldest.usedAt)) oldest = out
+    if (!oldest) return
+    clearTimeout(oldest.retryTimer)
+    this.#dropQueued(oldest)
+    this.#reset(oldest, false)
+    this.#outbound.delete(oldest.nodeId)
+    this.#down.delete(oldest.nodeId)
   }
 
   #flushAll(): void {

@@ -164,6 +164,26 @@ describe('PeerTransport', () => {
     expect(a.transport.isDown('b')).toBe(false)
   })
 
+  it('forgets the destination sent to least recently past peersMax: nodes gone for good are not kept for ever', async () => {
+    // Nodes replaced over time under new ids, each gone once replaced (nothing listens there).
+    const gone = ['n1', 'n2', 'n3', 'n4', 'n5']
+    const t = new PeerTransport(
+      { nodeId: 'a', token: '', resolve: () => '127.0.0.1:1', peersMax: 2, reconnectMs: 60_000 },
+      () => {},
+    )
+    try {
+      for (const id of gone) {
+        t.send(1, [heartbeat(id, 1)])
+        await until(() => t.isDown(id)) // its stream was refused
+      }
+      // Before, every one was kept (its queue, its channel, its down mark), for the life of the process.
+      expect(gone.filter((id) => t.isDown(id))).toEqual(['n4', 'n5'])
+      expect(t.stats.streamFailures).toBe(5)
+    } finally {
+      t.close()
+    }
+  })
+
   it('bounds its queue per destination', async () => {
     const addresses = new Map<string, string>([['b', '127.0.0.1:1']])
     const t = new PeerTransport(

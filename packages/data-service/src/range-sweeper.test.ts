@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { MemoryEngine } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { RangeSweeper, SweepStoppedError } from './range-sweeper'
@@ -90,5 +92,23 @@ describe('RangeSweeper', () => {
     await expect(sweeper.sweep('a', range)).rejects.toThrow('disk full')
     await expect(sweeper.whenSwept('a')).rejects.toThrow('disk full')
     expect(sweeper.pendingRanges()).toHaveLength(1)
+  })
+
+  it('keeps nothing of a sweep once it is done (a group drops and imports partitions for as long as it lives)', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    const sweeper = new RangeSweeper(new MemoryEngine(), 16)
+    const heapMb = async () => {
+      await sweeper.settled()
+      gc()
+      return process.memoryUsage().heapUsed / 2 ** 20
+    }
+    const before = await heapMb()
+    for (let i = 0; i < 100_000; i++) void sweeper.sweep(`q#${i}/0`, range)
+    const grownMb = (await heapMb()) - before
+    // Before, each sweep left a reaction on the stop's promise until the sweeper stopped:
+    // ~30 MB for these 100,000.
+    expect(grownMb).toBeLessThan(8)
+    expect(sweeper.pendingRanges()).toEqual([])
   })
 })

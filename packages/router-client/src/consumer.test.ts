@@ -501,6 +501,33 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it('leases no more while more acks and nacks than prefetch wait to be sent (nacks of as many delays, a call each)', () =>
+    withFakeTimers(async () => {
+      // A backlog, leased at once; each nack call takes 50 ms. Nacks of one delay share a call,
+      // but these have one delay each (a jittered backoff): a call each, one at a time.
+      const { router, settles } = fakeRouter(
+        [1_000_000],
+        () => 1,
+        () => sleep(50).then(() => undefined),
+      )
+      const consumer = new Consumer(router, 'q', { prefetch: 10, waitMs: 50, autoExtend: false })
+      let delivered = 0
+      const reading = (async () => {
+        for await (const d of consumer) {
+          delivered++
+          void d.nack(1_000 + delivered).catch(() => {})
+        }
+      })()
+      await vi.advanceTimersByTimeAsync(1_000)
+      // ~20 nacks went out in that second. Before, each nack freed its room at the call, and
+      // the consumer went on leasing: 5,000 deliveries, their nacks queued in memory (their
+      // leases lapsing meanwhile), for as long as the backlog lasted.
+      expect(settles.length).toBeGreaterThanOrEqual(15)
+      expect(delivered).toBeLessThanOrEqual(3 * 10 + settles.length)
+      await closeAsTimePasses(consumer)
+      await reading
+    }))
+
   it('dates a lease from its own request after leases refused for longer than the visibility (nothing was leased)', () =>
     withFakeTimers(async () => {
       const { router, requests, settles } = fakeRouter([1], () => 0)

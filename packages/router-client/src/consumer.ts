@@ -17,7 +17,11 @@ import { resentResults, SettleBatcher, type Settlement } from './settle-batcher'
 import { unary } from './unary'
 
 export interface ConsumerOptions {
-  /** Messages leased and not yet settled, at most (buffered plus handed out). */
+  /**
+   * Messages leased and not yet settled, at most (buffered plus handed out). Acks and nacks
+   * waiting to be sent (behind the call of their partition and kind that is out) count apart:
+   * past as many again, the consumer leases no more until some go.
+   */
   readonly prefetch: number
   /** The lease length asked for; 0 takes the queue's visibility timeout. */
   readonly visibilityMs: number
@@ -114,8 +118,21 @@ export class Consumer implements AsyncIterable<Delivery> {
   readonly #held = new Map<Delivery, HeldLease>()
   /** Settles one delivery (one function for all of them). */
   readonly #settle = (d: Delivery, s: Settlement): Promise<LeaseResult> => this.#settleOne(d, s)
+  /** An ack or nack counted in `#unsent` went out: fetchers waiting for that may go. */
+  readonly #sent = (): void => {
+    this.#unsent--
+    this.#wakeFetchersSoon()
+  }
   /** Messages asked for by the lease requests in flight (counted against prefetch too). */
   #leasing = 0
+  /**
+   * Acks and nacks of held deliveries not sent yet (their room was freed at the call): past
+   * prefetch of them, the fetchers wait. One call per partition and kind is out at a time, and
+   * nacks of different delays each take a call: nacked with a jittered delay, a backlog was
+   * leased as fast as it came (5,000 deliveries while 20 nack calls went, in the test), every
+   * nack queued in memory and its lease lapsing before it went.
+   */
+  #unsent = 0
   /** The fewest messages a fetcher leases at a time while the reader still has some buffered. */
   #refillMin = 1
   #wakeScheduled = false
@@ -321,7 +338,11 @@ export class Consumer implements AsyncIterable<Delivery> {
     // Until the consumer closes or the partition is gone from the queue's route.
     while (!this.#closed && this.#fetchers.get(partition) === fetcher) {
       const space = this.#options.prefetch - this.#held.size - this.#leasing
-      if (space <= 0 || (space < this.#refillMin && this.#buffer.length > 0)) {
+      if (
+        space <= 0 ||
+        (space < this.#refillMin && this.#buffer.length > 0) ||
+        this.#unsent > this.#options.prefetch
+      ) {
         await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
         continue
       }
@@ -549,8 +570,9 @@ export class Consumer implements AsyncIterable<Delivery> {
       if (lease) {
         this.#release(d, lease)
         const { deadlineMs } = lease
+        this.#unsent++
         return this.#batcher(d.partition)
-          .settle(d.leaseId, settlement)
+          .settle(d.leaseId, settlement, this.#sent)
           .catch((error: unknown) => {
             this.#holdUntil(d, deadlineMs)
             throw error

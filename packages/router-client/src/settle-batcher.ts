@@ -34,6 +34,8 @@ interface Item {
   readonly leaseId: string
   readonly resolve: (r: LeaseResult) => void
   readonly reject: (e: unknown) => void
+  /** Told when its request goes out. */
+  readonly sent: (() => void) | undefined
 }
 
 /**
@@ -71,8 +73,8 @@ export class SettleBatcher {
     return n
   }
 
-  /** Queues `leaseId` for `settlement`; resolves with its result. */
-  settle(leaseId: string, settlement: Settlement): Promise<LeaseResult> {
+  /** Queues `leaseId` for `settlement`; resolves with its result. `sent`: told when its request goes out. */
+  settle(leaseId: string, settlement: Settlement, sent?: () => void): Promise<LeaseResult> {
     const key = settlement.kind === 'ack' ? 'ack' : JSON.stringify(settlement)
     let group = this.#queued.get(key)
     if (!group) {
@@ -80,7 +82,9 @@ export class SettleBatcher {
       this.#queued.set(key, group)
     }
     const items = group.items
-    const promise = new Promise<LeaseResult>((resolve, reject) => items.push({ leaseId, resolve, reject }))
+    const promise = new Promise<LeaseResult>((resolve, reject) =>
+      items.push({ leaseId, resolve, reject, sent }),
+    )
     if (!this.#scheduled && this.#room(settlement.kind)) {
       this.#scheduled = true
       setImmediate(() => {
@@ -122,6 +126,7 @@ export class SettleBatcher {
     if (batch === group.items) this.#queued.delete(key)
     const kind = group.settlement.kind
     this.#out.set(kind, (this.#out.get(kind) ?? 0) + 1)
+    for (const item of batch) item.sent?.()
     const answer = (results: LeaseResult[]): void => {
       const byId = new Map(results.map((r) => [r.leaseId, r]))
       for (const item of batch) {

@@ -1,7 +1,10 @@
+import { setFlagsFromString } from 'node:v8'
+import { runInNewContext } from 'node:vm'
 import { Server, ServerCredentials } from '@grpc/grpc-js'
 import { MetaService } from '@mq/protocol'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
+import type { Consumer } from '../src/consumer'
 import type { Delivery } from '../src/delivery'
 import {
   type AttemptReport,
@@ -577,6 +580,53 @@ describe('MqClient', () => {
     expect(seen.sort()).toEqual(Array.from({ length: 20 }, (_, i) => `m${i}`).sort())
     expect(broker.leasedCount).toBe(0)
     expect(broker.ready(q, 0).length + broker.ready(q, 1).length).toBe(0)
+  })
+
+  it('keeps nothing of the messages other handlers took while one handler runs long (consume)', async () => {
+    setFlagsFromString('--expose-gc')
+    const gc = runInNewContext('gc') as () => void
+    // A consumer stand-in that hands out 100,000 messages at once, so only consume()'s own
+    // bookkeeping is measured.
+    const messages = 100_000
+    const stand = {
+      async *[Symbol.asyncIterator]() {
+        for (let i = 0; i < messages; i++) yield { settled: true } as unknown as Delivery
+      },
+      stop: async () => {},
+      close: async () => {},
+    }
+    const made = vi.spyOn(MqClient.prototype, 'consumer').mockReturnValue(stand as unknown as Consumer)
+    try {
+      let release!: () => void
+      const long = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      let handled = 0
+      let heapMb = 0
+      const measure = () => {
+        gc()
+        return process.memoryUsage().heapUsed / 2 ** 20
+      }
+      const subscription = await client.consume(
+        'any',
+        async () => {
+          // The first message's handler runs until the others are done (a large job).
+          if (++handled === 1) await long
+          else if (handled === 1_000) heapMb = measure()
+          else if (handled === messages) {
+            heapMb = measure() - heapMb
+            release()
+          }
+        },
+        { concurrency: 2 },
+      )
+      await subscription.done
+      // Before, the loop raced the running handlers for a free slot: every race left a
+      // reaction on the long one, ~300 bytes a message (~30 MB for these).
+      expect(heapMb).toBeLessThan(8)
+    } finally {
+      made.mockRestore()
+    }
   })
 
   it('leases from partitions added to the queue while it consumes (told by STALE_ROUTE)', async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
+import { Consumer } from '../src/consumer'
 import type { Delivery } from '../src/delivery'
 import { ClientClosedError } from '../src/index'
 import { FakeBroker } from './fake-broker'
@@ -72,6 +73,28 @@ describe('closing and idling', () => {
       expect(await endsWithin(Promise.all([a, b]), 5_000)).toBe('ended')
       expect(got.sort()).toEqual(['m0', 'm1', 'm2', 'm3'])
     } finally {
+      await client.close()
+    }
+  })
+
+  it('forgets a consume loop that ended by itself (an application may start one again after each failure)', async () => {
+    const client = await MqClient.connect({ servers: [broker.leaderAddress] })
+    const stop = vi.spyOn(Consumer.prototype, 'stop')
+    try {
+      // A loop of a queue that does not exist (yet) ends at once with QueueNotFoundError; an
+      // application waiting for the queue starts it again, say every second.
+      for (let i = 0; i < 20; i++) {
+        const subscription = await client.consume('l-none', () => {})
+        await expect(subscription.done).rejects.toThrow(/does not exist/)
+      }
+      expect(client.openHandles).toBe(0)
+      stop.mockClear()
+      await client.close()
+      // Nothing was left to close: before, the client kept every ended loop (with its consumer)
+      // until it was closed, and closed all 20 again then.
+      expect(stop).not.toHaveBeenCalled()
+    } finally {
+      stop.mockRestore()
       await client.close()
     }
   })
