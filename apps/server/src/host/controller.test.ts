@@ -706,6 +706,38 @@ describe('Controller data-group replica changes', () => {
     expect(c.state.scale).toMatchObject({ targetGroups: 2, running: true })
   })
 
+  it("proposes a round's actions only in the term it decided them: none lands after another leader's plan", async () => {
+    // Plan P1 (3 -> 2 groups) has emptied group 3: the round records the founders, then
+    // removes group 3. The first proposal commits slowly.
+    let release = () => {}
+    const slow = new Promise<void>((r) => {
+      release = r
+    })
+    const c = leading({
+      groups: 3,
+      beforePropose: (command) => (command.type === 'initMetaMembers' ? slow : Promise.resolve()),
+    })
+    c.apply({ type: 'scaleDataGroups', groups: 2 })
+    expect(c.state.scale?.removing).toEqual([3])
+    const moved = c.state.queue('q')?.partitions.find((p) => p.groupId === 3)?.partition as number
+    const move = c.apply({ type: 'startMove', queue: 'q', partition: moved, toGroup: 1 })
+    if (!move.ok) throw new Error(move.message)
+    const moveId = (move.value as { moveId: number }).moveId
+    c.apply({ type: 'completeMove', moveId })
+    c.apply({ type: 'finishMove', moveId })
+    const round = c.controller.round()
+    await vi.advanceTimersByTimeAsync(0)
+    // Meanwhile another node led, and the operator asked it for 3 groups (plan P2 keeps group
+    // 3); then this node leads again, and the slow proposal commits.
+    c.elect()
+    c.apply({ type: 'scaleDataGroups', groups: 3 })
+    release()
+    await round
+    // Removed, group 3 would be made again as a new group, and partitions moved onto it.
+    expect(c.state.group(3)).toBeDefined()
+    expect(c.state.scale).toMatchObject({ targetGroups: 3, removing: [], running: true })
+  })
+
   it('creates a group with as many replicas as live nodes allow, from the founders count up to the factor', async () => {
     // Founded by one node (replicas 1), a factor of 3.
     const c = leading({ extra: ['n4', 'n5'], groups: 1, replicas: 1, replicationFactor: 3 })

@@ -551,6 +551,7 @@ export class Controller {
       this.#driveMoves()
       const state = this.#leading()
       if (!state) return
+      const term = this.#term
       const alive = this.#alive(state)
       const level = this.#formatLevel(state)
       // New groups go to live nodes that are not being drained.
@@ -619,8 +620,14 @@ export class Controller {
       }
       // Each action is checked by the meta state on its own: one refused (its group changed
       // meanwhile, say) does not hold up the others (a refused removal once held up every
-      // replica change after it, round after round).
-      for (const action of actions) await this.#host.propose(action)
+      // replica change after it, round after round). Only in the term they were decided in: a
+      // proposal that outlasted it (another node led meanwhile, and this one again) has the
+      // rest land after that leader's entries, which they never saw (a new scale plan's group
+      // removed as the old plan's, an audit); the next round decides again.
+      for (const action of actions) {
+        if (!this.#leading() || this.#term !== term) return
+        await this.#host.propose(action)
+      }
       this.#driveMoves()
       this.#driveReplicaChanges(heardAll ? alive : undefined)
     } catch {
