@@ -1,15 +1,17 @@
 import {
   FORMAT_LEVEL,
   FORMAT_LEVEL_CREATE_GROUP_ID,
+  FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH,
   FORMAT_LEVEL_META_APPLY_CHECKS,
   FORMAT_LEVEL_PLACE_LIVE_REMOVING,
 } from '@mq/protocol'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { decodeMetaCommand, encodeMetaCommand, type MetaCommand } from './meta-commands'
-import { META_LIMITS, MetaState, removedNodeMessage, saysNodeRemoved } from './meta-state'
+import { META_LIMITS, MetaState, type QueueRecord, removedNodeMessage, saysNodeRemoved } from './meta-state'
 import { FRESH_STORE_GRACE_MS, saysStoreReplaced, storeReplacedMessage } from './node-store'
 import { chooseReplicaNodes } from './placement'
+import { routeOf } from './routes'
 import { stateWith } from './test-state'
 
 function cluster(nodes = 3, groups = 2): MetaState {
@@ -522,6 +524,37 @@ describe('MetaState', () => {
     // The property saw moves complete (it would prove little otherwise).
     expect(moved).toBeGreaterThan(0)
   })
+
+  it.each([
+    [FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH, true],
+    [FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH - 1, false],
+  ])(
+    'at format level %i tells a client that routed a deleted queue of the same name to refresh (STALE_ROUTE): %s',
+    (level, refused) => {
+      const s = new MetaState()
+      for (let i = 1; i <= 3; i++)
+        s.apply(
+          { type: 'registerNode', nodeId: `n${i}`, address: `127.0.0.1:700${i}`, formatLevel: level },
+          1,
+        )
+      for (let g = 0; g < 2; g++) s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+      s.apply({ type: 'createQueue', name: 'q', config: { partitions: 2 } }, 3)
+      const old = routeOf(s, s.queue('q') as QueueRecord)
+      s.apply({ type: 'deleteQueue', name: 'q' }, 4)
+      s.apply({ type: 'createQueue', name: 'q', config: { partitions: 4 } }, 5)
+      const now = routeOf(s, s.queue('q') as QueueRecord)
+      // Partitions 0 and 1 are where the old queue's were: its client's requests reach them.
+      expect(now.partitions.slice(0, 2).map((p) => p.groupId)).toEqual(old.partitions.map((p) => p.groupId))
+      // A data request routed at an older epoch than the partitions' is refused (node.ts).
+      expect(old.routeEpoch < now.partitionsEpoch).toBe(refused)
+      expect(now.routeEpoch).toBeGreaterThanOrEqual(now.partitionsEpoch)
+      // Replayed or restored, a replica holds the same.
+      const copy = new MetaState()
+      copy.restore(s.snapshot())
+      expect(copy.snapshot()).toEqual(s.snapshot())
+      expect(copy.growEpoch()).toBe(s.growEpoch())
+    },
+  )
 
   it.each([
     [FORMAT_LEVEL_CREATE_GROUP_ID, false],

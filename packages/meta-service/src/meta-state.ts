@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import {
   ErrorCode,
   FORMAT_LEVEL_CREATE_GROUP_ID,
+  FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH,
   FORMAT_LEVEL_META_APPLY_CHECKS,
   FORMAT_LEVEL_PLACE_LIVE_REMOVING,
   queueNameProblem,
@@ -71,9 +72,10 @@ export interface QueueRecord {
   readonly partitions: readonly PartitionRecord[]
   readonly createdAtMs: number
   /**
-   * The route epoch from which the queue has its current partitions; absent until partitions
-   * are added (an update with a larger `partitions`). A data request routed with an older
-   * epoch is answered STALE_ROUTE, so clients learn of the new partitions.
+   * The route epoch from which the queue has its current partitions: its creation's (from
+   * format level 30; absent before), then that of partitions added (an update with a larger
+   * `partitions`). A data request routed with an older epoch is answered STALE_ROUTE, so
+   * clients learn of the new partitions (or of a queue created again under a deleted name).
    */
   readonly partitionsEpoch?: number
 }
@@ -735,11 +737,23 @@ export class MetaState {
       )
     }
     const partitions = this.#place(0, config.partitions, config.engine)
-    const record: QueueRecord = { queueId: this.#nextQueueId++, name, config, partitions, createdAtMs: nowMs }
+    this.#routeEpoch++
+    // A client that routed a deleted queue of this name is refused with STALE_ROUTE, as for
+    // partitions added: placement is deterministic, so the partitions placed where the old
+    // queue's were served its requests, and it never learnt of the others (an audit).
+    const since =
+      this.formatLevel() >= FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH ? { partitionsEpoch: this.#routeEpoch } : {}
+    const record: QueueRecord = {
+      queueId: this.#nextQueueId++,
+      name,
+      config,
+      partitions,
+      createdAtMs: nowMs,
+      ...since,
+    }
     this.#queues.set(name, record)
     this.#names.splice(firstAtLeast(this.#names, name), 0, name)
     for (const p of partitions) this.#hold(p.groupId, 1)
-    this.#routeEpoch++
     return ok(record)
   }
 
@@ -1211,7 +1225,9 @@ export class MetaState {
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
       ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
-      ...(this.#growEpoch > 0 ? { growEpoch: this.#growEpoch } : {}),
+      // Also 0: restoring an image without it derives it from the queues' partitionsEpoch, which
+      // a queue created at format level 30 or above has without any partitions added.
+      growEpoch: this.#growEpoch,
       ...(this.#changedEpoch > 0 ? { changedEpoch: this.#changedEpoch } : {}),
       nodes: this.nodes(),
       groups: this.groups(),

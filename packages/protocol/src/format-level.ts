@@ -96,8 +96,13 @@
  *    when the controller decided it), and the meta state refuses it when another group took
  *    that id: a create whose proposal timed out (outcome unknown) and committed late made one
  *    group more than wanted, each time. A meta replica of an earlier version would create it.
+ * 30. a queue created records the route epoch of its creation as the epoch of its partitions
+ *    (`partitionsEpoch`), as adding partitions does: a client that routed a deleted queue of
+ *    the same name is answered STALE_ROUTE and learns the new queue's partitions (its requests
+ *    to the partitions placed where the old ones were were served, and it never learnt of the
+ *    others). A meta replica of an earlier version would record none (its routes differ).
  */
-export const FORMAT_LEVEL = 29
+export const FORMAT_LEVEL = 30
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -191,6 +196,9 @@ export const FORMAT_LEVEL_META_APPLY_CHECKS = 28
 
 /** The level from which a `createGroup` names the group id it is to take (level 29 above). */
 export const FORMAT_LEVEL_CREATE_GROUP_ID = 29
+
+/** The level from which a queue created records its creation's route epoch as its partitions' (level 30 above). */
+export const FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH = 30
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {
