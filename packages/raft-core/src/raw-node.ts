@@ -140,7 +140,16 @@ export class RawNode {
     if (index > log.applying || term === TERM_UNKNOWN || index < log.firstIndex() - 1) {
       throw new RangeError(`snapshotMeta(${index}): must be applied (<= ${log.applying}) and not compacted`)
     }
-    const timestampMs = index >= log.firstIndex() ? log.slice(index, index + 1, 0)[0]!.timestampMs : undefined
+    // At the compaction floor the entry is gone, but the snapshot taken there knows its stamp:
+    // an image made at the index just compacted to (on demand) carried none, and a replica
+    // that installed it and led next stamped below the entries it covers.
+    const snap = (log.unstableSnapshot ?? log.storage.snapshot()).meta
+    const timestampMs =
+      index >= log.firstIndex()
+        ? log.slice(index, index + 1, 0)[0]!.timestampMs
+        : snap.index === index
+          ? snap.timestampMs
+          : undefined
     return timestampMs === undefined
       ? { index, term, conf: this.#raft.confAt(index) }
       : { index, term, conf: this.#raft.confAt(index), timestampMs }
