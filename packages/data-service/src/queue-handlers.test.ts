@@ -1,6 +1,8 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import {
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_REDRIVE_SPAN,
@@ -1607,6 +1609,35 @@ describe('queue handlers: checks before a proposal', () => {
     const nacked = await call(h, 'nack', { target, leaseIds: leaseIds.slice(0, 4), delayMs: 604_800_000 })
     expect(nacked.results).toHaveLength(4)
     expect(proposals).toEqual(['enqueue', 'lease', 'extend', 'nack'])
+  })
+
+  it('leaves a produced message room for the two headers its copy to a dead-letter queue gets', async () => {
+    const { h, proposals } = await checked(16_384)
+    const headers = (n: number, more: Record<string, string> = {}) => ({
+      ...Object.fromEntries(Array.from({ length: n }, (_, i) => [`h${i}`, ''])),
+      ...more,
+    })
+    const produce = (messages: unknown[]) =>
+      call(h, 'produce', { target, producerId: '', sequence: 0, messages })
+    // 999 or 1,000 (the request guard's bound) were taken, and the copy, with 1,001 or 1,002,
+    // was refused by the dead-letter queue: the message stayed in its dead-letter list for good.
+    const e = await failure(produce([message('ok'), { ...message('x'), headers: headers(999) }]))
+    expect([e.code, e.message, e.facts.messageIndex]).toEqual([
+      'INVALID_ARGUMENT',
+      expect.stringMatching(/^message 1 has 999 headers; the limit is 998 \(besides mq-dead-letter-source/),
+      1,
+    ])
+    expect(proposals).toEqual([])
+    // 998 of its own; and the copy of such a message, the forwarder's two on top.
+    const copy = headers(998, {
+      [DEAD_LETTER_SOURCE_HEADER]: 'jobs/0/1',
+      [DEAD_LETTER_DELIVERIES_HEADER]: '5',
+    })
+    const produced = await produce([
+      { ...message('a'), headers: headers(998) },
+      { ...message('b'), headers: copy },
+    ])
+    expect(produced.ids).toHaveLength(2)
   })
 
   it('refuses a queue name no queue can have or a partition past the largest count, without looking the route up', async () => {

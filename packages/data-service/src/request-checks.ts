@@ -1,6 +1,9 @@
 import {
   type AckRequest,
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
   type ExtendRequest,
+  HEADERS_PER_MESSAGE_MAX,
   InvalidArgumentError,
   LEASE_VISIBILITY_MS_MAX,
   type LeaseRequest,
@@ -38,6 +41,13 @@ const LEASE_BATCH_MAX = QUEUE_CONFIG_DEFAULT.leaseBatchMax
 const DELAY_MS_MAX = MESSAGE_DELAY_MS_MAX
 /** Longest visibility of a lease or an extend (visibilityMsMax; clients check it too). */
 const VISIBILITY_MS_MAX = LEASE_VISIBILITY_MS_MAX
+
+/**
+ * Most headers of a produced message besides the two the dead-letter forwarder adds to its copy
+ * (DEAD_LETTER_SOURCE_HEADER, DEAD_LETTER_DELIVERIES_HEADER): the copy must still be a Produce
+ * the request guard takes (HEADERS_PER_MESSAGE_MAX).
+ */
+const PRODUCED_HEADERS_MAX = HEADERS_PER_MESSAGE_MAX - 2
 
 /** UTF-8 bytes of `text`, or more than NAME_BYTES_MAX when it has more characters than that. */
 function nameBytes(text: string): number {
@@ -99,7 +109,8 @@ export function checkTarget(target: PartitionTarget | undefined): asserts target
  * once the queue's config is known): at most ENQUEUE_BATCH_MAX messages; a producer id of at
  * most NAME_BYTES_MAX bytes with a sequence (and a sequence_base up to it) that are safe
  * integers; each message's weight (0 = the default) from WEIGHT_MIN to WEIGHT_MAX, key and
- * dedup key of at most NAME_BYTES_MAX bytes, and delay_ms up to the partitions' delayMsMax.
+ * dedup key of at most NAME_BYTES_MAX bytes, delay_ms up to the partitions' delayMsMax, and at
+ * most PRODUCED_HEADERS_MAX headers besides the dead-letter ones.
  * Throws InvalidArgumentError; one about a message carries its `messageIndex`.
  */
 export function checkProduce(req: ProduceRequest): void {
@@ -125,7 +136,22 @@ export function checkProduce(req: ProduceRequest): void {
     refuse(nameProblem(`message ${i}: key`, m.key, false), i)
     refuse(nameProblem(`message ${i}: dedup_key`, m.dedupKey, false), i)
     refuse(intProblem(`message ${i}: delay_ms`, m.delayMs ?? 0, 0, DELAY_MS_MAX), i)
+    refuse(headersProblem(i, m.headers), i)
   }
+}
+
+/** Why message `i`'s `headers` leave no room for the dead-letter forwarder's, or undefined. */
+function headersProblem(
+  i: number,
+  headers: Readonly<Record<string, string>> | undefined,
+): string | undefined {
+  const names = Object.keys(headers ?? {})
+  if (names.length <= PRODUCED_HEADERS_MAX) return undefined
+  const own = names.filter(
+    (n) => n !== DEAD_LETTER_SOURCE_HEADER && n !== DEAD_LETTER_DELIVERIES_HEADER,
+  ).length
+  if (own <= PRODUCED_HEADERS_MAX) return undefined
+  return `message ${i} has ${own} headers; the limit is ${PRODUCED_HEADERS_MAX} (besides ${DEAD_LETTER_SOURCE_HEADER} and ${DEAD_LETTER_DELIVERIES_HEADER}, which its copy to a dead-letter queue gets)`
 }
 
 /**

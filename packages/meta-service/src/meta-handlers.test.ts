@@ -138,6 +138,25 @@ describe('meta handlers', () => {
     expect(meta.state.tokens.list()).toEqual([])
   })
 
+  it("refuses a partition count past a queue's bound as INVALID_ARGUMENT, not as the cluster's limit", async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: FORMAT_LEVEL })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const h = metaHandlers(meta, controller)
+    await call(h, 'createQueue', { name: 'small', config: { partitions: 2 } })
+    // Past the cluster's 1,000,000 too: LIMIT_EXCEEDED is retriable, and the SDK retried it
+    // until its deadline, for a count no queue may have.
+    const refused = { code: 3, details: 'partitions must be an integer from 1 to 256, got 4294967295' }
+    await expect(
+      call(h, 'createQueue', { name: 'big', config: { partitions: 4294967295 } }),
+    ).rejects.toMatchObject(refused)
+    await expect(
+      call(h, 'updateQueue', { name: 'small', update: { partitions: 4294967295 } }),
+    ).rejects.toMatchObject(refused)
+    expect(meta.state.queue('big')).toBeUndefined()
+    expect(meta.state.queue('small')?.partitions).toHaveLength(2)
+  })
+
   it('refuses a queue or token name no queue or token can have before proposing anything', async () => {
     const meta = singleReplica()
     await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })
@@ -766,6 +785,21 @@ describe('meta handlers', () => {
     expect(narrowedPrefixes(['orders.', 'jobs'], 'o')).toEqual(['orders.'])
     expect(narrowedPrefixes(['orders.'], 'x')).toEqual([])
     expect(narrowedPrefixes([], '')).toEqual([])
+  })
+
+  it('answers a DescribeQueue of a name no queue can have INVALID_ARGUMENT, naming what is wrong', async () => {
+    const h = metaHandlers(singleReplica(), controller)
+    // As CreateQueue, UpdateQueue, DeleteQueue and every Queue call answer it; NOT_FOUND ("queue
+    // does not exist") sent its caller looking for a queue to create under a name none can have.
+    await expect(call(h, 'describeQueue', { name: '' })).rejects.toMatchObject({
+      code: 3,
+      details: 'queue name is empty',
+    })
+    await expect(call(h, 'describeQueue', { name: 'bad name' })).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/^queue name "bad name" may hold only/),
+    })
+    await expect(call(h, 'describeQueue', { name: 'nope' })).rejects.toMatchObject({ code: 5 })
   })
 
   it('answers errors with their typed status', async () => {

@@ -19,7 +19,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
-import { QUEUE_DEFAULTS } from './queue-config'
+import { QUEUE_DEFAULTS, QUEUE_LIMITS } from './queue-config'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -187,8 +187,17 @@ export function metaHandlers(
       )
     }
   }
-  /** Refuses `adding` more partitions past META_LIMITS.partitionsMax (all queues together, in `state`). */
-  const checkPartitionsRoom = (state: MetaState, name: string, adding: number): void => {
+  /**
+   * Refuses `partitions` for queue `name` (which has `had` now) when they would take the
+   * cluster past META_LIMITS.partitionsMax (all queues together, in `state`). A count past a
+   * queue's own bound is refused as such, INVALID_ARGUMENT: as LIMIT_EXCEEDED (retriable) it
+   * sent the SDK retrying until its deadline, for a count no queue may have.
+   */
+  const checkPartitionsRoom = (state: MetaState, name: string, partitions: number, had: number): void => {
+    const [min, max] = QUEUE_LIMITS.partitions
+    if (partitions > max)
+      throw new InvalidArgumentError(`partitions must be an integer from ${min} to ${max}, got ${partitions}`)
+    const adding = partitions - had
     if (adding <= 0) return
     let total = 0
     for (const n of state.partitionCounts().values()) total += n
@@ -234,7 +243,7 @@ export function metaHandlers(
         retryBackoffMaxMs: req.config?.retryBackoffMaxMs,
       })
       checkDeadLetterQueue(req.name, req.config?.deadLetterQueue)
-      checkPartitionsRoom(await meta.read(), req.name, req.config?.partitions || QUEUE_DEFAULTS.partitions)
+      checkPartitionsRoom(await meta.read(), req.name, req.config?.partitions || QUEUE_DEFAULTS.partitions, 0)
       const record = (await committed({
         type: 'createQueue',
         name: req.name,
@@ -251,7 +260,7 @@ export function metaHandlers(
         // One read for the queue and the count (a read is a ReadIndex round on the meta group).
         const state = await meta.read()
         const queue = state.queue(req.name)
-        if (queue) checkPartitionsRoom(state, req.name, wanted - queue.partitions.length)
+        if (queue) checkPartitionsRoom(state, req.name, wanted, queue.partitions.length)
       }
       // The queue as this update left it (a later change, read back, would misreport this one).
       const record = (await committed({
@@ -271,6 +280,9 @@ export function metaHandlers(
       return {}
     }),
     describeQueue: unary(async (req, ctx) => {
+      // A name no queue can have is told as such (as every other call by name does), not as a
+      // queue that does not exist, which sends the caller looking for one to create.
+      checkName(req.name)
       // The server refuses a queue the caller may not see before this runs; this is the
       // handler's own guard, whatever calls it.
       if (scopeOf(ctx)?.sees(req.name) === false)

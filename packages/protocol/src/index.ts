@@ -186,6 +186,8 @@ export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export { isRefusedRequest, RefusedRequest } from './request-guard'
 export {
   CREATE_TOKEN_ROLES_MAX,
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
   GET_ROUTES_QUEUES_MAX,
   HEADERS_PER_MESSAGE_MAX,
   LEASE_IDS_MAX,

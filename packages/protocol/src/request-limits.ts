@@ -21,6 +21,16 @@ export const LEASE_IDS_MAX = 1_000
 export const HEADERS_PER_MESSAGE_MAX = 1_000
 
 /**
+ * The headers the dead-letter forwarder (mq-server) adds to the copy of a dead message that it
+ * moves to the queue's dead-letter queue: where the message died, and after how many
+ * deliveries. A produced message may carry at most HEADERS_PER_MESSAGE_MAX − 2 others
+ * (data-service's checkProduce), so that its copy still fits HEADERS_PER_MESSAGE_MAX: one
+ * stored with 999 or 1,000 stayed in its dead-letter list for good, refused by the target.
+ */
+export const DEAD_LETTER_SOURCE_HEADER = 'mq-dead-letter-source'
+export const DEAD_LETTER_DELIVERIES_HEADER = 'mq-dead-letter-deliveries'
+
+/**
  * Queue names one GetRoutes may ask for: the meta group's queue limit (meta-service
  * META_LIMITS.queuesMax), since a node asks for the routes of every queue it hosts at once.
  */

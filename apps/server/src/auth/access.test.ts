@@ -56,6 +56,18 @@ describe('access control', () => {
     )
   })
 
+  it('takes the Bearer scheme in any case, and says so when a header lacks it', () => {
+    // RFC 7235 §2.1: the scheme is case-insensitive (grpcurl -H 'authorization: bearer …').
+    expect(secured.authenticate(md({ [AUTHORIZATION_KEY]: 'bearer app-secret-0123456789' }))).toMatchObject({
+      kind: 'token',
+      name: 'app',
+    })
+    // A valid token without the scheme: not "not recognised", which sends its holder to check it.
+    expect(() => secured.authenticate(md({ [AUTHORIZATION_KEY]: 'app-secret-0123456789' }))).toThrow(
+      /authorization header must be "Bearer <token>"/,
+    )
+  })
+
   it('refuses an expired token, file or meta, saying so; takes it until then', () => {
     let now = Date.UTC(2027, 0, 1)
     const [file] = parseTokenFile(

@@ -143,8 +143,15 @@ export class AccessControl {
     }
     const header = metadata.get(AUTHORIZATION_KEY)[0]
     if (typeof header === 'string' && this.#tokens) {
-      const match = /^Bearer (.+)$/.exec(header)
-      const digest = match ? tokenDigest(match[1] as string) : ''
+      // The scheme is case-insensitive (RFC 7235 §2.1): `bearer <token>` (grpcurl, curl) is taken.
+      const match = /^Bearer (.+)$/i.exec(header)
+      // A header without the scheme is told as such: "not recognised" sent the holder of a valid
+      // token to check the token.
+      if (!match)
+        throw new UnauthenticatedError(
+          'the authorization header must be "Bearer <token>"; check --token or MQ_TOKEN',
+        )
+      const digest = tokenDigest(match[1] as string)
       const entry = this.#tokens.get(digest) ?? this.#metaTokens().get(digest)
       if (!entry) throw new UnauthenticatedError('the token is not recognised; check --token or MQ_TOKEN')
       if (entry.expiresAtMs > 0 && this.#now() >= entry.expiresAtMs) {

@@ -1,10 +1,14 @@
 import { type DataGroupPort, storedQueueName } from '@mq/data-service'
-import { FORMAT_LEVEL_DEAD_LETTER_QUEUE, InvalidArgumentError, QueueNotFoundError } from '@mq/protocol'
+import {
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
+  FORMAT_LEVEL_DEAD_LETTER_QUEUE,
+  InvalidArgumentError,
+  QueueNotFoundError,
+} from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import {
   DEAD_LETTER_BATCH,
-  DEAD_LETTER_DELIVERIES_HEADER,
-  DEAD_LETTER_SOURCE_HEADER,
   DeadLetterForwarder,
   type DeadLetterForwarderHost,
   type ForwardedMessage,

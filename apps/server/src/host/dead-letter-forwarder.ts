@@ -1,5 +1,9 @@
 import { type DataGroupPort, parsePartitionId, parseStoredQueueName } from '@mq/data-service'
-import { FORMAT_LEVEL_DEAD_LETTER_QUEUE } from '@mq/protocol'
+import {
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
+  FORMAT_LEVEL_DEAD_LETTER_QUEUE,
+} from '@mq/protocol'
 import type { DeadMessage } from '@mq/weighted-queue'
 import { inTurn, type LedPartition, ledGroups, type RoundCursor } from './led-groups'
 
@@ -8,12 +12,6 @@ export const DEAD_LETTER_BATCH = 100
 
 /** Batches one round copies at most: 6,400 messages a round. */
 export const DEAD_LETTER_BATCHES_PER_ROUND_MAX = 64
-
-/** The header naming where a forwarded message died: `queue/partition/messageId`. */
-export const DEAD_LETTER_SOURCE_HEADER = 'mq-dead-letter-source'
-
-/** The header with how many times a forwarded message was delivered before it died. */
-export const DEAD_LETTER_DELIVERIES_HEADER = 'mq-dead-letter-deliveries'
 
 /** A dead message as it is enqueued into the dead-letter queue. */
 export interface ForwardedMessage {
