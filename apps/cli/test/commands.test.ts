@@ -1064,6 +1064,17 @@ describe('mq token', () => {
     expectOneLineError(again.stderr, /no token is named app/)
   })
 
+  it('escapes control characters in the ROLES column of token list, one token a line', async () => {
+    // The cluster takes any text as a role's pattern (up to 256 characters), newlines too.
+    expect((await mq(['token', 'create', 'odd', '-r', 'producer:a\nb\u001b[2J'])).code).toBe(0)
+    const listed = await mq(['token', 'list'])
+    expect(listed.stdout.split('\n')).toEqual([
+      'NAME  ROLES                   CREATED                   EXPIRES',
+      'odd   producer:a\\nb\\u001b[2J  2023-11-14T22:13:20.000Z  never',
+      '',
+    ])
+  })
+
   it('exits 4 for a token that exists, as for a queue that exists', async () => {
     expect((await mq(['token', 'create', 'app2', '-r', 'admin'])).code).toBe(0)
     const again = await mq(['token', 'create', 'app2', '-r', 'admin'])

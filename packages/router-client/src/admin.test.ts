@@ -36,17 +36,16 @@ function fakeRouter(failing: readonly number[] = []) {
     },
   }
   const router = {
-    options: { attemptMs: 1_000 },
     route: async () => ({
       partitions: Array.from({ length: PARTITIONS }, (_, partition) => ({ partition })),
     }),
     partition: async <T>(
       name: string,
       partition: number,
-      operation: (c: { queue: typeof queue }, target: object) => Promise<T>,
+      operation: (c: { queue: typeof queue }, target: object, attemptMs: number) => Promise<T>,
     ): Promise<T> => {
       if (failing.includes(partition)) throw new UnavailableError(`partition ${partition} has no leader`)
-      return operation({ queue }, { queue: name, partition, routeEpoch: 1 })
+      return operation({ queue }, { queue: name, partition, routeEpoch: 1 }, 1_000)
     },
   }
   return { admin: new Admin(router as unknown as Router), seen }
@@ -121,15 +120,14 @@ describe('Admin.queueStats', () => {
       },
     }
     const router = {
-      options: { attemptMs: 1_000 },
       route: async () => ({
         partitions: Array.from({ length: partitions }, (_, partition) => ({ partition })),
       }),
       partition: async <T>(
         name: string,
         partition: number,
-        operation: (c: { queue: typeof queue }, target: object) => Promise<T>,
-      ): Promise<T> => operation({ queue }, { queue: name, partition, routeEpoch: 1 }),
+        operation: (c: { queue: typeof queue }, target: object, attemptMs: number) => Promise<T>,
+      ): Promise<T> => operation({ queue }, { queue: name, partition, routeEpoch: 1 }, 1_000),
     }
     const stats = await new Admin(router as unknown as Router).queueStats('jobs')
     expect(seen.inFlightMax).toBe(STATS_PARTITIONS_AT_ONCE)

@@ -14,7 +14,7 @@ import type {
 } from '@mq/protocol'
 import { fromGrpcError, InvalidArgumentError, QueueExistsError, QueueNotFoundError } from '@mq/protocol'
 import type { Connection } from './connections'
-import { checkInteger } from './option-checks'
+import { checkInteger, definedOnly } from './option-checks'
 import { mayHaveActed, type Router } from './router'
 import { unary } from './unary'
 
@@ -56,6 +56,49 @@ export const STATS_PARTITIONS_AT_ONCE = 32
 
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
+
+/** How the wire carries each queue setting: an unsigned integer (a count, ms), a flag or a name. */
+const SETTING_TYPES: Readonly<Record<keyof QueueConfig, 'uint32' | 'uint64' | 'boolean' | 'string'>> = {
+  partitions: 'uint32',
+  visibilityTimeoutMs: 'uint64',
+  maxDeliveries: 'uint32',
+  deadLetterQueue: 'string',
+  messageBytesMax: 'uint32',
+  queueLengthMax: 'uint64',
+  strictPriority: 'boolean',
+  dedupWindowMs: 'uint64',
+  engine: 'string',
+  messageTtlMs: 'uint64',
+  paused: 'boolean',
+  orderedKeys: 'boolean',
+  deliveryRate: 'uint32',
+  retryBackoffMinMs: 'uint64',
+  retryBackoffMaxMs: 'uint64',
+}
+
+/**
+ * Throws InvalidArgumentError naming the first of `settings` that the wire cannot carry (the
+ * bounds are the meta leader's to check, and it names them too). Until an audit a fractional or
+ * negative number, or a string for one, failed before any call as an InternalError naming no
+ * setting ("Request message serialization failure: invalid uint32: 2.5"), against the contract
+ * of createQueue (InvalidArgumentError for bad settings).
+ */
+function checkSettings(settings: object): void {
+  for (const [name, value] of Object.entries(settings)) {
+    const type = SETTING_TYPES[name as keyof QueueConfig]
+    if (value === undefined || type === undefined) continue
+    if (type === 'boolean' || type === 'string') {
+      if (typeof value !== type)
+        throw new InvalidArgumentError(`queue setting ${name} must be a ${type}, got ${String(value)}`)
+      continue
+    }
+    const max = type === 'uint32' ? UINT32_MAX : Number.MAX_SAFE_INTEGER
+    if (!Number.isInteger(value) || value < 0 || value > max)
+      throw new InvalidArgumentError(
+        `queue setting ${name} must be an integer from 0 to ${max}, got ${String(value)}`,
+      )
+  }
+}
 
 /** A message listed without a lease (dead letters, a peek), with its partition. */
 export type ListedMessage = LeasedMessage & { readonly partition: number }
@@ -116,6 +159,7 @@ export class Admin {
 
   /** Creates `name`; throws QueueExistsError when it exists, InvalidArgumentError for bad settings. */
   async createQueue(name: string, options: QueueOptions = {}): Promise<QueueRoute> {
+    checkSettings(options)
     const config: QueueConfig = {
       partitions: 0,
       visibilityTimeoutMs: 0,
@@ -132,7 +176,9 @@ export class Admin {
       deliveryRate: 0,
       retryBackoffMinMs: 0,
       retryBackoffMaxMs: 0,
-      ...options,
+      // A setting given as undefined takes the default, as if left out (spread as it is, it
+      // went to the wire as undefined: "Request message serialization failure").
+      ...definedOnly(options),
     }
     const route = await this.#resendable<CreateQueueRequest, QueueRoute>(
       (m) => m.createQueue,
@@ -163,6 +209,7 @@ export class Admin {
 
   /** Changes the settings given in `update`; the rest stay. */
   async updateQueue(name: string, update: QueueConfigUpdate): Promise<QueueRoute> {
+    checkSettings(update)
     this.#router.invalidate(name)
     return settingsHeeded(await this.#router.meta((m) => m.updateQueue, { name, update }), update)
   }
@@ -215,8 +262,8 @@ export class Admin {
    * keys); delayed and leased ones stay. Returns how many.
    */
   async purgeQueue(name: string): Promise<number> {
-    return this.#inSteps(name, async (c, target) => {
-      const r = await unary(c, c.purge, { target }, this.#attemptMs)
+    return this.#inSteps(name, async (c, target, attemptMs) => {
+      const r = await unary(c, c.purge, { target }, attemptMs)
       return { n: r.removed, more: r.more }
     })
   }
@@ -227,12 +274,12 @@ export class Admin {
    */
   async deadLetters(name: string, limit = 100): Promise<ListedMessage[]> {
     checkInteger('limit', limit, 0, Number.MAX_SAFE_INTEGER)
-    return this.#listed(name, async (c, target) => {
+    return this.#listed(name, async (c, target, attemptMs) => {
       const messages: LeasedMessage[] = []
       let afterId = 0
       while (messages.length < limit) {
         const want = Math.min(DEAD_PAGE_MAX, limit - messages.length)
-        const page = (await unary(c, c.listDead, { target, limit: want, afterId }, this.#attemptMs)).messages
+        const page = (await unary(c, c.listDead, { target, limit: want, afterId }, attemptMs)).messages
         messages.push(...page)
         const last = page[page.length - 1]?.deadPlace
         // An empty page is the end; a server of a version before places answers one page.
@@ -267,7 +314,7 @@ export class Admin {
     if (limit === 0) return []
     return this.#listed(
       name,
-      (c, target) => unary(c, c.listReady, { target, limit }, this.#attemptMs),
+      (c, target, attemptMs) => unary(c, c.listReady, { target, limit }, attemptMs),
       options?.map,
     )
   }
@@ -279,13 +326,13 @@ export class Admin {
    */
   async #listed<T = ListedMessage>(
     name: string,
-    list: (c: Connection['queue'], target: PartitionTarget) => Promise<LeaseResponse>,
+    list: (c: Connection['queue'], target: PartitionTarget, attemptMs: number) => Promise<LeaseResponse>,
     map: (message: ListedMessage) => T = (m) => m as T,
   ): Promise<T[]> {
     const lists = await this.#eachPartition(
       name,
-      async (c, target) =>
-        (await list(c, target)).messages.map((m) => map({ ...m, partition: target.partition })),
+      async (c, target, attemptMs) =>
+        (await list(c, target, attemptMs)).messages.map((m) => map({ ...m, partition: target.partition })),
       LISTED_PARTITIONS_AT_ONCE,
     )
     return lists.flat()
@@ -305,7 +352,7 @@ export class Admin {
     if (max === 0) return 0
     /** Each partition's place, once asked; 0 = none (nothing ever died, or an older cluster). */
     const throughPlaces = new Map<number, number>()
-    return this.#inSteps(name, async (c, target, done) => {
+    return this.#inSteps(name, async (c, target, attemptMs, done) => {
       const asked = throughPlaces.get(target.partition)
       const r = await unary(
         c,
@@ -316,7 +363,7 @@ export class Admin {
           throughPlace: asked ?? 0,
           placeOnly: asked === undefined,
         },
-        this.#attemptMs,
+        attemptMs,
       )
       if (asked === undefined) {
         throughPlaces.set(target.partition, r.throughPlace)
@@ -329,8 +376,8 @@ export class Admin {
 
   /** Deletes every dead-lettered message of `name`; returns how many. */
   async purgeDeadLetters(name: string): Promise<number> {
-    return this.#inSteps(name, async (c, target) => {
-      const r = await unary(c, c.purgeDead, { target }, this.#attemptMs)
+    return this.#inSteps(name, async (c, target, attemptMs) => {
+      const r = await unary(c, c.purgeDead, { target }, attemptMs)
       return { n: r.removed, more: r.more }
     })
   }
@@ -339,7 +386,7 @@ export class Admin {
   async queueStats(name: string): Promise<PartitionStats[]> {
     return this.#eachPartition(
       name,
-      (c, target) => unary(c, c.stats, { target }, this.#attemptMs),
+      (c, target, attemptMs) => unary(c, c.stats, { target }, attemptMs),
       STATS_PARTITIONS_AT_ONCE,
     )
   }
@@ -412,10 +459,6 @@ export class Admin {
     }
   }
 
-  get #attemptMs(): number {
-    return this.#router.options.attemptMs
-  }
-
   /**
    * A purge or redrive of every partition of `name` in steps (untilDone), each step one call
    * with its own retries: a retry (a failover) repeats that step, not the steps before it,
@@ -426,12 +469,15 @@ export class Admin {
     step: (
       client: Connection['queue'],
       target: PartitionTarget,
+      attemptMs: number,
       done: number,
     ) => Promise<{ n: number; more: boolean }>,
   ): Promise<number> {
     const counts = await this.#perPartition(name, (partition) =>
       untilDone((done) =>
-        this.#router.partition(name, partition, (c, target) => step(c.queue, target, done)),
+        this.#router.partition(name, partition, (c, target, attemptMs) =>
+          step(c.queue, target, attemptMs, done),
+        ),
       ),
     )
     return counts.reduce((sum, n) => sum + n, 0)
@@ -440,12 +486,13 @@ export class Admin {
   /** One call per partition of `name`, each with its own retries, at most `atOnce` at a time. */
   async #eachPartition<T>(
     name: string,
-    call: (client: Connection['queue'], target: PartitionTarget) => Promise<T>,
+    call: (client: Connection['queue'], target: PartitionTarget, attemptMs: number) => Promise<T>,
     atOnce = Number.POSITIVE_INFINITY,
   ): Promise<T[]> {
     return this.#perPartition(
       name,
-      (partition) => this.#router.partition(name, partition, (c, target) => call(c.queue, target)),
+      (partition) =>
+        this.#router.partition(name, partition, (c, target, attemptMs) => call(c.queue, target, attemptMs)),
       atOnce,
     )
   }

@@ -193,6 +193,10 @@ export class MqClient {
     const { concurrency = 16, closeTimeoutMs = 30_000, ...consumerOptions } = definedOnly(options)
     checkInteger('concurrency', concurrency, 1, CONCURRENCY_MAX)
     checkInteger('closeTimeoutMs', closeTimeoutMs, 0, TIMER_MS_MAX, true)
+    // Checked as given, before Math.max: it made '64' a number (taken, where consumer() refuses
+    // it) and 'many' NaN (refused as "got NaN", not as what was given).
+    if (consumerOptions.prefetch !== undefined)
+      checkInteger('consumer option prefetch', consumerOptions.prefetch, 1, PREFETCH_MAX)
     const consumer = this.consumer(queue, {
       ...consumerOptions,
       // At least one message per handler: fewer would leave handlers idle.
@@ -201,10 +205,12 @@ export class MqClient {
     // The running handlers, each under its own token (what handlerScope holds while it runs).
     const running = new Map<object, Promise<void>>()
     const onError = options.onError ?? (() => {})
-    // A throwing onError must not end the loop (nor reject a handler's task).
+    // A throwing onError must not end the loop (nor reject a handler's task); an async one's
+    // rejection is dropped too (it was an unhandled rejection, which ends a Node process).
     const report = (error: unknown): void => {
       try {
-        onError(error)
+        const reported: unknown = onError(error)
+        if (reported instanceof Promise) reported.catch(() => {})
       } catch {}
     }
     const run = async (message: Delivery): Promise<void> => {

@@ -271,14 +271,14 @@ describe('Consumer', () => {
       // The first request's answer is lost (DEADLINE_EXCEEDED after the lease was made).
       const losing =
         (op: Op): Op =>
-        (connection, target) => {
+        (connection, target, attemptMs) => {
           const c = connection as unknown as { queue: { lease: (...a: unknown[]) => unknown } }
           const queue = {
             ...c.queue,
             lease: (req: unknown, md: unknown, o: unknown, cb: Callback) =>
               c.queue.lease(req, md, o, () => cb({ code: 4, details: 'deadline exceeded' })),
           }
-          return op({ ...c, queue } as unknown as typeof connection, target)
+          return op({ ...c, queue } as unknown as typeof connection, target, attemptMs)
         }
       ;(router as { partition: unknown }).partition = (q: string, p: number, op: Op, ...rest: unknown[]) =>
         (partition as (...a: unknown[]) => Promise<unknown>)(q, p, losing(op), ...rest).catch(() =>
@@ -432,7 +432,10 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
-  it('rides out failures whose onError throws (a logger that fails) without an unhandled rejection', async () => {
+  it.each([
+    ['throws (a logger that fails)', false],
+    ['rejects, async (a logger whose call failed)', true],
+  ])('rides out failures whose onError %s without an unhandled rejection', async (_, async) => {
     const unhandled: unknown[] = []
     const onUnhandled = (reason: unknown) => unhandled.push(reason)
     process.on('unhandledRejection', onUnhandled)
@@ -448,7 +451,9 @@ describe('Consumer', () => {
         waitMs: 50,
         onError: (error) => {
           reported.push(error)
-          throw new Error('logger failed')
+          const failure = new Error('logger failed')
+          if (async) return Promise.reject(failure)
+          throw failure
         },
       })
       const got: Delivery[] = []

@@ -244,11 +244,13 @@ export class Consumer implements AsyncIterable<Delivery> {
   /**
    * Tells `onError` of a failure the consumer rides out. What `onError` throws is dropped: it
    * must not end a fetch loop or an extension round (an unhandled rejection ends the process:
-   * an application whose logger threw crashed at the first failover).
+   * an application whose logger threw crashed at the first failover). So is the rejection of
+   * an async `onError` (one whose logger's call failed crashed the same way until an audit).
    */
   #report(error: unknown): void {
     try {
-      this.#options.onError(error)
+      const reported: unknown = this.#options.onError(error)
+      if (reported instanceof Promise) reported.catch(() => {})
     } catch {}
   }
 
@@ -392,6 +394,8 @@ export class Consumer implements AsyncIterable<Delivery> {
                 attempt,
                 attemptRepeat,
               },
+              // Not cut to the operation's deadline (the router's attemptMs): a long poll may wait
+              // longer than it, and one cut short could lose the answer of a lease it made.
               this.#router.options.attemptMs + waitMs,
               // close() cancels a lease under way: a long poll ends at once, and the server
               // gives back what a lease took after the cancel.
@@ -644,10 +648,9 @@ export class Consumer implements AsyncIterable<Delivery> {
       b = new SettleBatcher(async (settlement, leaseIds) => {
         // Copies of this request sent: retries, and probes of other replicas (Router.partition).
         let sends = 0
-        const results = await this.#router.partition(this.queue, partition, async (connection, target) => {
+        const results = await this.#router.partition(this.queue, partition, async (c, target, ms) => {
           sends++
-          const q = connection.queue
-          const ms = this.#router.options.attemptMs
+          const q = c.queue
           const call =
             settlement.kind === 'ack'
               ? unary(q, q.ack, { target, leaseIds }, ms)

@@ -598,7 +598,7 @@ export class Producer {
       })
     }
     try {
-      const response = await this.#router.partition(this.queue, lane.partition, (connection, target) =>
+      const response = await this.#router.partition(this.queue, lane.partition, (connection, target, ms) =>
         noteUnanswered(
           () => {
             uncertain = true
@@ -618,7 +618,7 @@ export class Producer {
                     messages,
                   }
                 : { target, producerId: this.producerId, sequence, messages },
-              this.#router.options.attemptMs,
+              ms,
             ),
           ),
         ),
@@ -732,8 +732,11 @@ function toWire(message: OutgoingMessage): ProduceMessage {
       throw new InvalidArgumentError(`${field} must be a string, got ${typeof value}`)
   }
   const headers = message.headers ?? {}
-  if (typeof headers !== 'object' || headers === null || Array.isArray(headers))
-    throw new InvalidArgumentError(`headers must be an object of strings, got ${typeof headers}`)
+  // A Map is an object too, but its entries are no properties: they were dropped without a word.
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers) || headers instanceof Map)
+    throw new InvalidArgumentError(
+      `headers must be an object of strings, got ${headers instanceof Map ? 'a Map' : typeof headers}`,
+    )
   for (const [name, value] of Object.entries(headers)) {
     if (typeof value !== 'string')
       throw new InvalidArgumentError(`header ${JSON.stringify(name)} must be a string, got ${typeof value}`)

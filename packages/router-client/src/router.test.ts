@@ -96,6 +96,55 @@ describe('Router', () => {
     }
   })
 
+  it("cuts an operation's last attempt to its deadline (one failing fast, then a silent leader)", async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    // Short backoffs: the send retries until close to its deadline; attempts of 5 s (the default).
+    const backoff = { initialMs: 10, maxMs: 50, multiplier: 2 }
+    const client = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 1_000, backoff })
+    try {
+      broker.addQueue('q', 1)
+      const producer = client.producer('q')
+      await producer.send({ body: 'warm' }) // the route is cached
+      // The queue is full (answered at once, retriable) for 900 ms; then its leader falls silent.
+      broker.fullQueues.add('q')
+      setTimeout(() => {
+        broker.fullQueues.delete('q')
+        broker.heldPartitions.add(0)
+      }, 900)
+      const started = Date.now()
+      await expect(producer.send({ body: 'x' })).rejects.toBeInstanceOf(UnavailableError)
+      // Its last attempt went at ~900 ms and was given the whole 5 s: it ended at ~5.9 s.
+      expect(Date.now() - started).toBeLessThan(1_500)
+    } finally {
+      broker.releaseHeld()
+      await client.close()
+      broker.stop()
+    }
+  })
+
+  it("cuts a Meta call's last attempt to its deadline (connect: no meta leader, then a silent one)", async () => {
+    const broker = new FakeBroker()
+    await broker.start()
+    const backoff = { initialMs: 10, maxMs: 50, multiplier: 2 }
+    try {
+      broker.failRoutesUntilMs = Date.now() + 900
+      setTimeout(() => {
+        broker.silentRoutes = true
+      }, 900)
+      const started = Date.now()
+      const failure = await MqClient.connect({
+        servers: [broker.leaderAddress],
+        deadlineMs: 1_000,
+        backoff,
+      }).catch((e: unknown) => e)
+      expect(failure).toBeInstanceOf(UnavailableError)
+      expect(Date.now() - started).toBeLessThan(1_500)
+    } finally {
+      broker.stop()
+    }
+  })
+
   it('gives up once every attempt was refused a connection for refusedGiveUpMs', async () => {
     const address = await refusingAddress()
     const backoff = { initialMs: 25, maxMs: 1_000, multiplier: 2 }

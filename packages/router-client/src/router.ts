@@ -161,11 +161,20 @@ export class Router {
   readonly #closing = new AbortController()
 
   /**
-   * Throws InvalidArgumentError without servers, RangeError for a timing option that is not an
-   * integer in range (a NaN attempt deadline went to grpc-js as is, and failed every call).
+   * Throws InvalidArgumentError without servers (or servers that are not an array of
+   * addresses), RangeError for a timing option that is not an integer in range (a NaN attempt
+   * deadline went to grpc-js as is, and failed every call).
    */
   constructor(pool: ConnectionPool, options: RouterOptions) {
-    if (options.servers.length === 0)
+    // A string (`servers: process.env.MQ_SERVERS`) has a length too: each of its characters
+    // was taken for an address, and connect failed with grpc-js's word on the first ("Received
+    // HTTP status code 404"), naming neither the option nor what was wrong with it.
+    const { servers } = options
+    if (!Array.isArray(servers) || servers.some((s) => typeof s !== 'string' || s === ''))
+      throw new InvalidArgumentError(
+        `servers: give an array of seed addresses (host:port), got ${JSON.stringify(servers) ?? String(servers)}`,
+      )
+    if (servers.length === 0)
       throw new InvalidArgumentError('servers: give at least one seed address (host:port)')
     checkRouterOptions(options)
     this.#pool = pool
@@ -190,23 +199,19 @@ export class Router {
    * leader silent for `leaderSilenceMs` is asked about through the other seeds, as a
    * partition's leader is (awaitLeader): a follower names the new leader once one is elected.
    * `deadline` (ms since the epoch): the deadline of the operation this call is part of (a
-   * partition operation's route refresh); its retries end there, and no attempt outlasts it.
-   * Without one, it has `deadlineMs` of its own.
+   * partition operation's route refresh). Without one, it has `deadlineMs` of its own. Its
+   * retries end there, and no attempt outlasts it.
    */
   meta<Req, Res>(
     pick: (client: MetaClient) => Parameters<typeof unary<Req, Res>>[1],
     request: Req,
-    deadline?: number,
+    deadline = Date.now() + this.#options.deadlineMs,
   ): Promise<Res> {
     let seedIndex = 0
     const servers = this.#options.servers
     const send = (address: string) => {
       const client = this.#pool.get(address).meta
-      const attemptMs =
-        deadline === undefined
-          ? this.#options.attemptMs
-          : Math.max(1, Math.min(this.#options.attemptMs, deadline - Date.now()))
-      return unary(client, pick(client), request, attemptMs)
+      return unary(client, pick(client), request, this.#attemptMsBy(deadline))
     }
     return this.#retry(async () => {
       const address = this.#metaAddress ?? servers[seedIndex++ % servers.length]!
@@ -307,8 +312,20 @@ export class Router {
   }
 
   /**
+   * One attempt's deadline for a call made now: `attemptMs`, cut to what is left until the
+   * operation's `deadline` (ms since the epoch). Until an audit only a route refresh's attempts
+   * were cut: a call that failed fast just before its deadline (a full queue, a redirect) was
+   * tried again for a whole `attemptMs`, and an operation of a 1-s deadline whose leader then
+   * fell silent ended after 5.9 s (`mq --timeout 2s` could wait 4 s).
+   */
+  #attemptMsBy(deadline: number): number {
+    return Math.max(1, Math.min(this.#options.attemptMs, deadline - Date.now()))
+  }
+
+  /**
    * Runs `operation` against the leader of `queue`'s `partition`, with the target (queue,
-   * partition, route epoch) to put in the request. On NOT_LEADER it follows the hint, on
+   * partition, route epoch) to put in the request and the attempt's deadline (`attemptMs`, cut
+   * to what is left of the operation's; a long poll adds its wait). On NOT_LEADER it follows the hint, on
    * STALE_ROUTE it refreshes the route, on a limit (LIMIT_EXCEEDED) or a sequence gap it backs
    * off, on other retriable errors it backs off and refreshes.
    * A leader silent for `leaderSilenceMs` plus `waitMs` (a long poll's wait) is asked about
@@ -319,7 +336,7 @@ export class Router {
   partition<T>(
     queue: string,
     partition: number,
-    operation: (connection: Connection, target: PartitionTarget) => Promise<T>,
+    operation: (connection: Connection, target: PartitionTarget, attemptMs: number) => Promise<T>,
     waitMs = 0,
     signal?: AbortSignal,
   ): Promise<T> {
@@ -355,7 +372,7 @@ export class Router {
         if (candidates.every((a) => skip.has(a))) skip.clear()
         const address = candidates.find((a) => !skip.has(a)) as string
         const target = { queue, partition, routeEpoch: route.routeEpoch }
-        const send = (a: string) => operation(this.#pool.get(a), target)
+        const send = (a: string) => operation(this.#pool.get(a), target, this.#attemptMsBy(deadline))
         const startMs = Date.now()
         const report = { kind: 'partition', queue, partition, address, startMs } as const
         try {
@@ -401,10 +418,11 @@ export class Router {
 
   #report(report: AttemptReport): void {
     try {
-      this.#options.onAttempt?.(report)
-    } catch {
-      // An observer's failure is not the operation's.
-    }
+      // An observer's failure is not the operation's, nor is an async one's rejection (it was
+      // an unhandled rejection, which ends a Node process).
+      const observed: unknown = this.#options.onAttempt?.(report)
+      if (observed instanceof Promise) observed.catch(() => {})
+    } catch {}
   }
 
   /**

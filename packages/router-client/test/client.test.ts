@@ -535,6 +535,17 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c.startsWith('produce:'))).toEqual([])
   })
 
+  it('refuses headers given as a Map rather than sending the message without them', async () => {
+    const q = freshQueue(1)
+    const producer = client.producer(q)
+    const headers = new Map([['trace', 'abc']]) as unknown as Record<string, string>
+    const error = await producer.send({ body: 'x', headers }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(InvalidArgumentError)
+    expect((error as Error).message).toMatch(/headers must be an object of strings, got a Map/)
+    expect(broker.ready(q, 0)).toHaveLength(0)
+    await producer.close()
+  })
+
   it('says a queue or node that never existed is not there, also when the first seed is down', async () => {
     const other = await MqClient.connect({
       servers: [broker.deadAddress, broker.leaderAddress],
@@ -892,6 +903,38 @@ describe('MqClient', () => {
     await throwing.close()
   })
 
+  it('drops the rejection of an async onError or onAttempt (a logger whose call failed): no unhandled rejection', async () => {
+    const unhandled: unknown[] = []
+    const onUnhandled = (reason: unknown) => unhandled.push(reason)
+    process.on('unhandledRejection', onUnhandled)
+    const observed: AttemptReport[] = []
+    const traced = await MqClient.connect({
+      servers: [broker.leaderAddress],
+      onAttempt: async (r) => {
+        observed.push(r)
+        throw new Error('a tracer that failed')
+      },
+    })
+    try {
+      const errors: unknown[] = []
+      const sub = await traced.consume('no-such-queue', async () => {}, {
+        onError: async (e) => {
+          errors.push(e)
+          throw new Error('a logger that failed')
+        },
+      })
+      await expect(sub.done).rejects.toBeInstanceOf(QueueNotFoundError)
+      await sub.close()
+      await new Promise((r) => setImmediate(r))
+      expect(errors[0]).toBeInstanceOf(QueueNotFoundError)
+      expect(observed.length).toBeGreaterThan(0)
+      expect(unhandled).toEqual([])
+    } finally {
+      process.off('unhandledRejection', onUnhandled)
+      await traced.close()
+    }
+  })
+
   it('runs as many handlers at once as its concurrency, even with a smaller prefetch', async () => {
     const q = freshQueue(1)
     const producer = client.producer(q)
@@ -1103,6 +1146,36 @@ describe('MqClient', () => {
     const [d1, d2] = broker.createRequests.slice(-2)
     expect(d1?.config?.dedupWindowMs).toBeUndefined()
     expect(d2?.config).toMatchObject({ dedupWindowMs: 0, partitions: 2 })
+  })
+
+  it('creates a queue with a setting given as undefined as if it were left out', async () => {
+    // `{ partitions: options.partitions }` with none given: it failed before any call, as an
+    // InternalError "Request message serialization failure: invalid uint32: undefined".
+    const route = await client.admin.createQueue('u1', { partitions: undefined, paused: undefined })
+    expect(route.queue).toBe('u1')
+    expect(broker.createRequests.at(-1)?.config).toMatchObject({ partitions: 0, paused: false })
+  })
+
+  it('refuses a setting the wire cannot carry with InvalidArgumentError naming it, before any call', async () => {
+    const q = freshQueue(1)
+    const creates = broker.createRequests.length
+    for (const [call, why] of [
+      [() => client.admin.createQueue('b1', { partitions: 2.5 }), /queue setting partitions .* got 2.5/],
+      [() => client.admin.createQueue('b2', { maxDeliveries: 2 ** 32 }), /queue setting maxDeliveries/],
+      [
+        () => client.admin.createQueue('b3', { paused: 'yes' as unknown as boolean }),
+        /queue setting paused must be a boolean, got yes/,
+      ],
+      [
+        () => client.admin.updateQueue(q, { visibilityTimeoutMs: -1 }),
+        /queue setting visibilityTimeoutMs .* got -1/,
+      ],
+    ] as const) {
+      const error = await call().catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect((error as Error).message).toMatch(why)
+    }
+    expect(broker.createRequests.length).toBe(creates)
   })
 
   it('pauses and resumes a queue, and says so when the meta leader cannot pause one', async () => {

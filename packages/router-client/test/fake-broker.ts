@@ -66,6 +66,8 @@ export class FakeBroker {
   failExtendsUntilMs = 0
   /** Until this time, every GetRoutes call fails with UNAVAILABLE (a meta group electing). */
   failRoutesUntilMs = 0
+  /** While set, GetRoutes calls go unanswered (a meta leader paused: its connection stays open). */
+  silentRoutes = false
   /** Fail this many ack/nack/extend calls with UNAVAILABLE after applying them (a lost reply). */
   dropSettleReplies = 0
   /** Produce calls to these partitions wait until `releaseHeld()` (a stalled partition). */
@@ -261,6 +263,7 @@ export class FakeBroker {
         this.calls.push('getRoutes')
         this.routeRequests.push([...req.queues])
         if (Date.now() < this.failRoutesUntilMs) throw new UnavailableError('the meta group has no leader')
+        if (this.silentRoutes) return new Promise<never>(() => {})
         return {
           routeEpoch: this.epoch,
           routes: req.queues.filter((q) => this.#queues.has(q)).map((q) => this.#route(q)),

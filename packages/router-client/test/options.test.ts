@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { MqClient } from '../src/client'
-import { LimitExceededError } from '../src/index'
+import { InvalidArgumentError, LimitExceededError } from '../src/index'
 import { FakeBroker } from './fake-broker'
 
 const TOO_LONG = 2 ** 31 // past what a Node timer takes (it would fire after ~1 ms)
@@ -54,6 +54,20 @@ describe('options', () => {
     // Undefined is the default.
     const c = await MqClient.connect({ servers, deadlineMs: undefined, attemptMs: undefined })
     await c.close()
+  })
+
+  it('refuses servers that are not an array of addresses, naming the option, before any call', async () => {
+    // A string has a length: its characters were taken for seed addresses, and connect failed
+    // with a transport error about the first of them ("Received HTTP status code 404").
+    for (const servers of [broker.leaderAddress, [broker.leaderAddress, ''], [7001], undefined]) {
+      const failure = await MqClient.connect({ servers: servers as unknown as string[] }).catch(
+        (e: unknown) => e,
+      )
+      expect(failure).toBeInstanceOf(InvalidArgumentError)
+      expect((failure as Error).message).toMatch(
+        /^servers: give an array of seed addresses \(host:port\), got /,
+      )
+    }
   })
 
   it('refuses consumer and producer options out of range, naming them', () => {
@@ -113,6 +127,11 @@ describe('options', () => {
     )
     await expect(client.consume(q, () => {}, { closeTimeoutMs: TOO_LONG })).rejects.toThrow(RangeError)
     await expect(client.consume(q, () => {}, { concurrency: 0 })).rejects.toThrow(/concurrency/)
+    // As consumer() takes it: a string is refused (not made a number), and named as given.
+    for (const prefetch of ['64', 'many'])
+      await expect(client.consume(q, () => {}, { prefetch: prefetch as unknown as number })).rejects.toThrow(
+        `consumer option prefetch must be an integer from 1 to 100000, got ${prefetch}`,
+      )
     expect(client.openHandles).toBe(before)
   })
 

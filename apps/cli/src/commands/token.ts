@@ -2,6 +2,7 @@ import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import type { CliAdmin } from '../io'
 import { lifetimeArg } from '../options'
+import { escapeControl } from '../output'
 
 type TokenInfo = Awaited<ReturnType<CliAdmin['listTokens']>>[number]
 
@@ -55,7 +56,9 @@ export function registerTokenCommands(program: Command, runtime: Runtime): void 
           tokens,
           [
             { header: 'NAME', value: (t: TokenInfo) => t.name },
-            { header: 'ROLES', value: (t: TokenInfo) => t.roles.join(',') },
+            // Escaped as the KEY column of peek: a role's pattern is any text (the cluster takes
+            // newlines and escape sequences in it), which split the table's row and reached the terminal.
+            { header: 'ROLES', value: (t: TokenInfo) => escapeControl(t.roles.join(',')) },
             { header: 'CREATED', value: (t: TokenInfo) => new Date(t.createdAtMs).toISOString() },
             { header: 'EXPIRES', value: (t: TokenInfo) => expiry(t.expiresAtMs, now) },
           ],
