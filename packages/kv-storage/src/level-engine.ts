@@ -30,8 +30,8 @@ import {
   CORRUPT_MARKER,
   dataFilesWithoutCurrent,
   droppedOnRecovery,
-  quarantine,
   quarantined,
+  quarantineTried,
 } from './level-recovery'
 import { type CorruptionHandler, isNotOpen, type LevelOp, plain, ReadGuard } from './read-guard'
 import { valueChecksumsOf } from './value-checksum'
@@ -193,10 +193,15 @@ export class LevelEngine implements Engine {
     })
     if (dropped.length > 0) {
       await db.close().catch(() => {})
-      await quarantine(abs, dropped)
+      // LevelDB has deleted the damaged log and kept the rest: the marker is the only evidence
+      // left. Tried again, as a read's quarantine is (read-guard.ts): one refused write let the
+      // open fail with the disk's error and the next open succeed without the dropped records.
+      const failure = await quarantineTried(abs, dropped)
       throw new DatabaseCorruptError(
         abs,
-        `cannot open database at ${path}: LevelDB dropped damaged records while recovering (${dropped[0]?.trim()}); data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`,
+        failure === undefined
+          ? `cannot open database at ${path}: LevelDB dropped damaged records while recovering (${dropped[0]?.trim()}); data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`
+          : `cannot open database at ${path}: LevelDB dropped damaged records while recovering (${dropped[0]?.trim()}); data written before may be missing, and the quarantine marker ${CORRUPT_MARKER} could not be written (${failure.message}): the database would open again without them, do not use it: rebuild it from a replica`,
       )
     }
     const guard = new ReadGuard(abs, checksums, options.onCorruption)

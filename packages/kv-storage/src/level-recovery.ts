@@ -58,6 +58,32 @@ export async function quarantined(path: string): Promise<string | undefined> {
   return (await readFile(marker, 'utf8')).slice(0, 4_000)
 }
 
+/** Tries at writing the quarantine marker before its failure is reported (see quarantineTried). */
+const QUARANTINE_TRIES = 3
+
+/**
+ * `quarantine`, tried up to QUARANTINE_TRIES times 50 ms apart (a disk that refuses a write
+ * once, EIO or a full disk being freed): resolves with the last failure when no try took,
+ * undefined once the marker is written.
+ */
+export async function quarantineTried(
+  path: string,
+  reasons: readonly string[],
+  headline?: string,
+): Promise<Error | undefined> {
+  let failure: Error | undefined
+  for (let i = 0; i < QUARANTINE_TRIES; i++) {
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, 50))
+    try {
+      await quarantine(path, reasons, headline)
+      return undefined
+    } catch (e) {
+      failure = e instanceof Error ? e : new Error(String(e))
+    }
+  }
+  return failure
+}
+
 /**
  * Quarantines the database at `path` (writes the marker, synced, `headline` then one line per
  * reason): the evidence LevelDB leaves is gone after this open (the log deleted, `LOG` rotated away by the next open),

@@ -1,5 +1,5 @@
 import { ClosedError, CorruptRecordError } from './errors'
-import { quarantine } from './level-recovery'
+import { quarantineTried } from './level-recovery'
 import { BatchSealer, unsealValue } from './value-checksum'
 
 /** The ops classic-level's batch takes (after `clear` ops are expanded). */
@@ -13,9 +13,6 @@ const keepValue = (_key: Uint8Array, value: Uint8Array): Uint8Array => value
  * database would then open again, so its owner must say it is not to be used.
  */
 export type CorruptionHandler = (error: CorruptRecordError, quarantineFailure?: Error) => void
-
-/** Tries at writing the quarantine marker before the failure is reported. */
-const QUARANTINE_TRIES = 3
 
 /**
  * What a LevelEngine does to the values it writes and reads, and to the failures of its reads:
@@ -103,24 +100,22 @@ export class ReadGuard {
   }
 
   /** Writes the quarantine marker (a few tries, 50 ms apart); its last failure when none took. */
-  private async quarantine(err: CorruptRecordError): Promise<Error | undefined> {
-    let failure: Error | undefined
-    for (let i = 0; i < QUARANTINE_TRIES; i++) {
-      if (i > 0) await new Promise((resolve) => setTimeout(resolve, 50))
-      try {
-        await quarantine(this.path, [err.message], 'a read found damaged data')
-        return undefined
-      } catch (e) {
-        failure = e instanceof Error ? e : new Error(String(e))
-      }
-    }
-    return failure
+  private quarantine(err: CorruptRecordError): Promise<Error | undefined> {
+    return quarantineTried(this.path, [err.message], 'a read found damaged data')
   }
 }
 
 export function isNotOpen(err: unknown): boolean {
   const code = (err as { code?: string }).code
-  return code === 'LEVEL_DATABASE_NOT_OPEN' || code === 'LEVEL_DATABASE_NOT_CLOSED'
+  // A read in pages (`range` with bytesMax) holds an iterator across turns: a snapshot closed
+  // under it (an image store closing an image a follower reads) fails its next page with the
+  // snapshot's code, a database closed under it with the iterator's.
+  return (
+    code === 'LEVEL_DATABASE_NOT_OPEN' ||
+    code === 'LEVEL_DATABASE_NOT_CLOSED' ||
+    code === 'LEVEL_SNAPSHOT_NOT_OPEN' ||
+    code === 'LEVEL_ITERATOR_NOT_OPEN'
+  )
 }
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { OverloadedError } from '../src/errors'
+import { ClosedError, OverloadedError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { useTempDir } from './helpers'
 
@@ -70,6 +70,34 @@ describe('LevelEngine specifics', () => {
     } finally {
       await engine.close()
     }
+  })
+
+  it('a range read in pages (bytesMax) that its snapshot or engine closes under rejects with ClosedError', async () => {
+    const engine = await LevelEngine.open(join(dir.path, 'db'))
+    const puts = Array.from({ length: 20_000 }, (_, i) => ({
+      type: 'put' as const,
+      key: b(i >> 8, i & 255),
+      value: new Uint8Array(100),
+    }))
+    await engine.write(puts, { sync: true })
+    // An image store closes an image a follower is reading (evicted, or its group left): a
+    // closed read, not an unknown failure. Either outcome but a foreign error is right.
+    const outcome = (read: Promise<unknown>) =>
+      read.then(
+        () => 'read whole',
+        (e: unknown) =>
+          e instanceof ClosedError ? 'closed' : `${(e as Error).name}: ${(e as Error).message}`,
+      )
+    const snap = await engine.snapshot()
+    const fromSnapshot = outcome(snap.range({ bytesMax: 2 ** 30 }))
+    await new Promise((resolve) => setImmediate(resolve))
+    await snap.close()
+    expect(['read whole', 'closed']).toContain(await fromSnapshot)
+    // The engine closed under a read of its own (its iterator closed with the database).
+    const live = outcome(engine.range({ bytesMax: 2 ** 30 }))
+    await new Promise((resolve) => setImmediate(resolve))
+    await engine.close()
+    expect(['read whole', 'closed']).toContain(await live)
   })
 
   it('keeps data across close and reopen', async () => {

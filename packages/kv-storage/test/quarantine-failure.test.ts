@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
 import { CorruptRecordError, DatabaseCorruptError } from '../src/errors'
@@ -51,6 +51,29 @@ describe('a quarantine the disk refuses', () => {
     expect(reports).toHaveLength(1)
     expect(reports[0]?.failure).toBeUndefined()
     expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/a read found damaged data/)
+    await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
+  })
+
+  it('at an open whose recovery dropped records, is tried again, so the next open is refused too', async () => {
+    const path = join(dir.path, 'db')
+    const engine = await LevelEngine.open(path)
+    for (let i = 0; i < 200; i++)
+      await engine.write([{ type: 'put', key: Uint8Array.of(1, i), value: new Uint8Array(1024).fill(i) }], {
+        sync: true,
+      })
+    await engine.close()
+    // One bit flipped in the write-ahead log: LevelDB drops the damaged records and deletes the log.
+    const [log] = (await readdir(path)).filter((f) => f.endsWith('.log'))
+    const bytes = await readFile(join(path, log as string))
+    bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] as number) ^ 0x10
+    await writeFile(join(path, log as string), bytes)
+    failures.left = 1
+    try {
+      await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
+    } finally {
+      failures.left = 0
+    }
+    expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/dropping \d+ bytes/)
     await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
   })
 

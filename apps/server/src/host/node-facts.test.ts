@@ -1,7 +1,15 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { type BatchOp, DurabilityMark, LevelEngine, LogStore, MemoryEngine, nodeKey } from '@mq/kv-storage'
+import {
+  type BatchOp,
+  DurabilityMark,
+  LevelEngine,
+  LogStore,
+  MemoryEngine,
+  nodeKey,
+  OverloadedError,
+} from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
 import { holdsNothing, NodeFacts, type NodeFactsStore } from './node-facts'
 
@@ -71,6 +79,31 @@ describe('NodeFacts', () => {
     await facts.setFormatLevel(0) // not a level: ignored
     expect(s.writes).toBe(2) // the store id at the first open, then the level
     expect((await NodeFacts.open(store(engine))).formatLevel).toBe(3)
+  })
+
+  it('writes a fact again after its write failed (the group commit gave up): memory is not ahead of the disk', async () => {
+    const engine = new MemoryEngine()
+    const s = store(engine)
+    const facts = await NodeFacts.open(s, true)
+    const inner = s.write
+    let failing = true
+    s.write = async (ops) => {
+      if (failing) throw new OverloadedError('group commit write gave up waiting for staging room')
+      await inner(ops)
+    }
+    const seeds = [{ nodeId: 'n2', address: '127.0.0.1:7002' }]
+    await expect(facts.setFormatLevel(2)).rejects.toBeInstanceOf(OverloadedError)
+    await expect(facts.setMetaSeeds(seeds)).rejects.toBeInstanceOf(OverloadedError)
+    await expect(facts.markAccepted()).rejects.toBeInstanceOf(OverloadedError)
+    // The next heartbeat answer carries the same facts: they are kept this time.
+    failing = false
+    await facts.setFormatLevel(2)
+    await facts.setMetaSeeds(seeds)
+    await facts.markAccepted()
+    const reopened = await NodeFacts.open(store(engine))
+    expect(reopened.formatLevel).toBe(2)
+    expect(reopened.metaSeeds).toEqual(seeds)
+    expect(reopened.fresh).toBe(false)
   })
 
   it('makes a store id at the first open and keeps it; a damaged one is made again', async () => {

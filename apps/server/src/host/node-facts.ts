@@ -121,8 +121,11 @@ export class NodeFacts {
   /** A meta leader accepted the node (a heartbeat answer): the store is fresh no more; resolves once durable. */
   async markAccepted(): Promise<void> {
     if (!this.#fresh) return
-    this.#fresh = false
+    // Kept in memory once durable: set before, a write that failed (a full group commit gave
+    // up) left the store fresh on disk, and every later answer, finding it accepted, wrote
+    // nothing (here and in the setters below).
     await this.#store.write([{ type: 'del', key: STORE_FRESH }])
+    this.#fresh = false
   }
 
   /** The cluster's format level as last kept (1 when none was). */
@@ -133,8 +136,8 @@ export class NodeFacts {
   /** Keeps the cluster's format level when it changed (1 to 255); resolves once durable. */
   async setFormatLevel(level: number): Promise<void> {
     if (level === this.#formatLevel || !Number.isInteger(level) || level < 1 || level > 255) return
-    this.#formatLevel = level
     await this.#store.write([{ type: 'put', key: FORMAT_LEVEL, value: Uint8Array.of(level) }])
+    this.#formatLevel = level
   }
 
   get leftMeta(): boolean {
@@ -160,8 +163,8 @@ export class NodeFacts {
       .slice(0, SEEDS_MAX)
       .map((s) => ({ nodeId: s.nodeId, address: s.address }))
     if (next.length === 0 || JSON.stringify(next) === JSON.stringify(this.#seeds)) return
-    this.#seeds = next
     await this.#store.write([{ type: 'put', key: META_SEEDS, value: encoder.encode(JSON.stringify(next)) }])
+    this.#seeds = next
   }
 }
 
