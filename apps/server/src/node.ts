@@ -80,6 +80,7 @@ import { PeerCalls, type UnaryCall } from './host/peer-calls'
 import { changeReplicas } from './host/replica-changer'
 import { RouteCache } from './host/route-cache'
 import { RouteMisses } from './host/route-misses'
+import { type RoutesAnswer, routesInParts } from './host/routes-in-parts'
 import { steadyClock } from './host/steady-clock'
 import { TtlTicker } from './host/ttl-ticker'
 import { toWireError } from './host/wire-errors'
@@ -112,8 +113,6 @@ const META_CALL_MS = 3_000
 const FOUNDER_PROBE_MS = 500
 /** How long heartbeats go unanswered before the node warns, and then how often. */
 const HEARTBEAT_SILENCE_LOG_MS = 10_000
-/** Queues a node asks the routes of per GetRoutes call (#fetchRoutes). */
-const GET_ROUTES_PART = 1_000
 /** How long a stop waits for the data groups' applies under way before it closes the store. */
 const STOP_SETTLE_MS = 5_000
 
@@ -1474,25 +1473,15 @@ export class MqNode {
    * The routes of `queues` from the meta leader, cached; the cached route of a queue the answer
    * lacks (deleted) is forgotten, unless newer than the answer.
    */
-  async #fetchRoutes(queues: readonly string[]): Promise<{ routeEpoch: number; routes: QueueRoute[] }> {
-    // In parts: the routes of every hosted queue (up to 100,000) passed the 64 MiB a call
-    // carries. The answer's epoch is the lowest of the parts' (the routes are at least that new).
-    if (queues.length > GET_ROUTES_PART) {
-      let routeEpoch = Number.POSITIVE_INFINITY
-      const routes: QueueRoute[] = []
-      for (let i = 0; i < queues.length; i += GET_ROUTES_PART) {
-        const part = await this.#fetchRoutes(queues.slice(i, i + GET_ROUTES_PART))
-        routeEpoch = Math.min(routeEpoch, part.routeEpoch)
-        routes.push(...part.routes)
-      }
-      return { routeEpoch, routes }
-    }
-    const response = await this.#call<{ routeEpoch: number; routes: QueueRoute[] }>((c, md, opts, cb) =>
-      c.meta.getRoutes({ queues: [...queues] }, md, opts, cb),
-    )
-    this.#routes.answered(queues, response.routeEpoch, response.routes)
-    this.#epochCeiling.observe(response.routeEpoch)
-    return response
+  #fetchRoutes(queues: readonly string[]): Promise<RoutesAnswer> {
+    return routesInParts(queues, async (part) => {
+      const response = await this.#call<RoutesAnswer>((c, md, opts, cb) =>
+        c.meta.getRoutes({ queues: [...part] }, md, opts, cb),
+      )
+      this.#routes.answered(part, response.routeEpoch, response.routes)
+      this.#epochCeiling.observe(response.routeEpoch)
+      return response
+    })
   }
 
   #dataNodePort(): DataNodePort {
