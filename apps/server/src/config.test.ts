@@ -51,6 +51,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file, tickMs: '10' })).toMatchObject({ tickMs: 10, electionTicks: 20 })
   })
 
+  it('takes an empty "initialMeta" in a config file as not given, as an empty "join"', () => {
+    const file = join(dir, 'blank.json')
+    writeFileSync(file, JSON.stringify({ ...base, initialMeta: '', join: '' }))
+    expect(loadConfig({ config: file, join: '127.0.0.1:7002' })).toMatchObject({
+      initialMeta: [],
+      join: '127.0.0.1:7002',
+    })
+  })
+
   it("resolves a config file's relative paths against its folder, a flag's against the working directory", () => {
     const folder = join(dir, 'etc')
     mkdirSync(folder, { recursive: true })
@@ -78,6 +87,7 @@ describe('loadConfig', () => {
 
   it.each([
     [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
+    [{ ...base, nodeId: '_n1' }, /nodeId "_n1" must be .*, starting with a letter or digit/],
     [{ ...base, listen: 'nowhere' }, /listen: address "nowhere"/],
     [{ ...base, dataDir: undefined }, /--data-dir \(config file: "dataDir"\) is required/],
     [{ ...base, nodeId: 4 }, /--node-id \(config file: "nodeId"\) must be a string, got 4/],
@@ -163,6 +173,10 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(
       'file-secret-0123456789',
     )
+    // An empty one in the file or on the command line is not given (a template's blank).
+    writeFileSync(file, JSON.stringify({ ...base, peerToken: '', authFile: 'tokens.json' }))
+    expect(loadConfig({ config: file }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(fromEnv)
+    expect(loadConfig({ ...base, peerToken: '' }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(fromEnv)
     // With the secret from the environment, --auth-file has what it needs.
     expect(
       loadConfig({ ...base, authFile: 'tokens.json' }, '/srv', { MQ_PEER_TOKEN: fromEnv }).authFile,

@@ -242,7 +242,12 @@ export function loadConfig(
   }
   const defined = Object.fromEntries(Object.entries(flags).filter(([, v]) => v !== undefined))
   const fromEnv = env[PEER_TOKEN_ENV] ? { peerToken: env[PEER_TOKEN_ENV] } : {}
-  return validate({ ...CONFIG_DEFAULTS, ...fromEnv, ...file, ...defined }, cwd)
+  const raw: RawConfig = { ...CONFIG_DEFAULTS, ...fromEnv, ...file, ...defined }
+  // An empty secret is "not given", as an empty address is: a config file's `"peerToken": ""`
+  // (a template's blank) hid MQ_PEER_TOKEN, and the node ran without the secret its peers
+  // present, or --auth-file asked for the MQ_PEER_TOKEN that was set.
+  if (raw.peerToken === '' && fromEnv.peerToken !== undefined) raw.peerToken = fromEnv.peerToken
+  return validate(raw, cwd)
 }
 
 /**
@@ -267,7 +272,10 @@ export function jsonSyntaxProblem(error: unknown, text: string): string {
 function validate(raw: RawConfig, cwd: string): ServerConfig {
   const nodeId = str(raw, 'nodeId')
   if (!NODE_ID_PATTERN.test(nodeId)) {
-    throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
+    // The rule in full: `_n1` was refused as not "letters, digits, '_' or '-'", which it is.
+    throw new ConfigError(
+      `nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
+    )
   }
   const listen = address(raw, 'listen')
   // An empty string in a config file is "not given", as for httpListen.
@@ -281,7 +289,9 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   const dataDirRaw = str(raw, 'dataDir')
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(cwd, dataDirRaw)
   let initialMeta: Member[] = []
-  if (raw.initialMeta !== undefined) {
+  // Empty is "not given", as for --join: a config file's `"initialMeta": ""` beside --join was
+  // refused as an empty --initial-meta.
+  if (raw.initialMeta !== undefined && raw.initialMeta !== '') {
     try {
       initialMeta = parseMembers(String(raw.initialMeta))
     } catch (error) {

@@ -16,6 +16,7 @@ describe('parseMembers', () => {
     expect(() => parseMembers('n1=a:1,n1=b:2')).toThrow(/node id twice/)
     expect(() => parseMembers('n1=a:1,n2=a:1')).toThrow(/address twice/)
     expect(() => parseMembers('bad id=a:1')).toThrow(/node id/)
+    expect(() => parseMembers('_n1=a:1')).toThrow(/starting with a letter or digit/)
   })
   it('accepts IPv6 literals', () => {
     expect(parseAddress('[::1]:7001')).toBe('[::1]:7001')

@@ -28,7 +28,9 @@ export function parseMembers(text: string): Member[] {
     const nodeId = item.slice(0, eq)
     const address = item.slice(eq + 1)
     if (!NODE_ID_PATTERN.test(nodeId)) {
-      throw new Error(`node id ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-'`)
+      throw new Error(
+        `node id ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
+      )
     }
     members.push({ nodeId, address: parseAddress(address) })
   }

@@ -303,6 +303,7 @@ export class MqNode {
       dataGroups: config.dataGroups,
       replaceDeadAfterMs: config.replaceDeadAfterMs,
       calls: this.#calls,
+      log: this.log,
       leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),
       metaTerm: () => {
         try {
@@ -340,6 +341,8 @@ export class MqNode {
       { port: (groupId) => this.#dataGroups.get(groupId)?.port, formatLevel: () => this.#formatLevel },
       this.#calls,
       config.nodeId,
+      {},
+      this.log,
     )
   }
 

@@ -1,19 +1,7 @@
 import { status } from '@grpc/grpc-js'
 import { describe, expect, it, vi } from 'vitest'
-import { createLogger } from '../log'
+import { capturedLog } from '../log-capture'
 import { AuditRecord, auditedRequest } from './audit-log'
-
-/** A JSON logger whose lines are kept, parsed. */
-function capture(): { log: ReturnType<typeof createLogger>; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = []
-  const log = createLogger({
-    nodeId: 'n1',
-    level: 'info',
-    format: 'json',
-    destination: { write: (line: string) => void lines.push(JSON.parse(line)) },
-  })
-  return { log, lines }
-}
 
 describe('audit log', () => {
   it('keeps what a call was about: its queue and partition and the known fields, nothing else', () => {
@@ -39,7 +27,7 @@ describe('audit log', () => {
   })
 
   it('writes one line per call when it ends: who, from where, what, the outcome', () => {
-    const { log, lines } = capture()
+    const { log, lines } = capturedLog()
     const ok = new AuditRecord(log, 'mq.v1.Meta/DeleteQueue', 'ipv4:127.0.0.1:5555')
     ok.by({ kind: 'token', name: 'ops', roles: [{ role: 'admin' }] })
     ok.request({ name: 'jobs' })
@@ -71,7 +59,7 @@ describe('audit log', () => {
   it('writes the line of a call whose caller went away once its handler answers, or without the outcome when it never does', () => {
     vi.useFakeTimers()
     try {
-      const { log, lines } = capture()
+      const { log, lines } = capturedLog()
       const late = new AuditRecord(log, 'mq.v1.Meta/DrainNode', 'ipv4:127.0.0.1:5555', 10_000)
       late.cancelled()
       vi.advanceTimersByTime(9_000)

@@ -12,6 +12,8 @@ import {
   saysBelowClusterLevel,
 } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { Logger } from '../log'
+import { capturedLog } from '../log-capture'
 import { Controller, type ControllerHost } from './controller'
 import type { PeerCalls } from './peer-calls'
 
@@ -45,6 +47,8 @@ function leading(
     replicationFactor?: number
     /** Awaited before each proposal is applied (a slow commit). */
     beforePropose?: (command: MetaCommand) => Promise<void>
+    /** ControllerHost.log. */
+    log?: Logger
   } = {},
 ) {
   const state = new MetaState()
@@ -135,6 +139,7 @@ function leading(
     metaMembership: () => ({ voters: NODES, learners: [] }),
     metaTerm: () => metaTerm,
     ...(options.nowMs ? { nowMs: options.nowMs } : {}),
+    ...(options.log ? { log: options.log } : {}),
     changeMetaMembers: async ({ add, remove, removeFirst, replicas }) => {
       expect(replicas).toEqual(state.metaMembers())
       metaCalls.push([add, remove, removeFirst])
@@ -598,6 +603,33 @@ describe('Controller data-group replica changes', () => {
     await c.controller.round()
     await settle()
     expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: true })
+  })
+
+  it("logs each step and the change's end as JSON lines of the node's log, not as plain text on stdout", async () => {
+    const { log, lines } = capturedLog()
+    const plain = vi.spyOn(console, 'log').mockImplementation(() => {})
+    try {
+      const steps = [
+        { done: false, step: 'remove', voters: NODES },
+        { done: true, step: 'add', voters: ['n1', 'n2', 'n4'] },
+      ]
+      const c = leading({ extra: ['n4'], groups: 1, dataSteps: steps, log })
+      await c.controller.round()
+      await c.beatNodes(['n1', 'n2', 'n4'], 13_000) // n3 silent: lost
+      for (let round = 0; round < 3; round++) {
+        await c.controller.round()
+        await settle()
+      }
+      expect(plain).not.toHaveBeenCalled()
+    } finally {
+      plain.mockRestore()
+    }
+    expect(lines.find((e) => /group 1: remove \(n3 → n4\)/.test(e.msg))).toMatchObject({
+      level: 'info',
+      node: 'n1',
+      group: 1,
+    })
+    expect(lines.find((e) => /group 1 replaced replica n3 by n4/.test(e.msg))).toMatchObject({ group: 1 })
   })
 
   it("steps the change a new meta leader's committed state records, not one its applied state has not seen finish", async () => {

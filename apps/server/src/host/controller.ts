@@ -41,6 +41,7 @@ import {
   mqError,
   type NodeAddress,
 } from '@mq/protocol'
+import { type Logger, silentLogger } from '../log'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
 /** A node not heard from for this long counts as dead. */
@@ -128,6 +129,12 @@ export interface ControllerHost {
    * meta state records (replica-changer.ts). Rejects with NOT_LEADER (hint) or UNAVAILABLE.
    */
   changeMetaMembers(change: ReplicaStep): Promise<ChangeReplicasResponse>
+  /**
+   * Where the controller's events go (default: nowhere). The node's logger: written with
+   * console.log and console.error, they were plain-text lines among the JSON ones on stdout,
+   * without level or node.
+   */
+  readonly log?: Logger
 }
 
 /**
@@ -150,6 +157,7 @@ export interface ControllerHost {
  */
 export class Controller {
   readonly #host: ControllerHost
+  readonly #log: Logger
   readonly #lastSeenMs = new Map<string, number>()
   /** Since when each node's heartbeats came without a long gap. */
   readonly #stableSinceMs = new Map<string, number>()
@@ -179,6 +187,7 @@ export class Controller {
 
   constructor(host: ControllerHost) {
     this.#host = host
+    this.#log = host.log ?? silentLogger()
   }
 
   /** The controller's clock (ControllerHost.nowMs). */
@@ -345,9 +354,9 @@ export class Controller {
               // A group of an older version (UNIMPLEMENTED), or one without a leader: the orphan
               // sweeper drops the partitions within its period; until then a route cached from
               // before the deletion may still reach them.
-              console.error(
-                `mq-server: deleted queue ${queue.name}: group ${groupId} did not fence its partitions (the orphan sweeper will drop them):`,
-                (error as Error).message,
+              this.#log.warn(
+                { group: groupId, err: error },
+                `mq-server: deleted queue ${queue.name}: group ${groupId} did not fence its partitions (the orphan sweeper will drop them): ${(error as Error).message}`,
               )
             }
           }),
@@ -660,9 +669,9 @@ export class Controller {
       if (this.#driving.has(m.moveId)) continue
       const driving = this.#drive(m.moveId)
         .catch((error: unknown) => {
-          console.error(
-            `mq-server: move ${m.moveId} (${m.queue}/${m.partition}) will be retried:`,
-            (error as Error).message,
+          this.#log.warn(
+            { err: error },
+            `mq-server: move ${m.moveId} (${m.queue}/${m.partition}) will be retried: ${(error as Error).message}`,
           )
         })
         .finally(() => this.#driving.delete(m.moveId))
@@ -770,7 +779,8 @@ export class Controller {
           this.#changeVoters.set(groupId, { add: change.add, voters })
         }
         if (r.step)
-          console.log(
+          this.#log.info(
+            { group: groupId },
             `mq-server: group ${groupId}: ${r.step} (${change.remove || '∅'} → ${change.add || '∅'})`,
           )
         // Only the change stepped: an answer that came late (this node leads again, another
@@ -784,16 +794,17 @@ export class Controller {
               : change.add === ''
                 ? `removed voter ${change.remove}`
                 : `replaced replica ${change.remove} by ${change.add}`
-          console.log(
+          this.#log.info(
+            { group: groupId },
             `mq-server: group ${groupId} ${what} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
           )
         }
       })
       .catch((error: unknown) => {
         this.#changeVoters.delete(groupId)
-        console.error(
-          `mq-server: replica change of group ${groupId} will be retried:`,
-          (error as Error).message,
+        this.#log.warn(
+          { group: groupId, err: error },
+          `mq-server: replica change of group ${groupId} will be retried: ${(error as Error).message}`,
         )
       })
       .finally(() => this.#changing.delete(groupId))
@@ -861,7 +872,7 @@ export class Controller {
         const copied = copy
           ? `copied ${copy.response.chunks} chunks (${copy.response.bytes} bytes) in ${copy.ms} ms, `
           : ''
-        console.log(
+        this.#log.info(
           `mq-server: moved ${move.queue}/${move.partition} from group ${move.fromGroup} to group ${move.toGroup}: ${copied}done in ${Date.now() - startedMs} ms`,
         )
         return

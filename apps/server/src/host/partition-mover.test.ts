@@ -15,7 +15,9 @@ import {
   type ImportPartitionResponse,
   type MovePartitionRequest,
 } from '@mq/protocol'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
+import type { Logger } from '../log'
+import { capturedLog } from '../log-capture'
 import { memoryGroup } from './memory-group'
 import { IMPORT_CHUNK_BYTES, PartitionMover } from './partition-mover'
 import type { PeerCalls } from './peer-calls'
@@ -42,7 +44,7 @@ async function keysOf(g: Awaited<ReturnType<typeof memoryGroup>>): Promise<KeyPa
  * `everyImport` at every import call, with the chunk (its `fenced` says whether the source was).
  */
 async function setup(
-  bounds: { dirtyKeysMax?: number; settledKeys?: number; formatLevel?: number } = {},
+  bounds: { dirtyKeysMax?: number; settledKeys?: number; formatLevel?: number; log?: Logger } = {},
   duringCopy?: (s: Setup) => Promise<void>,
   everyImport?: (s: Setup, chunk: ImportCommand, fenced: boolean) => Promise<void>,
 ) {
@@ -92,6 +94,7 @@ async function setup(
     calls,
     'n1',
     bounds,
+    bounds.log,
   )
   const client = {
     peer: {
@@ -168,6 +171,20 @@ describe('PartitionMover copy', () => {
     expect(imports[2]?.last).toBe(true)
     expect(new Set(imports.map((c) => c.session)).size).toBe(1)
     expect(imports.every((c) => c.sourceTerm === 1)).toBe(true)
+  })
+
+  it("logs the copy as a JSON line of the node's log, not as plain text on stdout", async () => {
+    const { log, lines } = capturedLog()
+    const plain = vi.spyOn(console, 'log').mockImplementation(() => {})
+    try {
+      const s = await setup({ log })
+      await s.mover.move(s.request)
+      expect(plain).not.toHaveBeenCalled()
+    } finally {
+      plain.mockRestore()
+    }
+    const copied = lines.find((l) => /copied .*jobs.* to group 2/.test(l.msg))
+    expect(copied).toMatchObject({ level: 'info', node: 'n1' })
   })
 
   it('names the move in its fence and drop, and asks for fresh chunks, once every replica reads them', async () => {

@@ -19,6 +19,7 @@ import {
   type MovePartitionResponse,
   UnavailableError,
 } from '@mq/protocol'
+import { type Logger, silentLogger } from '../log'
 import type { PeerCalls } from './peer-calls'
 
 /** Bytes of partition state per import chunk (one Raft entry of the target group). */
@@ -74,6 +75,7 @@ export class PartitionMover {
   readonly #groups: LocalDataGroups
   readonly #calls: PeerCalls
   readonly #nodeId: string
+  readonly #log: Logger
   readonly #dirtyKeysMax: number
   readonly #settledKeys: number
   readonly #running = new Map<string, Promise<MovePartitionResponse>>()
@@ -84,10 +86,14 @@ export class PartitionMover {
     calls: PeerCalls,
     nodeId: string,
     bounds: { readonly dirtyKeysMax?: number; readonly settledKeys?: number } = {},
+    // The node's logger (default: nowhere): a copy's line went to console.log, a plain-text
+    // line among the JSON ones on stdout.
+    log: Logger = silentLogger(),
   ) {
     this.#groups = groups
     this.#calls = calls
     this.#nodeId = nodeId
+    this.#log = log
     this.#dirtyKeysMax = bounds.dirtyKeysMax ?? DIRTY_KEYS_MAX
     this.#settledKeys = bounds.settledKeys ?? SETTLED_KEYS
   }
@@ -304,7 +310,7 @@ export class PartitionMover {
     }
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
-    console.log(
+    this.#log.info(
       `mq-server: copied ${queue}/${partition} to group ${req.toGroup}: ${precopy.chunks} chunks (${precopy.bytes} bytes) while serving (${rounds} correction rounds), then ${dirty === undefined ? 'all again' : `${dirty.length} keys written meanwhile`}: ${chunks - precopy.chunks} chunks (${bytes - precopy.bytes} bytes), fenced for ${Date.now() - fencedAtMs} ms`,
     )
     return { chunks, bytes }
