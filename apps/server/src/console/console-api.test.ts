@@ -464,6 +464,20 @@ describe('the console API', () => {
     expect(opened).toEqual([APP])
   })
 
+  it('with auth: calls the cluster with a token whose scheme is sent in another case', async () => {
+    const { base, calls, opened } = await serve(true)
+    const read = await fetch(`${base}/api/queues/jobs`, { headers: { authorization: `bearer ${APP}` } })
+    expect(read.status).toBe(200)
+    const purged = await fetch(`${base}/api/queues/jobs/purge`, {
+      method: 'POST',
+      headers: { authorization: `BEARER ${ADMIN}` },
+    })
+    expect(purged.status).toBe(200)
+    expect(calls).toEqual(['describe jobs', 'purge jobs'])
+    // Each with the token authenticated, not without one (the cluster would refuse it: 401).
+    expect(opened).toEqual([APP, ADMIN])
+  })
+
   it("counts the groups' partitions without listing every queue when the cluster holds many", async () => {
     const { base, calls } = await serve(false, { groupPartitions: NAMED_PARTITIONS_MAX + 1 })
     const cluster = (await (await fetch(`${base}/api/cluster`)).json()) as ClusterInfo

@@ -227,7 +227,9 @@ export class ConsoleApi {
         'this cluster requires a token: enter one in the page',
       )
     }
-    const token = this.#options.access.clientAuth ? (/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '') : ''
+    // The scheme in any case, as authenticateHttp takes it (RFC 7235 §2.1): a `bearer` header was
+    // authenticated, then its cluster calls went without a token (401 for an admin's valid token).
+    const token = this.#options.access.clientAuth ? (/^Bearer (.+)$/i.exec(header ?? '')?.[1] ?? '') : ''
     return { token, principal }
   }
 

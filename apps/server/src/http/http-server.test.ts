@@ -5,7 +5,7 @@ import { connect, createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Role } from '@mq/raft-core'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { makeDevCerts } from '../dev-certs'
 import { silentLogger } from '../log'
 import { NodeMetrics } from '../metrics/node-metrics'
@@ -225,6 +225,59 @@ describe('the operations HTTP server', () => {
     const at = await Promise.all(closes)
     expect(Math.max(...at) - started).toBeLessThan(5_000)
   })
+
+  it('renders a bounded number of scrapes at once, however many one connection pipelines', async () => {
+    let release = () => {}
+    const held = new Promise<void>((r) => (release = r))
+    const renders = { running: 0, runningMax: 0 }
+    const metrics = {
+      contentType: 'text/plain; version=0.0.4; charset=utf-8',
+      render: async () => {
+        renders.running++
+        renders.runningMax = Math.max(renders.runningMax, renders.running)
+        await held
+        renders.running--
+        return 'mq_up 1\n'
+      },
+    } as unknown as NodeMetrics
+    let requests = 0
+    const server = await startHttpServer({
+      listen: '127.0.0.1:0',
+      metrics,
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+      console: {
+        handle: () => {
+          requests++
+          return false
+        },
+        close: async () => {},
+      },
+    })
+    servers.push(server)
+    // One write of 100 requests (~4 KB): each used to render its own copy of the scrape at once
+    // (some 11 MB on a node leading 1,000 partitions).
+    const total = 100
+    let answer = ''
+    const socket = connect({ host: '127.0.0.1', port: server.port }, () =>
+      socket.write('GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n'.repeat(total)),
+    )
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => {
+      answer += chunk
+    })
+    await vi.waitFor(() => expect(requests).toBe(total), { timeout: 5_000 })
+    expect(renders.runningMax).toBeLessThanOrEqual(HTTP_LIMITS.scrapesMax)
+    release()
+    await vi.waitFor(() => expect(answer.match(/^HTTP\/1\.1 \d{3}/gm)).toHaveLength(total), {
+      timeout: 5_000,
+    })
+    socket.destroy()
+    const statuses = (answer.match(/^HTTP\/1\.1 \d{3}/gm) ?? []).map((line) => line.slice(-3))
+    expect(statuses.filter((s) => s === '200')).toHaveLength(HTTP_LIMITS.scrapesMax)
+    expect(statuses.filter((s) => s === '429')).toHaveLength(total - HTTP_LIMITS.scrapesMax)
+    expect(answer).toMatch(/scrapes of \/metrics/)
+  })
 })
 
 describe('the operations HTTP server with --http-tls', () => {
@@ -325,10 +378,40 @@ describe('loopback hosts', () => {
       '::ffff:127.0.0.1',
       'localhost',
       'LocalHost',
+      // Spellings the resolver reads as 127.0.0.1 (inet_aton), and binds a listener to.
+      '127.1',
+      '0x7f.0.0.1',
+      '0177.0.0.1',
+      '2130706433',
     ])
       expect([host, isLoopback(host)]).toEqual([host, true])
-    for (const host of ['0.0.0.0', '::', '', '10.0.0.1', '::ffff:10.0.0.1', 'example.com', 'localhost.'])
+    for (const host of [
+      '0.0.0.0',
+      '::',
+      '',
+      '10.0.0.1',
+      '::ffff:10.0.0.1',
+      'example.com',
+      'localhost.',
+      '10.1',
+      '128.1',
+      '0x7f0.1',
+      '4278190081',
+      '127.0.0.1.1',
+    ])
       expect([host, isLoopback(host)]).toEqual([host, false])
+  })
+
+  it('checks the Host on a loopback listen address spelt as the resolver reads it (127.1)', async () => {
+    const server = await startHttpServer({
+      listen: '127.1:0',
+      metrics: new NodeMetrics('n1'),
+      view: fakeView({ failed: false, leader: 'n1' }),
+      log: silentLogger(),
+    })
+    servers.push(server)
+    expect(await statusFor(server.port, '/healthz', `127.0.0.1:${server.port}`)).toBe(200)
+    expect(await statusFor(server.port, '/metrics', `attacker.example:${server.port}`)).toBe(403)
   })
 
   it('allows a Host header of localhost or a loopback address with any port, or none', () => {

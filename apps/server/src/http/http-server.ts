@@ -12,8 +12,9 @@ import { hostAllowed, isLoopback } from './loopback-host'
  * scrapers, probes, browsers), so no client may hold it: connections are capped in all and per
  * remote address (one host opening sockets that send nothing cannot take every slot and fail
  * the node's liveness probes), a request's headers must arrive within `headersTimeoutMs` and
- * the whole request within `requestTimeoutMs` (checked every `checkEveryMs`), and a socket
- * that moves no bytes for `idleTimeoutMs` (a reader that stopped reading a big answer) is closed.
+ * the whole request within `requestTimeoutMs` (checked every `checkEveryMs`), a socket
+ * that moves no bytes for `idleTimeoutMs` (a reader that stopped reading a big answer) is
+ * closed, and at most `scrapesMax` scrapes of `/metrics` are rendered at once (429 beyond).
  */
 export interface HttpLimits {
   readonly connectionsMax: number
@@ -22,6 +23,7 @@ export interface HttpLimits {
   readonly requestTimeoutMs: number
   readonly checkEveryMs: number
   readonly idleTimeoutMs: number
+  readonly scrapesMax: number
 }
 
 export const HTTP_LIMITS: HttpLimits = {
@@ -31,6 +33,7 @@ export const HTTP_LIMITS: HttpLimits = {
   requestTimeoutMs: 10_000,
   checkEveryMs: 1_000,
   idleTimeoutMs: 30_000,
+  scrapesMax: 8,
 }
 
 /**
@@ -88,6 +91,8 @@ export async function startHttpServer(options: {
   const port = Number(options.listen.slice(colon + 1))
   const allowedHosts = options.allowedHosts ?? []
   const checkHost = isLoopback(host) || allowedHosts.length > 0
+  /** Scrapes of /metrics being rendered (at most limits.scrapesMax). */
+  let scrapes = 0
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     if (checkHost && !hostAllowed(req.headers.host, allowedHosts)) {
       const names = [
@@ -114,13 +119,25 @@ export async function startHttpServer(options: {
           res.setHeader('www-authenticate', 'Bearer realm="mq"')
           return send(res, 401, `${(error as Error).message}\n`)
         }
-        metrics.render(view, sees).then(
-          (text) => send(res, 200, text, metrics.contentType),
-          (error: unknown) => {
-            log.error({ err: error }, 'metrics scrape failed')
-            send(res, 500, `metrics failed: ${(error as Error).message}\n`)
-          },
-        )
+        // Each scrape renders its own text (some 11 MB on a node leading 1,000 partitions), and
+        // one connection may pipeline hundreds of requests in a write, each handled at once: they
+        // rendered that many copies together. A scraper refused asks again at its next interval.
+        if (scrapes >= limits.scrapesMax) {
+          return send(res, 429, `${scrapes} scrapes of /metrics are being answered: try again in a moment\n`)
+        }
+        scrapes++
+        metrics
+          .render(view, sees)
+          .then(
+            (text) => send(res, 200, text, metrics.contentType),
+            (error: unknown) => {
+              log.error({ err: error }, 'metrics scrape failed')
+              send(res, 500, `metrics failed: ${(error as Error).message}\n`)
+            },
+          )
+          .finally(() => {
+            scrapes--
+          })
         return
       }
       case '/healthz':
