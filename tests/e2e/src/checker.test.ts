@@ -232,6 +232,27 @@ describe('check', () => {
     expect(at(2_100)).toBe(0)
   })
 
+  it("flags a lease granted while another was held when the earlier grant's answer came last (a group clock ahead)", () => {
+    // The group's clock 500 ms ahead of the clients' (a skewed run): leases are dated by their
+    // answers. c1's lease is stamped 1500 (client time 1000) but answered only at 2500 (a slow
+    // commit); c2's is stamped 1600, while c1 held the message to 3500, answered at 1110 and
+    // nacked at 1200. By the answers c2 came first, and c1's late answer is after c2's nack.
+    const ops: Op[] = [
+      enq('a'),
+      { ...lease('c1', 2500, [{ body: 'a', leaseId: 'L1', deadlineMs: 3500 }], 2_000), startMs: 990 },
+      lease('c2', 1110, [{ body: 'a', leaseId: 'L2', deadlineMs: 3600, count: 2 }], 2_000),
+      settle('nack', 'L2', 1200),
+    ]
+    expect(check(ops).overlaps).toBe(1)
+    // Stamped past c1's deadline (client time 3050), c2's lease is none.
+    const after: Op[] = [
+      ...ops.slice(0, 2),
+      lease('c2', 3060, [{ body: 'a', leaseId: 'L2', deadlineMs: 5550, count: 2 }], 2_000),
+      settle('nack', 'L2', 3100),
+    ]
+    expect(check(after).overlaps).toBe(0)
+  })
+
   it('tolerates the stated clock slack at the deadline, and no more', () => {
     const at = (receivedMs: number) =>
       check(

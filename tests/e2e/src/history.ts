@@ -58,8 +58,8 @@ export interface LeaseOp {
   readonly visibilityMs?: number
   /**
    * When the first call under this call's lease attempt started, if an earlier one failed after
-   * it went out (one that could not be sent made nothing): the broker answers a repeated attempt
-   * with the leases it made, so they may date from then.
+   * it went out (one that could not be sent, or was refused, made nothing): the broker answers a
+   * repeated attempt with the leases it made, so they may date from then.
    */
   readonly attemptStartMs?: number
   readonly error?: string
@@ -73,6 +73,7 @@ export interface SettleOp {
   readonly kind: 'ack' | 'nack'
   readonly worker: string
   readonly partition: number
+  /** When its first attempt that may have applied went out (else its first attempt's start). */
   readonly startMs: number
   readonly endMs: number
   readonly outcome: Outcome

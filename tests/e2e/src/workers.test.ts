@@ -1,8 +1,15 @@
-import { Server, ServerCredentials, type UntypedServiceImplementation } from '@grpc/grpc-js'
+import {
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type sendUnaryData,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js'
 import {
   type AckRequest,
   type LeasedMessage,
   LeaseOutcome,
+  type LeaseRequest,
   type LeaseResponse,
   type LeaseResultsResponse,
   type NackRequest,
@@ -13,9 +20,25 @@ import {
 } from '@mq/protocol'
 import type { MqClient } from '@mq/router-client'
 import { describe, expect, it } from 'vitest'
-import { History } from './history'
+import { check } from './checker'
+import { type EnqueueOp, History, type LeasedRecord, type LeaseOp, type SettleOp } from './history'
 import { Prng } from './prng'
 import { runConsumer, Workload } from './workers'
+
+/** One consumer worker's options in these tests: `nackRatio` of its deliveries nacked. */
+function consumerOptions(nackRatio: number) {
+  return {
+    worker: 'c0',
+    leaseMax: 16,
+    visibilityMs: 2_000,
+    waitMs: 50,
+    attemptMs: 1_000,
+    nackRatio,
+    abandonRatio: 0,
+    holdMsMax: 0,
+    opsMax: 100,
+  }
+}
 
 describe('Workload', () => {
   it('counts the ok-enqueued bodies not acked yet, whichever answer comes first', () => {
@@ -107,17 +130,7 @@ describe('runConsumer', () => {
     } as unknown as MqClient
     const load = new Workload(new History(), 'q')
     try {
-      const consumer = runConsumer(client, load, new Prng(1), {
-        worker: 'c0',
-        leaseMax: 16,
-        visibilityMs: 2_000,
-        waitMs: 50,
-        attemptMs: 1_000,
-        nackRatio: 1,
-        abandonRatio: 0,
-        holdMsMax: 0,
-        opsMax: 100,
-      })
+      const consumer = runConsumer(client, load, new Prng(1), consumerOptions(1))
       const nacked = () => load.history.ops.find((o) => o.kind === 'nack')
       for (let i = 0; i < 100 && !nacked(); i++) await new Promise((r) => setTimeout(r, 50))
       load.consuming = false
@@ -181,6 +194,161 @@ describe('runConsumer lease attempts', () => {
       expect(failed.length).toBe(1)
       expect(leased()).toBeDefined()
       expect(leased()).not.toHaveProperty('attemptStartMs')
+    } finally {
+      server.close()
+    }
+  })
+})
+
+// What the recorder dates and counts decides what the checker can see (an audit, 2026-12-06):
+// each of these failed before its fix.
+describe('runConsumer records', () => {
+  type Handler<Req, Res> = (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => void
+
+  /** `handlers` in turn, one per call (the last for the rest), noting when each call arrived. */
+  function inTurn<Req, Res>(arrivals: number[], ...handlers: Handler<Req, Res>[]): Handler<Req, Res> {
+    return (call, callback) => {
+      arrivals.push(Date.now())
+      const handler = handlers[Math.min(arrivals.length, handlers.length) - 1] as Handler<Req, Res>
+      handler(call, callback)
+    }
+  }
+
+  /** Refused by a replica that is not the leader (no hint): nothing applied. */
+  const notLeader = unaryHandler(async () => {
+    throw new NotLeaderError('not the leader', {})
+  })
+
+  /** Answers every lease id ok. */
+  const allOk = unaryHandler(
+    async (req: AckRequest | NackRequest): Promise<LeaseResultsResponse> => ({
+      results: req.leaseIds.map((leaseId) => ({
+        leaseId,
+        outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+        deadlineMs: 0,
+      })),
+    }),
+  )
+
+  /** A client whose route names `firstLeader` first, then `address`, each read after the first taking `delayMs`. */
+  function routed(address: string, delayMs: number, firstLeader = address): MqClient {
+    let routes = 0
+    return {
+      admin: {
+        describeQueue: async () => {
+          const n = routes++
+          if (n > 0) await new Promise((r) => setTimeout(r, delayMs))
+          return {
+            queue: 'q',
+            routeEpoch: 1,
+            partitions: [{ partition: 0, leaderAddress: n === 0 ? firstLeader : address }],
+          }
+        },
+      },
+    } as unknown as MqClient
+  }
+
+  /** Runs one consumer until `done()` (5 s at most), then stops it. */
+  async function consumeUntil(client: MqClient, load: Workload, nackRatio: number, done: () => boolean) {
+    const consumer = runConsumer(client, load, new Prng(1), consumerOptions(nackRatio))
+    for (let i = 0; i < 100 && !done(); i++) await new Promise((r) => setTimeout(r, 50))
+    load.consuming = false
+    await consumer
+  }
+
+  const leased = (load: Workload) =>
+    load.history.ops.find((o): o is LeaseOp => o.kind === 'lease' && o.outcome === 'ok')
+
+  it('dates a lease from when its call went out, not from before the route read it waited for', async () => {
+    const arrivals: number[] = []
+    const server = await queueServer({ lease: inTurn(arrivals, oneMessageThenNone()), ack: allOk })
+    const load = new Workload(new History(), 'q')
+    try {
+      // No leader known at first: the loop reads the route (400 ms: a meta group under faults
+      // takes up to the client's deadline) before its first call.
+      await consumeUntil(routed(server.address, 400, ''), load, 0, () => leased(load) !== undefined)
+      // The checker takes a lease's start as the earliest its leases can date from (fifo, the
+      // clients'-clock overlap, delivered after ack): 400 ms early, it hid as much.
+      expect((leased(load)?.startMs ?? 0) - (arrivals[0] ?? 0)).toBeGreaterThan(-100)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('does not date a lease from an earlier call of its attempt that was refused (that call leased nothing)', async () => {
+    const arrivals: number[] = []
+    const requests: LeaseRequest[] = []
+    const answer = inTurn(arrivals, notLeader, oneMessageThenNone())
+    const noting: Handler<LeaseRequest, LeaseResponse> = (call, callback) => {
+      requests.push(call.request)
+      answer(call, callback)
+    }
+    const server = await queueServer({ lease: noting, ack: allOk })
+    const load = new Workload(new History(), 'q')
+    try {
+      await consumeUntil(routed(server.address, 300), load, 0, () => leased(load) !== undefined)
+      expect(load.history.ops.filter((o) => o.kind === 'lease' && o.outcome === 'fail')).toHaveLength(1)
+      expect(leased(load)).toBeDefined()
+      // Dated from the refused call, its leases dated from 300 ms (a route read) and more early.
+      expect(leased(load)).not.toHaveProperty('attemptStartMs')
+      expect(requests[1]?.attemptRepeat).toBe(false)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('dates a nack from its first attempt that may have applied, so that an overlap before it shows', async () => {
+    const arrivals: number[] = []
+    const server = await queueServer({
+      lease: oneMessageThenNone(),
+      nack: inTurn(arrivals, notLeader, allOk),
+    })
+    const load = new Workload(new History(), 'q')
+    const nacked = () => load.history.ops.find((o): o is SettleOp => o.kind === 'nack')
+    try {
+      await consumeUntil(routed(server.address, 400), load, 1, () => nacked() !== undefined)
+      expect(nacked()).toMatchObject({ outcome: 'ok', results: { '1.1': 'ok' } })
+      const refusedMs = arrivals[0] ?? 0
+      expect(nacked()?.startMs).toBeGreaterThan(refusedMs + 200)
+      // Another consumer is handed the message between the refused attempt and the one that
+      // applied (400 ms later), while c0 still holds it: an overlap the checker must flag.
+      const held = leased(load)?.messages[0] as LeasedRecord
+      const other: LeaseOp = {
+        kind: 'lease',
+        worker: 'c1',
+        partition: 0,
+        startMs: refusedMs + 150,
+        endMs: refusedMs + 160,
+        outcome: 'ok',
+        visibilityMs: 2_000,
+        messages: [{ ...held, leaseId: '1.2', deliveryCount: 2, deadlineMs: refusedMs + 2_155 }],
+      }
+      const enqueue: EnqueueOp = {
+        kind: 'enqueue',
+        worker: 'p0',
+        body: held.body,
+        startMs: 0,
+        endMs: 1,
+        outcome: 'info',
+      }
+      expect(check([enqueue, ...load.history.ops, other]).overlaps).toBe(1)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('counts a delivered message of unknown enqueue outcome as one to ack: one lost after a nack shows', async () => {
+    // p0-0's enqueue went unanswered (outcome unknown); it was delivered, so it is stored. c0
+    // nacks it and the server never hands it out again: lost, though no ok enqueue names it
+    // (the drain's stats then read an empty queue, and nothing else would tell).
+    const server = await queueServer({ lease: oneMessageThenNone(), nack: allOk })
+    const load = new Workload(new History(), 'q')
+    try {
+      await consumeUntil(routed(server.address, 0), load, 1, () =>
+        load.history.ops.some((o) => o.kind === 'nack'),
+      )
+      expect(load.unacked()).toEqual(['p0-0'])
+      expect(load.unackedCount).toBe(1)
     } finally {
       server.close()
     }

@@ -37,8 +37,15 @@ export class Workload {
   readonly history: History
   readonly queue: string
   readonly #enqueued = new Set<string>()
+  /**
+   * Bodies that must be acked: those enqueued ok, and those delivered whatever their enqueue
+   * answered (stored). (Until an audit only ok enqueues counted: a message of unknown enqueue
+   * outcome lost after its delivery, nacked or expired and never handed out again, passed as
+   * unacked 0, the drain's stats reading an empty queue.)
+   */
+  readonly #stored = new Set<string>()
   readonly #acked = new Set<string>()
-  /** Bodies in #enqueued and not in #acked, kept as they change (the drain polls it). */
+  /** Bodies in #stored and not in #acked, kept as they change (the drain polls it). */
   #unackedCount = 0
   producing = true
   consuming = true
@@ -64,8 +71,18 @@ export class Workload {
 
   /** A body's enqueue returned ok. */
   noteEnqueued(body: string): void {
-    if (this.#enqueued.has(body)) return
     this.#enqueued.add(body)
+    this.#noteStored(body)
+  }
+
+  /** A body was delivered: it is stored whatever its enqueue answered, so it must be acked too. */
+  noteDelivered(body: string): void {
+    this.#noteStored(body)
+  }
+
+  #noteStored(body: string): void {
+    if (this.#stored.has(body)) return
+    this.#stored.add(body)
     if (!this.#acked.has(body)) this.#unackedCount++
   }
 
@@ -73,17 +90,17 @@ export class Workload {
   noteAcked(body: string): void {
     if (this.#acked.has(body)) return
     this.#acked.add(body)
-    if (this.#enqueued.has(body)) this.#unackedCount--
+    if (this.#stored.has(body)) this.#unackedCount--
   }
 
-  /** How many ok-enqueued bodies are not acked yet. */
+  /** How many ok-enqueued or delivered bodies are not acked yet. */
   get unackedCount(): number {
     return this.#unackedCount
   }
 
-  /** Ok-enqueued bodies not yet acked. */
+  /** Ok-enqueued or delivered bodies not yet acked. */
   unacked(): string[] {
-    return [...this.#enqueued].filter((b) => !this.#acked.has(b))
+    return [...this.#stored].filter((b) => !this.#acked.has(b))
   }
 }
 
@@ -302,31 +319,42 @@ export async function runConsumer(
     if (leases.length === 0) return
     const leaseIds = leases.map((l) => l.leaseId)
     const startMs = Date.now()
+    /**
+     * When the first attempt that may have applied went out (answered, or of unknown outcome):
+     * the op's start, from which the checker takes the settle to have had its effect (a nack
+     * ends its lease's hold there, an ack lets the key's next message go). Attempts not sent, or
+     * refused, did nothing: dated from the first of them, a nack refused by a former leader
+     * ended the hold a route read and more early, and an overlap meanwhile went unseen (an audit).
+     */
+    let effectMs: number | undefined
     let indeterminate = false
     let lastError: unknown
     for (let attempt = 0; attempt < 5; attempt++) {
       const stub = router.stub(partition)
       /** This attempt's call went out: only then may its failure have left an effect. */
       let sent = false
+      let sentMs = 0
       try {
         if (!stub) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
         const request = { target: router.target(partition), leaseIds, delayMs: 0, release: false }
         sent = true
+        sentMs = Date.now()
         const response: LeaseResultsResponse =
           kind === 'ack'
             ? await call(s, s.ack, request, options.attemptMs)
             : await call(s, s.nack, request, options.attemptMs)
         const results: Record<string, SettleResult> = {}
         for (const r of response.results) results[r.leaseId] = RESULT[r.outcome] ?? 'unknown'
+        effectMs ??= sentMs
         // After an attempt of unknown outcome, "unknown lease" may mean that attempt applied;
         // "ok" and "expired" are still definite (history.ts, SettleOp.results).
         load.history.add({
           kind,
           worker: options.worker,
           partition,
-          startMs,
+          startMs: effectMs,
           endMs: Date.now(),
           leaseIds,
           results,
@@ -343,7 +371,10 @@ export async function runConsumer(
       } catch (error) {
         lastError = error
         // A route that could not be read, or no leader to ask, sent nothing: no effect.
-        if (sent && outcomeOf(error) === 'info') indeterminate = true
+        if (sent && outcomeOf(error) === 'info') {
+          indeterminate = true
+          effectMs ??= sentMs
+        }
         router.onError(partition, error as MqError)
         await pauseMs(backoffMs(attempt))
       }
@@ -352,7 +383,7 @@ export async function runConsumer(
       kind,
       worker: options.worker,
       partition,
-      startMs,
+      startMs: effectMs ?? startMs,
       endMs: Date.now(),
       leaseIds,
       outcome: indeterminate ? 'info' : 'fail',
@@ -374,7 +405,7 @@ export async function runConsumer(
     /** When the first call under `attempt` started, once one failed. */
     let attemptStartMs: number | undefined
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
-      const startMs = Date.now()
+      let startMs = Date.now()
       let response: LeaseResponse
       /** This call went out: only then may it have made leases under `attempt`. */
       let sent = false
@@ -382,6 +413,11 @@ export async function runConsumer(
         if (!router.stub(partition)) await refresh()
         const s = router.stub(partition)
         if (!s) throw new Error(`no leader known for partition ${partition}`)
+        // Dated from when the call goes out, not from before the route read it waited for (up
+        // to the client's deadline while the meta group is down): the checker takes a lease's
+        // start as the earliest its leases can date from, and an early one hid violations
+        // (fifo, the clients'-clock overlap, delivered after ack; an audit).
+        startMs = Date.now()
         sent = true
         response = await call(
           s,
@@ -398,8 +434,10 @@ export async function runConsumer(
           options.attemptMs + options.waitMs,
         )
       } catch (error) {
-        // A route that could not be read, or no leader to ask, sent nothing: no lease dates from it.
-        if (sent) attemptStartMs ??= startMs
+        // A route that could not be read, or no leader to ask, sent nothing: no lease dates from
+        // it; nor from a call refused (NOT_LEADER, STALE_ROUTE: it leased nothing, as the SDK's
+        // consumer counts it), which dated the next answer's leases from before it (an audit).
+        if (sent && outcomeOf(error) === 'info') attemptStartMs ??= startMs
         load.history.add({
           kind: 'lease',
           worker: options.worker,
@@ -427,6 +465,7 @@ export async function runConsumer(
         weight: m.weight,
         deadlineMs: m.deadlineMs,
       }))
+      for (const m of messages) load.noteDelivered(m.body)
       load.history.add({
         kind: 'lease',
         worker: options.worker,
