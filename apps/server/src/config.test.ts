@@ -185,27 +185,42 @@ describe('loadConfig', () => {
   })
 
   it('serves /metrics without a token on an auth node only when metricsOpen is set', () => {
-    expect(loadConfig(base).metricsOpen).toBe(false)
-    expect(loadConfig({ ...base, metricsOpen: true }).metricsOpen).toBe(true)
+    const auth = { ...base, httpListen: '127.0.0.1:9000', authFile: '/etc/mq/auth.json', peerToken: 'p' }
+    expect(loadConfig(auth).metricsOpen).toBe(false)
+    expect(loadConfig({ ...auth, metricsOpen: true }).metricsOpen).toBe(true)
   })
 
   it('shows message bodies to the console without auth only when consolePeek is set', () => {
-    expect(loadConfig(base).consolePeek).toBe(false)
-    expect(loadConfig({ ...base, consolePeek: true }).consolePeek).toBe(true)
+    const http = { ...base, httpListen: '127.0.0.1:9000' }
+    expect(loadConfig(http).consolePeek).toBe(false)
+    expect(loadConfig({ ...http, consolePeek: true }).consolePeek).toBe(true)
     const file = join(dir, 'peek.json')
-    writeFileSync(file, JSON.stringify({ ...base, consolePeek: true }))
+    writeFileSync(file, JSON.stringify({ ...http, consolePeek: true }))
     expect(loadConfig({ config: file }).consolePeek).toBe(true)
   })
 
+  it('refuses a flag of the HTTP port that would do nothing, naming what it needs', () => {
+    const http = { ...base, httpListen: '127.0.0.1:9000' }
+    for (const [raw, problem] of [
+      [{ ...base, httpAllowedHosts: 'mq.example.com' }, /--http-allowed-hosts .* give --http-listen/],
+      [{ ...base, consolePeek: true }, /--console-peek .* needs the console, on --http-listen/],
+      [{ ...http, console: false, consolePeek: true }, /--console-peek .* not --no-console/],
+      [{ ...http, metricsOpen: true }, /--metrics-open .* needs --http-listen and --auth-file/],
+      [{ ...base, metricsOpen: true, authFile: '/etc/mq/auth.json', peerToken: 'p' }, /--metrics-open/],
+    ] as const)
+      expect(() => loadConfig(raw), JSON.stringify(raw)).toThrow(problem)
+  })
+
   it('takes --http-allowed-hosts as a list of names, from a flag or a file, and refuses what is no name', () => {
-    expect(loadConfig(base).httpAllowedHosts).toEqual([])
+    const http = { ...base, httpListen: '127.0.0.1:9000' }
+    expect(loadConfig(http).httpAllowedHosts).toEqual([])
     expect(
-      loadConfig({ ...base, httpAllowedHosts: 'mq.example.com, MQ-2.example.com,[::1],fe80::1' })
+      loadConfig({ ...http, httpAllowedHosts: 'mq.example.com, MQ-2.example.com,[::1],fe80::1' })
         .httpAllowedHosts,
     ).toEqual(['mq.example.com', 'mq-2.example.com', '::1', 'fe80::1'])
-    expect(loadConfig({ ...base, httpAllowedHosts: '*' }).httpAllowedHosts).toEqual(['*'])
+    expect(loadConfig({ ...http, httpAllowedHosts: '*' }).httpAllowedHosts).toEqual(['*'])
     const file = join(dir, 'hosts.json')
-    writeFileSync(file, JSON.stringify({ ...base, httpAllowedHosts: ['console.internal', '10.0.0.7'] }))
+    writeFileSync(file, JSON.stringify({ ...http, httpAllowedHosts: ['console.internal', '10.0.0.7'] }))
     expect(loadConfig({ config: file }).httpAllowedHosts).toEqual(['console.internal', '10.0.0.7'])
     for (const [value, problem] of [
       ['mq.example.com:8080', /"mq.example.com:8080" is no host name/],
@@ -215,7 +230,7 @@ describe('loadConfig', () => {
       [7, /httpAllowedHosts must be host names/],
       [['a', 7], /httpAllowedHosts must be host names/],
     ] as const) {
-      expect(() => loadConfig({ ...base, httpAllowedHosts: value })).toThrow(problem)
+      expect(() => loadConfig({ ...http, httpAllowedHosts: value })).toThrow(problem)
     }
   })
 

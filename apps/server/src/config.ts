@@ -377,6 +377,25 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
       '--http-tls serves the HTTP port (--http-listen) with the node certificate: give --http-listen and --tls-cert/--tls-key',
     )
   }
+  // Flags of the HTTP port that would do nothing are refused, as --http-tls is: whoever gave them
+  // expects an effect (a Host check, bodies in the console, an open /metrics) they would not get.
+  const httpOn = raw.httpListen !== undefined && raw.httpListen !== ''
+  const consoleOn = raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console')
+  const consolePeek = bool(raw, 'consolePeek')
+  const metricsOpen = bool(raw, 'metricsOpen')
+  const httpAllowedHosts = allowedHosts(raw)
+  if (!httpOn && httpAllowedHosts.length > 0)
+    throw new ConfigError(
+      '--http-allowed-hosts names the hosts the HTTP port answers: give --http-listen too',
+    )
+  if (consolePeek && (!httpOn || !consoleOn))
+    throw new ConfigError(
+      '--console-peek lets the web console show message bodies: it needs the console, on --http-listen (and not --no-console)',
+    )
+  if (metricsOpen && (!httpOn || authFile === ''))
+    throw new ConfigError(
+      '--metrics-open serves /metrics without a token on a node that asks for tokens: it needs --http-listen and --auth-file (without --auth-file /metrics asks none)',
+    )
   const connectionUnsentMaxMb = int(raw, 'connectionUnsentMaxMb', 32, 65_536)
   const unsentMaxMb = int(raw, 'unsentMaxMb', 32, 1_048_576)
   if (connectionUnsentMaxMb > unsentMaxMb) {
@@ -400,11 +419,11 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     logMemoryMb: int(raw, 'logMemoryMb', 16, 1_048_576),
     httpListen,
-    httpAllowedHosts: allowedHosts(raw),
+    httpAllowedHosts,
     httpTls,
-    console: raw.console === undefined ? CONFIG_DEFAULTS.console : bool(raw, 'console'),
-    consolePeek: bool(raw, 'consolePeek'),
-    metricsOpen: bool(raw, 'metricsOpen'),
+    console: consoleOn,
+    consolePeek,
+    metricsOpen,
     logLevel: oneOf(raw, 'logLevel', LOG_LEVELS),
     logFormat: oneOf(raw, 'logFormat', LOG_FORMATS),
     authFile,
