@@ -973,7 +973,16 @@ export class MqNode {
   #notePossibleLeader(error: unknown): void {
     const facts = (error as { facts?: { leaderId?: string; leaderAddress?: string } }).facts
     this.#metaLeaderId = facts?.leaderId ?? ''
-    if (facts?.leaderId && facts.leaderAddress) this.#addresses.set(facts.leaderId, facts.leaderAddress)
+    if (
+      facts?.leaderId &&
+      facts.leaderAddress &&
+      this.#addresses.get(facts.leaderId) !== facts.leaderAddress
+    ) {
+      this.#addresses.set(facts.leaderId, facts.leaderAddress)
+      // A hint may be older than the meta state's list (a replica behind): the next heartbeat
+      // answer carries the list again, as every answer did before fingerprints.
+      this.#nodesFingerprint = ''
+    }
   }
 
   async #heartbeat(): Promise<void> {
