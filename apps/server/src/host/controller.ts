@@ -287,7 +287,16 @@ export class Controller {
         const r = await this.#inTurn(() => this.#host.propose({ type: 'drainNode', nodeId }))
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
-        return r.value as number
+        // The meta state counts a meta vote only once it records the members (format level 3):
+        // before, the vote is in the meta group's Raft configuration alone, and it does not move.
+        // Answered 0 ("drained, it can be shut down"), the operator stopped a meta voter (an
+        // audit). The configuration counts as removeNode reads it (a member it names and the
+        // state does not: a learner or voter a retargeted change left, removed at its next step).
+        const now = this.#leading()
+        const counted = now?.metaMembers()?.includes(nodeId) || now?.metaChange()?.add === nodeId
+        const { voters, learners } = this.#host.metaMembership()
+        const uncounted = !counted && (voters.includes(nodeId) || learners.includes(nodeId))
+        return (r.value as number) + Number(uncounted)
       },
       removeNode: async (nodeId) => {
         const state = this.#leading()
