@@ -30,6 +30,9 @@ describe('command line', () => {
     expect(serverList('a:1, b:2')).toEqual(['a:1', 'b:2'])
     expect(() => serverList('a:1,nope')).toThrow(/"nope" is not host:port/)
     expect(() => serverList(',')).toThrow(/host:port/)
+    expect(serverList('a:65535')).toEqual(['a:65535'])
+    for (const bad of ['a:0', 'a:65536', 'a:99999'])
+      expect(() => serverList(bad)).toThrow(new RegExp(`"${bad}" is not host:port`))
   })
 
   it.each([

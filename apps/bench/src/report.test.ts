@@ -77,6 +77,18 @@ describe('reports', () => {
     expect(html).toContain('md &lt;b&gt;')
   })
 
+  // `fairness --in-process --per-weight 20000 --window 10 --html r.html`: 130,000 share
+  // samples, spread into Math.min, ended the run with "Maximum call stack size exceeded".
+  it('draws a chart of 300,000 points', () => {
+    const points = Array.from({ length: 300_000 }, (_, i) => [i + 1, i % 7] as const)
+    const svg = lineChart({ title: 't', xLabel: 'x', yLabel: 'y', series: [{ name: 'a', points }] })
+    const pts = /points="([^"]+)"/.exec(svg)?.[1]?.split(' ') ?? []
+    expect(pts).toHaveLength(300_000)
+    expect(pts[0]).toBe('64.0,260.0')
+    expect(pts[6]).toBe('64.0,120.8')
+    expect(pts.at(-1)).toBe('500.0,260.0')
+  })
+
   it('draws a chart whose points stay inside the plot area', () => {
     const svg = lineChart({
       title: 't',

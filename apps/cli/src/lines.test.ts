@@ -23,4 +23,13 @@ describe('readLines', () => {
   it('refuses a line longer than the limit', async () => {
     await expect(collect(['x'.repeat(20)], 10)).rejects.toThrow(/longer than 10 characters/)
   })
+
+  // The limit was checked only on the unfinished rest of a chunk: a line that ended in the chunk
+  // that took it past the limit (up to a chunk longer: stdin's are 64 KiB) was sent whatever
+  // its length.
+  it('refuses a line longer than the limit that ends in the chunk that took it past the limit', async () => {
+    await expect(collect(['xxxxxxxx', 'xxx\nok\n'], 10)).rejects.toThrow(/longer than 10 characters/)
+    await expect(collect(['x'.repeat(30), '\n'], 40)).resolves.toEqual(['x'.repeat(30)])
+    expect(await collect(['xxxxxxxx', 'xx\nok'], 10)).toEqual(['x'.repeat(10), 'ok'])
+  })
 })

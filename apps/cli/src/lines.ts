@@ -19,17 +19,20 @@ export async function* readLines(
     let at = partial.indexOf('\n')
     while (at >= 0) {
       const line = partial.slice(0, at).replace(/\r$/, '')
+      // The rest is checked below only while it has no newline: a line that ended in the chunk
+      // that took it past the limit (up to a chunk more: 64 KiB on stdin) went out unchecked.
+      if (line.length > lineCharsMax) throw tooLong(lineCharsMax)
       partial = partial.slice(at + 1)
       if (line.length > 0) yield line
       at = partial.indexOf('\n')
     }
-    if (partial.length > lineCharsMax) {
-      throw new UsageError(
-        `a stdin line is longer than ${lineCharsMax} characters; send big bodies with --file`,
-      )
-    }
+    if (partial.length > lineCharsMax) throw tooLong(lineCharsMax)
   }
   partial += decoder.decode()
   const last = partial.replace(/\r$/, '')
   if (last.length > 0) yield last
+}
+
+function tooLong(lineCharsMax: number): UsageError {
+  return new UsageError(`a stdin line is longer than ${lineCharsMax} characters; send big bodies with --file`)
 }

@@ -51,4 +51,13 @@ describe('flag readers', () => {
     expect(() => parseServers('a:99999')).toThrow(/not a server address/)
     expect(() => parseServers(' , ')).toThrow(/no server given/)
   })
+
+  // These were taken as hosts: the command then waited its whole deadline for a name that
+  // cannot resolve ("Name resolution failed for target dns:http://127.0.0.1:7001") and exited
+  // 3 instead of 1 at once.
+  it('refuses a URL, or a host with a space or a colon outside brackets, as a server address', () => {
+    for (const bad of ['http://127.0.0.1:7001', 'grpc://a:7001', 'a b:7001', '::1:7001', 'a:b:7001'])
+      expect(() => parseServers(bad)).toThrow(/not a server address/)
+    expect(parseServers('mq-1.example.com:7001,10.0.0.2:7001,[fe80::1%eth0]:1')).toHaveLength(3)
+  })
 })

@@ -93,7 +93,10 @@ export function parseServers(text: string): string[] {
     .filter((s) => s.length > 0)
   if (servers.length === 0) throw new RangeError('no server given: write --servers HOST:PORT[,HOST:PORT...]')
   for (const s of servers) {
-    const match = /^(.+):(\d{1,5})$/.exec(s)
+    // A host is a name or an IPv4 address, or an IPv6 one in brackets: a URL's scheme
+    // (`http://h:7001`) or a space in it passed as a host, and mq waited out its whole deadline
+    // for a name that cannot resolve, then exited 3, "did not answer", instead of 1 at once.
+    const match = /^(\[[^\s[\]]+\]|[^\s:/[\]]+):(\d{1,5})$/.exec(s)
     const port = match ? Number(match[2]) : 0
     if (!match || port < 1 || port > 65_535) {
       throw new RangeError(`"${s}" is not a server address: write HOST:PORT, e.g. 127.0.0.1:7001`)

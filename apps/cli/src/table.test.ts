@@ -26,6 +26,17 @@ describe('formatTable', () => {
   it('prints only the header when there are no rows', () => {
     expect(formatTable([], columns)).toBe('NAME  PARTITIONS  STRICT\n')
   })
+
+  // The widths spread every row into Math.max: past ~125,000 rows (`mq queue dlq Q --limit
+  // 10000` over 16 partitions, `mq queue list --limit 1000000`) it threw "Maximum call stack
+  // size exceeded" and mq exited 4 instead of printing the table.
+  it('renders a table of 300,000 rows', () => {
+    const many = Array.from({ length: 300_000 }, (_, i) => ({ name: `q${i}`, partitions: i, strict: false }))
+    const lines = formatTable(many, columns).split('\n')
+    expect(lines).toHaveLength(300_002)
+    expect(lines[1]).toBe(`q0${' '.repeat(16)}0  false`)
+    expect(lines[300_000]).toBe(`q299999${' '.repeat(6)}299999  false`)
+  })
 })
 
 describe('formatFields', () => {

@@ -12,7 +12,10 @@ export interface Column<T> {
  */
 export function formatTable<T>(rows: readonly T[], columns: readonly Column<T>[]): string {
   const cells = rows.map((row) => columns.map((c) => c.value(row)))
-  const widths = columns.map((c, i) => Math.max(c.header.length, ...cells.map((r) => String(r[i]).length)))
+  // Folded, not spread into Math.max: an argument per row overflowed the stack past ~125,000 rows.
+  const widths = columns.map((c, i) =>
+    cells.reduce((width, r) => Math.max(width, String(r[i]).length), c.header.length),
+  )
   const right = columns.map(
     (c, i) =>
       c.align === 'right' ||

@@ -1,5 +1,7 @@
 import type { MqClient } from '@mq/router-client'
+import { CommanderError } from 'commander'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { createProgram } from '../program'
 import { connect } from './common'
 import { analyseShares, FAIRNESS_DEFAULTS, parseWeights, runFairness } from './fairness'
 
@@ -76,6 +78,18 @@ describe('analyseShares', () => {
     expect(analyseShares([], [1, 3], [100, 300], 40).deviationMax).toBe(0)
   })
 
+  // The windows slid by a quarter window from the first and stopped at the last whole step:
+  // the leases after it were in no window, so a run of one weight at the end of the measured
+  // leases (here 9 of weight 1 in a row, 17 of the last 40) read as no deviation at all.
+  it('measures a window ending at the last measured lease', () => {
+    const fair = Array.from({ length: 40 }, (_, i) => (i % 4 === 2 ? 1 : 3))
+    const order = [...fair, ...Array(9).fill(1), ...Array(20).fill(3)]
+    const a = analyseShares(order, [1, 3], [19, 300], 40)
+    expect(a.measured).toBe(49)
+    expect(a.samples.at(-1)?.leases).toBe(49)
+    expect(a.deviationMax).toBeCloseTo(0.175, 4)
+  })
+
   it('refuses a lease of an unknown weight', () => {
     expect(() => analyseShares([5], [1, 3], [1, 3], 1)).toThrow(/weight 5/)
   })
@@ -116,5 +130,32 @@ describe('fairness scenario, on a cluster', () => {
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(unhandled).toEqual([])
     expect(r.metrics.leased).toBe(80)
+  })
+
+  // A cluster that handed out nothing within --time-limit measured no window, so its worst
+  // deviation read 0: the run said "within 0.05" and mq-bench exited 0, a pass.
+  it('fails a run that measured no lease instead of passing it with a deviation of 0', async () => {
+    const client = fakeClient(1)
+    // Sends that never reach the queue: the consumer gets nothing.
+    const producer = { send: async () => ({ partition: 0 }), flush: async () => {} }
+    vi.mocked(connect).mockResolvedValue({ ...client, producer: () => producer } as unknown as MqClient)
+    let out = ''
+    const program = createProgram({ out: (t) => (out += t), err: () => {} }).exitOverride()
+    for (const c of program.commands) c.exitOverride()
+    const exitCodeBefore = process.exitCode
+    try {
+      await program
+        .parseAsync(['fairness', '--servers', '127.0.0.1:1', '--weights', '1,3', '--per-weight', '2'], {
+          from: 'user',
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof CommanderError)) throw error
+        })
+      expect(out).toContain('| fairness | measured | 0 |')
+      expect(out).toMatch(/no lease was measured \(0 leased\), fairness not determined/)
+      expect(process.exitCode).toBe(1)
+    } finally {
+      process.exitCode = exitCodeBefore
+    }
   })
 })

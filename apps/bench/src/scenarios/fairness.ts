@@ -84,7 +84,7 @@ export function analyseShares(
   // deviation, a pass however unfair the order).
   const size = Math.min(window, measured)
   const step = Math.max(1, Math.floor(size / 4))
-  for (let end = size; size > 0 && end <= measured; end += step) {
+  const sample = (end: number): void => {
     const counts = weights.map(() => 0)
     for (let k = end - size; k < end; k++) {
       const i = index.get(order[k] as number) as number
@@ -96,6 +96,11 @@ export function analyseShares(
     })
     samples.push({ leases: end, shares })
   }
+  let end = size
+  for (; size > 0 && end <= measured; end += step) sample(end)
+  // The last window ends at the last measured lease: sliding by a step left up to a step's
+  // leases before it in no window, where a scheduler that runs one weight dry shows.
+  if (size > 0 && end - step < measured) sample(measured)
   const totals = weights.map(() => 0)
   for (let k = 0; k < measured; k++) {
     const i = index.get(order[k] as number) as number
@@ -227,7 +232,11 @@ export async function runFairness(target: Target, o: FairnessOptions): Promise<S
     fairness: { weights: a.weights, targets: a.targets, samples: a.samples },
     notes: [
       `targets ${a.weights.map((w, i) => `w${w}=${a.targets[i]}`).join(' ')}; worst window deviation ${a.deviationMax}` +
-        (a.deviationMax > o.tolerance ? ` exceeds the tolerance ${o.tolerance}` : ` within ${o.tolerance}`),
+        (a.measured === 0
+          ? `: no lease was measured (${order.length} leased), fairness not determined`
+          : a.deviationMax > o.tolerance
+            ? ` exceeds the tolerance ${o.tolerance}`
+            : ` within ${o.tolerance}`),
     ],
   }
   return withFacts(result, facts)
