@@ -194,5 +194,6 @@ export {
   PRODUCE_MESSAGES_MAX,
   REQUEST_FIELDS_MAX,
 } from './request-limits'
+export { seededRandom } from './seeded-random'
 export { MetaService, PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'

@@ -7,20 +7,9 @@ import {
   PartitionStats,
   ProduceRequest,
 } from './generated/mq/v1/queue'
+import { seededRandom as prng } from './seeded-random'
 import { encodeWire, QueueService } from './services'
 import { WireWriter } from './wire-writer'
-
-/** A small deterministic PRNG (mulberry32), so a failure can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex')
 

@@ -336,6 +336,26 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it('gives back an unextended lease answered within its give-back margin instead of handing it out', () =>
+    withFakeTimers(async () => {
+      // The answer takes 370 ms (a slow commit): the 400-ms leases end locally at 396 ms, and
+      // their messages were due to leave the buffer 40 ms before (a tenth of the visibility).
+      // The reader, waiting, is woken before the give-back timer (due at once) runs: a and b
+      // are given back, not handed out with 26 ms left that the handler cannot use.
+      const { router, settles } = fakeRouter([2], () => 370)
+      const consumer = new Consumer(router, 'q', {
+        prefetch: 4,
+        waitMs: 50,
+        visibilityMs: 400,
+        autoExtend: false,
+      })
+      const first = consumer[Symbol.asyncIterator]().next()
+      expect(await settlesWithin(first, 1_000)).toBe(false)
+      const released = settles.filter((c) => c.kind === 'nack' && c.release).flatMap((c) => c.leaseIds)
+      expect(released.sort()).toEqual(['1.1', '2.1'])
+      await closeAsTimePasses(consumer)
+    }))
+
   it('keeps counting a delivery the application extended against prefetch until that extension ends', () =>
     withFakeTimers(async () => {
       // prefetch 1, 1 s leases, no auto-extension: the reader extends a by 5 s at 0.5 s. b is

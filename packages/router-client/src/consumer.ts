@@ -59,6 +59,11 @@ interface HeldLease {
   deadlineMs: number
   /** Whether the consumer still extends it (autoExtend, within extendMaxMs). */
   extending: boolean
+  /**
+   * Unextended, its buffered deliveries leave the buffer this long before `deadlineMs`
+   * (GIVE_BACK_MARGIN_MS_MAX); none is handed out within it either.
+   */
+  giveBackMarginMs: number
 }
 
 /** One partition's fetch loop. */
@@ -180,8 +185,11 @@ export class Consumer implements AsyncIterable<Delivery> {
           // handed out late: the broker delivers it again, maybe already to another consumer
           // (and, with ordered keys, the key's next message after it). Its deadline is the
           // local bound (HeldLease.deadlineMs): an extension still being retried does not count.
+          // Unextended, not within its give-back margin either: a lease answered late (a slow
+          // commit) wakes the reader before the give-back timer, due at once, runs, and its
+          // messages were handed out with what little was left (until an audit).
           const lease = this.#held.get(next)
-          if (lease && now() < lease.deadlineMs) yield next
+          if (lease && now() < lease.deadlineMs - (lease.extending ? 0 : lease.giveBackMarginMs)) yield next
           // Still held (its extension under way): given back, as close() gives back what it
           // never handed out; a lease that did run out answers so, which changes nothing.
           else if (lease) void next.release().catch(() => {})
@@ -487,6 +495,7 @@ export class Consumer implements AsyncIterable<Delivery> {
       timer: undefined,
       deadlineMs: sentAt + leaseHoldMs(visibilityMs),
       extending,
+      giveBackMarginMs: Math.min(GIVE_BACK_MARGIN_MS_MAX, Math.floor(visibilityMs / 10)),
     }
     // Half the visibility before the lease's end: the next extension is due.
     const extendAfter = (): number => Math.max(0, lease.deadlineMs - visibilityMs / 2 - now())
@@ -510,7 +519,7 @@ export class Consumer implements AsyncIterable<Delivery> {
     // Unextended: the buffered ones go back a margin before the end, the rest lapse at it.
     const lapseLater = (): void => {
       lease.extending = false
-      const margin = Math.min(GIVE_BACK_MARGIN_MS_MAX, Math.floor(visibilityMs / 10))
+      const margin = lease.giveBackMarginMs
       lease.timer = setTimeout(
         () => {
           giveBack()
@@ -622,7 +631,14 @@ export class Consumer implements AsyncIterable<Delivery> {
    */
   #holdUntil(d: Delivery, deadlineMs: number): void {
     if (this.#closed || this.#held.has(d) || now() >= deadlineMs) return
-    const lease: HeldLease = { deliveries: [d], live: 1, timer: undefined, deadlineMs, extending: false }
+    const lease: HeldLease = {
+      deliveries: [d],
+      live: 1,
+      timer: undefined,
+      deadlineMs,
+      extending: false,
+      giveBackMarginMs: 0,
+    }
     this.#held.set(d, lease)
     lease.timer = setTimeout(() => {
       if (this.#held.get(d) === lease) this.#release(d, lease)
