@@ -23,6 +23,22 @@ describe('partitionSides', () => {
     ])
   })
 
+  it("gives the leader a partner outside its group when there is one, so that it loses its group's majority", () => {
+    const group = ['n1', 'n2', 'n3']
+    for (let choice = 0; choice < 8; choice++) {
+      const [side, rest] = partitionSides(FaultKind.PartitionDataLeader, 'n1', five, choice, group)
+      // n1 alone of its group on its side: the others elect; a partner from it kept n1 leading.
+      expect(side?.filter((id) => group.includes(id))).toEqual(['n1'])
+      expect(side).toHaveLength(2)
+      expect(rest).toHaveLength(3)
+    }
+    // A group of every node: no partner outside it, as before.
+    expect(partitionSides(FaultKind.PartitionMetaLeader, 'n3', five, 1, five)).toEqual([
+      ['n3', 'n2'],
+      ['n4', 'n5', 'n1'],
+    ])
+  })
+
   it('leaves one node out of both sides of a bridge', () => {
     expect(partitionSides(FaultKind.BridgeDataLeader, 'n1', ['n1', 'n2', 'n3'], 1)).toEqual([['n1'], ['n2']])
     const sides = partitionSides(FaultKind.BridgeDataLeader, 'n4', five, 2)

@@ -111,23 +111,31 @@ const PARTITION_KINDS: ReadonlySet<FaultKind> = new Set([
 
 /**
  * The sides of a partition step around `leader`: for a minority partition, the leader and
- * floor((n-1)/2) - 1 others against the rest; for a bridge, one other node in no side and the
- * rest split in two, the leader's side the larger by at most one. `choice` rotates the others.
+ * floor((n-1)/2) - 1 others against the rest, nodes outside the leader's group (`peers`: its
+ * data group's replicas, or the meta voters) first — on 5 nodes a partner from its own group of
+ * 3 kept the leader a majority of its group, and it was not deposed (an audit); for a bridge,
+ * one other node in no side and the rest split in two, the leader's side the larger by at most
+ * one. `choice` rotates the others.
  */
 export function partitionSides(
   kind: FaultKind,
   leader: string,
   nodeIds: readonly string[],
   choice: number,
+  peers: readonly string[] = [],
 ): string[][] {
   const sorted = nodeIds.filter((id) => id !== leader).sort()
   const k = sorted.length === 0 ? 0 : choice % sorted.length
-  const others = [...sorted.slice(k), ...sorted.slice(0, k)]
+  const rotated = [...sorted.slice(k), ...sorted.slice(0, k)]
   if (kind === FaultKind.BridgeDataLeader) {
-    const rest = others.slice(1)
+    const rest = rotated.slice(1)
     const first = Math.ceil(rest.length / 2)
     return [[leader, ...rest.slice(0, first - 1)], rest.slice(first - 1)]
   }
+  const others = [
+    ...rotated.filter((id) => !peers.includes(id)),
+    ...rotated.filter((id) => peers.includes(id)),
+  ]
   const minority = Math.max(1, Math.floor((nodeIds.length - 1) / 2))
   return [[leader, ...others.slice(0, minority - 1)], others.slice(minority - 1)]
 }
@@ -190,35 +198,40 @@ export function schedule(
 }
 
 /** The node a step targets, found from the cluster's own view (describeQueue, clusterStatus). */
-async function target(step: FaultStep, client: MqClient, queue: string): Promise<string | undefined> {
+async function target(
+  step: FaultStep,
+  client: MqClient,
+  queue: string,
+): Promise<{ nodeId: string | undefined; peers: readonly string[] }> {
   if (
     step.kind === FaultKind.KillMetaLeader ||
     step.kind === FaultKind.PauseMetaLeader ||
     step.kind === FaultKind.IsolateMetaLeader ||
     step.kind === FaultKind.PartitionMetaLeader
   ) {
-    return (await client.admin.clusterStatus()).metaLeaderId || undefined
+    const status = await client.admin.clusterStatus()
+    return { nodeId: status.metaLeaderId || undefined, peers: status.metaVoters }
   }
   const route = await client.admin.describeQueue(queue)
   const partitions = [...route.partitions].sort((a, b) => a.partition - b.partition)
   const p = partitions[step.choice % partitions.length]
-  if (!p) return undefined
+  if (!p) return { nodeId: undefined, peers: [] }
+  // The replicas of the partition's data group (the route's replica list, else the group's).
+  let replicas = p.replicas.map((r) => r.nodeId)
+  if (replicas.length === 0) {
+    const group = (await client.admin.clusterStatus()).groups.find((g) => g.groupId === p.groupId)
+    replicas = group?.replicas.map((r) => r.nodeId) ?? []
+  }
   if (
     step.kind === FaultKind.KillDataFollower ||
     step.kind === FaultKind.CorruptDataFollower ||
     step.kind === FaultKind.FillDiskFollower
   ) {
-    // The replicas of the partition's data group (the route's replica list, else the group's).
-    let replicas = p.replicas.map((r) => r.nodeId)
-    if (replicas.length === 0) {
-      const group = (await client.admin.clusterStatus()).groups.find((g) => g.groupId === p.groupId)
-      replicas = group?.replicas.map((r) => r.nodeId) ?? []
-    }
     const followers = replicas.filter((id) => id !== p.leaderId).sort()
-    if (followers.length === 0) return undefined
-    return followers[Math.floor(step.choice / 7) % followers.length]
+    if (followers.length === 0) return { nodeId: undefined, peers: replicas }
+    return { nodeId: followers[Math.floor(step.choice / 7) % followers.length], peers: replicas }
   }
-  return p.leaderId || undefined
+  return { nodeId: p.leaderId || undefined, peers: replicas }
 }
 
 /**
@@ -316,8 +329,10 @@ export async function runNemesis(
     if (Date.now() >= untilMs) break
     const startMs = Date.now()
     let nodeId: string | undefined
+    /** The members of the target's group (its data group's replicas, or the meta voters). */
+    let peers: readonly string[] = []
     try {
-      nodeId = await target(step, client, queue)
+      ;({ nodeId, peers } = await target(step, client, queue))
     } catch (error) {
       log(`${worker}: no target for ${step.kind}: ${(error as Error).message}`)
     }
@@ -371,6 +386,7 @@ export async function runNemesis(
             nodeId,
             cluster.nodes.filter((n) => !cluster.isRetired(n.nodeId)).map((n) => n.nodeId),
             step.choice,
+            peers,
           )
         : []
       if (pause) cluster.pause(nodeId)
