@@ -1,4 +1,5 @@
 import { isIPv6 } from 'node:net'
+import { ipv4Of } from './ipv4-spelling'
 
 /** One member of an initial cluster: a node id and its `host:port` address. */
 export interface Member {
@@ -57,9 +58,6 @@ export function hostAndPort(address: string): { host: string; port: number } {
   return { host: address.slice(0, colon), port: Number(address.slice(colon + 1)) }
 }
 
-/** A part of an IPv4 address, in a form the resolver reads (inet_aton: decimal, octal, hex), that is zero. */
-const ZERO_IPV4_PART = /^(0+|0x0+)$/i
-
 /**
  * Whether `host` is a wildcard (0.0.0.0, [::]), however it is spelt ([::0], [0::], 0, 0.0,
  * 0x0: the resolver reads them all as one): a node may listen on one, but it is no address
@@ -71,6 +69,5 @@ export function isWildcardHost(host: string): boolean {
     const ip = host.slice(1, -1)
     return isIPv6(ip) && /^[0:]+$/.test(ip)
   }
-  const parts = host.split('.')
-  return parts.length <= 4 && parts.every((part) => ZERO_IPV4_PART.test(part))
+  return ipv4Of(host) === '0.0.0.0'
 }

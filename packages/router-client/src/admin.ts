@@ -92,11 +92,16 @@ function checkSettings(settings: object): void {
         throw new InvalidArgumentError(`queue setting ${name} must be a ${type}, got ${String(value)}`)
       continue
     }
-    const max = type === 'uint32' ? UINT32_MAX : Number.MAX_SAFE_INTEGER
-    if (!Number.isInteger(value) || value < 0 || value > max)
-      throw new InvalidArgumentError(
-        `queue setting ${name} must be an integer from 0 to ${max}, got ${String(value)}`,
+    try {
+      checkInteger(
+        `queue setting ${name}`,
+        value,
+        0,
+        type === 'uint32' ? UINT32_MAX : Number.MAX_SAFE_INTEGER,
       )
+    } catch (error) {
+      throw new InvalidArgumentError((error as RangeError).message)
+    }
   }
 }
 
