@@ -30,6 +30,7 @@ import {
   belowClusterLevelMessage,
   type FencePartitionsRequest,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_JOIN_BY_SNAPSHOT,
   FORMAT_LEVEL_RETIRE,
   formatLevelOf,
   type GetRoutesResponse,
@@ -734,6 +735,9 @@ export class MqNode {
    * heartbeat (`commitBroadcast` false): their followers serve nothing, and under a closed
    * loop most commits would otherwise cost an empty App and its reply per follower. The meta
    * group broadcasts, since its followers answer reads (ReadIndex waits for their commit).
+   * A replica created with nothing joins by a snapshot listing it as a learner
+   * (`joinBySnapshot`) once every node knows to send one (format level 31): it may be this
+   * node's replica of a group it hosted before, under the same id.
    */
   #raftOptions(group: 'meta' | 'data') {
     return {
@@ -743,6 +747,7 @@ export class MqNode {
       heartbeatTicks: this.config.heartbeatTicks,
       commitBroadcast: group === 'meta',
       stampCatchUp: GROUP_CLOCK_CATCH_UP,
+      joinBySnapshot: this.#formatLevel >= FORMAT_LEVEL_JOIN_BY_SNAPSHOT,
     }
   }
 

@@ -101,8 +101,14 @@
  *    the same name is answered STALE_ROUTE and learns the new queue's partitions (its requests
  *    to the partitions placed where the old ones were were served, and it never learnt of the
  *    others). A meta replica of an earlier version would record none (its routes differ).
+ * 31. a replica created with nothing (one being added: a data group's on a node given the group,
+ *    a meta replica) votes for nobody, takes no entries, and takes as its first state only a
+ *    snapshot listing it as a learner (raft-core's `joinBySnapshot`): it may be a replica
+ *    created again on a node that hosted the group, under the node's id, which a voter cut off
+ *    since before that node's removal still counts as a voter. A leader of an earlier version
+ *    does not know the refusal and would probe such a replica again and again.
  */
-export const FORMAT_LEVEL = 30
+export const FORMAT_LEVEL = 31
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -199,6 +205,9 @@ export const FORMAT_LEVEL_CREATE_GROUP_ID = 29
 
 /** The level from which a queue created records its creation's route epoch as its partitions' (level 30 above). */
 export const FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH = 30
+
+/** The level from which a replica created with nothing joins by a snapshot (level 31 above). */
+export const FORMAT_LEVEL_JOIN_BY_SNAPSHOT = 31
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -66,6 +66,18 @@ export interface RaftConfig {
    * client counting one on its own steady clock divides it by 1 + this. 0 never catches up.
    */
   readonly stampCatchUp: number
+  /**
+   * A replica that starts with nothing — no log entry, no snapshot, no membership: one being
+   * added — votes for nobody, takes no entries, and takes as its first state only a snapshot
+   * whose membership lists it as a learner (every add goes through a learner). It may be a
+   * replica created again under an id the group used before: a voter cut off since before
+   * that id's removal still counts it a voter, and granted the fresh replica's vote it could
+   * lead and overwrite committed entries. Leaders answer such a follower with a snapshot taken
+   * after it was added (README, "Joining"). False: it joins as any follower (votes while its
+   * log is empty, replays the leader's log from the first entry); for a group with peers of
+   * an earlier version, whose leaders would probe it again and again.
+   */
+  readonly joinBySnapshot: boolean
 }
 
 export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
@@ -87,6 +99,7 @@ export const DEFAULT_RAFT_CONFIG: Omit<RaftConfig, 'id' | 'prng'> = {
   commitBroadcast: true,
   snapshotsOnDemand: false,
   stampCatchUp: 0.01,
+  joinBySnapshot: true,
 }
 
 /** Fills defaults and throws InvalidConfigError for out-of-range options. */
@@ -120,8 +133,9 @@ export function resolveRaftConfig(
       `heartbeatTicks (${c.heartbeatTicks}) must be below electionTicks (${c.electionTicks})`,
     )
   }
-  if (typeof c.commitBroadcast !== 'boolean') {
-    throw new InvalidConfigError(`commitBroadcast must be true or false, got ${String(c.commitBroadcast)}`)
+  for (const k of ['commitBroadcast', 'joinBySnapshot'] as const) {
+    if (typeof c[k] !== 'boolean')
+      throw new InvalidConfigError(`${k} must be true or false, got ${String(c[k])}`)
   }
   if (typeof c.stampCatchUp !== 'number' || !(c.stampCatchUp >= 0 && c.stampCatchUp <= 1)) {
     throw new InvalidConfigError(`stampCatchUp must be a number from 0 to 1, got ${String(c.stampCatchUp)}`)

@@ -52,7 +52,11 @@ export interface Message {
   readonly reject: boolean
   /** On a rejected AppResp: the follower's hint for the leader's next probe (§5.3 fast backtracking). */
   readonly rejectHint: number
-  /** Heartbeat read sequence, SnapResp byte offset, or 1 on a Vote forced by TimeoutNow. */
+  /**
+   * Heartbeat read sequence, SnapResp byte offset, 1 on a Vote forced by TimeoutNow, or a join
+   * nonce: on a rejected AppResp from a replica that holds nothing, and on the Snap chunks
+   * sent to it (RaftConfig.joinBySnapshot).
+   */
   readonly context: number
   readonly requestCtx: string
   readonly snapshot: SnapshotChunk | null

@@ -19,6 +19,10 @@ export class Progress {
   probeSent = false
   /** Heard from since the last check-quorum round. */
   recentActive = false
+  /** The follower said it holds nothing and takes its first state only from a snapshot. */
+  holdingNothing = false
+  /** Its join nonce, which the snapshot's chunks carry (0: none). */
+  joinNonce = 0
   /** In Snapshot: the snapshot being sent, and the bytes the follower acknowledged. */
   snapshot: Snapshot | null = null
   snapshotOffset = 0
@@ -47,6 +51,15 @@ export class Progress {
   abortSnapshot(): void {
     this.next = this.match + 1
     this.#reset(ProgressState.Probe)
+  }
+
+  /** The follower holds nothing (whatever it matched was its id's earlier replica's): it waits for a snapshot. */
+  holdsNothing(joinNonce: number): void {
+    this.match = 0
+    this.next = 1
+    this.#reset(ProgressState.Probe)
+    this.holdingNothing = true
+    this.joinNonce = joinNonce
   }
 
   becomeReplicate(): void {

@@ -26,6 +26,8 @@ import {
 
 /** Context value on a Vote that a TimeoutNow forced: it bypasses the leader lease (§3.10). */
 const CAMPAIGN_TRANSFER = 1
+/** Join nonces are drawn from [1, JOIN_NONCE_MAX]. */
+const JOIN_NONCE_MAX = 0x7fff_ffff
 const EMPTY_DATA = new Uint8Array(0)
 
 interface PendingRead {
@@ -65,13 +67,19 @@ export class Raft {
   conf: ConfState
   readonly progress = new Map<ReplicaId, Progress>()
   msgs: Message[] = []
-  /** A follower needs a snapshot and the storage holds only metadata (snapshotsOnDemand). */
+  /** A follower needs an image the storage does not hold (snapshotsOnDemand, joinBySnapshot). */
   snapshotWanted = false
   readStates: ReadState[] = []
   leadTransferee: ReplicaId = ''
   electionElapsed = 0
   heartbeatElapsed = 0
-  readonly stats: RaftStats = { droppedMalformed: 0, droppedStale: 0, ignoredInLease: 0, droppedOutbound: 0 }
+  readonly stats: RaftStats = {
+    droppedMalformed: 0,
+    droppedStale: 0,
+    ignoredInLease: 0,
+    droppedOutbound: 0,
+    refusedHoldingNothing: 0,
+  }
 
   /** Conf at firstIndex()-1 (the snapshot's), and the changes in the log after it, ascending. */
   #baseConf: ConfState
@@ -109,6 +117,12 @@ export class Raft {
   #appendPending = false
   #commitPending = false
   #snapshotReceipt: SnapshotReceipt | null = null
+  /**
+   * While this replica holds nothing (RaftConfig.joinBySnapshot): a random number it sends its
+   * leaders, which the chunks of a snapshot sent for it must carry (a chunk sent for an earlier
+   * replica under its id, delayed or duplicated, would not); 0 until drawn.
+   */
+  #joinNonce = 0
   #stepRole: (m: Message) => void = this.#stepFollower
   #tickRole: () => void = this.#tickElection
 
@@ -166,6 +180,15 @@ export class Raft {
 
   hardState(): HardState {
     return { term: this.term, vote: this.vote, commit: this.log.committed }
+  }
+
+  /**
+   * Whether this replica holds nothing yet — no entry, no snapshot, hence no membership (a
+   * founder's log starts with its founding membership) — and waits for its first state in a
+   * snapshot (RaftConfig.joinBySnapshot).
+   */
+  #holdsNothing(): boolean {
+    return this.cfg.joinBySnapshot && this.log.lastIndex() === 0
   }
 
   /** True when this replica may campaign: a voter with no snapshot waiting to be installed. */
@@ -382,6 +405,8 @@ export class Raft {
       pr.becomeProbe()
       pr.next = next
       pr.recentActive = false
+      pr.holdingNothing = false
+      pr.joinNonce = 0
     }
   }
 
@@ -534,7 +559,7 @@ export class Raft {
         (m.type === MessageType.Heartbeat || m.type === MessageType.App)
       ) {
         // Tell a stale leader our term so it steps down (it may be the one cut off).
-        this.#send(message({ type: MessageType.AppResp, from: this.id, to: m.from, term: this.term }))
+        this.#answerApp(m.from, {})
       } else if (m.type === MessageType.PreVote) {
         this.#send(
           message({
@@ -566,7 +591,11 @@ export class Raft {
     const canVote =
       this.vote === m.from || (this.vote === '' && this.lead === '') || (pre && m.term > this.term)
     const respType = pre ? MessageType.PreVoteResp : MessageType.VoteResp
-    if (canVote && this.log.isUpToDate(m.index, m.logTerm)) {
+    // A replica that holds nothing may be one created again under a removed replica's id, and
+    // the candidate one cut off since before the removal, which counts it a voter still.
+    const empty = this.#holdsNothing()
+    if (empty) this.stats.refusedHoldingNothing++
+    if (canVote && !empty && this.log.isUpToDate(m.index, m.logTerm)) {
       // With the group clock as we know it: a candidate that heard none (it restarted) starts there.
       this.#send(
         message({
@@ -703,16 +732,16 @@ export class Raft {
 
   #handleAppend(m: Message): void {
     const log = this.log
+    if (this.#holdsNothing()) {
+      // Its first state comes only from a snapshot (RaftConfig.joinBySnapshot): the leader is
+      // told so (a rejection whose context is this replica's join nonce), and sends one.
+      this.stats.refusedHoldingNothing++
+      if (this.#joinNonce === 0) this.#joinNonce = 1 + this.cfg.prng.below(JOIN_NONCE_MAX)
+      this.#answerApp(m.from, { index: m.index, reject: true, context: this.#joinNonce })
+      return
+    }
     if (m.index < log.committed) {
-      this.#send(
-        message({
-          type: MessageType.AppResp,
-          from: this.id,
-          to: m.from,
-          term: this.term,
-          index: log.committed,
-        }),
-      )
+      this.#answerApp(m.from, { index: log.committed })
       return
     }
     if (log.matchTerm(m.index, m.logTerm)) {
@@ -729,40 +758,40 @@ export class Raft {
       }
       // §5.3: commit up to min(leaderCommit, index of last new entry).
       log.commitTo(Math.min(m.commit, lastNew))
-      this.#send(
-        message({ type: MessageType.AppResp, from: this.id, to: m.from, term: this.term, index: lastNew }),
-      )
+      this.#answerApp(m.from, { index: lastNew })
       return
     }
     // Reject with a hint: the largest index <= m.index whose term <= m.logTerm, so the leader
     // can skip a whole term of mismatching entries in one round trip.
     const hintIndex = log.findConflictByTerm(Math.min(m.index, log.lastIndex()), m.logTerm)
     const hintTerm = log.term(hintIndex)
-    this.#send(
-      message({
-        type: MessageType.AppResp,
-        from: this.id,
-        to: m.from,
-        term: this.term,
-        index: m.index,
-        reject: true,
-        rejectHint: hintIndex,
-        logTerm: hintTerm === TERM_UNKNOWN ? 0 : hintTerm,
-      }),
-    )
+    this.#answerApp(m.from, {
+      index: m.index,
+      reject: true,
+      rejectHint: hintIndex,
+      logTerm: hintTerm === TERM_UNKNOWN ? 0 : hintTerm,
+    })
+  }
+
+  /** Answers an App (or a Snap, once it is over) from `to`: an AppResp of this term. */
+  #answerApp(to: ReplicaId, fields: Partial<Message>): void {
+    this.#send(message({ ...fields, type: MessageType.AppResp, from: this.id, to, term: this.term }))
   }
 
   #handleHeartbeat(m: Message): void {
     // The leader caps commit at our match, so it never exceeds our log; a larger value is bogus.
     if (m.commit > this.log.lastIndex()) this.stats.droppedMalformed++
     else this.log.commitTo(m.commit)
+    // A replica that holds nothing confirms no read: a leader cut off since before an earlier
+    // replica under its id was removed counts it a voter (a simulation seed answered a stale
+    // read so). The answer still tells the leader it is there, to send it a snapshot.
     this.#send(
       message({
         type: MessageType.HeartbeatResp,
         from: this.id,
         to: m.from,
         term: this.term,
-        context: m.context,
+        context: this.#holdsNothing() ? 0 : m.context,
       }),
     )
   }
@@ -783,15 +812,7 @@ export class Raft {
       )
     if (c.meta.index <= this.log.committed) {
       this.#snapshotReceipt = null
-      this.#send(
-        message({
-          type: MessageType.AppResp,
-          from: this.id,
-          to: m.from,
-          term: this.term,
-          index: this.log.committed,
-        }),
-      )
+      this.#answerApp(m.from, { index: this.log.committed })
       return
     }
     let r = this.#snapshotReceipt
@@ -812,6 +833,20 @@ export class Raft {
       }
       if (c.totalBytes > this.cfg.snapshotBytesMax) {
         this.stats.droppedMalformed++
+        reply(0, true)
+        return
+      }
+      // A replica that holds nothing takes only a snapshot listing it as a learner: every add
+      // goes through a learner, while a voter cut off since before this id was removed lists
+      // the id's earlier replica as a voter, and would count this one's acknowledgements. And
+      // only one sent for it (its join nonce): a chunk sent to an earlier replica under its id
+      // and delivered late lists that one as a learner (a simulation seed installed it, then
+      // replayed that replica's promotion, and voted as it).
+      if (
+        this.#holdsNothing() &&
+        (!c.meta.conf.learners.includes(this.id) || this.#joinNonce === 0 || m.context !== this.#joinNonce)
+      ) {
+        this.stats.refusedHoldingNothing++
         reply(0, true)
         return
       }
@@ -838,15 +873,7 @@ export class Raft {
     this.#restore({ meta: r.meta, data })
     // The commit index, not the last: entries kept past a snapshot this log already covered
     // may differ from the leader's, which counts what the reply names as matching.
-    this.#send(
-      message({
-        type: MessageType.AppResp,
-        from: this.id,
-        to: m.from,
-        term: this.term,
-        index: this.log.committed,
-      }),
-    )
+    this.#answerApp(m.from, { index: this.log.committed })
   }
 
   /** §7: installs a snapshot unless our log already holds its last entry. */
@@ -892,6 +919,19 @@ export class Raft {
     }
     if (m.reject) {
       if (pr.state === ProgressState.Snapshot) return
+      if (
+        m.context > 0 &&
+        (pr.match === 0 || (pr.state === ProgressState.Probe && m.index === pr.next - 1))
+      ) {
+        // It holds nothing and takes its first state only from a snapshot that carries its join
+        // nonce, `context` (RaftConfig.joinBySnapshot). A match above 0 was its id's earlier
+        // replica's (its storage is gone): probing down to it again and again would be refused.
+        pr.holdsNothing(m.context)
+        this.#sendSnapshot(m.from, pr)
+        return
+      }
+      pr.holdingNothing = false // it holds something (or an earlier replica under its id did)
+      pr.joinNonce = 0
       let nextProbe = m.rejectHint
       if (m.logTerm > 0) nextProbe = this.log.findConflictByTerm(m.rejectHint, m.logTerm)
       if (pr.maybeDecrTo(m.index, nextProbe)) {
@@ -904,6 +944,10 @@ export class Raft {
     }
     const wasPaused = pr.isPaused()
     const updated = pr.maybeUpdate(m.index)
+    if (pr.match > 0) {
+      pr.holdingNothing = false
+      pr.joinNonce = 0
+    }
     if (pr.state === ProgressState.Snapshot) {
       // The snapshot transfer is over once the follower holds its index, or once its log
       // reaches our first entry (it caught up some other way): replicate from there.
@@ -941,6 +985,14 @@ export class Raft {
   #sendAppend(to: ReplicaId, pr: Progress, sendIfEmpty: boolean): boolean {
     if (pr.isPaused()) return false
     const log = this.log
+    if (pr.holdingNothing) {
+      if (this.#sendSnapshot(to, pr)) return true
+      // None fits yet: probe at the log's end, carrying nothing. It says again that it holds
+      // nothing, or, if it got its state from another leader meanwhile, answers as any
+      // follower (it would wait for a snapshot for ever otherwise: a simulation seed).
+      if (!sendIfEmpty) return false
+      pr.next = log.lastIndex() + 1
+    }
     const prevIndex = pr.next - 1
     const prevTerm = log.term(prevIndex)
     if (prevTerm === TERM_UNKNOWN || pr.next < log.firstIndex()) return this.#sendSnapshot(to, pr)
@@ -978,6 +1030,19 @@ export class Raft {
   #sendSnapshot(to: ReplicaId, pr: Progress): boolean {
     if (!pr.recentActive) return false
     const snapshot = this.log.storage.snapshot()
+    if (pr.holdingNothing) {
+      // A follower that holds nothing takes only a snapshot listing it as a learner, and it
+      // must be one taken since it was added this time: an older one may list an earlier
+      // replica under its id as a learner (a simulation seed sent one, and the new replica
+      // replayed the earlier one's promotion). Else an image is made at the applied index once
+      // that is late enough, and sent at a later try (a heartbeat's reply).
+      const added = this.#addedAt(to)
+      const fits = (index: number, conf: ConfState) => index >= added && conf.learners.includes(to)
+      if (!fits(snapshot.meta.index, snapshot.meta.conf)) {
+        if (fits(this.log.applied, this.confAt(this.log.applied))) this.snapshotWanted = true
+        return false
+      }
+    }
     if (this.cfg.snapshotsOnDemand && snapshot.data.length === 0) {
       // Metadata only: an image is made for it, and sent at a later try (a heartbeat's reply).
       this.snapshotWanted = true
@@ -1002,6 +1067,7 @@ export class Raft {
         from: this.id,
         to,
         term: this.term,
+        context: pr.joinNonce,
         snapshot: {
           meta: snap.meta,
           offset,
@@ -1179,6 +1245,19 @@ export class Raft {
       conf = c.conf
     }
     return conf
+  }
+
+  /**
+   * The index of the configuration entry that made `id` a member most recently (0 when it was
+   * a member at the log's start: any snapshot the log still has is at or after that).
+   */
+  #addedAt(id: ReplicaId): number {
+    const member = (c: ConfState) => c.voters.includes(id) || c.learners.includes(id)
+    for (let i = this.#confLog.length - 1; i >= 0; i--) {
+      const before = i > 0 ? this.#confLog[i - 1]!.conf : this.#baseConf
+      if (!member(before) && member(this.#confLog[i]!.conf)) return this.#confLog[i]!.index
+    }
+    return 0
   }
 
   /** Folds configuration entries that compaction passed into the base configuration. */

@@ -156,8 +156,9 @@ export class RawNode {
   }
 
   /**
-   * With snapshotsOnDemand: whether a follower needed a snapshot that the storage has no
-   * image for, since the last call. The caller then snapshots the state machine and records
+   * Whether a follower needed a snapshot that the storage has no image for (snapshotsOnDemand),
+   * or none listing it as a learner (a follower that holds nothing: RaftConfig.joinBySnapshot),
+   * since the last call. The caller then snapshots the state machine and records
    * the image in the storage (compact without compacting further); the leader sends it at
    * its next try.
    */

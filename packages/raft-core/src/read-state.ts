@@ -34,4 +34,6 @@ export interface RaftStats {
   ignoredInLease: number
   /** Outgoing messages dropped because the outbox was at outboxMessagesMax. */
   droppedOutbound: number
+  /** Vote requests, entries and snapshots refused while holding nothing (RaftConfig.joinBySnapshot). */
+  refusedHoldingNothing: number
 }

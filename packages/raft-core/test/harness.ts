@@ -134,6 +134,8 @@ export class Harness {
     }
     n.readStates.push(...rd.readStates)
     n.raw.advance(rd)
+    // A leader wants an image for a follower that holds nothing (RaftConfig.joinBySnapshot).
+    if (n.raw.takeSnapshotWanted()) this.#image(n)
     return rd.messages
   }
 
@@ -166,10 +168,15 @@ export class Harness {
 
   /** Snapshots `id`'s state machine at its applied index and compacts its log up to it. */
   compact(id: ReplicaId): void {
-    const n = this.node(id)
+    this.#image(this.node(id), true)
+  }
+
+  /** Records an image of `n`'s state machine at its applied index, compacting up to it or not at all. */
+  #image(n: HarnessNode, compact = false): void {
     const applied = n.raw.status().applied
     const meta = n.raw.snapshotMeta(applied)
-    n.storage.compact({ meta, data: encoder.encode(JSON.stringify(n.applied)) }, applied)
+    const compactIndex = compact ? applied : Math.min(applied, n.storage.firstIndex() - 1)
+    n.storage.compact({ meta, data: encoder.encode(JSON.stringify(n.applied)) }, compactIndex)
     n.storage.sync()
   }
 

@@ -439,6 +439,10 @@ describe('§6 membership changes', () => {
     h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
     h.add('d', conf([]))
     h.settle()
+    // It holds nothing: it takes no entries, only a snapshot listing it as a learner, which
+    // the leader makes once it applied the change (and sends at a heartbeat's reply).
+    expect(h.node('d').applied).toEqual([])
+    h.heartbeat('a')
     expect(h.node('d').applied).toEqual(['x'])
     h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'd' })
     h.settle()
@@ -601,6 +605,7 @@ describe('§7 log compaction and InstallSnapshot', () => {
     h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
     h.add('d', conf([]))
     h.settle()
+    h.heartbeat('a')
     expect(h.node('d').applied.length).toBe(10)
     expect(h.raw('d').status().conf.learners).toEqual(['d'])
   })

@@ -846,7 +846,7 @@ export class RaftHost {
     let stalled = 0
     for (const g of this.#groups.values()) {
       if (g.openRead !== null && readMayAsk(g)) this.#askRead(g, g.openRead)
-      if (g.onDemand && (g.raw.takeSnapshotWanted() || g.imageWanted)) this.#makeImage(g)
+      if (g.raw.takeSnapshotWanted() || g.imageWanted) this.#makeImage(g)
       if (g.restoring) continue
       if (g.stalled === null) {
         this.#paceApplying(g)
@@ -1241,7 +1241,8 @@ export class RaftHost {
   }
 
   /**
-   * Snapshots on demand: a follower needs a snapshot and the storage holds only metadata.
+   * A follower needs a snapshot and the storage holds only metadata (snapshots on demand), or
+   * none that lists the follower, which holds nothing (RaftConfig.joinBySnapshot, any group).
    * Takes an image at the applied index and records it in the storage without compacting
    * further; the leader sends it at its next try. One at a time per group; an image too large
    * for the storage is not tried again for IMAGE_RETRY_TICKS.

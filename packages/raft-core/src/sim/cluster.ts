@@ -13,16 +13,19 @@ import { EventQueue } from './event-queue'
 import { type SwarmOptions, swarmOptions } from './swarm'
 
 /** How the simulator replays a seed; printed with every failure. */
-export function replayCommand(seed: number): string {
-  return `pnpm --filter @mq/raft-core sim --seed ${seed}`
+export function replayCommand(seed: number, rejoin = false): string {
+  return `pnpm --filter @mq/raft-core sim --seed ${seed}${rejoin ? ' --rejoin' : ''}`
 }
 
 /** A simulation failed: a safety property broke, liveness did not return, or the core threw. */
 export class SimFailure extends Error {
   override readonly name = 'SimFailure'
   readonly seed: number
-  constructor(seed: number, atMs: number, detail: string, options?: { cause?: unknown }) {
-    super(`seed ${seed} failed at ${atMs}ms: ${detail}\n  replay: ${replayCommand(seed)}`, options)
+  constructor(seed: number, atMs: number, detail: string, options?: { cause?: unknown; rejoin?: boolean }) {
+    super(
+      `seed ${seed} failed at ${atMs}ms: ${detail}\n  replay: ${replayCommand(seed, options?.rejoin)}`,
+      options,
+    )
     this.seed = seed
   }
 }
@@ -34,6 +37,8 @@ export interface SimResult {
   readonly committed: number
   readonly elections: number
   readonly crashes: number
+  /** Replicas started again empty under their id (SwarmOptions.rejoinWiped). */
+  readonly wipes: number
   readonly snapshotsInstalled: number
   readonly confChanges: number
   readonly transfers: number
@@ -54,7 +59,7 @@ type SimEvent =
 
 interface SimNode {
   readonly id: ReplicaId
-  readonly storage: MemoryLogStorage
+  storage: MemoryLogStorage
   raw: RawNode | null
   incarnation: number
   readonly clockRate: number
@@ -85,6 +90,7 @@ const TICK_MS = 10
 /** Rounding of the group clock's pace check (whole ms, readings at ticks). */
 const CLOCK_PACE_SLACK_MS = 20
 const encoder = new TextEncoder()
+const EMPTY_CONF: ConfState = { voters: [], learners: [], votersOutgoing: [], learnersNext: [] }
 
 /**
  * A whole Raft cluster in one process on virtual time, after TigerBeetle's VOPR and
@@ -122,6 +128,7 @@ export class SimCluster {
     events: 0,
     elections: 0,
     crashes: 0,
+    wipes: 0,
     snapshotsInstalled: 0,
     confChanges: 0,
     transfers: 0,
@@ -181,6 +188,7 @@ export class SimCluster {
         snapshotChunkBytes: o.snapshotChunkBytes,
         uncommittedEntriesMax: 512,
         commitBroadcast: o.commitBroadcast,
+        joinBySnapshot: o.joinBySnapshot,
       },
       node.storage,
     )
@@ -238,11 +246,12 @@ export class SimCluster {
   }
 
   #fail(detail: string, cause?: unknown): never {
+    const rejoin = this.options.rejoinWiped
     throw new SimFailure(
       this.seed,
       Math.floor(this.#nowMs),
       detail,
-      cause === undefined ? undefined : { cause },
+      cause === undefined ? { rejoin } : { cause, rejoin },
     )
   }
 
@@ -450,11 +459,16 @@ export class SimCluster {
   #maybeCompact(n: SimNode): void {
     const raw = n.raw!
     const first = n.storage.firstIndex()
-    if (n.appliedIndex - first + 1 < this.options.compactEntries) return
+    // A leader wants an image for a follower that holds nothing (RaftConfig.joinBySnapshot):
+    // one at the applied index, compacting nothing, as RaftHost makes it.
+    const wanted = raw.takeSnapshotWanted()
+    if (!wanted && n.appliedIndex - first + 1 < this.options.compactEntries) return
     if (raw.termAt(n.appliedIndex) < 0) return // a received snapshot is about to replace the log
     const meta = raw.snapshotMeta(n.appliedIndex)
     const keep = this.#prng.below(4)
-    const compactIndex = Math.max(first - 1, n.appliedIndex - keep)
+    const compactIndex = wanted
+      ? Math.min(n.appliedIndex, first - 1)
+      : Math.max(first - 1, n.appliedIndex - keep)
     n.storage.compact({ meta, data: this.#snapshotData(n) }, compactIndex)
   }
 
@@ -698,8 +712,11 @@ export class SimCluster {
     const pool = Array.from({ length: this.options.nodeCount + 2 }, (_, i) => `n${i + 1}`)
     const outside = pool.filter((id) => !voters.includes(id) && !learners.includes(id))
     let change: { type: ConfChangeType; id: ReplicaId }
-    if (learners.length > 0 && p.chance(0.6)) {
-      change = { type: ConfChangeType.AddVoter, id: learners[p.below(learners.length)]! }
+    // A learner is promoted once it holds something (as mq-server's, once caught up): one that
+    // holds nothing takes only a snapshot listing it as a learner (RaftConfig.joinBySnapshot).
+    const holding = learners.filter((id) => (raw.matchIndex(id) ?? 0) > 0)
+    if (holding.length > 0 && p.chance(0.6)) {
+      change = { type: ConfChangeType.AddVoter, id: holding[p.below(holding.length)]! }
     } else if (voters.length < 5 && outside.length > 0 && p.chance(0.5)) {
       change = { type: ConfChangeType.AddLearner, id: outside[p.below(outside.length)]! }
     } else if (voters.length > 3) {
@@ -711,9 +728,31 @@ export class SimCluster {
     raw.proposeConfChange(change)
     this.#log(`${leader.id} proposes ${change.type} ${change.id}`)
     this.#stats.confChanges++
-    if (!this.#nodes.has(change.id)) {
-      this.#createNode(change.id, { voters: [], learners: [], votersOutgoing: [], learnersNext: [] })
-    }
+    const known = this.#nodes.get(change.id)
+    if (known === undefined) this.#createNode(change.id, EMPTY_CONF)
+    else if (
+      this.options.rejoinWiped &&
+      change.type === ConfChangeType.AddLearner &&
+      outside.includes(change.id)
+    )
+      this.#wipe(known)
+  }
+
+  /**
+   * `n`'s storage is gone (its removal committed: the leader refuses a change while one is
+   * uncommitted) and it starts again empty under its id, as a node given its group again.
+   */
+  #wipe(n: SimNode): void {
+    this.#log(`${n.id} wiped`)
+    n.raw = null
+    n.pending = []
+    n.late = 0
+    n.storage = new MemoryLogStorage(EMPTY_CONF)
+    n.commitSeen = 0
+    n.wasLeaderTerm = 0
+    this.#stats.wipes++
+    this.#start(n)
+    this.#pump(n)
   }
 
   // ---- liveness ---------------------------------------------------------------------------------

@@ -62,6 +62,13 @@ export interface SwarmOptions {
   readonly pipelineMax: number
   /** Whether leaders send a new commit index at once (RaftConfig.commitBroadcast). */
   readonly commitBroadcast: boolean
+  /**
+   * A replica added again after its removal committed starts with its storage wiped, under
+   * the same id (as mq-server re-creates a data group's replica on a node that hosted it).
+   */
+  readonly rejoinWiped: boolean
+  /** RaftConfig.joinBySnapshot of every replica. */
+  readonly joinBySnapshot: boolean
 }
 
 /**
@@ -107,5 +114,20 @@ export function swarmOptions(p: Prng): SwarmOptions {
     livenessMs: 20_000,
     pipelineMax: 1 + p.below(4),
     commitBroadcast: p.chance(0.5),
+    rejoinWiped: false, // fixed, not drawn, as clockOffsetMsMax
+    joinBySnapshot: true,
   }
+}
+
+/**
+ * Replicas added again after their removal start empty under their id, with longer and more
+ * frequent partitions and membership changes, so that a voter is often cut off across a
+ * removal and the re-adding (`sim --rejoin`; sim.test). Without RaftConfig.joinBySnapshot,
+ * seeds of it break safety (a cut-off voter leads with the fresh replica's vote).
+ */
+export const REJOIN_WIPED: Partial<SwarmOptions> = {
+  rejoinWiped: true,
+  confChangeRate: 0.1,
+  partitionRate: 0.05,
+  partitionMsMax: 3000,
 }

@@ -1,0 +1,166 @@
+import { describe, expect, it } from 'vitest'
+import { ConfChangeType, MessageType, message } from '../src/index'
+import { bytes, conf, Harness } from './harness'
+
+/**
+ * A replica created again under an id its group used before (mq-server re-creates a data
+ * group's replica on a node that hosted it, under the node's id), while a voter cut off since
+ * before that id's removal still counts the id a voter (RaftConfig.joinBySnapshot).
+ */
+describe('a replica that holds nothing joins by a snapshot', () => {
+  // Voters {a, c, d}; c is cut off; a adds b and removes d; d is created again, empty.
+  function rejoin(options: { preVote: boolean; checkQuorum: boolean }, staleLeader: boolean): Harness {
+    const h = new Harness(['a', 'c', 'd'], options)
+    h.elect(staleLeader ? 'c' : 'a')
+    h.propose(staleLeader ? 'c' : 'a', 'x')
+    for (const other of ['a', 'b', 'd']) h.cut('c', other)
+    if (staleLeader) h.elect('a')
+    expect(h.leaders().sort()).toEqual(staleLeader ? ['a', 'c'] : ['a'])
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
+    h.add('b', conf([]))
+    h.settle()
+    h.heartbeat('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
+    h.settle()
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
+    h.settle()
+    h.propose('a', 'y')
+    expect([...h.raw('a').status().conf.voters].sort()).toEqual(['a', 'b', 'c'])
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+    // d's storage is gone; it is created again under its id, and c reaches it.
+    h.add('d', conf([]))
+    h.heal()
+    h.cut('c', 'a')
+    h.cut('c', 'b')
+    return h
+  }
+
+  for (const preVote of [false, true]) {
+    it(`grants no vote: a voter cut off since before its id was removed cannot lead with it (pre-vote ${preVote})`, () => {
+      const h = rejoin({ preVote, checkQuorum: false }, false)
+      for (let round = 0; round < 3; round++) {
+        h.raw('c').campaign()
+        h.settle()
+      }
+      expect(h.raw('c').status().role).not.toBe('leader')
+      expect(h.raw('d').status().vote).toBe('')
+      expect(h.raw('d').stats.refusedHoldingNothing).toBeGreaterThan(0)
+    })
+  }
+
+  it('takes no entries and no snapshot from a leader cut off since before its id was removed', () => {
+    const h = rejoin({ preVote: false, checkQuorum: false }, true)
+    expect(h.raw('c').status().role).toBe('leader')
+    const z = h.raw('c').propose(bytes('z'))
+    h.settle()
+    h.heartbeat('c')
+    h.heartbeat('c')
+    // c counts d a voter of {a, c, d}: d's acknowledgement would have committed z.
+    expect(h.raw('c').status().commit).toBeLessThan(z)
+    expect(h.raw('d').status().lastIndex).toBe(0)
+    expect(h.delivered.some((m) => m.type === MessageType.Snap && m.from === 'c')).toBe(false)
+  })
+
+  it('confirms no read of a leader cut off since before its id was removed', () => {
+    const h = rejoin({ preVote: false, checkQuorum: false }, true)
+    h.raw('c').readIndex('r1')
+    h.settle()
+    h.heartbeat('c')
+    // c counts d a voter of {a, c, d}: d's acknowledgement would have confirmed the read, and
+    // a and b committed y since.
+    expect(h.node('c').readStates).toEqual([])
+  })
+
+  it('is sent no snapshot taken before it was added this time', () => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle()
+    h.heartbeat('a')
+    // The image made for d's first join, listing d as a learner, is the leader's stored snapshot.
+    const first = h.raw('a').status()
+    expect(h.node('a').storage.snapshot().meta.conf.learners).toEqual(['d'])
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
+    h.settle()
+    h.propose('a', 'y')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    const readded = h.raw('a').status().lastIndex
+    expect(readded).toBeGreaterThan(first.lastIndex)
+    h.add('d', conf([]))
+    const sentBefore = h.delivered.length
+    h.settle()
+    h.heartbeat('a')
+    const snaps = h.delivered.slice(sentBefore).filter((m) => m.type === MessageType.Snap && m.to === 'd')
+    expect(snaps.length).toBeGreaterThan(0)
+    for (const m of snaps) expect(m.snapshot!.meta.index).toBeGreaterThanOrEqual(readded)
+    expect(h.node('d').applied).toEqual(['x', 'y'])
+  })
+
+  it('joins the group that added it again, through a snapshot listing it as a learner', () => {
+    const h = rejoin({ preVote: true, checkQuorum: true }, false)
+    h.heal()
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.settle()
+    h.heartbeat('a')
+    expect(h.node('d').applied).toEqual(['x', 'y'])
+    expect(h.raw('d').status().conf.learners).toEqual(['d'])
+    const snaps = h.delivered.filter((m) => m.type === MessageType.Snap && m.to === 'd')
+    expect(snaps.length).toBeGreaterThan(0)
+    expect(snaps.every((m) => m.snapshot?.meta.conf.learners.includes('d'))).toBe(true)
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'd' })
+    h.settle()
+    h.propose('a', 'z')
+    expect(h.node('d').applied).toEqual(['x', 'y', 'z'])
+  })
+
+  it('takes only a snapshot listing it as a learner, sent for it (carrying its join nonce)', () => {
+    const h = new Harness(['a', 'b'])
+    const n = h.add('n', conf([]))
+    const snap = (learner: boolean, context: number) =>
+      message({
+        type: MessageType.Snap,
+        from: 'a',
+        to: 'n',
+        term: 3,
+        context,
+        snapshot: {
+          meta: { index: 10, term: 2, conf: learner ? conf(['a', 'b'], ['n']) : conf(['a', 'b', 'n']) },
+          offset: 0,
+          totalBytes: 2,
+          data: bytes('[]'),
+        },
+      })
+    const refused = (m: ReturnType<typeof snap>) => {
+      n.raw.step(m)
+      const replies = h.hop()
+      expect(n.raw.status().lastIndex).toBe(0)
+      expect(replies.some((r) => r.type === MessageType.SnapResp && r.reject)).toBe(true)
+    }
+    // Before it told any leader its nonce (a chunk sent to an earlier replica under its id).
+    refused(snap(true, 0))
+    n.raw.step(message({ type: MessageType.App, from: 'a', to: 'n', term: 3, index: 9, logTerm: 2 }))
+    const [told] = h.hop()
+    expect(told).toMatchObject({ type: MessageType.AppResp, reject: true })
+    const nonce = told!.context
+    expect(nonce).toBeGreaterThan(0)
+    refused(snap(false, nonce)) // lists it as a voter
+    refused(snap(true, nonce + 1)) // sent for another replica under its id
+    n.raw.step(snap(true, nonce))
+    h.hop()
+    expect(n.raw.status().lastIndex).toBe(10)
+    expect(n.raw.status().conf.learners).toEqual(['n'])
+  })
+
+  it('joins as any follower with joinBySnapshot off', () => {
+    const h = new Harness(['a', 'b', 'c'], { joinBySnapshot: false })
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle()
+    expect(h.node('d').applied).toEqual(['x'])
+    expect(h.delivered.some((m) => m.type === MessageType.Snap)).toBe(false)
+  })
+})
