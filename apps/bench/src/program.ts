@@ -9,7 +9,7 @@ import type { Target } from './scenarios/common'
 import { CONSUME_DEFAULTS, runConsume } from './scenarios/consume'
 import { E2E_DEFAULTS, runE2e } from './scenarios/e2e'
 import { FAILOVER_DEFAULTS, failoverFailures, runFailover } from './scenarios/failover'
-import { FAIRNESS_DEFAULTS, parseWeights, runFairness } from './scenarios/fairness'
+import { FAIRNESS_DEFAULTS, fairnessFailures, parseWeights, runFairness } from './scenarios/fairness'
 import { MICRO_DEFAULTS, runMicro } from './scenarios/micro'
 import { PRODUCE_DEFAULTS, runProduce } from './scenarios/produce'
 import { runScale, SCALE_DEFAULTS } from './scenarios/scale'
@@ -142,10 +142,17 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     }
   }
 
-  /** Exit 1 with one line on stderr when a failover result failed (failoverFailures). */
-  const checkFailovers = (results: readonly ScenarioResult[]): void => {
-    for (const r of results.filter((x) => x.scenario.startsWith('failover'))) {
-      const failures = failoverFailures(r)
+  /**
+   * Exit 1 with one line on stderr per failover or fairness result that failed
+   * (failoverFailures, fairnessFailures): the suite's fairness past its tolerance exited 0.
+   */
+  const checkVerdicts = (results: readonly ScenarioResult[]): void => {
+    for (const r of results) {
+      const failures = r.scenario.startsWith('failover')
+        ? failoverFailures(r)
+        : r.scenario.startsWith('fairness')
+          ? fairnessFailures(r)
+          : []
       if (failures.length === 0) continue
       io.err(`mq-bench: ${r.scenario} FAILED: ${failures.join('; ')}\n`)
       process.exitCode = 1
@@ -302,10 +309,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
         timeLimitMs: seconds(o),
       })
       await finish([r], o)
-      // No lease measured (the cluster handed out nothing before --time-limit) is no pass: its
-      // deviation reads 0 only because no window was there to deviate.
-      if ((r.metrics.deviationMax ?? 0) > o.tolerance || !((r.metrics.measured ?? 0) > 0))
-        process.exitCode = 1
+      checkVerdicts([r])
     })
 
   scenario('e2e', 'a fixed rate for T seconds: produce → receive latency')
@@ -352,7 +356,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
         },
       )
       await finish([r], o)
-      checkFailovers([r])
+      checkVerdicts([r])
     })
 
   scenario('scale', 'the same produce run into queues of 1, 2, 4 … partitions')
@@ -399,7 +403,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
   scenario('suite', 'the standard quick set (under 3 minutes)').action(async (o) => {
     const results = await runSuite(target(o))
     await finish(results, o)
-    checkFailovers(results)
+    checkVerdicts(results)
   })
 
   return program

@@ -3,7 +3,7 @@ import { CommanderError } from 'commander'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { createProgram } from '../program'
 import { connect } from './common'
-import { analyseShares, FAIRNESS_DEFAULTS, parseWeights, runFairness } from './fairness'
+import { analyseShares, FAIRNESS_DEFAULTS, fairnessFailures, parseWeights, runFairness } from './fairness'
 
 // The cluster run connects its own clients: in the test of a failed ack, they are fakes.
 vi.mock('./common', async (importOriginal) => ({
@@ -157,5 +157,25 @@ describe('fairness scenario, on a cluster', () => {
     } finally {
       process.exitCode = exitCodeBefore
     }
+  })
+})
+
+describe('fairnessFailures', () => {
+  const result = (metrics: Record<string, number>, tolerance = 0.05) => ({
+    scenario: 'fairness',
+    params: { tolerance },
+    metrics,
+    latency: {},
+  })
+
+  it('passes a run within its tolerance, and fails one past it or that measured nothing', () => {
+    expect(fairnessFailures(result({ leased: 900, measured: 900, deviationMax: 0.05 }))).toEqual([])
+    expect(fairnessFailures(result({ leased: 900, measured: 900, deviationMax: 0.06 }))).toEqual([
+      'worst window deviation 0.06 exceeds the tolerance 0.05',
+    ])
+    expect(fairnessFailures(result({ leased: 900, measured: 900, deviationMax: 0.06 }, 0.1))).toEqual([])
+    expect(fairnessFailures(result({ leased: 0, measured: 0, deviationMax: 0 }))).toEqual([
+      'no lease was measured (0 leased): fairness not determined',
+    ])
   })
 })

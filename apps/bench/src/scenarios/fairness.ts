@@ -241,3 +241,18 @@ export async function runFairness(target: Target, o: FairnessOptions): Promise<S
   }
   return withFacts(result, facts)
 }
+
+/**
+ * Why a fairness result failed, one phrase each; empty when it passed: a window's deviation
+ * past the tolerance of its run (`params.tolerance`), or no lease measured (its deviation
+ * reads 0 only because no window was there to deviate).
+ */
+export function fairnessFailures(r: ScenarioResult): string[] {
+  const m = r.metrics
+  const tolerance = Number(r.params.tolerance)
+  if (!((m.measured ?? 0) > 0))
+    return [`no lease was measured (${m.leased ?? 0} leased): fairness not determined`]
+  if ((m.deviationMax ?? 0) > tolerance)
+    return [`worst window deviation ${m.deviationMax} exceeds the tolerance ${tolerance}`]
+  return []
+}
