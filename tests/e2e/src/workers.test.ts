@@ -12,8 +12,10 @@ import {
   type LeaseRequest,
   type LeaseResponse,
   type LeaseResultsResponse,
+  LimitExceededError,
   type NackRequest,
   NotLeaderError,
+  PermissionDeniedError,
   QueueService,
   UnavailableError,
   unaryHandler,
@@ -292,6 +294,34 @@ describe('runConsumer records', () => {
       // Dated from the refused call, its leases dated from 300 ms (a route read) and more early.
       expect(leased(load)).not.toHaveProperty('attemptStartMs')
       expect(requests[1]?.attemptRepeat).toBe(false)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('records a call refused by a limit or a permission as failed, not of unknown outcome', async () => {
+    const refusals = [
+      unaryHandler(async () => {
+        throw new LimitExceededError('too many waiting leases', {})
+      }),
+      unaryHandler(async () => {
+        throw new PermissionDeniedError('token may not consume q', {})
+      }),
+    ]
+    const arrivals: number[] = []
+    const server = await queueServer({
+      lease: inTurn(arrivals, ...refusals, oneMessageThenNone()),
+      ack: allOk,
+    })
+    const load = new Workload(new History(), 'q')
+    try {
+      await consumeUntil(routed(server.address, 0), load, 0, () => leased(load) !== undefined)
+      const refused = load.history.ops.filter((o): o is LeaseOp => o.kind === 'lease' && o.outcome !== 'ok')
+      expect(refused.map((o) => [o.outcome, o.error])).toEqual([
+        ['fail', 'LIMIT_EXCEEDED'],
+        ['fail', 'PERMISSION_DENIED'],
+      ])
+      expect(leased(load)).not.toHaveProperty('attemptStartMs')
     } finally {
       server.close()
     }

@@ -21,8 +21,21 @@ import type { Prng } from './prng'
 
 const decoder = new TextDecoder()
 
-/** Error codes that say the request had no effect; any other failure is of unknown outcome. */
-const DEFINITE_FAILURES = new Set(['INVALID_ARGUMENT', 'QUEUE_NOT_FOUND', 'NOT_LEADER', 'STALE_ROUTE'])
+/**
+ * Error codes that say the request had no effect (the server refused it; the SDK reports a
+ * send that may have been stored as SendOutcomeUnknownError, UNAVAILABLE); any other failure
+ * is of unknown outcome. (Until 2026-12-06 a limit, a permission or a sequence gap counted as
+ * unknown: a message so refused and then delivered passed unnoticed.)
+ */
+const DEFINITE_FAILURES = new Set([
+  'INVALID_ARGUMENT',
+  'QUEUE_NOT_FOUND',
+  'NOT_LEADER',
+  'STALE_ROUTE',
+  'LIMIT_EXCEEDED',
+  'PERMISSION_DENIED',
+  'SEQUENCE_GAP',
+])
 
 function errorCode(error: unknown): string {
   return (error as Partial<MqError>)?.code ?? (error instanceof Error ? error.name : String(error))
