@@ -10,10 +10,10 @@ vi.mock('./common', async (importOriginal) => ({
 }))
 
 /**
- * A client over an in-memory queue. Every `failEvery`-th send reaches the queue but fails
- * (its outcome unknown to the client: the answer was lost); the consumer receives them all.
+ * A client over an in-memory queue. Every `failEvery`-th send fails; it reaches the queue
+ * (its outcome unknown to the client: the answer was lost) unless `stored` is false.
  */
-function fakeClient(failEvery: number): MqClient {
+function fakeClient(failEvery: number, stored = true): MqClient {
   const queue: Uint8Array[] = []
   let closed = false
   let sends = 0
@@ -31,8 +31,9 @@ function fakeClient(failEvery: number): MqClient {
   }
   const producer = {
     send: async ({ body }: { body: Uint8Array }) => {
-      queue.push(body)
-      if (++sends % failEvery === 0) throw new Error('outcome unknown')
+      const fails = ++sends % failEvery === 0
+      if (stored || !fails) queue.push(body)
+      if (fails) throw new Error('outcome unknown')
       return { partition: 0 }
     },
   }
@@ -65,5 +66,17 @@ describe('e2e scenario', () => {
     expect(unhandled).toEqual([])
     expect(r.metrics).toMatchObject({ sent: 100, received: 100, failedSends: 10 })
     expect(r.latency.ack?.count).toBe(90)
+  })
+
+  it('stops receiving once the acknowledged sends arrived: a failed send that stored nothing never comes', async () => {
+    vi.mocked(connect).mockResolvedValue(fakeClient(10, false))
+    const r = await runE2e(
+      { servers: ['127.0.0.1:1'] },
+      { ratePerS: 200, durationMs: 500, sizeBytes: 8, partitions: 1 },
+    )
+    // It waited 30 s for the 10 that were never stored, and counted that wait in its rate.
+    expect(r.metrics).toMatchObject({ sent: 100, received: 90, failedSends: 10 })
+    expect(r.metrics.elapsedS).toBeLessThan(5)
+    expect(r.metrics.receivedPerS).toBeGreaterThan(90)
   })
 })

@@ -40,6 +40,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       const progress = new Progress('e2e')
       let received = 0
       const start = performance.now()
+      let lastReceiptAt = start
       rss = RssMeter.start(serverRssBytes)
       const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
       const receiving = (async () => {
@@ -51,6 +52,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           e2e.record(latency)
           timeline.record(performance.now() - start, latency)
           received++
+          lastReceiptAt = performance.now()
           progress.update(received, count, 'received')
           const acking: Promise<void> = m.ack().then(
             () => void acks.delete(acking),
@@ -78,9 +80,16 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
         ack.record(performance.now() - intendedAtMs)
       })
       await Promise.allSettled(sends)
-      // Bounded wait for the last receipts: the consumer is closed after 30 s at most.
-      const timer = setTimeout(() => void consumer.close(), 30_000)
-      await receiving.finally(() => clearTimeout(timer))
+      // Bounded wait for the last receipts: the consumer is closed after 30 s at most, or once
+      // every acknowledged send arrived and nothing more for a second (a failed send may never
+      // arrive, or arrive late: its outcome is unknown; waiting for it held the run 30 s).
+      const settledAt = performance.now()
+      const timer = setInterval(() => {
+        const now = performance.now()
+        const quiet = received >= count - failed && now - Math.max(lastReceiptAt, settledAt) > 1000
+        if (quiet || now - settledAt > 30_000) void consumer.close()
+      }, 100)
+      await receiving.finally(() => clearInterval(timer))
       progress.end()
       await consumer.close()
       const memory = rss?.stop() ?? {}
@@ -93,7 +102,8 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
             sent: count,
             failedSends: failed,
             received,
-            receivedPerS: round(received / elapsedS, 0),
+            // Over the span of the receipts, not the wait for receipts that never came.
+            receivedPerS: round(received / Math.max((lastReceiptAt - start) / 1000, 0.001), 0),
             elapsedS: round(elapsedS, 2),
             ...memory,
           },
