@@ -105,6 +105,33 @@ describe('meta handlers', () => {
     expect(set.config?.dedupWindowMs).toBe(90_000)
   })
 
+  it('answers an update that changes nothing without proposing it (the route epoch stays)', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: FORMAT_LEVEL })
+    await meta.propose({ type: 'createGroup', replicas: ['n1'] })
+    const h = metaHandlers(meta, controller)
+    const created = (await call(h, 'createQueue', {
+      name: 'jobs',
+      config: { partitions: 2, maxDeliveries: 4 },
+    })) as QueueRoute
+    for (const update of [{}, { partitions: 2 }, { maxDeliveries: 4, paused: false }]) {
+      const same = (await call(h, 'updateQueue', { name: 'jobs', update })) as QueueRoute
+      expect(same.routeEpoch).toBe(created.routeEpoch)
+      expect(same.config).toEqual(created.config)
+      expect(meta.state.routeEpoch).toBe(created.routeEpoch)
+    }
+    const changed = (await call(h, 'updateQueue', {
+      name: 'jobs',
+      update: { maxDeliveries: 5 },
+    })) as QueueRoute
+    expect(changed.routeEpoch).toBe(created.routeEpoch + 1)
+    // Still refused as before: fewer partitions, and an unknown queue.
+    await expect(call(h, 'updateQueue', { name: 'jobs', update: { partitions: 1 } })).rejects.toMatchObject({
+      code: 3,
+    })
+    await expect(call(h, 'updateQueue', { name: 'nope', update: {} })).rejects.toMatchObject({ code: 5 })
+  })
+
   it("refuses partitions past the cluster's bound, and a token whose roles take too many bytes, before proposing", async () => {
     const meta = singleReplica()
     await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: FORMAT_LEVEL })

@@ -19,7 +19,7 @@ import {
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
-import { QUEUE_DEFAULTS, QUEUE_LIMITS } from './queue-config'
+import { applyQueueConfigUpdate, QUEUE_DEFAULTS, QUEUE_LIMITS, sameSettings } from './queue-config'
 import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
@@ -255,12 +255,18 @@ export function metaHandlers(
       checkName(req.name)
       await checkLevel(req.name, req.update ?? {})
       checkDeadLetterQueue(req.name, req.update?.deadLetterQueue)
-      const wanted = req.update?.partitions
-      if (wanted !== undefined && wanted > 0) {
-        // One read for the queue and the count (a read is a ReadIndex round on the meta group).
-        const state = await meta.read()
-        const queue = state.queue(req.name)
-        if (queue) checkPartitionsRoom(state, req.name, wanted, queue.partitions.length)
+      // One read for the queue and the count (a read is a ReadIndex round on the meta group).
+      const state = await meta.read()
+      const queue = state.queue(req.name)
+      if (queue) {
+        const wanted = req.update?.partitions
+        if (wanted !== undefined && wanted > 0)
+          checkPartitionsRoom(state, req.name, wanted, queue.partitions.length)
+        // An update that changes nothing is answered with the queue as it is: proposed, it
+        // moved the route epoch, and every client's cached routes of every queue went stale
+        // (a STALE_ROUTE round trip each). The meta state refuses what it would refuse.
+        const next = applyQueueConfigUpdate(queue.config, req.update ?? {})
+        if (typeof next !== 'string' && sameSettings(next, queue.config)) return routeOf(state, queue)
       }
       // The queue as this update left it (a later change, read back, would misreport this one).
       const record = (await committed({

@@ -123,6 +123,11 @@ export function applyQueueConfigUpdate(
   return checked(withBackoffMax(raised))
 }
 
+/** Whether two queues' settings are the same, every one (they are all plain values). */
+export function sameSettings(a: QueueSettings, b: QueueSettings): boolean {
+  return (Object.keys(a) as (keyof QueueSettings)[]).every((k) => a[k] === b[k])
+}
+
 /** `config`, or the sentence saying what is wrong with it. */
 function checked(config: QueueSettings): QueueSettings | string {
   return configProblem(config) ?? config
