@@ -26,6 +26,7 @@ describe('loadConfig', () => {
       replaceDeadAfterMs: 300_000,
       formatLevel: FORMAT_LEVEL,
       connectionsMax: 4_096,
+      connectionsPerAddressMax: 1_024,
       connectionUnsentMaxMb: 256,
       unsentMaxMb: 1_024,
       logMemoryMb: 128,
@@ -34,12 +35,19 @@ describe('loadConfig', () => {
     expect(c.initialMeta).toHaveLength(3)
     expect(
       loadConfig(
-        { ...base, connectionsMax: '100', connectionUnsentMaxMb: '64', unsentMaxMb: '64' },
+        {
+          ...base,
+          connectionsMax: '100',
+          connectionsPerAddressMax: '10',
+          connectionUnsentMaxMb: '64',
+          unsentMaxMb: '64',
+        },
         '/srv',
         {},
       ),
     ).toMatchObject({
       connectionsMax: 100,
+      connectionsPerAddressMax: 10,
       connectionUnsentMaxMb: 64,
       unsentMaxMb: 64,
     })
@@ -128,6 +136,7 @@ describe('loadConfig', () => {
       /--http-tls serves the HTTP port/,
     ],
     [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
+    [{ ...base, connectionsPerAddressMax: '0' }, /connectionsPerAddressMax must be an integer from 1/],
     [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
     [{ ...base, logMemoryMb: '8' }, /logMemoryMb must be an integer from 16 to 1048576, got "8"/],
     [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],

@@ -103,6 +103,8 @@ export interface ServerConfig {
   readonly formatLevel: number
   /** gRPC connections (clients and peers) open at once; one more is closed as it is accepted. */
   readonly connectionsMax: number
+  /** gRPC connections open at once from one remote address (at most `connectionsMax` count). */
+  readonly connectionsPerAddressMax: number
   /** MiB of answers one connection may leave unread before it is closed (a slow reader). */
   readonly connectionUnsentMaxMb: number
   /** MiB of unread answers of every connection together; past it the largest holders are closed. */
@@ -140,6 +142,7 @@ export const CONFIG_DEFAULTS = {
   replaceDeadAfterMs: 300_000,
   formatLevel: FORMAT_LEVEL,
   connectionsMax: 4_096,
+  connectionsPerAddressMax: 1_024,
   connectionUnsentMaxMb: 256,
   unsentMaxMb: 1_024,
 } as const
@@ -180,6 +183,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'replaceDeadAfterMs',
   'formatLevel',
   'connectionsMax',
+  'connectionsPerAddressMax',
   'connectionUnsentMaxMb',
   'unsentMaxMb',
 ])
@@ -435,6 +439,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
     formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
     connectionsMax: int(raw, 'connectionsMax', 16, 1_000_000),
+    connectionsPerAddressMax: int(raw, 'connectionsPerAddressMax', 1, 1_000_000),
     connectionUnsentMaxMb,
     unsentMaxMb,
   }

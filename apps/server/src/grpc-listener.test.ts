@@ -14,6 +14,7 @@ afterEach(() => {
 async function echoServer(
   connectionsMax: number,
   onRefused?: (refused: number, lastRemote: string) => void,
+  perAddressMax = connectionsMax,
 ): Promise<GrpcListener> {
   const server = new Server()
   server.addService(ECHO, {
@@ -23,7 +24,7 @@ async function echoServer(
     server,
     ServerCredentials.createInsecure(),
     '127.0.0.1:0',
-    connectionsMax,
+    { connectionsMax, perAddressMax },
     onRefused,
   )
   cleanups.push(() => {
@@ -34,9 +35,9 @@ async function echoServer(
 }
 
 /** A TCP connection to `port`, and a promise of its close (resolves with how long it stayed open). */
-function open(port: number): { socket: Socket; closed: Promise<number> } {
+function open(port: number, localAddress?: string): { socket: Socket; closed: Promise<number> } {
   const started = Date.now()
-  const socket = connect({ host: '127.0.0.1', port })
+  const socket = connect({ host: '127.0.0.1', port, ...(localAddress ? { localAddress } : {}) })
   socket.on('error', () => {})
   socket.resume()
   cleanups.push(() => socket.destroy())
@@ -94,6 +95,27 @@ describe('the gRPC listener', () => {
     expect(await echo(listener.port, 'again')).toBe('again')
   })
 
+  it('closes a connection past perAddressMax from its address, and takes others from elsewhere', async () => {
+    const reports: [number, string][] = []
+    const listener = await echoServer(8, (n, remote) => reports.push([n, remote]), 2)
+    const held = [open(listener.port), open(listener.port)]
+    await new Promise((r) => setTimeout(r, 200))
+    const extra = open(listener.port)
+    expect(await within(extra.closed, 2_000)).not.toBe('open')
+    expect(listener.refused()).toBe(1)
+    expect(reports[0]?.[1]).toMatch(/^from 127\.0\.0\.1:\d+, which holds 2 already$/)
+    // Another address (loopback answers for all of 127/8) is not held back by that one.
+    const other = open(listener.port, '127.0.0.2')
+    expect(await within(other.closed, 300)).toBe('open')
+    expect(listener.connections()).toBe(3)
+    // Once one of the address's closes, it may open one again.
+    held[0]?.socket.destroy()
+    await held[0]?.closed
+    await new Promise((r) => setTimeout(r, 100))
+    expect(await echo(listener.port, 'again')).toBe('again')
+    expect(listener.refused()).toBe(1)
+  })
+
   it('reports counted events at once, then at most once per period with the count since', () => {
     let t = 0
     const reports: [number, string][] = []
@@ -123,7 +145,10 @@ describe('the gRPC listener', () => {
     const server = new Server()
     cleanups.push(() => server.forceShutdown())
     await expect(
-      listenGrpc(server, ServerCredentials.createInsecure(), `127.0.0.1:${port}`, 8),
+      listenGrpc(server, ServerCredentials.createInsecure(), `127.0.0.1:${port}`, {
+        connectionsMax: 8,
+        perAddressMax: 8,
+      }),
     ).rejects.toThrow(`cannot listen on 127.0.0.1:${port}: listen EADDRINUSE`)
   })
 })

@@ -7,10 +7,18 @@ export interface GrpcListener {
   readonly port: number
   /** Connections open now. */
   connections(): number
-  /** Connections refused since the start because `connectionsMax` were open. */
+  /** Connections refused since the start: `connectionsMax` were open, or `perAddressMax` from its address. */
   refused(): number
   /** Stops accepting connections; the open ones stay (grpc-js's shutdown ends them). */
   close(): void
+}
+
+/** The listener's bounds on open connections. */
+export interface ConnectionLimits {
+  /** Connections open at once, from anywhere. */
+  readonly connectionsMax: number
+  /** Connections open at once from one remote address (taken as at most `connectionsMax`). */
+  readonly perAddressMax: number
 }
 
 /** Refused connections are reported at most this often (the first at once), with their count since. */
@@ -39,29 +47,47 @@ export function listenTarget(address: string): { host: string; port: number } {
  * the system would not accept, out of file descriptors, is counted and reported the same way),
  * so a client opening connections in a loop cannot take the node's file descriptors and
  * memory (grpc-js has no such bound). Peers count too: size it well above clients + nodes.
+ * And at most `perAddressMax` from one remote address: one client looping could otherwise
+ * take every slot, and the other clients and the peers were refused with it.
  */
 export function listenGrpc(
   server: Server,
   credentials: ServerCredentials,
   address: string,
-  connectionsMax: number,
+  limits: ConnectionLimits,
   onRefused: (refused: number, last: string) => void = () => {},
 ): Promise<GrpcListener> {
   const injector = server.createConnectionInjector(credentials)
   let open = 0
   let refused = 0
+  const report = throttledCount(REFUSALS_REPORT_MS, onRefused)
+  const from = (host: string | undefined, port: number | undefined) =>
+    host ? `from ${host}:${port}` : 'from an unknown address'
+  /** Connections open per remote address (an entry per address with one open at least). */
+  const byAddress = new Map<string, number>()
   const net: NetServer = createServer((socket: Socket) => {
+    const remote = socket.remoteAddress ?? ''
+    const held = byAddress.get(remote) ?? 0
+    if (held >= limits.perAddressMax) {
+      refused++
+      report(`${from(socket.remoteAddress, socket.remotePort)}, which holds ${held} already`)
+      socket.destroy()
+      return
+    }
     open++
+    byAddress.set(remote, held + 1)
     socket.once('close', () => {
       open--
+      const left = (byAddress.get(remote) ?? 1) - 1
+      if (left > 0) byAddress.set(remote, left)
+      else byAddress.delete(remote)
     })
     injector.injectConnection(socket)
   })
-  net.maxConnections = connectionsMax
-  const report = throttledCount(REFUSALS_REPORT_MS, onRefused)
+  net.maxConnections = limits.connectionsMax
   net.on('drop', (data) => {
     refused++
-    report(data?.remoteAddress ? `from ${data.remoteAddress}:${data.remotePort}` : 'from an unknown address')
+    report(from(data?.remoteAddress, data?.remotePort))
   })
   const { host, port } = listenTarget(address)
   return new Promise((resolve, reject) => {

@@ -576,11 +576,11 @@ export class MqNode {
       this.#server,
       this.#credentials.server(),
       this.config.listen,
-      this.config.connectionsMax,
+      { connectionsMax: this.config.connectionsMax, perAddressMax: this.config.connectionsPerAddressMax },
       (refused, last) =>
         this.log.warn(
           { refused, last },
-          `mq-server: refused ${refused} connection(s) (the last ${last}); at most --connections-max ${this.config.connectionsMax} are open at once, and the process's open-file limit (ulimit -n) must allow them`,
+          `mq-server: refused ${refused} connection(s) (the last ${last}); at most --connections-max ${this.config.connectionsMax} are open at once, ${Math.min(this.config.connectionsPerAddressMax, this.config.connectionsMax)} from one address (--connections-per-address-max), and the process's open-file limit (ulimit -n) must allow them`,
         ),
     )
     this.#port = this.#listener.port

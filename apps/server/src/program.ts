@@ -116,6 +116,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'gRPC connections (clients and peers) open at once; one more is closed as accepted (default 4096)',
     )
     .option(
+      '--connections-per-address-max <n>',
+      'gRPC connections open at once from one remote address (clients behind one NAT share theirs); one more is closed as accepted (default 1024, at most --connections-max count)',
+    )
+    .option(
       '--connection-unsent-max-mb <n>',
       'MiB of answers one connection may leave unread before it is closed as a slow reader (default 256)',
     )

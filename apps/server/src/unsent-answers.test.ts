@@ -38,7 +38,10 @@ async function serve(limits: UnsentLimits): Promise<Served> {
       // Answers after a turn of the event loop, as a handler that reads storage does.
       setImmediate(() => cb(null, Buffer.alloc(call.request.readUInt32BE(0), 7))),
   })
-  const listener = await listenGrpc(server, ServerCredentials.createInsecure(), '127.0.0.1:0', 64)
+  const listener = await listenGrpc(server, ServerCredentials.createInsecure(), '127.0.0.1:0', {
+    connectionsMax: 64,
+    perAddressMax: 64,
+  })
   cleanups.push(() => {
     listener.close()
     server.forceShutdown()
