@@ -90,13 +90,13 @@ describe('loadConfig', () => {
     const file = join(dir, 'no-console.json')
     writeFileSync(file, JSON.stringify({ ...base, console: false }))
     expect(loadConfig({ config: file }).console).toBe(false)
-    expect(() => loadConfig({ ...base, console: 'maybe' })).toThrow(/console must be true or false/)
+    expect(() => loadConfig({ ...base, console: 'maybe' })).toThrow(/"console"\) must be true or false/)
   })
 
   it.each([
     [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
     [{ ...base, nodeId: '_n1' }, /nodeId "_n1" must be .*, starting with a letter or digit/],
-    [{ ...base, listen: 'nowhere' }, /listen: address "nowhere"/],
+    [{ ...base, listen: 'nowhere' }, /"listen"\): address "nowhere"/],
     [{ ...base, dataDir: undefined }, /--data-dir \(config file: "dataDir"\) is required/],
     [{ ...base, nodeId: 4 }, /--node-id \(config file: "nodeId"\) must be a string, got 4/],
     [{ ...base, initialMeta: undefined }, /--initial-meta to bootstrap a cluster or --join/],
@@ -110,23 +110,23 @@ describe('loadConfig', () => {
       /--initial-meta names 8 nodes; the meta group has at most 7 voters/,
     ],
     [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
-    [{ ...base, tickMs: 0 }, /tickMs must be an integer from 1/],
+    [{ ...base, tickMs: 0 }, /"tickMs"\) must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
     [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
     [{ ...base, peerToken: 1234567890123456 }, /peerToken .* must be a string/],
-    [{ ...base, consolePeek: 'yes' }, /consolePeek must be true or false/],
-    [{ ...base, metricsOpen: 1 }, /metricsOpen must be true or false/],
+    [{ ...base, consolePeek: 'yes' }, /"consolePeek"\) must be true or false/],
+    [{ ...base, metricsOpen: 1 }, /"metricsOpen"\) must be true or false/],
     [{ ...base, tlsCert: 'n1.crt' }, /--tls-cert and --tls-key together/],
     [{ ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key' }, /--tls-cert needs --tls-ca/],
     [{ ...base, tlsClientAuth: true }, /need --tls-cert and --tls-key/],
-    [{ ...base, tlsClientAuth: 'yes' }, /tlsClientAuth must be true or false/],
+    [{ ...base, tlsClientAuth: 'yes' }, /"tlsClientAuth"\) must be true or false/],
     [
       { ...base, tlsCert: 'n1.crt', tlsKey: 'n1.key', tlsCa: 'ca.crt', tlsPeerIds: true },
       /--tls-peer-ids checks the node ids .* needs --tls-client-auth/,
     ],
-    [{ ...base, logLevel: 'loud' }, /logLevel must be one of fatal, error/],
-    [{ ...base, httpListen: 'nowhere' }, /httpListen: address "nowhere"/],
-    [{ ...base, replaceDeadAfterMs: '5000' }, /replaceDeadAfterMs must be an integer from 10000/],
+    [{ ...base, logLevel: 'loud' }, /"logLevel"\) must be one of fatal, error/],
+    [{ ...base, httpListen: 'nowhere' }, /"httpListen"\): address "nowhere"/],
+    [{ ...base, replaceDeadAfterMs: '5000' }, /"replaceDeadAfterMs"\) must be an integer from 10000/],
     [
       { ...base, httpTls: true, httpListen: '127.0.0.1:8001' },
       /--http-tls serves the HTTP port .* give --http-listen and --tls-cert/,
@@ -135,25 +135,28 @@ describe('loadConfig', () => {
       { ...base, httpTls: true, tlsCert: 'n1.crt', tlsKey: 'n1.key', tlsCa: 'ca.crt' },
       /--http-tls serves the HTTP port/,
     ],
-    [{ ...base, connectionsMax: '8' }, /connectionsMax must be an integer from 16/],
-    [{ ...base, connectionsPerAddressMax: '0' }, /connectionsPerAddressMax must be an integer from 1/],
-    [{ ...base, connectionUnsentMaxMb: '1' }, /connectionUnsentMaxMb must be an integer from 32/],
-    [{ ...base, logMemoryMb: '8' }, /logMemoryMb must be an integer from 16 to 1048576, got "8"/],
-    [{ ...base, unsentMaxMb: 'lots' }, /unsentMaxMb must be an integer from 32/],
+    [{ ...base, connectionsMax: '8' }, /"connectionsMax"\) must be an integer from 16/],
+    [{ ...base, connectionsPerAddressMax: '0' }, /"connectionsPerAddressMax"\) must be an integer from 1/],
+    [{ ...base, connectionUnsentMaxMb: '1' }, /"connectionUnsentMaxMb"\) must be an integer from 32/],
+    [{ ...base, logMemoryMb: '8' }, /"logMemoryMb"\) must be an integer from 16 to 1048576, got "8"/],
+    [{ ...base, unsentMaxMb: 'lots' }, /"unsentMaxMb"\) must be an integer from 32/],
     // Not numbers as a flag's text: empty, hexadecimal, exponent.
-    [{ ...base, dataGroups: '' }, /dataGroups must be an integer from 0/],
-    [{ ...base, unsentMaxMb: '0x100' }, /unsentMaxMb must be an integer from 32/],
-    [{ ...base, unsentMaxMb: '1e3' }, /unsentMaxMb must be an integer from 32/],
+    [{ ...base, dataGroups: '' }, /"dataGroups"\) must be an integer from 0/],
+    [{ ...base, unsentMaxMb: '0x100' }, /"unsentMaxMb"\) must be an integer from 32/],
+    [{ ...base, unsentMaxMb: '1e3' }, /"unsentMaxMb"\) must be an integer from 32/],
     // An empty join is "not given": the error says what is missing.
     [{ ...base, initialMeta: undefined, join: '' }, /give --initial-meta to bootstrap a cluster or --join/],
     [
       { ...base, connectionUnsentMaxMb: '2048' },
       /--connection-unsent-max-mb \(2048\) must not be above --unsent-max-mb \(1024\)/,
     ],
-    [{ ...base, formatLevel: '0' }, new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`)],
+    [
+      { ...base, formatLevel: '0' },
+      new RegExp(`"formatLevel"\\) must be an integer from 1 to ${FORMAT_LEVEL}`),
+    ],
     [
       { ...base, formatLevel: String(FORMAT_LEVEL + 1) },
-      new RegExp(`formatLevel must be an integer from 1 to ${FORMAT_LEVEL}`),
+      new RegExp(`"formatLevel"\\) must be an integer from 1 to ${FORMAT_LEVEL}`),
     ],
   ])('rejects %j with a clear error', (flags, message) => {
     expect(() => loadConfig(flags, '/srv', {})).toThrow(ConfigError)

@@ -499,13 +499,13 @@ function bool(raw: RawConfig, key: keyof ServerConfig): boolean {
   const v = raw[key]
   if (v === true || v === 'true') return true
   if (v === false || v === 'false' || v === undefined) return false
-  throw new ConfigError(`${key} must be true or false, got ${JSON.stringify(v)}`)
+  throw new ConfigError(`${setting(key)} must be true or false, got ${JSON.stringify(v)}`)
 }
 
 function oneOf<T extends string>(raw: RawConfig, key: keyof ServerConfig, allowed: readonly T[]): T {
   const v = raw[key]
   if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
-    throw new ConfigError(`${key} must be one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`)
+    throw new ConfigError(`${setting(key)} must be one of ${allowed.join(', ')}, got ${JSON.stringify(v)}`)
   }
   return v as T
 }
@@ -530,7 +530,7 @@ function address(raw: RawConfig, key: keyof ServerConfig): string {
   try {
     return parseAddress(str(raw, key))
   } catch (error) {
-    throw new ConfigError(`${key}: ${(error as Error).message}`, { cause: error })
+    throw new ConfigError(`${setting(key)}: ${(error as Error).message}`, { cause: error })
   }
 }
 
@@ -539,7 +539,9 @@ function int(raw: RawConfig, key: keyof ServerConfig, min: number, max: number):
   const text = raw[key]
   const v = typeof text === 'string' ? (/^-?\d+$/.test(text) ? Number(text) : Number.NaN) : text
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new ConfigError(`${key} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw[key])}`)
+    throw new ConfigError(
+      `${setting(key)} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw[key])}`,
+    )
   }
   return v
 }

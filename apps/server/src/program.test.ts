@@ -139,13 +139,13 @@ describe('mq-server program', () => {
     await createProgram(io).parseAsync(['start', '--config', file], { from: 'user' })
     expect([io.code, io.errors.join('\n')]).toEqual([
       2,
-      expect.stringMatching(/console must be true or false/),
+      expect.stringMatching(/"console"\) must be true or false/),
     ])
     const flagged = capture()
     await createProgram(flagged).parseAsync(['start', '--config', file, '--no-console'], { from: 'user' })
     expect([flagged.code, flagged.errors.join('\n')]).toEqual([
       2,
-      expect.stringMatching(/logLevel must be one of/),
+      expect.stringMatching(/"logLevel"\) must be one of/),
     ])
     rmSync(dir, { recursive: true, force: true })
   })

@@ -81,7 +81,9 @@ describe('mq-server processes', () => {
   it('exits 2 and names the problem on a bad config', async () => {
     const server = startServer(['start', '--node-id', 'n1', '--listen', '127.0.0.1:99999', '--data-dir', dir])
     expect((await server.exited).code).toBe(2)
-    expect(server.output()).toMatch(/listen: address "127.0.0.1:99999" is not host:port/)
+    expect(server.output()).toMatch(
+      /--listen \(config file: "listen"\): address "127.0.0.1:99999" is not host:port/,
+    )
   }, 60_000)
 
   it('exits 1 with one plain line on stderr when the data dir is a file', async () => {

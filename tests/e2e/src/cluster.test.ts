@@ -12,7 +12,7 @@ describe('LocalCluster', () => {
       (e: unknown) => e as Error,
     )
     expect(error?.message).toMatch(/n1 exited \(2\) before it served/)
-    expect(error?.message).toMatch(/tickMs must be an integer/)
+    expect(error?.message).toMatch(/--tick-ms \(config file: "tickMs"\) must be an integer/)
     // Well before waitServing's 30 s deadline.
     expect(Date.now() - began).toBeLessThan(20_000)
   })
