@@ -203,7 +203,7 @@ describe('cluster, node and group', () => {
       expect.objectContaining({ groupId: 0, leaderId: 'n1', term: 3 }),
     ])
     const table = await mq(['group', 'list'])
-    expect(table.stdout).toMatch(/0 +n1 +active +3 +120 +119 +0 +n1,n2\(learner\)/)
+    expect(table.stdout).toMatch(/0 +n1 +active +- +3 +120 +119 +0 +n1,n2\(learner\)/)
   })
 
   it('lists the meta group (0) first when the status lists only the data groups (as servers answer)', async () => {
@@ -216,9 +216,11 @@ describe('cluster, node and group', () => {
     cluster.status = { ...cluster.status, groups: [data] }
     const table = await mq(['group', 'list'])
     expect(table.stdout.split('\n').slice(0, 3)).toEqual([
-      expect.stringMatching(/^GROUP +LEADER +STATE +TERM +COMMIT +APPLIED +PARTITIONS +REPLICAS$/),
-      expect.stringMatching(/^ +0 +n1 +changing +- +- +- +0 +n1,n2,n3,n4\(learner\)$/),
-      expect.stringMatching(/^ +1 +n1 +active +4 +120 +119 +0 +-$/),
+      expect.stringMatching(/^GROUP +LEADER +STATE +CHANGE +TERM +COMMIT +APPLIED +PARTITIONS +REPLICAS$/),
+      expect.stringMatching(
+        /^ +0 +n1 +changing +n3 → n4 \(dead, 9s ago\) +- +- +- +0 +n1,n2,n3,n4\(learner\)$/,
+      ),
+      expect.stringMatching(/^ +1 +n1 +active +- +4 +120 +119 +0 +-$/),
     ])
     const json = jsonLines((await mq(['group', 'list', '--json'])).stdout)
     expect(json.map((g) => g.groupId)).toEqual([0, 1])
@@ -228,7 +230,23 @@ describe('cluster, node and group', () => {
       replicas: [{ nodeId: 'n1', address: '10.0.0.1:7001' }, {}, {}, { nodeId: 'n4', learner: true }],
     })
     expect((await mq(['cluster', 'status'])).stdout).toMatch(
-      /\n +0 +n1 +changing +- +- +- +0 +n1,n2,n3,n4\(learner\)\n/,
+      /\n +0 +n1 +changing +n3 → n4 \(dead, 9s ago\) +- +- +- +0 +n1,n2,n3,n4\(learner\)\n/,
+    )
+  })
+
+  it('shows the replica change a group is under, and since when', async () => {
+    const data = {
+      ...cluster.status.groups[0],
+      groupId: 1,
+      term: 4,
+      state: 'changing',
+      change: { add: 'n5', remove: 'n2', reason: 'drain', startedAtMs: 4_000 },
+      replicas: [],
+    } as (typeof cluster.status.groups)[number]
+    cluster.status = { ...cluster.status, groups: [data] }
+    const table = await mq(['group', 'list'])
+    expect(table.stdout.split('\n')[2]).toMatch(
+      /^ +1 +n1 +changing +n2 → n5 \(drain, 6s ago\) +4 +120 +119 +0 +-$/,
     )
   })
 

@@ -15,7 +15,7 @@ import {
 } from '@mq/protocol'
 import { describe, expect, it, vi } from 'vitest'
 import { type ControllerPort, type MetaGroupPort, metaHandlers } from './meta-handlers'
-import { META_LIMITS, MetaState, narrowedPrefixes, type QueueRecord } from './meta-state'
+import { META_LIMITS, MetaState, narrowedPrefixes, type QueueRecord, ReplicaChangeReason } from './meta-state'
 import { routeOf } from './routes'
 
 /** A meta group of one replica that applies at once (the handlers' contract, not Raft's). */
@@ -255,6 +255,7 @@ describe('meta handlers', () => {
     ])
     // The meta group's membership from the replica's Raft configuration, sorted.
     expect(status).toMatchObject({ metaVoters: ['n1', 'n2'], metaLearners: ['n4'] })
+    expect(status.groups[0]).not.toHaveProperty('change')
     meta.state.apply({ type: 'initMetaMembers', voters: ['n1', 'n2'] }, 9)
     const again = (await call(h, 'clusterStatus', {})) as { nodes: { nodeId: string; groupIds: number[] }[] }
     // A meta voter's groups list group 0 first.
@@ -263,6 +264,17 @@ describe('meta handlers', () => {
       ['n2', [0, 1]],
       ['n3', [1]],
     ])
+    // A replica change under way shows in its group's status, with when it started.
+    meta.state.apply({ type: 'registerNode', nodeId: 'n4', address: 'n4:1' }, 7_000)
+    meta.state.apply(
+      { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: ReplicaChangeReason.Drain },
+      8_000,
+    )
+    const changing = (await call(h, 'clusterStatus', {})) as { groups: { state: string; change?: object }[] }
+    expect(changing.groups[0]).toMatchObject({
+      state: 'changing',
+      change: { add: 'n4', remove: 'n3', reason: 'drain', startedAtMs: 8_000 },
+    })
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

@@ -20,7 +20,7 @@ import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
 import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
 import { applyQueueConfigUpdate, QUEUE_DEFAULTS, QUEUE_LIMITS, sameSettings } from './queue-config'
-import { groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
+import { changeOf, groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
 import { tokenHandlers } from './token-handlers'
 
@@ -322,23 +322,14 @@ export function metaHandlers(
       const scope = scopeOf(ctx)
       const liveness = meta.liveness()
       const { voters, learners } = meta.membership()
-      const change = state.metaChange()
+      const metaChange = state.metaChange()
       return {
         metaLeaderId: meta.leaderId(),
         formatLevel: state.formatLevel(),
         metaVoters: [...voters].sort(),
         metaLearners: [...learners].sort(),
         metaVotersWanted: state.metaVotersWanted() ?? 0,
-        ...(change
-          ? {
-              metaChange: {
-                add: change.add,
-                remove: change.remove,
-                reason: change.reason,
-                startedAtMs: change.startedAtMs,
-              },
-            }
-          : {}),
+        ...(metaChange ? { metaChange: changeOf(metaChange) } : {}),
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, liveness),
         groups: groupStatusesOf(state, liveness),

@@ -1,5 +1,12 @@
-import type { GroupStatus, NodeStatus, PartitionRoute, QueueRoute, Replica } from '@mq/protocol'
-import type { GroupRecord, MetaState, QueueRecord } from './meta-state'
+import type {
+  GroupStatus,
+  NodeStatus,
+  PartitionRoute,
+  QueueRoute,
+  Replica,
+  ReplicaChange,
+} from '@mq/protocol'
+import type { GroupRecord, MetaState, QueueRecord, ReplicaChangeRecord } from './meta-state'
 
 /**
  * Renders a queue's route: for each partition its storage address (data group + engine) and
@@ -67,31 +74,34 @@ export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus
   }))
 }
 
+/** A replica change as ClusterStatus shows it (a data group's, or the meta group's). */
+export function changeOf(c: ReplicaChangeRecord): ReplicaChange {
+  return { add: c.add, remove: c.remove, reason: c.reason, startedAtMs: c.startedAtMs }
+}
+
 /**
- * Each data group's status; `state` is removing (scale plan), changing (replicas), electing or
- * active. The commit and applied index are those the group's leader last reported (0 when it
+ * Each data group's status; `state` is removing (scale plan), changing (replicas: `change`
+ * says which, since when), electing or active. The commit and applied index are those the group's leader last reported (0 when it
  * has not reported since this meta leader took over, or without `liveness`).
  */
 export function groupStatusesOf(state: MetaState, liveness?: Liveness): GroupStatus[] {
   const counts = state.partitionCounts()
   const removing = new Set(state.scale?.running ? state.scale.removing : [])
-  return state.groups().map((g) => ({
-    groupId: g.groupId,
-    leaderId: g.leaderId,
-    replicas: replicasOf(state, g).map((r) => ({
-      ...r,
-      appliedIndex: liveness?.groupIndexes?.(r.nodeId, g.groupId)?.appliedIndex ?? 0,
-    })),
-    term: g.leaderTerm,
-    commitIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.commitIndex ?? 0,
-    appliedIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.appliedIndex ?? 0,
-    partitions: counts.get(g.groupId) ?? 0,
-    state: removing.has(g.groupId)
-      ? 'removing'
-      : state.replicaChange(g.groupId)
-        ? 'changing'
-        : g.leaderId
-          ? 'active'
-          : 'electing',
-  }))
+  return state.groups().map((g) => {
+    const change = state.replicaChange(g.groupId)
+    return {
+      groupId: g.groupId,
+      leaderId: g.leaderId,
+      replicas: replicasOf(state, g).map((r) => ({
+        ...r,
+        appliedIndex: liveness?.groupIndexes?.(r.nodeId, g.groupId)?.appliedIndex ?? 0,
+      })),
+      term: g.leaderTerm,
+      commitIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.commitIndex ?? 0,
+      appliedIndex: liveness?.groupIndexes?.(g.leaderId, g.groupId)?.appliedIndex ?? 0,
+      partitions: counts.get(g.groupId) ?? 0,
+      state: removing.has(g.groupId) ? 'removing' : change ? 'changing' : g.leaderId ? 'active' : 'electing',
+      ...(change ? { change: changeOf(change) } : {}),
+    }
+  })
 }

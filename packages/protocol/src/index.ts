@@ -87,6 +87,7 @@ export {
   RemoveNodeRequest,
   RemoveNodeResponse,
   Replica,
+  ReplicaChange,
   ScaleDataGroupsRequest,
   ScaleDataGroupsResponse,
   ScalePlan,

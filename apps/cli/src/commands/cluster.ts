@@ -44,7 +44,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
           ]),
         )
         out.text(`\n${formatTable(status.nodes, nodeColumns(io.now()))}`)
-        out.text(`\n${formatTable(groupRows(status), groupColumns)}`)
+        out.text(`\n${formatTable(groupRows(status), groupColumns(io.now()))}`)
         if (status.moves.length > 0) out.text(`\n${formatTable(status.moves, moveColumns(io.now()))}`)
       }),
     )
@@ -128,8 +128,8 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
       'every Raft group, the meta group (0) first: leader, term, commit and applied index, replicas (the meta group shows no term or indexes, which the cluster status does not carry)',
     )
     .action((_opts, command: Command) =>
-      runtime.run(command, async ({ client, out }) => {
-        out.table(groupRows(await client.admin.clusterStatus()), groupColumns, (g) => g)
+      runtime.run(command, async ({ client, out, io }) => {
+        out.table(groupRows(await client.admin.clusterStatus()), groupColumns(io.now()), (g) => g)
       }),
     )
   group
@@ -249,6 +249,7 @@ export function groupRows(status: ClusterStatus): GroupRow[] {
           ? 'active'
           : 'electing',
     partitions: 0,
+    ...(status.metaChange ? { change: status.metaChange } : {}),
     replicas: [
       ...status.metaVoters.map((nodeId) => ({ nodeId, address: address(nodeId), learner: false })),
       ...status.metaLearners.map((nodeId) => ({ nodeId, address: address(nodeId), learner: true })),
@@ -259,10 +260,18 @@ export function groupRows(status: ClusterStatus): GroupRow[] {
 
 const unknown = (n: number | undefined) => n ?? '-'
 
-const groupColumns = [
+/** A replica change under way: `n3 → n5 (drain, 4m 10s ago)`; '-' for none. */
+export function describeChange(nowMs: number, change: GroupStatus['change']): string {
+  if (!change || (!change.add && !change.remove)) return '-'
+  const age = formatAge(nowMs, change.startedAtMs)
+  return `${change.remove || '∅'} → ${change.add || '∅'} (${change.reason || 'change'}, ${age})`
+}
+
+const groupColumns = (nowMs: number) => [
   { header: 'GROUP', value: (g: GroupRow) => g.groupId },
   { header: 'LEADER', value: (g: GroupRow) => g.leaderId || '(none)' },
   { header: 'STATE', value: (g: GroupRow) => g.state || '-' },
+  { header: 'CHANGE', value: (g: GroupRow) => describeChange(nowMs, g.change) },
   { header: 'TERM', value: (g: GroupRow) => unknown(g.term) },
   { header: 'COMMIT', value: (g: GroupRow) => unknown(g.commitIndex) },
   { header: 'APPLIED', value: (g: GroupRow) => unknown(g.appliedIndex) },

@@ -220,6 +220,11 @@ export interface GroupStatus {
   appliedIndex: number;
   partitions: number;
   state: string;
+  /**
+   * The replica change under way (state "changing"), with when it started: one that waits for
+   * a node that does not catch up shows its age.
+   */
+  change?: ReplicaChange | undefined;
 }
 
 export interface ScalePlan {
@@ -2331,7 +2336,17 @@ export const NodeStatus: MessageFns<NodeStatus> = {
 };
 
 function createBaseGroupStatus(): GroupStatus {
-  return { groupId: 0, leaderId: "", replicas: [], term: 0, commitIndex: 0, appliedIndex: 0, partitions: 0, state: "" };
+  return {
+    groupId: 0,
+    leaderId: "",
+    replicas: [],
+    term: 0,
+    commitIndex: 0,
+    appliedIndex: 0,
+    partitions: 0,
+    state: "",
+    change: undefined,
+  };
 }
 
 export const GroupStatus: MessageFns<GroupStatus> = {
@@ -2359,6 +2374,9 @@ export const GroupStatus: MessageFns<GroupStatus> = {
     }
     if (message.state !== "") {
       writer.uint32(66).string(message.state);
+    }
+    if (message.change !== undefined) {
+      ReplicaChange.encode(message.change, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -2434,6 +2452,14 @@ export const GroupStatus: MessageFns<GroupStatus> = {
           message.state = reader.string();
           continue;
         }
+        case 9: {
+          if (tag !== 74) {
+            break;
+          }
+
+          message.change = ReplicaChange.decode(reader, reader.uint32());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -2469,6 +2495,7 @@ export const GroupStatus: MessageFns<GroupStatus> = {
         : 0,
       partitions: isSet(object.partitions) ? globalThis.Number(object.partitions) : 0,
       state: isSet(object.state) ? globalThis.String(object.state) : "",
+      change: isSet(object.change) ? ReplicaChange.fromJSON(object.change) : undefined,
     };
   },
 
@@ -2498,6 +2525,9 @@ export const GroupStatus: MessageFns<GroupStatus> = {
     if (message.state !== "") {
       obj.state = message.state;
     }
+    if (message.change !== undefined) {
+      obj.change = ReplicaChange.toJSON(message.change);
+    }
     return obj;
   },
 
@@ -2514,6 +2544,9 @@ export const GroupStatus: MessageFns<GroupStatus> = {
     message.appliedIndex = object.appliedIndex ?? 0;
     message.partitions = object.partitions ?? 0;
     message.state = object.state ?? "";
+    message.change = (object.change !== undefined && object.change !== null)
+      ? ReplicaChange.fromPartial(object.change)
+      : undefined;
     return message;
   },
 };
