@@ -20,6 +20,10 @@ describe('parseMembers', () => {
   })
   it('accepts IPv6 literals', () => {
     expect(parseAddress('[::1]:7001')).toBe('[::1]:7001')
+    // One spelling per address: a port's leading zeros and a host name's capitals go.
+    expect(parseAddress('127.0.0.1:07001')).toBe('127.0.0.1:7001')
+    expect(parseAddress('MQ-1.Example:7001')).toBe('mq-1.example:7001')
+    expect(parseAddress('[::FFFF:7f00:1]:00080')).toBe('[::ffff:7f00:1]:80')
   })
 })
 

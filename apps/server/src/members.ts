@@ -49,7 +49,10 @@ export function parseAddress(address: string): string {
   if (!match || port < 1 || port > 65535) {
     throw new Error(`address ${JSON.stringify(address)} is not host:port with a port from 1 to 65535`)
   }
-  return address
+  // One spelling per address: nodes compare addresses as strings (a node finding itself among
+  // --initial-meta, a NOT_LEADER hint, the meta state's records), and 127.0.0.1:07001 or
+  // MQ-1.example:7001 named the same port and host as 127.0.0.1:7001 and mq-1.example:7001.
+  return `${match[1]!.toLowerCase()}:${port}`
 }
 
 /** The host and port of an address `parseAddress` took (an IPv6 host keeps its brackets). */
