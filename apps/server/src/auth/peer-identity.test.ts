@@ -27,7 +27,7 @@ describe('peer identity (--tls-peer-ids)', () => {
     ])
     expect(claimedNodes(HEARTBEAT, { nodeId: 'n3' })).toEqual(['n3'])
     expect(claimedNodes('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: 'n2' })).toEqual(['n2'])
-    expect(claimedNodes('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: '' })).toEqual([])
+    expect(claimedNodes('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: '' })).toEqual([''])
     expect(claimedNodes('mq.v1.Peer/Probe', { nodeId: 'n3' })).toEqual([])
     // A malformed message claims '' (which no certificate names), never throws.
     expect(claimedNodes(RAFT, null)).toEqual([''])
@@ -51,5 +51,10 @@ describe('peer identity (--tls-peer-ids)', () => {
       /names no name \(or no certificate\)/,
     )
     expect(() => checkPeerIdentity(HEARTBEAT, { nodeId: 'n1' }, cert('mq node'))).toThrow(/names "mq node"/)
+    // An image fetch names its asker: one that does not was not checked (any member read any image).
+    expect(() => checkPeerIdentity('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: 'n1' }, n1)).not.toThrow()
+    expect(() => checkPeerIdentity('mq.v1.Peer/FetchImage', { groupId: 1, nodeId: '' }, n1)).toThrow(
+      /^mq\.v1\.Peer\/FetchImage names no node it speaks for/,
+    )
   })
 })

@@ -26,9 +26,9 @@ export function claimedNodes(method: string, message: unknown): string[] {
   }
   if (method === 'mq.v1.Peer/Heartbeat') return [String((message as { nodeId?: unknown })?.nodeId ?? '')]
   if (method === 'mq.v1.Peer/FetchImage') {
-    // The asking follower, when named: its replica is sent a new image when this one is gone.
-    const asker = (message as { nodeId?: unknown })?.nodeId
-    return typeof asker === 'string' && asker !== '' ? [asker] : []
+    // The asking follower: only a replica of the group is served (NodeImages.fetch), so it
+    // must be named (an empty name went unchecked, and any member read any group's images).
+    return [String((message as { nodeId?: unknown })?.nodeId ?? '')]
   }
   return []
 }
@@ -44,6 +44,10 @@ export function checkPeerIdentity(method: string, message: unknown, cert: PeerCe
   const names = certificateNames(cert)
   const foreign = claimed.find((id) => !names.has(id))
   if (foreign === undefined) return
+  if (foreign === '')
+    throw new PermissionDeniedError(
+      `${method} names no node it speaks for (--tls-peer-ids: the call must name its node, whose id the caller's certificate must name)`,
+    )
   const held = quotedNames(names) || 'no name (or no certificate)'
   throw new PermissionDeniedError(
     `${method} speaks for node ${JSON.stringify(foreign)}, but the caller's certificate names ${held} (--tls-peer-ids: each node needs a certificate whose CN is its id)`,

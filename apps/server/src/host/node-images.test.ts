@@ -1,5 +1,5 @@
 import { ClosedError, MemoryEngine, stateMachineKey } from '@mq/kv-storage'
-import { UnavailableError } from '@mq/protocol'
+import { PermissionDeniedError, UnavailableError } from '@mq/protocol'
 import { type RaftHost, Role } from '@mq/raft-core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { decodePairs } from './data-machine'
@@ -14,10 +14,15 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     await images?.close()
   })
 
-  function nodeImages(engine: MemoryEngine, role: Role, applied = 0) {
+  function nodeImages(
+    engine: MemoryEngine,
+    role: Role,
+    applied = 0,
+    conf?: { voters: string[]; learners: string[] },
+  ) {
     const refreshed: [number, string | undefined][] = []
     const raft = {
-      status: () => ({ role, applied }),
+      status: () => ({ role, applied, conf }),
       refreshImage: (groupId: number, follower?: string) => refreshed.push([groupId, follower]),
     } as unknown as RaftHost
     images = new NodeImages({
@@ -50,6 +55,20 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     expect(page.done).toBe(true)
     expect(decodePairs(page.pairs)).toEqual([[stateMachineKey(1, ['a']), Uint8Array.of(1)]])
     expect(refreshed).toEqual([])
+  })
+
+  it("serves a group's images to its replicas only (voters and learners)", async () => {
+    const engine = new MemoryEngine()
+    const { images } = nodeImages(engine, Role.Leader, 0, { voters: ['n1', 'n2'], learners: ['n3'] })
+    const imageId = decodeImageHandle(await images.store.take(1, 7, []))?.imageId ?? 0
+    const ask = (nodeId: string) =>
+      images.fetch({ groupId: 1, imageId, after: new Uint8Array(0), maxBytes: 0, nodeId })
+    expect((await ask('n3')).done).toBe(true)
+    expect((await ask('n2')).done).toBe(true)
+    await expect(ask('n9')).rejects.toBeInstanceOf(PermissionDeniedError)
+    await expect(ask('n9')).rejects.toThrow(/node n9 holds no replica of group 1/)
+    // Not named (a node of an earlier version): not checked.
+    expect((await ask('')).done).toBe(true)
   })
 
   it('answers an image closed while it was read as one not held, and passes other read errors on', async () => {

@@ -1,6 +1,11 @@
 import { decodePairs, encodePairs } from '@mq/data-service'
 import { type BatchOp, ClosedError, type Engine } from '@mq/kv-storage'
-import { type FetchImageRequest, type FetchImageResponse, UnavailableError } from '@mq/protocol'
+import {
+  type FetchImageRequest,
+  type FetchImageResponse,
+  PermissionDeniedError,
+  UnavailableError,
+} from '@mq/protocol'
 import { type Message, type RaftHost, Role } from '@mq/raft-core'
 import type { ImagePort } from './data-machine'
 import { FETCH_PAGE_BYTES, ImageStager } from './image-stager'
@@ -103,6 +108,7 @@ export class NodeImages {
    * handle at the next try); the answer is UNAVAILABLE either way.
    */
   async fetch(req: FetchImageRequest): Promise<FetchImageResponse> {
+    this.#checkAsker(req)
     const page = await this.store
       .page(
         req.groupId,
@@ -124,6 +130,27 @@ export class NodeImages {
     }
     throw new UnavailableError(
       `image ${req.imageId} of group ${req.groupId} is not held here (closed after ${IMAGE_IDLE_MS / 1000} s unread, or made before a restart); the group's leader sends a new one at its next try`,
+    )
+  }
+
+  /**
+   * Refuses (PERMISSION_DENIED) an asker that is no member of the group, voter or learner, in
+   * this node's view of its configuration: a group's state goes to its replicas only (any
+   * cluster member could read any group's messages before; under --tls-peer-ids the asker is
+   * the caller's certificate's node). An asker not named (an earlier version), or a group not
+   * hosted here (its images are closed), is not checked.
+   */
+  #checkAsker(req: FetchImageRequest): void {
+    if (!req.nodeId) return
+    let conf: { readonly voters: readonly string[]; readonly learners: readonly string[] } | undefined
+    try {
+      conf = this.#deps.raft()?.status(req.groupId).conf
+    } catch {
+      return
+    }
+    if (!conf || conf.voters.includes(req.nodeId) || conf.learners.includes(req.nodeId)) return
+    throw new PermissionDeniedError(
+      `node ${req.nodeId} holds no replica of group ${req.groupId}: a group's images go to its replicas only`,
     )
   }
 
