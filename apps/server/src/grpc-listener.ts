@@ -1,5 +1,6 @@
 import { createServer, type Server as NetServer, type Socket } from 'node:net'
 import type { Server, ServerCredentials } from '@grpc/grpc-js'
+import { AddressSlots } from './address-slots'
 
 /** The gRPC port's listening socket, bound by the node itself (not grpc-js's bindAsync). */
 export interface GrpcListener {
@@ -63,24 +64,17 @@ export function listenGrpc(
   const report = throttledCount(REFUSALS_REPORT_MS, onRefused)
   const from = (host: string | undefined, port: number | undefined) =>
     host ? `from ${host}:${port}` : 'from an unknown address'
-  /** Connections open per remote address (an entry per address with one open at least). */
-  const byAddress = new Map<string, number>()
+  const slots = new AddressSlots(limits.perAddressMax)
   const net: NetServer = createServer((socket: Socket) => {
-    const remote = socket.remoteAddress ?? ''
-    const held = byAddress.get(remote) ?? 0
-    if (held >= limits.perAddressMax) {
+    if (!slots.take(socket)) {
       refused++
-      report(`${from(socket.remoteAddress, socket.remotePort)}, which holds ${held} already`)
+      report(`${from(socket.remoteAddress, socket.remotePort)}, which holds ${slots.held(socket)} already`)
       socket.destroy()
       return
     }
     open++
-    byAddress.set(remote, held + 1)
     socket.once('close', () => {
       open--
-      const left = (byAddress.get(remote) ?? 1) - 1
-      if (left > 0) byAddress.set(remote, left)
-      else byAddress.delete(remote)
     })
     injector.injectConnection(socket)
   })

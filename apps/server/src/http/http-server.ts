@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
 import type { Socket } from 'node:net'
+import { AddressSlots } from '../address-slots'
 import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
@@ -190,20 +191,9 @@ export async function startHttpServer(options: {
 
 /** Closes a new connection at once when its remote address holds `max` already. */
 function capPerAddress(server: Server, max: number): void {
-  const open = new Map<string, number>()
+  const slots = new AddressSlots(max)
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? ''
-    const count = open.get(address) ?? 0
-    if (count >= max) {
-      socket.destroy()
-      return
-    }
-    open.set(address, count + 1)
-    socket.once('close', () => {
-      const left = (open.get(address) ?? 1) - 1
-      if (left > 0) open.set(address, left)
-      else open.delete(address)
-    })
+    if (!slots.take(socket)) socket.destroy()
   })
 }
 
