@@ -848,6 +848,12 @@ export class Raft {
       ) {
         this.stats.refusedHoldingNothing++
         reply(0, true)
+        // And tell the leader its nonce: it may have restarted since it told one (the nonce is
+        // in memory only), or the leader, having compacted past its probe, sent a snapshot as to
+        // any follower; either way the leader sent that again at every heartbeat's reply and
+        // probed it no more, so it never learned the nonce.
+        if (this.#joinNonce === 0) this.#joinNonce = 1 + this.cfg.prng.below(JOIN_NONCE_MAX)
+        this.#answerApp(m.from, { reject: true, context: this.#joinNonce })
         return
       }
       r = { meta: c.meta, totalBytes: c.totalBytes, chunks: [], bytes: 0 }
@@ -1036,8 +1042,13 @@ export class Raft {
       // replica under its id as a learner (a simulation seed sent one, and the new replica
       // replayed the earlier one's promotion). Else an image is made at the applied index once
       // that is late enough, and sent at a later try (a heartbeat's reply).
+      // And only while this leader's own configuration lists it as a learner: a leader cut off
+      // since before the id's removal, which counts the earlier replica a voter, may still hold
+      // an image from before its promotion (listing it as a learner), and replay the promotion
+      // after it (the new replica then acknowledged that leader's entries).
       const added = this.#addedAt(to)
       const fits = (index: number, conf: ConfState) => index >= added && conf.learners.includes(to)
+      if (!this.conf.learners.includes(to)) return false
       if (!fits(snapshot.meta.index, snapshot.meta.conf)) {
         if (fits(this.log.applied, this.confAt(this.log.applied))) this.snapshotWanted = true
         return false
@@ -1205,6 +1216,16 @@ export class Raft {
     }
     if (this.lastConfIndex() > this.log.committed) {
       throw new ProposalDroppedError('another configuration change is not yet committed; retry after it is')
+    }
+    if (
+      this.cfg.joinBySnapshot &&
+      change.type === ConfChangeType.AddVoter &&
+      !this.conf.voters.includes(change.id) &&
+      !this.conf.learners.includes(change.id)
+    ) {
+      // A replica added takes its first state only from a snapshot listing it as a learner:
+      // added straight as a voter it would never join, and count towards every quorum.
+      throw new InvalidConfigError(`add ${change.id} as a learner first, then promote it (joinBySnapshot)`)
     }
     const next = applyConfChange(this.conf, change)
     if (next.voters.length === 0) {

@@ -163,4 +163,102 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     expect(h.node('d').applied).toEqual(['x'])
     expect(h.delivered.some((m) => m.type === MessageType.Snap)).toBe(false)
   })
+
+  // Found in review (2026-12-06): each test fails without its fix.
+  it('a stale leader whose stored snapshot lists the earlier replica as a learner gives the new one no state', () => {
+    const h = new Harness(['a', 'c'], { preVote: false, checkQuorum: false })
+    h.elect('c')
+    h.propose('c', 'x')
+    // d joins as a learner: c makes an image listing d as a learner and keeps it.
+    h.raw('c').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle()
+    h.heartbeat('c')
+    expect(h.node('d').applied).toEqual(['x'])
+    expect(h.node('c').storage.snapshot().meta.conf.learners).toEqual(['d'])
+    h.raw('c').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'd' })
+    h.settle()
+    expect([...h.raw('c').status().conf.voters].sort()).toEqual(['a', 'c', 'd'])
+    // c is cut off (and stays leader: no check-quorum); a leads {a, d}, adds b, removes d.
+    h.isolate('c')
+    h.elect('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
+    h.add('b', conf([]))
+    h.settle()
+    h.heartbeat('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
+    h.settle()
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
+    h.settle()
+    h.propose('a', 'y')
+    expect([...h.raw('a').status().conf.voters].sort()).toEqual(['a', 'b', 'c'])
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+    expect(h.leaders().sort()).toEqual(['a', 'c'])
+    // d's storage is gone; it is created again under its id, and c reaches it.
+    h.add('d', conf([]))
+    const sentBefore = h.delivered.length
+    h.heal()
+    h.cut('c', 'a')
+    h.cut('c', 'b')
+    const z = h.raw('c').propose(bytes('z'))
+    h.settle()
+    h.heartbeat('c')
+    h.heartbeat('c')
+    // c counts d a voter of {a, c, d}: d's acknowledgement would commit z.
+    // (without the fix: c sends its image of index 5, listing d as a learner, replays d's
+    // promotion to it, and commits z at the index where a and b committed y)
+    const sent = h.delivered.slice(sentBefore)
+    expect(sent.some((m) => m.type === MessageType.Snap && m.from === 'c')).toBe(false)
+    expect(h.raw('d').status().lastIndex).toBe(0)
+    expect(h.raw('c').status().commit).toBeLessThan(z)
+    expect(h.node('c').applied).toEqual(['x'])
+  })
+
+  it('a joining replica that restarts after telling its join nonce still joins', () => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    h.settle() // d told a its nonce; a made an image listing d as a learner
+    h.restart('d') // still holding nothing: its nonce (in memory) is gone
+    for (let i = 0; i < 5; i++) h.heartbeat('a')
+    // (without the fix: a sends the image with d's first nonce at every heartbeat's reply, d
+    // refuses it, and a never probes d again to learn its new nonce)
+    expect(h.node('d').applied).toEqual(['x'])
+    expect(h.raw('d').status().conf.learners).toEqual(['d'])
+  })
+
+  it('joins when its node starts only after the leader compacted past where it began to probe it', () => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.settle() // d's node is not up yet: a's probe of it goes nowhere
+    h.propose('a', 'y')
+    h.compact('a')
+    h.add('d', conf([]))
+    for (let i = 0; i < 5; i++) h.heartbeat('a')
+    // (without the fix: a, never told that d holds nothing, sends its snapshot as to any
+    // follower, without d's nonce; d refuses it, and a tries it again at every heartbeat's
+    // reply, never probing d with an App)
+    expect(h.node('d').applied).toEqual(['x', 'y'])
+  })
+
+  it('a replica added straight as a voter is refused, not left holding nothing for ever', () => {
+    const h = new Harness(['a'])
+    h.elect('a')
+    h.propose('a', 'x')
+    // (without the fix: b is a voter that never joins: it takes only a snapshot listing it as a
+    // learner, and the group of two voters commits nothing any more)
+    expect(() => h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })).toThrow(/learner/)
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
+    h.add('b', conf([]))
+    h.settle()
+    h.heartbeat('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
+    h.settle()
+    h.propose('a', 'y')
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+  })
 })

@@ -759,8 +759,9 @@ export class SimCluster {
 
   /**
    * After the faults stop: within `livenessMs` a leader that is a voter of its own
-   * configuration must appear and commit a fresh proposal, and every live voter of that
-   * configuration must apply it. Returns how long it took.
+   * configuration must appear and commit a fresh proposal, and every live voter and learner
+   * of that configuration must apply it (a learner that never joins fails too). Returns how
+   * long it took.
    */
   #liveness(): number {
     const start = this.#nowMs
@@ -771,10 +772,10 @@ export class SimCluster {
     let index = 0
     const done = (): boolean => {
       if (proposer === null || proposer.raw === null) return false
-      const voters = proposer.raw.status().conf.voters
+      const conf = proposer.raw.status().conf
       const want = this.checker.stateHashAt(index)
       if (want === undefined) return false
-      return voters.every((v) => {
+      return [...conf.voters, ...conf.learners].every((v) => {
         const n = this.#nodes.get(v)
         return n !== undefined && n.appliedIndex >= index
       })
