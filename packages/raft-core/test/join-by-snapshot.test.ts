@@ -153,6 +153,25 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     expect(n.raw.status().conf.learners).toEqual(['n'])
   })
 
+  it('joins after it restarted, holding nothing, while the leader was sending it a snapshot', () => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.propose('a', 'x')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([]))
+    // The snapshot sent for d's first nonce never arrives (d's node fetches a large image)...
+    h.filter = (m) => !(m.type === MessageType.Snap && m.to === 'd')
+    h.settle()
+    h.heartbeat('a')
+    expect(h.raw('d').status().lastIndex).toBe(0)
+    // ...and d is restarted meanwhile (SIGKILL), with nothing stored: a new nonce, none told yet.
+    h.add('d', conf([]))
+    h.filter = null
+    for (let i = 0; i < 10; i++) h.heartbeat('a')
+    expect(h.node('d').applied).toEqual(['x'])
+    expect(h.raw('d').status().conf.learners).toEqual(['d'])
+  })
+
   it('joins as any follower with joinBySnapshot off', () => {
     const h = new Harness(['a', 'b', 'c'], { joinBySnapshot: false })
     h.elect('a')
