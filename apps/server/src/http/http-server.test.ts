@@ -1,3 +1,4 @@
+import dns from 'node:dns'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { get, request } from 'node:http'
 import { get as getHttps } from 'node:https'
@@ -412,6 +413,45 @@ describe('loopback hosts', () => {
     servers.push(server)
     expect(await statusFor(server.port, '/healthz', `127.0.0.1:${server.port}`)).toBe(200)
     expect(await statusFor(server.port, '/metrics', `attacker.example:${server.port}`)).toBe(403)
+  })
+
+  it('checks the Host on a listen name the resolver maps to loopback (the host name in /etc/hosts)', async () => {
+    // Debian's /etc/hosts maps the machine's own name to 127.0.1.1 (RHEL's has localhost4,
+    // localhost.localdomain): such a port listens on loopback only, and a page that rebinds its
+    // name to 127.0.1.1 read it as its own origin, since only the listen text was checked.
+    const lookup = dns.lookup
+    const patched = ((name: string, ...rest: unknown[]) => {
+      const callback = rest[rest.length - 1] as (e: null, address: string, family: number) => void
+      if (name === 'mq-box.test') return void process.nextTick(() => callback(null, '127.0.1.1', 4))
+      return (lookup as (...a: unknown[]) => void)(name, ...rest)
+    }) as typeof dns.lookup
+    dns.lookup = patched
+    let server: HttpServer
+    try {
+      server = await startHttpServer({
+        listen: 'mq-box.test:0',
+        metrics: new NodeMetrics('n1'),
+        view: fakeView({ failed: false, leader: 'n1' }),
+        log: silentLogger(),
+      })
+    } finally {
+      dns.lookup = lookup
+    }
+    servers.push(server)
+    const status = (path: string, host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.1.1', port: server.port, path, headers: { host } }, (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        })
+        req.once('error', reject)
+        req.end()
+      })
+    expect(await status('/metrics', `attacker.example:${server.port}`)).toBe(403)
+    // The name it was told to listen on, and loopback names, are answered (the URL it prints).
+    expect(await status('/healthz', `mq-box.test:${server.port}`)).toBe(200)
+    expect(await status('/healthz', `127.0.1.1:${server.port}`)).toBe(200)
+    expect(await status('/healthz', 'localhost')).toBe(200)
   })
 
   it('allows a Host header of localhost or a loopback address with any port, or none', () => {

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { createServer as createHttpsServer } from 'node:https'
-import type { Socket } from 'node:net'
+import { isIP, type Socket } from 'node:net'
 import { AddressSlots } from '../address-slots'
 import type { ConsoleRoutes } from '../console/console-routes'
 import type { Logger } from '../log'
@@ -91,16 +91,18 @@ export async function startHttpServer(options: {
   const host = options.listen.slice(0, colon).replace(/^\[(.*)\]$/, '$1')
   const port = Number(options.listen.slice(colon + 1))
   const allowedHosts = options.allowedHosts ?? []
-  const checkHost = isLoopback(host) || allowedHosts.length > 0
+  let checkHost = isLoopback(host) || allowedHosts.length > 0
+  /** The names answered besides loopback ones: allowedHosts, or the listen name (see below). */
+  let hostNames: readonly string[] = allowedHosts
   /** Scrapes of /metrics being rendered (at most limits.scrapesMax). */
   let scrapes = 0
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    if (checkHost && !hostAllowed(req.headers.host, allowedHosts)) {
+    if (checkHost && !hostAllowed(req.headers.host, hostNames)) {
       const names = [
         'localhost',
         '127.0.0.1',
         '[::1]',
-        ...allowedHosts.map((n) => (n.includes(':') ? `[${n}]` : n)),
+        ...hostNames.map((n) => (n.includes(':') ? `[${n}]` : n)),
       ]
       return send(
         res,
@@ -176,7 +178,17 @@ export async function startHttpServer(options: {
     server.once('error', (error) =>
       reject(new Error(`cannot listen on ${options.listen} (http): ${error.message}`, { cause: error })),
     )
-    server.listen(port, host, () => resolve())
+    server.listen(port, host, () => {
+      // A listen name the resolver maps to loopback (the machine's own name in /etc/hosts, which
+      // Debian maps to 127.0.1.1; localhost.localdomain) binds loopback too: checked as such, its
+      // own name answered besides the loopback ones (the console URL the node prints names it).
+      const bound = server.address()
+      if (!checkHost && typeof bound === 'object' && bound && isLoopback(bound.address)) {
+        checkHost = true
+        if (isIP(host) === 0) hostNames = [host.toLowerCase()]
+      }
+      resolve()
+    })
   })
   const address = server.address()
   return {
