@@ -464,13 +464,31 @@ describe('the console API', () => {
     expect(opened).toEqual([APP])
   })
 
+  it('refuses an action not sent as JSON, an empty one too (what another site can make a browser send)', async () => {
+    const { base, calls } = await serve(true)
+    for (const type of [
+      undefined,
+      'application/x-www-form-urlencoded',
+      'text/plain',
+      'multipart/form-data',
+    ]) {
+      const r = await fetch(`${base}/api/queues/jobs/purge`, {
+        method: 'POST',
+        headers: { ...bearer(ADMIN), ...(type ? { 'content-type': type } : {}) },
+      })
+      expect(r.status).toBe(415)
+      expect(await r.json()).toMatchObject({ error: { code: 'UNSUPPORTED_MEDIA_TYPE' } })
+    }
+    expect(calls).toEqual([])
+  })
+
   it('with auth: calls the cluster with a token whose scheme is sent in another case', async () => {
     const { base, calls, opened } = await serve(true)
     const read = await fetch(`${base}/api/queues/jobs`, { headers: { authorization: `bearer ${APP}` } })
     expect(read.status).toBe(200)
     const purged = await fetch(`${base}/api/queues/jobs/purge`, {
       method: 'POST',
-      headers: { authorization: `BEARER ${ADMIN}` },
+      headers: { authorization: `BEARER ${ADMIN}`, 'content-type': 'application/json' },
     })
     expect(purged.status).toBe(200)
     expect(calls).toEqual(['describe jobs', 'purge jobs'])
