@@ -106,7 +106,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
     const purge = (token: string) =>
       fetch(`http://${http}/api/queues/billing/purge`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${token}` },
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       })
     expect((await purge(APP)).status).toBe(403)
     expect(await (await purge(ADMIN)).json()).toEqual({
