@@ -112,6 +112,15 @@ describe('loadConfig', () => {
     [{ ...base, initialMeta: 'n1=127.0.0.1:7005' }, /advertises 127.0.0.1:7001/],
     [{ ...base, tickMs: 0 }, /"tickMs"\) must be an integer from 1/],
     [{ ...base, heartbeatTicks: 10, electionTicks: 10 }, /heartbeatTicks \(10\) must be below/],
+    // Config-file-only settings name no flag (mq-server start has no --election-ticks).
+    [
+      { ...base, electionTicks: 2 },
+      /^config file key "electionTicks" \(no flag sets it\) must be an integer/,
+    ],
+    [{ ...base, replicationFactor: 9 }, /^config file key "replicationFactor" \(no flag sets it\) must be/],
+    [{ ...base, dataGroups: -1 }, /^config file key "dataGroups" \(no flag sets it\) must be/],
+    [{ ...base, heartbeatTicks: 0 }, /^config file key "heartbeatTicks" \(no flag sets it\) must be/],
+    [{ ...base, console: 'maybe' }, /^--no-console \(config file: "console"\) must be true or false/],
     [{ ...base, authFile: 'tokens.json' }, /--auth-file needs --peer-token/],
     [{ ...base, peerToken: 1234567890123456 }, /peerToken .* must be a string/],
     [{ ...base, consolePeek: 'yes' }, /"consolePeek"\) must be true or false/],
@@ -141,7 +150,7 @@ describe('loadConfig', () => {
     [{ ...base, logMemoryMb: '8' }, /"logMemoryMb"\) must be an integer from 16 to 1048576, got "8"/],
     [{ ...base, unsentMaxMb: 'lots' }, /"unsentMaxMb"\) must be an integer from 32/],
     // Not numbers as a flag's text: empty, hexadecimal, exponent.
-    [{ ...base, dataGroups: '' }, /"dataGroups"\) must be an integer from 0/],
+    [{ ...base, dataGroups: '' }, /"dataGroups" \(no flag sets it\) must be an integer from 0/],
     [{ ...base, unsentMaxMb: '0x100' }, /"unsentMaxMb"\) must be an integer from 32/],
     [{ ...base, unsentMaxMb: '1e3' }, /"unsentMaxMb"\) must be an integer from 32/],
     // An empty join is "not given": the error says what is missing.

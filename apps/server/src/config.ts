@@ -515,8 +515,20 @@ const FILE_PATH_KEYS: readonly (keyof ServerConfig)[] = ['dataDir', 'authFile', 
 
 /** How a setting is given: its flag and its config-file key (`--node-id` / "nodeId"). */
 function setting(key: keyof ServerConfig): string {
-  return `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} (config file: "${key}")`
+  // Settings with no flag of their own (a config file gives them), and a flag spelt otherwise:
+  // a refusal named --election-ticks, which mq-server start does not know.
+  if (CONFIG_FILE_ONLY.has(key)) return `config file key "${key}" (no flag sets it)`
+  const flag = key === 'console' ? '--no-console' : `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
+  return `${flag} (config file: "${key}")`
 }
+
+/** Settings a config file gives and no flag of `mq-server start` does (program.ts). */
+const CONFIG_FILE_ONLY: ReadonlySet<keyof ServerConfig> = new Set([
+  'electionTicks',
+  'heartbeatTicks',
+  'replicationFactor',
+  'dataGroups',
+])
 
 function str(raw: RawConfig, key: keyof ServerConfig): string {
   const v = raw[key]

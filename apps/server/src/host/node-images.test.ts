@@ -71,6 +71,37 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     expect((await ask('')).done).toBe(true)
   })
 
+  it("serves no image of a group it no longer hosts, though the image is still open (the group's removal closes it last)", async () => {
+    const engine = new MemoryEngine()
+    let hosted = true
+    const raft = {
+      status: () => {
+        if (!hosted) throw new Error('group 1 is not hosted here')
+        return { role: Role.Leader, applied: 0, conf: { voters: ['n1', 'n2'], learners: [] } }
+      },
+      refreshImage: () => {},
+    } as unknown as RaftHost
+    images = new NodeImages({
+      nodeId: 'n1',
+      engine,
+      write: (ops) => engine.write(ops, { sync: false }),
+      calls: new PeerCalls(''),
+      addressOf: () => undefined,
+      raft: () => raft,
+      onFetchError: () => {},
+      onStaged: () => {},
+    })
+    const served = images
+    const imageId = decodeImageHandle(await served.store.take(1, 7, []))?.imageId ?? 0
+    const ask = (nodeId: string) =>
+      served.fetch({ groupId: 1, imageId, after: new Uint8Array(0), maxBytes: 0, nodeId })
+    await expect(ask('n9')).rejects.toBeInstanceOf(PermissionDeniedError)
+    // node.ts #removeDataGroup: raft.removeGroup first, images.forget only after the machine
+    // settled and swept its partitions; in between, n9 (no replica) read the group's state.
+    hosted = false
+    await expect(ask('n9')).rejects.toBeInstanceOf(UnavailableError)
+  })
+
   it('answers an image closed while it was read as one not held, and passes other read errors on', async () => {
     const engine = new MemoryEngine()
     const { images, refreshed } = nodeImages(engine, Role.Leader)

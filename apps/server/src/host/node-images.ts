@@ -137,8 +137,10 @@ export class NodeImages {
    * Refuses (PERMISSION_DENIED) an asker that is no member of the group, voter or learner, in
    * this node's view of its configuration: a group's state goes to its replicas only (any
    * cluster member could read any group's messages before; under --tls-peer-ids the asker is
-   * the caller's certificate's node). An asker not named (an earlier version), or a group not
-   * hosted here (its images are closed), is not checked.
+   * the caller's certificate's node). An asker not named (an earlier version) is not checked.
+   * A group not hosted here any more is answered as an image not held: its images close only
+   * once its removal has settled its machine (node.ts #removeDataGroup, minutes while its
+   * partitions are swept), and until then they were served to any asker unchecked.
    */
   #checkAsker(req: FetchImageRequest): void {
     if (!req.nodeId) return
@@ -146,7 +148,9 @@ export class NodeImages {
     try {
       conf = this.#deps.raft()?.status(req.groupId).conf
     } catch {
-      return
+      throw new UnavailableError(
+        `group ${req.groupId} is not hosted here (any more): its images are not served; the group's leader sends a new one at its next try`,
+      )
     }
     if (!conf || conf.voters.includes(req.nodeId) || conf.learners.includes(req.nodeId)) return
     throw new PermissionDeniedError(
