@@ -995,6 +995,43 @@ describe('queue handlers', () => {
     expect(leaseEntries()).toBeLessThan(80)
   })
 
+  it("takes no delivery tokens back for a cancelled call's leases that a repeat of its attempt was answered", async () => {
+    const group = await localGroup()
+    // 2 messages a second: a burst of 2.
+    const h = queueHandlers(
+      node(group, FORMAT_LEVEL_REPEAT_ONLY, () => ({ ...JOBS_CONFIG, partitions: 1, deliveryRate: 2 })),
+    )
+    await call(h, 'produce', {
+      target,
+      messages: [message('a'), message('b'), message('c'), message('d')],
+    })
+    const ask = { target, consumerId: 'c', max: 2, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    // The first call's lease (the whole burst) is committed; its client gave up meanwhile and
+    // asked again under the same attempt, and the repeat is answered those leases (it takes
+    // no tokens: they were taken) before the first call notices its cancel.
+    const cancelled = fakeCall(ask)
+    const propose = group.propose
+    let repeat: Promise<{ messages: { leaseId: string }[] }> | undefined
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease' && repeat === undefined) {
+        return propose(command).then(async (r) => {
+          cancelled.cancel()
+          repeat = call(h, 'lease', { ...ask, attemptRepeat: true })
+          await repeat
+          return r
+        }) as ReturnType<typeof propose>
+      }
+      return propose(command)
+    }
+    expect((await call(h, 'lease', ask, cancelled)).messages).toEqual([])
+    const repeated = await (repeat as Promise<{ messages: { leaseId: string }[] }>)
+    group.propose = propose
+    expect(repeated.messages).toHaveLength(2) // delivered: the burst is spent
+    // So another consumer gets nothing more at once (2 a second, a burst of 2).
+    const other = await call(h, 'lease', { ...ask, consumerId: 'd', attempt: 'at-2' })
+    expect(other.messages).toHaveLength(0)
+  })
+
   it("paces a rate-limited queue's deliveries: a second's worth at once, then the rate", async () => {
     const group = await localGroup()
     // 20 messages a second over 2 partitions: 10 a second from this one.

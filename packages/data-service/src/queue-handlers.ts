@@ -7,6 +7,7 @@ import {
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   InternalError,
   InvalidArgumentError,
+  LeaseOutcome,
   type LeaseResult,
   LimitExceededError,
   type PartitionStats,
@@ -620,15 +621,19 @@ export function queueHandlers(
             const leaseIds = leases.map((l) =>
               leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
             )
-            if (took) buckets.giveBack(bucket, ratePerS, leases.length) // not delivered
             // Under its attempt: once the attempt answered these leases again (the client's
             // repeat, whose lease this call's cancel may come after), they stay leased.
-            await settle(req.target, {
+            const given = await settle(req.target, {
               type: 'nack',
               leaseIds,
               ...released(node.formatLevel()),
               ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt }),
-            }).catch(() => {})
+            }).catch(() => undefined)
+            // Only what the nack gave back was not delivered: leases a repeat of the attempt was
+            // answered stay delivered (the repeat took no tokens for them), and so do those of a
+            // give-back that failed.
+            const back = given?.results.filter((r) => r.outcome === LeaseOutcome.LEASE_OUTCOME_OK).length ?? 0
+            if (took) buckets.giveBack(bucket, ratePerS, back)
             return { messages: [] }
           }
           // Nothing held under the attempt: the next round waits for the pause or the tokens.
