@@ -24,6 +24,19 @@ describe('makeDirs', () => {
     makeDirs(base)
   })
 
+  it('makes each folder it creates durable in its parent, parents first, and none that existed', () => {
+    const base = scratch()
+    const synced: string[] = []
+    makeDirs(join(base, 'a', 'b'), (dir) => synced.push(dir))
+    expect(synced).toEqual([base, join(base, 'a')])
+    synced.length = 0
+    makeDirs(join(base, 'a', 'b'), (dir) => synced.push(dir))
+    expect(synced).toEqual([])
+    // The real fsync of a folder works where the tests run.
+    makeDirs(join(base, 'c'))
+    expect(statSync(join(base, 'c')).isDirectory()).toBe(true)
+  })
+
   it('throws ENOTDIR when the path or one of its parents is a file', () => {
     const base = scratch()
     const file = join(base, 'f')
