@@ -19,10 +19,16 @@ export class Progress {
   probeSent = false
   /** Heard from since the last check-quorum round. */
   recentActive = false
-  /** The follower said it holds nothing and takes its first state only from a snapshot. */
-  holdingNothing = false
-  /** Its join nonce, which the snapshot's chunks carry (0: none). */
+  /**
+   * The follower said it holds nothing and takes its first state only from a snapshot whose
+   * chunks carry this, its join nonce (RaftConfig.joinBySnapshot); 0: it did not, or it holds
+   * something since.
+   */
   joinNonce = 0
+
+  get holdingNothing(): boolean {
+    return this.joinNonce > 0
+  }
   /** In Snapshot: the snapshot being sent, and the bytes the follower acknowledged. */
   snapshot: Snapshot | null = null
   snapshotOffset = 0
@@ -58,7 +64,6 @@ export class Progress {
     this.match = 0
     this.next = 1
     this.#reset(ProgressState.Probe)
-    this.holdingNothing = true
     this.joinNonce = joinNonce
   }
 

@@ -405,7 +405,6 @@ export class Raft {
       pr.becomeProbe()
       pr.next = next
       pr.recentActive = false
-      pr.holdingNothing = false
       pr.joinNonce = 0
     }
   }
@@ -735,9 +734,7 @@ export class Raft {
     if (this.#holdsNothing()) {
       // Its first state comes only from a snapshot (RaftConfig.joinBySnapshot): the leader is
       // told so (a rejection whose context is this replica's join nonce), and sends one.
-      this.stats.refusedHoldingNothing++
-      if (this.#joinNonce === 0) this.#joinNonce = 1 + this.cfg.prng.below(JOIN_NONCE_MAX)
-      this.#answerApp(m.from, { index: m.index, reject: true, context: this.#joinNonce })
+      this.#tellHoldingNothing(m.from, m.index)
       return
     }
     if (m.index < log.committed) {
@@ -771,6 +768,17 @@ export class Raft {
       rejectHint: hintIndex,
       logTerm: hintTerm === TERM_UNKNOWN ? 0 : hintTerm,
     })
+  }
+
+  /**
+   * Refuses `to`'s App at `index` (or its snapshot, 0) while holding nothing: a rejection whose
+   * context is this replica's join nonce (drawn at the first), which the leader's snapshot for
+   * it must carry (RaftConfig.joinBySnapshot).
+   */
+  #tellHoldingNothing(to: ReplicaId, index: number): void {
+    this.stats.refusedHoldingNothing++
+    if (this.#joinNonce === 0) this.#joinNonce = 1 + this.cfg.prng.below(JOIN_NONCE_MAX)
+    this.#answerApp(to, { index, reject: true, context: this.#joinNonce })
   }
 
   /** Answers an App (or a Snap, once it is over) from `to`: an AppResp of this term. */
@@ -846,14 +854,12 @@ export class Raft {
         this.#holdsNothing() &&
         (!c.meta.conf.learners.includes(this.id) || this.#joinNonce === 0 || m.context !== this.#joinNonce)
       ) {
-        this.stats.refusedHoldingNothing++
         reply(0, true)
         // And tell the leader its nonce: it may have restarted since it told one (the nonce is
         // in memory only), or the leader, having compacted past its probe, sent a snapshot as to
         // any follower; either way the leader sent that again at every heartbeat's reply and
         // probed it no more, so it never learned the nonce.
-        if (this.#joinNonce === 0) this.#joinNonce = 1 + this.cfg.prng.below(JOIN_NONCE_MAX)
-        this.#answerApp(m.from, { reject: true, context: this.#joinNonce })
+        this.#tellHoldingNothing(m.from, 0)
         return
       }
       r = { meta: c.meta, totalBytes: c.totalBytes, chunks: [], bytes: 0 }
@@ -936,8 +942,7 @@ export class Raft {
         this.#sendSnapshot(m.from, pr)
         return
       }
-      pr.holdingNothing = false // it holds something (or an earlier replica under its id did)
-      pr.joinNonce = 0
+      pr.joinNonce = 0 // it holds something (or an earlier replica under its id did)
       let nextProbe = m.rejectHint
       if (m.logTerm > 0) nextProbe = this.log.findConflictByTerm(m.rejectHint, m.logTerm)
       if (pr.maybeDecrTo(m.index, nextProbe)) {
@@ -950,10 +955,7 @@ export class Raft {
     }
     const wasPaused = pr.isPaused()
     const updated = pr.maybeUpdate(m.index)
-    if (pr.match > 0) {
-      pr.holdingNothing = false
-      pr.joinNonce = 0
-    }
+    if (pr.match > 0) pr.joinNonce = 0
     if (pr.state === ProgressState.Snapshot) {
       // The snapshot transfer is over once the follower holds its index, or once its log
       // reaches our first entry (it caught up some other way): replicate from there.
@@ -1046,9 +1048,9 @@ export class Raft {
       // since before the id's removal, which counts the earlier replica a voter, may still hold
       // an image from before its promotion (listing it as a learner), and replay the promotion
       // after it (the new replica then acknowledged that leader's entries).
+      if (!this.conf.learners.includes(to)) return false
       const added = this.#addedAt(to)
       const fits = (index: number, conf: ConfState) => index >= added && conf.learners.includes(to)
-      if (!this.conf.learners.includes(to)) return false
       if (!fits(snapshot.meta.index, snapshot.meta.conf)) {
         if (fits(this.log.applied, this.confAt(this.log.applied))) this.snapshotWanted = true
         return false

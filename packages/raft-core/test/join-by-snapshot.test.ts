@@ -8,6 +8,33 @@ import { bytes, conf, Harness } from './harness'
  * before that id's removal still counts the id a voter (RaftConfig.joinBySnapshot).
  */
 describe('a replica that holds nothing joins by a snapshot', () => {
+  /** `leader` adds `id` as a learner, and `id` (holding nothing) joins through a snapshot. */
+  function addLearner(h: Harness, leader: string, id: string): void {
+    h.raw(leader).proposeConfChange({ type: ConfChangeType.AddLearner, id })
+    h.add(id, conf([]))
+    h.settle()
+    h.heartbeat(leader)
+  }
+
+  /**
+   * a (leading while c is cut off) adds b and removes d, and commits y; then d is created again
+   * with nothing (its storage gone), and c reaches it, and only it.
+   */
+  function replaceD(h: Harness): void {
+    addLearner(h, 'a', 'b')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
+    h.settle()
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
+    h.settle()
+    h.propose('a', 'y')
+    expect([...h.raw('a').status().conf.voters].sort()).toEqual(['a', 'b', 'c'])
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+    h.add('d', conf([]))
+    h.heal()
+    h.cut('c', 'a')
+    h.cut('c', 'b')
+  }
+
   // Voters {a, c, d}; c is cut off; a adds b and removes d; d is created again, empty.
   function rejoin(options: { preVote: boolean; checkQuorum: boolean }, staleLeader: boolean): Harness {
     const h = new Harness(['a', 'c', 'd'], options)
@@ -16,22 +43,7 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     for (const other of ['a', 'b', 'd']) h.cut('c', other)
     if (staleLeader) h.elect('a')
     expect(h.leaders().sort()).toEqual(staleLeader ? ['a', 'c'] : ['a'])
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
-    h.add('b', conf([]))
-    h.settle()
-    h.heartbeat('a')
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
-    h.settle()
-    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
-    h.settle()
-    h.propose('a', 'y')
-    expect([...h.raw('a').status().conf.voters].sort()).toEqual(['a', 'b', 'c'])
-    expect(h.node('b').applied).toEqual(['x', 'y'])
-    // d's storage is gone; it is created again under its id, and c reaches it.
-    h.add('d', conf([]))
-    h.heal()
-    h.cut('c', 'a')
-    h.cut('c', 'b')
+    replaceD(h)
     return h
   }
 
@@ -75,10 +87,7 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     const h = new Harness(['a', 'b', 'c'])
     h.elect('a')
     h.propose('a', 'x')
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
-    h.add('d', conf([]))
-    h.settle()
-    h.heartbeat('a')
+    addLearner(h, 'a', 'd')
     // The image made for d's first join, listing d as a learner, is the leader's stored snapshot.
     const first = h.raw('a').status()
     expect(h.node('a').storage.snapshot().meta.conf.learners).toEqual(['d'])
@@ -189,10 +198,7 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     h.elect('c')
     h.propose('c', 'x')
     // d joins as a learner: c makes an image listing d as a learner and keeps it.
-    h.raw('c').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
-    h.add('d', conf([]))
-    h.settle()
-    h.heartbeat('c')
+    addLearner(h, 'c', 'd')
     expect(h.node('d').applied).toEqual(['x'])
     expect(h.node('c').storage.snapshot().meta.conf.learners).toEqual(['d'])
     h.raw('c').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'd' })
@@ -201,24 +207,9 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     // c is cut off (and stays leader: no check-quorum); a leads {a, d}, adds b, removes d.
     h.isolate('c')
     h.elect('a')
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
-    h.add('b', conf([]))
-    h.settle()
-    h.heartbeat('a')
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
-    h.settle()
-    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
-    h.settle()
-    h.propose('a', 'y')
-    expect([...h.raw('a').status().conf.voters].sort()).toEqual(['a', 'b', 'c'])
-    expect(h.node('b').applied).toEqual(['x', 'y'])
+    replaceD(h)
     expect(h.leaders().sort()).toEqual(['a', 'c'])
-    // d's storage is gone; it is created again under its id, and c reaches it.
-    h.add('d', conf([]))
     const sentBefore = h.delivered.length
-    h.heal()
-    h.cut('c', 'a')
-    h.cut('c', 'b')
     const z = h.raw('c').propose(bytes('z'))
     h.settle()
     h.heartbeat('c')
@@ -271,10 +262,7 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     // (without the fix: b is a voter that never joins: it takes only a snapshot listing it as a
     // learner, and the group of two voters commits nothing any more)
     expect(() => h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })).toThrow(/learner/)
-    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'b' })
-    h.add('b', conf([]))
-    h.settle()
-    h.heartbeat('a')
+    addLearner(h, 'a', 'b')
     h.raw('a').proposeConfChange({ type: ConfChangeType.AddVoter, id: 'b' })
     h.settle()
     h.propose('a', 'y')
