@@ -7,7 +7,15 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type BatchOp, type Engine, LevelEngine, MemoryEngine } from '@mq/kv-storage'
-import { type Command, type CommandResult, type Lease, type QueueConfig, QueuePartition } from '../src/index'
+import {
+  type Command,
+  type CommandResult,
+  type Lease,
+  type QueueConfig,
+  QueuePartition,
+  readPartitionSnapshot,
+  restorePartitionOps,
+} from '../src/index'
 
 export interface EngineCase {
   readonly name: string
@@ -101,4 +109,24 @@ export function comparable(r: CommandResult): unknown {
 export function leasesOf(r: CommandResult): readonly Lease[] {
   if (r.type !== 'lease') throw new Error(`expected a lease result, got ${JSON.stringify(r)}`)
   return r.leases
+}
+
+/**
+ * Installs a snapshot of `from`'s partition under `prefix` into `to`, `pageKeys` keys a page,
+ * clearing `to`'s partition first (as a replica installs a leader's image).
+ */
+export async function installSnapshot(
+  from: Engine,
+  to: Engine,
+  prefix: Uint8Array,
+  pageKeys: number,
+): Promise<void> {
+  const snap = await from.snapshot()
+  let first = true
+  for await (const page of readPartitionSnapshot(snap, prefix, pageKeys)) {
+    await to.write(restorePartitionOps(prefix, page, first), { sync: false })
+    first = false
+  }
+  await snap.close()
+  if (first) await to.write(restorePartitionOps(prefix, [], true), { sync: false })
 }

@@ -5,32 +5,14 @@
  * installs snapshots, the other never does; same results, same ops, identical keys.
  */
 
-import type { Engine } from '@mq/kv-storage'
 import * as fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import {
-  partitionKeySpan,
-  QUEUE_CONFIG_DEFAULT,
-  readPartitionSnapshot,
-  restorePartitionOps,
-  retryBackoffMs,
-} from '../src/index'
-import { comparable, ENGINES, LaggedQueue } from './harness'
+import { partitionKeySpan, QUEUE_CONFIG_DEFAULT, retryBackoffMs } from '../src/index'
+import { comparable, ENGINES, installSnapshot, LaggedQueue } from './harness'
 import { ModelQueue } from './model'
 import { CONFIG, Step, steps } from './steps'
 
 const PREFIX = Uint8Array.of(0x53, 0x01)
-
-async function install(from: Engine, to: Engine): Promise<void> {
-  const snap = await from.snapshot()
-  let first = true
-  for await (const page of readPartitionSnapshot(snap, PREFIX, 2)) {
-    await to.write(restorePartitionOps(PREFIX, page, first), { sync: false })
-    first = false
-  }
-  await snap.close()
-  if (first) await to.write(restorePartitionOps(PREFIX, [], true), { sync: false })
-}
 
 const configureMore = fc
   .record({
@@ -108,7 +90,7 @@ describe.each(ENGINES.slice(0, 1))('replicas with config changes on $name', ({ o
                 await qa.flush()
                 await qb.flush()
                 await b.engine.write([], { sync: false })
-                await install(a.engine, b.engine)
+                await installSnapshot(a.engine, b.engine, PREFIX, 2)
                 qb = await LaggedQueue.open(b.engine, PREFIX, config, 3)
                 continue
               }

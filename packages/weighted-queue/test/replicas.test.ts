@@ -1,9 +1,3 @@
-/**
- * Replicas of one log stay identical whatever happens to each outside the log: a restart
- * (reopen from the engine, cold caches), a snapshot install. Same entries ⇒ same results, the
- * same ops in the same order, byte-identical key ranges.
- */
-import type { Engine } from '@mq/kv-storage'
 import * as fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
@@ -13,25 +7,11 @@ import {
   partitionKeySpan,
   type QueueConfig,
   QueuePartition,
-  readPartitionSnapshot,
-  restorePartitionOps,
 } from '../src/index'
-import { ENGINES, leasesOf } from './harness'
+import { ENGINES, installSnapshot, leasesOf } from './harness'
 
 const PREFIX = Uint8Array.of(0x52, 0x01)
 const body = Uint8Array.of(7)
-
-/** Installs a snapshot of `from`'s partition into `to` (clearing `to`'s partition first). */
-async function installSnapshot(from: Engine, to: Engine): Promise<void> {
-  const snap = await from.snapshot()
-  let first = true
-  for await (const page of readPartitionSnapshot(snap, PREFIX, 3)) {
-    await to.write(restorePartitionOps(PREFIX, page, first), { sync: false })
-    first = false
-  }
-  await snap.close()
-  if (first) await to.write(restorePartitionOps(PREFIX, [], true), { sync: false })
-}
 
 /** One step of the replica property: a command for every replica, or a restart of one. */
 type ReplicaStep =
@@ -142,7 +122,7 @@ describe.each(ENGINES)('replicas on $name', ({ name, open }) => {
               }
               const to = (engines[step.replica] as (typeof engines)[number]).engine
               if (step.kind === 'install')
-                await installSnapshot((engines[0] as (typeof engines)[number]).engine, to)
+                await installSnapshot((engines[0] as (typeof engines)[number]).engine, to, PREFIX, 3)
               parts[step.replica] = await QueuePartition.open(to, PREFIX, config)
             }
             const span = partitionKeySpan(PREFIX)
@@ -189,6 +169,8 @@ describe.each(ENGINES)('replicas on $name', ({ name, open }) => {
       await installSnapshot(
         (engines[0] as (typeof engines)[number]).engine,
         (engines[2] as (typeof engines)[number]).engine,
+        PREFIX,
+        3,
       )
       replicas[2] = await DirectPartition.open((engines[2] as (typeof engines)[number]).engine, PREFIX)
       expect((await lease(1002)).map((l) => l.messageId)).toEqual([3])

@@ -21,8 +21,12 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     conf?: { voters: string[]; learners: string[] },
   ) {
     const refreshed: [number, string | undefined][] = []
+    let hosted = true
     const raft = {
-      status: () => ({ role, applied, conf }),
+      status: () => {
+        if (!hosted) throw new Error('the group is not hosted here')
+        return { role, applied, conf }
+      },
       refreshImage: (groupId: number, follower?: string) => refreshed.push([groupId, follower]),
     } as unknown as RaftHost
     images = new NodeImages({
@@ -35,7 +39,13 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
       onFetchError: () => {},
       onStaged: () => {},
     })
-    return { images, refreshed }
+    return {
+      images,
+      refreshed,
+      unhost: () => {
+        hosted = false
+      },
+    }
   }
 
   it('serves the pages of an image it holds', async () => {
@@ -72,33 +82,17 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
   })
 
   it("serves no image of a group it no longer hosts, though the image is still open (the group's removal closes it last)", async () => {
-    const engine = new MemoryEngine()
-    let hosted = true
-    const raft = {
-      status: () => {
-        if (!hosted) throw new Error('group 1 is not hosted here')
-        return { role: Role.Leader, applied: 0, conf: { voters: ['n1', 'n2'], learners: [] } }
-      },
-      refreshImage: () => {},
-    } as unknown as RaftHost
-    images = new NodeImages({
-      nodeId: 'n1',
-      engine,
-      write: (ops) => engine.write(ops, { sync: false }),
-      calls: new PeerCalls(''),
-      addressOf: () => undefined,
-      raft: () => raft,
-      onFetchError: () => {},
-      onStaged: () => {},
+    const { images: served, unhost } = nodeImages(new MemoryEngine(), Role.Leader, 0, {
+      voters: ['n1', 'n2'],
+      learners: [],
     })
-    const served = images
     const imageId = decodeImageHandle(await served.store.take(1, 7, []))?.imageId ?? 0
     const ask = (nodeId: string) =>
       served.fetch({ groupId: 1, imageId, after: new Uint8Array(0), maxBytes: 0, nodeId })
     await expect(ask('n9')).rejects.toBeInstanceOf(PermissionDeniedError)
     // node.ts #removeDataGroup: raft.removeGroup first, images.forget only after the machine
     // settled and swept its partitions; in between, n9 (no replica) read the group's state.
-    hosted = false
+    unhost()
     await expect(ask('n9')).rejects.toBeInstanceOf(UnavailableError)
   })
 
