@@ -1313,7 +1313,9 @@ export class MqNode {
         const led: PartitionView[] = []
         for (const [groupId, g] of this.#dataGroups) {
           if (raft?.status(groupId).role !== Role.Leader) continue
-          for (const id of g.port.machine.partitionIds()) {
+          // Not the fenced ones: moved (or moving) away, their counters are the target group's
+          // once imported (both groups reported them until the source's drop).
+          for (const id of g.port.machine.servedPartitionIds()) {
             const { storedAs, queue, partition } = parsePartitionId(id)
             led.push({
               groupId,

@@ -6,6 +6,7 @@ describe('data commands', () => {
     { type: 'open', queue: 'jobs', partition: 3, config: { maxDeliveries: 4, scheduling: 'strict' } },
     { type: 'drop', queue: 'jobs', partition: 0 },
     { type: 'drop', queue: 'jobs', partition: 1, moveId: 41 },
+    { type: 'drop', queue: 'jobs', partition: 2, moveId: 42, ordered: true },
     {
       type: 'apply',
       queue: 'émails',
@@ -46,6 +47,19 @@ describe('data commands', () => {
       config: {},
       pairs: [],
       fresh: true,
+    },
+    {
+      type: 'import',
+      queue: 'q',
+      partition: 0,
+      moveId: 3,
+      session: 's',
+      seq: 1,
+      last: false,
+      config: {},
+      pairs: [],
+      fresh: true,
+      ordered: true,
     },
     {
       type: 'import',
@@ -97,5 +111,18 @@ describe('data commands', () => {
     expect(decodeDataCommand(importOf({ ...header, clockMs: 5 }))).toMatchObject({ clockMs: 5 })
     for (const bad of [{ last: false, clockMs: 5 }, { clockMs: -1 }, { clockMs: 1.5 }, { clockMs: '5' }])
       expect(() => decodeDataCommand(importOf({ ...header, ...bad }))).toThrow(/header is malformed/)
+    expect(() => decodeDataCommand(importOf({ ...header, ordered: false }))).toThrow(/header is malformed/)
+    // An ordered drop's body must name a move and say `ordered`.
+    const dropOf = (body: string) => Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 0, ...new TextEncoder().encode(body))
+    expect(decodeDataCommand(dropOf('{"moveId":7,"ordered":true}'))).toEqual({
+      type: 'drop',
+      queue: '',
+      partition: 0,
+      moveId: 7,
+      ordered: true,
+    })
+    for (const bad of ['{"moveId":7}', '{"moveId":-1,"ordered":true}', '{"ordered":true}', '{}'])
+      expect(() => decodeDataCommand(dropOf(bad))).toThrow(/ordered drop body is malformed/)
+    expect(() => decodeDataCommand(dropOf('{'))).toThrow()
   })
 })

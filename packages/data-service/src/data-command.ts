@@ -29,6 +29,11 @@ export type DataCommand =
       readonly partition: number
       /** A move's drop: only of a partition that move fenced (protocol FORMAT_LEVEL_MOVE_IDS). */
       readonly moveId?: number
+      /**
+       * With `moveId` (FORMAT_LEVEL_MOVE_ORDER): refused when the group imports a later move of
+       * the partition (stale-move.ts).
+       */
+      readonly ordered?: true
     }
   | { readonly type: 'apply'; readonly queue: string; readonly partition: number; readonly command: Command }
   | {
@@ -74,6 +79,11 @@ export interface ImportChunk {
    */
   readonly fresh?: true
   /**
+   * Refused when the group took part in a later move of the partition (FORMAT_LEVEL_MOVE_ORDER;
+   * stale-move.ts): fenced by it, imported by it, or importing it.
+   */
+  readonly ordered?: true
+  /**
    * On the last chunk (FORMAT_LEVEL_PARTITION_CLOCK): the partition's clock at the source once
    * it was fenced (the source group's clock plus the partition's offset there). The target
    * keeps the partition's clock going from it rather than from its own group clock, which may
@@ -92,7 +102,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
  * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `retire`, and for `drop`
- * and `fence` the move's id in decimal when they name one (nothing else);
+ * and `fence` the move's id in decimal when they name one (nothing else), for an `ordered`
+ * drop UTF-8 JSON `{"moveId":…,"ordered":true}`;
  * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
  * (key-pairs.ts), then its deletions if any (keys with empty values; the header's
  * `pairsBytes` says where they start).
@@ -106,9 +117,11 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
         ? encoder.encode(JSON.stringify(c.config))
         : c.type === 'import'
           ? encodeImport(c)
-          : (c.type === 'drop' || c.type === 'fence') && c.moveId !== undefined
-            ? encoder.encode(String(c.moveId))
-            : new Uint8Array(0)
+          : c.type === 'drop' && c.moveId !== undefined && c.ordered
+            ? encoder.encode(JSON.stringify({ moveId: c.moveId, ordered: true }))
+            : (c.type === 'drop' || c.type === 'fence') && c.moveId !== undefined
+              ? encoder.encode(String(c.moveId))
+              : new Uint8Array(0)
   const out = new Uint8Array(8 + name.length + body.length)
   const view = new DataView(out.buffer)
   out[0] = VERSION
@@ -139,7 +152,12 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
       return { type: 'open', queue, partition, config: config as Partial<PartitionConfig> }
     }
     case TYPE_CODE.drop:
-      return { type: 'drop', queue, partition, ...moveIdOf(body) }
+      return {
+        type: 'drop',
+        queue,
+        partition,
+        ...(body[0] === OPEN_BRACE ? orderedDropOf(body) : moveIdOf(body)),
+      }
     case TYPE_CODE.apply:
       return { type: 'apply', queue, partition, command: decodeCommand(body) }
     case TYPE_CODE.fence:
@@ -154,6 +172,15 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
 }
 
 const NO_VALUE = new Uint8Array(0)
+const OPEN_BRACE = 0x7b
+
+/** An `ordered` drop's body: `{"moveId":…,"ordered":true}`. */
+function orderedDropOf(body: Uint8Array): { moveId: number; ordered: true } {
+  const h = JSON.parse(decoder.decode(body)) as { moveId?: unknown; ordered?: unknown } | null
+  if (h === null || !Number.isSafeInteger(h.moveId) || (h.moveId as number) < 0 || h.ordered !== true)
+    throw new Error('ordered drop body is malformed')
+  return { moveId: h.moveId as number, ordered: true }
+}
 
 /** A `drop` or `fence` body: the move's id in decimal, or nothing. */
 function moveIdOf(body: Uint8Array): { moveId?: number } {
@@ -178,6 +205,7 @@ function encodeImport(c: ImportChunk): Uint8Array {
       ...(c.sourceTerm ? { sourceTerm: c.sourceTerm } : {}),
       ...(dels.length > 0 ? { pairsBytes: pairs.length } : {}),
       ...(c.fresh ? { fresh: true } : {}),
+      ...(c.ordered ? { ordered: true } : {}),
       ...(c.clockMs !== undefined ? { clockMs: c.clockMs } : {}),
     }),
   )
@@ -207,6 +235,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     h.config === null ||
     (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0)) ||
     (h.fresh !== undefined && h.fresh !== true) ||
+    (h.ordered !== undefined && h.ordered !== true) ||
     (h.clockMs !== undefined && (!Number.isSafeInteger(h.clockMs) || h.clockMs < 0 || !h.last)) ||
     (h.pairsBytes !== undefined &&
       (!Number.isSafeInteger(h.pairsBytes) || h.pairsBytes < 0 || h.pairsBytes > tail.length))
@@ -223,6 +252,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     config: h.config,
     ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
     ...(h.fresh ? { fresh: true as const } : {}),
+    ...(h.ordered ? { ordered: true as const } : {}),
     ...(h.clockMs !== undefined ? { clockMs: h.clockMs } : {}),
     pairs: decodePairs(tail.subarray(0, pairsEnd)),
     ...(dels.length > 0 ? { dels } : {}),

@@ -19,6 +19,7 @@ import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
 import { wakesLongPolls } from './long-poll-wake'
 import { RangeSweeper, type SweepEngine } from './range-sweeper'
+import { type PartitionMoves, staleMove } from './stale-move'
 
 /** The outcome of one data-group entry: the same on every replica. */
 export type DataResult =
@@ -215,6 +216,11 @@ export class DataGroupMachine {
     return [...this.#partitions.keys()].sort()
   }
 
+  /** The partitions this group holds and serves (not fenced: moved or moving away), as `queue/index`. */
+  servedPartitionIds(): string[] {
+    return this.partitionIds().filter((id) => !this.#fenced.has(id))
+  }
+
   /**
    * The partitions being imported into this group (a move under way, or one abandoned when its
    * queue was deleted), as `queue/index`: not held yet, their keys partly written.
@@ -233,22 +239,24 @@ export class DataGroupMachine {
     return this.#fenced.has(idOf(queue, index))
   }
 
-  /** The config of a partition this group holds (undefined when it holds none). */
   /**
    * The moves this group last took part in for a partition: the one that fenced it here (as a
-   * move's source; FORMAT_LEVEL_MOVE_IDS) and the one whose import it completed last.
-   * Move ids only grow: a copy or an import chunk of an older move than either is stale.
+   * move's source; FORMAT_LEVEL_MOVE_IDS), the one whose import it completed last and the one
+   * it is importing. Move ids only grow: a request of an older move is stale (stale-move.ts).
    */
-  movesOf(queue: string, index: number): { readonly fencedBy?: number; readonly imported?: number } {
+  movesOf(queue: string, index: number): PartitionMoves {
     const id = idOf(queue, index)
     const fencedBy = this.#fencedBy.get(id)
     const imported = this.#imported.get(id)
+    const importing = this.#imports.get(id)?.moveId
     return {
       ...(fencedBy !== undefined ? { fencedBy } : {}),
       ...(imported !== undefined ? { imported } : {}),
+      ...(importing !== undefined ? { importing } : {}),
     }
   }
 
+  /** The config of a partition this group holds (undefined when it holds none). */
   configOf(queue: string, index: number): PartitionConfig | undefined {
     return this.#partitions.get(idOf(queue, index))?.config
   }
@@ -660,6 +668,8 @@ export class DataGroupMachine {
       case 'drop': {
         // A move's drop (naming itself) drops only a partition it fenced: a late one of an earlier
         // move (a deposed meta leader's call) must not drop the partition moved back since.
+        // An `ordered` one (FORMAT_LEVEL_MOVE_ORDER) not while a later move imports it back here
+        // either: that import would only start over.
         if (command.moveId !== undefined) {
           const by = this.#fencedBy.get(id)
           if (!this.#fenced.has(id) || (by !== undefined && by !== command.moveId))
@@ -667,6 +677,10 @@ export class DataGroupMachine {
               'not-held',
               `${id} is not fenced by move ${command.moveId} in group ${this.groupId}: a stale drop`,
             )
+          const stale = command.ordered
+            ? staleMove(command.moveId, this.movesOf(command.queue, command.partition), 'drop in')
+            : undefined
+          if (stale) return refused('not-held', `${id} in group ${this.groupId}: ${stale}`)
         }
         // A fenced partition is dropped even when never opened here (a move's last step), and so
         // is an unfinished import (of a queue deleted while it moved): its session ends with it.
@@ -788,6 +802,13 @@ export class DataGroupMachine {
   ): Promise<DataApplied> {
     if (this.#imported.get(id) === c.moveId)
       return { result: { type: 'imported', complete: true }, ops: [], written: NOTHING }
+    // A chunk of an earlier move than one the group took part in since (a deposed meta leader's
+    // copy, which passed the target leader's check before the later move's entry applied): it
+    // would restart the later move's import, or import stale keys over a partition moved away.
+    const stale = c.ordered
+      ? staleMove(c.moveId, this.movesOf(c.queue, c.partition), 'import into')
+      : undefined
+    if (stale) return refused('import-order', `${id} in group ${this.groupId}: ${stale}`)
     const importingKey = this.#key(IMPORTING, c.queue, c.partition)
     // Chunk 0 starts a new session, unless the one under way for the move comes from a newer
     // source leader; any other chunk continues the one under way, in order.

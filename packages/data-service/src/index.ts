@@ -16,6 +16,8 @@ export {
 } from './partition-key'
 export type { DataGroupPort, DataNodePort, QueueHandlerLimits } from './queue-handlers'
 export { DEFAULT_QUEUE_HANDLER_LIMITS, partitionNowMs, queueHandlers } from './queue-handlers'
+export type { PartitionMoves } from './stale-move'
+export { staleMove } from './stale-move'
 export {
   configAtLevel,
   enqueueOf,

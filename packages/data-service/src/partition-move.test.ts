@@ -89,6 +89,18 @@ async function fencedWithThirty() {
   return { source, target, pairs }
 }
 
+/** Group 1 (`a`) holding q/0 with 30 one-byte messages (0…29), unfenced; an empty group 2 (`b`). */
+async function holdingThirty() {
+  const a = await Replica.open(1)
+  const b = await Replica.open(2)
+  await a.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+  await a.run({
+    type: 'enqueue',
+    messages: Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i), weight: 1 })),
+  })
+  return { a, b }
+}
+
 /** `engine` as a machine reads it, counting the bytes of keys and values each read returns. */
 function countingReads(engine: MemoryEngine): SweepEngine & { bytes: number } {
   const counted = {
@@ -280,13 +292,7 @@ describe('moving a partition between data groups (fence, export, import)', () =>
   })
 
   it('a late drop or chunk 0 of an earlier move does not touch the partition moved back (moves named)', async () => {
-    const a = await Replica.open(1)
-    const b = await Replica.open(2)
-    await a.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
-    await a.run({
-      type: 'enqueue',
-      messages: Array.from({ length: 30 }, (_, i) => ({ body: Uint8Array.of(i), weight: 1 })),
-    })
+    const { a, b } = await holdingThirty()
     // Move 1: a → b, fenced and dropped by name.
     expect(await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 1 })).toEqual({ type: 'fenced' })
     await ship(a, b, 1, 'away', 500)
@@ -327,6 +333,96 @@ describe('moving a partition between data groups (fence, export, import)', () =>
       reason: 'import-order',
     })
     expect((await reopened.machine.stats('q', 0, 2_000))?.messages).toBe(30)
+  })
+
+  it('an ordered late drop or chunk of an earlier move is refused while a later move imports the partition back (FORMAT_LEVEL_MOVE_ORDER)', async () => {
+    /** a → b (move 1, dropped at a), then b → a (move 2) up to its chunk 1 of 2; the late request goes to a. */
+    const backHalfway = async () => {
+      const { a, b } = await holdingThirty()
+      await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 1 })
+      await ship(a, b, 1, 'away', 500)
+      expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 1, ordered: true })).toEqual({
+        type: 'dropped',
+      })
+      await b.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 2 })
+      const { pairs } = await b.machine.exportChunk('q', 0, undefined, 1_000_000)
+      const back = {
+        type: 'import',
+        queue: 'q',
+        partition: 0,
+        moveId: 2,
+        session: 'back',
+        config: {},
+      } as const
+      const chunk = (seq: number, last: boolean, chunkPairs: readonly KeyPair[]) =>
+        a.apply({ ...back, seq, last, pairs: chunkPairs, fresh: true, ordered: true })
+      expect(await chunk(0, false, pairs)).toEqual({ type: 'imported', complete: false })
+      const late0 = {
+        type: 'import',
+        queue: 'q',
+        partition: 0,
+        moveId: 1,
+        session: 'late',
+        seq: 0,
+        last: false,
+        config: {},
+        pairs: [],
+        fresh: true,
+      } as const
+      return { a, chunk, late0 }
+    }
+
+    const ordered = await backHalfway()
+    const { a, chunk, late0 } = ordered
+    expect(a.machine.movesOf('q', 0)).toEqual({ fencedBy: 1, importing: 2 })
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 1, ordered: true })).toMatchObject(
+      {
+        type: 'refused',
+        reason: 'not-held',
+        message: expect.stringMatching(/move 1 is stale here: drop in this group.*being imported by move 2/),
+      },
+    )
+    expect(await a.apply({ ...late0, ordered: true })).toMatchObject({
+      type: 'refused',
+      reason: 'import-order',
+      message: expect.stringMatching(/move 1 is stale here: import into/),
+    })
+    // Move 2 goes on where it was and completes.
+    expect(await chunk(1, false, [])).toEqual({ type: 'imported', complete: false })
+    expect(await chunk(2, true, [])).toEqual({ type: 'imported', complete: true })
+    expect((await a.machine.stats('q', 0, 2_000))?.messages).toBe(30)
+    // Move 3 takes it from a to another group: a late chunk 0 of move 1 finds a fenced by a later
+    // move (its `fresh` check passes: a fenced partition is not served) and is refused too;
+    // without `ordered` it starts a session over the fenced partition, whose last chunk would
+    // serve move 1's keys here again.
+    await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 3 })
+    expect(await a.apply({ ...late0, ordered: true })).toMatchObject({
+      reason: 'import-order',
+      message: expect.stringMatching(/fenced by move 3, imported by move 2/),
+    })
+    expect(a.machine.importIds()).toEqual([])
+    expect(await a.apply(late0)).toEqual({ type: 'imported', complete: false })
+    expect(a.machine.importIds()).toEqual(['q/0'])
+    // Below the level (no `ordered`), the same late requests end move 2's import: it would start over.
+    const unordered = await backHalfway()
+    expect(await unordered.a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 1 })).toEqual({
+      type: 'dropped',
+    })
+    expect(unordered.a.machine.importIds()).toEqual([])
+    expect(await unordered.chunk(1, false, [])).toMatchObject({ reason: 'import-order' })
+    const restarted = await backHalfway()
+    expect(await restarted.a.apply(restarted.late0)).toEqual({ type: 'imported', complete: false })
+    expect(restarted.a.machine.movesOf('q', 0)).toEqual({ fencedBy: 1, importing: 1 })
+  })
+
+  it("reports as served only the partitions it holds unfenced: a moved one is the target group's", async () => {
+    const { source, target } = await fencedWithThirty()
+    const other = { type: 'open', queue: 'q', partition: 1, config: {} } as const
+    await source.apply(other)
+    expect(source.machine.partitionIds()).toEqual(['q/0', 'q/1'])
+    expect(source.machine.servedPartitionIds()).toEqual(['q/1'])
+    await ship(source, target, 1, 's', 500)
+    expect(target.machine.servedPartitionIds()).toEqual(['q/0'])
   })
 
   it('drops an unfinished import (its queue deleted mid-move): keys and session go, on every replica alike', async () => {

@@ -107,8 +107,15 @@
  *    created again on a node that hosted the group, under the node's id, which a voter cut off
  *    since before that node's removal still counts as a voter. A leader of an earlier version
  *    does not know the refusal and would probe such a replica again and again.
+ * 32. a move's import chunks and its drop ask the data group's state machine to refuse them
+ *    when the group took part in a later move of the partition since (`ordered`: fenced by a
+ *    later move, imported by one, or importing one): a late request of an earlier move (a
+ *    deposed meta leader's) cannot restart a later move's import, nor import stale keys over a
+ *    partition moved away since, even when it passed the target leader's check before the
+ *    later move's entry applied. A replica of an earlier version would take it while the others
+ *    refuse it.
  */
-export const FORMAT_LEVEL = 31
+export const FORMAT_LEVEL = 32
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -208,6 +215,9 @@ export const FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH = 30
 
 /** The level from which a replica created with nothing joins by a snapshot (level 31 above). */
 export const FORMAT_LEVEL_JOIN_BY_SNAPSHOT = 31
+
+/** The level from which a data group's state machine refuses a move's request older than the partition's latest move there (level 32 above). */
+export const FORMAT_LEVEL_MOVE_ORDER = 32
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -9,6 +9,7 @@ import {
 import {
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_MOVE_IDS,
+  FORMAT_LEVEL_MOVE_ORDER,
   FORMAT_LEVEL_PARTITION_CLOCK,
   FORMAT_LEVEL_RETRY_BACKOFF,
   type ImportPartitionRequest,
@@ -199,6 +200,26 @@ describe('PartitionMover copy', () => {
       expect(drop).toEqual({ type: 'drop', queue: QUEUE, partition: 0, ...(named ? { moveId: 7 } : {}) })
       const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
       expect(imports.every((c) => (c.fresh === true) === named)).toBe(true)
+    }
+  })
+
+  it('asks the target and source replicas to refuse a stale chunk or drop once every replica does (ordered)', async () => {
+    for (const level of [FORMAT_LEVEL_MOVE_ORDER - 1, FORMAT_LEVEL_MOVE_ORDER]) {
+      const s = await setup({ formatLevel: level })
+      await s.mover.move(s.request)
+      await s.mover.move({ ...s.request, phase: 'drop' })
+      const ordered = level >= FORMAT_LEVEL_MOVE_ORDER
+      const drop = s.source.proposed.find((c) => c.type === 'drop')
+      expect(drop).toEqual({
+        type: 'drop',
+        queue: QUEUE,
+        partition: 0,
+        moveId: 7,
+        ...(ordered ? { ordered: true } : {}),
+      })
+      const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+      expect(imports.length).toBeGreaterThan(1)
+      expect(imports.every((c) => (c.ordered === true) === ordered)).toBe(true)
     }
   })
 

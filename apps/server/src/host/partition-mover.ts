@@ -7,9 +7,11 @@ import {
   type ImportChunk,
   type KeyPair,
   partitionNowMs,
+  staleMove,
 } from '@mq/data-service'
 import {
   FORMAT_LEVEL_MOVE_IDS,
+  FORMAT_LEVEL_MOVE_ORDER,
   FORMAT_LEVEL_PARTITION_CLOCK,
   type ImportPartitionRequest,
   type ImportPartitionResponse,
@@ -198,6 +200,7 @@ export class PartitionMover {
         sourceTerm,
         ...(dels && dels.length > 0 ? { dels } : {}),
         ...(this.#namesMoves() ? { fresh: true as const } : {}),
+        ...this.#ordered(),
         // Read once the fence applied (the last chunk comes after it): no entry of the partition
         // applied here at a later time, and the target's clock for it goes on from this.
         ...(last && this.#level() >= FORMAT_LEVEL_PARTITION_CLOCK
@@ -322,6 +325,7 @@ export class PartitionMover {
       queue: req.storedAs,
       partition: req.partition,
       ...this.#moveIdOf(req),
+      ...this.#ordered(),
     })
     if (r.type !== 'dropped') throw refusal(r, `drop of ${req.storedAs}/${req.partition}`)
     return { chunks: 0, bytes: 0 }
@@ -330,6 +334,14 @@ export class PartitionMover {
   /** Whether every replica reads a move's id in its fence and drop, and `fresh` chunks. */
   #namesMoves(): boolean {
     return this.#level() >= FORMAT_LEVEL_MOVE_IDS
+  }
+
+  /**
+   * `ordered` for a move's chunks and drop, once every replica refuses a stale one of them
+   * (FORMAT_LEVEL_MOVE_ORDER): the target leader's own check races with the later move's entries.
+   */
+  #ordered(): { ordered?: true } {
+    return this.#level() >= FORMAT_LEVEL_MOVE_ORDER ? { ordered: true } : {}
   }
 
   /** The cluster's format level (1 when unknown). */
@@ -363,29 +375,4 @@ function parseConfig(json: string): Record<string, unknown> {
     // Falls through to the error below.
   }
   throw new InvalidArgumentError(`config_json is not a JSON object: ${json.slice(0, 100)}`)
-}
-
-/**
- * Why a request of move `moveId` is stale for a group whose latest moves of the partition are
- * `moves` (DataGroupMachine.movesOf); undefined when it is not. Move ids only grow, and the
- * meta state moves a partition once at a time, so a group fenced by, or that imported, a
- * later move than `moveId` is past it; fenced by another move, it is that move's source.
- */
-export function staleMove(
-  moveId: number | undefined,
-  moves: { readonly fencedBy?: number; readonly imported?: number },
-  what: 'copy from' | 'import into',
-): string | undefined {
-  if (moveId === undefined) return undefined
-  const { fencedBy, imported } = moves
-  const later = (id: number | undefined) => id !== undefined && id > moveId
-  const otherFence = what === 'copy from' ? fencedBy !== undefined && fencedBy !== moveId : later(fencedBy)
-  if (!otherFence && !later(imported)) return undefined
-  const since = [
-    fencedBy !== undefined ? `fenced by move ${fencedBy}` : '',
-    imported !== undefined ? `imported by move ${imported}` : '',
-  ]
-    .filter(Boolean)
-    .join(', ')
-  return `move ${moveId} is stale here: ${what} this group, whose copy of the partition was ${since} since (a late request of an earlier move, refused)`
 }
