@@ -562,7 +562,13 @@ export class MqNode {
         const refused =
           port && (await this.#metaTerms.refusal(req.groupId, req.metaTerm, () => this.#metaTermNow()))
         if (refused) throw new UnavailableError(refused, { groupId: req.groupId })
-        return changeReplicas(this.#raft, port, req, (id) => this.#addresses.get(id))
+        return changeReplicas(
+          this.#raft,
+          port,
+          req,
+          (id) => this.#addresses.get(id),
+          (groupId, id) => this.#images?.pagesServed(groupId, id) ?? 0,
+        )
       }),
     })
     this.#server.addService(

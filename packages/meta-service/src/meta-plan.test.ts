@@ -78,6 +78,25 @@ describe('metaChangeAction (replacing meta voters)', () => {
     ).toBeUndefined()
   })
 
+  it('retargets a change whose live new node stalled as a learner, and picks no stalled node', () => {
+    const s = cluster(6, [['n4', 'n5', 'n6']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'dead' }, 4)
+    const alive = new Set(['n1', 'n2', 'n4', 'n5', 'n6'])
+    const lost = new Set(['n3'])
+    expect(metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'] })).toBeUndefined()
+    expect(
+      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2', 'n4'], stalled: new Set(['n4']) }),
+    ).toBeUndefined()
+    // n5 stalled too (lately): n6 takes it.
+    expect(
+      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'], stalled: new Set(['n4', 'n5']) }),
+    ).toEqual({
+      type: 'retargetMetaChange',
+      add: 'n6',
+    })
+  })
+
   it('grows the meta group to the size wanted, one voter at a time, from the same candidates', () => {
     // n4 holds a data-group replica, n5 none, n6 none but is not alive.
     const s = cluster(6, [['n1', 'n2', 'n4']])

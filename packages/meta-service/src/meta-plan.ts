@@ -1,11 +1,11 @@
 import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
-import type { ReplicaInput } from './replica-plan'
+import { type ReplicaInput, stuck } from './replica-plan'
 
 export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' | 'retargetMetaChange' }>
 
 /** What the meta plan knows besides the meta state. */
-export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
+export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost' | 'stalled'> {
   /** The meta group's voters as its Raft configuration names them now. */
   readonly voters: readonly string[]
   /** The meta leader (a voter it would rather keep when shrinking). */
@@ -19,7 +19,7 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost'> {
  * fewest data-group replicas (node id order on a tie). Nothing while the members are not
  * recorded yet, and nothing when no such node exists (the voter stays: a meta group one voter
  * short still has a majority, a smaller one may not). While a change is under way, only one
- * thing: when the node being added was lost before it became a voter, another takes its place
+ * thing: when the node being added was lost (or `stalled`) before it became a voter, another takes its place
  * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
  * forever for a node that is gone.
  *
@@ -52,7 +52,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .filter(
         (id) =>
           input.alive.has(id) &&
-          !input.lost.has(id) &&
+          !stuck(input, id) &&
           !state.draining(id) &&
           !members.includes(id) &&
           !except.includes(id),
@@ -60,7 +60,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
   const change = state.metaChange()
   if (change) {
-    if (!input.lost.has(change.add) || input.voters.includes(change.add)) return undefined
+    if (!stuck(input, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     return add === undefined ? undefined : { type: 'retargetMetaChange', add }
   }

@@ -212,6 +212,35 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n5'])
   })
 
+  it('retargets a change whose live new node stalled, gives a stalled node no new replica, and keeps its replicas', () => {
+    const s = cluster(6, [G, ['n1', 'n2', 'n4']])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })
+    const alive = new Set(['n1', 'n2', 'n4', 'n5', 'n6'])
+    const input = { alive, lost: new Set(['n3']), changesMax: 2, groupVoters: new Map([[1, ['n1', 'n2']]]) }
+    // n4 alive and not stalled: the change waits for it.
+    expect(replicaActions(s, input)).toEqual([])
+    // Stalled: n5 (fewest replicas, then id) takes the change; n4's own replica of group 2 stays,
+    // where a lost n4's would be replaced.
+    const stalled = new Set(['n4'])
+    expect(replicaActions(s, { ...input, stalled })).toEqual([
+      { type: 'retargetReplicaChange', groupId: 1, add: 'n5' },
+    ])
+    expect(replicaActions(s, { ...input, lost: new Set(['n3', 'n4']), changesMax: 3 })).toContainEqual(
+      expect.objectContaining({ type: 'startReplicaChange', groupId: 2, remove: 'n4' }),
+    )
+    // Once a voter, it is no longer waited for.
+    expect(replicaActions(s, { ...input, stalled, groupVoters: new Map([[1, ['n1', 'n2', 'n4']]]) })).toEqual(
+      [],
+    )
+    // A stalled node takes no new replica: a replacement goes to n6, never to n5 if it stalled too.
+    must(s, { type: 'retargetReplicaChange', groupId: 1, add: 'n5' })
+    must(s, { type: 'finishReplicaChange', groupId: 1 })
+    must(s, { type: 'drainNode', nodeId: 'n1' })
+    const drain = replicaActions(s, { ...input, lost: new Set(), stalled: new Set(['n4', 'n5']) })
+    expect(drain.every((a) => a.type === 'startReplicaChange' && a.add === 'n6')).toBe(true)
+    expect(drain.length).toBeGreaterThan(0)
+  })
+
   it('retargets onto a node that receives no other new replica', () => {
     const s = cluster(6, [G, G, ['n1', 'n2', 'n6'], ['n1', 'n2', 'n6']])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })

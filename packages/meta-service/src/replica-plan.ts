@@ -8,6 +8,12 @@ export interface ReplicaInput {
   readonly alive: ReadonlySet<string>
   /** Nodes dead for longer than the replacement timeout: their replicas are replaced. */
   readonly lost: ReadonlySet<string>
+  /**
+   * Live nodes on which a replica being added made no progress for the replacement timeout
+   * (lately): the change is retargeted as for a lost node, and they receive no new replica
+   * meanwhile; the replicas they hold stay.
+   */
+  readonly stalled?: ReadonlySet<string>
   /** Membership changes to keep under way at once. */
   readonly changesMax: number
   /**
@@ -22,6 +28,11 @@ export interface ReplicaInput {
    * cluster below format level 25, whose meta replicas refuse a change that removes nobody).
    */
   readonly replicasWanted?: number
+}
+
+/** Whether a change adding `add` waits for nothing: its node lost, or its replica stalled there. */
+export function stuck(input: Pick<ReplicaInput, 'lost' | 'stalled'>, add: string): boolean {
+  return input.lost.has(add) || input.stalled?.has(add) === true
 }
 
 export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
@@ -62,7 +73,7 @@ export function replicasFor(factor: number, nodes: number): number {
  * replica at a time: each is a copy of a group's state (a snapshot for a group with data).
  *
  * A group with a change under way is left alone, but for one thing: when the node being added
- * was lost before it became a voter (by `groupVoters`), the live, non-draining node outside
+ * was lost (or `stalled`) before it became a voter (by `groupVoters`), the live, non-draining node outside
  * the group holding the fewest replicas (and receiving no other) takes its place (`retargetReplicaChange`; the
  * group's leader removes the lost node's learner at the next step), so a change never waits
  * forever for a node that is gone. The meta group's membership is planned by `metaChangeAction`.
@@ -72,7 +83,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const eligible = state
     .nodes()
     .map((n) => n.nodeId)
-    .filter((id) => input.alive.has(id) && !state.draining(id) && !input.lost.has(id))
+    .filter((id) => input.alive.has(id) && !state.draining(id) && !stuck(input, id))
   // Replicas per eligible node as they will be once the changes under way are done.
   const load = new Map(eligible.map((id) => [id, 0]))
   const members = new Map<number, string[]>()
@@ -91,10 +102,11 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const target = (replicas: readonly string[]) =>
     eligible.filter((id) => !replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
   const actions: ReplicaChange[] = []
-  // A change whose node being added was lost before it became a voter: another takes its place.
+  // A change whose node being added was lost (or stalled) before it became a voter: another
+  // takes its place.
   for (const change of pending) {
     const known = input.groupVoters?.get(change.groupId)
-    if (!known || known.includes(change.add) || !input.lost.has(change.add)) continue
+    if (!known || known.includes(change.add) || !stuck(input, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) continue
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })

@@ -605,6 +605,44 @@ describe('Controller data-group replica changes', () => {
     expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: 'n5', remove: 'n3', removeFirst: true })
   })
 
+  it('retargets a change whose live learner makes no progress for the replacement timeout; progress keeps it', async () => {
+    /** n3 is lost and n4 added; its learner answers `mark(i)` at the i-th wait. */
+    const run = async (mark: (i: number) => { addMatch: number; addImagePages: number }) => {
+      const steps = [
+        { done: false, step: 'remove', voters: NODES },
+        { done: false, step: 'add-learner', voters: ['n1', 'n2'] },
+        ...Array.from({ length: 200 }, (_, i) => ({
+          done: false,
+          step: '',
+          voters: ['n1', 'n2'],
+          ...mark(i),
+        })),
+      ]
+      const { log, lines } = capturedLog()
+      const c = leading({ extra: ['n4', 'n5'], groups: 1, dataSteps: steps, log })
+      await c.controller.round()
+      await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 13_000) // n3 silent: lost
+      await c.controller.round()
+      const groupId = c.state.replicaChanges()[0]?.groupId as number
+      expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
+      // n4 stays alive throughout, heartbeats and all.
+      await c.beatNodes(['n1', 'n2', 'n4', 'n5'], 16_000, { rounds: true })
+      await settle()
+      return { c, groupId, lines }
+    }
+    const stuck = await run(() => ({ addMatch: 0, addImagePages: 3 }))
+    expect(stuck.c.state.replicaChange(stuck.groupId)).toMatchObject({ add: 'n5', remove: 'n3' })
+    expect(
+      stuck.lines.some((l) => /the replica being added on n4 made no progress for 10000 ms/.test(l.msg)),
+    ).toBe(true)
+    // Its image pages grow (a large image being fetched, the match still 0): it keeps the change.
+    const fetching = await run((i) => ({ addMatch: 0, addImagePages: i }))
+    expect(fetching.c.state.replicaChange(fetching.groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
+    // A leader of an earlier version says nothing of its learner: nothing is found stalled.
+    const older = await run(() => ({}) as { addMatch: number; addImagePages: number })
+    expect(older.c.state.replicaChange(older.groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
+  })
+
   it("logs each step and the change's end as JSON lines of the node's log, not as plain text on stdout", async () => {
     const { log, lines } = capturedLog()
     const plain = vi.spyOn(console, 'log').mockImplementation(() => {})

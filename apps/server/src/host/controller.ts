@@ -42,6 +42,7 @@ import {
   type NodeAddress,
 } from '@mq/protocol'
 import { type Logger, silentLogger } from '../log'
+import { LearnerStalls } from './learner-stalls'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
 /** A node not heard from for this long counts as dead. */
@@ -175,6 +176,8 @@ export class Controller {
    * be lost after the step was taken.
    */
   readonly #changeVoters = new Map<number, { readonly add: string; readonly voters: readonly string[] }>()
+  /** The replicas being added that make no progress (a live node that never catches up). */
+  readonly #stalls: LearnerStalls
   /** Since when this node leads the meta group (0: not leading), for lost-node timing. */
   #leaderSinceMs = 0
   /** The meta term the soft state belongs to (-1: not leading; 0: leading, term unknown). */
@@ -188,6 +191,7 @@ export class Controller {
   constructor(host: ControllerHost) {
     this.#host = host
     this.#log = host.log ?? silentLogger()
+    this.#stalls = new LearnerStalls(host.replaceDeadAfterMs)
   }
 
   /** The controller's clock (ControllerHost.nowMs). */
@@ -233,6 +237,7 @@ export class Controller {
       this.#leaderOverrides.clear()
       this.#reports.clear()
       this.#changeVoters.clear()
+      this.#stalls.clear()
     }
     return state
   }
@@ -605,10 +610,12 @@ export class Controller {
             actions.push({ type: 'markSilent', nodeId, sinceMs })
         }
       }
+      const stalled = this.#stalls.stalled(now)
       actions.push(
         ...replicaActions(state, {
           alive,
           lost,
+          stalled,
           changesMax: REPLICA_CHANGES_MAX,
           // Retargeting a stuck change needs every meta replica to read it (format level 4).
           ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
@@ -630,6 +637,7 @@ export class Controller {
           ? metaChangeAction(state, {
               alive,
               lost,
+              stalled,
               voters: this.#host.metaMembership().voters,
               leaderId: this.#host.nodeId,
             })
@@ -787,6 +795,11 @@ export class Controller {
           const voters = r.step === 'promote' ? [...r.voters, change.add] : r.voters
           this.#changeVoters.set(groupId, { add: change.add, voters })
         }
+        if (this.#stalls.note(groupId, change.add, r, this.#now()))
+          this.#log.warn(
+            { group: groupId },
+            `mq-server: group ${groupId}: the replica being added on ${change.add} made no progress for ${this.#host.replaceDeadAfterMs} ms (match ${r.addMatch}, ${r.addImagePages ?? 0} image pages served); the change goes to another node if one can take it`,
+          )
         if (r.step)
           this.#log.info(
             { group: groupId },
@@ -811,6 +824,9 @@ export class Controller {
       })
       .catch((error: unknown) => {
         this.#changeVoters.delete(groupId)
+        // Its learner's progress is timed over answers in a row: no stall is found across a
+        // silence of the group's leader, which may be what holds the learner up.
+        this.#stalls.forget(groupId)
         this.#log.warn(
           { group: groupId, err: error },
           `mq-server: replica change of group ${groupId} will be retried: ${(error as Error).message}`,

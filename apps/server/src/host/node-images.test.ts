@@ -81,6 +81,29 @@ describe('NodeImages.fetch (Peer.FetchImage)', () => {
     expect((await ask('')).done).toBe(true)
   })
 
+  it("counts the pages served to each member (a joining replica's progress), forgetting askers that left and groups forgotten", async () => {
+    const conf = { voters: ['n1', 'n2'], learners: ['n3'] }
+    const { images: served } = nodeImages(new MemoryEngine(), Role.Leader, 0, conf)
+    const imageId = decodeImageHandle(await served.store.take(1, 7, []))?.imageId ?? 0
+    const ask = (nodeId: string) =>
+      served.fetch({ groupId: 1, imageId, after: new Uint8Array(0), maxBytes: 0, nodeId })
+    await ask('n3')
+    await ask('n3')
+    await ask('n2')
+    await ask('') // not named: not counted
+    await expect(ask('n9')).rejects.toBeInstanceOf(PermissionDeniedError)
+    expect([served.pagesServed(1, 'n3'), served.pagesServed(1, 'n2'), served.pagesServed(1, 'n9')]).toEqual([
+      2, 1, 0,
+    ])
+    expect(served.pagesServed(2, 'n3')).toBe(0)
+    // n3 leaves the group: its count goes at the next page served.
+    conf.learners.splice(0)
+    await ask('n2')
+    expect([served.pagesServed(1, 'n3'), served.pagesServed(1, 'n2')]).toEqual([0, 2])
+    await served.forget(1)
+    expect(served.pagesServed(1, 'n2')).toBe(0)
+  })
+
   it("serves no image of a group it no longer hosts, though the image is still open (the group's removal closes it last)", async () => {
     const { images: served, unhost } = nodeImages(new MemoryEngine(), Role.Leader, 0, {
       voters: ['n1', 'n2'],

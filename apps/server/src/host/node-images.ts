@@ -45,6 +45,8 @@ export class NodeImages {
   readonly stager: ImageStager
   readonly #deps: NodeImagesDeps
   readonly #timer: ReturnType<typeof setInterval>
+  /** Image pages served per group and asker (a member of the group when it asked). */
+  readonly #served = new Map<number, Map<string, number>>()
 
   constructor(deps: NodeImagesDeps) {
     this.#deps = deps
@@ -108,7 +110,7 @@ export class NodeImages {
    * handle at the next try); the answer is UNAVAILABLE either way.
    */
   async fetch(req: FetchImageRequest): Promise<FetchImageResponse> {
-    this.#checkAsker(req)
+    const conf = this.#checkAsker(req)
     const page = await this.store
       .page(
         req.groupId,
@@ -120,7 +122,10 @@ export class NodeImages {
         if (error instanceof ClosedError) return undefined // closed while read: as if gone
         throw error
       })
-    if (page) return { pairs: encodePairs(page.pairs), done: page.done }
+    if (page) {
+      if (req.nodeId && conf) this.#countServed(req.groupId, req.nodeId, conf)
+      return { pairs: encodePairs(page.pairs), done: page.done }
+    }
     try {
       const raft = this.#deps.raft()
       if (raft?.status(req.groupId).role === Role.Leader)
@@ -142,9 +147,9 @@ export class NodeImages {
    * once its removal has settled its machine (node.ts #removeDataGroup, minutes while its
    * partitions are swept), and until then they were served to any asker unchecked.
    */
-  #checkAsker(req: FetchImageRequest): void {
-    if (!req.nodeId) return
-    let conf: { readonly voters: readonly string[]; readonly learners: readonly string[] } | undefined
+  #checkAsker(req: FetchImageRequest): GroupConf | undefined {
+    if (!req.nodeId) return undefined
+    let conf: GroupConf | undefined
     try {
       conf = this.#deps.raft()?.status(req.groupId).conf
     } catch {
@@ -152,10 +157,27 @@ export class NodeImages {
         `group ${req.groupId} is not hosted here (any more): its images are not served; the group's leader sends a new one at its next try`,
       )
     }
-    if (!conf || conf.voters.includes(req.nodeId) || conf.learners.includes(req.nodeId)) return
+    if (!conf || conf.voters.includes(req.nodeId) || conf.learners.includes(req.nodeId)) return conf
     throw new PermissionDeniedError(
       `node ${req.nodeId} holds no replica of group ${req.groupId}: a group's images go to its replicas only`,
     )
+  }
+
+  /**
+   * The image pages of group `groupId` this node served to `nodeId` (a progress mark of a
+   * joining replica: a large image installs minutes after its first page).
+   */
+  pagesServed(groupId: number, nodeId: string): number {
+    return this.#served.get(groupId)?.get(nodeId) ?? 0
+  }
+
+  /** Counts a page served; askers no longer members of the group (`conf`) are forgotten. */
+  #countServed(groupId: number, nodeId: string, conf: GroupConf): void {
+    const served = this.#served.get(groupId) ?? new Map<string, number>()
+    this.#served.set(groupId, served)
+    for (const id of served.keys())
+      if (!conf.voters.includes(id) && !conf.learners.includes(id)) served.delete(id)
+    served.set(nodeId, (served.get(nodeId) ?? 0) + 1)
   }
 
   /**
@@ -163,6 +185,7 @@ export class NodeImages {
    * write of its fetch is in flight (see ImageStager.forget): the group's range clear comes after.
    */
   async forget(groupId: number): Promise<void> {
+    this.#served.delete(groupId)
     const stopped = this.stager.forget(groupId)
     await this.store.close(groupId)
     await stopped
@@ -174,6 +197,8 @@ export class NodeImages {
     await this.store.close()
   }
 }
+
+type GroupConf = { readonly voters: readonly string[]; readonly learners: readonly string[] }
 
 /** The ImagePort of a node's image store (images it makes) and stager (images it installs). */
 export function imagePort(store: ImageStore, stager: ImageStager): ImagePort {

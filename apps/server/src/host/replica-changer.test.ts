@@ -100,10 +100,19 @@ function member(id: string, conf: { voters: string[]; learners: string[] }) {
 describe('changeReplicas (the data-group leader’s side)', () => {
   it('promotes a learner once its log matches to within CAUGHT_UP_ENTRIES of the commit index, by the leader’s own progress', async () => {
     const behind = leader(5_000, { n4: 5_000 - CAUGHT_UP_ENTRIES - 1 })
-    expect(await changeReplicas(behind.raft, port, request, () => undefined)).toEqual({
+    // Waiting, it says how far the learner has come: its match, and the image pages served it.
+    const waiting = {
       done: false,
       step: '',
       voters: ['n1', 'n2', 'n3'],
+      addMatch: 5_000 - CAUGHT_UP_ENTRIES - 1,
+      addImagePages: 0,
+    }
+    expect(await changeReplicas(behind.raft, port, request, () => undefined)).toEqual(waiting)
+    const pages = (groupId: number, id: string) => (groupId === 1 && id === 'n4' ? 7 : 0)
+    expect(await changeReplicas(behind.raft, port, request, () => undefined, pages)).toEqual({
+      ...waiting,
+      addImagePages: 7,
     })
     expect(behind.proposed).toEqual([])
     // The controller's word (a deprecated field) no longer promotes a learner that lags.
@@ -114,11 +123,7 @@ describe('changeReplicas (the data-group leader’s side)', () => {
         { ...request, addCaughtUp: true } as ChangeReplicasRequest,
         () => undefined,
       ),
-    ).toEqual({
-      done: false,
-      step: '',
-      voters: ['n1', 'n2', 'n3'],
-    })
+    ).toEqual(waiting)
     const close = leader(5_000, { n4: 5_000 - CAUGHT_UP_ENTRIES })
     expect(await changeReplicas(close.raft, port, request, () => undefined)).toEqual({
       done: false,
@@ -135,6 +140,8 @@ describe('changeReplicas (the data-group leader’s side)', () => {
         done: false,
         step: '',
         voters: ['n1', 'n2', 'n3'],
+        addMatch: 0,
+        addImagePages: 0,
       })
       expect(l.proposed).toEqual([])
     }
@@ -181,6 +188,8 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       done: false,
       step: '',
       voters: ['n1', 'n2', 'n3'],
+      addMatch: 5_000 - CAUGHT_UP_ENTRIES - 1,
+      addImagePages: 0,
     })
     expect(catchingUp.proposed).toEqual([])
     // A live replica (drain, balance) still goes last: the new one is added first.
@@ -423,6 +432,8 @@ describe('changeReplicas (the data-group leader’s side)', () => {
         done: false,
         step: '',
         voters: ['n1', 'n2', 'n3'],
+        addMatch: 5_000,
+        addImagePages: 0,
       })
       expect(idle.proposed).toEqual([])
     }

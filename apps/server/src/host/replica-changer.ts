@@ -63,7 +63,11 @@ export interface ReplicaLeader {
  * Otherwise the change goes add-first.
  *
  * Every answer carries the group's voters as the configuration named them before the step:
- * the meta leader retargets a change whose new node was lost before it became one.
+ * the meta leader retargets a change whose new node was lost before it became one. An answer
+ * that waits for the learner to catch up also says how far it has come (`addMatch`, its match
+ * index here; `addImagePages`, the image pages this node served it: `imagePagesServed`): the
+ * meta leader retargets a change whose live learner makes no progress for its replacement
+ * timeout too.
  *
  * A data group's leader runs it for Peer.ChangeReplicas; the meta leader runs it on the meta
  * group (id 0) for its own controller.
@@ -76,6 +80,7 @@ export async function changeReplicas(
   port: ReplicaLeader | undefined,
   req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst' | 'replicas'>,
   addressOf: (nodeId: string) => string | undefined,
+  imagePagesServed: (groupId: number, nodeId: string) => number = () => 0,
 ): Promise<ChangeReplicasResponse> {
   const groupId = req.groupId
   if (!port) throw new UnavailableError(`this node hosts no replica of group ${groupId}`, { groupId })
@@ -149,7 +154,12 @@ export async function changeReplicas(
     return handOver(req.remove)
   }
   if (learners.includes(req.add)) {
-    if (learnerBehind) return wait
+    if (learnerBehind)
+      return {
+        ...wait,
+        addMatch: raft.matchIndex(groupId, req.add) ?? 0,
+        addImagePages: imagePagesServed(groupId, req.add),
+      }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {

@@ -335,6 +335,15 @@ export interface ChangeReplicasResponse {
    * being added became a voter, and retargets the change when that node is lost before it.
    */
   voters: string[];
+  /**
+   * While the call waits for the learner being added to catch up: how far it has come, as the
+   * group's leader sees it — its log's match index there, and the image pages the leader's
+   * node served it (a large image shows no match progress until installed). Absent otherwise,
+   * and from versions before 2026-12-06. The meta leader retargets a change whose learner
+   * shows no progress for --replace-dead-after-ms, as it does one whose node was lost.
+   */
+  addMatch?: number | undefined;
+  addImagePages?: number | undefined;
 }
 
 /** A client token as the meta group stores it. */
@@ -3204,7 +3213,7 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
 };
 
 function createBaseChangeReplicasResponse(): ChangeReplicasResponse {
-  return { done: false, step: "", voters: [] };
+  return { done: false, step: "", voters: [], addMatch: undefined, addImagePages: undefined };
 }
 
 export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
@@ -3217,6 +3226,12 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     }
     for (const v of message.voters) {
       writer.uint32(26).string(v!);
+    }
+    if (message.addMatch !== undefined) {
+      writer.uint32(32).uint64(message.addMatch);
+    }
+    if (message.addImagePages !== undefined) {
+      writer.uint32(40).uint64(message.addImagePages);
     }
     return writer;
   },
@@ -3252,6 +3267,22 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
           message.voters.push(reader.string());
           continue;
         }
+        case 4: {
+          if (tag !== 32) {
+            break;
+          }
+
+          message.addMatch = longToNumber(reader.uint64());
+          continue;
+        }
+        case 5: {
+          if (tag !== 40) {
+            break;
+          }
+
+          message.addImagePages = longToNumber(reader.uint64());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3266,6 +3297,16 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
       done: isSet(object.done) ? globalThis.Boolean(object.done) : false,
       step: isSet(object.step) ? globalThis.String(object.step) : "",
       voters: globalThis.Array.isArray(object?.voters) ? object.voters.map((e: any) => globalThis.String(e)) : [],
+      addMatch: isSet(object.addMatch)
+        ? globalThis.Number(object.addMatch)
+        : isSet(object.add_match)
+        ? globalThis.Number(object.add_match)
+        : undefined,
+      addImagePages: isSet(object.addImagePages)
+        ? globalThis.Number(object.addImagePages)
+        : isSet(object.add_image_pages)
+        ? globalThis.Number(object.add_image_pages)
+        : undefined,
     };
   },
 
@@ -3280,6 +3321,12 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     if (message.voters?.length) {
       obj.voters = message.voters;
     }
+    if (message.addMatch !== undefined) {
+      obj.addMatch = Math.round(message.addMatch);
+    }
+    if (message.addImagePages !== undefined) {
+      obj.addImagePages = Math.round(message.addImagePages);
+    }
     return obj;
   },
 
@@ -3291,6 +3338,8 @@ export const ChangeReplicasResponse: MessageFns<ChangeReplicasResponse> = {
     message.done = object.done ?? false;
     message.step = object.step ?? "";
     message.voters = object.voters?.map((e) => e) || [];
+    message.addMatch = object.addMatch ?? undefined;
+    message.addImagePages = object.addImagePages ?? undefined;
     return message;
   },
 };
