@@ -1,4 +1,12 @@
-import { credentials, Metadata, Server, ServerCredentials, type ServiceError, status } from '@grpc/grpc-js'
+import {
+  Client,
+  credentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  type ServiceError,
+  status,
+} from '@grpc/grpc-js'
 import { HealthClient, HealthService, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HealthRegistry } from './health'
@@ -99,6 +107,47 @@ describe('HealthRegistry bounds on Watch streams', () => {
       expect(next).toBe(Serving.NOT_SERVING)
     } finally {
       registry.close()
+      client.close()
+      server.forceShutdown()
+    }
+  })
+})
+
+describe('HealthRegistry and malformed requests', () => {
+  it('answers bytes that are not a HealthCheckRequest with INVALID_ARGUMENT naming the problem, and goes on serving', async () => {
+    const registry = new HealthRegistry()
+    registry.set('', true)
+    const server = new Server()
+    server.addService(HealthService, registry.handlers())
+    const port = await new Promise<number>((res, rej) =>
+      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+    )
+    const raw = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
+    const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure())
+    const same = (b: Buffer) => b
+    // A length past the end of the message: the generated decoder threw, and grpc-js answered
+    // INTERNAL "Error deserializing request", as for a fault of the server.
+    const garbage = Buffer.from([0x0a, 0x05, 0x61])
+    try {
+      const checked = await new Promise<ServiceError | null>((resolve) =>
+        raw.makeUnaryRequest('/grpc.health.v1.Health/Check', same, same, garbage, (e) => resolve(e)),
+      )
+      expect(checked?.code).toBe(status.INVALID_ARGUMENT)
+      expect(checked?.details).toMatch(/^HealthCheckRequest: not a valid protobuf encoding/)
+      const watched = await new Promise<ServiceError | undefined>((resolve) => {
+        const stream = raw.makeServerStreamRequest('/grpc.health.v1.Health/Watch', same, same, garbage)
+        stream.on('data', () => resolve(undefined))
+        stream.on('error', (e: ServiceError) => resolve(e))
+      })
+      expect(watched?.code).toBe(status.INVALID_ARGUMENT)
+      expect(watched?.details).toMatch(/^HealthCheckRequest: not a valid protobuf encoding/)
+      const after = await new Promise<Serving | undefined>((resolve) =>
+        client.check({ service: '' }, (e, r) => resolve(e ? undefined : r.status)),
+      )
+      expect(after).toBe(Serving.SERVING)
+    } finally {
+      registry.close()
+      raw.close()
       client.close()
       server.forceShutdown()
     }

@@ -5,7 +5,9 @@ import {
   type HealthCheckRequest,
   type HealthCheckResponse,
   type HealthServer,
+  isRefusedRequest,
   HealthCheckResponse_ServingStatus as Serving,
+  toGrpcStatus,
 } from '@mq/protocol'
 
 /** Bounds on open Watch streams: the health service asks no token, so anyone reaching the port may open them. */
@@ -60,6 +62,12 @@ export class HealthRegistry {
         call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
         cb: sendUnaryData<HealthCheckResponse>,
       ) => {
+        // Bytes that are not a HealthCheckRequest (HealthService's deserializer).
+        const request: unknown = call.request
+        if (isRefusedRequest(request)) {
+          cb(toGrpcStatus(request.error))
+          return
+        }
         const s = this.#statuses.get(call.request.service)
         if (s === undefined)
           // Bounded as every mq error's message (toGrpcStatus): echoed whole, a name of 100 KB
@@ -71,6 +79,11 @@ export class HealthRegistry {
         else cb(null, { status: s })
       },
       watch: (stream: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
+        const request: unknown = stream.request
+        if (isRefusedRequest(request)) {
+          stream.emit('error', toGrpcStatus(request.error))
+          return
+        }
         const address = remoteAddress(stream.getPeer())
         const fromAddress = this.#perAddress.get(address) ?? 0
         const refusal =

@@ -8,11 +8,13 @@ import {
   status,
 } from '@grpc/grpc-js'
 import {
+  isRefusedRequest,
   PeerClient,
   type RaftBatch,
   type RaftMessage,
   type RaftStreamEnd,
   RECONNECT_CHANNEL_OPTIONS,
+  toGrpcStatus,
 } from '@mq/protocol'
 import type { Message, Transport } from '@mq/raft-core'
 import { messageFromWire, messageToWire } from './peer-codec'
@@ -232,7 +234,17 @@ export class PeerTransport implements Transport {
     stream: ServerReadableStream<RaftBatch, RaftStreamEnd>,
     cb: sendUnaryData<RaftStreamEnd>,
   ): void => {
+    let refused = false
     stream.on('data', (batch: RaftBatch) => {
+      if (refused) return
+      // Bytes that are not a RaftBatch (PeerService's deserializer): the stream is answered
+      // INVALID_ARGUMENT, and what follows on it is ignored.
+      const read: unknown = batch
+      if (isRefusedRequest(read)) {
+        refused = true
+        cb(toGrpcStatus(read.error))
+        return
+      }
       this.#down.delete(batch.fromNode) // it is up again (only a peer with the token gets here)
       for (const wire of batch.messages) {
         // One message that cannot be read or delivered is dropped (Raft tolerates loss), never
@@ -252,7 +264,9 @@ export class PeerTransport implements Transport {
         }
       }
     })
-    stream.on('end', () => cb(null, {}))
+    stream.on('end', () => {
+      if (!refused) cb(null, {})
+    })
     stream.on('error', () => {})
   }
 

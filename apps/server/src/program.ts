@@ -155,6 +155,25 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         parentGone = true
         shutdown?.()
       })
+      // SIGTERM and SIGINT are handled from the first moment: one that comes while the node
+      // starts (reading its files, opening its database and replicas, binding) is kept, and the
+      // node stops in order once it serves (a start that fails exits as such). Node's default
+      // action ended the process there and then, its start half done.
+      let stopAsked = false
+      const onStopSignal = () => {
+        stopAsked = true
+        shutdown?.()
+      }
+      process.on('SIGTERM', onStopSignal)
+      process.on('SIGINT', onStopSignal)
+      // SIGHUP likewise: one during the start is answered with a reload once the node serves.
+      let reload: (() => void) | undefined
+      let reloadAsked = false
+      const onReloadSignal = () => {
+        reloadAsked = true
+        reload?.()
+      }
+      process.on('SIGHUP', onReloadSignal)
       try {
         // Commander sets `console: true` unless --no-console is given: only `false` is a choice
         // (so that a config file's `"console": false` holds).
@@ -212,6 +231,9 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         }
         await node.start()
       } catch (error) {
+        process.off('SIGTERM', onStopSignal)
+        process.off('SIGINT', onStopSignal)
+        process.off('SIGHUP', onReloadSignal)
         await http?.close()
         // One plain line on stderr in any case (the structured log, with its stack, goes to
         // stdout, where a person starting the server by hand may not look for a failure).
@@ -254,11 +276,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           },
         )
       }
-      process.on('SIGTERM', shutdown)
-      process.on('SIGINT', shutdown)
-      if (parentGone) shutdown()
       // SIGHUP: the token file and the TLS files are read again (rotation without a restart).
-      process.on('SIGHUP', () => {
+      reload = () => {
         try {
           const r = node.reload()
           log.info(
@@ -268,7 +287,9 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         } catch (error) {
           log.error({ err: error }, `mq-server: reload refused, nothing changed: ${(error as Error).message}`)
         }
-      })
+      }
+      if (parentGone || stopAsked) shutdown()
+      else if (reloadAsked) reload()
     })
   program
     .command('dev')

@@ -94,6 +94,20 @@ describe('NodeCredentials.peerFor', () => {
     expect(await check(n1.peerFor('n2'), unnamedAddress)).toBe(status.UNAVAILABLE)
   })
 
+  it('forgets the credentials of the node asked for least recently past 1,000 nodes (nodes replaced under new ids)', () => {
+    const n1 = new NodeCredentials(settingsOf('n1', true))
+    const gone = n1.peerFor('gone')
+    const kept = n1.peerFor('n2')
+    // Nodes come and go under new ids: n2 is reached all along, `gone` never again. Before,
+    // every node ever reached was kept for the life of the process, one more per new id.
+    for (let i = 0; i < 2_000; i++) {
+      n1.peerFor(`replaced-${i}`)
+      if (i % 100 === 0) expect(n1.peerFor('n2')).toBe(kept)
+    }
+    expect(n1.peerFor('n2')).toBe(kept)
+    expect(n1.peerFor('gone')).not.toBe(gone)
+  })
+
   it('without it reaches any server of the CA, as peer() does', async () => {
     const n1 = new NodeCredentials(settingsOf('n1', false))
     expect(n1.peerFor('n3')).toBe(n1.peer())

@@ -15,6 +15,12 @@ export interface TlsSettings {
 }
 
 /**
+ * Peer node ids NodeCredentials keeps credentials for at most: the meta group registers at
+ * most 1,000 nodes (META_LIMITS.nodesMax), as many as the peer transport keeps (peersMax).
+ */
+const PEER_CREDENTIALS_MAX = 1_000
+
+/**
  * A node's gRPC credentials: what its server presents and requires, and what it presents as
  * a client of its peers. With TLS on, a node verifies peers against the cluster CA and
  * presents its own certificate to them (so mutual TLS between peers works); with
@@ -26,7 +32,11 @@ export class NodeCredentials {
   readonly #server: ServerCredentials
   readonly #peer: ChannelCredentials
   readonly #peerIds: boolean
-  /** Credentials per peer node id that check its certificate names it (with --tls-peer-ids). */
+  /**
+   * Credentials per peer node id that check its certificate names it (with --tls-peer-ids),
+   * the one asked for least recently first: at most PEER_CREDENTIALS_MAX (nodes replaced under
+   * new ids were kept for the life of the process). One forgotten is made again when asked.
+   */
   readonly #peerFor = new Map<string, ChannelCredentials>()
 
   constructor(settings: TlsSettings) {
@@ -70,13 +80,17 @@ export class NodeCredentials {
     const files = this.#files
     if (!files || !this.#peerIds) return this.#peer
     let c = this.#peerFor.get(nodeId)
-    if (!c) {
+    if (c)
+      this.#peerFor.delete(nodeId) // set again below: the map's order is recency
+    else {
       c = experimental.createCertificateProviderChannelCredentials(files, files, {
         // A checkServerIdentity replaces Node's host name check: it is called first here.
         checkServerIdentity: (host, cert) => checkServerIdentity(host, cert) ?? serverNamesNode(nodeId, cert),
       })
-      this.#peerFor.set(nodeId, c)
     }
+    this.#peerFor.set(nodeId, c)
+    if (this.#peerFor.size > PEER_CREDENTIALS_MAX)
+      this.#peerFor.delete(this.#peerFor.keys().next().value as string)
     return c
   }
 

@@ -1,12 +1,22 @@
 import { join } from 'node:path'
-import { Server, ServerCredentials, type ServerReadableStream, type sendUnaryData } from '@grpc/grpc-js'
-import { PeerService, type RaftBatch, type RaftStreamEnd } from '@mq/protocol'
+import {
+  Client,
+  credentials,
+  Metadata,
+  Server,
+  ServerCredentials,
+  type ServerReadableStream,
+  type ServiceError,
+  type sendUnaryData,
+  status,
+} from '@grpc/grpc-js'
+import { PeerService, type RaftBatch, type RaftStreamEnd, unaryHandler } from '@mq/protocol'
 import { type Entry, EntryType, type Message, MessageType, message } from '@mq/raft-core'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { AccessControl } from '../src/auth/access'
 import { authInterceptor } from '../src/auth/auth-interceptor'
 import { silentLogger } from '../src/log'
-import { PeerTransport } from '../src/peer-transport'
+import { PEER_TOKEN_KEY, PeerTransport } from '../src/peer-transport'
 import { startScript } from './processes'
 
 interface Node {
@@ -44,7 +54,11 @@ async function node(
     'grpc.max_receive_message_length': 16 * 1024 * 1024,
   })
   const unused = (_: unknown, cb: (e: null, r: object) => void) => cb(null, {})
-  server.addService(PeerService, { raft: raft ?? transport.handleRaft, heartbeat: unused })
+  server.addService(PeerService, {
+    raft: raft ?? transport.handleRaft,
+    heartbeat: unused,
+    probe: unaryHandler(async () => ({ nodeId: id, metaPristine: false })),
+  })
   const port = await new Promise<number>((res, rej) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
   )
@@ -358,6 +372,39 @@ describe('PeerTransport', () => {
     await until(() => events.includes('data'))
     a.transport.close()
     await until(() => events.includes('cancelled'), 3_000)
+  })
+
+  it('answers bytes that are not a RaftBatch or a ProbeRequest with INVALID_ARGUMENT, and goes on delivering', async () => {
+    const addresses = new Map<string, string>()
+    const a = await node('a', 's3cret', addresses)
+    const b = await node('b', 's3cret', addresses)
+    const raw = new Client(b.address, credentials.createInsecure())
+    const metadata = new Metadata()
+    metadata.set(PEER_TOKEN_KEY, 's3cret')
+    const same = (x: Buffer) => x
+    // A length past the end of the message: the generated decoder threw, and grpc-js answered
+    // INTERNAL "Error deserializing request", which the sending node takes for a peer gone.
+    const garbage = Buffer.from([0x0a, 0x05, 0x61])
+    try {
+      const probed = await new Promise<ServiceError | null>((resolve) =>
+        raw.makeUnaryRequest('/mq.v1.Peer/Probe', same, same, garbage, metadata, (e) => resolve(e)),
+      )
+      expect(probed?.code).toBe(status.INVALID_ARGUMENT)
+      expect(probed?.details).toMatch(/^ProbeRequest: not a valid protobuf encoding/)
+      const streamed = await new Promise<ServiceError | null>((resolve) => {
+        const stream = raw.makeClientStreamRequest('/mq.v1.Peer/Raft', same, same, metadata, (e) =>
+          resolve(e),
+        )
+        stream.write(garbage)
+        stream.end()
+      })
+      expect(streamed?.code).toBe(status.INVALID_ARGUMENT)
+      expect(streamed?.details).toMatch(/^RaftBatch: not a valid protobuf encoding/)
+      a.transport.send(1, [heartbeat('b', 1)])
+      await until(() => b.received.length === 1)
+    } finally {
+      raw.close()
+    }
   })
 
   it('drops a message it cannot deliver and goes on with the batch', async () => {

@@ -54,7 +54,6 @@ export {
   HealthCheckResponse_ServingStatus,
   HealthClient,
   type HealthServer,
-  HealthService,
 } from './generated/grpc/health/v1/health'
 export { ErrorDetail } from './generated/mq/v1/errors'
 export {
@@ -198,5 +197,5 @@ export {
   REQUEST_FIELDS_MAX,
 } from './request-limits'
 export { seededRandom } from './seeded-random'
-export { MetaService, PeerClient, PeerService, QueueClient, QueueService } from './services'
+export { HealthService, MetaService, PeerClient, PeerService, QueueClient, QueueService } from './services'
 export { waitServing } from './wait-serving'

@@ -33,7 +33,7 @@ import {
   PRODUCE_MESSAGES_MAX,
   REQUEST_FIELDS_MAX,
 } from './request-limits'
-import { MetaService, QueueService } from './services'
+import { HealthService, MetaService, PeerService, QueueService } from './services'
 
 const produce = (bytes: Uint8Array): unknown => QueueService.produce.requestDeserialize(Buffer.from(bytes))
 /** What the generated deserializer (no guard) made of `bytes`. */
@@ -505,6 +505,20 @@ describe('request guard: normal requests decode exactly as before', () => {
     const decoded = MetaService[method].requestDeserialize(Buffer.from(bytes))
     expect(decoded).toEqual(GeneratedMetaService[method].requestDeserialize(Buffer.from(bytes)))
     expect(decoded).toEqual(request)
+  })
+
+  it('every Peer and Health method refuses bytes its decoder cannot read, naming the message', () => {
+    for (const service of [PeerService, HealthService] as const) {
+      for (const [name, method] of Object.entries(service)) {
+        const r = (method as { requestDeserialize: (b: Buffer) => unknown }).requestDeserialize(
+          Buffer.from([0x0f]),
+        )
+        expect(isRefusedRequest(r), name).toBe(true)
+        expect((r as RefusedRequest).error.message, name).toMatch(
+          /^\w+: not a valid protobuf encoding \(cant skip wire type 7\)/,
+        )
+      }
+    }
   })
 
   it('every guarded method refuses malformed bytes (the guard is wired to each)', () => {

@@ -224,6 +224,24 @@ export function guardedDeserializer<T>(rule: MessageRule, decoder: Decoder<T>): 
 }
 
 /**
+ * requestDeserialize for a method whose requests are not guarded (Health, Peer): decodes
+ * `bytes` with `decoder`, or returns a RefusedRequest (INVALID_ARGUMENT naming message `name`
+ * and the decoder's complaint) when it throws. grpc-js answered those bytes INTERNAL "Error
+ * deserializing request", a server fault, and a peer took it for a node gone.
+ */
+export function decodingDeserializer<T>(name: string, decoder: Decoder<T>): (bytes: Buffer) => T {
+  return (bytes) => {
+    try {
+      return decoder.decode(bytes)
+    } catch (error) {
+      const problem = error instanceof Error ? error.message : String(error)
+      const refusal = `${name}: not a valid protobuf encoding (${problem}); encode requests with a protobuf library`
+      return new RefusedRequest(new InvalidArgumentError(refusal)) as T
+    }
+  }
+}
+
+/**
  * A map entry named `__proto__`: the generated decoder assigns entries (`map[key] = value`),
  * which for that key sets no property; restored after decoding as an own property (as
  * weighted-queue's header codec stores it).

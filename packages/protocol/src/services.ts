@@ -1,6 +1,10 @@
 import { BinaryReader, type BinaryWriter } from '@bufbuild/protobuf/wire'
 import { makeGenericClientConstructor } from '@grpc/grpc-js'
 import {
+  HealthService as GeneratedHealthService,
+  HealthCheckRequest,
+} from './generated/grpc/health/v1/health'
+import {
   ClusterStatusRequest,
   CreateQueueRequest,
   CreateTokenRequest,
@@ -58,7 +62,7 @@ import {
   RedriveResponse,
   StatsRequest,
 } from './generated/mq/v1/queue'
-import { type Decoder, guardedDeserializer, type MessageRule } from './request-guard'
+import { type Decoder, decodingDeserializer, guardedDeserializer, type MessageRule } from './request-guard'
 import { META_REQUEST_RULES, QUEUE_REQUEST_RULES } from './request-rules'
 import { WireWriter } from './wire-writer'
 
@@ -143,6 +147,23 @@ function withRequestGuard<S extends Record<string, MethodShape>>(
   return out as S
 }
 
+/**
+ * `service` with every method's request decoded by decodingDeserializer: bytes its decoder
+ * cannot read become a RefusedRequest (INVALID_ARGUMENT naming `names[method]`, the message),
+ * which its handlers answer (unaryHandler does; others check isRefusedRequest).
+ */
+function withDecodeRefusal<S extends Record<string, MethodShape>>(
+  service: S,
+  decoders: DecoderTable<S>,
+  names: { readonly [K in keyof S]: string },
+): S {
+  const out: Record<string, unknown> = {}
+  for (const name of Object.keys(service) as (keyof S & string)[]) {
+    out[name] = { ...service[name], requestDeserialize: decodingDeserializer(names[name], decoders[name]) }
+  }
+  return out as S
+}
+
 function requestDecoders<S>(codecs: CodecTable<S>): DecoderTable<S> {
   const out: Record<string, unknown> = {}
   for (const name of Object.keys(codecs) as (keyof S & string)[]) out[name] = codecs[name][0]
@@ -210,11 +231,7 @@ export const MetaService: typeof GeneratedMetaService = withRequestGuard(
 
 export type MetaService = typeof GeneratedMetaService
 
-/**
- * The Peer service, encoded by WireWriter likewise (a RaftBatch carries every entry a follower
- * is sent). Its requests are not guarded: peers are cluster members (the peer token).
- */
-export const PeerService: typeof GeneratedPeerService = withWireWriter(GeneratedPeerService, {
+const peerCodecs: CodecTable<typeof GeneratedPeerService> = {
   raft: [RaftBatch, RaftStreamEnd],
   heartbeat: [HeartbeatRequest, HeartbeatResponse],
   movePartition: [MovePartitionRequest, MovePartitionResponse],
@@ -223,7 +240,28 @@ export const PeerService: typeof GeneratedPeerService = withWireWriter(Generated
   fetchImage: [FetchImageRequest, FetchImageResponse],
   fencePartitions: [FencePartitionsRequest, FencePartitionsResponse],
   probe: [ProbeRequest, ProbeResponse],
-})
+}
+
+/**
+ * The Peer service, encoded by WireWriter likewise (a RaftBatch carries every entry a follower
+ * is sent). Its requests are not guarded: peers are cluster members (the peer token). Bytes
+ * that do not decode are answered INVALID_ARGUMENT (withDecodeRefusal; Peer.Raft's handler
+ * checks isRefusedRequest), not INTERNAL.
+ */
+export const PeerService: typeof GeneratedPeerService = withDecodeRefusal(
+  withWireWriter(GeneratedPeerService, peerCodecs),
+  requestDecoders(peerCodecs),
+  {
+    raft: 'RaftBatch',
+    heartbeat: 'HeartbeatRequest',
+    movePartition: 'MovePartitionRequest',
+    importPartition: 'ImportPartitionRequest',
+    changeReplicas: 'ChangeReplicasRequest',
+    fetchImage: 'FetchImageRequest',
+    fencePartitions: 'FencePartitionsRequest',
+    probe: 'ProbeRequest',
+  },
+)
 
 export type PeerService = typeof GeneratedPeerService
 export type PeerClient = GeneratedPeerClient
@@ -231,3 +269,14 @@ export const PeerClient = makeGenericClientConstructor(
   PeerService,
   'mq.v1.Peer',
 ) as unknown as typeof GeneratedPeerClient
+
+/**
+ * The standard health service (grpc.health.v1): the generated definition whose request bytes
+ * that do not decode are answered INVALID_ARGUMENT (withDecodeRefusal; its handlers check
+ * isRefusedRequest), not INTERNAL.
+ */
+export const HealthService: typeof GeneratedHealthService = withDecodeRefusal(
+  GeneratedHealthService,
+  { check: HealthCheckRequest, watch: HealthCheckRequest },
+  { check: 'HealthCheckRequest', watch: 'HealthCheckRequest' },
+)

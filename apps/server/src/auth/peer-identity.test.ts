@@ -1,5 +1,5 @@
 import type { PeerCertificate } from 'node:tls'
-import { ErrorCode, type MqError } from '@mq/protocol'
+import { ErrorCode, type MqError, PeerService } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { certificateNames, checkPeerIdentity, claimedNodes } from './peer-identity'
 
@@ -31,6 +31,15 @@ describe('peer identity (--tls-peer-ids)', () => {
     expect(claimedNodes('mq.v1.Peer/Probe', { nodeId: 'n3' })).toEqual([])
     // A malformed message claims '' (which no certificate names), never throws.
     expect(claimedNodes(RAFT, null)).toEqual([''])
+  })
+
+  it('leaves bytes that are not a request to their handler (INVALID_ARGUMENT): they speak for no node', () => {
+    // PERMISSION_DENIED "names no node" would misname what is wrong; nothing acts on them.
+    for (const method of [RAFT, HEARTBEAT, 'mq.v1.Peer/FetchImage']) {
+      const refused = PeerService.raft.requestDeserialize(Buffer.from([0x0f]))
+      expect(claimedNodes(method, refused)).toEqual([])
+      expect(() => checkPeerIdentity(method, refused, cert('n1', 'DNS:n1'))).not.toThrow()
+    }
   })
 
   it('lets a node speak for itself only, naming both sides when it refuses', () => {

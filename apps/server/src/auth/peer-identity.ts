@@ -1,5 +1,5 @@
 import type { PeerCertificate } from 'node:tls'
-import { PermissionDeniedError } from '@mq/protocol'
+import { isRefusedRequest, PermissionDeniedError } from '@mq/protocol'
 
 /**
  * The node ids a peer's certificate names: its subject's common name(s). Not its subject
@@ -15,9 +15,12 @@ export function certificateNames(cert: PeerCertificate | undefined): Set<string>
 /**
  * The node ids a peer call speaks for, read from its request message: a Raft batch's sender
  * and the sender of each of its messages, a heartbeat's node, an image fetch's asker. Empty
- * for other methods (they act for the cluster, not for one node).
+ * for other methods (they act for the cluster, not for one node), and for bytes that did not
+ * decode (a RefusedRequest).
  */
 export function claimedNodes(method: string, message: unknown): string[] {
+  // Bytes that did not decode: their handler answers INVALID_ARGUMENT, acting for no node.
+  if (isRefusedRequest(message)) return []
   if (method === 'mq.v1.Peer/Raft') {
     const batch = message as { fromNode?: unknown; messages?: readonly { from?: unknown }[] }
     const ids = new Set<string>([String(batch?.fromNode ?? '')])

@@ -1161,3 +1161,31 @@ describe('Controller node removal', () => {
     )
   })
 })
+
+describe('Controller soft state of nodes it refuses', () => {
+  it('keeps no liveness or report of a node whose heartbeat it refuses unregistered: removed, or its registration refused', async () => {
+    const c = leading({ refuse: (command) => command.type === 'registerNode' })
+    await c.controller.round()
+    // Nodes that come and go under new ids (the meta state at its bound refuses them), each
+    // heard once. Before, each left its liveness and its report for the rest of the term.
+    const ids = Array.from({ length: 500 }, (_, i) => `churn-${i}`)
+    const groups = [{ groupId: 1, leaderId: 'x', term: 1, commitIndex: 1, appliedIndex: 1 }]
+    for (const id of ids)
+      await expect(c.answer(id, false, FORMAT_LEVEL, { groups })).rejects.toThrow(/cannot register node/)
+    const liveness = c.controller.liveness()
+    expect(
+      ids.filter((id) => liveness.lastHeartbeatMs?.(id) !== 0 || liveness.groupIndexes?.(id, 1)),
+    ).toEqual([])
+    // A removed node started again: its heartbeat is refused, and leaves nothing either.
+    expect(
+      c.apply({ type: 'registerNode', nodeId: 'r1', address: 'r1:1', formatLevel: FORMAT_LEVEL }).ok,
+    ).toBe(true)
+    expect(c.apply({ type: 'removeNode', nodeId: 'r1' }).ok).toBe(true)
+    await expect(c.answer('r1', false, FORMAT_LEVEL, { groups })).rejects.toThrow(/node r1 was removed/)
+    expect(liveness.lastHeartbeatMs?.('r1')).toBe(0)
+    expect(liveness.groupIndexes?.('r1', 1)).toBeUndefined()
+    // A registered node's heartbeat counts as before.
+    await expect(c.answer('n2')).resolves.toBeDefined()
+    expect(liveness.alive('n2')).toBe(true)
+  })
+})

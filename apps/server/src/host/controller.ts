@@ -342,9 +342,7 @@ export class Controller {
         }
         const r = await this.#host.propose({ type: 'removeNode', nodeId })
         if (!r.ok) throw mqError(r.code, r.message)
-        this.#lastSeenMs.delete(nodeId)
-        this.#stableSinceMs.delete(nodeId)
-        this.#reports.delete(nodeId)
+        this.#forget(nodeId)
       },
       fenceDeletedQueue: async (queue) => {
         const state = this.#leading()
@@ -408,6 +406,13 @@ export class Controller {
     }
   }
 
+  /** Forgets the liveness and the reports of `nodeId` (no longer a member). */
+  #forget(nodeId: string): void {
+    this.#lastSeenMs.delete(nodeId)
+    this.#stableSinceMs.delete(nodeId)
+    this.#reports.delete(nodeId)
+  }
+
   /** The meta leader's side of a node heartbeat: liveness, registration, leader reports, assignments. */
   async onHeartbeat(req: HeartbeatRequest): Promise<Omit<HeartbeatResponse, 'tokens' | 'tokensFingerprint'>> {
     let state = this.#leading()
@@ -430,6 +435,9 @@ export class Controller {
     const formatLevel = formatLevelOf(req.formatLevel)
     if (formatLevel < clusterLevel)
       throw new InvalidArgumentError(belowClusterLevelMessage(req.nodeId, formatLevel, clusterLevel))
+    // A removed node may not register again: refused here, without an entry per heartbeat (and
+    // before it counts: its liveness and report were kept for the rest of the term).
+    if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
     // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
@@ -437,8 +445,6 @@ export class Controller {
       this.#stableSinceMs.set(req.nodeId, seenMs)
     this.#lastSeenMs.set(req.nodeId, seenMs)
     this.#reports.set(req.nodeId, new Map(req.groups.map((g) => [g.groupId, g])))
-    // A removed node may not register again: refused here, without an entry per heartbeat.
-    if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
     const known = state.node(req.nodeId)
     if (
       known?.address !== req.address ||
@@ -452,7 +458,12 @@ export class Controller {
         formatLevel,
         ...(claim ? { storeId: claim.storeId, freshStore: claim.fresh } : {}),
       })
-      if (!r.ok) throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
+      if (!r.ok) {
+        // One the meta state refuses to register is not a member: none of it is kept (one
+        // entry per node id heard, for the rest of the term, as nodes come and go).
+        if (!state.node(req.nodeId)) this.#forget(req.nodeId)
+        throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${r.message}`)
+      }
     } else if (known.silentSinceMs !== undefined && clusterLevel >= FORMAT_LEVEL_SILENCE) {
       await this.#host.propose({ type: 'markHeard', nodeId: req.nodeId })
     }
