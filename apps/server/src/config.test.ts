@@ -137,6 +137,10 @@ describe('loadConfig', () => {
     [{ ...base, httpListen: 'nowhere' }, /"httpListen"\): address "nowhere"/],
     [{ ...base, replaceDeadAfterMs: '5000' }, /"replaceDeadAfterMs"\) must be an integer from 10000/],
     [
+      { ...base, replicaStallMs: 9_999 },
+      /--replica-stall-ms \(config file: "replicaStallMs"\) must be an integer from 10000/,
+    ],
+    [
       { ...base, httpTls: true, httpListen: '127.0.0.1:8001' },
       /--http-tls serves the HTTP port .* give --http-listen and --tls-cert/,
     ],

@@ -96,6 +96,11 @@ export interface ServerConfig {
   /** A node not heard from for this long has its data-group replicas replaced on other nodes. */
   readonly replaceDeadAfterMs: number
   /**
+   * A replica being added (a learner) whose progress stops for this long on a live node has its
+   * change given to another node, which then receives no new replica for as long again.
+   */
+  readonly replicaStallMs: number
+  /**
    * The format level this node reports (at most its version's FORMAT_LEVEL): the cluster runs
    * at the lowest reported, so a lower one pins the cluster's replicated formats (a rollback
    * to the previous version stays possible until every node reports the new level).
@@ -140,6 +145,7 @@ export const CONFIG_DEFAULTS = {
   tlsClientAuth: false,
   tlsPeerIds: false,
   replaceDeadAfterMs: 300_000,
+  replicaStallMs: 600_000,
   formatLevel: FORMAT_LEVEL,
   connectionsMax: 4_096,
   connectionsPerAddressMax: 1_024,
@@ -181,6 +187,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'tlsClientAuth',
   'tlsPeerIds',
   'replaceDeadAfterMs',
+  'replicaStallMs',
   'formatLevel',
   'connectionsMax',
   'connectionsPerAddressMax',
@@ -437,6 +444,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tlsClientAuth,
     tlsPeerIds,
     replaceDeadAfterMs: int(raw, 'replaceDeadAfterMs', 10_000, 7 * 24 * 3_600_000),
+    replicaStallMs: int(raw, 'replicaStallMs', 10_000, 7 * 24 * 3_600_000),
     formatLevel: int(raw, 'formatLevel', 1, FORMAT_LEVEL),
     connectionsMax: int(raw, 'connectionsMax', 16, 1_000_000),
     connectionsPerAddressMax: int(raw, 'connectionsPerAddressMax', 1, 1_000_000),

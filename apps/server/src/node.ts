@@ -303,6 +303,7 @@ export class MqNode {
       replicationFactor: config.replicationFactor,
       dataGroups: config.dataGroups,
       replaceDeadAfterMs: config.replaceDeadAfterMs,
+      replicaStallMs: config.replicaStallMs,
       calls: this.#calls,
       log: this.log,
       leaderState: () => (this.#isMetaLeader() ? this.#meta?.state : undefined),

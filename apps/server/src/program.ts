@@ -112,6 +112,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'a node not heard from for this long has its replicas replaced on other nodes (default 300000)',
     )
     .option(
+      '--replica-stall-ms <ms>',
+      'a replica being added on a live node that makes no progress for this long goes to another node (default 600000)',
+    )
+    .option(
       '--connections-max <n>',
       'gRPC connections (clients and peers) open at once; one more is closed as accepted (default 4096)',
     )

@@ -92,6 +92,11 @@ export interface ControllerHost {
   readonly dataGroups: number
   /** A node not heard from for this long has its data-group replicas replaced. */
   readonly replaceDeadAfterMs: number
+  /**
+   * A learner making no progress for this long on a live node has its change retargeted
+   * (learner-stalls.ts; default replaceDeadAfterMs).
+   */
+  readonly replicaStallMs?: number
   readonly calls: PeerCalls
   /** The meta state when this node leads the meta group, else undefined. */
   leaderState(): MetaState | undefined
@@ -191,7 +196,7 @@ export class Controller {
   constructor(host: ControllerHost) {
     this.#host = host
     this.#log = host.log ?? silentLogger()
-    this.#stalls = new LearnerStalls(host.replaceDeadAfterMs)
+    this.#stalls = new LearnerStalls(host.replicaStallMs ?? host.replaceDeadAfterMs)
   }
 
   /** The controller's clock (ControllerHost.nowMs). */
@@ -809,7 +814,7 @@ export class Controller {
         if (this.#stalls.note(groupId, change.add, r, this.#now()))
           this.#log.warn(
             { group: groupId },
-            `mq-server: group ${groupId}: the replica being added on ${change.add} made no progress for ${this.#host.replaceDeadAfterMs} ms (match ${r.addMatch}, ${r.addImagePages ?? 0} image pages served); the change goes to another node if one can take it`,
+            `mq-server: group ${groupId}: the replica being added on ${change.add} made no progress for ${this.#stalls.stallMs} ms (match ${r.addMatch}, ${r.addImagePages ?? 0} image pages served); the change goes to another node if one can take it`,
           )
         if (r.step)
           this.#log.info(

@@ -6,7 +6,7 @@ import type { ChangeReplicasResponse } from '@mq/protocol'
  * link to the group's leader cut while the meta leader still hears its node) held the change —
  * and the node's next replicas — for ever. Each step's answer that waits for the learner says
  * how far it has come (replica-changer.ts: its match index and the image pages served it); a
- * change whose mark has not moved for `stallMs` has its node found stalled: the change is
+ * change whose mark has not moved for `stallMs` (--replica-stall-ms) has its node found stalled: the change is
  * retargeted as for a lost node (meta-service `stalled`), and the node receives no new replica
  * for another `stallMs` (its replicas stay). A group's leader change restarts its mark.
  */
@@ -22,6 +22,11 @@ export class LearnerStalls {
 
   constructor(stallMs: number) {
     this.#stallMs = stallMs
+  }
+
+  /** How long a learner's mark must stand still for it to be found stalled. */
+  get stallMs(): number {
+    return this.#stallMs
   }
 
   /**

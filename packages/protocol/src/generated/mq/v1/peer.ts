@@ -340,7 +340,7 @@ export interface ChangeReplicasResponse {
    * group's leader sees it — its log's match index there, and the image pages the leader's
    * node served it (a large image shows no match progress until installed). Absent otherwise,
    * and from versions before 2026-12-06. The meta leader retargets a change whose learner
-   * shows no progress for --replace-dead-after-ms, as it does one whose node was lost.
+   * shows no progress for --replica-stall-ms, as it does one whose node was lost.
    */
   addMatch?: number | undefined;
   addImagePages?: number | undefined;
