@@ -86,12 +86,18 @@ describe('metaChangeAction (replacing meta voters)', () => {
     const lost = new Set(['n3'])
     expect(metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'] })).toBeUndefined()
     expect(
-      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2', 'n4'], stalled: new Set(['n4']) }),
+      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2', 'n4'], stalled: new Map([[0, 'n4']]) }),
     ).toBeUndefined()
-    // n5 stalled too (lately): n6 takes it.
+    // A data group's change stalled on n4: the meta change's learner there goes on.
     expect(
-      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'], stalled: new Set(['n4', 'n5']) }),
-    ).toEqual({
+      metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'], stalled: new Map([[3, 'n4']]) }),
+    ).toBeUndefined()
+    // Stalled, with a data group's change stalled on n5 lately: n6 takes it.
+    const stalled = new Map([
+      [0, 'n4'],
+      [2, 'n5'],
+    ])
+    expect(metaChangeAction(s, { alive, lost, voters: ['n1', 'n2'], stalled })).toEqual({
       type: 'retargetMetaChange',
       add: 'n6',
     })

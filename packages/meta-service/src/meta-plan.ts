@@ -1,6 +1,6 @@
 import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
-import { type ReplicaInput, stuck } from './replica-plan'
+import { type ReplicaInput, receivable, stuck } from './replica-plan'
 
 export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' | 'retargetMetaChange' }>
 
@@ -52,7 +52,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .filter(
         (id) =>
           input.alive.has(id) &&
-          !stuck(input, id) &&
+          receivable(input, id) &&
           !state.draining(id) &&
           !members.includes(id) &&
           !except.includes(id),
@@ -60,7 +60,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
   const change = state.metaChange()
   if (change) {
-    if (!stuck(input, change.add) || input.voters.includes(change.add)) return undefined
+    if (!stuck(input, 0, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     return add === undefined ? undefined : { type: 'retargetMetaChange', add }
   }

@@ -219,9 +219,11 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     const input = { alive, lost: new Set(['n3']), changesMax: 2, groupVoters: new Map([[1, ['n1', 'n2']]]) }
     // n4 alive and not stalled: the change waits for it.
     expect(replicaActions(s, input)).toEqual([])
+    // Another group's change stalled on n4: not this one's.
+    expect(replicaActions(s, { ...input, stalled: new Map([[2, 'n4']]) })).toEqual([])
     // Stalled: n5 (fewest replicas, then id) takes the change; n4's own replica of group 2 stays,
     // where a lost n4's would be replaced.
-    const stalled = new Set(['n4'])
+    const stalled = new Map([[1, 'n4']])
     expect(replicaActions(s, { ...input, stalled })).toEqual([
       { type: 'retargetReplicaChange', groupId: 1, add: 'n5' },
     ])
@@ -236,7 +238,14 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     must(s, { type: 'retargetReplicaChange', groupId: 1, add: 'n5' })
     must(s, { type: 'finishReplicaChange', groupId: 1 })
     must(s, { type: 'drainNode', nodeId: 'n1' })
-    const drain = replicaActions(s, { ...input, lost: new Set(), stalled: new Set(['n4', 'n5']) })
+    const drain = replicaActions(s, {
+      ...input,
+      lost: new Set(),
+      stalled: new Map([
+        [1, 'n4'],
+        [0, 'n5'],
+      ]),
+    })
     expect(drain.every((a) => a.type === 'startReplicaChange' && a.add === 'n6')).toBe(true)
     expect(drain.length).toBeGreaterThan(0)
   })

@@ -9,11 +9,12 @@ export interface ReplicaInput {
   /** Nodes dead for longer than the replacement timeout: their replicas are replaced. */
   readonly lost: ReadonlySet<string>
   /**
-   * Live nodes on which a replica being added made no progress for the replacement timeout
-   * (lately): the change is retargeted as for a lost node, and they receive no new replica
-   * meanwhile; the replicas they hold stay.
+   * Replicas being added on live nodes that made no progress for a while (lately), as group id
+   * (0: the meta group) → node: that group's change is retargeted as for a lost node, and those
+   * nodes receive no new replica meanwhile; the replicas they hold (and their other changes)
+   * stay.
    */
-  readonly stalled?: ReadonlySet<string>
+  readonly stalled?: ReadonlyMap<number, string>
   /** Membership changes to keep under way at once. */
   readonly changesMax: number
   /**
@@ -30,9 +31,16 @@ export interface ReplicaInput {
   readonly replicasWanted?: number
 }
 
-/** Whether a change adding `add` waits for nothing: its node lost, or its replica stalled there. */
-export function stuck(input: Pick<ReplicaInput, 'lost' | 'stalled'>, add: string): boolean {
-  return input.lost.has(add) || input.stalled?.has(add) === true
+/** Whether group `groupId`'s change adding `add` waits for nothing: its node lost, or its replica stalled there. */
+export function stuck(input: Pick<ReplicaInput, 'lost' | 'stalled'>, groupId: number, add: string): boolean {
+  return input.lost.has(add) || input.stalled?.get(groupId) === add
+}
+
+/** Whether node `id` may receive a new replica: not lost, and no replica being added stalled there lately. */
+export function receivable(input: Pick<ReplicaInput, 'lost' | 'stalled'>, id: string): boolean {
+  if (input.lost.has(id)) return false
+  for (const node of input.stalled?.values() ?? []) if (node === id) return false
+  return true
 }
 
 export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
@@ -83,7 +91,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const eligible = state
     .nodes()
     .map((n) => n.nodeId)
-    .filter((id) => input.alive.has(id) && !state.draining(id) && !stuck(input, id))
+    .filter((id) => input.alive.has(id) && !state.draining(id) && receivable(input, id))
   // Replicas per eligible node as they will be once the changes under way are done.
   const load = new Map(eligible.map((id) => [id, 0]))
   const members = new Map<number, string[]>()
@@ -106,7 +114,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   // takes its place.
   for (const change of pending) {
     const known = input.groupVoters?.get(change.groupId)
-    if (!known || known.includes(change.add) || !stuck(input, change.add)) continue
+    if (!known || known.includes(change.add) || !stuck(input, change.groupId, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) continue
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })

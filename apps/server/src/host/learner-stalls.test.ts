@@ -9,13 +9,13 @@ describe('LearnerStalls (the meta leader’s watch on replicas being added)', ()
     expect(s.note(1, 'n4', at(0, 1), 0)).toBe(false)
     expect(s.note(1, 'n4', at(0, 2), 5_000)).toBe(false) // an image page: progress
     expect(s.note(1, 'n4', at(0, 2), 14_999)).toBe(false)
-    expect(s.stalled(14_999)).toEqual(new Set())
+    expect(s.stalled(14_999)).toEqual(new Map())
     expect(s.note(1, 'n4', at(0, 2), 15_000)).toBe(true)
-    expect(s.stalled(15_000)).toEqual(new Set(['n4']))
+    expect(s.stalled(15_000)).toEqual(new Map([[1, 'n4']]))
     // Found once: the watch of the change starts again (it may wait on for want of a target).
     expect(s.note(1, 'n4', at(0, 2), 16_000)).toBe(false)
-    expect(s.stalled(24_999)).toEqual(new Set(['n4']))
-    expect(s.stalled(25_000)).toEqual(new Set())
+    expect(s.stalled(24_999)).toEqual(new Map([[1, 'n4']]))
+    expect(s.stalled(25_000)).toEqual(new Map())
   })
 
   it('restarts the watch when the learner moves, another node is added, or the answer says nothing', () => {
@@ -32,8 +32,8 @@ describe('LearnerStalls (the meta leader’s watch on replicas being added)', ()
     // Groups are watched apart; another term forgets everything.
     s.note(2, 'n6', at(1), 0)
     expect(s.note(2, 'n6', at(1), 10_000)).toBe(true)
-    expect(s.stalled(49_000)).toEqual(new Set(['n5']))
+    expect(s.stalled(49_000)).toEqual(new Map([[1, 'n5']]))
     s.clear()
-    expect(s.stalled(49_000)).toEqual(new Set())
+    expect(s.stalled(49_000)).toEqual(new Map())
   })
 })

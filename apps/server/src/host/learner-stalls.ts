@@ -6,9 +6,9 @@ import type { ChangeReplicasResponse } from '@mq/protocol'
  * link to the group's leader cut while the meta leader still hears its node) held the change —
  * and the node's next replicas — for ever. Each step's answer that waits for the learner says
  * how far it has come (replica-changer.ts: its match index and the image pages served it); a
- * change whose mark has not moved for `stallMs` (--replica-stall-ms) has its node found stalled: the change is
- * retargeted as for a lost node (meta-service `stalled`), and the node receives no new replica
- * for another `stallMs` (its replicas stay). A group's leader change restarts its mark.
+ * change whose mark has not moved for `stallMs` (--replica-stall-ms) is found stalled: the change
+ * is retargeted as for a lost node (meta-service `stalled`), and its node receives no new
+ * replica for another `stallMs` (its replicas, and its other changes, stay).
  */
 export class LearnerStalls {
   readonly #stallMs: number
@@ -17,8 +17,8 @@ export class LearnerStalls {
     number,
     { readonly add: string; readonly mark: string; readonly sinceMs: number }
   >()
-  /** Nodes found stalled, and when. */
-  readonly #stalled = new Map<string, number>()
+  /** The changes found stalled, per group: the node being added, and when. */
+  readonly #stalled = new Map<number, { readonly add: string; readonly atMs: number }>()
 
   constructor(stallMs: number) {
     this.#stallMs = stallMs
@@ -52,7 +52,7 @@ export class LearnerStalls {
     }
     if (nowMs - last.sinceMs < this.#stallMs) return false
     this.#marks.delete(groupId)
-    this.#stalled.set(add, nowMs)
+    this.#stalled.set(groupId, { add, atMs: nowMs })
     return true
   }
 
@@ -61,10 +61,13 @@ export class LearnerStalls {
     this.#marks.delete(groupId)
   }
 
-  /** The nodes found stalled within the last `stallMs`. */
-  stalled(nowMs: number): Set<string> {
-    for (const [id, sinceMs] of this.#stalled) if (nowMs - sinceMs >= this.#stallMs) this.#stalled.delete(id)
-    return new Set(this.#stalled.keys())
+  /** The changes found stalled within the last `stallMs`: group id (0: the meta group) → node being added. */
+  stalled(nowMs: number): Map<number, string> {
+    const stalled = new Map<number, string>()
+    for (const [groupId, { add, atMs }] of this.#stalled)
+      if (nowMs - atMs >= this.#stallMs) this.#stalled.delete(groupId)
+      else stalled.set(groupId, add)
+    return stalled
   }
 
   /** Forgets everything (another term). */
