@@ -201,9 +201,11 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       : {}),
     proxied: options.network ?? false,
     netns: options.netns ?? false,
-    // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s.
+    // A damaged node is replaced under a new id: its replicas move once it is dead for 10 s; a
+    // replica being added that makes no progress for 10 s goes to another node too (so that the
+    // stall watch runs under the faults, its false stalls included).
     serverArgs: [
-      ...(options.corrupt ? ['--replace-dead-after-ms', '10000'] : []),
+      ...(options.corrupt ? ['--replace-dead-after-ms', '10000', '--replica-stall-ms', '10000'] : []),
       ...(options.snapshotEntries !== undefined
         ? ['--snapshot-entries', String(options.snapshotEntries)]
         : []),
