@@ -569,6 +569,7 @@ export class MqNode {
           req,
           (id) => this.#addresses.get(id),
           (groupId, id) => this.#images?.pagesServed(groupId, id) ?? 0,
+          (groupId, id) => this.#images?.wholeImageServed(groupId, id),
         )
       }),
     })

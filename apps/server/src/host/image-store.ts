@@ -14,6 +14,7 @@ export const IMAGE_PAGE_KEYS_MAX = 65_536
 
 interface Image {
   readonly groupId: number
+  readonly index: number
   readonly snapshot: EngineSnapshot
   readonly garbage: readonly KeySpan[]
   lastUsedMs: number
@@ -61,7 +62,7 @@ export class ImageStore {
     const snapshot = await this.#engine.snapshot()
     let imageId = randomInt(1, 2 ** 47)
     while (this.#images.has(imageId)) imageId = randomInt(1, 2 ** 47)
-    this.#images.set(imageId, { groupId, snapshot, garbage: [...garbage], lastUsedMs: this.#now() })
+    this.#images.set(imageId, { groupId, index, snapshot, garbage: [...garbage], lastUsedMs: this.#now() })
     this.stats.taken++
     await this.sweep()
     return encodeImageHandle({ groupId, imageId, index })
@@ -100,6 +101,12 @@ export class ImageStore {
     this.stats.pagesServed++
     for (const [k, v] of pairs) this.stats.bytesServed += k.length + v.length
     return { pairs, done: next === undefined }
+  }
+
+  /** The index of open image `imageId` of group `groupId` (undefined: not held). */
+  indexOf(groupId: number, imageId: number): number | undefined {
+    const image = this.#images.get(imageId)
+    return image?.groupId === groupId ? image.index : undefined
   }
 
   /** Closes the images unread for `idleMs`, and the least recently read beyond `imagesMax`. */

@@ -47,6 +47,8 @@ export class NodeImages {
   readonly #timer: ReturnType<typeof setInterval>
   /** Image pages served per group and asker (a member of the group when it asked). */
   readonly #served = new Map<number, Map<string, number>>()
+  /** Per group and asker, the highest index of an image served it whole (its last page). */
+  readonly #whole = new Map<number, Map<string, number>>()
 
   constructor(deps: NodeImagesDeps) {
     this.#deps = deps
@@ -123,7 +125,11 @@ export class NodeImages {
         throw error
       })
     if (page) {
-      if (req.nodeId && conf) this.#countServed(req.groupId, req.nodeId, conf)
+      if (req.nodeId && conf) {
+        // Read before the answer goes (an image unread for a while may close meanwhile).
+        const index = page.done ? this.store.indexOf(req.groupId, req.imageId) : undefined
+        this.#countServed(req.groupId, req.nodeId, conf, index)
+      }
       return { pairs: encodePairs(page.pairs), done: page.done }
     }
     try {
@@ -171,13 +177,31 @@ export class NodeImages {
     return this.#served.get(groupId)?.get(nodeId) ?? 0
   }
 
-  /** Counts a page served; askers no longer members of the group (`conf`) are forgotten. */
-  #countServed(groupId: number, nodeId: string, conf: GroupConf): void {
+  /**
+   * The highest index of an image of group `groupId` this node served `nodeId` whole (its last
+   * page): until its match reaches it, the replica installs that image, a rewrite of the
+   * group's keys that shows the leader no progress (no page asked for, no match).
+   */
+  wholeImageServed(groupId: number, nodeId: string): number | undefined {
+    return this.#whole.get(groupId)?.get(nodeId)
+  }
+
+  /**
+   * Counts a page served (the last one of an image at `wholeAt`); askers no longer members of
+   * the group (`conf`) are forgotten.
+   */
+  #countServed(groupId: number, nodeId: string, conf: GroupConf, wholeAt?: number): void {
     const served = this.#served.get(groupId) ?? new Map<string, number>()
     this.#served.set(groupId, served)
+    const whole = this.#whole.get(groupId) ?? new Map<string, number>()
+    this.#whole.set(groupId, whole)
     for (const id of served.keys())
-      if (!conf.voters.includes(id) && !conf.learners.includes(id)) served.delete(id)
+      if (!conf.voters.includes(id) && !conf.learners.includes(id)) {
+        served.delete(id)
+        whole.delete(id)
+      }
     served.set(nodeId, (served.get(nodeId) ?? 0) + 1)
+    if (wholeAt !== undefined) whole.set(nodeId, Math.max(wholeAt, whole.get(nodeId) ?? 0))
   }
 
   /**
@@ -186,6 +210,7 @@ export class NodeImages {
    */
   async forget(groupId: number): Promise<void> {
     this.#served.delete(groupId)
+    this.#whole.delete(groupId)
     const stopped = this.stager.forget(groupId)
     await this.store.close(groupId)
     await stopped

@@ -81,6 +81,7 @@ export async function changeReplicas(
   req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst' | 'replicas'>,
   addressOf: (nodeId: string) => string | undefined,
   imagePagesServed: (groupId: number, nodeId: string) => number = () => 0,
+  wholeImageServed: (groupId: number, nodeId: string) => number | undefined = () => undefined,
 ): Promise<ChangeReplicasResponse> {
   const groupId = req.groupId
   if (!port) throw new UnavailableError(`this node hosts no replica of group ${groupId}`, { groupId })
@@ -154,12 +155,16 @@ export async function changeReplicas(
     return handOver(req.remove)
   }
   if (learners.includes(req.add)) {
-    if (learnerBehind)
-      return {
-        ...wait,
-        addMatch: raft.matchIndex(groupId, req.add) ?? 0,
-        addImagePages: imagePagesServed(groupId, req.add),
-      }
+    if (learnerBehind) {
+      const match = raft.matchIndex(groupId, req.add) ?? 0
+      // Served an image whole that its match has not reached: it installs it (every key of the
+      // group written again, every partition opened: minutes for a large group), which shows
+      // no progress here; nothing is timed until it answers (a mark frozen by the install
+      // retargeted a healthy learner, again at each new one for a group that large).
+      const whole = wholeImageServed(groupId, req.add)
+      if (whole !== undefined && match < whole) return wait
+      return { ...wait, addMatch: match, addImagePages: imagePagesServed(groupId, req.add) }
+    }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
   if (member(req.remove)) {
