@@ -9,7 +9,7 @@ import {
 } from '@grpc/grpc-js'
 import { HealthClient, HealthService, HealthCheckResponse_ServingStatus as Serving } from '@mq/protocol'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { HealthRegistry } from './health'
+import { HealthRegistry, remoteAddress } from './health'
 
 describe('HealthRegistry over gRPC', () => {
   const registry = new HealthRegistry()
@@ -151,5 +151,14 @@ describe('HealthRegistry and malformed requests', () => {
       client.close()
       server.forceShutdown()
     }
+  })
+})
+
+describe('remoteAddress (Watch streams counted per address)', () => {
+  it('drops the port and counts an IPv6 peer as its /64, as the connection caps do', () => {
+    expect(remoteAddress('127.0.0.1:5000')).toBe('127.0.0.1')
+    expect(remoteAddress('[2001:db8:0:1::a]:5000')).toBe('2001:db8:0:1::/64')
+    expect(remoteAddress('[2001:db8:0:1:ffff::b]:6000')).toBe('2001:db8:0:1::/64')
+    expect(remoteAddress('[::ffff:10.0.0.1]:5000')).toBe('10.0.0.1')
   })
 })

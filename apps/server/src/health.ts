@@ -9,6 +9,7 @@ import {
   HealthCheckResponse_ServingStatus as Serving,
   toGrpcStatus,
 } from '@mq/protocol'
+import { slotOf } from './address-slots'
 
 /** Bounds on open Watch streams: the health service asks no token, so anyone reaching the port may open them. */
 export interface HealthLimits {
@@ -111,7 +112,10 @@ export class HealthRegistry {
   }
 }
 
-/** The address of a grpc-js peer (`127.0.0.1:5000`, `[::1]:5000`) without its port. */
-function remoteAddress(peer: string): string {
-  return peer.replace(/:\d+$/, '')
+/**
+ * The address of a grpc-js peer (`127.0.0.1:5000`, `[::1]:5000`) without its port, as the
+ * connection caps count it (an IPv6 address as its /64: address-slots.ts).
+ */
+export function remoteAddress(peer: string): string {
+  return slotOf(peer.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1'))
 }
