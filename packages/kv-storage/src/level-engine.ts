@@ -115,6 +115,13 @@ export class LevelEngine implements Engine {
   private writeChain: Promise<unknown> = Promise.resolve()
   private writesPending = 0
   private readonly snapshots = new Set<LevelSnapshot>()
+  /** Its reads' iterator trips under way, and its snapshots': close() waits for them (see Trips). */
+  private readonly trips = new Trips()
+  private readonly gate: ReadGate = {
+    isOpen: () => !this.closed,
+    trips: this.trips,
+    closedError: () => new ClosedError(`database at ${this.path} is closed`),
+  }
 
   private constructor(
     /** The absolute path of the database directory. */
@@ -228,13 +235,13 @@ export class LevelEngine implements Engine {
   async range(range: KeyRange): Promise<KeyValue[]> {
     this.checkOpen()
     checkRange(range)
-    return this.guard.run(() => readRange(this.db, range, undefined, this.guard))
+    return this.guard.run(() => readRange(this.db, range, undefined, this.guard, this.gate))
   }
 
   async keys(range: KeyRange): Promise<Uint8Array[]> {
     this.checkOpen()
     checkRange(range)
-    return this.guard.run(() => readKeys(this.db, range, undefined))
+    return this.guard.run(() => readKeys(this.db, range, undefined, this.gate))
   }
 
   /**
@@ -273,17 +280,30 @@ export class LevelEngine implements Engine {
   async snapshot(): Promise<EngineSnapshot> {
     this.checkOpen()
     // Writes are serialised; a snapshot sees every write whose promise has resolved.
-    const snap = new LevelSnapshot(this.guard, this.db, this.db.snapshot(), (s) => this.snapshots.delete(s))
+    const snap = new LevelSnapshot(
+      this.guard,
+      this.db,
+      this.db.snapshot(),
+      (s) => this.snapshots.delete(s),
+      new Trips(this.trips),
+    )
     this.snapshots.add(snap)
     return snap
   }
 
-  /** Waits for queued writes, closes open snapshots and the database. Idempotent. */
+  /**
+   * Waits for queued writes, closes open snapshots, waits for the iterator trips under way (a
+   * read in flight then fails with ClosedError at its next trip, or completes) and closes the
+   * database. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
     await this.writeChain
     for (const snap of [...this.snapshots]) await snap.close()
+    // No trip starts now (every reader is closed); a snapshot closed by its owner just before
+    // (so no longer in the set) may still have one under way: it is counted here too.
+    await this.trips.drained()
     await this.db.close()
   }
 
@@ -310,12 +330,20 @@ export class LevelEngine implements Engine {
 
 class LevelSnapshot implements EngineSnapshot {
   private closed = false
+  private readonly gate: ReadGate
   constructor(
     private readonly guard: ReadGuard,
     private readonly db: Db,
     private readonly snap: ReturnType<Db['snapshot']>,
     private readonly onClose: (s: LevelSnapshot) => void,
-  ) {}
+    private readonly trips: Trips,
+  ) {
+    this.gate = {
+      isOpen: () => !this.closed,
+      trips,
+      closedError: () => new ClosedError('snapshot is closed (or its engine is); take a new one'),
+    }
+  }
 
   async get(key: Uint8Array): Promise<Uint8Array | undefined> {
     this.checkOpen()
@@ -337,19 +365,20 @@ class LevelSnapshot implements EngineSnapshot {
   async range(range: KeyRange): Promise<KeyValue[]> {
     this.checkOpen()
     checkRange(range)
-    return this.guard.run(() => readRange(this.db, range, this.snap, this.guard))
+    return this.guard.run(() => readRange(this.db, range, this.snap, this.guard, this.gate))
   }
 
   async keys(range: KeyRange): Promise<Uint8Array[]> {
     this.checkOpen()
     checkRange(range)
-    return this.guard.run(() => readKeys(this.db, range, this.snap))
+    return this.guard.run(() => readKeys(this.db, range, this.snap, this.gate))
   }
 
   async close(): Promise<void> {
     if (this.closed) return
     this.closed = true
     this.onClose(this)
+    await this.trips.drained()
     await this.snap.close()
   }
 
@@ -360,43 +389,200 @@ class LevelSnapshot implements EngineSnapshot {
 
 /**
  * Bytes of keys and values one trip to LevelDB's thread pool brings back in a range read (at
- * most 1,000 entries a trip, classic-level's `all()`). classic-level's default, 16 KiB, took
- * seven trips (each two thread hand-offs) for a lease of 512 messages of 128 bytes.
+ * most TRIP_ENTRIES entries a trip). classic-level's default, 16 KiB, took seven trips (each
+ * two thread hand-offs) for a lease of 512 messages of 128 bytes.
  */
 const READ_CHUNK_BYTES = 1024 * 1024
+/** Entries a trip brings back at most (as classic-level's `all()`: it bounds the event-loop time a trip's rows take). */
+const TRIP_ENTRIES = 1_000
+
+/**
+ * What a read's iterator trips need from the reader they read through: whether it is still
+ * open (a trip never starts once it is not), the count of trips under way (its close waits
+ * for them), and the error a read closed under it fails with.
+ */
+interface ReadGate {
+  readonly isOpen: () => boolean
+  readonly trips: Trips
+  readonly closedError: () => ClosedError
+}
+
+/**
+ * The iterator trips under way. Reads step their iterators with classic-level's own `_nextv`
+ * (see `iterate`), which abstract-level does not see as under way: a close of the database
+ * would close such an iterator in the middle of its native read, and classic-level's binding
+ * asserts that never happens (`assert(!iterator->nexting_)`: the process aborts). So each trip
+ * is counted here (and in its engine's Trips, for a snapshot's), no trip starts once its reader
+ * is closed, and a close waits for `drained()` before it closes what the trips read.
+ */
+class Trips {
+  private underWay = 0
+  private waiters: (() => void)[] = []
+
+  constructor(private readonly parent?: Trips) {}
+
+  begin(): void {
+    this.underWay++
+    this.parent?.begin()
+  }
+
+  end(): void {
+    this.underWay--
+    if (this.underWay === 0) for (const waiter of this.waiters.splice(0)) waiter()
+    this.parent?.end()
+  }
+
+  drained(): Promise<void> {
+    if (this.underWay === 0) return Promise.resolve()
+    return new Promise((resolve) => this.waiters.push(resolve))
+  }
+}
+
+type Row = readonly [Uint8Array | undefined, Uint8Array | undefined]
+
+/** classic-level's iterator beneath abstract-level's: its own `_nextv` and `_seek` (nothing of abstract-level's applied). */
+interface NativeIterator {
+  _nextv(size: number, options: object): Promise<Row[]>
+  _seek(target: Uint8Array, options: object): void
+  close(): Promise<void>
+}
+const NO_OPTIONS = {}
+
+/** One trip of `iterator` through LevelDB's thread pool, counted in `gate` (see Trips). */
+async function trip(iterator: NativeIterator, size: number, gate: ReadGate): Promise<Row[]> {
+  if (!gate.isOpen()) throw gate.closedError()
+  gate.trips.begin()
+  try {
+    return await iterator._nextv(size, NO_OPTIONS)
+  } finally {
+    gate.trips.end()
+  }
+}
+
+/**
+ * Reads `opts`'s iterator, handing each trip's rows to `take` until it returns false, the
+ * limit is reached or the iteration ends. Returns whether LevelDB's status was checked for all
+ * the iterator read.
+ *
+ * LevelDB steps over a table block it cannot read (its iterator saves the failure) and reports
+ * it only through the iterator's status, which classic-level checks only when a trip ends the
+ * iteration: the range's end, or one entry past the iterator's `limit` (its Increment).
+ * abstract-level's `all()`/`nextv()` ask for no more than the limit leaves, so a read stopped by
+ * its limit never ended and a damaged block inside it went unreported (its entries missing).
+ * Asking for one entry more ends it, but that step goes on past the range's bound over deleted
+ * keys until a live one (LevelDB has no upper bound on its iterators): a drained queue's read
+ * of 1 stepped over thousands of them (the weighted-queue bench's ordered-key drain ran 13×
+ * slower). So at the limit the iterator seeks back onto the last entry read (a synchronous
+ * seek through the blocks already loaded; the failure saved stays) and one more trip, which
+ * takes no step after a seek, meets the limit at once and checks the status: a damaged block
+ * fails it with LEVEL_CORRUPTION. The trips go to classic-level's own `_nextv`, past
+ * abstract-level's limit. A read stopped by `take` (its bytes) short of its limit, in a trip
+ * that did not end the iteration, is not covered: false is returned (see `checkSpan`).
+ */
+async function iterate(
+  db: Db,
+  opts: IteratorOptions,
+  gate: ReadGate,
+  take: (rows: Row[]) => boolean,
+): Promise<boolean> {
+  if (!gate.isOpen()) throw gate.closedError()
+  let left = opts.limit < 0 ? Number.POSITIVE_INFINITY : opts.limit
+  const values = opts.values !== false
+  const iterator = db.iterator(opts) as unknown as NativeIterator
+  try {
+    for (;;) {
+      const size = Math.min(left, TRIP_ENTRIES)
+      const rows = await trip(iterator, size, gate)
+      // Only a trip that ended the iteration returns none (classic-level then makes no trip).
+      if (rows.length === 0) return true
+      left -= rows.length
+      const more = take(rows)
+      if (left === 0) {
+        // At the limit, the iteration not ended: back onto the last entry read (a seek, so the
+        // next trip takes no step), then a trip that the limit ends at once, checking the status.
+        if (!gate.isOpen()) throw gate.closedError()
+        iterator._seek((rows[rows.length - 1] as Row)[0] as Uint8Array, NO_OPTIONS)
+        await trip(iterator, 1, gate)
+        return true
+      }
+      if (!more) return endedIteration(rows, size, values)
+    }
+  } finally {
+    await iterator.close()
+  }
+}
+
+/**
+ * Whether the trip that brought `rows` (asking for `size`) ended the iteration. classic-level's
+ * ReadMany returns before the end only once it holds `size` rows or more than
+ * READ_CHUNK_BYTES of keys (and values, when read); short of both, the iteration ended.
+ */
+function endedIteration(rows: readonly Row[], size: number, values: boolean): boolean {
+  if (rows.length >= size) return false
+  let bytes = 0
+  for (const [k, v] of rows) bytes += (k?.length ?? 0) + (values ? (v?.length ?? 0) : 0)
+  return bytes <= READ_CHUNK_BYTES
+}
 
 async function readRange(
   db: Db,
   range: KeyRange,
   snapshot: ReturnType<Db['snapshot']> | undefined,
   guard: ReadGuard,
+  gate: ReadGate,
 ): Promise<KeyValue[]> {
+  if (range.bytesMax !== undefined && snapshot === undefined && iteratorOptions(range, undefined)) {
+    // Its span may be read twice (checkSpan): both reads see the same entries.
+    if (!gate.isOpen()) throw gate.closedError()
+    const own = db.snapshot()
+    try {
+      return await readRange(db, range, own, guard, gate)
+    } finally {
+      await own.close()
+    }
+  }
   const opts = iteratorOptions(range, snapshot)
   if (opts === undefined) return []
-  const entry = ([k, v]: readonly [Uint8Array | undefined, Uint8Array | undefined]): KeyValue => {
-    const key = plain(k) as Uint8Array
-    return [key, guard.value(key, v) as Uint8Array] as const
-  }
-  if (range.bytesMax === undefined) return (await db.iterator(opts).all()).map(entry)
-  // Bounded in bytes: trips of at most READ_CHUNK_BYTES (and one entry), until the entries
-  // read hold bytesMax.
+  // Bounded in bytes too: until the entries read hold bytesMax.
+  const bytesMax = range.bytesMax ?? Number.POSITIVE_INFINITY
   const out: KeyValue[] = []
   let bytes = 0
-  const iterator = db.iterator(opts)
-  try {
-    for (;;) {
-      const rows = await iterator.nextv(1_000)
-      for (const row of rows) {
-        const kv = entry(row)
-        out.push(kv)
-        bytes += kv[0].length + kv[1].length
-        if (bytes >= range.bytesMax) return out
-      }
-      if (rows.length === 0) return out
+  const checked = await iterate(db, opts, gate, (rows) => {
+    for (const [k, v] of rows) {
+      const key = plain(k) as Uint8Array
+      const value = guard.value(key, v) as Uint8Array
+      out.push([key, value] as const)
+      bytes += key.length + value.length
+      if (bytes >= bytesMax) return false
     }
-  } finally {
-    await iterator.close()
-  }
+    return true
+  })
+  if (!checked) await checkSpan(db, range, out, snapshot as ReturnType<Db['snapshot']>, gate)
+  return out
+}
+
+/**
+ * For a read stopped by its bytes short of its limit, in a trip that did not end its
+ * iteration (cut at READ_CHUNK_BYTES or TRIP_ENTRIES: a large read): reads the keys of what it
+ * returned again, in the same snapshot, limited to their count so that `iterate` checks
+ * LevelDB's status at the end. Rejects (LEVEL_CORRUPTION) when a block there cannot be read.
+ * Costs a keys-only pass over the blocks the read returned (its values not copied out).
+ */
+async function checkSpan(
+  db: Db,
+  range: KeyRange,
+  read: readonly KeyValue[],
+  snapshot: ReturnType<Db['snapshot']>,
+  gate: ReadGate,
+): Promise<void> {
+  const last = (read[read.length - 1] as KeyValue)[0]
+  const span: KeyRange =
+    range.reverse === true
+      ? { lte: range.lte, lt: range.lt, gte: last, reverse: true, limit: read.length }
+      : { gte: range.gte, gt: range.gt, lte: last, limit: read.length }
+  const opts = iteratorOptions(span, snapshot) as IteratorOptions
+  opts.values = false
+  await iterate(db, opts, gate, () => true)
 }
 
 /** The keys of `range` (a keys-only iterator: LevelDB's values are not copied out). */
@@ -404,22 +590,34 @@ async function readKeys(
   db: Db,
   range: KeyRange,
   snapshot: ReturnType<Db['snapshot']> | undefined,
+  gate: ReadGate,
 ): Promise<Uint8Array[]> {
   const opts = iteratorOptions(range, snapshot)
   if (opts === undefined) return []
-  const keys = await db.keys(opts).all()
-  return keys.map((k) => plain(k) as Uint8Array)
+  opts.values = false
+  const keys: Uint8Array[] = []
+  await iterate(db, opts, gate, (rows) => {
+    for (const [k] of rows) keys.push(plain(k) as Uint8Array)
+    return true
+  })
+  return keys
+}
+
+interface IteratorOptions {
+  limit: number
+  values?: boolean
+  [option: string]: unknown
 }
 
 /** classic-level's iterator options for `range`; undefined when the range is empty. */
 function iteratorOptions(
   range: KeyRange,
   snapshot: ReturnType<Db['snapshot']> | undefined,
-): Record<string, unknown> | undefined {
+): IteratorOptions | undefined {
   const lo = lowerBoundOf(range)
   const hi = upperBoundOf(range)
   if (isEmptyRange(lo, hi) || range.limit === 0) return undefined
-  const opts: Record<string, unknown> = {
+  const opts: IteratorOptions = {
     reverse: range.reverse === true,
     limit: range.limit ?? -1,
     highWaterMarkBytes: READ_CHUNK_BYTES,
