@@ -505,7 +505,10 @@ async function iterate(
         await trip(iterator, 1, gate)
         return true
       }
-      if (!more) return endedIteration(rows, size, values)
+      // A trip that ended the iteration (its status checked) leaves nothing to read: no more
+      // trips, so a close issued meanwhile does not fail a read that has all its entries.
+      if (endedIteration(rows, size, values)) return true
+      if (!more) return false
     }
   } finally {
     await iterator.close()

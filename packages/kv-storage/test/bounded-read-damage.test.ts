@@ -104,6 +104,33 @@ describe('a bounded read over a damaged table block', () => {
 describe('closing under reads', () => {
   const dir = useTempDir('kv-close-reads')
 
+  it('a read issued before a close whose one trip ended the iteration returns its entries (as before 4045113), not ClosedError', async () => {
+    const path = join(dir.path, 'db')
+    const engine = await LevelEngine.open(path)
+    await engine.write(
+      Array.from({ length: 10 }, (_, i) => ({
+        type: 'put' as const,
+        key: Uint8Array.of(i),
+        value: new Uint8Array(100),
+      })),
+      { sync: true },
+    )
+    const snap = await engine.snapshot()
+    // Issued in the same turn as the closes: each reads its entries in one trip that ends its
+    // iteration (LevelDB's status checked); nothing is left for a close to cut short.
+    const fromSnap = [
+      snap.range({}),
+      snap.keys({ gte: Uint8Array.of(3) }),
+      snap.range({ limit: 50, reverse: true }),
+    ]
+    const closedSnap = snap.close()
+    const fromEngine = [engine.range({ lt: Uint8Array.of(8) }), engine.keys({}), engine.range({ limit: 20 })]
+    await engine.close()
+    await closedSnap
+    expect((await Promise.all(fromSnap)).map((r) => r.length)).toEqual([10, 7, 10])
+    expect((await Promise.all(fromEngine)).map((r) => r.length)).toEqual([8, 10, 10])
+  })
+
   it('a close (of the engine or a snapshot) while bounded reads are in flight never aborts: each read completes or fails with ClosedError', async () => {
     const path = join(dir.path, 'db')
     const engine0 = await LevelEngine.open(path)
