@@ -2,9 +2,9 @@ import { spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { CommanderError } from 'commander'
+import { Command, CommanderError } from 'commander'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createProgram, intIn, serverList } from './program'
+import { createProgram, intIn, runMain, serverList } from './program'
 
 /** Parses `args` with exits turned into thrown CommanderErrors; returns what was written. */
 async function run(args: string[]): Promise<{ error: CommanderError | undefined; out: string; err: string }> {
@@ -83,6 +83,28 @@ describe('command line', () => {
     )
     expect(p.status).toBe(1)
     expect(p.stderr).toMatch(/argument '-5' is invalid/)
+  })
+})
+
+describe('a scenario that fails', () => {
+  it('is one line on stderr and exit code 1, not a stack trace', async () => {
+    let err = ''
+    const program = new Command('mq-bench').action(() => {
+      throw new Error(
+        'gave up after 50 attempts in 25474 ms: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:9. Resolution note: ',
+        { cause: new Error('deeper') },
+      )
+    })
+    const before = process.exitCode
+    try {
+      await runMain(program, ['node', 'mq-bench'], { out: () => {}, err: (t) => (err += t) })
+      expect(process.exitCode).toBe(1)
+    } finally {
+      process.exitCode = before
+    }
+    expect(err).toBe(
+      'mq-bench: gave up after 50 attempts in 25474 ms: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:9.\n',
+    )
   })
 })
 

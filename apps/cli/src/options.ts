@@ -54,6 +54,20 @@ export function durationAtLeast(minMs: number): (value: string) => number {
   }
 }
 
+/**
+ * A reader of a queue setting's duration flag within the meta service's bounds (its
+ * QUEUE_LIMITS): past them the server refused it naming the wire field in milliseconds
+ * (`messageTtlMs must be an integer from 0 to 31536000000, got 31622400000`), not the flag.
+ */
+export function durationWithin(minMs: number, maxMs: number): (value: string) => number {
+  return (value) => {
+    const ms = durationUpTo(value, maxMs)
+    if (ms < minMs)
+      throw new InvalidArgumentError(`${value} is too short: give at least ${formatDuration(minMs)}`)
+    return ms
+  }
+}
+
 /** A duration flag with a default, shown in the help as a duration ("5s", not 5000). */
 export function durationOption(flags: string, description: string, defaultMs: number): Option {
   return new Option(flags, description).argParser(durationArg).default(defaultMs, formatDuration(defaultMs))

@@ -107,6 +107,14 @@ describe('global flags', () => {
     [['queue', 'list', '--bogus'], /unknown option '--bogus'/],
     // 0 would be CreateQueue's "default" (30 s), taken without a word.
     [['queue', 'create', 'q', '--visibility', '0'], /--visibility.*0 is too short: give at least 100ms/],
+    // The meta service's bounds, named by the flag (the server named its wire field in ms).
+    [['queue', 'create', 'q', '--visibility', '12h1ms'], /--visibility.*longer than the maximum of 12h/],
+    [['queue', 'update', 'q', '--message-ttl', '366d'], /--message-ttl.*longer than the maximum of 8760h/],
+    [['queue', 'update', 'q', '--dedup-window', '2d'], /--dedup-window.*longer than the maximum of 24h/],
+    [
+      ['queue', 'create', 'q', '--retry-backoff-max', '25h'],
+      /--retry-backoff-max.*longer than the maximum of 24h/,
+    ],
     [
       ['queue', 'create', 'q', '--max-deliveries', '1001'],
       /1001 is out of range: give an integer from 1 to 1000/,
@@ -711,6 +719,11 @@ describe('queue', () => {
     // Leasing stopped before the refused message went back (else it was leased again at once
     // and held for the visibility timeout, a delivery counted: the operator audit).
     expect(cluster.consumerEvents.slice(0, 2)).toEqual(['stop:jobs-dead', `release:${cluster.released[0]}`])
+    // An empty source: a target that does not exist is still said (it was "moved 0", exit 0).
+    cluster.addQueue('empty', 1)
+    const typo = await mq(['queue', 'move', 'empty', '--to', 'nope', '--wait', '100ms'])
+    expect(typo.code).toBe(2)
+    expectOneLineError(typo.stderr, /moved nothing from empty to nope: queue nope does not exist/)
     const same = await mq(['queue', 'move', 'jobs-dead', '--to', 'jobs-dead'])
     expect(same.code).toBe(1)
     expectOneLineError(same.stderr, /--to must name another queue/)

@@ -731,9 +731,12 @@ export class MqNode {
     }
     if (leading.length > 0) {
       const still = led().length
+      // What it led and leads no more: a node with no other voter to hand to (one node) said it
+      // handed all of them away, "(N still led)" beside it.
+      const handedOver = Math.max(0, leading.length - still)
       this.log.info(
-        { handedOver: leading.length, stillLed: still, ms: Date.now() - startMs },
-        `mq-server: node ${this.config.nodeId} handed the leadership of ${leading.length} group(s) away (${still} still led)`,
+        { handedOver, stillLed: still, ms: Date.now() - startMs },
+        `mq-server: node ${this.config.nodeId} handed the leadership of ${handedOver} group(s) away (${still} still led)`,
       )
     }
   }

@@ -81,6 +81,22 @@ describe('mq-server signalled while it starts', () => {
     60_000,
   )
 
+  it('says on SIGTERM that a lone node handed no leadership away', async () => {
+    const nodeId = 's-alone'
+    const server = startServer(singleNodeArgs(nodeId, `127.0.0.1:${await freePort()}`, dir))
+    try {
+      const deadline = Date.now() + 30_000
+      while (!/group 1: leader s-alone/.test(server.output()) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 50))
+      server.child.kill('SIGTERM')
+      expect(await server.exited).toEqual({ code: 0, signal: null })
+      // Before, it said "handed the leadership of 2 group(s) away (2 still led)".
+      expect(server.output()).toMatch(/handed the leadership of 0 group\(s\) away \([1-9]\d* still led\)/)
+    } finally {
+      server.child.kill('SIGKILL')
+    }
+  }, 60_000)
+
   it('reads its files again once it serves on a SIGHUP that comes while it starts, and goes on', async () => {
     const nodeId = 's-sighup'
     const { server, fifo } = await signalledWhileStarting(nodeId, 'SIGHUP')

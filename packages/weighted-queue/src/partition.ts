@@ -659,7 +659,7 @@ export class QueuePartition {
     }
     if (this.st.messages + fresh > cfg.queueMessagesMax) {
       throw new LimitExceededError(
-        `queue holds ${this.st.messages} messages; ${fresh} more would exceed its limit of ${cfg.queueMessagesMax}; retry after consumers catch up`,
+        `the partition holds ${this.st.messages} messages; ${fresh} more would exceed its limit of ${cfg.queueMessagesMax} (its share of the queue's max length); retry after consumers catch up`,
       )
     }
 

@@ -714,6 +714,11 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     const full = await q.apply({ type: 'enqueue', messages: five.slice(0, 1) }, 1)
     expect(full.type === 'rejected' && full.error.code).toBe('LIMIT_EXCEEDED')
     expect(full.type === 'rejected' && full.error.retriable).toBe(true)
+    // The partition's share, not the queue's --max-length: said so (it read "queue holds 4
+    // messages; 1 more would exceed its limit of 4" for a queue of 16 over 4 partitions).
+    expect(full.type === 'rejected' && full.error.message).toMatch(
+      /^the partition holds 4 messages; 1 more would exceed its limit of 4 \(its share of the queue's max length\)/,
+    )
   })
 
   it('rejects over-limit and invalid commands with a clear error and no state change', async () => {

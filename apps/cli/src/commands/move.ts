@@ -153,6 +153,14 @@ async function move(session: Session, from: string, flags: MoveFlags): Promise<v
   if (moved === 0) {
     const paused = await pausedReason(session, from)
     if (paused) throw new CommandError(`moved nothing from ${from} to ${flags.to}`, new Error(paused))
+    // An empty source sends nothing, so a target that does not exist (a typo) went unnoticed:
+    // "moved 0 messages", exit 0. Only its absence is said; any other failure to describe it
+    // (a token without a role on it) leaves the result as it was.
+    const missing = await client.admin.describeQueue(flags.to).then(
+      () => undefined,
+      (error: unknown) => ((error as { code?: unknown })?.code === 'QUEUE_NOT_FOUND' ? error : undefined),
+    )
+    if (missing !== undefined) throw new CommandError(`moved nothing from ${from} to ${flags.to}`, missing)
   }
   out.result(`moved ${moved} message${moved === 1 ? '' : 's'} from ${from} to ${flags.to}`, {
     from,

@@ -1,5 +1,6 @@
 import {
   encodeBody,
+  LEASE_VISIBILITY_MS_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
@@ -11,7 +12,7 @@ import { formatDuration } from '../durations'
 import { UsageError } from '../errors'
 import { oneLine } from '../exit-codes'
 import type { CliAdmin, CliClient, CliIO } from '../io'
-import { durationArg, durationAtLeast, integerArg, settingDurationArg } from '../options'
+import { durationWithin, integerArg } from '../options'
 import { escapeControl, messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
@@ -38,12 +39,17 @@ interface SettingFlags {
   retryBackoffMax?: number
 }
 
+/** The meta service's bound on --dedup-window and the retry backoffs (its QUEUE_LIMITS). */
+const SETTING_DAY_MS = 24 * 3_600_000
+/** The meta service's bound on --message-ttl (its QUEUE_LIMITS): a year. */
+const MESSAGE_TTL_MS_MAX = 365 * 24 * 3_600_000
+
 function addSettingFlags(command: Command): Command {
   return command
     .option(
       '--visibility <duration>',
       'lease length before an unacked message is delivered again (e.g. 30s; 100ms to 12h)',
-      durationAtLeast(VISIBILITY_MS_MIN),
+      durationWithin(VISIBILITY_MS_MIN, LEASE_VISIBILITY_MS_MAX),
     )
     .option(
       '--max-deliveries <n>',
@@ -57,13 +63,13 @@ function addSettingFlags(command: Command): Command {
     )
     .option(
       '--dedup-window <duration>',
-      'how long a dedup key is remembered (e.g. 2m; 0 = off; 5m for a new queue unless set)',
-      durationArg,
+      'how long a dedup key is remembered (e.g. 2m; 0 = off; 5m for a new queue unless set; at most 24h)',
+      durationWithin(0, SETTING_DAY_MS),
     )
     .option(
       '--message-ttl <duration>',
       'how long a message may wait to be delivered; older ones are deleted (e.g. 1h, 30d; 0 = until consumed; at most 365d)',
-      settingDurationArg,
+      durationWithin(0, MESSAGE_TTL_MS_MAX),
     )
     .option(
       '--max-message-bytes <n>',
@@ -78,13 +84,13 @@ function addSettingFlags(command: Command): Command {
     )
     .option(
       '--retry-backoff <duration>',
-      'delay a failed delivery (expired lease, nack) before it is delivered again, doubling per attempt (e.g. 1s; 0 = at once)',
-      durationArg,
+      'delay a failed delivery (expired lease, nack) before it is delivered again, doubling per attempt (e.g. 1s; 0 = at once; at most 24h)',
+      durationWithin(0, SETTING_DAY_MS),
     )
     .option(
       '--retry-backoff-max <duration>',
-      'the longest retry backoff (10m unless set; at least --retry-backoff)',
-      durationArg,
+      'the longest retry backoff (10m unless set; at least --retry-backoff; at most 24h)',
+      durationWithin(0, SETTING_DAY_MS),
     )
 }
 

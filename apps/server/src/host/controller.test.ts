@@ -1037,7 +1037,19 @@ describe('Controller soft state', () => {
     // a transfer that fails (retriably) in raft-core.
     await expect(c.controller.port().transferLeader(0, 'typo')).rejects.toMatchObject({
       code: 'INVALID_ARGUMENT',
-      message: 'node typo is not a voter of the meta group (n1, n2, n3)',
+      message: 'node typo is not registered',
+    })
+    await expect(c.controller.port().transferLeader(1, 'typo')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'node typo is not registered',
+    })
+    // A registered node that holds no replica of the group: a bad value, said as such.
+    await expect(c.controller.port().transferLeader(0, 'n4')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'node n4 is not a voter of the meta group (n1, n2, n3)',
+    })
+    await expect(c.controller.port().transferLeader(1, 'n4')).rejects.toMatchObject({
+      message: /^node n4 is not a replica of data group 1 /,
     })
     await c.controller.port().transferLeader(0, 'n2')
     await c.beatNodes(['n1', 'n2', 'n3'], 5_500) // n4 stops

@@ -387,6 +387,9 @@ export class Controller {
       transferLeader: async (groupId, toNodeId) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
+        // A node no one registered is named as such, as drain and remove name it: `mq` tells
+        // a missing thing by that message (exit 2); "not a replica" read as a bad value (1).
+        if (!state.node(toNodeId)) throw new InvalidArgumentError(`node ${toNodeId} is not registered`)
         if (groupId === 0) {
           const { voters } = this.#host.metaMembership()
           if (!voters.includes(toNodeId)) {
