@@ -93,6 +93,11 @@ describe('classify', () => {
     expect(classify(plainToTls, { ...target, tls: false }).message).toBe(
       "the cluster at 127.0.0.1:7001 did not answer within 1s: Failed to connect (the server closed the connection: if it speaks TLS, your TLS settings probably do not match the server's; give its CA with --tls-ca or MQ_TLS_CA)",
     )
+    // A node's HTTP port given as a server: grpc-js says only "Protocol error" (as it did to
+    // `mq queue list --servers` at an HTTP/1.1 server, exit 3).
+    expect(classify(coded('UNAVAILABLE', true, 'Protocol error'), target).message).toBe(
+      "the cluster at 127.0.0.1:7001 did not answer within 1s: Protocol error (the server does not speak gRPC: is --servers a node's gRPC address (mq-server --listen), not its HTTP port (--http-listen)?)",
+    )
     // A plain timeout says nothing of TLS.
     expect(classify(coded('UNAVAILABLE', true, 'Deadline exceeded'), target).message).toMatch(
       /\(check --servers or MQ_SERVERS, or raise --timeout\)$/,

@@ -110,9 +110,10 @@ export function connectionCause(message: string): string {
 }
 
 /**
- * What a connection failure says of TLS settings that do not match the server's: a TLS
- * client's handshake answered in plaintext ("wrong version number"), or a plaintext client
- * whose HTTP/2 connection the server dropped ("Failed to connect": it waited for a handshake).
+ * What a connection failure says of settings that do not match the server's: a TLS client's
+ * handshake answered in plaintext ("wrong version number"), a plaintext client whose HTTP/2
+ * connection the server dropped ("Failed to connect": it waited for a handshake), or an answer
+ * that is not HTTP/2 at all ("Protocol error": a node's HTTP port given as a server).
  */
 function tlsMismatchHint(why: string, tls: boolean): string | undefined {
   if (tls && /wrong version number|packet length too long|http request/i.test(why)) {
@@ -120,6 +121,10 @@ function tlsMismatchHint(why: string, tls: boolean): string | undefined {
   }
   if (!tls && /Failed to connect/.test(why)) {
     return "the server closed the connection: if it speaks TLS, your TLS settings probably do not match the server's; give its CA with --tls-ca or MQ_TLS_CA"
+  }
+  // grpc-js's word for an answer that is not HTTP/2 (an HTTP/1.1 server: a node's HTTP port).
+  if (/^Protocol error$/i.test(why)) {
+    return "the server does not speak gRPC: is --servers a node's gRPC address (mq-server --listen), not its HTTP port (--http-listen)?"
   }
   return undefined
 }
