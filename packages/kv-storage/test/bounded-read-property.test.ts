@@ -1,21 +1,16 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
+import { Prng } from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
 import type { KeyRange, KvReader } from '../src/engine'
 import { LevelEngine } from '../src/level-engine'
 import { MemoryEngine } from '../src/memory-engine'
 import { useTempDir } from './helpers'
 
-/** A seeded generator (mulberry32). */
+/** Numbers in [0, 1) from `seed` (raft-core's seeded generator): a failing case replays. */
 function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+  const prng = new Prng(seed)
+  return () => prng.float()
 }
 
 describe('bounded reads against the memory engine (seeded property)', () => {

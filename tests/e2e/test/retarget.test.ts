@@ -1,10 +1,8 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { MqClient } from '@mq/router-client'
+import type { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import type { LocalCluster } from '../src/cluster'
 import { consumeAll } from '../src/consume-all'
+import { type OneGroupCluster, startOneGroupCluster } from '../src/one-group-cluster'
 import { waitFor } from '../src/scale-run'
 
 // A replacement whose new node dies before it became a voter does not wait for that node: the
@@ -14,27 +12,16 @@ import { waitFor } from '../src/scale-run'
 describe('retargeting a replica change whose new node is lost', () => {
   let cluster: LocalCluster
   let client: MqClient
-  let configDir: string
+  let run: OneGroupCluster | undefined
 
   beforeAll(async () => {
-    // One data group (n1-n3), so that both changes below go to n4: the live node outside the
-    // group with the fewest replicas, first by id.
-    configDir = mkdtempSync(join(tmpdir(), 'mq-retarget-'))
-    const config = join(configDir, 'config.json')
-    writeFileSync(config, JSON.stringify({ dataGroups: 1 }))
-    cluster = await LocalCluster.start({
-      nodes: 3,
-      serverArgs: ['--config', config, '--replace-dead-after-ms', '10000'],
-    })
-    await cluster.join() // n4
-    await cluster.join() // n5
-    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
+    // One data group (n1-n3), so that both changes below go to n4.
+    run = await startOneGroupCluster(['--replace-dead-after-ms', '10000'])
+    ;({ cluster, client } = run)
   })
 
   afterAll(async () => {
-    await client?.close()
-    await cluster?.stop()
-    if (configDir) rmSync(configDir, { recursive: true, force: true })
+    await run?.close()
   })
 
   it('replaces a dead founder by n5 once n4, chosen first, stops before it became a voter', async () => {

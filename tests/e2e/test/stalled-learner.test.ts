@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { MqClient } from '@mq/router-client'
+import type { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import type { LocalCluster } from '../src/cluster'
 import { consumeAll } from '../src/consume-all'
 import { NetNamespaces } from '../src/netns'
+import { type OneGroupCluster, startOneGroupCluster } from '../src/one-group-cluster'
 import { waitFor } from '../src/scale-run'
 
 // A replica change whose new node is alive but whose learner never catches up does not wait for
@@ -16,28 +14,16 @@ import { waitFor } from '../src/scale-run'
 describe.runIf(NetNamespaces.usable())('a replica change whose live learner stalls', () => {
   let cluster: LocalCluster
   let client: MqClient
-  let configDir: string
+  let run: OneGroupCluster | undefined
 
   beforeAll(async () => {
-    // One data group (n1-n3), so that the change goes to n4: the live node outside the group with
-    // the fewest replicas, first by id.
-    configDir = mkdtempSync(join(tmpdir(), 'mq-stalled-'))
-    const config = join(configDir, 'config.json')
-    writeFileSync(config, JSON.stringify({ dataGroups: 1 }))
-    cluster = await LocalCluster.start({
-      nodes: 3,
-      netns: true,
-      serverArgs: ['--config', config, '--replica-stall-ms', '10000'],
-    })
-    await cluster.join() // n4
-    await cluster.join() // n5
-    client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 20_000, attemptMs: 1_500 })
+    // One data group (n1-n3), so that the change goes to n4.
+    run = await startOneGroupCluster(['--replica-stall-ms', '10000'], { netns: true })
+    ;({ cluster, client } = run)
   })
 
   afterAll(async () => {
-    await client?.close()
-    await cluster?.stop()
-    if (configDir) rmSync(configDir, { recursive: true, force: true })
+    await run?.close()
   })
 
   it('gives the change to n5 once n4, alive and chosen first, makes no progress', async () => {
