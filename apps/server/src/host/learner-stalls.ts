@@ -2,8 +2,8 @@ import type { ChangeReplicasResponse } from '@mq/protocol'
 
 /**
  * The meta leader's watch on the replicas being added (soft state of its term): a change waits
- * for its learner to catch up, and a learner on a live node that never does (its disk full, its
- * link to the group's leader cut while the meta leader still hears its node) held the change —
+ * for its learner to catch up, and a learner on a live node that never does (its link to the
+ * group's leader cut while the meta leader still hears its node, say) held the change —
  * and the node's next replicas — for ever. Each step's answer that waits for the learner says
  * how far it has come (replica-changer.ts: its match index and the image pages served it); a
  * change whose mark has not moved for `stallMs` (--replica-stall-ms) is found stalled: the change
