@@ -45,10 +45,11 @@ export class NodeImages {
   readonly stager: ImageStager
   readonly #deps: NodeImagesDeps
   readonly #timer: ReturnType<typeof setInterval>
-  /** Image pages served per group and asker (a member of the group when it asked). */
-  readonly #served = new Map<number, Map<string, number>>()
-  /** Per group and asker, the highest index of an image served it whole (its last page). */
-  readonly #whole = new Map<number, Map<string, number>>()
+  /**
+   * Per group and asker (a member of the group when it asked): the image pages served it, and
+   * the highest index of an image served it whole (its last page).
+   */
+  readonly #served = new Map<number, Map<string, { pages: number; wholeAt?: number }>>()
 
   constructor(deps: NodeImagesDeps) {
     this.#deps = deps
@@ -174,7 +175,7 @@ export class NodeImages {
    * joining replica: a large image installs minutes after its first page).
    */
   pagesServed(groupId: number, nodeId: string): number {
-    return this.#served.get(groupId)?.get(nodeId) ?? 0
+    return this.#served.get(groupId)?.get(nodeId)?.pages ?? 0
   }
 
   /**
@@ -183,7 +184,7 @@ export class NodeImages {
    * group's keys that shows the leader no progress (no page asked for, no match).
    */
   wholeImageServed(groupId: number, nodeId: string): number | undefined {
-    return this.#whole.get(groupId)?.get(nodeId)
+    return this.#served.get(groupId)?.get(nodeId)?.wholeAt
   }
 
   /**
@@ -191,17 +192,14 @@ export class NodeImages {
    * the group (`conf`) are forgotten.
    */
   #countServed(groupId: number, nodeId: string, conf: GroupConf, wholeAt?: number): void {
-    const served = this.#served.get(groupId) ?? new Map<string, number>()
+    const served = this.#served.get(groupId) ?? new Map<string, { pages: number; wholeAt?: number }>()
     this.#served.set(groupId, served)
-    const whole = this.#whole.get(groupId) ?? new Map<string, number>()
-    this.#whole.set(groupId, whole)
     for (const id of served.keys())
-      if (!conf.voters.includes(id) && !conf.learners.includes(id)) {
-        served.delete(id)
-        whole.delete(id)
-      }
-    served.set(nodeId, (served.get(nodeId) ?? 0) + 1)
-    if (wholeAt !== undefined) whole.set(nodeId, Math.max(wholeAt, whole.get(nodeId) ?? 0))
+      if (!conf.voters.includes(id) && !conf.learners.includes(id)) served.delete(id)
+    const asker = served.get(nodeId) ?? { pages: 0 }
+    served.set(nodeId, asker)
+    asker.pages++
+    if (wholeAt !== undefined) asker.wholeAt = Math.max(wholeAt, asker.wholeAt ?? 0)
   }
 
   /**
@@ -210,7 +208,6 @@ export class NodeImages {
    */
   async forget(groupId: number): Promise<void> {
     this.#served.delete(groupId)
-    this.#whole.delete(groupId)
     const stopped = this.stager.forget(groupId)
     await this.store.close(groupId)
     await stopped
