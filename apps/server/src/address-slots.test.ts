@@ -13,17 +13,17 @@ describe('AddressSlots', () => {
   it('caps the connections of one IPv6 /64 together, and of each IPv4 address apart', () => {
     const slots = new AddressSlots(2)
     const a = socketFrom('2001:db8:0:1::a')
-    expect(slots.take(a.socket)).toBe(true)
-    expect(slots.take(socketFrom('2001:db8:0:1:ffff::b').socket)).toBe(true)
+    expect(slots.takeSocket(a.socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('2001:db8:0:1:ffff::b').socket)).toBe(true)
     // A third address of the same /64: full (counted per address, it took a slot of its own).
-    expect(slots.take(socketFrom('2001:db8::1:0:0:0:c').socket)).toBe(false)
-    expect(slots.take(socketFrom('2001:db8:0:2::a').socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('2001:db8::1:0:0:0:c').socket)).toBe(false)
+    expect(slots.takeSocket(socketFrom('2001:db8:0:2::a').socket)).toBe(true)
     a.close()
-    expect(slots.take(socketFrom('2001:0db8:0000:0001::d').socket)).toBe(true)
-    expect(slots.take(socketFrom('10.0.0.1').socket)).toBe(true)
-    expect(slots.take(socketFrom('10.0.0.1').socket)).toBe(true)
-    expect(slots.take(socketFrom('::ffff:10.0.0.1').socket)).toBe(false)
-    expect(slots.take(socketFrom('10.0.0.2').socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('2001:0db8:0000:0001::d').socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('10.0.0.1').socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('10.0.0.1').socket)).toBe(true)
+    expect(slots.takeSocket(socketFrom('::ffff:10.0.0.1').socket)).toBe(false)
+    expect(slots.takeSocket(socketFrom('10.0.0.2').socket)).toBe(true)
   })
 
   it('names the slot: an IPv4 address as itself, an IPv6 one as its /64', () => {

@@ -1,12 +1,13 @@
 import { isIPv4, isIPv6, type Socket } from 'node:net'
 
 /**
- * Connections open per remote address, at most `max` each: `take` counts a new connection in
- * (false when its address holds `max` already: the caller closes it), and its close counts it
- * out. An address with none open holds no entry, so the map is bounded by the open connections.
- * The gRPC port (grpc-listener.ts) and the HTTP port (http/http-server.ts) cap by it. An IPv6
- * address counts as its /64 (`slotOf`): one host is routinely given a whole /64 and can
- * connect from any of its addresses, so capped per address it held every slot.
+ * Things open per remote address (connections, streams), at most `max` each: `take` counts one
+ * in (false when its address holds `max` already: the caller refuses it), `give` counts it out.
+ * An address with none open holds no entry, so the map is bounded by what is open. The gRPC
+ * port (grpc-listener.ts) and the HTTP port (http/http-server.ts) cap connections by it
+ * (`takeSocket`), the health service its Watch streams. An IPv6 address counts as its /64
+ * (`slotOf`): one host is routinely given a whole /64 and can connect from any of its
+ * addresses, so capped per address it held every slot.
  */
 export class AddressSlots {
   readonly #max: number
@@ -16,23 +17,39 @@ export class AddressSlots {
     this.#max = max
   }
 
-  /** The connections `socket`'s address holds now (counting it once taken). */
-  held(socket: Socket): number {
-    return this.#open.get(slotOf(socket.remoteAddress ?? '')) ?? 0
+  /** What `address` holds open now. */
+  held(address: string): number {
+    return this.#open.get(slotOf(address)) ?? 0
+  }
+
+  /** Counts one in for `address`; false (and nothing counted) when it holds `max` already. */
+  take(address: string): boolean {
+    const slot = slotOf(address)
+    const count = this.#open.get(slot) ?? 0
+    if (count >= this.#max) return false
+    this.#open.set(slot, count + 1)
+    return true
+  }
+
+  /** Counts one out for `address` (one `take` answered true). */
+  give(address: string): void {
+    const slot = slotOf(address)
+    const left = (this.#open.get(slot) ?? 1) - 1
+    if (left > 0) this.#open.set(slot, left)
+    else this.#open.delete(slot)
   }
 
   /** Counts `socket` in until it closes; false (and nothing counted) when its address is full. */
-  take(socket: Socket): boolean {
-    const address = slotOf(socket.remoteAddress ?? '')
-    const count = this.#open.get(address) ?? 0
-    if (count >= this.#max) return false
-    this.#open.set(address, count + 1)
-    socket.once('close', () => {
-      const left = (this.#open.get(address) ?? 1) - 1
-      if (left > 0) this.#open.set(address, left)
-      else this.#open.delete(address)
-    })
+  takeSocket(socket: Socket): boolean {
+    const address = socket.remoteAddress ?? ''
+    if (!this.take(address)) return false
+    socket.once('close', () => this.give(address))
     return true
+  }
+
+  /** Forgets every count (what was open is gone). */
+  clear(): void {
+    this.#open.clear()
   }
 }
 

@@ -66,9 +66,11 @@ export function listenGrpc(
     host ? `from ${host}:${port}` : 'from an unknown address'
   const slots = new AddressSlots(limits.perAddressMax)
   const net: NetServer = createServer((socket: Socket) => {
-    if (!slots.take(socket)) {
+    if (!slots.takeSocket(socket)) {
       refused++
-      report(`${from(socket.remoteAddress, socket.remotePort)}, which holds ${slots.held(socket)} already`)
+      report(
+        `${from(socket.remoteAddress, socket.remotePort)}, which holds ${slots.held(socket.remoteAddress ?? '')} already`,
+      )
       socket.destroy()
       return
     }

@@ -9,7 +9,7 @@ import {
   HealthCheckResponse_ServingStatus as Serving,
   toGrpcStatus,
 } from '@mq/protocol'
-import { slotOf } from './address-slots'
+import { AddressSlots, slotOf } from './address-slots'
 
 /** Bounds on open Watch streams: the health service asks no token, so anyone reaching the port may open them. */
 export interface HealthLimits {
@@ -32,11 +32,12 @@ export class HealthRegistry {
     stream: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>
   }>()
   /** Open Watch streams per remote address (no port). */
-  readonly #perAddress = new Map<string, number>()
+  readonly #perAddress: AddressSlots
   readonly #limits: HealthLimits
 
   constructor(limits: HealthLimits = HEALTH_LIMITS) {
     this.#limits = limits
+    this.#perAddress = new AddressSlots(limits.watchersPerAddressMax)
   }
 
   set(service: string, serving: boolean): void {
@@ -86,11 +87,10 @@ export class HealthRegistry {
           return
         }
         const address = remoteAddress(stream.getPeer())
-        const fromAddress = this.#perAddress.get(address) ?? 0
         const refusal =
           this.#watchers.size >= this.#limits.watchersMax
             ? `too many health watchers (${this.#limits.watchersMax} open)`
-            : fromAddress >= this.#limits.watchersPerAddressMax
+            : !this.#perAddress.take(address)
               ? `too many health watchers from ${address} (${this.#limits.watchersPerAddressMax} open)`
               : undefined
         if (refusal) {
@@ -99,13 +99,9 @@ export class HealthRegistry {
         }
         const watcher = { service: stream.request.service, stream }
         this.#watchers.add(watcher)
-        this.#perAddress.set(address, fromAddress + 1)
         stream.write({ status: this.status(watcher.service) })
         stream.on('cancelled', () => {
-          if (!this.#watchers.delete(watcher)) return
-          const left = (this.#perAddress.get(address) ?? 1) - 1
-          if (left > 0) this.#perAddress.set(address, left)
-          else this.#perAddress.delete(address)
+          if (this.#watchers.delete(watcher)) this.#perAddress.give(address)
         })
       },
     }

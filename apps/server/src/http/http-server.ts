@@ -205,7 +205,7 @@ export async function startHttpServer(options: {
 function capPerAddress(server: Server, max: number): void {
   const slots = new AddressSlots(max)
   server.on('connection', (socket: Socket) => {
-    if (!slots.take(socket)) socket.destroy()
+    if (!slots.takeSocket(socket)) socket.destroy()
   })
 }
 
