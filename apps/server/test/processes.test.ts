@@ -19,7 +19,7 @@ import {
 } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
 import { httpGet } from './grpc-calls'
-import { freePort, singleNodeArgs, startServer, waitServing } from './processes'
+import { freePort, singleNodeArgs, startServer, untilOutput, waitServing } from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-server-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -54,14 +54,6 @@ async function startJoining(nodeId: string, data: string, joinAddress: string, .
   const address = `127.0.0.1:${await freePort()}`
   const args = ['start', '--node-id', nodeId, '--listen', address, '--data-dir', join(dir, data)]
   return { address, server: startServer([...args, '--join', joinAddress, ...extra]) }
-}
-
-/** Waits up to 30 s for `pattern` in the output of `server`, then expects it there. */
-async function untilOutput(server: { output(): string }, pattern: RegExp, pollMs = 100): Promise<void> {
-  const deadline = Date.now() + 30_000
-  while (!pattern.test(server.output()) && Date.now() < deadline)
-    await new Promise((r) => setTimeout(r, pollMs))
-  expect(server.output()).toMatch(pattern)
 }
 
 describe('mq-server processes', () => {

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { freePort, waitServing } from '@mq/protocol'
+import { expect } from 'vitest'
 
 const serverDir = join(import.meta.dirname, '..')
 // Node runs the server with tsx's loader directly (the tsx CLI would add a wrapper process).
@@ -13,6 +14,18 @@ export interface ServerProcess {
   /** Its standard error alone. */
   readonly stderr: () => string
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Waits up to 30 s for `pattern` in the output of `server`, then expects it there. */
+export async function untilOutput(
+  server: { output(): string },
+  pattern: RegExp,
+  pollMs = 100,
+): Promise<void> {
+  const deadline = Date.now() + 30_000
+  while (!pattern.test(server.output()) && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, pollMs))
+  expect(server.output()).toMatch(pattern)
 }
 
 /** Starts `mq-server <args>` as its own process. End it by its PID (`child.kill`). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { LevelEngine } from '@mq/kv-storage'
 import { afterAll, describe, expect, it } from 'vitest'
-import { freePort, singleNodeArgs, startServer } from './processes'
+import { freePort, singleNodeArgs, startServer, untilOutput } from './processes'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-start-signals-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -23,14 +23,6 @@ async function openOnceRead(path: string, timeoutMs = 30_000): Promise<number> {
       await new Promise((r) => setTimeout(r, 20))
     }
   }
-}
-
-/** Resolves once `server` (node `nodeId`) says it serves (30 s at most). */
-async function untilServing(server: { output(): string }, nodeId: string): Promise<undefined> {
-  const deadline = Date.now() + 30_000
-  while (!server.output().includes(`node ${nodeId} listening on`) && Date.now() < deadline)
-    await new Promise((r) => setTimeout(r, 50))
-  return undefined
 }
 
 /**
@@ -85,9 +77,7 @@ describe('mq-server signalled while it starts', () => {
     const nodeId = 's-alone'
     const server = startServer(singleNodeArgs(nodeId, `127.0.0.1:${await freePort()}`, dir))
     try {
-      const deadline = Date.now() + 30_000
-      while (!/group 1: leader s-alone/.test(server.output()) && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 50))
+      await untilOutput(server, /group 1: leader s-alone/, 50)
       server.child.kill('SIGTERM')
       expect(await server.exited).toEqual({ code: 0, signal: null })
       // Before, it said "handed the leadership of 2 group(s) away (2 still led)".
@@ -102,16 +92,16 @@ describe('mq-server signalled while it starts', () => {
     const { server, fifo } = await signalledWhileStarting(nodeId, 'SIGHUP')
     try {
       // Before, Node's default action for SIGHUP (until the node served) ended the process.
-      const ended = await Promise.race([untilServing(server, nodeId), server.exited])
+      const ended = await Promise.race([
+        untilOutput(server, new RegExp(`node ${nodeId} listening on`), 50),
+        server.exited,
+      ])
       expect(ended).toBeUndefined()
       // The reload reads the FIFO again: it is given its tokens once more.
       const again = await openOnceRead(fifo)
       writeSync(again, '{ "tokens": [] }')
       closeSync(again)
-      const deadline = Date.now() + 30_000
-      while (!/reloaded 0 file tokens/.test(server.output()) && Date.now() < deadline)
-        await new Promise((r) => setTimeout(r, 50))
-      expect(server.output()).toMatch(/reloaded 0 file tokens/)
+      await untilOutput(server, /reloaded 0 file tokens/, 50)
       server.child.kill('SIGTERM')
       expect(await server.exited).toEqual({ code: 0, signal: null })
     } finally {
