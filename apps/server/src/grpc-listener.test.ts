@@ -52,6 +52,13 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | 'open'> {
   return Promise.race([p, new Promise<'open'>((resolve) => setTimeout(() => resolve('open'), ms))])
 }
 
+/** Waits (2 s at most) until the listener holds `count` connections; its count then. */
+async function holding(listener: GrpcListener, count: number): Promise<number> {
+  const deadline = Date.now() + 2_000
+  while (listener.connections() !== count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5))
+  return listener.connections()
+}
+
 async function echo(port: number, text: string): Promise<string> {
   const { client, call } = bytesClient(ECHO, port)
   cleanups.push(() => client.close())
@@ -76,8 +83,7 @@ describe('the gRPC listener', () => {
     const reports: [number, string][] = []
     const listener = await echoServer(3, (n, remote) => reports.push([n, remote]))
     const held = [open(listener.port), open(listener.port), open(listener.port)]
-    await new Promise((r) => setTimeout(r, 200))
-    expect(listener.connections()).toBe(3)
+    expect(await holding(listener, 3)).toBe(3)
     const extra = open(listener.port)
     expect(await within(extra.closed, 2_000)).not.toBe('open')
     const another = open(listener.port)
@@ -90,8 +96,7 @@ describe('the gRPC listener', () => {
     for (const h of held) expect(await within(h.closed, 100)).toBe('open')
     held[0]?.socket.destroy()
     await held[0]?.closed
-    await new Promise((r) => setTimeout(r, 100))
-    expect(listener.connections()).toBe(2)
+    expect(await holding(listener, 2)).toBe(2)
     expect(await echo(listener.port, 'again')).toBe('again')
   })
 
@@ -99,7 +104,7 @@ describe('the gRPC listener', () => {
     const reports: [number, string][] = []
     const listener = await echoServer(8, (n, remote) => reports.push([n, remote]), 2)
     const held = [open(listener.port), open(listener.port)]
-    await new Promise((r) => setTimeout(r, 200))
+    await holding(listener, 2)
     const extra = open(listener.port)
     expect(await within(extra.closed, 2_000)).not.toBe('open')
     expect(listener.refused()).toBe(1)
@@ -111,7 +116,7 @@ describe('the gRPC listener', () => {
     // Once one of the address's closes, it may open one again.
     held[0]?.socket.destroy()
     await held[0]?.closed
-    await new Promise((r) => setTimeout(r, 100))
+    await holding(listener, 2)
     expect(await echo(listener.port, 'again')).toBe('again')
     expect(listener.refused()).toBe(1)
   })
