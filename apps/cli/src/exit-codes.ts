@@ -77,7 +77,12 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   if (code === 'LIMIT_EXCEEDED') return { exitCode: ExitCode.Unavailable, message }
   if ((error as { connectionRefused?: unknown })?.connectionRefused === true) {
     const where = context ? ` at ${context.servers.join(',')}` : ''
-    const why = connectionCause(message).replace(/ \((\d+ attempts); nothing listens there\?\)/, ' ($1)')
+    const why = connectionCause(message).replace(/ \((\d+ attempts); [^)]*\?\)/, ' ($1)')
+    if (/Protocol error$/i.test(why))
+      return {
+        exitCode: ExitCode.Unavailable,
+        message: `no gRPC server${where}: ${why} (${NOT_GRPC_HINT})`,
+      }
     return {
       exitCode: ExitCode.Unavailable,
       message: `nothing listens${where}: ${why} (is the cluster started? check --servers or MQ_SERVERS; --timeout waits that long for it)`,
@@ -93,6 +98,10 @@ export function classify(error: unknown, context?: FailureContext): Failure {
   }
   return { exitCode: ExitCode.Other, message }
 }
+
+/** What an answer that is not HTTP/2 at all ("Protocol error") most likely means. */
+const NOT_GRPC_HINT =
+  "the server does not speak gRPC: is --servers a node's gRPC address (mq-server --listen), not its HTTP port (--http-listen)?"
 
 /**
  * The cause of a connection failure without the wrapping of the SDK and grpc-js around it:
@@ -123,9 +132,7 @@ function tlsMismatchHint(why: string, tls: boolean): string | undefined {
     return "the server closed the connection: if it speaks TLS, your TLS settings probably do not match the server's; give its CA with --tls-ca or MQ_TLS_CA"
   }
   // grpc-js's word for an answer that is not HTTP/2 (an HTTP/1.1 server: a node's HTTP port).
-  if (/^Protocol error$/i.test(why)) {
-    return "the server does not speak gRPC: is --servers a node's gRPC address (mq-server --listen), not its HTTP port (--http-listen)?"
-  }
+  if (/^Protocol error$/i.test(why)) return NOT_GRPC_HINT
   return undefined
 }
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -177,6 +178,25 @@ describe('the mq binary', () => {
     expect(r.stderr).not.toMatch(/Resolution note|Last error|nothing listens there/)
     // The default deadline is 10 s: given up at the refusal bound (2 s), not at it.
     expect(r.elapsedMs).toBeLessThan(6_000)
+  })
+
+  it("without --timeout, exits 3 after 2 s at a server that does not speak gRPC (a node's HTTP port)", async () => {
+    const http1 = createHttpServer((_req, res) => res.end('ok'))
+    await new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = http1.address() as { port: number }
+      const r = await runMq(['queue', 'list'], { MQ_SERVERS: `127.0.0.1:${port}` })
+      expect(r.code).toBe(3)
+      expect(r.stderr.trimEnd().split('\n')).toHaveLength(1)
+      expect(r.stderr).toMatch(
+        /^mq: no gRPC server at 127\.0\.0\.1:\d+: answered by a server that does not speak gRPC on every attempt for \d+ ms \(\d+ attempts\): Protocol error \(the server does not speak gRPC: is --servers a node's gRPC address \(mq-server --listen\), not its HTTP port \(--http-listen\)\?\)\n$/,
+      )
+      // The default deadline is 10 s: given up at the refusal bound (2 s), not at it.
+      expect(r.elapsedMs).toBeLessThan(6_000)
+    } finally {
+      http1.closeAllConnections()
+      await new Promise<void>((resolve) => http1.close(() => resolve()))
+    }
   })
   it('creates, produces and consumes through the SDK over gRPC', async () => {
     const env = { MQ_SERVERS: broker.address }

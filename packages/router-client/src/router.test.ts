@@ -1,3 +1,4 @@
+import { createServer as createHttpServer } from 'node:http'
 import { createServer } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { FakeBroker } from '../test/fake-broker'
@@ -171,6 +172,29 @@ describe('Router', () => {
     expect(plain).toBeInstanceOf(UnavailableError)
     expect(plain).not.toBeInstanceOf(ConnectionRefusedError)
     expect((plain as Error).message).toMatch(/^gave up after \d+ attempts/)
+  })
+
+  it('gives up after refusedGiveUpMs when every attempt met a server that does not speak HTTP/2', async () => {
+    const http1 = createHttpServer((_req, res) => res.end('ok'))
+    await new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = http1.address() as { port: number }
+      const started = Date.now()
+      const failure = await MqClient.connect({
+        servers: [`127.0.0.1:${port}`],
+        deadlineMs: 10_000,
+        refusedGiveUpMs: 600,
+        backoff: { initialMs: 25, maxMs: 1_000, multiplier: 2 },
+      }).catch((e: unknown) => e)
+      expect(failure).toBeInstanceOf(ConnectionRefusedError)
+      expect((failure as Error).message).toMatch(
+        /^answered by a server that does not speak gRPC on every attempt for \d+ ms \(\d+ attempts; no gRPC server there\?\): .*Protocol error/,
+      )
+      expect(Date.now() - started).toBeLessThan(3_000)
+    } finally {
+      http1.closeAllConnections()
+      await new Promise<void>((resolve) => http1.close(() => resolve()))
+    }
   })
 
   it('keeps retrying past refusedGiveUpMs once an attempt met anything but a refusal', async () => {

@@ -39,8 +39,10 @@ export interface RouterOptions {
   readonly leaderSilenceMs: number
   /**
    * An operation every attempt of which was refused a connection (nothing listens at the
-   * addresses tried) for this long gives up then with a ConnectionRefusedError, before its
-   * deadline. 0 (the default): it retries to the deadline (a node restarting refuses too).
+   * addresses tried), or answered by a server that does not speak HTTP/2 (an HTTP/1 server: a
+   * node's HTTP port given as a server), for this long gives up then with a
+   * ConnectionRefusedError, before its deadline. 0 (the default): it retries to the deadline
+   * (a node restarting refuses too).
    */
   readonly refusedGiveUpMs: number
   /**
@@ -118,6 +120,14 @@ export class ConnectionRefusedError extends UnavailableError {
 /** Whether `error` is a connection refused by the address (grpc-js names the socket's error). */
 export function refusedConnection(error: unknown): boolean {
   return error instanceof UnavailableError && /\bECONNREFUSED\b/.test(error.message)
+}
+
+/**
+ * Whether `error` says the address answered, but not in HTTP/2 (grpc-js's "Protocol error": an
+ * HTTP/1 server, such as a node's HTTP port): no gRPC server listens there.
+ */
+export function notGrpc(error: unknown): boolean {
+  return error instanceof UnavailableError && /(?:^|Last error: )Protocol error\b/.test(error.message)
 }
 
 /**
@@ -479,11 +489,14 @@ export class Router {
         last = error
         if (!(error as MqError).retriable) throw error
       }
-      allRefused &&= refusedConnection(last)
+      allRefused &&= refusedConnection(last) || notGrpc(last)
       const refusedFor = Date.now() - started
       if (allRefused && refusedFor >= refusedGiveUpMs) {
+        const [what, guess] = notGrpc(last)
+          ? ['answered by a server that does not speak gRPC', 'no gRPC server there?']
+          : ['connection refused', 'nothing listens there?']
         throw new ConnectionRefusedError(
-          `connection refused on every attempt for ${refusedFor} ms (${n + 1} attempts; nothing listens there?): ${(last as Error).message}`,
+          `${what} on every attempt for ${refusedFor} ms (${n + 1} attempts; ${guess}): ${(last as Error).message}`,
           {},
           { cause: last },
         )
