@@ -62,6 +62,14 @@ describe('controlActions (the scale plan)', () => {
     expect(s.queue('a')?.partitions.every((p) => p.groupId === 1)).toBe(true)
   })
 
+  it('shows a plan for the count there is as done, not removing, before the controller ends it', () => {
+    const s = cluster(3, { a: 6 })
+    must(s, { type: 'scaleDataGroups', groups: 3 })
+    expect(s.scale?.running).toBe(true)
+    expect(scaleProgress(s)).toEqual({ targetGroups: 3, movesTotal: 0, movesDone: 0, state: 'done' })
+    expect(controlActions(s, input)).toEqual([{ type: 'finishScale' }])
+  })
+
   it('waits for enough live nodes before creating a group', () => {
     const s = cluster(1, {})
     must(s, { type: 'scaleDataGroups', groups: 2 })
@@ -117,6 +125,7 @@ describe('controlActions (the scale plan)', () => {
     // would refuse it), and nothing else.
     must(s, { type: 'startReplicaChange', groupId: gone as number, add: 'n4', remove: 'n3', reason: 'dead' })
     expect(controlActions(s, input).filter((a) => a.type === 'removeGroup')).toEqual([])
+    expect(scaleProgress(s).state).toBe('removing')
     must(s, { type: 'finishReplicaChange', groupId: gone as number })
     expect(controlActions(s, input)).toEqual([{ type: 'removeGroup', groupId: gone }])
   })

@@ -250,9 +250,14 @@ export function scaleProgress(state: MetaState): ScaleProgress {
       state: 'done',
     }
   const removing = new Set(scale.removing)
-  const active = state.groups().filter((g) => !removing.has(g.groupId)).length
+  const groups = state.groups()
+  const active = groups.filter((g) => !removing.has(g.groupId)).length
   const left = planMoves(state, removing).length + state.moves().length
-  const phase = active < scale.targetGroups ? 'growing' : left > 0 ? 'moving' : 'removing'
+  // Nothing left to grow, move or remove (a plan for the count there was, say): done, though
+  // the controller has yet to mark it so (it said "removing" until 2026-12-06).
+  const removingLeft = groups.some((g) => removing.has(g.groupId))
+  const phase =
+    active < scale.targetGroups ? 'growing' : left > 0 ? 'moving' : removingLeft ? 'removing' : 'done'
   return {
     targetGroups: scale.targetGroups,
     movesTotal: scale.movesDone + left,
