@@ -577,6 +577,11 @@ export class MqNode {
       MetaService,
       metaHandlers(this.#metaPort(), this.#controller.port(), {
         queueScope: (ctx) => this.access.queueScope(ctx.metadata),
+        // Two tokens of one name would be one caller in the audit log, with two sets of roles.
+        tokenNameTaken: (name) =>
+          this.access.hasFileToken(name)
+            ? `token name ${name} is taken by a token of this node's --auth-file: pick another name`
+            : undefined,
       }),
     )
     this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))

@@ -316,6 +316,13 @@ describe('mq-server authentication and authorization', () => {
         ORDERS_APP,
       )
       expect(forbidden).toMatchObject({ ok: false, code: status.PERMISSION_DENIED })
+      // A name of the token file's: two callers named alike in the audit log, with other roles.
+      const taken = await call(meta, meta.createToken, { name: 'reader', roles: ['admin'], ttlMs: 0 }, ADMIN)
+      expect(taken).toMatchObject({
+        ok: false,
+        code: status.INVALID_ARGUMENT,
+        details: "token name reader is taken by a token of this node's --auth-file: pick another name",
+      })
       const bad = await call(meta, meta.createToken, { name: 'late', roles: ['root'], ttlMs: 0 }, ADMIN)
       expect(bad).toMatchObject({
         ok: false,

@@ -184,6 +184,22 @@ describe('meta handlers', () => {
     expect(meta.state.queue('small')?.partitions).toHaveLength(2)
   })
 
+  it('refuses a token name the host says is taken (its token file has it), proposing nothing', async () => {
+    const meta = singleReplica()
+    await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1', formatLevel: FORMAT_LEVEL })
+    const h = metaHandlers(meta, controller, {
+      tokenNameTaken: (name) => (name === 'ops' ? 'ops is taken' : undefined),
+    })
+    await expect(call(h, 'createToken', { name: 'ops', roles: ['admin'], ttlMs: 0 })).rejects.toMatchObject({
+      code: 3,
+      details: 'ops is taken',
+    })
+    expect(meta.state.tokens.list()).toEqual([])
+    expect(await call(h, 'createToken', { name: 'app', roles: ['admin'], ttlMs: 0 })).toMatchObject({
+      name: 'app',
+    })
+  })
+
   it('refuses a queue or token name no queue or token can have before proposing anything', async () => {
     const meta = singleReplica()
     await meta.propose({ type: 'registerNode', nodeId: 'n1', address: 'n1:1' })

@@ -99,6 +99,11 @@ export interface MetaHandlerOptions {
    * under the scope's prefixes alone), so its next-page token is a name the caller sees.
    */
   readonly queueScope?: (ctx: UnaryCallContext) => QueueScope | undefined
+  /**
+   * Why CreateToken may not give a token `name` here (undefined: it may): mq-server refuses the
+   * names of its own token file's tokens, which would otherwise name two callers alike.
+   */
+  readonly tokenNameTaken?: (name: string) => string | undefined
 }
 
 /** The Meta service's gRPC handlers over a meta group replica. */
@@ -364,6 +369,6 @@ export function metaHandlers(
       return {}
     }),
     setMetaVoters: unary(async (req) => controller.setMetaVoters(req.voters)),
-    ...tokenHandlers(meta),
+    ...tokenHandlers(meta, options.tokenNameTaken),
   }
 }

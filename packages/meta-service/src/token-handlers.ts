@@ -27,6 +27,7 @@ export function tokenDigest(token: string): string {
  */
 export function tokenHandlers(
   meta: MetaGroupPort,
+  nameTaken: (name: string) => string | undefined = () => undefined,
 ): Pick<MetaServer, 'createToken' | 'deleteToken' | 'listTokens'> {
   /** A token's name, checked before its command is proposed (not replicated when it is no name). */
   const checkName = (name: string): void => {
@@ -36,6 +37,8 @@ export function tokenHandlers(
   return {
     createToken: unary(async (req) => {
       checkName(req.name)
+      const taken = nameTaken(req.name)
+      if (taken) throw new InvalidArgumentError(taken)
       const rolesBytes = req.roles.reduce((n, r) => n + Buffer.byteLength(r), 0)
       if (rolesBytes > ROLES_BYTES_MAX) {
         throw new InvalidArgumentError(

@@ -116,6 +116,12 @@ export class AccessControl {
     this.#metaTokens = options.metaTokens ?? (() => new Map())
   }
 
+  /** Whether the token file (--auth-file, as last loaded) has a token named `name`. */
+  hasFileToken(name: string): boolean {
+    for (const t of this.#tokens?.values() ?? []) if (t.name === name) return true
+    return false
+  }
+
   /** Whether clients must present a token. */
   get clientAuth(): boolean {
     return this.#tokens !== undefined
