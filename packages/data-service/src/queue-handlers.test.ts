@@ -1419,7 +1419,9 @@ describe('queue handlers', () => {
     // Over the queue's size limit in the route (150): refused before it is proposed.
     await expect(call(h, 'produce', { target, messages: [message('x'.repeat(200))] })).rejects.toMatchObject({
       code: 3,
-      details: expect.stringMatching(/message 0: its body is 200 bytes; the queue's limit .* is 150/),
+      details: expect.stringMatching(
+        /message 0: its body is 200 bytes; the queue's message size limit is 150 bytes/,
+      ),
     })
     // Over the partition's own (100), within the route's: INVALID_ARGUMENT at apply (retrying
     // cannot help), nothing stored.
@@ -1547,7 +1549,7 @@ describe('queue handlers: checks before a proposal', () => {
       [
         'produce',
         produce({ messages: [message('x'.repeat(151))] }),
-        /^message 0: its body is 151 bytes; the queue's limit \(message_bytes_max\) is 150$/,
+        /^message 0: its body is 151 bytes; the queue's message size limit is 150 bytes \(its message_bytes_max: `mq queue update --max-message-bytes` sets it\)$/,
         0,
       ],
       [

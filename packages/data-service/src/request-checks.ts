@@ -163,7 +163,7 @@ export function checkMessageSizes(req: ProduceRequest, messageBytesMax: number):
   const messages = req.messages ?? []
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i] as ProduceRequest['messages'][number]
-    const limit = `the queue's limit (message_bytes_max) is ${messageBytesMax}`
+    const limit = `the queue's message size limit is ${messageBytesMax} bytes (its message_bytes_max: \`mq queue update --max-message-bytes\` sets it)`
     // The body alone past it: no string is measured.
     if (m.body.length > messageBytesMax)
       refuse(`message ${i}: its body is ${m.body.length} bytes; ${limit}`, i)
