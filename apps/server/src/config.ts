@@ -526,12 +526,16 @@ function setting(key: keyof ServerConfig): string {
   // Settings with no flag of their own (a config file gives them), and a flag spelt otherwise:
   // a refusal named --election-ticks, which mq-server start does not know.
   if (CONFIG_FILE_ONLY.has(key)) return `config file key "${key}" (no flag sets it)`
-  const flag = key === 'console' ? '--no-console' : `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
-  return `${flag} (config file: "${key}")`
+  return `${flagOf(key)} (config file: "${key}")`
+}
+
+/** The `mq-server start` flag of a setting (`nodeId`: --node-id; `console` is turned off by --no-console). */
+export function flagOf(key: keyof ServerConfig): string {
+  return key === 'console' ? '--no-console' : `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
 }
 
 /** Settings a config file gives and no flag of `mq-server start` does (program.ts). */
-const CONFIG_FILE_ONLY: ReadonlySet<keyof ServerConfig> = new Set([
+export const CONFIG_FILE_ONLY: ReadonlySet<keyof ServerConfig> = new Set([
   'electionTicks',
   'heartbeatTicks',
   'replicationFactor',

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { describe, expect, it, vi } from 'vitest'
+import { CONFIG_FILE_ONLY, flagOf, loadConfig } from './config'
 import { devNodeArgs, devPortsProblem } from './dev-cluster'
 import { createProgram, type ProgramIo, runProgram } from './program'
 
@@ -21,6 +22,20 @@ function capture(): ProgramIo & { lines: string[]; errors: string[]; code: numbe
 }
 
 describe('mq-server program', () => {
+  it('has a start flag for every setting but the config-file-only ones, which have none', () => {
+    const start = createProgram(capture()).commands.find((c) => c.name() === 'start')
+    const flags = new Set(start?.options.map((o) => o.long))
+    const config = loadConfig(
+      { nodeId: 'n1', listen: '127.0.0.1:7001', dataDir: 'd', initialMeta: 'n1=127.0.0.1:7001' },
+      '/srv',
+      {},
+    )
+    const keys = Object.keys(config) as (keyof typeof config)[]
+    expect(keys.filter((k) => !CONFIG_FILE_ONLY.has(k) && !flags.has(flagOf(k)))).toEqual([])
+    expect([...CONFIG_FILE_ONLY].filter((k) => flags.has(flagOf(k)))).toEqual([])
+    expect([...CONFIG_FILE_ONLY].filter((k) => !keys.includes(k))).toEqual([])
+  })
+
   it('rejects a bad --nodes value with a clear error', async () => {
     const program = createProgram(capture())
     program.exitOverride()
