@@ -147,6 +147,18 @@ export const STATS_AGES_MAX = 64
  */
 const EXPIRY_GROUPS_READ_FIRST = 2
 
+/**
+ * Read-ahead of a weight's ready head (QueuePartition.readyAhead): a lease of n messages of one
+ * weight reads up to this many of its entries (4n at most, and no more than are ready), keeps
+ * those it does not take and serves the next leases from them without an engine read. Each
+ * bounded read is an iterator and two trips to LevelDB's thread pool on every replica.
+ */
+const READY_AHEAD_ENTRIES_MAX = 512
+/** Bytes (keys and values, with the buffers they keep alive) read ahead per weight, at most. */
+const READY_AHEAD_BYTES_MAX = 128 * 1024
+/** Weights whose read-ahead a partition keeps, at most; a lease of more weights reads none ahead. */
+const READY_AHEAD_WEIGHTS_MAX = 4
+
 /** What one apply produced. */
 export interface Applied {
   readonly result: CommandResult
@@ -194,6 +206,16 @@ export class QueuePartition {
    * raised past each run taken from the head, lowered by any entry made ready below it.
    */
   private readonly readyFloor = new Array<Uint8Array | undefined>(WEIGHT_MAX + 1)
+  /**
+   * Per weight, the ready entries that come first from its floor on, in key order (`entries`
+   * from `next`), as a lease read them ahead: exactly what a read of the span would return
+   * first. Taking the head (a lease) moves `next` on; any other write in the weight's ready
+   * span at or below the last entry held drops it (a put above it changes none of them).
+   * Memory only: a hit and a miss give the same entries, so replicas stay identical.
+   */
+  private readonly readyAhead = new Map<number, { readonly entries: KeyValue[]; next: number }>()
+  /** Bytes an entry of the last read ahead kept alive, on average (sizes the next read). */
+  private readyEntryBytes = 256
   private readonly dirtyWeights = new Set<number>()
   /** Live counts of lease groups (group → count), as stored; see LIVE_COUNTS_CACHED_MAX. */
   private readonly liveCounts = new BoundedCache<number, number>(LIVE_COUNTS_CACHED_MAX)
@@ -771,7 +793,8 @@ export class QueuePartition {
     }
     if (picks.length === 0) return { type: 'lease', leases: [] }
     const chosen = [...perWeight]
-    const runs = await Promise.all(chosen.map(([w, n]) => this.overlay.range(this.readyFrom(w), n)))
+    const ahead = chosen.length <= READY_AHEAD_WEIGHTS_MAX
+    const runs = await Promise.all(chosen.map(([w, n]) => this.readyRun(w, n, ahead)))
     const cursor = new Map<number, { entries: (typeof runs)[number]; next: number; base: number }>()
     const ids: number[] = []
     const metas: (MessageMeta | undefined)[] = []
@@ -846,7 +869,7 @@ export class QueuePartition {
         bytes += size
       }
       const body = bodies[i] as MessageBody
-      this.del(readyKey)
+      this.takeReady(w, readyKey)
       taken.set(w, readyKey)
       meta.deliveries++
       meta.attempts++
@@ -1531,6 +1554,66 @@ export class QueuePartition {
 
   // ---- transitions ----------------------------------------------------------------------
 
+  /**
+   * The first `n` entries of weight `w`'s ready span from its floor (n are there): from its
+   * read-ahead when that holds n, else read, with more kept ahead when `ahead` (up to 4n, as
+   * many as READY_AHEAD_BYTES_MAX holds at the size of the entries read last).
+   */
+  private async readyRun(w: number, n: number, ahead: boolean): Promise<KeyValue[]> {
+    const held = this.readyAhead.get(w)
+    if (held !== undefined && held.entries.length - held.next >= n)
+      return held.entries.slice(held.next, held.next + n)
+    this.readyAhead.delete(w)
+    // No more than are ready (this.ready[w] counts the picks out already): a read past the
+    // span's last entry would walk whatever tombstones follow it.
+    const fits = Math.floor(READY_AHEAD_BYTES_MAX / this.readyEntryBytes)
+    const limit = ahead
+      ? Math.max(n, Math.min(READY_AHEAD_ENTRIES_MAX, 4 * n, fits, n + (this.ready[w] as number)))
+      : n
+    const entries = await this.overlay.range(this.readyFrom(w), limit)
+    if (!ahead || entries.length === 0) return entries
+    // What the entries keep alive: a value may be a view into a larger buffer (a slab).
+    let bytes = 0
+    let keep = 0
+    for (const [k, v] of entries) {
+      bytes += k.length + v.buffer.byteLength
+      if (bytes <= READY_AHEAD_BYTES_MAX) keep++
+    }
+    this.readyEntryBytes = Math.max(1, Math.ceil(bytes / entries.length))
+    if (entries.length <= n) return entries
+    if (keep > n) {
+      if (this.readyAhead.size >= READY_AHEAD_WEIGHTS_MAX) {
+        const oldest = this.readyAhead.keys().next()
+        if (!oldest.done) this.readyAhead.delete(oldest.value)
+      }
+      this.readyAhead.set(w, { entries: keep < entries.length ? entries.slice(0, keep) : entries, next: 0 })
+    }
+    return entries.slice(0, n)
+  }
+
+  /** Deletes weight `w`'s ready head `key`, taken by a lease (its read-ahead moves past it). */
+  private takeReady(w: number, key: Uint8Array): void {
+    this.ops.push({ type: 'del', key })
+    const held = this.readyAhead.get(w)
+    if (held === undefined) return
+    const head = held.entries[held.next]
+    if (head !== undefined && compareKeys(head[0], key) === 0) {
+      held.next++
+      if (held.next === held.entries.length) this.readyAhead.delete(w)
+    } else this.readyAhead.delete(w)
+  }
+
+  /** A write of `key` other than a lease's take: the read-ahead of its weight, if it is a ready key at or below it, goes. */
+  private readyWritten(key: Uint8Array, put: boolean): void {
+    const p = this.keys.prefix.length
+    if (key[p] !== KeyTag.Ready) return
+    const w = ((key[p + 1] as number) << 8) | (key[p + 2] as number)
+    const held = this.readyAhead.get(w)
+    if (held === undefined) return
+    const last = held.entries[held.entries.length - 1] as KeyValue
+    if (!put || compareKeys(key, last[0]) <= 0) this.readyAhead.delete(w)
+  }
+
   /** Weight `w`'s ready span from its floor (see readyFloor). */
   private readyFrom(w: number): KeySpan {
     const span = this.keys.readySpan(w)
@@ -1867,10 +1950,12 @@ export class QueuePartition {
 
   private put(key: Uint8Array, value: Uint8Array): void {
     this.ops.push({ type: 'put', key, value })
+    if (this.readyAhead.size > 0) this.readyWritten(key, true)
   }
 
   private del(key: Uint8Array): void {
     this.ops.push({ type: 'del', key })
+    if (this.readyAhead.size > 0) this.readyWritten(key, false)
   }
 
   /** Writes the state record, every changed weight record, the window and the config. */

@@ -236,17 +236,32 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
       },
     })
     const q = await DirectPartition.open(spied, PREFIX, {})
-    await enqueue(q, 1, ...Array.from({ length: 6 }, (_, i) => ({ body: text(`m${i + 1}`) })))
+    await enqueue(q, 1, ...Array.from({ length: 20 }, (_, i) => ({ body: text(`m${i + 1}`) })))
     starts.length = 0
+    // A lease of 2 reads 8 entries: the 6 it does not take are kept ahead.
     const first = await lease(q, 2, 2)
     expect(first.map((l) => l.messageId)).toEqual([1, 2])
+    expect(starts).toHaveLength(1)
     const spanStart = starts.at(-1)?.length ?? 0
     expect((await lease(q, 3, 2)).map((l) => l.messageId)).toEqual([3, 4])
-    // The second read starts at a key past message 2's entry, not at the span's start.
+    expect(starts).toHaveLength(1)
+    // More than are kept ahead: read again, from a key past message 4's entry, not from the
+    // span's start.
+    expect((await lease(q, 4, 5)).map((l) => l.messageId)).toEqual([5, 6, 7, 8, 9])
+    expect(starts).toHaveLength(2)
     expect(starts.at(-1)?.length).toBeGreaterThan(spanStart)
-    // A returned message goes below that floor: the next lease finds it first.
-    await q.apply({ type: 'nack', leaseIds: [first[1]?.leaseId as string] }, 4)
-    expect((await lease(q, 5, 3)).map((l) => l.messageId)).toEqual([2, 5, 6])
+    // An enqueue puts its entries past those kept ahead: they stay.
+    await enqueue(q, 5, { body: text('m21') })
+    expect((await lease(q, 6, 2)).map((l) => l.messageId)).toEqual([10, 11])
+    expect(starts).toHaveLength(2)
+    // A returned message goes below that floor (and drops what was kept ahead): the next
+    // lease finds it first.
+    await q.apply({ type: 'nack', leaseIds: [first[1]?.leaseId as string] }, 7)
+    expect((await lease(q, 8, 3)).map((l) => l.messageId)).toEqual([2, 12, 13])
+    expect(starts).toHaveLength(3)
+    // A purge of the head drops what was kept ahead too.
+    expect(await q.apply({ type: 'purgeReady', max: 2 }, 9)).toEqual({ type: 'purgeReady', ids: [14, 15] })
+    expect((await lease(q, 10, 2)).map((l) => l.messageId)).toEqual([16, 17])
   })
 
   it('settles the leases it just made from their records in memory; older or reopened ones from the engine, alike', async () => {
