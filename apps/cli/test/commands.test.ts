@@ -284,7 +284,7 @@ describe('cluster, node and group', () => {
     const r = await mq(['node', 'drain', 'n2'])
     expect(r.code).toBe(0)
     expect(r.stdout).toBe(
-      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 0 can take n2's replica there; add a node (mq-server with --join), or lower the replication\n",
+      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 0 can take n2's replica there; add a node (mq-server with --join), or make the meta group smaller (mq cluster meta-voters N)\n",
     )
     expect(jsonLines((await mq(['node', 'drain', 'n2', '--json'])).stdout)).toEqual([
       { nodeId: 'n2', replicasRemaining: 3, groupsWithoutTarget: [0] },
@@ -293,6 +293,31 @@ describe('cluster, node and group', () => {
     const calls = cluster.calls.length
     expect((await mq(['node', 'drain', 'n1'])).stdout).toBe('node n1 is drained: it holds no replica\n')
     expect(cluster.calls.slice(calls)).not.toContain('clusterStatus')
+  })
+
+  it('offers only a new node when a data group, whose replicas cannot be made fewer, holds up a drain', async () => {
+    const replica = (nodeId: string) => ({ nodeId, address: '', learner: false, appliedIndex: 0 })
+    cluster.status = {
+      ...cluster.status,
+      metaVoters: ['n1', 'n3'],
+      metaLearners: [],
+      metaChange: undefined,
+      groups: [
+        {
+          groupId: 1,
+          leaderId: 'n1',
+          replicas: [replica('n1'), replica('n2')],
+          term: 3,
+          commitIndex: 1,
+          appliedIndex: 1,
+          partitions: 1,
+          state: 'active',
+        },
+      ],
+    }
+    expect((await mq(['node', 'drain', 'n2'])).stdout).toBe(
+      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 1 can take n2's replica there; add a node (mq-server with --join)\n",
+    )
   })
 
   it('removes a stopped node, and says why not when the cluster refuses', async () => {

@@ -103,6 +103,18 @@ describe('metaChangeAction (replacing meta voters)', () => {
     })
   })
 
+  it('retargets a change whose new node is being drained before it became a voter', () => {
+    const s = cluster(6, [['n4', 'n5', 'n6']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'drain' }, 4)
+    s.apply({ type: 'drainNode', nodeId: 'n3' }, 5)
+    const input = { alive: all(6), lost: none, voters: ['n1', 'n2', 'n3'] }
+    expect(metaChangeAction(s, input)).toBeUndefined()
+    s.apply({ type: 'drainNode', nodeId: 'n4' }, 6)
+    expect(metaChangeAction(s, input)).toEqual({ type: 'retargetMetaChange', add: 'n5' })
+    expect(metaChangeAction(s, { ...input, voters: ['n1', 'n2', 'n3', 'n4'] })).toBeUndefined()
+  })
+
   it('grows the meta group to the size wanted, one voter at a time, from the same candidates', () => {
     // n4 holds a data-group replica, n5 none, n6 none but is not alive.
     const s = cluster(6, [['n1', 'n2', 'n4']])
@@ -119,6 +131,16 @@ describe('metaChangeAction (replacing meta voters)', () => {
     s.apply({ type: 'finishMetaChange' }, 8)
     expect(s.metaMembers()).toEqual(['n1', 'n2', 'n3', 'n4', 'n5'])
     expect(metaChangeAction(s, { alive, lost: none, voters })).toBeUndefined() // at its size
+  })
+
+  it('does not grow the meta group from an odd size to an even one it cannot grow past', () => {
+    // 7 wanted of 4 live nodes: {n1, n2, n3} + n4 would need 3 of 4 and tolerate one failure, as 3 do.
+    const s = cluster(5, [['n1', 'n2', 'n3']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'setMetaVoters', voters: 7 }, 4)
+    expect(metaChangeAction(s, { alive: all(4), lost: none, voters })).toBeUndefined()
+    // n5 too: it grows, to 4 on its way to 5.
+    expect(metaChangeAction(s, { alive: all(5), lost: none, voters })).toMatchObject({ reason: 'grow' })
   })
 
   it('does not grow the meta group while one of its voters is not alive', () => {

@@ -60,7 +60,8 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
   const change = state.metaChange()
   if (change) {
-    if (!stuck(input, 0, change.add) || input.voters.includes(change.add)) return undefined
+    const leaving = stuck(input, 0, change.add) || state.draining(change.add)
+    if (!leaving || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     return add === undefined ? undefined : { type: 'retargetMetaChange', add }
   }
@@ -88,9 +89,11 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
   }
   // Not while a voter is away: grown with it gone, the group would need the new voter for a
   // majority ({a, b, away, new} needs 3) until the away one is back or replaced.
+  // From an odd size, only when a second node can follow: left at an even size (5 or 7 wanted
+  // of 4 nodes), the group needs one more voter for a majority and tolerates no more failures.
   if (members.length < wanted && members.every((m) => input.alive.has(m))) {
     const add = candidate([])
-    if (add !== undefined)
+    if (add !== undefined && (members.length % 2 === 0 || candidate([add]) !== undefined))
       return { type: 'startMetaChange', add, remove: '', reason: ReplicaChangeReason.Grow }
   }
   return undefined

@@ -250,6 +250,17 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(drain.length).toBeGreaterThan(0)
   })
 
+  it('retargets a change whose new node is being drained before it became a voter', () => {
+    const s = cluster(6, [G])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'balance' })
+    const input = { alive: all(6), lost: new Set<string>(), changesMax: 1, groupVoters: new Map([[1, G]]) }
+    expect(replicaActions(s, input)).toEqual([])
+    must(s, { type: 'drainNode', nodeId: 'n4' })
+    expect(replicaActions(s, input)).toEqual([{ type: 'retargetReplicaChange', groupId: 1, add: 'n5' }])
+    // Once a voter, the drain replaces it as any replica.
+    expect(replicaActions(s, { ...input, groupVoters: new Map([[1, [...G, 'n4']]]) })).toEqual([])
+  })
+
   it('retargets onto a node that receives no other new replica', () => {
     const s = cluster(6, [G, G, ['n1', 'n2', 'n6'], ['n1', 'n2', 'n6']])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })

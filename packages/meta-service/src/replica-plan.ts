@@ -110,11 +110,12 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const target = (replicas: readonly string[]) =>
     eligible.filter((id) => !replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
   const actions: ReplicaChange[] = []
-  // A change whose node being added was lost (or stalled) before it became a voter: another
-  // takes its place.
+  // A change whose node being added was lost (or stalled, or is being drained) before it
+  // became a voter: another takes its place. (A drained one was waited for until it was lost.)
   for (const change of pending) {
     const known = input.groupVoters?.get(change.groupId)
-    if (!known || known.includes(change.add) || !stuck(input, change.groupId, change.add)) continue
+    const leaving = stuck(input, change.groupId, change.add) || state.draining(change.add)
+    if (!known || known.includes(change.add) || !leaving) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) continue
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })

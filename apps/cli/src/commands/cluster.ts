@@ -91,10 +91,13 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         // Only a hint: a status that cannot be read does not fail the drain the cluster took.
         const status = remaining > 0 ? await client.admin.clusterStatus().catch(() => undefined) : undefined
         const stuck = status ? groupsWithoutTarget(status, id) : []
+        // A data group's replicas cannot be made fewer (no command does it): only the meta
+        // group's size can be lowered ("or lower the replication" was said for any group).
+        const smaller = stuck.includes(0) ? ', or make the meta group smaller (mq cluster meta-voters N)' : ''
         const hint =
           stuck.length === 0
             ? ''
-            : `\nit may not progress: no live node outside ${stuck.length === 1 ? 'group' : 'groups'} ${stuck.join(', ')} can take ${id}'s replica there; add a node (mq-server with --join), or lower the replication`
+            : `\nit may not progress: no live node outside ${stuck.length === 1 ? 'group' : 'groups'} ${stuck.join(', ')} can take ${id}'s replica there; add a node (mq-server with --join)${smaller}`
         out.result(`${drainResult(id, remaining)}${hint}`, {
           nodeId: id,
           replicasRemaining: remaining,
