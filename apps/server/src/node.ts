@@ -409,13 +409,18 @@ export class MqNode {
     for (const groupId of dataGroupsOnDisk) await this.#store.openGroup(groupId)
     const store = this.#store
     const engine = this.#engine
-    this.#facts = await NodeFacts.open(
-      {
-        get: (key) => engine.get(key),
-        write: (ops) => store.commit.write(ops),
-      },
-      newDatabase,
-    )
+    try {
+      this.#facts = await NodeFacts.open(
+        {
+          get: (key) => engine.get(key),
+          write: (ops) => store.commit.write(ops),
+        },
+        newDatabase,
+        this.config.nodeId,
+      )
+    } catch (error) {
+      throw new Error(`data dir ${this.config.dataDir}: ${(error as Error).message}`, { cause: error })
+    }
     // The cluster's level this data dir last heard of, above what this process runs (an older
     // version, or a lower --format-level): its logs may hold entries this version cannot read,
     // and the cluster refuses it anyway (a level never goes down). Stopped before any group
@@ -819,7 +824,19 @@ export class MqNode {
       if (!raft || !store || this.#meta) return
       const meta = new MetaMachine()
       meta.onApplied = () => this.#metaApplied.notify()
-      const founders = founder ? votersConf(this.config.initialMeta.map((m) => m.nodeId)) : undefined
+      // The founders it was first opened with, whatever --initial-meta says now: they are the
+      // replica's membership until its first snapshot (a changed list changed the voters).
+      let founderIds = founder ? this.config.initialMeta.map((m) => m.nodeId) : undefined
+      const kept = this.#facts?.metaFounders
+      if (founderIds && kept === undefined) await this.#facts?.keepMetaFounders(founderIds)
+      else if (founderIds && kept) {
+        if ([...founderIds].sort().join() !== [...kept].sort().join())
+          this.log.warn(
+            `mq-server: --initial-meta names ${founderIds.join(', ')}, but the meta group this data dir holds was founded by ${kept.join(', ')}: those are kept (--initial-meta counts at a cluster's first start only; mq cluster meta-voters sets the meta group's size)`,
+          )
+        founderIds = [...kept]
+      }
+      const founders = founderIds ? votersConf(founderIds) : undefined
       // A leave still under way (#leaveMeta) need not be awaited: it stages the old replica's
       // range clear in the same synchronous step that unsets #meta, and openGroup makes what
       // is staged durable before it reads, so this replica starts from an empty log (and the

@@ -70,6 +70,31 @@ describe('mq-server processes', () => {
     expect(server.output()).toMatch(/node n1 listening on/)
   }, 60_000)
 
+  it('keeps the meta group its data dir was founded with when --initial-meta names more nodes later', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    const first = startServer(singleNodeArgs('f1', address, dir, ['--tick-ms', '20']))
+    try {
+      await untilOutput(first, /group 0: leader f1/)
+    } finally {
+      first.child.kill('SIGTERM')
+    }
+    expect((await first.exited).code).toBe(0)
+    // Started again naming a founder that never ran: counted, {f1, f2} would have no majority.
+    const founders = `f1=${address},f2=127.0.0.1:${await freePort()}`
+    const again = startServer(
+      singleNodeArgs('f1', address, dir, ['--tick-ms', '20', '--initial-meta', founders]),
+    )
+    try {
+      await untilOutput(again, /group 0: leader f1/)
+      expect(again.output()).toMatch(
+        /--initial-meta names f1, f2, but the meta group this data dir holds was founded by f1: those are kept/,
+      )
+    } finally {
+      again.child.kill('SIGTERM')
+    }
+    expect((await again.exited).code).toBe(0)
+  }, 90_000)
+
   it('exits 2 and names the problem on a bad config', async () => {
     const server = startServer(['start', '--node-id', 'n1', '--listen', '127.0.0.1:99999', '--data-dir', dir])
     expect((await server.exited).code).toBe(2)

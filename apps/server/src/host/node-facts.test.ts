@@ -167,6 +167,26 @@ describe('NodeFacts', () => {
     }
   })
 
+  it('refuses a data dir kept by another node id, before it writes anything', async () => {
+    const engine = new MemoryEngine()
+    const first = store(engine)
+    const facts = await NodeFacts.open(first, true, 'n6')
+    expect(first.writes).toBe(1) // the node id goes with the store id
+    expect((await NodeFacts.open(store(engine), false, 'n6')).storeId).toBe(facts.storeId)
+    const other = store(engine)
+    await expect(NodeFacts.open(other, false, 'n7')).rejects.toThrow(
+      /it belongs to node n6, not n7: start n6 with it, or give n7 a data dir of its own/,
+    )
+    expect(other.writes).toBe(0)
+    // A data dir of an earlier version (a store id, no node id) is given the id it starts with.
+    const older = new MemoryEngine()
+    await NodeFacts.open(store(older))
+    const upgraded = store(older)
+    await NodeFacts.open(upgraded, false, 'n2')
+    expect(upgraded.writes).toBe(1)
+    await expect(NodeFacts.open(store(older), false, 'n3')).rejects.toThrow(/belongs to node n2, not n3/)
+  })
+
   it('takes a database holding anything, without a store id, as an older store, not fresh', async () => {
     const engine = new MemoryEngine()
     expect(await holdsNothing(engine)).toBe(true)

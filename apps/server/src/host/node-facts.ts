@@ -35,6 +35,8 @@ const META_SEEDS = nodeKey('meta-seeds')
 const FORMAT_LEVEL = nodeKey('format-level')
 const STORE_ID = nodeKey('store-id')
 const STORE_FRESH = nodeKey('store-fresh')
+const NODE_ID = nodeKey('node-id')
+const META_FOUNDERS = nodeKey('meta-founders')
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
@@ -66,6 +68,7 @@ export class NodeFacts {
   /** The store id (32 lowercase hex digits). */
   readonly storeId: string
   #fresh: boolean
+  #metaFounders: readonly string[] | undefined
 
   private constructor(
     store: NodeFactsStore,
@@ -74,6 +77,7 @@ export class NodeFacts {
     formatLevel: number,
     storeId: string,
     fresh: boolean,
+    metaFounders: readonly string[] | undefined,
   ) {
     this.#store = store
     this.#leftMeta = leftMeta
@@ -81,13 +85,29 @@ export class NodeFacts {
     this.#formatLevel = formatLevel
     this.storeId = storeId
     this.#fresh = fresh
+    this.#metaFounders = metaFounders
   }
 
   /**
    * Reads the facts; makes the store id (durably) when the database has none yet — fresh too
    * when `newDatabase` (it did not exist before this open), not for an older database.
+   * With `nodeId`, refuses a database kept by another node id (a mistyped `--node-id` with
+   * another node's `--data-dir`: its store id and replicas would be taken for this node's,
+   * and the replicas deleted) and keeps the id in one that has none yet.
    */
-  static async open(store: NodeFactsStore, newDatabase = false): Promise<NodeFacts> {
+  static async open(store: NodeFactsStore, newDatabase = false, nodeId?: string): Promise<NodeFacts> {
+    const owner = await store.get(NODE_ID)
+    const ownerId = owner ? decoder.decode(owner) : ''
+    if (nodeId !== undefined && ownerId !== '' && ownerId !== nodeId)
+      throw new Error(
+        `it belongs to node ${ownerId}, not ${nodeId}: start ${ownerId} with it, or give ${nodeId} a data dir of its own (an empty one for a new node)`,
+      )
+    // Written with the store id when that is made (one batch: a first start that dies between
+    // two writes must not leave a new database looking older than it is), else on its own.
+    const ownerOps: BatchOp[] =
+      nodeId !== undefined && ownerId === ''
+        ? [{ type: 'put', key: NODE_ID, value: encoder.encode(nodeId) }]
+        : []
     const left = await store.get(LEFT_META)
     const level = await store.get(FORMAT_LEVEL)
     const kept = await store.get(STORE_ID)
@@ -101,8 +121,9 @@ export class NodeFacts {
         newDatabase
           ? { type: 'put', key: STORE_FRESH, value: Uint8Array.of(1) }
           : { type: 'del', key: STORE_FRESH },
+        ...ownerOps,
       ])
-    }
+    } else if (ownerOps.length > 0) await store.write(ownerOps)
     return new NodeFacts(
       store,
       left !== undefined,
@@ -110,6 +131,7 @@ export class NodeFacts {
       level?.length === 1 && (level[0] as number) >= 1 ? (level[0] as number) : 1,
       storeId,
       fresh,
+      parseIds(await store.get(META_FOUNDERS)),
     )
   }
 
@@ -144,6 +166,23 @@ export class NodeFacts {
     return this.#leftMeta
   }
 
+  /**
+   * The founders this node's meta replica was first opened with (its `--initial-meta` then),
+   * when kept: the replica's membership until its first snapshot, which a changed flag at a
+   * later start must not change (a 3-node cluster restarted with 5 founders named counted 5
+   * voters, 2 of them never there, and stopped at the first node down).
+   */
+  get metaFounders(): readonly string[] | undefined {
+    return this.#metaFounders
+  }
+
+  /** Keeps `ids` as the meta replica's founders unless some are kept already; resolves once durable. */
+  async keepMetaFounders(ids: readonly string[]): Promise<void> {
+    if (this.#metaFounders !== undefined) return
+    await this.#store.write([{ type: 'put', key: META_FOUNDERS, value: encoder.encode(JSON.stringify(ids)) }])
+    this.#metaFounders = [...ids]
+  }
+
   get metaSeeds(): readonly MetaSeed[] {
     return this.#seeds
   }
@@ -165,6 +204,19 @@ export class NodeFacts {
     if (next.length === 0 || JSON.stringify(next) === JSON.stringify(this.#seeds)) return
     await this.#store.write([{ type: 'put', key: META_SEEDS, value: encoder.encode(JSON.stringify(next)) }])
     this.#seeds = next
+  }
+}
+
+/** The kept node ids; undefined when absent or unreadable. */
+function parseIds(bytes: Uint8Array | undefined): string[] | undefined {
+  if (!bytes) return undefined
+  try {
+    const value: unknown = JSON.parse(decoder.decode(bytes))
+    return Array.isArray(value) && value.length > 0 && value.every((id) => typeof id === 'string')
+      ? value
+      : undefined
+  } catch {
+    return undefined
   }
 }
 
