@@ -32,6 +32,7 @@ export type CliAdmin = Pick<
   | 'purgeDeadLetters'
   | 'queueStats'
   | 'drainNode'
+  | 'undrainNode'
   | 'peek'
   | 'removeNode'
   | 'setMetaVoters'

@@ -279,6 +279,17 @@ describe('cluster, node and group', () => {
     ])
   })
 
+  it('undoes a drain, saying whether the node was draining; an unknown node exits 2', async () => {
+    expect((await mq(['node', 'undrain', 'n2'])).stdout).toBe('node n2 is no longer draining\n')
+    expect((await mq(['node', 'undrain', 'n1'])).stdout).toBe('node n1 was not draining\n')
+    expect(jsonLines((await mq(['node', 'undrain', 'n2', '--json'])).stdout)).toEqual([
+      { nodeId: 'n2', wasDraining: true },
+    ])
+    const unknown = await mq(['node', 'undrain', 'n9'])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr).toBe('mq: node n9 is not registered\n')
+  })
+
   it('says why a drain may not progress when no live node outside its groups can take the replicas', async () => {
     // n1 is the only other live node, and it holds group 0 already.
     const r = await mq(['node', 'drain', 'n2'])

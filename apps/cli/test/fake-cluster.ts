@@ -373,6 +373,12 @@ export class FakeCluster {
             throw new InvalidArgumentError(`node ${nodeId} is not registered`)
           return nodeId === 'n2' ? 3 : 0
         }),
+      undrainNode: (nodeId) =>
+        call(`undrainNode:${nodeId}`, () => {
+          if (!this.status.nodes.some((n) => n.nodeId === nodeId))
+            throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+          return nodeId === 'n2'
+        }),
       removeNode: (nodeId) =>
         call(`removeNode:${nodeId}`, () => {
           if (nodeId === 'n1')

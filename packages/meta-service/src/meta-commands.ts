@@ -65,6 +65,8 @@ export type MetaCommand =
   | { readonly type: 'markHeard'; readonly nodeId: string }
   /** Marks a node as draining: its data-group replicas move to other nodes. */
   | { readonly type: 'drainNode'; readonly nodeId: string }
+  /** The node is no longer draining: it takes new replicas again (FORMAT_LEVEL_UNDRAIN). */
+  | { readonly type: 'undrainNode'; readonly nodeId: string }
   /** Forgets a node that holds nothing (no replica, no meta vote, in no change). */
   | { readonly type: 'removeNode'; readonly nodeId: string }
   /** Records a membership change of a data group: `add` replaces `remove` ('' when growing). */
@@ -113,6 +115,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishMove',
   'finishScale',
   'drainNode',
+  'undrainNode',
   'removeNode',
   'markSilent',
   'markHeard',

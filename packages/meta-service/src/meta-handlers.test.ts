@@ -49,6 +49,7 @@ const controller: ControllerPort = {
   scaleDataGroups: async (groups) => ({ targetGroups: groups, movesTotal: 0, movesDone: 0, state: 'done' }),
   transferLeader: async () => {},
   drainNode: async () => 0,
+  undrainNode: async () => false,
   removeNode: async () => {},
   setMetaVoters: async (voters) => ({ voters: ['n1', 'n2', 'n3'], votersWanted: voters }),
   fenceDeletedQueue: async () => {},

@@ -56,6 +56,8 @@ export interface ControllerPort {
   ): Promise<{ targetGroups: number; movesTotal: number; movesDone: number; state: string }>
   transferLeader(groupId: number, toNodeId: string): Promise<void>
   drainNode(nodeId: string): Promise<number>
+  /** Undoes a drain (FORMAT_LEVEL_UNDRAIN); resolves with whether the node was draining. */
+  undrainNode(nodeId: string): Promise<boolean>
   /** Forgets a stopped node that holds nothing (refused while it is alive or holds anything). */
   removeNode(nodeId: string): Promise<void>
   /** Sets the meta group's size; resolves with its voters now and the size wanted. */
@@ -364,6 +366,7 @@ export function metaHandlers(
       return {}
     }),
     drainNode: unary(async (req) => ({ replicasRemaining: await controller.drainNode(req.nodeId) })),
+    undrainNode: unary(async (req) => ({ wasDraining: await controller.undrainNode(req.nodeId) })),
     removeNode: unary(async (req) => {
       await controller.removeNode(req.nodeId)
       return {}

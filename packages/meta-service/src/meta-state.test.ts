@@ -437,6 +437,7 @@ describe('MetaState', () => {
         reason: fc.constantFrom('grow' as const, 'shrink' as const),
       }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
+      fc.record({ type: fc.constant('undrainNode' as const), nodeId: node }),
       fc.record({ type: fc.constant('removeNode' as const), nodeId: node }),
       fc.record({
         type: fc.constant('markSilent' as const),
@@ -898,6 +899,22 @@ describe('MetaState', () => {
     expect(s.snapshot()).toEqual(before)
     s.apply({ type: 'finishMetaChange' }, 8)
     expect(s.apply({ type: 'drainNode', nodeId: 'n5' }, 9)).toEqual({ ok: true, value: 1 })
+  })
+
+  it('undoes a drain: the node is a candidate again, kept through a snapshot; an unknown node is refused', () => {
+    const s = cluster(4, 1)
+    expect(s.apply({ type: 'drainNode', nodeId: 'n2' }, 4).ok).toBe(true)
+    expect(s.draining('n2')).toBe(true)
+    expect(s.apply({ type: 'undrainNode', nodeId: 'n2' }, 5)).toEqual({ ok: true, value: true })
+    expect(s.draining('n2')).toBe(false)
+    expect(s.apply({ type: 'undrainNode', nodeId: 'n2' }, 6)).toEqual({ ok: true, value: false })
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.draining('n2')).toBe(false)
+    expect(s.apply({ type: 'undrainNode', nodeId: 'n9' }, 7)).toMatchObject({
+      ok: false,
+      message: 'node n9 is not registered',
+    })
   })
 
   it('removes a node only once it holds nothing, and forgets its drain', () => {

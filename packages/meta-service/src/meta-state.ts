@@ -541,6 +541,8 @@ export class MetaState {
         return this.#finishMove(command.moveId)
       case 'drainNode':
         return this.#drainNode(command.nodeId)
+      case 'undrainNode':
+        return this.#undrainNode(command.nodeId)
       case 'removeNode':
         return this.#removeNode(command.nodeId)
       case 'markSilent':
@@ -965,6 +967,14 @@ export class MetaState {
     // A meta vote it holds, or is being given (the change finishes first: one at a time).
     const metaVote = (this.#metaMembers?.includes(nodeId) ?? false) || this.#metaChange?.add === nodeId
     return ok(this.groupsOf(nodeId).length + Number(metaVote))
+  }
+
+  /** Undoes a drain of `nodeId`; the result says whether it was draining. */
+  #undrainNode(nodeId: unknown): MetaResult<boolean> {
+    if (typeof nodeId !== 'string' || !this.#nodes.has(nodeId)) {
+      return fail(ErrorCode.InvalidArgument, `node ${String(nodeId)} is not registered`)
+    }
+    return ok(this.#draining.delete(nodeId))
   }
 
   /**

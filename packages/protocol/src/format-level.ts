@@ -114,8 +114,11 @@
  *    partition moved away since, even when it passed the target leader's check before the
  *    later move's entry applied. A replica of an earlier version would take it while the others
  *    refuse it.
+ * 33. a drain can be undone (`undrainNode`): the node takes new replicas again. A meta replica
+ *    of an earlier version would not know the command (it would keep the node draining while
+ *    the others do not).
  */
-export const FORMAT_LEVEL = 32
+export const FORMAT_LEVEL = 33
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -218,6 +221,9 @@ export const FORMAT_LEVEL_JOIN_BY_SNAPSHOT = 31
 
 /** The level from which a data group's state machine refuses a move's request older than the partition's latest move there (level 32 above). */
 export const FORMAT_LEVEL_MOVE_ORDER = 32
+
+/** The level from which a node's drain can be undone (level 33 above). */
+export const FORMAT_LEVEL_UNDRAIN = 33
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -43,6 +43,7 @@ export {
   FORMAT_LEVEL_STORE_ID,
   FORMAT_LEVEL_TOKEN_TTL,
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
+  FORMAT_LEVEL_UNDRAIN,
   FORMAT_LEVEL_VIEWER_ROLE,
   formatLevelOf,
   saysBelowClusterLevel,
@@ -94,6 +95,8 @@ export {
   TokenInfo,
   TransferLeaderRequest,
   TransferLeaderResponse,
+  UndrainNodeRequest,
+  UndrainNodeResponse,
   UpdateQueueRequest,
 } from './generated/mq/v1/meta'
 export {

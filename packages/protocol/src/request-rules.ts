@@ -157,6 +157,7 @@ export const META_REQUEST_RULES = {
     2: stringField('to_node_id'),
   }),
   drainNode: nodeNamed('DrainNodeRequest'),
+  undrainNode: nodeNamed('UndrainNodeRequest'),
   setMetaVoters: messageRule('SetMetaVotersRequest', { 1: varintField('voters') }),
   createToken: messageRule('CreateTokenRequest', {
     1: stringField('name'),

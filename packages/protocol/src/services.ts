@@ -20,6 +20,7 @@ import {
   ScaleDataGroupsRequest,
   SetMetaVotersRequest,
   TransferLeaderRequest,
+  UndrainNodeRequest,
   UpdateQueueRequest,
 } from './generated/mq/v1/meta'
 import {
@@ -220,6 +221,7 @@ export const MetaService: typeof GeneratedMetaService = withRequestGuard(
     scaleDataGroups: ScaleDataGroupsRequest,
     transferLeader: TransferLeaderRequest,
     drainNode: DrainNodeRequest,
+    undrainNode: UndrainNodeRequest,
     setMetaVoters: SetMetaVotersRequest,
     createToken: CreateTokenRequest,
     deleteToken: DeleteTokenRequest,

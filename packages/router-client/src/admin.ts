@@ -412,6 +412,14 @@ export class Admin {
   }
 
   /**
+   * Undoes a drain of `nodeId`: it takes new replicas again (those moved off stay where they
+   * are). Resolves with whether it was draining. Needs format level 33.
+   */
+  async undrainNode(nodeId: string): Promise<boolean> {
+    return (await this.#router.meta((m) => m.undrainNode, { nodeId })).wasDraining
+  }
+
+  /**
    * Forgets `nodeId`, a stopped node that holds nothing (drained, or its replicas replaced).
    * Throws InvalidArgumentError, saying why, while it is alive or holds anything.
    */

@@ -75,4 +75,39 @@ describe('joining a running cluster', () => {
     const sent = await Promise.all(Array.from({ length: 20 }, (_, i) => producer.send({ body: `j${i}` })))
     expect(new Set(sent.map((r) => `${r.partition}/${r.id}`)).size).toBe(20)
   })
+
+  it('drained, holds nothing and takes no new group; undrained, takes one again', async () => {
+    const holds = (status: Awaited<ReturnType<typeof client.admin.clusterStatus>>) =>
+      status.groups.some((g) => g.replicas.some((r) => r.nodeId === 'n4'))
+    const until = async (
+      what: string,
+      ok: (s: Awaited<ReturnType<typeof client.admin.clusterStatus>>) => boolean,
+    ) => {
+      const deadline = Date.now() + 60_000
+      let status = await client.admin.clusterStatus()
+      while (!ok(status)) {
+        if (Date.now() > deadline)
+          throw new Error(`not ${what} within 60 s: ${JSON.stringify(status.groups)}`)
+        await new Promise((r) => setTimeout(r, 250))
+        status = await client.admin.clusterStatus()
+      }
+      return status
+    }
+    await client.admin.drainNode('n4')
+    let status = await until('drained', (s) => !holds(s))
+    expect(status.nodes.find((n) => n.nodeId === 'n4')?.draining).toBe(true)
+    const groups = status.groups.filter((g) => g.groupId !== 0).length
+    // A new group goes to the three other nodes while n4 drains.
+    await client.admin.scaleDataGroups(groups + 1)
+    status = await until('grown', (s) => s.groups.filter((g) => g.groupId !== 0).length === groups + 1)
+    expect(holds(status)).toBe(false)
+    expect(await client.admin.undrainNode('n4')).toBe(true)
+    expect(await client.admin.undrainNode('n4')).toBe(false)
+    status = await client.admin.clusterStatus()
+    expect(status.nodes.find((n) => n.nodeId === 'n4')?.draining).toBe(false)
+    // The least loaded node again: the next group has a replica there.
+    await client.admin.scaleDataGroups(groups + 2)
+    status = await until('given a replica of the new group', holds)
+    expect(status.groups.filter((g) => g.groupId !== 0)).toHaveLength(groups + 2)
+  })
 })

@@ -106,6 +106,21 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
       }),
     )
   node
+    .command('undrain')
+    .argument('<id>', 'the node id, as `mq node list` shows it')
+    .description(
+      'undo a drain: the node takes new replicas again (those moved off stay where they are; `mq group scale` or new groups use it)',
+    )
+    .action((id: string, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const was = await client.admin.undrainNode(id)
+        out.result(was ? `node ${id} is no longer draining` : `node ${id} was not draining`, {
+          nodeId: id,
+          wasDraining: was,
+        })
+      }),
+    )
+  node
     .command('remove')
     .argument('<id>', 'the node id, as `mq node list` shows it')
     .description(

@@ -911,6 +911,23 @@ describe('Controller: draining a node', () => {
     expect(proposed[0]).toMatchObject({ type: 'drainNode', nodeId: 'n3' })
   })
 
+  it('undoes a drain: the node takes replicas again; refused for an unknown node and below level 33', async () => {
+    const c = leading()
+    await expect(c.controller.port().undrainNode('n9')).rejects.toThrow(/node n9 is not registered/)
+    await c.controller.port().drainNode('n3')
+    expect(c.state.draining('n3')).toBe(true)
+    expect(await c.controller.port().undrainNode('n3')).toBe(true)
+    expect(c.state.draining('n3')).toBe(false)
+    expect(await c.controller.port().undrainNode('n3')).toBe(false)
+    // A node of an earlier version holding a replica: its meta replica would not know the command.
+    c.apply({ type: 'drainNode', nodeId: 'n3' })
+    c.apply({ type: 'registerNode', nodeId: 'n2', address: 'n2:1', formatLevel: 32 })
+    await expect(c.controller.port().undrainNode('n3')).rejects.toThrow(
+      'the cluster runs format level 32: a drain can be undone from level 33, once every node runs a version of it',
+    )
+    expect(c.state.draining('n3')).toBe(true)
+  })
+
   it("is proposed in turn with the rounds: never answered drained while a round's placement on it lands after", async () => {
     // A round places a new group on n4 (it holds the fewest replicas); its createGroup commits
     // slowly, and meanwhile the operator drains n4.

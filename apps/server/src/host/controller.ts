@@ -30,6 +30,7 @@ import {
   FORMAT_LEVEL_REPLICA_RETARGET,
   FORMAT_LEVEL_SILENCE,
   FORMAT_LEVEL_STORE_ID,
+  FORMAT_LEVEL_UNDRAIN,
   formatLevelOf,
   type GroupAssignment,
   type GroupReport,
@@ -285,6 +286,24 @@ export class Controller {
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
         return { voters: [...(this.#leading()?.metaMembers() ?? [])], votersWanted: voters }
+      },
+      undrainNode: async (nodeId) => {
+        const state = this.#leading()
+        if (!state) throw this.#host.notLeader()
+        if (!(await this.#registered(state, nodeId)))
+          throw new InvalidArgumentError(`node ${nodeId} is not registered`)
+        const level = this.#formatLevel(state)
+        if (level < FORMAT_LEVEL_UNDRAIN) {
+          throw new InvalidArgumentError(
+            `the cluster runs format level ${level}: a drain can be undone from level ${FORMAT_LEVEL_UNDRAIN}, once every node runs a version of it`,
+          )
+        }
+        // In turn with the rounds, as a drain: a round computed while the node was draining
+        // lands before this, not after.
+        const r = await this.#inTurn(() => this.#host.propose({ type: 'undrainNode', nodeId }))
+        if (!r.ok) throw mqError(r.code, r.message)
+        void this.round()
+        return r.value as boolean
       },
       drainNode: async (nodeId) => {
         const state = this.#leading()

@@ -324,6 +324,15 @@ export interface DrainNodeResponse {
   replicasRemaining: number;
 }
 
+export interface UndrainNodeRequest {
+  nodeId: string;
+}
+
+export interface UndrainNodeResponse {
+  /** Whether the node was draining (false: nothing changed). */
+  wasDraining: boolean;
+}
+
 export interface RemoveNodeRequest {
   nodeId: string;
 }
@@ -3728,6 +3737,134 @@ export const DrainNodeResponse: MessageFns<DrainNodeResponse> = {
   },
 };
 
+function createBaseUndrainNodeRequest(): UndrainNodeRequest {
+  return { nodeId: "" };
+}
+
+export const UndrainNodeRequest: MessageFns<UndrainNodeRequest> = {
+  encode(message: UndrainNodeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nodeId !== "") {
+      writer.uint32(10).string(message.nodeId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UndrainNodeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseUndrainNodeRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 10) {
+            break;
+          }
+
+          message.nodeId = reader.string();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): UndrainNodeRequest {
+    return {
+      nodeId: isSet(object.nodeId)
+        ? globalThis.String(object.nodeId)
+        : isSet(object.node_id)
+        ? globalThis.String(object.node_id)
+        : "",
+    };
+  },
+
+  toJSON(message: UndrainNodeRequest): unknown {
+    const obj: any = {};
+    if (message.nodeId !== "") {
+      obj.nodeId = message.nodeId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UndrainNodeRequest>, I>>(base?: I): UndrainNodeRequest {
+    return UndrainNodeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UndrainNodeRequest>, I>>(object: I): UndrainNodeRequest {
+    const message = createBaseUndrainNodeRequest();
+    message.nodeId = object.nodeId ?? "";
+    return message;
+  },
+};
+
+function createBaseUndrainNodeResponse(): UndrainNodeResponse {
+  return { wasDraining: false };
+}
+
+export const UndrainNodeResponse: MessageFns<UndrainNodeResponse> = {
+  encode(message: UndrainNodeResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.wasDraining !== false) {
+      writer.uint32(8).bool(message.wasDraining);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UndrainNodeResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseUndrainNodeResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.wasDraining = reader.bool();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): UndrainNodeResponse {
+    return {
+      wasDraining: isSet(object.wasDraining)
+        ? globalThis.Boolean(object.wasDraining)
+        : isSet(object.was_draining)
+        ? globalThis.Boolean(object.was_draining)
+        : false,
+    };
+  },
+
+  toJSON(message: UndrainNodeResponse): unknown {
+    const obj: any = {};
+    if (message.wasDraining !== false) {
+      obj.wasDraining = message.wasDraining;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UndrainNodeResponse>, I>>(base?: I): UndrainNodeResponse {
+    return UndrainNodeResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UndrainNodeResponse>, I>>(object: I): UndrainNodeResponse {
+    const message = createBaseUndrainNodeResponse();
+    message.wasDraining = object.wasDraining ?? false;
+    return message;
+  },
+};
+
 function createBaseRemoveNodeRequest(): RemoveNodeRequest {
   return { nodeId: "" };
 }
@@ -4456,6 +4593,19 @@ export const MetaService = {
     responseDeserialize: (value: Buffer): DrainNodeResponse => DrainNodeResponse.decode(value),
   },
   /**
+   * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
+   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   */
+  undrainNode: {
+    path: "/mq.v1.Meta/UndrainNode" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UndrainNodeRequest): Buffer => Buffer.from(UndrainNodeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UndrainNodeRequest => UndrainNodeRequest.decode(value),
+    responseSerialize: (value: UndrainNodeResponse): Buffer => Buffer.from(UndrainNodeResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UndrainNodeResponse => UndrainNodeResponse.decode(value),
+  },
+  /**
    * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
    * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
    */
@@ -4535,6 +4685,11 @@ export interface MetaServer extends UntypedServiceImplementation {
    * membership does not change.
    */
   drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
+  /**
+   * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
+   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   */
+  undrainNode: handleUnaryCall<UndrainNodeRequest, UndrainNodeResponse>;
   /**
    * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
    * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
@@ -4713,6 +4868,25 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
+   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   */
+  undrainNode(
+    request: UndrainNodeRequest,
+    callback: (error: ServiceError | null, response: UndrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  undrainNode(
+    request: UndrainNodeRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UndrainNodeResponse) => void,
+  ): ClientUnaryCall;
+  undrainNode(
+    request: UndrainNodeRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UndrainNodeResponse) => void,
   ): ClientUnaryCall;
   /**
    * Sets how many voters the meta group keeps (1, 3, 5 or 7): the meta leader adds live nodes
