@@ -1109,8 +1109,12 @@ export class MqNode {
     if (now - this.#heartbeatFailingSince < HEARTBEAT_SILENCE_LOG_MS) return
     if (now - this.#heartbeatSilenceLoggedMs < HEARTBEAT_SILENCE_LOG_MS) return
     this.#heartbeatSilenceLoggedMs = now
+    // grpc-js's word for an answer that is not HTTP/2: an HTTP port (a node's --http-listen).
+    const notGrpc = /\bProtocol error\b/.test((error as Error).message)
+      ? ": the address answers, but not in gRPC: is it a node's HTTP port (--http-listen) instead of its --listen address?"
+      : ''
     this.log.warn(
-      `mq-server: no meta leader has answered node ${this.config.nodeId}'s heartbeats for ${Math.round((now - this.#heartbeatFailingSince) / 1000)} s (the last try: ${(error as Error).message}); check the --join or --initial-meta addresses, and that a majority of the meta group is up`,
+      `mq-server: no meta leader has answered node ${this.config.nodeId}'s heartbeats for ${Math.round((now - this.#heartbeatFailingSince) / 1000)} s (the last try: ${(error as Error).message}); check the --join or --initial-meta addresses${notGrpc}, and that a majority of the meta group is up`,
     )
   }
 

@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -125,6 +126,25 @@ describe('mq-server processes', () => {
     } finally {
       server.child.kill('SIGTERM')
       await server.exited
+    }
+  }, 60_000)
+
+  it("says a --join address that answers, but not in gRPC, may be a node's HTTP port", async () => {
+    const http1 = createHttpServer((_req, res) => res.end('ok'))
+    await new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve))
+    const { port } = http1.address() as { port: number }
+    const { server } = await startJoining('j2', 'j2', `127.0.0.1:${port}`)
+    try {
+      await untilOutput(
+        server,
+        /no meta leader has answered node j2's heartbeats .*Protocol error.*: the address answers, but not in gRPC: is it a node's HTTP port \(--http-listen\)/,
+        250,
+      )
+    } finally {
+      server.child.kill('SIGTERM')
+      await server.exited
+      http1.closeAllConnections()
+      await new Promise<void>((resolve) => http1.close(() => resolve()))
     }
   }, 60_000)
 
