@@ -53,6 +53,7 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { Prng, RaftHost, Role } from '@mq/raft-core'
+import { advertiseProblem } from './advertise-check'
 import { AccessControl } from './auth/access'
 import { authInterceptor } from './auth/auth-interceptor'
 import { MetaTokenTable } from './auth/meta-tokens'
@@ -225,6 +226,8 @@ export class MqNode {
   readonly #unsent: UnsentAnswers
   #listener: GrpcListener | undefined
   #serving = false
+  /** Set when stop() begins. */
+  #stopBegan = false
 
   constructor(config: ServerConfig, options: NodeOptions = {}) {
     this.config = config
@@ -602,6 +605,18 @@ export class MqNode {
         ),
     )
     this.#port = this.#listener.port
+    // Asked once it serves: a wrong --advertise (another node's, or one nobody reaches) only
+    // showed as replica changes to this node that never ended.
+    void advertiseProblem(this.config.nodeId, this.config.advertise, (address) =>
+      this.#calls.call<ProbeResponse>(
+        address,
+        (c, md, opts, cb) => c.peer.probe({ nodeId: this.config.nodeId }, md, opts, cb),
+        PROBE_CALL_MS,
+      ),
+    ).then((problem) => {
+      // Not once a stop began: its peer calls are closed, and would say the address is unreachable.
+      if (problem && !this.#stopBegan && this.#fatal === undefined) this.log.warn(`mq-server: ${problem}`)
+    })
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
     const gate = this.#founderGate
@@ -678,6 +693,7 @@ export class MqNode {
    * calls get `graceMs`), flushes and closes storage.
    */
   async stop(graceMs = 3_000, transferMs = 2_000): Promise<void> {
+    this.#stopBegan = true
     this.#serving = false
     this.health.set('', false)
     await this.#transferLeadershipAway(transferMs)

@@ -129,6 +129,33 @@ describe('mq-server processes', () => {
     }
   }, 60_000)
 
+  it('warns when its --advertise reaches another node, or nothing', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    const other = startServer(singleNodeArgs('a1', address, dir))
+    const nowhere = `127.0.0.1:${await freePort()}`
+    try {
+      await waitServing(address)
+      const wrong = await startJoining('a2', 'a2', address, '--advertise', address)
+      const unreachable = await startJoining('a3', 'a3', address, '--advertise', nowhere)
+      try {
+        await untilOutput(wrong.server, /--advertise 127\.0\.0\.1:\d+ reaches node a1, not node a2/, 250)
+        await untilOutput(
+          unreachable.server,
+          /node a3 cannot reach its own --advertise 127\.0\.0\.1:\d+ \(.*\): the cluster gives that address/,
+          250,
+        )
+        // Its own address: no such warning.
+        expect(other.output()).not.toMatch(/--advertise/)
+      } finally {
+        for (const s of [wrong.server, unreachable.server]) s.child.kill('SIGTERM')
+        await Promise.all([wrong.server.exited, unreachable.server.exited])
+      }
+    } finally {
+      other.child.kill('SIGTERM')
+      await other.exited
+    }
+  }, 60_000)
+
   it("says a --join address that answers, but not in gRPC, may be a node's HTTP port", async () => {
     const http1 = createHttpServer((_req, res) => res.end('ok'))
     await new Promise<void>((resolve) => http1.listen(0, '127.0.0.1', resolve))

@@ -1,0 +1,34 @@
+import type { ProbeResponse } from '@mq/protocol'
+
+/** Tries of the check, and the wait between two (a listener just opened, a resolver warming up). */
+const TRIES = 3
+const RETRY_MS = 1_000
+
+/**
+ * What is wrong with the address this node gives the cluster (`--advertise`, by default
+ * `--listen`), asked of the node itself once it serves: the meta group hands that address to
+ * every peer and client, so one that reaches another node, or nothing, made a node that looked
+ * alive (its heartbeats answered) while every replica change to it waited, unexplained (an
+ * operator's walkthrough). Probes it (Peer.Probe) up to 3 times; undefined when it answers
+ * with this node's id. Only a warning: a node may not reach its own public address (a NAT
+ * without hairpinning) where others do.
+ */
+export async function advertiseProblem(
+  self: string,
+  advertise: string,
+  probe: (address: string) => Promise<Pick<ProbeResponse, 'nodeId'>>,
+  wait: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+): Promise<string | undefined> {
+  let last: unknown
+  for (let i = 0; i < TRIES; i++) {
+    if (i > 0) await wait(RETRY_MS)
+    try {
+      const { nodeId } = await probe(advertise)
+      if (nodeId === self) return undefined
+      return `--advertise ${advertise} reaches node ${nodeId || '(an unnamed one)'}, not node ${self}: the cluster sends what is meant for ${self} there; give this node an address of its own (--advertise, default --listen)`
+    } catch (error) {
+      last = error
+    }
+  }
+  return `node ${self} cannot reach its own --advertise ${advertise} (${(last as Error)?.message ?? last}): the cluster gives that address to its peers and clients, which may not reach it either; check --advertise (default --listen)`
+}
