@@ -22,6 +22,8 @@ export interface NodeInfo {
   readonly nodeId: string
   readonly address: string
   readonly alive: boolean
+  /** Being drained: its replicas move off, and it takes none (undrain takes it back). */
+  readonly draining: boolean
   readonly lastHeartbeatMs: number
   /** The groups this node hosts a replica of (0 = meta). */
   readonly groupIds: readonly number[]

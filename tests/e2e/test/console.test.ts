@@ -18,7 +18,7 @@ interface ClusterFigures {
   metaLeaderId: string
   meta: { summary: string; voters: string[] }
   routeEpoch: number
-  nodes: { nodeId: string }[]
+  nodes: { nodeId: string; draining: boolean }[]
   groups: { groupId: number; leaderId: string; commitIndex: number; partitions: string[] }[]
 }
 
@@ -360,5 +360,26 @@ describe('the web console in a browser', () => {
     // Back to 3 (the API, as an admin): the other two voters are added again.
     expect((await api<{ ok: boolean }>('/api/meta-voters', ADMIN, { voters: 3 })).ok).toBe(true)
     await expect.poll(voters, { timeout: 30_000 }).toBe(3)
+  })
+
+  it('drains a node and takes the drain back from the cluster view, after confirmations', async () => {
+    const draining = async () =>
+      (await api<ClusterFigures>('/api/cluster', ADMIN)).nodes.find((n) => n.nodeId === 'n3')?.draining
+    await page.getByRole('link', { name: 'Cluster' }).click()
+    await page.getByTestId('drain-n3').click()
+    await expect.poll(() => page.getByTestId('confirm-text').textContent()).toMatch(/Drain node n3\?/)
+    await page.getByTestId('confirm-yes').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toMatch(/node n3/)
+    expect(await draining()).toBe(true)
+    // Every other node holds every group already: nothing moves, and n3 shows as draining.
+    await expect
+      .poll(() => page.getByTestId('node-n3').textContent(), { timeout: 10_000 })
+      .toMatch(/draining/)
+    await page.getByTestId('undrain-n3').click()
+    await expect.poll(() => page.getByTestId('confirm-text').textContent()).toMatch(/Undrain node n3\?/)
+    await page.getByTestId('confirm-yes').click()
+    await expect.poll(() => page.getByTestId('notice').textContent()).toBe('node n3 is no longer draining')
+    expect(await draining()).toBe(false)
+    await expect.poll(() => page.getByTestId('undrain-n3').count(), { timeout: 10_000 }).toBe(0)
   })
 })

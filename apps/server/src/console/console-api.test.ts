@@ -202,6 +202,10 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       calls.push(`drain ${nodeId}`)
       return nodeId === 'n3' ? 2 : 0
     },
+    undrainNode: async (nodeId: string) => {
+      calls.push(`undrain ${nodeId}`)
+      return nodeId === 'n3'
+    },
     removeNode: async (nodeId: string) => {
       calls.push(`remove ${nodeId}`)
       if (nodeId === 'n1') throw new InvalidArgumentError('node n1 is alive (heard from 0.2 s ago)')
@@ -556,6 +560,11 @@ describe('the console API', () => {
     expect(await draining.json()).toEqual({ ok: true, message: 'draining node n3: 2 replicas still to move' })
     const drained = await fetch(`${base}/api/nodes/n4/drain`, post(ADMIN, {}))
     expect(await drained.json()).toEqual({ ok: true, message: 'node n4 is drained: it holds no replica' })
+    const undrained = await fetch(`${base}/api/nodes/n3/undrain`, post(ADMIN, {}))
+    expect(await undrained.json()).toEqual({ ok: true, message: 'node n3 is no longer draining' })
+    const notDraining = await fetch(`${base}/api/nodes/n4/undrain`, post(ADMIN, {}))
+    expect(await notDraining.json()).toEqual({ ok: true, message: 'node n4 was not draining' })
+    expect((await fetch(`${base}/api/nodes/n3/undrain`, post(APP, {}))).status).toBe(403)
     const removed = await fetch(`${base}/api/nodes/n4/remove`, post(ADMIN, {}))
     expect(await removed.json()).toEqual({ ok: true, message: 'removed node n4' })
     const alive = await fetch(`${base}/api/nodes/n1/remove`, post(ADMIN, {}))
@@ -572,6 +581,8 @@ describe('the console API', () => {
       'update jobs {"paused":false}',
       'drain n3',
       'drain n4',
+      'undrain n3',
+      'undrain n4',
       'remove n4',
       'remove n1',
     ])

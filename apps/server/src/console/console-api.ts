@@ -176,7 +176,7 @@ export class ConsoleApi {
         first === 'queues' &&
         ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
       (parts.length === 3 && first === 'groups' && third === 'transfer') ||
-      (parts.length === 3 && first === 'nodes' && (third === 'drain' || third === 'remove'))
+      (parts.length === 3 && first === 'nodes' && ['drain', 'undrain', 'remove'].includes(third ?? ''))
     if (!known) throw notFound(path)
     this.#requireAdmin(caller)
     const body = await readJson(req)
@@ -190,7 +190,7 @@ export class ConsoleApi {
     if (first === 'scale') return this.#scale(client, body)
     if (first === 'meta-voters') return this.#metaVoters(client, body)
     if (first === 'groups') return this.#transfer(client, groupId(second), body)
-    if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'remove')
+    if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'undrain' | 'remove')
     const queue = name(second)
     switch (third) {
       case 'update': {
@@ -356,6 +356,7 @@ export class ConsoleApi {
           nodeId: n.nodeId,
           address: n.address,
           alive: n.alive,
+          draining: n.draining,
           lastHeartbeatMs: n.lastHeartbeatMs,
           groupIds: [...n.groupIds].sort((a, b) => a - b),
           leaderOf: leaderOf(n.nodeId),
@@ -467,10 +468,14 @@ export class ConsoleApi {
     return done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
   }
 
-  async #node(client: MqClient, node: string, action: 'drain' | 'remove'): Promise<ActionResult> {
+  async #node(client: MqClient, node: string, action: 'drain' | 'undrain' | 'remove'): Promise<ActionResult> {
     if (action === 'remove') {
       await client.admin.removeNode(node)
       return done(`removed node ${node}`)
+    }
+    if (action === 'undrain') {
+      const was = await client.admin.undrainNode(node)
+      return done(was ? `node ${node} is no longer draining` : `node ${node} was not draining`)
     }
     return done(drainResult(node, await client.admin.drainNode(node)))
   }

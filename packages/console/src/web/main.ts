@@ -75,6 +75,11 @@ const actions: AdminActions = {
     confirmThen(`Drain node ${nodeId}? Its replicas and leaderships move to other nodes.`, () =>
       api(`/api/nodes/${q(nodeId)}/drain`, {}),
     ),
+  undrainNode: (nodeId) =>
+    confirmThen(
+      `Undrain node ${nodeId}? It takes new replicas again; those moved off stay where they are.`,
+      () => api(`/api/nodes/${q(nodeId)}/undrain`, {}),
+    ),
   removeNode: (nodeId) =>
     confirmThen(
       `Remove node ${nodeId} from the cluster? It is down and holds nothing; it cannot come back under this id.`,

@@ -19,6 +19,7 @@ import { changedSettings } from './queue-update'
 export interface AdminActions {
   transferLeader(groupId: number, toNodeId: string): void
   drainNode(nodeId: string): void
+  undrainNode(nodeId: string): void
   removeNode(nodeId: string): void
   scale(groups: number): void
   setMetaVoters(voters: number): void
@@ -80,7 +81,15 @@ export function clusterView(c: ClusterInfo, session: SessionInfo, actions: Admin
       { 'data-testid': `node-${n.nodeId}` },
       cell('node', h('b', {}, n.nodeId)),
       cell('address', n.address),
-      cell('alive', n.alive ? badge('alive', 'ok') : badge('down', 'bad')),
+      cell(
+        'alive',
+        h(
+          'span',
+          {},
+          n.alive ? badge('alive', 'ok') : badge('down', 'bad'),
+          n.draining ? badge('draining', 'info') : null,
+        ),
+      ),
       cell(
         'heartbeat',
         n.lastHeartbeatMs > 0 ? `${duration(Math.max(0, c.atMs - n.lastHeartbeatMs))} ago` : '–',
@@ -134,13 +143,25 @@ export function clusterView(c: ClusterInfo, session: SessionInfo, actions: Admin
 
 /**
  * A node's admin buttons: drain while it holds a replica (its replicas and leaderships move
- * to other nodes), remove once it is down and holds nothing (it leaves this list).
+ * to other nodes), undrain while it is draining (it takes replicas again), remove once it is
+ * down and holds nothing (it leaves this list).
  */
 function nodeActions(n: ClusterInfo['nodes'][number], actions: AdminActions): HTMLElement {
   const holds = n.groupIds.length > 0
   return h(
     'td',
     {},
+    n.draining
+      ? h(
+          'button',
+          {
+            'data-testid': `undrain-${n.nodeId}`,
+            title: 'take the drain back: it takes new replicas again',
+            onclick: () => actions.undrainNode(n.nodeId),
+          },
+          'undrain',
+        )
+      : null,
     h(
       'button',
       {
