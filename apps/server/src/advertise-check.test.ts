@@ -37,4 +37,16 @@ describe('advertiseProblem', () => {
     }
     expect(await advertiseProblem('n1', 'a:1', probe, noWait)).toBeUndefined()
   })
+
+  it('tries no more once it is no longer wanted (the node stops)', async () => {
+    let tries = 0
+    let wanted = true
+    const probe = async () => {
+      tries++
+      wanted = false
+      throw new Error('closed')
+    }
+    expect(await advertiseProblem('n1', 'a:1', probe, noWait, () => wanted)).toBeUndefined()
+    expect(tries).toBe(1)
+  })
 })

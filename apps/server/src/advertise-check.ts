@@ -11,17 +11,21 @@ const RETRY_MS = 1_000
  * alive (its heartbeats answered) while every replica change to it waited, unexplained (an
  * operator's walkthrough). Probes it (Peer.Probe) up to 3 times; undefined when it answers
  * with this node's id. Only a warning: a node may not reach its own public address (a NAT
- * without hairpinning) where others do.
+ * without hairpinning) where others do. Gives up (undefined) once `wanted` says no: a node
+ * that stops meanwhile probed on after its stop, over a client opened after its clients were
+ * closed, and exited up to seconds late; the wait between tries holds no process up.
  */
 export async function advertiseProblem(
   self: string,
   advertise: string,
   probe: (address: string) => Promise<Pick<ProbeResponse, 'nodeId'>>,
-  wait: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  wait: (ms: number) => Promise<void> = (ms) => new Promise((resolve) => setTimeout(resolve, ms).unref()),
+  wanted: () => boolean = () => true,
 ): Promise<string | undefined> {
   let last: unknown
   for (let i = 0; i < TRIES; i++) {
     if (i > 0) await wait(RETRY_MS)
+    if (!wanted()) return undefined
     try {
       const { nodeId } = await probe(advertise)
       if (nodeId === self) return undefined

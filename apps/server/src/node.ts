@@ -607,12 +607,18 @@ export class MqNode {
     this.#port = this.#listener.port
     // Asked once it serves: a wrong --advertise (another node's, or one nobody reaches) only
     // showed as replica changes to this node that never ended.
-    void advertiseProblem(this.config.nodeId, this.config.advertise, (address) =>
-      this.#calls.call<ProbeResponse>(
-        address,
-        (c, md, opts, cb) => c.peer.probe({ nodeId: this.config.nodeId }, md, opts, cb),
-        PROBE_CALL_MS,
-      ),
+    void advertiseProblem(
+      this.config.nodeId,
+      this.config.advertise,
+      (address) =>
+        this.#calls.call<ProbeResponse>(
+          address,
+          (c, md, opts, cb) => c.peer.probe({ nodeId: this.config.nodeId }, md, opts, cb),
+          PROBE_CALL_MS,
+        ),
+      undefined,
+      // Not on once a stop began (its peer clients are closed: a try would open another).
+      () => !this.#stopBegan && this.#fatal === undefined,
     ).then((problem) => {
       // Not once a stop began: its peer calls are closed, and would say the address is unreachable.
       if (problem && !this.#stopBegan && this.#fatal === undefined) this.log.warn(`mq-server: ${problem}`)

@@ -1,6 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
-import { createServer } from 'node:net'
+import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { credentials, Server, ServerCredentials } from '@grpc/grpc-js'
@@ -153,6 +153,41 @@ describe('mq-server processes', () => {
     } finally {
       other.child.kill('SIGTERM')
       await other.exited
+    }
+  }, 60_000)
+
+  it('exits at once on SIGTERM while its --advertise check still probes', async () => {
+    // --advertise reaches a listener that never answers: each probe waits out its deadline, so
+    // the check runs for seconds after the node serves.
+    const sockets: Socket[] = []
+    const silent = createServer((socket) => {
+      sockets.push(socket)
+    })
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+    const silentAddress = `127.0.0.1:${(silent.address() as { port: number }).port}`
+    const address = `127.0.0.1:${await freePort()}`
+    const leader = startServer(singleNodeArgs('w1', address, dir))
+    try {
+      await waitServing(address)
+      // A joining node leads no group: its stop hands nothing over.
+      const { server } = await startJoining('w2', 'w2', address, '--advertise', silentAddress)
+      try {
+        await untilOutput(server, /node w2 listening on/, 20)
+        const signalledMs = Date.now()
+        server.child.kill('SIGTERM')
+        expect(await server.exited).toEqual({ code: 0, signal: null })
+        // Before, the check went on probing after the stop (a client opened after the node's
+        // were closed, a second between tries) and the process exited 3 to 4 s later.
+        expect(Date.now() - signalledMs).toBeLessThan(1_500)
+        expect(server.output()).not.toMatch(/cannot reach its own --advertise/)
+      } finally {
+        server.child.kill('SIGKILL')
+      }
+    } finally {
+      leader.child.kill('SIGTERM')
+      await leader.exited
+      for (const s of sockets) s.destroy()
+      await new Promise((resolve) => silent.close(resolve))
     }
   }, 60_000)
 
