@@ -412,8 +412,9 @@ export class Admin {
   }
 
   /**
-   * Undoes a drain of `nodeId`: it takes new replicas again (those moved off stay where they
-   * are). Resolves with whether it was draining. Needs format level 33.
+   * Undoes a drain of `nodeId`: it takes new replicas again (those moved off are not moved
+   * back at once). Resolves with whether it was draining (a copy retried after a lost answer
+   * says false). Needs format level 33.
    */
   async undrainNode(nodeId: string): Promise<boolean> {
     return (await this.#router.meta((m) => m.undrainNode, { nodeId })).wasDraining

@@ -109,7 +109,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .command('undrain')
     .argument('<id>', 'the node id, as `mq node list` shows it')
     .description(
-      'undo a drain: the node takes new replicas again (those moved off stay where they are; `mq group scale` or new groups use it)',
+      'undo a drain: the node takes new replicas again (those moved off are not moved back at once; new groups, `mq group scale` and the replica balancing use it)',
     )
     .action((id: string, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {

@@ -77,7 +77,7 @@ const actions: AdminActions = {
     ),
   undrainNode: (nodeId) =>
     confirmThen(
-      `Undrain node ${nodeId}? It takes new replicas again; those moved off stay where they are.`,
+      `Undrain node ${nodeId}? It takes new replicas again; those moved off are not moved back at once.`,
       () => api(`/api/nodes/${q(nodeId)}/undrain`, {}),
     ),
   removeNode: (nodeId) =>

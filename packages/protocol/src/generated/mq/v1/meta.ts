@@ -4594,7 +4594,7 @@ export const MetaService = {
   },
   /**
    * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
-   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   * moved off are not moved back at once. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
    */
   undrainNode: {
     path: "/mq.v1.Meta/UndrainNode" as const,
@@ -4687,7 +4687,7 @@ export interface MetaServer extends UntypedServiceImplementation {
   drainNode: handleUnaryCall<DrainNodeRequest, DrainNodeResponse>;
   /**
    * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
-   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   * moved off are not moved back at once. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
    */
   undrainNode: handleUnaryCall<UndrainNodeRequest, UndrainNodeResponse>;
   /**
@@ -4871,7 +4871,7 @@ export interface MetaClient extends Client {
   ): ClientUnaryCall;
   /**
    * Undoes DrainNode: the node may take new replicas (and the meta group's votes) again; those
-   * moved off stay where they are. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
+   * moved off are not moved back at once. Needs format level 33 (FORMAT_LEVEL_UNDRAIN).
    */
   undrainNode(
     request: UndrainNodeRequest,
