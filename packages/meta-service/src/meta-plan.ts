@@ -60,8 +60,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
       .sort((a, b) => load(a) - load(b) || (a < b ? -1 : a > b ? 1 : 0))[0]
   const change = state.metaChange()
   if (change) {
-    const leaving = stuck(input, 0, change.add) || state.draining(change.add)
-    if (!leaving || input.voters.includes(change.add)) return undefined
+    if (!stuck(state, input, 0, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     return add === undefined ? undefined : { type: 'retargetMetaChange', add }
   }

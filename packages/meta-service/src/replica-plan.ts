@@ -31,9 +31,17 @@ export interface ReplicaInput {
   readonly replicasWanted?: number
 }
 
-/** Whether group `groupId`'s change adding `add` waits for nothing: its node lost, or its replica stalled there. */
-export function stuck(input: Pick<ReplicaInput, 'lost' | 'stalled'>, groupId: number, add: string): boolean {
-  return input.lost.has(add) || input.stalled?.get(groupId) === add
+/**
+ * Whether group `groupId`'s change adding `add` waits for nothing: its node lost or being
+ * drained (a drained one was waited for until it was lost), or its replica stalled there.
+ */
+export function stuck(
+  state: MetaState,
+  input: Pick<ReplicaInput, 'lost' | 'stalled'>,
+  groupId: number,
+  add: string,
+): boolean {
+  return input.lost.has(add) || state.draining(add) || input.stalled?.get(groupId) === add
 }
 
 /** Whether node `id` may receive a new replica: not lost, and no replica being added stalled there lately. */
@@ -111,11 +119,10 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     eligible.filter((id) => !replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
   const actions: ReplicaChange[] = []
   // A change whose node being added was lost (or stalled, or is being drained) before it
-  // became a voter: another takes its place. (A drained one was waited for until it was lost.)
+  // became a voter: another takes its place.
   for (const change of pending) {
     const known = input.groupVoters?.get(change.groupId)
-    const leaving = stuck(input, change.groupId, change.add) || state.draining(change.add)
-    if (!known || known.includes(change.add) || !leaving) continue
+    if (!known || known.includes(change.add) || !stuck(state, input, change.groupId, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) continue
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
