@@ -130,6 +130,7 @@ export class PartitionKeys {
     k[this.p + 2] = w & 0xff
     return k
   }
+  /** The weight of a weight key, or of a ready key (both put it right after their tag). */
   weightOf(key: Uint8Array): number {
     return ((key[this.p + 1] as number) << 8) | (key[this.p + 2] as number)
   }

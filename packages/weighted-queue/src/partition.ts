@@ -1605,9 +1605,8 @@ export class QueuePartition {
 
   /** A write of `key` other than a lease's take: the read-ahead of its weight, if it is a ready key at or below it, goes. */
   private readyWritten(key: Uint8Array, put: boolean): void {
-    const p = this.keys.prefix.length
-    if (key[p] !== KeyTag.Ready) return
-    const w = ((key[p + 1] as number) << 8) | (key[p + 2] as number)
+    if (key[this.keys.prefix.length] !== KeyTag.Ready) return
+    const w = this.keys.weightOf(key)
     const held = this.readyAhead.get(w)
     if (held === undefined) return
     const last = held.entries[held.entries.length - 1] as KeyValue
