@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { advertiseProblem } from './advertise-check'
 
-const noWait = async () => {}
+const noWait = { wait: async () => {} }
 
 describe('advertiseProblem', () => {
   it('is none when the address answers with this node', async () => {
@@ -46,7 +46,7 @@ describe('advertiseProblem', () => {
       wanted = false
       throw new Error('closed')
     }
-    expect(await advertiseProblem('n1', 'a:1', probe, noWait, () => wanted)).toBeUndefined()
+    expect(await advertiseProblem('n1', 'a:1', probe, { ...noWait, wanted: () => wanted })).toBeUndefined()
     expect(tries).toBe(1)
   })
 })

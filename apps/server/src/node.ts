@@ -53,6 +53,7 @@ import {
   NotLeaderError as WireNotLeader,
 } from '@mq/protocol'
 import { Prng, RaftHost, Role } from '@mq/raft-core'
+import { notGrpc } from '@mq/router-client'
 import { advertiseProblem } from './advertise-check'
 import { AccessControl } from './auth/access'
 import { authInterceptor } from './auth/auth-interceptor'
@@ -616,12 +617,10 @@ export class MqNode {
           (c, md, opts, cb) => c.peer.probe({ nodeId: this.config.nodeId }, md, opts, cb),
           PROBE_CALL_MS,
         ),
-      undefined,
       // Not on once a stop began (its peer clients are closed: a try would open another).
-      () => !this.#stopBegan && this.#fatal === undefined,
+      { wanted: () => !this.#stopBegan && this.#fatal === undefined },
     ).then((problem) => {
-      // Not once a stop began: its peer calls are closed, and would say the address is unreachable.
-      if (problem && !this.#stopBegan && this.#fatal === undefined) this.log.warn(`mq-server: ${problem}`)
+      if (problem) this.log.warn(`mq-server: ${problem}`)
     })
     this.#timers.push(setInterval(() => this.#tick(), this.config.tickMs))
     this.#timers.push(setInterval(() => void this.#heartbeat(), HEARTBEAT_MS))
@@ -1131,12 +1130,12 @@ export class MqNode {
     if (now - this.#heartbeatFailingSince < HEARTBEAT_SILENCE_LOG_MS) return
     if (now - this.#heartbeatSilenceLoggedMs < HEARTBEAT_SILENCE_LOG_MS) return
     this.#heartbeatSilenceLoggedMs = now
-    // grpc-js's word for an answer that is not HTTP/2: an HTTP port (a node's --http-listen).
-    const notGrpc = /\bProtocol error\b/.test((error as Error).message)
+    // An answer that is not HTTP/2: an HTTP port (a node's --http-listen).
+    const httpPort = notGrpc(error)
       ? ": the address answers, but not in gRPC: is it a node's HTTP port (--http-listen) instead of its --listen address?"
       : ''
     this.log.warn(
-      `mq-server: no meta leader has answered node ${this.config.nodeId}'s heartbeats for ${Math.round((now - this.#heartbeatFailingSince) / 1000)} s (the last try: ${(error as Error).message}); check the --join or --initial-meta addresses${notGrpc}, and that a majority of the meta group is up`,
+      `mq-server: no meta leader has answered node ${this.config.nodeId}'s heartbeats for ${Math.round((now - this.#heartbeatFailingSince) / 1000)} s (the last try: ${(error as Error).message}); check the --join or --initial-meta addresses${httpPort}, and that a majority of the meta group is up`,
     )
   }
 

@@ -42,6 +42,6 @@ export {
 export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'
 export { DEFAULT_PRODUCER_OPTIONS, Producer } from './producer'
 export type { AttemptReport } from './router'
-export { ConnectionRefusedError, PartitionNotFoundError } from './router'
+export { ConnectionRefusedError, notGrpc, PartitionNotFoundError } from './router'
 export { SendOutcomeUnknownError } from './send-outcome-unknown-error'
 export { SendTimeoutError } from './send-timeout-error'
