@@ -36,6 +36,7 @@ export type CliAdmin = Pick<
   | 'peek'
   | 'removeNode'
   | 'setMetaVoters'
+  | 'setReplicationFactor'
   | 'transferLeader'
   | 'createToken'
   | 'deleteToken'

@@ -306,7 +306,7 @@ describe('cluster, node and group', () => {
     expect(cluster.calls.slice(calls)).not.toContain('clusterStatus')
   })
 
-  it('offers only a new node when a data group, whose replicas cannot be made fewer, holds up a drain', async () => {
+  it('offers a new node or fewer replicas when a data group holds up a drain', async () => {
     const replica = (nodeId: string) => ({ nodeId, address: '', learner: false, appliedIndex: 0 })
     cluster.status = {
       ...cluster.status,
@@ -327,7 +327,7 @@ describe('cluster, node and group', () => {
       ],
     }
     expect((await mq(['node', 'drain', 'n2'])).stdout).toBe(
-      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 1 can take n2's replica there; add a node (mq-server with --join)\n",
+      "draining node n2: 3 replicas still to move\nit may not progress: no live node outside group 1 can take n2's replica there; add a node (mq-server with --join), or keep fewer replicas per data group (mq cluster replication N)\n",
     )
   })
 
@@ -364,6 +364,27 @@ describe('cluster, node and group', () => {
     const bad = await mq(['cluster', 'meta-voters', '9'])
     expect(bad.code).not.toBe(0)
     expect(bad.stderr).toMatch(/1.*7/)
+  })
+
+  it('sets the replication factor, and shows it', async () => {
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(/replication: +3 replicas per data group/)
+    expect((await mq(['cluster', 'replication', '5'])).stdout).toBe(
+      'replication factor 5 (was 3): data groups grow or shrink to 5 replicas, one at a time, as live nodes allow\n',
+    )
+    expect(cluster.calls).toContain('setReplicationFactor:5')
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(/replication: +5 replicas per data group/)
+    expect(jsonLines((await mq(['cluster', 'replication', '1', '--json'])).stdout)).toEqual([
+      { previous: 5, factor: 1 },
+    ])
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(/replication: +1 replica per data group/)
+    cluster.status = { ...cluster.status, replicationFactor: 0 }
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(
+      /replication: +each meta leader's own --replication-factor/,
+    )
+    const bad = await mq(['cluster', 'replication', '8'])
+    expect(bad.code).not.toBe(0)
+    expect(bad.stderr).toMatch(/1.*7/)
+    expect(cluster.calls).not.toContain('setReplicationFactor:8')
   })
 
   it('scales the data groups and transfers leadership', async () => {

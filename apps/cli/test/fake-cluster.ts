@@ -56,6 +56,7 @@ export class FakeCluster {
     metaLearners: ['n4'],
     metaChange: { add: 'n4', remove: 'n3', reason: 'dead', startedAtMs: 1_000 },
     metaVotersWanted: 0,
+    replicationFactor: 3,
     routeEpoch: 7,
     nodes: [
       {
@@ -388,6 +389,12 @@ export class FakeCluster {
         call(`setMetaVoters:${voters}`, () => {
           this.status = { ...this.status, metaVotersWanted: voters }
           return { voters: [...this.status.metaVoters], votersWanted: voters }
+        }),
+      setReplicationFactor: (factor) =>
+        call(`setReplicationFactor:${factor}`, () => {
+          const previous = this.status.replicationFactor
+          this.status = { ...this.status, replicationFactor: factor }
+          return { previous, factor }
         }),
       transferLeader: (groupId, toNodeId) =>
         call(`transferLeader:${groupId}:${toNodeId}`, () => {

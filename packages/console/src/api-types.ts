@@ -94,6 +94,10 @@ export interface ClusterInfo {
   readonly servedBy: string
   readonly metaLeaderId: string
   readonly meta: MetaGroupInfo
+  /** Replicas per data group (`mq cluster replication`); 0 = none recorded yet. */
+  readonly replicationFactor: number
+  /** For people (router-client's `replicationSummary`). */
+  readonly replication: string
   readonly routeEpoch: number
   readonly nodes: readonly NodeInfo[]
   readonly groups: readonly GroupInfo[]

@@ -27,6 +27,7 @@ export {
   MovePhase,
   ReplicaChangeReason,
   removedNodeMessage,
+  replicationFactorError,
   saysNodeRemoved,
 } from './meta-state'
 export type { RegisteredStore, StoreClaim } from './node-store'

@@ -96,6 +96,12 @@ export type MetaCommand =
   | { readonly type: 'finishMetaChange' }
   /** The meta group is to keep `voters` voters (1, 3, 5 or 7): the controller grows or shrinks it. */
   | { readonly type: 'setMetaVoters'; readonly voters: number }
+  /**
+   * Replicas per data group (1 to 7): the controller grows or shrinks the groups to it
+   * (FORMAT_LEVEL_REPLICATION_FACTOR). `initial`: only when none is recorded yet (the first
+   * meta leader's own setting, which must not replace an operator's).
+   */
+  | { readonly type: 'setReplicationFactor'; readonly factor: number; readonly initial?: boolean }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -127,6 +133,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'retargetMetaChange',
   'finishMetaChange',
   'setMetaVoters',
+  'setReplicationFactor',
 ])
 
 const encoder = new TextEncoder()

@@ -52,6 +52,7 @@ const controller: ControllerPort = {
   undrainNode: async () => false,
   removeNode: async () => {},
   setMetaVoters: async (voters) => ({ voters: ['n1', 'n2', 'n3'], votersWanted: voters }),
+  setReplicationFactor: async () => 3,
   fenceDeletedQueue: async () => {},
 }
 

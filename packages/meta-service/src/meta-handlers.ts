@@ -18,7 +18,14 @@ import {
 } from '@mq/protocol'
 import { requireFormatLevel } from './format-gate'
 import type { MetaCommand } from './meta-commands'
-import { META_LIMITS, type MetaResult, type MetaState, type QueueRecord, type QueueScope } from './meta-state'
+import {
+  META_LIMITS,
+  type MetaResult,
+  type MetaState,
+  type QueueRecord,
+  type QueueScope,
+  replicationFactorError,
+} from './meta-state'
 import { applyQueueConfigUpdate, QUEUE_DEFAULTS, QUEUE_LIMITS, sameSettings } from './queue-config'
 import { changeOf, groupStatusesOf, type Liveness, nodeStatusesOf, routeOf } from './routes'
 import { scaleProgress } from './scale-plan'
@@ -62,6 +69,11 @@ export interface ControllerPort {
   removeNode(nodeId: string): Promise<void>
   /** Sets the meta group's size; resolves with its voters now and the size wanted. */
   setMetaVoters(voters: number): Promise<{ voters: string[]; votersWanted: number }>
+  /**
+   * Sets the replication factor (FORMAT_LEVEL_REPLICATION_FACTOR); resolves with the one before
+   * (0: none recorded).
+   */
+  setReplicationFactor(factor: number): Promise<number>
   /**
    * Has the data groups that held a deleted queue's partitions fence them, so that none of
    * them serves that incarnation again (a route cached from before the deletion); resolves
@@ -336,6 +348,7 @@ export function metaHandlers(
         metaVoters: [...voters].sort(),
         metaLearners: [...learners].sort(),
         metaVotersWanted: state.metaVotersWanted() ?? 0,
+        replicationFactor: state.replicationFactor() ?? 0,
         ...(metaChange ? { metaChange: changeOf(metaChange) } : {}),
         routeEpoch: state.routeEpoch,
         nodes: nodeStatusesOf(state, liveness),
@@ -372,6 +385,11 @@ export function metaHandlers(
       return {}
     }),
     setMetaVoters: unary(async (req) => controller.setMetaVoters(req.voters)),
+    setReplicationFactor: unary(async (req) => {
+      const wrong = replicationFactorError(req.factor)
+      if (wrong !== undefined) throw new InvalidArgumentError(wrong)
+      return { previous: await controller.setReplicationFactor(req.factor), factor: req.factor }
+    }),
     ...tokenHandlers(meta, options.tokenNameTaken),
   }
 }

@@ -420,6 +420,13 @@ describe('MetaState', () => {
         reason: fc.constantFrom('drain' as const, 'dead' as const, 'balance' as const),
       }),
       fc.record({
+        type: fc.constant('startReplicaChange' as const),
+        groupId: fc.integer({ min: 1, max: 4 }),
+        add: fc.constantFrom('', 'n4'),
+        remove: node,
+        reason: fc.constant('shrink' as const),
+      }),
+      fc.record({
         type: fc.constant('retargetReplicaChange' as const),
         groupId: fc.integer({ min: 1, max: 4 }),
         add: node,
@@ -438,6 +445,11 @@ describe('MetaState', () => {
       }),
       fc.record({ type: fc.constant('drainNode' as const), nodeId: node }),
       fc.record({ type: fc.constant('undrainNode' as const), nodeId: node }),
+      fc.record({
+        type: fc.constant('setReplicationFactor' as const),
+        factor: fc.integer({ min: 0, max: 8 }),
+        initial: fc.boolean(),
+      }),
       fc.record({ type: fc.constant('removeNode' as const), nodeId: node }),
       fc.record({
         type: fc.constant('markSilent' as const),
@@ -728,8 +740,8 @@ describe('MetaState', () => {
         'a change growing data group 1 removes no replica',
       ],
       [
-        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'shrink' as 'drain' },
-        'unknown replica change reason shrink',
+        { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'shrink' },
+        'a change shrinking data group 1 adds no replica',
       ],
     ]
     for (const [c, message] of bad)
@@ -915,6 +927,64 @@ describe('MetaState', () => {
       ok: false,
       message: 'node n9 is not registered',
     })
+  })
+
+  it('keeps the replication factor, through a snapshot; refuses one out of 1 to 7', () => {
+    const s = cluster(3, 1)
+    expect(s.replicationFactor()).toBeUndefined()
+    expect(s.apply({ type: 'setReplicationFactor', factor: 3 }, 4)).toEqual({ ok: true, value: 0 })
+    expect(s.apply({ type: 'setReplicationFactor', factor: 5 }, 5)).toEqual({ ok: true, value: 3 })
+    // A first meta leader's record of its own setting, landing late, keeps the operator's.
+    expect(s.apply({ type: 'setReplicationFactor', factor: 3, initial: true }, 5)).toEqual({
+      ok: true,
+      value: 5,
+    })
+    expect(s.replicationFactor()).toBe(5)
+    const before = s.snapshot()
+    for (const factor of [0, 8, 2.5, Number.NaN]) {
+      expect(s.apply({ type: 'setReplicationFactor', factor }, 6)).toMatchObject({
+        ok: false,
+        message: `the replication factor must be an integer from 1 to 7, not ${factor}`,
+      })
+    }
+    expect(s.snapshot()).toEqual(before)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.replicationFactor()).toBe(5)
+    expect(copy.snapshot()).toEqual(s.snapshot())
+  })
+
+  it('shrinks a data group by one replica, adding none; refuses a shrink that adds one, and a retarget of it', () => {
+    const s = cluster(3, 1)
+    const refused = (command: MetaCommand, message: string) => {
+      const before = s.snapshot()
+      expect(s.apply(command, 5)).toMatchObject({ ok: false, message })
+      expect(s.snapshot()).toEqual(before)
+    }
+    const shrink = (add: string, remove: string): MetaCommand => ({
+      type: 'startReplicaChange',
+      groupId: 1,
+      add,
+      remove,
+      reason: 'shrink',
+    })
+    refused(shrink('n3', 'n1'), 'a change shrinking data group 1 adds no replica')
+    refused(shrink('', 'n9'), 'node n9 is not a replica of data group 1')
+    expect(s.apply(shrink('', 'n2'), 5)).toMatchObject({
+      ok: true,
+      value: { add: '', remove: 'n2', reason: 'shrink' },
+    })
+    expect(s.groupsOf('n2').map((g) => g.groupId)).toEqual([1])
+    refused(
+      { type: 'retargetReplicaChange', groupId: 1, add: 'n2' },
+      'data group 1 is shrinking: it adds no replica',
+    )
+    expect(s.apply({ type: 'finishReplicaChange', groupId: 1 }, 6).ok).toBe(true)
+    expect(s.group(1)?.replicas).toEqual(['n1', 'n3'])
+    expect(s.groupsOf('n2')).toEqual([])
+    expect(s.apply(shrink('', 'n3'), 7).ok).toBe(true)
+    expect(s.apply({ type: 'finishReplicaChange', groupId: 1 }, 8).ok).toBe(true)
+    refused(shrink('', 'n1'), 'data group 1 has one replica, the fewest a group may have')
   })
 
   it('removes a node only once it holds nothing, and forgets its drain', () => {

@@ -112,16 +112,20 @@ export const ReplicaChangeReason = {
    * size wanted; a data group up to the replication factor (from format level 25).
    */
   Grow: 'grow',
-  /** The meta group only: a voter is removed (`add` is ''), down to the size wanted. */
+  /**
+   * A replica or voter is removed and none added (`add` is ''): the meta group down to the size
+   * wanted; a data group down to the replication factor (from format level 34).
+   */
   Shrink: 'shrink',
 } as const
 
-/** The reasons a data group's replica changes for (the meta group's may also shrink). */
+/** The reasons a data group's replica changes for. */
 const DATA_CHANGE_REASONS: readonly string[] = [
   ReplicaChangeReason.Drain,
   ReplicaChangeReason.Dead,
   ReplicaChangeReason.Balance,
   ReplicaChangeReason.Grow,
+  ReplicaChangeReason.Shrink,
 ]
 
 /** The meta group sizes an operator may ask for (an even size tolerates no more failures). */
@@ -175,6 +179,13 @@ export const META_LIMITS = {
   partitionsMax: 1_000_000,
 } as const
 
+/** What is wrong with `factor` as a replication factor, or undefined when it is one. */
+export function replicationFactorError(factor: unknown): string | undefined {
+  const max = META_LIMITS.replicasPerGroupMax
+  if (typeof factor === 'number' && Number.isInteger(factor) && factor >= 1 && factor <= max) return undefined
+  return `the replication factor must be an integer from 1 to ${max}, not ${String(factor)}`
+}
+
 interface MetaImage {
   readonly version: 1
   readonly routeEpoch: number
@@ -190,6 +201,8 @@ interface MetaImage {
   readonly metaChange?: ReplicaChangeRecord
   /** Absent until an operator set the meta group's size. */
   readonly metaVotersWanted?: number
+  /** Absent until the first meta leader of format level 34 recorded it (and in older images). */
+  readonly replicationFactor?: number
   /** Node ids removed (RemoveNode), oldest first; absent in older images. */
   readonly removedNodes?: readonly string[]
   /**
@@ -233,6 +246,7 @@ export class MetaState {
   #metaMembers: readonly string[] | undefined
   #metaChange: ReplicaChangeRecord | undefined
   #metaVotersWanted: number | undefined
+  #replicationFactor: number | undefined
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -406,6 +420,14 @@ export class MetaState {
     return this.#metaVotersWanted
   }
 
+  /**
+   * Replicas per data group (`setReplicationFactor`); undefined until recorded (each meta
+   * leader then goes by its own setting).
+   */
+  replicationFactor(): number | undefined {
+    return this.#replicationFactor
+  }
+
   /** The change of the meta group's membership under way (group id 0), if any. */
   metaChange(): ReplicaChangeRecord | undefined {
     return this.#metaChange
@@ -565,6 +587,8 @@ export class MetaState {
         return this.#finishMetaChange()
       case 'setMetaVoters':
         return this.#setMetaVoters(command.voters)
+      case 'setReplicationFactor':
+        return this.#setReplicationFactor(command.factor, command.initial === true)
       case 'finishScale':
         if (this.#scale) this.#scale = { ...this.#scale, running: false }
         return ok(this.#scale ?? null)
@@ -1115,6 +1139,18 @@ export class MetaState {
     return ok(voters)
   }
 
+  /**
+   * Sets the replication factor (`initial`: only when none is recorded); the result is the one
+   * before (0: none recorded).
+   */
+  #setReplicationFactor(factor: unknown, initial: boolean): MetaResult<number> {
+    const wrong = replicationFactorError(factor)
+    if (wrong !== undefined || typeof factor !== 'number') return fail(ErrorCode.InvalidArgument, wrong ?? '')
+    const previous = this.#replicationFactor ?? 0
+    if (!initial || this.#replicationFactor === undefined) this.#replicationFactor = factor
+    return ok(previous)
+  }
+
   #finishMetaChange(): MetaResult<readonly string[]> {
     const change = this.#metaChange
     if (!change || !this.#metaMembers) {
@@ -1140,7 +1176,35 @@ export class MetaState {
     if (this.#replicaChanges.has(group.groupId)) {
       return fail(ErrorCode.InvalidArgument, `data group ${group.groupId} is changing its replicas already`)
     }
-    // Growing adds a replica and removes none; every other change replaces one.
+    // Growing adds a replica and removes none, shrinking removes one and adds none; every
+    // other change replaces one.
+    if (c.reason === ReplicaChangeReason.Shrink) {
+      if (c.add !== '')
+        return fail(
+          ErrorCode.InvalidArgument,
+          `a change shrinking data group ${group.groupId} adds no replica`,
+        )
+      if (typeof c.remove !== 'string' || !group.replicas.includes(c.remove)) {
+        return fail(
+          ErrorCode.InvalidArgument,
+          `node ${String(c.remove)} is not a replica of data group ${group.groupId}`,
+        )
+      }
+      if (group.replicas.length <= 1)
+        return fail(
+          ErrorCode.InvalidArgument,
+          `data group ${group.groupId} has one replica, the fewest a group may have`,
+        )
+      const record: ReplicaChangeRecord = {
+        groupId: group.groupId,
+        add: '',
+        remove: c.remove,
+        reason: ReplicaChangeReason.Shrink,
+        startedAtMs: nowMs,
+      }
+      this.#replicaChanges.set(group.groupId, record)
+      return ok(record)
+    }
     if (c.reason === ReplicaChangeReason.Grow) {
       if (c.remove !== '')
         return fail(
@@ -1187,6 +1251,8 @@ export class MetaState {
     const group = change ? this.#groups.get(change.groupId) : undefined
     if (!change || !group)
       return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
+    if (change.add === '')
+      return fail(ErrorCode.InvalidArgument, `data group ${group.groupId} is shrinking: it adds no replica`)
     if (typeof add !== 'string' || !this.#nodes.has(add)) {
       return fail(ErrorCode.InvalidArgument, `node ${String(add)} is not registered`)
     }
@@ -1206,7 +1272,8 @@ export class MetaState {
     const group = change ? this.#groups.get(change.groupId) : undefined
     if (!change || !group)
       return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
-    const replicas = [...group.replicas.filter((r) => r !== change.remove), change.add]
+    const kept = group.replicas.filter((r) => r !== change.remove)
+    const replicas = change.add === '' ? kept : [...kept, change.add]
     const next: GroupRecord = {
       ...group,
       replicas,
@@ -1234,6 +1301,7 @@ export class MetaState {
       ...(this.#metaMembers ? { metaMembers: this.#metaMembers } : {}),
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
+      ...(this.#replicationFactor !== undefined ? { replicationFactor: this.#replicationFactor } : {}),
       ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
       // Also 0: restoring an image without it derives it from the queues' partitionsEpoch, which
       // a queue created at format level 30 or above has without any partitions added.
@@ -1268,6 +1336,7 @@ export class MetaState {
     this.#metaMembers = image.metaMembers
     this.#metaChange = image.metaChange
     this.#metaVotersWanted = image.metaVotersWanted
+    this.#replicationFactor = image.replicationFactor
     this.#removedNodes = [...(image.removedNodes ?? [])]
     this.#nodes.clear()
     this.#groups.clear()

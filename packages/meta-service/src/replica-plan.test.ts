@@ -142,6 +142,46 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     ])
   })
 
+  it('shrinks groups above replicasMax one replica at a time: an away replica first, else a follower on the most loaded node', () => {
+    const s = cluster(5, [
+      ['n1', 'n2', 'n3', 'n4', 'n5'],
+      ['n1', 'n2', 'n3', 'n4', 'n5'],
+      ['n1', 'n2', 'n3'],
+    ])
+    must(s, { type: 'reportLeader', groupId: 1, leaderId: 'n5', term: 1 })
+    must(s, { type: 'reportLeader', groupId: 2, leaderId: 'n5', term: 1 })
+    const input = { alive: all(5), lost: new Set<string>(), changesMax: 3, replicasWanted: 3, replicasMax: 3 }
+    // n1-n3 hold 3 replicas each, n4 and n5 two: a follower on the most loaded node goes
+    // (highest id first), never the leader; n3 then holds fewer, so group 2 loses n2's.
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: '', remove: 'n3', reason: 'shrink' },
+      { type: 'startReplicaChange', groupId: 2, add: '', remove: 'n2', reason: 'shrink' },
+    ])
+    // A replica on a node not heard from lately goes first.
+    const away = { ...input, alive: new Set(['n1', 'n2', 'n3', 'n5']) }
+    expect(replicaActions(s, away).map((a) => (a.type === 'startReplicaChange' ? a.remove : ''))).toEqual([
+      'n4',
+      'n4',
+    ])
+    settle(s, input)
+    for (const g of s.groups()) expect(g.replicas).toHaveLength(3)
+    expect(s.group(1)?.replicas).toContain('n5')
+    // Without replicasMax (a cluster below format level 34), nothing shrinks.
+    const old = cluster(5, [['n1', 'n2', 'n3', 'n4', 'n5']])
+    expect(replicaActions(old, { ...input, replicasMax: undefined })).toEqual([])
+  })
+
+  it('removes a draining or lost replica of a group above replicasMax instead of replacing it', () => {
+    const s = cluster(6, [['n1', 'n2', 'n3', 'n4', 'n5']])
+    must(s, { type: 'drainNode', nodeId: 'n2' })
+    const input = { alive: all(6), lost: new Set(['n4']), changesMax: 3, replicasWanted: 3, replicasMax: 3 }
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: '', remove: 'n2', reason: 'shrink' },
+    ])
+    settle(s, input)
+    expect(s.group(1)?.replicas).toEqual(['n1', 'n3', 'n5'])
+  })
+
   it('records changes in the meta state and refuses bad ones with no state change', () => {
     const s = cluster(4, [G])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'balance' })

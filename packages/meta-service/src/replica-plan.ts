@@ -29,6 +29,12 @@ export interface ReplicaInput {
    * cluster below format level 25, whose meta replicas refuse a change that removes nobody).
    */
   readonly replicasWanted?: number
+  /**
+   * Replicas a data group keeps at most (the replication factor, once the meta state records
+   * it): a group with more loses one at a time (`shrink`, adding none). Without it no group
+   * shrinks (a cluster below format level 34, whose meta replicas refuse such a change).
+   */
+  readonly replicasMax?: number
 }
 
 /**
@@ -76,7 +82,11 @@ export function replicasFor(factor: number, nodes: number): number {
  *    (`replicasFor`: no even count below it) gets one more (`grow`, removing none),
  *    on the live, non-draining node holding the fewest replicas that is not in the group yet
  *    (not a group a running scale plan removes);
- * 3. once nothing is being replaced or changed, replicas are spread evenly over the live,
+ * 3. a group with more replicas than `replicasMax` loses one (`shrink`, adding none): one on a
+ *    node not heard from lately first (removing a live one while another is away could leave
+ *    the group without a majority), else a follower on the node holding the most replicas. A
+ *    replica of step 1 in a group over `replicasMax` is removed this way, not replaced;
+ * 4. once nothing is being replaced or changed, replicas are spread evenly over the live,
  *    non-draining nodes: a replica moves from the node holding the most to the one holding
  *    the fewest while they differ by more than one (a joined node fills up this way). Of the
  *    groups that could make that move, the one holding the fewest partitions goes (the
@@ -105,7 +115,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const members = new Map<number, string[]>()
   for (const g of state.groups()) {
     const change = state.replicaChange(g.groupId)
-    const after = change ? [...g.replicas.filter((r) => r !== change.remove), change.add] : [...g.replicas]
+    const after = g.replicas.filter((r) => r !== change?.remove)
+    if (change?.add) after.push(change.add)
     members.set(g.groupId, after)
     for (const r of after) if (load.has(r)) load.set(r, (load.get(r) ?? 0) + 1)
   }
@@ -113,7 +124,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     (load.get(a) ?? 0) - (load.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)
   // A node receives one new replica at a time (a copy of a group's state each): concurrent
   // changes go to different nodes.
-  const receiving = new Set(pending.map((c) => c.add))
+  const receiving = new Set(pending.map((c) => c.add).filter((add) => add !== ''))
   /** The least loaded eligible node outside `replicas` that receives nothing yet. */
   const target = (replicas: readonly string[]) =>
     eligible.filter((id) => !replicas.includes(id) && !receiving.has(id)).sort(byLoad)[0]
@@ -132,8 +143,11 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   let slots = input.changesMax - pending.length
   const take = (groupId: number, add: string, remove: string, reason: ReplicaChangeReason) => {
     actions.push({ type: 'startReplicaChange', groupId, add, remove, reason })
-    receiving.add(add)
-    load.set(add, (load.get(add) ?? 0) + 1)
+    // A shrink adds nobody ('').
+    if (add !== '') {
+      receiving.add(add)
+      load.set(add, (load.get(add) ?? 0) + 1)
+    }
     if (load.has(remove)) load.set(remove, (load.get(remove) ?? 0) - 1)
     slots--
   }
@@ -145,6 +159,10 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (state.replicaChange(g.groupId) || emptied.has(g.groupId)) continue
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
+    if (g.replicas.length > (input.replicasMax ?? Number.POSITIVE_INFINITY)) {
+      take(g.groupId, '', bad, ReplicaChangeReason.Shrink)
+      continue
+    }
     const add = target(g.replicas)
     if (add === undefined) continue
     take(g.groupId, add, bad, state.draining(bad) ? ReplicaChangeReason.Drain : ReplicaChangeReason.Dead)
@@ -158,6 +176,13 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (actions.some((a) => a.groupId === g.groupId)) continue
     const add = target(g.replicas)
     if (add !== undefined) take(g.groupId, add, '', ReplicaChangeReason.Grow)
+  }
+  const max = input.replicasMax ?? Number.POSITIVE_INFINITY
+  for (const g of state.groups()) {
+    if (slots <= 0) return actions
+    if (g.replicas.length <= max || state.replicaChange(g.groupId) || removing.has(g.groupId)) continue
+    if (actions.some((a) => a.groupId === g.groupId)) continue
+    take(g.groupId, '', shrinkVictim(g.replicas, g.leaderId, input.alive, byLoad), ReplicaChangeReason.Shrink)
   }
   if (actions.length > 0 || pending.length > 0) return actions
   if (state.scale?.running || state.moves().length > 0) return actions
@@ -195,4 +220,20 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     take(group.groupId, least, most, ReplicaChangeReason.Balance)
   }
   return actions
+}
+
+/**
+ * The replica a shrinking group loses: one on a node not heard from lately, else a follower
+ * (the leader would hand its leadership over first) on the node holding the most replicas.
+ */
+function shrinkVictim(
+  replicas: readonly string[],
+  leaderId: string,
+  alive: ReadonlySet<string>,
+  byLoad: (a: string, b: string) => number,
+): string {
+  const away = replicas.filter((r) => !alive.has(r)).sort()
+  if (away[0] !== undefined) return away[0]
+  const ranked = [...replicas].sort((a, b) => Number(a === leaderId) - Number(b === leaderId) || byLoad(b, a))
+  return ranked[0] as string
 }

@@ -117,8 +117,12 @@
  * 33. a drain can be undone (`undrainNode`): the node takes new replicas again. A meta replica
  *    of an earlier version would not know the command (it would keep the node draining while
  *    the others do not).
+ * 34. the cluster's replication factor is kept in the meta state (`setReplicationFactor`; the
+ *    first meta leader records its own setting), and a data group shrinks to it (a
+ *    `startReplicaChange` of reason `shrink`, adding nobody): a meta replica of an earlier
+ *    version would refuse both entries the others apply.
  */
-export const FORMAT_LEVEL = 33
+export const FORMAT_LEVEL = 34
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -224,6 +228,9 @@ export const FORMAT_LEVEL_MOVE_ORDER = 32
 
 /** The level from which a node's drain can be undone (level 33 above). */
 export const FORMAT_LEVEL_UNDRAIN = 33
+
+/** The level from which the replication factor is the meta state's, and data groups shrink to it (level 34 above). */
+export const FORMAT_LEVEL_REPLICATION_FACTOR = 34
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -159,6 +159,7 @@ export const META_REQUEST_RULES = {
   drainNode: nodeNamed('DrainNodeRequest'),
   undrainNode: nodeNamed('UndrainNodeRequest'),
   setMetaVoters: messageRule('SetMetaVotersRequest', { 1: varintField('voters') }),
+  setReplicationFactor: messageRule('SetReplicationFactorRequest', { 1: varintField('factor') }),
   createToken: messageRule('CreateTokenRequest', {
     1: stringField('name'),
     2: repeated(stringField('roles'), { max: CREATE_TOKEN_ROLES_MAX, what: 'roles' }),

@@ -406,6 +406,17 @@ export class Admin {
     return this.#router.meta((m) => m.setMetaVoters, { voters })
   }
 
+  /**
+   * Sets the cluster's replication factor, replicas per data group (1 to 7): the meta leader
+   * grows or shrinks every data group to it, one replica at a time, as live nodes allow (follow
+   * with `clusterStatus`). Resolves with the factor before (0: none recorded) and the new one.
+   * Needs format level 34.
+   */
+  async setReplicationFactor(factor: number): Promise<{ previous: number; factor: number }> {
+    checkInteger('factor', factor, 0, UINT32_MAX)
+    return this.#router.meta((m) => m.setReplicationFactor, { factor })
+  }
+
   /** Moves every replica off `nodeId`; returns how many are still to move. */
   async drainNode(nodeId: string): Promise<number> {
     return (await this.#router.meta((m) => m.drainNode, { nodeId })).replicasRemaining

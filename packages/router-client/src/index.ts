@@ -41,6 +41,7 @@ export {
 } from './partitioner'
 export type { OutgoingMessage, ProducerOptions, SendResult } from './producer'
 export { DEFAULT_PRODUCER_OPTIONS, Producer } from './producer'
+export { replicationResult, replicationSummary } from './replication-summary'
 export type { AttemptReport } from './router'
 export { ConnectionRefusedError, notGrpc, PartitionNotFoundError } from './router'
 export { SendOutcomeUnknownError } from './send-outcome-unknown-error'

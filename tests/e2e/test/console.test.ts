@@ -19,7 +19,13 @@ interface ClusterFigures {
   meta: { summary: string; voters: string[] }
   routeEpoch: number
   nodes: { nodeId: string; draining: boolean }[]
-  groups: { groupId: number; leaderId: string; commitIndex: number; partitions: string[] }[]
+  groups: {
+    groupId: number
+    leaderId: string
+    commitIndex: number
+    partitions: string[]
+    replicas: unknown[]
+  }[]
 }
 
 interface Figures {
@@ -360,6 +366,31 @@ describe('the web console in a browser', () => {
     // Back to 3 (the API, as an admin): the other two voters are added again.
     expect((await api<{ ok: boolean }>('/api/meta-voters', ADMIN, { voters: 3 })).ok).toBe(true)
     await expect.poll(voters, { timeout: 30_000 }).toBe(3)
+  })
+
+  it('sets the replication factor from the cluster view, after a confirmation', async () => {
+    const replicas = async () =>
+      (await api<ClusterFigures>('/api/cluster', ADMIN)).groups
+        .filter((g) => g.groupId !== 0)
+        .map((g) => g.replicas.length)
+    await page.getByRole('link', { name: 'Cluster' }).click()
+    await expect.poll(() => page.getByTestId('replication').textContent()).toBe('3 replicas per data group')
+    await page.getByTestId('replication-factor').selectOption('1')
+    await page.getByTestId('set-replication-factor').click()
+    await expect
+      .poll(() => page.getByTestId('confirm-text').textContent())
+      .toMatch(/Set the replication factor to 1\?/)
+    await page.getByTestId('confirm-yes').click()
+    await expect
+      .poll(() => page.getByTestId('notice').textContent())
+      .toMatch(/^replication factor 1 \(was 3\): data groups grow or shrink to 1 replica,/)
+    await expect
+      .poll(() => page.getByTestId('replication').textContent(), { timeout: 10_000 })
+      .toBe('1 replica per data group')
+    await expect.poll(async () => (await replicas()).every((n) => n === 1), { timeout: 30_000 }).toBe(true)
+    // Back to 3 (the API, as an admin): every group grows again.
+    expect((await api<{ ok: boolean }>('/api/replication', ADMIN, { factor: 3 })).ok).toBe(true)
+    await expect.poll(async () => (await replicas()).every((n) => n === 3), { timeout: 60_000 }).toBe(true)
   })
 
   it('drains a node and takes the drain back from the cluster view, after confirmations', async () => {

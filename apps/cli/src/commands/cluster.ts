@@ -1,4 +1,10 @@
-import { drainResult, metaGroupSummary, metaVotersResult } from '@mq/router-client'
+import {
+  drainResult,
+  metaGroupSummary,
+  metaVotersResult,
+  replicationResult,
+  replicationSummary,
+} from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import { formatDuration } from '../durations'
@@ -37,6 +43,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
             ['meta leader', status.metaLeaderId || '(none)'],
             ['meta group', metaGroupSummary(status)],
             ['format level', status.formatLevel],
+            ['replication', replicationSummary(status.replicationFactor)],
             ['route epoch', status.routeEpoch],
             ['nodes', `${alive} alive of ${status.nodes.length}`],
             ['groups', describeGroups(status)],
@@ -59,6 +66,23 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
       runtime.run(command, async ({ client, out }) => {
         const r = await client.admin.setMetaVoters(n)
         out.result(metaVotersResult(r, n), r)
+      }),
+    )
+
+  cluster
+    .command('replication')
+    .argument(
+      '<n>',
+      'replicas per data group: 1 to 7 (3 or 5 tolerate 1 or 2 failed nodes)',
+      integerArg(1, 7),
+    )
+    .description(
+      "set the cluster's replication factor: every data group grows or shrinks to n replicas, one at a time, as live nodes allow (see `mq cluster status`)",
+    )
+    .action((n: number, _opts, command: Command) =>
+      runtime.run(command, async ({ client, out }) => {
+        const r = await client.admin.setReplicationFactor(n)
+        out.result(replicationResult(r), r)
       }),
     )
 
@@ -91,9 +115,16 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
         // Only a hint: a status that cannot be read does not fail the drain the cluster took.
         const status = remaining > 0 ? await client.admin.clusterStatus().catch(() => undefined) : undefined
         const stuck = status ? groupsWithoutTarget(status, id) : []
-        // A data group's replicas cannot be made fewer (no command does it): only the meta
-        // group's size can be lowered ("or lower the replication" was said for any group).
-        const smaller = stuck.includes(0) ? ', or make the meta group smaller (mq cluster meta-voters N)' : ''
+        // Fewer replicas need no new node: the meta group's size, or the replication factor
+        // (a data group above it loses the drained replica instead of replacing it).
+        const smaller = [
+          ...(stuck.some((g) => g !== 0)
+            ? ['keep fewer replicas per data group (mq cluster replication N)']
+            : []),
+          ...(stuck.includes(0) ? ['make the meta group smaller (mq cluster meta-voters N)'] : []),
+        ]
+          .map((s) => `, or ${s}`)
+          .join('')
         const hint =
           stuck.length === 0
             ? ''

@@ -122,6 +122,7 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       metaVoters: ['n1', 'n2'],
       metaLearners: [],
       metaVotersWanted: 3,
+      replicationFactor: 3,
       metaChange: { add: 'n3', remove: '', reason: 'grow', startedAtMs: 1 },
       routeEpoch: 9,
       nodes: [
@@ -210,6 +211,12 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       calls.push(`remove ${nodeId}`)
       if (nodeId === 'n1') throw new InvalidArgumentError('node n1 is alive (heard from 0.2 s ago)')
     },
+    setReplicationFactor: async (factor: number) => {
+      calls.push(`replication ${factor}`)
+      if (factor > 7)
+        throw new InvalidArgumentError(`the replication factor must be an integer from 1 to 7, not ${factor}`)
+      return { previous: 3, factor }
+    },
     setMetaVoters: async (voters: number) => {
       calls.push(`meta-voters ${voters}`)
       if (voters % 2 === 0)
@@ -275,6 +282,7 @@ describe('the console API', () => {
       votersWanted: 3,
       summary: 'n1, n2 (3 wanted); adding n3 (grow)',
     })
+    expect(cluster).toMatchObject({ replicationFactor: 3, replication: '3 replicas per data group' })
     expect(cluster.groups[0]?.replicas).toEqual([
       { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
       { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },
@@ -540,6 +548,16 @@ describe('the console API', () => {
       message: 'the meta group goes from 3 voters (n1, n2, n3) to 5',
     })
     expect((await fetch(`${base}/api/meta-voters`, post(APP, { voters: 5 }))).status).toBe(403)
+    const replicated = await fetch(`${base}/api/replication`, post(ADMIN, { factor: 5 }))
+    expect(await replicated.json()).toEqual({
+      ok: true,
+      message:
+        'replication factor 5 (was 3): data groups grow or shrink to 5 replicas, one at a time, as live nodes allow',
+    })
+    expect((await fetch(`${base}/api/replication`, post(APP, { factor: 5 }))).status).toBe(403)
+    const eight = await fetch(`${base}/api/replication`, post(ADMIN, { factor: 8 }))
+    expect(eight.status).toBe(400)
+    expect(((await eight.json()) as { error: { message: string } }).error.message).toMatch(/1 to 7, not 8/)
     const even = await fetch(`${base}/api/meta-voters`, post(ADMIN, { voters: 4 }))
     expect(even.status).toBe(400)
     expect(((await even.json()) as { error: { message: string } }).error.message).toMatch(/not 4/)
@@ -575,6 +593,8 @@ describe('the console API', () => {
       'purge jobs',
       'transfer 1 n3',
       'meta-voters 5',
+      'replication 5',
+      'replication 8',
       'meta-voters 4',
       'update jobs {"partitions":3,"maxDeliveries":4,"deliveryRate":25,"retryBackoffMinMs":500}',
       'update jobs {"paused":true}',
@@ -606,6 +626,7 @@ describe('the console API', () => {
       ['/api/scale', { groups: 2 ** 32 }],
       ['/api/queues/jobs/update', { maxDeliveries: 2 ** 32 }],
       ['/api/meta-voters', { voters: 'five' }],
+      ['/api/replication', { factor: -1 }],
       ['/api/groups/x/transfer', { toNodeId: 'n2' }],
       ['/api/groups/1/transfer', { toNodeId: '' }],
       ['/api/nodes/-n1/drain', {}],

@@ -20,6 +20,8 @@ import {
   type MqClient,
   metaGroupSummary,
   metaVotersResult,
+  replicationResult,
+  replicationSummary,
 } from '@mq/router-client'
 import type { AccessControl, Principal } from '../auth/access'
 import { NODE_ID_PATTERN } from '../members'
@@ -171,7 +173,7 @@ export class ConsoleApi {
     if (req.method !== 'POST')
       throw new ApiRequestError(405, 'METHOD_NOT_ALLOWED', 'use GET to read and POST for actions')
     const known =
-      (parts.length === 1 && (first === 'queues' || first === 'scale' || first === 'meta-voters')) ||
+      (parts.length === 1 && ['queues', 'scale', 'meta-voters', 'replication'].includes(first ?? '')) ||
       (parts.length === 3 &&
         first === 'queues' &&
         ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
@@ -189,6 +191,7 @@ export class ConsoleApi {
     if (parts.length === 1 && first === 'queues') return this.#create(client, body)
     if (first === 'scale') return this.#scale(client, body)
     if (first === 'meta-voters') return this.#metaVoters(client, body)
+    if (first === 'replication') return this.#replication(client, body)
     if (first === 'groups') return this.#transfer(client, groupId(second), body)
     if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'undrain' | 'remove')
     const queue = name(second)
@@ -350,6 +353,8 @@ export class ConsoleApi {
         votersWanted: status.metaVotersWanted,
         summary: metaGroupSummary(status),
       },
+      replicationFactor: status.replicationFactor,
+      replication: replicationSummary(status.replicationFactor),
       routeEpoch: status.routeEpoch,
       nodes: status.nodes
         .map((n) => ({
@@ -466,6 +471,11 @@ export class ConsoleApi {
   async #metaVoters(client: MqClient, body: unknown): Promise<ActionResult> {
     const voters = count(object(body, 'the body').voters, 'voters')
     return done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
+  }
+
+  async #replication(client: MqClient, body: unknown): Promise<ActionResult> {
+    const factor = count(object(body, 'the body').factor, 'factor')
+    return done(replicationResult(await client.admin.setReplicationFactor(factor)))
   }
 
   async #node(client: MqClient, node: string, action: 'drain' | 'undrain' | 'remove'): Promise<ActionResult> {

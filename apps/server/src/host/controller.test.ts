@@ -822,6 +822,62 @@ describe('Controller data-group replica changes', () => {
     expect(created().map((g) => g.replicas.length)).toEqual([1, 3])
   })
 
+  it("records its own replication factor as the cluster's, then goes by the recorded one: groups grow and shrink to it", async () => {
+    const { log, lines } = capturedLog()
+    const c = leading({ extra: ['n4', 'n5'], groups: 2, replicationFactor: 3, log })
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 5_000)
+    await c.controller.round()
+    expect(c.state.replicationFactor()).toBe(3)
+    expect(await c.controller.port().setReplicationFactor(5)).toBe(3)
+    const settleRounds = async () => {
+      for (let round = 0; round < 12; round++) {
+        await c.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 500)
+        await settle()
+        await c.controller.round()
+      }
+      await settle()
+    }
+    await settleRounds()
+    expect(c.state.groups().map((g) => g.replicas.length)).toEqual([5, 5])
+    // Each grow adds one replica and removes none; the fixture's steps answer done at once.
+    expect(c.dataCalls.map((r) => [r.add, r.remove])).toContainEqual(['n4', ''])
+    expect(await c.controller.port().setReplicationFactor(3)).toBe(5)
+    await settleRounds()
+    expect(c.state.groups().map((g) => g.replicas.length)).toEqual([3, 3])
+    const shrinks = c.dataCalls.filter((r) => r.add === '')
+    expect(shrinks).toHaveLength(4)
+    // The leader (n1) keeps its replica.
+    for (const g of c.state.groups()) expect(g.replicas).toContain('n1')
+    // Each says once that its own setting is not the cluster's: this one (3) once set to 5;
+    // another meta leader, started with a factor of 5, goes by the cluster's 3.
+    const other = leading({ extra: ['n4', 'n5'], groups: 1, replicationFactor: 5, log })
+    other.apply({ type: 'setReplicationFactor', factor: 3 })
+    await other.beatNodes(['n1', 'n2', 'n3', 'n4', 'n5'], 5_000)
+    await other.controller.round()
+    await other.controller.round()
+    await settle()
+    expect(other.state.replicaChanges()).toEqual([])
+    expect(lines.map((l) => l.msg).filter((m) => m.includes('is not used'))).toEqual([
+      "the cluster keeps 5 replicas per data group (`mq cluster replication` sets it); this node's --replication-factor 3 is not used",
+      "the cluster keeps 3 replicas per data group (`mq cluster replication` sets it); this node's --replication-factor 5 is not used",
+    ])
+  })
+
+  it('refuses a replication factor below level 34 and records none, and one out of 1 to 7', async () => {
+    const c = leading({ levels: { n2: 33 } })
+    await c.beatNodes(['n1', 'n2', 'n3'], 5_000, { level: (n) => (n === 'n2' ? 33 : FORMAT_LEVEL) })
+    await c.controller.round()
+    expect(c.state.replicationFactor()).toBeUndefined()
+    await expect(c.controller.port().setReplicationFactor(5)).rejects.toThrow(
+      'the cluster runs format level 33: the replication factor can be set from level 34, once every node runs a version of it (until then each meta leader goes by its own --replication-factor)',
+    )
+    const d = leading()
+    await expect(d.controller.port().setReplicationFactor(8)).rejects.toThrow(
+      'the replication factor must be an integer from 1 to 7, not 8',
+    )
+  })
+
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {
     // The promotion's answer arrives: n4 counts as a voter from then on.
     const steps = [

@@ -28,6 +28,7 @@ import {
   FORMAT_LEVEL_META_SIZE,
   FORMAT_LEVEL_REMOVE_NODE,
   FORMAT_LEVEL_REPLICA_RETARGET,
+  FORMAT_LEVEL_REPLICATION_FACTOR,
   FORMAT_LEVEL_SILENCE,
   FORMAT_LEVEL_STORE_ID,
   FORMAT_LEVEL_UNDRAIN,
@@ -190,6 +191,8 @@ export class Controller {
   #term = -1
   /** The term in which this leader's meta state was last brought up to its commit (a barrier). */
   #caughtUpTerm = -1
+  /** Whether this node told that its --replication-factor is not the cluster's. */
+  #toldFactor = false
   #busy = false
   /** What runs in turn (#inTurn): a round, the ScaleDataGroups RPC's proposal. */
   #turn: Promise<void> = Promise.resolve()
@@ -286,6 +289,21 @@ export class Controller {
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
         return { voters: [...(this.#leading()?.metaMembers() ?? [])], votersWanted: voters }
+      },
+      setReplicationFactor: async (factor) => {
+        const state = this.#leading()
+        if (!state) throw this.#host.notLeader()
+        const level = this.#formatLevel(state)
+        if (level < FORMAT_LEVEL_REPLICATION_FACTOR) {
+          throw new InvalidArgumentError(
+            `the cluster runs format level ${level}: the replication factor can be set from level ${FORMAT_LEVEL_REPLICATION_FACTOR}, once every node runs a version of it (until then each meta leader goes by its own --replication-factor)`,
+          )
+        }
+        // In turn with the rounds: a round's first record of the factor lands before this.
+        const r = await this.#inTurn(() => this.#host.propose({ type: 'setReplicationFactor', factor }))
+        if (!r.ok) throw mqError(r.code, r.message)
+        void this.round()
+        return r.value as number
       },
       undrainNode: async (nodeId) => {
         const state = this.#leading()
@@ -576,6 +594,23 @@ export class Controller {
    * group's own members as its Raft configuration names them, which a new cluster's state does
    * not record yet (a founder not registered yet counts as level 1).
    */
+  /**
+   * Replicas per data group: the meta state's (from format level 34, once recorded), else this
+   * node's setting. Tells once when this node's setting is not the cluster's.
+   */
+  #replicationFactor(state: MetaState, level: number): number {
+    const own = this.#host.replicationFactor ?? this.#host.replicas
+    const recorded = level >= FORMAT_LEVEL_REPLICATION_FACTOR ? state.replicationFactor() : undefined
+    if (recorded === undefined) return own
+    if (recorded !== own && !this.#toldFactor) {
+      this.#toldFactor = true
+      this.#log.info(
+        `the cluster keeps ${recorded} replicas per data group (\`mq cluster replication\` sets it); this node's --replication-factor ${own} is not used`,
+      )
+    }
+    return recorded
+  }
+
   #formatLevel(state: MetaState): number {
     const { voters, learners } = this.#host.metaMembership()
     let level = state.formatLevel()
@@ -617,15 +652,13 @@ export class Controller {
       const level = this.#formatLevel(state)
       // New groups go to live nodes that are not being drained.
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
+      const factor = this.#replicationFactor(state, level)
       const actions: MetaCommand[] = controlActions(state, {
         alive: placeable,
         // A cluster founded by fewer nodes than the replication factor: as many as the live
         // nodes allow (no even count below the factor), never fewer than the founders (a new
-        // leader has not heard from every node yet).
-        replicas: Math.max(
-          this.#host.replicas,
-          replicasFor(this.#host.replicationFactor ?? this.#host.replicas, placeable.size),
-        ),
+        // leader has not heard from every node yet), nor more than the factor.
+        replicas: Math.max(Math.min(this.#host.replicas, factor), replicasFor(factor, placeable.size)),
         defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
         namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
@@ -658,11 +691,18 @@ export class Controller {
           // Retargeting a stuck change needs every meta replica to read it (format level 4).
           ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
           // A change that removes nobody needs every meta replica to read it (format level 25).
-          ...(level >= FORMAT_LEVEL_GROW_DATA_GROUPS
-            ? { replicasWanted: this.#host.replicationFactor ?? this.#host.replicas }
+          ...(level >= FORMAT_LEVEL_GROW_DATA_GROUPS ? { replicasWanted: factor } : {}),
+          // A change that adds nobody needs every meta replica to read it (format level 34).
+          ...(level >= FORMAT_LEVEL_REPLICATION_FACTOR && state.replicationFactor() !== undefined
+            ? { replicasMax: factor }
             : {}),
         }),
       )
+      // The first meta leader of format level 34 records its own setting as the cluster's: from
+      // then on every meta leader goes by the one recorded (a node started with another
+      // setting, once it led, grew or shrank every group to its own).
+      if (level >= FORMAT_LEVEL_REPLICATION_FACTOR && state.replicationFactor() === undefined)
+        actions.unshift({ type: 'setReplicationFactor', factor, initial: true })
       // The first meta leader records the founders (its Raft configuration: no change of the
       // meta group can have happened before); from then on a lost or drained voter is replaced.
       // Only once every node holding a replica reads these commands (format level 3).
@@ -745,7 +785,12 @@ export class Controller {
     for (const change of state.replicaChanges()) {
       const group = state.group(change.groupId)
       if (!group) continue
-      const replicas = leaderFirst(state, group.leaderId, [...group.replicas, change.add])
+      // A shrink adds nobody ('').
+      const replicas = leaderFirst(
+        state,
+        group.leaderId,
+        [...group.replicas, change.add].filter((r) => r !== ''),
+      )
       this.#stepChange(change, { type: 'finishReplicaChange', groupId: change.groupId }, () =>
         this.#host.calls.callLeader<ChangeReplicasResponse>(
           replicas,

@@ -275,6 +275,25 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     const gone = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
     expect(await changeReplicas(gone.raft, port, shrink, () => undefined)).toMatchObject({ done: true })
   })
+
+  it('shrinks a data group only while the voters left, counting those caught up, are a majority of them', async () => {
+    // Voters n1-n5, n4 silent: removing n5 would leave {n1, n2, n3, n4}, which needs three of
+    // its four, with n4 away.
+    const shrink = { ...request, add: '', remove: 'n5', replicas: ['n1', 'n2', 'n3', 'n4', 'n5'] }
+    const voters = ['n1', 'n2', 'n3', 'n4', 'n5']
+    const match = { n2: 10, n3: 10, n4: 10, n5: 10 }
+    const away = group({ id: 'n1', voters, commit: 10, match, silent: ['n4', 'n2'] })
+    expect(await changeReplicas(away.raft, port, shrink, () => undefined)).toMatchObject({
+      done: false,
+      step: '',
+    })
+    expect(away.proposed).toEqual([])
+    // n2 back: {n1, n2, n3} of the four left are current.
+    const back = group({ id: 'n1', voters, commit: 10, match, silent: ['n4'] })
+    expect(await changeReplicas(back.raft, port, shrink, () => undefined)).toMatchObject({ step: 'remove' })
+    expect(back.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n5' }])
+  })
+
   it('hands a leaving leadership only to a caught-up voter, preferring the new one, else waits', async () => {
     // n3 leads the meta group and is drained; n4 was added, caught up and promoted, then died.
     const drain = { ...request, groupId: 0, add: 'n4', remove: 'n3' }

@@ -39,8 +39,9 @@ export interface ReplicaLeader {
  * far-behind voter would refuse every proposal of the group while it is pending, and the next
  * call would start it again.
  *
- * Growing or shrinking the meta group is the same with one side empty (''): no `remove` (steps
- * 1-2, then done) or no `add` (step 3, the leadership going to another voter).
+ * Growing or shrinking a group is the same with one side empty (''): no `remove` (steps 1-2,
+ * then done) or no `add` (step 3, the leadership going to another voter; the removal waits
+ * while the voters left, counting those caught up, are no majority of them).
  *
  * Before all: a member left by a change whose new node was lost and replaced by another is
  * removed — one outside `replicas` (the meta state's record) and `add`, voter or learner (a
@@ -169,6 +170,10 @@ export async function changeReplicas(
   }
   if (member(req.remove)) {
     if (req.remove === status.id) return handOver(req.remove)
+    // A shrink adds nobody: it removes a voter only while the voters left, counting those
+    // caught up, are a majority of them (removing a live one while another is away would
+    // leave a group that needs the away one).
+    if (req.add === '' && !majorityWithout(req.remove)) return wait
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
   if (status.confIndex > status.commit) return wait

@@ -19,6 +19,7 @@ import {
   peekPanel,
   queuesView,
   queueView,
+  replicationForm,
   scaleForm,
   sessionView,
   updateQueueForm,
@@ -89,6 +90,11 @@ const actions: AdminActions = {
     confirmThen(`Make the meta group keep ${voters} voters? Voters are added or removed one at a time.`, () =>
       api('/api/meta-voters', { voters }),
     ),
+  setReplicationFactor: (factor) =>
+    confirmThen(
+      `Set the replication factor to ${factor}? Every data group grows or shrinks to it, one replica at a time.`,
+      () => api('/api/replication', { factor }),
+    ),
   scale: (groups) =>
     confirmThen(`Scale to ${groups} data groups? Partitions will move between groups.`, () =>
       api('/api/scale', { groups }),
@@ -140,7 +146,14 @@ async function render(route: Route, forms: boolean): Promise<void> {
     case 'cluster': {
       const c = await api<ClusterInfo>('/api/cluster')
       view = clusterView(c, session, actions)
-      if (session.admin) form = metaVotersForm(c.meta.votersWanted || c.meta.voters.length, actions)
+      if (session.admin) {
+        form = h(
+          'div',
+          {},
+          metaVotersForm(c.meta.votersWanted || c.meta.voters.length, actions),
+          replicationForm(c.replicationFactor, actions),
+        )
+      }
       break
     }
     case 'groups': {

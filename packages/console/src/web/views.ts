@@ -23,6 +23,7 @@ export interface AdminActions {
   removeNode(nodeId: string): void
   scale(groups: number): void
   setMetaVoters(voters: number): void
+  setReplicationFactor(factor: number): void
   createQueue(name: string, config: Partial<QueueConfigInfo>): void
   updateQueue(name: string, update: UpdateQueueBody): void
   /** Pauses (true) or resumes (false) the queue's deliveries. */
@@ -121,6 +122,8 @@ export function clusterView(c: ClusterInfo, session: SessionInfo, actions: Admin
       h('dd', { 'data-testid': 'meta-leader' }, c.metaLeaderId || 'unknown'),
       h('dt', {}, 'meta group'),
       h('dd', { 'data-testid': 'meta-group' }, c.meta.summary),
+      h('dt', {}, 'replication'),
+      h('dd', { 'data-testid': 'replication' }, c.replication),
       h('dt', {}, 'route epoch'),
       h('dd', { 'data-testid': 'route-epoch' }, String(c.routeEpoch)),
       h('dt', {}, 'nodes'),
@@ -342,6 +345,28 @@ export function metaVotersForm(current: number, actions: AdminActions): HTMLElem
     h('h3', {}, 'Meta group size'),
     h('label', {}, 'voters ', select),
     h('button', { type: 'submit', 'data-testid': 'set-meta-voters' }, 'set'),
+  )
+}
+
+/** The admin form that sets the replication factor: replicas per data group, 1 to 7. */
+export function replicationForm(current: number, actions: AdminActions): HTMLElement {
+  const select = h(
+    'select',
+    { 'data-testid': 'replication-factor' },
+    ...[1, 2, 3, 4, 5, 6, 7].map((n) => h('option', { value: n, selected: n === current }, String(n))),
+  ) as HTMLSelectElement
+  return h(
+    'form',
+    {
+      class: 'admin',
+      onsubmit: (e) => {
+        e.preventDefault()
+        actions.setReplicationFactor(Number(select.value))
+      },
+    },
+    h('h3', {}, 'Replication factor'),
+    h('label', {}, 'replicas per data group ', select),
+    h('button', { type: 'submit', 'data-testid': 'set-replication-factor' }, 'set'),
   )
 }
 

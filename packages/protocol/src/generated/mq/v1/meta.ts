@@ -276,11 +276,16 @@ export interface ClusterStatusResponse {
   formatLevel: number;
   /** How many voters the meta group is to keep (SetMetaVoters); 0 = as many as it has. */
   metaVotersWanted: number;
+  /**
+   * Replicas per data group the cluster keeps (SetReplicationFactor; first the first meta
+   * leader's --replication-factor); 0 = not recorded yet (each meta leader's own setting).
+   */
+  replicationFactor: number;
 }
 
 /**
- * A membership change under way: `add` replaces `remove` (reason: drain, dead, balance; for
- * the meta group also grow, with no `remove`, and shrink, with no `add`).
+ * A membership change under way: `add` replaces `remove` (reason: drain, dead, balance; also
+ * grow, with no `remove`, and shrink, with no `add`).
  */
 export interface ReplicaChange {
   add: string;
@@ -304,6 +309,17 @@ export interface SetMetaVotersRequest {
 export interface SetMetaVotersResponse {
   voters: string[];
   votersWanted: number;
+}
+
+export interface SetReplicationFactorRequest {
+  /** 1 to 7. */
+  factor: number;
+}
+
+export interface SetReplicationFactorResponse {
+  /** The factor before this call (0: none recorded). */
+  previous: number;
+  factor: number;
 }
 
 export interface TransferLeaderRequest {
@@ -2865,6 +2881,7 @@ function createBaseClusterStatusResponse(): ClusterStatusResponse {
     metaChange: undefined,
     formatLevel: 0,
     metaVotersWanted: 0,
+    replicationFactor: 0,
   };
 }
 
@@ -2902,6 +2919,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     }
     if (message.metaVotersWanted !== 0) {
       writer.uint32(88).uint32(message.metaVotersWanted);
+    }
+    if (message.replicationFactor !== 0) {
+      writer.uint32(96).uint32(message.replicationFactor);
     }
     return writer;
   },
@@ -3001,6 +3021,14 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
           message.metaVotersWanted = reader.uint32();
           continue;
         }
+        case 12: {
+          if (tag !== 96) {
+            break;
+          }
+
+          message.replicationFactor = reader.uint32();
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3051,6 +3079,11 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
         : isSet(object.meta_voters_wanted)
         ? globalThis.Number(object.meta_voters_wanted)
         : 0,
+      replicationFactor: isSet(object.replicationFactor)
+        ? globalThis.Number(object.replicationFactor)
+        : isSet(object.replication_factor)
+        ? globalThis.Number(object.replication_factor)
+        : 0,
     };
   },
 
@@ -3089,6 +3122,9 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
     if (message.metaVotersWanted !== 0) {
       obj.metaVotersWanted = Math.round(message.metaVotersWanted);
     }
+    if (message.replicationFactor !== 0) {
+      obj.replicationFactor = Math.round(message.replicationFactor);
+    }
     return obj;
   },
 
@@ -3112,6 +3148,7 @@ export const ClusterStatusResponse: MessageFns<ClusterStatusResponse> = {
       : undefined;
     message.formatLevel = object.formatLevel ?? 0;
     message.metaVotersWanted = object.metaVotersWanted ?? 0;
+    message.replicationFactor = object.replicationFactor ?? 0;
     return message;
   },
 };
@@ -3478,6 +3515,140 @@ export const SetMetaVotersResponse: MessageFns<SetMetaVotersResponse> = {
     const message = createBaseSetMetaVotersResponse();
     message.voters = object.voters?.map((e) => e) || [];
     message.votersWanted = object.votersWanted ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetReplicationFactorRequest(): SetReplicationFactorRequest {
+  return { factor: 0 };
+}
+
+export const SetReplicationFactorRequest: MessageFns<SetReplicationFactorRequest> = {
+  encode(message: SetReplicationFactorRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.factor !== 0) {
+      writer.uint32(8).uint32(message.factor);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetReplicationFactorRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseSetReplicationFactorRequest();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.factor = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): SetReplicationFactorRequest {
+    return { factor: isSet(object.factor) ? globalThis.Number(object.factor) : 0 };
+  },
+
+  toJSON(message: SetReplicationFactorRequest): unknown {
+    const obj: any = {};
+    if (message.factor !== 0) {
+      obj.factor = Math.round(message.factor);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetReplicationFactorRequest>, I>>(base?: I): SetReplicationFactorRequest {
+    return SetReplicationFactorRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetReplicationFactorRequest>, I>>(object: I): SetReplicationFactorRequest {
+    const message = createBaseSetReplicationFactorRequest();
+    message.factor = object.factor ?? 0;
+    return message;
+  },
+};
+
+function createBaseSetReplicationFactorResponse(): SetReplicationFactorResponse {
+  return { previous: 0, factor: 0 };
+}
+
+export const SetReplicationFactorResponse: MessageFns<SetReplicationFactorResponse> = {
+  encode(message: SetReplicationFactorResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.previous !== 0) {
+      writer.uint32(8).uint32(message.previous);
+    }
+    if (message.factor !== 0) {
+      writer.uint32(16).uint32(message.factor);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetReplicationFactorResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const end = length === undefined ? reader.len : reader.pos + length;
+    const message = createBaseSetReplicationFactorResponse();
+    while (reader.pos < end) {
+      const tag = reader.uint32();
+      switch (tag >>> 3) {
+        case 1: {
+          if (tag !== 8) {
+            break;
+          }
+
+          message.previous = reader.uint32();
+          continue;
+        }
+        case 2: {
+          if (tag !== 16) {
+            break;
+          }
+
+          message.factor = reader.uint32();
+          continue;
+        }
+      }
+      if ((tag & 7) === 4 || tag === 0) {
+        break;
+      }
+      reader.skip(tag & 7);
+    }
+    return message;
+  },
+
+  fromJSON(object: any): SetReplicationFactorResponse {
+    return {
+      previous: isSet(object.previous) ? globalThis.Number(object.previous) : 0,
+      factor: isSet(object.factor) ? globalThis.Number(object.factor) : 0,
+    };
+  },
+
+  toJSON(message: SetReplicationFactorResponse): unknown {
+    const obj: any = {};
+    if (message.previous !== 0) {
+      obj.previous = Math.round(message.previous);
+    }
+    if (message.factor !== 0) {
+      obj.factor = Math.round(message.factor);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SetReplicationFactorResponse>, I>>(base?: I): SetReplicationFactorResponse {
+    return SetReplicationFactorResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetReplicationFactorResponse>, I>>(object: I): SetReplicationFactorResponse {
+    const message = createBaseSetReplicationFactorResponse();
+    message.previous = object.previous ?? 0;
+    message.factor = object.factor ?? 0;
     return message;
   },
 };
@@ -4620,6 +4791,21 @@ export const MetaService = {
     responseDeserialize: (value: Buffer): SetMetaVotersResponse => SetMetaVotersResponse.decode(value),
   },
   /**
+   * Sets the cluster's replication factor: replicas per data group (format level 34). Groups
+   * grow to it, or shrink to it, one replica at a time.
+   */
+  setReplicationFactor: {
+    path: "/mq.v1.Meta/SetReplicationFactor" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetReplicationFactorRequest): Buffer =>
+      Buffer.from(SetReplicationFactorRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetReplicationFactorRequest => SetReplicationFactorRequest.decode(value),
+    responseSerialize: (value: SetReplicationFactorResponse): Buffer =>
+      Buffer.from(SetReplicationFactorResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetReplicationFactorResponse => SetReplicationFactorResponse.decode(value),
+  },
+  /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
    * secret is made by the meta leader and returned once; only its SHA-256 is stored.
    */
@@ -4695,6 +4881,11 @@ export interface MetaServer extends UntypedServiceImplementation {
    * outside it, or removes voters, one at a time. Answers the voters now and the size wanted.
    */
   setMetaVoters: handleUnaryCall<SetMetaVotersRequest, SetMetaVotersResponse>;
+  /**
+   * Sets the cluster's replication factor: replicas per data group (format level 34). Groups
+   * grow to it, or shrink to it, one replica at a time.
+   */
+  setReplicationFactor: handleUnaryCall<SetReplicationFactorRequest, SetReplicationFactorResponse>;
   /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
    * secret is made by the meta leader and returned once; only its SHA-256 is stored.
@@ -4906,6 +5097,25 @@ export interface MetaClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: SetMetaVotersResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sets the cluster's replication factor: replicas per data group (format level 34). Groups
+   * grow to it, or shrink to it, one replica at a time.
+   */
+  setReplicationFactor(
+    request: SetReplicationFactorRequest,
+    callback: (error: ServiceError | null, response: SetReplicationFactorResponse) => void,
+  ): ClientUnaryCall;
+  setReplicationFactor(
+    request: SetReplicationFactorRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetReplicationFactorResponse) => void,
+  ): ClientUnaryCall;
+  setReplicationFactor(
+    request: SetReplicationFactorRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetReplicationFactorResponse) => void,
   ): ClientUnaryCall;
   /**
    * Client tokens kept in the meta group (beside those of the servers' --auth-file): the
