@@ -279,12 +279,7 @@ export class Controller {
       setMetaVoters: async (voters) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
-        const level = this.#formatLevel(state)
-        if (level < FORMAT_LEVEL_META_SIZE) {
-          throw new InvalidArgumentError(
-            `the cluster runs format level ${level}: the meta group's size can be set from level ${FORMAT_LEVEL_META_SIZE}, once every node runs a version of it`,
-          )
-        }
+        this.#requireLevel(state, FORMAT_LEVEL_META_SIZE, "the meta group's size can be set")
         const r = await this.#host.propose({ type: 'setMetaVoters', voters })
         if (!r.ok) throw mqError(r.code, r.message)
         void this.round()
@@ -293,12 +288,12 @@ export class Controller {
       setReplicationFactor: async (factor) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
-        const level = this.#formatLevel(state)
-        if (level < FORMAT_LEVEL_REPLICATION_FACTOR) {
-          throw new InvalidArgumentError(
-            `the cluster runs format level ${level}: the replication factor can be set from level ${FORMAT_LEVEL_REPLICATION_FACTOR}, once every node runs a version of it (until then each meta leader goes by its own --replication-factor)`,
-          )
-        }
+        this.#requireLevel(
+          state,
+          FORMAT_LEVEL_REPLICATION_FACTOR,
+          'the replication factor can be set',
+          ' (until then each meta leader goes by its own --replication-factor)',
+        )
         // In turn with the rounds: a round's first record of the factor lands before this.
         const r = await this.#inTurn(() => this.#host.propose({ type: 'setReplicationFactor', factor }))
         if (!r.ok) throw mqError(r.code, r.message)
@@ -310,12 +305,7 @@ export class Controller {
         if (!state) throw this.#host.notLeader()
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
-        const level = this.#formatLevel(state)
-        if (level < FORMAT_LEVEL_UNDRAIN) {
-          throw new InvalidArgumentError(
-            `the cluster runs format level ${level}: a drain can be undone from level ${FORMAT_LEVEL_UNDRAIN}, once every node runs a version of it`,
-          )
-        }
+        this.#requireLevel(state, FORMAT_LEVEL_UNDRAIN, 'a drain can be undone')
         // In turn with the rounds, as a drain: a round computed while the node was draining
         // lands before this, not after.
         const r = await this.#inTurn(() => this.#host.propose({ type: 'undrainNode', nodeId }))
@@ -348,12 +338,7 @@ export class Controller {
       removeNode: async (nodeId) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
-        const level = this.#formatLevel(state)
-        if (level < FORMAT_LEVEL_REMOVE_NODE) {
-          throw new InvalidArgumentError(
-            `the cluster runs format level ${level}: a node can be removed from level ${FORMAT_LEVEL_REMOVE_NODE}, once every node runs a version of it`,
-          )
-        }
+        this.#requireLevel(state, FORMAT_LEVEL_REMOVE_NODE, 'a node can be removed')
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         // The meta group's Raft configuration may name it before the meta state does (a change
@@ -609,6 +594,19 @@ export class Controller {
       )
     }
     return recorded
+  }
+
+  /**
+   * Throws INVALID_ARGUMENT when the cluster runs below `needed`: `what` (…can be done) needs a
+   * level some node's version does not read yet.
+   */
+  #requireLevel(state: MetaState, needed: number, what: string, note = ''): void {
+    const level = this.#formatLevel(state)
+    if (level < needed) {
+      throw new InvalidArgumentError(
+        `the cluster runs format level ${level}: ${what} from level ${needed}, once every node runs a version of it${note}`,
+      )
+    }
   }
 
   #formatLevel(state: MetaState): number {

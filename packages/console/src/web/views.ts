@@ -328,32 +328,35 @@ export function scaleForm(current: number, actions: AdminActions): HTMLElement {
 
 /** The admin form that sets how many voters the meta group keeps (1, 3, 5 or 7). */
 export function metaVotersForm(current: number, actions: AdminActions): HTMLElement {
-  const select = h(
-    'select',
-    { 'data-testid': 'meta-voters' },
-    ...[1, 3, 5, 7].map((n) => h('option', { value: n, selected: n === current }, String(n))),
-  ) as HTMLSelectElement
-  return h(
-    'form',
-    {
-      class: 'admin',
-      onsubmit: (e) => {
-        e.preventDefault()
-        actions.setMetaVoters(Number(select.value))
-      },
-    },
-    h('h3', {}, 'Meta group size'),
-    h('label', {}, 'voters ', select),
-    h('button', { type: 'submit', 'data-testid': 'set-meta-voters' }, 'set'),
+  return choiceForm(
+    { title: 'Meta group size', label: 'voters ', testId: 'meta-voters', choices: [1, 3, 5, 7], current },
+    (n) => actions.setMetaVoters(n),
   )
 }
 
 /** The admin form that sets the replication factor: replicas per data group, 1 to 7. */
 export function replicationForm(current: number, actions: AdminActions): HTMLElement {
+  return choiceForm(
+    {
+      title: 'Replication factor',
+      label: 'replicas per data group ',
+      testId: 'replication-factor',
+      choices: [1, 2, 3, 4, 5, 6, 7],
+      current,
+    },
+    (n) => actions.setReplicationFactor(n),
+  )
+}
+
+/** An admin form choosing one of `choices` (select `testId`, button `set-<testId>`). */
+function choiceForm(
+  o: { title: string; label: string; testId: string; choices: readonly number[]; current: number },
+  submit: (n: number) => void,
+): HTMLElement {
   const select = h(
     'select',
-    { 'data-testid': 'replication-factor' },
-    ...[1, 2, 3, 4, 5, 6, 7].map((n) => h('option', { value: n, selected: n === current }, String(n))),
+    { 'data-testid': o.testId },
+    ...o.choices.map((n) => h('option', { value: n, selected: n === o.current }, String(n))),
   ) as HTMLSelectElement
   return h(
     'form',
@@ -361,12 +364,12 @@ export function replicationForm(current: number, actions: AdminActions): HTMLEle
       class: 'admin',
       onsubmit: (e) => {
         e.preventDefault()
-        actions.setReplicationFactor(Number(select.value))
+        submit(Number(select.value))
       },
     },
-    h('h3', {}, 'Replication factor'),
-    h('label', {}, 'replicas per data group ', select),
-    h('button', { type: 'submit', 'data-testid': 'set-replication-factor' }, 'set'),
+    h('h3', {}, o.title),
+    h('label', {}, o.label, select),
+    h('button', { type: 'submit', 'data-testid': `set-${o.testId}` }, 'set'),
   )
 }
 
