@@ -9,7 +9,7 @@ export const GROWN_PARTITIONS_MAX = 8
 const RESUME_TRIES_MAX = 60
 
 export interface ScalerResult {
-  /** scaleDataGroups, setMetaVoters, partition growth, pause, throttle and node removal calls that were accepted. */
+  /** scaleDataGroups, setMetaVoters, setReplicationFactor, partition growth, pause, throttle and node removal calls that were accepted. */
   readonly calls: number
   /** Calls refused (no meta leader during a fault, a plan under way): the scaler goes on. */
   readonly refused: number
@@ -19,7 +19,8 @@ export interface ScalerResult {
  * Scales the data groups up and down while the nemesis runs its faults: every 3–8 s (drawn
  * from `prng`) calls `scaleDataGroups(n)` with n alternately above and below the current
  * count, between 2 and `groupsMax`. One call in four instead resizes the meta group
- * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; and one in
+ * (`setMetaVoters`): to 5 voters when 5 nodes are alive, back to 3 when it has 5; one in five
+ * sets the replication factor likewise, 3 to 5 and back (`setReplicationFactor`); and one in
  * five adds a partition to `queue` (up to GROWN_PARTITIONS_MAX; not when `grow` is false: a
  * queue with ordered keys keeps its count), which the workloads' producers
  * and consumers must find and use; one in five pauses `queue` for 0.5–2 s and resumes it, or
@@ -111,6 +112,24 @@ export async function runScaler(
           what = `remove-node ${idle.nodeId}`
           await client.admin.removeNode(idle.nodeId)
           const description = `remove-node ${idle.nodeId}`
+          history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
+          log(`scaler: ${description}`)
+          calls++
+          await sleep(prng.int(3_000, 8_000))
+          continue
+        }
+      }
+      if (prng.int(0, 4) === 0) {
+        // The replication factor: to 5 when 5 nodes are alive, back to 3 from 5 (only between
+        // the two: a group of 1 or 2 replicas does not survive the faults a run injects).
+        const s = await client.admin.clusterStatus()
+        const factor = s.replicationFactor
+        const wanted =
+          factor >= 5 ? 3 : factor === 3 && s.nodes.filter((n) => n.alive).length >= 5 ? 5 : factor
+        if (wanted !== factor) {
+          what = `set-replication-factor ${wanted}`
+          const r = await client.admin.setReplicationFactor(wanted)
+          const description = `set-replication-factor ${r.previous} -> ${wanted}`
           history.add({ kind: 'fault', worker: 'scaler', startMs, endMs: Date.now(), description })
           log(`scaler: ${description}`)
           calls++
