@@ -1,6 +1,8 @@
 import {
   LEASE_VISIBILITY_MS_MAX,
+  QUEUE_DAY_SETTING_MS_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_MESSAGE_TTL_MS_MAX,
   QUEUE_PARTITIONS_MAX,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
   type QueueConfig,
@@ -25,11 +27,11 @@ export const QUEUE_LIMITS = {
   maxDeliveries: [1, QUEUE_MAX_DELIVERIES_MAX],
   messageBytesMax: [1, 4 * 1024 * 1024],
   queueLengthMax: [1, 1_000_000_000],
-  dedupWindowMs: [0, 24 * 3600_000],
-  messageTtlMs: [0, 365 * 24 * 3600_000],
+  dedupWindowMs: [0, QUEUE_DAY_SETTING_MS_MAX],
+  messageTtlMs: [0, QUEUE_MESSAGE_TTL_MS_MAX],
   deliveryRate: [0, 1_000_000],
-  retryBackoffMinMs: [0, 24 * 3600_000],
-  retryBackoffMaxMs: [0, 24 * 3600_000],
+  retryBackoffMinMs: [0, QUEUE_DAY_SETTING_MS_MAX],
+  retryBackoffMaxMs: [0, QUEUE_DAY_SETTING_MS_MAX],
 } as const satisfies Record<string, readonly [number, number]>
 
 /** What a setting is when a create request leaves it 0 or empty. */

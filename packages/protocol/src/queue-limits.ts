@@ -24,3 +24,12 @@ export const MESSAGE_DELAY_MS_MAX = 7 * 24 * 3600_000
 
 /** The most deliveries a queue may allow before it dead-letters a message (`max_deliveries`). */
 export const QUEUE_MAX_DELIVERIES_MAX = 1000
+
+/**
+ * The longest a queue may remember a dedup key (`dedup_window_ms`), and its longest retry
+ * backoffs (`retry_backoff_min_ms`, `retry_backoff_max_ms`): a day.
+ */
+export const QUEUE_DAY_SETTING_MS_MAX = 24 * 3600_000
+
+/** The longest a queue may keep a message waiting to be delivered (`message_ttl_ms`): a year. */
+export const QUEUE_MESSAGE_TTL_MS_MAX = 365 * 24 * 3600_000

@@ -1,7 +1,9 @@
 import {
   encodeBody,
   LEASE_VISIBILITY_MS_MAX,
+  QUEUE_DAY_SETTING_MS_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_MESSAGE_TTL_MS_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
   VISIBILITY_MS_MIN,
@@ -39,11 +41,6 @@ interface SettingFlags {
   retryBackoffMax?: number
 }
 
-/** The meta service's bound on --dedup-window and the retry backoffs (its QUEUE_LIMITS). */
-const SETTING_DAY_MS = 24 * 3_600_000
-/** The meta service's bound on --message-ttl (its QUEUE_LIMITS): a year. */
-const MESSAGE_TTL_MS_MAX = 365 * 24 * 3_600_000
-
 function addSettingFlags(command: Command): Command {
   return command
     .option(
@@ -64,12 +61,12 @@ function addSettingFlags(command: Command): Command {
     .option(
       '--dedup-window <duration>',
       'how long a dedup key is remembered (e.g. 2m; 0 = off; 5m for a new queue unless set; at most 24h)',
-      durationWithin(0, SETTING_DAY_MS),
+      durationWithin(0, QUEUE_DAY_SETTING_MS_MAX),
     )
     .option(
       '--message-ttl <duration>',
       'how long a message may wait to be delivered; older ones are deleted (e.g. 1h, 30d; 0 = until consumed; at most 365d)',
-      durationWithin(0, MESSAGE_TTL_MS_MAX),
+      durationWithin(0, QUEUE_MESSAGE_TTL_MS_MAX),
     )
     .option(
       '--max-message-bytes <n>',
@@ -85,12 +82,12 @@ function addSettingFlags(command: Command): Command {
     .option(
       '--retry-backoff <duration>',
       'delay a failed delivery (expired lease, nack) before it is delivered again, doubling per attempt (e.g. 1s; 0 = at once; at most 24h)',
-      durationWithin(0, SETTING_DAY_MS),
+      durationWithin(0, QUEUE_DAY_SETTING_MS_MAX),
     )
     .option(
       '--retry-backoff-max <duration>',
       'the longest retry backoff (10m unless set; at least --retry-backoff; at most 24h)',
-      durationWithin(0, SETTING_DAY_MS),
+      durationWithin(0, QUEUE_DAY_SETTING_MS_MAX),
     )
 }
 
