@@ -45,6 +45,7 @@ export {
   STATS_AGES_MAX,
   TURNS_CACHED_MAX,
 } from './partition'
+export { READ_AHEAD_BUDGET, ReadAheadBudget } from './read-ahead-budget'
 export { PRODUCER_BATCHES_KEPT } from './records'
 export type { SchedulerState } from './scheduler'
 export { VIRTUAL_TIME_RENORMALIZE_AT, WeightedScheduler } from './scheduler'

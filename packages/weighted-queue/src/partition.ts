@@ -32,6 +32,7 @@ import {
 import { ExpiryKind, idValue, type KeySpan, KeyTag, PartitionKeys, ReadyBand } from './keys'
 import { parseLeaseId } from './lease-id'
 import { Overlay } from './overlay'
+import { READ_AHEAD_BUDGET, type ReadAheadBudget } from './read-ahead-budget'
 import {
   type AttemptRecord,
   decodeAttempt,
@@ -213,7 +214,14 @@ export class QueuePartition {
    * span at or below the last entry held drops it (a put above it changes none of them).
    * Memory only: a hit and a miss give the same entries, so replicas stay identical.
    */
-  private readonly readyAhead = new Map<number, { readonly entries: KeyValue[]; next: number }>()
+  private readonly readyAhead = new Map<
+    number,
+    { readonly entries: KeyValue[]; next: number; readonly bytes: number }
+  >()
+  /** Bounds the read-ahead of every partition of the process together (read-ahead-budget.ts). */
+  private readonly aheadBudget: ReadAheadBudget
+  /** What the budget calls to have this partition keep no read-ahead. */
+  private readonly dropAhead = () => this.readyAhead.clear()
   /** Bytes an entry of the last read ahead kept alive, on average (sizes the next read). */
   private readyEntryBytes = 256
   private readonly dirtyWeights = new Set<number>()
@@ -259,7 +267,9 @@ export class QueuePartition {
     config: QueueConfig,
     configDirty: boolean,
     st: PartitionState,
+    aheadBudget: ReadAheadBudget,
   ) {
+    this.aheadBudget = aheadBudget
     this.keys = new PartitionKeys(prefix)
     this.overlay = new Overlay(reader, prefix.length)
     this.configValue = config
@@ -278,6 +288,7 @@ export class QueuePartition {
     reader: KvReader,
     prefix: Uint8Array,
     config: Partial<QueueConfig> = {},
+    options: { readonly readAheadBudget?: ReadAheadBudget } = {},
   ): Promise<QueuePartition> {
     const keys = new PartitionKeys(prefix)
     const [stateBytes, configBytes, windowBytes] = await reader.getMany([
@@ -288,7 +299,14 @@ export class QueuePartition {
     const stored = configBytes !== undefined
     const cfg = stored ? decodeConfig(configBytes) : resolveConfig(QUEUE_CONFIG_DEFAULT, config)
     const st = stateBytes ? decodeState(stateBytes) : { ...PARTITION_STATE_INITIAL }
-    const p = new QueuePartition(reader, prefix, cfg, !stored, st)
+    const p = new QueuePartition(
+      reader,
+      prefix,
+      cfg,
+      !stored,
+      st,
+      options.readAheadBudget ?? READ_AHEAD_BUDGET,
+    )
     if (windowBytes) {
       p.window = decodeWindowHeader(windowBytes)
       const span = keys.tagSpan(KeyTag.Window)
@@ -1563,7 +1581,7 @@ export class QueuePartition {
     const held = this.readyAhead.get(w)
     if (held !== undefined && held.entries.length - held.next >= n)
       return held.entries.slice(held.next, held.next + n)
-    this.readyAhead.delete(w)
+    if (this.readyAhead.delete(w)) this.aheadChanged()
     // No more than are ready (this.ready[w] counts the picks out already): a read past the
     // span's last entry would walk whatever tombstones follow it.
     const fits = Math.floor(READY_AHEAD_BYTES_MAX / this.readyEntryBytes)
@@ -1575,9 +1593,13 @@ export class QueuePartition {
     // What the entries keep alive: a value may be a view into a larger buffer (a slab).
     let bytes = 0
     let keep = 0
+    let kept = 0
     for (const [k, v] of entries) {
       bytes += k.length + v.buffer.byteLength
-      if (bytes <= READY_AHEAD_BYTES_MAX) keep++
+      if (bytes <= READY_AHEAD_BYTES_MAX) {
+        keep++
+        kept = bytes
+      }
     }
     this.readyEntryBytes = Math.max(1, Math.ceil(bytes / entries.length))
     if (entries.length <= n) return entries
@@ -1586,7 +1608,12 @@ export class QueuePartition {
         const oldest = this.readyAhead.keys().next()
         if (!oldest.done) this.readyAhead.delete(oldest.value)
       }
-      this.readyAhead.set(w, { entries: keep < entries.length ? entries.slice(0, keep) : entries, next: 0 })
+      this.readyAhead.set(w, {
+        entries: keep < entries.length ? entries.slice(0, keep) : entries,
+        next: 0,
+        bytes: kept,
+      })
+      this.aheadChanged()
     }
     return entries.slice(0, n)
   }
@@ -1599,8 +1626,10 @@ export class QueuePartition {
     const head = held.entries[held.next]
     if (head !== undefined && compareKeys(head[0], key) === 0) {
       held.next++
-      if (held.next === held.entries.length) this.readyAhead.delete(w)
-    } else this.readyAhead.delete(w)
+      if (held.next < held.entries.length) return
+    }
+    this.readyAhead.delete(w)
+    this.aheadChanged()
   }
 
   /** A write of `key` other than a lease's take: the read-ahead of its weight, if it is a ready key at or below it, goes. */
@@ -1610,7 +1639,17 @@ export class QueuePartition {
     const held = this.readyAhead.get(w)
     if (held === undefined) return
     const last = held.entries[held.entries.length - 1] as KeyValue
-    if (!put || compareKeys(key, last[0]) <= 0) this.readyAhead.delete(w)
+    if (!put || compareKeys(key, last[0]) <= 0) {
+      this.readyAhead.delete(w)
+      this.aheadChanged()
+    }
+  }
+
+  /** Tells the process's read-ahead budget what this partition keeps now. */
+  private aheadChanged(): void {
+    let bytes = 0
+    for (const held of this.readyAhead.values()) bytes += held.bytes
+    this.aheadBudget.hold(this, bytes, this.dropAhead)
   }
 
   /** Weight `w`'s ready span from its floor (see readyFloor). */

@@ -11,7 +11,7 @@
 import type { Engine } from '@mq/kv-storage'
 import * as fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
-import { type Command, type QueueConfig, QueuePartition } from '../src/index'
+import { type Command, type QueueConfig, QueuePartition, ReadAheadBudget } from '../src/index'
 import { comparable, ENGINES } from './harness'
 
 const PREFIX = Uint8Array.of(0x52, 0x07)
@@ -222,21 +222,30 @@ let leasesWithReadAhead = 0
 let scripts = 0
 
 /** Entries the live partition keeps ahead, per weight (test-only peek at a private field). */
-function readAhead(p: QueuePartition): Map<number, { entries: unknown[]; next: number }> {
-  return (p as unknown as { readyAhead: Map<number, { entries: unknown[]; next: number }> }).readyAhead
+function readAhead(p: QueuePartition): Map<number, { entries: unknown[]; next: number; bytes: number }> {
+  return (p as unknown as { readyAhead: Map<number, { entries: unknown[]; next: number; bytes: number }> })
+    .readyAhead
 }
+
+/** The process-wide read-ahead bound of the runs with `pressure`: 16 KiB. */
+const PRESSURE_BYTES = 16 * 1024
 
 async function run(
   open: () => Promise<{ engine: Engine; dispose: () => Promise<void> }>,
   steps: readonly ScriptStep[],
   config: Partial<QueueConfig>,
   flushEvery: number,
+  pressure = false,
 ): Promise<void> {
   scripts++
   const live = await open()
   const ref = await open()
+  // The live partition's own budget: with `pressure`, another partition takes all of it every
+  // third step, which drops the live one's read-ahead between applies.
+  let budget = new ReadAheadBudget(pressure ? PRESSURE_BYTES : 64 * 1024 * 1024)
+  const other = {}
   try {
-    let p = await QueuePartition.open(live.engine, PREFIX, config)
+    let p = await QueuePartition.open(live.engine, PREFIX, config, { readAheadBudget: budget })
     let unflushed: { ops: Parameters<Engine['write']>[0][number][]; generation: number; n: number } = {
       ops: [],
       generation: 0,
@@ -252,10 +261,12 @@ async function run(
     for (const [i, step] of steps.entries()) {
       if (step.build === 'reopen') {
         await flush()
-        p = await QueuePartition.open(live.engine, PREFIX, config)
+        budget = new ReadAheadBudget(pressure ? PRESSURE_BYTES : 64 * 1024 * 1024)
+        p = await QueuePartition.open(live.engine, PREFIX, config, { readAheadBudget: budget })
         continue
       }
       nowMs = Math.max(0, nowMs + step.dtMs)
+      if (pressure) budget.hold(other, i % 3 === 0 ? PRESSURE_BYTES : 0, () => {})
       const cmd = step.build(leaseIds, nowMs)
       if (cmd.type === 'lease' && [...readAhead(p).values()].some((h) => h.next < h.entries.length))
         leasesWithReadAhead++
@@ -274,6 +285,12 @@ async function run(
         expect(h.entries.length).toBeLessThanOrEqual(512)
         expect(h.next).toBeLessThan(h.entries.length)
       }
+      // The budget counts what the partition keeps, exactly, and stays within its bound.
+      const keeps = [...held.values()].reduce((n, h) => n + h.bytes, 0)
+      // (The other partition's hold, when it was not dropped, counts too.)
+      if (pressure && i % 3 === 0) expect(budget.bytes, label).toBeGreaterThanOrEqual(keeps)
+      else expect(budget.bytes, label).toBe(keeps)
+      expect(budget.bytes, label).toBeLessThanOrEqual(pressure ? PRESSURE_BYTES : 64 * 1024 * 1024)
       unflushed.ops.push(...got.ops)
       unflushed.generation = got.generation
       if (++unflushed.n >= flushEvery) await flush()
@@ -301,9 +318,14 @@ describe.each(ENGINES)('read-ahead of ready heads on $name', ({ name, open }) =>
     'a lease served from entries read ahead returns and writes what a partition opened afresh does (ops flushed every %i applies, orderedKeys %i)',
     async (flushEvery, orderedKeys) => {
       await fc.assert(
-        fc.asyncProperty(script, fc.constantFrom(0, 150), async (steps, messageTtlMs) => {
-          await run(open, steps, { ...CONFIG, orderedKeys, messageTtlMs }, flushEvery)
-        }),
+        fc.asyncProperty(
+          script,
+          fc.constantFrom(0, 150),
+          fc.boolean(),
+          async (steps, messageTtlMs, pressure) => {
+            await run(open, steps, { ...CONFIG, orderedKeys, messageTtlMs }, flushEvery, pressure)
+          },
+        ),
         // No shrinking: a script of 100 steps shrinks for many minutes; the failing step is named.
         { numRuns: name === 'memory' ? 120 : 15, endOnFailure: true },
       )
