@@ -379,7 +379,7 @@ describe('cluster, node and group', () => {
     expect((await mq(['cluster', 'status'])).stdout).toMatch(/replication: +1 replica per data group/)
     cluster.status = { ...cluster.status, replicationFactor: 0 }
     expect((await mq(['cluster', 'status'])).stdout).toMatch(
-      /replication: +each meta leader's own --replication-factor/,
+      /replication: +each meta leader's own "replicationFactor" \(config file\)/,
     )
     const bad = await mq(['cluster', 'replication', '8'])
     expect(bad.code).not.toBe(0)

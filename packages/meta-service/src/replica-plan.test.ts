@@ -182,6 +182,25 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(s.group(1)?.replicas).toEqual(['n1', 'n3', 'n5'])
   })
 
+  it('shrinking a group with a draining replica removes an away replica first', () => {
+    // {n1, n2 draining, n3 away}, down to 2: without n2, {n1, n3} needs the away n3, so the
+    // group's leader would wait on that shrink (replica-changer.ts) for as long as n3 is away,
+    // and a shrink is never retargeted: the away n3 goes first, then n2 is replaced.
+    const s = cluster(4, [G])
+    must(s, { type: 'reportLeader', groupId: 1, leaderId: 'n1', term: 1 })
+    must(s, { type: 'drainNode', nodeId: 'n2' })
+    const input = {
+      alive: new Set(['n1', 'n2', 'n4']),
+      lost: new Set<string>(),
+      changesMax: 3,
+      replicasWanted: 2,
+      replicasMax: 2,
+    }
+    expect(replicaActions(s, input)).toEqual([
+      { type: 'startReplicaChange', groupId: 1, add: '', remove: 'n3', reason: 'shrink' },
+    ])
+  })
+
   it('records changes in the meta state and refuses bad ones with no state change', () => {
     const s = cluster(4, [G])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n1', reason: 'balance' })

@@ -85,7 +85,8 @@ export function replicasFor(factor: number, nodes: number): number {
  * 3. a group with more replicas than `replicasMax` loses one (`shrink`, adding none): one on a
  *    node not heard from lately first (removing a live one while another is away could leave
  *    the group without a majority), else a follower on the node holding the most replicas. A
- *    replica of step 1 in a group over `replicasMax` is removed this way, not replaced;
+ *    replica of step 1 in a group over `replicasMax` is removed this way, not replaced (one on
+ *    a node not heard from lately still first);
  * 4. once nothing is being replaced or changed, replicas are spread evenly over the live,
  *    non-draining nodes: a replica moves from the node holding the most to the one holding
  *    the fewest while they differ by more than one (a joined node fills up this way). Of the
@@ -160,7 +161,11 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
     if (g.replicas.length > (input.replicasMax ?? Number.POSITIVE_INFINITY)) {
-      take(g.groupId, '', bad, ReplicaChangeReason.Shrink)
+      // An away replica before the bad one, as in step 3: removing a live (draining) one
+      // while another is away could leave a group that needs the away one, and the group's
+      // leader would wait on that shrink for as long as it stays away (never retargeted).
+      const away = input.alive.has(bad) ? g.replicas.filter((r) => !input.alive.has(r)).sort()[0] : bad
+      take(g.groupId, '', away ?? bad, ReplicaChangeReason.Shrink)
       continue
     }
     const add = target(g.replicas)

@@ -5,7 +5,7 @@ describe('replication wording', () => {
   it('words the factor, one replica alone, and none recorded', () => {
     expect(replicationSummary(3)).toBe('3 replicas per data group')
     expect(replicationSummary(1)).toBe('1 replica per data group')
-    expect(replicationSummary(0)).toBe("each meta leader's own --replication-factor")
+    expect(replicationSummary(0)).toBe('each meta leader\'s own "replicationFactor" (config file)')
   })
 
   it('words an answer, naming the factor before only when it differs', () => {

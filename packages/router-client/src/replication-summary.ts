@@ -1,10 +1,10 @@
 /**
  * The cluster's replication factor for people (the CLI's `mq cluster status`, the web console):
  * `3 replicas per data group`; 0 is none recorded yet (a cluster below format level 34, whose
- * meta leaders each go by their own --replication-factor).
+ * meta leaders each go by their own "replicationFactor", a config-file key: no flag sets it).
  */
 export function replicationSummary(factor: number): string {
-  if (factor === 0) return "each meta leader's own --replication-factor"
+  if (factor === 0) return 'each meta leader\'s own "replicationFactor" (config file)'
   return `${replicas(factor)} per data group`
 }
 

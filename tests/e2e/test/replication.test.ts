@@ -5,7 +5,7 @@ import { consumeAll } from '../src/consume-all'
 import { waitFor } from '../src/scale-run'
 
 // The replication factor is the cluster's (kept in the meta state, format level 34): the first
-// meta leader records its own --replication-factor, and `SetReplicationFactor` changes it.
+// meta leader records its own "replicationFactor" (config file), and `SetReplicationFactor` changes it.
 // Every data group shrinks to a lower one (the nodes let go delete their replicas) and grows
 // back to a higher one, one replica at a time, without losing a message: once grown, a group
 // survives losing the one node that held it while it had one replica.

@@ -859,8 +859,8 @@ describe('Controller data-group replica changes', () => {
     await settle()
     expect(other.state.replicaChanges()).toEqual([])
     expect(lines.map((l) => l.msg).filter((m) => m.includes('is not used'))).toEqual([
-      "the cluster keeps 5 replicas per data group (`mq cluster replication` sets it); this node's --replication-factor 3 is not used",
-      "the cluster keeps 3 replicas per data group (`mq cluster replication` sets it); this node's --replication-factor 5 is not used",
+      'the cluster keeps 5 replicas per data group (`mq cluster replication` sets it); this node\'s "replicationFactor" 3 (config file) is not used',
+      'the cluster keeps 3 replicas per data group (`mq cluster replication` sets it); this node\'s "replicationFactor" 5 (config file) is not used',
     ])
   })
 
@@ -870,7 +870,7 @@ describe('Controller data-group replica changes', () => {
     await c.controller.round()
     expect(c.state.replicationFactor()).toBeUndefined()
     await expect(c.controller.port().setReplicationFactor(5)).rejects.toThrow(
-      'the cluster runs format level 33: the replication factor can be set from level 34, once every node runs a version of it (until then each meta leader goes by its own --replication-factor)',
+      'the cluster runs format level 33: the replication factor can be set from level 34, once every node runs a version of it (until then each meta leader goes by its own "replicationFactor", config file)',
     )
     const d = leading()
     await expect(d.controller.port().setReplicationFactor(8)).rejects.toThrow(

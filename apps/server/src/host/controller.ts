@@ -191,7 +191,7 @@ export class Controller {
   #term = -1
   /** The term in which this leader's meta state was last brought up to its commit (a barrier). */
   #caughtUpTerm = -1
-  /** Whether this node told that its --replication-factor is not the cluster's. */
+  /** Whether this node told that its "replicationFactor" (config file) is not the cluster's. */
   #toldFactor = false
   #busy = false
   /** What runs in turn (#inTurn): a round, the ScaleDataGroups RPC's proposal. */
@@ -292,7 +292,7 @@ export class Controller {
           state,
           FORMAT_LEVEL_REPLICATION_FACTOR,
           'the replication factor can be set',
-          ' (until then each meta leader goes by its own --replication-factor)',
+          ' (until then each meta leader goes by its own "replicationFactor", config file)',
         )
         // In turn with the rounds: a round's first record of the factor lands before this.
         const r = await this.#inTurn(() => this.#host.propose({ type: 'setReplicationFactor', factor }))
@@ -590,7 +590,7 @@ export class Controller {
     if (recorded !== own && !this.#toldFactor) {
       this.#toldFactor = true
       this.#log.info(
-        `the cluster keeps ${recorded} replicas per data group (\`mq cluster replication\` sets it); this node's --replication-factor ${own} is not used`,
+        `the cluster keeps ${recorded} replicas per data group (\`mq cluster replication\` sets it); this node's "replicationFactor" ${own} (config file) is not used`,
       )
     }
     return recorded

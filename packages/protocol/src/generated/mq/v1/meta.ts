@@ -278,7 +278,7 @@ export interface ClusterStatusResponse {
   metaVotersWanted: number;
   /**
    * Replicas per data group the cluster keeps (SetReplicationFactor; first the first meta
-   * leader's --replication-factor); 0 = not recorded yet (each meta leader's own setting).
+   * leader's "replicationFactor", config file); 0 = not recorded yet (each meta leader's own setting).
    */
   replicationFactor: number;
 }
