@@ -79,8 +79,11 @@ export type MetaCommand =
     }
   /** The node being added to data group `groupId` was lost before it became a voter: `add` instead. */
   | { readonly type: 'retargetReplicaChange'; readonly groupId: number; readonly add: string }
-  /** The group's Raft membership changed: `add` is a voter, `remove` is gone. */
-  | { readonly type: 'finishReplicaChange'; readonly groupId: number }
+  /**
+   * The group's Raft membership changed: `add` is a voter, `remove` is gone; for a shrink,
+   * `removed` when its leader removed another voter instead (one away: replica-changer.ts).
+   */
+  | { readonly type: 'finishReplicaChange'; readonly groupId: number; readonly removed?: string }
   /** Records the meta group's founding voters (the first meta leader; a no-op once recorded). */
   | { readonly type: 'initMetaMembers'; readonly voters: readonly string[] }
   /** Records a membership change of the meta group: `add` replaces `remove` ('' when growing or shrinking). */

@@ -987,6 +987,36 @@ describe('MetaState', () => {
     refused(shrink('', 'n1'), 'data group 1 has one replica, the fewest a group may have')
   })
 
+  it('finishes a shrink with the voter its leader removed instead; refuses that for any other change', () => {
+    const s = cluster(4, 1)
+    s.apply({ type: 'reportLeader', groupId: 1, leaderId: 'n2', term: 3 }, 4)
+    const refused = (command: MetaCommand, message: string) => {
+      const before = s.snapshot()
+      expect(s.apply(command, 5)).toMatchObject({ ok: false, message })
+      expect(s.snapshot()).toEqual(before)
+    }
+    expect(
+      s.apply({ type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'balance' }, 5).ok,
+    ).toBe(true)
+    refused(
+      { type: 'finishReplicaChange', groupId: 1, removed: 'n2' },
+      'data group 1 is not shrinking: it removes n3',
+    )
+    expect(s.apply({ type: 'finishReplicaChange', groupId: 1 }, 6).ok).toBe(true)
+    expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n4'])
+    expect(
+      s.apply({ type: 'startReplicaChange', groupId: 1, add: '', remove: 'n4', reason: 'shrink' }, 7).ok,
+    ).toBe(true)
+    refused(
+      { type: 'finishReplicaChange', groupId: 1, removed: 'n3' },
+      'node n3 is not a replica of data group 1',
+    )
+    expect(s.apply({ type: 'finishReplicaChange', groupId: 1, removed: 'n2' }, 8).ok).toBe(true)
+    // n2 is gone, not n4; it led, so the group's leader is not known until the next report.
+    expect(s.group(1)).toMatchObject({ replicas: ['n1', 'n4'], leaderId: '' })
+    expect(s.replicaChanges()).toEqual([])
+  })
+
   it('removes a node only once it holds nothing, and forgets its drain', () => {
     const s = cluster(4, 1)
     const refused = (nodeId: string, message: RegExp) => {

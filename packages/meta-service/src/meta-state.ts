@@ -576,7 +576,7 @@ export class MetaState {
       case 'retargetReplicaChange':
         return this.#retargetReplicaChange(command.groupId, command.add)
       case 'finishReplicaChange':
-        return this.#finishReplicaChange(command.groupId)
+        return this.#finishReplicaChange(command.groupId, command.removed)
       case 'initMetaMembers':
         return this.#initMetaMembers(command.voters)
       case 'startMetaChange':
@@ -1267,17 +1267,32 @@ export class MetaState {
     return ok(record)
   }
 
-  #finishReplicaChange(groupId: unknown): MetaResult<GroupRecord> {
+  /** Finishes a group's change; a shrink's leader may have removed `removed` instead of `remove`. */
+  #finishReplicaChange(groupId: unknown, removed: unknown): MetaResult<GroupRecord> {
     const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
     const group = change ? this.#groups.get(change.groupId) : undefined
     if (!change || !group)
       return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
-    const kept = group.replicas.filter((r) => r !== change.remove)
+    if (removed !== undefined) {
+      if (change.add !== '')
+        return fail(
+          ErrorCode.InvalidArgument,
+          `data group ${group.groupId} is not shrinking: it removes ${change.remove}`,
+        )
+      if (typeof removed !== 'string' || !group.replicas.includes(removed)) {
+        return fail(
+          ErrorCode.InvalidArgument,
+          `node ${String(removed)} is not a replica of data group ${group.groupId}`,
+        )
+      }
+    }
+    const gone = typeof removed === 'string' ? removed : change.remove
+    const kept = group.replicas.filter((r) => r !== gone)
     const replicas = change.add === '' ? kept : [...kept, change.add]
     const next: GroupRecord = {
       ...group,
       replicas,
-      ...(group.leaderId === change.remove ? { leaderId: '', leaderTerm: group.leaderTerm } : {}),
+      ...(group.leaderId === gone ? { leaderId: '', leaderTerm: group.leaderTerm } : {}),
     }
     this.#groups.set(group.groupId, next)
     this.#replicaChanges.delete(group.groupId)

@@ -864,6 +864,17 @@ describe('Controller data-group replica changes', () => {
     ])
   })
 
+  it("finishes a shrink with the voter the group's leader removed instead, by its answer", async () => {
+    // Group 1's leader took n2 (away) instead of n3: its done answer's voters lack n2.
+    const c = leading({ groups: 1, dataSteps: [{ done: true, step: '', voters: ['n1', 'n3'] }] })
+    c.apply({ type: 'startReplicaChange', groupId: 1, add: '', remove: 'n3', reason: 'shrink' })
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.map((r) => [r.add, r.remove])).toEqual([['', 'n3']])
+    expect(c.state.replicaChanges()).toEqual([])
+    expect(c.state.group(1)?.replicas).toEqual(['n1', 'n3'])
+  })
+
   it('refuses a replication factor below level 34 and records none, and one out of 1 to 7', async () => {
     const c = leading({ levels: { n2: 33 } })
     await c.beatNodes(['n1', 'n2', 'n3'], 5_000, { level: (n) => (n === 'n2' ? 33 : FORMAT_LEVEL) })

@@ -789,7 +789,17 @@ export class Controller {
         group.leaderId,
         [...group.replicas, change.add].filter((r) => r !== ''),
       )
-      this.#stepChange(change, { type: 'finishReplicaChange', groupId: change.groupId }, () =>
+      // A shrink's leader may have removed an away voter instead of `remove` (replica-changer.ts):
+      // the one gone, by the done answer's voters.
+      const finish = (voters: readonly string[]): MetaCommand => {
+        const gone = change.add === '' ? group.replicas.filter((r) => !voters.includes(r)) : []
+        return {
+          type: 'finishReplicaChange',
+          groupId: change.groupId,
+          ...(gone.length === 1 && gone[0] !== change.remove ? { removed: gone[0] } : {}),
+        }
+      }
+      this.#stepChange(change, finish, () =>
         this.#host.calls.callLeader<ChangeReplicasResponse>(
           replicas,
           (c, md, opts, cb) =>
@@ -815,13 +825,16 @@ export class Controller {
     }
     const meta = state.metaChange()
     if (meta) {
-      this.#stepChange(meta, { type: 'finishMetaChange' }, () =>
-        this.#host.changeMetaMembers({
-          add: meta.add,
-          remove: meta.remove,
-          removeFirst: this.#removeFirst(meta, state.metaMembers() ?? [], alive),
-          replicas: [...(state.metaMembers() ?? [])],
-        }),
+      this.#stepChange(
+        meta,
+        () => ({ type: 'finishMetaChange' }),
+        () =>
+          this.#host.changeMetaMembers({
+            add: meta.add,
+            remove: meta.remove,
+            removeFirst: this.#removeFirst(meta, state.metaMembers() ?? [], alive),
+            replicas: [...(state.metaMembers() ?? [])],
+          }),
       )
     }
   }
@@ -860,10 +873,13 @@ export class Controller {
     return now?.add === change.add && now.remove === change.remove
   }
 
-  /** Takes `change`'s next step unless one is in flight; proposes `finish` once it is done. */
+  /**
+   * Takes `change`'s next step unless one is in flight; proposes `finish` (of the done answer's
+   * voters) once it is done.
+   */
   #stepChange(
     change: ReplicaChangeRecord,
-    finish: MetaCommand,
+    finish: (voters: readonly string[]) => MetaCommand,
     step: () => Promise<ChangeReplicasResponse>,
   ): void {
     const groupId = change.groupId
@@ -889,13 +905,14 @@ export class Controller {
         // Only the change stepped: an answer that came late (this node leads again, another
         // leader having finished that change and started the group's next) finished the next.
         if (!r.done || !this.#underWay(change)) return
-        const finished = await this.#host.propose(finish)
+        const command = finish(r.voters)
+        const finished = await this.#host.propose(command)
         if (finished.ok) {
           const what =
             change.remove === ''
               ? `added voter ${change.add}`
               : change.add === ''
-                ? `removed voter ${change.remove}`
+                ? `removed voter ${command.type === 'finishReplicaChange' ? (command.removed ?? change.remove) : change.remove}`
                 : `replaced replica ${change.remove} by ${change.add}`
           this.#log.info(
             { group: groupId },

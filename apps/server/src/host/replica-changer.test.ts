@@ -277,21 +277,56 @@ describe('changeReplicas (the data-group leader’s side)', () => {
   })
 
   it('shrinks a data group only while the voters left, counting those caught up, are a majority of them', async () => {
-    // Voters n1-n5, n4 silent: removing n5 would leave {n1, n2, n3, n4}, which needs three of
-    // its four, with n4 away.
-    const shrink = { ...request, add: '', remove: 'n5', replicas: ['n1', 'n2', 'n3', 'n4', 'n5'] }
-    const voters = ['n1', 'n2', 'n3', 'n4', 'n5']
-    const match = { n2: 10, n3: 10, n4: 10, n5: 10 }
-    const away = group({ id: 'n1', voters, commit: 10, match, silent: ['n4', 'n2'] })
+    // Voters n1-n3, n2 and n3 silent: without n3, {n1, n2} need n2; without n2, {n1, n3}
+    // need n3. Nothing goes.
+    const shrink = { ...request, add: '', remove: 'n3', replicas: ['n1', 'n2', 'n3'] }
+    const match = { n2: 10, n3: 10 }
+    const away = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n2', 'n3'] })
     expect(await changeReplicas(away.raft, port, shrink, () => undefined)).toMatchObject({
       done: false,
       step: '',
     })
     expect(away.proposed).toEqual([])
-    // n2 back: {n1, n2, n3} of the four left are current.
-    const back = group({ id: 'n1', voters, commit: 10, match, silent: ['n4'] })
+    // n2 back: {n1, n2} are current without n3.
+    const back = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n3'] })
     expect(await changeReplicas(back.raft, port, shrink, () => undefined)).toMatchObject({ step: 'remove' })
-    expect(back.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n5' }])
+    expect(back.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n3' }])
+  })
+
+  it('shrinks a data group by an away voter instead when the planned one cannot go, then is done', async () => {
+    // Voters n1-n3, shrinking by n3; n2 went away after the plan: without n3, {n1, n2} would
+    // need n2. n2 goes instead ({n1, n3} are current), and the change is then done: one voter
+    // fewer than the replicas recorded.
+    const shrink = { ...request, add: '', remove: 'n3', replicas: ['n1', 'n2', 'n3'] }
+    const match = { n2: 10, n3: 10 }
+    const away = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n2'] })
+    expect(await changeReplicas(away.raft, port, shrink, () => undefined)).toMatchObject({ step: 'remove' })
+    expect(away.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n2' }])
+    const after = group({ id: 'n1', voters: ['n1', 'n3'], commit: 11, match: { n3: 11 }, confIndex: 11 })
+    expect(await changeReplicas(after.raft, port, shrink, () => undefined)).toEqual({
+      done: true,
+      step: '',
+      voters: ['n1', 'n3'],
+    })
+    expect(after.proposed).toEqual([])
+    // Not yet committed: it waits.
+    const uncommitted = group({
+      id: 'n1',
+      voters: ['n1', 'n3'],
+      commit: 10,
+      match: { n3: 10 },
+      confIndex: 11,
+    })
+    expect(await changeReplicas(uncommitted.raft, port, shrink, () => undefined)).toMatchObject({
+      done: false,
+    })
+    // The meta group's shrink takes no other voter (its finish names no other): it waits.
+    const meta = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n2'] })
+    expect(await changeReplicas(meta.raft, port, { ...shrink, groupId: 0 }, () => undefined)).toMatchObject({
+      done: false,
+      step: '',
+    })
+    expect(meta.proposed).toEqual([])
   })
 
   it('hands a leaving leadership only to a caught-up voter, preferring the new one, else waits', async () => {

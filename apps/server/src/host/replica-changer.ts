@@ -41,7 +41,10 @@ export interface ReplicaLeader {
  *
  * Growing or shrinking a group is the same with one side empty (''): no `remove` (steps 1-2,
  * then done) or no `add` (step 3, the leadership going to another voter; the removal waits
- * while the voters left, counting those caught up, are no majority of them).
+ * while the voters left, counting those caught up, are no majority of them, but a data group's
+ * removes a voter that is not current instead when the others are a majority without it, and
+ * is done once it has one voter fewer than `replicas`: the meta leader finishes the change with
+ * the one gone, from the answer's voters).
  *
  * Before all: a member left by a change whose new node was lost and replaced by another is
  * removed — one outside `replicas` (the meta state's record) and `add`, voter or learner (a
@@ -168,12 +171,25 @@ export async function changeReplicas(
     }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
-  if (member(req.remove)) {
+  // A data group's shrink whose removal is done (of `remove`, or of the voter taken instead:
+  // below) is done once committed: the meta leader finishes it with the one gone.
+  const shrunk =
+    req.add === '' && req.groupId !== 0 && req.replicas.length > 0 && voters.length < req.replicas.length
+  if (member(req.remove) && !shrunk) {
     if (req.remove === status.id) return handOver(req.remove)
     // A shrink adds nobody: it removes a voter only while the voters left, counting those
     // caught up, are a majority of them (removing a live one while another is away would
-    // leave a group that needs the away one).
-    if (req.add === '' && !majorityWithout(req.remove)) return wait
+    // leave a group that needs the away one). A data group's removes an away voter instead
+    // when the rest are a majority without it (else it would wait for as long as that one
+    // stays away: for good when its node is lost).
+    if (req.add === '' && !majorityWithout(req.remove)) {
+      const instead =
+        req.groupId === 0
+          ? undefined
+          : voters.filter((v) => v !== status.id && !current(v) && majorityWithout(v)).sort()[0]
+      if (instead === undefined) return wait
+      return propose({ type: ConfChangeType.Remove, id: instead }, 'remove')
+    }
     return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
   }
   if (status.confIndex > status.commit) return wait
