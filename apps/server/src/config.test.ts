@@ -84,6 +84,15 @@ describe('loadConfig', () => {
     )
   })
 
+  it('takes neither --initial-meta nor --join (empty ones too) as a restart from the data dir', () => {
+    // The node refuses a data dir that keeps neither (node-facts.test.ts, test/processes.test.ts).
+    for (const c of [
+      loadConfig({ ...base, initialMeta: undefined }, '/srv', {}),
+      loadConfig({ ...base, initialMeta: '', join: '' }, '/srv', {}),
+    ])
+      expect(c).toMatchObject({ initialMeta: [], join: '' })
+  })
+
   it('serves the console by default; a config file or --no-console turns it off', () => {
     expect(loadConfig(base).console).toBe(true)
     expect(loadConfig({ ...base, console: false }).console).toBe(false)
@@ -99,7 +108,6 @@ describe('loadConfig', () => {
     [{ ...base, listen: 'nowhere' }, /"listen"\): address "nowhere"/],
     [{ ...base, dataDir: undefined }, /--data-dir \(config file: "dataDir"\) is required/],
     [{ ...base, nodeId: 4 }, /--node-id \(config file: "nodeId"\) must be a string, got 4/],
-    [{ ...base, initialMeta: undefined }, /--initial-meta to bootstrap a cluster or --join/],
     [{ ...base, join: '127.0.0.1:7009' }, /either --initial-meta or --join/],
     [{ ...base, initialMeta: 'n2=127.0.0.1:7002' }, /does not name this node/],
     [
@@ -157,8 +165,6 @@ describe('loadConfig', () => {
     [{ ...base, dataGroups: '' }, /"dataGroups" \(no flag sets it\) must be an integer from 0/],
     [{ ...base, unsentMaxMb: '0x100' }, /"unsentMaxMb"\) must be an integer from 32/],
     [{ ...base, unsentMaxMb: '1e3' }, /"unsentMaxMb"\) must be an integer from 32/],
-    // An empty join is "not given": the error says what is missing.
-    [{ ...base, initialMeta: undefined, join: '' }, /give --initial-meta to bootstrap a cluster or --join/],
     [
       { ...base, connectionUnsentMaxMb: '2048' },
       /--connection-unsent-max-mb \(2048\) must not be above --unsent-max-mb \(1024\)/,

@@ -22,9 +22,13 @@ export interface ServerConfig {
   readonly advertise: string
   /** Where the node keeps its LevelDB; absolute. */
   readonly dataDir: string
-  /** The meta group's founding members, when this node bootstraps a new cluster. */
+  /**
+   * The meta group's founding members, when this node bootstraps a new cluster. Neither this
+   * nor `join` given: the data dir's first start's are used (MqNode.start refuses a data dir
+   * that keeps neither).
+   */
   readonly initialMeta: readonly Member[]
-  /** An existing node's address, when this node joins a running cluster. */
+  /** An existing node's address, when this node joins a running cluster (see `initialMeta`). */
   readonly join: string
   /** One Raft tick, in ms; elections and heartbeats are counted in ticks. */
   readonly tickMs: number
@@ -332,9 +336,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     if (dialed !== '' && isWildcardHost(hostAndPort(dialed).host))
       throw new ConfigError(`${flag} names ${dialed}, a wildcard: give an address of the node to dial`)
   }
-  if (initialMeta.length === 0 && join === '') {
-    throw new ConfigError('give --initial-meta to bootstrap a cluster or --join ADDRESS to join one')
-  }
+  // Neither is a restart from the data dir, which only the node can tell (MqNode.start).
   if (initialMeta.length > 0 && join !== '')
     throw new ConfigError('give either --initial-meta or --join, not both')
   if (initialMeta.length > META_LIMITS.replicasPerGroupMax) {

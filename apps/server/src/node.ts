@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ChannelCredentials, Server } from '@grpc/grpc-js'
 import {
@@ -74,7 +75,7 @@ import { FounderGate } from './host/founder-gate'
 import { stopTransferTarget, transferWhenCaughtUp } from './host/leader-transfer'
 import { MetaMachine } from './host/meta-machine'
 import { MetaTermFence } from './host/meta-term-fence'
-import { holdsNothing, NodeFacts } from './host/node-facts'
+import { holdsNothing, NO_CLUSTER_ENTRY, NodeFacts } from './host/node-facts'
 import { NodeImages } from './host/node-images'
 import { OrphanSweeper } from './host/orphan-sweeper'
 import { OwnClient } from './host/own-client'
@@ -90,6 +91,7 @@ import { toWireError } from './host/wire-errors'
 import type { HttpTls } from './http/http-server'
 import { type Logger, silentLogger } from './log'
 import { makeDirs } from './make-dirs'
+import type { Member } from './members'
 import { NodeMetrics } from './metrics/node-metrics'
 import { observedStateMachine, observedTransport } from './metrics/raft-observer'
 import { rpcInterceptor } from './metrics/rpc-interceptor'
@@ -215,6 +217,13 @@ export class MqNode {
   #founderGate: FounderGate | undefined
   #leavingMeta: Promise<void> | undefined
   #facts: NodeFacts | undefined
+  /**
+   * The founding members this node was started with: `--initial-meta`, or, when the start gives
+   * neither it nor `--join`, the data dir's kept cluster entry (from start() on).
+   */
+  #initialMeta: readonly Member[]
+  /** The join address this node was started with: `--join`, or the kept one as `#initialMeta`. */
+  #join: string
   /** Notified whenever the meta replica applies entries or a snapshot. */
   readonly #metaApplied = new ChangeSignal()
   #metaLeaderId = ''
@@ -289,10 +298,13 @@ export class MqNode {
     let seed = 0
     for (const c of config.nodeId) seed = (Math.imul(seed, 31) + c.charCodeAt(0)) >>> 0
     this.#prng = new Prng(seed ^ Date.now())
+    this.#initialMeta = config.initialMeta
+    this.#join = config.join
     for (const m of config.initialMeta) this.#addresses.set(m.nodeId, m.address)
     this.#addresses.set(config.nodeId, config.advertise)
     this.#calls = new PeerCalls(config.peerToken, 1_000, () => this.#credentials.peer())
-    const founders = config.initialMeta.length
+    // Read when the controller asks: the founders may come from the data dir (start()).
+    const founders = () => this.#initialMeta.length
     const steady = steadyClock()
     this.#controller = new Controller({
       // The meta group's clock (raft-core's group clock; the controller acts only while this node
@@ -303,7 +315,9 @@ export class MqNode {
       nodeId: config.nodeId,
       // A cluster founded by fewer nodes than the replication factor creates its groups on the
       // founders, then grows them as nodes join.
-      replicas: Math.min(config.replicationFactor, founders > 0 ? founders : config.replicationFactor),
+      get replicas() {
+        return Math.min(config.replicationFactor, founders() > 0 ? founders() : config.replicationFactor)
+      },
       replicationFactor: config.replicationFactor,
       dataGroups: config.dataGroups,
       replaceDeadAfterMs: config.replaceDeadAfterMs,
@@ -380,6 +394,10 @@ export class MqNode {
 
   /** Opens storage, starts the Raft host and binds the gRPC server. Rejects naming what failed. */
   async start(): Promise<void> {
+    const entryGiven = this.config.initialMeta.length > 0 || this.config.join !== ''
+    // Nothing is created for a start that could not find a cluster (a mistyped --data-dir).
+    if (!entryGiven && !existsSync(join(this.config.dataDir, 'db')))
+      throw new Error(`data dir ${this.config.dataDir}: ${NO_CLUSTER_ENTRY}`)
     try {
       makeDirs(this.config.dataDir)
     } catch (error) {
@@ -421,9 +439,23 @@ export class MqNode {
         },
         newDatabase,
         this.config.nodeId,
+        { initialMeta: this.config.initialMeta, join: this.config.join },
       )
     } catch (error) {
       throw new Error(`data dir ${this.config.dataDir}: ${(error as Error).message}`, { cause: error })
+    }
+    // Started with neither flag: as with the flag its data dir was first started with.
+    const kept = this.#facts.clusterEntry
+    if (!entryGiven && kept) {
+      this.#initialMeta = kept.initialMeta
+      this.#join = kept.join
+      for (const m of kept.initialMeta)
+        if (m.nodeId !== this.config.nodeId) this.#addresses.set(m.nodeId, m.address)
+      this.log.info(
+        kept.join !== ''
+          ? `mq-server: node ${this.config.nodeId} resumes the cluster it joined through ${kept.join} (kept in its data dir)`
+          : `mq-server: node ${this.config.nodeId} resumes the cluster founded by ${kept.initialMeta.map((m) => `${m.nodeId}=${m.address}`).join(',')} (kept in its data dir)`,
+      )
     }
     // The cluster's level this data dir last heard of, above what this process runs (an older
     // version, or a lower --format-level): its logs may hold entries this version cannot read,
@@ -518,8 +550,7 @@ export class MqNode {
     // its replica on disk. A founder whose data dir was empty waits at its gate (it may have
     // lost its data: its vote must not count again) until the cluster is found new or the
     // meta leader accepts it.
-    const founder =
-      this.config.initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
+    const founder = this.#initialMeta.some((m) => m.nodeId === this.config.nodeId) && !this.#facts.leftMeta
     if (groupsOnDisk.includes(META_GROUP) || (founder && !this.#facts.fresh)) await this.#hostMeta(founder)
     else if (founder) this.#founderGate = this.#newFounderGate()
     for (const groupId of dataGroupsOnDisk) await this.#addDataGroup(groupId, [], false)
@@ -847,11 +878,12 @@ export class MqNode {
       meta.onApplied = () => this.#metaApplied.notify()
       // The founders it was first opened with, whatever --initial-meta says now: they are the
       // replica's membership until its first snapshot (a changed list changed the voters).
-      let founderIds = founder ? this.config.initialMeta.map((m) => m.nodeId) : undefined
+      let founderIds = founder ? this.#initialMeta.map((m) => m.nodeId) : undefined
       const kept = this.#facts?.metaFounders
       if (founderIds && kept === undefined) await this.#facts?.keepMetaFounders(founderIds)
       else if (founderIds && kept) {
-        if ([...founderIds].sort().join() !== [...kept].sort().join())
+        // Only for a list given now (a kept cluster entry may predate the founders kept).
+        if (this.config.initialMeta.length > 0 && [...founderIds].sort().join() !== [...kept].sort().join())
           this.log.warn(
             `mq-server: --initial-meta names ${founderIds.join(', ')}, but the meta group this data dir holds was founded by ${kept.join(', ')}: those are kept (--initial-meta counts at a cluster's first start only; mq cluster meta-voters sets the meta group's size)`,
           )
@@ -882,7 +914,7 @@ export class MqNode {
     const self = this.config.nodeId
     return new FounderGate({
       self,
-      founders: this.config.initialMeta,
+      founders: this.#initialMeta,
       probe: (f) =>
         this.#calls.call<ProbeResponse>(
           f.address,
@@ -912,7 +944,7 @@ export class MqNode {
     if (this.#facts?.leftMeta !== false) return false
     if (!this.#meta) return this.#hostingMeta === undefined
     const lastIndex = this.#raft?.status(META_GROUP).lastIndex
-    return lastIndex !== undefined && lastIndex <= this.config.initialMeta.length
+    return lastIndex !== undefined && lastIndex <= this.#initialMeta.length
   }
 
   /**
@@ -1022,8 +1054,7 @@ export class MqNode {
   #metaAddress(): string {
     const leader = this.#metaLeaderId ? this.#addresses.get(this.#metaLeaderId) : undefined
     if (leader) return leader
-    const configured =
-      this.config.initialMeta.length > 0 ? this.config.initialMeta.map((m) => m.address) : [this.config.join]
+    const configured = this.#initialMeta.length > 0 ? this.#initialMeta.map((m) => m.address) : [this.#join]
     const kept = this.#facts?.metaSeeds.map((m) => m.address) ?? []
     const seeds = [...new Set([...kept, ...configured])]
     return seeds[this.#heartbeatSeed++ % seeds.length] as string

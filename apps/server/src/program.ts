@@ -63,8 +63,14 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     .option('--listen <host:port>', 'address to bind for clients and peers')
     .option('--advertise <host:port>', 'address others reach this node at (default: --listen)')
     .option('--data-dir <dir>', 'where this node keeps its data')
-    .option('--initial-meta <members>', 'bootstrap a cluster: id=host:port,… of the meta group')
-    .option('--join <host:port>', 'join a running cluster through any of its nodes')
+    .option(
+      '--initial-meta <members>',
+      'bootstrap a cluster: id=host:port,… of the meta group (kept in the data dir: a restart needs it no more)',
+    )
+    .option(
+      '--join <host:port>',
+      'join a running cluster through any of its nodes (kept in the data dir: a restart needs it no more)',
+    )
     .option('--tick-ms <ms>', 'Raft tick length')
     .option(
       '--peer-token <secret>',
@@ -137,7 +143,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
     )
     .addHelpText(
       'after',
-      '\nExample:\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1 \\\n    --initial-meta n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003',
+      '\nExample:\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1 \\\n    --initial-meta n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003\n  mq-server start --node-id n1 --listen 127.0.0.1:7001 --data-dir data/n1   # a restart',
     )
     .action(async (flags: Record<string, string | boolean | undefined>) => {
       let node: MqNode

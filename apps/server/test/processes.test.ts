@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { createServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -89,6 +89,45 @@ describe('mq-server processes', () => {
       await untilOutput(again, /group 0: leader f1/)
       expect(again.output()).toMatch(
         /--initial-meta names f1, f2, but the meta group this data dir holds was founded by f1: those are kept/,
+      )
+    } finally {
+      again.child.kill('SIGTERM')
+    }
+    expect((await again.exited).code).toBe(0)
+  }, 90_000)
+
+  it('resumes from its data dir alone; with neither --initial-meta nor --join a new data dir exits 1', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    const bare = (nodeId: string, data: string) => [
+      'start',
+      '--node-id',
+      nodeId,
+      '--listen',
+      address,
+      '--data-dir',
+      join(dir, data),
+      '--tick-ms',
+      '20',
+    ]
+    const never = startServer(bare('d9', 'never-started'))
+    expect((await never.exited).code).toBe(1)
+    expect(never.stderr()).toMatch(
+      /^mq-server: data dir .*never-started: it records no cluster to resume .*: give --initial-meta to bootstrap a cluster or --join ADDRESS to join one/m,
+    )
+    expect(existsSync(join(dir, 'never-started'))).toBe(false) // nothing made for a mistyped path
+    const first = startServer(singleNodeArgs('d1', address, dir, ['--tick-ms', '20']))
+    try {
+      await untilOutput(first, /group 0: leader d1/)
+    } finally {
+      first.child.kill('SIGTERM')
+    }
+    expect((await first.exited).code).toBe(0)
+    const again = startServer(bare('d1', 'd1'))
+    try {
+      await waitServing(address)
+      await untilOutput(again, /group 0: leader d1/)
+      expect(again.output()).toMatch(
+        /node d1 resumes the cluster founded by d1=127\.0\.0\.1:\d+ \(kept in its data dir\)/,
       )
     } finally {
       again.child.kill('SIGTERM')

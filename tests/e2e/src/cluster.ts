@@ -318,11 +318,14 @@ export class LocalCluster {
     return this.#mounts.includes(this.node(nodeId).dataDir)
   }
 
-  /** Starts a stopped node again from its data dir and waits until it serves. */
-  async restart(nodeId: string): Promise<void> {
+  /**
+   * Starts a stopped node again from its data dir and waits until it serves. With `dataDirOnly`
+   * it is given neither `--initial-meta` nor `--join`: it finds its cluster from its data dir.
+   */
+  async restart(nodeId: string, options: { readonly dataDirOnly?: boolean } = {}): Promise<void> {
     const n = this.node(nodeId)
     if (n.child) throw new Error(`${nodeId} is running`)
-    this.#spawn(n)
+    this.#spawn(n, options.dataDirOnly !== true)
     await this.#waitUp(n)
   }
 
@@ -479,7 +482,8 @@ export class LocalCluster {
     }
   }
 
-  #spawn(n: NodeProcess): void {
+  /** Starts `n`'s process; `seeds` false: without `--initial-meta` or `--join`. */
+  #spawn(n: NodeProcess, seeds = true): void {
     const prefix = this.#netns ? ['ip', ...this.#netns.execPrefix(n.nodeId)] : []
     const child = spawn(
       prefix[0] ?? process.execPath,
@@ -500,7 +504,7 @@ export class LocalCluster {
         n.address,
         '--data-dir',
         n.dataDir,
-        ...(n.joinVia ? ['--join', n.joinVia] : ['--initial-meta', this.#initialMeta]),
+        ...(!seeds ? [] : n.joinVia ? ['--join', n.joinVia] : ['--initial-meta', this.#initialMeta]),
         '--tick-ms',
         String(this.#tickMs),
         ...this.#serverArgs,

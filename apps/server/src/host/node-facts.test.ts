@@ -11,7 +11,7 @@ import {
   OverloadedError,
 } from '@mq/kv-storage'
 import { describe, expect, it } from 'vitest'
-import { holdsNothing, NodeFacts, type NodeFactsStore } from './node-facts'
+import { holdsNothing, NO_CLUSTER_ENTRY, NodeFacts, type NodeFactsStore } from './node-facts'
 
 /** A store over a MemoryEngine that counts its writes. */
 function store(engine = new MemoryEngine()): NodeFactsStore & { writes: number } {
@@ -185,6 +185,62 @@ describe('NodeFacts', () => {
     await NodeFacts.open(upgraded, false, 'n2')
     expect(upgraded.writes).toBe(1)
     await expect(NodeFacts.open(store(older), false, 'n3')).rejects.toThrow(/belongs to node n2, not n3/)
+  })
+
+  it("keeps the first start's --initial-meta or --join with its store id, and resumes from it without either", async () => {
+    const founders = [
+      { nodeId: 'n1', address: '127.0.0.1:7001' },
+      { nodeId: 'n2', address: '127.0.0.1:7002' },
+    ]
+    const engine = new MemoryEngine()
+    const first = store(engine)
+    const facts = await NodeFacts.open(first, true, 'n1', { initialMeta: founders, join: '' })
+    // One batch with the store id and the node id: a first start that dies leaves all or none.
+    expect(first.writes).toBe(1)
+    expect(facts.clusterEntry).toEqual({ initialMeta: founders, join: '' })
+    const again = store(engine)
+    const resumed = await NodeFacts.open(again, false, 'n1', { initialMeta: [], join: '' })
+    expect(resumed.clusterEntry).toEqual({ initialMeta: founders, join: '' })
+    expect(resumed.fresh).toBe(true) // not accepted yet: a founder still waits at its gate
+    // A list given at a later start is used for that start; the first one stays kept.
+    await NodeFacts.open(again, false, 'n1', { initialMeta: founders.slice(0, 1), join: '' })
+    expect(again.writes).toBe(0)
+    expect((await NodeFacts.open(store(engine))).clusterEntry).toEqual({ initialMeta: founders, join: '' })
+    // A joined node.
+    const joined = new MemoryEngine()
+    await NodeFacts.open(store(joined), true, 'n4', { initialMeta: [], join: '127.0.0.1:7001' })
+    expect(
+      (await NodeFacts.open(store(joined), false, 'n4', { initialMeta: [], join: '' })).clusterEntry,
+    ).toEqual({ initialMeta: [], join: '127.0.0.1:7001' })
+  })
+
+  it('refuses a start with neither flag on a data dir that keeps no entry, before it writes anything', async () => {
+    const neither = { initialMeta: [], join: '' }
+    const fresh = store()
+    await expect(NodeFacts.open(fresh, true, 'n1', neither)).rejects.toThrow(NO_CLUSTER_ENTRY)
+    expect(fresh.writes).toBe(0)
+    expect(NO_CLUSTER_ENTRY).toMatch(
+      /give --initial-meta to bootstrap a cluster or --join ADDRESS to join one/,
+    )
+    // A data dir of an earlier version (no entry) needs the flag once, then keeps it.
+    const older = new MemoryEngine()
+    await NodeFacts.open(store(older), true, 'n4')
+    await expect(NodeFacts.open(store(older), false, 'n4', neither)).rejects.toThrow(NO_CLUSTER_ENTRY)
+    const upgraded = store(older)
+    await NodeFacts.open(upgraded, false, 'n4', { initialMeta: [], join: '127.0.0.1:7001' })
+    expect(upgraded.writes).toBe(1)
+    expect((await NodeFacts.open(store(older), false, 'n4', neither)).clusterEntry?.join).toBe(
+      '127.0.0.1:7001',
+    )
+    // Damaged bytes are no entry: the flag is asked for again.
+    const damaged = new MemoryEngine()
+    await damaged.write(
+      [{ type: 'put', key: nodeKey('cluster-entry'), value: new TextEncoder().encode('{') }],
+      {
+        sync: true,
+      },
+    )
+    await expect(NodeFacts.open(store(damaged), false, 'n1', neither)).rejects.toThrow(NO_CLUSTER_ENTRY)
   })
 
   it('takes a database holding anything, without a store id, as an older store, not fresh', async () => {

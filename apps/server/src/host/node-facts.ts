@@ -8,6 +8,22 @@ export interface MetaSeed {
   readonly address: string
 }
 
+/**
+ * How a data dir was first started: the `--initial-meta` it founded a cluster with, or the
+ * `--join` address it joined one through (one of the two given, the other empty).
+ */
+export interface ClusterEntry {
+  readonly initialMeta: readonly MetaSeed[]
+  readonly join: string
+}
+
+/**
+ * Why a start with neither `--initial-meta` nor `--join` is refused on a data dir that keeps no
+ * cluster entry (a new one, or one last started before entries were kept).
+ */
+export const NO_CLUSTER_ENTRY =
+  'it records no cluster to resume (a new data dir, or one last started by a version before 2026-12-06): give --initial-meta to bootstrap a cluster or --join ADDRESS to join one (the data dir then keeps it, and a restart needs neither)'
+
 /** What node facts read from and write to: the node's database. */
 export interface NodeFactsStore {
   get(key: Uint8Array): Promise<Uint8Array | undefined>
@@ -37,6 +53,7 @@ const STORE_ID = nodeKey('store-id')
 const STORE_FRESH = nodeKey('store-fresh')
 const NODE_ID = nodeKey('node-id')
 const META_FOUNDERS = nodeKey('meta-founders')
+const CLUSTER_ENTRY = nodeKey('cluster-entry')
 const encoder = new TextEncoder()
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
 
@@ -58,7 +75,10 @@ const decoder = new TextDecoder('utf-8', { ignoreBOM: true })
  *   records it and refuses the node id from another store (meta-service's node-store.ts);
  * - **the store is fresh**: the database was created with the store id (not an older one
  *   given an id), and no meta leader has accepted the node since — kept across restarts, so a
- *   wiped founder restarted by a supervisor after its refusal still waits at its gate.
+ *   wiped founder restarted by a supervisor after its refusal still waits at its gate;
+ * - **the cluster entry**: the `--initial-meta` or `--join` of the data dir's first start, so
+ *   that a restart without either resumes as a start with it (a founder keeps founding, its
+ *   gate included; a joined node seeks the meta group at its join address, after its seeds).
  */
 export class NodeFacts {
   readonly #store: NodeFactsStore
@@ -69,6 +89,8 @@ export class NodeFacts {
   readonly storeId: string
   #fresh: boolean
   #metaFounders: readonly string[] | undefined
+  /** The cluster entry kept (undefined: none, in a store opened without one). */
+  readonly clusterEntry: ClusterEntry | undefined
 
   private constructor(
     store: NodeFactsStore,
@@ -78,6 +100,7 @@ export class NodeFacts {
     storeId: string,
     fresh: boolean,
     metaFounders: readonly string[] | undefined,
+    clusterEntry: ClusterEntry | undefined,
   ) {
     this.#store = store
     this.#leftMeta = leftMeta
@@ -86,6 +109,7 @@ export class NodeFacts {
     this.storeId = storeId
     this.#fresh = fresh
     this.#metaFounders = metaFounders
+    this.clusterEntry = clusterEntry
   }
 
   /**
@@ -94,20 +118,39 @@ export class NodeFacts {
    * With `nodeId`, refuses a database kept by another node id (a mistyped `--node-id` with
    * another node's `--data-dir`: its store id and replicas would be taken for this node's,
    * and the replicas deleted) and keeps the id in one that has none yet.
+   * With `entry` (the start's `--initial-meta` or `--join`, both empty when neither is given),
+   * keeps it when none is kept yet (the first start's stays); throws NO_CLUSTER_ENTRY, before
+   * it writes anything, when neither is given nor kept.
    */
-  static async open(store: NodeFactsStore, newDatabase = false, nodeId?: string): Promise<NodeFacts> {
+  static async open(
+    store: NodeFactsStore,
+    newDatabase = false,
+    nodeId?: string,
+    entry?: ClusterEntry,
+  ): Promise<NodeFacts> {
     const owner = await store.get(NODE_ID)
     const ownerId = owner ? decoder.decode(owner) : ''
     if (nodeId !== undefined && ownerId !== '' && ownerId !== nodeId)
       throw new Error(
         `it belongs to node ${ownerId}, not ${nodeId}: start ${ownerId} with it, or give ${nodeId} a data dir of its own (an empty one for a new node)`,
       )
+    let clusterEntry = parseEntry(await store.get(CLUSTER_ENTRY))
+    const given = entry && (entry.initialMeta.length > 0 || entry.join !== '') ? entry : undefined
+    if (entry && !given && !clusterEntry) throw new Error(NO_CLUSTER_ENTRY)
     // Written with the store id when that is made (one batch: a first start that dies between
-    // two writes must not leave a new database looking older than it is), else on its own.
+    // two writes must not leave a new database looking older than it is, nor one that cannot
+    // start again as it was first started), else on their own.
     const ownerOps: BatchOp[] =
       nodeId !== undefined && ownerId === ''
         ? [{ type: 'put', key: NODE_ID, value: encoder.encode(nodeId) }]
         : []
+    if (given && !clusterEntry) {
+      clusterEntry = {
+        initialMeta: given.initialMeta.map((m) => ({ nodeId: m.nodeId, address: m.address })),
+        join: given.join,
+      }
+      ownerOps.push({ type: 'put', key: CLUSTER_ENTRY, value: encoder.encode(JSON.stringify(clusterEntry)) })
+    }
     const left = await store.get(LEFT_META)
     const level = await store.get(FORMAT_LEVEL)
     const kept = await store.get(STORE_ID)
@@ -132,6 +175,7 @@ export class NodeFacts {
       storeId,
       fresh,
       parseIds(await store.get(META_FOUNDERS)),
+      clusterEntry,
     )
   }
 
@@ -220,22 +264,39 @@ function parseIds(bytes: Uint8Array | undefined): string[] | undefined {
   }
 }
 
+/** The kept cluster entry; undefined when absent or unreadable (the start then needs a flag again). */
+function parseEntry(bytes: Uint8Array | undefined): ClusterEntry | undefined {
+  if (!bytes) return undefined
+  try {
+    const value = JSON.parse(decoder.decode(bytes)) as { initialMeta?: unknown; join?: unknown }
+    const initialMeta = seedsOf(value.initialMeta)
+    const join = typeof value.join === 'string' ? value.join : ''
+    return initialMeta.length > 0 || join !== '' ? { initialMeta, join } : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** The kept seeds; none when absent or unreadable (they are a hint: the configured seeds remain). */
 function parseSeeds(bytes: Uint8Array | undefined): MetaSeed[] {
   if (!bytes) return []
   try {
-    const value: unknown = JSON.parse(decoder.decode(bytes))
-    if (!Array.isArray(value)) return []
-    return value
-      .filter(
-        (s): s is MetaSeed =>
-          typeof s === 'object' &&
-          s !== null &&
-          typeof (s as MetaSeed).nodeId === 'string' &&
-          typeof (s as MetaSeed).address === 'string',
-      )
-      .slice(0, SEEDS_MAX)
+    return seedsOf(JSON.parse(decoder.decode(bytes)))
   } catch {
     return []
   }
+}
+
+/** The well-formed seeds of a parsed value (at most SEEDS_MAX); none when it is no array. */
+function seedsOf(value: unknown): MetaSeed[] {
+  if (!Array.isArray(value)) return []
+  return value
+    .filter(
+      (s): s is MetaSeed =>
+        typeof s === 'object' &&
+        s !== null &&
+        typeof (s as MetaSeed).nodeId === 'string' &&
+        typeof (s as MetaSeed).address === 'string',
+    )
+    .slice(0, SEEDS_MAX)
 }
