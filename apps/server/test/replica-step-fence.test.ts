@@ -65,6 +65,7 @@ describe('replica change steps of a deposed meta leader', () => {
             removeFirst: false,
             replicas: ['n1'],
             metaTerm: term,
+            away: [],
           })
           const settled =
             outcome.ok ||

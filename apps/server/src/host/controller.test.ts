@@ -875,6 +875,20 @@ describe('Controller data-group replica changes', () => {
     expect(c.state.group(1)?.replicas).toEqual(['n1', 'n3'])
   })
 
+  it("tells a shrink's group leader which replicas it has not heard from lately, once it heard from every node", async () => {
+    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
+    const c = leading({ groups: 1, dataSteps: waiting })
+    c.apply({ type: 'startReplicaChange', groupId: 1, add: '', remove: 'n3', reason: 'shrink' })
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)?.away).toEqual([])
+    // n2 silent past a new leader's first hearing (5 s).
+    await c.beatNodes(['n1', 'n3'], 6_000)
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ add: '', remove: 'n3', away: ['n2'] })
+  })
+
   it('refuses a replication factor below level 34 and records none, and one out of 1 to 7', async () => {
     const c = leading({ levels: { n2: 33 } })
     await c.beatNodes(['n1', 'n2', 'n3'], 5_000, { level: (n) => (n === 'n2' ? 33 : FORMAT_LEVEL) })

@@ -811,6 +811,9 @@ export class Controller {
                 addCaughtUp: false,
                 removeFirst: this.#removeFirst(change, group.replicas, alive),
                 replicas: [...group.replicas],
+                // A shrink's leader may remove one of these instead of `remove` (none until
+                // this leader has heard from every node).
+                away: change.add === '' && alive ? group.replicas.filter((r) => !alive.has(r)) : [],
                 metaTerm: this.#host.metaTerm?.() ?? 0,
               },
               md,

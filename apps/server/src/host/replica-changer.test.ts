@@ -76,6 +76,7 @@ const request: ChangeReplicasRequest = {
   removeFirst: false,
   metaTerm: 0,
   replicas: ['n1', 'n2', 'n3'],
+  away: [],
 }
 
 /** A leader (`id`) of group 1 whose configuration is `conf`; every node's log matches `commit`. */
@@ -297,8 +298,18 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     // Voters n1-n3, shrinking by n3; n2 went away after the plan: without n3, {n1, n2} would
     // need n2. n2 goes instead ({n1, n3} are current), and the change is then done: one voter
     // fewer than the replicas recorded.
-    const shrink = { ...request, add: '', remove: 'n3', replicas: ['n1', 'n2', 'n3'] }
+    const shrink = { ...request, add: '', remove: 'n3', replicas: ['n1', 'n2', 'n3'], away: ['n2'] }
     const match = { n2: 10, n3: 10 }
+    // Only one the meta leader has not heard from lately either: silent here alone (right
+    // after a quorum check, before its next answer), n2 stays, and the shrink waits.
+    const unanswered = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n2'] })
+    expect(
+      await changeReplicas(unanswered.raft, port, { ...shrink, away: [] }, () => undefined),
+    ).toMatchObject({
+      done: false,
+      step: '',
+    })
+    expect(unanswered.proposed).toEqual([])
     const away = group({ id: 'n1', voters: ['n1', 'n2', 'n3'], commit: 10, match, silent: ['n2'] })
     expect(await changeReplicas(away.raft, port, shrink, () => undefined)).toMatchObject({ step: 'remove' })
     expect(away.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n2' }])
@@ -327,6 +338,27 @@ describe('changeReplicas (the data-group leader’s side)', () => {
       step: '',
     })
     expect(meta.proposed).toEqual([])
+  })
+
+  it('removes no second voter once a shrink took an away one instead, though the planned one is now dead', async () => {
+    // n2 went instead of n3 ({n1, n3} left, one fewer than the replicas recorded); then the
+    // meta leader finds n3 dead and asks to remove it first. Removing n3 too would leave one
+    // voter for a shrink by one, and the finish (two gone) would keep n2 in the replicas.
+    const shrink = { ...request, add: '', remove: 'n3', replicas: ['n1', 'n2', 'n3'], removeFirst: true }
+    const after = group({
+      id: 'n1',
+      voters: ['n1', 'n3'],
+      commit: 11,
+      match: { n3: 11 },
+      confIndex: 11,
+      silent: ['n3'],
+    })
+    expect(await changeReplicas(after.raft, port, shrink, () => undefined)).toEqual({
+      done: true,
+      step: '',
+      voters: ['n1', 'n3'],
+    })
+    expect(after.proposed).toEqual([])
   })
 
   it('hands a leaving leadership only to a caught-up voter, preferring the new one, else waits', async () => {

@@ -82,7 +82,8 @@ export interface ReplicaLeader {
 export async function changeReplicas(
   raft: ReplicaChangeRaft,
   port: ReplicaLeader | undefined,
-  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst' | 'replicas'>,
+  req: Pick<ChangeReplicasRequest, 'groupId' | 'add' | 'remove' | 'removeFirst' | 'replicas'> &
+    Partial<Pick<ChangeReplicasRequest, 'away'>>,
   addressOf: (nodeId: string) => string | undefined,
   imagePagesServed: (groupId: number, nodeId: string) => number = () => 0,
   wholeImageServed: (groupId: number, nodeId: string) => number | undefined = () => undefined,
@@ -154,7 +155,12 @@ export async function changeReplicas(
   // that died once caught up matches the commit index for ever, and promoted it is a voter the
   // group needs for a majority, which the meta leader no longer retargets.
   const learnerBehind = learners.includes(req.add) && !current(req.add)
-  if (req.removeFirst && member(req.remove) && !learnerBehind && majorityWithout(req.remove)) {
+  // A data group's shrink whose removal is done (of `remove`, or of the voter taken instead:
+  // below) is done once committed: the meta leader finishes it with the one gone. Also before
+  // `removeFirst`: `remove` found dead after another went instead must not go too.
+  const shrunk =
+    req.add === '' && req.groupId !== 0 && req.replicas.length > 0 && voters.length < req.replicas.length
+  if (req.removeFirst && member(req.remove) && !shrunk && !learnerBehind && majorityWithout(req.remove)) {
     if (req.remove !== status.id) return propose({ type: ConfChangeType.Remove, id: req.remove }, 'remove')
     return handOver(req.remove)
   }
@@ -171,22 +177,23 @@ export async function changeReplicas(
     }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
   }
-  // A data group's shrink whose removal is done (of `remove`, or of the voter taken instead:
-  // below) is done once committed: the meta leader finishes it with the one gone.
-  const shrunk =
-    req.add === '' && req.groupId !== 0 && req.replicas.length > 0 && voters.length < req.replicas.length
   if (member(req.remove) && !shrunk) {
     if (req.remove === status.id) return handOver(req.remove)
     // A shrink adds nobody: it removes a voter only while the voters left, counting those
     // caught up, are a majority of them (removing a live one while another is away would
     // leave a group that needs the away one). A data group's removes an away voter instead
     // when the rest are a majority without it (else it would wait for as long as that one
-    // stays away: for good when its node is lost).
+    // stays away: for good when its node is lost): one the meta leader has not heard from
+    // lately either (`away`), since right after a quorum check a healthy voter looks silent
+    // here until it answers again.
     if (req.add === '' && !majorityWithout(req.remove)) {
+      const away = new Set(req.away ?? [])
       const instead =
         req.groupId === 0
           ? undefined
-          : voters.filter((v) => v !== status.id && !current(v) && majorityWithout(v)).sort()[0]
+          : voters
+              .filter((v) => v !== status.id && away.has(v) && !current(v) && majorityWithout(v))
+              .sort()[0]
       if (instead === undefined) return wait
       return propose({ type: ConfChangeType.Remove, id: instead }, 'remove')
     }

@@ -320,6 +320,14 @@ export interface ChangeReplicasRequest {
    * above the meta group's was sent by no meta leader, and is refused too.
    */
   metaTerm: number;
+  /**
+   * The replicas the meta leader has not heard from lately (format level 34): a data group's
+   * shrink (`add` empty) whose `remove` cannot go without leaving the voters left short of a
+   * current majority removes one of these instead, one its leader does not see current either
+   * (two views agreeing: right after a quorum check a healthy voter looks silent to the leader
+   * until it answers again).
+   */
+  away: string[];
 }
 
 export interface ChangeReplicasResponse {
@@ -3039,7 +3047,16 @@ export const FetchImageResponse: MessageFns<FetchImageResponse> = {
 };
 
 function createBaseChangeReplicasRequest(): ChangeReplicasRequest {
-  return { groupId: 0, add: "", remove: "", addCaughtUp: false, removeFirst: false, replicas: [], metaTerm: 0 };
+  return {
+    groupId: 0,
+    add: "",
+    remove: "",
+    addCaughtUp: false,
+    removeFirst: false,
+    replicas: [],
+    metaTerm: 0,
+    away: [],
+  };
 }
 
 export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
@@ -3064,6 +3081,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     }
     if (message.metaTerm !== 0) {
       writer.uint32(56).uint64(message.metaTerm);
+    }
+    for (const v of message.away) {
+      writer.uint32(66).string(v!);
     }
     return writer;
   },
@@ -3131,6 +3151,14 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
           message.metaTerm = longToNumber(reader.uint64());
           continue;
         }
+        case 8: {
+          if (tag !== 66) {
+            break;
+          }
+
+          message.away.push(reader.string());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -3167,6 +3195,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
         : isSet(object.meta_term)
         ? globalThis.Number(object.meta_term)
         : 0,
+      away: globalThis.Array.isArray(object?.away)
+        ? object.away.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -3193,6 +3224,9 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     if (message.metaTerm !== 0) {
       obj.metaTerm = Math.round(message.metaTerm);
     }
+    if (message.away?.length) {
+      obj.away = message.away;
+    }
     return obj;
   },
 
@@ -3208,6 +3242,7 @@ export const ChangeReplicasRequest: MessageFns<ChangeReplicasRequest> = {
     message.removeFirst = object.removeFirst ?? false;
     message.replicas = object.replicas?.map((e) => e) || [];
     message.metaTerm = object.metaTerm ?? 0;
+    message.away = object.away?.map((e) => e) || [];
     return message;
   },
 };
