@@ -26,6 +26,7 @@ import {
   OverloadedError,
   WriteFailedError,
 } from './errors'
+import { KeyScratch } from './key-scratch'
 import {
   CORRUPT_MARKER,
   dataFilesWithoutCurrent,
@@ -314,7 +315,7 @@ export class LevelEngine implements Engine {
         ? await expandClears(this.db, ops)
         : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
-      await writeBatch(this.db, levelOps, this.guard.sealer(levelOps), sync)
+      await writeBatch(this.db, levelOps, this.guard, sync)
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
       throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
@@ -639,22 +640,27 @@ function iteratorOptions(
  */
 const SLICE_OPS = 16_384
 
+/** Carries each small key into the native calls (see KeyScratch); writes use it one at a time. */
+const keyScratch = new KeyScratch()
+
 /**
- * Writes `ops` as one atomic LevelDB batch (all or nothing), each put's value as `seal` makes
- * it, adding SLICE_OPS ops per event-loop turn.
+ * Writes `ops` as one atomic LevelDB batch (all or nothing), each put's value as `guard.seal`
+ * makes it, adding SLICE_OPS ops per event-loop turn.
  */
 async function writeBatch(
   db: Db,
   ops: readonly LevelOp[],
-  seal: (key: Uint8Array, value: Uint8Array) => Uint8Array,
+  guard: Pick<ReadGuard, 'seal'>,
   sync: boolean,
 ): Promise<void> {
   const batch = implementation(db)._chainedBatch()
   try {
     for (let i = 0; i < ops.length; i++) {
       const op = ops[i] as LevelOp
-      if (op.type === 'put') batch._put(op.key, seal(op.key, op.value))
-      else batch._del(op.key)
+      if (op.type === 'put') {
+        const value = guard.seal(op.key, op.value)
+        batch._put(keyScratch.place(op.key), value)
+      } else batch._del(keyScratch.place(op.key))
       if ((i + 1) % SLICE_OPS === 0) await new Promise((resolve) => setImmediate(resolve))
     }
     await batch._write({ sync })

@@ -1,11 +1,9 @@
 import { ClosedError, CorruptRecordError } from './errors'
 import { quarantineTried } from './level-recovery'
-import { BatchSealer, unsealValue } from './value-checksum'
+import { ScratchSealer, unsealValue } from './value-checksum'
 
 /** The ops classic-level's batch takes (after `clear` ops are expanded). */
 export type LevelOp = { type: 'put'; key: Uint8Array; value: Uint8Array } | { type: 'del'; key: Uint8Array }
-
-const keepValue = (_key: Uint8Array, value: Uint8Array): Uint8Array => value
 
 /**
  * Called once when a read finds damaged data, after the database is quarantined; with
@@ -25,6 +23,7 @@ export type CorruptionHandler = (error: CorruptRecordError, quarantineFailure?: 
 export class ReadGuard {
   /** The quarantine under way or done: its failure, undefined when the marker was written. */
   private quarantining: Promise<Error | undefined> | undefined
+  private readonly sealer = new ScratchSealer()
 
   constructor(
     private readonly path: string,
@@ -34,13 +33,11 @@ export class ReadGuard {
   ) {}
 
   /**
-   * How the puts of `ops` are stored: each value sealed with its checksum (views into one new
-   * buffer for the batch), or as it is without checksums.
+   * How a put's value is stored: sealed with its checksum (a view into a scratch buffer, valid
+   * until the next call: see ScratchSealer), or as it is without checksums.
    */
-  sealer(ops: readonly LevelOp[]): (key: Uint8Array, value: Uint8Array) => Uint8Array {
-    if (!this.checksums) return keepValue
-    const sealer = new BatchSealer(ops)
-    return (key, value) => sealer.seal(key, value)
+  seal(key: Uint8Array, value: Uint8Array): Uint8Array {
+    return this.checksums ? this.sealer.seal(key, value) : value
   }
 
   /**

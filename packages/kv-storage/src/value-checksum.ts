@@ -23,25 +23,35 @@ export function sealValue(key: Uint8Array, value: Uint8Array): Uint8Array {
   return out
 }
 
+/** The scratch buffer a ScratchSealer starts with. */
+const SCRATCH_BYTES_MIN = 64 * 1024
+/** A sealed value larger than this gets a buffer of its own instead of a larger scratch. */
+export const SCRATCH_BYTES_MAX = 1024 * 1024
+
 /**
- * Seals the put values of one batch into one buffer it allocates up front (one allocation per
- * batch instead of one per value: it halves the cost); each sealed value is a view into it.
+ * Seals put values for classic-level's native `_put`, which copies the value during the call
+ * (binding.cc `ToSlice`) and keeps no reference to it: each sealed value is a view into one
+ * scratch buffer kept from batch to batch, valid only until the next `seal()`. A buffer made
+ * for every batch (the sum of its values, up to megabytes) was allocated, zero-filled and
+ * freed again each time, on every replica.
+ *
+ * Invariant: the scratch holds at most SCRATCH_BYTES_MAX bytes.
  */
-export class BatchSealer {
-  readonly #buffer: Uint8Array
-  #at = 0
+export class ScratchSealer {
+  #buffer = new ArrayBuffer(SCRATCH_BYTES_MIN)
 
-  constructor(ops: readonly { readonly type: string; readonly value?: Uint8Array }[]) {
-    let bytes = 0
-    for (const op of ops) if (op.value) bytes += op.value.length + CHECKSUM_BYTES
-    this.#buffer = new Uint8Array(bytes)
-  }
-
-  /** `value` followed by the checksum of `key` and `value`; call it once per put of the batch. */
+  /** `value` followed by the checksum of `key` and `value`; pass it straight to the native call. */
   seal(key: Uint8Array, value: Uint8Array): Uint8Array {
-    const start = this.#at
-    this.#at = sealInto(this.#buffer, start, key, value)
-    return this.#buffer.subarray(start, this.#at)
+    const n = value.length + CHECKSUM_BYTES
+    if (n > SCRATCH_BYTES_MAX) return sealValue(key, value)
+    if (n > this.#buffer.byteLength) {
+      let size = this.#buffer.byteLength * 2
+      while (size < n) size *= 2
+      this.#buffer = new ArrayBuffer(Math.min(size, SCRATCH_BYTES_MAX))
+    }
+    const out = new Uint8Array(this.#buffer, 0, n)
+    sealInto(out, 0, key, value)
+    return out
   }
 }
 

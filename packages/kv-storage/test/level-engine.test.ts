@@ -100,6 +100,35 @@ describe('LevelEngine specifics', () => {
     expect(['read whole', 'closed']).toContain(await live)
   })
 
+  it('stores every op of a batch under its own key and value, though each reaches LevelDB through a reused scratch buffer', async () => {
+    const engine = await LevelEngine.open(join(dir.path, 'db'))
+    try {
+      // Keys of 1 to 80 bytes (small ones go through KeyScratch), values of up to 100 kB (the
+      // sealer's scratch grows) and one of 1.5 MB (a buffer of its own).
+      const keyOf = (i: number) => Uint8Array.from({ length: 1 + (i % 80) }, (_, j) => (j === 0 ? i : j))
+      const bytesOf = (i: number) => new Uint8Array(i === 7 ? 1_500_000 : (i * 997) % 100_000).fill(i)
+      const ops = Array.from({ length: 200 }, (_, i) => ({
+        type: 'put' as const,
+        key: keyOf(i),
+        value: bytesOf(i),
+      }))
+      await engine.write(ops, { sync: false })
+      await engine.write(
+        [
+          { type: 'del', key: keyOf(3) },
+          { type: 'del', key: keyOf(150) },
+        ],
+        { sync: false },
+      )
+      const stored = await engine.range({})
+      expect(stored.length).toBe(198)
+      const want = new Map(ops.filter((_, i) => i !== 3 && i !== 150).map((op) => [op.key.join(), op.value]))
+      for (const [k, v] of stored) expect(v).toEqual(want.get(k.join()))
+    } finally {
+      await engine.close()
+    }
+  })
+
   it('keeps data across close and reopen', async () => {
     const path = join(dir.path, 'db')
     let engine = await LevelEngine.open(path)

@@ -4,7 +4,14 @@ import { describe, expect, it } from 'vitest'
 import { CorruptRecordError, DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { CORRUPT_MARKER } from '../src/level-recovery'
-import { CHECKSUM_BYTES, sealValue, unsealValue, VALUE_FORMAT_FILE } from '../src/value-checksum'
+import {
+  CHECKSUM_BYTES,
+  SCRATCH_BYTES_MAX,
+  ScratchSealer,
+  sealValue,
+  unsealValue,
+  VALUE_FORMAT_FILE,
+} from '../src/value-checksum'
 import { fillTable, flipInTable, key } from './damaged-table'
 import { useTempDir } from './helpers'
 
@@ -19,6 +26,27 @@ describe('value checksums', () => {
     flipped[1] = (flipped[1] as number) ^ 0x80
     expect(unsealValue(key(1), flipped)).toBeUndefined()
     expect(unsealValue(key(1), sealed.subarray(0, 3))).toBeUndefined()
+  })
+
+  it('a scratch sealer seals as sealValue does, into one reused buffer that grows to its bound', () => {
+    const sealer = new ScratchSealer()
+    const small = sealer.seal(key(1), Uint8Array.of(1, 2, 3))
+    expect(small).toEqual(sealValue(key(1), Uint8Array.of(1, 2, 3)))
+    // The next seal overwrites the last: a sealed value lives until the next call.
+    const next = sealer.seal(key(2), Uint8Array.of(4, 5, 6))
+    expect(next.buffer).toBe(small.buffer)
+    expect(small).toEqual(sealValue(key(2), Uint8Array.of(4, 5, 6)))
+    // Larger than the first scratch (64 KiB): a larger scratch.
+    const mid = new Uint8Array(200_000).fill(3)
+    const grown = sealer.seal(key(3), mid)
+    expect(unsealValue(key(3), grown)).toEqual(mid)
+    expect(grown.buffer.byteLength).toBeLessThanOrEqual(SCRATCH_BYTES_MAX)
+    // Larger than the bound: a buffer of its own; the scratch stays as it was.
+    const huge = new Uint8Array(SCRATCH_BYTES_MAX).fill(4)
+    const own = sealer.seal(key(4), huge)
+    expect(unsealValue(key(4), own)).toEqual(huge)
+    expect(own.buffer).not.toBe(grown.buffer)
+    expect(sealer.seal(key(5), Uint8Array.of(7)).buffer).toBe(grown.buffer)
   })
 
   describe('in LevelDB tables', () => {
