@@ -164,8 +164,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
       // An away replica before the bad one, as in step 3: removing a live (draining) one
       // while another is away could leave a group that needs the away one, and the group's
       // leader would wait on that shrink for as long as it stays away (never retargeted).
-      const away = input.alive.has(bad) ? g.replicas.filter((r) => !input.alive.has(r)).sort()[0] : bad
-      take(g.groupId, '', away ?? bad, ReplicaChangeReason.Shrink)
+      const gone = input.alive.has(bad) ? (awayReplica(g.replicas, input.alive) ?? bad) : bad
+      take(g.groupId, '', gone, ReplicaChangeReason.Shrink)
       continue
     }
     const add = target(g.replicas)
@@ -237,8 +237,13 @@ function shrinkVictim(
   alive: ReadonlySet<string>,
   byLoad: (a: string, b: string) => number,
 ): string {
-  const away = replicas.filter((r) => !alive.has(r)).sort()
-  if (away[0] !== undefined) return away[0]
+  const away = awayReplica(replicas, alive)
+  if (away !== undefined) return away
   const ranked = [...replicas].sort((a, b) => Number(a === leaderId) - Number(b === leaderId) || byLoad(b, a))
   return ranked[0] as string
+}
+
+/** The first (by id) of `replicas` on a node not heard from lately, if any. */
+function awayReplica(replicas: readonly string[], alive: ReadonlySet<string>): string | undefined {
+  return replicas.filter((r) => !alive.has(r)).sort()[0]
 }
