@@ -1379,6 +1379,7 @@ describe('MqClient', () => {
     await expect(client.admin.deadLetters(q, 2.5)).rejects.toThrow(/limit must be an integer/)
     await expect(client.admin.scaleDataGroups(-2)).rejects.toThrow(/groups must be an integer/)
     await expect(client.admin.setMetaVoters(-1)).rejects.toThrow(/voters must be an integer/)
+    await expect(client.admin.setReplicationFactor(2.5)).rejects.toThrow(/factor must be an integer/)
     await expect(client.admin.transferLeader(-1, 'n1')).rejects.toThrow(/groupId must be an integer/)
     expect(await client.admin.listQueues('', 0)).toEqual([])
     expect(broker.redriveRequests).toEqual([])
