@@ -33,7 +33,7 @@ export { Consumer, DEFAULT_CONSUMER_OPTIONS, PREFETCH_MAX } from './consumer'
 export { type TlsOptions, tokenProblem } from './credentials'
 export { Delivery, LeaseLostError } from './delivery'
 export { metaGroupSummary, metaVotersResult } from './meta-summary'
-export { drainResult } from './node-summary'
+export { drainResult, undrainResult } from './node-summary'
 export {
   fnv1a32,
   type KeylessPartitioning,

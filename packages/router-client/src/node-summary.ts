@@ -7,3 +7,8 @@ export function drainResult(nodeId: string, replicasRemaining: number): string {
     ? `node ${nodeId} is drained: it holds no replica`
     : `draining node ${nodeId}: ${replicasRemaining} replica${replicasRemaining === 1 ? '' : 's'} still to move`
 }
+
+/** The answer to an undrain (`Admin.undrainNode`) in words, as the CLI and the web console print it. */
+export function undrainResult(nodeId: string, wasDraining: boolean): string {
+  return wasDraining ? `node ${nodeId} is no longer draining` : `node ${nodeId} was not draining`
+}

@@ -4,6 +4,7 @@ import {
   metaVotersResult,
   replicationResult,
   replicationSummary,
+  undrainResult,
 } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
@@ -145,7 +146,7 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .action((id: string, _opts, command: Command) =>
       runtime.run(command, async ({ client, out }) => {
         const was = await client.admin.undrainNode(id)
-        out.result(was ? `node ${id} is no longer draining` : `node ${id} was not draining`, {
+        out.result(undrainResult(id, was), {
           nodeId: id,
           wasDraining: was,
         })

@@ -22,6 +22,7 @@ import {
   metaVotersResult,
   replicationResult,
   replicationSummary,
+  undrainResult,
 } from '@mq/router-client'
 import type { AccessControl, Principal } from '../auth/access'
 import { NODE_ID_PATTERN } from '../members'
@@ -484,8 +485,7 @@ export class ConsoleApi {
       return done(`removed node ${node}`)
     }
     if (action === 'undrain') {
-      const was = await client.admin.undrainNode(node)
-      return done(was ? `node ${node} is no longer draining` : `node ${node} was not draining`)
+      return done(undrainResult(node, await client.admin.undrainNode(node)))
     }
     return done(drainResult(node, await client.admin.drainNode(node)))
   }
