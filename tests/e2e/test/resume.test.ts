@@ -13,7 +13,8 @@ describe('restarting from the data dir alone', () => {
   let client: MqClient
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 3 })
+    // Each node's whole output: its 'resumes' line is checked after the later restarts logged on.
+    cluster = await LocalCluster.start({ nodes: 3, outputCharsMax: 2_000_000 })
     await cluster.join() // n4
     client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 30_000, attemptMs: 1_500 })
   })
