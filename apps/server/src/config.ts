@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
-import { FORMAT_LEVEL } from '@mq/protocol'
+import { FORMAT_LEVEL, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
 import {
   hostAndPort,
@@ -426,7 +426,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     tickMs: int(raw, 'tickMs', 1, 10_000),
     electionTicks,
     heartbeatTicks,
-    replicationFactor: int(raw, 'replicationFactor', 1, 7),
+    replicationFactor: int(raw, 'replicationFactor', 1, REPLICAS_PER_GROUP_MAX),
     dataGroups: int(raw, 'dataGroups', 0, 10_000),
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),

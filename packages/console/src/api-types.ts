@@ -87,6 +87,8 @@ export interface MetaGroupInfo {
   readonly votersWanted: number
   /** For people: voters, the size wanted, a learner, the change under way (router-client's `metaGroupSummary`). */
   readonly summary: string
+  /** The sizes the meta group may keep (protocol's META_VOTER_COUNTS). */
+  readonly voterChoices: readonly number[]
 }
 
 /** `GET /api/cluster`: the cluster as the meta leader sees it. */
@@ -98,6 +100,8 @@ export interface ClusterInfo {
   readonly replicationFactor: number
   /** For people (router-client's `replicationSummary`). */
   readonly replication: string
+  /** The factors the cluster may have: 1 to protocol's REPLICAS_PER_GROUP_MAX. */
+  readonly replicationChoices: readonly number[]
   readonly routeEpoch: number
   readonly nodes: readonly NodeInfo[]
   readonly groups: readonly GroupInfo[]

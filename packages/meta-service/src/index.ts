@@ -22,7 +22,6 @@ export type {
 } from './meta-state'
 export {
   META_LIMITS,
-  META_VOTER_COUNTS,
   MetaState,
   MovePhase,
   ReplicaChangeReason,

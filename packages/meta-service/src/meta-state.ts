@@ -5,7 +5,9 @@ import {
   FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH,
   FORMAT_LEVEL_META_APPLY_CHECKS,
   FORMAT_LEVEL_PLACE_LIVE_REMOVING,
+  META_VOTER_COUNTS,
   queueNameProblem,
+  REPLICAS_PER_GROUP_MAX,
 } from '@mq/protocol'
 import type { MetaCommand } from './meta-commands'
 import { isStoreId, storeConflict } from './node-store'
@@ -128,8 +130,6 @@ const DATA_CHANGE_REASONS: readonly string[] = [
   ReplicaChangeReason.Shrink,
 ]
 
-/** The meta group sizes an operator may ask for (an even size tolerates no more failures). */
-export const META_VOTER_COUNTS: readonly number[] = [1, 3, 5, 7]
 export type ReplicaChangeReason = (typeof ReplicaChangeReason)[keyof typeof ReplicaChangeReason]
 
 /**
@@ -167,7 +167,7 @@ export const META_LIMITS = {
   removedNodesKept: 1_000,
   groupsMax: 10_000,
   queuesMax: 100_000,
-  replicasPerGroupMax: 7,
+  replicasPerGroupMax: REPLICAS_PER_GROUP_MAX,
   /** Partition moves under way at once. */
   movesMax: 64,
   /**

@@ -1,3 +1,4 @@
+import { META_VOTER_COUNTS, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import {
   drainResult,
   metaGroupSummary,
@@ -59,7 +60,11 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
 
   cluster
     .command('meta-voters')
-    .argument('<n>', 'voters the meta group is to keep: 1, 3, 5 or 7', integerArg(1, 7))
+    .argument(
+      '<n>',
+      `voters the meta group is to keep: ${META_VOTER_COUNTS.join(', ')}`,
+      integerArg(1, Math.max(...META_VOTER_COUNTS)),
+    )
     .description(
       'grow or shrink the meta group (the Raft group of the cluster metadata) to n voters, one at a time, on live nodes (see `mq cluster status`)',
     )
@@ -74,8 +79,8 @@ export function registerClusterCommands(program: Command, runtime: Runtime): voi
     .command('replication')
     .argument(
       '<n>',
-      'replicas per data group: 1 to 7 (3 or 5 tolerate 1 or 2 failed nodes)',
-      integerArg(1, 7),
+      `replicas per data group: 1 to ${REPLICAS_PER_GROUP_MAX} (3 or 5 tolerate 1 or 2 failed nodes)`,
+      integerArg(1, REPLICAS_PER_GROUP_MAX),
     )
     .description(
       "set the cluster's replication factor: every data group grows or shrinks to n replicas, one at a time, as live nodes allow (see `mq cluster status`)",

@@ -281,8 +281,13 @@ describe('the console API', () => {
       voters: ['n1', 'n2'],
       votersWanted: 3,
       summary: 'n1, n2 (3 wanted); adding n3 (grow)',
+      voterChoices: [1, 3, 5, 7],
     })
-    expect(cluster).toMatchObject({ replicationFactor: 3, replication: '3 replicas per data group' })
+    expect(cluster).toMatchObject({
+      replicationFactor: 3,
+      replication: '3 replicas per data group',
+      replicationChoices: [1, 2, 3, 4, 5, 6, 7],
+    })
     expect(cluster.groups[0]?.replicas).toEqual([
       { nodeId: 'n2', learner: false, appliedIndex: 7, lag: 3 },
       { nodeId: 'n1', learner: false, appliedIndex: 4, lag: 6 },

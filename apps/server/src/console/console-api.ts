@@ -13,7 +13,7 @@ import {
   type UpdateQueueBody,
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
-import type { QueueConfig, QueueRoute } from '@mq/protocol'
+import { META_VOTER_COUNTS, type QueueConfig, type QueueRoute, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import {
   drainResult,
   type ListedMessage,
@@ -353,9 +353,11 @@ export class ConsoleApi {
         voters: status.metaVoters,
         votersWanted: status.metaVotersWanted,
         summary: metaGroupSummary(status),
+        voterChoices: META_VOTER_COUNTS,
       },
       replicationFactor: status.replicationFactor,
       replication: replicationSummary(status.replicationFactor),
+      replicationChoices: Array.from({ length: REPLICAS_PER_GROUP_MAX }, (_, i) => i + 1),
       routeEpoch: status.routeEpoch,
       nodes: status.nodes
         .map((n) => ({

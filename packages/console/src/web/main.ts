@@ -150,8 +150,8 @@ async function render(route: Route, forms: boolean): Promise<void> {
         form = h(
           'div',
           {},
-          metaVotersForm(c.meta.votersWanted || c.meta.voters.length, actions),
-          replicationForm(c.replicationFactor, actions),
+          metaVotersForm(c.meta.votersWanted || c.meta.voters.length, c.meta.voterChoices, actions),
+          replicationForm(c.replicationFactor, c.replicationChoices, actions),
         )
       }
       break

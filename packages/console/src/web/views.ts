@@ -326,22 +326,30 @@ export function scaleForm(current: number, actions: AdminActions): HTMLElement {
   )
 }
 
-/** The admin form that sets how many voters the meta group keeps (1, 3, 5 or 7). */
-export function metaVotersForm(current: number, actions: AdminActions): HTMLElement {
+/** The admin form that sets how many voters the meta group keeps (one of `choices`: the server's). */
+export function metaVotersForm(
+  current: number,
+  choices: readonly number[],
+  actions: AdminActions,
+): HTMLElement {
   return choiceForm(
-    { title: 'Meta group size', label: 'voters ', testId: 'meta-voters', choices: [1, 3, 5, 7], current },
+    { title: 'Meta group size', label: 'voters ', testId: 'meta-voters', choices, current },
     (n) => actions.setMetaVoters(n),
   )
 }
 
-/** The admin form that sets the replication factor: replicas per data group, 1 to 7. */
-export function replicationForm(current: number, actions: AdminActions): HTMLElement {
+/** The admin form that sets the replication factor, replicas per data group (one of `choices`: the server's). */
+export function replicationForm(
+  current: number,
+  choices: readonly number[],
+  actions: AdminActions,
+): HTMLElement {
   return choiceForm(
     {
       title: 'Replication factor',
       label: 'replicas per data group ',
       testId: 'replication-factor',
-      choices: [1, 2, 3, 4, 5, 6, 7],
+      choices,
       current,
     },
     (n) => actions.setReplicationFactor(n),
