@@ -78,11 +78,20 @@ for (const { dir, pkg } of members) {
     else if (!allowed.includes(dep))
       problems.push(`${name}: depends on ${dep}, which ARCHITECTURE.md does not allow`)
   }
+  const runtime = new Set(Object.keys({ ...pkg.dependencies, ...pkg.peerDependencies }))
+  const bundles = /\btsup\b/.test(pkg.scripts?.build ?? '')
+  const devOnly = new Set(Object.keys(pkg.devDependencies ?? {}).filter((d) => bundles && !runtime.has(d)))
   for (const file of sourceFiles(dir)) {
     const text = readFileSync(file, 'utf8')
     const rel = relative(root, file)
     for (const m of text.matchAll(/(?:from|import)\s*\(?\s*['"]([^'"]+)['"]/g)) {
       const spec = m[1]
+      // tsup bundles what is not a dependency: a devDependency imported by built code ends up
+      // inside dist/ (grpc-js bundled into the CLI failed at its first line).
+      const bare = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]
+      if (devOnly.has(bare) && isBuiltSource(dir, file) && !/^import\s+type\b/.test(lineOf(text, m.index))) {
+        problems.push(`${rel}: imports ${bare}, only a devDependency of ${name}: declare it in dependencies`)
+      }
       if (spec.startsWith('@mq/')) {
         const [scope, base, ...rest] = spec.split('/')
         const target = `${scope}/${base}`
@@ -117,6 +126,19 @@ if (problems.length > 0) {
   process.exit(1)
 }
 console.log(`check-deps: ${members.length} workspace members, dependency graph as ARCHITECTURE.md draws it`)
+
+/** A file under src/ that is no test: the build may take it in. */
+function isBuiltSource(dir, file) {
+  const rel = relative(dir, file)
+  return rel.startsWith('src/') && !/\.test\.[cm]?[jt]sx?$/.test(rel) && !rel.includes('/test/')
+}
+
+/** The whole line holding `index`. */
+function lineOf(text, index) {
+  const start = text.lastIndexOf('\n', index) + 1
+  const end = text.indexOf('\n', index)
+  return text.slice(start, end === -1 ? text.length : end)
+}
 
 function* sourceFiles(dir) {
   for (const sub of ['src', 'test']) {

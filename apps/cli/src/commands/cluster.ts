@@ -1,8 +1,9 @@
-import { META_VOTER_COUNTS, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import {
   drainResult,
+  META_VOTER_COUNTS,
   metaGroupSummary,
   metaVotersResult,
+  REPLICAS_PER_GROUP_MAX,
   replicationResult,
   replicationSummary,
   undrainResult,
