@@ -840,21 +840,27 @@ export class MqNode {
       quarantineFailure === undefined
         ? 'its database is quarantined'
         : `its database could NOT be quarantined (${quarantineFailure.message}): do not start it again on this data dir`
-    this.log.fatal(
-      { err: error },
+    this.#die(
+      error,
       `mq-server: node ${this.config.nodeId} found damaged data (${error.message}); ${quarantined} and the node stops: replace it under a new node id (README, "Damaged data files")`,
     )
-    this.#die(error)
     this.#onFailStop?.(error)
   }
 
-  #die(error: unknown): void {
-    if (this.#fatal !== undefined) return
+  /**
+   * Stops serving for good, logging one fatal line: `why`, else that it stopped after `error`.
+   * A reason given after the node stopped is still logged (damaged data found meanwhile).
+   */
+  #die(error: unknown, why?: string): void {
+    if (this.#fatal !== undefined) {
+      if (why !== undefined) this.log.fatal({ err: error }, why)
+      return
+    }
     this.#fatal = error
     this.#serving = false
     this.log.fatal(
       { err: error },
-      `mq-server: node ${this.config.nodeId} stopped serving after a fatal error`,
+      why ?? `mq-server: node ${this.config.nodeId} stopped serving after a fatal error`,
     )
     this.health.set('', false)
     // Fail-stop in Raft too: a replica whose state machine failed must not vote, acknowledge
@@ -1176,8 +1182,7 @@ export class MqNode {
    */
   #refused(error: Error, why: string): void {
     if (this.#fatal !== undefined) return
-    this.log.fatal({ err: error }, `mq-server: ${why}; it stops`)
-    this.#die(error)
+    this.#die(error, `mq-server: ${why}; it stops`)
     this.#onFailStop?.(error)
   }
 

@@ -310,6 +310,8 @@ describe('mq-server processes', () => {
       const exited = await server.exited
       // It heard that the cluster removed it (mq node remove), and said so.
       expect(server.output()).toMatch(/node r1 was removed from the cluster.*; it stops/)
+      // In one fatal line, not followed by a second, generic one.
+      expect(server.output().match(/"level":"fatal"|level=fatal|\bfatal\b.*mq-server:/g)?.length).toBe(1)
       expect(exited).toEqual({ code: 1, signal: null })
     } finally {
       server.child.kill('SIGKILL')
