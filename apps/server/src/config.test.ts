@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
 import { afterAll, describe, expect, it } from 'vitest'
-import { ConfigError, loadConfig, TOKEN_CHARS_MIN, weakSecretWarning } from './config'
+import { ConfigError, jsonSyntaxProblem, loadConfig, TOKEN_CHARS_MIN, weakSecretWarning } from './config'
 
 const dir = mkdtempSync(join(tmpdir(), 'mq-config-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -303,7 +303,7 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ config: join(dir, 'missing.json') })).toThrow(/cannot read config file/)
     const bad = join(dir, 'bad.json')
     writeFileSync(bad, '{ nope')
-    expect(() => loadConfig({ config: bad })).toThrow(/is not valid JSON/)
+    expect(() => loadConfig({ config: bad })).toThrow(/is not valid JSON: .* at line 1, column 3$/)
     const unknown = join(dir, 'unknown.json')
     writeFileSync(unknown, JSON.stringify({ ...base, colour: 'blue' }))
     expect(() => loadConfig({ config: unknown })).toThrow(/unknown setting "colour"/)
@@ -345,5 +345,36 @@ describe('loadConfig', () => {
     expect(loadConfig({ ...base, httpListen: '127.0.0.2:7001' }, '/srv', {}).httpListen).toBe(
       '127.0.0.2:7001',
     )
+  })
+})
+
+describe('jsonSyntaxProblem', () => {
+  const problem = (text: string) => {
+    try {
+      JSON.parse(text)
+    } catch (error) {
+      return jsonSyntaxProblem(error, text)
+    }
+    throw new Error('parsed')
+  }
+
+  it('says where the fault is when the message names no position, quoting nothing', () => {
+    // V8 quotes the text for an unexpected token and gives no position.
+    expect(problem('{\n  "peerToken": SECRET-123,\n  "nodeId": "n1"\n}')).toBe(
+      'Unexpected token at line 2, column 16',
+    )
+    expect(problem('{"a":}')).toBe('Unexpected token at line 1, column 6')
+    expect(problem('{"a": 1}\n\n  ]')).toMatch(/ at line 3, column 3$/)
+    expect(problem('{"a":"x","b":tru}')).not.toMatch(/tru/)
+  })
+
+  it('takes the position from the message when it names one', () => {
+    expect(problem('{"a":1,}')).toBe('Expected double-quoted property name at line 1, column 8')
+    expect(problem('{\n"a": 1\n"b": 2}')).toBe("Expected ',' or '}' after property value at line 3, column 1")
+  })
+
+  it('says only that the text ends too early when it does', () => {
+    expect(problem('')).toBe('Unexpected end of JSON input (where is not shown: the text may hold a secret)')
+    expect(problem('{"tokens": [')).toMatch(/^Unexpected end of JSON input \(where is not shown/)
   })
 })

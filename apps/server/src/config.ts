@@ -269,19 +269,48 @@ export function loadConfig(
  * What is wrong with JSON that did not parse, without quoting it: V8's messages quote the text
  * around the fault (`Unexpected token 'T', ..."token":TOPSECRET-"... is not valid JSON`), and
  * an auth or config file's text may hold a secret, which would go to stderr and the log. Gives
- * the line and column when the message names a position, else only the kind of fault.
+ * the kind of fault and its line and column: from the message when it names a position, else
+ * found by parsing prefixes of the text (firstFaultAt).
  */
 export function jsonSyntaxProblem(error: unknown, text: string): string {
   const message = error instanceof Error ? error.message : String(error)
   const at = /^(.*?) in JSON at position (\d+)/.exec(message)
-  if (at) {
-    const before = text.slice(0, Number(at[2]))
-    const line = before.split('\n').length
-    const column = before.length - before.lastIndexOf('\n')
-    return `${at[1]} at line ${line}, column ${column}`
+  const kind = at?.[1] ?? ((message.split(/[,'"]/)[0] ?? '').trim() || 'a syntax error')
+  const position = at ? Number(at[2]) : firstFaultAt(text)
+  if (position === undefined) return `${kind} (where is not shown: the text may hold a secret)`
+  const before = text.slice(0, position)
+  const line = before.split('\n').length
+  const column = before.length - before.lastIndexOf('\n')
+  return `${kind} at line ${line}, column ${column}`
+}
+
+/**
+ * The offset of the first character JSON cannot continue with, or undefined when `text` only
+ * ends too early. A prefix of the text fails before its end exactly when it holds that
+ * character, and every longer prefix does too: a binary search over prefix lengths finds the
+ * shortest (a file of n bytes takes log2(n) parses).
+ */
+function firstFaultAt(text: string): number | undefined {
+  const faults = (length: number): boolean => {
+    try {
+      JSON.parse(text.slice(0, length))
+      return false
+    } catch (error) {
+      // Running out of text reads `Unexpected end of JSON input`, or names the end as position.
+      const message = (error as Error).message
+      const at = / in JSON at position (\d+)/.exec(message)
+      return at ? Number(at[1]) < length : !/^Unexpected end of JSON input/.test(message)
+    }
   }
-  const kind = (message.split(/[,'"]/)[0] ?? '').trim() || 'a syntax error'
-  return `${kind} (where is not shown: the text may hold a secret)`
+  if (!faults(text.length)) return undefined
+  let low = 0 // the prefix of this length does not fault
+  let high = text.length // the prefix of this length faults
+  while (high - low > 1) {
+    const mid = Math.floor((low + high) / 2)
+    if (faults(mid)) high = mid
+    else low = mid
+  }
+  return high - 1
 }
 
 function validate(raw: RawConfig, cwd: string): ServerConfig {

@@ -84,7 +84,7 @@ describe('token file', () => {
       writeFileSync(unquoted, '{"tokens":[{"name":"ops","token":TOPSECRET-0123456789,"roles":["admin"]}]}')
       expect(() => loadTokenFile(unquoted)).toThrow(ConfigError)
       expect(() => loadTokenFile(unquoted)).toThrow(
-        /is not valid JSON: Unexpected token \(where is not shown/,
+        /is not valid JSON: Unexpected token at line 1, column 34$/,
       )
       expect(() => loadTokenFile(unquoted)).not.toThrow(/TOPSECRET/)
       const cut = join(dir, 'cut.json')
