@@ -105,6 +105,12 @@ export type MetaCommand =
    * meta leader's own setting, which must not replace an operator's).
    */
   | { readonly type: 'setReplicationFactor'; readonly factor: number; readonly initial?: boolean }
+  /**
+   * The data groups wanted before any scale plan (0: as many as live nodes), recorded once (the
+   * first meta leader's own `"dataGroups"`; FORMAT_LEVEL_DATA_GROUPS): a later one, with
+   * another setting, does not replace it. A scale plan (`mq group scale`) overrides it.
+   */
+  | { readonly type: 'recordDataGroups'; readonly count: number }
 
 export type MetaCommandType = MetaCommand['type']
 
@@ -137,6 +143,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'finishMetaChange',
   'setMetaVoters',
   'setReplicationFactor',
+  'recordDataGroups',
 ])
 
 const encoder = new TextEncoder()

@@ -450,6 +450,10 @@ describe('MetaState', () => {
         factor: fc.integer({ min: 0, max: 8 }),
         initial: fc.boolean(),
       }),
+      fc.record({
+        type: fc.constant('recordDataGroups' as const),
+        count: fc.integer({ min: -1, max: 10_001 }),
+      }),
       fc.record({ type: fc.constant('removeNode' as const), nodeId: node }),
       fc.record({
         type: fc.constant('markSilent' as const),
@@ -951,6 +955,27 @@ describe('MetaState', () => {
     const copy = new MetaState()
     copy.restore(s.snapshot())
     expect(copy.replicationFactor()).toBe(5)
+    expect(copy.snapshot()).toEqual(s.snapshot())
+  })
+
+  it('records the data group count once, through a snapshot; refuses one out of 0 to 10,000', () => {
+    const s = cluster(3, 1)
+    expect(s.dataGroups()).toBeUndefined()
+    const before = s.snapshot()
+    for (const count of [-1, 10_001, 2.5, Number.NaN]) {
+      expect(s.apply({ type: 'recordDataGroups', count }, 4)).toMatchObject({
+        ok: false,
+        message: `the data group count must be an integer from 0 (as many as live nodes) to 10000, not ${count}`,
+      })
+    }
+    expect(s.snapshot()).toEqual(before)
+    expect(s.apply({ type: 'recordDataGroups', count: 0 }, 4)).toEqual({ ok: true, value: 0 })
+    // Another meta leader's own setting, recorded later, does not replace the first.
+    expect(s.apply({ type: 'recordDataGroups', count: 6 }, 5)).toEqual({ ok: true, value: 0 })
+    expect(s.dataGroups()).toBe(0)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.dataGroups()).toBe(0)
     expect(copy.snapshot()).toEqual(s.snapshot())
   })
 

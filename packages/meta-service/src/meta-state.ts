@@ -203,6 +203,8 @@ interface MetaImage {
   readonly metaVotersWanted?: number
   /** Absent until the first meta leader of format level 34 recorded it (and in older images). */
   readonly replicationFactor?: number
+  /** Absent until the first meta leader of format level 35 recorded it (and in older images). */
+  readonly dataGroups?: number
   /** Node ids removed (RemoveNode), oldest first; absent in older images. */
   readonly removedNodes?: readonly string[]
   /**
@@ -247,6 +249,7 @@ export class MetaState {
   #metaChange: ReplicaChangeRecord | undefined
   #metaVotersWanted: number | undefined
   #replicationFactor: number | undefined
+  #dataGroups: number | undefined
   readonly #nodes = new Map<string, NodeRecord>()
   readonly #groups = new Map<number, GroupRecord>()
   readonly #queues = new Map<string, QueueRecord>()
@@ -428,6 +431,14 @@ export class MetaState {
     return this.#replicationFactor
   }
 
+  /**
+   * The data groups wanted before any scale plan, 0 for as many as live nodes
+   * (`recordDataGroups`); undefined until recorded (each meta leader then goes by its own).
+   */
+  dataGroups(): number | undefined {
+    return this.#dataGroups
+  }
+
   /** The change of the meta group's membership under way (group id 0), if any. */
   metaChange(): ReplicaChangeRecord | undefined {
     return this.#metaChange
@@ -589,6 +600,8 @@ export class MetaState {
         return this.#setMetaVoters(command.voters)
       case 'setReplicationFactor':
         return this.#setReplicationFactor(command.factor, command.initial === true)
+      case 'recordDataGroups':
+        return this.#recordDataGroups(command.count)
       case 'finishScale':
         if (this.#scale) this.#scale = { ...this.#scale, running: false }
         return ok(this.#scale ?? null)
@@ -1151,6 +1164,18 @@ export class MetaState {
     return ok(previous)
   }
 
+  /** Records the data groups wanted before any scale plan, unless recorded; the result is the one recorded. */
+  #recordDataGroups(count: unknown): MetaResult<number> {
+    if (typeof count !== 'number' || !Number.isInteger(count) || count < 0 || count > META_LIMITS.groupsMax) {
+      return fail(
+        ErrorCode.InvalidArgument,
+        `the data group count must be an integer from 0 (as many as live nodes) to ${META_LIMITS.groupsMax}, not ${String(count)}`,
+      )
+    }
+    this.#dataGroups ??= count
+    return ok(this.#dataGroups)
+  }
+
   #finishMetaChange(): MetaResult<readonly string[]> {
     const change = this.#metaChange
     if (!change || !this.#metaMembers) {
@@ -1317,6 +1342,7 @@ export class MetaState {
       ...(this.#metaChange ? { metaChange: this.#metaChange } : {}),
       ...(this.#metaVotersWanted !== undefined ? { metaVotersWanted: this.#metaVotersWanted } : {}),
       ...(this.#replicationFactor !== undefined ? { replicationFactor: this.#replicationFactor } : {}),
+      ...(this.#dataGroups !== undefined ? { dataGroups: this.#dataGroups } : {}),
       ...(this.#removedNodes.length > 0 ? { removedNodes: this.#removedNodes } : {}),
       // Also 0: restoring an image without it derives it from the queues' partitionsEpoch, which
       // a queue created at format level 30 or above has without any partitions added.
@@ -1352,6 +1378,7 @@ export class MetaState {
     this.#metaChange = image.metaChange
     this.#metaVotersWanted = image.metaVotersWanted
     this.#replicationFactor = image.replicationFactor
+    this.#dataGroups = image.dataGroups
     this.#removedNodes = [...(image.removedNodes ?? [])]
     this.#nodes.clear()
     this.#groups.clear()

@@ -121,8 +121,11 @@
  *    first meta leader records its own setting), and a data group shrinks to it (a
  *    `startReplicaChange` of reason `shrink`, adding nobody): a meta replica of an earlier
  *    version would refuse both entries the others apply.
+ * 35. the cluster's initial data group count is kept in the meta state (`recordDataGroups`: the
+ *    first meta leader records its own `"dataGroups"`, 0 for as many as live nodes): a meta
+ *    replica of an earlier version would refuse the entry the others apply.
  */
-export const FORMAT_LEVEL = 34
+export const FORMAT_LEVEL = 35
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -231,6 +234,9 @@ export const FORMAT_LEVEL_UNDRAIN = 33
 
 /** The level from which the replication factor is the meta state's, and data groups shrink to it (level 34 above). */
 export const FORMAT_LEVEL_REPLICATION_FACTOR = 34
+
+/** The level from which the data group count wanted before any scale plan is the meta state's (level 35 above). */
+export const FORMAT_LEVEL_DATA_GROUPS = 35
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

@@ -29,6 +29,8 @@ function leading(
     extra?: string[]
     /** Data groups, each on n1-n3 (default 6). */
     groups?: number
+    /** The node's own "dataGroups" setting (default `groups`). */
+    dataGroups?: number
     metaSteps?: ChangeReplicasResponse[]
     dataSteps?: ChangeReplicasResponse[]
     /** Awaited before each Peer.ChangeReplicas call is answered (a slow group leader). */
@@ -121,7 +123,7 @@ function leading(
     nodeId: 'n1',
     replicas: options.replicas ?? 3,
     ...(options.replicationFactor ? { replicationFactor: options.replicationFactor } : {}),
-    dataGroups: groups,
+    dataGroups: options.dataGroups ?? groups,
     replaceDeadAfterMs: 10_000,
     calls,
     leaderState: () => state,
@@ -862,6 +864,31 @@ describe('Controller data-group replica changes', () => {
       'the cluster keeps 5 replicas per data group (`mq cluster replication` sets it); this node\'s "replicationFactor" 3 (config file) is not used',
       'the cluster keeps 3 replicas per data group (`mq cluster replication` sets it); this node\'s "replicationFactor" 5 (config file) is not used',
     ])
+  })
+
+  it("records its own data group count as the cluster's; a meta leader set to more goes by the recorded one", async () => {
+    const { log, lines } = capturedLog()
+    const c = leading({ groups: 2, log })
+    await c.beatNodes(['n1', 'n2', 'n3'], 5_000)
+    await c.controller.round()
+    expect(c.state.dataGroups()).toBe(2)
+    // Another meta leader whose config file says 4 would create two more groups by its own.
+    const other = leading({ groups: 2, dataGroups: 4, log })
+    other.apply({ type: 'recordDataGroups', count: 2 })
+    await other.beatNodes(['n1', 'n2', 'n3'], 5_000)
+    await other.controller.round()
+    await other.controller.round()
+    await settle()
+    expect(other.state.groups()).toHaveLength(2)
+    expect(lines.map((l) => l.msg).filter((m) => m.includes('is not used'))).toEqual([
+      'the cluster wants 2 data groups until a scale plan (`mq group scale`) sets the count; this node\'s "dataGroups" 4 (config file) is not used',
+    ])
+    // Below level 35 a meta leader records nothing and goes by its own count.
+    const older = leading({ groups: 2, dataGroups: 3, levels: { n2: 34 } })
+    await older.beatNodes(['n1', 'n2', 'n3'], 5_000, { level: (n) => (n === 'n2' ? 34 : FORMAT_LEVEL) })
+    await older.controller.round()
+    expect(older.state.dataGroups()).toBeUndefined()
+    expect(older.state.groups()).toHaveLength(3)
   })
 
   it("finishes a shrink with the voter the group's leader removed instead, by its answer", async () => {

@@ -23,6 +23,7 @@ import {
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
   FORMAT_LEVEL_CREATE_GROUP_ID,
+  FORMAT_LEVEL_DATA_GROUPS,
   FORMAT_LEVEL_GROW_DATA_GROUPS,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
@@ -191,8 +192,8 @@ export class Controller {
   #term = -1
   /** The term in which this leader's meta state was last brought up to its commit (a barrier). */
   #caughtUpTerm = -1
-  /** Whether this node told that its "replicationFactor" (config file) is not the cluster's. */
-  #toldFactor = false
+  /** The settings (config file) this node told are not the cluster's. */
+  readonly #toldSettings = new Set<'replicationFactor' | 'dataGroups'>()
   #busy = false
   /** What runs in turn (#inTurn): a round, the ScaleDataGroups RPC's proposal. */
   #turn: Promise<void> = Promise.resolve()
@@ -584,14 +585,42 @@ export class Controller {
    * node's setting. Tells once when this node's setting is not the cluster's.
    */
   #replicationFactor(state: MetaState, level: number): number {
-    const own = this.#host.replicationFactor ?? this.#host.replicas
     const recorded = level >= FORMAT_LEVEL_REPLICATION_FACTOR ? state.replicationFactor() : undefined
+    return this.#setting(
+      'replicationFactor',
+      recorded,
+      this.#host.replicationFactor ?? this.#host.replicas,
+      `the cluster keeps ${recorded} replicas per data group (\`mq cluster replication\` sets it)`,
+    )
+  }
+
+  /**
+   * The data groups wanted while no scale plan was asked for (0: as many as live nodes): the
+   * meta state's (from format level 35, once recorded), else this node's setting. Tells once
+   * when this node's setting is not the cluster's.
+   */
+  #dataGroups(state: MetaState, level: number): number {
+    const recorded = level >= FORMAT_LEVEL_DATA_GROUPS ? state.dataGroups() : undefined
+    const count = recorded === 0 ? 'as many data groups as live nodes' : `${recorded} data groups`
+    return this.#setting(
+      'dataGroups',
+      recorded,
+      this.#host.dataGroups,
+      `the cluster wants ${count} until a scale plan (\`mq group scale\`) sets the count`,
+    )
+  }
+
+  /** `recorded`, the cluster's, when there is one, else `own`; tells once when they differ. */
+  #setting(
+    name: 'replicationFactor' | 'dataGroups',
+    recorded: number | undefined,
+    own: number,
+    says: string,
+  ): number {
     if (recorded === undefined) return own
-    if (recorded !== own && !this.#toldFactor) {
-      this.#toldFactor = true
-      this.#log.info(
-        `the cluster keeps ${recorded} replicas per data group (\`mq cluster replication\` sets it); this node's "replicationFactor" ${own} (config file) is not used`,
-      )
+    if (recorded !== own && !this.#toldSettings.has(name)) {
+      this.#toldSettings.add(name)
+      this.#log.info(`${says}; this node's "${name}" ${own} (config file) is not used`)
     }
     return recorded
   }
@@ -657,7 +686,7 @@ export class Controller {
         // nodes allow (no even count below the factor), never fewer than the founders (a new
         // leader has not heard from every node yet), nor more than the factor.
         replicas: Math.max(Math.min(this.#host.replicas, factor), replicasFor(factor, placeable.size)),
-        defaultGroups: this.#host.dataGroups || Math.max(alive.size, 1),
+        defaultGroups: this.#dataGroups(state, level) || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
         namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
       })
@@ -701,6 +730,10 @@ export class Controller {
       // setting, once it led, grew or shrank every group to its own).
       if (level >= FORMAT_LEVEL_REPLICATION_FACTOR && state.replicationFactor() === undefined)
         actions.unshift({ type: 'setReplicationFactor', factor, initial: true })
+      // Likewise its data group count (format level 35): a node with another "dataGroups", once
+      // it led, created groups up to its own count (nothing removes them but a scale plan).
+      if (level >= FORMAT_LEVEL_DATA_GROUPS && state.dataGroups() === undefined)
+        actions.unshift({ type: 'recordDataGroups', count: this.#host.dataGroups })
       // The first meta leader records the founders (its Raft configuration: no change of the
       // meta group can have happened before); from then on a lost or drained voter is replaced.
       // Only once every node holding a replica reads these commands (format level 3).
