@@ -89,7 +89,11 @@ for (const { dir, pkg } of members) {
       // tsup bundles what is not a dependency: a devDependency imported by built code ends up
       // inside dist/ (grpc-js bundled into the CLI failed at its first line).
       const bare = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]
-      if (devOnly.has(bare) && isBuiltSource(dir, file) && !/^import\s+type\b/.test(lineOf(text, m.index))) {
+      if (
+        devOnly.has(bare) &&
+        isBuiltSource(dir, file) &&
+        !/^(?:import|export)\s+type\b/.test(statementOf(text, m))
+      ) {
         problems.push(`${rel}: imports ${bare}, only a devDependency of ${name}: declare it in dependencies`)
       }
       if (spec.startsWith('@mq/')) {
@@ -133,11 +137,17 @@ function isBuiltSource(dir, file) {
   return rel.startsWith('src/') && !/\.test\.[cm]?[jt]sx?$/.test(rel) && !rel.includes('/test/')
 }
 
-/** The whole line holding `index`. */
-function lineOf(text, index) {
-  const start = text.lastIndexOf('\n', index) + 1
-  const end = text.indexOf('\n', index)
-  return text.slice(start, end === -1 ? text.length : end)
+/**
+ * The text from the first line of the statement `m` matched in: for a `from` clause, the import
+ * or export it ends, which may start lines above (`import type {` with a name a line); else the
+ * line holding it.
+ */
+function statementOf(text, m) {
+  let start = text.lastIndexOf('\n', m.index) + 1
+  if (m[0].startsWith('from')) {
+    for (const s of text.slice(0, m.index).matchAll(/^(?:import|export)\b/gm)) start = s.index
+  }
+  return text.slice(start, m.index)
 }
 
 function* sourceFiles(dir) {

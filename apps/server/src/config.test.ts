@@ -371,6 +371,7 @@ describe('jsonSyntaxProblem', () => {
   it('takes the position from the message when it names one', () => {
     expect(problem('{"a":1,}')).toBe('Expected double-quoted property name at line 1, column 8')
     expect(problem('{\n"a": 1\n"b": 2}')).toBe("Expected ',' or '}' after property value at line 3, column 1")
+    expect(problem('{"a": 1}\n x')).toBe('Unexpected non-whitespace character after JSON at line 2, column 2')
   })
 
   it('says only that the text ends too early when it does', () => {

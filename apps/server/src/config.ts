@@ -274,7 +274,8 @@ export function loadConfig(
  */
 export function jsonSyntaxProblem(error: unknown, text: string): string {
   const message = error instanceof Error ? error.message : String(error)
-  const at = /^(.*?) in JSON at position (\d+)/.exec(message)
+  // `… in JSON at position 6`, and `Unexpected non-whitespace character after JSON at position 7`.
+  const at = /^(.*?)(?: in JSON)? at position (\d+)/.exec(message)
   const kind = at?.[1] ?? ((message.split(/[,'"]/)[0] ?? '').trim() || 'a syntax error')
   const position = at ? Number(at[2]) : firstFaultAt(text)
   if (position === undefined) return `${kind} (where is not shown: the text may hold a secret)`
