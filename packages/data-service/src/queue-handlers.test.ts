@@ -348,6 +348,18 @@ describe('queue handlers', () => {
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1])
   })
 
+  it('ends a long poll at once when its client cancels the call while it sleeps', async () => {
+    const h = h0(await localGroup())
+    const poll = fakeCall({ target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 30_000 })
+    const answer = call(h, 'lease', poll.request, poll)
+    await new Promise((r) => setTimeout(r, 100)) // asleep among the partition's polls by now
+    const cancelledAt = Date.now()
+    poll.cancel()
+    expect((await answer).messages).toEqual([])
+    // Not at the next recheck (1 s after the poll began): the cancel itself woke it.
+    expect(Date.now() - cancelledAt).toBeLessThan(500)
+  })
+
   it('answers a repeated lease attempt with the leases it still holds, at once, also to a long poll', async () => {
     const group = await localGroup()
     const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS))

@@ -494,11 +494,10 @@ export function queueHandlers(
             node.formatLevel(),
             repeatOnly,
           )
-      const controller = new AbortController()
-      // A client that gives up on the call (a consumer closing) ends the wait at once.
+      // A client that gives up on the call (a consumer closing) ends the wait at once: every
+      // sleep below takes this signal (and leaves it when it ends), so a call that never
+      // sleeps makes no controller of its own to abort.
       const cancelled = call.cancelled
-      const stop = () => controller.abort()
-      cancelled.addEventListener('abort', stop, { once: true })
       /** This call's place among its partition's long polls, while it may wait. */
       let poll: LongPoll | undefined
       /** The group's long polls `poll` is among (a partition moved between groups here changes them). */
@@ -549,7 +548,7 @@ export function queueHandlers(
             const remaining = deadline - performance.now()
             if (remaining <= 0) return { messages: [] }
             await sleep(Math.min(remaining, limits.leaseRecheckMs), undefined, {
-              signal: controller.signal,
+              signal: cancelled,
             }).catch(() => {})
             continue
           }
@@ -571,7 +570,7 @@ export function queueHandlers(
                 limits.leaseRecheckMs,
                 buckets.waitMs(bucket, ratePerS, req.max),
               )
-              await sleep(wait, undefined, { signal: controller.signal }).catch(() => {})
+              await sleep(wait, undefined, { signal: cancelled }).catch(() => {})
               continue
             }
           }
@@ -662,11 +661,9 @@ export function queueHandlers(
           // deadline or delayed message (a nack's delay, a retry backoff, a not-before time) falls
           // due (one poll of the partition wakes then, and hands on).
           const { dueInMs } = look(group, queue, partition)
-          await poll.sleep(Math.min(remaining, limits.leaseRecheckMs), dueInMs, controller.signal)
+          await poll.sleep(Math.min(remaining, limits.leaseRecheckMs), dueInMs, cancelled)
         }
       } finally {
-        cancelled.removeEventListener('abort', stop)
-        controller.abort()
         poll?.close()
         // Messages this call leaves (it took fewer than were ready, gave up, failed) wake the
         // polls asleep on them; the partition's due timer is set for what falls due next.

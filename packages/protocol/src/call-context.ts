@@ -11,6 +11,13 @@ export interface UnaryCallContext {
   readonly metadata: Metadata
 }
 
+/**
+ * The reason of every call's `cancelled` signal: grpc-js reports a cancel when any call's
+ * stream closes, answered or not, and `abort()` without a reason builds a DOMException (its
+ * stack captured) each time. One made once serves them all (an AbortError all the same).
+ */
+export const CALL_CANCELLED: DOMException = new DOMException('the client gave up on the call', 'AbortError')
+
 export class CallContext implements UnaryCallContext {
   readonly #call: ServerUnaryCall<unknown, unknown>
   #signal: AbortSignal | undefined
@@ -23,8 +30,8 @@ export class CallContext implements UnaryCallContext {
     if (this.#signal) return this.#signal
     const controller = new AbortController()
     this.#signal = controller.signal
-    if (this.#call.cancelled) controller.abort()
-    else this.#call.once('cancelled', () => controller.abort())
+    if (this.#call.cancelled) controller.abort(CALL_CANCELLED)
+    else this.#call.once('cancelled', () => controller.abort(CALL_CANCELLED))
     return this.#signal
   }
 
