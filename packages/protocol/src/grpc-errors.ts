@@ -34,9 +34,25 @@ export function boundedText(text: string, max: number): string {
 }
 
 /**
+ * Characters an error's message never carries as they are: the C0 controls, DEL, the C1
+ * controls and the bidirectional controls. Messages quote what the caller sent with
+ * JSON.stringify, which escapes the C0 controls but leaves the others: a queue name with a DEL
+ * in it (`fuzz-contr\x7fl`) was refused as `queue name "fuzz-contrl" may hold only letters, …`,
+ * a name that looks valid (found by the request fuzz), and a C1 CSI or a right-to-left override
+ * reached the caller's terminal, where it changes what the message shows.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+
+/** `text` with every UNSHOWN character written as its `\uXXXX` escape. */
+export function shownText(text: string): string {
+  return text.replace(UNSHOWN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
+
+/**
  * Turns an MqError into what a grpc-js handler passes to its callback (or `emit('error')`):
- * the code's gRPC status, the message (at most ERROR_DETAILS_CHARS_MAX characters of it), and
- * the typed detail in trailing metadata.
+ * the code's gRPC status, the message (at most ERROR_DETAILS_CHARS_MAX characters of it, its
+ * control characters escaped: shownText), and the typed detail in trailing metadata.
  */
 export function toGrpcStatus(error: MqError): Partial<StatusObject> {
   const metadata = new Metadata()
@@ -52,7 +68,7 @@ export function toGrpcStatus(error: MqError): Partial<StatusObject> {
   metadata.set(ERROR_DETAIL_KEY, Buffer.from(ErrorDetail.encode(detail).finish()))
   return {
     code: ERROR_CODES[error.code].status,
-    details: boundedText(error.message, ERROR_DETAILS_CHARS_MAX),
+    details: boundedText(shownText(error.message), ERROR_DETAILS_CHARS_MAX),
     metadata,
   }
 }

@@ -1019,6 +1019,35 @@ describe('Controller: draining a node', () => {
     expect(proposed[0]).toMatchObject({ type: 'drainNode', nodeId: 'n3' })
   })
 
+  it('refuses what is no node id as such, quoted, before proposing anything (found by the request fuzz)', async () => {
+    const proposed: MetaCommand[] = []
+    const c = leading({
+      refuse: (command) => {
+        proposed.push(command)
+        return false
+      },
+    })
+    const port = c.controller.port()
+    // Said "node  is not registered" and "node  n1 is not registered" (as if n1 were not).
+    await expect(port.drainNode('')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: 'the request names no node (node_id)',
+    })
+    await expect(port.undrainNode(' n1')).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: `node_id " n1" is no node id: node ids are 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
+    })
+    // Control characters are escaped, not sent on to the caller's terminal.
+    await expect(port.removeNode('n1\u001b[2J\n')).rejects.toThrow(
+      /^node_id "n1\\u001b\[2J\\n" is no node id: /,
+    )
+    await expect(port.transferLeader(1, 'n1 ')).rejects.toThrow(/^to_node_id "n1 " is no node id: /)
+    await expect(port.transferLeader(0, '')).rejects.toThrow('the request names no node (to_node_id)')
+    expect(proposed).toEqual([])
+    // A node id that no node has is still told as such.
+    await expect(port.drainNode('n9')).rejects.toThrow('node n9 is not registered')
+  })
+
   it('undoes a drain: the node takes replicas again; refused for an unknown node and below level 33', async () => {
     const c = leading()
     await expect(c.controller.port().undrainNode('n9')).rejects.toThrow(/node n9 is not registered/)

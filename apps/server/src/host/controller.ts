@@ -45,6 +45,7 @@ import {
   type NodeAddress,
 } from '@mq/protocol'
 import { type Logger, silentLogger } from '../log'
+import { NODE_ID_PATTERN } from '../members'
 import { LearnerStalls } from './learner-stalls'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
@@ -76,6 +77,21 @@ const CHANGE_CALL_MS = 5_000
  * answer is not lost to a deadline and the call sent again.
  */
 const FENCE_WAIT_MS = 2_000
+
+/**
+ * Throws InvalidArgumentError unless `nodeId`, the request's field `field`, is a node id
+ * (NODE_ID_PATTERN, as every node's own is): one that is none is named as such, quoted. Told
+ * "node <id> is not registered", an empty id read "node  is not registered", " n1" read as if n1
+ * were not, and control characters reached the caller's terminal as they were.
+ */
+function checkNodeId(field: string, nodeId: string): void {
+  if (nodeId === '') throw new InvalidArgumentError(`the request names no node (${field})`)
+  if (!NODE_ID_PATTERN.test(nodeId)) {
+    throw new InvalidArgumentError(
+      `${field} ${JSON.stringify(nodeId)} is no node id: node ids are 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
+    )
+  }
+}
 
 /** One replica change as the controller asks a group's leader to step it. */
 export type ReplicaStep = Pick<ChangeReplicasRequest, 'add' | 'remove' | 'removeFirst' | 'replicas'>
@@ -304,6 +320,7 @@ export class Controller {
       undrainNode: async (nodeId) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
+        checkNodeId('node_id', nodeId)
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         this.#requireLevel(state, FORMAT_LEVEL_UNDRAIN, 'a drain can be undone')
@@ -317,6 +334,7 @@ export class Controller {
       drainNode: async (nodeId) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
+        checkNodeId('node_id', nodeId)
         // Checked before proposing, as removeNode: an unknown id would cost a Raft entry.
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
@@ -340,6 +358,7 @@ export class Controller {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
         this.#requireLevel(state, FORMAT_LEVEL_REMOVE_NODE, 'a node can be removed')
+        checkNodeId('node_id', nodeId)
         if (!(await this.#registered(state, nodeId)))
           throw new InvalidArgumentError(`node ${nodeId} is not registered`)
         // The meta group's Raft configuration may name it before the meta state does (a change
@@ -410,6 +429,7 @@ export class Controller {
       transferLeader: async (groupId, toNodeId) => {
         const state = this.#leading()
         if (!state) throw this.#host.notLeader()
+        checkNodeId('to_node_id', toNodeId)
         // A node no one registered is named as such, as drain and remove name it: `mq` tells
         // a missing thing by that message (exit 2); "not a replica" read as a bad value (1).
         if (!state.node(toNodeId)) throw new InvalidArgumentError(`node ${toNodeId} is not registered`)
