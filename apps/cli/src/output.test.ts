@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { escapeControl, messageLine, messageRecord, Output } from './output'
+import { messageLine, messageRecord, Output } from './output'
 
 const message = (body: Uint8Array, extra: Partial<Parameters<typeof messageLine>[0]> = {}) => ({
   id: 17,
@@ -32,8 +32,11 @@ describe('message output', () => {
     ).toBe('2/17  weight=5  deliveries=1  key=k\\ney  headers={h\\u001b=v\\u001b[31m}  x')
   })
 
-  it('escapes control characters only', () => {
-    expect(escapeControl('tab\there é')).toBe('tab\\there é')
+  it('escapes C1 and bidi controls as well, and nothing else', () => {
+    // A C1 CSI clears an xterm's screen; a right-to-left override reorders what follows.
+    expect(messageLine(message(new TextEncoder().encode('tab\there é \u009b2J \u202eabc')))).toBe(
+      '2/17  weight=5  deliveries=1  tab\\there é \\u009b2J \\u202eabc',
+    )
   })
 })
 

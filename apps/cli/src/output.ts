@@ -1,4 +1,4 @@
-import { encodeBody } from '@mq/router-client'
+import { encodeBody, shownText } from '@mq/router-client'
 import type { CliDelivery, OutputStream } from './io'
 import { type Column, formatTable } from './table'
 
@@ -38,22 +38,12 @@ export function messageRecord(m: Omit<CliDelivery, 'ack' | 'release'>): MessageR
 export function messageLine(m: Omit<CliDelivery, 'ack' | 'release'>): string {
   const { body, encoding } = encodeBody(m.body)
   const parts = [`${m.partition}/${m.id}`, `weight=${m.weight}`, `deliveries=${m.deliveryCount}`]
-  if (m.key) parts.push(`key=${escapeControl(m.key)}`)
+  if (m.key) parts.push(`key=${shownText(m.key)}`)
   const headers = Object.entries(m.headers)
   if (headers.length > 0)
-    parts.push(`headers={${headers.map(([k, v]) => `${escapeControl(k)}=${escapeControl(v)}`).join(',')}}`)
-  parts.push(encoding === 'utf8' ? escapeControl(body) : `base64:${body}`)
+    parts.push(`headers={${headers.map(([k, v]) => `${shownText(k)}=${shownText(v)}`).join(',')}}`)
+  parts.push(encoding === 'utf8' ? shownText(body) : `base64:${body}`)
   return parts.join('  ')
-}
-
-/** Escapes control characters (newlines, tabs, escapes) as JSON does, so text stays on one line. */
-export function escapeControl(text: string): string {
-  let out = ''
-  for (const c of text) {
-    const code = c.charCodeAt(0)
-    out += code < 0x20 ? JSON.stringify(c).slice(1, -1) : code === 0x7f ? '\\u007f' : c
-  }
-  return out
 }
 
 /**

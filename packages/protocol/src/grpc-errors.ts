@@ -10,6 +10,7 @@ import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 import { ErrorDetail } from './generated/mq/v1/errors'
 import { type ErrorFacts, MqError, mqError } from './mq-error'
 import { isRefusedRequest } from './request-guard'
+import { shownText } from './shown-text'
 
 /** The trailing metadata key that carries the encoded ErrorDetail. */
 export const ERROR_DETAIL_KEY = 'mq-error-bin'
@@ -31,22 +32,6 @@ export function boundedText(text: string, max: number): string {
   const code = text.charCodeAt(max - 1)
   const end = code >= 0xd800 && code <= 0xdbff ? max - 1 : max
   return `${text.slice(0, end)}… (${text.length} chars)`
-}
-
-/**
- * Characters an error's message never carries as they are: the C0 controls, DEL, the C1
- * controls and the bidirectional controls. Messages quote what the caller sent with
- * JSON.stringify, which escapes the C0 controls but leaves the others: a queue name with a DEL
- * in it (`fuzz-contr\x7fl`) was refused as `queue name "fuzz-contrl" may hold only letters, …`,
- * a name that looks valid (found by the request fuzz), and a C1 CSI or a right-to-left override
- * reached the caller's terminal, where it changes what the message shows.
- */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
-const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
-
-/** `text` with every UNSHOWN character written as its `\uXXXX` escape. */
-export function shownText(text: string): string {
-  return text.replace(UNSHOWN, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
 
 /**

@@ -17,6 +17,7 @@ export {
   QueueNotFoundError,
   REPLICAS_PER_GROUP_MAX,
   StaleRouteError,
+  shownText,
   UnauthenticatedError,
   UnavailableError,
   VISIBILITY_MS_MIN,

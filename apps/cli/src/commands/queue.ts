@@ -6,6 +6,7 @@ import {
   QUEUE_MESSAGE_TTL_MS_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
+  shownText,
   VISIBILITY_MS_MIN,
 } from '@mq/router-client'
 import { type Command, Option } from 'commander'
@@ -15,7 +16,7 @@ import { UsageError } from '../errors'
 import { oneLine } from '../exit-codes'
 import type { CliAdmin, CliClient, CliIO } from '../io'
 import { durationWithin, integerArg } from '../options'
-import { escapeControl, messageRecord } from '../output'
+import { messageRecord } from '../output'
 import { formatFields, formatTable } from '../table'
 import { registerMoveCommand } from './move'
 
@@ -483,7 +484,7 @@ const listedColumns = [
   { header: 'DELIVERIES', value: (m: Listed) => m.deliveryCount },
   // Escaped as in consume's lines: a key is any string, and a newline or an escape sequence in
   // it split the table's row and reached the terminal.
-  { header: 'KEY', value: (m: Listed) => (m.key ? escapeControl(m.key) : '-') },
+  { header: 'KEY', value: (m: Listed) => (m.key ? shownText(m.key) : '-') },
   {
     header: 'BODY',
     value: (m: Listed) => {

@@ -1,8 +1,8 @@
+import { shownText } from '@mq/router-client'
 import type { Command } from 'commander'
 import type { Runtime } from '../context'
 import type { CliAdmin } from '../io'
 import { lifetimeArg } from '../options'
-import { escapeControl } from '../output'
 
 type TokenInfo = Awaited<ReturnType<CliAdmin['listTokens']>>[number]
 
@@ -58,7 +58,7 @@ export function registerTokenCommands(program: Command, runtime: Runtime): void 
             { header: 'NAME', value: (t: TokenInfo) => t.name },
             // Escaped as the KEY column of peek: a role's pattern is any text (the cluster takes
             // newlines and escape sequences in it), which split the table's row and reached the terminal.
-            { header: 'ROLES', value: (t: TokenInfo) => escapeControl(t.roles.join(',')) },
+            { header: 'ROLES', value: (t: TokenInfo) => shownText(t.roles.join(',')) },
             { header: 'CREATED', value: (t: TokenInfo) => new Date(t.createdAtMs).toISOString() },
             { header: 'EXPIRES', value: (t: TokenInfo) => expiry(t.expiresAtMs, now) },
           ],

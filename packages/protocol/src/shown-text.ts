@@ -1,0 +1,28 @@
+/**
+ * Characters text shown to a person never carries as they are: the C0 controls, DEL, the C1
+ * controls and the bidirectional controls. Error messages quote what the caller sent with
+ * JSON.stringify, which escapes the C0 controls but leaves the others: a queue name with a DEL
+ * in it (`fuzz-contr\x7fl`) was refused as `queue name "fuzz-contrl" may hold only letters, …`,
+ * a name that looks valid (found by the request fuzz), and a C1 CSI or a right-to-left override
+ * reached the caller's terminal, where it changes what is shown. `mq consume` prints message
+ * bodies, keys and headers through it too.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+
+/** The short escapes JSON has for some C0 controls. */
+const SHORT: Readonly<Record<string, string>> = {
+  '\b': '\\b',
+  '\t': '\\t',
+  '\n': '\\n',
+  '\f': '\\f',
+  '\r': '\\r',
+}
+
+/**
+ * `text` with every UNSHOWN character escaped as JSON would (`\n`, `\t`, else `\u001b`), so
+ * that it stays on one line and acts on no terminal; other text (any script, emoji) as it is.
+ */
+export function shownText(text: string): string {
+  return text.replace(UNSHOWN, (c) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+}
