@@ -700,6 +700,17 @@ describe('queue', () => {
     expect(list.stdout).toContain('k\\rx')
   })
 
+  it('escapes DEL, C1 and bidi controls in the BODY column of peek, as consume does', async () => {
+    cluster.addQueue('jobs', 1)
+    cluster.put('jobs', 0, { body: 'a\u009b2Jb\u202ec\u007f"\\' })
+    const table = await mq(['queue', 'peek', 'jobs'])
+    expect(table.stdout.split('\n')).toEqual([
+      'PARTITION  ID  WEIGHT  DELIVERIES  KEY  BODY',
+      '        0   1       1           0  -    a\\u009b2Jb\\u202ec\\u007f\\"\\\\',
+      '',
+    ])
+  })
+
   it('lists, redrives and purges dead letters', async () => {
     cluster.addQueue('jobs', 2)
     cluster.bury('jobs', 0, 'poison\nline')

@@ -489,7 +489,8 @@ const listedColumns = [
     header: 'BODY',
     value: (m: Listed) => {
       const { body, encoding } = encodeBody(m.body)
-      const shown = encoding === 'base64' ? `base64:${body}` : JSON.stringify(body).slice(1, -1)
+      // JSON.stringify escapes the C0 controls only: shownText the DEL, C1 and bidi controls too.
+      const shown = encoding === 'base64' ? `base64:${body}` : shownText(JSON.stringify(body).slice(1, -1))
       return shown.length > BODY_CHARS_SHOWN ? `${shown.slice(0, BODY_CHARS_SHOWN - 1)}…` : shown
     },
   },
