@@ -8,6 +8,7 @@ import {
   isWildcardHost,
   type Member,
   NODE_ID_PATTERN,
+  NODE_ID_RULE,
   parseAddress,
   parseMembers,
 } from './members'
@@ -318,9 +319,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   const nodeId = str(raw, 'nodeId')
   if (!NODE_ID_PATTERN.test(nodeId)) {
     // The rule in full: `_n1` was refused as not "letters, digits, '_' or '-'", which it is.
-    throw new ConfigError(
-      `nodeId ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
-    )
+    throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be ${NODE_ID_RULE}`)
   }
   const listen = address(raw, 'listen')
   // An empty string in a config file is "not given", as for httpListen.
@@ -457,7 +456,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     electionTicks,
     heartbeatTicks,
     replicationFactor: int(raw, 'replicationFactor', 1, REPLICAS_PER_GROUP_MAX),
-    dataGroups: int(raw, 'dataGroups', 0, 10_000),
+    dataGroups: int(raw, 'dataGroups', 0, META_LIMITS.groupsMax),
     peerToken,
     snapshotEntries: int(raw, 'snapshotEntries', 10, 10_000_000),
     logMemoryMb: int(raw, 'logMemoryMb', 16, 1_048_576),

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { basename, join } from 'node:path'
 import { makeDirs } from './make-dirs'
-import { NODE_ID_PATTERN } from './members'
+import { NODE_ID_PATTERN, NODE_ID_RULE } from './members'
 
 export interface DevCertsOptions {
   readonly dir: string
@@ -43,8 +43,7 @@ export function makeDevCerts(options: DevCertsOptions): DevCertPaths {
   const path = (k: keyof typeof DEV_CERT_FILES) => join(options.dir, DEV_CERT_FILES[k])
   const nodeIds = [...new Set(options.nodeIds ?? [])]
   const bad = nodeIds.find((id) => !NODE_ID_PATTERN.test(id))
-  if (bad !== undefined)
-    throw new Error(`${JSON.stringify(bad)} is not a node id (1-64 letters, digits, '_' or '-')`)
+  if (bad !== undefined) throw new Error(`${JSON.stringify(bad)} is not a node id (${NODE_ID_RULE})`)
   const nodeFiles = new Map(nodeIds.map((id) => [id, nodeCertFiles(options.dir, id)]))
   makeDirs(options.dir)
   if (!options.force) {

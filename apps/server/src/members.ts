@@ -7,7 +7,9 @@ export interface Member {
   readonly address: string
 }
 
-/** A node id: 1-64 letters, digits, '_' or '-', starting with a letter or digit. */
+/** What NODE_ID_PATTERN allows, in words, for the messages that refuse an id. */
+export const NODE_ID_RULE = "1-64 letters, digits, '_' or '-', starting with a letter or digit"
+/** A node id: NODE_ID_RULE. */
 export const NODE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/
 const ADDRESS_PATTERN = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):([0-9]{1,5})$/
 
@@ -29,9 +31,7 @@ export function parseMembers(text: string): Member[] {
     const nodeId = item.slice(0, eq)
     const address = item.slice(eq + 1)
     if (!NODE_ID_PATTERN.test(nodeId)) {
-      throw new Error(
-        `node id ${JSON.stringify(nodeId)} must be 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
-      )
+      throw new Error(`node id ${JSON.stringify(nodeId)} must be ${NODE_ID_RULE}`)
     }
     members.push({ nodeId, address: parseAddress(address) })
   }

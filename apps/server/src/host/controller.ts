@@ -45,7 +45,7 @@ import {
   type NodeAddress,
 } from '@mq/protocol'
 import { type Logger, silentLogger } from '../log'
-import { NODE_ID_PATTERN } from '../members'
+import { NODE_ID_PATTERN, NODE_ID_RULE } from '../members'
 import { LearnerStalls } from './learner-stalls'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
@@ -88,7 +88,7 @@ function checkNodeId(field: string, nodeId: string): void {
   if (nodeId === '') throw new InvalidArgumentError(`the request names no node (${field})`)
   if (!NODE_ID_PATTERN.test(nodeId)) {
     throw new InvalidArgumentError(
-      `${field} ${JSON.stringify(nodeId)} is no node id: node ids are 1-64 letters, digits, '_' or '-', starting with a letter or digit`,
+      `${field} ${JSON.stringify(nodeId)} is no node id: node ids are ${NODE_ID_RULE}`,
     )
   }
 }
