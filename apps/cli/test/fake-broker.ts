@@ -174,7 +174,7 @@ export class FakeBroker {
             this.#leased.set(leased.leaseId, { message: leased, partition: p })
             return leased
           })
-          cb(null, { messages })
+          cb(null, { messages, ackResults: [] })
         }
         const timer = setTimeout(answer, call.request.waitMs)
         call.on('cancelled', answer)

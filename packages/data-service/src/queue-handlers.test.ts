@@ -11,10 +11,12 @@ import {
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   fromGrpcError,
   LEASE_VISIBILITY_MS_MAX,
+  LeaseOutcome,
   MESSAGE_DELAY_MS_MAX,
   NotLeaderError,
   type QueueConfig,
   type QueueServer,
+  UnavailableError,
 } from '@mq/protocol'
 import { Prng } from '@mq/raft-core'
 import { QUEUE_CONFIG_DEFAULT } from '@mq/weighted-queue'
@@ -212,6 +214,113 @@ describe('queue handlers', () => {
     })
     const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0 })
     expect(leased.messages[0].deadlineMs).toBe(group.nowMs() + 120_000)
+  })
+
+  it('applies the acks a lease carries before its lease, and answers both together', async () => {
+    const group = await localGroup()
+    const proposed: string[] = []
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply') proposed.push(command.command.type)
+      return propose(command)
+    }
+    const h = queueHandlers(node(group))
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a'), message('b')] })
+    const first = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    // Without acks: no ack results.
+    expect(first.ackResults).toEqual([])
+    const leaseId = first.messages[0].leaseId
+    proposed.length = 0
+    const next = await call(h, 'lease', {
+      target,
+      consumerId: 'c',
+      max: 5,
+      visibilityMs: 5_000,
+      waitMs: 0,
+      ackLeaseIds: [leaseId, 'bogus'],
+    })
+    expect(proposed).toEqual(['ack', 'lease'])
+    expect(next.ackResults).toEqual([
+      { leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: 0 },
+      { leaseId: 'bogus', outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN, deadlineMs: 0 },
+    ])
+    expect(next.messages.map((m: { body: Uint8Array }) => new TextDecoder().decode(m.body))).toEqual(['b'])
+    // The acked message is gone: nothing is left but the one leased now.
+    const stats = await call(h, 'stats', { target })
+    expect(stats.messages).toBe(1)
+  })
+
+  it("answers a lease's applied acks with no message when the lease is refused before it leased", async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group), { waitersPerPartitionMax: 1, waitersPerGroupMax: 1 })
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a')] })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    // One long poll takes the partition's only place: a second one, with nothing ready, is refused.
+    const pollRequest = { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 10_000 }
+    const waiting = fakeCall(pollRequest)
+    const poll = call(h, 'lease', pollRequest, waiting)
+    await settleAll()
+    const answer = await call(h, 'lease', { ...pollRequest, ackLeaseIds: [leased.messages[0].leaseId] })
+    expect(answer).toEqual({
+      messages: [],
+      ackResults: [
+        { leaseId: leased.messages[0].leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: 0 },
+      ],
+    })
+    // Without acks the same lease is refused (LIMIT_EXCEEDED).
+    await expect(call(h, 'lease', pollRequest)).rejects.toMatchObject({ code: 8 })
+    waiting.cancel()
+    await poll
+  })
+
+  it("fails a lease's acks and leases nothing when the acks are refused, or the lease is lost on its way", async () => {
+    // Not the leader: refused before anything is proposed.
+    const follower = await localGroup(false)
+    const entries = countLeaseEntries(follower)
+    await expect(
+      call(queueHandlers(node(follower)), 'lease', {
+        target,
+        consumerId: 'c',
+        max: 1,
+        waitMs: 0,
+        ackLeaseIds: ['1.1'],
+      }),
+    ).rejects.toMatchObject({ code: 14, details: expect.stringMatching(/not the leader/) })
+    expect(entries()).toBe(0)
+    // An ack id past the lease id length: INVALID_ARGUMENT naming the field, nothing proposed.
+    const group = await localGroup()
+    const h = queueHandlers(node(group))
+    const leaseEntries = countLeaseEntries(group)
+    await expect(
+      call(h, 'lease', { target, consumerId: 'c', max: 1, waitMs: 0, ackLeaseIds: ['x'.repeat(65)] }),
+    ).rejects.toMatchObject({
+      code: 3,
+      details: expect.stringMatching(/^ack_lease_ids\[0\] is 65 characters long/),
+    })
+    expect(leaseEntries()).toBe(0)
+    // The lease's entry lost on its way (UNAVAILABLE) after the acks applied: the call fails with
+    // it (the consumer takes both as may-have-acted).
+    await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a'), message('b')] })
+    const leased = await call(h, 'lease', { target, consumerId: 'c', max: 1, visibilityMs: 5_000, waitMs: 0 })
+    const propose = group.propose
+    group.propose = (command) => {
+      if (command.type === 'apply' && command.command.type === 'lease')
+        return Promise.reject(new UnavailableError('the entry was not committed: leadership lost'))
+      return propose(command)
+    }
+    await expect(
+      call(h, 'lease', {
+        target,
+        consumerId: 'c',
+        max: 1,
+        visibilityMs: 5_000,
+        waitMs: 0,
+        ackLeaseIds: [leased.messages[0].leaseId],
+      }),
+    ).rejects.toMatchObject({ code: 14, details: expect.stringMatching(/leadership lost/) })
+    group.propose = propose
+    const stats = await call(h, 'stats', { target })
+    expect(stats.messages, 'the ack was applied').toBe(1)
   })
 
   it('produces, leases by weight, acks', async () => {

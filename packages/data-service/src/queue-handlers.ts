@@ -7,7 +7,10 @@ import {
   FORMAT_LEVEL_TTL_REDRIVE_LINES,
   InternalError,
   InvalidArgumentError,
+  type LeasedMessage,
   LeaseOutcome,
+  type LeaseRequest,
+  type LeaseResponse,
   type LeaseResult,
   LimitExceededError,
   type PartitionStats,
@@ -17,6 +20,8 @@ import {
   type QueueServer,
   SequenceGapError,
   StaleRouteError,
+  type UnaryCallContext,
+  UnavailableError,
   unaryHandler as unary,
 } from '@mq/protocol'
 import {
@@ -37,6 +42,7 @@ import {
   checkAck,
   checkExtend,
   checkLease,
+  checkLeaseAcks,
   checkMessageSizes,
   checkNack,
   checkProduce,
@@ -306,6 +312,8 @@ export function queueHandlers(
     producer?: { readonly id: string; readonly seq: number; readonly base: number },
     /** Checks of the request that need the queue's config (or where it was located): before the lane or the proposal. */
     check?: (config: QueueConfig | undefined, at: { readonly queue: string }) => void,
+    /** Told once the entry is proposed (an entry proposed after it follows it in the log). */
+    proposed?: () => void,
   ): Promise<CommandResult> => {
     const { group, queue, partition, config } = await locate(target)
     check?.(config, { queue })
@@ -318,6 +326,7 @@ export function queueHandlers(
       partition,
       command: command(partitionNowMs(group, queue, partition), config, { group, queue, partition }),
     })
+    proposed?.()
     if (producer) producerOrder.proposed(lane, producer.seq)
     const result = await proposal
     if (result.type === 'refused') {
@@ -333,20 +342,28 @@ export function queueHandlers(
   const settle = async (
     target: PartitionTarget | undefined,
     command: Command,
+    /** Told once the entry is proposed (run). */
+    proposed?: () => void,
   ): Promise<{ results: LeaseResult[] }> => {
     const leaseIds = (command as { leaseIds: readonly string[] }).leaseIds
     let settledAt:
       | { readonly group: DataGroupPort; readonly queue: string; readonly partition: number }
       | undefined
     // Tagged ids settle only in the partition and queue incarnation that leased them.
-    const r = await run(target, (_nowMs, _config, at) => {
-      settledAt = at
-      const queueId = parseStoredQueueName(at.queue)?.queueId
-      return {
-        ...command,
-        leaseIds: leaseIds.map((id) => untagLeaseId(id, queueId, at.partition)),
-      } as Command
-    })
+    const r = await run(
+      target,
+      (_nowMs, _config, at) => {
+        settledAt = at
+        const queueId = parseStoredQueueName(at.queue)?.queueId
+        return {
+          ...command,
+          leaseIds: leaseIds.map((id) => untagLeaseId(id, queueId, at.partition)),
+        } as Command
+      },
+      undefined,
+      undefined,
+      proposed,
+    )
     if (r.type !== 'ack' && r.type !== 'nack' && r.type !== 'extend')
       throw new InternalError(`unexpected result ${r.type}`)
     // An extend may bring a lease's deadline before the partition's due timer (set for the old
@@ -436,6 +453,240 @@ export function queueHandlers(
     return w
   }
 
+  /**
+   * The messages a Lease call leases: the first round commits a lease, later ones wait for a
+   * change (long poll) until the request's wait ends.
+   */
+  const leaseMessages = async (
+    req: LeaseRequest & { readonly target: PartitionTarget },
+    call: UnaryCallContext,
+  ): Promise<LeasedMessage[]> => {
+    const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
+    // A monotonic clock: a wall clock stepped back would hold the poll past its wait.
+    let deadline = performance.now() + waitMs
+    // The queue's visibility comes from the route the partition was located by (a node
+    // that had none cached, just started or after partitions were added to a queue, would
+    // otherwise lease for the default 30 s).
+    const command = (max: number, repeatOnly: boolean) => (_nowMs: number, config: QueueConfig | undefined) =>
+      leaseOf(
+        { ...req, max },
+        config?.visibilityTimeoutMs || QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
+        node.formatLevel(),
+        repeatOnly,
+      )
+    // A client that gives up on the call (a consumer closing) ends the wait at once: every
+    // sleep below takes this signal (and leaves it when it ends), so a call that never
+    // sleeps makes no controller of its own to abort.
+    const cancelled = call.cancelled
+    /** This call's place among its partition's long polls, while it may wait. */
+    let poll: LongPoll | undefined
+    /** The group's long polls `poll` is among (a partition moved between groups here changes them). */
+    let pollWaiters: LongPollWaiters | undefined
+    /** The partition last located: a call that ends hands on what it left there. */
+    let at: { readonly group: DataGroupPort; readonly queue: string; readonly partition: number } | undefined
+    try {
+      // Bounded: each round either returns messages or waits for a change (or the recheck
+      // interval) until the deadline. The first round commits a lease, unless the queue is
+      // paused or out of delivery tokens (the request was checked before: checkLease); then a
+      // repeat of an attempt commits one that only answers the attempt's leases. A later
+      // one commits a lease only when the leader's applied state may hold more messages than
+      // the leases already on their way ask for: the waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
+      // every replica) for a message one of them takes.
+      let quick = 0
+      for (let round = 0; ; round++) {
+        if (cancelled.aborted) return []
+        const { group, queue, partition, config } = await locate(req.target)
+        const id = `${queue}/${partition}`
+        at = { group, queue, partition }
+        const groupWaiters = waitersOf(group)
+        if (deadline > performance.now() && (poll?.partitionId !== id || pollWaiters !== groupWaiters)) {
+          // A long poll takes a place among its partition's waiters (again when the queue was
+          // created again since its last round: another partition; or when the partition moved
+          // to another group this node leads too: that group's writes must wake it). Past the
+          // limits it is answered what is ready now, without waiting, or refused when nothing is.
+          poll?.close()
+          poll = undefined
+          pollWaiters = groupWaiters
+          const entered = groupWaiters.enter(queue, partition, req.max)
+          if (typeof entered === 'string') {
+            if (!(look(group, queue, partition).spare > 0))
+              throw pollsLimitError(req.target, group, entered, limits)
+            deadline = performance.now()
+          } else poll = entered
+        }
+        // A repeat of an attempt whose answer was lost gets the leases still held even while
+        // the queue hands nothing new out (paused, or out of delivery tokens): in the first
+        // round, by a lease that leases nothing new; then it waits as any other.
+        const mayOnlyRepeat = round === 0 && canOnlyRepeat(req, node.formatLevel())
+        let onlyRepeat = false
+        if (config?.paused && mayOnlyRepeat) onlyRepeat = true
+        else if (config?.paused) {
+          // A paused queue hands nothing out: the poll looks again at the recheck interval
+          // (the pause is in the route, not in an applied entry), not at every change.
+          const remaining = deadline - performance.now()
+          if (remaining <= 0) return []
+          await sleep(Math.min(remaining, limits.leaseRecheckMs), undefined, {
+            signal: cancelled,
+          }).catch(() => {})
+          continue
+        }
+        // A rate-limited queue: this partition's share of the rate, taken before the lease.
+        const ratePerS = config?.deliveryRate ? config.deliveryRate / Math.max(1, config.partitions) : 0
+        const bucket = id
+        let max = req.max
+        if (ratePerS > 0 && !onlyRepeat) {
+          // The lease entry asks for what was taken (the request's own max was checked before).
+          max = buckets.take(bucket, ratePerS, req.max)
+          if (max === 0 && mayOnlyRepeat) {
+            onlyRepeat = true
+            max = req.max
+          } else if (max === 0) {
+            const remaining = deadline - performance.now()
+            if (remaining <= 0) return []
+            const wait = Math.min(remaining, limits.leaseRecheckMs, buckets.waitMs(bucket, ratePerS, req.max))
+            await sleep(wait, undefined, { signal: cancelled }).catch(() => {})
+            continue
+          }
+        }
+        /** Whether this round took delivery tokens (a lease that only repeats takes none). */
+        const took = ratePerS > 0 && !onlyRepeat
+        // Before the lease: a change applied while it runs must end the wait below.
+        poll?.mark()
+        let leases: readonly Lease[] = []
+        /** The attempt the lease entry carried (from format level 26, when the request has one). */
+        let leasedAttempt: string | undefined
+        const asked = leasing.get(id) ?? 0
+        // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
+        // stale: the lease group was settled). One lease at a time looks: its apply moves the
+        // bound on, and what it makes ready but does not take, the next look counts.
+        const leasable = group.machine.leasableAtMost(queue, partition, leaderNowMs(group))
+        const leaseTried =
+          round === 0 || (leasable === Number.POSITIVE_INFINITY ? asked === 0 : leasable > asked)
+        // Where the lease was committed: `run` locates the partition again (the queue may have
+        // been deleted and created again since the look above), and its ids are of that one.
+        let leasedAt: { readonly queue: string; readonly partition: number } = { queue, partition }
+        if (leaseTried) {
+          leasing.set(id, asked + max)
+          try {
+            const r = await run(req.target, (nowMs, config, at) => {
+              leasedAt = at
+              const lease = command(max, onlyRepeat)(nowMs, config)
+              leasedAttempt = lease.attempt
+              return lease
+            })
+            if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
+            leases = r.leases
+          } finally {
+            const left = (leasing.get(id) ?? max) - max
+            if (left > 0) leasing.set(id, left)
+            else leasing.delete(id)
+            // What the lease did not hand out (or all of it, when it failed) goes back.
+            if (took) buckets.giveBack(bucket, ratePerS, max - leases.length)
+          }
+        } else if (took) buckets.giveBack(bucket, ratePerS, max)
+        if (leases.length > 0 && cancelled.aborted) {
+          // Nobody will read the answer: the messages are given back now rather than at the
+          // end of their visibility timeout. (A cancel that comes after this check, while the
+          // answer is on its way, leaves them to the timeout, as any lost answer does.) Tagged
+          // whatever the level (the tag never reaches the partition): the nack locates the
+          // partition again, and settles nothing in another incarnation of the queue.
+          const leasedId = parseStoredQueueName(leasedAt.queue)?.queueId
+          const leaseIds = leases.map((l) =>
+            leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
+          )
+          // Under its attempt: once the attempt answered these leases again (the client's
+          // repeat, whose lease this call's cancel may come after), they stay leased.
+          const given = await settle(req.target, {
+            type: 'nack',
+            leaseIds,
+            ...released(node.formatLevel()),
+            ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt }),
+          }).catch(() => undefined)
+          // Only what the nack gave back was not delivered: leases a repeat of the attempt was
+          // answered stay delivered (the repeat took no tokens for them), and so do those of a
+          // give-back that failed.
+          const back = given?.results.filter((r) => r.outcome === LeaseOutcome.LEASE_OUTCOME_OK).length ?? 0
+          if (took) buckets.giveBack(bucket, ratePerS, back)
+          return []
+        }
+        // Nothing held under the attempt: the next round waits for the pause or the tokens.
+        if (onlyRepeat && leases.length === 0) continue
+        const remaining = deadline - performance.now()
+        if (leases.length > 0 || remaining <= 0 || !poll) {
+          const queueId = parseStoredQueueName(leasedAt.queue)?.queueId
+          const tagged = queueId !== undefined && node.formatLevel() >= FORMAT_LEVEL_LEASE_TAGS
+          return leases.map((l) =>
+            leasedMessageOf(l, tagged ? tagLeaseId(l.leaseId, queueId, leasedAt.partition) : l.leaseId),
+          )
+        }
+        // A lease that came back empty while messages are left to lease found only messages
+        // past their TTL (deleted): ask again at once, a few times, rather than wait.
+        if (
+          leaseTried &&
+          quick < LEASE_QUICK_RETRIES_MAX &&
+          group.machine.leasableAtMost(queue, partition, leaderNowMs(group)) > (leasing.get(id) ?? 0)
+        ) {
+          quick++
+          continue
+        }
+        // Until a change of this partition wakes it, the recheck, or the partition's next lease
+        // deadline or delayed message (a nack's delay, a retry backoff, a not-before time) falls
+        // due (one poll of the partition wakes then, and hands on).
+        const { dueInMs } = look(group, queue, partition)
+        await poll.sleep(Math.min(remaining, limits.leaseRecheckMs), dueInMs, cancelled)
+      }
+    } finally {
+      poll?.close()
+      // Messages this call leaves (it took fewer than were ready, gave up, failed) wake the
+      // polls asleep on them; the partition's due timer is set for what falls due next.
+      if (at) waiters.get(at.group.machine)?.handOn(at.queue, at.partition)
+    }
+  }
+
+  /**
+   * A lease that carries acks (LeaseRequest.ack_lease_ids), answered with their results. The
+   * acks are proposed first: the lease's entry follows theirs in the log, so a lease answered
+   * never leaves its acks unapplied. The acks refused before they were proposed refuse the call
+   * before anything is leased. A lease refused before it leased anything (NOT_LEADER,
+   * STALE_ROUTE, a limit: not UNAVAILABLE) after the acks were applied answers the acks and no
+   * message: the consumer must not take applied acks for failed ones. Either part lost on its
+   * way (UNAVAILABLE) fails the call with that error, which the consumer takes as may-have-acted
+   * for both (it repeats the lease's attempt; an ack sent again that finds no lease is done).
+   * Acks that failed after they were proposed while the lease succeeded (an entry refused at its
+   * apply by a partition move between the two) fail the call: the messages it leased are
+   * delivered again after their visibility timeout.
+   */
+  const leaseWithAcks = async (
+    req: LeaseRequest & { readonly target: PartitionTarget },
+    call: UnaryCallContext,
+    ackIds: readonly string[],
+  ): Promise<LeaseResponse> => {
+    let proposed = (): void => {}
+    const ackProposed = new Promise<{ error?: unknown }>((resolve) => {
+      proposed = () => resolve({})
+    })
+    const acked = settle(req.target, { type: 'ack', leaseIds: [...ackIds] }, proposed)
+    const ackFailed = acked.then(
+      () => ({}),
+      (error: unknown) => ({ error }),
+    )
+    const early = await Promise.race([ackProposed, ackFailed])
+    if ('error' in early) throw early.error
+    let messages: LeasedMessage[]
+    try {
+      messages = await leaseMessages(req, call)
+    } catch (error) {
+      const acks = await ackFailed
+      if ('error' in acks)
+        throw error instanceof UnavailableError || !(acks.error instanceof UnavailableError)
+          ? error
+          : acks.error
+      if (error instanceof UnavailableError) throw error
+      return { messages: [], ackResults: (await acked).results }
+    }
+    return { messages, ackResults: (await acked).results }
+  }
+
   return {
     produce: unary(async (req) => {
       // Before the producer id is echoed or keys a lane (the message size once located: run).
@@ -480,195 +731,12 @@ export function queueHandlers(
     lease: unary(async (req, call) => {
       checkTarget(req.target)
       checkLease(req)
-      const waitMs = Math.min(req.waitMs, limits.leaseWaitMsMax)
-      // A monotonic clock: a wall clock stepped back would hold the poll past its wait.
-      let deadline = performance.now() + waitMs
-      // The queue's visibility comes from the route the partition was located by (a node
-      // that had none cached, just started or after partitions were added to a queue, would
-      // otherwise lease for the default 30 s).
-      const command =
-        (max: number, repeatOnly: boolean) => (_nowMs: number, config: QueueConfig | undefined) =>
-          leaseOf(
-            { ...req, max },
-            config?.visibilityTimeoutMs || QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
-            node.formatLevel(),
-            repeatOnly,
-          )
-      // A client that gives up on the call (a consumer closing) ends the wait at once: every
-      // sleep below takes this signal (and leaves it when it ends), so a call that never
-      // sleeps makes no controller of its own to abort.
-      const cancelled = call.cancelled
-      /** This call's place among its partition's long polls, while it may wait. */
-      let poll: LongPoll | undefined
-      /** The group's long polls `poll` is among (a partition moved between groups here changes them). */
-      let pollWaiters: LongPollWaiters | undefined
-      /** The partition last located: a call that ends hands on what it left there. */
-      let at:
-        | { readonly group: DataGroupPort; readonly queue: string; readonly partition: number }
-        | undefined
-      try {
-        // Bounded: each round either returns messages or waits for a change (or the recheck
-        // interval) until the deadline. The first round commits a lease, unless the queue is
-        // paused or out of delivery tokens (the request was checked before: checkLease); then a
-        // repeat of an attempt commits one that only answers the attempt's leases. A later
-        // one commits a lease only when the leader's applied state may hold more messages than
-        // the leases already on their way ask for: the waiters a change wakes do not each commit an empty lease (a Raft entry, fsynced on
-        // every replica) for a message one of them takes.
-        let quick = 0
-        for (let round = 0; ; round++) {
-          if (cancelled.aborted) return { messages: [] }
-          const { group, queue, partition, config } = await locate(req.target)
-          const id = `${queue}/${partition}`
-          at = { group, queue, partition }
-          const groupWaiters = waitersOf(group)
-          if (deadline > performance.now() && (poll?.partitionId !== id || pollWaiters !== groupWaiters)) {
-            // A long poll takes a place among its partition's waiters (again when the queue was
-            // created again since its last round: another partition; or when the partition moved
-            // to another group this node leads too: that group's writes must wake it). Past the
-            // limits it is answered what is ready now, without waiting, or refused when nothing is.
-            poll?.close()
-            poll = undefined
-            pollWaiters = groupWaiters
-            const entered = groupWaiters.enter(queue, partition, req.max)
-            if (typeof entered === 'string') {
-              if (!(look(group, queue, partition).spare > 0))
-                throw pollsLimitError(req.target, group, entered, limits)
-              deadline = performance.now()
-            } else poll = entered
-          }
-          // A repeat of an attempt whose answer was lost gets the leases still held even while
-          // the queue hands nothing new out (paused, or out of delivery tokens): in the first
-          // round, by a lease that leases nothing new; then it waits as any other.
-          const mayOnlyRepeat = round === 0 && canOnlyRepeat(req, node.formatLevel())
-          let onlyRepeat = false
-          if (config?.paused && mayOnlyRepeat) onlyRepeat = true
-          else if (config?.paused) {
-            // A paused queue hands nothing out: the poll looks again at the recheck interval
-            // (the pause is in the route, not in an applied entry), not at every change.
-            const remaining = deadline - performance.now()
-            if (remaining <= 0) return { messages: [] }
-            await sleep(Math.min(remaining, limits.leaseRecheckMs), undefined, {
-              signal: cancelled,
-            }).catch(() => {})
-            continue
-          }
-          // A rate-limited queue: this partition's share of the rate, taken before the lease.
-          const ratePerS = config?.deliveryRate ? config.deliveryRate / Math.max(1, config.partitions) : 0
-          const bucket = id
-          let max = req.max
-          if (ratePerS > 0 && !onlyRepeat) {
-            // The lease entry asks for what was taken (the request's own max was checked before).
-            max = buckets.take(bucket, ratePerS, req.max)
-            if (max === 0 && mayOnlyRepeat) {
-              onlyRepeat = true
-              max = req.max
-            } else if (max === 0) {
-              const remaining = deadline - performance.now()
-              if (remaining <= 0) return { messages: [] }
-              const wait = Math.min(
-                remaining,
-                limits.leaseRecheckMs,
-                buckets.waitMs(bucket, ratePerS, req.max),
-              )
-              await sleep(wait, undefined, { signal: cancelled }).catch(() => {})
-              continue
-            }
-          }
-          /** Whether this round took delivery tokens (a lease that only repeats takes none). */
-          const took = ratePerS > 0 && !onlyRepeat
-          // Before the lease: a change applied while it runs must end the wait below.
-          poll?.mark()
-          let leases: readonly Lease[] = []
-          /** The attempt the lease entry carried (from format level 26, when the request has one). */
-          let leasedAttempt: string | undefined
-          const asked = leasing.get(id) ?? 0
-          // Infinity: a lease deadline or a delayed message may be due (a lower bound, often
-          // stale: the lease group was settled). One lease at a time looks: its apply moves the
-          // bound on, and what it makes ready but does not take, the next look counts.
-          const leasable = group.machine.leasableAtMost(queue, partition, leaderNowMs(group))
-          const leaseTried =
-            round === 0 || (leasable === Number.POSITIVE_INFINITY ? asked === 0 : leasable > asked)
-          // Where the lease was committed: `run` locates the partition again (the queue may have
-          // been deleted and created again since the look above), and its ids are of that one.
-          let leasedAt: { readonly queue: string; readonly partition: number } = { queue, partition }
-          if (leaseTried) {
-            leasing.set(id, asked + max)
-            try {
-              const r = await run(req.target, (nowMs, config, at) => {
-                leasedAt = at
-                const lease = command(max, onlyRepeat)(nowMs, config)
-                leasedAttempt = lease.attempt
-                return lease
-              })
-              if (r.type !== 'lease') throw new InternalError(`unexpected result ${r.type}`)
-              leases = r.leases
-            } finally {
-              const left = (leasing.get(id) ?? max) - max
-              if (left > 0) leasing.set(id, left)
-              else leasing.delete(id)
-              // What the lease did not hand out (or all of it, when it failed) goes back.
-              if (took) buckets.giveBack(bucket, ratePerS, max - leases.length)
-            }
-          } else if (took) buckets.giveBack(bucket, ratePerS, max)
-          if (leases.length > 0 && cancelled.aborted) {
-            // Nobody will read the answer: the messages are given back now rather than at the
-            // end of their visibility timeout. (A cancel that comes after this check, while the
-            // answer is on its way, leaves them to the timeout, as any lost answer does.) Tagged
-            // whatever the level (the tag never reaches the partition): the nack locates the
-            // partition again, and settles nothing in another incarnation of the queue.
-            const leasedId = parseStoredQueueName(leasedAt.queue)?.queueId
-            const leaseIds = leases.map((l) =>
-              leasedId === undefined ? l.leaseId : tagLeaseId(l.leaseId, leasedId, leasedAt.partition),
-            )
-            // Under its attempt: once the attempt answered these leases again (the client's
-            // repeat, whose lease this call's cancel may come after), they stay leased.
-            const given = await settle(req.target, {
-              type: 'nack',
-              leaseIds,
-              ...released(node.formatLevel()),
-              ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt }),
-            }).catch(() => undefined)
-            // Only what the nack gave back was not delivered: leases a repeat of the attempt was
-            // answered stay delivered (the repeat took no tokens for them), and so do those of a
-            // give-back that failed.
-            const back = given?.results.filter((r) => r.outcome === LeaseOutcome.LEASE_OUTCOME_OK).length ?? 0
-            if (took) buckets.giveBack(bucket, ratePerS, back)
-            return { messages: [] }
-          }
-          // Nothing held under the attempt: the next round waits for the pause or the tokens.
-          if (onlyRepeat && leases.length === 0) continue
-          const remaining = deadline - performance.now()
-          if (leases.length > 0 || remaining <= 0 || !poll) {
-            const queueId = parseStoredQueueName(leasedAt.queue)?.queueId
-            const tagged = queueId !== undefined && node.formatLevel() >= FORMAT_LEVEL_LEASE_TAGS
-            return {
-              messages: leases.map((l) =>
-                leasedMessageOf(l, tagged ? tagLeaseId(l.leaseId, queueId, leasedAt.partition) : l.leaseId),
-              ),
-            }
-          }
-          // A lease that came back empty while messages are left to lease found only messages
-          // past their TTL (deleted): ask again at once, a few times, rather than wait.
-          if (
-            leaseTried &&
-            quick < LEASE_QUICK_RETRIES_MAX &&
-            group.machine.leasableAtMost(queue, partition, leaderNowMs(group)) > (leasing.get(id) ?? 0)
-          ) {
-            quick++
-            continue
-          }
-          // Until a change of this partition wakes it, the recheck, or the partition's next lease
-          // deadline or delayed message (a nack's delay, a retry backoff, a not-before time) falls
-          // due (one poll of the partition wakes then, and hands on).
-          const { dueInMs } = look(group, queue, partition)
-          await poll.sleep(Math.min(remaining, limits.leaseRecheckMs), dueInMs, cancelled)
-        }
-      } finally {
-        poll?.close()
-        // Messages this call leaves (it took fewer than were ready, gave up, failed) wake the
-        // polls asleep on them; the partition's due timer is set for what falls due next.
-        if (at) waiters.get(at.group.machine)?.handOn(at.queue, at.partition)
-      }
+      // Its target checked (checkTarget narrows the field, not the request).
+      const checked = req as LeaseRequest & { readonly target: PartitionTarget }
+      const ackIds = req.ackLeaseIds ?? []
+      if (ackIds.length === 0) return { messages: await leaseMessages(checked, call), ackResults: [] }
+      checkLeaseAcks(req)
+      return leaseWithAcks(checked, call, ackIds)
     }),
     ack: unary(async (req) => {
       checkTarget(req.target)
@@ -697,12 +765,15 @@ export function queueHandlers(
       // Places on the wire are 1-based (0 = none): place p is the partition's cursor p − 1.
       const after = req.afterId ? req.afterId - 1 : undefined
       const dead = (await group.machine.listDead(queue, partition, limit, after)) ?? []
-      return { messages: dead.map((m) => ({ ...listedOf(m), deadPlace: m.cursor + 1 })) }
+      return { messages: dead.map((m) => ({ ...listedOf(m), deadPlace: m.cursor + 1 })), ackResults: [] }
     }),
     listReady: unary(async (req) => {
       const { group, queue, partition } = await locateRead(req.target)
       const limit = Math.min(req.limit || 100, LIST_LIMIT_MAX)
-      return { messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf) }
+      return {
+        messages: ((await group.machine.listReady(queue, partition, limit)) ?? []).map(listedOf),
+        ackResults: [],
+      }
     }),
     redrive: unary(async (req, call) => {
       // From FORMAT_LEVEL_REDRIVE_SPAN, the messages dead when the redrive began: through the

@@ -190,18 +190,18 @@ export function checkLease(req: LeaseRequest): void {
 }
 
 /** Checks the lease ids of an Ack, Nack or Extend: at most LEASE_BATCH_MAX, each at most LEASE_ID_LENGTH_MAX long. */
-function checkLeaseIds(action: string, leaseIds: readonly string[] | undefined): void {
+function checkLeaseIds(action: string, leaseIds: readonly string[] | undefined, field = 'lease_ids'): void {
   const ids = leaseIds ?? []
   if (ids.length > LEASE_BATCH_MAX) {
     throw new InvalidArgumentError(
-      `${action} of ${ids.length} lease_ids exceeds the limit of ${LEASE_BATCH_MAX}; split it`,
+      `${action} of ${ids.length} ${field} exceeds the limit of ${LEASE_BATCH_MAX}; split it`,
     )
   }
   for (let i = 0; i < ids.length; i++) {
     const length = (ids[i] as string).length
     if (length > LEASE_ID_LENGTH_MAX) {
       throw new InvalidArgumentError(
-        `lease_ids[${i}] is ${length} characters long; a lease id has at most ${LEASE_ID_LENGTH_MAX}`,
+        `${field}[${i}] is ${length} characters long; a lease id has at most ${LEASE_ID_LENGTH_MAX}`,
       )
     }
   }
@@ -210,6 +210,11 @@ function checkLeaseIds(action: string, leaseIds: readonly string[] | undefined):
 /** Checks an Ack (checkLeaseIds). Throws InvalidArgumentError. */
 export function checkAck(req: AckRequest): void {
   checkLeaseIds('ack', req.leaseIds)
+}
+
+/** Checks the acks a Lease carries (its ack_lease_ids, as an Ack's lease ids). Throws InvalidArgumentError. */
+export function checkLeaseAcks(req: LeaseRequest): void {
+  checkLeaseIds('ack', req.ackLeaseIds, 'ack_lease_ids')
 }
 
 /** Checks a Nack: its lease ids, and delay_ms up to the partitions' delayMsMax. */

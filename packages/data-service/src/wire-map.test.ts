@@ -133,7 +133,15 @@ describe('wire mapping', () => {
   })
 
   it('fills the default visibility', () => {
-    const req = { consumerId: 'c', max: 5, visibilityMs: 0, waitMs: 0, attempt: '', attemptRepeat: false }
+    const req = {
+      consumerId: 'c',
+      max: 5,
+      visibilityMs: 0,
+      waitMs: 0,
+      attempt: '',
+      attemptRepeat: false,
+      ackLeaseIds: [],
+    }
     expect(leaseOf(req, 30_000, 2).visibilityMs).toBe(30_000)
     expect(leaseOf({ ...req, visibilityMs: 10 }, 30_000, 2).visibilityMs).toBe(10)
     // The byte budget from its level on only: a replica of an earlier version cannot read it.

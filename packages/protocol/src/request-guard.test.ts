@@ -437,6 +437,7 @@ describe('request guard: normal requests decode exactly as before', () => {
         waitMs: 1_000,
         attempt: 'a-1',
         attemptRepeat: true,
+        ackLeaseIds: ['7.0.12.1', 'ç'],
       },
     ],
     ['ack', AckRequest, { target, leaseIds: ['a', 'b', 'ç'] }],

@@ -45,6 +45,13 @@ const leaseIds = repeated(stringField('lease_ids'), {
   advice: 'settle in smaller batches',
 })
 
+/** A lease's acks (LeaseRequest.ack_lease_ids), bounded as an Ack's lease ids. */
+const ackLeaseIds = repeated(stringField('ack_lease_ids'), {
+  max: LEASE_IDS_MAX,
+  what: 'lease ids to ack',
+  advice: 'settle in smaller batches',
+})
+
 /** The rule of each Queue method's request. */
 export const QUEUE_REQUEST_RULES = {
   produce: messageRule('ProduceRequest', {
@@ -67,6 +74,7 @@ export const QUEUE_REQUEST_RULES = {
     5: varintField('wait_ms'),
     6: stringField('attempt'),
     7: varintField('attempt_repeat'),
+    8: ackLeaseIds,
   }),
   ack: messageRule('AckRequest', { 1: target, 2: leaseIds }),
   nack: messageRule('NackRequest', {

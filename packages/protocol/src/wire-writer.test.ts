@@ -153,6 +153,11 @@ describe('WireWriter', () => {
         deadlineMs: 1_796_072_684_764,
         enqueuedAtMs: 1_796_072_684_000,
       })),
+      ackResults: Array.from({ length: 300 }, (_, i) => ({
+        leaseId: `7.0.${2 ** 33 + i}.1`,
+        outcome: 1 + (i % 3),
+        deadlineMs: 0,
+      })),
     }
     const raft: RaftBatch = {
       fromNode: 'n1',

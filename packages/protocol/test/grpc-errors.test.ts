@@ -79,7 +79,15 @@ describe('typed errors over gRPC', () => {
   it('carries STALE_ROUTE with the current epoch', async () => {
     const raw = await call((cb) =>
       client.lease(
-        { consumerId: 'c', max: 1, visibilityMs: 0, waitMs: 0, attempt: '', attemptRepeat: false },
+        {
+          consumerId: 'c',
+          max: 1,
+          visibilityMs: 0,
+          waitMs: 0,
+          attempt: '',
+          attemptRepeat: false,
+          ackLeaseIds: [],
+        },
         cb,
       ),
     )

@@ -331,7 +331,11 @@ export class Admin {
    */
   async #listed<T = ListedMessage>(
     name: string,
-    list: (c: Connection['queue'], target: PartitionTarget, attemptMs: number) => Promise<LeaseResponse>,
+    list: (
+      c: Connection['queue'],
+      target: PartitionTarget,
+      attemptMs: number,
+    ) => Promise<Pick<LeaseResponse, 'messages'>>,
     map: (message: ListedMessage) => T = (m) => m as T,
   ): Promise<T[]> {
     const lists = await this.#eachPartition(

@@ -32,6 +32,67 @@ describe('SettleBatcher', () => {
     expect((await Promise.all(results)).map((r) => r.leaseId)).toEqual(['a', 'b', 'c'])
   })
 
+  it('holds acks for a request that carries them while told to, and sends them once resumed', async () => {
+    const { sent, send } = manualSend()
+    let hold = true
+    const b = new SettleBatcher(send, 1, 1000, () => hold)
+    let told = 0
+    const acks = ['a', 'b'].map((id) => b.settle(id, { kind: 'ack' }, () => told++))
+    const nack = b.settle('n', { kind: 'nack', delayMs: 0 })
+    await turn()
+    // Nacks are not held.
+    expect(sent.map((r) => r.ids)).toEqual([['n']])
+    const carried = b.takeAcks()
+    expect(carried?.leaseIds).toEqual(['a', 'b'])
+    expect(told, 'taken acks count as sent').toBe(2)
+    expect(b.takeAcks(), 'nothing left to take').toBeUndefined()
+    let drained = false
+    const draining = b.drain().then(() => {
+      drained = true
+    })
+    sent[0]?.answer()
+    await nack
+    await turn()
+    expect(drained, 'drain waits for the carried acks').toBe(false)
+    carried?.answer([ok('b'), { ...ok('a'), outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN }], false)
+    carried?.fail(new Error('ignored: already answered'))
+    expect((await Promise.all(acks)).map((r) => r.outcome)).toEqual([
+      LeaseOutcome.LEASE_OUTCOME_UNKNOWN,
+      LeaseOutcome.LEASE_OUTCOME_OK,
+    ])
+    await draining
+    // Held while told to; sent once resumed.
+    const later = b.settle('c', { kind: 'ack' })
+    await turn()
+    expect(sent).toHaveLength(1)
+    hold = false
+    b.resume()
+    expect(sent.map((r) => r.ids)).toEqual([['n'], ['c']])
+    sent[1]?.answer()
+    expect((await later).outcome).toBe(LeaseOutcome.LEASE_OUTCOME_OK)
+  })
+
+  it('answers carried acks as resent, fails them, or sends them alone, as the carrying request ends', async () => {
+    const { sent, send } = manualSend()
+    const b = new SettleBatcher(send, 1, 1000, () => true)
+    const unknown = (id: string) => ({ ...ok(id), outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN })
+    // Resent: UNKNOWN is an earlier copy's work.
+    const a = b.settle('a', { kind: 'ack' })
+    b.takeAcks()?.answer([unknown('a')], true)
+    expect((await a).outcome).toBe(LeaseOutcome.LEASE_OUTCOME_OK)
+    // Failed: every ack hears of it.
+    const failed = b.settle('f', { kind: 'ack' })
+    b.takeAcks()?.fail(new Error('lost'))
+    await expect(failed).rejects.toThrow('lost')
+    // Not taken (an older server): an Ack call of their own, whatever the hold.
+    const alone = b.settle('s', { kind: 'ack' })
+    b.takeAcks()?.sendAlone(false)
+    expect(sent.map((r) => [r.settlement.kind, r.ids])).toEqual([['ack', ['s']]])
+    sent[0]?.answer()
+    expect((await alone).outcome).toBe(LeaseOutcome.LEASE_OUTCOME_OK)
+    await b.drain()
+  })
+
   it('holds what comes while a request is out and sends it together when it returns', async () => {
     const { sent, send } = manualSend()
     const b = new SettleBatcher(send, 1)

@@ -30,6 +30,30 @@ export function resentResults(settlement: Settlement, results: LeaseResult[]): L
 
 type Send = (settlement: Settlement, leaseIds: string[]) => Promise<LeaseResult[]>
 
+const ACK: Settlement = { kind: 'ack' }
+
+/**
+ * Acks taken to travel with another request of their partition (a lease: LeaseRequest's
+ * ack_lease_ids). They count as sent. Exactly one of `answer`, `fail` and `sendAlone` ends them
+ * (later calls do nothing).
+ */
+export interface CarriedAcks {
+  readonly leaseIds: readonly string[]
+  /**
+   * Hands each ack its result (by lease id). `resent`: the request went out more than once, so
+   * the results are read as resentResults reads them.
+   */
+  answer(results: LeaseResult[], resent: boolean): void
+  /** The request failed: every ack fails with `error`. */
+  fail(error: unknown): void
+  /**
+   * The request did not take them (a server of a version before ack_lease_ids answers no
+   * results): they go in an Ack call of their own. `resent`: as for `answer` (another copy of
+   * the request may have reached a server that took them).
+   */
+  sendAlone(resent: boolean): void
+}
+
 interface Item {
   readonly leaseId: string
   readonly resolve: (r: LeaseResult) => void
@@ -57,13 +81,21 @@ export class SettleBatcher {
   /** The requests out, each settled once its callers heard. */
   readonly #sending = new Set<Promise<void>>()
   #scheduled = false
+  /** While it says so, acks are not sent on their own: they wait to be carried (takeAcks). */
+  readonly #holdAcks: () => boolean
 
-  constructor(send: Send, inFlightMax = 1, batchMax = 1000) {
+  /**
+   * `holdAcks`: while true, queued acks wait for takeAcks() instead of going in an Ack call
+   * (the partition's lease loop is about to send a lease that carries them); resume() must
+   * follow each time it turns false.
+   */
+  constructor(send: Send, inFlightMax = 1, batchMax = 1000, holdAcks: () => boolean = () => false) {
     if (!(inFlightMax >= 1 && batchMax >= 1))
       throw new RangeError('inFlightMax and batchMax must be at least 1')
     this.#send = send
     this.#inFlightMax = inFlightMax
     this.#batchMax = batchMax
+    this.#holdAcks = holdAcks
   }
 
   /** Requests being sent now. */
@@ -95,6 +127,64 @@ export class SettleBatcher {
     return promise
   }
 
+  /** Whether acks are queued, not sent yet (takeAcks() would take some). */
+  get acksQueued(): boolean {
+    return this.#queued.has('ack')
+  }
+
+  /** Sends what waits for room now that the acks are no longer held (see the constructor). */
+  resume(): void {
+    this.#pump()
+  }
+
+  /**
+   * Takes the acks queued now (up to batchMax; undefined when none) to travel with another
+   * request: they count as sent, and drain() waits for them to be answered.
+   */
+  takeAcks(): CarriedAcks | undefined {
+    const batch = this.#take('ack')
+    if (!batch) return undefined
+    for (const item of batch) item.sent?.()
+    let ended = false
+    let done = (): void => {}
+    const carried = new Promise<void>((resolve) => {
+      done = resolve
+    })
+    this.#sending.add(carried)
+    const end = (): boolean => {
+      if (ended) return false
+      ended = true
+      this.#sending.delete(carried)
+      done()
+      return true
+    }
+    const leaseIds = batch.map((i) => i.leaseId)
+    return {
+      leaseIds,
+      answer: (results, resent) => {
+        if (end()) answerItems(batch, resent ? resentResults(ACK, results) : results)
+      },
+      fail: (error) => {
+        if (end()) for (const item of batch) item.reject(error)
+      },
+      sendAlone: (resent) => {
+        if (ended) return
+        ended = true
+        const sending = this.#send(ACK, leaseIds)
+          .then((results) => answerItems(batch, resent ? resentResults(ACK, results) : results))
+          .catch((error: unknown) => {
+            for (const item of batch) item.reject(error)
+          })
+          .finally(() => {
+            this.#sending.delete(carried)
+            this.#sending.delete(sending)
+            done()
+          })
+        this.#sending.add(sending)
+      },
+    }
+  }
+
   /** Sends everything queued now, whatever is in flight (when the consumer closes). */
   flushAll(): void {
     for (const key of [...this.#queued.keys()]) while (this.#queued.has(key)) this.#sendNext(key)
@@ -110,7 +200,7 @@ export class SettleBatcher {
   }
 
   #room(kind: Settlement['kind']): boolean {
-    return (this.#out.get(kind) ?? 0) < this.#inFlightMax
+    return (this.#out.get(kind) ?? 0) < this.#inFlightMax && !(kind === 'ack' && this.#holdAcks())
   }
 
   #pump(): void {
@@ -119,27 +209,27 @@ export class SettleBatcher {
     }
   }
 
+  /** Up to `batchMax` items queued under `key`, taken off the queue (undefined: none). */
+  #take(key: string): Item[] | undefined {
+    const group = this.#queued.get(key)
+    if (!group) return undefined
+    const batch = group.items.length <= this.#batchMax ? group.items : group.items.splice(0, this.#batchMax)
+    if (batch === group.items) this.#queued.delete(key)
+    return batch
+  }
+
   /** Sends up to `batchMax` items queued under `key`. */
   #sendNext(key: string): void {
     const group = this.#queued.get(key) as { settlement: Settlement; items: Item[] }
-    const batch = group.items.length <= this.#batchMax ? group.items : group.items.splice(0, this.#batchMax)
-    if (batch === group.items) this.#queued.delete(key)
+    const batch = this.#take(key) as Item[]
     const kind = group.settlement.kind
     this.#out.set(kind, (this.#out.get(kind) ?? 0) + 1)
     for (const item of batch) item.sent?.()
-    const answer = (results: LeaseResult[]): void => {
-      const byId = new Map(results.map((r) => [r.leaseId, r]))
-      for (const item of batch) {
-        const r = byId.get(item.leaseId)
-        if (r) item.resolve(r)
-        else item.reject(new InternalError(`the broker returned no result for lease ${item.leaseId}`))
-      }
-    }
     const sending = this.#send(
       group.settlement,
       batch.map((i) => i.leaseId),
     )
-      .then(answer)
+      .then((results) => answerItems(batch, results))
       // A failed call, or an answer that cannot be read: every caller still hears of it (a
       // promise already resolved ignores the later reject).
       .catch((error: unknown) => {
@@ -151,5 +241,15 @@ export class SettleBatcher {
         this.#pump()
       })
     this.#sending.add(sending)
+  }
+}
+
+/** Hands each item its result, by lease id (one the answer lacks fails). */
+function answerItems(batch: readonly Item[], results: readonly LeaseResult[]): void {
+  const byId = new Map(results.map((r) => [r.leaseId, r]))
+  for (const item of batch) {
+    const r = byId.get(item.leaseId)
+    if (r) item.resolve(r)
+    else item.reject(new InternalError(`the broker returned no result for lease ${item.leaseId}`))
   }
 }

@@ -30,6 +30,9 @@ async function run(seed: number, failover: boolean): Promise<string[]> {
   const autoExtend = rand() < 0.7
   const prefetch = pick(1, 6)
   const scale = pick(1, 4)
+  // A broker that applies the acks a lease carries (ack_lease_ids) before the lease, or one of
+  // a version before them (it ignores them: the consumer sends them in Ack calls).
+  const carriesAcks = rand() < 0.7
   const problems: string[] = []
   const ready: number[] = Array.from({ length: 40 }, (_, i) => i + 1)
   const leases = new Map<string, Lease>()
@@ -117,8 +120,10 @@ async function run(seed: number, failover: boolean): Promise<string[]> {
         return
       }
       setTimeout(() => {
+        const ackIds = carriesAcks && method === 'lease' ? ((request.ackLeaseIds as string[]) ?? []) : []
+        const ackResults = ackIds.length > 0 ? settle('ack', { leaseIds: ackIds }) : []
         const answer =
-          method === 'lease' ? { messages: lease(request) } : { results: settle(method, request) }
+          method === 'lease' ? { messages: lease(request), ackResults } : { results: settle(method, request) }
         const emptyMs = method === 'lease' && answer.messages?.length === 0 ? 50 : 0
         setTimeout(
           () => (lost ? reply({ code: 14, details: 'reply lost' }) : reply(null, answer)),

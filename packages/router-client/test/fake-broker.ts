@@ -113,6 +113,12 @@ export class FakeBroker {
   readonly nackReleases: boolean[] = []
   /** The visibilityMs of every lease request (0: the queue's, as the server fills it). */
   readonly leaseVisibilities: number[] = []
+  /** A broker of a version before LeaseRequest.ack_lease_ids: it ignores them. */
+  leaseAcksUnknown = false
+  /** The lease ids acked with leases (ack_lease_ids), in the order they came. */
+  readonly carriedAcks: string[] = []
+  /** Ack calls answered. */
+  ackCalls = 0
   readonly listDeadCalls: { partition: number; limit: number; afterId: number }[] = []
   /** Every Redrive request, in order; answered from `redriveAnswers` ('fail': UNAVAILABLE, unapplied). */
   readonly redriveRequests: { partition: number; max: number; throughPlace: number; placeOnly: boolean }[] =
@@ -426,6 +432,11 @@ export class FakeBroker {
       }),
       lease: unaryHandler(async (req: LeaseRequest, call) => {
         const key = this.#check(req.target)
+        // Its acks first, as the broker proposes them before the lease.
+        const ackIds = this.leaseAcksUnknown ? [] : (req.ackLeaseIds ?? [])
+        this.carriedAcks.push(...ackIds)
+        const ackResults =
+          ackIds.length > 0 ? this.#settle({ target: req.target, leaseIds: ackIds }, () => {}).results : []
         this.leaseRequests.push({
           max: req.max,
           waitMs: req.waitMs,
@@ -436,7 +447,7 @@ export class FakeBroker {
         while (this.ready(req.target!.queue, req.target!.partition).length === 0 && Date.now() < until) {
           if (call.cancelled.aborted) {
             this.cancelledLeases++
-            return { messages: [] }
+            return { messages: [], ackResults }
           }
           await new Promise((r) => setTimeout(r, 5))
         }
@@ -453,7 +464,7 @@ export class FakeBroker {
           this.#leased.set(leased.leaseId, { message: leased, key, deadline: leased.deadlineMs })
           return leased
         })
-        return { messages }
+        return { messages, ackResults }
       }),
       listDead: handle((req: { target?: PartitionTarget; limit: number; afterId: number }) => {
         this.#check(req.target)
@@ -478,6 +489,7 @@ export class FakeBroker {
             enqueuedAtMs: 0,
             ...(this.placesUnknown ? {} : { deadPlace: place }),
           })),
+          ackResults: [],
         }
       }),
       redrive: handle(
@@ -508,7 +520,10 @@ export class FakeBroker {
         this.#ready.set(key, [])
         return { removed }
       }),
-      ack: handle((req: AckRequest) => this.#settle(req, () => {})),
+      ack: handle((req: AckRequest) => {
+        this.ackCalls++
+        return this.#settle(req, () => {})
+      }),
       nack: handle((req: NackRequest) => {
         if (this.refuseNacks > 0) {
           this.refuseNacks--

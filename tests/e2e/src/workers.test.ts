@@ -81,7 +81,7 @@ function oneMessageThenNone() {
   return unaryHandler(async (): Promise<LeaseResponse> => {
     if (leases++ > 0) {
       await new Promise((r) => setTimeout(r, 50))
-      return { messages: [] }
+      return { messages: [], ackResults: [] }
     }
     const message: LeasedMessage = {
       id: 1,
@@ -94,7 +94,7 @@ function oneMessageThenNone() {
       deadlineMs: Date.now() + 2_000,
       enqueuedAtMs: Date.now(),
     }
-    return { messages: [message] }
+    return { messages: [message], ackResults: [] }
   })
 }
 

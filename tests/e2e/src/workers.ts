@@ -443,6 +443,7 @@ export async function runConsumer(
             waitMs: options.waitMs,
             attempt,
             attemptRepeat: attemptStartMs !== undefined,
+            ackLeaseIds: [],
           },
           options.attemptMs + options.waitMs,
         )

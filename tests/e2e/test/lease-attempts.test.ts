@@ -36,6 +36,7 @@ describe('lease attempts across a leader death', () => {
         waitMs: 0,
         attempt,
         attemptRepeat,
+        ackLeaseIds: [],
       }
       for (const address of suite.cluster.servers) {
         let q = queues.get(address)

@@ -1054,6 +1054,7 @@ describe('request fuzz of every Queue and Meta RPC', () => {
           waitMs: 0,
           attempt: '',
           attemptRepeat: false,
+          ackLeaseIds: [],
         }).finish(),
       )
       const got = await new Promise<LeaseResponse | undefined>((resolve) =>

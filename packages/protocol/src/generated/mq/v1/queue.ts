@@ -136,6 +136,14 @@ export interface LeaseRequest {
    * does the broker look for the attempt's leases; a first request leases at once.
    */
   attemptRepeat: boolean;
+  /**
+   * Acks of this partition's leases travelling with the lease (as an AckRequest's lease_ids: at
+   * most 1,000): applied as an Ack call's, proposed before the lease, and answered with it in
+   * LeaseResponse.ack_results, one per id. A consumer sends them with a lease that does not
+   * wait (one that waits answers them when it ends). A server of a version before it ignores
+   * them and answers no ack_results: the client then sends them in an Ack call.
+   */
+  ackLeaseIds: string[];
 }
 
 export interface LeasedMessage {
@@ -168,6 +176,11 @@ export interface LeasedMessage_HeadersEntry {
 
 export interface LeaseResponse {
   messages: LeasedMessage[];
+  /**
+   * The results of the request's ack_lease_ids, one per id (as an Ack call's); none when it
+   * had none (or the server predates them).
+   */
+  ackResults: LeaseResult[];
 }
 
 export interface AckRequest {
@@ -912,7 +925,16 @@ export const ProduceResponse: MessageFns<ProduceResponse> = {
 };
 
 function createBaseLeaseRequest(): LeaseRequest {
-  return { target: undefined, consumerId: "", max: 0, visibilityMs: 0, waitMs: 0, attempt: "", attemptRepeat: false };
+  return {
+    target: undefined,
+    consumerId: "",
+    max: 0,
+    visibilityMs: 0,
+    waitMs: 0,
+    attempt: "",
+    attemptRepeat: false,
+    ackLeaseIds: [],
+  };
 }
 
 export const LeaseRequest: MessageFns<LeaseRequest> = {
@@ -937,6 +959,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     }
     if (message.attemptRepeat !== false) {
       writer.uint32(56).bool(message.attemptRepeat);
+    }
+    for (const v of message.ackLeaseIds) {
+      writer.uint32(66).string(v!);
     }
     return writer;
   },
@@ -1004,6 +1029,14 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
           message.attemptRepeat = reader.bool();
           continue;
         }
+        case 8: {
+          if (tag !== 66) {
+            break;
+          }
+
+          message.ackLeaseIds.push(reader.string());
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1038,6 +1071,11 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
         : isSet(object.attempt_repeat)
         ? globalThis.Boolean(object.attempt_repeat)
         : false,
+      ackLeaseIds: globalThis.Array.isArray(object?.ackLeaseIds)
+        ? object.ackLeaseIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.ack_lease_ids)
+        ? object.ack_lease_ids.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -1064,6 +1102,9 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     if (message.attemptRepeat !== false) {
       obj.attemptRepeat = message.attemptRepeat;
     }
+    if (message.ackLeaseIds?.length) {
+      obj.ackLeaseIds = message.ackLeaseIds;
+    }
     return obj;
   },
 
@@ -1081,6 +1122,7 @@ export const LeaseRequest: MessageFns<LeaseRequest> = {
     message.waitMs = object.waitMs ?? 0;
     message.attempt = object.attempt ?? "";
     message.attemptRepeat = object.attemptRepeat ?? false;
+    message.ackLeaseIds = object.ackLeaseIds?.map((e) => e) || [];
     return message;
   },
 };
@@ -1422,13 +1464,16 @@ export const LeasedMessage_HeadersEntry: MessageFns<LeasedMessage_HeadersEntry> 
 };
 
 function createBaseLeaseResponse(): LeaseResponse {
-  return { messages: [] };
+  return { messages: [], ackResults: [] };
 }
 
 export const LeaseResponse: MessageFns<LeaseResponse> = {
   encode(message: LeaseResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     for (const v of message.messages) {
       LeasedMessage.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.ackResults) {
+      LeaseResult.encode(v!, writer.uint32(18).fork()).join();
     }
     return writer;
   },
@@ -1448,6 +1493,14 @@ export const LeaseResponse: MessageFns<LeaseResponse> = {
           message.messages.push(LeasedMessage.decode(reader, reader.uint32()));
           continue;
         }
+        case 2: {
+          if (tag !== 18) {
+            break;
+          }
+
+          message.ackResults.push(LeaseResult.decode(reader, reader.uint32()));
+          continue;
+        }
       }
       if ((tag & 7) === 4 || tag === 0) {
         break;
@@ -1462,6 +1515,11 @@ export const LeaseResponse: MessageFns<LeaseResponse> = {
       messages: globalThis.Array.isArray(object?.messages)
         ? object.messages.map((e: any) => LeasedMessage.fromJSON(e))
         : [],
+      ackResults: globalThis.Array.isArray(object?.ackResults)
+        ? object.ackResults.map((e: any) => LeaseResult.fromJSON(e))
+        : globalThis.Array.isArray(object?.ack_results)
+        ? object.ack_results.map((e: any) => LeaseResult.fromJSON(e))
+        : [],
     };
   },
 
@@ -1469,6 +1527,9 @@ export const LeaseResponse: MessageFns<LeaseResponse> = {
     const obj: any = {};
     if (message.messages?.length) {
       obj.messages = message.messages.map((e) => LeasedMessage.toJSON(e));
+    }
+    if (message.ackResults?.length) {
+      obj.ackResults = message.ackResults.map((e) => LeaseResult.toJSON(e));
     }
     return obj;
   },
@@ -1479,6 +1540,7 @@ export const LeaseResponse: MessageFns<LeaseResponse> = {
   fromPartial<I extends Exact<DeepPartial<LeaseResponse>, I>>(object: I): LeaseResponse {
     const message = createBaseLeaseResponse();
     message.messages = object.messages?.map((e) => LeasedMessage.fromPartial(e)) || [];
+    message.ackResults = object.ackResults?.map((e) => LeaseResult.fromPartial(e)) || [];
     return message;
   },
 };

@@ -1,0 +1,148 @@
+import { LeaseOutcome, NotLeaderError } from '@mq/protocol'
+import { describe, expect, it } from 'vitest'
+import { Consumer } from '../src/consumer'
+import { LeaseLostError } from '../src/delivery'
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
+import { fail, type Replica, routeOf, stubPool } from './stub-pool'
+
+// Acks that travel with the consumer's next lease (LeaseRequest.ack_lease_ids): a busy
+// partition's acks ride with its leases instead of taking Ack calls of their own. One lease
+// brings one message (prefetch 1), so the message's ack rides with the next lease.
+
+/** Message `n`, leased under lease id `L<n>`. */
+const message = (n: number) => ({
+  id: n,
+  leaseId: `L${n}`,
+  body: new Uint8Array(),
+  headers: {},
+  weight: 1,
+  deliveryCount: 1,
+})
+
+/**
+ * A broker of one partition on A: a lease brings the next message; acks are applied once
+ * (UNKNOWN after). `carries`: it applies ack_lease_ids (else it is of a version before them).
+ * `loseFirst`: the answer to the first lease that carries acks is lost after it was applied;
+ * `refuseFirst`: that lease is refused before anything is applied (NOT_LEADER, naming A again).
+ */
+function broker(options: { carries: boolean; loseFirst?: boolean; refuseFirst?: boolean }) {
+  const acked = new Set<string>()
+  const calls: string[] = []
+  let next = 1
+  let lost = false
+  const ack = (ids: readonly string[]) =>
+    ids.map((leaseId) => {
+      const outcome = acked.has(leaseId) ? LeaseOutcome.LEASE_OUTCOME_UNKNOWN : LeaseOutcome.LEASE_OUTCOME_OK
+      acked.add(leaseId)
+      return { leaseId, outcome, deadlineMs: 0 }
+    })
+  const replica =
+    (_address: string): Replica =>
+    (method, request, reply) => {
+      const ackIds = (request.ackLeaseIds as string[] | undefined) ?? []
+      calls.push(method === 'lease' && ackIds.length > 0 ? `lease+ack ${ackIds.join(',')}` : method)
+      if (method === 'ack') {
+        setImmediate(() => reply(null, { results: ack(request.leaseIds as string[]) }))
+        return
+      }
+      if (method !== 'lease') {
+        setImmediate(() => reply(null, { results: [] }))
+        return
+      }
+      if (options.refuseFirst && ackIds.length > 0 && !lost) {
+        lost = true
+        setImmediate(() => fail(reply, new NotLeaderError('not the leader yet', { leaderAddress: 'A' })))
+        return
+      }
+      const ackResults = options.carries && ackIds.length > 0 ? ack(ackIds) : []
+      const messages = request.attemptRepeat || next > 3 ? [] : [message(next++)]
+      if (options.loseFirst && ackIds.length > 0 && !lost) {
+        lost = true
+        setImmediate(() => reply({ code: 14, details: 'the reply was lost' }))
+        return
+      }
+      setImmediate(() => reply(null, options.carries ? { messages, ackResults } : { messages }))
+    }
+  return { acked, calls, replica }
+}
+
+function consumerOn(replica: (address: string) => Replica) {
+  const router = new Router(
+    stubPool(() => routeOf('q', 'A', ['A']), replica),
+    {
+      ...DEFAULT_ROUTER_OPTIONS,
+      servers: ['A'],
+      leaderSilenceMs: 0,
+    },
+  )
+  return { router, consumer: new Consumer(router, 'q', { prefetch: 1, waitMs: 0 }) }
+}
+
+describe('acks that travel with the next lease', () => {
+  it("carries a busy partition's ack with its next lease, and resolves it with the lease's answer", async () => {
+    const b = broker({ carries: true })
+    const { router, consumer } = consumerOn(b.replica)
+    try {
+      const it = consumer[Symbol.asyncIterator]()
+      for (let i = 0; i < 2; i++) {
+        const delivery = (await it.next()).value
+        await delivery.ack()
+      }
+      expect(b.calls).toContain('lease+ack L1')
+      expect(b.calls).toContain('lease+ack L2')
+      expect(b.calls, 'no Ack call of their own').not.toContain('ack')
+      expect([...b.acked]).toEqual(['L1', 'L2'])
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+
+  it('sends the acks in an Ack call when the broker answers no ack results (a version before them)', async () => {
+    const b = broker({ carries: false })
+    const { router, consumer } = consumerOn(b.replica)
+    try {
+      const delivery = (await consumer[Symbol.asyncIterator]().next()).value
+      await delivery.ack() // resolves: done
+      expect(b.calls).toContain('lease+ack L1')
+      expect(b.calls).toContain('ack')
+      expect([...b.acked]).toEqual(['L1'])
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+
+  it('takes an ack whose lease answer was lost and whose resent copy finds no lease as done', async () => {
+    const b = broker({ carries: true, loseFirst: true })
+    const { router, consumer } = consumerOn(b.replica)
+    try {
+      const delivery = (await consumer[Symbol.asyncIterator]().next()).value
+      await delivery.ack() // resolves: done
+      // The lost answer's copy applied it; the one resent found it gone.
+      expect(b.calls.filter((c) => c === 'lease+ack L1')).toHaveLength(2)
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+
+  it.each([
+    ['of a lease that carried an ack', false, 1],
+    ['applied after a copy refused NOT_LEADER', true, 2],
+  ])('takes the answer to the one copy %s as it is: UNKNOWN fails it', async (_, refuseFirst, copies) => {
+    const b = broker({ carries: true, refuseFirst })
+    // L1's lease lapsed and the message was acked through a later delivery: gone.
+    b.acked.add('L1')
+    const { router, consumer } = consumerOn(b.replica)
+    try {
+      const delivery = (await consumer[Symbol.asyncIterator]().next()).value
+      const outcome = await delivery.ack().catch((e: unknown) => e)
+      expect(b.calls.filter((c) => c === 'lease+ack L1')).toHaveLength(copies)
+      expect(outcome).toBeInstanceOf(LeaseLostError)
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+})
