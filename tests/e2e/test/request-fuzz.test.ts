@@ -189,6 +189,7 @@ const QUEUE_REQUESTS: Readonly<Record<string, readonly Spec[]>> = {
     s(5, 'wait_ms', 'u32'),
     s(6, 'attempt', 'string'),
     s(7, 'attempt_repeat', 'bool'),
+    s(8, 'ack_lease_ids', 'string', { rep: 1000 }),
   ],
   ack: [target, leaseIds],
   nack: [target, leaseIds, s(3, 'delay_ms', 'u64'), s(4, 'release', 'bool')],
@@ -445,6 +446,7 @@ class Gen {
       case 'page_token':
         return r.pick(['', PLAY, 'fz-3'])
       case 'lease_ids':
+      case 'ack_lease_ids':
         return this.#leaseId()
       case 'node_id':
       case 'to_node_id':
@@ -486,7 +488,8 @@ class Gen {
             `${CONTROL}\u0000`,
           ]),
         )
-      case 'lease_ids': {
+      case 'lease_ids':
+      case 'ack_lease_ids': {
         const [partition, id] = r.pick(f.controlIds)
         return utf8(
           r.pick([
@@ -935,6 +938,10 @@ function judge(
       const repeat = req.attemptRepeat === true && req.attempt !== ''
       if (got > (repeat ? 1000 : (req.max as number) || 0))
         return `lease of max ${String(req.max)} answered ${got}`
+      // One result per ack it carried (ack_lease_ids), as an Ack answers.
+      const acks = (answer.ackResults as unknown[] | undefined)?.length ?? 0
+      if (acks !== count('ackLeaseIds'))
+        return `lease of ${count('ackLeaseIds')} acks answered ${acks} ack results`
       return undefined
     }
     case 'listDead':
