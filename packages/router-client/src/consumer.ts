@@ -706,6 +706,9 @@ export class Consumer implements AsyncIterable<Delivery> {
           return result
         })
     }
+    // An ack of one no longer held (its lease lapsed) frees no room, so wakes no fetcher: held for
+    // its partition's next lease, a fetcher waiting for room looks again (and lets it go).
+    if (settlement.kind === 'ack' && this.#fetchers.get(d.partition)?.carrying) this.#wakeFetchersSoon()
     return this.#batcher(d.partition).settle(d.leaseId, settlement)
   }
 

@@ -146,3 +146,50 @@ describe('acks that travel with the next lease', () => {
     }
   })
 })
+
+describe('an ack of a delivery no longer held', () => {
+  it('goes at once while its busy partition waits for room, not when other leases end', async () => {
+    // Every lease brings what it asks for; every ack is applied.
+    let next = 1
+    const replica =
+      (_address: string): Replica =>
+      (method, request, reply) => {
+        if (method === 'lease') {
+          const n = request.max as number
+          const messages = Array.from({ length: n }, () => message(next++))
+          const ackResults = ((request.ackLeaseIds as string[] | undefined) ?? []).map((leaseId) => ({
+            leaseId,
+            outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+            deadlineMs: 0,
+          }))
+          setImmediate(() => reply(null, { messages, ackResults }))
+          return
+        }
+        const results = ((request.leaseIds as string[] | undefined) ?? []).map((leaseId) => ({
+          leaseId,
+          outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+          deadlineMs: 0,
+        }))
+        setImmediate(() => reply(null, { results }))
+      }
+    const router = new Router(
+      stubPool(() => routeOf('q', 'A', ['A']), replica),
+      { ...DEFAULT_ROUTER_OPTIONS, servers: ['A'], leaderSilenceMs: 0 },
+    )
+    // Unextended: a handler slower than the visibility acks a delivery whose lease the consumer
+    // no longer holds, while the partition is busy and out of room (its messages buffered).
+    const visibilityMs = 3_000
+    const consumer = new Consumer(router, 'q', { prefetch: 2, waitMs: 0, autoExtend: false, visibilityMs })
+    try {
+      const first = (await consumer[Symbol.asyncIterator]().next()).value
+      await new Promise((r) => setTimeout(r, visibilityMs + 100))
+      const askedAt = performance.now()
+      await first.ack()
+      // Not held until the messages leased after it lapse (most of a visibility later: ~2 s).
+      expect(performance.now() - askedAt).toBeLessThan(1_000)
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+})
