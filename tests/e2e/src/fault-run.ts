@@ -283,6 +283,8 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
         abandonRatio: 0.03,
         holdMsMax: 300,
         opsMax: 1_000_000,
+        // Half the rounds' acks ride with the next lease: the server's path for them under faults.
+        carryAcksRatio: 0.5,
       }),
     )
     const faultStart = Date.now()

@@ -4,6 +4,7 @@ import {
   fromGrpcError,
   LeaseOutcome,
   type LeaseResponse,
+  type LeaseResult,
   type LeaseResultsResponse,
   type MqError,
   QueueClient,
@@ -219,6 +220,11 @@ export interface ConsumerWorkerOptions {
   readonly holdMsMax: number
   /** Lease calls per partition, at most. */
   readonly opsMax: number
+  /**
+   * Share of lease rounds whose acks wait for the partition's next lease, which carries them
+   * (`ack_lease_ids`, as the SDK's consumer sends a busy partition's acks); 0 when unset.
+   */
+  readonly carryAcksRatio?: number
 }
 
 /** Where each partition's leader is, as far as this worker knows. */
@@ -316,7 +322,6 @@ export async function runConsumer(
   const backoffMs = (failures: number) => Math.min(500, 20 * 2 ** Math.min(failures, 5))
   const pauseMs = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-  /** Acks or nacks `leases` (one partition), retrying a definite refusal; records one op. */
   /**
    * Fetches the route again and starts a lease loop for each partition it adds: whichever call
    * refreshes (a lease, or an ack after STALE_ROUTE), the new epoch it sends from then on no
@@ -328,10 +333,52 @@ export async function runConsumer(
     await router.refresh()
     follow()
   }
-  const settle = async (kind: 'ack' | 'nack', partition: number, leases: LeasedRecord[]) => {
+  /**
+   * Records a settle op answered `results` (by lease id), its effect dated from `effectMs`;
+   * `indeterminate`: an earlier attempt may have applied it (history.ts, SettleOp.results).
+   */
+  const settled = (
+    kind: 'ack' | 'nack',
+    partition: number,
+    leases: LeasedRecord[],
+    effectMs: number,
+    answered: readonly LeaseResult[],
+    indeterminate: boolean,
+  ): void => {
+    const results: Record<string, SettleResult> = {}
+    for (const r of answered) results[r.leaseId] = RESULT[r.outcome] ?? 'unknown'
+    load.history.add({
+      kind,
+      worker: options.worker,
+      partition,
+      startMs: effectMs,
+      endMs: Date.now(),
+      leaseIds: leases.map((l) => l.leaseId),
+      results,
+      ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok' }),
+    })
+    if (kind === 'ack') {
+      for (const l of leases) {
+        const r = results[l.leaseId]
+        // An ack answered "expired" did not apply: the drain waits for the message again.
+        if (r === 'ok' || (indeterminate && r !== 'expired')) load.noteAcked(l.body)
+      }
+    }
+  }
+  /**
+   * Acks or nacks `leases` (one partition), retrying a definite refusal; records one op.
+   * `mayHaveAppliedAtMs`: a lease that carried these acks and failed may have applied them
+   * (sent then).
+   */
+  const settle = async (
+    kind: 'ack' | 'nack',
+    partition: number,
+    leases: LeasedRecord[],
+    mayHaveAppliedAtMs?: number,
+  ) => {
     if (leases.length === 0) return
     const leaseIds = leases.map((l) => l.leaseId)
-    const startMs = Date.now()
+    const startMs = mayHaveAppliedAtMs ?? Date.now()
     /**
      * When the first attempt that may have applied went out (answered, or of unknown outcome):
      * the op's start, from which the checker takes the settle to have had its effect (a nack
@@ -339,8 +386,8 @@ export async function runConsumer(
      * refused, did nothing: dated from the first of them, a nack refused by a former leader
      * ended the hold a route read and more early, and an overlap meanwhile went unseen (an audit).
      */
-    let effectMs: number | undefined
-    let indeterminate = false
+    let effectMs: number | undefined = mayHaveAppliedAtMs
+    let indeterminate = mayHaveAppliedAtMs !== undefined
     let lastError: unknown
     for (let attempt = 0; attempt < 5; attempt++) {
       const stub = router.stub(partition)
@@ -358,28 +405,10 @@ export async function runConsumer(
           kind === 'ack'
             ? await call(s, s.ack, request, options.attemptMs)
             : await call(s, s.nack, request, options.attemptMs)
-        const results: Record<string, SettleResult> = {}
-        for (const r of response.results) results[r.leaseId] = RESULT[r.outcome] ?? 'unknown'
         effectMs ??= sentMs
         // After an attempt of unknown outcome, "unknown lease" may mean that attempt applied;
         // "ok" and "expired" are still definite (history.ts, SettleOp.results).
-        load.history.add({
-          kind,
-          worker: options.worker,
-          partition,
-          startMs: effectMs,
-          endMs: Date.now(),
-          leaseIds,
-          results,
-          ...(indeterminate ? { outcome: 'info', error: 'RETRIED' } : { outcome: 'ok' }),
-        })
-        if (kind === 'ack') {
-          for (const l of leases) {
-            const r = results[l.leaseId]
-            // An ack answered "expired" did not apply: the drain waits for the message again.
-            if (r === 'ok' || (indeterminate && r !== 'expired')) load.noteAcked(l.body)
-          }
-        }
+        settled(kind, partition, leases, effectMs, response.results, indeterminate)
         return
       } catch (error) {
         lastError = error
@@ -417,11 +446,15 @@ export async function runConsumer(
     let attempt = randomUUID()
     /** When the first call under `attempt` started, once one failed. */
     let attemptStartMs: number | undefined
+    /** Acks kept for this partition's next lease, which carries them (carryAcksRatio). */
+    let carried: LeasedRecord[] = []
     for (let n = 0; n < options.opsMax && load.consuming; n++) {
       let startMs = Date.now()
       let response: LeaseResponse
       /** This call went out: only then may it have made leases under `attempt`. */
       let sent = false
+      const carrying = carried
+      carried = []
       try {
         if (!router.stub(partition)) await refresh()
         const s = router.stub(partition)
@@ -443,7 +476,7 @@ export async function runConsumer(
             waitMs: options.waitMs,
             attempt,
             attemptRepeat: attemptStartMs !== undefined,
-            ackLeaseIds: [],
+            ackLeaseIds: carrying.map((l) => l.leaseId),
           },
           options.attemptMs + options.waitMs,
         )
@@ -463,10 +496,18 @@ export async function runConsumer(
           error: errorCode(error),
         })
         router.onError(partition, error as MqError)
+        // Its acks go on their own; the call may have applied them (any error but a refusal).
+        await settle('ack', partition, carrying, sent && outcomeOf(error) === 'info' ? startMs : undefined)
         await pauseMs(backoffMs(failures++))
         continue
       }
       failures = 0
+      if (carrying.length > 0) {
+        // Applied before the lease, answered with it; none answered: sent on their own.
+        if (response.ackResults.length > 0)
+          settled('ack', partition, carrying, startMs, response.ackResults, false)
+        else await settle('ack', partition, carrying)
+      }
       const since = attemptStartMs
       attempt = randomUUID()
       attemptStartMs = undefined
@@ -500,8 +541,15 @@ export async function runConsumer(
         // else: abandoned, its lease expires and the message is delivered again.
       }
       if (!load.draining && messages.length > 0) await pauseMs(prng.int(0, options.holdMsMax))
-      await Promise.all([settle('ack', partition, acks), settle('nack', partition, nacks)])
+      const carry = acks.length > 0 && prng.next() < (options.carryAcksRatio ?? 0)
+      if (carry) carried = acks
+      await Promise.all([
+        carry ? undefined : settle('ack', partition, acks),
+        settle('nack', partition, nacks),
+      ])
     }
+    // The loop ended with acks kept for a lease that will not come.
+    await settle('ack', partition, carried)
   }
 
   try {
