@@ -25,7 +25,12 @@ const message = (n: number) => ({
  * `loseFirst`: the answer to the first lease that carries acks is lost after it was applied;
  * `refuseFirst`: that lease is refused before anything is applied (NOT_LEADER, naming A again).
  */
-function broker(options: { carries: boolean; loseFirst?: boolean; refuseFirst?: boolean }) {
+function broker(options: {
+  carries: boolean
+  loseFirst?: boolean
+  refuseFirst?: boolean
+  messages?: number
+}) {
   const acked = new Set<string>()
   const calls: string[] = []
   let next = 1
@@ -55,7 +60,7 @@ function broker(options: { carries: boolean; loseFirst?: boolean; refuseFirst?: 
         return
       }
       const ackResults = options.carries && ackIds.length > 0 ? ack(ackIds) : []
-      const messages = request.attemptRepeat || next > 3 ? [] : [message(next++)]
+      const messages = request.attemptRepeat || next > (options.messages ?? 3) ? [] : [message(next++)]
       if (options.loseFirst && ackIds.length > 0 && !lost) {
         lost = true
         setImmediate(() => reply({ code: 14, details: 'the reply was lost' }))
@@ -187,6 +192,25 @@ describe('an ack of a delivery no longer held', () => {
       await first.ack()
       // Not held until the messages leased after it lapse (most of a visibility later: ~2 s).
       expect(performance.now() - askedAt).toBeLessThan(1_000)
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+
+  it('sends no lease after the one that answered the last ack when the application closes then', async () => {
+    // One message: the lease that carries its ack brings none, and the next would go at once.
+    const b = broker({ carries: true, messages: 1 })
+    const { router, consumer } = consumerOn(b.replica)
+    try {
+      const delivery = (await consumer[Symbol.asyncIterator]().next()).value
+      await delivery.ack()
+      const leases = b.calls.filter((c) => c.startsWith('lease')).length
+      await consumer.close()
+      // A lease sent as the consumer closes may lease, on a broker, what comes meanwhile for no
+      // one (the cancel reaches the broker after its stream is up).
+      expect(b.calls.filter((c) => c.startsWith('lease')).length).toBe(leases)
+      expect(b.calls.at(-1)).toBe('lease+ack L1')
     } finally {
       await consumer.close()
       router.close()
