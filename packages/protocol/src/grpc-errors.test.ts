@@ -10,6 +10,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { boundedText, ERROR_DETAILS_CHARS_MAX, fromGrpcError, unaryHandler } from './grpc-errors'
 import { InvalidArgumentError } from './mq-error'
+import { shownText } from './shown-text'
 
 const json = {
   serialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
@@ -89,5 +90,7 @@ describe('error statuses', () => {
     expect(e.details).toMatch(/😀… \(\d+ chars\)$/)
     expect(boundedText('ab😀', 3)).toBe('ab… (4 chars)')
     expect(boundedText('abc', 3)).toBe('abc')
+    // An escape shownText wrote is kept whole or left out, not cut to `\u20`.
+    expect(boundedText(shownText('ab\u202e'), 5)).toBe('ab… (8 chars)')
   })
 })

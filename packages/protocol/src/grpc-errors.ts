@@ -10,7 +10,7 @@ import { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 import { ErrorDetail } from './generated/mq/v1/errors'
 import { type ErrorFacts, MqError, mqError } from './mq-error'
 import { isRefusedRequest } from './request-guard'
-import { shownText } from './shown-text'
+import { shownCut, shownText } from './shown-text'
 
 /** The trailing metadata key that carries the encoded ErrorDetail. */
 export const ERROR_DETAIL_KEY = 'mq-error-bin'
@@ -24,14 +24,13 @@ export const ERROR_DETAIL_KEY = 'mq-error-bin'
 export const ERROR_DETAILS_CHARS_MAX = 1024
 
 /**
- * `text`, or its first `max` characters followed by `… (N chars)` when it is longer (never
- * cutting a surrogate pair in two: a lone surrogate cannot be sent in a header).
+ * `text`, or its first `max` characters at most followed by `… (N chars)` when it is longer
+ * (shownCut: never cutting a surrogate pair in two, since a lone surrogate cannot be sent in a
+ * header, nor an escape shownText wrote).
  */
 export function boundedText(text: string, max: number): string {
   if (text.length <= max) return text
-  const code = text.charCodeAt(max - 1)
-  const end = code >= 0xd800 && code <= 0xdbff ? max - 1 : max
-  return `${text.slice(0, end)}… (${text.length} chars)`
+  return `${text.slice(0, shownCut(text, max))}… (${text.length} chars)`
 }
 
 /**

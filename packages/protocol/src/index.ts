@@ -208,5 +208,5 @@ export {
 } from './request-limits'
 export { seededRandom } from './seeded-random'
 export { HealthService, MetaService, PeerClient, PeerService, QueueClient, QueueService } from './services'
-export { shownText } from './shown-text'
+export { shownCut, shownText } from './shown-text'
 export { waitServing } from './wait-serving'

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { shownText } from './shown-text'
+import { shownCut, shownText } from './shown-text'
 
 describe('shownText', () => {
   it('escapes C0, DEL, C1 and bidi controls as JSON would, and nothing else', () => {
@@ -11,5 +11,20 @@ describe('shownText', () => {
     // JSON's own escapes of the C0 controls, so text escaped either way reads the same.
     const c0 = Array.from({ length: 0x20 }, (_, i) => String.fromCharCode(i)).join('')
     expect(shownText(c0)).toBe(JSON.stringify(c0).slice(1, -1))
+  })
+})
+
+describe('shownCut', () => {
+  it('cuts at max, but never within a surrogate pair or an escape shownText wrote', () => {
+    expect(shownCut('abc', 5)).toBe(3)
+    expect(shownCut('abcdef', 4)).toBe(4)
+    expect(shownCut('ab😀', 3)).toBe(2)
+    const shown = shownText('ab\u202ecd\n')
+    expect(shown).toBe('ab\\u202ecd\\n')
+    // Every cut inside `\u202e` (2..8) falls back to its start; after it, at max.
+    for (let max = 3; max < 8; max++) expect(shownCut(shown, max), `max ${max}`).toBe(2)
+    expect(shownCut(shown, 8)).toBe(8)
+    expect(shownCut(shown, 10)).toBe(10)
+    expect(shownCut(shown, 11), 'not within \\n').toBe(10)
   })
 })

@@ -26,3 +26,24 @@ const SHORT: Readonly<Record<string, string>> = {
 export function shownText(text: string): string {
   return text.replace(UNSHOWN, (c) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
 }
+
+/** An escape shownText writes: `\u` and four hex digits, or a short one (`\n`). */
+const ESCAPE = /\\(u[0-9a-f]{4}|[btnfr])/g
+
+/**
+ * Where to cut `text` (shownText's output, or any text) to keep at most `max` UTF-16 units of
+ * it: at `max`, or before it when that would split a surrogate pair or an escape shownText
+ * wrote (a cut `\u20` reads as text the message never held). A backslash the text holds
+ * itself, followed by what looks like an escape, is kept whole the same way.
+ */
+export function shownCut(text: string, max: number): number {
+  if (text.length <= max) return text.length
+  let end = max
+  const code = text.charCodeAt(end - 1)
+  if (code >= 0xd800 && code <= 0xdbff) end--
+  // Only an escape starting in the 5 units before the cut can cross it.
+  ESCAPE.lastIndex = Math.max(0, end - 5)
+  for (let m = ESCAPE.exec(text); m !== null && m.index < end; m = ESCAPE.exec(text))
+    if (m.index + m[0].length > end) return m.index
+  return end
+}

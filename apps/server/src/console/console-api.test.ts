@@ -189,7 +189,15 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       const third = options.peekBody ?? new TextEncoder().encode('x'.repeat(300))
       const messages: ListedMessage[] = [
         { ...m, partition: 0, id: 1, weight: 3, key: 'k', body: new TextEncoder().encode('hello') },
-        { ...m, partition: 0, id: 2, weight: 1, key: '', body: Uint8Array.of(0xff, 0xfe), deliveryCount: 2 },
+        {
+          ...m,
+          partition: 0,
+          id: 2,
+          weight: 1,
+          key: 'r\u202el',
+          body: Uint8Array.of(0xff, 0xfe),
+          deliveryCount: 2,
+        },
         { ...m, partition: 1, id: 1, weight: 1, key: '', body: third },
       ]
       const kept = peekOptions ? messages.map(peekOptions.map) : messages
@@ -316,7 +324,7 @@ describe('the console API', () => {
       peeked.map((m) => [m.partition, m.id, m.weight, m.deliveryCount, m.key, m.body.slice(0, 12)]),
     ).toEqual([
       [0, 1, 3, 0, 'k', 'hello'],
-      [0, 2, 1, 2, '', 'base64://4='],
+      [0, 2, 1, 2, 'r\\u202el', 'base64://4='], // a key's controls escaped too
       [1, 1, 1, 0, '', 'xxxxxxxxxxxx'],
     ])
     expect(peeked[2]?.body).toHaveLength(PEEK_BODY_CHARS)
@@ -418,6 +426,11 @@ describe('the console API', () => {
     expect(binary).toBe(`base64:${'/'.repeat(PEEK_BODY_CHARS - 8)}…`)
     expect(bodyText(new TextEncoder().encode('short'))).toBe('short')
     expect(bodyText(new TextEncoder().encode('x'.repeat(PEEK_BODY_CHARS)))).toBe('x'.repeat(PEEK_BODY_CHARS))
+    // Controls escaped: a right-to-left override or a C1 CSI in a body does not act on the page.
+    expect(bodyText(new TextEncoder().encode('pay \u202e0001\u009b2J'))).toBe('pay \\u202e0001\\u009b2J')
+    // An escape at the cut is left out whole, not cut to `\u20`.
+    const long = `${'x'.repeat(PEEK_BODY_CHARS - 4)}\u202e${'y'.repeat(10)}`
+    expect(bodyText(new TextEncoder().encode(long))).toBe(`${'x'.repeat(PEEK_BODY_CHARS - 4)}…`)
   })
 
   it('runs a bounded number of cluster calls at once, lines up a bounded number, refuses the rest with 429', async () => {

@@ -13,7 +13,14 @@ import {
   type UpdateQueueBody,
 } from '@mq/console'
 import { formatRole } from '@mq/meta-service'
-import { META_VOTER_COUNTS, type QueueConfig, type QueueRoute, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
+import {
+  META_VOTER_COUNTS,
+  type QueueConfig,
+  type QueueRoute,
+  REPLICAS_PER_GROUP_MAX,
+  shownCut,
+  shownText,
+} from '@mq/protocol'
 import {
   drainResult,
   type ListedMessage,
@@ -682,7 +689,7 @@ function peeked(m: ListedMessage): PeekedMessage {
     id: m.id,
     weight: m.weight,
     deliveryCount: m.deliveryCount,
-    key: m.key,
+    key: shownText(m.key),
     body: bodyText(m.body),
     enqueuedAtMs: m.enqueuedAtMs,
   }
@@ -690,20 +697,24 @@ function peeked(m: ListedMessage): PeekedMessage {
 
 /**
  * A body as the console shows it, from its first PEEK_BODY_BYTES_MAX bytes only: UTF-8 text
- * when those are (a character they cut in two left out), else `base64:…`; cut at
- * PEEK_BODY_CHARS (`…`). The string made holds no reference to `body`.
+ * when those are (a character they cut in two left out; controls escaped: shownText), else
+ * `base64:…`; cut at PEEK_BODY_CHARS at most (`…`), never within a surrogate pair or an escape
+ * (shownCut). The string made holds no reference to `body`.
  */
 export function bodyText(body: Uint8Array): string {
   const cut = body.length > PEEK_BODY_BYTES_MAX
   const head = cut ? body.subarray(0, PEEK_BODY_BYTES_MAX) : body
   let shown: string
   try {
-    // Streaming keeps an incomplete last character back instead of failing on it.
-    shown = new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: cut })
+    // Streaming keeps an incomplete last character back instead of failing on it. Controls
+    // escaped (shownText): a right-to-left override in a body reordered the rest of the row.
+    shown = shownText(new TextDecoder('utf-8', { fatal: true }).decode(head, { stream: cut }))
   } catch {
     shown = `base64:${Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('base64')}`
   }
-  return cut || shown.length > PEEK_BODY_CHARS ? `${shown.slice(0, PEEK_BODY_CHARS - 1)}…` : shown
+  return cut || shown.length > PEEK_BODY_CHARS
+    ? `${shown.slice(0, shownCut(shown, PEEK_BODY_CHARS - 1))}…`
+    : shown
 }
 
 /**
