@@ -2,6 +2,7 @@ import {
   type LeasedMessage,
   LeaseOutcome,
   type LeaseRequest,
+  type LeaseResponse,
   LimitExceededError,
   type MqError,
   toGrpcStatus,
@@ -45,7 +46,8 @@ function fakeRouter(
   }[] = []
   const settles: SettleCall[] = []
   let id = 1
-  const lease = async (partition: number, req: LeaseRequest): Promise<{ messages: LeasedMessage[] }> => {
+  /** A broker of a version before ack_lease_ids: it answers no ack results. */
+  const lease = async (partition: number, req: LeaseRequest): Promise<LeaseResponse> => {
     requests.push({
       partition,
       max: req.max,
@@ -64,6 +66,7 @@ function fakeRouter(
         const m = id++
         return { id: m, leaseId: `${m}.1`, body: new Uint8Array(), headers: {}, weight: 1, deliveryCount: 1 }
       }) as unknown as LeasedMessage[],
+      ackResults: [],
     }
   }
   type Callback = (e: unknown, r?: unknown) => void
@@ -219,7 +222,7 @@ describe('Consumer', () => {
               queue: {
                 lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
                   requests.push(req.waitMs)
-                  setTimeout(() => cb(null, { messages: [] }), 1)
+                  setTimeout(() => cb(null, { messages: [], ackResults: [] }), 1)
                   return { cancel: () => {} }
                 },
               },

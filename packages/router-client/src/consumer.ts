@@ -122,12 +122,6 @@ const EXTEND_RETRY_MIN_MS = 100
  */
 const GIVE_BACK_MARGIN_MS_MAX = 1_000
 
-/**
- * The settle batcher's in-flight calls per kind of settlement and lease ids per call (its
- * defaults; the server takes 1,000 lease ids a call).
- */
-const SETTLE_BATCH_LIMITS = [1, 1000] as const
-
 /** Most messages one lease asks for (a queue's default lease batch limit). */
 const LEASE_MAX = 1000
 
@@ -521,7 +515,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         )
         if (carried) {
           // A server of a version before ack_lease_ids answers no results: they go on their own.
-          if (response.ackResults?.length > 0) carried.answer(response.ackResults, ackCopies > 1)
+          if (response.ackResults.length > 0) carried.answer(response.ackResults, ackCopies > 1)
           else carried.sendAlone(ackCopies > 1)
           // What the acks' answers set off runs before the next lease goes out: an application
           // that closes the consumer once its last ack is done. A lease cancelled as it starts
@@ -807,8 +801,7 @@ export class Consumer implements AsyncIterable<Delivery> {
           })
           return sends > 1 ? resentResults(settlement, results) : results
         },
-        ...SETTLE_BATCH_LIMITS,
-        holdAcks,
+        { holdAcks },
       )
       this.#batchers.set(partition, b)
     }

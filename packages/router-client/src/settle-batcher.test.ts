@@ -35,7 +35,7 @@ describe('SettleBatcher', () => {
   it('holds acks for a request that carries them while told to, and sends them once resumed', async () => {
     const { sent, send } = manualSend()
     let hold = true
-    const b = new SettleBatcher(send, 1, 1000, () => hold)
+    const b = new SettleBatcher(send, { holdAcks: () => hold })
     let told = 0
     const acks = ['a', 'b'].map((id) => b.settle(id, { kind: 'ack' }, () => told++))
     const nack = b.settle('n', { kind: 'nack', delayMs: 0 })
@@ -74,7 +74,7 @@ describe('SettleBatcher', () => {
 
   it('answers carried acks as resent, fails them, or sends them alone, as the carrying request ends', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 1, 1000, () => true)
+    const b = new SettleBatcher(send, { holdAcks: () => true })
     const unknown = (id: string) => ({ ...ok(id), outcome: LeaseOutcome.LEASE_OUTCOME_UNKNOWN })
     // Resent: UNKNOWN is an earlier copy's work.
     const a = b.settle('a', { kind: 'ack' })
@@ -95,7 +95,7 @@ describe('SettleBatcher', () => {
 
   it('holds what comes while a request is out and sends it together when it returns', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 1)
+    const b = new SettleBatcher(send, { inFlightMax: 1 })
     const first = b.settle('a', { kind: 'ack' })
     await turn()
     const later = ['b', 'c', 'd'].map((id) => b.settle(id, { kind: 'ack' }))
@@ -115,7 +115,7 @@ describe('SettleBatcher', () => {
 
   it('does not hold an extend behind an ack still out', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 1)
+    const b = new SettleBatcher(send, { inFlightMax: 1 })
     void b.settle('a', { kind: 'ack' })
     await turn()
     void b.settle('b', { kind: 'extend', extendMs: 10 })
@@ -127,7 +127,7 @@ describe('SettleBatcher', () => {
   })
 
   it('rejects the callers of an answer it cannot read, and goes on', async () => {
-    const b = new SettleBatcher(async () => 'garbage' as unknown as LeaseResult[], 1)
+    const b = new SettleBatcher(async () => 'garbage' as unknown as LeaseResult[], { inFlightMax: 1 })
     await expect(b.settle('a', { kind: 'ack' })).rejects.toThrow()
     await turn()
     expect(b.inFlight).toBe(0)
@@ -135,7 +135,7 @@ describe('SettleBatcher', () => {
 
   it('keeps settlements of different kinds apart and splits at batchMax', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 4, 2)
+    const b = new SettleBatcher(send, { inFlightMax: 4, batchMax: 2 })
     for (const id of ['a', 'b', 'c']) void b.settle(id, { kind: 'ack' })
     void b.settle('x', { kind: 'nack', delayMs: 5 })
     await turn()
@@ -148,7 +148,7 @@ describe('SettleBatcher', () => {
 
   it('rejects every caller of a failed request and goes on with the next', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 1)
+    const b = new SettleBatcher(send, { inFlightMax: 1 })
     const failed = [b.settle('a', { kind: 'ack' }), b.settle('b', { kind: 'ack' })]
     await turn()
     const next = b.settle('c', { kind: 'ack' })
@@ -161,7 +161,7 @@ describe('SettleBatcher', () => {
 
   it('flushAll sends everything at once, whatever is in flight', async () => {
     const { sent, send } = manualSend()
-    const b = new SettleBatcher(send, 1)
+    const b = new SettleBatcher(send, { inFlightMax: 1 })
     void b.settle('a', { kind: 'ack' })
     await turn()
     void b.settle('b', { kind: 'extend', extendMs: 10 })

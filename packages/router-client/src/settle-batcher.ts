@@ -85,11 +85,19 @@ export class SettleBatcher {
   readonly #holdAcks: () => boolean
 
   /**
+   * `inFlightMax` calls out per kind of settlement (1), `batchMax` lease ids a call (1,000).
    * `holdAcks`: while true, queued acks wait for takeAcks() instead of going in an Ack call
    * (the partition's lease loop is about to send a lease that carries them); resume() must
    * follow each time it turns false.
    */
-  constructor(send: Send, inFlightMax = 1, batchMax = 1000, holdAcks: () => boolean = () => false) {
+  constructor(
+    send: Send,
+    {
+      inFlightMax = 1,
+      batchMax = 1000,
+      holdAcks = () => false,
+    }: { readonly inFlightMax?: number; readonly batchMax?: number; readonly holdAcks?: () => boolean } = {},
+  ) {
     if (!(inFlightMax >= 1 && batchMax >= 1))
       throw new RangeError('inFlightMax and batchMax must be at least 1')
     this.#send = send
@@ -151,36 +159,38 @@ export class SettleBatcher {
       done = resolve
     })
     this.#sending.add(carried)
+    const release = (): void => {
+      this.#sending.delete(carried)
+      done()
+    }
+    /** Whether this is the first end (the others do nothing). */
     const end = (): boolean => {
       if (ended) return false
       ended = true
-      this.#sending.delete(carried)
-      done()
       return true
     }
+    const answer = (results: LeaseResult[], resent: boolean): void =>
+      answerItems(batch, resent ? resentResults(ACK, results) : results)
     const leaseIds = batch.map((i) => i.leaseId)
     return {
       leaseIds,
       answer: (results, resent) => {
-        if (end()) answerItems(batch, resent ? resentResults(ACK, results) : results)
+        if (!end()) return
+        release()
+        answer(results, resent)
       },
       fail: (error) => {
-        if (end()) for (const item of batch) item.reject(error)
+        if (!end()) return
+        release()
+        rejectItems(batch, error)
       },
       sendAlone: (resent) => {
-        if (ended) return
-        ended = true
-        const sending = this.#send(ACK, leaseIds)
-          .then((results) => answerItems(batch, resent ? resentResults(ACK, results) : results))
-          .catch((error: unknown) => {
-            for (const item of batch) item.reject(error)
-          })
-          .finally(() => {
-            this.#sending.delete(carried)
-            this.#sending.delete(sending)
-            done()
-          })
-        this.#sending.add(sending)
+        if (!end()) return
+        // As #sendNext's calls: an answer that cannot be read fails them too.
+        void this.#send(ACK, leaseIds)
+          .then((results) => answer(results, resent))
+          .catch((error: unknown) => rejectItems(batch, error))
+          .finally(release)
       },
     }
   }
@@ -232,9 +242,7 @@ export class SettleBatcher {
       .then((results) => answerItems(batch, results))
       // A failed call, or an answer that cannot be read: every caller still hears of it (a
       // promise already resolved ignores the later reject).
-      .catch((error: unknown) => {
-        for (const item of batch) item.reject(error)
-      })
+      .catch((error: unknown) => rejectItems(batch, error))
       .finally(() => {
         this.#sending.delete(sending)
         this.#out.set(kind, (this.#out.get(kind) ?? 1) - 1)
@@ -252,4 +260,9 @@ function answerItems(batch: readonly Item[], results: readonly LeaseResult[]): v
     if (r) item.resolve(r)
     else item.reject(new InternalError(`the broker returned no result for lease ${item.leaseId}`))
   }
+}
+
+/** Fails each item with `error` (one already answered ignores it). */
+function rejectItems(batch: readonly Item[], error: unknown): void {
+  for (const item of batch) item.reject(error)
 }
