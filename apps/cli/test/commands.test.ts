@@ -242,20 +242,29 @@ describe('cluster, node and group', () => {
     )
   })
 
-  it('shows the replica change a group is under, and since when', async () => {
+  // A change given up (its new node lost, none to take it) adds and removes nobody until it
+  // finishes.
+  it.each([
+    [
+      { add: 'n5', remove: 'n2', reason: 'drain' },
+      /^ +1 +n1 +changing +n2 → n5 \(drain, 6s ago\) +4 +120 +119 +0 +-$/,
+    ],
+    [
+      { add: '', remove: '', reason: 'balance' },
+      /^ +1 +n1 +changing +given up \(balance, 6s ago\) +4 +120 +119 +0 +-$/,
+    ],
+  ])('shows the replica change a group is under, and since when: %o', async (change, row) => {
     const data = {
       ...cluster.status.groups[0],
       groupId: 1,
       term: 4,
       state: 'changing',
-      change: { add: 'n5', remove: 'n2', reason: 'drain', startedAtMs: 4_000 },
+      change: { ...change, startedAtMs: 4_000 },
       replicas: [],
     } as (typeof cluster.status.groups)[number]
     cluster.status = { ...cluster.status, groups: [data] }
     const table = await mq(['group', 'list'])
-    expect(table.stdout.split('\n')[2]).toMatch(
-      /^ +1 +n1 +changing +n2 → n5 \(drain, 6s ago\) +4 +120 +119 +0 +-$/,
-    )
+    expect(table.stdout.split('\n')[2]).toMatch(row)
   })
 
   it("shows the global flags in a command's --help (its examples use --json)", async () => {

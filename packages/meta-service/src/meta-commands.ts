@@ -80,6 +80,12 @@ export type MetaCommand =
   /** The node being added to data group `groupId` was lost before it became a voter: `add` instead. */
   | { readonly type: 'retargetReplicaChange'; readonly groupId: number; readonly add: string }
   /**
+   * The node being added to data group `groupId` is gone before it became a voter and no other
+   * can take its place: the change goes on adding and removing nobody, so the group's leader
+   * removes that node's learner and the change finishes (FORMAT_LEVEL_ABANDON_CHANGE).
+   */
+  | { readonly type: 'abandonReplicaChange'; readonly groupId: number }
+  /**
    * The group's Raft membership changed: `add` is a voter, `remove` is gone; for a shrink,
    * `removed` when its leader removed another voter instead (one away: replica-changer.ts).
    */
@@ -136,6 +142,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'markHeard',
   'startReplicaChange',
   'retargetReplicaChange',
+  'abandonReplicaChange',
   'finishReplicaChange',
   'initMetaMembers',
   'startMetaChange',

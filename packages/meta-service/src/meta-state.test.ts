@@ -432,6 +432,10 @@ describe('MetaState', () => {
         add: node,
       }),
       fc.record({
+        type: fc.constant('abandonReplicaChange' as const),
+        groupId: fc.integer({ min: 0, max: 4 }),
+      }),
+      fc.record({
         type: fc.constant('finishReplicaChange' as const),
         groupId: fc.integer({ min: 1, max: 4 }),
       }),

@@ -586,6 +586,8 @@ export class MetaState {
         return this.#startReplicaChange(command, nowMs)
       case 'retargetReplicaChange':
         return this.#retargetReplicaChange(command.groupId, command.add)
+      case 'abandonReplicaChange':
+        return this.#abandonReplicaChange(command.groupId)
       case 'finishReplicaChange':
         return this.#finishReplicaChange(command.groupId, command.removed)
       case 'initMetaMembers':
@@ -1289,6 +1291,23 @@ export class MetaState {
     }
     const record: ReplicaChangeRecord = { ...change, add }
     this.#replicaChanges.set(group.groupId, record)
+    return ok(record)
+  }
+
+  /**
+   * Gives up adding a group's replica (its node gone, none to take its place): the change adds
+   * and removes nobody from here on. Its record stays until the group's leader has removed the
+   * node's learner (replica-changer.ts: a member outside the replicas goes first); finished,
+   * it changes nothing, or drops the replica a replacing change had removed already.
+   */
+  #abandonReplicaChange(groupId: unknown): MetaResult<ReplicaChangeRecord> {
+    const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
+    if (!change)
+      return fail(ErrorCode.InvalidArgument, `data group ${String(groupId)} is not changing its replicas`)
+    if (change.add === '')
+      return fail(ErrorCode.InvalidArgument, `data group ${change.groupId}'s change adds no replica`)
+    const record: ReplicaChangeRecord = { ...change, add: '', remove: '' }
+    this.#replicaChanges.set(change.groupId, record)
     return ok(record)
   }
 

@@ -68,7 +68,7 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     const input = { alive: all(4), lost: new Set(['n5']), changesMax: 3 }
     const actions = replicaActions(s, input)
     expect(actions).toHaveLength(3)
-    expect(new Set(actions.map((a) => a.add)).size).toBe(3)
+    expect(new Set(actions.map((a) => (a.type === 'abandonReplicaChange' ? '' : a.add))).size).toBe(3)
     expect(actions.every((a) => a.type === 'startReplicaChange' && a.remove === 'n5')).toBe(true)
     for (const a of actions) must(s, a)
     // The fourth waits for a slot (and for a node that receives nothing).
@@ -269,6 +269,58 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(s.snapshot()).toEqual(before)
     must(s, { type: 'finishReplicaChange', groupId: 1 })
     expect(s.group(1)?.replicas).toEqual(['n1', 'n2', 'n5'])
+  })
+
+  it('gives up a change whose new node is gone with no other node to take it, and only then', () => {
+    // A balance onto n4 (n3 to leave), n4 killed as a learner: n1..n3 hold the group already.
+    const s = cluster(4, [G])
+    must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'balance' })
+    const groupVoters = new Map([[1, ['n1', 'n2', 'n3']]])
+    const input = { alive: new Set(G), lost: new Set(['n4']), changesMax: 1, groupVoters, abandon: true }
+    const abandon = { type: 'abandonReplicaChange', groupId: 1 }
+    expect(replicaActions(s, input)).toEqual([abandon])
+    // Not below format level 36, nor while n4 is merely away or a voter, nor when its voters
+    // are unknown, nor for a node that only stalled (it may still catch up).
+    expect(replicaActions(s, { ...input, abandon: false })).toEqual([])
+    expect(replicaActions(s, { ...input, lost: new Set() })).toEqual([])
+    expect(replicaActions(s, { ...input, groupVoters: new Map([[1, ['n1', 'n2', 'n3', 'n4']]]) })).toEqual([])
+    expect(replicaActions(s, { ...input, groupVoters: new Map() })).toEqual([])
+    expect(
+      replicaActions(s, { ...input, alive: all(4), lost: new Set(), stalled: new Map([[1, 'n4']]) }),
+    ).toEqual([])
+    // A node being drained is gone as a lost one is.
+    const drained = cluster(4, [G])
+    must(drained, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'balance' })
+    must(drained, { type: 'drainNode', nodeId: 'n4' })
+    expect(replicaActions(drained, { ...input, alive: all(4), lost: new Set() })).toEqual([abandon])
+    // Applied: the change adds and removes nobody (n4 no longer hosts the group), keeps its
+    // reason and start, and finishes with the replicas unchanged.
+    const startedAtMs = s.replicaChange(1)?.startedAtMs
+    must(s, abandon as MetaCommand)
+    expect(s.replicaChange(1)).toEqual({ groupId: 1, add: '', remove: '', reason: 'balance', startedAtMs })
+    expect(s.groupsOf('n4')).toEqual([])
+    // Nothing more to plan for it: neither given up again nor retargeted.
+    expect(replicaActions(s, input)).toEqual([])
+    const bad: [MetaCommand, RegExp][] = [
+      [abandon as MetaCommand, /adds no replica/],
+      [{ type: 'abandonReplicaChange', groupId: 2 }, /not changing/],
+    ]
+    const before = s.snapshot()
+    for (const [command, message] of bad) {
+      expect(s.apply(command, 20)).toMatchObject({ ok: false, message: expect.stringMatching(message) })
+    }
+    expect(s.snapshot()).toEqual(before)
+    const copy = new MetaState()
+    copy.restore(s.snapshot())
+    expect(copy.replicaChange(1)).toEqual(s.replicaChange(1))
+    must(s, { type: 'finishReplicaChange', groupId: 1 })
+    expect(s.group(1)?.replicas).toEqual(G)
+    // A replacement of the dead n3 whose leader removed n3 before n4 died: finished without n3.
+    const replacing = cluster(4, [G])
+    must(replacing, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })
+    must(replacing, abandon as MetaCommand)
+    must(replacing, { type: 'finishReplicaChange', groupId: 1, removed: 'n3' })
+    expect(replacing.group(1)?.replicas).toEqual(['n1', 'n2'])
   })
 
   it('retargets a change whose live new node stalled, gives a stalled node no new replica, and keeps its replicas', () => {

@@ -24,6 +24,13 @@ export interface ReplicaInput {
    */
   readonly groupVoters?: ReadonlyMap<number, readonly string[]>
   /**
+   * Whether a change whose node being added is gone (lost or being drained) before it became a
+   * voter, with no other node to take its place, is given up (`abandonReplicaChange`). Without
+   * it such a change waits for that node (a cluster below format level 36, whose meta replicas
+   * may not read the command).
+   */
+  readonly abandon?: boolean
+  /**
    * Replicas wanted per data group (the replication factor): a group created with fewer (a
    * cluster founded by fewer nodes) grows as live nodes allow. Without it no group grows (a
    * cluster below format level 25, whose meta replicas refuse a change that removes nobody).
@@ -57,7 +64,10 @@ export function receivable(input: Pick<ReplicaInput, 'lost' | 'stalled'>, id: st
   return true
 }
 
-export type ReplicaChange = Extract<MetaCommand, { type: 'startReplicaChange' | 'retargetReplicaChange' }>
+export type ReplicaChange = Extract<
+  MetaCommand,
+  { type: 'startReplicaChange' | 'retargetReplicaChange' | 'abandonReplicaChange' }
+>
 
 /**
  * The replicas a data group should have with replication factor `factor` and `nodes` nodes to
@@ -103,7 +113,10 @@ export function replicasFor(factor: number, nodes: number): number {
  * was lost (or `stalled`) before it became a voter (by `groupVoters`), the live, non-draining node outside
  * the group holding the fewest replicas (and receiving no other) takes its place (`retargetReplicaChange`; the
  * group's leader removes the lost node's learner at the next step), so a change never waits
- * forever for a node that is gone. The meta group's membership is planned by `metaChangeAction`.
+ * forever for a node that is gone. With no such node, a change waiting on a lost or draining
+ * node is given up (`abandon`: `abandonReplicaChange`, it adds and removes nobody from then on;
+ * one on a node that merely stalled waits). The meta group's membership is planned by
+ * `metaChangeAction`.
  */
 export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaChange[] {
   const pending = state.replicaChanges()
@@ -136,7 +149,14 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const known = input.groupVoters?.get(change.groupId)
     if (!known || known.includes(change.add) || !stuck(state, input, change.groupId, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
-    if (add === undefined) continue
+    if (add === undefined) {
+      // None can take its place: a node only stalled may still catch up (it is waited for); a
+      // lost or draining one would hold the group's change for as long as it stays away, and
+      // with it every other change of the group (a balance onto a node killed meanwhile).
+      if (input.abandon && (input.lost.has(change.add) || state.draining(change.add)))
+        actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
+      continue
+    }
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
     receiving.add(add)
     load.set(add, (load.get(add) ?? 0) + 1)

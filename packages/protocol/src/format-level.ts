@@ -124,8 +124,13 @@
  * 35. the cluster's initial data group count is kept in the meta state (`recordDataGroups`: the
  *    first meta leader records its own `"dataGroups"`, 0 for as many as live nodes): a meta
  *    replica of an earlier version would refuse the entry the others apply.
+ * 36. a data group's replica change whose node being added was lost (or is being drained)
+ *    before it became a voter, when no other node can take its place, is given up
+ *    (`abandonReplicaChange`: it goes on adding and removing nobody, so its leader removes the
+ *    lost node's learner and the change finishes): a meta replica of an earlier version would
+ *    refuse the entry the others apply.
  */
-export const FORMAT_LEVEL = 35
+export const FORMAT_LEVEL = 36
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -237,6 +242,9 @@ export const FORMAT_LEVEL_REPLICATION_FACTOR = 34
 
 /** The level from which the data group count wanted before any scale plan is the meta state's (level 35 above). */
 export const FORMAT_LEVEL_DATA_GROUPS = 35
+
+/** The level from which a change whose node being added is gone, with no other to take its place, is given up (level 36 above). */
+export const FORMAT_LEVEL_ABANDON_CHANGE = 36
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

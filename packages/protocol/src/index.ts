@@ -11,6 +11,7 @@ export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {
   belowClusterLevelMessage,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_ABANDON_CHANGE,
   FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_CREATE_PARTITIONS_EPOCH,
   FORMAT_LEVEL_DATA_GROUPS,

@@ -316,11 +316,16 @@ export function groupRows(status: ClusterStatus): GroupRow[] {
 
 const unknown = (n: number | undefined) => n ?? '-'
 
-/** A replica change under way: `n3 → n5 (drain, 4m 10s ago)`; '-' for none. */
+/**
+ * A replica change under way: `n3 → n5 (drain, 4m 10s ago)`; one given up (adding and removing
+ * nobody: its new node was lost, none could take its place) `given up (balance, 12s ago)`; '-'
+ * for none.
+ */
 export function describeChange(nowMs: number, change: GroupStatus['change']): string {
-  if (!change || (!change.add && !change.remove)) return '-'
+  if (!change || (!change.add && !change.remove && !change.startedAtMs)) return '-'
   const age = formatAge(nowMs, change.startedAtMs)
-  return `${change.remove || '∅'} → ${change.add || '∅'} (${change.reason || 'change'}, ${age})`
+  const what = change.add || change.remove ? `${change.remove || '∅'} → ${change.add || '∅'}` : 'given up'
+  return `${what} (${change.reason || 'change'}, ${age})`
 }
 
 const groupColumns = (nowMs: number) => [

@@ -5,6 +5,7 @@ import {
   type ChangeReplicasResponse,
   type FencePartitionsRequest,
   FORMAT_LEVEL,
+  FORMAT_LEVEL_ABANDON_CHANGE,
   FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_STORE_ID,
   type HeartbeatRequest,
@@ -928,6 +929,43 @@ describe('Controller data-group replica changes', () => {
     await expect(d.controller.port().setReplicationFactor(8)).rejects.toThrow(
       'the replication factor must be an integer from 1 to 7, not 8',
     )
+  })
+
+  it('gives up a change whose new node was lost with no other node to take it: the group keeps its replicas', async () => {
+    // A balance onto n4 (n3 to leave); n4 died a learner, and only n1..n3 are left.
+    const run = async (level: number) => {
+      const lines: string[] = []
+      const log = {
+        info: () => {},
+        warn: (_fields: unknown, line: string) => lines.push(line),
+      } as unknown as Logger
+      const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
+      const c = leading({ extra: ['n4'], groups: 1, dataSteps: waiting, levels: { n1: level }, log })
+      const levelOf = (n: string) => (n === 'n1' ? level : FORMAT_LEVEL)
+      const groupId = c.state.groups()[0]?.groupId as number
+      c.apply({ type: 'startReplicaChange', groupId, add: 'n4', remove: 'n3', reason: 'balance' })
+      await c.controller.round() // leading from now
+      await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 6_000, { level: levelOf })
+      await c.controller.round()
+      await settle()
+      await c.beatNodes(['n1', 'n2', 'n3'], 13_000, { level: levelOf }) // n4 silent: lost
+      await c.controller.round()
+      await settle()
+      return { c, groupId, lines, waiting }
+    }
+    const { c, groupId, lines, waiting } = await run(FORMAT_LEVEL)
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: '', remove: '', reason: 'balance' })
+    expect(lines).toContainEqual(expect.stringContaining(`group ${groupId}: gave up adding a replica on n4`))
+    // Its next step asks the group's leader for nobody: once done, the replicas are unchanged.
+    waiting.length = c.dataCalls.length // answered done from now on
+    await c.controller.round()
+    await settle()
+    expect(c.dataCalls.at(-1)).toMatchObject({ groupId, add: '', remove: '', removeFirst: false })
+    expect(c.state.replicaChange(groupId)).toBeUndefined()
+    expect(c.state.group(groupId)?.replicas).toEqual(NODES)
+    // Below format level 36 (n1's version is older) the change waits for n4.
+    const old = await run(FORMAT_LEVEL_ABANDON_CHANGE - 1)
+    expect(old.c.state.replicaChange(old.groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
   })
 
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {

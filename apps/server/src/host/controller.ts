@@ -22,6 +22,7 @@ import {
   belowClusterLevelMessage,
   type ChangeReplicasRequest,
   type ChangeReplicasResponse,
+  FORMAT_LEVEL_ABANDON_CHANGE,
   FORMAT_LEVEL_CREATE_GROUP_ID,
   FORMAT_LEVEL_DATA_GROUPS,
   FORMAT_LEVEL_GROW_DATA_GROUPS,
@@ -737,6 +738,8 @@ export class Controller {
           changesMax: REPLICA_CHANGES_MAX,
           // Retargeting a stuck change needs every meta replica to read it (format level 4).
           ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
+          // Giving a stuck change up needs every meta replica to read it (format level 36).
+          abandon: level >= FORMAT_LEVEL_ABANDON_CHANGE,
           // A change that removes nobody needs every meta replica to read it (format level 25).
           ...(level >= FORMAT_LEVEL_GROW_DATA_GROUPS ? { replicasWanted: factor } : {}),
           // A change that adds nobody needs every meta replica to read it (format level 34).
@@ -781,7 +784,14 @@ export class Controller {
       // removed as the old plan's, an audit); the next round decides again.
       for (const action of actions) {
         if (!this.#leading() || this.#term !== term) return
-        await this.#host.propose(action)
+        const abandoned =
+          action.type === 'abandonReplicaChange' ? state.replicaChange(action.groupId) : undefined
+        const r = await this.#host.propose(action)
+        if (abandoned && r.ok)
+          this.#log.warn(
+            { group: abandoned.groupId },
+            `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: that node is gone and no other node can take its place (the group keeps its replicas; its learner there is removed)`,
+          )
       }
       this.#driveMoves()
       this.#driveReplicaChanges(heardAll ? alive : undefined)
@@ -964,12 +974,10 @@ export class Controller {
         const command = finish(r.voters)
         const finished = await this.#host.propose(command)
         if (finished.ok) {
-          const what =
-            change.remove === ''
-              ? `added voter ${change.add}`
-              : change.add === ''
-                ? `removed voter ${command.type === 'finishReplicaChange' ? (command.removed ?? change.remove) : change.remove}`
-                : `replaced replica ${change.remove} by ${change.add}`
+          const what = finishedChange(
+            change,
+            command.type === 'finishReplicaChange' ? command.removed : undefined,
+          )
           this.#log.info(
             { group: groupId },
             `mq-server: group ${groupId} ${what} (${change.reason}) in ${Date.now() - change.startedAtMs} ms`,
@@ -1080,4 +1088,13 @@ function leavesMeta(state: MetaState, req: HeartbeatRequest): boolean {
 function leaderFirst(state: MetaState, leaderId: string, replicas: readonly string[]): ReplicaAddress[] {
   const ordered = [...replicas].sort((a, b) => Number(b === leaderId) - Number(a === leaderId))
   return ordered.map((nodeId) => ({ nodeId, address: state.node(nodeId)?.address ?? '' }))
+}
+
+/** What a finished replica change did, for the log (`removed`: the voter a shrink's or a given-up change's finish names). */
+function finishedChange(change: ReplicaChangeRecord, removed: string | undefined): string {
+  if (change.add === '' && change.remove === '')
+    return `gave up a replica change (its node was gone)${removed ? `, without replica ${removed}, removed before` : ''}`
+  if (change.remove === '') return `added voter ${change.add}`
+  if (change.add === '') return `removed voter ${removed ?? change.remove}`
+  return `replaced replica ${change.remove} by ${change.add}`
 }

@@ -246,6 +246,40 @@ describe('changeReplicas (the data-group leader’s side)', () => {
     })
   })
 
+  it('steps a given-up change (adding and removing nobody): the lost learner goes, then it is done', async () => {
+    // A balance adding n4 beside n1..n3: n4 died a learner, and no other node could take it.
+    const given = { ...request, add: '', remove: '', replicas: ['n1', 'n2', 'n3'] }
+    const learner = member('n1', { voters: ['n1', 'n2', 'n3'], learners: ['n4'] })
+    expect(await changeReplicas(learner.raft, port, given, () => undefined)).toEqual({
+      done: false,
+      step: 'remove-stale-member',
+      voters: ['n1', 'n2', 'n3'],
+    })
+    expect(learner.proposed).toEqual([{ type: ConfChangeType.Remove, id: 'n4' }])
+    // Then nothing is left to do: done with the voters as they are (nobody removed).
+    const after = member('n1', { voters: ['n1', 'n2', 'n3'], learners: [] })
+    expect(await changeReplicas(after.raft, port, given, () => undefined)).toEqual({
+      done: true,
+      step: '',
+      voters: ['n1', 'n2', 'n3'],
+    })
+    expect(after.proposed).toEqual([])
+    // A replacement of the dead n3 that had removed it before n4 died: once n4's learner is
+    // gone, done with n3 missing from the voters (the meta leader finishes it without n3), and
+    // no other voter removed, though the group has one voter fewer than its replicas.
+    const removedFirst = member('n1', { voters: ['n1', 'n2'], learners: ['n4'] })
+    expect(await changeReplicas(removedFirst.raft, port, given, () => undefined)).toMatchObject({
+      step: 'remove-stale-member',
+    })
+    const short = member('n1', { voters: ['n1', 'n2'], learners: [] })
+    expect(await changeReplicas(short.raft, port, given, () => undefined)).toEqual({
+      done: true,
+      step: '',
+      voters: ['n1', 'n2'],
+    })
+    expect(short.proposed).toEqual([])
+  })
+
   it('grows (no remove) and shrinks (no add) the meta group, a leaving leader handing over first', async () => {
     const grow = { ...request, groupId: 0, add: 'n4', remove: '', replicas: ['n1', 'n2', 'n3'] }
     const steps: string[] = []
