@@ -367,6 +367,16 @@ describe('cluster, node and group', () => {
       metaChange: { add: '', remove: 'n3', reason: 'shrink', startedAtMs: 1 },
     }
     expect((await mq(['cluster', 'status'])).stdout).toMatch(/; removing n3 \(shrink\)/)
+    cluster.status = {
+      ...cluster.status,
+      metaChange: { add: '', remove: '', reason: 'dead', startedAtMs: 1 },
+    }
+    expect((await mq(['cluster', 'status'])).stdout).toMatch(
+      /; giving up a change \(dead\): its new voter is gone/,
+    )
+    // Listed from the meta status (servers list only the data groups).
+    cluster.status = { ...cluster.status, groups: [] }
+    expect((await mq(['group', 'list'])).stdout).toMatch(/\n +0 +n1 +changing +given up \(dead, /)
     expect(jsonLines((await mq(['cluster', 'meta-voters', '3', '--json'])).stdout)).toEqual([
       { voters: ['n1', 'n2', 'n3'], votersWanted: 3 },
     ])

@@ -101,8 +101,16 @@ export type MetaCommand =
     }
   /** The node being added to the meta group was lost before it became a voter: `add` instead. */
   | { readonly type: 'retargetMetaChange'; readonly add: string }
-  /** The meta group's Raft membership changed: `add` is a voter, `remove` is gone. */
-  | { readonly type: 'finishMetaChange' }
+  /**
+   * The node being added to the meta group is gone before it became a voter and no other can
+   * take its place: the change adds and removes nobody from then on (FORMAT_LEVEL_ABANDON_CHANGE).
+   */
+  | { readonly type: 'abandonMetaChange' }
+  /**
+   * The meta group's Raft membership changed: `add` is a voter, `remove` is gone; for a change
+   * given up, `removed` when the voter it was replacing had gone before (removed first).
+   */
+  | { readonly type: 'finishMetaChange'; readonly removed?: string }
   /** The meta group is to keep `voters` voters (1, 3, 5 or 7): the controller grows or shrinks it. */
   | { readonly type: 'setMetaVoters'; readonly voters: number }
   /**
@@ -147,6 +155,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'initMetaMembers',
   'startMetaChange',
   'retargetMetaChange',
+  'abandonMetaChange',
   'finishMetaChange',
   'setMetaVoters',
   'setReplicationFactor',

@@ -78,6 +78,48 @@ describe('metaChangeAction (replacing meta voters)', () => {
     ).toBeUndefined()
   })
 
+  it('gives up a change whose new node is gone with no other to take it (from format level 36)', () => {
+    // n3 dead, replaced by n4, which died a learner after n3 was removed (removed first).
+    const s = cluster(4, [['n1', 'n2', 'n4']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'dead' }, 4)
+    const input = { alive: new Set(['n1', 'n2']), lost: new Set(['n3', 'n4']), voters: ['n1', 'n2'] }
+    expect(metaChangeAction(s, input)).toBeUndefined() // below level 36: it waits
+    expect(metaChangeAction(s, { ...input, abandon: true })).toEqual({ type: 'abandonMetaChange' })
+    // Not once n4 is a voter, nor while it only stalled (alive: it may still catch up).
+    expect(metaChangeAction(s, { ...input, abandon: true, voters: ['n1', 'n2', 'n4'] })).toBeUndefined()
+    expect(
+      metaChangeAction(s, {
+        ...input,
+        abandon: true,
+        alive: new Set(['n1', 'n2', 'n4']),
+        lost: new Set(['n3']),
+        stalled: new Map([[0, 'n4']]),
+      }),
+    ).toBeUndefined()
+    // Applied: adds and removes nobody; finished naming n3, gone before, the members lose it.
+    expect(s.apply({ type: 'abandonMetaChange' }, 5)).toMatchObject({
+      ok: true,
+      value: { add: '', remove: '' },
+    })
+    expect(metaChangeAction(s, { ...input, abandon: true })).toBeUndefined()
+    expect(s.apply({ type: 'abandonMetaChange' }, 6)).toMatchObject({ ok: false, message: /adding no voter/ })
+    expect(s.apply({ type: 'finishMetaChange', removed: 'n9' }, 7)).toMatchObject({
+      ok: false,
+      message: /not a meta group member/,
+    })
+    expect(s.apply({ type: 'finishMetaChange', removed: 'n3' }, 8)).toEqual({ ok: true, value: ['n1', 'n2'] })
+    expect(s.metaChange()).toBeUndefined()
+    // Only a change given up names a voter removed.
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: '', reason: 'grow' }, 9)
+    expect(s.apply({ type: 'finishMetaChange', removed: 'n1' }, 10)).toMatchObject({
+      ok: false,
+      message: /only a meta change given up/,
+    })
+    expect(s.apply({ type: 'abandonMetaChange' }, 11).ok).toBe(true)
+    expect(s.apply({ type: 'finishMetaChange' }, 12)).toEqual({ ok: true, value: ['n1', 'n2'] })
+  })
+
   it('retargets a change whose live new node stalled as a learner, and picks no stalled node', () => {
     const s = cluster(6, [['n4', 'n5', 'n6']])
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)

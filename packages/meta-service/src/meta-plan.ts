@@ -2,10 +2,13 @@ import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
 import { type ReplicaInput, receivable, stuck } from './replica-plan'
 
-export type MetaChange = Extract<MetaCommand, { type: 'startMetaChange' | 'retargetMetaChange' }>
+export type MetaChange = Extract<
+  MetaCommand,
+  { type: 'startMetaChange' | 'retargetMetaChange' | 'abandonMetaChange' }
+>
 
 /** What the meta plan knows besides the meta state. */
-export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost' | 'stalled'> {
+export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost' | 'stalled' | 'abandon'> {
   /** The meta group's voters as its Raft configuration names them now. */
   readonly voters: readonly string[]
   /** The meta leader (a voter it would rather keep when shrinking). */
@@ -21,7 +24,8 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost' | 'st
  * short still has a majority, a smaller one may not). While a change is under way, only one
  * thing: when the node being added was lost (or `stalled`) before it became a voter, another takes its place
  * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
- * forever for a node that is gone.
+ * forever for a node that is gone; with none, a change on a lost or draining node is given up
+ * (`abandon`: `abandonMetaChange`, it adds and removes nobody from then on).
  *
  * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a voter not
  * heard from first (a lost one before one briefly away), then a draining one, then the one
@@ -62,7 +66,11 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
   if (change) {
     if (!stuck(state, input, 0, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
-    return add === undefined ? undefined : { type: 'retargetMetaChange', add }
+    if (add !== undefined) return { type: 'retargetMetaChange', add }
+    // None can take its place: given up when its node is lost or being drained (not one that
+    // only stalled: it may still catch up), as a data group's change (replicaActions).
+    const gone = input.lost.has(change.add) || state.draining(change.add)
+    return input.abandon && gone ? { type: 'abandonMetaChange' } : undefined
   }
   const isBad = (m: string) => state.draining(m) || input.lost.has(m)
   const wanted = state.metaVotersWanted() ?? members.length

@@ -440,6 +440,8 @@ describe('MetaState', () => {
         groupId: fc.integer({ min: 1, max: 4 }),
       }),
       fc.record({ type: fc.constant('finishMetaChange' as const) }),
+      fc.record({ type: fc.constant('finishMetaChange' as const), removed: node }),
+      fc.record({ type: fc.constant('abandonMetaChange' as const) }),
       fc.record({ type: fc.constant('setMetaVoters' as const), voters: fc.integer({ min: 0, max: 8 }) }),
       fc.record({
         type: fc.constant('startMetaChange' as const),

@@ -596,8 +596,10 @@ export class MetaState {
         return this.#startMetaChange(command, nowMs)
       case 'retargetMetaChange':
         return this.#retargetMetaChange(command.add)
+      case 'abandonMetaChange':
+        return this.#abandonMetaChange()
       case 'finishMetaChange':
-        return this.#finishMetaChange()
+        return this.#finishMetaChange(command.removed)
       case 'setMetaVoters':
         return this.#setMetaVoters(command.voters)
       case 'setReplicationFactor':
@@ -1178,12 +1180,29 @@ export class MetaState {
     return ok(this.#dataGroups)
   }
 
-  #finishMetaChange(): MetaResult<readonly string[]> {
+  /** Gives up adding a meta voter (its node gone, none to take its place), as #abandonReplicaChange. */
+  #abandonMetaChange(): MetaResult<ReplicaChangeRecord> {
+    const change = this.#metaChange
+    if (!change) return fail(ErrorCode.InvalidArgument, 'the meta group is not changing its members')
+    if (change.add === '') return fail(ErrorCode.InvalidArgument, 'the meta group is adding no voter')
+    this.#metaChange = { ...change, add: '', remove: '' }
+    return ok(this.#metaChange)
+  }
+
+  /** Finishes the meta group's change; one given up names the voter gone before it (`removed`), if any. */
+  #finishMetaChange(removed: unknown): MetaResult<readonly string[]> {
     const change = this.#metaChange
     if (!change || !this.#metaMembers) {
       return fail(ErrorCode.InvalidArgument, 'the meta group is not changing its members')
     }
-    const kept = this.#metaMembers.filter((m) => m !== change.remove)
+    if (removed !== undefined) {
+      if (change.add !== '' || change.remove !== '')
+        return fail(ErrorCode.InvalidArgument, 'only a meta change given up names a voter removed')
+      if (typeof removed !== 'string' || !this.#metaMembers.includes(removed))
+        return fail(ErrorCode.InvalidArgument, `node ${String(removed)} is not a meta group member`)
+    }
+    const gone = typeof removed === 'string' ? removed : change.remove
+    const kept = this.#metaMembers.filter((m) => m !== gone)
     this.#metaMembers = (change.add === '' ? kept : [...kept, change.add]).sort(compare)
     this.#metaChange = undefined
     return ok(this.#metaMembers)

@@ -127,8 +127,9 @@
  * 36. a data group's replica change whose node being added was lost (or is being drained)
  *    before it became a voter, when no other node can take its place, is given up
  *    (`abandonReplicaChange`: it goes on adding and removing nobody, so its leader removes the
- *    lost node's learner and the change finishes): a meta replica of an earlier version would
- *    refuse the entry the others apply.
+ *    lost node's learner and the change finishes), and so is the meta group's
+ *    (`abandonMetaChange`, finished naming the voter removed before: `finishMetaChange{removed}`):
+ *    a meta replica of an earlier version would refuse the entries the others apply.
  */
 export const FORMAT_LEVEL = 36
 

@@ -27,6 +27,9 @@ describe('metaGroupSummary', () => {
     expect(metaGroupSummary({ ...base, metaChange: change('n4', 'n3', 'dead') })).toBe(
       'n1, n2, n3; replacing n3 by n4 (dead)',
     )
+    expect(metaGroupSummary({ ...base, metaChange: change('', '', 'dead') })).toBe(
+      'n1, n2, n3; giving up a change (dead): its new voter is gone',
+    )
     expect(metaGroupSummary({ ...base, metaVoters: [] })).toBe('(unknown)')
   })
 

@@ -3,7 +3,8 @@ import type { ClusterStatusResponse } from '@mq/protocol'
 /**
  * The meta group in one line for people (the CLI's `mq cluster status`, the web console):
  * `n1, n2, n3 (5 wanted) + learner n4; adding n4 (grow)`. The size wanted shows only while the
- * group is not at it; a change under way names both sides, or the one a grow or shrink has.
+ * group is not at it; a change under way names both sides, or the one a grow or shrink has (one
+ * given up, adding and removing nobody until it finishes, neither).
  */
 export function metaGroupSummary(
   status: Pick<ClusterStatusResponse, 'metaVoters' | 'metaLearners' | 'metaVotersWanted' | 'metaChange'>,
@@ -15,11 +16,13 @@ export function metaGroupSummary(
   const c = status.metaChange
   const change = !c
     ? ''
-    : c.remove === ''
-      ? `; adding ${c.add} (${c.reason})`
-      : c.add === ''
-        ? `; removing ${c.remove} (${c.reason})`
-        : `; replacing ${c.remove} by ${c.add} (${c.reason})`
+    : c.add === '' && c.remove === ''
+      ? `; giving up a change (${c.reason}): its new voter is gone`
+      : c.remove === ''
+        ? `; adding ${c.add} (${c.reason})`
+        : c.add === ''
+          ? `; removing ${c.remove} (${c.reason})`
+          : `; replacing ${c.remove} by ${c.add} (${c.reason})`
   return `${voters}${wanted}${learners}${change}`
 }
 

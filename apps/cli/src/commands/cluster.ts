@@ -299,7 +299,8 @@ export function groupRows(status: ClusterStatus): GroupRow[] {
     groupId: 0,
     leaderId: status.metaLeaderId,
     state:
-      status.metaChange?.add || status.metaChange?.remove
+      // A change given up adds and removes nobody until it finishes.
+      status.metaChange?.add || status.metaChange?.remove || status.metaChange?.startedAtMs
         ? 'changing'
         : status.metaLeaderId
           ? 'active'

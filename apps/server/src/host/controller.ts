@@ -772,6 +772,7 @@ export class Controller {
               stalled,
               voters: this.#host.metaMembership().voters,
               leaderId: this.#host.nodeId,
+              abandon: level >= FORMAT_LEVEL_ABANDON_CHANGE,
             })
           : undefined
         if (metaChange) actions.push(metaChange)
@@ -785,7 +786,11 @@ export class Controller {
       for (const action of actions) {
         if (!this.#leading() || this.#term !== term) return
         const abandoned =
-          action.type === 'abandonReplicaChange' ? state.replicaChange(action.groupId) : undefined
+          action.type === 'abandonReplicaChange'
+            ? state.replicaChange(action.groupId)
+            : action.type === 'abandonMetaChange'
+              ? state.metaChange()
+              : undefined
         const r = await this.#host.propose(action)
         if (abandoned && r.ok)
           this.#log.warn(
@@ -891,16 +896,20 @@ export class Controller {
     }
     const meta = state.metaChange()
     if (meta) {
-      this.#stepChange(
-        meta,
-        () => ({ type: 'finishMetaChange' }),
-        () =>
-          this.#host.changeMetaMembers({
-            add: meta.add,
-            remove: meta.remove,
-            removeFirst: this.#removeFirst(meta, state.metaMembers() ?? [], alive),
-            replicas: [...(state.metaMembers() ?? [])],
-          }),
+      // One given up may find the voter it was replacing gone already (removed first): by the
+      // done answer's voters, as a data group's shrink.
+      const finish = (voters: readonly string[]): MetaCommand => {
+        const members = state.metaMembers() ?? []
+        const gone = meta.add === '' && meta.remove === '' ? members.filter((m) => !voters.includes(m)) : []
+        return { type: 'finishMetaChange', ...(gone.length === 1 ? { removed: gone[0] } : {}) }
+      }
+      this.#stepChange(meta, finish, () =>
+        this.#host.changeMetaMembers({
+          add: meta.add,
+          remove: meta.remove,
+          removeFirst: this.#removeFirst(meta, state.metaMembers() ?? [], alive),
+          replicas: [...(state.metaMembers() ?? [])],
+        }),
       )
     }
   }
@@ -976,7 +985,9 @@ export class Controller {
         if (finished.ok) {
           const what = finishedChange(
             change,
-            command.type === 'finishReplicaChange' ? command.removed : undefined,
+            command.type === 'finishReplicaChange' || command.type === 'finishMetaChange'
+              ? command.removed
+              : undefined,
           )
           this.#log.info(
             { group: groupId },
