@@ -80,7 +80,7 @@ export type MetaCommand =
   /** The node being added to data group `groupId` was lost before it became a voter: `add` instead. */
   | { readonly type: 'retargetReplicaChange'; readonly groupId: number; readonly add: string }
   /**
-   * The node being added to data group `groupId` is gone before it became a voter and no other
+   * The node being added to data group `groupId` was lost before it became a voter and no other
    * can take its place: the change goes on adding and removing nobody, so the group's leader
    * removes that node's learner and the change finishes (FORMAT_LEVEL_ABANDON_CHANGE).
    */
@@ -102,7 +102,7 @@ export type MetaCommand =
   /** The node being added to the meta group was lost before it became a voter: `add` instead. */
   | { readonly type: 'retargetMetaChange'; readonly add: string }
   /**
-   * The node being added to the meta group is gone before it became a voter and no other can
+   * The node being added to the meta group was lost before it became a voter and no other can
    * take its place: the change adds and removes nobody from then on (FORMAT_LEVEL_ABANDON_CHANGE).
    */
   | { readonly type: 'abandonMetaChange' }

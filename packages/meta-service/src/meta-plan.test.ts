@@ -97,6 +97,19 @@ describe('metaChangeAction (replacing meta voters)', () => {
         stalled: new Map([[0, 'n4']]),
       }),
     ).toBeUndefined()
+    // Nor while it is alive and being drained: it finishes the change (the drain moves it later).
+    const draining = cluster(4, [['n1', 'n2', 'n4']])
+    draining.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    draining.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'dead' }, 4)
+    draining.apply({ type: 'drainNode', nodeId: 'n4' }, 5)
+    expect(
+      metaChangeAction(draining, {
+        ...input,
+        abandon: true,
+        alive: new Set(['n1', 'n2', 'n4']),
+        lost: new Set(['n3']),
+      }),
+    ).toBeUndefined()
     // Applied: adds and removes nobody; finished naming n3, gone before, the members lose it.
     expect(s.apply({ type: 'abandonMetaChange' }, 5)).toMatchObject({
       ok: true,

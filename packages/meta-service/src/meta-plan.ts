@@ -24,7 +24,7 @@ export interface MetaPlanInput extends Pick<ReplicaInput, 'alive' | 'lost' | 'st
  * short still has a majority, a smaller one may not). While a change is under way, only one
  * thing: when the node being added was lost (or `stalled`) before it became a voter, another takes its place
  * (`retargetMetaChange`; its learner is removed by the next step), so a change never waits
- * forever for a node that is gone; with none, a change on a lost or draining node is given up
+ * forever for a node that is gone; with none, a change on a lost node is given up
  * (`abandon`: `abandonMetaChange`, it adds and removes nobody from then on).
  *
  * With a size wanted (`setMetaVoters`), the group first shrinks to it — removing a voter not
@@ -67,10 +67,9 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
     if (!stuck(state, input, 0, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     if (add !== undefined) return { type: 'retargetMetaChange', add }
-    // None can take its place: given up when its node is lost or being drained (not one that
-    // only stalled: it may still catch up), as a data group's change (replicaActions).
-    const gone = input.lost.has(change.add) || state.draining(change.add)
-    return input.abandon && gone ? { type: 'abandonMetaChange' } : undefined
+    // None can take its place: given up when its node is lost (a live one, stalled or being
+    // drained, is waited for), as a data group's change (replicaActions).
+    return input.abandon && input.lost.has(change.add) ? { type: 'abandonMetaChange' } : undefined
   }
   const isBad = (m: string) => state.draining(m) || input.lost.has(m)
   const wanted = state.metaVotersWanted() ?? members.length

@@ -24,8 +24,8 @@ export interface ReplicaInput {
    */
   readonly groupVoters?: ReadonlyMap<number, readonly string[]>
   /**
-   * Whether a change whose node being added is gone (lost or being drained) before it became a
-   * voter, with no other node to take its place, is given up (`abandonReplicaChange`). Without
+   * Whether a change whose node being added was lost before it became a voter, with no other
+   * node to take its place, is given up (`abandonReplicaChange`). Without
    * it such a change waits for that node (a cluster below format level 36, whose meta replicas
    * may not read the command).
    */
@@ -113,9 +113,9 @@ export function replicasFor(factor: number, nodes: number): number {
  * was lost (or `stalled`) before it became a voter (by `groupVoters`), the live, non-draining node outside
  * the group holding the fewest replicas (and receiving no other) takes its place (`retargetReplicaChange`; the
  * group's leader removes the lost node's learner at the next step), so a change never waits
- * forever for a node that is gone. With no such node, a change waiting on a lost or draining
- * node is given up (`abandon`: `abandonReplicaChange`, it adds and removes nobody from then on;
- * one on a node that merely stalled waits). The meta group's membership is planned by
+ * forever for a node that is gone. With no such node, a change waiting on a lost node is given
+ * up (`abandon`: `abandonReplicaChange`, it adds and removes nobody from then on; one on a live
+ * node, stalled or being drained, waits). The meta group's membership is planned by
  * `metaChangeAction`.
  */
 export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaChange[] {
@@ -150,10 +150,12 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     if (!known || known.includes(change.add) || !stuck(state, input, change.groupId, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) {
-      // None can take its place: a node only stalled may still catch up (it is waited for); a
-      // lost or draining one would hold the group's change for as long as it stays away, and
-      // with it every other change of the group (a balance onto a node killed meanwhile).
-      if (input.abandon && (input.lost.has(change.add) || state.draining(change.add)))
+      // None can take its place: a lost node would hold the group's change for as long as it
+      // stays away (a balance onto a node killed meanwhile showed its group changing for good).
+      // A live one is waited for: one that only stalled may still catch up, and one being
+      // drained finishes the change, the drain then moving its replica once a node can take it
+      // (given up, a replacement that had removed its dead replica first left two voters).
+      if (input.abandon && input.lost.has(change.add))
         actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
       continue
     }

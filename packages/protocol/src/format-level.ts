@@ -124,8 +124,8 @@
  * 35. the cluster's initial data group count is kept in the meta state (`recordDataGroups`: the
  *    first meta leader records its own `"dataGroups"`, 0 for as many as live nodes): a meta
  *    replica of an earlier version would refuse the entry the others apply.
- * 36. a data group's replica change whose node being added was lost (or is being drained)
- *    before it became a voter, when no other node can take its place, is given up
+ * 36. a data group's replica change whose node being added was lost before it became a voter,
+ *    when no other node can take its place, is given up
  *    (`abandonReplicaChange`: it goes on adding and removing nobody, so its leader removes the
  *    lost node's learner and the change finishes), and so is the meta group's
  *    (`abandonMetaChange`, finished naming the voter removed before: `finishMetaChange{removed}`):

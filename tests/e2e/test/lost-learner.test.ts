@@ -1,6 +1,6 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import { LocalCluster, type NodeProcess } from '../src/cluster'
 import { consumeAll } from '../src/consume-all'
 import { waitFor } from '../src/scale-run'
 
@@ -32,7 +32,12 @@ describe('a replica change whose new node dies as a learner, with no other node 
     await Promise.all(bodies.map((body) => producer.send({ body })))
     await producer.close()
     const before = new Map((await dataGroups()).map((g) => [g.groupId, g.replicas.map((r) => r.nodeId)]))
-    const n4 = await cluster.join()
+    // Watched from its start, not once it serves: a joined node serves (join resolves) seconds
+    // after it is given its first replica, which may be a voter by then (a small group catches
+    // up at once), the kill then landing on another group's learner, or on none.
+    const joined = cluster.nodes.length
+    const joining = cluster.join()
+    joining.catch(() => {}) // killed before it served: join reports that exit
     // Killed as soon as it says it hosts a replica of a group that was there before it joined
     // (a new group may be created with it): that replica has not caught up yet, so it is a
     // learner still (or not even added), never a voter.
@@ -40,14 +45,16 @@ describe('a replica change whose new node dies as a learner, with no other node 
     const hosting = /hosts a replica of data group (\d+)"/g
     expect(
       await waitFor(
-        async () => {
-          for (const m of n4.output.matchAll(hosting)) if (before.has(Number(m[1]))) changing = Number(m[1])
+        () => {
+          const output = cluster.nodes[joined]?.output ?? ''
+          for (const m of output.matchAll(hosting)) if (before.has(Number(m[1]))) changing ??= Number(m[1])
           return changing !== undefined
         },
         30_000,
         5,
       ),
     ).toBe(true)
+    const n4 = cluster.nodes[joined] as NodeProcess
     await cluster.kill(n4.nodeId)
     const killedAt = Date.now()
     const settled = await waitFor(
