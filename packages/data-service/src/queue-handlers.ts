@@ -309,12 +309,16 @@ export function queueHandlers(
       /** The partition the request was located at (its group, stored queue name and index). */
       at: { readonly group: DataGroupPort; readonly queue: string; readonly partition: number },
     ) => Command,
-    producer?: { readonly id: string; readonly seq: number; readonly base: number },
-    /** Checks of the request that need the queue's config (or where it was located): before the lane or the proposal. */
-    check?: (config: QueueConfig | undefined, at: { readonly queue: string }) => void,
-    /** Told once the entry is proposed (an entry proposed after it follows it in the log). */
-    proposed?: () => void,
+    options: {
+      /** A pipelining producer's batch: proposed in its sequence order (producerOrder). */
+      readonly producer?: { readonly id: string; readonly seq: number; readonly base: number } | undefined
+      /** Checks of the request that need the queue's config (or where it was located): before the lane or the proposal. */
+      readonly check?: (config: QueueConfig | undefined, at: { readonly queue: string }) => void
+      /** Told once the entry is proposed (an entry proposed after it follows it in the log). */
+      readonly proposed?: (() => void) | undefined
+    } = {},
   ): Promise<CommandResult> => {
+    const { producer, check, proposed } = options
     const { group, queue, partition, config } = await locate(target)
     check?.(config, { queue })
     const lane = producer ? `${producer.id} ${queue}/${partition}` : ''
@@ -360,9 +364,7 @@ export function queueHandlers(
           leaseIds: leaseIds.map((id) => untagLeaseId(id, queueId, at.partition)),
         } as Command
       },
-      undefined,
-      undefined,
-      proposed,
+      { proposed },
     )
     if (r.type !== 'ack' && r.type !== 'nack' && r.type !== 'extend')
       throw new InternalError(`unexpected result ${r.type}`)
@@ -394,9 +396,11 @@ export function queueHandlers(
     command: (nowMs: number) => Command,
   ): Promise<CommandResult | undefined> => {
     try {
-      return await run(target, command, undefined, (_config, at) => {
-        batches.storedAs ??= at.queue
-        if (at.queue !== batches.storedAs) throw ANOTHER_INCARNATION
+      return await run(target, command, {
+        check: (_config, at) => {
+          batches.storedAs ??= at.queue
+          if (at.queue !== batches.storedAs) throw ANOTHER_INCARNATION
+        },
       })
     } catch (error) {
       if (error === ANOTHER_INCARNATION) return undefined
@@ -716,15 +720,13 @@ export function queueHandlers(
         request.producerId && request.sequenceBase !== undefined
           ? { id: request.producerId, seq: request.sequence, base: request.sequenceBase }
           : undefined
-      const r = await run(
-        request.target,
-        (now) => enqueueOf(request, now),
-        pipelined,
-        (config) => {
+      const r = await run(request.target, (now) => enqueueOf(request, now), {
+        producer: pipelined,
+        check: (config) => {
           // The route's limit is the partition's (groupFor configures it before it answers).
           if (config && config.messageBytesMax > 0) checkMessageSizes(request, config.messageBytesMax)
         },
-      )
+      })
       if (r.type !== 'enqueue') throw new InternalError(`unexpected result ${r.type}`)
       return { ids: [...r.ids], duplicate: r.duplicate, pipelining }
     }),
