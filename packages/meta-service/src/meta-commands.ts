@@ -108,7 +108,8 @@ export type MetaCommand =
   | { readonly type: 'abandonMetaChange' }
   /**
    * The meta group's Raft membership changed: `add` is a voter, `remove` is gone; for a change
-   * given up, `removed` when the voter it was replacing had gone before (removed first).
+   * given up, `removed` when the voter it was replacing had gone before (removed first): the
+   * size the group had is then wanted (unless one was set), so it grows back to it.
    */
   | { readonly type: 'finishMetaChange'; readonly removed?: string }
   /** The meta group is to keep `voters` voters (1, 3, 5 or 7): the controller grows or shrinks it. */

@@ -1202,6 +1202,10 @@ export class MetaState {
         return fail(ErrorCode.InvalidArgument, `node ${String(removed)} is not a meta group member`)
     }
     const gone = typeof removed === 'string' ? removed : change.remove
+    // A replacement given up after its leader had removed the voter it replaced leaves the group
+    // a voter short: the size it had is wanted, so it grows back once a node can take the vote
+    // (by default the plan keeps the members' count, and two voters stayed two for good).
+    if (typeof removed === 'string') this.#metaVotersWanted ??= this.#metaMembers.length
     const kept = this.#metaMembers.filter((m) => m !== gone)
     this.#metaMembers = (change.add === '' ? kept : [...kept, change.add]).sort(compare)
     this.#metaChange = undefined

@@ -323,6 +323,45 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     expect(replacing.group(1)?.replicas).toEqual(['n1', 'n2'])
   })
 
+  it('lets no group that lost its majority for good hold the change slots: the groups that can change go on', () => {
+    // n2 lost first: groups 1-3 (n1-n3) and 4 (n2, n4, n5) each have n2 replaced; three slots,
+    // so group 4 waits. Then n3 is lost too: groups 1-3 keep n1 alone, no majority, and can
+    // commit no membership change until n2 or n3 comes back (never): their changes never end.
+    const healthy = [
+      ['n2', 'n4', 'n5'],
+      ['n4', 'n5', 'n7'],
+      ['n4', 'n5', 'n8'],
+    ]
+    const s = cluster(8, [G, G, G, ...healthy])
+    const first = {
+      alive: new Set(['n1', 'n3', 'n4', 'n5', 'n6', 'n7', 'n8']),
+      lost: new Set(['n2']),
+      changesMax: 3,
+    }
+    for (const a of replicaActions(s, first)) must(s, a)
+    expect(s.replicaChanges().map((c) => c.groupId)).toEqual([1, 2, 3])
+    const input = {
+      ...first,
+      alive: new Set(['n1', 'n4', 'n5', 'n6', 'n7', 'n8']),
+      lost: new Set(['n2', 'n3']),
+    }
+    // Group 4 still has a majority (n4, n5): its lost replica is replaced.
+    expect(replicaActions(s, input)).toEqual([
+      expect.objectContaining({ type: 'startReplicaChange', groupId: 4, remove: 'n2', reason: 'dead' }),
+    ])
+    for (const a of replicaActions(s, input)) must(s, a)
+    must(s, { type: 'finishReplicaChange', groupId: 4 })
+    // Nor do they hold balancing up for good: n9 joins and takes replicas (of the groups that can change).
+    must(s, { type: 'registerNode', nodeId: 'n9', address: '127.0.0.1:7009' })
+    const joined = { ...input, alive: new Set([...input.alive, 'n9']) }
+    expect(replicaActions(s, joined)).toEqual([
+      { type: 'startReplicaChange', groupId: 4, add: 'n9', remove: 'n5', reason: 'balance' },
+    ])
+    // Nor is such a group's change started in the first place (n2 and n3 lost at once).
+    const both = cluster(8, [G, G, G, ...healthy])
+    expect(replicaActions(both, input).map((a) => a.groupId)).toEqual([4])
+  })
+
   it('retargets a change whose live new node stalled, gives a stalled node no new replica, and keeps its replicas', () => {
     const s = cluster(6, [G, ['n1', 'n2', 'n4']])
     must(s, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'dead' })

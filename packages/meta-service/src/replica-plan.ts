@@ -115,11 +115,22 @@ export function replicasFor(factor: number, nodes: number): number {
  * group's leader removes the lost node's learner at the next step), so a change never waits
  * forever for a node that is gone. With no such node, a change waiting on a lost node is given
  * up (`abandon`: `abandonReplicaChange`, it adds and removes nobody from then on; one on a live
- * node, stalled or being drained, waits). The meta group's membership is planned by
- * `metaChangeAction`.
+ * node, stalled or being drained, waits). A group whose lost replicas leave no majority can
+ * commit no membership change: none is started there, and one under way counts for nothing
+ * above (slots, nodes receiving, balancing held up) until a lost replica comes back. The meta
+ * group's membership is planned by `metaChangeAction`.
  */
 export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaChange[] {
-  const pending = state.replicaChanges()
+  // A group whose lost replicas leave no majority commits no membership change until one of
+  // them comes back: its change holds no slot, no node, and none is started there (three such
+  // groups, after two nodes were lost, held every slot for good: the groups that kept a
+  // majority were never repaired, nor was anything balanced again).
+  const hopeless = (groupId: number) => {
+    const replicas = state.group(groupId)?.replicas ?? []
+    return replicas.filter((r) => !input.lost.has(r)).length < Math.floor(replicas.length / 2) + 1
+  }
+  const allPending = state.replicaChanges()
+  const pending = allPending.filter((c) => !hopeless(c.groupId))
   const eligible = state
     .nodes()
     .map((n) => n.nodeId)
@@ -145,7 +156,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const actions: ReplicaChange[] = []
   // A change whose node being added was lost (or stalled, or is being drained) before it
   // became a voter: another takes its place.
-  for (const change of pending) {
+  for (const change of allPending) {
     const known = input.groupVoters?.get(change.groupId)
     if (!known || known.includes(change.add) || !stuck(state, input, change.groupId, change.add)) continue
     const add = target(state.group(change.groupId)?.replicas ?? [])
@@ -179,7 +190,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   const emptied = new Set(emptiedGroups(state))
   for (const g of state.groups()) {
     if (slots <= 0) return actions
-    if (state.replicaChange(g.groupId) || emptied.has(g.groupId)) continue
+    if (state.replicaChange(g.groupId) || emptied.has(g.groupId) || hopeless(g.groupId)) continue
     const bad = g.replicas.find((r) => state.draining(r) || input.lost.has(r))
     if (bad === undefined) continue
     if (g.replicas.length > (input.replicasMax ?? Number.POSITIVE_INFINITY)) {
@@ -200,6 +211,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   for (const g of state.groups()) {
     if (slots <= 0) return actions
     if (g.replicas.length >= wanted || state.replicaChange(g.groupId) || removing.has(g.groupId)) continue
+    if (hopeless(g.groupId)) continue
     if (actions.some((a) => a.groupId === g.groupId)) continue
     const add = target(g.replicas)
     if (add !== undefined) take(g.groupId, add, '', ReplicaChangeReason.Grow)
@@ -208,6 +220,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   for (const g of state.groups()) {
     if (slots <= 0) return actions
     if (g.replicas.length <= max || state.replicaChange(g.groupId) || removing.has(g.groupId)) continue
+    if (hopeless(g.groupId)) continue
     if (actions.some((a) => a.groupId === g.groupId)) continue
     take(g.groupId, '', shrinkVictim(g.replicas, g.leaderId, input.alive, byLoad), ReplicaChangeReason.Shrink)
   }
@@ -231,6 +244,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
       .filter(
         (g) =>
           !touched.has(g.groupId) &&
+          !state.replicaChange(g.groupId) &&
+          !hopeless(g.groupId) &&
           (members.get(g.groupId) ?? []).includes(most) &&
           !(members.get(g.groupId) ?? []).includes(least),
       )

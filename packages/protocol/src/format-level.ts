@@ -128,7 +128,8 @@
  *    when no other node can take its place, is given up
  *    (`abandonReplicaChange`: it goes on adding and removing nobody, so its leader removes the
  *    lost node's learner and the change finishes), and so is the meta group's
- *    (`abandonMetaChange`, finished naming the voter removed before: `finishMetaChange{removed}`):
+ *    (`abandonMetaChange`, finished naming the voter removed before, `finishMetaChange{removed}`,
+ *    which records the size the group had as the size wanted unless one was set):
  *    a meta replica of an earlier version would refuse the entries the others apply.
  */
 export const FORMAT_LEVEL = 36

@@ -540,6 +540,30 @@ describe('Controller meta membership', () => {
     expect(c.state.metaChange()).toBeUndefined()
     expect(c.state.metaMembers()).toEqual(['n1', 'n2'])
   })
+
+  it('grows the meta group back to its size once a node can take the voter a change given up had removed', async () => {
+    // As above: n3 dead and removed first, n4 lost a learner, the change given up: two voters.
+    const steps = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
+    const c = leading({ extra: ['n4'], metaSteps: steps })
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2', 'n4'], 13_000)
+    await c.controller.round()
+    await c.beatNodes(['n1', 'n2'], 13_000)
+    await settle()
+    await c.controller.round()
+    steps.fill({ done: true, step: '', voters: ['n1', 'n2'] }, c.metaCalls.length)
+    await settle()
+    await c.controller.round()
+    await settle()
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2'])
+    // n5 joins: the meta group, founded with three voters and never set to fewer, gets a third
+    // again (left at two, either one's failure stopped the cluster, for good).
+    await c.beatNodes(['n1', 'n2', 'n5'], 6_000, { rounds: true })
+    await settle()
+    expect(c.metaCalls).toContainEqual(['n5', '', false])
+    expect(c.state.metaMembers()).toEqual(['n1', 'n2', 'n5'])
+    expect(c.state.metaVotersWanted()).toBe(3)
+  })
 })
 
 describe('Controller meta group size', () => {
