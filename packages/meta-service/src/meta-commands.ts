@@ -87,7 +87,8 @@ export type MetaCommand =
   | { readonly type: 'abandonReplicaChange'; readonly groupId: number }
   /**
    * The group's Raft membership changed: `add` is a voter, `remove` is gone; for a shrink,
-   * `removed` when its leader removed another voter instead (one away: replica-changer.ts).
+   * `removed` when its leader removed another voter instead (one away: replica-changer.ts);
+   * for a change given up, the replica a replacement's leader had removed first, if any.
    */
   | { readonly type: 'finishReplicaChange'; readonly groupId: number; readonly removed?: string }
   /** Records the meta group's founding voters (the first meta leader; a no-op once recorded). */

@@ -316,6 +316,23 @@ describe('MetaState', () => {
     expect(run()).toEqual([1, 2, 1, 2])
   })
 
+  it('places as its level says while a meta change given up adds nobody (not as a shrink)', () => {
+    // As above, at level 36, while the meta group's change adding n4 is given up: its empty
+    // `add` is no shrink's (no version that counted that id as a node of level 1 applies it),
+    // so group 2, being removed, takes none.
+    const s = new MetaState()
+    for (let i = 1; i <= 4; i++)
+      s.apply({ type: 'registerNode', nodeId: `n${i}`, address: `n${i}:1`, formatLevel: FORMAT_LEVEL }, 1)
+    for (let g = 0; g < 4; g++) s.apply({ type: 'createGroup', replicas: ['n1', 'n2', 'n3'] }, 2)
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 2)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'dead' }, 2)
+    expect(s.apply({ type: 'abandonMetaChange' }, 2).ok).toBe(true)
+    expect(s.apply({ type: 'scaleDataGroups', groups: 1 }, 3)).toMatchObject({ ok: true })
+    for (const groupId of [3, 4]) expect(s.apply({ type: 'removeGroup', groupId }, 4).ok).toBe(true)
+    s.apply({ type: 'createQueue', name: 'jobs', config: { partitions: 4 } }, 5)
+    expect(s.queue('jobs')?.partitions.map((p) => p.groupId)).toEqual([1, 1, 1, 1])
+  })
+
   it('places new group replicas on the least loaded live nodes', () => {
     const s = cluster(3, 1)
     s.apply({ type: 'registerNode', nodeId: 'n4', address: '127.0.0.1:7004' }, 5)

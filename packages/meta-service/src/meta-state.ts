@@ -458,11 +458,12 @@ export class MetaState {
    * The level placement (`#place`, at apply) reads: as formatLevel, but counting the empty id
    * of a meta change that adds nobody (a shrink) as a holder of level 1, as every version did
    * before formatLevel left it out — an apply rule, so every replica of every version must
-   * place alike.
+   * place alike. Not a change given up (adding and removing nobody: format level 36, which no
+   * version counting that id applies).
    */
   #placementLevel(): number {
     const holders = this.#holders()
-    if (this.#metaChange?.add === '') holders.add('')
+    if (this.#metaChange?.add === '' && this.#metaChange.remove !== '') holders.add('')
     return this.#levelOf(holders)
   }
 
@@ -1334,7 +1335,10 @@ export class MetaState {
     return ok(record)
   }
 
-  /** Finishes a group's change; a shrink's leader may have removed `removed` instead of `remove`. */
+  /**
+   * Finishes a group's change; a shrink's leader may have removed `removed` instead of `remove`,
+   * and a change given up names the replica a replacement had removed first (`removed`).
+   */
   #finishReplicaChange(groupId: unknown, removed: unknown): MetaResult<GroupRecord> {
     const change = typeof groupId === 'number' ? this.#replicaChanges.get(groupId) : undefined
     const group = change ? this.#groups.get(change.groupId) : undefined

@@ -521,15 +521,23 @@ describe('Controller meta membership', () => {
 
   it('gives up a meta change whose new node is lost with none to take it; the voter gone before is dropped', async () => {
     // n3 dead, replaced by n4 (removed first: the leader took n3 out), then n4 dies a learner.
-    const steps = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
-    const c = leading({ extra: ['n4'], metaSteps: steps })
-    await c.controller.round()
-    await c.beatNodes(['n1', 'n2', 'n4'], 13_000) // n3 silent: lost
-    await c.controller.round()
-    expect(c.state.metaChange()).toMatchObject({ add: 'n4', remove: 'n3' })
-    await c.beatNodes(['n1', 'n2'], 13_000) // n4 silent too, never a voter
-    await settle()
-    await c.controller.round()
+    const run = async (level: number) => {
+      const steps = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: ['n1', 'n2'] }))
+      const c = leading({ extra: ['n4'], metaSteps: steps, levels: { n1: level } })
+      const levelOf = (n: string) => (n === 'n1' ? level : FORMAT_LEVEL)
+      await c.controller.round()
+      await c.beatNodes(['n1', 'n2', 'n4'], 13_000, { level: levelOf }) // n3 silent: lost
+      await c.controller.round()
+      expect(c.state.metaChange()).toMatchObject({ add: 'n4', remove: 'n3' })
+      await c.beatNodes(['n1', 'n2'], 13_000, { level: levelOf }) // n4 silent too, never a voter
+      await settle()
+      await c.controller.round()
+      return { c, steps }
+    }
+    // Below format level 36 (n1's version is older) the change waits for n4.
+    const old = await run(FORMAT_LEVEL_ABANDON_CHANGE - 1)
+    expect(old.c.state.metaChange()).toMatchObject({ add: 'n4', remove: 'n3' })
+    const { c, steps } = await run(FORMAT_LEVEL)
     expect(c.state.metaChange()).toMatchObject({ add: '', remove: '', reason: 'dead' })
     // The next step asks for nobody; done, with n3 out of the voters: the members lose it.
     steps.fill({ done: true, step: '', voters: ['n1', 'n2'] }, c.metaCalls.length)

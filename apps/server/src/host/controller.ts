@@ -795,7 +795,7 @@ export class Controller {
         if (abandoned && r.ok)
           this.#log.warn(
             { group: abandoned.groupId },
-            `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: that node is gone and no other node can take its place (the group keeps its replicas; its learner there is removed)`,
+            `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: that node is gone and no other node can take its place (the group keeps the replicas it has; its learner there is removed)`,
           )
       }
       this.#driveMoves()
@@ -857,8 +857,9 @@ export class Controller {
         group.leaderId,
         [...group.replicas, change.add].filter((r) => r !== ''),
       )
-      // A shrink's leader may have removed an away voter instead of `remove` (replica-changer.ts):
-      // the one gone, by the done answer's voters.
+      // A shrink's leader may have removed an away voter instead of `remove` (replica-changer.ts),
+      // and a change given up may find the replica a replacement removed first gone: the one
+      // gone, by the done answer's voters.
       const finish = (voters: readonly string[]): MetaCommand => {
         const gone = change.add === '' ? group.replicas.filter((r) => !voters.includes(r)) : []
         return {
