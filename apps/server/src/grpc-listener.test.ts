@@ -121,6 +121,23 @@ describe('the gRPC listener', () => {
     expect(listener.refused()).toBe(1)
   })
 
+  it('destroys the connections still open, one whose peer reads nothing too', async () => {
+    const listener = await echoServer(10)
+    const reading = open(listener.port)
+    // Never reads: what the server writes fills its window (a SIGSTOPped peer's connection).
+    const stalled = connect({ host: '127.0.0.1', port: listener.port })
+    stalled.on('error', () => {})
+    stalled.pause()
+    cleanups.push(() => stalled.destroy())
+    expect(await holding(listener, 2)).toBe(2)
+    listener.close() // stops accepting; the open ones stay
+    expect(await within(reading.closed, 100)).toBe('open')
+    listener.destroyAll()
+    expect(await within(reading.closed, 2_000)).not.toBe('open')
+    // Gone on the server's side (the paused client notices only once it reads again).
+    expect(await holding(listener, 0)).toBe(0)
+  })
+
   it('reports counted events at once, then at most once per period with the count since', () => {
     let t = 0
     const reports: [number, string][] = []

@@ -12,6 +12,13 @@ export interface GrpcListener {
   refused(): number
   /** Stops accepting connections; the open ones stay (grpc-js's shutdown ends them). */
   close(): void
+  /**
+   * Destroys every connection still open, once grpc-js's shutdown is done with them: a session
+   * it destroys still ends its socket gracefully, and the socket of a peer that stopped reading
+   * (SIGSTOPped, its receive window full) never finished ending, which kept a stopped node's
+   * process from exiting.
+   */
+  destroyAll(): void
 }
 
 /** The listener's bounds on open connections. */
@@ -59,7 +66,8 @@ export function listenGrpc(
   onRefused: (refused: number, last: string) => void = () => {},
 ): Promise<GrpcListener> {
   const injector = server.createConnectionInjector(credentials)
-  let open = 0
+  /** The connections accepted and open. */
+  const sockets = new Set<Socket>()
   let refused = 0
   const report = throttledCount(REFUSALS_REPORT_MS, onRefused)
   const from = (host: string | undefined, port: number | undefined) =>
@@ -74,9 +82,9 @@ export function listenGrpc(
       socket.destroy()
       return
     }
-    open++
+    sockets.add(socket)
     socket.once('close', () => {
-      open--
+      sockets.delete(socket)
     })
     injector.injectConnection(socket)
   })
@@ -103,10 +111,13 @@ export function listenGrpc(
       const bound = net.address()
       resolve({
         port: typeof bound === 'object' && bound ? bound.port : port,
-        connections: () => open,
+        connections: () => sockets.size,
         refused: () => refused,
         close: () => {
           if (net.listening) net.close()
+        },
+        destroyAll: () => {
+          for (const socket of sockets) socket.destroy()
         },
       })
     })

@@ -746,6 +746,8 @@ export class MqNode {
         resolve()
       })
     })
+    // What grpc-js left half-closed: a paused peer's connection kept the process alive for good.
+    this.#listener?.destroyAll()
     await this.#ownClient?.close()
     this.#transport?.close()
     this.#calls.close()
