@@ -42,7 +42,8 @@ describe('SIGTERM with a paused peer and an open long poll', () => {
     const consumer = client.consumer('stophang', { waitMs: 30_000, prefetch: 4 })
     const first = await consumer[Symbol.asyncIterator]().next()
     expect(first.done).toBe(false)
-    // The other fetchers long-poll now. Pause one peer (a transfer target, maybe).
+    // The other fetchers long-poll now. Pause one peer (a transfer target, maybe), and let a
+    // second of Raft traffic to it pile up unread in its connections (what kept them open).
     const paused = others[0] as string
     cluster.pause(paused)
     await new Promise((r) => setTimeout(r, 1_000))

@@ -857,16 +857,9 @@ export class Controller {
         group.leaderId,
         [...group.replicas, change.add].filter((r) => r !== ''),
       )
-      // A shrink's leader may have removed an away voter instead of `remove` (replica-changer.ts),
-      // and a change given up may find the replica a replacement removed first gone: the one
-      // gone, by the done answer's voters.
       const finish = (voters: readonly string[]): MetaCommand => {
-        const gone = change.add === '' ? group.replicas.filter((r) => !voters.includes(r)) : []
-        return {
-          type: 'finishReplicaChange',
-          groupId: change.groupId,
-          ...(gone.length === 1 && gone[0] !== change.remove ? { removed: gone[0] } : {}),
-        }
+        const removed = removedBesides(change, group.replicas, voters)
+        return { type: 'finishReplicaChange', groupId: change.groupId, ...(removed ? { removed } : {}) }
       }
       this.#stepChange(change, finish, () =>
         this.#host.calls.callLeader<ChangeReplicasResponse>(
@@ -897,12 +890,9 @@ export class Controller {
     }
     const meta = state.metaChange()
     if (meta) {
-      // One given up may find the voter it was replacing gone already (removed first): by the
-      // done answer's voters, as a data group's shrink.
       const finish = (voters: readonly string[]): MetaCommand => {
-        const members = state.metaMembers() ?? []
-        const gone = meta.add === '' && meta.remove === '' ? members.filter((m) => !voters.includes(m)) : []
-        return { type: 'finishMetaChange', ...(gone.length === 1 ? { removed: gone[0] } : {}) }
+        const removed = removedBesides(meta, state.metaMembers() ?? [], voters)
+        return { type: 'finishMetaChange', ...(removed ? { removed } : {}) }
       }
       this.#stepChange(meta, finish, () =>
         this.#host.changeMetaMembers({
@@ -1100,6 +1090,22 @@ function leavesMeta(state: MetaState, req: HeartbeatRequest): boolean {
 function leaderFirst(state: MetaState, leaderId: string, replicas: readonly string[]): ReplicaAddress[] {
   const ordered = [...replicas].sort((a, b) => Number(b === leaderId) - Number(a === leaderId))
   return ordered.map((nodeId) => ({ nodeId, address: state.node(nodeId)?.address ?? '' }))
+}
+
+/**
+ * The member a done change that adds nobody took out other than its `remove`, by the done
+ * answer's voters: a data group's shrink may remove an away voter instead (replica-changer.ts),
+ * and a change given up finds the one a replacement removed first gone. One group's rule and
+ * the meta group's alike (the meta group's shrink never removes another voter: none found).
+ */
+function removedBesides(
+  change: ReplicaChangeRecord,
+  recorded: readonly string[],
+  voters: readonly string[],
+): string | undefined {
+  if (change.add !== '') return undefined
+  const gone = recorded.filter((r) => !voters.includes(r))
+  return gone.length === 1 && gone[0] !== change.remove ? gone[0] : undefined
 }
 
 /** What a finished replica change did, for the log (`removed`: the voter a shrink's or a given-up change's finish names). */
