@@ -22,6 +22,7 @@ describe('data commands', () => {
     { type: 'fence', queue: 'q#2', partition: 7 },
     { type: 'fence', queue: 'q#2', partition: 8, moveId: 0 },
     { type: 'retire', queue: 'q#3', partition: 1 },
+    { type: 'unfence', queue: 'q#3', partition: 2, moveId: 77 },
     {
       type: 'import',
       queue: 'q#2',
@@ -65,6 +66,20 @@ describe('data commands', () => {
       type: 'import',
       queue: 'q',
       partition: 0,
+      moveId: 4,
+      session: 's',
+      seq: 0,
+      last: false,
+      config: {},
+      pairs: [],
+      fresh: true,
+      ordered: true,
+      replaces: true,
+    },
+    {
+      type: 'import',
+      queue: 'q',
+      partition: 0,
       moveId: 3,
       session: 's',
       seq: 5,
@@ -92,7 +107,9 @@ describe('data commands', () => {
   it('says what is wrong with bad bytes', () => {
     expect(() => decodeDataCommand(Uint8Array.of(1, 2))).toThrow(/too short/)
     expect(() => decodeDataCommand(Uint8Array.of(9, 2, 0, 0, 0, 0, 0, 0))).toThrow(/version 9/)
-    expect(() => decodeDataCommand(Uint8Array.of(1, 7, 0, 0, 0, 0, 0, 0))).toThrow(/type 7 is unknown/)
+    expect(() => decodeDataCommand(Uint8Array.of(1, 8, 0, 0, 0, 0, 0, 0))).toThrow(/type 8 is unknown/)
+    // An unfence names its move.
+    expect(() => decodeDataCommand(Uint8Array.of(1, 7, 0, 0, 0, 0, 0, 0))).toThrow(/names no move/)
     expect(() => decodeDataCommand(Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 9))).toThrow(/runs past its end/)
     // A drop whose body is not a move id.
     expect(() => decodeDataCommand(Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 0, 0x2d, 0x31))).toThrow(/move id/)
@@ -112,6 +129,7 @@ describe('data commands', () => {
     for (const bad of [{ last: false, clockMs: 5 }, { clockMs: -1 }, { clockMs: 1.5 }, { clockMs: '5' }])
       expect(() => decodeDataCommand(importOf({ ...header, ...bad }))).toThrow(/header is malformed/)
     expect(() => decodeDataCommand(importOf({ ...header, ordered: false }))).toThrow(/header is malformed/)
+    expect(() => decodeDataCommand(importOf({ ...header, replaces: 1 }))).toThrow(/header is malformed/)
     // An ordered drop's body must name a move and say `ordered`.
     const dropOf = (body: string) => Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 0, ...new TextEncoder().encode(body))
     expect(decodeDataCommand(dropOf('{"moveId":7,"ordered":true}'))).toEqual({

@@ -14,7 +14,8 @@ import { decodePairs, encodePairs, type KeyPair } from './key-pairs'
  * (partition-transfer.ts) adds `fence` on the source group (the partition takes no more
  * commands there, for good) and `import` on the target group (one bounded chunk of the
  * partition's keys at a time). `retire` fences a partition of a deleted queue, as one of the
- * group's latest retirements (protocol FORMAT_LEVEL_RETIRE).
+ * group's latest retirements (protocol FORMAT_LEVEL_RETIRE). `unfence` lifts an aborted move's
+ * fence on the source group (protocol FORMAT_LEVEL_MOVE_ABORT): the partition serves there again.
  */
 export type DataCommand =
   | {
@@ -44,6 +45,13 @@ export type DataCommand =
       readonly moveId?: number
     }
   | { readonly type: 'retire'; readonly queue: string; readonly partition: number }
+  | {
+      readonly type: 'unfence'
+      readonly queue: string
+      readonly partition: number
+      /** The aborted move, whose fence (or whose fence to come) is lifted for good. */
+      readonly moveId: number
+    }
   | ({ readonly type: 'import'; readonly queue: string; readonly partition: number } & ImportChunk)
 
 /**
@@ -84,6 +92,12 @@ export interface ImportChunk {
    */
   readonly ordered?: true
   /**
+   * On chunk 0 with `fresh` and `ordered` (FORMAT_LEVEL_MOVE_ABORT): a copy the group holds
+   * unfenced, imported by an earlier move, is that aborted move's leftover (stale-move.ts,
+   * `replacesAborted`), and the chunk clears it rather than being refused as stale.
+   */
+  readonly replaces?: true
+  /**
    * On the last chunk (FORMAT_LEVEL_PARTITION_CLOCK): the partition's clock at the source once
    * it was fenced (the source group's clock plus the partition's offset there). The target
    * keeps the partition's clock going from it rather than from its own group clock, which may
@@ -93,7 +107,7 @@ export interface ImportChunk {
 }
 
 const VERSION = 1
-const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5, retire: 6 } as const
+const TYPE_CODE = { open: 1, drop: 2, apply: 3, fence: 4, import: 5, retire: 6, unfence: 7 } as const
 const encoder = new TextEncoder()
 /** `ignoreBOM`: a string that starts with U+FEFF keeps it (by default decode drops it, and two names that differ by it become one). */
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
@@ -102,7 +116,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
  * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `retire`, and for `drop`
- * and `fence` the move's id in decimal when they name one (nothing else), for an `ordered`
+ * and `fence` the move's id in decimal when they name one (nothing else; `unfence` always
+ * names one), for an `ordered`
  * drop UTF-8 JSON `{"moveId":…,"ordered":true}`;
  * for `import` a u32 BE length and UTF-8 JSON of the chunk's header, then its pairs
  * (key-pairs.ts), then its deletions if any (keys with empty values; the header's
@@ -119,7 +134,7 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
           ? encodeImport(c)
           : c.type === 'drop' && c.moveId !== undefined && c.ordered
             ? encoder.encode(JSON.stringify({ moveId: c.moveId, ordered: true }))
-            : (c.type === 'drop' || c.type === 'fence') && c.moveId !== undefined
+            : (c.type === 'drop' || c.type === 'fence' || c.type === 'unfence') && c.moveId !== undefined
               ? encoder.encode(String(c.moveId))
               : new Uint8Array(0)
   const out = new Uint8Array(8 + name.length + body.length)
@@ -164,6 +179,11 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
       return { type: 'fence', queue, partition, ...moveIdOf(body) }
     case TYPE_CODE.retire:
       return { type: 'retire', queue, partition }
+    case TYPE_CODE.unfence: {
+      const { moveId } = moveIdOf(body)
+      if (moveId === undefined) throw new Error('unfence entry names no move')
+      return { type: 'unfence', queue, partition, moveId }
+    }
     case TYPE_CODE.import:
       return { type: 'import', queue, partition, ...decodeImport(body) }
     default:
@@ -182,7 +202,7 @@ function orderedDropOf(body: Uint8Array): { moveId: number; ordered: true } {
   return { moveId: h.moveId as number, ordered: true }
 }
 
-/** A `drop` or `fence` body: the move's id in decimal, or nothing. */
+/** A `drop`, `fence` or `unfence` body: the move's id in decimal, or nothing. */
 function moveIdOf(body: Uint8Array): { moveId?: number } {
   if (body.length === 0) return {}
   const text = decoder.decode(body)
@@ -206,6 +226,7 @@ function encodeImport(c: ImportChunk): Uint8Array {
       ...(dels.length > 0 ? { pairsBytes: pairs.length } : {}),
       ...(c.fresh ? { fresh: true } : {}),
       ...(c.ordered ? { ordered: true } : {}),
+      ...(c.replaces ? { replaces: true } : {}),
       ...(c.clockMs !== undefined ? { clockMs: c.clockMs } : {}),
     }),
   )
@@ -236,6 +257,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     (h.sourceTerm !== undefined && (!Number.isSafeInteger(h.sourceTerm) || h.sourceTerm < 0)) ||
     (h.fresh !== undefined && h.fresh !== true) ||
     (h.ordered !== undefined && h.ordered !== true) ||
+    (h.replaces !== undefined && h.replaces !== true) ||
     (h.clockMs !== undefined && (!Number.isSafeInteger(h.clockMs) || h.clockMs < 0 || !h.last)) ||
     (h.pairsBytes !== undefined &&
       (!Number.isSafeInteger(h.pairsBytes) || h.pairsBytes < 0 || h.pairsBytes > tail.length))
@@ -253,6 +275,7 @@ function decodeImport(body: Uint8Array): ImportChunk {
     ...(h.sourceTerm ? { sourceTerm: h.sourceTerm } : {}),
     ...(h.fresh ? { fresh: true as const } : {}),
     ...(h.ordered ? { ordered: true as const } : {}),
+    ...(h.replaces ? { replaces: true as const } : {}),
     ...(h.clockMs !== undefined ? { clockMs: h.clockMs } : {}),
     pairs: decodePairs(tail.subarray(0, pairsEnd)),
     ...(dels.length > 0 ? { dels } : {}),

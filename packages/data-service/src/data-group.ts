@@ -19,11 +19,11 @@ import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
 import { wakesLongPolls } from './long-poll-wake'
 import { RangeSweeper, type SweepEngine } from './range-sweeper'
-import { type PartitionMoves, staleMove } from './stale-move'
+import { type PartitionMoves, replacesAborted, staleMove } from './stale-move'
 
 /** The outcome of one data-group entry: the same on every replica. */
 export type DataResult =
-  | { readonly type: 'opened' | 'dropped' | 'fenced' }
+  | { readonly type: 'opened' | 'dropped' | 'fenced' | 'unfenced' }
   /** `turnsPassed`: messages of ordered keys that got their turn in the apply (when any). */
   | { readonly type: 'applied'; readonly result: CommandResult; readonly turnsPassed?: number }
   /** An import chunk was taken; `complete` once the group holds the partition. */
@@ -90,6 +90,7 @@ const DROPPED = 'dropped'
 const RETIRED = 'retired'
 const RETIRED_NEXT = 'retired-next'
 const CLOCK_OFFSET = 'clock-offset'
+const ABORTED = 'aborted'
 /**
  * Partitions of deleted queues a group keeps fenced (its latest retirements): a fence is needed
  * only until every node has let the deleted queue's route go (a heartbeat or two), and keeping
@@ -133,7 +134,10 @@ const NOTHING = (): void => {}
  * partition, the group's seq-th retirement (`#retire`: the fences of old ones beyond
  * `retiredMax` are lifted; moves' fences stay); (group, 16, 'retired-next') → [next seq];
  * (group, 16, 'clock-offset', queue, index) → ms in decimal (may be negative): how far the partition's clock is from the
- * group's (`partitionTimeMs`), set by the import that brought it here (absent: 0).
+ * group's (`partitionTimeMs`), set by the import that brought it here (absent: 0);
+ * (group, 16, 'aborted', queue, index) → the id of the latest move from here that was aborted
+ * (`unfence`, FORMAT_LEVEL_MOVE_ABORT): a fence, copy or drop of that move or an earlier one is
+ * refused from then on.
  */
 export class DataGroupMachine {
   readonly groupId: number
@@ -155,6 +159,8 @@ export class DataGroupMachine {
   readonly #retiredMax: number
   readonly #imports = new Map<string, ImportSession>()
   readonly #imported = new Map<string, number>()
+  /** The latest aborted move from here per partition (the ABORTED key's value). */
+  readonly #aborted = new Map<string, number>()
   /** The partitions whose clock is not the group's: partition time = group time + offset. */
   readonly #clockOffsets = new Map<string, number>()
   readonly #watches = new Map<string, Set<WatchState>>()
@@ -249,10 +255,12 @@ export class DataGroupMachine {
     const fencedBy = this.#fencedBy.get(id)
     const imported = this.#imported.get(id)
     const importing = this.#imports.get(id)?.moveId
+    const aborted = this.#aborted.get(id)
     return {
       ...(fencedBy !== undefined ? { fencedBy } : {}),
       ...(imported !== undefined ? { imported } : {}),
       ...(importing !== undefined ? { importing } : {}),
+      ...(aborted !== undefined ? { aborted } : {}),
     }
   }
 
@@ -614,6 +622,7 @@ export class DataGroupMachine {
       this.#retiredNext = 1
       this.#imports.clear()
       this.#imported.clear()
+      this.#aborted.clear()
       this.#clockOffsets.clear()
       await this.#load()
       this.#tellReady()
@@ -705,6 +714,11 @@ export class DataGroupMachine {
         }
       }
       case 'fence': {
+        // A late fence of a move aborted since (its copy still running when the abort lifted
+        // the fence) would fence the partition for good: no move is left to end it.
+        const aborted = this.#aborted.get(id)
+        if (command.moveId !== undefined && aborted !== undefined && command.moveId <= aborted)
+          return refused('not-held', `${id} in group ${this.groupId}: move ${command.moveId} was aborted`)
         const ops: BatchOp[] = []
         const retired = this.#retired.get(id)
         if (retired) {
@@ -722,6 +736,8 @@ export class DataGroupMachine {
       }
       case 'retire':
         return this.#retire(command.queue, command.partition, id, nowMs)
+      case 'unfence':
+        return this.#unfence(command.queue, command.partition, id, command.moveId)
       case 'import':
         return this.#import(command, id, nowMs, written)
     }
@@ -770,14 +786,39 @@ export class DataGroupMachine {
   }
 
   /**
-   * Drops partition `index` of `queue` (held, fenced or being imported): its registry entry and
-   * import session go; the keys are unreachable from now on (nothing reads them), and the
+   * Lifts the fence of aborted move `moveId` from a partition it fenced here and the group still
+   * holds (the move's source, in its copy phase): the partition serves again. The move is
+   * recorded as aborted either way, so that a fence of it still to come (a copy under way) is
+   * refused; a fence by another move, a retirement's, or one of a partition dropped stays.
+   */
+  #unfence(queue: string, index: number, id: string, moveId: number): DataApplied {
+    const ops: BatchOp[] = []
+    if ((this.#aborted.get(id) ?? -1) < moveId) {
+      this.#aborted.set(id, moveId)
+      ops.push({ type: 'put', key: this.#key(ABORTED, queue, index), value: encoder.encode(String(moveId)) })
+    }
+    if (
+      this.#fencedBy.get(id) === moveId &&
+      this.#partitions.has(id) &&
+      !this.#retired.has(id) &&
+      this.#fenced.delete(id)
+    ) {
+      this.#fencedBy.delete(id)
+      ops.push({ type: 'del', key: this.#key(FENCED, queue, index) })
+    }
+    return { result: { type: 'unfenced' }, ops, written: NOTHING }
+  }
+
+  /**
+   * Drops partition `index` of `queue` (held, fenced or being imported): its registry entry,
+   * import session and aborted move go; the keys are unreachable from now on (nothing reads them), and the
    * tombstone has them deleted in the background, a page at a time, once it is in the engine.
    */
   #drop(queue: string, index: number, id: string): { ops: BatchOp[]; written: () => void } {
     this.#partitions.delete(id)
     const importing = this.#imports.delete(id)
     const offset = this.#clockOffsets.delete(id)
+    const aborted = this.#aborted.delete(id)
     let written = NOTHING
     const ready = new Promise<void>((resolve) => {
       written = resolve
@@ -788,6 +829,7 @@ export class DataGroupMachine {
         { type: 'del', key: this.#registryKey(queue, index) },
         ...(importing ? [{ type: 'del' as const, key: this.#key(IMPORTING, queue, index) }] : []),
         ...(offset ? [{ type: 'del' as const, key: this.#key(CLOCK_OFFSET, queue, index) }] : []),
+        ...(aborted ? [{ type: 'del' as const, key: this.#key(ABORTED, queue, index) }] : []),
         { type: 'put', key: this.#key(DROPPED, queue, index), value: EMPTY },
       ],
       written,
@@ -833,7 +875,15 @@ export class DataGroupMachine {
       return { result: { type: 'imported', complete: false }, ops: [], written: NOTHING }
     // A chunk 0 that must find the partition not served here (a move's, FORMAT_LEVEL_MOVE_IDS) but
     // finds it held and unfenced is a stale one (an earlier move's): it would clear a live partition.
-    if (c.seq === 0 && c.fresh && this.#partitions.has(id) && !this.#fenced.has(id))
+    // Not so a copy imported by an earlier move that the meta state aborted (`replaces`,
+    // stale-move.ts): no later move can target a group serving the partition.
+    if (
+      c.seq === 0 &&
+      c.fresh &&
+      this.#partitions.has(id) &&
+      !this.#fenced.has(id) &&
+      !(c.replaces && c.ordered && replacesAborted(c.moveId, this.movesOf(c.queue, c.partition)))
+    )
       return refused(
         'import-order',
         `group ${this.groupId} serves ${id}: chunk 0 of move ${c.moveId} is stale`,
@@ -964,6 +1014,10 @@ export class DataGroupMachine {
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [IMPORTED]))) {
       const { queue, index } = this.#parseRegistryKey(key)
       this.#imported.set(idOf(queue, index), Number(decoder.decode(value)))
+    }
+    for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [ABORTED]))) {
+      const { queue, index } = this.#parseRegistryKey(key)
+      this.#aborted.set(idOf(queue, index), Number(decoder.decode(value)))
     }
     for (const [key, value] of await this.#reader.range(stateMachineRange(this.groupId, [CLOCK_OFFSET]))) {
       const { queue, index } = this.#parseRegistryKey(key)

@@ -5,6 +5,7 @@ import { type DataCommand, decodeDataCommand, encodeDataCommand, type ImportChun
 import { type DataApplied, DataGroupMachine, type DataResult } from './data-group'
 import type { KeyPair } from './key-pairs'
 import type { SweepEngine } from './range-sweeper'
+import { staleMove } from './stale-move'
 
 /** One replica's group: applies entries and writes their ops, as the host does. */
 class Replica {
@@ -608,6 +609,118 @@ describe('moving a partition between data groups (fence, export, import)', () =>
     await g.apply({ type: 'drop', queue: 'q', partition: 0 })
     expect(watch.keys()).toBeUndefined()
     watch.close()
+  })
+})
+
+describe('an aborted move (FORMAT_LEVEL_MOVE_ABORT)', () => {
+  it('unfence lifts its fence: the partition serves again, and survives a reopen', async () => {
+    const { a, b } = await holdingThirty()
+    expect(await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 5 })).toEqual({ type: 'fenced' })
+    const lease = { type: 'lease', max: 100, visibilityMs: 30_000, consumerId: 'c' } as const
+    expect(await a.apply({ type: 'apply', queue: 'q', partition: 0, command: lease })).toMatchObject({
+      reason: 'fenced',
+    })
+    // Another move's unfence leaves it fenced (and the partition is not served).
+    expect(await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 4 })).toEqual({
+      type: 'unfenced',
+    })
+    expect(a.machine.fenced('q', 0)).toBe(true)
+    expect(await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })).toEqual({
+      type: 'unfenced',
+    })
+    expect(a.machine.fenced('q', 0)).toBe(false)
+    expect(a.machine.servedPartitionIds()).toEqual(['q/0'])
+    const leased = await a.run(lease)
+    expect(leased.type === 'lease' && leased.leases.length).toBe(30)
+    // Replayed, the unfence is a no-op; reopened, the partition serves, and move 5 stays aborted.
+    expect(await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })).toEqual({
+      type: 'unfenced',
+    })
+    const reopened = await Replica.open(1, a.engine)
+    expect(reopened.machine.fenced('q', 0)).toBe(false)
+    expect(reopened.machine.movesOf('q', 0)).toEqual({ aborted: 5 })
+    // Nothing was shipped to b.
+    expect(b.machine.partitionIds()).toEqual([])
+  })
+
+  it("refuses a late fence, copy or drop of the aborted move (a copy still under way), not a later move's", async () => {
+    const { a } = await holdingThirty()
+    // Aborted before its copy fenced: the fence that comes late is refused.
+    await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })
+    for (const moveId of [5, 3])
+      expect(await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId })).toMatchObject({
+        type: 'refused',
+        reason: 'not-held',
+        message: expect.stringMatching(/was aborted/),
+      })
+    expect(a.machine.fenced('q', 0)).toBe(false)
+    expect(staleMove(5, a.machine.movesOf('q', 0), 'copy from')).toMatch(/move 5 was aborted/)
+    expect(staleMove(5, a.machine.movesOf('q', 0), 'drop in')).toMatch(/move 5 was aborted/)
+    expect(staleMove(5, a.machine.movesOf('q', 0), 'import into')).toBeUndefined()
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 5, ordered: true })).toMatchObject(
+      {
+        type: 'refused',
+      },
+    )
+    expect(staleMove(6, a.machine.movesOf('q', 0), 'copy from')).toBeUndefined()
+    expect(await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 6 })).toEqual({ type: 'fenced' })
+    // A later move's fence is not lifted by the earlier move's unfence, replayed late.
+    expect(await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })).toEqual({
+      type: 'unfenced',
+    })
+    expect(a.machine.fenced('q', 0)).toBe(true)
+    // Dropped by the later move, the aborted mark goes with the partition.
+    expect(await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 6, ordered: true })).toEqual({
+      type: 'dropped',
+    })
+    expect(a.machine.movesOf('q', 0)).toEqual({ fencedBy: 6 })
+    const reopened = await Replica.open(1, a.engine)
+    expect(reopened.machine.movesOf('q', 0)).toEqual({ fencedBy: 6 })
+  })
+
+  it("a later move's chunk 0 that `replaces` clears the copy an aborted move left in its target; only then", async () => {
+    const { a, b } = await holdingThirty()
+    // Move 1 a → b ran to its last chunk as it was aborted: b holds a copy, a serves again.
+    await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 1 })
+    await ship(a, b, 1, 'aborted', 500)
+    await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 1 })
+    expect(b.machine.holds('q', 0)).toBe(true)
+    await a.run({ type: 'enqueue', messages: [{ body: Uint8Array.of(99), weight: 1 }] })
+    // Move 2 a → b: its chunk 0 finds the copy served (unfenced) at b.
+    const chunk0 = {
+      type: 'import',
+      queue: 'q',
+      partition: 0,
+      moveId: 2,
+      session: 'again',
+      seq: 0,
+      last: false,
+      config: {},
+      pairs: [],
+      fresh: true,
+      ordered: true,
+    } as const
+    expect(await b.apply(chunk0)).toMatchObject({ type: 'refused', reason: 'import-order' })
+    expect(await b.apply({ ...chunk0, replaces: true })).toEqual({ type: 'imported', complete: false })
+    expect(b.machine.holds('q', 0)).toBe(false)
+    // The rest of move 2 brings the 31 messages.
+    await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 2 })
+    const { results } = await ship(a, b, 2, 'again2', 500)
+    expect(results.at(-1)).toEqual({ type: 'imported', complete: true })
+    expect((await b.machine.stats('q', 0, 2_000))?.messages).toBe(31)
+    // A partition a group opened itself (imported by no move) is never cleared so.
+    const c = await Replica.open(3)
+    await c.apply({ type: 'open', queue: 'q', partition: 0, config: {} })
+    expect(await c.apply({ ...chunk0, moveId: 7, replaces: true })).toMatchObject({
+      type: 'refused',
+      reason: 'import-order',
+    })
+    // Nor a copy imported by the same or a later move than the chunk's.
+    expect(await b.apply({ ...chunk0, moveId: 2, session: 'x', replaces: true })).toEqual({
+      type: 'imported',
+      complete: true,
+    })
+    expect(b.machine.holds('q', 0)).toBe(true)
   })
 })
 

@@ -55,7 +55,12 @@ export type MetaCommand =
     }
   /** The target group holds the partition: route it there (phase drop; the route epoch bumps). */
   | { readonly type: 'completeMove'; readonly moveId: number }
-  /** The source group dropped its copy: the move is over. */
+  /**
+   * The move, still copying, is given up: the partition stays routed to its source group, which
+   * lifts the move's fence next (phase abort; FORMAT_LEVEL_MOVE_ABORT).
+   */
+  | { readonly type: 'abortMove'; readonly moveId: number }
+  /** The source group dropped its copy, or lifted an aborted move's fence: the move is over. */
   | { readonly type: 'finishMove'; readonly moveId: number }
   /** The scale plan is carried out (groups made or removed, partitions spread evenly). */
   | { readonly type: 'finishScale' }
@@ -143,6 +148,7 @@ const COMMAND_TYPES: ReadonlySet<string> = new Set<MetaCommandType>([
   'scaleDataGroups',
   'startMove',
   'completeMove',
+  'abortMove',
   'finishMove',
   'finishScale',
   'drainNode',

@@ -38,6 +38,7 @@ function moveCommands(
       toGroup: group,
     }),
     fc.record({ type: fc.constant('completeMove' as const), moveId }),
+    fc.record({ type: fc.constant('abortMove' as const), moveId }),
     fc.record({ type: fc.constant('finishMove' as const), moveId }),
   ]
 }

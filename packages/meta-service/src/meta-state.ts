@@ -87,6 +87,11 @@ export const MovePhase = {
   Copy: 'copy',
   /** The partition is routed to the target group; the source group drops its copy. */
   Drop: 'drop',
+  /**
+   * Given up while copying (its target group lost its majority): the partition stays routed
+   * to the source group, which lifts the move's fence (FORMAT_LEVEL_MOVE_ABORT).
+   */
+  Abort: 'abort',
 } as const
 export type MovePhase = (typeof MovePhase)[keyof typeof MovePhase]
 
@@ -571,6 +576,8 @@ export class MetaState {
         return this.#startMove(command.queue, command.partition, command.toGroup, nowMs)
       case 'completeMove':
         return this.#completeMove(command.moveId)
+      case 'abortMove':
+        return this.#abortMove(command.moveId)
       case 'finishMove':
         return this.#finishMove(command.moveId)
       case 'drainNode':
@@ -946,6 +953,11 @@ export class MetaState {
     const move = typeof moveId === 'number' ? this.#moves.get(moveId) : undefined
     if (!move) return fail(ErrorCode.InvalidArgument, `move ${String(moveId)} is not under way`)
     if (move.phase === MovePhase.Drop) return ok(move)
+    if (move.phase === MovePhase.Abort)
+      return fail(
+        ErrorCode.InvalidArgument,
+        `move ${move.moveId} was aborted: its partition stays where it is`,
+      )
     const queue = this.#queues.get(move.queue)
     if (!queue || queue.queueId !== move.queueId) {
       return fail(ErrorCode.QueueNotFound, `queue ${move.queue} of move ${move.moveId} was deleted`)
@@ -965,14 +977,31 @@ export class MetaState {
     return ok(next)
   }
 
+  /** Gives a move up while it copies: the route never flips; the source lifts its fence next. */
+  #abortMove(moveId: unknown): MetaResult<MoveRecord> {
+    const move = typeof moveId === 'number' ? this.#moves.get(moveId) : undefined
+    if (!move) return fail(ErrorCode.InvalidArgument, `move ${String(moveId)} is not under way`)
+    if (move.phase === MovePhase.Abort) return ok(move)
+    if (move.phase !== MovePhase.Copy)
+      return fail(
+        ErrorCode.InvalidArgument,
+        `move ${move.moveId} reached its target already: it cannot be aborted`,
+      )
+    const next: MoveRecord = { ...move, phase: MovePhase.Abort }
+    this.#moves.set(move.moveId, next)
+    return ok(next)
+  }
+
   #finishMove(moveId: unknown): MetaResult<null> {
     const move = typeof moveId === 'number' ? this.#moves.get(moveId) : undefined
     if (!move) return ok(null)
-    if (move.phase !== MovePhase.Drop) {
+    if (move.phase === MovePhase.Copy) {
       return fail(ErrorCode.InvalidArgument, `move ${move.moveId} has not reached its target yet`)
     }
     this.#moves.delete(move.moveId)
-    if (this.#scale?.running) this.#scale = { ...this.#scale, movesDone: this.#scale.movesDone + 1 }
+    // An aborted move moved nothing: the plan moves the partition again (elsewhere, if it can).
+    if (this.#scale?.running && move.phase === MovePhase.Drop)
+      this.#scale = { ...this.#scale, movesDone: this.#scale.movesDone + 1 }
     return ok(null)
   }
 

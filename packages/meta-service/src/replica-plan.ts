@@ -1,3 +1,4 @@
+import { lostMajority } from './majority'
 import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
 import { emptiedGroups } from './scale-plan'
@@ -125,10 +126,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   // them comes back: its change holds no slot, no node, and none is started there (three such
   // groups, after two nodes were lost, held every slot for good: the groups that kept a
   // majority were never repaired, nor was anything balanced again).
-  const hopeless = (groupId: number) => {
-    const replicas = state.group(groupId)?.replicas ?? []
-    return replicas.filter((r) => !input.lost.has(r)).length < Math.floor(replicas.length / 2) + 1
-  }
+  const hopeless = (groupId: number) => lostMajority(state.group(groupId)?.replicas ?? [], input.lost)
   const allPending = state.replicaChanges()
   const pending = allPending.filter((c) => !hopeless(c.groupId))
   const eligible = state

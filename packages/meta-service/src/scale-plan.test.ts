@@ -173,6 +173,59 @@ describe('controlActions (the scale plan)', () => {
   })
 })
 
+describe('controlActions with groups that lost their majority', () => {
+  /** Groups 1 and 2 on n1-n3 holding a's 4 partitions, group 3 on n2-n4 (cut off when n3 and n4 are lost), a plan for 3. */
+  const withGroupThree = () => {
+    const s = cluster(2, { a: 4 })
+    must(s, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(s, { type: 'scaleDataGroups', groups: 3 })
+    return s
+  }
+  const lost = new Set(['n3', 'n4'])
+
+  it('moves nothing into (or out of) such a group', () => {
+    const s = withGroupThree()
+    const moves = (actions: readonly { type: string; toGroup?: number }[]) =>
+      actions.filter((a) => a.type === 'startMove').map((a) => a.toGroup)
+    expect(moves(controlActions(s, input))).toEqual([3])
+    expect(controlActions(s, { ...input, lost })).toEqual([])
+    // Group 1 cut off (its nodes lost) on a plan that removes it: nothing can be moved off it.
+    const t = cluster(1, { a: 2 })
+    must(t, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(t, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(t, { type: 'scaleDataGroups', groups: 2 })
+    expect(moves(controlActions(t, input)).length).toBeGreaterThan(0)
+    expect(moves(controlActions(t, { ...input, lost: new Set(['n1', 'n3']) }))).toEqual([])
+  })
+
+  it('gives up a move still copying into such a group, from format level 37 only, and plans it elsewhere after', () => {
+    const s = withGroupThree()
+    must(s, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 })
+    expect(controlActions(s, { ...input, lost })).toEqual([])
+    expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([
+      { type: 'abortMove', moveId: 1 },
+    ])
+    // Not while the group keeps its majority.
+    expect(controlActions(s, { ...input, lost: new Set(['n4']), abortsMoves: true })).not.toContainEqual({
+      type: 'abortMove',
+      moveId: 1,
+    })
+    must(s, { type: 'abortMove', moveId: 1 })
+    // Aborting, it counts at its source: the plan's progress says a move is left.
+    expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([])
+    must(s, { type: 'finishMove', moveId: 1 })
+    // Group 3 back: the plan moves a partition there again.
+    expect(controlActions(s, { ...input, abortsMoves: true })).toContainEqual(
+      expect.objectContaining({ type: 'startMove', toGroup: 3 }),
+    )
+    // One past its copy (routed to the target already) is not aborted.
+    const t = withGroupThree()
+    must(t, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 })
+    must(t, { type: 'completeMove', moveId: 1 })
+    expect(controlActions(t, { ...input, lost, abortsMoves: true })).toEqual([])
+  })
+})
+
 describe('MetaState moves', () => {
   it('routes a partition to its target at completeMove (the route epoch bumps), and not before', () => {
     const s = cluster(2, { a: 2 })
@@ -192,6 +245,46 @@ describe('MetaState moves', () => {
     must(s, { type: 'finishMove', moveId: 1 })
     must(s, { type: 'finishMove', moveId: 1 })
     expect(s.moves()).toEqual([])
+  })
+
+  it('an aborted move never routes to its target; it ends without counting as done (FORMAT_LEVEL_MOVE_ABORT)', () => {
+    const s = cluster(2, { a: 2 })
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    const from = s.queue('a')?.partitions[0]?.groupId as number
+    const epoch = s.routeEpoch
+    must(s, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 - from })
+    expect(s.apply({ type: 'abortMove', moveId: 1 }, 6)).toMatchObject({
+      ok: true,
+      value: { phase: 'abort' },
+    })
+    must(s, { type: 'abortMove', moveId: 1 })
+    expect(s.apply({ type: 'completeMove', moveId: 1 }, 7)).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/aborted/),
+    })
+    expect(s.queue('a')?.partitions[0]?.groupId).toBe(from)
+    // The partition cannot be moved again until the abort ends.
+    expect(s.apply({ type: 'startMove', queue: 'a', partition: 0, toGroup: 3 - from }, 8)).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/being moved already/),
+    })
+    must(s, { type: 'finishMove', moveId: 1 })
+    expect(s.moves()).toEqual([])
+    expect(s.routeEpoch).toBe(epoch)
+    expect(s.scale?.movesDone).toBe(0)
+    // One that reached its target cannot be aborted, nor one not under way.
+    must(s, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 - from })
+    must(s, { type: 'completeMove', moveId: 2 })
+    expect(s.apply({ type: 'abortMove', moveId: 2 }, 9)).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/reached its target/),
+    })
+    expect(s.apply({ type: 'abortMove', moveId: 9 }, 9)).toMatchObject({
+      ok: false,
+      message: /not under way/,
+    })
+    must(s, { type: 'finishMove', moveId: 2 })
+    expect(s.scale?.movesDone).toBe(1)
   })
 
   it('refuses bad moves with a clear error and no state change', () => {

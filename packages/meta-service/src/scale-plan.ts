@@ -1,4 +1,5 @@
-import type { MetaState } from './meta-state'
+import { lostMajority } from './majority'
+import { type MetaState, MovePhase } from './meta-state'
 import { chooseReplicaNodes } from './placement'
 
 /** What the controller needs besides the meta state to decide its next steps. */
@@ -16,6 +17,14 @@ export interface ControlInput {
    * decided again after one of unknown outcome committed is refused instead of making one more.
    */
   readonly namesGroupIds?: boolean
+  /**
+   * The nodes counted as dead (silent past the replacement timeout). A group they leave without
+   * a majority takes no partition, and a move still copying into one is given up
+   * (`abortMove`, only with `abortsMoves`: format level 37): it could never end, and its source
+   * keeps the partition fenced meanwhile (unavailable).
+   */
+  readonly lost?: ReadonlySet<string>
+  readonly abortsMoves?: boolean
 }
 
 /** One step the controller proposes to the meta group. */
@@ -28,6 +37,7 @@ export type ControlAction =
       readonly toGroup: number
     }
   | { readonly type: 'removeGroup'; readonly groupId: number }
+  | { readonly type: 'abortMove'; readonly moveId: number }
   | { readonly type: 'finishScale' }
 
 interface PlannedMove {
@@ -40,15 +50,18 @@ interface PlannedMove {
 /**
  * The controller's next steps, decided from the meta state alone (pure, deterministic):
  *
+ * 0. give up each move still copying into a group that lost its majority (`lost`, `abortsMoves`);
  * 1. fewer groups than wanted (the last scale plan's target, else `defaultGroups`): create one on
  *    the least loaded live nodes (one per round; nothing else until there are enough);
  * 2. with a running scale plan: start moves (up to `movesMax` under way) that take every
  *    partition off the groups being removed, then that even out the partitions per group
  *    (until the fullest and the emptiest group differ by at most one), each partition to the
  *    emptiest group (the one with the fewest partitions of the same queue on a tie, then the
- *    lowest id), each taken from the fullest group (its queue with the most partitions there);
+ *    lowest id) that has a majority, each taken from the fullest group (its queue with the most
+ *    partitions there);
  * 3. remove the groups being removed once they hold nothing and take part in no move;
- * 4. finish the plan once nothing is left to do.
+ * 4. finish the plan once nothing is left to do (not while a move waits for a group without a
+ *    majority).
  */
 export function controlActions(state: MetaState, input: ControlInput): ControlAction[] {
   const scale = state.scale?.running ? state.scale : undefined
@@ -56,11 +69,20 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   const groups = state.groups()
   const active = groups.filter((g) => !removing.has(g.groupId))
   const wanted = state.scale ? state.scale.targetGroups : input.defaultGroups
+  const lost = input.lost ?? new Set<string>()
+  const cutOff = new Set(groups.filter((g) => lostMajority(g.replicas, lost)).map((g) => g.groupId))
+  const aborts: ControlAction[] = input.abortsMoves
+    ? state
+        .moves()
+        .filter((m) => m.phase === MovePhase.Copy && cutOff.has(m.toGroup))
+        .map((m) => ({ type: 'abortMove', moveId: m.moveId }))
+    : []
   if (active.length < wanted) {
-    if (input.alive.size < input.replicas) return []
+    if (input.alive.size < input.replicas) return aborts
     const chosen = chooseReplicaNodes(state, input.replicas, input.alive)
-    if (chosen.length !== input.replicas) return []
+    if (chosen.length !== input.replicas) return aborts
     return [
+      ...aborts,
       {
         type: 'createGroup',
         replicas: chosen,
@@ -68,10 +90,10 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
       },
     ]
   }
-  if (!scale) return []
-  const actions: ControlAction[] = []
+  if (!scale) return aborts
+  const actions: ControlAction[] = [...aborts]
   const underWay = state.moves().length
-  const moves = planMoves(state, removing).slice(0, Math.max(0, input.movesMax - underWay))
+  const moves = planMoves(state, removing, cutOff).slice(0, Math.max(0, input.movesMax - underWay))
   for (const m of moves)
     actions.push({ type: 'startMove', queue: m.queue, partition: m.partition, toGroup: m.to })
   // Not one changing its replicas: the meta state refuses to remove it until the change ends.
@@ -79,7 +101,10 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
     if (!state.replicaChange(groupId)) actions.push({ type: 'removeGroup', groupId })
   }
   const removingLeft = groups.some((g) => removing.has(g.groupId))
-  if (actions.length === 0 && underWay === 0 && !removingLeft) actions.push({ type: 'finishScale' })
+  // Not while moves wait for a group to get its majority back: the plan would end unbalanced.
+  const waiting = () => cutOff.size > 0 && planMoves(state, removing).length > 0
+  if (actions.length === 0 && underWay === 0 && !removingLeft && !waiting())
+    actions.push({ type: 'finishScale' })
   return actions
 }
 
@@ -170,18 +195,28 @@ class GroupLoad {
 
 /**
  * Every move still needed to carry out the plan, given the moves under way (counted at
- * their target): first off the groups in `removing`, then from the fullest group to the
- * emptiest until they differ by at most one. Partitions under way are not moved again.
- * About O(moves × groups) (GroupLoad).
+ * their target; an aborted one at its source): first off the groups in `removing`, then from
+ * the fullest group to the emptiest until they differ by at most one. Partitions under way are
+ * not moved again; the groups in `cutOff` (without a majority) neither take nor give any. About
+ * O(moves × groups) (GroupLoad).
  */
-export function planMoves(state: MetaState, removing: ReadonlySet<number>): PlannedMove[] {
+export function planMoves(
+  state: MetaState,
+  removing: ReadonlySet<number>,
+  cutOff: ReadonlySet<number> = new Set(),
+): PlannedMove[] {
   const active = state.groups().filter((g) => !removing.has(g.groupId))
   if (active.length === 0) return []
   const moving = new Set(state.moves().map((m) => `${m.queue}/${m.partition}`))
   // Where each partition is (or is going), by group.
   const loads = new Map<number, GroupLoad>()
   for (const g of state.groups()) loads.set(g.groupId, new GroupLoad())
-  const destination = new Map(state.moves().map((m) => [`${m.queue}/${m.partition}`, m.toGroup]))
+  const destination = new Map(
+    state
+      .moves()
+      .filter((m) => m.phase !== MovePhase.Abort)
+      .map((m) => [`${m.queue}/${m.partition}`, m.toGroup]),
+  )
   let total = 0
   for (const q of state.queues()) {
     for (const p of q.partitions) {
@@ -192,10 +227,12 @@ export function planMoves(state: MetaState, removing: ReadonlySet<number>): Plan
   }
   const load = (g: number) => loads.get(g) as GroupLoad
   const count = (g: number) => loads.get(g)?.count ?? 0
+  /** The group to take a partition of `queue` (-1: none can). */
   const emptiest = (queue: string): number => {
     let best = -1
     for (const g of active) {
       const id = g.groupId
+      if (cutOff.has(id)) continue
       if (
         best < 0 ||
         count(id) < count(best) ||
@@ -212,19 +249,23 @@ export function planMoves(state: MetaState, removing: ReadonlySet<number>): Plan
     planned.push({ queue: item.queue, partition: item.partition, from, to })
   }
   for (const g of removing) {
+    if (cutOff.has(g)) continue
     for (const item of loads.get(g)?.items() ?? []) {
-      if (!moving.has(`${item.queue}/${item.partition}`)) take(g, item, emptiest(item.queue))
+      const to = emptiest(item.queue)
+      if (to >= 0 && !moving.has(`${item.queue}/${item.partition}`)) take(g, item, to)
     }
   }
   // Bounded: each move lowers the spread's sum of squares, and there are finitely many partitions.
   for (let i = 0; i <= total; i++) {
     let fullest = -1
-    for (const g of active) if (fullest < 0 || count(g.groupId) > count(fullest)) fullest = g.groupId
+    for (const g of active)
+      if (!cutOff.has(g.groupId) && (fullest < 0 || count(g.groupId) > count(fullest))) fullest = g.groupId
+    if (fullest < 0) break
     // The queue with the most partitions in the fullest group gives one up.
     const item = load(fullest).candidate(moving)
     if (!item) break
     const to = emptiest(item.queue)
-    if (count(fullest) - count(to) <= 1) break
+    if (to < 0 || count(fullest) - count(to) <= 1) break
     take(fullest, item, to)
   }
   return planned

@@ -131,8 +131,14 @@
  *    (`abandonMetaChange`, finished naming the voter removed before, `finishMetaChange{removed}`,
  *    which records the size the group had as the size wanted unless one was set):
  *    a meta replica of an earlier version would refuse the entries the others apply.
+ * 37. a partition move still copying whose target group lost its majority for good is given up
+ *    (`abortMove`: the meta state records the move as aborting, and no longer routes the
+ *    partition to that group), and the source group lifts the move's fence (`unfence`: the
+ *    partition serves there again, and a late fence or copy of that move is refused); a chunk 0
+ *    of a later move replaces an aborted move's copy the target still holds (`replaces`). A
+ *    replica of an earlier version would refuse the entries the others apply.
  */
-export const FORMAT_LEVEL = 36
+export const FORMAT_LEVEL = 37
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -247,6 +253,9 @@ export const FORMAT_LEVEL_DATA_GROUPS = 35
 
 /** The level from which a change whose node being added is gone, with no other to take its place, is given up (level 36 above). */
 export const FORMAT_LEVEL_ABANDON_CHANGE = 36
+
+/** The level from which a move whose target group lost its majority is given up, its fence lifted (level 37 above). */
+export const FORMAT_LEVEL_MOVE_ABORT = 37
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

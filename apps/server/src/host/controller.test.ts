@@ -7,9 +7,11 @@ import {
   FORMAT_LEVEL,
   FORMAT_LEVEL_ABANDON_CHANGE,
   FORMAT_LEVEL_CREATE_GROUP_ID,
+  FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_STORE_ID,
   type HeartbeatRequest,
   type MovePartitionRequest,
+  type MovePartitionResponse,
   saysBelowClusterLevel,
 } from '@mq/protocol'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
@@ -52,6 +54,8 @@ function leading(
     beforePropose?: (command: MetaCommand) => Promise<void>
     /** ControllerHost.log. */
     log?: Logger
+    /** Peer.MovePartition's answer (an Error: the call fails); undefined: it never answers. */
+    moveAnswer?: (req: MovePartitionRequest) => MovePartitionResponse | Error | undefined
   } = {},
 ) {
   const state = new MetaState()
@@ -75,11 +79,19 @@ function leading(
       _timeoutMs: number,
       callOptions: { stillWanted?: () => boolean } = {},
     ) =>
-      new Promise((resolve) => {
+      new Promise((resolve, reject) => {
         const peer = {
-          // Never answers (a copy under way): the test looks at what the controller asked.
-          movePartition: (request: MovePartitionRequest) => {
+          // By default never answers (a copy under way): the test looks at what the controller asked.
+          movePartition: (
+            request: MovePartitionRequest,
+            _md: unknown,
+            _opts: unknown,
+            cb: (...a: unknown[]) => void,
+          ) => {
             moveCalls.push({ request, stillWanted: callOptions.stillWanted })
+            const answer = options.moveAnswer?.(request)
+            if (answer instanceof Error) cb(answer)
+            else if (answer) cb(null, answer)
           },
           changeReplicas: (
             req: ChangeReplicasRequest,
@@ -103,7 +115,7 @@ function leading(
             if (!options.fenceHangs?.includes(req.groupId)) cb(null, {})
           },
         }
-        fn({ peer }, undefined, {}, (_e: unknown, r: unknown) => resolve(r))
+        fn({ peer }, undefined, {}, (e: unknown, r: unknown) => (e ? reject(e) : resolve(r)))
       }),
   } as unknown as PeerCalls
   const registered = [...NODES, ...(options.extra ?? [])].filter((n) => !options.unregistered?.includes(n))
@@ -258,6 +270,57 @@ beforeEach(() => {
   vi.setSystemTime(1_000_000)
 })
 afterEach(() => vi.useRealTimers())
+
+describe('Controller: a move into a group that lost its majority', () => {
+  /**
+   * Groups 1-2 on n1-n3 and group 3 on n1, n4, n5; q/0 moving into group 3, whose copy fails
+   * (the target has no leader) while the source lifts its fence at once; n4 and n5 go silent.
+   */
+  const intoGroupThree = (level: number) => {
+    const log = capturedLog()
+    const c = leading({
+      groups: 2,
+      extra: ['n4', 'n5'],
+      levels: { n1: level, n2: level, n3: level, n4: level, n5: level },
+      log: log.log,
+      moveAnswer: (r) => (r.phase === 'abort' ? { chunks: 0, bytes: 0 } : new Error('group 3 has no leader')),
+    })
+    expect(c.apply({ type: 'createGroup', replicas: ['n1', 'n4', 'n5'] }).ok).toBe(true)
+    const from = c.state.queue('q')?.partitions[0]?.groupId
+    expect(c.apply({ type: 'startMove', queue: 'q', partition: 0, toGroup: 3 }).ok).toBe(true)
+    return { c, from, log }
+  }
+
+  it(`aborts it from format level ${FORMAT_LEVEL_MOVE_ABORT}: the source lifts its fence, the move ends, the partition stays`, async () => {
+    const { c, from, log } = intoGroupThree(FORMAT_LEVEL_MOVE_ABORT)
+    await c.beatNodes(['n1', 'n2', 'n3'], 13_000, { rounds: true, level: () => FORMAT_LEVEL_MOVE_ABORT })
+    await settle()
+    const phases = c.moveCalls.map((m) => m.request.phase)
+    expect(phases).toContain('copy')
+    expect(phases.filter((p) => p === 'abort')).toHaveLength(1)
+    const abort = c.moveCalls.find((m) => m.request.phase === 'abort')?.request
+    expect(abort).toMatchObject({ moveId: 1, fromGroup: from, toGroup: 3, partition: 0 })
+    expect(c.state.moves()).toEqual([])
+    expect(c.state.queue('q')?.partitions[0]?.groupId).toBe(from)
+    const text = log.lines.map((l) => l.msg).join('\n')
+    expect(text).toMatch(
+      /move 1 \(q\/0 from group \d to group 3\) aborted: its target group lost its majority/,
+    )
+    expect(text).toMatch(/move 1 of q\/0 ended aborted/)
+    // No new move into group 3 while it has no majority.
+    await c.beatNodes(['n1', 'n2', 'n3'], 5_000, { rounds: true, level: () => FORMAT_LEVEL_MOVE_ABORT })
+    expect(c.state.moves()).toEqual([])
+  })
+
+  it(`waits below format level ${FORMAT_LEVEL_MOVE_ABORT} (replicas of older versions would not read it)`, async () => {
+    const level = FORMAT_LEVEL_MOVE_ABORT - 1
+    const { c } = intoGroupThree(level)
+    await c.beatNodes(['n1', 'n2', 'n3'], 13_000, { rounds: true, level: () => level })
+    await settle()
+    expect(c.moveCalls.map((m) => m.request.phase)).not.toContain('abort')
+    expect(c.state.moves()).toMatchObject([{ moveId: 1, phase: 'copy' }])
+  })
+})
 
 describe('Controller: a deleted queue', () => {
   it("has each data group's leader fence the queue's partitions, and waits at most 2 s for them", async () => {

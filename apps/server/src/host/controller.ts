@@ -28,6 +28,7 @@ import {
   FORMAT_LEVEL_GROW_DATA_GROUPS,
   FORMAT_LEVEL_META_MEMBERS,
   FORMAT_LEVEL_META_SIZE,
+  FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_REMOVE_NODE,
   FORMAT_LEVEL_REPLICA_RETARGET,
   FORMAT_LEVEL_REPLICATION_FACTOR,
@@ -171,7 +172,9 @@ export interface ControllerHost {
  * (meta-service's `controlActions`: create groups, start partition moves, remove emptied
  * groups, finish the plan) and drives each move recorded in the meta state through its
  * phases: Peer.MovePartition "copy" on the source group's leader, `completeMove` (the route
- * flips, the epoch bumps), "drop" on the source group's leader, `finishMove`. Moves are
+ * flips, the epoch bumps), "drop" on the source group's leader, `finishMove`. A move still
+ * copying into a group that lost its majority is aborted (`abortMove`), then "abort" on the
+ * source group's leader lifts its fence, and `finishMove`. Moves are
  * persisted in the meta state, so a new meta leader resumes them; every step is idempotent.
  *
  * Liveness and operator leader overrides are soft state of the current meta leader, kept for
@@ -701,16 +704,6 @@ export class Controller {
       // New groups go to live nodes that are not being drained.
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const factor = this.#replicationFactor(state, level)
-      const actions: MetaCommand[] = controlActions(state, {
-        alive: placeable,
-        // A cluster founded by fewer nodes than the replication factor: as many as the live
-        // nodes allow (no even count below the factor), never fewer than the founders (a new
-        // leader has not heard from every node yet), nor more than the factor.
-        replicas: Math.max(Math.min(this.#host.replicas, factor), replicasFor(factor, placeable.size)),
-        defaultGroups: this.#dataGroups(state, level) || Math.max(alive.size, 1),
-        movesMax: MOVES_CONCURRENT_MAX,
-        namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
-      })
       const now = this.#now()
       const silentSince = new Map(state.nodes().map((n) => [n.nodeId, this.#silentSinceMs(state, n.nodeId)]))
       // A new leader first hears who is alive (a node back from a long silence may not have
@@ -721,6 +714,19 @@ export class Controller {
           .filter(([, since]) => heardAll && now - since > this.#host.replaceDeadAfterMs)
           .map(([id]) => id),
       )
+      const actions: MetaCommand[] = controlActions(state, {
+        alive: placeable,
+        // A cluster founded by fewer nodes than the replication factor: as many as the live
+        // nodes allow (no even count below the factor), never fewer than the founders (a new
+        // leader has not heard from every node yet), nor more than the factor.
+        replicas: Math.max(Math.min(this.#host.replicas, factor), replicasFor(factor, placeable.size)),
+        defaultGroups: this.#dataGroups(state, level) || Math.max(alive.size, 1),
+        movesMax: MOVES_CONCURRENT_MAX,
+        namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
+        lost,
+        // Aborting a move needs every meta and data replica to read it (format level 37).
+        abortsMoves: level >= FORMAT_LEVEL_MOVE_ABORT,
+      })
       // A node that counts as dead is recorded as silent, so that the next meta leader goes on
       // counting its replacement timeout instead of starting it again (format level 5).
       if (level >= FORMAT_LEVEL_SILENCE) {
@@ -792,6 +798,13 @@ export class Controller {
               ? state.metaChange()
               : undefined
         const r = await this.#host.propose(action)
+        if (action.type === 'abortMove' && r.ok) {
+          const m = state.move(action.moveId)
+          this.#log.warn(
+            { group: m?.toGroup },
+            `mq-server: move ${action.moveId}${m ? ` (${m.queue}/${m.partition} from group ${m.fromGroup} to group ${m.toGroup})` : ''} aborted: its target group lost its majority (its nodes are gone); the partition stays in its source group, which lifts its fence`,
+          )
+        }
         if (abandoned && r.ok)
           this.#log.warn(
             { group: abandoned.groupId },
@@ -1024,7 +1037,7 @@ export class Controller {
   async #drive(moveId: number): Promise<void> {
     const startedMs = Date.now()
     let copy: { ms: number; response: MovePartitionResponse } | undefined
-    // At most two phases: copy, then drop.
+    // At most two phases: copy, then drop (or abort alone).
     for (let step = 0; step < 2; step++) {
       const state = this.#leading()
       const move = state?.move(moveId)
@@ -1055,6 +1068,12 @@ export class Controller {
         move.phase === MovePhase.Copy ? { type: 'completeMove', moveId } : { type: 'finishMove', moveId }
       const r = await this.#host.propose(next)
       if (!r.ok) throw new Error(`${next.type} of move ${moveId}: ${r.message}`)
+      if (move.phase === MovePhase.Abort) {
+        this.#log.info(
+          `mq-server: move ${moveId} of ${move.queue}/${move.partition} ended aborted: the partition serves in group ${move.fromGroup} again`,
+        )
+        return
+      }
       if (move.phase === MovePhase.Copy) {
         copy = { ms: Date.now() - startedMs, response }
       } else {

@@ -8,6 +8,7 @@ import {
 } from '@mq/data-service'
 import {
   FORMAT_LEVEL_MESSAGE_TTL,
+  FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_MOVE_IDS,
   FORMAT_LEVEL_MOVE_ORDER,
   FORMAT_LEVEL_PARTITION_CLOCK,
@@ -369,6 +370,63 @@ describe('PartitionMover copy', () => {
     expect(fenced[0]?.pairs.length).toBeGreaterThan(0)
     expect(fenced[0]?.pairs.length).toBeLessThan(10)
     expect((await s.target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(300 + 4)
+  })
+})
+
+describe('PartitionMover: an aborted move (FORMAT_LEVEL_MOVE_ABORT)', () => {
+  it('aborted before its fence: the fence still to come is refused, the partition never stops serving', async () => {
+    let abort: Promise<unknown> | undefined
+    const s = await setup({ formatLevel: FORMAT_LEVEL_MOVE_ABORT }, async (t) => {
+      abort = t.mover.move({ ...t.request, phase: 'abort' })
+      await abort
+    })
+    await expect(s.mover.move(s.request)).rejects.toThrow(/move 7 was aborted/)
+    expect(await abort).toEqual({ chunks: 0, bytes: 0 })
+    expect(s.source.proposed.filter((c) => c.type === 'unfence')).toEqual([
+      { type: 'unfence', queue: QUEUE, partition: 0, moveId: 7 },
+    ])
+    expect(s.source.port.machine.fenced(QUEUE, 0)).toBe(false)
+    expect(s.chunks.some((c) => c.type === 'import' && c.last)).toBe(false)
+    expect(s.target.port.machine.holds(QUEUE, 0)).toBe(false)
+    // The partition serves: the next lease takes ready messages.
+    const r = await s.run({ type: 'lease', consumerId: 'c', max: 5, visibilityMs: 1_000 })
+    expect(r.type === 'lease' && r.leases.length).toBe(5)
+    // A copy asked again (a late call of the meta leader's) is refused at once.
+    await expect(s.mover.move(s.request)).rejects.toThrow(/move 7 was aborted/)
+  })
+
+  it('aborted once fenced: the fence is lifted, and the last chunk (which would make the target hold it) is never sent', async () => {
+    let abort: Promise<unknown> | undefined
+    const s = await setup(
+      { formatLevel: FORMAT_LEVEL_MOVE_ABORT, dirtyKeysMax: 1 },
+      serve,
+      async (t, _chunk, fenced) => {
+        if (!fenced || abort) return
+        abort = t.mover.move({ ...t.request, phase: 'abort' })
+        await abort
+      },
+    )
+    await expect(s.mover.move(s.request)).rejects.toThrow(/move 7 was aborted/)
+    expect(abort).toBeDefined()
+    expect(s.source.proposed.filter((c) => c.type === 'fence')).toHaveLength(1)
+    expect(s.source.port.machine.fenced(QUEUE, 0)).toBe(false)
+    expect(s.chunks.some((c) => c.type === 'import' && c.last)).toBe(false)
+    expect(s.target.port.machine.holds(QUEUE, 0)).toBe(false)
+  })
+
+  it(`is refused below format level ${FORMAT_LEVEL_MOVE_ABORT}; chunk 0 asks to replace an aborted move's copy from it on`, async () => {
+    const old = await setup({ formatLevel: FORMAT_LEVEL_MOVE_ABORT - 1 })
+    expect(() => old.mover.move({ ...old.request, phase: 'abort' })).toThrow(/format level 37/)
+    expect(old.source.proposed.some((c) => c.type === 'unfence')).toBe(false)
+    for (const level of [FORMAT_LEVEL_MOVE_ABORT - 1, FORMAT_LEVEL_MOVE_ABORT]) {
+      const s = await setup({ formatLevel: level })
+      await s.mover.move(s.request)
+      const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
+      expect(imports.map((c) => c.replaces === true)).toEqual(
+        imports.map((c) => c.seq === 0 && level >= FORMAT_LEVEL_MOVE_ABORT),
+      )
+    }
+    expect(() => old.mover.move({ ...old.request, phase: 'undo' })).toThrow(/copy, drop or abort, got "undo"/)
   })
 })
 

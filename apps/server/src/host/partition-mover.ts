@@ -10,6 +10,7 @@ import {
   staleMove,
 } from '@mq/data-service'
 import {
+  FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_MOVE_IDS,
   FORMAT_LEVEL_MOVE_ORDER,
   FORMAT_LEVEL_PARTITION_CLOCK,
@@ -66,7 +67,10 @@ export interface LocalDataGroups {
  *   STALE_ROUTE there, and its keys are frozen on every replica), then reads the partition's
  *   keys in chunks of `IMPORT_CHUNK_BYTES` and ships them to the target group's leader, then
  *   a last chunk with the partition's clock (FORMAT_LEVEL_PARTITION_CLOCK), from which the
- *   target's clock for it goes on; "drop" commits a `drop` entry (the fence stays);
+ *   target's clock for it goes on; "drop" commits a `drop` entry (the fence stays); "abort"
+ *   (FORMAT_LEVEL_MOVE_ABORT: the meta state gave the move up in its copy phase) commits an
+ *   `unfence` entry: the partition serves here again, and a fence or copy of the move still
+ *   under way is refused from then on;
  * - on the leader of the target group, `import` proposes one chunk into the group's log.
  *
  * Every step is idempotent and restartable: a repeated fence is a no-op, a new import
@@ -104,14 +108,20 @@ export class PartitionMover {
   move(req: MovePartitionRequest): Promise<MovePartitionResponse> {
     const port = this.#local(req.fromGroup)
     port.assertLeader()
-    if (req.phase !== 'copy' && req.phase !== 'drop')
-      throw new InvalidArgumentError(`move phase must be copy or drop, got ${JSON.stringify(req.phase)}`)
+    if (req.phase !== 'copy' && req.phase !== 'drop' && req.phase !== 'abort')
+      throw new InvalidArgumentError(
+        `move phase must be copy, drop or abort, got ${JSON.stringify(req.phase)}`,
+      )
+    // A replica of an earlier version would not know the entry (it would keep the fence).
+    if (req.phase === 'abort' && this.#level() < FORMAT_LEVEL_MOVE_ABORT)
+      throw new InvalidArgumentError(
+        `a move is aborted from format level ${FORMAT_LEVEL_MOVE_ABORT}; the cluster is at ${this.#level()}`,
+      )
     const key = `${req.moveId}/${req.phase}`
     let running = this.#running.get(key)
     if (!running) {
-      running = (req.phase === 'copy' ? this.#copy(port, req) : this.#drop(port, req)).finally(() =>
-        this.#running.delete(key),
-      )
+      const phase = req.phase === 'copy' ? this.#copy : req.phase === 'drop' ? this.#drop : this.#abort
+      running = phase.call(this, port, req).finally(() => this.#running.delete(key))
       this.#running.set(key, running)
     }
     return running
@@ -187,10 +197,11 @@ export class PartitionMover {
           { groupId: req.fromGroup },
         )
       }
+      const chunkSeq = seq++
       const chunk: ImportChunk = {
         moveId: req.moveId,
         session,
-        seq: seq++,
+        seq: chunkSeq,
         last,
         // The partition's own config is resolved (every field, 0s too): shipped as is, a
         // replica of an older version in the target group would refuse the fields it does not
@@ -201,6 +212,8 @@ export class PartitionMover {
         ...(dels && dels.length > 0 ? { dels } : {}),
         ...(this.#namesMoves() ? { fresh: true as const } : {}),
         ...this.#ordered(),
+        // A copy an aborted move left there is cleared, not refused (every replica knows the rule).
+        ...(chunkSeq === 0 && this.#level() >= FORMAT_LEVEL_MOVE_ABORT ? { replaces: true as const } : {}),
         // Read once the fence applied (the last chunk comes after it): no entry of the partition
         // applied here at a later time, and the target's clock for it goes on from this.
         ...(last && this.#level() >= FORMAT_LEVEL_PARTITION_CLOCK
@@ -311,6 +324,10 @@ export class PartitionMover {
       // 3b. The keys written since the last round began, as they are now.
       return { chunks, bytes }
     }
+    // The last chunk makes the target hold the partition: not once the move was aborted here
+    // (its fence lifted meanwhile, the partition serving again).
+    const aborted = staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
+    if (aborted) throw new InvalidArgumentError(aborted)
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
     this.#log.info(
@@ -328,6 +345,18 @@ export class PartitionMover {
       ...this.#ordered(),
     })
     if (r.type !== 'dropped') throw refusal(r, `drop of ${req.storedAs}/${req.partition}`)
+    return { chunks: 0, bytes: 0 }
+  }
+
+  /** The abort phase: the move's fence lifted (or refused from now on, when it is still to come). */
+  async #abort(port: DataGroupPort, req: MovePartitionRequest): Promise<MovePartitionResponse> {
+    const r = await port.propose({
+      type: 'unfence',
+      queue: req.storedAs,
+      partition: req.partition,
+      moveId: req.moveId,
+    })
+    if (r.type !== 'unfenced') throw refusal(r, `unfence of ${req.storedAs}/${req.partition}`)
     return { chunks: 0, bytes: 0 }
   }
 
