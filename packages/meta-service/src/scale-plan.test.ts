@@ -198,6 +198,33 @@ describe('controlActions with groups that lost their majority', () => {
     expect(moves(controlActions(t, { ...input, lost: new Set(['n1', 'n3']) }))).toEqual([])
   })
 
+  it('counts no move whose source lost its majority against the moves under way', () => {
+    // Group 1 on n1-n3 holding b's 4 partitions; groups 2 and 3 on n2-n4 (cut off when n3 and n4
+    // are lost) holding a's 2; group 4 on n1-n3; a plan for 4.
+    const s = new MetaState()
+    for (const [i, n] of NODES.entries())
+      s.apply({ type: 'registerNode', nodeId: n, address: `127.0.0.1:${7001 + i}` }, 1)
+    must(s, { type: 'createGroup', replicas: ['n1', 'n2', 'n3'] })
+    must(s, { type: 'createQueue', name: 'b', config: { partitions: 4 } })
+    must(s, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(s, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(s, { type: 'createQueue', name: 'a', config: { partitions: 2 } })
+    expect(s.queue('a')?.partitions.map((p) => p.groupId)).toEqual([2, 3])
+    must(s, { type: 'createGroup', replicas: ['n1', 'n2', 'n3'] })
+    must(s, { type: 'scaleDataGroups', groups: 4 })
+    // a's two partitions reached group 4, then their sources lost their majority before the drop.
+    for (const partition of [0, 1]) {
+      must(s, { type: 'startMove', queue: 'a', partition, toGroup: 4 })
+      must(s, { type: 'completeMove', moveId: partition + 1 })
+    }
+    const lost = new Set(['n3', 'n4'])
+    const started = controlActions(s, { ...input, lost }).filter((a) => a.type === 'startMove')
+    // Group 1 (4 partitions) gives one to group 4 (2), though two moves are recorded.
+    expect(started).toEqual([{ type: 'startMove', queue: 'b', partition: expect.any(Number), toGroup: 4 }])
+    // While the sources count as alive, the two moves hold both slots.
+    expect(controlActions(s, input).filter((a) => a.type === 'startMove')).toEqual([])
+  })
+
   it('gives up a move still copying into such a group, from format level 37 only, and plans it elsewhere after', () => {
     const s = withGroupThree()
     must(s, { type: 'startMove', queue: 'a', partition: 0, toGroup: 3 })

@@ -53,7 +53,8 @@ interface PlannedMove {
  * 0. give up each move still copying into a group that lost its majority (`lost`, `abortsMoves`);
  * 1. fewer groups than wanted (the last scale plan's target, else `defaultGroups`): create one on
  *    the least loaded live nodes (one per round; nothing else until there are enough);
- * 2. with a running scale plan: start moves (up to `movesMax` under way) that take every
+ * 2. with a running scale plan: start moves (up to `movesMax` under way, not counting those
+ *    whose source lost its majority: they wait for it) that take every
  *    partition off the groups being removed, then that even out the partitions per group
  *    (until the fullest and the emptiest group differ by at most one), each partition to the
  *    emptiest group (the one with the fewest partitions of the same queue on a tie, then the
@@ -92,7 +93,9 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   }
   if (!scale) return aborts
   const actions: ControlAction[] = [...aborts]
-  const underWay = state.moves().length
+  // A move whose source lost its majority waits for it (no leader there can copy, drop, or lift
+  // a fence): it holds no slot, or two such moves stopped every other move for good.
+  const underWay = state.moves().filter((m) => !cutOff.has(m.fromGroup)).length
   const moves = planMoves(state, removing, cutOff).slice(0, Math.max(0, input.movesMax - underWay))
   for (const m of moves)
     actions.push({ type: 'startMove', queue: m.queue, partition: m.partition, toGroup: m.to })
@@ -103,7 +106,7 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   const removingLeft = groups.some((g) => removing.has(g.groupId))
   // Not while moves wait for a group to get its majority back: the plan would end unbalanced.
   const waiting = () => cutOff.size > 0 && planMoves(state, removing).length > 0
-  if (actions.length === 0 && underWay === 0 && !removingLeft && !waiting())
+  if (actions.length === 0 && state.moves().length === 0 && !removingLeft && !waiting())
     actions.push({ type: 'finishScale' })
   return actions
 }
