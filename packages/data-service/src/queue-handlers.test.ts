@@ -13,13 +13,14 @@ import {
   LEASE_VISIBILITY_MS_MAX,
   LeaseOutcome,
   MESSAGE_DELAY_MS_MAX,
+  MESSAGE_KEY_BYTES_MAX,
   NotLeaderError,
   type QueueConfig,
   type QueueServer,
   UnavailableError,
 } from '@mq/protocol'
 import { Prng } from '@mq/raft-core'
-import { QUEUE_CONFIG_DEFAULT } from '@mq/weighted-queue'
+import { NAME_BYTES_MAX, QUEUE_CONFIG_DEFAULT } from '@mq/weighted-queue'
 import { describe, expect, it, vi } from 'vitest'
 import { encodeDataCommand } from './data-command'
 import { DataGroupMachine } from './data-group'
@@ -1911,5 +1912,6 @@ describe('request bounds', () => {
   it("are the partitions' own (the protocol's constants, which clients check, match weighted-queue's defaults)", () => {
     expect(LEASE_VISIBILITY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.visibilityMsMax)
     expect(MESSAGE_DELAY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.delayMsMax)
+    expect(MESSAGE_KEY_BYTES_MAX).toBe(NAME_BYTES_MAX)
   })
 })

@@ -21,6 +21,14 @@ export const LEASE_IDS_MAX = 1_000
 export const HEADERS_PER_MESSAGE_MAX = 1_000
 
 /**
+ * The longest key or dedup key of a produced message, in UTF-8 bytes: every partition's own bound
+ * on them (weighted-queue's NAME_BYTES_MAX, which data-service's checkProduce applies), whatever
+ * the queue's settings. Clients check it before sending: a message past it refuses its whole
+ * batch at the partition, the valid messages sent with it too.
+ */
+export const MESSAGE_KEY_BYTES_MAX = 256
+
+/**
  * The headers the dead-letter forwarder (mq-server) adds to the copy of a dead message that it
  * moves to the queue's dead-letter queue: where the message died, and after how many
  * deliveries. A produced message may carry at most HEADERS_PER_MESSAGE_MAX − 2 others

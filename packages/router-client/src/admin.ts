@@ -54,6 +54,20 @@ export const LISTED_PARTITIONS_AT_ONCE = 8
  */
 export const STATS_PARTITIONS_AT_ONCE = 32
 
+/**
+ * The settings that a createQueue giving 0 (or '') leaves to the cluster's default, which the
+ * meta leader fills in (the wire's 0 is "not given"); the others keep 0 (off).
+ */
+const DEFAULTED_WHEN_EMPTY: ReadonlySet<string> = new Set([
+  'partitions',
+  'visibilityTimeoutMs',
+  'maxDeliveries',
+  'messageBytesMax',
+  'queueLengthMax',
+  'engine',
+  'retryBackoffMaxMs',
+] satisfies (keyof QueueConfig)[])
+
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
 
@@ -203,6 +217,8 @@ export class Admin {
   async #createdEarlier(name: string, options: QueueOptions): Promise<QueueRoute> {
     const route = await this.describeQueue(name)
     for (const [key, wanted] of Object.entries(options)) {
+      // 0 or '' asked for the cluster's default, which the queue has instead (as when left out).
+      if ((wanted === 0 || wanted === '') && DEFAULTED_WHEN_EMPTY.has(key)) continue
       const held = route.config?.[key as keyof QueueConfig]
       if (wanted !== undefined && held !== wanted)
         throw new QueueExistsError(

@@ -2,11 +2,20 @@ import { type ChannelCredentials, credentials as grpcCredentials, type Intercept
 import { MetaClient, QueueClient, RECONNECT_CHANNEL_OPTIONS } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
 
-/** The gRPC stubs for one server address, sharing one channel. */
+/** The gRPC stubs for one server address, sharing one channel (but `polls`). */
 export interface Connection {
   readonly address: string
   readonly meta: MetaClient
   readonly queue: QueueClient
+  /**
+   * The Queue stub for leases that wait (long polls), on a channel and HTTP/2 connection of
+   * their own, opened on first use. A server takes a bounded number of calls at once on one
+   * connection (mq-server: 1,000) and the client's HTTP/2 layer holds the others until one
+   * ends: on the shared connection, a client long-polling that many partitions of a node held
+   * every send, ack and route fetch to the node behind its polls (sends failed after their
+   * deadline, acks took 26 s, with 2,048 polls open).
+   */
+  readonly polls: QueueClient
 }
 
 /**
@@ -16,6 +25,8 @@ export interface Connection {
  */
 export class ConnectionPool {
   readonly #connections = new Map<string, Connection>()
+  /** The long polls' channels (Connection.polls) opened, by address. */
+  readonly #polls = new Map<string, QueueClient>()
   readonly #credentials: ChannelCredentials
   readonly #connectionsMax: number
   readonly #interceptors: readonly Interceptor[]
@@ -57,7 +68,27 @@ export class ConnectionPool {
       ...options,
       channelOverride: queue.getChannel(),
     })
-    const connection: Connection = { address, meta, queue }
+    const pool = this
+    const connection: Connection = {
+      address,
+      meta,
+      queue,
+      get polls(): QueueClient {
+        // A connection closed meanwhile (the pool's, or this one gone from it) opens none.
+        if (pool.#connections.get(address) !== connection) return queue
+        let polls = pool.#polls.get(address)
+        if (!polls) {
+          // A subchannel pool of its own: a channel of the same target and options would share
+          // the queue stub's HTTP/2 connection (grpc-js's global pool).
+          polls = new QueueClient(address, pool.#credentials, {
+            ...options,
+            'grpc.use_local_subchannel_pool': 1,
+          })
+          pool.#polls.set(address, polls)
+        }
+        return polls
+      },
+    }
     this.#connections.set(address, connection)
     if (this.#connections.size > this.#connectionsMax) {
       const [oldest] = this.#connections.keys()
@@ -77,5 +108,7 @@ export class ConnectionPool {
     if (!c) return
     this.#connections.delete(address)
     c.queue.close()
+    this.#polls.get(address)?.close()
+    this.#polls.delete(address)
   }
 }

@@ -16,6 +16,8 @@ import type { Delivery } from './delivery'
 import type { Router } from './router'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+/** A stand-in connection whose long polls (Connection.polls) go to its `queue` stub too. */
+const withPolls = <T extends { queue: unknown }>(c: T) => ({ ...c, polls: c.queue })
 
 /** A settle call the fake router was asked for. */
 interface SettleCall {
@@ -105,7 +107,7 @@ function fakeRouter(
     cachedRoute: () => route,
     partition: (_queue: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
       op(
-        {
+        withPolls({
           queue: {
             lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
               void lease(partition, req).then((r) => cb(null, r))
@@ -115,7 +117,7 @@ function fakeRouter(
             nack: settleMethod('nack'),
             extend: settleMethod('extend'),
           },
-        },
+        }),
         { queue: 'q', partition, routeEpoch: 1 },
       ),
   }
@@ -218,7 +220,7 @@ describe('Consumer', () => {
         cachedRoute: () => undefined,
         partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
           op(
-            {
+            withPolls({
               queue: {
                 lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
                   requests.push(req.waitMs)
@@ -226,7 +228,7 @@ describe('Consumer', () => {
                   return { cancel: () => {} }
                 },
               },
-            },
+            }),
             { queue: 'q', partition, routeEpoch: 1 },
           ),
       } as unknown as Router
@@ -281,7 +283,7 @@ describe('Consumer', () => {
             lease: (req: unknown, md: unknown, o: unknown, cb: Callback) =>
               c.queue.lease(req, md, o, () => cb({ code: 4, details: 'deadline exceeded' })),
           }
-          return op({ ...c, queue } as unknown as typeof connection, target, attemptMs)
+          return op({ ...c, queue, polls: queue } as unknown as typeof connection, target, attemptMs)
         }
       ;(router as { partition: unknown }).partition = (q: string, p: number, op: Op, ...rest: unknown[]) =>
         (partition as (...a: unknown[]) => Promise<unknown>)(q, p, losing(op), ...rest).catch(() =>

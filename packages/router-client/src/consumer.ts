@@ -472,9 +472,12 @@ export class Consumer implements AsyncIterable<Delivery> {
             repeat = true
             outstanding++
             ackCopies++
+            // A long poll goes on the connection's channel for them: it must not hold up the
+            // sends, acks and route fetches to the node (Connection.polls).
+            const stub = waitMs > 0 ? connection.polls : connection.queue
             return unary(
-              connection.queue,
-              connection.queue.lease,
+              stub,
+              stub.lease,
               {
                 target,
                 consumerId: this.#options.consumerId,

@@ -1,10 +1,14 @@
 import { randomUUID } from 'node:crypto'
 import {
+  DEAD_LETTER_DELIVERIES_HEADER,
+  DEAD_LETTER_SOURCE_HEADER,
+  HEADERS_PER_MESSAGE_MAX,
   IDEMPOTENT_BATCHES_IN_FLIGHT_MAX,
   InternalError,
   InvalidArgumentError,
   LimitExceededError,
   MESSAGE_DELAY_MS_MAX,
+  MESSAGE_KEY_BYTES_MAX,
   MqError,
   type ProduceMessage,
 } from '@mq/protocol'
@@ -711,6 +715,12 @@ const PRODUCE_BATCH_MAX = 1000
  */
 const PRODUCE_BATCH_BYTES_MAX = 16 * 1024 * 1024
 
+/**
+ * The headers a produced message may have besides the two the dead-letter forwarder adds to its
+ * copy (the partitions' bound: data-service's checkProduce).
+ */
+const PRODUCED_HEADERS_MAX = HEADERS_PER_MESSAGE_MAX - 2
+
 /** A message's bytes as a batch counts them: what grows its Produce request. */
 function wireBytes(m: ProduceMessage): number {
   let n = m.body.length + Buffer.byteLength(m.key) + Buffer.byteLength(m.dedupKey)
@@ -731,16 +741,31 @@ function toWire(message: OutgoingMessage): ProduceMessage {
     if (value !== undefined && typeof value !== 'string')
       throw new InvalidArgumentError(`${field} must be a string, got ${typeof value}`)
   }
+  // Past a partition's own bounds (whatever the queue's settings) the message would refuse its
+  // whole batch there, and with later batches in flight every send of that batch failed with it.
+  for (const field of ['key', 'dedupKey'] as const) {
+    const bytes = Buffer.byteLength(message[field] ?? '')
+    if (bytes > MESSAGE_KEY_BYTES_MAX)
+      throw new InvalidArgumentError(
+        `${field} is ${bytes} UTF-8 bytes long; the limit is ${MESSAGE_KEY_BYTES_MAX}`,
+      )
+  }
   const headers = message.headers ?? {}
   // A Map is an object too, but its entries are no properties: they were dropped without a word.
   if (typeof headers !== 'object' || headers === null || Array.isArray(headers) || headers instanceof Map)
     throw new InvalidArgumentError(
       `headers must be an object of strings, got ${headers instanceof Map ? 'a Map' : typeof headers}`,
     )
+  let own = 0
   for (const [name, value] of Object.entries(headers)) {
     if (typeof value !== 'string')
       throw new InvalidArgumentError(`header ${JSON.stringify(name)} must be a string, got ${typeof value}`)
+    if (name !== DEAD_LETTER_SOURCE_HEADER && name !== DEAD_LETTER_DELIVERIES_HEADER) own++
   }
+  if (own > PRODUCED_HEADERS_MAX)
+    throw new InvalidArgumentError(
+      `the message has ${own} headers; the limit is ${PRODUCED_HEADERS_MAX} (besides ${DEAD_LETTER_SOURCE_HEADER} and ${DEAD_LETTER_DELIVERIES_HEADER}, which its copy to a dead-letter queue gets)`,
+    )
   const delayMs = message.delayMs ?? 0
   if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > MESSAGE_DELAY_MS_MAX) {
     throw new InvalidArgumentError(

@@ -1,4 +1,4 @@
-import { Server, ServerCredentials, type sendUnaryData } from '@grpc/grpc-js'
+import { Server, ServerCredentials, type ServerOptions, type sendUnaryData } from '@grpc/grpc-js'
 import {
   type AckRequest,
   type CreateQueueRequest,
@@ -36,6 +36,9 @@ import {
  * beyond what the SDK relies on.
  */
 export class FakeBroker {
+  /** `leaderOptions`: the leader's gRPC server options (a test bounds its calls per connection). */
+  constructor(private readonly leaderOptions: ServerOptions = {}) {}
+
   leaderAddress = ''
   followerAddress = ''
   /** A node removed from the partitions' group: every data call gets STALE_ROUTE naming no group. */
@@ -170,7 +173,7 @@ export class FakeBroker {
   }
 
   async start(): Promise<void> {
-    const leader = new Server()
+    const leader = new Server(this.leaderOptions)
     leader.addService(MetaService, this.#metaHandlers())
     leader.addService(QueueService, this.#queueHandlers())
     // The follower redirects every data call to the leader; the former replica holds no

@@ -40,7 +40,10 @@ export function stubPool(route: () => QueueRoute, replica: (address: string) => 
       },
     )
   const pool = {
-    get: (address: string) => ({ address, meta: stub(address, 'meta'), queue: stub(address, 'queue') }),
+    get: (address: string) => {
+      const queue = stub(address, 'queue')
+      return { address, meta: stub(address, 'meta'), queue, polls: queue }
+    },
     close: () => {},
   }
   return pool as unknown as ConnectionPool
