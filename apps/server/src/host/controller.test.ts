@@ -312,6 +312,30 @@ describe('Controller: a move into a group that lost its majority', () => {
     expect(c.state.moves()).toEqual([])
   })
 
+  it('a new meta leader does not plan the aborted move into that group again before it has heard every node', async () => {
+    const { c } = intoGroupThree(FORMAT_LEVEL_MOVE_ABORT)
+    // A plan for 3 groups that wants partitions of r in group 3 (3, 3 and 0 of them).
+    expect(c.apply({ type: 'finishMove', moveId: 1 }).ok).toBe(false)
+    expect(c.apply({ type: 'createQueue', name: 'r', config: { partitions: 4 } }).ok).toBe(true)
+    expect(c.apply({ type: 'scaleDataGroups', groups: 3 }).ok).toBe(true)
+    const level = { rounds: true, level: () => FORMAT_LEVEL_MOVE_ABORT }
+    await c.beatNodes(['n1', 'n2', 'n3'], 13_000, level)
+    await settle()
+    // n4 and n5 are lost (recorded silent): every move into group 3 was aborted, none is left.
+    expect(c.state.node('n4')?.silentSinceMs).toBeDefined()
+    expect(c.state.moves().filter((m) => m.toGroup === 3)).toEqual([])
+    const aborts = c.moveCalls.filter((m) => m.request.phase === 'abort').length
+    expect(aborts).toBeGreaterThan(0)
+    // Another meta leader takes over: group 3 still has no majority.
+    c.elect()
+    c.takeOver()
+    await c.beatNodes(['n1', 'n2', 'n3'], 3_000, level)
+    expect(c.state.moves().filter((m) => m.toGroup === 3)).toEqual([])
+    await c.beatNodes(['n1', 'n2', 'n3'], 5_000, level)
+    await settle()
+    expect(c.moveCalls.filter((m) => m.request.phase === 'abort').length).toBe(aborts)
+  })
+
   it(`waits below format level ${FORMAT_LEVEL_MOVE_ABORT} (replicas of older versions would not read it)`, async () => {
     const level = FORMAT_LEVEL_MOVE_ABORT - 1
     const { c } = intoGroupThree(level)

@@ -723,9 +723,12 @@ export class Controller {
         defaultGroups: this.#dataGroups(state, level) || Math.max(alive.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
         namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
-        lost,
+        // Until it has heard every node, a new leader plans no move into or out of a group whose
+        // majority it has not heard from yet (it would move into a group its predecessor gave
+        // up, and abort again); it aborts nothing meanwhile.
+        lost: heardAll ? lost : unheard(state, alive),
         // Aborting a move needs every meta and data replica to read it (format level 37).
-        abortsMoves: level >= FORMAT_LEVEL_MOVE_ABORT,
+        abortsMoves: heardAll && level >= FORMAT_LEVEL_MOVE_ABORT,
       })
       // A node that counts as dead is recorded as silent, so that the next meta leader goes on
       // counting its replacement timeout instead of starting it again (format level 5).
@@ -1102,6 +1105,16 @@ function leavesMeta(state: MetaState, req: HeartbeatRequest): boolean {
     members !== undefined &&
     !members.includes(req.nodeId) &&
     state.metaChange()?.add !== req.nodeId
+  )
+}
+
+/** The registered nodes not among `alive`: those a new meta leader has not heard from yet. */
+function unheard(state: MetaState, alive: ReadonlySet<string>): Set<string> {
+  return new Set(
+    state
+      .nodes()
+      .map((n) => n.nodeId)
+      .filter((id) => !alive.has(id)),
   )
 }
 

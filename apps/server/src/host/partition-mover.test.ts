@@ -414,6 +414,20 @@ describe('PartitionMover: an aborted move (FORMAT_LEVEL_MOVE_ABORT)', () => {
     expect(s.target.port.machine.holds(QUEUE, 0)).toBe(false)
   })
 
+  it('aborted while its last chunk is on its way: that chunk is not sent again (a retry would make the target hold it)', async () => {
+    let lastWanted: (() => boolean) | undefined
+    const s = await setup({ formatLevel: FORMAT_LEVEL_MOVE_ABORT }, serve, async (t, chunk) => {
+      if (!chunk.last) return
+      // The call of the last chunk fails (the target has no leader), and the abort lands meanwhile.
+      lastWanted = t.wanted.at(-1)
+      expect(lastWanted?.()).toBe(true)
+      await t.mover.move({ ...t.request, phase: 'abort' })
+    })
+    await s.mover.move(s.request).catch(() => undefined)
+    expect(s.source.port.machine.fenced(QUEUE, 0)).toBe(false)
+    expect(lastWanted?.()).toBe(false)
+  })
+
   it(`is refused below format level ${FORMAT_LEVEL_MOVE_ABORT}; chunk 0 asks to replace an aborted move's copy from it on`, async () => {
     const old = await setup({ formatLevel: FORMAT_LEVEL_MOVE_ABORT - 1 })
     expect(() => old.mover.move({ ...old.request, phase: 'abort' })).toThrow(/format level 37/)

@@ -227,8 +227,13 @@ export class PartitionMover {
         req.targetReplicas,
         (c, md, opts, cb) => c.peer.importPartition({ groupId: req.toGroup, command }, md, opts, cb),
         IMPORT_CALL_MS,
-        // A chunk is not sent again once this node lost the lead it copies under.
-        { stillWanted: leadingStill },
+        // A chunk is not sent again once this node lost the lead it copies under, nor the last
+        // one once the move was aborted here (it would make the target hold the partition).
+        {
+          stillWanted: () =>
+            leadingStill() &&
+            !(last && staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')),
+        },
       )
       return r.complete
     }
