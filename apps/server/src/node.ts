@@ -32,6 +32,7 @@ import {
   type FencePartitionsRequest,
   FORMAT_LEVEL,
   FORMAT_LEVEL_JOIN_BY_SNAPSHOT,
+  FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_RETIRE,
   formatLevelOf,
   type GetRoutesResponse,
@@ -587,10 +588,19 @@ export class MqNode {
         // `retire` also drops the partition, and its fence is lifted once the group keeps
         // RETIRED_MAX later retirements and it is 10 min old; below its level (replicas that
         // cannot read it) a plain fence, kept for good.
-        const type = this.#formatLevel >= FORMAT_LEVEL_RETIRE ? 'retire' : 'fence'
-        const results = await Promise.all(
-          partitions.map((partition) => group.propose({ type, queue: req.storedAs, partition })),
-        )
+        // From FORMAT_LEVEL_MOVE_ABORT a `final` one: a fence a move set stays, whatever the
+        // move (an abort's `unfence` landing after it would serve the partition again).
+        const level = this.#formatLevel
+        const command = (partition: number): DataCommand =>
+          level < FORMAT_LEVEL_RETIRE
+            ? { type: 'fence', queue: req.storedAs, partition }
+            : {
+                type: 'retire',
+                queue: req.storedAs,
+                partition,
+                ...(level >= FORMAT_LEVEL_MOVE_ABORT ? { final: true } : {}),
+              }
+        const results = await Promise.all(partitions.map((partition) => group.propose(command(partition))))
         const failed = results.find((r) => r.type !== 'fenced')
         if (failed) throw new InternalError(`fencing ${req.storedAs} in group ${req.groupId}: ${failed.type}`)
         return {}

@@ -22,6 +22,7 @@ describe('data commands', () => {
     { type: 'fence', queue: 'q#2', partition: 7 },
     { type: 'fence', queue: 'q#2', partition: 8, moveId: 0 },
     { type: 'retire', queue: 'q#3', partition: 1 },
+    { type: 'retire', queue: 'q#3', partition: 1, final: true },
     { type: 'unfence', queue: 'q#3', partition: 2, moveId: 77 },
     {
       type: 'import',
@@ -108,6 +109,10 @@ describe('data commands', () => {
     expect(() => decodeDataCommand(Uint8Array.of(1, 2))).toThrow(/too short/)
     expect(() => decodeDataCommand(Uint8Array.of(9, 2, 0, 0, 0, 0, 0, 0))).toThrow(/version 9/)
     expect(() => decodeDataCommand(Uint8Array.of(1, 8, 0, 0, 0, 0, 0, 0))).toThrow(/type 8 is unknown/)
+    // A retire's body is nothing or says it is final.
+    expect(() => decodeDataCommand(Uint8Array.of(1, 6, 0, 0, 0, 0, 0, 0, 0x7b, 0x7d))).toThrow(
+      /retire body is malformed/,
+    )
     // An unfence names its move.
     expect(() => decodeDataCommand(Uint8Array.of(1, 7, 0, 0, 0, 0, 0, 0))).toThrow(/names no move/)
     expect(() => decodeDataCommand(Uint8Array.of(1, 2, 0, 0, 0, 0, 0, 9))).toThrow(/runs past its end/)

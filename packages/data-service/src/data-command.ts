@@ -44,7 +44,16 @@ export type DataCommand =
       /** The move that fences it (FORMAT_LEVEL_MOVE_IDS), which alone may drop it then. */
       readonly moveId?: number
     }
-  | { readonly type: 'retire'; readonly queue: string; readonly partition: number }
+  | {
+      readonly type: 'retire'
+      readonly queue: string
+      readonly partition: number
+      /**
+       * A partition a move fenced keeps a fence no abort lifts (FORMAT_LEVEL_MOVE_ABORT: its
+       * queue is gone, and a late `unfence` would have it served again to stale routes).
+       */
+      readonly final?: true
+    }
   | {
       readonly type: 'unfence'
       readonly queue: string
@@ -115,7 +124,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
 /**
  * Encodes a data command: version (1 byte), type (1 byte), partition index (u32 BE), queue
  * name length (u16 BE) and UTF-8 bytes, then the body — the weighted-queue command's own
- * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `retire`, and for `drop`
+ * bytes for `apply`, UTF-8 JSON of the config for `open`, nothing for `retire` (`{"final":true}`
+ * for a final one), and for `drop`
  * and `fence` the move's id in decimal when they name one (nothing else; `unfence` always
  * names one), for an `ordered`
  * drop UTF-8 JSON `{"moveId":…,"ordered":true}`;
@@ -132,11 +142,13 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
         ? encoder.encode(JSON.stringify(c.config))
         : c.type === 'import'
           ? encodeImport(c)
-          : c.type === 'drop' && c.moveId !== undefined && c.ordered
-            ? encoder.encode(JSON.stringify({ moveId: c.moveId, ordered: true }))
-            : (c.type === 'drop' || c.type === 'fence' || c.type === 'unfence') && c.moveId !== undefined
-              ? encoder.encode(String(c.moveId))
-              : new Uint8Array(0)
+          : c.type === 'retire' && c.final
+            ? encoder.encode(FINAL_RETIRE)
+            : c.type === 'drop' && c.moveId !== undefined && c.ordered
+              ? encoder.encode(JSON.stringify({ moveId: c.moveId, ordered: true }))
+              : (c.type === 'drop' || c.type === 'fence' || c.type === 'unfence') && c.moveId !== undefined
+                ? encoder.encode(String(c.moveId))
+                : new Uint8Array(0)
   const out = new Uint8Array(8 + name.length + body.length)
   const view = new DataView(out.buffer)
   out[0] = VERSION
@@ -178,7 +190,9 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
     case TYPE_CODE.fence:
       return { type: 'fence', queue, partition, ...moveIdOf(body) }
     case TYPE_CODE.retire:
-      return { type: 'retire', queue, partition }
+      if (body.length === 0) return { type: 'retire', queue, partition }
+      if (decoder.decode(body) !== FINAL_RETIRE) throw new Error('retire body is malformed')
+      return { type: 'retire', queue, partition, final: true }
     case TYPE_CODE.unfence: {
       const { moveId } = moveIdOf(body)
       if (moveId === undefined) throw new Error('unfence entry names no move')
@@ -192,6 +206,7 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
 }
 
 const NO_VALUE = new Uint8Array(0)
+const FINAL_RETIRE = '{"final":true}'
 const OPEN_BRACE = 0x7b
 
 /** An `ordered` drop's body: `{"moveId":…,"ordered":true}`. */

@@ -735,7 +735,7 @@ export class DataGroupMachine {
         return { result: { type: 'fenced' }, ops, written: NOTHING }
       }
       case 'retire':
-        return this.#retire(command.queue, command.partition, id, nowMs)
+        return this.#retire(command.queue, command.partition, id, nowMs, command.final)
       case 'unfence':
         return this.#unfence(command.queue, command.partition, id, command.moveId)
       case 'import':
@@ -748,10 +748,17 @@ export class DataGroupMachine {
    * being imported (so that a fence lifted later never leaves a partition served), and lifts
    * the fences of the oldest retirements while more than `retiredMax` are kept and the oldest
    * is at least RETIRED_MIN_AGE_MS old (by the entries' leader timestamps: the same on every
-   * replica). A partition already fenced (moved away, or retired before) stays as it is.
+   * replica). A partition already fenced (moved away, or retired before) stays as it is, but
+   * for a `final` one (FORMAT_LEVEL_MOVE_ABORT): a move's fence no longer names the move, so that
+   * an `unfence` of it, landing late, cannot serve a deleted queue's partition again.
    */
-  #retire(queue: string, index: number, id: string, nowMs: number): DataApplied {
-    if (this.#fenced.has(id)) return { result: { type: 'fenced' }, ops: [], written: NOTHING }
+  #retire(queue: string, index: number, id: string, nowMs: number, final?: true): DataApplied {
+    if (this.#fenced.has(id)) {
+      if (!final || !this.#fencedBy.delete(id))
+        return { result: { type: 'fenced' }, ops: [], written: NOTHING }
+      const ops: BatchOp[] = [{ type: 'put', key: this.#key(FENCED, queue, index), value: EMPTY }]
+      return { result: { type: 'fenced' }, ops, written: NOTHING }
+    }
     const held = this.#partitions.has(id) || this.#imports.has(id)
     if (held) this.#noteWrites(id, 'whole')
     const dropped = held ? this.#drop(queue, index, id) : { ops: [], written: NOTHING }

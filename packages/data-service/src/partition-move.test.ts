@@ -678,6 +678,28 @@ describe('an aborted move (FORMAT_LEVEL_MOVE_ABORT)', () => {
     expect(reopened.machine.movesOf('q', 0)).toEqual({ fencedBy: 6 })
   })
 
+  it('a final retire keeps a fence a move set: an unfence of that move landing after it lifts nothing', async () => {
+    for (const final of [false, true]) {
+      const { a } = await holdingThirty()
+      await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 5 })
+      // The queue is deleted while the move is aborted: the retire lands before the unfence.
+      expect(
+        await a.apply({
+          type: 'retire',
+          queue: 'q',
+          partition: 0,
+          ...(final ? { final: true as const } : {}),
+        }),
+      ).toEqual({ type: 'fenced' })
+      await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })
+      expect(a.machine.fenced('q', 0)).toBe(final)
+      const reopened = await Replica.open(1, a.engine)
+      expect(reopened.machine.fenced('q', 0)).toBe(final)
+      // The drop that the orphan sweeper then proposes still drops it.
+      expect(await reopened.apply({ type: 'drop', queue: 'q', partition: 0 })).toEqual({ type: 'dropped' })
+    }
+  })
+
   it("a later move's chunk 0 that `replaces` clears the copy an aborted move left in its target; only then", async () => {
     const { a, b } = await holdingThirty()
     // Move 1 a → b ran to its last chunk as it was aborted: b holds a copy, a serves again.

@@ -135,8 +135,10 @@
  *    (`abortMove`: the meta state records the move as aborting, and no longer routes the
  *    partition to that group), and the source group lifts the move's fence (`unfence`: the
  *    partition serves there again, and a late fence or copy of that move is refused); a chunk 0
- *    of a later move replaces an aborted move's copy the target still holds (`replaces`). A
- *    replica of an earlier version would refuse the entries the others apply.
+ *    of a later move replaces an aborted move's copy the target still holds (`replaces`); a
+ *    deleted queue's `retire` is `final`: a fence a move set no longer names the move, so an
+ *    `unfence` landing after it lifts nothing. A replica of an earlier version would refuse
+ *    the entries the others apply.
  */
 export const FORMAT_LEVEL = 37
 
