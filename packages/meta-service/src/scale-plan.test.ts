@@ -198,6 +198,17 @@ describe('controlActions with groups that lost their majority', () => {
     expect(moves(controlActions(t, { ...input, lost: new Set(['n1', 'n3']) }))).toEqual([])
   })
 
+  it('removes such a group, empty, when the plan is scaled down again; then finishes', () => {
+    const s = withGroupThree()
+    expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([])
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    expect(s.scale?.removing).toEqual([3])
+    const actions = controlActions(s, { ...input, lost, abortsMoves: true })
+    expect(actions).toEqual([{ type: 'removeGroup', groupId: 3 }])
+    for (const action of actions) must(s, action)
+    expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([{ type: 'finishScale' }])
+  })
+
   it('counts no move whose source lost its majority against the moves under way', () => {
     // Group 1 on n1-n3 holding b's 4 partitions; groups 2 and 3 on n2-n4 (cut off when n3 and n4
     // are lost) holding a's 2; group 4 on n1-n3; a plan for 4.
