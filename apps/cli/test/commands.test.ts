@@ -184,6 +184,7 @@ describe('cluster, node and group', () => {
     expect(r.stdout).toMatch(/n2 +10\.0\.0\.2:7001 +no, draining +never +0/)
     expect(r.stdout).toMatch(/MOVE +PARTITION +FROM +TO +PHASE +STARTED/)
     expect(r.stdout).toMatch(/3 +jobs\/1 +1 +2 +copy +2s ago/)
+    expect(r.stdout).toMatch(/4 +jobs\/2 +1 +3 +abort \(its target lost its majority\) +2s ago/)
   })
 
   it('counts the meta group by its voters when the groups do not list it (as servers answer)', async () => {

@@ -96,6 +96,15 @@ export class FakeCluster {
     scale: undefined,
     moves: [
       { moveId: 3, queue: 'jobs', partition: 1, fromGroup: 1, toGroup: 2, phase: 'copy', startedAtMs: 8_000 },
+      {
+        moveId: 4,
+        queue: 'jobs',
+        partition: 2,
+        fromGroup: 1,
+        toGroup: 3,
+        phase: 'abort',
+        startedAtMs: 8_000,
+      },
     ],
   }
   readonly acked: number[] = []

@@ -270,7 +270,11 @@ function moveColumns(nowMs: number) {
     { header: 'PARTITION', value: (m: PartitionMove) => `${m.queue}/${m.partition}` },
     { header: 'FROM', value: (m: PartitionMove) => m.fromGroup },
     { header: 'TO', value: (m: PartitionMove) => m.toGroup },
-    { header: 'PHASE', value: (m: PartitionMove) => m.phase },
+    {
+      header: 'PHASE',
+      // An aborted move's source lifts its fence next (format level 37): say why it ends so.
+      value: (m: PartitionMove) => (m.phase === 'abort' ? 'abort (its target lost its majority)' : m.phase),
+    },
     { header: 'STARTED', value: (m: PartitionMove) => formatAge(nowMs, m.startedAtMs) },
   ]
 }
