@@ -108,6 +108,9 @@ interface FakeOptions {
   readonly peekKept?: number[]
   /** The body of the third peeked message (default: 300 x). */
   readonly peekBody?: Uint8Array
+  /** Each queue's stats answer after this long; the queues asked are pushed to `statsAsked`. */
+  readonly statsMs?: number
+  readonly statsAsked?: string[]
 }
 
 /**
@@ -146,9 +149,9 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       ],
       moves: [],
     }),
-    listQueues: async () => {
+    listQueues: async (_prefix = '', limit = 10_000) => {
       calls.push('list')
-      return options.queues ?? [route]
+      return (options.queues ?? [route]).slice(0, limit)
     },
     describeQueue: async (name: string) => {
       calls.push(`describe ${name}`)
@@ -156,6 +159,8 @@ function fakeClient(calls: string[], options: FakeOptions = {}): MqClient {
       return route
     },
     queueStats: async (name: string) => {
+      options.statsAsked?.push(name)
+      if (options.statsMs) await new Promise((r) => setTimeout(r, options.statsMs))
       const stats = options.stats
       if (stats) {
         const partitions = options.queues?.find((q) => q.queue === name)?.partitions.length ?? 1
@@ -418,6 +423,29 @@ describe('the console API', () => {
     expect(small.inFlightMax).toBe(QUEUES_STATS_CALLS_AT_ONCE)
   })
 
+  it('stops reading queue stats for a caller that left (a slow cluster: its slot is not held for minutes)', async () => {
+    // 50 queues of 64 partitions, read one at a time, each 100 ms here (up to 8 s, the
+    // call's deadline, while a group has no leader): the page gives up after 10 s and polls again.
+    const queues: QueueRoute[] = Array.from({ length: QUEUES_WITH_STATS_MAX }, (_, i) => ({
+      ...route,
+      queue: `q${i}`,
+      partitions: Array.from({ length: QUEUES_STATS_CALLS_AT_ONCE }, (_, partition) => ({
+        ...(route.partitions[0] as QueueRoute['partitions'][0]),
+        partition,
+      })),
+    }))
+    const statsAsked: string[] = []
+    const { base } = await serve(false, { queues, statsMs: 100, statsAsked })
+    const left = new AbortController()
+    const gone = fetch(`${base}/api/queues`, { signal: left.signal }).catch(() => undefined)
+    await new Promise((r) => setTimeout(r, 150))
+    left.abort()
+    await gone
+    await new Promise((r) => setTimeout(r, 1_000))
+    // Not every queue's stats read (5 s here, 400 s with a leaderless group) for nobody.
+    expect(statsAsked.length).toBeLessThanOrEqual(3)
+  })
+
   it('shows a peeked body from its first bytes: text with a character cut in two left out, else base64', () => {
     // 'a' then 2-byte characters: PEEK_BODY_BYTES_MAX cuts the last one kept in two.
     const text = bodyText(new TextEncoder().encode(`a${'é'.repeat(PEEK_BODY_BYTES_MAX)}`))
@@ -546,6 +574,18 @@ describe('the console API', () => {
     ).json()) as ClusterInfo
     expect(all.groups[0]).toMatchObject({ partitions: [] })
     expect(admin.calls).not.toContain('list')
+  })
+
+  it("counts a scoped token's partitions, naming none, once its queues hold more than the cluster view names", async () => {
+    // 1,001 one-partition queues of the token: more than NAMED_PARTITIONS_MAX partitions.
+    const queues = Array.from({ length: NAMED_PARTITIONS_MAX + 1 }, (_, i) => ({
+      ...route,
+      queue: `jobs${String(i).padStart(4, '0')}`,
+    }))
+    const { base } = await serve(true, { groupPartitions: NAMED_PARTITIONS_MAX + 1, queues })
+    const mine = (await (await fetch(`${base}/api/cluster`, { headers: bearer(APP) })).json()) as ClusterInfo
+    // Not 1,000 of its 1,001 partitions named as if they were all of them.
+    expect(mine.groups[0]?.partitions).toEqual([])
   })
 
   it('with auth: admin actions need the admin role, and pass the admin token on to the cluster', async () => {

@@ -148,8 +148,13 @@ export class ConsoleApi {
 
   /** Answers one request whose path starts with `/api/`. Never rejects. */
   async handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    // The caller left (its page gave up, after 10 s): work for it that has not started is not started.
+    let left = false
+    res.once('close', () => {
+      left = true
+    })
     try {
-      const body = await this.#route(req, path)
+      const body = await this.#route(req, path, () => left)
       sendJson(res, 200, body)
     } catch (error) {
       const e = httpError(error)
@@ -157,7 +162,7 @@ export class ConsoleApi {
     }
   }
 
-  async #route(req: IncomingMessage, path: string): Promise<unknown> {
+  async #route(req: IncomingMessage, path: string, gone: () => boolean): Promise<unknown> {
     const caller = this.#authenticate(req)
     const parts = path.slice('/api/'.length).split('/').map(decodePart)
     const [first, second, third] = parts
@@ -165,7 +170,7 @@ export class ConsoleApi {
       if (parts.length === 1 && first === 'session') return this.#session(caller)
       if (parts.length === 1 && first === 'cluster')
         return this.#call(caller, (c) => this.#cluster(c, this.#scoped(caller.principal)))
-      if (parts.length === 1 && first === 'queues') return this.#call(caller, (c) => this.#queues(c))
+      if (parts.length === 1 && first === 'queues') return this.#call(caller, (c) => this.#queues(c, gone))
       if (parts.length === 2 && first === 'queues') {
         const queue = name(second)
         return this.#call(caller, (c) => this.#queue(c, queue, this.#mayPeek(caller, queue)))
@@ -318,8 +323,12 @@ export class ConsoleApi {
     // A token that sees only some queues lists those alone (the cluster reads only the names
     // under its patterns), so its own are named while they are few, however many the others.
     const total = status.groups.reduce((n, g) => n + g.partitions, 0)
+    // One queue past the bound: a listing cut at the bound would pass for all of a scoped token's
+    // queues (1,001 one-partition queues named 1,000 of them).
     const listed =
-      total <= NAMED_PARTITIONS_MAX || scoped ? await client.admin.listQueues('', NAMED_PARTITIONS_MAX) : []
+      total <= NAMED_PARTITIONS_MAX || scoped
+        ? await client.admin.listQueues('', NAMED_PARTITIONS_MAX + 1)
+        : []
     const queues = listed.reduce((n, q) => n + q.partitions.length, 0) <= NAMED_PARTITIONS_MAX ? listed : []
     const held = new Map<number, string[]>()
     for (const q of queues) {
@@ -384,13 +393,16 @@ export class ConsoleApi {
     }
   }
 
-  async #queues(client: MqClient): Promise<QueueSummary[]> {
+  async #queues(client: MqClient, gone: () => boolean): Promise<QueueSummary[]> {
     const routes = await client.admin.listQueues()
     const read = routes.slice(0, QUEUES_WITH_STATS_MAX)
     const depths = await withinBudget(
       read.map((route) => route.partitions.length),
       QUEUES_STATS_CALLS_AT_ONCE,
       async (i) => {
+        // Each queue read may take the call's deadline (a group without a leader): 50 of them in
+        // turn held a cluster-call slot for minutes after the page had given up.
+        if (gone()) return { depth: null, error: 'not read: the caller left' }
         try {
           return {
             depth: queueFigures(await client.admin.queueStats((read[i] as QueueRoute).queue)).depth,

@@ -188,3 +188,52 @@ describe('admin actions', () => {
     expect(page.fetches.bodies.get('/api/queues')).toEqual({ name: 'jobs', config: { maxDeliveries: 7 } })
   })
 })
+
+describe('freshness', () => {
+  it('does not stamp the view as updated while it is not redrawn (a control of it in use)', async () => {
+    let term = 1
+    const cluster = () => ({
+      servedBy: 'n1',
+      metaLeaderId: 'n1',
+      meta: { voters: ['n1'], votersWanted: 1, summary: 'n1', voterChoices: [1] },
+      replicationFactor: 2,
+      replication: '2 replicas per data group',
+      replicationChoices: [1, 2],
+      routeEpoch: 1,
+      nodes: [],
+      groups: [
+        {
+          groupId: 1,
+          leaderId: 'n1',
+          term: term++,
+          replicas: [
+            { nodeId: 'n1', learner: false, appliedIndex: 5, lag: 0 },
+            { nodeId: 'n2', learner: false, appliedIndex: 5, lag: 0 },
+          ],
+          commitIndex: 5,
+          appliedIndex: 5,
+          applyLag: 0,
+          state: 'active',
+          partitionCount: 0,
+          partitions: [],
+        },
+      ],
+      scale: null,
+      moves: [],
+      atMs: 0,
+    })
+    const page = await openPage('#/groups', 10, (path) => (path === '/api/session' ? ADMIN : cluster()))
+    await vi.advanceTimersByTimeAsync(100)
+    const drawnAt = page.byId('updated').dataset.at
+    expect(drawnAt).toBeDefined()
+    // The admin picks a new leader in the view's select: the view is left as drawn meanwhile.
+    const select = new (globalThis as unknown as { HTMLSelectElement: new () => object }).HTMLSelectElement()
+    ;(document as unknown as { activeElement: unknown }).activeElement = select
+    ;(page.byId('view') as unknown as { contains: () => boolean }).contains = () => true
+    const shown = page.byId('view').children
+    await vi.advanceTimersByTimeAsync(10_000)
+    expect(page.byId('view').children).toBe(shown)
+    // …so the page must not say its figures are fresh: they are from when it was drawn.
+    expect(page.byId('updated').dataset.at).toBe(drawnAt)
+  })
+})

@@ -180,8 +180,11 @@ async function render(route: Route, forms: boolean): Promise<void> {
   // A control of the view in use (a leader being picked) is not redrawn under the user's hand.
   const active = document.activeElement
   const busy = active instanceof HTMLSelectElement && byId('view').contains(active)
-  if (!busy) byId('view').replaceChildren(view)
   if (forms) byId('forms').replaceChildren(...(form ? [form] : []))
+  if (busy) return
+  byId('view').replaceChildren(view)
+  // Only a view redrawn is stamped: one left as drawn (a control in use) showed the time of each
+  // poll over figures as old as the control's use.
   byId('updated').textContent = `updated ${new Date().toLocaleTimeString()}`
   byId('updated').dataset.at = String(Date.now())
 }
