@@ -68,6 +68,9 @@ const DEFAULTED_WHEN_EMPTY: ReadonlySet<string> = new Set([
   'retryBackoffMaxMs',
 ] satisfies (keyof QueueConfig)[])
 
+/** The most ready messages a peek reads of one partition (what one ListReady answers). */
+export const PEEK_LIMIT_MAX = 1_000
+
 /** Settings of a new queue; anything left out takes the cluster's default. */
 export type QueueOptions = Partial<QueueConfig>
 
@@ -312,7 +315,7 @@ export class Admin {
   }
 
   /**
-   * Up to `limit` ready messages of each partition of `name`, without delivering them (no
+   * Up to `limit` (at most PEEK_LIMIT_MAX) ready messages of each partition of `name`, without delivering them (no
    * lease, no delivery counted): per partition the heaviest weight first, each weight's in
    * the order it delivers them.
    *
@@ -330,8 +333,9 @@ export class Admin {
     limit = 100,
     options?: { readonly map: (message: ListedMessage) => T },
   ): Promise<(T | ListedMessage)[]> {
-    // 0 asks for nothing (on the wire, 0 is the server's default).
-    checkInteger('limit', limit, 0, UINT32_MAX)
+    // 0 asks for nothing (on the wire, 0 is the server's default). One ListReady answers at most
+    // PEEK_LIMIT_MAX (it has no pages): a larger limit was cut there without a word.
+    checkInteger('limit', limit, 0, PEEK_LIMIT_MAX)
     if (limit === 0) return []
     return this.#listed(
       name,

@@ -23,7 +23,7 @@ export {
   VISIBILITY_MS_MIN,
 } from '@mq/protocol'
 export type { ListedMessage, QueueOptions } from './admin'
-export { Admin } from './admin'
+export { Admin, PEEK_LIMIT_MAX } from './admin'
 export type { BackoffPolicy } from './backoff'
 export { backoffMs, DEFAULT_BACKOFF } from './backoff'
 export type { EncodedBody } from './body-text'

@@ -1413,7 +1413,9 @@ describe('MqClient', () => {
       await expect(client.admin.redriveDeadLetters(q, bad)).rejects.toThrow(
         /max must be an integer of at least 0/,
       )
-    await expect(client.admin.peek(q, -1)).rejects.toThrow(/limit must be an integer from 0 to 4294967295/)
+    await expect(client.admin.peek(q, -1)).rejects.toThrow(/limit must be an integer from 0 to 1000/)
+    // A partition answers at most 1,000 ready messages: more is refused, not cut without a word.
+    await expect(client.admin.peek(q, 1_001)).rejects.toThrow(/limit must be an integer from 0 to 1000/)
     expect(await client.admin.peek(q, 0)).toEqual([])
     await expect(client.admin.deadLetters(q, 2.5)).rejects.toThrow(/limit must be an integer/)
     await expect(client.admin.scaleDataGroups(-2)).rejects.toThrow(/groups must be an integer/)

@@ -529,6 +529,7 @@ describe('the console API', () => {
       'application/x-www-form-urlencoded',
       'text/plain',
       'multipart/form-data',
+      'application/jsonp',
     ]) {
       const r = await fetch(`${base}/api/queues/jobs/purge`, {
         method: 'POST',
@@ -538,6 +539,14 @@ describe('the console API', () => {
       expect(await r.json()).toMatchObject({ error: { code: 'UNSUPPORTED_MEDIA_TYPE' } })
     }
     expect(calls).toEqual([])
+    // The media type in another case, with parameters: taken (HTTP compares it so).
+    for (const type of ['Application/JSON', 'application/json; charset=UTF-8', ' application/json ']) {
+      const r = await fetch(`${base}/api/queues/jobs/purge`, {
+        method: 'POST',
+        headers: { ...bearer(ADMIN), 'content-type': type },
+      })
+      expect(r.status, type).toBe(200)
+    }
   })
 
   it('with auth: calls the cluster with a token whose scheme is sent in another case', async () => {

@@ -656,8 +656,10 @@ function flag(value: unknown, key: string): boolean {
  * adding a token to every request would have let another site purge or delete; an audit).
  */
 async function readJson(req: IncomingMessage): Promise<unknown> {
-  const type = req.headers['content-type'] ?? ''
-  if (!type.startsWith('application/json')) {
+  // The media type alone (parameters after ';'), in any case, as HTTP compares it: a client
+  // sending `Application/JSON` was refused; `application/jsonx` was taken.
+  const type = (req.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase()
+  if (type !== 'application/json') {
     req.resume()
     throw new ApiRequestError(
       415,
