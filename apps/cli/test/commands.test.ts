@@ -119,6 +119,25 @@ describe('global flags', () => {
       ['queue', 'create', 'q', '--max-deliveries', '1001'],
       /1001 is out of range: give an integer from 1 to 1000/,
     ],
+    // The help says "at most 4 MiB": past it the server refused naming its wire field
+    // (`messageBytesMax must be an integer from 1 to 4194304, got 5000000`), not the flag.
+    [
+      ['queue', 'create', 'q', '--max-message-bytes', '5000000'],
+      /--max-message-bytes.*5000000 is out of range: give an integer from 1 to 4194304/,
+    ],
+    // Refused by the server naming its wire fields (`retryBackoffMaxMs (1000) is below retryBackoffMinMs (10000)`).
+    [
+      ['queue', 'create', 'q', '--retry-backoff', '10s', '--retry-backoff-max', '1s'],
+      /--retry-backoff-max 1s is below --retry-backoff 10s/,
+    ],
+    [
+      ['queue', 'update', 'q', '--retry-backoff', '10s', '--retry-backoff-max', '1s'],
+      /--retry-backoff-max 1s is below --retry-backoff 10s/,
+    ],
+    [
+      ['queue', 'update', 'q', '--max-length', '2000000000'],
+      /--max-length.*2000000000 is out of range: give an integer from 1 to 1000000000/,
+    ],
   ])('exits 1 on a usage error: %j', async (argv, why) => {
     const r = await mq(argv)
     expect(r.code).toBe(1)

@@ -379,3 +379,50 @@ describe('jsonSyntaxProblem', () => {
     expect(problem('{"tokens": [')).toMatch(/^Unexpected end of JSON input \(where is not shown/)
   })
 })
+
+describe('loadConfig: operator input audit (h4)', () => {
+  it('refuses --http-listen on the gRPC port when the two name one host differently (localhost, 127.1)', () => {
+    // `--listen localhost:7001 --http-listen 127.0.0.1:7001` was accepted; the HTTP server bound
+    // first and the node exited 1 with "cannot listen on localhost:7001: … EADDRINUSE", as if
+    // another process held its port.
+    for (const [listen, httpListen] of [
+      ['localhost:7001', '127.0.0.1:7001'],
+      ['127.0.0.1:7001', 'localhost:7001'],
+      ['127.0.0.1:7001', '127.1:7001'],
+      ['127.0.0.1:7001', '0x7f.0.0.1:7001'],
+    ]) {
+      expect(() =>
+        loadConfig({ ...base, listen, advertise: '127.0.0.1:7001', httpListen }, '/srv', {}),
+      ).toThrow(/--http-listen .* and --listen .* take the same port/)
+    }
+    // Other hosts on the same port stay fine.
+    expect(
+      loadConfig({ ...base, listen: '127.0.0.1:7001', httpListen: '[::1]:7001' }, '/srv', {}).httpListen,
+    ).toBe('[::1]:7001')
+  })
+
+  it('refuses a --join that names the node itself', () => {
+    // A new node joining "through" its own address asked itself for a meta leader for ever
+    // ("no meta leader is known yet"), and its data dir kept that address as its cluster entry.
+    const joining = { nodeId: 'n4', listen: '127.0.0.1:7004', dataDir: 'data/n4' }
+    expect(() => loadConfig({ ...joining, join: '127.0.0.1:7004' }, '/srv', {})).toThrow(
+      /--join names this node's own address/,
+    )
+    expect(() =>
+      loadConfig(
+        { ...joining, listen: '0.0.0.0:7004', advertise: 'mq-4.example:7004', join: 'MQ-4.example:7004' },
+        '/srv',
+        {},
+      ),
+    ).toThrow(ConfigError)
+    expect(loadConfig({ ...joining, join: '127.0.0.1:7001' }, '/srv', {}).join).toBe('127.0.0.1:7001')
+  })
+})
+
+describe('loadConfig: a config file saved with a byte order mark (h4)', () => {
+  it('reads it (Notepad and PowerShell save UTF-8 with one), not "Unexpected token at line 1, column 1"', () => {
+    const file = join(dir, 'bom.json')
+    writeFileSync(file, `\uFEFF${JSON.stringify({ ...base, tickMs: 20 })}`)
+    expect(loadConfig({ config: file }, '/srv', {}).tickMs).toBe(20)
+  })
+})

@@ -3,6 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import { parseAllowedHosts } from './http/loopback-host'
+import { ipv4Of } from './ipv4-spelling'
 import {
   hostAndPort,
   isWildcardHost,
@@ -231,7 +232,9 @@ export function loadConfig(
     const path = resolve(cwd, String(flags.config))
     let text: string
     try {
-      text = readFileSync(path, 'utf8')
+      // A byte order mark (editors on Windows write one) is no JSON: it was refused as
+      // "Unexpected token at line 1, column 1", a character nobody sees.
+      text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '')
     } catch (error) {
       throw new ConfigError(`cannot read config file ${path}: ${(error as Error).message}`, { cause: error })
     }
@@ -349,7 +352,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     const http = hostAndPort(httpListen)
     if (
       grpc.port === http.port &&
-      (grpc.host === http.host || isWildcardHost(grpc.host) || isWildcardHost(http.host))
+      (sameHost(grpc.host, http.host) || isWildcardHost(grpc.host) || isWildcardHost(http.host))
     ) {
       // The HTTP server binds first: the node then failed on its own gRPC port, as if another
       // process held it.
@@ -365,6 +368,11 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     if (dialed !== '' && isWildcardHost(hostAndPort(dialed).host))
       throw new ConfigError(`${flag} names ${dialed}, a wildcard: give an address of the node to dial`)
   }
+  // The node would ask itself for the meta leader for ever, and keep that as its cluster entry.
+  if (join !== '' && (join === advertise || join === listen))
+    throw new ConfigError(
+      `--join names this node's own address (${join}): give the address of a node of the running cluster`,
+    )
   // Neither is a restart from the data dir, which only the node can tell (MqNode.start).
   if (initialMeta.length > 0 && join !== '')
     throw new ConfigError('give either --initial-meta or --join, not both')
@@ -482,6 +490,15 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     connectionUnsentMaxMb,
     unsentMaxMb,
   }
+}
+
+/**
+ * Whether two hosts of addresses `parseAddress` took are one host however spelt: `localhost`
+ * and 127.0.0.1, or an IPv4 address in another spelling (127.1, 0x7f.0.0.1).
+ */
+function sameHost(a: string, b: string): boolean {
+  const norm = (h: string) => (h === 'localhost' ? '127.0.0.1' : (ipv4Of(h) ?? h))
+  return norm(a) === norm(b)
 }
 
 /**

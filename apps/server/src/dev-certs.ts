@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
+import { isIP } from 'node:net'
 import { basename, join } from 'node:path'
 import { makeDirs } from './make-dirs'
 import { NODE_ID_PATTERN, NODE_ID_RULE } from './members'
@@ -44,6 +45,15 @@ export function makeDevCerts(options: DevCertsOptions): DevCertPaths {
   const nodeIds = [...new Set(options.nodeIds ?? [])]
   const bad = nodeIds.find((id) => !NODE_ID_PATTERN.test(id))
   if (bad !== undefined) throw new Error(`${JSON.stringify(bad)} is not a node id (${NODE_ID_RULE})`)
+  // Before anything is written: a host with a port (`mq.example:7001`) went to openssl as an
+  // IP, which failed with its error stack after the CA and a key were written (and the same
+  // command without the port was then refused: "already holds …; pass --force").
+  const hosts = options.hosts.map((h) => h.replace(/^\[(.*)\]$/, '$1'))
+  const badHost = hosts.find((h) => !isIP(h) && !DNS_NAME.test(h))
+  if (badHost !== undefined)
+    throw new Error(
+      `--hosts: ${JSON.stringify(badHost)} is not a host name or IP address (give names and addresses without a port, separated by commas)`,
+    )
   const nodeFiles = new Map(nodeIds.map((id) => [id, nodeCertFiles(options.dir, id)]))
   makeDirs(options.dir)
   if (!options.force) {
@@ -80,7 +90,7 @@ export function makeDevCerts(options: DevCertsOptions): DevCertPaths {
     '-subj',
     '/CN=mq dev CA',
   ])
-  const sans = ['DNS:localhost', 'IP:127.0.0.1', 'IP:::1', ...options.hosts.map(san)]
+  const sans = ['DNS:localhost', 'IP:127.0.0.1', 'IP:::1', ...hosts.map(san)]
   const sign = (files: { cert: string; key: string }, subject: string, ext: string) => {
     const csr = `${files.cert}.csr`
     const extFile = `${files.cert}.ext`
@@ -136,5 +146,8 @@ export function nodeCertFiles(dir: string, id: string): { cert: string; key: str
 }
 
 function san(host: string): string {
-  return /^[0-9.]+$/.test(host) || host.includes(':') ? `IP:${host}` : `DNS:${host}`
+  return isIP(host) ? `IP:${host}` : `DNS:${host}`
 }
+
+/** A DNS name a certificate may carry: labels of letters, digits, '-' and '_', or a leading `*.`. */
+const DNS_NAME = /^(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/

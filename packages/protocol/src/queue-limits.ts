@@ -31,5 +31,11 @@ export const QUEUE_MAX_DELIVERIES_MAX = 1000
  */
 export const QUEUE_DAY_SETTING_MS_MAX = 24 * 3600_000
 
+/** The largest message-size limit a queue may set (`message_bytes_max`): 4 MiB. */
+export const QUEUE_MESSAGE_BYTES_MAX = 4 * 1024 * 1024
+
+/** The largest length limit a queue may set (`queue_length_max`): a billion messages. */
+export const QUEUE_LENGTH_MAX = 1_000_000_000
+
 /** The longest a queue may keep a message waiting to be delivered (`message_ttl_ms`): a year. */
 export const QUEUE_MESSAGE_TTL_MS_MAX = 365 * 24 * 3600_000

@@ -2,7 +2,9 @@ import {
   encodeBody,
   LEASE_VISIBILITY_MS_MAX,
   QUEUE_DAY_SETTING_MS_MAX,
+  QUEUE_LENGTH_MAX,
   QUEUE_MAX_DELIVERIES_MAX,
+  QUEUE_MESSAGE_BYTES_MAX,
   QUEUE_MESSAGE_TTL_MS_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
@@ -56,8 +58,8 @@ function addSettingFlags(command: Command): Command {
     )
     .option(
       '--max-length <n>',
-      'messages the queue holds at most (each partition its share, rounded up); producers get LIMIT_EXCEEDED beyond',
-      integerArg(1),
+      'messages the queue holds at most (each partition its share, rounded up; at most 1000000000); producers get LIMIT_EXCEEDED beyond',
+      integerArg(1, QUEUE_LENGTH_MAX),
     )
     .option(
       '--dedup-window <duration>',
@@ -72,7 +74,8 @@ function addSettingFlags(command: Command): Command {
     .option(
       '--max-message-bytes <n>',
       'largest message accepted: body, header names and values, and key (at most 4 MiB)',
-      integerArg(1, U32_MAX),
+      // The meta service's bound: past it, it refused naming its wire field, not the flag.
+      integerArg(1, QUEUE_MESSAGE_BYTES_MAX),
     )
     .option('--dead-letter-queue <name>', 'move dead messages to this queue instead of the dead-letter list')
     .option(
@@ -93,6 +96,13 @@ function addSettingFlags(command: Command): Command {
 }
 
 function settings(flags: SettingFlags): QueueConfigUpdate {
+  // 0 is "the default" (10m, or the shortest if longer); the server refused the rest naming
+  // its wire fields in ms (`retryBackoffMaxMs (1000) is below retryBackoffMinMs (10000)`).
+  const { retryBackoff: min, retryBackoffMax: max } = flags
+  if (min !== undefined && max !== undefined && max > 0 && max < min)
+    throw new UsageError(
+      `--retry-backoff-max ${formatDuration(max)} is below --retry-backoff ${formatDuration(min)}: give the longest backoff at least as long as the shortest`,
+    )
   const update: QueueConfigUpdate = {}
   if (flags.visibility !== undefined) update.visibilityTimeoutMs = flags.visibility
   if (flags.maxDeliveries !== undefined) update.maxDeliveries = flags.maxDeliveries
@@ -182,9 +192,10 @@ Examples:
           orderedKeys?: boolean
         },
         command: Command,
-      ) =>
-        runtime.run(command, async ({ client, out }) => {
-          const options: QueueOptions = { ...settings(flags) }
+      ) => {
+        const given = settings(flags)
+        return runtime.run(command, async ({ client, out }) => {
+          const options: QueueOptions = { ...given }
           if (flags.partitions !== undefined) options.partitions = flags.partitions
           if (flags.engine !== undefined) options.engine = flags.engine
           if (flags.paused) options.paused = true
@@ -195,7 +206,8 @@ Examples:
             `created queue ${name} (${[...notes, ...(flags.paused ? ['paused'] : [])].join(', ')})`,
             route,
           )
-        }),
+        })
+      },
     )
 
   queue

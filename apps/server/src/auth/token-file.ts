@@ -47,7 +47,8 @@ export const TOKENS_MAX = 10_000
 export function loadTokenFile(path: string): TokenEntry[] {
   let text: string
   try {
-    text = readFileSync(path, 'utf8')
+    // A byte order mark (as the config file's) is dropped.
+    text = readFileSync(path, 'utf8').replace(/^\uFEFF/, '')
   } catch (error) {
     throw new ConfigError(`auth file ${path}: ${(error as Error).message}`, { cause: error })
   }
