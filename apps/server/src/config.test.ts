@@ -380,7 +380,7 @@ describe('jsonSyntaxProblem', () => {
   })
 })
 
-describe('loadConfig: operator input audit (h4)', () => {
+describe('loadConfig: addresses that name one host or node twice', () => {
   it('refuses --http-listen on the gRPC port when the two name one host differently (localhost, 127.1)', () => {
     // `--listen localhost:7001 --http-listen 127.0.0.1:7001` was accepted; the HTTP server bound
     // first and the node exited 1 with "cannot listen on localhost:7001: … EADDRINUSE", as if
@@ -416,10 +416,14 @@ describe('loadConfig: operator input audit (h4)', () => {
       ),
     ).toThrow(ConfigError)
     expect(loadConfig({ ...joining, join: '127.0.0.1:7001' }, '/srv', {}).join).toBe('127.0.0.1:7001')
+    // An --advertise naming another node (its port not the one listened on) is that node's
+    // address: the join goes there, and the node warns of its --advertise once it serves.
+    const wrong = { ...joining, advertise: '127.0.0.1:7001', join: '127.0.0.1:7001' }
+    expect(loadConfig(wrong, '/srv', {}).join).toBe('127.0.0.1:7001')
   })
 })
 
-describe('loadConfig: a config file saved with a byte order mark (h4)', () => {
+describe('loadConfig: a config file saved with a byte order mark', () => {
   it('reads it (Notepad and PowerShell save UTF-8 with one), not "Unexpected token at line 1, column 1"', () => {
     const file = join(dir, 'bom.json')
     writeFileSync(file, `\uFEFF${JSON.stringify({ ...base, tickMs: 20 })}`)

@@ -369,7 +369,10 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
       throw new ConfigError(`${flag} names ${dialed}, a wildcard: give an address of the node to dial`)
   }
   // The node would ask itself for the meta leader for ever, and keep that as its cluster entry.
-  if (join !== '' && (join === advertise || join === listen))
+  // Its --advertise only when it names the port it listens on: one naming another node's
+  // address (a mistake the node reports once it serves: Peer.Probe) is that node's.
+  const ownAdvertise = join === advertise && hostAndPort(advertise).port === hostAndPort(listen).port
+  if (join !== '' && (join === listen || ownAdvertise))
     throw new ConfigError(
       `--join names this node's own address (${join}): give the address of a node of the running cluster`,
     )
