@@ -9,6 +9,7 @@ import {
   type DataNodePort,
   encodeDataCommand,
   errorOf,
+  type LongPollTally,
   parseStoredQueueName,
   partitionConfigOf,
   queueHandlers,
@@ -235,6 +236,7 @@ export class MqNode {
   readonly #onFailStop: ((error: Error) => void) | undefined
   #port = 0
   readonly #unsent: UnsentAnswers
+  readonly #longPolls: LongPollTally = { open: 0 }
   #listener: GrpcListener | undefined
   #serving = false
   /** Set when stop() begins. */
@@ -273,6 +275,11 @@ export class MqNode {
       'mq_grpc_connections',
       'gRPC connections open (clients and peers)',
       () => this.#listener?.connections() ?? 0,
+    )
+    this.metrics.addGaugeSource(
+      'mq_lease_polls_open',
+      'Lease long polls this node holds open, waiting for messages',
+      () => this.#longPolls.open,
     )
     this.metrics.addGaugeSource(
       'mq_grpc_unsent_answer_bytes',
@@ -634,7 +641,10 @@ export class MqNode {
             : undefined,
       }),
     )
-    this.#server.addService(QueueService, queueHandlers(this.#dataNodePort()))
+    this.#server.addService(
+      QueueService,
+      queueHandlers(this.#dataNodePort(), {}, { longPolls: this.#longPolls }),
+    )
     this.#listener = await listenGrpc(
       this.#server,
       this.#credentials.server(),

@@ -5,6 +5,7 @@ export type { DataApplied, DataResult, RefusalReason, WriteWatch } from './data-
 export { DataGroupMachine } from './data-group'
 export type { KeyPair } from './key-pairs'
 export { decodePairs, encodePairs } from './key-pairs'
+export type { LongPollTally } from './long-poll-waiters'
 export type { PartitionRef } from './partition-key'
 export {
   orphanPartitions,

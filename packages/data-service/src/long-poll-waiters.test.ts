@@ -161,6 +161,23 @@ describe('LongPollWaiters', () => {
     expect(waiters.size).toBe(0)
   })
 
+  it("counts its open polls into a tally that other groups' waiters share", () => {
+    const tally = { open: 0 }
+    const look = () => ({ spare: 0, dueInMs: Number.POSITIVE_INFINITY })
+    const limits = { waitersPerPartitionMax: 1, waitersPerGroupMax: 10 }
+    const one = new LongPollWaiters(look, limits, tally)
+    const two = new LongPollWaiters(look, limits, tally)
+    const a = entered(one, 'a', 0, 1)
+    const b = entered(two, 'a', 0, 1)
+    entered(two, 'b', 0, 1)
+    expect(one.enter('a', 0, 1)).toBe('partition') // a refused poll is not counted
+    expect(tally.open).toBe(3)
+    a.close()
+    a.close() // idempotent
+    b.close()
+    expect(tally.open).toBe(1)
+  })
+
   it('ends a sleep after its ms, or when its signal aborts', async () => {
     const { waiters } = waitersWith()
     const poll = entered(waiters, 'a', 0, 1)

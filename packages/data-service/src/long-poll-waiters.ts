@@ -20,6 +20,11 @@ export interface LongPollLimits {
   readonly waitersPerGroupMax: number
 }
 
+/** Long polls open across the groups that share it (a node's count, for its metrics). */
+export interface LongPollTally {
+  open: number
+}
+
 /** The limit `LongPollWaiters.enter` found reached, when it refused a poll. */
 export type LongPollRefusal = 'partition' | 'group'
 
@@ -94,12 +99,21 @@ export class LongPollWaiters {
   readonly #partitions = new Map<string, PartitionWaiters>()
   readonly #look: (queue: string, partition: number) => PartitionLook
   readonly #limits: LongPollLimits
+  readonly #tally: LongPollTally
   #open = 0
 
-  /** `look` answers for a partition with polls, at a change, a hand-on or its due time. */
-  constructor(look: (queue: string, partition: number) => PartitionLook, limits: LongPollLimits) {
+  /**
+   * `look` answers for a partition with polls, at a change, a hand-on or its due time; `tally`
+   * counts the polls open here along with those of other groups.
+   */
+  constructor(
+    look: (queue: string, partition: number) => PartitionLook,
+    limits: LongPollLimits,
+    tally: LongPollTally = { open: 0 },
+  ) {
     this.#look = look
     this.#limits = limits
+    this.#tally = tally
   }
 
   /** Polls under way in the group. */
@@ -132,6 +146,7 @@ export class LongPollWaiters {
     }
     p.open++
     this.#open++
+    this.#tally.open++
     return this.#poll(id, p, Math.max(1, wants))
   }
 
@@ -229,6 +244,7 @@ export class LongPollWaiters {
         asleep?.wake()
         p.open--
         this.#open--
+        this.#tally.open--
         if (p.open > 0) return
         clearTimeout(p.dueTimer)
         this.#partitions.delete(id)

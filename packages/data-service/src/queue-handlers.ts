@@ -35,7 +35,13 @@ import type { DataCommand } from './data-command'
 import type { DataGroupMachine, DataResult } from './data-group'
 import { DeliveryBuckets } from './delivery-rate'
 import { tagLeaseId, untagLeaseId } from './lease-tag'
-import { type LongPoll, type LongPollRefusal, LongPollWaiters, type PartitionLook } from './long-poll-waiters'
+import {
+  type LongPoll,
+  type LongPollRefusal,
+  type LongPollTally,
+  LongPollWaiters,
+  type PartitionLook,
+} from './long-poll-waiters'
 import { parseStoredQueueName } from './partition-key'
 import { ProducerOrder } from './producer-order'
 import {
@@ -255,7 +261,11 @@ function pollsLimitError(
 export function queueHandlers(
   node: DataNodePort,
   given: Partial<QueueHandlerLimits> = {},
-  parts: { readonly producerOrder?: ProducerOrder } = {},
+  parts: {
+    readonly producerOrder?: ProducerOrder
+    /** Counts the lease long polls open on the node (its metrics read it). */
+    readonly longPolls?: LongPollTally
+  } = {},
 ): QueueServer {
   const limits: QueueHandlerLimits = { ...DEFAULT_QUEUE_HANDLER_LIMITS, ...given }
   /**
@@ -449,7 +459,11 @@ export function queueHandlers(
   const waitersOf = (group: DataGroupPort): LongPollWaiters => {
     let w = waiters.get(group.machine)
     if (!w) {
-      const made = new LongPollWaiters((queue, partition) => look(group, queue, partition), limits)
+      const made = new LongPollWaiters(
+        (queue, partition) => look(group, queue, partition),
+        limits,
+        parts.longPolls,
+      )
       group.machine.watchReady((p) => (p ? made.changed(p.queue, p.index) : made.changedAll()))
       waiters.set(group.machine, made)
       w = made

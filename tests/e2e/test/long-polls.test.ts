@@ -1,6 +1,7 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { LocalCluster } from '../src/cluster'
+import { freePort, LocalCluster } from '../src/cluster'
+import { waitFor } from '../src/scale-run'
 
 // A node takes at most 1,000 calls at once on one client connection (GRPC_LIMITS); the client's
 // HTTP/2 layer holds the others until one ends. One client whose consumers long-poll more
@@ -10,9 +11,14 @@ import { LocalCluster } from '../src/cluster'
 describe('many long polls from one client', () => {
   let cluster: LocalCluster
   let client: MqClient
+  let httpPort: number
 
   beforeAll(async () => {
-    cluster = await LocalCluster.start({ nodes: 1 })
+    httpPort = await freePort()
+    cluster = await LocalCluster.start({
+      nodes: 1,
+      nodeArgs: () => ['--http-listen', `127.0.0.1:${httpPort}`],
+    })
     client = await MqClient.connect({ servers: cluster.servers, deadlineMs: 15_000 })
     await client.admin.createQueue('idle', { partitions: 256 })
     await client.admin.createQueue('work', { partitions: 1 })
@@ -28,8 +34,13 @@ describe('many long polls from one client', () => {
     const reading = consumers.map(async (c) => {
       for await (const d of c) await d.ack()
     })
-    // Every fetcher has sent its first long poll.
-    await new Promise((r) => setTimeout(r, 3_000))
+    // The node holds as many of the client's polls as one connection takes (1,000 calls at
+    // once): the rest wait in the client, as its other calls did on a shared connection.
+    const pollsOpen = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text()
+      return Number(text.match(/^mq_lease_polls_open\{node="n1"\} (\d+)$/m)?.[1] ?? 0)
+    }
+    expect(await waitFor(async () => (await pollsOpen()) >= 1_000, 30_000)).toBe(true)
     const producer = client.producer('work')
     const sendMs: number[] = []
     for (let i = 0; i < 3; i++) {
