@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events'
 import { MemoryEngine } from '@mq/kv-storage'
 import {
+  CONSUMER_ID_BYTES_MAX,
   DEAD_LETTER_DELIVERIES_HEADER,
   DEAD_LETTER_SOURCE_HEADER,
   FORMAT_LEVEL_LEASE_ATTEMPTS,
@@ -1913,5 +1914,6 @@ describe('request bounds', () => {
     expect(LEASE_VISIBILITY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.visibilityMsMax)
     expect(MESSAGE_DELAY_MS_MAX).toBe(QUEUE_CONFIG_DEFAULT.delayMsMax)
     expect(MESSAGE_KEY_BYTES_MAX).toBe(NAME_BYTES_MAX)
+    expect(CONSUMER_ID_BYTES_MAX).toBe(NAME_BYTES_MAX)
   })
 })

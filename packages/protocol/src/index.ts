@@ -201,6 +201,7 @@ export {
 export { QUEUE_NAME_LENGTH_MAX, queueNameProblem } from './queue-name'
 export { isRefusedRequest, RefusedRequest } from './request-guard'
 export {
+  CONSUMER_ID_BYTES_MAX,
   CREATE_TOKEN_ROLES_MAX,
   DEAD_LETTER_DELIVERIES_HEADER,
   DEAD_LETTER_SOURCE_HEADER,

@@ -29,6 +29,13 @@ export const HEADERS_PER_MESSAGE_MAX = 1_000
 export const MESSAGE_KEY_BYTES_MAX = 256
 
 /**
+ * The longest consumer id of a Lease, in UTF-8 bytes: every partition's own bound (weighted-queue's
+ * NAME_BYTES_MAX, which data-service's checkLease applies). The SDK checks it when a consumer is
+ * made: a longer one had every lease of the consumer refused.
+ */
+export const CONSUMER_ID_BYTES_MAX = 256
+
+/**
  * The headers the dead-letter forwarder (mq-server) adds to the copy of a dead message that it
  * moves to the queue's dead-letter queue: where the message died, and after how many
  * deliveries. A produced message may carry at most HEADERS_PER_MESSAGE_MAX − 2 others

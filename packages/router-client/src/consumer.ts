@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { setMaxListeners } from 'node:events'
 import {
+  CONSUMER_ID_BYTES_MAX,
   LEASE_VISIBILITY_MS_MAX,
   LeaseOutcome,
   type LeaseResult,
@@ -843,6 +844,12 @@ function checkConsumerOptions(o: ConsumerOptions): void {
   checkBoolean('consumer option autoExtend', o.autoExtend)
   if (typeof o.consumerId !== 'string' || o.consumerId === '')
     throw new RangeError(`consumer option consumerId must be a non-empty string, got ${String(o.consumerId)}`)
+  // Past the partitions' bound every lease of the consumer was refused, at its first lease.
+  const idBytes = Buffer.byteLength(o.consumerId)
+  if (idBytes > CONSUMER_ID_BYTES_MAX)
+    throw new RangeError(
+      `consumer option consumerId is ${idBytes} UTF-8 bytes long; the limit is ${CONSUMER_ID_BYTES_MAX}`,
+    )
   if (typeof o.onError !== 'function')
     throw new RangeError(`consumer option onError must be a function, got ${String(o.onError)}`)
 }

@@ -70,7 +70,7 @@ describe('options', () => {
     }
   })
 
-  it('refuses consumer and producer options out of range, naming them', () => {
+  it('refuses consumer and producer options out of range, naming them', async () => {
     const q = freshQueue()
     const consumerBad = [
       [{ visibilityMs: -1 }, /consumer option visibilityMs .* got -1/],
@@ -84,6 +84,10 @@ describe('options', () => {
       [{ extendMaxMs: -1 }, /consumer option extendMaxMs/],
       [{ prefetch: 1e9 }, /consumer option prefetch must be an integer from 1 to 100000, got 1000000000/],
       [{ autoExtend: 'yes' as unknown as boolean }, /consumer option autoExtend/],
+      [
+        { consumerId: 'é'.repeat(129) },
+        /consumer option consumerId is 258 UTF-8 bytes long; the limit is 256/,
+      ],
     ] as const
     for (const [options, message] of consumerBad) expect(() => client.consumer(q, options)).toThrow(message)
     const producerBad = [
@@ -100,6 +104,8 @@ describe('options', () => {
     ] as const
     for (const [options, message] of producerBad) expect(() => client.producer(q, options)).toThrow(message)
     expect(client.openHandles).toBe(0)
+    // The bound itself is taken.
+    await client.consumer(q, { consumerId: 'é'.repeat(128) }).close()
   })
 
   it('takes an undefined option as its default (idempotent, waitMs)', async () => {
