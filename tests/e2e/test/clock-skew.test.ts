@@ -222,7 +222,7 @@ describe('a whole cluster restarted, led first by the node a minute ahead', () =
 })
 
 /** How long a dead node's replicas wait to be replaced in the cluster below. */
-const REPLACE_AFTER_MS = 30_000
+const REPLACE_AFTER_MS = 20_000
 
 // A meta leader recorded a dead node's silence (markSilent) by its clock, then the meta
 // leadership moves to a node whose clock is ten minutes ahead. Until 2026-12-03 each meta leader
