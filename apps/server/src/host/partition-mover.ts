@@ -190,6 +190,8 @@ export class PartitionMover {
         return false
       }
     }
+    /** Why this move may no longer be completed here (it was aborted), or undefined. */
+    const abortedHere = () => staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
     const ship = async (pairs: readonly KeyPair[], last: boolean, dels?: Uint8Array[]): Promise<boolean> => {
       if (port.assertLeader() !== sourceTerm) {
         throw new UnavailableError(
@@ -230,9 +232,7 @@ export class PartitionMover {
         // A chunk is not sent again once this node lost the lead it copies under, nor the last
         // one once the move was aborted here (it would make the target hold the partition).
         {
-          stillWanted: () =>
-            leadingStill() &&
-            !(last && staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')),
+          stillWanted: () => leadingStill() && !(last && abortedHere()),
         },
       )
       return r.complete
@@ -331,7 +331,7 @@ export class PartitionMover {
     }
     // The last chunk makes the target hold the partition: not once the move was aborted here
     // (its fence lifted meanwhile, the partition serving again).
-    const aborted = staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
+    const aborted = abortedHere()
     if (aborted) throw new InvalidArgumentError(aborted)
     if (!(await ship([], true)))
       throw new InternalError(`the import of ${queue}/${partition} did not complete`)
