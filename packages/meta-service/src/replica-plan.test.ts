@@ -293,6 +293,10 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     must(drained, { type: 'startReplicaChange', groupId: 1, add: 'n4', remove: 'n3', reason: 'balance' })
     must(drained, { type: 'drainNode', nodeId: 'n4' })
     expect(replicaActions(drained, { ...input, alive: all(4), lost: new Set() })).toEqual([])
+    // One being drained while it is not alive is given up at once: the drain of a dead node
+    // waited --replace-dead-after-ms (5 min by default) for it, the node neither emptied nor removable.
+    expect(replicaActions(drained, { ...input, lost: new Set() })).toEqual([abandon])
+    expect(replicaActions(drained, { ...input, lost: new Set(), abandon: false })).toEqual([])
     // Applied: the change adds and removes nobody (n4 no longer hosts the group), keeps its
     // reason and start, and finishes with the replicas unchanged.
     const startedAtMs = s.replicaChange(1)?.startedAtMs

@@ -160,12 +160,14 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
     const add = target(state.group(change.groupId)?.replicas ?? [])
     if (add === undefined) {
       // None can take its place: a lost node would hold the group's change for as long as it
-      // stays away (a balance onto a node killed meanwhile showed its group changing for good).
+      // stays away (a balance onto a node killed meanwhile showed its group changing for good),
+      // and so would a node being drained that is not alive: the drain asks for it to hold
+      // nothing now, and until --replace-dead-after-ms it could be neither emptied nor removed.
       // A live one is waited for: one that only stalled may still catch up, and one being
       // drained finishes the change, the drain then moving its replica once a node can take it
       // (given up, a replacement that had removed its dead replica first left two voters).
-      if (input.abandon && input.lost.has(change.add))
-        actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
+      const gone = input.lost.has(change.add) || (state.draining(change.add) && !input.alive.has(change.add))
+      if (input.abandon && gone) actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
       continue
     }
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
