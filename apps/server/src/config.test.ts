@@ -182,6 +182,23 @@ describe('loadConfig', () => {
     expect(() => loadConfig(flags, '/srv', {})).toThrow(message)
   })
 
+  it('refuses a peer secret that is not a string without quoting it (the refusal goes to stderr)', () => {
+    for (const secret of [
+      8_675_309_123_456_789,
+      ['peer-secret-0123456789'],
+      { s: 'peer-secret-0123456789' },
+    ]) {
+      let message = ''
+      try {
+        loadConfig({ ...base, peerToken: secret }, '/srv', {})
+      } catch (error) {
+        message = (error as Error).message
+      }
+      expect(message).toMatch(/peerToken .* must be a string/)
+      expect(message).not.toMatch(/8675309|peer-secret/)
+    }
+  })
+
   it('takes a peer secret shorter than 16 characters with a warning (a rolling upgrade must not stop)', () => {
     const short = loadConfig({ ...base, peerToken: 'x'.repeat(TOKEN_CHARS_MIN - 1) }, '/srv', {})
     expect(short.peerToken).toHaveLength(TOKEN_CHARS_MIN - 1)

@@ -514,7 +514,8 @@ function secret(raw: RawConfig, key: 'peerToken'): string {
   if (v === undefined || v === '') return ''
   if (typeof v !== 'string') {
     throw new ConfigError(
-      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string, got ${JSON.stringify(v)}`,
+      // Its type, not its value: the value is the secret (the refusal goes to stderr).
+      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string, got ${Array.isArray(v) ? 'an array' : v === null ? 'null' : typeof v === 'object' ? 'an object' : `a ${typeof v}`}`,
     )
   }
   return v

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { crc32c } from './crc32c'
 import type { BatchOp, Engine } from './engine'
 import { DatabaseCorruptError, InvalidArgumentError } from './errors'
-import { CORRUPT_MARKER, quarantine } from './level-recovery'
+import { CORRUPT_MARKER, quarantineTried } from './level-recovery'
 import { batchSeqKey } from './log-keys'
 
 /** The mark's file, in the database directory (LevelDB ignores names that are not its own). */
@@ -341,12 +341,17 @@ export async function readMark(dir: string): Promise<{ seq: number; slot: number
   return best ?? 'damaged'
 }
 
-/** Quarantines the database at `dir` (as LevelDB's dropped records do) and throws. */
+/**
+ * Quarantines the database at `dir` (as LevelDB's dropped records do, tried again when the
+ * disk refuses the marker) and throws DatabaseCorruptError, saying so when no try took.
+ */
 async function refuse(dir: string, reason: string): Promise<never> {
-  await quarantine(dir, [reason], 'its durability mark check failed')
+  const failure = await quarantineTried(dir, [reason], 'its durability mark check failed')
   throw new DatabaseCorruptError(
     dir,
-    `cannot open database at ${dir}: ${reason}; data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`,
+    failure === undefined
+      ? `cannot open database at ${dir}: ${reason}; data written before may be missing, so the database is quarantined (${CORRUPT_MARKER}): rebuild it from a replica`
+      : `cannot open database at ${dir}: ${reason}; data written before may be missing, and the quarantine marker ${CORRUPT_MARKER} could not be written (${failure.message}): do not use it: rebuild it from a replica`,
   )
 }
 

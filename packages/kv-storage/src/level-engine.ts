@@ -191,9 +191,14 @@ export class LevelEngine implements Engine {
     try {
       await db.open({ createIfMissing, errorIfExists: false })
     } catch (err) {
-      if (created) await rm(abs, { recursive: true, force: true })
-      else if (!before.includes('CURRENT')) await removeNewEntries(abs, before)
-      throw openError(abs, err)
+      const error = openError(abs, err)
+      // Locked: another process or handle holds the database there, which it may have created
+      // since this call looked (two starts on one data dir): its files, not this call's to undo.
+      if (!(error instanceof LockedError)) {
+        if (created) await rm(abs, { recursive: true, force: true })
+        else if (!before.includes('CURRENT')) await removeNewEntries(abs, before)
+      }
+      throw error
     }
     const dropped = await droppedOnRecovery(abs).catch(async (err: Error) => {
       await db.close().catch(() => {})

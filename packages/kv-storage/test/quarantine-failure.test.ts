@@ -1,11 +1,13 @@
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { describe, expect, it, vi } from 'vitest'
+import { DurabilityMark, MARK_FILE } from '../src/durability-mark'
 import { CorruptRecordError, DatabaseCorruptError } from '../src/errors'
 import { LevelEngine } from '../src/level-engine'
 import { CORRUPT_MARKER } from '../src/level-recovery'
+import { LogStore } from '../src/log-store'
 import { fillTable, flipInTable, key } from './damaged-table'
-import { useTempDir } from './helpers'
+import { entries, useTempDir } from './helpers'
 
 // The disk refuses the quarantine marker (EIO) the first `failures.left` times; every other
 // file write goes through.
@@ -74,6 +76,32 @@ describe('a quarantine the disk refuses', () => {
       failures.left = 0
     }
     expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/dropping \d+ bytes/)
+    await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
+  })
+
+  it('at a durability mark check that fails, is tried again, and the open fails with DatabaseCorruptError', async () => {
+    const path = join(dir.path, 'db')
+    const engine = await LevelEngine.open(path)
+    const mark = await DurabilityMark.open(engine, path)
+    const store = new LogStore(engine, { mark })
+    ;(await store.openGroup(1)).append(entries(1, 4, 1))
+    await store.durability.flush()
+    await store.close()
+    await mark.close()
+    await engine.close()
+    // Stamped batches, and the mark that covers them gone: the check refuses the database.
+    await rm(join(path, MARK_FILE))
+    const again = await LevelEngine.open(path)
+    failures.left = 1
+    try {
+      const err = await DurabilityMark.open(again, path).catch((e: unknown) => e)
+      expect(err).toBeInstanceOf(DatabaseCorruptError)
+      expect((err as Error).message).toMatch(/MQ-DURABLE is missing/)
+    } finally {
+      failures.left = 0
+      await again.close()
+    }
+    expect(await readFile(join(path, CORRUPT_MARKER), 'utf8')).toMatch(/MQ-DURABLE is missing/)
     await expect(LevelEngine.open(path)).rejects.toBeInstanceOf(DatabaseCorruptError)
   })
 
