@@ -164,6 +164,32 @@ describe('simulator', () => {
     expect(new SimCluster(30_804).run().committed).toBeGreaterThan(10)
   })
 
+  // Seeds of a crash mix (short election timeouts, slow heartbeats, lossy links): a replica
+  // heard a leader whose entries never reached it (its own log conflicted), on a clock ahead of
+  // the committed one, and continued that clock once elected, across a restart: heard after it
+  // (1171, 1745: the bound above, the log's last stamp counted forward since it reached us,
+  // knew no such moment after a restart), or recorded as its clock offset before it (4830), or
+  // both (3446). The committed stamps ran 67 to 300 ms past the pace allowed.
+  it('a restarted leader does not continue a clock heard from a leader whose entries never reached it', () => {
+    const mix = {
+      electionTicks: 4,
+      heartbeatTicks: 3,
+      preVote: false,
+      checkQuorum: true,
+      dropRate: 0.2,
+      duplicateRate: 0.1,
+      readRate: 0.2,
+      confChangeRate: 0.04,
+      compactEntries: 6,
+      snapshotChunkBytes: 8,
+      inflightMsgsMax: 2,
+      msgEntriesMax: 2,
+      pipelineMax: 3,
+      fsyncMsMax: 5,
+    }
+    for (const s of [1171, 1745, 3446, 4830]) expect(new SimCluster(s, mix).run().crashes).toBeGreaterThan(0)
+  })
+
   it('a failure names the seed and the command that replays it', () => {
     const f = new SimFailure(77, 1234, 'election safety: x')
     expect(f.message).toContain('seed 77')
