@@ -293,6 +293,20 @@ describe('meta handlers', () => {
       state: 'changing',
       change: { add: 'n4', remove: 'n3', reason: 'drain', startedAtMs: 8_000 },
     })
+    // The node being added holds the group (its copy), and a meta vote being given holds group 0:
+    // `mq node list` showed n4 holding nothing while DrainNode counted both and RemoveNode
+    // refused it for them.
+    meta.state.apply({ type: 'startMetaChange', add: 'n4', remove: 'n2', reason: 'drain' }, 9_000)
+    const holding = (await call(h, 'clusterStatus', {})) as {
+      nodes: { nodeId: string; groupIds: number[] }[]
+    }
+    expect(holding.nodes.map((n) => [n.nodeId, n.groupIds])).toEqual([
+      ['n1', [0, 1]],
+      ['n2', [0, 1]],
+      ['n3', [1]],
+      ['n4', [0, 1]],
+    ])
+    expect(meta.state.apply({ type: 'drainNode', nodeId: 'n4' }, 10_000)).toMatchObject({ value: 2 })
     expect(status.nodes.map((n) => [n.nodeId, n.alive])).toEqual([
       ['n1', true],
       ['n2', true],

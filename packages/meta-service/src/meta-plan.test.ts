@@ -133,6 +133,24 @@ describe('metaChangeAction (replacing meta voters)', () => {
     expect(s.apply({ type: 'finishMetaChange' }, 12)).toEqual({ ok: true, value: ['n1', 'n2'] })
   })
 
+  it('gives up a change whose new node is being drained and not alive, before it is lost', () => {
+    // n4 took n3's vote and died a learner; the operator drains it (to remove it): no other node
+    // can take the vote. As a data group's change (replicaActions), it is given up at once:
+    // waited for until n4 counts as lost (--replace-dead-after-ms), the drain answered 1 and
+    // removeNode refused n4 ("a meta group vote") for that long.
+    const s = cluster(4, [['n1', 'n2', 'n4']])
+    s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)
+    s.apply({ type: 'startMetaChange', add: 'n4', remove: 'n3', reason: 'drain' }, 4)
+    s.apply({ type: 'drainNode', nodeId: 'n3' }, 5)
+    expect(s.apply({ type: 'drainNode', nodeId: 'n4' }, 6)).toMatchObject({ ok: true, value: 2 })
+    const input = { alive: new Set(['n1', 'n2', 'n3']), lost: none, voters: ['n1', 'n2', 'n3'] }
+    expect(metaChangeAction(s, { ...input, abandon: true })).toEqual({ type: 'abandonMetaChange' })
+    expect(metaChangeAction(s, input)).toBeUndefined() // below level 36: it waits
+    // Alive, it finishes the change (the drain moves the vote later); a voter already, it stays.
+    expect(metaChangeAction(s, { ...input, abandon: true, alive: all(4) })).toBeUndefined()
+    expect(metaChangeAction(s, { ...input, abandon: true, voters: ['n1', 'n2', 'n3', 'n4'] })).toBeUndefined()
+  })
+
   it('retargets a change whose live new node stalled as a learner, and picks no stalled node', () => {
     const s = cluster(6, [['n4', 'n5', 'n6']])
     s.apply({ type: 'initMetaMembers', voters: ['n1', 'n2', 'n3'] }, 3)

@@ -67,9 +67,12 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
     if (!stuck(state, input, 0, change.add) || input.voters.includes(change.add)) return undefined
     const add = candidate([change.add, change.remove])
     if (add !== undefined) return { type: 'retargetMetaChange', add }
-    // None can take its place: given up when its node is lost (a live one, stalled or being
-    // drained, is waited for), as a data group's change (replicaActions).
-    return input.abandon && input.lost.has(change.add) ? { type: 'abandonMetaChange' } : undefined
+    // None can take its place: given up when its node is lost, or being drained and not alive
+    // (the drain asks for it to hold nothing now; waited for until it was lost, it could be
+    // neither emptied nor removed meanwhile); a live one, stalled or being drained, is waited
+    // for, as a data group's change (replicaActions).
+    const gone = input.lost.has(change.add) || (state.draining(change.add) && !input.alive.has(change.add))
+    return input.abandon && gone ? { type: 'abandonMetaChange' } : undefined
   }
   const isBad = (m: string) => state.draining(m) || input.lost.has(m)
   const wanted = state.metaVotersWanted() ?? members.length

@@ -93,6 +93,20 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     for (const g of s.groups()) expect(new Set(g.replicas).size).toBe(3)
   })
 
+  it('balances while a drained node is not alive: its replicas never come back to it', () => {
+    // n5 drained, emptied and stopped (not removed yet); n4 joined. Balancing waited for n5 as
+    // for a node briefly away until it counted as lost (--replace-dead-after-ms, 5 min).
+    const s = cluster(5, [G, G, G, G])
+    must(s, { type: 'drainNode', nodeId: 'n5' })
+    const input = { alive: all(4), lost: new Set<string>(), changesMax: 1, abandon: true }
+    expect(replicaActions(s, input)).toEqual([
+      expect.objectContaining({ type: 'startReplicaChange', add: 'n4', reason: 'balance' }),
+    ])
+    // A node briefly away that is not being drained is still waited for.
+    must(s, { type: 'undrainNode', nodeId: 'n5' })
+    expect(replicaActions(s, input)).toEqual([])
+  })
+
   it('grows groups created with fewer replicas up to the number wanted, one new replica per node at a time', () => {
     // A cluster founded by one node: its groups have one replica each; two nodes joined.
     const s = cluster(3, [['n1'], ['n1'], ['n1']])
@@ -364,6 +378,29 @@ describe('replicaActions (drain, dead nodes, joins)', () => {
     // Nor is such a group's change started in the first place (n2 and n3 lost at once).
     const both = cluster(8, [G, G, G, ...healthy])
     expect(replicaActions(both, input).map((a) => a.groupId)).toEqual([4])
+  })
+
+  it('counts drained nodes that are not alive as gone for a majority: their groups hold no slot before the timeout', () => {
+    // n2 and n3 SIGKILLed, then drained (to be removed): groups 1-3 keep n1 alone and can commit
+    // nothing. Their drain changes took the three slots, and group 4, which can change, waited
+    // --replace-dead-after-ms (5 min) for n2 and n3 to count as lost.
+    const healthy = [
+      ['n2', 'n4', 'n5'],
+      ['n4', 'n5', 'n7'],
+      ['n4', 'n5', 'n8'],
+    ]
+    const s = cluster(8, [G, G, G, ...healthy])
+    must(s, { type: 'drainNode', nodeId: 'n2' })
+    must(s, { type: 'drainNode', nodeId: 'n3' })
+    const alive = new Set(['n1', 'n4', 'n5', 'n6', 'n7', 'n8'])
+    const input = { alive, lost: new Set<string>(), changesMax: 3, abandon: true }
+    expect(replicaActions(s, input)).toEqual([
+      expect.objectContaining({ type: 'startReplicaChange', groupId: 4, remove: 'n2', reason: 'drain' }),
+    ])
+    // Alive (drained while they run), they are replaced as any drained replica; so they are
+    // without `abandon` (below format level 36, or before the meta leader heard from every node).
+    expect(replicaActions(s, { ...input, alive: all(8) }).map((a) => a.groupId)).toEqual([1, 2, 3])
+    expect(replicaActions(s, { ...input, abandon: false }).map((a) => a.groupId)).toEqual([1, 2, 3])
   })
 
   it('retargets a change whose live new node stalled, gives a stalled node no new replica, and keeps its replicas', () => {

@@ -28,7 +28,9 @@ export interface ReplicaInput {
    * Whether a change whose node being added was lost before it became a voter, with no other
    * node to take its place, is given up (`abandonReplicaChange`). Without
    * it such a change waits for that node (a cluster below format level 36, whose meta replicas
-   * may not read the command).
+   * may not read the command). With it, a node being drained that is not `alive` counts as lost
+   * (here and for a group's majority): the controller passes it only once it has heard from
+   * every node, so that `alive` is complete.
    */
   readonly abandon?: boolean
   /**
@@ -105,7 +107,8 @@ export function replicasFor(factor: number, nodes: number): number {
  *    cheapest to copy and to pause), and one where it need not move the leader away first.
  *    Balancing waits for a settled cluster: no scale plan running, no partition moving, and
  *    every node alive or lost (one that is briefly away, killed and restarting or cut off,
- *    would have its replicas moved off and back again).
+ *    would have its replicas moved off and back again; one being drained counts as lost with
+ *    `abandon`).
  *
  * Changes run in different groups at once (up to `changesMax`), but a node receives one new
  * replica at a time: each is a copy of a group's state (a snapshot for a group with data).
@@ -126,7 +129,14 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   // them comes back: its change holds no slot, no node, and none is started there (three such
   // groups, after two nodes were lost, held every slot for good: the groups that kept a
   // majority were never repaired, nor was anything balanced again).
-  const hopeless = (groupId: number) => lostMajority(state.group(groupId)?.replicas ?? [], input.lost)
+  // A node being drained that is not alive counts as lost (the drain asks for it to hold
+  // nothing now): its groups without a majority held the slots until it was lost, 5 min later.
+  const gone = (id: string) =>
+    input.lost.has(id) || (input.abandon === true && state.draining(id) && !input.alive.has(id))
+  const hopeless = (groupId: number) => {
+    const replicas = state.group(groupId)?.replicas ?? []
+    return lostMajority(replicas, new Set(replicas.filter(gone)))
+  }
   const allPending = state.replicaChanges()
   const pending = allPending.filter((c) => !hopeless(c.groupId))
   const eligible = state
@@ -166,8 +176,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
       // A live one is waited for: one that only stalled may still catch up, and one being
       // drained finishes the change, the drain then moving its replica once a node can take it
       // (given up, a replacement that had removed its dead replica first left two voters).
-      const gone = input.lost.has(change.add) || (state.draining(change.add) && !input.alive.has(change.add))
-      if (input.abandon && gone) actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
+      if (input.abandon && gone(change.add))
+        actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
       continue
     }
     actions.push({ type: 'retargetReplicaChange', groupId: change.groupId, add })
@@ -226,7 +236,8 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   }
   if (actions.length > 0 || pending.length > 0) return actions
   if (state.scale?.running || state.moves().length > 0) return actions
-  const away = state.nodes().some((n) => !input.alive.has(n.nodeId) && !input.lost.has(n.nodeId))
+  // Not a drained one (gone, above): its replicas move off and never back.
+  const away = state.nodes().some((n) => !input.alive.has(n.nodeId) && !gone(n.nodeId))
   if (away) return actions
   const partitions = state.partitionCounts()
   // Bounded: each step narrows the spread; at most one step per replica.

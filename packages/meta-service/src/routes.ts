@@ -51,13 +51,20 @@ export interface Liveness {
   groupIndexes?(nodeId: string, groupId: number): { commitIndex: number; appliedIndex: number } | undefined
 }
 
-/** Each node's status; its groups are the data groups it replicates, and 0 for a meta voter. */
+/**
+ * Each node's status; its groups are the data groups it replicates or is being added to, and 0
+ * for a meta voter or the node a meta change is adding: what DrainNode counts and RemoveNode
+ * refuses for (a node being added showed no group while both counted it).
+ */
 export function nodeStatusesOf(state: MetaState, liveness: Liveness): NodeStatus[] {
   const groupsOf = new Map<string, number[]>()
-  // Group 0: the meta group's recorded voters.
+  // Group 0: the meta group's recorded voters, and the one a change is adding.
   for (const m of state.metaMembers() ?? []) groupsOf.set(m, [0])
+  const metaAdd = state.metaChange()?.add
+  if (metaAdd) groupsOf.set(metaAdd, [0])
   for (const g of state.groups()) {
-    for (const r of g.replicas) {
+    const add = state.replicaChange(g.groupId)?.add
+    for (const r of add && !g.replicas.includes(add) ? [...g.replicas, add] : g.replicas) {
       const list = groupsOf.get(r)
       if (list) list.push(g.groupId)
       else groupsOf.set(r, [g.groupId])

@@ -1109,6 +1109,26 @@ describe('Controller data-group replica changes', () => {
     expect(old.c.state.replicaChange(old.groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
   })
 
+  it('does not give up a change onto a node being drained that a new leader has not heard yet', async () => {
+    // A balance onto n4 (n3 to leave), n4 drained meanwhile and alive: it finishes the change
+    // (no other node can take it). A new meta leader has not heard n4 in its first seconds:
+    // that is no sign n4 is gone, and the change given up then left n4's copy for nothing.
+    const waiting = Array.from({ length: 100 }, () => ({ done: false, step: '', voters: NODES }))
+    const c = leading({ extra: ['n4'], groups: 1, dataSteps: waiting })
+    const groupId = c.state.groups()[0]?.groupId as number
+    c.apply({ type: 'startReplicaChange', groupId, add: 'n4', remove: 'n3', reason: 'balance' })
+    c.apply({ type: 'drainNode', nodeId: 'n4' })
+    await c.controller.round() // leading from now: the step answers n4 is no voter
+    await settle()
+    await c.beatNodes(['n1', 'n2', 'n3'], 3_000, { rounds: true }) // n4's beats not here yet
+    await settle()
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: 'n4', remove: 'n3' })
+    // Heard from every node, n4 still silent (SIGKILLed, say): given up at once (no timeout).
+    await c.beatNodes(['n1', 'n2', 'n3'], 3_000, { rounds: true })
+    await settle()
+    expect(c.state.replicaChange(groupId)).toMatchObject({ add: '', remove: '' })
+  })
+
   it('does not retarget a change whose new node its leader named a voter, or never answered about', async () => {
     // The promotion's answer arrives: n4 counts as a voter from then on.
     const steps = [

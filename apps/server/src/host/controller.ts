@@ -747,8 +747,10 @@ export class Controller {
           changesMax: REPLICA_CHANGES_MAX,
           // Retargeting a stuck change needs every meta replica to read it (format level 4).
           ...(level >= FORMAT_LEVEL_REPLICA_RETARGET ? { groupVoters: this.#knownVoters(state) } : {}),
-          // Giving a stuck change up needs every meta replica to read it (format level 36).
-          abandon: level >= FORMAT_LEVEL_ABANDON_CHANGE,
+          // Giving a stuck change up needs every meta replica to read it (format level 36), and
+          // a leader that has heard from every node: one being drained counts as gone when not
+          // alive, and a node not heard yet by a new leader is no sign of that.
+          abandon: heardAll && level >= FORMAT_LEVEL_ABANDON_CHANGE,
           // A change that removes nobody needs every meta replica to read it (format level 25).
           ...(level >= FORMAT_LEVEL_GROW_DATA_GROUPS ? { replicasWanted: factor } : {}),
           // A change that adds nobody needs every meta replica to read it (format level 34).
