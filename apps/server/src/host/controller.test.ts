@@ -1404,6 +1404,16 @@ describe('Controller soft state', () => {
     await expect(c.controller.port().transferLeader(1, 'n4')).rejects.toMatchObject({
       message: /^node n4 is not a replica of data group 1 /,
     })
+    // A node being drained is to lead nothing: the drain moves its leaderships away, and a
+    // transfer to it was accepted and never carried out.
+    c.apply({ type: 'drainNode', nodeId: 'n3' })
+    for (const group of [0, 1]) {
+      await expect(c.controller.port().transferLeader(group, 'n3')).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: 'node n3 is being drained: it is to lead nothing (mq node undrain n3 first)',
+      })
+    }
+    c.apply({ type: 'undrainNode', nodeId: 'n3' })
     await c.controller.port().transferLeader(0, 'n2')
     await c.beatNodes(['n1', 'n2', 'n3'], 5_500) // n4 stops
     expect(c.controller.liveness().alive('n2')).toBe(true)

@@ -437,6 +437,13 @@ export class Controller {
         // A node no one registered is named as such, as drain and remove name it: `mq` tells
         // a missing thing by that message (exit 2); "not a replica" read as a bad value (1).
         if (!state.node(toNodeId)) throw new InvalidArgumentError(`node ${toNodeId} is not registered`)
+        // The drain moves its leaderships away (and leader balancing leaves it none): a transfer
+        // to it was accepted and never carried out.
+        if (state.draining(toNodeId)) {
+          throw new InvalidArgumentError(
+            `node ${toNodeId} is being drained: it is to lead nothing (mq node undrain ${toNodeId} first)`,
+          )
+        }
         if (groupId === 0) {
           const { voters } = this.#host.metaMembership()
           if (!voters.includes(toNodeId)) {
