@@ -221,6 +221,8 @@ describe('loadConfig', () => {
     expect(loadConfig({ config: file }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(
       'file-secret-0123456789',
     )
+    // An empty flag does not hide the file's (`--peer-token "$UNSET"`).
+    expect(loadConfig({ config: file, peerToken: '' }, '/srv', {}).peerToken).toBe('file-secret-0123456789')
     // An empty one in the file or on the command line is not given (a template's blank).
     writeFileSync(file, JSON.stringify({ ...base, peerToken: '', authFile: 'tokens.json' }))
     expect(loadConfig({ config: file }, '/srv', { MQ_PEER_TOKEN: fromEnv }).peerToken).toBe(fromEnv)

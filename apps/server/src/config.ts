@@ -265,7 +265,12 @@ export function loadConfig(
   // An empty secret is "not given", as an empty address is: a config file's `"peerToken": ""`
   // (a template's blank) hid MQ_PEER_TOKEN, and the node ran without the secret its peers
   // present, or --auth-file asked for the MQ_PEER_TOKEN that was set.
-  if (raw.peerToken === '' && fromEnv.peerToken !== undefined) raw.peerToken = fromEnv.peerToken
+  // So is an empty flag (`--peer-token "$UNSET"`): it hid the file's secret, and the node ran
+  // without one, taking peer calls from anyone.
+  if (raw.peerToken === '') {
+    if (file.peerToken !== undefined && file.peerToken !== '') raw.peerToken = file.peerToken
+    else if (fromEnv.peerToken !== undefined) raw.peerToken = fromEnv.peerToken
+  }
   return validate(raw, cwd)
 }
 
