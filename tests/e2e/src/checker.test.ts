@@ -484,6 +484,24 @@ describe('check', () => {
     ])
   })
 
+  it("takes a retried ack's expired as definite for key order: it did not let the key's next message go", () => {
+    const keyed = (body: string, id: number): EnqueueOp => ({ ...enq(body, 'ok', id), key: 'k' })
+    // a's first ack attempt went unanswered, the retry was told expired: no attempt deleted a
+    // (history.ts), yet b, the key's next message, was handed out.
+    const r = check(
+      [
+        keyed('a', 1),
+        keyed('b', 2),
+        lease('c1', 20, [{ body: 'a', leaseId: '1.1', deadlineMs: 1000, id: 1 }]),
+        settle('ack', '1.1', 30, 'expired', true),
+        lease('c2', 40, [{ body: 'b', leaseId: '2.1', deadlineMs: 1000, id: 2 }]),
+        settle('ack', '2.1', 50),
+      ],
+      { orderedKeys: true },
+    )
+    expect(r.anomalies).toEqual([expect.objectContaining({ kind: 'key-order', body: 'b' })])
+  })
+
   it('rejects a history whose bodies are not unique', () => {
     expect(() => check([enq('a'), enq('a')])).toThrow(/enqueued twice/)
   })

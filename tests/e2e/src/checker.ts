@@ -52,7 +52,8 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   messages out (one waits for its key's turn while later ones of other keys go ahead).
  * - **refused**: an enqueue that failed for good (a definite, non-retriable error). Every
  *   message the workloads send is valid, so no enqueue should ever be refused: a retry
- *   refused as out of order (fault runs 12002 and 13005) shows up here, stored or not.
+ *   refused as out of order (fault runs 12002 and 13005) shows up here, stored or not. A
+ *   send that failed UNAVAILABLE storing nothing (timed out unsent) is retriable, not refused.
  * - counted, allowed: redeliveries (deliveries of a body beyond its first), after a nack or an
  *   expired lease.
  */
@@ -246,7 +247,8 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
   const byBody = groupBy(all, (d) => d.body)
   const anomalies: Anomaly[] = []
   for (const [body, e] of enqueues) {
-    if (e.outcome === 'fail')
+    // UNAVAILABLE: a send that stored nothing and may be sent again (workers.ts), not refused.
+    if (e.outcome === 'fail' && e.error !== 'UNAVAILABLE')
       anomalies.push({ kind: AnomalyKind.Refused, body, detail: `enqueue failed for good: ${e.error}` })
     if (e.outcome === 'ok' && !byBody.has(body)) {
       anomalies.push({
@@ -482,10 +484,11 @@ function keyOrderAnomalies(
     for (const leaseId of op.leaseIds) {
       const d = leased.get(leaseKey(op.partition, leaseId))
       if (d === undefined) continue
+      // A retried ack's `expired` is definite too: no attempt deleted the message (history.ts).
       if (
         op.outcome === 'ok'
           ? op.results?.[leaseId] !== 'ok'
-          : d.deliveryCount < (lastDelivery.get(d.body) ?? 0)
+          : op.results?.[leaseId] === 'expired' || d.deliveryCount < (lastDelivery.get(d.body) ?? 0)
       )
         continue
       ackedFrom.set(d.body, Math.min(ackedFrom.get(d.body) ?? op.startMs, op.startMs))

@@ -20,12 +20,12 @@ import {
   UnavailableError,
   unaryHandler,
 } from '@mq/protocol'
-import type { MqClient } from '@mq/router-client'
+import { type MqClient, SendOutcomeUnknownError, SendTimeoutError } from '@mq/router-client'
 import { describe, expect, it } from 'vitest'
 import { check } from './checker'
 import { type EnqueueOp, History, type LeasedRecord, type LeaseOp, type SettleOp } from './history'
 import { Prng } from './prng'
-import { runConsumer, Workload } from './workers'
+import { runConsumer, runProducer, Workload } from './workers'
 
 /** One consumer worker's options in these tests: `nackRatio` of its deliveries nacked. */
 function consumerOptions(nackRatio: number) {
@@ -58,6 +58,69 @@ describe('Workload', () => {
     load.noteAcked('b')
     expect(load.unackedCount).toBe(0)
     expect(load.unacked()).toEqual([])
+  })
+
+  it('counts a body as acked by an ack of unknown outcome only until a later delivery shows it did not apply', () => {
+    const load = new Workload(new History(), 'q')
+    load.noteEnqueued('a')
+    load.noteDelivered('a', 1)
+    load.noteAcked('a', 1)
+    expect(load.unackedCount).toBe(0)
+    load.noteDelivered('a', 1) // the same lease answered again: no news
+    expect(load.unackedCount).toBe(0)
+    load.noteDelivered('a', 2)
+    expect(load.unacked()).toEqual(['a'])
+    // A late unknown answer for delivery 1 changes nothing; one for delivery 2 counts; an ok
+    // ack stays.
+    load.noteAcked('a', 1)
+    expect(load.unackedCount).toBe(1)
+    load.noteAcked('a', 2)
+    expect(load.unackedCount).toBe(0)
+    load.noteAcked('a')
+    load.noteDelivered('a', 3)
+    expect(load.unackedCount).toBe(0)
+  })
+})
+
+describe('runProducer', () => {
+  it('records a send the SDK says stored nothing as failed, so that its delivery shows; one of unknown outcome as unknown', async () => {
+    // p0-0 timed out unsent (SendTimeoutError, UNAVAILABLE: it left the buffer unsent), p0-1
+    // was sent and went unanswered (SendOutcomeUnknownError). Both are delivered afterwards.
+    const failures = [
+      new SendTimeoutError('sendTimeoutMs passed, unsent'),
+      new SendOutcomeUnknownError('lost', {}),
+    ]
+    const client = {
+      producer: () => ({
+        send: async () => {
+          throw failures.shift()
+        },
+        close: async () => {},
+      }),
+    } as unknown as MqClient
+    const load = new Workload(new History(), 'q')
+    await runProducer(client, load, new Prng(1), { worker: 'p0', concurrency: 1, opsMax: 2 })
+    const delivered: LeaseOp = {
+      kind: 'lease',
+      worker: 'c0',
+      partition: 0,
+      startMs: Date.now(),
+      endMs: Date.now() + 1,
+      outcome: 'ok',
+      visibilityMs: 2_000,
+      messages: ['p0-0', 'p0-1'].map((body, i) => ({
+        body,
+        partition: 0,
+        id: i + 1,
+        leaseId: `${i + 1}.1`,
+        deliveryCount: 1,
+        weight: 1,
+        deadlineMs: Date.now() + 2_001,
+      })),
+    }
+    const r = check([...load.history.ops, delivered])
+    expect(r.anomalies).toEqual([expect.objectContaining({ kind: 'unexpected', body: 'p0-0' })])
+    expect(r.enqueues).toEqual({ ok: 0, fail: 1, info: 1 })
   })
 })
 
@@ -362,6 +425,54 @@ describe('runConsumer records', () => {
         outcome: 'info',
       }
       expect(check([enqueue, ...load.history.ops, other]).overlaps).toBe(1)
+    } finally {
+      server.close()
+    }
+  })
+
+  it('counts a message to ack again once it is delivered after an ack of unknown outcome: one lost then shows', async () => {
+    // c0's ack of p0-0's first lease goes unanswered five times (outcome unknown: it counts as
+    // acked). The message comes again (delivery 2), which shows that ack did not apply; the ack
+    // of lease 1.2 is answered expired, and the server never hands it out again: lost.
+    let leases = 0
+    const delivery = (n: number): LeasedMessage => ({
+      id: 1,
+      leaseId: `1.${n}`,
+      body: new TextEncoder().encode('p0-0'),
+      weight: 1,
+      headers: {},
+      key: '',
+      deliveryCount: n,
+      deadlineMs: Date.now() + 2_000,
+      enqueuedAtMs: Date.now(),
+    })
+    const server = await queueServer({
+      lease: unaryHandler(async (): Promise<LeaseResponse> => {
+        const n = ++leases
+        if (n > 2) await new Promise((r) => setTimeout(r, 50))
+        return { messages: n <= 2 ? [delivery(n)] : [], ackResults: [] }
+      }),
+      ack: unaryHandler(async (req: AckRequest): Promise<LeaseResultsResponse> => {
+        if (req.leaseIds.includes('1.1')) throw new UnavailableError('no answer', {})
+        return {
+          results: req.leaseIds.map((leaseId) => ({
+            leaseId,
+            outcome: LeaseOutcome.LEASE_OUTCOME_EXPIRED,
+            deadlineMs: 0,
+          })),
+        }
+      }),
+    })
+    const load = new Workload(new History(), 'q')
+    try {
+      await consumeUntil(routed(server.address, 0), load, 0, () =>
+        load.history.ops.some((o) => o.kind === 'ack' && o.leaseIds.includes('1.2')),
+      )
+      expect(
+        load.history.ops.filter((o) => o.kind === 'ack').map((o) => o.kind === 'ack' && o.outcome),
+      ).toEqual(['info', 'ok'])
+      expect(load.unacked()).toEqual(['p0-0'])
+      expect(load.unackedCount).toBe(1)
     } finally {
       server.close()
     }

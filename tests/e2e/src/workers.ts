@@ -46,6 +46,19 @@ function outcomeOf(error: unknown): Outcome {
   return DEFINITE_FAILURES.has(errorCode(error)) ? 'fail' : 'info'
 }
 
+/**
+ * A failed send's outcome: the SDK tells one that may have been stored (SendOutcomeUnknownError,
+ * `outcomeUnknown`) from an UNAVAILABLE one that stored nothing (SendTimeoutError: it left the
+ * buffer unsent; a route it could not read; no attempt that went out unanswered): that one
+ * failed, and is not refused (checker.ts). (Until an audit any UNAVAILABLE counted as unknown:
+ * a message the SDK said it never stored, then delivered, passed unnoticed.)
+ */
+function sendOutcomeOf(error: unknown): Outcome {
+  if (errorCode(error) === 'UNAVAILABLE' && (error as { outcomeUnknown?: unknown })?.outcomeUnknown !== true)
+    return 'fail'
+  return outcomeOf(error)
+}
+
 /** What the workers share: the history, a stop signal, and live progress for the drain. */
 export class Workload {
   readonly history: History
@@ -59,6 +72,15 @@ export class Workload {
    */
   readonly #stored = new Set<string>()
   readonly #acked = new Set<string>()
+  /**
+   * Bodies in #acked by acks of unknown outcome only: the highest delivery count they were
+   * for. A later delivery shows that none applied (an ack of a lease that ended is answered
+   * `expired`, deleting nothing), so the body must be acked again. (Until an audit it stayed
+   * acked: a message redelivered after such an ack and then lost passed as unacked 0.)
+   */
+  readonly #ackedUnknown = new Map<string, number>()
+  /** Per body, the highest delivery count seen. */
+  readonly #deliveryCount = new Map<string, number>()
   /** Bodies in #stored and not in #acked, kept as they change (the drain polls it). */
   #unackedCount = 0
   producing = true
@@ -89,9 +111,20 @@ export class Workload {
     this.#noteStored(body)
   }
 
-  /** A body was delivered: it is stored whatever its enqueue answered, so it must be acked too. */
-  noteDelivered(body: string): void {
+  /**
+   * A body was delivered (`deliveryCount`: the server's count): it is stored whatever its
+   * enqueue answered, so it must be acked too, again if only acks of earlier deliveries of
+   * unknown outcome acked it.
+   */
+  noteDelivered(body: string, deliveryCount = 1): void {
     this.#noteStored(body)
+    this.#deliveryCount.set(body, Math.max(this.#deliveryCount.get(body) ?? 0, deliveryCount))
+    const unknownOf = this.#ackedUnknown.get(body)
+    if (unknownOf !== undefined && deliveryCount > unknownOf) {
+      this.#ackedUnknown.delete(body)
+      this.#acked.delete(body)
+      if (this.#stored.has(body)) this.#unackedCount++
+    }
   }
 
   #noteStored(body: string): void {
@@ -100,8 +133,18 @@ export class Workload {
     if (!this.#acked.has(body)) this.#unackedCount++
   }
 
-  /** A body was acked ok, or acked with an unknown outcome (an ack may come before its enqueue's answer). */
-  noteAcked(body: string): void {
+  /**
+   * A body was acked ok, or acked with an unknown outcome (`unknownOf`: the delivery count of
+   * the lease it acked); an ack may come before its enqueue's answer.
+   */
+  noteAcked(body: string, unknownOf?: number): void {
+    if (unknownOf === undefined) this.#ackedUnknown.delete(body)
+    else {
+      // A later delivery already showed that this ack did not apply.
+      if ((this.#deliveryCount.get(body) ?? 0) > unknownOf) return
+      if (!this.#acked.has(body) || this.#ackedUnknown.has(body))
+        this.#ackedUnknown.set(body, Math.max(this.#ackedUnknown.get(body) ?? 0, unknownOf))
+    }
     if (this.#acked.has(body)) return
     this.#acked.add(body)
     if (this.#stored.has(body)) this.#unackedCount--
@@ -191,7 +234,7 @@ export async function runProducer(
           body,
           startMs,
           endMs: Date.now(),
-          outcome: outcomeOf(error),
+          outcome: sendOutcomeOf(error),
           error: errorCode(error),
           sendNo,
           ...keyed,
@@ -361,7 +404,8 @@ export async function runConsumer(
       for (const l of leases) {
         const r = results[l.leaseId]
         // An ack answered "expired" did not apply: the drain waits for the message again.
-        if (r === 'ok' || (indeterminate && r !== 'expired')) load.noteAcked(l.body)
+        if (r === 'ok') load.noteAcked(l.body)
+        else if (indeterminate && r !== 'expired') load.noteAcked(l.body, l.deliveryCount)
       }
     }
   }
@@ -431,7 +475,7 @@ export async function runConsumer(
       outcome: indeterminate ? 'info' : 'fail',
       error: errorCode(lastError),
     })
-    if (kind === 'ack' && indeterminate) for (const l of leases) load.noteAcked(l.body)
+    if (kind === 'ack' && indeterminate) for (const l of leases) load.noteAcked(l.body, l.deliveryCount)
   }
 
   /** One lease loop per partition, started as routes show partitions (added to the queue, too). */
@@ -520,7 +564,7 @@ export async function runConsumer(
         weight: m.weight,
         deadlineMs: m.deadlineMs,
       }))
-      for (const m of messages) load.noteDelivered(m.body)
+      for (const m of messages) load.noteDelivered(m.body, m.deliveryCount)
       load.history.add({
         kind: 'lease',
         worker: options.worker,
