@@ -4,6 +4,7 @@ import {
   DEAD_LETTER_SOURCE_HEADER,
   FORMAT_LEVEL_DEAD_LETTER_QUEUE,
   InvalidArgumentError,
+  LimitExceededError,
   QueueNotFoundError,
 } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
@@ -152,6 +153,28 @@ describe('DeadLetterForwarder', () => {
     expect(tries).toBe(1)
   })
 
+  it('does not let a partition whose copies the target keeps failing hold up the other partitions naming it', async () => {
+    const { g, stored, dead } = await withDead(['a'])
+    await deadOnPartition1(g.port, stored, 'b')
+    // The target's partition that partition 0's copies go to is full; the one partition 1's go
+    // to has room.
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (_target, messages) => {
+          if (messages.some((m) => m.key === 'k-a'))
+            throw new LimitExceededError('the partition holds 10 messages; retry after consumers catch up')
+          return allStored(messages)
+        },
+      ),
+    )
+    let forwarded = 0
+    for (let i = 0; i < 3; i++) forwarded += (await forwarder.round()).forwarded
+    expect(forwarded).toBe(1)
+    expect(await dead()).toEqual(['a'])
+    expect(await g.port.machine.listDead(stored, 1, 10)).toEqual([])
+  })
+
   it('sends one at a time when the target refuses a batch as invalid; the refused one stays and is skipped', async () => {
     const { g, dead } = await withDead(['a', 'huge', 'c'])
     const calls: string[][] = []
@@ -202,7 +225,7 @@ describe('DeadLetterForwarder', () => {
     expect(await dead()).toEqual(['huge'])
   })
 
-  it('purges up to a copy that failed and leaves it and what follows for the next round', async () => {
+  it('purges what the target stored, before and after a copy that failed, and leaves that one for the next round', async () => {
     const { g, dead } = await withDead(['a', 'b', 'c'])
     const forwarder = new DeadLetterForwarder(
       host(
@@ -214,10 +237,37 @@ describe('DeadLetterForwarder', () => {
       ),
     )
     const r = await forwarder.round()
-    expect(r.forwarded).toBe(1)
+    expect(r.forwarded).toBe(2)
     expect(r.failures).toHaveLength(1)
     expect(r.failures[0]?.messageId).toBeUndefined()
-    expect(await dead()).toEqual(['b', 'c'])
+    expect(await dead()).toEqual(['b'])
+  })
+
+  it('does not send again a copy the target stored when one before it failed (no duplicate once the dedup window passed)', async () => {
+    const { g, dead } = await withDead(['a', 'b', 'c'])
+    // A target whose partition b's copy goes to is full for longer than its dedup window
+    // (5 min); the others take theirs.
+    let now = 0
+    const windowMs = 5 * 60_000
+    const dedup = new Map<string, number>()
+    const stored: string[] = []
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [g.port],
+        async (_target, messages) =>
+          messages.map((m) => {
+            if (bodyOf(m) === 'b') return new LimitExceededError('the partition is full')
+            const at = dedup.get(m.dedupKey)
+            if (at !== undefined && now - at < windowMs) return undefined
+            dedup.set(m.dedupKey, now)
+            stored.push(bodyOf(m))
+            return undefined
+          }),
+      ),
+    )
+    for (; now <= 3 * windowMs; now += 60_000) await forwarder.round()
+    expect(stored).toEqual(['a', 'c'])
+    expect(await dead()).toEqual(['b'])
   })
 
   it('begins a round after the partition where the previous one ran out of batches', async () => {

@@ -105,6 +105,10 @@ export class DeadLetterForwarder {
     this.#busy = true
     const max = this.#batchesPerRoundMax
     let served: RoundCursor | undefined
+    // The first partition whose target failed: the next round begins after it, so that the
+    // partitions skipped for that target get their turn first (they would wait for good behind
+    // a partition whose copies that target keeps refusing, a full partition of it say).
+    let failedAt: RoundCursor | undefined
     try {
       let batches = 0
       const seen = new Set<string>()
@@ -141,11 +145,12 @@ export class DeadLetterForwarder {
           if (stopped) {
             // The target failed: its partitions wait for the next round.
             failedTargets.add(target)
+            failedAt ??= { groupId: port.groupId, id }
             break
           }
         }
       }
-      if (batches >= max) this.#cursor = served
+      this.#cursor = batches >= max ? served : failedAt
       // Partitions no longer led here (or without dead messages) forget what they skipped.
       for (const slot of this.#skipThrough.keys()) if (!seen.has(slot)) this.#skipThrough.delete(slot)
       return { forwarded, failures }
@@ -203,7 +208,9 @@ export class DeadLetterForwarder {
       errors = dead.map(() => error) // none of them stored
     }
     // In list order: the span purged ends before a message the target refuses, and before
-    // one that failed otherwise (it goes again next round, with what follows it).
+    // one that failed otherwise (it goes again next round, with those after it that failed
+    // too; those the target stored are purged: sent again once its dedup window has passed, a
+    // full partition of the target say, they would be stored again).
     let spanAfter = after
     let moved = 0
     let stopped = false
@@ -216,6 +223,15 @@ export class DeadLetterForwarder {
     }
     for (const [i, m] of dead.entries()) {
       let error = errors[i]
+      if (stopped) {
+        // After a failure, the target is not asked again this round.
+        if (error === undefined) copied.push(m)
+        else {
+          await purgeCopied()
+          spanAfter = m.cursor
+        }
+        continue
+      }
       if (error !== undefined && refusedAsInvalid(error)) error = await this.#forwardOne(target, copy(m))
       if (error === undefined) {
         copied.push(m)
@@ -224,7 +240,9 @@ export class DeadLetterForwarder {
       if (!refusedAsInvalid(error)) {
         failed(error)
         stopped = true
-        break
+        await purgeCopied()
+        spanAfter = m.cursor
+        continue
       }
       failed(error, m.messageId)
       await purgeCopied()
