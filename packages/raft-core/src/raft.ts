@@ -100,6 +100,8 @@ export class Raft {
    * snapshot); NaN when none did since this replica started (see #electionClock).
    */
   #lastAppendMonoMs = Number.NaN
+  /** #lastAppendMonoMs was set from our estimate at restart (observeClock), no entry since. */
+  #boundFromEstimate = false
   /**
    * The group clock the current leader last told us (Message.leaderTimeMs) and our steady
    * clock when we heard it; null when it told us none. A leader that steps down keeps its own.
@@ -216,8 +218,26 @@ export class Raft {
       // leader whose entries never reached it, on a clock ahead of the committed one, continued
       // that clock once elected (simulator, seeds 1171 and 1745 of a crash mix: 300-ms jumps).
       const est = this.#estimateMs()
-      if (est > 0) this.#lastAppendMonoMs = monoMs - Math.max(0, est - this.#lastStampMs)
+      if (est > 0) {
+        this.#lastAppendMonoMs = monoMs - Math.max(0, est - this.#lastStampMs)
+        this.#boundFromEstimate = true
+      }
     }
+  }
+
+  /**
+   * A leader of this term told us its clock while our whole log is committed: its log holds
+   * ours, so that clock is no leader's whose entries never reached us. A bound set from our
+   * estimate at restart (observeClock) rises to it: an estimate below the truth (the wall clock
+   * went back while the node was down) would otherwise hold the clock, once we lead, below the
+   * group's until an entry reaches us (an idle group: every lease ran that much longer).
+   */
+  #leaderVouches(): void {
+    if (!this.#boundFromEstimate || this.log.committed < this.log.lastIndex()) return
+    if (this.#anchor === null || this.#anchorFromVotes) return
+    const known = this.#knownClockMs()
+    if (known > this.#lastStampMs + (this.#monoMs - this.#lastAppendMonoMs))
+      this.#lastAppendMonoMs = this.#monoMs - (known - this.#lastStampMs)
   }
 
   /**
@@ -772,6 +792,7 @@ export class Raft {
       }
       // §5.3: commit up to min(leaderCommit, index of last new entry).
       log.commitTo(Math.min(m.commit, lastNew))
+      this.#leaderVouches()
       this.#answerApp(m.from, { index: lastNew })
       return
     }
@@ -807,6 +828,7 @@ export class Raft {
     // The leader caps commit at our match, so it never exceeds our log; a larger value is bogus.
     if (m.commit > this.log.lastIndex()) this.stats.droppedMalformed++
     else this.log.commitTo(m.commit)
+    this.#leaderVouches()
     // A replica that holds nothing confirms no read: a leader cut off since before an earlier
     // replica under its id was removed counts it a voter (a simulation seed answered a stale
     // read so). The answer still tells the leader it is there, to send it a snapshot.
@@ -935,6 +957,7 @@ export class Raft {
   #logEndsWith(stampMs: number): void {
     if (stampMs > 0) this.#lastStampMs = stampMs
     this.#lastAppendMonoMs = this.#monoMs
+    this.#boundFromEstimate = false
   }
 
   // ---- replication, leader side (§5.3) --------------------------------------------------------

@@ -1124,6 +1124,31 @@ describe('leader-stamped timestamps', () => {
     expect(h.node('b').storage.initialState().clockOffsetMs).toBe(-10_000)
   })
 
+  // An idle group: a's clock reads 40 000 30 s after 'x'. b restarts meanwhile, its wall clock
+  // 20 s behind where it was (NTP not yet synced at boot): its estimate says 20 000. It hears a's
+  // clock while its whole log is committed; a dies before any entry reaches b, which leads a
+  // second later. It continues a's clock (41 000), not its estimate (21 000: every lease, delay
+  // and TTL held 20 s longer; 2e58cdc's restart bound did that).
+  it('a restarted replica whose wall clock went back while it was down continues the clock its leader told', () => {
+    const h = skewedCluster(true)
+    h.restart('b')
+    h.raw('b').tick(30_000, 10) // was 20 000 at steady 1 000: 50 000 by now, reads 30 000
+    h.raw('c').tick(39_000, 31_000)
+    h.raw('a').tick(40_000, 31_000)
+    h.heartbeat('a')
+    expect(h.raw('b').status().lead).toBe('a')
+    // Elected after a dies (no entry reached b since it restarted): a's clock, not 20 000.
+    h.raw('b').tick(31_000, 1_010)
+    h.raw('c').tick(40_000, 32_000)
+    h.isolate('a')
+    h.elect('b')
+    h.raw('b').propose(bytes('z'), 31_000, 1_010)
+    h.settle()
+    expect(stampsOf(h, 'c').at(-1)).toBeGreaterThanOrEqual(40_990)
+    // And what it recorded is that clock, 10 000 above its wall clock (not its estimate's −10 000).
+    expect(h.node('b').storage.initialState().clockOffsetMs).toBeGreaterThanOrEqual(9_990)
+  })
+
   it('a replica that heard a leader keeps its clock over a voter that counts ahead of it', () => {
     const h = skewedCluster(true)
     // c heard a at steady 1 000 (10 000); b heard it too. Both count on: b says 10 900 at 1 900,
