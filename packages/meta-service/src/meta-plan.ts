@@ -1,6 +1,6 @@
 import type { MetaCommand } from './meta-commands'
 import { type MetaState, ReplicaChangeReason } from './meta-state'
-import { type ReplicaInput, receivable, stuck } from './replica-plan'
+import { gone, type ReplicaInput, receivable, stuck } from './replica-plan'
 
 export type MetaChange = Extract<
   MetaCommand,
@@ -71,8 +71,7 @@ export function metaChangeAction(state: MetaState, input: MetaPlanInput): MetaCh
     // (the drain asks for it to hold nothing now; waited for until it was lost, it could be
     // neither emptied nor removed meanwhile); a live one, stalled or being drained, is waited
     // for, as a data group's change (replicaActions).
-    const gone = input.lost.has(change.add) || (state.draining(change.add) && !input.alive.has(change.add))
-    return input.abandon && gone ? { type: 'abandonMetaChange' } : undefined
+    return input.abandon && gone(state, input, change.add) ? { type: 'abandonMetaChange' } : undefined
   }
   const isBad = (m: string) => state.draining(m) || input.lost.has(m)
   const wanted = state.metaVotersWanted() ?? members.length

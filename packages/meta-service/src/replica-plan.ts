@@ -60,6 +60,19 @@ export function stuck(
   return input.lost.has(add) || state.draining(add) || input.stalled?.get(groupId) === add
 }
 
+/**
+ * Whether node `id` counts as gone for good: lost, or (with `abandon`, passed once the meta
+ * leader has heard from every node) being drained and not alive — the drain asks for it to hold
+ * nothing now; waited for until it was lost, it could be neither emptied nor removed meanwhile.
+ */
+export function gone(
+  state: MetaState,
+  input: Pick<ReplicaInput, 'lost' | 'alive' | 'abandon'>,
+  id: string,
+): boolean {
+  return input.lost.has(id) || (input.abandon === true && state.draining(id) && !input.alive.has(id))
+}
+
 /** Whether node `id` may receive a new replica: not lost, and no replica being added stalled there lately. */
 export function receivable(input: Pick<ReplicaInput, 'lost' | 'stalled'>, id: string): boolean {
   if (input.lost.has(id)) return false
@@ -129,13 +142,12 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   // them comes back: its change holds no slot, no node, and none is started there (three such
   // groups, after two nodes were lost, held every slot for good: the groups that kept a
   // majority were never repaired, nor was anything balanced again).
-  // A node being drained that is not alive counts as lost (the drain asks for it to hold
-  // nothing now): its groups without a majority held the slots until it was lost, 5 min later.
-  const gone = (id: string) =>
-    input.lost.has(id) || (input.abandon === true && state.draining(id) && !input.alive.has(id))
+  // A node being drained that is not alive counts too (`gone`): its groups without a majority
+  // held the slots until it was lost, 5 min later.
+  const isGone = (id: string) => gone(state, input, id)
   const hopeless = (groupId: number) => {
     const replicas = state.group(groupId)?.replicas ?? []
-    return lostMajority(replicas, new Set(replicas.filter(gone)))
+    return lostMajority(replicas, new Set(replicas.filter(isGone)))
   }
   const allPending = state.replicaChanges()
   const pending = allPending.filter((c) => !hopeless(c.groupId))
@@ -176,7 +188,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
       // A live one is waited for: one that only stalled may still catch up, and one being
       // drained finishes the change, the drain then moving its replica once a node can take it
       // (given up, a replacement that had removed its dead replica first left two voters).
-      if (input.abandon && gone(change.add))
+      if (input.abandon && isGone(change.add))
         actions.push({ type: 'abandonReplicaChange', groupId: change.groupId })
       continue
     }
@@ -237,7 +249,7 @@ export function replicaActions(state: MetaState, input: ReplicaInput): ReplicaCh
   if (actions.length > 0 || pending.length > 0) return actions
   if (state.scale?.running || state.moves().length > 0) return actions
   // Not a drained one (gone, above): its replicas move off and never back.
-  const away = state.nodes().some((n) => !input.alive.has(n.nodeId) && !gone(n.nodeId))
+  const away = state.nodes().some((n) => !input.alive.has(n.nodeId) && !isGone(n.nodeId))
   if (away) return actions
   const partitions = state.partitionCounts()
   // Bounded: each step narrows the spread; at most one step per replica.

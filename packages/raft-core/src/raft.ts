@@ -236,8 +236,7 @@ export class Raft {
     if (!this.#boundFromEstimate || this.log.committed < this.log.lastIndex()) return
     if (this.#anchor === null || this.#anchorFromVotes) return
     const known = this.#knownClockMs()
-    if (known > this.#lastStampMs + (this.#monoMs - this.#lastAppendMonoMs))
-      this.#lastAppendMonoMs = this.#monoMs - (known - this.#lastStampMs)
+    if (known > this.#logBoundMs()) this.#lastAppendMonoMs = this.#monoMs - (known - this.#lastStampMs)
   }
 
   /**
@@ -306,8 +305,7 @@ export class Raft {
       // No further than our log vouches for (as #electionClock): a leader whose entries never
       // reached us may run a clock ahead of the committed one, and recorded, a restart carried
       // it into our estimate (simulator, seed 4830 of a crash mix: a 70-ms jump once elected).
-      if (this.#lastStampMs > 0 && !Number.isNaN(this.#lastAppendMonoMs))
-        known = Math.min(known, this.#lastStampMs + Math.max(0, this.#monoMs - this.#lastAppendMonoMs))
+      known = Math.min(known, this.#logBoundMs())
     } else return null
     const off = Math.round(known - this.#clockMs)
     const rec = this.#recordedOffsetMs
@@ -410,11 +408,18 @@ export class Raft {
     // a leader whose entries never reached us (our log conflicted with its), leading on its
     // own clock 450 ms ahead of the one our log's uncommitted entries carry, whose clock we
     // would continue while committing those entries (simulator seed 30,804: a 600-ms jump).
-    if (this.#lastStampMs > 0 && !Number.isNaN(this.#lastAppendMonoMs)) {
-      const bound = this.#lastStampMs + Math.max(0, this.#monoMs - this.#lastAppendMonoMs)
-      if (bound < timeMs) timeMs = Math.floor(bound)
-    }
+    const bound = this.#logBoundMs()
+    if (bound < timeMs) timeMs = Math.floor(bound)
     return { timeMs, monoMs: this.#monoMs, caughtUpMs: 0 }
+  }
+
+  /**
+   * The log's last stamp counted forward from when that entry reached us (#electionClock):
+   * what our log vouches for; Infinity when unknown (no stamp, or none arrived since start).
+   */
+  #logBoundMs(): number {
+    if (this.#lastStampMs <= 0 || Number.isNaN(this.#lastAppendMonoMs)) return Number.POSITIVE_INFINITY
+    return this.#lastStampMs + Math.max(0, this.#monoMs - this.#lastAppendMonoMs)
   }
 
   #reset(term: number): void {
