@@ -98,6 +98,7 @@ import { NodeMetrics } from './metrics/node-metrics'
 import { observedStateMachine, observedTransport } from './metrics/raft-observer'
 import { rpcInterceptor } from './metrics/rpc-interceptor'
 import { type NodeView, type PartitionView, parsePartitionId } from './node-view'
+import { type OpenCalls, openCallsInterceptor } from './open-calls'
 import { PeerTransport } from './peer-transport'
 import { RaftEventLog } from './raft-events'
 import { NodeCredentials } from './tls'
@@ -122,6 +123,8 @@ const FOUNDER_PROBE_MS = 500
 const HEARTBEAT_SILENCE_LOG_MS = 10_000
 /** How long a stop waits for the data groups' applies under way before it closes the store. */
 const STOP_SETTLE_MS = 5_000
+/** While stopping, how often to look whether only peers' Raft streams are still open. */
+const STOP_POLL_MS = 10
 
 /** Waits for `all` to settle, however they end, for at most `ms`. */
 async function settledWithin(all: readonly Promise<unknown>[], ms: number): Promise<void> {
@@ -237,6 +240,7 @@ export class MqNode {
   #port = 0
   readonly #unsent: UnsentAnswers
   readonly #longPolls: LongPollTally = { open: 0 }
+  readonly #openCalls: OpenCalls = { open: 0 }
   #listener: GrpcListener | undefined
   #serving = false
   /** Set when stop() begins. */
@@ -282,6 +286,11 @@ export class MqNode {
       () => this.#longPolls.open,
     )
     this.metrics.addGaugeSource(
+      'mq_grpc_calls_open',
+      "gRPC calls this node is serving now (peers' Raft streams not counted)",
+      () => this.#openCalls.open,
+    )
+    this.metrics.addGaugeSource(
       'mq_grpc_unsent_answer_bytes',
       'Bytes of answers written that clients have not read yet, as last measured',
       () => this.#unsent.unsentBytes,
@@ -301,6 +310,7 @@ export class MqNode {
         ),
         rpcInterceptor(this.metrics, this.log, config.nodeId),
         authInterceptor(this.access, this.log),
+        openCallsInterceptor(this.#openCalls),
       ],
     })
     let seed = 0
@@ -757,11 +767,21 @@ export class MqNode {
     for (const t of this.#timers) clearInterval(t)
     this.#listener?.close()
     await new Promise<void>((resolve) => {
+      // Peers end their Raft streams only when they stop too, and grpc-js waits for every open
+      // call: those are ended once no other call is open (a call still running may wait on
+      // what peers send, a follower's read on its leader's answer).
+      const peersEnded = setInterval(() => {
+        if (this.#openCalls.open > 0) return
+        clearInterval(peersEnded)
+        this.#transport?.endInbound()
+      }, STOP_POLL_MS)
       const timer = setTimeout(() => {
+        clearInterval(peersEnded)
         this.#server.forceShutdown()
         resolve()
       }, graceMs)
       this.#server.tryShutdown(() => {
+        clearInterval(peersEnded)
         clearTimeout(timer)
         resolve()
       })

@@ -15,6 +15,7 @@ import {
   type RaftStreamEnd,
   RECONNECT_CHANNEL_OPTIONS,
   toGrpcStatus,
+  UnavailableError,
 } from '@mq/protocol'
 import type { Message, Transport } from '@mq/raft-core'
 import { messageFromWire, messageToWire } from './peer-codec'
@@ -164,6 +165,9 @@ export class PeerTransport implements Transport {
   readonly #down = new Set<string>()
   #flushScheduled = false
   #closed = false
+  /** How to end each inbound Raft stream open now (endInbound). */
+  readonly #inbound = new Set<() => void>()
+  #inboundEnded = false
   #queuedBytes = 0
   /** Messages queued so far (Outbound.usedAt). */
   #sends = 0
@@ -234,14 +238,28 @@ export class PeerTransport implements Transport {
     stream: ServerReadableStream<RaftBatch, RaftStreamEnd>,
     cb: sendUnaryData<RaftStreamEnd>,
   ): void => {
-    let refused = false
+    const stopping = () => toGrpcStatus(new UnavailableError(`node ${this.#options.nodeId} is stopping`))
+    if (this.#inboundEnded) {
+      cb(stopping())
+      return
+    }
+    /** Whether the call is answered (what comes on it after that is ignored). */
+    let answered = false
+    const end = () => {
+      if (answered) return
+      answered = true
+      cb(stopping())
+    }
+    this.#inbound.add(end)
+    // At every end of the call: answered, cancelled, or its connection gone.
+    stream.once('cancelled', () => this.#inbound.delete(end))
     stream.on('data', (batch: RaftBatch) => {
-      if (refused) return
+      if (answered) return
       // Bytes that are not a RaftBatch (PeerService's deserializer): the stream is answered
       // INVALID_ARGUMENT, and what follows on it is ignored.
       const read: unknown = batch
       if (isRefusedRequest(read)) {
-        refused = true
+        answered = true
         cb(toGrpcStatus(read.error))
         return
       }
@@ -265,7 +283,9 @@ export class PeerTransport implements Transport {
       }
     })
     stream.on('end', () => {
-      if (!refused) cb(null, {})
+      if (answered) return
+      answered = true
+      cb(null, {})
     })
     stream.on('error', () => {})
   }
@@ -278,6 +298,18 @@ export class PeerTransport implements Transport {
   /** Whether the last stream to `nodeId` broke (and nothing has been heard from it since). */
   isDown(nodeId: string): boolean {
     return this.#down.has(nodeId)
+  }
+
+  /**
+   * Ends every inbound Raft stream open now, and each one opened later at once, with
+   * UNAVAILABLE (this node is stopping): a peer ends its stream only when it stops too, and
+   * grpc-js's graceful shutdown waits for every open call. The peers see what a stopped
+   * node's cut connection shows them, a stream broken (onPeerDown), only sooner.
+   */
+  endInbound(): void {
+    this.#inboundEnded = true
+    for (const end of this.#inbound) end()
+    this.#inbound.clear()
   }
 
   /** Ends every stream; later sends are ignored. */

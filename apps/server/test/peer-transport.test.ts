@@ -374,6 +374,34 @@ describe('PeerTransport', () => {
     await until(() => events.includes('cancelled'), 3_000)
   })
 
+  it("ends the peers' inbound streams at a stop, and refuses new ones: the senders see the node down, a graceful shutdown waits for nothing", async () => {
+    const addresses = new Map<string, string>()
+    const down: string[] = []
+    const a = await node('a', '', addresses, (id) => down.push(id))
+    const b = await node('b', '', addresses)
+    a.transport.send(1, [heartbeat('b', 1)])
+    await until(() => b.received.length === 1)
+    // grpc-js's graceful shutdown waits for every open call: a's stream into b, which a would
+    // end only when it stops too.
+    let shutDown = false
+    b.server.tryShutdown(() => {
+      shutDown = true
+    })
+    await new Promise((r) => setTimeout(r, 200))
+    expect(shutDown).toBe(false)
+    b.transport.endInbound()
+    await until(() => shutDown, 3_000)
+    await until(() => down.includes('b')) // UNAVAILABLE: what a stopped node's cut connection shows
+    expect(a.transport.isDown('b')).toBe(true)
+
+    // A stream opened after the stop is answered UNAVAILABLE at once (on a server still open).
+    const c = await node('c', '', addresses)
+    c.transport.endInbound()
+    a.transport.send(1, [heartbeat('c', 1)])
+    await until(() => down.includes('c'))
+    expect(c.received).toEqual([])
+  })
+
   it('answers bytes that are not a RaftBatch or a ProbeRequest with INVALID_ARGUMENT, and goes on delivering', async () => {
     const addresses = new Map<string, string>()
     const a = await node('a', 's3cret', addresses)
