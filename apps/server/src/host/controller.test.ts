@@ -479,6 +479,32 @@ describe('Controller format level', () => {
     expect(c.state.node('n5')).toBeUndefined()
     expect((await c.answer('n1')).formatLevel).toBe(FORMAT_LEVEL)
   })
+
+  it('places no replica on a live node registered below the level the cluster rose to: the level never goes down', async () => {
+    // n3 (holding replicas) and n4 (holding none) run the previous version; a scale plan wants
+    // a 7th group.
+    const old = FORMAT_LEVEL - 1
+    const c = leading({ extra: ['n4'], levels: { n3: old, n4: old } })
+    c.apply({ type: 'initMetaMembers', voters: NODES })
+    c.apply({ type: 'scaleDataGroups', groups: 7 })
+    await c.beatNodes(['n1', 'n2', 'n3', 'n4'], 5_000, {
+      level: (n) => (n === 'n3' || n === 'n4' ? old : FORMAT_LEVEL),
+    })
+    expect((await c.answer('n1')).formatLevel).toBe(old)
+    // n3 is upgraded: every holder runs the new version, and the level rises (entries of it are
+    // written from now on). n4, heard a moment ago, is still alive to the controller.
+    await c.answer('n3', true, FORMAT_LEVEL)
+    expect(c.state.formatLevel()).toBe(FORMAT_LEVEL)
+    await c.controller.round()
+    await settle()
+    await c.controller.round()
+    await settle()
+    expect(c.state.groups()).toHaveLength(7)
+    // A replica on n4 would make it a holder of level `old` again: the level would go down
+    // after entries of FORMAT_LEVEL were written, which n4's replicas cannot read.
+    expect(c.state.groupsOf('n4')).toEqual([])
+    expect(c.state.formatLevel()).toBe(FORMAT_LEVEL)
+  })
 })
 
 describe('Controller store ids', () => {

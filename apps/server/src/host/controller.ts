@@ -706,8 +706,11 @@ export class Controller {
       const state = this.#leading()
       if (!state) return
       const term = this.#term
-      const alive = this.#alive(state)
       const level = this.#formatLevel(state)
+      const heard = this.#alive(state)
+      // A node registered below the level (heard before it rose, refused since) takes nothing:
+      // a replica would make it a holder and lower the level after entries of it were written.
+      const alive = new Set([...heard].filter((id) => (state.node(id)?.formatLevel ?? 1) >= level))
       // New groups go to live nodes that are not being drained.
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const factor = this.#replicationFactor(state, level)
@@ -727,13 +730,13 @@ export class Controller {
         // nodes allow (no even count below the factor), never fewer than the founders (a new
         // leader has not heard from every node yet), nor more than the factor.
         replicas: Math.max(Math.min(this.#host.replicas, factor), replicasFor(factor, placeable.size)),
-        defaultGroups: this.#dataGroups(state, level) || Math.max(alive.size, 1),
+        defaultGroups: this.#dataGroups(state, level) || Math.max(heard.size, 1),
         movesMax: MOVES_CONCURRENT_MAX,
         namesGroupIds: level >= FORMAT_LEVEL_CREATE_GROUP_ID,
         // Until it has heard every node, a new leader plans no move into or out of a group whose
         // majority it has not heard from yet (it would move into a group its predecessor gave
         // up, and abort again); it aborts nothing meanwhile.
-        lost: heardAll ? lost : unheard(state, alive),
+        lost: heardAll ? lost : unheard(state, heard),
         // Aborting a move needs every meta and data replica to read it (format level 37).
         abortsMoves: heardAll && level >= FORMAT_LEVEL_MOVE_ABORT,
       })
