@@ -825,9 +825,10 @@ export class MqNode {
       }
     }
     const leading = led()
-    const startMs = Date.now()
+    // A monotonic clock: a wall clock stepped back while the node stops held it here that long.
+    const startMs = performance.now()
     const deadline = startMs + timeoutMs
-    for (let now = leading; now.length > 0 && Date.now() < deadline; now = led()) {
+    for (let now = leading; now.length > 0 && performance.now() < deadline; now = led()) {
       // Each pass: one led again (the meta leader's balancing handed it back meanwhile) is
       // handed over again, once its earlier transfer ended.
       handOver(now)
@@ -839,7 +840,7 @@ export class MqNode {
       // handed all of them away, "(N still led)" beside it.
       const handedOver = Math.max(0, leading.length - still)
       this.log.info(
-        { handedOver, stillLed: still, ms: Date.now() - startMs },
+        { handedOver, stillLed: still, ms: Math.round(performance.now() - startMs) },
         `mq-server: node ${this.config.nodeId} handed the leadership of ${handedOver} group(s) away (${still} still led)`,
       )
     }
