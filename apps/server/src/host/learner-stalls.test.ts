@@ -1,6 +1,18 @@
 import type { DataGroupPort } from '@mq/data-service'
 import { MemoryEngine, stateMachineKey } from '@mq/kv-storage'
-import { type RaftHost, type RaftStatus, Role } from '@mq/raft-core'
+import {
+  type Entry,
+  EntryType,
+  MemoryDurability,
+  MemoryLogStorage,
+  type Message,
+  Prng,
+  RaftHost,
+  type RaftStatus,
+  Role,
+  type Snapshot,
+  type StateMachine,
+} from '@mq/raft-core'
 import { describe, expect, it } from 'vitest'
 import { decodeImageHandle } from './image-handle'
 import { LearnerStalls } from './learner-stalls'
@@ -108,12 +120,119 @@ describe('LearnerStalls over a data-group leader’s answers (NodeImages + chang
       // The install takes longer than the timeout (a large group; or a short --replica-stall-ms).
       expect(stalls.note(1, 'n4', await answer(), 10_000)).toBe(false)
       expect(stalls.stalled(10_000)).toEqual(new Map())
-      // Installed (its match at the image's index), then no further: timed again, and found.
-      n4Match = 4_990
+      // Installed (its match past the image's index: entries after it acknowledged), then no
+      // further: timed again, and found. (At the image's index it may still be installing:
+      // Raft answers the Snap before the state machine installs it.)
+      n4Match = 4_991
       expect(stalls.note(1, 'n4', await answer(), 20_000)).toBe(false)
       expect(stalls.note(1, 'n4', await answer(), 30_000)).toBe(true)
     } finally {
       await images.close()
     }
+  })
+})
+
+describe('LearnerStalls over a real Raft leader and learner (the install acknowledged before it runs)', () => {
+  it('does not find stalled a learner whose install of its whole image runs past the timeout, its match at the image’s index', async () => {
+    // n1 leads group 1 alone; n2 is its learner, cut off while n1 compacts: it needs n1's
+    // snapshot. In mq the learner fetches the image's pages first (n1's node then counts it
+    // served whole, at the image's index: NodeImages.wholeImageServed), then its replica takes
+    // the Snap and installs it for minutes (a large group). Raft answers the Snap with the
+    // snapshot's index as soon as it is stored, before the state machine installs it (the
+    // Ready carrying it is sent at its flush, then restored): n1 sees n2's match at the image's
+    // index for the whole install, while the group goes on committing.
+    const conf = { voters: ['n1'], learners: ['n2'], votersOutgoing: [], learnersNext: [] }
+    const queue: { groupId: number; m: Message }[] = []
+    let cut = true
+    let release = (): void => {}
+    const held = new Promise<void>((r) => {
+      release = r
+    })
+    let restoring: Snapshot | undefined
+    class Machine implements StateMachine {
+      count = 0
+      constructor(readonly slow = false) {}
+      apply(entries: readonly Entry[]): readonly unknown[] {
+        for (const e of entries) if (e.type === EntryType.Normal && e.data.length > 0) this.count++
+        return entries.map(() => undefined)
+      }
+      snapshot(): Uint8Array {
+        return new TextEncoder().encode(String(this.count))
+      }
+      async restore(s: Snapshot): Promise<void> {
+        restoring = s
+        if (this.slow) await held
+        this.count = Number(new TextDecoder().decode(s.data))
+      }
+    }
+    const hosts = new Map<string, RaftHost>()
+    for (const [i, id] of ['n1', 'n2'].entries()) {
+      const storage = new MemoryLogStorage(conf)
+      const durability = new MemoryDurability()
+      durability.register(storage)
+      const host = new RaftHost({
+        transport: { send: (groupId, ms) => queue.push(...ms.map((m) => ({ groupId, m }))) },
+        durability,
+        clock: { nowMs: () => 1_000 },
+      })
+      host.addGroup({
+        groupId: 1,
+        raft: { id, prng: new Prng(i + 1), electionTicks: 10, joinBySnapshot: false },
+        storage,
+        stateMachine: new Machine(id === 'n2'),
+        limits: { compactEntries: 20, compactKeepEntries: 2 },
+      })
+      hosts.set(id, host)
+    }
+    const n1 = hosts.get('n1') as RaftHost
+    const pump = async (until: () => boolean = () => false, rounds = 300) => {
+      for (let round = 0; round < rounds && !until(); round++) {
+        await new Promise((r) => setImmediate(r))
+        if (round % 5 === 0) for (const h of hosts.values()) h.tick()
+        for (const { groupId, m } of queue.splice(0))
+          if (!(cut && m.to === 'n2')) hosts.get(m.to)?.receive(groupId, m)
+      }
+    }
+    n1.campaign(1)
+    await pump(() => n1.status(1).role === Role.Leader)
+    const propose = async (n: number) => {
+      const done = Array.from({ length: n }, (_, i) => n1.propose(1, Uint8Array.of(i + 1)))
+      await pump(() => false, 20)
+      await Promise.all(done)
+    }
+    await propose(60)
+    await pump(() => n1.status(1).firstIndex > 2)
+    expect(n1.status(1).firstIndex).toBeGreaterThan(2) // compacted: n2 needs the snapshot
+    cut = false
+    await pump(() => restoring !== undefined)
+    const image = restoring?.meta.index ?? 0
+    expect(image).toBeGreaterThan(0)
+    await pump(() => n1.matchIndex(1, 'n2') === image, 50)
+    // Acknowledged at the image's index while n2 installs it.
+    expect(n1.matchIndex(1, 'n2')).toBe(image)
+    // The group goes on: n2 is more than CAUGHT_UP_ENTRIES behind while it installs.
+    await propose(150)
+    const answer = () =>
+      changeReplicas(
+        n1,
+        { assertLeader: () => 1 },
+        { groupId: 1, add: 'n2', remove: '', removeFirst: false, replicas: ['n1'] },
+        () => undefined,
+        () => 3, // its pages, all served before it took the Snap
+        () => image, // served whole, at the image's index
+      )
+    const stalls = new LearnerStalls(10_000)
+    const first = await answer()
+    expect(first.done).toBe(false)
+    expect(first.step).toBe('')
+    expect(stalls.note(1, 'n2', first, 0)).toBe(false)
+    // The install takes longer than the timeout: n2 is healthy, not stalled.
+    expect(stalls.note(1, 'n2', await answer(), 10_000)).toBe(false)
+    expect(stalls.stalled(10_000)).toEqual(new Map())
+    // Installed: it acknowledges the entries after the image, and is timed again.
+    release()
+    await pump(() => (n1.matchIndex(1, 'n2') ?? 0) > image)
+    expect(n1.matchIndex(1, 'n2')).toBeGreaterThan(image)
+    for (const h of hosts.values()) await h.stop()
   })
 })

@@ -167,12 +167,16 @@ export async function changeReplicas(
   if (learners.includes(req.add)) {
     if (learnerBehind) {
       const match = raft.matchIndex(groupId, req.add) ?? 0
-      // Served an image whole that its match has not reached: it installs it (every key of the
+      // Served an image whole that its match has not passed: it installs it (every key of the
       // group written again, every partition opened: minutes for a large group), which shows
-      // no progress here; nothing is timed until it answers (a mark frozen by the install
-      // retargeted a healthy learner, again at each new one for a group that large).
+      // no progress here; nothing is timed until it acknowledges an entry after the image (a
+      // mark frozen by the install retargeted a healthy learner, again at each new one for a
+      // group that large). Its match is at the image's index for the whole install: its Raft
+      // replica answers the Snap with the snapshot's index once it is stored, before its state
+      // machine installs it (until 2026-12-07 only a match below the index was waited for, and
+      // the install was timed after all).
       const whole = wholeImageServed(groupId, req.add)
-      if (whole !== undefined && match < whole) return wait
+      if (whole !== undefined && match <= whole) return wait
       return { ...wait, addMatch: match, addImagePages: imagePagesServed(groupId, req.add) }
     }
     return propose({ type: ConfChangeType.AddVoter, id: req.add }, 'promote')
