@@ -1,12 +1,19 @@
 import type { MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it, vi } from 'vitest'
+import { LatencyHistogram, Timeline } from '../histogram'
 import { connect } from './common'
-import { drain } from './consume'
+import { CONSUME_DEFAULTS, drain, runConsume } from './consume'
+import { produceInto } from './produce'
 
 // drain() connects its own clients: here they are fakes, so that an ack can fail on cue.
 vi.mock('./common', async (importOriginal) => ({
   ...(await importOriginal<typeof import('./common')>()),
   connect: vi.fn(),
+}))
+// runConsume fills its backlog with produceInto: here a fill that its time limit cut short.
+vi.mock('./produce', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('./produce')>()),
+  produceInto: vi.fn(),
 }))
 
 /** A client whose one consumer delivers `acks.length` messages, 5 ms apart, acked as `acks` says. */
@@ -48,5 +55,56 @@ describe('drain', () => {
     await new Promise((resolve) => setTimeout(resolve, 20))
     expect(unhandled).toEqual([])
     expect(r.acked).toBe(3)
+  })
+})
+
+/**
+ * A client over a queue holding `backlog` messages: its consumer hands them out, then, the
+ * queue empty, waits (as a real one long-polls) until it is closed.
+ */
+function backlogClient(backlog: number): MqClient {
+  let closed = false
+  let wake = () => {}
+  const consumer = {
+    async *[Symbol.asyncIterator]() {
+      for (let i = 0; i < backlog && !closed; i++)
+        yield { body: new Uint8Array(8), ack: () => Promise.resolve() }
+      while (!closed)
+        await new Promise<void>((resolve) => {
+          wake = resolve
+          setTimeout(resolve, 50)
+        })
+    },
+    close: async () => {
+      closed = true
+      wake()
+    },
+  }
+  return {
+    admin: { createQueue: async () => ({}), deleteQueue: async () => {} },
+    consumer: () => consumer,
+    close: async () => {},
+  } as unknown as MqClient
+}
+
+describe('consume scenario', () => {
+  // The audit's case: a fill cut short by its time limit left fewer messages than `count`, and
+  // the drain waited for `count` until its own time limit ran out (120 s by default), its CPU
+  // per message charged with that idle wait.
+  it('drains the backlog the fill got acknowledged, not `count`, and stops once it is drained', async () => {
+    vi.mocked(produceInto).mockResolvedValue({
+      acked: 3,
+      elapsedMs: 1,
+      ack: new LatencyHistogram(),
+      timeline: new Timeline(),
+    })
+    vi.mocked(connect).mockResolvedValue(backlogClient(3))
+    const t0 = Date.now()
+    const r = await runConsume(
+      { servers: ['127.0.0.1:1'] },
+      { ...CONSUME_DEFAULTS, count: 10, consumers: 1, timeLimitMs: 8_000 },
+    )
+    expect(r.metrics).toMatchObject({ backlog: 3, acked: 3 })
+    expect(Date.now() - t0).toBeLessThan(3_000)
   })
 })

@@ -111,7 +111,10 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
         ...(o.orderedKeys > 0 ? { keys: o.orderedKeys } : {}),
       })
       const cpu = await CpuMeter.startSettled(serverCpuMs)
-      const run = await drain(servers, queue, o, undefined, new Progress('consume'))
+      // The backlog is what the fill got acknowledged: one cut short by its time limit left
+      // fewer than `count`, and a drain waiting for `count` idled out its whole time limit,
+      // the servers' idle CPU over it charged to the messages (until 2026-12-07).
+      const run = await drain(servers, queue, { ...o, count: fill.acked }, undefined, new Progress('consume'))
       const cpuPerMessage = cpu.perMessage(run.acked)
       const seconds = run.elapsedMs / 1000
       return withFacts(

@@ -3,7 +3,7 @@ import { describe, expect, it, vi } from 'vitest'
 import { BenchCluster } from '../cluster'
 import type { ScenarioResult } from '../result'
 import { connect } from './common'
-import { failoverFailures, runFailover } from './failover'
+import { FAILOVER_DEFAULTS, failoverFailures, runFailover } from './failover'
 
 // runFailover starts its own cluster and clients: in the run below they are fakes.
 vi.mock('../cluster', async (importOriginal) => ({
@@ -108,5 +108,19 @@ describe('failover scenario, its timeline', () => {
     const last = r.timeline?.at(-1)
     expect(last?.tS).toBe(1.5)
     expect(last?.perS).toBeGreaterThan(100)
+  })
+})
+
+describe('failover scenario, its cluster', () => {
+  // The audit's case: the clients were connected before the try whose finally stops the
+  // cluster, so a connect that failed left its three mq-server processes and their data folder
+  // behind (and the CLI waiting on their pipes).
+  it('stops the cluster it started when a client cannot connect', async () => {
+    const cluster = fakeCluster()
+    const stop = vi.fn(async () => {})
+    vi.mocked(BenchCluster.start).mockResolvedValue({ ...cluster, stop } as unknown as BenchCluster)
+    vi.mocked(connect).mockRejectedValue(new Error('deadline exceeded'))
+    await expect(runFailover({}, FAILOVER_DEFAULTS)).rejects.toThrow(/deadline exceeded/)
+    expect(stop).toHaveBeenCalledTimes(1)
   })
 })

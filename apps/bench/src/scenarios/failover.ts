@@ -1,3 +1,4 @@
+import type { MqClient } from '@mq/router-client'
 import { BenchCluster } from '../cluster'
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
@@ -57,10 +58,16 @@ export async function runFailover(local: FailoverCluster, o: FailoverOptions): P
     fromSource: local.fromSource ?? false,
     ...(local.timing ? { timing: local.timing } : {}),
   })
-  const admin = await connect(cluster.servers)
-  const producerClient = await connect(cluster.servers)
   const queue = queueName('failover')
+  // Connected inside the try whose finally stops the cluster: a connect that failed left its
+  // nodes running and their data folder behind (and the CLI held open by their pipes) until an
+  // audit.
+  const clients: MqClient[] = []
   try {
+    const admin = await connect(cluster.servers)
+    clients.push(admin)
+    const producerClient = await connect(cluster.servers)
+    clients.push(producerClient)
     await admin.admin.createQueue(queue, { partitions: o.partitions })
     const count = Math.max(1, Math.round((o.ratePerS * o.durationMs) / 1000))
     const acked = new Set<number>()
@@ -188,7 +195,7 @@ export async function runFailover(local: FailoverCluster, o: FailoverOptions): P
         : result
     return withFacts(withVerdict, cluster.facts())
   } finally {
-    await closeAll([admin, producerClient])
+    await closeAll(clients)
     await cluster.stop()
   }
 }
