@@ -19,9 +19,11 @@ async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
 /** A server whose Probe answers when `release` is called, and whose Raft streams never end. */
 async function server(tally: OpenCalls) {
   const held: (() => void)[] = []
+  let raftBatches = 0
   const s = new Server({ interceptors: [openCallsInterceptor(tally)] })
   s.addService(PeerService, {
-    raft: () => {},
+    raft: (stream: { on: (event: 'data', listener: () => void) => void }) =>
+      stream.on('data', () => raftBatches++),
     heartbeat: (_: unknown, cb: (e: null, r: object) => void) => cb(null, {}),
     probe: unaryHandler(
       () =>
@@ -38,13 +40,13 @@ async function server(tally: OpenCalls) {
     client.close()
     s.forceShutdown()
   })
-  return { client, release: () => held.shift()?.(), held }
+  return { client, release: () => held.shift()?.(), held, raftBatches: () => raftBatches }
 }
 
 describe('openCallsInterceptor', () => {
   it('counts a call from its start to its end, answered or cancelled, and not the peers’ Raft streams', async () => {
     const tally: OpenCalls = { open: 0 }
-    const { client, release, held } = await server(tally)
+    const { client, release, held, raftBatches } = await server(tally)
 
     const answered = new Promise<ServiceError | null>((resolve) =>
       client.probe({ nodeId: 'a' }, new Metadata(), (error) => resolve(error)),
@@ -66,7 +68,7 @@ describe('openCallsInterceptor', () => {
 
     const stream = client.raft(new Metadata(), () => {})
     stream.write({ fromNode: 'a', messages: [] })
-    await new Promise((r) => setTimeout(r, 100))
+    await until(() => raftBatches() === 1) // its handler runs: the call is open
     expect(tally.open).toBe(0)
     stream.cancel()
   })

@@ -245,11 +245,12 @@ export class PeerTransport implements Transport {
     }
     /** Whether the call is answered (what comes on it after that is ignored). */
     let answered = false
-    const end = () => {
+    const answer: sendUnaryData<RaftStreamEnd> = (error, value) => {
       if (answered) return
       answered = true
-      cb(stopping())
+      cb(error, value)
     }
+    const end = () => answer(stopping())
     this.#inbound.add(end)
     // At every end of the call: answered, cancelled, or its connection gone.
     stream.once('cancelled', () => this.#inbound.delete(end))
@@ -259,8 +260,7 @@ export class PeerTransport implements Transport {
       // INVALID_ARGUMENT, and what follows on it is ignored.
       const read: unknown = batch
       if (isRefusedRequest(read)) {
-        answered = true
-        cb(toGrpcStatus(read.error))
+        answer(toGrpcStatus(read.error))
         return
       }
       this.#down.delete(batch.fromNode) // it is up again (only a peer with the token gets here)
@@ -282,11 +282,7 @@ export class PeerTransport implements Transport {
         }
       }
     })
-    stream.on('end', () => {
-      if (answered) return
-      answered = true
-      cb(null, {})
-    })
+    stream.on('end', () => answer(null, {}))
     stream.on('error', () => {})
   }
 

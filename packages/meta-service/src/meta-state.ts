@@ -472,10 +472,15 @@ export class MetaState {
     return this.#levelOf(holders)
   }
 
+  /** The format level node `id` registered with (1 when its record carries none, or there is none). */
+  nodeFormatLevel(id: string): number {
+    return this.#nodes.get(id)?.formatLevel ?? 1
+  }
+
   #levelOf(holders: ReadonlySet<string>): number {
     const counted = holders.size > 0 ? [...holders] : [...this.#nodes.keys()]
     let level = Number.POSITIVE_INFINITY
-    for (const id of counted) level = Math.min(level, this.#nodes.get(id)?.formatLevel ?? 1)
+    for (const id of counted) level = Math.min(level, this.nodeFormatLevel(id))
     return Number.isFinite(level) ? level : 1
   }
 

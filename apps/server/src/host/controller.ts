@@ -672,7 +672,7 @@ export class Controller {
   #formatLevel(state: MetaState): number {
     const { voters, learners } = this.#host.metaMembership()
     let level = state.formatLevel()
-    for (const id of [...voters, ...learners]) level = Math.min(level, state.node(id)?.formatLevel ?? 1)
+    for (const id of [...voters, ...learners]) level = Math.min(level, state.nodeFormatLevel(id))
     return level
   }
 
@@ -710,7 +710,7 @@ export class Controller {
       const heard = this.#alive(state)
       // A node registered below the level (heard before it rose, refused since) takes nothing:
       // a replica would make it a holder and lower the level after entries of it were written.
-      const alive = new Set([...heard].filter((id) => (state.node(id)?.formatLevel ?? 1) >= level))
+      const alive = new Set([...heard].filter((id) => state.nodeFormatLevel(id) >= level))
       // New groups go to live nodes that are not being drained.
       const placeable = new Set([...alive].filter((id) => !state.draining(id)))
       const factor = this.#replicationFactor(state, level)
