@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Delivery, MqClient } from '@mq/router-client'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { clockAheadEnv } from '../src/faketime'
 import { waitFor } from '../src/scale-run'
 import { suiteCluster } from '../src/suite-cluster'
@@ -96,6 +96,7 @@ async function leaseEach(iterator: AsyncIterator<Delivery>, count: number): Prom
 describe('a partition moved into a data group whose clock is a minute ahead', () => {
   const skewed = new Set<string>()
   const configDir = mkdtempSync(join(tmpdir(), 'mq-skew-move-'))
+  afterAll(() => rmSync(configDir, { recursive: true, force: true }))
   const configFile = join(configDir, 'server.json')
   writeFileSync(configFile, JSON.stringify({ replicationFactor: 1, dataGroups: 1 }))
   const suite = suiteCluster({
@@ -179,6 +180,7 @@ describe('a whole cluster restarted, led first by the node a minute ahead', () =
   const skewed = new Set<string>()
   const slow = new Set<string>()
   const configDir = mkdtempSync(join(tmpdir(), 'mq-skew-restart-'))
+  afterAll(() => rmSync(configDir, { recursive: true, force: true }))
   const slowConfig = join(configDir, 'slow.json')
   writeFileSync(slowConfig, JSON.stringify({ electionTicks: 60 }))
   const suite = suiteCluster({

@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync } from 'node:fs'
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Client, credentials, Metadata, type ServiceError, status } from '@grpc/grpc-js'
@@ -1003,10 +1003,12 @@ describe('request fuzz of every Queue and Meta RPC', () => {
     }
   }
 
+  let secretsDir: string | undefined
   beforeAll(async () => {
     console.log(`request fuzz: seed ${SEED} (replay with MQ_FUZZ_SEED=${SEED})`)
+    secretsDir = mkdtempSync(join(tmpdir(), 'mq-e2e-fuzz-'))
     const secured = await securedNode(
-      mkdtempSync(join(tmpdir(), 'mq-e2e-fuzz-')),
+      secretsDir,
       [
         { name: 'fuzz-admin', token: ADMIN_TOKEN, roles: ['admin'] },
         {
@@ -1109,6 +1111,7 @@ describe('request fuzz of every Queue and Meta RPC', () => {
     for (const c of raw) c.close()
     await client?.close()
     await cluster?.stop()
+    if (secretsDir) rmSync(secretsDir, { recursive: true, force: true })
   })
 
   it('answers every request with a valid success or a clear typed error, and loses nothing', async () => {

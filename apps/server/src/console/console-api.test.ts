@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server, type ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,7 +14,7 @@ import {
 } from '@mq/console'
 import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
 import type { ListedMessage, MqClient } from '@mq/router-client'
-import { afterEach, describe, expect, it, vi } from 'vitest'
+import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { AccessControl } from '../auth/access'
 import { parseTokenFile } from '../auth/token-file'
 import {
@@ -736,6 +736,7 @@ describe('the console API', () => {
 describe('the console assets', () => {
   it('redirects / to the page, serves the built files with a strict policy, and nothing else', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mq-console-'))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
     writeFileSync(join(dir, 'index.html'), '<!doctype html><title>mq</title>')
     writeFileSync(join(dir, 'app.js'), 'void 0')
     writeFileSync(join(dir, 'notes.txt'), 'not served')
