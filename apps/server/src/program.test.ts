@@ -46,6 +46,9 @@ describe('mq-server program', () => {
     await expect(program.parseAsync(['dev', '--nodes', 'zero'], { from: 'user' })).rejects.toThrow(
       /positive integer/,
     )
+    await expect(program.parseAsync(['dev', '--nodes', '17'], { from: 'user' })).rejects.toThrow(
+      /at most 16 nodes, got 17/,
+    )
   })
 
   it('exits 2 for a command line the parser refuses, as for a refused config, and 0 for help', async () => {

@@ -304,7 +304,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
   program
     .command('dev')
     .description('run a local cluster of separate processes')
-    .option('--nodes <n>', 'number of nodes', parsePositiveInt, 3)
+    .option('--nodes <n>', `number of nodes (1-${DEV_NODES_MAX})`, parseDevNodes, 3)
     .option('--data-dir <dir>', 'data directory', '.mq-data')
     .option('--base-port <port>', 'port of the first node; the others follow', parsePositiveInt, 7001)
     .option(
@@ -386,6 +386,19 @@ function parsePort(value: string): number {
   const n = Number(value)
   if (!Number.isInteger(n) || n < 0 || n > 65535)
     throw new InvalidArgumentError(`expected a port (0-65535), got ${value}`)
+  return n
+}
+
+/**
+ * The dev cluster's size: each node is a process of a few hundred MB on this one machine, so
+ * a mistyped `--nodes 1000` would start a thousand of them (until 2026-12-07 nothing bounded it).
+ */
+const DEV_NODES_MAX = 16
+
+function parseDevNodes(value: string): number {
+  const n = parsePositiveInt(value)
+  if (n > DEV_NODES_MAX)
+    throw new InvalidArgumentError(`a dev cluster has at most ${DEV_NODES_MAX} nodes, got ${value}`)
   return n
 }
 
