@@ -659,3 +659,65 @@ describe('PartitionMover: a copy begun again after the node restarted', () => {
     expect((await target.port.machine.stats(QUEUE, 0, 1_000))?.messages).toBe(17)
   })
 })
+
+describe('PartitionMover: an aborted move of a partition never opened in its source', () => {
+  it('lifts the fence all the same: the partition serves there again, and a later move copies it', async () => {
+    // The partition was never used: its source group never opened it (groups open one at its
+    // first request). The copy fences it, then its last chunk fails (the target lost its majority).
+    const source = await memoryGroup(1)
+    const target = await memoryGroup(2)
+    let targetUp = true
+    const mover: PartitionMover = new PartitionMover(
+      {
+        port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined),
+        formatLevel: () => FORMAT_LEVEL_MOVE_ABORT,
+      },
+      {
+        callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
+          new Promise<T>((resolve, reject) => {
+            const client = {
+              peer: {
+                importPartition: (
+                  req: ImportPartitionRequest,
+                  _md: Metadata,
+                  _opts: unknown,
+                  cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+                ) => {
+                  const chunk = decodeDataCommand(req.command) as ImportCommand
+                  if (chunk.last && chunk.moveId === 7) targetUp = false
+                  if (!targetUp) cb(new Error('group 2 has no leader'))
+                  else mover.import(req).then((r) => cb(null, r), cb)
+                },
+              },
+            }
+            fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r)))
+          }),
+      } as unknown as PeerCalls,
+      'n1',
+    )
+    const request: MovePartitionRequest = {
+      moveId: 7,
+      storedAs: QUEUE,
+      partition: 0,
+      fromGroup: 1,
+      toGroup: 2,
+      phase: 'copy',
+      targetReplicas: [],
+      configJson: '{}',
+    }
+    expect(source.port.machine.holds(QUEUE, 0)).toBe(false)
+    await expect(mover.move(request)).rejects.toThrow(/no leader/)
+    expect(source.port.machine.fenced(QUEUE, 0)).toBe(true)
+    // The meta state gives the move up; the source lifts its fence.
+    await mover.move({ ...request, phase: 'abort' })
+    expect(source.port.machine.fenced(QUEUE, 0)).toBe(false)
+    // The partition serves there again: a request opens it and enqueues.
+    expect((await source.port.propose({ type: 'open', queue: QUEUE, partition: 0, config: {} })).type).toBe(
+      'opened',
+    )
+    // The plan moves it again (move 8, into a group with a majority): the copy is not refused.
+    targetUp = true
+    await mover.move({ ...request, moveId: 8 })
+    expect(target.port.machine.holds(QUEUE, 0)).toBe(true)
+  })
+})

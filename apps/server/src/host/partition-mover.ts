@@ -174,6 +174,14 @@ export class PartitionMover {
     const stale = staleMove(req.moveId, port.machine.movesOf(queue, partition), 'copy from')
     if (stale) throw new InvalidArgumentError(stale)
     let config = port.machine.configOf(queue, partition) ?? parseConfig(req.configJson)
+    // A partition never used here was never opened (a group opens one at its first request).
+    // Fenced as it is, an abort could not lift the fence (`unfence` lifts only that of a
+    // partition the group holds): refused here for good (STALE_ROUTE, its route unchanged), and
+    // every later move's copy from here stale (fenced by another move). Opened first, an entry
+    // every replica applies as before, it is held like any other. Refused (fenced, being
+    // imported), the copy goes on as it did.
+    if (!port.machine.holds(queue, partition) && !port.machine.fenced(queue, partition))
+      await port.propose({ type: 'open', queue, partition, config })
     // Named with the term too: `#sessions` starts again when the process does, and a chunk of
     // a session this node began before it restarted, arriving late, would be taken for one of a
     // new session of the same name (the target continues a session by its name and seq).
