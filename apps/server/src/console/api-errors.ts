@@ -8,6 +8,8 @@ export class ApiRequestError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** The methods the route takes (a 405's `Allow` header). */
+    readonly allow?: string,
   ) {
     super(message)
   }

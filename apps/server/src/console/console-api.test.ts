@@ -12,7 +12,7 @@ import {
   type QueueSummary,
   type SessionInfo,
 } from '@mq/console'
-import { InvalidArgumentError, QueueExistsError, type QueueRoute } from '@mq/protocol'
+import { InvalidArgumentError, QueueExistsError, type QueueRoute, UnavailableError } from '@mq/protocol'
 import type { ListedMessage, MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { AccessControl } from '../auth/access'
@@ -730,6 +730,82 @@ describe('the console API', () => {
     expect((await fetch(`${base}/api/nothing`, { headers: bearer(ADMIN) })).status).toBe(404)
     expect((await fetch(`${base}/api/nodes/n1/explode`, post(ADMIN, {}))).status).toBe(404)
     expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)
+  })
+
+  it('answers a route asked with the wrong method 405 naming the methods it takes, an unknown one 404', async () => {
+    // A read asked with POST, or an action with GET, was answered 404 "no API at …" (there is
+    // one), and a 405 named no method in an Allow header (RFC 9110 §15.5.6).
+    const { base, calls } = await serve(true)
+    const cases: [string, string, string][] = [
+      ['POST', '/api/session', 'GET, HEAD'],
+      ['POST', '/api/cluster', 'GET, HEAD'],
+      ['POST', '/api/queues/jobs/peek', 'GET, HEAD'],
+      ['GET', '/api/queues/jobs/purge', 'POST'],
+      ['GET', '/api/scale', 'POST'],
+      ['GET', '/api/nodes/n1/drain', 'POST'],
+      ['PUT', '/api/cluster', 'GET, HEAD'],
+      ['DELETE', '/api/queues', 'GET, HEAD, POST'],
+      ['DELETE', '/api/queues/jobs/delete', 'POST'],
+    ]
+    for (const [method, path, allow] of cases) {
+      const r = await fetch(`${base}${path}`, {
+        method,
+        headers: { ...bearer(ADMIN), 'content-type': 'application/json' },
+        ...(method === 'GET' ? {} : { body: '{}' }),
+      })
+      const { error } = (await r.json()) as { error: { code: string; message: string } }
+      expect([method, path, r.status, r.headers.get('allow'), error.code]).toEqual([
+        method,
+        path,
+        405,
+        allow,
+        'METHOD_NOT_ALLOWED',
+      ])
+      expect(error.message).toContain(allow)
+    }
+    expect(calls).toEqual([])
+    const unknown = await fetch(`${base}/api/nothing`, { method: 'PUT', headers: bearer(ADMIN) })
+    expect([unknown.status, unknown.headers.get('allow')]).toEqual([404, null])
+  })
+
+  it('refuses a bad action with 400 before it takes a slot or connects (with the cluster down)', async () => {
+    // The action's input was checked once its client was connected, in a cluster call's slot:
+    // with the cluster down a typo in a body waited out the connect's deadline and answered
+    // 503, and with every slot taken it answered 429, not the 400 saying what to fix.
+    const opened: string[] = []
+    const api = new ConsoleApi({
+      nodeId: 'n1',
+      access: new AccessControl({ peerToken: '', tokens }),
+      clients: new ConsoleClients(async (token) => {
+        opened.push(token)
+        throw new UnavailableError('no meta leader answered')
+      }),
+    })
+    const server = createServer(
+      (req, res) => void api.handle(req, res, (req.url ?? '/').split('?')[0] ?? '/'),
+    )
+    servers.push(server)
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const a = server.address()
+    const base = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+    const cases: [string, unknown][] = [
+      ['/api/queues', { name: 'q', config: { partitions: -1 } }],
+      ['/api/queues/jobs/update', { colour: 'red' }],
+      ['/api/scale', { groups: 'six' }],
+      ['/api/meta-voters', {}],
+      ['/api/replication', { factor: 1.5 }],
+      ['/api/groups/x/transfer', { toNodeId: 'n2' }],
+      ['/api/groups/1/transfer', {}],
+      ['/api/nodes/-n1/drain', {}],
+    ]
+    for (const [path, body] of cases) {
+      const r = await fetch(`${base}${path}`, post(ADMIN, body))
+      expect([path, r.status]).toEqual([path, 400])
+    }
+    expect(opened).toEqual([])
+    // A good one does go to the cluster (and tells it is down).
+    expect((await fetch(`${base}/api/scale`, post(ADMIN, { groups: 2 }))).status).toBe(503)
+    expect(opened).toEqual([ADMIN])
   })
 })
 

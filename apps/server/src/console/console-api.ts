@@ -158,6 +158,7 @@ export class ConsoleApi {
       sendJson(res, 200, body)
     } catch (error) {
       const e = httpError(error)
+      if (error instanceof ApiRequestError && error.allow) res.setHeader('allow', error.allow)
       sendJson(res, e.status, { error: { code: e.code, message: e.message } })
     }
   }
@@ -166,6 +167,14 @@ export class ConsoleApi {
     const caller = this.#authenticate(req)
     const parts = path.slice('/api/'.length).split('/').map(decodePart)
     const [first, second, third] = parts
+    // A known route asked with another method is told which it takes: a read POSTed, or an
+    // action read, was answered 404 "no API at …" until 2026-12-07, and a 405 named none.
+    const allowed = [...(isRead(parts) ? ['GET', 'HEAD'] : []), ...(isAction(parts) ? ['POST'] : [])]
+    if (allowed.length === 0) throw notFound(path)
+    if (!allowed.includes(req.method ?? '')) {
+      const allow = allowed.join(', ')
+      throw new ApiRequestError(405, 'METHOD_NOT_ALLOWED', `${path} takes ${allow}`, allow)
+    }
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (parts.length === 1 && first === 'session') return this.#session(caller)
       if (parts.length === 1 && first === 'cluster')
@@ -183,54 +192,12 @@ export class ConsoleApi {
       }
       throw notFound(path)
     }
-    if (req.method !== 'POST')
-      throw new ApiRequestError(405, 'METHOD_NOT_ALLOWED', 'use GET to read and POST for actions')
-    const known =
-      (parts.length === 1 && ['queues', 'scale', 'meta-voters', 'replication'].includes(first ?? '')) ||
-      (parts.length === 3 &&
-        first === 'queues' &&
-        ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
-      (parts.length === 3 && first === 'groups' && third === 'transfer') ||
-      (parts.length === 3 && first === 'nodes' && ['drain', 'undrain', 'remove'].includes(third ?? ''))
-    if (!known) throw notFound(path)
     this.#requireAdmin(caller)
     const body = await readJson(req)
-    return this.#call(caller, (client) => this.#action(client, parts, body))
-  }
-
-  /** The admin action at `parts` (a known route), with its JSON body. */
-  async #action(client: MqClient, parts: readonly string[], body: unknown): Promise<ActionResult> {
-    const [first, second, third] = parts
-    if (parts.length === 1 && first === 'queues') return this.#create(client, body)
-    if (first === 'scale') return this.#scale(client, body)
-    if (first === 'meta-voters') return this.#metaVoters(client, body)
-    if (first === 'replication') return this.#replication(client, body)
-    if (first === 'groups') return this.#transfer(client, groupId(second), body)
-    if (first === 'nodes') return this.#node(client, nodeId(second), third as 'drain' | 'undrain' | 'remove')
-    const queue = name(second)
-    switch (third) {
-      case 'update': {
-        const update = updateOf(body)
-        await client.admin.updateQueue(queue, update)
-        if (Object.keys(update).length === 1 && update.paused !== undefined) {
-          return done(
-            update.paused
-              ? `paused delivery of ${queue}: consumers get nothing until it is resumed`
-              : `resumed delivery of ${queue}`,
-          )
-        }
-        return done(`updated the settings of ${queue}`)
-      }
-      case 'delete':
-        await client.admin.deleteQueue(queue)
-        return done(`deleted queue ${queue}`)
-      case 'purge':
-        return done(`purged ${await client.admin.purgeQueue(queue)} ready (and waiting) messages of ${queue}`)
-      default:
-        return done(
-          `moved ${await client.admin.redriveDeadLetters(queue)} dead letters of ${queue} back to ready`,
-        )
-    }
+    // Checked before a slot is taken and a client connected: a bad path or body was answered
+    // 503 with the cluster down, or 429 with every slot taken, not 400 (until 2026-12-07).
+    const action = actionOf(parts, body)
+    return this.#call(caller, action)
   }
 
   #authenticate(req: IncomingMessage): Caller {
@@ -461,46 +428,120 @@ export class ConsoleApi {
   async #peek(client: MqClient, queue: string): Promise<PeekedMessage[]> {
     return client.admin.peek(queue, PEEK_PER_PARTITION, { map: peeked })
   }
+}
 
-  async #create(client: MqClient, body: unknown): Promise<ActionResult> {
-    const b = object(body, 'the body')
-    const queue = name(b.name)
-    const config: Partial<QueueConfig> = {}
-    if (b.config !== undefined) {
-      const c = object(b.config, 'config')
-      for (const [key, value] of Object.entries(c)) {
-        if ((NUMBER_KEYS as readonly string[]).includes(key))
-          Object.assign(config, { [key]: count(value, key) })
-        else if ((STRING_KEYS as readonly string[]).includes(key))
-          Object.assign(config, { [key]: text(value, key) })
-        else if (FLAG_KEYS.includes(key)) Object.assign(config, { [key]: flag(value, key) })
-        else throw badRequest(`config.${key} is not a queue setting`)
+/** Whether `parts` (the path after `/api/`) is a read's route (GET, HEAD). */
+function isRead(parts: readonly string[]): boolean {
+  const [first, , third] = parts
+  return (
+    (parts.length === 1 && ['session', 'cluster', 'queues'].includes(first ?? '')) ||
+    (parts.length === 2 && first === 'queues') ||
+    (parts.length === 3 && first === 'queues' && third === 'peek')
+  )
+}
+
+/** Whether `parts` (the path after `/api/`) is an admin action's route (POST). */
+function isAction(parts: readonly string[]): boolean {
+  const [first, , third] = parts
+  return (
+    (parts.length === 1 && ['queues', 'scale', 'meta-voters', 'replication'].includes(first ?? '')) ||
+    (parts.length === 3 &&
+      first === 'queues' &&
+      ['update', 'delete', 'purge', 'redrive'].includes(third ?? '')) ||
+    (parts.length === 3 && first === 'groups' && third === 'transfer') ||
+    (parts.length === 3 && first === 'nodes' && ['drain', 'undrain', 'remove'].includes(third ?? ''))
+  )
+}
+
+/** An admin action, checked: what it asks the cluster with the caller's client. */
+type Action = (client: MqClient) => Promise<ActionResult>
+
+/**
+ * The admin action at `parts` (a known route) with its JSON body: throws 400 for a bad path
+ * or body, before any slot or cluster call.
+ */
+function actionOf(parts: readonly string[], body: unknown): Action {
+  const [first, second, third] = parts
+  if (parts.length === 1 && first === 'queues') return create(body)
+  if (first === 'scale') return scale(body)
+  if (first === 'meta-voters') return metaVoters(body)
+  if (first === 'replication') return replication(body)
+  if (first === 'groups') return transfer(groupId(second), body)
+  if (first === 'nodes') return nodeAction(nodeId(second), third as 'drain' | 'undrain' | 'remove')
+  const queue = name(second)
+  switch (third) {
+    case 'update': {
+      const update = updateOf(body)
+      return async (client) => {
+        await client.admin.updateQueue(queue, update)
+        if (Object.keys(update).length === 1 && update.paused !== undefined) {
+          return done(
+            update.paused
+              ? `paused delivery of ${queue}: consumers get nothing until it is resumed`
+              : `resumed delivery of ${queue}`,
+          )
+        }
+        return done(`updated the settings of ${queue}`)
       }
     }
+    case 'delete':
+      return async (client) => {
+        await client.admin.deleteQueue(queue)
+        return done(`deleted queue ${queue}`)
+      }
+    case 'purge':
+      return async (client) =>
+        done(`purged ${await client.admin.purgeQueue(queue)} ready (and waiting) messages of ${queue}`)
+    default:
+      return async (client) =>
+        done(`moved ${await client.admin.redriveDeadLetters(queue)} dead letters of ${queue} back to ready`)
+  }
+}
+
+function create(body: unknown): Action {
+  const b = object(body, 'the body')
+  const queue = name(b.name)
+  const config: Partial<QueueConfig> = {}
+  if (b.config !== undefined) {
+    const c = object(b.config, 'config')
+    for (const [key, value] of Object.entries(c)) {
+      if ((NUMBER_KEYS as readonly string[]).includes(key))
+        Object.assign(config, { [key]: count(value, key) })
+      else if ((STRING_KEYS as readonly string[]).includes(key))
+        Object.assign(config, { [key]: text(value, key) })
+      else if (FLAG_KEYS.includes(key)) Object.assign(config, { [key]: flag(value, key) })
+      else throw badRequest(`config.${key} is not a queue setting`)
+    }
+  }
+  return async (client) => {
     const route = await client.admin.createQueue(queue, config)
     return done(`created queue ${route.queue} with ${route.partitions.length} partitions`)
   }
+}
 
-  async #scale(client: MqClient, body: unknown): Promise<ActionResult> {
-    const groups = count(object(body, 'the body').groups, 'groups')
-    if (groups < 1) throw badRequest('groups must be at least 1')
+function scale(body: unknown): Action {
+  const groups = count(object(body, 'the body').groups, 'groups')
+  if (groups < 1) throw badRequest('groups must be at least 1')
+  return async (client) => {
     const plan = await client.admin.scaleDataGroups(groups)
     return done(
       `scaling to ${groups} data groups: ${plan ? `${plan.movesTotal} partition moves planned` : 'nothing to do'}`,
     )
   }
+}
 
-  async #metaVoters(client: MqClient, body: unknown): Promise<ActionResult> {
-    const voters = count(object(body, 'the body').voters, 'voters')
-    return done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
-  }
+function metaVoters(body: unknown): Action {
+  const voters = count(object(body, 'the body').voters, 'voters')
+  return async (client) => done(metaVotersResult(await client.admin.setMetaVoters(voters), voters))
+}
 
-  async #replication(client: MqClient, body: unknown): Promise<ActionResult> {
-    const factor = count(object(body, 'the body').factor, 'factor')
-    return done(replicationResult(await client.admin.setReplicationFactor(factor)))
-  }
+function replication(body: unknown): Action {
+  const factor = count(object(body, 'the body').factor, 'factor')
+  return async (client) => done(replicationResult(await client.admin.setReplicationFactor(factor)))
+}
 
-  async #node(client: MqClient, node: string, action: 'drain' | 'undrain' | 'remove'): Promise<ActionResult> {
+function nodeAction(node: string, action: 'drain' | 'undrain' | 'remove'): Action {
+  return async (client) => {
     if (action === 'remove') {
       await client.admin.removeNode(node)
       return done(`removed node ${node}`)
@@ -510,10 +551,12 @@ export class ConsoleApi {
     }
     return done(drainResult(node, await client.admin.drainNode(node)))
   }
+}
 
-  async #transfer(client: MqClient, group: number, body: unknown): Promise<ActionResult> {
-    const to = text(object(body, 'the body').toNodeId, 'toNodeId')
-    if (to === '') throw badRequest('toNodeId is required: the node that should lead the group')
+function transfer(group: number, body: unknown): Action {
+  const to = text(object(body, 'the body').toNodeId, 'toNodeId')
+  if (to === '') throw badRequest('toNodeId is required: the node that should lead the group')
+  return async (client) => {
     await client.admin.transferLeader(group, to)
     return done(`asked group ${group} to hand its leadership to ${to}`)
   }
