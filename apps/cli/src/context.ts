@@ -1,3 +1,5 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto'
+import { createSecureContext } from 'node:tls'
 import { type TlsOptions, tokenProblem } from '@mq/router-client'
 import type { Command } from 'commander'
 import { UsageError } from './errors'
@@ -18,6 +20,39 @@ const ATTEMPT_MS_MAX = 5_000
  * default deadline. With --timeout it waits that long (a script waiting for a cluster to start).
  */
 export const REFUSED_GIVE_UP_MS = 2_000
+
+/**
+ * Throws a UsageError naming the flag whose file is wrong: a CA or client certificate that holds
+ * no PEM certificate, a key that holds no PEM private key, or a key of another certificate (as
+ * the TLS layer takes them: grpc-js's createSsl). Until 2026-12-07 such a client certificate or
+ * key was refused at connect naming neither flag ("error:0480006C:PEM routines::no start
+ * line"), exit 4, and such a CA was left out without a word: every handshake failed, and mq
+ * waited out its deadline saying the cluster did not answer ("self-signed certificate"), exit 3.
+ */
+function checkTlsFiles(tls: TlsOptions, paths: { ca?: string; cert?: string; key?: string }): void {
+  const { ca, cert, key } = tls
+  const caProblem = ca ? problemOf(() => new X509Certificate(ca)) : undefined
+  if (caProblem) throw new UsageError(`--tls-ca ${paths.ca} holds no PEM certificate (${caProblem})`)
+  if (!cert || !key) return
+  const problem = problemOf(() => createSecureContext({ cert, key }))
+  if (!problem) return
+  const which = problemOf(() => new X509Certificate(cert))
+    ? `--tls-cert ${paths.cert} holds no PEM certificate`
+    : problemOf(() => createPrivateKey(key))
+      ? `--tls-key ${paths.key} holds no PEM private key`
+      : `--tls-key ${paths.key} is not the key of --tls-cert ${paths.cert}`
+  throw new UsageError(`${which} (${problem})`)
+}
+
+/** The message of what `make` throws; undefined when it does not. */
+function problemOf(make: () => unknown): string | undefined {
+  try {
+    make()
+    return undefined
+  } catch (error) {
+    return (error as Error).message
+  }
+}
 
 /** The program-wide flags, resolved. */
 export interface GlobalOptions {
@@ -106,7 +141,9 @@ export class Runtime {
       read(paths.cert, '--tls-cert'),
       read(paths.key, '--tls-key'),
     ])
-    return { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) }
+    const tls = { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}) }
+    checkTlsFiles(tls, paths)
+    return tls
   }
 
   #envServers(): string[] {

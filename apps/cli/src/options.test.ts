@@ -60,4 +60,12 @@ describe('flag readers', () => {
       expect(() => parseServers(bad)).toThrow(/not a server address/)
     expect(parseServers('mq-1.example.com:7001,10.0.0.2:7001,[fe80::1%eth0]:1')).toHaveLength(3)
   })
+
+  // Brackets hold an IPv6 address: grpc-js cannot parse another ("Failed to parse DNS address
+  // dns:[foo]:7001"), and mq waited out its whole deadline, then exited 3, "did not answer".
+  it('refuses brackets around anything but an IPv6 address', () => {
+    for (const bad of ['[foo]:7001', '[1.2.3.4]:7001', '[::1::2]:7001', '[]:7001'])
+      expect(() => parseServers(bad)).toThrow(/not a server address/)
+    expect(parseServers('[::ffff:10.0.0.2]:7001,[2001:db8::1]:7001')).toHaveLength(2)
+  })
 })

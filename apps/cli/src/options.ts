@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import { MESSAGE_DELAY_MS_MAX } from '@mq/router-client'
 import { InvalidArgumentError, Option } from 'commander'
 import { DURATION_MS_MAX, formatDuration, parseDuration } from './durations'
@@ -112,7 +113,10 @@ export function parseServers(text: string): string[] {
     // for a name that cannot resolve, then exited 3, "did not answer", instead of 1 at once.
     const match = /^(\[[^\s[\]]+\]|[^\s:/[\]]+):(\d{1,5})$/.exec(s)
     const port = match ? Number(match[2]) : 0
-    if (!match || port < 1 || port > 65_535) {
+    // Brackets hold an IPv6 address only: grpc-js cannot parse `[foo]` or `[1.2.3.4]` ("Failed to
+    // parse DNS address"), and mq waited out its deadline, exit 3, until 2026-12-07.
+    const bracketed = match?.[1]?.startsWith('[') ? match[1].slice(1, -1) : undefined
+    if (!match || port < 1 || port > 65_535 || (bracketed !== undefined && isIP(bracketed) !== 6)) {
       throw new RangeError(`"${s}" is not a server address: write HOST:PORT, e.g. 127.0.0.1:7001`)
     }
   }

@@ -2,6 +2,7 @@ import { InternalError, PermissionDeniedError, QueueNotFoundError } from '@mq/ro
 import { beforeEach, describe, expect, it } from 'vitest'
 import { type CliIO, runCli } from '../src/index'
 import { FakeCluster } from './fake-cluster'
+import { OTHER_KEY_PEM, TEST_CERT_PEM, TEST_KEY_PEM } from './test-certificate'
 
 // The commands run in process against FakeCluster through the injected IO: what they call,
 // what they print and how they exit.
@@ -54,16 +55,20 @@ describe('global flags', () => {
 
   it('sends a token and TLS files from the flags, else from MQ_TOKEN and MQ_TLS_*', async () => {
     const pem = (text: string) => new TextEncoder().encode(text)
-    const files = { '/ca.pem': pem('CA'), '/c.pem': pem('CERT'), '/k.pem': pem('KEY') }
+    const files = { '/ca.pem': pem(TEST_CERT_PEM), '/c.pem': pem(TEST_CERT_PEM), '/k.pem': pem(TEST_KEY_PEM) }
     await mq(['--token', 't0ken', '--tls-ca', '/ca.pem', 'queue', 'list'], { files })
-    expect(cluster.connectOptions).toMatchObject({ token: 't0ken', tls: { ca: Buffer.from('CA') } })
+    expect(cluster.connectOptions).toMatchObject({ token: 't0ken', tls: { ca: Buffer.from(TEST_CERT_PEM) } })
     await mq(['queue', 'list'], {
       files,
       env: { MQ_TOKEN: 'env-token', MQ_TLS_CA: '/ca.pem', MQ_TLS_CERT: '/c.pem', MQ_TLS_KEY: '/k.pem' },
     })
     expect(cluster.connectOptions).toMatchObject({
       token: 'env-token',
-      tls: { ca: Buffer.from('CA'), cert: Buffer.from('CERT'), key: Buffer.from('KEY') },
+      tls: {
+        ca: Buffer.from(TEST_CERT_PEM),
+        cert: Buffer.from(TEST_CERT_PEM),
+        key: Buffer.from(TEST_KEY_PEM),
+      },
     })
     await mq(['queue', 'list'])
     expect(cluster.connectOptions).not.toHaveProperty('token')
@@ -87,6 +92,43 @@ describe('global flags', () => {
     const missing = await mq(['--tls-ca', '/nope.pem', 'queue', 'list'])
     expect(missing.code).toBe(1)
     expectOneLineError(missing.stderr, /--tls-ca \/nope.pem/)
+  })
+
+  // Refused at connect by grpc-js until 2026-12-07, naming neither flag ("error:0480006C:PEM
+  // routines::no start line"), exit 4.
+  it('refuses a CA or client certificate or key that is none, or a key of another certificate, naming the flag', async () => {
+    const pem = (text: string) => new TextEncoder().encode(text)
+    const files = {
+      '/c.pem': pem(TEST_CERT_PEM),
+      '/k.pem': pem(TEST_KEY_PEM),
+      '/other-k.pem': pem(OTHER_KEY_PEM),
+      '/junk': pem('not PEM'),
+    }
+    const cases: [string, string, RegExp][] = [
+      ['/k.pem', '/c.pem', /^mq: --tls-cert \/k.pem holds no PEM certificate \(/],
+      ['/junk', '/k.pem', /^mq: --tls-cert \/junk holds no PEM certificate/],
+      ['/c.pem', '/junk', /^mq: --tls-key \/junk holds no PEM private key/],
+      [
+        '/c.pem',
+        '/other-k.pem',
+        /^mq: --tls-key \/other-k.pem is not the key of --tls-cert \/c.pem \(.*mismatch/,
+      ],
+    ]
+    for (const [cert, key, said] of cases) {
+      const r = await mq(['--tls-cert', cert, '--tls-key', key, 'queue', 'list'], { files })
+      expect([cert, key, r.code]).toEqual([cert, key, 1])
+      expectOneLineError(r.stderr, said)
+    }
+    const env = await mq(['queue', 'list'], { files, env: { MQ_TLS_CERT: '/c.pem', MQ_TLS_KEY: '/junk' } })
+    expect(env.code).toBe(1)
+    expectOneLineError(env.stderr, /--tls-key \/junk holds no PEM private key/)
+    // A CA that is no certificate was left out without a word: every handshake then failed.
+    for (const ca of ['/junk', '/k.pem']) {
+      const r = await mq(['--tls-ca', ca, 'queue', 'list'], { files })
+      expect([ca, r.code]).toEqual([ca, 1])
+      expectOneLineError(r.stderr, new RegExp(`^mq: --tls-ca ${ca} holds no PEM certificate \\(`))
+    }
+    expect(cluster.calls).toEqual([])
   })
 
   it('defaults to 127.0.0.1:7001 and 10 s', async () => {
