@@ -119,16 +119,7 @@ async function setup(
       },
     },
   }
-  const request: MovePartitionRequest = {
-    moveId: 7,
-    storedAs: QUEUE,
-    partition: 0,
-    fromGroup: 1,
-    toGroup: 2,
-    phase: 'copy',
-    targetReplicas: [],
-    configJson: '{}',
-  }
+  const request = COPY_1_TO_2
   const result = { source, target, run, leased, chunks, fencedAt, mover, request, wanted }
   const setupOf = () => result
   return result
@@ -453,24 +444,9 @@ describe('PartitionMover: a late request of an earlier move', () => {
       [1, g1],
       [2, g2],
     ])
-    const client = {
-      peer: {
-        importPartition: (
-          req: ImportPartitionRequest,
-          _md: Metadata,
-          _opts: unknown,
-          cb: (e: Error | null, r?: ImportPartitionResponse) => void,
-        ) => {
-          mover.import(req).then((r) => cb(null, r), cb)
-        },
-      },
-    }
-    const calls = {
-      callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
-        new Promise<T>((resolve, reject) =>
-          fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r))),
-        ),
-    } as unknown as PeerCalls
+    const calls = importCalls((req, cb) => {
+      mover.import(req).then((r) => cb(null, r), cb)
+    })
     const mover = new PartitionMover(
       { port: (id) => groups.get(id)?.port, formatLevel: () => FORMAT_LEVEL_MOVE_IDS },
       calls,
@@ -585,36 +561,12 @@ describe('PartitionMover: a copy begun again after the node restarted', () => {
     const callsWith = (
       before: (req: ImportPartitionRequest, chunk: ImportCommand) => Promise<'send' | 'hold'>,
     ) =>
-      ({
-        callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
-          new Promise<T>((resolve, reject) => {
-            const client = {
-              peer: {
-                importPartition: (
-                  req: ImportPartitionRequest,
-                  _md: Metadata,
-                  _opts: unknown,
-                  cb: (e: Error | null, r?: ImportPartitionResponse) => void,
-                ) => {
-                  void before(req, decodeDataCommand(req.command) as ImportCommand).then((what) => {
-                    if (what === 'send') importer.import(req).then((r) => cb(null, r), cb)
-                  })
-                },
-              },
-            }
-            fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r)))
-          }),
-      }) as unknown as PeerCalls
-    const request: MovePartitionRequest = {
-      moveId: 7,
-      storedAs: QUEUE,
-      partition: 0,
-      fromGroup: 1,
-      toGroup: 2,
-      phase: 'copy',
-      targetReplicas: [],
-      configJson: '{}',
-    }
+      importCalls((req, cb) => {
+        void before(req, decodeDataCommand(req.command) as ImportCommand).then((what) => {
+          if (what === 'send') importer.import(req).then((r) => cb(null, r), cb)
+        })
+      })
+    const request = COPY_1_TO_2
     // Before the restart: node n1 leads the source in term 1 and copies; 5 acks during its
     // first chunk make a second one, whose call is still on its way when the node goes down.
     let late: ImportPartitionRequest | undefined
@@ -672,39 +624,15 @@ describe('PartitionMover: an aborted move of a partition never opened in its sou
         port: (id) => (id === 1 ? source.port : id === 2 ? target.port : undefined),
         formatLevel: () => FORMAT_LEVEL_MOVE_ABORT,
       },
-      {
-        callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
-          new Promise<T>((resolve, reject) => {
-            const client = {
-              peer: {
-                importPartition: (
-                  req: ImportPartitionRequest,
-                  _md: Metadata,
-                  _opts: unknown,
-                  cb: (e: Error | null, r?: ImportPartitionResponse) => void,
-                ) => {
-                  const chunk = decodeDataCommand(req.command) as ImportCommand
-                  if (chunk.last && chunk.moveId === 7) targetUp = false
-                  if (!targetUp) cb(new Error('group 2 has no leader'))
-                  else mover.import(req).then((r) => cb(null, r), cb)
-                },
-              },
-            }
-            fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r)))
-          }),
-      } as unknown as PeerCalls,
+      importCalls((req, cb) => {
+        const chunk = decodeDataCommand(req.command) as ImportCommand
+        if (chunk.last && chunk.moveId === 7) targetUp = false
+        if (!targetUp) cb(new Error('group 2 has no leader'))
+        else mover.import(req).then((r) => cb(null, r), cb)
+      }),
       'n1',
     )
-    const request: MovePartitionRequest = {
-      moveId: 7,
-      storedAs: QUEUE,
-      partition: 0,
-      fromGroup: 1,
-      toGroup: 2,
-      phase: 'copy',
-      targetReplicas: [],
-      configJson: '{}',
-    }
+    const request = COPY_1_TO_2
     expect(source.port.machine.holds(QUEUE, 0)).toBe(false)
     await expect(mover.move(request)).rejects.toThrow(/no leader/)
     expect(source.port.machine.fenced(QUEUE, 0)).toBe(true)
@@ -721,3 +649,40 @@ describe('PartitionMover: an aborted move of a partition never opened in its sou
     expect(target.port.machine.holds(QUEUE, 0)).toBe(true)
   })
 })
+
+/** Peer calls whose leader's ImportPartition is `importPartition` (nothing else is called). */
+function importCalls(
+  importPartition: (
+    req: ImportPartitionRequest,
+    cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+  ) => void,
+): PeerCalls {
+  const client = {
+    peer: {
+      importPartition: (
+        req: ImportPartitionRequest,
+        _md: Metadata,
+        _opts: unknown,
+        cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+      ) => importPartition(req, cb),
+    },
+  }
+  return {
+    callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
+      new Promise<T>((resolve, reject) =>
+        fn(client, new Metadata(), {}, (e: Error | null, r: T) => (e ? reject(e) : resolve(r))),
+      ),
+  } as unknown as PeerCalls
+}
+
+/** Move 7's copy of QUEUE's partition 0 from group 1 to group 2. */
+const COPY_1_TO_2: MovePartitionRequest = {
+  moveId: 7,
+  storedAs: QUEUE,
+  partition: 0,
+  fromGroup: 1,
+  toGroup: 2,
+  phase: 'copy',
+  targetReplicas: [],
+  configJson: '{}',
+}
