@@ -180,6 +180,72 @@ async function closeAsTimePasses(consumer: Consumer): Promise<void> {
 }
 
 describe('Consumer', () => {
+  it('leases again once acks and nacks past prefetch go at the wake of a fetcher that carried acks', () =>
+    withFakeTimers(async () => {
+      // A lease brings two messages with prefetch 1 (a repeat of its attempt may bring more
+      // than asked); both are nacked at once: two nacks waiting to be sent, past prefetch. The
+      // fetcher, woken by their room, waited for them to go and, as it stopped carrying acks,
+      // sent them itself: the wake they gave found no fetcher waiting yet, and the consumer
+      // never leased again (found by a multi-partition lease simulation, 2026-12-07).
+      const leases: number[] = []
+      let id = 0
+      const leased = (n: number) =>
+        Array.from({ length: n }, () => {
+          const m = ++id
+          return {
+            id: m,
+            leaseId: `${m}.1`,
+            body: new Uint8Array(),
+            headers: {},
+            weight: 1,
+            deliveryCount: 1,
+          }
+        })
+      const ok = (leaseIds: string[]) => ({
+        results: leaseIds.map((leaseId) => ({
+          leaseId,
+          outcome: LeaseOutcome.LEASE_OUTCOME_OK,
+          deadlineMs: 0,
+        })),
+      })
+      type Callback = (e: null, r: unknown) => void
+      const router = {
+        options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
+        route: async () => ({ queue: 'q', queueId: 1, routeEpoch: 1, partitions: [{ partition: 0 }] }),
+        cachedRoute: () => undefined,
+        partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
+          op(
+            withPolls({
+              queue: {
+                lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: Callback) => {
+                  leases.push(req.max)
+                  const n = leases.length === 1 ? 2 : req.max
+                  setTimeout(() => cb(null, { messages: leased(n), ackResults: [] }), 10)
+                  return { cancel: () => {} }
+                },
+                nack: (req: { leaseIds: string[] }, _md: unknown, _o: unknown, cb: Callback) => {
+                  setTimeout(() => cb(null, ok(req.leaseIds)), 10)
+                  return { cancel: () => {} }
+                },
+              },
+            }),
+            { queue: 'q', partition, routeEpoch: 1 },
+          ),
+      } as unknown as Router
+      const consumer = new Consumer(router, 'q', { prefetch: 1, waitMs: 100 })
+      const it = consumer[Symbol.asyncIterator]()
+      const first = it.next()
+      expect(await settlesWithin(first, 100)).toBe(true)
+      const second = it.next()
+      expect(await settlesWithin(second, 0)).toBe(true)
+      void ((await first).value as Delivery).nack()
+      void ((await second).value as Delivery).nack()
+      // The nacks go, and a lease brings the next message.
+      expect(await settlesWithin(it.next(), 1_000)).toBe(true)
+      expect(leases.length).toBeGreaterThan(1)
+      await closeAsTimePasses(consumer)
+    }))
+
   it('asks a waiting partition again when another partition’s lease returns less than it held room for', async () => {
     // Partition 0 brings 2 messages and then none; its next lease (asked without waiting,
     // holding the other 6 of room) is slow, and partition 1's long poll ends empty meanwhile

@@ -418,6 +418,10 @@ export class Consumer implements AsyncIterable<Delivery> {
         // messages it just brought are about to be settled. Acks already waiting, or a wait for
         // anything else (a refill of a slow consumer's room, acks past prefetch to send), let
         // its acks go in Ack calls: a held ack would keep its handler waiting.
+        // Waiting before it stops carrying: the acks and nacks that then go at once (unsent past
+        // prefetch) wake the fetchers waiting when they go. Until 2026-12-07 (an audit) it waited
+        // only after, their wake found none, and the consumer never leased again.
+        const woken = new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
         this.#carry(
           fetcher,
           busy &&
@@ -425,7 +429,7 @@ export class Consumer implements AsyncIterable<Delivery> {
             !this.#batcher(partition).acksQueued &&
             this.#unsent <= this.#options.prefetch,
         )
-        await new Promise<void>((resolve) => this.#wakeFetchers.push(resolve))
+        await woken
         continue
       }
       const max: number = busy ? Math.min(space, LEASE_MAX) : Math.min(space, this.#refillMin)

@@ -51,6 +51,31 @@ describe('awaitLeader', () => {
     expect(served).toEqual(['b'])
   })
 
+  it('asks the next replica while a probe hangs, and does not ask that one again meanwhile', async () => {
+    // b is silent too: its probe ended only at its deadline (5 s in the router), and c, which
+    // leads now, was asked only then (until an audit).
+    const hanging = probe('b', () => never<string>())
+    const leader = probe('c', () => Promise.resolve('served by c'))
+    const served: string[] = []
+    const started = Date.now()
+    await expect(
+      awaitLeader(never<string>(), 'a', [hanging, leader], o, (x) => served.push(x)),
+    ).resolves.toBe('served by c')
+    expect(Date.now() - started).toBeLessThan(1_000)
+    expect([hanging.sent, leader.sent]).toEqual([1, 1])
+    expect(served).toEqual(['c'])
+  })
+
+  it('awaits the probe of a replica another names as the leader instead of following the name', async () => {
+    // c leads and long-polls the probe; b names c. Followed, the caller would send c a second
+    // lease beside the probe's, which could lease messages for no one.
+    const leader = probe('c', () => new Promise<string>((r) => setTimeout(() => r('served by c'), 100)))
+    const follower = probe('b', () => Promise.reject(new NotLeaderError('not me', { leaderAddress: 'c' })))
+    await expect(awaitLeader(never<string>(), 'a', [leader, follower], o)).resolves.toBe('served by c')
+    expect(leader.sent).toBe(1)
+    expect(follower.sent).toBeGreaterThan(0)
+  })
+
   it('a late answer of the leader still wins over a probe that hangs', async () => {
     let answer!: (v: string) => void
     const call = new Promise<string>((r) => {

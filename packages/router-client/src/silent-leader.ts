@@ -43,6 +43,11 @@ export interface Probe<T> {
  * call's or a probe's); rejects with the call's error, or with a NOT_LEADER naming another
  * leader (the caller follows it, abandoning the silent call). A probe naming the same leader,
  * or failing otherwise, changes nothing; every probe and the call end by their deadlines.
+ * A probe unanswered for `probeEveryMs` is left running and the next replica is asked: until
+ * an audit (2026-12-07) each probe was awaited to its end, and a replica silent too (paused,
+ * or its connection hanging) held the others' probes for its whole attempt (5 s) while
+ * another replica led the group. A replica with a probe under way is not asked again, nor
+ * followed when another names it: its probe's answer is awaited.
  *
  * The abandoned call may still have taken effect (its leader committed the request before it
  * fell silent): a retry after it is at least once, as after any lost answer; an idempotent
@@ -58,27 +63,62 @@ export async function awaitLeader<T>(
   const main = settle(call).then((m) => ({ main: m }))
   if (probes.length === 0) return unwrap((await main).main)
   const timers = new Set<ReturnType<typeof setTimeout>>()
+  // The probes under way, one per replica at most.
+  const out = new Map<Probe<T>, Promise<ProbeEnd<T>>>()
+  // The call's end, a probe's, or null after `ms`.
+  const next = (ms: number) => Promise.race([main, after(ms, timers), ...out.values()])
+  // What an end means: the answer (`{ value }`), a redirect (thrown), or nothing (undefined).
+  const take = (end: { readonly main: Outcome<T> } | ProbeEnd<T>): { readonly value: T } | undefined => {
+    if ('main' in end) return { value: unwrap(end.main) }
+    out.delete(end.probe)
+    const r = end.outcome
+    if (r.ok) {
+      served(end.probe.address)
+      return { value: r.value }
+    }
+    const e = r.error
+    const named = e instanceof NotLeaderError ? e.facts.leaderAddress : undefined
+    // A replica asked already and not answered yet (a long poll waits there) answers for itself:
+    // a request sent there beside its probe could lease, or store, for no one.
+    if (named && named !== leaderAddress && ![...out.keys()].some((p) => p.address === named)) throw e
+    return undefined
+  }
   try {
     let wait = o.silentMs
     for (;;) {
-      const first = await Promise.race([main, after(wait, timers)])
-      if (first !== null) return unwrap(first.main)
+      const first = await next(wait)
+      if (first !== null) {
+        const taken = take(first)
+        if (taken) return taken.value
+        continue
+      }
       wait = o.probeEveryMs
       for (const probe of probes) {
-        const r = await Promise.race([main, settle(probe.send()).then((a) => ({ probe: a }))])
-        if ('main' in r) return unwrap(r.main)
-        if (r.probe.ok) {
-          served(probe.address)
-          return r.probe.value
+        if (out.has(probe)) continue
+        out.set(
+          probe,
+          settle(probe.send()).then((outcome) => ({ probe, outcome })),
+        )
+        // Its answer comes before the next replica is asked (a follower's redirect first), or
+        // `probeEveryMs` pass.
+        for (;;) {
+          const end = await next(o.probeEveryMs)
+          if (end === null) break
+          const taken = take(end)
+          if (taken) return taken.value
+          if (!('main' in end) && end.probe === probe) break
         }
-        const e = r.probe.error
-        if (e instanceof NotLeaderError && e.facts.leaderAddress && e.facts.leaderAddress !== leaderAddress)
-          throw e
       }
     }
   } finally {
     for (const t of timers) clearTimeout(t)
   }
+}
+
+/** A probe's end: its answer or its error. */
+interface ProbeEnd<T> {
+  readonly probe: Probe<T>
+  readonly outcome: Outcome<T>
 }
 
 function unwrap<T>(o: Outcome<T>): T {

@@ -75,3 +75,40 @@ describe('a Produce attempt the router left with a silent leader', () => {
     }
   })
 })
+
+describe('a silent leader whose first replica probed is silent too', () => {
+  it('has the other replicas asked meanwhile, not after that probe’s deadline', async () => {
+    // Five replicas: A, the leader the route names, and B are silent (paused, or cut off with
+    // their connections hanging: a call to them ends at its deadline); C names D, which leads
+    // now. Until an audit the probes went one after another, each awaited: B's held C's and D's
+    // for its whole attempt (5 s) while the group had a leader.
+    const stored: string[][] = []
+    const replica =
+      (address: string): Replica =>
+      (_method, request, reply, deadline) => {
+        if (address === 'A' || address === 'B')
+          setTimeout(() => reply({ code: 4, details: 'Deadline exceeded' }), (deadline ?? 0) - Date.now())
+        else if (address !== 'D')
+          setImmediate(() =>
+            fail(reply, new NotLeaderError('not the leader', { leaderId: 'D', leaderAddress: 'D' })),
+          )
+        else {
+          const bodies = bodiesOf(request)
+          stored.push(bodies)
+          setImmediate(() =>
+            reply(null, { ids: bodies.map((_, i) => i + 1), duplicate: false, pipelining: true }),
+          )
+        }
+      }
+    const pool = stubPool(() => routeOf('q', 'A', ['A', 'B', 'C', 'D', 'E']), replica)
+    const router = new Router(pool, { ...DEFAULT_ROUTER_OPTIONS, servers: ['A'], leaderSilenceMs: 100 })
+    try {
+      const started = Date.now()
+      await new Producer(router, 'q').send({ body: 'm' })
+      expect(Date.now() - started).toBeLessThan(1_500)
+      expect(stored).toEqual([['m']])
+    } finally {
+      router.close()
+    }
+  }, 20_000)
+})

@@ -6,9 +6,15 @@ export type Reply = (error: unknown, response?: unknown) => void
 
 /**
  * What one address does with a Queue call: answer through `reply` (at once, later, or never:
- * a silent node). The request is as the SDK built it.
+ * a silent node). The request is as the SDK built it; `deadline` is the call's (ms since the
+ * epoch), which grpc-js would end it at.
  */
-export type Replica = (method: string, request: Record<string, unknown>, reply: Reply) => void
+export type Replica = (
+  method: string,
+  request: Record<string, unknown>,
+  reply: Reply,
+  deadline?: number,
+) => void
 
 /** Answers `reply` with `error` as a server would send it (its status and typed detail). */
 export function fail(reply: Reply, error: MqError): void {
@@ -27,14 +33,24 @@ export function stubPool(route: () => QueueRoute, replica: (address: string) => 
       {
         get:
           (_target, method: string) =>
-          (request: Record<string, unknown>, _metadata: unknown, _options: unknown, reply: Reply) => {
+          (
+            request: Record<string, unknown>,
+            _metadata: unknown,
+            options: { deadline: number },
+            reply: Reply,
+          ) => {
             if (service === 'meta' && method === 'getRoutes')
               setImmediate(() => reply(null, { routes: [route()] }))
             // A lease answer without ack results decodes as one with none (a replica of a
             // version before them), as the wire's decoder gives it.
             else if (method === 'lease')
-              replica(address)(method, request, (e, r) => reply(e, r && { ackResults: [], ...(r as object) }))
-            else replica(address)(method, request, reply)
+              replica(address)(
+                method,
+                request,
+                (e, r) => reply(e, r && { ackResults: [], ...(r as object) }),
+                options.deadline,
+              )
+            else replica(address)(method, request, reply, options.deadline)
             return { cancel: () => {} }
           },
       },
