@@ -180,6 +180,28 @@ async function closeAsTimePasses(consumer: Consumer): Promise<void> {
 }
 
 describe('Consumer', () => {
+  it('leases from a partition that holds nothing while as many others as prefetch stay busy (the acks’ room is theirs)', () =>
+    withFakeTimers(async () => {
+      // Prefetch 1 (`consume` with concurrency 1) over two partitions, the second never empty:
+      // each of its acks kept its room for its own next lease (AckRoom), and the first, once
+      // its one message was acked, never leased again (1 of its 5 in 10 s, against 476 of the
+      // other's).
+      const ready = [5, 1_000_000]
+      const { router } = fakeRouter(ready, (waitMs) => (waitMs === 0 ? 20 : 5))
+      const consumer = new Consumer(router, 'q', { prefetch: 1, waitMs: 100 })
+      const got = [0, 0]
+      const reading = (async () => {
+        for await (const d of consumer) {
+          got[d.partition] = (got[d.partition] ?? 0) + 1
+          await d.ack()
+        }
+      })()
+      await vi.advanceTimersByTimeAsync(10_000)
+      expect(got[0]).toBe(5)
+      expect(got[1]).toBeGreaterThan(100)
+      await closeAsTimePasses(consumer)
+      await reading
+    }))
   it('leases again once acks and nacks past prefetch go at the wake of a fetcher that carried acks', () =>
     withFakeTimers(async () => {
       // A lease brings two messages with prefetch 1 (a repeat of its attempt may bring more

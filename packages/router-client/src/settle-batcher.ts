@@ -34,8 +34,10 @@ const ACK: Settlement = { kind: 'ack' }
 
 /**
  * Acks taken to travel with another request of their partition (a lease: LeaseRequest's
- * ack_lease_ids). They count as sent. Exactly one of `answer`, `fail` and `sendAlone` ends them
- * (later calls do nothing).
+ * ack_lease_ids). They count as sent once that request has answered or failed, or once their
+ * own Ack call goes (`sendAlone`): a server of a version before the field does not take them,
+ * so until then they may still be waiting to be sent. Exactly one of `answer`, `fail` and
+ * `sendAlone` ends them (later calls do nothing).
  */
 export interface CarriedAcks {
   readonly leaseIds: readonly string[]
@@ -147,12 +149,17 @@ export class SettleBatcher {
 
   /**
    * Takes the acks queued now (up to batchMax; undefined when none) to travel with another
-   * request: they count as sent, and drain() waits for them to be answered.
+   * request: drain() waits for them to be answered. They count as sent once it has answered
+   * (CarriedAcks): until an audit (2026-12-07) they did at once, and with a server of a version
+   * before ack_lease_ids, which leaves them to an Ack call after the lease, a consumer whose
+   * partitions took turns had up to 104 such acks under way beside its 64 of prefetch.
    */
   takeAcks(): CarriedAcks | undefined {
     const batch = this.#take('ack')
     if (!batch) return undefined
-    for (const item of batch) item.sent?.()
+    const sent = (): void => {
+      for (const item of batch) item.sent?.()
+    }
     let ended = false
     let done = (): void => {}
     const carried = new Promise<void>((resolve) => {
@@ -176,16 +183,19 @@ export class SettleBatcher {
       leaseIds,
       answer: (results, resent) => {
         if (!end()) return
+        sent()
         release()
         answer(results, resent)
       },
       fail: (error) => {
         if (!end()) return
+        sent()
         release()
         rejectItems(batch, error)
       },
       sendAlone: (resent) => {
         if (!end()) return
+        sent()
         // As #sendNext's calls: an answer that cannot be read fails them too.
         void this.#send(ACK, leaseIds)
           .then((results) => answer(results, resent))

@@ -217,3 +217,52 @@ describe('an ack of a delivery no longer held', () => {
     }
   })
 })
+
+describe('the room of acks held for their partition', () => {
+  it('is not kept past the partition’s share of prefetch while another partition waits for room: full partitions are consumed alike', async () => {
+    // Four partitions never empty; each lease brings what it asks for, and the broker applies the
+    // acks a lease carries. Until an audit a partition's acks kept their room for it however
+    // much it had: here one partition had 1,997 of the 2,000 deliveries, the others 1 each (now
+    // ~500 each, and 99 % of the acks ride with a lease, as before).
+    let next = 1
+    let carried = 0
+    let alone = 0
+    const ok = (ids: readonly string[]) =>
+      ids.map((leaseId) => ({ leaseId, outcome: LeaseOutcome.LEASE_OUTCOME_OK, deadlineMs: 0 }))
+    const replica =
+      (_address: string): Replica =>
+      (method, request, reply) => {
+        if (method === 'lease') {
+          const ackLeaseIds = (request.ackLeaseIds as string[] | undefined) ?? []
+          carried += ackLeaseIds.length
+          const messages = Array.from({ length: request.max as number }, () => message(next++))
+          setTimeout(() => reply(null, { messages, ackResults: ok(ackLeaseIds) }), 1)
+          return
+        }
+        const leaseIds = (request.leaseIds as string[] | undefined) ?? []
+        if (method === 'ack') alone += leaseIds.length
+        setTimeout(() => reply(null, { results: ok(leaseIds) }), 1)
+      }
+    const router = new Router(
+      stubPool(() => routeOf('q', 'A', ['A'], 4), replica),
+      { ...DEFAULT_ROUTER_OPTIONS, servers: ['A'], leaderSilenceMs: 0 },
+    )
+    const consumer = new Consumer(router, 'q', { prefetch: 8, waitMs: 100 })
+    const byPartition = [0, 0, 0, 0]
+    const acks: Promise<void>[] = []
+    try {
+      for await (const d of consumer) {
+        byPartition[d.partition] = (byPartition[d.partition] ?? 0) + 1
+        acks.push(new Promise((r) => setTimeout(r, (d.id * 7) % 4)).then(() => d.ack()))
+        if (acks.length === 2_000) break
+      }
+      await Promise.all(acks)
+      for (const n of byPartition) expect(n).toBeGreaterThan(300)
+      // Within their shares, the acks still ride with their partitions' leases.
+      expect(carried).toBeGreaterThan(0.9 * (carried + alone))
+    } finally {
+      await consumer.close()
+      router.close()
+    }
+  })
+})
