@@ -729,6 +729,11 @@ function wireBytes(m: ProduceMessage): number {
 }
 
 function toWire(message: OutgoingMessage): ProduceMessage {
+  // `send(null)` threw a bare TypeError (reading `body` of null) until 2026-12-07 (an audit).
+  if (typeof message !== 'object' || message === null || Array.isArray(message))
+    throw new InvalidArgumentError(
+      `a message must be an object ({ body, weight?, key?, headers?, … }), got ${message === null ? 'null' : Array.isArray(message) ? 'an array' : typeof message}`,
+    )
   const body = typeof message.body === 'string' ? encoder.encode(message.body) : message.body
   if (!(body instanceof Uint8Array))
     throw new InvalidArgumentError('message body must be a Uint8Array or a string')

@@ -1,6 +1,6 @@
 import { createServer as createHttpServer } from 'node:http'
 import { createServer } from 'node:net'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { FakeBroker } from '../test/fake-broker'
 import { MqClient } from './client'
 import { ConnectionPool } from './connections'
@@ -143,6 +143,32 @@ describe('Router', () => {
       expect(Date.now() - started).toBeLessThan(1_500)
     } finally {
       broker.stop()
+    }
+  })
+
+  it('gives up at once after its last attempt, without a backoff no attempt follows', async () => {
+    const address = await refusingAddress()
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.99)
+    const pool = new ConnectionPool()
+    const router = new Router(pool, {
+      ...DEFAULT_ROUTER_OPTIONS,
+      servers: [address],
+      deadlineMs: 30_000,
+      attemptsMax: 2,
+      refusedGiveUpMs: 0,
+      backoff: { initialMs: 3_000, maxMs: 3_000, multiplier: 1 },
+    })
+    try {
+      const started = Date.now()
+      const failure = await router.route('q').catch((e: unknown) => e)
+      expect((failure as Error).message).toMatch(/^gave up after 2 attempts/)
+      // One backoff (2.97 s: the draw is 0.99 of 3 s) between the two attempts, none after the
+      // second (until 2026-12-07 it waited a second one before giving up).
+      expect(Date.now() - started).toBeLessThan(5_000)
+    } finally {
+      random.mockRestore()
+      router.close()
+      pool.close()
     }
   })
 

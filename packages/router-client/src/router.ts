@@ -511,7 +511,9 @@ export class Router {
       // While every attempt was refused, the last one comes when the give-up time does.
       const wait = allRefused ? Math.min(backoff, started + refusedGiveUpMs - Date.now()) : backoff
       immediate = wait === 0 ? immediate + 1 : 0
-      if (Date.now() + wait >= deadline) {
+      // No wait after the last attempt: until 2026-12-07 (an audit) the caller waited out a
+      // backoff that no attempt followed.
+      if (n + 1 >= this.#options.attemptsMax || Date.now() + wait >= deadline) {
         n++
         break
       }

@@ -16,6 +16,7 @@ import {
   SendOutcomeUnknownError,
   UnavailableError,
 } from '../src/index'
+import type { OutgoingMessage } from '../src/producer'
 import { FakeBroker } from './fake-broker'
 
 // The SDK against an in-process stand-in of a cluster (real gRPC over loopback). The
@@ -528,6 +529,15 @@ describe('MqClient', () => {
       [{ headers: 'x' }, /headers must be an object of strings, got string/],
     ] as const) {
       const error = await producer.send({ body: 'x', ...(bad as object) }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(InvalidArgumentError)
+      expect((error as Error).message).toMatch(why)
+    }
+    for (const [bad, why] of [
+      [null, /a message must be an object .*got null/],
+      ['x', /a message must be an object .*got string/],
+      [[{ body: 'x' }], /a message must be an object .*got an array/],
+    ] as const) {
+      const error = await producer.send(bad as unknown as OutgoingMessage).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(InvalidArgumentError)
       expect((error as Error).message).toMatch(why)
     }
