@@ -1,5 +1,5 @@
 import { isIP } from 'node:net'
-import { MESSAGE_DELAY_MS_MAX } from '@mq/router-client'
+import { MESSAGE_DELAY_MS_MAX, TOKEN_TTL_MS_MAX } from '@mq/router-client'
 import { InvalidArgumentError, Option } from 'commander'
 import { DURATION_MS_MAX, formatDuration, parseDuration } from './durations'
 
@@ -23,14 +23,18 @@ export function delayArg(value: string): number {
 }
 
 /**
- * Reads a lifetime flag (a token's: `90d`): no timer, so it may pass a timer's maximum (the
- * server checks its own bound), and above 0 (`0` would read as "no lifetime": leave the flag
- * out for that).
+ * Reads a lifetime flag (a token's: `90d`): no timer, so it may pass a timer's maximum, up to
+ * the cluster's bound (TOKEN_TTL_MS_MAX, 10 years), and above 0 (`0` would read as "no
+ * lifetime": leave the flag out for that).
  */
 export function lifetimeArg(value: string): number {
   const ms = durationUpTo(value, Number.MAX_SAFE_INTEGER)
   if (ms === 0)
     throw new InvalidArgumentError(`a lifetime must be above 0, not ${value} (leave the flag out for none)`)
+  if (ms > TOKEN_TTL_MS_MAX)
+    throw new InvalidArgumentError(
+      `a lifetime is at most ${TOKEN_TTL_MS_MAX / 86_400_000}d (10 years), not ${value}`,
+    )
   return ms
 }
 

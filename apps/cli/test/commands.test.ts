@@ -1285,6 +1285,12 @@ describe('mq token', () => {
     const never = await mq(['token', 'create', 'x', '-r', 'admin', '--expires-in', '0'])
     expect(never.code).toBe(1)
     expectOneLineError(never.stderr, /a lifetime must be above 0, not 0 \(leave the flag out for none\)/)
+    // Past the cluster's 10 years: refused here, naming the flag (the server's refusal named
+    // neither, in milliseconds, until 2026-12-07).
+    const long = await mq(['token', 'create', 'x', '-r', 'admin', '--expires-in', '3651d'])
+    expect(long.code).toBe(1)
+    expectOneLineError(long.stderr, /--expires-in.*a lifetime is at most 3650d \(10 years\), not 3651d/)
+    expect((await mq(['token', 'create', 'y', '-r', 'admin', '--expires-in', '3650d'])).code).toBe(0)
   })
 
   it('needs at least one --role', async () => {

@@ -1,4 +1,4 @@
-import { ErrorCode } from '@mq/protocol'
+import { ErrorCode, TOKEN_TTL_MS_MAX } from '@mq/protocol'
 import type { MetaResult } from './meta-state'
 import { parseRole, ROLES_PER_TOKEN_MAX, TOKEN_SHA256_PATTERN, tokenNameProblem } from './token-roles'
 
@@ -12,8 +12,8 @@ export interface TokenRecord {
   readonly expiresAtMs: number
 }
 
-/** The longest lifetime a token may be given: 10 years (0 = it never expires). */
-export const TOKEN_TTL_MS_MAX = 10 * 365 * 24 * 3_600_000
+/** The longest lifetime a token may be given: 10 years (0 = it never expires; @mq/protocol). */
+export { TOKEN_TTL_MS_MAX }
 
 /** Tokens the meta group keeps, at most. */
 export const TOKENS_MAX = 10_000

@@ -5,7 +5,7 @@ export { SERVER_NODE_FLAGS } from './server-node-flags'
 // typed errors and their mapping to and from gRPC statuses.
 
 export type { UnaryCallContext } from './call-context'
-export { META_VOTER_COUNTS, REPLICAS_PER_GROUP_MAX } from './cluster-limits'
+export { META_VOTER_COUNTS, REPLICAS_PER_GROUP_MAX, TOKEN_TTL_MS_MAX } from './cluster-limits'
 export type { ErrorCodeInfo } from './errors'
 export { ERROR_CODES, ErrorCode, GrpcStatus, isErrorCode } from './errors'
 export {

@@ -20,6 +20,7 @@ export {
   REPLICAS_PER_GROUP_MAX,
   StaleRouteError,
   shownText,
+  TOKEN_TTL_MS_MAX,
   UnauthenticatedError,
   UnavailableError,
   VISIBILITY_MS_MIN,
