@@ -19,6 +19,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** A stand-in connection whose long polls (Connection.polls) go to its `queue` stub too. */
 const withPolls = <T extends { queue: unknown }>(c: T) => ({ ...c, polls: c.queue })
 
+/** A router of one queue `q` of one partition, whose leader's Queue calls are `queue`'s. */
+const onePartitionRouter = (queue: object) =>
+  ({
+    options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
+    route: async () => ({ queue: 'q', queueId: 1, routeEpoch: 1, partitions: [{ partition: 0 }] }),
+    cachedRoute: () => undefined,
+    partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
+      op(withPolls({ queue }), { queue: 'q', partition, routeEpoch: 1 }),
+  }) as unknown as Router
+
 /** A settle call the fake router was asked for. */
 interface SettleCall {
   readonly kind: 'ack' | 'nack' | 'extend'
@@ -231,29 +241,18 @@ describe('Consumer', () => {
         })),
       })
       type Callback = (e: null, r: unknown) => void
-      const router = {
-        options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
-        route: async () => ({ queue: 'q', queueId: 1, routeEpoch: 1, partitions: [{ partition: 0 }] }),
-        cachedRoute: () => undefined,
-        partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
-          op(
-            withPolls({
-              queue: {
-                lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: Callback) => {
-                  leases.push(req.max)
-                  const n = leases.length === 1 ? 2 : req.max
-                  setTimeout(() => cb(null, { messages: leased(n), ackResults: [] }), 10)
-                  return { cancel: () => {} }
-                },
-                nack: (req: { leaseIds: string[] }, _md: unknown, _o: unknown, cb: Callback) => {
-                  setTimeout(() => cb(null, ok(req.leaseIds)), 10)
-                  return { cancel: () => {} }
-                },
-              },
-            }),
-            { queue: 'q', partition, routeEpoch: 1 },
-          ),
-      } as unknown as Router
+      const router = onePartitionRouter({
+        lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: Callback) => {
+          leases.push(req.max)
+          const n = leases.length === 1 ? 2 : req.max
+          setTimeout(() => cb(null, { messages: leased(n), ackResults: [] }), 10)
+          return { cancel: () => {} }
+        },
+        nack: (req: { leaseIds: string[] }, _md: unknown, _o: unknown, cb: Callback) => {
+          setTimeout(() => cb(null, ok(req.leaseIds)), 10)
+          return { cancel: () => {} }
+        },
+      })
       const consumer = new Consumer(router, 'q', { prefetch: 1, waitMs: 100 })
       const it = consumer[Symbol.asyncIterator]()
       const first = it.next()
@@ -302,24 +301,13 @@ describe('Consumer', () => {
       // a lease (a Raft entry) finds none. Until an audit the consumer polled again at once,
       // here 1,000 requests a second, for as long as that lasted.
       const requests: number[] = []
-      const router = {
-        options: { attemptMs: 1_000, backoff: { initialMs: 10, maxMs: 100, multiplier: 2 } },
-        route: async () => ({ queue: 'q', queueId: 1, routeEpoch: 1, partitions: [{ partition: 0 }] }),
-        cachedRoute: () => undefined,
-        partition: (_q: string, partition: number, op: (c: unknown, t: unknown) => Promise<unknown>) =>
-          op(
-            withPolls({
-              queue: {
-                lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
-                  requests.push(req.waitMs)
-                  setTimeout(() => cb(null, { messages: [], ackResults: [] }), 1)
-                  return { cancel: () => {} }
-                },
-              },
-            }),
-            { queue: 'q', partition, routeEpoch: 1 },
-          ),
-      } as unknown as Router
+      const router = onePartitionRouter({
+        lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
+          requests.push(req.waitMs)
+          setTimeout(() => cb(null, { messages: [], ackResults: [] }), 1)
+          return { cancel: () => {} }
+        },
+      })
       const consumer = new Consumer(router, 'q', { waitMs: 5_000, autoExtend: false })
       const next = consumer[Symbol.asyncIterator]().next()
       expect(await settlesWithin(next, 2_000)).toBe(false)

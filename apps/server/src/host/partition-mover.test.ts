@@ -98,27 +98,18 @@ async function setup(
     bounds,
     bounds.log,
   )
-  const client = {
-    peer: {
-      importPartition: (
-        req: ImportPartitionRequest,
-        _md: Metadata,
-        _opts: unknown,
-        cb: (e: Error | null, r?: ImportPartitionResponse) => void,
-      ) => {
-        chunks.push(decodeDataCommand(req.command))
-        const chunk = chunks[chunks.length - 1] as ImportCommand
-        const fenced = source.port.machine.fenced(QUEUE, 0)
-        fencedAt.push(fenced)
-        const before = (async () => {
-          if (first && duringCopy) await duringCopy(setupOf())
-          if (everyImport) await everyImport(setupOf(), chunk, fenced)
-        })()
-        first = false
-        before.then(() => mover.import(req)).then((r) => cb(null, r), cb)
-      },
-    },
-  }
+  const client = importClient((req, cb) => {
+    chunks.push(decodeDataCommand(req.command))
+    const chunk = chunks[chunks.length - 1] as ImportCommand
+    const fenced = source.port.machine.fenced(QUEUE, 0)
+    fencedAt.push(fenced)
+    const before = (async () => {
+      if (first && duringCopy) await duringCopy(setupOf())
+      if (everyImport) await everyImport(setupOf(), chunk, fenced)
+    })()
+    first = false
+    before.then(() => mover.import(req)).then((r) => cb(null, r), cb)
+  })
   const request = COPY_1_TO_2
   const result = { source, target, run, leased, chunks, fencedAt, mover, request, wanted }
   const setupOf = () => result
@@ -650,14 +641,14 @@ describe('PartitionMover: an aborted move of a partition never opened in its sou
   })
 })
 
-/** Peer calls whose leader's ImportPartition is `importPartition` (nothing else is called). */
-function importCalls(
-  importPartition: (
-    req: ImportPartitionRequest,
-    cb: (e: Error | null, r?: ImportPartitionResponse) => void,
-  ) => void,
-): PeerCalls {
-  const client = {
+type ImportHandler = (
+  req: ImportPartitionRequest,
+  cb: (e: Error | null, r?: ImportPartitionResponse) => void,
+) => void
+
+/** A peer client whose ImportPartition is `importPartition`. */
+function importClient(importPartition: ImportHandler) {
+  return {
     peer: {
       importPartition: (
         req: ImportPartitionRequest,
@@ -667,6 +658,11 @@ function importCalls(
       ) => importPartition(req, cb),
     },
   }
+}
+
+/** Peer calls whose leader's ImportPartition is `importPartition` (nothing else is called). */
+function importCalls(importPartition: ImportHandler): PeerCalls {
+  const client = importClient(importPartition)
   return {
     callLeader: <T>(_replicas: unknown, fn: (...a: unknown[]) => void) =>
       new Promise<T>((resolve, reject) =>
