@@ -157,9 +157,6 @@ export class SettleBatcher {
   takeAcks(): CarriedAcks | undefined {
     const batch = this.#take('ack')
     if (!batch) return undefined
-    const sent = (): void => {
-      for (const item of batch) item.sent?.()
-    }
     let ended = false
     let done = (): void => {}
     const carried = new Promise<void>((resolve) => {
@@ -170,10 +167,11 @@ export class SettleBatcher {
       this.#sending.delete(carried)
       done()
     }
-    /** Whether this is the first end (the others do nothing). */
+    /** Whether this is the first end (the others do nothing); the first counts the acks as sent. */
     const end = (): boolean => {
       if (ended) return false
       ended = true
+      for (const item of batch) item.sent?.()
       return true
     }
     const answer = (results: LeaseResult[], resent: boolean): void =>
@@ -183,19 +181,16 @@ export class SettleBatcher {
       leaseIds,
       answer: (results, resent) => {
         if (!end()) return
-        sent()
         release()
         answer(results, resent)
       },
       fail: (error) => {
         if (!end()) return
-        sent()
         release()
         rejectItems(batch, error)
       },
       sendAlone: (resent) => {
         if (!end()) return
-        sent()
         // As #sendNext's calls: an answer that cannot be read fails them too.
         void this.#send(ACK, leaseIds)
           .then((results) => answer(results, resent))

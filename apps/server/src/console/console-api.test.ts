@@ -247,7 +247,8 @@ afterEach(() => {
 
 async function serve(
   auth: boolean,
-  options: FakeOptions & { peekWithoutAuth?: boolean } = {},
+  /** `clusterDown`: every client's connect fails UNAVAILABLE (after `opened` records it). */
+  options: FakeOptions & { peekWithoutAuth?: boolean; clusterDown?: boolean } = {},
 ): Promise<{ base: string; calls: string[]; opened: string[] }> {
   const calls: string[] = []
   const opened: string[] = []
@@ -256,6 +257,7 @@ async function serve(
     access: new AccessControl({ peerToken: '', tokens: auth ? tokens : undefined }),
     clients: new ConsoleClients(async (token) => {
       opened.push(token)
+      if (options.clusterDown) throw new UnavailableError('no meta leader answered')
       return fakeClient(calls, options)
     }),
     nowMs: () => 1_000,
@@ -278,6 +280,14 @@ const post = (token: string, body: unknown) => ({
   headers: { ...bearer(token), 'content-type': 'application/json' },
   body: JSON.stringify(body),
 })
+
+/** Posts each case's body to its path as the admin: each is answered 400. */
+async function expectAll400(base: string, cases: readonly (readonly [string, unknown])[]): Promise<void> {
+  for (const [path, body] of cases) {
+    const r = await fetch(`${base}${path}`, post(ADMIN, body))
+    expect([path, r.status]).toEqual([path, 400])
+  }
+}
 
 describe('the console API', () => {
   it('without auth: reads work, every admin action is refused as read-only and reaches nothing', async () => {
@@ -699,10 +709,7 @@ describe('the console API', () => {
       ['/api/nodes/-n1/drain', {}],
       ['/api/nodes/n1%20n2/remove', {}],
     ]
-    for (const [path, body] of cases) {
-      const r = await fetch(`${base}${path}`, post(ADMIN, body))
-      expect([path, r.status]).toEqual([path, 400])
-    }
+    await expectAll400(base, cases)
     const notJson = await fetch(`${base}/api/scale`, {
       method: 'POST',
       headers: { ...bearer(ADMIN), 'content-type': 'application/json' },
@@ -772,22 +779,7 @@ describe('the console API', () => {
     // The action's input was checked once its client was connected, in a cluster call's slot:
     // with the cluster down a typo in a body waited out the connect's deadline and answered
     // 503, and with every slot taken it answered 429, not the 400 saying what to fix.
-    const opened: string[] = []
-    const api = new ConsoleApi({
-      nodeId: 'n1',
-      access: new AccessControl({ peerToken: '', tokens }),
-      clients: new ConsoleClients(async (token) => {
-        opened.push(token)
-        throw new UnavailableError('no meta leader answered')
-      }),
-    })
-    const server = createServer(
-      (req, res) => void api.handle(req, res, (req.url ?? '/').split('?')[0] ?? '/'),
-    )
-    servers.push(server)
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-    const a = server.address()
-    const base = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+    const { base, opened } = await serve(true, { clusterDown: true })
     const cases: [string, unknown][] = [
       ['/api/queues', { name: 'q', config: { partitions: -1 } }],
       ['/api/queues/jobs/update', { colour: 'red' }],
@@ -798,10 +790,7 @@ describe('the console API', () => {
       ['/api/groups/1/transfer', {}],
       ['/api/nodes/-n1/drain', {}],
     ]
-    for (const [path, body] of cases) {
-      const r = await fetch(`${base}${path}`, post(ADMIN, body))
-      expect([path, r.status]).toEqual([path, 400])
-    }
+    await expectAll400(base, cases)
     expect(opened).toEqual([])
     // A good one does go to the cluster (and tells it is down).
     expect((await fetch(`${base}/api/scale`, post(ADMIN, { groups: 2 }))).status).toBe(503)
