@@ -314,6 +314,13 @@ export class GroupLog implements WritableLogStorage {
       if (!(e.data instanceof Uint8Array)) {
         throw new InvalidArgumentError(`group ${this.groupId}: entry ${e.index} data is not a Uint8Array`)
       }
+      // What the record cannot hold (log-codec: type 0 or 1, a varint up to 2^53 - 1) would be
+      // stored all the same and fail the group's next open, or come back changed.
+      if ((e.type !== 0 && e.type !== 1) || !Number.isSafeInteger(e.timestampMs) || e.timestampMs < 0) {
+        throw new InvalidArgumentError(
+          `group ${this.groupId}: entry ${e.index} has a bad type ${e.type} or timestamp ${e.timestampMs}`,
+        )
+      }
     }
     const last = first + entries.length - 1
     // Entries at or below the compacted index are committed and already covered (etcd does the same).

@@ -618,6 +618,9 @@ interface IteratorOptions {
   [option: string]: unknown
 }
 
+/** The largest iterator limit classic-level's binding reads as it is (an int32). */
+const ITERATOR_LIMIT_MAX = 0x7fffffff
+
 /** classic-level's iterator options for `range`; undefined when the range is empty. */
 function iteratorOptions(
   range: KeyRange,
@@ -628,7 +631,9 @@ function iteratorOptions(
   if (isEmptyRange(lo, hi) || range.limit === 0) return undefined
   const opts: IteratorOptions = {
     reverse: range.reverse === true,
-    limit: range.limit ?? -1,
+    // classic-level reads the limit as a 32-bit integer (2^32 became 0, 2^32 + 3 became 3):
+    // clamped, it stays a bound no read's entries could reach in memory anyway.
+    limit: range.limit === undefined ? -1 : Math.min(range.limit, ITERATOR_LIMIT_MAX),
     highWaterMarkBytes: READ_CHUNK_BYTES,
   }
   if (lo) opts[lo.inclusive ? 'gte' : 'gt'] = lo.key

@@ -147,6 +147,18 @@ export function describeEngineConformance(name: string, factory: EngineFactory):
       expect(await keysOf({ gt: b(0), lte: b(2, 0) })).toEqual([1, 2])
     })
 
+    it('a limit of 2^31 or more reads what lies in the range (LevelDB took it modulo 2^32: 2^32 read nothing)', async () => {
+      await fill([1, 2, 3, 4, 5])
+      for (const limit of [2 ** 31, 2 ** 32, 2 ** 32 + 3, 2 ** 40 + 1, Number.MAX_SAFE_INTEGER - 1]) {
+        expect(await keysOf({ limit }), `limit ${limit}`).toEqual([1, 2, 3, 4, 5])
+        expect(await keysOf({ limit, reverse: true }), `limit ${limit}`).toEqual([5, 4, 3, 2, 1])
+        const snap = await engine.snapshot()
+        expect((await snap.range({ limit, gt: b(1) })).map(([k]) => k[0])).toEqual([2, 3, 4, 5])
+        expect((await snap.keys({ limit })).map((k) => k[0])).toEqual([1, 2, 3, 4, 5])
+        await snap.close()
+      }
+    })
+
     it('rejects a negative or fractional limit, and a bytesMax not above 0', async () => {
       await expect(engine.range({ limit: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(engine.range({ limit: 1.5 })).rejects.toBeInstanceOf(InvalidArgumentError)

@@ -182,6 +182,26 @@ for (const [name, makeEnv] of envs) {
       expect(log.lastIndex()).toBe(3)
     })
 
+    it('refuses an entry whose type or timestamp its record cannot hold, changing nothing (it was stored, and the group did not open again)', async () => {
+      let log = await store.openGroup(1)
+      log.append(entries(1, 3, 1))
+      const bad: Partial<Entry>[] = [
+        { timestampMs: 2 ** 53 + 2 },
+        { timestampMs: 1.5 },
+        { timestampMs: -1 },
+        { timestampMs: Number.NaN },
+        { type: 2 as Entry['type'] },
+      ]
+      for (const b of bad) {
+        expect(() => log.append([{ ...entry(3, 1), ...b }]), JSON.stringify(b)).toThrow(InvalidArgumentError)
+        expect(log.lastIndex()).toBe(2)
+      }
+      log.append([{ ...entry(3, 1), timestampMs: 1_700_000_000_123 }])
+      log = await restart(1)
+      expect(log.lastIndex()).toBe(3)
+      expect(log.entries(3, 4, 100)[0]?.timestampMs).toBe(1_700_000_000_123)
+    })
+
     it('compacts behind a snapshot: first index, term at the boundary, CompactedError below', async () => {
       let log = await store.openGroup(2)
       log.append(entries(1, 11, 1))
