@@ -13,6 +13,7 @@ import {
   type LeaseResponse,
   type LeaseResult,
   LimitExceededError,
+  LONG_POLL_MS_MAX,
   type PartitionStats,
   type PartitionTarget,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
@@ -149,7 +150,7 @@ export interface QueueHandlerLimits {
 }
 
 export const DEFAULT_QUEUE_HANDLER_LIMITS: QueueHandlerLimits = {
-  leaseWaitMsMax: 30_000,
+  leaseWaitMsMax: LONG_POLL_MS_MAX,
   leaseRecheckMs: 1_000,
   waitersPerPartitionMax: 1_000,
   waitersPerGroupMax: 10_000,

@@ -46,6 +46,15 @@ export const DEAD_LETTER_SOURCE_HEADER = 'mq-dead-letter-source'
 export const DEAD_LETTER_DELIVERIES_HEADER = 'mq-dead-letter-deliveries'
 
 /**
+ * The longest a Lease long-polls (its `wait_ms`): the server answers a longer wait after this,
+ * empty if nothing came (data-service's QueueLimits.leaseWaitMsMax, which mq-server keeps). The
+ * SDK's consumer asks for at most this, so that it times its polls as the server does: until
+ * 2026-12-07 a consumer with `waitMs` above twice this took each empty answer for an early one
+ * and backed off, and a silent leader's long poll was noticed only after the whole `waitMs`.
+ */
+export const LONG_POLL_MS_MAX = 30_000
+
+/**
  * Queue names one GetRoutes may ask for: the meta group's queue limit (meta-service
  * META_LIMITS.queuesMax), since a node asks for the routes of every queue it hosts at once.
  */

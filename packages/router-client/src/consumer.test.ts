@@ -318,6 +318,28 @@ describe('Consumer', () => {
       await closeAsTimePasses(consumer)
     }))
 
+  it("asks for long polls of at most the server's 30 s, whatever its waitMs", () =>
+    withFakeTimers(async () => {
+      // The server answers a longer one empty at 30 s. Until 2026-12-07 a consumer with a
+      // `waitMs` of 120 s took each such answer for an early one and backed off, and its router
+      // waited for a silent leader's answer for 120 s (plus leaderSilenceMs), not 30.
+      const requests: number[] = []
+      const router = onePartitionRouter({
+        lease: (req: LeaseRequest, _md: unknown, _o: unknown, cb: (e: null, r: unknown) => void) => {
+          requests.push(req.waitMs)
+          setTimeout(() => cb(null, { messages: [], ackResults: [] }), Math.min(req.waitMs, 30_000))
+          return { cancel: () => {} }
+        },
+      })
+      const partition = vi.spyOn(router, 'partition')
+      const consumer = new Consumer(router, 'q', { waitMs: 120_000, autoExtend: false })
+      const next = consumer[Symbol.asyncIterator]().next()
+      expect(await settlesWithin(next, 95_000)).toBe(false)
+      expect(requests).toEqual([30_000, 30_000, 30_000, 30_000])
+      expect(partition.mock.calls.map((c) => c[3])).toEqual([30_000, 30_000, 30_000, 30_000])
+      await closeAsTimePasses(consumer)
+    }))
+
   it('never asks for more than 1,000 messages in one lease, however large prefetch is', async () => {
     const ready = [5_000, 0]
     const { router, requests } = fakeRouter(ready, () => 1)

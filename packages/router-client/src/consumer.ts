@@ -5,6 +5,7 @@ import {
   LEASE_VISIBILITY_MS_MAX,
   LeaseOutcome,
   type LeaseResult,
+  LONG_POLL_MS_MAX,
   leaseHoldMs,
   type MqError,
   QUEUE_VISIBILITY_TIMEOUT_DEFAULT_MS,
@@ -136,7 +137,7 @@ const LEASE_MAX = 1000
 /** Most messages a consumer holds (`prefetch`): a hundred leases' worth. */
 export const PREFETCH_MAX = 100 * LEASE_MAX
 
-/** Longest long poll asked for (`waitMs`): a server caps it lower (30 s by default). */
+/** Longest `waitMs` taken: the consumer asks for at most LONG_POLL_MS_MAX (30 s), the server's cap. */
 const WAIT_MS_MAX = 3_600_000
 
 export const DEFAULT_CONSUMER_OPTIONS: Omit<ConsumerOptions, 'consumerId'> = {
@@ -448,7 +449,9 @@ export class Consumer implements AsyncIterable<Delivery> {
       }
       const max: number = busy ? Math.min(space, LEASE_MAX) : Math.min(space, this.#refillMin)
       const reserved: number = busy ? max : 0
-      const waitMs: number = busy ? 0 : this.#options.waitMs
+      // At most the server's long poll (it answers a longer one then): an empty answer at its end
+      // is not an early one, and a silent leader's poll is timed out as the server would end it.
+      const waitMs: number = busy ? 0 : Math.min(this.#options.waitMs, LONG_POLL_MS_MAX)
       // Sent, not left to the server's default: the extensions are timed by it, so both sides
       // must agree (the queue's visibility may have changed since the loop began).
       const visibilityMs =
