@@ -37,10 +37,13 @@ describe('MqNode.stop', () => {
       const started = performance.now()
       const stopped = node.stop(500, 1_000)
       offset = -3_600_000 // NTP steps the clock back an hour while the node stops
+      let timer: NodeJS.Timeout | undefined
       const outcome = await Promise.race([
         stopped.then(() => 'stopped'),
-        new Promise((r) => setTimeout(() => r('still stopping'), 10_000)),
-      ])
+        new Promise((r) => {
+          timer = setTimeout(() => r('still stopping'), 10_000)
+        }),
+      ]).finally(() => clearTimeout(timer))
       expect(outcome).toBe('stopped')
       expect(performance.now() - started).toBeLessThan(8_000)
     } finally {
