@@ -318,6 +318,32 @@ describe('config versions', () => {
     }
   })
 
+  it('rejects a configure field whose presence byte is neither 0 nor 1', () => {
+    const empty = encodeCommand({ type: 'configure', config: {} })
+    expect(decodeCommand(empty)).toEqual({ type: 'configure', config: {} })
+    const bad = empty.slice()
+    bad[3] = 2 // maxDeliveries: neither absent (0) nor present (1)
+    expect(() => decodeCommand(bad)).toThrow(/malformed configure/)
+    const set = encodeCommand({ type: 'configure', config: { maxDeliveries: 3 } })
+    const bad2 = set.slice()
+    bad2[3] = 0x81
+    expect(() => decodeCommand(bad2)).toThrow(InvalidArgumentError)
+  })
+
+  it('refuses to encode a command its decoded bytes would apply otherwise (producer fields apart, a lease bytesMax 0)', () => {
+    const messages = [{ body: new Uint8Array(1) }]
+    // Each is refused by the partition as it is; encoded, it would decode to one it accepts.
+    expect(() => encodeCommand({ type: 'enqueue', messages, producerId: 'p' })).toThrow(InvalidArgumentError)
+    expect(() => encodeCommand({ type: 'enqueue', messages, producerSeq: 3 })).toThrow(InvalidArgumentError)
+    expect(() => encodeCommand({ type: 'enqueue', messages, producerBase: 1 })).toThrow(InvalidArgumentError)
+    expect(() =>
+      encodeCommand({ type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1, bytesMax: 0, attempt: 'a' }),
+    ).toThrow(InvalidArgumentError)
+    // A bytesMax 0 without an attempt is written as it is (and refused on apply, as before).
+    const zero: Command = { type: 'lease', consumerId: 'c', max: 1, visibilityMs: 1, bytesMax: 0 }
+    expect(decodeCommand(encodeCommand(zero))).toEqual(zero)
+  })
+
   it('writes a redrive flag byte only when the TTL restarts or a span is given; 0 needs the span', () => {
     expect(() => decodeCommand(Uint8Array.from([1, 7, 10, 0]))).toThrow(
       /malformed redriveDead: restartTtl flag/,

@@ -46,6 +46,12 @@ export function encodeCommand(cmd: Command): Uint8Array {
       // 0: no producer; 1: producer id and sequence; 2: and the producer's base sequence.
       const hasProducer = cmd.producerId !== undefined
       const hasBase = hasProducer && cmd.producerBase !== undefined
+      // Written apart, they would decode to a command the partition applies (a sequence 0, or
+      // none), while it refuses the command as it is.
+      if (hasProducer !== (cmd.producerSeq !== undefined) || (!hasProducer && cmd.producerBase !== undefined))
+        throw new InvalidArgumentError(
+          'producerId and producerSeq come together, and producerBase needs them',
+        )
       w.u8(hasBase ? 2 : hasProducer ? 1 : 0)
       if (hasProducer) w.string(cmd.producerId as string).varint(cmd.producerSeq ?? 0)
       if (hasBase) w.varint(cmd.producerBase as number)
@@ -60,6 +66,9 @@ export function encodeCommand(cmd: Command): Uint8Array {
       if (cmd.bytesMax !== undefined || cmd.attempt !== undefined) w.varint(cmd.bytesMax ?? 0)
       if (cmd.repeatOnly && cmd.attempt === undefined)
         throw new InvalidArgumentError('a repeat-only lease needs the attempt it repeats')
+      // Ahead of an attempt a 0 stands for no budget: a bytesMax 0 (refused on apply) would vanish.
+      if (cmd.bytesMax === 0 && cmd.attempt !== undefined)
+        throw new InvalidArgumentError('lease bytesMax must be an integer from 1, got 0')
       // A repeat-only lease is a repeat.
       if (cmd.attempt !== undefined) w.string(cmd.attempt).u8(cmd.repeatOnly ? 2 : cmd.repeat ? 1 : 0)
       break
@@ -235,7 +244,9 @@ export function decodeCommand(bytes: Uint8Array): Command {
       else if (mode !== 0) throw new InvalidArgumentError(`malformed configure: scheduling code ${mode}`)
       for (const name of CONFIG_NUMBER_FIELDS) {
         if (TRAILING_CONFIG_FIELDS.has(name) && r.done) break // encoded without it (or before it existed)
-        if (r.u8() === 1) config[name] = r.varint()
+        const present = r.u8()
+        if (present > 1) throw new InvalidArgumentError(`malformed configure: ${name} presence ${present}`)
+        if (present === 1) config[name] = r.varint()
       }
       cmd = { type, config: config as Partial<QueueConfig> }
       break

@@ -365,6 +365,8 @@ export class QueuePartition {
       `at most ${PENDING_APPLIES_MAX} applies unreleased: write their ops and call release()`,
     )
     invariant(Number.isSafeInteger(nowMs) && nowMs >= 0, 'nowMs is a non-negative integer')
+    // Before `applying` is set: a TypeError past it (reading a null's type) failed every later apply.
+    invariant(typeof command === 'object' && command !== null, 'the command is an object')
     this.applying = true
     this.generation++
     this.ops = []
@@ -2081,6 +2083,7 @@ function checkMessage(
   now: number,
   cfg: QueueConfig,
 ): number {
+  if (typeof m !== 'object' || m === null) throw new InvalidArgumentError(`message ${i} must be an object`)
   const weight = parseWeight(m.weight)
   if (!(m.body instanceof Uint8Array))
     throw new InvalidArgumentError(`message ${i}: body must be a Uint8Array`)

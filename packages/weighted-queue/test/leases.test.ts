@@ -807,6 +807,30 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(whole.type === 'rejected' && (whole.error as InvalidArgumentError).messageIndex).toBeUndefined()
   })
 
+  it('refuses an enqueue of a message that is not an object (null) as invalid, with its place, and goes on', async () => {
+    const q = await queue()
+    await enqueue(q, 0, { body: text('a') })
+    const [l] = await lease(q, 0, 1, 10)
+    // The apply at 100 expires the lease first; the refusal leaves that work whole.
+    const r = await q.apply({ type: 'enqueue', messages: [{ body: text('b') }, null] } as never, 100)
+    expect(r.type).toBe('rejected')
+    if (r.type === 'rejected') {
+      expect(r.error.code).toBe('INVALID_ARGUMENT')
+      expect(r.error.message).toMatch(/message 1/)
+      expect((r.error as InvalidArgumentError).messageIndex).toBe(1)
+    }
+    expect((await q.stats(100)).weights[0]).toMatchObject({ ready: 1, leased: 0 })
+    const [again] = await lease(q, 101, 1, 10)
+    expect(again).toMatchObject({ messageId: l?.messageId, deliveryCount: 2 })
+  })
+
+  it('refuses a command that is not an object, and applies the next one', async () => {
+    const q = await queue()
+    await expect(q.apply(null as never, 1)).rejects.toThrow(/the command is an object/)
+    await enqueue(q, 2, { body: text('a') })
+    expect((await q.stats(2)).weights[0]).toMatchObject({ ready: 1 })
+  })
+
   it('keeps the clock monotonic when a new leader stamps an earlier time', async () => {
     const q = await queue()
     await enqueue(q, 1000, { body: text('a') })
