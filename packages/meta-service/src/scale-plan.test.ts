@@ -209,6 +209,37 @@ describe('controlActions with groups that lost their majority', () => {
     expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([{ type: 'finishScale' }])
   })
 
+  // A meta-service audit (2026-12-07): the change could never commit, the meta state refuses to
+  // remove a group while it is recorded, and the plan (which holds up replica balancing) never
+  // ended.
+  it('removes such a group being removed while it changes its replicas: the change is given up and closed first', () => {
+    const s = cluster(2, { a: 4 })
+    must(s, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(s, { type: 'startReplicaChange', groupId: 3, add: 'n1', remove: 'n4', reason: 'balance' })
+    must(s, { type: 'scaleDataGroups', groups: 2 })
+    expect(s.scale?.removing).toEqual([3])
+    const closes = { ...input, lost, abortsMoves: true, closesHopelessChanges: true }
+    // Not below format level 36, nor while the group keeps its majority.
+    expect(controlActions(s, { ...input, lost, abortsMoves: true })).toEqual([])
+    expect(controlActions(s, { ...closes, lost: new Set(['n4']) })).toEqual([])
+    const steps: string[] = []
+    for (let round = 0; round < 5 && s.scale?.running; round++) {
+      for (const action of controlActions(s, closes)) {
+        steps.push(action.type)
+        must(s, action)
+      }
+    }
+    expect(steps).toEqual(['abandonReplicaChange', 'finishReplicaChange', 'removeGroup', 'finishScale'])
+    expect(s.group(3)).toBeUndefined()
+    expect(s.replicaChange(3)).toBeUndefined()
+    // A shrink (it adds nobody) is closed at once.
+    const t = cluster(2, { a: 4 })
+    must(t, { type: 'createGroup', replicas: ['n2', 'n3', 'n4'] })
+    must(t, { type: 'startReplicaChange', groupId: 3, add: '', remove: 'n4', reason: 'shrink' })
+    must(t, { type: 'scaleDataGroups', groups: 2 })
+    expect(controlActions(t, closes)).toEqual([{ type: 'finishReplicaChange', groupId: 3 }])
+  })
+
   it('counts no move whose source lost its majority against the moves under way', () => {
     // Group 1 on n1-n3 holding b's 4 partitions; groups 2 and 3 on n2-n4 (cut off when n3 and n4
     // are lost) holding a's 2; group 4 on n1-n3; a plan for 4.

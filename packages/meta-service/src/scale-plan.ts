@@ -25,6 +25,14 @@ export interface ControlInput {
    */
   readonly lost?: ReadonlySet<string>
   readonly abortsMoves?: boolean
+  /**
+   * A group being removed whose replica change can never end (`lost` left it without a
+   * majority) has that change given up and closed (`abandonReplicaChange`, then
+   * `finishReplicaChange`: format level 36), so that it can be removed: the change held the
+   * removal, and the plan, for good. The group goes with its replicas, so what the change did
+   * in its Raft membership no longer matters.
+   */
+  readonly closesHopelessChanges?: boolean
 }
 
 /** One step the controller proposes to the meta group. */
@@ -38,6 +46,7 @@ export type ControlAction =
     }
   | { readonly type: 'removeGroup'; readonly groupId: number }
   | { readonly type: 'abortMove'; readonly moveId: number }
+  | { readonly type: 'abandonReplicaChange' | 'finishReplicaChange'; readonly groupId: number }
   | { readonly type: 'finishScale' }
 
 interface PlannedMove {
@@ -60,7 +69,8 @@ interface PlannedMove {
  *    emptiest group (the one with the fewest partitions of the same queue on a tie, then the
  *    lowest id) that has a majority, each taken from the fullest group (its queue with the most
  *    partitions there);
- * 3. remove the groups being removed once they hold nothing and take part in no move;
+ * 3. remove the groups being removed once they hold nothing and take part in no move (one
+ *    changing its replicas that lost its majority has its change given up and closed first);
  * 4. finish the plan once nothing is left to do (not while a move waits for a group without a
  *    majority).
  */
@@ -100,8 +110,13 @@ export function controlActions(state: MetaState, input: ControlInput): ControlAc
   for (const m of moves)
     actions.push({ type: 'startMove', queue: m.queue, partition: m.partition, toGroup: m.to })
   // Not one changing its replicas: the meta state refuses to remove it until the change ends.
+  // One that lost its majority can end no change: its change is given up, then closed (until
+  // 2026-12-07, a meta-service audit, such a group was never removed and the plan never ended).
   for (const groupId of emptiedGroups(state)) {
-    if (!state.replicaChange(groupId)) actions.push({ type: 'removeGroup', groupId })
+    const change = state.replicaChange(groupId)
+    if (!change) actions.push({ type: 'removeGroup', groupId })
+    else if (input.closesHopelessChanges && cutOff.has(groupId))
+      actions.push({ type: change.add === '' ? 'finishReplicaChange' : 'abandonReplicaChange', groupId })
   }
   const removingLeft = groups.some((g) => removing.has(g.groupId))
   // Not while moves wait for a group to get its majority back: the plan would end unbalanced.

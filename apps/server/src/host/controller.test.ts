@@ -346,6 +346,50 @@ describe('Controller: a move into a group that lost its majority', () => {
   })
 })
 
+describe('Controller: a group being removed that lost its majority while changing its replicas', () => {
+  /**
+   * Groups 1-2 on n1-n3 hold q; group 3 on n1, n4, n5 holds nothing and is adding n2 in place
+   * of n5 (its leader never answers); a plan for 2 groups removes it; n4 and n5 go silent.
+   */
+  const run = async (level: number) => {
+    const log = capturedLog()
+    const c = leading({
+      groups: 2,
+      extra: ['n4', 'n5'],
+      levels: { n1: level, n2: level, n3: level, n4: level, n5: level },
+      log: log.log,
+      beforeDataAnswer: () => new Promise<void>(() => {}),
+    })
+    expect(c.apply({ type: 'createGroup', replicas: ['n1', 'n4', 'n5'] }).ok).toBe(true)
+    expect(
+      c.apply({ type: 'startReplicaChange', groupId: 3, add: 'n2', remove: 'n5', reason: 'balance' }).ok,
+    ).toBe(true)
+    expect(c.apply({ type: 'scaleDataGroups', groups: 2 }).ok).toBe(true)
+    await c.beatNodes(['n1', 'n2', 'n3'], 13_000, { rounds: true, level: () => level })
+    await settle()
+    return { c, log }
+  }
+
+  // Until 2026-12-07 (a meta-service audit) the change could never end, the meta state refused
+  // to remove a group while it was recorded, and the plan never ended.
+  it(`gives the change up and closes it, then removes the group and ends the plan (format level ${FORMAT_LEVEL_ABANDON_CHANGE})`, async () => {
+    const { c, log } = await run(FORMAT_LEVEL_ABANDON_CHANGE)
+    expect(c.state.group(3)).toBeUndefined()
+    expect(c.state.replicaChange(3)).toBeUndefined()
+    expect(c.state.scale?.running).toBe(false)
+    expect(log.lines.map((l) => l.msg).join('\n')).toMatch(
+      /group 3: gave up adding a replica on n2: the group is being removed/,
+    )
+  })
+
+  it('waits below that level', async () => {
+    const { c } = await run(FORMAT_LEVEL_ABANDON_CHANGE - 1)
+    expect(c.state.group(3)).toBeDefined()
+    expect(c.state.replicaChange(3)).toMatchObject({ add: 'n2', remove: 'n5' })
+    expect(c.state.scale?.running).toBe(true)
+  })
+})
+
 describe('Controller: a deleted queue', () => {
   it("has each data group's leader fence the queue's partitions, and waits at most 2 s for them", async () => {
     const c = leading({ groups: 3, fenceHangs: [3] })

@@ -739,6 +739,8 @@ export class Controller {
         lost: heardAll ? lost : unheard(state, heard),
         // Aborting a move needs every meta and data replica to read it (format level 37).
         abortsMoves: heardAll && level >= FORMAT_LEVEL_MOVE_ABORT,
+        // Giving a change up needs every meta replica to read it (format level 36).
+        closesHopelessChanges: heardAll && level >= FORMAT_LEVEL_ABANDON_CHANGE,
       })
       // A node that counts as dead is recorded as silent, so that the next meta leader goes on
       // counting its replacement timeout instead of starting it again (format level 5).
@@ -823,7 +825,9 @@ export class Controller {
         if (abandoned && r.ok)
           this.#log.warn(
             { group: abandoned.groupId },
-            `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: that node is gone and no other node can take its place (the group keeps the replicas it has; its learner there is removed)`,
+            state.scale?.removing.includes(abandoned.groupId)
+              ? `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: the group is being removed (its replicas go with it)`
+              : `mq-server: group ${abandoned.groupId}: gave up adding a replica on ${abandoned.add}: that node is gone and no other node can take its place (the group keeps the replicas it has; its learner there is removed)`,
           )
       }
       this.#driveMoves()
