@@ -20,6 +20,14 @@ describe('classify', () => {
     [coded('INVALID_ARGUMENT', false, 'data group 99 does not exist'), ExitCode.NotFound],
     [coded('INVALID_ARGUMENT', false, 'no token is named app'), ExitCode.NotFound],
     [coded('INVALID_ARGUMENT', false, 'a token named app exists; delete it first'), ExitCode.AlreadyExists],
+    [
+      coded(
+        'INVALID_ARGUMENT',
+        false,
+        "token name ops is taken by a token of this node's --auth-file: pick another name",
+      ),
+      ExitCode.AlreadyExists,
+    ],
     [coded('INVALID_ARGUMENT', false, 'node n1 is not a replica of data group 2 (n2, n3)'), ExitCode.Usage],
     [coded('UNAUTHENTICATED', false), ExitCode.Denied],
     [coded('PERMISSION_DENIED', false), ExitCode.Denied],

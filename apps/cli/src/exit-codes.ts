@@ -45,7 +45,11 @@ const NOT_FOUND_MESSAGES = [
   /\bdata group \d+ does not exist\b/,
   /\bno token is named\b/,
 ]
-const EXISTS_MESSAGES = [/\ba token named \S+ exists\b/]
+const EXISTS_MESSAGES = [
+  /\ba token named \S+ exists\b/,
+  // A name a token of the serving node's --auth-file has (apps/server node.ts): taken too.
+  /\btoken name \S+ is taken\b/,
+]
 
 /**
  * Classifies an error thrown by a command into an exit code and a one-line message. Errors of

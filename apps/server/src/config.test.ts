@@ -103,11 +103,13 @@ describe('loadConfig', () => {
   })
 
   it.each([
-    [{ ...base, nodeId: 'bad id' }, /nodeId "bad id"/],
-    [{ ...base, nodeId: '_n1' }, /nodeId "_n1" must be .*, starting with a letter or digit/],
+    // Named by its flag, as every other setting (it said `nodeId "bad id" must be …`).
+    [{ ...base, nodeId: 'bad id' }, /^--node-id \(config file: "nodeId"\) must be .*, got "bad id"$/],
+    [{ ...base, nodeId: '_n1' }, /--node-id .* must be .*, starting with a letter or digit, got "_n1"/],
     [{ ...base, listen: 'nowhere' }, /"listen"\): address "nowhere"/],
     [{ ...base, dataDir: undefined }, /--data-dir \(config file: "dataDir"\) is required/],
     [{ ...base, nodeId: 4 }, /--node-id \(config file: "nodeId"\) must be a string, got 4/],
+    [{ ...base, listen: 7001 }, /^--listen \(config file: "listen"\) must be a string, got 7001$/],
     [{ ...base, join: '127.0.0.1:7009' }, /either --initial-meta or --join/],
     [{ ...base, initialMeta: 'n2=127.0.0.1:7002' }, /does not name this node/],
     [

@@ -327,7 +327,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   const nodeId = str(raw, 'nodeId')
   if (!NODE_ID_PATTERN.test(nodeId)) {
     // The rule in full: `_n1` was refused as not "letters, digits, '_' or '-'", which it is.
-    throw new ConfigError(`nodeId ${JSON.stringify(nodeId)} must be ${NODE_ID_RULE}`)
+    throw new ConfigError(`${setting('nodeId')} must be ${NODE_ID_RULE}, got ${JSON.stringify(nodeId)}`)
   }
   const listen = address(raw, 'listen')
   // An empty string in a config file is "not given", as for httpListen.
@@ -608,8 +608,10 @@ function str(raw: RawConfig, key: keyof ServerConfig): string {
 }
 
 function address(raw: RawConfig, key: keyof ServerConfig): string {
+  // str's refusal already names the setting (it was named twice: `--join (…): --join (…) must be`).
+  const text = str(raw, key)
   try {
-    return parseAddress(str(raw, key))
+    return parseAddress(text)
   } catch (error) {
     throw new ConfigError(`${setting(key)}: ${(error as Error).message}`, { cause: error })
   }

@@ -143,6 +143,14 @@ describe('mq-server processes', () => {
     )
   }, 60_000)
 
+  it('exits 0 without a stack trace when the reader of its help leaves (`--help | head -1`)', async () => {
+    const server = startServer(['start', '--help'])
+    // The pipe's reader is gone before the help is written: the write fails with EPIPE.
+    server.child.stdout?.destroy()
+    expect((await server.exited).code).toBe(0)
+    expect(server.stderr()).not.toMatch(/EPIPE|Unhandled/)
+  }, 60_000)
+
   it('exits 1 with one plain line on stderr when the data dir is a file', async () => {
     const file = join(dir, 'a-file')
     writeFileSync(file, 'x')

@@ -72,6 +72,8 @@ describe('token file', () => {
     [{ tokens: [{ ...ok(), expiresAt: '2027-02-30' }] }, /"expiresAt" must be/],
     [{ tokens: [{ ...ok(), expiresAt: 1_800_000_000_000 }] }, /"expiresAt" must be/],
     [{ tokens: [{ ...ok(), expiresAt: '2027-06-30T10:00' }] }, /"expiresAt" must be/],
+    // A misspelt expiry made a token that never expires.
+    [{ tokens: [{ ...ok(), expires_at: '2020-01-01' }] }, /token 1 \("ops"\): unknown key "expires_at"/],
   ])('refuses %j naming the problem', (raw, message) => {
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(ConfigError)
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(message)

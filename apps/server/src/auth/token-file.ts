@@ -27,6 +27,9 @@ const EXPIRES_AT_PATTERN = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?
 /** Tokens in the file, at most. */
 export const TOKENS_MAX = 10_000
 
+/** The keys a token of the file may have (any other is refused, as the config file's are). */
+const TOKEN_ENTRY_KEYS: ReadonlySet<string> = new Set(['name', 'token', 'sha256', 'roles', 'expiresAt'])
+
 /**
  * Reads the token file (`--auth-file`):
  *
@@ -81,6 +84,12 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
     if (typeof entry?.name !== 'string' || !TOKEN_NAME_PATTERN.test(entry.name)) {
       throw new ConfigError(`${at}: "name" must be 1-64 letters, digits, '.', '_' or '-'`)
     }
+    // A misspelt key was ignored: `"expires_at"` made a token that never expires, without a word.
+    const unknown = Object.keys(entry).find((k) => !TOKEN_ENTRY_KEYS.has(k))
+    if (unknown !== undefined)
+      throw new ConfigError(
+        `${at} ("${entry.name}"): unknown key ${JSON.stringify(unknown)}; a token has "name", "token" or "sha256", "roles" and "expiresAt"`,
+      )
     if (names.has(entry.name)) throw new ConfigError(`${at}: the name "${entry.name}" is used twice`)
     names.add(entry.name)
     let sha256: string
