@@ -42,6 +42,7 @@ describe('flag readers', () => {
     expect(headerArg('b=x=y', headerArg('a=1', undefined))).toEqual({ a: '1', b: 'x=y' })
     expect(() => headerArg('novalue', undefined)).toThrow(/key=value/)
     expect(() => headerArg('=v', undefined)).toThrow(/key=value/)
+    expect(() => headerArg('a=2', headerArg('a=1', undefined))).toThrow(/header "a" is given twice/)
   })
 
   it('parses server lists and names a bad entry', () => {

@@ -91,14 +91,18 @@ export function integerArg(min: number, max: number = Number.MAX_SAFE_INTEGER): 
   }
 }
 
-/** Collects repeated `--header k=v` flags into one record; the value may contain `=`. */
+/** Collects repeated `--header k=v` flags into one record; the value may contain `=`; a key given twice is refused. */
 export function headerArg(
   value: string,
   previous: Record<string, string> | undefined,
 ): Record<string, string> {
   const at = value.indexOf('=')
   if (at <= 0) throw new InvalidArgumentError(`"${value}" is not a header: write it as key=value`)
-  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) }
+  const key = value.slice(0, at)
+  // A message has one value per header: the first was dropped without a word (an operator audit).
+  if (previous !== undefined && Object.hasOwn(previous, key))
+    throw new InvalidArgumentError(`header "${key}" is given twice: a message has one value per header`)
+  return { ...previous, [key]: value.slice(at + 1) }
 }
 
 /**

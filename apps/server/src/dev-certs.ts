@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync, writeFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { basename, join } from 'node:path'
+import { ConfigError } from './config'
 import { makeDirs } from './make-dirs'
 import { NODE_ID_PATTERN, NODE_ID_RULE } from './members'
 
@@ -44,14 +45,16 @@ export function makeDevCerts(options: DevCertsOptions): DevCertPaths {
   const path = (k: keyof typeof DEV_CERT_FILES) => join(options.dir, DEV_CERT_FILES[k])
   const nodeIds = [...new Set(options.nodeIds ?? [])]
   const bad = nodeIds.find((id) => !NODE_ID_PATTERN.test(id))
-  if (bad !== undefined) throw new Error(`${JSON.stringify(bad)} is not a node id (${NODE_ID_RULE})`)
+  // ConfigError: a usage error (exit 2, as a bad --days; it exited 1, as a failed openssl).
+  if (bad !== undefined)
+    throw new ConfigError(`--node-ids: ${JSON.stringify(bad)} is not a node id (${NODE_ID_RULE})`)
   // Before anything is written: a host with a port (`mq.example:7001`) went to openssl as an
   // IP, which failed with its error stack after the CA and a key were written (and the same
   // command without the port was then refused: "already holds …; pass --force").
   const hosts = options.hosts.map((h) => h.replace(/^\[(.*)\]$/, '$1'))
   const badHost = hosts.find((h) => !isIP(h) && !DNS_NAME.test(h))
   if (badHost !== undefined)
-    throw new Error(
+    throw new ConfigError(
       `--hosts: ${JSON.stringify(badHost)} is not a host name or IP address (give names and addresses without a port, separated by commas)`,
     )
   const nodeFiles = new Map(nodeIds.map((id) => [id, nodeCertFiles(options.dir, id)]))

@@ -13,8 +13,9 @@ describe('parseMembers', () => {
     expect(() => parseMembers('')).toThrow(/empty/)
     expect(() => parseMembers('n1')).toThrow(/not id=host:port/)
     expect(() => parseMembers('n1=127.0.0.1:70000')).toThrow(/port from 1 to 65535/)
-    expect(() => parseMembers('n1=a:1,n1=b:2')).toThrow(/node id twice/)
-    expect(() => parseMembers('n1=a:1,n2=a:1')).toThrow(/address twice/)
+    // Naming which (it said only "a node id twice").
+    expect(() => parseMembers('n0=c:3,n1=a:1,n1=b:2')).toThrow('--initial-meta names node id n1 twice')
+    expect(() => parseMembers('n1=a:1,n2=a:1')).toThrow('--initial-meta names address a:1 twice')
     expect(() => parseMembers('bad id=a:1')).toThrow(/node id/)
     expect(() => parseMembers('_n1=a:1')).toThrow(/starting with a letter or digit/)
   })

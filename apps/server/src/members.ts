@@ -35,10 +35,10 @@ export function parseMembers(text: string): Member[] {
     }
     members.push({ nodeId, address: parseAddress(address) })
   }
-  const ids = new Set(members.map((m) => m.nodeId))
-  if (ids.size !== members.length) throw new Error('--initial-meta names a node id twice')
-  const addresses = new Set(members.map((m) => m.address))
-  if (addresses.size !== members.length) throw new Error('--initial-meta names an address twice')
+  const id = repeated(members.map((m) => m.nodeId))
+  if (id !== undefined) throw new Error(`--initial-meta names node id ${id} twice`)
+  const address = repeated(members.map((m) => m.address))
+  if (address !== undefined) throw new Error(`--initial-meta names address ${address} twice`)
   return members
 }
 
@@ -73,4 +73,14 @@ export function isWildcardHost(host: string): boolean {
     return isIPv6(ip) && /^[0:]+$/.test(ip)
   }
   return ipv4Of(host) === '0.0.0.0'
+}
+
+/** The first of `values` that comes again, if any. */
+function repeated(values: readonly string[]): string | undefined {
+  const seen = new Set<string>()
+  for (const v of values) {
+    if (seen.has(v)) return v
+    seen.add(v)
+  }
+  return undefined
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { FORMAT_LEVEL } from '@mq/protocol'
@@ -83,6 +83,26 @@ describe('mq-server program', () => {
     program.exitOverride().configureOutput({ writeOut: (s) => (printed += s) })
     await expect(program.parseAsync(['--version'], { from: 'user' })).rejects.toThrow()
     expect(printed).toMatch(new RegExp(`^\\d+\\.\\d+\\.\\d+ \\(format level ${FORMAT_LEVEL}\\)\\n$`))
+  })
+
+  // Until 2026-12-07 (an operator audit) they exited 1, as a failed openssl does; a bad --days
+  // exited 2.
+  it('dev-certs exits 2 for a bad --hosts or --node-ids, writing nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mq-dev-certs-usage-'))
+    try {
+      for (const [flag, value, message] of [
+        ['--hosts', 'mq.example:7001', /--hosts: "mq.example:7001" is not a host name/],
+        ['--node-ids', 'bad id', /--node-ids: "bad id" is not a node id/],
+      ] as const) {
+        const io = capture()
+        await createProgram(io).parseAsync(['dev-certs', join(dir, 'certs'), flag, value], { from: 'user' })
+        expect(io.code, flag).toBe(2)
+        expect(io.errors.join('\n')).toMatch(message)
+      }
+      expect(readdirSync(dir)).toEqual([])
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   it('exits 2 with the reason on a bad config, before binding anything', async () => {

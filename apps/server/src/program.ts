@@ -376,7 +376,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
         )
       } catch (error) {
         io.err(`mq-server: dev-certs: ${(error as Error).message}`)
-        io.exit(1)
+        io.exit(error instanceof ConfigError ? 2 : 1)
       }
     })
   return program
