@@ -271,21 +271,32 @@ beforeEach(() => {
 })
 afterEach(() => vi.useRealTimers())
 
+/**
+ * A leading controller over groups 1-2 on n1-n3 (holding q) and group 3 on n1, n4, n5, every
+ * node at format level `level`; its log captured.
+ */
+function withGroupThree(level: number, options: Parameters<typeof leading>[0] = {}) {
+  const log = capturedLog()
+  const c = leading({
+    groups: 2,
+    extra: ['n4', 'n5'],
+    levels: { n1: level, n2: level, n3: level, n4: level, n5: level },
+    log: log.log,
+    ...options,
+  })
+  expect(c.apply({ type: 'createGroup', replicas: ['n1', 'n4', 'n5'] }).ok).toBe(true)
+  return { c, log }
+}
+
 describe('Controller: a move into a group that lost its majority', () => {
   /**
    * Groups 1-2 on n1-n3 and group 3 on n1, n4, n5; q/0 moving into group 3, whose copy fails
    * (the target has no leader) while the source lifts its fence at once; n4 and n5 go silent.
    */
   const intoGroupThree = (level: number) => {
-    const log = capturedLog()
-    const c = leading({
-      groups: 2,
-      extra: ['n4', 'n5'],
-      levels: { n1: level, n2: level, n3: level, n4: level, n5: level },
-      log: log.log,
+    const { c, log } = withGroupThree(level, {
       moveAnswer: (r) => (r.phase === 'abort' ? { chunks: 0, bytes: 0 } : new Error('group 3 has no leader')),
     })
-    expect(c.apply({ type: 'createGroup', replicas: ['n1', 'n4', 'n5'] }).ok).toBe(true)
     const from = c.state.queue('q')?.partitions[0]?.groupId
     expect(c.apply({ type: 'startMove', queue: 'q', partition: 0, toGroup: 3 }).ok).toBe(true)
     return { c, from, log }
@@ -352,15 +363,7 @@ describe('Controller: a group being removed that lost its majority while changin
    * of n5 (its leader never answers); a plan for 2 groups removes it; n4 and n5 go silent.
    */
   const run = async (level: number) => {
-    const log = capturedLog()
-    const c = leading({
-      groups: 2,
-      extra: ['n4', 'n5'],
-      levels: { n1: level, n2: level, n3: level, n4: level, n5: level },
-      log: log.log,
-      beforeDataAnswer: () => new Promise<void>(() => {}),
-    })
-    expect(c.apply({ type: 'createGroup', replicas: ['n1', 'n4', 'n5'] }).ok).toBe(true)
+    const { c, log } = withGroupThree(level, { beforeDataAnswer: () => new Promise<void>(() => {}) })
     expect(
       c.apply({ type: 'startReplicaChange', groupId: 3, add: 'n2', remove: 'n5', reason: 'balance' }).ok,
     ).toBe(true)
