@@ -97,12 +97,26 @@ function isCount(x: unknown): x is number {
   return typeof x === 'number' && Number.isSafeInteger(x) && x >= 0
 }
 
-/** Whether `c` is a configuration: four lists of replica ids (non-empty strings). */
+/**
+ * Whether `c` is a configuration this core can hold (what validateConfState asks of a stored
+ * one): four lists of replica ids (non-empty strings), not joint, at least one voter, no id
+ * twice. Installed, any other was stored, and the replica failed to start again (an audit).
+ */
 function isConf(c: unknown): boolean {
   if (c === null || typeof c !== 'object') return false
   const { voters, learners, votersOutgoing, learnersNext } = c as Record<string, unknown>
-  return [voters, learners, votersOutgoing, learnersNext].every(
-    (ids) => Array.isArray(ids) && ids.every((id) => typeof id === 'string' && id !== ''),
+  if (
+    ![voters, learners, votersOutgoing, learnersNext].every(
+      (ids) => Array.isArray(ids) && ids.every((id) => typeof id === 'string' && id !== ''),
+    )
+  )
+    return false
+  const members = [...(voters as string[]), ...(learners as string[])]
+  return (
+    (votersOutgoing as string[]).length === 0 &&
+    (learnersNext as string[]).length === 0 &&
+    (voters as string[]).length > 0 &&
+    new Set(members).size === members.length
   )
 }
 

@@ -79,3 +79,37 @@ describe('replies past what the leader sent', () => {
     expect(c.status().commit).toBeGreaterThanOrEqual(index)
   })
 })
+
+describe('a snapshot chunk whose configuration this core cannot hold', () => {
+  // A correct leader's snapshot lists a single configuration with a voter and no id twice (what
+  // validateConfState asks of a stored one). One that does not was installed and stored, and
+  // the replica then failed to start again (InvalidConfigError from its stored snapshot).
+  it.each([
+    [
+      'a joint configuration',
+      { voters: ['a', 'b', 'c'], learners: [], votersOutgoing: ['x'], learnersNext: [] },
+    ],
+    ['no voter', { voters: [], learners: ['a', 'b', 'c'], votersOutgoing: [], learnersNext: [] }],
+    ['an id twice', { voters: ['a', 'b', 'c', 'b'], learners: [], votersOutgoing: [], learnersNext: [] }],
+  ])('is dropped (%s), and the replica still restarts', (_, bad) => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.isolate('c')
+    for (let i = 0; i < 3; i++) h.propose('a', `x${i}`)
+    h.compact('a')
+    h.heal()
+    h.filter = (m: Message) =>
+      m.type === MessageType.Snap && m.to === 'c'
+        ? { ...m, snapshot: { ...m.snapshot!, meta: { ...m.snapshot!.meta, conf: bad } } }
+        : true
+    const c = h.raw('c')
+    const dropped = c.stats.droppedMalformed
+    for (let i = 0; i < 4; i++) h.heartbeat('a')
+    h.filter = null
+    expect(() => h.restart('c')).not.toThrow()
+    expect(c.stats.droppedMalformed).toBeGreaterThan(dropped)
+    // Sent as it is, it installs, and c catches up.
+    for (let i = 0; i < 6; i++) h.heartbeat('a')
+    expect(h.node('c').applied).toEqual(['x0', 'x1', 'x2'])
+  })
+})
