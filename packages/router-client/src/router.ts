@@ -165,6 +165,8 @@ export class Router {
    * route to the end). Invariant: size <= routesMax.
    */
   readonly #routes = new Map<string, QueueRoute>()
+  /** The queue whose route was set in #routes last (its most recently used, if still there). */
+  #newest: string | undefined
   /** The route fetch under way per queue, and the deadline it gives up at. */
   readonly #fetching = new Map<string, { readonly promise: Promise<QueueRoute>; readonly deadline: number }>()
   #metaAddress: string | undefined
@@ -296,6 +298,11 @@ export class Router {
     return this.#routes.get(queue)
   }
 
+  /** The cached route of `queue`, if any, made the most recently used, as route() does (no call). */
+  usedRoute(queue: string): QueueRoute | undefined {
+    return this.#used(queue)
+  }
+
   /** Forgets the cached route of `queue`. */
   invalidate(queue: string): void {
     this.#routes.delete(queue)
@@ -304,9 +311,11 @@ export class Router {
   /** The cached route of `queue`, if any, made the most recently used. */
   #used(queue: string): QueueRoute | undefined {
     const route = this.#routes.get(queue)
-    if (route) {
+    // Already the most recent (a producer's every send asks): no delete and set again.
+    if (route && queue !== this.#newest) {
       this.#routes.delete(queue)
       this.#routes.set(queue, route)
+      this.#newest = queue
     }
     return route
   }
@@ -315,6 +324,7 @@ export class Router {
   #cache(route: QueueRoute): void {
     this.#routes.delete(route.queue)
     this.#routes.set(route.queue, route)
+    this.#newest = route.queue
     for (const oldest of this.#routes.keys()) {
       if (this.#routes.size <= this.#options.routesMax) break
       this.#routes.delete(oldest)
