@@ -61,6 +61,7 @@ function fakeCluster(refused: ReadonlySet<string> = new Set()) {
     options: { attemptMs: 1_000, deadlineMs: 15_000 },
     route: async () => ({ partitions: [{}] }),
     cachedRoute: () => undefined,
+    usedRoute: () => ({ partitions: [{}] }),
     partition: <T>(
       _queue: string,
       _partition: number,
