@@ -73,28 +73,31 @@ export function isEmptyConf(conf: ConfState): boolean {
  * least one voter and no id twice; with `self`, also unless self is a member.
  */
 export function validateConfState(conf: ConfState, self?: ReplicaId): void {
-  if (conf.votersOutgoing.length > 0 || conf.learnersNext.length > 0) {
-    throw new InvalidConfigError(
-      'joint configurations are not supported: this core changes membership one server at a time',
-    )
-  }
-  if (conf.voters.length === 0) {
-    throw new InvalidConfigError(
-      'a configuration needs at least one voter; list the voters in ConfState.voters',
-    )
-  }
-  const seen = new Set<ReplicaId>()
-  for (const id of [...conf.voters, ...conf.learners]) {
-    if (typeof id !== 'string' || id === '')
-      throw new InvalidConfigError('replica ids must be non-empty strings')
-    if (seen.has(id)) {
-      throw new InvalidConfigError(`replica id ${id} appears twice in the configuration; ids must be unique`)
-    }
-    seen.add(id)
-  }
-  if (self !== undefined && !seen.has(self)) {
+  const problem = confStateProblem(conf)
+  if (problem !== '') throw new InvalidConfigError(problem)
+  if (self !== undefined && !conf.voters.includes(self) && !conf.learners.includes(self)) {
     throw new InvalidConfigError(
       `replica ${self} is not in its own configuration (voters ${conf.voters.join(',')}); add it, or start it with an empty configuration to join an existing group`,
     )
   }
+}
+
+/**
+ * Why this core cannot hold `conf` ('' when it can): a joint configuration, no voter, an id
+ * that is not a non-empty string, or one listed twice. A snapshot from a peer whose
+ * configuration has one is dropped as malformed (message.ts): stored, it failed the replica's
+ * next start.
+ */
+export function confStateProblem(conf: ConfState): string {
+  if (conf.votersOutgoing.length > 0 || conf.learnersNext.length > 0)
+    return 'joint configurations are not supported: this core changes membership one server at a time'
+  if (conf.voters.length === 0)
+    return 'a configuration needs at least one voter; list the voters in ConfState.voters'
+  const seen = new Set<ReplicaId>()
+  for (const id of [...conf.voters, ...conf.learners]) {
+    if (typeof id !== 'string' || id === '') return 'replica ids must be non-empty strings'
+    if (seen.has(id)) return `replica id ${id} appears twice in the configuration; ids must be unique`
+    seen.add(id)
+  }
+  return ''
 }

@@ -1,4 +1,5 @@
-import type { Entry, ReplicaId, SnapshotMeta } from './types'
+import { confStateProblem } from './conf-change'
+import type { ConfState, Entry, ReplicaId, SnapshotMeta } from './types'
 
 /**
  * The messages Raft replicas exchange (Raft Fig. 2 plus pre-vote, heartbeats, chunked
@@ -98,25 +99,16 @@ function isCount(x: unknown): x is number {
 }
 
 /**
- * Whether `c` is a configuration this core can hold (what validateConfState asks of a stored
- * one): four lists of replica ids (non-empty strings), not joint, at least one voter, no id
- * twice. Installed, any other was stored, and the replica failed to start again (an audit).
+ * Whether `c` is a configuration this core can hold: four lists of replica ids, and none of
+ * confStateProblem's problems (installed, a snapshot with one was stored, and the replica
+ * failed to start again; an audit).
  */
 function isConf(c: unknown): boolean {
   if (c === null || typeof c !== 'object') return false
   const { voters, learners, votersOutgoing, learnersNext } = c as Record<string, unknown>
-  if (
-    ![voters, learners, votersOutgoing, learnersNext].every(
-      (ids) => Array.isArray(ids) && ids.every((id) => typeof id === 'string' && id !== ''),
-    )
-  )
-    return false
-  const members = [...(voters as string[]), ...(learners as string[])]
   return (
-    (votersOutgoing as string[]).length === 0 &&
-    (learnersNext as string[]).length === 0 &&
-    (voters as string[]).length > 0 &&
-    new Set(members).size === members.length
+    [voters, learners, votersOutgoing, learnersNext].every(Array.isArray) &&
+    confStateProblem(c as ConfState) === ''
   )
 }
 

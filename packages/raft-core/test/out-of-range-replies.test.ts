@@ -2,6 +2,29 @@ import { describe, expect, it } from 'vitest'
 import { type Message, MessageType, message } from '../src/index'
 import { Harness } from './harness'
 
+/**
+ * Three voters a (leading), b and c: c misses three entries, a compacts them, and the snapshot
+ * chunks sent to c while a beats four times carry `meta` over their own. Returns c's drop count
+ * of malformed messages from before.
+ */
+function snapshotToCAs(meta: Record<string, unknown>) {
+  const h = new Harness(['a', 'b', 'c'])
+  h.elect('a')
+  h.isolate('c')
+  for (let i = 0; i < 3; i++) h.propose('a', `x${i}`)
+  h.compact('a')
+  h.heal()
+  h.filter = (m: Message) =>
+    m.type === MessageType.Snap && m.to === 'c'
+      ? { ...m, snapshot: { ...m.snapshot!, meta: { ...m.snapshot!.meta, ...meta } } }
+      : true
+  const c = h.raw('c')
+  const dropped = c.stats.droppedMalformed
+  for (let i = 0; i < 4; i++) h.heartbeat('a')
+  h.filter = null
+  return { h, c, dropped }
+}
+
 // Replies a correct peer never sends (a bug or corruption elsewhere): counted as malformed and
 // dropped, never taken as a quorum's word, and never thrown out of step(). Found by an audit.
 describe('replies past what the leader sent', () => {
@@ -47,26 +70,7 @@ describe('replies past what the leader sent', () => {
   })
 
   it('a snapshot chunk whose timestamp is not a finite count is dropped, as an entry with one is', () => {
-    const h = new Harness(['a', 'b', 'c'])
-    h.elect('a')
-    h.isolate('c')
-    for (let i = 0; i < 3; i++) h.propose('a', `x${i}`)
-    h.compact('a')
-    h.heal()
-    h.filter = (m: Message) =>
-      m.type === MessageType.Snap && m.to === 'c'
-        ? {
-            ...m,
-            snapshot: {
-              ...m.snapshot!,
-              meta: { ...m.snapshot!.meta, timestampMs: Number.POSITIVE_INFINITY },
-            },
-          }
-        : true
-    const c = h.raw('c')
-    const dropped = c.stats.droppedMalformed
-    for (let i = 0; i < 4; i++) h.heartbeat('a')
-    h.filter = null
+    const { h, c, dropped } = snapshotToCAs({ timestampMs: Number.POSITIVE_INFINITY })
     expect(c.stats.droppedMalformed).toBeGreaterThan(dropped)
     expect(c.timelineMs()).not.toBe(Number.POSITIVE_INFINITY)
     // Sent as it is, it installs; and c, leading, commits.
@@ -92,20 +96,7 @@ describe('a snapshot chunk whose configuration this core cannot hold', () => {
     ['no voter', { voters: [], learners: ['a', 'b', 'c'], votersOutgoing: [], learnersNext: [] }],
     ['an id twice', { voters: ['a', 'b', 'c', 'b'], learners: [], votersOutgoing: [], learnersNext: [] }],
   ])('is dropped (%s), and the replica still restarts', (_, bad) => {
-    const h = new Harness(['a', 'b', 'c'])
-    h.elect('a')
-    h.isolate('c')
-    for (let i = 0; i < 3; i++) h.propose('a', `x${i}`)
-    h.compact('a')
-    h.heal()
-    h.filter = (m: Message) =>
-      m.type === MessageType.Snap && m.to === 'c'
-        ? { ...m, snapshot: { ...m.snapshot!, meta: { ...m.snapshot!.meta, conf: bad } } }
-        : true
-    const c = h.raw('c')
-    const dropped = c.stats.droppedMalformed
-    for (let i = 0; i < 4; i++) h.heartbeat('a')
-    h.filter = null
+    const { h, c, dropped } = snapshotToCAs({ conf: bad })
     expect(() => h.restart('c')).not.toThrow()
     expect(c.stats.droppedMalformed).toBeGreaterThan(dropped)
     // Sent as it is, it installs, and c catches up.
