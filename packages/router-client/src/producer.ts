@@ -11,6 +11,7 @@ import {
   MESSAGE_KEY_BYTES_MAX,
   MqError,
   type ProduceMessage,
+  type QueueRoute,
 } from '@mq/protocol'
 import { ClientClosedError } from './client-closed-error'
 import { checkBoolean, checkInteger, definedOnly, TIMER_MS_MAX } from './option-checks'
@@ -310,14 +311,24 @@ export class Producer {
     const route = this.#router.usedRoute(this.queue)
     if (!route) return false
     try {
-      this.#take(p.bytes)
-      p.deadline.waiting(() => this.#release(1, p.bytes))
-      const partition = this.#partitioner.choose(route.partitions.length, key, p.bytes, (q) => this.#load(q))
-      this.#enqueue(partition, p)
+      this.#takeRoom(p)
+      this.#join(p, key, route)
     } catch (error) {
       p.reject(error)
     }
     return true
+  }
+
+  /** Takes `p`'s room in the buffer; it goes back should `p`'s deadline pass before it is sent. */
+  #takeRoom(p: Pending): void {
+    this.#take(p.bytes)
+    p.deadline.waiting(() => this.#release(1, p.bytes))
+  }
+
+  /** Adds `p`, which holds its room, to the lane of the partition of `route` it goes to. */
+  #join(p: Pending, key: string | undefined, route: QueueRoute): void {
+    const partition = this.#partitioner.choose(route.partitions.length, key, p.bytes, (q) => this.#load(q))
+    this.#enqueue(partition, p)
   }
 
   /**
@@ -346,11 +357,8 @@ export class Producer {
           for (const lane of this.#lanes.values()) this.#dispatch(lane)
         if (!this.#hasWaitingRoom(p.bytes)) throw this.#full(p.bytes)
         if (!(await this.#waitForRoom(p))) return
-      } else {
-        this.#take(p.bytes)
-        p.deadline.waiting(() => this.#release(1, p.bytes))
-      }
-      let route: Awaited<ReturnType<Router['route']>>
+      } else this.#takeRoom(p)
+      let route: QueueRoute
       try {
         route = await this.#router.route(this.queue)
         await before
@@ -360,8 +368,7 @@ export class Producer {
       }
       // Expired meanwhile: its room went back then.
       if (p.deadline.expired) return
-      const partition = this.#partitioner.choose(route.partitions.length, key, p.bytes, (q) => this.#load(q))
-      this.#enqueue(partition, p)
+      this.#join(p, key, route)
     } catch (error) {
       p.reject(error)
     } finally {
