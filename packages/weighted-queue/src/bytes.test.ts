@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { ByteReader, ByteWriter, SLAB_BYTES, slab, utf8, utf8Length } from './bytes'
+import { ByteReader, ByteWriter, SLAB_BYTES, Slab, slab, utf8, utf8Length } from './bytes'
 
 describe('ByteWriter / ByteReader', () => {
   it('round-trips varints over [0, 2^53), the 31-bit fast path and past it', () => {
@@ -50,6 +50,23 @@ describe('ByteWriter / ByteReader', () => {
       expect(a.every((b) => b === 0)).toBe(true)
       a.fill(0xff)
     }
+  })
+
+  it('hands out views of slabs of the size it was made with, a new slab once one is full', () => {
+    const small = new Slab(1024)
+    const a = small.alloc(200)
+    const b = small.alloc(200)
+    expect(b.buffer).toBe(a.buffer)
+    expect(a.buffer.byteLength).toBe(1024)
+    expect(b.byteOffset).toBe(200)
+    small.alloc(256)
+    small.alloc(256)
+    const d = small.alloc(200) // 912 bytes taken: 200 more do not fit
+    expect(d.buffer).not.toBe(a.buffer)
+    expect(d.byteOffset).toBe(0)
+    // Above a quarter of its slab size (and up to 64 bytes): an array of its own.
+    for (const n of [257, 64]) expect(small.alloc(n).buffer.byteLength).toBe(n)
+    expect(small.alloc(256).buffer.byteLength).toBe(1024)
   })
 
   it('writes strings as UTF-8 with a length prefix (ASCII without the encoder) and reads them back', () => {

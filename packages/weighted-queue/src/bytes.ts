@@ -27,15 +27,20 @@ export const SLAB_BYTES = 16 * 1024
  * memory and LevelDB engines do).
  */
 export class Slab {
-  private buf = new ArrayBuffer(SLAB_BYTES)
+  private buf: ArrayBuffer
   private pos = 0
+
+  /** `slabBytes`: the size of each slab (SLAB_BYTES unless given). */
+  constructor(private readonly slabBytes = SLAB_BYTES) {
+    this.buf = new ArrayBuffer(slabBytes)
+  }
 
   /** A zeroed array of `n` bytes. */
   alloc(n: number): Uint8Array {
     // V8 keeps typed arrays of up to 64 bytes in the JS heap: cheaper alone than as a view.
-    if (n <= ON_HEAP_BYTES_MAX || n > SLAB_BYTES / 4) return new Uint8Array(n)
-    if (this.pos + n > SLAB_BYTES) {
-      this.buf = new ArrayBuffer(SLAB_BYTES)
+    if (n <= ON_HEAP_BYTES_MAX || n > this.slabBytes / 4) return new Uint8Array(n)
+    if (this.pos + n > this.slabBytes) {
+      this.buf = new ArrayBuffer(this.slabBytes)
       this.pos = 0
     }
     const out = new Uint8Array(this.buf, this.pos, n)
