@@ -2,7 +2,7 @@ import dns from 'node:dns'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { get, request } from 'node:http'
 import { get as getHttps } from 'node:https'
-import { connect, createServer, type Socket } from 'node:net'
+import { connect, createServer, Server as NetServer, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Role } from '@mq/raft-core'
@@ -99,6 +99,15 @@ describe('the operations HTTP server', () => {
     expect((await fetch(`${base}/readyz`)).status).toBe(503)
   })
 
+  it('answers a method it does not take 405 naming those it takes (Allow), on every path of its own', async () => {
+    // RFC 9110 §15.5.6: a 405 must say what the resource takes (the console API's do since 2026-12-07).
+    const base = await start(fakeView({ failed: false, leader: 'n1' }))
+    for (const path of ['/metrics', '/healthz', '/readyz', '/nope']) {
+      const r = await fetch(`${base}${path}`, { method: 'POST' })
+      expect([path, r.status, r.headers.get('allow')]).toEqual([path, 405, 'GET, HEAD'])
+    }
+  })
+
   it('names the address when it cannot listen', async () => {
     const taken = createServer()
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve))
@@ -191,6 +200,31 @@ describe('the operations HTTP server', () => {
     expect(await statusFor(proxied, '/healthz', 'other.example.com')).toBe(403)
     const any = await start('127.0.0.1:0', ['*'])
     expect(await statusFor(any, '/healthz', 'other.example.com')).toBe(200)
+  })
+
+  it('survives connections the system would not accept (accept errors after the bind), and keeps answering', async () => {
+    // Node reports a failed accept (EMFILE past libuv's reserve, ENOBUFS, a network error Linux
+    // passes on) as an 'error' event of the listening server: with no listener left after the
+    // bind (the listen's own was a once), the second one threw and took the process down.
+    const listen = vi.spyOn(NetServer.prototype, 'listen')
+    let server: HttpServer
+    let bound: NetServer
+    try {
+      server = await startHttpServer({
+        listen: '127.0.0.1:0',
+        metrics: new NodeMetrics('n1'),
+        view: fakeView({ failed: false, leader: 'n1' }),
+        log: silentLogger(),
+      })
+      bound = listen.mock.contexts[0] as NetServer
+    } finally {
+      listen.mockRestore()
+    }
+    servers.push(server)
+    const acceptFailed = () =>
+      Object.assign(new Error('accept EMFILE'), { code: 'EMFILE', errno: -24, syscall: 'accept' })
+    for (let i = 0; i < 3; i++) expect(() => bound.emit('error', acceptFailed())).not.toThrow()
+    expect((await fetch(`http://127.0.0.1:${server.port}/healthz`)).status).toBe(200)
   })
 
   it('keeps answering probes while one host holds sockets that send nothing, and closes them', async () => {

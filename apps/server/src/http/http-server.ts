@@ -3,6 +3,7 @@ import { createServer as createHttpsServer } from 'node:https'
 import { isIP, type Socket } from 'node:net'
 import { AddressSlots } from '../address-slots'
 import type { ConsoleRoutes } from '../console/console-routes'
+import { REFUSALS_REPORT_MS, throttledCount } from '../grpc-listener'
 import type { Logger } from '../log'
 import type { NodeMetrics } from '../metrics/node-metrics'
 import { type NodeView, readiness } from '../node-view'
@@ -112,7 +113,10 @@ export async function startHttpServer(options: {
     }
     const path = (req.url ?? '/').split('?')[0] ?? '/'
     if (options.console?.handle(req, res, path)) return
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(res, 405, 'only GET\n')
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.setHeader('allow', 'GET, HEAD')
+      return send(res, 405, 'only GET\n')
+    }
     switch (path) {
       case '/metrics': {
         let sees: ((queue: string) => boolean) | undefined
@@ -175,10 +179,19 @@ export async function startHttpServer(options: {
   server.setTimeout(limits.idleTimeoutMs)
   capPerAddress(server, limits.connectionsPerAddressMax)
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (error) =>
-      reject(new Error(`cannot listen on ${options.listen} (http): ${error.message}`, { cause: error })),
-    )
+    const failed = (error: Error) =>
+      reject(new Error(`cannot listen on ${options.listen} (http): ${error.message}`, { cause: error }))
+    server.once('error', failed)
     server.listen(port, host, () => {
+      server.off('error', failed)
+      // After the bind, a failed accept (EMFILE, ENOBUFS, a network error Linux passes on) is an
+      // 'error' of the server: that connection is lost, the port carries on (the listen's once
+      // listener took the first, the next took the process down). Logged at most every
+      // REFUSALS_REPORT_MS, as the gRPC port's.
+      const report = throttledCount(REFUSALS_REPORT_MS, (count, last) =>
+        log.warn(`http ${options.listen}: ${count} connection(s) not accepted, the last: ${last}`),
+      )
+      server.on('error', (error) => report(error.message))
       // A listen name the resolver maps to loopback (the machine's own name in /etc/hosts, which
       // Debian maps to 127.0.1.1; localhost.localdomain) binds loopback too: checked as such, its
       // own name answered besides the loopback ones (the console URL the node prints names it).
