@@ -201,6 +201,20 @@ describe('loadConfig', () => {
     }
   })
 
+  it('refuses a peer secret grpc-js cannot send (not printable ASCII) without quoting it: the first Raft stream threw and ended the process', () => {
+    for (const secret of ['péer-secret-0123456789', 'peer-secret-0123456789\n', 'peer\tsecret-0123456789']) {
+      let message = ''
+      try {
+        loadConfig({ ...base, peerToken: secret }, '/srv', {})
+      } catch (error) {
+        message = (error as Error).message
+      }
+      expect(message).toMatch(/peerToken .* printable ASCII/)
+      expect(message).not.toMatch(/secret-0123456789/)
+      expect(() => loadConfig(base, '/srv', { MQ_PEER_TOKEN: secret })).toThrow(/printable ASCII/)
+    }
+  })
+
   it('takes a peer secret shorter than 16 characters with a warning (a rolling upgrade must not stop)', () => {
     const short = loadConfig({ ...base, peerToken: 'x'.repeat(TOKEN_CHARS_MIN - 1) }, '/srv', {})
     expect(short.peerToken).toHaveLength(TOKEN_CHARS_MIN - 1)

@@ -523,6 +523,13 @@ function secret(raw: RawConfig, key: 'peerToken'): string {
       `${key} (--peer-token, or ${PEER_TOKEN_ENV}) must be a string, got ${Array.isArray(v) ? 'an array' : v === null ? 'null' : typeof v === 'object' ? 'an object' : `a ${typeof v}`}`,
     )
   }
+  // Sent as a gRPC metadata value, which takes printable ASCII only: grpc-js threw on any other
+  // character when the peer transport opened its first stream, ending the process.
+  if (!/^[ -~]*$/.test(v)) {
+    throw new ConfigError(
+      `${key} (--peer-token, or ${PEER_TOKEN_ENV}) holds a character other than printable ASCII (a line break, a tab, an accented letter): peers send it as a gRPC metadata value, which takes printable ASCII only`,
+    )
+  }
   return v
 }
 

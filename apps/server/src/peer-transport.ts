@@ -346,7 +346,15 @@ export class PeerTransport implements Transport {
     // new address gets a new stream at once (the old one's peer may never read again).
     if (out.waitingDrain && (out.stream === undefined || this.#options.resolve(out.nodeId) === out.address))
       return
-    const stream = this.#stream(out)
+    let stream: ClientWritableStream<RaftBatch> | undefined
+    try {
+      stream = this.#stream(out)
+    } catch {
+      // An address grpc-js cannot parse (a peer registers its own): dropped as for an unknown
+      // one, never thrown out of the flush's setImmediate, which ended the process.
+      this.#dropQueued(out)
+      return
+    }
     if (!stream) return
     // At most a batch's worth being written at once: what grpc-js buffers beyond is bounded
     // here, not by its stream's count of ~16 batches (up to 128 MiB a peer).

@@ -435,6 +435,27 @@ describe('PeerTransport', () => {
     }
   })
 
+  it('drops what it has for a peer whose address grpc-js cannot parse (as a peer may register it), never throwing out of its flush', async () => {
+    // A line break makes grpc-js's channel constructor throw ("Could not parse target name"):
+    // thrown in the flush's setImmediate, it ended the process.
+    const addresses = new Map<string, string>([['b', '127.0.0.1:7001\nx']])
+    const t = new PeerTransport({ nodeId: 'a', token: '', resolve: (n) => addresses.get(n) }, () => {})
+    try {
+      t.send(1, [heartbeat('b', 1), app('b', 2, 100)])
+      await turn()
+      await turn()
+      expect(t.stats.dropped).toBe(2)
+      expect(t.stats.sent).toBe(0)
+      expect(t.queuedBytes).toBe(0)
+      // Once the peer's address is one grpc-js takes, messages go to it again.
+      const b = await node('b', '', addresses)
+      t.send(1, [heartbeat('b', 3)])
+      await until(() => b.received.some((r) => r.message.term === 3))
+    } finally {
+      t.close()
+    }
+  })
+
   it('drops a message it cannot deliver and goes on with the batch', async () => {
     const addresses = new Map<string, string>()
     const a = await node('a', '', addresses)

@@ -1,4 +1,5 @@
-import type { ProbeResponse } from '@mq/protocol'
+import { Metadata, type ServiceError, status } from '@grpc/grpc-js'
+import { fromGrpcError, type ProbeResponse } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { type Founder, FounderGate, foundersPristine } from './founder-gate'
 
@@ -90,6 +91,36 @@ describe('FounderGate', () => {
     )
     await t.g.round(0)
     expect(t.opened).toEqual([])
+  })
+
+  it('counts a founder that answers Probe UNIMPLEMENTED (an older version) as holding more: a wiped founder and two that never started do not pass beside it', async () => {
+    // What PeerCalls rejects with when the callee has no Peer.Probe.
+    const unimplemented = fromGrpcError(
+      Object.assign(
+        new Error('12 UNIMPLEMENTED: The server does not implement the method /mq.v1.Peer/Probe'),
+        {
+          code: status.UNIMPLEMENTED,
+          details: 'The server does not implement the method /mq.v1.Peer/Probe',
+          metadata: new Metadata(),
+        },
+      ) as ServiceError,
+    )
+    const opened: number[] = []
+    const waiting: string[] = []
+    const g = new FounderGate({
+      self: 'n1',
+      founders: FOUNDERS,
+      probe: async (f) => {
+        if (f.nodeId === 'n2') throw unimplemented
+        if (f.nodeId === 'n3' || f.nodeId === 'n4') return pristine(f.nodeId)
+        throw new Error('UNAVAILABLE')
+      },
+      open: () => opened.push(1),
+      waiting: (m) => waiting.push(m),
+    })
+    await g.round(0)
+    expect(opened).toEqual([])
+    expect(waiting[0]).toContain('and n2 holding more')
   })
 
   it('counts an answer only from the node it asked (a wrong address)', async () => {

@@ -1,3 +1,4 @@
+import { status } from '@grpc/grpc-js'
 import type { ProbeResponse } from '@mq/protocol'
 
 /** A founding member of the meta group (`--initial-meta`). */
@@ -81,11 +82,14 @@ export class FounderGate {
     try {
       const others = this.#options.founders.filter((f) => f.nodeId !== this.#options.self)
       // Each answer: pristine, ran (its replica holds more), or none (unreachable, another node).
+      // A version without Peer.Probe (UNIMPLEMENTED) may hold entries it cannot tell of: it
+      // counts as "ran" (taken as none, it let a wiped founder and one that never started
+      // pass beside an older founder that had run the meta group).
       const answers = await Promise.all(
         others.map((f) =>
           this.#options.probe(f).then(
             (r) => (r.nodeId !== f.nodeId ? undefined : r.metaPristine ? 'pristine' : 'ran'),
-            () => undefined,
+            (error: unknown) => (unimplemented(error) ? 'ran' : undefined),
           ),
         ),
       )
@@ -106,4 +110,10 @@ export class FounderGate {
       this.#probing = false
     }
   }
+}
+
+/** Whether `error` (a ServiceError, or the MqError made of one) is the callee's UNIMPLEMENTED. */
+function unimplemented(error: unknown): boolean {
+  const e = error as { code?: unknown; cause?: { code?: unknown } } | undefined
+  return e?.code === status.UNIMPLEMENTED || e?.cause?.code === status.UNIMPLEMENTED
 }
