@@ -2,6 +2,7 @@ import type { MqClient } from '@mq/router-client'
 import { round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
+import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
 import { CpuMeter } from './cpu-meter'
 import { PRODUCE_DEFAULTS, produceInto } from './produce'
@@ -57,12 +58,12 @@ export async function drain(
     try {
       await Promise.all(
         consumers.map(async (consumer) => {
-          const acks: Promise<void>[] = []
+          const acks = new AcksUnderWay()
           try {
             for await (const m of consumer) {
               received++
               onMessage(m.body, since(start))
-              acks.push(
+              acks.add(
                 m.ack().then(
                   () => {
                     acked++
@@ -77,7 +78,7 @@ export async function drain(
               if (received >= o.count || performance.now() > deadline) break
             }
           } finally {
-            await Promise.allSettled(acks)
+            await acks.settled()
             stopAll()
           }
         }),

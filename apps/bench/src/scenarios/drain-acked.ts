@@ -1,3 +1,5 @@
+import { AcksUnderWay } from './acks-under-way'
+
 /** What the drain reads: a consumer's deliveries, and a way to stop it. */
 export interface DrainSource extends AsyncIterable<{ readonly body: Uint8Array; ack(): Promise<unknown> }> {
   close(): Promise<void>
@@ -62,7 +64,7 @@ export async function drainAcked(
   }
   let idle = setTimeout(stop(DrainEnd.idle), limits.firstIdleMs)
   const cap = setTimeout(stop(DrainEnd.cap), limits.capMs)
-  const acks: Promise<unknown>[] = []
+  const acks = new AcksUnderWay()
   let error: string | undefined
   try {
     if (pending.size === 0) stoppedBy = DrainEnd.allSeen
@@ -73,7 +75,7 @@ export async function drainAcked(
         const seq = seqOf(m.body)
         seen.add(seq)
         pending.delete(seq)
-        acks.push(m.ack().catch(() => {}))
+        acks.add(m.ack().catch(() => {}))
         if (pending.size === 0) {
           stoppedBy ??= DrainEnd.allSeen
           break
@@ -85,7 +87,7 @@ export async function drainAcked(
   } finally {
     clearTimeout(idle)
     clearTimeout(cap)
-    await Promise.allSettled(acks)
+    await acks.settled()
     await consumer.close().catch(() => {})
   }
   return {

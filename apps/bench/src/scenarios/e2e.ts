@@ -1,6 +1,7 @@
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
+import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 import { paced } from './pacer'
 import { RssMeter } from './rss-meter'
@@ -44,8 +45,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       rss = RssMeter.start(serverRssBytes)
       const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
       const receiving = (async () => {
-        // The acks under way only (a long run acks millions).
-        const acks = new Set<Promise<void>>()
+        const acks = new AcksUnderWay()
         for await (const m of consumer) {
           const sentAt = new DataView(m.body.buffer, m.body.byteOffset, 8).getFloat64(0)
           const latency = nowMs() - sentAt
@@ -54,14 +54,10 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
           received++
           lastReceiptAt = performance.now()
           progress.update(received, count, 'received')
-          const acking: Promise<void> = m.ack().then(
-            () => void acks.delete(acking),
-            () => void acks.delete(acking),
-          )
-          acks.add(acking)
+          acks.add(m.ack())
           if (received >= count) break
         }
-        await Promise.all(acks)
+        await acks.settled()
       })()
       // Awaited once the sends have settled; until then a consumer that failed (a non-retriable
       // error) was a rejection nobody listened to, and Node ended the bench with a stack trace

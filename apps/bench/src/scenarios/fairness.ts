@@ -5,6 +5,7 @@ import type { ClusterFacts } from '../cluster'
 import { round } from '../histogram'
 import { Progress } from '../progress'
 import type { FairnessSeries, ScenarioResult, SharePoint } from '../result'
+import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 
 /** Sends awaited in batches of this many while the backlog is built. */
@@ -186,19 +187,19 @@ async function clusterOrder(
       const progress = new Progress('fairness')
       const consumer = client.consumer(queue, { prefetch: 16, waitMs: 500 })
       const timer = setTimeout(() => void consumer.close(), o.timeLimitMs)
-      const acks: Promise<void>[] = []
+      const acks = new AcksUnderWay()
       try {
         for await (const m of consumer) {
           order.push(m.weight)
           // Handled at once: a failed ack left for allSettled at the end ended the process.
-          acks.push(m.ack().catch(() => {}))
+          acks.add(m.ack().catch(() => {}))
           progress.update(order.length, total, 'leased')
           if (order.length >= total) break
         }
       } finally {
         clearTimeout(timer)
         progress.end()
-        await Promise.allSettled(acks)
+        await acks.settled()
         await consumer.close()
       }
       return { order, facts }
