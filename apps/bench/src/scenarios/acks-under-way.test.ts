@@ -1,44 +1,43 @@
 import { describe, expect, it } from 'vitest'
 import { AcksUnderWay } from './acks-under-way'
 
-function deferred(): { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } {
-  let resolve = () => {}
-  let reject: (e: Error) => void = () => {}
-  const promise = new Promise<void>((res, rej) => {
-    resolve = res
-    reject = rej
+/** An ack that settles when told to: ok, or failed. */
+function pendingAck(): { ack: Promise<void>; settle: (ok: boolean) => void } {
+  const settlers: ((ok: boolean) => void)[] = []
+  const ack = new Promise<void>((resolve, reject) => {
+    settlers.push((ok) => (ok ? resolve() : reject(new Error('ack failed'))))
   })
-  return { promise, resolve, reject }
+  return { ack, settle: (ok) => settlers[0]?.(ok) }
 }
 
 describe('AcksUnderWay', () => {
   it('holds an ack only until it settles, either way', async () => {
     const acks = new AcksUnderWay()
     for (let i = 0; i < 1_000; i++) acks.add(Promise.resolve())
-    const failing = deferred()
-    acks.add(failing.promise)
+    const failing = pendingAck()
+    acks.add(failing.ack)
     expect(acks.size).toBe(1_001)
     await new Promise((resolve) => setImmediate(resolve))
     expect(acks.size).toBe(1)
-    failing.reject(new Error('ack failed'))
+    failing.settle(false)
     await new Promise((resolve) => setImmediate(resolve))
     expect(acks.size).toBe(0)
   })
 
   it('settles once every ack added has settled, and does not reject for a failed one', async () => {
     const acks = new AcksUnderWay()
-    const a = deferred()
-    const b = deferred()
-    acks.add(a.promise)
-    acks.add(b.promise)
+    const a = pendingAck()
+    const b = pendingAck()
+    acks.add(a.ack)
+    acks.add(b.ack)
     let done = false
     const settled = acks.settled().then(() => {
       done = true
     })
-    a.resolve()
+    a.settle(true)
     await new Promise((resolve) => setImmediate(resolve))
     expect(done).toBe(false)
-    b.reject(new Error('ack failed'))
+    b.settle(false)
     await settled
     expect(done).toBe(true)
     expect(acks.size).toBe(0)
