@@ -218,6 +218,41 @@ describe('check', () => {
     expect(at(200)).toBe(1)
   })
 
+  it("flags a lease answered before the first consumer's nack went out, however shortly before", () => {
+    // Both are the clients' clock (one process's Date.now()): no slack between them. c2's lease
+    // answered 20 ms before c1's nack of its own went out, while c1 still held the message. Until
+    // an audit the 50-ms slack for the group's clock was applied here too: no overlap seen.
+    const at = (receivedMs: number, stampedMs: number) =>
+      check([
+        enq('a'),
+        lease('c1', 20, [{ body: 'a', leaseId: 'L1', deadlineMs: 1020 }], 1_000),
+        lease(
+          'c2',
+          receivedMs,
+          [{ body: 'a', leaseId: 'L2', deadlineMs: stampedMs + 1_000, count: 2 }],
+          1_000,
+        ),
+        settle('nack', 'L1', 300),
+      ]).overlaps
+    expect(at(280, 250)).toBe(1)
+    // Stamped past c1's deadline (a group clock that jumped ahead): the clients' clock alone.
+    expect(at(280, 1100)).toBe(1)
+    // Answered once the nack went out: no overlap, by either clock.
+    expect(at(300, 250)).toBe(0)
+    expect(at(300, 1100)).toBe(0)
+    // The other way round, when the group's clock says the first answer came second (a group
+    // clock ahead): c2's lease, stamped 1400, held until c2's nack went out at 1050; c1's,
+    // stamped 1500, answered at 1010, 40 ms before that (c1 nacked it at 1020).
+    const reversed = check([
+      enq('a'),
+      lease('c1', 1010, [{ body: 'a', leaseId: 'L1', deadlineMs: 3500 }], 2_000),
+      settle('nack', 'L1', 1020),
+      lease('c2', 1040, [{ body: 'a', leaseId: 'L2', deadlineMs: 3400, count: 2 }], 2_000),
+      settle('nack', 'L2', 1050),
+    ])
+    expect(reversed.overlaps).toBe(1)
+  })
+
   it("flags a lease answered while the first consumer could still count on its own, whatever the group's clock says", () => {
     // The group's clock jumped 60 s forward between the two leases (a new leader with its clock
     // ahead, before 2026-12-03): c2's stamp is past c1's deadline, but c2's answer came 500 ms

@@ -215,15 +215,16 @@ function overlap(
 ): string | undefined {
   const nackMs = nackStartMs(a) ?? Number.POSITIVE_INFINITY
   const lease = `${a.worker}'s lease ${a.leaseId}`
-  // By the group's clock: B stamped before A's deadline (and answered before A's nack began).
-  if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs + toleranceMs < nackMs) {
+  // By the group's clock: B stamped before A's deadline (and answered before A's nack began:
+  // both the clients' clock, one process's, so without the slack; an audit).
+  if (b.stampedMs + toleranceMs < a.deadlineMs && b.receivedMs < nackMs) {
     const endMs = holdEndMs(a)
     return `${b.worker} was granted lease ${b.leaseId} at ${b.stampedMs} (received ${b.receivedMs}), ${endMs - b.stampedMs} ms before ${lease} (granted ${a.grantedMs}) ended at ${endMs}`
   }
   // By the clients' clock: B answered while A's consumer could still count on its lease.
   if (a.holdMs === undefined || groupClockOnly) return undefined
   const countedMs = Math.min(a.leaseStartMs + a.holdMs, nackMs)
-  if (b.receivedMs + toleranceMs >= countedMs) return undefined
+  if (b.receivedMs + toleranceMs >= a.leaseStartMs + a.holdMs || b.receivedMs >= nackMs) return undefined
   return `${b.worker} received lease ${b.leaseId} at ${b.receivedMs} (stamped ${b.stampedMs}), ${countedMs - b.receivedMs} ms before ${lease} (asked for at ${a.leaseStartMs}, stamped ${a.stampedMs}, deadline ${a.deadlineMs}) stopped counting at ${countedMs} by the clients' clock`
 }
 
