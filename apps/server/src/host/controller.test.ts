@@ -1636,4 +1636,39 @@ describe('Controller soft state of nodes it refuses', () => {
     await expect(c.answer('n2')).resolves.toBeDefined()
     expect(liveness.alive('n2')).toBe(true)
   })
+
+  it('refuses to register an address that is no host:port, and keeps nothing of that node', async () => {
+    const proposed: MetaCommand[] = []
+    const c = leading({
+      refuse: (command) => {
+        proposed.push(command)
+        return false
+      },
+    })
+    await c.controller.round()
+    proposed.length = 0
+    const beat = (address: string) =>
+      c.controller.onHeartbeat({
+        nodeId: 'n9',
+        address,
+        groups: [],
+        tokensFingerprint: '',
+        hostsMeta: false,
+        formatLevel: FORMAT_LEVEL,
+        storeId: '',
+        freshStore: false,
+        nodesFingerprint: '',
+      })
+    // Registered, every node dialing it threw in grpc-js ("could not parse target name").
+    for (const address of ['n9:1\n', 'n9 :1', 'n9', 'n9:0', '']) {
+      await expect(beat(address)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringMatching(/^cannot register node n9: address .* is not host:port/),
+      })
+    }
+    expect(proposed).toEqual([])
+    expect(c.controller.liveness().lastHeartbeatMs?.('n9')).toBe(0)
+    await expect(beat('n9:7009')).resolves.toBeDefined()
+    expect(proposed).toMatchObject([{ type: 'registerNode', nodeId: 'n9', address: 'n9:7009' }])
+  })
 })

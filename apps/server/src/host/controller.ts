@@ -47,7 +47,7 @@ import {
   type NodeAddress,
 } from '@mq/protocol'
 import { type Logger, silentLogger } from '../log'
-import { NODE_ID_PATTERN, NODE_ID_RULE } from '../members'
+import { NODE_ID_PATTERN, NODE_ID_RULE, parseAddress } from '../members'
 import { LearnerStalls } from './learner-stalls'
 import type { PeerCalls, ReplicaAddress } from './peer-calls'
 
@@ -500,6 +500,17 @@ export class Controller {
     // A removed node may not register again: refused here, without an entry per heartbeat (and
     // before it counts: its liveness and report were kept for the rest of the term).
     if (state.wasRemovedNode(req.nodeId)) throw new InvalidArgumentError(removedNodeMessage(req.nodeId))
+    // Every node dials a member's address (peer-transport) and clients get it in routes: one
+    // that is no host:port (a line break, a space) is refused before it is registered. Taken,
+    // grpc-js threw where a node dialed it (until 2026-12-07, an audit: out of the transport's
+    // flush, ending the process). A registered address is not checked again.
+    if (state.node(req.nodeId)?.address !== req.address) {
+      try {
+        parseAddress(req.address)
+      } catch (error) {
+        throw new InvalidArgumentError(`cannot register node ${req.nodeId}: ${(error as Error).message}`)
+      }
+    }
     const lastMs = this.#lastSeenMs.get(req.nodeId)
     // A node not heard from for a while (restarted, paused, cut off) is stable again only after
     // TRANSFER_TARGET_STABLE_MS of regular heartbeats: it is still catching up its groups.
