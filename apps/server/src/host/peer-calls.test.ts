@@ -40,6 +40,24 @@ const importCall: UnaryCall<ImportPartitionResponse> = (c, md, opts, cb) =>
   c.peer.importPartition({ groupId: 1, command: new Uint8Array(0) }, md, opts, cb)
 
 describe('PeerCalls', () => {
+  it('ends the calls under way at close, and makes none after it (a stopping node waited for a peer that does not answer)', async () => {
+    // A peer that takes the call and never answers (paused, say).
+    const silent = await peer('', () => new Promise<ImportPartitionResponse>(() => {}))
+    const calls = new PeerCalls('')
+    const startedMs = Date.now()
+    const pending = calls.call(silent, importCall, 30_000)
+    const outcome = pending.then(
+      () => 'answered',
+      (e: { code?: string; retriable?: boolean }) => e,
+    )
+    await new Promise((resolve) => setTimeout(resolve, 200)) // the call is out
+    calls.close()
+    // It waited for its 30-s deadline: the stopping node's process lived on until then.
+    expect(await outcome).toMatchObject({ code: 'UNAVAILABLE', retriable: true })
+    expect(Date.now() - startedMs).toBeLessThan(5_000)
+    await expect(calls.call(silent, importCall, 30_000)).rejects.toMatchObject({ code: 'UNAVAILABLE' })
+  })
+
   it('follows a NOT_LEADER hint to the leader of a group, with the peer token', async () => {
     const leader = await peer('secret', async () => ({ complete: true }))
     const follower = await peer('secret', async () => {
