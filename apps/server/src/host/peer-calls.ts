@@ -36,7 +36,7 @@ export type UnaryCall<T> = (
   md: Metadata,
   opts: { deadline: number },
   cb: (e: ServiceError | null, r: T) => void,
-) => ClientUnaryCall | undefined | void
+) => ClientUnaryCall | undefined
 
 /** A replica to try, by node id and address. */
 export interface ReplicaAddress {
