@@ -177,3 +177,77 @@ describe('Producer', () => {
     expect([...sequences].sort((a, b) => a - b)).toEqual(sequences)
   })
 })
+
+describe('Producer rerouting', () => {
+  it('sends at once, with lingerMs Infinity, a message that went to a partition now gone: sent once, no delivery timeout ends it, and it never settled', async () => {
+    // A stub router of a queue whose cached route has 2 partitions; once `gone`, partition 1
+    // answers that the queue (created again) has only partition 0. While `hold`, partition 1's
+    // batches wait for `held` to be let go.
+    const route = { queue: 'q', routeEpoch: 1, partitions: [{ partition: 0 }, { partition: 1 }], config: {} }
+    const fresh = { ...route, routeEpoch: 2, partitions: [{ partition: 0 }] }
+    let gone = false
+    let hold = false
+    const held: (() => void)[] = []
+    let nextId = 1
+    const router = {
+      options: { deadlineMs: 1_000, attemptMs: 1_000, backoff: { initialMs: 1, maxMs: 1, multiplier: 1 } },
+      route: async () => route,
+      cachedRoute: () => route,
+      usedRoute: () => route,
+      partition: async (
+        _q: string,
+        partition: number,
+        op: (c: unknown, t: unknown, ms: number) => Promise<unknown>,
+      ) => {
+        if (gone && partition === 1) throw new PartitionNotFoundError('q', 1, fresh as never)
+        let messages = 0
+        const produce = (
+          req: { messages: unknown[] },
+          _m: unknown,
+          _o: unknown,
+          cb: (e: null, r: unknown) => void,
+        ) => {
+          messages = req.messages.length
+          cb(null, {})
+          return { cancel: () => {} }
+        }
+        await op({ queue: { produce } }, { queue: 'q', partition, routeEpoch: 1 }, 1_000)
+        if (hold && partition === 1) await new Promise<void>((resolve) => held.push(resolve))
+        return { ids: Array.from({ length: messages }, () => nextId++), duplicate: false, pipelining: true }
+      },
+    } as unknown as Router
+    const producer = new Producer(router, 'q', {
+      lingerMs: Number.POSITIVE_INFINITY,
+      keyless: 'round-robin',
+      batchMax: 2,
+      idempotent: false,
+      sendTimeoutMs: 200,
+    })
+    // Round-robin from a random partition: warm up until the last send went to partition 1.
+    for (;;) {
+      const warm = producer.send({ body: 'warm' })
+      await producer.flush()
+      if ((await warm).partition === 1) break
+    }
+    hold = true
+    // m1, m3 (a full batch) and m5 to partition 0; m2, m4 (a full batch, held) and m6 to 1.
+    const sends = ['m1', 'm2', 'm3', 'm4', 'm5', 'm6'].map((body) =>
+      producer.send({ body }).then(
+        (r) => r.partition,
+        (error: unknown) => error,
+      ),
+    )
+    await new Promise((r) => setTimeout(r, 20))
+    expect(held).toHaveLength(1)
+    // The queue is created again with one partition; [m2, m4] is answered, and m6 goes alone
+    // behind it, to partition 1, which is gone: m6 goes again to partition 0, idle.
+    gone = true
+    held.shift()?.()
+    const settled = await Promise.race([
+      Promise.all(sends),
+      new Promise((r) => setTimeout(() => r('m6 never settled'), 1_000)),
+    ])
+    expect(settled).toEqual([0, 1, 0, 1, 0, 0])
+    await producer.close()
+  })
+})

@@ -462,20 +462,27 @@ export class Producer {
     lane.pendingBytes = 0
     lane.cancel?.()
     lane.cancel = undefined
-    const again = (p: Pending): boolean => {
+    // The lanes that take messages of the failed batch: sent once, their delivery timeouts
+    // stopped then, they must not wait for a linger (lingerMs Infinity: for ever, the send
+    // never settled; until an audit).
+    const resent = new Set<number>()
+    const again = (p: Pending, sent: boolean): boolean => {
       if (p.keyed) {
         p.reject(error)
         return false
       }
-      this.#enqueue(
-        this.#partitioner.choose(error.partitions, undefined, p.bytes, (q) => this.#load(q)),
-        p,
-      )
+      const partition = this.#partitioner.choose(error.partitions, undefined, p.bytes, (q) => this.#load(q))
+      this.#enqueue(partition, p)
+      if (sent) resent.add(partition)
       return true
     }
-    const lost = failed.filter((p) => !again(p))
+    const lost = failed.filter((p) => !again(p, true))
     // Those of the batch leave the buffer with it (#produce); those that waited, here.
-    for (const p of waiting) if (!again(p)) this.#release(1, p.bytes)
+    for (const p of waiting) if (!again(p, false)) this.#release(1, p.bytes)
+    for (const partition of resent) {
+      const to = this.#lanes.get(partition)
+      if (to) this.#dispatch(to)
+    }
     // The lane goes with its last batch in flight (this one): a partition of its number that
     // is added later starts afresh.
     if (lane.inFlight.length <= 1 && this.#lanes.get(lane.partition) === lane)
