@@ -242,7 +242,7 @@ for (const [name, make] of engines) {
   if (name === 'memory') continue
   for (const [count, batch, keys] of [
     [100_000, 512, undefined],
-    // The lease size of mq-bench consume's cluster runs (prefetch 1,024 over 4 partitions).
+    // Smaller leases, as consumers' refills are (prefetch / (2 × partitions)).
     [100_000, 64, undefined],
     [100_000, 512, 512],
     [20_000, 1, 1],
