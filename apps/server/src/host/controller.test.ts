@@ -472,6 +472,19 @@ describe('Controller leader balancing', () => {
     expect(transfers.map((t) => t.groupId)).not.toContain(route?.groupId)
     expect(transfers.map((t) => t.groupId)).not.toContain(to)
   })
+
+  it("carries out an operator's TransferLeader of a group being copied from or into at once (it does not wait)", async () => {
+    const c = leading()
+    const from = c.state.queue('q')?.partitions[0]?.groupId as number
+    const to = c.state.groups().find((g) => g.groupId !== from)?.groupId as number
+    expect(c.apply({ type: 'startMove', queue: 'q', partition: 0, toGroup: to }).ok).toBe(true)
+    await c.beatFor(1_000)
+    await c.controller.port().transferLeader(from, 'n2')
+    await c.controller.port().transferLeader(to, 'n3')
+    const transfers = await c.beat('n1')
+    expect(transfers).toContainEqual({ groupId: from, toNodeId: 'n2' })
+    expect(transfers).toContainEqual({ groupId: to, toNodeId: 'n3' })
+  })
 })
 
 describe('Controller format level', () => {

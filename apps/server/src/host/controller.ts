@@ -569,6 +569,7 @@ export class Controller {
       [...leaders].filter((id) => now - (this.#stableSinceMs.get(id) ?? now) >= TRANSFER_TARGET_STABLE_MS),
     )
     // A group being copied from or into keeps its leader: a transfer would restart the copy.
+    // Not against an operator's TransferLeader, which does not wait (README).
     const moving = new Set(state.moves().flatMap((m) => [m.fromGroup, m.toGroup]))
     let hosted = new Set(state.groupsOf(req.nodeId).map((g) => g.groupId))
     const replaced = (s: MetaState, id: number) => s.group(id) !== undefined && !hosted.has(id)
@@ -584,7 +585,7 @@ export class Controller {
     return {
       transfers: this.#balance
         .transfersFor(state, req.nodeId, { leaders, keepers, stable, overrides: this.#leaderOverrides })
-        .filter((t) => !moving.has(t.groupId)),
+        .filter((t) => !moving.has(t.groupId) || this.#leaderOverrides.get(t.groupId) === t.toNodeId),
       metaLeaderId: this.#host.nodeId,
       routeEpoch: state.routeEpoch,
       // Left out for a node that holds this list already.
