@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest'
 import { LatencyHistogram, Timeline } from '../histogram'
 import { connect } from './common'
 import { CONSUME_DEFAULTS, drain, runConsume } from './consume'
+import { spinCpu } from './cpu-spin'
 import { produceInto } from './produce'
 
 // drain() connects its own clients: here they are fakes, so that an ack can fail on cue.
@@ -106,5 +107,33 @@ describe('consume scenario', () => {
     )
     expect(r.metrics).toMatchObject({ backlog: 3, acked: 3 })
     expect(Date.now() - t0).toBeLessThan(3_000)
+  })
+})
+
+describe('consume scenario, its CPU per message', () => {
+  // The audit's case: the meter started before drain() connected its consumers, while msgs/s
+  // is over the drain alone: every consumer's connection (~2-3 ms of the client's CPU each, a
+  // real one's) was charged to the messages — with -c 64, a fifth of the client's figure.
+  it("charges the messages with the drain's CPU, not with the consumers' connections", async () => {
+    vi.mocked(produceInto).mockResolvedValue({
+      acked: 2_000,
+      elapsedMs: 1,
+      ack: new LatencyHistogram(),
+      timeline: new Timeline(),
+    })
+    // The admin client, then a consumer's each: 1,000 of the backlog for each of the two.
+    vi.mocked(connect)
+      .mockResolvedValueOnce(backlogClient(0))
+      .mockImplementation(async () => {
+        spinCpu(200)
+        return backlogClient(1_000)
+      })
+    const r = await runConsume(
+      { servers: ['127.0.0.1:1'] },
+      { ...CONSUME_DEFAULTS, count: 2_000, consumers: 2, timeLimitMs: 8_000 },
+    )
+    expect(r.metrics).toMatchObject({ backlog: 2_000, acked: 2_000 })
+    // 2 × 200 ms of connections over 2,000 messages would be 200 µs each.
+    expect(r.metrics.clientCpuUsPerMsg).toBeLessThan(100)
   })
 })

@@ -32,6 +32,7 @@ export const CONSUME_DEFAULTS: ConsumeOptions = {
 /**
  * Receives and acks up to `count` messages of `queue` with `consumers` consumers (one
  * client each). Counts a message when its ack is confirmed. Bounded by `timeLimitMs`.
+ * `connected` is awaited once the clients are connected, right before the measured phase.
  */
 export async function drain(
   servers: readonly string[],
@@ -39,10 +40,12 @@ export async function drain(
   o: Pick<ConsumeOptions, 'count' | 'consumers' | 'prefetch' | 'timeLimitMs'>,
   onMessage: (body: Uint8Array, atMs: number) => void = () => {},
   progress?: Progress,
+  connected?: () => Promise<void>,
 ): Promise<{ acked: number; elapsedMs: number; timeline: Timeline }> {
   const clients: MqClient[] = []
   try {
     for (let c = 0; c < o.consumers; c++) clients.push(await connect(servers))
+    await connected?.()
     const timeline = new Timeline()
     let received = 0
     let acked = 0
@@ -111,12 +114,23 @@ export async function runConsume(target: Target, o: ConsumeOptions): Promise<Sce
         timeLimitMs: o.timeLimitMs,
         ...(o.orderedKeys > 0 ? { keys: o.orderedKeys } : {}),
       })
-      const cpu = await CpuMeter.startSettled(serverCpuMs)
+      // Started once the consumers are connected, as msgs/s is: their connections were charged
+      // to the messages (until an audit).
+      let cpu: CpuMeter | undefined
       // The backlog is what the fill got acknowledged: one cut short by its time limit left
       // fewer than `count`, and a drain waiting for `count` idled out its whole time limit,
       // the servers' idle CPU over it charged to the messages (until 2026-12-07).
-      const run = await drain(servers, queue, { ...o, count: fill.acked }, undefined, new Progress('consume'))
-      const cpuPerMessage = cpu.perMessage(run.acked)
+      const run = await drain(
+        servers,
+        queue,
+        { ...o, count: fill.acked },
+        undefined,
+        new Progress('consume'),
+        async () => {
+          cpu = await CpuMeter.startSettled(serverCpuMs)
+        },
+      )
+      const cpuPerMessage = cpu?.perMessage(run.acked) ?? {}
       const seconds = run.elapsedMs / 1000
       return withFacts(
         {

@@ -1,26 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import { processCpuMs } from '../cluster'
 import { CpuMeter, SERVER_CPU_MIN_MS } from './cpu-meter'
-
-/**
- * Spins until this process has used `ms` of CPU time (not wall time: on a loaded machine the
- * process is descheduled part of it), for at most 10 s of wall time.
- */
-function spin(ms: number): void {
-  const start = process.cpuUsage()
-  const until = performance.now() + 10_000
-  for (;;) {
-    const used = process.cpuUsage(start)
-    if ((used.user + used.system) / 1000 >= ms || performance.now() > until) return
-  }
-}
+import { spinCpu } from './cpu-spin'
 
 describe('CpuMeter', () => {
   it("reads a process's CPU time from /proc, growing as it works", () => {
     if (process.platform !== 'linux') return
     const before = processCpuMs(process.pid) as number
     expect(before).toBeGreaterThan(0)
-    spin(200)
+    spinCpu(200)
     // /proc counts 10 ms ticks: 200 ms used shows as at least 180.
     expect((processCpuMs(process.pid) as number) - before).toBeGreaterThanOrEqual(180)
     expect(processCpuMs(2 ** 30)).toBeUndefined() // no such process
@@ -30,7 +18,7 @@ describe('CpuMeter', () => {
     let serverMs = 1_000
     const meter = CpuMeter.start(() => serverMs)
     serverMs += 5_000 // 5 s over 100,000 messages: 50 µs each
-    spin(20)
+    spinCpu(20)
     const m = meter.perMessage(100_000)
     expect(m.serverCpuUsPerMsg).toBe(50)
     expect(m.clientCpuUsPerMsg).toBeGreaterThanOrEqual(0.1)

@@ -7,28 +7,38 @@ const OVERRUN_MS_MAX = 10_000
  * sleeps until the next send is due; when the event loop falls behind (GC, a busy core), the
  * sends that came due meanwhile go out at once, each still given its own intended time, so a
  * latency measured from `intendedAtMs` counts the delay instead of omitting it (no coordinated
- * omission). Issues nothing more 10 s past the schedule's end. Returns the promises of every
- * send made (fewer than `count` only past that bound).
+ * omission). Issues nothing more 10 s past the schedule's end. Resolves once every send made
+ * has settled (whichever way), with how many were made (fewer than `count` only past that
+ * bound). Only the sends under way are held: the promise of every send, returned until an
+ * audit, was kept by e2e and failover to the run's end (rate × duration of them).
  */
 export async function paced(
   ratePerS: number,
   count: number,
   send: (i: number, intendedAtMs: number) => Promise<void>,
-): Promise<Promise<void>[]> {
+): Promise<number> {
   if (!(ratePerS > 0)) throw new RangeError(`ratePerS must be positive, got ${ratePerS}`)
   const intervalMs = 1000 / ratePerS
   const start = performance.now()
   const deadline = start + count * intervalMs + OVERRUN_MS_MAX
-  const sends: Promise<void>[] = []
+  let pending = 0
+  let allSettled = () => {}
+  const settled = () => {
+    if (--pending === 0) allSettled()
+  }
   let i = 0
   while (i < count) {
     const now = performance.now()
     if (now >= deadline) break
-    for (; i < count && start + i * intervalMs <= now; i++) sends.push(send(i, start + i * intervalMs))
+    for (; i < count && start + i * intervalMs <= now; i++) {
+      pending++
+      send(i, start + i * intervalMs).then(settled, settled)
+    }
     if (i < count) {
       const waitMs = Math.max(0, start + i * intervalMs - performance.now())
       await new Promise((r) => setTimeout(r, waitMs))
     }
   }
-  return sends
+  if (pending > 0) await new Promise<void>((resolve) => (allSettled = resolve))
+  return i
 }

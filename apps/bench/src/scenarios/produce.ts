@@ -49,16 +49,19 @@ export interface ProduceRun {
 /**
  * Sends `count` messages of `sizeBytes` into `queue` from `producers` producers (one
  * client each), `inFlight` sends outstanding per producer. Stops issuing at `timeLimitMs`.
+ * `connected` is awaited once the clients are connected, right before the measured phase.
  */
 export async function produceInto(
   servers: readonly string[],
   queue: string,
   o: ProduceOptions,
   progress?: Progress,
+  connected?: () => Promise<void>,
 ): Promise<ProduceRun> {
   const clients: MqClient[] = []
   try {
     for (let p = 0; p < o.producers; p++) clients.push(await connect(servers))
+    await connected?.()
     const body = new Uint8Array(o.sizeBytes).fill(120)
     const ack = new LatencyHistogram()
     const timeline = new Timeline()
@@ -108,9 +111,13 @@ export async function runProduce(target: Target, o: ProduceOptions): Promise<Sce
       await admin.admin.createQueue(queue, { partitions: o.partitions })
       // Settled first, as consume's: the phase before (a produce of the suite, its queue's
       // deletion) left the servers busy, and that was counted against this one's messages.
-      const cpu = await CpuMeter.startSettled(serverCpuMs)
-      const run = await produceInto(servers, queue, o, new Progress('produce'))
-      const cpuPerMessage = cpu.perMessage(run.acked)
+      // Started once the producers are connected, as msgs/s is: their connections were charged
+      // to the messages (until an audit).
+      let cpu: CpuMeter | undefined
+      const run = await produceInto(servers, queue, o, new Progress('produce'), async () => {
+        cpu = await CpuMeter.startSettled(serverCpuMs)
+      })
+      const cpuPerMessage = cpu?.perMessage(run.acked) ?? {}
       const seconds = run.elapsedMs / 1000
       // One at a time: the same number of bare gRPC round trips to partition 0's leader, the
       // floor under the ack latency in these minutes (grpc-floor.ts).
