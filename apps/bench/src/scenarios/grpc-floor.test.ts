@@ -36,6 +36,23 @@ describe('grpcFloor', () => {
     expect(s.max).toBeGreaterThanOrEqual(s.p50)
   })
 
+  it('fails when the server takes the call and never answers, by its deadline', async () => {
+    const silent = new Server()
+    silent.addService(HealthService, { check: () => {}, watch: () => {} })
+    const port = await new Promise<number>((resolve, reject) =>
+      silent.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
+        e ? reject(e) : resolve(p),
+      ),
+    )
+    try {
+      const started = performance.now()
+      await expect(grpcFloor(`127.0.0.1:${port}`, 1, 300)).rejects.toThrow(/deadline/i)
+      expect(performance.now() - started).toBeLessThan(3_000)
+    } finally {
+      silent.forceShutdown()
+    }
+  })
+
   it('fails when the server is not there', async () => {
     await expect(grpcFloor('127.0.0.1:1', 1)).rejects.toThrow()
   })

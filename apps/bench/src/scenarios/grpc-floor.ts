@@ -1,9 +1,14 @@
-import { credentials } from '@grpc/grpc-js'
+import { credentials, Metadata } from '@grpc/grpc-js'
 import { HealthCheckRequest, HealthClient } from '@mq/protocol'
 import { LatencyHistogram } from '../histogram'
 
 /** Calls before the measured ones (connection, JIT). */
 const WARM_UP_CALLS = 200
+/**
+ * Each call's deadline: a server that takes the connection and never answers fails the
+ * floor instead of holding the run for good (no deadline until 2026-12-07, an audit).
+ */
+export const FLOOR_CALL_MS = 5_000
 
 /**
  * The round trip of one gRPC call that does no work (Health/Check) to `address`, `count`
@@ -14,11 +19,20 @@ const WARM_UP_CALLS = 200
  * produce takes two such trips (client to leader, leader to a follower over the peer stream),
  * an fsync and the apply.
  */
-export async function grpcFloor(address: string, count: number): Promise<LatencyHistogram> {
+export async function grpcFloor(
+  address: string,
+  count: number,
+  callMs = FLOOR_CALL_MS,
+): Promise<LatencyHistogram> {
   const client = new HealthClient(address, credentials.createInsecure())
   const call = () =>
     new Promise<void>((resolve, reject) =>
-      client.check(HealthCheckRequest.fromPartial({}), (error) => (error ? reject(error) : resolve())),
+      client.check(
+        HealthCheckRequest.fromPartial({}),
+        new Metadata(),
+        { deadline: Date.now() + callMs },
+        (error) => (error ? reject(error) : resolve()),
+      ),
     )
   try {
     for (let i = 0; i < WARM_UP_CALLS; i++) await call()
