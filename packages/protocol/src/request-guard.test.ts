@@ -194,6 +194,26 @@ describe('request guard: bounds on repeated fields', () => {
     expect(isRefusedRequest(produce(repeat([0x12, 0x00], 1_000)))).toBe(false)
   })
 
+  it(`takes the largest Produce the other bounds allow: ${PRODUCE_MESSAGES_MAX} messages of ${HEADERS_PER_MESSAGE_MAX} headers, every field set`, () => {
+    // Three fields a header (its entry, name and value): 3,006,007 fields in all. Under the
+    // bound of 1,000,000 the SDK's default batch (512 messages, 1 MiB) of messages with 998
+    // headers of two-byte names was refused, every message of it valid, and the refusal named
+    // one of them (messageIndex), which the SDK then failed as invalid.
+    const headers = Object.fromEntries(
+      Array.from({ length: HEADERS_PER_MESSAGE_MAX }, (_, i) => [i.toString(36).padStart(2, '0'), 'v']),
+    )
+    const full = (i: number) =>
+      message({ body: Uint8Array.of(i & 0xff), weight: 2, headers, key: 'k', delayMs: 5, dedupKey: `d${i}` })
+    const bytes = ProduceRequest.encode({
+      ...produceRequest(Array.from({ length: PRODUCE_MESSAGES_MAX }, (_, i) => full(i))),
+      sequenceBase: 3,
+    }).finish()
+    const at = produce(bytes)
+    expect(isRefusedRequest(at), isRefusedRequest(at) ? at.error.message : '').toBe(false)
+    expect((at as ProduceRequest).messages).toHaveLength(PRODUCE_MESSAGES_MAX)
+    expect((at as ProduceRequest).messages[999]?.headers).toEqual(headers)
+  })
+
   it('GetRoutes and CreateToken are bounded too', () => {
     const r = refused(MetaService.getRoutes.requestDeserialize(repeat([0x0a, 0x00], 100_001)))
     expect(r.error.message).toContain('GetRoutesRequest.queues has more than 100000 queue names')

@@ -14,9 +14,9 @@ export const LEASE_IDS_MAX = 1_000
 /**
  * Headers one produced message may carry. weighted-queue counts their bytes towards the
  * queue's message size limit but sets no count; this bounds the objects a request makes
- * (with the 1,000,000 fields of a request). Far above any real use: the dead-letter forwarder
- * adds two headers to a copy, and a message stored with many must still be copied (64 was
- * the first bound, which refused the copy of a message stored with 63).
+ * (with REQUEST_FIELDS_MAX). Far above any real use: the dead-letter forwarder adds two
+ * headers to a copy, and a message stored with many must still be copied (64 was the first
+ * bound, which refused the copy of a message stored with 63).
  */
 export const HEADERS_PER_MESSAGE_MAX = 1_000
 
@@ -68,8 +68,12 @@ export const CREATE_TOKEN_ROLES_MAX = 1_000
 
 /**
  * Fields one request may hold, counted at every depth (a header is three: its entry, name and
- * value). The largest request the other limits allow holds about 200,000. This bounds the work
- * on a request that sends a singular or unknown field over and over, which the decoder decodes
+ * value). The largest request the other limits allow, a Produce of PRODUCE_MESSAGES_MAX
+ * messages of HEADERS_PER_MESSAGE_MAX headers with every field set, holds 3,006,007. Until
+ * 2026-12-07 the bound was 1,000,000 (said to be 5 times that largest request): the SDK's
+ * default batch of 512 messages with 998 headers each was refused, every message of it valid,
+ * and the refusal named one of them, which the SDK failed as invalid. This bounds the work on
+ * a request that sends a singular or unknown field over and over, which the decoder decodes
  * each time and keeps the last of (16 M producer_ids: 1.2 s).
  */
-export const REQUEST_FIELDS_MAX = 1_000_000
+export const REQUEST_FIELDS_MAX = 3_100_000

@@ -49,6 +49,7 @@ import {
   ExtendRequest,
   type QueueClient as GeneratedQueueClient,
   QueueService as GeneratedQueueService,
+  LeasedMessage_HeadersEntry,
   LeaseRequest,
   LeaseResponse,
   LeaseResultsResponse,
@@ -113,6 +114,58 @@ export function encodeWire<T>(codec: Codec<T>, message: T): Buffer {
 const utf8Kept = new TextDecoder('utf-8', { ignoreBOM: true })
 const decodeUtf8Kept = (bytes: Uint8Array): string => utf8Kept.decode(bytes)
 
+const PROTO_KEY = Buffer.from('__proto__')
+/** Part of PROTO_KEY that Buffer#indexOf finds (or not) several times faster in most answers. */
+const PROTO_KEY_PART = Buffer.from('proto')
+
+/**
+ * `decoded` (a LeaseResponse decoded from `bytes`) with each leased message's header named
+ * `__proto__` as an own property: the generated decoder assigns map entries
+ * (`headers[key] = value`), which for that key sets no property, so a header the server stored
+ * (the request guard keeps it, weighted-queue stores it) and answered never reached the
+ * consumer. Restored as the request guard restores it; the bytes are walked only when they
+ * hold the name.
+ */
+function restoreLeasedProtoHeaders(bytes: Buffer, decoded: LeaseResponse): LeaseResponse {
+  if (bytes.indexOf(PROTO_KEY_PART) < 0 || bytes.indexOf(PROTO_KEY) < 0) return decoded
+  // Bytes the generated decoder took yet malformed in a way it tolerates (no server sends
+  // them) may stop the walk: the headers found before stay restored.
+  try {
+    const reader = new BinaryReader(bytes, decodeUtf8Kept)
+    let index = 0
+    // The walk of the generated decoders: LeaseResponse.messages (1), LeasedMessage.headers (5).
+    while (reader.pos < reader.len) {
+      const tag = reader.uint32()
+      if (tag === 10) {
+        const end = reader.uint32() + reader.pos
+        const headers = decoded.messages[index++]?.headers
+        while (reader.pos < end) {
+          const inner = reader.uint32()
+          if (inner === 42) {
+            const entry = LeasedMessage_HeadersEntry.decode(reader, reader.uint32())
+            if (entry.key === '__proto__' && headers !== undefined)
+              Object.defineProperty(headers, '__proto__', {
+                value: entry.value,
+                enumerable: true,
+                writable: true,
+                configurable: true,
+              })
+            continue
+          }
+          if ((inner & 7) === 4 || inner === 0) break
+          reader.skip(inner & 7)
+        }
+        continue
+      }
+      if ((tag & 7) === 4 || tag === 0) break
+      reader.skip(tag & 7)
+    }
+  } catch {
+    // as decoded
+  }
+  return decoded
+}
+
 /**
  * `service` with every method's messages serialised through a WireWriter (same bytes), and
  * its responses decoded with their strings kept exactly (decodeUtf8Kept).
@@ -121,11 +174,15 @@ function withWireWriter<S extends Record<string, MethodShape>>(service: S, codec
   const out: Record<string, unknown> = {}
   for (const name of Object.keys(service) as (keyof S & string)[]) {
     const [request, response] = codecs[name]
+    const decode = (bytes: Buffer) => response.decode(new BinaryReader(bytes, decodeUtf8Kept))
     out[name] = {
       ...service[name],
       requestSerialize: (value: RequestOf<S[typeof name]>) => encodeWire(request, value),
       responseSerialize: (value: ResponseOf<S[typeof name]>) => encodeWire(response, value),
-      responseDeserialize: (bytes: Buffer) => response.decode(new BinaryReader(bytes, decodeUtf8Kept)),
+      responseDeserialize:
+        (response as unknown) === LeaseResponse
+          ? (bytes: Buffer) => restoreLeasedProtoHeaders(bytes, decode(bytes) as LeaseResponse)
+          : decode,
     }
   }
   return out as S

@@ -228,6 +228,39 @@ describe('WireWriter', () => {
     ).toBe('k')
   })
 
+  it("decodes a leased message's header named __proto__ as a header (the server stores and answers it)", () => {
+    // As data-service answers a stored one: an own property (weighted-queue's codec, spread).
+    const stored = { ...(JSON.parse('{"a":"1","__proto__":"x"}') as Record<string, string>) }
+    const leased = (id: number, headers: Record<string, string>, body = Uint8Array.of(1)) => ({
+      id,
+      leaseId: `1.${id}`,
+      body,
+      weight: 1,
+      headers,
+      key: '',
+      deliveryCount: 1,
+      deadlineMs: 5,
+      enqueuedAtMs: 1,
+    })
+    const response: LeaseResponse = {
+      // The name in a body (or a key, a value) is no header.
+      messages: [leased(1, { b: '__proto__' }, Buffer.from('__proto__')), leased(2, stored)],
+      ackResults: [],
+    }
+    for (const method of [QueueService.lease, QueueService.listDead, QueueService.listReady]) {
+      const back = method.responseDeserialize(method.responseSerialize(response))
+      expect(back.messages[0]?.headers).toEqual({ b: '__proto__' })
+      const headers = back.messages[1]?.headers ?? {}
+      expect(Object.keys(headers).sort()).toEqual(['__proto__', 'a'])
+      expect(Object.getOwnPropertyDescriptor(headers, '__proto__')?.value).toBe('x')
+      expect(Object.getPrototypeOf(headers)).toBe(Object.prototype)
+    }
+    // Bytes the generated decoder takes (an ack result's length short of its lease id, which
+    // it reads past) decode as they did.
+    const odd = Buffer.from('12020a095f5f70726f746f5f5f', 'hex')
+    expect(QueueService.lease.responseDeserialize(odd)).toEqual(LeaseResponse.decode(odd))
+  })
+
   it('hands out results of their own: later writers, at once or after, and a failed encode leave them intact', () => {
     const first = new WireWriter()
     const second = new WireWriter() // the scratch is taken: a buffer of its own
