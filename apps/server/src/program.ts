@@ -259,7 +259,8 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           listen: c.listen,
           dataDir: c.dataDir,
           http: c.httpListen || 'off',
-          console: c.httpListen && c.console ? `http://${c.httpListen}/console/` : 'off',
+          console:
+            c.httpListen && c.console ? `${c.httpTls ? 'https' : 'http'}://${c.httpListen}/console/` : 'off',
           tls: c.tlsCert ? (c.tlsClientAuth ? 'mutual' : 'on') : 'off',
           auth: c.authFile ? 'tokens' : 'off',
         },

@@ -275,8 +275,10 @@ describe('mq-server TLS', () => {
     }
     await reloaded(1)
     expect(await presentedSerial(n1.address)).toBe(rotated)
-    // Its HTTPS port (--http-tls) too.
+    // Its HTTPS port (--http-tls) too, whose console its start log names as https (it said
+    // http:// until 2026-12-07, an audit).
     expect(await presentedSerial(n1.http, 'http/1.1')).toBe(rotated)
+    expect(n1.server?.output()).toContain(`"console":"https://${n1.http}/console/"`)
     expect(await healthCode(n1.address, good)).toBe(status.OK)
     // n2 read its files at start and was not told to reload.
     const n2 = nodes[1] as (typeof nodes)[number]

@@ -159,6 +159,8 @@ export class ConsoleApi {
     } catch (error) {
       const e = httpError(error)
       if (error instanceof ApiRequestError && error.allow) res.setHeader('allow', error.allow)
+      // The scheme a 401 asks for (RFC 9110 §11.6.1), as /metrics names it (none until 2026-12-07).
+      if (e.status === 401) res.setHeader('www-authenticate', 'Bearer realm="mq"')
       sendJson(res, e.status, { error: { code: e.code, message: e.message } })
     }
   }
