@@ -355,6 +355,20 @@ describe('Controller: a move into a group that lost its majority', () => {
     expect(c.moveCalls.map((m) => m.request.phase)).not.toContain('abort')
     expect(c.state.moves()).toMatchObject([{ moveId: 1, phase: 'copy' }])
   })
+
+  it('logs the move retried every round at most once per 10 s, counting the failures between', async () => {
+    const level = FORMAT_LEVEL_MOVE_ABORT - 1
+    const { c, log } = intoGroupThree(level)
+    await c.beatNodes(['n1', 'n2', 'n3'], 25_000, { rounds: true, level: () => level })
+    await settle()
+    const retried = log.lines.map((l) => l.msg).filter((m) => m.includes('will be retried'))
+    // A line every round (500 ms) before: ~50 of them.
+    expect(c.moveCalls.filter((m) => m.request.phase === 'copy').length).toBeGreaterThan(10)
+    expect(retried.length).toBeGreaterThanOrEqual(2)
+    expect(retried.length).toBeLessThanOrEqual(3)
+    expect(retried[0]).toMatch(/^mq-server: move 1 \(q\/0\) will be retried: .*group 3 has no leader$/)
+    expect(retried[1]).toMatch(/will be retried: .* \(failed \d+ times since the last such line\)$/)
+  })
 })
 
 describe('Controller: a group being removed that lost its majority while changing its replicas', () => {

@@ -46,6 +46,7 @@ import {
   mqError,
   type NodeAddress,
 } from '@mq/protocol'
+import { throttledCount } from '../grpc-listener'
 import { type Logger, silentLogger } from '../log'
 import { NODE_ID_PATTERN, NODE_ID_RULE, parseAddress } from '../members'
 import { LearnerStalls } from './learner-stalls'
@@ -79,6 +80,16 @@ const CHANGE_CALL_MS = 5_000
  * answer is not lost to a deadline and the call sent again.
  */
 const FENCE_WAIT_MS = 2_000
+
+/**
+ * A move or replica change that keeps failing (its group without a majority, a leader that
+ * does not answer) is retried every round, and was logged every round: two lines a second per
+ * move or group for as long as the outage lasted. Now at most once per RETRY_WARN_MS each,
+ * counting the retries between.
+ */
+const RETRY_WARN_MS = 10_000
+/** Moves and groups whose retry warnings are throttled apart, at most (then they start again). */
+const RETRY_WARNED_MAX = 1_024
 
 /**
  * Throws InvalidArgumentError unless `nodeId`, the request's field `field`, is a node id
@@ -194,6 +205,8 @@ export class Controller {
   readonly #leaderOverrides = new Map<number, string>()
   readonly #balance = new LeaderBalanceCache()
   readonly #driving = new Map<number, Promise<void>>()
+  /** Each move's and group's retry warning, throttled (RETRY_WARN_MS). */
+  readonly #retryWarnings = new Map<string, (line: string) => void>()
   /** Each node's last report of each group it hosts (applied and commit indexes). */
   readonly #reports = new Map<string, Map<number, GroupReport>>()
   /** Groups with a membership change step in flight (0: the meta group). */
@@ -227,6 +240,22 @@ export class Controller {
   /** The controller's clock (ControllerHost.nowMs). */
   #now(): number {
     return this.#host.nowMs?.() ?? Date.now()
+  }
+
+  /** Warns `line` about the retried work `key` (a move, a group) at most once per RETRY_WARN_MS. */
+  #warnRetry(key: string, line: string): void {
+    let warn = this.#retryWarnings.get(key)
+    if (warn === undefined) {
+      if (this.#retryWarnings.size >= RETRY_WARNED_MAX) this.#retryWarnings.clear()
+      warn = throttledCount(
+        RETRY_WARN_MS,
+        (count, last) =>
+          this.#log.warn(count > 1 ? `${last} (failed ${count} times since the last such line)` : last),
+        () => this.#now(),
+      )
+      this.#retryWarnings.set(key, warn)
+    }
+    warn(line)
   }
 
   liveness(): Liveness {
@@ -874,8 +903,8 @@ export class Controller {
       if (this.#driving.has(m.moveId)) continue
       const driving = this.#drive(m.moveId)
         .catch((error: unknown) => {
-          this.#log.warn(
-            { err: error },
+          this.#warnRetry(
+            `move ${m.moveId}`,
             `mq-server: move ${m.moveId} (${m.queue}/${m.partition}) will be retried: ${(error as Error).message}`,
           )
         })
@@ -1035,8 +1064,8 @@ export class Controller {
         // Its learner's progress is timed over answers in a row: no stall is found across a
         // silence of the group's leader, which may be what holds the learner up.
         this.#stalls.forget(groupId)
-        this.#log.warn(
-          { group: groupId, err: error },
+        this.#warnRetry(
+          `group ${groupId}`,
           `mq-server: replica change of group ${groupId} will be retried: ${(error as Error).message}`,
         )
       })
