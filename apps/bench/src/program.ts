@@ -284,7 +284,7 @@ export function createProgram(io: ProgramIo = DEFAULT_IO): Command {
     )
     .option(
       '--time-limit <s>',
-      'stop after this many seconds',
+      'stop the backlog fill, and then the drain, after this many seconds each',
       intIn(1, 3600),
       CONSUME_DEFAULTS.timeLimitMs / 1000,
     )
