@@ -27,10 +27,16 @@ describe('loadConfig', () => {
       formatLevel: FORMAT_LEVEL,
       connectionsMax: 4_096,
       connectionsPerAddressMax: 1_024,
+      httpConnectionsPerAddressMax: 16,
       connectionUnsentMaxMb: 256,
       unsentMaxMb: 1_024,
       logMemoryMb: 128,
     })
+    // The HTTP port's connections from one address (a reverse proxy's): 16 unless set, up to 64.
+    expect(
+      loadConfig({ ...base, httpListen: '127.0.0.1:8001', httpConnectionsPerAddressMax: '64' }, '/srv', {})
+        .httpConnectionsPerAddressMax,
+    ).toBe(64)
     expect(loadConfig({ ...base, logMemoryMb: '32' }, '/srv', {}).logMemoryMb).toBe(32)
     expect(c.initialMeta).toHaveLength(3)
     expect(
@@ -160,6 +166,14 @@ describe('loadConfig', () => {
     ],
     [{ ...base, connectionsMax: '8' }, /"connectionsMax"\) must be an integer from 16/],
     [{ ...base, connectionsPerAddressMax: '0' }, /"connectionsPerAddressMax"\) must be an integer from 1/],
+    [
+      { ...base, httpListen: '127.0.0.1:8001', httpConnectionsPerAddressMax: '65' },
+      /"httpConnectionsPerAddressMax"\) must be an integer from 1 to 64/,
+    ],
+    [
+      { ...base, httpConnectionsPerAddressMax: '32' },
+      /--http-connections-per-address-max bounds the HTTP port's connections from one address: give --http-listen too/,
+    ],
     [{ ...base, connectionUnsentMaxMb: '1' }, /"connectionUnsentMaxMb"\) must be an integer from 32/],
     [{ ...base, logMemoryMb: '8' }, /"logMemoryMb"\) must be an integer from 16 to 1048576, got "8"/],
     [{ ...base, unsentMaxMb: 'lots' }, /"unsentMaxMb"\) must be an integer from 32/],

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
+import { HTTP_LIMITS } from './http/http-server'
 import { parseAllowedHosts } from './http/loopback-host'
 import { ipv4Of } from './ipv4-spelling'
 import {
@@ -67,6 +68,11 @@ export interface ServerConfig {
   readonly httpAllowedHosts: readonly string[]
   /** Serve the HTTP port over TLS with the node's certificate (`--tls-cert`, `--tls-key`). */
   readonly httpTls: boolean
+  /**
+   * HTTP connections open at once from one remote address (HTTP_LIMITS.connectionsPerAddressMax
+   * by default): a reverse proxy or a scraper pool behind one address needs more.
+   */
+  readonly httpConnectionsPerAddressMax: number
   /** Serve the web console and its JSON API on the HTTP port (`--no-console` turns it off). */
   readonly console: boolean
   /**
@@ -139,6 +145,7 @@ export const CONFIG_DEFAULTS = {
   httpListen: '',
   httpAllowedHosts: [],
   httpTls: false,
+  httpConnectionsPerAddressMax: HTTP_LIMITS.connectionsPerAddressMax,
   console: true,
   consolePeek: false,
   metricsOpen: false,
@@ -181,6 +188,7 @@ const KNOWN_KEYS: ReadonlySet<string> = new Set([
   'httpListen',
   'httpAllowedHosts',
   'httpTls',
+  'httpConnectionsPerAddressMax',
   'console',
   'consolePeek',
   'metricsOpen',
@@ -450,6 +458,11 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     throw new ConfigError(
       '--console-peek lets the web console show message bodies: it needs the console, on --http-listen (and not --no-console)',
     )
+  const httpConnectionsPerAddressMax = int(raw, 'httpConnectionsPerAddressMax', 1, HTTP_LIMITS.connectionsMax)
+  if (httpConnectionsPerAddressMax !== CONFIG_DEFAULTS.httpConnectionsPerAddressMax && !httpOn)
+    throw new ConfigError(
+      "--http-connections-per-address-max bounds the HTTP port's connections from one address: give --http-listen too",
+    )
   if (metricsOpen && (!httpOn || authFile === ''))
     throw new ConfigError(
       '--metrics-open serves /metrics without a token on a node that asks for tokens: it needs --http-listen and --auth-file (without --auth-file /metrics asks none)',
@@ -479,6 +492,7 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
     httpListen,
     httpAllowedHosts,
     httpTls,
+    httpConnectionsPerAddressMax,
     console: consoleOn,
     consolePeek,
     metricsOpen,

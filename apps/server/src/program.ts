@@ -7,7 +7,7 @@ import { ConfigError, loadConfig, weakSecretWarning } from './config'
 import { type ConsoleRoutes, consoleRoutes } from './console/console-routes'
 import { makeDevCerts } from './dev-certs'
 import { devPortsProblem, runDevCluster } from './dev-cluster'
-import { type HttpServer, startHttpServer } from './http/http-server'
+import { HTTP_LIMITS, type HttpServer, startHttpServer } from './http/http-server'
 import { metricsReader } from './http/metrics-scope'
 import { createLogger, type Logger } from './log'
 import { MqNode } from './node'
@@ -122,6 +122,10 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
       'a replica being added on a live node that makes no progress for this long goes to another node (default 600000)',
     )
     .option(
+      '--http-connections-per-address-max <n>',
+      'HTTP connections open at once from one remote address (a reverse proxy needs more; default 16, at most 64)',
+    )
+    .option(
       '--connections-max <n>',
       'gRPC connections (clients and peers) open at once; one more is closed as accepted (default 4096)',
     )
@@ -230,6 +234,7 @@ export function createProgram(io: ProgramIo = defaultIo): Command {
           const tls = config.httpTls ? node.httpTls() : undefined
           http = await startHttpServer({
             listen: config.httpListen,
+            limits: { ...HTTP_LIMITS, connectionsPerAddressMax: config.httpConnectionsPerAddressMax },
             allowedHosts: config.httpAllowedHosts,
             ...(tls ? { tls } : {}),
             metrics: node.metrics,

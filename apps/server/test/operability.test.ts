@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs'
+import { connect, type Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { credentials } from '@grpc/grpc-js'
@@ -37,6 +38,8 @@ beforeAll(async () => {
       '20',
       '--http-listen',
       http.slice('http://'.length),
+      '--http-connections-per-address-max',
+      '20',
       '--log-level',
       'debug',
     ]),
@@ -75,6 +78,34 @@ const scrapeWhenReady = async (timeoutMs = 20_000) => {
 
 // One real mq-server process with its HTTP port: probes, metrics that move, logs.
 describe('mq-server operability', () => {
+  it('keeps as many HTTP connections from one address as --http-connections-per-address-max says', async () => {
+    const port = Number(http.slice(http.lastIndexOf(':') + 1))
+    const sockets: Socket[] = []
+    const open = () =>
+      new Promise<Socket>((resolve, reject) => {
+        const s = connect({ host: '127.0.0.1', port }, () => resolve(s))
+        s.once('error', reject)
+        sockets.push(s)
+      })
+    const closedWithin = (s: Socket, ms: number) =>
+      new Promise<boolean>((resolve) => {
+        if (s.destroyed) return resolve(true)
+        const timer = setTimeout(() => resolve(false), ms)
+        s.once('close', () => {
+          clearTimeout(timer)
+          resolve(true)
+        })
+      })
+    try {
+      // 20, not the default 16: every one stays open, the 21st is closed as accepted.
+      const held = await Promise.all(Array.from({ length: 20 }, open))
+      expect(await Promise.all(held.map((s) => closedWithin(s, 300)))).not.toContain(true)
+      expect(await closedWithin(await open(), 2_000)).toBe(true)
+    } finally {
+      for (const s of sockets) s.destroy()
+    }
+  })
+
   it('answers /healthz at once and /readyz once it knows the meta leader and its groups have leaders', async () => {
     expect(await httpGet(`${http}/healthz`)).toEqual({ status: 200, body: 'ok\n' })
     expect((await httpUntilOk(`${http}/readyz`)).status).toBe(200)
