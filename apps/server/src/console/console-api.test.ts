@@ -17,6 +17,8 @@ import type { ListedMessage, MqClient } from '@mq/router-client'
 import { afterEach, describe, expect, it, onTestFinished, vi } from 'vitest'
 import { AccessControl } from '../auth/access'
 import { parseTokenFile } from '../auth/token-file'
+import type { Logger } from '../log'
+import { capturedLog } from '../log-capture'
 import {
   bodyText,
   CLUSTER_CALLS_RUNNING_MAX,
@@ -248,7 +250,7 @@ afterEach(() => {
 async function serve(
   auth: boolean,
   /** `clusterDown`: every client's connect fails UNAVAILABLE (after `opened` records it). */
-  options: FakeOptions & { peekWithoutAuth?: boolean; clusterDown?: boolean } = {},
+  options: FakeOptions & { peekWithoutAuth?: boolean; clusterDown?: boolean; log?: Logger } = {},
 ): Promise<{ base: string; calls: string[]; opened: string[] }> {
   const calls: string[] = []
   const opened: string[] = []
@@ -262,6 +264,7 @@ async function serve(
     }),
     nowMs: () => 1_000,
     ...(options.peekWithoutAuth ? { peekWithoutAuth: true } : {}),
+    ...(options.log ? { log: options.log } : {}),
   })
   const server = createServer((req, res) => void api.handle(req, res, (req.url ?? '/').split('?')[0] ?? '/'))
   servers.push(server)
@@ -607,6 +610,20 @@ describe('the console API', () => {
     const mine = (await (await fetch(`${base}/api/cluster`, { headers: bearer(APP) })).json()) as ClusterInfo
     // Not 1,000 of its 1,001 partitions named as if they were all of them.
     expect(mine.groups[0]?.partitions).toEqual([])
+  })
+
+  it("logs each admin action with the browser's address (the gRPC audit line names this node)", async () => {
+    const { log, lines } = capturedLog()
+    const { base } = await serve(true, { log })
+    expect((await fetch(`${base}/api/queues/jobs/purge`, post(ADMIN, {}))).status).toBe(200)
+    expect((await fetch(`${base}/api/replication`, post(ADMIN, { factor: 8 }))).status).toBe(400)
+    expect((await fetch(`${base}/api/queues/jobs/purge`, post(APP, {}))).status).toBe(403)
+    // Done or failed, each action the cluster was asked for; a refused caller asked it nothing.
+    expect(lines.map((l) => l.msg)).toEqual([
+      'console: POST /api/queues/jobs/purge by token:ops from 127.0.0.1: done',
+      'console: POST /api/replication by token:ops from 127.0.0.1: failed: the replication factor must be an integer from 1 to 7, not 8',
+    ])
+    expect(lines[0]).toMatchObject({ audit: 'console', path: '/api/queues/jobs/purge', from: '127.0.0.1' })
   })
 
   it('with auth: admin actions need the admin role, and pass the admin token on to the cluster', async () => {

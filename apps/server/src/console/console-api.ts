@@ -32,6 +32,8 @@ import {
   undrainResult,
 } from '@mq/router-client'
 import type { AccessControl, Principal } from '../auth/access'
+import { principalName } from '../auth/audit-log'
+import type { Logger } from '../log'
 import { NODE_ID_PATTERN } from '../members'
 import { ApiRequestError, httpError } from './api-errors'
 import { CallSlots } from './call-slots'
@@ -116,6 +118,11 @@ export interface ConsoleApiOptions {
    * without it a peek needs auth on and a token that may consume the queue.
    */
   readonly peekWithoutAuth?: boolean
+  /**
+   * Where each admin action is logged with the browser's address: the gRPC audit line of the
+   * call it makes names this node as its peer (the console calls its own port).
+   */
+  readonly log?: Logger
 }
 
 interface Caller {
@@ -199,7 +206,18 @@ export class ConsoleApi {
     // Checked before a slot is taken and a client connected: a bad path or body was answered
     // 503 with the cluster down, or 429 with every slot taken, not 400 (until 2026-12-07).
     const action = actionOf(parts, body)
-    return this.#call(caller, action)
+    const line = `console: POST ${path} by ${principalName(caller.principal)} from ${req.socket.remoteAddress ?? 'an unknown address'}`
+    try {
+      const answer = await this.#call(caller, action)
+      this.#options.log?.info({ audit: 'console', path, from: req.socket.remoteAddress }, `${line}: done`)
+      return answer
+    } catch (error) {
+      this.#options.log?.info(
+        { audit: 'console', path, from: req.socket.remoteAddress },
+        `${line}: failed: ${(error as Error).message}`,
+      )
+      throw error
+    }
   }
 
   #authenticate(req: IncomingMessage): Caller {

@@ -56,7 +56,13 @@ export function consoleRoutes(options: {
       'the web console shows message bodies to anyone who reaches the HTTP port (--console-peek without --auth-file)',
     )
   }
-  const api = new ConsoleApi({ nodeId: options.nodeId, access: options.access, clients, peekWithoutAuth })
+  const api = new ConsoleApi({
+    nodeId: options.nodeId,
+    access: options.access,
+    clients,
+    peekWithoutAuth,
+    log: options.log,
+  })
   return {
     handle: (req, res, path) => {
       if (path.startsWith('/api/')) {
