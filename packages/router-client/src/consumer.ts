@@ -634,10 +634,8 @@ export class Consumer implements AsyncIterable<Delivery> {
       // max deliveries and retry backoff (without autoExtend a slow handler let every buffered
       // message lapse so, and dead-lettered them in the end).
       const held = new Set(lease.deliveries.filter((d) => this.#held.get(d) === lease))
-      const kept = this.#buffer.filter((d) => !held.has(d))
-      if (kept.length === this.#buffer.length) return
       for (const d of this.#buffer) if (held.has(d)) void d.release().catch(() => {})
-      this.#buffer.splice(0, this.#buffer.length, ...kept)
+      this.#dropFromBuffer(held)
     }
     const lapse = (): void => {
       // The leases ran out unsettled: the broker will deliver the messages again.
@@ -671,6 +669,7 @@ export class Consumer implements AsyncIterable<Delivery> {
         // Failed for a passing reason (a failover outlasting the router's deadline) while the
         // lease still runs: kept, and tried again sooner. Any other failure lets it go.
         let retry = false
+        const lost = new Set<Delivery>()
         results.forEach((r, i) => {
           if (r.status === 'fulfilled') return
           const d = live[i] as Delivery
@@ -684,7 +683,12 @@ export class Consumer implements AsyncIterable<Delivery> {
             return
           }
           this.#release(d, lease)
+          lost.add(d)
         })
+        // Lost ones never handed out leave the buffer now: left there until the reader came to
+        // them, they piled up behind a busy reader while the consumer leased in their place
+        // (until an audit: 480 with prefetch 4 in a minute, every extension answered EXPIRED).
+        if (lost.size > 0) this.#dropFromBuffer(lost)
         if (!retry) lease.deadlineMs = askedAt + leaseHoldMs(visibilityMs)
         if (lease.live === 0 || this.#ended) return
         const nextMs = retry
@@ -712,6 +716,17 @@ export class Consumer implements AsyncIterable<Delivery> {
     lease.live--
     if (lease.live === 0) clearTimeout(lease.timer)
     this.#wakeFetchersSoon()
+  }
+
+  /**
+   * Takes `gone` out of the buffer, in place: spread into one call (`splice(0, n, ...kept)`),
+   * a buffer of more than ~125,000 (prefetch may be 100,000, and a buffer holds more for a
+   * while) overflowed the stack.
+   */
+  #dropFromBuffer(gone: ReadonlySet<Delivery>): void {
+    let kept = 0
+    for (const d of this.#buffer) if (!gone.has(d)) this.#buffer[kept++] = d
+    this.#buffer.length = kept
   }
 
   #settleOne(d: Delivery, settlement: Settlement): Promise<LeaseResult> {
