@@ -2,10 +2,10 @@ import type { MqClient } from '@mq/router-client'
 import { round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, since, type Target, withFacts, withTarget } from './common'
 import { CpuMeter } from './cpu-meter'
 import { PRODUCE_DEFAULTS, produceInto } from './produce'
+import { UnderWay } from './under-way'
 
 export interface ConsumeOptions {
   /** Backlog to drain. */
@@ -61,7 +61,7 @@ export async function drain(
     try {
       await Promise.all(
         consumers.map(async (consumer) => {
-          const acks = new AcksUnderWay()
+          const acks = new UnderWay()
           try {
             for await (const m of consumer) {
               received++

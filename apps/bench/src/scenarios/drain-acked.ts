@@ -1,4 +1,4 @@
-import { AcksUnderWay } from './acks-under-way'
+import { UnderWay } from './under-way'
 
 /** What the drain reads: a consumer's deliveries, and a way to stop it. */
 export interface DrainSource extends AsyncIterable<{ readonly body: Uint8Array; ack(): Promise<unknown> }> {
@@ -64,7 +64,7 @@ export async function drainAcked(
   }
   let idle = setTimeout(stop(DrainEnd.idle), limits.firstIdleMs)
   const cap = setTimeout(stop(DrainEnd.cap), limits.capMs)
-  const acks = new AcksUnderWay()
+  const acks = new UnderWay()
   let error: string | undefined
   try {
     if (pending.size === 0) stoppedBy = DrainEnd.allSeen

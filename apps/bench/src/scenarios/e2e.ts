@@ -1,10 +1,10 @@
 import { LatencyHistogram, latencyOf, round, Timeline } from '../histogram'
 import { Progress } from '../progress'
 import type { ScenarioResult } from '../result'
-import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
 import { paced } from './pacer'
 import { RssMeter } from './rss-meter'
+import { UnderWay } from './under-way'
 
 export interface E2eOptions {
   readonly ratePerS: number
@@ -45,7 +45,7 @@ export async function runE2e(target: Target, o: E2eOptions): Promise<ScenarioRes
       rss = RssMeter.start(serverRssBytes)
       const consumer = consumerClient.consumer(queue, { prefetch: 256, waitMs: 500 })
       const receiving = (async () => {
-        const acks = new AcksUnderWay()
+        const acks = new UnderWay()
         for await (const m of consumer) {
           const sentAt = new DataView(m.body.buffer, m.body.byteOffset, 8).getFloat64(0)
           const latency = nowMs() - sentAt

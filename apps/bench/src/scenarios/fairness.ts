@@ -5,8 +5,8 @@ import type { ClusterFacts } from '../cluster'
 import { round } from '../histogram'
 import { Progress } from '../progress'
 import type { FairnessSeries, ScenarioResult, SharePoint } from '../result'
-import { AcksUnderWay } from './acks-under-way'
 import { closeAll, connect, queueName, type Target, withFacts, withTarget } from './common'
+import { UnderWay } from './under-way'
 
 /** Sends awaited in batches of this many while the backlog is built. */
 const SENDS_IN_FLIGHT_MAX = 5_000
@@ -187,7 +187,7 @@ async function clusterOrder(
       const progress = new Progress('fairness')
       const consumer = client.consumer(queue, { prefetch: 16, waitMs: 500 })
       const timer = setTimeout(() => void consumer.close(), o.timeLimitMs)
-      const acks = new AcksUnderWay()
+      const acks = new UnderWay()
       try {
         for await (const m of consumer) {
           order.push(m.weight)

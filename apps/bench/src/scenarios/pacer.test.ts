@@ -48,7 +48,7 @@ describe('paced', () => {
   // The audit's case: the pacer returned the promise of every send it made, held by e2e and
   // failover to the run's end (an array of rate × duration: 1.6 million at 3,000/s for the
   // 540 s an RSS run takes, ~90 MB of the client's heap, each promoted out of the young
-  // generation) only to wait for them and count them — the per-message buffer AcksUnderWay
+  // generation) only to wait for them and count them — the per-message buffer UnderWay
   // removed for acks. A send that settled must not be held.
   it('holds no send once it settled: its run keeps only the count and the wait for the rest', async () => {
     setFlagsFromString('--expose-gc')

@@ -1,3 +1,5 @@
+import { UnderWay } from './under-way'
+
 /** How long past the end of its schedule the pacer goes on issuing sends that fell behind. */
 const OVERRUN_MS_MAX = 10_000
 
@@ -21,24 +23,17 @@ export async function paced(
   const intervalMs = 1000 / ratePerS
   const start = performance.now()
   const deadline = start + count * intervalMs + OVERRUN_MS_MAX
-  let pending = 0
-  let allSettled = () => {}
-  const settled = () => {
-    if (--pending === 0) allSettled()
-  }
+  const underWay = new UnderWay()
   let i = 0
   while (i < count) {
     const now = performance.now()
     if (now >= deadline) break
-    for (; i < count && start + i * intervalMs <= now; i++) {
-      pending++
-      send(i, start + i * intervalMs).then(settled, settled)
-    }
+    for (; i < count && start + i * intervalMs <= now; i++) underWay.add(send(i, start + i * intervalMs))
     if (i < count) {
       const waitMs = Math.max(0, start + i * intervalMs - performance.now())
       await new Promise((r) => setTimeout(r, waitMs))
     }
   }
-  if (pending > 0) await new Promise<void>((resolve) => (allSettled = resolve))
+  await underWay.settled()
   return i
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { AcksUnderWay } from './acks-under-way'
+import { UnderWay } from './under-way'
 
 /** An ack that settles when told to: ok, or failed. */
 function pendingAck(): { ack: Promise<void>; settle: (ok: boolean) => void } {
@@ -10,9 +10,9 @@ function pendingAck(): { ack: Promise<void>; settle: (ok: boolean) => void } {
   return { ack, settle: (ok) => settlers[0]?.(ok) }
 }
 
-describe('AcksUnderWay', () => {
+describe('UnderWay', () => {
   it('holds an ack only until it settles, either way', async () => {
-    const acks = new AcksUnderWay()
+    const acks = new UnderWay()
     for (let i = 0; i < 1_000; i++) acks.add(Promise.resolve())
     const failing = pendingAck()
     acks.add(failing.ack)
@@ -25,7 +25,7 @@ describe('AcksUnderWay', () => {
   })
 
   it('settles once every ack added has settled, and does not reject for a failed one', async () => {
-    const acks = new AcksUnderWay()
+    const acks = new UnderWay()
     const a = pendingAck()
     const b = pendingAck()
     acks.add(a.ack)
