@@ -14,6 +14,7 @@ import {
   parseAddress,
   parseMembers,
 } from './members'
+import { isMetadataValue } from './metadata-value'
 
 /** Everything one `mq-server` process needs to know, validated. */
 export interface ServerConfig {
@@ -539,7 +540,7 @@ function secret(raw: RawConfig, key: 'peerToken'): string {
   }
   // Sent as a gRPC metadata value, which takes printable ASCII only: grpc-js threw on any other
   // character when the peer transport opened its first stream, ending the process.
-  if (!/^[ -~]*$/.test(v)) {
+  if (!isMetadataValue(v)) {
     throw new ConfigError(
       `${key} (--peer-token, or ${PEER_TOKEN_ENV}) holds a character other than printable ASCII (a line break, a tab, an accented letter): peers send it as a gRPC metadata value, which takes printable ASCII only`,
     )

@@ -257,8 +257,12 @@ interface ProtoKeyFixup {
 function restoreProtoKey(request: unknown, f: ProtoKeyFixup): void {
   let at = request as Record<string | number, unknown>
   for (const step of f.path) at = at[step] as Record<string | number, unknown>
-  const value = decodeUtf8Exact(f.bytes.subarray(f.valueStart, f.valueEnd))
-  Object.defineProperty(at, '__proto__', { value, enumerable: true, writable: true, configurable: true })
+  defineProtoKey(at, decodeUtf8Exact(f.bytes.subarray(f.valueStart, f.valueEnd)))
+}
+
+/** Sets a decoded map's entry named `__proto__` as an own property (see ProtoKeyFixup). */
+export function defineProtoKey(map: object, value: string): void {
+  Object.defineProperty(map, '__proto__', { value, enumerable: true, writable: true, configurable: true })
 }
 
 /** A refusal inside the walk (thrown to its top, which makes the RefusedRequest). */

@@ -65,7 +65,13 @@ import {
   RedriveResponse,
   StatsRequest,
 } from './generated/mq/v1/queue'
-import { type Decoder, decodingDeserializer, guardedDeserializer, type MessageRule } from './request-guard'
+import {
+  type Decoder,
+  decodingDeserializer,
+  defineProtoKey,
+  guardedDeserializer,
+  type MessageRule,
+} from './request-guard'
 import { META_REQUEST_RULES, QUEUE_REQUEST_RULES } from './request-rules'
 import { WireWriter } from './wire-writer'
 
@@ -143,13 +149,7 @@ function restoreLeasedProtoHeaders(bytes: Buffer, decoded: LeaseResponse): Lease
           const inner = reader.uint32()
           if (inner === 42) {
             const entry = LeasedMessage_HeadersEntry.decode(reader, reader.uint32())
-            if (entry.key === '__proto__' && headers !== undefined)
-              Object.defineProperty(headers, '__proto__', {
-                value: entry.value,
-                enumerable: true,
-                writable: true,
-                configurable: true,
-              })
+            if (entry.key === '__proto__' && headers !== undefined) defineProtoKey(headers, entry.value)
             continue
           }
           if ((inner & 7) === 4 || inner === 0) break

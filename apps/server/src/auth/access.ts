@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { Metadata } from '@grpc/grpc-js'
 import { formatRole, QUEUE_NAME_LENGTH_MAX, type QueueScope, queueNameProblem } from '@mq/meta-service'
 import { PermissionDeniedError, UnauthenticatedError } from '@mq/protocol'
+import { isMetadataValue } from '../metadata-value'
 import { PEER_TOKEN_KEY } from '../peer-transport'
 import { type Role, type TokenEntry, tokenDigest } from './token-file'
 
@@ -66,9 +67,6 @@ function queuesOf(method: string, request: unknown): string[] {
   const queue = r?.target?.queue
   return [typeof queue === 'string' ? queue : '']
 }
-
-/** What an HTTP header value may hold (grpc-js's metadata takes printable ASCII only). */
-const HEADER_VALUE = /^[ -~]*$/
 
 /** The scope of a caller who may see no queue. */
 const NO_QUEUES: QueueScope = { sees: () => false, prefixes: [] }
@@ -237,7 +235,7 @@ export class AccessControl {
    */
   authenticateHttp(header: string | undefined): Principal {
     // Checked here: grpc-js's Metadata would throw for it (a message that echoed the header).
-    if (header !== undefined && !HEADER_VALUE.test(header)) {
+    if (header !== undefined && !isMetadataValue(header)) {
       throw new UnauthenticatedError(
         'the Authorization header holds characters a token never has: send "Bearer <token>" in printable ASCII',
       )

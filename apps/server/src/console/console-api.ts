@@ -206,17 +206,18 @@ export class ConsoleApi {
     // Checked before a slot is taken and a client connected: a bad path or body was answered
     // 503 with the cluster down, or 429 with every slot taken, not 400 (until 2026-12-07).
     const action = actionOf(parts, body)
-    const line = `console: POST ${path} by ${principalName(caller.principal)} from ${req.socket.remoteAddress ?? 'an unknown address'}`
+    const from = req.socket.remoteAddress
+    let outcome = 'done'
     try {
-      const answer = await this.#call(caller, action)
-      this.#options.log?.info({ audit: 'console', path, from: req.socket.remoteAddress }, `${line}: done`)
-      return answer
+      return await this.#call(caller, action)
     } catch (error) {
-      this.#options.log?.info(
-        { audit: 'console', path, from: req.socket.remoteAddress },
-        `${line}: failed: ${(error as Error).message}`,
-      )
+      outcome = `failed: ${(error as Error).message}`
       throw error
+    } finally {
+      this.#options.log?.info(
+        { audit: 'console', path, from },
+        `console: POST ${path} by ${principalName(caller.principal)} from ${from ?? 'an unknown address'}: ${outcome}`,
+      )
     }
   }
 
