@@ -1285,6 +1285,29 @@ describe('queue handlers', () => {
     await polls[1]
   })
 
+  it("answers a repeated attempt its held leases at once when the long polls' limit is full, not LIMIT_EXCEEDED", async () => {
+    const group = await localGroup()
+    const h = queueHandlers(node(group, FORMAT_LEVEL_LEASE_ATTEMPTS), {
+      leaseWaitMsMax: 30_000,
+      leaseRecheckMs: 10_000,
+      waitersPerPartitionMax: 1,
+    })
+    await call(h, 'produce', { target, messages: [message('a')] })
+    const ask = { target, consumerId: 'c', max: 1, visibilityMs: 60_000, waitMs: 0, attempt: 'at-1' }
+    const first = (await call(h, 'lease', ask)).messages
+    expect(first).toHaveLength(1)
+    // Another consumer's long poll fills the partition's limit (nothing is ready for it).
+    const looks = countLooks(group, 'jobs')
+    const other = fakeCall({ ...ask, attempt: 'at-2', waitMs: 10_000 })
+    const polling = call(h, 'lease', other.request, other)
+    await until(() => looks.sleeps() === 1)
+    // The first answer was lost: its repeat, a long poll, gets the leases its attempt holds.
+    const again = await call(h, 'lease', { ...ask, waitMs: 5_000, attemptRepeat: true })
+    expect(again.messages).toEqual(first)
+    other.cancel()
+    expect((await polling).messages).toEqual([])
+  })
+
   it('delivers messages falling due together to every waiting poll, not only to the one their due time woke', async () => {
     const group = await localGroup()
     Object.defineProperty(group, 'now', { get: () => Date.now() })

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
+  FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_PIPELINING,
   FORMAT_LEVEL_REDRIVE_SPAN,
@@ -528,7 +529,14 @@ export function queueHandlers(
           pollWaiters = groupWaiters
           const entered = groupWaiters.enter(queue, partition, req.max)
           if (typeof entered === 'string') {
-            if (!(look(group, queue, partition).spare > 0))
+            // A repeat of an attempt is answered the leases the attempt holds (not ready, so
+            // not counted as spare) by its first round's lease, without waiting, not refused.
+            const repeats =
+              round === 0 &&
+              !!req.attempt &&
+              req.attemptRepeat &&
+              node.formatLevel() >= FORMAT_LEVEL_LEASE_ATTEMPTS
+            if (!(look(group, queue, partition).spare > 0) && !repeats)
               throw pollsLimitError(req.target, group, entered, limits)
             deadline = performance.now()
           } else poll = entered
