@@ -22,7 +22,7 @@ export type {
   OutputStream,
 } from './io'
 export { interruptReason } from './io'
-export { LINE_CHARS_MAX, readLines } from './lines'
+export { LINE_BYTES_MAX, readLines } from './lines'
 export { nodeIO } from './node-io'
 export { durationArg, headerArg, integerArg, parseServers, serversArg } from './options'
 export type { MessageRecord } from './output'

@@ -91,7 +91,10 @@ export interface CliIO {
 export interface InterruptReason {
   /** E.g. `Ctrl-C`, `SIGTERM`, `stdout's reader left (EPIPE)`. */
   readonly why: string
-  /** 128 + the signal's number; 0 for stdout's reader gone (mq ends quietly, as for `head`). */
+  /**
+   * 128 + the signal's number; 0 for stdout's reader gone (mq ends quietly, as for `head`); 4
+   * for stdout failing otherwise (a full disk).
+   */
   readonly exitCode: number
 }
 

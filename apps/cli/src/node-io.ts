@@ -1,7 +1,16 @@
 import { getEventListeners } from 'node:events'
 import { readFile } from 'node:fs/promises'
 import { MqClient } from '@mq/router-client'
+import { ExitCode } from './exit-codes'
 import type { CliIO, InterruptReason } from './io'
+
+/** A write to stdout that failed otherwise than by its reader leaving (EPIPE). */
+let stdoutError: Error | undefined
+
+/** What went wrong writing to stdout (not EPIPE), for people; undefined when nothing did. */
+export function stdoutFailure(): string | undefined {
+  return stdoutError && `stdout could not be written: ${stdoutError.message}`
+}
 
 /**
  * The real IO of the `mq` binary: the process's streams and environment, the file system,
@@ -33,11 +42,22 @@ export function nodeIO(): CliIO {
   }
   // `mq consume | head -1`: a closed pipe ends mq quietly — a command that handles Ctrl-C
   // (consume, produce) stops as for Ctrl-C, giving back what it holds; any other exits at once.
+  // Any other write error (a full disk: `mq consume > /dev/full`, ENOSPC) stops it the same way
+  // but fails, exit 4 (stdoutFailure): it was thrown from here, a stack trace and exit 1, and a
+  // consume left what it held leased until the visibility timeout.
   process.stdout.on('error', (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EPIPE') throw error
+    const epipe = error.code === 'EPIPE'
+    if (!epipe) stdoutError ??= error
     if (interrupt.signal.aborted) return
-    if (getEventListeners(interrupt.signal, 'abort').length === 0) process.exit(0)
-    stop({ why: "stdout's reader left (EPIPE)", exitCode: 0 })
+    if (getEventListeners(interrupt.signal, 'abort').length === 0) {
+      if (!epipe) process.stderr.write(`mq: ${stdoutFailure()}\n`)
+      process.exit(epipe ? 0 : ExitCode.Other)
+    }
+    stop(
+      epipe
+        ? { why: "stdout's reader left (EPIPE)", exitCode: 0 }
+        : { why: stdoutFailure() ?? '', exitCode: ExitCode.Other },
+    )
   })
   return {
     stdout: process.stdout,

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -340,6 +340,48 @@ describe('the mq binary', () => {
     // Given back at once, not left leased until its visibility timeout.
     expect(broker.ready('term')).toHaveLength(1)
   })
+
+  // Any write error but EPIPE was thrown from stdout's error listener: a stack trace, exit 1,
+  // and a consume left what it held leased until the visibility timeout (with max deliveries 1,
+  // dead-lettered then).
+  it.skipIf(!existsSync('/dev/full'))(
+    'fails with one line and exit 4 when stdout cannot be written (a full disk), giving back what it holds',
+    async () => {
+      const env = { MQ_SERVERS: broker.address }
+      expect((await runMq(['queue', 'create', 'full-disk'], env)).code).toBe(0)
+      expect((await runMq(['produce', 'full-disk', 'one'], env)).code).toBe(0)
+      const toFull = async (args: string[]) => {
+        const full = openSync('/dev/full', 'w')
+        try {
+          const child = spawn(process.execPath, [main, ...args], {
+            env: { ...process.env, ...env },
+            stdio: ['ignore', full, 'pipe'],
+          })
+          const killer = setTimeout(() => child.kill('SIGKILL'), 15_000)
+          let stderr = ''
+          child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+          const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+          clearTimeout(killer)
+          return { code, stderr }
+        } finally {
+          closeSync(full)
+        }
+      }
+      const ackedBefore = broker.acked.length
+      const consumed = await toFull(['consume', 'full-disk', '--wait', '1s'])
+      expect(consumed).toEqual({
+        code: 4,
+        stderr: 'mq: stdout could not be written: ENOSPC: no space left on device, write\n',
+      })
+      expect(broker.ready('full-disk')).toEqual(['one'])
+      expect(broker.acked).toHaveLength(ackedBefore)
+      const listed = await toFull(['queue', 'list'])
+      expect(listed).toEqual({
+        code: 4,
+        stderr: 'mq: stdout could not be written: ENOSPC: no space left on device, write\n',
+      })
+    },
+  )
 })
 
 // After 'the mq binary', whose beforeAll builds it.

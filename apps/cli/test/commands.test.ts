@@ -929,6 +929,16 @@ describe('produce', () => {
     expect(bodies.sort()).toEqual(['one', 'three', 'two'])
   })
 
+  // Each stdin line was decoded as UTF-8: its invalid bytes were sent as U+FFFD (EF BF BD),
+  // other bytes than stdin held, and exit 0 without a word.
+  it('sends a stdin line that is not UTF-8 as its bytes, unchanged', async () => {
+    const latin1 = new Uint8Array([0x63, 0x61, 0x66, 0xe9]) // "café" in Latin-1
+    const r = await mq(['produce', 'jobs'], { stdin: [latin1, new Uint8Array([0x0a, 0x6f, 0x6b, 0x0a])] })
+    expect(r.code).toBe(0)
+    const bodies = cluster.ready('jobs').map((m) => Buffer.from(m.body).toString('hex'))
+    expect(bodies.sort()).toEqual(['636166e9', '6f6b'])
+  })
+
   it('sends the bytes of --file as they are', async () => {
     const bytes = new Uint8Array([0xff, 0x00, 0x80])
     const r = await mq(['produce', 'jobs', '--file', 'blob.bin'], { files: { 'blob.bin': bytes } })

@@ -166,7 +166,7 @@ export class FakeCluster {
   /** A CliIO around this cluster, capturing stdout and stderr. */
   io(
     options: {
-      stdin?: string[]
+      stdin?: (string | Uint8Array)[]
       env?: Record<string, string>
       files?: Record<string, Uint8Array>
       /** stdout's reader leaves after this many lines (a pipe to `head`): later writes fail with EPIPE. */

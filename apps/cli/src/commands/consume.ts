@@ -128,6 +128,10 @@ async function consume(
       pending = undefined
       const d = next.delivery
       received++
+      // The last one: leasing stops before it is acked. Its ack rode with the next lease (the
+      // SDK carries acks on them), which leased one message more, given back at exit: every
+      // `mq consume` raised the delivery count of a message it never printed.
+      if (received >= flags.max) await consumer.stop()
       progress?.clear()
       if (out.json) out.record(messageRecord(d))
       else out.text(`${messageLine(d)}\n`)
