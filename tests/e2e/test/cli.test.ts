@@ -170,5 +170,17 @@ describe('mq against a real cluster', () => {
     expect(stats.map((p) => p.counters)).toEqual([
       expect.objectContaining({ acked: 3, delivered: 3, nacked: 0 }),
     ])
+    // --max 10 of 21: the acks of the first ones lease no more than the ten (each one acked as
+    // it came leased one more into the room it freed: 5 of 10 given back, a delivery counted).
+    const lines = Array.from({ length: 20 }, (_, i) => `m${i}\n`).join('')
+    expect((await mq(['--servers', servers, 'produce', 'one-by-one'], lines)).code).toBe(0)
+    const ten = await run('--json', 'consume', 'one-by-one', '--max', '10', '--wait', '3s')
+    expect(ten.out.trim().split('\n')).toHaveLength(10)
+    const after = JSON.parse((await run('--json', 'queue', 'describe', 'one-by-one')).out) as {
+      stats: { counters: object }[]
+    }
+    expect(after.stats.map((p) => p.counters)).toEqual([
+      expect.objectContaining({ acked: 13, delivered: 13, nacked: 0 }),
+    ])
   })
 })

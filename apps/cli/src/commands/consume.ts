@@ -96,8 +96,9 @@ async function consume(
   const { client, out, io } = session
   const follow = flags.follow === true
   let lastError: unknown
+  const prefetch = Math.max(1, Math.min(flags.max, flags.ack ? PREFETCH_MAX : NO_ACK_HELD_MAX))
   const consumer = client.consumer(queue, {
-    prefetch: Math.max(1, Math.min(flags.max, flags.ack ? PREFETCH_MAX : NO_ACK_HELD_MAX)),
+    prefetch,
     waitMs: follow ? LEASE_WAIT_MS_MAX : Math.max(LEASE_WAIT_MS_MIN, Math.min(flags.wait, LEASE_WAIT_MS_MAX)),
     onError: (error) => {
       lastError = error
@@ -116,6 +117,23 @@ async function consume(
   let interrupted = false
   /** What could not be given back (--no-ack, a pipe gone, an interrupt): said, not hidden. */
   let giveBackFailure: unknown
+  /** Printed, to be acked once leasing stops (the last `prefetch` of --max), with their line's write. */
+  const lastAcks: [CliDelivery, Promise<Error | undefined>][] = []
+  /**
+   * Acks `d` once its line left mq (`shown`): one whose write failed (the reader of a pipe is
+   * gone: `mq consume | head -1`) is given back, not acked unread.
+   */
+  const ackOnceShown = (d: CliDelivery, shown: Promise<Error | undefined>): Promise<void> =>
+    shown.then((failed) => {
+      if (failed) {
+        outputGone = true
+        held.push(d)
+        return
+      }
+      return d.ack().catch((error: unknown) => {
+        ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
+      })
+    })
   const stopListening = handleInterrupts(io.interrupt)
   try {
     while (received < flags.max && ackFailure === undefined && !outputGone) {
@@ -128,10 +146,6 @@ async function consume(
       pending = undefined
       const d = next.delivery
       received++
-      // The last one: leasing stops before it is acked. Its ack rode with the next lease (the
-      // SDK carries acks on them), which leased one message more, given back at exit: every
-      // `mq consume` raised the delivery count of a message it never printed.
-      if (received >= flags.max) await consumer.stop()
       progress?.clear()
       if (out.json) out.record(messageRecord(d))
       else out.text(`${messageLine(d)}\n`)
@@ -140,27 +154,30 @@ async function consume(
         held.push(d)
         continue
       }
-      // Acked once its line left mq: one whose write failed (the reader of a pipe is gone:
-      // `mq consume | head -1`) is given back, not acked unread.
-      const acking = out.flushed().then((failed) => {
-        if (failed) {
-          outputGone = true
-          held.push(d)
-          return
-        }
-        return d.ack().catch((error: unknown) => {
-          ackFailure ??= new CommandError(`message ${d.partition}/${d.id} was printed but not acked`, error)
+      // The last `prefetch` of --max are acked once leasing stopped: an ack frees room, and the
+      // SDK leases into it (the ack rides with that lease), so each one acked before the end
+      // leased a message more, given back at exit, a delivery counted on it (--max 1: every
+      // message after the first showed deliveries=2; --max 100: 60 leased for nothing).
+      const shown = out.flushed()
+      if (received > flags.max - prefetch) {
+        lastAcks.push([d, shown])
+        void shown.then((failed) => {
+          if (failed) outputGone = true
         })
-      })
-      await acks.add(acking)
+      } else await acks.add(ackOnceShown(d, shown))
     }
     await acks.drained()
+    // Their lines' writes done while a write error still stops mq as an interrupt (below, it
+    // exits at once: before the give-back).
+    await Promise.all(lastAcks.map(([, shown]) => shown))
   } finally {
     stopListening()
     // Leasing stops first (what was leased and not handed out goes back): the messages given
     // back below would otherwise be leased again at once by this consumer's own fetch loop, and
     // stay leased for the queue's visibility timeout.
     await consumer.stop()
+    for (const [d, shown] of lastAcks.splice(0)) await acks.add(ackOnceShown(d, shown))
+    await acks.drained()
     const givenBack = await Promise.allSettled(held.map((d) => d.release()))
     const failed = givenBack.filter((r): r is PromiseRejectedResult => r.status === 'rejected')
     if (failed.length > 0) {
