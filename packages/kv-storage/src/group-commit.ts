@@ -106,6 +106,9 @@ function deferred(): Deferred {
  */
 export const SYNC_STAGE_FACTOR = 2
 
+/** Batches `close()` writes at most for what is staged, flushed or written while it waits. */
+const CLOSE_BATCHES_MAX = 16
+
 const LATENCY_BOUNDS_MS = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096]
 
 /**
@@ -337,14 +340,36 @@ export class GroupCommit implements Durability {
     this.stagedBytes += bytes
   }
 
-  /** Writes what is staged, then refuses further work. Does not close the engine. Idempotent. */
+  /**
+   * Writes what is staged, then refuses further work. Does not close the engine. Idempotent.
+   * What is staged, flushed or written while it waits for a batch goes in a later batch before
+   * it resolves (up to CLOSE_BATCHES_MAX of them; what comes after is refused): once closed,
+   * no batch starts (one flushed during a close used to start after it, and fail once the
+   * engine was closed).
+   */
   async close(): Promise<void> {
     if (this.closed) return
-    if (!this.failed) await this.flush().catch(() => {})
-    if (this.current) await this.current.promise.catch(() => {})
+    for (let round = 0; round < CLOSE_BATCHES_MAX && !this.failed; round++) {
+      // A lazy write's batch (`next` without a flush) is written too, not left to its timer.
+      if (this.staged.length > 0 || this.next) {
+        this.next ??= deferred()
+        const pending = this.next
+        this.eager = true
+        this.scheduleBatch()
+        await pending.promise.catch(() => {})
+      } else if (this.current) await this.current.promise.catch(() => {})
+      else break
+    }
     this.closed = true
     const err = new ClosedError('group commit is closed')
+    if (this.lazyTimer !== undefined) {
+      clearTimeout(this.lazyTimer)
+      this.lazyTimer = undefined
+    }
+    this.next?.reject(err)
+    this.next = undefined
     for (const w of this.waiting.values()) w.reject(err)
+    if (this.current) await this.current.promise.catch(() => {})
   }
 
   /** `ticket` staged or failed: the next one in line may stage (it is woken if waiting). */

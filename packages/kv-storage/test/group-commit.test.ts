@@ -271,4 +271,37 @@ describe('GroupCommit', () => {
     expect(() => commit.stage([put(2)])).toThrow(ClosedError)
     await expect(commit.flush()).rejects.toBeInstanceOf(ClosedError)
   })
+
+  it('close also writes what is staged, flushed or written while its batch is in flight, and starts no batch after', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine)
+    engine.hold()
+    commit.stage([put(1)])
+    const first = commit.flush()
+    await engine.arrived(1)
+    const closing = commit.close()
+    commit.stage([put(2)])
+    const flushed = commit.flush()
+    const written = commit.write([put(3)])
+    engine.release()
+    await first
+    await closing
+    // Before the fix the second batch started after close resolved: with the engine closed
+    // by then (a node's stop), the flush and the write failed and their ops were never written.
+    await engine.close()
+    await expect(flushed).resolves.toBeUndefined()
+    await expect(written).resolves.toBeUndefined()
+    expect(engine.writes.map((w) => w.ops.length)).toEqual([1, 2])
+  })
+
+  it('a lazy write pending at close is written by close, not by its timer after it', async () => {
+    const engine = new GatedEngine(new MemoryEngine())
+    const commit = new GroupCommit(engine, { lazyFlushMs: 5 })
+    const written = commit.write([])
+    await commit.close()
+    await engine.close()
+    await expect(written).resolves.toBeUndefined()
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    expect(engine.writes).toHaveLength(1)
+  })
 })
