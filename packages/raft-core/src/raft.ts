@@ -193,9 +193,20 @@ export class Raft {
     return this.cfg.joinBySnapshot && this.log.lastIndex() === 0
   }
 
-  /** True when this replica may campaign: a voter with no snapshot waiting to be installed. */
+  /**
+   * True when this replica may campaign: a voter with no snapshot waiting to be installed. Also
+   * a voter of the committed configuration whose removal (or demotion) is in its log, not yet
+   * committed: a leader that removed itself and lost its lead before the change committed
+   * (check-quorum, a higher term) holds the only copy of it, so the others' logs are behind
+   * its own and it refused them its vote; of two voters, neither could ever be elected (an
+   * audit). Elected, it commits the change under the new configuration, then steps down.
+   */
   promotable(): boolean {
-    return this.conf.voters.includes(this.id) && this.log.unstableSnapshot === null
+    if (this.log.unstableSnapshot !== null) return false
+    if (this.conf.voters.includes(this.id)) return true
+    return (
+      this.lastConfIndex() > this.log.committed && this.confAt(this.log.committed).voters.includes(this.id)
+    )
   }
 
   /**
@@ -978,11 +989,13 @@ export class Raft {
       if (pr.state === ProgressState.Snapshot) return
       if (
         m.context > 0 &&
-        (pr.match === 0 || (pr.state === ProgressState.Probe && m.index === pr.next - 1))
+        (pr.match === 0 || m.index === 0 || (pr.state === ProgressState.Probe && m.index === pr.next - 1))
       ) {
         // It holds nothing and takes its first state only from a snapshot that carries its join
         // nonce, `context` (RaftConfig.joinBySnapshot). A match above 0 was its id's earlier
         // replica's (its storage is gone): probing down to it again and again would be refused.
+        // Index 0: it refused a snapshot sent as to any follower; with a match above 0 that
+        // refusal was dropped, and the same snapshot sent at every heartbeat (an audit).
         pr.holdsNothing(m.context)
         this.#sendSnapshot(m.from, pr)
         return
@@ -1094,7 +1107,10 @@ export class Raft {
       // an image from before its promotion (listing it as a learner), and replay the promotion
       // after it (the new replica then acknowledged that leader's entries).
       if (!this.conf.learners.includes(to)) return false
-      const added = this.#addedAt(to)
+      // Index 0 is no snapshot (a log never compacted): a leader restarted from such a log counts
+      // its founders members at its start (#addedAt 0), and took it for an image of a founding
+      // learner's state, which threw out of step() (an audit).
+      const added = Math.max(1, this.#addedAt(to))
       const fits = (index: number, conf: ConfState) => index >= added && conf.learners.includes(to)
       if (!fits(snapshot.meta.index, snapshot.meta.conf)) {
         if (fits(this.log.applied, this.confAt(this.log.applied))) this.snapshotWanted = true

@@ -268,4 +268,49 @@ describe('a replica that holds nothing joins by a snapshot', () => {
     h.propose('a', 'y')
     expect(h.node('b').applied).toEqual(['x', 'y'])
   })
+
+  it('a founding learner that holds nothing joins a leader restarted from a log never compacted', () => {
+    // (check-quorum off: b and c would ignore a's pre-votes after its restart for a while)
+    const h = new Harness(['a', 'b', 'c'], { checkQuorum: false }, ['d'])
+    h.add('d', conf([])) // d's storage is gone
+    h.isolate('d')
+    h.elect('a')
+    h.propose('a', 'x')
+    h.restart('a') // a counts its founders members at its log's start, and holds no snapshot
+    h.elect('a')
+    h.heal()
+    // (without the fix: a took its storage's empty initial snapshot, index 0, for an image
+    // listing d as a learner, and threw out of step() at d's refusal)
+    h.heartbeat('a')
+    h.heartbeat('a')
+    expect(h.node('d').applied).toEqual(['x'])
+  })
+
+  it('joins when the leader counts a late acknowledgement of its earlier replica and compacted past it', () => {
+    const h = new Harness(['a', 'b', 'c'])
+    h.elect('a')
+    h.propose('a', 'x')
+    addLearner(h, 'a', 'd')
+    h.propose('a', 'y')
+    const ack = h.delivered
+      .filter((m) => m.type === MessageType.AppResp && m.from === 'd' && !m.reject)
+      .at(-1)!
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'd' })
+    h.settle()
+    h.propose('a', 'z')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.AddLearner, id: 'd' })
+    h.add('d', conf([])) // created again, holding nothing
+    h.isolate('d')
+    h.settle()
+    // The earlier d's acknowledgement, delayed (same term): a's progress of the new d matches it.
+    h.raw('a').step(ack)
+    expect(h.raw('a').matchIndex('d')).toBe(ack.index)
+    h.propose('a', 'w')
+    h.compact('a') // past that match: a sends d its snapshot as to any follower, without a nonce
+    h.heal()
+    // (without the fix: d refused it and told its nonce at index 0, which a dropped, its match
+    // for d being above 0; a sent the same snapshot at every heartbeat's reply, for ever)
+    for (let i = 0; i < 5; i++) h.heartbeat('a')
+    expect(h.node('d').applied).toEqual(['x', 'y', 'z', 'w'])
+  })
 })

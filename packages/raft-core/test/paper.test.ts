@@ -499,6 +499,29 @@ describe('§6 membership changes', () => {
     expect(h.raw('a').status().role).toBe('follower')
   })
 
+  it('a leader of two voters that removed itself and lost its lead before the change committed is elected again, commits it, then steps down (Reference: dissertation §4.2.2)', () => {
+    const h = new Harness(['a', 'b'])
+    h.elect('a')
+    h.propose('a', 'x')
+    h.isolate('a')
+    h.raw('a').proposeConfChange({ type: ConfChangeType.Remove, id: 'a' })
+    h.settle()
+    h.tick('a', 30) // check-quorum: b (its whole new configuration) is silent, a steps down
+    expect(h.raw('a').status().role).toBe('follower')
+    h.heal()
+    // (without the fix: a, not a voter of its latest configuration, never campaigned, and b,
+    // whose log lacks the removal, never got a's vote: no leader, for ever)
+    for (let i = 0; i < 100; i++) {
+      h.tick('a')
+      h.tick('b')
+      h.settle()
+    }
+    expect(h.leaders()).toEqual(['b'])
+    expect(h.raw('b').status().conf.voters).toEqual(['b'])
+    h.propose('b', 'y')
+    expect(h.node('b').applied).toEqual(['x', 'y'])
+  })
+
   it('reports a clear error for a misconfiguration (duplicate ids, no voters, self not a member)', () => {
     const mk = (c: ReturnType<typeof conf>) => () =>
       new RawNode({ id: 'a', prng: new Prng(1) }, new MemoryLogStorage(c))
