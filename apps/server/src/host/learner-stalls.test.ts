@@ -13,7 +13,7 @@ import {
   type Snapshot,
   type StateMachine,
 } from '@mq/raft-core'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { decodeImageHandle } from './image-handle'
 import { LearnerStalls } from './learner-stalls'
 import { NodeImages } from './node-images'
@@ -128,6 +128,83 @@ describe('LearnerStalls over a data-group leader’s answers (NodeImages + chang
       expect(stalls.note(1, 'n4', await answer(), 30_000)).toBe(true)
     } finally {
       await images.close()
+    }
+  })
+
+  it('times a learner added again after its removal: the image its earlier replica was served whole does not exempt it', async () => {
+    // n1 leads group 1; n4 was its learner once and was served an image whole (at 4,990). n4
+    // then left the group (a drain, a retarget), and no page of group 1 was served since. Later
+    // n4 is added again: a new, empty learner whose link to n1 is cut (match 0, no page asked
+    // for). Its mark must be timed: the old image is not one it installs.
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] })
+    const engine = new MemoryEngine()
+    await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
+      sync: false,
+    })
+    let conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
+    const raftStatus = () => ({
+      id: 'n1',
+      role: Role.Leader,
+      commit: 6_000,
+      confIndex: 0,
+      applied: 6_000,
+      conf,
+    })
+    const images = new NodeImages({
+      nodeId: 'n1',
+      engine,
+      write: (ops) => engine.write(ops, { sync: false }),
+      calls: new PeerCalls(''),
+      addressOf: () => undefined,
+      raft: () => ({ status: raftStatus, refreshImage: () => {} }) as unknown as RaftHost,
+      onFetchError: () => {},
+      onStaged: () => {},
+    })
+    try {
+      const imageId = decodeImageHandle(await images.store.take(1, 4_990, []))?.imageId ?? 0
+      const page = await images.fetch({
+        groupId: 1,
+        imageId,
+        after: new Uint8Array(0),
+        maxBytes: 0,
+        nodeId: 'n4',
+      })
+      expect(page.done).toBe(true)
+      expect(images.wholeImageServed(1, 'n4')).toBe(4_990)
+      // n4 leaves the group; a sweep passes; n4 is added again later.
+      conf = { voters: ['n1', 'n2', 'n3'], learners: [], votersOutgoing: [], learnersNext: [] }
+      vi.advanceTimersByTime(10_000)
+      conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
+      const raft: ReplicaChangeRaft = {
+        status: () => raftStatus() as unknown as RaftStatus,
+        matchIndex: (_groupId, id) => (id === 'n4' ? 0 : 6_000),
+        recentlyActive: () => true,
+        proposeConfChange: async () => ({ index: 1, result: undefined }),
+        transferLeader: () => {},
+      }
+      const port = { assertLeader: () => {} } as unknown as DataGroupPort
+      const request = {
+        groupId: 1,
+        add: 'n4',
+        remove: 'n3',
+        removeFirst: false,
+        replicas: ['n1', 'n2', 'n3'],
+      }
+      const answer = () =>
+        changeReplicas(
+          raft,
+          port,
+          request,
+          () => undefined,
+          (g, id) => images.pagesServed(g, id),
+          (g, id) => images.wholeImageServed(g, id),
+        )
+      const stalls = new LearnerStalls(10_000)
+      expect(stalls.note(1, 'n4', await answer(), 0)).toBe(false)
+      expect(stalls.note(1, 'n4', await answer(), 10_000)).toBe(true)
+    } finally {
+      await images.close()
+      vi.useRealTimers()
     }
   })
 })

@@ -91,6 +91,7 @@ export class NodeImages {
       onStaged: (groupId, staged) => deps.onStaged(groupId, staged),
     })
     this.#timer = setInterval(() => {
+      this.#forgetLeft()
       void this.store.sweep()
       void this.stager.sweep()
     }, SWEEP_MS)
@@ -194,12 +195,28 @@ export class NodeImages {
   #countServed(groupId: number, nodeId: string, conf: GroupConf, wholeAt?: number): void {
     const served = this.#served.get(groupId) ?? new Map<string, { pages: number; wholeAt?: number }>()
     this.#served.set(groupId, served)
-    for (const id of served.keys())
-      if (!conf.voters.includes(id) && !conf.learners.includes(id)) served.delete(id)
+    forgetNonMembers(served, conf)
     const asker = served.get(nodeId) ?? { pages: 0 }
     served.set(nodeId, asker)
     asker.pages++
     if (wholeAt !== undefined) asker.wholeAt = Math.max(wholeAt, asker.wholeAt ?? 0)
+  }
+
+  /**
+   * Forgets, at each sweep, the askers no longer members of their group: one removed and added
+   * again later is a new, empty learner, and the image its earlier replica was served whole
+   * exempted it from the stall watch (replica-changer.ts) for good when it made no progress
+   * (only a page served of that group forgot it before).
+   */
+  #forgetLeft(): void {
+    for (const [groupId, served] of this.#served) {
+      try {
+        const conf = this.#deps.raft()?.status(groupId).conf
+        if (conf) forgetNonMembers(served, conf)
+      } catch {
+        // Not hosted here (any more): `forget` drops the group.
+      }
+    }
   }
 
   /**
@@ -221,6 +238,12 @@ export class NodeImages {
 }
 
 type GroupConf = { readonly voters: readonly string[]; readonly learners: readonly string[] }
+
+/** Drops the askers of `served` that are no members of `conf`. */
+function forgetNonMembers(served: Map<string, unknown>, conf: GroupConf): void {
+  for (const id of served.keys())
+    if (!conf.voters.includes(id) && !conf.learners.includes(id)) served.delete(id)
+}
 
 /** The ImagePort of a node's image store (images it makes) and stager (images it installs). */
 export function imagePort(store: ImageStore, stager: ImageStager): ImagePort {
