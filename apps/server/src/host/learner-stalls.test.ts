@@ -58,64 +58,93 @@ describe('LearnerStalls (the meta leader’s watch on replicas being added)', ()
 })
 
 describe('LearnerStalls over a data-group leader’s answers (NodeImages + changeReplicas)', () => {
+  type Conf = { voters: string[]; learners: string[]; votersOutgoing: never[]; learnersNext: never[] }
+  const confOf = (learners: string[]): Conf => ({
+    voters: ['n1', 'n2', 'n3'],
+    learners,
+    votersOutgoing: [],
+    learnersNext: [],
+  })
+  /** n1's node, leader of group 1 (one key in its state), its images made and served. */
+  async function leaderImages(conf: () => Conf): Promise<NodeImages> {
+    const engine = new MemoryEngine()
+    await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
+      sync: false,
+    })
+    const status = () => ({
+      id: 'n1',
+      role: Role.Leader,
+      commit: 6_000,
+      confIndex: 0,
+      applied: 6_000,
+      conf: conf(),
+    })
+    return new NodeImages({
+      nodeId: 'n1',
+      engine,
+      write: (ops) => engine.write(ops, { sync: false }),
+      calls: new PeerCalls(''),
+      addressOf: () => undefined,
+      raft: () => ({ status, refreshImage: () => {} }) as unknown as RaftHost,
+      onFetchError: () => {},
+      onStaged: () => {},
+    })
+  }
+  /** Serves n4 an image of group 1 whole (one page, `done`), at 4,990. */
+  async function serveWhole(images: NodeImages): Promise<void> {
+    const imageId = decodeImageHandle(await images.store.take(1, 4_990, []))?.imageId ?? 0
+    const page = await images.fetch({
+      groupId: 1,
+      imageId,
+      after: new Uint8Array(0),
+      maxBytes: 0,
+      nodeId: 'n4',
+    })
+    expect(page.done).toBe(true)
+  }
+  /** n1's answer to the change adding n4 to group 1 in place of n3, n4's match as `n4Match` says. */
+  function addN4(images: NodeImages, conf: () => Conf, n4Match: () => number) {
+    const raft: ReplicaChangeRaft = {
+      status: () =>
+        ({
+          id: 'n1',
+          role: Role.Leader,
+          commit: 6_000,
+          confIndex: 0,
+          applied: 6_000,
+          conf: conf(),
+        }) as unknown as RaftStatus,
+      matchIndex: (_groupId, id) => (id === 'n4' ? n4Match() : 6_000),
+      recentlyActive: () => true,
+      proposeConfChange: async () => ({ index: 1, result: undefined }),
+      transferLeader: () => {},
+    }
+    const port = { assertLeader: () => {} } as unknown as DataGroupPort
+    const request = { groupId: 1, add: 'n4', remove: 'n3', removeFirst: false, replicas: ['n1', 'n2', 'n3'] }
+    return () =>
+      changeReplicas(
+        raft,
+        port,
+        request,
+        () => undefined,
+        (g, id) => images.pagesServed(g, id),
+        (g, id) => images.wholeImageServed(g, id),
+      )
+  }
+
   it('does not find stalled a learner served its whole image that installs it for longer than the timeout', async () => {
     // n1 leads group 1; n4 is its learner, which needs a snapshot: n1's node serves it the
     // image, whole (one page, `done`). n4 then installs it: every key of the group written
     // again under the group's range and every partition opened (data-machine.ts #install),
     // minutes for a large group, during which n1 sees neither its match move (the install is
     // not acknowledged yet) nor a page asked for (it has them all). n4 is healthy throughout.
-    const engine = new MemoryEngine()
-    await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
-      sync: false,
-    })
-    const conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
-    const raftStatus = { id: 'n1', role: Role.Leader, commit: 6_000, confIndex: 0, applied: 6_000, conf }
-    const images = new NodeImages({
-      nodeId: 'n1',
-      engine,
-      write: (ops) => engine.write(ops, { sync: false }),
-      calls: new PeerCalls(''),
-      addressOf: () => undefined,
-      raft: () => ({ status: () => raftStatus, refreshImage: () => {} }) as unknown as RaftHost,
-      onFetchError: () => {},
-      onStaged: () => {},
-    })
+    const conf = () => confOf(['n4'])
+    const images = await leaderImages(conf)
     try {
       let n4Match = 0 // its install not acknowledged yet
-      const raft: ReplicaChangeRaft = {
-        status: () => raftStatus as unknown as RaftStatus,
-        matchIndex: (_groupId, id) => (id === 'n4' ? n4Match : 6_000),
-        recentlyActive: () => true,
-        proposeConfChange: async () => ({ index: 1, result: undefined }),
-        transferLeader: () => {},
-      }
-      const port = { assertLeader: () => {} } as unknown as DataGroupPort
-      const request = {
-        groupId: 1,
-        add: 'n4',
-        remove: 'n3',
-        removeFirst: false,
-        replicas: ['n1', 'n2', 'n3'],
-      }
-      const answer = () =>
-        changeReplicas(
-          raft,
-          port,
-          request,
-          () => undefined,
-          (g, id) => images.pagesServed(g, id),
-          (g, id) => images.wholeImageServed(g, id),
-        )
+      const answer = addN4(images, conf, () => n4Match)
       const stalls = new LearnerStalls(10_000)
-      const imageId = decodeImageHandle(await images.store.take(1, 4_990, []))?.imageId ?? 0
-      const page = await images.fetch({
-        groupId: 1,
-        imageId,
-        after: new Uint8Array(0),
-        maxBytes: 0,
-        nodeId: 'n4',
-      })
-      expect(page.done).toBe(true) // n4 has the whole image: it installs it now
+      await serveWhole(images) // n4 has the whole image: it installs it now
       expect(stalls.note(1, 'n4', await answer(), 0)).toBe(false)
       // The install takes longer than the timeout (a large group; or a short --replica-stall-ms).
       expect(stalls.note(1, 'n4', await answer(), 10_000)).toBe(false)
@@ -137,68 +166,17 @@ describe('LearnerStalls over a data-group leader’s answers (NodeImages + chang
     // n4 is added again: a new, empty learner whose link to n1 is cut (match 0, no page asked
     // for). Its mark must be timed: the old image is not one it installs.
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] })
-    const engine = new MemoryEngine()
-    await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
-      sync: false,
-    })
-    let conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
-    const raftStatus = () => ({
-      id: 'n1',
-      role: Role.Leader,
-      commit: 6_000,
-      confIndex: 0,
-      applied: 6_000,
-      conf,
-    })
-    const images = new NodeImages({
-      nodeId: 'n1',
-      engine,
-      write: (ops) => engine.write(ops, { sync: false }),
-      calls: new PeerCalls(''),
-      addressOf: () => undefined,
-      raft: () => ({ status: raftStatus, refreshImage: () => {} }) as unknown as RaftHost,
-      onFetchError: () => {},
-      onStaged: () => {},
-    })
+    let current = confOf(['n4'])
+    const conf = () => current
+    const images = await leaderImages(conf)
     try {
-      const imageId = decodeImageHandle(await images.store.take(1, 4_990, []))?.imageId ?? 0
-      const page = await images.fetch({
-        groupId: 1,
-        imageId,
-        after: new Uint8Array(0),
-        maxBytes: 0,
-        nodeId: 'n4',
-      })
-      expect(page.done).toBe(true)
+      await serveWhole(images)
       expect(images.wholeImageServed(1, 'n4')).toBe(4_990)
       // n4 leaves the group; a sweep passes; n4 is added again later.
-      conf = { voters: ['n1', 'n2', 'n3'], learners: [], votersOutgoing: [], learnersNext: [] }
+      current = confOf([])
       vi.advanceTimersByTime(10_000)
-      conf = { voters: ['n1', 'n2', 'n3'], learners: ['n4'], votersOutgoing: [], learnersNext: [] }
-      const raft: ReplicaChangeRaft = {
-        status: () => raftStatus() as unknown as RaftStatus,
-        matchIndex: (_groupId, id) => (id === 'n4' ? 0 : 6_000),
-        recentlyActive: () => true,
-        proposeConfChange: async () => ({ index: 1, result: undefined }),
-        transferLeader: () => {},
-      }
-      const port = { assertLeader: () => {} } as unknown as DataGroupPort
-      const request = {
-        groupId: 1,
-        add: 'n4',
-        remove: 'n3',
-        removeFirst: false,
-        replicas: ['n1', 'n2', 'n3'],
-      }
-      const answer = () =>
-        changeReplicas(
-          raft,
-          port,
-          request,
-          () => undefined,
-          (g, id) => images.pagesServed(g, id),
-          (g, id) => images.wholeImageServed(g, id),
-        )
+      current = confOf(['n4'])
+      const answer = addN4(images, conf, () => 0)
       const stalls = new LearnerStalls(10_000)
       expect(stalls.note(1, 'n4', await answer(), 0)).toBe(false)
       expect(stalls.note(1, 'n4', await answer(), 10_000)).toBe(true)
