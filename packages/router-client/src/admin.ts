@@ -611,9 +611,17 @@ export class Admin {
     return created
   }
 
-  /** Deletes the meta group's token `name`: calls with it fail UNAUTHENTICATED from then on. */
+  /**
+   * Deletes the meta group's token `name`: calls with it fail UNAUTHENTICATED from then on. A
+   * later copy that finds no such token after one whose answer was lost succeeds, as
+   * deleteQueue does (until an audit it failed "no token is named").
+   */
   async deleteToken(name: string): Promise<void> {
-    await this.#router.meta((m) => m.deleteToken, { name })
+    await this.#resendable(
+      (m) => m.deleteToken,
+      { name },
+      (error) => error instanceof InvalidArgumentError && error.message === `no token is named ${name}`,
+    )
   }
 
   /** The meta group's tokens: names, roles, creation and expiry times (never secrets). */

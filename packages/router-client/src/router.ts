@@ -238,7 +238,15 @@ export class Router {
         return response
       } catch (error) {
         const leader = (error as MqError).facts?.leaderAddress
-        this.#metaAddress = error instanceof NotLeaderError && leader ? leader : undefined
+        // A refusal for good (no such queue, a bad argument) is the answer of the address asked:
+        // it is asked first next time, as after a success (until an audit the next call started
+        // at the first seed again, and waited out a silent one there).
+        this.#metaAddress =
+          error instanceof NotLeaderError && leader
+            ? leader
+            : (error as MqError).retriable === false
+              ? address
+              : undefined
         this.#report({ kind: 'meta', address, startMs, ms: Date.now() - startMs, error: describe(error) })
         throw error
       }
@@ -367,11 +375,14 @@ export class Router {
     const skip = new Set<string>()
     // One deadline for the whole operation, route refreshes included (their retries stop there).
     const deadline = Date.now() + this.#options.deadlineMs
+    // The route the last attempt used.
+    let used: QueueRoute | undefined
     return this.#retry(
       async () => {
         // Fetched during this operation (not a route cached before it began).
         const fresh = refresh || !this.#routes.has(queue)
         const route = await this.route(queue, refresh, deadline, signal)
+        used = route
         refresh = false
         const p = route.partitions.find((x) => x.partition === partition)
         if (!p) {
@@ -433,7 +444,15 @@ export class Router {
       },
       deadline,
       signal,
-    )
+    ).catch((error: unknown) => {
+      // Given up unavailable with addresses of the route that failed, or its refresh due: the
+      // next operation fetches the route afresh. Until an audit it started over with the same
+      // cached route, and where each address waited out an attempt (nothing answering there: a
+      // group whose nodes came back at other addresses) no operation ever reached the refresh.
+      if (error instanceof UnavailableError && (refresh || skip.size > 0) && this.#routes.get(queue) === used)
+        this.#routes.delete(queue)
+      throw error
+    })
   }
 
   #report(report: AttemptReport): void {
