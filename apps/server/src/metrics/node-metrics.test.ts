@@ -332,3 +332,31 @@ describe('NodeMetrics group series', () => {
     expect(sampleSum(parseExposition(text), 'mq_raft_elections_total', { group: '1' })).toBe(1)
   })
 })
+
+describe('NodeMetrics of a node stopped after a fatal error', () => {
+  it('reports no partition depth and no Raft role: its figures froze, and another node leads those groups now', async () => {
+    const { view } = fakeView()
+    const failed: NodeView = {
+      ...view,
+      serving: () => false,
+      failed: () => true,
+      // Its Raft host halted as the leader of group 1: the status it reads stays that forever.
+      groups: () =>
+        [
+          {
+            groupId: 1,
+            status: { term: 3, role: 'leader', lead: 'n1', commit: 9, applied: 9, lastIndex: 9 },
+            imports: 0,
+            sweeping: 0,
+            logTail: { entries: 0, bytes: 0 },
+          },
+        ] as unknown as ReturnType<NodeView['groups']>,
+    }
+    const samples = parseExposition(await new NodeMetrics('n1').render(failed))
+    expect(sampleSum(samples, 'mq_node_ready')).toBe(0)
+    expect(sampleSum(samples, 'mq_queue_messages')).toBe(0)
+    expect(sampleSum(samples, 'mq_partition_messages_total')).toBe(0)
+    expect(sampleSum(samples, 'mq_raft_role', { group: '1', role: 'leader' })).toBe(0)
+    expect(sampleSum(samples, 'mq_raft_term', { group: '1' })).toBe(3)
+  })
+})

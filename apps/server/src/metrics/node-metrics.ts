@@ -291,10 +291,13 @@ export class NodeMetrics {
       this.dataSweeps,
     ])
       g.reset()
+    // Stopped after a fatal error: its Raft host halted, the statuses it reads froze (a leader
+    // stayed `leader` beside the one elected since, its partitions' depth beside theirs).
+    const failed = view.failed()
     for (const { groupId, status, imports, sweeping, logTail } of view.groups()) {
       const group = String(groupId)
       this.raftTerm.set({ group }, status.term)
-      for (const role of ROLES) this.raftRole.set({ group, role }, status.role === role ? 1 : 0)
+      for (const role of ROLES) this.raftRole.set({ group, role }, !failed && status.role === role ? 1 : 0)
       this.raftCommitIndex.set({ group }, status.commit)
       this.raftAppliedIndex.set({ group }, status.applied)
       this.raftLastIndex.set({ group }, status.lastIndex)
@@ -304,7 +307,7 @@ export class NodeMetrics {
       this.dataSweeps.set({ group }, sweeping)
     }
     await this.#retireGroupSeries(view)
-    const led = view.ledPartitions()
+    const led = failed ? [] : view.ledPartitions()
     this.#retireQueueSeries(led)
     const read: PartitionSample[] = []
     for (const p of led.slice(0, SCRAPE_PARTITIONS_MAX)) {

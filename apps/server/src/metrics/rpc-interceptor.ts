@@ -25,6 +25,8 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
     let requestId = ''
     let request: unknown
     let response: unknown
+    /** Set once the call is timed: its status sent through here, or it ended without one. */
+    let timed = false
     return new ServerInterceptingCall(call, {
       start: (next) =>
         next({
@@ -41,6 +43,16 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
             if (!descriptor.requestStream) request = message
             nextMessage(message)
           },
+          // Also after a status sent here. Otherwise the call ended without one through here:
+          // cancelled by its caller, or past its deadline (grpc-js answers that itself).
+          onCancel: () => {
+            if (timed) return
+            timed = true
+            const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9
+            const code = Number(call.getDeadline()) <= Date.now() ? 'DEADLINE_EXCEEDED' : 'CANCELLED'
+            metrics.rpcSeconds.observe({ method, code }, seconds)
+            log.debug({ requestId, method, code, ms: Math.round(seconds * 1e4) / 10 }, 'rpc')
+          },
         }),
       sendMetadata: (metadata, next) => {
         if (requestId) metadata.set(REQUEST_ID_KEY, requestId)
@@ -53,11 +65,14 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
       sendStatus: (s, next) => {
         const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9
         const code = STATUS_NAMES.get(s.code) ?? String(s.code)
-        metrics.rpcSeconds.observe({ method, code }, seconds)
+        // Timed already when it ended before (cancelled): the operations it did are counted still.
+        const first = !timed
+        timed = true
+        if (first) metrics.rpcSeconds.observe({ method, code }, seconds)
         if (s.code === status.OK) countQueueOps(metrics, descriptor.path, request, response)
         const fields = { requestId, method, code, ms: Math.round(seconds * 1e4) / 10 }
         if (SERVER_FAULTS.has(s.code)) log.warn({ ...fields, details: s.details }, 'rpc failed')
-        else log.debug(fields, 'rpc')
+        else if (first) log.debug(fields, 'rpc')
         // Errors usually end a call before any header: the trailers carry the request id then.
         const trailers = s.metadata ?? new Metadata()
         if (requestId && trailers.get(REQUEST_ID_KEY).length === 0) trailers.set(REQUEST_ID_KEY, requestId)
