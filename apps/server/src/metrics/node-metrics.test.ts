@@ -94,8 +94,8 @@ describe('NodeMetrics.render', () => {
     expect(readySeries(await metrics.render(view))).toBe(PARTITIONS)
     const before = statsCalls()
     const first = metrics.render(view)
-    // The first scrape has read some partitions and waits for the next one's stats.
-    for (let i = 0; i < 3; i++) await turn()
+    // The first scrape is under way, waiting for the partitions' stats (asked all at once, each
+    // answered a turn later).
     const second = metrics.render(view)
     const [a, b] = await Promise.all([first, second])
     expect([readySeries(a), readySeries(b)]).toEqual([PARTITIONS, PARTITIONS])
@@ -163,6 +163,32 @@ describe('NodeMetrics.render of many weights and partitions', () => {
     rendering = false
     expect(text.split('\n').filter((l) => l.startsWith('mq_queue_messages{')).length).toBe(200 * 17 * 4)
     expect(turns).toBeGreaterThanOrEqual(10)
+  })
+
+  it("asks every led partition's stats at once: each waits behind its group's applies, and one after the other a scrape under load took the sum of those waits", async () => {
+    // No read answers before all were asked (each waits for an apply queued before it; here, the
+    // last ask): asked one at a time, the first one never answered.
+    const view = wideView(20, 1)
+    const asked: (() => void)[] = []
+    const led = view.ledPartitions().map((p) => ({
+      ...p,
+      stats: async () => {
+        await new Promise<void>((resolve) => {
+          asked.push(resolve)
+          if (asked.length === 20) for (const r of asked) r()
+        })
+        return p.stats()
+      },
+    }))
+    const waited = new NodeMetrics('n1').render({ ...view, ledPartitions: () => led } as unknown as NodeView)
+    const text = await Promise.race([
+      waited,
+      new Promise<string>((r) => setTimeout(() => r('timed out'), 2_000)),
+    ])
+    expect(asked).toHaveLength(20)
+    expect(
+      text.split('\n').filter((l) => l.startsWith('mq_queue_messages{') && l.includes('state="ready"')),
+    ).toHaveLength(20)
   })
 
   it('leaves the partitions of queues a scoped caller does not see out of its scrape', async () => {

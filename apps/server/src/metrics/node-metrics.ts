@@ -309,14 +309,23 @@ export class NodeMetrics {
     await this.#retireGroupSeries(view)
     const led = failed ? [] : view.ledPartitions()
     this.#retireQueueSeries(led)
+    // Asked all at once: each read waits behind its group's applies queued before it, so one
+    // after the other a scrape under load took the sum of those waits (2.4-5.4 s for ~15
+    // partitions under 4 producers: an audit), past a scraper's timeout with a few hundred. A
+    // partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
+    const parts = led.slice(0, SCRAPE_PARTITIONS_MAX)
+    const stats = await Promise.all(
+      parts.map((p) =>
+        Promise.resolve()
+          .then(() => p.stats())
+          .catch(() => undefined),
+      ),
+    )
     const read: PartitionSample[] = []
-    for (const p of led.slice(0, SCRAPE_PARTITIONS_MAX)) {
-      // A partition dropped or moved meanwhile is left out of this scrape, not the whole scrape.
-      const stats = await Promise.resolve()
-        .then(() => p.stats())
-        .catch(() => undefined)
-      if (stats) read.push(samplePartition(p.queue, p.partition, stats))
-    }
+    parts.forEach((p, i) => {
+      const s = stats[i]
+      if (s) read.push(samplePartition(p.queue, p.partition, s))
+    })
     this.ready.set(readiness(view).ready ? 1 : 0)
     this.metaLeaderKnown.set(view.metaLeaderId() === '' ? 0 : 1)
     return read
