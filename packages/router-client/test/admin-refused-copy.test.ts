@@ -7,8 +7,7 @@ import {
 } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { Admin } from '../src/admin'
-import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
-import { fail, type Replica, routeOf, stubPool } from './stub-pool'
+import { fail, metaLeaderRouter, type Replica, routeOf } from './stub-pool'
 
 describe('an admin removal one copy of which the meta leader refused', () => {
   it('fails as the one copy applied says when the first was refused overloaded (LIMIT_EXCEEDED: nothing proposed)', async () => {
@@ -27,14 +26,7 @@ describe('an admin removal one copy of which the meta leader refused', () => {
         else fail(reply, new QueueNotFoundError(`queue ${String(request.name)} does not exist`))
       })
     }
-    const router = new Router(
-      stubPool(() => routeOf('q', 'M', ['M']), replica),
-      {
-        ...DEFAULT_ROUTER_OPTIONS,
-        servers: ['M'],
-        leaderSilenceMs: 0,
-      },
-    )
+    const router = metaLeaderRouter(replica)
     const admin = new Admin(router)
     try {
       await expect(admin.removeNode('n9')).rejects.toThrow('node n9 is not registered')
@@ -75,14 +67,7 @@ describe('a createQueue whose answer was lost', () => {
         fail(reply, new QueueExistsError(`queue ${name} already exists`))
       })
     }
-    const router = new Router(
-      stubPool(() => routeOf('q', 'M', ['M']), replica),
-      {
-        ...DEFAULT_ROUTER_OPTIONS,
-        servers: ['M'],
-        leaderSilenceMs: 0,
-      },
-    )
+    const router = metaLeaderRouter(replica)
     return { admin: new Admin(router), router, calls }
   }
 

@@ -1,8 +1,7 @@
 import { QueueExistsError, QueueNotFoundError, UnavailableError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { Admin } from '../src/admin'
-import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
-import { fail, type Replica, routeOf, stubPool } from './stub-pool'
+import { fail, metaLeaderRouter, type Replica, routeOf } from './stub-pool'
 
 // A createQueue whose first copy's answer is lost (a meta failover) and whose retry finds the
 // name taken describes the queue, and answers it when it has the settings asked for. A setting
@@ -35,14 +34,7 @@ describe('a createQueue whose answer was lost, with settings given as their defa
         fail(reply, new UnavailableError('deadline exceeded')) // its answer lost
       })
     }
-    const router = new Router(
-      stubPool(() => routeOf('q', 'M', ['M']), replica),
-      {
-        ...DEFAULT_ROUTER_OPTIONS,
-        servers: ['M'],
-        leaderSilenceMs: 0,
-      },
-    )
+    const router = metaLeaderRouter(replica)
     try {
       const route = await new Admin(router).createQueue('jobs', {
         partitions: 2,

@@ -1,8 +1,7 @@
 import { InvalidArgumentError, LimitExceededError, UnavailableError } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { Admin } from '../src/admin'
-import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
-import { fail, type Replica, routeOf, stubPool } from './stub-pool'
+import { fail, metaLeaderRouter, type Replica } from './stub-pool'
 
 describe('a deleteToken whose answer was lost', () => {
   /**
@@ -24,14 +23,7 @@ describe('a deleteToken whose answer was lost', () => {
         reply(null, {})
       })
     }
-    const router = new Router(
-      stubPool(() => routeOf('q', 'M', ['M']), replica),
-      {
-        ...DEFAULT_ROUTER_OPTIONS,
-        servers: ['M'],
-        leaderSilenceMs: 0,
-      },
-    )
+    const router = metaLeaderRouter(replica)
     return { admin: new Admin(router), router, calls }
   }
 

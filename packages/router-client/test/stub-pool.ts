@@ -1,5 +1,6 @@
 import { type MqError, type QueueRoute, toGrpcStatus } from '@mq/protocol'
 import type { ConnectionPool } from '../src/connections'
+import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
 
 /** A gRPC callback. */
 export type Reply = (error: unknown, response?: unknown) => void
@@ -86,4 +87,19 @@ export function routeOf(
       engine: '',
     })),
   } as unknown as QueueRoute
+}
+
+/**
+ * A real Router whose one address, M, leads the meta group and queue q's partition 0 and runs
+ * `replica` (no wait for a silent leader): an admin call's copies all go to `replica`.
+ */
+export function metaLeaderRouter(replica: (address: string) => Replica): Router {
+  return new Router(
+    stubPool(() => routeOf('q', 'M', ['M']), replica),
+    {
+      ...DEFAULT_ROUTER_OPTIONS,
+      servers: ['M'],
+      leaderSilenceMs: 0,
+    },
+  )
 }
