@@ -65,20 +65,22 @@ describe('LearnerStalls over a data-group leader’s answers (NodeImages + chang
     votersOutgoing: [],
     learnersNext: [],
   })
+  /** n1's Raft status of group 1, which it leads (everything applied), in configuration `conf`. */
+  const leaderStatus = (conf: Conf) => ({
+    id: 'n1',
+    role: Role.Leader,
+    commit: 6_000,
+    confIndex: 0,
+    applied: 6_000,
+    conf,
+  })
   /** n1's node, leader of group 1 (one key in its state), its images made and served. */
   async function leaderImages(conf: () => Conf): Promise<NodeImages> {
     const engine = new MemoryEngine()
     await engine.write([{ type: 'put', key: stateMachineKey(1, ['a']), value: Uint8Array.of(1) }], {
       sync: false,
     })
-    const status = () => ({
-      id: 'n1',
-      role: Role.Leader,
-      commit: 6_000,
-      confIndex: 0,
-      applied: 6_000,
-      conf: conf(),
-    })
+    const status = () => leaderStatus(conf())
     return new NodeImages({
       nodeId: 'n1',
       engine,
@@ -105,15 +107,7 @@ describe('LearnerStalls over a data-group leader’s answers (NodeImages + chang
   /** n1's answer to the change adding n4 to group 1 in place of n3, n4's match as `n4Match` says. */
   function addN4(images: NodeImages, conf: () => Conf, n4Match: () => number) {
     const raft: ReplicaChangeRaft = {
-      status: () =>
-        ({
-          id: 'n1',
-          role: Role.Leader,
-          commit: 6_000,
-          confIndex: 0,
-          applied: 6_000,
-          conf: conf(),
-        }) as unknown as RaftStatus,
+      status: () => leaderStatus(conf()) as unknown as RaftStatus,
       matchIndex: (_groupId, id) => (id === 'n4' ? n4Match() : 6_000),
       recentlyActive: () => true,
       proposeConfChange: async () => ({ index: 1, result: undefined }),
