@@ -792,6 +792,14 @@ describe('queue', () => {
     ])
   })
 
+  it('cuts a long BODY in the peek table before an escape or an emoji it would split', async () => {
+    cluster.addQueue('jobs', 1)
+    cluster.put('jobs', 0, { body: `${'a'.repeat(58)}\nbbb` })
+    cluster.put('jobs', 0, { body: `${'a'.repeat(58)}\u{1F600}bbb` })
+    const rows = (await mq(['queue', 'peek', 'jobs'])).stdout.split('\n').slice(1, 3)
+    expect(rows.map((r) => r.slice(r.indexOf('a')))).toEqual([`${'a'.repeat(58)}…`, `${'a'.repeat(58)}…`])
+  })
+
   it('lists, redrives and purges dead letters', async () => {
     cluster.addQueue('jobs', 2)
     cluster.bury('jobs', 0, 'poison\nline')

@@ -19,6 +19,7 @@ export {
   QueueNotFoundError,
   REPLICAS_PER_GROUP_MAX,
   StaleRouteError,
+  shownCut,
   shownText,
   TOKEN_TTL_MS_MAX,
   UnauthenticatedError,

@@ -8,6 +8,7 @@ import {
   QUEUE_MESSAGE_TTL_MS_MAX,
   QUEUE_PARTITIONS_MAX,
   type QueueOptions,
+  shownCut,
   shownText,
   VISIBILITY_MS_MIN,
 } from '@mq/router-client'
@@ -503,7 +504,11 @@ const listedColumns = [
       const { body, encoding } = encodeBody(m.body)
       // JSON.stringify escapes the C0 controls only: shownText the DEL, C1 and bidi controls too.
       const shown = encoding === 'base64' ? `base64:${body}` : shownText(JSON.stringify(body).slice(1, -1))
-      return shown.length > BODY_CHARS_SHOWN ? `${shown.slice(0, BODY_CHARS_SHOWN - 1)}…` : shown
+      // Cut before an escape or a surrogate pair it would split (a cut `\u00` reads as text the
+      // message never held; half an emoji as a replacement character).
+      return shown.length > BODY_CHARS_SHOWN
+        ? `${shown.slice(0, shownCut(shown, BODY_CHARS_SHOWN - 1))}…`
+        : shown
     },
   },
 ]
