@@ -6,6 +6,7 @@ export const LINE_BYTES_MAX = 16 * 1024 * 1024
 const LF = 0x0a
 const CR = 0x0d
 const BOM = [0xef, 0xbb, 0xbf]
+const ENCODER = new TextEncoder()
 
 /**
  * Splits a stream of chunks into lines (LF or CRLF). Empty lines are skipped; a last line
@@ -42,7 +43,7 @@ export async function* readLines(
     }
   }
   for await (const chunk of source) {
-    const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk
+    const bytes = typeof chunk === 'string' ? ENCODER.encode(chunk) : chunk
     let start = 0
     let at = bytes.indexOf(LF)
     while (at >= 0) {

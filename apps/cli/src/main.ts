@@ -12,9 +12,9 @@ silenceIpServernameWarning()
 const code = await runCli(process.argv.slice(2), nodeIO(), version)
 // A command that ended as if stdout's reader had left (consume ends quietly) while stdout failed
 // otherwise (a full disk) failed: said, exit 4, not 0.
-const failure = stdoutFailure()
-if (failure !== undefined && code === ExitCode.Ok) process.stderr.write(`mq: ${failure}\n`)
-process.exitCode = failure !== undefined && code === ExitCode.Ok ? ExitCode.Other : code
+const failure = code === ExitCode.Ok ? stdoutFailure() : undefined
+if (failure !== undefined) process.stderr.write(`mq: ${failure}\n`)
+process.exitCode = failure !== undefined ? ExitCode.Other : code
 // Everything is closed by now; a lingering handle (a reconnecting channel) must not keep mq up.
 setTimeout(() => {
   process.stderr.write('mq: connections still open 2 s after the command finished; exiting\n')

@@ -27,6 +27,14 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
     let response: unknown
     /** Set once the call is timed: its status sent through here, or it ended without one. */
     let timed = false
+    /** The call's log fields as it ends with `code`, and whether this end timed it (the first). */
+    const end = (code: string) => {
+      const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9
+      const first = !timed
+      timed = true
+      if (first) metrics.rpcSeconds.observe({ method, code }, seconds)
+      return { first, fields: { requestId, method, code, ms: Math.round(seconds * 1e4) / 10 } }
+    }
     return new ServerInterceptingCall(call, {
       start: (next) =>
         next({
@@ -47,11 +55,10 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
           // cancelled by its caller, or past its deadline (grpc-js answers that itself).
           onCancel: () => {
             if (timed) return
-            timed = true
-            const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9
-            const code = Number(call.getDeadline()) <= Date.now() ? 'DEADLINE_EXCEEDED' : 'CANCELLED'
-            metrics.rpcSeconds.observe({ method, code }, seconds)
-            log.debug({ requestId, method, code, ms: Math.round(seconds * 1e4) / 10 }, 'rpc')
+            log.debug(
+              end(Number(call.getDeadline()) <= Date.now() ? 'DEADLINE_EXCEEDED' : 'CANCELLED').fields,
+              'rpc',
+            )
           },
         }),
       sendMetadata: (metadata, next) => {
@@ -63,14 +70,9 @@ export function rpcInterceptor(metrics: NodeMetrics, log: Logger, nodeId: string
         next(message)
       },
       sendStatus: (s, next) => {
-        const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9
-        const code = STATUS_NAMES.get(s.code) ?? String(s.code)
         // Timed already when it ended before (cancelled): the operations it did are counted still.
-        const first = !timed
-        timed = true
-        if (first) metrics.rpcSeconds.observe({ method, code }, seconds)
+        const { first, fields } = end(STATUS_NAMES.get(s.code) ?? String(s.code))
         if (s.code === status.OK) countQueueOps(metrics, descriptor.path, request, response)
-        const fields = { requestId, method, code, ms: Math.round(seconds * 1e4) / 10 }
         if (SERVER_FAULTS.has(s.code)) log.warn({ ...fields, details: s.details }, 'rpc failed')
         else if (first) log.debug(fields, 'rpc')
         // Errors usually end a call before any header: the trailers carry the request id then.
