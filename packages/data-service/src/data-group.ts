@@ -17,7 +17,7 @@ import {
 } from '@mq/weighted-queue'
 import { type DataCommand, decodeDataCommand } from './data-command'
 import type { KeyPair } from './key-pairs'
-import { wakesLongPolls } from './long-poll-wake'
+import { endsLongPolls, wakesLongPolls } from './long-poll-wake'
 import { RangeSweeper, type SweepEngine } from './range-sweeper'
 import { type PartitionMoves, replacesAborted, staleMove } from './stale-move'
 
@@ -53,7 +53,12 @@ interface ImportSession {
  * partition may have changed. Called inside the apply, between the partition's applies (its
  * in-memory state reads as the entry left it); it must not wait, and what it throws is dropped.
  */
-export type ReadyListener = (partition?: { readonly queue: string; readonly index: number }) => void
+export type ReadyListener = (partition?: {
+  readonly queue: string
+  readonly index: number
+  /** The partition left the group's leases (endsLongPolls): every poll of it looks again. */
+  readonly gone?: true
+}) => void
 
 /** The keys of one partition written while the watch is open (see `watchWrites`). */
 export interface WriteWatch {
@@ -381,8 +386,9 @@ export class DataGroupMachine {
 
   /**
    * Calls `listener` for every entry applied from now on that may have made messages ready in
-   * a partition (with that partition), and after every `reload` (without one): the long polls
-   * of that partition look again, not every poll of the group. In memory, on this replica.
+   * a partition (with that partition), or took one away from the group (with `gone`), and after
+   * every `reload` (without one): the long polls of that partition look again, not every poll of
+   * the group. In memory, on this replica.
    * Returns the function that stops it.
    */
   watchReady(listener: ReadyListener): () => void {
@@ -395,7 +401,7 @@ export class DataGroupMachine {
    * this replica (their periodic recheck covers a missed one), and the replicated apply must not
    * fail for it.
    */
-  #tellReady(partition?: { readonly queue: string; readonly index: number }): void {
+  #tellReady(partition?: Parameters<ReadyListener>[0]): void {
     for (const listener of this.#readyListeners) {
       try {
         listener(partition)
@@ -640,6 +646,8 @@ export class DataGroupMachine {
     const applied = await this.#applyCommand(command, nowMs, written)
     if (this.#readyListeners.size > 0 && wakesLongPolls(applied.result))
       this.#tellReady({ queue: command.queue, index: command.partition })
+    else if (this.#readyListeners.size > 0 && endsLongPolls(applied.result))
+      this.#tellReady({ queue: command.queue, index: command.partition, gone: true })
     return applied
   }
 

@@ -171,6 +171,17 @@ export class LongPollWaiters {
   }
 
   /**
+   * `queue`'s partition `partition` left the group (fenced, dropped or retired): every poll of
+   * it looks again (each finds it gone), not as many as its spare messages could serve.
+   */
+  ended(queue: string, partition: number): void {
+    const p = this.#partitions.get(idOf(queue, partition))
+    if (!p) return
+    p.changes++
+    for (const s of [...p.sleepers]) s.wake()
+  }
+
+  /**
    * A lease of `queue`'s partition `partition` ended (its poll answered, or gave up): the
    * messages it left wake as many polls asleep as they could serve, and the partition's due
    * timer is set for what may fall due next.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { DataResult } from './data-group'
-import { wakesLongPolls } from './long-poll-wake'
+import { endsLongPolls, wakesLongPolls } from './long-poll-wake'
 
 const applied = (result: unknown): DataResult => ({ type: 'applied', result }) as DataResult
 
@@ -40,6 +40,22 @@ describe('wakesLongPolls', () => {
       { type: 'purgeReady', ids: [4] },
     ]) {
       expect(wakesLongPolls({ type: 'applied', result, turnsPassed: 1 } as DataResult)).toBe(true)
+    }
+  })
+})
+
+describe('endsLongPolls', () => {
+  it('ends the polls of a partition fenced, dropped or retired (result fenced), and of nothing else', () => {
+    expect(endsLongPolls({ type: 'fenced' } as DataResult)).toBe(true)
+    expect(endsLongPolls({ type: 'dropped' } as DataResult)).toBe(true)
+    for (const r of [
+      applied({ type: 'enqueue', ids: [1], duplicate: false }),
+      applied({ type: 'lease', leases: [] }),
+      { type: 'opened' } as DataResult,
+      { type: 'unfenced' } as DataResult,
+      { type: 'refused', reason: 'fenced', message: 'x' } as DataResult,
+    ]) {
+      expect(endsLongPolls(r)).toBe(false)
     }
   })
 })

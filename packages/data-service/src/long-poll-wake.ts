@@ -27,3 +27,12 @@ export function wakesLongPolls(result: DataResult): boolean {
       return true
   }
 }
+
+/**
+ * Whether an applied entry took its partition away from the group's leases (a move's fence or
+ * drop, a deleted queue's retirement): every long poll of the partition looks again at once, and
+ * finds it gone (STALE_ROUTE, or QUEUE_NOT_FOUND), rather than at its periodic recheck.
+ */
+export function endsLongPolls(result: DataResult): boolean {
+  return result.type === 'fenced' || result.type === 'dropped'
+}

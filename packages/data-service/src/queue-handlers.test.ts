@@ -18,6 +18,7 @@ import {
   NotLeaderError,
   type QueueConfig,
   type QueueServer,
+  StaleRouteError,
   UnavailableError,
 } from '@mq/protocol'
 import { Prng } from '@mq/raft-core'
@@ -1929,6 +1930,37 @@ describe('queue handlers: checks before a proposal', () => {
     const leased = await polling
     expect(leased.messages).toHaveLength(1)
     expect(Date.now() - sentAt).toBeLessThan(recheckMs / 2) // woken by the write, not the recheck
+  })
+  it.each([
+    ['fenced by a move', { type: 'fence', queue: 'jobs', partition: 0, moveId: 1 }],
+    ['retired (its queue deleted)', { type: 'retire', queue: 'jobs', partition: 0 }],
+    ['dropped', { type: 'drop', queue: 'jobs', partition: 0 }],
+  ] as const)('answers a long poll whose partition is %s at once, not at its recheck', async (_, gone) => {
+    const group = await localGroup()
+    // As mq-server's node: a fenced partition is located nowhere here (STALE_ROUTE).
+    const fencing: DataNodePort = {
+      formatLevel: () => 2,
+      groupFor: async (q, p) => {
+        if (group.machine.fenced(q, p)) throw new StaleRouteError(`${q}/${p} moved away`, { epoch: 4 })
+        return q === 'jobs' && p === 0 ? { group, storedAs: 'jobs', config: JOBS_CONFIG } : undefined
+      },
+      routeEpoch: () => 4,
+    }
+    const recheckMs = 2_000
+    const h = queueHandlers(fencing, { leaseRecheckMs: recheckMs })
+    // Three polls: every one of them, not as many as the partition's messages could serve.
+    const polling = ['c1', 'c2', 'c3'].map((consumerId) =>
+      failure(call(h, 'lease', { target, consumerId, max: 10, visibilityMs: 5_000, waitMs: 10_000 })),
+    )
+    await new Promise((r) => setTimeout(r, 50))
+    const sentAt = Date.now()
+    await group.propose(gone)
+    expect((await Promise.all(polling)).map((e) => e.code)).toEqual([
+      'STALE_ROUTE',
+      'STALE_ROUTE',
+      'STALE_ROUTE',
+    ])
+    expect(Date.now() - sentAt).toBeLessThan(recheckMs / 2)
   })
 })
 

@@ -466,7 +466,9 @@ export function queueHandlers(
         limits,
         parts.longPolls,
       )
-      group.machine.watchReady((p) => (p ? made.changed(p.queue, p.index) : made.changedAll()))
+      group.machine.watchReady((p) =>
+        p?.gone ? made.ended(p.queue, p.index) : p ? made.changed(p.queue, p.index) : made.changedAll(),
+      )
       waiters.set(group.machine, made)
       w = made
     }
