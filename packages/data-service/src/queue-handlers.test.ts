@@ -1853,6 +1853,21 @@ describe('queue handlers: checks before a proposal', () => {
     expect(proposals).toEqual([])
   })
 
+  it('answers an empty Produce as a send there: refused for a partition this node holds no replica of, proposing nothing', async () => {
+    const { h, proposals, lookups } = await checked()
+    const empty = { producerId: '', sequence: 0, messages: [] }
+    // Until a review (2026-12-07) it was answered ok whatever the target: an empty send to a
+    // queue that does not exist, or to a follower, seemed to succeed.
+    const unknown = await failure(call(h, 'produce', { ...empty, target: { ...target, queue: 'nope' } }))
+    expect([unknown.code, unknown.message]).toEqual([
+      'STALE_ROUTE',
+      'this node holds no replica of nope/0; refresh the route (epoch 4)',
+    ])
+    expect(await call(h, 'produce', { ...empty, target })).toMatchObject({ ids: [], duplicate: false })
+    expect(lookups).toEqual(['nope/0', 'jobs/0'])
+    expect(proposals).toEqual([])
+  })
+
   it("refuses a partition that the node's route of the request's epoch lacks: INVALID_ARGUMENT naming the range, not STALE_ROUTE", async () => {
     const group = await localGroup()
     const lookups: number[] = []

@@ -729,7 +729,13 @@ export function queueHandlers(
       // it without the base, so it is refused, retriable, until the earlier one is answered.
       const level = node.formatLevel()
       const pipelining = level >= FORMAT_LEVEL_PIPELINING
-      if (req.messages.length === 0) return { ids: [], duplicate: false, pipelining }
+      if (req.messages.length === 0) {
+        // Nothing to store, but the target is answered as a send's would be (an unknown queue
+        // or partition, a stale route, a follower): until a review an empty send to any target
+        // seemed to succeed.
+        await locate(req.target)
+        return { ids: [], duplicate: false, pipelining }
+      }
       if (
         !pipelining &&
         req.producerId &&
