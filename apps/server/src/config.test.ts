@@ -470,6 +470,28 @@ describe('loadConfig: addresses that name one host or node twice', () => {
     const wrong = { ...joining, advertise: '127.0.0.1:7001', join: '127.0.0.1:7001' }
     expect(loadConfig(wrong, '/srv', {}).join).toBe('127.0.0.1:7001')
   })
+
+  it('refuses a --join that names the node itself in another spelling (localhost, 127.1), or by loopback on a wildcard --listen', () => {
+    // `--listen 127.0.0.1:7004 --join localhost:7004` was taken: the node asked itself for a
+    // meta leader for ever, warning only that none answered, and kept that as its cluster entry.
+    const joining = { nodeId: 'n4', listen: '127.0.0.1:7004', dataDir: 'data/n4' }
+    for (const join of ['localhost:7004', '127.1:7004', '0x7f.0.0.1:7004'])
+      expect(() => loadConfig({ ...joining, join }, '/srv', {})).toThrow(
+        /--join names this node's own address/,
+      )
+    expect(() =>
+      loadConfig({ ...joining, listen: 'localhost:7004', join: '127.0.0.1:7004' }, '/srv', {}),
+    ).toThrow(/--join names this node's own address/)
+    // A loopback address reaches a wildcard --listen.
+    const wildcard = { ...joining, listen: '0.0.0.0:7004', advertise: 'mq-4.example:7004' }
+    for (const join of ['127.0.0.1:7004', 'localhost:7004', '[::1]:7004'])
+      expect(() => loadConfig({ ...wildcard, join }, '/srv', {})).toThrow(
+        /--join names this node's own address/,
+      )
+    // Another port of the same host is another node.
+    expect(loadConfig({ ...joining, join: 'localhost:7001' }, '/srv', {}).join).toBe('localhost:7001')
+    expect(loadConfig({ ...wildcard, join: '127.0.0.1:7001' }, '/srv', {}).join).toBe('127.0.0.1:7001')
+  })
 })
 
 describe('loadConfig: a config file saved with a byte order mark', () => {

@@ -3,7 +3,7 @@ import { dirname, isAbsolute, resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { FORMAT_LEVEL, REPLICAS_PER_GROUP_MAX } from '@mq/protocol'
 import { HTTP_LIMITS } from './http/http-server'
-import { parseAllowedHosts } from './http/loopback-host'
+import { isLoopback, parseAllowedHosts } from './http/loopback-host'
 import { ipv4Of } from './ipv4-spelling'
 import {
   hostAndPort,
@@ -386,7 +386,15 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   // Its --advertise only when it names the port it listens on: one naming another node's
   // address (a mistake the node reports once it serves: Peer.Probe) is that node's.
   const ownAdvertise = join === advertise && hostAndPort(advertise).port === hostAndPort(listen).port
-  if (join !== '' && (join === listen || ownAdvertise))
+  // However spelt (localhost, 127.1), as for --http-listen; a loopback address reaches a
+  // wildcard --listen.
+  const ownListen =
+    join !== '' &&
+    hostAndPort(join).port === hostAndPort(listen).port &&
+    (sameHost(hostAndPort(join).host, hostAndPort(listen).host) ||
+      (isWildcardHost(hostAndPort(listen).host) &&
+        isLoopback(hostAndPort(join).host.replace(/^\[|\]$/g, ''))))
+  if (join !== '' && (ownListen || ownAdvertise))
     throw new ConfigError(
       `--join names this node's own address (${join}): give the address of a node of the running cluster`,
     )

@@ -29,4 +29,22 @@ describe('runDevCluster', () => {
     )
     expect(lines.some((l) => l.startsWith('[n2] could not start'))).toBe(true)
   })
+
+  it('exits 0 when stopped while its nodes still load, before they handle signals', async () => {
+    // Nodes that never set a handler (as every node while it loads): the SIGTERM dev sends them
+    // on its own SIGHUP ends them by the signal, which counted as a failed node (exit 1).
+    const lines: string[] = []
+    const running = runDevCluster({
+      nodes: 2,
+      dataDir: dir,
+      host: '127.0.0.1',
+      basePort: 7001,
+      httpBasePort: 0,
+      serverCommand: ['-e', 'setInterval(() => {}, 1000)'],
+      out: (line) => lines.push(line),
+    })
+    expect(lines[0]).toMatch(/n1 127\.0\.0\.1:7001 pid \d+, n2 127\.0\.0\.1:7002 pid \d+/)
+    process.emit('SIGHUP', 'SIGHUP')
+    expect(await running).toBe(0)
+  })
 })

@@ -131,7 +131,9 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
     )
   }
   options.out('  stop:     Ctrl-C')
+  let stopping = false
   const stop = () => {
+    stopping = true
     // Never kill() a child that did not start: with no pid, Node 20 signals pid 0 — this
     // whole process group, dev itself and whatever ran it (measured: a test runner killed).
     for (const c of children)
@@ -146,7 +148,9 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
       (c) =>
         new Promise<number>((done) => {
           c.once('exit', (code, signal) => {
-            const exitCode = code ?? (signal ? 1 : 0)
+            // Ended by the stop signal before its handlers were set (still loading): stopped as asked.
+            const asked = stopping && (signal === 'SIGTERM' || signal === 'SIGINT')
+            const exitCode = code ?? (signal && !asked ? 1 : 0)
             // One node failing brings the dev cluster down rather than leaving it half up.
             if (exitCode !== 0) stop()
             done(exitCode)

@@ -462,8 +462,14 @@ export class MqNode {
     } catch (error) {
       throw new Error(`data dir ${this.config.dataDir}: ${(error as Error).message}`, { cause: error })
     }
-    // Started with neither flag: as with the flag its data dir was first started with.
     const kept = this.#facts.clusterEntry
+    // A node the cluster it joined accepted is no founder: --initial-meta naming it bootstrapped
+    // a meta group of its own on this data dir (its cluster down meanwhile: a second cluster).
+    if (this.config.initialMeta.length > 0 && kept && kept.join !== '' && !this.#facts.fresh)
+      throw new Error(
+        `data dir ${this.config.dataDir}: it joined a cluster through ${kept.join}; --initial-meta founds a new one: start it without --initial-meta (it resumes its cluster), or give a new data dir to found a cluster`,
+      )
+    // Started with neither flag: as with the flag its data dir was first started with.
     if (!entryGiven && kept) {
       this.#initialMeta = kept.initialMeta
       this.#join = kept.join

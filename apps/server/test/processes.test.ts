@@ -96,6 +96,49 @@ describe('mq-server processes', () => {
     expect((await again.exited).code).toBe(0)
   }, 90_000)
 
+  it('refuses --initial-meta on the data dir of a node that joined a cluster, founding no second cluster', async () => {
+    const address = `127.0.0.1:${await freePort()}`
+    const founder = startServer(singleNodeArgs('s1', address, dir, ['--tick-ms', '20']))
+    let joined: Awaited<ReturnType<typeof startJoining>> | undefined
+    try {
+      await untilOutput(founder, /group 0: leader s1/)
+      joined = await startJoining('s2', 's2', address, '--tick-ms', '20')
+      // The meta leader accepted it: it gave it a data group.
+      await untilOutput(joined.server, /node s2 hosts a replica of data group/)
+    } finally {
+      founder.child.kill('SIGTERM')
+      joined?.server.child.kill('SIGTERM')
+    }
+    expect((await founder.exited).code).toBe(0)
+    expect((await joined.server.exited).code).toBe(0)
+    // Its cluster down, started again with an --initial-meta naming itself: it founded a meta
+    // group of its own on that data dir, led it and took queues there, beside its cluster's.
+    const again = startServer([
+      'start',
+      '--node-id',
+      's2',
+      '--listen',
+      joined.address,
+      '--data-dir',
+      join(dir, 's2'),
+      '--initial-meta',
+      `s2=${joined.address}`,
+      '--tick-ms',
+      '20',
+    ])
+    const ended = await Promise.race([
+      again.exited,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 20_000)),
+    ])
+    again.child.kill('SIGKILL')
+    await again.exited
+    expect(again.output()).not.toMatch(/group 0: leader s2/)
+    expect(ended?.code).toBe(1)
+    expect(again.stderr()).toMatch(
+      /^mq-server: data dir .*s2: it joined a cluster through 127\.0\.0\.1:\d+; --initial-meta founds a new one/m,
+    )
+  }, 90_000)
+
   it('resumes from its data dir alone; with neither --initial-meta nor --join a new data dir exits 1', async () => {
     const address = `127.0.0.1:${await freePort()}`
     const bare = (nodeId: string, data: string) => [
