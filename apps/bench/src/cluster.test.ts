@@ -1,3 +1,4 @@
+import { mkdtempSync, rmSync, statfsSync } from 'node:fs'
 import type { ClusterStatusResponse } from '@mq/protocol'
 import { describe, expect, it } from 'vitest'
 import { GIVEN_CLUSTER_FACTS, leadershipsBalanced, localClusterFacts } from './cluster'
@@ -38,6 +39,15 @@ describe('leadershipsBalanced', () => {
   })
 })
 
+/** Whether /dev/shm is a tmpfs here (statfs type TMPFS_MAGIC). */
+const shmIsTmpfs = (() => {
+  try {
+    return statfsSync('/dev/shm').type === 0x01021994
+  } catch {
+    return false
+  }
+})()
+
 describe('localClusterFacts', () => {
   it("records the cluster's size and Raft timing as params, for every report", () => {
     const facts = localClusterFacts(3, { tickMs: 20, electionTicks: 10, heartbeatTicks: 2 }, true)
@@ -56,6 +66,24 @@ describe('localClusterFacts', () => {
       ),
     ])
   })
+
+  // The audit's case: the nodes' data goes under $TMPDIR, a tmpfs on some systems (or with
+  // TMPDIR=/dev/shm), where an fsync writes nothing to a disk; the report still read as figures
+  // "with fsync before ack" and said nothing.
+  it.skipIf(!shmIsTmpfs)(
+    'notes a cluster whose data was on a memory file system (its fsyncs reached no disk)',
+    () => {
+      const dir = mkdtempSync('/dev/shm/mq-bench-test-')
+      try {
+        const facts = localClusterFacts(3, { tickMs: 20, electionTicks: 10, heartbeatTicks: 2 }, true, dir)
+        expect(facts.notes).toEqual([
+          expect.stringMatching(/^the nodes' data was on tmpfs \(.*\): their fsyncs reached no disk/),
+        ])
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    },
+  )
 
   it('adds them to a result: params merged, caveats first in the notes', () => {
     const r = withFacts(

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, statfsSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type ClusterStatusResponse, freePort, SERVER_NODE_FLAGS } from '@mq/protocol'
@@ -81,7 +81,7 @@ export class BenchCluster {
 
   /** What a report says about this cluster: its size and timing, and its caveats. */
   facts(): ClusterFacts {
-    return localClusterFacts(this.nodes.length, this.timing, this.balancedAtStart)
+    return localClusterFacts(this.nodes.length, this.timing, this.balancedAtStart, this.dir)
   }
 
   static async start(options: BenchClusterOptions = {}): Promise<BenchCluster> {
@@ -331,14 +331,46 @@ export interface ClusterFacts {
 /** Servers given with `--servers`: their timing is theirs and not known here. */
 export const GIVEN_CLUSTER_FACTS: ClusterFacts = { params: { cluster: 'given' }, notes: [] }
 
-/** The facts of a cluster mq-bench started: its size, its timing, and whether it was balanced. */
-export function localClusterFacts(nodes: number, timing: RaftTiming, balanced: boolean): ClusterFacts {
+/** statfs types of the file systems held in memory: an fsync there reaches no disk. */
+const MEMORY_FS_TYPES: ReadonlyMap<number, string> = new Map([
+  [0x01021994, 'tmpfs'],
+  [0x858458f6, 'ramfs'],
+])
+
+/** The memory file system `dir` is on (tmpfs, ramfs), or undefined (a disk, or not known). */
+export function memoryFsOf(dir: string): string | undefined {
+  try {
+    return MEMORY_FS_TYPES.get(Number(statfsSync(dir).type))
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The facts of a cluster mq-bench started: its size, its timing, whether it was balanced, and
+ * whether its data folder (`dataDir`) was on a memory file system: the nodes' data goes under
+ * $TMPDIR, a tmpfs on some systems, where the fsync before each ack costs nothing.
+ */
+export function localClusterFacts(
+  nodes: number,
+  timing: RaftTiming,
+  balanced: boolean,
+  dataDir?: string,
+): ClusterFacts {
+  const memoryFs = dataDir === undefined ? undefined : memoryFsOf(dataDir)
   return {
     params: { cluster: 'local', nodes, ...timing },
-    notes: balanced
-      ? []
-      : [
-          `the local cluster's leaderships were not balanced after ${BALANCE_WAIT_MS / 1000} s; the run started anyway (one node leads more groups, and the meta leader may move some during the run)`,
-        ],
+    notes: [
+      ...(memoryFs
+        ? [
+            `the nodes' data was on ${memoryFs} (${dataDir}): their fsyncs reached no disk, so the figures leave out its cost (set TMPDIR to a folder on a disk)`,
+          ]
+        : []),
+      ...(balanced
+        ? []
+        : [
+            `the local cluster's leaderships were not balanced after ${BALANCE_WAIT_MS / 1000} s; the run started anyway (one node leads more groups, and the meta leader may move some during the run)`,
+          ]),
+    ],
   }
 }

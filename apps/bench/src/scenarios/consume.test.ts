@@ -137,3 +137,26 @@ describe('consume scenario, its CPU per message', () => {
     expect(r.metrics.clientCpuUsPerMsg).toBeLessThan(100)
   })
 })
+
+describe('consume scenario, an ack that failed', () => {
+  // The audit's case: an ack that failed (a lease lost, a partition unavailable) left the drain
+  // one short of the backlog, and the report said the drain was cut short by its time limit:
+  // it had ended at once, and the failure was said nowhere.
+  it('says that acks failed, not that the time limit was reached', async () => {
+    vi.mocked(produceInto).mockResolvedValue({
+      acked: 4,
+      elapsedMs: 1,
+      ack: new LatencyHistogram(),
+      timeline: new Timeline(),
+    })
+    vi.mocked(connect)
+      .mockResolvedValueOnce(backlogClient(0))
+      .mockResolvedValue(fakeClient(['ok', 'fail', 'ok', 'ok']))
+    const r = await runConsume(
+      { servers: ['127.0.0.1:1'] },
+      { ...CONSUME_DEFAULTS, count: 4, consumers: 1, timeLimitMs: 8_000 },
+    )
+    expect(r.metrics).toMatchObject({ backlog: 4, acked: 3, failedAcks: 1 })
+    expect(r.notes).toEqual(['1 acks failed (the first: lease lost)'])
+  })
+})

@@ -111,6 +111,35 @@ describe('failover scenario, its timeline', () => {
   })
 })
 
+describe('failover scenario, a fault after the load', () => {
+  // The audit's case: the fault is made once the route is known, a third of the way in; when
+  // that lookup took the rest of the run (a loaded machine), the node was hit after the last
+  // send had settled. No gap ended after the fault, the stall read 0 ms (under any target),
+  // and the run passed though it measured no failover at all.
+  it('fails a run whose fault came after the sends had all settled', async () => {
+    vi.mocked(BenchCluster.start).mockResolvedValue(fakeCluster())
+    const client = fakeClient(5)
+    const slow = {
+      ...client,
+      admin: {
+        ...client.admin,
+        describeQueue: async (queue: string) => {
+          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          return client.admin.describeQueue(queue)
+        },
+      },
+    } as unknown as MqClient
+    vi.mocked(connect).mockResolvedValue(slow)
+    const r = await runFailover(
+      {},
+      { ratePerS: 200, durationMs: 900, partitions: 2, kill: 'data', fault: 'kill' },
+    )
+    expect(r.metrics).toMatchObject({ acked: 180, lost: 0, stallPartition: -1 })
+    expect(r.metrics.killAtS).toBeGreaterThan(0.9)
+    expect(failoverFailures(r)).toEqual(['the fault came after the load: no failover was measured'])
+  })
+})
+
 describe('failover scenario, its cluster', () => {
   // The audit's case: the clients were connected before the try whose finally stops the
   // cluster, so a connect that failed left its three mq-server processes and their data folder

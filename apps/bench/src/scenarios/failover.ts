@@ -201,12 +201,15 @@ export async function runFailover(local: FailoverCluster, o: FailoverOptions): P
 
 /**
  * Why a failover result failed, one phrase each; empty when it passed. It fails when a send
- * failed, a partition never acked after the fault, an acknowledged message was lost, or the
- * drain stopped before it could tell (acknowledged messages not yet seen).
+ * failed, a partition never acked after the fault, an acknowledged message was lost, the
+ * drain stopped before it could tell (acknowledged messages not yet seen), or no gap between
+ * acks ended after the fault (`stallPartition` −1: the fault came once the sends had all
+ * settled, and the stall of 0 ms measured no failover).
  */
 export function failoverFailures(r: ScenarioResult): string[] {
   const m = r.metrics
   const out: string[] = []
+  if ((m.stallPartition ?? 0) < 0) out.push('the fault came after the load: no failover was measured')
   if ((m.failedSends ?? 0) > 0) out.push(`${m.failedSends} sends failed`)
   if ((m.unrecoveredPartitions ?? 0) > 0)
     out.push(`${m.unrecoveredPartitions} partition(s) never acked after the fault`)
