@@ -11,6 +11,22 @@ import { HealthClient, HealthService, HealthCheckResponse_ServingStatus as Servi
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { HealthRegistry, remoteAddress } from './health'
 
+/** `registry`'s service on a free loopback port, and a client of it; `close` ends all three. */
+async function served(registry: HealthRegistry) {
+  const server = new Server()
+  server.addService(HealthService, registry.handlers())
+  const port = await new Promise<number>((res, rej) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+  )
+  const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure())
+  const close = () => {
+    registry.close()
+    client.close()
+    server.forceShutdown()
+  }
+  return { port, client, close }
+}
+
 describe('HealthRegistry over gRPC', () => {
   const registry = new HealthRegistry()
   const server = new Server()
@@ -75,12 +91,7 @@ describe('HealthRegistry over gRPC', () => {
 describe('HealthRegistry bounds on Watch streams', () => {
   it('refuses a watcher past the bound per remote address, naming it, and frees the slot a cancel ends', async () => {
     const registry = new HealthRegistry({ watchersMax: 10, watchersPerAddressMax: 2 })
-    const server = new Server()
-    server.addService(HealthService, registry.handlers())
-    const port = await new Promise<number>((res, rej) =>
-      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
-    )
-    const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure())
+    const { client, close } = await served(registry)
     try {
       /** Opens a Watch: its first status, or the error that ended it. */
       const watch = () => {
@@ -106,9 +117,38 @@ describe('HealthRegistry bounds on Watch streams', () => {
       }
       expect(next).toBe(Serving.NOT_SERVING)
     } finally {
-      registry.close()
-      client.close()
-      server.forceShutdown()
+      close()
+    }
+  })
+})
+
+describe('HealthRegistry and long service names', () => {
+  it('refuses a Watch of a service name longer than any service has, instead of keeping it open', async () => {
+    // A Watch stream keeps its request while open, and the health service asks no token: 40
+    // Watches of 32-MiB names from one client raised a node's RSS from 0.7 to 2.7 GB, for as long
+    // as that client kept them (100 per address, 1,000 in all, each up to 64 MiB).
+    const registry = new HealthRegistry()
+    const { client, close } = await served(registry)
+    try {
+      const first = (service: string) => {
+        const stream = client.watch({ service })
+        stream.on('error', () => {})
+        return new Promise<Serving | ServiceError>((resolve) => {
+          stream.once('data', (r: { status: Serving }) => {
+            stream.cancel()
+            resolve(r.status)
+          })
+          stream.once('error', (e: ServiceError) => resolve(e))
+        })
+      }
+      const refused = (await first(`mq.v1.${'x'.repeat(100_000)}`)) as ServiceError
+      expect(refused.code).toBe(status.INVALID_ARGUMENT)
+      expect(refused.details).toMatch(/service name of 100006 characters/)
+      // A short unknown name is watched as the protocol says (SERVICE_UNKNOWN, kept open).
+      expect(await first('mq.v1.Nope')).toBe(Serving.SERVICE_UNKNOWN)
+      expect(await first('')).toBe(Serving.NOT_SERVING)
+    } finally {
+      close()
     }
   })
 })
@@ -117,13 +157,8 @@ describe('HealthRegistry and malformed requests', () => {
   it('answers bytes that are not a HealthCheckRequest with INVALID_ARGUMENT naming the problem, and goes on serving', async () => {
     const registry = new HealthRegistry()
     registry.set('', true)
-    const server = new Server()
-    server.addService(HealthService, registry.handlers())
-    const port = await new Promise<number>((res, rej) =>
-      server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
-    )
+    const { port, client, close } = await served(registry)
     const raw = new Client(`127.0.0.1:${port}`, credentials.createInsecure())
-    const client = new HealthClient(`127.0.0.1:${port}`, credentials.createInsecure())
     const same = (b: Buffer) => b
     // A length past the end of the message: the generated decoder threw, and grpc-js answered
     // INTERNAL "Error deserializing request", as for a fault of the server.
@@ -146,10 +181,8 @@ describe('HealthRegistry and malformed requests', () => {
       )
       expect(after).toBe(Serving.SERVING)
     } finally {
-      registry.close()
       raw.close()
-      client.close()
-      server.forceShutdown()
+      close()
     }
   })
 })

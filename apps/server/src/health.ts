@@ -22,6 +22,12 @@ export interface HealthLimits {
 export const HEALTH_LIMITS: HealthLimits = { watchersMax: 1_000, watchersPerAddressMax: 100 }
 
 /**
+ * The longest service name a Watch is kept open for: a stream keeps its request while open, and
+ * names of up to 64 MiB let one client hold gigabytes without a token. gRPC service names are short.
+ */
+export const SERVICE_NAME_CHARS_MAX = 256
+
+/**
  * The standard gRPC health service (grpc.health.v1). '' is the whole server; other names are
  * the mq services ('mq.v1.Queue', 'mq.v1.Meta'). `set` changes a status and notifies watchers.
  */
@@ -84,6 +90,14 @@ export class HealthRegistry {
         const request: unknown = stream.request
         if (isRefusedRequest(request)) {
           stream.emit('error', toGrpcStatus(request.error))
+          return
+        }
+        const service = stream.request.service
+        if (service.length > SERVICE_NAME_CHARS_MAX) {
+          stream.emit('error', {
+            code: status.INVALID_ARGUMENT,
+            details: `a service name of ${service.length} characters: names have at most ${SERVICE_NAME_CHARS_MAX}`,
+          })
           return
         }
         const address = remoteAddress(stream.getPeer())

@@ -26,6 +26,15 @@ describe('audit log', () => {
     expect(auditedRequest('garbage')).toEqual({})
   })
 
+  it("keeps what a SetReplicationFactor or a Redrive asked for: the factor, a redrive's place", () => {
+    // `mq cluster replication 1` left a line without the factor (who lowered it to what), and a
+    // redrive's line did not say whether it moved anything (placeOnly) or through where.
+    expect(auditedRequest({ factor: 1 })).toEqual({ factor: 1 })
+    expect(
+      auditedRequest({ target: { queue: 'jobs', partition: 0 }, max: 10, throughPlace: 42, placeOnly: true }),
+    ).toEqual({ queue: 'jobs', partition: 0, max: 10, throughPlace: 42, placeOnly: true })
+  })
+
   it('writes one line per call when it ends: who, from where, what, the outcome', () => {
     const { log, lines } = capturedLog()
     const ok = new AuditRecord(log, 'mq.v1.Meta/DeleteQueue', 'ipv4:127.0.0.1:5555')

@@ -16,9 +16,12 @@ const AUDITED_FIELDS = [
   'toNodeId',
   'nodeId',
   'voters',
+  'factor',
   'roles',
   'ttlMs',
   'max',
+  'throughPlace',
+  'placeOnly',
 ] as const
 
 /**

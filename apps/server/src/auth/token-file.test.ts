@@ -79,6 +79,19 @@ describe('token file', () => {
     expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(message)
   })
 
+  it('refuses a token no client can send (a space, a character past ASCII), without quoting it', () => {
+    // Taken before: the console authenticated it, then every view answered 502 (the SDK refuses
+    // it), and mq refused it; one past ASCII could not be sent at all.
+    for (const token of ['correct horse battery staple', 'p\u00e4ssw\u00f6rd-0123456789']) {
+      const raw = { tokens: [{ ...ok(), token }] }
+      expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(ConfigError)
+      expect(() => parseTokenFile(raw, 'tokens.json')).toThrow(
+        /token 1 \("ops"\): a token must be printable ASCII without spaces/,
+      )
+      expect(() => parseTokenFile(raw, 'tokens.json')).not.toThrow(token)
+    }
+  })
+
   it('says where a file is not valid JSON without quoting it (its text may hold a token)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mq-tokens-'))
     try {

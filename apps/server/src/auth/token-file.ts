@@ -101,6 +101,12 @@ export function parseTokenFile(raw: unknown, where: string): TokenEntry[] {
       if (entry.token.length < TOKEN_CHARS_MIN) {
         throw new ConfigError(`${at}: a token must have at least ${TOKEN_CHARS_MIN} characters`)
       }
+      // Clients send it in a header: the SDK, mq and the console refuse any other (not quoted).
+      if (!/^[\x21-\x7e]+$/.test(entry.token)) {
+        throw new ConfigError(
+          `${at} ("${entry.name}"): a token must be printable ASCII without spaces (clients send it in a header; the SDK, mq and the web console refuse any other)`,
+        )
+      }
       sha256 = tokenDigest(entry.token)
     } else {
       throw new ConfigError(`${at} ("${entry.name}"): give exactly one of "token" or "sha256"`)

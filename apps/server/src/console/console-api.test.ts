@@ -758,6 +758,24 @@ describe('the console API', () => {
     expect((await fetch(`${base}/api/cluster`, { method: 'PUT', headers: bearer(ADMIN) })).status).toBe(405)
   })
 
+  it('refuses a field an action does not take (a setting beside "config") instead of dropping it', async () => {
+    // `{ "name": "jobs", "paused": true }` created a queue that was not paused, with a 200.
+    const { base, calls } = await serve(true)
+    await expectAll400(base, [
+      ['/api/queues', { name: 'q', paused: true }],
+      ['/api/queues', { name: 'q', partitions: 8 }],
+      ['/api/scale', { groups: 2, group: 3 }],
+      ['/api/meta-voters', { voters: 3, force: true }],
+      ['/api/replication', { factor: 3, replicas: 5 }],
+      ['/api/groups/1/transfer', { toNodeId: 'n2', groupId: 2 }],
+    ])
+    expect(calls).toEqual([])
+    const bad = await fetch(`${base}/api/queues`, post(ADMIN, { name: 'q', paused: true }))
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(
+      /"paused" is not a field of this action; it takes name, config/,
+    )
+  })
+
   it('answers a route asked with the wrong method 405 naming the methods it takes, an unknown one 404', async () => {
     // A read asked with POST, or an action with GET, was answered 404 "no API at …" (there is
     // one), and a 405 named no method in an Allow header (RFC 9110 §15.5.6).
