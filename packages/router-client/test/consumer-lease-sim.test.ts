@@ -1,11 +1,10 @@
-import { LeaseOutcome, NotLeaderError, seededRandom as prng } from '@mq/protocol'
-import { describe, expect, it, vi } from 'vitest'
+import { LeaseOutcome, seededRandom as prng } from '@mq/protocol'
+import { describe, it, vi } from 'vitest'
 import { Consumer } from '../src/consumer'
 import type { Delivery } from '../src/delivery'
 import { DEFAULT_ROUTER_OPTIONS, Router } from '../src/router'
-import { fail, type Replica, routeOf, stubPool } from './stub-pool'
-
-const FAKED = ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'Date', 'performance'] as const
+import { movingLeader, runSeeds } from './seeded-sim'
+import { type Replica, routeOf, stubPool } from './stub-pool'
 
 /** A lease as the broker holds it. */
 interface Lease {
@@ -85,32 +84,11 @@ async function run(seed: number, failover: boolean): Promise<string[]> {
     })
   // Failovers: the leader moves among A, B and C; a deposed one may fall silent for a while
   // first (its calls wait, then it answers NOT_LEADER).
-  let leader = 'A'
-  let ended = false
-  const silentUntil = new Map<string, number>()
-  const moveLeader = () => {
-    const next = ['A', 'B', 'C'][pick(0, 2)] as string
-    if (next !== leader && rand() < 0.5) silentUntil.set(leader, Date.now() + pick(100, 1_500))
-    leader = next
-    if (!ended) setTimeout(moveLeader, pick(300, 3_000))
-  }
-  if (failover) setTimeout(moveLeader, pick(300, 3_000))
+  const leader = movingLeader(rand, failover)
   const replica =
     (address: string): Replica =>
     (method, request, reply) => {
-      const silentMs = (silentUntil.get(address) ?? 0) - Date.now()
-      if (silentMs > 0) {
-        setTimeout(() => replica(address)(method, request, reply), silentMs)
-        return
-      }
-      if (address !== leader) {
-        const hint = leader
-        setTimeout(
-          () => fail(reply, new NotLeaderError('not the leader', { leaderId: hint, leaderAddress: hint })),
-          pick(0, 20),
-        )
-        return
-      }
+      if (leader.refuses(address, reply, () => replica(address)(method, request, reply))) return
       const applyMs = pick(0, 150 * scale)
       const answerMs = pick(0, 150 * scale)
       const lost = rand() < loseRate
@@ -188,7 +166,7 @@ async function run(seed: number, failover: boolean): Promise<string[]> {
   }
   await vi.advanceTimersByTimeAsync(5_000)
   await reading
-  ended = true
+  leader.end()
   router.close()
   expire()
   // Without faults, a lease never handed out is given back, not let lapse (a lapse counts a
@@ -206,24 +184,7 @@ describe('a consumer over a broker that answers late and loses replies (seeded)'
     ['failovers and silent leaders', true, 100],
   ])(
     'with %s: hands out only leased messages (unextended: not within the give-back margin), resolves an ack only once applied, gives back the rest',
-    async (_, failover, defaultSeeds) => {
-      const from = Number(process.env.SIM_FROM ?? 1)
-      const seeds = Number(process.env.SIM_SEEDS ?? defaultSeeds)
-      vi.useFakeTimers({ toFake: [...FAKED] })
-      try {
-        for (let seed = from; seed < from + seeds; seed++) {
-          // The router's backoff jitter too, so that a seed replays exactly.
-          vi.spyOn(Math, 'random').mockImplementation(prng(-seed))
-          const problems = await run(seed, failover)
-          // Nothing of this run (a reply after close) runs into the next: a seed replays alone.
-          vi.clearAllTimers()
-          expect(problems, `seed ${seed}`).toEqual([])
-        }
-      } finally {
-        vi.restoreAllMocks()
-        vi.useRealTimers()
-      }
-    },
+    (_, failover, defaultSeeds) => runSeeds(defaultSeeds, (seed) => run(seed, failover)),
     600_000,
   )
 })
