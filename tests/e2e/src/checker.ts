@@ -1,4 +1,4 @@
-import { leaseHoldMs } from '@mq/protocol'
+import { isErrorCode, leaseHoldMs } from '@mq/protocol'
 import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
 
 /**
@@ -50,7 +50,8 @@ import type { EnqueueOp, LeasedRecord, Op, SettleOp } from './history'
  *   message's last delivery seen: a later delivery shows an earlier ack did not apply). A key's
  *   messages in two partitions are flagged too. With ordered keys, the fifo check leaves keyed
  *   messages out (one waits for its key's turn while later ones of other keys go ahead).
- * - **refused**: an enqueue that failed for good (a definite, non-retriable error). Every
+ * - **refused**: an enqueue that failed for good (a definite, non-retriable error, or one that
+ *   is no error of the cluster's: a TypeError out of the SDK, whatever it stored). Every
  *   message the workloads send is valid, so no enqueue should ever be refused: a retry
  *   refused as out of order (fault runs 12002 and 13005) shows up here, stored or not. A
  *   send that failed UNAVAILABLE storing nothing (timed out unsent) is retriable, not refused.
@@ -249,7 +250,12 @@ export function check(ops: readonly Op[], options: CheckOptions = {}): CheckRepo
   const anomalies: Anomaly[] = []
   for (const [body, e] of enqueues) {
     // UNAVAILABLE: a send that stored nothing and may be sent again (workers.ts), not refused.
-    if (e.outcome === 'fail' && e.error !== 'UNAVAILABLE')
+    // One that failed with no error code of the cluster's (a TypeError: the SDK's or the
+    // harness's bug, recorded of unknown outcome) failed for good too (until an audit it passed).
+    if (
+      (e.outcome === 'fail' && e.error !== 'UNAVAILABLE') ||
+      (e.outcome === 'info' && !isErrorCode(e.error ?? ''))
+    )
       anomalies.push({ kind: AnomalyKind.Refused, body, detail: `enqueue failed for good: ${e.error}` })
     if (e.outcome === 'ok' && !byBody.has(body)) {
       anomalies.push({

@@ -158,6 +158,25 @@ export function replayCommand(
 }
 
 /**
+ * Whether a run failed: an anomaly, a message left unacked, an unfinished drain, a liveness
+ * problem, a crash, no fault injected, or no enqueue acknowledged (every send failed or ended
+ * unknown: nothing could be lost, and the run proved nothing; until an audit such a run passed).
+ */
+export function runFailed(
+  r: Pick<FaultRunResult, 'report' | 'unacked' | 'drained' | 'problems' | 'crashes' | 'faults'>,
+): boolean {
+  return (
+    r.report.anomalies.length > 0 ||
+    r.unacked > 0 ||
+    !r.drained ||
+    r.problems.length > 0 ||
+    r.crashes.length > 0 ||
+    r.faults === 0 ||
+    r.report.ackedEnqueues === 0
+  )
+}
+
+/**
  * One fault run: starts a cluster of `nodes`, runs producers and consumers while the nemesis
  * follows the seed's schedule for `faultSeconds`, heals every node, drains the queue with no
  * faults, and checks the history. Ends every process it started (by PID) before returning.
@@ -358,13 +377,14 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       )
     }
     const crashes = cluster.nodes.flatMap((n) => n.crashes.map((c) => `${n.nodeId}: ${c}`))
-    const failed =
-      report.anomalies.length > 0 ||
-      unacked.length > 0 ||
-      !drained ||
-      problems.length > 0 ||
-      crashes.length > 0 ||
-      nemesis.faults === 0
+    const failed = runFailed({
+      report,
+      unacked: unacked.length,
+      drained,
+      problems,
+      crashes,
+      faults: nemesis.faults,
+    })
     let artifacts: string | undefined
     if (failed || options.keep) {
       artifacts = join(tmpdir(), `mq-faults-seed${options.seed}-n${options.nodes}-${started}`)

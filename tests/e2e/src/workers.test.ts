@@ -122,6 +122,29 @@ describe('runProducer', () => {
     expect(r.anomalies).toEqual([expect.objectContaining({ kind: 'unexpected', body: 'p0-0' })])
     expect(r.enqueues).toEqual({ ok: 0, fail: 1, info: 1 })
   })
+
+  it("flags a send that failed with no error of the cluster's (the SDK's or the harness's bug), whatever it stored", async () => {
+    // A TypeError out of producer.send is recorded by its name, of unknown outcome: until an
+    // audit the checker took it as a send that may or may not have been stored, and a run
+    // whose sends all threw it passed with nothing flagged.
+    const client = {
+      producer: () => ({
+        send: async () => {
+          throw new TypeError("Cannot read properties of undefined (reading 'length')")
+        },
+        close: async () => {},
+      }),
+    } as unknown as MqClient
+    const load = new Workload(new History(), 'q')
+    await runProducer(client, load, new Prng(1), { worker: 'p0', concurrency: 1, opsMax: 2 })
+    const r = check(load.history.ops)
+    expect(r.enqueues).toEqual({ ok: 0, fail: 0, info: 2 })
+    expect(r.refused).toBe(2)
+    expect(r.anomalies).toEqual([
+      expect.objectContaining({ kind: 'refused', body: 'p0-0' }),
+      expect.objectContaining({ kind: 'refused', body: 'p0-1' }),
+    ])
+  })
 })
 
 /** A Queue server on loopback whose handlers the test sets; ended by `close`. */
