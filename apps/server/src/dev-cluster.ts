@@ -3,6 +3,7 @@ import { resolve } from 'node:path'
 import { META_LIMITS } from '@mq/meta-service'
 import { SERVER_NODE_FLAGS } from '@mq/protocol'
 import { EXIT_WITH_PARENT_ENV } from './parent-watch'
+import { PrefixedLines } from './prefixed-lines'
 
 export interface DevClusterOptions {
   readonly nodes: number
@@ -100,11 +101,13 @@ export async function runDevCluster(options: DevClusterOptions): Promise<number>
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       env: { ...process.env, [EXIT_WITH_PARENT_ENV]: '1' },
     })
-    const prefix = (chunk: Buffer) => {
-      for (const line of chunk.toString().split('\n')) if (line) options.out(`[${m.nodeId}] ${line}`)
+    // Line by line, per stream: a line (or a character) split across two chunks came out as
+    // two prefixed pieces, garbled (until 2026-12-07).
+    for (const stream of [child.stdout, child.stderr]) {
+      const lines = new PrefixedLines((line) => options.out(`[${m.nodeId}] ${line}`))
+      stream?.on('data', (chunk: Buffer) => lines.write(chunk))
+      stream?.on('end', () => lines.end())
     }
-    child.stdout?.on('data', prefix)
-    child.stderr?.on('data', prefix)
     // Without a listener a failed spawn (no such binary, no processes left: EAGAIN) would
     // throw from the event loop and take this process down with a stack trace.
     child.on('error', (e) =>
