@@ -744,6 +744,16 @@ export class MqNode {
         const route = await this.#route(queue, 0).catch(() => undefined)
         return route?.queueId === queueId ? (route.config?.deadLetterQueue ?? '') : ''
       },
+      placedIn: async (queue, queueId, partition, groupId) => {
+        const placed = (route: QueueRoute | undefined) =>
+          route?.queueId === queueId &&
+          route.partitions.some((p) => p.partition === partition && p.groupId === groupId)
+        const route = await this.#route(queue, 0).catch(() => undefined)
+        if (placed(route) || this.#metaVoter()) return placed(route)
+        // A cached route is not refreshed by a move: one into this group is checked afresh.
+        const fresh = await this.#fetchRoutes([queue]).catch(() => undefined)
+        return placed(fresh?.routes.find((r) => r.queue === queue))
+      },
       forward: (target, messages) => own.send(target, messages),
     })
     const log = new DeadLetterLog(this.log)

@@ -65,6 +65,7 @@ function host(
     groups: ports,
     formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE,
     deadLetterQueueOf: async (queue, queueId) => (queue === 'jobs' && queueId === 7 ? 'jobs-dead' : ''),
+    placedIn: async () => true,
     forward,
     ...overrides,
   }
@@ -293,6 +294,64 @@ describe('DeadLetterForwarder', () => {
     expect((await forwarder.round()).forwarded).toBe(1 + DEAD_LETTER_BATCH)
     expect(sent[0]).toBe('p1')
     expect(sent[1]).toBe(`m${2 * DEAD_LETTER_BATCH}`)
+  })
+
+  it("does not forward the dead letters of an aborted move's copy, which the route places in another group", async () => {
+    // Group 3 holds jobs#7/0 with two dead letters; move 5 copies it, fenced, into group 4, and
+    // is aborted as its last chunk lands: group 4 holds a complete copy, unfenced, while the
+    // route places the partition in group 3, which serves it again.
+    const { g: source, stored, dead } = await withDead(['a', 'b'])
+    const target = await memoryGroup(4)
+    await source.port.propose({ type: 'fence', queue: stored, partition: 0, moveId: 5 })
+    const { pairs } = await source.port.machine.exportChunk(stored, 0, undefined, Number.POSITIVE_INFINITY)
+    const config = source.port.machine.configOf(stored, 0) ?? {}
+    const chunk = { moveId: 5, session: 's', config }
+    await target.port.propose({
+      type: 'import',
+      queue: stored,
+      partition: 0,
+      ...chunk,
+      seq: 0,
+      last: false,
+      pairs,
+    })
+    await source.port.propose({ type: 'unfence', queue: stored, partition: 0, moveId: 5 })
+    await target.port.propose({
+      type: 'import',
+      queue: stored,
+      partition: 0,
+      ...chunk,
+      seq: 1,
+      last: true,
+      pairs: [],
+    })
+    expect(target.port.machine.deadPartitionIds()).toEqual([`${stored}/0`])
+    expect(source.port.machine.deadPartitionIds()).toEqual([`${stored}/0`])
+    const sent: string[] = []
+    let groupOfRoute = 3
+    const forwarder = new DeadLetterForwarder(
+      host(
+        () => [source.port, target.port],
+        async (_target, messages) => {
+          sent.push(...messages.map(bodyOf))
+          return allStored(messages)
+        },
+        {
+          placedIn: async (queue, queueId, partition, groupId) =>
+            queue === 'jobs' && queueId === 7 && partition === 0 && groupId === groupOfRoute,
+        },
+      ),
+    )
+    expect((await forwarder.round()).forwarded).toBe(2)
+    expect(sent).toEqual(['a', 'b'])
+    expect(await dead()).toEqual([])
+    // The copy's dead letters stay where they are (no second copy in the dead-letter queue).
+    expect(await target.port.machine.listDead(stored, 0, 10)).toHaveLength(2)
+    expect((await forwarder.round()).forwarded).toBe(0)
+    // Once the route places the partition there (a later move), they go.
+    groupOfRoute = 4
+    expect((await forwarder.round()).forwarded).toBe(2)
+    expect(await target.port.machine.listDead(stored, 0, 10)).toEqual([])
   })
 
   it('does nothing below the format level, for queues without a dead-letter queue, or on a follower', async () => {

@@ -50,6 +50,13 @@ export interface DeadLetterForwarderHost {
    */
   deadLetterQueueOf(queue: string, queueId: number): Promise<string>
   /**
+   * Whether the route of `queue` (incarnation `queueId`) places its partition `partition` in data
+   * group `groupId`. A group may hold a complete, unfenced copy of a partition routed elsewhere
+   * (a move aborted as its last chunk landed), whose dead letters the routed group forwards. A
+   * route cached here may predate a move into `groupId`: false only once checked afresh.
+   */
+  placedIn(queue: string, queueId: number, partition: number, groupId: number): Promise<boolean>
+  /**
    * Enqueues `messages` into queue `target`, in their order; resolves, once each has been
    * stored or has failed, with each one's error (undefined: durable there). Rejects when none
    * was stored (the target cannot be reached, say).
@@ -128,6 +135,8 @@ export class DeadLetterForwarder {
         if (batches >= max) continue
         const target = await this.#host.deadLetterQueueOf(stored.queue, stored.queueId)
         if (!target || target === stored.queue || failedTargets.has(target)) continue
+        // An aborted move's copy: its dead letters are the routed group's to forward.
+        if (!(await this.#host.placedIn(stored.queue, stored.queueId, ref.index, port.groupId))) continue
         const from = {
           queue: stored.queue,
           queueId: stored.queueId,

@@ -127,6 +127,7 @@ describe('OwnClient', () => {
       groups: () => [g.port],
       formatLevel: () => FORMAT_LEVEL_DEAD_LETTER_QUEUE,
       deadLetterQueueOf: async () => 'jobs-dead',
+      placedIn: async () => true,
       forward: (target, messages) => own.send(target, messages),
     })
     const r = await forwarder.round()
