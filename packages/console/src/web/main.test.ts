@@ -38,8 +38,37 @@ function fakeElement(created: FakeElement[]): FakeElement & Record<string, unkno
   return el
 }
 
+/** An answer the fake fetch gives as an HTTP error. */
+class Failure {
+  constructor(readonly status: number) {}
+}
+
+/** An answer the fake fetch gives after `ms` (read when asked, answered late). */
+class Slow {
+  constructor(
+    readonly ms: number,
+    readonly body: unknown,
+  ) {}
+}
+
+/** The element with `data-testid` `id` in the tree under `el` (as drawn in the page). */
+function findIn(el: unknown, id: string): FakeElement | undefined {
+  if (typeof el !== 'object' || el === null || !('attrs' in el)) return undefined
+  const e = el as FakeElement
+  if (e.attrs.get('data-testid') === id) return e
+  for (const c of e.children) {
+    const found = findIn(c, id)
+    if (found) return found
+  }
+  return undefined
+}
+
 /** Opens the page at `hash`; `answer` gives each API call's JSON body. */
-async function openPage(hash: string, answerMs: number, answer: (path: string) => unknown) {
+async function openPage(
+  hash: string,
+  answerMs: number,
+  answer: (path: string, authorization?: string) => unknown,
+) {
   vi.useFakeTimers()
   vi.resetModules()
   const created: FakeElement[] = []
@@ -65,7 +94,12 @@ async function openPage(hash: string, answerMs: number, answer: (path: string) =
     hidden: false,
   })
   vi.stubGlobal('HTMLSelectElement', class {})
-  vi.stubGlobal('sessionStorage', { getItem: () => null, setItem: () => {}, removeItem: () => {} })
+  const stored = new Map<string, string>()
+  vi.stubGlobal('sessionStorage', {
+    getItem: (key: string) => stored.get(key) ?? null,
+    setItem: (key: string, value: string) => stored.set(key, value),
+    removeItem: (key: string) => stored.delete(key),
+  })
   vi.stubGlobal('location', {
     get hash() {
       return currentHash
@@ -80,18 +114,24 @@ async function openPage(hash: string, answerMs: number, answer: (path: string) =
   vi.stubGlobal('window', {
     addEventListener: (type: string, fn: () => void) => windowListeners.set(type, fn),
   })
-  vi.stubGlobal('fetch', (path: string, init?: { body?: string }) => {
+  vi.stubGlobal('fetch', (path: string, init?: { body?: string; headers?: Record<string, string> }) => {
     if (path === '/api/session') fetches.sessions++
     fetches.paths.push(path)
     if (init?.body !== undefined) fetches.bodies.set(path, JSON.parse(init.body))
     fetches.inFlight++
     fetches.mostInFlight = Math.max(fetches.mostInFlight, fetches.inFlight)
-    const body = answer(path)
+    const given = answer(path, init?.headers?.authorization)
+    const body = given instanceof Slow ? given.body : given
+    const status = body instanceof Failure ? body.status : 200
+    const json = body instanceof Failure ? { error: { code: 'UNAVAILABLE', message: 'try again' } } : body
     return new Promise((resolve) =>
-      setTimeout(() => {
-        fetches.inFlight--
-        resolve({ ok: true, status: 200, text: async () => JSON.stringify(body) })
-      }, answerMs),
+      setTimeout(
+        () => {
+          fetches.inFlight--
+          resolve({ ok: status === 200, status, text: async () => JSON.stringify(json) })
+        },
+        given instanceof Slow ? given.ms : answerMs,
+      ),
     )
   })
   await import('./main')
@@ -110,6 +150,25 @@ afterEach(() => {
 
 const READ_ONLY = { nodeId: 'n1', auth: false, tokenName: '', roles: [], admin: false }
 const ADMIN = { nodeId: 'n1', auth: true, tokenName: 'ops', roles: ['admin'], admin: true }
+
+/** The console API's answer for an empty queue `name` of one partition. */
+function queueDetail(name: string, { paused = false, mayPeek = false } = {}) {
+  const rates = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0, discarded: 0 }
+  return {
+    name,
+    queueId: 1,
+    routeEpoch: 1,
+    config: { partitions: 1, visibilityTimeoutMs: 30_000, paused, orderedKeys: false },
+    depth: { ready: 0, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 },
+    weights: [],
+    partitions: [],
+    counters: rates,
+    history: [],
+    netRatePerS: 0,
+    ratesPerS: rates,
+    mayPeek,
+  }
+}
 
 describe('polling', () => {
   it('keeps one poll loop after a navigation while a poll was under way (a slow server)', async () => {
@@ -130,22 +189,7 @@ describe('polling', () => {
 
 describe('admin actions', () => {
   it("shows a deleted queue's result after going back to the queues", async () => {
-    const counts = { ready: 0, delayed: 0, leased: 0, dead: 0, waiting: 0, oldestAgeMs: 0 }
-    const rates = { enqueued: 0, delivered: 0, acked: 0, nacked: 0, expired: 0, deadLettered: 0 }
-    const detail = {
-      name: 'jobs',
-      queueId: 1,
-      routeEpoch: 1,
-      config: { partitions: 1, visibilityTimeoutMs: 30_000, paused: false, orderedKeys: false },
-      depth: counts,
-      weights: [],
-      partitions: [],
-      counters: { ...rates, discarded: 0 },
-      history: [],
-      netRatePerS: 0,
-      ratesPerS: { ...rates, discarded: 0 },
-      mayPeek: false,
-    }
+    const detail = queueDetail('jobs')
     const page = await openPage('#/queues/jobs', 10, (path) =>
       path === '/api/session'
         ? ADMIN
@@ -167,6 +211,57 @@ describe('admin actions', () => {
     expect(shown.map((el) => el.children.join(''))).toEqual(['deleted queue jobs'])
   })
 
+  it("does not draw a slow poll's older answer over the view an action's refresh drew", async () => {
+    let paused = false
+    const detail = () => queueDetail('jobs', { paused })
+    let reads = 0
+    const page = await openPage('#/queues/jobs', 10, (path) => {
+      if (path === '/api/session') return ADMIN
+      if (path === '/api/queues/jobs/update') {
+        paused = true
+        return { ok: true, message: 'paused jobs' }
+      }
+      // The first poll's reading is answered late (a partition's leader changing).
+      if (path === '/api/queues/jobs') return reads++ === 1 ? new Slow(5_000, detail()) : detail()
+      return []
+    })
+    await vi.advanceTimersByTimeAsync(2_100)
+    expect(reads).toBe(2)
+    // Meanwhile the admin pauses the queue: its refresh reads it paused and draws it so.
+    findIn(page.byId('view'), 'pause')?.listeners.get('click')?.({})
+    const dialog = page.byId('confirm')
+    dialog.returnValue = 'yes'
+    dialog.onclose?.()
+    await vi.advanceTimersByTimeAsync(100)
+    expect(findIn(page.byId('view'), 'resume')).toBeDefined()
+    // The slow poll's answer, read before the pause, comes in later: it must not draw "not paused".
+    await vi.advanceTimersByTimeAsync(5_000)
+    expect(findIn(page.byId('view'), 'pause')).toBeUndefined()
+    expect(findIn(page.byId('view'), 'resume')).toBeDefined()
+  })
+
+  it("does not show a slow poll's failure over the view an action's refresh drew", async () => {
+    const detail = queueDetail('jobs')
+    let reads = 0
+    const page = await openPage('#/queues/jobs', 10, (path) => {
+      if (path === '/api/session') return ADMIN
+      if (path === '/api/queues/jobs/purge') return { ok: true, message: 'purged jobs' }
+      // The first poll's reading fails late (a partition's leader changing).
+      if (path === '/api/queues/jobs') return reads++ === 1 ? new Slow(5_000, new Failure(503)) : detail
+      return []
+    })
+    await vi.advanceTimersByTimeAsync(2_100)
+    expect(reads).toBe(2)
+    findIn(page.byId('view'), 'purge')?.listeners.get('click')?.({})
+    const dialog = page.byId('confirm')
+    dialog.returnValue = 'yes'
+    dialog.onclose?.()
+    await vi.advanceTimersByTimeAsync(100)
+    // The slow poll fails after the action's refresh read the queue: the page is not in error.
+    await vi.advanceTimersByTimeAsync(5_000)
+    expect(findIn(page.byId('error'), 'error')).toBeUndefined()
+  })
+
   it('creates a queue with the cluster default for a field left empty, and says so', async () => {
     const page = await openPage('#/queues', 10, (path) => (path === '/api/session' ? ADMIN : []))
     await vi.advanceTimersByTimeAsync(100)
@@ -186,6 +281,98 @@ describe('admin actions', () => {
     dialog.onclose?.()
     await vi.advanceTimersByTimeAsync(100)
     expect(page.fetches.bodies.get('/api/queues')).toEqual({ name: 'jobs', config: { maxDeliveries: 7 } })
+  })
+})
+
+describe('navigation', () => {
+  it("draws the new view's forms once it is read, when its first reading failed", async () => {
+    const detail = (name: string) => queueDetail(name, { mayPeek: true })
+    let failB = 1
+    const page = await openPage('#/queues/a', 10, (path) => {
+      if (path === '/api/session') return ADMIN
+      if (path === '/api/queues/b' && failB-- > 0) return new Failure(503)
+      if (path === '/api/queues/a' || path === '/api/queues/b')
+        return detail(path.slice('/api/queues/'.length))
+      return []
+    })
+    await vi.advanceTimersByTimeAsync(100)
+    // The user opens queue b; the server fails that first reading (a leader changing), then answers.
+    location.hash = '#/queues/b'
+    await vi.advanceTimersByTimeAsync(100)
+    expect(findIn(page.byId('error'), 'error')).toBeDefined()
+    await vi.advanceTimersByTimeAsync(5_000)
+    expect(findIn(page.byId('view'), 'queue-name')?.children).toEqual(['b'])
+    // The peek (and update) form beside queue b's view is b's: it was queue a's, for good.
+    findIn(page.byId('forms'), 'peek')?.listeners.get('click')?.({})
+    await vi.advanceTimersByTimeAsync(100)
+    expect(page.fetches.paths.filter((p) => p.endsWith('/peek'))).toEqual(['/api/queues/b/peek'])
+  })
+
+  it('keeps the error of the view opened when a slow answer for the view left comes in', async () => {
+    let reads = 0
+    const page = await openPage('#/queues', 10, (path) => {
+      if (path === '/api/session') return READ_ONLY
+      if (path === '/api/queues') return reads++ === 1 ? new Slow(5_000, []) : []
+      return new Failure(503)
+    })
+    await vi.advanceTimersByTimeAsync(2_100)
+    expect(reads).toBe(2)
+    // The user opens the cluster view while the queues are read slowly: the cluster is not read.
+    location.hash = '#/cluster'
+    await vi.advanceTimersByTimeAsync(100)
+    expect(findIn(page.byId('error'), 'error')).toBeDefined()
+    // The queues' answer comes in (and is not drawn): the cluster view is still in error.
+    await vi.advanceTimersByTimeAsync(4_900)
+    expect(findIn(page.byId('error'), 'error')).toBeDefined()
+  })
+})
+
+describe('token', () => {
+  /**
+   * The queues view under a viewer token whose second session reading is answered `slowMs`
+   * late; `enter` types a token in the page as the user does.
+   */
+  async function viewerPage(slowMs: number) {
+    const VIEWER = { nodeId: 'n1', auth: true, tokenName: 'view', roles: ['viewer:*'], admin: false }
+    let viewerReads = 0
+    const page = await openPage('#/queues', 10, (path, authorization) => {
+      if (path !== '/api/session') return []
+      if (authorization === 'Bearer admin-secret') return ADMIN
+      if (authorization !== 'Bearer view-secret') return READ_ONLY
+      return viewerReads++ === 1 ? new Slow(slowMs, VIEWER) : VIEWER
+    })
+    const enter = (token: string) => {
+      page.byId('token').value = token
+      page.byId('token-form').listeners.get('submit')?.({ preventDefault: () => {} })
+    }
+    return { page, enter, viewerReads: () => viewerReads }
+  }
+
+  it('shows the session of the token entered, not an older slow answer for the one before', async () => {
+    const { page, enter, viewerReads } = await viewerPage(5_000)
+    enter('view-secret')
+    await vi.advanceTimersByTimeAsync(2_100)
+    expect(viewerReads()).toBe(2)
+    // The user enters an admin token while the viewer's poll is under way: the page is the admin's.
+    enter('admin-secret')
+    await vi.advanceTimersByTimeAsync(100)
+    const who = () => String(findIn(page.byId('session'), 'session')?.children[0])
+    expect(who()).toContain('token "ops"')
+    // The viewer's late answer comes in: the session line still names the admin token.
+    await vi.advanceTimersByTimeAsync(4_900)
+    expect(who()).toContain('token "ops"')
+  })
+
+  it("draws the admin's forms when the token before's slow session answer comes in meanwhile", async () => {
+    // The viewer token's second session reading is answered between the admin's two readings.
+    const { page, enter, viewerReads } = await viewerPage(75)
+    enter('view-secret')
+    await vi.advanceTimersByTimeAsync(2_080)
+    expect(viewerReads()).toBe(2)
+    enter('admin-secret')
+    await vi.advanceTimersByTimeAsync(5_000)
+    // The page is the admin's: it offers to create a queue (and goes on offering it).
+    expect(findIn(page.byId('forms'), 'create-queue-form')).toBeDefined()
   })
 })
 

@@ -29,7 +29,6 @@ import {
 const POLL_MS = 2_000
 
 const byId = (id: string) => document.getElementById(id) as HTMLElement
-let session: SessionInfo | null = null
 let timer: ReturnType<typeof setTimeout> | undefined
 /** Bumped on navigation: an answer for an older view is dropped. */
 let generation = 0
@@ -37,6 +36,12 @@ let generation = 0
 let refreshes = 0
 /** The next navigation keeps the notice: an action's own (a deleted queue's view is left). */
 let keepNotice = false
+/**
+ * The admin forms wait to be redrawn (a navigation or an action asked) until a refresh draws
+ * them: a navigation whose first reading failed left the previous view's forms (another
+ * queue's peek and settings) beside the new view for good, the polls drawing no forms.
+ */
+let formsDue = false
 
 function notice(text: string, kind: 'ok' | 'bad'): void {
   byId('notice').replaceChildren(
@@ -135,11 +140,18 @@ const actions: AdminActions = {
     ),
 }
 
-/** Reads the open view's data and redraws it; `forms` also redraws the admin forms. */
-async function render(route: Route, forms: boolean): Promise<void> {
+/**
+ * Reads the open view's data and redraws it; `forms` also redraws the admin forms. Draws
+ * nothing once refresh `ticket` is overtaken: a slow poll's answer, read before an action,
+ * was drawn over the action's newer one (a queue just paused shown as not paused).
+ */
+async function render(route: Route, forms: boolean, ticket: number): Promise<void> {
   const mine = generation
-  session = await api<SessionInfo>('/api/session')
-  byId('session').replaceChildren(sessionView(session))
+  // Its own: a page-wide one was set by an overtaken render's late answer (the token before's)
+  // while this one read its view, which was then drawn for that token (no admin forms, for good).
+  const session = await api<SessionInfo>('/api/session')
+  // An overtaken answer (for the token before the one just entered) names the wrong token.
+  if (mine === generation && ticket === refreshes) byId('session').replaceChildren(sessionView(session))
   let view: HTMLElement
   let form: HTMLElement | null = null
   switch (route.view) {
@@ -176,11 +188,14 @@ async function render(route: Route, forms: boolean): Promise<void> {
       break
     }
   }
-  if (mine !== generation) return
+  if (mine !== generation || ticket !== refreshes) return
   // A control of the view in use (a leader being picked) is not redrawn under the user's hand.
   const active = document.activeElement
   const busy = active instanceof HTMLSelectElement && byId('view').contains(active)
-  if (forms) byId('forms').replaceChildren(...(form ? [form] : []))
+  if (forms) {
+    byId('forms').replaceChildren(...(form ? [form] : []))
+    formsDue = false
+  }
   if (busy) return
   byId('view').replaceChildren(view)
   // Only a view redrawn is stamped: one left as drawn (a control in use) showed the time of each
@@ -193,6 +208,7 @@ async function render(route: Route, forms: boolean): Promise<void> {
 function refresh(forms: boolean): void {
   clearTimeout(timer)
   const mine = ++refreshes
+  if (forms) formsDue = true
   const route = parseRoute(location.hash)
   for (const a of document.querySelectorAll('nav a')) {
     a.classList.toggle(
@@ -200,9 +216,14 @@ function refresh(forms: boolean): void {
       (a as HTMLAnchorElement).hash.startsWith(`#/${route.view === 'queue' ? 'queues' : route.view}`),
     )
   }
-  render(route, forms)
-    .then(() => byId('error').replaceChildren())
+  // An overtaken refresh's outcome is not shown: its failure said the page was in error over
+  // a newer refresh's view, and its success cleared a newer refresh's error.
+  render(route, formsDue, mine)
+    .then(() => {
+      if (mine === refreshes) byId('error').replaceChildren()
+    })
     .catch((error: unknown) => {
+      if (mine !== refreshes) return
       const text = errorText(error)
       const auth = error instanceof ApiCallError && (error.status === 401 || error.status === 403)
       byId('error').replaceChildren(
