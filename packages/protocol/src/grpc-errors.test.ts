@@ -26,10 +26,19 @@ const service: ServiceDefinition = {
     responseSerialize: json.serialize,
     responseDeserialize: json.deserialize,
   },
+  parse: {
+    path: '/test.Errors/Parse',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: json.serialize,
+    requestDeserialize: json.deserialize,
+    responseSerialize: json.serialize,
+    responseDeserialize: json.deserialize,
+  },
 }
 
 let server: Server
-let client: Client & { fail: (...a: unknown[]) => unknown }
+let client: Client & { fail: (...a: unknown[]) => unknown; parse: (...a: unknown[]) => unknown }
 
 beforeAll(async () => {
   server = new Server()
@@ -38,6 +47,8 @@ beforeAll(async () => {
     fail: unaryHandler(async (req: { name: string }) => {
       throw new InvalidArgumentError(`queue ${JSON.stringify(req.name)} is not a valid name`)
     }),
+    // Lets a parser's error escape: an InternalError that quotes its message.
+    parse: unaryHandler(async (req: { text: string }) => JSON.parse(req.text) as unknown),
   })
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync('127.0.0.1:0', ServerCredentials.createInsecure(), (e, p) =>
@@ -55,6 +66,13 @@ afterAll(() => {
 const fail = (name: string) =>
   new Promise<ServiceError>((resolve) =>
     client.fail({ name }, { deadline: Date.now() + 5_000 }, (e: ServiceError | null) =>
+      resolve(e as ServiceError),
+    ),
+  )
+
+const parse = (text: string) =>
+  new Promise<ServiceError>((resolve) =>
+    client.parse({ text }, { deadline: Date.now() + 5_000 }, (e: ServiceError | null) =>
       resolve(e as ServiceError),
     ),
   )
@@ -92,5 +110,14 @@ describe('error statuses', () => {
     expect(boundedText('abc', 3)).toBe('abc')
     // An escape shownText wrote is kept whole or left out, not cut to `\u20`.
     expect(boundedText(shownText('ab\u202e'), 5)).toBe('ab… (8 chars)')
+  })
+
+  it('escape a lone surrogate the message holds, which a header cannot carry (the call hung and the server had an unhandled URIError)', async () => {
+    // V8's message quotes one UTF-16 unit of the emoji: "Unexpected token '\ud83d', ...".
+    const e = await parse('{"a":😀}')
+    expect(e.code).toBe(13) // INTERNAL, not a deadline
+    expect(e.details).toMatch(/^internal error: Unexpected token '\\ud83d'/)
+    expect(fromGrpcError(e)).toMatchObject({ code: 'INTERNAL', retriable: false })
+    expect(shownText('a\ud83db\ude00c😀')).toBe('a\\ud83db\\ude00c😀')
   })
 })

@@ -8,7 +8,14 @@
  * bodies, keys and headers through it too.
  */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
-const UNSHOWN = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/
+/**
+ * A lone surrogate, escaped as JSON.stringify escapes it: V8's own messages carry one (JSON.parse's
+ * "Unexpected token '\ud83d'"), and an error status holding one was never sent (grpc-js's
+ * encodeURI threw: the call ran to its deadline, and the server had an unhandled rejection).
+ */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+const UNSHOWN = new RegExp(`${CONTROLS.source}|${LONE_SURROGATE.source}`, 'g')
 
 /** The short escapes JSON has for some C0 controls. */
 const SHORT: Readonly<Record<string, string>> = {
