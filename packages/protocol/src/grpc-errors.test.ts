@@ -16,26 +16,17 @@ const json = {
   serialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
   deserialize: (b: Buffer) => JSON.parse(b.toString()) as unknown,
 }
-const service: ServiceDefinition = {
-  fail: {
-    path: '/test.Errors/Fail',
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: json.serialize,
-    requestDeserialize: json.deserialize,
-    responseSerialize: json.serialize,
-    responseDeserialize: json.deserialize,
-  },
-  parse: {
-    path: '/test.Errors/Parse',
-    requestStream: false,
-    responseStream: false,
-    requestSerialize: json.serialize,
-    requestDeserialize: json.deserialize,
-    responseSerialize: json.serialize,
-    responseDeserialize: json.deserialize,
-  },
-}
+/** A unary method of the test service at `path`, its messages in JSON. */
+const unary = (path: string) => ({
+  path,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: json.serialize,
+  requestDeserialize: json.deserialize,
+  responseSerialize: json.serialize,
+  responseDeserialize: json.deserialize,
+})
+const service: ServiceDefinition = { fail: unary('/test.Errors/Fail'), parse: unary('/test.Errors/Parse') }
 
 let server: Server
 let client: Client & { fail: (...a: unknown[]) => unknown; parse: (...a: unknown[]) => unknown }
