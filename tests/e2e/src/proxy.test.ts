@@ -73,6 +73,56 @@ describe('FaultProxy', () => {
     expect(await next()).toBe('z')
   })
 
+  it('lets no close through while held: the node sees a client that went away only after release', async () => {
+    const closed: string[] = []
+    const server = createServer((s) => {
+      s.on('error', () => {})
+      s.on('close', () => closed.push('node side'))
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    cleanup.push(() => new Promise<void>((r) => server.close(() => r())))
+    const proxy = await FaultProxy.start(0, (server.address() as { port: number }).port)
+    cleanup.push(() => proxy.close())
+    const client = tcpConnect({ port: proxy.port, host: '127.0.0.1' })
+    await once(client, 'connect')
+    await new Promise((r) => setTimeout(r, 50))
+    proxy.hold()
+    client.destroy()
+    // The fault's duration: a network that drops every packet to the node drops its FIN too.
+    await new Promise((r) => setTimeout(r, 200))
+    expect(closed).toEqual([])
+    proxy.release()
+    for (let i = 0; i < 50 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 20))
+    expect(closed).toEqual(['node side'])
+  })
+
+  it('lets no new connection reach the node while held, and carries it on release', async () => {
+    let accepted = 0
+    const received: string[] = []
+    const server = createServer((s) => {
+      accepted++
+      s.on('data', (d) => received.push(d.toString()))
+    })
+    server.listen(0, '127.0.0.1')
+    await once(server, 'listening')
+    cleanup.push(() => new Promise<void>((r) => server.close(() => r())))
+    const proxy = await FaultProxy.start(0, (server.address() as { port: number }).port)
+    cleanup.push(() => proxy.close())
+    proxy.hold()
+    const client = tcpConnect({ port: proxy.port, host: '127.0.0.1' })
+    cleanup.push(() => void client.destroy())
+    await once(client, 'connect')
+    client.write('syn')
+    // A network that drops every packet to the node drops the connection's SYN too.
+    await new Promise((r) => setTimeout(r, 200))
+    expect(accepted).toBe(0)
+    proxy.release()
+    for (let i = 0; i < 50 && received.length === 0; i++) await new Promise((r) => setTimeout(r, 20))
+    expect(accepted).toBe(1)
+    expect(received.join('')).toBe('syn')
+  })
+
   it('resets a held connection that buffers more than its bound', async () => {
     const { proxy, client, received } = await setup(10)
     proxy.hold()

@@ -19,6 +19,10 @@ export class FaultProxy {
   readonly heldBytesMax: number
   readonly #server: Server
   readonly #pairs = new Set<Pair>()
+  /** Connections accepted while held, not yet carried to the node. */
+  readonly #waiting = new Set<Socket>()
+  /** Pairs one end of which closed while held: destroyed on release. */
+  readonly #closing = new Set<Pair>()
   #held = false
   #delayMs = 0
 
@@ -27,7 +31,12 @@ export class FaultProxy {
     this.port = port
     this.targetPort = targetPort
     this.heldBytesMax = heldBytesMax
-    server.on('connection', (down) => this.#accept(down))
+    server.on('connection', (down) => {
+      // While held, no SYN reaches the node either: the connection waits (unread) for release.
+      if (!this.#held) return this.#accept(down)
+      down.on('error', () => {})
+      this.#waiting.add(down)
+    })
   }
 
   /** Listens on 127.0.0.1:`port` (0 = any free port) and forwards to 127.0.0.1:`targetPort`. */
@@ -70,11 +79,18 @@ export class FaultProxy {
       p.toUp.flush()
       p.toDown.flush()
     }
+    for (const p of this.#closing) p.destroy()
+    this.#closing.clear()
+    for (const down of this.#waiting) if (!down.destroyed) this.#accept(down)
+    this.#waiting.clear()
   }
 
   /** Closes every connection and the listener. */
   async close(): Promise<void> {
     for (const p of this.#pairs) p.destroy()
+    this.#closing.clear()
+    for (const down of this.#waiting) down.destroy()
+    this.#waiting.clear()
     await new Promise<void>((resolve) => this.#server.close(() => resolve()))
   }
 
@@ -94,9 +110,15 @@ export class FaultProxy {
       },
     }
     this.#pairs.add(pair)
+    // While held, a close (FIN, reset) is dropped like the bytes: it reaches the other end on
+    // release (an audit: a client that went away during a cut was seen by the node at once).
+    const closed = () => {
+      if (this.#held) this.#closing.add(pair)
+      else pair.destroy()
+    }
     for (const s of [down, up]) {
-      s.on('error', () => pair.destroy())
-      s.on('close', () => pair.destroy())
+      s.on('error', closed)
+      s.on('close', closed)
     }
   }
 }
