@@ -9,6 +9,8 @@ import {
   type RawNodeOptions,
   type ReadState,
   type ReplicaId,
+  type Snapshot,
+  type StateMachine,
 } from '../src/index'
 
 const encoder = new TextEncoder()
@@ -196,4 +198,27 @@ export class Harness {
 
 export function bytes(text: string): Uint8Array {
   return encoder.encode(text)
+}
+
+/**
+ * A state machine that keeps the data of the normal entries it applies, in order (each apply
+ * answers the item's place); `onEntry` sees every entry applied, before it.
+ */
+export class ListMachine implements StateMachine {
+  items: string[] = []
+  constructor(readonly onEntry?: (e: Entry) => void) {}
+  apply(entries: readonly Entry[]): readonly unknown[] {
+    return entries.map((e) => {
+      this.onEntry?.(e)
+      if (e.type !== EntryType.Normal || e.data.length === 0) return undefined
+      this.items.push(decoder.decode(e.data))
+      return this.items.length - 1
+    })
+  }
+  snapshot(): Uint8Array {
+    return encoder.encode(JSON.stringify(this.items))
+  }
+  restore(s: Snapshot): void {
+    this.items = JSON.parse(decoder.decode(s.data)) as string[]
+  }
 }

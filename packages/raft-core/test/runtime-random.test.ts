@@ -10,7 +10,6 @@
 import { describe, expect, it } from 'vitest'
 import {
   type Entry,
-  EntryType,
   type GroupId,
   MemoryDurability,
   MemoryLogStorage,
@@ -19,36 +18,18 @@ import {
   RaftError,
   RaftHost,
   type Snapshot,
-  type StateMachine,
 } from '../src/index'
-import { conf } from './harness'
+import { conf, ListMachine } from './harness'
 
 const enc = new TextEncoder()
-const dec = new TextDecoder()
-
-class Log implements StateMachine {
-  items: string[] = []
-  apply(entries: readonly Entry[]): readonly unknown[] {
-    return entries.map((e) => {
-      if (e.type !== EntryType.Normal || e.data.length === 0) return undefined
-      this.items.push(dec.decode(e.data))
-      return this.items.length - 1
-    })
-  }
-  snapshot(): Uint8Array {
-    return enc.encode(JSON.stringify(this.items))
-  }
-  restore(s: Snapshot): void {
-    this.items = JSON.parse(dec.decode(s.data)) as string[]
-  }
-}
+const _dec = new TextDecoder()
 
 /**
  * A Log that keeps its state "durably", lazily (as mq's data groups do): some of its host's
  * flushes write its state too, and `persisted()` flushes with it; a crash leaves the state
  * of the last such flush, which may be older than the log's.
  */
-class DurableLog extends Log {
+class DurableLog extends ListMachine {
   applied: number
   #durable: { items: string[]; applied: number }
   constructor(
@@ -90,7 +71,7 @@ async function runSeed(
   const groups: GroupId[] = [1, 2]
   const queue: { groupId: GroupId; m: Message }[] = []
   const hosts = new Map<string, RaftHost>()
-  const machines = new Map<string, Log>()
+  const machines = new Map<string, ListMachine>()
   const storages = new Map<string, MemoryLogStorage>()
   const durabilities = new Map<string, MemoryDurability>()
   const dropRate = p.float() * 0.2
@@ -105,7 +86,7 @@ async function runSeed(
           (all) => flushOf(id, all)(),
           before instanceof DurableLog ? before.durable() : undefined,
         )
-      : new Log()
+      : new ListMachine()
     machines.set(key, machine)
     hosts.get(id)!.addGroup({
       groupId: g,
