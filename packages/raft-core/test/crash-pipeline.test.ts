@@ -16,7 +16,7 @@ import {
   RaftHost,
   type Snapshot,
 } from '../src/index'
-import { conf, ListMachine } from './harness'
+import { conf, expectReplicasAgree, ListMachine, shuffle } from './harness'
 
 const enc = new TextEncoder()
 const dec = new TextDecoder()
@@ -40,18 +40,8 @@ class Log extends ListMachine {
 
 /** A Log that keeps its state durably: what it applied before a flush is durable once that flush lands. */
 class DurableLog extends Log {
-  applied = 0
   durable = { items: [] as string[], applied: 0 }
   flushOf: () => Promise<void> = () => Promise.resolve()
-  override apply(entries: readonly Entry[]): readonly unknown[] {
-    const r = super.apply(entries)
-    if (entries.length > 0) this.applied = entries[entries.length - 1]!.index
-    return r
-  }
-  override restore(s: Snapshot): void {
-    super.restore(s)
-    this.applied = s.meta.index
-  }
   persisted(): Promise<void> {
     return this.flushOf()
   }
@@ -227,12 +217,7 @@ async function runSeed(seed: number, onDemand: boolean): Promise<number> {
       for (let t = 0; t < p.below(4); t++) await new Promise((r) => setImmediate(r))
       if (faults && p.chance(0.01)) crash(ids[p.below(3)]!)
       const batch = queue.splice(0)
-      for (let i = batch.length - 1; i > 0; i--) {
-        const j = p.below(i + 1)
-        const t = batch[i]!
-        batch[i] = batch[j]!
-        batch[j] = t
-      }
+      shuffle(p, batch)
       for (const { groupId, m } of batch) hosts.get(m.to)!.receive(groupId, m)
     }
   }
@@ -244,15 +229,7 @@ async function runSeed(seed: number, onDemand: boolean): Promise<number> {
   }
   await Promise.all(pending)
   expect(violations, `seed ${seed}`).toEqual([])
-  for (const g of groups) {
-    const states = ids.map((id) => machines.get(`${id}/${g}`)!.items)
-    for (const s of states) expect(s, `seed ${seed} group ${g}`).toEqual(states[0])
-  }
-  for (const r of resolved) {
-    for (const id of ids) {
-      expect(machines.get(`${id}/${r.g}`)!.items[r.result as number], `seed ${seed}`).toBe(r.data)
-    }
-  }
+  expectReplicasAgree(machines, ids, groups, resolved, `seed ${seed}`)
   return resolved.length
 }
 

@@ -1,3 +1,4 @@
+import { expect } from 'vitest'
 import {
   type ConfState,
   type Entry,
@@ -202,14 +203,17 @@ export function bytes(text: string): Uint8Array {
 
 /**
  * A state machine that keeps the data of the normal entries it applies, in order (each apply
- * answers the item's place); `onEntry` sees every entry applied, before it.
+ * answers the item's place), and the index it applied last; `onEntry` sees every entry
+ * applied, before it.
  */
 export class ListMachine implements StateMachine {
   items: string[] = []
+  applied = 0
   constructor(readonly onEntry?: (e: Entry) => void) {}
   apply(entries: readonly Entry[]): readonly unknown[] {
     return entries.map((e) => {
       this.onEntry?.(e)
+      this.applied = e.index
       if (e.type !== EntryType.Normal || e.data.length === 0) return undefined
       this.items.push(decoder.decode(e.data))
       return this.items.length - 1
@@ -220,5 +224,35 @@ export class ListMachine implements StateMachine {
   }
   restore(s: Snapshot): void {
     this.items = JSON.parse(decoder.decode(s.data)) as string[]
+    this.applied = s.meta.index
   }
+}
+
+/** Shuffles `items` in place with `p` (Fisher–Yates): messages delivered out of order. */
+export function shuffle<T>(p: Prng, items: T[]): void {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = p.below(i + 1)
+    const t = items[i] as T
+    items[i] = items[j] as T
+    items[j] = t
+  }
+}
+
+/**
+ * Every replica of each group holds the same items, and every resolved proposal sits at the
+ * place its apply answered on every replica.
+ */
+export function expectReplicasAgree(
+  machines: ReadonlyMap<string, ListMachine>,
+  ids: readonly ReplicaId[],
+  groups: readonly number[],
+  resolved: readonly { readonly g: number; readonly result: unknown; readonly data: string }[],
+  label = '',
+): void {
+  const of = (id: ReplicaId, g: number) => machines.get(`${id}/${g}`)?.items ?? []
+  for (const g of groups) {
+    const first = of(ids[0] as ReplicaId, g)
+    for (const id of ids) expect(of(id, g), `${label} group ${g}`).toEqual(first)
+  }
+  for (const r of resolved) for (const id of ids) expect(of(id, r.g)[r.result as number], label).toBe(r.data)
 }

@@ -9,7 +9,6 @@
  */
 import { describe, expect, it } from 'vitest'
 import {
-  type Entry,
   type GroupId,
   MemoryDurability,
   MemoryLogStorage,
@@ -17,12 +16,10 @@ import {
   Prng,
   RaftError,
   RaftHost,
-  type Snapshot,
 } from '../src/index'
-import { conf, ListMachine } from './harness'
+import { conf, expectReplicasAgree, ListMachine, shuffle } from './harness'
 
 const enc = new TextEncoder()
-const _dec = new TextDecoder()
 
 /**
  * A Log that keeps its state "durably", lazily (as mq's data groups do): some of its host's
@@ -30,7 +27,6 @@ const _dec = new TextDecoder()
  * of the last such flush, which may be older than the log's.
  */
 class DurableLog extends ListMachine {
-  applied: number
   #durable: { items: string[]; applied: number }
   constructor(
     readonly flush: (withMachines: boolean) => Promise<void>,
@@ -40,15 +36,6 @@ class DurableLog extends ListMachine {
     this.items = [...from.items]
     this.applied = from.applied
     this.#durable = { items: [...from.items], applied: from.applied }
-  }
-  override apply(entries: readonly Entry[]): readonly unknown[] {
-    const results = super.apply(entries)
-    if (entries.length > 0) this.applied = entries[entries.length - 1]!.index
-    return results
-  }
-  override restore(s: Snapshot): void {
-    super.restore(s)
-    this.applied = s.meta.index
   }
   persisted(): Promise<void> {
     return this.flush(true)
@@ -187,12 +174,7 @@ async function runSeed(
       if (queue.length === 0) break
       const batch = queue.splice(0)
       // Reorder a little: deliver in a shuffled order.
-      for (let i = batch.length - 1; i > 0; i--) {
-        const j = p.below(i + 1)
-        const t = batch[i]!
-        batch[i] = batch[j]!
-        batch[j] = t
-      }
+      shuffle(p, batch)
       for (const { groupId, m } of batch) hosts.get(m.to)!.receive(groupId, m)
     }
     if (onDemand) await checkAppliedBytes()
@@ -201,16 +183,8 @@ async function runSeed(
   for (let t = 0; t < 60; t++) await step(false)
   for (let t = 0; t < 20; t++) await step(false, 0)
   await Promise.all(pending)
-  for (const g of groups) {
-    const states = ids.map((id) => machines.get(`${id}/${g}`)!.items)
-    expect(states[0]!.length).toBeGreaterThan(0)
-    for (const s of states) expect(s).toEqual(states[0])
-  }
-  for (const r of resolved) {
-    for (const id of ids) {
-      expect(machines.get(`${id}/${r.g}`)!.items[r.result as number]).toBe(r.data)
-    }
-  }
+  for (const g of groups) expect(machines.get(`${ids[0]}/${g}`)!.items.length).toBeGreaterThan(0)
+  expectReplicasAgree(machines, ids, groups, resolved)
   const sum = (k: 'logBoundCompactions' | 'imagesOnDemand'): number =>
     [...hosts.values()].reduce((a, h) => a + h.stats[k], 0)
   return {
