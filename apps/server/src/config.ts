@@ -388,12 +388,16 @@ function validate(raw: RawConfig, cwd: string): ServerConfig {
   const ownAdvertise = join === advertise && hostAndPort(advertise).port === hostAndPort(listen).port
   // However spelt (localhost, 127.1), as for --http-listen; a loopback address reaches a
   // wildcard --listen.
-  const ownListen =
-    join !== '' &&
-    hostAndPort(join).port === hostAndPort(listen).port &&
-    (sameHost(hostAndPort(join).host, hostAndPort(listen).host) ||
-      (isWildcardHost(hostAndPort(listen).host) &&
-        isLoopback(hostAndPort(join).host.replace(/^\[|\]$/g, ''))))
+  const ownListen = (() => {
+    if (join === '') return false
+    const to = hostAndPort(join)
+    const at = hostAndPort(listen)
+    if (to.port !== at.port) return false
+    // isLoopback takes an IPv6 address without its brackets.
+    return (
+      sameHost(to.host, at.host) || (isWildcardHost(at.host) && isLoopback(to.host.replace(/^\[|\]$/g, '')))
+    )
+  })()
   if (join !== '' && (ownListen || ownAdvertise))
     throw new ConfigError(
       `--join names this node's own address (${join}): give the address of a node of the running cluster`,
