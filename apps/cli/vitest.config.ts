@@ -1,3 +1,5 @@
+import { defineConfig, mergeConfig } from 'vitest/config'
 import { sharedConfig } from '../../vitest.shared.ts'
 
-export default sharedConfig
+// The binary's tests run the built mq: vitest.setup.ts builds it first.
+export default mergeConfig(sharedConfig, defineConfig({ test: { globalSetup: ['./vitest.setup.ts'] } }))

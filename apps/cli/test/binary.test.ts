@@ -7,10 +7,10 @@ import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { FakeBroker } from './fake-broker'
 
-// The built `mq` binary, as a user runs it: built here (turbo builds it and the SDK it
-// imports, or takes them from its cache), then run as a child process.
+// The built `mq` binary, as a user runs it: built by the suite's global setup (vitest.setup.ts:
+// turbo builds it and the SDK it imports, or takes them from its cache), then run as a child
+// process.
 const cliDir = join(dirname(fileURLToPath(import.meta.url)), '..')
-const root = join(cliDir, '..', '..')
 const main = join(cliDir, 'dist', 'main.js')
 const { version } = JSON.parse(readFileSync(join(cliDir, 'package.json'), 'utf8')) as { version: string }
 
@@ -107,24 +107,7 @@ function makeCerts(dir: string): { ca: string; cert: Buffer; key: Buffer } | und
 
 describe('the mq binary', () => {
   const broker = new FakeBroker()
-  beforeAll(async () => {
-    await broker.start()
-    try {
-      execFileSync(
-        'pnpm',
-        ['exec', 'turbo', 'run', 'build', '--filter=@mq/cli...', '--output-logs=errors-only'],
-        {
-          cwd: root,
-          env: { ...process.env, TURBO_TELEMETRY_DISABLED: '1' },
-          stdio: 'pipe',
-          timeout: 120_000,
-        },
-      )
-    } catch (error) {
-      const e = error as { stdout?: Buffer; stderr?: Buffer }
-      throw new Error(`building @mq/cli failed:\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`)
-    }
-  }, 130_000)
+  beforeAll(() => broker.start())
   afterAll(() => broker.stop())
 
   it('prints its version', async () => {

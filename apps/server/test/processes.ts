@@ -4,10 +4,10 @@ import { freePort, waitServing } from '@mq/protocol'
 import { expect } from 'vitest'
 
 const serverDir = join(import.meta.dirname, '..')
-// Node runs the server with tsx's loader directly (the tsx CLI would add a wrapper process).
+// Node runs test scripts with tsx's loader directly (the tsx CLI would add a wrapper process).
 const tsxLoader = import.meta.resolve('tsx')
 
-/** A running `mq-server` process (from source, through tsx), with its output collected. */
+/** A running process of `mq-server` or a test script, with its output collected. */
 export interface ServerProcess {
   readonly child: ChildProcess
   readonly output: () => string
@@ -28,16 +28,21 @@ export async function untilOutput(
   expect(server.output()).toMatch(pattern)
 }
 
-/** Starts `mq-server <args>` as its own process. End it by its PID (`child.kill`). */
+/**
+ * Starts the built `mq-server <args>` (dist/main.js, as users run it; built by the suite's
+ * global setup, vitest.setup.ts) as its own process. End it by its PID (`child.kill`).
+ */
 export function startServer(args: readonly string[]): ServerProcess {
-  return startScript(join(serverDir, 'src', 'main.ts'), args)
+  return startNode([join(serverDir, 'dist', 'main.js'), ...args])
 }
 
 /** Starts the TypeScript file `file` (from source, through tsx) as its own process. End it by its PID. */
 export function startScript(file: string, args: readonly string[] = []): ServerProcess {
-  const child = spawn(process.execPath, ['--import', tsxLoader, '--conditions=source', file, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  return startNode(['--import', tsxLoader, '--conditions=source', file, ...args])
+}
+
+function startNode(args: readonly string[]): ServerProcess {
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let output = ''
   let stderr = ''
   child.stdout?.on('data', (c: Buffer) => {

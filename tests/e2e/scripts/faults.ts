@@ -1,5 +1,9 @@
+import { buildApps } from '../build-apps'
 import { runFailed, runFaults } from '../src/fault-run'
 import { NetNamespaces } from '../src/netns'
+
+// The cluster runs the built server: build it (turbo's cache makes this quick).
+buildApps()
 
 // Long fault runs: pnpm --filter @mq/e2e faults --seconds N --seed S --nodes 3|5 [--network | --netns] [--corrupt] [--disk] [--scale] [--overlap N]
 // (or from the root: pnpm chaos --duration 30m --seed S [--nodes 5] [--network | --netns] [--corrupt] [--disk] [--scale] [--overlap N])
@@ -88,8 +92,8 @@ if (r.faults === 0) console.error('no fault was injected')
 // Nor one in which no enqueue was acknowledged (nothing could be lost).
 if (r.report.ackedEnqueues === 0) console.error('no enqueue was acknowledged')
 const failed = runFailed(r)
-if (r.sourceChanged.length > 0) {
-  console.error(`INVALID: the server's source changed during the run; rerun on a quiet tree: ${r.replay}`)
+if (r.buildChanged.length > 0) {
+  console.error(`INVALID: the server was rebuilt during the run; rerun on a quiet tree: ${r.replay}`)
   process.exitCode = 2
 } else if (failed) {
   console.error(`FAILED: seed ${seed}; rerun: ${r.replay}`)

@@ -1,5 +1,9 @@
+import { buildApps } from '../build-apps'
 import { runScale } from '../src/scale-run'
 import { outcomeProblems } from '../src/steady-load'
+
+// The cluster runs the built server: build it (turbo's cache makes this quick).
+buildApps()
 
 // A longer scaling run than the CI slice (test/scale.test.ts):
 //   pnpm --filter @mq/e2e scale [--steps 6,2,5,3] [--partitions 12] [--nodes 3] [--seed S] [--no-kill] [--no-join]

@@ -4,26 +4,23 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { ChannelCredentials } from '@grpc/grpc-js'
 import { freePort, SERVER_NODE_FLAGS, waitServing } from '@mq/protocol'
+import { builtMain } from './built'
 import { NetNamespaces } from './netns'
 import { FaultProxy } from './proxy'
 import { mountTmpfs, unmount } from './small-disk'
 
 const repoRoot = join(import.meta.dirname, '..', '..', '..')
-const serverMain = join(repoRoot, 'apps', 'server', 'src', 'main.ts')
-// Node itself runs the server with tsx's loader (not the tsx CLI, which would put a wrapper
-// process between us and the server, so that SIGKILL would miss the server).
-const tsxLoader = import.meta.resolve('tsx')
 
 /**
- * The server's source files (apps/server/src, packages/{name}/src) changed after `sinceMs`, at
- * most `limit`. The cluster runs from the working tree: a node restarted after such a change
+ * The server's built files (apps/server/dist, packages/{name}/dist) changed after `sinceMs`, at
+ * most `limit`. The cluster runs the working tree's build: a node restarted after a rebuild
  * runs other code than its peers, against data the old code wrote, so a long run during
  * which this list is not empty proves nothing about the server.
  */
-export function serverSourceChangedSince(sinceMs: number, limit = 20): string[] {
-  const roots = [join(repoRoot, 'apps', 'server', 'src')]
+export function serverBuildChangedSince(sinceMs: number, limit = 20): string[] {
+  const roots = [join(repoRoot, 'apps', 'server', 'dist')]
   for (const name of readdirSync(join(repoRoot, 'packages')))
-    roots.push(join(repoRoot, 'packages', name, 'src'))
+    roots.push(join(repoRoot, 'packages', name, 'dist'))
   const changed: string[] = []
   const walk = (dir: string, depth: number): void => {
     if (depth > 8 || changed.length >= limit) return
@@ -130,7 +127,7 @@ export interface ClusterOptions {
 }
 
 /**
- * A cluster of real `mq-server` processes on loopback (run from source through tsx), each
+ * A cluster of real `mq-server` processes on loopback (the built apps/server: src/built.ts), each
  * with its own data dir under one temporary folder. Processes are ended by their PID only.
  */
 export class LocalCluster {
@@ -491,10 +488,7 @@ export class LocalCluster {
         ...prefix.slice(1),
         ...(prefix.length > 0 ? [process.execPath] : []),
         ...SERVER_NODE_FLAGS,
-        '--import',
-        tsxLoader,
-        '--conditions=source',
-        serverMain,
+        builtMain('server'),
         'start',
         '--node-id',
         n.nodeId,

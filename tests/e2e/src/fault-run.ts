@@ -11,7 +11,7 @@ import {
   longestEnqueueStall,
   summarize,
 } from './checker'
-import { LocalCluster, serverSourceChangedSince } from './cluster'
+import { LocalCluster, serverBuildChangedSince } from './cluster'
 import { drainBacklog, drainQueue, messagesLeft } from './drain-backlog'
 import { clockAheadEnv, skewOf } from './faketime'
 import { ATTEMPT_SLOW_MS, History } from './history'
@@ -112,10 +112,10 @@ export interface FaultRunResult {
   /** The command that replays the schedule. */
   readonly replay: string
   /**
-   * Server source files changed during the run (others editing the working tree): restarted
+   * Server build files changed during the run (someone rebuilt the working tree): restarted
    * nodes then ran other code, and the run proves nothing either way.
    */
-  readonly sourceChanged: readonly string[]
+  readonly buildChanged: readonly string[]
   /** Where the history and the nodes' output were saved, when the run failed. */
   readonly artifacts?: string
 }
@@ -369,10 +369,10 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
     )
     const report = check(history.ops, { orderedKeys: options.orderedKeys ?? false })
     const unacked = load.unacked()
-    const sourceChanged = serverSourceChangedSince(started)
-    if (sourceChanged.length > 0) {
+    const buildChanged = serverBuildChangedSince(started)
+    if (buildChanged.length > 0) {
       log(
-        `INVALID RUN: server source changed during the run (${sourceChanged.slice(0, 5).join(', ')}…); ` +
+        `INVALID RUN: server build changed during the run (${buildChanged.slice(0, 5).join(', ')}…); ` +
           'restarted nodes ran other code than their peers, against data the old code wrote',
       )
     }
@@ -408,7 +408,7 @@ export async function runFaults(options: FaultRunOptions): Promise<FaultRunResul
       unacked: unacked.length,
       deadLettered,
       drained,
-      sourceChanged,
+      buildChanged,
       faults: nemesis.faults,
       scaleCalls: scaled.calls,
       problems,

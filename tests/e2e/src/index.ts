@@ -1,2 +1,2 @@
 export type { ClusterOptions, NodeProcess } from './cluster'
-export { freePort, LocalCluster, serverSourceChangedSince, waitServing } from './cluster'
+export { freePort, LocalCluster, serverBuildChangedSince, waitServing } from './cluster'

@@ -1,6 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { runSource, SERVER_MAIN } from './run-source'
+import { runBuilt } from './run-built'
 
 /** A client token of the token file (`--auth-file`). */
 export interface TokenEntry {
@@ -35,7 +35,7 @@ export async function securedNode(
   const serverArgs = ['--auth-file', authFile, '--peer-token', options.peerToken]
   if (!options.tls) return { serverArgs, authFile }
   const certs = join(dir, 'certs')
-  const made = await runSource(SERVER_MAIN, ['dev-certs', certs])
+  const made = await runBuilt('server', ['dev-certs', certs])
   if (made.code !== 0) throw new Error(`mq-server dev-certs failed: ${made.err}`)
   serverArgs.push(
     '--tls-cert',

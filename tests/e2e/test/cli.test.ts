@@ -1,14 +1,14 @@
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
-import { CLI_MAIN, runSource } from '../src/run-source'
+import { runBuilt } from '../src/run-built'
 
 /** Runs `mq …` (from source) and resolves with its exit code and output. */
 function mq(
   args: readonly string[],
   stdin?: string,
 ): Promise<{ code: number | null; out: string; err: string }> {
-  return runSource(CLI_MAIN, args, stdin === undefined ? {} : { stdin })
+  return runBuilt('cli', args, stdin === undefined ? {} : { stdin })
 }
 
 // The mq command line against a real cluster.

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { MqClient } from '@mq/router-client'
 import { type Browser, chromium, type Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { buildConsolePage, ensureChromium } from '../src/browser'
+import { ensureChromium } from '../src/browser'
 import { freePort, LocalCluster } from '../src/cluster'
 import { securedNode } from '../src/secured-cluster'
 
@@ -109,7 +109,6 @@ describe('the web console in a browser', () => {
 
   beforeAll(async () => {
     const executablePath = ensureChromium()
-    buildConsolePage()
     mkdirSync(SCREENSHOTS, { recursive: true })
     const secured = await securedNode(
       dir,

@@ -5,7 +5,7 @@ import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
-import { CLI_MAIN, runSource } from '../src/run-source'
+import { runBuilt } from '../src/run-built'
 import { waitFor } from '../src/scale-run'
 import { securedNode } from '../src/secured-cluster'
 
@@ -142,8 +142,8 @@ describe('a dead-letter queue', () => {
     expect(later.reduce((n, p) => n + p.messages, 0)).toBe(2)
 
     // Replayed into orders once "fixed" (mq queue move), they are consumed there.
-    const moved = await runSource(
-      CLI_MAIN,
+    const moved = await runBuilt(
+      'cli',
       [
         '--servers',
         cluster.servers.join(','),

@@ -5,10 +5,9 @@ import { join } from 'node:path'
 import { waitServing } from '@mq/protocol'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { builtMain } from '../src/built'
 import { freePort, LocalCluster } from '../src/cluster'
 import { consumeAll } from '../src/consume-all'
-
-const serverMain = join(import.meta.dirname, '..', '..', '..', 'apps', 'server', 'src', 'main.ts')
 
 // A node started with --join becomes part of a running cluster: it registers with the meta
 // leader through its heartbeats and is given data-group replicas.
@@ -39,10 +38,7 @@ describe('joining a running cluster', () => {
     joiner = spawn(
       process.execPath,
       [
-        '--import',
-        import.meta.resolve('tsx'),
-        '--conditions=source',
-        serverMain,
+        builtMain('server'),
         'start',
         '--node-id',
         'n4',

@@ -5,7 +5,7 @@ import { credentials } from '@grpc/grpc-js'
 import { MqClient } from '@mq/router-client'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { freePort, LocalCluster } from '../src/cluster'
-import { CLI_MAIN, runSource } from '../src/run-source'
+import { runBuilt } from '../src/run-built'
 import { securedNode } from '../src/secured-cluster'
 
 const ADMIN = 'admin-secret-0123456789'
@@ -118,7 +118,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
   it('mq takes --token/MQ_TOKEN and --tls-ca, and exits 5 when refused', async () => {
     const servers = cluster.servers.join(',')
     const caPath = join(certs, 'ca.crt')
-    const denied = await runSource(CLI_MAIN, [
+    const denied = await runBuilt('cli', [
       '--servers',
       servers,
       '--tls-ca',
@@ -135,18 +135,18 @@ describe('a secured cluster through the SDK and the CLI', () => {
     expect(denied.err).toMatch(
       /^mq: .*token "orders-app" may not read queue "billing" \(mq\.v1\.Meta\/GetRoutes\)/m,
     )
-    const listed = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'list'], {
+    const listed = await runBuilt('cli', ['--servers', servers, 'queue', 'list'], {
       env: { MQ_TOKEN: ADMIN, MQ_TLS_CA: caPath },
     })
     expect(listed.code, listed.err).toBe(0)
     expect(listed.out).toMatch(/billing/)
     // The orders app's token lists only its queues, and may not describe another's.
     const env = { MQ_TOKEN: APP, MQ_TLS_CA: caPath }
-    const own = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'list'], { env })
+    const own = await runBuilt('cli', ['--servers', servers, 'queue', 'list'], { env })
     expect(own.code, own.err).toBe(0)
     expect(own.out).toMatch(/orders/)
     expect(own.out).not.toMatch(/billing/)
-    const other = await runSource(CLI_MAIN, ['--servers', servers, 'queue', 'describe', 'billing'], { env })
+    const other = await runBuilt('cli', ['--servers', servers, 'queue', 'describe', 'billing'], { env })
     expect(other.code).toBe(5)
     expect(other.err).toMatch(/may not read queue "billing"/)
   }, 30_000)
@@ -154,8 +154,8 @@ describe('a secured cluster through the SDK and the CLI', () => {
   it('mq token create makes a token the SDK can use at once, and mq token delete revokes it', async () => {
     const servers = cluster.servers.join(',')
     const env = { MQ_TOKEN: ADMIN, MQ_TLS_CA: join(certs, 'ca.crt') }
-    const created = await runSource(
-      CLI_MAIN,
+    const created = await runBuilt(
+      'cli',
       ['--servers', servers, 'token', 'create', 'worker', '-r', 'consumer:orders*'],
       {
         env,
@@ -164,7 +164,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
     expect(created.code, created.err).toBe(0)
     const secret = created.out.trim()
     expect(secret).toMatch(/^mq_[A-Za-z0-9_-]{32}$/)
-    const listed = await runSource(CLI_MAIN, ['--servers', servers, 'token', 'list', '--json'], { env })
+    const listed = await runBuilt('cli', ['--servers', servers, 'token', 'list', '--json'], { env })
     expect(JSON.parse(listed.out.trim())).toMatchObject({ name: 'worker', roles: ['consumer:orders*'] })
     const worker = await MqClient.connect({ servers: cluster.servers, tls: { ca }, token: secret })
     try {
@@ -174,7 +174,7 @@ describe('a secured cluster through the SDK and the CLI', () => {
     } finally {
       await worker.close()
     }
-    const deleted = await runSource(CLI_MAIN, ['--servers', servers, 'token', 'delete', 'worker'], { env })
+    const deleted = await runBuilt('cli', ['--servers', servers, 'token', 'delete', 'worker'], { env })
     expect(deleted.code, deleted.err).toBe(0)
     await expect(
       MqClient.connect({ servers: cluster.servers, tls: { ca }, token: secret }),
