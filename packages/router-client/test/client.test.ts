@@ -1033,15 +1033,17 @@ describe('MqClient', () => {
     broker.expireLeases = true
     const c = await MqClient.connect({ servers: [broker.leaderAddress], deadlineMs: 150, attemptMs: 100 })
     try {
-      const q = freshQueue(1, 1_000)
+      const q = freshQueue(1, 3_000)
       await c.producer(q).send({ body: 'long' })
       const errors: unknown[] = []
       const consumer = c.consumer(q, { waitMs: 50, onError: (e) => errors.push(e) })
       for await (const m of consumer) {
-        // The first extension (at 500 ms) and a retry fail (a failover of 850 ms); the lease,
-        // due at 1,000 ms, is extended in time, and the ack at 1,600 ms finds it.
-        broker.failExtendsUntilMs = Date.now() + 850
-        await new Promise((r) => setTimeout(r, 1_600))
+        // The first extension (at 1,500 ms) fails (a failover of 1,900 ms); its retry, half the
+        // time left later (~2,250 ms), extends the lease due at 3,000 ms, and the ack at 3,600 ms
+        // finds it. (With a lease of 1,000 ms the retry had ~125 ms to land in, which a loaded
+        // machine's timers missed: CI failed once so.)
+        broker.failExtendsUntilMs = Date.now() + 1_900
+        await new Promise((r) => setTimeout(r, 3_600))
         await m.ack()
         break
       }
