@@ -44,9 +44,10 @@ describe('an auto-extension queued behind another when its message is acked', ()
                     },
                   ]
                 : []
-            // (The first answered after 100 ms: the second is sent 100 ms after it, and its
-            // extension falls due 100 ms after the first's.)
-            setTimeout(() => reply(null, { messages }), n === 1 ? 100 : n === 2 ? 0 : 50)
+            // (The first answered after 100 ms, the second 300 ms after it is sent: its
+            // extension falls due ~400 ms after the first's. With ~100 ms between them, a
+            // loaded machine's late timers put both in one extension call: CI failed once so.)
+            setTimeout(() => reply(null, { messages }), n === 1 ? 100 : n === 2 ? 300 : 50)
           } else if (method === 'ack') {
             for (const id of ids) acked.add(id)
             setImmediate(() => answer(() => LeaseOutcome.LEASE_OUTCOME_OK))
@@ -75,9 +76,9 @@ describe('an auto-extension queued behind another when its message is acked', ()
       const it = consumer[Symbol.asyncIterator]()
       const one = (await it.next()).value as Delivery
       const two = (await it.next()).value as Delivery
-      // Both leases' extensions fell due (half their visibility): the first is out, the second
-      // waits behind it in the partition's settle batcher.
-      await sleep(300)
+      // Both leases' extensions fell due (half their visibility, the second's ~200 ms from
+      // now): the first is out, the second waits behind it in the partition's settle batcher.
+      await sleep(500)
       expect(extended).toEqual(['L1'])
       await two.ack()
       answerHeld()
