@@ -848,7 +848,9 @@ describe('MqClient', () => {
 
   /** A consume loop on a fresh queue (visibility 200 ms) whose one handler runs 600 ms, then returns. */
   const slowHandler = async (c: MqClient, errors: unknown[]) => {
-    const q = freshQueue(1, 200)
+    // A lease of 600 ms, extended every 300 ms, under a handler of 1,500 ms. (With 200 ms a
+    // loaded machine's timers let the lease run out between two extensions.)
+    const q = freshQueue(1, 600)
     await c.producer(q).send({ body: 'slow' })
     let started = false
     let finished = false
@@ -856,7 +858,7 @@ describe('MqClient', () => {
       q,
       async () => {
         started = true
-        await new Promise((r) => setTimeout(r, 600))
+        await new Promise((r) => setTimeout(r, 1_500))
         finished = true
       },
       { waitMs: 50, onError: (e) => errors.push(e) },
@@ -872,7 +874,7 @@ describe('MqClient', () => {
       const { q, sub, finished } = await slowHandler(client, errors)
       await sub.close()
       expect(finished()).toBe(true)
-      // Extended past its 200 ms, then acked: not ready again, not leased.
+      // Extended past its 600 ms, then acked: not ready again, not leased.
       expect(errors).toEqual([])
       expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
       expect(broker.ready(q, 0)).toEqual([])

@@ -190,16 +190,15 @@ describe('options', () => {
     const q = freshQueue()
     const small = client.producer(q, { lingerMs: Number.POSITIVE_INFINITY, bufferMax: 10, batchMax: 20 })
     const sends = Promise.allSettled(Array.from({ length: 20 }, (_, i) => small.send({ body: `m${i}` })))
-    await new Promise((r) => setTimeout(r, 200))
-    // Those the buffer held went for the sends waiting for room (they waited for ever: timed out).
-    expect(stored(q, 1)).toBeGreaterThanOrEqual(10)
+    // Those the buffer held go for the sends waiting for room (they waited for ever: timed out).
+    // (Waited for, not slept on: a fixed 200 ms was too short on a loaded machine.)
+    await vi.waitFor(() => expect(stored(q, 1)).toBeGreaterThanOrEqual(10), { timeout: 5_000, interval: 10 })
     await small.flush() // the rest: a partial batch, which lingers until flushed
     expect((await sends).filter((r) => r.status === 'rejected')).toEqual([])
     expect(stored(q, 1)).toBe(20)
     // A buffer filled by partial batches, with no send waiting yet: they go at once.
     const filled = Promise.allSettled(Array.from({ length: 10 }, (_, i) => small.send({ body: `n${i}` })))
-    await new Promise((r) => setTimeout(r, 50))
-    expect(stored(q, 1)).toBe(30)
+    await vi.waitFor(() => expect(stored(q, 1)).toBe(30), { timeout: 5_000, interval: 10 })
     expect((await filled).filter((r) => r.status === 'rejected')).toEqual([])
     // A producer whose sends never wait (waitingMax 0): the full buffer's partial batch goes
     // when a send is refused for room, so room comes back.
@@ -224,8 +223,10 @@ describe('options', () => {
     const all = Promise.allSettled(
       Array.from({ length: 400 }, (_, i) => keyed.send({ body: `k${i}`, key: `k${i}` })),
     )
-    await new Promise((r) => setTimeout(r, 300))
-    expect(stored(spread, 4)).toBeGreaterThanOrEqual(300)
+    await vi.waitFor(() => expect(stored(spread, 4)).toBeGreaterThanOrEqual(300), {
+      timeout: 5_000,
+      interval: 10,
+    })
     await keyed.flush()
     expect((await all).filter((r) => r.status === 'rejected')).toEqual([])
     expect(stored(spread, 4)).toBe(400)
