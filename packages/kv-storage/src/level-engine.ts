@@ -115,6 +115,8 @@ export class LevelEngine implements Engine {
   private closed = false
   private writeChain: Promise<unknown> = Promise.resolve()
   private writesPending = 0
+  /** The write LevelDB failed, if one did: every later write fails with it (see writeNow). */
+  private writeFailure: WriteFailedError | undefined
   private readonly snapshots = new Set<LevelSnapshot>()
   /** Its reads' iterator trips under way, and its snapshots': close() waits for them (see Trips). */
   private readonly trips = new Trips()
@@ -254,7 +256,8 @@ export class LevelEngine implements Engine {
    * Applies `ops` as one atomic LevelDB batch, after every earlier write. With `sync` the
    * batch is fsynced before this resolves. Rejects with ClosedError after close,
    * InvalidArgumentError for a malformed op (nothing applied), OverloadedError when
-   * `writesPendingMax` writes are queued already, WriteFailedError when LevelDB fails.
+   * `writesPendingMax` writes are queued already, WriteFailedError when LevelDB fails (and for
+   * every later write: reopen the engine).
    */
   async write(ops: readonly BatchOp[], options: WriteOptions): Promise<void> {
     this.checkOpen()
@@ -314,18 +317,28 @@ export class LevelEngine implements Engine {
   }
 
   private async writeNow(ops: readonly BatchOp[], sync: boolean): Promise<void> {
+    if (this.writeFailure) throw this.writeFailure
     if (this.db.status !== 'open') throw new ClosedError(`database at ${this.path} is closed`)
+    let writing = false
     try {
       const levelOps = ops.some((op) => op.type === 'clear')
         ? await expandClears(this.db, ops)
         : (ops as readonly LevelOp[])
       if (levelOps.length === 0) return
+      writing = true
       await writeBatch(this.db, levelOps, this.guard, sync)
     } catch (err) {
       if (isNotOpen(err)) throw new ClosedError(`database at ${this.path} is closed`, { cause: err })
-      throw new WriteFailedError(`write to the database at ${this.path} failed: ${describe(err)}`, {
-        cause: err,
-      })
+      const error = new WriteFailedError(
+        `write to the database at ${this.path} failed: ${describe(err)}${writing ? '; it takes no more writes: open it again' : ''}`,
+        { cause: err },
+      )
+      // A LevelDB write that failed (ENOSPC, EIO) may have left part of its record in the log,
+      // and LevelDB takes later writes after it (it stops only after a failed sync): the next
+      // open reads a later record behind the torn one as part of it, or as damage, and drops
+      // it, though its write resolved (synced). Reopened, the torn record is the log's tail.
+      if (writing) this.writeFailure = error
+      throw error
     }
   }
 
