@@ -2,10 +2,11 @@
  * The simulator's command line. `sim --seeds N [--from F]` sweeps seeds F..F+N-1 and stops at
  * the first failure, printing it and the command that replays it; `sim --seed S` replays one,
  * and `sim --seed S --trace` prints its events (role changes, messages, commits) as it goes.
- * `--rejoin` runs the seeds with replicas added again empty under their id (REJOIN_WIPED).
+ * `--rejoin` runs the seeds with replicas added again empty under their id (REJOIN_WIPED),
+ * `--few` with groups that shrink to one or two voters and grow again (FEW_VOTERS).
  */
 import { SimCluster, SimFailure } from '../src/sim/cluster'
-import { REJOIN_WIPED } from '../src/sim/swarm'
+import { FEW_VOTERS, REJOIN_WIPED } from '../src/sim/swarm'
 
 function arg(name: string): number | undefined {
   const i = process.argv.indexOf(`--${name}`)
@@ -26,7 +27,11 @@ let events = 0
 let committed = 0
 for (let s = from; s < from + count; s++) {
   try {
-    const cluster = new SimCluster(s, process.argv.includes('--rejoin') ? REJOIN_WIPED : {})
+    const mix = {
+      ...(process.argv.includes('--rejoin') ? REJOIN_WIPED : {}),
+      ...(process.argv.includes('--few') ? FEW_VOTERS : {}),
+    }
+    const cluster = new SimCluster(s, mix)
     if (one !== undefined && process.argv.includes('--trace')) cluster.trace = (line) => console.log(line)
     if (one !== undefined) console.log(JSON.stringify(cluster.options))
     const r = cluster.run()

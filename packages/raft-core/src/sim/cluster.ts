@@ -13,17 +13,22 @@ import { EventQueue } from './event-queue'
 import { type SwarmOptions, swarmOptions } from './swarm'
 
 /** How the simulator replays a seed; printed with every failure. */
-export function replayCommand(seed: number, rejoin = false): string {
-  return `pnpm --filter @mq/raft-core sim --seed ${seed}${rejoin ? ' --rejoin' : ''}`
+export function replayCommand(seed: number, rejoin = false, few = false): string {
+  return `pnpm --filter @mq/raft-core sim --seed ${seed}${rejoin ? ' --rejoin' : ''}${few ? ' --few' : ''}`
 }
 
 /** A simulation failed: a safety property broke, liveness did not return, or the core threw. */
 export class SimFailure extends Error {
   override readonly name = 'SimFailure'
   readonly seed: number
-  constructor(seed: number, atMs: number, detail: string, options?: { cause?: unknown; rejoin?: boolean }) {
+  constructor(
+    seed: number,
+    atMs: number,
+    detail: string,
+    options?: { cause?: unknown; rejoin?: boolean; few?: boolean },
+  ) {
     super(
-      `seed ${seed} failed at ${atMs}ms: ${detail}\n  replay: ${replayCommand(seed, options?.rejoin)}`,
+      `seed ${seed} failed at ${atMs}ms: ${detail}\n  replay: ${replayCommand(seed, options?.rejoin, options?.few)}`,
       options,
     )
     this.seed = seed
@@ -44,6 +49,8 @@ export interface SimResult {
   readonly transfers: number
   readonly reads: number
   readonly dropped: number
+  /** The fewest voters a configuration proposed during the run named (SwarmOptions.votersMin). */
+  readonly fewestVoters: number
   readonly checks: number
   readonly livenessMs: number
 }
@@ -134,12 +141,14 @@ export class SimCluster {
     transfers: 0,
     reads: 0,
     dropped: 0,
+    fewestVoters: 0,
   }
 
   constructor(seed: number, overrides: Partial<SwarmOptions> = {}) {
     this.seed = seed
     this.#prng = new Prng(seed)
     this.options = { ...swarmOptions(new Prng(seed ^ 0x5eed5eed)), ...overrides }
+    this.#stats.fewestVoters = this.options.nodeCount
     const ids = Array.from({ length: this.options.nodeCount }, (_, i) => `n${i + 1}`)
     const conf: ConfState = { voters: ids, learners: [], votersOutgoing: [], learnersNext: [] }
     for (const id of ids) this.#createNode(id, conf)
@@ -247,11 +256,12 @@ export class SimCluster {
 
   #fail(detail: string, cause?: unknown): never {
     const rejoin = this.options.rejoinWiped
+    const few = this.options.votersMin < 3
     throw new SimFailure(
       this.seed,
       Math.floor(this.#nowMs),
       detail,
-      cause === undefined ? { rejoin } : { cause, rejoin },
+      cause === undefined ? { rejoin, few } : { cause, rejoin, few },
     )
   }
 
@@ -719,7 +729,7 @@ export class SimCluster {
       change = { type: ConfChangeType.AddVoter, id: holding[p.below(holding.length)]! }
     } else if (voters.length < 5 && outside.length > 0 && p.chance(0.5)) {
       change = { type: ConfChangeType.AddLearner, id: outside[p.below(outside.length)]! }
-    } else if (voters.length > 3) {
+    } else if (voters.length > this.options.votersMin) {
       const id = voters[p.below(voters.length)]!
       change = { type: p.chance(0.7) ? ConfChangeType.Remove : ConfChangeType.AddLearner, id }
     } else {
@@ -728,6 +738,7 @@ export class SimCluster {
     raw.proposeConfChange(change)
     this.#log(`${leader.id} proposes ${change.type} ${change.id}`)
     this.#stats.confChanges++
+    this.#stats.fewestVoters = Math.min(this.#stats.fewestVoters, raw.status().conf.voters.length)
     const known = this.#nodes.get(change.id)
     if (known === undefined) this.#createNode(change.id, EMPTY_CONF)
     else if (
