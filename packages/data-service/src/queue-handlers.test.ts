@@ -4,6 +4,7 @@ import {
   CONSUMER_ID_BYTES_MAX,
   DEAD_LETTER_DELIVERIES_HEADER,
   DEAD_LETTER_SOURCE_HEADER,
+  FORMAT_LEVEL_LATE_GIVE_BACK,
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_REDRIVE_SPAN,
@@ -566,6 +567,39 @@ describe('queue handlers', () => {
     expect((await call(h, 'lease', { ...ask, attempt: 'at-2' })).messages).toEqual([])
     const acked = await call(h, 'ack', { target, leaseIds: repeated.messages.map((m) => m.leaseId) })
     expect(acked.results.map((r: { outcome: number }) => r.outcome)).toEqual([1, 1])
+  })
+
+  it("marks a cancelled call's give-back under its attempt to lapse with the attempt from format level 38, not below", async () => {
+    const group = await localGroup()
+    await call(queueHandlers(node(group, FORMAT_LEVEL_LATE_GIVE_BACK)), 'produce', {
+      target,
+      messages: [message('a'), message('b')],
+    })
+    const propose = group.propose
+    const nacks: unknown[] = []
+    const giveBack = async (level: number, attempt: string) => {
+      const ask = { target, consumerId: 'c', max: 1, visibilityMs: 60_000, waitMs: 0, attempt }
+      const cancelled = fakeCall(ask)
+      group.propose = (command) => {
+        if (command.type === 'apply' && command.command.type === 'lease') cancelled.cancel()
+        if (command.type === 'apply' && command.command.type === 'nack') nacks.push(command.command)
+        return propose(command)
+      }
+      try {
+        expect((await call(queueHandlers(node(group, level)), 'lease', ask, cancelled)).messages).toEqual([])
+      } finally {
+        group.propose = propose
+      }
+    }
+    await giveBack(FORMAT_LEVEL_LATE_GIVE_BACK, 'at-1')
+    await giveBack(FORMAT_LEVEL_LATE_GIVE_BACK - 1, 'at-2')
+    // Applied past the attempt's record, the first changes nothing; the second, as a replica
+    // of an earlier version applies it, gives back what is still held.
+    expect(nacks).toEqual([
+      expect.objectContaining({ type: 'nack', release: true, attempt: 'at-1', lapses: true }),
+      expect.not.objectContaining({ lapses: true }),
+    ])
+    expect(nacks[1]).toMatchObject({ type: 'nack', release: true, attempt: 'at-2' })
   })
 
   it("gives back only its own leases when a late call's lease comes after its attempt's repeat", async () => {

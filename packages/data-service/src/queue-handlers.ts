@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import {
+  FORMAT_LEVEL_LATE_GIVE_BACK,
   FORMAT_LEVEL_LEASE_ATTEMPTS,
   FORMAT_LEVEL_LEASE_TAGS,
   FORMAT_LEVEL_PIPELINING,
@@ -224,6 +225,15 @@ async function inBatches(
  */
 function released(formatLevel: number): { readonly release?: true } {
   return formatLevel >= FORMAT_LEVEL_RELEASE ? { release: true } : {}
+}
+
+/**
+ * A give-back's flag under a lease attempt from FORMAT_LEVEL_LATE_GIVE_BACK: applied once the
+ * attempt's record is gone (past its leases' first deadline), it changes nothing (below it, it
+ * released leases that a repeat's consumer had extended).
+ */
+function lapses(formatLevel: number): { readonly lapses?: true } {
+  return formatLevel >= FORMAT_LEVEL_LATE_GIVE_BACK ? { lapses: true } : {}
 }
 
 /**
@@ -629,7 +639,7 @@ export function queueHandlers(
             type: 'nack',
             leaseIds,
             ...released(node.formatLevel()),
-            ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt }),
+            ...(leasedAttempt === undefined ? {} : { attempt: leasedAttempt, ...lapses(node.formatLevel()) }),
           }).catch(() => undefined)
           // Only what the nack gave back was not delivered: leases a repeat of the attempt was
           // answered stay delivered (the repeat took no tokens for them), and so do those of a

@@ -139,8 +139,13 @@
  *    deleted queue's `retire` is `final`: a fence a move set no longer names the move, so an
  *    `unfence` landing after it lifts nothing. A replica of an earlier version would refuse
  *    the entries the others apply.
+ * 38. a give-back under a lease attempt (a nack with `release` and `attempt`) whose attempt's
+ *    record is gone (the leases' first deadline passed) changes nothing, as one whose attempt
+ *    answered its leases again does (`lapses`): a lease still held then was extended, by the
+ *    consumer a repeat of the attempt answered, and releasing it let another consumer lease
+ *    the message while that one held it. A replica of an earlier version would release it.
  */
-export const FORMAT_LEVEL = 37
+export const FORMAT_LEVEL = 38
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -258,6 +263,9 @@ export const FORMAT_LEVEL_ABANDON_CHANGE = 36
 
 /** The level from which a move whose target group lost its majority is given up, its fence lifted (level 37 above). */
 export const FORMAT_LEVEL_MOVE_ABORT = 37
+
+/** The level from which a give-back under an attempt whose record is gone changes nothing (level 38 above). */
+export const FORMAT_LEVEL_LATE_GIVE_BACK = 38
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

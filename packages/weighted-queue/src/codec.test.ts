@@ -318,6 +318,19 @@ describe('config versions', () => {
     }
   })
 
+  it("writes a give-back's lapses flag only when set, after its attempt, which it needs", () => {
+    const given: Command = { type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'a1' }
+    const lapses: Command = { ...given, lapses: true }
+    expect(decodeCommand(encodeCommand(lapses))).toEqual(lapses)
+    // Without it, the bytes of before (format level 26); with it, one byte more.
+    expect(encodeCommand(lapses).subarray(0, encodeCommand(given).length)).toEqual(encodeCommand(given))
+    expect(encodeCommand(lapses).length).toBe(encodeCommand(given).length + 1)
+    expect(() => encodeCommand({ ...lapses, attempt: undefined })).toThrow(/lapses needs its attempt/)
+    const bad = encodeCommand(lapses)
+    bad[bad.length - 1] = 0 // a 0 flag is never written
+    expect(() => decodeCommand(bad)).toThrow(/malformed nack: lapses flag/)
+  })
+
   it('rejects a configure field whose presence byte is neither 0 nor 1', () => {
     const empty = encodeCommand({ type: 'configure', config: {} })
     expect(decodeCommand(empty)).toEqual({ type: 'configure', config: {} })

@@ -82,6 +82,10 @@ export function encodeCommand(cmd: Command): Uint8Array {
       // ahead of an attempt).
       if (cmd.release || cmd.attempt !== undefined) w.u8(cmd.release ? 1 : 0)
       if (cmd.attempt !== undefined) w.string(cmd.attempt)
+      if (cmd.lapses) {
+        if (cmd.attempt === undefined) throw new InvalidArgumentError('a nack that lapses needs its attempt')
+        w.u8(1)
+      }
       break
     case CommandType.Extend:
       encodeIds(w, cmd.leaseIds)
@@ -199,7 +203,13 @@ export function decodeCommand(bytes: Uint8Array): Command {
         const flag = r.u8()
         if (flag > 1 || (flag === 0 && r.done)) throw new InvalidArgumentError('malformed nack: release flag')
         const released = flag === 1 ? { ...nack, release: true } : nack
-        cmd = r.done ? released : { ...released, attempt: r.string() }
+        if (r.done) cmd = released
+        else {
+          const attempt = { ...released, attempt: r.string() }
+          if (r.done) cmd = attempt
+          else if (r.u8() === 1) cmd = { ...attempt, lapses: true }
+          else throw new InvalidArgumentError('malformed nack: lapses flag')
+        }
       }
       break
     }

@@ -112,6 +112,14 @@ export interface NackCommand {
    * again by a late call). Encoded only when set (format level 26).
    */
   readonly attempt?: string
+  /**
+   * With `attempt`: the give-back changes nothing either (each lease reported expired) once
+   * the attempt's record is gone, its leases' first deadline passed: a lease still held then
+   * was extended, by the consumer a repeat of the attempt answered (the give-back's own call
+   * answered nobody). Without it, such a late give-back releases what is still held, as
+   * before. Encoded only when set (format level 38).
+   */
+  readonly lapses?: boolean
 }
 export interface ExtendCommand {
   readonly type: typeof CommandType.Extend

@@ -569,9 +569,12 @@ export class QueuePartition {
         if (cmd.attempt !== undefined) {
           checkName('nack attempt', cmd.attempt)
           // A give-back under an attempt that answered its leases more than once: another call
-          // may have handed them out, so they are not the give-back's to return.
+          // may have handed them out, so they are not the give-back's to return. Nor, with
+          // `lapses`, once the attempt's record is gone (the leases' first deadline passed): a
+          // lease still held then was extended, by the consumer a repeat answered (the
+          // give-back's call answered nobody), and the record that said so is gone with it.
           const made = await this.attemptRecord(utf8(cmd.attempt), now)
-          superseded = made !== undefined && made.answers > 0
+          superseded = made === undefined ? cmd.lapses === true : made.answers > 0
         }
         return {
           type: 'nack',

@@ -1058,6 +1058,56 @@ describe.each(ENGINES)('leases, delays, idempotence and limits on $name', ({ ope
     expect(leasesOf(await q.apply(ask, 1_090)).map((l) => l.leaseId)).toEqual(['2.1'])
   })
 
+  it("keeps leases a repeat answered and its consumer extended when the give-back comes after the attempt's deadline", async () => {
+    const q = await queue()
+    await enqueue(q, 0, ...['a', 'b'].map((b) => ({ body: text(b) })))
+    const ask = {
+      type: 'lease',
+      consumerId: 'c1',
+      max: 1,
+      visibilityMs: 100,
+      attempt: 'y',
+      repeat: true,
+    } as const
+    // The first call's answer is lost (it was cancelled); the client's repeat gets the lease,
+    // and its consumer extends it past the attempt's deadline (1,100).
+    expect(leasesOf(await q.apply(ask, 1_000)).map((l) => l.leaseId)).toEqual(['1.1'])
+    expect(leasesOf(await q.apply(ask, 1_010)).map((l) => l.leaseId)).toEqual(['1.1'])
+    expect(await q.apply({ type: 'extend', leaseIds: ['1.1'], visibilityMs: 1_000 }, 1_020)).toMatchObject({
+      statuses: ['ok'],
+    })
+    // The first call's give-back is applied late, once the attempt's record is gone: the lease
+    // is the repeat's consumer's until 2,020, so it changes nothing.
+    const giveBack = { type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'y', lapses: true } as const
+    expect(await q.apply(giveBack, 1_100)).toEqual({ type: 'nack', statuses: ['expired'] })
+    // Another consumer gets the next message, not the one still held.
+    expect((await lease(q, 1_101, 5)).map((l) => l.leaseId)).toEqual(['2.1'])
+    expect(await q.apply({ type: 'ack', leaseIds: ['1.1'] }, 1_200)).toEqual({
+      type: 'ack',
+      statuses: ['ok'],
+    })
+  })
+
+  it("releases, as before format level 38, a late give-back's leases still held when it does not lapse", async () => {
+    const q = await queue()
+    await enqueue(q, 0, { body: text('a') })
+    const ask = {
+      type: 'lease',
+      consumerId: 'c1',
+      max: 1,
+      visibilityMs: 100,
+      attempt: 'y',
+      repeat: true,
+    } as const
+    expect(leasesOf(await q.apply(ask, 1_000)).map((l) => l.leaseId)).toEqual(['1.1'])
+    expect(leasesOf(await q.apply(ask, 1_010)).map((l) => l.leaseId)).toEqual(['1.1'])
+    await q.apply({ type: 'extend', leaseIds: ['1.1'], visibilityMs: 1_000 }, 1_020)
+    // A replica of an earlier version applies it so: every replica must, until the level rises.
+    const giveBack = { type: 'nack', leaseIds: ['1.1'], release: true, attempt: 'y' } as const
+    expect(await q.apply(giveBack, 1_100)).toEqual({ type: 'nack', statuses: ['ok'] })
+    expect((await lease(q, 1_101, 5)).map((l) => l.leaseId)).toEqual(['1.2'])
+  })
+
   it("answers a repeat-only lease with its attempt's leases still held, and otherwise leases nothing", async () => {
     const q = await queue()
     await enqueue(q, 0, ...['a', 'b', 'c'].map((b) => ({ body: text(b) })))

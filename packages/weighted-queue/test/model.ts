@@ -486,9 +486,12 @@ export class ModelQueue {
         if (cmd.type === 'extend') int(ms, 1, cfg.visibilityMsMax)
         if (cmd.type === 'nack' && cmd.attempt !== undefined) {
           name(cmd.attempt)
-          // A give-back under an attempt that answered its leases more than once changes nothing.
+          // A give-back under an attempt that answered its leases more than once changes nothing,
+          // nor, with `lapses`, one once the attempt's deadline passed (a lease still held was
+          // extended).
           const made = this.attempts.get(cmd.attempt)
-          if (made && made.deadlineMs > now && made.answers > 0)
+          const live = made !== undefined && made.deadlineMs > now
+          if (live ? made.answers > 0 : cmd.lapses === true)
             return { type: 'nack', statuses: cmd.leaseIds.map(() => 'expired') }
         }
         const statuses: LeaseStatus[] = []

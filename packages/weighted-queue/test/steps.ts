@@ -236,15 +236,17 @@ const [
       release: fc.boolean(),
       // A give-back of one answer of a lease attempt (see the lease step's pool).
       attempt: fc.option(fc.constantFrom('a1', 'a2'), { freq: 3 }),
+      // From format level 38: past the attempt's record, it changes nothing either.
+      lapses: fc.boolean(),
     })
     .map(
-      ({ dt, refs, delay, release, attempt }) =>
+      ({ dt, refs, delay, release, attempt, lapses }) =>
         new Step('nack', dt, (m) => ({
           type: 'nack',
           leaseIds: pickIds(refs, m),
           ...(delay === undefined ? {} : { delayMs: delay }),
           ...(release ? { release: true } : {}),
-          ...(attempt !== null ? { attempt } : {}),
+          ...(attempt !== null ? { attempt, ...(lapses ? { lapses: true } : {}) } : {}),
         })),
     ),
   fc

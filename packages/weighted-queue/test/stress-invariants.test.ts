@@ -237,7 +237,9 @@ describe('seeded stress: invariants, with expiry lagging behind time', () => {
                     leaseIds: ids,
                     ...(r() < 0.3 ? { delayMs: int(1, 100) } : {}),
                     ...(r() < 0.3 ? { release: true } : {}),
-                    ...(r() < 0.2 ? { attempt: pick(['t1', 't2']) } : {}),
+                    ...(r() < 0.2
+                      ? { attempt: pick(['t1', 't2']), ...(r() < 0.5 ? { lapses: true } : {}) }
+                      : {}),
                   }
                 : { type: 'extend', leaseIds: ids, visibilityMs: pick([10, 100]) }
           const res = await apply(cmd)
