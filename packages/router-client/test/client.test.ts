@@ -846,7 +846,7 @@ describe('MqClient', () => {
     expect(broker.calls.filter((c) => c === 'extend').length).toBeGreaterThanOrEqual(2)
   })
 
-  /** A consume loop on a fresh queue (visibility 200 ms) whose one handler runs 600 ms, then returns. */
+  /** A consume loop on a fresh queue (visibility 600 ms) whose one handler runs 1,500 ms, then returns. */
   const slowHandler = async (c: MqClient, errors: unknown[]) => {
     // A lease of 600 ms, extended every 300 ms, under a handler of 1,500 ms. (With 200 ms a
     // loaded machine's timers let the lease run out between two extensions.)

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LocalCluster } from '../src/cluster'
 import { runBuilt } from '../src/run-built'
 
-/** Runs `mq …` (from source) and resolves with its exit code and output. */
+/** Runs `mq …` (the built apps/cli/dist/main.js) and resolves with its exit code and output. */
 function mq(
   args: readonly string[],
   stdin?: string,
