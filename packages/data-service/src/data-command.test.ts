@@ -7,6 +7,7 @@ describe('data commands', () => {
     { type: 'drop', queue: 'jobs', partition: 0 },
     { type: 'drop', queue: 'jobs', partition: 1, moveId: 41 },
     { type: 'drop', queue: 'jobs', partition: 2, moveId: 42, ordered: true },
+    { type: 'fence', queue: 'jobs', partition: 2, moveId: 43, ordered: true },
     {
       type: 'apply',
       queue: 'émails',

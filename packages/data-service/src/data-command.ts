@@ -43,6 +43,11 @@ export type DataCommand =
       readonly partition: number
       /** The move that fences it (FORMAT_LEVEL_MOVE_IDS), which alone may drop it then. */
       readonly moveId?: number
+      /**
+       * With `moveId` (format level 39, FORMAT_LEVEL_FENCE_ORDER): refused when the group took
+       * part in a later move of the partition (stale-move.ts), as an `ordered` drop is.
+       */
+      readonly ordered?: true
     }
   | {
       readonly type: 'retire'
@@ -144,7 +149,7 @@ export function encodeDataCommand(c: DataCommand): Uint8Array {
           ? encodeImport(c)
           : c.type === 'retire' && c.final
             ? encoder.encode(FINAL_RETIRE)
-            : c.type === 'drop' && c.moveId !== undefined && c.ordered
+            : (c.type === 'drop' || c.type === 'fence') && c.moveId !== undefined && c.ordered
               ? encoder.encode(JSON.stringify({ moveId: c.moveId, ordered: true }))
               : (c.type === 'drop' || c.type === 'fence' || c.type === 'unfence') && c.moveId !== undefined
                 ? encoder.encode(String(c.moveId))
@@ -183,12 +188,17 @@ export function decodeDataCommand(bytes: Uint8Array): DataCommand {
         type: 'drop',
         queue,
         partition,
-        ...(body[0] === OPEN_BRACE ? orderedDropOf(body) : moveIdOf(body)),
+        ...(body[0] === OPEN_BRACE ? orderedDropOf(body, 'drop') : moveIdOf(body)),
       }
     case TYPE_CODE.apply:
       return { type: 'apply', queue, partition, command: decodeCommand(body) }
     case TYPE_CODE.fence:
-      return { type: 'fence', queue, partition, ...moveIdOf(body) }
+      return {
+        type: 'fence',
+        queue,
+        partition,
+        ...(body[0] === OPEN_BRACE ? orderedDropOf(body, 'fence') : moveIdOf(body)),
+      }
     case TYPE_CODE.retire:
       if (body.length === 0) return { type: 'retire', queue, partition }
       if (decoder.decode(body) !== FINAL_RETIRE) throw new Error('retire body is malformed')
@@ -209,11 +219,11 @@ const NO_VALUE = new Uint8Array(0)
 const FINAL_RETIRE = '{"final":true}'
 const OPEN_BRACE = 0x7b
 
-/** An `ordered` drop's body: `{"moveId":…,"ordered":true}`. */
-function orderedDropOf(body: Uint8Array): { moveId: number; ordered: true } {
+/** An `ordered` drop's (or fence's) body: `{"moveId":…,"ordered":true}`. */
+function orderedDropOf(body: Uint8Array, what: 'drop' | 'fence'): { moveId: number; ordered: true } {
   const h = JSON.parse(decoder.decode(body)) as { moveId?: unknown; ordered?: unknown } | null
   if (h === null || !Number.isSafeInteger(h.moveId) || (h.moveId as number) < 0 || h.ordered !== true)
-    throw new Error('ordered drop body is malformed')
+    throw new Error(`ordered ${what} body is malformed`)
   return { moveId: h.moveId as number, ordered: true }
 }
 

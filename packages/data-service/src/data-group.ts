@@ -727,6 +727,13 @@ export class DataGroupMachine {
         const aborted = this.#aborted.get(id)
         if (command.moveId !== undefined && aborted !== undefined && command.moveId <= aborted)
           return refused('not-held', `${id} in group ${this.groupId}: move ${command.moveId} was aborted`)
+        // An `ordered` one (FORMAT_LEVEL_FENCE_ORDER) not once the group took part in a later move:
+        // the aborted mark goes with a later move's drop, and a late fence of the aborted move
+        // would then fence for good a partition a move after it brought back here.
+        const stale = command.ordered
+          ? staleMove(command.moveId, this.movesOf(command.queue, command.partition), 'fence in')
+          : undefined
+        if (stale) return refused('not-held', `${id} in group ${this.groupId}: ${stale}`)
         const ops: BatchOp[] = []
         const retired = this.#retired.get(id)
         if (retired) {

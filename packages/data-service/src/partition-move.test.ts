@@ -678,6 +678,27 @@ describe('an aborted move (FORMAT_LEVEL_MOVE_ABORT)', () => {
     expect(reopened.machine.movesOf('q', 0)).toEqual({ fencedBy: 6 })
   })
 
+  it("an ordered late fence of an aborted move refuses a partition a later move brought back, once the abort's mark went with a drop", async () => {
+    const { a, b } = await holdingThirty()
+    // Move 5 from a is aborted while its copy still runs; move 6 then takes q/0 from a to b.
+    await a.apply({ type: 'unfence', queue: 'q', partition: 0, moveId: 5 })
+    await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 6 })
+    await ship(a, b, 6, 'six', 500)
+    await a.apply({ type: 'drop', queue: 'q', partition: 0, moveId: 6, ordered: true })
+    // Move 7 brings it back to a, which serves it again.
+    await b.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 7 })
+    await ship(b, a, 7, 'seven', 500)
+    expect(a.machine.servedPartitionIds()).toEqual(['q/0'])
+    // Move 5's copy ends with its fence, landing now: the aborted mark went with move 6's drop.
+    // Taken, it would fence the partition for good (no move is left to drop or unfence it).
+    expect(
+      await a.apply({ type: 'fence', queue: 'q', partition: 0, moveId: 5, ordered: true }),
+    ).toMatchObject({ type: 'refused', reason: 'not-held', message: expect.stringMatching(/stale/) })
+    expect(a.machine.servedPartitionIds()).toEqual(['q/0'])
+    const reopened = await Replica.open(1, a.engine)
+    expect(reopened.machine.servedPartitionIds()).toEqual(['q/0'])
+  })
+
   it('a final retire keeps a fence a move set: an unfence of that move landing after it lifts nothing', async () => {
     for (const final of [false, true]) {
       const { a } = await holdingThirty()

@@ -21,7 +21,7 @@ export interface PartitionMoves {
 export function staleMove(
   moveId: number | undefined,
   moves: PartitionMoves,
-  what: 'copy from' | 'import into' | 'drop in',
+  what: 'copy from' | 'import into' | 'drop in' | 'fence in',
 ): string | undefined {
   if (moveId === undefined) return undefined
   const { fencedBy, imported, importing, aborted } = moves

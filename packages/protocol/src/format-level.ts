@@ -144,8 +144,13 @@
  *    answered its leases again does (`lapses`): a lease still held then was extended, by the
  *    consumer a repeat of the attempt answered, and releasing it let another consumer lease
  *    the message while that one held it. A replica of an earlier version would release it.
+ * 39. a move's fence may be `ordered` (its body `{"moveId":…,"ordered":true}`, as an ordered
+ *    drop's): refused when the group took part in a later move of the partition since. An
+ *    aborted move's mark goes with a later move's drop, and the aborted move's late fence then
+ *    fenced for good a partition that a move after it brought back. A replica of an earlier
+ *    version would refuse the body as malformed.
  */
-export const FORMAT_LEVEL = 38
+export const FORMAT_LEVEL = 39
 
 /** The level that lets a partition keep an idempotent producer's pipelined batches in order. */
 export const FORMAT_LEVEL_PIPELINING = 2
@@ -266,6 +271,9 @@ export const FORMAT_LEVEL_MOVE_ABORT = 37
 
 /** The level from which a give-back under an attempt whose record is gone changes nothing (level 38 above). */
 export const FORMAT_LEVEL_LATE_GIVE_BACK = 38
+
+/** The level from which a move's fence is refused once the group took part in a later move of the partition (level 39 above). */
+export const FORMAT_LEVEL_FENCE_ORDER = 39
 
 /** A level as a peer sent it: 0 (a version before levels) is level 1. */
 export function formatLevelOf(sent: number): number {

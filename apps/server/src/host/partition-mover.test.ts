@@ -7,6 +7,7 @@ import {
   storedQueueName,
 } from '@mq/data-service'
 import {
+  FORMAT_LEVEL_FENCE_ORDER,
   FORMAT_LEVEL_MESSAGE_TTL,
   FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_MOVE_IDS,
@@ -203,6 +204,21 @@ describe('PartitionMover copy', () => {
       const imports = s.chunks.filter((c): c is ImportCommand => c.type === 'import')
       expect(imports.length).toBeGreaterThan(1)
       expect(imports.every((c) => (c.ordered === true) === ordered)).toBe(true)
+    }
+  })
+
+  it('asks the source replicas to refuse a late fence of a move once a later one was there (ordered), once every replica does', async () => {
+    for (const level of [FORMAT_LEVEL_FENCE_ORDER - 1, FORMAT_LEVEL_FENCE_ORDER]) {
+      const s = await setup({ formatLevel: level })
+      await s.mover.move(s.request)
+      const fence = s.source.proposed.find((c) => c.type === 'fence')
+      expect(fence).toEqual({
+        type: 'fence',
+        queue: QUEUE,
+        partition: 0,
+        moveId: 7,
+        ...(level >= FORMAT_LEVEL_FENCE_ORDER ? { ordered: true } : {}),
+      })
     }
   })
 

@@ -10,6 +10,7 @@ import {
   staleMove,
 } from '@mq/data-service'
 import {
+  FORMAT_LEVEL_FENCE_ORDER,
   FORMAT_LEVEL_MOVE_ABORT,
   FORMAT_LEVEL_MOVE_IDS,
   FORMAT_LEVEL_MOVE_ORDER,
@@ -320,7 +321,16 @@ export class PartitionMover {
       }
       // 2. The fence: from its entry on, the partition answers STALE_ROUTE and is frozen.
       fencedAtMs = Date.now()
-      const fenced = await port.propose({ type: 'fence', queue, partition, ...this.#moveIdOf(req) })
+      const fenced = await port.propose({
+        type: 'fence',
+        queue,
+        partition,
+        ...this.#moveIdOf(req),
+        // Refused where a later move of the partition has been since (a late fence of an aborted move).
+        ...(this.#namesMoves() && this.#level() >= FORMAT_LEVEL_FENCE_ORDER
+          ? { ordered: true as const }
+          : {}),
+      })
       if (fenced.type !== 'fenced') throw refusal(fenced, `fence of ${queue}/${partition}`)
       dirty = watch.keys()
     } finally {
