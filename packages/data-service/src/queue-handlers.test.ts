@@ -710,6 +710,40 @@ describe('queue handlers', () => {
     })
   })
 
+  it.each([
+    ['stats', { target }],
+    ['listReady', { target, limit: 10 }],
+    ['listDead', { target, limit: 10, afterId: 0 }],
+  ] as const)(
+    "refuses a %s (STALE_ROUTE) of a partition whose move's fence the read barrier applies: no frozen copy is served",
+    async (method, request) => {
+      const group = await localGroup()
+      // As mq-server's node: a partition fenced here is located nowhere (STALE_ROUTE).
+      const fencing: DataNodePort = {
+        formatLevel: () => 2,
+        groupFor: async (q, p) => {
+          if (group.machine.fenced(q, p)) throw new StaleRouteError(`${q}/${p} moved away`, { epoch: 4 })
+          return q === 'jobs' && p === 0 ? { group, storedAs: 'jobs', config: JOBS_CONFIG } : undefined
+        },
+        routeEpoch: () => 4,
+      }
+      const h = queueHandlers(fencing)
+      await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a')] })
+      // The move's fence is committed (the route flipped: new writes go to the target) but not
+      // yet applied here, as on a replica that just became the leader: the partition is located
+      // as served, and the barrier applies the fence.
+      const propose = group.propose
+      group.readBarrier = async () => {
+        await propose({ type: 'fence', queue: 'jobs', partition: 0 })
+      }
+      const error = await call(h, method, request).then(
+        () => expect.unreachable('the read succeeded'),
+        (e: unknown) => e,
+      )
+      expect(fromGrpcError(error as Parameters<typeof fromGrpcError>[0]).code).toBe('STALE_ROUTE')
+    },
+  )
+
   it('lists dead letters in pages by place; redrives, purges and purges them past the one-entry limit of 1,000, in batches', async () => {
     const h = queueHandlers(node(await localGroup(true, { messageBytesMax: 100, maxDeliveries: 1 })))
     for (let batch = 0; batch < 3; batch++) {

@@ -316,6 +316,14 @@ export function queueHandlers(
   const locateRead = async (target: PartitionTarget | undefined) => {
     const found = await locate(target)
     await found.group.readBarrier()
+    // Located by the state applied before the barrier: a new leader may apply a move's fence
+    // only now, and the partition's frozen copy here is stale (the target took writes since).
+    if (found.group.machine.fenced(found.queue, found.partition)) {
+      throw new StaleRouteError(
+        `${target?.queue}/${found.partition} moved or is moving away from group ${found.group.groupId}; refresh the route (epoch ${node.routeEpoch()})`,
+        { epoch: node.routeEpoch(), groupId: found.group.groupId },
+      )
+    }
     return found
   }
   /** Pipelining producers' batches, put back in sequence order before they are proposed. */
