@@ -96,6 +96,18 @@ function node(
   }
 }
 
+/** As mq-server's node: `node`, but a partition fenced here is located nowhere (STALE_ROUTE). */
+function fencingNode(group: DataGroupPort): DataNodePort {
+  const located = node(group)
+  return {
+    ...located,
+    groupFor: async (q, p, epoch) => {
+      if (group.machine.fenced(q, p)) throw new StaleRouteError(`${q}/${p} moved away`, { epoch: 4 })
+      return located.groupFor(q, p, epoch)
+    },
+  }
+}
+
 /** Counts the lease entries `group` is asked to propose from now on. */
 function countLeaseEntries(group: DataGroupPort): () => number {
   let entries = 0
@@ -718,16 +730,7 @@ describe('queue handlers', () => {
     "refuses a %s (STALE_ROUTE) of a partition whose move's fence the read barrier applies: no frozen copy is served",
     async (method, request) => {
       const group = await localGroup()
-      // As mq-server's node: a partition fenced here is located nowhere (STALE_ROUTE).
-      const fencing: DataNodePort = {
-        formatLevel: () => 2,
-        groupFor: async (q, p) => {
-          if (group.machine.fenced(q, p)) throw new StaleRouteError(`${q}/${p} moved away`, { epoch: 4 })
-          return q === 'jobs' && p === 0 ? { group, storedAs: 'jobs', config: JOBS_CONFIG } : undefined
-        },
-        routeEpoch: () => 4,
-      }
-      const h = queueHandlers(fencing)
+      const h = queueHandlers(fencingNode(group))
       await call(h, 'produce', { target, producerId: '', sequence: 0, messages: [message('a')] })
       // The move's fence is committed (the route flipped: new writes go to the target) but not
       // yet applied here, as on a replica that just became the leader: the partition is located
@@ -2020,17 +2023,8 @@ describe('queue handlers: checks before a proposal', () => {
     ['dropped', { type: 'drop', queue: 'jobs', partition: 0 }],
   ] as const)('answers a long poll whose partition is %s at once, not at its recheck', async (_, gone) => {
     const group = await localGroup()
-    // As mq-server's node: a fenced partition is located nowhere here (STALE_ROUTE).
-    const fencing: DataNodePort = {
-      formatLevel: () => 2,
-      groupFor: async (q, p) => {
-        if (group.machine.fenced(q, p)) throw new StaleRouteError(`${q}/${p} moved away`, { epoch: 4 })
-        return q === 'jobs' && p === 0 ? { group, storedAs: 'jobs', config: JOBS_CONFIG } : undefined
-      },
-      routeEpoch: () => 4,
-    }
     const recheckMs = 2_000
-    const h = queueHandlers(fencing, { leaseRecheckMs: recheckMs })
+    const h = queueHandlers(fencingNode(group), { leaseRecheckMs: recheckMs })
     // Three polls: every one of them, not as many as the partition's messages could serve.
     const polling = ['c1', 'c2', 'c3'].map((consumerId) =>
       failure(call(h, 'lease', { target, consumerId, max: 10, visibilityMs: 5_000, waitMs: 10_000 })),
