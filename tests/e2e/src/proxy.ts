@@ -35,6 +35,8 @@ export class FaultProxy {
       // While held, no SYN reaches the node either: the connection waits (unread) for release.
       if (!this.#held) return this.#accept(down)
       down.on('error', () => {})
+      // Gone before the release (its client gave up): forgotten, so the set holds only open ones.
+      down.once('close', () => this.#waiting.delete(down))
       this.#waiting.add(down)
     })
   }
